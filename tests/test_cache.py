@@ -1,0 +1,102 @@
+"""The crash-safety guarantees every cache in the project relies on."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from bias_utils import cache
+
+
+def test_stable_hash_ignores_dict_order_and_sees_values():
+    assert cache.stable_hash({"a": 1, "b": [1, 2]}) == cache.stable_hash({"b": [1, 2], "a": 1})
+    assert cache.stable_hash({"a": 1}) != cache.stable_hash({"a": 2})
+    assert cache.stable_hash({"t": 0.7}) != cache.stable_hash({"t": 0.70001})
+
+
+def test_sha256_file_matches_hashlib(tmp_path):
+    import hashlib
+
+    p = tmp_path / "f.bin"
+    data = os.urandom(3 * (1 << 20) + 17)  # spans several read chunks
+    p.write_bytes(data)
+    assert cache.sha256_file(p) == hashlib.sha256(data).hexdigest()
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path):
+    target = tmp_path / "sub" / "x.json"
+    cache.atomic_write_json(target, {"k": [1, 2]})
+    cache.atomic_write_json(target, {"k": [3]})
+    assert json.loads(target.read_text()) == {"k": [3]}
+    assert [p.name for p in target.parent.iterdir()] == ["x.json"]
+
+
+def test_npz_roundtrip_and_corruption_is_a_miss(tmp_path):
+    path = tmp_path / "e.npz"
+    values = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    cache.write_npz(path, values=values, ids=np.array(["a", "b"]))
+    got = cache.read_npz(path, required=["values", "ids"])
+    np.testing.assert_array_equal(got["values"], values)
+    assert list(got["ids"]) == ["a", "b"]
+
+    assert cache.read_npz(path, required=["missing"]) is None  # incomplete entry is a miss ...
+    assert not path.exists()  # ... and is removed so the caller recomputes it
+
+    cache.write_npz(path, values=values)
+    raw = path.read_bytes()
+    path.write_bytes(raw[: len(raw) // 2])  # truncated, as after a crash on a non-atomic writer
+    assert cache.read_npz(path) is None and not path.exists()
+
+    big = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+    cache.write_npz(path, values=big)
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF  # the middle of a one-array npz is array data: only the zip CRC can catch it
+    path.write_bytes(bytes(raw))
+    assert cache.read_npz(path) is None
+
+
+def test_read_npz_never_unpickles(tmp_path):
+    path = tmp_path / "obj.npz"
+    np.savez(path, obj=np.array([{"a": 1}], dtype=object))  # an object array needs pickle to load
+    assert cache.read_npz(path) is None
+
+
+def test_jsonl_torn_tail_is_ignored_then_repaired(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    cache.append_jsonl(path, [{"i": 0}, {"i": 1}])
+    with open(path, "a") as f:
+        f.write('{"i": 2, "text": "half wri')  # a crash mid-write
+    assert [r["i"] for r in cache.read_jsonl(path)] == [0, 1]
+    cache.append_jsonl(path, [{"i": 2}])
+    assert [r["i"] for r in cache.read_jsonl(path)] == [0, 1, 2]
+
+
+def test_jsonl_survives_sigkill_mid_stream(tmp_path):
+    """A writer killed at an arbitrary point leaves only whole records behind."""
+    path = tmp_path / "rows.jsonl"
+    script = textwrap.dedent(
+        f"""
+        from bias_utils import cache
+        i = 0
+        while True:
+            cache.append_jsonl({str(path)!r}, [{{"i": i, "pad": "x" * 5000}}])
+            i += 1
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.time() + 60
+    while time.time() < deadline and (not path.exists() or path.stat().st_size < 200_000):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    rows = list(cache.read_jsonl(path))
+    assert len(rows) > 10
+    assert [r["i"] for r in rows] == list(range(len(rows)))
+    cache.append_jsonl(path, [{"i": len(rows)}])
+    assert [r["i"] for r in cache.read_jsonl(path)] == list(range(len(rows) + 1))
