@@ -252,11 +252,14 @@ def own_dimension_values(bases: dict[str, PolarBasis], X: np.ndarray, terms: pd.
     return out[["term", "dimension", "term_dimension", "direction", "layer", "value"]]
 
 
-def _accuracy_draws(values: np.ndarray, high: np.ndarray, centred: bool, idx: np.ndarray) -> np.ndarray:
-    """Accuracy for each row of resampled indices ``idx`` [B, n]."""
-    v = values[idx]
-    cut = v.mean(axis=1, keepdims=True) if centred else 0.0
-    return ((v > cut) == high[idx]).mean(axis=1)
+def _accuracy(values: np.ndarray, high: np.ndarray, centred: bool):
+    """Accuracy as a function of resampled term indices (for ``stats.bootstrap_ci``)."""
+    def statistic(idx: np.ndarray) -> float:
+        idx = idx.astype(int)
+        v = values[idx]
+        cut = v.mean() if centred else 0.0
+        return float(((v > cut) == high[idx]).mean())
+    return statistic
 
 
 def direction_accuracy(values: pd.DataFrame, *, n_boot: int = 2000, ci: float = 0.95, seed: int = 0) -> pd.DataFrame:
@@ -266,26 +269,24 @@ def direction_accuracy(values: pd.DataFrame, *, n_boot: int = 2000, ci: float = 
     direction, layer, value``). Two cut-offs: ``raw`` predicts *high* when the
     value is > 0; ``centred`` subtracts first the mean projected value of all
     evaluated terms of that dimension (at that layer), i.e. the threshold is
-    the dimension's mean. The CI is a percentile bootstrap over terms (the
-    centring mean is recomputed in each resample).
+    the dimension's mean. The CI is a percentile bootstrap over terms
+    (``stats.bootstrap_ci``; the centring mean is recomputed in every resample).
 
     Returns ``dimension, layer, cutoff, accuracy, ci_low, ci_high, n,
     n_high, n_low``.
     """
-    rng = np.random.default_rng(seed)
+    from .stats import bootstrap_ci
+
     rows = []
-    alpha = (1 - ci) / 2
     for (dimension, layer), g in values.groupby(["dimension", "layer"], sort=False):
         v = g["value"].to_numpy(dtype=np.float64)
         high = (g["direction"] == "high").to_numpy()
-        n = len(v)
-        boot = rng.integers(0, n, size=(n_boot, n))
-        for cutoff, centred in (("raw", False), ("centred", True)):
-            acc = float(_accuracy_draws(v, high, centred, np.arange(n)[None, :])[0])
-            draws = _accuracy_draws(v, high, centred, boot)
+        for cutoff in ("raw", "centred"):
+            acc, lo, hi = bootstrap_ci(np.arange(len(v)), _accuracy(v, high, cutoff == "centred"),
+                                       n_boot=n_boot, seed=seed, level=ci)
             rows.append({"dimension": dimension, "layer": layer, "cutoff": cutoff, "accuracy": acc,
-                         "ci_low": float(np.quantile(draws, alpha)), "ci_high": float(np.quantile(draws, 1 - alpha)),
-                         "n": n, "n_high": int(high.sum()), "n_low": int(n - high.sum())})
+                         "ci_low": lo, "ci_high": hi, "n": len(v), "n_high": int(high.sum()),
+                         "n_low": int(len(v) - high.sum())})
     out = pd.DataFrame(rows)
     order = {d: i for i, d in enumerate(list(DIMENSION_ORDER) + list(COMPOSITES))}
     out["_o"] = out["dimension"].map(order).fillna(len(order))

@@ -1,0 +1,465 @@
+"""Context sentences for every dictionary sense, from one of four sources.
+
+``build_contexts(dictionary, source=...)`` returns a :class:`ContextSet` whose
+``table`` has one row per sense x context:
+
+=================  ==========================================================
+``sense_id``       the dictionary row (term + sense)
+``dimension``      lower-case stereotype dimension
+``term``           the word to embed (it occurs in ``context`` as a word)
+``direction``      ``high`` / ``low``
+``context``        the sentence or phrase
+``context_source`` where this context came from (WordNet, Oxford Learner's
+                   Dictionary, Meta-Llama-3-8B-Instruct, a model id, a corpus
+                   key or file, ``term only``)
+``context_index``  0-based position among the sense's contexts
+``source``         the requested source (dictionary/generated/corpus/none)
+=================  ==========================================================
+
+Senses left without any context are rows of ``ContextSet.skipped`` (with a
+``reason``); generated contexts dropped by the gender filter are rows of
+``ContextSet.dropped``; ``ContextSet.notes`` records which corpus files were
+used or refused.
+
+Sources (Schuster et al. 2024, Sec. 3.2):
+
+* ``dictionary``: the contexts stored with the dictionary (the seed
+  dictionary's WordNet/Oxford/Cambridge/book examples, the full dictionary's
+  WordNet examples), first ``n_contexts`` as in the original code; rows
+  without any (e.g. user terms) get WordNet examples for their synset, or for
+  all noun/adjective senses of the term.
+* ``generated``: with ``model=None`` the published Llama-3-8B-Instruct
+  contexts (keyed by term + synset); with a model, new contexts sampled from it
+  with :data:`GENERATION_INSTRUCTION`. Every generated context is checked for
+  gendered words, gendered pronouns and first names (:func:`gender_markers`).
+* ``corpus``: natural sentences containing the term as a word, sampled with
+  ``seed``. Default: the BOLD Wikipedia sentences (:data:`DEFAULT_CORPORA`);
+  any text file with one sentence per line works.
+* ``none``: the term alone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import data
+
+SOURCES = ("dictionary", "generated", "corpus", "none")
+TABLE_COLUMNS = ["sense_id", "dimension", "term", "direction", "context", "context_source", "context_index", "source"]
+SKIP_COLUMNS = ["sense_id", "dimension", "term", "direction", "source", "reason"]
+DROP_COLUMNS = ["sense_id", "term", "context", "context_source", "reason"]
+
+#: BOLD Wikipedia sentences, tried in this order; a file that fails verification is refused and noted.
+DEFAULT_CORPORA = ("bold_profession_wiki", "bold_gender_wiki")
+PUBLISHED_GENERATED_KEY = "schuster_generated_contexts"
+
+#: The paper describes (Sec. 3.2) but does not publish its prompt: gender-neutral contexts, no names, no
+#: gender-specific pronouns, with the WordNet definition when the sense is known. This wording follows that
+#: description; ``{sense}`` is filled with :data:`SENSE_CLAUSE` or left empty.
+GENERATION_INSTRUCTION = (
+    'Write one sentence that uses the word "{term}"{sense}. Do not use any names and do not use gender-specific '
+    "pronouns such as he, she, him, her, his or hers; refer to people in a gender-neutral way. "
+    "Reply with the sentence only."
+)
+SENSE_CLAUSE = ' in the sense of "{definition}"'
+GENDERED_PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "himself", "herself"})
+
+_WORD = re.compile(r"[A-Za-z]+(?:['’-][A-Za-z]+)*")
+
+
+class ContextError(ValueError):
+    """A dictionary or corpus cannot be used to build contexts."""
+
+
+@dataclass
+class ContextSet:
+    table: pd.DataFrame
+    skipped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SKIP_COLUMNS))
+    dropped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=DROP_COLUMNS))
+    notes: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["item", "status", "detail"]))
+
+
+def term_pattern(term: str) -> re.Pattern:
+    """The term as a whole word (not inside a longer word), case-insensitive."""
+    return re.compile(r"(?<![A-Za-z0-9])" + re.escape(term) + r"(?![A-Za-z0-9])", re.IGNORECASE)
+
+
+def contains_term(context: str, term: str) -> bool:
+    return bool(term_pattern(term).search(context))
+
+
+def _as_list(value) -> list[str]:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return []
+        if text.startswith("["):
+            try:
+                return [str(x) for x in json.loads(text)]
+            except json.JSONDecodeError:
+                raise ContextError(f"cannot parse the contexts list {text[:80]!r}") from None
+        return [text]
+    return [str(x) for x in value]
+
+
+def prepare_dictionary(dictionary: pd.DataFrame) -> pd.DataFrame:
+    """Check the columns and give every row a unique ``sense_id`` (term + synset when known)."""
+    missing = {"dimension", "term", "direction"} - set(dictionary.columns)
+    if missing:
+        raise ContextError(f"dictionary lacks column(s) {sorted(missing)}; it has {list(dictionary.columns)}")
+    d = dictionary.reset_index(drop=True).copy()
+    bad = sorted(set(d["direction"]) - {"high", "low"})
+    if bad:
+        raise ContextError(f"direction must be 'high' or 'low'; found {bad}")
+    if "sense_id" not in d.columns:
+        # Same key as dictionaries.py; the full dictionary repeats some terms (as the original counts them
+        # twice), so repeated keys get a #k suffix instead of being merged.
+        synset = d["synset"] if "synset" in d.columns else pd.Series([""] * len(d))
+        base = pd.Series([f"{t}|{s if isinstance(s, str) else ''}|{dim}"
+                          for t, s, dim in zip(d["term"], synset, d["dimension"])])
+        k = base.groupby(base).cumcount()
+        d["sense_id"] = base.where(k == 0, base + "#" + (k + 1).astype(str))
+    dup = d["sense_id"][d["sense_id"].duplicated()]
+    if len(dup):
+        raise ContextError(f"duplicate sense_id(s) in the dictionary: {sorted(set(dup))[:5]}")
+    return d
+
+
+def _rows(sense: pd.Series, contexts: list[str], origin, source: str) -> list[dict]:
+    origins = origin if isinstance(origin, list) else [origin] * len(contexts)
+    return [{"sense_id": sense["sense_id"], "dimension": sense["dimension"], "term": sense["term"],
+             "direction": sense["direction"], "context": c, "context_source": o, "context_index": i, "source": source}
+            for i, (c, o) in enumerate(zip(contexts, origins))]
+
+
+def _skip(sense: pd.Series, source: str, reason: str) -> dict:
+    return {"sense_id": sense["sense_id"], "dimension": sense["dimension"], "term": sense["term"],
+            "direction": sense["direction"], "source": source, "reason": reason}
+
+
+def _finish(rows, skipped, dropped=(), notes=()) -> ContextSet:
+    return ContextSet(pd.DataFrame(rows, columns=TABLE_COLUMNS), pd.DataFrame(skipped, columns=SKIP_COLUMNS),
+                      pd.DataFrame(list(dropped), columns=DROP_COLUMNS),
+                      pd.DataFrame(list(notes), columns=["item", "status", "detail"]))
+
+
+# ---------------------------------------------------------------- dictionary / none
+
+def _synset_of(sense: pd.Series):
+    synset = sense.get("synset")
+    return synset if isinstance(synset, str) and synset else None
+
+
+def _dictionary_contexts(d: pd.DataFrame, n: int) -> ContextSet:
+    from .dictionaries import wordnet_contexts
+
+    rows, skipped = [], []
+    for _, sense in d.iterrows():
+        own = _as_list(sense["contexts"]) if "contexts" in d.columns else []
+        own = [c for c in own if contains_term(c, sense["term"])]
+        origin = sense["context_source"] if "context_source" in d.columns and isinstance(sense["context_source"], str) else "dictionary"
+        if not own:
+            own = [c for c in wordnet_contexts(sense["term"], _synset_of(sense)) if contains_term(c, sense["term"])]
+            origin = "WordNet"
+        if own:
+            rows += _rows(sense, own[:n], origin, "dictionary")
+        else:
+            skipped.append(_skip(sense, "dictionary", "no dictionary or WordNet example contains the term"))
+    return _finish(rows, skipped)
+
+
+def _no_contexts(d: pd.DataFrame) -> ContextSet:
+    rows = [r for _, s in d.iterrows() for r in _rows(s, [s["term"]], "term only", "none")]
+    return _finish(rows, [])
+
+
+# ---------------------------------------------------------------- generated
+
+def _names() -> frozenset[str]:
+    with open(data.resolve("schuster_names"), encoding="utf-8") as f:
+        groups = json.load(f)
+    return frozenset(n for names in groups.values() for n in names)
+
+
+def gender_markers(context: str, term: str | None = None, names: frozenset[str] | None = None) -> list[str]:
+    """Gendered words (``lexicon``), gendered pronouns and first names in ``context``.
+
+    Lexicon words and pronouns match case-insensitively; names only when
+    capitalised (so "will" or "may" are not names). The term itself is exempt,
+    so a dictionary term that is also a lexicon word can still be embedded.
+    """
+    from .lexicon import FEMALE_WORDS, MALE_WORDS
+
+    names = _names() if names is None else names
+    gendered = {w.lower() for w in MALE_WORDS} | {w.lower() for w in FEMALE_WORDS} | GENDERED_PRONOUNS
+    exempt = {term.lower()} if term else set()
+    found = []
+    for tok in _WORD.findall(context):
+        low = tok.lower()
+        if low in exempt:
+            continue
+        if low in gendered:
+            found.append(low)
+        elif tok in names:
+            found.append(tok)
+    return found
+
+
+def parse_generated(completion: str, term: str) -> str | None:
+    """The first sentence of a completion that contains the term, without quotes or labels."""
+    text = re.sub(r"^\s*(?:sentence|here is[^:]*)\s*:\s*", "", completion.strip(), flags=re.IGNORECASE)
+    for sentence in re.split(r"(?<=[.!?])\s+|\n+", text):
+        sentence = sentence.strip().strip('"“”*').strip()
+        if sentence and contains_term(sentence, term):
+            return sentence
+    return None
+
+
+def _filter_generated(sense, candidates, origin, names, dropped: list) -> list[str]:
+    kept = []
+    for c in candidates:
+        markers = gender_markers(c, sense["term"], names)
+        if markers:
+            dropped.append({"sense_id": sense["sense_id"], "term": sense["term"], "context": c,
+                            "context_source": origin, "reason": "gendered: " + ", ".join(sorted(set(markers)))})
+        else:
+            kept.append(c)
+    return kept
+
+
+def published_generated_contexts() -> dict[str, list[str]]:
+    """The published Llama-3-8B-Instruct contexts, keyed ``"term - synset"``."""
+    out = {}
+    with open(data.resolve(PUBLISHED_GENERATED_KEY), encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+                out[f"{entry['term']} - {entry['synset']}"] = list(entry["examples"])
+            except (json.JSONDecodeError, KeyError) as exc:
+                raise ContextError(f"{PUBLISHED_GENERATED_KEY} line {i} is malformed: {exc}") from None
+    return out
+
+
+def generation_prompt(term: str, definition=None) -> str:
+    sense = SENSE_CLAUSE.format(definition=definition) if isinstance(definition, str) and definition else ""
+    return GENERATION_INSTRUCTION.format(term=term, sense=sense)
+
+
+def _definition(sense: pd.Series):
+    d = sense.get("definition")
+    if isinstance(d, str) and d.startswith("["):
+        d = (_as_list(d) or [None])[0]
+    elif not isinstance(d, str) and d is not None and not (isinstance(d, float) and np.isnan(d)):
+        d = (list(d) or [None])[0]
+    if isinstance(d, str) and d:
+        return d
+    synset = _synset_of(sense)
+    if synset:
+        from .wordnet import wordnet
+
+        return wordnet().synset(synset).definition()
+    return None
+
+
+def _generated_contexts(d, n, seed, model, generation) -> ContextSet:
+    names = _names()
+    rows, skipped, dropped = [], [], []
+    if model is None:
+        published = published_generated_contexts()
+        origin = "Meta-Llama-3-8B-Instruct (published)"
+        for _, sense in d.iterrows():
+            found = published.get(f"{sense['term']} - {_synset_of(sense)}")
+            if found is None:
+                skipped.append(_skip(sense, "generated", "no published generated context for this term + synset; "
+                                     "pass model= to generate new ones"))
+                continue
+            kept = _filter_generated(sense, [c for c in found if contains_term(c, sense["term"])], origin, names, dropped)
+            if kept:
+                rows += _rows(sense, kept[:n], origin, "generated")
+            else:
+                skipped.append(_skip(sense, "generated", "every published context was dropped by the gender filter"))
+        return _finish(rows, skipped, dropped)
+
+    from .generation import generate
+
+    settings = {"n_samples": n, "max_new_tokens": 48, "temperature": 0.8, "top_p": 0.95, **(generation or {})}
+    prompts = [generation_prompt(s["term"], _definition(s)) for _, s in d.iterrows()]
+    unique = list(dict.fromkeys(prompts))
+    out = generate(model, unique, seed=seed, chat=True, **settings)
+    by_prompt = out.groupby("prompt", sort=False)["completion"].apply(list).to_dict()
+    origin = getattr(model, "model_id", str(model))
+    for (_, sense), prompt in zip(d.iterrows(), prompts):
+        parsed, candidates = by_prompt.get(prompt, []), []
+        for completion in parsed:
+            sentence = parse_generated(completion or "", sense["term"])
+            if sentence is None:
+                dropped.append({"sense_id": sense["sense_id"], "term": sense["term"], "context": completion,
+                                "context_source": origin, "reason": "no sentence containing the term"})
+            else:
+                candidates.append(sentence)
+        kept = _filter_generated(sense, list(dict.fromkeys(candidates)), origin, names, dropped)
+        if kept:
+            rows += _rows(sense, kept[:n], origin, "generated")
+        else:
+            skipped.append(_skip(sense, "generated", f"none of {len(parsed)} generated contexts was usable "
+                                 "(see dropped)"))
+    return _finish(rows, skipped, dropped)
+
+
+# ---------------------------------------------------------------- corpus
+
+def _bold_sentences(path: Path) -> list[str]:
+    with open(path, encoding="utf-8") as f:
+        nested = json.load(f)
+    return [s for pages in nested.values() for sents in pages.values() for s in sents if isinstance(s, str)]
+
+
+def load_corpus(corpus=None) -> tuple[list[str], list[dict]]:
+    """Sentences of a corpus and notes on the files used/refused.
+
+    ``corpus``: ``None`` (the BOLD Wikipedia files of :data:`DEFAULT_CORPORA`;
+    one that fails checksum verification is refused and noted), a manifest key,
+    a path to a text file with one sentence per line, or a list of those.
+    """
+    items = list(DEFAULT_CORPORA) if corpus is None else ([corpus] if isinstance(corpus, (str, Path)) else list(corpus))
+    sentences, notes = [], []
+    for item in items:
+        path = Path(item)
+        if isinstance(item, str) and item in data.manifest():
+            try:
+                resolved = data.resolve(item)
+            except data.DataError as exc:
+                notes.append({"item": item, "status": "refused", "detail": " ".join(str(exc).split())})
+                continue
+            found = _bold_sentences(resolved) if resolved.suffix == ".json" else _read_lines(resolved)
+        elif path.is_file():
+            found = _read_lines(path)
+        else:
+            raise ContextError(f"corpus {item!r} is neither a data key nor an existing file")
+        notes.append({"item": str(item), "status": "used", "detail": f"{len(found)} sentences"})
+        sentences += found
+    if not sentences:
+        raise ContextError("no usable corpus sentence: " + "; ".join(f"{n['item']}: {n['detail']}" for n in notes))
+    return sentences, notes
+
+
+def _read_lines(path: Path) -> list[str]:
+    with open(path, encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip()]
+
+
+def crop(sentence: str, term: str, max_words: int | None) -> str:
+    """Keep at most ``max_words`` words centred on the first occurrence of the term."""
+    words = sentence.split()
+    if max_words is None or len(words) <= max_words:
+        return sentence
+    m = term_pattern(term).search(sentence)
+    at = len(sentence[: m.start()].split()) if m else 0
+    start = max(0, min(at - max_words // 2, len(words) - max_words))
+    return " ".join(words[start: start + max_words])
+
+
+def _corpus_contexts(d, n, seed, corpus, max_words) -> ContextSet:
+    sentences, notes = load_corpus(corpus)
+    index: dict[str, list[int]] = {}
+    for i, s in enumerate(sentences):
+        for w in set(t.lower() for t in _WORD.findall(s)):
+            index.setdefault(w, []).append(i)
+    origin = " + ".join(n_["item"] for n_ in notes if n_["status"] == "used")
+    rng = np.random.default_rng(seed)
+    rows, skipped = [], []
+    for _, sense in d.iterrows():
+        term = sense["term"]
+        first = _WORD.findall(term.lower())
+        candidates = index.get(first[0], []) if first else []
+        hits = [i for i in candidates if contains_term(sentences[i], term)]
+        if not hits:
+            skipped.append(_skip(sense, "corpus", f"the term does not occur in the corpus ({origin})"))
+            continue
+        pick = rng.choice(hits, size=min(n, len(hits)), replace=False)
+        rows += _rows(sense, [crop(sentences[i], term, max_words) for i in pick], origin, "corpus")
+    return _finish(rows, skipped, notes=notes)
+
+
+# ---------------------------------------------------------------- entry points
+
+def build_contexts(dictionary: pd.DataFrame, source: str = "dictionary", n_contexts: int = 5, seed: int = 0,
+                   model=None, corpus=None, *, generation: dict | None = None,
+                   max_words: int | None = 40) -> ContextSet:
+    """Up to ``n_contexts`` contexts per dictionary sense from ``source`` (see the module docstring).
+
+    ``dictionary`` needs ``dimension, term, direction`` and may have
+    ``sense_id, synset, definition, contexts, context_source``.
+    ``model`` (a ``LoadedModel`` or name) switches ``generated`` from the
+    published contexts to new generation; ``generation`` overrides the sampling
+    settings passed to ``generation.generate``. ``corpus`` and ``max_words``
+    apply to ``corpus`` (sentences longer than ``max_words`` are cropped around
+    the term, as the paper's Reddit examples were).
+    """
+    if source not in SOURCES:
+        raise ContextError(f"unknown context source {source!r}; choose one of {SOURCES}")
+    if not isinstance(n_contexts, (int, np.integer)) or n_contexts < 1:
+        raise ContextError(f"n_contexts must be a positive integer, got {n_contexts!r}")
+    d = prepare_dictionary(dictionary)
+    if source == "dictionary":
+        return _dictionary_contexts(d, n_contexts)
+    if source == "none":
+        return _no_contexts(d)
+    if source == "generated":
+        if isinstance(model, str):
+            from .models import load_model
+
+            model = load_model(model)
+        return _generated_contexts(d, n_contexts, seed, model, generation)
+    return _corpus_contexts(d, n_contexts, seed, corpus, max_words)
+
+
+def term_position(context: str, term: str) -> int | None:
+    """1-based word position of the term's first occurrence (None if absent)."""
+    m = term_pattern(term).search(context)
+    return None if m is None else len(context[: m.start()].split()) + 1
+
+
+def context_report(contexts: pd.DataFrame | ContextSet, senses: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Properties of the contexts per source (the paper's Figure 2).
+
+    Columns: ``source, n_senses, n_contexts, contexts_per_sense`` (mean over
+    senses with contexts), ``senses_without`` (from ``ContextSet.skipped``),
+    ``mean_words``, ``median_words``, ``mean_term_position`` (1-based word
+    index), ``mean_relative_position`` (0 = first word, 1 = last word),
+    ``share_gendered`` (contexts with a gendered word, pronoun or name).
+    """
+    skipped = contexts.skipped if isinstance(contexts, ContextSet) else None
+    table = contexts.table if isinstance(contexts, ContextSet) else contexts
+    if table.empty:
+        return pd.DataFrame()
+    t = table.copy()
+    t["words"] = t["context"].str.split().str.len()
+    t["position"] = [term_position(c, w) for c, w in zip(t["context"], t["term"])]
+    t["relative"] = (t["position"] - 1) / (t["words"] - 1).where(t["words"] > 1)
+    names = _names()
+    t["gendered"] = [bool(gender_markers(c, w, names)) for c, w in zip(t["context"], t["term"])]
+    g = t.groupby("source", sort=False)
+    out = pd.DataFrame({
+        "n_senses": g["sense_id"].nunique(),
+        "n_contexts": g.size(),
+        "contexts_per_sense": g.size() / g["sense_id"].nunique(),
+        "mean_words": g["words"].mean(),
+        "median_words": g["words"].median(),
+        "mean_term_position": g["position"].mean(),
+        "mean_relative_position": g["relative"].mean(),
+        "share_gendered": g["gendered"].mean(),
+    }).reset_index()
+    n_skipped = skipped.groupby("source").size() if skipped is not None and len(skipped) else pd.Series(dtype=int)
+    out.insert(3, "senses_without", out["source"].map(n_skipped).fillna(0).astype(int))
+    return out
