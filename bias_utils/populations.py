@@ -1,0 +1,194 @@
+"""Populations: groups of words (names or person terms) whose stereotype profiles are compared.
+
+:func:`load_populations` returns ``{group: [words]}`` (groups and words in
+source order). Built-in sets:
+
+``"names"``
+    Schuster et al.'s ``names.json``: the SSA "Top Names Over the Last 100
+    Years" table, groups ``female`` and ``male``, 100 each, in rank order.
+``"terms"``
+    Schuster et al.'s ``terms.json``: WEAT 7/8 gendered words without the
+    pronoun objects/possessives, groups ``female`` and ``male``, 9 each.
+``"nonbinary"``
+    Terms chosen from HolisticBias v1.1 (``descriptors.json`` ->
+    ``gender_and_sex``), groups ``nonbinary`` (bucket ``non_binary_or_gnc``)
+    and ``transgender`` (bucket ``transgender``); see :func:`nonbinary_terms`
+    for the selection rule.
+
+User files (any number of groups, at least one word each):
+
+* JSON ``{"group": ["word", ...], ...}``, or
+  ``{"kind": "name", "groups": {"group": [...], ...}}`` to set the kind;
+* CSV with a header ``group,word`` and optionally a ``kind`` column (one
+  value for the whole file).
+
+The *kind* tells template builders how to put a word into a sentence
+(:func:`population_kind`): ``"name"`` words never take an article ("this is
+Mary"); ``"noun"`` words take "the" ("this is the woman"), the treatment
+Schuster et al.'s ``fill_template`` gives to every word nltk tags NN or JJ,
+so adjectives such as "nonbinary" are ``"noun"`` too. Pronouns are the
+exception (nltk tags them PRP: "this is she"); :func:`takes_article` applies
+the rule per word. User files default to ``"noun"``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+from .data import resolve
+
+KINDS = ("name", "noun")
+#: Template kind of the built-in populations (see the module docstring).
+POPULATION_KINDS = {"names": "name", "terms": "noun", "nonbinary": "noun"}
+BUILTIN = tuple(POPULATION_KINDS)
+
+# A template word must be one lower-case token: letters with at most one inner hyphen. This
+# excludes multi-word descriptors ("trans female", "gender neutral"), abbreviations ("FTM",
+# "F2M", "FoC") and phrases glued by hyphens ("feminine-of-center").
+_TEMPLATE_WORD = re.compile(r"^[a-z]+(-[a-z]+)?$")
+# Single words whose everyday sense is not a gender identity, so their embedding would
+# measure something else; with the reason, for the docs.
+NONBINARY_EXCLUDED = {
+    "stud": "everyday senses (a male horse, a metal knob) dominate",
+    "tomboy": "describes a girl, i.e. a binary-gendered person",
+    "boi": "slang with several unrelated uses",
+    "genderless": "mostly describes things (languages, products), not people",
+}
+
+
+# Personal pronouns (nltk's PRP tag) never take an article in Schuster et al.'s templates.
+PRONOUNS = frozenset({"he", "she", "they", "him", "her", "them", "it", "i", "we", "you", "xe", "ze"})
+
+
+class PopulationError(ValueError):
+    """A population file or name is invalid; the message names the group and word."""
+
+
+def _descriptor_text(item) -> str:
+    return item["descriptor"] if isinstance(item, dict) else item
+
+
+def nonbinary_terms() -> dict[str, list[str]]:
+    """The ``nonbinary`` population, selected from HolisticBias by a fixed rule.
+
+    From buckets ``non_binary_or_gnc`` (group ``nonbinary``) and ``transgender``
+    (group ``transgender``) keep, in source order, the descriptors that
+
+    1. are one lower-case token (letters, at most one inner hyphen), so they fit
+       templates such as "this is the X" and are found as one word in context;
+    2. are not the hyphenated spelling of another kept word (``non-binary`` is
+       dropped because ``nonbinary`` is kept: one concept counts once);
+    3. are not in :data:`NONBINARY_EXCLUDED` (words whose common sense is not a
+       gender identity).
+    """
+    buckets = json.loads(resolve("holisticbias_descriptors").read_text(encoding="utf-8"))["gender_and_sex"]
+    groups = {}
+    for group, bucket in (("nonbinary", "non_binary_or_gnc"), ("transgender", "transgender")):
+        words = [_descriptor_text(x) for x in buckets[bucket]]
+        words = [w for w in words if _TEMPLATE_WORD.match(w) and w not in NONBINARY_EXCLUDED]
+        groups[group] = [w for w in words if "-" not in w or w.replace("-", "") not in words]
+    return groups
+
+
+def _schuster_groups(key: str, suffix: str) -> dict[str, list[str]]:
+    raw = json.loads(resolve(key).read_text(encoding="utf-8"))
+    return {g.lower(): raw[f"{g} {suffix}"] for g in ("Female", "Male")}
+
+
+def _read_user_file(path: Path) -> tuple[dict[str, list[str]], str]:
+    if path.suffix.lower() == ".json":
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise PopulationError(f"{path}: not valid JSON ({exc})") from None
+        kind = "noun"
+        if isinstance(raw, dict) and "groups" in raw:
+            kind, raw = raw.get("kind", "noun"), raw["groups"]
+        if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
+            raise PopulationError(f'{path}: expected {{"group": ["word", ...]}} (or {{"kind": ..., "groups": {{...}}}})')
+        return raw, kind
+    if path.suffix.lower() == ".csv":
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            header = [h.strip().lower() for h in reader.fieldnames or []]
+            if "group" not in header or "word" not in header:
+                raise PopulationError(f"{path}, line 1: the header needs columns 'group' and 'word' (found {header})")
+            reader.fieldnames = header
+            groups: dict[str, list[str]] = {}
+            kinds = set()
+            for row in reader:
+                group = (row["group"] or "").strip()
+                if not group:
+                    raise PopulationError(f"{path}, line {reader.line_num}, column group: empty group name")
+                groups.setdefault(group, []).append(row["word"] or "")
+                kinds.add((row.get("kind") or "").strip() or "noun")
+        if len(kinds) > 1:
+            raise PopulationError(f"{path}, column kind: one kind per file, found {sorted(kinds)}")
+        return groups, kinds.pop() if kinds else "noun"
+    raise PopulationError(f"{path}: population files must be .json or .csv")
+
+
+def _validate(groups: dict[str, list[str]], where: str) -> dict[str, list[str]]:
+    if not groups:
+        raise PopulationError(f"{where}: no groups")
+    owner: dict[str, str] = {}
+    clean = {}
+    for group, words in groups.items():
+        if not words:
+            raise PopulationError(f"{where}: group {group!r} is empty")
+        seen = set()
+        for i, word in enumerate(words, 1):
+            if not isinstance(word, str) or not word.strip():
+                raise PopulationError(f"{where}: group {group!r}, word {i} is empty or not a string ({word!r})")
+            word = word.strip()
+            if word in seen:
+                raise PopulationError(f"{where}: group {group!r} lists {word!r} twice")
+            if word in owner:
+                raise PopulationError(f"{where}: {word!r} is in both group {owner[word]!r} and group {group!r}")
+            seen.add(word)
+            owner[word] = group
+        clean[group] = [w.strip() for w in words]
+    return clean
+
+
+def _load(name_or_path: str | Path) -> tuple[dict[str, list[str]], str]:
+    if isinstance(name_or_path, str) and name_or_path in POPULATION_KINDS:
+        loaders = {
+            "names": lambda: _schuster_groups("schuster_names", "Names"),
+            "terms": lambda: _schuster_groups("schuster_terms", "Terms"),
+            "nonbinary": nonbinary_terms,
+        }
+        return _validate(loaders[name_or_path](), name_or_path), POPULATION_KINDS[name_or_path]
+    path = Path(name_or_path)
+    if not path.is_file():
+        raise PopulationError(
+            f"unknown population {str(name_or_path)!r}: not one of {', '.join(BUILTIN)} and no such file"
+        )
+    groups, kind = _read_user_file(path)
+    if kind not in KINDS:
+        raise PopulationError(f"{path}: kind {kind!r} is not one of {KINDS}")
+    return _validate(groups, str(path)), kind
+
+
+def load_populations(name_or_path: str | Path) -> dict[str, list[str]]:
+    """``{group: [words]}`` for a built-in population or a user file (module docstring).
+
+    Raises :class:`PopulationError` for an unknown name, an empty group, a word
+    listed twice in a group, or a word in two groups.
+    """
+    return _load(name_or_path)[0]
+
+
+def population_kind(name_or_path: str | Path) -> str:
+    """``"name"`` (no article in templates) or ``"noun"`` (takes "the"); see the module docstring."""
+    return _load(name_or_path)[1]
+
+
+def takes_article(word: str, kind: str) -> bool:
+    """Whether templates put "the" before ``word`` ("this is the woman", not "this is the she")."""
+    if kind not in KINDS:
+        raise PopulationError(f"kind {kind!r} is not one of {KINDS}")
+    return kind == "noun" and word.lower() not in PRONOUNS
