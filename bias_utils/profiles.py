@@ -1,0 +1,485 @@
+"""Stereotype profiles of word populations (Schuster et al. 2024, Study 1).
+
+Pipeline, with the original study's choices as defaults (read from the
+authors' published ``projection.py``/``utils.py``):
+
+1. Every word of a population (names, gendered terms, non-binary terms) is put
+   into seven neutral templates (``DEFAULT_TEMPLATES``). Templates stay lower
+   case and the word keeps its own casing ("this is Mary", "Mary is here").
+   A common noun or adjective gets the article: "this is the woman",
+   "the woman is here". The original decides that with nltk's POS tagger,
+   whose model is not available offline; here it follows from the word list's
+   kind: names never take "the", pronouns never do, every other word does.
+2. The word's hidden states are taken in every template and averaged over the
+   templates (one vector per word and layer).
+3. The vectors are projected onto the polar stereotype dimensions layer by
+   layer (``projection.project``); the headline value of a word is the mean of
+   its projected values over ALL hidden states (the original), the last layer
+   is an option, every single layer is kept for the layer analysis.
+4. Values are z-standardised per dimension over all the words of one
+   population together (population SD, ddof 0), each population on its own;
+   a population may instead be put on another population's scale (the
+   non-binary terms on the binary gendered terms' scale, as in the original's
+   ``standardize_new_values``).
+5. Per dimension, the two groups are compared with Welch's t (primary), the
+   original Student t (equal variances), Hedges' g with a 95% CI, and Holm's
+   correction across the dimensions of one space; with more than two groups a
+   Welch ANOVA plus Holm-corrected pairwise Welch tests.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+#: The placeholder a template marks the word with.
+PLACEHOLDER = "{word}"
+
+#: The original study's seven templates (``utils.TEMPLATES``), with the word's slot marked.
+DEFAULT_TEMPLATES: tuple[str, ...] = (
+    "this is {word}",
+    "that is {word}",
+    "there is {word}",
+    "the person is {word}",
+    "here is {word}",
+    "{word} is here",
+    "{word} is there",
+)
+
+#: Personal pronouns, including common neopronouns: they never take an article.
+PRONOUNS = frozenset(
+    """he she they him her them his hers their theirs himself herself themself themselves
+    it its one xe xem xyr xyrs ze zir zirs hir hirs ey em eir eirs fae faer faers ve ver vis""".split()
+)
+
+#: Word kinds decide the article rule.
+WORD_KINDS = ("name", "pronoun", "noun")
+
+#: Which populations are given names; every other population is treated as terms.
+NAME_POPULATIONS = frozenset({"names"})
+
+#: Default scale for populations standardised against another one (the paper's Figure 4).
+DEFAULT_REFERENCE = {"nonbinary": "terms"}
+
+
+class ProfileError(ValueError):
+    """A population, template or profile input that cannot be used as given."""
+
+
+# --------------------------------------------------------------------------- templates
+
+
+def word_kind(word: str, population_kind: str) -> str:
+    """``"name"``, ``"pronoun"`` or ``"noun"`` for a word of a population of kind
+    ``"names"`` or ``"terms"`` (the kind, not a POS tagger, decides)."""
+    if population_kind not in ("names", "terms"):
+        raise ProfileError(f"population kind must be 'names' or 'terms', got {population_kind!r}")
+    if population_kind == "names":
+        return "name"
+    return "pronoun" if word.lower() in PRONOUNS else "noun"
+
+
+def check_templates(templates: Sequence[str]) -> tuple[str, ...]:
+    """The templates as a tuple, each with exactly one ``{word}`` slot."""
+    if isinstance(templates, str):
+        raise ProfileError("templates must be a list of strings, not one string")
+    templates = tuple(templates)
+    if not templates:
+        raise ProfileError("no templates given")
+    for t in templates:
+        if not isinstance(t, str) or t.count(PLACEHOLDER) != 1:
+            raise ProfileError(f"template {t!r} must contain the placeholder {PLACEHOLDER} exactly once")
+    if len(set(templates)) != len(templates):
+        raise ProfileError("templates contain duplicates, which would weight them twice")
+    return templates
+
+
+def fill_template(template: str, word: str, kind: str) -> str:
+    """The template with the word in its slot; common nouns get the article "the"."""
+    if kind not in WORD_KINDS:
+        raise ProfileError(f"word kind must be one of {WORD_KINDS}, got {kind!r}")
+    return template.replace(PLACEHOLDER, f"the {word}" if kind == "noun" else word)
+
+
+# --------------------------------------------------------------------------- populations
+
+
+def _population_kind(name: str, kind) -> str:
+    if isinstance(kind, Mapping):
+        if name in kind:
+            return kind[name]
+        kind = None
+    if kind is not None:
+        return kind
+    try:  # the populations module may declare kinds for its built-in lists
+        from .populations import POPULATION_KINDS  # type: ignore[attr-defined]
+    except ImportError:
+        POPULATION_KINDS = {}
+    return POPULATION_KINDS.get(name, "names" if name in NAME_POPULATIONS else "terms")
+
+
+def resolve_populations(populations) -> dict[str, dict[str, list[str]]]:
+    """``{population: {group: [words]}}`` from built-in names / file paths (a str or
+    a list, loaded with ``populations.load_populations``) or from that mapping itself."""
+    if isinstance(populations, (str, Path)):
+        populations = [populations]
+    if isinstance(populations, Mapping):
+        out = {str(k): {str(g): list(ws) for g, ws in v.items()} for k, v in populations.items()}
+    else:
+        from .populations import load_populations
+
+        out = {}
+        for p in populations:
+            name = Path(p).stem if Path(str(p)).suffix else str(p)
+            out[name] = {str(g): list(ws) for g, ws in load_populations(p).items()}
+    if not out:
+        raise ProfileError("no populations given")
+    for name, groups in out.items():
+        if not groups or any(len(ws) == 0 for ws in groups.values()):
+            raise ProfileError(f"population {name!r} has no groups or an empty group: {groups!r}")
+    return out
+
+
+def limit_populations(populations: Mapping[str, Mapping[str, list[str]]], limit: int | None,
+                      only: Sequence[str] = ("names",)) -> dict[str, dict[str, list[str]]]:
+    """The first ``limit`` words of every group of the populations in ``only``
+    (quick runs keep the gendered terms whole, as they are only 9 per group)."""
+    if limit is None:
+        return {k: {g: list(w) for g, w in v.items()} for k, v in populations.items()}
+    if limit < 2:
+        raise ProfileError(f"limit must be at least 2 words per group for a t-test, got {limit}")
+    return {k: {g: list(w)[:limit] if k in only else list(w) for g, w in v.items()}
+            for k, v in populations.items()}
+
+
+# --------------------------------------------------------------------------- embeddings
+
+
+@dataclass
+class PopulationEmbeddings:
+    """Template-averaged hidden states of the population words.
+
+    ``values``: float32 [n_words, n_layers, hidden], row i belongs to ``words`` row i.
+    ``words``: ``population, group, word, kind, n_templates`` (templates that were
+    embedded; fewer than ``len(templates)`` when the tokenizer could not locate the
+    word in some template, those are listed in ``skipped``).
+    ``skipped``: ``population, group, word, context, reason``; a word with no
+    usable template at all has ``context`` empty and is absent from ``words``.
+    ``layers``: hidden-state indices of axis 1 (0 = embedding output).
+    """
+
+    values: np.ndarray
+    words: pd.DataFrame
+    skipped: pd.DataFrame
+    layers: tuple[int, ...]
+    templates: tuple[str, ...]
+    model_id: str
+
+
+def population_embeddings(model, populations, templates: Sequence[str] = DEFAULT_TEMPLATES,
+                          layers="all", kind=None) -> PopulationEmbeddings:
+    """Embed every population word in every template and average over templates.
+
+    ``populations``: built-in name(s), file path(s) or ``{population: {group: [words]}}``.
+    ``kind``: ``None`` (names populations are names, the rest terms), ``"names"`` /
+    ``"terms"`` for all, or ``{population: kind}``.
+    """
+    from .embeddings import embed_words
+
+    templates = check_templates(templates)
+    pops = resolve_populations(populations)
+    rows, contexts, targets = [], [], []
+    for pop, groups in pops.items():
+        pkind = _population_kind(pop, kind)
+        for group, words in groups.items():
+            for word in dict.fromkeys(words):  # a repeated word would count twice in its group
+                wkind = word_kind(word, pkind)
+                rows.append((pop, group, word, wkind))
+                for t in templates:
+                    contexts.append(fill_template(t, word, wkind))
+                    targets.append(word)
+    emb = embed_words(model, contexts, targets, layers=layers)
+    values = np.asarray(emb.values, dtype=np.float32)
+    n_t = len(templates)
+    per_word = values.reshape(len(rows), n_t, *values.shape[1:])
+    kept = ~np.isnan(per_word).any(axis=(2, 3))  # [n_words, n_templates]
+
+    reasons = {}
+    if len(emb.skipped):
+        reasons = dict(zip(emb.skipped["pair_index"], emb.skipped["reason"].astype(str)))
+    skipped = []
+    for i, (pop, group, word, _) in enumerate(rows):
+        for j in np.flatnonzero(~kept[i]):
+            reason = reasons.get(i * n_t + j, "no embedding returned")
+            skipped.append((pop, group, word, contexts[i * n_t + j], reason))
+        if not kept[i].any():
+            skipped.append((pop, group, word, "", "word not located in any template; left out"))
+
+    has_any = kept.any(axis=1)
+    with np.errstate(invalid="ignore"):
+        mean = np.where(kept[:, :, None, None], per_word, 0.0).sum(axis=1)
+        mean = mean / np.maximum(kept.sum(axis=1), 1)[:, None, None]
+    words = pd.DataFrame(rows, columns=["population", "group", "word", "kind"])
+    words["n_templates"] = kept.sum(axis=1)
+    return PopulationEmbeddings(
+        values=mean[has_any].astype(np.float32),
+        words=words[has_any].reset_index(drop=True),
+        skipped=pd.DataFrame(skipped, columns=["population", "group", "word", "context", "reason"]),
+        layers=tuple(int(x) for x in emb.layers),
+        templates=templates,
+        model_id=getattr(model, "model_id", str(model)),
+    )
+
+
+# --------------------------------------------------------------------------- projection
+
+
+def _zscore(values: np.ndarray, mean: float, sd: float, what: str) -> np.ndarray:
+    if not np.isfinite(sd) or sd == 0:
+        raise ProfileError(f"cannot standardise {what}: standard deviation is {sd}")
+    return (values - mean) / sd
+
+
+def standardise(table: pd.DataFrame, reference: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Add ``z``: ``value`` standardised per (population, space, dimension, layer)
+    over all the population's words together, with the population SD (ddof 0)
+    as in the original; a population listed in ``reference`` (population ->
+    reference population) is put on the reference's mean and SD instead."""
+    reference = dict(reference or {})
+    keys = ["space", "dimension", "layer"]
+    present = set(table["population"])
+    for pop, ref in reference.items():
+        if pop in present and ref not in present:
+            raise ProfileError(f"population {pop!r} is standardised against {ref!r}, which was not profiled")
+        if ref in reference:
+            raise ProfileError(f"reference population {ref!r} is itself standardised against another")
+    scale = (table[~table["population"].isin(list(reference))]
+             .groupby(["population", *keys], sort=False)["value"]
+             .agg(mean="mean", sd=lambda v: float(np.std(v, ddof=0))))
+    out = table.copy()
+    z = np.empty(len(out))
+    for (pop, *key), idx in out.groupby(["population", *keys], sort=False).groups.items():
+        src = reference.get(pop, pop)
+        m, s = scale.loc[(src, *key)]
+        z[out.index.get_indexer(idx)] = _zscore(out.loc[idx, "value"].to_numpy(), m, s,
+                                                 f"{pop}/{'/'.join(map(str, key))}")
+    out["z"] = z
+    return out
+
+
+def profile_table(pop_emb: PopulationEmbeddings, bases, layer="mean",
+                  reference: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Projected and standardised values, one row per (word, space, dimension, layer).
+
+    ``bases``: ``PolarBasis`` objects (a list, ``{space: basis}`` or one basis), e.g.
+    the ``"dimensions"`` and ``"warmth_competence"`` spaces. ``layer``: ``"mean"`` (mean
+    of the projected values over all hidden states, the original), ``"last"``, a
+    hidden-state index, or ``"all"`` (every layer, for the layer analysis).
+    ``reference``: populations to put on another population's scale; default
+    ``DEFAULT_REFERENCE`` for those present (non-binary terms on the gendered terms' scale).
+
+    Columns: ``population, group, word, kind, space, layer`` (``"mean"`` or the int
+    hidden-state index, as in ``projection.projection_table``), ``dimension``,
+    ``value`` (projected), ``z`` (standardised).
+    """
+    from .projection import projection_table
+
+    if isinstance(bases, Mapping):
+        bases = list(bases.values())
+    elif not isinstance(bases, (list, tuple)):
+        bases = [bases]
+    present = set(pop_emb.words["population"])
+    if reference is None:
+        reference = {p: r for p, r in DEFAULT_REFERENCE.items() if p in present}
+    items = pop_emb.words[["population", "group", "word", "kind"]]
+    frames = []
+    for basis in bases:
+        missing = sorted(set(basis.layers) - set(pop_emb.layers))
+        if missing:
+            raise ProfileError(f"basis {basis.space!r} has layers {missing} that the population embeddings lack")
+        X = pop_emb.values[:, [pop_emb.layers.index(x) for x in basis.layers]]
+        frames.append(projection_table(basis, X, items, layer))
+    return standardise(pd.concat(frames, ignore_index=True), reference)
+
+
+# --------------------------------------------------------------------------- statistics
+
+#: Columns of :func:`profile_stats` (see its docstring).
+PROFILE_STATS_COLUMNS = [
+    "population", "space", "layer", "dimension", "group_a", "group_b", "n_a", "n_b",
+    "mean_a", "mean_b", "sd_a", "sd_b", "diff", "t", "df", "p", "p_holm",
+    "t_student", "df_student", "p_student", "p_student_holm", "g", "g_ci_low", "g_ci_high",
+    "significant",
+]
+_FAMILY = ["population", "space", "layer"]
+
+
+def _tested_populations(table: pd.DataFrame, populations) -> list[str]:
+    if populations is None:
+        populations = [p for p in dict.fromkeys(table["population"]) if p not in DEFAULT_REFERENCE]
+    missing = sorted(set(populations) - set(table["population"]))
+    if missing:
+        raise ProfileError(f"population(s) {missing} not in the profile table")
+    return list(populations)
+
+
+def profile_stats(table: pd.DataFrame, populations: Sequence[str] | None = None, value: str = "z",
+                  alpha: float = 0.05) -> pd.DataFrame:
+    """Group comparisons per (population, space, layer, dimension).
+
+    Two groups give one row per dimension; more than two give one row per pair
+    (see :func:`profile_anova` for the omnibus test). ``populations`` defaults to
+    every population except those standardised against another one (the
+    non-binary terms, shown by :func:`nonbinary_table` instead).
+
+    Columns (``a``/``b`` = the groups in the population's order, e.g. female/male):
+    ``n_a, n_b``; ``mean_a, mean_b, sd_a, sd_b`` of ``value`` (standardised by
+    default) with SD ddof 0, as the original; ``diff = mean_a - mean_b``;
+    ``t, df, p``: Welch's t test (primary); ``p_holm``: Holm over the family
+    (all rows of one population, space and layer: the 7 dimensions, or the 2
+    composites, times the pairs); ``t_student, df_student, p_student,
+    p_student_holm``: the original study's Student t (equal variances);
+    ``g, g_ci_low, g_ci_high``: Hedges' g (a - b) with its 95% CI;
+    ``significant``: ``p_holm < alpha``. The project's generic statistic columns
+    follow as aliases (``test`` = welch_t, ``statistic`` = t, ``p_adj`` = p_holm,
+    ``adj_method`` = holm, ``effect`` = hedges_g, ``effect_size`` = g, ``ci_low``,
+    ``ci_high`` = the g CI, ``n = n_a + n_b``).
+    """
+    from itertools import combinations
+
+    from .stats import adjust_pvalues, hedges_g, student_t, welch_t
+
+    rows = []
+    sub = table[table["population"].isin(_tested_populations(table, populations))]
+    for (pop, space, layer, dim), d in sub.groupby(_FAMILY + ["dimension"], sort=False):
+        groups = {g: v[value].to_numpy(dtype=float) for g, v in d.groupby("group", sort=False)}
+        if len(groups) < 2:
+            raise ProfileError(f"population {pop!r} has only the group(s) {list(groups)}; need two to compare")
+        for ga, gb in combinations(groups, 2):
+            a, b = groups[ga], groups[gb]
+            w = welch_t(a, b, group_a=ga, group_b=gb)
+            s = student_t(a, b, group_a=ga, group_b=gb)
+            g = hedges_g(a, b, group_a=ga, group_b=gb)
+            rows.append({
+                "population": pop, "space": space, "layer": layer, "dimension": dim,
+                "group_a": ga, "group_b": gb, "n_a": a.size, "n_b": b.size,
+                "mean_a": a.mean(), "mean_b": b.mean(), "sd_a": a.std(ddof=0), "sd_b": b.std(ddof=0),
+                "diff": a.mean() - b.mean(), "t": w["statistic"], "df": w["df"], "p": w["p"],
+                "t_student": s["statistic"], "df_student": s["df"], "p_student": s["p"],
+                "g": g["effect_size"], "g_ci_low": g["ci_low"], "g_ci_high": g["ci_high"],
+            })
+    if not rows:
+        raise ProfileError("no population to test")
+    out = pd.DataFrame(rows)
+    out["p_holm"] = np.nan
+    out["p_student_holm"] = np.nan
+    for _, idx in out.groupby(_FAMILY, sort=False).groups.items():
+        out.loc[idx, "p_holm"] = adjust_pvalues(out.loc[idx, "p"].to_numpy(), "holm")
+        out.loc[idx, "p_student_holm"] = adjust_pvalues(out.loc[idx, "p_student"].to_numpy(), "holm")
+    out["significant"] = out["p_holm"] < alpha
+    out = out[PROFILE_STATS_COLUMNS].assign(
+        test="welch_t", statistic=out["t"], p_adj=out["p_holm"], adj_method="holm",
+        effect="hedges_g", effect_size=out["g"], ci_low=out["g_ci_low"], ci_high=out["g_ci_high"],
+        n=out["n_a"] + out["n_b"])
+    return out.reset_index(drop=True)
+
+
+def profile_anova(table: pd.DataFrame, populations: Sequence[str] | None = None, value: str = "z",
+                  seed: int = 0) -> pd.DataFrame:
+    """Welch one-way ANOVA per dimension for populations with more than two groups
+    (empty for two-group populations, where :func:`profile_stats` is the test).
+
+    Columns: ``population, space, layer, dimension`` and the project's statistic
+    columns (``test`` = welch_anova, ``statistic`` = F, ``df`` = numerator df,
+    ``p``, ``p_adj`` Holm over the dimensions of one population/space/layer,
+    ``effect`` = eta_squared with a bootstrap 95% CI, ``n``).
+    """
+    from .stats import STAT_COLUMNS, adjust_pvalues, welch_anova
+
+    rows = []
+    sub = table[table["population"].isin(_tested_populations(table, populations))]
+    for (pop, space, layer, dim), d in sub.groupby(_FAMILY + ["dimension"], sort=False):
+        if d["group"].nunique() > 2:
+            row = welch_anova(d[value].to_numpy(dtype=float), d["group"].to_numpy(), seed=seed)
+            rows.append({"population": pop, "space": space, "layer": layer, "dimension": dim, **row})
+    cols = _FAMILY + ["dimension"] + STAT_COLUMNS
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    out = pd.DataFrame(rows)
+    for _, idx in out.groupby(_FAMILY, sort=False).groups.items():
+        out.loc[idx, "p_adj"] = adjust_pvalues(out.loc[idx, "p"].to_numpy(), "holm")
+    out["adj_method"] = "holm"
+    return out[cols].reset_index(drop=True)
+
+
+def group_means(table: pd.DataFrame, value: str = "z", level: float = 0.95) -> pd.DataFrame:
+    """Mean of ``value`` per (population, space, layer, dimension, group) with a
+    t-based CI of the mean (SE from the ddof-1 SD).
+
+    Columns: ``population, space, layer, dimension, group, n, mean, sd`` (ddof 0,
+    as the original), ``ci_low, ci_high``.
+    """
+    keys = _FAMILY + ["dimension", "group"]
+    agg = table.groupby(keys, sort=False)[value].agg(
+        n="size", mean="mean", sd=lambda v: float(np.std(v, ddof=0)), sd1=lambda v: float(np.std(v, ddof=1)))
+    half = sps.t.ppf(0.5 + level / 2, agg["n"] - 1) * agg["sd1"] / np.sqrt(agg["n"])
+    agg["ci_low"], agg["ci_high"] = agg["mean"] - half, agg["mean"] + half
+    return agg.drop(columns="sd1").reset_index()
+
+
+def nonbinary_table(table: pd.DataFrame, population: str = "nonbinary", reference: str = "terms") -> pd.DataFrame:
+    """Individual terms of ``population`` against the group means of ``reference``
+    (the paper's Figure 4); ``population`` must have been standardised on the
+    reference's scale (:func:`profile_table` does that by default).
+
+    Columns: ``series`` (``"term"`` for an individual term, ``"group mean"`` for
+    a reference group), ``population, group, word`` (empty for means),
+    ``space, layer, dimension, z, ci_low, ci_high`` (CI of a group mean; NaN for
+    terms), ``n``.
+    """
+    for p in (population, reference):
+        if p not in set(table["population"]):
+            raise ProfileError(f"population {p!r} not in the profile table")
+    terms = table[table["population"] == population].assign(series="term", ci_low=np.nan, ci_high=np.nan, n=1)
+    means = group_means(table[table["population"] == reference]).rename(columns={"mean": "z"})
+    means = means.assign(series="group mean", word="")
+    cols = ["series", "population", "group", "word", "space", "layer", "dimension", "z", "ci_low", "ci_high", "n"]
+    return pd.concat([means[cols], terms[cols]], ignore_index=True)
+
+
+def describe_stats(stats: pd.DataFrame, dimensions: Sequence[str] | None = None, alpha: float = 0.05) -> list[str]:
+    """One sentence per stats row that reads the result, e.g. ``names: female
+    higher than male on warmth (g = 0.52 [0.24, 0.80]; Welch p_holm = 0.001;
+    Student p = 0.0004)``."""
+    lines = []
+    rows = stats if dimensions is None else stats[stats["dimension"].isin(dimensions)]
+    for r in rows.itertuples(index=False):
+        hi, lo = (r.group_a, r.group_b) if r.diff > 0 else (r.group_b, r.group_a)
+        numbers = (f"g = {r.g:.2f} [{r.g_ci_low:.2f}, {r.g_ci_high:.2f}]; Welch t({r.df:.1f}) = {r.t:.2f}, "
+                   f"p = {r.p:.3g}, p_holm = {r.p_holm:.3g}; Student p = {r.p_student:.3g}")
+        if r.p_holm < alpha:
+            lines.append(f"{r.population}: {hi} higher than {lo} on {r.dimension} ({numbers})")
+        else:
+            lines.append(f"{r.population}: no significant {r.group_a}/{r.group_b} difference on "
+                         f"{r.dimension}; {hi} descriptively higher ({numbers})")
+    return lines
+
+
+def write_table(df: pd.DataFrame, path_stem: str | Path) -> tuple[Path, Path]:
+    """Write ``<stem>.parquet`` and ``<stem>.csv`` atomically."""
+    import io
+
+    from .cache import atomic_write_bytes, atomic_write_text
+
+    stem = Path(path_stem)
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    pq = atomic_write_bytes(stem.with_suffix(".parquet"), buf.getvalue())
+    csv = atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False))
+    return pq, csv

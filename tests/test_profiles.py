@@ -1,0 +1,200 @@
+"""Profiles: templates, standardisation and the group statistics against independent
+computations (numpy, scipy, pingouin, hand formulas); one slow end-to-end run."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pingouin as pg
+import pytest
+from scipy import stats as sps
+
+from bias_utils import profiles as pr
+from bias_utils.data import resolve
+
+
+@pytest.fixture(scope="module")
+def names():
+    return json.loads(resolve("schuster_names").read_text())
+
+
+@pytest.fixture(scope="module")
+def terms():
+    return json.loads(resolve("schuster_terms").read_text())
+
+
+# ----------------------------------------------------------------- templates
+
+def test_default_templates_are_the_original_seven():
+    assert [t.replace("{word}", "X") for t in pr.DEFAULT_TEMPLATES] == [
+        "this is X", "that is X", "there is X", "the person is X", "here is X", "X is here", "X is there"]
+
+
+def test_article_rule_names_nouns_pronouns(names, terms):
+    mary = names["Female Names"][0]
+    assert pr.word_kind(mary, "names") == "name"
+    assert pr.fill_template("this is {word}", mary, "name") == "this is Mary"
+    assert pr.fill_template("{word} is here", mary, "name") == "Mary is here"
+    kinds = {w: pr.word_kind(w, "terms") for w in terms["Female Terms"] + terms["Male Terms"]}
+    assert {w for w, k in kinds.items() if k == "pronoun"} == {"she", "he"}
+    assert pr.fill_template("this is {word}", "woman", kinds["woman"]) == "this is the woman"
+    assert pr.fill_template("{word} is here", "woman", kinds["woman"]) == "the woman is here"
+    assert pr.fill_template("{word} is there", "she", kinds["she"]) == "she is there"
+    assert pr.fill_template("the person is {word}", "he", kinds["he"]) == "the person is he"
+    assert pr.word_kind("They", "terms") == "pronoun"
+
+
+def test_custom_templates_validated():
+    assert pr.check_templates(["my friend {word} smiled"]) == ("my friend {word} smiled",)
+    assert pr.fill_template("my friend {word} smiled", "sister", "noun") == "my friend the sister smiled"
+    for bad in (["this is X"], ["{word} and {word}"], [], "this is {word}", ["a {word}", "a {word}"]):
+        with pytest.raises(pr.ProfileError):
+            pr.check_templates(bad)
+    with pytest.raises(pr.ProfileError, match="kind"):
+        pr.word_kind("Mary", "people")
+
+
+def test_limit_populations_keeps_terms_whole(names, terms):
+    pops = {"names": names, "terms": terms}
+    out = pr.limit_populations(pops, 5)
+    assert [len(v) for v in out["names"].values()] == [5, 5]
+    assert out["names"]["Male Names"] == names["Male Names"][:5]
+    assert out["terms"] == terms
+    with pytest.raises(pr.ProfileError):
+        pr.limit_populations(pops, 1)
+
+
+# ----------------------------------------------------------------- standardisation
+
+def _table(names, terms, seed=0, shift=0.4):
+    """A profile-shaped table with the real words and seeded values; the female
+    group is shifted up on 'warmth' so there is something to find."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for pop, groups in (("names", names), ("terms", terms)):
+        for gi, (group, words) in enumerate(groups.items()):
+            for w in words:
+                for dim in ("warmth", "competence"):
+                    v = rng.normal(2.0 if pop == "names" else -1.0, 0.5 if pop == "names" else 2.0)
+                    if dim == "warmth" and gi == 0:
+                        v += shift
+                    rows.append((pop, group, w, "x", "warmth_competence", "mean", dim, v))
+    return pd.DataFrame(rows, columns=["population", "group", "word", "kind", "space", "layer", "dimension", "value"])
+
+
+def test_standardise_matches_numpy_per_population(names, terms):
+    t = pr.standardise(_table(names, terms))
+    for (pop, dim), d in t.groupby(["population", "dimension"]):
+        v = d["value"].to_numpy()
+        np.testing.assert_allclose(d["z"].to_numpy(), (v - v.mean()) / v.std(ddof=0), rtol=1e-12)
+        assert abs(d["z"].mean()) < 1e-12 and math.isclose(d["z"].std(ddof=0), 1.0)
+
+
+def test_standardise_against_reference(names, terms):
+    tab = _table(names, terms)
+    nb = tab[tab["population"] == "terms"].head(6).assign(population="nonbinary", group="nb")
+    t = pr.standardise(pd.concat([tab, nb], ignore_index=True), {"nonbinary": "terms"})
+    for dim in ("warmth", "competence"):
+        ref = tab[(tab["population"] == "terms") & (tab["dimension"] == dim)]["value"].to_numpy()
+        got = t[(t["population"] == "nonbinary") & (t["dimension"] == dim)]
+        np.testing.assert_allclose(got["z"], (got["value"] - ref.mean()) / ref.std(ddof=0), rtol=1e-12)
+    with pytest.raises(pr.ProfileError, match="not profiled"):
+        pr.standardise(tab, {"nonbinary": "other"} | {"names": "missing"})
+
+
+def test_standardise_zero_variance_is_an_error(names, terms):
+    tab = _table(names, terms).assign(value=1.0)
+    with pytest.raises(pr.ProfileError, match="standard deviation"):
+        pr.standardise(tab)
+
+
+# ----------------------------------------------------------------- statistics
+
+def _hedges_g_by_hand(a, b):
+    na, nb = len(a), len(b)
+    sp = math.sqrt(((na - 1) * np.var(a, ddof=1) + (nb - 1) * np.var(b, ddof=1)) / (na + nb - 2))
+    d = (np.mean(a) - np.mean(b)) / sp
+    j = 1 - 3 / (4 * (na + nb) - 9)
+    se = math.sqrt((na + nb) / (na * nb) + d**2 / (2 * (na + nb)))
+    return d * j, (d - 1.959963984540054 * se) * j, (d + 1.959963984540054 * se) * j
+
+
+def test_profile_stats_against_scipy_and_hand(names, terms):
+    tab = pr.standardise(_table(names, terms))
+    st = pr.profile_stats(tab)
+    assert set(pr.PROFILE_STATS_COLUMNS) <= set(st.columns)
+    assert len(st) == 4 and not st.duplicated(["population", "dimension"]).any()
+    for r in st.itertuples():
+        d = tab[(tab.population == r.population) & (tab.dimension == r.dimension)]
+        a = d[d.group == r.group_a]["z"].to_numpy()
+        b = d[d.group == r.group_b]["z"].to_numpy()
+        w = sps.ttest_ind(a, b, equal_var=False)
+        s = sps.ttest_ind(a, b, equal_var=True)
+        assert math.isclose(r.t, w.statistic, rel_tol=1e-10) and math.isclose(r.p, w.pvalue, rel_tol=1e-9)
+        assert math.isclose(r.t_student, s.statistic, rel_tol=1e-10)
+        assert math.isclose(r.p_student, s.pvalue, rel_tol=1e-9)
+        assert r.df_student == len(a) + len(b) - 2
+        assert math.isclose(r.sd_a, np.std(a), rel_tol=1e-12) and math.isclose(r.mean_b, b.mean(), rel_tol=1e-12)
+        g, lo, hi = _hedges_g_by_hand(a, b)
+        assert math.isclose(r.g, g, rel_tol=1e-10)
+        assert math.isclose(r.g_ci_low, lo, rel_tol=1e-9) and math.isclose(r.g_ci_high, hi, rel_tol=1e-9)
+    # Holm within each population's family of dimensions (pingouin implements it independently)
+    for _, fam in st.groupby("population"):
+        np.testing.assert_allclose(fam["p_holm"], pg.multicomp(fam["p"].to_numpy(), method="holm")[1])
+        np.testing.assert_allclose(fam["p_student_holm"],
+                                   pg.multicomp(fam["p_student"].to_numpy(), method="holm")[1])
+    names_warmth = st[(st.population == "names") & (st.dimension == "warmth")].iloc[0]
+    assert names_warmth.group_a == "Female Names" and names_warmth["diff"] > 0
+
+
+def test_standardising_does_not_change_the_tests(names, terms):
+    tab = pr.standardise(_table(names, terms))
+    on_z, on_raw = pr.profile_stats(tab), pr.profile_stats(tab, value="value")
+    for col in ("t", "p", "t_student", "p_student", "g"):
+        np.testing.assert_allclose(on_z[col], on_raw[col], rtol=1e-9)
+
+
+def test_more_than_two_groups_path(names):
+    rng = np.random.default_rng(3)
+    groups = {"a": names["Female Names"][:20], "b": names["Male Names"][:20], "c": names["Female Names"][20:45]}
+    rows = [("p", g, w, "name", "dimensions", "mean", dim, rng.normal(0.8 if (g == "c" and dim == "status") else 0, 1))
+            for g, ws in groups.items() for w in ws for dim in ("status", "politics")]
+    tab = pr.standardise(pd.DataFrame(rows, columns=["population", "group", "word", "kind", "space",
+                                                     "layer", "dimension", "value"]))
+    st = pr.profile_stats(tab)
+    assert len(st) == 2 * 3 and set(zip(st.group_a, st.group_b)) == {("a", "b"), ("a", "c"), ("b", "c")}
+    np.testing.assert_allclose(st["p_holm"], pg.multicomp(st["p"].to_numpy(), method="holm")[1])
+    an = pr.profile_anova(tab)
+    assert len(an) == 2
+    for r in an.itertuples():
+        d = tab[tab.dimension == r.dimension]
+        ref = pg.welch_anova(data=d, dv="z", between="group").iloc[0]
+        assert math.isclose(r.statistic, ref["F"], rel_tol=1e-10)
+        assert r.effect == "eta_squared" and r.ci_low <= r.effect_size <= r.ci_high
+    np.testing.assert_allclose(an["p_adj"], pg.multicomp(an["p"].to_numpy(), method="holm")[1])
+    assert pr.profile_anova(pr.standardise(_table(names, names))).empty
+
+
+def test_group_means_and_nonbinary_table(names, terms):
+    tab = _table(names, terms)
+    nb = tab[tab["word"].isin(["woman", "man", "he"])].assign(population="nonbinary", group="non-binary")
+    t = pr.standardise(pd.concat([tab, nb], ignore_index=True), {"nonbinary": "terms"})
+    gm = pr.group_means(t)
+    r = gm[(gm.population == "names") & (gm.group == "Male Names") & (gm.dimension == "warmth")].iloc[0]
+    v = t[(t.population == "names") & (t.group == "Male Names") & (t.dimension == "warmth")]["z"].to_numpy()
+    lo, hi = sps.t.interval(0.95, len(v) - 1, loc=v.mean(), scale=sps.sem(v))
+    assert math.isclose(r.ci_low, lo, rel_tol=1e-9) and math.isclose(r.ci_high, hi, rel_tol=1e-9)
+    nbt = pr.nonbinary_table(t)
+    assert set(nbt["series"]) == {"term", "group mean"}
+    assert len(nbt[nbt.series == "term"]) == 3 * 2
+    assert set(nbt[nbt.series == "group mean"]["group"]) == {"Female Terms", "Male Terms"}
+    assert "nonbinary" not in set(pr.profile_stats(t)["population"])
+    with pytest.raises(pr.ProfileError):
+        pr.nonbinary_table(t, population="absent")
+
+
+def test_describe_stats_reads_direction(names, terms):
+    st = pr.profile_stats(pr.standardise(_table(names, terms, shift=1.0)))
+    line = pr.describe_stats(st, ["warmth"])[0]
+    assert line.startswith("names: Female Names higher than Male Names on warmth")
