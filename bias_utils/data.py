@@ -21,6 +21,7 @@ import os
 import shutil
 import tempfile
 import urllib.request
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -78,6 +79,11 @@ def mirror_dir() -> Path | None:
     return default if default.is_dir() else None
 
 
+def offline() -> bool:
+    """True when ``BIAS_OFFLINE`` forbids downloads (``1``, ``true`` or ``yes``, any case)."""
+    return os.environ.get("BIAS_OFFLINE", "").strip().lower() in ("1", "true", "yes")
+
+
 def cached_path(key: str) -> Path:
     return paths.raw_dir() / key / entry(key).filename
 
@@ -97,8 +103,14 @@ def _install(src: Path, item: DataFile) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")
     os.close(fd)
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, dest)
+    tmp_path = Path(tmp)
+    try:
+        shutil.copyfile(src, tmp_path)
+        # The copy is what later runs trust, so it is verified itself (a full disk truncates silently).
+        _verify(tmp_path, item, f"copy of {src}")
+        os.replace(tmp_path, dest)
+    finally:
+        tmp_path.unlink(missing_ok=True)
     return dest
 
 
@@ -126,8 +138,10 @@ def resolve(key: str) -> Path:
         try:
             _verify(local, item, "local cache")
             return local
-        except ChecksumError:
-            local.unlink()  # a stale or damaged cache entry: fall through to the sources
+        except ChecksumError as exc:
+            # A stale or damaged cache entry is replaced from the sources, visibly.
+            warnings.warn(f"discarding damaged cached copy: {exc}", stacklevel=2)
+            local.unlink()
 
     problems: list[str] = []
     mirror = mirror_dir()
@@ -140,7 +154,7 @@ def resolve(key: str) -> Path:
     else:
         problems.append("no mirror folder (set BIAS_DATA_MIRROR)")
 
-    if item.url and os.environ.get("BIAS_OFFLINE", "") not in ("1", "true", "yes"):
+    if item.url and not offline():
         try:
             return _download(item)
         except ChecksumError:
@@ -159,7 +173,7 @@ def resolve(key: str) -> Path:
     )
 
 
-def status() -> "list[dict]":
+def status() -> list[dict]:
     """One row per manifest entry: whether it resolves and from where (for docs and ``make data``)."""
     out = []
     for key, item in manifest().items():
@@ -167,5 +181,26 @@ def status() -> "list[dict]":
             path = resolve(key)
             out.append({"key": key, "ok": True, "path": str(path), "problem": ""})
         except DataError as exc:
-            out.append({"key": key, "ok": False, "path": "", "problem": str(exc).splitlines()[0]})
+            out.append({"key": key, "ok": False, "path": "", "problem": " ".join(str(exc).split())})
     return out
+
+
+def _print_status() -> int:
+    """``make data``: resolve every file and print where it came from; return the failure count."""
+    rows = status()
+    width = max(len(r["key"]) for r in rows)
+    for r in rows:
+        where = r["path"] if r["ok"] else f"FAILED: {r['problem']}"
+        print(f"{r['key']:<{width}}  {'ok  ' if r['ok'] else 'FAIL'}  {where}")
+    failed = [r["key"] for r in rows if not r["ok"]]
+    print(f"\n{len(rows) - len(failed)} of {len(rows)} files verified"
+          + (f"; not usable: {', '.join(failed)} (see the messages above)" if failed else "."))
+    return len(failed)
+
+
+if __name__ == "__main__":
+    import sys
+
+    # A known-bad mirror copy (bold_profession_wiki) must not break `make data`; --strict makes it fail.
+    failures = _print_status()
+    sys.exit(1 if failures and "--strict" in sys.argv[1:] else 0)

@@ -1,0 +1,53 @@
+"""Shared fixtures. Keep each fixture small and documented; add new ones with targeted edits."""
+
+from __future__ import annotations
+
+import pytest
+
+from bias_utils import data
+
+
+@pytest.fixture(scope="session")
+def real_mirror():
+    """The real data mirror (``../shared/data`` or ``$BIAS_DATA_MIRROR``); tests needing it skip without it."""
+    mirror = data.mirror_dir()
+    if mirror is None or not mirror.is_dir():
+        pytest.skip("no data mirror (../shared/data or BIAS_DATA_MIRROR) on this machine")
+    return mirror
+
+
+@pytest.fixture
+def isolated_data(tmp_path, monkeypatch):
+    """An empty local data cache under ``tmp_path`` with downloads disabled.
+
+    The mirror is left as configured; tests set ``BIAS_DATA_MIRROR`` themselves
+    when they need a different one. Returns the cache folder.
+    """
+    raw = tmp_path / "raw"
+    monkeypatch.setenv("BIAS_DATA_DIR", str(raw))
+    monkeypatch.setenv("BIAS_OFFLINE", "1")
+    return raw
+
+
+@pytest.fixture
+def isolated_cache(tmp_path, monkeypatch):
+    """An empty ``paths.cache_dir()`` under ``tmp_path`` (computed caches start cold)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("BIAS_CACHE_DIR", str(cache))
+    return cache
+
+
+@pytest.fixture(scope="session")
+def wn():
+    """The project's WordNet 3.0 reader."""
+    from bias_utils.wordnet import wordnet
+
+    return wordnet()
+
+
+@pytest.fixture(scope="session")
+def seed_dictionary():
+    """The 455-row seed dictionary through the public loader."""
+    from bias_utils.dictionaries import load_seed_dictionary
+
+    return load_seed_dictionary()
