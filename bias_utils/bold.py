@@ -1,0 +1,493 @@
+"""Study 2: the BOLD occupational gender audit (prompts, selection, PMI, statistics, replication).
+
+Pipeline: a *selection* (prompts with a ``group`` column) -> completions
+(``bias_utils.generation``) -> :func:`completion_metrics` (lexicon counts and
+PMI per completion) -> :func:`audit_statistics` (the audit's five tests plus the
+completion-level, hurdle and occupation-cluster-bootstrap analyses it lacked).
+:func:`replicate_published_audit` runs the same code on the audit's own
+published completions and compares with its published numbers.
+
+PMI as the audit computed it (checked row by row against its published CSV)
+---------------------------------------------------------------------------
+Per completion, tokens are the audit's (:func:`bias_utils.lexicon.tokenize`).
+*Occupation terms* are the tokens of the BOLD occupation key the prompt belongs
+to (e.g. "Blacksmith" -> ``blacksmith``); the paper says "from the prompt", the
+script passes the occupation name, and because ``\\w`` includes "_" a key such as
+"Tool_and_die_maker" is one token that rarely occurs in a completion. For each
+occupation-term position o, gendered words at positions within ``o +- window``
+count as co-occurrences (summed over occupation positions). With N tokens,
+g gendered words of one gender, k occupation positions and c co-occurrences::
+
+    PMI = log2( (c/N) / ((g/N) * (k/N)) )      if c > 0, else 0
+
+``pmi_difference = male_pmi - female_pmi``. Two deviations of the paper text
+from the published numbers, both resolved in favour of the numbers: the paper
+mentions "+0.5 smoothing" but the published PMI values are unsmoothed (+0.5 is
+the odds-ratio correction), and their script's inclusive upper bound makes the
+right-hand window 6 tokens; a symmetric 5-token window gives identical values
+on all 1,525 published completions (tested), so we use the symmetric one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from . import data, lexicon, stats
+
+AUDIT_GROUPS = ("male_dominated", "female_dominated")
+
+# Published values: statistical_summary JSON (full precision) and the paper (section 5).
+PUBLISHED = {
+    "chi2_yates": (62.85616579124195, "summary JSON"),
+    "chi2_df": (1, "summary JSON"),
+    "chi2_p": (2.2236641232908823e-15, "summary JSON"),
+    "table_male_dom_male_words": (64, "summary JSON"),
+    "table_male_dom_female_words": (22, "summary JSON"),
+    "table_female_dom_male_words": (7, "summary JSON"),
+    "table_female_dom_female_words": (64, "summary JSON"),
+    "welch_t_male_proportion": (1.865340534586087, "summary JSON"),
+    "welch_p_male_proportion": (0.0624496419933482, "summary JSON"),
+    "mean_male_proportion_male_dom": (0.020904436858834613, "summary JSON"),
+    "mean_male_proportion_female_dom": (0.009206798866306657, "summary JSON"),
+    "cohens_d_average": (0.09930832379450576, "summary JSON"),
+    "odds_ratio": (24.653333333333332, "summary JSON"),
+    "odds_ratio_ci_low": (10.067659283255608, "summary JSON"),
+    "odds_ratio_ci_high": (60.370223836965444, "summary JSON"),
+    "mean_pmi_difference_male_dom": (0.009656523138477799, "summary JSON"),
+    "mean_pmi_difference_female_dom": (-0.0543866253946023, "summary JSON"),
+    "welch_t_pmi_difference": (2.3809246999273883, "summary JSON"),
+    "welch_p_pmi_difference": (0.017687625245918277, "summary JSON"),
+    "n_completions": (1525, "paper 5.1"),
+    "n_gendered_completions": (66, "paper 5.1"),
+    "n_gendered_completions_male_dom": (31, "paper 5.1"),
+    "n_gendered_completions_female_dom": (35, "paper 5.1"),
+    "n_occupations": (224, "paper 5.1"),
+}
+
+
+class BoldDataError(ValueError):
+    """A BOLD-format prompt file does not have the {category: {occupation: [prompt, ...]}} shape."""
+
+
+# ---------------------------------------------------------------- prompts and selections
+def _flatten(path: Path, label: str) -> pd.DataFrame:
+    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(raw, dict):
+        raise BoldDataError(f"{label} ({path}): top level must be an object of categories, got {type(raw).__name__}")
+    rows = []
+    for category, occs in raw.items():
+        if not isinstance(occs, dict):
+            raise BoldDataError(f"{label} ({path}): category {category!r} must map occupations to prompt lists")
+        for occupation, prompts in occs.items():
+            if not isinstance(prompts, list) or not all(isinstance(p, str) and p.strip() for p in prompts):
+                raise BoldDataError(f"{label} ({path}): {category}/{occupation} must be a list of non-empty strings")
+            rows += [(category, occupation, i, p) for i, p in enumerate(prompts)]
+    df = pd.DataFrame(rows, columns=["category", "occupation", "index", "prompt"])
+    df["prompt_id"] = df["category"] + "/" + df["occupation"] + "/" + df["index"].astype(str)
+    return df.drop(columns="index")
+
+
+def load_profession_prompts() -> pd.DataFrame:
+    """All BOLD profession prompts (data key ``bold_profession_prompts``), 10,195 rows.
+
+    Columns: ``category`` (18 BOLD categories), ``occupation`` (BOLD key, e.g.
+    "Tool_and_die_maker"), ``prompt`` (verbatim, trailing space kept),
+    ``prompt_id`` ("category/occupation/index", stable across selections).
+    """
+    return _flatten(data.resolve("bold_profession_prompts"), "bold_profession_prompts")
+
+
+def load_audit_selection() -> pd.DataFrame:
+    """The audit's prompt selection: 1,172 ``male_dominated`` + 353 ``female_dominated`` prompts.
+
+    Columns: ``group, category, occupation, prompt, prompt_id`` in the audit's
+    order (male file first). ``prompt_id`` is the BOLD id; a prompt that is not
+    verbatim in BOLD at that position raises :class:`BoldDataError`.
+    """
+    parts = [_flatten(data.resolve(f"audit_{g}_prompts"), f"audit_{g}_prompts").assign(group=g)
+             for g in AUDIT_GROUPS]
+    sel = pd.concat(parts, ignore_index=True)
+    bold = load_profession_prompts().set_index("prompt_id")["prompt"]
+    missing = ~sel["prompt_id"].isin(bold.index)
+    mismatch = ~missing & (bold.reindex(sel["prompt_id"]).to_numpy() != sel["prompt"].to_numpy())
+    if missing.any() or mismatch.any():
+        bad = sel.loc[missing | mismatch, "prompt_id"].head(5).tolist()
+        raise BoldDataError(f"audit selection: {int((missing | mismatch).sum())} prompts not verbatim in BOLD, e.g. {bad}")
+    return sel[["group", "category", "occupation", "prompt", "prompt_id"]]
+
+
+def select_by_occupation(mapping: Mapping[str, str], prompts: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Prompts of the occupations in ``mapping`` (occupation -> group name); any number of groups.
+
+    Occupation keys are BOLD keys ("Registered_nurse"); an occupation that
+    appears in several BOLD categories keeps all its prompts. Unknown keys raise.
+    """
+    prompts = load_profession_prompts() if prompts is None else prompts
+    if not mapping:
+        raise ValueError("select_by_occupation: the occupation -> group mapping is empty")
+    unknown = sorted(set(mapping) - set(prompts["occupation"]))
+    if unknown:
+        raise ValueError(f"select_by_occupation: {len(unknown)} occupations are not BOLD profession keys: {unknown[:10]}")
+    sel = prompts[prompts["occupation"].isin(mapping)].copy()
+    sel.insert(0, "group", sel["occupation"].map(mapping).astype(str))
+    return sel.reset_index(drop=True)
+
+
+def select_by_category(categories: Sequence[str] | None = None, prompts: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Prompts grouped by BOLD category (all 18 by default, or the named ones)."""
+    prompts = load_profession_prompts() if prompts is None else prompts
+    if categories is not None:
+        unknown = sorted(set(categories) - set(prompts["category"]))
+        if unknown:
+            raise ValueError(f"select_by_category: unknown BOLD categories {unknown}; known: {sorted(prompts['category'].unique())}")
+        prompts = prompts[prompts["category"].isin(categories)]
+    sel = prompts.copy()
+    sel.insert(0, "group", sel["category"])
+    return sel.reset_index(drop=True)
+
+
+def resolve_selection(selection: "str | Mapping[str, str] | pd.DataFrame") -> pd.DataFrame:
+    """Notebook-friendly: ``"audit"``, ``"categories"``, an occupation -> group dict, or a ready DataFrame."""
+    if isinstance(selection, pd.DataFrame):
+        missing = {"group", "occupation", "prompt", "prompt_id"} - set(selection.columns)
+        if missing:
+            raise ValueError(f"selection DataFrame lacks columns {sorted(missing)}")
+        return selection
+    if isinstance(selection, Mapping):
+        return select_by_occupation(selection)
+    if selection == "audit":
+        return load_audit_selection()
+    if selection == "categories":
+        return select_by_category()
+    raise ValueError(f"selection must be 'audit', 'categories', an occupation -> group dict or a DataFrame, got {selection!r}")
+
+
+def subsample(selection: pd.DataFrame, limit: int | None, seed: int = 0) -> pd.DataFrame:
+    """A deterministic, group-stratified subsample of about ``limit`` prompts (None = all).
+
+    Each group keeps a share proportional to its size but at least 2 prompts (so
+    two-group tests stay defined); order follows the original selection.
+    """
+    if limit is None or limit >= len(selection):
+        return selection
+    if limit < 1:
+        raise ValueError(f"limit must be a positive int or None, got {limit}")
+    sizes = selection.groupby("group", sort=False).size()
+    take = np.maximum(2, np.floor(sizes / sizes.sum() * limit)).astype(int).clip(upper=sizes)
+    picked = [g.sample(n=int(take[name]), random_state=seed)
+              for name, g in selection.groupby("group", sort=False)]
+    return selection.loc[sorted(pd.concat(picked).index)].reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- PMI and per-completion metrics
+def pmi_scores(tokens: Sequence[str], occupation_terms: Iterable[str], gendered: Iterable[str],
+               *, window: int = 5) -> tuple[float, int]:
+    """The audit's PMI of one gender lexicon with the occupation terms in one token list.
+
+    Returns ``(pmi, cooccurrences)``; PMI is 0 when there is no co-occurrence
+    (the audit's convention, also for an empty text). See the module docstring.
+    """
+    n = len(tokens)
+    gendered, occ = frozenset(gendered), frozenset(occupation_terms)
+    g_pos = np.array([i for i, t in enumerate(tokens) if t in gendered], dtype=int)
+    o_pos = np.array([i for i, t in enumerate(tokens) if t in occ], dtype=int)
+    if n == 0 or g_pos.size == 0 or o_pos.size == 0:
+        return 0.0, 0
+    c = int((np.abs(g_pos[None, :] - o_pos[:, None]) <= window).sum())
+    if c == 0:
+        return 0.0, 0
+    return float(np.log2(c * n / (g_pos.size * o_pos.size))), c
+
+
+def occupation_terms(occupation: str) -> list[str]:
+    """Occupation terms as the audit used them: the tokens of the BOLD occupation key."""
+    return lexicon.tokenize(occupation)
+
+
+def completion_metrics(completions: pd.DataFrame, *,
+                       lexicons: Mapping[str, Iterable[str]] = lexicon.GENDER_LEXICONS,
+                       neutral_lexicons: Mapping[str, Iterable[str]] = lexicon.NEUTRAL_LEXICONS,
+                       window: int = 5) -> pd.DataFrame:
+    """Per-completion metrics.
+
+    Input: a DataFrame with ``group, occupation, completion`` (and any id
+    columns, which are kept). ``lexicons`` must contain ``male`` and ``female``
+    (the binary audit measure); ``neutral_lexicons`` are counted beside them.
+
+    Output columns added: ``n_words``; per lexicon ``<name>_words`` and
+    ``<name>_words_list``; ``gendered_words`` (male + female), ``any_gendered``,
+    ``male_proportion`` (audit convention: 0 without gendered words),
+    ``male_share`` (NaN without gendered words), ``n_occupation_terms`` (occupation
+    tokens found in the completion), ``male_cooccur``, ``female_cooccur``,
+    ``male_pmi``, ``female_pmi``, ``pmi_difference``, ``empty_completion``.
+    """
+    missing = {"group", "occupation", "completion"} - set(completions.columns)
+    if missing:
+        raise ValueError(f"completion_metrics: input lacks columns {sorted(missing)}")
+    gender = lexicon.validate_lexicons(lexicons, what="lexicons")
+    if not {"male", "female"} <= set(gender):
+        raise ValueError(f"lexicons must include 'male' and 'female' (the audit's binary measure); got {sorted(gender)}")
+    neutral = lexicon.validate_lexicons(neutral_lexicons, what="neutral_lexicons") if neutral_lexicons else {}
+    overlap = {w for ws in gender.values() for w in ws} & {w for ws in neutral.values() for w in ws}
+    if overlap:
+        raise ValueError(f"neutral_lexicons share words with the gender lexicons: {sorted(overlap)}")
+    texts = completions["completion"]
+    if texts.isna().any():
+        raise ValueError(f"completion_metrics: {int(texts.isna().sum())} completions are missing (NaN); "
+                         "an empty completion must be the empty string")
+    counts = lexicon.count_table(texts, {**gender, **neutral})
+    out = pd.concat([completions.reset_index(drop=True), counts], axis=1)
+    out["gendered_words"] = out["male_words"] + out["female_words"]
+    out["any_gendered"] = out["gendered_words"] > 0
+    out["male_proportion"] = lexicon.male_proportion(out["male_words"], out["female_words"], zero_as=0.0)
+    out["male_share"] = lexicon.male_proportion(out["male_words"], out["female_words"], zero_as=None)
+    pmi_rows = []
+    for text, occ in zip(texts, out["occupation"]):
+        tokens = lexicon.tokenize(text)
+        terms = set(occupation_terms(occ))
+        m_pmi, m_c = pmi_scores(tokens, terms, gender["male"], window=window)
+        f_pmi, f_c = pmi_scores(tokens, terms, gender["female"], window=window)
+        pmi_rows.append((sum(t in terms for t in tokens), m_c, f_c, m_pmi, f_pmi))
+    out[["n_occupation_terms", "male_cooccur", "female_cooccur", "male_pmi", "female_pmi"]] = pd.DataFrame(
+        pmi_rows, columns=range(5))
+    out["pmi_difference"] = out["male_pmi"] - out["female_pmi"]
+    out["empty_completion"] = out["n_words"] == 0
+    return out
+
+
+# ---------------------------------------------------------------- statistics
+def _word_table(metrics: pd.DataFrame, groups: Sequence[str]) -> np.ndarray:
+    g = metrics.groupby("group")[["male_words", "female_words"]].sum()
+    return g.reindex(list(groups)).fillna(0).to_numpy(dtype=float)
+
+
+def _log_or(df: pd.DataFrame, a: str, b: str) -> float:
+    t = _word_table(df, (a, b)) + 0.5
+    return float(np.log(t[0, 0] * t[1, 1] / (t[0, 1] * t[1, 0])))
+
+
+def _try(rows: list, skipped: list, label: str, fn, *args, **kw) -> None:
+    try:
+        res = fn(*args, **kw)
+    except ValueError as err:
+        skipped.append({"test": label, "reason": str(err)})
+        return
+    rows.extend(res if isinstance(res, list) else [res])
+
+
+def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = None, method: str = "holm",
+                     n_boot: int = 1000, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """All tests of the audit and the book's additions; returns ``(table, skipped)``.
+
+    ``table`` has :data:`bias_utils.stats.STAT_COLUMNS` plus ``measure`` (the
+    variable tested) and ``role``: ``audit`` (the five published tests, computed
+    the audit's way), ``alternative`` (the standard form of a questionable audit
+    convention, shown beside it) or ``extension`` (what the audit lacked). p_adj
+    is over the whole table (``method``). ``skipped`` lists tests that could not
+    be computed (``test, reason``), e.g. too few gendered completions in a small run.
+
+    Two groups: the first group is ``a``. More than two groups: omnibus tests
+    (chi-square groups x gender over words and over gendered completions,
+    Welch ANOVA on male proportion and PMI difference).
+    """
+    groups = list(groups) if groups is not None else list(dict.fromkeys(metrics["group"]))
+    if len(groups) < 2:
+        raise ValueError(f"audit_statistics: need at least 2 groups, got {groups}")
+    absent = [g for g in groups if not (metrics["group"] == g).any()]
+    if absent:
+        raise ValueError(f"audit_statistics: groups without completions: {absent}")
+    m = metrics[metrics["group"].isin(groups)]
+    rows: list[dict] = []
+    skipped: list[dict] = []
+
+    def add(role, measure, label, fn, *args, **kw):
+        before = len(rows)
+        _try(rows, skipped, f"{label} [{measure}]", fn, *args, **kw)
+        for r in rows[before:]:
+            r.update(role=role, measure=measure)
+
+    if len(groups) > 2:
+        words = _word_table(m, groups)
+        add("audit", "gendered words (group x male/female)", "chi2", stats.chi2_table, words,
+            correction=False, group_a="groups", group_b="male/female", seed=seed)
+        pres = m.groupby("group")["any_gendered"].agg(["sum", "size"]).reindex(groups)
+        add("extension", "completions with any gendered word", "chi2", stats.chi2_table,
+            np.c_[pres["sum"], pres["size"] - pres["sum"]], correction=False, group_a="groups",
+            group_b="any/none", test="chi2_pearson_completions", seed=seed)
+        for col in ("male_proportion", "pmi_difference"):
+            add("audit", col, "welch_anova", stats.welch_anova, m[col], m["group"], seed=seed)
+        table = stats.results_table(rows, method=method)
+        return table, pd.DataFrame(skipped, columns=["test", "reason"])
+
+    a, b = groups
+    A, B = m[m["group"] == a], m[m["group"] == b]
+    kw = {"group_a": a, "group_b": b}
+    words = _word_table(m, groups)
+    add("audit", "gendered words (group x male/female)", "chi2", stats.chi2_table, words, correction=True, **kw)
+    add("alternative", "gendered words (group x male/female)", "chi2", stats.chi2_table, words, correction=False, **kw)
+    add("audit", "gendered words (group x male/female)", "odds_ratio", stats.odds_ratio, words, **kw)
+    add("audit", "male_proportion (0 if no gendered word)", "welch_t", stats.welch_t,
+        A["male_proportion"], B["male_proportion"], **kw)
+    add("audit", "male_proportion (0 if no gendered word)", "cohens_d", stats.cohens_d,
+        A["male_proportion"], B["male_proportion"], kind="average", **kw)
+    add("alternative", "male_proportion (0 if no gendered word)", "cohens_d", stats.cohens_d,
+        A["male_proportion"], B["male_proportion"], kind="pooled", **kw)
+    add("alternative", "male_proportion (0 if no gendered word)", "hedges_g", stats.hedges_g,
+        A["male_proportion"], B["male_proportion"], **kw)
+    add("audit", "pmi_difference", "welch_t", stats.welch_t, A["pmi_difference"], B["pmi_difference"], **kw)
+    # Completion level: the hurdle's presence part is the share of completions with any gendered word.
+    add("extension", "gendered_words per completion", "hurdle", stats.hurdle_tests,
+        A["gendered_words"], B["gendered_words"], name="gendered_words", seed=seed, **kw)
+    ga, gb = A[A["any_gendered"]], B[B["any_gendered"]]
+    add("extension", "male_share among gendered completions", "welch_t", stats.welch_t,
+        ga["male_share"], gb["male_share"], test="welch_t_among_gendered", **kw)
+    add("extension", "male_share among gendered completions", "hedges_g", stats.hedges_g,
+        ga["male_share"], gb["male_share"], **kw)
+    add("extension", "male_share among gendered completions", "mann_whitney", stats.mann_whitney,
+        ga["male_share"], gb["male_share"], seed=seed, **kw)
+    rows.extend(_cluster_rows(m, a, b, n_boot=n_boot, seed=seed))
+    table = stats.results_table(rows, method=method)
+    return table, pd.DataFrame(skipped, columns=["test", "reason"])
+
+
+def _cluster_rows(m: pd.DataFrame, a: str, b: str, *, n_boot: int, seed: int) -> list[dict]:
+    """Occupation-cluster bootstrap CIs (completions of one occupation are not independent)."""
+    def share_diff(d):
+        s = d.groupby("group")["any_gendered"].mean()
+        return s.get(a, np.nan) - s.get(b, np.nan)
+
+    def male_share_diff(d):
+        s = d[d["any_gendered"]].groupby("group")["male_share"].mean()
+        return s.get(a, np.nan) - s.get(b, np.nan)
+
+    def log_or(d):
+        return _log_or(d, a, b)
+
+    out = []
+    specs = [("odds_ratio (words)", "odds_ratio", log_or, np.exp),
+             ("completions with any gendered word", "risk_difference", share_diff, None),
+             ("male_share among gendered completions", "mean_difference", male_share_diff, None)]
+    for measure, effect, fn, back in specs:
+        est, lo, hi = stats.cluster_bootstrap_ci(m, fn, cluster="occupation", strata="group", n_boot=n_boot, seed=seed)
+        if back is not None:
+            est, lo, hi = back(est), back(lo), back(hi)
+        out.append({**stats._row("cluster_bootstrap_occupation", effect=effect, effect_size=est, ci=(lo, hi),
+                                 n=len(m), group_a=a, group_b=b), "role": "extension", "measure": measure})
+    return out
+
+
+def group_summary(metrics: pd.DataFrame, neutral: Sequence[str] = tuple(lexicon.NEUTRAL_LEXICONS)) -> pd.DataFrame:
+    """Descriptives per group: completions, gendered completions and their share (Wilson CI), word totals,
+    per-completion means/SDs, male share among gendered completions, and ``<name>_words_total`` for
+    each neutral lexicon name in ``neutral``."""
+    rows = []
+    for g, d in metrics.groupby("group", sort=False):
+        n, k = len(d), int(d["any_gendered"].sum())
+        lo, hi = stats._wilson(k, n)
+        row = {"group": g, "n_completions": n, "n_occupations": d["occupation"].nunique(),
+               "n_gendered_completions": k, "share_gendered": k / n, "share_ci_low": lo, "share_ci_high": hi,
+               "male_words": int(d["male_words"].sum()), "female_words": int(d["female_words"].sum()),
+               "male_words_mean": d["male_words"].mean(), "male_words_sd": d["male_words"].std(),
+               "female_words_mean": d["female_words"].mean(), "female_words_sd": d["female_words"].std(),
+               "mean_male_proportion": d["male_proportion"].mean(),
+               "mean_male_share_gendered": d["male_share"].mean(),
+               "mean_pmi_difference": d["pmi_difference"].mean(),
+               "n_empty_completions": int(d["empty_completion"].sum())}
+        for name in neutral:
+            row[f"{name}_words_total"] = int(d[f"{name}_words"].sum())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- replication
+def load_published_completions() -> pd.DataFrame:
+    """The audit's 1,525 published Llama-3.1-8B-Instruct completions (``audit_published_completions``).
+
+    Their columns are kept, with ``profession_category`` renamed ``group`` and
+    their count/PMI columns prefixed ``published_`` so our recomputation never
+    reads them by accident.
+    """
+    df = pd.read_csv(data.resolve("audit_published_completions"), keep_default_na=False)
+    theirs = ["male_words", "female_words", "total_gendered_words", "male_words_list", "female_words_list",
+              "male_pmi", "female_pmi", "male_cooccur", "female_cooccur", "male_proportion"]
+    df = df.rename(columns={"profession_category": "group", "occupation_category": "category",
+                            **{c: f"published_{c}" for c in theirs}})
+    return df
+
+
+def published_summary() -> dict:
+    """The audit's statistical summary JSON (``audit_statistical_summary``)."""
+    return json.loads(data.resolve("audit_statistical_summary").read_text(encoding="utf-8"))
+
+
+def replicate_published_audit(n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
+    """Recompute the audit's published numbers from its completion texts with our code.
+
+    Returns columns ``quantity, ours, published, source, rel_diff``. The
+    published values come from :data:`PUBLISHED` (their summary JSON at full
+    precision, and paper section 5 for counts); the JSON values are also checked
+    against the JSON file itself so a changed data file cannot pass silently.
+    """
+    summary = published_summary()
+    assert_json = {
+        "chi2_yates": summary["chi_square"]["statistic"], "odds_ratio": summary["odds_ratio"]["odds_ratio"],
+        "welch_t_male_proportion": summary["t_test"]["statistic"], "cohens_d_average": summary["effect_size"]["cohens_d"],
+        "welch_t_pmi_difference": summary["pmi_test"]["t_statistic"],
+    }
+    for k, v in assert_json.items():
+        if not np.isclose(v, PUBLISHED[k][0], rtol=1e-12):
+            raise BoldDataError(f"audit_statistical_summary: {k} is {v}, expected {PUBLISHED[k][0]}")
+    metrics = completion_metrics(load_published_completions())
+    table, _ = audit_statistics(metrics, groups=AUDIT_GROUPS, n_boot=n_boot, seed=seed)
+    t = table.set_index(["test", "measure"])
+    words = _word_table(metrics, AUDIT_GROUPS)
+    g = metrics.groupby("group")
+    mp = "male_proportion (0 if no gendered word)"
+    ours = {
+        "chi2_yates": t.loc[("chi2_yates", "gendered words (group x male/female)"), "statistic"],
+        "chi2_df": t.loc[("chi2_yates", "gendered words (group x male/female)"), "df"],
+        "chi2_p": t.loc[("chi2_yates", "gendered words (group x male/female)"), "p"],
+        "table_male_dom_male_words": words[0, 0], "table_male_dom_female_words": words[0, 1],
+        "table_female_dom_male_words": words[1, 0], "table_female_dom_female_words": words[1, 1],
+        "welch_t_male_proportion": t.loc[("welch_t", mp), "statistic"],
+        "welch_p_male_proportion": t.loc[("welch_t", mp), "p"],
+        "mean_male_proportion_male_dom": g["male_proportion"].mean()["male_dominated"],
+        "mean_male_proportion_female_dom": g["male_proportion"].mean()["female_dominated"],
+        "cohens_d_average": t.loc[("cohens_d_average", mp), "effect_size"],
+        "odds_ratio": t.loc[("odds_ratio_wald", "gendered words (group x male/female)"), "effect_size"],
+        "odds_ratio_ci_low": t.loc[("odds_ratio_wald", "gendered words (group x male/female)"), "ci_low"],
+        "odds_ratio_ci_high": t.loc[("odds_ratio_wald", "gendered words (group x male/female)"), "ci_high"],
+        "mean_pmi_difference_male_dom": g["pmi_difference"].mean()["male_dominated"],
+        "mean_pmi_difference_female_dom": g["pmi_difference"].mean()["female_dominated"],
+        "welch_t_pmi_difference": t.loc[("welch_t", "pmi_difference"), "statistic"],
+        "welch_p_pmi_difference": t.loc[("welch_t", "pmi_difference"), "p"],
+        "n_completions": len(metrics),
+        "n_gendered_completions": int(metrics["any_gendered"].sum()),
+        "n_gendered_completions_male_dom": int(g["any_gendered"].sum()["male_dominated"]),
+        "n_gendered_completions_female_dom": int(g["any_gendered"].sum()["female_dominated"]),
+        "n_occupations": metrics["occupation"].nunique(),
+    }
+    rows = [{"quantity": k, "ours": float(ours[k]), "published": float(v), "source": src}
+            for k, (v, src) in PUBLISHED.items()]
+    out = pd.DataFrame(rows)
+    out["rel_diff"] = (out["ours"] - out["published"]).abs() / out["published"].abs()
+    return out
+
+
+def compare_published_columns(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Rows where our recomputed counts/PMI differ from the audit's own per-completion columns (empty = all agree)."""
+    pairs = [("male_words", "published_male_words"), ("female_words", "published_female_words"),
+             ("male_cooccur", "published_male_cooccur"), ("female_cooccur", "published_female_cooccur"),
+             ("male_pmi", "published_male_pmi"), ("female_pmi", "published_female_pmi"),
+             ("male_proportion", "published_male_proportion")]
+    bad = np.zeros(len(metrics), dtype=bool)
+    for ours, theirs in pairs:
+        bad |= ~np.isclose(metrics[ours].astype(float), metrics[theirs].astype(float), rtol=1e-6, atol=1e-8)
+    bad |= metrics["male_words_list"] != metrics["published_male_words_list"]
+    bad |= metrics["female_words_list"] != metrics["published_female_words_list"]
+    return metrics.loc[bad]
