@@ -215,8 +215,10 @@ def gender_markers(context: str, term: str | None = None, names: frozenset[str] 
 
 def parse_generated(completion: str, term: str) -> str | None:
     """The first sentence of a completion that contains the term, without quotes or labels."""
-    text = re.sub(r"^\s*(?:sentence|here is[^:]*)\s*:\s*", "", completion.strip(), flags=re.IGNORECASE)
-    for sentence in re.split(r"(?<=[.!?])\s+|\n+", text):
+    for sentence in re.split(r"(?<=[.!?])\s+|\n+", completion.strip()):
+        label = re.match(r"^[^:]{0,40}:\s*", sentence)  # "Here is a sentence: ..." style lead-ins
+        if label and not contains_term(label.group(0), term):
+            sentence = sentence[label.end():]
         sentence = sentence.strip().strip('"“”*').strip()
         if sentence and contains_term(sentence, term):
             return sentence
