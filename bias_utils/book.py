@@ -1,0 +1,601 @@
+"""The book: papermill runs per model, run manifests, and the Jupyter Book build.
+
+``python -m bias_utils.book --models "smollm2-135m-instruct minilm-l6" [--quick]``
+
+1. For each model, the study notebooks that apply to it (encoders cannot
+   generate, so the BOLD notebooks run for decoders only) are executed with
+   papermill into ``book/models/<model-slug>/``; their tables go to
+   ``results/<model-slug>/``. Model-independent notebooks (the replication of
+   the published audit) run once, and the cross-model notebook runs last.
+2. A run is skipped when its *run key* is unchanged: a hash of the notebook
+   file, the parameters, the model id, the ``bias_utils`` source and tracked
+   data lists, the package versions, the sha256s in ``data/manifest.csv`` and
+   the keys of the runs it reads from (earlier notebooks of the same model).
+   A run counts as done only once its manifest (``<notebook>.run.json``)
+   records status ``ok`` with that key, so an interrupted or failed run is
+   executed again next time and nothing half-written is trusted.
+3. ``book/_toc.yml`` and one overview page per model are generated from the
+   manifests, the vega bundle is written once into ``book/_static/vendor/``,
+   and ``jupyter-book build`` runs — unless no file of the book changed since
+   the last successful build (a warm ``make book`` then does no Sphinx work).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+import yaml
+
+from . import cache, data, paths, rendering
+
+BOOK_DIR = paths.ROOT / "book"
+NOTEBOOKS_DIR = paths.ROOT / "notebooks"
+
+#: Generated folders inside a book directory (git-ignored; rebuilt from runs).
+GENERATED_DIRS = ("_build", "models")
+#: Slugs of the non-model parts (they live beside the model folders).
+REPLICATION_SLUG = "published-audit"
+CROSS_SLUG = "cross-model"
+
+#: Code injected as the first cell of every executed notebook (hidden in the
+#: book by its tag): charts then draw offline from the book's vega bundle.
+RENDER_CELL = "import bias_utils.rendering\nbias_utils.rendering.enable()"
+
+#: Distributions whose versions enter the run key and the manifest.
+PACKAGES = (
+    "bias-profiles", "torch", "transformers", "gguf", "numpy", "pandas", "pyarrow", "scipy",
+    "pingouin", "altair", "vl-convert-python", "nltk", "papermill", "jupyter-book",
+)
+
+#: QUICK mode: a small but real configuration, passed to the notebooks that
+#: declare these parameters (a notebook only receives the ones it declares).
+QUICK_PARAMETERS = {"limit": 12, "n_contexts": 2, "n_samples": 1, "max_new_tokens": 40}
+
+
+@dataclass(frozen=True)
+class NotebookSpec:
+    """A study notebook and where it applies.
+
+    ``scope`` is ``"model"`` (run per model), ``"once"`` (model-independent) or
+    ``"cross"`` (reads every model's results). ``generates`` marks notebooks
+    that need a model able to generate text.
+    """
+
+    stem: str
+    title: str
+    scope: str = "model"
+    generates: bool = False
+
+
+STUDY_NOTEBOOKS = (
+    NotebookSpec("01_dictionaries", "Stereotype dictionaries"),
+    NotebookSpec("02_contexts", "Context sentences"),
+    NotebookSpec("03_projection_accuracy", "Projection and direction accuracy"),
+    NotebookSpec("04_profiles", "Stereotype profiles"),
+    NotebookSpec("05_layers", "Layers and context sources"),
+    NotebookSpec("06_bold_audit", "BOLD occupational audit", generates=True),
+    NotebookSpec("08_completion_profiles", "Stereotype profiles of the model's own completions", generates=True),
+    NotebookSpec("07_bold_replication", "Replication of the published audit", scope="once"),
+    NotebookSpec("09_cross_model", "Across models", scope="cross"),
+)
+
+
+# --------------------------------------------------------------------------- run keys
+
+
+def code_hash() -> str:
+    """Hash of the analysis code and the tracked data lists.
+
+    ``book.py`` itself is excluded: it decides *whether* to run, not what a
+    run computes (the one thing it adds to a notebook, :data:`RENDER_CELL`,
+    is part of the key on its own).
+    """
+    files = [p for p in (paths.ROOT / "bias_utils").rglob("*.py") if p.name != "book.py"]
+    data_root = paths.data_dir()
+    skip = {data_root / "raw", data_root / "nltk_data"}
+    files += [
+        p for p in data_root.rglob("*")
+        if p.is_file() and not any(s in p.parents for s in skip) and p.name != "manifest.csv"
+    ]
+    digest = {str(p.relative_to(paths.ROOT)): cache.sha256_file(p) for p in sorted(files)}
+    return cache.stable_hash(digest, length=64)
+
+
+def package_versions() -> dict[str, str | None]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def data_hashes() -> dict[str, str]:
+    """The published sha256 of every external file, from ``data/manifest.csv``."""
+    return {key: f.sha256 for key, f in sorted(data.manifest().items())}
+
+
+def git_state() -> dict[str, object]:
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", "-C", str(paths.ROOT), *args], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None}
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What every run shares: computed once per invocation."""
+
+    code: str
+    packages: dict
+    data: dict
+
+    @classmethod
+    def current(cls) -> "Environment":
+        return cls(code=code_hash(), packages=package_versions(), data=data_hashes())
+
+
+# --------------------------------------------------------------------------- runs
+
+
+@dataclass
+class Run:
+    """One papermill execution of one notebook with one set of parameters."""
+
+    label: str
+    notebook: Path
+    output: Path
+    parameters: dict
+    model: dict = field(default_factory=dict)
+    depends_on: tuple[str, ...] = ()
+    quick: bool = False
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.output.with_suffix(".run.json")
+
+    def key(self, env: Environment) -> str:
+        material = {
+            "notebook": cache.sha256_file(self.notebook),
+            "parameters": self.parameters,
+            "model_id": self.model.get("model_id"),
+            "code": env.code,
+            "packages": env.packages,
+            "data": env.data,
+            "render_cell": RENDER_CELL,
+            "depends_on": list(self.depends_on),
+        }
+        return cache.stable_hash(material, length=32)
+
+    def previous_manifest(self) -> dict | None:
+        try:
+            return json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def is_current(self, env: Environment) -> bool:
+        old = self.previous_manifest()
+        return bool(
+            old and old.get("status") == "ok" and old.get("run_key") == self.key(env) and self.output.exists()
+        )
+
+
+def declared_parameters(notebook: Path) -> dict[str, dict]:
+    """The parameters a notebook's ``parameters`` cell declares (papermill's reading)."""
+    import papermill
+
+    return papermill.inspect_notebook(str(notebook))
+
+
+def _prepared_notebook(run: Run) -> Path:
+    """The input notebook with the renderer cell prepended, beside the output."""
+    import nbformat
+
+    nb = nbformat.read(run.notebook, as_version=4)
+    cell = nbformat.v4.new_code_cell(RENDER_CELL, metadata={"tags": ["remove-cell", "bias-book-renderer"]})
+    nb.cells.insert(0, cell)
+    prepared = run.output.parent / f".{run.output.stem}.input.ipynb"
+    cache.atomic_write_text(prepared, nbformat.writes(nb))
+    return prepared
+
+
+def execute_run(run: Run, env: Environment) -> dict:
+    """Execute ``run`` with papermill and write its manifest; returns the manifest.
+
+    A failing notebook is not an exception here: the executed notebook keeps
+    the traceback (and appears in the book as such), the manifest records
+    status ``failed`` with the error, and the next invocation runs it again.
+    """
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    run.output.parent.mkdir(parents=True, exist_ok=True)
+    prepared = _prepared_notebook(run)
+    declared = declared_parameters(run.notebook)
+    effective = {name: spec.get("default") for name, spec in declared.items()}
+    effective.update(run.parameters)
+    started = datetime.now(timezone.utc)
+    t0 = time.perf_counter()
+    status, error = "ok", None
+    try:
+        papermill.execute_notebook(
+            str(prepared), str(run.output), parameters=run.parameters, kernel_name="python3",
+            cwd=str(run.notebook.parent), progress_bar=sys.stderr.isatty(), log_output=False,
+        )
+    except PapermillExecutionError as exc:
+        status, error = "failed", f"cell {exc.cell_index}: {exc.ename}: {exc.evalue}"
+    finally:
+        prepared.unlink(missing_ok=True)
+    manifest = {
+        "label": run.label,
+        "status": status,
+        "error": error,
+        "run_key": run.key(env),
+        "notebook": str(_relative(run.notebook)),
+        "notebook_sha256": cache.sha256_file(run.notebook),
+        "output_notebook": str(_relative(run.output)),
+        "model": run.model,
+        "parameters": effective,
+        "seeds": {k: v for k, v in effective.items() if "seed" in k},
+        "quick": run.quick,
+        "depends_on": list(run.depends_on),
+        "packages": env.packages,
+        "python": sys.version.split()[0],
+        "code_sha256": env.code,
+        "data_sha256": env.data,
+        "git": git_state(),
+        "started": started.isoformat(timespec="seconds"),
+        "wall_time_s": round(time.perf_counter() - t0, 2),
+    }
+    cache.atomic_write_json(run.manifest_path, manifest)
+    return manifest
+
+
+def _relative(path: Path) -> Path:
+    try:
+        return path.resolve().relative_to(paths.ROOT)
+    except ValueError:
+        return path
+
+
+def _fmt_seconds(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def execute_runs(runs: list[Run], env: Environment | None = None, force: bool = False, log=print) -> list[dict]:
+    """Execute every run that is not current, in order, showing progress and an ETA.
+
+    The ETA uses each run's previous wall time when a manifest exists (even an
+    out-of-date one) and the mean of this session's runs otherwise.
+    """
+    env = env or Environment.current()
+    todo = [r for r in runs if force or not r.is_current(env)]
+    log(f"book: {len(runs)} runs, {len(runs) - len(todo)} up to date, {len(todo)} to execute")
+    estimates = [((r.previous_manifest() or {}).get("wall_time_s")) for r in todo]
+    done_times: list[float] = []
+    t_start = time.perf_counter()
+    manifests = []
+    for i, run in enumerate(todo):
+        mean = sum(done_times) / len(done_times) if done_times else None
+        remaining = [e if e is not None else mean for e in estimates[i:]]
+        eta = "unknown" if any(e is None for e in remaining) else _fmt_seconds(sum(remaining))
+        log(f"[{i + 1}/{len(todo)}] {run.label}: elapsed {_fmt_seconds(time.perf_counter() - t_start)}, ETA {eta}")
+        manifest = execute_run(run, env)
+        done_times.append(manifest["wall_time_s"])
+        note = "" if manifest["status"] == "ok" else f" FAILED ({manifest['error']})"
+        log(f"    {run.label} {manifest['status']} in {_fmt_seconds(manifest['wall_time_s'])}{note}")
+        manifests.append(manifest)
+    return manifests
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def model_slug(model_id: str) -> str:
+    """A folder name for a model id (repo ids contain ``/``)."""
+    slug = re.sub(r"[^A-Za-z0-9._+-]+", "__", model_id).strip("_")
+    if not slug or slug in {REPLICATION_SLUG, CROSS_SLUG}:
+        raise ValueError(f"model id {model_id!r} cannot be used as a folder name")
+    return slug
+
+
+def describe_model(name: str) -> dict:
+    """Identity of a model for keys and manifests: loads it once, then frees it."""
+    from .models import load_model
+
+    loaded = load_model(name)
+    try:
+        info = {
+            "name": name,
+            "model_id": loaded.model_id,
+            "weight_sha256": getattr(loaded, "weight_sha256", None),
+            "can_generate": bool(getattr(loaded, "can_generate", False)),
+        }
+    finally:
+        del loaded
+    info["slug"] = model_slug(info["model_id"])
+    return info
+
+
+def plan_runs(
+    models: list[dict],
+    *,
+    quick: bool = False,
+    book_dir: Path = BOOK_DIR,
+    results_dir: Path | None = None,
+    notebooks_dir: Path = NOTEBOOKS_DIR,
+    specs: tuple[NotebookSpec, ...] = STUDY_NOTEBOOKS,
+    log=print,
+) -> list[Run]:
+    """The ordered runs for ``models`` (dicts from :func:`describe_model`).
+
+    Notebooks that do not exist yet are reported and left out; a notebook that
+    does not apply to a model (generation on an encoder) is reported too.
+    """
+    results_dir = Path(results_dir or paths.results_dir())
+    quick_params = QUICK_PARAMETERS if quick else {}
+
+    def params_for(nb: Path, wanted: dict) -> dict:
+        declared = declared_parameters(nb)
+        missing = [k for k in ("output_dir",) if k not in declared]
+        if missing:
+            raise ValueError(f"{nb.name}: the parameters cell does not declare {', '.join(missing)}")
+        return {k: v for k, v in {**quick_params, **wanted}.items() if k in declared}
+
+    runs: list[Run] = []
+    available = []
+    for spec in specs:
+        nb = notebooks_dir / f"{spec.stem}.ipynb"
+        if nb.exists():
+            available.append((spec, nb))
+        else:
+            log(f"book: {nb.name} does not exist yet; its chapter is left out")
+    for model in models:
+        chain: list[str] = []
+        for spec, nb in available:
+            if spec.scope != "model":
+                continue
+            if spec.generates and not model["can_generate"]:
+                log(f"book: {spec.stem} skipped for {model['name']}: the model cannot generate text")
+                continue
+            out_dir = results_dir / model["slug"]
+            run = Run(
+                label=f"{model['slug']}/{spec.stem}", notebook=nb,
+                output=book_dir / "models" / model["slug"] / nb.name,
+                parameters=params_for(nb, {"model": model["name"], "output_dir": str(out_dir)}),
+                model=model, depends_on=tuple(chain), quick=quick,
+            )
+            runs.append(run)
+            chain.append(run.label)
+    for spec, nb in available:
+        if spec.scope == "once":
+            runs.append(Run(
+                label=f"{REPLICATION_SLUG}/{spec.stem}", notebook=nb,
+                output=book_dir / "models" / REPLICATION_SLUG / nb.name,
+                parameters=params_for(nb, {"output_dir": str(results_dir / REPLICATION_SLUG)}), quick=quick,
+            ))
+    model_runs = [r.label for r in runs]
+    for spec, nb in available:
+        if spec.scope == "cross":
+            runs.append(Run(
+                label=f"{CROSS_SLUG}/{spec.stem}", notebook=nb, output=book_dir / "models" / CROSS_SLUG / nb.name,
+                parameters=params_for(nb, {
+                    "results_dir": str(results_dir), "models": [m["slug"] for m in models],
+                    "output_dir": str(results_dir / CROSS_SLUG),
+                }),
+                depends_on=tuple(model_runs), quick=quick,
+            ))
+    return runs
+
+
+def resolve_dependency_keys(runs: list[Run], env: Environment) -> None:
+    """Replace run labels in ``depends_on`` by those runs' keys (in order, so chains resolve)."""
+    keys: dict[str, str] = {}
+    for run in runs:
+        run.depends_on = tuple(keys.get(d, d) for d in run.depends_on)
+        keys[run.label] = run.key(env)
+
+
+# --------------------------------------------------------------------------- book sources
+
+
+#: Hand-written chapters (in ``book/``), in reading order, by toc part.
+INTRO_CHAPTERS = ("data", "methods_profiles", "methods_bold")
+CLOSING_CHAPTERS = ("limitations", "references")
+
+
+def _file_entry(book_dir: Path, path: Path) -> str:
+    return path.relative_to(book_dir).with_suffix("").as_posix()
+
+
+def write_model_page(book_dir: Path, model: dict, runs: list[Run]) -> Path:
+    """A generated overview page per model: identity and the runs behind its chapters."""
+    lines = [
+        f"# Model: {model['name']}",
+        "",
+        f"- model id: `{model['model_id']}`",
+        f"- weights sha256: `{model.get('weight_sha256') or 'not recorded'}`",
+        f"- generates text: {'yes' if model['can_generate'] else 'no (encoder: the BOLD chapters do not apply)'}",
+        "",
+        "Each chapter of this part is a notebook executed with papermill for this model. "
+        "The run manifests (JSON beside each executed notebook) record the parameters, seeds, "
+        "package versions, git commit, data sha256s and wall time.",
+        "",
+        "| chapter | status | wall time | executed (UTC) | run key |",
+        "|---|---|---|---|---|",
+    ]
+    for run in runs:
+        m = run.previous_manifest() or {}
+        lines.append(
+            f"| {run.notebook.stem} | {m.get('status', 'not run')} | {_fmt_seconds(m.get('wall_time_s', 0))} "
+            f"| {m.get('started', '')} | `{m.get('run_key', '')[:12]}` |"
+        )
+    page = book_dir / "models" / model["slug"] / "index.md"
+    _write_if_changed(page, "\n".join(lines) + "\n")
+    return page
+
+
+def make_toc(book_dir: Path, models: list[dict], runs: list[Run]) -> dict:
+    """The ``_toc.yml`` structure: background, replication, one part per model, cross-model, closing."""
+    def present(names):
+        return [{"file": n} for n in names if (book_dir / f"{n}.md").exists()]
+
+    def executed(selected):
+        return [{"file": _file_entry(book_dir, r.output)} for r in selected if r.output.exists()]
+
+    parts = [{"caption": "Background", "chapters": present(INTRO_CHAPTERS)}]
+    replication = executed([r for r in runs if r.label.startswith(f"{REPLICATION_SLUG}/")])
+    if replication:
+        parts.append({"caption": "Replication of the published BOLD audit", "chapters": replication})
+    for model in models:
+        model_runs = [r for r in runs if r.model.get("slug") == model["slug"]]
+        page = book_dir / "models" / model["slug"] / "index.md"
+        chapters = [{"file": _file_entry(book_dir, page)}] if page.exists() else []
+        chapters += executed(model_runs)
+        if chapters:
+            parts.append({"caption": f"Model: {model['name']}", "chapters": chapters})
+    cross = executed([r for r in runs if r.label.startswith(f"{CROSS_SLUG}/")])
+    if cross:
+        parts.append({"caption": "Across models", "chapters": cross})
+    closing = present(CLOSING_CHAPTERS)
+    if closing:
+        parts.append({"caption": "Discussion", "chapters": closing})
+    return {"format": "jb-book", "root": "index", "parts": [p for p in parts if p["chapters"]]}
+
+
+def write_toc(book_dir: Path, models: list[dict], runs: list[Run]) -> Path:
+    toc = make_toc(book_dir, models, runs)
+    text = "# Generated by bias_utils.book from the runs; do not edit.\n" + yaml.safe_dump(toc, sort_keys=False)
+    return _write_if_changed(book_dir / "_toc.yml", text)
+
+
+def _write_if_changed(path: Path, text: str) -> Path:
+    # Unchanged files keep their mtime, so Sphinx's incremental build and the
+    # build key see no change.
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        cache.atomic_write_text(path, text)
+    return path
+
+
+def sync_sources(book_dir: Path, source_dir: Path = BOOK_DIR) -> None:
+    """Copy the hand-written book sources into another book directory (tests, previews)."""
+    if book_dir.resolve() == source_dir.resolve():
+        return
+    for src in source_dir.rglob("*"):
+        rel = src.relative_to(source_dir)
+        if not src.is_file() or rel.parts[0] in GENERATED_DIRS or rel.parts[:2] == ("_static", "vendor") \
+                or rel.name == "_toc.yml":
+            continue
+        dst = book_dir / rel
+        if not dst.exists() or dst.read_bytes() != src.read_bytes():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+
+
+def book_content_hash(book_dir: Path) -> str:
+    files = sorted(p for p in book_dir.rglob("*") if p.is_file() and "_build" not in p.relative_to(book_dir).parts)
+    return cache.stable_hash({p.relative_to(book_dir).as_posix(): cache.sha256_file(p) for p in files}, length=64)
+
+
+def build_html(book_dir: Path, force: bool = False, log=print) -> bool:
+    """Run ``jupyter-book build`` unless the book's files are unchanged since the last build.
+
+    Returns whether Sphinx ran. Raises ``RuntimeError`` with Sphinx's output tail on failure.
+    """
+    stamp = book_dir / "_build" / ".book-content-key"
+    key = book_content_hash(book_dir)
+    index = book_dir / "_build" / "html" / "index.html"
+    if not force and index.exists() and stamp.exists() and stamp.read_text() == key:
+        log("book: no source changed since the last build; HTML is up to date")
+        return False
+    exe = Path(sys.executable).parent / "jupyter-book"
+    cmd = [str(exe) if exe.exists() else "jupyter-book", "build", str(book_dir), "--builder", "html", "--keep-going"]
+    log("book: " + " ".join(cmd))
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    warnings = [ln for ln in proc.stdout.splitlines() + proc.stderr.splitlines() if "WARNING" in ln or "ERROR" in ln]
+    for ln in warnings[:40]:
+        log("    " + ln)
+    if proc.returncode != 0 or not index.exists():
+        raise RuntimeError(f"jupyter-book build failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-4000:]}")
+    cache.atomic_write_text(stamp, key)
+    log(f"book: HTML built in {_fmt_seconds(time.perf_counter() - t0)} ({len(warnings)} warnings) -> {index}")
+    return True
+
+
+# --------------------------------------------------------------------------- main
+
+
+def make_book(
+    model_names: list[str],
+    *,
+    quick: bool = False,
+    book_dir: Path = BOOK_DIR,
+    results_dir: Path | None = None,
+    force: bool = False,
+    build: bool = True,
+    log=print,
+) -> int:
+    """Run the notebooks for ``model_names`` and build the book; returns a process exit code."""
+    t0 = time.perf_counter()
+    book_dir = Path(book_dir)
+    sync_sources(book_dir)
+    env = Environment.current()
+    models = []
+    for name in model_names:
+        log(f"book: loading {name} to identify it")
+        models.append(describe_model(name))
+    runs = plan_runs(models, quick=quick, book_dir=book_dir, results_dir=results_dir, log=log)
+    resolve_dependency_keys(runs, env)
+    manifests = execute_runs(runs, env, force=force, log=log)
+    for model in models:
+        write_model_page(book_dir, model, [r for r in runs if r.model.get("slug") == model["slug"]])
+    write_toc(book_dir, models, runs)
+    rendering.write_vega_bundle(book_dir / "_static")
+    if build:
+        build_html(book_dir, force=force, log=log)
+    failed = [m for m in manifests if m["status"] != "ok"]
+    stale = [r.label for r in runs if (r.previous_manifest() or {}).get("status") != "ok"]
+    log(f"book: done in {_fmt_seconds(time.perf_counter() - t0)}; executed {len(manifests)}, failed {len(failed)}")
+    for label in stale:
+        log(f"book: FAILED run (shown with its error in the book): {label}")
+    return 1 if stale else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bias_utils.book", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", required=True, help="space-separated model names (built-in short names, hub ids or folders)")
+    parser.add_argument("--quick", action="store_true", help=f"small but real configuration: {QUICK_PARAMETERS}")
+    parser.add_argument("--book-dir", type=Path, default=BOOK_DIR)
+    parser.add_argument("--results-dir", type=Path, default=None, help="default: results/ (BIAS_RESULTS_DIR)")
+    parser.add_argument("--force", action="store_true", help="re-execute every run and rebuild the HTML")
+    parser.add_argument("--no-build", action="store_true", help="run the notebooks but skip jupyter-book")
+    args = parser.parse_args(argv)
+    names = args.models.split()
+    if not names:
+        parser.error("--models is empty")
+    return make_book(names, quick=args.quick, book_dir=args.book_dir, results_dir=args.results_dir,
+                     force=args.force, build=not args.no_build)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""The book machinery on a tiny real notebook: run keys, skips, manifests, toc."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+
+from bias_utils import book, data, rendering
+
+FIXTURE = Path(__file__).parent / "fixtures" / "book" / "tiny.ipynb"
+
+
+@pytest.fixture()
+def tiny(tmp_path):
+    """A private copy of the tiny notebook (tests edit it) and a run for it."""
+    nb = tmp_path / "notebooks" / "tiny.ipynb"
+    nb.parent.mkdir()
+    shutil.copy(FIXTURE, nb)
+    out_dir = tmp_path / "results" / "m"
+    run = book.Run(
+        label="m/tiny", notebook=nb, output=tmp_path / "book" / "models" / "m" / "tiny.ipynb",
+        parameters={"x": 1, "output_dir": str(out_dir)}, model={"name": "m", "model_id": "m@1", "slug": "m"},
+    )
+    return run, out_dir
+
+
+def _executed(run, env):
+    return [m["label"] for m in book.execute_runs([run], env, log=lambda *_: None)]
+
+
+@pytest.mark.slow
+def test_unchanged_run_skips_and_changes_reexecute(tiny):
+    run, out_dir = tiny
+    env = book.Environment.current()
+    assert _executed(run, env) == ["m/tiny"]
+    assert pd.read_csv(out_dir / "tiny.csv")["y"].tolist() == [1 * 2 + 0]
+    assert _executed(run, env) == []  # nothing changed
+
+    run.parameters = {**run.parameters, "x": 3}
+    assert _executed(run, env) == ["m/tiny"]
+    assert pd.read_csv(out_dir / "tiny.csv")["y"].tolist() == [3 * 2 + 0]
+    assert _executed(run, env) == []
+
+    nb = nbformat.read(run.notebook, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("A new closing remark."))
+    nbformat.write(nb, run.notebook)
+    assert _executed(run, env) == ["m/tiny"]
+
+    changed_code = book.Environment(code="0" * 64, packages=env.packages, data=env.data)
+    assert _executed(run, changed_code) == ["m/tiny"]
+
+    run.depends_on = ("an upstream run key",)
+    assert _executed(run, changed_code) == ["m/tiny"]
+
+
+@pytest.mark.slow
+def test_failed_run_is_recorded_and_retried(tiny):
+    run, _ = tiny
+    env = book.Environment.current()
+    run.parameters = {**run.parameters, "x": "not a number"}  # "str" * 2 + 0 raises TypeError
+    [manifest] = book.execute_runs([run], env, log=lambda *_: None)
+    assert manifest["status"] == "failed"
+    assert "TypeError" in manifest["error"]
+    assert not run.is_current(env)
+    assert _executed(run, env) == ["m/tiny"]  # a failed run is never taken as done
+
+
+@pytest.mark.slow
+def test_manifest_fields_and_offline_chart_output(tiny):
+    run, out_dir = tiny
+    env = book.Environment.current()
+    book.execute_runs([run], env, log=lambda *_: None)
+    manifest = json.loads(run.manifest_path.read_text())
+    assert manifest["status"] == "ok"
+    assert manifest["run_key"] == run.key(env)
+    assert manifest["model"]["model_id"] == "m@1"
+    # effective parameters: the override plus the notebook's own defaults
+    assert manifest["parameters"]["x"] == 1
+    assert manifest["parameters"]["seed"] == "0"
+    assert manifest["seeds"] == {"seed": "0"}
+    assert manifest["data_sha256"] == {k: f.sha256 for k, f in data.manifest().items()}
+    assert manifest["packages"]["papermill"] and manifest["packages"]["pandas"] == pd.__version__
+    assert len(manifest["git"]["commit"]) == 40
+    assert manifest["wall_time_s"] > 0
+    assert manifest["notebook_sha256"] == book.cache.sha256_file(run.notebook)
+
+    executed = nbformat.read(run.output, as_version=4)
+    assert "remove-cell" in executed.cells[0].metadata["tags"]
+    html = [o["data"]["text/html"] for c in executed.cells if c.cell_type == "code"
+            for o in c.get("outputs", []) if "text/html" in o.get("data", {})]
+    assert len(html) == 1
+    assert "window.vegaEmbed" in html[0] and "cdn." not in html[0]
+
+
+def _fixture_models():
+    return [
+        {"name": "dec", "model_id": "dec@1", "slug": "dec", "can_generate": True, "weight_sha256": "ab"},
+        {"name": "enc", "model_id": "org/enc@2", "slug": book.model_slug("org/enc@2"), "can_generate": False},
+    ]
+
+
+def _fixture_specs(notebooks_dir: Path):
+    for stem in ("a_study", "b_generate", "c_once", "d_cross"):
+        shutil.copy(FIXTURE, notebooks_dir / f"{stem}.ipynb")
+    return (
+        book.NotebookSpec("a_study", "A"),
+        book.NotebookSpec("b_generate", "B", generates=True),
+        book.NotebookSpec("c_once", "C", scope="once"),
+        book.NotebookSpec("d_cross", "D", scope="cross"),
+        book.NotebookSpec("e_missing", "E"),
+    )
+
+
+def test_plan_applies_notebooks_per_model_and_quick_parameters(tmp_path):
+    specs = _fixture_specs(tmp_path)
+    messages = []
+    runs = book.plan_runs(_fixture_models(), quick=True, book_dir=tmp_path / "book", results_dir=tmp_path / "r",
+                          notebooks_dir=tmp_path, specs=specs, log=messages.append)
+    labels = [r.label for r in runs]
+    assert labels == ["dec/a_study", "dec/b_generate", "org__enc__2/a_study",
+                      f"{book.REPLICATION_SLUG}/c_once", f"{book.CROSS_SLUG}/d_cross"]
+    assert any("e_missing.ipynb does not exist" in m for m in messages)
+    assert any("b_generate skipped for enc" in m for m in messages)
+    first = runs[0]
+    # only declared parameters are passed: the fixture declares limit but not n_contexts
+    assert first.parameters == {"limit": book.QUICK_PARAMETERS["limit"], "output_dir": str(tmp_path / "r" / "dec")}
+    assert runs[1].depends_on == ("dec/a_study",)
+    assert runs[-1].depends_on == tuple(labels[:-1])
+    env = book.Environment(code="c", packages={}, data={})
+    book.resolve_dependency_keys(runs, env)
+    assert runs[1].depends_on == (runs[0].key(env),)
+
+
+def test_toc_from_runs(tmp_path):
+    specs = _fixture_specs(tmp_path)
+    book_dir = tmp_path / "book"
+    models = _fixture_models()
+    runs = book.plan_runs(models, book_dir=book_dir, results_dir=tmp_path / "r", notebooks_dir=tmp_path,
+                          specs=specs, log=lambda *_: None)
+    for run in runs[:-1]:  # the cross-model run has not produced a notebook
+        run.output.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(FIXTURE, run.output)
+    for name in ("methods_profiles", "limitations"):
+        (book_dir / f"{name}.md").write_text(f"# {name}\n")
+    for model in models:
+        book.write_model_page(book_dir, model, [r for r in runs if r.model.get("slug") == model["slug"]])
+
+    toc = book.make_toc(book_dir, models, runs)
+    assert toc["root"] == "index"
+    parts = {p["caption"]: [c["file"] for c in p["chapters"]] for p in toc["parts"]}
+    assert parts == {
+        "Background": ["methods_profiles"],
+        "Replication of the published BOLD audit": [f"models/{book.REPLICATION_SLUG}/c_once"],
+        "Model: dec": ["models/dec/index", "models/dec/a_study", "models/dec/b_generate"],
+        "Model: enc": ["models/org__enc__2/index", "models/org__enc__2/a_study"],
+        "Discussion": ["limitations"],
+    }
+    (book_dir / "data.md").write_text("# Data\n")
+    toc = book.make_toc(book_dir, models, runs)
+    assert toc["parts"][0]["chapters"][0] == {"file": "data"}
+    page = (book_dir / "models" / "dec" / "index.md").read_text()
+    assert "dec@1" in page and "| a_study | not run |" in page
+
+
+def test_model_slug_rejects_reserved_and_maps_repo_ids():
+    assert book.model_slug("HuggingFaceTB/SmolLM2-135M@abc:fp32") == "HuggingFaceTB__SmolLM2-135M__abc__fp32"
+    with pytest.raises(ValueError, match="cannot be used as a folder name"):
+        book.model_slug(book.CROSS_SLUG)
+
+
+def test_vega_bundle_written_once(tmp_path):
+    target = rendering.write_vega_bundle(tmp_path)
+    text = target.read_text()
+    assert "window.vegaEmbed" in text and text.startswith("(function () {")
+    mtime = target.stat().st_mtime_ns
+    assert rendering.write_vega_bundle(tmp_path).stat().st_mtime_ns == mtime
