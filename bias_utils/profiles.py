@@ -9,7 +9,8 @@ authors' published ``projection.py``/``utils.py``):
    A common noun or adjective gets the article: "this is the woman",
    "the woman is here". The original decides that with nltk's POS tagger,
    whose model is not available offline; here it follows from the word list's
-   kind: names never take "the", pronouns never do, every other word does.
+   kind (``populations.takes_article``): names never take "the", pronouns
+   never do, every other word does.
 2. The word's hidden states are taken in every template and averaged over the
    templates (one vector per word and layer).
 3. The vectors are projected onto the polar stereotype dimensions layer by
@@ -52,18 +53,6 @@ DEFAULT_TEMPLATES: tuple[str, ...] = (
     "{word} is there",
 )
 
-#: Personal pronouns, including common neopronouns: they never take an article.
-PRONOUNS = frozenset(
-    """he she they him her them his hers their theirs himself herself themself themselves
-    it its one xe xem xyr xyrs ze zir zirs hir hirs ey em eir eirs fae faer faers ve ver vis""".split()
-)
-
-#: Word kinds decide the article rule.
-WORD_KINDS = ("name", "pronoun", "noun")
-
-#: Which populations are given names; every other population is treated as terms.
-NAME_POPULATIONS = frozenset({"names"})
-
 #: Default scale for populations standardised against another one (the paper's Figure 4).
 DEFAULT_REFERENCE = {"nonbinary": "terms"}
 
@@ -73,16 +62,6 @@ class ProfileError(ValueError):
 
 
 # --------------------------------------------------------------------------- templates
-
-
-def word_kind(word: str, population_kind: str) -> str:
-    """``"name"``, ``"pronoun"`` or ``"noun"`` for a word of a population of kind
-    ``"names"`` or ``"terms"`` (the kind, not a POS tagger, decides)."""
-    if population_kind not in ("names", "terms"):
-        raise ProfileError(f"population kind must be 'names' or 'terms', got {population_kind!r}")
-    if population_kind == "names":
-        return "name"
-    return "pronoun" if word.lower() in PRONOUNS else "noun"
 
 
 def check_templates(templates: Sequence[str]) -> tuple[str, ...]:
@@ -100,50 +79,52 @@ def check_templates(templates: Sequence[str]) -> tuple[str, ...]:
     return templates
 
 
-def fill_template(template: str, word: str, kind: str) -> str:
-    """The template with the word in its slot; common nouns get the article "the"."""
-    if kind not in WORD_KINDS:
-        raise ProfileError(f"word kind must be one of {WORD_KINDS}, got {kind!r}")
-    return template.replace(PLACEHOLDER, f"the {word}" if kind == "noun" else word)
+def fill_template(template: str, word: str, article: bool) -> str:
+    """The template with the word in its slot, after "the" if ``article``."""
+    return template.replace(PLACEHOLDER, f"the {word}" if article else word)
 
 
 # --------------------------------------------------------------------------- populations
 
 
-def _population_kind(name: str, kind) -> str:
-    if isinstance(kind, Mapping):
-        if name in kind:
-            return kind[name]
-        kind = None
-    if kind is not None:
-        return kind
-    try:  # the populations module may declare kinds for its built-in lists
-        from .populations import POPULATION_KINDS  # type: ignore[attr-defined]
-    except ImportError:
-        POPULATION_KINDS = {}
-    return POPULATION_KINDS.get(name, "names" if name in NAME_POPULATIONS else "terms")
+def resolve_populations(populations, kind=None) -> tuple[dict[str, dict[str, list[str]]], dict[str, str]]:
+    """``({population: {group: [words]}}, {population: kind})``.
 
+    ``populations``: built-in names / file paths (a str or a list, read with
+    ``populations.load_populations``; a file's population is named by its stem)
+    or the ``{population: {group: [words]}}`` mapping itself. ``kind`` overrides
+    the template kind (``"name"``: no article, ``"noun"``: "the" except for
+    pronouns): one kind for all, ``{population: kind}``, or ``None`` for the
+    populations module's own (built-ins, a file's declared kind; ``"noun"`` for
+    a mapping's unknown populations).
+    """
+    from .populations import KINDS, POPULATION_KINDS, load_populations, population_kind
 
-def resolve_populations(populations) -> dict[str, dict[str, list[str]]]:
-    """``{population: {group: [words]}}`` from built-in names / file paths (a str or
-    a list, loaded with ``populations.load_populations``) or from that mapping itself."""
     if isinstance(populations, (str, Path)):
         populations = [populations]
+    kinds: dict[str, str] = {}
     if isinstance(populations, Mapping):
         out = {str(k): {str(g): list(ws) for g, ws in v.items()} for k, v in populations.items()}
+        kinds = {k: POPULATION_KINDS.get(k, "noun") for k in out}
     else:
-        from .populations import load_populations
-
         out = {}
         for p in populations:
             name = Path(p).stem if Path(str(p)).suffix else str(p)
-            out[name] = {str(g): list(ws) for g, ws in load_populations(p).items()}
+            out[name] = load_populations(p)
+            kinds[name] = population_kind(p)
     if not out:
         raise ProfileError("no populations given")
     for name, groups in out.items():
         if not groups or any(len(ws) == 0 for ws in groups.values()):
             raise ProfileError(f"population {name!r} has no groups or an empty group: {groups!r}")
-    return out
+    if isinstance(kind, Mapping):
+        kinds.update({k: v for k, v in kind.items() if k in out})
+    elif kind is not None:
+        kinds = dict.fromkeys(out, kind)
+    bad = {k: v for k, v in kinds.items() if v not in KINDS}
+    if bad:
+        raise ProfileError(f"population kind must be one of {KINDS}, got {bad}")
+    return out, kinds
 
 
 def limit_populations(populations: Mapping[str, Mapping[str, list[str]]], limit: int | None,
@@ -166,7 +147,8 @@ class PopulationEmbeddings:
     """Template-averaged hidden states of the population words.
 
     ``values``: float32 [n_words, n_layers, hidden], row i belongs to ``words`` row i.
-    ``words``: ``population, group, word, kind, n_templates`` (templates that were
+    ``words``: ``population, group, word, kind`` (``name``/``noun``), ``article``
+    (whether the templates put "the" before it), ``n_templates`` (templates that were
     embedded; fewer than ``len(templates)`` when the tokenizer could not locate the
     word in some template, those are listed in ``skipped``).
     ``skipped``: ``population, group, word, context, reason``; a word with no
@@ -186,23 +168,21 @@ def population_embeddings(model, populations, templates: Sequence[str] = DEFAULT
                           layers="all", kind=None) -> PopulationEmbeddings:
     """Embed every population word in every template and average over templates.
 
-    ``populations``: built-in name(s), file path(s) or ``{population: {group: [words]}}``.
-    ``kind``: ``None`` (names populations are names, the rest terms), ``"names"`` /
-    ``"terms"`` for all, or ``{population: kind}``.
+    ``populations`` and ``kind``: see :func:`resolve_populations`.
     """
     from .embeddings import embed_words
+    from .populations import takes_article
 
     templates = check_templates(templates)
-    pops = resolve_populations(populations)
+    pops, kinds = resolve_populations(populations, kind)
     rows, contexts, targets = [], [], []
     for pop, groups in pops.items():
-        pkind = _population_kind(pop, kind)
         for group, words in groups.items():
             for word in dict.fromkeys(words):  # a repeated word would count twice in its group
-                wkind = word_kind(word, pkind)
-                rows.append((pop, group, word, wkind))
+                article = takes_article(word, kinds[pop])
+                rows.append((pop, group, word, kinds[pop], article))
                 for t in templates:
-                    contexts.append(fill_template(t, word, wkind))
+                    contexts.append(fill_template(t, word, article))
                     targets.append(word)
     emb = embed_words(model, contexts, targets, layers=layers)
     values = np.asarray(emb.values, dtype=np.float32)
@@ -214,7 +194,7 @@ def population_embeddings(model, populations, templates: Sequence[str] = DEFAULT
     if len(emb.skipped):
         reasons = dict(zip(emb.skipped["pair_index"], emb.skipped["reason"].astype(str)))
     skipped = []
-    for i, (pop, group, word, _) in enumerate(rows):
+    for i, (pop, group, word, *_) in enumerate(rows):
         for j in np.flatnonzero(~kept[i]):
             reason = reasons.get(i * n_t + j, "no embedding returned")
             skipped.append((pop, group, word, contexts[i * n_t + j], reason))
@@ -225,7 +205,7 @@ def population_embeddings(model, populations, templates: Sequence[str] = DEFAULT
     with np.errstate(invalid="ignore"):
         mean = np.where(kept[:, :, None, None], per_word, 0.0).sum(axis=1)
         mean = mean / np.maximum(kept.sum(axis=1), 1)[:, None, None]
-    words = pd.DataFrame(rows, columns=["population", "group", "word", "kind"])
+    words = pd.DataFrame(rows, columns=["population", "group", "word", "kind", "article"])
     words["n_templates"] = kept.sum(axis=1)
     return PopulationEmbeddings(
         values=mean[has_any].astype(np.float32),

@@ -1,7 +1,6 @@
 """Profiles: templates, standardisation and the group statistics against independent
 computations (numpy, scipy, pingouin, hand formulas); one slow end-to-end run."""
 
-import json
 import math
 
 import numpy as np
@@ -11,17 +10,17 @@ import pytest
 from scipy import stats as sps
 
 from bias_utils import profiles as pr
-from bias_utils.data import resolve
+from bias_utils.populations import load_populations, takes_article
 
 
 @pytest.fixture(scope="module")
 def names():
-    return json.loads(resolve("schuster_names").read_text())
+    return load_populations("names")
 
 
 @pytest.fixture(scope="module")
 def terms():
-    return json.loads(resolve("schuster_terms").read_text())
+    return load_populations("terms")
 
 
 # ----------------------------------------------------------------- templates
@@ -31,35 +30,43 @@ def test_default_templates_are_the_original_seven():
         "this is X", "that is X", "there is X", "the person is X", "here is X", "X is here", "X is there"]
 
 
-def test_article_rule_names_nouns_pronouns(names, terms):
-    mary = names["Female Names"][0]
-    assert pr.word_kind(mary, "names") == "name"
-    assert pr.fill_template("this is {word}", mary, "name") == "this is Mary"
-    assert pr.fill_template("{word} is here", mary, "name") == "Mary is here"
-    kinds = {w: pr.word_kind(w, "terms") for w in terms["Female Terms"] + terms["Male Terms"]}
-    assert {w for w, k in kinds.items() if k == "pronoun"} == {"she", "he"}
-    assert pr.fill_template("this is {word}", "woman", kinds["woman"]) == "this is the woman"
-    assert pr.fill_template("{word} is here", "woman", kinds["woman"]) == "the woman is here"
-    assert pr.fill_template("{word} is there", "she", kinds["she"]) == "she is there"
-    assert pr.fill_template("the person is {word}", "he", kinds["he"]) == "the person is he"
-    assert pr.word_kind("They", "terms") == "pronoun"
+def _sentences(pop, word):
+    pops, kinds = pr.resolve_populations(pop)
+    return [pr.fill_template(t, word, takes_article(word, kinds[pop])) for t in pr.DEFAULT_TEMPLATES]
 
 
-def test_custom_templates_validated():
+def test_article_rule_names_nouns_pronouns():
+    assert _sentences("names", "Mary") == [
+        "this is Mary", "that is Mary", "there is Mary", "the person is Mary", "here is Mary",
+        "Mary is here", "Mary is there"]
+    assert _sentences("terms", "woman") == [
+        "this is the woman", "that is the woman", "there is the woman", "the person is the woman",
+        "here is the woman", "the woman is here", "the woman is there"]
+    assert _sentences("terms", "she")[0] == "this is she" and _sentences("terms", "he")[-1] == "he is there"
+    pops, kinds = pr.resolve_populations(["terms", "nonbinary"])
+    with_article = {w for g in pops["terms"].values() for w in g if takes_article(w, kinds["terms"])}
+    assert with_article == set(pops["terms"]["female"] + pops["terms"]["male"]) - {"she", "he"}
+    assert _sentences("nonbinary", "nonbinary")[5] == "the nonbinary is here"
+
+
+def test_kind_override_and_custom_templates():
+    pops, kinds = pr.resolve_populations({"names": {"f": ["Mary"], "m": ["John"]}, "mine": {"a": ["x"]}})
+    assert kinds == {"names": "name", "mine": "noun"}
+    assert pr.resolve_populations("terms", kind="name")[1] == {"terms": "name"}
+    with pytest.raises(pr.ProfileError, match="kind"):
+        pr.resolve_populations("terms", kind="people")
     assert pr.check_templates(["my friend {word} smiled"]) == ("my friend {word} smiled",)
-    assert pr.fill_template("my friend {word} smiled", "sister", "noun") == "my friend the sister smiled"
+    assert pr.fill_template("my friend {word} smiled", "sister", True) == "my friend the sister smiled"
     for bad in (["this is X"], ["{word} and {word}"], [], "this is {word}", ["a {word}", "a {word}"]):
         with pytest.raises(pr.ProfileError):
             pr.check_templates(bad)
-    with pytest.raises(pr.ProfileError, match="kind"):
-        pr.word_kind("Mary", "people")
 
 
 def test_limit_populations_keeps_terms_whole(names, terms):
     pops = {"names": names, "terms": terms}
     out = pr.limit_populations(pops, 5)
     assert [len(v) for v in out["names"].values()] == [5, 5]
-    assert out["names"]["Male Names"] == names["Male Names"][:5]
+    assert out["names"]["male"] == names["male"][:5]
     assert out["terms"] == terms
     with pytest.raises(pr.ProfileError):
         pr.limit_populations(pops, 1)
@@ -145,7 +152,7 @@ def test_profile_stats_against_scipy_and_hand(names, terms):
         np.testing.assert_allclose(fam["p_student_holm"],
                                    pg.multicomp(fam["p_student"].to_numpy(), method="holm")[1])
     names_warmth = st[(st.population == "names") & (st.dimension == "warmth")].iloc[0]
-    assert names_warmth.group_a == "Female Names" and names_warmth["diff"] > 0
+    assert names_warmth.group_a == "female" and names_warmth["diff"] > 0
 
 
 def test_standardising_does_not_change_the_tests(names, terms):
@@ -157,7 +164,7 @@ def test_standardising_does_not_change_the_tests(names, terms):
 
 def test_more_than_two_groups_path(names):
     rng = np.random.default_rng(3)
-    groups = {"a": names["Female Names"][:20], "b": names["Male Names"][:20], "c": names["Female Names"][20:45]}
+    groups = {"a": names["female"][:20], "b": names["male"][:20], "c": names["female"][20:45]}
     rows = [("p", g, w, "name", "dimensions", "mean", dim, rng.normal(0.8 if (g == "c" and dim == "status") else 0, 1))
             for g, ws in groups.items() for w in ws for dim in ("status", "politics")]
     tab = pr.standardise(pd.DataFrame(rows, columns=["population", "group", "word", "kind", "space",
@@ -181,14 +188,14 @@ def test_group_means_and_nonbinary_table(names, terms):
     nb = tab[tab["word"].isin(["woman", "man", "he"])].assign(population="nonbinary", group="non-binary")
     t = pr.standardise(pd.concat([tab, nb], ignore_index=True), {"nonbinary": "terms"})
     gm = pr.group_means(t)
-    r = gm[(gm.population == "names") & (gm.group == "Male Names") & (gm.dimension == "warmth")].iloc[0]
-    v = t[(t.population == "names") & (t.group == "Male Names") & (t.dimension == "warmth")]["z"].to_numpy()
+    r = gm[(gm.population == "names") & (gm.group == "male") & (gm.dimension == "warmth")].iloc[0]
+    v = t[(t.population == "names") & (t.group == "male") & (t.dimension == "warmth")]["z"].to_numpy()
     lo, hi = sps.t.interval(0.95, len(v) - 1, loc=v.mean(), scale=sps.sem(v))
     assert math.isclose(r.ci_low, lo, rel_tol=1e-9) and math.isclose(r.ci_high, hi, rel_tol=1e-9)
     nbt = pr.nonbinary_table(t)
     assert set(nbt["series"]) == {"term", "group mean"}
     assert len(nbt[nbt.series == "term"]) == 3 * 2
-    assert set(nbt[nbt.series == "group mean"]["group"]) == {"Female Terms", "Male Terms"}
+    assert set(nbt[nbt.series == "group mean"]["group"]) == {"female", "male"}
     assert "nonbinary" not in set(pr.profile_stats(t)["population"])
     with pytest.raises(pr.ProfileError):
         pr.nonbinary_table(t, population="absent")
@@ -197,4 +204,4 @@ def test_group_means_and_nonbinary_table(names, terms):
 def test_describe_stats_reads_direction(names, terms):
     st = pr.profile_stats(pr.standardise(_table(names, terms, shift=1.0)))
     line = pr.describe_stats(st, ["warmth"])[0]
-    assert line.startswith("names: Female Names higher than Male Names on warmth")
+    assert line.startswith("names: female higher than male on warmth")

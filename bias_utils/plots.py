@@ -1,0 +1,267 @@
+"""Altair charts for the book, one function per figure, and :func:`save`.
+
+Every chart uses the ``bias_profiles`` theme (registered and enabled on
+import) and can be written as SVG, PNG and Vega-Lite JSON by :func:`save`
+(vl-convert renders offline, no browser needed).
+
+Input tables are the tidy outputs of ``profiles`` and ``space``/``projection``;
+each function names the columns it reads.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from . import cache
+
+THEME = "bias_profiles"
+#: Fixed colours so female/male look the same in every figure (colour-blind safe pair).
+GROUP_COLORS = {"female": "#7b3294", "male": "#e08214"}
+OTHER_COLORS = ["#1b9e77", "#377eb8", "#e7298a", "#66a61e", "#a6761d", "#666666"]
+#: Order of the dimensions on the profile axis (the paper's order).
+DIMENSION_ORDER = ("warmth", "competence", "sociability", "morality", "ability", "agency",
+                   "status", "politics", "religion")
+#: Pole labels (low, high) per dimension; other dimensions get "low X" / "high X".
+POLE_LABELS = {
+    "politics": ("progressive", "traditional"),
+    "religion": ("non-religious", "religious"),
+}
+_FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
+
+
+@alt.theme.register(THEME, enable=True)
+def _theme() -> alt.theme.ThemeConfig:
+    return {
+        "config": {
+            "font": _FONT,
+            "view": {"stroke": None, "continuousWidth": 380, "continuousHeight": 260},
+            "axis": {"labelFontSize": 11, "titleFontSize": 12, "titleFontWeight": "normal",
+                     "gridColor": "#e6e6e6", "domainColor": "#888", "tickColor": "#888"},
+            "legend": {"labelFontSize": 11, "titleFontSize": 11, "orient": "bottom"},
+            "header": {"labelFontSize": 12, "titleFontSize": 12},
+            "title": {"fontSize": 14, "fontWeight": "normal", "anchor": "start"},
+            "range": {"category": OTHER_COLORS},
+        }
+    }
+
+
+def pole_labels(dimension: str) -> tuple[str, str]:
+    """``(low pole, high pole)`` labels of a dimension, e.g. ``("progressive", "traditional")``."""
+    return POLE_LABELS.get(dimension, (f"low {dimension}", f"high {dimension}"))
+
+
+def _group_scale(groups: Sequence[str]) -> alt.Scale:
+    groups = list(dict.fromkeys(groups))
+    others = iter(OTHER_COLORS)
+    return alt.Scale(domain=groups, range=[GROUP_COLORS.get(str(g).lower()) or next(others) for g in groups])
+
+
+def _ordered(dimensions) -> list[str]:
+    present = list(dict.fromkeys(dimensions))
+    return [d for d in DIMENSION_ORDER if d in present] + [d for d in present if d not in DIMENSION_ORDER]
+
+
+def _js_map(mapping: dict) -> str:
+    return json.dumps({str(k): v for k, v in mapping.items()})
+
+
+def save(chart: alt.TopLevelMixin, path: str | Path, scale: float = 2.0) -> dict[str, Path]:
+    """Write ``<path>.svg``, ``<path>.png`` (``scale`` x pixels) and ``<path>.vl.json``.
+
+    ``path`` may carry one of those suffixes or none. Files are written atomically.
+    """
+    import vl_convert as vlc
+
+    path = Path(path)
+    stem = path.with_name(path.name.removesuffix(".vl.json")) if path.name.endswith(".vl.json") else path
+    if stem.suffix in (".svg", ".png", ".json"):
+        stem = stem.with_suffix("")
+    spec = chart.to_json()
+    return {
+        "svg": cache.atomic_write_text(stem.with_name(stem.name + ".svg"), vlc.vegalite_to_svg(spec)),
+        "png": cache.atomic_write_bytes(stem.with_name(stem.name + ".png"), vlc.vegalite_to_png(spec, scale=scale)),
+        "vl.json": cache.atomic_write_text(stem.with_name(stem.name + ".vl.json"), spec),
+    }
+
+
+def _one(frame: pd.DataFrame, column: str, what: str):
+    values = frame[column].drop_duplicates().tolist()
+    if len(values) != 1:
+        raise ValueError(f"{what}: expected one {column}, found {values}; filter the table first")
+    return values[0]
+
+
+# --------------------------------------------------------------------------- Study 1
+
+
+def profile_chart(means: pd.DataFrame, stats: pd.DataFrame | None = None, *, title: str | None = None,
+                  alpha: float = 0.05) -> alt.LayerChart:
+    """The stereotype profile of one population (the paper's Figures 1 and 5).
+
+    ``means``: ``profiles.group_means`` rows of ONE population and layer
+    (columns ``population, layer, dimension, group, mean, ci_low, ci_high``);
+    one row per dimension on the y axis, low pole labelled on the left, high
+    pole on the right. ``stats``: ``profiles.profile_stats`` rows; dimensions
+    with ``p_holm < alpha`` get bold pole labels and a ``*``.
+    """
+    pop = _one(means, "population", "profile_chart")
+    _one(means, "layer", "profile_chart")
+    dims = _ordered(means["dimension"])
+    sig = set()
+    if stats is not None:
+        s = stats[(stats["population"] == pop) & stats["dimension"].isin(dims)]
+        sig = set(s.loc[s["p_holm"] < alpha, "dimension"])
+    low = {d: pole_labels(d)[0] + (" *" if d in sig else "") for d in dims}
+    high = {d: pole_labels(d)[1] + (" *" if d in sig else "") for d in dims}
+    bound = float(np.nanmax(np.abs(means[["mean", "ci_low", "ci_high"]].to_numpy())))
+    bound = max(1.0, np.ceil(bound * 4) / 4)
+    x = alt.X("mean:Q", title="standardised projected value (mean, 95% CI)",
+              scale=alt.Scale(domain=[-bound, bound]))
+    colour = alt.Color("group:N", title=pop, scale=_group_scale(means["group"]))
+    weight = {"condition": {"test": f"indexof({json.dumps(sorted(sig))}, datum.value) >= 0", "value": "bold"},
+              "value": "normal"}
+
+    def y_axis(orient: str, labels: dict) -> alt.Y:
+        return alt.Y("dimension:N", sort=dims, title=None, axis=alt.Axis(
+            orient=orient, labelExpr=f"{_js_map(labels)}[datum.value]", labelFontWeight=weight,
+            ticks=False, domain=False, grid=True))
+
+    data = means.assign(order=means["dimension"].map({d: i for i, d in enumerate(dims)}))
+    base = alt.Chart(data)
+    rule = alt.Chart(pd.DataFrame({"mean": [0.0]})).mark_rule(color="#999").encode(x="mean:Q")
+    lines = base.mark_line(point=alt.OverlayMarkDef(size=60, filled=True), strokeWidth=1.5).encode(
+        x=x, y=y_axis("left", low), color=colour, order="order:Q",
+        tooltip=["group", "dimension", alt.Tooltip("mean:Q", format=".2f"), "n"])
+    bars = base.mark_errorbar(ticks=True).encode(
+        x=alt.X("ci_low:Q", title=""), x2="ci_high:Q", y=y_axis("right", high), color=colour)
+    return (alt.layer(rule, lines, bars)
+            .resolve_axis(y="independent")
+            .properties(title=title or f"Stereotype profile: {pop}", height=34 * len(dims)))
+
+
+def warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = None, *,
+                            stats: pd.DataFrame | None = None, title: str | None = None,
+                            alpha: float = 0.05) -> alt.LayerChart:
+    """The 2D warmth x competence plane (the paper's Figures 3 and 4).
+
+    ``means``: ``profiles.group_means`` rows (one layer; any populations) with
+    dimensions ``warmth`` and ``competence``: each group is a point with 95% CI
+    bars in both directions, its shape telling the population. ``terms``:
+    ``profiles.nonbinary_table`` rows; its ``series == "term"`` rows are drawn as
+    labelled grey points (individual non-binary/transgender terms on the binary
+    terms' scale). ``stats``: composite dimensions with ``p_holm < alpha`` for a
+    population are starred in the axis titles.
+    """
+    _one(means, "layer", "warmth_competence_chart")
+    wide = _wide_wc(means, ["population", "group"], "mean", extra=("ci_low", "ci_high"))
+    starred = {}
+    if stats is not None:
+        s = stats[stats["dimension"].isin(["warmth", "competence"]) & (stats["p_holm"] < alpha)]
+        for d, g in s.groupby("dimension"):
+            starred[d] = " (* " + ", ".join(sorted(g["population"].unique())) + ")"
+    values = [wide[c].to_numpy() for c in wide.columns if c.startswith(("warmth", "competence"))]
+    layers = []
+    if terms is not None and len(terms):
+        tw = _wide_wc(terms[terms["series"] == "term"], ["population", "group", "word"], "z")
+        values += [tw["warmth"].to_numpy(), tw["competence"].to_numpy()]
+        tbase = alt.Chart(tw)
+        layers += [tbase.mark_point(shape="diamond", size=50, color="#555", filled=True).encode(
+                       x="warmth:Q", y="competence:Q", tooltip=["word", "group", alt.Tooltip("warmth:Q", format=".2f"),
+                                                                alt.Tooltip("competence:Q", format=".2f")]),
+                   tbase.mark_text(dx=6, align="left", fontSize=10, color="#333").encode(
+                       x="warmth:Q", y="competence:Q", text="word:N")]
+    bound = max(1.0, float(np.ceil(np.nanmax(np.abs(np.concatenate(values))) * 4) / 4))
+    scale = alt.Scale(domain=[-bound, bound])
+    x_title = "← low warmth · high warmth →" + starred.get("warmth", "")
+    y_title = "← low competence · high competence →" + starred.get("competence", "")
+
+    def x(field: str) -> alt.X:
+        return alt.X(field, scale=scale, title=x_title)
+
+    def y(field: str) -> alt.Y:
+        return alt.Y(field, scale=scale, title=y_title)
+
+    colour = alt.Color("group:N", title="group", scale=_group_scale(wide["group"]))
+    base = alt.Chart(wide)
+    zero = pd.DataFrame({"v": [0.0]})
+    layers = [
+        alt.Chart(zero).mark_rule(color="#bbb").encode(x=x("v:Q")),
+        alt.Chart(zero).mark_rule(color="#bbb").encode(y=y("v:Q")),
+        base.mark_errorbar().encode(x=x("warmth_ci_low:Q"), x2="warmth_ci_high:Q", y=y("competence:Q"),
+                                    color=colour),
+        base.mark_errorbar().encode(y=y("competence_ci_low:Q"), y2="competence_ci_high:Q", x=x("warmth:Q"),
+                                    color=colour),
+        base.mark_point(size=110, filled=True, opacity=1).encode(
+            x=x("warmth:Q"), y=y("competence:Q"), color=colour, shape=alt.Shape("population:N", title="population"),
+            tooltip=["population", "group", alt.Tooltip("warmth:Q", format=".2f"),
+                     alt.Tooltip("competence:Q", format=".2f")]),
+    ] + layers
+    return alt.layer(*layers).properties(title=title or "Warmth and competence", width=340, height=340)
+
+
+def _wide_wc(frame: pd.DataFrame, keys: list[str], value: str, extra: Sequence[str] = ()) -> pd.DataFrame:
+    sub = frame[frame["dimension"].isin(["warmth", "competence"])]
+    if set(sub["dimension"]) != {"warmth", "competence"}:
+        raise ValueError("warmth_competence_chart needs rows for both 'warmth' and 'competence' "
+                         "(profile the 'warmth_competence' space)")
+    wide = sub.pivot_table(index=keys, columns="dimension", values=[value, *extra], aggfunc="first")
+    wide.columns = [d if v == value else f"{d}_{v}" for v, d in wide.columns]
+    return wide.reset_index()
+
+
+def layer_curves_chart(curves: pd.DataFrame, measures: Sequence[str] | None = None, *,
+                       title: str | None = None) -> alt.FacetChart:
+    """Accuracy and the female-male difference by layer, one line per context
+    source (the paper's Figure 6): rows = measure, columns = dimension.
+
+    ``curves``: ``space.layers_by_context`` output (columns ``context_source,
+    layer, measure, dimension, value``, optional ``ci_low, ci_high``).
+    """
+    data = curves if measures is None else curves[curves["measure"].isin(measures)]
+    if data.empty:
+        raise ValueError(f"layer_curves_chart: no rows for measures {measures}")
+    data = data.assign(layer=data["layer"].astype(int))
+    colour = alt.Color("context_source:N", title="context source")
+    base = alt.Chart().encode(x=alt.X("layer:Q", title="layer (0 = embedding output)"), color=colour)
+    parts = [base.mark_line(point=alt.OverlayMarkDef(size=18)).encode(
+        y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
+        tooltip=["context_source", "layer", alt.Tooltip("value:Q", format=".3f")])]
+    if {"ci_low", "ci_high"} <= set(data.columns) and data["ci_low"].notna().any():
+        parts.insert(0, base.mark_area(opacity=0.15).encode(y="ci_low:Q", y2="ci_high:Q"))
+    return (alt.layer(*parts, data=data).properties(width=260, height=150)
+            .facet(row=alt.Row("measure:N", title=None),
+                   column=alt.Column("dimension:N", title=None, sort=_ordered(data["dimension"])))
+            .resolve_scale(y="independent")
+            .properties(title=title or "By layer and context source"))
+
+
+def accuracy_heatmap(accuracy: pd.DataFrame, *, title: str | None = None) -> alt.LayerChart:
+    """Direction-prediction accuracy per dimension x model and cut-off (the paper's Table 2).
+
+    ``accuracy``: ``projection.direction_accuracy`` rows (one layer) with
+    ``model_id`` (added by the caller when several models are stacked),
+    ``cutoff, dimension, accuracy, n``. Colour is centred on chance (0.5).
+    """
+    data = accuracy.copy()
+    if "model_id" not in data:
+        data["model_id"] = "model"
+    data["row"] = data["model_id"].astype(str) + " · " + data["cutoff"].astype(str)
+    dims = _ordered(data["dimension"])
+    base = alt.Chart(data).encode(
+        x=alt.X("dimension:N", sort=dims, title=None, axis=alt.Axis(labelAngle=-30, orient="top")),
+        y=alt.Y("row:N", title=None))
+    rect = base.mark_rect().encode(
+        color=alt.Color("accuracy:Q", title="accuracy",
+                        scale=alt.Scale(scheme="redblue", domain=[0, 1], domainMid=0.5)),
+        tooltip=["model_id", "cutoff", "dimension", alt.Tooltip("accuracy:Q", format=".2f"), "n"])
+    text = base.mark_text(fontSize=11).encode(
+        text=alt.Text("accuracy:Q", format=".2f"),
+        color=alt.condition("abs(datum.accuracy - 0.5) > 0.3", alt.value("white"), alt.value("black")))
+    return (rect + text).properties(title=title or "Direction-prediction accuracy",
+                                    width=48 * len(dims), height=alt.Step(24))

@@ -1,0 +1,92 @@
+"""Charts render offline to SVG/PNG/Vega-Lite JSON and show what they claim:
+pole labels, significance marks, individual non-binary terms."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bias_utils import plots
+from bias_utils import profiles as pr
+from bias_utils.populations import load_populations
+
+DIMS7 = ["sociability", "morality", "ability", "agency", "status", "politics", "religion"]
+
+
+@pytest.fixture(scope="module")
+def table():
+    """Real population words with seeded values; female names clearly warmer/more sociable."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for pop in ("names", "terms", "nonbinary"):
+        for gi, (group, words) in enumerate(load_populations(pop).items()):
+            for w in words[:30]:
+                for space, dims in (("dimensions", DIMS7), ("warmth_competence", ["warmth", "competence"])):
+                    for d in dims:
+                        shift = 1.0 if (pop == "names" and gi == 0 and d in ("warmth", "sociability")) else 0.0
+                        rows.append((pop, group, w, space, "mean", d, rng.normal(shift, 1)))
+    tab = pd.DataFrame(rows, columns=["population", "group", "word", "space", "layer", "dimension", "value"])
+    return pr.standardise(tab, {"nonbinary": "terms"})
+
+
+def _png_size(data: bytes):
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_profile_chart_labels_and_significance(table, tmp_path):
+    st, gm = pr.profile_stats(table), pr.group_means(table)
+    names = gm[(gm.population == "names") & (gm.space == "dimensions")]
+    files = plots.save(plots.profile_chart(names, st), tmp_path / "profile.svg")
+    assert sorted(files) == ["png", "svg", "vl.json"]
+    svg = files["svg"].read_text()
+    assert "high sociability *" in svg and "low sociability *" in svg
+    assert "traditional" in svg and "progressive" in svg and "non-religious" in svg
+    for r in st[(st.population == "names") & (st.space == "dimensions")].itertuples():
+        label = plots.pole_labels(r.dimension)[1]
+        assert (f">{label} *<" in svg) == (r.p_holm < 0.05) and (f">{label}<" in svg) == (r.p_holm >= 0.05)
+    w, h = _png_size(files["png"].read_bytes())
+    assert w > 600 and h > 300
+    spec = json.loads(files["vl.json"].read_text())
+    assert {r["group"] for d in spec["datasets"].values() for r in d if "group" in r} == {"female", "male"}
+
+
+def test_warmth_competence_chart_shows_nonbinary_terms(table, tmp_path):
+    gm = pr.group_means(table)
+    nb = pr.nonbinary_table(table)
+    chart = plots.warmth_competence_chart(gm[gm.population == "terms"], nb, stats=pr.profile_stats(table))
+    svg = plots.save(chart, tmp_path / "wc")["svg"].read_text()
+    for word in load_populations("nonbinary")["nonbinary"][:3]:
+        assert f">{word}<" in svg
+    assert "high warmth" in svg
+    with pytest.raises(ValueError, match="competence"):
+        plots.warmth_competence_chart(gm[gm.dimension == "warmth"])
+
+
+def test_profile_chart_refuses_mixed_populations(table):
+    gm = pr.group_means(table)
+    with pytest.raises(ValueError, match="population"):
+        plots.profile_chart(gm[gm.space == "dimensions"])
+
+
+def test_heatmap_and_layer_curves_render(tmp_path):
+    rng = np.random.default_rng(2)
+    acc = pd.DataFrame([(m, c, d, rng.uniform(0.3, 0.95), 40) for m in ("smollm2", "minilm")
+                        for c in ("raw", "centred") for d in DIMS7 + ["warmth", "competence"]],
+                       columns=["model_id", "cutoff", "dimension", "accuracy", "n"])
+    svg = plots.save(plots.accuracy_heatmap(acc), tmp_path / "heat")["svg"].read_text()
+    assert "smollm2 · centred" in svg and f"{acc.accuracy.iloc[0]:.2f}" in svg
+    curves = pd.DataFrame([(s, layer, m, d, rng.normal(), np.nan, np.nan) for s in ("dictionary", "none")
+                           for layer in range(7) for m in ("accuracy_raw", "female_minus_male")
+                           for d in ("warmth", "competence")],
+                          columns=["context_source", "layer", "measure", "dimension", "value", "ci_low", "ci_high"])
+    files = plots.save(plots.layer_curves_chart(curves), tmp_path / "curves.png")
+    assert "female_minus_male" in files["svg"].read_text()
+    assert _png_size(files["png"].read_bytes())[0] > 500
+
+
+def test_pole_labels():
+    assert plots.pole_labels("politics") == ("progressive", "traditional")
+    assert plots.pole_labels("religion") == ("non-religious", "religious")
+    assert plots.pole_labels("warmth") == ("low warmth", "high warmth")
