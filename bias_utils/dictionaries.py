@@ -18,8 +18,9 @@ dimension) with these columns:
 ``definition``
     the WordNet gloss (a list aligned with ``synsets`` for full-dictionary terms).
 ``contexts``
-    ``list[str]`` of sentences that contain ``term`` as a space-separated token;
-    may be empty for user dictionaries (Study 1 then builds contexts).
+    ``list[str]`` of sentences (surrounding whitespace stripped); WordNet-derived
+    ones contain ``term`` as a space-separated token; may be empty for user
+    dictionaries (Study 1 then builds contexts).
 ``context_source``
     where the contexts come from (``WordNet``, ``Oxford Learner's Dictionary``,
     ``user``...; ``""`` when there are none).

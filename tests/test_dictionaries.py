@@ -1,0 +1,263 @@
+"""Seed, full-dictionary and user dictionaries; WordNet 3.0 offline."""
+
+import ast
+import json
+import re
+import shutil
+
+import nltk
+import pandas as pd
+import pytest
+
+from bias_utils import dictionaries as D
+from bias_utils import paths, wordnet as W
+from bias_utils.data import resolve
+
+# ----------------------------------------------------------------------------- WordNet
+
+
+def test_wordnet_is_3_0_from_the_project_folder(wn):
+    assert wn.get_version() == "3.0"
+    assert str(paths.nltk_data_dir()) in wn.root.path
+    # A satellite sense that nltk >= 3.9.2 would number differently.
+    assert wn.synset("friendly.s.02").definition() == "inclined to help or support; not antagonistic or hostile"
+
+
+@pytest.fixture
+def fresh_wordnet(monkeypatch):
+    """Run ``wordnet()`` uncached against a folder the test chooses; restore afterwards."""
+    W.wordnet.cache_clear()
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("wordnet() must never download")
+
+    monkeypatch.setattr(nltk, "download", no_download)
+    yield
+    W.wordnet.cache_clear()
+
+
+def test_missing_wordnet_says_to_run_make_wordnet(tmp_path, monkeypatch, fresh_wordnet):
+    monkeypatch.setenv("BIAS_NLTK_DATA", str(tmp_path / "nltk_data"))
+    with pytest.raises(W.WordNetError) as err:
+        W.wordnet()
+    assert "make wordnet" in str(err.value) and "nltk.download('wordnet'" in str(err.value)
+    assert "lexnames" in str(err.value)
+
+
+def test_other_wordnet_version_is_refused(tmp_path, monkeypatch, fresh_wordnet):
+    source = W.wordnet_dir()
+    target = tmp_path / "nltk_data" / "corpora" / "wordnet"
+    shutil.copytree(source, target)
+    adj = (target / "data.adj").read_bytes()
+    # Same length, so byte offsets stay valid: only the version in the header changes.
+    (target / "data.adj").write_bytes(adj.replace(b"WordNet 3.0 Copyright", b"WordNet 3.1 Copyright", 1))
+    monkeypatch.setenv("BIAS_NLTK_DATA", str(tmp_path / "nltk_data"))
+    with pytest.raises(W.WordNetError, match="WordNet 3.1"):
+        W.wordnet()
+
+
+# ----------------------------------------------------------------------------- seed dictionary
+
+
+def _raw_seed():
+    """The seed CSV read independently of the loader (pandas + literal_eval)."""
+    return pd.read_csv(resolve("schuster_seed_dictionary"), index_col=0)
+
+
+def test_seed_counts_equal_the_paper(seed_dictionary):
+    assert list(seed_dictionary.columns) == list(D.SEED_COLUMNS)
+    assert len(seed_dictionary) == 455
+    counts = seed_dictionary.groupby(["dimension", "direction"]).size().to_dict()
+    assert counts == D.PUBLISHED_SEED_COUNTS
+    table = D.count_table(seed_dictionary, D.PUBLISHED_SEED_COUNTS)
+    assert (table.difference == 0).all()
+    assert set(seed_dictionary.dimension) == set(D.DIMENSIONS)
+
+
+def test_seed_columns_match_the_source_file(seed_dictionary):
+    raw = _raw_seed()
+    assert (seed_dictionary.term.values == raw.term.values).all()
+    assert (seed_dictionary.dimension.values == raw.dimension.str.lower().values).all()
+    assert (seed_dictionary.direction.values == raw.dir.values).all()
+    assert (seed_dictionary.context_source.values == raw.example_source.values).all()
+    # The loader strips stray whitespace around sentences (the source has a few leading blanks).
+    assert list(seed_dictionary.contexts) == [[c.strip() for c in ast.literal_eval(x)] for x in raw.examples]
+    assert all(isinstance(c, list) and c and all(isinstance(s, str) for s in c) for c in seed_dictionary.contexts)
+
+
+def test_seed_sense_ids_are_unique_and_stable(seed_dictionary):
+    assert seed_dictionary.sense_id.is_unique
+    row = seed_dictionary.iloc[0]
+    assert row.sense_id == f"{row.term}|{row.synset}|{row.dimension}"
+
+
+def test_all_455_seed_synsets_resolve_with_the_csv_definitions(wn):
+    raw = _raw_seed()
+    assert raw.synset.nunique() <= 455
+    for synset, definition in zip(raw.synset, raw.definition):
+        assert wn.synset(synset).definition() == definition, synset
+
+
+def test_composites_are_built_from_dimensions():
+    assert D.DIMENSIONS == ("sociability", "morality", "ability", "agency", "status", "politics", "religion")
+    assert all(set(parts) <= set(D.DIMENSIONS) for parts in D.COMPOSITES.values())
+    assert D.COMPOSITES == {"warmth": ("sociability", "morality"), "competence": ("ability", "agency")}
+
+
+# ----------------------------------------------------------------------------- WordNet contexts
+
+
+def test_wordnet_contexts_replace_the_synonym_and_keep_the_term():
+    # correct.a.01 (lemmas correct, right): "the correct answer" becomes "the right answer" for the term
+    # "right", Schuster et al.'s replace_wn_terms example. Hand-written from WordNet 3.0's five examples.
+    assert D.wordnet_contexts("right", synset="correct.a.01") == [
+        "the right answer", "the right version", "the right answer", "took the right road", "the right decision",
+    ]
+    # aloof.s.01: the head word "aloof" is replaced by the term; "he was upstage with strangers" has
+    # neither word and is dropped.
+    assert D.wordnet_contexts("distant", synset="aloof.s.01") == ["stood apart with distant dignity", "a distant smile"]
+
+
+def test_wordnet_contexts_without_synset_pool_noun_and_adjective_senses(wn):
+    term = "tidy"
+    expected = []
+    for s in wn.synsets(term):
+        if s.pos() in ("n", "a", "s"):
+            head = s.name().split(".")[0]
+            for e in map(str.lower, s.examples()):
+                e = e.replace(head, term) if term not in e and head in e else e
+                expected += [e] if term in e.split(" ") else []
+    assert "a nicely tidy beard" in expected  # from kempt.s.01 by the replacement rule
+    assert D.wordnet_contexts(term) == expected
+    assert D.wordnet_contexts(term, n=1) == expected[:1]
+
+
+def test_wordnet_contexts_unknown_synset_is_an_error():
+    with pytest.raises(D.DictionaryError, match="tidy.a.99"):
+        D.wordnet_contexts("tidy", synset="tidy.a.99")
+
+
+# ----------------------------------------------------------------------------- full dictionary
+
+
+@pytest.fixture(scope="module")
+def full_terms(tmp_path_factory):
+    """The full-dictionary derivation run cold in a private cache (then read back from it)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("BIAS_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    frame = D.load_full_dictionary_terms()
+    yield frame, D._full_cache_path()
+    mp.undo()
+
+
+@pytest.mark.slow
+def test_full_dictionary_found_vs_published(full_terms):
+    frame, _ = full_terms
+    assert list(frame.columns) == list(D.FULL_COLUMNS)
+    table = D.count_table(frame, D.PUBLISHED_FULL_COUNTS)
+    print("\nfull dictionary, found vs published (Schuster et al. Table 1):\n" + table.to_string(index=False))
+    cells = table[table.dimension != "total"]
+    # PROVENANCE.md: the OSF copy reproduces 10 of 14 cells; the rest are at most 5 short.
+    assert (cells.difference == 0).sum() >= 10
+    assert cells.difference.abs().max() <= 5
+    assert table.published.iloc[-1] == 2567
+    assert not set(frame.term) & set(D.load_seed_dictionary().term)
+    assert all(c and all(t in s.split(" ") for s in c) for t, c in zip(frame.term, frame.contexts))
+
+
+@pytest.mark.slow
+def test_full_dictionary_equals_the_independent_derivation(full_terms):
+    frame, _ = full_terms
+    other = pd.read_csv(resolve("derived_additional_terms"), index_col=0)
+    assert len(frame) == len(other) == 2554
+    assert list(frame.term) == list(other.term)
+    assert list(frame.dimension) == list(other.dimension.str.lower())
+    assert list(frame.direction) == list(other.dir)
+    assert list(frame.synsets) == [json.loads(x) for x in other.synsets]
+    assert list(frame.contexts) == [json.loads(x) for x in other.examples]
+
+
+@pytest.mark.slow
+def test_full_dictionary_cache_is_parquet_and_recovers_from_damage(full_terms, monkeypatch):
+    frame, cache = full_terms
+    assert cache.suffix == ".parquet" and cache.exists()
+    monkeypatch.setenv("BIAS_CACHE_DIR", str(cache.parent.parent))
+    pd.testing.assert_frame_equal(D.load_full_dictionary_terms(), frame)
+    cache.write_bytes(cache.read_bytes()[:100])  # torn write
+    pd.testing.assert_frame_equal(D.load_full_dictionary_terms(), frame)
+
+
+# ----------------------------------------------------------------------------- user dictionaries
+
+
+def _write(tmp_path, text, name="dict.csv"):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_example_user_dictionary_adds_a_new_dimension():
+    frame = D.read_dictionary(paths.data_dir() / "examples" / "user_dictionary_example.csv")
+    assert set(frame.dimension) == {"tidiness"}
+    assert set(frame.direction) == {"high", "low"}
+    assert (frame.contexts.map(len) == 0).all() and (frame.context_source == "").all()
+    assert all(D.wordnet_contexts(t) for t in frame.term)  # every example term has WordNet contexts
+
+
+def test_user_dictionary_context_formats_and_synset_definition(tmp_path, wn):
+    path = _write(tmp_path, (
+        "Dimension,Term,Direction,synset,contexts\n"
+        'tidiness,tidy,High,tidy.a.01,"[""a tidy room"", ""so tidy""]"\n'
+        "tidiness,neat,high,,\"['a neat desk']\"\n"
+        "tidiness,messy,low,,a messy desk|  messy hair \n"
+    ))
+    frame = D.read_dictionary(path)
+    assert list(frame.contexts) == [["a tidy room", "so tidy"], ["a neat desk"], ["a messy desk", "messy hair"]]
+    assert frame.definition[0] == wn.synset("tidy.a.01").definition()
+    assert list(frame.context_source) == ["user"] * 3
+    assert list(frame.direction) == ["high", "high", "low"]
+
+
+GOOD = "dimension,term,direction\nx,a,high\nx,b,low\n"
+
+
+@pytest.mark.parametrize("text, line, column, what", [
+    (GOOD + "x,c,up\n", 4, "direction", "'up'"),
+    (GOOD + "x,,high\n", 4, "term", "empty term"),
+    (GOOD + "x,a,low\n", 4, "term/synset/dimension", "duplicate of line 2"),
+    (GOOD + "y,c,high\ny,d,high\n", "4, 5", "direction", "no 'low'"),
+    ("dimension,term\nx,a\n", 1, "direction", "required column"),
+    ("dimension,term,direction,contexts\nx,a,high,\"[1, 2]\"\nx,b,low,\n", 2, "contexts", "list of strings"),
+    ("dimension,term,direction,synset\nx,a,high,nosuch.a.01\nx,b,low,\n", 2, "synset", "nosuch.a.01"),
+    (GOOD + ",c,high\n", 4, "dimension", "empty dimension"),
+])
+def test_user_dictionary_errors_name_line_and_column(tmp_path, text, line, column, what):
+    with pytest.raises(D.DictionaryError) as err:
+        D.read_dictionary(_write(tmp_path, text))
+    message = str(err.value)
+    assert f"line{'s' if ',' in str(line) else ''} {line}" in message
+    assert re.search(f"columns? {re.escape(column)}", message) or (column == "direction" and "direction missing" in message)
+    assert what in message
+
+
+def test_user_dictionary_reports_lines_after_a_quoted_newline(tmp_path):
+    text = 'dimension,term,direction,contexts\nx,a,high,"one\ntwo"\nx,b,sideways,\n'
+    with pytest.raises(D.DictionaryError, match="line 4, column direction"):
+        D.read_dictionary(_write(tmp_path, text))
+
+
+def test_user_dictionary_reports_every_problem_at_once(tmp_path):
+    with pytest.raises(D.DictionaryError) as err:
+        D.read_dictionary(_write(tmp_path, GOOD + "x,,high\nx,c,up\n"))
+    assert "2 problem(s)" in str(err.value)
+
+
+@pytest.mark.parametrize("text, what", [("", "empty"), ("dimension,term,direction\n", "no dictionary rows")])
+def test_empty_user_dictionary(tmp_path, text, what):
+    with pytest.raises(D.DictionaryError, match=what):
+        D.read_dictionary(_write(tmp_path, text))
+
+
+def test_missing_user_dictionary_file(tmp_path):
+    with pytest.raises(D.DictionaryError, match="does not exist"):
+        D.read_dictionary(tmp_path / "nope.csv")
