@@ -463,3 +463,59 @@ def write_table(df: pd.DataFrame, path_stem: str | Path) -> tuple[Path, Path]:
     pq = atomic_write_bytes(stem.with_suffix(".parquet"), buf.getvalue())
     csv = atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False))
     return pq, csv
+
+
+# --------------------------------------------------------------------------- one call for notebook 04
+
+
+@dataclass
+class ProfileResult:
+    """Everything notebook 04 shows and writes (tables documented at their functions).
+
+    ``values``: :func:`profile_table` at the chosen layer; ``values_by_layer``: at every
+    layer; ``stats`` / ``stats_by_layer``: :func:`profile_stats` of those; ``anova``:
+    :func:`profile_anova`; ``means``: :func:`group_means` of ``values``; ``nonbinary``:
+    :func:`nonbinary_table` (None without the ``nonbinary`` and ``terms`` populations);
+    ``skipped``: :attr:`PopulationEmbeddings.skipped`.
+    """
+
+    embeddings: PopulationEmbeddings
+    values: pd.DataFrame
+    values_by_layer: pd.DataFrame
+    stats: pd.DataFrame
+    stats_by_layer: pd.DataFrame
+    anova: pd.DataFrame
+    means: pd.DataFrame
+    nonbinary: pd.DataFrame | None
+    skipped: pd.DataFrame
+
+    def write(self, folder: str | Path) -> list[Path]:
+        """Write every table as parquet + CSV under ``folder`` (``profile_*`` names)."""
+        folder = Path(folder)
+        tables = {"profile_values": self.values, "profile_values_by_layer": self.values_by_layer,
+                  "profile_stats": self.stats, "profile_stats_by_layer": self.stats_by_layer,
+                  "profile_anova": self.anova, "profile_group_means": self.means,
+                  "profile_skipped": self.skipped, "profile_words": self.embeddings.words}
+        if self.nonbinary is not None:
+            tables["profile_nonbinary"] = self.nonbinary
+        return [p for name, df in tables.items() for p in write_table(df, folder / name)]
+
+
+def run_profiles(model, bases, populations=("names", "terms", "nonbinary"), templates=None, layer="mean",
+                 limit: int | None = None, kind=None) -> ProfileResult:
+    """Embed, project, standardise and test the populations (module docstring).
+
+    ``bases``: the space's ``PolarBasis`` objects (``space.build_space(...).bases``).
+    ``limit``: at most this many names per group (quick runs; terms stay whole).
+    """
+    pops, kinds = resolve_populations(populations, kind)
+    emb = population_embeddings(model, limit_populations(pops, limit), templates or DEFAULT_TEMPLATES,
+                                kind=kinds)
+    values = profile_table(emb, bases, layer)
+    by_layer = profile_table(emb, bases, "all")
+    present = set(values["population"])
+    nonbinary = None
+    if {"nonbinary", "terms"} <= present:
+        nonbinary = nonbinary_table(values)
+    return ProfileResult(emb, values, by_layer, profile_stats(values), profile_stats(by_layer),
+                         profile_anova(values), group_means(values), nonbinary, emb.skipped)
