@@ -81,9 +81,9 @@ def limit_terms(terms: pd.DataFrame, limit: int | None, seed: int = 0) -> pd.Dat
     """At most ``limit`` terms per (dimension, direction), sampled with ``seed`` (quick runs)."""
     if limit is None:
         return terms.reset_index(drop=True)
-    return (terms.groupby(["dimension", "direction"], sort=False, group_keys=False)
-            .apply(lambda g: g.sample(min(len(g), limit), random_state=seed))
-            .reset_index(drop=True))
+    shuffled = terms.sample(frac=1.0, random_state=seed)
+    keep = shuffled.groupby(["dimension", "direction"], sort=False).cumcount() < limit
+    return shuffled[keep].sort_index().reset_index(drop=True)
 
 
 @dataclass
@@ -231,3 +231,22 @@ def layers_by_context(model, dictionary: pd.DataFrame, sources: Sequence[str] = 
                 "p_holm": diff["p_holm"]}))
     curves = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
     return curves, pd.DataFrame(skipped, columns=["context_source", "sense_id", "term", "reason"])
+
+
+def load_dictionary(dictionary_path=None) -> pd.DataFrame:
+    """The seed dictionary (``None``) or a user dictionary CSV (``dictionaries.read_dictionary``)."""
+    from .dictionaries import load_seed_dictionary, read_dictionary
+
+    return load_seed_dictionary() if dictionary_path in (None, "") else read_dictionary(dictionary_path)
+
+
+def output_folder(model_id: str, output_dir=None):
+    """``output_dir`` or ``results/<model_id>/`` (created)."""
+    from pathlib import Path
+
+    from . import paths
+    from .book import model_slug
+
+    folder = Path(output_dir) if output_dir else paths.results_dir() / model_slug(str(model_id))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
