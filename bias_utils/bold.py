@@ -320,7 +320,7 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
             np.c_[pres["sum"], pres["size"] - pres["sum"]], correction=False, group_a="groups",
             group_b="any/none", test="chi2_pearson_completions", seed=seed)
         for col in ("male_proportion", "pmi_difference"):
-            add("audit", col, "welch_anova", stats.welch_anova, m[col], m["group"], seed=seed)
+            add("audit", col, "welch_anova", stats.welch_anova, m[col], m["group"], n_boot=n_boot, seed=seed)
         table = stats.results_table(rows, method=method)
         return table, pd.DataFrame(skipped, columns=["test", "reason"])
 
@@ -349,7 +349,7 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
     add("extension", "male_share among gendered completions", "hedges_g", stats.hedges_g,
         ga["male_share"], gb["male_share"], **kw)
     add("extension", "male_share among gendered completions", "mann_whitney", stats.mann_whitney,
-        ga["male_share"], gb["male_share"], seed=seed, **kw)
+        ga["male_share"], gb["male_share"], n_boot=n_boot, seed=seed, **kw)
     rows.extend(_cluster_rows(m, a, b, n_boot=n_boot, seed=seed))
     table = stats.results_table(rows, method=method)
     return table, pd.DataFrame(skipped, columns=["test", "reason"])

@@ -1,0 +1,127 @@
+"""bias_utils.bold: loaders, selections, PMI, metrics, statistics and the replication."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bias_utils import bold, lexicon
+
+
+@pytest.fixture(scope="module")
+def published_metrics():
+    return bold.completion_metrics(bold.load_published_completions())
+
+
+def test_profession_prompts_count():
+    df = bold.load_profession_prompts()
+    assert len(df) == 10195
+    assert df["category"].nunique() == 18
+    assert df["prompt_id"].is_unique
+    assert list(df.columns) == ["category", "occupation", "prompt", "prompt_id"]
+
+
+def test_audit_selection_counts():
+    sel = bold.load_audit_selection()
+    assert sel["group"].value_counts().to_dict() == {"male_dominated": 1172, "female_dominated": 353}
+    assert sel["occupation"].nunique() == 224
+    assert {"group", "category", "occupation", "prompt", "prompt_id"} <= set(sel.columns)
+    # the audit's published completions are in the same order with the same prompts
+    pub = bold.load_published_completions()
+    assert (pub["prompt"].to_numpy() == sel["prompt"].to_numpy()).all()
+
+
+def test_selection_by_mapping_with_three_groups_and_categories():
+    mapping = {"Blacksmith": "metal", "Registered_Nurse": "care", "Registered_Dental_Nurse": "care", "Chemist": "science"}
+    prompts = bold.load_profession_prompts()
+    sel = bold.select_by_occupation(mapping, prompts)
+    assert set(sel["group"]) == {"metal", "care", "science"}
+    assert len(sel) == prompts["occupation"].isin(mapping).sum()
+    with pytest.raises(ValueError, match="Not_an_occupation"):
+        bold.select_by_occupation({"Not_an_occupation": "x"}, prompts)
+    cats = bold.select_by_category(prompts=prompts)
+    assert cats["group"].nunique() == 18 and len(cats) == 10195
+    with pytest.raises(ValueError, match="unknown BOLD categories"):
+        bold.select_by_category(["space_pirates"], prompts)
+
+
+def test_subsample_is_deterministic_and_keeps_groups():
+    sel = bold.load_audit_selection()
+    a, b = bold.subsample(sel, 40, seed=3), bold.subsample(sel, 40, seed=3)
+    assert a.equals(b)
+    assert set(a["group"]) == set(sel["group"]) and 35 <= len(a) <= 42
+    assert bold.subsample(sel, None) is sel
+
+
+def test_pmi_hand_computed():
+    # tokens: 0 the 1 nurse 2 said 3 she 4 x 5 x 6 x 7 x 8 x 9 x 10 he 11 nurse
+    tokens = "the nurse said she x x x x x x he nurse".split()
+    # female: she@3, occupation@1,11: |3-1|=2 <=5, |3-11|=8 -> c=1, N=12, g=1, k=2
+    pmi, c = bold.pmi_scores(tokens, {"nurse"}, lexicon.FEMALE_WORDS)
+    assert c == 1 and pmi == pytest.approx(np.log2((1 / 12) / ((1 / 12) * (2 / 12))))
+    # male: he@10 with nurse@11 (1 apart) and nurse@1 (9 apart) -> c=1
+    pmi, c = bold.pmi_scores(tokens, {"nurse"}, lexicon.MALE_WORDS)
+    assert c == 1 and pmi == pytest.approx(np.log2(12 / 2))
+    # window edge: exactly 5 apart counts, 6 apart does not
+    assert bold.pmi_scores("nurse a b c d she".split(), {"nurse"}, ["she"])[1] == 1
+    assert bold.pmi_scores("nurse a b c d e she".split(), {"nurse"}, ["she"])[1] == 0
+    # no co-occurrence and empty text: 0 by the audit's convention
+    assert bold.pmi_scores([], {"nurse"}, ["she"]) == (0.0, 0)
+
+
+def test_metrics_match_published_columns_row_by_row(published_metrics):
+    assert bold.compare_published_columns(published_metrics).empty
+
+
+def test_empty_and_missing_completions():
+    df = pd.DataFrame({"group": ["a", "b"], "occupation": ["Nurse", "Nurse"], "completion": ["", "The nurse: she"]})
+    m = bold.completion_metrics(df)
+    assert m["empty_completion"].tolist() == [True, False]
+    assert m.loc[0, ["n_words", "male_words", "female_words", "male_pmi"]].tolist() == [0, 0, 0, 0.0]
+    assert np.isnan(m.loc[0, "male_share"])
+    df.loc[0, "completion"] = None
+    with pytest.raises(ValueError, match="missing"):
+        bold.completion_metrics(df)
+    with pytest.raises(ValueError, match="'male' and 'female'"):
+        bold.completion_metrics(df.fillna(""), lexicons={"m": ["he"], "f": ["she"]})
+
+
+def test_replication_agrees_to_three_significant_digits():
+    rep = bold.replicate_published_audit(n_boot=50)
+    assert list(rep.columns[:3]) == ["quantity", "ours", "published"]
+
+    def sig3(x):
+        return float(f"{x:.3g}")
+
+    bad = rep[[sig3(o) != sig3(p) for o, p in zip(rep["ours"], rep["published"])]]
+    assert bad.empty, bad
+    # the headline numbers as printed in the paper
+    r = rep.set_index("quantity")["ours"]
+    assert round(r["chi2_yates"], 2) == 62.86 and round(r["welch_t_male_proportion"], 2) == 1.87
+    assert round(r["cohens_d_average"], 3) == 0.099 and round(r["odds_ratio"], 2) == 24.65
+    assert (round(r["odds_ratio_ci_low"], 2), round(r["odds_ratio_ci_high"], 2)) == (10.07, 60.37)
+    assert round(r["welch_t_pmi_difference"], 2) == 2.38 and r["n_gendered_completions"] == 66
+
+
+def test_audit_statistics_two_and_more_groups(published_metrics):
+    table, skipped = bold.audit_statistics(published_metrics, n_boot=30)
+    assert skipped.empty
+    assert {"test", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
+            "ci_low", "ci_high", "n", "measure", "role"} <= set(table.columns)
+    assert set(table["role"]) == {"audit", "alternative", "extension"}
+    assert (table["p_adj"].dropna() >= table.loc[table["p_adj"].notna(), "p"]).all()
+    # three groups: split male-dominated by category
+    m = published_metrics.copy()
+    m.loc[(m["group"] == "male_dominated") & (m["category"] == "metalworking_occupations"), "group"] = "metal"
+    t3, _ = bold.audit_statistics(m, n_boot=30)
+    assert set(t3["test"]) >= {"chi2_pearson", "chi2_pearson_completions", "welch_anova"}
+    words = m.groupby("group")[["male_words", "female_words"]].sum()
+    from scipy.stats import chi2_contingency
+    chi = t3[(t3["test"] == "chi2_pearson")]["statistic"].iloc[0]
+    assert chi == pytest.approx(chi2_contingency(words.to_numpy(), correction=False).statistic)
+
+
+def test_small_sample_records_skips_not_errors(published_metrics):
+    tiny = published_metrics.groupby("group").head(5)  # no gendered completions at all
+    table, skipped = bold.audit_statistics(tiny, n_boot=20)
+    assert not skipped.empty and skipped["reason"].str.len().gt(0).all()
+    assert "welch_t" in set(table["test"])

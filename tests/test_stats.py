@@ -1,0 +1,156 @@
+"""bias_utils.stats against scipy and hand calculations."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as st
+
+from bias_utils import stats
+
+AUDIT_TABLE = [[64, 22], [7, 64]]  # published contingency table (audit summary JSON)
+RNG = np.random.default_rng(7)
+A = RNG.normal(0.0, 1.0, 40)
+B = RNG.normal(0.6, 2.0, 25)
+
+
+def test_chi2_matches_scipy_with_and_without_yates():
+    for corr in (True, False):
+        ref = st.chi2_contingency(np.array(AUDIT_TABLE), correction=corr)
+        row = stats.chi2_table(AUDIT_TABLE, correction=corr)
+        assert row["statistic"] == pytest.approx(ref.statistic)
+        assert row["p"] == pytest.approx(ref.pvalue)
+        assert row["test"] == ("chi2_yates" if corr else "chi2_pearson")
+    # phi by hand: (ad - bc) / sqrt(row and column margins)
+    a, b, c, d = 64, 22, 7, 64
+    phi = (a * d - b * c) / np.sqrt((a + b) * (c + d) * (a + c) * (b + d))
+    row = stats.chi2_table(AUDIT_TABLE)
+    assert row["effect_size"] == pytest.approx(phi)
+    assert row["ci_low"] < phi < row["ci_high"]
+
+
+def test_chi2_rxk_and_bad_tables():
+    t = [[10, 5], [3, 12], [8, 8]]
+    row = stats.chi2_table(t)
+    assert row["statistic"] == pytest.approx(st.chi2_contingency(np.array(t)).statistic)
+    assert row["df"] == 2
+    with pytest.raises(ValueError, match="empty row or column"):
+        stats.chi2_table([[0, 0], [3, 4]])
+    with pytest.raises(ValueError, match="negative"):
+        stats.chi2_table([[-1, 2], [3, 4]])
+
+
+def test_odds_ratio_haldane_wald_by_hand():
+    a, b, c, d = (x + 0.5 for x in (64, 22, 7, 64))
+    log_or = np.log(a * d / (b * c))
+    se = np.sqrt(1 / a + 1 / b + 1 / c + 1 / d)
+    row = stats.odds_ratio(AUDIT_TABLE)
+    assert row["effect_size"] == pytest.approx(np.exp(log_or))
+    assert row["ci_low"] == pytest.approx(np.exp(log_or - st.norm.ppf(0.975) * se))
+    assert row["ci_high"] == pytest.approx(np.exp(log_or + st.norm.ppf(0.975) * se))
+    assert row["p"] == pytest.approx(2 * st.norm.sf(log_or / se))
+    # zero cells are fine with Haldane, not without
+    assert np.isfinite(stats.odds_ratio([[0, 5], [5, 0]])["effect_size"])
+    with pytest.raises(ValueError, match="zero cell"):
+        stats.odds_ratio([[0, 5], [5, 0]], add=0)
+
+
+def test_t_tests_match_scipy():
+    for fn, eq in ((stats.welch_t, False), (stats.student_t, True)):
+        ref = st.ttest_ind(A, B, equal_var=eq)
+        row = fn(A, B)
+        assert row["statistic"] == pytest.approx(ref.statistic)
+        assert row["p"] == pytest.approx(ref.pvalue)
+        assert row["effect_size"] == pytest.approx(A.mean() - B.mean())
+        assert row["ci_low"] < row["effect_size"] < row["ci_high"]
+    va, vb = A.var(ddof=1) / A.size, B.var(ddof=1) / B.size
+    welch_df = (va + vb) ** 2 / (va**2 / (A.size - 1) + vb**2 / (B.size - 1))
+    assert stats.welch_t(A, B)["df"] == pytest.approx(welch_df)
+
+
+def test_cohens_d_forms_and_hedges_g():
+    diff = A.mean() - B.mean()
+    va, vb = A.var(ddof=1), B.var(ddof=1)
+    pooled = np.sqrt(((A.size - 1) * va + (B.size - 1) * vb) / (A.size + B.size - 2))
+    assert stats.cohens_d(A, B)["effect_size"] == pytest.approx(diff / pooled)
+    assert stats.cohens_d(A, B, kind="average")["effect_size"] == pytest.approx(diff / np.sqrt((va + vb) / 2))
+    j = 1 - 3 / (4 * (A.size + B.size) - 9)
+    assert stats.hedges_g(A, B)["effect_size"] == pytest.approx(j * diff / pooled)
+    with pytest.raises(ValueError, match="kind"):
+        stats.cohens_d(A, B, kind="glass")
+    with pytest.raises(ValueError, match="zero variance"):
+        stats.cohens_d([1, 1, 1], [1, 1])
+
+
+def test_bad_groups_name_the_problem():
+    with pytest.raises(ValueError, match="group 'b'.*1 values"):
+        stats.welch_t(A, [1.0])
+    with pytest.raises(ValueError, match="missing values"):
+        stats.welch_t(A, [1.0, np.nan, 2.0])
+
+
+def test_proportion_test_equals_uncorrected_chi2():
+    row = stats.proportion_test(31, 1172, 35, 353)
+    ref = st.chi2_contingency(np.array([[31, 1172 - 31], [35, 353 - 35]]), correction=False)
+    assert row["statistic"] ** 2 == pytest.approx(ref.statistic)
+    assert row["p"] == pytest.approx(ref.pvalue)
+    assert row["effect_size"] == pytest.approx(31 / 1172 - 35 / 353)
+    assert row["ci_low"] < row["effect_size"] < row["ci_high"]
+    with pytest.raises(ValueError, match="x=5, n=3"):
+        stats.proportion_test(5, 3, 1, 2)
+
+
+def test_adjust_pvalues_by_hand():
+    p = [0.01, 0.04, 0.03, np.nan, 0.5]
+    # Holm, m=4: sorted 0.01*4=0.04, 0.03*3=0.09, 0.04*2=0.08 -> monotone 0.09, 0.5*1 -> 0.5
+    np.testing.assert_allclose(stats.adjust_pvalues(p, "holm"), [0.04, 0.09, 0.09, np.nan, 0.5])
+    np.testing.assert_allclose(stats.adjust_pvalues(p, "bonferroni"), [0.04, 0.16, 0.12, np.nan, 1.0])
+    with pytest.raises(ValueError, match="method"):
+        stats.adjust_pvalues(p, "fdr")
+
+
+def test_results_table_columns_and_family_correction():
+    rows = [stats.welch_t(A, B), stats.cohens_d(A, B), stats.chi2_table(AUDIT_TABLE)]
+    t = stats.results_table(rows, method="bonferroni")
+    assert list(t.columns[: len(stats.STAT_COLUMNS)]) == stats.STAT_COLUMNS
+    assert t.loc[0, "p_adj"] == pytest.approx(min(1.0, 2 * t.loc[0, "p"]))  # 2 rows carry a p value
+    assert np.isnan(t.loc[1, "p_adj"]) and t.loc[1, "adj_method"] == ""
+
+
+def test_mann_whitney_and_hurdle():
+    row = stats.mann_whitney(A, B)
+    ref = st.mannwhitneyu(A, B, alternative="two-sided")
+    assert row["p"] == pytest.approx(ref.pvalue)
+    assert row["effect_size"] == pytest.approx(2 * ref.statistic / (A.size * B.size) - 1)
+    a = np.r_[np.zeros(30), [1, 2, 3, 1, 2]]
+    b = np.r_[np.zeros(10), [4, 5, 3, 6]]
+    presence, welch, mwu = stats.hurdle_tests(a, b)
+    assert presence["effect_size"] == pytest.approx(5 / 35 - 4 / 14)
+    assert welch["n"] == 9 and welch["effect_size"] == pytest.approx(1.8 - 4.5)
+
+
+def test_welch_anova_matches_hand_formula():
+    groups = [A, B, RNG.normal(1.0, 0.5, 15)]
+    n = np.array([g.size for g in groups])
+    m = np.array([g.mean() for g in groups])
+    w = n / np.array([g.var(ddof=1) for g in groups])
+    k = len(groups)
+    mw = (w * m).sum() / w.sum()
+    lam = ((1 - w / w.sum()) ** 2 / (n - 1)).sum()
+    f = ((w * (m - mw) ** 2).sum() / (k - 1)) / (1 + 2 * (k - 2) / (k**2 - 1) * lam)
+    row = stats.welch_anova(np.concatenate(groups), np.repeat(["a", "b", "c"], n), n_boot=50)
+    assert row["statistic"] == pytest.approx(f)
+    assert row["ci_low"] <= row["effect_size"] <= row["ci_high"]
+
+
+def test_cluster_bootstrap_keeps_clusters_whole():
+    # Each cluster is constant, so every replicate's mean is a mean of cluster values;
+    # the percentile interval must lie inside the range of cluster values.
+    df = pd.DataFrame({"c": np.repeat(list("abcde"), [1, 2, 3, 4, 50]), "y": np.repeat([0, 1, 2, 3, 10], [1, 2, 3, 4, 50])})
+    est, lo, hi = stats.cluster_bootstrap_ci(df, lambda d: d["y"].mean(), cluster="c", n_boot=300)
+    assert est == pytest.approx(df["y"].mean())
+    assert 0 <= lo < est < hi <= 10
+    # resampling rows instead of clusters gives a much narrower interval
+    _, ilo, ihi = stats.bootstrap_ci(df["y"].to_numpy(), n_boot=300)
+    assert (ihi - ilo) < (hi - lo)
+    with pytest.raises(KeyError, match="'occupation'"):
+        stats.cluster_bootstrap_ci(df, len, cluster="occupation")
