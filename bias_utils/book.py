@@ -326,8 +326,10 @@ def describe_model(name: str) -> dict:
         info = {
             "name": name,
             "model_id": loaded.model_id,
-            "weight_sha256": getattr(loaded, "weight_sha256", None),
-            "can_generate": bool(getattr(loaded, "can_generate", False)),
+            "weight_sha256": loaded.source.get("weights_sha256"),
+            "revision": loaded.source.get("revision"),
+            "kind": loaded.kind,
+            "can_generate": loaded.kind == "decoder",
         }
     finally:
         del loaded
@@ -502,7 +504,7 @@ def sync_sources(book_dir: Path, source_dir: Path = BOOK_DIR) -> None:
     for src in source_dir.rglob("*"):
         rel = src.relative_to(source_dir)
         if not src.is_file() or rel.parts[0] in GENERATED_DIRS or rel.parts[:2] == ("_static", "vendor") \
-                or rel.name == "_toc.yml":
+                or rel.name == "_toc.yml" or "__pycache__" in rel.parts:
             continue
         dst = book_dir / rel
         if not dst.exists() or dst.read_bytes() != src.read_bytes():
@@ -510,33 +512,49 @@ def sync_sources(book_dir: Path, source_dir: Path = BOOK_DIR) -> None:
             shutil.copy2(src, dst)
 
 
-def book_content_hash(book_dir: Path) -> str:
-    files = sorted(p for p in book_dir.rglob("*") if p.is_file() and "_build" not in p.relative_to(book_dir).parts)
-    return cache.stable_hash({p.relative_to(book_dir).as_posix(): cache.sha256_file(p) for p in files}, length=64)
+def book_content_hashes(book_dir: Path) -> dict[str, str]:
+    """Hashes of the book's pages (``pages``) and of everything else: config, extensions, static files."""
+    files = sorted(p for p in book_dir.rglob("*")
+                   if p.is_file() and not {"_build", "__pycache__"} & set(p.relative_to(book_dir).parts))
+    digests = {p.relative_to(book_dir).as_posix(): cache.sha256_file(p) for p in files}
+    is_page = lambda name: name.endswith((".md", ".ipynb"))  # noqa: E731
+    return {
+        "pages": cache.stable_hash({k: v for k, v in digests.items() if is_page(k)}, length=64),
+        "other": cache.stable_hash({k: v for k, v in digests.items() if not is_page(k)}, length=64),
+    }
 
 
 def build_html(book_dir: Path, force: bool = False, log=print) -> bool:
     """Run ``jupyter-book build`` unless the book's files are unchanged since the last build.
 
-    Returns whether Sphinx ran. Raises ``RuntimeError`` with Sphinx's output tail on failure.
+    Sphinx rebuilds changed pages incrementally, but it does not notice a
+    changed local extension or static file, so any change outside the pages
+    rebuilds everything. Returns whether Sphinx ran; raises ``RuntimeError``
+    with Sphinx's output tail on failure.
     """
-    stamp = book_dir / "_build" / ".book-content-key"
-    key = book_content_hash(book_dir)
+    stamp = book_dir / "_build" / ".book-content-key.json"
+    keys = book_content_hashes(book_dir)
     index = book_dir / "_build" / "html" / "index.html"
-    if not force and index.exists() and stamp.exists() and stamp.read_text() == key:
+    try:
+        old = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        old = {}
+    if not force and index.exists() and old == keys:
         log("book: no source changed since the last build; HTML is up to date")
         return False
     exe = Path(sys.executable).parent / "jupyter-book"
     cmd = [str(exe) if exe.exists() else "jupyter-book", "build", str(book_dir), "--builder", "html", "--keep-going"]
+    if force or old.get("other") != keys["other"]:
+        cmd.append("--all")
     log("book: " + " ".join(cmd))
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     warnings = [ln for ln in proc.stdout.splitlines() + proc.stderr.splitlines() if "WARNING" in ln or "ERROR" in ln]
     for ln in warnings[:40]:
         log("    " + ln)
     if proc.returncode != 0 or not index.exists():
         raise RuntimeError(f"jupyter-book build failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-4000:]}")
-    cache.atomic_write_text(stamp, key)
+    cache.atomic_write_json(stamp, keys)
     log(f"book: HTML built in {_fmt_seconds(time.perf_counter() - t0)} ({len(warnings)} warnings) -> {index}")
     return True
 
