@@ -156,13 +156,14 @@ def warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = No
     ``profiles.nonbinary_table`` rows; its ``series == "term"`` rows are drawn as
     labelled grey points (individual non-binary/transgender terms on the binary
     terms' scale). ``stats``: composite dimensions with ``p_holm < alpha`` for a
-    population are starred in the axis titles.
+    plotted population are starred in the axis titles.
     """
     _one(means, "layer", "warmth_competence_chart")
     wide = _wide_wc(means, ["population", "group"], "mean", extra=("ci_low", "ci_high"))
     starred = {}
     if stats is not None:
-        s = stats[stats["dimension"].isin(["warmth", "competence"]) & (stats["p_holm"] < alpha)]
+        s = stats[stats["dimension"].isin(["warmth", "competence"]) & (stats["p_holm"] < alpha)
+                  & stats["population"].isin(means["population"])]
         for d, g in s.groupby("dimension"):
             starred[d] = " (* " + ", ".join(sorted(g["population"].unique())) + ")"
     values = [wide[c].to_numpy() for c in wide.columns if c.startswith(("warmth", "competence"))]

@@ -60,6 +60,12 @@ def test_warmth_competence_chart_shows_nonbinary_terms(table, tmp_path):
     for word in load_populations("nonbinary")["nonbinary"][:3]:
         assert f">{word}<" in svg
     assert "high warmth" in svg
+    st = pr.profile_stats(table)
+    names_only = st[st.population == "names"].assign(p_holm=0.0)
+    chart = plots.warmth_competence_chart(gm[gm.population == "terms"], stats=names_only)
+    assert "(* names)" not in plots.save(chart, tmp_path / "wc_terms")["svg"].read_text()
+    chart = plots.warmth_competence_chart(gm[gm.population == "names"], stats=names_only)
+    assert "high warmth → (* names)" in plots.save(chart, tmp_path / "wc_names")["svg"].read_text()
     with pytest.raises(ValueError, match="competence"):
         plots.warmth_competence_chart(gm[gm.dimension == "warmth"])
 

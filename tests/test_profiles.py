@@ -205,3 +205,36 @@ def test_describe_stats_reads_direction(names, terms):
     st = pr.profile_stats(pr.standardise(_table(names, terms, shift=1.0)))
     line = pr.describe_stats(st, ["warmth"])[0]
     assert line.startswith("names: female higher than male on warmth")
+
+
+# ----------------------------------------------------------------- real model, small slice
+
+@pytest.mark.slow
+def test_end_to_end_minilm_small_slice(tmp_path):
+    from bias_utils import space
+    from bias_utils.embeddings import embed_words
+    from bias_utils.models import load_model
+
+    m = load_model("minilm-l6")
+    sp = space.build_space(m, space.load_dictionary(), "none", n_contexts=1, seed=0)
+    res = pr.run_profiles(m, sp.bases, ["names", "terms"], limit=5)
+    res.write(tmp_path)
+    st = pd.read_csv(tmp_path / "profile_stats.csv")
+    assert len(st) == 2 * 9 and not st.duplicated(["population", "dimension"]).any()
+    assert set(st["n_a"]) == {5, 9} and st[["t", "p", "p_holm", "g", "g_ci_low", "g_ci_high"]].notna().all().all()
+    assert len(pd.read_parquet(tmp_path / "profile_stats_by_layer.parquet")) == 2 * 9 * (m.n_layers + 1)
+
+    # the template average is the plain mean of the word's embeddings in the seven sentences
+    sentences = ["this is the woman", "that is the woman", "there is the woman", "the person is the woman",
+                 "here is the woman", "the woman is here", "the woman is there"]
+    direct = embed_words(m, sentences, ["woman"] * 7).values.mean(axis=0)
+    row = res.embeddings.words.index[res.embeddings.words["word"] == "woman"][0]
+    np.testing.assert_allclose(res.embeddings.values[row], direct, rtol=1e-4, atol=1e-5)
+    assert res.embeddings.words.loc[row, "n_templates"] == 7
+
+    # headline = mean over layers of the per-layer projections, then standardised
+    by_layer = res.values_by_layer
+    raw = (by_layer[(by_layer.population == "names") & (by_layer.dimension == "warmth")]
+           .groupby("word", sort=False)["value"].mean())
+    head = res.values[(res.values.population == "names") & (res.values.dimension == "warmth")].set_index("word")
+    np.testing.assert_allclose(head.loc[raw.index, "value"], raw.to_numpy(), rtol=1e-9)
