@@ -60,7 +60,7 @@ PACKAGES = (
 
 #: QUICK mode: a small but real configuration, passed to the notebooks that
 #: declare these parameters (a notebook only receives the ones it declares).
-QUICK_PARAMETERS = {"limit": 12, "n_contexts": 2, "n_samples": 1, "max_new_tokens": 40}
+QUICK_PARAMETERS = {"limit": 12, "n_contexts": 2, "n_boot": 200, "n_samples": 1, "max_new_tokens": 40}
 
 
 @dataclass(frozen=True)
@@ -197,11 +197,32 @@ class Run:
         )
 
 
-def declared_parameters(notebook: Path) -> dict[str, dict]:
-    """The parameters a notebook's ``parameters`` cell declares (papermill's reading)."""
-    import papermill
+def declared_parameters(notebook: Path) -> dict[str, str]:
+    """Names and default expressions (source text) assigned in the cell tagged ``parameters``.
 
-    return papermill.inspect_notebook(str(notebook))
+    Read with :mod:`ast` (papermill's own line parser gives up on lines such as
+    ``output_dir = None  # None = results/<model_id>/``).
+    """
+    import ast
+
+    import nbformat
+
+    nb = nbformat.read(notebook, as_version=4)
+    cells = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    if len(cells) != 1:
+        raise ValueError(f"{notebook}: expected one cell tagged 'parameters', found {len(cells)}")
+    source = cells[0].source
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise ValueError(f"{notebook}: the parameters cell is not valid Python: {exc}") from None
+    declared = {}
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        for target in targets:
+            if isinstance(target, ast.Name) and node.value is not None:
+                declared[target.id] = ast.get_source_segment(source, node.value)
+    return declared
 
 
 def _prepared_notebook(run: Run) -> Path:
@@ -229,7 +250,7 @@ def execute_run(run: Run, env: Environment) -> dict:
     run.output.parent.mkdir(parents=True, exist_ok=True)
     prepared = _prepared_notebook(run)
     declared = declared_parameters(run.notebook)
-    effective = {name: spec.get("default") for name, spec in declared.items()}
+    effective = dict(declared)
     effective.update(run.parameters)
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
@@ -357,9 +378,9 @@ def plan_runs(
 
     def params_for(nb: Path, wanted: dict) -> dict:
         declared = declared_parameters(nb)
-        missing = [k for k in ("output_dir",) if k not in declared]
-        if missing:
-            raise ValueError(f"{nb.name}: the parameters cell does not declare {', '.join(missing)}")
+        if "output_dir" not in declared:
+            # it then writes under paths.results_dir(), which make_book points at results_dir
+            log(f"book: {nb.name} declares no output_dir parameter; it writes to its default folder")
         return {k: v for k, v in {**quick_params, **wanted}.items() if k in declared}
 
     runs: list[Run] = []
@@ -575,6 +596,9 @@ def make_book(
     """Run the notebooks for ``model_names`` and build the book; returns a process exit code."""
     t0 = time.perf_counter()
     book_dir = Path(book_dir)
+    if results_dir is not None:
+        # notebooks without an output_dir parameter (and library defaults) follow this
+        os.environ["BIAS_RESULTS_DIR"] = str(Path(results_dir).resolve())
     sync_sources(book_dir)
     env = Environment.current()
     models = []

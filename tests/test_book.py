@@ -127,7 +127,7 @@ def test_plan_applies_notebooks_per_model_and_quick_parameters(tmp_path):
     assert any("e_missing.ipynb does not exist" in m for m in messages)
     assert any("b_generate skipped for enc" in m for m in messages)
     first = runs[0]
-    # only declared parameters are passed: the fixture declares limit but not n_contexts
+    # only declared parameters are passed: the fixture declares limit but not n_contexts or n_boot
     assert first.parameters == {"limit": book.QUICK_PARAMETERS["limit"], "output_dir": str(tmp_path / "r" / "dec")}
     assert runs[1].depends_on == ("dec/a_study",)
     assert runs[-1].depends_on == tuple(labels[:-1])

@@ -1,0 +1,289 @@
+"""Across models: stacked result tables, and the link between intrinsic and extrinsic bias.
+
+Two parts:
+
+* **Per model** (notebook ``08_completion_profiles``, decoders only): the
+  stereotype projection of the model's *own* BOLD completions. Each completion
+  is embedded in its context (prompt + completion) and its embedding is the
+  mean hidden state over the completion's tokens (:mod:`bias_utils.embeddings`
+  with the completion as the "word"; for a causal model every such state has
+  read the prompt). It is projected onto the model's warmth/competence basis at
+  every layer and averaged over layers, exactly as the name profiles are
+  (:func:`bias_utils.projection.project` with ``layer="mean"``), then
+  standardised over all completions of the model (population SD). Because the
+  projection is linear, this equals the mean of the projected token states.
+* **Across models** (notebook ``09_cross_model``): reads ``results/<model>/``
+  tables written by the study notebooks and stacks them with a ``model_id``
+  column. A table a model does not have (an encoder has no BOLD results) is a
+  row in the returned ``skipped`` table with a reason, never a silent gap.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from . import paths, projection, stats
+from .dictionaries import DIMENSIONS
+
+#: Result tables read across models (``<name>.parquet`` in each model folder).
+ACCURACY_TABLE = "direction_accuracy"
+PROFILE_STATS_TABLE = "profile_stats"
+PROFILE_MEANS_TABLE = "profile_group_means"
+BOLD_STATS_TABLE = "bold_statistics"
+BOLD_SUMMARY_TABLE = "bold_group_summary"
+BOLD_METRICS_TABLE = "bold_metrics"
+COMPLETION_VALUES_TABLE = "completion_projection"
+COMPLETION_STATS_TABLE = "completion_projection_stats"
+
+SKIPPED_COLUMNS = ["model_id", "table", "reason"]
+#: Group labels of the audit selection; gaps are female-dominated minus male-dominated.
+FEMALE_GROUP, MALE_GROUP = "female_dominated", "male_dominated"
+
+
+# --------------------------------------------------------------------------- per model: own completions
+
+
+def completion_embeddings(model, completions: pd.DataFrame, layers="all"):
+    """Mean hidden state over each completion's tokens, read in context (prompt + completion).
+
+    ``completions``: columns ``prompt, completion`` (and any ids). Returns
+    ``(values [n, L, H] with NaN rows for skipped completions, layers, skipped)``
+    where ``skipped`` has the input columns plus ``reason`` (an empty
+    completion, or one the tokenizer cannot locate in its context).
+    """
+    from .embeddings import embed_words
+
+    missing = {"prompt", "completion"} - set(completions.columns)
+    if missing:
+        raise ValueError(f"completion_embeddings: input lacks columns {sorted(missing)}")
+    table = completions.reset_index(drop=True)
+    # Leading punctuation glued to the prompt's last word cannot start a whole-word
+    # match; the completion's words are what the projection is about.
+    targets = table["completion"].fillna("").str.strip().str.lstrip(",.;:!?)]}'\"-").str.strip()
+    contexts = (table["prompt"].str.rstrip() + " " + table["completion"].fillna("").str.strip()).tolist()
+    emb = embed_words(model, contexts, targets.tolist(), layers=layers)
+    skipped = table.iloc[emb.skipped["pair_index"].to_numpy(dtype=int)].copy()
+    skipped["reason"] = emb.skipped["reason"].astype(str).to_numpy()
+    return np.asarray(emb.values), list(emb.layers), skipped.reset_index(drop=True)
+
+
+def completion_projection(basis: projection.PolarBasis, values: np.ndarray, completions: pd.DataFrame,
+                          layer="mean") -> pd.DataFrame:
+    """Tidy projections of completion embeddings, standardised per dimension.
+
+    Columns: the columns of ``completions``, ``space, layer, dimension, value``
+    and ``z`` (value standardised over all embedded completions of this model
+    and dimension, population SD, as the profiles are). Skipped completions
+    (NaN embeddings) are left out here; they are listed by
+    :func:`completion_embeddings`.
+    """
+    kept = ~np.isnan(values).any(axis=(1, 2))
+    table = projection.projection_table(basis, values[kept], completions.reset_index(drop=True)[kept], layer=layer)
+    grouped = table.groupby(["layer", "dimension"])["value"]
+    sd = grouped.transform(lambda v: v.std(ddof=0))
+    if (sd == 0).any():
+        raise ValueError("completion_projection: a dimension has zero spread over the completions")
+    table["z"] = (table["value"] - grouped.transform("mean")) / sd
+    return table
+
+
+def completion_projection_stats(table: pd.DataFrame, group_a: str = FEMALE_GROUP, group_b: str = MALE_GROUP,
+                                value: str = "z", method: str = "holm") -> pd.DataFrame:
+    """Per dimension, ``group_a`` versus ``group_b`` completions: Welch t and Hedges' g (95% CI).
+
+    Rows follow :data:`bias_utils.stats.STAT_COLUMNS` plus ``dimension, mean_a, mean_b``;
+    ``p_adj`` is corrected across dimensions (``method``). A positive effect means
+    ``group_a``'s completions sit towards the dimension's high pole.
+    """
+    rows = []
+    for dim, d in table.groupby("dimension", sort=False):
+        a = d.loc[d["group"] == group_a, value].to_numpy(float)
+        b = d.loc[d["group"] == group_b, value].to_numpy(float)
+        if len(a) < 2 or len(b) < 2:
+            raise ValueError(f"completion_projection_stats: {dim}: {len(a)} {group_a} and {len(b)} {group_b} "
+                             "completions; need at least 2 each")
+        for row in (stats.welch_t(a, b, group_a=group_a, group_b=group_b),
+                    stats.hedges_g(a, b, group_a=group_a, group_b=group_b)):
+            rows.append({**row, "dimension": dim, "mean_a": a.mean(), "mean_b": b.mean()})
+    return stats.results_table(rows, method=method)
+
+
+# --------------------------------------------------------------------------- across models: reading
+
+
+def read_results(models: Sequence[str], table: str, results_dir: str | Path | None = None
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Stack ``<results_dir>/<model>/<table>.parquet`` over ``models`` with a ``model_id`` column.
+
+    Returns ``(stacked, skipped)``; ``skipped`` (``model_id, table, reason``) lists
+    the models without that table.
+    """
+    root = Path(results_dir) if results_dir is not None else paths.results_dir()
+    frames, skipped = [], []
+    for model in models:
+        path = root / model / f"{table}.parquet"
+        if not path.exists():
+            skipped.append({"model_id": model, "table": table, "reason": f"no {path.name} in {path.parent}"})
+            continue
+        frames.append(pd.read_parquet(path).assign(model_id=model))
+    stacked = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["model_id"])
+    return stacked, pd.DataFrame(skipped, columns=SKIPPED_COLUMNS)
+
+
+def headline_layer(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows of the headline layer (the mean over layers) when the table has several."""
+    if "layer" in frame and frame["layer"].astype(str).eq("mean").any():
+        return frame[frame["layer"].astype(str) == "mean"]
+    return frame
+
+
+def table2(accuracy: pd.DataFrame, cutoff: str = "raw") -> pd.DataFrame:
+    """Direction accuracy shaped like the paper's Table 2: one row per model, one column per dimension."""
+    acc = headline_layer(accuracy)
+    acc = acc[acc["cutoff"] == cutoff]
+    if acc.empty:
+        raise ValueError(f"table2: no accuracy rows with cutoff {cutoff!r}")
+    wide = acc.pivot_table(index="model_id", columns="dimension", values="accuracy", aggfunc="first")
+    order = [d for d in ("warmth", "competence", *DIMENSIONS) if d in wide.columns]
+    return wide[order + [c for c in wide.columns if c not in order]].rename_axis(columns=None)
+
+
+def gender_gaps(profile_stats: pd.DataFrame, female: str = "female", male: str = "male") -> pd.DataFrame:
+    """Female − male difference per model, population and dimension, from ``profile_stats`` rows.
+
+    Columns: ``model_id, population, dimension, gap, g, g_ci_low, g_ci_high, p_holm``; the
+    sign is flipped where a table lists male as ``group_a``. Rows of other group pairs are dropped
+    (they are not female/male contrasts).
+    """
+    s = headline_layer(profile_stats)
+    pair = s["group_a"].isin([female, male]) & s["group_b"].isin([female, male]) & (s["group_a"] != s["group_b"])
+    s = s[pair]
+    sign = np.where(s["group_a"] == female, 1.0, -1.0)
+    out = pd.DataFrame({
+        "model_id": s["model_id"], "population": s["population"], "dimension": s["dimension"],
+        "gap": sign * (s["mean_a"] - s["mean_b"]), "g": sign * s["g"],
+        "g_ci_low": np.where(sign > 0, s["g_ci_low"], -s["g_ci_high"]),
+        "g_ci_high": np.where(sign > 0, s["g_ci_high"], -s["g_ci_low"]),
+        "p_holm": s["p_holm"],
+    })
+    return out.reset_index(drop=True)
+
+
+def bold_odds_ratios(bold_stats: pd.DataFrame) -> pd.DataFrame:
+    """The audit's odds ratio (male over female words, male- vs female-dominated) per model,
+    with its Wald CI, and the occupation-cluster bootstrap CI beside it.
+
+    Columns: ``model_id, method, odds_ratio, ci_low, ci_high, p, n``.
+    """
+    s = bold_stats
+    wald = s[(s["test"] == "odds_ratio") & (s["role"] == "audit")]
+    boot = s[(s["test"] == "cluster_bootstrap_occupation") & (s["effect"] == "odds_ratio")]
+    frames = [
+        wald.assign(method="Wald (audit)"),
+        boot.assign(method="occupation bootstrap"),
+    ]
+    out = pd.concat(frames, ignore_index=True)
+    return out.rename(columns={"effect_size": "odds_ratio"})[
+        ["model_id", "method", "odds_ratio", "ci_low", "ci_high", "p", "n"]].reset_index(drop=True)
+
+
+def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.DataFrame,
+                        completion_stats: pd.DataFrame) -> pd.DataFrame:
+    """One row per model: embedding gaps (female − male, names and terms) beside its writing.
+
+    Columns: ``model_id``; ``names_warmth_gap, names_competence_gap, terms_warmth_gap,
+    terms_competence_gap`` (standardised units); ``odds_ratio, or_ci_low, or_ci_high``
+    (Wald, the audit's); ``share_gendered_male_dominated, share_gendered_female_dominated``
+    (completions with any gendered word); ``completion_warmth_gap, completion_competence_gap``
+    (female- minus male-dominated completions, standardised) and their Holm p values.
+    Models lacking a part get NaN there; which tables are missing is reported by
+    :func:`read_results`.
+    """
+    wide = gaps[gaps["dimension"].isin(["warmth", "competence"])].pivot_table(
+        index="model_id", columns=["population", "dimension"], values="gap", aggfunc="first")
+    wide.columns = [f"{pop}_{dim}_gap" for pop, dim in wide.columns]
+    parts = [wide]
+    if len(odds):
+        w = odds[odds["method"] == "Wald (audit)"].set_index("model_id")
+        parts.append(w[["odds_ratio", "ci_low", "ci_high"]].rename(columns={"ci_low": "or_ci_low",
+                                                                             "ci_high": "or_ci_high"}))
+    if len(summary):
+        share = summary.pivot_table(index="model_id", columns="group", values="share_gendered", aggfunc="first")
+        share.columns = [f"share_gendered_{g}" for g in share.columns]
+        parts.append(share)
+    if len(completion_stats):
+        c = completion_stats[completion_stats["test"] == "welch_t"]
+        gap = c.assign(gap=c["mean_a"] - c["mean_b"]).pivot_table(
+            index="model_id", columns="dimension", values=["gap", "p_adj"], aggfunc="first")
+        gap.columns = [f"completion_{dim}_{'gap' if v == 'gap' else 'p_holm'}" for v, dim in gap.columns]
+        parts.append(gap)
+    return pd.concat(parts, axis=1).rename_axis("model_id").reset_index()
+
+
+# --------------------------------------------------------------------------- across models: charts
+
+
+def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerChart:
+    """Odds ratios with 95% CIs per model on a log axis; a rule marks OR = 1 (no association).
+
+    ``odds``: :func:`bold_odds_ratios` rows.
+    """
+    data = odds.dropna(subset=["odds_ratio"])
+    if data.empty:
+        raise ValueError("forest_chart: no odds ratios to draw")
+    base = alt.Chart(data).encode(
+        y=alt.Y("model_id:N", title=None), yOffset=alt.YOffset("method:N"),
+        color=alt.Color("method:N", title="confidence interval"))
+    x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"),
+              title="odds ratio: male/female words, male- vs female-dominated (log scale)")
+    one = alt.Chart(pd.DataFrame({"odds_ratio": [1.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
+    bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q")
+    points = base.mark_point(filled=True, size=70).encode(
+        x=x, tooltip=["model_id", "method", alt.Tooltip("odds_ratio:Q", format=".2f"),
+                      alt.Tooltip("ci_low:Q", format=".2f"), alt.Tooltip("ci_high:Q", format=".2f"), "n"])
+    return alt.layer(one, bars, points).properties(
+        title=title or "BOLD audit: odds ratio per model", width=420, height=alt.Step(22))
+
+
+def link_chart(link: pd.DataFrame, x: str = "names_warmth_gap", y: str = "odds_ratio", *,
+               title: str | None = None) -> alt.LayerChart:
+    """Scatter of one intrinsic against one extrinsic measure, one labelled point per model."""
+    data = link.dropna(subset=[x, y])
+    if data.empty:
+        raise ValueError(f"link_chart: no model has both {x} and {y}")
+    log_y = y == "odds_ratio"
+    base = alt.Chart(data).encode(
+        x=alt.X(f"{x}:Q", title=x.replace("_", " ")),
+        y=alt.Y(f"{y}:Q", title=y.replace("_", " "), scale=alt.Scale(type="log" if log_y else "linear")))
+    points = base.mark_point(filled=True, size=90).encode(tooltip=["model_id", alt.Tooltip(f"{x}:Q", format=".2f"),
+                                                                   alt.Tooltip(f"{y}:Q", format=".2f")])
+    labels = base.mark_text(align="left", dx=7, fontSize=10).encode(text="model_id:N")
+    return alt.layer(points, labels).properties(title=title or f"{y} against {x}", width=360, height=260)
+
+
+def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: str = "names") -> alt.VConcatChart:
+    """One row per model: its 7D profile and its warmth × competence plane for ``population``."""
+    from . import plots
+
+    rows = []
+    for model, m in means.groupby("model_id", sort=False):
+        m = headline_layer(m)
+        s = profile_stats[profile_stats["model_id"] == model]
+        pop = m[m["population"] == population]
+        seven = pop[pop["space"] == "dimensions"].drop(columns=["model_id"])
+        two = pop[pop["space"] == "warmth_competence"].drop(columns=["model_id"])
+        charts = []
+        if len(seven):
+            charts.append(plots.profile_chart(seven, s, title=f"{model}: 7D profile ({population})"))
+        if len(two):
+            charts.append(plots.warmth_competence_chart(two, stats=s, title=f"{model}: warmth × competence"))
+        if charts:
+            rows.append(alt.hconcat(*charts))
+    if not rows:
+        raise ValueError(f"profile_grid: no group means for population {population!r}")
+    return alt.vconcat(*rows)
