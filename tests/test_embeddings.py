@@ -1,0 +1,267 @@
+"""bias_utils.embeddings: word location per tokenizer family, batching exactness, cache behaviour.
+
+Golden values come from running the model's backbone directly on one context at a
+time and averaging the hidden states at hand-listed token positions (read off the
+tokenizations shown in the comments), never from embed_words itself.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import torch
+
+from bias_utils import models
+from bias_utils.dictionaries import load_seed_dictionary
+from bias_utils.embeddings import embed_words, find_word, token_indices
+from bias_utils.models import LoadedModel, load_model
+
+MISSING = ("the only friendly person here", "kind")
+
+# (context, word, token positions) -- contexts from the seed dictionary and name templates.
+SMOLLM2_CASES = [
+    ("an open-minded curiosity", "open-minded", [1, 2, 3]),  # an Ġopen - minded Ġcuriosity
+    ("open-minded impartiality", "Open-Minded", [0, 1, 2]),  # mixed case; word at position 0
+    ("a god-fearing and law-abiding people", "god-fearing", [1, 2, 3, 4]),  # a Ġgod - f earing ...
+    ("This is Mary.", "Mary", [2]),  # This Ġis ĠMary .
+    ("Christopher is here", "Christopher", [0, 1]),  # Christ opher Ġis Ġhere
+    ("MARY met mary and Mary.", "Mary", [0]),  # first of three occurrences
+]
+MINILM_CASES = [
+    ("an open-minded curiosity", "open-minded", [2, 3, 4]),  # [CLS] an open - minded curiosity [SEP]
+    ("a god-fearing and law-abiding people", "law-abiding", [7, 8, 9, 10]),  # law - ab ##idi ##ng
+    ("This is Mary.", "MARY", [3]),  # lower-cased vocabulary
+    ("Christopher is here", "Christopher", [1]),
+    ("MARY met mary and Mary.", "mary", [1]),  # first occurrence
+]
+
+
+def _scale_close(got: np.ndarray, ref: np.ndarray, rtol: float = 1e-5) -> None:
+    """|got - ref| <= rtol * max(1, max |ref|) per (pair, layer) vector.
+
+    Decoders without BOS put huge "attention sink" activations (~2e4) on the first
+    token, where float32 ulps are ~2e-3, so the tolerance follows each vector's scale.
+    """
+    scale = np.maximum(1.0, np.abs(ref).max(axis=-1, keepdims=True))
+    assert np.all(np.abs(got - ref) <= rtol * scale), float(np.max(np.abs(got - ref) / scale))
+
+
+def _direct(m: LoadedModel, context: str, positions: list[int]) -> np.ndarray:
+    enc = m.tokenizer(context, return_tensors="pt")
+    with torch.inference_mode():
+        hs = m.backbone()(**enc, output_hidden_states=True).hidden_states
+    return torch.stack([h[0, positions].mean(0) for h in hs]).numpy()
+
+
+# --------------------------------------------------------------------------- locating words
+
+
+@pytest.mark.parametrize(
+    "context, word, span",
+    [
+        ("This is Mary.", "Mary", (8, 12)),
+        ("MARY met Mary", "mary", (0, 4)),  # first occurrence, case-insensitive
+        ("Maryland and Mary", "Mary", (13, 17)),  # not inside a longer word
+        ("an open-minded curiosity", "Open-minded", (3, 14)),
+        ("a god-fearing  people", "god-fearing", (2, 13)),
+        ("she is kind  hearted", "kind hearted", (7, 20)),  # any whitespace between parts
+        ("an open minded curiosity", "open-minded", None),
+        ("the only friendly person here", "kind", None),
+    ],
+)
+def test_find_word(context, word, span):
+    assert find_word(context, word) == span
+
+
+def test_token_indices_ignores_special_tokens_and_counts_leading_space():
+    # [BOS] This Ġis ĠMary . -- offsets as a byte-level BPE tokenizer reports them.
+    offsets = [(0, 0), (0, 4), (4, 7), (7, 12), (12, 13)]
+    assert token_indices(offsets, (8, 12)) == [3]
+    assert token_indices(offsets, (0, 4)) == [1]
+    assert token_indices([(0, 0), (0, 1), (1, 2)], (2, 3)) == []
+
+
+def test_unequal_lengths_rejected():
+    with pytest.raises(ValueError, match="2 contexts but 1 words"):
+        embed_words(_tiny_sentencepiece_model(), ["a b", "c d"], ["a"])
+
+
+# --------------------------------------------------------------------------- SentencePiece (tiny trained model)
+
+
+def _seed_contexts() -> list[str]:
+    return [c for cs in load_seed_dictionary().contexts for c in cs]
+
+
+_TINY: dict = {}
+
+
+def _tiny_sentencepiece_model() -> LoadedModel:
+    """A real SentencePiece unigram model trained on the seed dictionary's contexts, as a fast
+    tokenizer (Metaspace ``▁`` + BOS, like Gemma/Llama), on a small random Llama."""
+    if "m" in _TINY:
+        return _TINY["m"]
+    import sentencepiece as spm
+    from tokenizers import Tokenizer, decoders, models as tk_models, pre_tokenizers, processors
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(_seed_contexts()), model_writer=buf, vocab_size=400,
+                                   model_type="unigram", character_coverage=1.0, minloglevel=2)
+    sp = spm.SentencePieceProcessor(model_proto=buf.getvalue())
+    vocab = [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
+    tk = Tokenizer(tk_models.Unigram(vocab, unk_id=sp.unk_id(), byte_fallback=False))
+    tk.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    tk.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    tk.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", sp.bos_id())])
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="</s>")
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=sp.get_piece_size(), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    model = LlamaForCausalLM(cfg).eval()
+    _TINY["sp"] = sp
+    _TINY["m"] = LoadedModel(name="tiny-sentencepiece", model_id="tiny-sentencepiece-test", model=model, tokenizer=tok,
+                             kind="decoder", device=torch.device("cpu"), dtype=torch.float32, n_layers=2,
+                             hidden_size=32, source={"type": "test"})
+    return _TINY["m"]
+
+
+SP_CASES = [
+    ("an open-minded curiosity", "open-minded"),
+    ("a god-fearing and law-abiding people", "god-fearing"),
+    ("a god-fearing and law-abiding people", "LAW-ABIDING"),
+    ("This is Mary.", "Mary"),
+    ("Christopher is here", "Christopher"),
+    ("MARY met mary and Mary.", "Mary"),
+]
+
+
+def test_sentencepiece_alignment_matches_sentencepiece_library():
+    m = _tiny_sentencepiece_model()
+    sp = _TINY["sp"]
+    for context, word in SP_CASES:
+        enc = m.tokenizer(context, return_offsets_mapping=True)
+        pieces = m.tokenizer.convert_ids_to_tokens(enc["input_ids"])
+        assert pieces[0] == "<s>" and pieces[1:] == sp.encode_as_pieces(context)  # the wrap is faithful
+        idx = token_indices(enc["offset_mapping"], find_word(context, word))
+        # Independent reading: the chosen pieces spell the first occurrence of the word.
+        spelled = "".join(pieces[i] for i in idx).replace("▁", " ").strip()
+        start = context.lower().index(word.lower())
+        assert spelled == context[start:start + len(word)]
+        assert 0 not in idx  # <s> never counts
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_sentencepiece_batched_equals_direct(side):
+    m = _tiny_sentencepiece_model()
+    contexts = [c for c, _ in SP_CASES] + [MISSING[0]]
+    words = [w for _, w in SP_CASES] + [MISSING[1]]
+    m.tokenizer.padding_side = side
+    try:
+        got = embed_words(m, contexts, words, batch_size=4, cache=False, progress=False)
+    finally:
+        m.tokenizer.padding_side = "right"
+    for k, (context, word) in enumerate(SP_CASES):
+        enc = m.tokenizer(context, return_offsets_mapping=True)
+        idx = token_indices(enc["offset_mapping"], find_word(context, word))
+        _scale_close(got.values[k], _direct(m, context, idx))
+        # Layer 0 is the token embedding itself: the mean of the pieces' embedding rows.
+        rows = m.model.get_input_embeddings().weight[[enc["input_ids"][i] for i in idx]].mean(0)
+        np.testing.assert_allclose(got.values[k, 0], rows.detach().numpy(), atol=1e-6)
+    assert list(got.skipped.pair_index) == [len(SP_CASES)] and np.isnan(got.values[-1]).all()
+    assert "not found" in got.skipped.reason.iloc[0]
+    assert got.kept.tolist() == [True] * len(SP_CASES) + [False]
+
+
+# --------------------------------------------------------------------------- real models
+
+
+def _check_model(m: LoadedModel, cases) -> None:
+    contexts = [c for c, _, _ in cases] + [MISSING[0]]
+    words = [w for _, w, _ in cases] + [MISSING[1]]
+    refs = [_direct(m, c, pos) for c, _, pos in cases]
+    original = m.tokenizer.padding_side
+    for side in ("right", "left"):
+        m.tokenizer.padding_side = side
+        try:
+            got = embed_words(m, contexts, words, batch_size=len(contexts), cache=False, progress=False)
+            one = embed_words(m, contexts, words, batch_size=1, cache=False, progress=False)
+        finally:
+            m.tokenizer.padding_side = original
+        assert got.values.shape == (len(contexts), m.n_layers + 1, m.hidden_size) and got.values.dtype == np.float32
+        for k, (_, _, pos) in enumerate(cases):
+            _scale_close(got.values[k], refs[k])
+            _scale_close(got.values[k], one.values[k])
+            assert got.n_tokens[k] == len(pos)
+        assert np.isnan(got.values[-1]).all() and list(got.skipped.pair_index) == [len(cases)]
+
+
+@pytest.mark.slow
+def test_smollm2_byte_level_bpe_alignment_and_batching():
+    m = load_model("smollm2-135m-instruct")
+    _check_model(m, SMOLLM2_CASES)
+    # Layer 0 is the token embedding: check the located tokens by name.
+    got = embed_words(m, ["This is Mary.", "an open-minded curiosity"], ["Mary", "open-minded"], layers=[0],
+                      cache=False, progress=False)
+    emb = m.model.get_input_embeddings().weight
+    for k, tokens in enumerate([["ĠMary"], ["Ġopen", "-", "minded"]]):
+        ids = m.tokenizer.convert_tokens_to_ids(tokens)
+        np.testing.assert_allclose(got.values[k, 0], emb[ids].mean(0).detach().numpy(), atol=1e-6)
+
+
+@pytest.mark.slow
+def test_minilm_wordpiece_alignment_and_batching():
+    m = load_model("minilm-l6")
+    _check_model(m, MINILM_CASES)
+
+
+@pytest.mark.slow
+def test_gemma_sentencepiece_tokenizer_when_installed():
+    if not models.is_installed("gemma-3-270m"):
+        pytest.skip("gemma-3-270m is not installed (make test installs only smollm2-135m-instruct and minilm-l6)")
+    tok = load_model("gemma-3-270m").tokenizer
+    for context, word, pieces in [("This is Mary.", "Mary", ["▁Mary"]), ("MARY met Mary", "mary", None),
+                                  ("an open-minded curiosity", "open-minded", None)]:
+        enc = tok(context, return_offsets_mapping=True)
+        idx = token_indices(enc["offset_mapping"], find_word(context, word))
+        got = tok.convert_ids_to_tokens([enc["input_ids"][i] for i in idx])
+        assert "".join(got).replace("▁", " ").strip().lower() == word.lower()
+        assert pieces is None or got == pieces
+        assert enc["offset_mapping"][0] == (0, 0) and 0 not in idx  # <bos>
+
+
+@pytest.mark.slow
+def test_cache_hit_computes_nothing_and_corrupt_shard_is_recomputed(tmp_path, monkeypatch):
+    m = load_model("minilm-l6")
+    monkeypatch.setenv("BIAS_CACHE_DIR", str(tmp_path))
+    contexts = _seed_contexts()[:40] + [MISSING[0]]
+    seed = load_seed_dictionary()
+    words = [t for t, cs in zip(seed.term, seed.contexts) for _ in cs][:40] + [MISSING[1]]
+    rows = []
+    hook = m.backbone().register_forward_hook(lambda mod, args, kwargs, out: rows.append(kwargs["input_ids"].shape[0]),
+                                              with_kwargs=True)
+    try:
+        # An "interrupted" run that finished only the first half...
+        half = embed_words(m, contexts[:20], words[:20], batch_size=8, progress=False)
+        assert sum(rows) == half.kept.sum()
+        rows.clear()
+        # ...is resumed: only the missing pairs are computed.
+        first = embed_words(m, contexts, words, batch_size=8, progress=False)
+        assert sum(rows) == first.kept.sum() - half.kept.sum() > 0
+        np.testing.assert_array_equal(first.values[:20], half.values)
+        rows.clear()
+        again = embed_words(m, contexts, words, batch_size=8, progress=False)
+        assert rows == []
+        np.testing.assert_array_equal(again.values, first.values)
+        assert again.skipped.equals(first.skipped)
+
+        shards = sorted((tmp_path / "embeddings" / m.model_id).rglob("*.npz"))
+        victim = shards[0]
+        victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])  # truncated by a crash
+        again = embed_words(m, contexts, words, batch_size=8, progress=False)
+        assert 0 < sum(rows) <= 8
+        _scale_close(again.values[first.kept], first.values[first.kept])
+    finally:
+        hook.remove()

