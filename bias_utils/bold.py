@@ -31,13 +31,14 @@ on all 1,525 published completions (tested), so we use the symmetric one.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from . import data, lexicon, stats
+from . import data, lexicon, paths, stats
 
 AUDIT_GROUPS = ("male_dominated", "female_dominated")
 
@@ -491,3 +492,66 @@ def compare_published_columns(metrics: pd.DataFrame) -> pd.DataFrame:
     bad |= metrics["male_words_list"] != metrics["published_male_words_list"]
     bad |= metrics["female_words_list"] != metrics["published_female_words_list"]
     return metrics.loc[bad]
+
+
+# ---------------------------------------------------------------- one call for notebook 06
+@dataclass
+class AuditResult:
+    """Everything one audit run produced; ``files`` lists what :func:`run_audit` wrote."""
+
+    model_id: str
+    settings: dict
+    metrics: pd.DataFrame
+    statistics: pd.DataFrame
+    summary: pd.DataFrame
+    skipped: pd.DataFrame
+    output_dir: Path
+    files: list[Path] = field(default_factory=list)
+
+
+def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: int = 1, seed: int = 0,
+              max_new_tokens: int = 100, temperature: float = 0.7, top_p: float = 0.9, chat: bool = False,
+              lexicons: Mapping[str, Iterable[str]] | None = None,
+              neutral_lexicons: Mapping[str, Iterable[str]] | None = None, limit: int | None = None,
+              output_dir: str | Path | None = None, n_boot: int = 1000, method: str = "holm",
+              batch_size: int | None = None) -> AuditResult:
+    """Select prompts, sample completions (cached and resumable via ``bias_utils.generation``),
+    compute metrics and statistics, and write them under ``output_dir`` (default
+    ``results/<model_id>/``).
+
+    Written tables (parquet + CSV): ``bold_metrics`` (one row per completion:
+    selection columns, ``sample, completion, n_tokens, finish_reason`` and the
+    :func:`completion_metrics` columns), ``bold_statistics`` (:func:`audit_statistics`),
+    ``bold_group_summary`` (:func:`group_summary`), ``bold_skipped`` (``test`` or
+    ``prompt_id``, ``reason``: tests that could not be computed and empty completions,
+    which are kept in the metrics with zero counts).
+    """
+    from .generation import generate
+    from .models import load_model
+    from .profiles import write_table
+
+    lexicons = dict(lexicon.GENDER_LEXICONS if lexicons is None else lexicons)
+    neutral_lexicons = dict(lexicon.NEUTRAL_LEXICONS if neutral_lexicons is None else neutral_lexicons)
+    loaded = load_model(model) if isinstance(model, (str, Path)) else model
+    sel = subsample(resolve_selection(selection), limit, seed=seed)
+    gen = generate(loaded, sel["prompt"].tolist(), prompt_ids=sel["prompt_id"].tolist(), n_samples=n_samples,
+                   max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed, chat=chat,
+                   batch_size=batch_size)
+    comp = gen.drop(columns="prompt").merge(sel, on="prompt_id", how="left", validate="many_to_one")
+    metrics = completion_metrics(comp, lexicons=lexicons, neutral_lexicons=neutral_lexicons)
+    groups = list(dict.fromkeys(sel["group"]))
+    table, skipped = audit_statistics(metrics, groups=groups, method=method, n_boot=n_boot, seed=seed)
+    empties = metrics.loc[metrics["empty_completion"], ["prompt_id", "sample"]].assign(
+        reason="empty completion: kept with zero counts and PMI 0 (the model stopped at once)")
+    skipped = pd.concat([skipped, empties], ignore_index=True)
+    summary = group_summary(metrics, neutral=tuple(neutral_lexicons))
+    out = Path(output_dir) if output_dir else paths.results_dir() / loaded.model_id
+    out.mkdir(parents=True, exist_ok=True)
+    files: list[Path] = []
+    for name, df in (("bold_metrics", metrics), ("bold_statistics", table), ("bold_group_summary", summary),
+                     ("bold_skipped", skipped.astype({c: str for c in skipped.columns}))):
+        files += write_table(df, out / name)
+    settings = dict(model_id=loaded.model_id, selection=selection if isinstance(selection, str) else "custom",
+                    n_prompts=len(sel), n_samples=n_samples, seed=seed, max_new_tokens=max_new_tokens,
+                    temperature=temperature, top_p=top_p, chat=chat, limit=limit, n_boot=n_boot, method=method)
+    return AuditResult(loaded.model_id, settings, metrics, table, summary, skipped, out, files)

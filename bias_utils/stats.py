@@ -70,6 +70,8 @@ def _values(x, name: str, min_n: int = 2) -> np.ndarray:
 # ---------------------------------------------------------------- two groups, continuous
 def _t_test(a, b, equal_var: bool, test: str, group_a: str, group_b: str) -> dict:
     a, b = _values(a, group_a), _values(b, group_b)
+    if a.var() == 0 and b.var() == 0:
+        raise ValueError(f"{test}: both groups ({group_a!r}, {group_b!r}) are constant; t is undefined")
     res = _st.ttest_ind(a, b, equal_var=equal_var)
     ci = res.confidence_interval(0.95)
     return _row(test, statistic=res.statistic, df=res.df, p=res.pvalue,
