@@ -76,14 +76,15 @@ def completion_projection(basis: projection.PolarBasis, values: np.ndarray, comp
                           layer="mean") -> pd.DataFrame:
     """Tidy projections of completion embeddings, standardised per dimension.
 
-    Columns: the columns of ``completions``, ``space, layer, dimension, value``
-    and ``z`` (value standardised over all embedded completions of this model
-    and dimension, population SD, as the profiles are). Skipped completions
-    (NaN embeddings) are left out here; they are listed by
-    :func:`completion_embeddings`.
+    Columns: the columns of ``completions``, ``completion_index`` (its row in
+    ``completions``), ``space, layer, dimension, value`` and ``z`` (value
+    standardised over all embedded completions of this model and dimension,
+    population SD, as the profiles are). Skipped completions (NaN embeddings)
+    are left out here; they are listed by :func:`completion_embeddings`.
     """
     kept = ~np.isnan(values).any(axis=(1, 2))
-    table = projection.projection_table(basis, values[kept], completions.reset_index(drop=True)[kept], layer=layer)
+    items = completions.reset_index(drop=True).assign(completion_index=np.arange(len(completions)))
+    table = projection.projection_table(basis, values[kept], items[kept], layer=layer)
     grouped = table.groupby(["layer", "dimension"])["value"]
     sd = grouped.transform(lambda v: v.std(ddof=0))
     if (sd == 0).any():
@@ -111,6 +112,33 @@ def completion_projection_stats(table: pd.DataFrame, group_a: str = FEMALE_GROUP
                     stats.hedges_g(a, b, group_a=group_a, group_b=group_b)):
             rows.append({**row, "dimension": dim, "mean_a": a.mean(), "mean_b": b.mean()})
     return stats.results_table(rows, method=method)
+
+
+def describe_completion_stats(result: pd.DataFrame) -> list[str]:
+    """One sentence per axis: which occupations' completions read warmer / more competent, g, CI, Holm p."""
+    lines = []
+    for dim, r in result[result["test"] == "hedges_g"].set_index("dimension").iterrows():
+        p = result.loc[(result["test"] == "welch_t") & (result["dimension"] == dim), "p_adj"].iloc[0]
+        side = {"warmth": "warmer", "competence": "more competent"}.get(dim, f"higher on {dim}")
+        who = r["group_a"] if r["effect_size"] > 0 else r["group_b"]
+        lines.append(f"{dim}: completions about {who.replace('_', '-')} occupations read as {side} "
+                     f"(g = {r['effect_size']:.2f}, 95% CI [{r['ci_low']:.2f}, {r['ci_high']:.2f}], Holm p = {p:.3g})")
+    return lines
+
+
+def completion_chart(table: pd.DataFrame, value: str = "z", *, title: str | None = None) -> alt.Chart:
+    """Each completion as a point on the warmth × competence plane, coloured by occupation group."""
+    wide = table.pivot_table(index=["completion_index", "group", "occupation"], columns="dimension",
+                             values=value).reset_index()
+    if not {"warmth", "competence"} <= set(wide.columns):
+        raise ValueError("completion_chart needs warmth and competence projections")
+    return alt.Chart(wide).mark_point(opacity=0.5, filled=True).encode(
+        x=alt.X("warmth:Q", title="← low warmth · high warmth → (standardised)"),
+        y=alt.Y("competence:Q", title="← low competence · high competence → (standardised)"),
+        color=alt.Color("group:N", title="occupations"),
+        tooltip=["occupation", "group", alt.Tooltip("warmth:Q", format=".2f"),
+                 alt.Tooltip("competence:Q", format=".2f")],
+    ).properties(title=title or "Completions on the warmth and competence axes", width=380, height=320)
 
 
 # --------------------------------------------------------------------------- across models: reading
