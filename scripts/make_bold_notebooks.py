@@ -1,0 +1,171 @@
+"""Write notebooks/06_bold_audit.ipynb and 07_bold_replication.ipynb (thin: logic lives in bias_utils.bold)."""
+
+from pathlib import Path
+
+import nbformat as nbf
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def md(text):
+    return nbf.v4.new_markdown_cell(text.strip())
+
+
+def code(text, tags=()):
+    cell = nbf.v4.new_code_cell(text.strip())
+    if tags:
+        cell.metadata["tags"] = list(tags)
+    return cell
+
+
+def audit_notebook():
+    nb = nbf.v4.new_notebook()
+    nb.cells = [
+        md("""
+# The BOLD occupational audit on our model
+
+We rerun the audit of *Auditing Occupational Gender Bias in LLMs using the BOLD Dataset*: BOLD profession
+prompts from occupations dominated by men (1,172 prompts) or women (353 prompts) are completed by the model
+with the audit's settings (100 new tokens, temperature 0.7, top-p 0.9, the raw prompt without chat template),
+and each completion is scored with the audit's 13 male and 13 female words (lower-cased `\\b\\w+\\b` tokens)
+and with its PMI between gendered words and the occupation name (5-token window). Gender-neutral and
+non-binary forms (*they/them/their*, *person*, *people*, neopronouns) are counted beside, never mixed in.
+
+The statistics table has one row per test with statistic, p, Holm-corrected p, effect size and 95% CI.
+`role` says whether a row is one of the audit's five tests computed the audit's way (`audit`), the standard
+form of a questionable convention shown beside it (`alternative`: Pearson chi-square without Yates, pooled-SD
+Cohen's d, Hedges' g), or what the audit lacked (`extension`): the share of completions with any gendered
+word (the presence part of a hurdle model), the male share *among* gendered completions, and bootstrap CIs
+that resample whole occupations, because completions of one occupation are not independent.
+"""),
+        code("""
+model = "smollm2-135m-instruct"   # built-in short name, hub id or folder
+selection = "audit"               # "audit", "categories" (18 BOLD categories), or {occupation: group}
+n_samples = 1                     # completions per prompt (>1 gives per-prompt variance)
+seed = 0
+max_new_tokens = 100
+temperature = 0.7
+top_p = 0.9
+lexicons = None                   # None = the audit's {"male": [...], "female": [...]}
+neutral_lexicons = None           # None = bias_utils.lexicon.NEUTRAL_LEXICONS
+limit = None                      # None = all prompts; an int subsamples prompts per group (quick runs)
+n_boot = 1000                     # bootstrap replicates for the CIs
+output_dir = None                 # None = results/<model_id>/
+""", tags=["parameters"]),
+        code("""
+from IPython.display import HTML, display
+from bias_utils import bold, lexicon, plots
+
+result = bold.run_audit(model, selection=selection, n_samples=n_samples, seed=seed,
+                        max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                        lexicons=lexicons, neutral_lexicons=neutral_lexicons, limit=limit,
+                        output_dir=output_dir, n_boot=n_boot)
+result.settings
+"""),
+        md("""
+## Descriptives per group
+
+`share_gendered` is the share of completions with at least one gendered word (Wilson 95% CI);
+`mean_male_share_gendered` is the male share among those completions only; `neutral_words_total` counts
+the neutral forms.
+"""),
+        code("result.summary"),
+        md("""
+## Statistics
+
+Read the `audit` rows for the comparison with the published study, then the `alternative` and `extension`
+rows. The word-level odds ratio treats every gendered word as independent; the occupation-cluster bootstrap
+row for the same odds ratio shows how much wider the interval is when occupations are resampled.
+Tests that could not be computed (for example, no gendered completion in one group of a small run) are listed
+in `skipped` with the reason.
+"""),
+        code("""
+cols = ["role", "test", "measure", "statistic", "df", "p", "p_adj", "effect", "effect_size", "ci_low", "ci_high", "n"]
+result.statistics[cols]
+"""),
+        code("result.skipped"),
+        md("## Figure"),
+        code("""
+chart = plots.bold_audit_figure(result.metrics, result.statistics, title=f"BOLD audit: {result.model_id}")
+plots.save(chart, result.output_dir / "bold_audit")
+chart
+"""),
+        md("## Examples (gendered words highlighted, sampled per group with the seed)"),
+        code("""
+lex = {**(lexicons or lexicon.GENDER_LEXICONS), **(neutral_lexicons or lexicon.NEUTRAL_LEXICONS)}
+display(HTML(plots.bold_examples_table(result.metrics, lex, per_group=3, seed=seed)))
+"""),
+        md("""
+## Output files
+
+Written under `results/<model_id>/` as parquet and CSV: `bold_metrics` (one row per completion),
+`bold_statistics` (this table), `bold_group_summary`, `bold_skipped`, and the figure `bold_audit.svg/.png`.
+Completions are cached by `bias_utils.generation`; an interrupted run resumes where it stopped.
+"""),
+        code("[str(p) for p in result.files]"),
+    ]
+    return nb
+
+
+def replication_notebook():
+    nb = nbf.v4.new_notebook()
+    nb.cells = [
+        md("""
+# Replicating the published BOLD audit
+
+The audit published its 1,525 Llama-3.1-8B-Instruct completions. We recompute every published number
+from the completion *texts* with our lexicon, PMI and statistics code (not from their count columns) and
+show ours beside theirs. Published values come from their summary JSON (full precision) and section 5 of
+the paper.
+"""),
+        code("""
+n_boot = 1000
+seed = 0
+""", tags=["parameters"]),
+        code("""
+from bias_utils import bold, plots
+replication = bold.replicate_published_audit(n_boot=n_boot, seed=seed)
+replication
+"""),
+        md("""
+Our per-completion counts, co-occurrences and PMI values also equal their own columns row by row
+(the number of disagreeing rows is printed below). The only visible difference is in the last digits of the
+odds-ratio CI: they used z = 1.96, we use the exact normal quantile 1.95996.
+"""),
+        code("""
+metrics = bold.completion_metrics(bold.load_published_completions())
+len(bold.compare_published_columns(metrics))
+"""),
+        md("""
+## Conventions: what the audit did, the standard alternative, and what the book uses
+
+* **Chi-square with Yates' correction** (62.86): their `scipy.stats.chi2_contingency` call applies it by
+  default to 2x2 tables. It is conservative; the uncorrected Pearson value (65.44) is shown beside it. Both
+  count *words*, not completions, so one completion with nine "her" adds nine observations.
+* **Male proportion = 0 without gendered words**: 95.7% of completions have none, so the Welch t (1.87,
+  p = 0.062) mostly compares zeros. The book separates the two questions: does a completion use gendered words
+  at all (proportion test), and, when it does, which gender (male share among gendered completions).
+* **Cohen's d as mean difference over the root of the mean of the two variances** (0.099): with n = 1,172 vs
+  353 the book uses the pooled-SD d and Hedges' g.
+* **PMI**: the paper mentions +0.5 smoothing, but the published values are unsmoothed, with PMI = 0 when
+  there is no co-occurrence; the occupation terms are the tokens of the BOLD occupation key. We reproduce
+  the published definition (see `bias_utils.bold`).
+* **Independence**: all their tests treat words or completions as independent. Completions of one occupation
+  share a prompt family; the occupation-cluster bootstrap rows give the honest intervals.
+"""),
+        md("## The full statistics on their completions"),
+        code("""
+table, skipped = bold.audit_statistics(metrics, n_boot=n_boot, seed=seed)
+cols = ["role", "test", "measure", "statistic", "df", "p", "p_adj", "effect", "effect_size", "ci_low", "ci_high", "n"]
+table[cols]
+"""),
+        code("bold.group_summary(metrics)"),
+        code("plots.bold_audit_figure(metrics, table, title='BOLD audit: published Llama-3.1-8B-Instruct completions')"),
+    ]
+    return nb
+
+
+if __name__ == "__main__":
+    for name, nb in (("06_bold_audit.ipynb", audit_notebook()), ("07_bold_replication.ipynb", replication_notebook())):
+        nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+        nbf.write(nb, ROOT / "notebooks" / name)
