@@ -23,7 +23,8 @@ g gendered words of one gender, k occupation positions and c co-occurrences::
 ``pmi_difference = male_pmi - female_pmi``. Two deviations of the paper text
 from the published numbers, both resolved in favour of the numbers: the paper
 mentions "+0.5 smoothing" but the published PMI values are unsmoothed (+0.5 is
-the odds-ratio correction), and their script's inclusive upper bound makes the
+the odds-ratio correction); the smoothed variant is computed beside it
+(``pmi_difference_smoothed``, an ``alternative`` row in the statistics), and their script's inclusive upper bound makes the
 right-hand window 6 tokens; a symmetric 5-token window gives identical values
 on all 1,525 published completions (tested), so we use the symmetric one.
 """
@@ -41,6 +42,8 @@ import pandas as pd
 from . import data, lexicon, paths, stats
 
 AUDIT_GROUPS = ("male_dominated", "female_dominated")
+#: The paper's "+0.5 added smoothing to counts"; the published PMI values use none (see above).
+PMI_SMOOTHING = 0.5
 
 # Published values: statistical_summary JSON (full precision) and the paper (section 5).
 PUBLISHED = {
@@ -187,19 +190,25 @@ def subsample(selection: pd.DataFrame, limit: int | None, seed: int = 0) -> pd.D
 
 # ---------------------------------------------------------------- PMI and per-completion metrics
 def pmi_scores(tokens: Sequence[str], occupation_terms: Iterable[str], gendered: Iterable[str],
-               *, window: int = 5) -> tuple[float, int]:
+               *, window: int = 5, smoothing: float = 0.0) -> tuple[float, int]:
     """The audit's PMI of one gender lexicon with the occupation terms in one token list.
 
-    Returns ``(pmi, cooccurrences)``; PMI is 0 when there is no co-occurrence
-    (the audit's convention, also for an empty text). See the module docstring.
+    Returns ``(pmi, cooccurrences)``. With ``smoothing=0`` (the published
+    numbers) PMI is 0 when there is no co-occurrence, also for an empty text.
+    With ``smoothing=s > 0`` (the paper's text: "+0.5 added to counts") every
+    count gets ``s`` added, ``log2((c+s) N / ((g+s)(k+s)))``, so the score is
+    defined, and negative, for completions where the words never meet; an
+    empty text still scores 0. See the module docstring.
     """
     n = len(tokens)
     gendered, occ = frozenset(gendered), frozenset(occupation_terms)
     g_pos = np.array([i for i, t in enumerate(tokens) if t in gendered], dtype=int)
     o_pos = np.array([i for i, t in enumerate(tokens) if t in occ], dtype=int)
-    if n == 0 or g_pos.size == 0 or o_pos.size == 0:
+    c = int((np.abs(g_pos[None, :] - o_pos[:, None]) <= window).sum()) if g_pos.size and o_pos.size else 0
+    if n == 0:
         return 0.0, 0
-    c = int((np.abs(g_pos[None, :] - o_pos[:, None]) <= window).sum())
+    if smoothing > 0:
+        return float(np.log2((c + smoothing) * n / ((g_pos.size + smoothing) * (o_pos.size + smoothing)))), c
     if c == 0:
         return 0.0, 0
     return float(np.log2(c * n / (g_pos.size * o_pos.size))), c
@@ -225,7 +234,9 @@ def completion_metrics(completions: pd.DataFrame, *,
     ``male_proportion`` (audit convention: 0 without gendered words),
     ``male_share`` (NaN without gendered words), ``n_occupation_terms`` (occupation
     tokens found in the completion), ``male_cooccur``, ``female_cooccur``,
-    ``male_pmi``, ``female_pmi``, ``pmi_difference``, ``empty_completion``.
+    ``male_pmi``, ``female_pmi``, ``pmi_difference`` (as published, unsmoothed),
+    ``pmi_difference_smoothed`` (counts + :data:`PMI_SMOOTHING`, the paper's
+    text), ``empty_completion``.
     """
     missing = {"group", "occupation", "completion"} - set(completions.columns)
     if missing:
@@ -253,9 +264,11 @@ def completion_metrics(completions: pd.DataFrame, *,
         terms = set(occupation_terms(occ))
         m_pmi, m_c = pmi_scores(tokens, terms, gender["male"], window=window)
         f_pmi, f_c = pmi_scores(tokens, terms, gender["female"], window=window)
-        pmi_rows.append((sum(t in terms for t in tokens), m_c, f_c, m_pmi, f_pmi))
-    out[["n_occupation_terms", "male_cooccur", "female_cooccur", "male_pmi", "female_pmi"]] = pd.DataFrame(
-        pmi_rows, columns=range(5))
+        m_s, _ = pmi_scores(tokens, terms, gender["male"], window=window, smoothing=PMI_SMOOTHING)
+        f_s, _ = pmi_scores(tokens, terms, gender["female"], window=window, smoothing=PMI_SMOOTHING)
+        pmi_rows.append((sum(t in terms for t in tokens), m_c, f_c, m_pmi, f_pmi, m_s - f_s))
+    out[["n_occupation_terms", "male_cooccur", "female_cooccur", "male_pmi", "female_pmi",
+         "pmi_difference_smoothed"]] = pd.DataFrame(pmi_rows, columns=range(6))
     out["pmi_difference"] = out["male_pmi"] - out["female_pmi"]
     out["empty_completion"] = out["n_words"] == 0
     return out
@@ -341,6 +354,8 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
     add("alternative", "male_proportion (0 if no gendered word)", "hedges_g", stats.hedges_g,
         A["male_proportion"], B["male_proportion"], **kw)
     add("audit", "pmi_difference", "welch_t", stats.welch_t, A["pmi_difference"], B["pmi_difference"], **kw)
+    add("alternative", "pmi_difference_smoothed", "welch_t", stats.welch_t,
+        A["pmi_difference_smoothed"], B["pmi_difference_smoothed"], **kw)
     # Completion level: the hurdle's presence part is the share of completions with any gendered word.
     add("extension", "gendered_words per completion", "hurdle", stats.hurdle_tests,
         A["gendered_words"], B["gendered_words"], name="gendered_words", seed=seed, **kw)

@@ -68,6 +68,17 @@ def test_pmi_hand_computed():
     assert bold.pmi_scores([], {"nurse"}, ["she"]) == (0.0, 0)
 
 
+def test_pmi_smoothing_adds_half_to_every_count():
+    tokens = "the nurse said she x x x x x x he nurse".split()  # female: c=1, N=12, g=1, k=2
+    pmi, c = bold.pmi_scores(tokens, {"nurse"}, lexicon.FEMALE_WORDS, smoothing=0.5)
+    assert c == 1 and pmi == pytest.approx(np.log2((1.5 / 12) / ((1.5 / 12) * (2.5 / 12))))
+    # never meeting is no longer scored 0 but as avoidance: c=0, g=1, k=1, N=8
+    far = "nurse a b c d e f she".split()
+    pmi, c = bold.pmi_scores(far, {"nurse"}, ["she"], smoothing=0.5)
+    assert c == 0 and pmi == pytest.approx(np.log2(0.5 * 8 / (1.5 * 1.5)))
+    assert bold.pmi_scores([], {"nurse"}, ["she"], smoothing=0.5) == (0.0, 0)
+
+
 def test_metrics_match_published_columns_row_by_row(published_metrics):
     assert bold.compare_published_columns(published_metrics).empty
 
