@@ -109,13 +109,23 @@ def nucleus(logits: torch.Tensor, temperature: float, top_p: float, k: int = _FI
         raise ValueError(f"temperature must be > 0 for sampling, got {temperature}")
     if not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-    scaled = logits.float() / temperature
-    lse = torch.logsumexp(scaled, dim=-1, keepdim=True).double()
+    logits = logits.float()
+    scaled = logits / temperature
+    shift = scaled.amax(dim=-1, keepdim=True)
+    # One float32 pass over the vocabulary, accumulated in float64; the
+    # candidates' own terms are then swapped for float64 ones, so the mass that
+    # decides the nucleus boundary carries no float32 rounding.
+    total = torch.exp(scaled - shift).sum(dim=-1, keepdim=True, dtype=torch.float64)
     vocab = scaled.shape[-1]
     k = min(k, vocab)
     while True:
         vals, ids = torch.topk(scaled, k, dim=-1, sorted=True)
-        probs = torch.exp(vals.double() - lse)
+        exact = logits.gather(1, ids).double() / temperature
+        top = exact[:, :1]
+        weights = torch.exp(exact - top)
+        rest = total - torch.exp(vals - shift).sum(dim=-1, keepdim=True, dtype=torch.float64)
+        norm = weights.sum(dim=-1, keepdim=True) + rest.clamp(min=0) * torch.exp(shift.double() - top)
+        probs = weights / norm
         cum = torch.cumsum(probs, dim=-1)
         # With top_p == 1 every token is in the nucleus: only the full vocabulary will do.
         if k == vocab or (top_p < 1 and bool((cum[:, -1] >= top_p).all())):

@@ -1,0 +1,289 @@
+"""Generation engine: exact sampler, determinism, prompt stripping, chat, cache/resume after SIGKILL,
+and the OpenAI-compatible backend against a real local llama.cpp server (xllamacpp).
+
+Prompts are a fixed slice of the real BOLD profession prompts; the model is the
+built-in SmolLM2-135M-Instruct. Golden values come from independent computations:
+numpy softmax/top-p, transformers' own warpers and ``model.generate``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy import stats
+
+from bias_utils import paths
+from bias_utils.bold import load_profession_prompts
+from bias_utils.generation import OpenAIEndpoint, generate, nucleus, sample_tokens
+from bias_utils.serving import llama_server
+
+MODEL = "smollm2-135m-instruct"
+
+
+@pytest.fixture(scope="module")
+def bold_slice():
+    """Eight BOLD prompts of different lengths, in a fixed order (every 997th row)."""
+    df = load_profession_prompts().iloc[::997].head(8)
+    return df["prompt"].tolist(), df["prompt_id"].tolist()
+
+
+@pytest.fixture(scope="module")
+def smol():
+    from bias_utils.models import load_model
+
+    return load_model(MODEL)
+
+
+@pytest.fixture(scope="module")
+def server(smol):
+    with llama_server(smol.gguf_path, n_parallel=4, ctx_per_slot=256) as srv:
+        yield srv
+
+
+@pytest.fixture(params=["transformers", "openai"])
+def backend(request, smol):
+    """The same generation tests run on both backends."""
+    if request.param == "transformers":
+        return smol
+    return OpenAIEndpoint(request.getfixturevalue("server").base_url, parallel=4)
+
+
+# --------------------------------------------------------------------------- input validation (no model)
+
+
+def test_empty_prompt_is_an_error_naming_it():
+    with pytest.raises(ValueError, match=r"empty prompt.*\['b'\]"):
+        generate(MODEL, ["A nurse is", "  "], prompt_ids=["a", "b"], cache=False)
+
+
+def test_duplicate_ids_and_bad_parameters_are_errors():
+    with pytest.raises(ValueError, match="unique"):
+        generate(MODEL, ["x", "y"], prompt_ids=[1, 1], cache=False)
+    with pytest.raises(ValueError, match="top_p"):
+        generate(MODEL, ["x"], top_p=0, cache=False)
+    with pytest.raises(ValueError, match="mode"):
+        OpenAIEndpoint("http://127.0.0.1:1", mode="edit")
+
+
+# --------------------------------------------------------------------------- exact sampler
+
+
+def _reference_nucleus(logits: np.ndarray, temperature: float, top_p: float):
+    """Direct float64 softmax, full sort, keep tokens whose preceding mass is < top_p."""
+    z = logits.astype(np.float64) / temperature
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    order = np.argsort(-p, kind="stable")
+    before = np.cumsum(p[order]) - p[order]
+    keep = before < top_p
+    keep[0] = True
+    return order[keep], p, before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("temperature,top_p", [(0.7, 0.9), (1.6, 0.95)])
+def test_sampler_matches_direct_softmax_top_p(smol, bold_slice, temperature, top_p):
+    prompts, _ = bold_slice
+    enc = smol.tokenizer(prompts[0], return_tensors="pt")
+    with torch.inference_mode():
+        logits = smol.model(**enc).logits[0, -1].float()
+    kept_ref, p_ref, before = _reference_nucleus(logits.numpy(), temperature, top_p)
+    # the boundary must not sit within rounding distance of top_p, else "exact" is undefined
+    assert np.min(np.abs(before - top_p)) > 1e-9
+
+    ids, probs = nucleus(logits[None], temperature, top_p)
+    mine = ids[0][probs[0] > 0].numpy()
+    assert set(mine.tolist()) == set(kept_ref.tolist())
+    np.testing.assert_allclose(probs[0][probs[0] > 0].numpy(), p_ref[mine], rtol=1e-6)
+
+    # the same set as transformers' own temperature + top-p warpers
+    from transformers import TemperatureLogitsWarper, TopPLogitsWarper
+
+    warped = TopPLogitsWarper(top_p)(None, TemperatureLogitsWarper(temperature)(None, logits[None].clone()))
+    assert set(torch.isfinite(warped[0]).nonzero().squeeze(1).tolist()) == set(kept_ref.tolist())
+
+    # empirical frequencies of many draws vs the exact renormalised nucleus probabilities
+    gen = torch.Generator().manual_seed(0)
+    batch = logits[None].expand(200, -1).contiguous()
+    draws = torch.cat([sample_tokens(batch, torch.rand(200, generator=gen, dtype=torch.float64), temperature, top_p) for _ in range(25)])
+    assert set(draws.tolist()) <= set(kept_ref.tolist())
+    expected = p_ref[kept_ref] / p_ref[kept_ref].sum() * len(draws)
+    observed = np.array([(draws == t).sum().item() for t in kept_ref], dtype=float)
+    big = expected >= 5  # pool rare tokens so the chi-square approximation holds
+    f_obs = np.append(observed[big], observed[~big].sum())
+    f_exp = np.append(expected[big], expected[~big].sum())
+    if f_exp[-1] == 0:
+        f_obs, f_exp = f_obs[:-1], f_exp[:-1]
+    assert stats.chisquare(f_obs, f_exp).pvalue > 1e-3
+
+
+@pytest.mark.slow
+def test_widening_path_is_exercised(smol, bold_slice):
+    """At T=1.6, top-p 0.95 the nucleus is larger than the first 64 candidates (the case above must widen)."""
+    enc = smol.tokenizer(bold_slice[0][0], return_tensors="pt")
+    with torch.inference_mode():
+        logits = smol.model(**enc).logits[0, -1].float()
+    assert len(_reference_nucleus(logits.numpy(), 1.6, 0.95)[0]) > 64
+
+
+# --------------------------------------------------------------------------- generation on both backends
+
+
+@pytest.mark.slow
+def test_same_seed_identical_different_seed_differs(backend, bold_slice):
+    prompts, ids = bold_slice
+    kw = dict(prompt_ids=ids[:4], n_samples=2, max_new_tokens=12, cache=False, progress=False)
+    a = generate(backend, prompts[:4], seed=3, **kw)
+    b = generate(backend, prompts[:4], seed=3, **kw)
+    c = generate(backend, prompts[:4], seed=4, **kw)
+    assert list(a.columns) == ["prompt_id", "sample", "prompt", "completion", "n_tokens", "finish_reason"]
+    assert a.equals(b)
+    assert (a["completion"] != c["completion"]).sum() >= 4
+    # two samples of the same prompt are different draws
+    pivot = a.pivot(index="prompt_id", columns="sample", values="completion")
+    assert (pivot[0] != pivot[1]).sum() >= 3
+    assert a[["prompt_id", "sample"]].values.tolist() == [[i, s] for i in ids[:4] for s in (0, 1)]
+
+
+@pytest.mark.slow
+def test_length_finish_counts_tokens(backend, bold_slice):
+    prompts, ids = bold_slice
+    df = generate(backend, prompts[:3], prompt_ids=ids[:3], max_new_tokens=8, temperature=0.7, seed=1, cache=False, progress=False)
+    long = df[df["finish_reason"] == "length"]
+    assert len(long) >= 2
+    assert (long["n_tokens"] == 8).all()
+    assert set(df["finish_reason"]) <= {"stop", "length"}
+
+
+@pytest.mark.slow
+def test_chat_short_answer_stops_without_template_tokens(backend):
+    df = generate(backend, ["Answer with one word: what colour is snow?"], chat=True, max_new_tokens=40,
+                  temperature=0, cache=False, progress=False)
+    row = df.iloc[0]
+    assert row["finish_reason"] == "stop" and 0 < row["n_tokens"] < 40
+    assert "<|im_" not in row["completion"] and "assistant" not in row["completion"]
+
+
+@pytest.mark.slow
+def test_cache_resume_and_parameter_keys(backend, bold_slice, tmp_path):
+    prompts, ids = bold_slice
+    kw = dict(prompt_ids=ids[:4], n_samples=2, max_new_tokens=8, seed=5, cache=tmp_path, progress=False)
+    full = generate(backend, prompts[:4], **kw)
+    (rows_file,) = tmp_path.glob("*/rows.jsonl")
+    lines = rows_file.read_text().splitlines(keepends=True)
+    assert len(lines) == 8
+    # a run that died after three rows, in the middle of writing the fourth
+    rows_file.write_text("".join(lines[:3]) + lines[3][:20])
+    resumed = generate(backend, prompts[:4], **kw)
+    pd.testing.assert_frame_equal(resumed, full)
+    keys = [json.loads(line)["row_key"] for line in rows_file.read_text().splitlines()]
+    assert len(keys) == 8 == len(set(keys))
+    # another parameter → another cache entry, not a reuse
+    generate(backend, prompts[:1], prompt_ids=ids[:1], max_new_tokens=8, seed=5, top_p=0.8, cache=tmp_path, progress=False)
+    assert len(list(tmp_path.glob("*/rows.jsonl"))) == 2
+
+
+# --------------------------------------------------------------------------- transformers backend specifics
+
+
+@pytest.mark.slow
+def test_greedy_batched_matches_model_generate(smol, bold_slice):
+    """Left padding, positions, KV cache and prompt stripping: greedy output equals HF generate per prompt."""
+    prompts, ids = bold_slice
+    ours = generate(smol, prompts[:4], prompt_ids=ids[:4], max_new_tokens=10, temperature=0, batch_size=4, cache=False, progress=False)
+    tok = smol.tokenizer
+    for prompt, (_, row) in zip(prompts[:4], ours.iterrows()):
+        enc = tok(prompt, return_tensors="pt")
+        out = smol.model.generate(**enc, do_sample=False, max_new_tokens=10, pad_token_id=tok.pad_token_id)
+        new = out[0, enc["input_ids"].shape[1]:].tolist()
+        stopped = new[-1] in ({smol.model.generation_config.eos_token_id} | {tok.eos_token_id})
+        new = new[:-1] if stopped else new
+        assert row["completion"] == tok.decode(new, skip_special_tokens=True)
+        assert row["n_tokens"] == len(new)
+        assert row["finish_reason"] == ("stop" if stopped else "length")
+
+
+@pytest.mark.slow
+def test_chat_template_is_applied_like_model_generate(smol):
+    question = "Name one profession."
+    ours = generate(smol, [question], chat=True, max_new_tokens=12, temperature=0, cache=False, progress=False)
+    enc = smol.tokenizer.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True,
+                                             return_tensors="pt", return_dict=True)
+    out = smol.model.generate(**enc, do_sample=False, max_new_tokens=12, pad_token_id=smol.tokenizer.pad_token_id)
+    expected = smol.tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    assert ours["completion"].iloc[0] == expected
+
+
+@pytest.mark.slow
+def test_chat_without_template_is_an_error(smol):
+    base = dataclasses.replace(smol, has_chat_template=False)
+    with pytest.raises(ValueError, match="no chat template"):
+        generate(base, ["A nurse is"], chat=True, cache=False)
+
+
+@pytest.mark.slow
+def test_batch_size_reproducibility(smol, bold_slice):
+    """What holds across batch sizes: every row's random stream is its own, so the first sampled token
+    never depends on the batch; the full text usually agrees too but is not promised (see module docs)."""
+    prompts, ids = bold_slice
+    kw = dict(prompt_ids=ids, max_new_tokens=24, seed=11, cache=False, progress=False)
+    one = generate(smol, prompts, batch_size=1, **kw)
+    eight = generate(smol, prompts, batch_size=8, **kw)
+    three = generate(smol, prompts, batch_size=3, **kw)
+    for other in (eight, three):
+        first = [smol.tokenizer(a + "|")["input_ids"][:1] == smol.tokenizer(b + "|")["input_ids"][:1]
+                 for a, b in zip(one["completion"], other["completion"])]
+        assert all(first)
+        assert (one["completion"] == other["completion"]).mean() >= 0.75
+
+
+# --------------------------------------------------------------------------- acceptance: SIGKILL + resume
+
+_CHILD = """
+import json, sys
+from bias_utils.generation import generate
+from bias_utils.models import load_model
+prompts, ids = json.loads(sys.argv[1])
+generate(load_model(sys.argv[2]), prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2,
+         cache=sys.argv[3], progress=False)
+"""
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_loses_and_duplicates_nothing(smol, tmp_path):
+    df = load_profession_prompts().iloc[::613].head(16)
+    prompts, ids = df["prompt"].tolist(), df["prompt_id"].tolist()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(paths.ROOT)}
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps([prompts, ids]), MODEL, str(tmp_path)],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 600
+    n_rows = 0
+    while time.monotonic() < deadline and child.poll() is None:
+        files = list(tmp_path.glob("*/rows.jsonl"))
+        n_rows = len(files[0].read_text().splitlines()) if files else 0
+        if n_rows >= 2:
+            break
+        time.sleep(0.05)
+    assert child.poll() is None, f"the child ended before it could be killed: {child.stderr.read().decode()[-2000:]}"
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    (rows_file,) = tmp_path.glob("*/rows.jsonl")
+    before = len(rows_file.read_text().splitlines())
+    assert 2 <= before < 16
+
+    resumed = generate(smol, prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2, cache=tmp_path, progress=False)
+    records = [json.loads(line) for line in rows_file.read_text().splitlines()]
+    assert sorted((r["prompt_id"], r["sample"]) for r in records) == sorted((i, 0) for i in ids)
+    uninterrupted = generate(smol, prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2, cache=False, progress=False)
+    pd.testing.assert_frame_equal(resumed, uninterrupted)
