@@ -31,7 +31,7 @@ SMOLLM2_CASES = [
 ]
 MINILM_CASES = [
     ("an open-minded curiosity", "open-minded", [2, 3, 4]),  # [CLS] an open - minded curiosity [SEP]
-    ("a god-fearing and law-abiding people", "law-abiding", [7, 8, 9, 10]),  # law - ab ##idi ##ng
+    ("a god-fearing and law-abiding people", "law-abiding", [6, 7, 8, 9, 10]),  # [CLS] a god - fearing and law - ab ##idi ##ng
     ("This is Mary.", "MARY", [3]),  # lower-cased vocabulary
     ("Christopher is here", "Christopher", [1]),
     ("MARY met mary and Mary.", "mary", [1]),  # first occurrence
