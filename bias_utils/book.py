@@ -8,9 +8,10 @@
    ``results/<model-slug>/``. Model-independent notebooks (the replication of
    the published audit) run once, and the cross-model notebook runs last.
 2. A run is skipped when its *run key* is unchanged: a hash of the notebook
-   file, the parameters, the model id, the ``bias_utils`` source and tracked
-   data lists, the package versions, the sha256s in ``data/manifest.csv`` and
-   the keys of the runs it reads from (earlier notebooks of the same model).
+   file, the parameters, the model id, the source of the ``bias_utils``
+   modules the notebook imports (transitively) and the tracked data lists,
+   the package versions, the sha256s in ``data/manifest.csv`` and the keys of
+   the runs it reads from (earlier notebooks of the same model).
    A run counts as done only once its manifest (``<notebook>.run.json``)
    records status ``ok`` with that key, so an interrupted or failed run is
    executed again next time and nothing half-written is trusted.
@@ -97,22 +98,73 @@ STUDY_NOTEBOOKS = (
 # --------------------------------------------------------------------------- run keys
 
 
-def code_hash() -> str:
-    """Hash of the analysis code and the tracked data lists.
+PACKAGE_DIR = paths.ROOT / "bias_utils"
 
-    ``book.py`` itself is excluded: it decides *whether* to run, not what a
-    run computes (the one thing it adds to a notebook, :data:`RENDER_CELL`,
-    is part of the key on its own).
-    """
-    files = [p for p in (paths.ROOT / "bias_utils").rglob("*.py") if p.name != "book.py"]
+
+def module_hashes() -> dict[str, str]:
+    """sha256 of every ``bias_utils`` module, by module name (``"__init__"`` for the package)."""
+    return {p.stem: cache.sha256_file(p) for p in sorted(PACKAGE_DIR.glob("*.py"))}
+
+
+def data_list_hash() -> str:
+    """Hash of the project-authored data lists under ``data/`` (not the verified external files)."""
     data_root = paths.data_dir()
     skip = {data_root / "raw", data_root / "nltk_data"}
-    files += [
-        p for p in data_root.rglob("*")
-        if p.is_file() and not any(s in p.parents for s in skip) and p.name != "manifest.csv"
-    ]
-    digest = {str(p.relative_to(paths.ROOT)): cache.sha256_file(p) for p in sorted(files)}
-    return cache.stable_hash(digest, length=64)
+    files = [p for p in data_root.rglob("*")
+             if p.is_file() and not any(s in p.parents for s in skip) and p.name != "manifest.csv"]
+    return cache.stable_hash({str(p.relative_to(paths.ROOT)): cache.sha256_file(p) for p in sorted(files)}, length=64)
+
+
+def _imported_modules(source: str) -> set[str] | None:
+    """``bias_utils`` modules a piece of code imports (``None`` if it cannot be parsed).
+
+    Catches imports anywhere, including the lazy ones inside functions; inside
+    the package, relative imports count too.
+    """
+    import ast
+
+    # IPython magics and shell escapes are not Python
+    lines = [ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))]
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return None
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("bias_utils.")}
+        elif isinstance(node, ast.ImportFrom):
+            absolute = node.level == 0 and (node.module or "").split(".")[0] == "bias_utils"
+            if not (absolute or node.level == 1):
+                continue
+            parts = (node.module or "").split(".")[1:] if absolute else (node.module or "").split(".")
+            found |= {parts[0]} if parts and parts[0] else {a.name for a in node.names}
+    return found
+
+
+def code_modules(notebook: Path) -> list[str]:
+    """The ``bias_utils`` modules a notebook's results can depend on: what it imports, transitively.
+
+    Always includes the package ``__init__`` and :mod:`~bias_utils.rendering`
+    (the injected cell). ``book`` itself is left out: it decides *whether* to
+    run, not what a run computes. Code that cannot be parsed depends on every module.
+    """
+    import nbformat
+
+    available = {p.stem for p in PACKAGE_DIR.glob("*.py")}
+    nb = nbformat.read(notebook, as_version=4)
+    seen = _imported_modules("\n".join(c.source for c in nb.cells if c.cell_type == "code"))
+    if seen is None:
+        return sorted(available - {"book"})
+    todo, closure = list(seen), {"__init__", "rendering"}
+    while todo:
+        name = todo.pop()
+        if name in closure or name not in available:
+            continue
+        closure.add(name)
+        found = _imported_modules((PACKAGE_DIR / f"{name}.py").read_text(encoding="utf-8"))
+        todo += sorted(available) if found is None else sorted(found)
+    return sorted(closure - {"book"})
 
 
 def package_versions() -> dict[str, str | None]:
@@ -144,15 +196,22 @@ def git_state() -> dict[str, object]:
 
 @dataclass(frozen=True)
 class Environment:
-    """What every run shares: computed once per invocation."""
+    """What runs share, computed once per invocation: module hashes, data lists, packages, data sha256s."""
 
-    code: str
+    modules: dict
+    data_lists: str
     packages: dict
     data: dict
 
     @classmethod
     def current(cls) -> "Environment":
-        return cls(code=code_hash(), packages=package_versions(), data=data_hashes())
+        return cls(modules=module_hashes(), data_lists=data_list_hash(), packages=package_versions(),
+                   data=data_hashes())
+
+    def code(self, notebook: Path) -> dict[str, str]:
+        """Hashes of the modules ``notebook`` depends on, plus the data lists."""
+        code = {name: self.modules.get(name) for name in code_modules(notebook)}
+        return {**code, "data lists": self.data_lists}
 
 
 # --------------------------------------------------------------------------- runs
@@ -179,7 +238,7 @@ class Run:
             "notebook": cache.sha256_file(self.notebook),
             "parameters": self.parameters,
             "model_id": self.model.get("model_id"),
-            "code": env.code,
+            "code": env.code(self.notebook),
             "packages": env.packages,
             "data": env.data,
             "render_cell": RENDER_CELL,
@@ -282,7 +341,7 @@ def execute_run(run: Run, env: Environment) -> dict:
         "depends_on": list(run.depends_on),
         "packages": env.packages,
         "python": sys.version.split()[0],
-        "code_sha256": env.code,
+        "code_sha256": env.code(run.notebook),
         "data_sha256": env.data,
         "git": git_state(),
         "started": started.isoformat(timespec="seconds"),
@@ -377,11 +436,10 @@ def plan_runs(
     does not apply to a model (generation on an encoder) is reported too.
     """
     results_dir = Path(results_dir or paths.results_dir())
-    quick_params = QUICK_PARAMETERS
 
     def params_for(nb: Path, wanted: dict) -> dict:
         declared = declared_parameters(nb)
-        quick_nb = {**quick_params, **QUICK_OVERRIDES.get(nb.stem, {})} if quick else {}
+        quick_nb = {**QUICK_PARAMETERS, **QUICK_OVERRIDES.get(nb.stem, {})} if quick else {}
         if "output_dir" not in declared:
             # it then writes under paths.results_dir(), which make_book points at results_dir
             log(f"book: {nb.name} declares no output_dir parameter; it writes to its default folder")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -51,8 +52,14 @@ def test_unchanged_run_skips_and_changes_reexecute(tiny):
     nbformat.write(nb, run.notebook)
     assert _executed(run, env) == ["m/tiny"]
 
-    changed_code = book.Environment(code="0" * 64, packages=env.packages, data=env.data)
+    # a module the notebook does not import (tiny imports no bias_utils module) changes nothing;
+    # the renderer it is injected with does
+    other_module = dataclasses.replace(env, modules={**env.modules, "bold": "0" * 64})
+    assert _executed(run, other_module) == []
+    changed_code = dataclasses.replace(env, modules={**env.modules, "rendering": "0" * 64})
     assert _executed(run, changed_code) == ["m/tiny"]
+    changed_lists = dataclasses.replace(changed_code, data_lists="another data list")
+    assert _executed(run, changed_lists) == ["m/tiny"]
 
     run.depends_on = ("an upstream run key",)
     assert _executed(run, changed_code) == ["m/tiny"]
@@ -131,7 +138,7 @@ def test_plan_applies_notebooks_per_model_and_quick_parameters(tmp_path):
     assert first.parameters == {"limit": book.QUICK_PARAMETERS["limit"], "output_dir": str(tmp_path / "r" / "dec")}
     assert runs[1].depends_on == ("dec/a_study",)
     assert runs[-1].depends_on == tuple(labels[:-1])
-    env = book.Environment(code="c", packages={}, data={})
+    env = book.Environment(modules={}, data_lists="d", packages={}, data={})
     book.resolve_dependency_keys(runs, env)
     assert runs[1].depends_on == (runs[0].key(env),)
 
@@ -179,3 +186,18 @@ def test_vega_bundle_written_once(tmp_path):
     assert "window.vegaEmbed" in text and text.startswith("(function () {")
     mtime = target.stat().st_mtime_ns
     assert rendering.write_vega_bundle(tmp_path).stat().st_mtime_ns == mtime
+
+
+def test_code_modules_follow_imports_transitively(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell("%matplotlib inline\nfrom bias_utils import bold\nimport bias_utils.plots")]
+    path = tmp_path / "n.ipynb"
+    nbformat.write(nb, path)
+    modules = book.code_modules(path)
+    # bold imports lexicon and stats itself; plots imports cache; book is never a dependency
+    assert {"__init__", "rendering", "bold", "plots", "lexicon", "stats", "cache"} <= set(modules)
+    assert "space" not in modules and "crossmodel" not in modules and "book" not in modules
+    nb.cells[1].source = "def broken(:"
+    nbformat.write(nb, path)
+    assert set(book.code_modules(path)) == {p.stem for p in book.PACKAGE_DIR.glob("*.py")} - {"book"}
