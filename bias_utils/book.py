@@ -514,7 +514,7 @@ def _file_entry(book_dir: Path, path: Path) -> str:
 def write_model_page(book_dir: Path, model: dict, runs: list[Run]) -> Path:
     """A generated overview page per model: identity and the runs behind its chapters."""
     lines = [
-        f"# Model: {model['name']}",
+        f"# {model['name']}: the model and its runs",
         "",
         f"- model id: `{model['model_id']}`",
         f"- weights sha256: `{model.get('weight_sha256') or 'not recorded'}`",
