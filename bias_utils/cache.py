@@ -16,8 +16,9 @@ import json
 import os
 import tempfile
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -47,22 +48,36 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` so that the file is either complete or absent."""
+@contextmanager
+def atomic_open(path: str | os.PathLike, verify: Callable[[Path], None] | None = None) -> Iterator[BinaryIO]:
+    """Write through a temporary file beside ``path`` that replaces ``path`` only when complete.
+
+    The file is flushed and fsynced, then ``verify(tmp_path)`` may veto it by
+    raising; only then is it renamed over ``path``. On any error the temporary
+    file is removed and ``path`` is left as it was.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp_path = Path(tmp)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        if verify is not None:
+            verify(tmp_path)
+        os.replace(tmp_path, path)
+    finally:
+        tmp_path.unlink(missing_ok=True)
     _fsync_dir(path.parent)
-    return path
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` so that the file is either complete or absent."""
+    with atomic_open(path) as f:
+        f.write(data)
+    return Path(path)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -75,21 +90,9 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
 
 def write_npz(path: str | os.PathLike, **arrays: np.ndarray) -> Path:
     """Atomically write arrays as an uncompressed npz (no pickled objects)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-    return path
+    with atomic_open(path) as f:
+        np.savez(f, **arrays)
+    return Path(path)
 
 
 def read_npz(path: str | os.PathLike, required: Iterable[str] = ()) -> dict[str, np.ndarray] | None:

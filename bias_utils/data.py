@@ -19,7 +19,6 @@ from __future__ import annotations
 import csv
 import os
 import shutil
-import tempfile
 import urllib.request
 import warnings
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import paths
-from .cache import sha256_file
+from .cache import atomic_open, sha256_file
 
 
 class DataError(RuntimeError):
@@ -100,33 +99,17 @@ def _verify(path: Path, item: DataFile, where: str) -> None:
 
 def _install(src: Path, item: DataFile) -> Path:
     dest = cached_path(item.key)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
-        shutil.copyfile(src, tmp_path)
-        # The copy is what later runs trust, so it is verified itself (a full disk truncates silently).
-        _verify(tmp_path, item, f"copy of {src}")
-        os.replace(tmp_path, dest)
-    finally:
-        tmp_path.unlink(missing_ok=True)
+    # The copy is what later runs trust, so it is verified itself (a full disk truncates silently).
+    with atomic_open(dest, verify=lambda tmp: _verify(tmp, item, f"copy of {src}")) as f, open(src, "rb") as r:
+        shutil.copyfileobj(r, f)
     return dest
 
 
 def _download(item: DataFile) -> Path:
     dest = cached_path(item.key)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
-        with urllib.request.urlopen(item.url, timeout=30) as r, open(tmp_path, "wb") as f:
-            shutil.copyfileobj(r, f)
-        _verify(tmp_path, item, "download")
-        os.replace(tmp_path, dest)
-    finally:
-        tmp_path.unlink(missing_ok=True)
+    with atomic_open(dest, verify=lambda tmp: _verify(tmp, item, "download")) as f, \
+            urllib.request.urlopen(item.url, timeout=30) as r:
+        shutil.copyfileobj(r, f)
     return dest
 
 

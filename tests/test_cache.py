@@ -100,3 +100,18 @@ def test_jsonl_survives_sigkill_mid_stream(tmp_path):
     assert [r["i"] for r in rows] == list(range(len(rows)))
     cache.append_jsonl(path, [{"i": len(rows)}])
     assert [r["i"] for r in cache.read_jsonl(path)] == list(range(len(rows) + 1))
+
+
+def test_atomic_open_veto_keeps_the_old_file(tmp_path):
+    target = tmp_path / "f.txt"
+    target.write_text("old")
+
+    def reject(tmp):
+        assert tmp.read_text() == "new"  # the veto sees the complete new content
+        raise ValueError("checksum mismatch")
+
+    with pytest.raises(ValueError, match="checksum"):
+        with cache.atomic_open(target, verify=reject) as f:
+            f.write(b"new")
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["f.txt"]
