@@ -62,7 +62,7 @@ def ours(m, prompts: list[str], batch_size: int | None) -> tuple[int, float]:
 
 
 def served(m, prompts: list[str], parallel: int) -> tuple[int, float]:
-    with llama_server(m.gguf_path, n_parallel=parallel, ctx_per_slot=256) as srv:
+    with llama_server(m.gguf_path, n_parallel=parallel, ctx_per_slot=256, n_threads=torch.get_num_threads()) as srv:
         endpoint = OpenAIEndpoint(srv.base_url, parallel=parallel)
         generate(endpoint, prompts[:parallel], seed=99, max_new_tokens=8, cache=False, progress=False)  # warm-up
         start = time.perf_counter()
@@ -100,10 +100,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--n-prompts", type=int, default=64)
-    parser.add_argument("--baseline-prompts", type=int, default=16)
+    parser.add_argument("--baseline-prompts", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=None, help="default: generation.auto_batch_size")
     parser.add_argument("--parallel", type=int, default=16, help="llama.cpp server slots")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads for torch and llama.cpp alike (default: torch's choice); on a machine "
+                             "shared with other jobs 1 thread can be several times faster than 2 (OpenMP spinning)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     table = load_profession_prompts()
     prompts = table["prompt"].iloc[:: len(table) // args.n_prompts].head(args.n_prompts).tolist()
