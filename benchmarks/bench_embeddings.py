@@ -94,7 +94,7 @@ def bench(name: str, contexts: list[str], words: list[str], ref_n: int, rng: np.
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["smollm2-135m-instruct", "minilm-l6"])
-    parser.add_argument("--ref-n", type=int, default=200, help="pairs timed with the reference loop (subsample)")
+    parser.add_argument("--ref-n", type=int, default=100, help="pairs timed with the reference loop (subsample)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 

@@ -20,8 +20,11 @@ that appears twice is embedded at its first appearance here too. A word not in
 its context (or cut off by the model's maximum length) is a recorded skip: its
 row of ``values`` is NaN and ``skipped`` says why.
 
-Speed and exactness. Pairs are sorted by token length and run in padded
-batches through the backbone (no LM head) under ``torch.inference_mode``.
+Speed and exactness. Contexts are tokenised once; for decoders each is cut
+after the word's last token (causal attention: later tokens cannot change the
+states at the word, so this is exact and saves their cost). Pairs are sorted by
+token length and run in padded batches through the backbone (no LM head) under
+``torch.inference_mode``.
 Decoders keep their tokenizer's padding side and get explicit position ids from
 the attention mask, so left padding does not shift positions; encoders are always
 padded on the right, because their absolute position embeddings count from the
@@ -200,7 +203,8 @@ def embed_words(
 
     tok = model.tokenizer
     max_len = _max_length(model)
-    todo: list[tuple[int, str, list[int], int]] = []  # (pair index, key, token indices, length)
+    # (pair index, cache key, token indices, model inputs as lists)
+    todo: list[tuple[int, str, list[int], dict[str, list[int]]]] = []
     spans: dict[int, tuple[int, int]] = {}
     for i, (context, word) in enumerate(zip(contexts, words)):
         reason = _check_pair(context, word)
@@ -213,28 +217,32 @@ def embed_words(
     located = list(spans)
     encodings = tok([contexts[i] for i in located], return_offsets_mapping=True, truncation=True,
                     max_length=max_len) if located else {"input_ids": [], "offset_mapping": []}
-    for i, ids, offsets in zip(located, encodings["input_ids"], encodings["offset_mapping"]):
+    fields = [k for k in encodings if k != "offset_mapping"]
+    for j, i in enumerate(located):
+        ids, offsets = encodings["input_ids"][j], encodings["offset_mapping"][j]
         idx = token_indices(offsets, spans[i])
         truncated = len(ids) >= max_len and spans[i][1] > max(e for _, e in offsets)
         if not idx or truncated:
             skipped.append((i, contexts[i], words[i],
                             f"word {words[i]!r} is cut off at the model's maximum length of {max_len} tokens"))
         else:
-            todo.append((i, _pair_key(contexts[i], words[i]), idx, len(ids)))
+            # Causal attention: a decoder's states at the word never see later tokens, so cut them.
+            cut = max(idx) + 1 if model.kind == "decoder" else len(ids)
+            todo.append((i, _pair_key(contexts[i], words[i]), idx, {k: encodings[k][j][:cut] for k in fields}))
             n_tokens[i] = len(idx)
     skipped.sort()
 
     folder = _cache_dir(model.model_id, layer_list)
     cached = _load_cached(folder, {t[1] for t in todo}) if cache and todo else {}
     pending = []
-    for i, key, idx, length in todo:
+    for i, key, idx, inputs in todo:
         if key in cached:
             values[i] = cached[key]
         else:
-            pending.append((i, key, idx, length))
+            pending.append((i, key, idx, inputs))
 
     if pending:
-        _compute(model, contexts, pending, layer_list, values, max_len,
+        _compute(model, pending, layer_list, values,
                  batch_size or default_batch_size(model), folder if cache else None, progress, len(todo) - len(pending))
     return WordEmbeddings(
         values=values,
@@ -253,35 +261,53 @@ def _check_pair(context, word) -> str | None:
     return None
 
 
-def _compute(model, contexts, pending, layer_list, values, max_len, batch_size, folder, progress, n_cached) -> None:
+def _pad(batch, side: str, pad_id: int) -> dict[str, torch.Tensor]:
+    """Pad the pre-tokenised inputs of a batch to one width, on the given side."""
+    width = max(len(inputs["input_ids"]) for *_, inputs in batch)
+    out = {}
+    for name in batch[0][3]:
+        fill = pad_id if name == "input_ids" else 0
+        arr = torch.full((len(batch), width), fill, dtype=torch.long)
+        for row, (*_, inputs) in enumerate(batch):
+            seq = torch.tensor(inputs[name], dtype=torch.long)
+            if side == "left":
+                arr[row, width - len(seq):] = seq
+            else:
+                arr[row, :len(seq)] = seq
+        out[name] = arr
+    return out
+
+
+def _compute(model, pending, layer_list, values, batch_size, folder, progress, n_cached) -> None:
     tok = model.tokenizer
     backbone = model.backbone()
     decoder = model.kind == "decoder"
     use_positions = decoder and _accepts_position_ids(backbone)
     # Encoders: absolute position embeddings count from the first token, so pad on the right.
     padding_side = tok.padding_side if decoder else "right"
-    pending = sorted(pending, key=lambda t: t[3])  # length-sorted: little padding per batch
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0  # padded positions are masked anyway
+    pending = sorted(pending, key=lambda t: len(t[3]["input_ids"]))  # length-sorted: little padding per batch
     bar = tqdm(total=len(pending), desc=f"embedding ({model.name})", unit="ctx", disable=not progress,
                postfix={"cached": n_cached})
     with torch.inference_mode():
         for b0 in range(0, len(pending), batch_size):
             batch = pending[b0:b0 + batch_size]
-            texts = [contexts[i] for i, *_ in batch]
-            enc = tok(texts, padding=True, truncation=True, max_length=max_len, return_tensors="pt",
-                      padding_side=padding_side)
+            enc = _pad(batch, padding_side, pad_id)
             mask = enc["attention_mask"]
             width = mask.shape[1]
             # Pooling weights: 1/k on the word's k tokens, shifted by the left padding of each row.
             weights = torch.zeros(len(batch), width, dtype=torch.float32)
-            for row, (_, _, idx, length) in enumerate(batch):
-                shift = width - length if padding_side == "left" else 0
+            for row, (_, _, idx, inputs) in enumerate(batch):
+                shift = width - len(inputs["input_ids"]) if padding_side == "left" else 0
                 weights[row, [shift + j for j in idx]] = 1.0 / len(idx)
             inputs = {k: v.to(model.device) for k, v in enc.items()}
             if use_positions:
                 inputs["position_ids"] = (mask.cumsum(-1) - 1).clamp(min=0).to(model.device)
             hidden = backbone(**inputs, output_hidden_states=True).hidden_states
-            stacked = torch.stack([hidden[layer] for layer in layer_list], dim=1).float().cpu()  # [B, L, T, H]
-            pooled = torch.einsum("blth,bt->blh", stacked, weights).numpy()
+            # Pool per layer ([B,1,T] @ [B,T,H]) rather than stacking all layers' full states first.
+            weights = weights.unsqueeze(1).to(model.device)
+            pooled = torch.stack([torch.bmm(weights, hidden[layer].float()).squeeze(1) for layer in layer_list],
+                                 dim=1).cpu().numpy()
             for row, (i, *_) in enumerate(batch):
                 values[i] = pooled[row]
             if folder is not None:

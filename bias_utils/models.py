@@ -362,7 +362,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "model"
 
 
-def _choose_device(device: str | torch.device, dtype: Any, weight_bytes: int) -> tuple[torch.device, torch.dtype, bool, str]:
+def _choose_device(device: str | torch.device, dtype: Any, weight_bytes: int | None) -> tuple[torch.device, torch.dtype, bool, str]:
     """(device, dtype, use device_map='auto', human-readable reason)."""
     if isinstance(dtype, str):
         try:
@@ -374,8 +374,9 @@ def _choose_device(device: str | torch.device, dtype: Any, weight_bytes: int) ->
         return dev, dtype or torch.float32, False, f"{dev} (requested)"
     if torch.cuda.is_available():
         total = torch.cuda.get_device_properties(0).total_memory
-        # Weights in fp32 files shrink by half in bf16; leave room for activations.
-        shard = weight_bytes / 2 > 0.6 * total or torch.cuda.device_count() > 1 and weight_bytes / 2 > 0.3 * total
+        # Weights in fp32 files shrink by half in bf16; leave room for activations. A hub model's
+        # size is unknown before download: let accelerate place it (one GPU when it fits).
+        shard = weight_bytes is None or weight_bytes / 2 > 0.6 * total
         return torch.device("cuda:0"), dtype or torch.bfloat16, shard, "cuda bf16" + (" device_map=auto" if shard else "")
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return torch.device("mps"), dtype or torch.float32, False, "mps fp32"
@@ -554,7 +555,7 @@ def _load_hub(name: str, dtype, device, trust_remote_code: bool, revision: str |
         ) from exc
     commit = getattr(config, "_commit_hash", None) or revision or "unknown-revision"
     source = {"type": "hub", "path": name, "revision": commit}
-    dev, dt, shard, why = _choose_device(device, dtype, 0)
+    dev, dt, shard, why = _choose_device(device, dtype, None)
     source["device_choice"] = why
     return _from_folder(name, name, f"{_slug(name.replace('/', '__'))}--{commit[:12]}", dev, dt, shard, trust_remote_code, source, None, revision)
 

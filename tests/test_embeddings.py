@@ -192,8 +192,12 @@ def _check_model(m: LoadedModel, cases) -> None:
             m.tokenizer.padding_side = original
         assert got.values.shape == (len(contexts), m.n_layers + 1, m.hidden_size) and got.values.dtype == np.float32
         for k, (_, _, pos) in enumerate(cases):
-            _scale_close(got.values[k], refs[k])
-            _scale_close(got.values[k], one.values[k])
+            # A decoder without BOS turns its first token into an attention sink (~2e4 activations);
+            # there, float32 rounding differences between kernels reach ~2.5e-5 of the scale.
+            sink = m.kind == "decoder" and pos[0] == 0
+            rtol = 5e-5 if sink else 1e-5
+            _scale_close(got.values[k], refs[k], rtol)
+            _scale_close(got.values[k], one.values[k], rtol)
             assert got.n_tokens[k] == len(pos)
         assert np.isnan(got.values[-1]).all() and list(got.skipped.pair_index) == [len(cases)]
 
