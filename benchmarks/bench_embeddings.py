@@ -13,12 +13,17 @@ subsample: the maximum absolute difference, and the maximum relative to each
 vector's largest component (decoders without BOS carry ~2e4 "attention sink"
 activations on the first token, where one float32 ulp is ~2e-3).
 
-Run: ``HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_embeddings.py``
+The machine's load average is printed: on a CPU shared with other jobs, torch's
+threads wait on each other and both rates drop (the many small operations of the
+reference more so); ``--threads 1`` avoids that.
+
+Run: ``HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_embeddings.py [--threads 1]``
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import time
 
@@ -96,12 +101,17 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["smollm2-135m-instruct", "minilm-l6"])
     parser.add_argument("--ref-n", type=int, default=100, help="pairs timed with the reference loop (subsample)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch intra-op threads (default: torch's choice); 1 is faster on a CPU shared with other jobs")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     seed = load_seed_dictionary()
     contexts = [c for cs in seed.contexts for c in cs]
     words = [t for t, cs in zip(seed.term, seed.contexts) for _ in cs]
-    print(f"seed dictionary: {len(seed)} senses, {len(contexts)} (context, term) pairs; torch threads {torch.get_num_threads()}")
+    print(f"seed dictionary: {len(seed)} senses, {len(contexts)} (context, term) pairs; "
+          f"torch threads {torch.get_num_threads()} on {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     rng = np.random.default_rng(args.seed)
     for name in args.models:
         r = bench(name, contexts, words, args.ref_n, rng)

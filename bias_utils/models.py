@@ -362,13 +362,17 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "model"
 
 
-def _choose_device(device: str | torch.device, dtype: Any, weight_bytes: int | None) -> tuple[torch.device, torch.dtype, bool, str]:
-    """(device, dtype, use device_map='auto', human-readable reason)."""
+def _parse_dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
     if isinstance(dtype, str):
         try:
-            dtype = _DTYPES[dtype.lower()]
+            return _DTYPES[dtype.lower()]
         except KeyError:
             raise ModelError(f"unknown dtype {dtype!r}; use one of {', '.join(_DTYPES)} or a torch.dtype") from None
+    return dtype
+
+
+def _choose_device(device: str | torch.device, dtype: torch.dtype | None, weight_bytes: int | None) -> tuple[torch.device, torch.dtype, bool, str]:
+    """(device, dtype, use device_map='auto', human-readable reason)."""
     if device != "auto":
         dev = torch.device(device)
         return dev, dtype or torch.float32, False, f"{dev} (requested)"
@@ -492,6 +496,7 @@ def load_model(
     large for the GPU), else MPS, else the CPU in fp32. Loaded models are cached
     per process, so calling twice with the same arguments returns the same object.
     """
+    dtype = _parse_dtype(dtype)
     key = (str(name_or_path), str(dtype), str(device), bool(trust_remote_code), revision)
     if key not in _LOADED:
         _LOADED[key] = _load(str(name_or_path), dtype, device, trust_remote_code, revision)
@@ -548,7 +553,8 @@ def _load_hub(name: str, dtype, device, trust_remote_code: bool, revision: str |
         offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}
         raise ModelError(
             f"could not load hub id {name!r}"
-            + (" (HF_HUB_OFFLINE is set, so only the local Hugging Face cache is searched)" if offline else "")
+            + (" (HF_HUB_OFFLINE is set, so only the local Hugging Face cache is searched)" if offline
+               else " (without network, set HF_HUB_OFFLINE=1 to use the local Hugging Face cache only)")
             + f": {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}. "
             "Without access to the hub, download the model elsewhere and pass its local folder "
             "(the folder with config.json), or a .gguf file; built-ins: " + ", ".join(BUILTIN_MODELS)

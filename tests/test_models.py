@@ -65,6 +65,7 @@ def test_hub_id_offline_gives_clear_error(monkeypatch):
     assert "no-such-org/no-such-model-xyz" in msg and "HF_HUB_OFFLINE" in msg and "local folder" in msg
 
 
+@pytest.mark.slow  # two interpreters that import torch
 def test_cli_list_and_idempotent_install():
     out = subprocess.run([sys.executable, "-m", "bias_utils.models", "list"], capture_output=True, text=True, check=True).stdout
     for name in BUILTIN_MODELS:
@@ -75,6 +76,7 @@ def test_cli_list_and_idempotent_install():
     assert res.returncode == 0 and "already installed" in res.stdout and "pip" not in res.stdout.lower()
 
 
+@pytest.mark.slow
 def test_unknown_name_on_cli_fails():
     res = subprocess.run([sys.executable, "-m", "bias_utils.models", "install", "gpt-5"], capture_output=True, text=True)
     assert res.returncode != 0 and "invalid choice" in res.stderr
