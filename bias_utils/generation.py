@@ -82,7 +82,7 @@ from .cache import append_jsonl, atomic_write_json, read_jsonl, stable_hash
 COLUMNS = ["prompt_id", "sample", "prompt", "completion", "n_tokens", "finish_reason"]
 
 #: Bumped whenever a change alters the completions produced for the same key.
-_ALGORITHM_VERSION = 1
+_ALGORITHM_VERSION = 2
 #: First number of nucleus candidates; doubled x4 until they hold ``top_p`` of the mass.
 _FIRST_K = 64
 #: Largest default batch (beyond this, 2 CPU cores gain nothing and memory grows).
@@ -221,8 +221,8 @@ class OpenAIEndpoint:
         return {"completion": text or "", "n_tokens": n_tokens, "finish_reason": finish}
 
     def _post(self, url: str, body: dict, headers: dict) -> dict:
-        delay = 0.5
-        for attempt in range(self.max_retries + 1):
+        delay, attempt = 0.5, 0
+        while True:
             try:
                 response = requests.post(url, json=body, headers=headers, timeout=self.timeout)
                 if response.status_code == 429 or response.status_code >= 500:
@@ -231,11 +231,11 @@ class OpenAIEndpoint:
                     raise RuntimeError(f"{url} rejected the request: HTTP {response.status_code}: {response.text[:300]}")
                 return response.json()
             except (requests.ConnectionError, requests.Timeout, _Retryable) as exc:
-                if attempt == self.max_retries:
-                    raise RuntimeError(f"{url} failed after {self.max_retries + 1} attempts: {exc}") from exc
+                attempt += 1
+                if attempt > self.max_retries:
+                    raise RuntimeError(f"{url} failed after {attempt} attempts: {exc}") from exc
                 time.sleep(delay)
                 delay *= 2
-        raise AssertionError("unreachable")
 
 
 class _Retryable(Exception):
@@ -409,8 +409,8 @@ def _run_http(endpoint: OpenAIEndpoint, todo: list[dict], emit: Callable, *, max
 def auto_batch_size(model: Any, max_len: int) -> int:
     """Rows per forward pass: as many as fit ~2 GiB of KV cache and logits, capped at 64.
 
-    On 2 CPU cores throughput grows with the batch up to about 64 rows for
-    SmolLM2 (``benchmarks/bench_generation.py``), then flattens.
+    64 is where the probes in ``MODELS.md`` measured stock batched generation on
+    this 2-core machine; larger batches mostly add memory.
     """
     cfg = model.model.config
     cfg = getattr(cfg, "text_config", None) or cfg
