@@ -235,12 +235,12 @@ def test_chat_without_template_is_an_error(smol):
 @pytest.mark.slow
 def test_batch_size_reproducibility(smol, bold_slice):
     """Across batch sizes the random draws are the same (per-row streams), only float rounding of the
-    logits differs with the batch shape: completions mostly agree, which is all the docs promise."""
+    logits differs with the batch shape: completions mostly agree (>= 80 %), which is all the docs promise."""
     prompts, ids = bold_slice
     kw = dict(prompt_ids=ids[:6], max_new_tokens=16, seed=11, cache=False, progress=False)
     one = generate(smol, prompts[:6], batch_size=1, **kw)
     six = generate(smol, prompts[:6], batch_size=6, **kw)
-    assert (one["completion"] == six["completion"]).mean() >= 0.5
+    assert (one["completion"] == six["completion"]).mean() >= 0.8
 
 
 # --------------------------------------------------------------------------- acceptance: SIGKILL + resume
