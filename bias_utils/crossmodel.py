@@ -295,7 +295,9 @@ def link_chart(link: pd.DataFrame, x: str = "names_warmth_gap", y: str = "odds_r
 
 
 def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: str = "names") -> alt.VConcatChart:
-    """One row per model: its 7D profile and its warmth × competence plane for ``population``."""
+    """Per model, its 7D profile above its warmth × competence plane for ``population``.
+
+    Stacked rather than side by side: a book page is too narrow for both."""
     from . import plots
 
     rows = []
@@ -310,8 +312,7 @@ def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: s
             charts.append(plots.profile_chart(seven, s, title=f"{model}: 7D profile ({population})"))
         if len(two):
             charts.append(plots.warmth_competence_chart(two, stats=s, title=f"{model}: warmth × competence"))
-        if charts:
-            rows.append(alt.hconcat(*charts))
+        rows += charts
     if not rows:
         raise ValueError(f"profile_grid: no group means for population {population!r}")
-    return alt.vconcat(*rows)
+    return alt.vconcat(*rows).resolve_scale(color="independent", shape="independent")

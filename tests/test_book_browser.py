@@ -105,13 +105,28 @@ class Browser:
                     found.append(f"network request: {url}")
         return found
 
-    def screenshot(self, path: Path) -> None:
-        metrics = self.call("Page.getLayoutMetrics")["cssContentSize"]
-        height = min(int(metrics["height"]), 6000)
+    def screenshot(self, path: Path, clip: dict | None = None) -> None:
+        """The page from the top (at most 6000 px), or the ``clip`` box in page coordinates."""
+        if clip is None:
+            metrics = self.call("Page.getLayoutMetrics")["cssContentSize"]
+            clip = {"x": 0, "y": 0, "width": 1280, "height": min(int(metrics["height"]), 6000)}
         shot = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
-                         clip={"x": 0, "y": 0, "width": 1280, "height": height, "scale": 1})
+                         clip={**clip, "scale": 1})
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(shot["data"]))
+
+    def screenshot_charts(self, stem: str, limit: int = 3) -> None:
+        """Close-ups of the first charts of the page, ``<stem>-chart<i>.png``."""
+        boxes = self.evaluate("""[...document.querySelectorAll('.bias-vega-chart')].map(el => {
+            const r = el.getBoundingClientRect();
+            return {x: r.left + window.scrollX, y: r.top + window.scrollY, width: r.width, height: r.height};
+        })""")
+        for i, box in enumerate(boxes[:limit]):
+            if box["width"] and box["height"]:
+                pad = 8
+                self.screenshot(SCREENSHOTS / f"{stem}-chart{i + 1}.png",
+                                {"x": max(0, box["x"] - pad), "y": max(0, box["y"] - pad),
+                                 "width": box["width"] + 2 * pad, "height": box["height"] + 2 * pad})
 
     def close(self) -> None:
         if getattr(self, "ws", None):
@@ -188,6 +203,7 @@ def test_page_renders_offline(quick_book, browser, name, pattern, min_charts):
     browser.open(page.as_uri())
     charts = wait_for_charts(browser)
     browser.screenshot(SCREENSHOTS / f"{name}.png")
+    browser.screenshot_charts(name)
     assert len(charts) >= min_charts, f"{page.name}: expected charts, found {len(charts)}"
     undrawn = [c for c in charts if not (c["drawn"] and c["width"] > 0 and c["height"] > 0)]
     assert not undrawn, f"{page.name}: charts not drawn: {undrawn}"
