@@ -297,8 +297,8 @@ def _compute(model, pending, layer_list, values, batch_size, folder, progress, n
             width = mask.shape[1]
             # Pooling weights: 1/k on the word's k tokens, shifted by the left padding of each row.
             weights = torch.zeros(len(batch), width, dtype=torch.float32)
-            for row, (_, _, idx, inputs) in enumerate(batch):
-                shift = width - len(inputs["input_ids"]) if padding_side == "left" else 0
+            for row, (_, _, idx, pair_inputs) in enumerate(batch):
+                shift = width - len(pair_inputs["input_ids"]) if padding_side == "left" else 0
                 weights[row, [shift + j for j in idx]] = 1.0 / len(idx)
             inputs = {k: v.to(model.device) for k, v in enc.items()}
             if use_positions:
