@@ -13,8 +13,9 @@
    the package versions, the sha256s in ``data/manifest.csv`` and the keys of
    the runs it reads from (earlier notebooks of the same model).
    A run counts as done only once its manifest (``<notebook>.run.json``)
-   records status ``ok`` with that key, so an interrupted or failed run is
-   executed again next time and nothing half-written is trusted.
+   records that key, so an interrupted run is executed again next time and
+   nothing half-written is trusted. A run that failed stays failed (and
+   ``make book`` exits non-zero, naming it) until its inputs change.
 3. ``book/_toc.yml`` and one overview page per model are generated from the
    manifests, the vega bundle is written once into ``book/_static/vendor/``,
    and ``jupyter-book build`` runs — unless no file of the book changed since
@@ -253,9 +254,15 @@ class Run:
             return None
 
     def is_current(self, env: Environment) -> bool:
+        """Finished (``ok`` or ``failed``) with the current key, and its notebook is there.
+
+        A failed run with unchanged inputs would fail the same way, so it is not
+        repeated; it stays reported as failed until its inputs change (or ``--force``).
+        """
         old = self.previous_manifest()
         return bool(
-            old and old.get("status") == "ok" and old.get("run_key") == self.key(env) and self.output.exists()
+            old and old.get("status") in ("ok", "failed") and old.get("run_key") == self.key(env)
+            and self.output.exists()
         )
 
 
@@ -304,7 +311,7 @@ def execute_run(run: Run, env: Environment) -> dict:
 
     A failing notebook is not an exception here: the executed notebook keeps
     the traceback (and appears in the book as such), the manifest records
-    status ``failed`` with the error, and the next invocation runs it again.
+    status ``failed`` with the error; it runs again once its inputs change.
     """
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -676,12 +683,13 @@ def make_book(
     rendering.write_vega_bundle(book_dir / "_static")
     if build:
         build_html(book_dir, force=force, log=log)
-    failed = [m for m in manifests if m["status"] != "ok"]
-    stale = [r.label for r in runs if (r.previous_manifest() or {}).get("status") != "ok"]
-    log(f"book: done in {_fmt_seconds(time.perf_counter() - t0)}; executed {len(manifests)}, failed {len(failed)}")
-    for label in stale:
-        log(f"book: FAILED run (shown with its error in the book): {label}")
-    return 1 if stale else 0
+    failing = {r.label: r.previous_manifest() or {} for r in runs}
+    failing = {label: m for label, m in failing.items() if m.get("status") != "ok"}
+    log(f"book: done in {_fmt_seconds(time.perf_counter() - t0)}; executed {len(manifests)} of {len(runs)} runs")
+    for label, m in failing.items():
+        log(f"book: FAILED {label}: {m.get('error', 'no manifest')} (its chapter shows the traceback; "
+            "it runs again when its inputs change, or with --force)")
+    return 1 if failing else 0
 
 
 def main(argv: list[str] | None = None) -> int:

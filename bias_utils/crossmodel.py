@@ -163,6 +163,17 @@ def read_results(models: Sequence[str], table: str, results_dir: str | Path | No
     return stacked, pd.DataFrame(skipped, columns=SKIPPED_COLUMNS)
 
 
+def short_model_ids(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with ``model_id`` shortened for chart labels: the model name without the
+    weight hash and dtype (``smollm2-135m-instruct--b179c9523d0e--fp32`` -> ``smollm2-135m-instruct``),
+    unless two models would then share a label."""
+    ids = list(dict.fromkeys(frame["model_id"]))
+    short = {m: str(m).split("--")[0] for m in ids}
+    if len(set(short.values())) < len(ids):
+        return frame
+    return frame.assign(model_id=frame["model_id"].map(short))
+
+
 def headline_layer(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows of the headline layer (the mean over layers) when the table has several."""
     if "layer" in frame and frame["layer"].astype(str).eq("mean").any():
@@ -261,7 +272,7 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
 
     ``odds``: :func:`bold_odds_ratios` rows.
     """
-    data = odds.dropna(subset=["odds_ratio"])
+    data = short_model_ids(odds.dropna(subset=["odds_ratio"]))
     if data.empty:
         raise ValueError("forest_chart: no odds ratios to draw")
     base = alt.Chart(data).encode(
@@ -281,7 +292,7 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
 def link_chart(link: pd.DataFrame, x: str = "names_warmth_gap", y: str = "odds_ratio", *,
                title: str | None = None) -> alt.LayerChart:
     """Scatter of one intrinsic against one extrinsic measure, one labelled point per model."""
-    data = link.dropna(subset=[x, y])
+    data = short_model_ids(link.dropna(subset=[x, y]))
     if data.empty:
         raise ValueError(f"link_chart: no model has both {x} and {y}")
     log_y = y == "odds_ratio"
@@ -301,6 +312,7 @@ def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: s
     from . import plots
 
     rows = []
+    labels = dict(zip(means["model_id"], short_model_ids(means)["model_id"]))
     for model, m in means.groupby("model_id", sort=False):
         m = headline_layer(m)
         s = profile_stats[profile_stats["model_id"] == model]
@@ -309,9 +321,9 @@ def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: s
         two = pop[pop["space"] == "warmth_competence"].drop(columns=["model_id"])
         charts = []
         if len(seven):
-            charts.append(plots.profile_chart(seven, s, title=f"{model}: 7D profile ({population})"))
+            charts.append(plots.profile_chart(seven, s, title=f"{labels[model]}: 7D profile ({population})"))
         if len(two):
-            charts.append(plots.warmth_competence_chart(two, stats=s, title=f"{model}: warmth × competence"))
+            charts.append(plots.warmth_competence_chart(two, stats=s, title=f"{labels[model]}: warmth × competence"))
         rows += charts
     if not rows:
         raise ValueError(f"profile_grid: no group means for population {population!r}")

@@ -66,15 +66,17 @@ def test_unchanged_run_skips_and_changes_reexecute(tiny):
 
 
 @pytest.mark.slow
-def test_failed_run_is_recorded_and_retried(tiny):
+def test_failed_run_is_recorded_and_rerun_when_inputs_change(tiny):
     run, _ = tiny
     env = book.Environment.current()
     run.parameters = {**run.parameters, "x": "not a number"}  # "str" * 2 + 0 raises TypeError
     [manifest] = book.execute_runs([run], env, log=lambda *_: None)
     assert manifest["status"] == "failed"
     assert "TypeError" in manifest["error"]
-    assert not run.is_current(env)
-    assert _executed(run, env) == ["m/tiny"]  # a failed run is never taken as done
+    assert _executed(run, env) == []  # unchanged inputs would fail the same way
+    run.parameters = {**run.parameters, "x": 2}
+    assert _executed(run, env) == ["m/tiny"]
+    assert json.loads(run.manifest_path.read_text())["status"] == "ok"
 
 
 @pytest.mark.slow

@@ -116,3 +116,10 @@ def test_table2_and_gender_gaps_by_hand():
     assert gaps["model_id"].tolist() == ["m1", "m2"]  # the non-binary contrast is not a female/male gap
     assert gaps["gap"].tolist() == [1.0, 0.5]  # m2 lists male first: the sign is flipped
     assert gaps[["g", "g_ci_low", "g_ci_high"]].values.tolist() == [[1.0, 0.2, 1.8], [0.5, 0.1, 0.9]]
+
+
+def test_short_model_ids_only_when_unambiguous():
+    frame = pd.DataFrame({"model_id": ["a--123--fp32", "b--456--fp32", "a--123--fp32"]})
+    assert crossmodel.short_model_ids(frame)["model_id"].tolist() == ["a", "b", "a"]
+    clash = pd.DataFrame({"model_id": ["a--123--fp32", "a--123--bf16"]})
+    assert crossmodel.short_model_ids(clash)["model_id"].tolist() == ["a--123--fp32", "a--123--bf16"]
