@@ -106,27 +106,31 @@ class Browser:
         return found
 
     def screenshot(self, path: Path, clip: dict | None = None) -> None:
-        """The page from the top (at most 6000 px), or the ``clip`` box in page coordinates."""
+        """The page from the top (at most 6000 px), or the ``clip`` box (page coordinates) in view."""
+        beyond = clip is None
         if clip is None:
             metrics = self.call("Page.getLayoutMetrics")["cssContentSize"]
             clip = {"x": 0, "y": 0, "width": 1280, "height": min(int(metrics["height"]), 6000)}
-        shot = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+        shot = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=beyond,
                          clip={**clip, "scale": 1})
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(shot["data"]))
 
     def screenshot_charts(self, stem: str, limit: int = 3) -> None:
-        """Close-ups of the first charts of the page, ``<stem>-chart<i>.png``."""
-        boxes = self.evaluate("""[...document.querySelectorAll('.bias-vega-chart')].map(el => {
-            const r = el.getBoundingClientRect();
-            return {x: r.left + window.scrollX, y: r.top + window.scrollY, width: r.width, height: r.height};
-        })""")
-        for i, box in enumerate(boxes[:limit]):
+        """Close-ups of the first charts of the page, each scrolled into view: ``<stem>-chart<i>.png``."""
+        n = self.evaluate("document.querySelectorAll('.bias-vega-chart').length")
+        for i in range(min(n, limit)):
+            box = self.evaluate(f"""(() => {{
+                const el = document.querySelectorAll('.bias-vega-chart')[{i}];
+                el.scrollIntoView({{block: 'start'}});
+                const r = el.getBoundingClientRect();
+                return {{x: r.left + window.scrollX, y: r.top + window.scrollY,
+                         width: Math.min(r.width, 1280), height: Math.min(r.height, 880)}};
+            }})()""")
             if box["width"] and box["height"]:
-                pad = 8
                 self.screenshot(SCREENSHOTS / f"{stem}-chart{i + 1}.png",
-                                {"x": max(0, box["x"] - pad), "y": max(0, box["y"] - pad),
-                                 "width": box["width"] + 2 * pad, "height": box["height"] + 2 * pad})
+                                {"x": max(0, box["x"] - 8), "y": max(0, box["y"] - 8),
+                                 "width": box["width"] + 16, "height": box["height"] + 16})
 
     def close(self) -> None:
         if getattr(self, "ws", None):
@@ -196,6 +200,8 @@ def _page(html: Path, pattern: str) -> Path:
 @pytest.mark.parametrize("name, pattern, min_charts", [
     ("index", "index.html", 0),
     ("profiles", "models/smollm2-135m-instruct*/04_profiles.html", 1),
+    ("bold-audit", "models/smollm2-135m-instruct*/06_bold_audit.html", 1),
+    ("completions", "models/smollm2-135m-instruct*/08_completion_profiles.html", 1),
     ("cross-model", f"models/{book.CROSS_SLUG}/*.html", 1),
 ])
 def test_page_renders_offline(quick_book, browser, name, pattern, min_charts):
