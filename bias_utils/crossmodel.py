@@ -220,7 +220,7 @@ def bold_odds_ratios(bold_stats: pd.DataFrame) -> pd.DataFrame:
     Columns: ``model_id, method, odds_ratio, ci_low, ci_high, p, n``.
     """
     s = bold_stats
-    wald = s[(s["test"] == "odds_ratio") & (s["role"] == "audit")]
+    wald = s[s["test"].astype(str).str.startswith("odds_ratio") & (s["role"] == "audit")]
     boot = s[(s["test"] == "cluster_bootstrap_occupation") & (s["effect"] == "odds_ratio")]
     frames = [
         wald.assign(method="Wald (audit)"),

@@ -123,3 +123,13 @@ def test_short_model_ids_only_when_unambiguous():
     assert crossmodel.short_model_ids(frame)["model_id"].tolist() == ["a", "b", "a"]
     clash = pd.DataFrame({"model_id": ["a--123--fp32", "a--123--bf16"]})
     assert crossmodel.short_model_ids(clash)["model_id"].tolist() == ["a--123--fp32", "a--123--bf16"]
+
+
+def test_bold_odds_ratios_from_the_audit_table():
+    """On the published completions: the audit's Wald OR (published 24.65 [10.07, 60.37]) and the cluster bootstrap."""
+    metrics = bold.completion_metrics(bold.load_published_completions())
+    table, _ = bold.audit_statistics(metrics, n_boot=50, seed=0)
+    odds = crossmodel.bold_odds_ratios(table.assign(model_id="published"))
+    wald = odds[odds.method == "Wald (audit)"].iloc[0]
+    assert (round(wald.odds_ratio, 2), round(wald.ci_low, 2), round(wald.ci_high, 2)) == (24.65, 10.07, 60.37)
+    assert odds.method.tolist() == ["Wald (audit)", "occupation bootstrap"]
