@@ -202,6 +202,7 @@ def _page(html: Path, pattern: str) -> Path:
     ("profiles", "models/smollm2-135m-instruct*/04_profiles.html", 1),
     ("bold-audit", "models/smollm2-135m-instruct*/06_bold_audit.html", 1),
     ("completions", "models/smollm2-135m-instruct*/08_completion_profiles.html", 1),
+    ("replication", f"models/{book.REPLICATION_SLUG}/07_bold_replication.html", 1),
     ("cross-model", f"models/{book.CROSS_SLUG}/*.html", 1),
 ])
 def test_page_renders_offline(quick_book, browser, name, pattern, min_charts):
