@@ -543,7 +543,7 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
     """
     from .generation import generate
     from .models import load_model
-    from .profiles import write_table
+    from .results import write_table
 
     lexicons = dict(lexicon.GENDER_LEXICONS if lexicons is None else lexicons)
     neutral_lexicons = dict(lexicon.NEUTRAL_LEXICONS if neutral_lexicons is None else neutral_lexicons)

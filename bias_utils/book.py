@@ -40,16 +40,15 @@ from pathlib import Path
 import yaml
 
 from . import cache, data, paths, rendering
+from .results import CROSS_MODEL_FOLDER as CROSS_SLUG
+from .results import REPLICATION_FOLDER as REPLICATION_SLUG
+from .results import model_slug
 
 BOOK_DIR = paths.ROOT / "book"
 NOTEBOOKS_DIR = paths.ROOT / "notebooks"
 
 #: Generated folders inside a book directory (git-ignored; rebuilt from runs).
 GENERATED_DIRS = ("_build", "models")
-#: Slugs of the non-model parts (they live beside the model folders).
-REPLICATION_SLUG = "published-audit"
-CROSS_SLUG = "cross-model"
-
 #: Code injected as the first cell of every executed notebook (hidden in the
 #: book by its tag): charts then draw offline from the book's vega bundle.
 RENDER_CELL = "import bias_utils.rendering\nbias_utils.rendering.enable()"
@@ -399,14 +398,6 @@ def execute_runs(runs: list[Run], env: Environment | None = None, force: bool = 
 
 
 # --------------------------------------------------------------------------- planning
-
-
-def model_slug(model_id: str) -> str:
-    """A folder name for a model id (repo ids contain ``/``)."""
-    slug = re.sub(r"[^A-Za-z0-9._+-]+", "__", model_id).strip("_")
-    if not slug or slug in {REPLICATION_SLUG, CROSS_SLUG}:
-        raise ValueError(f"model id {model_id!r} cannot be used as a folder name")
-    return slug
 
 
 def describe_model(name: str) -> dict:

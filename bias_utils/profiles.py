@@ -451,20 +451,6 @@ def describe_stats(stats: pd.DataFrame, dimensions: Sequence[str] | None = None,
     return lines
 
 
-def write_table(df: pd.DataFrame, path_stem: str | Path) -> tuple[Path, Path]:
-    """Write ``<stem>.parquet`` and ``<stem>.csv`` atomically."""
-    import io
-
-    from .cache import atomic_write_bytes, atomic_write_text
-
-    stem = Path(path_stem)
-    buf = io.BytesIO()
-    df.to_parquet(buf, index=False)
-    pq = atomic_write_bytes(stem.with_suffix(".parquet"), buf.getvalue())
-    csv = atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False))
-    return pq, csv
-
-
 # --------------------------------------------------------------------------- one call for notebook 04
 
 
@@ -498,6 +484,8 @@ class ProfileResult:
                   "profile_skipped": self.skipped, "profile_words": self.embeddings.words}
         if self.nonbinary is not None:
             tables["profile_nonbinary"] = self.nonbinary
+        from .results import write_table
+
         return [p for name, df in tables.items() for p in write_table(df, folder / name)]
 
 

@@ -238,15 +238,3 @@ def load_dictionary(dictionary_path=None) -> pd.DataFrame:
     from .dictionaries import load_seed_dictionary, read_dictionary
 
     return load_seed_dictionary() if dictionary_path in (None, "") else read_dictionary(dictionary_path)
-
-
-def output_folder(model_id: str, output_dir=None):
-    """``output_dir`` or ``results/<model_id>/`` (created)."""
-    from pathlib import Path
-
-    from . import paths
-    from .book import model_slug
-
-    folder = Path(output_dir) if output_dir else paths.results_dir() / model_slug(str(model_id))
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder

@@ -1,0 +1,52 @@
+"""Where results land: one folder per model id, tidy tables as parquet + CSV.
+
+Every notebook and pipeline writes through :func:`write_table`, so a table is
+always complete on disk (atomic writes) and always present in both formats:
+parquet for exact types, CSV for reading anywhere. Column meanings are
+documented by the function that produces each table.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from . import paths
+from .cache import atomic_write_bytes, atomic_write_text
+
+#: Folders beside the model folders for pages that belong to no single model.
+REPLICATION_FOLDER = "published-audit"
+CROSS_MODEL_FOLDER = "cross-model"
+RESERVED_FOLDERS = frozenset({REPLICATION_FOLDER, CROSS_MODEL_FOLDER})
+
+
+def model_slug(model_id: str) -> str:
+    """A folder name for a model id (hub ids contain ``/``, paths other separators)."""
+    slug = re.sub(r"[^A-Za-z0-9._+-]+", "__", str(model_id)).strip("_")
+    if not slug or slug in RESERVED_FOLDERS:
+        raise ValueError(f"model id {model_id!r} cannot be used as a folder name")
+    return slug
+
+
+def output_folder(model_id: str, output_dir: str | Path | None = None) -> Path:
+    """``output_dir`` if given, else ``results/<model slug>/``; created."""
+    folder = Path(output_dir) if output_dir else paths.results_dir() / model_slug(model_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def write_table(df: pd.DataFrame, path_stem: str | Path) -> tuple[Path, Path]:
+    """Write ``<stem>.parquet`` and ``<stem>.csv`` atomically; returns both paths."""
+    stem = Path(path_stem)
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    return (atomic_write_bytes(stem.with_suffix(".parquet"), buf.getvalue()),
+            atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False)))
+
+
+def read_table(path_stem: str | Path) -> pd.DataFrame:
+    """Read a table written by :func:`write_table` (parquet, exact types)."""
+    return pd.read_parquet(Path(path_stem).with_suffix(".parquet"))
