@@ -29,10 +29,9 @@ import numpy as np
 import pandas as pd
 from scipy import linalg
 
-#: Mirrors ``dictionaries.COMPOSITES``; kept here so the maths does not need the data layer.
-COMPOSITES: dict[str, tuple[str, ...]] = {"warmth": ("sociability", "morality"), "competence": ("ability", "agency")}
-#: The SCM dimension order of the paper; user dimensions follow in order of appearance.
-DIMENSION_ORDER = ("sociability", "morality", "ability", "agency", "status", "politics", "religion")
+from .dictionaries import COMPOSITES
+from .dictionaries import DIMENSIONS as DIMENSION_ORDER  # the paper's order; user dimensions follow
+
 SPACES = ("dimensions", "warmth_competence")
 
 

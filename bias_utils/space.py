@@ -131,8 +131,12 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
         from .dictionaries import load_full_dictionary_terms
 
         terms = load_full_dictionary_terms()
-    dims = space.bases["dimensions"].dimensions
-    terms = limit_terms(terms[terms["dimension"].isin(dims)], limit, seed)
+    # A space may hold only the warmth/competence basis (the layer analysis):
+    # then the terms of the composites' member dimensions are the ones it can predict.
+    own = list(space.bases["dimensions"].dimensions) if "dimensions" in space.bases else []
+    composite_members = ([d for comp in space.bases["warmth_competence"].dimensions for d in projection.COMPOSITES[comp]]
+                         if "warmth_competence" in space.bases else [])
+    terms = limit_terms(terms[terms["dimension"].isin(own + composite_members)], limit, seed)
     frames, skipped = [], []
     if len(terms):
         ctx = build_contexts(terms, "dictionary", n_contexts, seed)
@@ -144,7 +148,7 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
         unembedded = term_table[term_table["n_embedded"] == 0]
         if len(unembedded):
             skipped.append(unembedded[["sense_id", "term"]].assign(context="", reason="no context could be embedded"))
-    loo_dims = [d for d in dims if d not in set(terms["dimension"])]
+    loo_dims = [d for d in own if d not in set(terms["dimension"])]
     if loo_dims:
         loo = leave_one_out_values(space, loo_dims, layer)
         if len(loo):
