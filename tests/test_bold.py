@@ -140,13 +140,15 @@ def test_small_sample_records_skips_not_errors(published_metrics):
 
 @pytest.mark.slow
 def test_run_audit_with_real_model(tmp_path):
-    # ~20 prompts with smollm2; completions are cached, so reruns only redo the analysis.
-    res = bold.run_audit("smollm2-135m-instruct", limit=20, n_boot=50, output_dir=tmp_path)
+    # ~20 prompts with smollm2, short completions (the QUICK book runs the full 100 tokens);
+    # completions are cached, so the rerun below only redoes the analysis.
+    res = bold.run_audit("smollm2-135m-instruct", limit=20, max_new_tokens=24, n_boot=50, output_dir=tmp_path)
     assert len(res.metrics) == res.settings["n_prompts"] and set(res.metrics["group"]) == set(bold.AUDIT_GROUPS)
     assert res.metrics["completion"].map(type).eq(str).all()
     for name in ("bold_metrics", "bold_statistics", "bold_group_summary", "bold_skipped"):
         assert (tmp_path / f"{name}.parquet").exists() and (tmp_path / f"{name}.csv").exists()
     stats_cols = {"test", "statistic", "p", "p_adj", "effect_size", "ci_low", "ci_high", "n"}
     assert stats_cols <= set(pd.read_csv(tmp_path / "bold_statistics.csv").columns)
-    again = bold.run_audit("smollm2-135m-instruct", limit=20, n_boot=50, output_dir=tmp_path)
+    assert res.metrics["n_tokens"].between(0, 24).all()
+    again = bold.run_audit("smollm2-135m-instruct", limit=20, max_new_tokens=24, n_boot=50, output_dir=tmp_path)
     assert again.metrics["completion"].equals(res.metrics["completion"])
