@@ -155,8 +155,35 @@ def select_by_category(categories: Sequence[str] | None = None, prompts: pd.Data
     return sel.reset_index(drop=True)
 
 
-def resolve_selection(selection: "str | Mapping[str, str] | pd.DataFrame") -> pd.DataFrame:
-    """Notebook-friendly: ``"audit"``, ``"categories"``, an occupation -> group dict, or a ready DataFrame."""
+def read_occupation_mapping(path: str | Path) -> dict[str, str]:
+    """An occupation -> group mapping from a file: CSV with columns ``occupation, group``
+    (BOLD occupation keys such as ``Registered_nurse``) or JSON ``{occupation: group}``.
+
+    Errors name the file and, for a CSV, the 1-based line of a bad row.
+    """
+    path = Path(path)
+    if path.suffix.lower() == ".json":
+        mapping = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(mapping, dict) or not all(isinstance(v, str) and v for v in mapping.values()):
+            raise ValueError(f"{path}: expected a JSON object {{occupation: group}} with non-empty group names")
+        return mapping
+    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    missing = {"occupation", "group"} - set(table.columns)
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {sorted(missing)}; expected 'occupation,group'")
+    mapping: dict[str, str] = {}
+    for line, (occ, group) in enumerate(zip(table["occupation"].str.strip(), table["group"].str.strip()), start=2):
+        if not occ or not group:
+            raise ValueError(f"{path} line {line}: empty {'occupation' if not occ else 'group'}")
+        if mapping.get(occ, group) != group:
+            raise ValueError(f"{path} line {line}: occupation {occ!r} is already in group {mapping[occ]!r}")
+        mapping[occ] = group
+    return mapping
+
+
+def resolve_selection(selection: "str | Path | Mapping[str, str] | pd.DataFrame") -> pd.DataFrame:
+    """Notebook-friendly: ``"audit"``, ``"categories"``, an occupation -> group dict or
+    file (:func:`read_occupation_mapping`), or a ready DataFrame."""
     if isinstance(selection, pd.DataFrame):
         missing = {"group", "occupation", "prompt", "prompt_id"} - set(selection.columns)
         if missing:
@@ -168,7 +195,10 @@ def resolve_selection(selection: "str | Mapping[str, str] | pd.DataFrame") -> pd
         return load_audit_selection()
     if selection == "categories":
         return select_by_category()
-    raise ValueError(f"selection must be 'audit', 'categories', an occupation -> group dict or a DataFrame, got {selection!r}")
+    if isinstance(selection, (str, Path)) and Path(selection).is_file():
+        return select_by_occupation(read_occupation_mapping(selection))
+    raise ValueError(f"selection must be 'audit', 'categories', an occupation -> group dict or file "
+                     f"(CSV occupation,group or JSON), or a DataFrame; got {selection!r}")
 
 
 def subsample(selection: pd.DataFrame, limit: int | None, seed: int = 0) -> pd.DataFrame:

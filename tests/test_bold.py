@@ -152,3 +152,21 @@ def test_run_audit_with_real_model(tmp_path):
     assert res.metrics["n_tokens"].between(0, 24).all()
     again = bold.run_audit("smollm2-135m-instruct", limit=20, max_new_tokens=24, n_boot=50, output_dir=tmp_path)
     assert again.metrics["completion"].equals(res.metrics["completion"])
+
+
+def test_selection_from_a_mapping_file(tmp_path):
+    csv = tmp_path / "groups.csv"
+    csv.write_text("occupation,group\nRegistered_nurse,care\nFlight_nurse,care\nElectrical_engineering,trade\n")
+    sel = bold.resolve_selection(str(csv))
+    prompts = bold.load_profession_prompts()
+    expected = prompts["occupation"].isin(["Registered_nurse", "Flight_nurse", "Electrical_engineering"]).sum()
+    assert len(sel) == expected and set(sel["group"]) == {"care", "trade"}
+    js = tmp_path / "groups.json"
+    js.write_text('{"Registered_nurse": "care", "Flight_nurse": "care", "Electrical_engineering": "trade"}')
+    assert bold.resolve_selection(js).equals(sel)
+    csv.write_text("occupation,group\nCarpenter,trade\nCarpenter,care\n")
+    with pytest.raises(ValueError, match="line 3: occupation 'Carpenter' is already in group 'trade'"):
+        bold.resolve_selection(csv)
+    csv.write_text("occupation,team\nCarpenter,trade\n")
+    with pytest.raises(ValueError, match="missing column"):
+        bold.resolve_selection(csv)
