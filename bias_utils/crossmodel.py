@@ -39,6 +39,9 @@ BOLD_SUMMARY_TABLE = "bold_group_summary"
 BOLD_METRICS_TABLE = "bold_metrics"
 COMPLETION_VALUES_TABLE = "completion_projection"
 COMPLETION_STATS_TABLE = "completion_projection_stats"
+#: The per-model tables the cross-model chapter stacks.
+CROSS_MODEL_TABLES = (ACCURACY_TABLE, PROFILE_STATS_TABLE, PROFILE_MEANS_TABLE, BOLD_STATS_TABLE,
+                      BOLD_SUMMARY_TABLE, COMPLETION_STATS_TABLE)
 
 SKIPPED_COLUMNS = ["model_id", "table", "reason"]
 #: Group labels of the audit selection; gaps are female-dominated minus male-dominated.
@@ -161,6 +164,25 @@ def read_results(models: Sequence[str], table: str, results_dir: str | Path | No
         frames.append(pd.read_parquet(path).assign(model_id=model))
     stacked = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["model_id"])
     return stacked, pd.DataFrame(skipped, columns=SKIPPED_COLUMNS)
+
+
+def models_with_results(results_dir: str | Path | None = None) -> list[str]:
+    """Model folders under ``results_dir`` that hold a Study 1 profile (the book's per-model runs)."""
+    root = Path(results_dir) if results_dir is not None else paths.results_dir()
+    return sorted(p.name for p in root.iterdir() if (p / f"{PROFILE_STATS_TABLE}.parquet").exists()) if root.is_dir() else []
+
+
+def read_all_results(models: Sequence[str], results_dir: str | Path | None = None
+                     ) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
+    """:func:`read_results` for every table in :data:`CROSS_MODEL_TABLES`.
+
+    Returns ``({table: stacked}, missing)`` with ``missing`` as in :func:`read_results`.
+    """
+    tables, missing = {}, []
+    for name in CROSS_MODEL_TABLES:
+        tables[name], skipped = read_results(models, name, results_dir)
+        missing.append(skipped)
+    return tables, pd.concat(missing, ignore_index=True)
 
 
 def short_model_ids(frame: pd.DataFrame) -> pd.DataFrame:

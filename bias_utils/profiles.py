@@ -451,6 +451,39 @@ def describe_stats(stats: pd.DataFrame, dimensions: Sequence[str] | None = None,
     return lines
 
 
+def describe_profile(stats: pd.DataFrame, alpha: float = 0.05) -> str:
+    """Markdown bullets reading every stats row, warmth and competence first, grouped by population."""
+    lines = []
+    for _, s in stats.groupby("population", sort=False):
+        rank = s["dimension"].map({"warmth": 0, "competence": 1}).fillna(2)
+        lines += ["- " + line for line in describe_stats(s.assign(_r=rank).sort_values("_r", kind="stable"), alpha=alpha)]
+    return "\n".join(lines)
+
+
+def paper_finding(stats: pd.DataFrame, population: str = "names", alpha: float = 0.05) -> pd.DataFrame:
+    """Does Schuster et al.'s headline hold: female names higher on warmth, male names on competence?
+
+    One row per composite present in ``stats`` for ``population`` (female vs male):
+    ``dimension, expected, holds`` (right direction and ``p_holm < alpha``),
+    ``diff`` (female - male), ``g, g_ci_low, g_ci_high, p, p_holm, p_student``.
+    """
+    expected = {"warmth": "female", "competence": "male"}
+    s = stats[(stats["population"] == population) & stats["dimension"].isin(list(expected))]
+    rows = []
+    for r in s.itertuples(index=False):
+        if {r.group_a, r.group_b} != {"female", "male"}:
+            raise ValueError(f"paper_finding needs female and male groups, got {r.group_a!r} and {r.group_b!r}")
+        sign = 1 if r.group_a == "female" else -1
+        diff, g = sign * r.diff, sign * r.g
+        lo, hi = sorted((sign * r.g_ci_low, sign * r.g_ci_high))
+        higher = "female" if diff > 0 else "male"
+        rows.append({"dimension": r.dimension, "expected": f"{expected[r.dimension]} higher",
+                     "holds": bool(higher == expected[r.dimension] and r.p_holm < alpha), "diff": diff,
+                     "g": g, "g_ci_low": lo, "g_ci_high": hi, "p": r.p, "p_holm": r.p_holm, "p_student": r.p_student})
+    return pd.DataFrame(rows, columns=["dimension", "expected", "holds", "diff", "g", "g_ci_low", "g_ci_high",
+                                       "p", "p_holm", "p_student"])
+
+
 # --------------------------------------------------------------------------- one call for notebook 04
 
 

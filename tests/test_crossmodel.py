@@ -133,3 +133,19 @@ def test_bold_odds_ratios_from_the_audit_table():
     wald = odds[odds.method == "Wald (audit)"].iloc[0]
     assert (round(wald.odds_ratio, 2), round(wald.ci_low, 2), round(wald.ci_high, 2)) == (24.65, 10.07, 60.37)
     assert odds.method.tolist() == ["Wald (audit)", "occupation bootstrap"]
+
+
+def test_read_all_results_stacks_every_table_and_lists_missing(tmp_path):
+    from bias_utils import crossmodel
+    from bias_utils.results import write_table
+
+    for model in ("m1", "m2"):
+        write_table(pd.DataFrame({"dimension": ["warmth"], "value": [0.5]}), tmp_path / model / crossmodel.PROFILE_STATS_TABLE)
+    write_table(pd.DataFrame({"dimension": ["warmth"], "accuracy": [0.7]}), tmp_path / "m1" / crossmodel.ACCURACY_TABLE)
+    (tmp_path / "no-profile").mkdir()
+    assert crossmodel.models_with_results(tmp_path) == ["m1", "m2"]
+    tables, missing = crossmodel.read_all_results(["m1", "m2"], tmp_path)
+    assert set(tables) == set(crossmodel.CROSS_MODEL_TABLES)
+    assert list(tables[crossmodel.PROFILE_STATS_TABLE]["model_id"]) == ["m1", "m2"]
+    assert ("m2", crossmodel.ACCURACY_TABLE) in set(zip(missing["model_id"], missing["table"]))
+    assert len(missing) == 2 * len(crossmodel.CROSS_MODEL_TABLES) - 3

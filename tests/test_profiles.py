@@ -207,6 +207,22 @@ def test_describe_stats_reads_direction(names, terms):
     assert line.startswith("names: female higher than male on warmth")
 
 
+def test_paper_finding_checks_direction_and_significance(names, terms):
+    t = _table(names, terms, shift=1.0)  # female names up on warmth
+    t.loc[(t.group == "male") & (t.dimension == "competence"), "value"] += 1.0  # male names up on competence
+    z = pr.standardise(t)
+    f = pr.paper_finding(pr.profile_stats(z)).set_index("dimension")
+    assert f.loc["warmth", "holds"] and f.loc["competence", "holds"]
+    for dim in ("warmth", "competence"):  # female minus male of the standardised values, computed directly
+        d = z[(z.population == "names") & (z.dimension == dim)]
+        assert f.loc[dim, "diff"] == pytest.approx(d[d.group == "female"].z.mean() - d[d.group == "male"].z.mean())
+    assert f.loc["warmth", "g"] > 0 > f.loc["competence", "g"]
+    swapped = t.assign(group=t["group"].map({"female": "male", "male": "female"}))
+    assert not pr.paper_finding(pr.profile_stats(pr.standardise(swapped)))["holds"].any()
+    text = pr.describe_profile(pr.profile_stats(z))
+    assert text.splitlines()[0].startswith("- names: female higher than male on warmth")
+
+
 # ----------------------------------------------------------------- real model, small slice
 
 @pytest.mark.slow
