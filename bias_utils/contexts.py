@@ -28,10 +28,14 @@ Sources (Schuster et al. 2024, Sec. 3.2):
   WordNet examples), first ``n_contexts`` as in the original code; rows
   without any (e.g. user terms) get WordNet examples for their synset, or for
   all noun/adjective senses of the term.
-* ``generated``: with ``model=None`` the published Llama-3-8B-Instruct
-  contexts (keyed by term + synset); with a model, new contexts sampled from it
-  with :data:`GENERATION_INSTRUCTION`. Every generated context is checked for
-  gendered words, gendered pronouns and first names (:func:`gender_markers`).
+* ``generated`` (the paper's main setting, and the default of the Study 1
+  pipeline): with ``model=None`` the published Llama-3-8B-Instruct contexts
+  (keyed by term + synset), used as the authors' ``projection.py`` uses them:
+  the first ``n_contexts`` per sense, unfiltered. With a model, new contexts
+  are sampled from it with :data:`GENERATION_INSTRUCTION` and every one is
+  checked for gendered words, gendered pronouns and first names
+  (:func:`gender_markers`); ``gender_filter=True`` applies the same check to
+  the published contexts (an option, not the paper's procedure).
 * ``corpus``: natural sentences containing the term as a word, sampled with
   ``seed``. Default: the BOLD Wikipedia sentences (:data:`DEFAULT_CORPORA`);
   any text file with one sentence per line works.
@@ -273,7 +277,7 @@ def _definition(sense: pd.Series):
     return None
 
 
-def _generated_contexts(d, n, seed, model, generation) -> ContextSet:
+def _generated_contexts(d, n, seed, model, generation, gender_filter) -> ContextSet:
     names = _names()
     rows, skipped, dropped = [], [], []
     if model is None:
@@ -285,7 +289,9 @@ def _generated_contexts(d, n, seed, model, generation) -> ContextSet:
                 skipped.append(_skip(sense, "generated", "no published generated context for this term + synset; "
                                      "pass model= to generate new ones"))
                 continue
-            kept = _filter_generated(sense, [c for c in found if contains_term(c, sense["term"])], origin, names, dropped)
+            # As the authors' code: the first n, whatever they contain (a context without the term
+            # becomes a recorded skip when it is embedded).
+            kept = _filter_generated(sense, found, origin, names, dropped) if gender_filter else list(found)
             if kept:
                 rows += _rows(sense, kept[:n], origin, "generated")
             else:
@@ -309,7 +315,9 @@ def _generated_contexts(d, n, seed, model, generation) -> ContextSet:
                                 "context_source": origin, "reason": "no sentence containing the term"})
             else:
                 candidates.append(sentence)
-        kept = _filter_generated(sense, list(dict.fromkeys(candidates)), origin, names, dropped)
+        kept = list(dict.fromkeys(candidates))
+        if gender_filter is not False:
+            kept = _filter_generated(sense, kept, origin, names, dropped)
         if kept:
             rows += _rows(sense, kept[:n], origin, "generated")
         else:
@@ -395,9 +403,9 @@ def _corpus_contexts(d, n, seed, corpus, max_words) -> ContextSet:
 
 # ---------------------------------------------------------------- entry points
 
-def build_contexts(dictionary: pd.DataFrame, source: str = "dictionary", n_contexts: int = 5, seed: int = 0,
+def build_contexts(dictionary: pd.DataFrame, source: str = "generated", n_contexts: int = 5, seed: int = 0,
                    model=None, corpus=None, *, generation: dict | None = None,
-                   max_words: int | None = 40) -> ContextSet:
+                   max_words: int | None = 40, gender_filter: bool | None = None) -> ContextSet:
     """Up to ``n_contexts`` contexts per dictionary sense from ``source`` (see the module docstring).
 
     ``dictionary`` needs ``dimension, term, direction`` and may have
@@ -406,7 +414,9 @@ def build_contexts(dictionary: pd.DataFrame, source: str = "dictionary", n_conte
     published contexts to new generation; ``generation`` overrides the sampling
     settings passed to ``generation.generate``. ``corpus`` and ``max_words``
     apply to ``corpus`` (sentences longer than ``max_words`` are cropped around
-    the term, as the paper's Reddit examples were).
+    the term, as the paper's Reddit examples were). ``gender_filter``
+    (``generated`` only): ``None`` filters newly generated contexts and keeps the
+    published ones as published; ``True``/``False`` force it either way.
     """
     if source not in SOURCES:
         raise ContextError(f"unknown context source {source!r}; choose one of {SOURCES}")
@@ -422,7 +432,7 @@ def build_contexts(dictionary: pd.DataFrame, source: str = "dictionary", n_conte
             from .models import load_model
 
             model = load_model(model)
-        return _generated_contexts(d, n_contexts, seed, model, generation)
+        return _generated_contexts(d, n_contexts, seed, model, generation, gender_filter)
     return _corpus_contexts(d, n_contexts, seed, corpus, max_words)
 
 

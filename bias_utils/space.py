@@ -59,12 +59,14 @@ def embed_contexts(model, table: pd.DataFrame, layers="all") -> tuple[np.ndarray
     return np.asarray(emb.values), skipped, tuple(int(x) for x in emb.layers)
 
 
-def build_space(model, dictionary: pd.DataFrame, source: str = "dictionary", n_contexts: int = 5, seed: int = 0,
+def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_contexts: int = 5, seed: int = 0,
                 *, corpus=None, generator=None, layers="all") -> StereotypeSpace:
     """Contexts -> embeddings -> sense embeddings -> polar bases (Eqs. 1-3, 5) at every layer.
 
-    ``generator``: a model (or name) to generate new contexts with when
-    ``source == "generated"``; ``None`` uses the published Llama-3 contexts.
+    ``source`` defaults to ``"generated"``, the paper's main setting (Sec. 3.2)
+    and the authors' ``projection.py``. ``generator``: a model (or name) to
+    generate new contexts with when ``source == "generated"``; ``None`` uses the
+    published Llama-3 contexts.
     """
     contexts = build_contexts(dictionary, source, n_contexts, seed, model=generator, corpus=corpus)
     if contexts.table.empty:
