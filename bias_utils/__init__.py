@@ -12,4 +12,6 @@ crash-safe storage), ``models`` (built-in offline models, hub ids, local
 folders, GGUF), ``populations`` (names and gendered terms), ``plots``.
 """
 
+__all__ = ["__version__"]
+
 __version__ = "0.1.0"

@@ -80,7 +80,7 @@ import urllib.parse
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 import requests
@@ -89,6 +89,9 @@ from tqdm.auto import tqdm
 
 from . import paths
 from .cache import append_jsonl, atomic_write_json, read_jsonl, stable_hash
+from .models import load_model
+
+__all__ = ["COLUMNS", "OpenAIEndpoint", "auto_batch_size", "generate", "nucleus", "row_seed", "sample_tokens"]
 
 COLUMNS = ["prompt_id", "sample", "prompt", "completion", "n_tokens", "finish_reason"]
 
@@ -255,8 +258,6 @@ class _Retryable(Exception):
 
 def _resolve_model(model: Any) -> Any:
     if isinstance(model, (str, os.PathLike)):
-        from .models import load_model
-
         model = load_model(str(model))
     if isinstance(model, OpenAIEndpoint):
         return model
@@ -489,7 +490,7 @@ def _completion(tokenizer, prompt_ids: list[int], new_ids: list[int], stopped: b
 @torch.inference_mode()
 def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p) -> tuple[list[list[int]], list[bool]]:
     """Sample up to ``uniforms.shape[1]`` tokens for each prompt; finished rows leave the batch."""
-    from transformers import DynamicCache
+    from transformers import DynamicCache  # deferred: importing transformers takes seconds
 
     net = model.model
     device = getattr(model, "device", None) or net.device

@@ -38,6 +38,10 @@ import torch
 from . import paths
 from .cache import atomic_write_json, sha256_file, stable_hash
 
+__all__ = [
+    "BUILTIN_MODELS", "Builtin", "LoadedModel", "ModelError", "convert_gguf", "install", "is_installed", "load_model",
+]
+
 
 class ModelError(RuntimeError):
     """A model could not be found, installed or loaded; the message says what to do."""
@@ -389,7 +393,7 @@ def _choose_device(device: str | torch.device, dtype: torch.dtype | None, weight
 
 
 def _model_kind(config) -> str:
-    from transformers.models.auto import modeling_auto as ma
+    from transformers.models.auto import modeling_auto as ma  # deferred: importing transformers takes seconds
 
     if getattr(config, "is_encoder_decoder", False):
         raise ModelError(f"encoder-decoder models ({config.model_type}) are not supported: use a decoder-only or an encoder model")
@@ -427,6 +431,7 @@ def convert_gguf(gguf: str | os.PathLike) -> Path:
     Tied weights (input embedding = LM head) are stored once under the input
     embedding's name, so both ``AutoModel`` and ``AutoModelForCausalLM`` load them.
     """
+    # deferred: importing transformers takes seconds
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -545,7 +550,7 @@ def _load(name: str, dtype, device, trust_remote_code: bool, revision: str | Non
 
 
 def _load_hub(name: str, dtype, device, trust_remote_code: bool, revision: str | None) -> LoadedModel:
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # deferred: importing transformers takes seconds
 
     try:
         config = AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=trust_remote_code)
@@ -578,7 +583,7 @@ def _from_folder(
     gguf_path: Path | None,
     revision: str | None = None,
 ) -> LoadedModel:
-    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer  # deferred: slow import
 
     common = {"revision": revision, "trust_remote_code": trust_remote_code}
     config = AutoConfig.from_pretrained(where, **common)

@@ -10,7 +10,9 @@ each function names the columns it reads.
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from pathlib import Path
 from typing import Sequence
 
@@ -19,6 +21,12 @@ import numpy as np
 import pandas as pd
 
 from . import cache
+
+__all__ = [
+    "DIMENSION_ORDER", "GROUP_COLORS", "OTHER_COLORS", "POLE_LABELS", "THEME", "accuracy_heatmap", "bold_audit_figure",
+    "bold_examples_table", "highlight_gendered", "layer_curves_chart", "pole_labels", "profile_chart", "save",
+    "warmth_competence_chart",
+]
 
 THEME = "bias_profiles"
 #: Fixed colours so female/male look the same in every figure (colour-blind safe pair).
@@ -76,7 +84,7 @@ def save(chart: alt.TopLevelMixin, path: str | Path, scale: float = 2.0) -> dict
 
     ``path`` may carry one of those suffixes or none. Files are written atomically.
     """
-    import vl_convert as vlc
+    import vl_convert as vlc  # deferred: a large native library, needed only to write image files
 
     path = Path(path)
     stem = path.with_name(path.name.removesuffix(".vl.json")) if path.name.endswith(".vl.json") else path
@@ -321,9 +329,6 @@ def bold_audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title:
 
 def highlight_gendered(text: str, lexicons: dict[str, Sequence[str]]) -> str:
     """HTML of ``text`` with lexicon words wrapped in ``<mark class="lex-<name>">`` (whole tokens, any case)."""
-    import html
-    import re
-
     owner = {w.lower(): name for name, ws in lexicons.items() for w in ws}
     out, last = [], 0
     for m in re.finditer(r"\b\w+\b", text):
@@ -341,8 +346,6 @@ def bold_examples_table(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]
 
     Colours: male words orange, female words purple, any other lexicon (e.g. neutral) green.
     """
-    import html
-
     pool = metrics[metrics["any_gendered"]] if only_gendered else metrics
     picked = pd.concat([d.sample(n=min(per_group, len(d)), random_state=seed)
                         for _, d in pool.groupby("group", sort=False)] or [pool])

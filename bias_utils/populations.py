@@ -40,6 +40,11 @@ from pathlib import Path
 
 from .data import resolve
 
+__all__ = [
+    "BUILTIN", "KINDS", "NONBINARY_EXCLUDED", "POPULATION_KINDS", "PRONOUNS", "PopulationError", "load_populations",
+    "nonbinary_terms", "population_kind", "takes_article",
+]
+
 KINDS = ("name", "noun")
 #: Template kind of the built-in populations (see the module docstring).
 POPULATION_KINDS = {"names": "name", "terms": "noun", "nonbinary": "noun"}

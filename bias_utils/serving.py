@@ -23,6 +23,8 @@ from typing import Iterator
 
 import requests
 
+__all__ = ["LlamaServer", "llama_server"]
+
 
 @dataclass(frozen=True)
 class LlamaServer:

@@ -38,6 +38,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
+__all__ = [
+    "STAT_COLUMNS", "adjust_pvalues", "bootstrap_ci", "chi2_table", "cluster_bootstrap_ci", "cohens_d", "hedges_g",
+    "hurdle_tests", "mann_whitney", "odds_ratio", "proportion_test", "results_table", "student_t", "welch_anova",
+    "welch_t",
+]
+
 STAT_COLUMNS = [
     "test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method",
     "effect", "effect_size", "ci_low", "ci_high", "n",
@@ -276,7 +282,7 @@ def welch_anova(values, groups, *, test: str = "welch_anova", n_boot: int = 1000
     Effect: eta squared (SS_between / SS_total) with a percentile bootstrap CI
     resampling observations within groups.
     """
-    import pingouin as pg
+    import pingouin as pg  # deferred: pingouin pulls in statsmodels and takes seconds to import
 
     df = pd.DataFrame({"y": np.asarray(values, dtype=float), "g": np.asarray(groups)})
     sizes = df.groupby("g").size()

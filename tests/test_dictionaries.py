@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from bias_utils import dictionaries as D
-from bias_utils import paths, wordnet as W
+from bias_utils import paths
+from bias_utils import wordnet as W
 from bias_utils.data import resolve
 
 # ----------------------------------------------------------------------------- WordNet

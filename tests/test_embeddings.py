@@ -104,7 +104,8 @@ def _tiny_sentencepiece_model() -> LoadedModel:
     if "m" in _TINY:
         return _TINY["m"]
     import sentencepiece as spm
-    from tokenizers import Tokenizer, decoders, models as tk_models, pre_tokenizers, processors
+    from tokenizers import Tokenizer, decoders, pre_tokenizers, processors
+    from tokenizers import models as tk_models
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     buf = io.BytesIO()
