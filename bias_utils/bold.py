@@ -24,9 +24,10 @@ g gendered words of one gender, k occupation positions and c co-occurrences::
 from the published numbers, both resolved in favour of the numbers: the paper
 mentions "+0.5 smoothing" but the published PMI values are unsmoothed (+0.5 is
 the odds-ratio correction); the smoothed variant is computed beside it
-(``pmi_difference_smoothed``, an ``alternative`` row in the statistics), and their script's inclusive upper bound makes the
-right-hand window 6 tokens; a symmetric 5-token window gives identical values
-on all 1,525 published completions (tested), so we use the symmetric one.
+(``pmi_difference_smoothed``, an ``alternative`` row in the statistics), and
+their script's inclusive upper bound makes the right-hand window 6 tokens; a
+symmetric 5-token window gives identical values on all 1,525 published
+completions (tested), so we use the symmetric one.
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ def load_audit_selection() -> pd.DataFrame:
     mismatch = ~missing & (bold.reindex(sel["prompt_id"]).to_numpy() != sel["prompt"].to_numpy())
     if missing.any() or mismatch.any():
         bad = sel.loc[missing | mismatch, "prompt_id"].head(5).tolist()
-        raise BoldDataError(f"audit selection: {int((missing | mismatch).sum())} prompts not verbatim in BOLD, e.g. {bad}")
+        raise BoldDataError(f"audit selection: {int((missing | mismatch).sum())} prompts not verbatim in BOLD, e.g. "
+                            f"{bad}")
     return sel[["group", "category", "occupation", "prompt", "prompt_id"]]
 
 
@@ -121,7 +123,8 @@ def select_by_occupation(mapping: Mapping[str, str], prompts: pd.DataFrame | Non
         raise ValueError("select_by_occupation: the occupation -> group mapping is empty")
     unknown = sorted(set(mapping) - set(prompts["occupation"]))
     if unknown:
-        raise ValueError(f"select_by_occupation: {len(unknown)} occupations are not BOLD profession keys: {unknown[:10]}")
+        raise ValueError(f"select_by_occupation: {len(unknown)} occupations are not BOLD profession keys: "
+                         f"{unknown[:10]}")
     sel = prompts[prompts["occupation"].isin(mapping)].copy()
     sel.insert(0, "group", sel["occupation"].map(mapping).astype(str))
     return sel.reset_index(drop=True)
@@ -133,7 +136,8 @@ def select_by_category(categories: Sequence[str] | None = None, prompts: pd.Data
     if categories is not None:
         unknown = sorted(set(categories) - set(prompts["category"]))
         if unknown:
-            raise ValueError(f"select_by_category: unknown BOLD categories {unknown}; known: {sorted(prompts['category'].unique())}")
+            raise ValueError(f"select_by_category: unknown BOLD categories {unknown}; known: "
+                             f"{sorted(prompts['category'].unique())}")
         prompts = prompts[prompts["category"].isin(categories)]
     sel = prompts.copy()
     sel.insert(0, "group", sel["category"])
@@ -258,7 +262,8 @@ def completion_metrics(completions: pd.DataFrame, *,
         raise ValueError(f"completion_metrics: input lacks columns {sorted(missing)}")
     gender = lexicon.validate_lexicons(lexicons, what="lexicons")
     if not {"male", "female"} <= set(gender):
-        raise ValueError(f"lexicons must include 'male' and 'female' (the audit's binary measure); got {sorted(gender)}")
+        raise ValueError(f"lexicons must include 'male' and 'female' (the audit's binary measure); got "
+                         f"{sorted(gender)}")
     neutral = lexicon.validate_lexicons(neutral_lexicons, what="neutral_lexicons") if neutral_lexicons else {}
     overlap = {w for ws in gender.values() for w in ws} & {w for ws in neutral.values() for w in ws}
     if overlap:

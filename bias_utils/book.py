@@ -289,7 +289,8 @@ def declared_parameters(notebook: Path) -> dict[str, str]:
         raise ValueError(f"{notebook}: the parameters cell is not valid Python: {exc}") from None
     declared = {}
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
         for target in targets:
             if isinstance(target, ast.Name) and node.value is not None:
                 declared[target.id] = ast.get_source_segment(source, node.value)
@@ -687,7 +688,8 @@ def make_book(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bias_utils.book", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", required=True, help="space-separated model names (built-in short names, hub ids or folders)")
+    parser.add_argument("--models", required=True,
+                        help="space-separated model names (built-in short names, hub ids or folders)")
     parser.add_argument("--quick", action="store_true", help=f"small but real configuration: {QUICK_PARAMETERS}")
     parser.add_argument("--book-dir", type=Path, default=BOOK_DIR)
     parser.add_argument("--results-dir", type=Path, default=None, help="default: results/ (BIAS_RESULTS_DIR)")

@@ -177,7 +177,8 @@ def _dictionary_contexts(d: pd.DataFrame, n: int) -> ContextSet:
     for _, sense in d.iterrows():
         own = _as_list(sense["contexts"]) if "contexts" in d.columns else []
         own = [c for c in own if contains_term(c, sense["term"])]
-        origin = sense["context_source"] if "context_source" in d.columns and isinstance(sense["context_source"], str) else "dictionary"
+        origin = (sense["context_source"] if "context_source" in d.columns
+                  and isinstance(sense["context_source"], str) else "dictionary")
         if not own:
             own = [c for c in wordnet_contexts(sense["term"], _synset_of(sense)) if contains_term(c, sense["term"])]
             origin = "WordNet"

@@ -64,7 +64,9 @@ def read_results(models: Sequence[str], table: str, results_dir: str | Path | No
 def models_with_results(results_dir: str | Path | None = None) -> list[str]:
     """Model folders under ``results_dir`` that hold a Study 1 profile (the book's per-model runs)."""
     root = Path(results_dir) if results_dir is not None else paths.results_dir()
-    return sorted(p.name for p in root.iterdir() if (p / f"{PROFILE_STATS_TABLE}.parquet").exists()) if root.is_dir() else []
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / f"{PROFILE_STATS_TABLE}.parquet").exists())
 
 
 def read_all_results(models: Sequence[str], results_dir: str | Path | None = None

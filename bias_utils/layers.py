@@ -35,9 +35,11 @@ def gender_difference_by_layer(space: StereotypeSpace, pop_emb, population: str 
                   "g", "g_ci_low", "g_ci_high"]]
 
 
-def layers_by_context(model, dictionary: pd.DataFrame, sources: Sequence[str] = ("dictionary", "generated", "corpus", "none"),
+def layers_by_context(model, dictionary: pd.DataFrame,
+                      sources: Sequence[str] = ("dictionary", "generated", "corpus", "none"),
                       *, populations="names", templates=None, n_contexts: int = 5, seed: int = 0,
-                      limit: int | None = None, n_boot: int = 200, corpus=None, generator=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                      limit: int | None = None, n_boot: int = 200, corpus=None,
+                      generator=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Accuracy (warmth/competence) and the female-male difference on every layer,
     for each context source (the paper's Figure 6).
 
@@ -58,7 +60,8 @@ def layers_by_context(model, dictionary: pd.DataFrame, sources: Sequence[str] = 
         try:
             space = build_space(model, dictionary, source, n_contexts, seed, corpus=corpus, generator=generator)
         except Exception as exc:  # one unusable source must not hide the others; it is reported
-            skipped.append({"context_source": source, "sense_id": "", "term": "", "reason": f"{type(exc).__name__}: {exc}"})
+            skipped.append({"context_source": source, "sense_id": "", "term": "",
+                            "reason": f"{type(exc).__name__}: {exc}"})
             continue
         skipped += [{"context_source": source, "sense_id": r.sense_id, "term": r.term, "reason": r.reason}
                     for r in pd.concat([space.contexts.skipped, space.skipped], ignore_index=True).itertuples()]

@@ -113,7 +113,8 @@ def _read_user_file(path: Path) -> tuple[dict[str, list[str]], str]:
         if isinstance(raw, dict) and "groups" in raw:
             kind, raw = raw.get("kind", "noun"), raw["groups"]
         if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
-            raise PopulationError(f'{path}: expected {{"group": ["word", ...]}} (or {{"kind": ..., "groups": {{...}}}})')
+            raise PopulationError(f'{path}: expected {{"group": ["word", ...]}} (or {{"kind": ..., "groups": '
+                                  f'{{...}}}})')
         return raw, kind
     if path.suffix.lower() == ".csv":
         with open(path, newline="", encoding="utf-8-sig") as f:

@@ -474,7 +474,8 @@ def describe_profile(stats: pd.DataFrame, alpha: float = 0.05) -> str:
     lines = []
     for _, s in stats.groupby("population", sort=False):
         rank = s["dimension"].map({"warmth": 0, "competence": 1}).fillna(2)
-        lines += ["- " + line for line in describe_stats(s.assign(_r=rank).sort_values("_r", kind="stable"), alpha=alpha)]
+        ranked = s.assign(_r=rank).sort_values("_r", kind="stable")
+        lines += ["- " + line for line in describe_stats(ranked, alpha=alpha)]
     return "\n".join(lines)
 
 

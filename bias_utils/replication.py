@@ -78,7 +78,8 @@ def replicate_published_audit(n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
     summary = published_summary()
     assert_json = {
         "chi2_yates": summary["chi_square"]["statistic"], "odds_ratio": summary["odds_ratio"]["odds_ratio"],
-        "welch_t_male_proportion": summary["t_test"]["statistic"], "cohens_d_average": summary["effect_size"]["cohens_d"],
+        "welch_t_male_proportion": summary["t_test"]["statistic"],
+        "cohens_d_average": summary["effect_size"]["cohens_d"],
         "welch_t_pmi_difference": summary["pmi_test"]["t_statistic"],
     }
     for k, v in assert_json.items():

@@ -131,7 +131,8 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
     # A space may hold only the warmth/competence basis (the layer analysis):
     # then the terms of the composites' member dimensions are the ones it can predict.
     own = list(space.bases["dimensions"].dimensions) if "dimensions" in space.bases else []
-    composite_members = ([d for comp in space.bases["warmth_competence"].dimensions for d in projection.COMPOSITES[comp]]
+    composite_members = ([d for comp in space.bases["warmth_competence"].dimensions
+                          for d in projection.COMPOSITES[comp]]
                          if "warmth_competence" in space.bases else [])
     terms = limit_terms(terms[terms["dimension"].isin(own + composite_members)], limit, seed)
     frames, skipped = [], []
@@ -141,7 +142,8 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
         values, emb_skipped, _ = embed_contexts(model, ctx.table)
         skipped.append(emb_skipped)
         X, term_table = projection.sense_embeddings(values, ctx.table)  # Eq. 4: average over contexts
-        frames.append(projection.own_dimension_values(space.bases, X, term_table, layer).assign(evaluation="extra terms"))
+        frames.append(projection.own_dimension_values(space.bases, X, term_table, layer)
+                      .assign(evaluation="extra terms"))
         unembedded = term_table[term_table["n_embedded"] == 0]
         if len(unembedded):
             skipped.append(unembedded[["sense_id", "term"]].assign(context="", reason="no context could be embedded"))

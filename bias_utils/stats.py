@@ -67,7 +67,8 @@ def _values(x, name: str, min_n: int = 2) -> np.ndarray:
     if arr.ndim != 1:
         raise ValueError(f"group {name!r}: expected a 1-D sequence of numbers, got shape {arr.shape}")
     if np.isnan(arr).any():
-        raise ValueError(f"group {name!r}: {int(np.isnan(arr).sum())} missing values (NaN); drop or impute them explicitly")
+        raise ValueError(f"group {name!r}: {int(np.isnan(arr).sum())} missing values (NaN); drop or impute them "
+                         f"explicitly")
     if arr.size < min_n:
         raise ValueError(f"group {name!r}: {arr.size} values, need at least {min_n}")
     return arr
@@ -152,7 +153,8 @@ def mann_whitney(a, b, *, test: str = "mann_whitney", group_a: str = "a", group_
 def _table(table, shape=None) -> np.ndarray:
     t = np.asarray(table, dtype=float)
     if t.ndim != 2 or (shape is not None and t.shape != shape):
-        raise ValueError(f"contingency table must be {'x'.join(map(str, shape)) if shape else '2-D'}, got shape {t.shape}")
+        raise ValueError(f"contingency table must be {'x'.join(map(str, shape)) if shape else '2-D'}, got shape "
+                         f"{t.shape}")
     if (t < 0).any():
         raise ValueError("contingency table has negative counts")
     if (t.sum(axis=0) == 0).any() or (t.sum(axis=1) == 0).any():

@@ -1,4 +1,7 @@
-"""Write notebooks/06_bold_audit.ipynb and 07_bold_replication.ipynb (thin: logic lives in bias_utils.bold and bias_utils.replication)."""
+"""Write notebooks/06_bold_audit.ipynb and 07_bold_replication.ipynb.
+
+Thin notebooks: the logic lives in bias_utils.bold and bias_utils.replication.
+"""
 
 from pathlib import Path
 
@@ -54,6 +57,7 @@ output_dir = None                 # None = results/<model_id>/
 """, tags=["parameters"]),
         code("""
 from IPython.display import HTML, display
+
 from bias_utils import bold, lexicon, plots
 from bias_utils.results import output_folder
 
@@ -167,7 +171,9 @@ cols = ["role", "test", "measure", "statistic", "df", "p", "p_adj", "effect", "e
 table[cols]
 """),
         code("bold.group_summary(metrics)"),
-        code("plots.bold_audit_figure(metrics, table, title='BOLD audit: published Llama-3.1-8B-Instruct completions')"),
+        code("""
+plots.bold_audit_figure(metrics, table, title='BOLD audit: published Llama-3.1-8B-Instruct completions')
+"""),
     ]
     return nb
 

@@ -31,7 +31,8 @@ def test_audit_selection_counts():
 
 
 def test_selection_by_mapping_with_three_groups_and_categories():
-    mapping = {"Blacksmith": "metal", "Registered_Nurse": "care", "Registered_Dental_Nurse": "care", "Chemist": "science"}
+    mapping = {"Blacksmith": "metal", "Registered_Nurse": "care", "Registered_Dental_Nurse": "care",
+               "Chemist": "science"}
     prompts = bold.load_profession_prompts()
     sel = bold.select_by_occupation(mapping, prompts)
     assert set(sel["group"]) == {"metal", "care", "science"}

@@ -140,7 +140,8 @@ def test_read_all_results_stacks_every_table_and_lists_missing(tmp_path):
     from bias_utils.results import write_table
 
     for model in ("m1", "m2"):
-        write_table(pd.DataFrame({"dimension": ["warmth"], "value": [0.5]}), tmp_path / model / crossmodel.PROFILE_STATS_TABLE)
+        write_table(pd.DataFrame({"dimension": ["warmth"], "value": [0.5]}),
+                    tmp_path / model / crossmodel.PROFILE_STATS_TABLE)
     write_table(pd.DataFrame({"dimension": ["warmth"], "accuracy": [0.7]}), tmp_path / "m1" / crossmodel.ACCURACY_TABLE)
     (tmp_path / "no-profile").mkdir()
     assert crossmodel.models_with_results(tmp_path) == ["m1", "m2"]

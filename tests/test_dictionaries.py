@@ -237,7 +237,8 @@ def test_user_dictionary_errors_name_line_and_column(tmp_path, text, line, colum
         D.read_dictionary(_write(tmp_path, text))
     message = str(err.value)
     assert f"line{'s' if ',' in str(line) else ''} {line}" in message
-    assert re.search(f"columns? {re.escape(column)}", message) or (column == "direction" and "direction missing" in message)
+    assert (re.search(f"columns? {re.escape(column)}", message)
+            or (column == "direction" and "direction missing" in message))
     assert what in message
 
 
