@@ -434,7 +434,7 @@ def build_contexts(dictionary: pd.DataFrame, source: str = "generated", n_contex
         return _no_contexts(d)
     if source == "generated":
         if isinstance(model, str):
-            from .models import load_model
+            from .models import load_model  # deferred: torch, only needed to generate new contexts
 
             model = load_model(model)
         return _generated_contexts(d, n_contexts, seed, model, generation, gender_filter)
