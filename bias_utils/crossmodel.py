@@ -15,15 +15,14 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import bold, paths, plots
-from .completions import COMPLETION_STATS_TABLE
+from . import bold, completions, paths, plots
 from .dictionaries import DIMENSIONS
 
 __all__ = [
-    "ACCURACY_TABLE", "BOLD_STATS_TABLE", "BOLD_SUMMARY_TABLE", "CROSS_MODEL_TABLES", "PROFILE_MEANS_TABLE",
-    "PROFILE_STATS_TABLE", "accuracy_by_model", "bold_odds_ratios", "forest_chart", "gender_gaps", "headline_layer",
-    "intrinsic_extrinsic", "link_chart", "models_with_results", "profile_grid", "read_all_results", "read_results",
-    "short_model_ids",
+    "ACCURACY_TABLE", "BOLD_STATS_TABLE", "BOLD_SUMMARY_TABLE", "COMPLETION_STATS_TABLE", "CROSS_MODEL_TABLES",
+    "PROFILE_MEANS_TABLE", "PROFILE_STATS_TABLE", "SKIPPED_COLUMNS", "accuracy_by_model", "bold_odds_ratios",
+    "forest_chart", "gender_gaps", "headline_layer", "intrinsic_extrinsic", "link_chart", "models_with_results",
+    "profile_grid", "read_all_results", "read_results", "short_model_ids",
 ]
 
 #: Result tables read across models (``<name>.parquet`` in each model folder).
@@ -32,6 +31,7 @@ PROFILE_STATS_TABLE = "profile_stats"
 PROFILE_MEANS_TABLE = "profile_group_means"
 BOLD_STATS_TABLE = bold.STATISTICS_TABLE
 BOLD_SUMMARY_TABLE = bold.SUMMARY_TABLE
+COMPLETION_STATS_TABLE = completions.COMPLETION_STATS_TABLE
 #: The per-model tables the cross-model chapter stacks.
 CROSS_MODEL_TABLES = (ACCURACY_TABLE, PROFILE_STATS_TABLE, PROFILE_MEANS_TABLE, BOLD_STATS_TABLE,
                       BOLD_SUMMARY_TABLE, COMPLETION_STATS_TABLE)
