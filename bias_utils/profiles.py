@@ -50,6 +50,7 @@ __all__ = [
     "ProfileError", "ProfileResult", "check_templates", "describe_profile", "describe_stats", "fill_template",
     "group_means", "limit_populations", "nonbinary_table", "paper_finding", "population_embeddings", "profile_anova",
     "profile_stats", "profile_table", "resolve_populations", "run_profiles", "share_below_group_means", "standardise",
+    "word_summary",
 ]
 
 #: The placeholder a template marks the word with.
@@ -226,6 +227,14 @@ def population_embeddings(model, populations, templates: Sequence[str] = DEFAULT
 
 
 # --------------------------------------------------------------------------- projection
+
+
+def word_summary(words: pd.DataFrame) -> pd.DataFrame:
+    """Per population and group of :attr:`PopulationEmbeddings.words` (the index): ``words``
+    (how many), ``article`` (share put after "the"), ``min_templates`` (fewest templates a word
+    could be embedded in)."""
+    return words.groupby(["population", "group"]).agg(words=("word", "size"), article=("article", "mean"),
+                                                      min_templates=("n_templates", "min"))
 
 
 def _zscore(values: np.ndarray, mean: float, sd: float, what: str) -> np.ndarray:

@@ -204,6 +204,16 @@ def test_group_means_and_nonbinary_table(names, terms):
         pr.nonbinary_table(t, population="absent")
 
 
+def test_word_summary_by_hand():
+    words = pd.DataFrame({"population": ["terms"] * 3 + ["names"] * 2, "group": ["f", "f", "m", "f", "m"],
+                          "word": ["woman", "she", "man", "Mary", "John"], "article": [True, False, True, False, False],
+                          "n_templates": [7, 5, 7, 7, 6]})
+    got = pr.word_summary(words)
+    assert got.loc[("terms", "f")].tolist() == [2, 0.5, 5]
+    assert got.loc[("names", "m")].tolist() == [1, 0.0, 6]
+    assert len(got) == 4
+
+
 def test_share_below_group_means_by_hand():
     # two reference means per dimension; terms at, above and below the lower one
     rows = [("group mean", "female", "", "warmth", 0.5), ("group mean", "male", "", "warmth", -0.2),
