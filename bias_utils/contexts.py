@@ -53,6 +53,16 @@ import numpy as np
 import pandas as pd
 
 from . import data
+from .dictionaries import wordnet_contexts
+from .lexicon import FEMALE_WORDS, MALE_WORDS
+from .wordnet import wordnet
+
+__all__ = [
+    "ContextError", "ContextSet", "DEFAULT_CORPORA", "DROP_COLUMNS", "GENDERED_PRONOUNS", "GENERATION_INSTRUCTION",
+    "PUBLISHED_GENERATED_KEY", "SENSE_CLAUSE", "SKIP_COLUMNS", "SOURCES", "TABLE_COLUMNS", "build_contexts",
+    "contains_term", "context_report", "crop", "gender_markers", "generation_prompt", "load_corpus", "parse_generated",
+    "prepare_dictionary", "published_generated_contexts", "term_pattern", "term_position",
+]
 
 SOURCES = ("dictionary", "generated", "corpus", "none")
 TABLE_COLUMNS = ["sense_id", "dimension", "term", "direction", "context", "context_source", "context_index", "source"]
@@ -163,13 +173,12 @@ def _synset_of(sense: pd.Series):
 
 
 def _dictionary_contexts(d: pd.DataFrame, n: int) -> ContextSet:
-    from .dictionaries import wordnet_contexts
-
     rows, skipped = [], []
     for _, sense in d.iterrows():
         own = _as_list(sense["contexts"]) if "contexts" in d.columns else []
         own = [c for c in own if contains_term(c, sense["term"])]
-        origin = sense["context_source"] if "context_source" in d.columns and isinstance(sense["context_source"], str) else "dictionary"
+        origin = (sense["context_source"] if "context_source" in d.columns
+                  and isinstance(sense["context_source"], str) else "dictionary")
         if not own:
             own = [c for c in wordnet_contexts(sense["term"], _synset_of(sense)) if contains_term(c, sense["term"])]
             origin = "WordNet"
@@ -200,8 +209,6 @@ def gender_markers(context: str, term: str | None = None, names: frozenset[str] 
     capitalised (so "will" or "may" are not names). The term itself is exempt,
     so a dictionary term that is also a lexicon word can still be embedded.
     """
-    from .lexicon import FEMALE_WORDS, MALE_WORDS
-
     names = _names() if names is None else names
     gendered = {w.lower() for w in MALE_WORDS} | {w.lower() for w in FEMALE_WORDS} | GENDERED_PRONOUNS
     exempt = {term.lower()} if term else set()
@@ -271,8 +278,6 @@ def _definition(sense: pd.Series):
         return d
     synset = _synset_of(sense)
     if synset:
-        from .wordnet import wordnet
-
         return wordnet().synset(synset).definition()
     return None
 
@@ -298,7 +303,7 @@ def _generated_contexts(d, n, seed, model, generation, gender_filter) -> Context
                 skipped.append(_skip(sense, "generated", "every published context was dropped by the gender filter"))
         return _finish(rows, skipped, dropped)
 
-    from .generation import generate
+    from .generation import generate  # deferred: torch, only needed to generate new contexts
 
     settings = {"n_samples": n, "max_new_tokens": 48, "temperature": 0.8, "top_p": 0.95, **(generation or {})}
     prompts = [generation_prompt(s["term"], _definition(s)) for _, s in d.iterrows()]
@@ -429,7 +434,7 @@ def build_contexts(dictionary: pd.DataFrame, source: str = "generated", n_contex
         return _no_contexts(d)
     if source == "generated":
         if isinstance(model, str):
-            from .models import load_model
+            from .models import load_model  # deferred: torch, only needed to generate new contexts
 
             model = load_model(model)
         return _generated_contexts(d, n_contexts, seed, model, generation, gender_filter)

@@ -10,7 +10,9 @@ each function names the columns it reads.
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from pathlib import Path
 from typing import Sequence
 
@@ -19,6 +21,12 @@ import numpy as np
 import pandas as pd
 
 from . import cache
+
+__all__ = [
+    "DIMENSION_ORDER", "GROUP_COLORS", "OTHER_COLORS", "POLE_LABELS", "THEME", "accuracy_heatmap", "bold_audit_figure",
+    "bold_examples_table", "highlight_gendered", "layer_curves_chart", "pole_labels", "profile_chart", "save",
+    "warmth_competence_chart",
+]
 
 THEME = "bias_profiles"
 #: Fixed colours so female/male look the same in every figure (colour-blind safe pair).
@@ -76,7 +84,7 @@ def save(chart: alt.TopLevelMixin, path: str | Path, scale: float = 2.0) -> dict
 
     ``path`` may carry one of those suffixes or none. Files are written atomically.
     """
-    import vl_convert as vlc
+    import vl_convert as vlc  # deferred: a large native library, needed only to write image files
 
     path = Path(path)
     stem = path.with_name(path.name.removesuffix(".vl.json")) if path.name.endswith(".vl.json") else path
@@ -284,20 +292,24 @@ def bold_audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title:
     words = metrics.groupby("group", sort=False)[["male_words", "female_words"]].mean().reset_index().melt(
         "group", var_name="lexicon", value_name="per_completion")
     p1 = alt.Chart(words).mark_bar().encode(
-        x=alt.X("lexicon:N", title=None, axis=alt.Axis(labelAngle=0)), xOffset="group:N", y=alt.Y("per_completion:Q", title="words per completion"),
+        x=alt.X("lexicon:N", title=None, axis=alt.Axis(labelAngle=0)), xOffset="group:N",
+        y=alt.Y("per_completion:Q", title="words per completion"),
         color=color, tooltip=["group", "lexicon", alt.Tooltip("per_completion:Q", format=".3f")]
     ).properties(title="Gendered words per completion", width=220, height=180)
     shares = pd.concat([
-        metrics.groupby("group", sort=False)["any_gendered"].mean().rename("value").reset_index().assign(measure="any gendered word"),
+        metrics.groupby("group", sort=False)["any_gendered"].mean().rename("value").reset_index()
+        .assign(measure="any gendered word"),
         metrics[metrics["any_gendered"]].groupby("group", sort=False)["male_share"].mean().rename("value").reset_index()
         .assign(measure="male share (gendered completions)"),
     ])
     p2 = alt.Chart(shares).mark_bar().encode(
-        x=alt.X("measure:N", title=None, axis=alt.Axis(labelAngle=0, labelLimit=110)), xOffset="group:N", y=alt.Y("value:Q", title="share", scale=alt.Scale(domain=[0, 1])),
+        x=alt.X("measure:N", title=None, axis=alt.Axis(labelAngle=0, labelLimit=110)), xOffset="group:N",
+        y=alt.Y("value:Q", title="share", scale=alt.Scale(domain=[0, 1])),
         color=color, tooltip=["group", "measure", alt.Tooltip("value:Q", format=".3f")]
     ).properties(title="Completion level", width=220, height=180)
     p3 = alt.Chart(metrics[["group", "pmi_difference"]]).mark_tick(opacity=0.5).encode(
-        x=alt.X("pmi_difference:Q", title="male PMI - female PMI"), y=alt.Y("group:N", sort=groups, title=None), color=color
+        x=alt.X("pmi_difference:Q", title="male PMI - female PMI"), y=alt.Y("group:N", sort=groups, title=None),
+        color=color
     ).properties(title="PMI difference per completion", width=460, height=30 * len(groups))
     eff = statistics.dropna(subset=["effect_size"]).copy()
     eff["label"] = eff["test"] + " | " + eff["measure"].astype(str)
@@ -311,9 +323,11 @@ def bold_audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title:
         forest.append((base.mark_rule().encode(x=alt.X("ci_low:Q", scale=alt.Scale(type=scale, zero=False), title=name),
                                                x2="ci_high:Q")
                        + base.mark_point(filled=True, color="black").encode(
-                           x="effect_size:Q", tooltip=["test", "measure", "effect", alt.Tooltip("effect_size:Q", format=".3f"),
-                                                       alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f")])
-                       + alt.Chart(pd.DataFrame({"x": [ref]})).mark_rule(strokeDash=[4, 3], color="grey").encode(x="x:Q")
+                           x="effect_size:Q",
+                           tooltip=["test", "measure", "effect", alt.Tooltip("effect_size:Q", format=".3f"),
+                                    alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f")])
+                       + alt.Chart(pd.DataFrame({"x": [ref]})).mark_rule(strokeDash=[4, 3], color="grey")
+                       .encode(x="x:Q")
                        ).properties(width=460, height=alt.Step(16)))
     chart = alt.vconcat(alt.hconcat(p1, p2), p3, *forest).resolve_scale(color="shared")
     return chart.properties(title=title or "BOLD occupational audit")
@@ -321,9 +335,6 @@ def bold_audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title:
 
 def highlight_gendered(text: str, lexicons: dict[str, Sequence[str]]) -> str:
     """HTML of ``text`` with lexicon words wrapped in ``<mark class="lex-<name>">`` (whole tokens, any case)."""
-    import html
-    import re
-
     owner = {w.lower(): name for name, ws in lexicons.items() for w in ws}
     out, last = [], 0
     for m in re.finditer(r"\b\w+\b", text):
@@ -341,8 +352,6 @@ def bold_examples_table(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]
 
     Colours: male words orange, female words purple, any other lexicon (e.g. neutral) green.
     """
-    import html
-
     pool = metrics[metrics["any_gendered"]] if only_gendered else metrics
     picked = pd.concat([d.sample(n=min(per_group, len(d)), random_state=seed)
                         for _, d in pool.groupby("group", sort=False)] or [pool])

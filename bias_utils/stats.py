@@ -38,6 +38,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
+__all__ = [
+    "STAT_COLUMNS", "adjust_pvalues", "bootstrap_ci", "chi2_table", "cluster_bootstrap_ci", "cohens_d", "hedges_g",
+    "hurdle_tests", "mann_whitney", "odds_ratio", "proportion_test", "results_table", "student_t", "welch_anova",
+    "welch_t",
+]
+
 STAT_COLUMNS = [
     "test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method",
     "effect", "effect_size", "ci_low", "ci_high", "n",
@@ -61,7 +67,8 @@ def _values(x, name: str, min_n: int = 2) -> np.ndarray:
     if arr.ndim != 1:
         raise ValueError(f"group {name!r}: expected a 1-D sequence of numbers, got shape {arr.shape}")
     if np.isnan(arr).any():
-        raise ValueError(f"group {name!r}: {int(np.isnan(arr).sum())} missing values (NaN); drop or impute them explicitly")
+        raise ValueError(f"group {name!r}: {int(np.isnan(arr).sum())} missing values (NaN); drop or impute them "
+                         f"explicitly")
     if arr.size < min_n:
         raise ValueError(f"group {name!r}: {arr.size} values, need at least {min_n}")
     return arr
@@ -146,7 +153,8 @@ def mann_whitney(a, b, *, test: str = "mann_whitney", group_a: str = "a", group_
 def _table(table, shape=None) -> np.ndarray:
     t = np.asarray(table, dtype=float)
     if t.ndim != 2 or (shape is not None and t.shape != shape):
-        raise ValueError(f"contingency table must be {'x'.join(map(str, shape)) if shape else '2-D'}, got shape {t.shape}")
+        raise ValueError(f"contingency table must be {'x'.join(map(str, shape)) if shape else '2-D'}, got shape "
+                         f"{t.shape}")
     if (t < 0).any():
         raise ValueError("contingency table has negative counts")
     if (t.sum(axis=0) == 0).any() or (t.sum(axis=1) == 0).any():
@@ -276,7 +284,7 @@ def welch_anova(values, groups, *, test: str = "welch_anova", n_boot: int = 1000
     Effect: eta squared (SS_between / SS_total) with a percentile bootstrap CI
     resampling observations within groups.
     """
-    import pingouin as pg
+    import pingouin as pg  # deferred: pingouin pulls in statsmodels and takes seconds to import
 
     df = pd.DataFrame({"y": np.asarray(values, dtype=float), "g": np.asarray(groups)})
     sizes = df.groupby("g").size()
