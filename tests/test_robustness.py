@@ -145,7 +145,7 @@ def test_specification_grid_against_scipy_and_holm():
 def test_joint_test_p_is_uniform_under_the_null():
     """No group difference at all: over repetitions the joint test's p must look uniform (KS)."""
     ps = {k: [] for k in rb.JOINT_STATISTICS}
-    for rep in range(60):
+    for rep in range(100):
         rng = np.random.default_rng(100 + rep)
         y = rng.permutation(np.array([True] * 10 + [False] * 10))
         base = rng.normal(size=(20, 3))
@@ -158,7 +158,7 @@ def test_joint_test_p_is_uniform_under_the_null():
     # the median effect is continuous: its p is uniform on (0, 1]
     assert sps.kstest(ps["median_effect"], "uniform").pvalue > 0.01
     # the count is mostly 0 under the null (p = 1): it must never reject more often than alpha
-    assert np.mean(np.array(ps["n_agree_significant"]) < 0.05) <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / 60)
+    assert np.mean(np.array(ps["n_agree_significant"]) < 0.05) <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / 100)
 
 
 # ----------------------------------------------------------------- axis null on a hand-sized space
@@ -293,3 +293,34 @@ def test_curve_inputs_match_the_profile_pipeline_minilm():
     tok = rb.token_table(m, inputs.words["names"].assign(population="names"))
     emb = embed_words(m, tok["context"].tolist(), tok["word"].tolist())
     np.testing.assert_array_equal(tok["n_tokens"], emb.n_tokens)
+
+
+# ----------------------------------------------------------------- charts
+
+def test_specification_curve_and_axis_null_charts(tmp_path):
+    import json
+
+    from bias_utils import plots
+
+    rng = np.random.default_rng(5)
+    y = np.array([True] * 6 + [False] * 7)
+    V = rng.normal(size=(2, 13, 3))
+    V[0, y, 0] += 3.0  # one context source shows the gap, the other does not
+    curve = rb.specification_curve(_inputs(V, y), n_permutations=20, n_perm_test=200)
+    chart = plots.specification_curve_chart(curve.specs, "names", "warmth")
+    spec = json.loads(chart.to_json())
+    datasets = list(spec["datasets"].values())
+    points = max(datasets, key=lambda d: len(d) if d and "effect_size" in d[0] else 0)
+    assert [p["effect_size"] for p in points] == sorted(p["effect_size"] for p in points) and len(points) == 6
+    matrix = next(d for d in datasets if d and "choice" in d[0])
+    assert len(matrix) == 6 * len(plots.SPEC_CHOICES)
+    assert {p["status"] for p in points} >= {"agrees, significant", "not significant"}
+    assert plots.save(chart, tmp_path / "curve")["svg"].stat().st_size > 0
+
+    space, terms = _toy_space(np.random.default_rng(8))
+    null = rb.axis_null(space, terms, n_permutations=20)
+    spec = json.loads(plots.axis_null_chart(null).to_json())
+    shown = next(iter(spec["datasets"].values()))
+    assert "mean" not in {str(r["layer"]) for r in shown} and len(shown) == len(null[null.layer != "mean"])
+    with pytest.raises(ValueError, match="context_source"):
+        plots.axis_null_chart(pd.concat([null, null.assign(context_source="none")]))
