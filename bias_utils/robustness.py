@@ -792,8 +792,9 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
     """One plain sentence per dimension: does the population's gap survive the controls?
 
     It *survives* when the gap keeps its sign and stays significant (p < alpha)
-    with the token count in the regression and in both template sets where the
-    word is not the first word (``not_first``, ``lead_in``); the share of
+    with the token count in the regression (when token counts vary at all) and
+    in both template sets where the word is not the first word (``not_first``,
+    ``lead_in``); the share of
     agreeing specifications and the joint test's p come from ``summary``.
     """
     lines = []
@@ -813,6 +814,8 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
             c = ctrl.iloc[0]
             checks.append((np.sign(c["coef"]) == sign and c["p"] < alpha,
                            f"with the token count controlled the gap is {c['coef']:+.2f} SD (p = {c['p']:.3g})"))
+        else:  # token_regression leaves the control out only when every word has the same token count
+            checks.append((True, "every word takes the same number of tokens, so the token count cannot explain it"))
         for tset in ("not_first", "lead_in"):
             if tset in gp.index:
                 r = gp.loc[tset]
@@ -838,6 +841,15 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
 #: Tables the notebook writes (``<name>.parquet``/``.csv`` in the model's results folder).
 SUMMARY_TABLE = "robustness_summary"
 AXIS_NULL_TABLE = "robustness_axis_null"
+
+
+def axis_verdicts(null: pd.DataFrame, context_source: str = "generated", layer: str = "mean") -> pd.DataFrame:
+    """Table 2's column from the null: per axis at one context source and layer,
+    ``dimension, accuracy, null_low, null_high, p, beats_null, axis`` (``axis`` reads
+    ``"beats the null"`` or ``"not better than the null"``)."""
+    v = null[(null["context_source"] == context_source) & (null["layer"] == str(layer))]
+    v = v[["dimension", "accuracy", "null_low", "null_high", "p", "beats_null"]].reset_index(drop=True)
+    return v.assign(axis=np.where(v["beats_null"], "beats the null", "not better than the null"))
 
 
 def robustness_summary(curve: SpecificationCurve, null: pd.DataFrame, model_id: str,

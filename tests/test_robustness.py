@@ -255,6 +255,11 @@ def test_token_regression_and_verdict_on_a_confounded_slice():
                           "ci_low": 0.5, "ci_high": 1.5, "p": 0.001, "p_adj": 0.002} for t in ("not_first", "lead_in")])
     text = rb.name_gap_verdict(summary, reg, gaps, dimensions=["warmth"])
     assert "does not survive" in text and "50% of 4 specifications" in text
+    # the same gap among words that all take one token: nothing to control, the gap survives
+    reg1 = rb.token_regression(values.assign(z=z - tokens + 3.0 * female), words.assign(n_tokens=1))
+    assert set(reg1["model"]) == {"gender", "one-token words"}
+    text = rb.name_gap_verdict(summary, reg1, gaps, dimensions=["warmth"])
+    assert "same number of tokens" in text and "the gap survives" in text
 
 
 # ----------------------------------------------------------------- real model, small slice
