@@ -329,3 +329,35 @@ def test_specification_curve_and_axis_null_charts(tmp_path):
     assert "mean" not in {str(r["layer"]) for r in shown} and len(shown) == len(null[null.layer != "mean"])
     with pytest.raises(ValueError, match="context_source"):
         plots.axis_null_chart(pd.concat([null, null.assign(context_source="none")]))
+
+
+# ----------------------------------------------------------------- per model and across models
+
+def test_summary_and_cross_model_table(tmp_path):
+    from bias_utils.results import write_table
+
+    rng = np.random.default_rng(5)
+    y = np.array([True] * 6 + [False] * 7)
+    V = rng.normal(size=(2, 13, 3))
+    V[:, y, 0] += 3.0
+    curve = rb.specification_curve(_inputs(V, y), n_permutations=20, n_perm_test=200)
+    space, terms = _toy_space(np.random.default_rng(8))
+    null = rb.axis_null(space, terms, n_permutations=20)
+    summary = rb.robustness_summary(curve, null, "toy")
+    head = null[(null.layer == "mean")].set_index("dimension")
+    for r in summary.itertuples():
+        if r.dimension in head.index:
+            assert r.axis_beats_null == head.loc[r.dimension, "beats_null"]
+            assert r.share_layers_beating_null == pytest.approx(
+                null[(null.dimension == r.dimension) & (null.layer != "mean")]["beats_null"].mean())
+        else:  # the toy space has no such axis: unknown, not False
+            assert pd.isna(r.axis_beats_null)
+    verdicts = rb.axis_verdicts(null)
+    assert len(verdicts) == 6 and set(verdicts["axis"]) <= {"beats the null", "not better than the null"}
+    write_table(summary, tmp_path / "model-a" / rb.SUMMARY_TABLE)
+    write_table(summary.assign(share_agree_significant=0.0), tmp_path / "model-b" / rb.SUMMARY_TABLE)
+    table, skipped = rb.cross_model_summary(["model-a", "model-b", "model-c"], tmp_path)
+    assert list(table["model_id"].unique()) == ["model-a", "model-b"] and list(skipped["model_id"]) == ["model-c"]
+    a = table[(table.model_id == "model-a") & (table.dimension == "warmth")].iloc[0]
+    assert a["share_agree_significant"] == pytest.approx(
+        curve.summary.set_index("dimension").loc["warmth", "share_agree_significant"])
