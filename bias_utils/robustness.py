@@ -48,8 +48,8 @@ its weak points measurable, per model:
    the extra terms per dimension and layer, against a null that shuffles the
    seed senses' pole labels within one dimension (for warmth/competence,
    within each member dimension) and rebuilds the basis from the cached sense
-   embeddings with ``projection.polar_basis``; only the projection is
-   recomputed.
+   embeddings (the same Eqs. 2-3 and pseudo-inverse as ``projection.polar_basis``,
+   batched); only the projection is recomputed.
 
 3. **Tokenisation confound** (:func:`token_table`, :func:`token_regression`):
    how many subword tokens each word takes, by group, and whether the gap
@@ -577,32 +577,6 @@ AXIS_NULL_COLUMNS = ["model_id", "context_source", "space", "dimension", "layer"
                      "null_high", "p", "beats_null", "n_terms", "n_permutations"]
 
 
-def _pole_senses(space, space_name: str) -> tuple[np.ndarray, pd.DataFrame, dict]:
-    """One pseudo-sense per (member dimension, direction) holding its axis's pooled pole mean (Eq. 2).
-
-    ``projection.polar_basis`` on these gives the space's basis exactly (a pole's mean of
-    identical copies is the pooled mean), at a fraction of the cost of averaging every
-    sense again; the null replaces one axis's rows by the shuffled poles.
-    Returns ``(embeddings [R, L, H], senses, {axis: (row of high, row of low, member sense indices)})``.
-    """
-    senses, S = space.senses, space.sense_emb
-    usable = senses["n_embedded"].to_numpy() > 0
-    dims, dirs = senses["dimension"].to_numpy(), senses["direction"].to_numpy()
-    emb, rows, where = [], [], {}
-    for axis, members in projection.space_groups(senses, space_name).items():
-        idx = np.flatnonzero(usable & np.isin(dims, members))
-        at = {}
-        for direction in ("high", "low"):
-            mean = S[idx[dirs[idx] == direction]].mean(axis=0)
-            at[direction] = []
-            for m in members:
-                at[direction].append(len(rows))
-                rows.append({"dimension": m, "direction": direction, "n_embedded": 1})
-                emb.append(mean)
-        where[axis] = (at["high"], at["low"], idx)
-    return np.stack(emb), pd.DataFrame(rows), where
-
-
 def _shuffled_high(senses: pd.DataFrame, idx: np.ndarray, n_permutations: int, rng) -> np.ndarray:
     """[K, len(idx)] bool: the high label after permuting the labels within each member dimension."""
     dims = senses["dimension"].to_numpy()[idx]
@@ -618,46 +592,49 @@ def _shuffled_high(senses: pd.DataFrame, idx: np.ndarray, n_permutations: int, r
 
 
 def axis_null(space, terms: TermEmbeddings, *, n_permutations: int = 200, seed: int = 0,
-              alpha: float = 0.05) -> pd.DataFrame:
+              alpha: float = 0.05, chunk: int = 50) -> pd.DataFrame:
     """Direction accuracy of the extra terms per axis and layer against a label-shuffling null.
 
     For each axis of each basis of ``space``, the seed senses' pole labels are
     permuted within the axis's dimension (within each member dimension for
-    warmth/competence) ``n_permutations`` times; the shuffled poles are averaged
-    from ``space.sense_emb`` (Eq. 2), the basis is rebuilt with
-    ``projection.polar_basis`` (the other axes unchanged) and the terms of that
-    axis are re-projected. Accuracy uses the raw cut-off (value > 0 predicts
-    high), as Table 2. ``layer`` is the hidden-state index or ``"mean"`` (mean
-    of the projections over layers). ``p = (1 + #null >= observed) / (1 +
-    n_permutations)``; ``null_low``/``null_high``: the null's 2.5/97.5
-    percentiles; ``beats_null = p < alpha``.
+    warmth/competence) ``n_permutations`` times. Each permutation's poles are
+    averaged from the cached ``space.sense_emb`` (Eq. 2), the axis's row of the
+    basis directions is replaced by their difference (Eq. 3; the other axes
+    stay as they are) and the pseudo-inverse is recomputed, batched over
+    permutations and layers (``numpy.linalg.pinv``; tested equal to rebuilding
+    with ``projection.polar_basis``); the terms of that axis are re-projected.
+    Accuracy uses the raw cut-off (value > 0 predicts high), as Table 2.
+    ``layer`` is the hidden-state index or ``"mean"`` (mean of the projections
+    over layers). ``p = (1 + #null >= observed) / (1 + n_permutations)``;
+    ``null_low``/``null_high``: the null's 2.5/97.5 percentiles;
+    ``beats_null = p < alpha``.
     """
     rng = np.random.default_rng(seed)
     ok = terms.table["n_embedded"].to_numpy() > 0
     X, table = terms.X[ok], terms.table[ok].reset_index(drop=True)
     S = space.sense_emb
+    usable = space.senses["n_embedded"].to_numpy() > 0
     rows = []
     for space_name, basis in space.bases.items():
         groups = projection.space_groups(space.senses, space_name)
-        pole_emb, pole_senses, where = _pole_senses(space, space_name)
         for d, axis in enumerate(basis.dimensions):
             sel = table["dimension"].isin(groups[axis]).to_numpy()
             if not sel.any():
                 continue
             Xa = X[sel]
             high = (table.loc[sel, "direction"] == "high").to_numpy()
-            at_high, at_low, idx = where[axis]
+            idx = np.flatnonzero(usable & space.senses["dimension"].isin(groups[axis]).to_numpy())
             H = _shuffled_high(space.senses, idx, n_permutations, rng).astype(np.float64)  # [K, n]
             flat = S[idx].reshape(len(idx), -1)
-            shape = S.shape[1:]
-            high_means = (H @ flat / H.sum(axis=1, keepdims=True)).reshape(-1, *shape)
-            low_means = ((1 - H) @ flat / (1 - H).sum(axis=1, keepdims=True)).reshape(-1, *shape)
             W = np.empty((n_permutations + 1,) + basis.pinv[:, d].shape)  # [K+1, L, H]
             W[0] = basis.pinv[:, d]
-            emb = pole_emb.copy()
-            for k in range(n_permutations):
-                emb[at_high], emb[at_low] = high_means[k], low_means[k]
-                W[k + 1] = projection.polar_basis(emb, pole_senses, space_name, layers=basis.layers).pinv[:, d]
+            for k0 in range(0, n_permutations, chunk):
+                h = H[k0:k0 + chunk]
+                diff = (h @ flat / h.sum(axis=1, keepdims=True)
+                        - (1 - h) @ flat / (1 - h).sum(axis=1, keepdims=True)).reshape(len(h), *S.shape[1:])
+                directions = np.repeat(basis.directions[None], len(h), axis=0)  # [k, L, D, H]
+                directions[:, :, d] = diff
+                W[1 + k0:1 + k0 + len(h)] = np.linalg.pinv(np.swapaxes(directions, -1, -2))[:, :, d]
             vals = np.stack([Xa[:, li] @ W[:, li].T for li in range(len(basis.layers))], axis=1)  # [n, L, K+1]
             acc = ((vals > 0) == high[:, None, None]).mean(axis=0)  # [L, K+1]
             acc_mean = ((vals.mean(axis=1) > 0) == high[:, None]).mean(axis=0)  # [K+1]

@@ -179,13 +179,6 @@ def _toy_space(rng, L=2, H=6):
     return StereotypeSpace(bases, senses, None, pd.DataFrame(), "toy", "generated", S), rb.TermEmbeddings(X, terms, pd.DataFrame())
 
 
-def test_pole_pseudo_senses_reproduce_the_basis():
-    space, _ = _toy_space(np.random.default_rng(7))
-    for name, basis in space.bases.items():
-        emb, senses, _ = rb._pole_senses(space, name)
-        np.testing.assert_allclose(projection.polar_basis(emb, senses, name).pinv, basis.pinv, atol=1e-10)
-
-
 def test_axis_null_against_the_plain_polar_basis_path():
     space, terms = _toy_space(np.random.default_rng(8))
     K = 30
