@@ -16,7 +16,6 @@ from bias_utils import robustness as rb
 from bias_utils.space import StereotypeSpace
 from bias_utils.stats import adjust_pvalues, hedges_g
 
-
 # ----------------------------------------------------------------- choices
 
 def test_template_sets_keep_the_word_off_position_zero():
