@@ -426,11 +426,11 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
             P = project_all(sp.bases, pe.values)
             row_of = {k: i for i, k in enumerate(pe.words[keys].itertuples(index=False, name=None))}
             choices = cell_values(P, pe.layers, dims, best_map if use_best else None)
+            label = {"mean": "mean", "last": str(pe.layers[-1]), "middle": str(pe.layers[len(pe.layers) // 2]),
+                     "best": "best"}
             for choice, M in choices.items():
                 cells.append({"context_source": source, "template_set": tname, "layer_choice": choice,
-                              "layer": "best" if choice == "best" else
-                              ("mean" if choice == "mean" else str(pe.layers[-1] if choice == "last"
-                                                                   else pe.layers[len(pe.layers) // 2]))})
+                              "layer": label[choice]})
                 for p, w in words.items():
                     values[p].append(M[[row_of[(p, g, x)] for g, x in zip(w["group"], w["word"])]])
     seconds["projection"] = time.perf_counter() - t0
