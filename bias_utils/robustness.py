@@ -49,7 +49,7 @@ its weak points measurable, per model:
    seed senses' pole labels within one dimension (for warmth/competence,
    within each member dimension) and rebuilds the basis from the cached sense
    embeddings (the same Eqs. 2-3 and pseudo-inverse as ``projection.polar_basis``,
-   batched); only the projection is recomputed.
+   batched over permutations and layers); only the projection is recomputed.
 
 3. **Tokenisation confound** (:func:`token_table`, :func:`token_regression`):
    how many subword tokens each word takes, by group, and whether the gap
@@ -591,6 +591,24 @@ def _shuffled_high(senses: pd.DataFrame, idx: np.ndarray, n_permutations: int, r
     return out
 
 
+def pinv_row(directions: np.ndarray, d: int) -> np.ndarray:
+    """Row ``d`` of ``pinv(A.T)`` for every stacked basis ``A = directions[..., :, :]`` ([..., D, H]).
+
+    For ``A`` of full row rank, ``pinv(A.T) = (A A.T)^-1 A``, so row ``d`` is the
+    ``d``-th row of the inverse Gram matrix times ``A``: a D x D solve instead of an
+    SVD of the H x D matrix. A singular Gram matrix falls back to ``numpy.linalg.pinv``.
+    """
+    A = np.asarray(directions, dtype=np.float64)
+    G = A @ np.swapaxes(A, -1, -2)
+    e = np.zeros(G.shape[:-1] + (1,))
+    e[..., d, 0] = 1.0
+    try:
+        coef = np.linalg.solve(G, e)[..., 0]  # G is symmetric: its inverse's row d is this column
+    except np.linalg.LinAlgError:
+        return np.linalg.pinv(np.swapaxes(A, -1, -2))[..., d, :]
+    return np.einsum("...f,...fh->...h", coef, A)
+
+
 def axis_null(space, terms: TermEmbeddings, *, n_permutations: int = 200, seed: int = 0,
               alpha: float = 0.05, chunk: int = 50) -> pd.DataFrame:
     """Direction accuracy of the extra terms per axis and layer against a label-shuffling null.
@@ -600,9 +618,10 @@ def axis_null(space, terms: TermEmbeddings, *, n_permutations: int = 200, seed: 
     warmth/competence) ``n_permutations`` times. Each permutation's poles are
     averaged from the cached ``space.sense_emb`` (Eq. 2), the axis's row of the
     basis directions is replaced by their difference (Eq. 3; the other axes
-    stay as they are) and the pseudo-inverse is recomputed, batched over
-    permutations and layers (``numpy.linalg.pinv``; tested equal to rebuilding
-    with ``projection.polar_basis``); the terms of that axis are re-projected.
+    stay as they are) and the axis's row of the pseudo-inverse is recomputed,
+    batched over permutations and layers (:func:`pinv_row`; tested equal to
+    rebuilding with ``projection.polar_basis``); the terms of that axis are
+    re-projected.
     Accuracy uses the raw cut-off (value > 0 predicts high), as Table 2.
     ``layer`` is the hidden-state index or ``"mean"`` (mean of the projections
     over layers). ``p = (1 + #null >= observed) / (1 + n_permutations)``;
@@ -634,7 +653,7 @@ def axis_null(space, terms: TermEmbeddings, *, n_permutations: int = 200, seed: 
                         - (1 - h) @ flat / (1 - h).sum(axis=1, keepdims=True)).reshape(len(h), *S.shape[1:])
                 directions = np.repeat(basis.directions[None], len(h), axis=0)  # [k, L, D, H]
                 directions[:, :, d] = diff
-                W[1 + k0:1 + k0 + len(h)] = np.linalg.pinv(np.swapaxes(directions, -1, -2))[:, :, d]
+                W[1 + k0:1 + k0 + len(h)] = pinv_row(directions, d)
             vals = np.stack([Xa[:, li] @ W[:, li].T for li in range(len(basis.layers))], axis=1)  # [n, L, K+1]
             acc = ((vals > 0) == high[:, None, None]).mean(axis=0)  # [L, K+1]
             acc_mean = ((vals.mean(axis=1) > 0) == high[:, None]).mean(axis=0)  # [K+1]

@@ -178,6 +178,19 @@ def _toy_space(rng, L=2, H=6):
     return StereotypeSpace(bases, senses, None, pd.DataFrame(), "toy", "generated", S), rb.TermEmbeddings(X, terms, pd.DataFrame())
 
 
+def test_pinv_row_matches_scipy_pinv():
+    from scipy import linalg
+
+    rng = np.random.default_rng(12)
+    A = rng.normal(size=(3, 4, 7, 40))
+    A[..., 1, :] = A[..., 0, :] + 0.05 * rng.normal(size=(3, 4, 40))  # two nearly parallel axes
+    for d in range(7):
+        want = np.array([[linalg.pinv(A[i, j].T)[d] for j in range(4)] for i in range(3)])
+        np.testing.assert_allclose(rb.pinv_row(A, d), want, rtol=1e-7, atol=1e-10)
+    A[0, 0, 2] = A[0, 0, 3]  # rank deficient: falls back to the SVD pseudo-inverse
+    np.testing.assert_allclose(rb.pinv_row(A[:1, :1], 2)[0, 0], linalg.pinv(A[0, 0].T)[2], atol=1e-8)
+
+
 def test_axis_null_against_the_plain_polar_basis_path():
     space, terms = _toy_space(np.random.default_rng(8))
     K = 30
@@ -281,6 +294,9 @@ def test_curve_inputs_match_the_profile_pipeline_minilm():
     from bias_utils.space import direction_prediction
 
     null = rb.axis_null(sp, extras["terms"], n_permutations=20)
+    for d in range(7):  # the null's Gram solve reproduces polar_basis's pseudo-inverse on real directions
+        np.testing.assert_allclose(rb.pinv_row(sp.bases["dimensions"].directions, d), sp.bases["dimensions"].pinv[:, d],
+                                   rtol=1e-8, atol=1e-12)
     acc = direction_prediction(m, sp, extras["term_table"], layer="all", n_boot=10).accuracy
     acc = acc[acc.cutoff == "raw"].assign(layer=lambda a: a["layer"].astype(str)).set_index(["dimension", "layer"])
     merged = null.set_index(["dimension", "layer"]).join(acc["accuracy"], rsuffix="_dp", how="inner")
