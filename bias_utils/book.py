@@ -74,8 +74,10 @@ QUICK_PARAMETERS = {"limit": 12, "n_contexts": 2, "n_boot": 200, "n_samples": 1}
 #: Per-notebook QUICK overrides: 12 prompts would leave ~2 female-dominated
 #: completions, too few for the audit's tests to say anything (and gendered
 #: words are rare: the audit's full 100 new tokens are kept); the completion
-#: profiles use every completion the quick audit wrote.
-QUICK_OVERRIDES = {"06_bold_audit": {"limit": 80}, "08_completion_profiles": {"limit": None}}
+#: profiles use every completion the quick audit wrote; the robustness chapter
+#: keeps 12 extra terms per dimension and pole, like the layers chapter.
+QUICK_OVERRIDES = {"06_bold_audit": {"limit": 80}, "08_completion_profiles": {"limit": None},
+                   "10_robustness": {"term_limit": 12}}
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,7 @@ STUDY_NOTEBOOKS = (
     NotebookSpec("03_projection_accuracy", "Projection and direction accuracy"),
     NotebookSpec("04_profiles", "Stereotype profiles"),
     NotebookSpec("05_layers", "Layers and context sources"),
+    NotebookSpec("10_robustness", "How robust is this profile?"),
     NotebookSpec("06_bold_audit", "BOLD occupational audit", generates=True),
     NotebookSpec("08_completion_profiles", "Stereotype profiles of the model's own completions", generates=True),
     NotebookSpec("07_bold_replication", "Replication of the published audit", scope="once"),

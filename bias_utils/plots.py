@@ -366,3 +366,96 @@ def bold_examples_table(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]
         rows = '<tr><td colspan="4">no completion with a gendered word in this run</td></tr>'
     return (f"<style>{style}</style><table><thead><tr><th>group</th><th>occupation</th>"
             f"<th>prompt + completion</th><th>male/female words</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
+# --------------------------------------------------------------------------- robustness (issue 12)
+
+#: Colours of a specification's status on the specification curve.
+SPEC_STATUS_COLORS = {"agrees, significant": "#1b7837", "opposite, significant": "#c51b7d",
+                      "positive, significant": "#377eb8", "negative, significant": "#a6761d",
+                      "not significant": "#9e9e9e"}
+#: Rows of the specification curve's dot matrix: (column of ``specs``, label).
+SPEC_CHOICES = (("context_source", "context"), ("layer_choice", "layer"), ("template_set", "templates"),
+                ("test_choice", "test"))
+
+
+def specification_curve_chart(specs: pd.DataFrame, population: str, dimension: str, *,
+                              title: str | None = None) -> alt.VConcatChart:
+    """The specification curve of one population and dimension (Simonsohn, Simmons & Nelson 2020).
+
+    ``specs``: ``robustness.specification_curve(...).specs`` (columns ``population,
+    dimension, context_source, layer_choice, template_set, test_choice,
+    effect_size, ci_low, ci_high, p_adj, significant, expected_sign``). Above: Hedges'
+    g (first group minus second) with its 95% CI per specification, sorted by g;
+    colour = significant after Holm in the paper's direction, against it, or not
+    significant. Below: a dot matrix marking each specification's choices.
+    """
+    s = specs[(specs["population"] == population) & (specs["dimension"] == dimension)]
+    if s.empty:
+        raise ValueError(f"specification_curve_chart: no rows for {population!r}/{dimension!r}")
+    s = s.sort_values(["effect_size", "context_source", "layer_choice", "template_set", "test_choice"],
+                      kind="stable").reset_index(drop=True)
+    expected = int(s["expected_sign"].iloc[0])
+    sign = np.sign(s["effect_size"])
+    if expected:
+        status = np.where(~s["significant"], "not significant",
+                          np.where(sign == expected, "agrees, significant", "opposite, significant"))
+    else:
+        status = np.where(~s["significant"], "not significant",
+                          np.where(sign > 0, "positive, significant", "negative, significant"))
+    s = s.assign(rank=np.arange(len(s)), status=status)
+    present = [k for k in SPEC_STATUS_COLORS if k in set(status)]
+    colour = alt.Color("status:N", title=None, scale=alt.Scale(domain=present,
+                                                               range=[SPEC_STATUS_COLORS[k] for k in present]))
+    x = alt.X("rank:Q", title="specification (sorted by effect)", axis=None, scale=alt.Scale(domain=[-1, len(s)]))
+    tips = ["context_source", "layer_choice", "template_set", "test_choice", alt.Tooltip("effect_size:Q", format=".2f"),
+            alt.Tooltip("p_adj:Q", format=".3g")]
+    base = alt.Chart(s)
+    top = alt.layer(
+        alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(color="#999").encode(y="y:Q"),
+        base.mark_rule(opacity=0.5).encode(x=x, y=alt.Y("ci_low:Q", title="Hedges' g (95% CI)"), y2="ci_high:Q",
+                                           color=colour),
+        base.mark_point(filled=True, size=18).encode(x=x, y="effect_size:Q", color=colour, tooltip=tips),
+    ).properties(width=max(360, 4 * len(s)), height=180)
+    rows = [{"rank": r, "choice": f"{label}: {getattr(t, col)}", "status": st}
+            for t, r, st in zip(s.itertuples(), s["rank"], s["status"]) for col, label in SPEC_CHOICES]
+    matrix = pd.DataFrame(rows)
+    order = [f"{label}: {v}" for col, label in SPEC_CHOICES for v in dict.fromkeys(specs[col])]
+    bottom = alt.Chart(matrix).mark_square(size=10).encode(
+        x=x, y=alt.Y("choice:N", sort=order, title=None), color=colour
+    ).properties(width=max(360, 4 * len(s)), height=alt.Step(11))
+    direction = {1: f"paper: {s['group_a'].iloc[0]} higher", -1: f"paper: {s['group_b'].iloc[0]} higher",
+                 0: "paper: no direction"}[expected]
+    return alt.vconcat(top, bottom, spacing=4).properties(
+        title=title or f"Specification curve: {population}, {dimension} ({direction})")
+
+
+def axis_null_chart(null: pd.DataFrame, *, title: str | None = None, columns: int = 3) -> alt.FacetChart:
+    """Direction accuracy per layer against the label-shuffling null, one panel per axis.
+
+    ``null``: ``robustness.axis_null`` rows of ONE context source (columns
+    ``context_source, dimension, layer, accuracy, null_low, null_high, null_mean,
+    beats_null``); the ``"mean"`` layer is left out of the x axis (it is in the
+    table). Grey band: the null's 95% range; filled points: the axis beats the null.
+    """
+    source = _one(null, "context_source", "axis_null_chart")
+    data = null[null["layer"] != "mean"].assign(layer=lambda d: d["layer"].astype(int),
+                                                 verdict=lambda d: np.where(d["beats_null"], "beats the null",
+                                                                            "not better than the null"))
+    x = alt.X("layer:Q", title="layer (0 = embedding output)", axis=alt.Axis(format="d", tickMinStep=1))
+    base = alt.Chart().encode(x=x)
+    parts = [
+        base.mark_area(color="#bdbdbd", opacity=0.5).encode(y=alt.Y("null_low:Q", title="direction accuracy",
+                                                                    scale=alt.Scale(domain=[0, 1])), y2="null_high:Q"),
+        base.mark_line(color="#757575", strokeDash=[4, 3]).encode(y="null_mean:Q"),
+        base.mark_line(color="#222").encode(y="accuracy:Q"),
+        base.mark_point(size=40, color="#222").encode(
+            y="accuracy:Q", fill=alt.Fill("verdict:N", title=None, scale=alt.Scale(
+                domain=["beats the null", "not better than the null"], range=["#222", "white"])),
+            tooltip=["dimension", "layer", alt.Tooltip("accuracy:Q", format=".2f"),
+                     alt.Tooltip("null_low:Q", format=".2f"), alt.Tooltip("null_high:Q", format=".2f"),
+                     alt.Tooltip("p:Q", format=".3f")]),
+    ]
+    return (alt.layer(*parts, data=data).properties(width=200, height=130)
+            .facet(facet=alt.Facet("dimension:N", title=None, sort=_ordered(data["dimension"])), columns=columns)
+            .properties(title=title or f"Axis validity against a shuffled-label null ({source} contexts)"))
