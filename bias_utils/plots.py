@@ -25,7 +25,7 @@ from . import cache
 __all__ = [
     "DIMENSION_ORDER", "GROUP_COLORS", "OTHER_COLORS", "POLE_LABELS", "THEME", "accuracy_heatmap", "bold_audit_figure",
     "bold_examples_table", "highlight_gendered", "layer_curves_chart", "pole_labels", "profile_chart", "save",
-    "warmth_competence_chart",
+    "warmth_competence_chart", "specification_curve_chart", "axis_null_chart",
 ]
 
 THEME = "bias_profiles"

@@ -71,11 +71,66 @@ from scipy import stats as sps
 
 from . import projection
 from .cache import stable_hash
-from .profiles import DEFAULT_TEMPLATES, PLACEHOLDER, check_templates
+from .contexts import build_contexts, prepare_dictionary
+from .crossmodel import read_results
+from .dictionaries import limit_terms, load_full_dictionary_terms
+from .embeddings import find_word, token_indices
+from .profiles import (
+    DEFAULT_TEMPLATES,
+    PLACEHOLDER,
+    check_templates,
+    fill_template,
+    limit_populations,
+    population_embeddings,
+    resolve_populations,
+)
+from .space import build_space, direction_prediction, embed_contexts
+
+__all__ = [
+    "AXIS_NULL_TABLE",
+    "CONTEXT_SOURCES",
+    "EXPECTED_SIGN",
+    "JOINT_STATISTICS",
+    "LAYER_CHOICES",
+    "LEAD_IN",
+    "SUMMARY_TABLE",
+    "TESTS",
+    "TEST_NAMES",
+    "CurveInputs",
+    "RobustnessError",
+    "SpecificationCurve",
+    "TermEmbeddings",
+    "axis_null",
+    "axis_verdicts",
+    "best_layers",
+    "cell_values",
+    "collect_curve_inputs",
+    "cross_model_summary",
+    "default_cell_values",
+    "group_tests",
+    "holm",
+    "name_gap_verdict",
+    "ols",
+    "permutation_reference",
+    "pinv_row",
+    "project_all",
+    "robustness_summary",
+    "specification_curve",
+    "split_terms",
+    "template_gap",
+    "template_sets",
+    "term_embeddings",
+    "token_regression",
+    "token_shares",
+    "token_table",
+    "word_token_count",
+]
 
 CONTEXT_SOURCES = ("generated", "dictionary", "corpus", "none")
 LAYER_CHOICES = ("mean", "last", "middle", "best")
 TESTS = ("student", "welch", "permutation")
+#: The ``test`` column of each test choice, as in the project's statistics tables.
+TEST_NAMES = {"student": "student_t", "welch": "welch_t", "permutation": "permutation_mean_diff"}
 #: Neutral lead-in put before every original template so the word is never the first token.
 LEAD_IN = "the text reads: "
 #: Sign of the female-minus-male gap the paper reports for names (Sec. 4.2, Figures 3 and 5):
@@ -118,7 +173,6 @@ def split_terms(terms: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.Da
     sense_id])`` and alternate between the halves, so both halves keep the
     poles' proportions and the split does not depend on row order.
     """
-    from .contexts import prepare_dictionary
 
     d = prepare_dictionary(terms)
     key = d["sense_id"].map(lambda s: stable_hash([seed, s], 16))
@@ -268,8 +322,6 @@ class TermEmbeddings:
 
 def term_embeddings(model, terms: pd.DataFrame, n_contexts: int = 5, seed: int = 0) -> TermEmbeddings:
     """Embed the extra terms in their dictionary (WordNet) contexts, as ``space.direction_prediction`` does."""
-    from .contexts import build_contexts
-    from .space import embed_contexts
 
     ctx = build_contexts(terms, "dictionary", n_contexts, seed)
     values, skipped, _ = embed_contexts(model, ctx.table)
@@ -303,7 +355,6 @@ def best_layers(model, space, selection: pd.DataFrame, terms: TermEmbeddings, he
 
     Columns: ``context_source, dimension, layer, accuracy_selection, n_selection, accuracy_held_out, n_held_out``.
     """
-    from .space import direction_prediction
 
     acc = direction_prediction(model, space, selection, n_contexts=n_contexts, layer="all", seed=seed,
                                n_boot=20).accuracy
@@ -346,14 +397,12 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
 
     ``limit``: at most this many names per group (``profiles.limit_populations``);
     ``term_limit``: at most this many extra terms per dimension and pole
-    (``space.limit_terms``). Returns ``(inputs, extras)`` with
+    (``dictionaries.limit_terms``). Returns ``(inputs, extras)`` with
     ``extras = {"spaces": {source: StereotypeSpace}, "terms": TermEmbeddings,
     "term_table": the extra terms used (both halves), "population_embeddings":
     {template_set: PopulationEmbeddings}}`` for the axis null and the
     tokenisation analysis.
     """
-    from .profiles import limit_populations, population_embeddings, resolve_populations
-    from .space import build_space, limit_terms
 
     seconds, skipped = {}, []
     t0 = time.perf_counter()
@@ -374,7 +423,6 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
 
     t0 = time.perf_counter()
     if terms is None:
-        from .dictionaries import load_full_dictionary_terms
 
         terms = load_full_dictionary_terms()
     first = next(iter(spaces.values()))
@@ -557,7 +605,7 @@ def _spec_rows(inputs: CurveInputs, pop: str, obs: dict, padj: dict, exp: np.nda
         f = cells.assign(population=pop, test_choice=test, space=np.tile(inputs.spaces, C),
                          dimension=np.tile(inputs.dimensions, C), group_a=ga, group_b=gb,
                          diff=obs["diff"][0].ravel(), expected_sign=np.tile(exp, C),
-                         test={"student": "student_t", "welch": "welch_t", "permutation": "permutation_mean_diff"}[test],
+                         test=TEST_NAMES[test],
                          statistic=obs[sc][0].ravel(), df=obs[dc][0].ravel() if dc else np.nan,
                          p=obs[f"p_{test}"][0].ravel(), p_adj=padj[test][0].ravel(), adj_method="holm",
                          effect="hedges_g", effect_size=obs["g"][0].ravel(), ci_low=obs["g_low"][0].ravel(),
@@ -673,7 +721,6 @@ def axis_null(space, terms: TermEmbeddings, *, n_permutations: int = 200, seed: 
 
 def word_token_count(tokenizer, context: str, word: str) -> int:
     """Number of subword tokens ``word`` takes at its first occurrence in ``context`` (as ``embeddings`` locates it)."""
-    from .embeddings import find_word, token_indices
 
     span = find_word(context, word)
     if span is None:
@@ -686,7 +733,6 @@ def token_table(model, words: pd.DataFrame, template: str = DEFAULT_TEMPLATES[0]
     """Token count of every word inside ``template`` (by default "this is {word}": mid-sentence,
     after a space, where most templates put it). ``words``: ``population, group, word`` and
     optionally ``article`` (``PopulationEmbeddings.words``). Adds ``context, n_tokens``."""
-    from .profiles import fill_template
 
     out = words.copy()
     article = out["article"] if "article" in out else pd.Series(False, index=out.index)
@@ -864,11 +910,11 @@ def robustness_summary(curve: SpecificationCurve, null: pd.DataFrame, model_id: 
     return out
 
 
-def cross_model_summary(models: Sequence[str], results_dir: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def cross_model_summary(models: Sequence[str],
+                        results_dir: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per model, population and dimension: the share of agreeing specifications, the joint
     test's p and whether the axis beats the null, read from each model folder's
     :data:`SUMMARY_TABLE`. Returns ``(table, skipped)`` (models without the table)."""
-    from .crossmodel import read_results
 
     stacked, skipped = read_results(models, SUMMARY_TABLE, results_dir)
     cols = ["model_id", "population", "dimension", "expected_sign", "n_specs", "share_agree_significant",

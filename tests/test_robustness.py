@@ -175,7 +175,8 @@ def _toy_space(rng, L=2, H=6):
     bases = {sp: projection.polar_basis(S, senses, sp) for sp in ("dimensions", "warmth_competence")}
     terms = senses.assign(sense_id=senses["sense_id"] + "x")
     X = np.stack([S[i] + 0.7 * rng.normal(size=(L, H)) for i in range(len(S))])
-    return StereotypeSpace(bases, senses, None, pd.DataFrame(), "toy", "generated", S), rb.TermEmbeddings(X, terms, pd.DataFrame())
+    space = StereotypeSpace(bases, senses, None, pd.DataFrame(), "toy", "generated", S)
+    return space, rb.TermEmbeddings(X, terms, pd.DataFrame())
 
 
 def test_pinv_row_matches_scipy_pinv():
