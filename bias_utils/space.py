@@ -16,7 +16,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from . import projection
-from .contexts import ContextSet, build_contexts
+from .contexts import ContextSet, build_contexts, extra_term_contexts
 
 EMBED_SKIP_COLUMNS = ["sense_id", "term", "context", "reason"]
 
@@ -90,7 +90,7 @@ def limit_terms(terms: pd.DataFrame, limit: int | None, seed: int = 0) -> pd.Dat
 
 @dataclass
 class DirectionResult:
-    """``accuracy``: ``model_id, context_source, evaluation, layer, dimension, cutoff, accuracy,
+    """``accuracy``: ``model_id, context_source, term_contexts, evaluation, layer, dimension, cutoff, accuracy,
     ci_low, ci_high, n, n_high, n_low`` (``evaluation`` = ``extra terms`` for held-out
     full-dictionary terms, ``leave-one-out`` for dimensions that have none).
     ``values``: per term ``term, dimension, term_dimension, direction, layer, value, evaluation``.
@@ -119,16 +119,24 @@ def leave_one_out_values(space: StereotypeSpace, dimensions: Sequence[str], laye
 
 
 def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | None = None, *, n_contexts: int = 5,
-                         layer="mean", limit: int | None = None, seed: int = 0, n_boot: int = 2000) -> DirectionResult:
+                         layer="mean", limit: int | None = None, seed: int = 0, n_boot: int = 2000,
+                         term_contexts: str = "generated", contexts_file=None) -> DirectionResult:
     """Predict each extra term's direction from the sign of its projection (Sec. 3.3, Table 2).
 
-    ``terms`` default: ``dictionaries.load_full_dictionary_terms()`` (their
-    WordNet contexts, first ``n_contexts``), restricted to the space's
-    dimensions. Dimensions of the space that have no extra term (a user
-    dimension) are evaluated leave-one-out on the dictionary's own senses.
-    ``layer``: ``"mean"`` (mean over layers, the original's headline), ``"last"``,
-    an int, or ``"all"`` (one accuracy per layer).
+    ``terms`` default: ``dictionaries.load_full_dictionary_terms()``, restricted
+    to the space's dimensions. ``term_contexts`` says what the extra terms are
+    embedded in, first ``n_contexts`` per term: ``"generated"`` (default, the
+    paper's Table 2: the gender-neutral contexts of the project's data file
+    ``data/generated/extra_terms_contexts.jsonl``, or ``contexts_file``, see
+    ``contexts.generate_extra_contexts``) or ``"dictionary"`` (their WordNet
+    examples). A term without a context is a row of ``skipped`` with the reason.
+    Dimensions of the space that have no extra term (a user dimension) are
+    evaluated leave-one-out on the dictionary's own senses. ``layer``:
+    ``"mean"`` (mean over layers, the original's headline), ``"last"``, an int,
+    or ``"all"`` (one accuracy per layer). ``accuracy.term_contexts`` records the choice.
     """
+    if term_contexts not in ("generated", "dictionary"):
+        raise ValueError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
     if terms is None:
         from .dictionaries import load_full_dictionary_terms
 
@@ -141,7 +149,8 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
     terms = limit_terms(terms[terms["dimension"].isin(own + composite_members)], limit, seed)
     frames, skipped = [], []
     if len(terms):
-        ctx = build_contexts(terms, "dictionary", n_contexts, seed)
+        ctx = (extra_term_contexts(terms, n_contexts, contexts_file) if term_contexts == "generated"
+               else build_contexts(terms, "dictionary", n_contexts, seed))
         skipped.append(ctx.skipped.assign(context=""))
         values, emb_skipped, _ = embed_contexts(model, ctx.table)
         skipped.append(emb_skipped)
@@ -161,12 +170,13 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
     accs = [projection.direction_accuracy(v, n_boot=n_boot, seed=seed).assign(evaluation=ev)
             for ev, v in values.groupby("evaluation", sort=False)]
     acc = pd.concat(accs, ignore_index=True)
+    acc.insert(0, "term_contexts", term_contexts)
     acc.insert(0, "context_source", space.source)
     acc.insert(0, "model_id", space.model_id)
     skipped = [s for s in skipped if len(s)]
     skipped = (pd.concat(skipped, ignore_index=True)[["sense_id", "term", "context", "reason"]]
                if skipped else pd.DataFrame(columns=EMBED_SKIP_COLUMNS))
-    cols = ["model_id", "context_source", "evaluation", "layer", "dimension", "cutoff", "accuracy",
+    cols = ["model_id", "context_source", "term_contexts", "evaluation", "layer", "dimension", "cutoff", "accuracy",
             "ci_low", "ci_high", "n", "n_high", "n_low"]
     return DirectionResult(acc[cols], values, skipped)
 
