@@ -371,9 +371,10 @@ def unknown_words(context: str, term: str) -> list[str]:
     exempt = {w.lower() for w in _WORD.findall(term)}
     found = []
     for tok in _LETTERS.findall(context):
-        plain = unicodedata.normalize("NFKD", tok).encode("ascii", "ignore").decode()  # café -> cafe
+        # café -> cafe; letters of other scripts stay and make the word unknown.
+        plain = "".join(ch for ch in unicodedata.normalize("NFKD", tok) if not unicodedata.combining(ch))
         parts = [p for p in re.split(r"['’]", re.sub(r"n['’]t$", "", plain)) if p]  # didn't -> did
-        if tok.lower() in exempt or all(_known(p) for p in parts):
+        if tok.lower() in exempt or (plain.isascii() and all(_known(p) for p in parts)):
             continue
         found.append(tok)
     return found
@@ -695,7 +696,7 @@ def context_report(contexts: pd.DataFrame | ContextSet, senses: pd.DataFrame | N
 EXTRA_CONTEXTS_FILE = "generated/extra_terms_contexts.jsonl"
 #: Terms per call of ``generation.generate``: the file is rewritten after each, so an interrupted run leaves a
 #: usable file, and the generation cache makes the next run resume where it stopped.
-EXTRA_CHUNK = 100
+EXTRA_CHUNK = 25
 
 
 def extra_contexts_path(path=None) -> Path:
@@ -894,6 +895,8 @@ def compare_generators(models, senses: pd.DataFrame | None = None, *, n_samples:
 def main(argv=None) -> None:
     import argparse
 
+    from .cache import atomic_write_text
+
     parser = argparse.ArgumentParser(prog="python -m bias_utils.contexts",
                                      description="Generated contexts for the full dictionary's extra terms.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -912,7 +915,7 @@ def main(argv=None) -> None:
         from .paths import data_dir
 
         for key, table in compare_generators(args.models, seed=args.seed).items():
-            table.to_csv(data_dir() / MODEL_CHOICE_FILES[key], index=False)
+            atomic_write_text(data_dir() / MODEL_CHOICE_FILES[key], table.to_csv(index=False))
             print(table.to_string(index=False) if key != "kept" else f"{len(table)} kept contexts")
         return
     if args.command == "generate-extra":
