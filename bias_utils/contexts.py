@@ -32,14 +32,35 @@ Sources (Schuster et al. 2024, Sec. 3.2):
   pipeline): with ``model=None`` the published Llama-3-8B-Instruct contexts
   (keyed by term + synset), used as the authors' ``projection.py`` uses them:
   the first ``n_contexts`` per sense, unfiltered. With a model, new contexts
-  are sampled from it with :data:`GENERATION_INSTRUCTION` and every one is
-  checked for gendered words, gendered pronouns and first names
-  (:func:`gender_markers`); ``gender_filter=True`` applies the same check to
-  the published contexts (an option, not the paper's procedure).
+  are sampled from it with :data:`GENERATION_INSTRUCTION` and filtered by
+  :func:`usable_contexts`: the term must occur as a word (not only inside a
+  longer word), no gendered word, pronoun or first name
+  (:func:`gender_markers`), no meta-text, no identity marker beyond gender, no
+  unknown word, and the term not the first word (:func:`quality_issue`); every
+  drop is a row of ``dropped`` with its reason. ``gender_filter=True`` applies
+  the gender check to the published contexts (an option, not the paper's
+  procedure).
 * ``corpus``: natural sentences containing the term as a word, sampled with
   ``seed``. Default: the BOLD Wikipedia sentences (:data:`DEFAULT_CORPORA`);
   any text file with one sentence per line works.
 * ``none``: the term alone.
+
+The full dictionary's extra terms (Table 2) are embedded in generated contexts
+too, as in the paper. They are generated once, by
+``python -m bias_utils.contexts generate-extra --model qwen2.5-coder-0.5b-instruct --seed 0``,
+into the tracked file ``data/generated/extra_terms_contexts.jsonl`` (settings in
+the ``.json`` beside it; :func:`generate_extra_contexts`, read by
+:func:`extra_term_contexts`, coverage by :func:`extra_coverage`). The model was
+chosen by ``compare-models`` (:func:`compare_generators`, tables in
+``data/generated/model_choice_*.csv``).
+
+Why the first-word filter: none of the 2,205 published Llama-3 contexts starts
+with the term, but 1,236 of the extra terms' 6,492 WordNet examples do. On 120
+of those terms (528 examples), SmolLM2's embedding of the term as first word had
+a mean cosine of 0.60 (layers 1-30) with the mean of the same term's other
+examples, against 0.95 for an example where it is not first; MiniLM, whose first
+token is ``[CLS]``, 0.92 both ways. A decoder's first token is not a contextual
+embedding of the term.
 """
 
 from __future__ import annotations
