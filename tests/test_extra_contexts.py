@@ -42,7 +42,9 @@ def test_extra_contexts_file_rows_are_usable_contexts_of_real_terms(extra):
             assert not C.gender_markers(c, r.term, names), (r.term, c)
             if settings["filter_version"] == C.FILTER_VERSION:
                 assert C.quality_issue(c, r.term, r.dimension) is None, (r.term, c)
-        assert len(r.contexts) + sum(r.dropped.values()) >= min(r.n_generated, 1)
+        accounted = len(r.contexts) + sum(r.dropped.values())
+        # Fewer than n_keep kept: every sample was kept or dropped; otherwise the surplus was not needed.
+        assert accounted == r.n_generated if len(r.contexts) < settings["n_keep"] else accounted <= r.n_generated
 
 
 def test_coverage_counts_the_file(extra):
@@ -101,3 +103,21 @@ def test_direction_prediction_with_generated_and_wordnet_term_contexts(tmp_path,
     assert n.sum() == len(pick) - 1
     with pytest.raises(ValueError, match="term_contexts"):
         space.direction_prediction(model, sp, terms, term_contexts="wordnet")
+
+
+@pytest.mark.slow
+def test_generate_extra_contexts_writes_and_resumes(tmp_path):
+    path = tmp_path / "extra.jsonl"
+    settings = {"n_samples": 2, "max_new_tokens": 24}
+    terms = load_full_dictionary_terms().head(40)
+    C.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=3, chunk=2,
+                              progress=False)
+    first = path.read_text()
+    table, meta = C.read_extra_contexts(path)
+    assert len(table) == 3 == meta["n_terms_done"] and meta["n_terms_total"] == 3
+    assert meta["generation"] == {**C.GENERATION_SETTINGS, **settings} and meta["seed"] == 0
+    assert set(table["term"]) <= set(terms["term"]) and (table["n_generated"] == 2).all()
+    # A rerun takes every completion from the generation cache: the same file.
+    C.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=3, chunk=2,
+                              progress=False)
+    assert path.read_text() == first
