@@ -59,8 +59,8 @@ with the term, but 1,236 of the extra terms' 6,492 WordNet examples do. On 120
 of those terms (528 examples), SmolLM2's embedding of the term as first word had
 a mean cosine of 0.60 (layers 1-30) with the mean of the same term's other
 examples, against 0.95 for an example where it is not first; MiniLM, whose first
-token is ``[CLS]``, 0.92 both ways. A decoder's first token is not a contextual
-embedding of the term.
+token is ``[CLS]``, 0.92 both ways (``scripts/first_word_check.py``). A
+decoder's first token is not a contextual embedding of the term.
 """
 
 from __future__ import annotations
