@@ -246,7 +246,7 @@ def gender_markers(context: str, term: str | None = None, names: frozenset[str] 
 # ---------------------------------------------------------------- quality filters for generated contexts
 
 #: Bump when a filter changes: the extra terms' data file records it.
-FILTER_VERSION = 1
+FILTER_VERSION = 2
 
 #: Words that make a context talk about language or the task instead of using the term ("Cleaner is a single
 #: sentence that uses the word "clean" without any gendered pronouns."). The term itself is exempt.
@@ -258,7 +258,8 @@ META_WORDS = frozenset({
 #: Chat-assistant lead-ins and self-reference. Talk about the term itself ("the word "clean"", the term in
 #: quotation marks) is found by :func:`meta_markers`.
 _META_PATTERNS = (
-    re.compile(r"\b(?:language model|happy to help|here is|here's|i can help|i'd be happy)\b", re.IGNORECASE),
+    re.compile(r"\b(?:language model|computer program|happy to help|here is|here's|i can help|i'd be happy|"
+               r"what you mean|(?:any|no|without) names?)\b", re.IGNORECASE),
     re.compile(r"^(?:sure|certainly|of course)\b", re.IGNORECASE),
 )
 

@@ -178,6 +178,10 @@ def test_meta_text_is_dropped():
     assert _reason("The AI is designed to adapt to the current situation and maintain a forward-looking attitude.",
                    "forward-looking") == "meta-text"
     assert _reason('Holding a flexible mindset is a "customary" act of kindness.', "customary") == "meta-text"
+    # Qwen2.5-Coder-0.5B-Instruct echoing the instruction or talking as a chatbot.
+    assert _reason("The statement is irreverent and does not contain any names.", "irreverent") == "meta-text"
+    assert _reason("I'll pretend I'm a computer program.", "pretend") == "meta-text"
+    assert _reason("I am not sure what you mean by thought.", "thought") == "meta-text"
     # "words" used as a word, not as talk about the term, is kept.
     assert _reason("The politician's smile was insincere, revealing a hidden agenda behind the words of "
                    "supposed compassion.", "insincere") is None
