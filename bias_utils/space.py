@@ -129,7 +129,8 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
     paper's Table 2: the gender-neutral contexts of the project's data file
     ``data/generated/extra_terms_contexts.jsonl``, or ``contexts_file``, see
     ``contexts.generate_extra_contexts``) or ``"dictionary"`` (their WordNet
-    examples). A term without a context is a row of ``skipped`` with the reason.
+    examples). A term without a context is a row of ``skipped`` with the reason
+    (with ``generated``, ``limit`` samples among the terms that have one).
     Dimensions of the space that have no extra term (a user dimension) are
     evaluated leave-one-out on the dictionary's own senses. ``layer``:
     ``"mean"`` (mean over layers, the original's headline), ``"last"``, an int,
@@ -146,12 +147,21 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
     own = list(space.bases["dimensions"].dimensions) if "dimensions" in space.bases else []
     composite_members = ([d for comp in space.bases["warmth_competence"].dimensions for d in projection.COMPOSITES[comp]]
                          if "warmth_competence" in space.bases else [])
-    terms = limit_terms(terms[terms["dimension"].isin(own + composite_members)], limit, seed)
+    terms = terms[terms["dimension"].isin(own + composite_members)]
     frames, skipped = [], []
-    if len(terms):
-        ctx = (extra_term_contexts(terms, n_contexts, contexts_file) if term_contexts == "generated"
-               else build_contexts(terms, "dictionary", n_contexts, seed))
+    if term_contexts == "generated" and len(terms):
+        # Terms without a generated context are recorded; ``limit`` then samples among the others, so a
+        # quick run evaluates as many terms as it would with WordNet contexts.
+        ctx = extra_term_contexts(terms, n_contexts, contexts_file)
         skipped.append(ctx.skipped.assign(context=""))
+        terms = terms[terms["term"].isin(set(ctx.table["term"]))]
+    terms = limit_terms(terms, limit, seed)
+    if len(terms):
+        if term_contexts == "generated":
+            ctx.table = ctx.table[ctx.table["term"].isin(set(terms["term"]))].reset_index(drop=True)
+        else:
+            ctx = build_contexts(terms, "dictionary", n_contexts, seed)
+            skipped.append(ctx.skipped.assign(context=""))
         values, emb_skipped, _ = embed_contexts(model, ctx.table)
         skipped.append(emb_skipped)
         X, term_table = projection.sense_embeddings(values, ctx.table)  # Eq. 4: average over contexts

@@ -101,6 +101,12 @@ def test_direction_prediction_with_generated_and_wordnet_term_contexts(tmp_path,
     assert len(both) and not np.allclose(both["value_gen"], both["value_wn"])
     n = gen.accuracy.query("cutoff == 'raw' and dimension in @dims").set_index("dimension")["n"]
     assert n.sum() == len(pick) - 1
+    # With a limit, the sample is drawn among the terms that have a generated context; the others stay recorded.
+    lim = space.direction_prediction(model, sp, terms, n_boot=20, contexts_file=path, limit=1)
+    lim_values = lim.values[lim.values["evaluation"] == "extra terms"]
+    kept = pick[pick["term"] != missing]
+    assert lim_values["term"].nunique() == kept.groupby(["dimension", "direction"]).ngroups
+    assert set(lim_values["term"]) <= set(kept["term"]) and lim.skipped["term"].tolist() == [missing]
     with pytest.raises(ValueError, match="term_contexts"):
         space.direction_prediction(model, sp, terms, term_contexts="wordnet")
 
