@@ -762,6 +762,7 @@ def generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: i
     model = load_model(model) if isinstance(model, str) else model
     settings = {**GENERATION_SETTINGS, **(generation or {})}
     order = terms[["dimension", "term", "direction"]].sample(frac=1.0, random_state=seed).reset_index(drop=True)
+    n_total = len(order)
     if limit is not None:
         order = order.head(limit)
     path = extra_contexts_path(path)
@@ -770,7 +771,7 @@ def generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: i
             "filter_version": FILTER_VERSION, "n_keep": n_keep, "chunk": chunk,
             "order": "terms shuffled with pandas sample(frac=1, random_state=seed)",
             "command": f"python -m bias_utils.contexts generate-extra --model {model.name} --seed {seed}",
-            "n_terms_total": int(len(order))}
+            "n_terms_total": n_total}
     names, lines = _names(), []
     for start in range(0, len(order), chunk):
         part = order.iloc[start:start + chunk]

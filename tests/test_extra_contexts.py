@@ -120,7 +120,7 @@ def test_generate_extra_contexts_writes_and_resumes(tmp_path):
                               progress=False)
     first = path.read_text()
     table, meta = C.read_extra_contexts(path)
-    assert len(table) == 3 == meta["n_terms_done"] and meta["n_terms_total"] == 3
+    assert len(table) == 3 == meta["n_terms_done"] and meta["n_terms_total"] == 40
     assert meta["generation"] == {**C.GENERATION_SETTINGS, **settings} and meta["seed"] == 0
     assert set(table["term"]) <= set(terms["term"]) and (table["n_generated"] == 2).all()
     # A rerun takes every completion from the generation cache: the same file.
