@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from . import projection
-from .contexts import ContextSet, build_contexts
+from .contexts import ContextSet, build_contexts, extra_term_contexts
 from .dictionaries import limit_terms, load_full_dictionary_terms
 from .embeddings import embed_words
 
@@ -87,7 +87,7 @@ def pole_table(space: StereotypeSpace) -> pd.DataFrame:
 
 @dataclass
 class DirectionResult:
-    """``accuracy``: ``model_id, context_source, evaluation, layer, dimension, cutoff, accuracy,
+    """``accuracy``: ``model_id, context_source, term_contexts, evaluation, layer, dimension, cutoff, accuracy,
     ci_low, ci_high, n, n_high, n_low`` (``evaluation`` = ``extra terms`` for held-out
     full-dictionary terms, ``leave-one-out`` for dimensions that have none).
     ``values``: per term ``term, dimension, term_dimension, direction, layer, value, evaluation``.
@@ -116,16 +116,25 @@ def leave_one_out_values(space: StereotypeSpace, dimensions: Sequence[str], laye
 
 
 def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | None = None, *, n_contexts: int = 5,
-                         layer="mean", limit: int | None = None, seed: int = 0, n_boot: int = 2000) -> DirectionResult:
+                         layer="mean", limit: int | None = None, seed: int = 0, n_boot: int = 2000,
+                         term_contexts: str = "generated", contexts_file=None) -> DirectionResult:
     """Predict each extra term's direction from the sign of its projection (Sec. 3.3, Table 2).
 
-    ``terms`` default: ``dictionaries.load_full_dictionary_terms()`` (their
-    WordNet contexts, first ``n_contexts``), restricted to the space's
-    dimensions. Dimensions of the space that have no extra term (a user
-    dimension) are evaluated leave-one-out on the dictionary's own senses.
-    ``layer``: ``"mean"`` (mean over layers, the original's headline), ``"last"``,
-    an int, or ``"all"`` (one accuracy per layer).
+    ``terms`` default: ``dictionaries.load_full_dictionary_terms()``, restricted
+    to the space's dimensions. ``term_contexts`` says what the extra terms are
+    embedded in, first ``n_contexts`` per term: ``"generated"`` (default, the
+    paper's Table 2: the gender-neutral contexts of the project's data file
+    ``data/generated/extra_terms_contexts.jsonl``, or ``contexts_file``, see
+    ``contexts.generate_extra_contexts``) or ``"dictionary"`` (their WordNet
+    examples). A term without a context is a row of ``skipped`` with the reason
+    (with ``generated``, ``limit`` samples among the terms that have one).
+    Dimensions of the space that have no extra term (a user dimension) are
+    evaluated leave-one-out on the dictionary's own senses. ``layer``:
+    ``"mean"`` (mean over layers, the original's headline), ``"last"``, an int,
+    or ``"all"`` (one accuracy per layer). ``accuracy.term_contexts`` records the choice.
     """
+    if term_contexts not in ("generated", "dictionary"):
+        raise ValueError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
     if terms is None:
         terms = load_full_dictionary_terms()
     # A space may hold only the warmth/competence basis (the layer analysis):
@@ -134,11 +143,21 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
     composite_members = ([d for comp in space.bases["warmth_competence"].dimensions
                           for d in projection.COMPOSITES[comp]]
                          if "warmth_competence" in space.bases else [])
-    terms = limit_terms(terms[terms["dimension"].isin(own + composite_members)], limit, seed)
+    terms = terms[terms["dimension"].isin(own + composite_members)]
     frames, skipped = [], []
-    if len(terms):
-        ctx = build_contexts(terms, "dictionary", n_contexts, seed)
+    if term_contexts == "generated" and len(terms):
+        # Terms without a generated context are recorded; ``limit`` then samples among the others, so a
+        # quick run evaluates as many terms as it would with WordNet contexts.
+        ctx = extra_term_contexts(terms, n_contexts, contexts_file)
         skipped.append(ctx.skipped.assign(context=""))
+        terms = terms[terms["term"].isin(set(ctx.table["term"]))]
+    terms = limit_terms(terms, limit, seed)
+    if len(terms):
+        if term_contexts == "generated":
+            ctx.table = ctx.table[ctx.table["term"].isin(set(terms["term"]))].reset_index(drop=True)
+        else:
+            ctx = build_contexts(terms, "dictionary", n_contexts, seed)
+            skipped.append(ctx.skipped.assign(context=""))
         values, emb_skipped, _ = embed_contexts(model, ctx.table)
         skipped.append(emb_skipped)
         X, term_table = projection.sense_embeddings(values, ctx.table)  # Eq. 4: average over contexts
@@ -158,11 +177,12 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
     accs = [projection.direction_accuracy(v, n_boot=n_boot, seed=seed).assign(evaluation=ev)
             for ev, v in values.groupby("evaluation", sort=False)]
     acc = pd.concat(accs, ignore_index=True)
+    acc.insert(0, "term_contexts", term_contexts)
     acc.insert(0, "context_source", space.source)
     acc.insert(0, "model_id", space.model_id)
     skipped = [s for s in skipped if len(s)]
     skipped = (pd.concat(skipped, ignore_index=True)[["sense_id", "term", "context", "reason"]]
                if skipped else pd.DataFrame(columns=EMBED_SKIP_COLUMNS))
-    cols = ["model_id", "context_source", "evaluation", "layer", "dimension", "cutoff", "accuracy",
+    cols = ["model_id", "context_source", "term_contexts", "evaluation", "layer", "dimension", "cutoff", "accuracy",
             "ci_low", "ci_high", "n", "n_high", "n_low"]
     return DirectionResult(acc[cols], values, skipped)
