@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import shutil
@@ -360,7 +361,9 @@ def _ipc_kernel_manager(folder: Path):
 
     The default TCP transport without keys makes every ipykernel (7+) start with
     a warning that its traffic is unencrypted; IPC sockets in a private
-    temporary folder are reachable by this user only.
+    temporary folder are reachable by this user only. An idle kernel is shut
+    down without the interrupt jupyter_client sends first (see below); a busy one
+    still gets SIGTERM, then SIGKILL.
     """
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import default
@@ -374,7 +377,30 @@ def _ipc_kernel_manager(folder: Path):
         def _default_ip(self):
             return str(Path(folder) / "kernel")
 
+        async def _async_interrupt_kernel(self):
+            # jupyter_client interrupts before every shutdown; papermill shuts down an idle
+            # kernel, which then logs "KeyboardInterrupt caught in kernel" as an ERROR
+            if not self.shutting_down:
+                await super()._async_interrupt_kernel()
+
     return IPCKernelManager
+
+
+class _PapermillParameterNoise(logging.Filter):
+    """Drops papermill's parameter-inference warnings: its line parser gives up on a default
+    followed by a comment and then calls every declared parameter unknown. The builder reads
+    the parameters cell with :mod:`ast` (:func:`declared_parameters`) and passes only those."""
+
+    NOISE = ("Unable to parse line", "Passed unknown parameter")
+    LOGGERS = ("papermill", "papermill.translators")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.NOISE)
+
+
+_PARAMETER_NOISE = _PapermillParameterNoise()
+for _name in _PapermillParameterNoise.LOGGERS:
+    logging.getLogger(_name).addFilter(_PARAMETER_NOISE)
 
 
 def execute_run(run: Run, env: Environment, progress=print) -> dict:

@@ -98,6 +98,8 @@ def enable() -> None:
 
     alt.renderers.enable(RENDERER)
     pd.set_option("display.float_format", readable_number)
+    # cells wrap in the book, so a reason or a context sentence is shown whole up to 100 characters
+    pd.set_option("display.max_colwidth", 100)
     pd.set_option("styler.format.formatter", readable_number)
 
 

@@ -93,7 +93,8 @@ def model_sentence(model: str, gaps: pd.DataFrame, odds: pd.DataFrame, can_gener
     audit = odds[odds["method"] == AUDIT_METHOD]
     if len(audit):
         r = audit.iloc[0]
-        numbers = f"odds ratio {_num(r.odds_ratio)}, 95% CI {_num(r.ci_low)} to {_num(r.ci_high)}"
+        odds_ratio, low, high = (rendering.readable_number(float(v)) for v in (r.odds_ratio, r.ci_low, r.ci_high))
+        numbers = f"odds ratio {odds_ratio}, 95% CI {low} to {high}"
         if r.ci_low > 1:
             parts.append(f"its completions use male rather than female words more for male-dominated occupations ({numbers})")
         elif r.ci_high < 1:
@@ -140,15 +141,15 @@ def _gap_panel(gaps: pd.DataFrame, population: str, first: bool) -> alt.LayerCha
         y=alt.Y("model_id:N", title=None, axis=alt.Axis(labels=first, ticks=first)),
         yOffset=alt.YOffset("dimension:N", sort=list(HEADLINE)),
         color=alt.Color("dimension:N", sort=list(HEADLINE), scale=alt.Scale(range=plots.OTHER_COLORS[:2]),
-                        title="dimension", legend=alt.Legend() if first else None))
+                        title="dimension", legend=alt.Legend(orient="bottom") if first else None))
     zero = alt.Chart(pd.DataFrame({"g": [0.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x="g:Q")
     bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("g_ci_low:Q"), x2="g_ci_high:Q")
     points = base.mark_point(filled=True, size=60).encode(
-        x=alt.X("g:Q", title="← male higher · female higher → (g)"),
+        x=alt.X("g:Q", title="Hedges' g (> 0: female higher)"),
         tooltip=["model_id", "dimension", alt.Tooltip("g:Q", format=".2f"), alt.Tooltip("g_ci_low:Q", format=".2f"),
                  alt.Tooltip("g_ci_high:Q", format=".2f"), alt.Tooltip("p_holm:Q", format=".3f")])
     return alt.layer(zero, bars, points).properties(
-        title=f"{population}: female − male", width=210, height=alt.Step(16))
+        title=f"{population}: female − male", width=150, height=alt.Step(16))
 
 
 def summary_chart(gaps: pd.DataFrame, odds: pd.DataFrame) -> alt.HConcatChart:
@@ -161,18 +162,21 @@ def summary_chart(gaps: pd.DataFrame, odds: pd.DataFrame) -> alt.HConcatChart:
               for i, pop in enumerate(p for p in POPULATIONS if (gaps["population"] == p).any())]
     odds = short_model_ids(odds.dropna(subset=["odds_ratio"])) if len(odds) else odds
     if len(odds):
-        x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), title="odds ratio (log)")
+        x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), title="odds ratio (log)", axis=alt.Axis(grid=False))
         base = alt.Chart(odds).encode(
-            y=alt.Y("model_id:N", title=None), yOffset=alt.YOffset("method:N"),
-            color=alt.Color("method:N", title="odds ratio CI", scale=alt.Scale(range=plots.OTHER_COLORS[2:4])))
+            y=alt.Y("model_id:N", title=None, axis=alt.Axis(labels=False, ticks=False)),
+            yOffset=alt.YOffset("method:N"),
+            color=alt.Color("method:N", title="odds ratio CI", scale=alt.Scale(range=plots.OTHER_COLORS[2:4]),
+                            legend=alt.Legend(orient="bottom", direction="vertical")))
         one = alt.Chart(pd.DataFrame({"odds_ratio": [1.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
         bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q")
         points = base.mark_point(filled=True, size=60).encode(
             x=x, tooltip=["model_id", "method", alt.Tooltip("odds_ratio:Q", format=".2f"),
                           alt.Tooltip("ci_low:Q", format=".2f"), alt.Tooltip("ci_high:Q", format=".2f"), "n"])
         panels.append(alt.layer(one, bars, points).properties(
-            title="BOLD audit: occupation → gendered words", width=190, height=alt.Step(16)))
-    return alt.hconcat(*panels).resolve_scale(color="independent")
+            title="BOLD audit: odds ratio", width=150, height=alt.Step(16)))
+    # one row per model across the panels (an encoder's audit row stays empty), labelled once
+    return alt.hconcat(*panels).resolve_scale(color="independent", y="shared", yOffset="independent")
 
 
 def _markdown_table(table: pd.DataFrame) -> str:

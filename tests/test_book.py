@@ -132,6 +132,22 @@ def test_executed_notebook_is_presented_for_reading(tiny, tmp_path):
     assert (run.output.parent / "tables" / "tiny.csv").read_bytes() == (out_dir / "tiny.csv").read_bytes()
 
 
+@pytest.mark.slow
+def test_run_logs_no_false_parameter_warnings(tiny, caplog, capfd):
+    """A commented default papermill cannot parse draws no warning; the kernel starts without
+    the unencrypted-TCP warning (IPC transport)."""
+    run, _ = tiny
+    nb = nbformat.read(run.notebook, as_version=4)
+    nb.cells[1].source = nb.cells[1].source.replace("limit = None", 'limit = None   # None = {"all": [...]}')
+    nbformat.write(nb, run.notebook)
+    run.parameters = {**run.parameters, "limit": 3}
+    with caplog.at_level("WARNING"):
+        assert _executed(run, book.Environment.current()) == ["m/tiny"]
+    assert json.loads(run.manifest_path.read_text())["status"] == "ok"
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("papermill")] == []
+    assert "without encryption" not in capfd.readouterr().err
+
+
 def test_presentation_tags_by_output():
     code = nbformat.v4.new_code_cell
     stream = lambda name: nbformat.v4.new_output("stream", name=name, text="x\n")  # noqa: E731
@@ -281,5 +297,6 @@ def test_tables_in_the_book_show_readable_digits():
     finally:
         pd.reset_option("display.float_format")
         pd.reset_option("styler.format.formatter")
+        pd.reset_option("display.max_colwidth")
     assert ">1.58<" in html and ">1.2e-05<" in html and ">12<" in html
     assert ">1.58<" in styled and ">12<" in styled

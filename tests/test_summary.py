@@ -60,7 +60,7 @@ def test_summary_chart_draws_gaps_and_odds(results):
     assert len(gaps) == 2 * 2 * 2  # models × populations × (warmth, competence)
     spec = summary.summary_chart(gaps, odds).to_dict()
     titles = [panel["title"] for panel in spec["hconcat"]]
-    assert titles == ["names: female − male", "terms: female − male", "BOLD audit: occupation → gendered words"]
+    assert titles == ["names: female − male", "terms: female − male", "BOLD audit: odds ratio"]
     svg = vlc.vegalite_to_svg(spec)
     assert all(label in svg for label in ("dec", "enc", "odds ratio (log)", "Wald (audit)"))
     with pytest.raises(ValueError, match="no profile gaps"):
