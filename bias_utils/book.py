@@ -475,8 +475,8 @@ def presentation_tag(cell) -> str | None:
 
     The papermill-injected parameters are removed, the ``parameters`` cell is
     collapsed behind a toggle; a cell with a figure, a table or a generated
-    reading keeps its output and hides its code; a cell that only printed
-    (setup, counts) folds away whole; a cell without output is removed (the
+    reading keeps its output and hides its code; a cell that only printed or
+    returned plain text (setup, counts, a dict of settings) folds away whole; a cell without output is removed (the
     downloadable notebook keeps it). A cell that raised shows its code.
     """
     tags = cell.get("metadata", {}).get("tags", [])
@@ -484,13 +484,14 @@ def presentation_tag(cell) -> str | None:
         return "remove-cell"
     if "parameters" in tags:
         return "hide-cell"
-    kinds = {o.get("output_type") for o in cell.get("outputs", [])
-             if not (o.get("output_type") == "stream" and o.get("name") == "stderr")}
-    if "error" in kinds:
+    outputs = [o for o in cell.get("outputs", [])
+               if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+    if any(o.get("output_type") == "error" for o in outputs):
         return None
-    if kinds & {"display_data", "execute_result"}:
+    # a figure, an HTML table or Markdown is a finding; a bare repr (a dict of settings) is not
+    if any(set(o.get("data", {})) - {"text/plain"} for o in outputs):
         return "hide-input"
-    return "hide-cell" if kinds else "remove-cell"
+    return "hide-cell" if outputs else "remove-cell"
 
 
 def path_replacements(book_dir: Path, results_dir: Path) -> list[tuple[str, str]]:

@@ -156,8 +156,10 @@ def test_presentation_tags_by_output():
     assert book.presentation_tag(code("a = 1")) == "remove-cell"
     assert book.presentation_tag(code("import x", outputs=[stream("stderr")])) == "remove-cell"
     assert book.presentation_tag(code("print(n)", outputs=[stream("stdout")])) == "hide-cell"
-    assert book.presentation_tag(code("df", outputs=[stream("stdout"), display])) == "hide-input"
-    assert book.presentation_tag(code("boom()", outputs=[display, error])) is None
+    assert book.presentation_tag(code("settings", outputs=[display])) == "hide-cell"  # a bare repr
+    table = nbformat.v4.new_output("execute_result", data={"text/html": "<table/>", "text/plain": "t"})
+    assert book.presentation_tag(code("df", outputs=[stream("stdout"), table])) == "hide-input"
+    assert book.presentation_tag(code("boom()", outputs=[table, error])) is None
     assert book.presentation_tag(code("x = 1", metadata={"tags": ["parameters"]})) == "hide-cell"
     assert book.presentation_tag(code("x = 2", metadata={"tags": ["injected-parameters"]})) == "remove-cell"
 
