@@ -9,8 +9,14 @@ DEPS := $(VENV)/.deps.stamp
 NLTK_DATA := data/nltk_data
 WORDNET := $(NLTK_DATA)/corpora/wordnet/.verified
 
-# Models the book is built for (short names from `python -m bias_utils.models list`).
+# Models the book is built for (short names from `python -m bias_utils.models list`);
+# MODELS=all means every built-in model.
 MODELS ?= smollm2-135m-instruct minilm-l6
+# Expanded when a recipe runs (the venv exists by then).
+BOOK_MODELS = $(if $(filter all,$(MODELS)),$(shell $(PY) -m bias_utils.models list | awk '{print $$1}'),$(MODELS))
+# Where `make publish` pushes the built HTML (GitHub Pages serves the gh-pages branch).
+PUBLISH_REMOTE ?= origin
+PUBLISH_BRANCH ?= gh-pages
 # Models the test suite loads: only these are installed by `make test`.
 TEST_MODELS := smollm2-135m-instruct minilm-l6
 QUICK ?=
@@ -20,11 +26,18 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: book test test-fast venv wordnet data models chromium lock bench clean
+.PHONY: book publish test test-fast venv wordnet data models chromium lock bench clean
 
 book: $(DEPS) $(WORDNET) chromium
-	@$(MAKE) --no-print-directory models MODEL_SET="$(MODELS)"
-	$(PY) -m bias_utils.book --models "$(MODELS)" $(if $(QUICK),--quick,)
+	@$(MAKE) --no-print-directory models MODEL_SET="$(BOOK_MODELS)"
+	$(PY) -m bias_utils.book --models "$(BOOK_MODELS)" $(if $(QUICK),--quick,)
+
+# Commits the built HTML (as it is: no rebuild) to $(PUBLISH_BRANCH) and pushes it to
+# $(PUBLISH_REMOTE); only the push needs the network.
+publish: $(DEPS)
+	@test -f book/_build/html/index.html || { echo "no built book in book/_build/html: run make book first"; exit 1; }
+	$(VENV)/bin/ghp-import --no-jekyll --force --push --remote "$(PUBLISH_REMOTE)" --branch "$(PUBLISH_BRANCH)" \
+	  --message "book built from $$(git rev-parse --short HEAD)" book/_build/html
 
 test: $(DEPS) $(WORDNET) chromium
 	@$(MAKE) --no-print-directory models MODEL_SET="$(TEST_MODELS)"

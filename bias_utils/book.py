@@ -27,10 +27,13 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -40,12 +43,13 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from . import cache, data, paths, rendering
+from . import cache, data, paths, rendering, summary
 from .results import CROSS_MODEL_FOLDER as CROSS_SLUG
 from .results import REPLICATION_FOLDER as REPLICATION_SLUG
 from .results import model_slug
 
 __all__ = [
+    "ProgressForwarder", "path_replacements", "present_notebook", "presentation_tag", "table_links_cell",
     "BOOK_DIR", "CLOSING_CHAPTERS", "Environment", "GENERATED_DIRS", "INTRO_CHAPTERS", "NOTEBOOKS_DIR", "NotebookSpec",
     "PACKAGES", "PACKAGE_DIR", "QUICK_OVERRIDES", "QUICK_PARAMETERS", "RENDER_CELL", "Run", "STUDY_NOTEBOOKS",
     "book_content_hashes", "build_html", "code_modules", "data_hashes", "data_list_hash", "declared_parameters",
@@ -57,7 +61,9 @@ BOOK_DIR = paths.ROOT / "book"
 NOTEBOOKS_DIR = paths.ROOT / "notebooks"
 
 #: Generated folders inside a book directory (git-ignored; rebuilt from runs).
-GENERATED_DIRS = ("_build", "models")
+GENERATED_DIRS = ("_build", "models", "_generated")
+#: The findings of this build, generated from the results and included by ``index.md``.
+SUMMARY_PAGE = Path("_generated") / "summary.md"
 #: Code injected as the first cell of every executed notebook (hidden in the
 #: book by its tag): charts then draw offline from the book's vega bundle.
 RENDER_CELL = "import bias_utils.rendering\nbias_utils.rendering.enable()"
@@ -238,6 +244,8 @@ class Run:
     model: dict = field(default_factory=dict)
     depends_on: tuple[str, ...] = ()
     quick: bool = False
+    #: The folder the run writes its tables to (its CSVs are linked from its page).
+    results: Path | None = None
 
     @property
     def manifest_path(self) -> Path:
@@ -310,7 +318,98 @@ def _prepared_notebook(run: Run) -> Path:
     return prepared
 
 
-def execute_run(run: Run, env: Environment) -> dict:
+def _table_stamps(folder: Path | None) -> dict[str, tuple[int, int]]:
+    """``{csv name: (mtime_ns, size)}`` in ``folder``: the tables a run wrote are those that change."""
+    if folder is None or not Path(folder).is_dir():
+        return {}
+    return {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(Path(folder).glob("*.csv"))}
+
+
+#: A tqdm progress line: "label:  42%|####      | 21/50 [00:10<00:14,  2.01it/s]".
+_TQDM_LINE = re.compile(r"\d+%\|.*\|\s*\d+/\d+\s*\[[^\]]*\]")
+
+
+class ProgressForwarder:
+    """A file-like sink for a kernel's stderr that passes on its progress bars, throttled.
+
+    Notebooks show progress with tqdm on stderr (left out of the book); during
+    ``make book`` the latest bar line (with its ETA) is logged at most every
+    ``interval`` seconds, and a bar that was shown running is shown again when
+    it completes. Bars that finish within ``interval`` stay silent; everything
+    else on stderr stays in the executed notebook only.
+    """
+
+    def __init__(self, log=print, interval: float = 10.0, clock=time.monotonic):
+        self.log, self.interval, self.clock = log, interval, clock
+        self.last_time = clock()
+        self.running_shown = False
+
+    def write(self, text: str) -> int:
+        bars = [piece.strip() for piece in re.split(r"[\r\n]+", text) if _TQDM_LINE.search(piece)]
+        if bars:
+            latest, now = re.sub(r"\s+", " ", bars[-1]), self.clock()
+            finished = bool(re.search(r"(^|\s|:)100%\|", latest))
+            if finished and self.running_shown:
+                self.log("      " + latest)
+                self.last_time, self.running_shown = now, False
+            elif not finished and now - self.last_time >= self.interval:
+                self.log("      " + latest)
+                self.last_time, self.running_shown = now, True
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def _ipc_kernel_manager(folder: Path):
+    """A kernel manager class that talks to the kernel over IPC sockets in ``folder``, not TCP.
+
+    The default TCP transport without keys makes every ipykernel (7+) start with
+    a warning that its traffic is unencrypted; IPC sockets in a private
+    temporary folder are reachable by this user only. An idle kernel is shut
+    down without the interrupt jupyter_client sends first (see below); a busy one
+    still gets SIGTERM, then SIGKILL.
+    """
+    # deferred: the Jupyter client stack, needed only when a run executes
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import default
+
+    class IPCKernelManager(AsyncKernelManager):
+        @default("transport")
+        def _default_transport(self):
+            return "ipc"
+
+        @default("ip")
+        def _default_ip(self):
+            return str(Path(folder) / "kernel")
+
+        async def _async_interrupt_kernel(self):
+            # jupyter_client interrupts before every shutdown; papermill shuts down an idle
+            # kernel, which then logs "KeyboardInterrupt caught in kernel" as an ERROR
+            if not self.shutting_down:
+                await super()._async_interrupt_kernel()
+
+    return IPCKernelManager
+
+
+class _PapermillParameterNoise(logging.Filter):
+    """Drops papermill's parameter-inference warnings: its line parser gives up on a default
+    followed by a comment and then calls every declared parameter unknown. The builder reads
+    the parameters cell with :mod:`ast` (:func:`declared_parameters`) and passes only those."""
+
+    NOISE = ("Unable to parse line", "Passed unknown parameter")
+    LOGGERS = ("papermill", "papermill.translators")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.NOISE)
+
+
+_PARAMETER_NOISE = _PapermillParameterNoise()
+for _name in _PapermillParameterNoise.LOGGERS:
+    logging.getLogger(_name).addFilter(_PARAMETER_NOISE)
+
+
+def execute_run(run: Run, env: Environment, progress=print) -> dict:
     """Execute ``run`` with papermill and write its manifest; returns the manifest.
 
     A failing notebook is not an exception here: the executed notebook keeps
@@ -327,17 +426,21 @@ def execute_run(run: Run, env: Environment) -> dict:
     effective = dict(declared)
     effective.update(run.parameters)
     started = datetime.now(timezone.utc)
+    before = _table_stamps(run.results)
     t0 = time.perf_counter()
     status, error = "ok", None
     try:
-        papermill.execute_notebook(
-            str(prepared), str(run.output), parameters=run.parameters, kernel_name="python3",
-            cwd=str(run.notebook.parent), progress_bar=sys.stderr.isatty(), log_output=False,
-        )
+        with tempfile.TemporaryDirectory(prefix="bias-kernel-") as sockets:
+            papermill.execute_notebook(
+                str(prepared), str(run.output), parameters=run.parameters, kernel_name="python3",
+                cwd=str(run.notebook.parent), progress_bar=sys.stderr.isatty(), log_output=False,
+                stderr_file=ProgressForwarder(progress), kernel_manager_class=_ipc_kernel_manager(Path(sockets)),
+            )
     except PapermillExecutionError as exc:
         status, error = "failed", f"cell {exc.cell_index}: {exc.ename}: {exc.evalue}"
     finally:
         prepared.unlink(missing_ok=True)
+    after = _table_stamps(run.results)
     manifest = {
         "label": run.label,
         "status": status,
@@ -350,6 +453,7 @@ def execute_run(run: Run, env: Environment) -> dict:
         "parameters": effective,
         "seeds": {k: v for k, v in effective.items() if "seed" in k},
         "quick": run.quick,
+        "tables": sorted(name for name, stamp in after.items() if before.get(name) != stamp),
         "depends_on": list(run.depends_on),
         "packages": env.packages,
         "python": sys.version.split()[0],
@@ -361,6 +465,136 @@ def execute_run(run: Run, env: Environment) -> dict:
     }
     cache.atomic_write_json(run.manifest_path, manifest)
     return manifest
+
+
+# --------------------------------------------------------------------------- presentation
+
+
+#: Tags Jupyter Book 1.x reads from cell metadata; the builder sets them on the
+#: executed copy, so the notebooks themselves stay plain and runnable.
+PRESENTATION_TAGS = ("remove-cell", "hide-cell", "hide-input", "remove-input")
+#: Marks cells the builder added to an executed notebook (replaced on every build).
+ADDED_CELL_TAG = "bias-book-added"
+
+
+def presentation_tag(cell) -> str | None:
+    """The Jupyter Book tag for one executed code cell: findings shown, plumbing hidden.
+
+    The papermill-injected parameters are removed, the ``parameters`` cell is
+    collapsed behind a toggle; a cell with a figure, a table or a generated
+    reading keeps its output and hides its code; a cell that only printed or
+    returned plain text (setup, counts, a dict of settings) folds away whole; a cell without output is removed (the
+    downloadable notebook keeps it). A cell that raised shows its code.
+    """
+    tags = cell.get("metadata", {}).get("tags", [])
+    if "injected-parameters" in tags or "bias-book-renderer" in tags:
+        return "remove-cell"
+    if "parameters" in tags:
+        return "hide-cell"
+    outputs = [o for o in cell.get("outputs", [])
+               if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+    if any(o.get("output_type") == "error" for o in outputs):
+        return None
+    # a figure, an HTML table or Markdown is a finding; a bare repr (a dict of settings) is not
+    if any(set(o.get("data", {})) - {"text/plain"} for o in outputs):
+        return "hide-input"
+    return "hide-cell" if outputs else "remove-cell"
+
+
+def path_replacements(book_dir: Path, results_dir: Path) -> list[tuple[str, str]]:
+    """Absolute folders of this machine and how the book shows them, longest first.
+
+    Folders inside the project show relative to its root; the results folder
+    elsewhere (a test build) shows as ``results``; the cache as ``.cache``; the
+    home directory as ``~``.
+    """
+    def shown(path: Path, outside: str) -> str:
+        rel = _relative(path)
+        return rel.as_posix() if not rel.is_absolute() else outside
+
+    folders = {
+        Path(results_dir).resolve(): shown(Path(results_dir), "results"),
+        Path(book_dir).resolve(): shown(Path(book_dir), "book"),
+        paths.cache_dir().resolve(): shown(paths.cache_dir(), ".cache"),
+        paths.raw_dir().resolve(): shown(paths.raw_dir(), "data/raw"),
+        paths.nltk_data_dir().resolve(): shown(paths.nltk_data_dir(), "data/nltk_data"),
+        Path(sys.prefix).resolve(): shown(Path(sys.prefix), ".venv"),
+        paths.ROOT: ".",
+        Path.home().resolve(): "~",
+    }
+    pairs = sorted(((str(k), v) for k, v in folders.items() if str(k) != "/"), key=lambda kv: -len(kv[0]))
+    return pairs
+
+
+def _strip_paths(text: str, replacements: list[tuple[str, str]]) -> str:
+    for absolute, shown in replacements:
+        if absolute in text:
+            # "<root>/x" becomes "x", not "./x"; "/rootfs" is not "/root"
+            text = text.replace(absolute + "/", "" if shown == "." else shown + "/")
+            text = re.sub(re.escape(absolute) + r"(?![\w.-])", shown, text)
+    return text
+
+
+def _map_strings(value, fn):
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, list):
+        return [_map_strings(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: _map_strings(v, fn) for k, v in value.items()}
+    return value
+
+
+def table_links_cell(tables: list[Path], page_dir: Path):
+    """A markdown cell linking the CSV tables copied beside the chapter (``tables/<name>.csv``)."""
+
+    links = " · ".join(f"[{t.name}]({t.relative_to(page_dir).as_posix()})" for t in tables)
+    text = ("## Tables of this chapter\n\nThe full tidy tables this chapter wrote, as CSV "
+            f"(columns documented in the text above): {links}")
+    # a fixed id: presenting again must give the same file (a warm build changes nothing)
+    return nbformat.v4.new_markdown_cell(text, id="bias-book-tables", metadata={"tags": [ADDED_CELL_TAG]})
+
+
+def present_notebook(run: "Run", replacements: list[tuple[str, str]]) -> bool:
+    """Prepare an executed notebook for reading, in place: tags, paths, CSV links.
+
+    Idempotent (rewritten only when something changes); the run's manifest
+    lists the CSV tables it wrote, which are copied to ``tables/`` beside the
+    page and linked from a last section. Returns whether the file changed.
+    """
+
+    before = run.output.read_text(encoding="utf-8")
+    nb = nbformat.reads(before, as_version=4)
+    nb.cells = [c for c in nb.cells if ADDED_CELL_TAG not in c.get("metadata", {}).get("tags", [])]
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        tags = [t for t in cell.metadata.get("tags", []) if t not in PRESENTATION_TAGS]
+        tag = presentation_tag(cell)
+        cell.metadata["tags"] = tags + ([tag] if tag else [])
+    strip = lambda text: _strip_paths(text, replacements)  # noqa: E731
+    # papermill records its input and output paths; the notebook is downloadable from the page
+    nb.metadata = nbformat.from_dict(_map_strings(nb.metadata, strip))
+    for cell in nb.cells:
+        cell.source = strip(cell.source)
+        if "outputs" in cell:
+            cell.outputs = [nbformat.from_dict(_map_strings(o, strip)) for o in cell.outputs]
+    tables = []
+    for name in (run.previous_manifest() or {}).get("tables", []):
+        src = Path(run.results) / name
+        if src.exists():
+            dst = run.output.parent / "tables" / Path(name).name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if not dst.exists() or dst.read_bytes() != src.read_bytes():
+                shutil.copyfile(src, dst)
+            tables.append(dst)
+    if tables:
+        nb.cells.append(table_links_cell(tables, run.output.parent))
+    after = nbformat.writes(nb)
+    if after == before:
+        return False
+    cache.atomic_write_text(run.output, after)
+    return True
 
 
 def _relative(path: Path) -> Path:
@@ -393,7 +627,7 @@ def execute_runs(runs: list[Run], env: Environment | None = None, force: bool = 
         remaining = [e if e is not None else mean for e in estimates[i:]]
         eta = "unknown" if any(e is None for e in remaining) else _fmt_seconds(sum(remaining))
         log(f"[{i + 1}/{len(todo)}] {run.label}: elapsed {_fmt_seconds(time.perf_counter() - t_start)}, ETA {eta}")
-        manifest = execute_run(run, env)
+        manifest = execute_run(run, env, progress=log)
         done_times.append(manifest["wall_time_s"])
         note = "" if manifest["status"] == "ok" else f" FAILED ({manifest['error']})"
         log(f"    {run.label} {manifest['status']} in {_fmt_seconds(manifest['wall_time_s'])}{note}")
@@ -470,7 +704,7 @@ def plan_runs(
                 label=f"{model['slug']}/{spec.stem}", notebook=nb,
                 output=book_dir / "models" / model["slug"] / nb.name,
                 parameters=params_for(nb, {"model": model["name"], "output_dir": str(out_dir)}),
-                model=model, depends_on=tuple(chain), quick=quick,
+                model=model, depends_on=tuple(chain), quick=quick, results=out_dir,
             )
             runs.append(run)
             chain.append(run.label)
@@ -480,6 +714,7 @@ def plan_runs(
                 label=f"{REPLICATION_SLUG}/{spec.stem}", notebook=nb,
                 output=book_dir / "models" / REPLICATION_SLUG / nb.name,
                 parameters=params_for(nb, {"output_dir": str(results_dir / REPLICATION_SLUG)}), quick=quick,
+                results=results_dir / REPLICATION_SLUG,
             ))
     model_runs = [r.label for r in runs]
     for spec, nb in available:
@@ -490,7 +725,7 @@ def plan_runs(
                     "results_dir": str(results_dir), "models": [m["slug"] for m in models],
                     "output_dir": str(results_dir / CROSS_SLUG),
                 }),
-                depends_on=tuple(model_runs), quick=quick,
+                depends_on=tuple(model_runs), quick=quick, results=results_dir / CROSS_SLUG,
             ))
     return runs
 
@@ -674,6 +909,14 @@ def make_book(
     runs = plan_runs(models, quick=quick, book_dir=book_dir, results_dir=results_dir, log=log)
     resolve_dependency_keys(runs, env)
     manifests = execute_runs(runs, env, force=force, log=log)
+    replacements = path_replacements(book_dir, Path(results_dir or paths.results_dir()))
+    for run in runs:
+        if run.output.exists():
+            present_notebook(run, replacements)
+    summary.write_summary_page(
+        book_dir / SUMMARY_PAGE, [m["slug"] for m in models], results_dir or paths.results_dir(),
+        can_generate={m["slug"]: m["can_generate"] for m in models},
+        note="*QUICK build: a small slice of every data set, so intervals are wide.*" if quick else "")
     for model in models:
         write_model_page(book_dir, model, [r for r in runs if r.model.get("slug") == model["slug"]])
     write_toc(book_dir, models, runs)

@@ -54,7 +54,7 @@ def read_results(models: Sequence[str], table: str, results_dir: str | Path | No
     for model in models:
         path = root / model / f"{table}.parquet"
         if not path.exists():
-            skipped.append({"model_id": model, "table": table, "reason": f"no {path.name} in {path.parent}"})
+            skipped.append({"model_id": model, "table": table, "reason": f"no {path.name} in its results folder"})
             continue
         frames.append(pd.read_parquet(path).assign(model_id=model))
     stacked = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["model_id"])

@@ -14,19 +14,24 @@ executes, so study notebooks need no rendering code of their own.
 from __future__ import annotations
 
 import json
+import numbers
 import uuid
 from pathlib import Path
 
 import altair as alt
+import pandas as pd
 
 from . import cache
 
-__all__ = ["BUNDLE_PATH", "RENDERER", "chart_html", "enable", "vega_lite_version", "write_vega_bundle"]
+__all__ = ["BUNDLE_PATH", "RENDERER", "chart_html", "enable", "readable_number", "vega_lite_version",
+           "write_vega_bundle"]
 
 RENDERER = "bias_book"
 #: Bundle file, relative to the book's ``_static`` folder.
 BUNDLE_PATH = "vendor/vega-bundle.js"
-_EMBED_OPTIONS = {"mode": "vega-lite", "actions": {"export": True, "source": False, "compiled": False, "editor": False}}
+# SVG rather than canvas: the book's stylesheet scales a figure wider than the page down to fit.
+_EMBED_OPTIONS = {"mode": "vega-lite", "renderer": "svg",
+                  "actions": {"export": True, "source": False, "compiled": False, "editor": False}}
 
 
 def vega_lite_version() -> str:
@@ -76,9 +81,30 @@ def _renderer(spec: dict, **_metadata) -> dict:
 alt.renderers.register(RENDERER, _renderer)
 
 
+def readable_number(x) -> str:
+    """A float as a table in the book shows it: about three significant digits, no exponent
+    except for values below 0.001 (p values), thousands without decimals."""
+    if isinstance(x, numbers.Integral) or not isinstance(x, numbers.Real) or x != x or abs(x) == float("inf"):
+        return str(x)  # integers, strings (a Styler formats every cell) and NaN/inf as they are
+    size = abs(x)
+    if size == 0:
+        return "0"
+    if size < 0.001:
+        return f"{x:.1e}"
+    if size >= 1000:
+        return f"{x:.0f}"
+    return f"{x:.{3 if size < 1 else 2 if size < 100 else 1}f}"
+
+
 def enable() -> None:
-    """Make Altair charts in this kernel render through the book's global ``vegaEmbed``."""
+    """Make Altair charts in this kernel render through the book's global ``vegaEmbed``, and
+    pandas tables show :func:`readable_number` digits (the tables written to disk keep all)."""
+
     alt.renderers.enable(RENDERER)
+    pd.set_option("display.float_format", readable_number)
+    # cells wrap in the book, so a reason or a context sentence is shown whole up to 100 characters
+    pd.set_option("display.max_colwidth", 100)
+    pd.set_option("styler.format.formatter", readable_number)
 
 
 def write_vega_bundle(static_dir: str | Path) -> Path:

@@ -26,6 +26,7 @@ def tiny(tmp_path):
     run = book.Run(
         label="m/tiny", notebook=nb, output=tmp_path / "book" / "models" / "m" / "tiny.ipynb",
         parameters={"x": 1, "output_dir": str(out_dir)}, model={"name": "m", "model_id": "m@1", "slug": "m"},
+        results=out_dir,
     )
     return run, out_dir
 
@@ -104,6 +105,88 @@ def test_manifest_fields_and_offline_chart_output(tiny):
             for o in c.get("outputs", []) if "text/html" in o.get("data", {})]
     assert len(html) == 1
     assert "window.vegaEmbed" in html[0] and "cdn." not in html[0]
+
+
+@pytest.mark.slow
+def test_executed_notebook_is_presented_for_reading(tiny, tmp_path):
+    """Tags findings-first, shows no absolute path, links the CSV the run wrote; idempotent."""
+    run, out_dir = tiny
+    book.execute_runs([run], book.Environment.current(), log=lambda *_: None)
+    assert json.loads(run.manifest_path.read_text())["tables"] == ["tiny.csv"]
+    replacements = book.path_replacements(tmp_path / "book", tmp_path / "results")
+    assert book.present_notebook(run, replacements) is True
+    assert book.present_notebook(run, replacements) is False  # nothing left to change
+
+    executed = nbformat.read(run.output, as_version=4)
+    tags = {c.source.splitlines()[0]: c.metadata.get("tags", []) for c in executed.cells if c.cell_type == "code"}
+    assert "remove-cell" in tags["import bias_utils.rendering"]
+    assert "remove-cell" in tags["# Parameters"]  # papermill's injected cell
+    assert "hide-cell" in tags["x = 1"]  # the parameters cell, behind a toggle
+    assert "hide-input" in tags["from pathlib import Path"]  # the chart shows, its code folds away
+    text = nbformat.writes(executed)
+    assert str(tmp_path) not in text
+    injected = next(c.source for c in executed.cells if c.source.startswith("# Parameters"))
+    assert 'output_dir = "results/m"' in injected  # the test's results folder lies outside the project
+    link = executed.cells[-1]
+    assert "[tiny.csv](tables/tiny.csv)" in link.source
+    assert (run.output.parent / "tables" / "tiny.csv").read_bytes() == (out_dir / "tiny.csv").read_bytes()
+
+
+@pytest.mark.slow
+def test_run_logs_no_false_parameter_warnings(tiny, caplog, capfd):
+    """A commented default papermill cannot parse draws no warning; the kernel starts without
+    the unencrypted-TCP warning (IPC transport)."""
+    run, _ = tiny
+    nb = nbformat.read(run.notebook, as_version=4)
+    nb.cells[1].source = nb.cells[1].source.replace("limit = None", 'limit = None   # None = {"all": [...]}')
+    nbformat.write(nb, run.notebook)
+    run.parameters = {**run.parameters, "limit": 3}
+    with caplog.at_level("WARNING"):
+        assert _executed(run, book.Environment.current()) == ["m/tiny"]
+    assert json.loads(run.manifest_path.read_text())["status"] == "ok"
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("papermill")] == []
+    assert "without encryption" not in capfd.readouterr().err
+
+
+def test_presentation_tags_by_output():
+    code = nbformat.v4.new_code_cell
+    stream = lambda name: nbformat.v4.new_output("stream", name=name, text="x\n")  # noqa: E731
+    display = nbformat.v4.new_output("display_data", data={"text/plain": "1"})
+    error = nbformat.v4.new_output("error", ename="E", evalue="v", traceback=[])
+    assert book.presentation_tag(code("a = 1")) == "remove-cell"
+    assert book.presentation_tag(code("import x", outputs=[stream("stderr")])) == "remove-cell"
+    assert book.presentation_tag(code("print(n)", outputs=[stream("stdout")])) == "hide-cell"
+    assert book.presentation_tag(code("settings", outputs=[display])) == "hide-cell"  # a bare repr
+    table = nbformat.v4.new_output("execute_result", data={"text/html": "<table/>", "text/plain": "t"})
+    assert book.presentation_tag(code("df", outputs=[stream("stdout"), table])) == "hide-input"
+    assert book.presentation_tag(code("boom()", outputs=[table, error])) is None
+    assert book.presentation_tag(code("x = 1", metadata={"tags": ["parameters"]})) == "hide-cell"
+    assert book.presentation_tag(code("x = 2", metadata={"tags": ["injected-parameters"]})) == "remove-cell"
+
+
+def test_paths_are_shown_relative_to_the_project():
+    root = str(book.paths.ROOT)
+    replacements = [(root + "/results", "results"), (root, "."), ("/home/u", "~")]
+    assert book._strip_paths(f"wrote {root}/results/m/a.csv", replacements) == "wrote results/m/a.csv"
+    assert book._strip_paths(f"cwd {root}/notebooks and {root}", replacements) == "cwd notebooks and ."
+    assert book._strip_paths("/home/u/x, /home/user2", replacements) == "~/x, /home/user2"
+
+
+def test_progress_forwarder_throttles_and_keeps_long_bars_only():
+    now = [0.0]
+    lines = []
+    fwd = book.ProgressForwarder(log=lines.append, interval=10, clock=lambda: now[0])
+    bar = "embedding: {p:3d}%|####      | {i}/50 [00:{t:02d}<00:30,  2.00it/s]"
+    fwd.write("warming up\n")  # not a bar
+    fwd.write("\r" + bar.format(p=100, i=50, t=2))  # a quick bar that ended within the interval
+    now[0] = 11
+    fwd.write("\r" + bar.format(p=20, i=10, t=11))
+    now[0] = 12
+    fwd.write("\r" + bar.format(p=24, i=12, t=12))  # throttled
+    now[0] = 30
+    fwd.write("\r" + bar.format(p=100, i=50, t=30) + "\n")
+    assert lines == ["      embedding: 20%|#### | 10/50 [00:11<00:30, 2.00it/s]",
+                     "      embedding: 100%|#### | 50/50 [00:30<00:30, 2.00it/s]"]
 
 
 def _fixture_models():
@@ -203,3 +286,19 @@ def test_code_modules_follow_imports_transitively(tmp_path):
     nb.cells[1].source = "def broken(:"
     nbformat.write(nb, path)
     assert set(book.code_modules(path)) == {p.stem for p in book.PACKAGE_DIR.glob("*.py")} - {"book"}
+
+
+def test_tables_in_the_book_show_readable_digits():
+    assert [rendering.readable_number(x) for x in (1.58444, -0.0017, 3.2e-9, 12345.6, 0.0, 250.04, 0.5)] == \
+        ["1.58", "-0.002", "3.2e-09", "12346", "0", "250.0", "0.500"]
+    assert [rendering.readable_number(x) for x in (3, True, "a", float("nan"))] == ["3", "True", "a", "nan"]
+    rendering.enable()
+    try:
+        html = pd.DataFrame({"g": [1.58444], "p": [0.0000123], "n": [12]}).to_html()
+        styled = pd.DataFrame({"g": [1.58444], "n": [12]}).style.to_html()
+    finally:
+        pd.reset_option("display.float_format")
+        pd.reset_option("styler.format.formatter")
+        pd.reset_option("display.max_colwidth")
+    assert ">1.58<" in html and ">1.2e-05<" in html and ">12<" in html
+    assert ">1.58<" in styled and ">12<" in styled

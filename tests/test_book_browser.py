@@ -1,17 +1,22 @@
 """The built book in a real browser: headless Chromium, driven over the DevTools protocol.
 
 Builds the QUICK book for the test models (into the cache, so a rerun only
-checks the run keys and finds the HTML up to date), then loads the index, a
-model's profile chapter and the cross-model chapter from ``file://`` URLs.
-Each page must draw every chart (an SVG or canvas of non-zero size), log no
-console error or exception, and request nothing from the network. Screenshots
-go to ``book/_build/screenshots/``.
+checks the run keys and finds the HTML up to date; ``BIAS_TEST_BOOK`` names an
+already built book directory to check instead), then opens EVERY page of it
+from ``file://`` URLs at 1280 × 900. Each page must draw every chart (an SVG or
+canvas of non-zero size), log no console error or exception, request nothing
+from the network, contain no absolute path of this machine (the checkout, the
+home directory) and need no horizontal scrolling in the article body. The
+first screen of each page is saved to ``book/_build/screenshots/<page>.png``;
+the front page's first screen must show the findings chart.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -169,14 +174,18 @@ QUICK_BOOK = paths.cache_dir() / "book-quick"
 @pytest.fixture(scope="module")
 def quick_book():
     """The QUICK book for the test models, built (or found up to date) in the cache."""
-    book.make_book(TEST_MODELS, quick=True, book_dir=QUICK_BOOK, results_dir=paths.cache_dir() / "book-quick-results")
-    html = QUICK_BOOK / "_build" / "html"
+    if os.environ.get("BIAS_TEST_BOOK"):
+        html = Path(os.environ["BIAS_TEST_BOOK"]) / "_build" / "html"
+    else:
+        book.make_book(TEST_MODELS, quick=True, book_dir=QUICK_BOOK,
+                       results_dir=paths.cache_dir() / "book-quick-results")
+        html = QUICK_BOOK / "_build" / "html"
     assert (html / "index.html").exists()
     return html
 
 
 def test_every_quick_run_succeeded(quick_book):
-    manifests = [json.loads(p.read_text()) for p in sorted((QUICK_BOOK / "models").glob("*/*.run.json"))]
+    manifests = [json.loads(p.read_text()) for p in sorted((quick_book.parent.parent / "models").glob("*/*.run.json"))]
     assert len(manifests) >= 2 * 5 + 1  # Study 1 for both models and the cross-model chapter at least
     failed = {m["label"]: m["error"] for m in manifests if m["status"] != "ok"}
     assert failed == {}
@@ -191,27 +200,101 @@ def browser():
     b.close()
 
 
-def _page(html: Path, pattern: str) -> Path:
-    found = sorted(html.glob(pattern))
-    assert found, f"no page matching {pattern} in {html}"
-    return found[0]
+def book_pages(html: Path) -> list[Path]:
+    """Every page of the built book (Sphinx's search and index pages aside)."""
+    skip = {"search.html", "genindex.html"}
+    return sorted(p for p in html.rglob("*.html")
+                  if p.name not in skip and not {"_static", "_sources", "_images"} & set(p.relative_to(html).parts))
+
+
+def machine_paths() -> list[str]:
+    """Absolute paths that must not appear in a page: the checkout and the home directory."""
+    return [str(paths.ROOT), str(Path.home()) + "/"]
+
+
+#: Horizontal overflow in the article: the article itself, and any box inside it (a table's
+#: scroll container, a chart) that is wider than the space it has.
+OVERFLOW = """
+(() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main');
+  const found = [];
+  if (article.scrollWidth > article.clientWidth + 1)
+    found.push(`article scrollWidth ${article.scrollWidth} > clientWidth ${article.clientWidth}`);
+  for (const el of article.querySelectorAll('*')) {
+    const box = el.getBoundingClientRect();
+    const folded = el.closest('details:not([open])') && !el.closest('summary');
+    // hidden (a closed toggle)
+    const text = (el.innerText || el.textContent || '').trim();
+    if (folded || el.offsetParent === null || box.height === 0 || !text) continue;
+    const style = getComputedStyle(el);
+    if (['auto', 'scroll'].includes(style.overflowX) && el.scrollWidth > el.clientWidth + 1)
+      found.push(`${el.tagName.toLowerCase()}.${[...el.classList].join('.')} scrolls: ` +
+                 `${el.scrollWidth} > ${el.clientWidth} ` +
+                 `(${(el.innerText || el.textContent).slice(0, 60).replace(/\s+/g, ' ')})`);
+  }
+  return found;
+})()
+"""
+
+
+def _page_name(html: Path, page: Path) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", page.relative_to(html).with_suffix("").as_posix())
+
+
+def test_every_page_renders_offline(quick_book, browser):
+    """Every page: charts drawn, no console error or network request, no machine path, no overflow."""
+    pages = book_pages(quick_book)
+    assert len(pages) >= 10, f"expected the whole book, found {[p.name for p in pages]}"
+    failures = {}
+    for page in pages:
+        name = _page_name(quick_book, page)
+        browser.open(page.as_uri())
+        charts = wait_for_charts(browser)
+        browser.screenshot(SCREENSHOTS / f"{name}.png", {"x": 0, "y": 0, "width": 1280, "height": 900})
+        problems = browser.problems()
+        problems += [f"chart not drawn: {c}" for c in charts if not (c["drawn"] and c["width"] > 0 and c["height"] > 0)]
+        text = page.read_text(encoding="utf-8") + browser.evaluate("document.documentElement.outerHTML")
+        problems += [f"machine path {m!r} in the page" for m in machine_paths() if m in text]
+        problems += browser.evaluate(OVERFLOW)
+        if problems:
+            failures[name] = problems
+    assert failures == {}, json.dumps(failures, indent=1)
 
 
 @pytest.mark.parametrize("name, pattern, min_charts", [
-    ("index", "index.html", 0),
     ("profiles", "models/smollm2-135m-instruct*/04_profiles.html", 1),
     ("bold-audit", "models/smollm2-135m-instruct*/06_bold_audit.html", 1),
     ("completions", "models/smollm2-135m-instruct*/08_completion_profiles.html", 1),
     ("replication", f"models/{book.REPLICATION_SLUG}/07_bold_replication.html", 1),
     ("cross-model", f"models/{book.CROSS_SLUG}/*.html", 1),
 ])
-def test_page_renders_offline(quick_book, browser, name, pattern, min_charts):
-    page = _page(quick_book, pattern)
-    browser.open(page.as_uri())
+def test_chapter_has_its_charts(quick_book, browser, name, pattern, min_charts):
+    found = sorted(quick_book.glob(pattern))
+    assert found, f"no page matching {pattern} in {quick_book}"
+    browser.open(found[0].as_uri())
     charts = wait_for_charts(browser)
-    browser.screenshot(SCREENSHOTS / f"{name}.png")
     browser.screenshot_charts(name)
-    assert len(charts) >= min_charts, f"{page.name}: expected charts, found {len(charts)}"
-    undrawn = [c for c in charts if not (c["drawn"] and c["width"] > 0 and c["height"] > 0)]
-    assert not undrawn, f"{page.name}: charts not drawn: {undrawn}"
-    assert browser.problems() == []
+    assert len(charts) >= min_charts, f"{found[0].name}: expected charts, found {len(charts)}"
+
+
+FIRST_SCREEN = """
+(() => {
+  const chart = document.getElementById('bias-summary-chart');
+  const g = chart && chart.querySelector('svg, canvas');
+  const r = g ? g.getBoundingClientRect() : null;
+  const table = [...document.querySelectorAll('article table')].find(t => /reading/.test(t.innerText));
+  return {drawn: !!g, top: r ? r.top : null, height: r ? r.height : 0,
+          sentences: table ? table.querySelectorAll('tbody tr').length : 0, text: chart ? chart.innerText : ''};
+})()
+"""
+
+
+def test_front_page_opens_with_the_findings(quick_book, browser):
+    """The first screen (1280 × 900) of the front page shows the findings chart; the table reads every model."""
+    browser.open((quick_book / "index.html").as_uri())
+    wait_for_charts(browser)
+    state = browser.evaluate(FIRST_SCREEN)
+    assert state["drawn"], state
+    assert state["top"] + min(state["height"], 120) <= 900, f"the findings chart starts below the first screen: {state}"
+    model_parts = [d for d in (quick_book.parent.parent / "models").iterdir() if (d / "index.md").exists()]
+    assert state["sentences"] == len(model_parts) >= 1
