@@ -141,9 +141,9 @@ def nucleus(
     if not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     logits = logits.float()
-    scaled = logits / temperature
     if top_k is not None:
-        return _top_k_nucleus(logits, scaled, temperature, top_p, top_k)
+        return _top_k_nucleus(logits, temperature, top_p, top_k)
+    scaled = logits / temperature
     shift = scaled.amax(dim=-1, keepdim=True)
     # One float32 pass over the vocabulary, accumulated in float64; the
     # candidates' own terms are then swapped for float64 ones, so the mass that
@@ -168,18 +168,23 @@ def nucleus(
         k = min(4 * k, vocab)
 
 
-def _top_k_nucleus(logits, scaled, temperature, top_p, top_k) -> tuple[torch.Tensor, torch.Tensor]:
+def _top_k_nucleus(logits, temperature, top_p, top_k) -> tuple[torch.Tensor, torch.Tensor]:
     if not (isinstance(top_k, int) and top_k >= 1):
         raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
-    k = min(top_k, scaled.shape[-1])
-    vals, ids = torch.topk(scaled, k, dim=-1, sorted=True)
-    # TopKLogitsWarper compares the float32 scaled scores with the k-th one, so
-    # ties at the boundary stay in; widen to hold them (rare with real logits).
-    threshold = vals[:, -1:]
-    n_tied = int((scaled >= threshold).sum(dim=-1).max())
-    if n_tied > k:
-        vals, ids = torch.topk(scaled, n_tied, dim=-1, sorted=True)
-    in_k = vals >= threshold
+    vocab = logits.shape[-1]
+    k = min(top_k, vocab)
+    # TopKLogitsWarper keeps every float32 scaled score >= the k-th one, ties
+    # included. Dividing by T > 0 is monotonic, so the raw top candidates give
+    # the same order; a few spare candidates show whether a tie can reach past
+    # them, and only then is the whole vocabulary scaled and compared.
+    spare = min(k + 8, vocab)
+    raw, ids = torch.topk(logits, spare, dim=-1, sorted=True)
+    scaled = raw / temperature
+    threshold = scaled[:, k - 1:k]
+    if spare < vocab and bool((scaled[:, -1:] >= threshold).any()):
+        full = logits / temperature
+        scaled, ids = torch.topk(full, int((full >= threshold).sum(dim=-1).max()), dim=-1, sorted=True)
+    in_k = scaled >= threshold
     exact = logits.gather(1, ids).double() / temperature
     weights = torch.exp(exact - exact[:, :1]) * in_k
     probs = weights / weights.sum(dim=-1, keepdim=True)

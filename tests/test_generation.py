@@ -212,6 +212,13 @@ def test_top_k_keeps_ties_at_the_boundary_like_transformers():
     assert kept == {0, 2, 3, 5}
     e = np.exp([3.0, 2.0, 2.0, 2.0])
     np.testing.assert_allclose(sorted(probs[0][probs[0] > 0].tolist()), sorted(e / e.sum()), rtol=1e-12)
+    # a tie wider than the spare candidates: the whole vocabulary is compared
+    wide = torch.zeros(1, 40)
+    wide[0, 7], wide[0, 10:25] = 3.0, 2.0
+    ids, probs = nucleus(wide, 0.7, 1.0, top_k=2)
+    kept = set(ids[0][probs[0] > 0].tolist())
+    assert kept == set(torch.isfinite(TopKLogitsWarper(2)(None, wide.clone() / 0.7)[0]).nonzero().squeeze(1).tolist())
+    assert kept == {7, *range(10, 25)}
 
 
 @pytest.mark.slow
