@@ -68,6 +68,12 @@ batch the stock warpers + ``multinomial`` took ~650 ms, :func:`sample_tokens`
 ~28 ms. Threads are left to the caller: on a machine busy with other jobs,
 ``torch.set_num_threads(1)`` (or ``OMP_NUM_THREADS=1``) made a forward pass
 8-20x faster than torch's default of 2 spinning OpenMP threads.
+With top-k 50 the sampler needs one ``topk`` pass over the vocabulary per
+step and no full-vocabulary copy: 0.9 ms on SmolLM2's ``[16, 49152]`` logits
+(transformers' temperature + top-k + top-p warpers + ``multinomial``: 27 ms),
+1.1 ms on Qwen2.5's ``[8, 151936]`` (5.2 ms without top-k). At one thread the
+whole loop ran at the speed of its forward passes alone (the benchmark's
+floor: 1.02x on SmolLM2, 16 prompts; 0.99-1.00x on Qwen2.5-0.5B, 8 prompts).
 
 Cache
 -----
