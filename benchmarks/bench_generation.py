@@ -5,7 +5,8 @@ Usage::
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_generation.py [--model smollm2-135m-instruct]
 
 On a fixed slice of 64 BOLD profession prompts (every 159th row), 100 new
-tokens, temperature 0.7, top-p 0.9, all in one process:
+tokens, temperature 0.7, top-k 50, top-p 0.9 (the audit's ``generate`` call
+with transformers' default top-k), all in one process:
 
 (a) the original audit's approach: one prompt per ``model.generate(do_sample=True)``
     call (on the first ``--baseline-prompts`` prompts only, to keep the run short;
@@ -15,7 +16,14 @@ tokens, temperature 0.7, top-p 0.9, all in one process:
 (c) the same GGUF served by llama.cpp (xllamacpp, 16 parallel slots) through our
     OpenAI-compatible backend;
 (d) the sampling step alone on one real batch of logits: ours vs transformers'
-    temperature + top-p warpers followed by ``torch.multinomial``.
+    temperature + top-k + top-p warpers followed by ``torch.multinomial``;
+(e) the compute floor: the forward passes alone for the same rows and the same
+    number of tokens per row as (b) produced, in the same batches, with the
+    KV cache, rows leaving as they reach their count, and a trivial sampler
+    (argmax). (b) / (e) is what our loop, sampler and bookkeeping add.
+
+Peak RSS of the process and the load average are printed: on a shared machine
+only ratios from the same run mean anything.
 
 Tokens are counted the same way everywhere: every sampled token, including a
 final end-of-sequence token. Each engine gets a short warm-up first (the first
@@ -26,16 +34,18 @@ noisy: compare the ratios, printed from the same run.
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import time
 
 import torch
 
 from bias_utils.bold import load_profession_prompts
-from bias_utils.generation import OpenAIEndpoint, generate, sample_tokens
+from bias_utils.generation import OpenAIEndpoint, auto_batch_size, generate, sample_tokens
 from bias_utils.models import load_model
 from bias_utils.serving import llama_server
 
-SETTINGS = dict(max_new_tokens=100, temperature=0.7, top_p=0.9)
+SETTINGS = dict(max_new_tokens=100, temperature=0.7, top_p=0.9, top_k=50)
 
 
 def _sampled_tokens(df) -> int:
@@ -50,15 +60,51 @@ def baseline_loop(m, prompts: list[str]) -> tuple[int, float]:
     for prompt in prompts:
         enc = tok(prompt, return_tensors="pt")
         out = m.model.generate(**enc, do_sample=True, temperature=SETTINGS["temperature"], top_p=SETTINGS["top_p"],
+                               top_k=SETTINGS["top_k"],
                                max_new_tokens=SETTINGS["max_new_tokens"], pad_token_id=tok.pad_token_id)
         n += out.shape[1] - enc["input_ids"].shape[1]
     return n, time.perf_counter() - start
 
 
-def ours(m, prompts: list[str], batch_size: int | None) -> tuple[int, float]:
+def ours(m, prompts: list[str], batch_size: int | None):
     start = time.perf_counter()
     df = generate(m, prompts, seed=0, batch_size=batch_size, cache=False, progress=False, **SETTINGS)
-    return _sampled_tokens(df), time.perf_counter() - start
+    return _sampled_tokens(df), time.perf_counter() - start, df
+
+
+@torch.inference_mode()
+def forward_floor(m, prompts: list[str], steps: list[int], batch_size: int | None) -> tuple[int, float]:
+    """Forward passes only: row i runs ``steps[i]`` decoding steps, batched by prompt length as ``generate`` does."""
+    from transformers import DynamicCache
+
+    encoded = [m.tokenizer(p)["input_ids"] for p in prompts]
+    order = sorted(range(len(prompts)), key=lambda i: (len(encoded[i]), i))
+    if batch_size is None:
+        batch_size = auto_batch_size(m, max(map(len, encoded)) + SETTINGS["max_new_tokens"])
+    pad = m.tokenizer.pad_token_id or 0
+    start = time.perf_counter()
+    for b in range(0, len(order), batch_size):
+        rows = order[b:b + batch_size]
+        width = max(len(encoded[i]) for i in rows)
+        ids = torch.tensor([[pad] * (width - len(encoded[i])) + encoded[i] for i in rows])
+        mask = torch.tensor([[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in rows])
+        pos = (mask.cumsum(-1) - 1).clamp_(min=0)
+        left = torch.tensor([steps[i] for i in rows])
+        past = DynamicCache()
+        while True:
+            logits = m.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past,
+                             use_cache=True, logits_to_keep=1).logits[:, -1]
+            left -= 1
+            keep = (left > 0).nonzero().squeeze(1)
+            if keep.numel() == 0:
+                break
+            if keep.numel() < left.numel():
+                past.batch_select_indices(keep)
+                logits, mask, pos, left = logits[keep], mask[keep], pos[keep], left[keep]
+            ids = logits.argmax(-1, keepdim=True)
+            pos = pos[:, -1:] + 1
+            mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+    return sum(steps), time.perf_counter() - start
 
 
 def served(m, prompts: list[str], parallel: int) -> tuple[int, float]:
@@ -73,19 +119,20 @@ def served(m, prompts: list[str], parallel: int) -> tuple[int, float]:
 def sampler_step(m, prompts: list[str], repeats: int = 10) -> tuple[float, float]:
     """Milliseconds per sampling step on a real [batch, vocab] logits tensor: ours vs the stock warpers
     + multinomial."""
-    from transformers import TemperatureLogitsWarper, TopPLogitsWarper
+    from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
     enc = m.tokenizer(prompts, return_tensors="pt", padding=True)
     with torch.inference_mode():
         logits = m.model(**enc).logits[:, -1].float()
     uniforms = torch.rand(logits.shape[0], dtype=torch.float64)
-    temp, top_p = TemperatureLogitsWarper(SETTINGS["temperature"]), TopPLogitsWarper(SETTINGS["top_p"])
+    temp, top_k = TemperatureLogitsWarper(SETTINGS["temperature"]), TopKLogitsWarper(SETTINGS["top_k"])
+    top_p = TopPLogitsWarper(SETTINGS["top_p"])
 
     def stock():
-        return torch.multinomial(torch.softmax(top_p(None, temp(None, logits.clone())), dim=-1), 1)
+        return torch.multinomial(torch.softmax(top_p(None, top_k(None, temp(None, logits.clone()))), dim=-1), 1)
 
     def mine():
-        return sample_tokens(logits, uniforms, SETTINGS["temperature"], SETTINGS["top_p"])
+        return sample_tokens(logits, uniforms, SETTINGS["temperature"], SETTINGS["top_p"], SETTINGS["top_k"])
 
     times = {}
     for name, fn in (("stock", stock), ("ours", mine)):
@@ -120,8 +167,11 @@ def main() -> None:
     rows = []
     n, t = baseline_loop(m, prompts[: args.baseline_prompts])
     rows.append((f"(a) one prompt per model.generate ({args.baseline_prompts} prompts)", n, t))
-    n, t = ours(m, prompts, args.batch_size)
+    n, t, df = ours(m, prompts, args.batch_size)
     rows.append(("(b) bias_utils.generation.generate", n, t))
+    steps = (df["n_tokens"] + (df["finish_reason"] == "stop")).tolist()
+    n, t = forward_floor(m, prompts, steps, args.batch_size)
+    rows.append(("(e) floor: forward passes alone, same rows and tokens", n, t))
     if m.gguf_path is not None:
         n, t = served(m, prompts, args.parallel)
         rows.append((f"(c) llama.cpp server, {args.parallel} slots, OpenAI backend", n, t))
@@ -133,11 +183,14 @@ def main() -> None:
         print(f"{name:58s} {n:7d} {t:8.1f} {n / t:7.1f}")
     speed = {name[:3]: n / t for name, n, t in rows}
     print(f"\nours / one-prompt loop: {speed['(b)'] / speed['(a)']:.2f}x")
+    print(f"ours / floor: {speed['(b)'] / speed['(e)']:.2f}x of the floor's tokens/s")
     if "(c)" in speed:
         print(f"ours / llama.cpp server: {speed['(b)'] / speed['(c)']:.2f}x")
     stock_ms, ours_ms = sampler_step(m, prompts)
     print(f"(d) sampling step on [{len(prompts)}, vocab] logits: stock warpers+multinomial {stock_ms:.1f} ms, "
           f"ours {ours_ms:.1f} ms ({stock_ms / ours_ms:.2f}x)")
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB; "
+          f"load average {os.getloadavg()[0]:.2f} (1 min) on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":

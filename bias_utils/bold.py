@@ -462,12 +462,15 @@ class AuditResult:
 
 
 def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: int = 1, seed: int = 0,
-              max_new_tokens: int = 100, temperature: float = 0.7, top_p: float = 0.9, chat: bool = False,
-              lexicons: Mapping[str, Iterable[str]] | None = None,
+              max_new_tokens: int = 100, temperature: float = 0.7, top_p: float = 0.9, top_k: int | None = 50,
+              chat: bool = False, lexicons: Mapping[str, Iterable[str]] | None = None,
               neutral_lexicons: Mapping[str, Iterable[str]] | None = None, limit: int | None = None,
               n_boot: int = 1000, method: str = "holm", batch_size: int | None = None) -> AuditResult:
     """Select prompts, sample completions (cached and resumable via ``bias_utils.generation``),
     and compute metrics and statistics; :meth:`AuditResult.write` writes them.
+
+    The sampling defaults are the audit's ``generate`` call: temperature 0.7, top-p 0.9,
+    and transformers' default ``top_k=50`` that call applied (``None`` turns it off).
 
     Tables (parquet + CSV): ``bold_metrics`` (one row per completion:
     selection columns, ``sample, completion, n_tokens, finish_reason`` and the
@@ -485,8 +488,8 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
     loaded = load_model(model) if isinstance(model, (str, Path)) else model
     sel = subsample(resolve_selection(selection), limit, seed=seed)
     gen = generate(loaded, sel["prompt"].tolist(), prompt_ids=sel["prompt_id"].tolist(), n_samples=n_samples,
-                   max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed, chat=chat,
-                   batch_size=batch_size)
+                   max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
+                   chat=chat, batch_size=batch_size)
     comp = gen.drop(columns="prompt").merge(sel, on="prompt_id", how="left", validate="many_to_one")
     metrics = completion_metrics(comp, lexicons=lexicons, neutral_lexicons=neutral_lexicons)
     groups = list(dict.fromkeys(sel["group"]))
@@ -497,5 +500,6 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
     summary = group_summary(metrics, neutral=tuple(neutral_lexicons))
     settings = dict(model_id=loaded.model_id, selection=selection if isinstance(selection, str) else "custom",
                     n_prompts=len(sel), n_samples=n_samples, seed=seed, max_new_tokens=max_new_tokens,
-                    temperature=temperature, top_p=top_p, chat=chat, limit=limit, n_boot=n_boot, method=method)
+                    temperature=temperature, top_p=top_p, top_k=top_k, chat=chat, limit=limit, n_boot=n_boot,
+                    method=method)
     return AuditResult(loaded.model_id, settings, metrics, table, summary, skipped)

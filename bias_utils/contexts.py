@@ -112,7 +112,8 @@ GENERATION_INSTRUCTION = (
 )
 SENSE_CLAUSE = ' in the sense of "{definition}"'
 #: Sampling settings for newly generated contexts (``build_contexts`` with a model, and the extra terms' file).
-GENERATION_SETTINGS = {"n_samples": 5, "max_new_tokens": 48, "temperature": 0.8, "top_p": 0.95}
+# No top-k: the paper says nothing of one, and the extra terms' data file was generated without it.
+GENERATION_SETTINGS = {"n_samples": 5, "max_new_tokens": 48, "temperature": 0.8, "top_p": 0.95, "top_k": None}
 GENDERED_PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "himself", "herself"})
 
 _WORD = re.compile(r"[A-Za-z]+(?:['’-][A-Za-z]+)*")

@@ -5,8 +5,9 @@ One entry point, :func:`generate`, with two backends behind it:
 * **transformers** (default): any decoder :func:`bias_utils.models.load_model`
   loads. Our own decoding loop: left padding, KV cache, prompts bucketed by
   token length, rows dropped from the batch as they finish, and an exact
-  temperature + nucleus (top-p) sampler that sorts only the top candidates
-  (:func:`nucleus`, :func:`sample_tokens`) instead of the whole vocabulary.
+  temperature + top-k + nucleus (top-p) sampler that sorts only the top
+  candidates (:func:`nucleus`, :func:`sample_tokens`) instead of the whole
+  vocabulary.
 * **OpenAI-compatible HTTP** (:class:`OpenAIEndpoint`): ``/v1/completions`` or
   ``/v1/chat/completions`` of vLLM, llama.cpp server, Ollama, TGI, ... with
   concurrent requests and retries.
@@ -29,6 +30,15 @@ Result table (one row per prompt and sample, in input order):
 An empty (or whitespace-only) prompt is an error naming the offending ids: a
 decoder without a BOS token has nothing to condition on, and a silent skip
 would leave a hole in the audit.
+
+Sampling settings
+-----------------
+The defaults are the BOLD audit's: its code called transformers
+``generate(do_sample=True, temperature=0.7, top_p=0.9)``, and transformers
+then also applies its default ``top_k=50`` (``GenerationConfig``; checked in
+transformers 4.35, which the audit pinned, and 5.23, installed here), with the
+warpers in the order temperature, top-k, top-p. :func:`nucleus` applies the
+same three steps in the same order; ``top_k=None`` turns top-k off.
 
 Reproducibility
 ---------------
@@ -58,13 +68,21 @@ batch the stock warpers + ``multinomial`` took ~650 ms, :func:`sample_tokens`
 ~28 ms. Threads are left to the caller: on a machine busy with other jobs,
 ``torch.set_num_threads(1)`` (or ``OMP_NUM_THREADS=1``) made a forward pass
 8-20x faster than torch's default of 2 spinning OpenMP threads.
+With top-k 50 the sampler needs one ``topk`` pass over the vocabulary per
+step and no full-vocabulary copy: 0.9 ms on SmolLM2's ``[16, 49152]`` logits
+(transformers' temperature + top-k + top-p warpers + ``multinomial``: 27 ms),
+1.1 ms on Qwen2.5's ``[8, 151936]`` (5.2 ms without top-k). At one thread the
+whole loop ran at the speed of its forward passes alone (the benchmark's
+floor: 1.02x on SmolLM2, 16 prompts; 0.99-1.00x on Qwen2.5-0.5B, 8 prompts).
 
 Cache
 -----
 With ``cache=True`` completions go to
 ``paths.cache_dir()/generations/<key>/rows.jsonl``, appended (and fsynced) as
 soon as each batch (HTTP: each request) finishes. ``<key>`` hashes the model
-id, backend, all generation parameters and the seed; each row carries a
+id, backend, all generation parameters and the seed (``top_k`` only when it is
+set: a cache written before top-k existed holds ``top_k=None`` results and is
+reused only for ``top_k=None``); each row carries a
 ``row_key`` hashing (prompt id, prompt text, sample). A rerun reads the file,
 keeps what is there, and generates only the missing rows; a batch that is
 partly present is regenerated whole (so its rows equal an uninterrupted run)
@@ -106,9 +124,15 @@ _MAX_AUTO_BATCH = 64
 # --------------------------------------------------------------------------- sampler
 
 
-def nucleus(logits: torch.Tensor, temperature: float, top_p: float,
-            k: int = _FIRST_K) -> tuple[torch.Tensor, torch.Tensor]:
+def nucleus(logits: torch.Tensor, temperature: float, top_p: float, k: int = _FIRST_K,
+            top_k: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The nucleus of ``softmax(logits / temperature)`` for each row, without sorting the vocabulary.
+
+    With ``top_k``, the ``top_k`` most likely tokens are kept first (ties with
+    the ``top_k``-th value included, as ``TopKLogitsWarper`` keeps them), the
+    softmax is renormalised over them, and the nucleus is taken from that
+    distribution: transformers' order (temperature, top-k, top-p). The
+    returned probabilities are then those of the top-k distribution.
 
     Returns ``(ids, probs)``, both ``[batch, K]``: candidate token ids in
     descending probability and their probabilities under the *full* softmax
@@ -125,6 +149,8 @@ def nucleus(logits: torch.Tensor, temperature: float, top_p: float,
     if not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     logits = logits.float()
+    if top_k is not None:
+        return _top_k_nucleus(logits, temperature, top_p, top_k)
     scaled = logits / temperature
     shift = scaled.amax(dim=-1, keepdim=True)
     # One float32 pass over the vocabulary, accumulated in float64; the
@@ -150,8 +176,35 @@ def nucleus(logits: torch.Tensor, temperature: float, top_p: float,
         k = min(4 * k, vocab)
 
 
-def sample_tokens(logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
-    """One token per row from the temperature + nucleus distribution, by inverse CDF of ``uniforms`` in [0, 1).
+def _top_k_nucleus(logits, temperature, top_p, top_k) -> tuple[torch.Tensor, torch.Tensor]:
+    if not (isinstance(top_k, int) and top_k >= 1):
+        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
+    vocab = logits.shape[-1]
+    k = min(top_k, vocab)
+    # TopKLogitsWarper keeps every float32 scaled score >= the k-th one, ties
+    # included. Dividing by T > 0 is monotonic, so the raw top candidates give
+    # the same order; a few spare candidates show whether a tie can reach past
+    # them, and only then is the whole vocabulary scaled and compared.
+    spare = min(k + 8, vocab)
+    raw, ids = torch.topk(logits, spare, dim=-1, sorted=True)
+    scaled = raw / temperature
+    threshold = scaled[:, k - 1:k]
+    if spare < vocab and bool((scaled[:, -1:] >= threshold).any()):
+        full = logits / temperature
+        scaled, ids = torch.topk(full, int((full >= threshold).sum(dim=-1).max()), dim=-1, sorted=True)
+    in_k = scaled >= threshold
+    exact = logits.gather(1, ids).double() / temperature
+    weights = torch.exp(exact - exact[:, :1]) * in_k
+    probs = weights / weights.sum(dim=-1, keepdim=True)
+    keep = (torch.cumsum(probs, dim=-1) - probs) < top_p
+    keep[:, 0] = True
+    return ids, probs * (keep & in_k)
+
+
+def sample_tokens(
+    logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float, top_k: int | None = None,
+) -> torch.Tensor:
+    """One token per row from the temperature + top-k + nucleus distribution, by inverse CDF of ``uniforms`` in [0, 1).
 
     ``temperature == 0`` means greedy decoding (``uniforms`` unused).
     Using the caller's uniforms (one per row) keeps every row's draws
@@ -159,7 +212,7 @@ def sample_tokens(logits: torch.Tensor, uniforms: torch.Tensor, temperature: flo
     """
     if temperature == 0:
         return logits.argmax(dim=-1)
-    ids, probs = nucleus(logits, temperature, top_p)
+    ids, probs = nucleus(logits, temperature, top_p, top_k=top_k)
     cum = torch.cumsum(probs, dim=-1)
     target = uniforms.to(torch.float64).unsqueeze(-1) * cum[:, -1:]
     pick = torch.searchsorted(cum, target, right=True)
@@ -214,10 +267,12 @@ class OpenAIEndpoint:
         return f"openai:{parsed.netloc}{parsed.path}:{self.model or 'default'}"
 
     def complete(self, prompt: str, *, chat: bool, max_tokens: int, temperature: float, top_p: float,
-                 seed: int) -> dict:
+                 seed: int, top_k: int | None = None) -> dict:
         """One completion: ``{"completion", "n_tokens", "finish_reason"}``."""
         body: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p, "seed": seed,
                                 "n": 1}
+        if top_k is not None:  # not in OpenAI's API; vLLM, llama.cpp and TGI read it (their own defaults differ)
+            body["top_k"] = top_k
         if self.model:
             body["model"] = self.model
         if chat:
@@ -282,6 +337,7 @@ def generate(
     max_new_tokens: int = 100,
     temperature: float = 0.7,
     top_p: float = 0.9,
+    top_k: int | None = 50,
     seed: int = 0,
     chat: bool = False,
     prompt_ids: Sequence[Any] | None = None,
@@ -294,6 +350,8 @@ def generate(
     ``model``: a ``LoadedModel``, a name for ``load_model``, or an
     :class:`OpenAIEndpoint`. ``chat=True`` wraps each prompt as a user turn
     with the model's chat template (an error if it has none).
+    ``top_k``: transformers' default, which the BOLD audit's ``generate`` call
+    applied; ``None`` turns it off.
     ``prompt_ids``: unique JSON-serialisable ids (default ``0..n-1``).
     ``batch_size``: rows per forward pass (transformers backend); default
     chosen from the model size (see :func:`auto_batch_size`). ``cache``:
@@ -316,6 +374,8 @@ def generate(
         raise ValueError("n_samples and max_new_tokens must be >= 1")
     if temperature < 0 or not 0 < top_p <= 1:
         raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
+    if top_k is not None and not (isinstance(top_k, int) and top_k >= 1):
+        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
 
     model = _resolve_model(model)
     is_http = isinstance(model, OpenAIEndpoint)
@@ -338,6 +398,8 @@ def generate(
         "chat": use_chat,
         "algorithm": _ALGORITHM_VERSION,
     }
+    if top_k is not None:  # absent = the key of caches written before top-k existed (their rows are top_k=None)
+        params["top_k"] = top_k
     store = _Store(params, cache) if cache is not False else None
     done = store.load() if store else {}
 
@@ -357,7 +419,8 @@ def generate(
         bar.update(len(fresh))
         bar.set_postfix(tok_s=f"{n_new_tokens / max(time.monotonic() - started, 1e-9):.1f}")
 
-    settings = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed, chat=use_chat)
+    settings = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
+                    chat=use_chat)
     try:
         if is_http:
             _run_http(model, todo, emit, **settings)
@@ -403,11 +466,11 @@ class _Store:
 # --------------------------------------------------------------------------- HTTP backend
 
 
-def _run_http(endpoint: OpenAIEndpoint, todo: list[dict], emit: Callable, *, max_new_tokens, temperature, top_p, seed,
-              chat) -> None:
+def _run_http(endpoint: OpenAIEndpoint, todo: list[dict], emit: Callable, *, max_new_tokens, temperature, top_p, top_k,
+              seed, chat) -> None:
     def one(row: dict) -> dict:
         out = endpoint.complete(
-            row["prompt"], chat=chat, max_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+            row["prompt"], chat=chat, max_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
             seed=row_seed(seed, row["prompt_id"], row["sample"]),
         )
         return {**row, **out}
@@ -461,7 +524,8 @@ def _stop_ids(model: Any) -> set[int]:
     return ids
 
 
-def _run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, temperature, top_p, seed, chat) -> None:
+def _run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, temperature, top_p, top_k, seed,
+                      chat) -> None:
     encoded = {}
     for r in rows:
         key = _id_key(r["prompt_id"])
@@ -481,7 +545,7 @@ def _run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, te
                        generator=torch.Generator().manual_seed(row_seed(seed, r["prompt_id"], r["sample"])))
             for r in batch
         ])
-        new_ids, finished = _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p)
+        new_ids, finished = _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k)
         emit([
             {**r, **_completion(model.tokenizer, p, ids, fin)}
             for r, p, ids, fin in zip(batch, prompt_ids, new_ids, finished)
@@ -498,7 +562,7 @@ def _completion(tokenizer, prompt_ids: list[int], new_ids: list[int], stopped: b
 
 
 @torch.inference_mode()
-def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p) -> tuple[list[list[int]], list[bool]]:
+def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k) -> tuple[list[list[int]], list[bool]]:
     """Sample up to ``uniforms.shape[1]`` tokens for each prompt; finished rows leave the batch."""
     from transformers import DynamicCache  # deferred: importing transformers takes seconds
 
@@ -520,7 +584,7 @@ def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p) -> tupl
     for step in range(uniforms.shape[1]):
         logits = net(input_ids=step_ids, attention_mask=mask, position_ids=step_pos, past_key_values=past,
                      use_cache=True, logits_to_keep=1).logits[:, -1, :]
-        tokens = sample_tokens(logits, uniforms[alive, step], temperature, top_p)
+        tokens = sample_tokens(logits, uniforms[alive, step], temperature, top_p, top_k)
         is_stop = torch.isin(tokens, stop_t)
         for row, tok, s in zip(alive.tolist(), tokens.tolist(), is_stop.tolist()):
             if s:

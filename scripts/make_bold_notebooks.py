@@ -29,7 +29,8 @@ def audit_notebook():
 
 We rerun the audit of *Auditing Occupational Gender Bias in LLMs using the BOLD Dataset*: BOLD profession
 prompts from occupations dominated by men (1,172 prompts) or women (353 prompts) are completed by the model
-with the audit's settings (100 new tokens, temperature 0.7, top-p 0.9, the raw prompt without chat template),
+with the audit's settings (100 new tokens, temperature 0.7, top-p 0.9, and the top-k 50 that transformers'
+`generate` added by default, the raw prompt without chat template),
 and each completion is scored with the audit's 13 male and 13 female words (lower-cased `\\b\\w+\\b` tokens)
 and with its PMI between gendered words and the occupation name (5-token window). Gender-neutral and
 non-binary forms (*they/them/their*, *person*, *people*, neopronouns) are counted beside, never mixed in.
@@ -49,6 +50,7 @@ seed = 0
 max_new_tokens = 100
 temperature = 0.7
 top_p = 0.9
+top_k = 50                        # transformers' default, applied by the audit's generate call; None = off
 lexicons = None                   # None = the audit's {"male": [...], "female": [...]}
 neutral_lexicons = None           # None = bias_utils.lexicon.NEUTRAL_LEXICONS
 limit = None                      # None = all prompts; an int subsamples prompts per group (quick runs)
@@ -62,7 +64,7 @@ from bias_utils import bold, lexicon, plots
 from bias_utils.results import output_folder
 
 result = bold.run_audit(model, selection=selection, n_samples=n_samples, seed=seed,
-                        max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                        max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                         lexicons=lexicons, neutral_lexicons=neutral_lexicons, limit=limit, n_boot=n_boot)
 out = output_folder(result.model_id, output_dir)
 files = result.write(out)

@@ -9,6 +9,7 @@ numpy softmax/top-p, transformers' own warpers and ``model.generate``.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import os
 import signal
@@ -22,7 +23,7 @@ import pytest
 import torch
 from scipy import stats
 
-from bias_utils import paths
+from bias_utils import bold, book, paths
 from bias_utils.bold import load_profession_prompts
 from bias_utils.generation import OpenAIEndpoint, generate, nucleus, sample_tokens
 from bias_utils.serving import llama_server
@@ -73,6 +74,20 @@ def test_duplicate_ids_and_bad_parameters_are_errors():
         generate(MODEL, ["x"], top_p=0, cache=False)
     with pytest.raises(ValueError, match="mode"):
         OpenAIEndpoint("http://127.0.0.1:1", mode="edit")
+    with pytest.raises(ValueError, match="top_k"):
+        generate(MODEL, ["x"], top_k=0, cache=False)
+
+
+def test_default_sampling_is_the_audits_generate_call():
+    """temperature 0.7, top-p 0.9 as the audit passed them, plus transformers' default top_k=50 it applied."""
+    from transformers import GenerationConfig
+
+    assert GenerationConfig._get_default_generation_params()["top_k"] == 50
+    for fn in (generate, bold.run_audit):
+        params = inspect.signature(fn).parameters
+        assert (params["temperature"].default, params["top_p"].default, params["top_k"].default) == (0.7, 0.9, 50)
+    declared = book.declared_parameters(paths.ROOT / "notebooks" / "06_bold_audit.ipynb")
+    assert (declared["temperature"], declared["top_p"], declared["top_k"]) == ("0.7", "0.9", "50")
 
 
 # --------------------------------------------------------------------------- exact sampler
@@ -126,6 +141,84 @@ def test_sampler_matches_direct_softmax_top_p(smol, bold_slice, temperature, top
     if f_exp[-1] == 0:
         f_obs, f_exp = f_obs[:-1], f_exp[:-1]
     assert stats.chisquare(f_obs, f_exp).pvalue > 1e-3
+
+
+def _reference_top_k_nucleus(logits: np.ndarray, temperature: float, top_p: float, top_k: int):
+    """Float64: the top_k largest scaled logits, softmax over them, then the top-p rule on that distribution."""
+    z = logits.astype(np.float64) / temperature
+    order = np.argsort(-z, kind="stable")[:top_k]
+    p = np.exp(z[order] - z[order[0]])
+    p /= p.sum()
+    keep = (np.cumsum(p) - p) < top_p
+    keep[0] = True
+    return order[keep], p[keep]
+
+
+def _transformers_warped(logits: torch.Tensor, temperature: float, top_p: float, top_k: int) -> torch.Tensor:
+    """transformers' own warpers in the order ``_get_logits_processor`` applies them."""
+    from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    scores = logits[None].clone()
+    for warper in (TemperatureLogitsWarper(temperature), TopKLogitsWarper(top_k), TopPLogitsWarper(top_p)):
+        scores = warper(None, scores)
+    return scores[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("temperature,top_p,top_k", [(0.7, 0.9, 50), (1.6, 0.95, 50), (1.0, 1.0, 7)])
+def test_top_k_sampler_matches_float64_and_transformers(smol, bold_slice, temperature, top_p, top_k):
+    prompts, _ = bold_slice
+    enc = smol.tokenizer(prompts[0], return_tensors="pt")
+    with torch.inference_mode():
+        logits = smol.model(**enc).logits[0, -1].float()
+    kept_ref, p_ref = _reference_top_k_nucleus(logits.numpy(), temperature, top_p, top_k)
+
+    ids, probs = nucleus(logits[None], temperature, top_p, top_k=top_k)
+    mine = probs[0] > 0
+    assert ids[0][mine].tolist() == kept_ref.tolist()  # same tokens, same descending order
+    # probabilities of the top-k distribution (before the nucleus cut), as transformers' TopP sees them
+    np.testing.assert_allclose(probs[0][mine].numpy(), p_ref, rtol=1e-9)
+
+    warped = _transformers_warped(logits, temperature, top_p, top_k)
+    assert set(torch.isfinite(warped).nonzero().squeeze(1).tolist()) == set(kept_ref.tolist())
+    theirs = torch.softmax(warped.double(), dim=-1)[ids[0][mine]].numpy()
+    np.testing.assert_allclose(probs[0][mine].numpy() / p_ref.sum(), theirs, rtol=1e-5)
+
+    gen = torch.Generator().manual_seed(0)
+    batch = logits[None].expand(64, -1).contiguous()
+    draws = sample_tokens(batch, torch.rand(64, generator=gen, dtype=torch.float64), temperature, top_p, top_k)
+    assert set(draws.tolist()) <= set(kept_ref.tolist())
+
+
+@pytest.mark.slow
+def test_top_k_50_binds_at_the_wide_setting(smol, bold_slice):
+    """At T=1.6, top-p 0.95 the nucleus alone holds more than 50 tokens, so top_k=50 changes the distribution."""
+    enc = smol.tokenizer(bold_slice[0][0], return_tensors="pt")
+    with torch.inference_mode():
+        logits = smol.model(**enc).logits[0, -1].float()
+    with_k = (nucleus(logits[None], 1.6, 0.95, top_k=50)[1] > 0).sum().item()
+    without = (nucleus(logits[None], 1.6, 0.95)[1] > 0).sum().item()
+    assert with_k <= 50 < without
+
+
+def test_top_k_keeps_ties_at_the_boundary_like_transformers():
+    """Ties with the k-th score stay in (TopKLogitsWarper compares with ``>=``); a hand-made row with a tie."""
+    from transformers import TopKLogitsWarper
+
+    logits = torch.tensor([[3.0, 1.0, 2.0, 2.0, 0.5, 2.0]])
+    ids, probs = nucleus(logits, 1.0, 1.0, top_k=2)
+    kept = set(ids[0][probs[0] > 0].tolist())
+    assert kept == set(torch.isfinite(TopKLogitsWarper(2)(None, logits.clone())[0]).nonzero().squeeze(1).tolist())
+    assert kept == {0, 2, 3, 5}
+    e = np.exp([3.0, 2.0, 2.0, 2.0])
+    np.testing.assert_allclose(sorted(probs[0][probs[0] > 0].tolist()), sorted(e / e.sum()), rtol=1e-12)
+    # a tie wider than the spare candidates: the whole vocabulary is compared
+    wide = torch.zeros(1, 40)
+    wide[0, 7], wide[0, 10:25] = 3.0, 2.0
+    ids, probs = nucleus(wide, 0.7, 1.0, top_k=2)
+    kept = set(ids[0][probs[0] > 0].tolist())
+    assert kept == set(torch.isfinite(TopKLogitsWarper(2)(None, wide.clone() / 0.7)[0]).nonzero().squeeze(1).tolist())
+    assert kept == {7, *range(10, 25)}
 
 
 @pytest.mark.slow
@@ -194,6 +287,12 @@ def test_cache_resume_and_parameter_keys(backend, bold_slice, tmp_path):
     generate(backend, prompts[:1], prompt_ids=ids[:1], max_new_tokens=8, seed=5, top_p=0.8, cache=tmp_path,
              progress=False)
     assert len(list(tmp_path.glob("*/rows.jsonl"))) == 2
+    # top_k=None is another key too; its key carries no top_k, like caches written before top-k existed
+    generate(backend, prompts[:1], prompt_ids=ids[:1], max_new_tokens=8, seed=5, top_k=None, cache=tmp_path,
+             progress=False)
+    metas = [json.loads(m.read_text()) for m in tmp_path.glob("*/meta.json")]
+    assert len(metas) == 3
+    assert {m.get("top_k") for m in metas if m["top_p"] == 0.9} == {None, 50}
 
 
 # --------------------------------------------------------------------------- transformers backend specifics
