@@ -34,6 +34,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Sequence
 
+import math
+
 import numpy as np
 import pandas as pd
 from scipy import stats as _st
@@ -159,11 +161,20 @@ def _cramers_v(t: np.ndarray) -> float:
     return float(np.sqrt(chi2 / (t.sum() * (min(t.shape) - 1))))
 
 
+def _check_n_boot(n_boot, level: float = 0.95) -> int:
+    """Reject a bootstrap count that leaves a tail of the percentile CI without a replicate
+    (0 would give NaN; 20 at 95% puts the 2.5th percentile between two draws)."""
+    from .validation import check_n_boot
+
+    return check_n_boot(n_boot, minimum=math.ceil(1 / ((1 - level) / 2) - 1e-9))
+
+
 def _table_bootstrap_ci(t: np.ndarray, n_boot: int, seed: int):
     """Percentile CI of Cramér's V by multinomial resampling of the observed table.
 
     Degenerate draws (an empty margin, V undefined) are left out of the percentile set.
     """
+    n_boot = _check_n_boot(n_boot)
     rng = np.random.default_rng(seed)
     n = int(t.sum())
     draws = rng.multinomial(n, (t / t.sum()).ravel(), size=n_boot).reshape(n_boot, *t.shape).astype(float)
@@ -278,6 +289,7 @@ def welch_anova(values, groups, *, test: str = "welch_anova", n_boot: int = 1000
     """
     import pingouin as pg
 
+    n_boot = _check_n_boot(n_boot)
     df = pd.DataFrame({"y": np.asarray(values, dtype=float), "g": np.asarray(groups)})
     sizes = df.groupby("g").size()
     if len(sizes) < 2 or (sizes < 2).any():
@@ -341,6 +353,7 @@ def results_table(rows: Iterable[dict], *, method: str = "holm") -> pd.DataFrame
 def bootstrap_ci(values, statistic: Callable[[np.ndarray], float] = np.mean, *, n_boot: int = 2000,
                  seed: int = 0, level: float = 0.95) -> tuple[float, float, float]:
     """Percentile bootstrap of ``statistic`` over i.i.d. observations: ``(estimate, low, high)``."""
+    n_boot = _check_n_boot(n_boot, level)
     x = _values(values, "values", 1)
     rng = np.random.default_rng(seed)
     boots = np.array([statistic(rng.choice(x, x.size)) for _ in range(n_boot)])
@@ -359,6 +372,7 @@ def cluster_bootstrap_ci(data: pd.DataFrame, statistic: Callable[[pd.DataFrame],
     ``statistic(df)`` gets the resampled rows; replicates where it is undefined
     (NaN) are excluded. Returns ``(estimate, low, high)``.
     """
+    n_boot = _check_n_boot(n_boot, level)
     if cluster not in data or (strata is not None and strata not in data):
         raise KeyError(f"cluster_bootstrap_ci: column {cluster!r}{' or ' + repr(strata) if strata else ''} not in data")
     rng = np.random.default_rng(seed)

@@ -148,7 +148,7 @@ def test_layers_by_context_runs_on_a_real_encoder(tmp_path, monkeypatch):
     pops = tmp_path / "pops.json"
     pops.write_text('{"female": ["Mary", "Linda", "Susan"], "male": ["James", "Robert", "David"]}')
     curves, skipped = space.layers_by_context(model, wc, sources=("dictionary", "none"), populations=str(pops),
-                                              limit=3, n_boot=20)
+                                              limit=3, n_boot=40)
     n_states = model.n_layers + 1
     assert set(curves["context_source"]) == {"dictionary", "none"}
     per = curves.groupby(["context_source", "measure", "dimension"])["layer"].nunique()
