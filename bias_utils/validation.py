@@ -279,6 +279,12 @@ def check_profiles(*, model="smollm2-135m-instruct", context_source="generated",
     check_layer(layer, allow_all=False)
     check_populations(populations)
     check_templates(templates)
+    from .profiles import limit_populations
+
+    try:
+        limit_populations({}, limit)  # its rule: at least two words per group for a t-test
+    except ValueError as exc:
+        raise _reraise("limit", exc) from None
 
 
 def check_layers(*, sources=("dictionary", "generated", "corpus", "none"), n_boot=200, **space) -> None:
