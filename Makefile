@@ -28,10 +28,12 @@ book: $(DEPS) $(WORDNET) chromium
 
 test: $(DEPS) $(WORDNET) chromium
 	@$(MAKE) --no-print-directory models MODEL_SET="$(TEST_MODELS)"
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# Unit tests only: no model, no browser.
+# Lint and unit tests only: no model, no browser.
 test-fast: $(DEPS) $(WORDNET)
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -m "not slow and not browser" $(PYTEST_ARGS)
 
 venv: $(DEPS)

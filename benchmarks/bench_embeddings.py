@@ -102,7 +102,8 @@ def main() -> None:
     parser.add_argument("--ref-n", type=int, default=100, help="pairs timed with the reference loop (subsample)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None,
-                        help="torch intra-op threads (default: torch's choice); 1 is faster on a CPU shared with other jobs")
+                        help="torch intra-op threads (default: torch's choice); "
+                             "1 is faster on a CPU shared with other jobs")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -118,12 +119,15 @@ def main() -> None:
         print(
             f"\n{r['model']}: {r['pairs']} pairs ({r['skipped']} skipped: term not in its context)\n"
             f"  reference (1 context/forward): {r['ref_rate']:8.1f} contexts/s  "
-            f"[timed on a random subsample of {r['ref_n']} pairs; {r['ref_seconds_extrapolated']:.0f} s extrapolated to all]\n"
-            f"  ours (batched, length-sorted): {r['ours_rate']:8.1f} contexts/s  [all pairs, {r['ours_seconds']:.1f} s]\n"
+            f"[timed on a random subsample of {r['ref_n']} pairs; "
+            f"{r['ref_seconds_extrapolated']:.0f} s extrapolated to all]\n"
+            f"  ours (batched, length-sorted): {r['ours_rate']:8.1f} contexts/s  "
+            f"[all pairs, {r['ours_seconds']:.1f} s]\n"
             f"  speed-up: {r['ours_rate'] / r['ref_rate']:.1f}x\n"
             f"  max |ours - reference| on the subsample: {r['max_abs_diff']:.3g} absolute, "
             f"{r['max_rel_diff']:.3g} relative to each vector's largest component\n"
-            f"  peak RSS: {r['peak_rss_mb_after_ref']:.0f} MB after reference, {r['peak_rss_mb_after_ours']:.0f} MB after ours "
+            f"  peak RSS: {r['peak_rss_mb_after_ref']:.0f} MB after reference, "
+            f"{r['peak_rss_mb_after_ours']:.0f} MB after ours "
             f"(output array {r['output_mb']:.0f} MB)"
         )
 

@@ -71,7 +71,8 @@ def served(m, prompts: list[str], parallel: int) -> tuple[int, float]:
 
 
 def sampler_step(m, prompts: list[str], repeats: int = 10) -> tuple[float, float]:
-    """Milliseconds per sampling step on a real [batch, vocab] logits tensor: ours vs the stock warpers + multinomial."""
+    """Milliseconds per sampling step on a real [batch, vocab] logits tensor: ours vs the stock warpers
+    + multinomial."""
     from transformers import TemperatureLogitsWarper, TopPLogitsWarper
 
     enc = m.tokenizer(prompts, return_tensors="pt", padding=True)

@@ -2,14 +2,17 @@
 
 Two pipelines share this package:
 
-* Study 1, stereotype profiles (Schuster et al. 2024):
-  ``dictionaries`` -> ``contexts`` -> ``embeddings`` -> ``projection`` -> ``profiles``
-* Study 2, the BOLD occupational audit (Dhamala et al. 2021 prompts):
-  ``bold`` -> ``generation`` -> ``lexicon`` -> ``stats``
+- Study 1, stereotype profiles: ``dictionaries → contexts → embeddings → projection → space → profiles → layers``
+- Study 2, BOLD occupational audit: ``bold → generation → lexicon → stats → replication``
+- Across both: ``completions`` (a decoder's own completions on its stereotype axes), ``crossmodel`` (every
+  model side by side), ``book`` (runs and the Jupyter Book)
 
 Shared layers: ``data`` (verified external files), ``cache`` (content-keyed,
 crash-safe storage), ``models`` (built-in offline models, hub ids, local
-folders, GGUF), ``populations`` (names and gendered terms), ``plots``.
+folders, GGUF), ``populations`` (names and gendered terms), ``results`` (where
+tables land), ``plots``. DESIGN.md lists every module's public API.
 """
+
+__all__ = ["__version__"]
 
 __version__ = "0.1.0"

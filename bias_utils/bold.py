@@ -1,11 +1,11 @@
-"""Study 2: the BOLD occupational gender audit (prompts, selection, PMI, statistics, replication).
+"""Study 2: the BOLD occupational gender audit (prompts, selection, PMI, statistics).
 
 Pipeline: a *selection* (prompts with a ``group`` column) -> completions
 (``bias_utils.generation``) -> :func:`completion_metrics` (lexicon counts and
 PMI per completion) -> :func:`audit_statistics` (the audit's five tests plus the
 completion-level, hurdle and occupation-cluster-bootstrap analyses it lacked).
-:func:`replicate_published_audit` runs the same code on the audit's own
-published completions and compares with its published numbers.
+:mod:`bias_utils.replication` runs the same code on the audit's own published
+completions and compares with its published numbers.
 
 PMI as the audit computed it (checked row by row against its published CSV)
 ---------------------------------------------------------------------------
@@ -24,56 +24,42 @@ g gendered words of one gender, k occupation positions and c co-occurrences::
 from the published numbers, both resolved in favour of the numbers: the paper
 mentions "+0.5 smoothing" but the published PMI values are unsmoothed (+0.5 is
 the odds-ratio correction); the smoothed variant is computed beside it
-(``pmi_difference_smoothed``, an ``alternative`` row in the statistics), and their script's inclusive upper bound makes the
-right-hand window 6 tokens; a symmetric 5-token window gives identical values
-on all 1,525 published completions (tested), so we use the symmetric one.
+(``pmi_difference_smoothed``, an ``alternative`` row in the statistics), and
+their script's inclusive upper bound makes the right-hand window 6 tokens; a
+symmetric 5-token window gives identical values on all 1,525 published
+completions (tested), so we use the symmetric one.
 """
 
 from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from . import data, lexicon, paths, stats
+from . import data, lexicon, stats
+from .results import write_table
 
-AUDIT_GROUPS = ("male_dominated", "female_dominated")
+__all__ = [
+    "AUDIT_GROUPS", "FEMALE_GROUP", "MALE_GROUP", "METRICS_TABLE", "PMI_SMOOTHING", "SKIPPED_TABLE",
+    "STATISTICS_TABLE", "SUMMARY_TABLE", "AuditResult", "BoldDataError", "audit_statistics", "completion_metrics",
+    "group_summary", "load_audit_selection", "load_profession_prompts", "occupation_terms", "pmi_scores",
+    "read_occupation_mapping", "resolve_selection", "run_audit", "select_by_category", "select_by_occupation",
+    "subsample", "word_table",
+]
+
+#: Group labels of the audit selection (gaps elsewhere are female- minus male-dominated).
+MALE_GROUP, FEMALE_GROUP = "male_dominated", "female_dominated"
+AUDIT_GROUPS = (MALE_GROUP, FEMALE_GROUP)
+#: Tables written by :meth:`AuditResult.write` (``<name>.parquet`` + CSV).
+METRICS_TABLE, STATISTICS_TABLE, SUMMARY_TABLE, SKIPPED_TABLE = (
+    "bold_metrics", "bold_statistics", "bold_group_summary", "bold_skipped")
 #: The paper's "+0.5 added smoothing to counts"; the published PMI values use none (see above).
 PMI_SMOOTHING = 0.5
-
-# Published values: statistical_summary JSON (full precision) and the paper (section 5).
-PUBLISHED = {
-    "chi2_yates": (62.85616579124195, "summary JSON"),
-    "chi2_df": (1, "summary JSON"),
-    "chi2_p": (2.2236641232908823e-15, "summary JSON"),
-    "table_male_dom_male_words": (64, "summary JSON"),
-    "table_male_dom_female_words": (22, "summary JSON"),
-    "table_female_dom_male_words": (7, "summary JSON"),
-    "table_female_dom_female_words": (64, "summary JSON"),
-    "welch_t_male_proportion": (1.865340534586087, "summary JSON"),
-    "welch_p_male_proportion": (0.0624496419933482, "summary JSON"),
-    "mean_male_proportion_male_dom": (0.020904436858834613, "summary JSON"),
-    "mean_male_proportion_female_dom": (0.009206798866306657, "summary JSON"),
-    "cohens_d_average": (0.09930832379450576, "summary JSON"),
-    "odds_ratio": (24.653333333333332, "summary JSON"),
-    "odds_ratio_ci_low": (10.067659283255608, "summary JSON"),
-    "odds_ratio_ci_high": (60.370223836965444, "summary JSON"),
-    "mean_pmi_difference_male_dom": (0.009656523138477799, "summary JSON"),
-    "mean_pmi_difference_female_dom": (-0.0543866253946023, "summary JSON"),
-    "welch_t_pmi_difference": (2.3809246999273883, "summary JSON"),
-    "welch_p_pmi_difference": (0.017687625245918277, "summary JSON"),
-    "n_completions": (1525, "paper 5.1"),
-    "n_gendered_completions": (66, "paper 5.1"),
-    "n_gendered_completions_male_dom": (31, "paper 5.1"),
-    "n_gendered_completions_female_dom": (35, "paper 5.1"),
-    "n_occupations": (224, "paper 5.1"),
-}
-
 
 class BoldDataError(ValueError):
     """A BOLD-format prompt file does not have the {category: {occupation: [prompt, ...]}} shape,
@@ -123,7 +109,8 @@ def load_audit_selection() -> pd.DataFrame:
     mismatch = ~missing & (bold.reindex(sel["prompt_id"]).to_numpy() != sel["prompt"].to_numpy())
     if missing.any() or mismatch.any():
         bad = sel.loc[missing | mismatch, "prompt_id"].head(5).tolist()
-        raise BoldDataError(f"audit selection: {int((missing | mismatch).sum())} prompts not verbatim in BOLD, e.g. {bad}")
+        raise BoldDataError(f"audit selection: {int((missing | mismatch).sum())} prompts not verbatim in BOLD, e.g. "
+                            f"{bad}")
     return sel[["group", "category", "occupation", "prompt", "prompt_id"]]
 
 
@@ -138,7 +125,8 @@ def select_by_occupation(mapping: Mapping[str, str], prompts: pd.DataFrame | Non
         raise ValueError("select_by_occupation: the occupation -> group mapping is empty")
     unknown = sorted(set(mapping) - set(prompts["occupation"]))
     if unknown:
-        raise ValueError(f"select_by_occupation: {len(unknown)} occupations are not BOLD profession keys: {unknown[:10]}")
+        raise ValueError(f"select_by_occupation: {len(unknown)} occupations are not BOLD profession keys: "
+                         f"{unknown[:10]}")
     sel = prompts[prompts["occupation"].isin(mapping)].copy()
     sel.insert(0, "group", sel["occupation"].map(mapping).astype(str))
     return sel.reset_index(drop=True)
@@ -150,7 +138,8 @@ def select_by_category(categories: Sequence[str] | None = None, prompts: pd.Data
     if categories is not None:
         unknown = sorted(set(categories) - set(prompts["category"]))
         if unknown:
-            raise ValueError(f"select_by_category: unknown BOLD categories {unknown}; known: {sorted(prompts['category'].unique())}")
+            raise ValueError(f"select_by_category: unknown BOLD categories {unknown}; known: "
+                             f"{sorted(prompts['category'].unique())}")
         prompts = prompts[prompts["category"].isin(categories)]
     sel = prompts.copy()
     sel.insert(0, "group", sel["category"])
@@ -289,7 +278,8 @@ def completion_metrics(completions: pd.DataFrame, *,
         raise ValueError(f"completion_metrics: input lacks columns {sorted(missing)}")
     gender = lexicon.validate_lexicons(lexicons, what="lexicons")
     if not {"male", "female"} <= set(gender):
-        raise ValueError(f"lexicons must include 'male' and 'female' (the audit's binary measure); got {sorted(gender)}")
+        raise ValueError(f"lexicons must include 'male' and 'female' (the audit's binary measure); got "
+                         f"{sorted(gender)}")
     neutral = lexicon.validate_lexicons(neutral_lexicons, what="neutral_lexicons") if neutral_lexicons else {}
     overlap = {w for ws in gender.values() for w in ws} & {w for ws in neutral.values() for w in ws}
     if overlap:
@@ -321,13 +311,14 @@ def completion_metrics(completions: pd.DataFrame, *,
 
 
 # ---------------------------------------------------------------- statistics
-def _word_table(metrics: pd.DataFrame, groups: Sequence[str]) -> np.ndarray:
+def word_table(metrics: pd.DataFrame, groups: Sequence[str]) -> np.ndarray:
+    """Gendered words per group: rows ``groups`` in order, columns male and female word totals."""
     g = metrics.groupby("group")[["male_words", "female_words"]].sum()
     return g.reindex(list(groups)).fillna(0).to_numpy(dtype=float)
 
 
 def _log_or(df: pd.DataFrame, a: str, b: str) -> float:
-    t = _word_table(df, (a, b)) + 0.5
+    t = word_table(df, (a, b)) + 0.5
     return float(np.log(t[0, 0] * t[1, 1] / (t[0, 1] * t[1, 0])))
 
 
@@ -372,7 +363,7 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
             r.update(role=role, measure=measure)
 
     if len(groups) > 2:
-        words = _word_table(m, groups)
+        words = word_table(m, groups)
         add("audit", "gendered words (group x male/female)", "chi2", stats.chi2_table, words,
             correction=False, group_a="groups", group_b="male/female", seed=seed)
         pres = m.groupby("group")["any_gendered"].agg(["sum", "size"]).reindex(groups)
@@ -387,7 +378,7 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
     a, b = groups
     A, B = m[m["group"] == a], m[m["group"] == b]
     kw = {"group_a": a, "group_b": b}
-    words = _word_table(m, groups)
+    words = word_table(m, groups)
     add("audit", "gendered words (group x male/female)", "chi2", stats.chi2_table, words, correction=True, **kw)
     add("alternative", "gendered words (group x male/female)", "chi2", stats.chi2_table, words, correction=False, **kw)
     add("audit", "gendered words (group x male/female)", "odds_ratio", stats.odds_ratio, words, **kw)
@@ -466,99 +457,10 @@ def group_summary(metrics: pd.DataFrame, neutral: Sequence[str] = tuple(lexicon.
     return pd.DataFrame(rows)
 
 
-# ---------------------------------------------------------------- replication
-def load_published_completions() -> pd.DataFrame:
-    """The audit's 1,525 published Llama-3.1-8B-Instruct completions (``audit_published_completions``).
-
-    Their columns are kept, with ``profession_category`` renamed ``group`` and
-    their count/PMI columns prefixed ``published_`` so our recomputation never
-    reads them by accident.
-    """
-    df = pd.read_csv(data.resolve("audit_published_completions"), keep_default_na=False)
-    theirs = ["male_words", "female_words", "total_gendered_words", "male_words_list", "female_words_list",
-              "male_pmi", "female_pmi", "male_cooccur", "female_cooccur", "male_proportion"]
-    df = df.rename(columns={"profession_category": "group", "occupation_category": "category",
-                            **{c: f"published_{c}" for c in theirs}})
-    return df
-
-
-def published_summary() -> dict:
-    """The audit's statistical summary JSON (``audit_statistical_summary``)."""
-    return json.loads(data.resolve("audit_statistical_summary").read_text(encoding="utf-8"))
-
-
-def replicate_published_audit(n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
-    """Recompute the audit's published numbers from its completion texts with our code.
-
-    Returns columns ``quantity, ours, published, source, rel_diff``. The
-    published values come from :data:`PUBLISHED` (their summary JSON at full
-    precision, and paper section 5 for counts); the JSON values are also checked
-    against the JSON file itself so a changed data file cannot pass silently.
-    """
-    summary = published_summary()
-    assert_json = {
-        "chi2_yates": summary["chi_square"]["statistic"], "odds_ratio": summary["odds_ratio"]["odds_ratio"],
-        "welch_t_male_proportion": summary["t_test"]["statistic"], "cohens_d_average": summary["effect_size"]["cohens_d"],
-        "welch_t_pmi_difference": summary["pmi_test"]["t_statistic"],
-    }
-    for k, v in assert_json.items():
-        if not np.isclose(v, PUBLISHED[k][0], rtol=1e-12):
-            raise BoldDataError(f"audit_statistical_summary: {k} is {v}, expected {PUBLISHED[k][0]}")
-    metrics = completion_metrics(load_published_completions())
-    table, _ = audit_statistics(metrics, groups=AUDIT_GROUPS, n_boot=n_boot, seed=seed)
-    t = table.set_index(["test", "measure"])
-    words = _word_table(metrics, AUDIT_GROUPS)
-    g = metrics.groupby("group")
-    mp = "male_proportion (0 if no gendered word)"
-    ours = {
-        "chi2_yates": t.loc[("chi2_yates", "gendered words (group x male/female)"), "statistic"],
-        "chi2_df": t.loc[("chi2_yates", "gendered words (group x male/female)"), "df"],
-        "chi2_p": t.loc[("chi2_yates", "gendered words (group x male/female)"), "p"],
-        "table_male_dom_male_words": words[0, 0], "table_male_dom_female_words": words[0, 1],
-        "table_female_dom_male_words": words[1, 0], "table_female_dom_female_words": words[1, 1],
-        "welch_t_male_proportion": t.loc[("welch_t", mp), "statistic"],
-        "welch_p_male_proportion": t.loc[("welch_t", mp), "p"],
-        "mean_male_proportion_male_dom": g["male_proportion"].mean()["male_dominated"],
-        "mean_male_proportion_female_dom": g["male_proportion"].mean()["female_dominated"],
-        "cohens_d_average": t.loc[("cohens_d_average", mp), "effect_size"],
-        "odds_ratio": t.loc[("odds_ratio_wald", "gendered words (group x male/female)"), "effect_size"],
-        "odds_ratio_ci_low": t.loc[("odds_ratio_wald", "gendered words (group x male/female)"), "ci_low"],
-        "odds_ratio_ci_high": t.loc[("odds_ratio_wald", "gendered words (group x male/female)"), "ci_high"],
-        "mean_pmi_difference_male_dom": g["pmi_difference"].mean()["male_dominated"],
-        "mean_pmi_difference_female_dom": g["pmi_difference"].mean()["female_dominated"],
-        "welch_t_pmi_difference": t.loc[("welch_t", "pmi_difference"), "statistic"],
-        "welch_p_pmi_difference": t.loc[("welch_t", "pmi_difference"), "p"],
-        "n_completions": len(metrics),
-        "n_gendered_completions": int(metrics["any_gendered"].sum()),
-        "n_gendered_completions_male_dom": int(g["any_gendered"].sum()["male_dominated"]),
-        "n_gendered_completions_female_dom": int(g["any_gendered"].sum()["female_dominated"]),
-        "n_occupations": metrics["occupation"].nunique(),
-    }
-    rows = [{"quantity": k, "ours": float(ours[k]), "published": float(v), "source": src}
-            for k, (v, src) in PUBLISHED.items()]
-    out = pd.DataFrame(rows)
-    out["rel_diff"] = (out["ours"] - out["published"]).abs() / out["published"].abs()
-    return out
-
-
-def compare_published_columns(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Rows where our recomputed counts/PMI differ from the audit's own per-completion columns (empty = all agree)."""
-    pairs = [("male_words", "published_male_words"), ("female_words", "published_female_words"),
-             ("male_cooccur", "published_male_cooccur"), ("female_cooccur", "published_female_cooccur"),
-             ("male_pmi", "published_male_pmi"), ("female_pmi", "published_female_pmi"),
-             ("male_proportion", "published_male_proportion")]
-    bad = np.zeros(len(metrics), dtype=bool)
-    for ours, theirs in pairs:
-        bad |= ~np.isclose(metrics[ours].astype(float), metrics[theirs].astype(float), rtol=1e-6, atol=1e-8)
-    bad |= metrics["male_words_list"] != metrics["published_male_words_list"]
-    bad |= metrics["female_words_list"] != metrics["published_female_words_list"]
-    return metrics.loc[bad]
-
-
 # ---------------------------------------------------------------- one call for notebook 06
 @dataclass
 class AuditResult:
-    """Everything one audit run produced; ``files`` lists what :func:`run_audit` wrote."""
+    """Everything one audit run produced (tables documented at :func:`run_audit`)."""
 
     model_id: str
     settings: dict
@@ -566,30 +468,33 @@ class AuditResult:
     statistics: pd.DataFrame
     summary: pd.DataFrame
     skipped: pd.DataFrame
-    output_dir: Path
-    files: list[Path] = field(default_factory=list)
+
+    def write(self, folder: str | Path) -> list[Path]:
+        """Write every table as parquet + CSV under ``folder``; returns the files."""
+        folder = Path(folder)
+        tables = {METRICS_TABLE: self.metrics, STATISTICS_TABLE: self.statistics, SUMMARY_TABLE: self.summary,
+                  SKIPPED_TABLE: self.skipped.astype({c: str for c in self.skipped.columns})}
+        return [p for name, df in tables.items() for p in write_table(df, folder / name)]
 
 
 def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: int = 1, seed: int = 0,
               max_new_tokens: int = 100, temperature: float = 0.7, top_p: float = 0.9, chat: bool = False,
               lexicons: Mapping[str, Iterable[str]] | None = None,
               neutral_lexicons: Mapping[str, Iterable[str]] | None = None, limit: int | None = None,
-              output_dir: str | Path | None = None, n_boot: int = 1000, method: str = "holm",
-              batch_size: int | None = None) -> AuditResult:
+              n_boot: int = 1000, method: str = "holm", batch_size: int | None = None) -> AuditResult:
     """Select prompts, sample completions (cached and resumable via ``bias_utils.generation``),
-    compute metrics and statistics, and write them under ``output_dir`` (default
-    ``results/<model_id>/``).
+    and compute metrics and statistics; :meth:`AuditResult.write` writes them.
 
-    Written tables (parquet + CSV): ``bold_metrics`` (one row per completion:
+    Tables (parquet + CSV): ``bold_metrics`` (one row per completion:
     selection columns, ``sample, completion, n_tokens, finish_reason`` and the
     :func:`completion_metrics` columns), ``bold_statistics`` (:func:`audit_statistics`),
     ``bold_group_summary`` (:func:`group_summary`), ``bold_skipped`` (``test`` or
     ``prompt_id``, ``reason``: tests that could not be computed and empty completions,
     which are kept in the metrics with zero counts).
     """
+    # deferred: torch and transformers, which the replication of the published audit does not need
     from .generation import generate
     from .models import load_model
-    from .results import write_table
 
     lexicons = dict(lexicon.GENDER_LEXICONS if lexicons is None else lexicons)
     neutral_lexicons = dict(lexicon.NEUTRAL_LEXICONS if neutral_lexicons is None else neutral_lexicons)
@@ -606,13 +511,7 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
         reason="empty completion: kept with zero counts and PMI 0 (the model stopped at once)")
     skipped = pd.concat([skipped, empties], ignore_index=True)
     summary = group_summary(metrics, neutral=tuple(neutral_lexicons))
-    out = Path(output_dir) if output_dir else paths.results_dir() / loaded.model_id
-    out.mkdir(parents=True, exist_ok=True)
-    files: list[Path] = []
-    for name, df in (("bold_metrics", metrics), ("bold_statistics", table), ("bold_group_summary", summary),
-                     ("bold_skipped", skipped.astype({c: str for c in skipped.columns}))):
-        files += write_table(df, out / name)
     settings = dict(model_id=loaded.model_id, selection=selection if isinstance(selection, str) else "custom",
                     n_prompts=len(sel), n_samples=n_samples, seed=seed, max_new_tokens=max_new_tokens,
                     temperature=temperature, top_p=top_p, chat=chat, limit=limit, n_boot=n_boot, method=method)
-    return AuditResult(loaded.model_id, settings, metrics, table, summary, skipped, out, files)
+    return AuditResult(loaded.model_id, settings, metrics, table, summary, skipped)

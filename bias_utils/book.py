@@ -25,9 +25,9 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -37,12 +37,21 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+import nbformat
 import yaml
 
 from . import cache, data, paths, rendering
 from .results import CROSS_MODEL_FOLDER as CROSS_SLUG
 from .results import REPLICATION_FOLDER as REPLICATION_SLUG
 from .results import model_slug
+
+__all__ = [
+    "BOOK_DIR", "CLOSING_CHAPTERS", "Environment", "GENERATED_DIRS", "INTRO_CHAPTERS", "NOTEBOOKS_DIR", "NotebookSpec",
+    "PACKAGES", "PACKAGE_DIR", "QUICK_OVERRIDES", "QUICK_PARAMETERS", "RENDER_CELL", "Run", "STUDY_NOTEBOOKS",
+    "book_content_hashes", "build_html", "code_modules", "data_hashes", "data_list_hash", "declared_parameters",
+    "describe_model", "execute_run", "execute_runs", "git_state", "main", "make_book", "make_toc", "module_hashes",
+    "package_versions", "plan_runs", "resolve_dependency_keys", "sync_sources", "write_model_page", "write_toc",
+]
 
 BOOK_DIR = paths.ROOT / "book"
 NOTEBOOKS_DIR = paths.ROOT / "notebooks"
@@ -65,8 +74,10 @@ QUICK_PARAMETERS = {"limit": 12, "n_contexts": 2, "n_boot": 200, "n_samples": 1}
 #: Per-notebook QUICK overrides: 12 prompts would leave ~2 female-dominated
 #: completions, too few for the audit's tests to say anything (and gendered
 #: words are rare: the audit's full 100 new tokens are kept); the completion
-#: profiles use every completion the quick audit wrote.
-QUICK_OVERRIDES = {"06_bold_audit": {"limit": 80}, "08_completion_profiles": {"limit": None}}
+#: profiles use every completion the quick audit wrote; the robustness chapter
+#: keeps 12 extra terms per dimension and pole, like the layers chapter.
+QUICK_OVERRIDES = {"06_bold_audit": {"limit": 80}, "08_completion_profiles": {"limit": None},
+                   "10_robustness": {"term_limit": 12}}
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,7 @@ STUDY_NOTEBOOKS = (
     NotebookSpec("03_projection_accuracy", "Projection and direction accuracy"),
     NotebookSpec("04_profiles", "Stereotype profiles"),
     NotebookSpec("05_layers", "Layers and context sources"),
+    NotebookSpec("10_robustness", "How robust is this profile?"),
     NotebookSpec("06_bold_audit", "BOLD occupational audit", generates=True),
     NotebookSpec("08_completion_profiles", "Stereotype profiles of the model's own completions", generates=True),
     NotebookSpec("07_bold_replication", "Replication of the published audit", scope="once"),
@@ -123,8 +135,6 @@ def _imported_modules(source: str) -> set[str] | None:
     Catches imports anywhere, including the lazy ones inside functions; inside
     the package, relative imports count too.
     """
-    import ast
-
     # IPython magics and shell escapes are not Python
     lines = [ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))]
     try:
@@ -151,8 +161,6 @@ def code_modules(notebook: Path) -> list[str]:
     (the injected cell). ``book`` itself is left out: it decides *whether* to
     run, not what a run computes. Code that cannot be parsed depends on every module.
     """
-    import nbformat
-
     available = {p.stem for p in PACKAGE_DIR.glob("*.py")}
     nb = nbformat.read(notebook, as_version=4)
     seen = _imported_modules("\n".join(c.source for c in nb.cells if c.cell_type == "code"))
@@ -273,10 +281,6 @@ def declared_parameters(notebook: Path) -> dict[str, str]:
     Read with :mod:`ast` (papermill's own line parser gives up on lines such as
     ``output_dir = None  # None = results/<model_id>/``).
     """
-    import ast
-
-    import nbformat
-
     nb = nbformat.read(notebook, as_version=4)
     cells = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
     if len(cells) != 1:
@@ -288,7 +292,8 @@ def declared_parameters(notebook: Path) -> dict[str, str]:
         raise ValueError(f"{notebook}: the parameters cell is not valid Python: {exc}") from None
     declared = {}
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
         for target in targets:
             if isinstance(target, ast.Name) and node.value is not None:
                 declared[target.id] = ast.get_source_segment(source, node.value)
@@ -297,8 +302,6 @@ def declared_parameters(notebook: Path) -> dict[str, str]:
 
 def _prepared_notebook(run: Run) -> Path:
     """The input notebook with the renderer cell prepended, beside the output."""
-    import nbformat
-
     nb = nbformat.read(run.notebook, as_version=4)
     cell = nbformat.v4.new_code_cell(RENDER_CELL, metadata={"tags": ["remove-cell", "bias-book-renderer"]})
     nb.cells.insert(0, cell)
@@ -314,6 +317,7 @@ def execute_run(run: Run, env: Environment) -> dict:
     the traceback (and appears in the book as such), the manifest records
     status ``failed`` with the error; it runs again once its inputs change.
     """
+    # deferred: papermill pulls in the Jupyter client stack, needed only when a run executes
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -402,7 +406,7 @@ def execute_runs(runs: list[Run], env: Environment | None = None, force: bool = 
 
 def describe_model(name: str) -> dict:
     """Identity of a model for keys and manifests: loads it once, then frees it."""
-    from .models import load_model
+    from .models import load_model  # deferred: torch, not needed when nothing has to run
 
     loaded = load_model(name)
     try:
@@ -687,7 +691,8 @@ def make_book(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bias_utils.book", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", required=True, help="space-separated model names (built-in short names, hub ids or folders)")
+    parser.add_argument("--models", required=True,
+                        help="space-separated model names (built-in short names, hub ids or folders)")
     parser.add_argument("--quick", action="store_true", help=f"small but real configuration: {QUICK_PARAMETERS}")
     parser.add_argument("--book-dir", type=Path, default=BOOK_DIR)
     parser.add_argument("--results-dir", type=Path, default=None, help="default: results/ (BIAS_RESULTS_DIR)")

@@ -22,6 +22,11 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 import numpy as np
 
+__all__ = [
+    "append_jsonl", "atomic_open", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "read_jsonl",
+    "read_npz", "sha256_file", "stable_hash", "write_npz",
+]
+
 
 def stable_hash(obj: Any, length: int = 16) -> str:
     """Hex digest of a JSON-serialisable object, independent of dict order."""

@@ -1,21 +1,9 @@
-"""Across models: stacked result tables, and the link between intrinsic and extrinsic bias.
+"""Across models (notebook ``09_cross_model``): stacked result tables, and the link
+between intrinsic and extrinsic bias.
 
-Two parts:
-
-* **Per model** (notebook ``08_completion_profiles``, decoders only): the
-  stereotype projection of the model's *own* BOLD completions. Each completion
-  is embedded in its context (prompt + completion) and its embedding is the
-  mean hidden state over the completion's tokens (:mod:`bias_utils.embeddings`
-  with the completion as the "word"; for a causal model every such state has
-  read the prompt). It is projected onto the model's warmth/competence basis at
-  every layer and averaged over layers, exactly as the name profiles are
-  (:func:`bias_utils.projection.project` with ``layer="mean"``), then
-  standardised over all completions of the model (population SD). Because the
-  projection is linear, this equals the mean of the projected token states.
-* **Across models** (notebook ``09_cross_model``): reads ``results/<model>/``
-  tables written by the study notebooks and stacks them with a ``model_id``
-  column. A table a model does not have (an encoder has no BOLD results) is a
-  row in the returned ``skipped`` table with a reason, never a silent gap.
+Reads ``results/<model>/`` tables written by the study notebooks and stacks them
+with a ``model_id`` column. A table a model does not have (an encoder has no BOLD
+results) is a row in the returned ``skipped`` table with a reason, never a silent gap.
 """
 
 from __future__ import annotations
@@ -27,121 +15,28 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import paths, projection, stats
+from . import bold, completions, paths, plots
 from .dictionaries import DIMENSIONS
+
+__all__ = [
+    "ACCURACY_TABLE", "BOLD_STATS_TABLE", "BOLD_SUMMARY_TABLE", "COMPLETION_STATS_TABLE", "CROSS_MODEL_TABLES",
+    "PROFILE_MEANS_TABLE", "PROFILE_STATS_TABLE", "SKIPPED_COLUMNS", "accuracy_by_model", "bold_odds_ratios",
+    "forest_chart", "gender_gaps", "headline_layer", "intrinsic_extrinsic", "link_chart", "models_with_results",
+    "profile_grid", "read_all_results", "read_results", "short_model_ids",
+]
 
 #: Result tables read across models (``<name>.parquet`` in each model folder).
 ACCURACY_TABLE = "direction_accuracy"
 PROFILE_STATS_TABLE = "profile_stats"
 PROFILE_MEANS_TABLE = "profile_group_means"
-BOLD_STATS_TABLE = "bold_statistics"
-BOLD_SUMMARY_TABLE = "bold_group_summary"
-BOLD_METRICS_TABLE = "bold_metrics"
-COMPLETION_VALUES_TABLE = "completion_projection"
-COMPLETION_STATS_TABLE = "completion_projection_stats"
+BOLD_STATS_TABLE = bold.STATISTICS_TABLE
+BOLD_SUMMARY_TABLE = bold.SUMMARY_TABLE
+COMPLETION_STATS_TABLE = completions.COMPLETION_STATS_TABLE
 #: The per-model tables the cross-model chapter stacks.
 CROSS_MODEL_TABLES = (ACCURACY_TABLE, PROFILE_STATS_TABLE, PROFILE_MEANS_TABLE, BOLD_STATS_TABLE,
                       BOLD_SUMMARY_TABLE, COMPLETION_STATS_TABLE)
 
 SKIPPED_COLUMNS = ["model_id", "table", "reason"]
-#: Group labels of the audit selection; gaps are female-dominated minus male-dominated.
-FEMALE_GROUP, MALE_GROUP = "female_dominated", "male_dominated"
-
-
-# --------------------------------------------------------------------------- per model: own completions
-
-
-def completion_embeddings(model, completions: pd.DataFrame, layers="all"):
-    """Mean hidden state over each completion's tokens, read in context (prompt + completion).
-
-    ``completions``: columns ``prompt, completion`` (and any ids). Returns
-    ``(values [n, L, H] with NaN rows for skipped completions, layers, skipped)``
-    where ``skipped`` has the input columns plus ``reason`` (an empty
-    completion, or one the tokenizer cannot locate in its context).
-    """
-    from .embeddings import embed_words
-
-    missing = {"prompt", "completion"} - set(completions.columns)
-    if missing:
-        raise ValueError(f"completion_embeddings: input lacks columns {sorted(missing)}")
-    table = completions.reset_index(drop=True)
-    # Leading punctuation glued to the prompt's last word cannot start a whole-word
-    # match; the completion's words are what the projection is about.
-    targets = table["completion"].fillna("").str.strip().str.lstrip(",.;:!?)]}'\"-").str.strip()
-    contexts = (table["prompt"].str.rstrip() + " " + table["completion"].fillna("").str.strip()).tolist()
-    emb = embed_words(model, contexts, targets.tolist(), layers=layers)
-    skipped = table.iloc[emb.skipped["pair_index"].to_numpy(dtype=int)].copy()
-    skipped["reason"] = emb.skipped["reason"].astype(str).to_numpy()
-    return np.asarray(emb.values), list(emb.layers), skipped.reset_index(drop=True)
-
-
-def completion_projection(basis: projection.PolarBasis, values: np.ndarray, completions: pd.DataFrame,
-                          layer="mean") -> pd.DataFrame:
-    """Tidy projections of completion embeddings, standardised per dimension.
-
-    Columns: the columns of ``completions``, ``completion_index`` (its row in
-    ``completions``), ``space, layer, dimension, value`` and ``z`` (value
-    standardised over all embedded completions of this model and dimension,
-    population SD, as the profiles are). Skipped completions (NaN embeddings)
-    are left out here; they are listed by :func:`completion_embeddings`.
-    """
-    kept = ~np.isnan(values).any(axis=(1, 2))
-    items = completions.reset_index(drop=True).assign(completion_index=np.arange(len(completions)))
-    table = projection.projection_table(basis, values[kept], items[kept], layer=layer)
-    grouped = table.groupby(["layer", "dimension"])["value"]
-    sd = grouped.transform(lambda v: v.std(ddof=0))
-    if (sd == 0).any():
-        raise ValueError("completion_projection: a dimension has zero spread over the completions")
-    table["z"] = (table["value"] - grouped.transform("mean")) / sd
-    return table
-
-
-def completion_projection_stats(table: pd.DataFrame, group_a: str = FEMALE_GROUP, group_b: str = MALE_GROUP,
-                                value: str = "z", method: str = "holm") -> pd.DataFrame:
-    """Per dimension, ``group_a`` versus ``group_b`` completions: Welch t and Hedges' g (95% CI).
-
-    Rows follow :data:`bias_utils.stats.STAT_COLUMNS` plus ``dimension, mean_a, mean_b``;
-    ``p_adj`` is corrected across dimensions (``method``). A positive effect means
-    ``group_a``'s completions sit towards the dimension's high pole.
-    """
-    rows = []
-    for dim, d in table.groupby("dimension", sort=False):
-        a = d.loc[d["group"] == group_a, value].to_numpy(float)
-        b = d.loc[d["group"] == group_b, value].to_numpy(float)
-        if len(a) < 2 or len(b) < 2:
-            raise ValueError(f"completion_projection_stats: {dim}: {len(a)} {group_a} and {len(b)} {group_b} "
-                             "completions; need at least 2 each")
-        for row in (stats.welch_t(a, b, group_a=group_a, group_b=group_b),
-                    stats.hedges_g(a, b, group_a=group_a, group_b=group_b)):
-            rows.append({**row, "dimension": dim, "mean_a": a.mean(), "mean_b": b.mean()})
-    return stats.results_table(rows, method=method)
-
-
-def describe_completion_stats(result: pd.DataFrame) -> list[str]:
-    """One sentence per axis: which occupations' completions read warmer / more competent, g, CI, Holm p."""
-    lines = []
-    for dim, r in result[result["test"] == "hedges_g"].set_index("dimension").iterrows():
-        p = result.loc[(result["test"] == "welch_t") & (result["dimension"] == dim), "p_adj"].iloc[0]
-        side = {"warmth": "warmer", "competence": "more competent"}.get(dim, f"higher on {dim}")
-        who = r["group_a"] if r["effect_size"] > 0 else r["group_b"]
-        lines.append(f"{dim}: completions about {who.replace('_', '-')} occupations read as {side} "
-                     f"(g = {r['effect_size']:.2f}, 95% CI [{r['ci_low']:.2f}, {r['ci_high']:.2f}], Holm p = {p:.3g})")
-    return lines
-
-
-def completion_chart(table: pd.DataFrame, value: str = "z", *, title: str | None = None) -> alt.Chart:
-    """Each completion as a point on the warmth × competence plane, coloured by occupation group."""
-    wide = table.pivot_table(index=["completion_index", "group", "occupation"], columns="dimension",
-                             values=value).reset_index()
-    if not {"warmth", "competence"} <= set(wide.columns):
-        raise ValueError("completion_chart needs warmth and competence projections")
-    return alt.Chart(wide).mark_point(opacity=0.5, filled=True).encode(
-        x=alt.X("warmth:Q", title="← low warmth · high warmth → (standardised)"),
-        y=alt.Y("competence:Q", title="← low competence · high competence → (standardised)"),
-        color=alt.Color("group:N", title="occupations"),
-        tooltip=["occupation", "group", alt.Tooltip("warmth:Q", format=".2f"),
-                 alt.Tooltip("competence:Q", format=".2f")],
-    ).properties(title=title or "Completions on the warmth and competence axes", width=380, height=320)
 
 
 # --------------------------------------------------------------------------- across models: reading
@@ -169,7 +64,9 @@ def read_results(models: Sequence[str], table: str, results_dir: str | Path | No
 def models_with_results(results_dir: str | Path | None = None) -> list[str]:
     """Model folders under ``results_dir`` that hold a Study 1 profile (the book's per-model runs)."""
     root = Path(results_dir) if results_dir is not None else paths.results_dir()
-    return sorted(p.name for p in root.iterdir() if (p / f"{PROFILE_STATS_TABLE}.parquet").exists()) if root.is_dir() else []
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / f"{PROFILE_STATS_TABLE}.parquet").exists())
 
 
 def read_all_results(models: Sequence[str], results_dir: str | Path | None = None
@@ -203,12 +100,13 @@ def headline_layer(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def table2(accuracy: pd.DataFrame, cutoff: str = "raw") -> pd.DataFrame:
-    """Direction accuracy shaped like the paper's Table 2: one row per model, one column per dimension."""
+def accuracy_by_model(accuracy: pd.DataFrame, cutoff: str = "raw") -> pd.DataFrame:
+    """Direction accuracy shaped like the paper's Table 2 at the headline layer: one row per model
+    (the index), one column per dimension (:func:`bias_utils.projection.table2` keeps every layer)."""
     acc = headline_layer(accuracy)
     acc = acc[acc["cutoff"] == cutoff]
     if acc.empty:
-        raise ValueError(f"table2: no accuracy rows with cutoff {cutoff!r}")
+        raise ValueError(f"accuracy_by_model: no accuracy rows with cutoff {cutoff!r}")
     wide = acc.pivot_table(index="model_id", columns="dimension", values="accuracy", aggfunc="first")
     order = [d for d in ("warmth", "competence", *DIMENSIONS) if d in wide.columns]
     return wide[order + [c for c in wide.columns if c not in order]].rename_axis(columns=None)
@@ -331,8 +229,6 @@ def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: s
     """Per model, its 7D profile above its warmth × competence plane for ``population``.
 
     Stacked rather than side by side: a book page is too narrow for both."""
-    from . import plots
-
     rows = []
     labels = dict(zip(means["model_id"], short_model_ids(means)["model_id"]))
     for model, m in means.groupby("model_id", sort=False):

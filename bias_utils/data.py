@@ -28,6 +28,11 @@ from pathlib import Path
 from . import paths
 from .cache import atomic_open, sha256_file
 
+__all__ = [
+    "ChecksumError", "DataError", "DataFile", "cached_path", "entry", "manifest", "manifest_path", "mirror_dir",
+    "offline", "resolve", "status",
+]
+
 
 class DataError(RuntimeError):
     """A required external file could not be resolved."""

@@ -46,6 +46,12 @@ from .cache import atomic_write_bytes, sha256_file, stable_hash
 from .data import entry, resolve
 from .wordnet import wordnet
 
+__all__ = [
+    "COMPOSITES", "DIMENSIONS", "DIRECTIONS", "PUBLISHED_FULL_COUNTS", "PUBLISHED_SEED_COUNTS", "DictionaryError",
+    "context_sources", "limit_terms", "load_dictionary", "load_full_dictionary_terms", "load_seed_dictionary",
+    "pole_counts", "read_dictionary", "wordnet_contexts",
+]
+
 DIMENSIONS = ("sociability", "morality", "ability", "agency", "status", "politics", "religion")
 #: Composite dimensions pool the senses of their components (Schuster et al.).
 COMPOSITES = {"warmth": ("sociability", "morality"), "competence": ("ability", "agency")}
@@ -365,7 +371,7 @@ def load_full_dictionary_terms() -> pd.DataFrame:
     (list[str]), ``context_source`` (``WordNet``). Cached as parquet under
     ``paths.cache_dir()/dictionaries``, keyed by the input hashes, the code
     version and the WordNet/nltk versions; an unreadable entry is recomputed.
-    Compare with :data:`PUBLISHED_FULL_COUNTS` via :func:`count_table`.
+    Compare with :data:`PUBLISHED_FULL_COUNTS` via :func:`pole_counts`.
     """
     cache = _full_cache_path()
     if cache.exists():
@@ -381,12 +387,31 @@ def load_full_dictionary_terms() -> pd.DataFrame:
     return frame
 
 
-def count_table(frame: pd.DataFrame, published: dict[tuple[str, str], int]) -> pd.DataFrame:
-    """Found vs published rows per (dimension, direction), plus a ``total`` row.
+def load_dictionary(dictionary_path=None) -> pd.DataFrame:
+    """The seed dictionary (``None`` or ``""``) or a user dictionary CSV (:func:`read_dictionary`)."""
+    return load_seed_dictionary() if dictionary_path in (None, "") else read_dictionary(dictionary_path)
 
-    Columns: ``dimension, direction, found, published, difference`` (found - published).
+
+def limit_terms(terms: pd.DataFrame, limit: int | None, seed: int = 0) -> pd.DataFrame:
+    """At most ``limit`` terms per (dimension, direction), sampled with ``seed`` (quick runs)."""
+    if limit is None:
+        return terms.reset_index(drop=True)
+    shuffled = terms.sample(frac=1.0, random_state=seed)
+    keep = shuffled.groupby(["dimension", "direction"], sort=False).cumcount() < limit
+    return shuffled[keep].sort_index().reset_index(drop=True)
+
+
+def pole_counts(frame: pd.DataFrame, published: dict[tuple[str, str], int] | None = None) -> pd.DataFrame:
+    """Rows per (dimension, direction).
+
+    With ``published`` (e.g. :data:`PUBLISHED_SEED_COUNTS`): found vs published for
+    each published cell plus a ``total`` row, columns ``dimension, direction, found,
+    published, difference`` (found - published). Without (a user dictionary, which
+    has no published counts): ``dimension, direction, found`` for the cells present.
     """
     found = frame.groupby(["dimension", "direction"]).size()
+    if published is None:
+        return found.rename("found").reset_index()
     rows = [
         {"dimension": dim, "direction": pole, "found": int(found.get((dim, pole), 0)), "published": n}
         for (dim, pole), n in published.items()
@@ -397,3 +422,14 @@ def count_table(frame: pd.DataFrame, published: dict[tuple[str, str], int]) -> p
     table = pd.concat([table, pd.DataFrame([total])], ignore_index=True)
     table["difference"] = table.found - table.published
     return table
+
+
+def context_sources(dictionary: pd.DataFrame) -> pd.DataFrame:
+    """Where a dictionary's stored contexts come from, per dimension.
+
+    Columns: ``dimension, context_source`` (``""`` for senses without contexts),
+    ``senses`` (rows), ``mean_contexts`` (mean number of stored contexts per sense).
+    """
+    return (dictionary.assign(n_contexts=dictionary.contexts.str.len())
+            .groupby(["dimension", "context_source"], dropna=False)
+            .agg(senses=("term", "size"), mean_contexts=("n_contexts", "mean")).reset_index())

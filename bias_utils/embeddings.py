@@ -55,6 +55,12 @@ from tqdm.auto import tqdm
 
 from . import paths
 from .cache import append_jsonl, read_jsonl, read_npz, stable_hash, write_npz
+from .models import load_model
+
+__all__ = [
+    "CACHE_VERSION", "EmbeddingError", "SKIPPED_COLUMNS", "WordEmbeddings", "default_batch_size", "embed_words",
+    "find_word", "token_indices", "unknown_reason", "word_pattern",
+]
 
 #: Bumped when the locating or pooling rule changes, so old cache entries stop matching.
 CACHE_VERSION = "v1"
@@ -193,8 +199,6 @@ def embed_words(
     word is located, which occurrence counts, padding and the cache.
     """
     if not hasattr(model, "backbone"):
-        from .models import load_model
-
         model = load_model(model)
     contexts, words = list(contexts), list(words)
     if len(contexts) != len(words):

@@ -80,7 +80,7 @@ import urllib.parse
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 import requests
@@ -89,6 +89,9 @@ from tqdm.auto import tqdm
 
 from . import paths
 from .cache import append_jsonl, atomic_write_json, read_jsonl, stable_hash
+from .models import load_model
+
+__all__ = ["COLUMNS", "OpenAIEndpoint", "auto_batch_size", "generate", "nucleus", "row_seed", "sample_tokens"]
 
 COLUMNS = ["prompt_id", "sample", "prompt", "completion", "n_tokens", "finish_reason"]
 
@@ -103,7 +106,8 @@ _MAX_AUTO_BATCH = 64
 # --------------------------------------------------------------------------- sampler
 
 
-def nucleus(logits: torch.Tensor, temperature: float, top_p: float, k: int = _FIRST_K) -> tuple[torch.Tensor, torch.Tensor]:
+def nucleus(logits: torch.Tensor, temperature: float, top_p: float,
+            k: int = _FIRST_K) -> tuple[torch.Tensor, torch.Tensor]:
     """The nucleus of ``softmax(logits / temperature)`` for each row, without sorting the vocabulary.
 
     Returns ``(ids, probs)``, both ``[batch, K]``: candidate token ids in
@@ -209,9 +213,11 @@ class OpenAIEndpoint:
         parsed = urllib.parse.urlsplit(self.api_url)
         return f"openai:{parsed.netloc}{parsed.path}:{self.model or 'default'}"
 
-    def complete(self, prompt: str, *, chat: bool, max_tokens: int, temperature: float, top_p: float, seed: int) -> dict:
+    def complete(self, prompt: str, *, chat: bool, max_tokens: int, temperature: float, top_p: float,
+                 seed: int) -> dict:
         """One completion: ``{"completion", "n_tokens", "finish_reason"}``."""
-        body: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p, "seed": seed, "n": 1}
+        body: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p, "seed": seed,
+                                "n": 1}
         if self.model:
             body["model"] = self.model
         if chat:
@@ -239,7 +245,8 @@ class OpenAIEndpoint:
                 if response.status_code == 429 or response.status_code >= 500:
                     raise _Retryable(f"HTTP {response.status_code}: {response.text[:200]}")
                 if response.status_code >= 400:
-                    raise RuntimeError(f"{url} rejected the request: HTTP {response.status_code}: {response.text[:300]}")
+                    raise RuntimeError(f"{url} rejected the request: HTTP {response.status_code}: "
+                                       f"{response.text[:300]}")
                 return response.json()
             except (requests.ConnectionError, requests.Timeout, _Retryable) as exc:
                 attempt += 1
@@ -255,13 +262,12 @@ class _Retryable(Exception):
 
 def _resolve_model(model: Any) -> Any:
     if isinstance(model, (str, os.PathLike)):
-        from .models import load_model
-
         model = load_model(str(model))
     if isinstance(model, OpenAIEndpoint):
         return model
     if getattr(model, "kind", "decoder") != "decoder" or not hasattr(model.model, "generate"):
-        raise ValueError(f"{getattr(model, 'name', model)!r} is not a decoder (kind={getattr(model, 'kind', '?')}); cannot generate text")
+        raise ValueError(f"{getattr(model, 'name', model)!r} is not a decoder (kind={getattr(model, 'kind', '?')}); "
+                         f"cannot generate text")
     return model
 
 
@@ -305,7 +311,8 @@ def generate(
         raise ValueError("prompt_ids must be unique")
     empty = [pid for pid, p in zip(ids, prompts) if not p.strip()]
     if empty:
-        raise ValueError(f"empty prompt(s) for prompt_id {empty[:10]}{' ...' if len(empty) > 10 else ''}: nothing to condition on")
+        raise ValueError(f"empty prompt(s) for prompt_id {empty[:10]}{' ...' if len(empty) > 10 else ''}: nothing to "
+                         f"condition on")
     if n_samples < 1 or max_new_tokens < 1:
         raise ValueError("n_samples and max_new_tokens must be >= 1")
     if temperature < 0 or not 0 < top_p <= 1:
@@ -336,7 +343,8 @@ def generate(
     done = store.load() if store else {}
 
     todo = [r for r in rows if r["row_key"] not in done]
-    bar = tqdm(total=len(rows), initial=len(rows) - len(todo), unit="completion", disable=not progress, desc="generate", smoothing=0.1)
+    bar = tqdm(total=len(rows), initial=len(rows) - len(todo), unit="completion", disable=not progress,
+               desc="generate", smoothing=0.1)
     started, n_new_tokens = time.monotonic(), 0
 
     def emit(results: list[dict]) -> None:
@@ -396,7 +404,8 @@ class _Store:
 # --------------------------------------------------------------------------- HTTP backend
 
 
-def _run_http(endpoint: OpenAIEndpoint, todo: list[dict], emit: Callable, *, max_new_tokens, temperature, top_p, seed, chat) -> None:
+def _run_http(endpoint: OpenAIEndpoint, todo: list[dict], emit: Callable, *, max_new_tokens, temperature, top_p, seed,
+              chat) -> None:
     def one(row: dict) -> dict:
         out = endpoint.complete(
             row["prompt"], chat=chat, max_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
@@ -436,7 +445,8 @@ def auto_batch_size(model: Any, max_len: int) -> int:
 def _encode(model: Any, prompt: str, chat: bool) -> list[int]:
     tok = model.tokenizer
     if chat:
-        text = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False)
+        text = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                       tokenize=False)
         return tok(text, add_special_tokens=False)["input_ids"]
     return tok(prompt)["input_ids"]
 
@@ -468,7 +478,8 @@ def _run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, te
             continue
         prompt_ids = [encoded[_id_key(r["prompt_id"])] for r in batch]
         uniforms = torch.stack([
-            torch.rand(max_new_tokens, generator=torch.Generator().manual_seed(row_seed(seed, r["prompt_id"], r["sample"])), dtype=torch.float64)
+            torch.rand(max_new_tokens, dtype=torch.float64,
+                       generator=torch.Generator().manual_seed(row_seed(seed, r["prompt_id"], r["sample"])))
             for r in batch
         ])
         new_ids, finished = _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p)
@@ -490,7 +501,7 @@ def _completion(tokenizer, prompt_ids: list[int], new_ids: list[int], stopped: b
 @torch.inference_mode()
 def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p) -> tuple[list[list[int]], list[bool]]:
     """Sample up to ``uniforms.shape[1]`` tokens for each prompt; finished rows leave the batch."""
-    from transformers import DynamicCache
+    from transformers import DynamicCache  # deferred: importing transformers takes seconds
 
     net = model.model
     device = getattr(model, "device", None) or net.device
@@ -508,7 +519,8 @@ def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p) -> tupl
     past = DynamicCache()
     step_ids, step_pos = input_ids, positions
     for step in range(uniforms.shape[1]):
-        logits = net(input_ids=step_ids, attention_mask=mask, position_ids=step_pos, past_key_values=past, use_cache=True, logits_to_keep=1).logits[:, -1, :]
+        logits = net(input_ids=step_ids, attention_mask=mask, position_ids=step_pos, past_key_values=past,
+                     use_cache=True, logits_to_keep=1).logits[:, -1, :]
         tokens = sample_tokens(logits, uniforms[alive, step], temperature, top_p)
         is_stop = torch.isin(tokens, stop_t)
         for row, tok, s in zip(alive.tolist(), tokens.tolist(), is_stop.tolist()):

@@ -28,6 +28,11 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
+__all__ = [
+    "FEMALE_WORDS", "GENDER_LEXICONS", "MALE_WORDS", "NEUTRAL_LEXICONS", "NEUTRAL_WORDS", "count_table", "count_words",
+    "male_proportion", "tokenize", "validate_lexicons",
+]
+
 MALE_WORDS: tuple[str, ...] = ("he", "him", "his", "himself", "man", "men", "male", "boy",
                                "father", "son", "brother", "guy", "gentleman")
 FEMALE_WORDS: tuple[str, ...] = ("she", "her", "hers", "herself", "woman", "women", "female",

@@ -38,6 +38,10 @@ import torch
 from . import paths
 from .cache import atomic_write_json, sha256_file, stable_hash
 
+__all__ = [
+    "BUILTIN_MODELS", "Builtin", "GGUF_MAGIC", "LoadedModel", "ModelError", "check_gguf_header", "convert_gguf", "install", "is_installed", "load_model",
+]
+
 
 class ModelError(RuntimeError):
     """A model could not be found, installed or loaded; the message says what to do."""
@@ -227,7 +231,8 @@ def _locate(dist_name: str, suffix: str, builtin: str) -> Path:
 def _sha256_cached(path: Path) -> str:
     """sha256 of a large file, remembered by (path, size, mtime) so reloads do not rehash."""
     st = path.stat()
-    stamp = paths.cache_dir() / "models" / "sha256" / f"{stable_hash([str(path.resolve()), st.st_size, st.st_mtime_ns])}.json"
+    key = stable_hash([str(path.resolve()), st.st_size, st.st_mtime_ns])
+    stamp = paths.cache_dir() / "models" / "sha256" / f"{key}.json"
     try:
         return json.loads(stamp.read_text())["sha256"]
     except (OSError, ValueError, KeyError):
@@ -371,7 +376,8 @@ def _parse_dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
     return dtype
 
 
-def _choose_device(device: str | torch.device, dtype: torch.dtype | None, weight_bytes: int | None) -> tuple[torch.device, torch.dtype, bool, str]:
+def _choose_device(device: str | torch.device, dtype: torch.dtype | None,
+                   weight_bytes: int | None) -> tuple[torch.device, torch.dtype, bool, str]:
     """(device, dtype, use device_map='auto', human-readable reason)."""
     if device != "auto":
         dev = torch.device(device)
@@ -381,7 +387,8 @@ def _choose_device(device: str | torch.device, dtype: torch.dtype | None, weight
         # Weights in fp32 files shrink by half in bf16; leave room for activations. A hub model's
         # size is unknown before download: let accelerate place it (one GPU when it fits).
         shard = weight_bytes is None or weight_bytes / 2 > 0.6 * total
-        return torch.device("cuda:0"), dtype or torch.bfloat16, shard, "cuda bf16" + (" device_map=auto" if shard else "")
+        why = "cuda bf16" + (" device_map=auto" if shard else "")
+        return torch.device("cuda:0"), dtype or torch.bfloat16, shard, why
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return torch.device("mps"), dtype or torch.float32, False, "mps fp32"
     # fp32 beats bf16 on CPUs without native bf16 matmul (measured 84 vs 51 sentences/s).
@@ -389,10 +396,11 @@ def _choose_device(device: str | torch.device, dtype: torch.dtype | None, weight
 
 
 def _model_kind(config) -> str:
-    from transformers.models.auto import modeling_auto as ma
+    from transformers.models.auto import modeling_auto as ma  # deferred: importing transformers takes seconds
 
     if getattr(config, "is_encoder_decoder", False):
-        raise ModelError(f"encoder-decoder models ({config.model_type}) are not supported: use a decoder-only or an encoder model")
+        raise ModelError(f"encoder-decoder models ({config.model_type}) are not supported: use a decoder-only or an "
+                         f"encoder model")
     archs = getattr(config, "architectures", None) or []
     if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
         return "decoder"
@@ -442,6 +450,7 @@ def convert_gguf(gguf: str | os.PathLike) -> Path:
     Tied weights (input embedding = LM head) are stored once under the input
     embedding's name, so both ``AutoModel`` and ``AutoModelForCausalLM`` load them.
     """
+    # deferred: importing transformers takes seconds
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -494,7 +503,8 @@ def _conversion_ok(folder: Path, digest: str) -> bool:
     try:
         record = json.loads((folder / "conversion.json").read_text())
         return record["gguf_sha256"] == digest and all(
-            (folder / name).stat().st_size == size for name, size in record["files"].items() if name != "conversion.json"
+            (folder / name).stat().st_size == size
+            for name, size in record["files"].items() if name != "conversion.json"
         )
     except (OSError, ValueError, KeyError):
         return False
@@ -534,7 +544,8 @@ def _load(name: str, dtype, device, trust_remote_code: bool, revision: str | Non
             folder, sha = convert_gguf(weights), _sha256_cached(weights)
         else:
             folder, sha = weights, _weights_sha(weights)
-        source = {"type": "builtin", "builtin": name, "packages": list(b.packages), "path": str(folder), "weights_sha256": sha}
+        source = {"type": "builtin", "builtin": name, "packages": list(b.packages), "path": str(folder),
+                  "weights_sha256": sha}
         if gguf_path:
             source["gguf"] = str(gguf_path)
         id_stem = name
@@ -561,11 +572,12 @@ def _load(name: str, dtype, device, trust_remote_code: bool, revision: str | Non
         raise ModelError(f"revision={revision!r} applies to hub ids only; {name!r} is a {source['type']}")
     dev, dt, shard, why = _choose_device(device, dtype, _folder_size(folder))
     source["device_choice"] = why
-    return _from_folder(name, str(folder), f"{id_stem}--{sha[:12]}", dev, dt, shard, trust_remote_code, source, gguf_path)
+    return _from_folder(name, str(folder), f"{id_stem}--{sha[:12]}", dev, dt, shard, trust_remote_code, source,
+                        gguf_path)
 
 
 def _load_hub(name: str, dtype, device, trust_remote_code: bool, revision: str | None) -> LoadedModel:
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # deferred: importing transformers takes seconds
 
     try:
         config = AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=trust_remote_code)
@@ -583,7 +595,8 @@ def _load_hub(name: str, dtype, device, trust_remote_code: bool, revision: str |
     source = {"type": "hub", "path": name, "revision": commit}
     dev, dt, shard, why = _choose_device(device, dtype, None)
     source["device_choice"] = why
-    return _from_folder(name, name, f"{_slug(name.replace('/', '__'))}--{commit[:12]}", dev, dt, shard, trust_remote_code, source, None, revision)
+    return _from_folder(name, name, f"{_slug(name.replace('/', '__'))}--{commit[:12]}", dev, dt, shard,
+                        trust_remote_code, source, None, revision)
 
 
 def _from_folder(
@@ -598,7 +611,7 @@ def _from_folder(
     gguf_path: Path | None,
     revision: str | None = None,
 ) -> LoadedModel:
-    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer  # deferred: slow import
 
     common = {"revision": revision, "trust_remote_code": trust_remote_code}
     config = AutoConfig.from_pretrained(where, **common)
@@ -653,7 +666,8 @@ def _main(argv: list[str] | None = None) -> int:
         return 0
     for b in BUILTIN_MODELS.values():
         state = "installed" if is_installed(b.name) else "not installed"
-        print(f"{b.name:30s} {b.kind:8s} {b.n_layers:>3d} x {b.hidden_size:<4d} {state:14s} {b.description} [{b.license}]")
+        print(f"{b.name:30s} {b.kind:8s} {b.n_layers:>3d} x {b.hidden_size:<4d} {state:14s} {b.description} "
+              f"[{b.license}]")
     return 0
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+__all__ = ["ROOT", "cache_dir", "data_dir", "nltk_data_dir", "raw_dir", "results_dir"]
+
 #: The repository root (the folder holding ``pyproject.toml``).
 ROOT = Path(__file__).resolve().parent.parent
 

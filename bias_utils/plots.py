@@ -10,6 +10,7 @@ each function names the columns it reads.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -20,6 +21,12 @@ import numpy as np
 import pandas as pd
 
 from . import cache
+
+__all__ = [
+    "DIMENSION_ORDER", "GROUP_COLORS", "OTHER_COLORS", "POLE_LABELS", "THEME", "accuracy_heatmap", "bold_audit_figure",
+    "bold_examples_table", "highlight_gendered", "layer_curves_chart", "pole_labels", "profile_chart", "save",
+    "warmth_competence_chart", "warmth_competence_charts", "specification_curve_chart", "axis_null_chart",
+]
 
 THEME = "bias_profiles"
 #: Fixed colours so female/male look the same in every figure (colour-blind safe pair).
@@ -77,7 +84,7 @@ def save(chart: alt.TopLevelMixin, path: str | Path, scale: float = 2.0) -> dict
 
     ``path`` may carry one of those suffixes or none. Files are written atomically.
     """
-    import vl_convert as vlc
+    import vl_convert as vlc  # deferred: a large native library, needed only to write image files
 
     path = Path(path)
     stem = path.with_name(path.name.removesuffix(".vl.json")) if path.name.endswith(".vl.json") else path
@@ -311,20 +318,24 @@ def bold_audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title:
     words = metrics.groupby("group", sort=False)[["male_words", "female_words"]].mean().reset_index().melt(
         "group", var_name="lexicon", value_name="per_completion")
     p1 = alt.Chart(words).mark_bar().encode(
-        x=alt.X("lexicon:N", title=None, axis=alt.Axis(labelAngle=0)), xOffset="group:N", y=alt.Y("per_completion:Q", title="words per completion"),
+        x=alt.X("lexicon:N", title=None, axis=alt.Axis(labelAngle=0)), xOffset="group:N",
+        y=alt.Y("per_completion:Q", title="words per completion"),
         color=color, tooltip=["group", "lexicon", alt.Tooltip("per_completion:Q", format=".3f")]
     ).properties(title="Gendered words per completion", width=220, height=180)
     shares = pd.concat([
-        metrics.groupby("group", sort=False)["any_gendered"].mean().rename("value").reset_index().assign(measure="any gendered word"),
+        metrics.groupby("group", sort=False)["any_gendered"].mean().rename("value").reset_index()
+        .assign(measure="any gendered word"),
         metrics[metrics["any_gendered"]].groupby("group", sort=False)["male_share"].mean().rename("value").reset_index()
         .assign(measure="male share (gendered completions)"),
     ])
     p2 = alt.Chart(shares).mark_bar().encode(
-        x=alt.X("measure:N", title=None, axis=alt.Axis(labelAngle=0, labelLimit=110)), xOffset="group:N", y=alt.Y("value:Q", title="share", scale=alt.Scale(domain=[0, 1])),
+        x=alt.X("measure:N", title=None, axis=alt.Axis(labelAngle=0, labelLimit=110)), xOffset="group:N",
+        y=alt.Y("value:Q", title="share", scale=alt.Scale(domain=[0, 1])),
         color=color, tooltip=["group", "measure", alt.Tooltip("value:Q", format=".3f")]
     ).properties(title="Completion level", width=220, height=180)
     p3 = alt.Chart(metrics[["group", "pmi_difference"]]).mark_tick(opacity=0.5).encode(
-        x=alt.X("pmi_difference:Q", title="male PMI - female PMI"), y=alt.Y("group:N", sort=groups, title=None), color=color
+        x=alt.X("pmi_difference:Q", title="male PMI - female PMI"), y=alt.Y("group:N", sort=groups, title=None),
+        color=color
     ).properties(title="PMI difference per completion", width=460, height=30 * len(groups))
     eff = statistics.dropna(subset=["effect_size"]).copy()
     eff["label"] = eff["test"] + " | " + eff["measure"].astype(str)
@@ -338,9 +349,11 @@ def bold_audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title:
         forest.append((base.mark_rule().encode(x=alt.X("ci_low:Q", scale=alt.Scale(type=scale, zero=False), title=name),
                                                x2="ci_high:Q")
                        + base.mark_point(filled=True, color="black").encode(
-                           x="effect_size:Q", tooltip=["test", "measure", "effect", alt.Tooltip("effect_size:Q", format=".3f"),
-                                                       alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f")])
-                       + alt.Chart(pd.DataFrame({"x": [ref]})).mark_rule(strokeDash=[4, 3], color="grey").encode(x="x:Q")
+                           x="effect_size:Q",
+                           tooltip=["test", "measure", "effect", alt.Tooltip("effect_size:Q", format=".3f"),
+                                    alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f")])
+                       + alt.Chart(pd.DataFrame({"x": [ref]})).mark_rule(strokeDash=[4, 3], color="grey")
+                       .encode(x="x:Q")
                        ).properties(width=460, height=alt.Step(16)))
     chart = alt.vconcat(alt.hconcat(p1, p2), p3, *forest).resolve_scale(color="shared")
     return chart.properties(title=title or "BOLD occupational audit")
@@ -348,9 +361,6 @@ def bold_audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title:
 
 def highlight_gendered(text: str, lexicons: dict[str, Sequence[str]]) -> str:
     """HTML of ``text`` with lexicon words wrapped in ``<mark class="lex-<name>">`` (whole tokens, any case)."""
-    import html
-    import re
-
     owner = {w.lower(): name for name, ws in lexicons.items() for w in ws}
     out, last = [], 0
     for m in re.finditer(r"\b\w+\b", text):
@@ -368,8 +378,6 @@ def bold_examples_table(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]
 
     Colours: male words orange, female words purple, any other lexicon (e.g. neutral) green.
     """
-    import html
-
     pool = metrics[metrics["any_gendered"]] if only_gendered else metrics
     picked = pd.concat([d.sample(n=min(per_group, len(d)), random_state=seed)
                         for _, d in pool.groupby("group", sort=False)] or [pool])
@@ -384,3 +392,96 @@ def bold_examples_table(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]
         rows = '<tr><td colspan="4">no completion with a gendered word in this run</td></tr>'
     return (f"<style>{style}</style><table><thead><tr><th>group</th><th>occupation</th>"
             f"<th>prompt + completion</th><th>male/female words</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
+# --------------------------------------------------------------------------- robustness (issue 12)
+
+#: Colours of a specification's status on the specification curve.
+SPEC_STATUS_COLORS = {"agrees, significant": "#1b7837", "opposite, significant": "#c51b7d",
+                      "positive, significant": "#377eb8", "negative, significant": "#a6761d",
+                      "not significant": "#9e9e9e"}
+#: Rows of the specification curve's dot matrix: (column of ``specs``, label).
+SPEC_CHOICES = (("context_source", "context"), ("layer_choice", "layer"), ("template_set", "templates"),
+                ("test_choice", "test"))
+
+
+def specification_curve_chart(specs: pd.DataFrame, population: str, dimension: str, *,
+                              title: str | None = None) -> alt.VConcatChart:
+    """The specification curve of one population and dimension (Simonsohn, Simmons & Nelson 2020).
+
+    ``specs``: ``robustness.specification_curve(...).specs`` (columns ``population,
+    dimension, context_source, layer_choice, template_set, test_choice,
+    effect_size, ci_low, ci_high, p_adj, significant, expected_sign``). Above: Hedges'
+    g (first group minus second) with its 95% CI per specification, sorted by g;
+    colour = significant after Holm in the paper's direction, against it, or not
+    significant. Below: a dot matrix marking each specification's choices.
+    """
+    s = specs[(specs["population"] == population) & (specs["dimension"] == dimension)]
+    if s.empty:
+        raise ValueError(f"specification_curve_chart: no rows for {population!r}/{dimension!r}")
+    s = s.sort_values(["effect_size", "context_source", "layer_choice", "template_set", "test_choice"],
+                      kind="stable").reset_index(drop=True)
+    expected = int(s["expected_sign"].iloc[0])
+    sign = np.sign(s["effect_size"])
+    if expected:
+        status = np.where(~s["significant"], "not significant",
+                          np.where(sign == expected, "agrees, significant", "opposite, significant"))
+    else:
+        status = np.where(~s["significant"], "not significant",
+                          np.where(sign > 0, "positive, significant", "negative, significant"))
+    s = s.assign(rank=np.arange(len(s)), status=status)
+    present = [k for k in SPEC_STATUS_COLORS if k in set(status)]
+    colour = alt.Color("status:N", title=None, scale=alt.Scale(domain=present,
+                                                               range=[SPEC_STATUS_COLORS[k] for k in present]))
+    x = alt.X("rank:Q", title="specification (sorted by effect)", axis=None, scale=alt.Scale(domain=[-1, len(s)]))
+    tips = ["context_source", "layer_choice", "template_set", "test_choice", alt.Tooltip("effect_size:Q", format=".2f"),
+            alt.Tooltip("p_adj:Q", format=".3g")]
+    base = alt.Chart(s)
+    top = alt.layer(
+        alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(color="#999").encode(y="y:Q"),
+        base.mark_rule(opacity=0.5).encode(x=x, y=alt.Y("ci_low:Q", title="Hedges' g (95% CI)"), y2="ci_high:Q",
+                                           color=colour),
+        base.mark_point(filled=True, size=18).encode(x=x, y="effect_size:Q", color=colour, tooltip=tips),
+    ).properties(width=max(360, 4 * len(s)), height=180)
+    rows = [{"rank": r, "choice": f"{label}: {getattr(t, col)}", "status": st}
+            for t, r, st in zip(s.itertuples(), s["rank"], s["status"]) for col, label in SPEC_CHOICES]
+    matrix = pd.DataFrame(rows)
+    order = [f"{label}: {v}" for col, label in SPEC_CHOICES for v in dict.fromkeys(specs[col])]
+    bottom = alt.Chart(matrix).mark_square(size=10).encode(
+        x=x, y=alt.Y("choice:N", sort=order, title=None), color=colour
+    ).properties(width=max(360, 4 * len(s)), height=alt.Step(11))
+    direction = {1: f"paper: {s['group_a'].iloc[0]} higher", -1: f"paper: {s['group_b'].iloc[0]} higher",
+                 0: "paper: no direction"}[expected]
+    return alt.vconcat(top, bottom, spacing=4).properties(
+        title=title or f"Specification curve: {population}, {dimension} ({direction})")
+
+
+def axis_null_chart(null: pd.DataFrame, *, title: str | None = None, columns: int = 3) -> alt.FacetChart:
+    """Direction accuracy per layer against the label-shuffling null, one panel per axis.
+
+    ``null``: ``robustness.axis_null`` rows of ONE context source (columns
+    ``context_source, dimension, layer, accuracy, null_low, null_high, null_mean,
+    beats_null``); the ``"mean"`` layer is left out of the x axis (it is in the
+    table). Grey band: the null's 95% range; filled points: the axis beats the null.
+    """
+    source = _one(null, "context_source", "axis_null_chart")
+    data = null[null["layer"] != "mean"].assign(layer=lambda d: d["layer"].astype(int),
+                                                 verdict=lambda d: np.where(d["beats_null"], "beats the null",
+                                                                            "not better than the null"))
+    x = alt.X("layer:Q", title="layer (0 = embedding output)", axis=alt.Axis(format="d", tickMinStep=1))
+    base = alt.Chart().encode(x=x)
+    parts = [
+        base.mark_area(color="#bdbdbd", opacity=0.5).encode(y=alt.Y("null_low:Q", title="direction accuracy",
+                                                                    scale=alt.Scale(domain=[0, 1])), y2="null_high:Q"),
+        base.mark_line(color="#757575", strokeDash=[4, 3]).encode(y="null_mean:Q"),
+        base.mark_line(color="#222").encode(y="accuracy:Q"),
+        base.mark_point(size=40, color="#222").encode(
+            y="accuracy:Q", fill=alt.Fill("verdict:N", title=None, scale=alt.Scale(
+                domain=["beats the null", "not better than the null"], range=["#222", "white"])),
+            tooltip=["dimension", "layer", alt.Tooltip("accuracy:Q", format=".2f"),
+                     alt.Tooltip("null_low:Q", format=".2f"), alt.Tooltip("null_high:Q", format=".2f"),
+                     alt.Tooltip("p:Q", format=".3f")]),
+    ]
+    return (alt.layer(*parts, data=data).properties(width=200, height=130)
+            .facet(facet=alt.Facet("dimension:N", title=None, sort=_ordered(data["dimension"])), columns=columns)
+            .properties(title=title or f"Axis validity against a shuffled-label null ({source} contexts)"))

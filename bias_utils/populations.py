@@ -40,6 +40,11 @@ from pathlib import Path
 
 from .data import resolve
 
+__all__ = [
+    "BUILTIN", "KINDS", "NONBINARY_EXCLUDED", "POPULATION_KINDS", "PRONOUNS", "PopulationError", "load_populations",
+    "nonbinary_terms", "population_kind", "takes_article",
+]
+
 KINDS = ("name", "noun")
 #: Template kind of the built-in populations (see the module docstring).
 POPULATION_KINDS = {"names": "name", "terms": "noun", "nonbinary": "noun"}
@@ -115,7 +120,8 @@ def _parse_user_file(path: Path) -> tuple[dict[str, list[str]], str]:
         if isinstance(raw, dict) and "groups" in raw:
             kind, raw = raw.get("kind", "noun"), raw["groups"]
         if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
-            raise PopulationError(f'{path}: expected {{"group": ["word", ...]}} (or {{"kind": ..., "groups": {{...}}}})')
+            raise PopulationError(f'{path}: expected {{"group": ["word", ...]}} (or {{"kind": ..., "groups": '
+                                  f'{{...}}}})')
         return raw, kind
     if path.suffix.lower() == ".csv":
         with open(path, newline="", encoding="utf-8-sig") as f:

@@ -30,14 +30,28 @@ authors' published ``projection.py``/``utils.py``):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from itertools import combinations
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
+
+from .embeddings import embed_words
+from .populations import KINDS, POPULATION_KINDS, load_populations, population_kind, takes_article
+from .projection import projection_table
+from .results import write_table
+from .stats import STAT_COLUMNS, adjust_pvalues, hedges_g, student_t, welch_anova, welch_t
+
+__all__ = [
+    "DEFAULT_REFERENCE", "DEFAULT_TEMPLATES", "PLACEHOLDER", "PROFILE_STATS_COLUMNS", "PopulationEmbeddings",
+    "ProfileError", "ProfileResult", "check_templates", "describe_profile", "describe_stats", "fill_template",
+    "group_means", "limit_populations", "nonbinary_table", "paper_finding", "population_embeddings", "profile_anova",
+    "profile_stats", "profile_table", "resolve_populations", "run_profiles", "share_below_group_means", "standardise",
+    "word_summary",
+]
 
 #: The placeholder a template marks the word with.
 PLACEHOLDER = "{word}"
@@ -98,8 +112,6 @@ def resolve_populations(populations, kind=None) -> tuple[dict[str, dict[str, lis
     populations module's own (built-ins, a file's declared kind; ``"noun"`` for
     a mapping's unknown populations).
     """
-    from .populations import KINDS, POPULATION_KINDS, load_populations, population_kind
-
     if isinstance(populations, (str, Path)):
         populations = [populations]
     kinds: dict[str, str] = {}
@@ -171,9 +183,6 @@ def population_embeddings(model, populations, templates: Sequence[str] = DEFAULT
 
     ``populations`` and ``kind``: see :func:`resolve_populations`.
     """
-    from .embeddings import embed_words
-    from .populations import takes_article
-
     templates = check_templates(templates)
     pops, kinds = resolve_populations(populations, kind)
     rows, contexts, targets = [], [], []
@@ -224,6 +233,14 @@ def population_embeddings(model, populations, templates: Sequence[str] = DEFAULT
 # --------------------------------------------------------------------------- projection
 
 
+def word_summary(words: pd.DataFrame) -> pd.DataFrame:
+    """Per population and group of :attr:`PopulationEmbeddings.words` (the index): ``words``
+    (how many), ``article`` (share put after "the"), ``min_templates`` (fewest templates a word
+    could be embedded in)."""
+    return words.groupby(["population", "group"]).agg(words=("word", "size"), article=("article", "mean"),
+                                                      min_templates=("n_templates", "min"))
+
+
 def _zscore(values: np.ndarray, mean: float, sd: float, what: str) -> np.ndarray:
     if not np.isfinite(sd) or sd == 0:
         raise ProfileError(f"cannot standardise {what}: standard deviation is {sd}")
@@ -272,8 +289,6 @@ def profile_table(pop_emb: PopulationEmbeddings, bases, layer="mean",
     hidden-state index, as in ``projection.projection_table``), ``dimension``,
     ``value`` (projected), ``z`` (standardised).
     """
-    from .projection import projection_table
-
     if isinstance(bases, Mapping):
         bases = list(bases.values())
     elif not isinstance(bases, (list, tuple)):
@@ -335,10 +350,6 @@ def profile_stats(table: pd.DataFrame, populations: Sequence[str] | None = None,
     ``adj_method`` = holm, ``effect`` = hedges_g, ``effect_size`` = g, ``ci_low``,
     ``ci_high`` = the g CI, ``n = n_a + n_b``).
     """
-    from itertools import combinations
-
-    from .stats import adjust_pvalues, hedges_g, student_t, welch_t
-
     rows = []
     sub = table[table["population"].isin(_tested_populations(table, populations))]
     for (pop, space, layer, dim), d in sub.groupby(_FAMILY + ["dimension"], sort=False):
@@ -384,8 +395,6 @@ def profile_anova(table: pd.DataFrame, populations: Sequence[str] | None = None,
     ``p``, ``p_adj`` Holm over the dimensions of one population/space/layer,
     ``effect`` = eta_squared with a bootstrap 95% CI, ``n``).
     """
-    from .stats import STAT_COLUMNS, adjust_pvalues, welch_anova
-
     rows = []
     sub = table[table["population"].isin(_tested_populations(table, populations))]
     for (pop, space, layer, dim), d in sub.groupby(_FAMILY + ["dimension"], sort=False):
@@ -437,6 +446,24 @@ def nonbinary_table(table: pd.DataFrame, population: str = "nonbinary", referenc
     return pd.concat([means[cols], terms[cols]], ignore_index=True)
 
 
+def share_below_group_means(nonbinary: pd.DataFrame, space: str = "warmth_competence") -> pd.DataFrame:
+    """Per dimension of ``space``, the share of the individual terms of a :func:`nonbinary_table`
+    that lie below every reference group mean (for the terms population: below both the
+    female and the male term means).
+
+    Columns: ``dimension, share_below, n_below, n_terms`` (``n_terms``: distinct words).
+    """
+    table = nonbinary[nonbinary["space"] == space]
+    if table.empty:
+        raise ProfileError(f"share_below_group_means: no rows of space {space!r}")
+    lowest = table[table["series"] == "group mean"].groupby("dimension")["z"].min()
+    terms = table[table["series"] == "term"]
+    below = terms.assign(below=terms["z"] < terms["dimension"].map(lowest))
+    out = below.groupby("dimension").agg(share_below=("below", "mean"), n_below=("below", "sum"),
+                                         n_terms=("word", "nunique"))
+    return out.reset_index()
+
+
 def describe_stats(stats: pd.DataFrame, dimensions: Sequence[str] | None = None, alpha: float = 0.05) -> list[str]:
     """One sentence per stats row that reads the result, e.g. ``names: female
     higher than male on warmth (g = 0.52 [0.24, 0.80]; Welch p_holm = 0.001;
@@ -460,7 +487,8 @@ def describe_profile(stats: pd.DataFrame, alpha: float = 0.05) -> str:
     lines = []
     for _, s in stats.groupby("population", sort=False):
         rank = s["dimension"].map({"warmth": 0, "competence": 1}).fillna(2)
-        lines += ["- " + line for line in describe_stats(s.assign(_r=rank).sort_values("_r", kind="stable"), alpha=alpha)]
+        ranked = s.assign(_r=rank).sort_values("_r", kind="stable")
+        lines += ["- " + line for line in describe_stats(ranked, alpha=alpha)]
     return "\n".join(lines)
 
 
@@ -521,8 +549,6 @@ class ProfileResult:
                   "profile_skipped": self.skipped, "profile_words": self.embeddings.words}
         if self.nonbinary is not None:
             tables["profile_nonbinary"] = self.nonbinary
-        from .results import write_table
-
         return [p for name, df in tables.items() for p in write_table(df, folder / name)]
 
 

@@ -31,6 +31,12 @@ from scipy import linalg
 
 from .dictionaries import COMPOSITES
 from .dictionaries import DIMENSIONS as DIMENSION_ORDER  # the paper's order; user dimensions follow
+from .stats import bootstrap_ci
+
+__all__ = [
+    "PolarBasis", "ProjectionError", "SPACES", "direction_accuracy", "own_dimension_values", "polar_basis", "project",
+    "projection_table", "sense_embeddings", "space_groups", "table2",
+]
 
 SPACES = ("dimensions", "warmth_competence")
 
@@ -274,8 +280,6 @@ def direction_accuracy(values: pd.DataFrame, *, n_boot: int = 2000, ci: float = 
     Returns ``dimension, layer, cutoff, accuracy, ci_low, ci_high, n,
     n_high, n_low``.
     """
-    from .stats import bootstrap_ci
-
     rows = []
     for (dimension, layer), g in values.groupby(["dimension", "layer"], sort=False):
         v = g["value"].to_numpy(dtype=np.float64)

@@ -21,6 +21,8 @@ import altair as alt
 
 from . import cache
 
+__all__ = ["BUNDLE_PATH", "RENDERER", "chart_html", "enable", "vega_lite_version", "write_vega_bundle"]
+
 RENDERER = "bias_book"
 #: Bundle file, relative to the book's ``_static`` folder.
 BUNDLE_PATH = "vendor/vega-bundle.js"
@@ -87,7 +89,7 @@ def write_vega_bundle(static_dir: str | Path) -> Path:
     ``vega`` and ``vegaLite`` on ``window``. Rewritten only when vl-convert or
     the targeted Vega-Lite version changes.
     """
-    import vl_convert as vlc
+    import vl_convert as vlc  # deferred: a large native library, needed only to write the bundle
 
     target = Path(static_dir) / BUNDLE_PATH
     stamp_path = target.with_suffix(".json")

@@ -17,6 +17,9 @@ import pandas as pd
 from . import paths
 from .cache import atomic_write_bytes, atomic_write_text
 
+__all__ = ["CROSS_MODEL_FOLDER", "REPLICATION_FOLDER", "RESERVED_FOLDERS", "model_slug", "output_folder",
+           "read_table", "write_table"]
+
 #: Folders beside the model folders for pages that belong to no single model.
 REPLICATION_FOLDER = "published-audit"
 CROSS_MODEL_FOLDER = "cross-model"
@@ -31,9 +34,12 @@ def model_slug(model_id: str) -> str:
     return slug
 
 
-def output_folder(model_id: str, output_dir: str | Path | None = None) -> Path:
-    """``output_dir`` if given, else ``results/<model slug>/``; created."""
-    folder = Path(output_dir) if output_dir else paths.results_dir() / model_slug(model_id)
+def output_folder(model_id: str, output_dir: str | Path | None = None, results_dir: str | Path | None = None) -> Path:
+    """``output_dir`` if given, else ``<results_dir>/<model slug>/`` (``results_dir`` default:
+    :func:`bias_utils.paths.results_dir`); created. ``model_id`` may also be one of
+    :data:`RESERVED_FOLDERS` for the pages that belong to no single model."""
+    name = model_id if model_id in RESERVED_FOLDERS else model_slug(model_id)
+    folder = Path(output_dir) if output_dir else Path(results_dir or paths.results_dir()) / name
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 

@@ -23,6 +23,8 @@ from typing import Iterator
 
 import requests
 
+__all__ = ["LlamaServer", "llama_server"]
+
 
 @dataclass(frozen=True)
 class LlamaServer:
@@ -43,7 +45,7 @@ def llama_server(
 ) -> Iterator[LlamaServer]:
     """Serve ``gguf_path`` on 127.0.0.1 (free port) with ``n_parallel`` slots of ``ctx_per_slot`` tokens."""
     try:
-        import xllamacpp as xlc
+        import xllamacpp as xlc  # deferred: an optional extra, imported only when a server is started
     except ImportError as exc:  # an optional extra: say how to get it
         raise ImportError("llama_server needs xllamacpp: pip install xllamacpp (or bias-profiles[serve])") from exc
     gguf_path = Path(gguf_path)

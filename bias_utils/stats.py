@@ -34,11 +34,15 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Sequence
 
-import math
-
 import numpy as np
 import pandas as pd
 from scipy import stats as _st
+
+__all__ = [
+    "STAT_COLUMNS", "adjust_pvalues", "bootstrap_ci", "check_n_boot", "chi2_table", "cluster_bootstrap_ci", "cohens_d", "hedges_g",
+    "hurdle_tests", "mann_whitney", "odds_ratio", "proportion_test", "results_table", "student_t", "welch_anova",
+    "welch_t",
+]
 
 STAT_COLUMNS = [
     "test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method",
@@ -63,7 +67,8 @@ def _values(x, name: str, min_n: int = 2) -> np.ndarray:
     if arr.ndim != 1:
         raise ValueError(f"group {name!r}: expected a 1-D sequence of numbers, got shape {arr.shape}")
     if np.isnan(arr).any():
-        raise ValueError(f"group {name!r}: {int(np.isnan(arr).sum())} missing values (NaN); drop or impute them explicitly")
+        raise ValueError(f"group {name!r}: {int(np.isnan(arr).sum())} missing values (NaN); drop or impute them "
+                         f"explicitly")
     if arr.size < min_n:
         raise ValueError(f"group {name!r}: {arr.size} values, need at least {min_n}")
     return arr
@@ -148,7 +153,8 @@ def mann_whitney(a, b, *, test: str = "mann_whitney", group_a: str = "a", group_
 def _table(table, shape=None) -> np.ndarray:
     t = np.asarray(table, dtype=float)
     if t.ndim != 2 or (shape is not None and t.shape != shape):
-        raise ValueError(f"contingency table must be {'x'.join(map(str, shape)) if shape else '2-D'}, got shape {t.shape}")
+        raise ValueError(f"contingency table must be {'x'.join(map(str, shape)) if shape else '2-D'}, got shape "
+                         f"{t.shape}")
     if (t < 0).any():
         raise ValueError("contingency table has negative counts")
     if (t.sum(axis=0) == 0).any() or (t.sum(axis=1) == 0).any():
@@ -161,12 +167,13 @@ def _cramers_v(t: np.ndarray) -> float:
     return float(np.sqrt(chi2 / (t.sum() * (min(t.shape) - 1))))
 
 
-def _check_n_boot(n_boot, level: float = 0.95) -> int:
-    """Reject a bootstrap count that leaves a tail of the percentile CI without a replicate
-    (0 would give NaN; 20 at 95% puts the 2.5th percentile between two draws)."""
-    from .validation import check_n_boot
-
-    return check_n_boot(n_boot, minimum=math.ceil(1 / ((1 - level) / 2) - 1e-9))
+def check_n_boot(n_boot, *, minimum: int | None = None, name: str = "n_boot") -> int:
+    """``n_boot`` as an int, or a ValueError naming it. Fewer than two replicates cannot give an
+    interval (0 gives NaN); callers that report CIs ask for more with ``minimum`` (the notebooks: 100)."""
+    least = max(2, minimum or 0)
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < least:
+        raise ValueError(f"{name} must be an integer >= {least} for a percentile bootstrap CI, got {n_boot!r}")
+    return int(n_boot)
 
 
 def _table_bootstrap_ci(t: np.ndarray, n_boot: int, seed: int):
@@ -174,7 +181,7 @@ def _table_bootstrap_ci(t: np.ndarray, n_boot: int, seed: int):
 
     Degenerate draws (an empty margin, V undefined) are left out of the percentile set.
     """
-    n_boot = _check_n_boot(n_boot)
+    n_boot = check_n_boot(n_boot)
     rng = np.random.default_rng(seed)
     n = int(t.sum())
     draws = rng.multinomial(n, (t / t.sum()).ravel(), size=n_boot).reshape(n_boot, *t.shape).astype(float)
@@ -287,9 +294,9 @@ def welch_anova(values, groups, *, test: str = "welch_anova", n_boot: int = 1000
     Effect: eta squared (SS_between / SS_total) with a percentile bootstrap CI
     resampling observations within groups.
     """
-    import pingouin as pg
+    import pingouin as pg  # deferred: pingouin pulls in statsmodels and takes seconds to import
 
-    n_boot = _check_n_boot(n_boot)
+    n_boot = check_n_boot(n_boot)
     df = pd.DataFrame({"y": np.asarray(values, dtype=float), "g": np.asarray(groups)})
     sizes = df.groupby("g").size()
     if len(sizes) < 2 or (sizes < 2).any():
@@ -353,7 +360,7 @@ def results_table(rows: Iterable[dict], *, method: str = "holm") -> pd.DataFrame
 def bootstrap_ci(values, statistic: Callable[[np.ndarray], float] = np.mean, *, n_boot: int = 2000,
                  seed: int = 0, level: float = 0.95) -> tuple[float, float, float]:
     """Percentile bootstrap of ``statistic`` over i.i.d. observations: ``(estimate, low, high)``."""
-    n_boot = _check_n_boot(n_boot, level)
+    n_boot = check_n_boot(n_boot)
     x = _values(values, "values", 1)
     rng = np.random.default_rng(seed)
     boots = np.array([statistic(rng.choice(x, x.size)) for _ in range(n_boot)])
@@ -372,7 +379,7 @@ def cluster_bootstrap_ci(data: pd.DataFrame, statistic: Callable[[pd.DataFrame],
     ``statistic(df)`` gets the resampled rows; replicates where it is undefined
     (NaN) are excluded. Returns ``(estimate, low, high)``.
     """
-    n_boot = _check_n_boot(n_boot, level)
+    n_boot = check_n_boot(n_boot)
     if cluster not in data or (strata is not None and strata not in data):
         raise KeyError(f"cluster_bootstrap_ci: column {cluster!r}{' or ' + repr(strata) if strata else ''} not in data")
     rng = np.random.default_rng(seed)

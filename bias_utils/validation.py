@@ -24,8 +24,19 @@ from typing import Any, Sequence, Sized
 
 import pandas as pd
 
+from . import bold, contexts, dictionaries, lexicon, populations as pops, profiles, stats
+
 #: Bootstrap counts below this give percentile CIs from a handful of order statistics.
 MIN_N_BOOT = 100
+
+__all__ = [
+    "DROPPED_COLUMNS", "LAYER_NAMES", "MIN_N_BOOT", "ParameterError", "check_bold_audit", "check_bold_replication",
+    "check_completion_profiles", "check_context_source", "check_contexts", "check_dictionaries",
+    "check_dictionary_path", "check_file", "check_generation", "check_layer", "check_layers", "check_lexicons",
+    "check_limit", "check_model", "check_boot_count", "check_output_dir", "check_populations", "check_positive_int",
+    "check_profiles", "check_projection_accuracy", "check_seed", "check_selection", "check_sources",
+    "check_template_list", "dropped_senses",
+]
 
 LAYER_NAMES = ("mean", "last", "all")
 
@@ -68,12 +79,12 @@ def check_seed(seed) -> int:
     return int(seed)
 
 
-def check_n_boot(n_boot, name: str = "n_boot", minimum: int = MIN_N_BOOT) -> int:
-    """An integer >= ``minimum`` (a notebook asks for :data:`MIN_N_BOOT`; fewer replicates
-    give a percentile CI from a handful of order statistics, none gives NaN)."""
-    if not _is_int(n_boot) or n_boot < minimum:
-        raise ParameterError(f"{name} must be an integer >= {minimum} for a percentile bootstrap CI, got {n_boot!r}")
-    return int(n_boot)
+def check_boot_count(n_boot, name: str = "n_boot", minimum: int = MIN_N_BOOT) -> int:
+    """An integer >= ``minimum`` (``stats.check_n_boot``'s rule with the notebooks' floor)."""
+    try:
+        return stats.check_n_boot(n_boot, minimum=minimum, name=name)
+    except ValueError as exc:
+        raise ParameterError(str(exc)) from None
 
 
 def check_limit(limit) -> int | None:
@@ -92,10 +103,8 @@ def check_layer(layer, *, allow_all: bool = True) -> str | int:
 
 
 def check_context_source(source, name: str = "context_source") -> str:
-    from .contexts import SOURCES
-
-    if source not in SOURCES:
-        raise ParameterError(f"{name} must be one of {', '.join(SOURCES)}, got {source!r}")
+    if source not in contexts.SOURCES:
+        raise ParameterError(f"{name} must be one of {', '.join(contexts.SOURCES)}, got {source!r}")
     return source
 
 
@@ -117,8 +126,6 @@ def check_file(path, name: str) -> Path:
 
 def check_populations(populations) -> list[str]:
     """Built-in population names or population files (JSON/CSV), each loaded and validated."""
-    from . import populations as pops
-
     items = [populations] if isinstance(populations, (str, Path)) else populations
     if not isinstance(items, Sequence) or not items:
         raise ParameterError(f"populations must be a built-in name ({', '.join(pops.BUILTIN)}), a file path, "
@@ -133,18 +140,16 @@ def check_populations(populations) -> list[str]:
     return [str(p) for p in items]
 
 
-def check_templates(templates) -> tuple[str, ...] | None:
+def check_template_list(templates) -> tuple[str, ...] | None:
     """``None`` (the original templates) or a list of strings, each with ``{word}`` exactly once."""
     if templates is None:
         return None
-    from .profiles import check_templates as profile_templates
-
     if not isinstance(templates, str) and not isinstance(templates, Sequence):
         raise ParameterError(f"templates must be None or a list of strings, got {templates!r}")
     if not isinstance(templates, str) and any(not isinstance(t, str) for t in templates):
         raise ParameterError(f"templates must be strings, got {[t for t in templates if not isinstance(t, str)][:3]}")
     try:
-        return profile_templates(templates)
+        return profiles.check_templates(templates)
     except ValueError as exc:
         raise _reraise("templates", exc) from None
 
@@ -153,11 +158,9 @@ def check_dictionary_path(dictionary_path) -> Path | None:
     """``None`` (the seed dictionary) or a user dictionary CSV, read and validated (errors name line and column)."""
     if dictionary_path is None:
         return None
-    from .dictionaries import read_dictionary
-
     path = check_file(dictionary_path, "dictionary_path")
     try:
-        read_dictionary(path)
+        dictionaries.read_dictionary(path)
     except ValueError as exc:
         raise _reraise("dictionary_path", exc) from None
     return path
@@ -165,12 +168,10 @@ def check_dictionary_path(dictionary_path) -> Path | None:
 
 def check_selection(selection) -> None:
     """``"audit"``, ``"categories"``, an occupation -> group dict, or a mapping file (CSV/JSON)."""
-    from .bold import resolve_selection
-
     if isinstance(selection, (str, Path)) and str(selection) not in ("audit", "categories"):
         check_file(selection, "selection")
     try:
-        resolve_selection(selection)
+        bold.resolve_selection(selection)
     except (ValueError, KeyError) as exc:
         raise _reraise("selection", exc) from None
 
@@ -179,10 +180,8 @@ def check_lexicons(lexicons, name: str = "lexicons") -> None:
     """``None`` (the defaults) or a ``{name: [words]}`` dict (``lexicon.validate_lexicons``)."""
     if lexicons is None:
         return
-    from .lexicon import validate_lexicons
-
     try:
-        validate_lexicons(lexicons, what=name)
+        lexicon.validate_lexicons(lexicons, what=name)
     except (ValueError, TypeError) as exc:
         raise ParameterError(str(exc) if str(exc).startswith(name) else f"{name}: {exc}") from None
 
@@ -247,7 +246,7 @@ def check_dictionaries(*, model="smollm2-135m-instruct", context_source="generat
     """Notebook 01's parameters."""
     _space_parameters(model, context_source, layer, dictionary_path, n_contexts, seed, output_dir, limit)
     check_populations(populations)
-    check_templates(templates)
+    check_template_list(templates)
 
 
 def check_contexts(*, sources=("dictionary", "generated", "corpus", "none"), generator=None, corpus=None,
@@ -268,7 +267,7 @@ def check_contexts(*, sources=("dictionary", "generated", "corpus", "none"), gen
 def check_projection_accuracy(*, n_boot=2000, **space) -> None:
     """Notebook 03's parameters (those of 01 plus ``n_boot``)."""
     check_dictionaries(**space)
-    check_n_boot(n_boot)
+    check_boot_count(n_boot)
 
 
 def check_profiles(*, model="smollm2-135m-instruct", context_source="generated", layer="mean",
@@ -278,11 +277,9 @@ def check_profiles(*, model="smollm2-135m-instruct", context_source="generated",
     _space_parameters(model, context_source, "mean", dictionary_path, n_contexts, seed, output_dir, limit)
     check_layer(layer, allow_all=False)
     check_populations(populations)
-    check_templates(templates)
-    from .profiles import limit_populations
-
+    check_template_list(templates)
     try:
-        limit_populations({}, limit)  # its rule: at least two words per group for a t-test
+        profiles.limit_populations({}, limit)  # its rule: at least two words per group for a t-test
     except ValueError as exc:
         raise _reraise("limit", exc) from None
 
@@ -291,7 +288,7 @@ def check_layers(*, sources=("dictionary", "generated", "corpus", "none"), n_boo
     """Notebook 05's parameters (those of 01 plus ``sources``, ``n_boot``)."""
     check_dictionaries(**space)
     check_sources(sources)
-    check_n_boot(n_boot)
+    check_boot_count(n_boot)
 
 
 def check_bold_audit(*, model="smollm2-135m-instruct", selection="audit", n_samples=1, seed=0, max_new_tokens=100,
@@ -305,13 +302,13 @@ def check_bold_audit(*, model="smollm2-135m-instruct", selection="audit", n_samp
     check_lexicons(lexicons, "lexicons")
     check_lexicons(neutral_lexicons, "neutral_lexicons")
     check_limit(limit)
-    check_n_boot(n_boot)
+    check_boot_count(n_boot)
     check_output_dir(output_dir)
 
 
 def check_bold_replication(*, n_boot=1000, seed=0) -> None:
     """Notebook 07's parameters."""
-    check_n_boot(n_boot)
+    check_boot_count(n_boot)
     check_seed(seed)
 
 

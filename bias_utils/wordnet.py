@@ -21,6 +21,8 @@ from nltk.corpus.reader.wordnet import WordNetCorpusReader
 from . import paths
 from .data import DataError
 
+__all__ = ["NLTK_VERSION", "REQUIRED_FILES", "WORDNET_VERSION", "WordNetError", "wordnet", "wordnet_dir"]
+
 #: Files nltk 3.9.1's reader opens when it is constructed or on first lookup.
 REQUIRED_FILES = (
     "lexnames", "index.sense",

@@ -1,4 +1,7 @@
-"""Write notebooks/06_bold_audit.ipynb and 07_bold_replication.ipynb (thin: logic lives in bias_utils.bold)."""
+"""Write notebooks/06_bold_audit.ipynb and 07_bold_replication.ipynb.
+
+Thin notebooks: the logic lives in bias_utils.bold and bias_utils.replication.
+"""
 
 from pathlib import Path
 
@@ -54,12 +57,15 @@ output_dir = None                 # None = results/<model_id>/
 """, tags=["parameters"]),
         code("""
 from IPython.display import HTML, display
+
 from bias_utils import bold, lexicon, plots
+from bias_utils.results import output_folder
 
 result = bold.run_audit(model, selection=selection, n_samples=n_samples, seed=seed,
                         max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                        lexicons=lexicons, neutral_lexicons=neutral_lexicons, limit=limit,
-                        output_dir=output_dir, n_boot=n_boot)
+                        lexicons=lexicons, neutral_lexicons=neutral_lexicons, limit=limit, n_boot=n_boot)
+out = output_folder(result.model_id, output_dir)
+files = result.write(out)
 result.settings
 """),
         md("""
@@ -87,7 +93,7 @@ result.statistics[cols]
         md("## Figure"),
         code("""
 chart = plots.bold_audit_figure(result.metrics, result.statistics, title=f"BOLD audit: {result.model_id}")
-plots.save(chart, result.output_dir / "bold_audit")
+plots.save(chart, out / "bold_audit")
 chart
 """),
         md("## Examples (gendered words highlighted, sampled per group with the seed)"),
@@ -102,7 +108,7 @@ Written under `results/<model_id>/` as parquet and CSV: `bold_metrics` (one row 
 `bold_statistics` (this table), `bold_group_summary`, `bold_skipped`, and the figure `bold_audit.svg/.png`.
 Completions are cached by `bias_utils.generation`; an interrupted run resumes where it stopped.
 """),
-        code("[str(p) for p in result.files]"),
+        code("[str(p) for p in files]"),
     ]
     return nb
 
@@ -116,16 +122,21 @@ def replication_notebook():
 The audit published its 1,525 Llama-3.1-8B-Instruct completions. We recompute every published number
 from the completion *texts* with our lexicon, PMI and statistics code (not from their count columns) and
 show ours beside theirs. Published values come from their summary JSON (full precision) and section 5 of
-the paper.
+the paper. The comparison is written as the table `replication` (parquet + CSV) under `results/published-audit/`.
 """),
         code("""
 n_boot = 1000
 seed = 0
+output_dir = None                 # None = results/published-audit/
 """, tags=["parameters"]),
         code("""
-from bias_utils import bold, plots
-replication = bold.replicate_published_audit(n_boot=n_boot, seed=seed)
-replication
+from bias_utils import bold, plots, replication
+from bias_utils.results import REPLICATION_FOLDER, output_folder, write_table
+
+out = output_folder(REPLICATION_FOLDER, output_dir)
+comparison = replication.replicate_published_audit(n_boot=n_boot, seed=seed)
+write_table(comparison, out / "replication")
+comparison
 """),
         md("""
 Our per-completion counts, co-occurrences and PMI values also equal their own columns row by row
@@ -133,8 +144,8 @@ Our per-completion counts, co-occurrences and PMI values also equal their own co
 odds-ratio CI: they used z = 1.96, we use the exact normal quantile 1.95996.
 """),
         code("""
-metrics = bold.completion_metrics(bold.load_published_completions())
-len(bold.compare_published_columns(metrics))
+metrics = bold.completion_metrics(replication.load_published_completions())
+len(replication.compare_published_columns(metrics))
 """),
         md("""
 ## Conventions: what the audit did, the standard alternative, and what the book uses
@@ -160,7 +171,9 @@ cols = ["role", "test", "measure", "statistic", "df", "p", "p_adj", "effect", "e
 table[cols]
 """),
         code("bold.group_summary(metrics)"),
-        code("plots.bold_audit_figure(metrics, table, title='BOLD audit: published Llama-3.1-8B-Instruct completions')"),
+        code("""
+plots.bold_audit_figure(metrics, table, title='BOLD audit: published Llama-3.1-8B-Instruct completions')
+"""),
     ]
     return nb
 

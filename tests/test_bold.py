@@ -1,15 +1,15 @@
-"""bias_utils.bold: loaders, selections, PMI, metrics, statistics and the replication."""
+"""bias_utils.bold: loaders, selections, PMI, metrics and statistics."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils import bold, lexicon
+from bias_utils import bold, lexicon, replication
 
 
 @pytest.fixture(scope="module")
 def published_metrics():
-    return bold.completion_metrics(bold.load_published_completions())
+    return bold.completion_metrics(replication.load_published_completions())
 
 
 def test_profession_prompts_count():
@@ -26,12 +26,13 @@ def test_audit_selection_counts():
     assert sel["occupation"].nunique() == 224
     assert {"group", "category", "occupation", "prompt", "prompt_id"} <= set(sel.columns)
     # the audit's published completions are in the same order with the same prompts
-    pub = bold.load_published_completions()
+    pub = replication.load_published_completions()
     assert (pub["prompt"].to_numpy() == sel["prompt"].to_numpy()).all()
 
 
 def test_selection_by_mapping_with_three_groups_and_categories():
-    mapping = {"Blacksmith": "metal", "Registered_Nurse": "care", "Registered_Dental_Nurse": "care", "Chemist": "science"}
+    mapping = {"Blacksmith": "metal", "Registered_Nurse": "care", "Registered_Dental_Nurse": "care",
+               "Chemist": "science"}
     prompts = bold.load_profession_prompts()
     sel = bold.select_by_occupation(mapping, prompts)
     assert set(sel["group"]) == {"metal", "care", "science"}
@@ -79,10 +80,6 @@ def test_pmi_smoothing_adds_half_to_every_count():
     assert bold.pmi_scores([], {"nurse"}, ["she"], smoothing=0.5) == (0.0, 0)
 
 
-def test_metrics_match_published_columns_row_by_row(published_metrics):
-    assert bold.compare_published_columns(published_metrics).empty
-
-
 def test_empty_and_missing_completions():
     df = pd.DataFrame({"group": ["a", "b"], "occupation": ["Nurse", "Nurse"], "completion": ["", "The nurse: she"]})
     m = bold.completion_metrics(df)
@@ -94,23 +91,6 @@ def test_empty_and_missing_completions():
         bold.completion_metrics(df)
     with pytest.raises(ValueError, match="'male' and 'female'"):
         bold.completion_metrics(df.fillna(""), lexicons={"m": ["he"], "f": ["she"]})
-
-
-def test_replication_agrees_to_three_significant_digits():
-    rep = bold.replicate_published_audit(n_boot=50)
-    assert list(rep.columns[:3]) == ["quantity", "ours", "published"]
-
-    def sig3(x):
-        return float(f"{x:.3g}")
-
-    bad = rep[[sig3(o) != sig3(p) for o, p in zip(rep["ours"], rep["published"])]]
-    assert bad.empty, bad
-    # the headline numbers as printed in the paper
-    r = rep.set_index("quantity")["ours"]
-    assert round(r["chi2_yates"], 2) == 62.86 and round(r["welch_t_male_proportion"], 2) == 1.87
-    assert round(r["cohens_d_average"], 3) == 0.099 and round(r["odds_ratio"], 2) == 24.65
-    assert (round(r["odds_ratio_ci_low"], 2), round(r["odds_ratio_ci_high"], 2)) == (10.07, 60.37)
-    assert round(r["welch_t_pmi_difference"], 2) == 2.38 and r["n_gendered_completions"] == 66
 
 
 def test_audit_statistics_two_and_more_groups(published_metrics):
@@ -142,15 +122,17 @@ def test_small_sample_records_skips_not_errors(published_metrics):
 def test_run_audit_with_real_model(tmp_path):
     # ~20 prompts with smollm2, short completions (the QUICK book runs the full 100 tokens);
     # completions are cached, so the rerun below only redoes the analysis.
-    res = bold.run_audit("smollm2-135m-instruct", limit=20, max_new_tokens=24, n_boot=50, output_dir=tmp_path)
+    res = bold.run_audit("smollm2-135m-instruct", limit=20, max_new_tokens=24, n_boot=50)
+    files = res.write(tmp_path)
     assert len(res.metrics) == res.settings["n_prompts"] and set(res.metrics["group"]) == set(bold.AUDIT_GROUPS)
     assert res.metrics["completion"].map(type).eq(str).all()
     for name in ("bold_metrics", "bold_statistics", "bold_group_summary", "bold_skipped"):
+        assert {tmp_path / f"{name}.parquet", tmp_path / f"{name}.csv"} <= set(files)
         assert (tmp_path / f"{name}.parquet").exists() and (tmp_path / f"{name}.csv").exists()
     stats_cols = {"test", "statistic", "p", "p_adj", "effect_size", "ci_low", "ci_high", "n"}
     assert stats_cols <= set(pd.read_csv(tmp_path / "bold_statistics.csv").columns)
     assert res.metrics["n_tokens"].between(0, 24).all()
-    again = bold.run_audit("smollm2-135m-instruct", limit=20, max_new_tokens=24, n_boot=50, output_dir=tmp_path)
+    again = bold.run_audit("smollm2-135m-instruct", limit=20, max_new_tokens=24, n_boot=50)
     assert again.metrics["completion"].equals(res.metrics["completion"])
 
 

@@ -1,5 +1,7 @@
 """Context sources on real dictionary slices."""
 
+import re
+
 import pandas as pd
 import pytest
 
@@ -74,11 +76,14 @@ def test_published_generated_contexts_can_be_filtered_for_gender(seed):
     cs = C.build_contexts(rows, "generated", n_contexts=5, gender_filter=True)
     gendered = {w.lower() for w in MALE_WORDS + FEMALE_WORDS} | C.GENDERED_PRONOUNS
     published = _published()
+
+    def words(c):  # letters and inner hyphens; an apostrophe ends a word ("women's" -> "women", "s")
+        return set(re.findall(r"[A-Za-z]+(?:-[A-Za-z]+)*", c))
+
     for _, r in rows.iterrows():
         kept = cs.table[cs.table.sense_id == r.sense_id]["context"].tolist()
         clean = [c for c in published[(r.term, r.synset)]
-                 if not (set(C._WORD.findall(c.lower())) - {r.term}) & gendered
-                 and not set(C._WORD.findall(c)) & C._names()]
+                 if not ({w.lower() for w in words(c)} - {r.term}) & gendered and not words(c) & C._names()]
         assert kept == clean[:5]
     assert len(cs.dropped) > 0
 
@@ -154,3 +159,76 @@ def test_generated_with_smollm2(seed):
     for _, r in cs.table.iterrows():
         assert C.contains_term(r.context, r.term) and not C.gender_markers(r.context, r.term)
     assert (cs.table["context_source"] == model.model_id).all()
+
+
+# ------------------------------------------------------------ quality filters for generated contexts
+# The sentences below are real SmolLM2-135M-Instruct completions (seed 0, the paper's instruction), except the
+# first two, which are the issue's quotes of the same model's output.
+
+def _reason(context, term, dimension="morality", first_word=True):
+    issue = C.quality_issue(context, term, dimension, first_word=first_word)
+    return None if issue is None else issue.split(":")[0]
+
+
+def test_meta_text_is_dropped():
+    assert _reason('Cleaner is a single sentence that uses the word "clean" without any gendered pronouns.',
+                   "clean") == "meta-text"
+    assert _reason('I use the word "habit" as a collective noun and use it as such without any gender-specific '
+                   "pronouns.", "habit") == "meta-text"
+    assert _reason("The AI is designed to adapt to the current situation and maintain a forward-looking attitude.",
+                   "forward-looking") == "meta-text"
+    assert _reason('Holding a flexible mindset is a "customary" act of kindness.', "customary") == "meta-text"
+    # Qwen2.5-Coder-0.5B-Instruct echoing the instruction or talking as a chatbot.
+    assert _reason("The statement is irreverent and does not contain any names.", "irreverent") == "meta-text"
+    assert _reason("I'll pretend I'm a computer program.", "pretend") == "meta-text"
+    assert _reason("I am not sure what you mean by thought.", "thought") == "meta-text"
+    # "words" used as a word, not as talk about the term, is kept.
+    assert _reason("The politician's smile was insincere, revealing a hidden agenda behind the words of "
+                   "supposed compassion.", "insincere") is None
+
+
+def test_identity_markers_beyond_gender_are_dropped():
+    assert C.identity_markers("I'm sloppy, a person of color.", "sloppy") == ["person of color (race_ethnicity)"]
+    assert _reason("The devout Christians gathered for prayer every morning.", "devout", "morality") == "identity"
+    assert _reason("The elderly neighbour was known to be frugal.", "frugal") == "identity"
+    # A religion term may use religion's own vocabulary; lower-case "black" is a colour, not a descriptor.
+    assert _reason("The Orthodox Church is unaffiliated with the monastic traditions of the Czech Orthodox Church.",
+                   "orthodox", "religion") is None
+    assert _reason("The black coffee was bitter.", "bitter") is None
+
+
+def test_invented_words_and_words_containing_the_term_are_dropped():
+    assert C.unknown_words("Smasmern, I have a fantastic team of hyperactive team members with a range of "
+                           "abilities that are both exhilarating and terrifying for everyone.",
+                           "hyperactive") == ["Smasmern"]
+    assert C.unknown_words("Emotionally, using hyperactive can be a form of hypervigilacism.", "hyperactive") == \
+        ["hypervigilacism"]
+    # Words WordNet 3.0 lacks but that are derived or compounded from its words count as known.
+    assert C.unknown_words("The coworker's backstory showcased an inclusivity that didn't feel nuanced.",
+                           "inclusivity") == []
+    sense = {"sense_id": "rakish", "term": "rakish", "dimension": "morality"}
+    dropped = []
+    kept = C.usable_contexts(sense, ["That person's a krakish.", "Cherubbi, my frigidity makes you feel dry.",
+                                     "The rakish smile drew a few laughs.", "The rakish smile drew a few laughs."],
+                             "m", C._names(), dropped)
+    assert kept == ["The rakish smile drew a few laughs."]
+    assert [d["reason"] for d in dropped] == ["inside a longer word: krakish", "no sentence containing the term",
+                                              "duplicate"]
+
+
+def test_first_word_and_contracted_pronouns():
+    assert _reason("Snotty the cat was whacking at the door.", "snotty") == "first word"
+    assert _reason("Snotty the cat was whacking at the door.", "snotty", first_word=False) is None
+    assert C.gender_markers("She's a snotty cat.", "snotty") == ["she"]
+
+
+def test_quality_filters_keep_the_published_contexts():
+    # The authors' Llama-3 contexts are the quality the filters aim at: almost all must pass.
+    from bias_utils.dictionaries import load_seed_dictionary
+
+    seed = load_seed_dictionary()
+    dimension = dict(zip(seed.term, seed.dimension))
+    issues = [C.quality_issue(c, key.split(" - ")[0], dimension.get(key.split(" - ")[0]), first_word=False)
+              for key, examples in C.published_generated_contexts().items() for c in examples[:5]]
+    assert len(issues) > 2000
+    assert sum(i is None for i in issues) / len(issues) > 0.97

@@ -1,6 +1,7 @@
 """The verified data layer: manifest -> local cache -> mirror -> download, never unverified."""
 
 import hashlib
+
 import pytest
 
 from bias_utils import data

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from bias_utils import dictionaries as D
-from bias_utils import paths, wordnet as W
+from bias_utils import paths
+from bias_utils import wordnet as W
 from bias_utils.data import resolve
 
 # ----------------------------------------------------------------------------- WordNet
@@ -69,7 +70,7 @@ def test_seed_counts_equal_the_paper(seed_dictionary):
     assert len(seed_dictionary) == 455
     counts = seed_dictionary.groupby(["dimension", "direction"]).size().to_dict()
     assert counts == D.PUBLISHED_SEED_COUNTS
-    table = D.count_table(seed_dictionary, D.PUBLISHED_SEED_COUNTS)
+    table = D.pole_counts(seed_dictionary, D.PUBLISHED_SEED_COUNTS)
     assert (table.difference == 0).all()
     assert set(seed_dictionary.dimension) == set(D.DIMENSIONS)
 
@@ -154,7 +155,7 @@ def full_terms(tmp_path_factory):
 def test_full_dictionary_found_vs_published(full_terms):
     frame, _ = full_terms
     assert list(frame.columns) == list(D.FULL_COLUMNS)
-    table = D.count_table(frame, D.PUBLISHED_FULL_COUNTS)
+    table = D.pole_counts(frame, D.PUBLISHED_FULL_COUNTS)
     print("\nfull dictionary, found vs published (Schuster et al. Table 1):\n" + table.to_string(index=False))
     cells = table[table.dimension != "total"]
     # PROVENANCE.md: the OSF copy reproduces 10 of 14 cells; the rest are at most 5 short.
@@ -194,6 +195,29 @@ def _write(tmp_path, text, name="dict.csv"):
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def test_load_dictionary_pole_counts_and_context_sources_of_a_user_dictionary():
+    path = paths.data_dir() / "examples" / "user_dictionary_example.csv"
+    frame = D.load_dictionary(path)
+    raw = pd.read_csv(path)
+    counts = D.pole_counts(frame)
+    assert list(counts.columns) == ["dimension", "direction", "found"]
+    by_hand = raw["direction"].str.lower().value_counts()
+    assert counts.set_index("direction")["found"].to_dict() == by_hand.to_dict()
+    sources = D.context_sources(frame)
+    assert sources[["dimension", "context_source", "senses", "mean_contexts"]].values.tolist() == [
+        ["tidiness", "", len(raw), 0.0]]
+
+
+def test_limit_terms_keeps_at_most_limit_per_pole_in_original_order(seed_dictionary):
+    assert D.limit_terms(seed_dictionary, None).equals(seed_dictionary.reset_index(drop=True))
+    small = D.limit_terms(seed_dictionary, 3, seed=1)
+    assert (small.groupby(["dimension", "direction"]).size() == 3).all() and len(small) == 3 * 14
+    # rows keep the dictionary's order and are real rows of it
+    ids = seed_dictionary["sense_id"].tolist()
+    assert [ids.index(s) for s in small["sense_id"]] == sorted(ids.index(s) for s in small["sense_id"])
+    assert D.limit_terms(seed_dictionary, 3, seed=1).equals(small)
 
 
 def test_example_user_dictionary_adds_a_new_dimension():
@@ -236,7 +260,8 @@ def test_user_dictionary_errors_name_line_and_column(tmp_path, text, line, colum
         D.read_dictionary(_write(tmp_path, text))
     message = str(err.value)
     assert f"line{'s' if ',' in str(line) else ''} {line}" in message
-    assert re.search(f"columns? {re.escape(column)}", message) or (column == "direction" and "direction missing" in message)
+    assert (re.search(f"columns? {re.escape(column)}", message)
+            or (column == "direction" and "direction missing" in message))
     assert what in message
 
 

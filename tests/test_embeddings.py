@@ -31,7 +31,8 @@ SMOLLM2_CASES = [
 ]
 MINILM_CASES = [
     ("an open-minded curiosity", "open-minded", [2, 3, 4]),  # [CLS] an open - minded curiosity [SEP]
-    ("a god-fearing and law-abiding people", "law-abiding", [6, 7, 8, 9, 10]),  # [CLS] a god - fearing and law - ab ##idi ##ng
+    # [CLS] a god - fearing and law - ab ##idi ##ng
+    ("a god-fearing and law-abiding people", "law-abiding", [6, 7, 8, 9, 10]),
     ("This is Mary.", "MARY", [3]),  # lower-cased vocabulary
     ("Christopher is here", "Christopher", [1]),
     ("MARY met mary and Mary.", "mary", [1]),  # first occurrence
@@ -104,7 +105,8 @@ def _tiny_sentencepiece_model() -> LoadedModel:
     if "m" in _TINY:
         return _TINY["m"]
     import sentencepiece as spm
-    from tokenizers import Tokenizer, decoders, models as tk_models, pre_tokenizers, processors
+    from tokenizers import Tokenizer, decoders, pre_tokenizers, processors
+    from tokenizers import models as tk_models
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     buf = io.BytesIO()
@@ -116,7 +118,8 @@ def _tiny_sentencepiece_model() -> LoadedModel:
     tk.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
     tk.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
     tk.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", sp.bos_id())])
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="</s>")
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
+                                  pad_token="</s>")
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=sp.get_piece_size(), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)

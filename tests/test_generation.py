@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -116,7 +115,8 @@ def test_sampler_matches_direct_softmax_top_p(smol, bold_slice, temperature, top
     # empirical frequencies of many draws vs the exact renormalised nucleus probabilities
     gen = torch.Generator().manual_seed(0)
     batch = logits[None].expand(200, -1).contiguous()
-    draws = torch.cat([sample_tokens(batch, torch.rand(200, generator=gen, dtype=torch.float64), temperature, top_p) for _ in range(25)])
+    draws = torch.cat([sample_tokens(batch, torch.rand(200, generator=gen, dtype=torch.float64), temperature,
+                                     top_p) for _ in range(25)])
     assert set(draws.tolist()) <= set(kept_ref.tolist())
     expected = p_ref[kept_ref] / p_ref[kept_ref].sum() * len(draws)
     observed = np.array([(draws == t).sum().item() for t in kept_ref], dtype=float)
@@ -159,7 +159,8 @@ def test_same_seed_identical_different_seed_differs(backend, bold_slice):
 @pytest.mark.slow
 def test_length_finish_counts_tokens(backend, bold_slice):
     prompts, ids = bold_slice
-    df = generate(backend, prompts[:3], prompt_ids=ids[:3], max_new_tokens=8, temperature=0.7, seed=1, cache=False, progress=False)
+    df = generate(backend, prompts[:3], prompt_ids=ids[:3], max_new_tokens=8, temperature=0.7, seed=1, cache=False,
+                  progress=False)
     long = df[df["finish_reason"] == "length"]
     assert len(long) >= 2
     assert (long["n_tokens"] == 8).all()
@@ -190,7 +191,8 @@ def test_cache_resume_and_parameter_keys(backend, bold_slice, tmp_path):
     keys = [json.loads(line)["row_key"] for line in rows_file.read_text().splitlines()]
     assert len(keys) == 8 == len(set(keys))
     # another parameter → another cache entry, not a reuse
-    generate(backend, prompts[:1], prompt_ids=ids[:1], max_new_tokens=8, seed=5, top_p=0.8, cache=tmp_path, progress=False)
+    generate(backend, prompts[:1], prompt_ids=ids[:1], max_new_tokens=8, seed=5, top_p=0.8, cache=tmp_path,
+             progress=False)
     assert len(list(tmp_path.glob("*/rows.jsonl"))) == 2
 
 
@@ -201,7 +203,8 @@ def test_cache_resume_and_parameter_keys(backend, bold_slice, tmp_path):
 def test_greedy_batched_matches_model_generate(smol, bold_slice):
     """Left padding, positions, KV cache and prompt stripping: greedy output equals HF generate per prompt."""
     prompts, ids = bold_slice
-    ours = generate(smol, prompts[:4], prompt_ids=ids[:4], max_new_tokens=10, temperature=0, batch_size=4, cache=False, progress=False)
+    ours = generate(smol, prompts[:4], prompt_ids=ids[:4], max_new_tokens=10, temperature=0, batch_size=4,
+                    cache=False, progress=False)
     tok = smol.tokenizer
     for prompt, (_, row) in zip(prompts[:4], ours.iterrows()):
         enc = tok(prompt, return_tensors="pt")
@@ -277,8 +280,10 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(smol, tmp_path):
     before = len(rows_file.read_text().splitlines())
     assert 2 <= before < 16
 
-    resumed = generate(smol, prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2, cache=tmp_path, progress=False)
+    resumed = generate(smol, prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2, cache=tmp_path,
+                       progress=False)
     records = [json.loads(line) for line in rows_file.read_text().splitlines()]
     assert sorted((r["prompt_id"], r["sample"]) for r in records) == sorted((i, 0) for i in ids)
-    uninterrupted = generate(smol, prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2, cache=False, progress=False)
+    uninterrupted = generate(smol, prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2, cache=False,
+                             progress=False)
     pd.testing.assert_frame_equal(resumed, uninterrupted)

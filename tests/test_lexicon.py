@@ -10,7 +10,8 @@ from bias_utils import lexicon
 def test_audit_lexicons_are_the_published_13_plus_13():
     # Paper section 4.5, verbatim.
     assert lexicon.MALE_WORDS == tuple("he him his himself man men male boy father son brother guy gentleman".split())
-    assert lexicon.FEMALE_WORDS == tuple("she her hers herself woman women female girl mother daughter sister gal lady".split())
+    assert lexicon.FEMALE_WORDS == tuple("she her hers herself woman women female girl mother daughter sister gal "
+                                         "lady".split())
     neutral = set(lexicon.NEUTRAL_WORDS)
     assert not neutral & (set(lexicon.MALE_WORDS) | set(lexicon.FEMALE_WORDS))
     assert {"they", "them", "their", "themselves", "theirs", "person", "people", "individual"} <= neutral

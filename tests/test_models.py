@@ -28,7 +28,8 @@ def _minilm_folder() -> Path:
 
 
 def test_registry_matches_models_md():
-    assert set(BUILTIN_MODELS) == {"smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct", "minilm-l6", "mpnet-base"}
+    assert set(BUILTIN_MODELS) == {"smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct",
+                                   "minilm-l6", "mpnet-base"}
     for b in BUILTIN_MODELS.values():
         assert all("==" in p for p in b.packages), f"{b.name}: packages must be pinned"
         assert b.kind in {"decoder", "encoder"}
@@ -43,7 +44,8 @@ def test_unknown_name_lists_builtins_and_alternatives():
     assert "owner/name" in msg and ".gguf" in msg and "folder" in msg
 
 
-@pytest.mark.parametrize("path, expected", [("/no/such/model.gguf", "GGUF file not found"), ("./no/such/folder", "not found")])
+@pytest.mark.parametrize("path, expected", [("/no/such/model.gguf", "GGUF file not found"), ("./no/such/folder",
+                                                                                             "not found")])
 def test_missing_paths_are_named(path, expected):
     with pytest.raises(ModelError, match=expected):
         load_model(path)
@@ -67,18 +69,21 @@ def test_hub_id_offline_gives_clear_error(monkeypatch):
 
 @pytest.mark.slow  # two interpreters that import torch
 def test_cli_list_and_idempotent_install():
-    out = subprocess.run([sys.executable, "-m", "bias_utils.models", "list"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-m", "bias_utils.models", "list"], capture_output=True, text=True,
+                         check=True).stdout
     for name in BUILTIN_MODELS:
         assert name in out
     assert re.search(r"minilm-l6\s+encoder\s+6 x 384\s+installed", out)
     # Installed already (make test installs it): must not call pip again.
-    res = subprocess.run([sys.executable, "-m", "bias_utils.models", "install", "minilm-l6"], capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "bias_utils.models", "install", "minilm-l6"], capture_output=True,
+                         text=True)
     assert res.returncode == 0 and "already installed" in res.stdout and "pip" not in res.stdout.lower()
 
 
 @pytest.mark.slow
 def test_unknown_name_on_cli_fails():
-    res = subprocess.run([sys.executable, "-m", "bias_utils.models", "install", "gpt-5"], capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "bias_utils.models", "install", "gpt-5"], capture_output=True,
+                         text=True)
     assert res.returncode != 0 and "invalid choice" in res.stderr
 
 
@@ -127,7 +132,8 @@ def test_converted_folder_equals_gguf_and_keeps_tied_embeddings():
     from transformers import AutoModelForCausalLM
 
     m = load_model("smollm2-135m-instruct")
-    direct = AutoModelForCausalLM.from_pretrained(m.gguf_path.parent, gguf_file=m.gguf_path.name, dtype=torch.float32).eval()
+    direct = AutoModelForCausalLM.from_pretrained(m.gguf_path.parent, gguf_file=m.gguf_path.name,
+                                                  dtype=torch.float32).eval()
     folder = load_model(m.source["path"])  # the converted folder, through the generic folder path
     assert folder.source["type"] == "folder"
     enc = m.tokenizer(TEXT, padding=True, return_tensors="pt")

@@ -9,7 +9,10 @@ import pingouin as pg
 import pytest
 from scipy import stats as sps
 
+from bias_utils import dictionaries, space
 from bias_utils import profiles as pr
+from bias_utils.embeddings import embed_words
+from bias_utils.models import load_model
 from bias_utils.populations import load_populations, takes_article
 
 
@@ -201,6 +204,34 @@ def test_group_means_and_nonbinary_table(names, terms):
         pr.nonbinary_table(t, population="absent")
 
 
+def test_word_summary_by_hand():
+    words = pd.DataFrame({"population": ["terms"] * 3 + ["names"] * 2, "group": ["f", "f", "m", "f", "m"],
+                          "word": ["woman", "she", "man", "Mary", "John"], "article": [True, False, True, False, False],
+                          "n_templates": [7, 5, 7, 7, 6]})
+    got = pr.word_summary(words)
+    assert got.loc[("terms", "f")].tolist() == [2, 0.5, 5]
+    assert got.loc[("names", "m")].tolist() == [1, 0.0, 6]
+    assert len(got) == 4
+
+
+def test_share_below_group_means_by_hand():
+    # two reference means per dimension; terms at, above and below the lower one
+    rows = [("group mean", "female", "", "warmth", 0.5), ("group mean", "male", "", "warmth", -0.2),
+            ("group mean", "female", "", "competence", -0.1), ("group mean", "male", "", "competence", 0.3),
+            ("term", "nb", "a", "warmth", -0.3), ("term", "nb", "b", "warmth", -0.2),
+            ("term", "nb", "c", "warmth", 0.0), ("term", "nb", "a", "competence", -0.5),
+            ("term", "nb", "b", "competence", -0.2), ("term", "nb", "c", "competence", 0.4)]
+    nb = pd.DataFrame(rows, columns=["series", "group", "word", "dimension", "z"]).assign(space="warmth_competence")
+    got = pr.share_below_group_means(nb).set_index("dimension")
+    # warmth: only a (-0.3) is below min(0.5, -0.2); b equals it (not below). competence: a and b below -0.1
+    assert got.loc["warmth", "n_below"] == 1 and got.loc["competence", "n_below"] == 2
+    assert got.loc["warmth", "share_below"] == pytest.approx(1 / 3)
+    assert got.loc["competence", "share_below"] == pytest.approx(2 / 3)
+    assert (got["n_terms"] == 3).all()
+    with pytest.raises(pr.ProfileError, match="dimensions"):
+        pr.share_below_group_means(nb, "dimensions")
+
+
 def test_describe_stats_reads_direction(names, terms):
     st = pr.profile_stats(pr.standardise(_table(names, terms, shift=1.0)))
     line = pr.describe_stats(st, ["warmth"])[0]
@@ -227,12 +258,8 @@ def test_paper_finding_checks_direction_and_significance(names, terms):
 
 @pytest.mark.slow
 def test_end_to_end_minilm_small_slice(tmp_path):
-    from bias_utils import space
-    from bias_utils.embeddings import embed_words
-    from bias_utils.models import load_model
-
     m = load_model("minilm-l6")
-    sp = space.build_space(m, space.load_dictionary(), "none", n_contexts=1, seed=0)
+    sp = space.build_space(m, dictionaries.load_dictionary(), "none", n_contexts=1, seed=0)
     res = pr.run_profiles(m, sp.bases, ["names", "terms"], limit=5)
     res.write(tmp_path)
     st = pd.read_csv(tmp_path / "profile_stats.csv")

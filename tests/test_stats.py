@@ -145,7 +145,8 @@ def test_welch_anova_matches_hand_formula():
 def test_cluster_bootstrap_keeps_clusters_whole():
     # Each cluster is constant, so every replicate's mean is a mean of cluster values;
     # the percentile interval must lie inside the range of cluster values.
-    df = pd.DataFrame({"c": np.repeat(list("abcde"), [1, 2, 3, 4, 50]), "y": np.repeat([0, 1, 2, 3, 10], [1, 2, 3, 4, 50])})
+    df = pd.DataFrame({"c": np.repeat(list("abcde"), [1, 2, 3, 4, 50]), "y": np.repeat([0, 1, 2, 3, 10], [1, 2, 3, 4,
+                                                                                                          50])})
     est, lo, hi = stats.cluster_bootstrap_ci(df, lambda d: d["y"].mean(), cluster="c", n_boot=300)
     assert est == pytest.approx(df["y"].mean())
     assert 0 <= lo < est < hi <= 10

@@ -1,0 +1,925 @@
+"""How robust is a stereotype profile? (issue 12)
+
+A profile is the output of many analysis choices. This module makes three of
+its weak points measurable, per model:
+
+1. **Specification curve** (Simonsohn, Simmons & Nelson 2020). Every
+   combination of four choices is one *specification*:
+
+   * pole context source: ``generated`` (the paper's main setting),
+     ``dictionary``, ``corpus``, ``none`` (:data:`CONTEXT_SOURCES`);
+   * layer: the mean over all hidden states (the original's headline), the
+     last, the middle one, or per dimension the layer whose direction accuracy
+     is best on a fixed half of the extra terms (``space.direction_prediction``
+     with ``layer="all"`` on the half chosen by :func:`split_terms`; the other
+     half reports the chosen layer's held-out accuracy) (:data:`LAYER_CHOICES`);
+   * template set (:func:`template_sets`): the original seven templates; the
+     five where the word is not the first word; the seven behind the neutral
+     lead-in :data:`LEAD_IN`, so the word is never the first token;
+   * test: Student t, Welch t, a permutation test of the mean difference
+     (:data:`TESTS`).
+
+   For each, the first-minus-second group gap (female - male) as Hedges' g with
+   its 95% CI and p, Holm-corrected over the dimensions of one space (the 7
+   dimensions, or warmth and competence) as in ``profiles.profile_stats``.
+   A specification *agrees* with the paper when the gap has the sign
+   :data:`EXPECTED_SIGN` gives (Schuster et al. 2024, Sec. 4.2 and Figures 3/5)
+   and is significant after correction. The **joint test** permutes the group
+   labels of the whole population (the same permutation in every
+   specification), recomputes the curve and compares two statistics with their
+   permutation null: ``n_agree_significant`` (number of specifications that are
+   significant in the expected direction) and ``median_effect`` (median g over
+   the specifications, signed so that positive = the expected direction). For a
+   dimension where the paper reports no trend (religion) the direction is the
+   dominant one (more significant specifications), and the median is taken in
+   absolute value.
+
+   Projected values are z-standardised per population, layer and dimension
+   before testing; every statistic here is invariant to that affine map, so
+   permuting the labels never requires re-standardising.
+
+   Nothing is embedded twice: each context source's space is built once, each
+   population is embedded once per template set (the ``not_first`` set is a
+   subset of the original's contexts, so the embedding cache serves it), and
+   the extra terms once; every specification is then a projection of those
+   arrays.
+
+2. **Axis validity against a null** (:func:`axis_null`): direction accuracy of
+   the extra terms per dimension and layer, against a null that shuffles the
+   seed senses' pole labels within one dimension (for warmth/competence,
+   within each member dimension) and rebuilds the basis from the cached sense
+   embeddings (the same Eqs. 2-3 and pseudo-inverse as ``projection.polar_basis``,
+   batched over permutations and layers); only the projection is recomputed.
+
+3. **Tokenisation confound** (:func:`token_table`, :func:`token_regression`):
+   how many subword tokens each word takes, by group, and whether the gap
+   survives a regression on gender and token count.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from . import projection
+from .cache import stable_hash
+from .contexts import build_contexts, prepare_dictionary
+from .crossmodel import read_results
+from .dictionaries import limit_terms, load_full_dictionary_terms
+from .embeddings import find_word, token_indices
+from .profiles import (
+    DEFAULT_TEMPLATES,
+    PLACEHOLDER,
+    check_templates,
+    fill_template,
+    limit_populations,
+    population_embeddings,
+    resolve_populations,
+)
+from .space import build_space, direction_prediction, embed_contexts
+
+__all__ = [
+    "AXIS_NULL_TABLE",
+    "CONTEXT_SOURCES",
+    "EXPECTED_SIGN",
+    "JOINT_STATISTICS",
+    "LAYER_CHOICES",
+    "LEAD_IN",
+    "SUMMARY_TABLE",
+    "TESTS",
+    "TEST_NAMES",
+    "CurveInputs",
+    "RobustnessError",
+    "SpecificationCurve",
+    "TermEmbeddings",
+    "axis_null",
+    "axis_verdicts",
+    "best_layers",
+    "cell_values",
+    "collect_curve_inputs",
+    "cross_model_summary",
+    "default_cell_values",
+    "group_tests",
+    "holm",
+    "name_gap_verdict",
+    "ols",
+    "permutation_reference",
+    "pinv_row",
+    "project_all",
+    "robustness_summary",
+    "specification_curve",
+    "split_terms",
+    "template_gap",
+    "template_sets",
+    "term_embeddings",
+    "token_regression",
+    "token_shares",
+    "token_table",
+    "word_token_count",
+]
+
+CONTEXT_SOURCES = ("generated", "dictionary", "corpus", "none")
+LAYER_CHOICES = ("mean", "last", "middle", "best")
+TESTS = ("student", "welch", "permutation")
+#: The ``test`` column of each test choice, as in the project's statistics tables.
+TEST_NAMES = {"student": "student_t", "welch": "welch_t", "permutation": "permutation_mean_diff"}
+#: Neutral lead-in put before every original template so the word is never the first token.
+LEAD_IN = "the text reads: "
+#: Sign of the female-minus-male gap the paper reports for names (Sec. 4.2, Figures 3 and 5):
+#: female names warmer (sociability, morality), male names more competent (ability, agency),
+#: of higher status and more traditional (politics: high = traditional). Religion: "no perceivable
+#: trend" (0: sign shares are reported without a verdict).
+EXPECTED_SIGN = {"warmth": 1, "competence": -1, "sociability": 1, "morality": 1, "ability": -1, "agency": -1,
+                 "status": -1, "politics": -1, "religion": 0}
+#: The statistics of the joint test (see the module docstring).
+JOINT_STATISTICS = ("n_agree_significant", "median_effect")
+
+SKIPPED_COLUMNS = ["step", "context_source", "item", "reason"]
+_Z975 = sps.norm.ppf(0.975)
+
+
+class RobustnessError(ValueError):
+    """Inputs the robustness analysis cannot use as given."""
+
+
+# --------------------------------------------------------------------------- choices
+
+
+def template_sets(templates: Sequence[str] = DEFAULT_TEMPLATES, lead_in: str = LEAD_IN) -> dict[str, tuple[str, ...]]:
+    """The three template sets: ``original``, ``not_first`` (templates whose word
+    slot is not at the start) and ``lead_in`` (every original behind ``lead_in``)."""
+    original = check_templates(templates)
+    not_first = tuple(t for t in original if not t.lstrip().startswith(PLACEHOLDER))
+    if not not_first:
+        raise RobustnessError("every template starts with the word; the not_first set would be empty")
+    if PLACEHOLDER in lead_in or not lead_in.strip():
+        raise RobustnessError(f"lead_in must be non-empty text without {PLACEHOLDER}, got {lead_in!r}")
+    return {"original": original, "not_first": not_first, "lead_in": tuple(lead_in + t for t in original)}
+
+
+def split_terms(terms: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Deterministic halves ``(selection, held_out)`` of the extra terms.
+
+    ``terms`` gets ``contexts.prepare_dictionary``'s ``sense_id``; within each
+    (dimension, direction) the terms are ordered by ``stable_hash([seed,
+    sense_id])`` and alternate between the halves, so both halves keep the
+    poles' proportions and the split does not depend on row order.
+    """
+
+    d = prepare_dictionary(terms)
+    key = d["sense_id"].map(lambda s: stable_hash([seed, s], 16))
+    rank = d.assign(_k=key).sort_values("_k").groupby(["dimension", "direction"]).cumcount()
+    first = (rank.reindex(d.index) % 2 == 0).to_numpy()
+    return d[first].reset_index(drop=True), d[~first].reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- vectorised tests
+
+
+def holm(p: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Holm-adjusted p values along ``axis`` (no NaN allowed), vectorised over the other axes."""
+    p = np.moveaxis(np.asarray(p, dtype=float), axis, -1)
+    m = p.shape[-1]
+    order = np.argsort(p, axis=-1, kind="stable")
+    ps = np.take_along_axis(p, order, axis=-1)
+    adj = np.minimum(np.maximum.accumulate(ps * (m - np.arange(m)), axis=-1), 1.0)
+    out = np.empty_like(adj)
+    np.put_along_axis(out, order, adj, axis=-1)
+    return np.moveaxis(out, -1, axis)
+
+
+def permutation_reference(n: int, n_a: int, n_permutations: int, seed: int = 0) -> tuple[np.ndarray, bool]:
+    """Label matrices for the permutation test: ``(R [K, n] bool, exact)``.
+
+    When the number of distinct splits ``C(n, n_a)`` is at most
+    ``n_permutations`` every split is enumerated (``exact=True``, the observed
+    one among them); otherwise ``n_permutations`` random relabellings.
+    """
+    if math.comb(n, n_a) <= n_permutations:
+        rows = np.zeros((math.comb(n, n_a), n), bool)
+        for i, idx in enumerate(combinations(range(n), n_a)):
+            rows[i, list(idx)] = True
+        return rows, True
+    rng = np.random.default_rng(seed)
+    rows = np.zeros((n_permutations, n), bool)
+    for i in range(n_permutations):
+        rows[i, rng.permutation(n)[:n_a]] = True
+    return rows, False
+
+
+def _sums(A: np.ndarray, V: np.ndarray, V2: np.ndarray, na: int, nb: int):
+    """Group means and ddof-1 variances for label rows ``A`` [P, n] (1.0 = group a)."""
+    tot, tot2 = V.sum(axis=1), V2.sum(axis=1)  # [C, D]
+    sa = np.einsum("pn,cnd->pcd", A, V)
+    qa = np.einsum("pn,cnd->pcd", A, V2)
+    ma, mb = sa / na, (tot - sa) / nb
+    va = (qa - na * ma**2) / (na - 1)
+    vb = (tot2 - qa - nb * mb**2) / (nb - 1)
+    return ma, mb, np.maximum(va, 0.0), np.maximum(vb, 0.0)
+
+
+def group_tests(V: np.ndarray, labels: np.ndarray, reference: tuple[np.ndarray, bool] | None = None) -> dict:
+    """Two-group tests of every column of ``V`` [C, n, D] for each label row of ``labels`` [P, n] (True = group a).
+
+    Returns arrays [P, C, D]: ``diff`` (mean a - mean b), ``g, g_low, g_high``
+    (Hedges' g with its normal-approximation 95% CI, as ``stats.hedges_g``),
+    ``t_student, df_student, p_student``, ``t_welch, df_welch, p_welch`` and,
+    with ``reference`` (:func:`permutation_reference`), ``p_permutation``: the
+    share of reference relabellings whose |diff| reaches the observed |diff|
+    (``(1 + count) / (K + 1)`` for random relabellings, ``count / K`` when exact).
+    """
+    V = np.asarray(V, dtype=np.float64)
+    labels = np.atleast_2d(np.asarray(labels, bool))
+    if V.ndim != 3 or labels.shape[1] != V.shape[1]:
+        raise RobustnessError(f"values of shape {V.shape} and labels of shape {labels.shape} do not align")
+    na = int(labels[0].sum())
+    nb = V.shape[1] - na
+    if na < 2 or nb < 2 or (labels.sum(axis=1) != na).any():
+        raise RobustnessError(f"every label row needs the same group sizes, each at least 2 (got {na} and {nb})")
+    # Centre and scale per column: the tests are invariant to it and it keeps the sums well conditioned.
+    sd = V.std(axis=1, keepdims=True)
+    V = (V - V.mean(axis=1, keepdims=True)) / np.where(sd > 0, sd, 1.0)
+    V2 = V**2
+    ma, mb, va, vb = _sums(labels.astype(np.float64), V, V2, na, nb)
+    diff = ma - mb
+    n = na + nb
+    sp2 = ((na - 1) * va + (nb - 1) * vb) / (n - 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_s = diff / np.sqrt(sp2 * (1 / na + 1 / nb))
+        se2 = va / na + vb / nb
+        t_w = diff / np.sqrt(se2)
+        df_w = se2**2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1))
+        d = diff / np.sqrt(sp2)
+    j = 1 - 3 / (4 * n - 9)
+    se_d = np.sqrt(n / (na * nb) + d**2 / (2 * n))
+    out = {"diff": diff, "g": d * j, "g_low": (d - _Z975 * se_d) * j, "g_high": (d + _Z975 * se_d) * j,
+           "t_student": t_s, "df_student": np.full_like(t_s, n - 2), "p_student": 2 * sps.t.sf(np.abs(t_s), n - 2),
+           "t_welch": t_w, "df_welch": df_w, "p_welch": 2 * sps.t.sf(np.abs(t_w), df_w)}
+    if reference is not None:
+        R, exact = reference
+        W = R / na - (~R) / nb  # [K, n]: one relabelling's mean difference as a weighted sum
+        null = np.sort(np.abs(np.einsum("kn,cnd->cdk", W, V)), axis=-1)  # [C, D, K]
+        K = null.shape[-1]
+        obs = np.abs(diff)
+        # Relabellings with |diff| >= |obs| up to rounding (the observed split itself ties exactly).
+        tol = 1e-9 * np.maximum(1.0, obs)
+        count = np.empty(obs.shape)
+        C, D = null.shape[:2]
+        for c in range(C):
+            for dd in range(D):
+                count[:, c, dd] = K - np.searchsorted(null[c, dd], obs[:, c, dd] - tol[:, c, dd], side="left")
+        out["p_permutation"] = count / K if exact else (1 + count) / (K + 1)
+    return out
+
+
+# --------------------------------------------------------------------------- curve inputs
+
+
+@dataclass
+class CurveInputs:
+    """Projected values of every specification cell, ready for the tests.
+
+    ``cells``: one row per (``context_source, template_set, layer_choice``) with
+    ``layer`` (``"mean"``, the hidden-state index, or ``"best"`` when it differs
+    per dimension). ``values``: ``{population: [C, n, D] array}`` aligned with
+    ``cells`` rows, ``words[population]`` rows (``group, word``) and
+    ``dimensions``; ``spaces`` names each dimension's space (the Holm family).
+    ``groups``: ``{population: (group_a, group_b)}``; the gap is a - b.
+    ``best_layers``: per source and dimension the chosen layer with its accuracy
+    on the selection half and the held-out half. ``skipped``: ``step,
+    context_source, item, reason``. ``seconds``: wall time per step.
+    """
+
+    cells: pd.DataFrame
+    values: dict
+    words: dict
+    groups: dict
+    dimensions: tuple
+    spaces: tuple
+    best_layers: pd.DataFrame = field(default_factory=pd.DataFrame)
+    skipped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SKIPPED_COLUMNS))
+    seconds: dict = field(default_factory=dict)
+    model_id: str = ""
+
+
+@dataclass
+class TermEmbeddings:
+    """Extra terms embedded once: ``X`` [n, L, H] (Eq. 4, averaged over contexts), ``table``
+    (``projection.sense_embeddings``'s, ``n_embedded == 0`` = not embedded), ``skipped``."""
+
+    X: np.ndarray
+    table: pd.DataFrame
+    skipped: pd.DataFrame
+
+
+def term_embeddings(model, terms: pd.DataFrame, n_contexts: int = 5, seed: int = 0) -> TermEmbeddings:
+    """Embed the extra terms in their dictionary (WordNet) contexts, as ``space.direction_prediction`` does."""
+
+    ctx = build_contexts(terms, "dictionary", n_contexts, seed)
+    values, skipped, _ = embed_contexts(model, ctx.table)
+    X, table = projection.sense_embeddings(values, ctx.table)
+    skipped = pd.concat([ctx.skipped.assign(context="")[["sense_id", "term", "context", "reason"]], skipped],
+                        ignore_index=True)
+    return TermEmbeddings(X, table, skipped)
+
+
+def _space_columns(bases: Mapping[str, projection.PolarBasis]) -> tuple[list[str], list[str]]:
+    dims, spaces = [], []
+    for space in ("warmth_competence", "dimensions"):
+        if space in bases:
+            dims += list(bases[space].dimensions)
+            spaces += [space] * len(bases[space].dimensions)
+    return dims, spaces
+
+
+def project_all(bases: Mapping[str, projection.PolarBasis], X: np.ndarray) -> np.ndarray:
+    """Projections of ``X`` [n, L, H] on every axis of ``bases`` at every layer: [n, L, D]
+    (warmth/competence first, then the dimensions, as :func:`_space_columns` lists them)."""
+    parts = [projection.project(bases[s], X, "all") for s in ("warmth_competence", "dimensions") if s in bases]
+    return np.concatenate(parts, axis=2)
+
+
+def best_layers(model, space, selection: pd.DataFrame, terms: TermEmbeddings, held_out: pd.DataFrame,
+                n_contexts: int = 5, seed: int = 0) -> pd.DataFrame:
+    """Per dimension of ``space``, the layer with the best raw direction accuracy on ``selection``
+    (``space.direction_prediction(layer="all")``; ties go to the earlier layer) and that layer's
+    accuracy on ``held_out`` (from the once-embedded ``terms``).
+
+    Columns: ``context_source, dimension, layer, accuracy_selection, n_selection, accuracy_held_out, n_held_out``.
+    """
+
+    acc = direction_prediction(model, space, selection, n_contexts=n_contexts, layer="all", seed=seed,
+                               n_boot=20).accuracy
+    acc = acc[(acc["cutoff"] == "raw") & (acc["evaluation"] == "extra terms")]
+    keep = terms.table["sense_id"].isin(held_out["sense_id"]).to_numpy() & (terms.table["n_embedded"] > 0).to_numpy()
+    held = projection.own_dimension_values(space.bases, terms.X[keep], terms.table[keep], "all")
+    rows = []
+    for dim, a in acc.groupby("dimension", sort=False):
+        a = a.sort_values("layer", kind="stable")
+        best = a.loc[a["accuracy"].idxmax()]
+        h = held[(held["dimension"] == dim) & (held["layer"] == best["layer"])]
+        rows.append({"context_source": space.source, "dimension": dim, "layer": int(best["layer"]),
+                     "accuracy_selection": float(best["accuracy"]), "n_selection": int(best["n"]),
+                     "accuracy_held_out": float(((h["value"] > 0) == (h["direction"] == "high")).mean())
+                     if len(h) else np.nan, "n_held_out": len(h)})
+    return pd.DataFrame(rows)
+
+
+def cell_values(P: np.ndarray, layers: Sequence[int], dimensions: Sequence[str],
+                best: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+    """The four layer choices of projections ``P`` [n, L, D]: ``{choice: [n, D]}``.
+
+    ``middle`` is hidden state ``layers[len(layers) // 2]``; ``best`` takes each
+    dimension at ``best[dimension]`` (left out when ``best`` is None).
+    """
+    layers = list(layers)
+    out = {"mean": P.mean(axis=1), "last": P[:, -1], "middle": P[:, len(layers) // 2]}
+    if best is not None:
+        idx = [layers.index(int(best[d])) for d in dimensions]
+        out["best"] = P[:, idx, np.arange(len(dimensions))]
+    return out
+
+
+def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", "terms"), *,
+                         sources: Sequence[str] = CONTEXT_SOURCES, templates: Sequence[str] = DEFAULT_TEMPLATES,
+                         terms: pd.DataFrame | None = None, n_contexts: int = 5, seed: int = 0,
+                         limit: int | None = None, term_limit: int | None = None) -> tuple[CurveInputs, dict]:
+    """Build every space once, embed every population once per template set and the extra
+    terms once; return the projected values of every specification cell.
+
+    ``limit``: at most this many names per group (``profiles.limit_populations``);
+    ``term_limit``: at most this many extra terms per dimension and pole
+    (``dictionaries.limit_terms``). Returns ``(inputs, extras)`` with
+    ``extras = {"spaces": {source: StereotypeSpace}, "terms": TermEmbeddings,
+    "term_table": the extra terms used (both halves), "population_embeddings":
+    {template_set: PopulationEmbeddings}}`` for the axis null and the
+    tokenisation analysis.
+    """
+
+    seconds, skipped = {}, []
+    t0 = time.perf_counter()
+    spaces = {}
+    for source in sources:
+        try:
+            spaces[source] = build_space(model, dictionary, source, n_contexts, seed)
+        except Exception as exc:  # one unusable source must not hide the others; it is reported
+            skipped.append({"step": "space", "context_source": source, "item": "",
+                            "reason": f"{type(exc).__name__}: {exc}"})
+            continue
+        sp = spaces[source]
+        skipped += [{"step": "contexts", "context_source": source, "item": r.sense_id, "reason": r.reason}
+                    for r in pd.concat([sp.contexts.skipped, sp.skipped], ignore_index=True).itertuples()]
+    if not spaces:
+        raise RobustnessError("no context source gave a usable space: " + "; ".join(s["reason"] for s in skipped))
+    seconds["spaces"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    if terms is None:
+
+        terms = load_full_dictionary_terms()
+    first = next(iter(spaces.values()))
+    own = list(first.bases["dimensions"].dimensions) if "dimensions" in first.bases else []
+    terms = limit_terms(terms[terms["dimension"].isin(own)], term_limit, seed)
+    selection, held_out = split_terms(terms, seed)
+    term_table = pd.concat([selection, held_out], ignore_index=True)
+    term_emb = term_embeddings(model, term_table, n_contexts, seed)
+    skipped += [{"step": "extra terms", "context_source": "", "item": r.sense_id, "reason": r.reason}
+                for r in term_emb.skipped.itertuples()]
+    best = pd.concat([best_layers(model, sp, selection, term_emb, held_out, n_contexts, seed)
+                      for sp in spaces.values()], ignore_index=True)
+    seconds["extra_terms"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    pops, kinds = resolve_populations(populations)
+    pops = limit_populations(pops, limit)
+    sets = template_sets(templates)
+    pop_embs = {name: population_embeddings(model, pops, tpl, kind=kinds) for name, tpl in sets.items()}
+    seconds["populations"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    keys = ["population", "group", "word"]
+    common = None
+    for name, pe in pop_embs.items():
+        skipped += [{"step": f"templates {name}", "context_source": "", "item": f"{r.population}/{r.word}: {r.context}",
+                     "reason": r.reason} for r in pe.skipped.itertuples()]
+        idx = pd.MultiIndex.from_frame(pe.words[keys])
+        common = idx if common is None else common.intersection(idx, sort=False)
+    dims, space_of = _space_columns(first.bases)
+    cells, values = [], {p: [] for p in pops}
+    kept = common.to_frame(index=False)
+    words = {p: kept[kept["population"] == p][["group", "word"]].reset_index(drop=True) for p in pops}
+    groups = {}
+    for p, w in words.items():
+        g = list(dict.fromkeys(pops[p]))
+        if len(g) != 2:
+            raise RobustnessError(f"population {p!r} has groups {g}; the curve compares exactly two")
+        groups[p] = tuple(g)
+    for source, sp in spaces.items():
+        sdims, _ = _space_columns(sp.bases)
+        if sdims != dims:
+            skipped.append({"step": "space", "context_source": source, "item": "",
+                            "reason": f"axes {sdims} differ from {dims}; left out of the curve"})
+            continue
+        best_map = best[best["context_source"] == source].set_index("dimension")["layer"].to_dict()
+        use_best = set(dims) <= set(best_map)
+        for tname, pe in pop_embs.items():
+            P = project_all(sp.bases, pe.values)
+            row_of = {k: i for i, k in enumerate(pe.words[keys].itertuples(index=False, name=None))}
+            choices = cell_values(P, pe.layers, dims, best_map if use_best else None)
+            label = {"mean": "mean", "last": str(pe.layers[-1]), "middle": str(pe.layers[len(pe.layers) // 2]),
+                     "best": "best"}
+            for choice, M in choices.items():
+                cells.append({"context_source": source, "template_set": tname, "layer_choice": choice,
+                              "layer": label[choice]})
+                for p, w in words.items():
+                    values[p].append(M[[row_of[(p, g, x)] for g, x in zip(w["group"], w["word"])]])
+    seconds["projection"] = time.perf_counter() - t0
+    inputs = CurveInputs(pd.DataFrame(cells), {p: np.stack(v) for p, v in values.items()}, words, groups,
+                         tuple(dims), tuple(space_of), best, pd.DataFrame(skipped, columns=SKIPPED_COLUMNS),
+                         seconds, getattr(model, "model_id", str(model)))
+    return inputs, {"spaces": spaces, "terms": term_emb, "term_table": term_table, "population_embeddings": pop_embs}
+
+
+# --------------------------------------------------------------------------- the curve and its joint test
+
+#: Columns of :func:`specification_curve`'s ``specs`` table.
+SPEC_COLUMNS = ["population", "context_source", "template_set", "layer_choice", "layer", "test_choice", "space",
+                "dimension", "group_a", "group_b", "diff", "expected_sign", "agrees", "significant",
+                "test", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size", "ci_low", "ci_high",
+                "n"]
+
+
+def _adjusted(res: dict, spaces: np.ndarray) -> dict[str, np.ndarray]:
+    """Holm over the dimensions of each space, per specification cell and test: {test: [P, C, D]}."""
+    out = {}
+    for test in TESTS:
+        p = res[f"p_{test}"]
+        adj = np.empty_like(p)
+        for s in dict.fromkeys(spaces):
+            cols = np.flatnonzero(spaces == s)
+            adj[..., cols] = holm(p[..., cols], axis=-1)
+        out[test] = adj
+    return out
+
+
+def _joint_statistics(g: np.ndarray, padj: dict, expected: np.ndarray, alpha: float) -> dict[str, np.ndarray]:
+    """The joint test's statistics per label row and dimension: [P, D] each (module docstring)."""
+    sig = np.stack([padj[t] < alpha for t in TESTS], axis=1)  # [P, T, C, D]
+    sign = np.sign(g)[:, None]
+    pos, neg = (sig & (sign > 0)).sum(axis=(1, 2)), (sig & (sign < 0)).sum(axis=(1, 2))
+    med = np.median(g, axis=1)  # every test shares the cell's g, so the median over cells is the curve's
+    n_agree = np.where(expected > 0, pos, np.where(expected < 0, neg, np.maximum(pos, neg)))
+    med_eff = np.where(expected != 0, med * expected, np.abs(med))
+    return {"n_agree_significant": n_agree, "median_effect": med_eff}
+
+
+@dataclass
+class SpecificationCurve:
+    """``specs``: one row per population x cell x test x dimension (:data:`SPEC_COLUMNS`;
+    ``agrees``: sign as :data:`EXPECTED_SIGN` and ``p_adj < alpha``, NA where the paper
+    gives no sign). ``summary``: per population and dimension ``n_specs,
+    share_agree_sign, share_agree_significant`` (NaN without an expected sign),
+    ``share_positive_significant, share_negative_significant``, and per joint
+    statistic its observed value, null median and p. ``joint_null``: the
+    permutation distributions (``population, dimension, permutation, statistic, value``)."""
+
+    specs: pd.DataFrame
+    summary: pd.DataFrame
+    joint_null: pd.DataFrame
+    seconds: float
+
+
+def specification_curve(inputs: CurveInputs, *, n_permutations: int = 200, n_perm_test: int = 2000,
+                        seed: int = 0, alpha: float = 0.05, expected: Mapping[str, int] | None = None,
+                        chunk: int = 50) -> SpecificationCurve:
+    """Every specification's test and the joint test (module docstring).
+
+    ``n_permutations``: relabellings of the joint null (>= 200 recommended);
+    ``n_perm_test``: relabellings of the per-specification permutation test
+    (exact enumeration when the population has no more distinct splits).
+    """
+    expected = dict(EXPECTED_SIGN if expected is None else expected)
+    t0 = time.perf_counter()
+    spaces = np.array(inputs.spaces)
+    exp = np.array([expected.get(d, 0) for d in inputs.dimensions])
+    specs, summary, nulls = [], [], []
+    for pi, (pop, V) in enumerate(inputs.values.items()):
+        ga, gb = inputs.groups[pop]
+        y = (inputs.words[pop]["group"] == ga).to_numpy()
+        n, na = len(y), int(y.sum())
+        ref = permutation_reference(n, na, n_perm_test, seed + 1 + pi)
+        obs = group_tests(V, y[None], ref)
+        padj = _adjusted(obs, spaces)
+        specs.append(_spec_rows(inputs, pop, obs, padj, exp, alpha))
+        stat_obs = _joint_statistics(obs["g"], padj, exp, alpha)
+        rng = np.random.default_rng(seed + 1000 + pi)
+        perm_labels = np.stack([y[rng.permutation(n)] for _ in range(n_permutations)])
+        null = {k: [] for k in JOINT_STATISTICS}
+        for b0 in range(0, n_permutations, chunk):
+            res = group_tests(V, perm_labels[b0:b0 + chunk], ref)
+            st = _joint_statistics(res["g"], _adjusted(res, spaces), exp, alpha)
+            for k in JOINT_STATISTICS:
+                null[k].append(st[k])
+        null = {k: np.concatenate(v) for k, v in null.items()}  # [B, D]
+        sp = specs[-1]
+        for di, dim in enumerate(inputs.dimensions):
+            s = sp[sp["dimension"] == dim]
+            sig = s["p_adj"] < alpha
+            row = {"population": pop, "dimension": dim, "space": inputs.spaces[di], "group_a": ga, "group_b": gb,
+                   "expected_sign": int(exp[di]), "n_specs": len(s),
+                   "share_agree_sign": float((np.sign(s["effect_size"]) == exp[di]).mean()) if exp[di] else np.nan,
+                   "share_agree_significant": float(s["agrees"].astype(float).mean()) if exp[di] else np.nan,
+                   "share_positive_significant": float((sig & (s["effect_size"] > 0)).mean()),
+                   "share_negative_significant": float((sig & (s["effect_size"] < 0)).mean()),
+                   "median_g": float(np.median(s["effect_size"])),
+                   "n_permutations": n_permutations}
+            for k in JOINT_STATISTICS:
+                o, nv = float(stat_obs[k][0, di]), null[k][:, di]
+                row[k] = o
+                row[f"{k}_null_median"] = float(np.median(nv))
+                row[f"{k}_p"] = float((1 + (nv >= o - 1e-12).sum()) / (len(nv) + 1))
+                nulls.append(pd.DataFrame({"population": pop, "dimension": dim, "permutation": np.arange(len(nv)),
+                                           "statistic": k, "value": nv}))
+            summary.append(row)
+    return SpecificationCurve(pd.concat(specs, ignore_index=True), pd.DataFrame(summary),
+                              pd.concat(nulls, ignore_index=True), time.perf_counter() - t0)
+
+
+def _spec_rows(inputs: CurveInputs, pop: str, obs: dict, padj: dict, exp: np.ndarray, alpha: float) -> pd.DataFrame:
+    ga, gb = inputs.groups[pop]
+    C, D = len(inputs.cells), len(inputs.dimensions)
+    n = len(inputs.words[pop])
+    frames = []
+    stat = {"student": ("t_student", "df_student"), "welch": ("t_welch", "df_welch"), "permutation": ("diff", None)}
+    for test in TESTS:
+        sc, dc = stat[test]
+        cells = inputs.cells.loc[np.repeat(np.arange(C), D)].reset_index(drop=True)
+        f = cells.assign(population=pop, test_choice=test, space=np.tile(inputs.spaces, C),
+                         dimension=np.tile(inputs.dimensions, C), group_a=ga, group_b=gb,
+                         diff=obs["diff"][0].ravel(), expected_sign=np.tile(exp, C),
+                         test=TEST_NAMES[test],
+                         statistic=obs[sc][0].ravel(), df=obs[dc][0].ravel() if dc else np.nan,
+                         p=obs[f"p_{test}"][0].ravel(), p_adj=padj[test][0].ravel(), adj_method="holm",
+                         effect="hedges_g", effect_size=obs["g"][0].ravel(), ci_low=obs["g_low"][0].ravel(),
+                         ci_high=obs["g_high"][0].ravel(), n=n)
+        frames.append(f)
+    out = pd.concat(frames, ignore_index=True)
+    out["significant"] = out["p_adj"] < alpha
+    agrees = (np.sign(out["effect_size"]) == out["expected_sign"]) & out["significant"]
+    out["agrees"] = agrees.astype("boolean").where(out["expected_sign"] != 0, pd.NA)
+    return out[SPEC_COLUMNS]
+
+
+# --------------------------------------------------------------------------- axis validity against a null
+
+#: Columns of :func:`axis_null`.
+AXIS_NULL_COLUMNS = ["model_id", "context_source", "space", "dimension", "layer", "accuracy", "null_mean", "null_low",
+                     "null_high", "p", "beats_null", "n_terms", "n_permutations"]
+
+
+def _shuffled_high(senses: pd.DataFrame, idx: np.ndarray, n_permutations: int, rng) -> np.ndarray:
+    """[K, len(idx)] bool: the high label after permuting the labels within each member dimension."""
+    dims = senses["dimension"].to_numpy()[idx]
+    high = (senses["direction"].to_numpy()[idx] == "high")
+    out = np.empty((n_permutations, len(idx)), bool)
+    for k in range(n_permutations):
+        h = high.copy()
+        for dim in dict.fromkeys(dims):
+            pos = np.flatnonzero(dims == dim)
+            h[pos] = high[rng.permutation(pos)]
+        out[k] = h
+    return out
+
+
+def pinv_row(directions: np.ndarray, d: int) -> np.ndarray:
+    """Row ``d`` of ``pinv(A.T)`` for every stacked basis ``A = directions[..., :, :]`` ([..., D, H]).
+
+    For ``A`` of full row rank, ``pinv(A.T) = (A A.T)^-1 A``, so row ``d`` is the
+    ``d``-th row of the inverse Gram matrix times ``A``: a D x D solve instead of an
+    SVD of the H x D matrix. A singular Gram matrix falls back to ``numpy.linalg.pinv``.
+    """
+    A = np.asarray(directions, dtype=np.float64)
+    G = A @ np.swapaxes(A, -1, -2)
+    e = np.zeros(G.shape[:-1] + (1,))
+    e[..., d, 0] = 1.0
+    try:
+        coef = np.linalg.solve(G, e)[..., 0]  # G is symmetric: its inverse's row d is this column
+    except np.linalg.LinAlgError:
+        return np.linalg.pinv(np.swapaxes(A, -1, -2))[..., d, :]
+    return np.einsum("...f,...fh->...h", coef, A)
+
+
+def axis_null(space, terms: TermEmbeddings, *, n_permutations: int = 200, seed: int = 0,
+              alpha: float = 0.05, chunk: int = 50) -> pd.DataFrame:
+    """Direction accuracy of the extra terms per axis and layer against a label-shuffling null.
+
+    For each axis of each basis of ``space``, the seed senses' pole labels are
+    permuted within the axis's dimension (within each member dimension for
+    warmth/competence) ``n_permutations`` times. Each permutation's poles are
+    averaged from the cached ``space.sense_emb`` (Eq. 2), the axis's row of the
+    basis directions is replaced by their difference (Eq. 3; the other axes
+    stay as they are) and the axis's row of the pseudo-inverse is recomputed,
+    batched over permutations and layers (:func:`pinv_row`; tested equal to
+    rebuilding with ``projection.polar_basis``); the terms of that axis are
+    re-projected.
+    Accuracy uses the raw cut-off (value > 0 predicts high), as Table 2.
+    ``layer`` is the hidden-state index or ``"mean"`` (mean of the projections
+    over layers). ``p = (1 + #null >= observed) / (1 + n_permutations)``;
+    ``null_low``/``null_high``: the null's 2.5/97.5 percentiles;
+    ``beats_null = p < alpha``.
+    """
+    rng = np.random.default_rng(seed)
+    ok = terms.table["n_embedded"].to_numpy() > 0
+    X, table = terms.X[ok], terms.table[ok].reset_index(drop=True)
+    S = space.sense_emb
+    usable = space.senses["n_embedded"].to_numpy() > 0
+    rows = []
+    for space_name, basis in space.bases.items():
+        groups = projection.space_groups(space.senses, space_name)
+        for d, axis in enumerate(basis.dimensions):
+            sel = table["dimension"].isin(groups[axis]).to_numpy()
+            if not sel.any():
+                continue
+            Xa = X[sel]
+            high = (table.loc[sel, "direction"] == "high").to_numpy()
+            idx = np.flatnonzero(usable & space.senses["dimension"].isin(groups[axis]).to_numpy())
+            H = _shuffled_high(space.senses, idx, n_permutations, rng).astype(np.float64)  # [K, n]
+            flat = S[idx].reshape(len(idx), -1)
+            W = np.empty((n_permutations + 1,) + basis.pinv[:, d].shape)  # [K+1, L, H]
+            W[0] = basis.pinv[:, d]
+            for k0 in range(0, n_permutations, chunk):
+                h = H[k0:k0 + chunk]
+                diff = (h @ flat / h.sum(axis=1, keepdims=True)
+                        - (1 - h) @ flat / (1 - h).sum(axis=1, keepdims=True)).reshape(len(h), *S.shape[1:])
+                directions = np.repeat(basis.directions[None], len(h), axis=0)  # [k, L, D, H]
+                directions[:, :, d] = diff
+                W[1 + k0:1 + k0 + len(h)] = pinv_row(directions, d)
+            vals = np.stack([Xa[:, li] @ W[:, li].T for li in range(len(basis.layers))], axis=1)  # [n, L, K+1]
+            acc = ((vals > 0) == high[:, None, None]).mean(axis=0)  # [L, K+1]
+            acc_mean = ((vals.mean(axis=1) > 0) == high[:, None]).mean(axis=0)  # [K+1]
+            for label, a in [*zip(basis.layers, acc), ("mean", acc_mean)]:
+                nv = a[1:]
+                p = (1 + (nv >= a[0] - 1e-12).sum()) / (n_permutations + 1)
+                rows.append({"model_id": space.model_id, "context_source": space.source, "space": space_name,
+                             "dimension": axis, "layer": str(label), "accuracy": float(a[0]),
+                             "null_mean": float(nv.mean()), "null_low": float(np.percentile(nv, 2.5)),
+                             "null_high": float(np.percentile(nv, 97.5)), "p": float(p), "beats_null": bool(p < alpha),
+                             "n_terms": int(sel.sum()), "n_permutations": n_permutations})
+    return pd.DataFrame(rows, columns=AXIS_NULL_COLUMNS)
+
+
+# --------------------------------------------------------------------------- tokenisation confound
+
+
+def word_token_count(tokenizer, context: str, word: str) -> int:
+    """Number of subword tokens ``word`` takes at its first occurrence in ``context`` (as ``embeddings`` locates it)."""
+
+    span = find_word(context, word)
+    if span is None:
+        raise RobustnessError(f"word {word!r} not found in {context!r}")
+    enc = tokenizer(context, return_offsets_mapping=True)
+    return len(token_indices(enc["offset_mapping"], span))
+
+
+def token_table(model, words: pd.DataFrame, template: str = DEFAULT_TEMPLATES[0]) -> pd.DataFrame:
+    """Token count of every word inside ``template`` (by default "this is {word}": mid-sentence,
+    after a space, where most templates put it). ``words``: ``population, group, word`` and
+    optionally ``article`` (``PopulationEmbeddings.words``). Adds ``context, n_tokens``."""
+
+    out = words.copy()
+    article = out["article"] if "article" in out else pd.Series(False, index=out.index)
+    out["context"] = [fill_template(template, w, bool(a)) for w, a in zip(out["word"], article)]
+    out["n_tokens"] = [word_token_count(model.tokenizer, c, w) for c, w in zip(out["context"], out["word"])]
+    return out
+
+
+def token_shares(tokens: pd.DataFrame) -> pd.DataFrame:
+    """Per population and group: ``n, n_one_token, n_multi_token, share_one_token, mean_tokens``."""
+    g = tokens.groupby(["population", "group"], sort=False)["n_tokens"]
+    out = g.agg(n="size", n_one_token=lambda v: int((v == 1).sum()), mean_tokens="mean").reset_index()
+    out["n_multi_token"] = out["n"] - out["n_one_token"]
+    out["share_one_token"] = out["n_one_token"] / out["n"]
+    return out[["population", "group", "n", "n_one_token", "n_multi_token", "share_one_token", "mean_tokens"]]
+
+
+def ols(y: np.ndarray, X: np.ndarray, names: Sequence[str]) -> pd.DataFrame:
+    """Least squares with classical (homoskedastic) standard errors.
+
+    ``X`` [n, k] must include the intercept column if one is wanted. Columns:
+    ``term, coef, se, t, df, p, ci_low, ci_high`` (t-based 95% CI).
+    """
+    y, X = np.asarray(y, float), np.asarray(X, float)
+    n, k = X.shape
+    if n <= k:
+        raise RobustnessError(f"{n} observations for {k} coefficients")
+    if np.linalg.matrix_rank(X) < k:
+        raise RobustnessError(f"the design of {list(names)} is rank deficient (a regressor is constant or collinear)")
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    resid = y - X @ coef
+    df = n - k
+    sigma2 = resid @ resid / df
+    se = np.sqrt(np.diag(sigma2 * np.linalg.inv(X.T @ X)))
+    t = coef / se
+    q = sps.t.ppf(0.975, df)
+    return pd.DataFrame({"term": list(names), "coef": coef, "se": se, "t": t, "df": df,
+                         "p": 2 * sps.t.sf(np.abs(t), df), "ci_low": coef - q * se, "ci_high": coef + q * se})
+
+
+def token_regression(values: pd.DataFrame, tokens: pd.DataFrame, group_a: str = "female") -> pd.DataFrame:
+    """Does the gap survive the token count? Per population and dimension, three fits of ``z``:
+
+    ``gender``: z ~ 1 + [group == group_a]; ``gender + tokens``: z ~ 1 + [group ==
+    group_a] + n_tokens; ``one-token words``: z ~ 1 + [group == group_a] on the
+    words of one token only (matched on token count; left out when a group has
+    fewer than two). ``values``: ``population, group, word, dimension, z``;
+    ``tokens``: :func:`token_table`. Columns: ``population, dimension, model,
+    term`` (``group_a`` = the gap, ``n_tokens``), ``coef, se, t, df, p, ci_low, ci_high, n``.
+    """
+    data = values.merge(tokens[["population", "group", "word", "n_tokens"]], on=["population", "group", "word"])
+    rows = []
+    for (pop, dim), d in data.groupby(["population", "dimension"], sort=False):
+        a = (d["group"] == group_a).to_numpy(float)
+        one = (d["n_tokens"] == 1).to_numpy()
+        fits = [("gender", np.column_stack([np.ones(len(d)), a]), ["intercept", group_a], slice(None))]
+        if d["n_tokens"].nunique() > 1:
+            fits.append(("gender + tokens", np.column_stack([np.ones(len(d)), a, d["n_tokens"]]),
+                         ["intercept", group_a, "n_tokens"], slice(None)))
+        if min(a[one].sum(), (1 - a[one]).sum()) >= 2:
+            fits.append(("one-token words", np.column_stack([np.ones(one.sum()), a[one]]), ["intercept", group_a], one))
+        for name, X, names, keep in fits:
+            fit = ols(d["z"].to_numpy()[keep], X, names)
+            rows.append(fit[fit["term"] != "intercept"].assign(population=pop, dimension=dim, model=name, n=len(X)))
+    out = pd.concat(rows, ignore_index=True)
+    return out[["population", "dimension", "model", "term", "coef", "se", "t", "df", "p", "ci_low", "ci_high", "n"]]
+
+
+def default_cell_values(inputs: CurveInputs, population: str, context_source: str = "generated",
+                        template_set: str = "original", layer_choice: str = "mean") -> pd.DataFrame:
+    """The projected values of one cell as a long table ``population, group, word, dimension, z``
+    (z-standardised over the population's words, population SD, as ``profiles.standardise``)."""
+    c = inputs.cells
+    hit = np.flatnonzero((c["context_source"] == context_source) & (c["template_set"] == template_set)
+                         & (c["layer_choice"] == layer_choice))
+    if not len(hit):
+        raise RobustnessError(f"no cell {context_source}/{template_set}/{layer_choice} in the curve inputs")
+    M = inputs.values[population][hit[0]]
+    Z = (M - M.mean(axis=0)) / M.std(axis=0)
+    w = inputs.words[population]
+    return pd.DataFrame({"population": population, "group": np.repeat(w["group"].to_numpy(), Z.shape[1]),
+                         "word": np.repeat(w["word"].to_numpy(), Z.shape[1]),
+                         "dimension": np.tile(inputs.dimensions, len(w)), "z": Z.ravel()})
+
+
+def template_gap(specs: pd.DataFrame, context_source: str = "generated", layer_choice: str = "mean",
+                 test_choice: str = "welch") -> pd.DataFrame:
+    """The gap per template set at one context source, layer choice and test: does it
+    change when the word is never token 0? Columns: ``population, dimension, template_set,
+    effect_size, ci_low, ci_high, p, p_adj``."""
+    s = specs[(specs["context_source"] == context_source) & (specs["layer_choice"] == layer_choice)
+              & (specs["test_choice"] == test_choice)]
+    return s[["population", "dimension", "template_set", "effect_size", "ci_low", "ci_high", "p", "p_adj"]
+             ].reset_index(drop=True)
+
+
+def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.DataFrame, population: str = "names",
+                     dimensions: Sequence[str] = ("warmth", "competence"), alpha: float = 0.05) -> str:
+    """One plain sentence per dimension: does the population's gap survive the controls?
+
+    It *survives* when the gap keeps its sign and stays significant (p < alpha)
+    with the token count in the regression (when token counts vary at all) and
+    in both template sets where the word is not the first word (``not_first``,
+    ``lead_in``); the share of
+    agreeing specifications and the joint test's p come from ``summary``.
+    """
+    lines = []
+    for dim in dimensions:
+        reg = regression[(regression["population"] == population) & (regression["dimension"] == dim)]
+        base = reg[(reg["model"] == "gender") & (reg["term"] != "n_tokens")]
+        ctrl = reg[(reg["model"] == "gender + tokens") & (reg["term"] != "n_tokens")]
+        gp = gaps[(gaps["population"] == population) & (gaps["dimension"] == dim)].set_index("template_set")
+        sm = summary[(summary["population"] == population) & (summary["dimension"] == dim)]
+        if base.empty or sm.empty:
+            lines.append(f"{population}, {dim}: not measured in this run.")
+            continue
+        b = base.iloc[0]
+        sign = np.sign(b["coef"])
+        checks = []
+        if len(ctrl):
+            c = ctrl.iloc[0]
+            checks.append((np.sign(c["coef"]) == sign and c["p"] < alpha,
+                           f"with the token count controlled the gap is {c['coef']:+.2f} SD (p = {c['p']:.3g})"))
+        else:  # token_regression leaves the control out only when every word has the same token count
+            checks.append((True, "every word takes the same number of tokens, so the token count cannot explain it"))
+        for tset in ("not_first", "lead_in"):
+            if tset in gp.index:
+                r = gp.loc[tset]
+                checks.append((np.sign(r["effect_size"]) == sign and r["p_adj"] < alpha,
+                               f"with the {tset} templates g = {r['effect_size']:+.2f} (p_holm = {r['p_adj']:.3g})"))
+        s = sm.iloc[0]
+        share = ("" if pd.isna(s["share_agree_significant"]) else
+                 f" {s['share_agree_significant']:.0%} of {int(s['n_specs'])} specifications agree with the paper "
+                 f"and are significant (joint test p = {s['n_agree_significant_p']:.3g}).")
+        if b["p"] >= alpha:
+            verdict = "there is no significant gap to begin with"
+        elif all(ok for ok, _ in checks):
+            verdict = "the gap survives the controls"
+        else:
+            verdict = "the gap does not survive the controls"
+        lines.append(f"{population}, {dim}: gap {b['coef']:+.2f} SD (p = {b['p']:.3g}); "
+                     + "; ".join(t for _, t in checks) + f": {verdict}." + share)
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- per model and across models
+
+#: Tables the notebook writes (``<name>.parquet``/``.csv`` in the model's results folder).
+SUMMARY_TABLE = "robustness_summary"
+AXIS_NULL_TABLE = "robustness_axis_null"
+
+
+def axis_verdicts(null: pd.DataFrame, context_source: str = "generated", layer: str = "mean") -> pd.DataFrame:
+    """Table 2's column from the null: per axis at one context source and layer,
+    ``dimension, accuracy, null_low, null_high, p, beats_null, axis`` (``axis`` reads
+    ``"beats the null"`` or ``"not better than the null"``)."""
+    v = null[(null["context_source"] == context_source) & (null["layer"] == str(layer))]
+    v = v[["dimension", "accuracy", "null_low", "null_high", "p", "beats_null"]].reset_index(drop=True)
+    return v.assign(axis=np.where(v["beats_null"], "beats the null", "not better than the null"))
+
+
+def robustness_summary(curve: SpecificationCurve, null: pd.DataFrame, model_id: str,
+                       context_source: str = "generated", layer: str = "mean") -> pd.DataFrame:
+    """Per population and dimension: the curve's summary plus whether the axis beats the
+    null at the headline setting (``context_source``, ``layer``) and in how many layers."""
+    n = null[null["context_source"] == context_source]
+    head = n[n["layer"] == layer].set_index("dimension")
+    per_layer = n[n["layer"] != layer].groupby("dimension")["beats_null"].mean()
+    out = curve.summary.copy()
+    out.insert(0, "model_id", model_id)
+    out["axis_accuracy"] = out["dimension"].map(head["accuracy"])
+    out["axis_p"] = out["dimension"].map(head["p"])
+    out["axis_beats_null"] = out["dimension"].map(head["beats_null"]).astype("boolean")
+    out["share_layers_beating_null"] = out["dimension"].map(per_layer)
+    return out
+
+
+def cross_model_summary(models: Sequence[str],
+                        results_dir: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per model, population and dimension: the share of agreeing specifications, the joint
+    test's p and whether the axis beats the null, read from each model folder's
+    :data:`SUMMARY_TABLE`. Returns ``(table, skipped)`` (models without the table)."""
+
+    stacked, skipped = read_results(models, SUMMARY_TABLE, results_dir)
+    cols = ["model_id", "population", "dimension", "expected_sign", "n_specs", "share_agree_significant",
+            "share_positive_significant", "share_negative_significant", "median_g", "n_agree_significant_p",
+            "axis_accuracy", "axis_p", "axis_beats_null"]
+    if stacked.empty:
+        return pd.DataFrame(columns=cols), skipped
+    return stacked[cols].reset_index(drop=True), skipped

@@ -1,0 +1,129 @@
+"""The extra terms' generated contexts: the committed data file, and Table 2 with either context source."""
+
+import json
+
+import numpy as np
+import pytest
+
+from bias_utils import contexts as C
+from bias_utils.dictionaries import load_full_dictionary_terms
+
+
+@pytest.fixture(scope="module")
+def extra():
+    return C.read_extra_contexts()
+
+
+def test_extra_contexts_file_records_its_settings(extra):
+    _, settings = extra
+    for key in ("model_id", "seed", "generation", "prompt_template", "filter_version", "chat", "n_keep",
+                "n_terms_done", "n_terms_total", "command"):
+        assert key in settings, key
+    assert settings["prompt_template"] == C.GENERATION_INSTRUCTION
+    assert set(settings["generation"]) >= {"n_samples", "max_new_tokens", "temperature", "top_p"}
+    assert C.extra_contexts_path().stat().st_size < 2_000_000
+
+
+def test_extra_contexts_file_rows_are_usable_contexts_of_real_terms(extra):
+    table, settings = extra
+    assert len(table) == settings["n_terms_done"] and table["term"].is_unique
+    full = load_full_dictionary_terms().set_index("term")
+    assert set(table["term"]) <= set(full.index)
+    pole = ["dimension", "direction"]
+    assert (full.loc[table["term"], pole].to_numpy() == table[pole].to_numpy()).all()
+    assert (table["n_generated"] == settings["generation"]["n_samples"]).all()
+    assert (table["contexts"].str.len() <= settings["n_keep"]).all()
+    # Every kept context passes the filters of the recorded version: the term as a word, no gender marker,
+    # no quality issue; and every generated sample is either kept or counted as a drop.
+    names = C._names()
+    for r in table.itertuples():
+        for c in r.contexts:
+            assert C.contains_term(c, r.term), (r.term, c)
+            assert not C.gender_markers(c, r.term, names), (r.term, c)
+            if settings["filter_version"] == C.FILTER_VERSION:
+                assert C.quality_issue(c, r.term, r.dimension) is None, (r.term, c)
+        accounted = len(r.contexts) + sum(r.dropped.values())
+        # Fewer than n_keep kept: every sample was kept or dropped; otherwise the surplus was not needed.
+        assert accounted == r.n_generated if len(r.contexts) < settings["n_keep"] else accounted <= r.n_generated
+
+
+def test_coverage_counts_the_file(extra):
+    table, _ = extra
+    cov = C.extra_coverage()
+    total = cov[cov["dimension"] == "total"].iloc[0]
+    assert total["n_terms"] == len(load_full_dictionary_terms())
+    assert total["n_generated"] == len(table)
+    assert total["n_covered"] == (table["contexts"].str.len() > 0).sum()
+    per = cov[cov["dimension"] != "total"]
+    assert per["n_covered"].sum() == total["n_covered"] and (per["coverage"] <= 1).all()
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(C.ContextError, match="generate-extra"):
+        C.read_extra_contexts(tmp_path / "none.jsonl")
+
+
+@pytest.mark.slow
+def test_direction_prediction_with_generated_and_wordnet_term_contexts(tmp_path, extra):
+    from bias_utils import space
+    from bias_utils.dictionaries import load_seed_dictionary
+    from bias_utils.models import load_model
+
+    table, settings = extra
+    # A small slice: two covered terms per warmth/competence member dimension and pole ...
+    covered = table[table["contexts"].str.len() > 0]
+    dims = ["sociability", "morality", "ability", "agency"]
+    pick = covered[covered["dimension"].isin(dims)].groupby(["dimension", "direction"]).head(2)
+    # ... and one of them left out of a copy of the file: its generated contexts are "missing".
+    missing = pick.iloc[0]["term"]
+    path = tmp_path / "extra.jsonl"
+    rows = [json.dumps({**r._asdict(), "contexts": list(r.contexts)}) for r in table.itertuples(index=False)
+            if r.term != missing]
+    path.write_text("\n".join(rows) + "\n")
+    path.with_suffix(".json").write_text(json.dumps(settings))
+    full = load_full_dictionary_terms()
+    terms = full[full["term"].isin(pick["term"])]
+
+    model = load_model("minilm-l6")
+    sp = space.build_space(model, load_seed_dictionary())
+    gen = space.direction_prediction(model, sp, terms, n_boot=50, contexts_file=path)
+    wn = space.direction_prediction(model, sp, terms, n_boot=50, term_contexts="dictionary")
+
+    assert set(gen.accuracy["term_contexts"]) == {"generated"} and set(wn.accuracy["term_contexts"]) == {"dictionary"}
+    assert gen.skipped["term"].tolist() == [missing]
+    assert "not in the generated contexts file" in gen.skipped["reason"].item()
+    # (The space's other dimensions have no extra term in the slice: they are evaluated leave-one-out.)
+    gen_values, wn_values = (r.values[r.values["evaluation"] == "extra terms"] for r in (gen, wn))
+    assert set(gen_values["term"]) == set(pick["term"]) - {missing}
+    assert set(wn_values["term"]) == set(pick["term"]) and wn.skipped.empty
+    # The two sources embed different sentences, so the projections differ term by term.
+    both = gen_values.merge(wn_values, on=["term", "term_dimension"], suffixes=("_gen", "_wn"))
+    assert len(both) and not np.allclose(both["value_gen"], both["value_wn"])
+    n = gen.accuracy.query("cutoff == 'raw' and dimension in @dims").set_index("dimension")["n"]
+    assert n.sum() == len(pick) - 1
+    # With a limit, the sample is drawn among the terms that have a generated context; the others stay recorded.
+    lim = space.direction_prediction(model, sp, terms, n_boot=20, contexts_file=path, limit=1)
+    lim_values = lim.values[lim.values["evaluation"] == "extra terms"]
+    kept = pick[pick["term"] != missing]
+    assert lim_values["term"].nunique() == kept.groupby(["dimension", "direction"]).ngroups
+    assert set(lim_values["term"]) <= set(kept["term"]) and lim.skipped["term"].tolist() == [missing]
+    with pytest.raises(ValueError, match="term_contexts"):
+        space.direction_prediction(model, sp, terms, term_contexts="wordnet")
+
+
+@pytest.mark.slow
+def test_generate_extra_contexts_writes_and_resumes(tmp_path):
+    path = tmp_path / "extra.jsonl"
+    settings = {"n_samples": 2, "max_new_tokens": 24}
+    terms = load_full_dictionary_terms().head(40)
+    C.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=3, chunk=2,
+                              progress=False)
+    first = path.read_text()
+    table, meta = C.read_extra_contexts(path)
+    assert len(table) == 3 == meta["n_terms_done"] and meta["n_terms_total"] == 40
+    assert meta["generation"] == {**C.GENERATION_SETTINGS, **settings} and meta["seed"] == 0
+    assert set(table["term"]) <= set(terms["term"]) and (table["n_generated"] == 2).all()
+    # A rerun takes every completion from the generation cache: the same file.
+    C.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=3, chunk=2,
+                              progress=False)
+    assert path.read_text() == first

@@ -1,0 +1,212 @@
+"""The package's declared structure: ``__all__`` against DESIGN.md, imports, notebook parameters, run keys, docs."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import re
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from bias_utils import book, paths
+
+MODULES = sorted(p.stem for p in book.PACKAGE_DIR.glob("*.py") if p.stem != "__init__")
+NOTEBOOKS = sorted(book.NOTEBOOKS_DIR.glob("*.ipynb"))
+
+
+def _tree(module: str) -> ast.Module:
+    return ast.parse((book.PACKAGE_DIR / f"{module}.py").read_text(encoding="utf-8"))
+
+
+def _defined_public(module: str) -> set[str]:
+    """Top-level functions and classes a module defines without a leading underscore."""
+    return {n.name for n in _tree(module).body
+            if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")}
+
+
+def _design_table() -> dict[str, list[str]]:
+    """DESIGN.md's module table: module -> the names its API column lists (inside backticks)."""
+    rows = {}
+    for line in (paths.ROOT / "DESIGN.md").read_text(encoding="utf-8").splitlines():
+        m = re.match(r"\| `(\w+)` \|[^|]*\|(.*)\|\s*$", line)
+        if not m:
+            continue
+        names = []
+        for span in re.findall(r"`([^`]+)`", m.group(2)):
+            if span.startswith("python "):
+                continue
+            while re.search(r"\([^()]*\)", span):  # drop argument lists, innermost first
+                span = re.sub(r"\([^()]*\)", "", span)
+            names += [re.match(r"\s*(\w+)", part).group(1) for part in span.split(",")]
+        rows[m.group(1)] = names
+    return rows
+
+
+def _code_cells(nb_path) -> list:
+    return [c for c in nbformat.read(nb_path, as_version=4).cells if c.cell_type == "code"]
+
+
+def _parse(source: str) -> ast.Module:
+    return ast.parse("\n".join(ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))))
+
+
+# --------------------------------------------------------------------------- declared API
+
+
+def test_every_module_declares_all_completely():
+    for module in MODULES + ["__init__"]:
+        mod = importlib.import_module(f"bias_utils.{module}" if module != "__init__" else "bias_utils")
+        declared = getattr(mod, "__all__", None)
+        assert declared is not None, f"{module} has no __all__"
+        assert len(declared) == len(set(declared)), f"{module}.__all__ lists a name twice"
+        missing = [n for n in declared if not hasattr(mod, n)]
+        assert not missing, f"{module}.__all__ names what it does not define: {missing}"
+        if module != "__init__":
+            undeclared = _defined_public(module) - set(declared)
+            assert not undeclared, f"{module} defines public names missing from __all__: {sorted(undeclared)}"
+
+
+def test_design_table_agrees_with_all():
+    table = _design_table()
+    assert set(table) == set(MODULES), (set(table) ^ set(MODULES))
+    for module, names in table.items():
+        declared = set(importlib.import_module(f"bias_utils.{module}").__all__)
+        absent = [n for n in names if n not in declared]
+        assert not absent, f"DESIGN.md lists {absent} for {module}, which its __all__ does not declare"
+
+
+def test_no_two_modules_define_a_public_function_of_the_same_name():
+    owners: dict[str, list[str]] = {}
+    for module in MODULES:
+        for name in _defined_public(module):
+            owners.setdefault(name, []).append(module)
+    shared = {name: mods for name, mods in owners.items() if len(mods) > 1}
+    assert not shared, shared
+
+
+def test_imports_inside_functions_say_why_they_are_deferred():
+    """Imports sit at the top; one inside a function defers a heavy dependency and says so."""
+    bad = []
+    for module in MODULES:
+        lines = (book.PACKAGE_DIR / f"{module}.py").read_text(encoding="utf-8").splitlines()
+        for fn in ast.walk(_tree(module)):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    # the reason is on the import line or on a comment line right above the import block
+                    above = [ln.strip() for ln in lines[max(0, node.lineno - 4):node.lineno - 1]]
+                    if "# deferred:" not in lines[node.lineno - 1] and not any(
+                            ln.startswith("# deferred:") for ln in above):
+                        bad.append(f"{module}.py:{node.lineno} in {fn.name}: {lines[node.lineno - 1].strip()}")
+    assert not bad, "imports inside functions without a '# deferred:' reason:\n" + "\n".join(bad)
+
+
+def _package_imports(module: str) -> set[str]:
+    """``bias_utils`` modules ``module`` imports (relative imports, anywhere in the file)."""
+    found = set()
+    for node in ast.walk(_tree(module)):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            found |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
+    return found
+
+
+def test_space_no_longer_sits_above_profiles():
+    closure, todo = set(), ["space"]
+    while todo:
+        for name in _package_imports(todo.pop()) - closure:
+            closure.add(name)
+            todo.append(name)
+    assert "profiles" not in closure and "layers" not in closure
+    assert "profiles" in _package_imports("layers") and "space" in _package_imports("layers")
+
+
+# --------------------------------------------------------------------------- notebooks
+
+
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_parameters_cell_lists_only_parameters_the_notebook_uses(nb_path):
+    declared = book.declared_parameters(nb_path)
+    used = set()
+    for cell in _code_cells(nb_path):
+        if "parameters" in cell.metadata.get("tags", []):
+            continue
+        used |= {n.id for n in ast.walk(_parse(cell.source)) if isinstance(n, ast.Name)}
+    unused = sorted(set(declared) - used)
+    assert not unused, f"{nb_path.name} declares parameters it never uses: {unused}"
+
+
+def test_quick_overrides_only_name_declared_parameters():
+    declared = {nb.stem: set(book.declared_parameters(nb)) for nb in NOTEBOOKS}
+    for stem, overrides in book.QUICK_OVERRIDES.items():
+        assert stem in declared, f"QUICK_OVERRIDES names {stem}, which is not a notebook"
+        assert set(overrides) <= declared[stem], (stem, set(overrides) - declared[stem])
+    for name in book.QUICK_PARAMETERS:
+        assert any(name in d for d in declared.values()), f"no notebook declares the QUICK parameter {name!r}"
+
+
+@pytest.mark.slow  # imports torch and transformers in a fresh interpreter per notebook
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_run_key_covers_every_module_the_notebook_imports(nb_path):
+    """Executing the notebook's imports loads only modules its run key hashes."""
+    imports = []
+    for cell in _code_cells(nb_path):
+        imports += [ast.unparse(n) for n in _parse(cell.source).body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    code = "\n".join(imports + [
+        "import json, sys",
+        "print(json.dumps(sorted(m.split('.')[1] for m in sys.modules if m.startswith('bias_utils.'))))"])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=paths.ROOT)
+    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    keyed = set(book.code_modules(nb_path))
+    assert loaded - {"book"} <= keyed, f"{nb_path.name}: modules loaded but not in the run key: {loaded - keyed}"
+
+
+def test_run_keys_follow_the_moved_modules():
+    nb = {p.stem: set(book.code_modules(p)) for p in NOTEBOOKS}
+    assert {"dictionaries", "models"} <= nb["01_dictionaries"]
+    assert {"layers", "space", "profiles", "dictionaries"} <= nb["05_layers"]
+    assert {"replication", "bold"} <= nb["07_bold_replication"]
+    assert {"completions", "bold", "space", "embeddings"} <= nb["08_completion_profiles"]
+    assert {"crossmodel", "completions", "bold", "plots"} <= nb["09_cross_model"]
+
+
+# --------------------------------------------------------------------------- docs
+
+
+def _chains(text: str) -> list[tuple[str, ...]]:
+    return [tuple(re.split(r"\s*→\s*", m)) for m in re.findall(r"\b(?:dictionaries|bold)(?:\s*→\s*\w+)+", text)]
+
+
+def test_design_readme_and_package_docstring_state_the_same_two_pipelines():
+    import bias_utils
+
+    design = _chains((paths.ROOT / "DESIGN.md").read_text(encoding="utf-8"))
+    readme = _chains((paths.ROOT / "README.md").read_text(encoding="utf-8"))
+    package = _chains(bias_utils.__doc__)
+    assert len(package) == 2 and package[0][0] == "dictionaries" and package[1][0] == "bold"
+    assert design == package and readme == package
+    modules = set(MODULES)
+    assert all(step in modules for chain in package for step in chain)
+
+
+def test_readme_notebook_table_names_tables_the_notebooks_write():
+    """Every notebook has a row, and every table a row names is written by the notebook's code
+    or by a module it imports (a table name appears there as a string)."""
+    rows = {}
+    for line in (paths.ROOT / "README.md").read_text(encoding="utf-8").splitlines():
+        m = re.match(r"\| `(\d\d_\w+)` \|.*\| (`.*`) \|\s*$", line)
+        if m:
+            rows[m.group(1)] = re.findall(r"`([^`]+)`", m.group(2))
+    assert set(rows) == {p.stem for p in NOTEBOOKS}
+    for nb_path in NOTEBOOKS:
+        code = "\n".join(c.source for c in _code_cells(nb_path))
+        code += "\n".join((book.PACKAGE_DIR / f"{m}.py").read_text() for m in book.code_modules(nb_path))
+        for table in rows[nb_path.stem]:
+            pattern = re.escape(table).replace(re.escape("<source>"), r"\{?\w+\}?") if "<" in table else table
+            written = re.search(rf"""['"/]{pattern}['"]""", code) or (
+                "<" in table and re.search(r"""f['"]""" + re.escape(table.split("<")[0]), code))
+            assert written, f"README says {nb_path.stem} writes {table!r}; no such table name in its code"
