@@ -129,8 +129,7 @@ def test_user_dictionary_through_layers(tmp_path):
 _AUDIT_CHILD = """
 import sys
 from bias_utils.bold import run_audit
-run_audit(sys.argv[1], selection="audit", limit=6, max_new_tokens=6, seed=5, batch_size=2, n_boot=100,
-          output_dir=sys.argv[2])
+run_audit(sys.argv[1], selection="audit", limit=6, max_new_tokens=6, seed=5, batch_size=2, n_boot=100)
 """
 
 
@@ -146,7 +145,7 @@ def test_audit_killed_between_batches_resumes_without_loss_or_duplicates(tmp_pat
     from bias_utils.models import load_model
 
     cache = _cache_with_models(tmp_path / "cache")
-    child = subprocess.Popen([sys.executable, "-c", _AUDIT_CHILD, SMOL, str(tmp_path / "killed")],
+    child = subprocess.Popen([sys.executable, "-c", _AUDIT_CHILD, SMOL],
                              env=_env(BIAS_CACHE_DIR=str(cache)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and child.poll() is None:
@@ -163,13 +162,13 @@ def test_audit_killed_between_batches_resumes_without_loss_or_duplicates(tmp_pat
     smol = load_model(SMOL)
     kw = dict(selection="audit", limit=6, max_new_tokens=6, seed=5, batch_size=2, n_boot=100)
     monkeypatch.setenv("BIAS_CACHE_DIR", str(cache))
-    resumed = run_audit(smol, output_dir=tmp_path / "resumed", **kw)
+    resumed = run_audit(smol, **kw)
     records = [json.loads(line) for line in rows_file.read_text().splitlines()]
     n = len(resumed.metrics)
     assert 2 <= before < n, f"killed after {before} of {n} rows: not between batches"
     keys = [(r["prompt_id"], r["sample"]) for r in records]
     assert len(keys) == len(set(keys)) == n
     monkeypatch.setenv("BIAS_CACHE_DIR", str(_cache_with_models(tmp_path / "cache2")))
-    uninterrupted = run_audit(smol, output_dir=tmp_path / "uninterrupted", **kw)
+    uninterrupted = run_audit(smol, **kw)
     pd.testing.assert_frame_equal(resumed.metrics, uninterrupted.metrics)
     pd.testing.assert_frame_equal(resumed.statistics, uninterrupted.statistics)
