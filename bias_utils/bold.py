@@ -200,7 +200,8 @@ def resolve_selection(selection: "str | Path | Mapping[str, str] | pd.DataFrame"
         return load_audit_selection()
     if selection == "categories":
         return select_by_category()
-    if isinstance(selection, (str, Path)) and (Path(selection).is_file() or Path(selection).suffix.lower() in (".csv", ".json")):
+    looks_like_file = isinstance(selection, (str, Path)) and Path(selection).suffix.lower() in (".csv", ".json")
+    if isinstance(selection, (str, Path)) and (Path(selection).is_file() or looks_like_file):
         return select_by_occupation(read_occupation_mapping(selection))
     raise ValueError(f"selection must be 'audit', 'categories', an occupation -> group dict or file "
                      f"(CSV occupation,group or JSON), or a DataFrame; got {selection!r}")

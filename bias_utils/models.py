@@ -39,7 +39,8 @@ from . import paths
 from .cache import atomic_write_json, sha256_file, stable_hash
 
 __all__ = [
-    "BUILTIN_MODELS", "Builtin", "GGUF_MAGIC", "LoadedModel", "ModelError", "check_gguf_header", "convert_gguf", "install", "is_installed", "load_model",
+    "BUILTIN_MODELS", "Builtin", "GGUF_MAGIC", "LoadedModel", "ModelError", "check_gguf_header", "convert_gguf",
+    "install", "is_installed", "load_model",
 ]
 
 

@@ -233,7 +233,8 @@ def warmth_competence_charts(means: pd.DataFrame, nonbinary: pd.DataFrame | None
         if pop in term_pops:
             continue
         with_terms = pop in ref_pops
-        stem = "warmth_competence_nonbinary" if with_terms else "warmth_competence_" + re.sub(r"[^\w.-]+", "_", str(pop))
+        slug = re.sub(r"[^\w.-]+", "_", str(pop))
+        stem = "warmth_competence_nonbinary" if with_terms else f"warmth_competence_{slug}"
         label = f"{pop} and {', '.join(sorted(term_pops))} terms" if with_terms else str(pop)
         charts[stem] = warmth_competence_chart(wc[wc["population"] == pop], terms if with_terms else None,
                                                stats=stats, title=f"{title}: {label}" if title else label)

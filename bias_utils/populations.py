@@ -115,7 +115,8 @@ def _parse_user_file(path: Path) -> tuple[dict[str, list[str]], str]:
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise PopulationError(f"{path}, line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
+            raise PopulationError(
+                f"{path}, line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
         kind = "noun"
         if isinstance(raw, dict) and "groups" in raw:
             kind, raw = raw.get("kind", "noun"), raw["groups"]

@@ -39,7 +39,8 @@ import pandas as pd
 from scipy import stats as _st
 
 __all__ = [
-    "STAT_COLUMNS", "adjust_pvalues", "bootstrap_ci", "check_n_boot", "chi2_table", "cluster_bootstrap_ci", "cohens_d", "hedges_g",
+    "STAT_COLUMNS", "adjust_pvalues", "bootstrap_ci", "check_n_boot", "chi2_table", "cluster_bootstrap_ci", "cohens_d",
+    "hedges_g",
     "hurdle_tests", "mann_whitney", "odds_ratio", "proportion_test", "results_table", "student_t", "welch_anova",
     "welch_t",
 ]

@@ -24,7 +24,8 @@ from typing import Any, Sequence, Sized
 
 import pandas as pd
 
-from . import bold, contexts, dictionaries, lexicon, populations as pops, profiles, stats
+from . import bold, contexts, dictionaries, lexicon, profiles, stats
+from . import populations as pops
 
 #: Bootstrap counts below this give percentile CIs from a handful of order statistics.
 MIN_N_BOOT = 100
@@ -99,7 +100,8 @@ def check_layer(layer, *, allow_all: bool = True) -> str | int:
         return layer
     if _is_int(layer):
         return int(layer)
-    raise ParameterError(f"layer must be one of {', '.join(map(repr, names))} or an integer hidden-state index, got {layer!r}")
+    raise ParameterError(f"layer must be one of {', '.join(map(repr, names))} or an integer hidden-state index, "
+                         f"got {layer!r}")
 
 
 def check_context_source(source, name: str = "context_source") -> str:
@@ -197,7 +199,8 @@ def check_generation(prompts=None, *, n_samples=1, max_new_tokens=100, temperatu
     """
     if prompts is not None:
         if isinstance(prompts, str):
-            raise ParameterError(f"prompts must be a list of strings, not one string ({prompts[:40]!r}); wrap it in a list")
+            raise ParameterError(f"prompts must be a list of strings, not one string ({prompts[:40]!r}); "
+                                 "wrap it in a list")
         if isinstance(prompts, Sized) and len(prompts) == 0:
             raise ParameterError("prompts is empty: nothing to generate from")
     check_positive_int(n_samples, "n_samples")
@@ -336,7 +339,8 @@ def dropped_senses(space: Any) -> pd.DataFrame:
     def add(frame: pd.DataFrame | None, stage: str) -> None:
         if frame is None or not len(frame):
             return
-        out = pd.DataFrame({c: frame[c].astype(str) if c in frame else "" for c in ("sense_id", "term", "context", "reason")})
+        columns = ("sense_id", "term", "context", "reason")
+        out = pd.DataFrame({c: frame[c].astype(str) if c in frame else "" for c in columns})
         out["stage"] = stage
         frames.append(out)
 
@@ -349,7 +353,8 @@ def dropped_senses(space: Any) -> pd.DataFrame:
         empty = senses[senses["n_embedded"] == 0]
         already = {f for frame in frames if frame["stage"].iloc[0] == "contexts" for f in frame["sense_id"]}
         empty = empty[~empty["sense_id"].astype(str).isin(already)]
-        add(empty.assign(reason="no context of this sense could be embedded: the sense is left out of the axis"), "axis")
+        add(empty.assign(reason="no context of this sense could be embedded: the sense is left out of the axis"),
+            "axis")
     if not frames:
         return pd.DataFrame(columns=DROPPED_COLUMNS)
     return pd.concat(frames, ignore_index=True)[DROPPED_COLUMNS]

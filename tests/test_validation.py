@@ -7,13 +7,12 @@ built-in MiniLM (WordPiece, has [UNK]) and SmolLM2 (byte-level BPE, no unknown t
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils import stats, validation as v
+from bias_utils import stats
+from bias_utils import validation as v
 from bias_utils.generation import generate
 from bias_utils.models import ModelError, load_model
 from bias_utils.validation import ParameterError
