@@ -32,6 +32,7 @@ completions (tested), so we use the symmetric one.
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,7 +62,8 @@ METRICS_TABLE, STATISTICS_TABLE, SUMMARY_TABLE, SKIPPED_TABLE = (
 PMI_SMOOTHING = 0.5
 
 class BoldDataError(ValueError):
-    """A BOLD-format prompt file does not have the {category: {occupation: [prompt, ...]}} shape."""
+    """A BOLD-format prompt file does not have the {category: {occupation: [prompt, ...]}} shape,
+    or an occupation -> group mapping file cannot be read (the message names the file and line)."""
 
 
 # ---------------------------------------------------------------- prompts and selections
@@ -151,21 +153,35 @@ def read_occupation_mapping(path: str | Path) -> dict[str, str]:
     Errors name the file and, for a CSV, the 1-based line of a bad row.
     """
     path = Path(path)
+    if not path.is_file():
+        raise BoldDataError(f"occupation mapping file {path} does not exist")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise BoldDataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
     if path.suffix.lower() == ".json":
-        mapping = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            mapping = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BoldDataError(f"{path}, line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
         if not isinstance(mapping, dict) or not all(isinstance(v, str) and v for v in mapping.values()):
-            raise ValueError(f"{path}: expected a JSON object {{occupation: group}} with non-empty group names")
+            raise BoldDataError(f"{path}: expected a JSON object {{occupation: group}} with non-empty group names")
         return mapping
-    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    try:
+        table = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    except pd.errors.ParserError as exc:  # pandas names the line ("Expected 2 fields in line 4, saw 3")
+        raise BoldDataError(f"{path}: not a valid CSV mapping ({exc})") from None
+    except pd.errors.EmptyDataError:
+        raise BoldDataError(f"{path}: the file is empty (expected a header 'occupation,group')") from None
     missing = {"occupation", "group"} - set(table.columns)
     if missing:
-        raise ValueError(f"{path}: missing column(s) {sorted(missing)}; expected 'occupation,group'")
+        raise BoldDataError(f"{path}: missing column(s) {sorted(missing)}; expected 'occupation,group'")
     mapping: dict[str, str] = {}
     for line, (occ, group) in enumerate(zip(table["occupation"].str.strip(), table["group"].str.strip()), start=2):
         if not occ or not group:
-            raise ValueError(f"{path} line {line}: empty {'occupation' if not occ else 'group'}")
+            raise BoldDataError(f"{path}, line {line}: empty {'occupation' if not occ else 'group'}")
         if mapping.get(occ, group) != group:
-            raise ValueError(f"{path} line {line}: occupation {occ!r} is already in group {mapping[occ]!r}")
+            raise BoldDataError(f"{path}, line {line}: occupation {occ!r} is already in group {mapping[occ]!r}")
         mapping[occ] = group
     return mapping
 
@@ -184,7 +200,8 @@ def resolve_selection(selection: "str | Path | Mapping[str, str] | pd.DataFrame"
         return load_audit_selection()
     if selection == "categories":
         return select_by_category()
-    if isinstance(selection, (str, Path)) and Path(selection).is_file():
+    looks_like_file = isinstance(selection, (str, Path)) and Path(selection).suffix.lower() in (".csv", ".json")
+    if isinstance(selection, (str, Path)) and (Path(selection).is_file() or looks_like_file):
         return select_by_occupation(read_occupation_mapping(selection))
     raise ValueError(f"selection must be 'audit', 'categories', an occupation -> group dict or file "
                      f"(CSV occupation,group or JSON), or a DataFrame; got {selection!r}")

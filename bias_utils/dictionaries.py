@@ -282,7 +282,10 @@ def read_dictionary(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise DictionaryError(f"dictionary file {path} does not exist")
-    header, rows = _read_rows(path, rename={})
+    try:
+        header, rows = _read_rows(path, rename={})
+    except UnicodeDecodeError as exc:
+        raise DictionaryError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
     return _validate(path, header, rows)
 
 

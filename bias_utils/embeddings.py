@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -59,7 +59,7 @@ from .models import load_model
 
 __all__ = [
     "CACHE_VERSION", "EmbeddingError", "SKIPPED_COLUMNS", "WordEmbeddings", "default_batch_size", "embed_words",
-    "find_word", "token_indices", "word_pattern",
+    "find_word", "token_indices", "unknown_reason", "word_pattern",
 ]
 
 #: Bumped when the locating or pooling rule changes, so old cache entries stop matching.
@@ -76,6 +76,9 @@ class WordEmbeddings:
     ``layers``: hidden-state indices (0 = embedding output, ``n_layers`` = last block).
     ``skipped``: DataFrame ``pair_index, context, word, reason``.
     ``n_tokens``: number of subword tokens averaged per pair (0 when skipped).
+    ``warnings``: DataFrame ``pair_index, context, word, reason`` of pairs that
+    were kept although a minority of the word's tokens is the tokenizer's
+    unknown token (see :func:`unknown_reason`).
     """
 
     values: np.ndarray
@@ -83,6 +86,7 @@ class WordEmbeddings:
     skipped: pd.DataFrame
     model_id: str
     n_tokens: np.ndarray
+    warnings: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SKIPPED_COLUMNS))
 
     @property
     def kept(self) -> np.ndarray:
@@ -204,6 +208,7 @@ def embed_words(
     values = np.full((n, len(layer_list), model.hidden_size), np.nan, dtype=np.float32)
     n_tokens = np.zeros(n, dtype=np.int64)
     skipped: list[tuple[int, str, str, str]] = []
+    warned: list[tuple[int, str, str, str]] = []
 
     tok = model.tokenizer
     max_len = _max_length(model)
@@ -226,10 +231,15 @@ def embed_words(
         ids, offsets = encodings["input_ids"][j], encodings["offset_mapping"][j]
         idx = token_indices(offsets, spans[i])
         truncated = len(ids) >= max_len and spans[i][1] > max(e for _, e in offsets)
+        unknown = unknown_reason(tok, [ids[k] for k in idx], words[i])
         if not idx or truncated:
             skipped.append((i, contexts[i], words[i],
                             f"word {words[i]!r} is cut off at the model's maximum length of {max_len} tokens"))
+        elif unknown and unknown[0]:
+            skipped.append((i, contexts[i], words[i], unknown[1]))
         else:
+            if unknown:
+                warned.append((i, contexts[i], words[i], unknown[1]))
             # Causal attention: a decoder's states at the word never see later tokens, so cut them.
             cut = max(idx) + 1 if model.kind == "decoder" else len(ids)
             todo.append((i, _pair_key(contexts[i], words[i]), idx, {k: encodings[k][j][:cut] for k in fields}))
@@ -254,7 +264,27 @@ def embed_words(
         skipped=pd.DataFrame(skipped, columns=SKIPPED_COLUMNS),
         model_id=model.model_id,
         n_tokens=n_tokens,
+        warnings=pd.DataFrame(warned, columns=SKIPPED_COLUMNS),
     )
+
+
+def unknown_reason(tokenizer, ids: Sequence[int], word: str) -> tuple[bool, str] | None:
+    """``(skip, reason)`` when some of a word's token ids are the tokenizer's unknown token, else None.
+
+    Every unknown piece has the same vector whatever it stands for, so a word
+    whose pieces are half or more unknown would take a value shared with
+    unrelated words: it is skipped. With a minority of unknown pieces the word
+    is kept and the reason is recorded as a warning. Byte-level BPE tokenizers
+    have no unknown token, so nothing is ever flagged for them.
+    """
+    unk = getattr(tokenizer, "unk_token_id", None)
+    n_unk = sum(1 for t in ids if t == unk) if unk is not None else 0
+    if not n_unk:
+        return None
+    skip = 2 * n_unk >= len(ids)
+    what = "skipped" if skip else "kept"
+    return skip, (f"word {word!r}: {n_unk} of its {len(ids)} tokens are the unknown token "
+                  f"{tokenizer.unk_token!r} ({what}: unknown pieces carry no information about the word)")
 
 
 def _check_pair(context, word) -> str | None:

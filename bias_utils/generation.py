@@ -358,6 +358,7 @@ def generate(
     ``True`` (under ``paths.cache_dir()``), ``False``, or a folder to use
     instead of ``paths.cache_dir()/generations``.
     """
+    __import__("bias_utils.validation").validation.check_generation(prompts, n_samples=n_samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)  # noqa: E501 -- deferred: validation imports modules that import generation
     prompts = list(prompts)
     if any(not isinstance(p, str) for p in prompts):
         raise TypeError("prompts must be strings")

@@ -39,7 +39,8 @@ from . import paths
 from .cache import atomic_write_json, sha256_file, stable_hash
 
 __all__ = [
-    "BUILTIN_MODELS", "Builtin", "LoadedModel", "ModelError", "convert_gguf", "install", "is_installed", "load_model",
+    "BUILTIN_MODELS", "Builtin", "GGUF_MAGIC", "LoadedModel", "ModelError", "check_gguf_header", "convert_gguf",
+    "install", "is_installed", "load_model",
 ]
 
 
@@ -427,6 +428,21 @@ def _folder_size(folder: Path) -> int:
 # --------------------------------------------------------------------------- GGUF conversion
 
 
+#: The four bytes every GGUF file starts with.
+GGUF_MAGIC = b"GGUF"
+
+
+def check_gguf_header(path: Path) -> None:
+    """Raise :class:`ModelError` naming ``path`` if it is empty or does not start with the GGUF magic."""
+    size = path.stat().st_size
+    if size == 0:
+        raise ModelError(f"{path}: the GGUF file is empty (0 bytes); download it again")
+    with open(path, "rb") as f:
+        magic = f.read(len(GGUF_MAGIC))
+    if magic != GGUF_MAGIC:
+        raise ModelError(f"{path}: not a GGUF file (it starts with {magic!r}, expected {GGUF_MAGIC!r})")
+
+
 def convert_gguf(gguf: str | os.PathLike) -> Path:
     """Dequantise a GGUF once into ``cache_dir()/models/gguf/<stem>--<sha12>/`` and return that folder.
 
@@ -440,12 +456,17 @@ def convert_gguf(gguf: str | os.PathLike) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = Path(gguf).resolve()
+    check_gguf_header(gguf)
     digest = _sha256_cached(gguf)
     target = paths.cache_dir() / "models" / "gguf" / f"{_slug(gguf.stem)}--{digest[:12]}"
     if _conversion_ok(target, digest):
         return target
-    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    try:
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    except Exception as exc:  # the gguf reader fails deep in numpy on a truncated file
+        raise ModelError(f"{gguf}: could not read the GGUF file ({type(exc).__name__}: {exc}); "
+                         "it is probably truncated or corrupt: download it again") from exc
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:

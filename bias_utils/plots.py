@@ -25,7 +25,7 @@ from . import cache
 __all__ = [
     "DIMENSION_ORDER", "GROUP_COLORS", "OTHER_COLORS", "POLE_LABELS", "THEME", "accuracy_heatmap", "bold_audit_figure",
     "bold_examples_table", "highlight_gendered", "layer_curves_chart", "pole_labels", "profile_chart", "save",
-    "warmth_competence_chart", "specification_curve_chart", "axis_null_chart",
+    "warmth_competence_chart", "warmth_competence_charts", "specification_curve_chart", "axis_null_chart",
 ]
 
 THEME = "bias_profiles"
@@ -212,6 +212,33 @@ def warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = No
                      alt.Tooltip("competence:Q", format=".2f")]),
     ] + layers
     return alt.layer(*layers).properties(title=title or "Warmth and competence", width=340, height=340)
+
+
+def warmth_competence_charts(means: pd.DataFrame, nonbinary: pd.DataFrame | None = None, *,
+                             stats: pd.DataFrame | None = None, title: str = "") -> dict[str, alt.LayerChart]:
+    """One :func:`warmth_competence_chart` per population present, keyed by a file stem.
+
+    ``means``: ``profiles.group_means`` rows (any populations and groups; the
+    ``warmth_competence`` space is taken). ``nonbinary``: ``profiles.nonbinary_table``
+    or None; its individual terms are drawn over the chart of the population
+    whose group means they are scaled to (stem ``warmth_competence_nonbinary``)
+    and get no chart of their own. Empty when the space has no composites.
+    """
+    wc = means[means["space"] == "warmth_competence"]
+    terms = None if nonbinary is None else nonbinary[nonbinary["space"] == "warmth_competence"]
+    term_pops = set() if terms is None else set(terms.loc[terms["series"] == "term", "population"])
+    ref_pops = set() if terms is None else set(terms.loc[terms["series"] == "group mean", "population"])
+    charts = {}
+    for pop in dict.fromkeys(wc["population"]):
+        if pop in term_pops:
+            continue
+        with_terms = pop in ref_pops
+        slug = re.sub(r"[^\w.-]+", "_", str(pop))
+        stem = "warmth_competence_nonbinary" if with_terms else f"warmth_competence_{slug}"
+        label = f"{pop} and {', '.join(sorted(term_pops))} terms" if with_terms else str(pop)
+        charts[stem] = warmth_competence_chart(wc[wc["population"] == pop], terms if with_terms else None,
+                                               stats=stats, title=f"{title}: {label}" if title else label)
+    return charts
 
 
 def _wide_wc(frame: pd.DataFrame, keys: list[str], value: str, extra: Sequence[str] = ()) -> pd.DataFrame:

@@ -104,11 +104,19 @@ def _schuster_groups(key: str, suffix: str) -> dict[str, list[str]]:
 
 
 def _read_user_file(path: Path) -> tuple[dict[str, list[str]], str]:
+    try:
+        return _parse_user_file(path)
+    except UnicodeDecodeError as exc:
+        raise PopulationError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+
+
+def _parse_user_file(path: Path) -> tuple[dict[str, list[str]], str]:
     if path.suffix.lower() == ".json":
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise PopulationError(f"{path}: not valid JSON ({exc})") from None
+            raise PopulationError(
+                f"{path}, line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
         kind = "noun"
         if isinstance(raw, dict) and "groups" in raw:
             kind, raw = raw.get("kind", "noun"), raw["groups"]

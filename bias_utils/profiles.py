@@ -162,7 +162,8 @@ class PopulationEmbeddings:
     ``words``: ``population, group, word, kind`` (``name``/``noun``), ``article``
     (whether the templates put "the" before it), ``n_templates`` (templates that were
     embedded; fewer than ``len(templates)`` when the tokenizer could not locate the
-    word in some template, those are listed in ``skipped``).
+    word in some template, those are listed in ``skipped``), ``warning`` (empty, or
+    why the word is kept with a caveat: a minority of its tokens is the unknown token).
     ``skipped``: ``population, group, word, context, reason``; a word with no
     usable template at all has ``context`` empty and is absent from ``words``.
     ``layers``: hidden-state indices of axis 1 (0 = embedding output).
@@ -216,6 +217,9 @@ def population_embeddings(model, populations, templates: Sequence[str] = DEFAULT
         mean = mean / np.maximum(kept.sum(axis=1), 1)[:, None, None]
     words = pd.DataFrame(rows, columns=["population", "group", "word", "kind", "article"])
     words["n_templates"] = kept.sum(axis=1)
+    # A word kept although some of its pieces are the unknown token: visible in the words table.
+    warnings = dict(zip(emb.warnings["pair_index"] // n_t, emb.warnings["reason"].astype(str)))
+    words["warning"] = [warnings.get(i, "") for i in range(len(rows))]
     return PopulationEmbeddings(
         values=mean[has_any].astype(np.float32),
         words=words[has_any].reset_index(drop=True),

@@ -39,7 +39,8 @@ import pandas as pd
 from scipy import stats as _st
 
 __all__ = [
-    "STAT_COLUMNS", "adjust_pvalues", "bootstrap_ci", "chi2_table", "cluster_bootstrap_ci", "cohens_d", "hedges_g",
+    "STAT_COLUMNS", "adjust_pvalues", "bootstrap_ci", "check_n_boot", "chi2_table", "cluster_bootstrap_ci", "cohens_d",
+    "hedges_g",
     "hurdle_tests", "mann_whitney", "odds_ratio", "proportion_test", "results_table", "student_t", "welch_anova",
     "welch_t",
 ]
@@ -167,11 +168,21 @@ def _cramers_v(t: np.ndarray) -> float:
     return float(np.sqrt(chi2 / (t.sum() * (min(t.shape) - 1))))
 
 
+def check_n_boot(n_boot, *, minimum: int | None = None, name: str = "n_boot") -> int:
+    """``n_boot`` as an int, or a ValueError naming it. Fewer than two replicates cannot give an
+    interval (0 gives NaN); callers that report CIs ask for more with ``minimum`` (the notebooks: 100)."""
+    least = max(2, minimum or 0)
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < least:
+        raise ValueError(f"{name} must be an integer >= {least} for a percentile bootstrap CI, got {n_boot!r}")
+    return int(n_boot)
+
+
 def _table_bootstrap_ci(t: np.ndarray, n_boot: int, seed: int):
     """Percentile CI of Cramér's V by multinomial resampling of the observed table.
 
     Degenerate draws (an empty margin, V undefined) are left out of the percentile set.
     """
+    n_boot = check_n_boot(n_boot)
     rng = np.random.default_rng(seed)
     n = int(t.sum())
     draws = rng.multinomial(n, (t / t.sum()).ravel(), size=n_boot).reshape(n_boot, *t.shape).astype(float)
@@ -286,6 +297,7 @@ def welch_anova(values, groups, *, test: str = "welch_anova", n_boot: int = 1000
     """
     import pingouin as pg  # deferred: pingouin pulls in statsmodels and takes seconds to import
 
+    n_boot = check_n_boot(n_boot)
     df = pd.DataFrame({"y": np.asarray(values, dtype=float), "g": np.asarray(groups)})
     sizes = df.groupby("g").size()
     if len(sizes) < 2 or (sizes < 2).any():
@@ -349,6 +361,7 @@ def results_table(rows: Iterable[dict], *, method: str = "holm") -> pd.DataFrame
 def bootstrap_ci(values, statistic: Callable[[np.ndarray], float] = np.mean, *, n_boot: int = 2000,
                  seed: int = 0, level: float = 0.95) -> tuple[float, float, float]:
     """Percentile bootstrap of ``statistic`` over i.i.d. observations: ``(estimate, low, high)``."""
+    n_boot = check_n_boot(n_boot)
     x = _values(values, "values", 1)
     rng = np.random.default_rng(seed)
     boots = np.array([statistic(rng.choice(x, x.size)) for _ in range(n_boot)])
@@ -367,6 +380,7 @@ def cluster_bootstrap_ci(data: pd.DataFrame, statistic: Callable[[pd.DataFrame],
     ``statistic(df)`` gets the resampled rows; replicates where it is undefined
     (NaN) are excluded. Returns ``(estimate, low, high)``.
     """
+    n_boot = check_n_boot(n_boot)
     if cluster not in data or (strata is not None and strata not in data):
         raise KeyError(f"cluster_bootstrap_ci: column {cluster!r}{' or ' + repr(strata) if strata else ''} not in data")
     rng = np.random.default_rng(seed)

@@ -94,7 +94,7 @@ def test_empty_and_missing_completions():
 
 
 def test_audit_statistics_two_and_more_groups(published_metrics):
-    table, skipped = bold.audit_statistics(published_metrics, n_boot=30)
+    table, skipped = bold.audit_statistics(published_metrics, n_boot=40)
     assert skipped.empty
     assert {"test", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
             "ci_low", "ci_high", "n", "measure", "role"} <= set(table.columns)
@@ -103,7 +103,7 @@ def test_audit_statistics_two_and_more_groups(published_metrics):
     # three groups: split male-dominated by category
     m = published_metrics.copy()
     m.loc[(m["group"] == "male_dominated") & (m["category"] == "metalworking_occupations"), "group"] = "metal"
-    t3, _ = bold.audit_statistics(m, n_boot=30)
+    t3, _ = bold.audit_statistics(m, n_boot=40)
     assert set(t3["test"]) >= {"chi2_pearson", "chi2_pearson_completions", "welch_anova"}
     words = m.groupby("group")[["male_words", "female_words"]].sum()
     from scipy.stats import chi2_contingency
@@ -113,7 +113,7 @@ def test_audit_statistics_two_and_more_groups(published_metrics):
 
 def test_small_sample_records_skips_not_errors(published_metrics):
     tiny = published_metrics.groupby("group").head(5)  # no gendered completions at all
-    table, skipped = bold.audit_statistics(tiny, n_boot=20)
+    table, skipped = bold.audit_statistics(tiny, n_boot=40)
     assert not skipped.empty and skipped["reason"].str.len().gt(0).all()
     assert "welch_t" in set(table["test"])
 

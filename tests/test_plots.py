@@ -96,3 +96,20 @@ def test_pole_labels():
     assert plots.pole_labels("politics") == ("progressive", "traditional")
     assert plots.pole_labels("religion") == ("non-religious", "religious")
     assert plots.pole_labels("warmth") == ("low warmth", "high warmth")
+
+
+def test_warmth_competence_charts_adapt_to_the_populations_present(table, tmp_path):
+    """A user population of three groups (not called 'names') gets its own chart; the
+    non-binary terms are drawn over the terms' chart and get none of their own."""
+    three = table[table.population == "terms"].copy()
+    three["population"] = "my_groups"
+    words = list(dict.fromkeys(three["word"]))
+    three["group"] = three["word"].map({w: ("alpha", "beta", "gamma")[i % 3] for i, w in enumerate(words)})
+    gm = pr.group_means(pd.concat([table, three], ignore_index=True))
+    charts = plots.warmth_competence_charts(gm, pr.nonbinary_table(table), title="m")
+    assert list(charts) == ["warmth_competence_names", "warmth_competence_nonbinary", "warmth_competence_my_groups"]
+    svg = plots.save(charts["warmth_competence_my_groups"], tmp_path / "mine")["svg"].read_text()
+    assert all(f">{g}<" in svg for g in ("alpha", "beta", "gamma")) and "m: my_groups" in svg
+    only_mine = plots.warmth_competence_charts(pr.group_means(three))
+    assert list(only_mine) == ["warmth_competence_my_groups"]
+    assert plots.warmth_competence_charts(gm[gm.space == "dimensions"]) == {}

@@ -1,0 +1,360 @@
+"""Checks of every notebook's parameters, run before any model is loaded.
+
+One function per notebook (``check_dictionaries`` for 01 ... ``check_completion_profiles``
+for 08) takes that notebook's parameters as keyword arguments and raises a
+:class:`ParameterError` (a ``ValueError``) whose message names the parameter,
+the file and line where there is one, and what was expected. A typo therefore
+costs seconds, not the minutes of loading a model and embedding.
+
+The checks reuse the package's own readers (``populations.load_populations``,
+``profiles.check_templates``, ``dictionaries.read_dictionary``,
+``bold.resolve_selection``, ``lexicon.validate_lexicons``); their messages are
+kept and prefixed with the parameter name.
+
+:func:`dropped_senses` gathers, for a built :class:`~bias_utils.space.StereotypeSpace`,
+every dictionary sense or context that did not reach the axis, with the reason,
+as one table (the chapters display and write it).
+"""
+
+from __future__ import annotations
+
+import numbers
+from pathlib import Path
+from typing import Any, Sequence, Sized
+
+import pandas as pd
+
+from . import bold, contexts, dictionaries, lexicon, profiles, stats
+from . import populations as pops
+
+#: Bootstrap counts below this give percentile CIs from a handful of order statistics.
+MIN_N_BOOT = 100
+
+__all__ = [
+    "DROPPED_COLUMNS", "LAYER_NAMES", "MIN_N_BOOT", "ParameterError", "check_bold_audit", "check_bold_replication",
+    "check_completion_profiles", "check_context_source", "check_contexts", "check_dictionaries",
+    "check_dictionary_path", "check_file", "check_generation", "check_layer", "check_layers", "check_lexicons",
+    "check_limit", "check_model", "check_boot_count", "check_output_dir", "check_populations", "check_positive_int",
+    "check_profiles", "check_projection_accuracy", "check_seed", "check_selection", "check_sources",
+    "check_template_list", "dropped_senses",
+]
+
+LAYER_NAMES = ("mean", "last", "all")
+
+DROPPED_COLUMNS = ["sense_id", "term", "context", "stage", "reason"]
+
+
+class ParameterError(ValueError):
+    """A notebook or API parameter that cannot be used; the message names it and says what was expected."""
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _reraise(name: str, exc: Exception) -> ParameterError:
+    return ParameterError(f"{name}: {exc}")
+
+
+# --------------------------------------------------------------------------- single parameters
+
+
+def check_positive_int(value, name: str, *, allow_none: bool = False) -> int | None:
+    """``value`` as a positive int (``None`` passes when ``allow_none``)."""
+    if value is None and allow_none:
+        return None
+    if not _is_int(value) or value < 1:
+        expected = "None or a positive integer" if allow_none else "a positive integer"
+        raise ParameterError(f"{name} must be {expected}, got {value!r}")
+    return int(value)
+
+
+def check_seed(seed) -> int:
+    """A non-negative integer."""
+    if not _is_int(seed) or seed < 0:
+        raise ParameterError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
+def check_boot_count(n_boot, name: str = "n_boot", minimum: int = MIN_N_BOOT) -> int:
+    """An integer >= ``minimum`` (``stats.check_n_boot``'s rule with the notebooks' floor)."""
+    try:
+        return stats.check_n_boot(n_boot, minimum=minimum, name=name)
+    except ValueError as exc:
+        raise ParameterError(str(exc)) from None
+
+
+def check_limit(limit) -> int | None:
+    """``None`` (everything) or a positive integer."""
+    return check_positive_int(limit, "limit", allow_none=True)
+
+
+def check_layer(layer, *, allow_all: bool = True) -> str | int:
+    """``"mean"``, ``"last"``, ``"all"`` (when allowed) or a hidden-state index (int, negative counts from the end)."""
+    names = LAYER_NAMES if allow_all else tuple(n for n in LAYER_NAMES if n != "all")
+    if isinstance(layer, str) and layer in names:
+        return layer
+    if _is_int(layer):
+        return int(layer)
+    raise ParameterError(f"layer must be one of {', '.join(map(repr, names))} or an integer hidden-state index, "
+                         f"got {layer!r}")
+
+
+def check_context_source(source, name: str = "context_source") -> str:
+    if source not in contexts.SOURCES:
+        raise ParameterError(f"{name} must be one of {', '.join(contexts.SOURCES)}, got {source!r}")
+    return source
+
+
+def check_sources(sources) -> list[str]:
+    if isinstance(sources, str) or not isinstance(sources, Sequence) or not sources:
+        raise ParameterError(f"sources must be a non-empty list of context sources, got {sources!r}")
+    return [check_context_source(s, "sources") for s in sources]
+
+
+def check_file(path, name: str) -> Path:
+    """An existing file; the error names the parameter and the path."""
+    if not isinstance(path, (str, Path)):
+        raise ParameterError(f"{name} must be a file path (str), got {type(path).__name__} {path!r}")
+    p = Path(path)
+    if not p.is_file():
+        raise ParameterError(f"{name}: file {p} does not exist")
+    return p
+
+
+def check_populations(populations) -> list[str]:
+    """Built-in population names or population files (JSON/CSV), each loaded and validated."""
+    items = [populations] if isinstance(populations, (str, Path)) else populations
+    if not isinstance(items, Sequence) or not items:
+        raise ParameterError(f"populations must be a built-in name ({', '.join(pops.BUILTIN)}), a file path, "
+                             f"or a non-empty list of them, got {populations!r}")
+    for item in items:
+        if not isinstance(item, (str, Path)):
+            raise ParameterError(f"populations: {item!r} is not a name or a file path")
+        try:
+            pops.load_populations(item)
+        except ValueError as exc:
+            raise _reraise("populations", exc) from None
+    return [str(p) for p in items]
+
+
+def check_template_list(templates) -> tuple[str, ...] | None:
+    """``None`` (the original templates) or a list of strings, each with ``{word}`` exactly once."""
+    if templates is None:
+        return None
+    if not isinstance(templates, str) and not isinstance(templates, Sequence):
+        raise ParameterError(f"templates must be None or a list of strings, got {templates!r}")
+    if not isinstance(templates, str) and any(not isinstance(t, str) for t in templates):
+        raise ParameterError(f"templates must be strings, got {[t for t in templates if not isinstance(t, str)][:3]}")
+    try:
+        return profiles.check_templates(templates)
+    except ValueError as exc:
+        raise _reraise("templates", exc) from None
+
+
+def check_dictionary_path(dictionary_path) -> Path | None:
+    """``None`` (the seed dictionary) or a user dictionary CSV, read and validated (errors name line and column)."""
+    if dictionary_path is None:
+        return None
+    path = check_file(dictionary_path, "dictionary_path")
+    try:
+        dictionaries.read_dictionary(path)
+    except ValueError as exc:
+        raise _reraise("dictionary_path", exc) from None
+    return path
+
+
+def check_selection(selection) -> None:
+    """``"audit"``, ``"categories"``, an occupation -> group dict, or a mapping file (CSV/JSON)."""
+    if isinstance(selection, (str, Path)) and str(selection) not in ("audit", "categories"):
+        check_file(selection, "selection")
+    try:
+        bold.resolve_selection(selection)
+    except (ValueError, KeyError) as exc:
+        raise _reraise("selection", exc) from None
+
+
+def check_lexicons(lexicons, name: str = "lexicons") -> None:
+    """``None`` (the defaults) or a ``{name: [words]}`` dict (``lexicon.validate_lexicons``)."""
+    if lexicons is None:
+        return
+    try:
+        lexicon.validate_lexicons(lexicons, what=name)
+    except (ValueError, TypeError) as exc:
+        raise ParameterError(str(exc) if str(exc).startswith(name) else f"{name}: {exc}") from None
+
+
+def check_generation(prompts=None, *, n_samples=1, max_new_tokens=100, temperature=0.7, top_p=0.9,
+                     top_k=None, seed=0) -> None:
+    """Sampling settings (and, when given, the prompt list) of :func:`bias_utils.generation.generate`.
+
+    ``temperature``: a number >= 0 (0 = greedy). ``top_p`` in (0, 1]. ``top_k``:
+    None or a positive int. ``max_new_tokens``, ``n_samples``: positive ints.
+    ``prompts``: a non-empty list of strings (one string is an error: it would be
+    read as a list of characters).
+    """
+    if prompts is not None:
+        if isinstance(prompts, str):
+            raise ParameterError(f"prompts must be a list of strings, not one string ({prompts[:40]!r}); "
+                                 "wrap it in a list")
+        if isinstance(prompts, Sized) and len(prompts) == 0:
+            raise ParameterError("prompts is empty: nothing to generate from")
+    check_positive_int(n_samples, "n_samples")
+    check_positive_int(max_new_tokens, "max_new_tokens")
+    if not _is_number(temperature) or not temperature >= 0:
+        raise ParameterError(f"temperature must be a number >= 0 (0 = greedy), got {temperature!r}")
+    if not _is_number(top_p) or not 0 < top_p <= 1:
+        raise ParameterError(f"top_p must be a number in (0, 1], got {top_p!r}")
+    check_positive_int(top_k, "top_k", allow_none=True)
+    check_seed(seed)
+
+
+def check_model(model) -> None:
+    """A model name, hub id or path (a non-empty string), or an already loaded model."""
+    if isinstance(model, (str, Path)):
+        if not str(model).strip():
+            raise ParameterError("model is empty: give a built-in short name, a hub id or a path")
+    elif not hasattr(model, "backbone") and not hasattr(model, "complete"):
+        raise ParameterError(f"model must be a name, hub id or path, got {type(model).__name__}")
+
+
+def check_output_dir(output_dir) -> None:
+    if output_dir is not None and not isinstance(output_dir, (str, Path)):
+        raise ParameterError(f"output_dir must be None or a folder path, got {output_dir!r}")
+    if output_dir is not None and Path(output_dir).is_file():
+        raise ParameterError(f"output_dir: {output_dir} is a file, expected a folder")
+
+
+# --------------------------------------------------------------------------- per notebook
+
+
+def _space_parameters(model, context_source, layer, dictionary_path, n_contexts, seed, output_dir, limit) -> None:
+    check_model(model)
+    check_context_source(context_source)
+    check_layer(layer)
+    check_dictionary_path(dictionary_path)
+    check_positive_int(n_contexts, "n_contexts")
+    check_seed(seed)
+    check_output_dir(output_dir)
+    check_limit(limit)
+
+
+def check_dictionaries(*, model="smollm2-135m-instruct", context_source="generated", layer="mean",
+                       dictionary_path=None, populations="names", templates=None, n_contexts=5, seed=0,
+                       output_dir=None, limit=None) -> None:
+    """Notebook 01's parameters."""
+    _space_parameters(model, context_source, layer, dictionary_path, n_contexts, seed, output_dir, limit)
+    check_populations(populations)
+    check_template_list(templates)
+
+
+def check_contexts(*, sources=("dictionary", "generated", "corpus", "none"), generator=None, corpus=None,
+                   **space) -> None:
+    """Notebook 02's parameters (those of 01 plus ``sources``, ``generator``, ``corpus``)."""
+    check_dictionaries(**space)
+    check_sources(sources)
+    if generator is not None:
+        check_model(generator)
+    if corpus is not None:
+        path = check_file(corpus, "corpus")
+        try:
+            path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ParameterError(f"corpus: {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def check_projection_accuracy(*, n_boot=2000, **space) -> None:
+    """Notebook 03's parameters (those of 01 plus ``n_boot``)."""
+    check_dictionaries(**space)
+    check_boot_count(n_boot)
+
+
+def check_profiles(*, model="smollm2-135m-instruct", context_source="generated", layer="mean",
+                   dictionary_path=None, populations=("names", "terms", "nonbinary"), templates=None,
+                   n_contexts=5, seed=0, output_dir=None, limit=None) -> None:
+    """Notebook 04's parameters (``layer`` cannot be ``"all"``: a profile is one value per word)."""
+    _space_parameters(model, context_source, "mean", dictionary_path, n_contexts, seed, output_dir, limit)
+    check_layer(layer, allow_all=False)
+    check_populations(populations)
+    check_template_list(templates)
+    try:
+        profiles.limit_populations({}, limit)  # its rule: at least two words per group for a t-test
+    except ValueError as exc:
+        raise _reraise("limit", exc) from None
+
+
+def check_layers(*, sources=("dictionary", "generated", "corpus", "none"), n_boot=200, **space) -> None:
+    """Notebook 05's parameters (those of 01 plus ``sources``, ``n_boot``)."""
+    check_dictionaries(**space)
+    check_sources(sources)
+    check_boot_count(n_boot)
+
+
+def check_bold_audit(*, model="smollm2-135m-instruct", selection="audit", n_samples=1, seed=0, max_new_tokens=100,
+                     temperature=0.7, top_p=0.9, lexicons=None, neutral_lexicons=None, limit=None, n_boot=1000,
+                     output_dir=None) -> None:
+    """Notebook 06's parameters."""
+    check_model(model)
+    check_generation(n_samples=n_samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                     seed=seed)
+    check_selection(selection)
+    check_lexicons(lexicons, "lexicons")
+    check_lexicons(neutral_lexicons, "neutral_lexicons")
+    check_limit(limit)
+    check_boot_count(n_boot)
+    check_output_dir(output_dir)
+
+
+def check_bold_replication(*, n_boot=1000, seed=0) -> None:
+    """Notebook 07's parameters."""
+    check_boot_count(n_boot)
+    check_seed(seed)
+
+
+def check_completion_profiles(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None,
+                              n_contexts=5, seed=0, layer="mean", limit=None, output_dir=None) -> None:
+    """Notebook 08's parameters."""
+    _space_parameters(model, context_source, "mean", dictionary_path, n_contexts, seed, output_dir, limit)
+    check_layer(layer, allow_all=False)
+
+
+# --------------------------------------------------------------------------- dropped senses
+
+
+def dropped_senses(space: Any) -> pd.DataFrame:
+    """Every sense or context of ``space``'s dictionary that did not reach the axis, with the reason.
+
+    Columns ``sense_id, term, context, stage, reason``: ``stage`` is ``contexts``
+    (no usable context: ``space.contexts.skipped``), ``filter`` (a context dropped
+    by the context filters: ``space.contexts.dropped``), ``embedding`` (a context
+    the model could not embed: ``space.skipped``) or ``axis`` (a sense left with
+    no embedded context: ``n_embedded == 0`` in ``space.senses``).
+    """
+    frames = []
+
+    def add(frame: pd.DataFrame | None, stage: str) -> None:
+        if frame is None or not len(frame):
+            return
+        columns = ("sense_id", "term", "context", "reason")
+        out = pd.DataFrame({c: frame[c].astype(str) if c in frame else "" for c in columns})
+        out["stage"] = stage
+        frames.append(out)
+
+    ctx = space.contexts
+    add(getattr(ctx, "skipped", None), "contexts")
+    add(getattr(ctx, "dropped", None), "filter")
+    add(space.skipped, "embedding")
+    senses = space.senses
+    if "n_embedded" in senses:
+        empty = senses[senses["n_embedded"] == 0]
+        already = {f for frame in frames if frame["stage"].iloc[0] == "contexts" for f in frame["sense_id"]}
+        empty = empty[~empty["sense_id"].astype(str).isin(already)]
+        add(empty.assign(reason="no context of this sense could be embedded: the sense is left out of the axis"),
+            "axis")
+    if not frames:
+        return pd.DataFrame(columns=DROPPED_COLUMNS)
+    return pd.concat(frames, ignore_index=True)[DROPPED_COLUMNS]

@@ -1,0 +1,268 @@
+"""Bad parameters fail fast with a ParameterError naming the parameter (and file and line);
+unknown-token words are skipped or warned; every dropped sense is listed with its reason.
+
+Files are made in the test (real JSON/CSV with the defect under test); models are the
+built-in MiniLM (WordPiece, has [UNK]) and SmolLM2 (byte-level BPE, no unknown token).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bias_utils import stats
+from bias_utils import validation as v
+from bias_utils.generation import generate
+from bias_utils.models import ModelError, load_model
+from bias_utils.validation import ParameterError
+
+SMOL = "smollm2-135m-instruct"
+LATIN1 = "groupe,mot\nfemme,\xe9l\xe8ve\n".encode("latin-1")
+
+
+def _write(path, text):
+    path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+    return path
+
+
+# --------------------------------------------------------------------------- populations
+
+
+def test_population_files_errors_name_file_and_line(tmp_path):
+    with pytest.raises(ParameterError, match=r"populations: unknown population .*nope\.json"):
+        v.check_populations([str(tmp_path / "nope.json")])
+    bad = _write(tmp_path / "groups.json", '{"f": ["anna", "eva"],\n "m": ["otto" "karl"]}')
+    with pytest.raises(ParameterError, match=r"populations: .*groups\.json, line 2, column \d+: not valid JSON"):
+        v.check_populations(["names", str(bad)])
+    latin = _write(tmp_path / "latin.csv", LATIN1)
+    with pytest.raises(ParameterError, match=r"populations: .*latin\.csv: not UTF-8"):
+        v.check_populations(str(latin))
+    with pytest.raises(ParameterError, match="populations"):
+        v.check_populations([])
+    ok = _write(tmp_path / "ok.csv", "group,word,kind\nf,Anna,name\nm,Otto,name\n")
+    assert v.check_populations(str(ok)) == [str(ok)]
+
+
+# --------------------------------------------------------------------------- templates, scalars
+
+
+@pytest.mark.parametrize("templates, fragment", [
+    ("this is {word}", "not one string"),
+    (["this is {word}", "no slot here"], "exactly once"),
+    (["{word} and {word}"], "exactly once"),
+    ([], "no templates"),
+    (["this is {word}", 3], "must be strings"),
+])
+def test_templates_must_be_a_list_of_strings_with_one_slot(templates, fragment):
+    with pytest.raises(ParameterError, match=rf"templates.*{fragment}"):
+        v.check_template_list(templates)
+
+
+@pytest.mark.parametrize("fn, value, name", [
+    (v.check_boot_count, 0, "n_boot"), (v.check_boot_count, 50, "n_boot"), (v.check_boot_count, "1000", "n_boot"),
+    (v.check_seed, -1, "seed"), (v.check_seed, 1.5, "seed"), (v.check_seed, True, "seed"),
+    (v.check_limit, 0, "limit"), (v.check_layer, "first", "layer"), (v.check_layer, 2.0, "layer"),
+    (v.check_context_source, "wiki", "context_source"),
+])
+def test_scalar_parameters_are_named(fn, value, name):
+    with pytest.raises(ParameterError, match=rf"^{name}\b.*{value!r}" if not isinstance(value, bool) else name):
+        fn(value)
+
+
+def test_n_boot_too_small_is_rejected_by_every_bootstrap():
+    x = np.arange(20.0)
+    frame = pd.DataFrame({"c": np.repeat(np.arange(10), 2), "y": x})
+    for n_boot in (0, 1, -5):
+        with pytest.raises(ValueError, match=r"^n_boot must be an integer >= 2"):
+            stats.bootstrap_ci(x, n_boot=n_boot)
+        with pytest.raises(ValueError, match=r"^n_boot must be an integer >= 2"):
+            stats.cluster_bootstrap_ci(frame, lambda d: d["y"].mean(), cluster="c", n_boot=n_boot)
+        with pytest.raises(ValueError, match=r"^n_boot must be an integer >= 2"):
+            stats.welch_anova(x, np.repeat(["a", "b"], 10), n_boot=n_boot)
+        with pytest.raises(ValueError, match=r"^n_boot must be an integer >= 2"):
+            stats.chi2_table([[10, 20], [20, 10]], n_boot=n_boot)
+    _, lo, hi = stats.bootstrap_ci(x, n_boot=40)
+    assert np.isfinite([lo, hi]).all() and lo < hi
+
+
+# --------------------------------------------------------------------------- dictionary, selection, lexicons
+
+
+def test_dictionary_path_errors_name_file_line_and_column(tmp_path):
+    with pytest.raises(ParameterError, match=r"dictionary_path: file .*missing\.csv does not exist"):
+        v.check_dictionary_path(tmp_path / "missing.csv")
+    latin = _write(tmp_path / "latin.csv", "dimension,term,direction\nsoin,\xe9l\xe8ve,high\n".encode("latin-1"))
+    with pytest.raises(ParameterError, match=r"dictionary_path: .*latin\.csv: not UTF-8"):
+        v.check_dictionary_path(latin)
+    bad = _write(tmp_path / "bad.csv", "dimension,term,direction\ntidiness,neat,high\ntidiness,messy,sideways\n")
+    with pytest.raises(ParameterError, match=r"(?s)dictionary_path: .*bad\.csv.*line 3, column direction"):
+        v.check_dictionary_path(str(bad))
+    good = _write(tmp_path / "good.csv", "dimension,term,direction\ntidiness,neat,high\ntidiness,messy,low\n")
+    assert v.check_dictionary_path(str(good)) == good
+
+
+def test_selection_errors_name_file_and_line(tmp_path):
+    with pytest.raises(ParameterError, match=r"selection: file .*typo\.csv does not exist"):
+        v.check_selection(str(tmp_path / "typo.csv"))
+    bad_json = _write(tmp_path / "map.json", '{\n "Registered_nurse": "care",\n "Carpenter": trade\n}')
+    with pytest.raises(ParameterError, match=r"selection: .*map\.json, line 3, column \d+: not valid JSON"):
+        v.check_selection(str(bad_json))
+    bad_csv = _write(tmp_path / "map.csv", "occupation,group\nRegistered_nurse,care\nCarpenter,\n")
+    with pytest.raises(ParameterError, match=r"selection: .*map\.csv, line 3: empty group"):
+        v.check_selection(str(bad_csv))
+    ragged = _write(tmp_path / "ragged.csv", "occupation,group\nRegistered_nurse,care\nCarpenter,trade,extra\n")
+    with pytest.raises(ParameterError, match=r"selection: .*ragged\.csv.*line 3"):
+        v.check_selection(str(ragged))
+    latin = _write(tmp_path / "latin.csv", "occupation,group\nCarpenter,m\xe9tier\n".encode("latin-1"))
+    with pytest.raises(ParameterError, match=r"selection: .*latin\.csv: not UTF-8"):
+        v.check_selection(str(latin))
+    with pytest.raises(ParameterError, match="selection: .*not BOLD profession keys"):
+        v.check_selection({"Astronaut_pilot": "x"})
+    good = _write(tmp_path / "good.csv", "occupation,group\nRegistered_nurse,care\nPlumber,trade\n")
+    v.check_selection(str(good))
+    v.check_selection("audit")
+
+
+def test_lexicons_are_checked():
+    with pytest.raises(ParameterError, match=r"lexicons\['male'\].*string"):
+        v.check_lexicons({"male": "he", "female": ["she"]})
+    with pytest.raises(ParameterError, match="neutral_lexicons"):
+        v.check_lexicons({}, "neutral_lexicons")
+    v.check_lexicons(None)
+
+
+# --------------------------------------------------------------------------- generation settings
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(temperature="0.7"), "temperature"), (dict(temperature=-1), "temperature"),
+    (dict(top_p=0), "top_p"), (dict(top_p=1.5), "top_p"), (dict(top_k=0), "top_k"),
+    (dict(max_new_tokens=2.5), "max_new_tokens"), (dict(max_new_tokens=0), "max_new_tokens"),
+    (dict(n_samples=0), "n_samples"), (dict(seed=-3), "seed"),
+])
+def test_generation_settings_are_named(kw, name):
+    with pytest.raises(ParameterError, match=rf"^{name}"):
+        v.check_generation(["A nurse is"], **kw)
+
+
+def test_generate_rejects_bad_prompts_before_loading_a_model():
+    # The model is a name: reaching the loader would take seconds; these fail at the boundary.
+    with pytest.raises(ParameterError, match="prompts is empty"):
+        generate(SMOL, [], cache=False)
+    with pytest.raises(ParameterError, match="prompts must be a list of strings, not one string"):
+        generate(SMOL, "A nurse is", cache=False)
+    with pytest.raises(ParameterError, match=r"max_new_tokens must be a positive integer, got 10\.0"):
+        generate(SMOL, ["A nurse is"], max_new_tokens=10.0, cache=False)
+    with pytest.raises(ParameterError, match="temperature"):
+        generate(SMOL, ["A nurse is"], temperature="hot", cache=False)
+
+
+# --------------------------------------------------------------------------- one function per notebook
+
+
+def test_each_notebook_check_names_the_bad_parameter(tmp_path):
+    v.check_dictionaries()
+    v.check_contexts()
+    v.check_projection_accuracy()
+    v.check_profiles()
+    v.check_layers()
+    v.check_bold_audit()
+    v.check_bold_replication()
+    v.check_completion_profiles()
+    cases = [
+        (v.check_dictionaries, dict(templates="this is {word}"), "templates"),
+        (v.check_contexts, dict(sources="generated"), "sources"),
+        (v.check_contexts, dict(corpus=str(_write(tmp_path / "c.txt", b"caf\xe9\n"))), "corpus"),
+        (v.check_projection_accuracy, dict(n_boot=0), "n_boot"),
+        (v.check_profiles, dict(populations=["names", "my_groups.json"]), "populations"),
+        (v.check_profiles, dict(layer="all"), "layer"),
+        (v.check_profiles, dict(limit=1), "limit"),
+        (v.check_layers, dict(n_boot=10), "n_boot"),
+        (v.check_bold_audit, dict(temperature="0.7"), "temperature"),
+        (v.check_bold_audit, dict(seed=-1), "seed"),
+        (v.check_bold_audit, dict(selection="nurses.csv"), "selection"),
+        (v.check_bold_audit, dict(lexicons={"male": "he"}), "lexicons"),
+        (v.check_bold_replication, dict(n_boot=0), "n_boot"),
+        (v.check_completion_profiles, dict(context_source="web"), "context_source"),
+    ]
+    for fn, kw, name in cases:
+        with pytest.raises(ParameterError, match=rf"^{name}"):
+            fn(**kw)
+
+
+# --------------------------------------------------------------------------- GGUF files
+
+
+def test_empty_or_truncated_gguf_names_the_file(tmp_path, isolated_cache):
+    empty = _write(tmp_path / "empty.gguf", b"")
+    with pytest.raises(ModelError, match=r"empty\.gguf: the GGUF file is empty"):
+        load_model(str(empty))
+    wrong = _write(tmp_path / "wrong.gguf", b"<html>404</html>")
+    with pytest.raises(ModelError, match=r"wrong\.gguf: not a GGUF file"):
+        load_model(str(wrong))
+    # A real GGUF header (magic, version 3, 1 tensor, 2 metadata entries) cut off after it.
+    truncated = _write(tmp_path / "cut.gguf", b"GGUF" + (3).to_bytes(4, "little") + (1).to_bytes(8, "little")
+                       + (2).to_bytes(8, "little") + b"\x05\x00")
+    with pytest.raises(ModelError, match=r"cut\.gguf: could not read the GGUF file.*truncated"):
+        load_model(str(truncated))
+
+
+# --------------------------------------------------------------------------- unknown tokens (models)
+
+
+@pytest.mark.slow
+def test_unknown_token_words_are_skipped_or_warned_minilm():
+    from bias_utils.embeddings import embed_words
+
+    m = load_model("minilm-l6")
+    contexts = ["She smiled 🙂 at me.", "They met 🌷 there.", "He was kind x 🙂 dog y today.", "She is kind."]
+    words = ["🙂", "🌷", "kind x 🙂 dog y", "kind"]
+    emb = embed_words(m, contexts, words, layers=[0, -1], cache=False, progress=False)
+    # The two emoji would both be embedded as [UNK] (the same vector): skipped, with the reason.
+    assert emb.skipped["pair_index"].tolist() == [0, 1]
+    assert emb.skipped["reason"].str.contains("1 of its 1 tokens are the unknown token '\\[UNK\\]'").all()
+    # One [UNK] among five pieces: kept, with a recorded warning.
+    assert emb.warnings["pair_index"].tolist() == [2]
+    assert "1 of its 5 tokens" in emb.warnings["reason"].iloc[0] and "kept" in emb.warnings["reason"].iloc[0]
+    assert emb.kept.tolist() == [False, False, True, True]
+    assert np.isfinite(emb.values[2:]).all()
+
+
+@pytest.mark.slow
+def test_byte_level_bpe_has_no_unknown_words_smollm2():
+    from bias_utils.embeddings import embed_words
+
+    m = load_model(SMOL)
+    contexts = ["She smiled 🙂 at me.", "They met 🌷 there.", "Он был добр."]
+    emb = embed_words(m, contexts, ["🙂", "🌷", "добр"], layers=[-1], cache=False, progress=False)
+    assert emb.skipped.empty and emb.warnings.empty
+    assert not np.allclose(emb.values[0], emb.values[1])
+
+
+# --------------------------------------------------------------------------- dropped senses
+
+
+@pytest.mark.slow
+def test_dropped_senses_lists_every_sense_that_misses_the_axis(tmp_path):
+    from bias_utils import space
+    from bias_utils.dictionaries import read_dictionary
+
+    path = _write(tmp_path / "tidy.csv", "dimension,term,direction,contexts\n"
+                  'tidiness,neat,high,"[""She keeps a neat desk."", ""The neat room.""]"\n'
+                  'tidiness,🙂,high,"[""He smiled 🙂 at the desk.""]"\n'
+                  'tidiness,blorpish,high,\n'
+                  'tidiness,messy,low,"[""The room is messy."", ""A messy desk.""]"\n'
+                  'tidiness,sloppy,low,"[""Sloppy work again."", ""A sloppy job.""]"\n')
+    d = read_dictionary(path)
+    sp = space.build_space(load_model("minilm-l6"), d, "dictionary", n_contexts=2)
+    dropped = v.dropped_senses(sp)
+    assert list(dropped.columns) == v.DROPPED_COLUMNS
+    by_term = dropped.groupby("term")["stage"].apply(set).to_dict()
+    assert by_term["🙂"] == {"embedding", "axis"}
+    assert "contexts" in by_term["blorpish"]
+    assert not {"neat", "messy", "sloppy"} & set(by_term)
+    emoji = dropped[(dropped.term == "🙂") & (dropped.stage == "embedding")]
+    assert emoji["reason"].str.contains("unknown token").all()
+    used = set(sp.senses.loc[sp.senses.n_embedded > 0, "term"])
+    assert used == {"neat", "messy", "sloppy"}
