@@ -35,7 +35,7 @@ __all__ = [
     "check_completion_profiles", "check_context_source", "check_contexts", "check_dictionaries",
     "check_dictionary_path", "check_file", "check_generation", "check_layer", "check_layers", "check_lexicons",
     "check_limit", "check_model", "check_boot_count", "check_output_dir", "check_populations", "check_positive_int",
-    "check_profiles", "check_projection_accuracy", "check_seed", "check_selection", "check_sources",
+    "check_profiles", "check_projection_accuracy", "check_robustness", "check_seed", "check_selection", "check_sources",
     "check_template_list", "dropped_senses",
 ]
 
@@ -232,10 +232,10 @@ def check_output_dir(output_dir) -> None:
 # --------------------------------------------------------------------------- per notebook
 
 
-def _space_parameters(model, context_source, layer, dictionary_path, n_contexts, seed, output_dir, limit) -> None:
+def _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source="generated",
+                      n_contexts=5) -> None:
     check_model(model)
     check_context_source(context_source)
-    check_layer(layer)
     check_dictionary_path(dictionary_path)
     check_positive_int(n_contexts, "n_contexts")
     check_seed(seed)
@@ -243,19 +243,19 @@ def _space_parameters(model, context_source, layer, dictionary_path, n_contexts,
     check_limit(limit)
 
 
-def check_dictionaries(*, model="smollm2-135m-instruct", context_source="generated", layer="mean",
-                       dictionary_path=None, populations="names", templates=None, n_contexts=5, seed=0,
-                       output_dir=None, limit=None) -> None:
+# Each function takes exactly its notebook's parameters (keywords, the notebook's defaults), so a
+# notebook calls it with its parameters cell unchanged and a typo fails before a model is loaded.
+
+def check_dictionaries(*, model="smollm2-135m-instruct", dictionary_path=None, output_dir=None) -> None:
     """Notebook 01's parameters."""
-    _space_parameters(model, context_source, layer, dictionary_path, n_contexts, seed, output_dir, limit)
-    check_populations(populations)
-    check_template_list(templates)
+    _space_parameters(model, dictionary_path, 0, output_dir, None)
 
 
-def check_contexts(*, sources=("dictionary", "generated", "corpus", "none"), generator=None, corpus=None,
-                   **space) -> None:
-    """Notebook 02's parameters (those of 01 plus ``sources``, ``generator``, ``corpus``)."""
-    check_dictionaries(**space)
+def check_contexts(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None, n_contexts=5,
+                   seed=0, output_dir=None, limit=None, sources=("dictionary", "generated", "corpus", "none"),
+                   generator=None, corpus=None) -> None:
+    """Notebook 02's parameters."""
+    _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
     check_sources(sources)
     if generator is not None:
         check_model(generator)
@@ -267,17 +267,22 @@ def check_contexts(*, sources=("dictionary", "generated", "corpus", "none"), gen
             raise ParameterError(f"corpus: {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
-def check_projection_accuracy(*, n_boot=2000, **space) -> None:
-    """Notebook 03's parameters (those of 01 plus ``n_boot``)."""
-    check_dictionaries(**space)
+def check_projection_accuracy(*, model="smollm2-135m-instruct", context_source="generated", layer="mean",
+                              dictionary_path=None, n_contexts=5, seed=0, output_dir=None, limit=None, n_boot=2000,
+                              term_contexts="generated") -> None:
+    """Notebook 03's parameters."""
+    _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
+    check_layer(layer)
     check_boot_count(n_boot)
+    if term_contexts not in ("generated", "dictionary"):
+        raise ParameterError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
 
 
 def check_profiles(*, model="smollm2-135m-instruct", context_source="generated", layer="mean",
                    dictionary_path=None, populations=("names", "terms", "nonbinary"), templates=None,
                    n_contexts=5, seed=0, output_dir=None, limit=None) -> None:
     """Notebook 04's parameters (``layer`` cannot be ``"all"``: a profile is one value per word)."""
-    _space_parameters(model, context_source, "mean", dictionary_path, n_contexts, seed, output_dir, limit)
+    _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
     check_layer(layer, allow_all=False)
     check_populations(populations)
     check_template_list(templates)
@@ -287,20 +292,24 @@ def check_profiles(*, model="smollm2-135m-instruct", context_source="generated",
         raise _reraise("limit", exc) from None
 
 
-def check_layers(*, sources=("dictionary", "generated", "corpus", "none"), n_boot=200, **space) -> None:
-    """Notebook 05's parameters (those of 01 plus ``sources``, ``n_boot``)."""
-    check_dictionaries(**space)
+def check_layers(*, model="smollm2-135m-instruct", dictionary_path=None, populations="names", templates=None,
+                 n_contexts=5, seed=0, output_dir=None, limit=None,
+                 sources=("dictionary", "generated", "corpus", "none"), n_boot=200) -> None:
+    """Notebook 05's parameters."""
+    _space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts=n_contexts)
+    check_populations(populations)
+    check_template_list(templates)
     check_sources(sources)
     check_boot_count(n_boot)
 
 
 def check_bold_audit(*, model="smollm2-135m-instruct", selection="audit", n_samples=1, seed=0, max_new_tokens=100,
-                     temperature=0.7, top_p=0.9, lexicons=None, neutral_lexicons=None, limit=None, n_boot=1000,
-                     output_dir=None) -> None:
+                     temperature=0.7, top_p=0.9, top_k=50, lexicons=None, neutral_lexicons=None, limit=None,
+                     n_boot=1000, output_dir=None) -> None:
     """Notebook 06's parameters."""
     check_model(model)
     check_generation(n_samples=n_samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                     seed=seed)
+                     top_k=top_k, seed=seed)
     check_selection(selection)
     check_lexicons(lexicons, "lexicons")
     check_lexicons(neutral_lexicons, "neutral_lexicons")
@@ -309,17 +318,34 @@ def check_bold_audit(*, model="smollm2-135m-instruct", selection="audit", n_samp
     check_output_dir(output_dir)
 
 
-def check_bold_replication(*, n_boot=1000, seed=0) -> None:
+def check_bold_replication(*, n_boot=1000, seed=0, output_dir=None) -> None:
     """Notebook 07's parameters."""
     check_boot_count(n_boot)
     check_seed(seed)
+    check_output_dir(output_dir)
 
 
 def check_completion_profiles(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None,
                               n_contexts=5, seed=0, layer="mean", limit=None, output_dir=None) -> None:
     """Notebook 08's parameters."""
-    _space_parameters(model, context_source, "mean", dictionary_path, n_contexts, seed, output_dir, limit)
+    _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
     check_layer(layer, allow_all=False)
+
+
+def check_robustness(*, model="smollm2-135m-instruct", populations=("names", "terms"),
+                     sources=("generated", "dictionary", "corpus", "none"), templates=None, dictionary_path=None,
+                     n_contexts=5, n_permutations=200, n_perm_test=2000, seed=0, alpha=0.05, output_dir=None,
+                     limit=None, term_limit=None) -> None:
+    """Notebook 10's parameters."""
+    _space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts=n_contexts)
+    check_populations(populations)
+    check_template_list(templates)
+    check_sources(sources)
+    check_boot_count(n_permutations, "n_permutations", minimum=100)
+    check_boot_count(n_perm_test, "n_perm_test", minimum=100)
+    check_positive_int(term_limit, "term_limit", allow_none=True)
+    if not _is_number(alpha) or not 0 < alpha < 1:
+        raise ParameterError(f"alpha must be a number in (0, 1), got {alpha!r}")
 
 
 # --------------------------------------------------------------------------- dropped senses

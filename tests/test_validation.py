@@ -170,8 +170,12 @@ def test_each_notebook_check_names_the_bad_parameter(tmp_path):
     v.check_bold_audit()
     v.check_bold_replication()
     v.check_completion_profiles()
+    v.check_robustness()
     cases = [
-        (v.check_dictionaries, dict(templates="this is {word}"), "templates"),
+        (v.check_layers, dict(templates="this is {word}"), "templates"),
+        (v.check_dictionaries, dict(dictionary_path="no_such.csv"), "dictionary_path"),
+        (v.check_robustness, dict(n_permutations=10), "n_permutations"),
+        (v.check_bold_audit, dict(top_k=0), "top_k"),
         (v.check_contexts, dict(sources="generated"), "sources"),
         (v.check_contexts, dict(corpus=str(_write(tmp_path / "c.txt", b"caf\xe9\n"))), "corpus"),
         (v.check_projection_accuracy, dict(n_boot=0), "n_boot"),
