@@ -783,12 +783,19 @@ def generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: i
             "command": f"python -m bias_utils.contexts generate-extra --model {model.name} --seed {seed}",
             "n_terms_total": n_total}
     names, lines = _names(), []
+    done = _reusable_extra_lines(path, meta)
     for start in range(0, len(order), chunk):
         part = order.iloc[start:start + chunk]
-        out = generate(model, [extra_term_prompt(t) for t in part["term"]], prompt_ids=list(part["term"]),
-                       seed=seed, chat=True, progress=progress, **settings)
-        by_term = out.groupby("prompt_id", sort=False)["completion"].apply(list).to_dict()
+        todo = part[~part["term"].isin(done)]
+        by_term = {}
+        if len(todo):
+            out = generate(model, [extra_term_prompt(t) for t in todo["term"]], prompt_ids=list(todo["term"]),
+                           seed=seed, chat=True, progress=progress, **settings)
+            by_term = out.groupby("prompt_id", sort=False)["completion"].apply(list).to_dict()
         for _, row in part.iterrows():
+            if row["term"] in done:
+                lines.append(done[row["term"]])
+                continue
             sense = {**row.to_dict(), "sense_id": row["term"]}
             dropped: list = []
             kept = usable_contexts(sense, by_term[row["term"]], model.model_id, names, dropped)
@@ -801,13 +808,36 @@ def generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: i
     return path
 
 
+
+#: Sidecar settings that decide a line's content: a line is reused only when all of them match.
+_EXTRA_IDENTITY = ("model_id", "seed", "generation", "chat", "prompt_template", "filter_version", "n_keep")
+
+
+def _identity(meta: dict) -> dict:
+    # A sidecar written before top-k existed has no "top_k": that is top_k=None.
+    generation = {k: v for k, v in (meta.get("generation") or {}).items() if v is not None}
+    return {**{k: meta.get(k) for k in _EXTRA_IDENTITY}, "generation": generation}
+
+
+def _reusable_extra_lines(path: Path, meta: dict) -> dict[str, str]:
+    """``{term: line}`` of an existing file made with the same settings, so a rerun (even with an empty
+    generation cache) generates only the terms the file lacks."""
+    settings_path = _settings_path(path)
+    if not (path.is_file() and settings_path.is_file()):
+        return {}
+    with open(settings_path, encoding="utf-8") as f:
+        if _identity(json.load(f)) != _identity(meta):
+            return {}
+    with open(path, encoding="utf-8") as f:
+        return {json.loads(line)["term"]: line.rstrip("\n") for line in f if line.strip()}
+
 def read_extra_contexts(path=None) -> tuple[pd.DataFrame, dict]:
     """The extra terms' generated contexts file: ``(table, settings)``; one row per term with columns
     ``dimension, term, direction, contexts, n_generated, dropped``."""
     path = extra_contexts_path(path)
     if not path.is_file():
         raise ContextError(f"no generated contexts file at {path}; make it with "
-                           "python -m bias_utils.contexts generate-extra --model smollm2-135m-instruct --seed 0")
+                           "python -m bias_utils.contexts generate-extra --model qwen2.5-coder-0.5b-instruct --seed 0")
     rows = []
     with open(path, encoding="utf-8") as f:
         for i, line in enumerate(f, 1):

@@ -127,3 +127,28 @@ def test_generate_extra_contexts_writes_and_resumes(tmp_path):
     C.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=3, chunk=2,
                               progress=False)
     assert path.read_text() == first
+
+
+@pytest.mark.slow
+def test_generate_extra_contexts_continues_from_the_file_without_its_cache(tmp_path, monkeypatch):
+    # A new checkout has the tracked file but no generation cache: terms already in the file are not
+    # generated again (the cache stays empty for them), the missing ones are, and the file grows.
+    path = tmp_path / "extra.jsonl"
+    settings = {"n_samples": 2, "max_new_tokens": 16}
+    terms = load_full_dictionary_terms().head(40)
+    monkeypatch.setenv("BIAS_CACHE_DIR", str(tmp_path / "cache-a"))
+    C.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=2, chunk=2,
+                              progress=False)
+    first = path.read_text().splitlines()
+    monkeypatch.setenv("BIAS_CACHE_DIR", str(tmp_path / "cache-b"))
+    C.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=4, chunk=2,
+                              progress=False)
+    grown = path.read_text().splitlines()
+    assert grown[:2] == first and len(grown) == 4
+    cached = "".join(p.read_text() for p in (tmp_path / "cache-b").rglob("*.jsonl"))
+    assert all(json.loads(line)["term"] not in cached for line in first)
+    assert all(json.dumps(json.loads(line)["term"]) in cached for line in grown[2:])
+    # Other settings never reuse the file's lines.
+    C.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation={**settings, "n_samples": 1},
+                              limit=2, chunk=2, progress=False)
+    assert (C.read_extra_contexts(path)[0]["n_generated"] == 1).all()
