@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 from . import projection
 from .dictionaries import load_full_dictionary_terms
 from .profiles import DEFAULT_TEMPLATES, population_embeddings, profile_stats, profile_table
-from .space import StereotypeSpace, build_space, direction_prediction
+from .space import DROPPED_COLUMNS, StereotypeSpace, build_space, direction_prediction, dropped_senses
 
 __all__ = ["gender_difference_by_layer", "layers_by_context"]
 
@@ -50,8 +50,9 @@ def layers_by_context(model, dictionary: pd.DataFrame,
     standardised means, first group minus second, positive = female-associated;
     ``p_holm`` from Welch's t, Holm over the two dimensions of a layer) and
     ``hedges_g`` (same comparison as an effect size, with its 95% CI).
-    ``skipped``: per source, senses without contexts, unembeddable contexts and
-    sources that failed entirely, with ``reason``.
+    ``skipped``: ``context_source`` plus :func:`space.dropped_senses`'s columns
+    (every sense or context that missed the axis, with ``stage`` and ``reason``), and a
+    ``stage == "source"`` row for a source that failed entirely.
     """
     pop_emb = population_embeddings(model, populations, templates or DEFAULT_TEMPLATES)
     terms = load_full_dictionary_terms()
@@ -60,11 +61,10 @@ def layers_by_context(model, dictionary: pd.DataFrame,
         try:
             space = build_space(model, dictionary, source, n_contexts, seed, corpus=corpus, generator=generator)
         except Exception as exc:  # one unusable source must not hide the others; it is reported
-            skipped.append({"context_source": source, "sense_id": "", "term": "",
-                            "reason": f"{type(exc).__name__}: {exc}"})
+            skipped.append(pd.DataFrame([{"context_source": source, "sense_id": "", "term": "", "context": "",
+                                          "stage": "source", "reason": f"{type(exc).__name__}: {exc}"}]))
             continue
-        skipped += [{"context_source": source, "sense_id": r.sense_id, "term": r.term, "reason": r.reason}
-                    for r in pd.concat([space.contexts.skipped, space.skipped], ignore_index=True).itertuples()]
+        skipped.append(dropped_senses(space).assign(context_source=source))
         if "warmth_competence" not in space.bases:
             continue
         wc = StereotypeSpace({"warmth_competence": space.bases["warmth_competence"]}, space.senses, space.contexts,
@@ -85,4 +85,6 @@ def layers_by_context(model, dictionary: pd.DataFrame,
                 "ci_low": diff[lo] if lo else np.nan, "ci_high": diff[hi] if hi else np.nan,
                 "p_holm": diff["p_holm"]}))
     curves = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
-    return curves, pd.DataFrame(skipped, columns=["context_source", "sense_id", "term", "reason"])
+    columns = ["context_source", *DROPPED_COLUMNS]
+    skipped = pd.concat(skipped, ignore_index=True)[columns] if skipped else pd.DataFrame(columns=columns)
+    return curves, skipped

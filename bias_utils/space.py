@@ -18,10 +18,12 @@ from .contexts import ContextSet, build_contexts, extra_term_contexts
 from .dictionaries import limit_terms, load_full_dictionary_terms
 from .embeddings import embed_words
 
-__all__ = ["EMBED_SKIP_COLUMNS", "DirectionResult", "StereotypeSpace", "build_space", "direction_prediction",
-           "embed_contexts", "leave_one_out_values", "pole_table"]
+__all__ = ["DROPPED_COLUMNS", "EMBED_SKIP_COLUMNS", "DirectionResult", "StereotypeSpace", "build_space",
+           "direction_prediction", "dropped_senses", "embed_contexts", "leave_one_out_values", "pole_table"]
 
 EMBED_SKIP_COLUMNS = ["sense_id", "term", "context", "reason"]
+#: Columns of :func:`dropped_senses`.
+DROPPED_COLUMNS = ["sense_id", "term", "context", "stage", "reason"]
 
 
 @dataclass
@@ -186,3 +188,38 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
     cols = ["model_id", "context_source", "term_contexts", "evaluation", "layer", "dimension", "cutoff", "accuracy",
             "ci_low", "ci_high", "n", "n_high", "n_low"]
     return DirectionResult(acc[cols], values, skipped)
+
+
+def dropped_senses(space: StereotypeSpace) -> pd.DataFrame:
+    """Every sense or context of ``space``'s dictionary that did not reach the axis, with the reason.
+
+    Columns ``sense_id, term, context, stage, reason``: ``stage`` is ``contexts``
+    (no usable context: ``space.contexts.skipped``), ``filter`` (a context dropped
+    by the context filters: ``space.contexts.dropped``), ``embedding`` (a context
+    the model could not embed: ``space.skipped``) or ``axis`` (a sense left with
+    no embedded context: ``n_embedded == 0`` in ``space.senses``).
+    """
+    frames = []
+
+    def add(frame: pd.DataFrame | None, stage: str) -> None:
+        if frame is None or not len(frame):
+            return
+        columns = ("sense_id", "term", "context", "reason")
+        out = pd.DataFrame({c: frame[c].astype(str) if c in frame else "" for c in columns})
+        out["stage"] = stage
+        frames.append(out)
+
+    ctx = space.contexts
+    add(getattr(ctx, "skipped", None), "contexts")
+    add(getattr(ctx, "dropped", None), "filter")
+    add(space.skipped, "embedding")
+    senses = space.senses
+    if "n_embedded" in senses:
+        empty = senses[senses["n_embedded"] == 0]
+        already = {f for frame in frames if frame["stage"].iloc[0] == "contexts" for f in frame["sense_id"]}
+        empty = empty[~empty["sense_id"].astype(str).isin(already)]
+        add(empty.assign(reason="no context of this sense could be embedded: the sense is left out of the axis"),
+            "axis")
+    if not frames:
+        return pd.DataFrame(columns=DROPPED_COLUMNS)
+    return pd.concat(frames, ignore_index=True)[DROPPED_COLUMNS]

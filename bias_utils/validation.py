@@ -10,19 +10,13 @@ The checks reuse the package's own readers (``populations.load_populations``,
 ``profiles.check_templates``, ``dictionaries.read_dictionary``,
 ``bold.resolve_selection``, ``lexicon.validate_lexicons``); their messages are
 kept and prefixed with the parameter name.
-
-:func:`dropped_senses` gathers, for a built :class:`~bias_utils.space.StereotypeSpace`,
-every dictionary sense or context that did not reach the axis, with the reason,
-as one table (the chapters display and write it).
 """
 
 from __future__ import annotations
 
 import numbers
 from pathlib import Path
-from typing import Any, Sequence, Sized
-
-import pandas as pd
+from typing import Sequence, Sized
 
 from . import bold, contexts, dictionaries, lexicon, profiles, stats
 from . import populations as pops
@@ -31,17 +25,16 @@ from . import populations as pops
 MIN_N_BOOT = 100
 
 __all__ = [
-    "DROPPED_COLUMNS", "LAYER_NAMES", "MIN_N_BOOT", "ParameterError", "check_bold_audit", "check_bold_replication",
+    "LAYER_NAMES", "MIN_N_BOOT", "ParameterError", "check_bold_audit", "check_bold_replication",
     "check_completion_profiles", "check_context_source", "check_contexts", "check_dictionaries",
     "check_dictionary_path", "check_file", "check_generation", "check_layer", "check_layers", "check_lexicons",
     "check_limit", "check_model", "check_boot_count", "check_output_dir", "check_populations", "check_positive_int",
     "check_profiles", "check_projection_accuracy", "check_robustness", "check_seed", "check_selection", "check_sources",
-    "check_template_list", "dropped_senses",
+    "check_template_list",
 ]
 
 LAYER_NAMES = ("mean", "last", "all")
 
-DROPPED_COLUMNS = ["sense_id", "term", "context", "stage", "reason"]
 
 
 class ParameterError(ValueError):
@@ -346,41 +339,3 @@ def check_robustness(*, model="smollm2-135m-instruct", populations=("names", "te
     check_positive_int(term_limit, "term_limit", allow_none=True)
     if not _is_number(alpha) or not 0 < alpha < 1:
         raise ParameterError(f"alpha must be a number in (0, 1), got {alpha!r}")
-
-
-# --------------------------------------------------------------------------- dropped senses
-
-
-def dropped_senses(space: Any) -> pd.DataFrame:
-    """Every sense or context of ``space``'s dictionary that did not reach the axis, with the reason.
-
-    Columns ``sense_id, term, context, stage, reason``: ``stage`` is ``contexts``
-    (no usable context: ``space.contexts.skipped``), ``filter`` (a context dropped
-    by the context filters: ``space.contexts.dropped``), ``embedding`` (a context
-    the model could not embed: ``space.skipped``) or ``axis`` (a sense left with
-    no embedded context: ``n_embedded == 0`` in ``space.senses``).
-    """
-    frames = []
-
-    def add(frame: pd.DataFrame | None, stage: str) -> None:
-        if frame is None or not len(frame):
-            return
-        columns = ("sense_id", "term", "context", "reason")
-        out = pd.DataFrame({c: frame[c].astype(str) if c in frame else "" for c in columns})
-        out["stage"] = stage
-        frames.append(out)
-
-    ctx = space.contexts
-    add(getattr(ctx, "skipped", None), "contexts")
-    add(getattr(ctx, "dropped", None), "filter")
-    add(space.skipped, "embedding")
-    senses = space.senses
-    if "n_embedded" in senses:
-        empty = senses[senses["n_embedded"] == 0]
-        already = {f for frame in frames if frame["stage"].iloc[0] == "contexts" for f in frame["sense_id"]}
-        empty = empty[~empty["sense_id"].astype(str).isin(already)]
-        add(empty.assign(reason="no context of this sense could be embedded: the sense is left out of the axis"),
-            "axis")
-    if not frames:
-        return pd.DataFrame(columns=DROPPED_COLUMNS)
-    return pd.concat(frames, ignore_index=True)[DROPPED_COLUMNS]

@@ -260,8 +260,8 @@ def test_dropped_senses_lists_every_sense_that_misses_the_axis(tmp_path):
                   'tidiness,sloppy,low,"[""Sloppy work again."", ""A sloppy job.""]"\n')
     d = read_dictionary(path)
     sp = space.build_space(load_model("minilm-l6"), d, "dictionary", n_contexts=2)
-    dropped = v.dropped_senses(sp)
-    assert list(dropped.columns) == v.DROPPED_COLUMNS
+    dropped = space.dropped_senses(sp)
+    assert list(dropped.columns) == space.DROPPED_COLUMNS
     by_term = dropped.groupby("term")["stage"].apply(set).to_dict()
     assert by_term["🙂"] == {"embedding", "axis"}
     assert "contexts" in by_term["blorpish"]
