@@ -155,6 +155,8 @@ def test_generate_rejects_bad_prompts_before_loading_a_model():
         generate(SMOL, [], cache=False)
     with pytest.raises(ParameterError, match="prompts must be a list of strings, not one string"):
         generate(SMOL, "A nurse is", cache=False)
+    with pytest.raises(ParameterError, match=r"prompts must be a list of strings; item 1 is 3"):
+        generate(SMOL, ["A nurse is", 3], cache=False)
     with pytest.raises(ParameterError, match=r"max_new_tokens must be a positive integer, got 10\.0"):
         generate(SMOL, ["A nurse is"], max_new_tokens=10.0, cache=False)
     with pytest.raises(ParameterError, match="temperature"):
