@@ -196,6 +196,10 @@ def check_generation(prompts=None, *, n_samples=1, max_new_tokens=100, temperatu
                                  "wrap it in a list")
         if isinstance(prompts, Sized) and len(prompts) == 0:
             raise ParameterError("prompts is empty: nothing to generate from")
+        # A number or None among the prompts would otherwise fail inside the tokenizer.
+        bad = next(((i, p) for i, p in enumerate(prompts) if not isinstance(p, str)), None)
+        if bad is not None:
+            raise ParameterError(f"prompts must be a list of strings; item {bad[0]} is {bad[1]!r}")
     check_positive_int(n_samples, "n_samples")
     check_positive_int(max_new_tokens, "max_new_tokens")
     if not _is_number(temperature) or not temperature >= 0:

