@@ -58,6 +58,15 @@ n_boot = 1000                     # bootstrap replicates for the CIs
 output_dir = None                 # None = results/<model_id>/
 """, tags=["parameters"]),
         code("""
+# Every parameter is checked before any model is loaded: a typo fails here, in seconds.
+from bias_utils import validation
+
+validation.check_bold_audit(model=model, selection=selection, n_samples=n_samples, seed=seed,
+                            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+                            lexicons=lexicons, neutral_lexicons=neutral_lexicons, limit=limit, n_boot=n_boot,
+                            output_dir=output_dir)
+"""),
+        code("""
 from IPython.display import HTML, display
 
 from bias_utils import bold, lexicon, plots
@@ -132,6 +141,12 @@ seed = 0
 output_dir = None                 # None = results/published-audit/
 """, tags=["parameters"]),
         code("""
+# Every parameter is checked before any model is loaded: a typo fails here, in seconds.
+from bias_utils import validation
+
+validation.check_bold_replication(n_boot=n_boot, seed=seed, output_dir=output_dir)
+"""),
+        code("""
 from bias_utils import bold, plots, replication
 from bias_utils.results import REPLICATION_FOLDER, output_folder, write_table
 
@@ -183,4 +198,6 @@ plots.bold_audit_figure(metrics, table, title='BOLD audit: published Llama-3.1-8
 if __name__ == "__main__":
     for name, nb in (("06_bold_audit.ipynb", audit_notebook()), ("07_bold_replication.ipynb", replication_notebook())):
         nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+        for i, cell in enumerate(nb.cells):  # stable ids: regenerating changes only what the script changes
+            cell.id = f"cell-{i:02d}"
         nbf.write(nb, ROOT / "notebooks" / name)
