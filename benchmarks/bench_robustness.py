@@ -60,10 +60,10 @@ def main() -> None:
             if (real_cache / sub).exists():
                 os.symlink(real_cache / sub, Path(tmp) / sub)
         os.environ["BIAS_CACHE_DIR"] = tmp  # read by paths.cache_dir() at every call
-        from bias_utils import space
+        from bias_utils import dictionaries
         from bias_utils.models import load_model
 
-        dictionary = space.load_dictionary()
+        dictionary = dictionaries.load_dictionary()
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; limit={args.limit}, "
               f"term_limit={args.term_limit}, n_contexts={args.n_contexts}, n_permutations={args.n_permutations}")
         grand = {"cold": 0.0, "warm": 0.0}

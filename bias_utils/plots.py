@@ -256,7 +256,7 @@ def layer_curves_chart(curves: pd.DataFrame, measures: Sequence[str] | None = No
     """Accuracy and the female-male difference by layer, one line per context
     source (the paper's Figure 6): rows = measure, columns = dimension.
 
-    ``curves``: ``space.layers_by_context`` output (columns ``context_source,
+    ``curves``: ``layers.layers_by_context`` output (columns ``context_source,
     layer, measure, dimension, value``, optional ``ci_low, ci_high``).
     """
     data = curves if measures is None else curves[curves["measure"].isin(measures)]
