@@ -321,7 +321,9 @@ class TermEmbeddings:
 
 
 def term_embeddings(model, terms: pd.DataFrame, n_contexts: int = 5, seed: int = 0) -> TermEmbeddings:
-    """Embed the extra terms in their dictionary (WordNet) contexts, as ``space.direction_prediction`` does."""
+    """Embed the extra terms in their dictionary (WordNet) contexts, as
+    ``space.direction_prediction(term_contexts="dictionary")`` does: every extra term has
+    them, while the generated contexts of Table 2's default cover only part of the terms so far."""
 
     ctx = build_contexts(terms, "dictionary", n_contexts, seed)
     values, skipped, _ = embed_contexts(model, ctx.table)

@@ -272,12 +272,12 @@ def test_token_regression_and_verdict_on_a_confounded_slice():
 
 @pytest.mark.slow
 def test_curve_inputs_match_the_profile_pipeline_minilm():
-    from bias_utils import profiles, space
+    from bias_utils import dictionaries, profiles
     from bias_utils.embeddings import embed_words
     from bias_utils.models import load_model
 
     m = load_model("minilm-l6")
-    inputs, extras = rb.collect_curve_inputs(m, space.load_dictionary(), ("names", "terms"),
+    inputs, extras = rb.collect_curve_inputs(m, dictionaries.load_dictionary(), ("names", "terms"),
                                              sources=("generated", "none"), limit=6, term_limit=3)
     assert len(inputs.cells) == 2 * 3 * 4 and inputs.values["names"].shape[1:] == (12, 9)
     curve = rb.specification_curve(inputs, n_permutations=20, n_perm_test=200)
@@ -298,7 +298,7 @@ def test_curve_inputs_match_the_profile_pipeline_minilm():
     for d in range(7):  # the null's Gram solve reproduces polar_basis's pseudo-inverse on real directions
         np.testing.assert_allclose(rb.pinv_row(sp.bases["dimensions"].directions, d), sp.bases["dimensions"].pinv[:, d],
                                    rtol=1e-8, atol=1e-12)
-    acc = direction_prediction(m, sp, extras["term_table"], layer="all", n_boot=10).accuracy
+    acc = direction_prediction(m, sp, extras["term_table"], layer="all", n_boot=10, term_contexts="dictionary").accuracy
     acc = acc[acc.cutoff == "raw"].assign(layer=lambda a: a["layer"].astype(str)).set_index(["dimension", "layer"])
     merged = null.set_index(["dimension", "layer"]).join(acc["accuracy"], rsuffix="_dp", how="inner")
     assert len(merged) == 9 * (m.n_layers + 1)
