@@ -41,15 +41,15 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from . import data, lexicon, stats
+from . import data, lexicon, rendering, stats
 from .results import write_table
 
 __all__ = [
     "AUDIT_GROUPS", "FEMALE_GROUP", "MALE_GROUP", "METRICS_TABLE", "PMI_SMOOTHING", "SKIPPED_TABLE",
     "STATISTICS_TABLE", "SUMMARY_TABLE", "AuditResult", "BoldDataError", "audit_statistics", "completion_metrics",
-    "group_summary", "load_audit_selection", "load_profession_prompts", "occupation_terms", "pmi_scores",
-    "read_occupation_mapping", "resolve_selection", "run_audit", "select_by_category", "select_by_occupation",
-    "subsample", "word_table",
+    "describe_audit", "group_summary", "load_audit_selection", "load_profession_prompts", "occupation_terms",
+    "pmi_scores", "read_occupation_mapping", "resolve_selection", "run_audit", "select_by_category",
+    "select_by_occupation", "subsample", "word_table",
 ]
 
 #: Group labels of the audit selection (gaps elsewhere are female- minus male-dominated).
@@ -433,6 +433,52 @@ def _cluster_rows(m: pd.DataFrame, a: str, b: str, *, n_boot: int, seed: int) ->
         out.append({**stats._row("cluster_bootstrap_occupation", effect=effect, effect_size=est, ci=(lo, hi),
                                  n=len(m), group_a=a, group_b=b), "role": "extension", "measure": measure})
     return out
+
+
+def _reading_numbers(row: pd.Series, what: str) -> str:
+    """"odds ratio 24.7, 95% CI 10.1 to 60.4, Holm p < 0.001" from one statistics row."""
+    num = rendering.readable_number
+    p = row["p_adj"] if pd.notna(row["p_adj"]) else row["p"]
+    tail = "" if pd.isna(p) else f", Holm p {'< 0.001' if p < 0.001 else '= ' + num(float(p))}"
+    low, high = num(float(row["ci_low"])), num(float(row["ci_high"]))
+    return f"{what} {num(float(row['effect_size']))}, 95% CI {low} to {high}{tail}"
+
+
+def describe_audit(statistics: pd.DataFrame) -> list[str]:
+    """Sentences reading :func:`audit_statistics`' table: the audit's odds ratio with its Wald CI
+    and the occupation-bootstrap CI, how often completions use any gendered word, and the audit's
+    PMI difference. Rows the run could not compute are left out (they are in ``skipped``)."""
+    def row(test: str, measure: str | None = None):
+        hit = statistics[(statistics["test"] == test)
+                         & (statistics["measure"] == measure if measure else True)]
+        return hit.iloc[0] if len(hit) and pd.notna(hit.iloc[0]["effect_size"]) else None
+
+    def groups(r) -> tuple[str, str]:
+        return str(r["group_a"]).replace("_", "-"), str(r["group_b"]).replace("_", "-")
+
+    lines = []
+    wald = row("odds_ratio_wald")
+    if wald is not None:
+        a, b = groups(wald)
+        direction = ("more" if wald["ci_low"] > 1 else "less" if wald["ci_high"] < 1 else
+                     "neither clearly more nor less")
+        boot = row("cluster_bootstrap_occupation", "odds_ratio (words)")
+        wide = ("" if boot is None else
+                f"; resampling whole occupations widens the CI to {rendering.readable_number(float(boot['ci_low']))}"
+                f" to {rendering.readable_number(float(boot['ci_high']))}")
+        lines.append(f"Gendered words in completions about {a} occupations are {direction} often male than in "
+                     f"completions about {b} ones ({_reading_numbers(wald, 'odds ratio')}{wide}).")
+    presence = row("hurdle_presence:gendered_words")
+    if presence is not None:
+        a, b = groups(presence)
+        lines.append(f"Share of completions with any gendered word, {a} minus {b}: "
+                     f"{_reading_numbers(presence, 'risk difference')}.")
+    pmi = row("welch_t", "pmi_difference")
+    if pmi is not None:
+        a, b = groups(pmi)
+        lines.append(f"PMI of male minus female words near the occupation name (the audit's computation), "
+                     f"{a} minus {b}: {_reading_numbers(pmi, 'mean difference')}.")
+    return lines
 
 
 def group_summary(metrics: pd.DataFrame, neutral: Sequence[str] = tuple(lexicon.NEUTRAL_LEXICONS)) -> pd.DataFrame:

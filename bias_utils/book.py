@@ -49,12 +49,13 @@ from .results import REPLICATION_FOLDER as REPLICATION_SLUG
 from .results import model_slug
 
 __all__ = [
-    "ProgressForwarder", "path_replacements", "present_notebook", "presentation_tag", "table_links_cell",
-    "BOOK_DIR", "CLOSING_CHAPTERS", "Environment", "GENERATED_DIRS", "INTRO_CHAPTERS", "NOTEBOOKS_DIR", "NotebookSpec",
-    "PACKAGES", "PACKAGE_DIR", "QUICK_OVERRIDES", "QUICK_PARAMETERS", "RENDER_CELL", "Run", "STUDY_NOTEBOOKS",
-    "book_content_hashes", "build_html", "code_modules", "data_hashes", "data_list_hash", "declared_parameters",
-    "describe_model", "execute_run", "execute_runs", "git_state", "main", "make_book", "make_toc", "module_hashes",
-    "package_versions", "plan_runs", "resolve_dependency_keys", "sync_sources", "write_model_page", "write_toc",
+    "BOOK_DIR", "CLOSING_CHAPTERS", "FINDING_TAG", "GENERATED_DIRS", "INTRO_CHAPTERS", "NOTEBOOKS_DIR", "PACKAGES",
+    "PACKAGE_DIR", "QUICK_OVERRIDES", "QUICK_PARAMETERS", "RENDER_CELL", "STUDY_NOTEBOOKS", "Environment",
+    "NotebookSpec", "ProgressForwarder", "Run", "book_content_hashes", "break_headers", "build_html", "code_modules",
+    "data_hashes", "data_list_hash", "declared_parameters", "describe_model", "execute_run", "execute_runs",
+    "findings_first", "git_state", "main", "make_book", "make_toc", "module_hashes", "package_versions",
+    "path_replacements", "plan_runs", "present_notebook", "presentation_tag", "resolve_dependency_keys",
+    "sync_sources", "table_links_cell", "write_model_page", "write_toc",
 ]
 
 BOOK_DIR = paths.ROOT / "book"
@@ -80,10 +81,11 @@ QUICK_PARAMETERS = {"limit": 12, "n_contexts": 2, "n_boot": 200, "n_samples": 1}
 #: Per-notebook QUICK overrides: 12 prompts would leave ~2 female-dominated
 #: completions, too few for the audit's tests to say anything (and gendered
 #: words are rare: the audit's full 100 new tokens are kept); the completion
-#: profiles use every completion the quick audit wrote; the robustness chapter
-#: keeps 12 extra terms per dimension and pole, like the layers chapter.
-QUICK_OVERRIDES = {"06_bold_audit": {"limit": 80}, "08_completion_profiles": {"limit": None},
-                   "10_robustness": {"term_limit": 12}}
+#: profiles use every completion the quick audit wrote; the profiles' axis null
+#: and the robustness chapter keep 12 extra terms per dimension and pole, as
+#: chapter 03 does with ``limit`` (so all three share one embedding of them).
+QUICK_OVERRIDES = {"04_profiles": {"term_limit": 12}, "06_bold_audit": {"limit": 80},
+                   "08_completion_profiles": {"limit": None}, "10_robustness": {"term_limit": 12}}
 
 
 @dataclass(frozen=True)
@@ -475,6 +477,20 @@ def execute_run(run: Run, env: Environment, progress=print) -> dict:
 PRESENTATION_TAGS = ("remove-cell", "hide-cell", "hide-input", "remove-input")
 #: Marks cells the builder added to an executed notebook (replaced on every build).
 ADDED_CELL_TAG = "bias-book-added"
+#: Marks a notebook's key figure and its reading: the page shows them right after the opening text.
+FINDING_TAG = "key-finding"
+
+
+def findings_first(nb) -> None:
+    """Move the cells tagged :data:`FINDING_TAG` (in their order) to just after the first
+    Markdown cell, in place: the page opens with the chapter's finding while the notebook
+    itself still runs top to bottom. Idempotent."""
+    key = [c for c in nb.cells if FINDING_TAG in c.get("metadata", {}).get("tags", [])]
+    if not key:
+        return
+    rest = [c for c in nb.cells if FINDING_TAG not in c.get("metadata", {}).get("tags", [])]
+    first = next((i for i, c in enumerate(rest) if c.cell_type == "markdown"), -1)
+    nb.cells = rest[:first + 1] + key + rest[first + 1:]
 
 
 def presentation_tag(cell) -> str | None:
@@ -545,6 +561,21 @@ def _map_strings(value, fn):
     return value
 
 
+_TH = re.compile(r"(<th\b[^>]*>)(.*?)(</th>)", re.S)
+
+
+def break_headers(html: str) -> str:
+    """Let table headers wrap after underscores (``share_<wbr>agree_<wbr>significant``) so a wide
+    table fits the page without breaking a header mid-word. Only header text changes (not its
+    attributes or nested tags); idempotent."""
+
+    def text_only(segment: str) -> str:
+        parts = re.split(r"(<[^>]*>)", segment.replace("<wbr>", ""))
+        return "".join(part if part.startswith("<") else part.replace("_", "_<wbr>") for part in parts)
+
+    return _TH.sub(lambda m: m.group(1) + text_only(m.group(2)) + m.group(3), html)
+
+
 def table_links_cell(tables: list[Path], page_dir: Path):
     """A markdown cell linking the CSV tables copied beside the chapter (``tables/<name>.csv``)."""
 
@@ -556,7 +587,8 @@ def table_links_cell(tables: list[Path], page_dir: Path):
 
 
 def present_notebook(run: "Run", replacements: list[tuple[str, str]]) -> bool:
-    """Prepare an executed notebook for reading, in place: tags, paths, CSV links.
+    """Prepare an executed notebook for reading, in place: the key finding first
+    (:func:`findings_first`), tags, paths, CSV links.
 
     Idempotent (rewritten only when something changes); the run's manifest
     lists the CSV tables it wrote, which are copied to ``tables/`` beside the
@@ -566,6 +598,7 @@ def present_notebook(run: "Run", replacements: list[tuple[str, str]]) -> bool:
     before = run.output.read_text(encoding="utf-8")
     nb = nbformat.reads(before, as_version=4)
     nb.cells = [c for c in nb.cells if ADDED_CELL_TAG not in c.get("metadata", {}).get("tags", [])]
+    findings_first(nb)
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -579,6 +612,9 @@ def present_notebook(run: "Run", replacements: list[tuple[str, str]]) -> bool:
         cell.source = strip(cell.source)
         if "outputs" in cell:
             cell.outputs = [nbformat.from_dict(_map_strings(o, strip)) for o in cell.outputs]
+            for o in cell.outputs:
+                if "text/html" in o.get("data", {}):
+                    o["data"]["text/html"] = break_headers(o["data"]["text/html"])
     tables = []
     for name in (run.previous_manifest() or {}).get("tables", []):
         src = Path(run.results) / name

@@ -19,10 +19,11 @@ from . import bold, completions, paths, plots
 from .dictionaries import DIMENSIONS
 
 __all__ = [
-    "ACCURACY_TABLE", "BOLD_STATS_TABLE", "BOLD_SUMMARY_TABLE", "COMPLETION_STATS_TABLE", "CROSS_MODEL_TABLES",
-    "PROFILE_MEANS_TABLE", "PROFILE_STATS_TABLE", "SKIPPED_COLUMNS", "accuracy_by_model", "bold_odds_ratios",
-    "forest_chart", "gender_gaps", "headline_layer", "intrinsic_extrinsic", "link_chart", "models_with_results",
-    "profile_grid", "read_all_results", "read_results", "short_model_ids",
+    "ACCURACY_TABLE", "AXIS_VALIDITY_TABLE", "BOLD_STATS_TABLE", "BOLD_SUMMARY_TABLE", "COMPLETION_STATS_TABLE",
+    "CROSS_MODEL_TABLES", "PROFILE_MEANS_TABLE", "PROFILE_STATS_TABLE", "SKIPPED_COLUMNS", "accuracy_by_model",
+    "bold_odds_ratios", "failed_axes_by_model", "forest_chart", "gender_gaps", "headline_layer",
+    "intrinsic_extrinsic", "link_chart", "models_with_results", "profile_grid", "read_all_results", "read_results",
+    "short_model_ids",
 ]
 
 #: Result tables read across models (``<name>.parquet`` in each model folder).
@@ -32,9 +33,11 @@ PROFILE_MEANS_TABLE = "profile_group_means"
 BOLD_STATS_TABLE = bold.STATISTICS_TABLE
 BOLD_SUMMARY_TABLE = bold.SUMMARY_TABLE
 COMPLETION_STATS_TABLE = completions.COMPLETION_STATS_TABLE
+#: ``robustness.axis_validity`` of the model's own space (chapter 03): which axes beat their null.
+AXIS_VALIDITY_TABLE = "axis_validity"
 #: The per-model tables the cross-model chapter stacks.
 CROSS_MODEL_TABLES = (ACCURACY_TABLE, PROFILE_STATS_TABLE, PROFILE_MEANS_TABLE, BOLD_STATS_TABLE,
-                      BOLD_SUMMARY_TABLE, COMPLETION_STATS_TABLE)
+                      BOLD_SUMMARY_TABLE, COMPLETION_STATS_TABLE, AXIS_VALIDITY_TABLE)
 
 SKIPPED_COLUMNS = ["model_id", "table", "reason"]
 
@@ -98,6 +101,16 @@ def headline_layer(frame: pd.DataFrame) -> pd.DataFrame:
     if "layer" in frame and frame["layer"].astype(str).eq("mean").any():
         return frame[frame["layer"].astype(str) == "mean"]
     return frame
+
+
+def failed_axes_by_model(validity: pd.DataFrame) -> pd.DataFrame:
+    """``model_id, dimension`` of every axis that is not better than its null at the headline
+    layer, from stacked :data:`AXIS_VALIDITY_TABLE` rows (empty when there are none)."""
+    if validity.empty or "beats_null" not in validity:
+        return pd.DataFrame(columns=["model_id", "dimension"])
+    head = headline_layer(validity)
+    failed = head[~head["beats_null"].astype(bool)]
+    return failed[["model_id", "dimension"]].drop_duplicates().reset_index(drop=True)
 
 
 def accuracy_by_model(accuracy: pd.DataFrame, cutoff: str = "raw") -> pd.DataFrame:
@@ -225,10 +238,13 @@ def link_chart(link: pd.DataFrame, x: str = "names_warmth_gap", y: str = "odds_r
     return alt.layer(points, labels).properties(title=title or f"{y} against {x}", width=360, height=260)
 
 
-def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: str = "names") -> alt.VConcatChart:
-    """Per model, its 7D profile above its warmth × competence plane for ``population``.
+def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: str = "names",
+                 validity: pd.DataFrame | None = None) -> alt.VConcatChart:
+    """Per model, its 7D profile above its warmth × competence plane for ``population``;
+    the axes :func:`failed_axes_by_model` finds in ``validity`` are greyed.
 
     Stacked rather than side by side: a book page is too narrow for both."""
+    failed = failed_axes_by_model(validity if validity is not None else pd.DataFrame())
     rows = []
     labels = dict(zip(means["model_id"], short_model_ids(means)["model_id"]))
     for model, m in means.groupby("model_id", sort=False):
@@ -237,11 +253,14 @@ def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: s
         pop = m[m["population"] == population]
         seven = pop[pop["space"] == "dimensions"].drop(columns=["model_id"])
         two = pop[pop["space"] == "warmth_competence"].drop(columns=["model_id"])
+        invalid = list(failed.loc[failed["model_id"] == model, "dimension"])
         charts = []
         if len(seven):
-            charts.append(plots.profile_chart(seven, s, title=f"{labels[model]}: 7D profile ({population})"))
+            charts.append(plots.profile_chart(seven, s, title=f"{labels[model]}: 7D profile ({population})",
+                                              invalid_axes=invalid))
         if len(two):
-            charts.append(plots.warmth_competence_chart(two, stats=s, title=f"{labels[model]}: warmth × competence"))
+            charts.append(plots.warmth_competence_chart(two, stats=s, title=f"{labels[model]}: warmth × competence",
+                                                        invalid_axes=invalid))
         rows += charts
     if not rows:
         raise ValueError(f"profile_grid: no group means for population {population!r}")

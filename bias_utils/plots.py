@@ -23,9 +23,10 @@ import pandas as pd
 from . import cache
 
 __all__ = [
-    "DIMENSION_ORDER", "GROUP_COLORS", "OTHER_COLORS", "POLE_LABELS", "THEME", "accuracy_heatmap", "bold_audit_figure",
-    "bold_examples_table", "highlight_gendered", "layer_curves_chart", "pole_labels", "profile_chart", "save",
-    "warmth_competence_chart", "warmth_competence_charts", "specification_curve_chart", "axis_null_chart",
+    "DIMENSION_ORDER", "GROUP_COLORS", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "POLE_LABELS", "THEME",
+    "accuracy_heatmap", "axis_null_chart", "bold_audit_figure", "bold_examples_table", "highlight_gendered",
+    "layer_curves_chart", "pole_labels", "profile_chart", "save", "specification_curve_chart",
+    "warmth_competence_chart", "warmth_competence_charts",
 ]
 
 THEME = "bias_profiles"
@@ -108,54 +109,77 @@ def _one(frame: pd.DataFrame, column: str, what: str):
 # --------------------------------------------------------------------------- Study 1
 
 
+#: Marks an axis that is not better than its label-shuffling null (``robustness.axis_null``).
+INVALID_MARK = " †"
+INVALID_NOTE = "† axis not better than chance (label-shuffling null): its gap is greyed and not read"
+INVALID_GREY = "#bbbbbb"
+
+
 def profile_chart(means: pd.DataFrame, stats: pd.DataFrame | None = None, *, title: str | None = None,
-                  alpha: float = 0.05) -> alt.LayerChart:
+                  alpha: float = 0.05, invalid_axes: Sequence[str] = ()) -> alt.LayerChart:
     """The stereotype profile of one population (the paper's Figures 1 and 5).
 
     ``means``: ``profiles.group_means`` rows of ONE population and layer
     (columns ``population, layer, dimension, group, mean, ci_low, ci_high``);
     one row per dimension on the y axis, low pole labelled on the left, high
     pole on the right. ``stats``: ``profiles.profile_stats`` rows; dimensions
-    with ``p_holm < alpha`` get bold pole labels and a ``*``.
+    with ``p_holm < alpha`` get bold pole labels and a ``*``. ``invalid_axes``
+    (``robustness.failed_axes``): dimensions drawn in grey with a ``†`` instead
+    of a star, explained in the subtitle.
     """
     pop = _one(means, "population", "profile_chart")
     _one(means, "layer", "profile_chart")
     dims = _ordered(means["dimension"])
+    invalid = sorted(set(invalid_axes) & set(dims))
     sig = set()
     if stats is not None:
         s = stats[(stats["population"] == pop) & stats["dimension"].isin(dims)]
-        sig = set(s.loc[s["p_holm"] < alpha, "dimension"])
-    low = {d: pole_labels(d)[0] + (" *" if d in sig else "") for d in dims}
-    high = {d: pole_labels(d)[1] + (" *" if d in sig else "") for d in dims}
+        sig = set(s.loc[s["p_holm"] < alpha, "dimension"]) - set(invalid)
+
+    def mark(d: str) -> str:
+        return INVALID_MARK if d in invalid else " *" if d in sig else ""
+
+    low = {d: pole_labels(d)[0] + mark(d) for d in dims}
+    high = {d: pole_labels(d)[1] + mark(d) for d in dims}
     bound = float(np.nanmax(np.abs(means[["mean", "ci_low", "ci_high"]].to_numpy())))
     bound = max(1.0, np.ceil(bound * 4) / 4)
     x = alt.X("mean:Q", title="standardised projected value (mean, 95% CI)",
               scale=alt.Scale(domain=[-bound, bound]))
-    colour = alt.Color("group:N", title=pop, scale=_group_scale(means["group"]))
+    in_invalid = f"indexof({json.dumps(invalid)}, datum.dimension) >= 0"
+    colour = alt.condition(in_invalid, alt.value(INVALID_GREY),
+                           alt.Color("group:N", title=pop, scale=_group_scale(means["group"])))
     weight = {"condition": {"test": f"indexof({json.dumps(sorted(sig))}, datum.value) >= 0", "value": "bold"},
               "value": "normal"}
+    label_colour = {"condition": {"test": f"indexof({json.dumps(invalid)}, datum.value) >= 0",
+                                  "value": INVALID_GREY}, "value": "black"}
 
     def y_axis(orient: str, labels: dict) -> alt.Y:
         return alt.Y("dimension:N", sort=dims, title=None, axis=alt.Axis(
             orient=orient, labelExpr=f"{_js_map(labels)}[datum.value]", labelFontWeight=weight,
-            ticks=False, domain=False, grid=True))
+            labelColor=label_colour, ticks=False, domain=False, grid=True))
 
     data = means.assign(order=means["dimension"].map({d: i for i, d in enumerate(dims)}))
     base = alt.Chart(data)
     rule = alt.Chart(pd.DataFrame({"mean": [0.0]})).mark_rule(color="#999").encode(x="mean:Q")
-    lines = base.mark_line(point=alt.OverlayMarkDef(size=60, filled=True), strokeWidth=1.5).encode(
-        x=x, y=y_axis("left", low), color=colour, order="order:Q",
+    # one line per group through the valid axes only: a line into a greyed axis would draw it in colour
+    lines = base.transform_filter(f"!({in_invalid})").mark_line(strokeWidth=1.5).encode(
+        x=x, y=y_axis("left", low), color=alt.Color("group:N", title=pop, scale=_group_scale(means["group"])),
+        order="order:Q")
+    points = base.mark_point(size=60, filled=True, opacity=1).encode(
+        x=x, y=alt.Y("dimension:N", sort=dims, axis=None), color=colour,
         tooltip=["group", "dimension", alt.Tooltip("mean:Q", format=".2f"), "n"])
     bars = base.mark_errorbar(ticks=True).encode(
         x=alt.X("ci_low:Q", title=""), x2="ci_high:Q", y=y_axis("right", high), color=colour)
-    return (alt.layer(rule, lines, bars)
+    heading = title or f"Stereotype profile: {pop}"
+    return (alt.layer(rule, lines, points, bars)
             .resolve_axis(y="independent")
-            .properties(title=title or f"Stereotype profile: {pop}", height=34 * len(dims)))
+            .properties(title=alt.TitleParams(heading, subtitle=[INVALID_NOTE]) if invalid else heading,
+                        height=34 * len(dims)))
 
 
 def warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = None, *,
                             stats: pd.DataFrame | None = None, title: str | None = None,
-                            alpha: float = 0.05) -> alt.LayerChart:
+                            alpha: float = 0.05, invalid_axes: Sequence[str] = ()) -> alt.LayerChart:
     """The 2D warmth x competence plane (the paper's Figures 3 and 4).
 
     ``means``: ``profiles.group_means`` rows (one layer; any populations) with
@@ -164,10 +188,13 @@ def warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = No
     ``profiles.nonbinary_table`` rows; its ``series == "term"`` rows are drawn as
     labelled grey points (individual non-binary/transgender terms on the binary
     terms' scale). ``stats``: composite dimensions with ``p_holm < alpha`` for a
-    plotted population are starred in the axis titles.
+    plotted population are starred in the axis titles. ``invalid_axes``
+    (``robustness.failed_axes``): a composite listed there gets a grey axis title
+    with ``†`` and the note in the subtitle, and no star.
     """
     _one(means, "layer", "warmth_competence_chart")
     wide = _wide_wc(means, ["population", "group"], "mean", extra=("ci_low", "ci_high"))
+    invalid = [d for d in ("warmth", "competence") if d in set(invalid_axes)]
     starred = {}
     if stats is not None:
         s = stats[stats["dimension"].isin(["warmth", "competence"]) & (stats["p_holm"] < alpha)
@@ -187,14 +214,20 @@ def warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = No
                        x="warmth:Q", y="competence:Q", text="word:N")]
     bound = max(1.0, float(np.ceil(np.nanmax(np.abs(np.concatenate(values))) * 4) / 4))
     scale = alt.Scale(domain=[-bound, bound])
-    x_title = "← low warmth · high warmth →" + starred.get("warmth", "")
-    y_title = "← low competence · high competence →" + starred.get("competence", "")
+
+    def axis_title(d: str) -> tuple[str, alt.Axis]:
+        text = f"← low {d} · high {d} →"
+        if d in invalid:
+            return text + INVALID_MARK, alt.Axis(titleColor=INVALID_GREY)
+        return text + starred.get(d, ""), alt.Axis()
+
+    (x_title, x_axis), (y_title, y_axis) = axis_title("warmth"), axis_title("competence")
 
     def x(field: str) -> alt.X:
-        return alt.X(field, scale=scale, title=x_title)
+        return alt.X(field, scale=scale, title=x_title, axis=x_axis)
 
     def y(field: str) -> alt.Y:
-        return alt.Y(field, scale=scale, title=y_title)
+        return alt.Y(field, scale=scale, title=y_title, axis=y_axis)
 
     colour = alt.Color("group:N", title="group", scale=_group_scale(wide["group"]))
     base = alt.Chart(wide)
@@ -211,11 +244,14 @@ def warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = No
             tooltip=["population", "group", alt.Tooltip("warmth:Q", format=".2f"),
                      alt.Tooltip("competence:Q", format=".2f")]),
     ] + layers
-    return alt.layer(*layers).properties(title=title or "Warmth and competence", width=340, height=340)
+    heading = title or "Warmth and competence"
+    return alt.layer(*layers).properties(
+        title=alt.TitleParams(heading, subtitle=[INVALID_NOTE]) if invalid else heading, width=340, height=340)
 
 
 def warmth_competence_charts(means: pd.DataFrame, nonbinary: pd.DataFrame | None = None, *,
-                             stats: pd.DataFrame | None = None, title: str = "") -> dict[str, alt.LayerChart]:
+                             stats: pd.DataFrame | None = None, title: str = "",
+                             invalid_axes: Sequence[str] = ()) -> dict[str, alt.LayerChart]:
     """One :func:`warmth_competence_chart` per population present, keyed by a file stem.
 
     ``means``: ``profiles.group_means`` rows (any populations and groups; the
@@ -237,7 +273,8 @@ def warmth_competence_charts(means: pd.DataFrame, nonbinary: pd.DataFrame | None
         stem = "warmth_competence_nonbinary" if with_terms else f"warmth_competence_{slug}"
         label = f"{pop} and {', '.join(sorted(term_pops))} terms" if with_terms else str(pop)
         charts[stem] = warmth_competence_chart(wc[wc["population"] == pop], terms if with_terms else None,
-                                               stats=stats, title=f"{title}: {label}" if title else label)
+                                               stats=stats, title=f"{title}: {label}" if title else label,
+                                               invalid_axes=invalid_axes)
     return charts
 
 
@@ -277,29 +314,42 @@ def layer_curves_chart(curves: pd.DataFrame, measures: Sequence[str] | None = No
             .properties(title=title or "By layer and context source"))
 
 
-def accuracy_heatmap(accuracy: pd.DataFrame, *, title: str | None = None) -> alt.LayerChart:
+def accuracy_heatmap(accuracy: pd.DataFrame, *, title: str | None = None,
+                     invalid_axes: pd.DataFrame | Sequence[str] = ()) -> alt.LayerChart:
     """Direction-prediction accuracy per dimension x model and cut-off (the paper's Table 2).
 
     ``accuracy``: ``projection.direction_accuracy`` rows (one layer) with
     ``model_id`` (added by the caller when several models are stacked),
     ``cutoff, dimension, accuracy, n``. Colour is centred on chance (0.5).
+    ``invalid_axes``: axes not better than their null, as ``model_id, dimension``
+    pairs (``crossmodel.failed_axes_by_model``) or dimensions of every row
+    (``robustness.failed_axes``): those cells are grey with ``†``.
     """
     data = accuracy.copy()
     if "model_id" not in data:
         data["model_id"] = "model"
+    if isinstance(invalid_axes, pd.DataFrame):
+        bad = set(zip(invalid_axes["model_id"], invalid_axes["dimension"]))
+    else:
+        bad = {(m, d) for m in data["model_id"] for d in invalid_axes}
+    data["invalid"] = [(m, d) in bad for m, d in zip(data["model_id"], data["dimension"])]
+    data["label"] = [f"{a:.2f}" + (INVALID_MARK.strip() if i else "")
+                     for a, i in zip(data["accuracy"], data["invalid"])]
     data["row"] = data["model_id"].astype(str) + " · " + data["cutoff"].astype(str)
     dims = _ordered(data["dimension"])
     base = alt.Chart(data).encode(
         x=alt.X("dimension:N", sort=dims, title=None, axis=alt.Axis(labelAngle=-30, orient="top")),
         y=alt.Y("row:N", title=None))
     rect = base.mark_rect().encode(
-        color=alt.Color("accuracy:Q", title="accuracy",
-                        scale=alt.Scale(scheme="redblue", domain=[0, 1], domainMid=0.5)),
-        tooltip=["model_id", "cutoff", "dimension", alt.Tooltip("accuracy:Q", format=".2f"), "n"])
+        color=alt.condition("datum.invalid", alt.value("#e6e6e6"), alt.Color(
+            "accuracy:Q", title="accuracy", scale=alt.Scale(scheme="redblue", domain=[0, 1], domainMid=0.5))),
+        tooltip=["model_id", "cutoff", "dimension", alt.Tooltip("accuracy:Q", format=".2f"), "n", "invalid"])
     text = base.mark_text(fontSize=11).encode(
-        text=alt.Text("accuracy:Q", format=".2f"),
-        color=alt.condition("abs(datum.accuracy - 0.5) > 0.3", alt.value("white"), alt.value("black")))
-    return (rect + text).properties(title=title or "Direction-prediction accuracy",
+        text="label:N",
+        color=alt.condition("!datum.invalid && abs(datum.accuracy - 0.5) > 0.3", alt.value("white"),
+                            alt.value("black")))
+    heading = title or "Direction-prediction accuracy"
+    return (rect + text).properties(title=alt.TitleParams(heading, subtitle=[INVALID_NOTE]) if bad else heading,
                                     width=48 * len(dims), height=alt.Step(24))
 
 

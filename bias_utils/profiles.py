@@ -48,9 +48,9 @@ from .stats import STAT_COLUMNS, adjust_pvalues, hedges_g, student_t, welch_anov
 __all__ = [
     "DEFAULT_REFERENCE", "DEFAULT_TEMPLATES", "PLACEHOLDER", "PROFILE_STATS_COLUMNS", "PopulationEmbeddings",
     "ProfileError", "ProfileResult", "check_templates", "describe_profile", "describe_stats", "fill_template",
-    "group_means", "limit_populations", "nonbinary_table", "paper_finding", "population_embeddings", "profile_anova",
-    "profile_stats", "profile_table", "resolve_populations", "run_profiles", "share_below_group_means", "standardise",
-    "word_summary",
+    "group_means", "limit_populations", "nonbinary_table", "paper_finding", "paper_finding_sentence",
+    "population_embeddings", "profile_anova", "profile_stats", "profile_table", "resolve_populations",
+    "run_profiles", "share_below_group_means", "standardise", "word_summary",
 ]
 
 #: The placeholder a template marks the word with.
@@ -464,17 +464,22 @@ def share_below_group_means(nonbinary: pd.DataFrame, space: str = "warmth_compet
     return out.reset_index()
 
 
-def describe_stats(stats: pd.DataFrame, dimensions: Sequence[str] | None = None, alpha: float = 0.05) -> list[str]:
+def describe_stats(stats: pd.DataFrame, dimensions: Sequence[str] | None = None, alpha: float = 0.05,
+                   invalid_axes: Sequence[str] = ()) -> list[str]:
     """One sentence per stats row that reads the result, e.g. ``names: female
     higher than male on warmth (g = 0.52 [0.24, 0.80]; Welch p_holm = 0.001;
-    Student p = 0.0004)``."""
+    Student p = 0.0004)``. A dimension in ``invalid_axes`` (``robustness.failed_axes``)
+    is not read: its sentence says the axis is not better than chance."""
     lines = []
     rows = stats if dimensions is None else stats[stats["dimension"].isin(dimensions)]
     for r in rows.itertuples(index=False):
         hi, lo = (r.group_a, r.group_b) if r.diff > 0 else (r.group_b, r.group_a)
         numbers = (f"g = {r.g:.2f} [{r.g_ci_low:.2f}, {r.g_ci_high:.2f}]; Welch t({r.df:.1f}) = {r.t:.2f}, "
                    f"p = {r.p:.3g}, p_holm = {r.p_holm:.3g}; Student p = {r.p_student:.3g}")
-        if r.p_holm < alpha:
+        if r.dimension in invalid_axes:
+            lines.append(f"{r.population}: {r.dimension} not read, its axis predicts the extra terms' direction "
+                         f"no better than axes built from shuffled pole labels ({numbers})")
+        elif r.p_holm < alpha:
             lines.append(f"{r.population}: {hi} higher than {lo} on {r.dimension} ({numbers})")
         else:
             lines.append(f"{r.population}: no significant {r.group_a}/{r.group_b} difference on "
@@ -482,13 +487,14 @@ def describe_stats(stats: pd.DataFrame, dimensions: Sequence[str] | None = None,
     return lines
 
 
-def describe_profile(stats: pd.DataFrame, alpha: float = 0.05) -> str:
-    """Markdown bullets reading every stats row, warmth and competence first, grouped by population."""
+def describe_profile(stats: pd.DataFrame, alpha: float = 0.05, invalid_axes: Sequence[str] = ()) -> str:
+    """Markdown bullets reading every stats row, warmth and competence first, grouped by population
+    (``invalid_axes``: as :func:`describe_stats`)."""
     lines = []
     for _, s in stats.groupby("population", sort=False):
         rank = s["dimension"].map({"warmth": 0, "competence": 1}).fillna(2)
         ranked = s.assign(_r=rank).sort_values("_r", kind="stable")
-        lines += ["- " + line for line in describe_stats(ranked, alpha=alpha)]
+        lines += ["- " + line for line in describe_stats(ranked, alpha=alpha, invalid_axes=invalid_axes)]
     return "\n".join(lines)
 
 
@@ -514,6 +520,19 @@ def paper_finding(stats: pd.DataFrame, population: str = "names", alpha: float =
                      "g": g, "g_ci_low": lo, "g_ci_high": hi, "p": r.p, "p_holm": r.p_holm, "p_student": r.p_student})
     return pd.DataFrame(rows, columns=["dimension", "expected", "holds", "diff", "g", "g_ci_low", "g_ci_high",
                                        "p", "p_holm", "p_student"])
+
+
+def paper_finding_sentence(finding: pd.DataFrame, invalid_axes: Sequence[str] = ()) -> str:
+    """Markdown reading :func:`paper_finding`: does each half of the headline hold on this model,
+    with the Holm p; an axis in ``invalid_axes`` is flagged as not better than chance."""
+    parts = []
+    for r in finding.itertuples(index=False):
+        group = r.expected.split()[0]
+        verdict = "yes" if r.holds else "no"
+        flag = "; its axis is not better than chance, so this is not evidence either way" \
+            if r.dimension in invalid_axes else ""
+        parts.append(f"{group} names higher on {r.dimension}: {verdict} (p_holm = {r.p_holm:.3g}{flag})")
+    return "**Paper's finding on this model** — " + "; ".join(parts) + "." if parts else ""
 
 
 # --------------------------------------------------------------------------- one call for notebook 04

@@ -72,7 +72,7 @@ from scipy import stats as sps
 from . import projection
 from .cache import stable_hash
 from .contexts import build_contexts, prepare_dictionary
-from .crossmodel import read_results
+from .crossmodel import AXIS_VALIDITY_TABLE, read_results
 from .dictionaries import limit_terms, load_full_dictionary_terms
 from .embeddings import find_word, token_indices
 from .profiles import (
@@ -88,6 +88,7 @@ from .space import build_space, direction_prediction, embed_contexts
 
 __all__ = [
     "AXIS_NULL_TABLE",
+    "AXIS_VALIDITY_TABLE",
     "CONTEXT_SOURCES",
     "EXPECTED_SIGN",
     "JOINT_STATISTICS",
@@ -101,15 +102,19 @@ __all__ = [
     "SpecificationCurve",
     "TermEmbeddings",
     "axis_null",
+    "axis_validity",
     "axis_verdicts",
     "best_layers",
     "cell_values",
     "collect_curve_inputs",
     "cross_model_summary",
     "default_cell_values",
+    "extra_terms",
+    "failed_axes",
     "group_tests",
     "holm",
     "name_gap_verdict",
+    "null_layer",
     "ols",
     "permutation_reference",
     "pinv_row",
@@ -320,6 +325,18 @@ class TermEmbeddings:
     skipped: pd.DataFrame
 
 
+def extra_terms(space, terms: pd.DataFrame | None = None, limit: int | None = None,
+                seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The extra terms of ``space``'s own dimensions (default: the full dictionary's), at most
+    ``limit`` per dimension and pole, as :func:`split_terms`' two halves; stacked in this
+    order, every chapter that embeds them asks the embedding cache for the same batches."""
+    if terms is None:
+        terms = load_full_dictionary_terms()
+    own = list(space.bases["dimensions"].dimensions) if "dimensions" in space.bases else []
+    terms = limit_terms(terms[terms["dimension"].isin(own)], limit, seed)
+    return split_terms(terms, seed)
+
+
 def term_embeddings(model, terms: pd.DataFrame, n_contexts: int = 5, seed: int = 0) -> TermEmbeddings:
     """Embed the extra terms in their dictionary (WordNet) contexts, as
     ``space.direction_prediction(term_contexts="dictionary")`` does: every extra term has
@@ -424,13 +441,8 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
     seconds["spaces"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    if terms is None:
-
-        terms = load_full_dictionary_terms()
     first = next(iter(spaces.values()))
-    own = list(first.bases["dimensions"].dimensions) if "dimensions" in first.bases else []
-    terms = limit_terms(terms[terms["dimension"].isin(own)], term_limit, seed)
-    selection, held_out = split_terms(terms, seed)
+    selection, held_out = extra_terms(first, terms, term_limit, seed)
     term_table = pd.concat([selection, held_out], ignore_index=True)
     term_emb = term_embeddings(model, term_table, n_contexts, seed)
     skipped += [{"step": "extra terms", "context_source": "", "item": r.sense_id, "reason": r.reason}
@@ -716,6 +728,35 @@ def axis_null(space, terms: TermEmbeddings, *, n_permutations: int = 200, seed: 
                              "null_high": float(np.percentile(nv, 97.5)), "p": float(p), "beats_null": bool(p < alpha),
                              "n_terms": int(sel.sum()), "n_permutations": n_permutations})
     return pd.DataFrame(rows, columns=AXIS_NULL_COLUMNS)
+
+
+def axis_validity(model, space, *, n_contexts: int = 5, seed: int = 0, limit: int | None = None,
+                  n_permutations: int = 200, alpha: float = 0.05) -> pd.DataFrame:
+    """:func:`axis_null` of ``space`` on the full dictionary's extra terms in their WordNet
+    contexts (:func:`extra_terms`, ``limit`` per dimension and pole): the check Table 2 and
+    every profile chart of the model read their axes through. The term embeddings come from
+    the cache after the first chapter, so later chapters pay only for the permutations."""
+    table = pd.concat(extra_terms(space, limit=limit, seed=seed), ignore_index=True)
+    if table.empty:  # a user dictionary whose dimensions have no extra terms: nothing to test against
+        return pd.DataFrame(columns=AXIS_NULL_COLUMNS)
+    terms = term_embeddings(model, table, n_contexts, seed)
+    return axis_null(space, terms, n_permutations=n_permutations, seed=seed, alpha=alpha)
+
+
+def null_layer(space, layer) -> str:
+    """The ``layer`` label of :func:`axis_null`'s table for a notebook's ``layer`` parameter:
+    ``"mean"``, ``"last"``, a hidden-state index, or ``"all"`` (then the last layer stands
+    for the summary; the table itself has every layer)."""
+    if layer == "mean":
+        return "mean"
+    layers = next(iter(space.bases.values())).layers
+    return str(layers[-1] if layer in ("last", "all") else int(layer))
+
+
+def failed_axes(null: pd.DataFrame, layer: str = "mean") -> list[str]:
+    """The dimensions whose axis is not better than the null at ``layer`` (a :func:`null_layer` label)."""
+    rows = null[null["layer"] == str(layer)]
+    return sorted(set(rows.loc[~rows["beats_null"].astype(bool), "dimension"]))
 
 
 # --------------------------------------------------------------------------- tokenisation confound

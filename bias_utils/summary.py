@@ -5,6 +5,11 @@ Two numbers per model, both from tables the study notebooks wrote:
 * **Study 1** (``profile_stats``): the female − male gap on warmth and on
   competence, as Hedges' g with its 95% CI and the Holm-adjusted p value
   (:func:`bias_utils.crossmodel.gender_gaps`), for names and for gendered terms.
+* **How far to trust each gap**: whether the axis beats its label-shuffling null
+  (``axis_validity``, chapter 03; a gap on an axis that does not is not read),
+  and from the robustness chapter (``robustness_summary``) the share of
+  specifications that agree with the paper and are significant, with the joint
+  test's p (:func:`bias_utils.robustness.cross_model_summary`).
 * **Study 2** (``bold_statistics``, decoders only): the audit's odds ratio that
   a completion's gendered words are male rather than female for male- rather
   than female-dominated occupations, with the Wald CI the audit reports and
@@ -26,13 +31,16 @@ import pandas as pd
 
 from . import cache, plots, rendering
 from .crossmodel import (
+    AXIS_VALIDITY_TABLE,
     BOLD_STATS_TABLE,
     PROFILE_STATS_TABLE,
     bold_odds_ratios,
+    failed_axes_by_model,
     gender_gaps,
     read_results,
     short_model_ids,
 )
+from .robustness import cross_model_summary
 
 #: The composite dimensions on the front page, and the paper's expectation for each.
 HEADLINE = {"warmth": "female", "competence": "male"}
@@ -56,13 +64,25 @@ def read_summary(models: Sequence[str], results_dir: str | Path | None = None
     """``(gaps, odds)`` for ``models`` (result folder names): headline gaps and odds ratios.
 
     ``gaps``: :func:`~bias_utils.crossmodel.gender_gaps` rows of the headline
-    dimensions; ``odds``: :func:`~bias_utils.crossmodel.bold_odds_ratios` rows
-    (encoders have none). Both keep the full ``model_id``.
+    dimensions, with ``axis_valid`` (False when the axis is not better than its
+    null, NA without ``axis_validity``) and, from the robustness chapter when it
+    ran, ``n_specs, share_agree_significant, joint_p``; ``odds``:
+    :func:`~bias_utils.crossmodel.bold_odds_ratios` rows (encoders have none).
+    Both keep the full ``model_id``.
     """
     stats, _ = read_results(models, PROFILE_STATS_TABLE, results_dir)
     gaps = gender_gaps(stats) if len(stats) else pd.DataFrame(
         columns=["model_id", "population", "dimension", "gap", "g", "g_ci_low", "g_ci_high", "p_holm"])
     gaps = gaps[gaps["dimension"].isin(list(HEADLINE))].reset_index(drop=True)
+    validity, _ = read_results(models, AXIS_VALIDITY_TABLE, results_dir)
+    failed = set(failed_axes_by_model(validity).itertuples(index=False, name=None))
+    tested = set(validity["model_id"]) if len(validity) else set()
+    gaps["axis_valid"] = pd.array([(m, d) not in failed if m in tested else None
+                                   for m, d in zip(gaps["model_id"], gaps["dimension"])], dtype="boolean")
+    robust, _ = cross_model_summary(models, results_dir)
+    robust = robust.rename(columns={"n_agree_significant_p": "joint_p"})[
+        ["model_id", "population", "dimension", "n_specs", "share_agree_significant", "joint_p"]]
+    gaps = gaps.merge(robust, on=["model_id", "population", "dimension"], how="left")
     bold, _ = read_results(models, BOLD_STATS_TABLE, results_dir)
     odds = bold_odds_ratios(bold) if len(bold) else pd.DataFrame(
         columns=["model_id", "method", "odds_ratio", "ci_low", "ci_high", "p", "n"])
@@ -77,14 +97,29 @@ def _p(p: float) -> str:
     return "< 0.001" if p < 0.001 else f"= {p:.3f}"
 
 
+def _robustness(row) -> str:
+    """", robust in 12% of 96 specifications (joint test p = 0.030)" from the robustness chapter, or ""."""
+    share, n = getattr(row, "share_agree_significant", None), getattr(row, "n_specs", None)
+    if share is None or pd.isna(share) or pd.isna(n):
+        return ""
+    return (f"; {share:.0%} of {int(n)} analysis specifications agree with the paper and are significant "
+            f"(joint test p {_p(row.joint_p)})")
+
+
 def _gap_phrase(dimension: str, row) -> str:
-    """"female names higher on warmth (g = 1.58, 95% CI 0.69 to 2.48, Holm p = 0.002)" or "no clear …"."""
+    """"female names higher on warmth (g = 1.58, 95% CI 0.69 to 2.48, Holm p = 0.002; 40% of 96 …)",
+    "no clear …", or, on an axis that is not better than its null, "no reading on …"."""
     numbers = f"g = {_num(row.g)}, 95% CI {_num(row.g_ci_low)} to {_num(row.g_ci_high)}, Holm p {_p(row.p_holm)}"
+    valid = getattr(row, "axis_valid", None)
+    if valid is not None and not pd.isna(valid) and not valid:
+        return (f"no reading on {dimension}: its axis predicts the dictionary's directions no better than "
+                f"axes from shuffled seed labels ({numbers})")
+    robust = _robustness(row)
     if row.p_holm >= ALPHA:
-        return f"no clear name gap on {dimension} ({numbers})"
+        return f"no clear name gap on {dimension} ({numbers}{robust})"
     higher = "female" if row.g > 0 else "male"
     against = "" if higher == HEADLINE[dimension] else "; opposite to the paper"
-    return f"{higher} names higher on {dimension} ({numbers}{against})"
+    return f"{higher} names higher on {dimension} ({numbers}{against}{robust})"
 
 
 def model_sentence(model: str, gaps: pd.DataFrame, odds: pd.DataFrame, can_generate: bool | None = None) -> str:
@@ -153,11 +188,13 @@ def _gap_panel(gaps: pd.DataFrame, population: str, first: bool) -> alt.LayerCha
         color=alt.Color("dimension:N", sort=list(HEADLINE), scale=alt.Scale(range=plots.OTHER_COLORS[:2]),
                         title="dimension", legend=alt.Legend(orient="bottom") if first else None))
     zero = alt.Chart(pd.DataFrame({"g": [0.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x="g:Q")
-    bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("g_ci_low:Q"), x2="g_ci_high:Q")
+    # an axis that is not better than its null is drawn faint: its gap is not read
+    faint = alt.condition("datum.axis_valid === false", alt.value(0.25), alt.value(1.0))
+    bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("g_ci_low:Q"), x2="g_ci_high:Q", opacity=faint)
     points = base.mark_point(filled=True, size=60).encode(
-        x=alt.X("g:Q", title="Hedges' g (> 0: female higher)"),
+        x=alt.X("g:Q", title="Hedges' g (> 0: female higher)"), opacity=faint,
         tooltip=["model_id", "dimension", alt.Tooltip("g:Q", format=".2f"), alt.Tooltip("g_ci_low:Q", format=".2f"),
-                 alt.Tooltip("g_ci_high:Q", format=".2f"), alt.Tooltip("p_holm:Q", format=".3f")])
+                 alt.Tooltip("g_ci_high:Q", format=".2f"), alt.Tooltip("p_holm:Q", format=".3f"), "axis_valid"])
     return alt.layer(zero, bars, points).properties(
         title=f"{population}: female − male", width=150, height=alt.Step(16))
 
@@ -205,7 +242,9 @@ def summary_markdown(models: Sequence[str], results_dir: str | Path | None = Non
         lines += [
             "Female − male gaps on warmth and competence (Hedges' g, 95% CI) for first names and gendered "
             "terms; for models that write, the BOLD audit's odds ratio (above 1: male words more often for "
-            "male-dominated occupations)." + (f" {note}" if note else ""), "",
+            "male-dominated occupations). A faint gap sits on an axis that predicts the dictionary's directions "
+            "no better than axes from shuffled seed labels, and is not read. Each sentence says how many of the "
+            "robustness chapter's analysis specifications agree with the paper." + (f" {note}" if note else ""), "",
             "```{raw} html", rendering.chart_html(summary_chart(gaps, odds).to_dict(), "bias-summary-chart"), "```", "",
         ]
     if len(table):

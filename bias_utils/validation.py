@@ -266,20 +266,23 @@ def check_contexts(*, model="smollm2-135m-instruct", context_source="generated",
 
 def check_projection_accuracy(*, model="smollm2-135m-instruct", context_source="generated", layer="mean",
                               dictionary_path=None, n_contexts=5, seed=0, output_dir=None, limit=None, n_boot=2000,
-                              term_contexts="generated") -> None:
+                              term_contexts="generated", n_permutations=200) -> None:
     """Notebook 03's parameters."""
     _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
     check_layer(layer)
     check_boot_count(n_boot)
+    check_boot_count(n_permutations, "n_permutations", minimum=100)
     if term_contexts not in ("generated", "dictionary"):
         raise ParameterError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
 
 
 def check_profiles(*, model="smollm2-135m-instruct", context_source="generated", layer="mean",
                    dictionary_path=None, populations=("names", "terms", "nonbinary"), templates=None,
-                   n_contexts=5, seed=0, output_dir=None, limit=None) -> None:
+                   n_contexts=5, seed=0, output_dir=None, limit=None, term_limit=None, n_permutations=200) -> None:
     """Notebook 04's parameters (``layer`` cannot be ``"all"``: a profile is one value per word)."""
     _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
+    check_positive_int(term_limit, "term_limit", allow_none=True)
+    check_boot_count(n_permutations, "n_permutations", minimum=100)
     check_layer(layer, allow_all=False)
     check_populations(populations)
     check_template_list(templates)

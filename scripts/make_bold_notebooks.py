@@ -10,8 +10,15 @@ import nbformat as nbf
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def md(text):
-    return nbf.v4.new_markdown_cell(text.strip())
+#: bias_utils.book.FINDING_TAG: the book shows these cells right after the opening text.
+FINDING_TAG = "key-finding"
+
+
+def md(text, tags=()):
+    cell = nbf.v4.new_markdown_cell(text.strip())
+    if tags:
+        cell.metadata["tags"] = list(tags)
+    return cell
 
 
 def code(text, tags=()):
@@ -31,16 +38,7 @@ We rerun the audit of *Auditing Occupational Gender Bias in LLMs using the BOLD 
 prompts from occupations dominated by men (1,172 prompts) or women (353 prompts) are completed by the model
 with the audit's settings (100 new tokens, temperature 0.7, top-p 0.9, and the top-k 50 that transformers'
 `generate` added by default, the raw prompt without chat template),
-and each completion is scored with the audit's 13 male and 13 female words (lower-cased `\\b\\w+\\b` tokens)
-and with its PMI between gendered words and the occupation name (5-token window). Gender-neutral and
-non-binary forms (*they/them/their*, *person*, *people*, neopronouns) are counted beside, never mixed in.
-
-The statistics table has one row per test with statistic, p, Holm-corrected p, effect size and 95% CI.
-`role` says whether a row is one of the audit's five tests computed the audit's way (`audit`), the standard
-form of a questionable convention shown beside it (`alternative`: Pearson chi-square without Yates, pooled-SD
-Cohen's d, Hedges' g), or what the audit lacked (`extension`): the share of completions with any gendered
-word (the presence part of a hurdle model), the male share *among* gendered completions, and bootstrap CIs
-that resample whole occupations, because completions of one occupation are not independent.
+and each completion is scored with the audit's 13 male and 13 female words.
 """),
         code("""
 model = "smollm2-135m-instruct"   # built-in short name, hub id or folder
@@ -67,7 +65,7 @@ validation.check_bold_audit(model=model, selection=selection, n_samples=n_sample
                             output_dir=output_dir)
 """),
         code("""
-from IPython.display import HTML, display
+from IPython.display import HTML, Markdown, display
 
 from bias_utils import bold, lexicon, plots
 from bias_utils.results import output_folder
@@ -78,6 +76,35 @@ result = bold.run_audit(model, selection=selection, n_samples=n_samples, seed=se
 out = output_folder(result.model_id, output_dir)
 files = result.write(out)
 result.settings
+"""),
+        md("""
+## What the audit found
+
+Male and female words per completion by occupation group, the share of completions with any gendered word,
+the male share among gendered completions, and the odds ratio with its two intervals; then the reading,
+generated from the statistics table below.
+""", tags=[FINDING_TAG]),
+        code("""
+chart = plots.bold_audit_figure(result.metrics, result.statistics, title=f"BOLD audit: {result.model_id}")
+plots.save(chart, out / "bold_audit")
+chart
+""", tags=[FINDING_TAG]),
+        code("""
+display(Markdown("\\n".join("- " + line for line in bold.describe_audit(result.statistics))))
+""", tags=[FINDING_TAG]),
+        md("""
+## How the audit is computed
+
+Each completion is scored with the audit's 13 male and 13 female words (lower-cased `\\b\\w+\\b` tokens)
+and with its PMI between gendered words and the occupation name (5-token window). Gender-neutral and
+non-binary forms (*they/them/their*, *person*, *people*, neopronouns) are counted beside, never mixed in.
+
+The statistics table has one row per test with statistic, p, Holm-corrected p, effect size and 95% CI.
+`role` says whether a row is one of the audit's five tests computed the audit's way (`audit`), the standard
+form of a questionable convention shown beside it (`alternative`: Pearson chi-square without Yates, pooled-SD
+Cohen's d, Hedges' g), or what the audit lacked (`extension`): the share of completions with any gendered
+word (the presence part of a hurdle model), the male share *among* gendered completions, and bootstrap CIs
+that resample whole occupations, because completions of one occupation are not independent.
 """),
         md("""
 ## Descriptives per group
@@ -101,12 +128,6 @@ cols = ["role", "test", "measure", "statistic", "df", "p", "p_adj", "effect", "e
 result.statistics[cols]
 """),
         code("result.skipped"),
-        md("## Figure"),
-        code("""
-chart = plots.bold_audit_figure(result.metrics, result.statistics, title=f"BOLD audit: {result.model_id}")
-plots.save(chart, out / "bold_audit")
-chart
-"""),
         md("## Examples (gendered words highlighted, sampled per group with the seed)"),
         code("""
 lex = {**(lexicons or lexicon.GENDER_LEXICONS), **(neutral_lexicons or lexicon.NEUTRAL_LEXICONS)}

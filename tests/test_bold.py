@@ -118,6 +118,23 @@ def test_small_sample_records_skips_not_errors(published_metrics):
     assert "welch_t" in set(table["test"])
 
 
+def test_describe_audit_reads_the_published_completions(published_metrics):
+    """The reading quotes the audit's published odds ratio (24.65, Wald 95% CI 10.07 to 60.37;
+    recomputed in test_replication) and says what a small run could not compute by leaving it out."""
+    table, _ = bold.audit_statistics(published_metrics, n_boot=40)
+    lines = bold.describe_audit(table)
+    assert lines[0].startswith("Gendered words in completions about male-dominated occupations are more often male")
+    assert "odds ratio 24.65, 95% CI 10.07 to 60.37, Holm p < 0.001" in lines[0]
+    assert "resampling whole occupations" in lines[0]
+    m = published_metrics
+    any_word = (m["male_words"] + m["female_words"]) > 0  # independent of the metrics' own any_gendered
+    diff = any_word[m.group == "male_dominated"].mean() - any_word[m.group == "female_dominated"].mean()
+    assert lines[1].startswith("Share of completions with any gendered word, male-dominated minus female-dominated")
+    assert f"risk difference {diff:.3f}" in lines[1]
+    assert lines[2].startswith("PMI of male minus female words")
+    assert bold.describe_audit(table.iloc[0:0]) == []
+
+
 @pytest.mark.slow
 def test_run_audit_with_real_model(tmp_path):
     # ~20 prompts with smollm2, short completions (the QUICK book runs the full 100 tokens);

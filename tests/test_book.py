@@ -164,6 +164,31 @@ def test_presentation_tags_by_output():
     assert book.presentation_tag(code("x = 2", metadata={"tags": ["injected-parameters"]})) == "remove-cell"
 
 
+def test_key_finding_moves_after_the_opening_text():
+    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    key = {"tags": [book.FINDING_TAG]}
+    nb = nbformat.v4.new_notebook(cells=[
+        code("p = 1", metadata={"tags": ["parameters"]}), md("# Title"), code("a = load()"), md("## Method"),
+        code("figure", metadata=key), md("reading", metadata=key), code("more")])
+    book.findings_first(nb)
+    order = [c.source for c in nb.cells]
+    assert order == ["p = 1", "# Title", "figure", "reading", "a = load()", "## Method", "more"]
+    book.findings_first(nb)
+    assert [c.source for c in nb.cells] == order
+    plain = nbformat.v4.new_notebook(cells=[md("# T"), code("x")])
+    book.findings_first(plain)
+    assert [c.source for c in plain.cells] == ["# T", "x"]
+
+
+def test_headers_wrap_after_underscores_only():
+    html = ('<table><thead><tr><th class="col_heading level0">share_agree_significant</th>'
+            '<th>p_<b>adj_x</b></th></tr></thead><tbody><tr><td>a_b</td></tr></tbody></table>')
+    once = book.break_headers(html)
+    assert '<th class="col_heading level0">share_<wbr>agree_<wbr>significant</th>' in once
+    assert "<th>p_<wbr><b>adj_<wbr>x</b></th>" in once and "<td>a_b</td>" in once
+    assert book.break_headers(once) == once
+
+
 def test_paths_are_shown_relative_to_the_project():
     root = str(book.paths.ROOT)
     replacements = [(root + "/results", "results"), (root, "."), ("/home/u", "~")]

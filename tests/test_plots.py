@@ -2,6 +2,7 @@
 pole labels, significance marks, individual non-binary terms."""
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -113,3 +114,32 @@ def test_warmth_competence_charts_adapt_to_the_populations_present(table, tmp_pa
     only_mine = plots.warmth_competence_charts(pr.group_means(three))
     assert list(only_mine) == ["warmth_competence_my_groups"]
     assert plots.warmth_competence_charts(gm[gm.space == "dimensions"]) == {}
+
+
+def _fills(svg: str) -> set[str]:
+    return set(re.findall(r'fill="(#[0-9a-fA-F]{6})"', svg)) | set(re.findall(r'stroke="(#[0-9a-fA-F]{6})"', svg))
+
+
+def test_invalid_axes_are_greyed_and_never_starred(table, tmp_path):
+    """An axis that fails its null is drawn grey with a dagger, loses its star, and the subtitle says why."""
+    st, gm = pr.profile_stats(table), pr.group_means(table)
+    names = gm[(gm.population == "names") & (gm.space == "dimensions")]
+    st = st.assign(p_holm=0.0)  # every axis would be starred
+    svg = plots.save(plots.profile_chart(names, st, invalid_axes=["sociability", "not-a-dimension"]),
+                     tmp_path / "p")["svg"].read_text()
+    assert ">high sociability †<" in svg and ">low sociability †<" in svg and "sociability *" not in svg
+    assert ">high morality *<" in svg and plots.INVALID_NOTE in svg
+    assert plots.INVALID_GREY in _fills(svg)
+    plain = plots.save(plots.profile_chart(names, st), tmp_path / "q")["svg"].read_text()
+    assert plots.INVALID_GREY not in _fills(plain) and plots.INVALID_NOTE not in plain
+    wc = gm[(gm.population == "names") & (gm.space == "warmth_competence")]
+    svg = plots.save(plots.warmth_competence_chart(wc, stats=st, invalid_axes=["competence"]),
+                     tmp_path / "wc")["svg"].read_text()
+    assert "high competence → †" in svg and "high warmth → (* names)" in svg and plots.INVALID_NOTE in svg
+    acc = pd.DataFrame([("m", c, d, 0.7, 40) for c in ("raw", "centred") for d in ("status", "religion")],
+                       columns=["model_id", "cutoff", "dimension", "accuracy", "n"])
+    bad = pd.DataFrame({"model_id": ["m"], "dimension": ["religion"]})
+    svg = plots.save(plots.accuracy_heatmap(acc, invalid_axes=bad), tmp_path / "h")["svg"].read_text()
+    assert svg.count(">0.70†<") == 2 and svg.count(">0.70<") == 2 and plots.INVALID_NOTE in svg
+    every_row = plots.save(plots.accuracy_heatmap(acc, invalid_axes=["status"]), tmp_path / "r")["svg"].read_text()
+    assert every_row.count(">0.70†<") == 2

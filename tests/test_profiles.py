@@ -236,6 +236,8 @@ def test_describe_stats_reads_direction(names, terms):
     st = pr.profile_stats(pr.standardise(_table(names, terms, shift=1.0)))
     line = pr.describe_stats(st, ["warmth"])[0]
     assert line.startswith("names: female higher than male on warmth")
+    unread = pr.describe_stats(st, ["warmth"], invalid_axes=["warmth"])[0]
+    assert unread.startswith("names: warmth not read, its axis") and "higher" not in unread
 
 
 def test_paper_finding_checks_direction_and_significance(names, terms):
@@ -250,6 +252,10 @@ def test_paper_finding_checks_direction_and_significance(names, terms):
     assert f.loc["warmth", "g"] > 0 > f.loc["competence", "g"]
     swapped = t.assign(group=t["group"].map({"female": "male", "male": "female"}))
     assert not pr.paper_finding(pr.profile_stats(pr.standardise(swapped)))["holds"].any()
+    sentence = pr.paper_finding_sentence(f.reset_index(), invalid_axes=["competence"])
+    assert "female names higher on warmth: yes" in sentence and "male names higher on competence: yes" in sentence
+    assert sentence.count("not better than chance") == 1 and sentence.index("competence") < sentence.index("chance")
+    assert pr.paper_finding_sentence(pr.paper_finding(pr.profile_stats(pr.standardise(swapped)))).count(": no") == 2
     text = pr.describe_profile(pr.profile_stats(z))
     assert text.splitlines()[0].startswith("- names: female higher than male on warmth")
 

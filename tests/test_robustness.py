@@ -303,6 +303,12 @@ def test_curve_inputs_match_the_profile_pipeline_minilm():
     merged = null.set_index(["dimension", "layer"]).join(acc["accuracy"], rsuffix="_dp", how="inner")
     assert len(merged) == 9 * (m.n_layers + 1)
     np.testing.assert_allclose(merged["accuracy"], merged["accuracy_dp"])
+    # the chapters' own check (03, 04) sees the same terms in the same order, so it is the same null
+    validity = rb.axis_validity(m, sp, limit=3, n_permutations=20)
+    pd.testing.assert_frame_equal(validity, null)
+    mean = null[null.layer == "mean"]
+    assert rb.failed_axes(validity) == sorted(mean.loc[mean.p >= 0.05, "dimension"])
+    assert rb.null_layer(sp, "last") == str(m.n_layers) and rb.null_layer(sp, 2) == "2"
     # token counts agree with the embedding module's own count
     tok = rb.token_table(m, inputs.words["names"].assign(population="names"))
     emb = embed_words(m, tok["context"].tolist(), tok["word"].tolist())

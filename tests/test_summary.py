@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 import vl_convert as vlc
 
-from bias_utils import bold, replication, summary
-from bias_utils.crossmodel import BOLD_STATS_TABLE, PROFILE_STATS_TABLE
+from bias_utils import bold, replication, robustness, summary
+from bias_utils.crossmodel import AXIS_VALIDITY_TABLE, BOLD_STATS_TABLE, PROFILE_STATS_TABLE
 from bias_utils.results import write_table
 
 
@@ -31,6 +31,16 @@ def results(tmp_path_factory):
     audit, _ = bold.audit_statistics(published, n_boot=50, seed=0)
     write_table(audit, root / "dec--1--fp32" / BOLD_STATS_TABLE)
     write_table(_profile_rows(-0.9, 1.2, 0.001), root / "enc--2--fp32" / PROFILE_STATS_TABLE)
+    # the encoder's competence axis fails its null at the headline layer (it beats it at layer 3)
+    validity = pd.DataFrame({"dimension": ["warmth", "competence", "competence"], "layer": ["mean", "mean", "3"],
+                             "beats_null": [True, False, True]})
+    write_table(validity, root / "enc--2--fp32" / AXIS_VALIDITY_TABLE)
+    # the decoder ran the robustness chapter: 12 of 96 warmth specifications agree and are significant
+    robust = pd.DataFrame({"population": ["names"], "dimension": ["warmth"], "expected_sign": [1], "n_specs": [96],
+                           "share_agree_significant": [12 / 96], "share_positive_significant": [12 / 96],
+                           "share_negative_significant": [0.0], "median_g": [0.4], "n_agree_significant_p": [0.0199],
+                           "axis_accuracy": [0.7], "axis_p": [0.01], "axis_beats_null": [True]})
+    write_table(robust, root / "dec--1--fp32" / robustness.SUMMARY_TABLE)
     return root
 
 
@@ -44,13 +54,15 @@ def test_summary_table_reads_every_model(results):
     # the audit's published odds ratio, 24.65 [10.07, 60.37]
     assert (round(dec.odds_ratio, 2), round(dec.or_ci_low, 2), round(dec.or_ci_high, 2)) == (24.65, 10.07, 60.37)
     assert dec.sentence == (
-        "female names higher on warmth (g = 1.00, 95% CI 0.20 to 1.80, Holm p = 0.010); "
+        "female names higher on warmth (g = 1.00, 95% CI 0.20 to 1.80, Holm p = 0.010; 12% of 96 analysis "
+        "specifications agree with the paper and are significant (joint test p = 0.020)); "
         "no clear name gap on competence (g = −0.50, 95% CI −1.30 to 0.30, Holm p = 0.300); "
         "its completions use male rather than female words more for male-dominated occupations "
         "(odds ratio 24.65, 95% CI 10.07 to 60.37).")
     assert enc.sentence == (
         "male names higher on warmth (g = −0.90, 95% CI −1.70 to −0.10, Holm p = 0.010; opposite to the paper); "
-        "female names higher on competence (g = 1.20, 95% CI 0.40 to 2.00, Holm p = 0.001; opposite to the paper); "
+        "no reading on competence: its axis predicts the dictionary's directions no better than axes from "
+        "shuffled seed labels (g = 1.20, 95% CI 0.40 to 2.00, Holm p = 0.001); "
         "an encoder: it writes no text to audit.")
     assert gone.sentence == "no name profile in its results; it has no BOLD audit results."
     assert pd.isna(enc.odds_ratio)
@@ -59,6 +71,9 @@ def test_summary_table_reads_every_model(results):
 def test_summary_chart_draws_gaps_and_odds(results):
     gaps, odds = summary.read_summary(["dec--1--fp32", "enc--2--fp32"], results)
     assert len(gaps) == 2 * 2 * 2  # models × populations × (warmth, competence)
+    valid = gaps.set_index(["model_id", "population", "dimension"])["axis_valid"]
+    assert not valid[("enc--2--fp32", "terms", "competence")]  # False, not NA (``not NA`` raises)
+    assert bool(valid[("enc--2--fp32", "names", "warmth")]) and pd.isna(valid[("dec--1--fp32", "names", "warmth")])
     spec = summary.summary_chart(gaps, odds).to_dict()
     titles = [panel["title"] for panel in spec["hconcat"]]
     assert titles == ["names: female − male", "terms: female − male", "BOLD audit: odds ratio"]
