@@ -71,7 +71,7 @@ from scipy import stats as sps
 
 from . import projection
 from .cache import stable_hash
-from .contexts import build_contexts, prepare_dictionary
+from .contexts import build_contexts, extra_term_contexts, prepare_dictionary
 from .crossmodel import AXIS_VALIDITY_TABLE, read_results
 from .dictionaries import limit_terms, load_full_dictionary_terms
 from .embeddings import find_word, token_indices
@@ -337,12 +337,19 @@ def extra_terms(space, terms: pd.DataFrame | None = None, limit: int | None = No
     return split_terms(terms, seed)
 
 
-def term_embeddings(model, terms: pd.DataFrame, n_contexts: int = 5, seed: int = 0) -> TermEmbeddings:
-    """Embed the extra terms in their dictionary (WordNet) contexts, as
-    ``space.direction_prediction(term_contexts="dictionary")`` does: every extra term has
-    them, while the generated contexts of Table 2's default cover only part of the terms so far."""
+def term_embeddings(model, terms: pd.DataFrame, n_contexts: int = 5, seed: int = 0,
+                    term_contexts: str = "dictionary") -> TermEmbeddings:
+    """Embed the extra terms as ``space.direction_prediction`` does with the same
+    ``term_contexts``: ``"dictionary"`` (their WordNet examples, which every term has;
+    the layer choice of the specification curve uses these) or ``"generated"`` (Table 2's
+    default; a term without a generated context is a skip with its reason)."""
 
-    ctx = build_contexts(terms, "dictionary", n_contexts, seed)
+    if term_contexts == "generated":
+        ctx = extra_term_contexts(terms, n_contexts)
+    elif term_contexts == "dictionary":
+        ctx = build_contexts(terms, "dictionary", n_contexts, seed)
+    else:
+        raise RobustnessError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
     values, skipped, _ = embed_contexts(model, ctx.table)
     X, table = projection.sense_embeddings(values, ctx.table)
     skipped = pd.concat([ctx.skipped.assign(context="")[["sense_id", "term", "context", "reason"]], skipped],
@@ -731,16 +738,18 @@ def axis_null(space, terms: TermEmbeddings, *, n_permutations: int = 200, seed: 
 
 
 def axis_validity(model, space, *, n_contexts: int = 5, seed: int = 0, limit: int | None = None,
-                  n_permutations: int = 200, alpha: float = 0.05) -> pd.DataFrame:
-    """:func:`axis_null` of ``space`` on the full dictionary's extra terms in their WordNet
-    contexts (:func:`extra_terms`, ``limit`` per dimension and pole): the check Table 2 and
-    every profile chart of the model read their axes through. The term embeddings come from
-    the cache after the first chapter, so later chapters pay only for the permutations."""
+                  n_permutations: int = 200, alpha: float = 0.05, term_contexts: str = "generated") -> pd.DataFrame:
+    """:func:`axis_null` of ``space`` on the full dictionary's extra terms (:func:`extra_terms`,
+    ``limit`` per dimension and pole) embedded in ``term_contexts``, by default Table 2's
+    (generated): the check Table 2, every profile chart of the model and the robustness
+    chapter read their axes through. The term embeddings come from the cache after the
+    first chapter, so later chapters pay only for the permutations. Adds ``term_contexts``."""
     table = pd.concat(extra_terms(space, limit=limit, seed=seed), ignore_index=True)
     if table.empty:  # a user dictionary whose dimensions have no extra terms: nothing to test against
-        return pd.DataFrame(columns=AXIS_NULL_COLUMNS)
-    terms = term_embeddings(model, table, n_contexts, seed)
-    return axis_null(space, terms, n_permutations=n_permutations, seed=seed, alpha=alpha)
+        return pd.DataFrame(columns=AXIS_NULL_COLUMNS + ["term_contexts"])
+    terms = term_embeddings(model, table, n_contexts, seed, term_contexts)
+    null = axis_null(space, terms, n_permutations=n_permutations, seed=seed, alpha=alpha)
+    return null.assign(term_contexts=term_contexts)
 
 
 def null_layer(space, layer) -> str:

@@ -304,8 +304,14 @@ def test_curve_inputs_match_the_profile_pipeline_minilm():
     assert len(merged) == 9 * (m.n_layers + 1)
     np.testing.assert_allclose(merged["accuracy"], merged["accuracy_dp"])
     # the chapters' own check (03, 04) sees the same terms in the same order, so it is the same null
-    validity = rb.axis_validity(m, sp, limit=3, n_permutations=20)
+    validity = rb.axis_validity(m, sp, limit=3, n_permutations=20, term_contexts="dictionary")
+    assert (validity.pop("term_contexts") == "dictionary").all()
     pd.testing.assert_frame_equal(validity, null)
+    generated = rb.axis_validity(m, sp, limit=3, n_permutations=20)  # Table 2's default contexts
+    acc = direction_prediction(m, sp, pd.concat(rb.extra_terms(sp, limit=3)), layer="mean", n_boot=10).accuracy
+    acc = acc[(acc.cutoff == "raw") & (acc.evaluation == "extra terms")].set_index("dimension")["accuracy"]
+    got = generated[generated.layer == "mean"].set_index("dimension")["accuracy"]
+    np.testing.assert_allclose(got[acc.index], acc)
     mean = null[null.layer == "mean"]
     assert rb.failed_axes(validity) == sorted(mean.loc[mean.p >= 0.05, "dimension"])
     assert rb.null_layer(sp, "last") == str(m.n_layers) and rb.null_layer(sp, 2) == "2"
