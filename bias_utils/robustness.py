@@ -885,7 +885,8 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
                      dimensions: Sequence[str] = ("warmth", "competence"), alpha: float = 0.05) -> str:
     """One plain sentence per dimension: does the population's gap survive the controls?
 
-    It *survives* when the gap keeps its sign and stays significant (p < alpha)
+    A dimension whose axis fails its null (``axis_beats_null`` False in ``summary``) is
+    said so after the verdict. It *survives* when the gap keeps its sign and stays significant (p < alpha)
     with the token count in the regression (when token counts vary at all) and
     in both template sets where the word is not the first word (``not_first``,
     ``lead_in``); the share of
@@ -925,6 +926,10 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
             verdict = "the gap survives the controls"
         else:
             verdict = "the gap does not survive the controls"
+        axis_ok = s.get("axis_beats_null")
+        if axis_ok is not None and not pd.isna(axis_ok) and not axis_ok:
+            verdict += (", but the axis itself is not better than its null (axes from shuffled seed labels "
+                        "predict the extra terms as well), so the gap is not read as a stereotype")
         lines.append(f"{population}, {dim}: gap {b['coef']:+.2f} SD (p = {b['p']:.3g}); "
                      + "; ".join(t for _, t in checks) + f": {verdict}." + share)
     return "\n".join(lines)

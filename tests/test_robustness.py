@@ -265,7 +265,9 @@ def test_token_regression_and_verdict_on_a_confounded_slice():
     reg1 = rb.token_regression(values.assign(z=z - tokens + 3.0 * female), words.assign(n_tokens=1))
     assert set(reg1["model"]) == {"gender", "one-token words"}
     text = rb.name_gap_verdict(summary, reg1, gaps, dimensions=["warmth"])
-    assert "same number of tokens" in text and "the gap survives" in text
+    assert "same number of tokens" in text and "the gap survives" in text and "not read" not in text
+    failed = rb.name_gap_verdict(summary.assign(axis_beats_null=False), reg1, gaps, dimensions=["warmth"])
+    assert "the gap survives the controls, but the axis itself is not better than its null" in failed
 
 
 # ----------------------------------------------------------------- real model, small slice
