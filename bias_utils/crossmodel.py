@@ -103,13 +103,14 @@ def headline_layer(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def failed_axes_by_model(validity: pd.DataFrame) -> pd.DataFrame:
-    """``model_id, dimension`` of every axis that is not better than its null at the headline
-    layer, from stacked :data:`AXIS_VALIDITY_TABLE` rows (empty when there are none)."""
+def failed_axes_by_model(validity: pd.DataFrame, layer: str | None = None) -> pd.DataFrame:
+    """``model_id, dimension`` of every axis that is not better than its null at ``layer``
+    (default: the headline layer), from :data:`AXIS_VALIDITY_TABLE` rows of one or several
+    models (empty when there are none)."""
     if validity.empty or "beats_null" not in validity:
         return pd.DataFrame(columns=["model_id", "dimension"])
-    head = headline_layer(validity)
-    failed = head[~head["beats_null"].astype(bool)]
+    rows = headline_layer(validity) if layer is None else validity[validity["layer"].astype(str) == str(layer)]
+    failed = rows[~rows["beats_null"].astype(bool)]
     return failed[["model_id", "dimension"]].drop_duplicates().reset_index(drop=True)
 
 

@@ -146,8 +146,8 @@ def profile_chart(means: pd.DataFrame, stats: pd.DataFrame | None = None, *, tit
     x = alt.X("mean:Q", title="standardised projected value (mean, 95% CI)",
               scale=alt.Scale(domain=[-bound, bound]))
     in_invalid = f"indexof({json.dumps(invalid)}, datum.dimension) >= 0"
-    colour = alt.condition(in_invalid, alt.value(INVALID_GREY),
-                           alt.Color("group:N", title=pop, scale=_group_scale(means["group"])))
+    group_colour = alt.Color("group:N", title=pop, scale=_group_scale(means["group"]))
+    colour = alt.condition(in_invalid, alt.value(INVALID_GREY), group_colour)
     weight = {"condition": {"test": f"indexof({json.dumps(sorted(sig))}, datum.value) >= 0", "value": "bold"},
               "value": "normal"}
     label_colour = {"condition": {"test": f"indexof({json.dumps(invalid)}, datum.value) >= 0",
@@ -163,8 +163,7 @@ def profile_chart(means: pd.DataFrame, stats: pd.DataFrame | None = None, *, tit
     rule = alt.Chart(pd.DataFrame({"mean": [0.0]})).mark_rule(color="#999").encode(x="mean:Q")
     # one line per group through the valid axes only: a line into a greyed axis would draw it in colour
     lines = base.transform_filter(f"!({in_invalid})").mark_line(strokeWidth=1.5).encode(
-        x=x, y=y_axis("left", low), color=alt.Color("group:N", title=pop, scale=_group_scale(means["group"])),
-        order="order:Q")
+        x=x, y=y_axis("left", low), color=group_colour, order="order:Q")
     points = base.mark_point(size=60, filled=True, opacity=1).encode(
         x=x, y=alt.Y("dimension:N", sort=dims, axis=None), color=colour,
         tooltip=["group", "dimension", alt.Tooltip("mean:Q", format=".2f"), "n"])

@@ -72,7 +72,7 @@ from scipy import stats as sps
 from . import projection
 from .cache import stable_hash
 from .contexts import build_contexts, extra_term_contexts, prepare_dictionary
-from .crossmodel import AXIS_VALIDITY_TABLE, read_results
+from .crossmodel import AXIS_VALIDITY_TABLE, failed_axes_by_model, read_results
 from .dictionaries import limit_terms, load_full_dictionary_terms
 from .embeddings import find_word, token_indices
 from .profiles import (
@@ -764,8 +764,7 @@ def null_layer(space, layer) -> str:
 
 def failed_axes(null: pd.DataFrame, layer: str = "mean") -> list[str]:
     """The dimensions whose axis is not better than the null at ``layer`` (a :func:`null_layer` label)."""
-    rows = null[null["layer"] == str(layer)]
-    return sorted(set(rows.loc[~rows["beats_null"].astype(bool), "dimension"]))
+    return sorted(set(failed_axes_by_model(null, layer)["dimension"]))
 
 
 # --------------------------------------------------------------------------- tokenisation confound
