@@ -25,7 +25,7 @@ from scipy import stats
 
 from bias_utils import bold, book, paths
 from bias_utils.bold import load_profession_prompts
-from bias_utils.generation import OpenAIEndpoint, generate, nucleus, sample_tokens
+from bias_utils.generation import OpenAIEndpoint, ScreenedHead, generate, nucleus, sample_tokens
 from bias_utils.serving import llama_server
 
 MODEL = "smollm2-135m-instruct"
@@ -386,3 +386,57 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(smol, tmp_path):
     uninterrupted = generate(smol, prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2, cache=False,
                              progress=False)
     pd.testing.assert_frame_equal(resumed, uninterrupted)
+
+
+@pytest.fixture(scope="module")
+def smol_hidden(smol, bold_slice):
+    """Last-layer hidden states of SmolLM2 at every position of the BOLD slice (real decoding states)."""
+    with torch.inference_mode():
+        states = [smol.model.base_model(**smol.tokenizer(p, return_tensors="pt")).last_hidden_state[0]
+                  for p in bold_slice[0]]
+    return torch.cat(states)
+
+
+@pytest.mark.slow
+def test_screen_bound_covers_the_bfloat16_error_on_every_token(smol, smol_hidden):
+    """ScreenedHead's worst-case bound holds for all 49,152 tokens at every real hidden state (float64 reference)."""
+    screen = ScreenedHead.for_model(smol.model)
+    h = smol_hidden
+    exact = h.double().numpy() @ screen.weight.double().numpy().T
+    low_h = h.to(torch.bfloat16)
+    approx = (low_h @ screen.low.T).double().numpy()
+    h64 = h.double()
+    slack = ((h64 - low_h.double()).norm(dim=1) * screen.max_norm + low_h.double().norm(dim=1) * screen.max_rounding
+             + 2 * h.shape[1] * 2.0 ** -24 * h64.norm(dim=1) * screen.max_norm).numpy()[:, None]
+    bound = slack + 2.0 ** -8 * np.abs(approx) * (1 + 2.0 ** -7)
+    err = np.abs(exact - approx)
+    assert (err <= bound).all()
+    assert err.max() > 0.01  # the bfloat16 scores really are approximate, so the check has teeth
+
+
+@pytest.mark.slow
+def test_screened_sampling_draws_what_full_logits_draw(smol, smol_hidden):
+    """Every stage (narrow candidates, wider ones, the full float32 fallback) gives sample_tokens' draw."""
+    weight = smol.model.get_output_embeddings().weight.detach()
+    screen = ScreenedHead(weight, widths=(100, 200))  # on these states: 8, 62 and 3 rows per stage
+    h = smol_hidden
+    gen = torch.Generator().manual_seed(1)
+    with torch.inference_mode():
+        full = h @ weight.T
+        for temperature, top_p in [(0.7, 0.9), (1.6, 0.95)]:
+            u = torch.rand(h.shape[0], generator=gen, dtype=torch.float64)
+            expected = sample_tokens(full, u, temperature, top_p, 50)
+            assert torch.equal(screen.sample(h, u, temperature, top_p, 50), expected)
+    assert min(screen.rows_by_stage.values()) > 0
+
+
+@pytest.mark.slow
+def test_screen_keeps_completions_and_is_in_the_cache_key(smol, bold_slice, tmp_path):
+    prompts, ids = bold_slice
+    kw = dict(prompt_ids=ids, seed=3, max_new_tokens=24, progress=False, cache=tmp_path)
+    screened = generate(smol, prompts, screen=True, **kw)
+    plain = generate(smol, prompts, screen=False, **kw)
+    assert screened["completion"].tolist() == plain["completion"].tolist()
+    assert len(list(tmp_path.iterdir())) == 2  # two keys: a screened cache is never read as an unscreened one
+    with pytest.raises(ValueError, match="screen"):
+        generate(smol, prompts, screen="yes", **kw)
