@@ -676,7 +676,7 @@ def execute_runs(runs: list[Run], env: Environment | None = None, force: bool = 
 
 def describe_model(name: str) -> dict:
     """Identity of a model for keys and manifests: loads it once, then frees it."""
-    from .models import load_model  # deferred: torch, not needed when nothing has to run
+    from .models import load_model, unload_model  # deferred: torch, not needed when nothing has to run
 
     loaded = load_model(name)
     try:
@@ -689,6 +689,7 @@ def describe_model(name: str) -> dict:
             "can_generate": loaded.kind == "decoder",
         }
     finally:
+        unload_model(loaded)
         del loaded
     info["slug"] = model_slug(info["model_id"])
     return info

@@ -264,8 +264,8 @@ class ScreenedHead:
     """
 
     def __init__(self, weight: torch.Tensor, widths: Sequence[int] = (128, 1024)):
-        # Candidate set sizes tried in turn. On BOLD generations 128 proved 100% of Gemma-3's and Qwen2.5's rows
-        # and 79% of SmolLM2's; 1024 proved the rest.
+        # Candidate set sizes tried in turn. On 64 BOLD prompts x 100 tokens, 128 proved all 6,404 of Gemma-3's
+        # rows, 6,401 of 6,404 of Qwen2.5's and 79% of SmolLM2's; 1024 proved the rest.
         self.widths = tuple(widths)
         self.weight = weight
         self.low = weight.to(torch.bfloat16)

@@ -88,6 +88,21 @@ def test_unknown_name_on_cli_fails():
 
 
 @pytest.mark.slow
+def test_unload_model_lets_the_weights_go():
+    """The book identifies every model in one process; unloading must really release the network."""
+    import gc
+    import weakref
+
+    m = load_model("minilm-l6")
+    net = weakref.ref(m.model)
+    models.unload_model(m)
+    del m
+    gc.collect()
+    assert net() is None
+    assert load_model("minilm-l6").model is not None  # loads afresh
+
+
+@pytest.mark.slow
 def test_minilm_builtin_and_same_weights_as_folder():
     m = load_model("minilm-l6")
     weights = _minilm_folder() / "model.safetensors"
