@@ -298,6 +298,13 @@ class ScreenedHead:
         _SCREENS[net] = screen
         return screen
 
+    def slack(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Per row, the bound's terms that do not depend on the score: input rounding and float32 summation."""
+        low_h = hidden.to(torch.bfloat16).double()
+        h64 = hidden.double()
+        return ((h64 - low_h).norm(dim=1) * self.max_norm + low_h.norm(dim=1) * self.max_rounding
+                + 2 * hidden.shape[1] * 2.0 ** -24 * h64.norm(dim=1) * self.max_norm)
+
     def _rescore(self, hidden: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         vocab, pos = torch.unique(ids, return_inverse=True)
         return (hidden @ self.weight.index_select(0, vocab).T).gather(1, pos)
@@ -306,12 +313,8 @@ class ScreenedHead:
                top_k: int) -> torch.Tensor:
         """One token per row, the same draw as :func:`sample_tokens` on the full float32 logits."""
         n_vocab = self.weight.shape[0]
-        low_h = hidden.to(torch.bfloat16)
-        approx = low_h @ self.low.T
-        h64 = hidden.double()
-        slack = ((h64 - low_h.double()).norm(dim=1) * self.max_norm
-                 + low_h.double().norm(dim=1) * self.max_rounding
-                 + 2 * hidden.shape[1] * 2.0 ** -24 * h64.norm(dim=1) * self.max_norm)
+        approx = hidden.to(torch.bfloat16) @ self.low.T
+        slack = self.slack(hidden)
         tokens = torch.empty(hidden.shape[0], dtype=torch.long)
         todo = torch.arange(hidden.shape[0])
         for stage in self.widths:
@@ -728,7 +731,7 @@ def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k,
             logits = net(**inputs, logits_to_keep=1).logits[:, -1, :]
             tokens = sample_tokens(logits, uniforms[alive, step], temperature, top_p, top_k)
         else:
-            hidden = net.base_model(**inputs).last_hidden_state[:, -1, :]
+            hidden = model.backbone()(**inputs).last_hidden_state[:, -1, :]
             tokens = screened.sample(hidden, uniforms[alive, step], temperature, top_p, top_k)
         is_stop = torch.isin(tokens, stop_t)
         for row, tok, s in zip(alive.tolist(), tokens.tolist(), is_stop.tolist()):

@@ -403,12 +403,8 @@ def test_screen_bound_covers_the_bfloat16_error_on_every_token(smol, smol_hidden
     screen = ScreenedHead.for_model(smol.model)
     h = smol_hidden
     exact = h.double().numpy() @ screen.weight.double().numpy().T
-    low_h = h.to(torch.bfloat16)
-    approx = (low_h @ screen.low.T).double().numpy()
-    h64 = h.double()
-    slack = ((h64 - low_h.double()).norm(dim=1) * screen.max_norm + low_h.double().norm(dim=1) * screen.max_rounding
-             + 2 * h.shape[1] * 2.0 ** -24 * h64.norm(dim=1) * screen.max_norm).numpy()[:, None]
-    bound = slack + 2.0 ** -8 * np.abs(approx) * (1 + 2.0 ** -7)
+    approx = (h.to(torch.bfloat16) @ screen.low.T).double().numpy()
+    bound = screen.slack(h).numpy()[:, None] + 2.0 ** -8 * np.abs(approx) * (1 + 2.0 ** -7)
     err = np.abs(exact - approx)
     assert (err <= bound).all()
     assert err.max() > 0.01  # the bfloat16 scores really are approximate, so the check has teeth
