@@ -48,8 +48,8 @@ from .wordnet import wordnet
 
 __all__ = [
     "COMPOSITES", "DIMENSIONS", "DIRECTIONS", "PUBLISHED_FULL_COUNTS", "PUBLISHED_SEED_COUNTS", "DictionaryError",
-    "context_sources", "limit_terms", "load_dictionary", "load_full_dictionary_terms", "load_seed_dictionary",
-    "pole_counts", "read_dictionary", "wordnet_contexts",
+    "add_terms", "context_sources", "ensure_sense_ids", "limit_terms", "load_dictionary", "load_full_dictionary_terms",
+    "load_seed_dictionary", "pole_counts", "read_dictionary", "sense_key", "wordnet_contexts",
 ]
 
 DIMENSIONS = ("sociability", "morality", "ability", "agency", "status", "politics", "religion")
@@ -91,6 +91,11 @@ _SEED_RENAME = {"dir": "direction", "examples": "contexts", "example_source": "c
 
 class DictionaryError(ValueError):
     """A dictionary file is malformed; the message names every bad line and column."""
+
+
+def sense_key(term: str, synset, dimension: str) -> str:
+    """The ``sense_id`` of a row: ``"term|synset|dimension"`` (``synset`` ``""`` when unknown)."""
+    return f"{term}|{synset if isinstance(synset, str) else ''}|{dimension}"
 
 
 # ----------------------------------------------------------------------------- WordNet contexts
@@ -230,7 +235,7 @@ def _validate(path: Path, header: list[str], rows: list[tuple[int, dict]]) -> pd
                 definition = definition or sense.definition()
             except (nltk.corpus.reader.wordnet.WordNetError, ValueError):
                 errors.append(f"{where}, column synset: {synset!r} is not a WordNet 3.0 synset name")
-        sense_id = f"{term}|{synset}|{dimension}"
+        sense_id = sense_key(term, synset, dimension)
         if term and dimension:
             if sense_id in seen:
                 errors.append(
@@ -279,9 +284,10 @@ def read_dictionary(path: str | Path) -> pd.DataFrame:
     Each dimension needs both poles. Every problem is reported at once, each
     naming its 1-based CSV line and the column, in a :class:`DictionaryError`.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DictionaryError(f"dictionary file {path} does not exist")
+    try:
+        path = paths.resolve_input(path, "dictionary_path")
+    except paths.InputPathError as exc:
+        raise DictionaryError(str(exc)) from None
     try:
         header, rows = _read_rows(path, rename={})
     except UnicodeDecodeError as exc:
@@ -433,3 +439,71 @@ def context_sources(dictionary: pd.DataFrame) -> pd.DataFrame:
     return (dictionary.assign(n_contexts=dictionary.contexts.str.len())
             .groupby(["dimension", "context_source"], dropna=False)
             .agg(senses=("term", "size"), mean_contexts=("n_contexts", "mean")).reset_index())
+
+
+def _blank(value) -> bool:
+    return (value is None or (isinstance(value, float) and value != value)
+            or (isinstance(value, str) and not value.strip()))
+
+
+def ensure_sense_ids(dictionary: pd.DataFrame) -> pd.DataFrame:
+    """The dictionary with a ``sense_id`` on every row: rows appended by hand (in a notebook cell)
+    without one get :func:`sense_key`; a row without dimension, term or a high/low direction is a
+    :class:`DictionaryError` naming the row."""
+    d = dictionary.reset_index(drop=True).copy()
+    bad = [f"row {i} ({row.get('term')!r}): needs dimension, term and direction high/low"
+           for i, row in d.iterrows()
+           if any(_blank(row.get(c)) for c in REQUIRED_COLUMNS) or row.get("direction") not in DIRECTIONS]
+    if bad:
+        raise DictionaryError("dictionary: " + "; ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""))
+    ids = d["sense_id"] if "sense_id" in d.columns else pd.Series([None] * len(d), dtype=object)
+    synsets = d["synset"] if "synset" in d.columns else pd.Series([""] * len(d))
+    d["sense_id"] = [sid if not _blank(sid) else sense_key(t, s, dim)
+                     for sid, t, s, dim in zip(ids, d["term"], synsets, d["dimension"])]
+    return d
+
+
+def add_terms(dictionary: pd.DataFrame, dimension: str, high=(), low=(), *, synsets: dict | None = None
+              ) -> pd.DataFrame:
+    """``dictionary`` with ``high`` and ``low`` terms added on ``dimension`` (existing or new).
+
+    The cell a researcher edits to try words: each new row gets every column a CSV row of
+    :func:`read_dictionary` gets (``synset`` from ``synsets`` ``{term: name}`` when given and
+    checked against WordNet, its gloss as ``definition``, ``contexts`` empty so the chapter's
+    context source fills them, ``sense_id``). A term already on that dimension, an empty term,
+    or a dimension left with one pole is a :class:`DictionaryError`.
+    """
+    dimension = str(dimension).strip().lower()
+    synsets = synsets or {}
+    if not dimension:
+        raise DictionaryError("add_terms: dimension is empty")
+    rows = []
+    for direction, terms in (("high", high), ("low", low)):
+        if isinstance(terms, str):
+            raise DictionaryError(f"add_terms: {direction} must be a list of terms, not the string {terms!r}")
+        for term in terms:
+            term = str(term).strip()
+            if not term:
+                raise DictionaryError(f"add_terms: an empty {direction} term on {dimension!r}")
+            synset = synsets.get(term, "")
+            definition = ""
+            if synset:
+                try:
+                    definition = wordnet().synset(synset).definition()
+                except (nltk.corpus.reader.wordnet.WordNetError, ValueError):
+                    raise DictionaryError(f"add_terms: {synset!r} (for {term!r}) is not a WordNet 3.0 synset name"
+                                          ) from None
+            rows.append({"dimension": dimension, "term": term, "direction": direction, "synset": synset,
+                         "definition": definition, "contexts": [], "context_source": "",
+                         "sense_id": sense_key(term, synset, dimension)})
+    base = ensure_sense_ids(dictionary)
+    new = pd.DataFrame(rows, columns=SEED_COLUMNS)
+    clash = sorted(set(new["sense_id"]) & set(base["sense_id"])) + sorted(new["sense_id"][new["sense_id"].duplicated()])
+    if clash:
+        raise DictionaryError(f"add_terms: already in the dictionary: {', '.join(c.split('|')[0] for c in clash)}")
+    out = pd.concat([base, new], ignore_index=True)
+    poles = set(out.loc[out["dimension"] == dimension, "direction"])
+    if poles != set(DIRECTIONS):
+        raise DictionaryError(f"add_terms: dimension {dimension!r} has no {sorted(set(DIRECTIONS) - poles)[0]!r} "
+                              "terms (both poles are needed to define a direction)")
+    return out

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["ROOT", "cache_dir", "data_dir", "nltk_data_dir", "raw_dir", "results_dir"]
+__all__ = ["ROOT", "InputPathError", "cache_dir", "data_dir", "nltk_data_dir", "raw_dir", "resolve_input",
+           "results_dir"]
 
 #: The repository root (the folder holding ``pyproject.toml``).
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,3 +41,26 @@ def results_dir() -> Path:
 def nltk_data_dir() -> Path:
     """WordNet 3.0 for nltk, filled by ``make`` (see ``scripts/fetch_wordnet.sh``)."""
     return _env_path("BIAS_NLTK_DATA", ROOT / "data" / "nltk_data")
+
+
+class InputPathError(ValueError):
+    """A user-given input path names no file; the message says where it looked."""
+
+
+def resolve_input(path: str | os.PathLike, name: str) -> Path:
+    """The file a user means by ``path``, the same under papermill, Jupyter and the book.
+
+    Papermill runs a notebook from the repository root, Jupyter from ``notebooks/``:
+    a relative path is tried against the working folder, then against :data:`ROOT`
+    (so the README's ``data/examples/...`` works in both). ``name`` is the parameter
+    the message starts with. A folder is reported as a folder, not as missing.
+    """
+    given = Path(path).expanduser()
+    tried = [given] if given.is_absolute() else list(dict.fromkeys([Path.cwd() / given, ROOT / given]))
+    for candidate in tried:
+        if candidate.is_file():
+            return candidate.resolve()
+    folders = [c for c in tried if c.is_dir()]
+    if folders:
+        raise InputPathError(f"{name}: {str(path)!r} is a folder ({folders[0]}), not a file")
+    raise InputPathError(f"{name}: {str(path)!r} does not exist; looked in " + ", ".join(str(c) for c in tried))

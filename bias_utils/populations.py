@@ -28,7 +28,10 @@ Mary"); ``"noun"`` words take "the" ("this is the woman"), the treatment
 Schuster et al.'s ``fill_template`` gives to every word nltk tags NN or JJ,
 so adjectives such as "nonbinary" are ``"noun"`` too. Pronouns are the
 exception (nltk tags them PRP: "this is she"); :func:`takes_article` applies
-the rule per word. User files default to ``"noun"``.
+the rule per word, and a phrase that already opens with a determiner ("the old
+lady", "my aunt") takes none. A user file that does not give its kind gets one
+inferred (:func:`infer_kind`): ``"name"`` when every word is one capitalised
+word ("Mary", "Mary-Jane"), otherwise ``"noun"``.
 """
 
 from __future__ import annotations
@@ -39,10 +42,11 @@ import re
 from pathlib import Path
 
 from .data import resolve
+from .paths import InputPathError, resolve_input
 
 __all__ = [
-    "BUILTIN", "KINDS", "NONBINARY_EXCLUDED", "POPULATION_KINDS", "PRONOUNS", "PopulationError", "load_populations",
-    "nonbinary_terms", "population_kind", "takes_article",
+    "BUILTIN", "DETERMINERS", "KINDS", "NONBINARY_EXCLUDED", "POPULATION_KINDS", "PRONOUNS", "PopulationError",
+    "infer_kind", "load_populations", "nonbinary_terms", "population_kind", "takes_article",
 ]
 
 KINDS = ("name", "noun")
@@ -66,6 +70,9 @@ NONBINARY_EXCLUDED = {
 
 # Personal pronouns (nltk's PRP tag) never take an article in Schuster et al.'s templates.
 PRONOUNS = frozenset({"he", "she", "they", "him", "her", "them", "it", "i", "we", "you", "xe", "ze"})
+#: A phrase opening with one of these already has its determiner ("this is the old lady", not "the the").
+DETERMINERS = frozenset({"the", "a", "an", "my", "your", "our", "their", "his", "her", "this", "that", "some"})
+_NAME = re.compile(r"^[A-Z][a-z]*(?:[-'’][A-Z][a-z]+)*[a-z]$")
 
 
 class PopulationError(ValueError):
@@ -110,16 +117,16 @@ def _read_user_file(path: Path) -> tuple[dict[str, list[str]], str]:
         raise PopulationError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
 
 
-def _parse_user_file(path: Path) -> tuple[dict[str, list[str]], str]:
+def _parse_user_file(path: Path) -> tuple[dict[str, list[str]], str | None]:
     if path.suffix.lower() == ".json":
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise PopulationError(
                 f"{path}, line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
-        kind = "noun"
+        kind = None
         if isinstance(raw, dict) and "groups" in raw:
-            kind, raw = raw.get("kind", "noun"), raw["groups"]
+            kind, raw = raw.get("kind"), raw["groups"]
         if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
             raise PopulationError(f'{path}: expected {{"group": ["word", ...]}} (or {{"kind": ..., "groups": '
                                   f'{{...}}}})')
@@ -138,10 +145,10 @@ def _parse_user_file(path: Path) -> tuple[dict[str, list[str]], str]:
                 if not group:
                     raise PopulationError(f"{path}, line {reader.line_num}, column group: empty group name")
                 groups.setdefault(group, []).append(row["word"] or "")
-                kinds.add((row.get("kind") or "").strip() or "noun")
+                kinds.add((row.get("kind") or "").strip() or None)
         if len(kinds) > 1:
-            raise PopulationError(f"{path}, column kind: one kind per file, found {sorted(kinds)}")
-        return groups, kinds.pop() if kinds else "noun"
+            raise PopulationError(f"{path}, column kind: one kind per file, found {sorted(map(str, kinds))}")
+        return groups, kinds.pop() if kinds else None
     raise PopulationError(f"{path}: population files must be .json or .csv")
 
 
@@ -176,15 +183,21 @@ def _load(name_or_path: str | Path) -> tuple[dict[str, list[str]], str]:
             "nonbinary": nonbinary_terms,
         }
         return _validate(loaders[name_or_path](), name_or_path), POPULATION_KINDS[name_or_path]
-    path = Path(name_or_path)
-    if not path.is_file():
-        raise PopulationError(
-            f"unknown population {str(name_or_path)!r}: not one of {', '.join(BUILTIN)} and no such file"
-        )
+    try:
+        path = resolve_input(name_or_path, "populations")
+    except InputPathError as exc:
+        raise PopulationError(f"{exc} (and it is not a built-in population: {', '.join(BUILTIN)})") from None
     groups, kind = _read_user_file(path)
-    if kind not in KINDS:
+    if kind is not None and kind not in KINDS:
         raise PopulationError(f"{path}: kind {kind!r} is not one of {KINDS}")
-    return _validate(groups, str(path)), kind
+    groups = _validate(groups, str(path))
+    return groups, kind or infer_kind(groups)
+
+
+def infer_kind(groups: dict[str, list[str]]) -> str:
+    """``"name"`` when every word is a single capitalised word (first names), else ``"noun"``."""
+    words = [w for ws in groups.values() for w in ws]
+    return "name" if words and all(_NAME.match(w) for w in words) else "noun"
 
 
 def load_populations(name_or_path: str | Path) -> dict[str, list[str]]:
@@ -205,4 +218,5 @@ def takes_article(word: str, kind: str) -> bool:
     """Whether templates put "the" before ``word`` ("this is the woman", not "this is the she")."""
     if kind not in KINDS:
         raise PopulationError(f"kind {kind!r} is not one of {KINDS}")
-    return kind == "noun" and word.lower() not in PRONOUNS
+    first = word.split()[0].lower() if word.split() else ""
+    return kind == "noun" and word.lower() not in PRONOUNS and first not in DETERMINERS

@@ -286,3 +286,54 @@ def test_empty_user_dictionary(tmp_path, text, what):
 def test_missing_user_dictionary_file(tmp_path):
     with pytest.raises(D.DictionaryError, match="does not exist"):
         D.read_dictionary(tmp_path / "nope.csv")
+
+
+# ----------------------------------------------------------------------------- trying words in a cell
+
+
+def test_add_terms_fills_every_column_as_a_csv_row_would(tmp_path):
+    seed = D.load_seed_dictionary()
+    out = D.add_terms(seed, "Tidiness", high=["tidy", "neat"], low=["messy"], synsets={"tidy": "tidy.a.01"})
+    added = out.iloc[len(seed):]
+    assert list(out.columns) == list(seed.columns) and len(added) == 3
+    assert added["dimension"].eq("tidiness").all()
+    assert added["sense_id"].tolist() == ["tidy|tidy.a.01|tidiness", "neat||tidiness", "messy||tidiness"]
+    assert added.iloc[0]["definition"] == D.wordnet().synset("tidy.a.01").definition()
+    assert all(list(c) == [] for c in added["contexts"])
+    # the same row from a CSV gets the same sense_id (one rule)
+    csv = tmp_path / "d.csv"
+    csv.write_text("dimension,term,direction\ntidiness,neat,high\ntidiness,messy,low\n")
+    assert D.read_dictionary(csv)["sense_id"].tolist() == ["neat||tidiness", "messy||tidiness"]
+
+
+@pytest.mark.parametrize("kwargs, what", [
+    ({"dimension": "tidiness", "high": ["tidy"]}, "no 'low' terms"),
+    ({"dimension": "sociability", "high": ["friendly"]}, "already in the dictionary: friendly"),
+    ({"dimension": "tidiness", "high": "tidy", "low": ["messy"]}, "must be a list"),
+    ({"dimension": "tidiness", "high": ["tidy"], "low": ["messy"], "synsets": {"tidy": "tidy.x.99"}}, "tidy.x.99"),
+])
+def test_add_terms_errors_name_the_problem(kwargs, what):
+    seed = D.load_seed_dictionary()
+    seed = seed.assign(sense_id=seed["term"] + "||" + seed["dimension"]) if "friendly" in str(kwargs) else seed
+    with pytest.raises(D.DictionaryError, match=re.escape(what)):
+        D.add_terms(seed, **kwargs)
+
+
+def test_rows_appended_by_hand_get_a_sense_id_or_a_named_error():
+    seed = D.load_seed_dictionary()
+    by_hand = pd.concat([seed, pd.DataFrame([{"dimension": "tidiness", "term": "tidy", "direction": "high"}])],
+                        ignore_index=True)
+    out = D.ensure_sense_ids(by_hand)
+    assert out["sense_id"].iloc[-1] == "tidy||tidiness" and out["sense_id"].iloc[:-1].equals(seed["sense_id"])
+    broken = pd.concat([seed, pd.DataFrame([{"dimension": "tidiness", "term": "tidy", "direction": "up"}])],
+                       ignore_index=True)
+    with pytest.raises(D.DictionaryError, match=f"row {len(seed)} \\('tidy'\\)"):
+        D.ensure_sense_ids(broken)
+
+
+def test_dictionary_path_relative_to_the_repository_root_from_another_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # Jupyter runs a notebook from notebooks/, papermill from the root
+    frame = D.read_dictionary("data/examples/user_dictionary_example.csv")
+    assert "tidiness" in set(frame["dimension"])
+    with pytest.raises(D.DictionaryError, match="is a folder"):
+        D.read_dictionary("data/examples")

@@ -6,6 +6,7 @@ import re
 import pandas as pd
 import pytest
 
+from bias_utils import paths
 from bias_utils import populations as P
 from bias_utils.data import resolve
 
@@ -115,3 +116,33 @@ def test_unknown_population_and_format(tmp_path):
     broken.write_text("{")
     with pytest.raises(P.PopulationError, match="not valid JSON"):
         P.load_populations(broken)
+
+
+def test_kind_is_inferred_when_a_file_does_not_give_it(tmp_path):
+    names = tmp_path / "names.json"
+    names.write_text(json.dumps({"female": ["Mary", "Mary-Jane"], "male": ["John", "O'Neil"]}))
+    assert P.population_kind(names) == "name"
+    phrases = tmp_path / "phrases.csv"
+    phrases.write_text("group,word\nfemale,the old lady\nfemale,aunt\nmale,uncle\nmale,old man\n")
+    assert P.population_kind(phrases) == "noun"
+    # a given kind wins over the inference
+    table = tmp_path / "k.csv"
+    table.write_text("group,word,kind\na,Rose,noun\nb,Lily,noun\n")
+    assert P.population_kind(table) == "noun"
+
+
+def test_a_phrase_with_its_own_determiner_takes_no_article():
+    assert not P.takes_article("the old lady", "noun")
+    assert not P.takes_article("my aunt", "noun")
+    assert P.takes_article("old lady", "noun")
+
+
+def test_relative_population_path_resolves_from_the_repository_root(tmp_path, monkeypatch):
+    folder = paths.ROOT / "data" / "examples"
+    monkeypatch.chdir(tmp_path)  # as Jupyter, whose working folder is not the repository root
+    rel = folder.relative_to(paths.ROOT) / "nope.json"
+    with pytest.raises(P.PopulationError, match="looked in") as err:
+        P.load_populations(str(rel))
+    assert str(tmp_path) in str(err.value) and str(paths.ROOT) in str(err.value)
+    with pytest.raises(P.PopulationError, match="is a folder"):
+        P.load_populations(str(folder.relative_to(paths.ROOT)))
