@@ -184,9 +184,10 @@ def _load(name_or_path: str | Path) -> tuple[dict[str, list[str]], str]:
         }
         return _validate(loaders[name_or_path](), name_or_path), POPULATION_KINDS[name_or_path]
     try:
-        path = resolve_input(name_or_path, "populations")
+        path = resolve_input(name_or_path, "file")
     except InputPathError as exc:
-        raise PopulationError(f"{exc} (and it is not a built-in population: {', '.join(BUILTIN)})") from None
+        raise PopulationError(f"unknown population {str(name_or_path)!r}: not a built-in one ({', '.join(BUILTIN)}), "
+                              f"and as a {exc}") from None
     groups, kind = _read_user_file(path)
     if kind is not None and kind not in KINDS:
         raise PopulationError(f"{path}: kind {kind!r} is not one of {KINDS}")
