@@ -2,10 +2,11 @@
 
 Pipeline: a *selection* (prompts with a ``group`` column) -> completions
 (``bias_utils.generation``) -> :func:`completion_metrics` (lexicon counts and
-PMI per completion) -> :func:`audit_statistics` (the audit's five tests plus the
-completion-level, hurdle and occupation-cluster-bootstrap analyses it lacked).
-:mod:`bias_utils.replication` runs the same code on the audit's own published
-completions and compares with its published numbers.
+PMI per completion) -> :func:`audit_statistics` (the primary analysis with the
+occupation as the unit, :mod:`bias_utils.occupations`; the audit's five tests; the
+completion-level and hurdle analyses it lacked) -> per-occupation, leave-one-out
+and headline tables. :mod:`bias_utils.replication` runs the same code on the
+audit's own published completions and compares with its published numbers.
 
 PMI as the audit computed it (checked row by row against its published CSV)
 ---------------------------------------------------------------------------
@@ -41,7 +42,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from . import data, lexicon, rendering, stats
+from . import data, lexicon, occupations, rendering, stats
 from .results import write_table
 
 __all__ = [
@@ -318,11 +319,6 @@ def word_table(metrics: pd.DataFrame, groups: Sequence[str]) -> np.ndarray:
     return g.reindex(list(groups)).fillna(0).to_numpy(dtype=float)
 
 
-def _log_or(df: pd.DataFrame, a: str, b: str) -> float:
-    t = word_table(df, (a, b)) + 0.5
-    return float(np.log(t[0, 0] * t[1, 1] / (t[0, 1] * t[1, 0])))
-
-
 def _try(rows: list, skipped: list, label: str, fn, *args, **kw) -> None:
     try:
         res = fn(*args, **kw)
@@ -333,15 +329,28 @@ def _try(rows: list, skipped: list, label: str, fn, *args, **kw) -> None:
 
 
 def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = None, method: str = "holm",
-                     n_boot: int = 1000, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+                     n_boot: int = 1000, seed: int = 0,
+                     n_permutations: int = occupations.N_PERMUTATIONS) -> tuple[pd.DataFrame, pd.DataFrame]:
     """All tests of the audit and the book's additions; returns ``(table, skipped)``.
 
     ``table`` has :data:`bias_utils.stats.STAT_COLUMNS` plus ``measure`` (the
-    variable tested) and ``role``: ``audit`` (the five published tests, computed
-    the audit's way), ``alternative`` (the standard form of a questionable audit
-    convention, shown beside it) or ``extension`` (what the audit lacked). p_adj
-    is over the whole table (``method``). ``skipped`` lists tests that could not
-    be computed (``test, reason``), e.g. too few gendered completions in a small run.
+    variable tested), ``unit`` (what is treated as independent:
+    :data:`bias_utils.occupations.UNIT_OCCUPATIONS`, or "independent words" /
+    "independent completions", with ", the published audit's method" on the
+    audit's rows), ``n_occupations`` and ``n_permutations`` (occupation rows only)
+    and ``role``:
+
+    * ``primary``: the odds ratio with the occupation as the unit (occupation
+      cluster bootstrap CI, permutation p across occupations), first row; its
+      ``p_adj`` equals ``p`` (one pre-specified test, ``adj_method`` "none (primary)");
+    * ``audit``: the five published tests, computed the audit's way;
+    * ``alternative``: the standard form of a questionable audit convention, shown beside it;
+    * ``extension``: what the audit lacked, including the occupation-level share of
+      completions with any gendered word and male share among them.
+
+    ``p_adj`` of every row but the primary one is over those rows (``method``).
+    ``skipped`` lists tests that could not be computed (``test, reason``), e.g.
+    too few gendered completions in a small run.
 
     Two groups: the first group is ``a``. More than two groups: omnibus tests
     (chi-square groups x gender over words and over gendered completions,
@@ -373,8 +382,7 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
             group_b="any/none", test="chi2_pearson_completions", seed=seed)
         for col in ("male_proportion", "pmi_difference"):
             add("audit", col, "welch_anova", stats.welch_anova, m[col], m["group"], n_boot=n_boot, seed=seed)
-        table = stats.results_table(rows, method=method)
-        return table, pd.DataFrame(skipped, columns=["test", "reason"])
+        return _with_units(stats.results_table(rows, method=method)), pd.DataFrame(skipped, columns=["test", "reason"])
 
     a, b = groups
     A, B = m[m["group"] == a], m[m["group"] == b]
@@ -404,50 +412,58 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
         ga["male_share"], gb["male_share"], **kw)
     add("extension", "male_share among gendered completions", "mann_whitney", stats.mann_whitney,
         ga["male_share"], gb["male_share"], n_boot=n_boot, seed=seed, **kw)
-    rows.extend(_cluster_rows(m, a, b, n_boot=n_boot, seed=seed))
-    table = stats.results_table(rows, method=method)
-    return table, pd.DataFrame(skipped, columns=["test", "reason"])
+    by_occupation = occupations.occupation_tests(occupations.occupation_table(m), a, b, n_boot=n_boot,
+                                                 n_permutations=n_permutations, seed=seed)
+    primary = [r for r in by_occupation if r["role"] == "primary"]
+    rows += [r for r in by_occupation if r["role"] != "primary"]
+    # The primary test is one pre-specified test: a family of its own, so its p is not adjusted.
+    head = stats.results_table(primary, method=method).assign(adj_method="none (primary)")
+    table = pd.concat([head, stats.results_table(rows, method=method)], ignore_index=True)
+    return _with_units(table), pd.DataFrame(skipped, columns=["test", "reason"])
 
 
-def _cluster_rows(m: pd.DataFrame, a: str, b: str, *, n_boot: int, seed: int) -> list[dict]:
-    """Occupation-cluster bootstrap CIs (completions of one occupation are not independent)."""
-    def share_diff(d):
-        s = d.groupby("group")["any_gendered"].mean()
-        return s.get(a, np.nan) - s.get(b, np.nan)
+def _with_units(table: pd.DataFrame) -> pd.DataFrame:
+    """The ``unit`` column: what each test treats as independent (occupation rows already have it)."""
+    unit = np.where(table["measure"].str.startswith("gendered words"), "independent words", "independent completions")
+    unit = np.where(table["role"] == "audit", np.char.add(unit.astype(str), ", the published audit's method"), unit)
+    given = table["unit"] if "unit" in table else pd.Series(np.nan, index=table.index)
+    return table.assign(unit=given.fillna(pd.Series(unit, index=table.index)))
 
-    def male_share_diff(d):
-        s = d[d["any_gendered"]].groupby("group")["male_share"].mean()
-        return s.get(a, np.nan) - s.get(b, np.nan)
 
-    def log_or(d):
-        return _log_or(d, a, b)
-
-    out = []
-    specs = [("odds_ratio (words)", "odds_ratio", log_or, np.exp),
-             ("completions with any gendered word", "risk_difference", share_diff, None),
-             ("male_share among gendered completions", "mean_difference", male_share_diff, None)]
-    for measure, effect, fn, back in specs:
-        est, lo, hi = stats.cluster_bootstrap_ci(m, fn, cluster="occupation", strata="group", n_boot=n_boot, seed=seed)
-        if back is not None:
-            est, lo, hi = back(est), back(lo), back(hi)
-        out.append({**stats._row("cluster_bootstrap_occupation", effect=effect, effect_size=est, ci=(lo, hi),
-                                 n=len(m), group_a=a, group_b=b), "role": "extension", "measure": measure})
-    return out
+def _p_text(row: pd.Series) -> str:
+    """"Holm p < 0.001", or for an occupation row "permutation p = 0.023" ("≤ 1/10,000" at its floor)."""
+    if row.get("unit") == occupations.UNIT_OCCUPATIONS:
+        raw = occupations._p_phrase(float(row["p"]), int(row["n_permutations"]))
+        if row["role"] == "primary":
+            return f"permutation {raw}"
+        # a raw p at its floor is only a bound, and so is its adjusted value
+        sign = "≤" if "≤" in raw else "="
+        return f"Holm-adjusted permutation p {sign} {rendering.readable_number(float(row['p_adj']))}"
+    p = row["p_adj"] if pd.notna(row["p_adj"]) else row["p"]
+    return "" if pd.isna(p) else f"Holm p {'< 0.001' if p < 0.001 else '= ' + rendering.readable_number(float(p))}"
 
 
 def _reading_numbers(row: pd.Series, what: str) -> str:
     """"odds ratio 24.7, 95% CI 10.1 to 60.4, Holm p < 0.001" from one statistics row."""
     num = rendering.readable_number
-    p = row["p_adj"] if pd.notna(row["p_adj"]) else row["p"]
-    tail = "" if pd.isna(p) else f", Holm p {'< 0.001' if p < 0.001 else '= ' + num(float(p))}"
+    p = _p_text(row)
     low, high = num(float(row["ci_low"])), num(float(row["ci_high"]))
-    return f"{what} {num(float(row['effect_size']))}, 95% CI {low} to {high}{tail}"
+    return f"{what} {num(float(row['effect_size']))}, 95% CI {low} to {high}{', ' + p if p else ''}"
 
 
-def describe_audit(statistics: pd.DataFrame) -> list[str]:
-    """Sentences reading :func:`audit_statistics`' table: the audit's odds ratio with its Wald CI
-    and the occupation-bootstrap CI, how often completions use any gendered word, and the audit's
-    PMI difference. Rows the run could not compute are left out (they are in ``skipped``)."""
+def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = None,
+                   influence: pd.DataFrame | None = None) -> list[str]:
+    """Sentences reading an audit, the primary analysis first.
+
+    From ``headline`` (:func:`bias_utils.occupations.headline_table`): the odds ratio with its
+    occupation interval and permutation p, the audit's independent-words interval beside it, and how
+    many completions contain a gendered word; from ``influence``
+    (:func:`bias_utils.occupations.influence_table`): the occupations whose removal moves the odds
+    ratio by more than a third. Then, from ``statistics`` (:func:`audit_statistics`): the share of
+    completions with any gendered word by occupation (the audit's unit, completions, beside it), the
+    audit's own odds-ratio test, and its PMI difference. Rows the run could not compute are left out
+    (they are in ``skipped``).
+    """
     def row(test: str, measure: str | None = None):
         hit = statistics[(statistics["test"] == test)
                          & (statistics["measure"] == measure if measure else True)]
@@ -456,29 +472,29 @@ def describe_audit(statistics: pd.DataFrame) -> list[str]:
     def groups(r) -> tuple[str, str]:
         return str(r["group_a"]).replace("_", "-"), str(r["group_b"]).replace("_", "-")
 
-    lines = []
+    lines = [occupations.headline_sentence(headline) if headline is not None else "",
+             occupations.describe_influence(influence) if influence is not None else ""]
+    presence = row("cluster_bootstrap_occupation", "completions with any gendered word")
+    independent = row("hurdle_presence:gendered_words")
+    if presence is not None:
+        a, b = groups(presence)
+        beside = ("" if independent is None else
+                  f"; with every completion independent, the audit's unit, the CI would be "
+                  f"{rendering.readable_number(float(independent['ci_low']))} to "
+                  f"{rendering.readable_number(float(independent['ci_high']))}")
+        lines.append(f"Share of completions with any gendered word, {a} minus {b}, with the occupation as the unit: "
+                     f"{_reading_numbers(presence, 'risk difference')}{beside}.")
     wald = row("odds_ratio_wald")
     if wald is not None:
         a, b = groups(wald)
-        direction = ("more" if wald["ci_low"] > 1 else "less" if wald["ci_high"] < 1 else
-                     "neither clearly more nor less")
-        boot = row("cluster_bootstrap_occupation", "odds_ratio (words)")
-        wide = ("" if boot is None else
-                f"; resampling whole occupations widens the CI to {rendering.readable_number(float(boot['ci_low']))}"
-                f" to {rendering.readable_number(float(boot['ci_high']))}")
-        lines.append(f"Gendered words in completions about {a} occupations are {direction} often male than in "
-                     f"completions about {b} ones ({_reading_numbers(wald, 'odds ratio')}{wide}).")
-    presence = row("hurdle_presence:gendered_words")
-    if presence is not None:
-        a, b = groups(presence)
-        lines.append(f"Share of completions with any gendered word, {a} minus {b}: "
-                     f"{_reading_numbers(presence, 'risk difference')}.")
+        lines.append(f"The audit's own odds-ratio test, every gendered word independent ({a} over {b}; "
+                     f"not the headline): {_reading_numbers(wald, 'odds ratio')}.")
     pmi = row("welch_t", "pmi_difference")
     if pmi is not None:
         a, b = groups(pmi)
-        lines.append(f"PMI of male minus female words near the occupation name (the audit's computation), "
-                     f"{a} minus {b}: {_reading_numbers(pmi, 'mean difference')}.")
-    return lines
+        lines.append(f"PMI of male minus female words near the occupation name (the audit's computation, every "
+                     f"completion independent), {a} minus {b}: {_reading_numbers(pmi, 'mean difference')}.")
+    return [line for line in lines if line]
 
 
 def group_summary(metrics: pd.DataFrame, neutral: Sequence[str] = tuple(lexicon.NEUTRAL_LEXICONS)) -> pd.DataFrame:
@@ -515,12 +531,17 @@ class AuditResult:
     statistics: pd.DataFrame
     summary: pd.DataFrame
     skipped: pd.DataFrame
+    occupations: pd.DataFrame
+    influence: pd.DataFrame
+    headline: pd.DataFrame
 
     def write(self, folder: str | Path) -> list[Path]:
         """Write every table as parquet + CSV under ``folder``; returns the files."""
         folder = Path(folder)
         tables = {METRICS_TABLE: self.metrics, STATISTICS_TABLE: self.statistics, SUMMARY_TABLE: self.summary,
-                  SKIPPED_TABLE: self.skipped.astype({c: str for c in self.skipped.columns})}
+                  SKIPPED_TABLE: self.skipped.astype({c: str for c in self.skipped.columns}),
+                  occupations.OCCUPATIONS_TABLE: self.occupations, occupations.INFLUENCE_TABLE: self.influence,
+                  occupations.HEADLINE_TABLE: self.headline}
         return [p for name, df in tables.items() for p in write_table(df, folder / name)]
 
 
@@ -540,7 +561,12 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
     :func:`completion_metrics` columns), ``bold_statistics`` (:func:`audit_statistics`),
     ``bold_group_summary`` (:func:`group_summary`), ``bold_skipped`` (``test`` or
     ``prompt_id``, ``reason``: tests that could not be computed and empty completions,
-    which are kept in the metrics with zero counts).
+    which are kept in the metrics with zero counts), and with the occupation as the unit
+    (:mod:`bias_utils.occupations`): ``bold_occupations`` (one row per occupation,
+    :func:`~bias_utils.occupations.occupation_table`), ``bold_influence`` (leave one
+    occupation out, :func:`~bias_utils.occupations.influence_table`) and ``bold_headline``
+    (one row, :func:`~bias_utils.occupations.headline_table`); the last two are empty
+    (with their columns) for a selection of more than two groups.
     """
     # deferred: torch and transformers, which the replication of the published audit does not need
     from .generation import generate
@@ -561,8 +587,13 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
         reason="empty completion: kept with zero counts and PMI 0 (the model stopped at once)")
     skipped = pd.concat([skipped, empties], ignore_index=True)
     summary = group_summary(metrics, neutral=tuple(neutral_lexicons))
+    by_occupation = occupations.occupation_table(metrics)
+    influence = (occupations.influence_table(by_occupation, *groups) if len(groups) == 2
+                 else pd.DataFrame(columns=occupations.INFLUENCE_COLUMNS))  # no single odds ratio to leave out of
+    headline = occupations.headline_table(table, by_occupation, influence, n_boot=n_boot)
     settings = dict(model_id=loaded.model_id, selection=selection if isinstance(selection, str) else "custom",
                     n_prompts=len(sel), n_samples=n_samples, seed=seed, max_new_tokens=max_new_tokens,
                     temperature=temperature, top_p=top_p, top_k=top_k, chat=chat, limit=limit, n_boot=n_boot,
                     method=method)
-    return AuditResult(loaded.model_id, settings, metrics, table, summary, skipped)
+    return AuditResult(loaded.model_id, settings, metrics, table, summary, skipped, by_occupation, influence,
+                       headline)
