@@ -39,6 +39,13 @@ prompts from occupations dominated by men (1,172 prompts) or women (353 prompts)
 with the audit's settings (100 new tokens, temperature 0.7, top-p 0.9, and the top-k 50 that transformers'
 `generate` added by default, the raw prompt without chat template),
 and each completion is scored with the audit's 13 male and 13 female words.
+
+**The occupation is the unit.** Prompts are sampled per occupation, and most completions contain no gendered
+word, so a few occupations supply most of the words. The primary analysis is therefore the audit's odds ratio
+(male over female words, male- over female-dominated occupations) with a 95% interval that resamples whole
+occupations within each group and a permutation p that shuffles the group labels across occupations. The
+audit's own intervals, which treat every gendered word (or completion) as independent, are shown beside it,
+labelled as the audit's; the leave-one-occupation-out table shows which occupations carry the result.
 """),
         code("""
 model = "smollm2-135m-instruct"   # built-in short name, hub id or folder
@@ -67,7 +74,7 @@ validation.check_bold_audit(model=model, selection=selection, n_samples=n_sample
         code("""
 from IPython.display import HTML, Markdown, display
 
-from bias_utils import bold, lexicon, plots
+from bias_utils import bold, lexicon, occupations, plots
 from bias_utils.results import output_folder
 
 result = bold.run_audit(model, selection=selection, n_samples=n_samples, seed=seed,
@@ -80,17 +87,19 @@ result.settings
         md("""
 ## What the audit found
 
-Male and female words per completion by occupation group, the share of completions with any gendered word,
-the male share among gendered completions, and the odds ratio with its two intervals; then the reading,
-generated from the statistics table below.
+The reading comes first, generated from the tables below: the primary analysis (the odds ratio with the occupation
+as the unit), the occupations whose removal moves it by more than a third, then the rest. The figure shows
+male and female words per completion by occupation group, the share of completions with any gendered word,
+the male share among gendered completions, and every effect with its interval.
+""", tags=[FINDING_TAG]),
+        code("""
+reading = bold.describe_audit(result.statistics, result.headline, result.influence)
+display(Markdown("\\n".join("- " + line for line in reading)))
 """, tags=[FINDING_TAG]),
         code("""
 chart = plots.bold_audit_figure(result.metrics, result.statistics, title=f"BOLD audit: {result.model_id}")
 plots.save(chart, out / "bold_audit")
 chart
-""", tags=[FINDING_TAG]),
-        code("""
-display(Markdown("\\n".join("- " + line for line in bold.describe_audit(result.statistics))))
 """, tags=[FINDING_TAG]),
         md("""
 ## How the audit is computed
@@ -100,11 +109,13 @@ and with its PMI between gendered words and the occupation name (5-token window)
 non-binary forms (*they/them/their*, *person*, *people*, neopronouns) are counted beside, never mixed in.
 
 The statistics table has one row per test with statistic, p, Holm-corrected p, effect size and 95% CI.
-`role` says whether a row is one of the audit's five tests computed the audit's way (`audit`), the standard
-form of a questionable convention shown beside it (`alternative`: Pearson chi-square without Yates, pooled-SD
-Cohen's d, Hedges' g), or what the audit lacked (`extension`): the share of completions with any gendered
-word (the presence part of a hurdle model), the male share *among* gendered completions, and bootstrap CIs
-that resample whole occupations, because completions of one occupation are not independent.
+`unit` says what a row treats as independent: occupations, or, as the audit did, every gendered word or every
+completion. `role` says whether a row is the primary analysis (`primary`: the odds ratio by occupation, one
+pre-specified test, so its p is not adjusted), one of the audit's five tests computed the audit's way
+(`audit`), the standard form of a questionable convention shown beside it (`alternative`: Pearson chi-square
+without Yates, pooled-SD Cohen's d, Hedges' g), or what the audit lacked (`extension`): the share of completions
+with any gendered word (the presence part of a hurdle model) and the male share *among* gendered completions,
+each also with the occupation as the unit. Holm's correction runs over every row but the primary one.
 """),
         md("""
 ## Descriptives per group
@@ -115,16 +126,45 @@ the neutral forms.
 """),
         code("result.summary"),
         md("""
+## The occupation is the unit
+
+The headline row: the odds ratio with its occupation interval (`occupation_ci_low`, `occupation_ci_high`) and
+permutation p (`occupation_p`, over `n_permutations` relabellings of occupations; at its floor it is reported
+as ≤ 1/(K+1)), the audit's interval with every word independent (`independent_ci_low`, `independent_ci_high`)
+for comparison, and how many completions contain any gendered word.
+"""),
+        code("result.headline.T"),
+        md("""
+Leave one occupation out: the odds ratio recomputed without each occupation (`odds_ratio_without`), ranked by
+how far that moves the log odds ratio (`log_or_change`). `influential` marks a move of more than a third
+either way; the grey band in the chart is that range, the solid line the odds ratio with every occupation and
+the dashed lines its occupation interval.
+"""),
+        code("""
+if len(result.influence):  # a selection of more than two groups has no single odds ratio to leave out of
+    display(result.influence.head(15))
+    chart = occupations.influence_chart(result.influence, result.headline,
+                                        title=f"Leave one occupation out: {result.model_id}")
+    plots.save(chart, out / "bold_influence")
+    display(chart)
+"""),
+        md("""
+Per occupation: completions, gendered words, completions with any gendered word and the occupation's share of
+its group's male and female words, the occupations with the most gendered words first.
+"""),
+        code('result.occupations.sort_values("gendered_words", ascending=False).head(20)'),
+        md("""
 ## Statistics
 
-Read the `audit` rows for the comparison with the published study, then the `alternative` and `extension`
-rows. The word-level odds ratio treats every gendered word as independent; the occupation-cluster bootstrap
-row for the same odds ratio shows how much wider the interval is when occupations are resampled.
+Read the `primary` row first, then the `audit` rows for the comparison with the published study, then the
+`alternative` and `extension` rows. The audit's word-level odds ratio treats every gendered word as independent;
+the primary row for the same odds ratio shows how much wider the interval is when occupations are resampled.
 Tests that could not be computed (for example, no gendered completion in one group of a small run) are listed
 in `skipped` with the reason.
 """),
         code("""
-cols = ["role", "test", "measure", "statistic", "df", "p", "p_adj", "effect", "effect_size", "ci_low", "ci_high", "n"]
+cols = ["role", "test", "measure", "unit", "statistic", "df", "p", "p_adj", "effect", "effect_size", "ci_low",
+        "ci_high", "n"]
 result.statistics[cols]
 """),
         code("result.skipped"),
@@ -137,7 +177,9 @@ display(HTML(plots.bold_examples_table(result.metrics, lex, per_group=3, seed=se
 ## Output files
 
 Written under `results/<model_id>/` as parquet and CSV: `bold_metrics` (one row per completion),
-`bold_statistics` (this table), `bold_group_summary`, `bold_skipped`, and the figure `bold_audit.svg/.png`.
+`bold_statistics` (this table), `bold_group_summary`, `bold_skipped`, `bold_occupations` (one row per
+occupation), `bold_influence` (leave one occupation out), `bold_headline` (the primary analysis, one row), and
+the figures `bold_audit.svg/.png` and `bold_influence.svg/.png`.
 Completions are cached by `bias_utils.generation`; an interrupted run resumes where it stopped.
 """),
         code("[str(p) for p in files]"),
@@ -168,7 +210,9 @@ from bias_utils import validation
 validation.check_bold_replication(n_boot=n_boot, seed=seed, output_dir=output_dir)
 """),
         code("""
-from bias_utils import bold, plots, replication
+from IPython.display import Markdown, display
+
+from bias_utils import bold, occupations, plots, replication
 from bias_utils.results import REPLICATION_FOLDER, output_folder, write_table
 
 out = output_folder(REPLICATION_FOLDER, output_dir)
@@ -200,13 +244,29 @@ len(replication.compare_published_columns(metrics))
   there is no co-occurrence; the occupation terms are the tokens of the BOLD occupation key. We reproduce
   the published definition (see `bias_utils.bold`).
 * **Independence**: all their tests treat words or completions as independent. Completions of one occupation
-  share a prompt family; the occupation-cluster bootstrap rows give the honest intervals.
+  share a prompt family, and a few occupations supply most of the gendered words; the book's primary analysis
+  takes the occupation as the unit (below).
 """),
         md("## The full statistics on their completions"),
         code("""
 table, skipped = bold.audit_statistics(metrics, n_boot=n_boot, seed=seed)
-cols = ["role", "test", "measure", "statistic", "df", "p", "p_adj", "effect", "effect_size", "ci_low", "ci_high", "n"]
+cols = ["role", "test", "measure", "unit", "statistic", "df", "p", "p_adj", "effect", "effect_size", "ci_low",
+        "ci_high", "n"]
 table[cols]
+"""),
+        md("""
+## Their completions with the occupation as the unit
+
+The same primary analysis as the audit chapter: the odds ratio with an interval that resamples whole occupations
+and a permutation p across occupations, and the occupations whose removal moves it most. Generated from the
+tables.
+"""),
+        code("""
+by_occupation = occupations.occupation_table(metrics)
+influence = occupations.influence_table(by_occupation, bold.MALE_GROUP, bold.FEMALE_GROUP)
+headline = occupations.headline_table(table, by_occupation, influence, n_boot=n_boot)
+display(Markdown("\\n".join("- " + line for line in bold.describe_audit(table, headline, influence))))
+influence.head(10)
 """),
         code("bold.group_summary(metrics)"),
         code("""

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils import bold, lexicon, replication
+from bias_utils import bold, lexicon, occupations, replication, stats
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def test_audit_statistics_two_and_more_groups(published_metrics):
     assert skipped.empty
     assert {"test", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
             "ci_low", "ci_high", "n", "measure", "role"} <= set(table.columns)
-    assert set(table["role"]) == {"audit", "alternative", "extension"}
+    assert set(table["role"]) == {"primary", "audit", "alternative", "extension"}
     assert (table["p_adj"].dropna() >= table.loc[table["p_adj"].notna(), "p"]).all()
     # three groups: split male-dominated by category
     m = published_metrics.copy()
@@ -119,20 +119,43 @@ def test_small_sample_records_skips_not_errors(published_metrics):
 
 
 def test_describe_audit_reads_the_published_completions(published_metrics):
-    """The reading quotes the audit's published odds ratio (24.65, Wald 95% CI 10.07 to 60.37;
-    recomputed in test_replication) and says what a small run could not compute by leaving it out."""
+    """The reading states the primary analysis (occupation as the unit) first, then the audit's own
+    odds ratio (24.65, Wald 95% CI 10.07 to 60.37; recomputed in test_replication) labelled as its
+    method, and leaves out what a small run could not compute."""
     table, _ = bold.audit_statistics(published_metrics, n_boot=40)
-    lines = bold.describe_audit(table)
-    assert lines[0].startswith("Gendered words in completions about male-dominated occupations are more often male")
-    assert "odds ratio 24.65, 95% CI 10.07 to 60.37, Holm p < 0.001" in lines[0]
-    assert "resampling whole occupations" in lines[0]
+    occ = occupations.occupation_table(published_metrics)
+    influence = occupations.influence_table(occ, bold.MALE_GROUP, bold.FEMALE_GROUP)
+    head = occupations.headline_table(table, occ, influence, n_boot=40)
+    lines = bold.describe_audit(table, head, influence)
+    assert lines[0] == occupations.headline_sentence(head)
+    assert "resampling whole occupations, permutation p = " in lines[0] and "66 of 1,525 completions" in lines[0]
+    assert lines[1] == occupations.describe_influence(influence) and "Midwife" in lines[1]
     m = published_metrics
     any_word = (m["male_words"] + m["female_words"]) > 0  # independent of the metrics' own any_gendered
     diff = any_word[m.group == "male_dominated"].mean() - any_word[m.group == "female_dominated"].mean()
-    assert lines[1].startswith("Share of completions with any gendered word, male-dominated minus female-dominated")
-    assert f"risk difference {diff:.3f}" in lines[1]
-    assert lines[2].startswith("PMI of male minus female words")
+    assert lines[2].startswith("Share of completions with any gendered word, male-dominated minus female-dominated, "
+                               "with the occupation as the unit")
+    assert f"risk difference {diff:.3f}" in lines[2] and "Holm-adjusted permutation p" in lines[2]
+    assert "with every completion independent, the audit's unit, the CI would be -0.109 to -0.044" in lines[2]
+    assert lines[3].startswith("The audit's own odds-ratio test, every gendered word independent")
+    assert "odds ratio 24.65, 95% CI 10.07 to 60.37, Holm p < 0.001" in lines[3]
+    assert lines[4].startswith("PMI of male minus female words")
     assert bold.describe_audit(table.iloc[0:0]) == []
+
+
+def test_statistics_label_their_unit_and_keep_the_audit_family(published_metrics):
+    """The primary row comes first and is its own family (p_adj = p); every row says what it treats as
+    independent; Holm over the other rows is what stats.adjust_pvalues gives on their p values."""
+    table, _ = bold.audit_statistics(published_metrics, n_boot=40)
+    first = table.iloc[0]
+    assert (first["role"], first["test"], first["effect"]) == ("primary", "cluster_bootstrap_occupation", "odds_ratio")
+    assert first["p_adj"] == first["p"] and first["unit"] == occupations.UNIT_OCCUPATIONS
+    assert table["unit"].notna().all()
+    assert set(table.loc[table["role"] == "audit", "unit"]) == {
+        "independent words, the published audit's method", "independent completions, the published audit's method"}
+    rest = table.iloc[1:]
+    assert np.allclose(rest["p_adj"], stats.adjust_pvalues(rest["p"].to_numpy()), equal_nan=True)
+    assert (table["test"] == "cluster_bootstrap_occupation").sum() == 3
 
 
 @pytest.mark.slow
@@ -143,12 +166,16 @@ def test_run_audit_with_real_model(tmp_path):
     files = res.write(tmp_path)
     assert len(res.metrics) == res.settings["n_prompts"] and set(res.metrics["group"]) == set(bold.AUDIT_GROUPS)
     assert res.metrics["completion"].map(type).eq(str).all()
-    for name in ("bold_metrics", "bold_statistics", "bold_group_summary", "bold_skipped"):
+    for name in ("bold_metrics", "bold_statistics", "bold_group_summary", "bold_skipped", "bold_occupations",
+                 "bold_influence", "bold_headline"):
         assert {tmp_path / f"{name}.parquet", tmp_path / f"{name}.csv"} <= set(files)
         assert (tmp_path / f"{name}.parquet").exists() and (tmp_path / f"{name}.csv").exists()
     stats_cols = {"test", "statistic", "p", "p_adj", "effect_size", "ci_low", "ci_high", "n"}
     assert stats_cols <= set(pd.read_csv(tmp_path / "bold_statistics.csv").columns)
     assert res.metrics["n_tokens"].between(0, 24).all()
+    assert res.occupations["n_completions"].sum() == len(res.metrics)
+    assert list(pd.read_csv(tmp_path / "bold_headline.csv").columns) == occupations.HEADLINE_COLUMNS
+    assert list(res.influence.columns) == occupations.INFLUENCE_COLUMNS
     again = bold.run_audit("smollm2-135m-instruct", limit=20, max_new_tokens=24, n_boot=50)
     assert again.metrics["completion"].equals(res.metrics["completion"])
 
