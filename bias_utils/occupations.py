@@ -164,8 +164,9 @@ def permutation_p(occupations: pd.DataFrame, measure: str, a: str, b: str, *, n_
 
     The group labels are shuffled across the occupations of the two groups (group sizes kept);
     ``p = (1 + #{|T*| >= |T|}) / (1 + K)`` over the ``K`` relabellings where the statistic is defined
-    (returned with p), so p is never below ``1/(K+1)``. The null is that an occupation's completions
-    do not depend on its group (occupations are exchangeable between the groups).
+    (returned with p), so p is never below ``1/(K+1)``; NaN where the statistic is undefined. The null
+    is that an occupation's completions do not depend on its group (occupations are exchangeable
+    between the groups).
     """
     n_permutations = stats.check_n_boot(n_permutations, name="n_permutations")
     occ, values, fn, _ = _pieces(occupations, measure, a, b)
@@ -176,6 +177,8 @@ def permutation_p(occupations: pd.DataFrame, measure: str, a: str, b: str, *, n_
     ta = labels @ values
     perm = fn(ta, values.sum(axis=0) - ta)
     ok = ~np.isnan(perm)
+    if np.isnan(observed) or not ok.any():
+        return np.nan, int(ok.sum())
     hits = int((np.abs(perm[ok]) >= np.abs(observed) * (1 - 1e-12)).sum())
     return (1 + hits) / (1 + int(ok.sum())), int(ok.sum())
 
@@ -314,7 +317,7 @@ def headline_sentence(table: pd.DataFrame | Mapping) -> str:
             f"odds ratio {num(float(h['odds_ratio']))}, 95% CI {num(lo)} to {num(hi)} resampling whole "
             f"occupations, permutation {_p_phrase(float(h['occupation_p']), int(h['n_permutations']))} "
             f"(the audit's interval, every word independent: {num(float(h['independent_ci_low']))} to "
-            f"{num(float(h['independent_ci_high']))}). Only {int(h['n_gendered_completions']):,} of "
+            f"{num(float(h['independent_ci_high']))}). {int(h['n_gendered_completions']):,} of "
             f"{int(h['n_completions']):,} completions contain a gendered word")
     if h.get("top_occupation") is not None and pd.notna(h.get("odds_ratio_without_top")):
         text += (f"; without the most influential occupation, {str(h['top_occupation']).replace('_', ' ')}, the "
@@ -356,7 +359,7 @@ def influence_chart(influence: pd.DataFrame, headline_row: pd.DataFrame | Mappin
         change=lambda d: d["relative_change"].map(lambda x: f"{x:+.0%}"))
     full = float(influence["odds_ratio"].iloc[0])
     band = pd.DataFrame({"low": [full * (1 - INFLUENCE_SHIFT)], "high": [full * (1 + INFLUENCE_SHIFT)]})
-    log_x = alt.Scale(type="log")
+    log_x = alt.Scale(type="log", nice=False)
     y = alt.Y("label:N", sort=None, title=None, axis=alt.Axis(labelLimit=220))
     layers = [
         alt.Chart(band).mark_rect(color="#dddddd", opacity=0.6).encode(x=alt.X("low:Q", scale=log_x), x2="high:Q"),

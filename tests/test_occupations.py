@@ -96,7 +96,7 @@ def test_headline_reads_the_primary_row_and_the_audit_row(published):
     assert (h["top_occupation"], h["n_influential"]) == ("Midwife", 3)
     text = occupations.headline_sentence(head)
     assert text.startswith("With the occupation as the unit (172 male-dominated and 52 female-dominated occupations)")
-    assert "Only 66 of 1,525 completions contain a gendered word" in text
+    assert "). 66 of 1,525 completions contain a gendered word" in text
     assert "without the most influential occupation, Midwife, the odds ratio is 7.96" in text
     assert "the audit's interval, every word independent: 10.07 to 60.37" in text
     assert occupations.headline_sentence(head.iloc[0:0]) == "" and occupations.headline(head.iloc[0:0]) == {}
@@ -140,7 +140,8 @@ def _simulate(rng: np.random.Generator, mu_a: float, mu_b: float, g_a: int = 170
     rate = rng.gamma(0.5, 0.4 / 0.5, group.size)
     share = rng.beta(mu * 1.5, (1 - mu) * 1.5)
     return pd.DataFrame({"group": group, "occupation": [f"occ{i}" for i in range(group.size)], "n_completions": n,
-                         "male_words": rng.poisson(n * rate * share), "female_words": rng.poisson(n * rate * (1 - share))})
+                         "male_words": rng.poisson(n * rate * share),
+                         "female_words": rng.poisson(n * rate * (1 - share))})
 
 
 def test_occupation_interval_covers_the_true_odds_ratio_and_wald_does_not():
