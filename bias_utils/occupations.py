@@ -56,6 +56,7 @@ INFLUENCE_SHIFT = 1 / 3
 #: The ``unit`` of the occupation-level rows in the statistics table.
 UNIT_OCCUPATIONS = "occupations (cluster bootstrap CI; p from permuting group labels across occupations)"
 _ADD = 0.5  # the audit's Haldane-Anscombe correction of every cell of the odds ratio
+_BLOCK = 1000  # relabellings drawn at a time
 
 
 def _log_or(ta: np.ndarray, tb: np.ndarray) -> np.ndarray:
@@ -173,9 +174,11 @@ def permutation_p(occupations: pd.DataFrame, measure: str, a: str, b: str, *, n_
     in_a = (occ["group"] == a).to_numpy()
     observed = fn(*_totals(values, in_a))
     rng = np.random.default_rng(seed)
-    labels = rng.permuted(np.tile(in_a, (n_permutations, 1)), axis=1).astype(float)
-    ta = labels @ values
-    perm = fn(ta, values.sum(axis=0) - ta)
+    perm = np.empty(n_permutations)
+    for start in range(0, n_permutations, _BLOCK):  # blocks bound the memory for selections with many occupations
+        size = min(_BLOCK, n_permutations - start)
+        ta = rng.permuted(np.tile(in_a, (size, 1)), axis=1).astype(float) @ values
+        perm[start:start + size] = fn(ta, values.sum(axis=0) - ta)
     ok = ~np.isnan(perm)
     if np.isnan(observed) or not ok.any():
         return np.nan, int(ok.sum())
@@ -310,6 +313,9 @@ def headline_sentence(table: pd.DataFrame | Mapping) -> str:
         return ""
     num = rendering.readable_number
     a, b = _groups(h["group_a"], h["group_b"])
+    if int(h["n_gendered_completions"]) == 0:
+        return (f"None of the {int(h['n_completions']):,} completions about {a} and {b} occupations contains a "
+                f"gendered word, so there is no odds ratio to read (the +0.5 correction sets it to 1).")
     lo, hi = float(h["occupation_ci_low"]), float(h["occupation_ci_high"])
     direction = ("more" if lo > 1 else "less" if hi < 1 else "not clearly more or less")
     text = (f"With the occupation as the unit ({int(h['n_occupations_a'])} {a} and {int(h['n_occupations_b'])} {b} "
@@ -327,8 +333,9 @@ def headline_sentence(table: pd.DataFrame | Mapping) -> str:
 
 def describe_influence(influence: pd.DataFrame) -> str:
     """A sentence naming every occupation whose removal moves the odds ratio by more than
-    :data:`INFLUENCE_SHIFT` (either way), with the odds ratio without it; or saying that none does."""
-    if influence.empty:
+    :data:`INFLUENCE_SHIFT` (either way), with the odds ratio without it; or saying that none does.
+    Empty without any gendered word (nothing to move)."""
+    if influence.empty or (influence["male_words"] + influence["female_words"]).sum() == 0:
         return ""
     num = rendering.readable_number
     full = float(influence["odds_ratio"].iloc[0])

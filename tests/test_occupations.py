@@ -106,6 +106,19 @@ def test_headline_reads_the_primary_row_and_the_audit_row(published):
     assert len(chart["layer"]) == 4
 
 
+def test_a_run_without_gendered_words_reads_as_such(published):
+    """A quick run can have no gendered word at all: the odds ratio is then 1 by construction, not a finding."""
+    metrics = published[0]
+    tiny = metrics[~metrics["any_gendered"]].groupby("group").head(6)
+    table, _ = bold.audit_statistics(tiny, n_boot=20)
+    occ = occupations.occupation_table(tiny)
+    influence = occupations.influence_table(occ, A, B)
+    head = occupations.headline_table(table, occ, influence, n_boot=20)
+    assert occupations.headline_sentence(head).startswith("None of the 12 completions about male-dominated and "
+                                                          "female-dominated occupations contains a gendered word")
+    assert occupations.describe_influence(influence) == ""
+
+
 def test_permutation_p_against_full_enumeration():
     """Six occupations, three per group: 20 labellings, so the exact p is a count over 20."""
     occ = pd.DataFrame({"group": [A] * 3 + [B] * 3, "occupation": list("abcdef"),
