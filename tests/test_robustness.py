@@ -1,19 +1,18 @@
-"""Robustness: the vectorised tests, the specification grid, the joint test and the axis
-null against independent computations (scipy, pingouin, itertools enumeration, the plain
-``projection.polar_basis`` path); slow checks on a real MiniLM slice."""
+"""Robustness: the specification grid, the joint test, the tokenisation confound and the
+per-model summary against independent computations (scipy, hand counts); slow checks on a
+real MiniLM slice. The vectorised tests are in test_stats, the axis null in test_axis_validity."""
 
 import math
-from itertools import combinations
 
 import numpy as np
 import pandas as pd
-import pingouin as pg
 import pytest
 from scipy import stats as sps
+from test_axis_validity import toy_space
 
-from bias_utils import projection
+from bias_utils import axis_validity as av
+from bias_utils import crossmodel, tokenisation
 from bias_utils import robustness as rb
-from bias_utils.space import StereotypeSpace
 from bias_utils.stats import adjust_pvalues, hedges_g
 
 # ----------------------------------------------------------------- choices
@@ -115,24 +114,26 @@ def test_token_regression_and_verdict_on_a_confounded_slice():
     words = pd.DataFrame({"population": "names", "group": np.where(female, "female", "male"),
                           "word": [f"w{i}" for i in range(n)]})
     values = words.assign(dimension="warmth", z=z)
-    reg = rb.token_regression(values, words.assign(n_tokens=tokens))
+    reg = tokenisation.token_regression(values, words.assign(n_tokens=tokens))
     g = reg[(reg.model == "gender") & (reg.term == "female")].iloc[0]
     c = reg[(reg.model == "gender + tokens") & (reg.term == "female")].iloc[0]
     assert g["p"] < 1e-4 and c["p"] > 0.01
     assert g["coef"] == pytest.approx(z[female].mean() - z[~female].mean())
     summary = pd.DataFrame([{"population": "names", "dimension": "warmth", "share_agree_significant": 0.5,
-                             "n_specs": 4, "n_agree_significant_p": 0.01}])
+                             "n_specs": 4, "n_agree_significant_p": 1 / 201, "n_permutations": 200}])
     gaps = pd.DataFrame([{"population": "names", "dimension": "warmth", "template_set": t, "effect_size": 1.0,
                           "ci_low": 0.5, "ci_high": 1.5, "p": 0.001, "p_adj": 0.002} for t in ("not_first", "lead_in")])
     text = rb.name_gap_verdict(summary, reg, gaps, dimensions=["warmth"])
-    assert "does not survive" in text and "50% of 4 specifications" in text
+    assert "does not survive" in text and "50% of 4 specifications" in text and "joint test p ≤ 0.00498" in text
     # the same gap among words that all take one token: nothing to control, the gap survives
-    reg1 = rb.token_regression(values.assign(z=z - tokens + 3.0 * female), words.assign(n_tokens=1))
+    reg1 = tokenisation.token_regression(values.assign(z=z - tokens + 3.0 * female), words.assign(n_tokens=1))
     assert set(reg1["model"]) == {"gender", "one-token words"}
     text = rb.name_gap_verdict(summary, reg1, gaps, dimensions=["warmth"])
     assert "same number of tokens" in text and "the gap survives" in text and "not read" not in text
-    failed = rb.name_gap_verdict(summary.assign(axis_beats_null=False), reg1, gaps, dimensions=["warmth"])
-    assert "the gap survives the controls, but the axis itself is not better than its null" in failed
+    reading = "not shown to beat its null (AUC 0.58, p = 0.21; n 40 high / 12 low; detectable AUC 0.71)"
+    failed = rb.name_gap_verdict(summary.assign(axis_verdict="not shown", axis_reading=reading), reg1, gaps,
+                                 dimensions=["warmth"])
+    assert f"the gap survives the controls, but its axis is {reading}, so the gap is not read" in failed
 
 
 # ----------------------------------------------------------------- real model, small slice
@@ -158,39 +159,32 @@ def test_curve_inputs_match_the_profile_pipeline_minilm():
     theirs = stats.set_index("dimension")
     for col_ours, col_theirs in (("effect_size", "g"), ("p", "p"), ("p_adj", "p_holm"), ("diff", "diff")):
         np.testing.assert_allclose(ours.loc[theirs.index, col_ours], theirs[col_theirs], rtol=1e-5, atol=1e-9)
-    # the axis null's observed accuracy is Table 2's raw accuracy (space.direction_prediction)
+    # the axis null's observed raw accuracy is Table 2's raw accuracy (space.direction_prediction)
     from bias_utils.space import direction_prediction
 
-    null = rb.axis_null(sp, extras["terms"], n_permutations=20)
+    null = av.validity_table(sp, extras["terms"], n_permutations=20)
     for d in range(7):  # the null's Gram solve reproduces polar_basis's pseudo-inverse on real directions
-        np.testing.assert_allclose(rb.pinv_row(sp.bases["dimensions"].directions, d), sp.bases["dimensions"].pinv[:, d],
+        np.testing.assert_allclose(av.pinv_row(sp.bases["dimensions"].directions, d), sp.bases["dimensions"].pinv[:, d],
                                    rtol=1e-8, atol=1e-12)
     acc = direction_prediction(m, sp, extras["term_table"], layer="all", n_boot=10, term_contexts="dictionary").accuracy
     acc = acc[acc.cutoff == "raw"].assign(layer=lambda a: a["layer"].astype(str)).set_index(["dimension", "layer"])
-    merged = null.set_index(["dimension", "layer"]).join(acc["accuracy"], rsuffix="_dp", how="inner")
+    merged = null.set_index(["dimension", "layer"]).join(acc["accuracy"], how="inner")
     assert len(merged) == 9 * (m.n_layers + 1)
-    np.testing.assert_allclose(merged["accuracy"], merged["accuracy_dp"])
-    # the chapters' own check (03, 04) sees the same terms in the same order, so it is the same null
-    validity = rb.axis_validity(m, sp, limit=3, n_permutations=20, term_contexts="dictionary")
+    np.testing.assert_allclose(merged["raw_accuracy"], merged["accuracy"])
+    # the chapters' own check (03, 04) sees the same terms, so it is the same null
+    validity = av.axis_validity(m, sp, limit=3, n_permutations=20, term_contexts="dictionary")
     assert (validity.pop("term_contexts") == "dictionary").all()
     pd.testing.assert_frame_equal(validity, null)
-    generated = rb.axis_validity(m, sp, limit=3, n_permutations=20)  # Table 2's default contexts
-    acc = direction_prediction(m, sp, pd.concat(rb.extra_terms(sp, limit=3)), layer="mean", n_boot=10).accuracy
-    acc = acc[(acc.cutoff == "raw") & (acc.evaluation == "extra terms")].set_index("dimension")["accuracy"]
-    got = generated[generated.layer == "mean"].set_index("dimension")["accuracy"]
-    np.testing.assert_allclose(got[acc.index], acc)
-    mean = null[null.layer == "mean"]
-    assert rb.failed_axes(validity) == sorted(mean.loc[mean.p >= 0.05, "dimension"])
-    assert rb.null_layer(sp, "last") == str(m.n_layers) and rb.null_layer(sp, 2) == "2"
+    assert av.validity_layer(sp, "last") == str(m.n_layers) and av.validity_layer(sp, 2) == "2"
     # token counts agree with the embedding module's own count
-    tok = rb.token_table(m, inputs.words["names"].assign(population="names"))
+    tok = tokenisation.token_table(m, inputs.words["names"].assign(population="names"))
     emb = embed_words(m, tok["context"].tolist(), tok["word"].tolist())
     np.testing.assert_array_equal(tok["n_tokens"], emb.n_tokens)
 
 
 # ----------------------------------------------------------------- charts
 
-def test_specification_curve_and_axis_null_charts(tmp_path):
+def test_specification_curve_and_axis_validity_charts(tmp_path):
     import json
 
     from bias_utils import plots
@@ -210,13 +204,13 @@ def test_specification_curve_and_axis_null_charts(tmp_path):
     assert {p["status"] for p in points} >= {"agrees, significant", "not significant"}
     assert plots.save(chart, tmp_path / "curve")["svg"].stat().st_size > 0
 
-    space, terms = _toy_space(np.random.default_rng(8))
-    null = rb.axis_null(space, terms, n_permutations=20)
-    spec = json.loads(plots.axis_null_chart(null).to_json())
+    space, terms = toy_space(np.random.default_rng(8))
+    validity = av.validity_table(space, terms, n_permutations=20)
+    spec = json.loads(plots.axis_validity_chart(validity).to_json())
     shown = next(iter(spec["datasets"].values()))
-    assert "mean" not in {str(r["layer"]) for r in shown} and len(shown) == len(null[null.layer != "mean"])
+    assert "mean" not in {str(r["layer"]) for r in shown} and len(shown) == len(validity[validity.layer != "mean"])
     with pytest.raises(ValueError, match="context_source"):
-        plots.axis_null_chart(pd.concat([null, null.assign(context_source="none")]))
+        plots.axis_validity_chart(pd.concat([validity, validity.assign(context_source="none")]))
 
 
 # ----------------------------------------------------------------- per model and across models
@@ -229,22 +223,21 @@ def test_summary_and_cross_model_table(tmp_path):
     V = rng.normal(size=(2, 13, 3))
     V[:, y, 0] += 3.0
     curve = rb.specification_curve(_inputs(V, y), n_permutations=20, n_perm_test=200)
-    space, terms = _toy_space(np.random.default_rng(8))
-    null = rb.axis_null(space, terms, n_permutations=20)
-    summary = rb.robustness_summary(curve, null, "toy")
-    head = null[(null.layer == "mean")].set_index("dimension")
+    space, terms = toy_space(np.random.default_rng(8), n_terms=10)
+    validity = av.validity_table(space, terms, n_permutations=20)
+    summary = rb.robustness_summary(curve, validity, "toy")
+    head = validity[(validity.layer == "mean")].set_index("dimension")
     for r in summary.itertuples():
         if r.dimension in head.index:
-            assert r.axis_beats_null == head.loc[r.dimension, "beats_null"]
-            assert r.share_layers_beating_null == pytest.approx(
-                null[(null.dimension == r.dimension) & (null.layer != "mean")]["beats_null"].mean())
-        else:  # the toy space has no such axis: unknown, not False
-            assert pd.isna(r.axis_beats_null)
-    verdicts = rb.axis_verdicts(null)
-    assert len(verdicts) == 6 and set(verdicts["axis"]) <= {"beats the null", "not better than the null"}
-    write_table(summary, tmp_path / "model-a" / rb.SUMMARY_TABLE)
-    write_table(summary.assign(share_agree_significant=0.0), tmp_path / "model-b" / rb.SUMMARY_TABLE)
-    table, skipped = rb.cross_model_summary(["model-a", "model-b", "model-c"], tmp_path)
+            assert r.axis_verdict == head.loc[r.dimension, "verdict"] and r.axis_auc == head.loc[r.dimension, "auc"]
+            assert r.axis_reading == av.verdict_phrase(head.loc[r.dimension])
+            single = validity[(validity.dimension == r.dimension) & (validity.layer != "mean")]
+            assert r.share_layers_supported == pytest.approx((single["verdict"] == "supported").mean())
+        else:  # the toy space has no such axis: unknown, not a verdict
+            assert pd.isna(r.axis_verdict)
+    write_table(summary, tmp_path / "model-a" / crossmodel.ROBUSTNESS_SUMMARY_TABLE)
+    write_table(summary.assign(share_agree_significant=0.0), tmp_path / "model-b" / crossmodel.ROBUSTNESS_SUMMARY_TABLE)
+    table, skipped = crossmodel.cross_model_summary(["model-a", "model-b", "model-c"], tmp_path)
     assert list(table["model_id"].unique()) == ["model-a", "model-b"] and list(skipped["model_id"]) == ["model-c"]
     a = table[(table.model_id == "model-a") & (table.dimension == "warmth")].iloc[0]
     assert a["share_agree_significant"] == pytest.approx(
