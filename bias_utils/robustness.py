@@ -1,48 +1,46 @@
 """How robust is a stereotype profile? (issue 12)
 
 A profile is the output of many analysis choices. This module measures how much
-one model's profile depends on them, with a
+one model's profile depends on them with a **specification curve** (Simonsohn,
+Simmons & Nelson 2020). Every combination of four choices is one *specification*:
 
-**Specification curve** (Simonsohn, Simmons & Nelson 2020). Every
-   combination of four choices is one *specification*:
+* pole context source: ``generated`` (the paper's main setting),
+  ``dictionary``, ``corpus``, ``none`` (:data:`CONTEXT_SOURCES`);
+* layer: the mean over all hidden states (the original's headline), the
+  last, the middle one, or per dimension the layer whose direction accuracy
+  is best on a fixed half of the extra terms (``space.direction_prediction``
+  with ``layer="all"`` on the half chosen by :func:`split_terms`; the other
+  half reports the chosen layer's held-out accuracy) (:data:`LAYER_CHOICES`);
+* template set (:func:`template_sets`): the original seven templates; the
+  five where the word is not the first word; the seven behind the neutral
+  lead-in :data:`LEAD_IN`, so the word is never the first token;
+* test: Student t, Welch t, a permutation test of the mean difference
+  (:data:`TESTS`).
 
-   * pole context source: ``generated`` (the paper's main setting),
-     ``dictionary``, ``corpus``, ``none`` (:data:`CONTEXT_SOURCES`);
-   * layer: the mean over all hidden states (the original's headline), the
-     last, the middle one, or per dimension the layer whose direction accuracy
-     is best on a fixed half of the extra terms (``space.direction_prediction``
-     with ``layer="all"`` on the half chosen by :func:`split_terms`; the other
-     half reports the chosen layer's held-out accuracy) (:data:`LAYER_CHOICES`);
-   * template set (:func:`template_sets`): the original seven templates; the
-     five where the word is not the first word; the seven behind the neutral
-     lead-in :data:`LEAD_IN`, so the word is never the first token;
-   * test: Student t, Welch t, a permutation test of the mean difference
-     (:data:`TESTS`).
+For each, the first-minus-second group gap (female - male) as Hedges' g with
+its 95% CI and p, Holm-corrected over the dimensions of one space (the 7
+dimensions, or warmth and competence) as in ``profiles.profile_stats``.
+A specification *agrees* with the paper when the gap has the sign
+:data:`EXPECTED_SIGN` gives (Schuster et al. 2024, Sec. 4.2 and Figures 3/5)
+and is significant after correction. The **joint test** permutes the group
+labels of the whole population (the same permutation in every
+specification), recomputes the curve and compares two statistics with their
+permutation null: ``n_agree_significant`` (number of specifications that are
+significant in the expected direction) and ``median_effect`` (median g over
+the specifications, signed so that positive = the expected direction). For a
+dimension where the paper reports no trend (religion) the direction is the
+dominant one (more significant specifications), and the median is taken in
+absolute value.
 
-   For each, the first-minus-second group gap (female - male) as Hedges' g with
-   its 95% CI and p, Holm-corrected over the dimensions of one space (the 7
-   dimensions, or warmth and competence) as in ``profiles.profile_stats``.
-   A specification *agrees* with the paper when the gap has the sign
-   :data:`EXPECTED_SIGN` gives (Schuster et al. 2024, Sec. 4.2 and Figures 3/5)
-   and is significant after correction. The **joint test** permutes the group
-   labels of the whole population (the same permutation in every
-   specification), recomputes the curve and compares two statistics with their
-   permutation null: ``n_agree_significant`` (number of specifications that are
-   significant in the expected direction) and ``median_effect`` (median g over
-   the specifications, signed so that positive = the expected direction). For a
-   dimension where the paper reports no trend (religion) the direction is the
-   dominant one (more significant specifications), and the median is taken in
-   absolute value.
+Projected values are z-standardised per population, layer and dimension
+before testing; every statistic here is invariant to that affine map, so
+permuting the labels never requires re-standardising.
 
-   Projected values are z-standardised per population, layer and dimension
-   before testing; every statistic here is invariant to that affine map, so
-   permuting the labels never requires re-standardising.
-
-   Nothing is embedded twice: each context source's space is built once, each
-   population is embedded once per template set (the ``not_first`` set is a
-   subset of the original's contexts, so the embedding cache serves it), and
-   the extra terms once; every specification is then a projection of those
-   arrays.
+Nothing is embedded twice: each context source's space is built once, each
+population is embedded once per template set (the ``not_first`` set is a
+subset of the original's contexts, so the embedding cache serves it), and
+the extra terms once; every specification is then a projection of those
+arrays.
 
 The per-model summary (:func:`robustness_summary`) adds each axis's verdict
 (``axis_validity``): a gap on an axis whose verdict is not ``supported`` is not
