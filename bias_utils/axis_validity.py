@@ -299,7 +299,7 @@ def verdict_phrase(row) -> str:
     if r["verdict"] == "supported":
         return f"supported ({numbers}, n {nh} high / {nl} low)"
     detectable = (f"detectable AUC {r['detectable_auc']:.2f}" if pd.notna(r["detectable_auc"])
-                  else f"no AUC can reach p < alpha with {int(r['n_permutations'])} permutations")
+                  else f"no AUC could reach significance with {int(r['n_permutations'])} permutations")
     return f"not shown to beat its null ({numbers}; n {nh} high / {nl} low; {detectable})"
 
 
