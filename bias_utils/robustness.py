@@ -1,134 +1,104 @@
 """How robust is a stereotype profile? (issue 12)
 
-A profile is the output of many analysis choices. This module makes three of
-its weak points measurable, per model:
+A profile is the output of many analysis choices. This module measures how much
+one model's profile depends on them with a **specification curve** (Simonsohn,
+Simmons & Nelson 2020). Every combination of four choices is one *specification*:
 
-1. **Specification curve** (Simonsohn, Simmons & Nelson 2020). Every
-   combination of four choices is one *specification*:
+* pole context source: ``generated`` (the paper's main setting),
+  ``dictionary``, ``corpus``, ``none`` (:data:`CONTEXT_SOURCES`);
+* layer: the mean over all hidden states (the original's headline), the
+  last, the middle one, or per dimension the layer whose direction accuracy
+  is best on a fixed half of the extra terms (``space.direction_prediction``
+  with ``layer="all"`` on the half chosen by :func:`split_terms`; the other
+  half reports the chosen layer's held-out accuracy) (:data:`LAYER_CHOICES`);
+* template set (:func:`template_sets`): the original seven templates; the
+  five where the word is not the first word; the seven behind the neutral
+  lead-in :data:`LEAD_IN`, so the word is never the first token;
+* test: Student t, Welch t, a permutation test of the mean difference
+  (:data:`TESTS`).
 
-   * pole context source: ``generated`` (the paper's main setting),
-     ``dictionary``, ``corpus``, ``none`` (:data:`CONTEXT_SOURCES`);
-   * layer: the mean over all hidden states (the original's headline), the
-     last, the middle one, or per dimension the layer whose direction accuracy
-     is best on a fixed half of the extra terms (``space.direction_prediction``
-     with ``layer="all"`` on the half chosen by :func:`split_terms`; the other
-     half reports the chosen layer's held-out accuracy) (:data:`LAYER_CHOICES`);
-   * template set (:func:`template_sets`): the original seven templates; the
-     five where the word is not the first word; the seven behind the neutral
-     lead-in :data:`LEAD_IN`, so the word is never the first token;
-   * test: Student t, Welch t, a permutation test of the mean difference
-     (:data:`TESTS`).
+For each, the first-minus-second group gap (female - male) as Hedges' g with
+its 95% CI and p, Holm-corrected over the dimensions of one space (the 7
+dimensions, or warmth and competence) as in ``profiles.profile_stats``.
+A specification *agrees* with the paper when the gap has the sign
+:data:`EXPECTED_SIGN` gives (Schuster et al. 2024, Sec. 4.2 and Figures 3/5)
+and is significant after correction. The **joint test** permutes the group
+labels of the whole population (the same permutation in every
+specification), recomputes the curve and compares two statistics with their
+permutation null: ``n_agree_significant`` (number of specifications that are
+significant in the expected direction) and ``median_effect`` (median g over
+the specifications, signed so that positive = the expected direction). For a
+dimension where the paper reports no trend (religion) the direction is the
+dominant one (more significant specifications), and the median is taken in
+absolute value.
 
-   For each, the first-minus-second group gap (female - male) as Hedges' g with
-   its 95% CI and p, Holm-corrected over the dimensions of one space (the 7
-   dimensions, or warmth and competence) as in ``profiles.profile_stats``.
-   A specification *agrees* with the paper when the gap has the sign
-   :data:`EXPECTED_SIGN` gives (Schuster et al. 2024, Sec. 4.2 and Figures 3/5)
-   and is significant after correction. The **joint test** permutes the group
-   labels of the whole population (the same permutation in every
-   specification), recomputes the curve and compares two statistics with their
-   permutation null: ``n_agree_significant`` (number of specifications that are
-   significant in the expected direction) and ``median_effect`` (median g over
-   the specifications, signed so that positive = the expected direction). For a
-   dimension where the paper reports no trend (religion) the direction is the
-   dominant one (more significant specifications), and the median is taken in
-   absolute value.
+Projected values are z-standardised per population, layer and dimension
+before testing; every statistic here is invariant to that affine map, so
+permuting the labels never requires re-standardising.
 
-   Projected values are z-standardised per population, layer and dimension
-   before testing; every statistic here is invariant to that affine map, so
-   permuting the labels never requires re-standardising.
+Nothing is embedded twice: each context source's space is built once, each
+population is embedded once per template set (the ``not_first`` set is a
+subset of the original's contexts, so the embedding cache serves it), and
+the extra terms once; every specification is then a projection of those
+arrays.
 
-   Nothing is embedded twice: each context source's space is built once, each
-   population is embedded once per template set (the ``not_first`` set is a
-   subset of the original's contexts, so the embedding cache serves it), and
-   the extra terms once; every specification is then a projection of those
-   arrays.
-
-2. **Axis validity against a null** (:func:`axis_null`): direction accuracy of
-   the extra terms per dimension and layer, against a null that shuffles the
-   seed senses' pole labels within one dimension (for warmth/competence,
-   within each member dimension) and rebuilds the basis from the cached sense
-   embeddings (the same Eqs. 2-3 and pseudo-inverse as ``projection.polar_basis``,
-   batched over permutations and layers); only the projection is recomputed.
-
-3. **Tokenisation confound** (:func:`token_table`, :func:`token_regression`):
-   how many subword tokens each word takes, by group, and whether the gap
-   survives a regression on gender and token count.
+The per-model summary (:func:`robustness_summary`) adds each axis's verdict
+(``axis_validity``): a gap on an axis whose verdict is not ``supported`` is not
+read. The primary specification, the one the chapters read, is generated
+contexts, the mean over layers, the seven templates and Welch with Holm; the
+curve is the robustness check around it. The tokenisation confound is
+:mod:`bias_utils.tokenisation`, the vectorised tests are in :mod:`bias_utils.stats`.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import combinations
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from . import projection
+from .axis_validity import verdict_phrase
 from .cache import stable_hash
-from .contexts import build_contexts, extra_term_contexts, prepare_dictionary
-from .crossmodel import AXIS_VALIDITY_TABLE, failed_axes_by_model, read_results
+from .contexts import prepare_dictionary
 from .dictionaries import limit_terms, load_full_dictionary_terms
-from .embeddings import find_word, token_indices
 from .profiles import (
     DEFAULT_TEMPLATES,
     PLACEHOLDER,
     check_templates,
-    fill_template,
     limit_populations,
     population_embeddings,
     resolve_populations,
 )
-from .space import build_space, direction_prediction, embed_contexts
+from .space import TermEmbeddings, build_space, direction_prediction, term_embeddings
+from .stats import group_tests, holm, permutation_p_text, permutation_reference
 
 __all__ = [
-    "AXIS_NULL_TABLE",
-    "AXIS_VALIDITY_TABLE",
+    "AXIS_VALIDITY_BY_SOURCE_TABLE",
     "CONTEXT_SOURCES",
     "EXPECTED_SIGN",
     "JOINT_STATISTICS",
     "LAYER_CHOICES",
     "LEAD_IN",
-    "SUMMARY_TABLE",
     "TESTS",
     "TEST_NAMES",
     "CurveInputs",
     "RobustnessError",
     "SpecificationCurve",
-    "TermEmbeddings",
-    "axis_null",
-    "axis_validity",
-    "axis_verdicts",
     "best_layers",
     "cell_values",
     "collect_curve_inputs",
-    "cross_model_summary",
     "default_cell_values",
     "extra_terms",
-    "failed_axes",
-    "group_tests",
-    "holm",
     "name_gap_verdict",
-    "null_layer",
-    "ols",
-    "permutation_reference",
-    "pinv_row",
     "project_all",
     "robustness_summary",
     "specification_curve",
     "split_terms",
     "template_gap",
     "template_sets",
-    "term_embeddings",
-    "token_regression",
-    "token_shares",
-    "token_table",
-    "word_token_count",
 ]
 
 CONTEXT_SOURCES = ("generated", "dictionary", "corpus", "none")
@@ -148,7 +118,6 @@ EXPECTED_SIGN = {"warmth": 1, "competence": -1, "sociability": 1, "morality": 1,
 JOINT_STATISTICS = ("n_agree_significant", "median_effect")
 
 SKIPPED_COLUMNS = ["step", "context_source", "item", "reason"]
-_Z975 = sps.norm.ppf(0.975)
 
 
 class RobustnessError(ValueError):
@@ -186,105 +155,6 @@ def split_terms(terms: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.Da
     return d[first].reset_index(drop=True), d[~first].reset_index(drop=True)
 
 
-# --------------------------------------------------------------------------- vectorised tests
-
-
-def holm(p: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Holm-adjusted p values along ``axis`` (no NaN allowed), vectorised over the other axes."""
-    p = np.moveaxis(np.asarray(p, dtype=float), axis, -1)
-    m = p.shape[-1]
-    order = np.argsort(p, axis=-1, kind="stable")
-    ps = np.take_along_axis(p, order, axis=-1)
-    adj = np.minimum(np.maximum.accumulate(ps * (m - np.arange(m)), axis=-1), 1.0)
-    out = np.empty_like(adj)
-    np.put_along_axis(out, order, adj, axis=-1)
-    return np.moveaxis(out, -1, axis)
-
-
-def permutation_reference(n: int, n_a: int, n_permutations: int, seed: int = 0) -> tuple[np.ndarray, bool]:
-    """Label matrices for the permutation test: ``(R [K, n] bool, exact)``.
-
-    When the number of distinct splits ``C(n, n_a)`` is at most
-    ``n_permutations`` every split is enumerated (``exact=True``, the observed
-    one among them); otherwise ``n_permutations`` random relabellings.
-    """
-    if math.comb(n, n_a) <= n_permutations:
-        rows = np.zeros((math.comb(n, n_a), n), bool)
-        for i, idx in enumerate(combinations(range(n), n_a)):
-            rows[i, list(idx)] = True
-        return rows, True
-    rng = np.random.default_rng(seed)
-    rows = np.zeros((n_permutations, n), bool)
-    for i in range(n_permutations):
-        rows[i, rng.permutation(n)[:n_a]] = True
-    return rows, False
-
-
-def _sums(A: np.ndarray, V: np.ndarray, V2: np.ndarray, na: int, nb: int):
-    """Group means and ddof-1 variances for label rows ``A`` [P, n] (1.0 = group a)."""
-    tot, tot2 = V.sum(axis=1), V2.sum(axis=1)  # [C, D]
-    sa = np.einsum("pn,cnd->pcd", A, V)
-    qa = np.einsum("pn,cnd->pcd", A, V2)
-    ma, mb = sa / na, (tot - sa) / nb
-    va = (qa - na * ma**2) / (na - 1)
-    vb = (tot2 - qa - nb * mb**2) / (nb - 1)
-    return ma, mb, np.maximum(va, 0.0), np.maximum(vb, 0.0)
-
-
-def group_tests(V: np.ndarray, labels: np.ndarray, reference: tuple[np.ndarray, bool] | None = None) -> dict:
-    """Two-group tests of every column of ``V`` [C, n, D] for each label row of ``labels`` [P, n] (True = group a).
-
-    Returns arrays [P, C, D]: ``diff`` (mean a - mean b), ``g, g_low, g_high``
-    (Hedges' g with its normal-approximation 95% CI, as ``stats.hedges_g``),
-    ``t_student, df_student, p_student``, ``t_welch, df_welch, p_welch`` and,
-    with ``reference`` (:func:`permutation_reference`), ``p_permutation``: the
-    share of reference relabellings whose |diff| reaches the observed |diff|
-    (``(1 + count) / (K + 1)`` for random relabellings, ``count / K`` when exact).
-    """
-    V = np.asarray(V, dtype=np.float64)
-    labels = np.atleast_2d(np.asarray(labels, bool))
-    if V.ndim != 3 or labels.shape[1] != V.shape[1]:
-        raise RobustnessError(f"values of shape {V.shape} and labels of shape {labels.shape} do not align")
-    na = int(labels[0].sum())
-    nb = V.shape[1] - na
-    if na < 2 or nb < 2 or (labels.sum(axis=1) != na).any():
-        raise RobustnessError(f"every label row needs the same group sizes, each at least 2 (got {na} and {nb})")
-    # Centre and scale per column: the tests are invariant to it and it keeps the sums well conditioned.
-    sd = V.std(axis=1, keepdims=True)
-    V = (V - V.mean(axis=1, keepdims=True)) / np.where(sd > 0, sd, 1.0)
-    V2 = V**2
-    ma, mb, va, vb = _sums(labels.astype(np.float64), V, V2, na, nb)
-    diff = ma - mb
-    n = na + nb
-    sp2 = ((na - 1) * va + (nb - 1) * vb) / (n - 2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t_s = diff / np.sqrt(sp2 * (1 / na + 1 / nb))
-        se2 = va / na + vb / nb
-        t_w = diff / np.sqrt(se2)
-        df_w = se2**2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1))
-        d = diff / np.sqrt(sp2)
-    j = 1 - 3 / (4 * n - 9)
-    se_d = np.sqrt(n / (na * nb) + d**2 / (2 * n))
-    out = {"diff": diff, "g": d * j, "g_low": (d - _Z975 * se_d) * j, "g_high": (d + _Z975 * se_d) * j,
-           "t_student": t_s, "df_student": np.full_like(t_s, n - 2), "p_student": 2 * sps.t.sf(np.abs(t_s), n - 2),
-           "t_welch": t_w, "df_welch": df_w, "p_welch": 2 * sps.t.sf(np.abs(t_w), df_w)}
-    if reference is not None:
-        R, exact = reference
-        W = R / na - (~R) / nb  # [K, n]: one relabelling's mean difference as a weighted sum
-        null = np.sort(np.abs(np.einsum("kn,cnd->cdk", W, V)), axis=-1)  # [C, D, K]
-        K = null.shape[-1]
-        obs = np.abs(diff)
-        # Relabellings with |diff| >= |obs| up to rounding (the observed split itself ties exactly).
-        tol = 1e-9 * np.maximum(1.0, obs)
-        count = np.empty(obs.shape)
-        C, D = null.shape[:2]
-        for c in range(C):
-            for dd in range(D):
-                count[:, c, dd] = K - np.searchsorted(null[c, dd], obs[:, c, dd] - tol[:, c, dd], side="left")
-        out["p_permutation"] = count / K if exact else (1 + count) / (K + 1)
-    return out
-
-
 # --------------------------------------------------------------------------- curve inputs
 
 
@@ -315,16 +185,6 @@ class CurveInputs:
     model_id: str = ""
 
 
-@dataclass
-class TermEmbeddings:
-    """Extra terms embedded once: ``X`` [n, L, H] (Eq. 4, averaged over contexts), ``table``
-    (``projection.sense_embeddings``'s, ``n_embedded == 0`` = not embedded), ``skipped``."""
-
-    X: np.ndarray
-    table: pd.DataFrame
-    skipped: pd.DataFrame
-
-
 def extra_terms(space, terms: pd.DataFrame | None = None, limit: int | None = None,
                 seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The extra terms of ``space``'s own dimensions (default: the full dictionary's), at most
@@ -335,26 +195,6 @@ def extra_terms(space, terms: pd.DataFrame | None = None, limit: int | None = No
     own = list(space.bases["dimensions"].dimensions) if "dimensions" in space.bases else []
     terms = limit_terms(terms[terms["dimension"].isin(own)], limit, seed)
     return split_terms(terms, seed)
-
-
-def term_embeddings(model, terms: pd.DataFrame, n_contexts: int = 5, seed: int = 0,
-                    term_contexts: str = "dictionary") -> TermEmbeddings:
-    """Embed the extra terms as ``space.direction_prediction`` does with the same
-    ``term_contexts``: ``"dictionary"`` (their WordNet examples, which every term has;
-    the layer choice of the specification curve uses these) or ``"generated"`` (Table 2's
-    default; a term without a generated context is a skip with its reason)."""
-
-    if term_contexts == "generated":
-        ctx = extra_term_contexts(terms, n_contexts)
-    elif term_contexts == "dictionary":
-        ctx = build_contexts(terms, "dictionary", n_contexts, seed)
-    else:
-        raise RobustnessError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
-    values, skipped, _ = embed_contexts(model, ctx.table)
-    X, table = projection.sense_embeddings(values, ctx.table)
-    skipped = pd.concat([ctx.skipped.assign(context="")[["sense_id", "term", "context", "reason"]], skipped],
-                        ignore_index=True)
-    return TermEmbeddings(X, table, skipped)
 
 
 def _space_columns(bases: Mapping[str, projection.PolarBasis]) -> tuple[list[str], list[str]]:
@@ -451,7 +291,7 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
     first = next(iter(spaces.values()))
     selection, held_out = extra_terms(first, terms, term_limit, seed)
     term_table = pd.concat([selection, held_out], ignore_index=True)
-    term_emb = term_embeddings(model, term_table, n_contexts, seed)
+    term_emb = term_embeddings(model, term_table, n_contexts=n_contexts, seed=seed, term_contexts="dictionary")
     skipped += [{"step": "extra terms", "context_source": "", "item": r.sense_id, "reason": r.reason}
                 for r in term_emb.skipped.itertuples()]
     best = pd.concat([best_layers(model, sp, selection, term_emb, held_out, n_contexts, seed)
@@ -639,219 +479,6 @@ def _spec_rows(inputs: CurveInputs, pop: str, obs: dict, padj: dict, exp: np.nda
     return out[SPEC_COLUMNS]
 
 
-# --------------------------------------------------------------------------- axis validity against a null
-
-#: Columns of :func:`axis_null`.
-AXIS_NULL_COLUMNS = ["model_id", "context_source", "space", "dimension", "layer", "accuracy", "null_mean", "null_low",
-                     "null_high", "p", "beats_null", "n_terms", "n_permutations"]
-
-
-def _shuffled_high(senses: pd.DataFrame, idx: np.ndarray, n_permutations: int, rng) -> np.ndarray:
-    """[K, len(idx)] bool: the high label after permuting the labels within each member dimension."""
-    dims = senses["dimension"].to_numpy()[idx]
-    high = (senses["direction"].to_numpy()[idx] == "high")
-    out = np.empty((n_permutations, len(idx)), bool)
-    for k in range(n_permutations):
-        h = high.copy()
-        for dim in dict.fromkeys(dims):
-            pos = np.flatnonzero(dims == dim)
-            h[pos] = high[rng.permutation(pos)]
-        out[k] = h
-    return out
-
-
-def pinv_row(directions: np.ndarray, d: int) -> np.ndarray:
-    """Row ``d`` of ``pinv(A.T)`` for every stacked basis ``A = directions[..., :, :]`` ([..., D, H]).
-
-    For ``A`` of full row rank, ``pinv(A.T) = (A A.T)^-1 A``, so row ``d`` is the
-    ``d``-th row of the inverse Gram matrix times ``A``: a D x D solve instead of an
-    SVD of the H x D matrix. A singular Gram matrix falls back to ``numpy.linalg.pinv``.
-    """
-    A = np.asarray(directions, dtype=np.float64)
-    G = A @ np.swapaxes(A, -1, -2)
-    e = np.zeros(G.shape[:-1] + (1,))
-    e[..., d, 0] = 1.0
-    try:
-        coef = np.linalg.solve(G, e)[..., 0]  # G is symmetric: its inverse's row d is this column
-    except np.linalg.LinAlgError:
-        return np.linalg.pinv(np.swapaxes(A, -1, -2))[..., d, :]
-    return np.einsum("...f,...fh->...h", coef, A)
-
-
-def axis_null(space, terms: TermEmbeddings, *, n_permutations: int = 200, seed: int = 0,
-              alpha: float = 0.05, chunk: int = 50) -> pd.DataFrame:
-    """Direction accuracy of the extra terms per axis and layer against a label-shuffling null.
-
-    For each axis of each basis of ``space``, the seed senses' pole labels are
-    permuted within the axis's dimension (within each member dimension for
-    warmth/competence) ``n_permutations`` times. Each permutation's poles are
-    averaged from the cached ``space.sense_emb`` (Eq. 2), the axis's row of the
-    basis directions is replaced by their difference (Eq. 3; the other axes
-    stay as they are) and the axis's row of the pseudo-inverse is recomputed,
-    batched over permutations and layers (:func:`pinv_row`; tested equal to
-    rebuilding with ``projection.polar_basis``); the terms of that axis are
-    re-projected.
-    Accuracy uses the raw cut-off (value > 0 predicts high), as Table 2.
-    ``layer`` is the hidden-state index or ``"mean"`` (mean of the projections
-    over layers). ``p = (1 + #null >= observed) / (1 + n_permutations)``;
-    ``null_low``/``null_high``: the null's 2.5/97.5 percentiles;
-    ``beats_null = p < alpha``.
-    """
-    rng = np.random.default_rng(seed)
-    ok = terms.table["n_embedded"].to_numpy() > 0
-    X, table = terms.X[ok], terms.table[ok].reset_index(drop=True)
-    S = space.sense_emb
-    usable = space.senses["n_embedded"].to_numpy() > 0
-    rows = []
-    for space_name, basis in space.bases.items():
-        groups = projection.space_groups(space.senses, space_name)
-        for d, axis in enumerate(basis.dimensions):
-            sel = table["dimension"].isin(groups[axis]).to_numpy()
-            if not sel.any():
-                continue
-            Xa = X[sel]
-            high = (table.loc[sel, "direction"] == "high").to_numpy()
-            idx = np.flatnonzero(usable & space.senses["dimension"].isin(groups[axis]).to_numpy())
-            H = _shuffled_high(space.senses, idx, n_permutations, rng).astype(np.float64)  # [K, n]
-            flat = S[idx].reshape(len(idx), -1)
-            W = np.empty((n_permutations + 1,) + basis.pinv[:, d].shape)  # [K+1, L, H]
-            W[0] = basis.pinv[:, d]
-            for k0 in range(0, n_permutations, chunk):
-                h = H[k0:k0 + chunk]
-                diff = (h @ flat / h.sum(axis=1, keepdims=True)
-                        - (1 - h) @ flat / (1 - h).sum(axis=1, keepdims=True)).reshape(len(h), *S.shape[1:])
-                directions = np.repeat(basis.directions[None], len(h), axis=0)  # [k, L, D, H]
-                directions[:, :, d] = diff
-                W[1 + k0:1 + k0 + len(h)] = pinv_row(directions, d)
-            vals = np.stack([Xa[:, li] @ W[:, li].T for li in range(len(basis.layers))], axis=1)  # [n, L, K+1]
-            acc = ((vals > 0) == high[:, None, None]).mean(axis=0)  # [L, K+1]
-            acc_mean = ((vals.mean(axis=1) > 0) == high[:, None]).mean(axis=0)  # [K+1]
-            for label, a in [*zip(basis.layers, acc), ("mean", acc_mean)]:
-                nv = a[1:]
-                p = (1 + (nv >= a[0] - 1e-12).sum()) / (n_permutations + 1)
-                rows.append({"model_id": space.model_id, "context_source": space.source, "space": space_name,
-                             "dimension": axis, "layer": str(label), "accuracy": float(a[0]),
-                             "null_mean": float(nv.mean()), "null_low": float(np.percentile(nv, 2.5)),
-                             "null_high": float(np.percentile(nv, 97.5)), "p": float(p), "beats_null": bool(p < alpha),
-                             "n_terms": int(sel.sum()), "n_permutations": n_permutations})
-    return pd.DataFrame(rows, columns=AXIS_NULL_COLUMNS)
-
-
-def axis_validity(model, space, *, n_contexts: int = 5, seed: int = 0, limit: int | None = None,
-                  n_permutations: int = 200, alpha: float = 0.05, term_contexts: str = "generated") -> pd.DataFrame:
-    """:func:`axis_null` of ``space`` on the full dictionary's extra terms (:func:`extra_terms`,
-    ``limit`` per dimension and pole) embedded in ``term_contexts``, by default Table 2's
-    (generated): the check Table 2, every profile chart of the model and the robustness
-    chapter read their axes through. The term embeddings come from the cache after the
-    first chapter, so later chapters pay only for the permutations. Adds ``term_contexts``."""
-    table = pd.concat(extra_terms(space, limit=limit, seed=seed), ignore_index=True)
-    if table.empty:  # a user dictionary whose dimensions have no extra terms: nothing to test against
-        return pd.DataFrame(columns=AXIS_NULL_COLUMNS + ["term_contexts"])
-    terms = term_embeddings(model, table, n_contexts, seed, term_contexts)
-    null = axis_null(space, terms, n_permutations=n_permutations, seed=seed, alpha=alpha)
-    return null.assign(term_contexts=term_contexts)
-
-
-def null_layer(space, layer) -> str:
-    """The ``layer`` label of :func:`axis_null`'s table for a notebook's ``layer`` parameter:
-    ``"mean"``, ``"last"``, a hidden-state index, or ``"all"`` (then the last layer stands
-    for the summary; the table itself has every layer)."""
-    if layer == "mean":
-        return "mean"
-    layers = next(iter(space.bases.values())).layers
-    return str(layers[-1] if layer in ("last", "all") else int(layer))
-
-
-def failed_axes(null: pd.DataFrame, layer: str = "mean") -> list[str]:
-    """The dimensions whose axis is not better than the null at ``layer`` (a :func:`null_layer` label)."""
-    return sorted(set(failed_axes_by_model(null, layer)["dimension"]))
-
-
-# --------------------------------------------------------------------------- tokenisation confound
-
-
-def word_token_count(tokenizer, context: str, word: str) -> int:
-    """Number of subword tokens ``word`` takes at its first occurrence in ``context`` (as ``embeddings`` locates it)."""
-
-    span = find_word(context, word)
-    if span is None:
-        raise RobustnessError(f"word {word!r} not found in {context!r}")
-    enc = tokenizer(context, return_offsets_mapping=True)
-    return len(token_indices(enc["offset_mapping"], span))
-
-
-def token_table(model, words: pd.DataFrame, template: str = DEFAULT_TEMPLATES[0]) -> pd.DataFrame:
-    """Token count of every word inside ``template`` (by default "this is {word}": mid-sentence,
-    after a space, where most templates put it). ``words``: ``population, group, word`` and
-    optionally ``article`` (``PopulationEmbeddings.words``). Adds ``context, n_tokens``."""
-
-    out = words.copy()
-    article = out["article"] if "article" in out else pd.Series(False, index=out.index)
-    out["context"] = [fill_template(template, w, bool(a)) for w, a in zip(out["word"], article)]
-    out["n_tokens"] = [word_token_count(model.tokenizer, c, w) for c, w in zip(out["context"], out["word"])]
-    return out
-
-
-def token_shares(tokens: pd.DataFrame) -> pd.DataFrame:
-    """Per population and group: ``n, n_one_token, n_multi_token, share_one_token, mean_tokens``."""
-    g = tokens.groupby(["population", "group"], sort=False)["n_tokens"]
-    out = g.agg(n="size", n_one_token=lambda v: int((v == 1).sum()), mean_tokens="mean").reset_index()
-    out["n_multi_token"] = out["n"] - out["n_one_token"]
-    out["share_one_token"] = out["n_one_token"] / out["n"]
-    return out[["population", "group", "n", "n_one_token", "n_multi_token", "share_one_token", "mean_tokens"]]
-
-
-def ols(y: np.ndarray, X: np.ndarray, names: Sequence[str]) -> pd.DataFrame:
-    """Least squares with classical (homoskedastic) standard errors.
-
-    ``X`` [n, k] must include the intercept column if one is wanted. Columns:
-    ``term, coef, se, t, df, p, ci_low, ci_high`` (t-based 95% CI).
-    """
-    y, X = np.asarray(y, float), np.asarray(X, float)
-    n, k = X.shape
-    if n <= k:
-        raise RobustnessError(f"{n} observations for {k} coefficients")
-    if np.linalg.matrix_rank(X) < k:
-        raise RobustnessError(f"the design of {list(names)} is rank deficient (a regressor is constant or collinear)")
-    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
-    resid = y - X @ coef
-    df = n - k
-    sigma2 = resid @ resid / df
-    se = np.sqrt(np.diag(sigma2 * np.linalg.inv(X.T @ X)))
-    t = coef / se
-    q = sps.t.ppf(0.975, df)
-    return pd.DataFrame({"term": list(names), "coef": coef, "se": se, "t": t, "df": df,
-                         "p": 2 * sps.t.sf(np.abs(t), df), "ci_low": coef - q * se, "ci_high": coef + q * se})
-
-
-def token_regression(values: pd.DataFrame, tokens: pd.DataFrame, group_a: str = "female") -> pd.DataFrame:
-    """Does the gap survive the token count? Per population and dimension, three fits of ``z``:
-
-    ``gender``: z ~ 1 + [group == group_a]; ``gender + tokens``: z ~ 1 + [group ==
-    group_a] + n_tokens; ``one-token words``: z ~ 1 + [group == group_a] on the
-    words of one token only (matched on token count; left out when a group has
-    fewer than two). ``values``: ``population, group, word, dimension, z``;
-    ``tokens``: :func:`token_table`. Columns: ``population, dimension, model,
-    term`` (``group_a`` = the gap, ``n_tokens``), ``coef, se, t, df, p, ci_low, ci_high, n``.
-    """
-    data = values.merge(tokens[["population", "group", "word", "n_tokens"]], on=["population", "group", "word"])
-    rows = []
-    for (pop, dim), d in data.groupby(["population", "dimension"], sort=False):
-        a = (d["group"] == group_a).to_numpy(float)
-        one = (d["n_tokens"] == 1).to_numpy()
-        fits = [("gender", np.column_stack([np.ones(len(d)), a]), ["intercept", group_a], slice(None))]
-        if d["n_tokens"].nunique() > 1:
-            fits.append(("gender + tokens", np.column_stack([np.ones(len(d)), a, d["n_tokens"]]),
-                         ["intercept", group_a, "n_tokens"], slice(None)))
-        if min(a[one].sum(), (1 - a[one]).sum()) >= 2:
-            fits.append(("one-token words", np.column_stack([np.ones(one.sum()), a[one]]), ["intercept", group_a], one))
-        for name, X, names, keep in fits:
-            fit = ols(d["z"].to_numpy()[keep], X, names)
-            rows.append(fit[fit["term"] != "intercept"].assign(population=pop, dimension=dim, model=name, n=len(X)))
-    out = pd.concat(rows, ignore_index=True)
-    return out[["population", "dimension", "model", "term", "coef", "se", "t", "df", "p", "ci_low", "ci_high", "n"]]
-
-
 def default_cell_values(inputs: CurveInputs, population: str, context_source: str = "generated",
                         template_set: str = "original", layer_choice: str = "mean") -> pd.DataFrame:
     """The projected values of one cell as a long table ``population, group, word, dimension, z``
@@ -884,12 +511,12 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
                      dimensions: Sequence[str] = ("warmth", "competence"), alpha: float = 0.05) -> str:
     """One plain sentence per dimension: does the population's gap survive the controls?
 
-    A dimension whose axis fails its null (``axis_beats_null`` False in ``summary``) is
-    said so after the verdict. It *survives* when the gap keeps its sign and stays significant (p < alpha)
-    with the token count in the regression (when token counts vary at all) and
-    in both template sets where the word is not the first word (``not_first``,
-    ``lead_in``); the share of
-    agreeing specifications and the joint test's p come from ``summary``.
+    A dimension whose axis verdict (``axis_verdict`` in ``summary``) is not ``supported``
+    is said so after the verdict, with ``axis_reading``. It *survives* when the gap keeps
+    its sign and stays significant (p < alpha) with the token count in the regression
+    (when token counts vary at all) and in both template sets where the word is not the
+    first word (``not_first``, ``lead_in``); the share of agreeing specifications and the
+    joint test's p come from ``summary``.
     """
     lines = []
     for dim in dimensions:
@@ -918,64 +545,44 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
         s = sm.iloc[0]
         share = ("" if pd.isna(s["share_agree_significant"]) else
                  f" {s['share_agree_significant']:.0%} of {int(s['n_specs'])} specifications agree with the paper "
-                 f"and are significant (joint test p = {s['n_agree_significant_p']:.3g}).")
+                 f"and are significant (joint test p "
+                 f"{permutation_p_text(s['n_agree_significant_p'], int(s['n_permutations']))}).")
         if b["p"] >= alpha:
-            verdict = "there is no significant gap to begin with"
+            verdict = "the gap is not significant to begin with"
         elif all(ok for ok, _ in checks):
             verdict = "the gap survives the controls"
         else:
             verdict = "the gap does not survive the controls"
-        axis_ok = s.get("axis_beats_null")
-        if axis_ok is not None and not pd.isna(axis_ok) and not axis_ok:
-            verdict += (", but the axis itself is not better than its null (axes from shuffled seed labels "
-                        "predict the extra terms as well), so the gap is not read as a stereotype")
+        axis = s.get("axis_verdict")
+        if isinstance(axis, str) and axis != "supported":
+            verdict += f", but its axis is {s['axis_reading']}, so the gap is not read as a stereotype"
         lines.append(f"{population}, {dim}: gap {b['coef']:+.2f} SD (p = {b['p']:.3g}); "
                      + "; ".join(t for _, t in checks) + f": {verdict}." + share)
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------- per model and across models
+# --------------------------------------------------------------------------- per model
 
-#: Tables the notebook writes (``<name>.parquet``/``.csv`` in the model's results folder).
-SUMMARY_TABLE = "robustness_summary"
-AXIS_NULL_TABLE = "robustness_axis_null"
-
-
-def axis_verdicts(null: pd.DataFrame, context_source: str = "generated", layer: str = "mean") -> pd.DataFrame:
-    """Table 2's column from the null: per axis at one context source and layer,
-    ``dimension, accuracy, null_low, null_high, p, beats_null, axis`` (``axis`` reads
-    ``"beats the null"`` or ``"not better than the null"``)."""
-    v = null[(null["context_source"] == context_source) & (null["layer"] == str(layer))]
-    v = v[["dimension", "accuracy", "null_low", "null_high", "p", "beats_null"]].reset_index(drop=True)
-    return v.assign(axis=np.where(v["beats_null"], "beats the null", "not better than the null"))
+#: Chapter 10's ``axis_validity`` of every context source's space (``<name>.parquet``/``.csv``).
+AXIS_VALIDITY_BY_SOURCE_TABLE = "robustness_axis_validity"
 
 
-def robustness_summary(curve: SpecificationCurve, null: pd.DataFrame, model_id: str,
+def robustness_summary(curve: SpecificationCurve, validity: pd.DataFrame, model_id: str,
                        context_source: str = "generated", layer: str = "mean") -> pd.DataFrame:
-    """Per population and dimension: the curve's summary plus whether the axis beats the
-    null at the headline setting (``context_source``, ``layer``) and in how many layers."""
-    n = null[null["context_source"] == context_source]
-    head = n[n["layer"] == layer].set_index("dimension")
-    per_layer = n[n["layer"] != layer].groupby("dimension")["beats_null"].mean()
+    """Per population and dimension: the curve's summary plus the axis's verdict at the headline
+    setting (``context_source``, ``layer``; ``validity``: ``axis_validity.axis_validity`` rows):
+    ``axis_auc, axis_p, axis_verdict, axis_reading`` (``axis_validity.verdict_phrase``; NA for a
+    dimension without a row) and ``share_layers_supported`` (share of the single layers whose
+    verdict is ``supported``). Written as ``crossmodel.ROBUSTNESS_SUMMARY_TABLE``."""
+    v = validity[validity["context_source"] == context_source]
+    head = v[v["layer"] == layer].set_index("dimension")
+    per_layer = (v.loc[v["layer"] != layer, "verdict"] == "supported").groupby(v["dimension"]).mean()
     out = curve.summary.copy()
     out.insert(0, "model_id", model_id)
-    out["axis_accuracy"] = out["dimension"].map(head["accuracy"])
+    out["axis_auc"] = out["dimension"].map(head["auc"])
     out["axis_p"] = out["dimension"].map(head["p"])
-    out["axis_beats_null"] = out["dimension"].map(head["beats_null"]).astype("boolean")
-    out["share_layers_beating_null"] = out["dimension"].map(per_layer)
+    out["axis_verdict"] = out["dimension"].map(head["verdict"])
+    out["axis_reading"] = out["dimension"].map(pd.Series([verdict_phrase(r) for _, r in head.iterrows()],
+                                                         index=head.index, dtype=object))
+    out["share_layers_supported"] = out["dimension"].map(per_layer)
     return out
-
-
-def cross_model_summary(models: Sequence[str],
-                        results_dir: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per model, population and dimension: the share of agreeing specifications, the joint
-    test's p and whether the axis beats the null, read from each model folder's
-    :data:`SUMMARY_TABLE`. Returns ``(table, skipped)`` (models without the table)."""
-
-    stacked, skipped = read_results(models, SUMMARY_TABLE, results_dir)
-    cols = ["model_id", "population", "dimension", "expected_sign", "n_specs", "share_agree_significant",
-            "share_positive_significant", "share_negative_significant", "median_g", "n_agree_significant_p",
-            "axis_accuracy", "axis_p", "axis_beats_null"]
-    if stacked.empty:
-        return pd.DataFrame(columns=cols), skipped
-    return stacked[cols].reset_index(drop=True), skipped
