@@ -71,10 +71,11 @@ from scipy import stats as sps
 
 from . import projection
 from .cache import stable_hash
-from .contexts import build_contexts, extra_term_contexts, prepare_dictionary
+from .contexts import build_contexts, prepare_dictionary
 from .crossmodel import AXIS_VALIDITY_TABLE, failed_axes_by_model, read_results
 from .dictionaries import limit_terms, load_full_dictionary_terms
 from .embeddings import find_word, token_indices
+from .extra_contexts import extra_term_contexts
 from .profiles import (
     DEFAULT_TEMPLATES,
     PLACEHOLDER,
