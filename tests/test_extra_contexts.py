@@ -154,3 +154,36 @@ def test_generate_extra_contexts_continues_from_the_file_without_its_cache(tmp_p
     X.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation={**settings, "n_samples": 1},
                               limit=2, chunk=2, progress=False)
     assert (X.read_extra_contexts(path)[0]["n_generated"] == 1).all()
+
+
+@pytest.mark.slow
+def test_second_round_retries_only_the_first_rounds_failures_and_the_reader_merges(tmp_path):
+    path = tmp_path / "extra.jsonl"
+    settings = {"n_samples": 2, "max_new_tokens": 24}
+    terms = load_full_dictionary_terms().head(40)
+    X.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=6, chunk=3,
+                              progress=False)
+    first, _ = X.read_extra_contexts(path)
+    failed = first[first["contexts"].str.len() == 0]
+    assert len(failed), "the slice needs a first-round failure (SmolLM2 drops most of these terms)"
+    X.generate_extra_contexts("smollm2-135m-instruct", path=path, generation=settings, chunk=3, progress=False,
+                              round=2)
+    second, meta2 = X.read_extra_contexts(path, round=2)
+    assert second["term"].tolist() == failed["term"].tolist()
+    assert meta2["round"] == 2 and meta2["prompt_template"] == X.RETRY_INSTRUCTION
+    merged, settings_merged = X.merged_extra_contexts(path)
+    assert settings_merged["round2"]["n_terms_done"] == len(failed)
+    retry = second.set_index("term")
+    for row in merged.itertuples():
+        if row.term in retry.index:
+            assert row.round == 2 and list(row.contexts) == list(retry.loc[row.term, "contexts"])
+            assert row.n_generated == 4
+        else:
+            assert row.round == 1 and list(row.contexts) == list(first.set_index("term").loc[row.term, "contexts"])
+    cov = X.extra_coverage(terms, path).set_index(["dimension", "direction"])
+    total = cov.loc[("total", "")]
+    assert total["n_generated"] == 6 and total["n_round2"] == len(failed)
+    assert total["n_covered"] == total["n_covered_round1"] + total["n_covered_round2"]
+    assert total["n_covered_round2"] == (second["contexts"].str.len() > 0).sum()
+    # The first round's lines are untouched by the second round.
+    assert X.read_extra_contexts(path)[0].equals(first)
