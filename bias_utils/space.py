@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 
 from . import projection
-from .contexts import ContextSet, build_contexts, extra_term_contexts
+from .contexts import ContextSet, build_contexts
 from .dictionaries import limit_terms, load_full_dictionary_terms
 from .embeddings import embed_words
+from .extra_contexts import extra_term_contexts
 
 __all__ = ["DROPPED_COLUMNS", "EMBED_SKIP_COLUMNS", "TERM_CONTEXTS", "DirectionResult", "StereotypeSpace",
            "TermEmbeddings", "build_space", "direction_prediction", "dropped_senses", "embed_contexts",
@@ -184,7 +185,7 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
     embedded in, first ``n_contexts`` per term: ``"generated"`` (default, the
     paper's Table 2: the gender-neutral contexts of the project's data file
     ``data/generated/extra_terms_contexts.jsonl``, or ``contexts_file``, see
-    ``contexts.generate_extra_contexts``) or ``"dictionary"`` (their WordNet
+    ``extra_contexts.generate_extra_contexts``) or ``"dictionary"`` (their WordNet
     examples). A term without a context is a row of ``skipped`` with the reason
     (with ``generated``, ``limit`` samples among the terms that have one).
     Dimensions of the space that have no extra term (a user dimension) are

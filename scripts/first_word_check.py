@@ -1,7 +1,7 @@
 """Is a term's embedding usable when the term is the first word of its context?
 
-Reproduces the measurement behind ``contexts.quality_issue``'s first-word rule
-(numbers quoted in ``bias_utils/contexts.py`` and notebook 03): among the full
+Reproduces the measurement behind ``context_filters.quality_issue``'s first-word rule
+(numbers quoted in ``bias_utils/context_filters.py`` and notebook 03): among the full
 dictionary's extra terms, take the first 120 whose WordNet examples (first five)
 include one starting with the term and at least two that do not; for every
 example, the cosine (per layer, averaged over layers 1..L) between the term's
@@ -16,6 +16,7 @@ import sys
 import numpy as np
 import pandas as pd
 
+from bias_utils import context_filters as F
 from bias_utils import contexts as C
 from bias_utils.dictionaries import load_full_dictionary_terms, load_seed_dictionary
 from bias_utils.embeddings import embed_words
@@ -24,9 +25,9 @@ from bias_utils.embeddings import embed_words
 def main(models):
     published = C.build_contexts(load_seed_dictionary(), "generated").table
     print("published Llama-3 contexts:", len(published), "starting with the term:",
-          sum(C.term_position(c, w) == 1 for c, w in zip(published.context, published.term)))
+          sum(F.term_position(c, w) == 1 for c, w in zip(published.context, published.term)))
     t = C.build_contexts(load_full_dictionary_terms(), "dictionary", 5).table
-    t["first"] = [C.term_position(c, w) == 1 for c, w in zip(t.context, t.term)]
+    t["first"] = [F.term_position(c, w) == 1 for c, w in zip(t.context, t.term)]
     print("extra terms' WordNet examples:", len(t), "starting with the term:", int(t["first"].sum()))
     counts = t.groupby("sense_id")["first"].agg(["sum", "size"])
     ids = counts[(counts["sum"] >= 1) & (counts["size"] - counts["sum"] >= 2)].index[:120]

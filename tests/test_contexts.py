@@ -5,6 +5,7 @@ import re
 import pandas as pd
 import pytest
 
+from bias_utils import context_filters as F
 from bias_utils import contexts as C
 from bias_utils.dictionaries import load_seed_dictionary, read_dictionary, wordnet_contexts
 
@@ -74,7 +75,7 @@ def test_published_generated_contexts_can_be_filtered_for_gender(seed):
 
     rows = seed[seed.term.isin(["sexist"]) | (seed.index < 40)]
     cs = C.build_contexts(rows, "generated", n_contexts=5, gender_filter=True)
-    gendered = {w.lower() for w in MALE_WORDS + FEMALE_WORDS} | C.GENDERED_PRONOUNS
+    gendered = {w.lower() for w in MALE_WORDS + FEMALE_WORDS} | F.GENDERED_PRONOUNS
     published = _published()
 
     def words(c):  # letters and inner hyphens; an apostrophe ends a word ("women's" -> "women", "s")
@@ -83,26 +84,26 @@ def test_published_generated_contexts_can_be_filtered_for_gender(seed):
     for _, r in rows.iterrows():
         kept = cs.table[cs.table.sense_id == r.sense_id]["context"].tolist()
         clean = [c for c in published[(r.term, r.synset)]
-                 if not ({w.lower() for w in words(c)} - {r.term}) & gendered and not words(c) & C._names()]
+                 if not ({w.lower() for w in words(c)} - {r.term}) & gendered and not words(c) & F._names()]
         assert kept == clean[:5]
     assert len(cs.dropped) > 0
 
 
 def test_gender_filter_drops_offending_sentence():
-    assert C.gender_markers("The teacher praised her diligence.", "diligence") == ["her"]
-    assert C.gender_markers("Mary showed great diligence.", "diligence") == ["Mary"]
-    assert C.gender_markers("The team showed great diligence.", "diligence") == []
+    assert F.gender_markers("The teacher praised her diligence.", "diligence") == ["her"]
+    assert F.gender_markers("Mary showed great diligence.", "diligence") == ["Mary"]
+    assert F.gender_markers("The team showed great diligence.", "diligence") == []
     dropped = []
     sense = pd.Series({"sense_id": "s", "term": "diligence"})
-    kept = C._filter_generated(sense, ["The team showed diligence.", "He showed diligence."], "m", C._names(), dropped)
+    kept = F._filter_generated(sense, ["The team showed diligence.", "He showed diligence."], "m", F._names(), dropped)
     assert kept == ["The team showed diligence."]
     assert dropped[0]["reason"] == "gendered: he"
 
 
 def test_parse_generated_takes_the_sentence_with_the_term():
     text = 'Sure! Here is a sentence: "The committee valued honesty above all. It was clear."'
-    assert C.parse_generated(text, "honesty") == "The committee valued honesty above all."
-    assert C.parse_generated("Nothing relevant here.", "honesty") is None
+    assert F.parse_generated(text, "honesty") == "The committee valued honesty above all."
+    assert F.parse_generated("Nothing relevant here.", "honesty") is None
 
 
 def test_corpus_source_with_user_file_is_seeded(tmp_path, seed):
@@ -137,7 +138,7 @@ def test_context_report_counts(seed):
     assert rep["mean_words"] == pytest.approx(t.context.str.split().str.len().mean())
     first = t.iloc[0]
     words = first.context.lower().split()
-    assert C.term_position(first.context, first.term) == next(i + 1 for i, w in enumerate(words) if first.term in w)
+    assert F.term_position(first.context, first.term) == next(i + 1 for i, w in enumerate(words) if first.term in w)
 
 
 def test_bad_input_is_named():
@@ -157,7 +158,7 @@ def test_generated_with_smollm2(seed):
                           generation={"max_new_tokens": 32})
     assert set(cs.table["sense_id"]) | set(cs.skipped["sense_id"]) == set(rows["sense_id"])
     for _, r in cs.table.iterrows():
-        assert C.contains_term(r.context, r.term) and not C.gender_markers(r.context, r.term)
+        assert F.contains_term(r.context, r.term) and not F.gender_markers(r.context, r.term)
     assert (cs.table["context_source"] == model.model_id).all()
 
 
@@ -166,7 +167,7 @@ def test_generated_with_smollm2(seed):
 # first two, which are the issue's quotes of the same model's output.
 
 def _reason(context, term, dimension="morality", first_word=True):
-    issue = C.quality_issue(context, term, dimension, first_word=first_word)
+    issue = F.quality_issue(context, term, dimension, first_word=first_word)
     return None if issue is None else issue.split(":")[0]
 
 
@@ -188,7 +189,7 @@ def test_meta_text_is_dropped():
 
 
 def test_identity_markers_beyond_gender_are_dropped():
-    assert C.identity_markers("I'm sloppy, a person of color.", "sloppy") == ["person of color (race_ethnicity)"]
+    assert F.identity_markers("I'm sloppy, a person of color.", "sloppy") == ["person of color (race_ethnicity)"]
     assert _reason("The devout Christians gathered for prayer every morning.", "devout", "morality") == "identity"
     assert _reason("The elderly neighbour was known to be frugal.", "frugal") == "identity"
     # A religion term may use religion's own vocabulary; lower-case "black" is a colour, not a descriptor.
@@ -198,19 +199,19 @@ def test_identity_markers_beyond_gender_are_dropped():
 
 
 def test_invented_words_and_words_containing_the_term_are_dropped():
-    assert C.unknown_words("Smasmern, I have a fantastic team of hyperactive team members with a range of "
+    assert F.unknown_words("Smasmern, I have a fantastic team of hyperactive team members with a range of "
                            "abilities that are both exhilarating and terrifying for everyone.",
                            "hyperactive") == ["Smasmern"]
-    assert C.unknown_words("Emotionally, using hyperactive can be a form of hypervigilacism.", "hyperactive") == \
+    assert F.unknown_words("Emotionally, using hyperactive can be a form of hypervigilacism.", "hyperactive") == \
         ["hypervigilacism"]
     # Words WordNet 3.0 lacks but that are derived or compounded from its words count as known.
-    assert C.unknown_words("The coworker's backstory showcased an inclusivity that didn't feel nuanced.",
+    assert F.unknown_words("The coworker's backstory showcased an inclusivity that didn't feel nuanced.",
                            "inclusivity") == []
     sense = {"sense_id": "rakish", "term": "rakish", "dimension": "morality"}
     dropped = []
-    kept = C.usable_contexts(sense, ["That person's a krakish.", "Cherubbi, my frigidity makes you feel dry.",
+    kept = F.usable_contexts(sense, ["That person's a krakish.", "Cherubbi, my frigidity makes you feel dry.",
                                      "The rakish smile drew a few laughs.", "The rakish smile drew a few laughs."],
-                             "m", C._names(), dropped)
+                             "m", F._names(), dropped)
     assert kept == ["The rakish smile drew a few laughs."]
     assert [d["reason"] for d in dropped] == ["inside a longer word: krakish", "no sentence containing the term",
                                               "duplicate"]
@@ -219,7 +220,7 @@ def test_invented_words_and_words_containing_the_term_are_dropped():
 def test_first_word_and_contracted_pronouns():
     assert _reason("Snotty the cat was whacking at the door.", "snotty") == "first word"
     assert _reason("Snotty the cat was whacking at the door.", "snotty", first_word=False) is None
-    assert C.gender_markers("She's a snotty cat.", "snotty") == ["she"]
+    assert F.gender_markers("She's a snotty cat.", "snotty") == ["she"]
 
 
 def test_quality_filters_keep_the_published_contexts():
@@ -228,7 +229,7 @@ def test_quality_filters_keep_the_published_contexts():
 
     seed = load_seed_dictionary()
     dimension = dict(zip(seed.term, seed.dimension))
-    issues = [C.quality_issue(c, key.split(" - ")[0], dimension.get(key.split(" - ")[0]), first_word=False)
+    issues = [F.quality_issue(c, key.split(" - ")[0], dimension.get(key.split(" - ")[0]), first_word=False)
               for key, examples in C.published_generated_contexts().items() for c in examples[:5]]
     assert len(issues) > 2000
     assert sum(i is None for i in issues) / len(issues) > 0.97

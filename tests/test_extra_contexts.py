@@ -5,13 +5,15 @@ import json
 import numpy as np
 import pytest
 
+from bias_utils import context_filters as F
 from bias_utils import contexts as C
+from bias_utils import extra_contexts as X
 from bias_utils.dictionaries import load_full_dictionary_terms
 
 
 @pytest.fixture(scope="module")
 def extra():
-    return C.read_extra_contexts()
+    return X.read_extra_contexts()
 
 
 def test_extra_contexts_file_records_its_settings(extra):
@@ -21,7 +23,7 @@ def test_extra_contexts_file_records_its_settings(extra):
         assert key in settings, key
     assert settings["prompt_template"] == C.GENERATION_INSTRUCTION
     assert set(settings["generation"]) >= {"n_samples", "max_new_tokens", "temperature", "top_p"}
-    assert C.extra_contexts_path().stat().st_size < 2_000_000
+    assert X.extra_contexts_path().stat().st_size < 2_000_000
 
 
 def test_extra_contexts_file_rows_are_usable_contexts_of_real_terms(extra):
@@ -35,13 +37,13 @@ def test_extra_contexts_file_rows_are_usable_contexts_of_real_terms(extra):
     assert (table["contexts"].str.len() <= settings["n_keep"]).all()
     # Every kept context passes the filters of the recorded version: the term as a word, no gender marker,
     # no quality issue; and every generated sample is either kept or counted as a drop.
-    names = C._names()
+    names = F._names()
     for r in table.itertuples():
         for c in r.contexts:
-            assert C.contains_term(c, r.term), (r.term, c)
-            assert not C.gender_markers(c, r.term, names), (r.term, c)
-            if settings["filter_version"] == C.FILTER_VERSION:
-                assert C.quality_issue(c, r.term, r.dimension) is None, (r.term, c)
+            assert F.contains_term(c, r.term), (r.term, c)
+            assert not F.gender_markers(c, r.term, names), (r.term, c)
+            if settings["filter_version"] == F.FILTER_VERSION:
+                assert F.quality_issue(c, r.term, r.dimension) is None, (r.term, c)
         accounted = len(r.contexts) + sum(r.dropped.values())
         # Fewer than n_keep kept: every sample was kept or dropped; otherwise the surplus was not needed.
         assert accounted == r.n_generated if len(r.contexts) < settings["n_keep"] else accounted <= r.n_generated
@@ -49,7 +51,7 @@ def test_extra_contexts_file_rows_are_usable_contexts_of_real_terms(extra):
 
 def test_coverage_counts_the_file(extra):
     table, _ = extra
-    cov = C.extra_coverage()
+    cov = X.extra_coverage()
     total = cov[cov["dimension"] == "total"].iloc[0]
     assert total["n_terms"] == len(load_full_dictionary_terms())
     assert total["n_generated"] == len(table)
@@ -60,7 +62,7 @@ def test_coverage_counts_the_file(extra):
 
 def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(C.ContextError, match="generate-extra"):
-        C.read_extra_contexts(tmp_path / "none.jsonl")
+        X.read_extra_contexts(tmp_path / "none.jsonl")
 
 
 @pytest.mark.slow
@@ -116,15 +118,15 @@ def test_generate_extra_contexts_writes_and_resumes(tmp_path):
     path = tmp_path / "extra.jsonl"
     settings = {"n_samples": 2, "max_new_tokens": 24}
     terms = load_full_dictionary_terms().head(40)
-    C.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=3, chunk=2,
+    X.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=3, chunk=2,
                               progress=False)
     first = path.read_text()
-    table, meta = C.read_extra_contexts(path)
+    table, meta = X.read_extra_contexts(path)
     assert len(table) == 3 == meta["n_terms_done"] and meta["n_terms_total"] == 40
     assert meta["generation"] == {**C.GENERATION_SETTINGS, **settings} and meta["seed"] == 0
     assert set(table["term"]) <= set(terms["term"]) and (table["n_generated"] == 2).all()
     # A rerun takes every completion from the generation cache: the same file.
-    C.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=3, chunk=2,
+    X.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=3, chunk=2,
                               progress=False)
     assert path.read_text() == first
 
@@ -137,11 +139,11 @@ def test_generate_extra_contexts_continues_from_the_file_without_its_cache(tmp_p
     settings = {"n_samples": 2, "max_new_tokens": 16}
     terms = load_full_dictionary_terms().head(40)
     monkeypatch.setenv("BIAS_CACHE_DIR", str(tmp_path / "cache-a"))
-    C.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=2, chunk=2,
+    X.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=2, chunk=2,
                               progress=False)
     first = path.read_text().splitlines()
     monkeypatch.setenv("BIAS_CACHE_DIR", str(tmp_path / "cache-b"))
-    C.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=4, chunk=2,
+    X.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=4, chunk=2,
                               progress=False)
     grown = path.read_text().splitlines()
     assert grown[:2] == first and len(grown) == 4
@@ -149,6 +151,39 @@ def test_generate_extra_contexts_continues_from_the_file_without_its_cache(tmp_p
     assert all(json.loads(line)["term"] not in cached for line in first)
     assert all(json.dumps(json.loads(line)["term"]) in cached for line in grown[2:])
     # Other settings never reuse the file's lines.
-    C.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation={**settings, "n_samples": 1},
+    X.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation={**settings, "n_samples": 1},
                               limit=2, chunk=2, progress=False)
-    assert (C.read_extra_contexts(path)[0]["n_generated"] == 1).all()
+    assert (X.read_extra_contexts(path)[0]["n_generated"] == 1).all()
+
+
+@pytest.mark.slow
+def test_second_round_retries_only_the_first_rounds_failures_and_the_reader_merges(tmp_path):
+    path = tmp_path / "extra.jsonl"
+    settings = {"n_samples": 2, "max_new_tokens": 24}
+    terms = load_full_dictionary_terms().head(40)
+    X.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=6, chunk=3,
+                              progress=False)
+    first, _ = X.read_extra_contexts(path)
+    failed = first[first["contexts"].str.len() == 0]
+    assert len(failed), "the slice needs a first-round failure (SmolLM2 drops most of these terms)"
+    X.generate_extra_contexts("smollm2-135m-instruct", path=path, generation=settings, chunk=3, progress=False,
+                              round=2)
+    second, meta2 = X.read_extra_contexts(path, round=2)
+    assert second["term"].tolist() == failed["term"].tolist()
+    assert meta2["round"] == 2 and meta2["prompt_template"] == X.RETRY_INSTRUCTION
+    merged, settings_merged = X.merged_extra_contexts(path)
+    assert settings_merged["round2"]["n_terms_done"] == len(failed)
+    retry = second.set_index("term")
+    for row in merged.itertuples():
+        if row.term in retry.index:
+            assert row.round == 2 and list(row.contexts) == list(retry.loc[row.term, "contexts"])
+            assert row.n_generated == 4
+        else:
+            assert row.round == 1 and list(row.contexts) == list(first.set_index("term").loc[row.term, "contexts"])
+    cov = X.extra_coverage(terms, path).set_index(["dimension", "direction"])
+    total = cov.loc[("total", "")]
+    assert total["n_generated"] == 6 and total["n_round2"] == len(failed)
+    assert total["n_covered"] == total["n_covered_round1"] + total["n_covered_round2"]
+    assert total["n_covered_round2"] == (second["contexts"].str.len() > 0).sum()
+    # The first round's lines are untouched by the second round.
+    assert X.read_extra_contexts(path)[0].equals(first)
