@@ -256,13 +256,14 @@ def _dimension_bullet(dimension: str, names: pd.DataFrame, label: dict) -> str:
         parts.append("No gap is shown in " + _listed([
             f"{link(r)} (female − male {_num(r.g)} standard deviations, 95% CI {_num(r.g_ci_low)} to "
             f"{_num(r.g_ci_high)}, Holm p {_p(r.p_holm)})" for r in kinds["none"]]))
-    if kinds["unread"]:
-        why = {VERDICTS[1]: f"its {dimension} axis is not shown to sort words by {dimension} better than axes from "
-                            "shuffled word lists",
-               VERDICTS[2]: f"too few test words to check its {dimension} axis"}
-        parts += [f"Not read in {_link(r.model_id, 'axes', label[r.model_id])}: "
-                  f"{why.get(r.axis_verdict, f'its {dimension} axis has no verdict in this build')}"
-                  for r in kinds["unread"]]
+    why = {VERDICTS[1]: f"the {dimension} axis is not shown to sort words by {dimension} better than axes from "
+                        "shuffled word lists",
+           VERDICTS[2]: f"too few test words to check the {dimension} axis"}
+    unread: dict[str, list[str]] = {}
+    for r in kinds["unread"]:
+        reason = why.get(r.axis_verdict, f"the {dimension} axis has no verdict in this build")
+        unread.setdefault(reason, []).append(_link(r.model_id, "axes", label[r.model_id]))
+    parts += [f"Not read in {_listed(links)}: {reason}" for reason, links in unread.items()]
     return f"**{dimension.capitalize()} of first names.** " + ". ".join(parts) + "."
 
 
@@ -318,6 +319,8 @@ def findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequenc
     completions with a gendered word), and what "not shown" means with the robustness check. ``gaps`` and
     ``headline`` are :func:`read_summary`'s."""
     models = list(models)
+    if not models:
+        return []
     label = dict(zip(models, short_model_ids(pd.DataFrame({"model_id": models}))["model_id"]))
     names = gaps[gaps["population"] == "names"]
     bullets = [_dimension_bullet(d, names, label) for d in HEADLINE if (names["dimension"] == d).any()]

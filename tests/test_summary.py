@@ -133,11 +133,16 @@ def test_findings_bullets_name_model_direction_size_and_what_is_not_shown(result
         "Holm p = 0.010), as Schuster et al. 2024 found. Male first names sit closer to the warm end than female "
         "names in {doc}`enc </models/enc--2--fp32/04_profiles>` (by 0.90 standard deviations, 95% CI 0.10 to 1.70, "
         "Holm p = 0.010), the opposite of Schuster et al. 2024. Not read in "
-        "{doc}`new </models/new--4--fp32/03_projection_accuracy>`: its warmth axis has no verdict in this build.")
+        "{doc}`new </models/new--4--fp32/03_projection_accuracy>`: the warmth axis has no verdict in this build.")
     assert ("No gap is shown in {doc}`dec </models/dec--1--fp32/04_profiles>` (female − male −0.50 standard "
             "deviations, 95% CI −1.30 to 0.30, Holm p = 0.300)") in competence
-    assert ("Not read in {doc}`enc </models/enc--2--fp32/03_projection_accuracy>`: its competence axis is not shown "
+    assert ("Not read in {doc}`enc </models/enc--2--fp32/03_projection_accuracy>`: the competence axis is not shown "
             "to sort words by competence better than axes from shuffled word lists") in competence
+    # models whose axes are not read for the same reason share one clause
+    two = summary.findings_bullets(gaps.assign(axis_verdict=None), head, models)[0]
+    assert two.endswith("Not read in {doc}`dec </models/dec--1--fp32/03_projection_accuracy>`, {doc}`enc "
+                        "</models/enc--2--fp32/03_projection_accuracy>` and {doc}`new </models/new--4--fp32/"
+                        "03_projection_accuracy>`: the warmth axis has no verdict in this build.")
     assert writing.startswith("**Writing about occupations (BOLD).** In {doc}`dec </models/dec--1--fp32/06_bold_audit>`"
                               ", gendered words about male-dominated occupations are more often male than about "
                               "female-dominated ones (odds ratio 24.65, 95% CI ")
@@ -179,3 +184,4 @@ def test_summary_page_written_once(results, tmp_path):
     summary.write_summary_page(page, ["dec--1--fp32", "enc--2--fp32"], results, note="*QUICK build.*")
     assert page.stat().st_mtime_ns == stamp
     assert "No model was built" in summary.summary_markdown([], results)
+    assert summary.findings_bullets(*summary.read_summary([], results), []) == []
