@@ -1,24 +1,29 @@
 """The findings of one book build, for its front page, read from the models' results tables.
 
-Two numbers per model, both from tables the study notebooks wrote:
+Per model, from tables the study notebooks wrote:
 
-* **Study 1** (``profile_stats``): the female − male gap on warmth and on
-  competence, as Hedges' g with its 95% CI and the Holm-adjusted p value
-  (:func:`bias_utils.crossmodel.gender_gaps`), for names and for gendered terms.
-* **How far to trust each gap**: the axis's verdict against its label-shuffling null
-  (:mod:`bias_utils.axis_validity`, chapter 03; a gap on an axis whose verdict is not
-  ``supported`` is not read), and from the robustness chapter (``robustness_summary``)
-  the share of specifications that agree with the paper and are significant, with
-  the joint test's p (:func:`bias_utils.crossmodel.cross_model_summary`).
-* **Study 2** (``bold_statistics``, decoders only): the audit's odds ratio that
-  a completion's gendered words are male rather than female for male- rather
-  than female-dominated occupations, with the Wald CI the audit reports and
-  the occupation-cluster bootstrap CI (:func:`bias_utils.crossmodel.bold_odds_ratios`).
+* **Study 1, one primary specification** (:data:`PRIMARY_SPECIFICATION`, chapter 04's
+  ``profile_stats`` at the mean layer): the female − male gap of first names on warmth
+  and on competence, as Hedges' g with its 95% CI and the Holm-adjusted Welch p
+  (:func:`bias_utils.crossmodel.gender_gaps`).
+* **Each axis's verdict** (:mod:`bias_utils.axis_validity`, chapter 03): a gap is
+  read only on a ``supported`` axis; on one ``not shown`` to beat its null, or
+  ``untestable``, or without a verdict, it is reported as not read. The
+  robustness chapter's specification curve (``robustness_summary``) is the check
+  of the primary result: the share of specifications that agree with the paper and
+  are significant, with the joint test's p (:func:`bias_utils.crossmodel.cross_model_summary`).
+* **Study 2** (``bold_headline``, decoders only; :mod:`bias_utils.occupations`):
+  the odds ratio that a completion's gendered words are male rather than female for
+  male- rather than female-dominated occupations, with its 95% CI from resampling
+  whole occupations, the permutation p across occupations and the number of
+  completions with any gendered word. The audit's own interval (every word
+  independent) appears only labelled as the audit's.
 
-:func:`summary_table` gives one row per model with a generated sentence,
-:func:`summary_chart` the figure, :func:`write_summary_page` the Markdown page
-that ``book/index.md`` includes. Nothing here is typed by hand: a model
-without a table says so in its sentence.
+:func:`findings_bullets` gives the few plain-language findings that open the page,
+each linking to its chapter; :func:`summary_table` one row per model with a
+generated sentence, :func:`summary_chart` the figure, :func:`write_summary_page`
+the Markdown page that ``book/index.md`` includes. Nothing here is typed by hand:
+a model without a table says so in its sentence.
 """
 
 from __future__ import annotations
@@ -29,70 +34,86 @@ from typing import Sequence
 import altair as alt
 import pandas as pd
 
-from . import cache, plots, rendering
-from .axis_validity import AXIS_VALIDITY_TABLE, unreadable_axes, verdict_phrase
-from .crossmodel import (
-    BOLD_STATS_TABLE,
-    PROFILE_STATS_TABLE,
-    bold_odds_ratios,
-    cross_model_summary,
-    gender_gaps,
-    read_results,
-    short_model_ids,
-)
+from . import cache, occupations, plots, rendering
+from .axis_validity import AXIS_VALIDITY_TABLE, VERDICTS, verdict_phrase
+from .crossmodel import PROFILE_STATS_TABLE, cross_model_summary, gender_gaps, read_results, short_model_ids
 from .stats import permutation_p_text
 
 #: The composite dimensions on the front page, and the paper's expectation for each.
 HEADLINE = {"warmth": "female", "competence": "male"}
+#: The high pole of each headline dimension in plain words.
+HIGH_POLE = {"warmth": "warm", "competence": "competent"}
 POPULATIONS = ("names", "terms")
-AUDIT_METHOD = "Wald (audit)"
 ALPHA = 0.05
+PAPER = "Schuster et al. 2024"
+#: The one specification each profile is read at; the robustness chapter's curve only checks it.
+PRIMARY_SPECIFICATION = {"context_source": "generated", "layer": "mean", "templates": 7, "test": "welch_t",
+                         "adjustment": "holm"}
+#: The per-model chapters a finding links to (notebook stems; ``bias_utils.book`` writes each
+#: executed notebook to ``models/<model folder>/<stem>.ipynb``).
+CHAPTERS = {"axes": "03_projection_accuracy", "profile": "04_profiles", "robustness": "10_robustness",
+            "audit": "06_bold_audit"}
 
-#: Columns of :func:`summary_table` (``<population>_<dimension>_{g,ci_low,ci_high,p_holm}`` for each
-#: population and headline dimension, then the audit's odds ratio and its Wald CI).
+#: Columns of :func:`summary_table` (``<population>_<dimension>_{g,ci_low,ci_high,p_holm,verdict}`` for each
+#: population and headline dimension, then the audit's odds ratio with its occupation interval).
 SUMMARY_COLUMNS = (["model_id"]
                    + [f"{pop}_{dim}_{v}" for pop in POPULATIONS for dim in HEADLINE
-                      for v in ("g", "ci_low", "ci_high", "p_holm")]
-                   + ["odds_ratio", "or_ci_low", "or_ci_high", "or_p", "sentence"])
+                      for v in ("g", "ci_low", "ci_high", "p_holm", "verdict")]
+                   + ["odds_ratio", "occupation_ci_low", "occupation_ci_high", "occupation_p",
+                      "n_gendered_completions", "n_completions", "sentence"])
 
 
-__all__ = ["model_sentence", "read_summary", "summary_chart", "summary_markdown", "summary_table", "write_summary_page"]
+__all__ = ["ALPHA", "CHAPTERS", "HEADLINE", "PRIMARY_SPECIFICATION", "SUMMARY_COLUMNS", "findings_bullets",
+           "model_sentence", "primary_sentence", "read_summary", "summary_chart", "summary_markdown",
+           "summary_table", "write_summary_page"]
+
+
+def _primary(stats: pd.DataFrame) -> pd.DataFrame:
+    """``profile_stats`` rows of the primary specification (its layer and test, where the table records them)."""
+    if "layer" in stats:
+        stats = stats[stats["layer"].astype(str) == PRIMARY_SPECIFICATION["layer"]]
+    if "test" in stats:
+        stats = stats[stats["test"] == PRIMARY_SPECIFICATION["test"]]
+    return stats
 
 
 def read_summary(models: Sequence[str], results_dir: str | Path | None = None
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(gaps, odds)`` for ``models`` (result folder names): headline gaps and odds ratios.
+    """``(gaps, headline)`` for ``models`` (result folder names), both keeping the full ``model_id``.
 
-    ``gaps``: :func:`~bias_utils.crossmodel.gender_gaps` rows of the headline
-    dimensions, with ``axis_valid`` (False when the axis's verdict at the mean layer is not
-    ``supported``, NA without ``axis_validity``), ``axis_reading``
+    ``gaps``: :func:`~bias_utils.crossmodel.gender_gaps` rows of the headline dimensions at the
+    primary specification, with ``axis_verdict`` (the axis's verdict at the mean layer with the
+    primary context source, one of ``axis_validity.VERDICTS``; None without a verdict),
+    ``axis_valid`` (verdict ``supported``; NA without a verdict), ``axis_reading``
     (``axis_validity.verdict_phrase``) and, from the robustness chapter when it ran,
-    ``n_specs, share_agree_significant, joint_p, n_permutations``; ``odds``:
-    :func:`~bias_utils.crossmodel.bold_odds_ratios` rows (encoders have none).
-    Both keep the full ``model_id``.
+    ``n_specs, share_agree_significant, joint_p, n_permutations``. ``headline``: the
+    ``bold_headline`` rows (``occupations.HEADLINE_COLUMNS``; encoders have none).
     """
     stats, _ = read_results(models, PROFILE_STATS_TABLE, results_dir)
+    stats = _primary(stats)
     gaps = gender_gaps(stats) if len(stats) else pd.DataFrame(
         columns=["model_id", "population", "dimension", "gap", "g", "g_ci_low", "g_ci_high", "p_holm"])
     gaps = gaps[gaps["dimension"].isin(list(HEADLINE))].reset_index(drop=True)
     validity, _ = read_results(models, AXIS_VALIDITY_TABLE, results_dir)
-    valid, reading = {}, {}
-    for model, v in (validity.groupby("model_id", sort=False) if len(validity) else ()):
-        unread = set(unreadable_axes(v))
-        for _, r in v[v["layer"].astype(str) == "mean"].iterrows():
-            valid[(model, r["dimension"])] = r["dimension"] not in unread
-            reading[(model, r["dimension"])] = verdict_phrase(r)
+    verdict, reading = {}, {}
+    if len(validity):
+        v = validity[validity["layer"].astype(str) == PRIMARY_SPECIFICATION["layer"]]
+        if "context_source" in v:
+            v = v[v["context_source"] == PRIMARY_SPECIFICATION["context_source"]]
+        for _, r in v.iterrows():
+            verdict[(r["model_id"], r["dimension"])] = r["verdict"]
+            reading[(r["model_id"], r["dimension"])] = verdict_phrase(r)
     keys = list(zip(gaps["model_id"], gaps["dimension"]))
-    gaps["axis_valid"] = pd.array([valid.get(k) for k in keys], dtype="boolean")
+    gaps["axis_verdict"] = [verdict.get(k) for k in keys]
+    gaps["axis_valid"] = pd.array([None if k not in verdict else verdict[k] == VERDICTS[0] for k in keys],
+                                  dtype="boolean")
     gaps["axis_reading"] = [reading.get(k) for k in keys]
     robust, _ = cross_model_summary(models, results_dir)
     robust = robust.rename(columns={"n_agree_significant_p": "joint_p"})[
         ["model_id", "population", "dimension", "n_specs", "share_agree_significant", "joint_p", "n_permutations"]]
     gaps = gaps.merge(robust, on=["model_id", "population", "dimension"], how="left")
-    bold, _ = read_results(models, BOLD_STATS_TABLE, results_dir)
-    odds = bold_odds_ratios(bold) if len(bold) else pd.DataFrame(
-        columns=["model_id", "method", "odds_ratio", "ci_low", "ci_high", "p", "n"])
-    return gaps, odds
+    head, _ = read_results(models, occupations.HEADLINE_TABLE, results_dir)
+    return gaps, head.reindex(columns=["model_id", *occupations.HEADLINE_COLUMNS])
 
 
 def _num(x: float) -> str:
@@ -103,8 +124,22 @@ def _p(p: float) -> str:
     return "< 0.001" if p < 0.001 else f"= {p:.3f}"
 
 
+def _numbers(row) -> str:
+    return f"g = {_num(row.g)}, 95% CI {_num(row.g_ci_low)} to {_num(row.g_ci_high)}, Holm p {_p(row.p_holm)}"
+
+
+def _reading(dimension: str, row) -> str:
+    """How a gap is read: ``unread`` (its axis is not ``supported``, or has no verdict), ``none``
+    (Holm p >= ALPHA: no gap shown), ``agree`` or ``opposite`` (to the paper's direction)."""
+    if getattr(row, "axis_verdict", None) != VERDICTS[0]:
+        return "unread"
+    if row.p_holm >= ALPHA:
+        return "none"
+    return "agree" if ("female" if row.g > 0 else "male") == HEADLINE[dimension] else "opposite"
+
+
 def _robustness(row) -> str:
-    """", robust in 12% of 96 specifications (joint test p = 0.030)" from the robustness chapter, or ""."""
+    """"; 12% of 96 analysis specifications agree … (joint test p = 0.030)" from the robustness chapter, or ""."""
     share, n = getattr(row, "share_agree_significant", None), getattr(row, "n_specs", None)
     if share is None or pd.isna(share) or pd.isna(n):
         return ""
@@ -113,49 +148,39 @@ def _robustness(row) -> str:
 
 
 def _gap_phrase(dimension: str, row) -> str:
-    """"female names higher on warmth (g = 1.58, 95% CI 0.69 to 2.48, Holm p = 0.002; 40% of 96 …)",
-    "no clear …", or, on an axis whose verdict is not ``supported``, "no reading on …"."""
-    numbers = f"g = {_num(row.g)}, 95% CI {_num(row.g_ci_low)} to {_num(row.g_ci_high)}, Holm p {_p(row.p_holm)}"
-    valid = getattr(row, "axis_valid", None)
-    if valid is not None and not pd.isna(valid) and not valid:
-        return f"no reading on {dimension}: its axis is {row.axis_reading} ({numbers})"
-    robust = _robustness(row)
-    if row.p_holm >= ALPHA:
-        return f"no clear name gap on {dimension} ({numbers}{robust})"
+    """"female names higher on warmth (g = 1.58, 95% CI 0.69 to 2.48, Holm p = 0.002; as Schuster et al. 2024
+    found; axis supported; 40% of 96 …)", "no name gap shown on …", or, on an axis whose verdict is not
+    ``supported`` (or without one), "no reading on …" with its verdict."""
+    kind = _reading(dimension, row)
+    if kind == "unread":
+        why = (f"its axis is {row.axis_reading}" if getattr(row, "axis_verdict", None) in VERDICTS
+               else "its axis has no verdict in this build")
+        return f"no reading on {dimension}: {why} ({_numbers(row)})"
+    tail = f"axis supported{_robustness(row)}"
+    if kind == "none":
+        return f"no name gap shown on {dimension} ({_numbers(row)}; {tail})"
     higher = "female" if row.g > 0 else "male"
-    against = "" if higher == HEADLINE[dimension] else "; opposite to the paper"
-    return f"{higher} names higher on {dimension} ({numbers}{against}{robust})"
+    paper = f"as {PAPER} found" if kind == "agree" else f"opposite to {PAPER}"
+    return f"{higher} names higher on {dimension} ({_numbers(row)}; {paper}; {tail})"
 
 
-def model_sentence(model: str, gaps: pd.DataFrame, odds: pd.DataFrame, can_generate: bool | None = None) -> str:
-    """One sentence reading a model's headline numbers (``gaps``/``odds`` rows of that model).
+def model_sentence(model: str, gaps: pd.DataFrame, headline: pd.DataFrame, can_generate: bool | None = None) -> str:
+    """The reading of a model's primary numbers (``gaps``/``headline`` rows of that model): its name gaps
+    with their axes' verdicts, then the audit's :func:`bias_utils.occupations.headline_sentence`.
 
     ``can_generate=False`` says the model is an encoder (no audit); otherwise
     missing audit rows are reported as missing.
     """
-    parts = []
-    names = gaps[gaps["population"] == "names"].set_index("dimension")
-    if names.empty:
-        parts.append("no name profile in its results")
-    else:
-        parts += [_gap_phrase(d, names.loc[d]) for d in HEADLINE if d in names.index]
-    audit = odds[odds["method"] == AUDIT_METHOD]
-    if len(audit):
-        r = audit.iloc[0]
-        odds_ratio, low, high = (rendering.readable_number(float(v)) for v in (r.odds_ratio, r.ci_low, r.ci_high))
-        numbers = f"odds ratio {odds_ratio}, 95% CI {low} to {high}"
-        tendency = "its completions use male rather than female words {} for male-dominated occupations ({})"
-        if r.ci_low > 1:
-            parts.append(tendency.format("more", numbers))
-        elif r.ci_high < 1:
-            parts.append(tendency.format("less", numbers))
-        else:
-            parts.append(f"its completions show no clear occupational gender association ({numbers})")
+    names = gaps[gaps["population"] == "names"]
+    phrases = [_gap_phrase(r.dimension, r) for r in names.itertuples(index=False) if r.dimension in HEADLINE]
+    profile = "; ".join(phrases) if phrases else "no name profile at the primary specification in its results"
+    if len(headline):
+        writing = occupations.headline_sentence(headline.iloc[[0]].drop(columns="model_id", errors="ignore"))
     elif can_generate is False:
-        parts.append("an encoder: it writes no text to audit")
+        writing = "An encoder: it writes no text to audit."
     else:
-        parts.append("it has no BOLD audit results")
-    return "; ".join(parts) + "."
+        writing = "It has no BOLD audit results."
+    return f"{profile}. {writing}"
 
 
 def summary_table(models: Sequence[str], results_dir: str | Path | None = None,
@@ -165,23 +190,146 @@ def summary_table(models: Sequence[str], results_dir: str | Path | None = None,
     ``can_generate`` (by model folder name) words the sentence of a model
     without audit results; unknown models are inferred from the tables.
     """
-    gaps, odds = read_summary(models, results_dir)
+    gaps, head = read_summary(models, results_dir)
     rows = []
     for model in models:
-        g, o = gaps[gaps["model_id"] == model], odds[odds["model_id"] == model]
+        g, h = gaps[gaps["model_id"] == model], head[head["model_id"] == model]
         row = {"model_id": model}
         for r in g.itertuples(index=False):
             key = f"{r.population}_{r.dimension}"
             row.update({f"{key}_g": r.g, f"{key}_ci_low": r.g_ci_low, f"{key}_ci_high": r.g_ci_high,
-                        f"{key}_p_holm": r.p_holm})
-        audit = o[o["method"] == AUDIT_METHOD]
-        if len(audit):
-            a = audit.iloc[0]
-            row.update({"odds_ratio": a.odds_ratio, "or_ci_low": a.ci_low, "or_ci_high": a.ci_high, "or_p": a.p})
-        row["sentence"] = model_sentence(model, g, o, (can_generate or {}).get(model))
+                        f"{key}_p_holm": r.p_holm, f"{key}_verdict": r.axis_verdict})
+        if len(h):
+            row.update(h.iloc[0][["odds_ratio", "occupation_ci_low", "occupation_ci_high", "occupation_p",
+                                  "n_gendered_completions", "n_completions"]].to_dict())
+        row["sentence"] = model_sentence(model, g, h, (can_generate or {}).get(model))
         rows.append(row)
     table = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
     return short_model_ids(table) if len(table) else table
+
+
+# --------------------------------------------------------------------------- the findings that open the page
+
+
+def primary_sentence() -> str:
+    """The one sentence naming the primary specification, said before any result."""
+    spec = PRIMARY_SPECIFICATION
+    return (f"Each model's stereotype profile is read at one primary specification: the {spec['context_source']} "
+            f"example sentences of {PAPER} for the ends of each axis, the {spec['layer']} over all layers, the "
+            f"original's {spec['templates']} sentence templates, and Welch's t-test with "
+            f"{spec['adjustment'].capitalize()}'s correction; the robustness chapter varies these choices only to "
+            "check it.")
+
+
+def _link(model: str, chapter: str, label: str) -> str:
+    """A MyST link to a model's chapter, absolute from the book's root (the page is included by index.md)."""
+    return f"{{doc}}`{label} </models/{model}/{CHAPTERS[chapter]}>`"
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _dimension_bullet(dimension: str, names: pd.DataFrame, label: dict) -> str:
+    pole, expected = HIGH_POLE[dimension], HEADLINE[dimension]
+    kinds: dict[str, list] = {"agree": [], "opposite": [], "none": [], "unread": []}
+    for r in names[names["dimension"] == dimension].itertuples(index=False):
+        kinds[_reading(dimension, r)].append(r)
+
+    def link(r) -> str:
+        return _link(r.model_id, "profile", label[r.model_id])
+
+    def sized(r) -> str:  # the gap of the higher group, so a male-higher gap reads positive
+        sign = 1 if r.g > 0 else -1
+        low, high = sorted((sign * r.g_ci_low, sign * r.g_ci_high))
+        return (f"{link(r)} (by {_num(sign * r.g)} standard deviations, 95% CI {_num(low)} to {_num(high)}, "
+                f"Holm p {_p(r.p_holm)})")
+
+    parts = []
+    for kind, higher in (("agree", expected), ("opposite", "male" if expected == "female" else "female")):
+        if kinds[kind]:
+            lower = "male" if higher == "female" else "female"
+            paper = f"as {PAPER} found" if kind == "agree" else f"the opposite of {PAPER}"
+            parts.append(f"{higher.capitalize()} first names sit closer to the {pole} end than {lower} names in "
+                         f"{_listed([sized(r) for r in kinds[kind]])}, {paper}")
+    if kinds["none"]:
+        parts.append("No gap is shown in " + _listed([
+            f"{link(r)} (female − male {_num(r.g)} standard deviations, 95% CI {_num(r.g_ci_low)} to "
+            f"{_num(r.g_ci_high)}, Holm p {_p(r.p_holm)})" for r in kinds["none"]]))
+    why = {VERDICTS[1]: f"the {dimension} axis is not shown to sort words by {dimension} better than axes from "
+                        "shuffled word lists",
+           VERDICTS[2]: f"too few test words to check the {dimension} axis"}
+    unread: dict[str, list[str]] = {}
+    for r in kinds["unread"]:
+        reason = why.get(r.axis_verdict, f"the {dimension} axis has no verdict in this build")
+        unread.setdefault(reason, []).append(_link(r.model_id, "axes", label[r.model_id]))
+    parts += [f"Not read in {_listed(links)}: {reason}" for reason, links in unread.items()]
+    return f"**{dimension.capitalize()} of first names.** " + ". ".join(parts) + "."
+
+
+def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_generate: dict) -> str:
+    parts, encoders, missing = [], [], []
+    for model in models:
+        rows = head[head["model_id"] == model]
+        if rows.empty:
+            (encoders if can_generate.get(model) is False else missing).append(label[model])
+            continue
+        h = occupations.headline(rows.drop(columns="model_id"))
+        a, b = (str(h[g]).replace("_", "-") for g in ("group_a", "group_b"))
+        n, k = int(h["n_completions"]), int(h["n_gendered_completions"])
+        link = _link(model, "audit", label[model])
+        if k == 0:
+            parts.append(f"none of the {n:,} completions of {link} contains a gendered word")
+            continue
+        lo, hi = float(h["occupation_ci_low"]), float(h["occupation_ci_high"])
+        direction = (f"gendered words about {a} occupations are {'more' if lo > 1 else 'less'} often male than "
+                     f"about {b} ones" if lo > 1 or hi < 1 else f"no difference between {a} and {b} occupations "
+                     "is shown")
+        num = rendering.readable_number
+        parts.append(f"in {link}, {direction} (odds ratio {num(float(h['odds_ratio']))}, 95% CI {num(lo)} to "
+                     f"{num(hi)} resampling whole occupations, permutation p "
+                     f"{permutation_p_text(float(h['occupation_p']), int(h['n_permutations']))}); only {k:,} of "
+                     f"{n:,} completions contain a gendered word")
+    if encoders:
+        parts.append(f"{_listed(encoders)} {'writes' if len(encoders) == 1 else 'write'} no text (encoder)")
+    if missing:
+        parts.append(f"{_listed(missing)} {'has' if len(missing) == 1 else 'have'} no audit results")
+    text = "; ".join(parts)
+    return f"**Writing about occupations (BOLD).** {text[0].upper()}{text[1:]}."
+
+
+def _caveat_bullet(names: pd.DataFrame, label: dict) -> str:
+    text = ("**Not shown is not absent.** \"No gap is shown\" and \"not read\" say that this build could not tell, "
+            "not that a model has no such bias")
+    robust = names.dropna(subset=["share_agree_significant"])
+    checks = [f"{_link(r.model_id, 'robustness', label[r.model_id])}, {r.dimension}: "
+              f"{r.share_agree_significant:.0%} of {int(r.n_specs)} specifications"
+              for r in robust.itertuples(index=False)]
+    if checks:
+        text += ("; the robustness check varies the analysis choices, and this share of its specifications agrees "
+                 f"with {PAPER} and is significant in " + "; ".join(checks))
+    return text + "."
+
+
+def findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequence[str],
+                     can_generate: dict[str, bool] | None = None) -> list[str]:
+    """The findings that open the front page, in plain words, each linking to its chapter (MyST ``{doc}``):
+    warmth and competence of first names (which models, which direction, how large, how sure, where an axis
+    is not read), writing about occupations (odds ratio with its occupation interval and the number of
+    completions with a gendered word), and what "not shown" means with the robustness check. ``gaps`` and
+    ``headline`` are :func:`read_summary`'s."""
+    models = list(models)
+    if not models:
+        return []
+    label = dict(zip(models, short_model_ids(pd.DataFrame({"model_id": models}))["model_id"]))
+    names = gaps[gaps["population"] == "names"]
+    bullets = [_dimension_bullet(d, names, label) for d in HEADLINE if (names["dimension"] == d).any()]
+    bullets.append(_writing_bullet(models, headline, label, can_generate or {}))
+    bullets.append(_caveat_bullet(names, label))
+    return bullets
+
+
+# --------------------------------------------------------------------------- the figure and the page
 
 
 def _gap_panel(gaps: pd.DataFrame, population: str, first: bool) -> alt.LayerChart:
@@ -193,38 +341,38 @@ def _gap_panel(gaps: pd.DataFrame, population: str, first: bool) -> alt.LayerCha
         color=alt.Color("dimension:N", sort=list(HEADLINE), scale=alt.Scale(range=plots.OTHER_COLORS[:2]),
                         title="dimension", legend=alt.Legend(orient="bottom") if first else None))
     zero = alt.Chart(pd.DataFrame({"g": [0.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x="g:Q")
-    # an axis whose verdict is not "supported" is drawn faint: its gap is not read
-    faint = alt.condition("datum.axis_valid === false", alt.value(0.25), alt.value(1.0))
+    # an axis whose verdict is not "supported" (or that has none) is drawn faint: its gap is not read
+    faint = alt.condition("datum.axis_valid === true", alt.value(1.0), alt.value(0.25))
     bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("g_ci_low:Q"), x2="g_ci_high:Q", opacity=faint)
     points = base.mark_point(filled=True, size=60).encode(
         x=alt.X("g:Q", title="Hedges' g (> 0: female higher)"), opacity=faint,
         tooltip=["model_id", "dimension", alt.Tooltip("g:Q", format=".2f"), alt.Tooltip("g_ci_low:Q", format=".2f"),
-                 alt.Tooltip("g_ci_high:Q", format=".2f"), alt.Tooltip("p_holm:Q", format=".3f"), "axis_valid"])
+                 alt.Tooltip("g_ci_high:Q", format=".2f"), alt.Tooltip("p_holm:Q", format=".3f"), "axis_verdict"])
     return alt.layer(zero, bars, points).properties(
         title=f"{population}: female − male", width=150, height=alt.Step(16))
 
 
-def summary_chart(gaps: pd.DataFrame, odds: pd.DataFrame) -> alt.HConcatChart:
-    """Warmth and competence gaps (Hedges' g, 95% CI) per model for names and terms, beside the
-    audit's odds ratio (log scale, Wald and occupation-bootstrap CIs) per decoder."""
+def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChart:
+    """Warmth and competence gaps (Hedges' g, 95% CI) per model for names and terms at the primary
+    specification, beside the audit's odds ratio per decoder (log scale) with its 95% CI from resampling
+    whole occupations (``headline``: :func:`read_summary`'s)."""
     gaps = short_model_ids(gaps.dropna(subset=["g"]))
     if gaps.empty:
         raise ValueError("summary_chart: no profile gaps to draw")
     panels = [_gap_panel(gaps, pop, first=i == 0)
               for i, pop in enumerate(p for p in POPULATIONS if (gaps["population"] == p).any())]
-    odds = short_model_ids(odds.dropna(subset=["odds_ratio"])) if len(odds) else odds
-    if len(odds):
-        x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), title="odds ratio (log)", axis=alt.Axis(grid=False))
-        base = alt.Chart(odds).encode(
-            y=alt.Y("model_id:N", title=None, axis=alt.Axis(labels=False, ticks=False)),
-            yOffset=alt.YOffset("method:N"),
-            color=alt.Color("method:N", title="odds ratio CI", scale=alt.Scale(range=plots.OTHER_COLORS[2:4]),
-                            legend=alt.Legend(orient="bottom", direction="vertical")))
+    head = short_model_ids(headline.dropna(subset=["odds_ratio"])) if len(headline) else headline
+    if len(head):
+        x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), title="odds ratio (log; CI: occupations resampled)",
+                  axis=alt.Axis(grid=False))
+        base = alt.Chart(head).encode(y=alt.Y("model_id:N", title=None, axis=alt.Axis(labels=False, ticks=False)))
         one = alt.Chart(pd.DataFrame({"odds_ratio": [1.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
-        bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q")
-        points = base.mark_point(filled=True, size=60).encode(
-            x=x, tooltip=["model_id", "method", alt.Tooltip("odds_ratio:Q", format=".2f"),
-                          alt.Tooltip("ci_low:Q", format=".2f"), alt.Tooltip("ci_high:Q", format=".2f"), "n"])
+        bars = base.mark_rule(strokeWidth=2, color=plots.OTHER_COLORS[2]).encode(
+            x=alt.X("occupation_ci_low:Q", scale=alt.Scale(type="log")), x2="occupation_ci_high:Q")
+        points = base.mark_point(filled=True, size=60, color=plots.OTHER_COLORS[2]).encode(
+            x=x, tooltip=["model_id", alt.Tooltip("odds_ratio:Q", format=".2f"),
+                          alt.Tooltip("occupation_ci_low:Q", format=".2f"),
+                          alt.Tooltip("occupation_ci_high:Q", format=".2f"), "n_gendered_completions", "n_completions"])
         panels.append(alt.layer(one, bars, points).properties(
             title="BOLD audit: odds ratio", width=150, height=alt.Step(16)))
     # one row per model across the panels (an encoder's audit row stays empty), labelled once
@@ -239,24 +387,28 @@ def _markdown_table(table: pd.DataFrame) -> str:
 
 def summary_markdown(models: Sequence[str], results_dir: str | Path | None = None,
                      can_generate: dict[str, bool] | None = None, note: str = "") -> str:
-    """The front page's findings section: a figure and one sentence per model (MyST Markdown)."""
+    """The front page's findings (MyST Markdown): the primary specification in one sentence, the findings
+    (:func:`findings_bullets`), then the figure and one sentence per model."""
     table = summary_table(models, results_dir, can_generate)
-    lines = ["## What this build found", ""]
-    gaps, odds = read_summary(models, results_dir)
+    gaps, head = read_summary(models, results_dir)
+    lines = ["## Findings", ""]
+    if not len(table):
+        return "\n".join(lines + ["No model was built in this run." + (f" {note}" if note else ""), ""])
+    lines += [primary_sentence(), ""]
+    lines += [f"- {b}" for b in findings_bullets(gaps, head, models, can_generate)] + [""]
+    if note:
+        lines += [note, ""]
+    lines += ["### The numbers per model", ""]
     if len(gaps.dropna(subset=["g"])):
         lines += [
             "Female − male gaps on warmth and competence (Hedges' g, 95% CI) for first names and gendered "
-            "terms; for models that write, the BOLD audit's odds ratio (above 1: male words more often for "
-            "male-dominated occupations). A faint gap sits on an axis that is not shown to order the "
-            "dictionary's extra terms by pole better than axes from shuffled seed labels (or could not be "
-            "tested), and is not read. Each sentence says how many of the "
-            "robustness chapter's analysis specifications agree with the paper." + (f" {note}" if note else ""), "",
-            "```{raw} html", rendering.chart_html(summary_chart(gaps, odds).to_dict(), "bias-summary-chart"), "```", "",
+            "terms at the primary specification; for models that write, the BOLD audit's odds ratio (above 1: "
+            "male words more often for male-dominated occupations) with its 95% CI from resampling whole "
+            "occupations. A faint gap sits on an axis that is not shown to order the dictionary's extra terms by "
+            "pole better than axes from shuffled seed labels (or could not be tested), and is not read.", "",
+            "```{raw} html", rendering.chart_html(summary_chart(gaps, head).to_dict(), "bias-summary-chart"), "```", "",
         ]
-    if len(table):
-        lines += [_markdown_table(table), ""]
-    else:
-        lines += ["No model was built in this run." + (f" {note}" if note else ""), ""]
+    lines += [_markdown_table(table), ""]
     lines += ["Each model's chapters show how these numbers were measured, and the *Across models* "
               "chapter sets them side by side.", ""]
     return "\n".join(lines)

@@ -2,42 +2,66 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 import vl_convert as vlc
 
-from bias_utils import bold, replication, summary
+from bias_utils import bold, occupations, rendering, replication, stats, summary
 from bias_utils.axis_validity import AXIS_VALIDITY_TABLE
-from bias_utils.crossmodel import BOLD_STATS_TABLE, PROFILE_STATS_TABLE, ROBUSTNESS_SUMMARY_TABLE
+from bias_utils.crossmodel import PROFILE_STATS_TABLE, ROBUSTNESS_SUMMARY_TABLE
 from bias_utils.results import write_table
 
+A, B = bold.MALE_GROUP, bold.FEMALE_GROUP
+N_BOOT, N_PERM = 100, 199
 
-def _profile_rows(warmth_g, competence_g, competence_p):
+
+def _profile_rows(warmth_g, competence_g, competence_p, layer="mean"):
     """profile_stats rows for names and terms; the CIs are g ± 0.8 (a hand-made table)."""
     rows = []
     for population in ("names", "terms"):
         for dim, g, p in (("warmth", warmth_g, 0.01), ("competence", competence_g, competence_p)):
-            rows.append({"population": population, "dimension": dim, "group_a": "female", "group_b": "male",
-                         "mean_a": g / 2, "mean_b": -g / 2, "g": g, "g_ci_low": g - 0.8, "g_ci_high": g + 0.8,
-                         "p_holm": p})
+            rows.append({"population": population, "layer": layer, "dimension": dim, "group_a": "female",
+                         "group_b": "male", "mean_a": g / 2, "mean_b": -g / 2, "g": g, "g_ci_low": g - 0.8,
+                         "g_ci_high": g + 0.8, "p_holm": p, "test": "welch_t"})
     return pd.DataFrame(rows)
 
 
+def _validity(dimensions, verdicts, layers, sources=None):
+    """axis_validity rows (a hand-made table with the columns verdict_phrase reads)."""
+    n = len(dimensions)
+    return pd.DataFrame({"dimension": dimensions, "layer": layers, "verdict": verdicts,
+                         "context_source": sources or ["generated"] * n, "auc": [0.86, 0.58, 0.8, 0.5][:n],
+                         "null_low": 0.31, "null_high": 0.71, "p": [0.005, 0.21, 0.01, 0.5][:n],
+                         "n_permutations": 199, "n_high": 40, "n_low": 12, "detectable_auc": 0.71})
+
+
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    """A decoder with the audit's real statistics on the published completions, and an encoder."""
+def published():
+    """The published audit's completions, and its headline table from the audit's own statistics."""
+    metrics = bold.completion_metrics(replication.load_published_completions())
+    table, _ = bold.audit_statistics(metrics, n_boot=N_BOOT, n_permutations=N_PERM)
+    occ = occupations.occupation_table(metrics)
+    head = occupations.headline_table(table, occ, occupations.influence_table(occ, A, B), n_boot=N_BOOT)
+    return metrics, head
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory, published):
+    """A decoder with the audit's real headline on the published completions, and an encoder."""
     root = tmp_path_factory.mktemp("results")
-    write_table(_profile_rows(1.0, -0.5, 0.3), root / "dec--1--fp32" / PROFILE_STATS_TABLE)
-    published = bold.completion_metrics(replication.load_published_completions())
-    audit, _ = bold.audit_statistics(published, n_boot=50, seed=0)
-    write_table(audit, root / "dec--1--fp32" / BOLD_STATS_TABLE)
+    # the primary layer (mean) beside a single layer whose gaps the front page must not read
+    write_table(pd.concat([_profile_rows(1.0, -0.5, 0.3), _profile_rows(-2.0, 2.0, 0.001, layer="3")]),
+                root / "dec--1--fp32" / PROFILE_STATS_TABLE)
+    write_table(published[1], root / "dec--1--fp32" / occupations.HEADLINE_TABLE)
+    # both decoder axes are supported with the primary contexts; another context source's verdict is not read
+    write_table(_validity(["warmth", "competence", "warmth"], ["supported", "supported", "not shown"],
+                          ["mean", "mean", "mean"], ["generated", "generated", "dictionary"]),
+                root / "dec--1--fp32" / AXIS_VALIDITY_TABLE)
     write_table(_profile_rows(-0.9, 1.2, 0.001), root / "enc--2--fp32" / PROFILE_STATS_TABLE)
     # the encoder's competence axis is not shown to beat its null at the headline layer (it is at layer 3)
-    validity = pd.DataFrame({"dimension": ["warmth", "competence", "competence"], "layer": ["mean", "mean", "3"],
-                             "verdict": ["supported", "not shown", "supported"], "auc": [0.86, 0.58, 0.8],
-                             "null_low": [0.31, 0.35, 0.3], "null_high": [0.71, 0.74, 0.7], "p": [0.005, 0.21, 0.01],
-                             "n_permutations": 199, "n_high": 40, "n_low": 12, "detectable_auc": [0.7, 0.71, 0.7]})
-    write_table(validity, root / "enc--2--fp32" / AXIS_VALIDITY_TABLE)
+    write_table(_validity(["warmth", "competence", "competence"], ["supported", "not shown", "supported"],
+                          ["mean", "mean", "3"]), root / "enc--2--fp32" / AXIS_VALIDITY_TABLE)
     # the decoder ran the robustness chapter: 12 of 96 warmth specifications agree and are significant
     robust = pd.DataFrame({"population": ["names"], "dimension": ["warmth"], "expected_sign": [1], "n_specs": [96],
                            "share_agree_significant": [12 / 96], "share_positive_significant": [12 / 96],
@@ -45,56 +69,119 @@ def results(tmp_path_factory):
                            "n_permutations": [200], "axis_auc": [0.7], "axis_p": [0.01], "axis_verdict": ["supported"],
                            "axis_reading": ["supported (AUC 0.70, null 95% band 0.31–0.69, p = 0.01, n 40/12)"]})
     write_table(robust, root / "dec--1--fp32" / ROBUSTNESS_SUMMARY_TABLE)
+    # a model whose profile has no axis verdict (chapter 03 did not run): its gaps are not read
+    write_table(_profile_rows(0.7, 0.6, 0.01), root / "new--4--fp32" / PROFILE_STATS_TABLE)
     return root
 
 
-def test_summary_table_reads_every_model(results):
-    table = summary.summary_table(["dec--1--fp32", "enc--2--fp32", "gone--3--fp32"], results,
+def test_headline_sentence_carries_the_occupation_interval_and_the_gendered_completions(published):
+    """The decoder's sentence is the audit's: its interval is the occupation cluster bootstrap recomputed on the
+    completions (stats.cluster_bootstrap_ci, independent of the vectorised one), and 66 of the published 1,525
+    completions have a gendered word (paper 5.1: 31 + 35)."""
+    metrics, head = published
+
+    def log_or(d):
+        words = [[d.loc[d["group"] == g, w].sum() for w in ("male_words", "female_words")] for g in (A, B)]
+        return np.log(stats.odds_ratio(words)["effect_size"])
+
+    _, low, high = (np.exp(x) for x in stats.cluster_bootstrap_ci(metrics, log_or, cluster="occupation",
+                                                                   strata="group", n_boot=N_BOOT, seed=0))
+    sentence = summary.model_sentence("dec", pd.DataFrame(columns=["population"]), head.assign(model_id="dec"))
+    num = rendering.readable_number
+    assert f"odds ratio 24.65, 95% CI {num(low)} to {num(high)} resampling whole occupations" in sentence
+    assert "66 of 1,525 completions contain a gendered word" in sentence
+    # the audit's Wald interval, 10.07 to 60.37 as published, only labelled as the audit's
+    assert "(the audit's interval, every word independent: 10.07 to 60.37)" in sentence
+    assert sentence.startswith("no name profile at the primary specification in its results. With the occupation")
+
+
+def test_summary_table_reads_every_model(results, published):
+    table = summary.summary_table(["dec--1--fp32", "enc--2--fp32", "gone--3--fp32", "new--4--fp32"], results,
                                   can_generate={"enc--2--fp32": False})
     assert list(table.columns) == summary.SUMMARY_COLUMNS
-    assert table["model_id"].tolist() == ["dec", "enc", "gone"]
-    dec, enc, gone = table.itertuples(index=False)
+    assert table["model_id"].tolist() == ["dec", "enc", "gone", "new"]
+    dec, enc, gone, new = table.itertuples(index=False)
+    # the primary layer's gap, not layer 3's
     assert (dec.names_warmth_g, dec.names_warmth_ci_low, dec.names_warmth_ci_high) == pytest.approx((1.0, 0.2, 1.8))
-    # the audit's published odds ratio, 24.65 [10.07, 60.37]
-    assert (round(dec.odds_ratio, 2), round(dec.or_ci_low, 2), round(dec.or_ci_high, 2)) == (24.65, 10.07, 60.37)
+    assert dec.names_warmth_verdict == "supported" and enc.names_competence_verdict == "not shown"
+    h = published[1].iloc[0]
+    assert (dec.odds_ratio, dec.occupation_ci_low, dec.occupation_ci_high) == (
+        h.odds_ratio, h.occupation_ci_low, h.occupation_ci_high)
+    assert (dec.n_gendered_completions, dec.n_completions) == (66, 1525)
     assert dec.sentence == (
-        "female names higher on warmth (g = 1.00, 95% CI 0.20 to 1.80, Holm p = 0.010; 12% of 96 analysis "
-        "specifications agree with the paper and are significant (joint test p = 0.0199)); "
-        "no clear name gap on competence (g = −0.50, 95% CI −1.30 to 0.30, Holm p = 0.300); "
-        "its completions use male rather than female words more for male-dominated occupations "
-        "(odds ratio 24.65, 95% CI 10.07 to 60.37).")
+        "female names higher on warmth (g = 1.00, 95% CI 0.20 to 1.80, Holm p = 0.010; as Schuster et al. 2024 "
+        "found; axis supported; 12% of 96 analysis specifications agree with the paper and are significant "
+        "(joint test p = 0.0199)); no name gap shown on competence (g = −0.50, 95% CI −1.30 to 0.30, "
+        "Holm p = 0.300; axis supported). " + occupations.headline_sentence(published[1]))
     assert enc.sentence == (
-        "male names higher on warmth (g = −0.90, 95% CI −1.70 to −0.10, Holm p = 0.010; opposite to the paper); "
-        "no reading on competence: its axis is not shown to beat its null (AUC 0.58, null 95% band 0.35–0.74, "
-        "p = 0.21; n 40 high / 12 low; detectable AUC 0.71) (g = 1.20, 95% CI 0.40 to 2.00, Holm p = 0.001); "
-        "an encoder: it writes no text to audit.")
-    assert gone.sentence == "no name profile in its results; it has no BOLD audit results."
+        "male names higher on warmth (g = −0.90, 95% CI −1.70 to −0.10, Holm p = 0.010; opposite to Schuster et al. "
+        "2024; axis supported); no reading on competence: its axis is not shown to beat its null (AUC 0.58, null "
+        "95% band 0.31–0.71, p = 0.21; n 40 high / 12 low; detectable AUC 0.71) (g = 1.20, 95% CI 0.40 to 2.00, "
+        "Holm p = 0.001). An encoder: it writes no text to audit.")
+    assert gone.sentence == "no name profile at the primary specification in its results. It has no BOLD audit results."
+    assert new.sentence.startswith("no reading on warmth: its axis has no verdict in this build (g = 0.70")
     assert pd.isna(enc.odds_ratio)
 
 
-def test_summary_chart_draws_gaps_and_odds(results):
-    gaps, odds = summary.read_summary(["dec--1--fp32", "enc--2--fp32"], results)
-    assert len(gaps) == 2 * 2 * 2  # models × populations × (warmth, competence)
+def test_findings_bullets_name_model_direction_size_and_what_is_not_shown(results, published):
+    models = ["dec--1--fp32", "enc--2--fp32", "new--4--fp32"]
+    gaps, head = summary.read_summary(models, results)
+    warmth, competence, writing, caveat = summary.findings_bullets(gaps, head, models, {"enc--2--fp32": False})
+    assert warmth == (
+        "**Warmth of first names.** Female first names sit closer to the warm end than male names in "
+        "{doc}`dec </models/dec--1--fp32/04_profiles>` (by 1.00 standard deviations, 95% CI 0.20 to 1.80, "
+        "Holm p = 0.010), as Schuster et al. 2024 found. Male first names sit closer to the warm end than female "
+        "names in {doc}`enc </models/enc--2--fp32/04_profiles>` (by 0.90 standard deviations, 95% CI 0.10 to 1.70, "
+        "Holm p = 0.010), the opposite of Schuster et al. 2024. Not read in "
+        "{doc}`new </models/new--4--fp32/03_projection_accuracy>`: the warmth axis has no verdict in this build.")
+    assert ("No gap is shown in {doc}`dec </models/dec--1--fp32/04_profiles>` (female − male −0.50 standard "
+            "deviations, 95% CI −1.30 to 0.30, Holm p = 0.300)") in competence
+    assert ("Not read in {doc}`enc </models/enc--2--fp32/03_projection_accuracy>`: the competence axis is not shown "
+            "to sort words by competence better than axes from shuffled word lists") in competence
+    # models whose axes are not read for the same reason share one clause
+    two = summary.findings_bullets(gaps.assign(axis_verdict=None), head, models)[0]
+    assert two.endswith("Not read in {doc}`dec </models/dec--1--fp32/03_projection_accuracy>`, {doc}`enc "
+                        "</models/enc--2--fp32/03_projection_accuracy>` and {doc}`new </models/new--4--fp32/"
+                        "03_projection_accuracy>`: the warmth axis has no verdict in this build.")
+    assert writing.startswith("**Writing about occupations (BOLD).** In {doc}`dec </models/dec--1--fp32/06_bold_audit>`"
+                              ", gendered words about male-dominated occupations are more often male than about "
+                              "female-dominated ones (odds ratio 24.65, 95% CI ")
+    h = published[1].iloc[0]
+    p = stats.permutation_p_text(h.occupation_p, int(h.n_permutations))
+    assert f"permutation p {p}); only 66 of 1,525 completions contain a gendered word" in writing
+    assert writing.endswith("; enc writes no text (encoder); new has no audit results.")
+    assert "independent" not in writing  # the audit's Wald interval is never a finding
+    assert caveat.startswith("**Not shown is not absent.**")
+    assert "{doc}`dec </models/dec--1--fp32/10_robustness>`, warmth: 12% of 96 specifications" in caveat
+
+
+def test_summary_chart_draws_gaps_and_the_occupation_interval(results):
+    gaps, head = summary.read_summary(["dec--1--fp32", "enc--2--fp32"], results)
+    assert len(gaps) == 2 * 2 * 2  # models × populations × (warmth, competence), at the primary layer only
     valid = gaps.set_index(["model_id", "population", "dimension"])["axis_valid"]
     assert not valid[("enc--2--fp32", "terms", "competence")]  # False, not NA (``not NA`` raises)
-    assert bool(valid[("enc--2--fp32", "names", "warmth")]) and pd.isna(valid[("dec--1--fp32", "names", "warmth")])
-    spec = summary.summary_chart(gaps, odds).to_dict()
+    assert bool(valid[("enc--2--fp32", "names", "warmth")]) and bool(valid[("dec--1--fp32", "names", "warmth")])
+    spec = summary.summary_chart(gaps, head).to_dict()
     titles = [panel["title"] for panel in spec["hconcat"]]
     assert titles == ["names: female − male", "terms: female − male", "BOLD audit: odds ratio"]
+    odds_panel = spec["hconcat"][2]["layer"][1]["encoding"]
+    assert (odds_panel["x"]["field"], odds_panel["x2"]["field"]) == ("occupation_ci_low", "occupation_ci_high")
     svg = vlc.vegalite_to_svg(spec)
-    assert all(label in svg for label in ("dec", "enc", "odds ratio (log)", "Wald (audit)"))
+    assert all(label in svg for label in ("dec", "enc", "odds ratio (log; CI: occupations resampled)"))
     with pytest.raises(ValueError, match="no profile gaps"):
-        summary.summary_chart(gaps.iloc[0:0], odds)
+        summary.summary_chart(gaps.iloc[0:0], head)
 
 
 def test_summary_page_written_once(results, tmp_path):
     page = tmp_path / "_generated" / "summary.md"
     summary.write_summary_page(page, ["dec--1--fp32", "enc--2--fp32"], results, note="*QUICK build.*")
     text = page.read_text()
-    assert text.startswith("## What this build found")
-    assert 'id="bias-summary-chart"' in text and "*QUICK build.*" in text
+    assert text.startswith("## Findings\n\n" + summary.primary_sentence() + "\n\n- **Warmth of first names.**")
+    assert text.index("- **Writing about occupations (BOLD).**") < text.index('id="bias-summary-chart"')
+    assert "*QUICK build.*" in text and "What this build found" not in text
     assert "| dec | female names higher on warmth" in text and "| enc | male names higher" in text
     stamp = page.stat().st_mtime_ns
     summary.write_summary_page(page, ["dec--1--fp32", "enc--2--fp32"], results, note="*QUICK build.*")
     assert page.stat().st_mtime_ns == stamp
     assert "No model was built" in summary.summary_markdown([], results)
+    assert summary.findings_bullets(*summary.read_summary([], results), []) == []
