@@ -284,20 +284,28 @@ FIRST_SCREEN = """
 (() => {
   const chart = document.getElementById('bias-summary-chart');
   const g = chart && chart.querySelector('svg, canvas');
-  const r = g ? g.getBoundingClientRect() : null;
+  const section = document.getElementById('findings');
+  const heading = section && section.querySelector('h1, h2');
+  const list = section && section.querySelector(':scope > ul');
+  const items = list ? [...list.querySelectorAll(':scope > li')] : [];
   const table = [...document.querySelectorAll('article table')].find(t => /reading/.test(t.innerText));
-  return {drawn: !!g, top: r ? r.top : null, height: r ? r.height : 0,
-          sentences: table ? table.querySelectorAll('tbody tr').length : 0, text: chart ? chart.innerText : ''};
+  return {drawn: !!g, heading: heading ? heading.getBoundingClientRect().top : null,
+          bullets: items.map(li => ({bottom: li.getBoundingClientRect().bottom, links: li.querySelectorAll('a').length,
+                                     text: li.innerText})),
+          sentences: table ? table.querySelectorAll('tbody tr').length : 0};
 })()
 """
 
 
 def test_front_page_opens_with_the_findings(quick_book, browser):
-    """The first screen (1280 × 900) of the front page shows the findings chart; the table reads every model."""
+    """The first screen (1280 × 800) of the front page carries the findings: every bullet ends on it and
+    links to its chapter; the chart draws and the table reads every model."""
     browser.open((quick_book / "index.html").as_uri())
     wait_for_charts(browser)
     state = browser.evaluate(FIRST_SCREEN)
     assert state["drawn"], state
-    assert state["top"] + min(state["height"], 120) <= 900, f"the findings chart starts below the first screen: {state}"
+    assert state["heading"] is not None and state["bullets"], f"no findings list on the front page: {state}"
+    assert all(b["bottom"] <= 800 for b in state["bullets"]), f"a finding ends below the first screen: {state}"
+    assert all(b["links"] >= 1 for b in state["bullets"]), f"a finding without a link to its chapter: {state}"
     model_parts = [d for d in (quick_book.parent.parent / "models").iterdir() if (d / "index.md").exists()]
     assert state["sentences"] == len(model_parts) >= 1
