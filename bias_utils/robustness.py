@@ -315,16 +315,6 @@ class CurveInputs:
     model_id: str = ""
 
 
-@dataclass
-class TermEmbeddings:
-    """Extra terms embedded once: ``X`` [n, L, H] (Eq. 4, averaged over contexts), ``table``
-    (``projection.sense_embeddings``'s, ``n_embedded == 0`` = not embedded), ``skipped``."""
-
-    X: np.ndarray
-    table: pd.DataFrame
-    skipped: pd.DataFrame
-
-
 def extra_terms(space, terms: pd.DataFrame | None = None, limit: int | None = None,
                 seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The extra terms of ``space``'s own dimensions (default: the full dictionary's), at most
@@ -335,26 +325,6 @@ def extra_terms(space, terms: pd.DataFrame | None = None, limit: int | None = No
     own = list(space.bases["dimensions"].dimensions) if "dimensions" in space.bases else []
     terms = limit_terms(terms[terms["dimension"].isin(own)], limit, seed)
     return split_terms(terms, seed)
-
-
-def term_embeddings(model, terms: pd.DataFrame, n_contexts: int = 5, seed: int = 0,
-                    term_contexts: str = "dictionary") -> TermEmbeddings:
-    """Embed the extra terms as ``space.direction_prediction`` does with the same
-    ``term_contexts``: ``"dictionary"`` (their WordNet examples, which every term has;
-    the layer choice of the specification curve uses these) or ``"generated"`` (Table 2's
-    default; a term without a generated context is a skip with its reason)."""
-
-    if term_contexts == "generated":
-        ctx = extra_term_contexts(terms, n_contexts)
-    elif term_contexts == "dictionary":
-        ctx = build_contexts(terms, "dictionary", n_contexts, seed)
-    else:
-        raise RobustnessError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
-    values, skipped, _ = embed_contexts(model, ctx.table)
-    X, table = projection.sense_embeddings(values, ctx.table)
-    skipped = pd.concat([ctx.skipped.assign(context="")[["sense_id", "term", "context", "reason"]], skipped],
-                        ignore_index=True)
-    return TermEmbeddings(X, table, skipped)
 
 
 def _space_columns(bases: Mapping[str, projection.PolarBasis]) -> tuple[list[str], list[str]]:
@@ -451,7 +421,7 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
     first = next(iter(spaces.values()))
     selection, held_out = extra_terms(first, terms, term_limit, seed)
     term_table = pd.concat([selection, held_out], ignore_index=True)
-    term_emb = term_embeddings(model, term_table, n_contexts, seed)
+    term_emb = term_embeddings(model, term_table, n_contexts=n_contexts, seed=seed, term_contexts="dictionary")
     skipped += [{"step": "extra terms", "context_source": "", "item": r.sense_id, "reason": r.reason}
                 for r in term_emb.skipped.itertuples()]
     best = pd.concat([best_layers(model, sp, selection, term_emb, held_out, n_contexts, seed)
@@ -639,134 +609,6 @@ def _spec_rows(inputs: CurveInputs, pop: str, obs: dict, padj: dict, exp: np.nda
     return out[SPEC_COLUMNS]
 
 
-# --------------------------------------------------------------------------- axis validity against a null
-
-#: Columns of :func:`axis_null`.
-AXIS_NULL_COLUMNS = ["model_id", "context_source", "space", "dimension", "layer", "accuracy", "null_mean", "null_low",
-                     "null_high", "p", "beats_null", "n_terms", "n_permutations"]
-
-
-def _shuffled_high(senses: pd.DataFrame, idx: np.ndarray, n_permutations: int, rng) -> np.ndarray:
-    """[K, len(idx)] bool: the high label after permuting the labels within each member dimension."""
-    dims = senses["dimension"].to_numpy()[idx]
-    high = (senses["direction"].to_numpy()[idx] == "high")
-    out = np.empty((n_permutations, len(idx)), bool)
-    for k in range(n_permutations):
-        h = high.copy()
-        for dim in dict.fromkeys(dims):
-            pos = np.flatnonzero(dims == dim)
-            h[pos] = high[rng.permutation(pos)]
-        out[k] = h
-    return out
-
-
-def pinv_row(directions: np.ndarray, d: int) -> np.ndarray:
-    """Row ``d`` of ``pinv(A.T)`` for every stacked basis ``A = directions[..., :, :]`` ([..., D, H]).
-
-    For ``A`` of full row rank, ``pinv(A.T) = (A A.T)^-1 A``, so row ``d`` is the
-    ``d``-th row of the inverse Gram matrix times ``A``: a D x D solve instead of an
-    SVD of the H x D matrix. A singular Gram matrix falls back to ``numpy.linalg.pinv``.
-    """
-    A = np.asarray(directions, dtype=np.float64)
-    G = A @ np.swapaxes(A, -1, -2)
-    e = np.zeros(G.shape[:-1] + (1,))
-    e[..., d, 0] = 1.0
-    try:
-        coef = np.linalg.solve(G, e)[..., 0]  # G is symmetric: its inverse's row d is this column
-    except np.linalg.LinAlgError:
-        return np.linalg.pinv(np.swapaxes(A, -1, -2))[..., d, :]
-    return np.einsum("...f,...fh->...h", coef, A)
-
-
-def axis_null(space, terms: TermEmbeddings, *, n_permutations: int = 200, seed: int = 0,
-              alpha: float = 0.05, chunk: int = 50) -> pd.DataFrame:
-    """Direction accuracy of the extra terms per axis and layer against a label-shuffling null.
-
-    For each axis of each basis of ``space``, the seed senses' pole labels are
-    permuted within the axis's dimension (within each member dimension for
-    warmth/competence) ``n_permutations`` times. Each permutation's poles are
-    averaged from the cached ``space.sense_emb`` (Eq. 2), the axis's row of the
-    basis directions is replaced by their difference (Eq. 3; the other axes
-    stay as they are) and the axis's row of the pseudo-inverse is recomputed,
-    batched over permutations and layers (:func:`pinv_row`; tested equal to
-    rebuilding with ``projection.polar_basis``); the terms of that axis are
-    re-projected.
-    Accuracy uses the raw cut-off (value > 0 predicts high), as Table 2.
-    ``layer`` is the hidden-state index or ``"mean"`` (mean of the projections
-    over layers). ``p = (1 + #null >= observed) / (1 + n_permutations)``;
-    ``null_low``/``null_high``: the null's 2.5/97.5 percentiles;
-    ``beats_null = p < alpha``.
-    """
-    rng = np.random.default_rng(seed)
-    ok = terms.table["n_embedded"].to_numpy() > 0
-    X, table = terms.X[ok], terms.table[ok].reset_index(drop=True)
-    S = space.sense_emb
-    usable = space.senses["n_embedded"].to_numpy() > 0
-    rows = []
-    for space_name, basis in space.bases.items():
-        groups = projection.space_groups(space.senses, space_name)
-        for d, axis in enumerate(basis.dimensions):
-            sel = table["dimension"].isin(groups[axis]).to_numpy()
-            if not sel.any():
-                continue
-            Xa = X[sel]
-            high = (table.loc[sel, "direction"] == "high").to_numpy()
-            idx = np.flatnonzero(usable & space.senses["dimension"].isin(groups[axis]).to_numpy())
-            H = _shuffled_high(space.senses, idx, n_permutations, rng).astype(np.float64)  # [K, n]
-            flat = S[idx].reshape(len(idx), -1)
-            W = np.empty((n_permutations + 1,) + basis.pinv[:, d].shape)  # [K+1, L, H]
-            W[0] = basis.pinv[:, d]
-            for k0 in range(0, n_permutations, chunk):
-                h = H[k0:k0 + chunk]
-                diff = (h @ flat / h.sum(axis=1, keepdims=True)
-                        - (1 - h) @ flat / (1 - h).sum(axis=1, keepdims=True)).reshape(len(h), *S.shape[1:])
-                directions = np.repeat(basis.directions[None], len(h), axis=0)  # [k, L, D, H]
-                directions[:, :, d] = diff
-                W[1 + k0:1 + k0 + len(h)] = pinv_row(directions, d)
-            vals = np.stack([Xa[:, li] @ W[:, li].T for li in range(len(basis.layers))], axis=1)  # [n, L, K+1]
-            acc = ((vals > 0) == high[:, None, None]).mean(axis=0)  # [L, K+1]
-            acc_mean = ((vals.mean(axis=1) > 0) == high[:, None]).mean(axis=0)  # [K+1]
-            for label, a in [*zip(basis.layers, acc), ("mean", acc_mean)]:
-                nv = a[1:]
-                p = (1 + (nv >= a[0] - 1e-12).sum()) / (n_permutations + 1)
-                rows.append({"model_id": space.model_id, "context_source": space.source, "space": space_name,
-                             "dimension": axis, "layer": str(label), "accuracy": float(a[0]),
-                             "null_mean": float(nv.mean()), "null_low": float(np.percentile(nv, 2.5)),
-                             "null_high": float(np.percentile(nv, 97.5)), "p": float(p), "beats_null": bool(p < alpha),
-                             "n_terms": int(sel.sum()), "n_permutations": n_permutations})
-    return pd.DataFrame(rows, columns=AXIS_NULL_COLUMNS)
-
-
-def axis_validity(model, space, *, n_contexts: int = 5, seed: int = 0, limit: int | None = None,
-                  n_permutations: int = 200, alpha: float = 0.05, term_contexts: str = "generated") -> pd.DataFrame:
-    """:func:`axis_null` of ``space`` on the full dictionary's extra terms (:func:`extra_terms`,
-    ``limit`` per dimension and pole) embedded in ``term_contexts``, by default Table 2's
-    (generated): the check Table 2, every profile chart of the model and the robustness
-    chapter read their axes through. The term embeddings come from the cache after the
-    first chapter, so later chapters pay only for the permutations. Adds ``term_contexts``."""
-    table = pd.concat(extra_terms(space, limit=limit, seed=seed), ignore_index=True)
-    if table.empty:  # a user dictionary whose dimensions have no extra terms: nothing to test against
-        return pd.DataFrame(columns=AXIS_NULL_COLUMNS + ["term_contexts"])
-    terms = term_embeddings(model, table, n_contexts, seed, term_contexts)
-    null = axis_null(space, terms, n_permutations=n_permutations, seed=seed, alpha=alpha)
-    return null.assign(term_contexts=term_contexts)
-
-
-def null_layer(space, layer) -> str:
-    """The ``layer`` label of :func:`axis_null`'s table for a notebook's ``layer`` parameter:
-    ``"mean"``, ``"last"``, a hidden-state index, or ``"all"`` (then the last layer stands
-    for the summary; the table itself has every layer)."""
-    if layer == "mean":
-        return "mean"
-    layers = next(iter(space.bases.values())).layers
-    return str(layers[-1] if layer in ("last", "all") else int(layer))
-
-
-def failed_axes(null: pd.DataFrame, layer: str = "mean") -> list[str]:
-    """The dimensions whose axis is not better than the null at ``layer`` (a :func:`null_layer` label)."""
-    return sorted(set(failed_axes_by_model(null, layer)["dimension"]))
-
-
 # --------------------------------------------------------------------------- tokenisation confound
 
 
@@ -939,15 +781,6 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
 #: Tables the notebook writes (``<name>.parquet``/``.csv`` in the model's results folder).
 SUMMARY_TABLE = "robustness_summary"
 AXIS_NULL_TABLE = "robustness_axis_null"
-
-
-def axis_verdicts(null: pd.DataFrame, context_source: str = "generated", layer: str = "mean") -> pd.DataFrame:
-    """Table 2's column from the null: per axis at one context source and layer,
-    ``dimension, accuracy, null_low, null_high, p, beats_null, axis`` (``axis`` reads
-    ``"beats the null"`` or ``"not better than the null"``)."""
-    v = null[(null["context_source"] == context_source) & (null["layer"] == str(layer))]
-    v = v[["dimension", "accuracy", "null_low", "null_high", "p", "beats_null"]].reset_index(drop=True)
-    return v.assign(axis=np.where(v["beats_null"], "beats the null", "not better than the null"))
 
 
 def robustness_summary(curve: SpecificationCurve, null: pd.DataFrame, model_id: str,

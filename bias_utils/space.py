@@ -18,12 +18,15 @@ from .contexts import ContextSet, build_contexts, extra_term_contexts
 from .dictionaries import limit_terms, load_full_dictionary_terms
 from .embeddings import embed_words
 
-__all__ = ["DROPPED_COLUMNS", "EMBED_SKIP_COLUMNS", "DirectionResult", "StereotypeSpace", "build_space",
-           "direction_prediction", "dropped_senses", "embed_contexts", "leave_one_out_values", "pole_table"]
+__all__ = ["DROPPED_COLUMNS", "EMBED_SKIP_COLUMNS", "TERM_CONTEXTS", "DirectionResult", "StereotypeSpace",
+           "TermEmbeddings", "build_space", "direction_prediction", "dropped_senses", "embed_contexts",
+           "leave_one_out_values", "pole_table", "term_embeddings"]
 
 EMBED_SKIP_COLUMNS = ["sense_id", "term", "context", "reason"]
 #: Columns of :func:`dropped_senses`.
 DROPPED_COLUMNS = ["sense_id", "term", "context", "stage", "reason"]
+#: What the extra terms can be embedded in (:func:`term_embeddings`).
+TERM_CONTEXTS = ("generated", "dictionary")
 
 
 @dataclass
@@ -88,6 +91,60 @@ def pole_table(space: StereotypeSpace) -> pd.DataFrame:
 
 
 @dataclass
+class TermEmbeddings:
+    """Extra terms embedded once (:func:`term_embeddings`): ``X`` [n, L, H] (Eq. 4, averaged over
+    contexts) aligned with ``table`` (``projection.sense_embeddings``'s, ``n_embedded == 0`` = not
+    embedded); ``terms``: the terms asked for after the coverage rule and ``limit``; ``skipped``:
+    ``sense_id, term, context, reason`` of every term or context left out."""
+
+    X: np.ndarray
+    table: pd.DataFrame
+    terms: pd.DataFrame
+    skipped: pd.DataFrame
+
+
+def term_embeddings(model, terms: pd.DataFrame, *, n_contexts: int = 5, seed: int = 0,
+                    term_contexts: str = "generated", limit: int | None = None,
+                    contexts_file=None) -> TermEmbeddings:
+    """Embed extra terms in their contexts, the first ``n_contexts`` per term (the one place that does).
+
+    ``term_contexts``: ``"generated"`` (Table 2's: the gender-neutral contexts of
+    ``data/generated/extra_terms_contexts.jsonl``, or ``contexts_file``, see
+    ``contexts.generate_extra_contexts``) or ``"dictionary"`` (their WordNet
+    examples). With ``generated`` a term without a generated context is a skip with
+    its reason and ``limit`` (per dimension and pole, ``dictionaries.limit_terms``)
+    samples among the terms that have one, so a quick run evaluates as many terms
+    as it would with WordNet contexts.
+    """
+    if term_contexts not in TERM_CONTEXTS:
+        raise ValueError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
+    skipped = []
+    if term_contexts == "generated" and len(terms):
+        ctx = extra_term_contexts(terms, n_contexts, contexts_file)
+        skipped.append(ctx.skipped.assign(context=""))
+        terms = terms[terms["term"].isin(set(ctx.table["term"]))]
+    terms = limit_terms(terms, limit, seed)
+    X, table = np.empty((0, 0, 0)), pd.DataFrame(columns=["sense_id", "dimension", "term", "direction",
+                                                          "n_contexts", "n_embedded"])
+    if len(terms):
+        if term_contexts == "generated":
+            ctx.table = ctx.table[ctx.table["term"].isin(set(terms["term"]))].reset_index(drop=True)
+        else:
+            ctx = build_contexts(terms, "dictionary", n_contexts, seed)
+            skipped.append(ctx.skipped.assign(context=""))
+        values, emb_skipped, _ = embed_contexts(model, ctx.table)
+        skipped.append(emb_skipped)
+        X, table = projection.sense_embeddings(values, ctx.table)  # Eq. 4: average over contexts
+        unembedded = table[table["n_embedded"] == 0]
+        if len(unembedded):
+            skipped.append(unembedded[["sense_id", "term"]].assign(context="", reason="no context could be embedded"))
+    skipped = [s for s in skipped if len(s)]
+    skipped = (pd.concat(skipped, ignore_index=True)[EMBED_SKIP_COLUMNS] if skipped
+               else pd.DataFrame(columns=EMBED_SKIP_COLUMNS))
+    return TermEmbeddings(X, table, terms, skipped)
+
+
+@dataclass
 class DirectionResult:
     """``accuracy``: ``model_id, context_source, term_contexts, evaluation, layer, dimension, cutoff, accuracy,
     ci_low, ci_high, n, n_high, n_low`` (``evaluation`` = ``extra terms`` for held-out
@@ -135,8 +192,6 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
     ``"mean"`` (mean over layers, the original's headline), ``"last"``, an int,
     or ``"all"`` (one accuracy per layer). ``accuracy.term_contexts`` records the choice.
     """
-    if term_contexts not in ("generated", "dictionary"):
-        raise ValueError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
     if terms is None:
         terms = load_full_dictionary_terms()
     # A space may hold only the warmth/competence basis (the layer analysis):
@@ -145,29 +200,12 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
     composite_members = ([d for comp in space.bases["warmth_competence"].dimensions
                           for d in projection.COMPOSITES[comp]]
                          if "warmth_competence" in space.bases else [])
-    terms = terms[terms["dimension"].isin(own + composite_members)]
-    frames, skipped = [], []
-    if term_contexts == "generated" and len(terms):
-        # Terms without a generated context are recorded; ``limit`` then samples among the others, so a
-        # quick run evaluates as many terms as it would with WordNet contexts.
-        ctx = extra_term_contexts(terms, n_contexts, contexts_file)
-        skipped.append(ctx.skipped.assign(context=""))
-        terms = terms[terms["term"].isin(set(ctx.table["term"]))]
-    terms = limit_terms(terms, limit, seed)
-    if len(terms):
-        if term_contexts == "generated":
-            ctx.table = ctx.table[ctx.table["term"].isin(set(terms["term"]))].reset_index(drop=True)
-        else:
-            ctx = build_contexts(terms, "dictionary", n_contexts, seed)
-            skipped.append(ctx.skipped.assign(context=""))
-        values, emb_skipped, _ = embed_contexts(model, ctx.table)
-        skipped.append(emb_skipped)
-        X, term_table = projection.sense_embeddings(values, ctx.table)  # Eq. 4: average over contexts
-        frames.append(projection.own_dimension_values(space.bases, X, term_table, layer)
+    emb = term_embeddings(model, terms[terms["dimension"].isin(own + composite_members)], n_contexts=n_contexts,
+                          seed=seed, term_contexts=term_contexts, limit=limit, contexts_file=contexts_file)
+    terms, frames = emb.terms, []
+    if len(emb.table):
+        frames.append(projection.own_dimension_values(space.bases, emb.X, emb.table, layer)
                       .assign(evaluation="extra terms"))
-        unembedded = term_table[term_table["n_embedded"] == 0]
-        if len(unembedded):
-            skipped.append(unembedded[["sense_id", "term"]].assign(context="", reason="no context could be embedded"))
     loo_dims = [d for d in own if d not in set(terms["dimension"])]
     if loo_dims:
         loo = leave_one_out_values(space, loo_dims, layer)
@@ -182,12 +220,9 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
     acc.insert(0, "term_contexts", term_contexts)
     acc.insert(0, "context_source", space.source)
     acc.insert(0, "model_id", space.model_id)
-    skipped = [s for s in skipped if len(s)]
-    skipped = (pd.concat(skipped, ignore_index=True)[["sense_id", "term", "context", "reason"]]
-               if skipped else pd.DataFrame(columns=EMBED_SKIP_COLUMNS))
     cols = ["model_id", "context_source", "term_contexts", "evaluation", "layer", "dimension", "cutoff", "accuracy",
             "ci_low", "ci_high", "n", "n_high", "n_low"]
-    return DirectionResult(acc[cols], values, skipped)
+    return DirectionResult(acc[cols], values, emb.skipped)
 
 
 def dropped_senses(space: StereotypeSpace) -> pd.DataFrame:

@@ -41,8 +41,8 @@ from scipy import stats as _st
 __all__ = [
     "STAT_COLUMNS", "adjust_pvalues", "bootstrap_ci", "check_n_boot", "chi2_table", "cluster_bootstrap_ci", "cohens_d",
     "hedges_g",
-    "hurdle_tests", "mann_whitney", "odds_ratio", "proportion_test", "results_table", "student_t", "welch_anova",
-    "welch_t",
+    "hurdle_tests", "mann_whitney", "odds_ratio", "permutation_p_text", "proportion_test", "results_table", "student_t",
+    "welch_anova", "welch_t",
 ]
 
 STAT_COLUMNS = [
@@ -344,6 +344,15 @@ def adjust_pvalues(p: Sequence[float], method: str = "holm") -> np.ndarray:
         raise ValueError(f"adjust_pvalues: method must be 'holm' or 'bonferroni', got {method!r}")
     out[ok] = adj
     return out
+
+
+def permutation_p_text(p: float, n_permutations: int) -> str:
+    """A permutation p ``(1 + count) / (K + 1)`` as text: ``"≤ 0.00498"`` at its floor ``1 / (K + 1)``
+    (it says only that no permutation reached the observed statistic), else ``"= 0.21"``."""
+    floor = 1 / (n_permutations + 1)
+    if p <= floor * (1 + 1e-9):
+        return f"≤ {floor:.3g}"
+    return f"= {p:.3g}"
 
 
 def results_table(rows: Iterable[dict], *, method: str = "holm") -> pd.DataFrame:
