@@ -48,7 +48,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import projection, stats
+from . import axis_validity, projection, stats
 from .bold import FEMALE_GROUP, MALE_GROUP
 from .rendering import readable_number
 
@@ -334,27 +334,30 @@ def axis_gate(validity: pd.DataFrame, layer="mean", dimensions: Sequence[str] = 
 
     ``validity``: :func:`bias_utils.axis_validity.axis_validity`'s table;
     ``layer``: its layer label. An axis is unread when its verdict is not
-    "supported" (:func:`~bias_utils.axis_validity.unreadable_axes`); ``why`` is
-    its :func:`~bias_utils.axis_validity.verdict_phrase`. An axis the table has no
+    "supported" (:func:`bias_utils.axis_validity.unreadable_axes`); ``why`` is
+    its :func:`bias_utils.axis_validity.verdict_phrase`. An axis the table has no
     row for is unread too: nothing checked it.
     """
-    from .axis_validity import unreadable_axes, verdict_phrase  # noqa: PLC0415 -- A's module (see the report)
-
     rows = validity[(validity["space"] == "warmth_competence") & (validity["layer"].astype(str) == str(layer))]
     rows = rows.set_index("dimension")
-    failed = set(unreadable_axes(validity, str(layer)))
-    return {d: (verdict_phrase(rows.loc[d]) if d in rows.index else "has no validity check (no row in the table)")
+    failed = set(axis_validity.unreadable_axes(validity, str(layer)))
+    unchecked = "has no validity check (no row in the table)"
+    return {d: axis_validity.verdict_phrase(rows.loc[d]) if d in rows.index else unchecked
             for d in dimensions if d in failed or d not in rows.index}
 
 
 def _p_text(row: pd.Series) -> str:
-    floor = row.get("p_floor", np.nan)
-    if pd.notna(floor) and row["p"] <= floor + 1e-12:
-        return (f"permutation p ≤ 1/{int(round(1 / floor))}, Holm p ≤ {readable_number(float(row['p_adj']))}")
-    kind = "permutation p" if pd.notna(floor) else "Welch p"
-    p, q = float(row["p"]), float(row["p_adj"])
-    return (f"{kind} {'< 0.001' if p < 0.001 else '= ' + readable_number(p)}, "
-            f"Holm p {'< 0.001' if q < 0.001 else '= ' + readable_number(q)}")
+    """"Welch p = 0.025, Holm p = 0.040"; a permutation p at its floor reads "≤ 1/(K+1)" (and Holm "≤")."""
+    def text(p: float) -> str:
+        return "< 0.001" if p < 0.001 else "= " + readable_number(p)
+
+    if pd.isna(row.get("n_permutations", np.nan)):
+        return f"Welch p {text(float(row['p']))}, Holm p {text(float(row['p_adj']))}"
+    k = int(row["n_permutations"])
+    p = stats.permutation_p_text(float(row["p"]), k)
+    at_floor = p.startswith("≤")
+    holm = f"≤ {readable_number(float(row['p_adj']))}" if at_floor else text(float(row["p_adj"]))
+    return f"permutation p {p.replace('≤', f'≤ 1/{k + 1} =') if at_floor else p}, Holm p {holm}"
 
 
 def _shown(interval: pd.Series, test: pd.Series) -> bool:
