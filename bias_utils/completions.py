@@ -179,9 +179,8 @@ def category_contrasts(table: pd.DataFrame, group_a: str = FEMALE_GROUP, group_b
             b = d.loc[d["group"] == group_b, column]
             both = len(a) > 0 and len(b) > 0
             rows.append({"measure": measure, "dimension": dim, "category": category, "n_a": len(a), "n_b": len(b),
-                         "mean_a": a.mean() if len(a) else np.nan, "mean_b": b.mean() if len(b) else np.nan,
-                         "difference": a.mean() - b.mean() if both else np.nan, "both_groups": both,
-                         "weight": len(a) * len(b) / (len(a) + len(b)) if both else 0.0})
+                         "mean_a": a.mean(), "mean_b": b.mean(), "difference": a.mean() - b.mean(),
+                         "both_groups": both, "weight": len(a) * len(b) / (len(a) + len(b)) if both else 0.0})
     return pd.DataFrame(rows, columns=["measure", "dimension", "category", "n_a", "n_b", "mean_a", "mean_b",
                                        "difference", "both_groups", "weight"])
 
@@ -422,10 +421,17 @@ def describe_completion_stats(result: pd.DataFrame, unreadable: Mapping[str, str
         if prompt is not None and beyond is not None:
             bt = pick("occupation", "beyond_prompt", "welch_t", dim)
             pt = pick("occupation", "prompt", "welch_t", dim)
+            if not _shown(beyond, bt):
+                verdict = "a gap beyond the prompt's own words is not shown"
+            elif np.sign(beyond["effect_size"]) == np.sign(occ["effect_size"]):
+                verdict = "the completion adds to the gap beyond its prompt's words"
+            else:
+                verdict = "the completion narrows its prompt's gap, which the prompt's own words carry"
             lines.append(
                 f"{dim}, baseline of the prompt's own words (each prompt embedded alone): "
                 f"{_reading(prompt, pt, dim, f'the prompts of {a} occupations')}; beyond the prompt (completion − "
-                f"prompt, per completion): {_reading(beyond, bt, dim, f'the completions about {a} occupations')}.")
+                f"prompt, per completion): {_reading(beyond, bt, dim, f'the completions about {a} occupations')}: "
+                f"{verdict}.")
         ct, cg = (pick("completions_as_independent", "completion", test, dim) for test in ("welch_t", "hedges_g"))
         lines.append(
             f"{dim}, for comparison only, treating the {int(ct['n'])} completions as independent (which they are "
