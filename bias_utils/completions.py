@@ -302,7 +302,11 @@ def completion_projection_stats(table: pd.DataFrame, group_a: str = FEMALE_GROUP
       fixed-effects gap over the categories with both groups (``n`` = category ×
       occupation cells), its p from ``n_permutations`` relabellings within
       category (two-sided), its CI from resampling occupations within category and
-      group. Missing without a ``category`` column or a category with both groups.
+      group (a group with one occupation in a category adds no resampling
+      variance there, so the CI is then too narrow; the permutation p is the
+      test). ``mean_a, mean_b`` are NaN here (per category in
+      :func:`category_contrasts`). Missing without a ``category`` column or a
+      category with both groups.
     * ``completions_as_independent``: ``welch_t`` and ``hedges_g`` on the
       completions themselves, as if they were independent (for comparison only).
 
