@@ -241,7 +241,7 @@ def axis_validity(model, space, *, n_contexts: int = 5, seed: int = 0, limit: in
     ``space.direction_prediction`` with the same ``limit`` and ``seed``, so the
     embeddings come from its cache). One row per (space, dimension, layer): :data:`COLUMNS`.
     """
-    # Deferred: space loads torch and transformers; the readers of the table (crossmodel, summary) do not need them.
+    # deferred: space loads torch and transformers; the readers of the table (crossmodel, summary) do not need them.
     from .space import term_embeddings
 
     members = {m for name in space.bases for ms in projection.space_groups(space.senses, name).values() for m in ms}

@@ -48,12 +48,12 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import axis_validity, projection, stats
+from . import plots, projection, stats
 from .bold import FEMALE_GROUP, MALE_GROUP
 from .rendering import readable_number
 
 __all__ = ["ANALYSES", "COMPLETION_CATEGORY_TABLE", "COMPLETION_OCCUPATION_TABLE", "COMPLETION_SKIPPED_TABLE",
-           "COMPLETION_STATS_TABLE", "COMPLETION_VALUES_TABLE", "MEASURES", "axis_gate", "category_contrasts",
+           "COMPLETION_STATS_TABLE", "COMPLETION_VALUES_TABLE", "MEASURES", "category_contrasts",
            "completion_chart", "completion_embeddings", "completion_projection", "completion_projection_stats",
            "describe_completion_stats", "occupation_means"]
 
@@ -332,23 +332,6 @@ def completion_projection_stats(table: pd.DataFrame, group_a: str = FEMALE_GROUP
     return out
 
 
-def axis_gate(validity: pd.DataFrame, layer="mean", dimensions: Sequence[str] = ("warmth", "competence")) -> dict:
-    """``{dimension: why}`` for the axes of ``dimensions`` that are not read.
-
-    ``validity``: :func:`bias_utils.axis_validity.axis_validity`'s table;
-    ``layer``: its layer label. An axis is unread when its verdict is not
-    "supported" (:func:`bias_utils.axis_validity.unreadable_axes`); ``why`` is
-    its :func:`bias_utils.axis_validity.verdict_phrase`. An axis the table has no
-    row for is unread too: nothing checked it.
-    """
-    rows = validity[(validity["space"] == "warmth_competence") & (validity["layer"].astype(str) == str(layer))]
-    rows = rows.set_index("dimension")
-    failed = set(axis_validity.unreadable_axes(validity, str(layer)))
-    unchecked = "has no validity check (no row in the table)"
-    return {d: axis_validity.verdict_phrase(rows.loc[d]) if d in rows.index else unchecked
-            for d in dimensions if d in failed or d not in rows.index}
-
-
 def _p_text(row: pd.Series) -> str:
     """"Welch p = 0.025, Holm p = 0.040"; a permutation p at its floor reads "≤ 1/(K+1)" (and Holm "≤")."""
     def text(p: float) -> str:
@@ -386,8 +369,9 @@ def describe_completion_stats(result: pd.DataFrame, unreadable: Mapping[str, str
     "≤ 1/(K+1)" at its floor) and how many categories have both groups; the
     prompt alone and the completion beyond its prompt; last, the completion-level
     test, labelled as treating completions as independent. An axis in
-    ``unreadable`` (``{dimension: why}``, :func:`axis_gate`) gets one sentence
-    saying why and no number. "Not shown" is never read as "no difference".
+    ``unreadable`` (``{dimension: why}``, why = its
+    :func:`bias_utils.axis_validity.verdict_phrase`) gets one sentence saying
+    why and no number. "Not shown" is never read as "no difference".
     """
     unreadable = dict(unreadable or {})
 
@@ -447,7 +431,8 @@ def describe_completion_stats(result: pd.DataFrame, unreadable: Mapping[str, str
 def completion_chart(table: pd.DataFrame, unreadable: Sequence[str] = (), *, title: str | None = None) -> alt.Chart:
     """Each occupation (the mean of its completions) on the warmth × competence plane, coloured by group.
 
-    An axis in ``unreadable`` is titled with † and drawn grey: its position is not read.
+    An axis in ``unreadable`` is marked and greyed as in the profile charts
+    (:data:`bias_utils.plots.INVALID_MARK`): its position is not read.
     """
     occ = occupation_means(table)
     wide = occ.pivot_table(index=["group", "occupation", "n_completions"], columns="dimension",
@@ -455,16 +440,20 @@ def completion_chart(table: pd.DataFrame, unreadable: Sequence[str] = (), *, tit
     if not {"warmth", "competence"} <= set(wide.columns):
         raise ValueError("completion_chart needs warmth and competence projections")
 
-    def axis(dim: str) -> tuple[str, str]:
-        text = f"← low {dim} · high {dim} → (standardised, occupation mean)"
-        return (f"† {text}: not supported, not read", "#999") if dim in unreadable else (text, "black")
+    def axis(dim: str) -> tuple[str, alt.Axis]:
+        text = f"← low {dim} · high {dim} → (occupation mean, standardised)"
+        if dim in unreadable:
+            return text + plots.INVALID_MARK, alt.Axis(titleColor=plots.INVALID_GREY)
+        return text, alt.Axis()
 
-    (wt, wc), (ct, cc) = axis("warmth"), axis("competence")
+    (x_title, x_axis), (y_title, y_axis) = axis("warmth"), axis("competence")
+    heading = title or "Occupations on the warmth and competence axes"
     return alt.Chart(wide).mark_point(opacity=0.6, filled=True).encode(
-        x=alt.X("warmth:Q", axis=alt.Axis(title=wt, titleColor=wc, labelColor=wc)),
-        y=alt.Y("competence:Q", axis=alt.Axis(title=ct, titleColor=cc, labelColor=cc)),
+        x=alt.X("warmth:Q", title=x_title, axis=x_axis),
+        y=alt.Y("competence:Q", title=y_title, axis=y_axis),
         color=alt.Color("group:N", title="occupations"),
         size=alt.Size("n_completions:Q", title="completions"),
         tooltip=["occupation", "group", "n_completions", alt.Tooltip("warmth:Q", format=".2f"),
                  alt.Tooltip("competence:Q", format=".2f")],
-    ).properties(title=title or "Occupations on the warmth and competence axes", width=380, height=320)
+    ).properties(title=alt.TitleParams(heading, subtitle=[plots.INVALID_NOTE]) if unreadable else heading,
+                 width=380, height=320)

@@ -16,14 +16,15 @@ import numpy as np
 import pandas as pd
 
 from . import bold, completions, paths, plots
+from .axis_validity import AXIS_VALIDITY_TABLE, unreadable_axes
 from .dictionaries import DIMENSIONS
 
 __all__ = [
-    "ACCURACY_TABLE", "AXIS_VALIDITY_TABLE", "BOLD_STATS_TABLE", "BOLD_SUMMARY_TABLE", "COMPLETION_STATS_TABLE",
-    "CROSS_MODEL_TABLES", "PROFILE_MEANS_TABLE", "PROFILE_STATS_TABLE", "SKIPPED_COLUMNS", "accuracy_by_model",
-    "bold_odds_ratios", "failed_axes_by_model", "forest_chart", "gender_gaps", "headline_layer",
-    "intrinsic_extrinsic", "link_chart", "models_with_results", "profile_grid", "read_all_results", "read_results",
-    "short_model_ids",
+    "ACCURACY_TABLE", "BOLD_STATS_TABLE", "BOLD_SUMMARY_TABLE", "COMPLETION_STATS_TABLE", "CROSS_MODEL_TABLES",
+    "PROFILE_MEANS_TABLE", "PROFILE_STATS_TABLE", "ROBUSTNESS_SUMMARY_TABLE", "SKIPPED_COLUMNS", "accuracy_by_model",
+    "bold_odds_ratios", "cross_model_summary", "forest_chart", "gender_gaps", "headline_layer", "intrinsic_extrinsic",
+    "link_chart", "models_with_results", "profile_grid", "read_all_results", "read_results", "short_model_ids",
+    "unreadable_axes_by_model",
 ]
 
 #: Result tables read across models (``<name>.parquet`` in each model folder).
@@ -33,8 +34,8 @@ PROFILE_MEANS_TABLE = "profile_group_means"
 BOLD_STATS_TABLE = bold.STATISTICS_TABLE
 BOLD_SUMMARY_TABLE = bold.SUMMARY_TABLE
 COMPLETION_STATS_TABLE = completions.COMPLETION_STATS_TABLE
-#: ``robustness.axis_validity`` of the model's own space (chapter 03): which axes beat their null.
-AXIS_VALIDITY_TABLE = "axis_validity"
+#: ``robustness.robustness_summary`` (chapter 10): the curve's agreement and each axis's verdict.
+ROBUSTNESS_SUMMARY_TABLE = "robustness_summary"
 #: The per-model tables the cross-model chapter stacks.
 CROSS_MODEL_TABLES = (ACCURACY_TABLE, PROFILE_STATS_TABLE, PROFILE_MEANS_TABLE, BOLD_STATS_TABLE,
                       BOLD_SUMMARY_TABLE, COMPLETION_STATS_TABLE, AXIS_VALIDITY_TABLE)
@@ -103,15 +104,14 @@ def headline_layer(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def failed_axes_by_model(validity: pd.DataFrame, layer: str | None = None) -> pd.DataFrame:
-    """``model_id, dimension`` of every axis that is not better than its null at ``layer``
-    (default: the headline layer), from :data:`AXIS_VALIDITY_TABLE` rows of one or several
-    models (empty when there are none)."""
-    if validity.empty or "beats_null" not in validity:
+def unreadable_axes_by_model(validity: pd.DataFrame, layer: str = "mean") -> pd.DataFrame:
+    """``model_id, dimension`` of every axis whose verdict at ``layer`` is not ``supported``
+    (``axis_validity.unreadable_axes`` per model), from :data:`AXIS_VALIDITY_TABLE` rows of
+    one or several models (empty when there are none)."""
+    if validity.empty:
         return pd.DataFrame(columns=["model_id", "dimension"])
-    rows = headline_layer(validity) if layer is None else validity[validity["layer"].astype(str) == str(layer)]
-    failed = rows[~rows["beats_null"].astype(bool)]
-    return failed[["model_id", "dimension"]].drop_duplicates().reset_index(drop=True)
+    rows = [(model, d) for model, v in validity.groupby("model_id", sort=False) for d in unreadable_axes(v, layer)]
+    return pd.DataFrame(rows, columns=["model_id", "dimension"])
 
 
 def accuracy_by_model(accuracy: pd.DataFrame, cutoff: str = "raw") -> pd.DataFrame:
@@ -242,10 +242,10 @@ def link_chart(link: pd.DataFrame, x: str = "names_warmth_gap", y: str = "odds_r
 def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: str = "names",
                  validity: pd.DataFrame | None = None) -> alt.VConcatChart:
     """Per model, its 7D profile above its warmth × competence plane for ``population``;
-    the axes :func:`failed_axes_by_model` finds in ``validity`` are greyed.
+    the axes :func:`unreadable_axes_by_model` finds in ``validity`` are greyed.
 
     Stacked rather than side by side: a book page is too narrow for both."""
-    failed = failed_axes_by_model(validity if validity is not None else pd.DataFrame())
+    failed = unreadable_axes_by_model(validity if validity is not None else pd.DataFrame())
     rows = []
     labels = dict(zip(means["model_id"], short_model_ids(means)["model_id"]))
     for model, m in means.groupby("model_id", sort=False):
@@ -266,3 +266,17 @@ def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: s
     if not rows:
         raise ValueError(f"profile_grid: no group means for population {population!r}")
     return alt.vconcat(*rows).resolve_scale(color="independent", shape="independent")
+
+
+def cross_model_summary(models: Sequence[str],
+                        results_dir: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per model, population and dimension: the share of agreeing specifications, the joint
+    test's p and the axis's verdict, read from each model folder's
+    :data:`ROBUSTNESS_SUMMARY_TABLE`. Returns ``(table, skipped)`` (models without the table)."""
+    stacked, skipped = read_results(models, ROBUSTNESS_SUMMARY_TABLE, results_dir)
+    cols = ["model_id", "population", "dimension", "expected_sign", "n_specs", "share_agree_significant",
+            "share_positive_significant", "share_negative_significant", "median_g", "n_agree_significant_p",
+            "n_permutations", "axis_auc", "axis_p", "axis_verdict", "axis_reading"]
+    if stacked.empty:
+        return pd.DataFrame(columns=cols), skipped
+    return stacked[cols].reset_index(drop=True), skipped

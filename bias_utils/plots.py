@@ -24,7 +24,7 @@ from . import cache
 
 __all__ = [
     "DIMENSION_ORDER", "GROUP_COLORS", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "POLE_LABELS", "THEME",
-    "accuracy_heatmap", "axis_null_chart", "bold_audit_figure", "bold_examples_table", "highlight_gendered",
+    "accuracy_heatmap", "axis_validity_chart", "bold_audit_figure", "bold_examples_table", "highlight_gendered",
     "layer_curves_chart", "pole_labels", "profile_chart", "save", "specification_curve_chart",
     "warmth_competence_chart", "warmth_competence_charts",
 ]
@@ -109,9 +109,9 @@ def _one(frame: pd.DataFrame, column: str, what: str):
 # --------------------------------------------------------------------------- Study 1
 
 
-#: Marks an axis that is not better than its label-shuffling null (``robustness.axis_null``).
+#: Marks an axis whose verdict (``axis_validity``) is not "supported": not shown to beat its null, or untestable.
 INVALID_MARK = " †"
-INVALID_NOTE = "† axis not better than chance (label-shuffling null): its gap is greyed and not read"
+INVALID_NOTE = "† axis not shown to beat its label-shuffling null (or untestable): its gap is greyed and not read"
 INVALID_GREY = "#bbbbbb"
 
 
@@ -124,7 +124,7 @@ def profile_chart(means: pd.DataFrame, stats: pd.DataFrame | None = None, *, tit
     one row per dimension on the y axis, low pole labelled on the left, high
     pole on the right. ``stats``: ``profiles.profile_stats`` rows; dimensions
     with ``p_holm < alpha`` get bold pole labels and a ``*``. ``invalid_axes``
-    (``robustness.failed_axes``): dimensions drawn in grey with a ``†`` instead
+    (``axis_validity.unreadable_axes``): dimensions drawn in grey with a ``†`` instead
     of a star, explained in the subtitle.
     """
     pop = _one(means, "population", "profile_chart")
@@ -188,7 +188,7 @@ def warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = No
     labelled grey points (individual non-binary/transgender terms on the binary
     terms' scale). ``stats``: composite dimensions with ``p_holm < alpha`` for a
     plotted population are starred in the axis titles. ``invalid_axes``
-    (``robustness.failed_axes``): a composite listed there gets a grey axis title
+    (``axis_validity.unreadable_axes``): a composite listed there gets a grey axis title
     with ``†`` and the note in the subtitle, and no star.
     """
     _one(means, "layer", "warmth_competence_chart")
@@ -319,10 +319,10 @@ def accuracy_heatmap(accuracy: pd.DataFrame, *, title: str | None = None,
 
     ``accuracy``: ``projection.direction_accuracy`` rows (one layer) with
     ``model_id`` (added by the caller when several models are stacked),
-    ``cutoff, dimension, accuracy, n``. Colour is centred on chance (0.5).
-    ``invalid_axes``: axes not better than their null, as ``model_id, dimension``
-    pairs (``crossmodel.failed_axes_by_model``) or dimensions of every row
-    (``robustness.failed_axes``): those cells are grey with ``†``.
+    ``cutoff, dimension, accuracy, n``. Colour is centred on 0.5 (not a baseline: with
+    unbalanced poles the larger pole's share is). ``invalid_axes``: axes whose verdict is not
+    ``supported``, as ``model_id, dimension`` pairs (``crossmodel.unreadable_axes_by_model``) or
+    dimensions of every row (``axis_validity.unreadable_axes``): those cells are grey with ``†``.
     """
     data = accuracy.copy()
     if "model_id" not in data:
@@ -506,32 +506,30 @@ def specification_curve_chart(specs: pd.DataFrame, population: str, dimension: s
         title=title or f"Specification curve: {population}, {dimension} ({direction})")
 
 
-def axis_null_chart(null: pd.DataFrame, *, title: str | None = None, columns: int = 3) -> alt.FacetChart:
-    """Direction accuracy per layer against the label-shuffling null, one panel per axis.
+def axis_validity_chart(validity: pd.DataFrame, *, title: str | None = None, columns: int = 3) -> alt.FacetChart:
+    """The extra terms' rank AUC per layer against the label-shuffling null, one panel per axis.
 
-    ``null``: ``robustness.axis_null`` rows of ONE context source (columns
-    ``context_source, dimension, layer, accuracy, null_low, null_high, null_mean,
-    beats_null``); the ``"mean"`` layer is left out of the x axis (it is in the
-    table). Grey band: the null's 95% range; filled points: the axis beats the null.
+    ``validity``: ``axis_validity.axis_validity`` rows of ONE context source (columns
+    ``context_source, dimension, layer, auc, null_low, null_high, null_mean, p, verdict``);
+    the ``"mean"`` layer is left out of the x axis (it is in the table). Grey band: the
+    null's 95% range; filled points: verdict ``supported``. An untestable axis has no line.
     """
-    source = _one(null, "context_source", "axis_null_chart")
-    data = null[null["layer"] != "mean"].assign(layer=lambda d: d["layer"].astype(int),
-                                                 verdict=lambda d: np.where(d["beats_null"], "beats the null",
-                                                                            "not better than the null"))
+    source = _one(validity, "context_source", "axis_validity_chart")
+    data = validity[validity["layer"] != "mean"].assign(layer=lambda d: d["layer"].astype(int))
     x = alt.X("layer:Q", title="layer (0 = embedding output)", axis=alt.Axis(format="d", tickMinStep=1))
     base = alt.Chart().encode(x=x)
     parts = [
-        base.mark_area(color="#bdbdbd", opacity=0.5).encode(y=alt.Y("null_low:Q", title="direction accuracy",
+        base.mark_area(color="#bdbdbd", opacity=0.5).encode(y=alt.Y("null_low:Q", title="AUC of the extra terms",
                                                                     scale=alt.Scale(domain=[0, 1])), y2="null_high:Q"),
         base.mark_line(color="#757575", strokeDash=[4, 3]).encode(y="null_mean:Q"),
-        base.mark_line(color="#222").encode(y="accuracy:Q"),
+        base.mark_line(color="#222").encode(y="auc:Q"),
         base.mark_point(size=40, color="#222").encode(
-            y="accuracy:Q", fill=alt.Fill("verdict:N", title=None, scale=alt.Scale(
-                domain=["beats the null", "not better than the null"], range=["#222", "white"])),
-            tooltip=["dimension", "layer", alt.Tooltip("accuracy:Q", format=".2f"),
+            y="auc:Q", fill=alt.Fill("verdict:N", title=None, scale=alt.Scale(
+                domain=["supported", "not shown", "untestable"], range=["#222", "white", "#bbbbbb"])),
+            tooltip=["dimension", "layer", "verdict", alt.Tooltip("auc:Q", format=".2f"),
                      alt.Tooltip("null_low:Q", format=".2f"), alt.Tooltip("null_high:Q", format=".2f"),
-                     alt.Tooltip("p:Q", format=".3f")]),
+                     alt.Tooltip("p:Q", format=".3f"), "n_high", "n_low"]),
     ]
     return (alt.layer(*parts, data=data).properties(width=200, height=130)
             .facet(facet=alt.Facet("dimension:N", title=None, sort=_ordered(data["dimension"])), columns=columns)
-            .properties(title=title or f"Axis validity against a shuffled-label null ({source} contexts)"))
+            .properties(title=title or f"Axis validity: AUC against a shuffled-label null ({source} contexts)"))

@@ -464,12 +464,20 @@ def share_below_group_means(nonbinary: pd.DataFrame, space: str = "warmth_compet
     return out.reset_index()
 
 
+def _axis_reading(invalid_axes, dimension: str) -> str:
+    """The verdict an unread axis is given in a sentence (``verdict_phrase`` when the caller has it)."""
+    if isinstance(invalid_axes, Mapping):
+        return invalid_axes[dimension]
+    return "not shown to beat its label-shuffling null"
+
+
 def describe_stats(stats: pd.DataFrame, dimensions: Sequence[str] | None = None, alpha: float = 0.05,
                    invalid_axes: Sequence[str] = ()) -> list[str]:
     """One sentence per stats row that reads the result, e.g. ``names: female
     higher than male on warmth (g = 0.52 [0.24, 0.80]; Welch p_holm = 0.001;
-    Student p = 0.0004)``. A dimension in ``invalid_axes`` (``robustness.failed_axes``)
-    is not read: its sentence says the axis is not better than chance."""
+    Student p = 0.0004)``. A dimension in ``invalid_axes`` (``axis_validity.unreadable_axes``,
+    or a mapping from those dimensions to ``axis_validity.verdict_phrase``) is not read: its
+    sentence gives the axis's verdict instead."""
     lines = []
     rows = stats if dimensions is None else stats[stats["dimension"].isin(dimensions)]
     for r in rows.itertuples(index=False):
@@ -477,8 +485,8 @@ def describe_stats(stats: pd.DataFrame, dimensions: Sequence[str] | None = None,
         numbers = (f"g = {r.g:.2f} [{r.g_ci_low:.2f}, {r.g_ci_high:.2f}]; Welch t({r.df:.1f}) = {r.t:.2f}, "
                    f"p = {r.p:.3g}, p_holm = {r.p_holm:.3g}; Student p = {r.p_student:.3g}")
         if r.dimension in invalid_axes:
-            lines.append(f"{r.population}: {r.dimension} not read, its axis predicts the extra terms' direction "
-                         f"no better than axes built from shuffled pole labels ({numbers})")
+            lines.append(f"{r.population}: {r.dimension} not read, its axis is "
+                         f"{_axis_reading(invalid_axes, r.dimension)} ({numbers})")
         elif r.p_holm < alpha:
             lines.append(f"{r.population}: {hi} higher than {lo} on {r.dimension} ({numbers})")
         else:
@@ -524,13 +532,13 @@ def paper_finding(stats: pd.DataFrame, population: str = "names", alpha: float =
 
 def paper_finding_sentence(finding: pd.DataFrame, invalid_axes: Sequence[str] = ()) -> str:
     """Markdown reading :func:`paper_finding`: does each half of the headline hold on this model,
-    with the Holm p; an axis in ``invalid_axes`` is flagged as not better than chance."""
+    with the Holm p; an axis in ``invalid_axes`` (as :func:`describe_stats`) is flagged with its verdict."""
     parts = []
     for r in finding.itertuples(index=False):
         group = r.expected.split()[0]
         verdict = "yes" if r.holds else "no"
-        flag = "; its axis is not better than chance, so this is not evidence either way" \
-            if r.dimension in invalid_axes else ""
+        flag = (f"; its axis is {_axis_reading(invalid_axes, r.dimension)}, so this is not evidence either way"
+                if r.dimension in invalid_axes else "")
         parts.append(f"{group} names higher on {r.dimension}: {verdict} (p_holm = {r.p_holm:.3g}{flag})")
     return "**Paper's finding on this model** — " + "; ".join(parts) + "." if parts else ""
 

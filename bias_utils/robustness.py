@@ -1,134 +1,104 @@
 """How robust is a stereotype profile? (issue 12)
 
-A profile is the output of many analysis choices. This module makes three of
-its weak points measurable, per model:
+A profile is the output of many analysis choices. This module measures how much
+one model's profile depends on them with a **specification curve** (Simonsohn,
+Simmons & Nelson 2020). Every combination of four choices is one *specification*:
 
-1. **Specification curve** (Simonsohn, Simmons & Nelson 2020). Every
-   combination of four choices is one *specification*:
+* pole context source: ``generated`` (the paper's main setting),
+  ``dictionary``, ``corpus``, ``none`` (:data:`CONTEXT_SOURCES`);
+* layer: the mean over all hidden states (the original's headline), the
+  last, the middle one, or per dimension the layer whose direction accuracy
+  is best on a fixed half of the extra terms (``space.direction_prediction``
+  with ``layer="all"`` on the half chosen by :func:`split_terms`; the other
+  half reports the chosen layer's held-out accuracy) (:data:`LAYER_CHOICES`);
+* template set (:func:`template_sets`): the original seven templates; the
+  five where the word is not the first word; the seven behind the neutral
+  lead-in :data:`LEAD_IN`, so the word is never the first token;
+* test: Student t, Welch t, a permutation test of the mean difference
+  (:data:`TESTS`).
 
-   * pole context source: ``generated`` (the paper's main setting),
-     ``dictionary``, ``corpus``, ``none`` (:data:`CONTEXT_SOURCES`);
-   * layer: the mean over all hidden states (the original's headline), the
-     last, the middle one, or per dimension the layer whose direction accuracy
-     is best on a fixed half of the extra terms (``space.direction_prediction``
-     with ``layer="all"`` on the half chosen by :func:`split_terms`; the other
-     half reports the chosen layer's held-out accuracy) (:data:`LAYER_CHOICES`);
-   * template set (:func:`template_sets`): the original seven templates; the
-     five where the word is not the first word; the seven behind the neutral
-     lead-in :data:`LEAD_IN`, so the word is never the first token;
-   * test: Student t, Welch t, a permutation test of the mean difference
-     (:data:`TESTS`).
+For each, the first-minus-second group gap (female - male) as Hedges' g with
+its 95% CI and p, Holm-corrected over the dimensions of one space (the 7
+dimensions, or warmth and competence) as in ``profiles.profile_stats``.
+A specification *agrees* with the paper when the gap has the sign
+:data:`EXPECTED_SIGN` gives (Schuster et al. 2024, Sec. 4.2 and Figures 3/5)
+and is significant after correction. The **joint test** permutes the group
+labels of the whole population (the same permutation in every
+specification), recomputes the curve and compares two statistics with their
+permutation null: ``n_agree_significant`` (number of specifications that are
+significant in the expected direction) and ``median_effect`` (median g over
+the specifications, signed so that positive = the expected direction). For a
+dimension where the paper reports no trend (religion) the direction is the
+dominant one (more significant specifications), and the median is taken in
+absolute value.
 
-   For each, the first-minus-second group gap (female - male) as Hedges' g with
-   its 95% CI and p, Holm-corrected over the dimensions of one space (the 7
-   dimensions, or warmth and competence) as in ``profiles.profile_stats``.
-   A specification *agrees* with the paper when the gap has the sign
-   :data:`EXPECTED_SIGN` gives (Schuster et al. 2024, Sec. 4.2 and Figures 3/5)
-   and is significant after correction. The **joint test** permutes the group
-   labels of the whole population (the same permutation in every
-   specification), recomputes the curve and compares two statistics with their
-   permutation null: ``n_agree_significant`` (number of specifications that are
-   significant in the expected direction) and ``median_effect`` (median g over
-   the specifications, signed so that positive = the expected direction). For a
-   dimension where the paper reports no trend (religion) the direction is the
-   dominant one (more significant specifications), and the median is taken in
-   absolute value.
+Projected values are z-standardised per population, layer and dimension
+before testing; every statistic here is invariant to that affine map, so
+permuting the labels never requires re-standardising.
 
-   Projected values are z-standardised per population, layer and dimension
-   before testing; every statistic here is invariant to that affine map, so
-   permuting the labels never requires re-standardising.
+Nothing is embedded twice: each context source's space is built once, each
+population is embedded once per template set (the ``not_first`` set is a
+subset of the original's contexts, so the embedding cache serves it), and
+the extra terms once; every specification is then a projection of those
+arrays.
 
-   Nothing is embedded twice: each context source's space is built once, each
-   population is embedded once per template set (the ``not_first`` set is a
-   subset of the original's contexts, so the embedding cache serves it), and
-   the extra terms once; every specification is then a projection of those
-   arrays.
-
-2. **Axis validity against a null** (:func:`axis_null`): direction accuracy of
-   the extra terms per dimension and layer, against a null that shuffles the
-   seed senses' pole labels within one dimension (for warmth/competence,
-   within each member dimension) and rebuilds the basis from the cached sense
-   embeddings (the same Eqs. 2-3 and pseudo-inverse as ``projection.polar_basis``,
-   batched over permutations and layers); only the projection is recomputed.
-
-3. **Tokenisation confound** (:func:`token_table`, :func:`token_regression`):
-   how many subword tokens each word takes, by group, and whether the gap
-   survives a regression on gender and token count.
+The per-model summary (:func:`robustness_summary`) adds each axis's verdict
+(``axis_validity``): a gap on an axis whose verdict is not ``supported`` is not
+read. The primary specification, the one the chapters read, is generated
+contexts, the mean over layers, the seven templates and Welch with Holm; the
+curve is the robustness check around it. The tokenisation confound is
+:mod:`bias_utils.tokenisation`, the vectorised tests are in :mod:`bias_utils.stats`.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import combinations
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from . import projection
+from .axis_validity import verdict_phrase
 from .cache import stable_hash
-from .contexts import build_contexts, extra_term_contexts, prepare_dictionary
-from .crossmodel import AXIS_VALIDITY_TABLE, failed_axes_by_model, read_results
+from .contexts import prepare_dictionary
 from .dictionaries import limit_terms, load_full_dictionary_terms
-from .embeddings import find_word, token_indices
 from .profiles import (
     DEFAULT_TEMPLATES,
     PLACEHOLDER,
     check_templates,
-    fill_template,
     limit_populations,
     population_embeddings,
     resolve_populations,
 )
-from .space import build_space, direction_prediction, embed_contexts
+from .space import TermEmbeddings, build_space, direction_prediction, term_embeddings
+from .stats import group_tests, holm, permutation_p_text, permutation_reference
 
 __all__ = [
-    "AXIS_NULL_TABLE",
-    "AXIS_VALIDITY_TABLE",
+    "AXIS_VALIDITY_BY_SOURCE_TABLE",
     "CONTEXT_SOURCES",
     "EXPECTED_SIGN",
     "JOINT_STATISTICS",
     "LAYER_CHOICES",
     "LEAD_IN",
-    "SUMMARY_TABLE",
     "TESTS",
     "TEST_NAMES",
     "CurveInputs",
     "RobustnessError",
     "SpecificationCurve",
-    "TermEmbeddings",
-    "axis_null",
-    "axis_validity",
-    "axis_verdicts",
     "best_layers",
     "cell_values",
     "collect_curve_inputs",
-    "cross_model_summary",
     "default_cell_values",
     "extra_terms",
-    "failed_axes",
-    "group_tests",
-    "holm",
     "name_gap_verdict",
-    "null_layer",
-    "ols",
-    "permutation_reference",
-    "pinv_row",
     "project_all",
     "robustness_summary",
     "specification_curve",
     "split_terms",
     "template_gap",
     "template_sets",
-    "term_embeddings",
-    "token_regression",
-    "token_shares",
-    "token_table",
-    "word_token_count",
 ]
 
 CONTEXT_SOURCES = ("generated", "dictionary", "corpus", "none")
@@ -148,7 +118,6 @@ EXPECTED_SIGN = {"warmth": 1, "competence": -1, "sociability": 1, "morality": 1,
 JOINT_STATISTICS = ("n_agree_significant", "median_effect")
 
 SKIPPED_COLUMNS = ["step", "context_source", "item", "reason"]
-_Z975 = sps.norm.ppf(0.975)
 
 
 class RobustnessError(ValueError):
@@ -184,105 +153,6 @@ def split_terms(terms: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.Da
     rank = d.assign(_k=key).sort_values("_k").groupby(["dimension", "direction"]).cumcount()
     first = (rank.reindex(d.index) % 2 == 0).to_numpy()
     return d[first].reset_index(drop=True), d[~first].reset_index(drop=True)
-
-
-# --------------------------------------------------------------------------- vectorised tests
-
-
-def holm(p: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Holm-adjusted p values along ``axis`` (no NaN allowed), vectorised over the other axes."""
-    p = np.moveaxis(np.asarray(p, dtype=float), axis, -1)
-    m = p.shape[-1]
-    order = np.argsort(p, axis=-1, kind="stable")
-    ps = np.take_along_axis(p, order, axis=-1)
-    adj = np.minimum(np.maximum.accumulate(ps * (m - np.arange(m)), axis=-1), 1.0)
-    out = np.empty_like(adj)
-    np.put_along_axis(out, order, adj, axis=-1)
-    return np.moveaxis(out, -1, axis)
-
-
-def permutation_reference(n: int, n_a: int, n_permutations: int, seed: int = 0) -> tuple[np.ndarray, bool]:
-    """Label matrices for the permutation test: ``(R [K, n] bool, exact)``.
-
-    When the number of distinct splits ``C(n, n_a)`` is at most
-    ``n_permutations`` every split is enumerated (``exact=True``, the observed
-    one among them); otherwise ``n_permutations`` random relabellings.
-    """
-    if math.comb(n, n_a) <= n_permutations:
-        rows = np.zeros((math.comb(n, n_a), n), bool)
-        for i, idx in enumerate(combinations(range(n), n_a)):
-            rows[i, list(idx)] = True
-        return rows, True
-    rng = np.random.default_rng(seed)
-    rows = np.zeros((n_permutations, n), bool)
-    for i in range(n_permutations):
-        rows[i, rng.permutation(n)[:n_a]] = True
-    return rows, False
-
-
-def _sums(A: np.ndarray, V: np.ndarray, V2: np.ndarray, na: int, nb: int):
-    """Group means and ddof-1 variances for label rows ``A`` [P, n] (1.0 = group a)."""
-    tot, tot2 = V.sum(axis=1), V2.sum(axis=1)  # [C, D]
-    sa = np.einsum("pn,cnd->pcd", A, V)
-    qa = np.einsum("pn,cnd->pcd", A, V2)
-    ma, mb = sa / na, (tot - sa) / nb
-    va = (qa - na * ma**2) / (na - 1)
-    vb = (tot2 - qa - nb * mb**2) / (nb - 1)
-    return ma, mb, np.maximum(va, 0.0), np.maximum(vb, 0.0)
-
-
-def group_tests(V: np.ndarray, labels: np.ndarray, reference: tuple[np.ndarray, bool] | None = None) -> dict:
-    """Two-group tests of every column of ``V`` [C, n, D] for each label row of ``labels`` [P, n] (True = group a).
-
-    Returns arrays [P, C, D]: ``diff`` (mean a - mean b), ``g, g_low, g_high``
-    (Hedges' g with its normal-approximation 95% CI, as ``stats.hedges_g``),
-    ``t_student, df_student, p_student``, ``t_welch, df_welch, p_welch`` and,
-    with ``reference`` (:func:`permutation_reference`), ``p_permutation``: the
-    share of reference relabellings whose |diff| reaches the observed |diff|
-    (``(1 + count) / (K + 1)`` for random relabellings, ``count / K`` when exact).
-    """
-    V = np.asarray(V, dtype=np.float64)
-    labels = np.atleast_2d(np.asarray(labels, bool))
-    if V.ndim != 3 or labels.shape[1] != V.shape[1]:
-        raise RobustnessError(f"values of shape {V.shape} and labels of shape {labels.shape} do not align")
-    na = int(labels[0].sum())
-    nb = V.shape[1] - na
-    if na < 2 or nb < 2 or (labels.sum(axis=1) != na).any():
-        raise RobustnessError(f"every label row needs the same group sizes, each at least 2 (got {na} and {nb})")
-    # Centre and scale per column: the tests are invariant to it and it keeps the sums well conditioned.
-    sd = V.std(axis=1, keepdims=True)
-    V = (V - V.mean(axis=1, keepdims=True)) / np.where(sd > 0, sd, 1.0)
-    V2 = V**2
-    ma, mb, va, vb = _sums(labels.astype(np.float64), V, V2, na, nb)
-    diff = ma - mb
-    n = na + nb
-    sp2 = ((na - 1) * va + (nb - 1) * vb) / (n - 2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t_s = diff / np.sqrt(sp2 * (1 / na + 1 / nb))
-        se2 = va / na + vb / nb
-        t_w = diff / np.sqrt(se2)
-        df_w = se2**2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1))
-        d = diff / np.sqrt(sp2)
-    j = 1 - 3 / (4 * n - 9)
-    se_d = np.sqrt(n / (na * nb) + d**2 / (2 * n))
-    out = {"diff": diff, "g": d * j, "g_low": (d - _Z975 * se_d) * j, "g_high": (d + _Z975 * se_d) * j,
-           "t_student": t_s, "df_student": np.full_like(t_s, n - 2), "p_student": 2 * sps.t.sf(np.abs(t_s), n - 2),
-           "t_welch": t_w, "df_welch": df_w, "p_welch": 2 * sps.t.sf(np.abs(t_w), df_w)}
-    if reference is not None:
-        R, exact = reference
-        W = R / na - (~R) / nb  # [K, n]: one relabelling's mean difference as a weighted sum
-        null = np.sort(np.abs(np.einsum("kn,cnd->cdk", W, V)), axis=-1)  # [C, D, K]
-        K = null.shape[-1]
-        obs = np.abs(diff)
-        # Relabellings with |diff| >= |obs| up to rounding (the observed split itself ties exactly).
-        tol = 1e-9 * np.maximum(1.0, obs)
-        count = np.empty(obs.shape)
-        C, D = null.shape[:2]
-        for c in range(C):
-            for dd in range(D):
-                count[:, c, dd] = K - np.searchsorted(null[c, dd], obs[:, c, dd] - tol[:, c, dd], side="left")
-        out["p_permutation"] = count / K if exact else (1 + count) / (K + 1)
-    return out
 
 
 # --------------------------------------------------------------------------- curve inputs
@@ -609,91 +479,6 @@ def _spec_rows(inputs: CurveInputs, pop: str, obs: dict, padj: dict, exp: np.nda
     return out[SPEC_COLUMNS]
 
 
-# --------------------------------------------------------------------------- tokenisation confound
-
-
-def word_token_count(tokenizer, context: str, word: str) -> int:
-    """Number of subword tokens ``word`` takes at its first occurrence in ``context`` (as ``embeddings`` locates it)."""
-
-    span = find_word(context, word)
-    if span is None:
-        raise RobustnessError(f"word {word!r} not found in {context!r}")
-    enc = tokenizer(context, return_offsets_mapping=True)
-    return len(token_indices(enc["offset_mapping"], span))
-
-
-def token_table(model, words: pd.DataFrame, template: str = DEFAULT_TEMPLATES[0]) -> pd.DataFrame:
-    """Token count of every word inside ``template`` (by default "this is {word}": mid-sentence,
-    after a space, where most templates put it). ``words``: ``population, group, word`` and
-    optionally ``article`` (``PopulationEmbeddings.words``). Adds ``context, n_tokens``."""
-
-    out = words.copy()
-    article = out["article"] if "article" in out else pd.Series(False, index=out.index)
-    out["context"] = [fill_template(template, w, bool(a)) for w, a in zip(out["word"], article)]
-    out["n_tokens"] = [word_token_count(model.tokenizer, c, w) for c, w in zip(out["context"], out["word"])]
-    return out
-
-
-def token_shares(tokens: pd.DataFrame) -> pd.DataFrame:
-    """Per population and group: ``n, n_one_token, n_multi_token, share_one_token, mean_tokens``."""
-    g = tokens.groupby(["population", "group"], sort=False)["n_tokens"]
-    out = g.agg(n="size", n_one_token=lambda v: int((v == 1).sum()), mean_tokens="mean").reset_index()
-    out["n_multi_token"] = out["n"] - out["n_one_token"]
-    out["share_one_token"] = out["n_one_token"] / out["n"]
-    return out[["population", "group", "n", "n_one_token", "n_multi_token", "share_one_token", "mean_tokens"]]
-
-
-def ols(y: np.ndarray, X: np.ndarray, names: Sequence[str]) -> pd.DataFrame:
-    """Least squares with classical (homoskedastic) standard errors.
-
-    ``X`` [n, k] must include the intercept column if one is wanted. Columns:
-    ``term, coef, se, t, df, p, ci_low, ci_high`` (t-based 95% CI).
-    """
-    y, X = np.asarray(y, float), np.asarray(X, float)
-    n, k = X.shape
-    if n <= k:
-        raise RobustnessError(f"{n} observations for {k} coefficients")
-    if np.linalg.matrix_rank(X) < k:
-        raise RobustnessError(f"the design of {list(names)} is rank deficient (a regressor is constant or collinear)")
-    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
-    resid = y - X @ coef
-    df = n - k
-    sigma2 = resid @ resid / df
-    se = np.sqrt(np.diag(sigma2 * np.linalg.inv(X.T @ X)))
-    t = coef / se
-    q = sps.t.ppf(0.975, df)
-    return pd.DataFrame({"term": list(names), "coef": coef, "se": se, "t": t, "df": df,
-                         "p": 2 * sps.t.sf(np.abs(t), df), "ci_low": coef - q * se, "ci_high": coef + q * se})
-
-
-def token_regression(values: pd.DataFrame, tokens: pd.DataFrame, group_a: str = "female") -> pd.DataFrame:
-    """Does the gap survive the token count? Per population and dimension, three fits of ``z``:
-
-    ``gender``: z ~ 1 + [group == group_a]; ``gender + tokens``: z ~ 1 + [group ==
-    group_a] + n_tokens; ``one-token words``: z ~ 1 + [group == group_a] on the
-    words of one token only (matched on token count; left out when a group has
-    fewer than two). ``values``: ``population, group, word, dimension, z``;
-    ``tokens``: :func:`token_table`. Columns: ``population, dimension, model,
-    term`` (``group_a`` = the gap, ``n_tokens``), ``coef, se, t, df, p, ci_low, ci_high, n``.
-    """
-    data = values.merge(tokens[["population", "group", "word", "n_tokens"]], on=["population", "group", "word"])
-    rows = []
-    for (pop, dim), d in data.groupby(["population", "dimension"], sort=False):
-        a = (d["group"] == group_a).to_numpy(float)
-        one = (d["n_tokens"] == 1).to_numpy()
-        fits = [("gender", np.column_stack([np.ones(len(d)), a]), ["intercept", group_a], slice(None))]
-        if d["n_tokens"].nunique() > 1:
-            fits.append(("gender + tokens", np.column_stack([np.ones(len(d)), a, d["n_tokens"]]),
-                         ["intercept", group_a, "n_tokens"], slice(None)))
-        if min(a[one].sum(), (1 - a[one]).sum()) >= 2:
-            fits.append(("one-token words", np.column_stack([np.ones(one.sum()), a[one]]), ["intercept", group_a], one))
-        for name, X, names, keep in fits:
-            fit = ols(d["z"].to_numpy()[keep], X, names)
-            rows.append(fit[fit["term"] != "intercept"].assign(population=pop, dimension=dim, model=name, n=len(X)))
-    out = pd.concat(rows, ignore_index=True)
-    return out[["population", "dimension", "model", "term", "coef", "se", "t", "df", "p", "ci_low", "ci_high", "n"]]
-
-
 def default_cell_values(inputs: CurveInputs, population: str, context_source: str = "generated",
                         template_set: str = "original", layer_choice: str = "mean") -> pd.DataFrame:
     """The projected values of one cell as a long table ``population, group, word, dimension, z``
@@ -726,12 +511,12 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
                      dimensions: Sequence[str] = ("warmth", "competence"), alpha: float = 0.05) -> str:
     """One plain sentence per dimension: does the population's gap survive the controls?
 
-    A dimension whose axis fails its null (``axis_beats_null`` False in ``summary``) is
-    said so after the verdict. It *survives* when the gap keeps its sign and stays significant (p < alpha)
-    with the token count in the regression (when token counts vary at all) and
-    in both template sets where the word is not the first word (``not_first``,
-    ``lead_in``); the share of
-    agreeing specifications and the joint test's p come from ``summary``.
+    A dimension whose axis verdict (``axis_verdict`` in ``summary``) is not ``supported``
+    is said so after the verdict, with ``axis_reading``. It *survives* when the gap keeps
+    its sign and stays significant (p < alpha) with the token count in the regression
+    (when token counts vary at all) and in both template sets where the word is not the
+    first word (``not_first``, ``lead_in``); the share of agreeing specifications and the
+    joint test's p come from ``summary``.
     """
     lines = []
     for dim in dimensions:
@@ -760,55 +545,44 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
         s = sm.iloc[0]
         share = ("" if pd.isna(s["share_agree_significant"]) else
                  f" {s['share_agree_significant']:.0%} of {int(s['n_specs'])} specifications agree with the paper "
-                 f"and are significant (joint test p = {s['n_agree_significant_p']:.3g}).")
+                 f"and are significant (joint test p "
+                 f"{permutation_p_text(s['n_agree_significant_p'], int(s['n_permutations']))}).")
         if b["p"] >= alpha:
-            verdict = "there is no significant gap to begin with"
+            verdict = "the gap is not significant to begin with"
         elif all(ok for ok, _ in checks):
             verdict = "the gap survives the controls"
         else:
             verdict = "the gap does not survive the controls"
-        axis_ok = s.get("axis_beats_null")
-        if axis_ok is not None and not pd.isna(axis_ok) and not axis_ok:
-            verdict += (", but the axis itself is not better than its null (axes from shuffled seed labels "
-                        "predict the extra terms as well), so the gap is not read as a stereotype")
+        axis = s.get("axis_verdict")
+        if isinstance(axis, str) and axis != "supported":
+            verdict += f", but its axis is {s['axis_reading']}, so the gap is not read as a stereotype"
         lines.append(f"{population}, {dim}: gap {b['coef']:+.2f} SD (p = {b['p']:.3g}); "
                      + "; ".join(t for _, t in checks) + f": {verdict}." + share)
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------- per model and across models
+# --------------------------------------------------------------------------- per model
 
-#: Tables the notebook writes (``<name>.parquet``/``.csv`` in the model's results folder).
-SUMMARY_TABLE = "robustness_summary"
-AXIS_NULL_TABLE = "robustness_axis_null"
+#: Chapter 10's ``axis_validity`` of every context source's space (``<name>.parquet``/``.csv``).
+AXIS_VALIDITY_BY_SOURCE_TABLE = "robustness_axis_validity"
 
 
-def robustness_summary(curve: SpecificationCurve, null: pd.DataFrame, model_id: str,
+def robustness_summary(curve: SpecificationCurve, validity: pd.DataFrame, model_id: str,
                        context_source: str = "generated", layer: str = "mean") -> pd.DataFrame:
-    """Per population and dimension: the curve's summary plus whether the axis beats the
-    null at the headline setting (``context_source``, ``layer``) and in how many layers."""
-    n = null[null["context_source"] == context_source]
-    head = n[n["layer"] == layer].set_index("dimension")
-    per_layer = n[n["layer"] != layer].groupby("dimension")["beats_null"].mean()
+    """Per population and dimension: the curve's summary plus the axis's verdict at the headline
+    setting (``context_source``, ``layer``; ``validity``: ``axis_validity.axis_validity`` rows):
+    ``axis_auc, axis_p, axis_verdict, axis_reading`` (``axis_validity.verdict_phrase``; NA for a
+    dimension without a row) and ``share_layers_supported`` (share of the single layers whose
+    verdict is ``supported``). Written as ``crossmodel.ROBUSTNESS_SUMMARY_TABLE``."""
+    v = validity[validity["context_source"] == context_source]
+    head = v[v["layer"] == layer].set_index("dimension")
+    per_layer = (v.loc[v["layer"] != layer, "verdict"] == "supported").groupby(v["dimension"]).mean()
     out = curve.summary.copy()
     out.insert(0, "model_id", model_id)
-    out["axis_accuracy"] = out["dimension"].map(head["accuracy"])
+    out["axis_auc"] = out["dimension"].map(head["auc"])
     out["axis_p"] = out["dimension"].map(head["p"])
-    out["axis_beats_null"] = out["dimension"].map(head["beats_null"]).astype("boolean")
-    out["share_layers_beating_null"] = out["dimension"].map(per_layer)
+    out["axis_verdict"] = out["dimension"].map(head["verdict"])
+    out["axis_reading"] = out["dimension"].map(pd.Series([verdict_phrase(r) for _, r in head.iterrows()],
+                                                         index=head.index, dtype=object))
+    out["share_layers_supported"] = out["dimension"].map(per_layer)
     return out
-
-
-def cross_model_summary(models: Sequence[str],
-                        results_dir: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per model, population and dimension: the share of agreeing specifications, the joint
-    test's p and whether the axis beats the null, read from each model folder's
-    :data:`SUMMARY_TABLE`. Returns ``(table, skipped)`` (models without the table)."""
-
-    stacked, skipped = read_results(models, SUMMARY_TABLE, results_dir)
-    cols = ["model_id", "population", "dimension", "expected_sign", "n_specs", "share_agree_significant",
-            "share_positive_significant", "share_negative_significant", "median_g", "n_agree_significant_p",
-            "axis_accuracy", "axis_p", "axis_beats_null"]
-    if stacked.empty:
-        return pd.DataFrame(columns=cols), skipped
-    return stacked[cols].reset_index(drop=True), skipped

@@ -24,6 +24,10 @@ Conventions the book uses (and why)
   SE = sqrt(sum 1/(cell+0.5)).
 * **t tests**: the effect is the mean difference (a - b) with the matching t CI;
   standardised effects are separate rows (:func:`cohens_d`, :func:`hedges_g`).
+* **Many tests at once**: :func:`group_tests` runs Student, Welch and a permutation
+  test on every column of a [cells, n, dimensions] array for many label rows (the
+  specification curve and its joint null); it equals the scalar tests here, and
+  :func:`holm` is the one Holm rule, vectorised (:func:`adjust_pvalues` calls it).
 * **Correlated observations**: completions of one occupation are not
   independent; :func:`cluster_bootstrap_ci` resamples whole clusters
   (occupations) within each group, which is the CI the book prefers for
@@ -32,6 +36,8 @@ Conventions the book uses (and why)
 
 from __future__ import annotations
 
+import math
+from itertools import combinations
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -40,9 +46,8 @@ from scipy import stats as _st
 
 __all__ = [
     "STAT_COLUMNS", "adjust_pvalues", "bootstrap_ci", "check_n_boot", "chi2_table", "cluster_bootstrap_ci", "cohens_d",
-    "hedges_g",
-    "hurdle_tests", "mann_whitney", "odds_ratio", "permutation_p_text", "proportion_test", "results_table", "student_t",
-    "welch_anova", "welch_t",
+    "group_tests", "hedges_g", "holm", "hurdle_tests", "mann_whitney", "odds_ratio", "ols", "permutation_p_text",
+    "permutation_reference", "proportion_test", "results_table", "student_t", "welch_anova", "welch_t",
 ]
 
 STAT_COLUMNS = [
@@ -324,6 +329,19 @@ def welch_anova(values, groups, *, test: str = "welch_anova", n_boot: int = 1000
 
 
 # ---------------------------------------------------------------- corrections and bootstrap
+def holm(p: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Holm-adjusted p values along ``axis`` (no NaN allowed), vectorised over the other axes
+    (:func:`adjust_pvalues` is the NaN-aware 1-D entry point and calls this)."""
+    p = np.moveaxis(np.asarray(p, dtype=float), axis, -1)
+    m = p.shape[-1]
+    order = np.argsort(p, axis=-1, kind="stable")
+    ps = np.take_along_axis(p, order, axis=-1)
+    adj = np.minimum(np.maximum.accumulate(ps * (m - np.arange(m)), axis=-1), 1.0)
+    out = np.empty_like(adj)
+    np.put_along_axis(out, order, adj, axis=-1)
+    return np.moveaxis(out, -1, axis)
+
+
 def adjust_pvalues(p: Sequence[float], method: str = "holm") -> np.ndarray:
     """Family-wise corrected p values (``"holm"`` or ``"bonferroni"``); NaN entries stay NaN and are not counted."""
     p = np.asarray(p, dtype=float)
@@ -336,10 +354,7 @@ def adjust_pvalues(p: Sequence[float], method: str = "holm") -> np.ndarray:
     if method == "bonferroni":
         adj = np.minimum(q * m, 1.0)
     elif method == "holm":
-        order = np.argsort(q)
-        stepped = np.maximum.accumulate(q[order] * (m - np.arange(m)))
-        adj = np.empty(m)
-        adj[order] = np.minimum(stepped, 1.0)
+        adj = holm(q)
     else:
         raise ValueError(f"adjust_pvalues: method must be 'holm' or 'bonferroni', got {method!r}")
     out[ok] = adj
@@ -412,3 +427,111 @@ def cluster_bootstrap_ci(data: pd.DataFrame, statistic: Callable[[pd.DataFrame],
         return float(statistic(data)), np.nan, np.nan
     lo, hi = np.nanpercentile(boots, [tail, 100 - tail])
     return float(statistic(data)), float(lo), float(hi)
+
+
+# ---------------------------------------------------------------- vectorised two-group tests and regression
+def permutation_reference(n: int, n_a: int, n_permutations: int, seed: int = 0) -> tuple[np.ndarray, bool]:
+    """Label matrices for the permutation test: ``(R [K, n] bool, exact)``.
+
+    When the number of distinct splits ``C(n, n_a)`` is at most
+    ``n_permutations`` every split is enumerated (``exact=True``, the observed
+    one among them); otherwise ``n_permutations`` random relabellings.
+    """
+    if math.comb(n, n_a) <= n_permutations:
+        rows = np.zeros((math.comb(n, n_a), n), bool)
+        for i, idx in enumerate(combinations(range(n), n_a)):
+            rows[i, list(idx)] = True
+        return rows, True
+    rng = np.random.default_rng(seed)
+    rows = np.zeros((n_permutations, n), bool)
+    for i in range(n_permutations):
+        rows[i, rng.permutation(n)[:n_a]] = True
+    return rows, False
+
+
+def _sums(A: np.ndarray, V: np.ndarray, V2: np.ndarray, na: int, nb: int):
+    """Group means and ddof-1 variances for label rows ``A`` [P, n] (1.0 = group a)."""
+    tot, tot2 = V.sum(axis=1), V2.sum(axis=1)  # [C, D]
+    sa = np.einsum("pn,cnd->pcd", A, V)
+    qa = np.einsum("pn,cnd->pcd", A, V2)
+    ma, mb = sa / na, (tot - sa) / nb
+    va = (qa - na * ma**2) / (na - 1)
+    vb = (tot2 - qa - nb * mb**2) / (nb - 1)
+    return ma, mb, np.maximum(va, 0.0), np.maximum(vb, 0.0)
+
+
+def group_tests(V: np.ndarray, labels: np.ndarray, reference: tuple[np.ndarray, bool] | None = None) -> dict:
+    """Two-group tests of every column of ``V`` [C, n, D] for each label row of ``labels`` [P, n] (True = group a).
+
+    Returns arrays [P, C, D]: ``diff`` (mean a - mean b), ``g, g_low, g_high``
+    (Hedges' g with its normal-approximation 95% CI, as ``stats.hedges_g``),
+    ``t_student, df_student, p_student``, ``t_welch, df_welch, p_welch`` and,
+    with ``reference`` (:func:`permutation_reference`), ``p_permutation``: the
+    share of reference relabellings whose |diff| reaches the observed |diff|
+    (``(1 + count) / (K + 1)`` for random relabellings, ``count / K`` when exact).
+    """
+    V = np.asarray(V, dtype=np.float64)
+    labels = np.atleast_2d(np.asarray(labels, bool))
+    if V.ndim != 3 or labels.shape[1] != V.shape[1]:
+        raise ValueError(f"values of shape {V.shape} and labels of shape {labels.shape} do not align")
+    na = int(labels[0].sum())
+    nb = V.shape[1] - na
+    if na < 2 or nb < 2 or (labels.sum(axis=1) != na).any():
+        raise ValueError(f"every label row needs the same group sizes, each at least 2 (got {na} and {nb})")
+    # Centre and scale per column: the tests are invariant to it and it keeps the sums well conditioned.
+    sd = V.std(axis=1, keepdims=True)
+    V = (V - V.mean(axis=1, keepdims=True)) / np.where(sd > 0, sd, 1.0)
+    V2 = V**2
+    ma, mb, va, vb = _sums(labels.astype(np.float64), V, V2, na, nb)
+    diff = ma - mb
+    n = na + nb
+    sp2 = ((na - 1) * va + (nb - 1) * vb) / (n - 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_s = diff / np.sqrt(sp2 * (1 / na + 1 / nb))
+        se2 = va / na + vb / nb
+        t_w = diff / np.sqrt(se2)
+        df_w = se2**2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1))
+        d = diff / np.sqrt(sp2)
+    j = 1 - 3 / (4 * n - 9)
+    se_d = np.sqrt(n / (na * nb) + d**2 / (2 * n))
+    out = {"diff": diff, "g": d * j, "g_low": (d - _Z975 * se_d) * j, "g_high": (d + _Z975 * se_d) * j,
+           "t_student": t_s, "df_student": np.full_like(t_s, n - 2), "p_student": 2 * _st.t.sf(np.abs(t_s), n - 2),
+           "t_welch": t_w, "df_welch": df_w, "p_welch": 2 * _st.t.sf(np.abs(t_w), df_w)}
+    if reference is not None:
+        R, exact = reference
+        W = R / na - (~R) / nb  # [K, n]: one relabelling's mean difference as a weighted sum
+        null = np.sort(np.abs(np.einsum("kn,cnd->cdk", W, V)), axis=-1)  # [C, D, K]
+        K = null.shape[-1]
+        obs = np.abs(diff)
+        # Relabellings with |diff| >= |obs| up to rounding (the observed split itself ties exactly).
+        tol = 1e-9 * np.maximum(1.0, obs)
+        count = np.empty(obs.shape)
+        C, D = null.shape[:2]
+        for c in range(C):
+            for dd in range(D):
+                count[:, c, dd] = K - np.searchsorted(null[c, dd], obs[:, c, dd] - tol[:, c, dd], side="left")
+        out["p_permutation"] = count / K if exact else (1 + count) / (K + 1)
+    return out
+
+
+def ols(y: np.ndarray, X: np.ndarray, names: Sequence[str]) -> pd.DataFrame:
+    """Least squares with classical (homoskedastic) standard errors.
+
+    ``X`` [n, k] must include the intercept column if one is wanted. Columns:
+    ``term, coef, se, t, df, p, ci_low, ci_high`` (t-based 95% CI).
+    """
+    y, X = np.asarray(y, float), np.asarray(X, float)
+    n, k = X.shape
+    if n <= k:
+        raise ValueError(f"{n} observations for {k} coefficients")
+    if np.linalg.matrix_rank(X) < k:
+        raise ValueError(f"the design of {list(names)} is rank deficient (a regressor is constant or collinear)")
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    resid = y - X @ coef
+    df = n - k
+    sigma2 = resid @ resid / df
+    se = np.sqrt(np.diag(sigma2 * np.linalg.inv(X.T @ X)))
+    t = coef / se
+    q = _st.t.ppf(0.975, df)
+    return pd.DataFrame({"term": list(names), "coef": coef, "se": se, "t": t, "df": df,
+                         "p": 2 * _st.t.sf(np.abs(t), df), "ci_low": coef - q * se, "ci_high": coef + q * se})

@@ -5,11 +5,11 @@ Two numbers per model, both from tables the study notebooks wrote:
 * **Study 1** (``profile_stats``): the female − male gap on warmth and on
   competence, as Hedges' g with its 95% CI and the Holm-adjusted p value
   (:func:`bias_utils.crossmodel.gender_gaps`), for names and for gendered terms.
-* **How far to trust each gap**: whether the axis beats its label-shuffling null
-  (``axis_validity``, chapter 03; a gap on an axis that does not is not read),
-  and from the robustness chapter (``robustness_summary``) the share of
-  specifications that agree with the paper and are significant, with the joint
-  test's p (:func:`bias_utils.robustness.cross_model_summary`).
+* **How far to trust each gap**: the axis's verdict against its label-shuffling null
+  (:mod:`bias_utils.axis_validity`, chapter 03; a gap on an axis whose verdict is not
+  ``supported`` is not read), and from the robustness chapter (``robustness_summary``)
+  the share of specifications that agree with the paper and are significant, with
+  the joint test's p (:func:`bias_utils.crossmodel.cross_model_summary`).
 * **Study 2** (``bold_statistics``, decoders only): the audit's odds ratio that
   a completion's gendered words are male rather than female for male- rather
   than female-dominated occupations, with the Wald CI the audit reports and
@@ -30,17 +30,17 @@ import altair as alt
 import pandas as pd
 
 from . import cache, plots, rendering
+from .axis_validity import AXIS_VALIDITY_TABLE, unreadable_axes, verdict_phrase
 from .crossmodel import (
-    AXIS_VALIDITY_TABLE,
     BOLD_STATS_TABLE,
     PROFILE_STATS_TABLE,
     bold_odds_ratios,
-    failed_axes_by_model,
+    cross_model_summary,
     gender_gaps,
     read_results,
     short_model_ids,
 )
-from .robustness import cross_model_summary
+from .stats import permutation_p_text
 
 #: The composite dimensions on the front page, and the paper's expectation for each.
 HEADLINE = {"warmth": "female", "competence": "male"}
@@ -64,9 +64,10 @@ def read_summary(models: Sequence[str], results_dir: str | Path | None = None
     """``(gaps, odds)`` for ``models`` (result folder names): headline gaps and odds ratios.
 
     ``gaps``: :func:`~bias_utils.crossmodel.gender_gaps` rows of the headline
-    dimensions, with ``axis_valid`` (False when the axis is not better than its
-    null, NA without ``axis_validity``) and, from the robustness chapter when it
-    ran, ``n_specs, share_agree_significant, joint_p``; ``odds``:
+    dimensions, with ``axis_valid`` (False when the axis's verdict at the mean layer is not
+    ``supported``, NA without ``axis_validity``), ``axis_reading``
+    (``axis_validity.verdict_phrase``) and, from the robustness chapter when it ran,
+    ``n_specs, share_agree_significant, joint_p, n_permutations``; ``odds``:
     :func:`~bias_utils.crossmodel.bold_odds_ratios` rows (encoders have none).
     Both keep the full ``model_id``.
     """
@@ -75,13 +76,18 @@ def read_summary(models: Sequence[str], results_dir: str | Path | None = None
         columns=["model_id", "population", "dimension", "gap", "g", "g_ci_low", "g_ci_high", "p_holm"])
     gaps = gaps[gaps["dimension"].isin(list(HEADLINE))].reset_index(drop=True)
     validity, _ = read_results(models, AXIS_VALIDITY_TABLE, results_dir)
-    failed = set(failed_axes_by_model(validity).itertuples(index=False, name=None))
-    tested = set(validity["model_id"]) if len(validity) else set()
-    gaps["axis_valid"] = pd.array([(m, d) not in failed if m in tested else None
-                                   for m, d in zip(gaps["model_id"], gaps["dimension"])], dtype="boolean")
+    valid, reading = {}, {}
+    for model, v in (validity.groupby("model_id", sort=False) if len(validity) else ()):
+        unread = set(unreadable_axes(v))
+        for _, r in v[v["layer"].astype(str) == "mean"].iterrows():
+            valid[(model, r["dimension"])] = r["dimension"] not in unread
+            reading[(model, r["dimension"])] = verdict_phrase(r)
+    keys = list(zip(gaps["model_id"], gaps["dimension"]))
+    gaps["axis_valid"] = pd.array([valid.get(k) for k in keys], dtype="boolean")
+    gaps["axis_reading"] = [reading.get(k) for k in keys]
     robust, _ = cross_model_summary(models, results_dir)
     robust = robust.rename(columns={"n_agree_significant_p": "joint_p"})[
-        ["model_id", "population", "dimension", "n_specs", "share_agree_significant", "joint_p"]]
+        ["model_id", "population", "dimension", "n_specs", "share_agree_significant", "joint_p", "n_permutations"]]
     gaps = gaps.merge(robust, on=["model_id", "population", "dimension"], how="left")
     bold, _ = read_results(models, BOLD_STATS_TABLE, results_dir)
     odds = bold_odds_ratios(bold) if len(bold) else pd.DataFrame(
@@ -103,17 +109,16 @@ def _robustness(row) -> str:
     if share is None or pd.isna(share) or pd.isna(n):
         return ""
     return (f"; {share:.0%} of {int(n)} analysis specifications agree with the paper and are significant "
-            f"(joint test p {_p(row.joint_p)})")
+            f"(joint test p {permutation_p_text(row.joint_p, int(row.n_permutations))})")
 
 
 def _gap_phrase(dimension: str, row) -> str:
     """"female names higher on warmth (g = 1.58, 95% CI 0.69 to 2.48, Holm p = 0.002; 40% of 96 …)",
-    "no clear …", or, on an axis that is not better than its null, "no reading on …"."""
+    "no clear …", or, on an axis whose verdict is not ``supported``, "no reading on …"."""
     numbers = f"g = {_num(row.g)}, 95% CI {_num(row.g_ci_low)} to {_num(row.g_ci_high)}, Holm p {_p(row.p_holm)}"
     valid = getattr(row, "axis_valid", None)
     if valid is not None and not pd.isna(valid) and not valid:
-        return (f"no reading on {dimension}: its axis predicts the dictionary's directions no better than "
-                f"axes from shuffled seed labels ({numbers})")
+        return f"no reading on {dimension}: its axis is {row.axis_reading} ({numbers})"
     robust = _robustness(row)
     if row.p_holm >= ALPHA:
         return f"no clear name gap on {dimension} ({numbers}{robust})"
@@ -188,7 +193,7 @@ def _gap_panel(gaps: pd.DataFrame, population: str, first: bool) -> alt.LayerCha
         color=alt.Color("dimension:N", sort=list(HEADLINE), scale=alt.Scale(range=plots.OTHER_COLORS[:2]),
                         title="dimension", legend=alt.Legend(orient="bottom") if first else None))
     zero = alt.Chart(pd.DataFrame({"g": [0.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x="g:Q")
-    # an axis that is not better than its null is drawn faint: its gap is not read
+    # an axis whose verdict is not "supported" is drawn faint: its gap is not read
     faint = alt.condition("datum.axis_valid === false", alt.value(0.25), alt.value(1.0))
     bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("g_ci_low:Q"), x2="g_ci_high:Q", opacity=faint)
     points = base.mark_point(filled=True, size=60).encode(
@@ -242,8 +247,9 @@ def summary_markdown(models: Sequence[str], results_dir: str | Path | None = Non
         lines += [
             "Female − male gaps on warmth and competence (Hedges' g, 95% CI) for first names and gendered "
             "terms; for models that write, the BOLD audit's odds ratio (above 1: male words more often for "
-            "male-dominated occupations). A faint gap sits on an axis that predicts the dictionary's directions "
-            "no better than axes from shuffled seed labels, and is not read. Each sentence says how many of the "
+            "male-dominated occupations). A faint gap sits on an axis that is not shown to order the "
+            "dictionary's extra terms by pole better than axes from shuffled seed labels (or could not be "
+            "tested), and is not read. Each sentence says how many of the "
             "robustness chapter's analysis specifications agree with the paper." + (f" {note}" if note else ""), "",
             "```{raw} html", rendering.chart_html(summary_chart(gaps, odds).to_dict(), "bias-summary-chart"), "```", "",
         ]

@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy import stats as st
 
-from bias_utils import axis_validity, bold, completions, dictionaries, projection, replication, space
+from bias_utils import axis_validity, bold, completions, dictionaries, plots, projection, replication, space
 from bias_utils.embeddings import embed_words
 from bias_utils.models import load_model
 
@@ -180,17 +180,17 @@ def test_permutation_floor_and_unreadable_axes_in_the_reading():
     assert "permutation p ≤ 1/100 = 0.01" in lines[1]
     assert sum(line.startswith("**") for line in lines) == 2
 
-    validity = pd.DataFrame({"space": "warmth_competence", "dimension": ["warmth", "competence"], "layer": "mean",
-                             "verdict": ["supported", "not shown"], "auc": [0.8, 0.55], "null_low": 0.4,
-                             "null_high": 0.7, "p": [0.005, 0.3], "n_permutations": 200, "n_high": 20, "n_low": 20,
-                             "detectable_auc": 0.7})
-    gate = completions.axis_gate(validity)
-    assert list(gate) == ["competence"]
-    assert gate["competence"] == axis_validity.verdict_phrase(validity.iloc[1])
-    assert completions.axis_gate(validity.iloc[:1]) == {"competence": "has no validity check (no row in the table)"}
-    flagged = completions.completion_projection_stats(table, n_boot=2, n_permutations=99, unreadable=list(gate))
-    read = completions.describe_completion_stats(flagged, gate)
-    assert read[-1].startswith("**competence**: not read: the axis not shown to beat its null")
+    verdict = pd.Series({"verdict": "not shown", "auc": 0.55, "null_low": 0.4, "null_high": 0.7, "p": 0.3,
+                         "n_permutations": 200, "n_high": 20, "n_low": 20, "detectable_auc": 0.7})
+    unreadable = {"competence": axis_validity.verdict_phrase(verdict)}
+    flagged = completions.completion_projection_stats(table, n_boot=2, n_permutations=99, unreadable=list(unreadable))
+    assert flagged.loc[flagged.dimension == "competence", "axis_readable"].eq(False).all()
+    read = completions.describe_completion_stats(flagged, unreadable)
+    assert read[-1] == (f"**competence**: not read: the axis {unreadable['competence']}, so no gap on it is "
+                        "interpreted (the numbers stay in the table below).")
+    assert all("competence" not in line for line in read[:-1])
+    chart = completions.completion_chart(table, list(unreadable)).to_dict()
+    assert chart["encoding"]["y"]["title"].endswith(plots.INVALID_MARK)
 
 
 def test_completion_projection_requires_two_occupations_per_group():

@@ -74,3 +74,14 @@ def test_read_all_results_stacks_every_table_and_lists_missing(tmp_path):
     assert list(tables[crossmodel.PROFILE_STATS_TABLE]["model_id"]) == ["m1", "m2"]
     assert ("m2", crossmodel.ACCURACY_TABLE) in set(zip(missing["model_id"], missing["table"]))
     assert len(missing) == 2 * len(crossmodel.CROSS_MODEL_TABLES) - 3
+
+
+def test_unreadable_axes_by_model_reads_each_models_verdicts():
+    validity = pd.DataFrame({"model_id": ["a", "a", "a", "b", "b"], "dimension": ["warmth", "competence", "warmth",
+                                                                                  "warmth", "religion"],
+                             "layer": ["mean", "mean", "3", "mean", "mean"],
+                             "verdict": ["supported", "not shown", "not shown", "supported", "untestable"]})
+    got = crossmodel.unreadable_axes_by_model(validity)
+    assert list(got.itertuples(index=False, name=None)) == [("a", "competence"), ("b", "religion")]
+    assert list(crossmodel.unreadable_axes_by_model(validity, "3")["dimension"]) == ["warmth"]
+    assert crossmodel.unreadable_axes_by_model(pd.DataFrame()).empty

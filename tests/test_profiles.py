@@ -254,7 +254,10 @@ def test_paper_finding_checks_direction_and_significance(names, terms):
     assert not pr.paper_finding(pr.profile_stats(pr.standardise(swapped)))["holds"].any()
     sentence = pr.paper_finding_sentence(f.reset_index(), invalid_axes=["competence"])
     assert "female names higher on warmth: yes" in sentence and "male names higher on competence: yes" in sentence
-    assert sentence.count("not better than chance") == 1 and sentence.index("competence") < sentence.index("chance")
+    flag = "not shown to beat its label-shuffling null"
+    assert sentence.count(flag) == 1 and sentence.index("competence") < sentence.index(flag)
+    reading = {"competence": "untestable (3 covered low-pole terms; 10 per pole needed)"}
+    assert f"its axis is {reading['competence']}, so" in pr.paper_finding_sentence(f.reset_index(), reading)
     assert pr.paper_finding_sentence(pr.paper_finding(pr.profile_stats(pr.standardise(swapped)))).count(": no") == 2
     text = pr.describe_profile(pr.profile_stats(z))
     assert text.splitlines()[0].startswith("- names: female higher than male on warmth")

@@ -1,7 +1,11 @@
 """bias_utils.stats against scipy and hand calculations."""
 
+import math
+from itertools import combinations
+
 import numpy as np
 import pandas as pd
+import pingouin as pg
 import pytest
 from scipy import stats as st
 
@@ -155,3 +159,82 @@ def test_cluster_bootstrap_keeps_clusters_whole():
     assert (ihi - ilo) < (hi - lo)
     with pytest.raises(KeyError, match="'occupation'"):
         stats.cluster_bootstrap_ci(df, len, cluster="occupation")
+
+
+# ---------------------------------------------------------------- vectorised tests (the specification curve's)
+
+def test_holm_matches_adjust_pvalues():
+    rng = np.random.default_rng(1)
+    p = rng.uniform(0, 0.2, size=(5, 7))
+    p[0, :2] = p[0, 2]  # ties
+    got = stats.holm(p, axis=-1)
+    for row, want in zip(got, p):
+        np.testing.assert_allclose(row, stats.adjust_pvalues(want, "holm"))
+    np.testing.assert_allclose(stats.holm(p.T, axis=0), got.T)
+
+
+def test_group_tests_match_scipy_and_hedges_g():
+    rng = np.random.default_rng(0)
+    V = rng.normal(size=(3, 11, 4)) * 3 + 5
+    y = np.zeros(11, bool)
+    y[[0, 2, 3, 7, 9]] = True
+    res = stats.group_tests(V, y[None])
+    for c in range(3):
+        for d in range(4):
+            a, b = V[c, y, d], V[c, ~y, d]
+            sd = V[c, :, d].std()
+            s, w = st.ttest_ind(a, b), st.ttest_ind(a, b, equal_var=False)
+            g = stats.hedges_g(a, b)
+            np.testing.assert_allclose(res["p_student"][0, c, d], s.pvalue, rtol=1e-9)
+            np.testing.assert_allclose(res["t_student"][0, c, d], s.statistic, rtol=1e-9)
+            np.testing.assert_allclose(res["p_welch"][0, c, d], w.pvalue, rtol=1e-9)
+            np.testing.assert_allclose(res["df_welch"][0, c, d], w.df, rtol=1e-9)
+            np.testing.assert_allclose([res[k][0, c, d] for k in ("g", "g_low", "g_high")],
+                                       [g["effect_size"], g["ci_low"], g["ci_high"]], rtol=1e-9)
+            np.testing.assert_allclose(res["diff"][0, c, d], (a.mean() - b.mean()) / sd, rtol=1e-9)
+
+
+def test_exact_permutation_test_matches_enumeration_and_scipy():
+    rng = np.random.default_rng(2)
+    V = rng.normal(size=(2, 8, 2)) + np.array([0, 0, 0, 0, 1, 1, 1, 1])[None, :, None] * 0.8
+    y = np.array([False] * 4 + [True] * 4)
+    ref = stats.permutation_reference(8, 4, 1000)
+    assert ref[1] and len(ref[0]) == math.comb(8, 4)
+    got = stats.group_tests(V, y[None], ref)["p_permutation"][0]
+    for c in range(2):
+        for d in range(2):
+            x = V[c, :, d]
+            obs = abs(x[y].mean() - x[~y].mean())
+            count = sum(abs(x[list(i)].mean() - np.delete(x, list(i)).mean()) >= obs - 1e-12
+                        for i in combinations(range(8), 4))
+            assert got[c, d] == pytest.approx(count / 70)
+            sp = st.permutation_test((x[y], x[~y]), lambda a, b: a.mean() - b.mean(), permutation_type="independent",
+                                      n_resamples=10_000, alternative="two-sided")
+            assert got[c, d] == pytest.approx(sp.pvalue)  # equal groups: the exact null is symmetric
+
+
+def test_random_permutation_reference_keeps_group_sizes():
+    R, exact = stats.permutation_reference(30, 12, 500, seed=4)
+    assert not exact and R.shape == (500, 30) and (R.sum(axis=1) == 12).all()
+
+
+def test_ols_matches_linregress_and_pingouin():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=40)
+    t = rng.integers(1, 4, size=40)
+    y = 0.5 * x + 0.3 * t + rng.normal(size=40)
+    fit = stats.ols(y, np.column_stack([np.ones(40), x]), ["intercept", "x"]).set_index("term")
+    lr = st.linregress(x, y)
+    assert fit.loc["x", "coef"] == pytest.approx(lr.slope) and fit.loc["x", "se"] == pytest.approx(lr.stderr)
+    assert fit.loc["x", "p"] == pytest.approx(lr.pvalue)
+    two = stats.ols(y, np.column_stack([np.ones(40), x, t]), ["intercept", "x", "t"]).set_index("term")
+    pgr = pg.linear_regression(np.column_stack([x, t]), y).set_index("names")
+    np.testing.assert_allclose(two.loc[["x", "t"], "se"], pgr.loc[["x1", "x2"], "se"], rtol=1e-8)
+    np.testing.assert_allclose(two.loc[["x", "t"], "ci_low"], pgr.loc[["x1", "x2"], "CI2.5"], rtol=1e-8)
+    with pytest.raises(ValueError, match="rank deficient"):
+        stats.ols(y, np.column_stack([np.ones(40), np.ones(40)]), ["a", "b"])
+
+
+def test_permutation_p_text_at_its_floor():
+    assert stats.permutation_p_text(1 / 201, 200) == "≤ 0.00498"
+    assert stats.permutation_p_text(0.21, 200) == "= 0.21"

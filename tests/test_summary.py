@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 import vl_convert as vlc
 
-from bias_utils import bold, replication, robustness, summary
-from bias_utils.crossmodel import AXIS_VALIDITY_TABLE, BOLD_STATS_TABLE, PROFILE_STATS_TABLE
+from bias_utils import bold, replication, summary
+from bias_utils.axis_validity import AXIS_VALIDITY_TABLE
+from bias_utils.crossmodel import BOLD_STATS_TABLE, PROFILE_STATS_TABLE, ROBUSTNESS_SUMMARY_TABLE
 from bias_utils.results import write_table
 
 
@@ -31,16 +32,19 @@ def results(tmp_path_factory):
     audit, _ = bold.audit_statistics(published, n_boot=50, seed=0)
     write_table(audit, root / "dec--1--fp32" / BOLD_STATS_TABLE)
     write_table(_profile_rows(-0.9, 1.2, 0.001), root / "enc--2--fp32" / PROFILE_STATS_TABLE)
-    # the encoder's competence axis fails its null at the headline layer (it beats it at layer 3)
+    # the encoder's competence axis is not shown to beat its null at the headline layer (it is at layer 3)
     validity = pd.DataFrame({"dimension": ["warmth", "competence", "competence"], "layer": ["mean", "mean", "3"],
-                             "beats_null": [True, False, True]})
+                             "verdict": ["supported", "not shown", "supported"], "auc": [0.86, 0.58, 0.8],
+                             "null_low": [0.31, 0.35, 0.3], "null_high": [0.71, 0.74, 0.7], "p": [0.005, 0.21, 0.01],
+                             "n_permutations": 199, "n_high": 40, "n_low": 12, "detectable_auc": [0.7, 0.71, 0.7]})
     write_table(validity, root / "enc--2--fp32" / AXIS_VALIDITY_TABLE)
     # the decoder ran the robustness chapter: 12 of 96 warmth specifications agree and are significant
     robust = pd.DataFrame({"population": ["names"], "dimension": ["warmth"], "expected_sign": [1], "n_specs": [96],
                            "share_agree_significant": [12 / 96], "share_positive_significant": [12 / 96],
                            "share_negative_significant": [0.0], "median_g": [0.4], "n_agree_significant_p": [0.0199],
-                           "axis_accuracy": [0.7], "axis_p": [0.01], "axis_beats_null": [True]})
-    write_table(robust, root / "dec--1--fp32" / robustness.SUMMARY_TABLE)
+                           "n_permutations": [200], "axis_auc": [0.7], "axis_p": [0.01], "axis_verdict": ["supported"],
+                           "axis_reading": ["supported (AUC 0.70, null 95% band 0.31–0.69, p = 0.01, n 40/12)"]})
+    write_table(robust, root / "dec--1--fp32" / ROBUSTNESS_SUMMARY_TABLE)
     return root
 
 
@@ -55,14 +59,14 @@ def test_summary_table_reads_every_model(results):
     assert (round(dec.odds_ratio, 2), round(dec.or_ci_low, 2), round(dec.or_ci_high, 2)) == (24.65, 10.07, 60.37)
     assert dec.sentence == (
         "female names higher on warmth (g = 1.00, 95% CI 0.20 to 1.80, Holm p = 0.010; 12% of 96 analysis "
-        "specifications agree with the paper and are significant (joint test p = 0.020)); "
+        "specifications agree with the paper and are significant (joint test p = 0.0199)); "
         "no clear name gap on competence (g = −0.50, 95% CI −1.30 to 0.30, Holm p = 0.300); "
         "its completions use male rather than female words more for male-dominated occupations "
         "(odds ratio 24.65, 95% CI 10.07 to 60.37).")
     assert enc.sentence == (
         "male names higher on warmth (g = −0.90, 95% CI −1.70 to −0.10, Holm p = 0.010; opposite to the paper); "
-        "no reading on competence: its axis predicts the dictionary's directions no better than axes from "
-        "shuffled seed labels (g = 1.20, 95% CI 0.40 to 2.00, Holm p = 0.001); "
+        "no reading on competence: its axis is not shown to beat its null (AUC 0.58, null 95% band 0.35–0.74, "
+        "p = 0.21; n 40 high / 12 low; detectable AUC 0.71) (g = 1.20, 95% CI 0.40 to 2.00, Holm p = 0.001); "
         "an encoder: it writes no text to audit.")
     assert gone.sentence == "no name profile in its results; it has no BOLD audit results."
     assert pd.isna(enc.odds_ratio)
