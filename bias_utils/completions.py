@@ -413,8 +413,10 @@ def describe_completion_stats(result: pd.DataFrame, unreadable: Mapping[str, str
                 verdict = "a gap beyond the prompt's own words is not shown"
             elif np.sign(beyond["effect_size"]) == np.sign(occ["effect_size"]):
                 verdict = "the completion adds to the gap beyond its prompt's words"
+            elif np.sign(prompt["effect_size"]) == np.sign(occ["effect_size"]):
+                verdict = "the completion narrows the gap its prompt alone already shows"
             else:
-                verdict = "the completion narrows its prompt's gap, which the prompt's own words carry"
+                verdict = "the completion reverses the gap its prompt alone shows"
             lines.append(
                 f"{dim}, baseline of the prompt's own words (each prompt embedded alone): "
                 f"{_reading(prompt, pt, dim, f'the prompts of {a} occupations')}; beyond the prompt (completion − "
