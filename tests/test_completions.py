@@ -173,11 +173,15 @@ def test_permutation_floor_and_unreadable_axes_in_the_reading():
     table = _clustered(np.random.default_rng(2), 1, {"a": (0.0, 6, 6), "b": (0.5, 6, 6)}, occupation_sd=0.2)
     table = pd.concat([table.assign(dimension="warmth"), table.assign(dimension="competence")], ignore_index=True)
     table.loc[table.group == FEMALE, "z"] += 3
+    # the prompt alone carries twice the completion's gap: the completion narrows it
+    table["prompt_z"] = 2 * table.z
+    table["beyond_prompt_z"] = table.z - table.prompt_z
     result = completions.completion_projection_stats(table, n_boot=50, n_permutations=99)
     within = result[result.analysis == "within_category"]
     assert within.p.eq(0.01).all() and within.p_floor.eq(0.01).all()
     lines = completions.describe_completion_stats(result)
     assert "permutation p ≤ 1/100 = 0.01" in lines[1]
+    assert lines[2].endswith("the completion narrows the gap its prompt alone already shows.")
     assert sum(line.startswith("**") for line in lines) == 2
 
     verdict = pd.Series({"verdict": "not shown", "auc": 0.55, "null_low": 0.4, "null_high": 0.7, "p": 0.3,
