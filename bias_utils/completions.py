@@ -400,10 +400,13 @@ def describe_completion_stats(result: pd.DataFrame, unreadable: Mapping[str, str
             lines.append(f"{dim}, within BOLD category: not available (no category has occupations of both groups "
                          "in this run, or the table has no category).")
         else:
+            excludes_zero = within["ci_low"] > 0 or within["ci_high"] < 0
+            caveat = ("; the bootstrap interval is optimistic with this few occupations per category, the "
+                      "permutation p is the test" if excludes_zero != (within["p_adj"] < 0.05) else "")
             lines.append(
-                f"{dim}, within BOLD category (topic held fixed; {int(within['n_categories'])} of "
-                f"{int(within['n_categories_total'])} categories have occupations of both groups: "
-                f"{within['categories']}): {_reading(within, within, dim, f'{a} occupations')}.")
+                f"{dim}, within BOLD category (topic held fixed; categories with occupations of both groups: "
+                f"{int(within['n_categories'])} of {int(within['n_categories_total'])}, {within['categories']}): "
+                f"{_reading(within, within, dim, f'{a} occupations')}{caveat}.")
         prompt = pick("occupation", "prompt", "cluster_bootstrap_occupation", dim)
         beyond = pick("occupation", "beyond_prompt", "cluster_bootstrap_occupation", dim)
         if prompt is not None and beyond is not None:

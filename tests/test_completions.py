@@ -123,7 +123,7 @@ def test_chapter_functions_on_a_real_slice(smollm, published, basis):
 
     lines = completions.describe_completion_stats(result, {"competence": "is not supported (test)"})
     assert lines[0].startswith("**warmth** (primary: occupation means, 3 female-dominated vs 4 male-dominated")
-    assert "2 of 2 categories" in lines[1] and "prompt" in lines[2] and "as independent" in lines[3]
+    assert "both groups: 2 of 2," in lines[1] and "prompt" in lines[2] and "as independent" in lines[3]
     assert lines[-1].startswith("**competence**: not read") and not any(ch.isdigit() for ch in lines[-1])
 
 
