@@ -8,8 +8,15 @@ import pytest
 import torch
 from scipy import stats as st
 
-from bias_utils import bold, completions, dictionaries, replication, space
+from bias_utils import axis_validity, bold, completions, dictionaries, plots, projection, replication, space
+from bias_utils.embeddings import embed_words
 from bias_utils.models import load_model
+
+FEMALE, MALE = bold.FEMALE_GROUP, bold.MALE_GROUP
+
+#: Two BOLD categories with occupations of both groups (healthcare 2 vs 2, computer 1 vs 2).
+SLICE = ["Flight_Nurse", "Anesthesiologist_Assistant", "Emergency_Medical_Technician", "Social_Worker",
+         "Data_entry_clerk", "Computer_operator", "Computer_repair_technician"]
 
 
 @pytest.fixture(scope="module")
@@ -19,66 +26,180 @@ def smollm():
 
 @pytest.fixture(scope="module")
 def published():
-    """Three published completions per group, plus one empty completion (a recorded skip)."""
+    """Two published completions of each slice occupation, plus one empty completion (a recorded skip)."""
     c = replication.load_published_completions()
-    rows = pd.concat([c[c.group == g].head(3) for g in (bold.MALE_GROUP, bold.FEMALE_GROUP)])
+    rows = c[c.occupation.isin(SLICE)].groupby("occupation", sort=False).head(2)
     empty = rows.iloc[[0]].assign(completion="")
-    return pd.concat([rows, empty], ignore_index=True)[["group", "occupation", "prompt", "completion"]]
+    return pd.concat([rows, empty], ignore_index=True)[["group", "category", "occupation", "prompt", "completion"]]
 
 
-@pytest.mark.slow
-def test_completion_embedding_is_mean_hidden_state_over_completion_tokens(smollm, published):
-    values, layers, skipped = completions.completion_embeddings(smollm, published)
-    assert values.shape == (len(published), smollm.n_layers + 1, smollm.hidden_size)
-    assert skipped["reason"].str.contains("empty").tolist() == [True]
-    assert np.isnan(values[-1]).all()
-
-    # independent: run the backbone directly and average the states of the completion's tokens
-    row = published.iloc[1]
-    text = row.prompt.rstrip() + " " + row.completion.strip()
-    start = len(row.prompt.rstrip()) + 1
-    enc = smollm.tokenizer(text, return_offsets_mapping=True, return_tensors="pt")
-    offsets = enc.pop("offset_mapping")[0].tolist()
-    with torch.no_grad():
-        hidden = smollm.backbone()(**enc.to(smollm.device), output_hidden_states=True).hidden_states
-    idx = [i for i, (s, e) in enumerate(offsets) if e > s and e > start]
-    direct = np.stack([h[0, idx].float().mean(0).cpu().numpy() for h in hidden])
-    np.testing.assert_allclose(values[1], direct, rtol=1e-3, atol=1e-3)
-
-
-@pytest.mark.slow
-def test_completion_projection_and_stats_match_numpy_and_scipy(smollm, published):
+@pytest.fixture(scope="module")
+def basis(smollm):
     dictionary = dictionaries.load_dictionary(None)
     small = dictionary[dictionary.dimension.isin(["sociability", "morality", "ability", "agency"])]
     small = small.groupby(["dimension", "direction"]).head(2)
-    sp = space.build_space(smollm, small, "dictionary", n_contexts=2, seed=0)
-    basis = sp.bases["warmth_competence"]
+    return space.build_space(smollm, small, "dictionary", n_contexts=2, seed=0).bases["warmth_competence"]
+
+
+def _direct_mean_state(model, text: str, start: int) -> np.ndarray:
+    """Independent: run the backbone and average the states of the tokens from character ``start`` on."""
+    enc = model.tokenizer(text, return_offsets_mapping=True, return_tensors="pt")
+    offsets = enc.pop("offset_mapping")[0].tolist()
+    with torch.no_grad():
+        hidden = model.backbone()(**enc.to(model.device), output_hidden_states=True).hidden_states
+    idx = [i for i, (s, e) in enumerate(offsets) if e > s and e > start]
+    return np.stack([h[0, idx].float().mean(0).cpu().numpy() for h in hidden])
+
+
+@pytest.mark.slow
+def test_completion_and_prompt_embeddings_are_mean_hidden_states(smollm, published):
+    values, _, skipped = completions.completion_embeddings(smollm, published)
+    assert values.shape == (len(published), smollm.n_layers + 1, smollm.hidden_size)
+    assert skipped["reason"].str.contains("empty").tolist() == [True]
+    assert np.isnan(values[-1]).all()
+    row = published.iloc[1]
+    text = row.prompt.rstrip() + " " + row.completion.strip()
+    np.testing.assert_allclose(values[1], _direct_mean_state(smollm, text, len(row.prompt.rstrip()) + 1),
+                               rtol=1e-3, atol=1e-3)
+
+    prompts, _, prompt_skipped = completions.completion_embeddings(smollm, published, part="prompt")
+    assert prompt_skipped.empty and not np.isnan(prompts).any()
+    np.testing.assert_allclose(prompts[1], _direct_mean_state(smollm, row.prompt.strip(), 0), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.slow
+def test_chapter_functions_on_a_real_slice(smollm, published, basis):
     values, _, _ = completions.completion_embeddings(smollm, published)
-    table = completions.completion_projection(basis, values, published, layer="mean")
+    prompts, _, _ = completions.completion_embeddings(smollm, published, part="prompt")
+    table = completions.completion_projection(basis, values, published, layer="mean", prompt_values=prompts)
+    kept = published.iloc[:-1]  # the empty completion is left out
 
-    kept = ~np.isnan(values).any(axis=(1, 2))
-    direct = np.mean([values[kept][:, layer] @ basis.pinv[layer].T for layer in range(len(basis.layers))], axis=0)
-    wide = table.pivot_table(index=table.index // len(basis.dimensions), columns="dimension", values="value")
+    # the prompt baseline equals projection.project of embed_words on the prompt alone
+    texts = kept.prompt.str.strip().tolist()
+    own = projection.project(basis, embed_words(smollm, texts, texts).values, layer="mean")
+    direct = np.mean([values[:-1][:, i] @ basis.pinv[i].T for i in range(len(basis.layers))], axis=0)
     for j, dim in enumerate(basis.dimensions):
-        np.testing.assert_allclose(wide[dim].to_numpy(), direct[:, j], rtol=1e-5, atol=1e-6)
-        z = (direct[:, j] - direct[:, j].mean()) / direct[:, j].std()
-        np.testing.assert_allclose(table.loc[table.dimension == dim, "z"].to_numpy(), z, rtol=1e-5, atol=1e-6)
+        d = table[table.dimension == dim]
+        np.testing.assert_allclose(d.prompt_value, own[:, j], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(d.value, direct[:, j], rtol=1e-5, atol=1e-6)
+        sd = direct[:, j].std()
+        np.testing.assert_allclose(d.z, (direct[:, j] - direct[:, j].mean()) / sd, rtol=1e-5, atol=1e-6)
+        beyond = direct[:, j] - own[:, j]
+        np.testing.assert_allclose(d.beyond_prompt_z, (beyond - beyond.mean()) / sd, rtol=1e-4, atol=1e-5)
 
-    result = completions.completion_projection_stats(table)
+    result = completions.completion_projection_stats(table, n_boot=200, n_permutations=200)
+    assert result.iloc[0][["analysis", "measure", "test"]].tolist() == ["occupation", "completion", "welch_t"]
+    assert result.loc[result.primary, "analysis"].eq("occupation").all()
     for dim in basis.dimensions:
         d = table[table.dimension == dim]
-        ref = st.ttest_ind(d.loc[d.group == bold.FEMALE_GROUP, "z"], d.loc[d.group == bold.MALE_GROUP, "z"],
-                           equal_var=False)
-        row = result[(result.dimension == dim) & (result.test == "welch_t")].iloc[0]
-        assert row.statistic == pytest.approx(ref.statistic, rel=1e-9)
-        assert row.p == pytest.approx(ref.pvalue, rel=1e-9)
-    p = result[result.test == "welch_t"]["p"].to_numpy()
+        occ = d.groupby(["group", "occupation"])[["z", "prompt_z"]].mean().reset_index()
+        for measure, col in (("completion", "z"), ("prompt", "prompt_z")):
+            ref = st.ttest_ind(occ.loc[occ.group == FEMALE, col], occ.loc[occ.group == MALE, col], equal_var=False)
+            row = result[(result.analysis == "occupation") & (result.measure == measure)
+                         & (result.dimension == dim) & (result.test == "welch_t")].iloc[0]
+            assert (row.statistic, row.p, row.n_a, row.n_b) == (pytest.approx(ref.statistic), pytest.approx(ref.pvalue),
+                                                                3, 4)
+        ref = st.ttest_ind(d.loc[d.group == FEMALE, "z"], d.loc[d.group == MALE, "z"], equal_var=False)
+        row = result[(result.analysis == "completions_as_independent") & (result.dimension == dim)
+                     & (result.test == "welch_t")].iloc[0]
+        assert row.p == pytest.approx(ref.pvalue) and row.n == len(kept)
+
+        # within category: the coefficient of group in OLS with category dummies (independent: lstsq)
+        cells = d.groupby(["category", "group", "occupation"])["z"].mean().reset_index()
+        X = np.column_stack([cells.group.eq(FEMALE).astype(float), pd.get_dummies(cells.category).astype(float)])
+        coef = np.linalg.lstsq(X, cells.z.to_numpy(), rcond=None)[0][0]
+        row = result[(result.analysis == "within_category") & (result.measure == "completion")
+                     & (result.dimension == dim)].iloc[0]
+        assert row.effect_size == pytest.approx(coef)
+        assert (row.n_categories, row.n_categories_total, row.p_floor) == (2, 2, pytest.approx(1 / 201))
+    p = result[(result.analysis == "occupation") & (result.measure == "completion") & (result.test == "welch_t")].p
     holm = np.minimum(1, np.maximum.accumulate(np.sort(p) * np.arange(len(p), 0, -1)))
-    assert sorted(result[result.test == "welch_t"]["p_adj"]) == pytest.approx(sorted(holm))
+    assert sorted(result.loc[p.index, "p_adj"]) == pytest.approx(sorted(holm))
+
+    cat = completions.category_contrasts(table)
+    c = cat[(cat.measure == "completion") & (cat.dimension == "warmth")].set_index("category")
+    assert c.loc["healthcare_occupations", ["n_a", "n_b"]].tolist() == [2, 2]
+    assert c.loc["computer_occupations", ["n_a", "n_b"]].tolist() == [1, 2]
+
+    lines = completions.describe_completion_stats(result, {"competence": "is not supported (test)"})
+    assert lines[0].startswith("**warmth** (primary: occupation means, 3 female-dominated vs 4 male-dominated")
+    assert "both groups: 2 of 2," in lines[1] and "prompt" in lines[2] and "as independent" in lines[3]
+    assert lines[-1].startswith("**competence**: not read") and not any(ch.isdigit() for ch in lines[-1])
 
 
-def test_completion_projection_requires_two_per_group():
-    table = pd.DataFrame({"dimension": ["warmth"] * 3, "group": [bold.FEMALE_GROUP] * 2 + [bold.MALE_GROUP],
-                          "z": [0.1, 0.2, 0.3]})
-    with pytest.raises(ValueError, match="need at least 2 each"):
-        completions.completion_projection_stats(table)
+def _clustered(rng, n_sim: int, plan: dict, occupation_sd: float = 1.0) -> pd.DataFrame:
+    """``n_sim`` data sets of completions whose occupations share a random effect, and no group effect.
+
+    Each data set is one ``dimension`` (``sim0``, ...), so one call of the chapter's
+    function tests them all (raw p values are read; Holm would mix the data sets).
+    ``plan``: ``{category: (shift, female occupations, male occupations)}``; ``shift``
+    is a topic effect that the groups do not share equally.
+    """
+    units = [(sim, category, shift, group, f"{category}/{group}/{i}") for sim in range(n_sim)
+             for category, (shift, n_a, n_b) in plan.items()
+             for group, n in ((FEMALE, n_a), (MALE, n_b)) for i in range(n)]
+    sims, categories, shifts, groups, occupations = map(np.array, zip(*units))
+    k = rng.integers(1, 12, len(units))
+    unit = np.repeat(np.arange(len(units)), k)
+    effect = shifts.astype(float) + occupation_sd * rng.normal(size=len(units))
+    return pd.DataFrame({"dimension": np.char.add("sim", sims.astype(str))[unit], "group": groups[unit],
+                         "category": categories[unit], "occupation": occupations[unit],
+                         "z": effect[unit] + rng.normal(size=len(unit)), "space": "warmth_competence",
+                         "layer": "mean"})
+
+
+def _rejection_rates(table: pd.DataFrame, **kw) -> dict[str, float]:
+    """Share of data sets with raw p < 0.05, per analysis (one test per analysis and data set)."""
+    result = completions.completion_projection_stats(table, n_boot=2, **kw)
+    tests = result[result.measure.eq("completion") & result.p.notna()]
+    return tests.groupby("analysis").p.apply(lambda p: float((p < 0.05).mean())).to_dict()
+
+
+def test_occupation_level_test_holds_alpha_where_the_completion_level_test_does_not():
+    rates = _rejection_rates(_clustered(np.random.default_rng(0), 300, {"all": (0.0, 20, 40)}).drop(
+        columns="category"))
+    assert rates["occupation"] <= 0.07
+    assert rates["completions_as_independent"] >= 0.2
+
+
+def test_within_category_test_holds_alpha_where_topic_confounds_the_occupation_test():
+    topic = {"nursing": (1.0, 8, 2), "health": (0.3, 5, 4), "computing": (-0.3, 3, 8), "engineering": (-1.0, 2, 10)}
+    rates = _rejection_rates(_clustered(np.random.default_rng(1), 200, topic, occupation_sd=0.5), n_permutations=99)
+    assert rates["within_category"] <= 0.07
+    assert rates["occupation"] >= 0.5
+
+
+def test_permutation_floor_and_unreadable_axes_in_the_reading():
+    table = _clustered(np.random.default_rng(2), 1, {"a": (0.0, 6, 6), "b": (0.5, 6, 6)}, occupation_sd=0.2)
+    table = pd.concat([table.assign(dimension="warmth"), table.assign(dimension="competence")], ignore_index=True)
+    table.loc[table.group == FEMALE, "z"] += 3
+    # the prompt alone carries twice the completion's gap: the completion narrows it
+    table["prompt_z"] = 2 * table.z
+    table["beyond_prompt_z"] = table.z - table.prompt_z
+    result = completions.completion_projection_stats(table, n_boot=50, n_permutations=99)
+    within = result[result.analysis == "within_category"]
+    assert within.p.eq(0.01).all() and within.p_floor.eq(0.01).all()
+    lines = completions.describe_completion_stats(result)
+    assert "permutation p ≤ 1/100 = 0.01" in lines[1]
+    assert lines[2].endswith("the completion narrows the gap its prompt alone already shows.")
+    assert sum(line.startswith("**") for line in lines) == 2
+
+    verdict = pd.Series({"verdict": "not shown", "auc": 0.55, "null_low": 0.4, "null_high": 0.7, "p": 0.3,
+                         "n_permutations": 200, "n_high": 20, "n_low": 20, "detectable_auc": 0.7})
+    unreadable = {"competence": axis_validity.verdict_phrase(verdict)}
+    flagged = completions.completion_projection_stats(table, n_boot=2, n_permutations=99, unreadable=list(unreadable))
+    assert flagged.loc[flagged.dimension == "competence", "axis_readable"].eq(False).all()
+    read = completions.describe_completion_stats(flagged, unreadable)
+    assert read[-1] == (f"**competence**: not read: the axis {unreadable['competence']}, so no gap on it is "
+                        "interpreted (the numbers stay in the table below).")
+    assert all("competence" not in line for line in read[:-1])
+    chart = completions.completion_chart(table, list(unreadable)).to_dict()
+    assert chart["encoding"]["y"]["title"].endswith(plots.INVALID_MARK)
+
+
+def test_completion_projection_requires_two_occupations_per_group():
+    table = pd.DataFrame({"dimension": "warmth", "space": "warmth_competence", "layer": "mean",
+                          "group": [FEMALE] * 3 + [MALE] * 2, "occupation": ["n", "n", "m", "e", "e"],
+                          "z": [0.1, 0.2, 0.3, 0.4, 0.5]})
+    with pytest.raises(ValueError, match="1 male_dominated occupations; need at least 2 each"):
+        completions.completion_projection_stats(table, n_boot=2)
