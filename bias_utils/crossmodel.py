@@ -148,8 +148,8 @@ def gender_gaps(profile_stats: pd.DataFrame, female: str = "female", male: str =
 
 
 def bold_odds_ratios(bold_stats: pd.DataFrame) -> pd.DataFrame:
-    """The audit's odds ratio (male over female words, male- vs female-dominated) per model,
-    with its Wald CI, and the occupation-cluster bootstrap CI beside it.
+    """The audit's odds ratio (male over female words, male- vs female-dominated) per model, with the
+    occupation-cluster bootstrap CI (the primary interval) and the audit's Wald CI (every word independent).
 
     Columns: ``model_id, method, odds_ratio, ci_low, ci_high, p, n``.
     """
@@ -170,7 +170,7 @@ def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.Data
     """One row per model: embedding gaps (female − male, names and terms) beside its writing.
 
     Columns: ``model_id``; ``names_warmth_gap, names_competence_gap, terms_warmth_gap,
-    terms_competence_gap`` (standardised units); ``odds_ratio, or_ci_low, or_ci_high``
+    terms_competence_gap`` (standardised units); ``odds_ratio, or_ci_low, or_ci_high`` (occupation interval)
     (Wald, the audit's); ``share_gendered_male_dominated, share_gendered_female_dominated``
     (completions with any gendered word); ``completion_warmth_gap, completion_competence_gap``
     (female- minus male-dominated completions, standardised) and their Holm p values.
@@ -182,7 +182,7 @@ def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.Data
     wide.columns = [f"{pop}_{dim}_gap" for pop, dim in wide.columns]
     parts = [wide]
     if len(odds):
-        w = odds[odds["method"] == "Wald (audit)"].set_index("model_id")
+        w = odds[odds["method"] == "occupation bootstrap"].set_index("model_id")
         parts.append(w[["odds_ratio", "ci_low", "ci_high"]].rename(columns={"ci_low": "or_ci_low",
                                                                              "ci_high": "or_ci_high"}))
     if len(summary):
@@ -190,7 +190,9 @@ def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.Data
         share.columns = [f"share_gendered_{g}" for g in share.columns]
         parts.append(share)
     if len(completion_stats):
-        c = completion_stats[completion_stats["test"] == "welch_t"]
+        # Chapter 08's primary analysis only (occupation means); older tables without the column had one Welch row
+        primary = completion_stats["primary"].astype(bool) if "primary" in completion_stats else True
+        c = completion_stats[(completion_stats["test"] == "welch_t") & primary]
         gap = c.assign(gap=c["mean_a"] - c["mean_b"]).pivot_table(
             index="model_id", columns="dimension", values=["gap", "p_adj"], aggfunc="first")
         gap.columns = [f"completion_{dim}_{'gap' if v == 'gap' else 'p_holm'}" for v, dim in gap.columns]
