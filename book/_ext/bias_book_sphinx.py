@@ -3,7 +3,20 @@
 - sphinx-thebe registers its inline configuration script twice in some builds
   (``const THEBE_JS_URL`` declared twice: a SyntaxError in every page's
   console); identical scripts are emitted once.
+- The footer's copyright year is the year of the build (UTC, or of
+  ``SOURCE_DATE_EPOCH`` when set), not a year typed into ``_config.yml``.
+- pydata-sphinx-theme loads ``fontawesome.js`` (1.5 MB) on every page only so that
+  projects can register custom icons; its stylesheet already draws the standard
+  icons (the theme's buttons) from the Font Awesome webfonts, and this book has
+  no custom icon, so the script tag is left out of every page.
 """
+
+import os
+import re
+import time
+
+#: The theme's Font Awesome script tag (``<script defer src="…/fontawesome.js?digest=…"></script>``).
+ICON_SCRIPT = re.compile(r'<script\b[^>]*\bsrc="[^"]*/scripts/fontawesome\.js(?:\?[^"]*)?"[^>]*>\s*</script>\s*')
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree):
@@ -17,6 +30,31 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree):
     context["script_files"] = unique
 
 
+def build_year() -> int:
+    return time.gmtime(int(os.environ.get("SOURCE_DATE_EPOCH", time.time()))).tm_year
+
+
+def _copyright_year(app, config):
+    config.copyright = str(build_year())
+
+
+def without_icon_script(html: str) -> str:
+    return ICON_SCRIPT.sub("", html)
+
+
+def _drop_icon_script(app):
+    # The tag is written by the theme's layout template, not registered with add_js_file,
+    # so it is removed from the rendered page.
+    templates = getattr(app.builder, "templates", None)
+    if app.builder.format != "html" or templates is None:
+        return
+    render = templates.render
+    templates.render = lambda template, context: without_icon_script(render(template, context))
+
+
 def setup(app):
     app.connect("html-page-context", _dedupe_scripts, priority=900)
+    # before Sphinx's own SOURCE_DATE_EPOCH correction (priority 800)
+    app.connect("config-inited", _copyright_year, priority=700)
+    app.connect("builder-inited", _drop_icon_script)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
