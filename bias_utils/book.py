@@ -86,10 +86,10 @@ QUICK_PARAMETERS = {"limit": 12, "n_contexts": 2, "n_boot": 200, "n_samples": 1}
 #: completions, too few for the audit's tests to say anything (and gendered
 #: words are rare: the audit's full 100 new tokens are kept); the completion
 #: profiles use every completion the quick audit wrote; the profiles' axis null
-#: and the robustness chapter keep 12 extra terms per dimension and pole, as
+#: (in 04 and 08) and the robustness chapter keep 12 extra terms per dimension and pole, as
 #: chapter 03 does with ``limit`` (so all three share one embedding of them).
 QUICK_OVERRIDES = {"04_profiles": {"term_limit": 12}, "06_bold_audit": {"limit": 80},
-                   "08_completion_profiles": {"limit": None}, "10_robustness": {"term_limit": 12}}
+                   "08_completion_profiles": {"limit": None, "term_limit": 12}, "10_robustness": {"term_limit": 12}}
 
 
 @dataclass(frozen=True)
