@@ -114,6 +114,7 @@ from tqdm.auto import tqdm
 
 from . import paths
 from .cache import append_jsonl, atomic_write_json, read_jsonl, stable_hash
+from .errors import check_generation, check_sampling
 from .models import load_model
 
 __all__ = [
@@ -157,10 +158,7 @@ def nucleus(logits: torch.Tensor, temperature: float, top_p: float, k: int = _FI
     approximated; only the sort is restricted to the top ``K`` candidates, and
     ``K`` grows (x4, up to the vocabulary) until the candidates hold ``top_p``.
     """
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0 for sampling, got {temperature}")
-    if not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    top_k = check_sampling(temperature, top_p, top_k)
     logits = logits.float()
     if top_k is not None:
         return _top_k_nucleus(logits, temperature, top_p, top_k)
@@ -190,8 +188,6 @@ def nucleus(logits: torch.Tensor, temperature: float, top_p: float, k: int = _FI
 
 
 def _top_k_nucleus(logits, temperature, top_p, top_k) -> tuple[torch.Tensor, torch.Tensor]:
-    if not (isinstance(top_k, int) and top_k >= 1):
-        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
     vocab = logits.shape[-1]
     k = min(top_k, vocab)
     # TopKLogitsWarper keeps every float32 scaled score >= the k-th one, ties
@@ -490,10 +486,10 @@ def generate(
     ``SCREEN_MIN_VOCAB`` entries, where it pays; ``True`` always, ``False``
     never.
     """
-    __import__("bias_utils.validation").validation.check_generation(prompts, n_samples=n_samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)  # noqa: E501 -- deferred: validation imports modules that import generation
-    prompts = list(prompts)
-    if any(not isinstance(p, str) for p in prompts):
-        raise TypeError("prompts must be strings")
+    checked = check_generation(prompts, n_samples=n_samples, max_new_tokens=max_new_tokens, temperature=temperature,
+                               top_p=top_p, top_k=top_k, seed=seed)
+    prompts, n_samples, max_new_tokens, top_k, seed = (checked[k] for k in ("prompts", "n_samples", "max_new_tokens",
+                                                                            "top_k", "seed"))
     ids = list(range(len(prompts))) if prompt_ids is None else list(prompt_ids)
     if len(ids) != len(prompts):
         raise ValueError(f"{len(ids)} prompt_ids for {len(prompts)} prompts")
@@ -503,12 +499,6 @@ def generate(
     if empty:
         raise ValueError(f"empty prompt(s) for prompt_id {empty[:10]}{' ...' if len(empty) > 10 else ''}: nothing to "
                          f"condition on")
-    if n_samples < 1 or max_new_tokens < 1:
-        raise ValueError("n_samples and max_new_tokens must be >= 1")
-    if temperature < 0 or not 0 < top_p <= 1:
-        raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
-    if top_k is not None and not (isinstance(top_k, int) and top_k >= 1):
-        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
 
     model = _resolve_model(model)
     is_http = isinstance(model, OpenAIEndpoint)
