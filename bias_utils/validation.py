@@ -90,14 +90,17 @@ def check_layer(layer, *, allow_all: bool = True) -> str | int:
 
 
 def check_context_source(source, name: str = "context_source") -> str:
-    if source not in contexts.SOURCES:
-        raise ParameterError(f"{name} must be one of {', '.join(contexts.SOURCES)}, got {source!r}")
+    if source not in contexts.source_names():
+        raise ParameterError(f"{name} must be one of {', '.join(contexts.source_names())}, got {source!r}")
     return source
 
 
 def check_sources(sources) -> list[str]:
+    """``None`` (every registered context source) or a non-empty list of them."""
+    if sources is None:
+        return list(contexts.source_names())
     if isinstance(sources, str) or not isinstance(sources, Sequence) or not sources:
-        raise ParameterError(f"sources must be a non-empty list of context sources, got {sources!r}")
+        raise ParameterError(f"sources must be None or a non-empty list of context sources, got {sources!r}")
     return [check_context_source(s, "sources") for s in sources]
 
 
@@ -212,7 +215,7 @@ def check_dictionaries(*, model="smollm2-135m-instruct", dictionary_path=None, o
 
 
 def check_contexts(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None, n_contexts=5,
-                   seed=0, output_dir=None, limit=None, sources=("dictionary", "generated", "corpus", "none"),
+                   seed=0, output_dir=None, limit=None, sources=None,
                    generator=None, corpus=None) -> None:
     """Notebook 02's parameters."""
     _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
@@ -257,7 +260,7 @@ def check_profiles(*, model="smollm2-135m-instruct", context_source="generated",
 
 def check_layers(*, model="smollm2-135m-instruct", dictionary_path=None, populations="names", templates=None,
                  n_contexts=5, seed=0, output_dir=None, limit=None,
-                 sources=("dictionary", "generated", "corpus", "none"), n_boot=200) -> None:
+                 sources=None, n_boot=200) -> None:
     """Notebook 05's parameters."""
     _space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts=n_contexts)
     check_populations(populations)
@@ -295,11 +298,10 @@ def check_completion_profiles(*, model="smollm2-135m-instruct", context_source="
     check_layer(layer, allow_all=False)
 
 
-def check_robustness(*, model="smollm2-135m-instruct", populations=("names", "terms"),
-                     sources=("generated", "dictionary", "corpus", "none"), templates=None, dictionary_path=None,
-                     n_contexts=5, n_permutations=200, n_perm_test=2000, seed=0, alpha=0.05, output_dir=None,
-                     limit=None, term_limit=None) -> None:
-    """Notebook 10's parameters."""
+def check_robustness(*, model="smollm2-135m-instruct", populations=("names", "terms"), sources=None,
+                     templates=None, dictionary_path=None, n_contexts=5, n_permutations=200, n_perm_test=2000, seed=0,
+                     alpha=0.05, output_dir=None, limit=None, term_limit=None) -> None:
+    """Notebook 10's parameters (``sources=None``: every registered context source)."""
     _space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts=n_contexts)
     check_populations(populations)
     check_template_list(templates)
