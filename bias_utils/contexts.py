@@ -273,10 +273,10 @@ def _definition(sense: pd.Series):
 @context_source("generated")
 def _generated_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
     n, seed, model, gender_filter = request.n_contexts, request.seed, request.model, request.gender_filter
-    if isinstance(model, str):
-        from .models import load_model  # deferred: torch, only needed to generate new contexts
+    if model is not None:
+        from .models import resolve_model  # deferred: torch, only needed to generate new contexts
 
-        model = load_model(model)
+        model = resolve_model(model, need="generate")
     names = _names()
     rows, skipped, dropped = [], [], []
     if model is None:

@@ -111,7 +111,7 @@ from . import paths
 from .cache import append_jsonl, atomic_write_json, read_jsonl, stable_hash
 from .endpoints import OpenAIEndpoint, run_http
 from .errors import check_generation
-from .models import load_model
+from .models import resolve_model
 from .sampling import ScreenedHead, row_seed, sample_tokens
 
 __all__ = ["COLUMNS", "SCREEN_MIN_VOCAB", "auto_batch_size", "generate"]
@@ -125,17 +125,6 @@ _ALGORITHM_VERSION = 2
 SCREEN_MIN_VOCAB = 100_000
 #: Largest default batch (beyond this, 2 CPU cores gain nothing and memory grows).
 _MAX_AUTO_BATCH = 64
-
-
-def _resolve_model(model: Any) -> Any:
-    if isinstance(model, (str, os.PathLike)):
-        model = load_model(str(model))
-    if isinstance(model, OpenAIEndpoint):
-        return model
-    if getattr(model, "kind", "decoder") != "decoder" or not hasattr(model.model, "generate"):
-        raise ValueError(f"{getattr(model, 'name', model)!r} is not a decoder (kind={getattr(model, 'kind', '?')}); "
-                         f"cannot generate text")
-    return model
 
 
 # --------------------------------------------------------------------------- public API
@@ -160,9 +149,10 @@ def generate(
 ) -> pd.DataFrame:
     """Sample ``n_samples`` completions for every prompt; see the module docstring for columns and guarantees.
 
-    ``model``: a ``LoadedModel``, a name for ``load_model``, or an
-    ``endpoints.OpenAIEndpoint``. ``chat=True`` wraps each prompt as a user turn
-    with the model's chat template (an error if it has none).
+    ``model``: a ``LoadedModel``, an ``endpoints.OpenAIEndpoint``, or a name
+    for ``models.resolve_model`` (``load_model``'s names, ``"openai:<base_url>"``).
+    ``chat=True`` wraps each prompt as a user turn with the model's chat
+    template (an error if it has none).
     ``top_k``: transformers' default, which the BOLD audit's ``generate`` call
     applied; ``None`` turns it off.
     ``prompt_ids``: unique JSON-serialisable ids (default ``0..n-1``).
@@ -191,7 +181,7 @@ def generate(
         raise ValueError(f"empty prompt(s) for prompt_id {empty[:10]}{' ...' if len(empty) > 10 else ''}: nothing to "
                          f"condition on")
 
-    model = _resolve_model(model)
+    model = resolve_model(model, need="generate")
     is_http = isinstance(model, OpenAIEndpoint)
     use_chat = chat or (is_http and model.mode == "chat")
     if use_chat and not is_http and not _has_chat_template(model):

@@ -15,6 +15,13 @@ built-in defaults (:data:`BUILTIN_MODELS`; install them with
 
 Every load returns a :class:`LoadedModel` whose ``model_id`` names the exact
 weights (file hash or hub commit) and dtype; caches and results are keyed by it.
+
+Other backends (an OpenAI-compatible server, ``endpoints.OpenAIEndpoint``) plug
+in through a registry, as lm_eval's ``register_model`` does: a name
+``"<scheme>:<rest>"`` whose scheme is registered (:func:`register_backend`) is
+built by that scheme's loader. :func:`resolve_model` is the one place a model
+argument (a name, a path or a loaded backend) becomes a :class:`ModelBackend`,
+checked for what the caller needs (hidden states, text).
 """
 
 from __future__ import annotations
@@ -31,16 +38,18 @@ import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import torch
 
 from . import paths
 from .cache import atomic_write_json, sha256_file, stable_hash
+from .endpoints import OpenAIEndpoint
 
 __all__ = [
-    "BUILTIN_MODELS", "Builtin", "GGUF_MAGIC", "LoadedModel", "ModelError", "check_gguf_header", "convert_gguf",
-    "install", "is_installed", "load_model", "unload_model",
+    "BUILTIN_MODELS", "Builtin", "GGUF_MAGIC", "LoadedModel", "ModelBackend", "ModelError", "backend_schemes",
+    "check_gguf_header", "convert_gguf", "install", "is_installed", "load_model", "register_backend", "resolve_model",
+    "unload_model",
 ]
 
 
@@ -509,6 +518,86 @@ def _conversion_ok(folder: Path, digest: str) -> bool:
         )
     except (OSError, ValueError, KeyError):
         return False
+
+
+# --------------------------------------------------------------------------- backends
+
+
+@runtime_checkable
+class ModelBackend(Protocol):
+    """A model the studies can use, whatever runs it; ``model_id`` names the exact weights (caches and results are
+    keyed by it).
+
+    What a caller asks of it is checked by :func:`resolve_model`: ``need="embed"``
+    (``embeddings.embed_words``: hidden states) wants ``backbone()``,
+    ``tokenizer``, ``n_layers`` and ``hidden_size``, as :class:`LoadedModel`
+    has; ``need="generate"`` (``generation.generate``) wants a decoder
+    :class:`LoadedModel` or ``complete(prompt, *, chat, max_tokens,
+    temperature, top_p, seed, top_k)``, as ``endpoints.OpenAIEndpoint`` has.
+    These are capabilities, not methods of the protocol: a method that called
+    ``embed_words`` or ``generate`` would make this module import the ones above it.
+    """
+
+    model_id: str
+
+
+#: ``{scheme: loader(rest of the name) -> ModelBackend}``; see :func:`register_backend`.
+_BACKENDS: dict[str, Callable[[str], ModelBackend]] = {}
+_NEEDS = {
+    "embed": ("hidden states", lambda m: all(hasattr(m, a) for a in ("backbone", "tokenizer", "n_layers",
+                                                                     "hidden_size"))),
+    "generate": ("text", lambda m: hasattr(m, "complete") or (
+        getattr(m, "kind", None) == "decoder" and hasattr(getattr(m, "model", None), "generate"))),
+}
+
+
+def register_backend(scheme: str):
+    """Register the decorated ``loader(rest) -> ModelBackend`` for model names ``"<scheme>:<rest>"``.
+
+    ``scheme`` is a lower-case word of two letters or more (so a Windows drive
+    ``C:`` is never a scheme); a scheme taken by another loader is an error.
+    """
+    if not re.fullmatch(r"[a-z][a-z0-9_-]+", scheme):
+        raise ModelError(f"a backend scheme is a lower-case word of two letters or more, got {scheme!r}")
+
+    def register(loader):
+        old = _BACKENDS.get(scheme)
+        if old is not None and (old.__module__, old.__qualname__) != (loader.__module__, loader.__qualname__):
+            raise ModelError(f"model backend {scheme!r} is already registered ({old.__module__}.{old.__qualname__})")
+        _BACKENDS[scheme] = loader
+        return loader
+    return register
+
+
+def backend_schemes() -> tuple[str, ...]:
+    """The registered ``"<scheme>:"`` prefixes of model names (``openai`` built in)."""
+    return tuple(_BACKENDS)
+
+
+@register_backend("openai")
+def _openai_endpoint(rest: str) -> OpenAIEndpoint:
+    """``openai:<base_url>`` or ``openai:<base_url>#<served model name>``: an OpenAI-compatible server."""
+    base_url, _, served = rest.partition("#")
+    return OpenAIEndpoint(base_url, model=served)
+
+
+def resolve_model(model, need: str | None = None) -> ModelBackend:
+    """``model`` as a backend: a loaded one unchanged, ``"<scheme>:<rest>"`` of a registered scheme from its
+    loader, any other name or path from :func:`load_model`. ``need`` (``"embed"`` or ``"generate"``) checks that
+    the backend can give hidden states or text; a :class:`ModelError` says which it cannot."""
+    if isinstance(model, (str, os.PathLike)):
+        name = str(model)
+        scheme, sep, rest = name.partition(":")
+        model = _BACKENDS[scheme](rest) if sep and scheme in _BACKENDS else load_model(name)
+    if not isinstance(model, ModelBackend):
+        raise ModelError(f"{model!r} is not a model: expected a name, a path or a loaded model with a model_id")
+    if need is not None:
+        what, able = _NEEDS[need]
+        if not able(model):
+            raise ModelError(f"{getattr(model, 'name', model.model_id)!r} (kind={getattr(model, 'kind', '?')}) "
+                             f"cannot give {what}: {need} needs "
+                             f"{'a decoder' if need == 'generate' else 'a local model with hidden states'}")
+    return model
 
 
 # --------------------------------------------------------------------------- load_model

@@ -31,6 +31,7 @@ from .errors import (
     is_int,
     is_number,
 )
+from .models import ModelBackend
 
 #: Bootstrap counts below this give percentile CIs from a handful of order statistics.
 MIN_N_BOOT = 100
@@ -177,11 +178,12 @@ def check_lexicons(lexicons, name: str = "lexicons") -> None:
 
 
 def check_model(model) -> None:
-    """A model name, hub id or path (a non-empty string), or an already loaded model."""
+    """A model name, hub id, path or ``"<scheme>:..."`` of a registered backend (a non-empty string), or an
+    already loaded model (``models.ModelBackend``)."""
     if isinstance(model, (str, Path)):
         if not str(model).strip():
             raise ParameterError("model is empty: give a built-in short name, a hub id or a path")
-    elif not hasattr(model, "backbone") and not hasattr(model, "complete"):
+    elif not isinstance(model, ModelBackend):
         raise ParameterError(f"model must be a name, hub id or path, got {type(model).__name__}")
 
 
