@@ -1,4 +1,4 @@
-"""The parameter error and the value rules shared by every layer (the bottom of the package: it imports none of it).
+"""The package's errors and the value rules shared by every layer (the bottom of the package: it imports none of it).
 
 A bad value raises :class:`ParameterError` (a ``ValueError``) whose message
 starts with the parameter's name and says what was expected. The library
@@ -12,8 +12,8 @@ import numbers
 from typing import Sized
 
 __all__ = [
-    "MAX_RESAMPLES", "ParameterError", "check_at_most", "check_count", "check_generation", "check_positive_int",
-    "check_prompts", "check_sampling", "check_seed", "is_int", "is_number",
+    "MAX_RESAMPLES", "ModelError", "ParameterError", "check_at_most", "check_count", "check_generation",
+    "check_positive_int", "check_prompts", "check_sampling", "check_seed", "is_int", "is_number",
 ]
 
 #: Most bootstrap replicates or permutations a run accepts: beyond it a typo (an extra zero or three) would start a
@@ -23,6 +23,10 @@ MAX_RESAMPLES = 100_000
 
 class ParameterError(ValueError):
     """A notebook or API parameter that cannot be used; the message names it and says what was expected."""
+
+
+class ModelError(RuntimeError):
+    """A model could not be found, installed or loaded; the message says what to do."""
 
 
 def is_int(value) -> bool:

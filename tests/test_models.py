@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from bias_utils import models
-from bias_utils.models import BUILTIN_MODELS, ModelError, load_model
+from bias_utils import builtin_models, models
+from bias_utils.builtin_models import BUILTIN_MODELS
+from bias_utils.models import ModelError, load_model
 
 TEXT = ["This is Mary.", "Christopher is an open-minded and god-fearing man."]
 
@@ -164,7 +165,7 @@ def test_converted_folder_equals_gguf_and_keeps_tied_embeddings():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["gemma-3-270m", "qwen2.5-coder-0.5b-instruct", "mpnet-base"])
 def test_other_builtins_when_installed(name):
-    if not models.is_installed(name):
+    if not builtin_models.is_installed(name):
         pytest.skip(f"{name} is not installed (make test installs only smollm2-135m-instruct and minilm-l6)")
     b = BUILTIN_MODELS[name]
     m = load_model(name)
