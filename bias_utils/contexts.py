@@ -70,6 +70,7 @@ from .context_filters import (
     usable_contexts,
 )
 from .dictionaries import wordnet_contexts
+from .registry import Registry
 from .wordnet import wordnet
 
 __all__ = [
@@ -127,7 +128,7 @@ class SourceRequest:
 
 
 #: ``{source name: builder(dictionary, request) -> ContextSet}``, in registration order (the order of reports).
-_SOURCES: dict[str, Callable[[pd.DataFrame, SourceRequest], ContextSet]] = {}
+_SOURCES: Registry[Callable[[pd.DataFrame, SourceRequest], ContextSet]] = Registry("context source", ContextError)
 
 
 def context_source(name: str):
@@ -137,18 +138,12 @@ def context_source(name: str):
     :class:`SourceRequest`. A second builder under a taken name is an error
     (the same function defined again, as when a notebook cell reruns, replaces it).
     """
-    def register(builder):
-        old = _SOURCES.get(name)
-        if old is not None and (old.__module__, old.__qualname__) != (builder.__module__, builder.__qualname__):
-            raise ContextError(f"context source {name!r} is already registered ({old.__module__}.{old.__qualname__})")
-        _SOURCES[name] = builder
-        return builder
-    return register
+    return _SOURCES.register(name)
 
 
 def source_names() -> tuple[str, ...]:
     """The registered context sources, in registration order (``dictionary, generated, corpus, none`` built in)."""
-    return tuple(_SOURCES)
+    return _SOURCES.names()
 
 
 def _as_list(value) -> list[str]:

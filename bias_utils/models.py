@@ -44,6 +44,7 @@ from .builtin_models import BUILTIN_MODELS, builtin_weights, install, is_install
 from .cache import atomic_write_json, stable_hash
 from .endpoints import OpenAIEndpoint
 from .errors import ModelError
+from .registry import Registry
 
 __all__ = [
     "GGUF_MAGIC", "LoadedModel", "ModelBackend", "ModelError", "backend_schemes", "check_gguf_header", "convert_gguf",
@@ -264,7 +265,7 @@ class ModelBackend(Protocol):
 
 
 #: ``{scheme: loader(rest of the name) -> ModelBackend}``; see :func:`register_backend`.
-_BACKENDS: dict[str, Callable[[str], ModelBackend]] = {}
+_BACKENDS: Registry[Callable[[str], ModelBackend]] = Registry("model backend", ModelError)
 _NEEDS = {
     "embed": ("hidden states", lambda m: all(hasattr(m, a) for a in ("backbone", "tokenizer", "n_layers",
                                                                      "hidden_size"))),
@@ -281,19 +282,12 @@ def register_backend(scheme: str):
     """
     if not re.fullmatch(r"[a-z][a-z0-9_-]+", scheme):
         raise ModelError(f"a backend scheme is a lower-case word of two letters or more, got {scheme!r}")
-
-    def register(loader):
-        old = _BACKENDS.get(scheme)
-        if old is not None and (old.__module__, old.__qualname__) != (loader.__module__, loader.__qualname__):
-            raise ModelError(f"model backend {scheme!r} is already registered ({old.__module__}.{old.__qualname__})")
-        _BACKENDS[scheme] = loader
-        return loader
-    return register
+    return _BACKENDS.register(scheme)
 
 
 def backend_schemes() -> tuple[str, ...]:
     """The registered ``"<scheme>:"`` prefixes of model names (``openai`` built in)."""
-    return tuple(_BACKENDS)
+    return _BACKENDS.names()
 
 
 @register_backend("openai")

@@ -238,7 +238,7 @@ def test_quality_filters_keep_the_published_contexts():
 def test_a_registered_source_is_built_listed_and_accepted_as_a_parameter(monkeypatch):
     from bias_utils import validation
 
-    monkeypatch.setattr(C, "_SOURCES", dict(C._SOURCES))
+    monkeypatch.setattr(C._SOURCES, "_items", dict(C._SOURCES._items))
     assert C.source_names() == ("dictionary", "generated", "corpus", "none")  # the order of reports
 
     @C.context_source("definition")

@@ -185,7 +185,7 @@ def test_resolve_model_builds_registered_schemes_and_checks_what_is_needed(monke
     with pytest.raises(ModelError, match="is not a model"):
         models.resolve_model(3.5)
 
-    monkeypatch.setattr(models, "_BACKENDS", dict(models._BACKENDS))
+    monkeypatch.setattr(models._BACKENDS, "_items", dict(models._BACKENDS._items))
 
     @models.register_backend("fixed")
     def fixed(rest):
