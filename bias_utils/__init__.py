@@ -7,10 +7,12 @@ Two pipelines share this package:
 - Across both: ``completions`` (a decoder's own completions on its stereotype axes), ``crossmodel`` (every
   model side by side), ``book`` (runs and the Jupyter Book)
 
-Shared layers: ``data`` (verified external files), ``cache`` (content-keyed,
-crash-safe storage), ``models`` (built-in offline models, hub ids, local
-folders, GGUF), ``populations`` (names and gendered terms), ``results`` (where
-tables land), ``plots``. DESIGN.md lists every module's public API.
+Shared layers: ``errors`` (the package's errors and value rules), ``data``
+(verified external files), ``cache`` (content-keyed, crash-safe storage),
+``models`` (built-in offline models, hub ids, local folders, GGUF, other
+backends), ``populations`` (names and gendered terms), ``results`` (where
+tables land), ``plots``. DESIGN.md lists every module's public API and the
+layers, lowest first, that imports may only descend.
 """
 
 __all__ = ["__version__"]
