@@ -46,8 +46,10 @@ import time
 import torch
 
 from bias_utils.bold import load_profession_prompts
-from bias_utils.generation import OpenAIEndpoint, auto_batch_size, generate, sample_tokens
+from bias_utils.endpoints import OpenAIEndpoint
+from bias_utils.generation import auto_batch_size, generate
 from bias_utils.models import load_model
+from bias_utils.sampling import sample_tokens
 from bias_utils.serving import llama_server
 
 SETTINGS = dict(max_new_tokens=100, temperature=0.7, top_p=0.9, top_k=50)

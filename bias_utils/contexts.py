@@ -1,4 +1,4 @@
-"""Context sentences for every dictionary sense, from one of four sources.
+"""Context sentences for every dictionary sense, from one of the registered sources (four built in).
 
 ``build_contexts(dictionary, source=...)`` returns a :class:`ContextSet` whose
 ``table`` has one row per sense x context:
@@ -21,7 +21,9 @@ Senses left without any context are rows of ``ContextSet.skipped`` (with a
 ``ContextSet.dropped``; ``ContextSet.notes`` records which corpus files were
 used or refused.
 
-Sources (Schuster et al. 2024, Sec. 3.2):
+Sources (Schuster et al. 2024, Sec. 3.2). Each is a builder registered with
+:func:`context_source` (``@context_source("name")``); :func:`source_names`
+lists them in registration order, which is the order of reports:
 
 * ``dictionary``: the contexts stored with the dictionary (the seed
   dictionary's WordNet/Oxford/Cambridge/book examples, the full dictionary's
@@ -51,6 +53,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -67,15 +70,16 @@ from .context_filters import (
     usable_contexts,
 )
 from .dictionaries import wordnet_contexts
+from .registry import Registry
 from .wordnet import wordnet
 
 __all__ = [
     "ContextError", "ContextSet", "DEFAULT_CORPORA", "DROP_COLUMNS", "GENERATION_INSTRUCTION",
-    "PUBLISHED_GENERATED_KEY", "SENSE_CLAUSE", "SKIP_COLUMNS", "SOURCES", "TABLE_COLUMNS", "build_contexts",
+    "PUBLISHED_GENERATED_KEY", "SENSE_CLAUSE", "SKIP_COLUMNS", "SourceRequest", "TABLE_COLUMNS", "build_contexts",
+    "context_source", "source_names",
     "context_report", "crop", "generation_prompt", "load_corpus", "prepare_dictionary", "published_generated_contexts",
 ]
 
-SOURCES = ("dictionary", "generated", "corpus", "none")
 TABLE_COLUMNS = ["sense_id", "dimension", "term", "direction", "context", "context_source", "context_index", "source"]
 SKIP_COLUMNS = ["sense_id", "dimension", "term", "direction", "source", "reason"]
 DROP_COLUMNS = ["sense_id", "term", "context", "context_source", "reason"]
@@ -108,6 +112,38 @@ class ContextSet:
     skipped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SKIP_COLUMNS))
     dropped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=DROP_COLUMNS))
     notes: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["item", "status", "detail"]))
+
+
+@dataclass(frozen=True)
+class SourceRequest:
+    """What :func:`build_contexts` passes to a source's builder (each builder reads the fields it needs)."""
+
+    n_contexts: int
+    seed: int
+    model: Any = None
+    corpus: Any = None
+    generation: dict | None = None
+    max_words: int | None = 40
+    gender_filter: bool | None = None
+
+
+#: ``{source name: builder(dictionary, request) -> ContextSet}``, in registration order (the order of reports).
+_SOURCES: Registry[Callable[[pd.DataFrame, SourceRequest], ContextSet]] = Registry("context source", ContextError)
+
+
+def context_source(name: str):
+    """Register the decorated ``builder(dictionary, request) -> ContextSet`` as context source ``name``.
+
+    ``dictionary`` has passed :func:`prepare_dictionary`; ``request`` is a
+    :class:`SourceRequest`. A second builder under a taken name is an error
+    (the same function defined again, as when a notebook cell reruns, replaces it).
+    """
+    return _SOURCES.register(name)
+
+
+def source_names() -> tuple[str, ...]:
+    """The registered context sources, in registration order (``dictionary, generated, corpus, none`` built in)."""
+    return _SOURCES.names()
 
 
 def _as_list(value) -> list[str]:
@@ -174,7 +210,9 @@ def _synset_of(sense: pd.Series):
     return synset if isinstance(synset, str) and synset else None
 
 
-def _dictionary_contexts(d: pd.DataFrame, n: int) -> ContextSet:
+@context_source("dictionary")
+def _dictionary_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
+    n = request.n_contexts
     rows, skipped = [], []
     for _, sense in d.iterrows():
         own = _as_list(sense["contexts"]) if "contexts" in d.columns else []
@@ -189,11 +227,6 @@ def _dictionary_contexts(d: pd.DataFrame, n: int) -> ContextSet:
         else:
             skipped.append(_skip(sense, "dictionary", "no dictionary or WordNet example contains the term"))
     return _finish(rows, skipped)
-
-
-def _no_contexts(d: pd.DataFrame) -> ContextSet:
-    rows = [r for _, s in d.iterrows() for r in _rows(s, [s["term"]], "term only", "none")]
-    return _finish(rows, [])
 
 
 # ---------------------------------------------------------------- generated
@@ -232,7 +265,13 @@ def _definition(sense: pd.Series):
     return None
 
 
-def _generated_contexts(d, n, seed, model, generation, gender_filter) -> ContextSet:
+@context_source("generated")
+def _generated_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
+    n, seed, model, gender_filter = request.n_contexts, request.seed, request.model, request.gender_filter
+    if model is not None:
+        from .models import resolve_model  # deferred: torch, only needed to generate new contexts
+
+        model = resolve_model(model, need="generate")
     names = _names()
     rows, skipped, dropped = [], [], []
     if model is None:
@@ -255,7 +294,7 @@ def _generated_contexts(d, n, seed, model, generation, gender_filter) -> Context
 
     from .generation import generate  # deferred: torch, only needed to generate new contexts
 
-    settings = {**GENERATION_SETTINGS, "n_samples": n, **(generation or {})}
+    settings = {**GENERATION_SETTINGS, "n_samples": n, **(request.generation or {})}
     prompts = [generation_prompt(s["term"], _definition(s)) for _, s in d.iterrows()]
     unique = list(dict.fromkeys(prompts))
     out = generate(model, unique, seed=seed, chat=True, **settings)
@@ -325,14 +364,16 @@ def crop(sentence: str, term: str, max_words: int | None) -> str:
     return " ".join(words[start: start + max_words])
 
 
-def _corpus_contexts(d, n, seed, corpus, max_words) -> ContextSet:
-    sentences, notes = load_corpus(corpus)
+@context_source("corpus")
+def _corpus_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
+    n, max_words = request.n_contexts, request.max_words
+    sentences, notes = load_corpus(request.corpus)
     index: dict[str, list[int]] = {}
     for i, s in enumerate(sentences):
         for w in set(t.lower() for t in _WORD.findall(s)):
             index.setdefault(w, []).append(i)
     origin = " + ".join(n_["item"] for n_ in notes if n_["status"] == "used")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(request.seed)
     rows, skipped = [], []
     for _, sense in d.iterrows():
         term = sense["term"]
@@ -345,6 +386,12 @@ def _corpus_contexts(d, n, seed, corpus, max_words) -> ContextSet:
         pick = rng.choice(hits, size=min(n, len(hits)), replace=False)
         rows += _rows(sense, [crop(sentences[i], term, max_words) for i in pick], origin, "corpus")
     return _finish(rows, skipped, notes=notes)
+
+
+@context_source("none")
+def _no_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
+    rows = [r for _, s in d.iterrows() for r in _rows(s, [s["term"]], "term only", "none")]
+    return _finish(rows, [])
 
 
 # ---------------------------------------------------------------- entry points
@@ -364,24 +411,12 @@ def build_contexts(dictionary: pd.DataFrame, source: str = "generated", n_contex
     (``generated`` only): ``None`` filters newly generated contexts and keeps the
     published ones as published; ``True``/``False`` force it either way.
     """
-    if source not in SOURCES:
-        raise ContextError(f"unknown context source {source!r}; choose one of {SOURCES}")
+    if source not in _SOURCES:
+        raise ContextError(f"unknown context source {source!r}; choose one of {source_names()}")
     if not isinstance(n_contexts, (int, np.integer)) or n_contexts < 1:
         raise ContextError(f"n_contexts must be a positive integer, got {n_contexts!r}")
-    d = prepare_dictionary(dictionary)
-    if source == "dictionary":
-        return _dictionary_contexts(d, n_contexts)
-    if source == "none":
-        return _no_contexts(d)
-    if source == "generated":
-        if isinstance(model, str):
-            from .models import load_model  # deferred: torch, only needed to generate new contexts
-
-            model = load_model(model)
-        return _generated_contexts(d, n_contexts, seed, model, generation, gender_filter)
-    return _corpus_contexts(d, n_contexts, seed, corpus, max_words)
-
-
+    request = SourceRequest(n_contexts, seed, model, corpus, generation, max_words, gender_filter)
+    return _SOURCES[source](prepare_dictionary(dictionary), request)
 
 
 def context_report(contexts: pd.DataFrame | ContextSet, senses: pd.DataFrame | None = None) -> pd.DataFrame:

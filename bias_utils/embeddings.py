@@ -55,7 +55,7 @@ from tqdm.auto import tqdm
 
 from . import paths
 from .cache import append_jsonl, read_jsonl, read_npz, stable_hash, write_npz
-from .models import load_model
+from .models import resolve_model
 
 __all__ = [
     "CACHE_VERSION", "EmbeddingError", "SKIPPED_COLUMNS", "WordEmbeddings", "default_batch_size", "embed_words",
@@ -194,12 +194,12 @@ def embed_words(
     """Embedding of ``words[i]`` in ``contexts[i]`` at each selected layer, averaged over its tokens.
 
     ``model``: a :class:`~bias_utils.models.LoadedModel` or a name for
-    :func:`~bias_utils.models.load_model`. ``layers``: ``"all"`` or hidden-state
+    :func:`~bias_utils.models.resolve_model` (a backend without hidden states,
+    such as a server, is a ``ModelError``). ``layers``: ``"all"`` or hidden-state
     indices (negative counts from the end). See the module docstring for how the
     word is located, which occurrence counts, padding and the cache.
     """
-    if not hasattr(model, "backbone"):
-        model = load_model(model)
+    model = resolve_model(model, need="embed")
     contexts, words = list(contexts), list(words)
     if len(contexts) != len(words):
         raise EmbeddingError(f"{len(contexts)} contexts but {len(words)} words: pass one word per context")

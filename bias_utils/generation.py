@@ -6,9 +6,9 @@ One entry point, :func:`generate`, with two backends behind it:
   loads. Our own decoding loop: left padding, KV cache, prompts bucketed by
   token length, rows dropped from the batch as they finish, and an exact
   temperature + top-k + nucleus (top-p) sampler that sorts only the top
-  candidates (:func:`nucleus`, :func:`sample_tokens`) instead of the whole
-  vocabulary.
-* **OpenAI-compatible HTTP** (:class:`OpenAIEndpoint`): ``/v1/completions`` or
+  candidates (``sampling.nucleus``, ``sampling.sample_tokens``) instead of the
+  whole vocabulary.
+* **OpenAI-compatible HTTP** (``endpoints.OpenAIEndpoint``): ``/v1/completions`` or
   ``/v1/chat/completions`` of vLLM, llama.cpp server, Ollama, TGI, ... with
   concurrent requests and retries.
 
@@ -37,13 +37,13 @@ The defaults are the BOLD audit's: its code called transformers
 ``generate(do_sample=True, temperature=0.7, top_p=0.9)``, and transformers
 then also applies its default ``top_k=50`` (``GenerationConfig``; checked in
 transformers 4.35, which the audit pinned, and 5.23, installed here), with the
-warpers in the order temperature, top-k, top-p. :func:`nucleus` applies the
+warpers in the order temperature, top-k, top-p. ``sampling.nucleus`` applies the
 same three steps in the same order; ``top_k=None`` turns top-k off.
 
 Reproducibility
 ---------------
 Every row draws its random numbers from its own stream, seeded from
-``(seed, prompt_id, sample)`` (:func:`row_seed`), so a row's randomness never
+``(seed, prompt_id, sample)`` (``sampling.row_seed``), so a row's randomness never
 depends on which other rows share its batch. Batches are formed
 deterministically from the whole prompt list (sorted by token length, then input
 position; fixed chunks of ``batch_size``), so a resumed run regenerates a
@@ -64,7 +64,7 @@ only what is promised: at least 80 % of completions agree between batch sizes
 Speed notes (2 shared CPU cores, ``benchmarks/bench_generation.py``)
 ------------------------------------------------------------------
 The sampling step matters as much as the model: on a ``[64, 49152]`` logits
-batch the stock warpers + ``multinomial`` took ~650 ms, :func:`sample_tokens`
+batch the stock warpers + ``multinomial`` took ~650 ms, ``sampling.sample_tokens``
 ~28 ms. Threads are left to the caller: on a machine busy with other jobs,
 ``torch.set_num_threads(1)`` (or ``OMP_NUM_THREADS=1``) made a forward pass
 8-20x faster than torch's default of 2 spinning OpenMP threads.
@@ -75,7 +75,7 @@ step and no full-vocabulary copy: 0.9 ms on SmolLM2's ``[16, 49152]`` logits
 whole loop ran at the speed of its forward passes alone (the benchmark's
 floor: 1.02x on SmolLM2, 16 prompts; 0.99-1.00x on Qwen2.5-0.5B, 8 prompts).
 For 150k-260k vocabularies those forward passes are mostly the float32 output
-projection (Gemma-3-270m, 64 rows: 343 of 453 ms per step); :class:`ScreenedHead`
+projection (Gemma-3-270m, 64 rows: 343 of 453 ms per step); ``sampling.ScreenedHead``
 ranks the vocabulary in bfloat16 and rescores only the candidates, exactly.
 Measured on 64 BOLD prompts x 100 tokens: Gemma-3 162 -> 289 tok/s, Qwen2.5
 95 -> 122 tok/s, every completion identical; on SmolLM2's 49k vocabulary it
@@ -100,355 +100,31 @@ from __future__ import annotations
 import json
 import os
 import time
-import urllib.parse
-import weakref
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import pandas as pd
-import requests
 import torch
 from tqdm.auto import tqdm
 
 from . import paths
 from .cache import append_jsonl, atomic_write_json, read_jsonl, stable_hash
-from .models import load_model
+from .endpoints import OpenAIEndpoint, run_http
+from .errors import check_generation
+from .models import resolve_model
+from .sampling import ScreenedHead, row_seed, sample_tokens
 
-__all__ = [
-    "COLUMNS", "SCREEN_MIN_VOCAB", "OpenAIEndpoint", "ScreenedHead", "auto_batch_size", "generate", "nucleus",
-    "row_seed", "sample_tokens",
-]
+__all__ = ["COLUMNS", "SCREEN_MIN_VOCAB", "auto_batch_size", "generate"]
 
 COLUMNS = ["prompt_id", "sample", "prompt", "completion", "n_tokens", "finish_reason"]
 
 #: Bumped whenever a change alters the completions produced for the same key.
 _ALGORITHM_VERSION = 2
-#: First number of nucleus candidates; doubled x4 until they hold ``top_p`` of the mass.
-_FIRST_K = 64
 #: Vocabulary size from which ``generate(screen="auto")`` screens the output projection. Measured on 64 BOLD
 #: prompts x 100 tokens, 2 threads: Gemma-3 (262k) 1.78x and Qwen2.5 (152k) 1.28x faster, SmolLM2 (49k) 0.86x.
 SCREEN_MIN_VOCAB = 100_000
 #: Largest default batch (beyond this, 2 CPU cores gain nothing and memory grows).
 _MAX_AUTO_BATCH = 64
-
-
-# --------------------------------------------------------------------------- sampler
-
-
-def nucleus(logits: torch.Tensor, temperature: float, top_p: float, k: int = _FIRST_K,
-            top_k: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The nucleus of ``softmax(logits / temperature)`` for each row, without sorting the vocabulary.
-
-    With ``top_k``, the ``top_k`` most likely tokens are kept first (ties with
-    the ``top_k``-th value included, as ``TopKLogitsWarper`` keeps them), the
-    softmax is renormalised over them, and the nucleus is taken from that
-    distribution: transformers' order (temperature, top-k, top-p). The
-    returned probabilities are then those of the top-k distribution.
-
-    Returns ``(ids, probs)``, both ``[batch, K]``: candidate token ids in
-    descending probability and their probabilities under the *full* softmax
-    (float64), set to 0 for candidates outside the nucleus. The nucleus is the
-    smallest prefix of the descending order whose mass reaches ``top_p``: a
-    token is kept iff the mass strictly before it is ``< top_p`` (the top token
-    is always kept), the same set as transformers' ``TopPLogitsWarper``. The
-    normaliser is a log-sum-exp over the whole vocabulary, so nothing is
-    approximated; only the sort is restricted to the top ``K`` candidates, and
-    ``K`` grows (x4, up to the vocabulary) until the candidates hold ``top_p``.
-    """
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0 for sampling, got {temperature}")
-    if not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-    logits = logits.float()
-    if top_k is not None:
-        return _top_k_nucleus(logits, temperature, top_p, top_k)
-    scaled = logits / temperature
-    shift = scaled.amax(dim=-1, keepdim=True)
-    # One float32 pass over the vocabulary, accumulated in float64; the
-    # candidates' own terms are then swapped for float64 ones, so the mass that
-    # decides the nucleus boundary carries no float32 rounding.
-    total = torch.exp(scaled - shift).sum(dim=-1, keepdim=True, dtype=torch.float64)
-    vocab = scaled.shape[-1]
-    k = min(k, vocab)
-    while True:
-        vals, ids = torch.topk(scaled, k, dim=-1, sorted=True)
-        exact = logits.gather(1, ids).double() / temperature
-        top = exact[:, :1]
-        weights = torch.exp(exact - top)
-        rest = total - torch.exp(vals - shift).sum(dim=-1, keepdim=True, dtype=torch.float64)
-        norm = weights.sum(dim=-1, keepdim=True) + rest.clamp(min=0) * torch.exp(shift.double() - top)
-        probs = weights / norm
-        cum = torch.cumsum(probs, dim=-1)
-        # With top_p == 1 every token is in the nucleus: only the full vocabulary will do.
-        if k == vocab or (top_p < 1 and bool((cum[:, -1] >= top_p).all())):
-            keep = (cum - probs) < top_p
-            keep[:, 0] = True
-            return ids, probs * keep
-        k = min(4 * k, vocab)
-
-
-def _top_k_nucleus(logits, temperature, top_p, top_k) -> tuple[torch.Tensor, torch.Tensor]:
-    if not (isinstance(top_k, int) and top_k >= 1):
-        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
-    vocab = logits.shape[-1]
-    k = min(top_k, vocab)
-    # TopKLogitsWarper keeps every float32 scaled score >= the k-th one, ties
-    # included. Dividing by T > 0 is monotonic, so the raw top candidates give
-    # the same order; a few spare candidates show whether a tie can reach past
-    # them, and only then is the whole vocabulary scaled and compared.
-    spare = min(k + 8, vocab)
-    raw, ids = torch.topk(logits, spare, dim=-1, sorted=True)
-    scaled = raw / temperature
-    threshold = scaled[:, k - 1:k]
-    if spare < vocab and bool((scaled[:, -1:] >= threshold).any()):
-        full = logits / temperature
-        scaled, ids = torch.topk(full, int((full >= threshold).sum(dim=-1).max()), dim=-1, sorted=True)
-    in_k = scaled >= threshold
-    exact = logits.gather(1, ids).double() / temperature
-    weights = torch.exp(exact - exact[:, :1]) * in_k
-    probs = weights / weights.sum(dim=-1, keepdim=True)
-    keep = (torch.cumsum(probs, dim=-1) - probs) < top_p
-    keep[:, 0] = True
-    return ids, probs * (keep & in_k)
-
-
-def sample_tokens(
-    logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float, top_k: int | None = None,
-    vocab_ids: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """One token per row from the temperature + top-k + nucleus distribution, by inverse CDF of ``uniforms`` in [0, 1).
-
-    ``temperature == 0`` means greedy decoding (``uniforms`` unused).
-    Using the caller's uniforms (one per row) keeps every row's draws
-    independent of its batch neighbours. ``vocab_ids`` (same shape as
-    ``logits``) names the vocabulary id of each column when ``logits`` holds
-    only candidate columns that are known to contain every top-k token (see
-    :class:`ScreenedHead`); the draw is then the same as over the whole row.
-    """
-    if temperature == 0:
-        ids = logits.argmax(dim=-1, keepdim=True)
-    else:
-        cand, probs = nucleus(logits, temperature, top_p, top_k=top_k)
-        cum = torch.cumsum(probs, dim=-1)
-        target = uniforms.to(torch.float64).unsqueeze(-1) * cum[:, -1:]
-        pick = torch.searchsorted(cum, target, right=True)
-        last_kept = (probs > 0).sum(dim=-1, keepdim=True) - 1  # guards u * total rounding up to total
-        ids = cand.gather(1, torch.minimum(pick, last_kept))
-    return (ids if vocab_ids is None else vocab_ids.gather(1, ids)).squeeze(1)
-
-
-class ScreenedHead:
-    """Exact top-k sampling from a decoder's output projection at a fraction of its cost.
-
-    Why: with 150k-260k vocabulary entries the float32 output projection is
-    most of a decoding step on a CPU (Gemma-3-270m, 64 rows: 343 of 453 ms),
-    yet with top-k sampling only the ``top_k`` largest logits enter the
-    distribution. A bfloat16 copy of the projection ranks the whole vocabulary
-    (4x faster here); the best ``widths[0]`` candidates of each row are scored
-    again in float32 with the original weights, and a worst-case bound on the
-    bfloat16 error proves, row by row, that no other token can reach the
-    ``top_k``-th float32 logit. A row without the proof tries the next, wider
-    candidate set, and after the last one is scored over the whole vocabulary
-    in float32. The sampled distribution is therefore the float32 one; only the
-    last bits of the candidates' logits can differ (another matrix shape), as
-    they do between batch sizes. :attr:`rows_by_stage` counts where rows ended.
-
-    The bound for a token outside the candidates, with ``a`` its bfloat16
-    score and ``h`` the hidden state: ``|h.w - a| <= |h - bf16(h)| max|w|
-    + |bf16(h)| max|w - bf16(w)| + 2^-7 |a_K| + 2 H 2^-24 |h| max|w|``
-    (rounding of the inputs, of the bfloat16 output, and float32 summation
-    in both products), where ``a_K`` is the smallest candidate score. On real
-    BOLD hidden states it is about 4x the largest error observed.
-    """
-
-    def __init__(self, weight: torch.Tensor, widths: Sequence[int] = (128, 1024)):
-        # Candidate set sizes tried in turn. On 64 BOLD prompts x 100 tokens, 128 proved all 6,404 of Gemma-3's
-        # rows, 6,401 of 6,404 of Qwen2.5's and 79% of SmolLM2's; 1024 proved the rest.
-        self.widths = tuple(widths)
-        self.weight = weight
-        self.low = weight.to(torch.bfloat16)
-        # In slices: a float64 copy of Gemma-3's projection alone would be 1.3 GB. w - bf16(w) is exact in float32;
-        # 1e-4 covers the float32 rounding of the norms.
-        norms, rounding = [], []
-        for start in range(0, weight.shape[0], 16384):
-            w = weight[start:start + 16384]
-            norms.append(w.norm(dim=1).max())
-            rounding.append((w - self.low[start:start + 16384].float()).norm(dim=1).max())
-        self.max_norm = float(max(norms)) * (1 + 1e-4)
-        self.max_rounding = float(max(rounding)) * (1 + 1e-4)
-        self.rows_by_stage = {str(w): 0 for w in self.widths} | {"full": 0}
-
-    @classmethod
-    def for_model(cls, net: Any) -> "ScreenedHead | None":
-        """The screened head of ``net``, or ``None`` when its logits are not a bias-free linear map of the last
-        hidden state (a soft cap, a scale or a bias), checked on a short input."""
-        if net in _SCREENS:
-            return _SCREENS[net]
-        head = net.get_output_embeddings()
-        screen = None
-        if isinstance(head, torch.nn.Linear) and head.bias is None:
-            probe = torch.arange(1, 9, device=head.weight.device).unsqueeze(0) % head.weight.shape[0]
-            with torch.inference_mode():
-                full = net(input_ids=probe).logits
-                ours = torch.nn.functional.linear(net.base_model(input_ids=probe).last_hidden_state, head.weight)
-            if torch.allclose(full, ours, rtol=1e-5, atol=1e-5):
-                screen = cls(head.weight.detach())
-        _SCREENS[net] = screen
-        return screen
-
-    def slack(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Per row, the bound's terms that do not depend on the score: input rounding and float32 summation."""
-        low_h = hidden.to(torch.bfloat16).double()
-        h64 = hidden.double()
-        return ((h64 - low_h).norm(dim=1) * self.max_norm + low_h.norm(dim=1) * self.max_rounding
-                + 2 * hidden.shape[1] * 2.0 ** -24 * h64.norm(dim=1) * self.max_norm)
-
-    def _rescore(self, hidden: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        vocab, pos = torch.unique(ids, return_inverse=True)
-        return (hidden @ self.weight.index_select(0, vocab).T).gather(1, pos)
-
-    def sample(self, hidden: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float,
-               top_k: int) -> torch.Tensor:
-        """One token per row, the same draw as :func:`sample_tokens` on the full float32 logits."""
-        n_vocab = self.weight.shape[0]
-        approx = hidden.to(torch.bfloat16) @ self.low.T
-        slack = self.slack(hidden)
-        tokens = torch.empty(hidden.shape[0], dtype=torch.long)
-        todo = torch.arange(hidden.shape[0])
-        for stage in self.widths:
-            width = min(max(stage, top_k + 16), n_vocab)
-            # Most rows are proven by the first width; a wider top-k runs only for the rows left.
-            scores, cand = torch.topk(approx[todo], width, dim=-1, sorted=True)
-            logits = self._rescore(hidden[todo], cand)
-            if width == n_vocab:
-                proven = torch.ones(len(todo), dtype=torch.bool)
-            else:
-                kth = torch.topk(logits, top_k, dim=-1).values[:, -1].double()
-                last = scores[:, -1].double()
-                # Strictly below the k-th logit, with room for its own rounding, so no tie can hide outside.
-                proven = last + 2.0 ** -7 * last.abs() + slack[todo] < kth - 2.0 ** -20 * (kth.abs() + 1)
-            done = todo[proven]
-            tokens[done] = sample_tokens(logits[proven], uniforms[done], temperature, top_p, top_k,
-                                         vocab_ids=cand[proven])
-            self.rows_by_stage[str(stage)] += len(done)
-            todo = todo[~proven]
-            if len(todo) == 0:
-                return tokens
-        self.rows_by_stage["full"] += len(todo)
-        full = torch.nn.functional.linear(hidden[todo], self.weight)
-        tokens[todo] = sample_tokens(full, uniforms[todo], temperature, top_p, top_k)
-        return tokens
-
-
-#: One screened head per loaded network (``None``: the network's logits are not screenable).
-_SCREENS: "weakref.WeakKeyDictionary[Any, ScreenedHead | None]" = weakref.WeakKeyDictionary()
-
-
-def row_seed(seed: int, prompt_id: Any, sample: int) -> int:
-    """The seed of one row's random stream (31 bits, accepted by every server's ``seed``)."""
-    return int(stable_hash(["generation-row", seed, prompt_id, sample]), 16) % (2**31)
-
-
-# --------------------------------------------------------------------------- backends
-
-
-@dataclass(frozen=True)
-class OpenAIEndpoint:
-    """An OpenAI-compatible server (vLLM, llama.cpp, Ollama, TGI, OpenAI).
-
-    ``base_url`` may end with or without ``/v1``. ``mode="chat"`` sends every
-    prompt as a user message to ``/v1/chat/completions`` (as does
-    ``generate(..., chat=True)``); ``"completions"`` sends raw text to
-    ``/v1/completions``. ``parallel`` bounds concurrent requests (match the
-    server's slots). Connection errors, timeouts, 429 and 5xx are retried
-    ``max_retries`` times with exponential backoff; other HTTP errors raise.
-    The API key, if any, is never part of a cache key.
-    """
-
-    base_url: str
-    model: str = ""
-    api_key: str | None = None
-    mode: str = "completions"
-    parallel: int = 8
-    timeout: float = 600.0
-    max_retries: int = 5
-
-    def __post_init__(self) -> None:
-        if self.mode not in ("completions", "chat"):
-            raise ValueError(f"OpenAIEndpoint mode must be 'completions' or 'chat', got {self.mode!r}")
-        if self.parallel < 1:
-            raise ValueError(f"OpenAIEndpoint parallel must be >= 1, got {self.parallel}")
-
-    @property
-    def api_url(self) -> str:
-        url = self.base_url.rstrip("/")
-        return url if url.endswith("/v1") else url + "/v1"
-
-    @property
-    def model_id(self) -> str:
-        parsed = urllib.parse.urlsplit(self.api_url)
-        return f"openai:{parsed.netloc}{parsed.path}:{self.model or 'default'}"
-
-    def complete(self, prompt: str, *, chat: bool, max_tokens: int, temperature: float, top_p: float,
-                 seed: int, top_k: int | None = None) -> dict:
-        """One completion: ``{"completion", "n_tokens", "finish_reason"}``."""
-        body: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p, "seed": seed,
-                                "n": 1}
-        if top_k is not None:  # not in OpenAI's API; vLLM, llama.cpp and TGI read it (their own defaults differ)
-            body["top_k"] = top_k
-        if self.model:
-            body["model"] = self.model
-        if chat:
-            body["messages"] = [{"role": "user", "content": prompt}]
-            url = self.api_url + "/chat/completions"
-        else:
-            body["prompt"] = prompt
-            url = self.api_url + "/completions"
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        data = self._post(url, body, headers)
-        try:
-            choice = data["choices"][0]
-            text = choice["message"]["content"] if chat else choice["text"]
-            n_tokens = int(data["usage"]["completion_tokens"])
-            finish = choice["finish_reason"]
-        except (KeyError, IndexError, TypeError) as exc:
-            raise RuntimeError(f"{url} answered without choices/usage: {json.dumps(data)[:300]}") from exc
-        return {"completion": text or "", "n_tokens": n_tokens, "finish_reason": finish}
-
-    def _post(self, url: str, body: dict, headers: dict) -> dict:
-        delay, attempt = 0.5, 0
-        while True:
-            try:
-                response = requests.post(url, json=body, headers=headers, timeout=self.timeout)
-                if response.status_code == 429 or response.status_code >= 500:
-                    raise _Retryable(f"HTTP {response.status_code}: {response.text[:200]}")
-                if response.status_code >= 400:
-                    raise RuntimeError(f"{url} rejected the request: HTTP {response.status_code}: "
-                                       f"{response.text[:300]}")
-                return response.json()
-            except (requests.ConnectionError, requests.Timeout, _Retryable) as exc:
-                attempt += 1
-                if attempt > self.max_retries:
-                    raise RuntimeError(f"{url} failed after {attempt} attempts: {exc}") from exc
-                time.sleep(delay)
-                delay *= 2
-
-
-class _Retryable(Exception):
-    pass
-
-
-def _resolve_model(model: Any) -> Any:
-    if isinstance(model, (str, os.PathLike)):
-        model = load_model(str(model))
-    if isinstance(model, OpenAIEndpoint):
-        return model
-    if getattr(model, "kind", "decoder") != "decoder" or not hasattr(model.model, "generate"):
-        raise ValueError(f"{getattr(model, 'name', model)!r} is not a decoder (kind={getattr(model, 'kind', '?')}); "
-                         f"cannot generate text")
-    return model
 
 
 # --------------------------------------------------------------------------- public API
@@ -473,9 +149,10 @@ def generate(
 ) -> pd.DataFrame:
     """Sample ``n_samples`` completions for every prompt; see the module docstring for columns and guarantees.
 
-    ``model``: a ``LoadedModel``, a name for ``load_model``, or an
-    :class:`OpenAIEndpoint`. ``chat=True`` wraps each prompt as a user turn
-    with the model's chat template (an error if it has none).
+    ``model``: a ``LoadedModel``, an ``endpoints.OpenAIEndpoint``, or a name
+    for ``models.resolve_model`` (``load_model``'s names, ``"openai:<base_url>"``).
+    ``chat=True`` wraps each prompt as a user turn with the model's chat
+    template (an error if it has none).
     ``top_k``: transformers' default, which the BOLD audit's ``generate`` call
     applied; ``None`` turns it off.
     ``prompt_ids``: unique JSON-serialisable ids (default ``0..n-1``).
@@ -490,10 +167,10 @@ def generate(
     ``SCREEN_MIN_VOCAB`` entries, where it pays; ``True`` always, ``False``
     never.
     """
-    __import__("bias_utils.validation").validation.check_generation(prompts, n_samples=n_samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)  # noqa: E501 -- deferred: validation imports modules that import generation
-    prompts = list(prompts)
-    if any(not isinstance(p, str) for p in prompts):
-        raise TypeError("prompts must be strings")
+    checked = check_generation(prompts, n_samples=n_samples, max_new_tokens=max_new_tokens, temperature=temperature,
+                               top_p=top_p, top_k=top_k, seed=seed)
+    prompts, n_samples, max_new_tokens, top_k, seed = (checked[k] for k in ("prompts", "n_samples", "max_new_tokens",
+                                                                            "top_k", "seed"))
     ids = list(range(len(prompts))) if prompt_ids is None else list(prompt_ids)
     if len(ids) != len(prompts):
         raise ValueError(f"{len(ids)} prompt_ids for {len(prompts)} prompts")
@@ -503,14 +180,8 @@ def generate(
     if empty:
         raise ValueError(f"empty prompt(s) for prompt_id {empty[:10]}{' ...' if len(empty) > 10 else ''}: nothing to "
                          f"condition on")
-    if n_samples < 1 or max_new_tokens < 1:
-        raise ValueError("n_samples and max_new_tokens must be >= 1")
-    if temperature < 0 or not 0 < top_p <= 1:
-        raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
-    if top_k is not None and not (isinstance(top_k, int) and top_k >= 1):
-        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
 
-    model = _resolve_model(model)
+    model = resolve_model(model, need="generate")
     is_http = isinstance(model, OpenAIEndpoint)
     use_chat = chat or (is_http and model.mode == "chat")
     if use_chat and not is_http and not _has_chat_template(model):
@@ -565,7 +236,7 @@ def generate(
                     chat=use_chat)
     try:
         if is_http:
-            _run_http(model, todo, emit, **settings)
+            run_http(model, todo, emit, **settings)
         else:
             _run_transformers(model, rows, done, emit, batch_size=batch_size, screened=screened, **settings)
     finally:
@@ -603,29 +274,6 @@ class _Store:
     def append(self, rows: list[dict]) -> None:
         if rows:
             append_jsonl(self.rows, rows)
-
-
-# --------------------------------------------------------------------------- HTTP backend
-
-
-def _run_http(endpoint: OpenAIEndpoint, todo: list[dict], emit: Callable, *, max_new_tokens, temperature, top_p, top_k,
-              seed, chat) -> None:
-    def one(row: dict) -> dict:
-        out = endpoint.complete(
-            row["prompt"], chat=chat, max_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-            seed=row_seed(seed, row["prompt_id"], row["sample"]),
-        )
-        return {**row, **out}
-
-    with ThreadPoolExecutor(max_workers=endpoint.parallel) as pool:
-        futures = [pool.submit(one, r) for r in todo]
-        try:
-            for fut in as_completed(futures):
-                emit([fut.result()])  # appended from this thread only: no interleaved writes
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
 
 
 # --------------------------------------------------------------------------- transformers backend

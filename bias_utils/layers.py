@@ -16,6 +16,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from . import projection
+from .contexts import source_names
 from .dictionaries import load_full_dictionary_terms
 from .profiles import DEFAULT_TEMPLATES, population_embeddings, profile_stats, profile_table
 from .space import DROPPED_COLUMNS, StereotypeSpace, build_space, direction_prediction, dropped_senses
@@ -35,13 +36,13 @@ def gender_difference_by_layer(space: StereotypeSpace, pop_emb, population: str 
                   "g", "g_ci_low", "g_ci_high"]]
 
 
-def layers_by_context(model, dictionary: pd.DataFrame,
-                      sources: Sequence[str] = ("dictionary", "generated", "corpus", "none"),
+def layers_by_context(model, dictionary: pd.DataFrame, sources: Sequence[str] | None = None,
                       *, populations="names", templates=None, n_contexts: int = 5, seed: int = 0,
                       limit: int | None = None, n_boot: int = 200, corpus=None,
                       generator=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Accuracy (warmth/competence) and the female-male difference on every layer,
-    for each context source (the paper's Figure 6).
+    for each context source (the paper's Figure 6; ``sources=None``: every
+    registered one, ``contexts.source_names()``).
 
     Returns ``(curves, skipped)``. ``curves`` columns: ``model_id,
     context_source, layer, measure, dimension, value, ci_low, ci_high,
@@ -57,7 +58,7 @@ def layers_by_context(model, dictionary: pd.DataFrame,
     pop_emb = population_embeddings(model, populations, templates or DEFAULT_TEMPLATES)
     terms = load_full_dictionary_terms()
     curves, skipped = [], []
-    for source in tqdm(sources, desc="context sources"):
+    for source in tqdm(source_names() if sources is None else sources, desc="context sources"):
         try:
             space = build_space(model, dictionary, source, n_contexts, seed, corpus=corpus, generator=generator)
         except Exception as exc:  # one unusable source must not hide the others; it is reported

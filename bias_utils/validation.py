@@ -2,51 +2,53 @@
 
 One function per notebook (``check_dictionaries`` for 01 ... ``check_completion_profiles``
 for 08) takes that notebook's parameters as keyword arguments and raises a
-:class:`ParameterError` (a ``ValueError``) whose message names the parameter,
-the file and line where there is one, and what was expected. A typo therefore
-costs seconds, not the minutes of loading a model and embedding.
+``ParameterError`` (a ``ValueError``, defined in ``errors``) whose message names
+the parameter, the file and line where there is one, and what was expected. A
+typo therefore costs seconds, not the minutes of loading a model and embedding.
+This is the top of the package: only notebooks and scripts import it.
 
 The checks reuse the package's own readers (``populations.load_populations``,
 ``profiles.check_templates``, ``dictionaries.read_dictionary``,
-``bold.resolve_selection``, ``lexicon.validate_lexicons``); their messages are
-kept and prefixed with the parameter name.
+``bold.resolve_selection``, ``lexicon.validate_lexicons``) and the value rules
+of ``errors`` (counts, seeds, sampling); their messages are kept and prefixed
+with the parameter name.
 """
 
 from __future__ import annotations
 
-import numbers
 from pathlib import Path
-from typing import Sequence, Sized
+from typing import Sequence
 
 from . import bold, contexts, dictionaries, lexicon, profiles, stats
 from . import populations as pops
+from .errors import (
+    ParameterError,
+    check_at_most,
+    check_count,
+    check_generation,
+    check_positive_int,
+    check_seed,
+    is_int,
+    is_number,
+)
+from .models import ModelBackend
 
 #: Bootstrap counts below this give percentile CIs from a handful of order statistics.
 MIN_N_BOOT = 100
 
+#: Below this a permutation p cannot go under 1/101, and its floor decides more verdicts than the data.
+MIN_N_PERMUTATIONS = 100
+
 __all__ = [
-    "LAYER_NAMES", "MIN_N_BOOT", "ParameterError", "check_bold_audit", "check_bold_replication",
+    "LAYER_NAMES", "MIN_N_BOOT", "MIN_N_PERMUTATIONS", "ParameterError", "check_bold_audit", "check_bold_replication",
     "check_completion_profiles", "check_context_source", "check_contexts", "check_dictionaries",
-    "check_dictionary_path", "check_file", "check_generation", "check_layer", "check_layers", "check_lexicons",
-    "check_limit", "check_model", "check_boot_count", "check_output_dir", "check_populations", "check_positive_int",
-    "check_profiles", "check_projection_accuracy", "check_robustness", "check_seed", "check_selection", "check_sources",
+    "check_dictionary_path", "check_file", "check_layer", "check_layers", "check_lexicons", "check_limit",
+    "check_model", "check_boot_count", "check_output_dir", "check_permutation_count", "check_populations",
+    "check_profiles", "check_projection_accuracy", "check_robustness", "check_selection", "check_sources",
     "check_template_list",
 ]
 
 LAYER_NAMES = ("mean", "last", "all")
-
-
-
-class ParameterError(ValueError):
-    """A notebook or API parameter that cannot be used; the message names it and says what was expected."""
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _reraise(name: str, exc: Exception) -> ParameterError:
@@ -56,29 +58,20 @@ def _reraise(name: str, exc: Exception) -> ParameterError:
 # --------------------------------------------------------------------------- single parameters
 
 
-def check_positive_int(value, name: str, *, allow_none: bool = False) -> int | None:
-    """``value`` as a positive int (``None`` passes when ``allow_none``)."""
-    if value is None and allow_none:
-        return None
-    if not _is_int(value) or value < 1:
-        expected = "None or a positive integer" if allow_none else "a positive integer"
-        raise ParameterError(f"{name} must be {expected}, got {value!r}")
-    return int(value)
-
-
-def check_seed(seed) -> int:
-    """A non-negative integer."""
-    if not _is_int(seed) or seed < 0:
-        raise ParameterError(f"seed must be a non-negative integer, got {seed!r}")
-    return int(seed)
-
-
-def check_boot_count(n_boot, name: str = "n_boot", minimum: int = MIN_N_BOOT) -> int:
-    """An integer >= ``minimum`` (``stats.check_n_boot``'s rule with the notebooks' floor)."""
+def check_boot_count(n_boot, name: str = "n_boot", minimum: int = MIN_N_BOOT, default: int | None = None) -> int:
+    """An integer >= ``minimum`` (``stats.check_n_boot``'s rule with the notebooks' floor) and at most
+    ``errors.MAX_RESAMPLES``; ``default`` (the notebook's) sizes the run-time estimate of a too-large one."""
     try:
-        return stats.check_n_boot(n_boot, minimum=minimum, name=name)
+        n_boot = stats.check_n_boot(n_boot, minimum=minimum, name=name)
     except ValueError as exc:
         raise ParameterError(str(exc)) from None
+    return check_at_most(n_boot, name, default=default)
+
+
+def check_permutation_count(n_permutations, name: str = "n_permutations", default: int | None = None) -> int:
+    """An integer in [``MIN_N_PERMUTATIONS``, ``errors.MAX_RESAMPLES``] (a permutation test's relabellings)."""
+    return check_count(n_permutations, name, minimum=MIN_N_PERMUTATIONS, default=default,
+                       why=" (a permutation p cannot go below 1/(K+1))")
 
 
 def check_limit(limit) -> int | None:
@@ -91,21 +84,24 @@ def check_layer(layer, *, allow_all: bool = True) -> str | int:
     names = LAYER_NAMES if allow_all else tuple(n for n in LAYER_NAMES if n != "all")
     if isinstance(layer, str) and layer in names:
         return layer
-    if _is_int(layer):
+    if is_int(layer):
         return int(layer)
     raise ParameterError(f"layer must be one of {', '.join(map(repr, names))} or an integer hidden-state index, "
                          f"got {layer!r}")
 
 
 def check_context_source(source, name: str = "context_source") -> str:
-    if source not in contexts.SOURCES:
-        raise ParameterError(f"{name} must be one of {', '.join(contexts.SOURCES)}, got {source!r}")
+    if source not in contexts.source_names():
+        raise ParameterError(f"{name} must be one of {', '.join(contexts.source_names())}, got {source!r}")
     return source
 
 
 def check_sources(sources) -> list[str]:
+    """``None`` (every registered context source) or a non-empty list of them."""
+    if sources is None:
+        return list(contexts.source_names())
     if isinstance(sources, str) or not isinstance(sources, Sequence) or not sources:
-        raise ParameterError(f"sources must be a non-empty list of context sources, got {sources!r}")
+        raise ParameterError(f"sources must be None or a non-empty list of context sources, got {sources!r}")
     return [check_context_source(s, "sources") for s in sources]
 
 
@@ -181,41 +177,13 @@ def check_lexicons(lexicons, name: str = "lexicons") -> None:
         raise ParameterError(str(exc) if str(exc).startswith(name) else f"{name}: {exc}") from None
 
 
-def check_generation(prompts=None, *, n_samples=1, max_new_tokens=100, temperature=0.7, top_p=0.9,
-                     top_k=None, seed=0) -> None:
-    """Sampling settings (and, when given, the prompt list) of :func:`bias_utils.generation.generate`.
-
-    ``temperature``: a number >= 0 (0 = greedy). ``top_p`` in (0, 1]. ``top_k``:
-    None or a positive int. ``max_new_tokens``, ``n_samples``: positive ints.
-    ``prompts``: a non-empty list of strings (one string is an error: it would be
-    read as a list of characters).
-    """
-    if prompts is not None:
-        if isinstance(prompts, str):
-            raise ParameterError(f"prompts must be a list of strings, not one string ({prompts[:40]!r}); "
-                                 "wrap it in a list")
-        if isinstance(prompts, Sized) and len(prompts) == 0:
-            raise ParameterError("prompts is empty: nothing to generate from")
-        # A number or None among the prompts would otherwise fail inside the tokenizer.
-        bad = next(((i, p) for i, p in enumerate(prompts) if not isinstance(p, str)), None)
-        if bad is not None:
-            raise ParameterError(f"prompts must be a list of strings; item {bad[0]} is {bad[1]!r}")
-    check_positive_int(n_samples, "n_samples")
-    check_positive_int(max_new_tokens, "max_new_tokens")
-    if not _is_number(temperature) or not temperature >= 0:
-        raise ParameterError(f"temperature must be a number >= 0 (0 = greedy), got {temperature!r}")
-    if not _is_number(top_p) or not 0 < top_p <= 1:
-        raise ParameterError(f"top_p must be a number in (0, 1], got {top_p!r}")
-    check_positive_int(top_k, "top_k", allow_none=True)
-    check_seed(seed)
-
-
 def check_model(model) -> None:
-    """A model name, hub id or path (a non-empty string), or an already loaded model."""
+    """A model name, hub id, path or ``"<scheme>:..."`` of a registered backend (a non-empty string), or an
+    already loaded model (``models.ModelBackend``)."""
     if isinstance(model, (str, Path)):
         if not str(model).strip():
             raise ParameterError("model is empty: give a built-in short name, a hub id or a path")
-    elif not hasattr(model, "backbone") and not hasattr(model, "complete"):
+    elif not isinstance(model, ModelBackend):
         raise ParameterError(f"model must be a name, hub id or path, got {type(model).__name__}")
 
 
@@ -249,7 +217,7 @@ def check_dictionaries(*, model="smollm2-135m-instruct", dictionary_path=None, o
 
 
 def check_contexts(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None, n_contexts=5,
-                   seed=0, output_dir=None, limit=None, sources=("dictionary", "generated", "corpus", "none"),
+                   seed=0, output_dir=None, limit=None, sources=None,
                    generator=None, corpus=None) -> None:
     """Notebook 02's parameters."""
     _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
@@ -270,8 +238,8 @@ def check_projection_accuracy(*, model="smollm2-135m-instruct", context_source="
     """Notebook 03's parameters."""
     _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
     check_layer(layer)
-    check_boot_count(n_boot)
-    check_boot_count(n_permutations, "n_permutations", minimum=100)
+    check_boot_count(n_boot, default=2000)
+    check_permutation_count(n_permutations, default=200)
     if term_contexts not in ("generated", "dictionary"):
         raise ParameterError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
 
@@ -282,7 +250,7 @@ def check_profiles(*, model="smollm2-135m-instruct", context_source="generated",
     """Notebook 04's parameters (``layer`` cannot be ``"all"``: a profile is one value per word)."""
     _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
     check_positive_int(term_limit, "term_limit", allow_none=True)
-    check_boot_count(n_permutations, "n_permutations", minimum=100)
+    check_permutation_count(n_permutations, default=200)
     check_layer(layer, allow_all=False)
     check_populations(populations)
     check_template_list(templates)
@@ -294,13 +262,13 @@ def check_profiles(*, model="smollm2-135m-instruct", context_source="generated",
 
 def check_layers(*, model="smollm2-135m-instruct", dictionary_path=None, populations="names", templates=None,
                  n_contexts=5, seed=0, output_dir=None, limit=None,
-                 sources=("dictionary", "generated", "corpus", "none"), n_boot=200) -> None:
+                 sources=None, n_boot=200) -> None:
     """Notebook 05's parameters."""
     _space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts=n_contexts)
     check_populations(populations)
     check_template_list(templates)
     check_sources(sources)
-    check_boot_count(n_boot)
+    check_boot_count(n_boot, default=200)
 
 
 def check_bold_audit(*, model="smollm2-135m-instruct", selection="audit", n_samples=1, seed=0, max_new_tokens=100,
@@ -314,13 +282,13 @@ def check_bold_audit(*, model="smollm2-135m-instruct", selection="audit", n_samp
     check_lexicons(lexicons, "lexicons")
     check_lexicons(neutral_lexicons, "neutral_lexicons")
     check_limit(limit)
-    check_boot_count(n_boot)
+    check_boot_count(n_boot, default=1000)
     check_output_dir(output_dir)
 
 
 def check_bold_replication(*, n_boot=1000, seed=0, output_dir=None) -> None:
     """Notebook 07's parameters."""
-    check_boot_count(n_boot)
+    check_boot_count(n_boot, default=1000)
     check_seed(seed)
     check_output_dir(output_dir)
 
@@ -332,17 +300,16 @@ def check_completion_profiles(*, model="smollm2-135m-instruct", context_source="
     check_layer(layer, allow_all=False)
 
 
-def check_robustness(*, model="smollm2-135m-instruct", populations=("names", "terms"),
-                     sources=("generated", "dictionary", "corpus", "none"), templates=None, dictionary_path=None,
-                     n_contexts=5, n_permutations=200, n_perm_test=2000, seed=0, alpha=0.05, output_dir=None,
-                     limit=None, term_limit=None) -> None:
-    """Notebook 10's parameters."""
+def check_robustness(*, model="smollm2-135m-instruct", populations=("names", "terms"), sources=None,
+                     templates=None, dictionary_path=None, n_contexts=5, n_permutations=200, n_perm_test=2000, seed=0,
+                     alpha=0.05, output_dir=None, limit=None, term_limit=None) -> None:
+    """Notebook 10's parameters (``sources=None``: every registered context source)."""
     _space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts=n_contexts)
     check_populations(populations)
     check_template_list(templates)
     check_sources(sources)
-    check_boot_count(n_permutations, "n_permutations", minimum=100)
-    check_boot_count(n_perm_test, "n_perm_test", minimum=100)
+    check_permutation_count(n_permutations, default=200)
+    check_permutation_count(n_perm_test, "n_perm_test", default=2000)
     check_positive_int(term_limit, "term_limit", allow_none=True)
-    if not _is_number(alpha) or not 0 < alpha < 1:
+    if not is_number(alpha) or not 0 < alpha < 1:
         raise ParameterError(f"alpha must be a number in (0, 1), got {alpha!r}")

@@ -233,3 +233,25 @@ def test_quality_filters_keep_the_published_contexts():
               for key, examples in C.published_generated_contexts().items() for c in examples[:5]]
     assert len(issues) > 2000
     assert sum(i is None for i in issues) / len(issues) > 0.97
+
+
+def test_a_registered_source_is_built_listed_and_accepted_as_a_parameter(monkeypatch):
+    from bias_utils import validation
+
+    monkeypatch.setattr(C._SOURCES, "_items", dict(C._SOURCES._items))
+    assert C.source_names() == ("dictionary", "generated", "corpus", "none")  # the order of reports
+
+    @C.context_source("definition")
+    def definition_contexts(d, request):
+        rows = [{"sense_id": s.sense_id, "dimension": s.dimension, "term": s.term, "direction": s.direction,
+                 "context": f"To be {s.term} is a trait.", "context_source": "test", "context_index": 0,
+                 "source": "definition"} for s in d.head(request.n_contexts).itertuples()]
+        return C.ContextSet(pd.DataFrame(rows, columns=C.TABLE_COLUMNS))
+
+    assert C.source_names()[-1] == "definition"
+    cs = C.build_contexts(load_seed_dictionary().head(4), "definition", n_contexts=3)
+    assert len(cs.table) == 3 and set(cs.table["source"]) == {"definition"}
+    assert validation.check_context_source("definition") == "definition"
+    assert validation.check_sources(None)[-1] == "definition"
+    with pytest.raises(C.ContextError, match="'corpus' is already registered"):
+        C.context_source("corpus")(definition_contexts)

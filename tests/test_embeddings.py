@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from bias_utils import models
+from bias_utils import builtin_models
 from bias_utils.dictionaries import load_seed_dictionary
 from bias_utils.embeddings import embed_words, find_word, token_indices
 from bias_utils.models import LoadedModel, load_model
@@ -226,7 +226,7 @@ def test_minilm_wordpiece_alignment_and_batching():
 
 @pytest.mark.slow
 def test_gemma_sentencepiece_tokenizer_when_installed():
-    if not models.is_installed("gemma-3-270m"):
+    if not builtin_models.is_installed("gemma-3-270m"):
         pytest.skip("gemma-3-270m is not installed (make test installs only smollm2-135m-instruct and minilm-l6)")
     tok = load_model("gemma-3-270m").tokenizer
     for context, word, pieces in [("This is Mary.", "Mary", ["▁Mary"]), ("MARY met Mary", "mary", None),

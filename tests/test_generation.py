@@ -25,7 +25,9 @@ from scipy import stats
 
 from bias_utils import bold, book, paths
 from bias_utils.bold import load_profession_prompts
-from bias_utils.generation import OpenAIEndpoint, ScreenedHead, generate, nucleus, sample_tokens
+from bias_utils.endpoints import OpenAIEndpoint
+from bias_utils.generation import generate
+from bias_utils.sampling import ScreenedHead, nucleus, sample_tokens
 from bias_utils.serving import llama_server
 
 MODEL = "smollm2-135m-instruct"

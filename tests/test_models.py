@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from bias_utils import models
-from bias_utils.models import BUILTIN_MODELS, ModelError, load_model
+from bias_utils import builtin_models, models
+from bias_utils.builtin_models import BUILTIN_MODELS
+from bias_utils.models import ModelError, load_model
 
 TEXT = ["This is Mary.", "Christopher is an open-minded and god-fearing man."]
 
@@ -164,9 +165,41 @@ def test_converted_folder_equals_gguf_and_keeps_tied_embeddings():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["gemma-3-270m", "qwen2.5-coder-0.5b-instruct", "mpnet-base"])
 def test_other_builtins_when_installed(name):
-    if not models.is_installed(name):
+    if not builtin_models.is_installed(name):
         pytest.skip(f"{name} is not installed (make test installs only smollm2-135m-instruct and minilm-l6)")
     b = BUILTIN_MODELS[name]
     m = load_model(name)
     assert (m.kind, m.n_layers, m.hidden_size) == (b.kind, b.n_layers, b.hidden_size)
     assert re.fullmatch(rf"{re.escape(name)}--[0-9a-f]{{12}}--fp32", m.model_id)
+
+
+def test_resolve_model_builds_registered_schemes_and_checks_what_is_needed(monkeypatch):
+    from bias_utils.endpoints import OpenAIEndpoint
+
+    endpoint = models.resolve_model("openai:http://127.0.0.1:1/v1#qwen", need="generate")  # no request is made
+    assert isinstance(endpoint, OpenAIEndpoint) and isinstance(endpoint, models.ModelBackend)
+    assert (endpoint.api_url, endpoint.model) == ("http://127.0.0.1:1/v1", "qwen")
+    assert models.resolve_model(endpoint) is endpoint
+    with pytest.raises(ModelError, match="cannot give hidden states"):
+        models.resolve_model(endpoint, need="embed")
+    with pytest.raises(ModelError, match="is not a model"):
+        models.resolve_model(3.5)
+
+    monkeypatch.setattr(models._BACKENDS, "_items", dict(models._BACKENDS._items))
+
+    @models.register_backend("fixed")
+    def fixed(rest):
+        return OpenAIEndpoint(f"http://{rest}")
+
+    assert "fixed" in models.backend_schemes() and models.resolve_model("fixed:host:8000").base_url == "http://host:8000"
+    with pytest.raises(ModelError, match="'openai' is already registered"):
+        models.register_backend("openai")(fixed)
+    with pytest.raises(ModelError, match="lower-case word"):
+        models.register_backend("C")
+
+
+@pytest.mark.slow
+def test_an_encoder_cannot_generate():
+    with pytest.raises(ModelError, match=r"'minilm-l6' \(kind=encoder\) cannot give text"):
+        models.resolve_model("minilm-l6", need="generate")
+    assert models.resolve_model("minilm-l6", need="embed") is load_model("minilm-l6")

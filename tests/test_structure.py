@@ -18,6 +18,7 @@ MODULES = sorted(p.stem for p in book.PACKAGE_DIR.glob("*.py") if p.stem != "__i
 NOTEBOOKS = sorted(book.NOTEBOOKS_DIR.glob("*.ipynb"))
 
 
+
 def _tree(module: str) -> ast.Module:
     return ast.parse((book.PACKAGE_DIR / f"{module}.py").read_text(encoding="utf-8"))
 
@@ -71,12 +72,15 @@ def test_every_module_declares_all_completely():
 
 
 def test_design_table_agrees_with_all():
+    """DESIGN's row of a module lists every name of its ``__all__`` and nothing else."""
     table = _design_table()
     assert set(table) == set(MODULES), (set(table) ^ set(MODULES))
     for module, names in table.items():
         declared = set(importlib.import_module(f"bias_utils.{module}").__all__)
         absent = [n for n in names if n not in declared]
         assert not absent, f"DESIGN.md lists {absent} for {module}, which its __all__ does not declare"
+        unlisted = sorted(declared - set(names))
+        assert not unlisted, f"{module}.__all__ declares {unlisted}, which its DESIGN.md row does not list"
 
 
 def test_no_two_modules_define_a_public_function_of_the_same_name():
@@ -106,13 +110,114 @@ def test_imports_inside_functions_say_why_they_are_deferred():
     assert not bad, "imports inside functions without a '# deferred:' reason:\n" + "\n".join(bad)
 
 
+def _imported_name(text: str, package: str | None = None) -> str | None:
+    """The ``bias_utils`` module a dotted name given to ``__import__``/``import_module`` reaches, if any."""
+    if text.startswith(".") and package == "bias_utils":
+        return text.lstrip(".").split(".")[0] or None
+    parts = text.split(".")
+    return parts[1] if parts[0] == "bias_utils" and len(parts) > 1 else None
+
+
 def _package_imports(module: str) -> set[str]:
-    """``bias_utils`` modules ``module`` imports (relative imports, anywhere in the file)."""
-    found = set()
+    """``bias_utils`` modules ``module`` imports anywhere in the file: relative and absolute ``import``/``from``
+    statements (inside functions too), ``__import__("bias_utils.x")`` and ``importlib.import_module(...)``.
+    A dynamic import whose name is not a string literal fails: it could hide any edge."""
+    found, dynamic = set(), []
     for node in ast.walk(_tree(module)):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            found |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
-    return found
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1:
+                found |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
+            elif node.level == 0 and node.module and node.module.split(".")[0] == "bias_utils":
+                sub = _imported_name(node.module)
+                found |= {sub} if sub else {a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {sub for a in node.names if (sub := _imported_name(a.name))}
+        elif isinstance(node, ast.Call):
+            fn = node.func
+            name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else None
+            if name not in ("__import__", "import_module"):
+                continue
+            arg = node.args[0] if node.args else None
+            if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+                dynamic.append(f"{module}.py:{node.lineno}")
+                continue
+            package = node.args[1] if len(node.args) > 1 else next(
+                (k.value for k in node.keywords if k.arg == "package"), None)
+            package = package.value if isinstance(package, ast.Constant) else None
+            sub = _imported_name(arg.value, package)
+            found |= {sub} if sub else set()
+    assert not dynamic, f"imports of a computed module name: {dynamic}"
+    return found - {None}
+
+
+def _layers() -> list[list[str]]:
+    """DESIGN.md's layer list, lowest first: lines ``N. label: `a`, `b`, ...`` after "Layer list"."""
+    text = (paths.ROOT / "DESIGN.md").read_text(encoding="utf-8")
+    block = text[text.index("Layer list (lowest first)"):].split("\n\n")[1]
+    layers = []
+    for line in block.splitlines():
+        m = re.match(r"(\d+)\. [^:`]+: (.*)$", line)
+        assert m and int(m.group(1)) == len(layers) + 1, f"not a layer line: {line!r}"
+        layers.append(re.findall(r"`(\w+)`", m.group(2)))
+    return layers
+
+
+def test_layer_list_names_every_module_once():
+    listed = [m for layer in _layers() for m in layer]
+    assert len(listed) == len(set(listed)), f"a module is in two layers: {listed}"
+    missing = sorted(set(MODULES) - set(listed))
+    assert not missing, f"modules missing from DESIGN.md's layer list: {missing}"
+    unknown = sorted(set(listed) - set(MODULES))
+    assert not unknown, f"DESIGN.md's layer list names modules that do not exist: {unknown}"
+
+
+def test_no_import_reaches_a_higher_layer():
+    level = {m: i for i, layer in enumerate(_layers()) for m in layer}
+    bad = [f"{m} (layer {level[m] + 1}) imports {d} (layer {level[d] + 1})"
+           for m in MODULES for d in sorted(_package_imports(m)) if d in level and level[d] > level[m]]
+    assert not bad, "imports from a lower layer to a higher one:\n" + "\n".join(bad)
+
+
+def test_imports_reach_only_modules_of_the_package():
+    unknown = {m: sorted(_package_imports(m) - set(MODULES)) for m in MODULES}
+    assert not {m: u for m, u in unknown.items() if u}, unknown
+
+
+def test_import_graph_has_no_circle():
+    graph = {m: _package_imports(m) & set(MODULES) for m in MODULES}
+    state: dict[str, str] = {}
+
+    def visit(m, path):
+        state[m] = "open"
+        for d in sorted(graph[m]):
+            if state.get(d) == "open":
+                raise AssertionError("import circle: " + " -> ".join(path[path.index(d):] + [d]))
+            if d not in state:
+                visit(d, path + [d])
+        state[m] = "done"
+
+    for m in MODULES:
+        if m not in state:
+            visit(m, [m])
+
+
+def test_the_import_scan_sees_hidden_imports(tmp_path, monkeypatch):
+    """The scan finds what ruff and a plain ``ast.ImportFrom`` walk miss: ``__import__``, ``import_module`` (relative
+    with a package, or absolute), absolute imports of the package, and imports inside functions."""
+    (tmp_path / "probe.py").write_text(
+        "import importlib\n"
+        "def f():\n"
+        "    __import__('bias_utils.validation').validation\n"
+        "    importlib.import_module('.book', 'bias_utils')\n"
+        "    importlib.import_module('bias_utils.summary')\n"
+        "    import bias_utils.layers\n"
+        "    from bias_utils import crossmodel\n"
+        "    from .space import build_space\n", encoding="utf-8")
+    monkeypatch.setattr(book, "PACKAGE_DIR", tmp_path)
+    assert _package_imports("probe") == {"validation", "book", "summary", "layers", "crossmodel", "space"}
+    (tmp_path / "probe.py").write_text("import importlib\nname = 'bias_utils.book'\nimportlib.import_module(name)\n")
+    with pytest.raises(AssertionError, match="computed module name"):
+        _package_imports("probe")
 
 
 def test_space_no_longer_sits_above_profiles():

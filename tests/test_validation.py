@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils import stats
+from bias_utils import errors, stats
 from bias_utils import validation as v
 from bias_utils.generation import generate
 from bias_utils.models import ModelError, load_model
@@ -64,7 +64,7 @@ def test_templates_must_be_a_list_of_strings_with_one_slot(templates, fragment):
 
 @pytest.mark.parametrize("fn, value, name", [
     (v.check_boot_count, 0, "n_boot"), (v.check_boot_count, 50, "n_boot"), (v.check_boot_count, "1000", "n_boot"),
-    (v.check_seed, -1, "seed"), (v.check_seed, 1.5, "seed"), (v.check_seed, True, "seed"),
+    (errors.check_seed, -1, "seed"), (errors.check_seed, 1.5, "seed"), (errors.check_seed, True, "seed"),
     (v.check_limit, 0, "limit"), (v.check_layer, "first", "layer"), (v.check_layer, 2.0, "layer"),
     (v.check_context_source, "wiki", "context_source"),
 ])
@@ -142,11 +142,37 @@ def test_lexicons_are_checked():
     (dict(temperature="0.7"), "temperature"), (dict(temperature=-1), "temperature"),
     (dict(top_p=0), "top_p"), (dict(top_p=1.5), "top_p"), (dict(top_k=0), "top_k"),
     (dict(max_new_tokens=2.5), "max_new_tokens"), (dict(max_new_tokens=0), "max_new_tokens"),
-    (dict(n_samples=0), "n_samples"), (dict(seed=-3), "seed"),
+    (dict(n_samples=0), "n_samples"), (dict(seed=-3), "seed"), (dict(top_k=-5), "top_k"), (dict(top_k=50.0), "top_k"),
 ])
 def test_generation_settings_are_named(kw, name):
     with pytest.raises(ParameterError, match=rf"^{name}"):
-        v.check_generation(["A nurse is"], **kw)
+        errors.check_generation(["A nurse is"], **kw)
+
+
+def test_parameter_error_is_one_class():
+    assert v.ParameterError is errors.ParameterError and issubclass(errors.ParameterError, ValueError)
+
+
+@pytest.mark.parametrize("top_k", [0, -5, 50.0, "50", True])
+def test_generate_rejects_a_bad_top_k_as_a_parameter_error(top_k):
+    # Before any model is loaded: the model is a name, reaching the loader would take seconds.
+    with pytest.raises(ParameterError, match=rf"^top_k must be None or a positive integer, got {top_k!r}"):
+        generate(SMOL, ["A nurse is"], top_k=top_k, cache=False)
+
+
+def test_replicate_counts_have_a_ceiling_and_say_what_the_floor_is_for():
+    with pytest.raises(ParameterError, match=r"^n_permutations must be an integer >= 100 \(a permutation p") as info:
+        v.check_robustness(n_permutations=10)
+    assert "bootstrap" not in str(info.value)
+    with pytest.raises(ParameterError, match=r"^n_permutations must be at most 100,000, got 20,000,000; the run would "
+                       r"take about 100,000 times as long as with the default 200"):
+        v.check_projection_accuracy(n_permutations=20_000_000)
+    with pytest.raises(ParameterError, match=r"^n_boot must be at most 100,000, got 1,000,000; .*1,000 times"):
+        v.check_bold_replication(n_boot=1_000_000)
+    with pytest.raises(ParameterError, match=r"^n_perm_test must be at most 100,000"):
+        v.check_robustness(n_perm_test=10**6)
+    assert v.check_permutation_count(errors.MAX_RESAMPLES) == errors.MAX_RESAMPLES
+    assert v.check_boot_count(np.int64(2000)) == 2000
 
 
 def test_generate_rejects_bad_prompts_before_loading_a_model():

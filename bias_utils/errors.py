@@ -1,0 +1,122 @@
+"""The package's errors and the value rules shared by every layer (the bottom of the package: it imports none of it).
+
+A bad value raises :class:`ParameterError` (a ``ValueError``) whose message
+starts with the parameter's name and says what was expected. The library
+(``generation.generate``, ``sampling.nucleus``) and the notebooks' checks
+(``validation``) call these rules; there is no second copy of one.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Sized
+
+__all__ = [
+    "MAX_RESAMPLES", "ModelError", "ParameterError", "check_at_most", "check_count", "check_generation",
+    "check_positive_int", "check_prompts", "check_sampling", "check_seed", "is_int", "is_number",
+]
+
+#: Most bootstrap replicates or permutations a run accepts: beyond it a typo (an extra zero or three) would start a
+#: job that runs for hours or days, and the Monte Carlo error at 100,000 is already far below the reported digits.
+MAX_RESAMPLES = 100_000
+
+
+class ParameterError(ValueError):
+    """A notebook or API parameter that cannot be used; the message names it and says what was expected."""
+
+
+class ModelError(RuntimeError):
+    """A model could not be found, installed or loaded; the message says what to do."""
+
+
+def is_int(value) -> bool:
+    """An integer that is not a bool (``True`` is an int to Python, never a count or a seed here)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_number(value) -> bool:
+    """A real number that is not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def check_positive_int(value, name: str, *, allow_none: bool = False) -> int | None:
+    """``value`` as a positive int (``None`` passes when ``allow_none``)."""
+    if value is None and allow_none:
+        return None
+    if not is_int(value) or value < 1:
+        expected = "None or a positive integer" if allow_none else "a positive integer"
+        raise ParameterError(f"{name} must be {expected}, got {value!r}")
+    return int(value)
+
+
+def check_seed(seed) -> int:
+    """A non-negative integer."""
+    if not is_int(seed) or seed < 0:
+        raise ParameterError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
+def check_at_most(value: int, name: str, *, maximum: int = MAX_RESAMPLES, default: int | None = None) -> int:
+    """``value`` when it is at most ``maximum``; the error says how much longer the run would take than with
+    ``default`` (run time grows linearly with a replicate count)."""
+    if value > maximum:
+        longer = f"; the run would take about {value / default:,.0f} times as long as with the default {default}" \
+            if default else ""
+        raise ParameterError(f"{name} must be at most {maximum:,}, got {value:,}{longer}")
+    return value
+
+
+def check_count(value, name: str, *, minimum: int, why: str = "", maximum: int = MAX_RESAMPLES,
+                default: int | None = None) -> int:
+    """A replicate count (permutations, relabellings) in ``[minimum, maximum]``; ``why`` explains the minimum."""
+    if not is_int(value) or value < minimum:
+        raise ParameterError(f"{name} must be an integer >= {minimum}{why}, got {value!r}")
+    return check_at_most(int(value), name, maximum=maximum, default=default)
+
+
+def check_prompts(prompts) -> list[str]:
+    """A non-empty list of strings (one string is an error: it would be read as a list of characters)."""
+    if isinstance(prompts, str):
+        raise ParameterError(f"prompts must be a list of strings, not one string ({prompts[:40]!r}); wrap it in a list")
+    if isinstance(prompts, Sized) and len(prompts) == 0:
+        raise ParameterError("prompts is empty: nothing to generate from")
+    prompts = list(prompts)
+    # A number or None among the prompts would otherwise fail inside the tokenizer.
+    bad = next(((i, p) for i, p in enumerate(prompts) if not isinstance(p, str)), None)
+    if bad is not None:
+        raise ParameterError(f"prompts must be a list of strings; item {bad[0]} is {bad[1]!r}")
+    return prompts
+
+
+def check_sampling(temperature, top_p, top_k=None, *, greedy: bool = False) -> int | None:
+    """The sampling rule; returns ``top_k`` as an int (or ``None``).
+
+    ``temperature``: a number > 0 (``greedy=True``: >= 0, 0 = greedy decoding).
+    ``top_p``: a number in (0, 1]. ``top_k``: ``None`` (off) or an integer >= 1.
+    """
+    if not is_number(temperature) or not (temperature >= 0 if greedy else temperature > 0):
+        expected = "a number >= 0 (0 = greedy)" if greedy else "a number > 0 for sampling"
+        raise ParameterError(f"temperature must be {expected}, got {temperature!r}")
+    if not is_number(top_p) or not 0 < top_p <= 1:
+        raise ParameterError(f"top_p must be a number in (0, 1], got {top_p!r}")
+    return check_positive_int(top_k, "top_k", allow_none=True)
+
+
+def check_generation(prompts=None, *, n_samples=1, max_new_tokens=100, temperature=0.7, top_p=0.9, top_k=None,
+                     seed=0) -> dict:
+    """The settings of ``generation.generate`` (and, when given, its prompt list), normalised.
+
+    ``n_samples``, ``max_new_tokens``: positive ints; the sampling rule of
+    :func:`check_sampling` with greedy decoding allowed; ``seed`` >= 0;
+    ``prompts``: :func:`check_prompts`. Returns ``{"prompts", "n_samples",
+    "max_new_tokens", "temperature", "top_p", "top_k", "seed"}`` (``prompts``
+    as a list, or ``None``; integers as Python ints).
+    """
+    return {
+        "prompts": None if prompts is None else check_prompts(prompts),
+        "n_samples": check_positive_int(n_samples, "n_samples"),
+        "max_new_tokens": check_positive_int(max_new_tokens, "max_new_tokens"),
+        "top_k": check_sampling(temperature, top_p, top_k, greedy=True),
+        "temperature": temperature, "top_p": top_p,
+        "seed": check_seed(seed),
+    }
