@@ -28,7 +28,7 @@ from pathlib import Path
 
 
 def run_once(m, dictionary, args) -> dict:
-    from bias_utils import robustness
+    from bias_utils import axis_validity, robustness, tokenisation
 
     t0 = time.perf_counter()
     inputs, extras = robustness.collect_curve_inputs(m, dictionary, ("names", "terms"), n_contexts=args.n_contexts,
@@ -37,9 +37,9 @@ def run_once(m, dictionary, args) -> dict:
     curve = robustness.specification_curve(inputs, n_permutations=args.n_permutations)
     t2 = time.perf_counter()
     for sp in extras["spaces"].values():
-        robustness.axis_null(sp, extras["terms"], n_permutations=args.n_permutations)
+        axis_validity.validity_table(sp, extras["terms"], n_permutations=args.n_permutations)
     t3 = time.perf_counter()
-    robustness.token_table(m, extras["population_embeddings"]["original"].words)
+    tokenisation.token_table(m, extras["population_embeddings"]["original"].words)
     t4 = time.perf_counter()
     return {**{f"inputs.{k}": v for k, v in inputs.seconds.items()}, "inputs": t1 - t0, "curve": t2 - t1,
             "axis_null": t3 - t2, "tokens": t4 - t3, "total": t4 - t0, "n_specs": len(curve.specs)}

@@ -2,7 +2,8 @@
 
 Two pipelines share this package:
 
-- Study 1, stereotype profiles: ``dictionaries → contexts → embeddings → projection → space → axis_validity → profiles → layers``
+- Study 1, stereotype profiles:
+  ``dictionaries → contexts → embeddings → projection → space → axis_validity → profiles → layers``
 - Study 2, BOLD occupational audit: ``bold → generation → lexicon → stats → occupations → replication``
 - Across both: ``completions`` (a decoder's own completions on its stereotype axes), ``crossmodel`` (every
   model side by side), ``book`` (runs and the Jupyter Book)
