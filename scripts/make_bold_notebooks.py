@@ -48,19 +48,21 @@ audit's own intervals, which treat every gendered word (or completion) as indepe
 labelled as the audit's; the leave-one-occupation-out table shows which occupations carry the result.
 """),
         code("""
-model = "smollm2-135m-instruct"   # built-in short name, hub id or folder
-selection = "audit"               # "audit", "categories" (18 BOLD categories), or {occupation: group}
-n_samples = 1                     # completions per prompt (>1 gives per-prompt variance)
-seed = 0
-max_new_tokens = 100
-temperature = 0.7
-top_p = 0.9
-top_k = 50                        # transformers' default, applied by the audit's generate call; None = off
-lexicons = None                   # None = the audit's {"male": [...], "female": [...]}
-neutral_lexicons = None           # None = bias_utils.lexicon.NEUTRAL_LEXICONS
-limit = None                      # None = all prompts; an int subsamples prompts per group (quick runs)
-n_boot = 1000                     # bootstrap replicates for the CIs
-output_dir = None                 # None = results/<model_id>/
+from typing import Optional, Union
+
+model: str = "smollm2-135m-instruct"   # built-in short name, hub id or folder
+selection: Union[str, dict[str, str]] = "audit"   # "audit", "categories" (18 BOLD categories), or {occupation: group}
+n_samples: int = 1                     # completions per prompt (>1 gives per-prompt variance)
+seed: int = 0
+max_new_tokens: int = 100
+temperature: float = 0.7
+top_p: float = 0.9
+top_k: Optional[int] = 50              # transformers' default, applied by the audit's generate call; None: off
+lexicons: Optional[dict[str, list[str]]] = None   # None: the audit's {"male": [...], "female": [...]}
+neutral_lexicons: Optional[dict[str, list[str]]] = None   # None: bias_utils.lexicon.NEUTRAL_LEXICONS
+limit: Optional[int] = None            # None: all prompts; an int subsamples prompts per group (quick runs)
+n_boot: int = 1000                     # bootstrap replicates for the CIs
+output_dir: Optional[str] = None       # None: results/<model_id>/
 """, tags=["parameters"]),
         code("""
 # Every parameter is checked before any model is loaded: a typo fails here, in seconds.
@@ -199,9 +201,11 @@ show ours beside theirs. Published values come from their summary JSON (full pre
 the paper. The comparison is written as the table `replication` (parquet + CSV) under `results/published-audit/`.
 """),
         code("""
-n_boot = 1000
-seed = 0
-output_dir = None                 # None = results/published-audit/
+from typing import Optional
+
+n_boot: int = 1000
+seed: int = 0
+output_dir: Optional[str] = None       # None: results/published-audit/
 """, tags=["parameters"]),
         code("""
 # Every parameter is checked before any model is loaded: a typo fails here, in seconds.
