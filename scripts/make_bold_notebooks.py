@@ -10,7 +10,7 @@ import nbformat as nbf
 ROOT = Path(__file__).resolve().parent.parent
 
 
-#: bias_utils.book.FINDING_TAG: the book shows these cells right after the opening text.
+#: bias_utils.presentation.FINDING_TAG: the book shows these cells right after the opening text.
 FINDING_TAG = "key-finding"
 
 

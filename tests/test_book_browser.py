@@ -27,13 +27,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bias_utils import book, paths
+from bias_utils import book, paths, results, runs
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 TEST_MODELS = ["smollm2-135m-instruct", "minilm-l6"]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-SCREENSHOTS = book.BOOK_DIR / "_build" / "screenshots"
+SCREENSHOTS = runs.BOOK_DIR / "_build" / "screenshots"
 
 
 class Browser:
@@ -269,8 +269,8 @@ def test_every_page_renders_offline(quick_book, browser):
     ("profiles", "models/smollm2-135m-instruct*/04_profiles.html", 1),
     ("bold-audit", "models/smollm2-135m-instruct*/06_bold_audit.html", 1),
     ("completions", "models/smollm2-135m-instruct*/08_completion_profiles.html", 1),
-    ("replication", f"models/{book.REPLICATION_SLUG}/07_bold_replication.html", 1),
-    ("cross-model", f"models/{book.CROSS_SLUG}/*.html", 1),
+    ("replication", f"models/{results.REPLICATION_FOLDER}/07_bold_replication.html", 1),
+    ("cross-model", f"models/{results.CROSS_MODEL_FOLDER}/*.html", 1),
 ])
 def test_chapter_has_its_charts(quick_book, browser, name, pattern, min_charts):
     found = sorted(quick_book.glob(pattern))

