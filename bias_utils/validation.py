@@ -41,7 +41,7 @@ MIN_N_PERMUTATIONS = 100
 
 __all__ = [
     "LAYER_NAMES", "MIN_N_BOOT", "MIN_N_PERMUTATIONS", "ParameterError", "check_bold_audit", "check_bold_replication",
-    "check_completion_profiles", "check_context_source", "check_contexts", "check_dictionaries",
+    "check_completion_profiles", "check_context_source", "check_cross_model", "check_contexts", "check_dictionaries",
     "check_dictionary_path", "check_file", "check_layer", "check_layers", "check_lexicons", "check_limit",
     "check_model", "check_boot_count", "check_output_dir", "check_permutation_count", "check_populations",
     "check_profiles", "check_projection_accuracy", "check_robustness", "check_selection", "check_sources",
@@ -294,10 +294,28 @@ def check_bold_replication(*, n_boot=1000, seed=0, output_dir=None) -> None:
 
 
 def check_completion_profiles(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None,
-                              n_contexts=5, seed=0, layer="mean", limit=None, output_dir=None) -> None:
+                              n_contexts=5, seed=0, layer="mean", limit=None, output_dir=None, n_boot=1000,
+                              n_group_permutations=2000, term_limit=None, n_permutations=200) -> None:
     """Notebook 08's parameters."""
     _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
     check_layer(layer, allow_all=False)
+    check_boot_count(n_boot, default=1000)
+    check_permutation_count(n_group_permutations, "n_group_permutations", default=2000)
+    check_permutation_count(n_permutations, default=200)
+    check_positive_int(term_limit, "term_limit", allow_none=True)
+
+
+def check_cross_model(*, results_dir=None, models=(), output_dir=None) -> None:
+    """Notebook 09's parameters: a results folder that exists, model ids as a list of strings."""
+    if results_dir is not None:
+        if not isinstance(results_dir, (str, Path)):
+            raise ParameterError(f"results_dir must be None or a folder path, got {results_dir!r}")
+        if not Path(results_dir).is_dir():
+            raise ParameterError(f"results_dir: {results_dir} is not a folder")
+    if isinstance(models, (str, Path)) or not isinstance(models, Sequence) \
+            or not all(isinstance(m, str) and m for m in models):
+        raise ParameterError(f"models must be a list of model ids (result folder names), got {models!r}")
+    check_output_dir(output_dir)
 
 
 def check_robustness(*, model="smollm2-135m-instruct", populations=("names", "terms"), sources=None,

@@ -15,25 +15,9 @@ import nbformat
 import papermill
 import pytest
 
-from bias_utils import book, paths
+from bias_utils import paths, runs
 
 NOTEBOOKS = sorted((paths.ROOT / "notebooks").glob("*.ipynb"))
-
-#: Notebooks whose files another branch owns this round, and what they still lack.
-_STRUCTURE = "owned by the structure branch this round"
-UNTYPED = {"01_dictionaries", "02_contexts", "05_layers"}  # no annotations in their parameters cells
-#: Notebooks whose check in ``bias_utils.validation`` (structure branch) does not yet take every parameter.
-UNCHECKED = {
-    "08_completion_profiles": "validation.check_completion_profiles takes no n_boot, n_group_permutations, "
-                              "term_limit or n_permutations (the notebook checks them in separate calls)",
-    "09_cross_model": "validation has no check_cross_model(results_dir, models, output_dir)",
-}
-
-
-def _marked(reasons: dict[str, str]):
-    return [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=reasons[p.stem])) if p.stem in reasons
-            else p for p in NOTEBOOKS]
-
 
 def _inspect(nb_path, caplog, monkeypatch) -> dict:
     """``papermill.inspect_notebook`` with its warnings captured (``bias_utils.book`` filters them out)."""
@@ -58,10 +42,10 @@ def _cells(nb_path) -> tuple[str, str]:
 @pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_papermill_reads_every_parameter_without_warning(nb_path, caplog, monkeypatch):
     inspected = _inspect(nb_path, caplog, monkeypatch)
-    assert list(inspected) == list(book.declared_parameters(nb_path)), nb_path.name
+    assert list(inspected) == list(runs.declared_parameters(nb_path)), nb_path.name
 
 
-@pytest.mark.parametrize("nb_path", _marked(dict.fromkeys(UNTYPED, _STRUCTURE)), ids=lambda p: p.stem)
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_papermill_infers_each_parameters_type_and_default(nb_path, caplog, monkeypatch):
     """Each parameter is annotated (papermill's ``--help-notebook`` shows the type), the annotation runs
     in a kernel, and papermill's default is the value the cell assigns."""
@@ -76,7 +60,7 @@ def test_papermill_infers_each_parameters_type_and_default(nb_path, caplog, monk
         assert ast.literal_eval(parameter["default"]) == namespace[name], (nb_path.name, name)
 
 
-@pytest.mark.parametrize("nb_path", _marked(UNCHECKED), ids=lambda p: p.stem)
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_parameter_goes_through_the_notebooks_check(nb_path):
     """The cell after the parameters calls ``validation.check_<notebook>`` with every parameter by name,
     so a parameter cannot be added without its check."""
@@ -90,4 +74,4 @@ def test_every_parameter_goes_through_the_notebooks_check(nb_path):
     assert not call.args, f"{nb_path.name}: validation.{check_name} takes the parameters by keyword"
     # ``name=name``: the parameter itself, not a value derived from it
     passed = {kw.arg for kw in call.keywords if isinstance(kw.value, ast.Name) and kw.value.id == kw.arg}
-    assert passed == set(book.declared_parameters(nb_path)), nb_path.name
+    assert passed == set(runs.declared_parameters(nb_path)), nb_path.name
