@@ -212,9 +212,9 @@ def summary_table(models: Sequence[str], results_dir: str | Path | None = None,
 
 
 def primary_sentence() -> str:
-    """The one sentence naming the primary specification, said before any result."""
+    """The one sentence naming the primary specification (the methods chapters state it before any result)."""
     spec = PRIMARY_SPECIFICATION
-    return (f"Each model's stereotype profile is read at one primary specification: the {spec['context_source']} "
+    return (f"Each profile above is read at one primary specification: the {spec['context_source']} "
             f"example sentences of {PAPER} for the ends of each axis, the {spec['layer']} over all layers, the "
             f"original's {spec['templates']} sentence templates, and Welch's t-test with "
             f"{spec['adjustment'].capitalize()}'s correction; the robustness chapter varies these choices only to "
@@ -387,15 +387,16 @@ def _markdown_table(table: pd.DataFrame) -> str:
 
 def summary_markdown(models: Sequence[str], results_dir: str | Path | None = None,
                      can_generate: dict[str, bool] | None = None, note: str = "") -> str:
-    """The front page's findings (MyST Markdown): the primary specification in one sentence, the findings
-    (:func:`findings_bullets`), then the figure and one sentence per model."""
+    """The front page's findings (MyST Markdown): the findings (:func:`findings_bullets`), the primary
+    specification they were read at in one sentence, then the figure and one sentence per model."""
     table = summary_table(models, results_dir, can_generate)
     gaps, head = read_summary(models, results_dir)
     lines = ["## Findings", ""]
     if not len(table):
         return "\n".join(lines + ["No model was built in this run." + (f" {note}" if note else ""), ""])
-    lines += [primary_sentence(), ""]
+    # the findings fill the first screen; the specification they were read at follows at once
     lines += [f"- {b}" for b in findings_bullets(gaps, head, models, can_generate)] + [""]
+    lines += [primary_sentence(), ""]
     if note:
         lines += [note, ""]
     lines += ["### The numbers per model", ""]

@@ -176,8 +176,9 @@ def test_summary_page_written_once(results, tmp_path):
     page = tmp_path / "_generated" / "summary.md"
     summary.write_summary_page(page, ["dec--1--fp32", "enc--2--fp32"], results, note="*QUICK build.*")
     text = page.read_text()
-    assert text.startswith("## Findings\n\n" + summary.primary_sentence() + "\n\n- **Warmth of first names.**")
-    assert text.index("- **Writing about occupations (BOLD).**") < text.index('id="bias-summary-chart"')
+    assert text.startswith("## Findings\n\n- **Warmth of first names.**")
+    assert text.index("- **Writing about occupations (BOLD).**") < text.index(summary.primary_sentence())
+    assert text.index(summary.primary_sentence()) < text.index('id="bias-summary-chart"')
     assert "*QUICK build.*" in text and "What this build found" not in text
     assert "| dec | female names higher on warmth" in text and "| enc | male names higher" in text
     stamp = page.stat().st_mtime_ns
