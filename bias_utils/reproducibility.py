@@ -114,16 +114,22 @@ def write_reproducibility_page(
         "",
         "## Models",
         "",
-        "| model | kind | source | revision | parameters | layers × hidden | dtype | weights sha256 | licence |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for m in models:
-        shape = f"{m['layers']} × {m['hidden_size']}" if m.get("layers") else "not recorded"
-        lines.append(
-            f"| {_cell(m['name'])} | {m.get('kind', 'not recorded')} | {_model_source(m)} | "
-            f"{_code(m.get('revision'), 'the package version' if m.get('source') == 'builtin' else 'none')} | "
-            f"{_count(m.get('parameters'))} | {shape} | {m.get('dtype', 'not recorded')} | "
-            f"{_code(m.get('weight_sha256'))} | {_cell(m.get('license') or 'not recorded')} |")
+    # one row per field and a column per model: nine narrow columns crushed their headers at 1280 px
+    fields = {
+        "kind": lambda m: m.get("kind", "not recorded"),
+        "source": _model_source,
+        "revision": lambda m: _code(m.get("revision"), "the package version" if m.get("source") == "builtin"
+                                    else "none"),
+        "parameters": lambda m: _count(m.get("parameters")),
+        "layers × hidden": lambda m: f"{m['layers']} × {m['hidden_size']}" if m.get("layers") else "not recorded",
+        "dtype": lambda m: m.get("dtype", "not recorded"),
+        "weights sha256": lambda m: _code(m.get("weight_sha256")),
+        "licence": lambda m: _cell(m.get("license") or "not recorded"),
+    }
+    lines += ["| | " + " | ".join(_cell(m["name"]) for m in models) + " |",
+              "|---|" + "---|" * len(models)]
+    lines += [f"| {field} | " + " | ".join(str(value(m)) for m in models) + " |" for field, value in fields.items()]
     described = [m for m in models if m.get("description")]
     if described:
         lines += [""] + [f"- **{_cell(m['name'])}**: {_cell(m['description'])}." for m in described]
