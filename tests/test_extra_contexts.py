@@ -113,13 +113,22 @@ def test_direction_prediction_with_generated_and_wordnet_term_contexts(tmp_path,
         space.direction_prediction(model, sp, terms, term_contexts="wordnet")
 
 
+def _first_round(path, *, limit: int, chunk: int):
+    """The first round on the first 40 full-dictionary terms, small SmolLM2 samples; returns its terms."""
+    terms = load_full_dictionary_terms().head(40)
+    X.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=SMALL_GENERATION, limit=limit,
+                              chunk=chunk, progress=False)
+    return terms
+
+
+SMALL_GENERATION = {"n_samples": 2, "max_new_tokens": 24}
+
+
 @pytest.mark.slow
 def test_generate_extra_contexts_writes_and_resumes(tmp_path):
     path = tmp_path / "extra.jsonl"
-    settings = {"n_samples": 2, "max_new_tokens": 24}
-    terms = load_full_dictionary_terms().head(40)
-    X.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=3, chunk=2,
-                              progress=False)
+    settings = SMALL_GENERATION
+    terms = _first_round(path, limit=3, chunk=2)
     first = path.read_text()
     table, meta = X.read_extra_contexts(path)
     assert len(table) == 3 == meta["n_terms_done"] and meta["n_terms_total"] == 40
@@ -159,15 +168,12 @@ def test_generate_extra_contexts_continues_from_the_file_without_its_cache(tmp_p
 @pytest.mark.slow
 def test_second_round_retries_only_the_first_rounds_failures_and_the_reader_merges(tmp_path):
     path = tmp_path / "extra.jsonl"
-    settings = {"n_samples": 2, "max_new_tokens": 24}
-    terms = load_full_dictionary_terms().head(40)
-    X.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=6, chunk=3,
-                              progress=False)
+    terms = _first_round(path, limit=6, chunk=3)
     first, _ = X.read_extra_contexts(path)
     failed = first[first["contexts"].str.len() == 0]
     assert len(failed), "the slice needs a first-round failure (SmolLM2 drops most of these terms)"
-    X.generate_extra_contexts("smollm2-135m-instruct", path=path, generation=settings, chunk=3, progress=False,
-                              round=2)
+    X.generate_extra_contexts("smollm2-135m-instruct", path=path, generation=SMALL_GENERATION, chunk=3,
+                              progress=False, round=2)
     second, meta2 = X.read_extra_contexts(path, round=2)
     assert second["term"].tolist() == failed["term"].tolist()
     assert meta2["round"] == 2 and meta2["prompt_template"] == X.RETRY_INSTRUCTION
