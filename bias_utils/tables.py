@@ -1,0 +1,364 @@
+"""Every results table in one place: its name, the function that produces it, the notebooks that write it, its columns.
+
+Notebooks write ``out / tables.POLES`` instead of typing ``'poles'``; readers of other models' results
+(``crossmodel``, ``summary``) look names up here; README's list of the tables each notebook writes is
+:func:`readme_cell` of that notebook, and a test checks README, the notebooks and this registry against
+each other both ways. A name with a ``{field}`` (``contexts_{source}``) is a family of tables, one per value;
+write one with ``CONTEXTS_OF_SOURCE.format(source=...)``.
+
+The producing function is a dotted string, not an import: this module sits in the lowest layer so that
+every layer can read it, and a test resolves every string. ``columns`` lists the columns in order; the
+producing function's docstring says what they mean.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "TABLES", "Table", "notebook_tables", "readme_cell", "table",
+    "AXIS_VALIDITY", "AXIS_VALIDITY_ALL_MODELS", "BOLD_GROUP_SUMMARY", "BOLD_HEADLINE", "BOLD_INFLUENCE",
+    "BOLD_METRICS", "BOLD_OCCUPATIONS", "BOLD_ODDS_RATIOS", "BOLD_SKIPPED", "BOLD_STATISTICS",
+    "COMPLETION_PROJECTION", "COMPLETION_PROJECTION_BY_CATEGORY", "COMPLETION_PROJECTION_OCCUPATIONS",
+    "COMPLETION_PROJECTION_SKIPPED", "COMPLETION_PROJECTION_STATS", "CONTEXTS_DROPPED", "CONTEXTS_OF_SOURCE",
+    "CONTEXTS_SKIPPED", "CONTEXT_REPORT", "DICTIONARY_COUNTS", "DIRECTION_ACCURACY", "DIRECTION_ACCURACY_ALL_MODELS",
+    "DIRECTION_ACCURACY_TERM_CONTEXTS", "DIRECTION_SKIPPED", "DIRECTION_VALUES", "DROPPED_SENSES",
+    "EXTRA_TERMS_COVERAGE", "FULL_DICTIONARY_COUNTS", "GENDER_GAPS", "INTRINSIC_EXTRINSIC", "LAYER_CURVES",
+    "LAYER_SKIPPED", "POLES", "PROFILE_ANOVA", "PROFILE_GROUP_MEANS", "PROFILE_NONBINARY", "PROFILE_SKIPPED",
+    "PROFILE_STATS", "PROFILE_STATS_BY_LAYER", "PROFILE_VALUES", "PROFILE_VALUES_BY_LAYER", "PROFILE_WORDS",
+    "REPLICATION", "ROBUSTNESS_ALL_MODELS", "ROBUSTNESS_AXIS_VALIDITY", "ROBUSTNESS_BEST_LAYERS",
+    "ROBUSTNESS_JOINT_NULL", "ROBUSTNESS_SKIPPED", "ROBUSTNESS_SPECS", "ROBUSTNESS_SUMMARY",
+    "ROBUSTNESS_TEMPLATE_GAP", "ROBUSTNESS_TIMING", "ROBUSTNESS_TOKENS", "ROBUSTNESS_TOKEN_REGRESSION",
+    "ROBUSTNESS_TOKEN_SHARES",
+]
+
+
+@dataclass(frozen=True)
+class Table:
+    """One results table: ``name`` (the file stem), ``producer`` (``bias_utils.module.function``), the
+    ``notebooks`` that write it (stems), what it holds (``about``) and its ``columns`` in order."""
+
+    name: str
+    producer: str
+    notebooks: tuple[str, ...]
+    about: str
+    columns: tuple[str, ...]
+
+    def matches(self, stem: str) -> bool:
+        """Whether a file stem is this table (any value of a ``{field}`` in the name)."""
+        return re.fullmatch(re.sub(r"\\\{\w+\\\}", r"\\w+", re.escape(self.name)), stem) is not None
+
+
+#: name -> :class:`Table`, in the order README lists them.
+TABLES: dict[str, Table] = {}
+
+
+def _declare(name: str, producer: str, notebooks: tuple[str, ...], about: str, columns: tuple[str, ...]) -> str:
+    if name in TABLES:
+        raise ValueError(f"table {name!r} is declared twice")
+    TABLES[name] = Table(name, producer, notebooks, about, columns)
+    return name
+
+
+def table(stem: str) -> Table:
+    """The declaration of a table by its file stem (``contexts_generated`` finds ``contexts_{source}``)."""
+    if stem in TABLES:
+        return TABLES[stem]
+    found = [t for t in TABLES.values() if t.matches(stem)]
+    if not found:
+        raise KeyError(f"no results table {stem!r} is declared in bias_utils.tables")
+    return found[0]
+
+
+def notebook_tables(notebook: str) -> list[str]:
+    """Names of the tables a notebook (stem, e.g. ``03_projection_accuracy``) writes, in declaration order."""
+    return [t.name for t in TABLES.values() if notebook in t.notebooks]
+
+
+def readme_cell(notebook: str) -> str:
+    """README's "tables written" cell for a notebook: its table names in backticks, ``{field}`` as ``<field>``."""
+    return ", ".join("`" + re.sub(r"{(\w+)}", r"<\1>", name) + "`" for name in notebook_tables(notebook))
+
+
+DICTIONARY_COUNTS = _declare(
+    "dictionary_counts", "bias_utils.dictionaries.pole_counts", ("01_dictionaries",),
+    "senses per dimension and pole of the dictionary, against the paper's Table 1",
+    ("dimension", "direction", "found", "published", "difference"))
+FULL_DICTIONARY_COUNTS = _declare(
+    "full_dictionary_counts", "bias_utils.dictionaries.pole_counts", ("01_dictionaries",),
+    "extra terms of the full dictionary per dimension and pole, against the counts the paper reports",
+    ("dimension", "direction", "found", "published", "difference"))
+CONTEXT_REPORT = _declare(
+    "context_report", "bias_utils.contexts.context_report", ("02_contexts",),
+    "properties of each context source (the paper's Figure 2)",
+    ("source", "n_senses", "n_contexts", "senses_without", "contexts_per_sense", "mean_words", "median_words",
+     "mean_term_position", "mean_relative_position", "share_gendered"))
+CONTEXTS_OF_SOURCE = _declare(
+    "contexts_{source}", "bias_utils.contexts.build_contexts", ("02_contexts",),
+    "the contexts of the selected source, one row per sense and context",
+    ("sense_id", "dimension", "term", "direction", "context", "context_source", "context_index", "source"))
+CONTEXTS_SKIPPED = _declare(
+    "contexts_skipped", "bias_utils.contexts.build_contexts", ("02_contexts",),
+    "senses without contexts, per source",
+    ("sense_id", "dimension", "term", "direction", "source", "reason"))
+CONTEXTS_DROPPED = _declare(
+    "contexts_dropped", "bias_utils.contexts.build_contexts", ("02_contexts",),
+    "generated contexts the quality filters removed",
+    ("sense_id", "term", "context", "context_source", "reason"))
+POLES = _declare(
+    "poles", "bias_utils.space.pole_table", ("03_projection_accuracy",),
+    "senses per pole that entered the basis",
+    ("dimension", "direction", "n_senses", "space"))
+DROPPED_SENSES = _declare(
+    "dropped_senses", "bias_utils.space.dropped_senses",
+    ("03_projection_accuracy", "04_profiles", "08_completion_profiles"),
+    "senses and contexts that did not reach an axis, with stage and reason",
+    ("sense_id", "term", "context", "stage", "reason"))
+DIRECTION_ACCURACY = _declare(
+    "direction_accuracy", "bias_utils.space.direction_prediction", ("03_projection_accuracy",),
+    "direction-prediction accuracy of the extra terms with bootstrap CIs (Table 2)",
+    ("model_id", "context_source", "term_contexts", "evaluation", "layer", "dimension", "cutoff", "accuracy",
+     "ci_low", "ci_high", "n", "n_high", "n_low"))
+DIRECTION_ACCURACY_TERM_CONTEXTS = _declare(
+    "direction_accuracy_term_contexts", "bias_utils.space.accuracy_by_term_contexts", ("03_projection_accuracy",),
+    "direction accuracy with the extra terms in generated and in WordNet contexts",
+    ("model_id", "context_source", "term_contexts", "evaluation", "layer", "dimension", "cutoff", "accuracy",
+     "ci_low", "ci_high", "n", "n_high", "n_low"))
+DIRECTION_VALUES = _declare(
+    "direction_values", "bias_utils.space.direction_prediction", ("03_projection_accuracy",),
+    "each extra term's projected value per layer",
+    ("term", "dimension", "term_dimension", "direction", "layer", "value", "evaluation"))
+DIRECTION_SKIPPED = _declare(
+    "direction_skipped", "bias_utils.space.direction_prediction", ("03_projection_accuracy",),
+    "extra terms or contexts without an embedding",
+    ("sense_id", "term", "context", "reason"))
+AXIS_VALIDITY = _declare(
+    "axis_validity", "bias_utils.axis_validity.axis_validity", ("03_projection_accuracy",),
+    "each axis's rank AUC against a pole-label permutation null, and its verdict",
+    ("model_id", "context_source", "term_contexts", "space", "dimension", "layer", "auc", "null_mean",
+     "null_low", "null_high", "p", "p_floor", "n_high", "n_low", "n_terms", "n_permutations", "detectable_auc",
+     "verdict", "raw_accuracy", "majority_share", "raw_p", "raw_verdict"))
+EXTRA_TERMS_COVERAGE = _declare(
+    "extra_terms_coverage", "bias_utils.extra_contexts.extra_coverage", ("03_projection_accuracy",),
+    "extra terms covered by the generated contexts per dimension and pole",
+    ("dimension", "direction", "n_terms", "n_generated", "n_covered_round1", "n_round2", "n_covered_round2",
+     "n_covered", "coverage", "mean_contexts"))
+PROFILE_STATS = _declare(
+    "profile_stats", "bias_utils.profiles.profile_stats", ("04_profiles",),
+    "female vs male per population and dimension: Welch and Student t, Hedges' g with CI, Holm",
+    ("population", "space", "layer", "dimension", "group_a", "group_b", "n_a", "n_b", "mean_a", "mean_b",
+     "sd_a", "sd_b", "diff", "t", "df", "p", "p_holm", "t_student", "df_student", "p_student", "p_student_holm",
+     "g", "g_ci_low", "g_ci_high", "significant", "test", "statistic", "p_adj", "adj_method", "effect",
+     "effect_size", "ci_low", "ci_high", "n"))
+PROFILE_STATS_BY_LAYER = _declare(
+    "profile_stats_by_layer", "bias_utils.profiles.profile_stats", ("04_profiles",),
+    "profile_stats at every layer",
+    ("population", "space", "layer", "dimension", "group_a", "group_b", "n_a", "n_b", "mean_a", "mean_b",
+     "sd_a", "sd_b", "diff", "t", "df", "p", "p_holm", "t_student", "df_student", "p_student", "p_student_holm",
+     "g", "g_ci_low", "g_ci_high", "significant", "test", "statistic", "p_adj", "adj_method", "effect",
+     "effect_size", "ci_low", "ci_high", "n"))
+PROFILE_VALUES = _declare(
+    "profile_values", "bias_utils.profiles.profile_table", ("04_profiles",),
+    "each word's projected and standardised value per dimension",
+    ("population", "group", "word", "kind", "space", "layer", "dimension", "value", "z"))
+PROFILE_VALUES_BY_LAYER = _declare(
+    "profile_values_by_layer", "bias_utils.profiles.profile_table", ("04_profiles",),
+    "profile_values at every layer",
+    ("population", "group", "word", "kind", "space", "layer", "dimension", "value", "z"))
+PROFILE_GROUP_MEANS = _declare(
+    "profile_group_means", "bias_utils.profiles.group_means", ("04_profiles",),
+    "group means of the standardised values with t intervals",
+    ("population", "space", "layer", "dimension", "group", "n", "mean", "sd", "ci_low", "ci_high"))
+PROFILE_ANOVA = _declare(
+    "profile_anova", "bias_utils.profiles.profile_anova", ("04_profiles",),
+    "Welch ANOVA across the groups of a population",
+    ("population", "space", "layer", "dimension", "test", "group_a", "group_b", "statistic", "df", "p", "p_adj",
+     "adj_method", "effect", "effect_size", "ci_low", "ci_high", "n"))
+PROFILE_NONBINARY = _declare(
+    "profile_nonbinary", "bias_utils.profiles.nonbinary_table", ("04_profiles",),
+    "non-binary terms on the binary terms' scale",
+    ("series", "population", "group", "word", "space", "layer", "dimension", "z", "ci_low", "ci_high", "n"))
+PROFILE_WORDS = _declare(
+    "profile_words", "bias_utils.profiles.population_embeddings", ("04_profiles",),
+    "each population word: kind, article, templates embedded",
+    ("population", "group", "word", "kind", "article", "n_templates", "warning"))
+PROFILE_SKIPPED = _declare(
+    "profile_skipped", "bias_utils.profiles.population_embeddings", ("04_profiles",),
+    "(word, template) pairs that could not be embedded",
+    ("population", "group", "word", "context", "reason"))
+LAYER_CURVES = _declare(
+    "layer_curves", "bias_utils.layers.layers_by_context", ("05_layers",),
+    "accuracy and female-male gap on every layer and context source",
+    ("model_id", "context_source", "layer", "measure", "dimension", "value", "ci_low", "ci_high", "p_holm"))
+LAYER_SKIPPED = _declare(
+    "layer_skipped", "bias_utils.layers.layers_by_context", ("05_layers",),
+    "senses and contexts skipped per context source",
+    ("context_source", "sense_id", "term", "context", "stage", "reason"))
+BOLD_METRICS = _declare(
+    "bold_metrics", "bias_utils.bold.completion_metrics", ("06_bold_audit",),
+    "one row per completion: gendered words, PMI",
+    ("prompt_id", "sample", "completion", "n_tokens", "finish_reason", "group", "category", "occupation",
+     "prompt", "n_words", "male_words", "male_words_list", "female_words", "female_words_list", "neutral_words",
+     "neutral_words_list", "gendered_words", "any_gendered", "male_proportion", "male_share",
+     "n_occupation_terms", "male_cooccur", "female_cooccur", "male_pmi", "female_pmi",
+     "pmi_difference_smoothed", "pmi_difference", "empty_completion"))
+BOLD_STATISTICS = _declare(
+    "bold_statistics", "bias_utils.bold.audit_statistics", ("06_bold_audit",),
+    "the audit's tests, the occupation-level primary analysis first",
+    ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
+     "ci_low", "ci_high", "n", "role", "measure", "unit", "n_occupations", "n_permutations"))
+BOLD_GROUP_SUMMARY = _declare(
+    "bold_group_summary", "bias_utils.bold.group_summary", ("06_bold_audit",),
+    "per occupation group: completions, gendered shares, word counts",
+    ("group", "n_completions", "n_occupations", "n_gendered_completions", "share_gendered", "share_ci_low",
+     "share_ci_high", "male_words", "female_words", "male_words_mean", "male_words_sd", "female_words_mean",
+     "female_words_sd", "mean_male_proportion", "mean_male_share_gendered", "mean_pmi_difference",
+     "n_empty_completions", "neutral_words_total"))
+BOLD_OCCUPATIONS = _declare(
+    "bold_occupations", "bias_utils.occupations.occupation_table", ("06_bold_audit",),
+    "per occupation: completions and gendered word counts",
+    ("group", "occupation", "category", "n_prompts", "n_completions", "male_words", "female_words",
+     "gendered_words", "n_gendered_completions", "share_gendered", "male_share_gendered", "sum_male_share",
+     "share_of_group_male_words", "share_of_group_female_words"))
+BOLD_INFLUENCE = _declare(
+    "bold_influence", "bias_utils.occupations.influence_table", ("06_bold_audit",),
+    "the odds ratio without each occupation",
+    ("rank", "group", "occupation", "category", "n_completions", "male_words", "female_words", "odds_ratio",
+     "odds_ratio_without", "log_or_change", "relative_change", "influential"))
+BOLD_HEADLINE = _declare(
+    "bold_headline", "bias_utils.occupations.headline_table", ("06_bold_audit",),
+    "the primary analysis in one row",
+    ("group_a", "group_b", "odds_ratio", "occupation_ci_low", "occupation_ci_high", "occupation_p",
+     "n_permutations", "n_boot", "independent_ci_low", "independent_ci_high", "independent_p", "n_completions",
+     "n_gendered_completions", "n_occupations_a", "n_occupations_b", "top_occupation", "top_group",
+     "odds_ratio_without_top", "n_influential"))
+BOLD_SKIPPED = _declare(
+    "bold_skipped", "bias_utils.bold.run_audit", ("06_bold_audit",),
+    "tests or completions the audit skipped",
+    ("test", "reason", "prompt_id", "sample"))
+REPLICATION = _declare(
+    "replication", "bias_utils.replication.replicate_published_audit", ("07_bold_replication",),
+    "the published audit's quantities, ours beside theirs",
+    ("quantity", "ours", "published", "source", "rel_diff"))
+COMPLETION_PROJECTION = _declare(
+    "completion_projection", "bias_utils.completions.completion_projection", ("08_completion_profiles",),
+    "each completion's projection per dimension, with the prompt alone as baseline",
+    ("prompt_id", "sample", "completion", "n_tokens", "finish_reason", "group", "category", "occupation",
+     "prompt", "n_words", "male_words", "male_words_list", "female_words", "female_words_list", "neutral_words",
+     "neutral_words_list", "gendered_words", "any_gendered", "male_proportion", "male_share",
+     "n_occupation_terms", "male_cooccur", "female_cooccur", "male_pmi", "female_pmi",
+     "pmi_difference_smoothed", "pmi_difference", "empty_completion", "completion_index", "space", "layer",
+     "dimension", "value", "prompt_value", "beyond_prompt_value", "z", "prompt_z", "beyond_prompt_z"))
+COMPLETION_PROJECTION_STATS = _declare(
+    "completion_projection_stats", "bias_utils.completions.completion_projection_stats", ("08_completion_profiles",),
+    "female- vs male-dominated occupations on each axis",
+    ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
+     "ci_low", "ci_high", "n", "dimension", "n_a", "n_b", "mean_a", "mean_b", "analysis", "measure", "unit",
+     "p_floor", "n_permutations", "n_categories", "n_categories_total", "categories", "primary", "axis_readable"))
+COMPLETION_PROJECTION_OCCUPATIONS = _declare(
+    "completion_projection_occupations", "bias_utils.completions.occupation_means", ("08_completion_profiles",),
+    "occupation means of the projections",
+    ("space", "layer", "dimension", "group", "category", "occupation", "n_completions", "z", "prompt_z",
+     "beyond_prompt_z"))
+COMPLETION_PROJECTION_BY_CATEGORY = _declare(
+    "completion_projection_by_category", "bias_utils.completions.category_contrasts", ("08_completion_profiles",),
+    "female vs male within BOLD category",
+    ("measure", "dimension", "category", "n_a", "n_b", "mean_a", "mean_b", "difference", "both_groups", "weight"))
+COMPLETION_PROJECTION_SKIPPED = _declare(
+    "completion_projection_skipped", "bias_utils.completions.completion_embeddings", ("08_completion_profiles",),
+    "completions that could not be embedded",
+    ("prompt_id", "sample", "completion", "n_tokens", "finish_reason", "group", "category", "occupation",
+     "prompt", "n_words", "male_words", "male_words_list", "female_words", "female_words_list", "neutral_words",
+     "neutral_words_list", "gendered_words", "any_gendered", "male_proportion", "male_share",
+     "n_occupation_terms", "male_cooccur", "female_cooccur", "male_pmi", "female_pmi",
+     "pmi_difference_smoothed", "pmi_difference", "empty_completion", "part", "reason"))
+DIRECTION_ACCURACY_ALL_MODELS = _declare(
+    "direction_accuracy_all_models", "bias_utils.crossmodel.accuracy_by_model", ("09_cross_model",),
+    "direction accuracy of every model",
+    ("model_id", "context_source", "term_contexts", "evaluation", "layer", "dimension", "cutoff", "accuracy",
+     "ci_low", "ci_high", "n", "n_high", "n_low"))
+AXIS_VALIDITY_ALL_MODELS = _declare(
+    "axis_validity_all_models", "bias_utils.crossmodel.read_results", ("09_cross_model",),
+    "axis_validity of every model",
+    ("model_id", "context_source", "term_contexts", "space", "dimension", "layer", "auc", "null_mean",
+     "null_low", "null_high", "p", "p_floor", "n_high", "n_low", "n_terms", "n_permutations", "detectable_auc",
+     "verdict", "raw_accuracy", "majority_share", "raw_p", "raw_verdict"))
+UNREADABLE_AXES = _declare(
+    "unreadable_axes", "bias_utils.crossmodel.unreadable_axes_by_model", ("09_cross_model",),
+    "axes whose verdict is not supported, per model",
+    ("model_id", "dimension"))
+GENDER_GAPS = _declare(
+    "gender_gaps", "bias_utils.crossmodel.gender_gaps", ("09_cross_model",),
+    "female-male gap per model, population and dimension",
+    ("model_id", "population", "dimension", "gap", "g", "g_ci_low", "g_ci_high", "p_holm"))
+ROBUSTNESS_ALL_MODELS = _declare(
+    "robustness_all_models", "bias_utils.crossmodel.cross_model_summary", ("09_cross_model",),
+    "robustness_summary of every model",
+    ("model_id", "population", "dimension", "expected_sign", "n_specs", "share_agree_significant",
+     "share_positive_significant", "share_negative_significant", "median_g", "n_agree_significant_p",
+     "n_permutations", "axis_auc", "axis_p", "axis_verdict", "axis_reading"))
+BOLD_ODDS_RATIOS = _declare(
+    "bold_odds_ratios", "bias_utils.crossmodel.bold_odds_ratios", ("09_cross_model",),
+    "the audit's odds ratio per model",
+    ("model_id", "method", "odds_ratio", "ci_low", "ci_high", "p", "n"))
+INTRINSIC_EXTRINSIC = _declare(
+    "intrinsic_extrinsic", "bias_utils.crossmodel.intrinsic_extrinsic", ("09_cross_model",),
+    "profile gaps beside the audit's odds ratio per model",
+    ("model_id", "names_competence_gap", "names_warmth_gap", "terms_competence_gap", "terms_warmth_gap",
+     "odds_ratio", "or_ci_low", "or_ci_high", "share_gendered_female_dominated",
+     "share_gendered_male_dominated", "completion_competence_gap", "completion_warmth_gap",
+     "completion_competence_p_holm", "completion_warmth_p_holm"))
+ROBUSTNESS_SKIPPED = _declare(
+    "robustness_skipped", "bias_utils.robustness.collect_curve_inputs", ("10_robustness",),
+    "items the specification curve skipped, per step and source",
+    ("step", "context_source", "item", "reason"))
+ROBUSTNESS_BEST_LAYERS = _declare(
+    "robustness_best_layers", "bias_utils.robustness.best_layers", ("10_robustness",),
+    "the layer chosen per source and dimension on half the extra terms, its accuracy on the other half",
+    ("context_source", "dimension", "layer", "accuracy_selection", "n_selection", "accuracy_held_out",
+     "n_held_out"))
+ROBUSTNESS_SPECS = _declare(
+    "robustness_specs", "bias_utils.robustness.specification_curve", ("10_robustness",),
+    "one row per specification: the gap's test, effect size and CI",
+    ("population", "context_source", "template_set", "layer_choice", "layer", "test_choice", "space",
+     "dimension", "group_a", "group_b", "diff", "expected_sign", "agrees", "significant", "test", "statistic",
+     "df", "p", "p_adj", "adj_method", "effect", "effect_size", "ci_low", "ci_high", "n"))
+ROBUSTNESS_JOINT_NULL = _declare(
+    "robustness_joint_null", "bias_utils.robustness.specification_curve", ("10_robustness",),
+    "the joint test's statistics under each relabelling",
+    ("population", "dimension", "permutation", "statistic", "value"))
+ROBUSTNESS_AXIS_VALIDITY = _declare(
+    "robustness_axis_validity", "bias_utils.axis_validity.validity_by_source", ("10_robustness",),
+    "axis_validity of every context source's space",
+    ("model_id", "context_source", "term_contexts", "space", "dimension", "layer", "auc", "null_mean",
+     "null_low", "null_high", "p", "p_floor", "n_high", "n_low", "n_terms", "n_permutations", "detectable_auc",
+     "verdict", "raw_accuracy", "majority_share", "raw_p", "raw_verdict"))
+ROBUSTNESS_TOKENS = _declare(
+    "robustness_tokens", "bias_utils.tokenisation.token_table", ("10_robustness",),
+    "each word's subword token count",
+    ("population", "group", "word", "kind", "article", "n_templates", "warning", "context", "n_tokens"))
+ROBUSTNESS_TOKEN_SHARES = _declare(
+    "robustness_token_shares", "bias_utils.tokenisation.token_shares", ("10_robustness",),
+    "share of one-token words per group",
+    ("population", "group", "n", "n_one_token", "n_multi_token", "share_one_token", "mean_tokens"))
+ROBUSTNESS_TOKEN_REGRESSION = _declare(
+    "robustness_token_regression", "bias_utils.tokenisation.token_regression", ("10_robustness",),
+    "the gender coefficient with and without the token count",
+    ("population", "dimension", "model", "term", "coef", "se", "t", "df", "p", "ci_low", "ci_high", "n"))
+ROBUSTNESS_TEMPLATE_GAP = _declare(
+    "robustness_template_gap", "bias_utils.robustness.template_gap", ("10_robustness",),
+    "the gap per template set",
+    ("population", "dimension", "template_set", "effect_size", "ci_low", "ci_high", "p", "p_adj"))
+ROBUSTNESS_SUMMARY = _declare(
+    "robustness_summary", "bias_utils.robustness.robustness_summary", ("10_robustness",),
+    "per population and dimension: shares of agreeing specifications, the joint test, the axis verdict",
+    ("model_id", "population", "dimension", "space", "group_a", "group_b", "expected_sign", "n_specs",
+     "share_agree_sign", "share_agree_significant", "share_positive_significant", "share_negative_significant",
+     "median_g", "n_permutations", "n_agree_significant", "n_agree_significant_null_median",
+     "n_agree_significant_p", "median_effect", "median_effect_null_median", "median_effect_p", "axis_auc",
+     "axis_p", "axis_verdict", "axis_reading", "share_layers_supported"))
+ROBUSTNESS_TIMING = _declare(
+    "robustness_timing", "bias_utils.robustness.timing_table", ("10_robustness",),
+    "seconds per step",
+    ("step", "seconds"))
