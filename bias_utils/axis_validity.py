@@ -48,7 +48,7 @@ from scipy import stats as sps
 
 from . import projection
 from .dictionaries import load_full_dictionary_terms
-from .stats import permutation_p_text
+from .stats import permutation_p, permutation_p_text
 
 __all__ = [
     "AXIS_VALIDITY_TABLE",
@@ -78,7 +78,6 @@ MIN_POLE_TERMS = 10
 COLUMNS = ["model_id", "context_source", "term_contexts", "space", "dimension", "layer", "auc", "null_mean",
            "null_low", "null_high", "p", "p_floor", "n_high", "n_low", "n_terms", "n_permutations",
            "detectable_auc", "verdict", "raw_accuracy", "majority_share", "raw_p", "raw_verdict"]
-_TIE = 1e-12  # null statistics equal to the observed one up to rounding count as reaching it
 
 
 # --------------------------------------------------------------------------- the statistic and its null
@@ -91,12 +90,6 @@ def rank_auc(values: np.ndarray, high: np.ndarray) -> np.ndarray:
     n_high, n_low = int(high.sum()), int((~high).sum())
     ranks = sps.rankdata(values, axis=0)  # average ranks: a tie adds 0.5 per pair
     return (ranks[high].sum(axis=0) - n_high * (n_high + 1) / 2) / (n_high * n_low)
-
-
-def _permutation_p(observed: np.ndarray, null: np.ndarray) -> np.ndarray:
-    """``(1 + #null >= observed) / (1 + K)`` along the last axis of ``null``."""
-    count = (null >= observed[..., None] - _TIE).sum(axis=-1)
-    return (1 + count) / (null.shape[-1] + 1)
 
 
 def auc_null_test(values: np.ndarray, high: np.ndarray, alpha: float = 0.05) -> dict[str, np.ndarray]:
@@ -126,13 +119,13 @@ def auc_null_test(values: np.ndarray, high: np.ndarray, alpha: float = 0.05) -> 
         c = int(np.ceil(alpha * (K + 1) - 1e-9)) - 2
         detectable = -np.sort(-null, axis=-1)[..., c] if c >= 0 else nan
         out.update(auc=obs, null_mean=null.mean(axis=-1), null_low=np.percentile(null, 2.5, axis=-1),
-                   null_high=np.percentile(null, 97.5, axis=-1), p=_permutation_p(obs, null),
+                   null_high=np.percentile(null, 97.5, axis=-1), p=permutation_p(obs, null),
                    detectable_auc=detectable)
     else:
         out.update(auc=nan, null_mean=nan, null_low=nan, null_high=nan, p=nan, detectable_auc=nan)
     if n_high + n_low:
         raw = ((values > 0) == high.reshape((-1,) + (1,) * (values.ndim - 1))).mean(axis=0)
-        out.update(raw_accuracy=raw[..., 0], raw_p=_permutation_p(raw[..., 0], raw[..., 1:]))
+        out.update(raw_accuracy=raw[..., 0], raw_p=permutation_p(raw[..., 0], raw[..., 1:]))
         out["raw_verdict"] = np.where(out["raw_p"] < alpha, "passed", "failed")
     else:
         out.update(raw_accuracy=nan, raw_p=nan, raw_verdict=np.full(shape, "untested"))

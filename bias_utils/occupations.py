@@ -43,7 +43,7 @@ __all__ = [
     "HEADLINE_COLUMNS", "HEADLINE_TABLE", "INFLUENCE_COLUMNS", "INFLUENCE_SHIFT", "INFLUENCE_TABLE", "MEASURES",
     "N_PERMUTATIONS", "OCCUPATIONS_TABLE", "UNIT_OCCUPATIONS", "cluster_interval", "describe_influence", "headline",
     "headline_sentence", "headline_table", "influence_chart", "influence_table", "occupation_table",
-    "occupation_tests", "permutation_p",
+    "occupation_permutation_p", "occupation_tests",
 ]
 
 #: Tables written by :meth:`bias_utils.bold.AuditResult.write` (``<name>.parquet`` + CSV).
@@ -159,8 +159,8 @@ def cluster_interval(occupations: pd.DataFrame, measure: str, a: str, b: str, *,
     return float(back(estimate)), float(back(lo)), float(back(hi))
 
 
-def permutation_p(occupations: pd.DataFrame, measure: str, a: str, b: str, *, n_permutations: int = N_PERMUTATIONS,
-                  seed: int = 0) -> tuple[float, int]:
+def occupation_permutation_p(occupations: pd.DataFrame, measure: str, a: str, b: str, *,
+                             n_permutations: int = N_PERMUTATIONS, seed: int = 0) -> tuple[float, int]:
     """Two-sided permutation p of ``measure`` between groups ``a`` and ``b`` with occupations as the unit.
 
     The group labels are shuffled across the occupations of the two groups (group sizes kept);
@@ -182,15 +182,14 @@ def permutation_p(occupations: pd.DataFrame, measure: str, a: str, b: str, *, n_
     ok = ~np.isnan(perm)
     if np.isnan(observed) or not ok.any():
         return np.nan, int(ok.sum())
-    hits = int((np.abs(perm[ok]) >= np.abs(observed) * (1 - 1e-12)).sum())
-    return (1 + hits) / (1 + int(ok.sum())), int(ok.sum())
+    return float(stats.permutation_p(observed, perm[ok], "two-sided")), int(ok.sum())
 
 
 def occupation_tests(occupations: pd.DataFrame, a: str, b: str, *, n_boot: int = 1000,
                      n_permutations: int = N_PERMUTATIONS, seed: int = 0) -> list[dict]:
     """The occupation-level rows of the audit's statistics table, one per :data:`MEASURES` key: test
     ``cluster_bootstrap_occupation``, the estimate with its :func:`cluster_interval`, ``p`` from
-    :func:`permutation_p`, ``n`` = completions, plus ``role`` ("primary" for the odds ratio, the study's
+    :func:`occupation_permutation_p`, ``n`` = completions, plus ``role`` ("primary" for the odds ratio, the study's
     headline; "extension" for the others), ``measure``, ``unit``
     (:data:`UNIT_OCCUPATIONS`), ``n_occupations`` and ``n_permutations``."""
     n = int(occupations.loc[occupations["group"].isin([a, b]), "n_completions"].sum())
@@ -198,7 +197,7 @@ def occupation_tests(occupations: pd.DataFrame, a: str, b: str, *, n_boot: int =
     rows = []
     for measure, (effect, *_rest) in MEASURES.items():
         est, lo, hi = cluster_interval(occupations, measure, a, b, n_boot=n_boot, seed=seed)
-        p, k = permutation_p(occupations, measure, a, b, n_permutations=n_permutations, seed=seed)
+        p, k = occupation_permutation_p(occupations, measure, a, b, n_permutations=n_permutations, seed=seed)
         rows.append({**stats._row("cluster_bootstrap_occupation", p=p, effect=effect, effect_size=est, ci=(lo, hi),
                                   n=n, group_a=a, group_b=b),
                      "role": "primary" if effect == "odds_ratio" else "extension", "measure": measure,
@@ -294,9 +293,7 @@ def headline(table: pd.DataFrame | Mapping) -> dict:
 
 def _p_phrase(p: float, k: int) -> str:
     """"p = 0.012", or at its floor "p ≤ 1/10,000" (the smallest p that K relabellings can give)."""
-    if p <= 1 / (k + 1) * (1 + 1e-9):
-        return f"p ≤ 1/{k + 1:,}"
-    return f"p = {rendering.readable_number(float(p))}"
+    return "p " + stats.permutation_p_text(p, k, fraction=True, number=rendering.readable_number)
 
 
 def _groups(a: str, b: str) -> tuple[str, str]:

@@ -1,30 +1,23 @@
 """Stereotype profiles of word populations (Schuster et al. 2024, Study 1).
 
-Pipeline, with the original study's choices as defaults (read from the
-authors' published ``projection.py``/``utils.py``):
+Pipeline, with the original study's choices as defaults (read from the authors' published
+``projection.py``/``utils.py``):
 
-1. Every word of a population (names, gendered terms, non-binary terms) is put
-   into seven neutral templates (``DEFAULT_TEMPLATES``). Templates stay lower
-   case and the word keeps its own casing ("this is Mary", "Mary is here").
-   A common noun or adjective gets the article: "this is the woman",
-   "the woman is here". The original decides that with nltk's POS tagger,
-   whose model is not available offline; here it follows from the word list's
-   kind (``populations.takes_article``): names never take "the", pronouns
-   never do, every other word does.
-2. The word's hidden states are taken in every template and averaged over the
-   templates (one vector per word and layer).
-3. The vectors are projected onto the polar stereotype dimensions layer by
-   layer (``projection.project``); the headline value of a word is the mean of
-   its projected values over ALL hidden states (the original), the last layer
-   is an option, every single layer is kept for the layer analysis.
-4. Values are z-standardised per dimension over all the words of one
-   population together (population SD, ddof 0), each population on its own;
-   a population may instead be put on another population's scale (the
-   non-binary terms on the binary gendered terms' scale, as in the original's
-   ``standardize_new_values``).
-5. Per dimension, the two groups are compared with Welch's t (primary), the
-   original Student t (equal variances), Hedges' g with a 95% CI, and Holm's
-   correction across the dimensions of one space; with more than two groups a
+1. Every word of a population (names, gendered terms, non-binary terms) is put into seven neutral templates
+   (``DEFAULT_TEMPLATES``). Templates stay lower case and the word keeps its own casing ("this is Mary", "Mary is
+   here"). A common noun or adjective gets the article: "this is the woman", "the woman is here". The original
+   decides that with nltk's POS tagger, whose model is not available offline; here it follows from the word list's
+   kind (``populations.takes_article``): names never take "the", pronouns never do, every other word does.
+2. The word's hidden states are taken in every template and averaged over the templates (one vector per word and
+   layer).
+3. The vectors are projected onto the polar stereotype dimensions layer by layer (``projection.project``); the
+   headline value of a word is the mean of its projected values over ALL hidden states (the original), the last
+   layer is an option, every single layer is kept for the layer analysis.
+4. Values are z-standardised per dimension over all the words of one population together (population SD, ddof 0),
+   each population on its own; a population may instead be put on another population's scale (the non-binary terms
+   on the binary gendered terms' scale, as in the original's ``standardize_new_values``).
+5. Per dimension, the two groups are compared with Welch's t (primary), the original Student t (equal variances),
+   Hedges' g with a 95% CI, and Holm's correction across the dimensions of one space; with more than two groups a
    Welch ANOVA plus Holm-corrected pairwise Welch tests.
 """
 
@@ -39,11 +32,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from . import tables
 from .embeddings import embed_words
 from .populations import KINDS, POPULATION_KINDS, load_populations, population_kind, takes_article
 from .projection import projection_table
 from .results import write_table
-from .stats import STAT_COLUMNS, adjust_pvalues, hedges_g, student_t, welch_anova, welch_t
+from .stats import STAT_COLUMNS, adjust_pvalues, column_test, group_tests, hedges_g, student_t, welch_anova, welch_t
 
 __all__ = [
     "DEFAULT_REFERENCE", "DEFAULT_TEMPLATES", "PLACEHOLDER", "PROFILE_STATS_COLUMNS", "PopulationEmbeddings",
@@ -317,6 +311,9 @@ PROFILE_STATS_COLUMNS = [
     "significant",
 ]
 _FAMILY = ["population", "space", "layer"]
+#: :func:`profile_stats`' tests: Welch (primary), the original's Student t, Hedges' g, each as its scalar test.
+_PAIR_TESTS = {"welch": column_test(welch_t, "welch"), "student": column_test(student_t, "student"),
+               "g": column_test(hedges_g, "g")}
 
 
 def _tested_populations(table: pd.DataFrame, populations) -> list[str]:
@@ -358,16 +355,16 @@ def profile_stats(table: pd.DataFrame, populations: Sequence[str] | None = None,
             raise ProfileError(f"population {pop!r} has only the group(s) {list(groups)}; need two to compare")
         for ga, gb in combinations(groups, 2):
             a, b = groups[ga], groups[gb]
-            w = welch_t(a, b, group_a=ga, group_b=gb)
-            s = student_t(a, b, group_a=ga, group_b=gb)
-            g = hedges_g(a, b, group_a=ga, group_b=gb)
+            r = group_tests(np.concatenate([a, b])[None, :, None], np.arange(a.size + b.size) < a.size, _PAIR_TESTS,
+                            names=(ga, gb))
+            r = {k: v.item() for k, v in r.items()}
             rows.append({
                 "population": pop, "space": space, "layer": layer, "dimension": dim,
                 "group_a": ga, "group_b": gb, "n_a": a.size, "n_b": b.size,
                 "mean_a": a.mean(), "mean_b": b.mean(), "sd_a": a.std(ddof=0), "sd_b": b.std(ddof=0),
-                "diff": a.mean() - b.mean(), "t": w["statistic"], "df": w["df"], "p": w["p"],
-                "t_student": s["statistic"], "df_student": s["df"], "p_student": s["p"],
-                "g": g["effect_size"], "g_ci_low": g["ci_low"], "g_ci_high": g["ci_high"],
+                "diff": a.mean() - b.mean(), "t": r["welch_statistic"], "df": r["welch_df"], "p": r["welch_p"],
+                "t_student": r["student_statistic"], "df_student": r["student_df"], "p_student": r["student_p"],
+                "g": r["g_effect_size"], "g_ci_low": r["g_ci_low"], "g_ci_high": r["g_ci_high"],
             })
     if not rows:
         raise ProfileError("no population to test")
@@ -568,15 +565,15 @@ class ProfileResult:
     skipped: pd.DataFrame
 
     def write(self, folder: str | Path) -> list[Path]:
-        """Write every table as parquet + CSV under ``folder`` (``profile_*`` names)."""
+        """Write every table as parquet + CSV under ``folder`` (``tables.PROFILE_*`` names)."""
         folder = Path(folder)
-        tables = {"profile_values": self.values, "profile_values_by_layer": self.values_by_layer,
-                  "profile_stats": self.stats, "profile_stats_by_layer": self.stats_by_layer,
-                  "profile_anova": self.anova, "profile_group_means": self.means,
-                  "profile_skipped": self.skipped, "profile_words": self.embeddings.words}
+        written = {tables.PROFILE_VALUES: self.values, tables.PROFILE_VALUES_BY_LAYER: self.values_by_layer,
+                   tables.PROFILE_STATS: self.stats, tables.PROFILE_STATS_BY_LAYER: self.stats_by_layer,
+                   tables.PROFILE_ANOVA: self.anova, tables.PROFILE_GROUP_MEANS: self.means,
+                   tables.PROFILE_SKIPPED: self.skipped, tables.PROFILE_WORDS: self.embeddings.words}
         if self.nonbinary is not None:
-            tables["profile_nonbinary"] = self.nonbinary
-        return [p for name, df in tables.items() for p in write_table(df, folder / name)]
+            written[tables.PROFILE_NONBINARY] = self.nonbinary
+        return [p for name, df in written.items() for p in write_table(df, folder / name)]
 
 
 def run_profiles(model, bases, populations=("names", "terms", "nonbinary"), templates=None, layer="mean",

@@ -4,8 +4,9 @@ A profile is the output of many analysis choices. This module measures how much
 one model's profile depends on them with a **specification curve** (Simonsohn,
 Simmons & Nelson 2020). Every combination of four choices is one *specification*:
 
-* pole context source: ``generated`` (the paper's main setting),
-  ``dictionary``, ``corpus``, ``none`` (:data:`CONTEXT_SOURCES`);
+* pole context source: every registered one (``contexts.source_names()``:
+  ``dictionary``, ``generated``, ``corpus``, ``none`` built in), the paper's main
+  setting :data:`PRIMARY_SOURCE` first (:func:`curve_sources`);
 * layer: the mean over all hidden states (the original's headline), the
   last, the middle one, or per dimension the layer whose direction accuracy
   is best on a fixed half of the extra terms (``space.direction_prediction``
@@ -60,9 +61,9 @@ import numpy as np
 import pandas as pd
 
 from . import projection
-from .axis_validity import verdict_phrase
+from .axis_validity import axis_validity, verdict_phrase
 from .cache import stable_hash
-from .contexts import prepare_dictionary
+from .contexts import prepare_dictionary, source_names
 from .dictionaries import limit_terms, load_full_dictionary_terms
 from .profiles import (
     DEFAULT_TEMPLATES,
@@ -73,15 +74,14 @@ from .profiles import (
     resolve_populations,
 )
 from .space import TermEmbeddings, build_space, direction_prediction, term_embeddings
-from .stats import group_tests, holm, permutation_p_text, permutation_reference
+from .stats import TWO_GROUP_TESTS, group_tests, holm, permutation_p, permutation_p_text, permutation_reference
 
 __all__ = [
-    "AXIS_VALIDITY_BY_SOURCE_TABLE",
-    "CONTEXT_SOURCES",
     "EXPECTED_SIGN",
     "JOINT_STATISTICS",
     "LAYER_CHOICES",
     "LEAD_IN",
+    "PRIMARY_SOURCE",
     "TESTS",
     "TEST_NAMES",
     "CurveInputs",
@@ -90,8 +90,10 @@ __all__ = [
     "best_layers",
     "cell_values",
     "collect_curve_inputs",
+    "curve_sources",
     "default_cell_values",
     "extra_terms",
+    "headline_source",
     "name_gap_verdict",
     "project_all",
     "robustness_summary",
@@ -99,9 +101,12 @@ __all__ = [
     "split_terms",
     "template_gap",
     "template_sets",
+    "timing_table",
+    "validity_by_source",
 ]
 
-CONTEXT_SOURCES = ("generated", "dictionary", "corpus", "none")
+#: The context source of the primary specification (the paper's main setting): first in the curve, the headline.
+PRIMARY_SOURCE = "generated"
 LAYER_CHOICES = ("mean", "last", "middle", "best")
 TESTS = ("student", "welch", "permutation")
 #: The ``test`` column of each test choice, as in the project's statistics tables.
@@ -125,6 +130,19 @@ class RobustnessError(ValueError):
 
 
 # --------------------------------------------------------------------------- choices
+
+
+def curve_sources(sources: Sequence[str] | None = None) -> tuple[str, ...]:
+    """``sources``, or every registered context source (``contexts.source_names()``) with
+    :data:`PRIMARY_SOURCE` first and the others in registration order."""
+    if sources is not None:
+        return tuple(sources)
+    return tuple(sorted(source_names(), key=lambda s: s != PRIMARY_SOURCE))
+
+
+def headline_source(spaces: Mapping[str, object]) -> str:
+    """The context source the chapter reads: :data:`PRIMARY_SOURCE` when it gave a space, else the first that did."""
+    return PRIMARY_SOURCE if PRIMARY_SOURCE in spaces else next(iter(spaces))
 
 
 def template_sets(templates: Sequence[str] = DEFAULT_TEMPLATES, lead_in: str = LEAD_IN) -> dict[str, tuple[str, ...]]:
@@ -255,12 +273,13 @@ def cell_values(P: np.ndarray, layers: Sequence[int], dimensions: Sequence[str],
 
 
 def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", "terms"), *,
-                         sources: Sequence[str] = CONTEXT_SOURCES, templates: Sequence[str] = DEFAULT_TEMPLATES,
+                         sources: Sequence[str] | None = None, templates: Sequence[str] = DEFAULT_TEMPLATES,
                          terms: pd.DataFrame | None = None, n_contexts: int = 5, seed: int = 0,
                          limit: int | None = None, term_limit: int | None = None) -> tuple[CurveInputs, dict]:
     """Build every space once, embed every population once per template set and the extra
     terms once; return the projected values of every specification cell.
 
+    ``sources``: the pole context sources (default :func:`curve_sources`);
     ``limit``: at most this many names per group (``profiles.limit_populations``);
     ``term_limit``: at most this many extra terms per dimension and pole
     (``dictionaries.limit_terms``). Returns ``(inputs, extras)`` with
@@ -273,7 +292,7 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
     seconds, skipped = {}, []
     t0 = time.perf_counter()
     spaces = {}
-    for source in sources:
+    for source in curve_sources(sources):
         try:
             spaces[source] = build_space(model, dictionary, source, n_contexts, seed)
         except Exception as exc:  # one unusable source must not hide the others; it is reported
@@ -417,7 +436,7 @@ def specification_curve(inputs: CurveInputs, *, n_permutations: int = 200, n_per
         y = (inputs.words[pop]["group"] == ga).to_numpy()
         n, na = len(y), int(y.sum())
         ref = permutation_reference(n, na, n_perm_test, seed + 1 + pi)
-        obs = group_tests(V, y[None], ref)
+        obs = group_tests(V, y[None], TWO_GROUP_TESTS, reference=ref)
         padj = _adjusted(obs, spaces)
         specs.append(_spec_rows(inputs, pop, obs, padj, exp, alpha))
         stat_obs = _joint_statistics(obs["g"], padj, exp, alpha)
@@ -425,7 +444,7 @@ def specification_curve(inputs: CurveInputs, *, n_permutations: int = 200, n_per
         perm_labels = np.stack([y[rng.permutation(n)] for _ in range(n_permutations)])
         null = {k: [] for k in JOINT_STATISTICS}
         for b0 in range(0, n_permutations, chunk):
-            res = group_tests(V, perm_labels[b0:b0 + chunk], ref)
+            res = group_tests(V, perm_labels[b0:b0 + chunk], TWO_GROUP_TESTS, reference=ref)
             st = _joint_statistics(res["g"], _adjusted(res, spaces), exp, alpha)
             for k in JOINT_STATISTICS:
                 null[k].append(st[k])
@@ -446,7 +465,7 @@ def specification_curve(inputs: CurveInputs, *, n_permutations: int = 200, n_per
                 o, nv = float(stat_obs[k][0, di]), null[k][:, di]
                 row[k] = o
                 row[f"{k}_null_median"] = float(np.median(nv))
-                row[f"{k}_p"] = float((1 + (nv >= o - 1e-12).sum()) / (len(nv) + 1))
+                row[f"{k}_p"] = float(permutation_p(o, nv))
                 nulls.append(pd.DataFrame({"population": pop, "dimension": dim, "permutation": np.arange(len(nv)),
                                            "statistic": k, "value": nv}))
             summary.append(row)
@@ -563,8 +582,22 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
 
 # --------------------------------------------------------------------------- per model
 
-#: Chapter 10's ``axis_validity`` of every context source's space (``<name>.parquet``/``.csv``).
-AXIS_VALIDITY_BY_SOURCE_TABLE = "robustness_axis_validity"
+
+def validity_by_source(model, spaces: Mapping[str, object], **kwargs) -> tuple[pd.DataFrame, float]:
+    """``axis_validity.axis_validity`` of every context source's space (``kwargs``: its options), stacked
+    in the order of ``spaces``, and the seconds it took. Written as ``tables.ROBUSTNESS_AXIS_VALIDITY``."""
+    t0 = time.perf_counter()
+    table = pd.concat([axis_validity(model, sp, **kwargs) for sp in spaces.values()], ignore_index=True)
+    return table, time.perf_counter() - t0
+
+
+def timing_table(inputs: CurveInputs, curve: SpecificationCurve, validity_seconds: float,
+                 started: float) -> pd.DataFrame:
+    """Seconds per step of chapter 10 (``step, seconds``): the input steps, the curve with its joint test,
+    the axis null, and ``total`` since ``started`` (a ``time.perf_counter()`` value)."""
+    steps = {**inputs.seconds, "curve_and_joint_test": curve.seconds, "axis_validity": validity_seconds,
+             "total": time.perf_counter() - started}
+    return pd.DataFrame([{"step": k, "seconds": v} for k, v in steps.items()])
 
 
 def robustness_summary(curve: SpecificationCurve, validity: pd.DataFrame, model_id: str,
@@ -573,7 +606,7 @@ def robustness_summary(curve: SpecificationCurve, validity: pd.DataFrame, model_
     setting (``context_source``, ``layer``; ``validity``: ``axis_validity.axis_validity`` rows):
     ``axis_auc, axis_p, axis_verdict, axis_reading`` (``axis_validity.verdict_phrase``; NA for a
     dimension without a row) and ``share_layers_supported`` (share of the single layers whose
-    verdict is ``supported``). Written as ``crossmodel.ROBUSTNESS_SUMMARY_TABLE``."""
+    verdict is ``supported``). Written as ``tables.ROBUSTNESS_SUMMARY``."""
     v = validity[validity["context_source"] == context_source]
     head = v[v["layer"] == layer].set_index("dimension")
     per_layer = (v.loc[v["layer"] != layer, "verdict"] == "supported").groupby(v["dimension"]).mean()

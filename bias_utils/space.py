@@ -20,8 +20,9 @@ from .embeddings import embed_words
 from .extra_contexts import extra_term_contexts
 
 __all__ = ["DROPPED_COLUMNS", "EMBED_SKIP_COLUMNS", "TERM_CONTEXTS", "DirectionResult", "StereotypeSpace",
-           "TermEmbeddings", "build_space", "direction_prediction", "dropped_senses", "embed_contexts",
-           "leave_one_out_values", "pole_table", "term_embeddings"]
+           "TermEmbeddings", "accuracy_by_term_contexts", "build_space", "describe_dropped", "direction_prediction",
+           "dropped_by_reason", "dropped_senses", "embed_contexts", "leave_one_out_values", "pole_table",
+           "term_embeddings"]
 
 EMBED_SKIP_COLUMNS = ["sense_id", "term", "context", "reason"]
 #: Columns of :func:`dropped_senses`.
@@ -226,6 +227,16 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
     return DirectionResult(acc[cols], values, emb.skipped)
 
 
+def accuracy_by_term_contexts(model, space: StereotypeSpace, result: DirectionResult, *, term_contexts: str,
+                              **kwargs) -> pd.DataFrame:
+    """``result``'s accuracy (computed with ``term_contexts``) followed by the same prediction with the
+    extra terms in each other :data:`TERM_CONTEXTS` source (Table 2 side by side). ``kwargs``: the other
+    arguments of :func:`direction_prediction`, as ``result`` was computed. Columns: ``DirectionResult.accuracy``'s."""
+    others = [direction_prediction(model, space, term_contexts=tc, **kwargs).accuracy
+              for tc in TERM_CONTEXTS if tc != term_contexts]
+    return pd.concat([result.accuracy, *others], ignore_index=True)
+
+
 def dropped_senses(space: StereotypeSpace) -> pd.DataFrame:
     """Every sense or context of ``space``'s dictionary that did not reach the axis, with the reason.
 
@@ -259,3 +270,14 @@ def dropped_senses(space: StereotypeSpace) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame(columns=DROPPED_COLUMNS)
     return pd.concat(frames, ignore_index=True)[DROPPED_COLUMNS]
+
+
+def dropped_by_reason(dropped: pd.DataFrame) -> pd.DataFrame:
+    """:func:`dropped_senses` counted per ``stage, reason`` (column ``n``)."""
+    return dropped.groupby(["stage", "reason"]).size().rename("n").reset_index()
+
+
+def describe_dropped(dropped: pd.DataFrame) -> str:
+    """How many senses of :func:`dropped_senses` lost a context or were left off the axis."""
+    return (f"{dropped['sense_id'].nunique()} senses lost a context or were left off the axis; "
+            "by stage and reason:")

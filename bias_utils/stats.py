@@ -1,53 +1,53 @@
 """Statistical tests that always come with an effect size, a confidence interval and n.
 
-Every public test returns one *row*: a plain dict with the columns of
-:data:`STAT_COLUMNS` (``test, group_a, group_b, statistic, df, p, p_adj,
-adj_method, effect, effect_size, ci_low, ci_high, n``). Collect rows with
-:func:`results_table`, which builds the tidy DataFrame and fills ``p_adj`` with a
-multiple-comparison correction over the whole family (Holm by default).
+Every public test returns one *row*: a plain dict with the columns of :data:`STAT_COLUMNS` (``test, group_a,
+group_b, statistic, df, p, p_adj, adj_method, effect, effect_size, ci_low, ci_high, n``). Collect rows with
+:func:`results_table`, which builds the tidy DataFrame and fills ``p_adj`` with a multiple-comparison correction
+over the whole family (Holm by default).
 
 Conventions the book uses (and why)
 -----------------------------------
-* **Chi-square on a 2x2 table**: Yates' continuity correction is the
-  *replication* value, because the BOLD audit called ``scipy.stats.chi2_contingency``
-  whose default applies it to 2x2 tables (their published 62.86). The
-  uncorrected Pearson statistic is reported beside it (``correction=False``):
-  Yates is known to be conservative, and the book treats Pearson as primary.
-* **Cohen's d**: ``kind="pooled"`` (textbook d, SD pooled with weights n-1) is
-  the book's primary effect size; ``kind="average"`` (mean difference over the
-  root of the *unweighted* mean of the two variances, d_av) reproduces the
-  audit's 0.099. With very unequal n (1,172 vs 353) the two differ, and only
-  the pooled form has the usual sampling distribution. CIs use the normal
-  approximation SE = sqrt((na+nb)/(na*nb) + d^2/(2(na+nb))) for both forms.
-* **Odds ratio**: +0.5 is added to *every* cell (Haldane-Anscombe), as the audit
-  did, and the CI is Wald on the log scale: exp(log OR +- 1.96 SE),
-  SE = sqrt(sum 1/(cell+0.5)).
-* **t tests**: the effect is the mean difference (a - b) with the matching t CI;
-  standardised effects are separate rows (:func:`cohens_d`, :func:`hedges_g`).
-* **Many tests at once**: :func:`group_tests` runs Student, Welch and a permutation
-  test on every column of a [cells, n, dimensions] array for many label rows (the
-  specification curve and its joint null); it equals the scalar tests here, and
-  :func:`holm` is the one Holm rule, vectorised (:func:`adjust_pvalues` calls it).
-* **Correlated observations**: completions of one occupation are not
-  independent; :func:`cluster_bootstrap_ci` resamples whole clusters
-  (occupations) within each group, which is the CI the book prefers for
-  completion-level quantities.
+* **Chi-square on a 2x2 table**: Yates' continuity correction is the *replication* value, because the BOLD audit
+  called ``scipy.stats.chi2_contingency`` whose default applies it to 2x2 tables (their published 62.86). The
+  uncorrected Pearson statistic is reported beside it (``correction=False``): Yates is known to be conservative, and
+  the book treats Pearson as primary.
+* **Cohen's d**: ``kind="pooled"`` (textbook d, SD pooled with weights n-1) is the book's primary effect size;
+  ``kind="average"`` (mean difference over the root of the *unweighted* mean of the two variances, d_av) reproduces
+  the audit's 0.099. With very unequal n (1,172 vs 353) the two differ, and only the pooled form has the usual
+  sampling distribution. CIs use the normal approximation SE = sqrt((na+nb)/(na*nb) + d^2/(2(na+nb))) for both
+  forms.
+* **Odds ratio**: +0.5 is added to *every* cell (Haldane-Anscombe), as the audit did, and the CI is Wald on the log
+  scale: exp(log OR +- 1.96 SE), SE = sqrt(sum 1/(cell+0.5)).
+* **t tests**: the effect is the mean difference (a - b) with the matching t CI; standardised effects are separate
+  rows (:func:`cohens_d`, :func:`hedges_g`).
+* **Many tests at once**: :func:`group_tests` is the one engine for two-group tests: it runs a dict of tests on
+  every column of a [cells, n, dimensions] array for many label rows. The vectorised Student, Welch, Hedges' g and
+  permutation tests (the specification curve and its joint null) equal the scalar tests here; :func:`column_test`
+  runs a scalar test in it (``profiles.profile_stats``). :func:`holm` is the one Holm rule, vectorised
+  (:func:`adjust_pvalues` calls it); :func:`permutation_p` the one permutation p with its floor.
+* **Correlated observations**: completions of one occupation are not independent; :func:`cluster_bootstrap_ci`
+  resamples whole clusters (occupations) within each group, which is the CI the book prefers for completion-level
+  quantities.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from functools import cached_property
 from itertools import combinations
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
 __all__ = [
-    "STAT_COLUMNS", "adjust_pvalues", "bootstrap_ci", "check_n_boot", "chi2_table", "cluster_bootstrap_ci", "cohens_d",
-    "group_tests", "hedges_g", "holm", "hurdle_tests", "mann_whitney", "odds_ratio", "ols", "permutation_p_text",
-    "permutation_reference", "proportion_test", "results_table", "student_t", "welch_anova", "welch_t",
+    "STAT_COLUMNS", "TWO_GROUP_TESTS", "GroupSample", "adjust_pvalues", "bootstrap_ci", "check_n_boot", "chi2_table",
+    "cluster_bootstrap_ci", "cohens_d", "column_test", "group_tests", "hedges_g", "hedges_test", "holm",
+    "hurdle_tests", "mann_whitney", "mean_difference_test", "odds_ratio", "ols", "permutation_p", "permutation_p_text",
+    "permutation_reference", "permutation_test", "proportion_test", "results_table", "student_t", "student_test",
+    "welch_anova", "welch_t", "welch_test",
 ]
 
 STAT_COLUMNS = [
@@ -110,9 +110,8 @@ def _d_ci(d: float, na: int, nb: int, scale: float = 1.0) -> tuple[float, float]
 def cohens_d(a, b, *, kind: str = "pooled", group_a: str = "a", group_b: str = "b") -> dict:
     """Cohen's d of a - b.
 
-    ``kind="pooled"``: SD = sqrt(((na-1)va + (nb-1)vb) / (na+nb-2)) (the book's primary d).
-    ``kind="average"``: SD = sqrt((va + vb) / 2), the audit's form (d_av), used for replication.
-    """
+    ``kind="pooled"``: SD = sqrt(((na-1)va + (nb-1)vb) / (na+nb-2)) (the book's primary d). ``kind="average"``: SD =
+    sqrt((va + vb) / 2), the audit's form (d_av), used for replication."""
     a, b = _values(a, group_a), _values(b, group_b)
     va, vb = a.var(ddof=1), b.var(ddof=1)
     if kind == "pooled":
@@ -185,8 +184,7 @@ def check_n_boot(n_boot, *, minimum: int | None = None, name: str = "n_boot") ->
 def _table_bootstrap_ci(t: np.ndarray, n_boot: int, seed: int):
     """Percentile CI of Cramér's V by multinomial resampling of the observed table.
 
-    Degenerate draws (an empty margin, V undefined) are left out of the percentile set.
-    """
+    Degenerate draws (an empty margin, V undefined) are left out of the percentile set."""
     n_boot = check_n_boot(n_boot)
     rng = np.random.default_rng(seed)
     n = int(t.sum())
@@ -205,11 +203,9 @@ def chi2_table(table, *, correction: bool = True, test: str | None = None,
                group_a: str = "rows", group_b: str = "columns", n_boot: int = 1000, seed: int = 0) -> dict:
     """Chi-square test of independence on an r x k table of counts.
 
-    ``correction`` applies Yates' continuity correction (only has an effect on 2x2
-    tables, exactly as ``scipy.stats.chi2_contingency``). Effect: Cramér's V
-    (= |phi| for 2x2) from the *uncorrected* statistic, with a multinomial
-    parametric-bootstrap percentile CI.
-    """
+    ``correction`` applies Yates' continuity correction (only has an effect on 2x2 tables, exactly as
+    ``scipy.stats.chi2_contingency``). Effect: Cramér's V (= |phi| for 2x2) from the *uncorrected* statistic, with a
+    multinomial parametric-bootstrap percentile CI."""
     t = _table(table)
     res = _st.chi2_contingency(t, correction=correction)
     yates = correction and t.shape == (2, 2)
@@ -223,10 +219,8 @@ def odds_ratio(table, *, add: float = 0.5, test: str = "odds_ratio_wald",
                group_a: str = "row 1", group_b: str = "row 2") -> dict:
     """Odds ratio (a/b)/(c/d) of the 2x2 table [[a, b], [c, d]] with ``add`` added to every cell.
 
-    ``add=0.5`` is the Haldane-Anscombe correction the audit used (always applied,
-    not only on zero cells). Wald 95% CI on log OR with SE = sqrt(sum 1/cell);
-    ``statistic`` is z = log OR / SE with its two-sided normal p.
-    """
+    ``add=0.5`` is the Haldane-Anscombe correction the audit used (always applied, not only on zero cells). Wald 95%
+    CI on log OR with SE = sqrt(sum 1/cell); ``statistic`` is z = log OR / SE with its two-sided normal p."""
     t = np.asarray(table, dtype=float)
     if t.shape != (2, 2):
         raise ValueError(f"odds_ratio: table must be 2x2, got shape {t.shape}")
@@ -254,9 +248,8 @@ def proportion_test(x_a: int, n_a: int, x_b: int, n_b: int, *, test: str = "two_
                     group_a: str = "a", group_b: str = "b") -> dict:
     """Two-sided pooled z test of p_a = x_a/n_a vs p_b = x_b/n_b (= uncorrected Pearson chi-square).
 
-    Effect: risk difference p_a - p_b with Newcombe's hybrid Wilson-score 95% CI
-    (well-behaved for the rare events here, unlike the Wald interval).
-    """
+    Effect: risk difference p_a - p_b with Newcombe's hybrid Wilson-score 95% CI (well-behaved for the rare events
+    here, unlike the Wald interval)."""
     for x, n, g in ((x_a, n_a, group_a), (x_b, n_b, group_b)):
         if n <= 0 or not 0 <= x <= n:
             raise ValueError(f"proportion_test: group {g!r} has x={x}, n={n}; need 0 <= x <= n and n > 0")
@@ -278,11 +271,9 @@ def hurdle_tests(a, b, *, group_a: str = "a", group_b: str = "b", name: str = "c
                  seed: int = 0) -> list[dict]:
     """Two-part (hurdle) view of zero-inflated non-negative values.
 
-    Part 1, presence: share of observations > 0 per group (:func:`proportion_test`).
-    Part 2, intensity among the non-zero observations: Welch t (mean difference)
-    and Mann-Whitney (rank-biserial). Part 2 rows are skipped (raise) only if a
-    group has too few non-zero values; callers record that as a skip.
-    """
+    Part 1, presence: share of observations > 0 per group (:func:`proportion_test`). Part 2, intensity among the
+    non-zero observations: Welch t (mean difference) and Mann-Whitney (rank-biserial). Part 2 rows are skipped
+    (raise) only if a group has too few non-zero values; callers record that as a skip."""
     a, b = _values(a, group_a, 1), _values(b, group_b, 1)
     rows = [proportion_test(int((a > 0).sum()), a.size, int((b > 0).sum()), b.size,
                             test=f"hurdle_presence:{name}", group_a=group_a, group_b=group_b)]
@@ -297,9 +288,8 @@ def hurdle_tests(a, b, *, group_a: str = "a", group_b: str = "b", name: str = "c
 def welch_anova(values, groups, *, test: str = "welch_anova", n_boot: int = 1000, seed: int = 0) -> dict:
     """One-way Welch ANOVA (pingouin) across any number of groups.
 
-    Effect: eta squared (SS_between / SS_total) with a percentile bootstrap CI
-    resampling observations within groups.
-    """
+    Effect: eta squared (SS_between / SS_total) with a percentile bootstrap CI resampling observations within
+    groups."""
     import pingouin as pg  # deferred: pingouin pulls in statsmodels and takes seconds to import
 
     n_boot = check_n_boot(n_boot)
@@ -344,30 +334,42 @@ def holm(p: np.ndarray, axis: int = -1) -> np.ndarray:
 
 def adjust_pvalues(p: Sequence[float], method: str = "holm") -> np.ndarray:
     """Family-wise corrected p values (``"holm"`` or ``"bonferroni"``); NaN entries stay NaN and are not counted."""
-    p = np.asarray(p, dtype=float)
-    out = np.full_like(p, np.nan)
-    ok = ~np.isnan(p)
-    m = int(ok.sum())
-    if m == 0:
-        return out
-    q = p[ok]
-    if method == "bonferroni":
-        adj = np.minimum(q * m, 1.0)
-    elif method == "holm":
-        adj = holm(q)
-    else:
+    if method not in ("holm", "bonferroni"):
         raise ValueError(f"adjust_pvalues: method must be 'holm' or 'bonferroni', got {method!r}")
-    out[ok] = adj
+    p = np.asarray(p, dtype=float)
+    out, ok = np.full_like(p, np.nan), ~np.isnan(p)
+    if ok.any():
+        out[ok] = holm(p[ok]) if method == "holm" else np.minimum(p[ok] * int(ok.sum()), 1.0)
     return out
 
 
-def permutation_p_text(p: float, n_permutations: int) -> str:
-    """A permutation p ``(1 + count) / (K + 1)`` as text: ``"≤ 0.00498"`` at its floor ``1 / (K + 1)``
-    (it says only that no permutation reached the observed statistic), else ``"= 0.21"``."""
+_TIE = 1e-12  # null statistics equal to the observed one up to rounding count as reaching it
+
+
+def permutation_p(observed, null, alternative: str = "greater") -> np.ndarray:
+    """The permutation p ``(1 + #{null reaching observed}) / (1 + K)`` over the last axis of ``null`` [..., K]
+    (``observed`` [...]): never below its floor ``1 / (K + 1)``, because the observed labelling is one of the
+    possible ones. ``alternative``: ``"greater"`` (null >= observed) or ``"two-sided"`` (|null| >= |observed|);
+    a null value within 1e-12 (relative above 1) of the observed one reaches it."""
+    observed, null = np.asarray(observed, dtype=float), np.asarray(null, dtype=float)
+    if alternative == "two-sided":
+        observed, null = np.abs(observed), np.abs(null)
+    elif alternative != "greater":
+        raise ValueError(f"permutation_p: alternative must be 'greater' or 'two-sided', got {alternative!r}")
+    tol = _TIE * np.maximum(1.0, np.abs(observed))
+    count = (null >= (observed - tol)[..., None]).sum(axis=-1)
+    return (1 + count) / (null.shape[-1] + 1)
+
+
+def permutation_p_text(p: float, n_permutations: int, *, fraction: bool = False,
+                       number: Callable[[float], str] = "{:.3g}".format) -> str:
+    """A permutation p ``(1 + count) / (K + 1)`` as text: at its floor ``1 / (K + 1)`` (it says only that no
+    permutation reached the observed statistic) ``"≤ 0.00498"``, or with ``fraction`` ``"≤ 1/10,000"``;
+    else ``"= "`` and ``number(p)`` (default three significant digits: ``"= 0.21"``)."""
     floor = 1 / (n_permutations + 1)
     if p <= floor * (1 + 1e-9):
-        return f"≤ {floor:.3g}"
-    return f"= {p:.3g}"
+        return f"≤ 1/{n_permutations + 1:,}" if fraction else f"≤ {floor:.3g}"
+    return f"= {number(p)}"
 
 
 def results_table(rows: Iterable[dict], *, method: str = "holm") -> pd.DataFrame:
@@ -399,11 +401,9 @@ def cluster_bootstrap_ci(data: pd.DataFrame, statistic: Callable[[pd.DataFrame],
                          level: float = 0.95) -> tuple[float, float, float]:
     """Percentile bootstrap that resamples whole clusters (e.g. occupations) with replacement.
 
-    With ``strata`` (e.g. the group column) clusters are resampled within each
-    stratum, so every replicate keeps the number of occupations per group.
-    ``statistic(df)`` gets the resampled rows; replicates where it is undefined
-    (NaN) are excluded. Returns ``(estimate, low, high)``.
-    """
+    With ``strata`` (e.g. the group column) clusters are resampled within each stratum, so every replicate keeps the
+    number of occupations per group. ``statistic(df)`` gets the resampled rows; replicates where it is undefined
+    (NaN) are excluded. Returns ``(estimate, low, high)``."""
     n_boot = check_n_boot(n_boot)
     if cluster not in data or (strata is not None and strata not in data):
         raise KeyError(f"cluster_bootstrap_ci: column {cluster!r}{' or ' + repr(strata) if strata else ''} not in data")
@@ -431,12 +431,9 @@ def cluster_bootstrap_ci(data: pd.DataFrame, statistic: Callable[[pd.DataFrame],
 
 # ---------------------------------------------------------------- vectorised two-group tests and regression
 def permutation_reference(n: int, n_a: int, n_permutations: int, seed: int = 0) -> tuple[np.ndarray, bool]:
-    """Label matrices for the permutation test: ``(R [K, n] bool, exact)``.
-
-    When the number of distinct splits ``C(n, n_a)`` is at most
-    ``n_permutations`` every split is enumerated (``exact=True``, the observed
-    one among them); otherwise ``n_permutations`` random relabellings.
-    """
+    """Label matrices for the permutation test: ``(R [K, n] bool, exact)``. When the number of distinct splits
+    ``C(n, n_a)`` is at most ``n_permutations`` every split is enumerated (``exact=True``, the observed one among
+    them); otherwise ``n_permutations`` random relabellings."""
     if math.comb(n, n_a) <= n_permutations:
         rows = np.zeros((math.comb(n, n_a), n), bool)
         for i, idx in enumerate(combinations(range(n), n_a)):
@@ -449,77 +446,140 @@ def permutation_reference(n: int, n_a: int, n_permutations: int, seed: int = 0) 
     return rows, False
 
 
-def _sums(A: np.ndarray, V: np.ndarray, V2: np.ndarray, na: int, nb: int):
-    """Group means and ddof-1 variances for label rows ``A`` [P, n] (1.0 = group a)."""
-    tot, tot2 = V.sum(axis=1), V2.sum(axis=1)  # [C, D]
-    sa = np.einsum("pn,cnd->pcd", A, V)
-    qa = np.einsum("pn,cnd->pcd", A, V2)
-    ma, mb = sa / na, (tot - sa) / nb
-    va = (qa - na * ma**2) / (na - 1)
-    vb = (tot2 - qa - nb * mb**2) / (nb - 1)
-    return ma, mb, np.maximum(va, 0.0), np.maximum(vb, 0.0)
+@dataclass
+class GroupSample:
+    """What a test of :func:`group_tests` sees: values ``V`` [C, n, D] as given, label rows [P, n]
+    (True = group a), group sizes and names, and the :attr:`moments` every vectorised test shares."""
+
+    V: np.ndarray
+    labels: np.ndarray
+    na: int
+    nb: int
+    names: tuple[str, str]
+
+    @cached_property
+    def moments(self) -> tuple[np.ndarray, ...]:
+        """``(Z, ma, mb, va, vb)``: ``V`` centred and scaled per column (the tests are invariant to it and it
+        keeps the sums well conditioned); per label row the group means and ddof-1 variances of ``Z``."""
+        sd = self.V.std(axis=1, keepdims=True)
+        Z = (self.V - self.V.mean(axis=1, keepdims=True)) / np.where(sd > 0, sd, 1.0)
+        A, na, nb = self.labels.astype(np.float64), self.na, self.nb
+        tot, tot2 = Z.sum(axis=1), (Z**2).sum(axis=1)  # [C, D]
+        sa, qa = np.einsum("pn,cnd->pcd", A, Z), np.einsum("pn,cnd->pcd", A, Z**2)
+        ma, mb = sa / na, (tot - sa) / nb
+        va, vb = (qa - na * ma**2) / (na - 1), (tot2 - qa - nb * mb**2) / (nb - 1)
+        return Z, ma, mb, np.maximum(va, 0.0), np.maximum(vb, 0.0)
+
+    def pooled(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """``(mean a - mean b, pooled variance, n)`` of the standardised columns."""
+        _, ma, mb, va, vb = self.moments
+        n = self.na + self.nb
+        return ma - mb, ((self.na - 1) * va + (self.nb - 1) * vb) / (n - 2), n
 
 
-def group_tests(V: np.ndarray, labels: np.ndarray, reference: tuple[np.ndarray, bool] | None = None) -> dict:
-    """Two-group tests of every column of ``V`` [C, n, D] for each label row of ``labels`` [P, n] (True = group a).
+def mean_difference_test(s: GroupSample) -> dict[str, np.ndarray]:
+    """``diff``: mean a - mean b of the standardised columns."""
+    return {"diff": s.pooled()[0]}
 
-    Returns arrays [P, C, D]: ``diff`` (mean a - mean b), ``g, g_low, g_high``
-    (Hedges' g with its normal-approximation 95% CI, as ``stats.hedges_g``),
-    ``t_student, df_student, p_student``, ``t_welch, df_welch, p_welch`` and,
-    with ``reference`` (:func:`permutation_reference`), ``p_permutation``: the
-    share of reference relabellings whose |diff| reaches the observed |diff|
-    (``(1 + count) / (K + 1)`` for random relabellings, ``count / K`` when exact).
-    """
+
+def student_test(s: GroupSample) -> dict[str, np.ndarray]:
+    """``t_student, df_student, p_student``, as :func:`student_t`."""
+    diff, sp2, n = s.pooled()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = diff / np.sqrt(sp2 * (1 / s.na + 1 / s.nb))
+    return {"t_student": t, "df_student": np.full_like(t, n - 2), "p_student": 2 * _st.t.sf(np.abs(t), n - 2)}
+
+
+def welch_test(s: GroupSample) -> dict[str, np.ndarray]:
+    """``t_welch, df_welch, p_welch``, as :func:`welch_t`."""
+    _, ma, mb, va, vb = s.moments
+    na, nb = s.na, s.nb
+    with np.errstate(divide="ignore", invalid="ignore"):
+        se2 = va / na + vb / nb
+        t = (ma - mb) / np.sqrt(se2)
+        df = se2**2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1))
+    return {"t_welch": t, "df_welch": df, "p_welch": 2 * _st.t.sf(np.abs(t), df)}
+
+
+def hedges_test(s: GroupSample) -> dict[str, np.ndarray]:
+    """``g, g_low, g_high``: Hedges' g with its normal-approximation 95% CI, as :func:`hedges_g`."""
+    diff, sp2, n = s.pooled()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = diff / np.sqrt(sp2)
+    j = 1 - 3 / (4 * n - 9)
+    se_d = np.sqrt(n / (s.na * s.nb) + d**2 / (2 * n))
+    return {"g": d * j, "g_low": (d - _Z975 * se_d) * j, "g_high": (d + _Z975 * se_d) * j}
+
+
+def permutation_test(reference: tuple[np.ndarray, bool]) -> Callable[[GroupSample], dict[str, np.ndarray]]:
+    """``p_permutation`` against ``reference`` (:func:`permutation_reference`): the share of its relabellings
+    whose |mean difference| reaches the observed one; ``(1 + count) / (K + 1)``, or ``count / K`` when exact."""
+    R, exact = reference
+
+    def test(s: GroupSample) -> dict[str, np.ndarray]:
+        Z, ma, mb, _, _ = s.moments
+        W = R / s.na - (~R) / s.nb  # [K, n]: one relabelling's mean difference as a weighted sum
+        null = np.sort(np.abs(np.einsum("kn,cnd->cdk", W, Z)), axis=-1)  # [C, D, K]
+        K, obs = null.shape[-1], np.abs(ma - mb)
+        tol = 1e-9 * np.maximum(1.0, obs)  # the observed split itself ties exactly; rounding must not break it
+        count = np.empty(obs.shape)
+        for c, dd in np.ndindex(*null.shape[:2]):
+            count[:, c, dd] = K - np.searchsorted(null[c, dd], obs[:, c, dd] - tol[:, c, dd], side="left")
+        return {"p_permutation": count / K if exact else (1 + count) / (K + 1)}
+    return test
+
+
+def column_test(test: Callable[..., dict], name: str) -> Callable[[GroupSample], dict[str, np.ndarray]]:
+    """A scalar test of this module (``welch_t``, ``hedges_g``, ...) as a :func:`group_tests` test, run on every
+    label row and column of the values as given (exactly its numbers): its row's ``statistic, df, p,
+    effect_size, ci_low, ci_high`` as arrays ``<name>_<field>`` [P, C, D]."""
+    fields = ("statistic", "df", "p", "effect_size", "ci_low", "ci_high")
+
+    def run(s: GroupSample) -> dict[str, np.ndarray]:
+        out = {f"{name}_{f}": np.empty((len(s.labels), s.V.shape[0], s.V.shape[2])) for f in fields}
+        for p, c, d in np.ndindex(*next(iter(out.values())).shape):
+            lab = s.labels[p]
+            row = test(s.V[c, lab, d], s.V[c, ~lab, d], group_a=s.names[0], group_b=s.names[1])
+            for f in fields:
+                out[f"{name}_{f}"][p, c, d] = row[f]
+        return out
+    return run
+
+
+#: The vectorised tests of the specification curve (its permutation test needs a reference).
+TWO_GROUP_TESTS = {"mean_difference": mean_difference_test, "hedges_g": hedges_test, "student": student_test,
+                   "welch": welch_test}
+
+
+def group_tests(V: np.ndarray, labels: np.ndarray,
+                tests: Mapping[str, Callable[[GroupSample], Mapping[str, np.ndarray]]] | None = None, *,
+                reference: tuple[np.ndarray, bool] | None = None, names: tuple[str, str] = ("a", "b")) -> dict:
+    """The one engine for two-group tests (compare fairlearn's ``MetricFrame(metrics=...)``): every test of
+    ``tests`` (name -> function of a :class:`GroupSample`, default :data:`TWO_GROUP_TESTS`) on every column of
+    ``V`` [C, n, D] for each label row of ``labels`` [P, n] (True = group a, the same group sizes in every
+    row, each at least 2); ``reference`` adds :func:`permutation_test`. Returns the tests' arrays [P, C, D]
+    in one dict. The default tests give ``diff`` (mean a - mean b of the standardised columns), ``g, g_low,
+    g_high``, ``t_student, df_student, p_student``, ``t_welch, df_welch, p_welch``, equal to the scalar
+    tests here; :func:`column_test` runs a scalar test itself (exactly its numbers)."""
     V = np.asarray(V, dtype=np.float64)
     labels = np.atleast_2d(np.asarray(labels, bool))
     if V.ndim != 3 or labels.shape[1] != V.shape[1]:
         raise ValueError(f"values of shape {V.shape} and labels of shape {labels.shape} do not align")
-    na = int(labels[0].sum())
-    nb = V.shape[1] - na
+    na, nb = int(labels[0].sum()), V.shape[1] - int(labels[0].sum())
     if na < 2 or nb < 2 or (labels.sum(axis=1) != na).any():
         raise ValueError(f"every label row needs the same group sizes, each at least 2 (got {na} and {nb})")
-    # Centre and scale per column: the tests are invariant to it and it keeps the sums well conditioned.
-    sd = V.std(axis=1, keepdims=True)
-    V = (V - V.mean(axis=1, keepdims=True)) / np.where(sd > 0, sd, 1.0)
-    V2 = V**2
-    ma, mb, va, vb = _sums(labels.astype(np.float64), V, V2, na, nb)
-    diff = ma - mb
-    n = na + nb
-    sp2 = ((na - 1) * va + (nb - 1) * vb) / (n - 2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t_s = diff / np.sqrt(sp2 * (1 / na + 1 / nb))
-        se2 = va / na + vb / nb
-        t_w = diff / np.sqrt(se2)
-        df_w = se2**2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1))
-        d = diff / np.sqrt(sp2)
-    j = 1 - 3 / (4 * n - 9)
-    se_d = np.sqrt(n / (na * nb) + d**2 / (2 * n))
-    out = {"diff": diff, "g": d * j, "g_low": (d - _Z975 * se_d) * j, "g_high": (d + _Z975 * se_d) * j,
-           "t_student": t_s, "df_student": np.full_like(t_s, n - 2), "p_student": 2 * _st.t.sf(np.abs(t_s), n - 2),
-           "t_welch": t_w, "df_welch": df_w, "p_welch": 2 * _st.t.sf(np.abs(t_w), df_w)}
+    tests = dict(TWO_GROUP_TESTS if tests is None else tests)
     if reference is not None:
-        R, exact = reference
-        W = R / na - (~R) / nb  # [K, n]: one relabelling's mean difference as a weighted sum
-        null = np.sort(np.abs(np.einsum("kn,cnd->cdk", W, V)), axis=-1)  # [C, D, K]
-        K = null.shape[-1]
-        obs = np.abs(diff)
-        # Relabellings with |diff| >= |obs| up to rounding (the observed split itself ties exactly).
-        tol = 1e-9 * np.maximum(1.0, obs)
-        count = np.empty(obs.shape)
-        C, D = null.shape[:2]
-        for c in range(C):
-            for dd in range(D):
-                count[:, c, dd] = K - np.searchsorted(null[c, dd], obs[:, c, dd] - tol[:, c, dd], side="left")
-        out["p_permutation"] = count / K if exact else (1 + count) / (K + 1)
-    return out
+        tests["permutation"] = permutation_test(reference)
+    sample = GroupSample(V, labels, na, nb, tuple(names))
+    return {k: v for test in tests.values() for k, v in test(sample).items()}
 
 
 def ols(y: np.ndarray, X: np.ndarray, names: Sequence[str]) -> pd.DataFrame:
     """Least squares with classical (homoskedastic) standard errors.
 
-    ``X`` [n, k] must include the intercept column if one is wanted. Columns:
-    ``term, coef, se, t, df, p, ci_low, ci_high`` (t-based 95% CI).
-    """
+    ``X`` [n, k] must include the intercept column if one is wanted. Columns: ``term, coef, se, t, df, p, ci_low,
+    ci_high`` (t-based 95% CI)."""
     y, X = np.asarray(y, float), np.asarray(X, float)
     n, k = X.shape
     if n <= k:

@@ -132,12 +132,12 @@ def test_permutation_p_against_full_enumeration():
     observed = log_or(np.arange(6) < 3)
     labellings = [np.isin(np.arange(6), c) for c in itertools.combinations(range(6), 3)]
     exact = np.mean([abs(log_or(m)) >= abs(observed) - 1e-12 for m in labellings])
-    p, k = occupations.permutation_p(occ, OR, A, B, n_permutations=20000, seed=1)
+    p, k = occupations.occupation_permutation_p(occ, OR, A, B, n_permutations=20000, seed=1)
     assert k == 20000 and p == pytest.approx(exact, abs=0.01)
     # complete separation: every relabelling is less extreme, so p sits at its floor 1/(K+1)
     occ_sep = occ.assign(male_words=[9, 8, 7, 0, 0, 0], female_words=[0, 0, 0, 7, 8, 9])
     big = pd.concat([occ_sep.assign(occupation=occ_sep["occupation"] + str(i)) for i in range(4)])
-    p, k = occupations.permutation_p(big, OR, A, B, n_permutations=99, seed=0)
+    p, k = occupations.occupation_permutation_p(big, OR, A, B, n_permutations=99, seed=0)
     assert p == 1 / 100
     assert occupations._p_phrase(p, k) == "p ≤ 1/100"
 
@@ -181,7 +181,7 @@ def test_permutation_p_holds_its_level_where_the_audit_test_does_not():
     n_sims, rejected, wald_rejected = 200, 0, 0
     for s in range(n_sims):
         occ = _simulate(rng, 0.5, 0.5)
-        rejected += occupations.permutation_p(occ, OR, A, B, n_permutations=199, seed=s)[0] <= 0.05
+        rejected += occupations.occupation_permutation_p(occ, OR, A, B, n_permutations=199, seed=s)[0] <= 0.05
         wald_rejected += _word_or(occ)["p"] <= 0.05
     print(f"false-positive rate at 0.05: permutation {rejected / n_sims:.3f}, Wald {wald_rejected / n_sims:.3f}")
     assert rejected / n_sims <= 0.08
@@ -193,4 +193,4 @@ def test_unknown_measure_or_missing_group_is_named():
     with pytest.raises(ValueError, match="measure must be one of"):
         occupations.cluster_interval(occ, "odds", A, B)
     with pytest.raises(ValueError, match="group 'female_dominated' has no occupations"):
-        occupations.permutation_p(occ, OR, A, B)
+        occupations.occupation_permutation_p(occ, OR, A, B)

@@ -200,7 +200,7 @@ def test_exact_permutation_test_matches_enumeration_and_scipy():
     y = np.array([False] * 4 + [True] * 4)
     ref = stats.permutation_reference(8, 4, 1000)
     assert ref[1] and len(ref[0]) == math.comb(8, 4)
-    got = stats.group_tests(V, y[None], ref)["p_permutation"][0]
+    got = stats.group_tests(V, y[None], reference=ref)["p_permutation"][0]
     for c in range(2):
         for d in range(2):
             x = V[c, :, d]
