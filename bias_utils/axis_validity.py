@@ -40,6 +40,7 @@ book can show how verdicts change.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 import numpy as np
@@ -61,6 +62,7 @@ __all__ = [
     "pinv_row",
     "rank_auc",
     "unreadable_axes",
+    "validity_by_source",
     "validity_layer",
     "validity_table",
     "verdict_phrase",
@@ -308,3 +310,11 @@ def verdict_table(table: pd.DataFrame, layer="mean") -> pd.DataFrame:
     out = rows[cols].reset_index(drop=True)
     out.insert(out.columns.get_loc("verdict") + 1, "reading", [verdict_phrase(r) for _, r in rows.iterrows()])
     return out
+
+
+def validity_by_source(model, spaces: Mapping[str, object], **kwargs) -> tuple[pd.DataFrame, float]:
+    """``axis_validity`` of every context source's space (``kwargs``: its options), stacked
+    in the order of ``spaces``, and the seconds it took. Written as ``tables.ROBUSTNESS_AXIS_VALIDITY``."""
+    t0 = time.perf_counter()
+    table = pd.concat([axis_validity(model, sp, **kwargs) for sp in spaces.values()], ignore_index=True)
+    return table, time.perf_counter() - t0

@@ -1,54 +1,41 @@
 """How robust is a stereotype profile? (issue 12)
 
-A profile is the output of many analysis choices. This module measures how much
-one model's profile depends on them with a **specification curve** (Simonsohn,
-Simmons & Nelson 2020). Every combination of four choices is one *specification*:
+A profile is the output of many analysis choices. This module measures how much one model's profile depends on them
+with a **specification curve** (Simonsohn, Simmons & Nelson 2020). Every combination of four choices is one
+*specification*:
 
-* pole context source: every registered one (``contexts.source_names()``:
-  ``dictionary``, ``generated``, ``corpus``, ``none`` built in), the paper's main
-  setting :data:`PRIMARY_SOURCE` first (:func:`curve_sources`);
-* layer: the mean over all hidden states (the original's headline), the
-  last, the middle one, or per dimension the layer whose direction accuracy
-  is best on a fixed half of the extra terms (``space.direction_prediction``
-  with ``layer="all"`` on the half chosen by :func:`split_terms`; the other
-  half reports the chosen layer's held-out accuracy) (:data:`LAYER_CHOICES`);
-* template set (:func:`template_sets`): the original seven templates; the
-  five where the word is not the first word; the seven behind the neutral
-  lead-in :data:`LEAD_IN`, so the word is never the first token;
-* test: Student t, Welch t, a permutation test of the mean difference
-  (:data:`TESTS`).
+* pole context source: every registered one (``contexts.source_names()``: ``dictionary``, ``generated``, ``corpus``,
+  ``none`` built in), the paper's main setting :data:`PRIMARY_SOURCE` first (:func:`curve_sources`);
+* layer: the mean over all hidden states (the original's headline), the last, the middle one, or per dimension the
+  layer whose direction accuracy is best on a fixed half of the extra terms (``space.direction_prediction`` with
+  ``layer="all"`` on the half chosen by :func:`split_terms`; the other half reports the chosen layer's held-out
+  accuracy) (:data:`LAYER_CHOICES`);
+* template set (:func:`template_sets`): the original seven templates; the five where the word is not the first word;
+  the seven behind the neutral lead-in :data:`LEAD_IN`, so the word is never the first token;
+* test: Student t, Welch t, a permutation test of the mean difference (:data:`TESTS`).
 
-For each, the first-minus-second group gap (female - male) as Hedges' g with
-its 95% CI and p, Holm-corrected over the dimensions of one space (the 7
-dimensions, or warmth and competence) as in ``profiles.profile_stats``.
-A specification *agrees* with the paper when the gap has the sign
-:data:`EXPECTED_SIGN` gives (Schuster et al. 2024, Sec. 4.2 and Figures 3/5)
-and is significant after correction. The **joint test** permutes the group
-labels of the whole population (the same permutation in every
-specification), recomputes the curve and compares two statistics with their
-permutation null: ``n_agree_significant`` (number of specifications that are
-significant in the expected direction) and ``median_effect`` (median g over
-the specifications, signed so that positive = the expected direction). For a
-dimension where the paper reports no trend (religion) the direction is the
-dominant one (more significant specifications), and the median is taken in
-absolute value.
+For each, the first-minus-second group gap (female - male) as Hedges' g with its 95% CI and p, Holm-corrected over
+the dimensions of one space (the 7 dimensions, or warmth and competence) as in ``profiles.profile_stats``. A
+specification *agrees* with the paper when the gap has the sign :data:`EXPECTED_SIGN` gives (Schuster et al. 2024,
+Sec. 4.2 and Figures 3/5) and is significant after correction. The **joint test** permutes the group labels of the
+whole population (the same permutation in every specification), recomputes the curve and compares two statistics
+with their permutation null: ``n_agree_significant`` (number of specifications that are significant in the expected
+direction) and ``median_effect`` (median g over the specifications, signed so that positive = the expected
+direction). For a dimension where the paper reports no trend (religion) the direction is the dominant one (more
+significant specifications), and the median is taken in absolute value.
 
-Projected values are z-standardised per population, layer and dimension
-before testing; every statistic here is invariant to that affine map, so
-permuting the labels never requires re-standardising.
+Projected values are z-standardised per population, layer and dimension before testing; every statistic here is
+invariant to that affine map, so permuting the labels never requires re-standardising.
 
-Nothing is embedded twice: each context source's space is built once, each
-population is embedded once per template set (the ``not_first`` set is a
-subset of the original's contexts, so the embedding cache serves it), and
-the extra terms once; every specification is then a projection of those
-arrays.
+Nothing is embedded twice: each context source's space is built once, each population is embedded once per template
+set (the ``not_first`` set is a subset of the original's contexts, so the embedding cache serves it), and the extra
+terms once; every specification is then a projection of those arrays.
 
-The per-model summary (:func:`robustness_summary`) adds each axis's verdict
-(``axis_validity``): a gap on an axis whose verdict is not ``supported`` is not
-read. The primary specification, the one the chapters read, is generated
-contexts, the mean over layers, the seven templates and Welch with Holm; the
-curve is the robustness check around it. The tokenisation confound is
-:mod:`bias_utils.tokenisation`, the vectorised tests are in :mod:`bias_utils.stats`.
+The per-model summary (:func:`robustness_summary`) adds each axis's verdict (``axis_validity``): a gap on an axis
+whose verdict is not ``supported`` is not read. The primary specification, the one the chapters read, is generated
+contexts, the mean over layers, the seven templates and Welch with Holm; the curve is the robustness check around
+it. The tokenisation confound is :mod:`bias_utils.tokenisation`, the vectorised tests are in
+:mod:`bias_utils.stats`.
 """
 
 from __future__ import annotations
@@ -61,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from . import projection
-from .axis_validity import axis_validity, verdict_phrase
+from .axis_validity import verdict_phrase
 from .cache import stable_hash
 from .contexts import prepare_dictionary, source_names
 from .dictionaries import limit_terms, load_full_dictionary_terms
@@ -102,7 +89,6 @@ __all__ = [
     "template_gap",
     "template_sets",
     "timing_table",
-    "validity_by_source",
 ]
 
 #: The context source of the primary specification (the paper's main setting): first in the curve, the headline.
@@ -581,14 +567,6 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
 
 
 # --------------------------------------------------------------------------- per model
-
-
-def validity_by_source(model, spaces: Mapping[str, object], **kwargs) -> tuple[pd.DataFrame, float]:
-    """``axis_validity.axis_validity`` of every context source's space (``kwargs``: its options), stacked
-    in the order of ``spaces``, and the seconds it took. Written as ``tables.ROBUSTNESS_AXIS_VALIDITY``."""
-    t0 = time.perf_counter()
-    table = pd.concat([axis_validity(model, sp, **kwargs) for sp in spaces.values()], ignore_index=True)
-    return table, time.perf_counter() - t0
 
 
 def timing_table(inputs: CurveInputs, curve: SpecificationCurve, validity_seconds: float,

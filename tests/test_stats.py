@@ -238,3 +238,51 @@ def test_ols_matches_linregress_and_pingouin():
 def test_permutation_p_text_at_its_floor():
     assert stats.permutation_p_text(1 / 201, 200) == "≤ 0.00498"
     assert stats.permutation_p_text(0.21, 200) == "= 0.21"
+
+
+def test_permutation_p_counts_ties_and_never_goes_below_its_floor():
+    null = np.array([0.1, 0.5, 0.5, 0.9])
+    # Counted by hand: 0.5 is reached by 0.5, 0.5, 0.9 -> (1 + 3) / 5; nothing reaches 2 -> the floor 1/5.
+    assert stats.permutation_p(0.5, null) == pytest.approx(4 / 5)
+    assert stats.permutation_p(2.0, null) == pytest.approx(1 / 5)
+    assert stats.permutation_p(-0.5, np.array([0.4, -0.6, 0.2]), "two-sided") == pytest.approx(2 / 4)
+    # a rounding tie reaches the observed value
+    assert stats.permutation_p(0.3, np.array([0.1 + 0.2])) == pytest.approx(1.0)
+    # vectorised over leading axes, each row against its own null
+    got = stats.permutation_p(np.array([0.5, 2.0]), np.stack([null, null]))
+    np.testing.assert_allclose(got, [4 / 5, 1 / 5])
+    with pytest.raises(ValueError, match="alternative"):
+        stats.permutation_p(0.5, null, "less")
+
+
+def test_permutation_p_is_valid_under_the_null():
+    """Simulation: with the observed statistic exchangeable with its null, P(p <= alpha) <= alpha."""
+    rng = np.random.default_rng(11)
+    draws = rng.normal(size=(4000, 20))
+    p = stats.permutation_p(draws[:, 0], draws[:, 1:])
+    for alpha in (0.05, 0.1, 0.5):
+        assert (p <= alpha).mean() <= alpha + 0.02
+    assert p.min() == pytest.approx(1 / 20)
+
+
+def test_permutation_p_text_as_a_fraction():
+    assert stats.permutation_p_text(1 / 10000, 9999, fraction=True) == "≤ 1/10,000"
+    assert stats.permutation_p_text(0.0123, 9999, fraction=True, number="{:.2f}".format) == "= 0.01"
+
+
+def test_group_tests_runs_a_dict_of_tests_and_column_test_gives_the_scalar_numbers():
+    rng = np.random.default_rng(5)
+    V = rng.normal(size=(2, 13, 3))
+    y = np.arange(13) < 6
+    res = stats.group_tests(V, y[None], {"welch": stats.column_test(stats.welch_t, "welch"),
+                                         "g": stats.hedges_test}, names=("f", "m"))
+    assert set(res) == {f"welch_{f}" for f in ("statistic", "df", "p", "effect_size", "ci_low", "ci_high")} | {
+        "g", "g_low", "g_high"}
+    for c in range(2):
+        for d in range(3):
+            row = stats.welch_t(V[c, y, d], V[c, ~y, d])
+            assert res["welch_p"][0, c, d] == row["p"] and res["welch_statistic"][0, c, d] == row["statistic"]
+            assert res["g"][0, c, d] == pytest.approx(stats.hedges_g(V[c, y, d], V[c, ~y, d])["effect_size"])
+    with pytest.raises(ValueError, match="'f'"):  # the scalar test names the groups it was given
+        stats.group_tests(np.zeros((1, 4, 1)), np.array([True, True, False, False]),
+                          {"welch": stats.column_test(stats.welch_t, "welch")}, names=("f", "m"))

@@ -1,0 +1,130 @@
+"""The table registry against the notebooks, README and the producing functions, both ways."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+
+import nbformat
+import pytest
+
+from bias_utils import dictionaries, paths, runs, tables
+
+NOTEBOOKS = sorted(runs.NOTEBOOKS_DIR.glob("*.ipynb"))
+#: Notebooks whose owners have not yet replaced typed table names by ``tables`` constants.
+LITERAL_NAMES_LEFT = {"07_bold_replication", "08_completion_profiles", "09_cross_model"}
+CONSTANT = {name: const for const in tables.__all__ if const.isupper() and const != "TABLES"
+            for name in [getattr(tables, const)]}
+
+
+def _code(nb_path) -> str:
+    cells = nbformat.read(nb_path, as_version=4).cells
+    return "\n".join(ln for c in cells if c.cell_type == "code" for ln in c.source.splitlines()
+                     if not ln.lstrip().startswith(("%", "!")))
+
+
+def _written(nb_path) -> list[ast.expr]:
+    """The path expressions of every ``write_table(frame, out / <expr>)`` call of a notebook."""
+    found = []
+    for node in ast.walk(ast.parse(_code(nb_path))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "write_table":
+            path = node.args[1]
+            found.append(path.right if isinstance(path, ast.BinOp) else path)
+    return found
+
+
+def _table_name(expr: ast.expr) -> str | None:
+    """The table name an expression writes, where it can be read without running the notebook."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "format":
+        expr = expr.func.value  # tables.CONTEXTS_OF_SOURCE.format(source=...): the family
+    if isinstance(expr, ast.Constant):
+        return expr.value
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+        return getattr(importlib.import_module(f"bias_utils.{expr.value.id}"), expr.attr)
+    return None  # a loop variable: the names come from module constants (checked below through the code)
+
+
+def _readme_rows() -> dict[str, str]:
+    rows = {}
+    for line in (paths.ROOT / "README.md").read_text(encoding="utf-8").splitlines():
+        m = re.match(r"\| `(\d\d_\w+)` \|.*\| (`.*`) \|\s*$", line)
+        if m:
+            rows[m.group(1)] = m.group(2)
+    return rows
+
+
+def test_every_producing_function_resolves():
+    for t in tables.TABLES.values():
+        module, name = t.producer.rsplit(".", 1)
+        assert callable(getattr(importlib.import_module(module), name, None)), f"{t.name}: {t.producer}"
+
+
+def test_every_declared_table_names_notebooks_that_exist_and_documents_columns():
+    stems = {p.stem for p in NOTEBOOKS}
+    for t in tables.TABLES.values():
+        assert t.notebooks and set(t.notebooks) <= stems, t
+        assert t.columns and len(set(t.columns)) == len(t.columns), t.name
+
+
+@pytest.mark.parametrize("nb_path", [
+    pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="its owner still types table names"))
+    if p.stem in LITERAL_NAMES_LEFT else p for p in NOTEBOOKS], ids=lambda p: p.stem)
+def test_a_notebook_writes_only_declared_tables_by_their_constant(nb_path):
+    for expr in _written(nb_path):
+        assert not isinstance(expr, (ast.Constant, ast.JoinedStr)), (
+            f"{nb_path.stem} types a table name: {ast.unparse(expr)}; use a bias_utils.tables constant")
+        name = _table_name(expr)
+        assert name is None or nb_path.stem in tables.table(name).notebooks, (nb_path.stem, name)
+
+
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_written_tables_are_declared_and_declared_tables_are_written(nb_path):
+    """Both ways: a table the notebook writes is declared for it; a table declared for it is written by its
+    code or by a module it imports (by the table's constant or its name)."""
+    for expr in _written(nb_path):
+        name = _table_name(expr)
+        if name is not None:
+            assert nb_path.stem in tables.table(name).notebooks, f"{nb_path.stem} writes {name!r}, not declared for it"
+    code = _code(nb_path) + "\n".join((runs.PACKAGE_DIR / f"{m}.py").read_text(encoding="utf-8")
+                                      for m in runs.code_modules(nb_path) if m != "tables")
+    for name in tables.notebook_tables(nb_path.stem):
+        by_constant = re.search(rf"\btables\.{CONSTANT[name]}\b", code)
+        by_name = re.search(rf"""['"]{re.escape(name)}['"]""", code)
+        assert by_constant or by_name, f"{name!r} is declared for {nb_path.stem}, which does not write it"
+
+
+def test_readme_lists_exactly_the_declared_tables_of_each_notebook():
+    rows = _readme_rows()
+    assert set(rows) == {p.stem for p in NOTEBOOKS}
+    for stem, cell in rows.items():
+        assert cell == tables.readme_cell(stem), f"README row of {stem}: {cell} != {tables.readme_cell(stem)}"
+
+
+def test_declared_columns_match_the_modules_column_lists():
+    from bias_utils import axis_validity, contexts, occupations, profiles, robustness, space, stats
+
+    expected = {
+        tables.AXIS_VALIDITY: axis_validity.COLUMNS, tables.ROBUSTNESS_AXIS_VALIDITY: axis_validity.COLUMNS,
+        tables.PROFILE_STATS: profiles.PROFILE_STATS_COLUMNS + [
+            c for c in stats.STAT_COLUMNS if c not in ("group_a", "group_b", "df", "p")],
+        tables.ROBUSTNESS_SPECS: robustness.SPEC_COLUMNS, tables.ROBUSTNESS_SKIPPED: robustness.SKIPPED_COLUMNS,
+        tables.BOLD_INFLUENCE: occupations.INFLUENCE_COLUMNS, tables.BOLD_HEADLINE: occupations.HEADLINE_COLUMNS,
+        tables.DROPPED_SENSES: space.DROPPED_COLUMNS, tables.CONTEXTS_OF_SOURCE: contexts.TABLE_COLUMNS,
+        tables.CONTEXTS_SKIPPED: contexts.SKIP_COLUMNS, tables.CONTEXTS_DROPPED: contexts.DROP_COLUMNS,
+    }
+    for name, columns in expected.items():
+        assert tables.TABLES[name].columns == tuple(columns), name
+
+
+def test_a_real_table_has_its_declared_columns():
+    counts = dictionaries.pole_counts(dictionaries.load_seed_dictionary(), dictionaries.PUBLISHED_SEED_COUNTS)
+    assert tuple(counts.columns) == tables.TABLES[tables.DICTIONARY_COUNTS].columns
+
+
+def test_a_family_name_finds_its_declaration_and_unknown_names_fail():
+    assert tables.table("contexts_generated").name == tables.CONTEXTS_OF_SOURCE
+    assert tables.table("poles").producer == "bias_utils.space.pole_table"
+    with pytest.raises(KeyError, match="no results table"):
+        tables.table("contexts")
+    assert "`contexts_<source>`" in tables.readme_cell("02_contexts")
