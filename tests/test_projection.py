@@ -134,3 +134,15 @@ def test_own_dimension_values_pick_own_and_composite_axes():
     assert sorted(out["dimension"]) == ["morality", "status", "warmth"]
     expected = P.project(bases["warmth_competence"], X[:1], "mean")[0, 0]
     assert out.set_index("dimension").loc["warmth", "value"] == pytest.approx(expected)
+
+
+def test_dropped_senses_summary_counts_per_stage_and_reason():
+    from bias_utils import space
+
+    dropped = pd.DataFrame({"sense_id": ["a|1", "a|1", "b|2", "c|3"], "term": ["a", "a", "b", "c"],
+                            "context": ["x", "y", "", "z"], "stage": ["filter", "filter", "contexts", "filter"],
+                            "reason": ["meta", "meta", "no context", "gendered"]}, columns=space.DROPPED_COLUMNS)
+    counts = space.dropped_by_reason(dropped).set_index(["stage", "reason"])["n"].to_dict()
+    assert counts == {("contexts", "no context"): 1, ("filter", "gendered"): 1, ("filter", "meta"): 2}
+    assert space.describe_dropped(dropped).startswith("3 senses lost a context")
+    assert space.dropped_by_reason(dropped.iloc[:0]).empty

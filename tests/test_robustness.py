@@ -3,6 +3,7 @@ per-model summary against independent computations (scipy, hand counts); slow ch
 real MiniLM slice. The vectorised tests are in test_stats, the axis null in test_axis_validity."""
 
 import math
+import time
 
 import numpy as np
 import pandas as pd
@@ -49,6 +50,16 @@ def _inputs(V, y, dims=("warmth", "competence", "sociability"), spaces=("warmth_
                           "layer_choice": "mean", "layer": "mean"})
     words = pd.DataFrame({"group": np.where(y, "female", "male"), "word": [f"w{i}" for i in range(len(y))]})
     return rb.CurveInputs(cells, {"names": V}, {"names": words}, {"names": ("female", "male")}, dims, spaces)
+
+
+def test_curve_sources_come_from_the_registry_primary_first():
+    from bias_utils import contexts
+
+    assert rb.curve_sources() == ("generated", "dictionary", "corpus", "none")
+    assert set(rb.curve_sources()) == set(contexts.source_names())
+    assert rb.curve_sources(["none", "corpus"]) == ("none", "corpus")
+    assert rb.headline_source({"none": 1, "generated": 2}) == "generated"
+    assert rb.headline_source({"none": 1, "corpus": 2}) == "none"
 
 
 def test_specification_grid_against_scipy_and_holm():
@@ -175,6 +186,12 @@ def test_curve_inputs_match_the_profile_pipeline_minilm():
     validity = av.axis_validity(m, sp, limit=3, n_permutations=20, term_contexts="dictionary")
     assert (validity.pop("term_contexts") == "dictionary").all()
     pd.testing.assert_frame_equal(validity, null)
+    # chapter 10's null over every source is each source's null, stacked in the curve's order
+    by_source, seconds = av.validity_by_source(m, extras["spaces"], limit=3, n_permutations=20,
+                                               term_contexts="dictionary")
+    assert list(dict.fromkeys(by_source["context_source"])) == ["generated", "none"] and seconds > 0
+    pd.testing.assert_frame_equal(by_source[by_source.context_source == "generated"].drop(columns="term_contexts"),
+                                  null)
     assert av.validity_layer(sp, "last") == str(m.n_layers) and av.validity_layer(sp, 2) == "2"
     # token counts agree with the embedding module's own count
     tok = tokenisation.token_table(m, inputs.words["names"].assign(population="names"))
@@ -235,6 +252,9 @@ def test_summary_and_cross_model_table(tmp_path):
             assert r.share_layers_supported == pytest.approx((single["verdict"] == "supported").mean())
         else:  # the toy space has no such axis: unknown, not a verdict
             assert pd.isna(r.axis_verdict)
+    timing = rb.timing_table(_inputs(V, y), curve, 1.5, time.perf_counter() - 10)
+    assert timing["step"].tolist()[-3:] == ["curve_and_joint_test", "axis_validity", "total"]
+    assert timing.set_index("step").loc["axis_validity", "seconds"] == 1.5 and timing["seconds"].iloc[-1] >= 10
     write_table(summary, tmp_path / "model-a" / crossmodel.ROBUSTNESS_SUMMARY_TABLE)
     write_table(summary.assign(share_agree_significant=0.0), tmp_path / "model-b" / crossmodel.ROBUSTNESS_SUMMARY_TABLE)
     table, skipped = crossmodel.cross_model_summary(["model-a", "model-b", "model-c"], tmp_path)
