@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from . import projection
+from . import projection, tables
 from .dictionaries import load_full_dictionary_terms
 from .stats import permutation_p, permutation_p_text
 
@@ -70,7 +70,7 @@ __all__ = [
 ]
 
 #: The table chapter 03 writes in the model's results folder; every later chapter reads it.
-AXIS_VALIDITY_TABLE = "axis_validity"
+AXIS_VALIDITY_TABLE = tables.AXIS_VALIDITY
 VERDICTS = ("supported", "not shown", "untestable")
 #: The old raw-accuracy gate's verdict (``raw_verdict``), kept to show how verdicts change.
 RAW_VERDICTS = ("passed", "failed", "untested")

@@ -37,7 +37,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import rendering, stats
+from . import rendering, stats, tables
 
 __all__ = [
     "HEADLINE_COLUMNS", "HEADLINE_TABLE", "INFLUENCE_COLUMNS", "INFLUENCE_SHIFT", "INFLUENCE_TABLE", "MEASURES",
@@ -47,7 +47,8 @@ __all__ = [
 ]
 
 #: Tables written by :meth:`bias_utils.bold.AuditResult.write` (``<name>.parquet`` + CSV).
-OCCUPATIONS_TABLE, INFLUENCE_TABLE, HEADLINE_TABLE = "bold_occupations", "bold_influence", "bold_headline"
+OCCUPATIONS_TABLE, INFLUENCE_TABLE, HEADLINE_TABLE = (tables.BOLD_OCCUPATIONS, tables.BOLD_INFLUENCE,
+                                                      tables.BOLD_HEADLINE)
 #: Relabellings for the permutation p (its floor is 1/(N_PERMUTATIONS + 1) = 0.0001).
 N_PERMUTATIONS = 9999
 #: An occupation is named as driving the result when leaving it out moves the odds ratio by more
