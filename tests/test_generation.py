@@ -242,7 +242,11 @@ def test_same_seed_identical_different_seed_differs(backend, bold_slice):
     a = generate(backend, prompts[:4], seed=3, **kw)
     b = generate(backend, prompts[:4], seed=3, **kw)
     c = generate(backend, prompts[:4], seed=4, **kw)
-    assert list(a.columns) == ["prompt_id", "sample", "prompt", "completion", "n_tokens", "finish_reason"]
+    assert list(a.columns) == ["prompt_id", "sample", "prompt", "completion", "n_tokens", "finish_reason",
+                               "expected_male", "expected_female"]
+    # a server returns no sampling distribution, so no expected counts
+    assert a[["expected_male", "expected_female"]].isna().all().all() == isinstance(backend, OpenAIEndpoint)
+    assert (a[["expected_male", "expected_female"]].fillna(0) >= 0).all().all()
     assert a.equals(b)
     assert (a["completion"] != c["completion"]).sum() >= 4
     # two samples of the same prompt are different draws
