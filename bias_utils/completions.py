@@ -93,7 +93,8 @@ def completion_embeddings(model, completions: pd.DataFrame, layers="all", part: 
     to the prompt with one space (module docstring of ``generation``, *Hidden
     states*), and the stored states are those the model had.
     """
-    from .embeddings import embed_words  # deferred: torch; crossmodel imports this module for its table names
+    # deferred: torch; crossmodel imports this module for its table names
+    from .embeddings import embed_words
     from .models import resolve_model
 
     missing = {"prompt", "completion"} - set(completions.columns)
