@@ -2,9 +2,12 @@
 decoders only).
 
 Each completion is embedded in its context (prompt + completion) and its
-embedding is the mean hidden state over the completion's tokens
-(:mod:`bias_utils.embeddings` with the completion as the "word"; for a causal
-model every such state has read the prompt). It is projected onto the model's
+embedding is the mean hidden state over the completion's tokens (for a causal
+model every such state has read the prompt). The states come from the decoding
+pass that wrote the completion (``generation.generate`` stores them beside its
+cache; :func:`bias_utils.generation.completion_states`); a completion from an
+older cache is embedded again (:mod:`bias_utils.embeddings` with the completion
+as the "word" in ``prompt + " " + completion``). It is projected onto the model's
 warmth/competence basis at every layer and averaged over layers, exactly as the
 name profiles are (:func:`bias_utils.projection.project` with ``layer="mean"``),
 then standardised over all completions of the model (population SD). Because the
