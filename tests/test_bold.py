@@ -176,8 +176,11 @@ def test_run_audit_with_real_model(tmp_path):
     assert res.occupations["n_completions"].sum() == len(res.metrics)
     assert list(pd.read_csv(tmp_path / "bold_headline.csv").columns) == occupations.HEADLINE_COLUMNS
     assert list(res.influence.columns) == occupations.INFLUENCE_COLUMNS
+    expected = res.metrics[["expected_male", "expected_female"]]
+    assert expected.notna().all().all() and (expected >= 0).all().all()
     again = bold.run_audit("smollm2-135m-instruct", limit=20, max_new_tokens=24, n_boot=50)
     assert again.metrics["completion"].equals(res.metrics["completion"])
+    pd.testing.assert_frame_equal(again.metrics[expected.columns], expected)  # the cache keeps them
 
 
 def test_expected_totals_sum_the_completions_that_have_them(published_metrics):
