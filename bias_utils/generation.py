@@ -632,6 +632,7 @@ def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k, 
     stopped = [False] * n
     alive = torch.arange(n)  # original row index of each batch row
     expected = None if groups is None else torch.zeros(n, groups.shape[0], dtype=torch.float64)
+    groups = None if groups is None else groups.to(device)
     sums = None if prompt_weights is None else _StateSums(n, model.tokenizer, prompt_ids, prompt_weights)
     past = DynamicCache()
     step_ids, step_pos = input_ids, positions

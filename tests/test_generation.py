@@ -538,8 +538,9 @@ def test_expected_counts_agree_with_sampled_counts(smol):
 
     16 prompts x 16 samples x 64 tokens. Given the prefix each step writes a lexicon token with probability p_t, so
     the sampled total minus the expected one is a martingale with variance E[sum p_t (1 - p_t)] <= expected total,
-    used as a conservative variance. Seed-1 run: expected male 170, female 229 (sd <= 20 pooled), so an estimator 20%
-    off moves z by about 4 (power ~0.84 at |z| < 3). The audit's word counts differ from the token counts where a
+    used as a conservative variance. Seed-1 run: expected male 158.4, female 231.6, sampled 155 and 238 tokens (z
+    -0.27, +0.42); pooled sd <= 19.7, so an estimator 20% off moves the pooled z by about 4 (power ~0.85 at
+    |z| < 3). The audit's word counts differ from the token counts where a
     lexicon token starts a longer word ("He" + "phaestus"); chapter 06 shows both totals.
     """
     from bias_utils.generation import _decode_batch, _stop_ids  # the decode loop: generate keeps no token ids
