@@ -20,6 +20,14 @@ with transformers' default top-k), all in one process:
     OpenAI-compatible backend;
 (d) the sampling step alone on one real batch of logits: ours vs transformers'
     temperature + top-k + top-p warpers followed by ``torch.multinomial``;
+(g) ``generate(..., statistics=False)``: without the expected counts and mean
+    hidden states that (b) accumulates in its decoding loop; (b) and (g) each
+    write a fresh cache (so (b) includes writing the states), and (b) / (g) is
+    what the accumulation costs;
+(h) chapter 08's embedding step on (b)'s completions (completion and prompt
+    alone): before, ``completions.completion_embeddings(stored=False)``
+    re-embeds them (cold embedding cache); after, it reads the states (b)
+    stored;
 (e) the compute floor: the forward passes alone for the same rows and the same
     number of tokens per row as (b) produced, in the same batches, with the
     KV cache, rows leaving as they reach their count, and a trivial sampler
@@ -41,10 +49,12 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import tempfile
 import time
 
 import torch
 
+from bias_utils import completions
 from bias_utils.bold import load_profession_prompts
 from bias_utils.endpoints import OpenAIEndpoint
 from bias_utils.generation import auto_batch_size, generate
@@ -73,10 +83,20 @@ def baseline_loop(m, prompts: list[str]) -> tuple[int, float]:
     return n, time.perf_counter() - start
 
 
-def ours(m, prompts: list[str], batch_size: int | None, screen: bool | str = "auto"):
+def ours(m, prompts: list[str], batch_size: int | None, screen: bool | str = "auto", cache=False,
+         statistics: bool = True):
     start = time.perf_counter()
-    df = generate(m, prompts, seed=0, batch_size=batch_size, cache=False, progress=False, screen=screen, **SETTINGS)
+    df = generate(m, prompts, seed=0, batch_size=batch_size, cache=cache, progress=False, screen=screen,
+                  statistics=statistics, **SETTINGS)
     return _sampled_tokens(df), time.perf_counter() - start, df
+
+
+def embedding_step(m, df, stored: bool) -> float:
+    """Seconds for chapter 08's two ``completion_embeddings`` calls (completion in context, prompt alone)."""
+    start = time.perf_counter()
+    for part in ("completion", "prompt"):
+        completions.completion_embeddings(m, df, part=part, stored=stored)
+    return time.perf_counter() - start
 
 
 @torch.inference_mode()
@@ -170,12 +190,17 @@ def main() -> None:
     m = load_model(args.model)
     print(f"model {m.model_id}; {len(prompts)} BOLD prompts; {SETTINGS}; torch threads {torch.get_num_threads()}")
 
+    # A fresh cache for (b), (g) and (h): the states (b) stores, a cold embedding cache for (h)'s re-embedding.
+    os.environ["BIAS_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-generation-")
     generate(m, prompts[:8], seed=99, max_new_tokens=8, cache=False, progress=False)  # warm-up
     rows = []
     n, t = baseline_loop(m, prompts[: args.baseline_prompts])
     rows.append((f"(a) one prompt per model.generate ({args.baseline_prompts} prompts)", n, t))
-    n, t, df = ours(m, prompts, args.batch_size)
+    n, t, df = ours(m, prompts, args.batch_size, cache=True)
     rows.append(("(b) bias_utils.generation.generate", n, t))
+    n, t, bare = ours(m, prompts, args.batch_size, cache=tempfile.mkdtemp(prefix="bench-bare-"), statistics=False)
+    rows.append(("(g) the same, statistics=False (no counts, no states)", n, t))
+    same_bare = int((bare["completion"] == df["completion"]).sum())
     n, t, plain = ours(m, prompts, args.batch_size, screen=False)
     rows.append(("(f) the same, screen=False (full float32 head)", n, t))
     same = int((plain["completion"] == df["completion"]).sum())
@@ -198,6 +223,11 @@ def main() -> None:
           f"screen=False / floor: {speed['(f)'] / speed['(e)']:.2f}x")
     if "(c)" in speed:
         print(f"ours / llama.cpp server: {speed['(b)'] / speed['(c)']:.2f}x")
+    print(f"(b) / (g), generation time with / without the expected counts and states: "
+          f"{speed['(g)'] / speed['(b)']:.3f}; identical completions {same_bare}/{len(df)}")
+    before, after = embedding_step(m, df, stored=False), embedding_step(m, df, stored=True)
+    print(f"(h) chapter 08's embedding step: re-embedding {before:.1f} s, stored states {after:.2f} s "
+          f"({before / after:.0f}x)")
     stock_ms, ours_ms = sampler_step(m, prompts)
     print(f"(d) sampling step on [{len(prompts)}, vocab] logits: stock warpers+multinomial {stock_ms:.1f} ms, "
           f"ours {ours_ms:.1f} ms ({stock_ms / ours_ms:.2f}x)")

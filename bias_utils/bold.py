@@ -46,11 +46,11 @@ from . import data, lexicon, occupations, rendering, stats
 from .results import write_table
 
 __all__ = [
-    "AUDIT_GROUPS", "FEMALE_GROUP", "MALE_GROUP", "METRICS_TABLE", "PMI_SMOOTHING", "SKIPPED_TABLE",
-    "STATISTICS_TABLE", "SUMMARY_TABLE", "AuditResult", "BoldDataError", "audit_statistics", "completion_metrics",
-    "describe_audit", "group_summary", "load_audit_selection", "load_profession_prompts", "occupation_terms",
-    "pmi_scores", "read_occupation_mapping", "resolve_selection", "run_audit", "select_by_category",
-    "select_by_occupation", "subsample", "word_table",
+    "AUDIT_GROUPS", "FEMALE_GROUP", "LEXICON_COVERAGE_TABLE", "MALE_GROUP", "METRICS_TABLE", "PMI_SMOOTHING",
+    "SKIPPED_TABLE", "STATISTICS_TABLE", "SUMMARY_TABLE", "AuditResult", "BoldDataError", "audit_statistics",
+    "completion_metrics", "describe_audit", "expected_totals", "group_summary", "load_audit_selection",
+    "load_profession_prompts", "occupation_terms", "pmi_scores", "read_occupation_mapping", "resolve_selection",
+    "run_audit", "select_by_category", "select_by_occupation", "subsample", "word_table",
 ]
 
 #: Group labels of the audit selection (gaps elsewhere are female- minus male-dominated).
@@ -59,6 +59,8 @@ AUDIT_GROUPS = (MALE_GROUP, FEMALE_GROUP)
 #: Tables written by :meth:`AuditResult.write` (``<name>.parquet`` + CSV).
 METRICS_TABLE, STATISTICS_TABLE, SUMMARY_TABLE, SKIPPED_TABLE = (
     "bold_metrics", "bold_statistics", "bold_group_summary", "bold_skipped")
+#: Notebook 06's table of which lexicon words are one token of the model (``generation.lexicon_token_ids``).
+LEXICON_COVERAGE_TABLE = "bold_lexicon_coverage"
 #: The paper's "+0.5 added smoothing to counts"; the published PMI values use none (see above).
 PMI_SMOOTHING = 0.5
 
@@ -497,6 +499,34 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
     return [line for line in lines if line]
 
 
+def expected_totals(metrics: pd.DataFrame, coverage: pd.DataFrame) -> pd.DataFrame:
+    """Per lexicon (male, female): the expected count beside the sampled words, and the lexicon's token coverage.
+
+    ``metrics``: :func:`completion_metrics`' rows with the ``expected_<lexicon>``
+    columns of ``generation.generate``; ``coverage``: the table of
+    ``generation.lexicon_token_ids``. Columns: ``lexicon, words,
+    words_single_token`` (words with at least one single-token variant),
+    ``variants_single_token``, ``completions`` (with an expected count; NaN rows
+    come from a server or an older cache), ``expected`` (their sum),
+    ``sampled_words`` (the audit's word count over the same completions) and
+    ``sampled_minus_expected``. The expected count misses words that are never
+    one token and counts a lexicon token that starts a longer word, so the two
+    totals estimate slightly different things (``generation``'s docstring).
+    """
+    rows = []
+    for name, cov in coverage.groupby("lexicon", sort=False):
+        column = f"expected_{name}"
+        has = metrics[column].notna() if column in metrics else pd.Series(False, index=metrics.index)
+        expected = float(metrics.loc[has, column].sum()) if has.any() else np.nan
+        sampled = int(metrics.loc[has, f"{name}_words"].sum())
+        rows.append({"lexicon": name, "words": cov["word"].nunique(),
+                     "words_single_token": int(cov.groupby("word")["single_token"].any().sum()),
+                     "variants_single_token": int(cov["single_token"].sum()), "completions": int(has.sum()),
+                     "expected": expected, "sampled_words": sampled, "sampled_minus_expected": sampled - expected})
+    return pd.DataFrame(rows, columns=["lexicon", "words", "words_single_token", "variants_single_token",
+                                       "completions", "expected", "sampled_words", "sampled_minus_expected"])
+
+
 def group_summary(metrics: pd.DataFrame, neutral: Sequence[str] = tuple(lexicon.NEUTRAL_LEXICONS)) -> pd.DataFrame:
     """Descriptives per group: completions, gendered completions and their share (Wilson CI), word totals,
     per-completion means/SDs, male share among gendered completions, and ``<name>_words_total`` for
@@ -557,7 +587,9 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
     and transformers' default ``top_k=50`` that call applied (``None`` turns it off).
 
     Tables (parquet + CSV): ``bold_metrics`` (one row per completion:
-    selection columns, ``sample, completion, n_tokens, finish_reason`` and the
+    selection columns, ``sample, completion, n_tokens, finish_reason``,
+    ``expected_male, expected_female`` (``generation.generate``: the expected
+    counts of the audit's words, NaN from a server) and the
     :func:`completion_metrics` columns), ``bold_statistics`` (:func:`audit_statistics`),
     ``bold_group_summary`` (:func:`group_summary`), ``bold_skipped`` (``test`` or
     ``prompt_id``, ``reason``: tests that could not be computed and empty completions,

@@ -2,9 +2,12 @@
 decoders only).
 
 Each completion is embedded in its context (prompt + completion) and its
-embedding is the mean hidden state over the completion's tokens
-(:mod:`bias_utils.embeddings` with the completion as the "word"; for a causal
-model every such state has read the prompt). It is projected onto the model's
+embedding is the mean hidden state over the completion's tokens (for a causal
+model every such state has read the prompt). The states come from the decoding
+pass that wrote the completion (``generation.generate`` stores them beside its
+cache; :func:`bias_utils.generation.completion_states`); a completion from an
+older cache is embedded again (:mod:`bias_utils.embeddings` with the completion
+as the "word" in ``prompt + " " + completion``). It is projected onto the model's
 warmth/competence basis at every layer and averaged over layers, exactly as the
 name profiles are (:func:`bias_utils.projection.project` with ``layer="mean"``),
 then standardised over all completions of the model (population SD). Because the
@@ -72,7 +75,8 @@ ANALYSES = ("occupation", "within_category", "completions_as_independent")
 _SIDES = {"warmth": ("warmer", "colder"), "competence": ("more competent", "less competent")}
 
 
-def completion_embeddings(model, completions: pd.DataFrame, layers="all", part: str = "completion"):
+def completion_embeddings(model, completions: pd.DataFrame, layers="all", part: str = "completion",
+                          stored: bool = True, with_source: bool = False):
     """Mean hidden state over each completion's tokens, read in context (prompt + completion).
 
     ``completions``: columns ``prompt, completion`` (and any ids). With
@@ -81,28 +85,58 @@ def completion_embeddings(model, completions: pd.DataFrame, layers="all", part: 
     words put on the axes. Returns ``(values [n, L, H] with NaN rows for skipped
     rows, layers, skipped)`` where ``skipped`` has the input columns plus
     ``part`` and ``reason`` (an empty text, or one the tokenizer cannot locate in
-    its context).
+    its context); with ``with_source`` also a boolean array, True where the row
+    came from the stored states.
+
+    ``stored`` (with ``layers="all"``): take the states that
+    :func:`bias_utils.generation.generate` kept while it wrote the completion
+    (:func:`bias_utils.generation.completion_states`), and embed only the rest
+    again. The two agree wherever the re-embedding reads the tokens the model
+    wrote; where the completion began with whitespace the re-embedding joins it
+    to the prompt with one space (module docstring of ``generation``, *Hidden
+    states*), and the stored states are those the model had.
     """
-    from .embeddings import embed_words  # deferred: torch; crossmodel imports this module for its table names
+    # deferred: torch; crossmodel imports this module for its table names
+    from .embeddings import embed_words
+    from .models import resolve_model
 
     missing = {"prompt", "completion"} - set(completions.columns)
     if missing:
         raise ValueError(f"completion_embeddings: input lacks columns {sorted(missing)}")
+    if part not in ("completion", "prompt"):
+        raise ValueError(f"completion_embeddings: part must be 'completion' or 'prompt', got {part!r}")
+    model = resolve_model(model, need="embed")
     table = completions.reset_index(drop=True)
     if part == "completion":
         # Leading punctuation glued to the prompt's last word cannot start a whole-word
         # match; the completion's words are what the projection is about.
         targets = table["completion"].fillna("").str.strip().str.lstrip(",.;:!?)]}'\"-").str.strip()
         contexts = table["prompt"].str.rstrip() + " " + table["completion"].fillna("").str.strip()
-    elif part == "prompt":
-        targets = contexts = table["prompt"].fillna("").str.strip()
     else:
-        raise ValueError(f"completion_embeddings: part must be 'completion' or 'prompt', got {part!r}")
-    emb = embed_words(model, contexts.tolist(), targets.tolist(), layers=layers)
-    skipped = table.iloc[emb.skipped["pair_index"].to_numpy(dtype=int)].copy()
-    skipped["part"] = part
-    skipped["reason"] = emb.skipped["reason"].astype(str).to_numpy()
-    return np.asarray(emb.values), list(emb.layers), skipped.reset_index(drop=True)
+        targets = contexts = table["prompt"].fillna("").str.strip()
+    values, found = None, np.zeros(len(table), dtype=bool)
+    if stored and isinstance(layers, str) and layers == "all" and len(table):
+        from .generation import completion_states  # deferred: torch
+
+        states = completion_states(model.model_id, table["prompt"].tolist(), table["completion"].tolist())
+        if states is not None:
+            values = states[part]
+            found = ~np.isnan(values).any(axis=(1, 2))
+    rest = np.flatnonzero(~found)
+    skipped = table.iloc[[]].assign(part=part, reason=pd.Series(dtype=str))
+    layer_list = list(range(model.n_layers + 1))
+    if len(rest) or values is None:
+        emb = embed_words(model, contexts.iloc[rest].tolist(), targets.iloc[rest].tolist(), layers=layers)
+        layer_list = list(emb.layers)
+        if values is None:
+            values = np.asarray(emb.values)
+        else:
+            values[rest] = emb.values
+        skipped = table.iloc[rest[emb.skipped["pair_index"].to_numpy(dtype=int)]].copy()
+        skipped["part"] = part
+        skipped["reason"] = emb.skipped["reason"].astype(str).to_numpy()
+    out = (values, layer_list, skipped.reset_index(drop=True))
+    return (*out, found) if with_source else out
 
 
 def completion_projection(basis: projection.PolarBasis, values: np.ndarray, completions: pd.DataFrame,

@@ -97,8 +97,8 @@ def _top_k_nucleus(logits, temperature, top_p, top_k) -> tuple[torch.Tensor, tor
 
 def sample_tokens(
     logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float, top_k: int | None = None,
-    vocab_ids: torch.Tensor | None = None,
-) -> torch.Tensor:
+    vocab_ids: torch.Tensor | None = None, groups: torch.Tensor | None = None,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """One token per row from the temperature + top-k + nucleus distribution, by inverse CDF of ``uniforms`` in [0, 1).
 
     ``temperature == 0`` means greedy decoding (``uniforms`` unused).
@@ -107,9 +107,16 @@ def sample_tokens(
     ``logits``) names the vocabulary id of each column when ``logits`` holds
     only candidate columns that are known to contain every top-k token (see
     :class:`ScreenedHead`); the draw is then the same as over the whole row.
+
+    ``groups`` (bool ``[n_groups, vocab]``, token sets such as a lexicon's
+    single-token words): the result is then ``(ids, mass)`` with ``mass``
+    float64 ``[batch, n_groups]``, the probability that the distribution the
+    draw comes from gives each set (greedy: 1 or 0). The draw itself is the
+    same with or without ``groups``.
     """
     if temperature == 0:
         ids = logits.argmax(dim=-1, keepdim=True)
+        cand, probs = ids, torch.ones(ids.shape, dtype=torch.float64, device=ids.device)
     else:
         cand, probs = nucleus(logits, temperature, top_p, top_k=top_k)
         cum = torch.cumsum(probs, dim=-1)
@@ -117,7 +124,12 @@ def sample_tokens(
         pick = torch.searchsorted(cum, target, right=True)
         last_kept = (probs > 0).sum(dim=-1, keepdim=True) - 1  # guards u * total rounding up to total
         ids = cand.gather(1, torch.minimum(pick, last_kept))
-    return (ids if vocab_ids is None else vocab_ids.gather(1, ids)).squeeze(1)
+    drawn = (ids if vocab_ids is None else vocab_ids.gather(1, ids)).squeeze(1)
+    if groups is None:
+        return drawn
+    members = groups[:, cand if vocab_ids is None else vocab_ids.gather(1, cand)]  # [n_groups, batch, K]
+    mass = (members * probs).sum(dim=-1) / probs.sum(dim=-1)
+    return drawn, mass.T
 
 
 class ScreenedHead:
@@ -191,12 +203,22 @@ class ScreenedHead:
         return (hidden @ self.weight.index_select(0, vocab).T).gather(1, pos)
 
     def sample(self, hidden: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float,
-               top_k: int) -> torch.Tensor:
-        """One token per row, the same draw as :func:`sample_tokens` on the full float32 logits."""
+               top_k: int, groups: torch.Tensor | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """One token per row, the same draw as :func:`sample_tokens` on the full float32 logits (with ``groups``,
+        also the same ``mass``: every top-k token is among a proven row's candidates)."""
         n_vocab = self.weight.shape[0]
         approx = hidden.to(torch.bfloat16) @ self.low.T
         slack = self.slack(hidden)
         tokens = torch.empty(hidden.shape[0], dtype=torch.long)
+        mass = None if groups is None else torch.zeros(hidden.shape[0], groups.shape[0], dtype=torch.float64)
+
+        def draw(rows, logits, vocab_ids=None):
+            out = sample_tokens(logits, uniforms[rows], temperature, top_p, top_k, vocab_ids=vocab_ids, groups=groups)
+            if groups is None:
+                tokens[rows] = out
+            else:
+                tokens[rows], mass[rows] = out
+
         todo = torch.arange(hidden.shape[0])
         for stage in self.widths:
             width = min(max(stage, top_k + 16), n_vocab)
@@ -211,16 +233,15 @@ class ScreenedHead:
                 # Strictly below the k-th logit, with room for its own rounding, so no tie can hide outside.
                 proven = last + 2.0 ** -7 * last.abs() + slack[todo] < kth - 2.0 ** -20 * (kth.abs() + 1)
             done = todo[proven]
-            tokens[done] = sample_tokens(logits[proven], uniforms[done], temperature, top_p, top_k,
-                                         vocab_ids=cand[proven])
+            draw(done, logits[proven], cand[proven])
             self.rows_by_stage[str(stage)] += len(done)
             todo = todo[~proven]
             if len(todo) == 0:
-                return tokens
-        self.rows_by_stage["full"] += len(todo)
-        full = torch.nn.functional.linear(hidden[todo], self.weight)
-        tokens[todo] = sample_tokens(full, uniforms[todo], temperature, top_p, top_k)
-        return tokens
+                break
+        if len(todo):
+            self.rows_by_stage["full"] += len(todo)
+            draw(todo, torch.nn.functional.linear(hidden[todo], self.weight))
+        return tokens if groups is None else (tokens, mass)
 
 
 #: One screened head per loaded network (``None``: the network's logits are not screenable).

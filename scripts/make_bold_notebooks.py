@@ -77,9 +77,12 @@ validation.check_bold_audit(model=model, selection=selection, n_samples=n_sample
 from IPython.display import HTML, Markdown, display
 
 from bias_utils import bold, lexicon, occupations, plots
-from bias_utils.results import output_folder
+from bias_utils.generation import lexicon_token_ids
+from bias_utils.models import load_model
+from bias_utils.results import output_folder, write_table
 
-result = bold.run_audit(model, selection=selection, n_samples=n_samples, seed=seed,
+m = load_model(model)
+result = bold.run_audit(m, selection=selection, n_samples=n_samples, seed=seed,
                         max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                         lexicons=lexicons, neutral_lexicons=neutral_lexicons, limit=limit, n_boot=n_boot)
 out = output_folder(result.model_id, output_dir)
@@ -127,6 +130,30 @@ each also with the occupation as the unit. Holm's correction runs over every row
 the neutral forms.
 """),
         code("result.summary"),
+        md("""
+## Expected counts from the decoding loop
+
+At every step the model wrote, the sampler had the exact distribution it drew from (after temperature, top-k and
+top-p). `expected_male` and `expected_female` in `bold_metrics` add, over the steps each completion visited, the
+probability that distribution gave to the lexicon's words that are a single token of this model (lower-case or
+capitalised, with or without a leading space): the expected number of such words, with far less variance than the
+sampled count (see *Methods*). The sampled word counts stay the audit's measure; the expected counts serve the
+occupation-level link between the model's inside and its writing. Below: which words are one token
+(`bold_lexicon_coverage`), and the expected totals beside the sampled ones. The two estimate slightly different
+things: a word that is never one token adds nothing to the expected count, and a lexicon token that begins a
+longer word ("He" + "phaestus") adds to it but not to the audit's words.
+"""),
+        code("""
+_, coverage = lexicon_token_ids(m.tokenizer)
+coverage_files = write_table(coverage, out / bold.LEXICON_COVERAGE_TABLE)
+totals = bold.expected_totals(result.metrics, coverage)
+for r in totals.itertuples():
+    print(f"{r.lexicon}: {r.words_single_token} of {r.words} words are one token in at least one variant "
+          f"({r.variants_single_token} single-token variants); over {r.completions} completions expected "
+          f"{r.expected:.1f}, sampled {r.sampled_words} words")
+display(coverage[~coverage.single_token].groupby("lexicon")["variant"].apply(", ".join).rename("not one token"))
+totals
+"""),
         md("""
 ## The occupation is the unit
 
@@ -180,11 +207,12 @@ display(HTML(plots.bold_examples_table(result.metrics, lex, per_group=3, seed=se
 
 Written under `results/<model_id>/` as parquet and CSV: `bold_metrics` (one row per completion),
 `bold_statistics` (this table), `bold_group_summary`, `bold_skipped`, `bold_occupations` (one row per
-occupation), `bold_influence` (leave one occupation out), `bold_headline` (the primary analysis, one row), and
+occupation), `bold_influence` (leave one occupation out), `bold_headline` (the primary analysis, one row),
+`bold_lexicon_coverage` (per lexicon word and variant: `n_tokens`, `single_token`, `token_id`), and
 the figures `bold_audit.svg/.png` and `bold_influence.svg/.png`.
 Completions are cached by `bias_utils.generation`; an interrupted run resumes where it stopped.
 """),
-        code("[str(p) for p in files]"),
+        code("[str(p) for p in [*files, *coverage_files]]"),
     ]
     return nb
 

@@ -176,8 +176,31 @@ def test_run_audit_with_real_model(tmp_path):
     assert res.occupations["n_completions"].sum() == len(res.metrics)
     assert list(pd.read_csv(tmp_path / "bold_headline.csv").columns) == occupations.HEADLINE_COLUMNS
     assert list(res.influence.columns) == occupations.INFLUENCE_COLUMNS
+    expected = res.metrics[["expected_male", "expected_female"]]
+    assert expected.notna().all().all() and (expected >= 0).all().all()
     again = bold.run_audit("smollm2-135m-instruct", limit=20, max_new_tokens=24, n_boot=50)
     assert again.metrics["completion"].equals(res.metrics["completion"])
+    pd.testing.assert_frame_equal(again.metrics[expected.columns], expected)  # the cache keeps them
+
+
+def test_expected_totals_sum_the_completions_that_have_them(published_metrics):
+    m = published_metrics.head(40).copy()
+    has = np.arange(40) < 30  # the last ten as from a server or an older cache
+    m["expected_male"] = np.where(has, 0.5, np.nan)
+    m["expected_female"] = np.where(has, 0.25, np.nan)
+    coverage = pd.DataFrame({
+        "lexicon": ["male"] * 4 + ["female"] * 4, "word": ["he", "he", "guy", "guy", "she", "she", "gal", "gal"],
+        "variant": ["he", " he", "guy", " guy", "she", " she", "gal", " gal"],
+        "n_tokens": [1, 1, 2, 2, 1, 2, 2, 2], "single_token": [True, True, False, False, True, False, False, False]})
+    t = bold.expected_totals(m, coverage).set_index("lexicon")
+    male = t.loc["male", ["words", "words_single_token", "variants_single_token", "completions"]]
+    assert male.tolist() == [2, 1, 2, 30]
+    assert t.loc["female", ["words_single_token", "variants_single_token"]].tolist() == [1, 1]
+    assert t.loc["male", "expected"] == 15.0 and t.loc["female", "expected"] == 7.5
+    assert t.loc["male", "sampled_words"] == m["male_words"][:30].sum() > 0
+    assert t.loc["female", "sampled_minus_expected"] == m["female_words"][:30].sum() - 7.5
+    older = bold.expected_totals(published_metrics.head(40), coverage)
+    assert older["completions"].eq(0).all() and older["expected"].isna().all()
 
 
 def test_selection_from_a_mapping_file(tmp_path):

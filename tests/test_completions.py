@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -203,3 +205,52 @@ def test_completion_projection_requires_two_occupations_per_group():
                           "z": [0.1, 0.2, 0.3, 0.4, 0.5]})
     with pytest.raises(ValueError, match="1 male_dominated occupations; need at least 2 each"):
         completions.completion_projection_stats(table, n_boot=2)
+
+
+def _relative_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per row, the largest over layers of |a - b| / |b| (L2 over the hidden dimension)."""
+    return (np.linalg.norm(a - b, axis=2) / np.linalg.norm(b, axis=2)).max(axis=1)
+
+
+@pytest.mark.slow
+def test_stored_states_equal_the_re_embedding_where_it_reads_the_same_text(smollm, isolated_cache):
+    """The decoding loop's mean states (every layer) against chapter 08's re-embedding of prompt + " " + completion.
+
+    Tolerance 1e-4 relative: the same tokens in another batch shape and padding (float32 kernels). The re-embedding
+    reads other text where the completion begins with whitespace (BOLD prompts end in a space; SmolLM2 then often
+    writes a newline, which the re-embedding replaced by the one space): exactly those rows differ. The prompts'
+    states agree on every row. A cache written before the states existed falls back to the re-embedding.
+    """
+    from bias_utils.cache import read_jsonl
+    from bias_utils.generation import generate
+
+    sel = bold.resolve_selection("audit").iloc[::97].head(16)
+    gen = generate(smollm, sel["prompt"].tolist(), prompt_ids=sel["prompt_id"].tolist(), max_new_tokens=40,
+                   progress=False).merge(sel[["prompt_id", "group", "occupation"]], on="prompt_id")
+    assert set(gen["finish_reason"]) == {"stop", "length"}  # the extra forward step and a stopped row
+    values, layers, skipped, stored = completions.completion_embeddings(smollm, gen, with_source=True)
+    reference, ref_layers, ref_skipped = completions.completion_embeddings(smollm, gen, stored=False)
+    assert stored.all() and layers == ref_layers and skipped.empty and ref_skipped.empty
+    rel = _relative_difference(values, reference)
+    same_text = (gen["prompt"].str.rstrip() + " " + gen["completion"].str.strip()
+                 == (gen["prompt"] + gen["completion"]).str.rstrip())
+    assert 3 <= same_text.sum() < len(gen)
+    assert rel[same_text].max() < 1e-4
+    assert (rel[~same_text] > 1e-3).all()
+
+    prompts, _, _, prompt_stored = completions.completion_embeddings(smollm, gen, part="prompt", with_source=True)
+    ref_prompts, _, _ = completions.completion_embeddings(smollm, gen, part="prompt", stored=False)
+    assert prompt_stored.all() and _relative_difference(prompts, ref_prompts).max() < 1e-4
+
+    # a cache from before the states: same completions, NaN expected counts, and the re-embedding
+    (rows_file,) = isolated_cache.glob("generations/*/rows.jsonl")
+    old = [{k: v for k, v in r.items() if k not in {"states", "expected_male", "expected_female", "lexicon_key"}}
+           for r in read_jsonl(rows_file)]
+    rows_file.write_text("".join(json.dumps(r) + "\n" for r in old), encoding="utf-8")
+    again = generate(smollm, sel["prompt"].tolist(), prompt_ids=sel["prompt_id"].tolist(), max_new_tokens=40,
+                     progress=False)
+    assert again["completion"].tolist() == gen["completion"].tolist()
+    assert again[["expected_male", "expected_female"]].isna().all().all()
+    fallback, _, _, from_store = completions.completion_embeddings(smollm, gen, with_source=True)
+    assert not from_store.any()
+    np.testing.assert_array_equal(fallback, reference)

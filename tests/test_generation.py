@@ -23,11 +23,11 @@ import pytest
 import torch
 from scipy import stats
 
-from bias_utils import bold, paths, runs
+from bias_utils import bold, lexicon, paths, runs
 from bias_utils.bold import load_profession_prompts
 from bias_utils.endpoints import OpenAIEndpoint
-from bias_utils.generation import generate
-from bias_utils.sampling import ScreenedHead, nucleus, sample_tokens
+from bias_utils.generation import generate, lexicon_token_ids
+from bias_utils.sampling import ScreenedHead, nucleus, row_seed, sample_tokens
 from bias_utils.serving import llama_server
 
 MODEL = "smollm2-135m-instruct"
@@ -242,7 +242,11 @@ def test_same_seed_identical_different_seed_differs(backend, bold_slice):
     a = generate(backend, prompts[:4], seed=3, **kw)
     b = generate(backend, prompts[:4], seed=3, **kw)
     c = generate(backend, prompts[:4], seed=4, **kw)
-    assert list(a.columns) == ["prompt_id", "sample", "prompt", "completion", "n_tokens", "finish_reason"]
+    assert list(a.columns) == ["prompt_id", "sample", "prompt", "completion", "n_tokens", "finish_reason",
+                               "expected_male", "expected_female"]
+    # a server returns no sampling distribution, so no expected counts
+    assert a[["expected_male", "expected_female"]].isna().all().all() == isinstance(backend, OpenAIEndpoint)
+    assert (a[["expected_male", "expected_female"]].fillna(0) >= 0).all().all()
     assert a.equals(b)
     assert (a["completion"] != c["completion"]).sum() >= 4
     # two samples of the same prompt are different draws
@@ -438,3 +442,122 @@ def test_screen_keeps_completions_and_is_in_the_cache_key(smol, bold_slice, tmp_
     assert len(list(tmp_path.iterdir())) == 2  # two keys: a screened cache is never read as an unscreened one
     with pytest.raises(ValueError, match="screen"):
         generate(smol, prompts, screen="yes", **kw)
+
+
+# --------------------------------------------------------------------------- expected counts (issue 21)
+
+
+#: BOLD prompts whose SmolLM2 completions held the most gendered words in a seed-0 build (tests use seed 1, so the
+#: draws are new); gendered tokens are ~0.3% of steps elsewhere, too rare for a test with power.
+GENDERED_PROMPTS = [
+    "healthcare_occupations/Midwife/42", "metalworking_occupations/Blacksmith/9",
+    "theatre_personnel/Theatrical_technician/0", "healthcare_occupations/Midwife/48",
+    "healthcare_occupations/Midwife/44", "nursing_specialties/Graduate_nurse/0",
+    "metalworking_occupations/Blacksmith/4", "engineering_branches/Audio_engineer/16",
+    "healthcare_occupations/Midwife/3", "metalworking_occupations/Machinist/0",
+    "healthcare_occupations/Physician_Assistant/2", "artistic_occupations/Architect/8",
+    "engineering_branches/Combat_engineer/2", "industrial_occupations/Stationary_engineer/0",
+    "scientific_occupations/Astronaut/6", "healthcare_occupations/Midwife/15",
+]
+
+
+def _vocab_lexicon_ids(tokenizer) -> dict[str, set[int]]:
+    """Independent of ``lexicon_token_ids``: byte-level BPE spells a leading space as "Ġ" in its vocabulary."""
+    vocab = tokenizer.get_vocab()
+    out = {}
+    for name, words in lexicon.GENDER_LEXICONS.items():
+        forms = {f"{space}{case(w)}" for w in words for space in ("", "Ġ") for case in (str.lower, str.capitalize)}
+        out[name] = {vocab[f] for f in forms if f in vocab}
+    return out
+
+
+def _lexicon_groups(smol) -> torch.Tensor:
+    ids, _ = lexicon_token_ids(smol.tokenizer)
+    groups = torch.zeros(2, smol.model.get_output_embeddings().weight.shape[0], dtype=torch.bool)
+    for g, name in enumerate(("male", "female")):
+        groups[g, ids[name]] = True
+    return groups
+
+
+@pytest.mark.slow
+def test_lexicon_token_ids_and_coverage(smol):
+    ids, coverage = lexicon_token_ids(smol.tokenizer)
+    assert {k: set(v) for k, v in ids.items()} == _vocab_lexicon_ids(smol.tokenizer)
+    assert set(coverage.columns) == {"lexicon", "word", "variant", "n_tokens", "single_token", "token_id"}
+    assert len(coverage) == 4 * 26  # every word in four variants (no word is its own capitalisation)
+    single = coverage[coverage.single_token]
+    assert set(single["token_id"]) == set(ids["male"]) | set(ids["female"])
+    assert (coverage.loc[~coverage.single_token, "n_tokens"] > 1).all()
+    # " gentleman" is one SmolLM2 token, "gentleman" without the space is not
+    gent = coverage[coverage.word == "gentleman"].set_index("variant")["single_token"]
+    assert gent[" gentleman"] and not gent["gentleman"]
+
+
+@pytest.mark.slow
+def test_expected_mass_is_the_probability_of_the_sampled_distribution(smol, smol_hidden):
+    """The mass equals the lexicon's probability under transformers' own warpers (full head and ScreenedHead)."""
+    groups = _lexicon_groups(smol)
+    weight = smol.model.get_output_embeddings().weight.detach()
+    screen = ScreenedHead(weight, widths=(100, 200))
+    prompts = load_profession_prompts().set_index("prompt_id").loc[GENDERED_PROMPTS[:4], "prompt"]
+    with torch.inference_mode():
+        gendered = [smol.model.base_model(**smol.tokenizer(p, return_tensors="pt")).last_hidden_state[0]
+                    for p in prompts]
+    h = torch.cat([smol_hidden, *gendered])
+    gen = torch.Generator().manual_seed(2)
+    largest = 0.0
+    with torch.inference_mode():
+        full = h @ weight.T
+        for temperature, top_p, top_k in [(0.7, 0.9, 50), (1.6, 0.95, 50), (1.0, 1.0, None)]:
+            u = torch.rand(h.shape[0], generator=gen, dtype=torch.float64)
+            tokens, mass = sample_tokens(full, u, temperature, top_p, top_k, groups=groups)
+            assert torch.equal(tokens, sample_tokens(full, u, temperature, top_p, top_k))  # the draw is unchanged
+            warped = full.clone()
+            from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+            for warper in (TemperatureLogitsWarper(temperature), *([TopKLogitsWarper(top_k)] if top_k else []),
+                           TopPLogitsWarper(top_p)):
+                warped = warper(None, warped)
+            probs = torch.softmax(warped.double(), dim=-1)
+            ref = (probs @ groups.double().T).numpy()
+            np.testing.assert_allclose(mass.numpy(), ref, rtol=1e-4, atol=1e-7)
+            largest = max(largest, ref.max())
+            if top_k is not None:
+                s_tokens, s_mass = screen.sample(h, u, temperature, top_p, top_k, groups=groups)
+                assert torch.equal(s_tokens, tokens)
+                np.testing.assert_allclose(s_mass.numpy(), mass.numpy(), rtol=1e-5, atol=1e-9)
+        assert largest > 0.05  # some real states put real mass on the lexicon, so the check has teeth
+        greedy, g_mass = sample_tokens(full, None, 0, 1.0, None, groups=groups)
+        assert torch.equal(g_mass, groups[:, greedy].T.double())
+    assert min(screen.rows_by_stage.values()) > 0
+
+
+@pytest.mark.slow
+def test_expected_counts_agree_with_sampled_counts(smol):
+    """E[sampled lexicon tokens] = sum of the visited steps' mass: the sampled total is within 3 SD of the expected.
+
+    16 prompts x 16 samples x 64 tokens. Given the prefix each step writes a lexicon token with probability p_t, so
+    the sampled total minus the expected one is a martingale with variance E[sum p_t (1 - p_t)] <= expected total,
+    used as a conservative variance. Seed-1 run: expected male 158.4, female 231.6, sampled 155 and 238 tokens (z
+    -0.27, +0.42); pooled sd <= 19.7, so an estimator 20% off moves the pooled z by about 4 (power ~0.85 at
+    |z| < 3). The audit's word counts differ from the token counts where a
+    lexicon token starts a longer word ("He" + "phaestus"); chapter 06 shows both totals.
+    """
+    from bias_utils.generation import _decode_batch, _stop_ids  # the decode loop: generate keeps no token ids
+
+    prompts = load_profession_prompts().set_index("prompt_id").loc[GENDERED_PROMPTS, "prompt"]
+    rows = [(pid, s) for pid in GENDERED_PROMPTS for s in range(16)]
+    groups = _lexicon_groups(smol)
+    uniforms = torch.stack([torch.rand(64, dtype=torch.float64, generator=torch.Generator().manual_seed(
+        row_seed(1, pid, s))) for pid, s in rows])
+    encoded = [smol.tokenizer(prompts[pid])["input_ids"] for pid, _ in rows]
+    expected, sampled = np.zeros(2), np.zeros(2)
+    for b in range(0, len(rows), 64):
+        new, _, mass, _ = _decode_batch(smol, encoded[b:b + 64], uniforms[b:b + 64], _stop_ids(smol), 0.7, 0.9, 50,
+                                        groups=groups)
+        expected += mass.sum(axis=0)
+        sampled += [sum(int(groups[g, t]) for ids in new for t in ids) for g in range(2)]
+    z = (sampled - expected) / np.sqrt(expected)
+    pooled = (sampled.sum() - expected.sum()) / np.sqrt(expected.sum())
+    assert expected.min() > 100, expected  # the power stated above
+    assert np.abs(z).max() < 3 and abs(pooled) < 3, (sampled, expected)
