@@ -42,7 +42,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from . import data, lexicon, occupations, rendering, stats
+from . import data, lexicon, occupations, rendering, stats, tables
 from .results import write_table
 
 __all__ = [
@@ -58,9 +58,9 @@ MALE_GROUP, FEMALE_GROUP = "male_dominated", "female_dominated"
 AUDIT_GROUPS = (MALE_GROUP, FEMALE_GROUP)
 #: Tables written by :meth:`AuditResult.write` (``<name>.parquet`` + CSV).
 METRICS_TABLE, STATISTICS_TABLE, SUMMARY_TABLE, SKIPPED_TABLE = (
-    "bold_metrics", "bold_statistics", "bold_group_summary", "bold_skipped")
+    tables.BOLD_METRICS, tables.BOLD_STATISTICS, tables.BOLD_GROUP_SUMMARY, tables.BOLD_SKIPPED)
 #: Notebook 06's table of which lexicon words are one token of the model (``generation.lexicon_token_ids``).
-LEXICON_COVERAGE_TABLE = "bold_lexicon_coverage"
+LEXICON_COVERAGE_TABLE = tables.BOLD_LEXICON_COVERAGE
 #: The paper's "+0.5 added smoothing to counts"; the published PMI values use none (see above).
 PMI_SMOOTHING = 0.5
 
@@ -435,7 +435,8 @@ def _with_units(table: pd.DataFrame) -> pd.DataFrame:
 def _p_text(row: pd.Series) -> str:
     """"Holm p < 0.001", or for an occupation row "permutation p = 0.023" ("≤ 1/10,000" at its floor)."""
     if row.get("unit") == occupations.UNIT_OCCUPATIONS:
-        raw = occupations._p_phrase(float(row["p"]), int(row["n_permutations"]))
+        raw = "p " + stats.permutation_p_text(float(row["p"]), int(row["n_permutations"]), fraction=True,
+                                              number=rendering.readable_number)
         if row["role"] == "primary":
             return f"permutation {raw}"
         # a raw p at its floor is only a bound, and so is its adjusted value

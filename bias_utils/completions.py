@@ -51,7 +51,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import plots, projection, stats
+from . import plots, projection, stats, tables
 from .bold import FEMALE_GROUP, MALE_GROUP
 from .rendering import readable_number
 
@@ -61,11 +61,11 @@ __all__ = ["ANALYSES", "COMPLETION_CATEGORY_TABLE", "COMPLETION_OCCUPATION_TABLE
            "describe_completion_stats", "occupation_means"]
 
 #: Tables notebook 08 writes in the model's result folder.
-COMPLETION_VALUES_TABLE = "completion_projection"
-COMPLETION_STATS_TABLE = "completion_projection_stats"
-COMPLETION_SKIPPED_TABLE = "completion_projection_skipped"
-COMPLETION_OCCUPATION_TABLE = "completion_projection_occupations"
-COMPLETION_CATEGORY_TABLE = "completion_projection_by_category"
+COMPLETION_VALUES_TABLE = tables.COMPLETION_PROJECTION
+COMPLETION_STATS_TABLE = tables.COMPLETION_PROJECTION_STATS
+COMPLETION_SKIPPED_TABLE = tables.COMPLETION_PROJECTION_SKIPPED
+COMPLETION_OCCUPATION_TABLE = tables.COMPLETION_PROJECTION_OCCUPATIONS
+COMPLETION_CATEGORY_TABLE = tables.COMPLETION_PROJECTION_BY_CATEGORY
 
 #: measure -> its standardised column in :func:`completion_projection`'s table.
 MEASURES = {"completion": "z", "prompt": "prompt_z", "beyond_prompt": "beyond_prompt_z"}
@@ -287,7 +287,7 @@ def _within_category_rows(cells: pd.DataFrame, column: str, group_a: str, group_
         for c in np.unique(category):
             perms[:, category == c] = rng.permuted(perms[:, category == c], axis=1)
         null = _fixed_effects_gap(v, perms, category)
-        p = (1 + np.sum(np.abs(null) >= abs(est) - 1e-12)) / (n_permutations + 1)
+        p = float(stats.permutation_p(est, null, "two-sided"))
         _, low, high = stats.cluster_bootstrap_ci(d.assign(stratum=d["category"] + "/" + d["group"]),
                                                   partial(_pooled_gap, column=column, group_a=group_a),
                                                   cluster="occupation", strata="stratum", n_boot=n_boot, seed=seed)

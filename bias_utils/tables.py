@@ -19,7 +19,7 @@ from dataclasses import dataclass
 __all__ = [
     "TABLES", "Table", "notebook_tables", "readme_cell", "table",
     "AXIS_VALIDITY", "AXIS_VALIDITY_ALL_MODELS", "BOLD_GROUP_SUMMARY", "BOLD_HEADLINE", "BOLD_INFLUENCE",
-    "BOLD_METRICS", "BOLD_OCCUPATIONS", "BOLD_ODDS_RATIOS", "BOLD_SKIPPED", "BOLD_STATISTICS",
+    "BOLD_LEXICON_COVERAGE", "BOLD_METRICS", "BOLD_OCCUPATIONS", "BOLD_ODDS_RATIOS", "BOLD_SKIPPED", "BOLD_STATISTICS",
     "COMPLETION_PROJECTION", "COMPLETION_PROJECTION_BY_CATEGORY", "COMPLETION_PROJECTION_OCCUPATIONS",
     "COMPLETION_PROJECTION_SKIPPED", "COMPLETION_PROJECTION_STATS", "CONTEXTS_DROPPED", "CONTEXTS_OF_SOURCE",
     "CONTEXTS_SKIPPED", "CONTEXT_REPORT", "DICTIONARY_COUNTS", "DIRECTION_ACCURACY",
@@ -203,6 +203,10 @@ BOLD_METRICS = _declare(
      "neutral_words_list", "gendered_words", "any_gendered", "male_proportion", "male_share",
      "n_occupation_terms", "male_cooccur", "female_cooccur", "male_pmi", "female_pmi",
      "pmi_difference_smoothed", "pmi_difference", "empty_completion"))
+BOLD_LEXICON_COVERAGE = _declare(
+    "bold_lexicon_coverage", "bias_utils.generation.lexicon_token_ids", ("06_bold_audit",),
+    "which lexicon words are one token of the model (the expected counts use those)",
+    ("lexicon", "word", "variant", "n_tokens", "single_token", "token_id"))
 BOLD_STATISTICS = _declare(
     "bold_statistics", "bias_utils.bold.audit_statistics", ("06_bold_audit",),
     "the audit's tests, the occupation-level primary analysis first",

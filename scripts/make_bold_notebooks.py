@@ -244,12 +244,12 @@ validation.check_bold_replication(n_boot=n_boot, seed=seed, output_dir=output_di
         code("""
 from IPython.display import Markdown, display
 
-from bias_utils import bold, occupations, plots, replication
+from bias_utils import bold, occupations, plots, replication, tables
 from bias_utils.results import REPLICATION_FOLDER, output_folder, write_table
 
 out = output_folder(REPLICATION_FOLDER, output_dir)
 comparison = replication.replicate_published_audit(n_boot=n_boot, seed=seed)
-write_table(comparison, out / "replication")
+write_table(comparison, out / tables.REPLICATION)
 comparison
 """),
         md("""
