@@ -448,18 +448,33 @@ def _blank(value) -> bool:
 
 def ensure_sense_ids(dictionary: pd.DataFrame) -> pd.DataFrame:
     """The dictionary with a ``sense_id`` on every row: rows appended by hand (in a notebook cell)
-    without one get :func:`sense_key`; a row without dimension, term or a high/low direction is a
-    :class:`DictionaryError` naming the row."""
-    d = dictionary.reset_index(drop=True).copy()
+    without one get :func:`sense_key` (with a ``#k`` suffix when the key is taken: the full dictionary
+    repeats some terms, and the original counts them twice); a row without dimension, term or a high/low
+    direction is a :class:`DictionaryError` naming the row. A dictionary whose rows all have one is
+    returned as it is."""
     bad = [f"row {i} ({row.get('term')!r}): needs dimension, term and direction high/low"
-           for i, row in d.iterrows()
+           for i, row in enumerate(dictionary.to_dict("records"))
            if any(_blank(row.get(c)) for c in REQUIRED_COLUMNS) or row.get("direction") not in DIRECTIONS]
     if bad:
         raise DictionaryError("dictionary: " + "; ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""))
-    ids = d["sense_id"] if "sense_id" in d.columns else pd.Series([None] * len(d), dtype=object)
-    synsets = d["synset"] if "synset" in d.columns else pd.Series([""] * len(d))
-    d["sense_id"] = [sid if not _blank(sid) else sense_key(t, s, dim)
-                     for sid, t, s, dim in zip(ids, d["term"], synsets, d["dimension"])]
+    ids = dictionary["sense_id"] if "sense_id" in dictionary.columns else pd.Series([None] * len(dictionary))
+    blank = [_blank(sid) for sid in ids]
+    if not any(blank):
+        return dictionary
+    d = dictionary.reset_index(drop=True).copy()
+    synsets = d["synset"].tolist() if "synset" in d.columns else [""] * len(d)
+    taken = {sid for sid, b in zip(ids, blank) if not b}
+    filled = []
+    for sid, b, t, s, dim in zip(ids, blank, d["term"], synsets, d["dimension"]):
+        if b:
+            key, k = sense_key(t, s, dim), 1
+            sid = key
+            while sid in taken:
+                k += 1
+                sid = f"{key}#{k}"
+            taken.add(sid)
+        filled.append(sid)
+    d["sense_id"] = pd.Series(filled, dtype=ids.dtype if "sense_id" in d.columns else object)
     return d
 
 
@@ -497,6 +512,8 @@ def add_terms(dictionary: pd.DataFrame, dimension: str, high=(), low=(), *, syns
                          "definition": definition, "contexts": [], "context_source": "",
                          "sense_id": sense_key(term, synset, dimension)})
     base = ensure_sense_ids(dictionary)
+    if not rows:  # the trying-words cell as shipped: the dictionary as loaded
+        return base
     new = pd.DataFrame(rows, columns=SEED_COLUMNS)
     clash = sorted(set(new["sense_id"]) & set(base["sense_id"])) + sorted(new["sense_id"][new["sense_id"].duplicated()])
     if clash:

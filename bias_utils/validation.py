@@ -42,7 +42,8 @@ MIN_N_PERMUTATIONS = 100
 __all__ = [
     "LAYER_NAMES", "MIN_N_BOOT", "MIN_N_PERMUTATIONS", "ParameterError", "check_bold_audit", "check_bold_replication",
     "check_completion_profiles", "check_context_source", "check_cross_model", "check_contexts", "check_dictionaries",
-    "check_dictionary_path", "check_file", "check_layer", "check_layers", "check_lexicons", "check_limit",
+    "check_dictionary_path", "check_file", "check_generated_contexts", "check_layer", "check_layers", "check_lexicons",
+    "check_limit",
     "check_model", "check_boot_count", "check_output_dir", "check_permutation_count", "check_populations",
     "check_profiles", "check_projection_accuracy", "check_robustness", "check_selection", "check_sources",
     "check_template_list",
@@ -157,6 +158,16 @@ def check_dictionary_path(dictionary_path) -> Path | None:
     return path
 
 
+def check_generated_contexts(dictionary_path, generator=None) -> None:
+    """With ``context_source="generated"``: the senses without published contexts need a generator
+    (``contexts.require_generator``), installed when it is a built-in; the error names the two ways out."""
+    try:
+        dictionary = dictionaries.load_dictionary(dictionary_path)
+    except ValueError as exc:
+        raise _reraise("dictionary_path", exc) from None
+    contexts.require_generator(dictionary, contexts.DEFAULT_GENERATOR if generator is None else generator)
+
+
 def check_selection(selection) -> None:
     """``"audit"``, ``"categories"``, an occupation -> group dict, or a mapping file (CSV/JSON)."""
     if isinstance(selection, (str, Path)) and str(selection) not in ("audit", "categories"):
@@ -202,6 +213,8 @@ def _space_parameters(model, dictionary_path, seed, output_dir, limit, context_s
     check_model(model)
     check_context_source(context_source)
     check_dictionary_path(dictionary_path)
+    if context_source == "generated":
+        check_generated_contexts(dictionary_path)
     check_positive_int(n_contexts, "n_contexts")
     check_seed(seed)
     check_output_dir(output_dir)
@@ -220,10 +233,12 @@ def check_contexts(*, model="smollm2-135m-instruct", context_source="generated",
                    seed=0, output_dir=None, limit=None, sources=None,
                    generator=None, corpus=None) -> None:
     """Notebook 02's parameters."""
-    _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
-    check_sources(sources)
+    _space_parameters(model, dictionary_path, seed, output_dir, limit, "dictionary", n_contexts)
+    check_context_source(context_source)
     if generator is not None:
         check_model(generator)
+    if "generated" in check_sources(sources):
+        check_generated_contexts(dictionary_path, generator)
     if corpus is not None:
         path = check_file(corpus, "corpus")
         try:
@@ -267,7 +282,8 @@ def check_layers(*, model="smollm2-135m-instruct", dictionary_path=None, populat
     _space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts=n_contexts)
     check_populations(populations)
     check_template_list(templates)
-    check_sources(sources)
+    if "generated" in check_sources(sources):
+        check_generated_contexts(dictionary_path)
     check_boot_count(n_boot, default=200)
 
 
@@ -325,7 +341,8 @@ def check_robustness(*, model="smollm2-135m-instruct", populations=("names", "te
     _space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts=n_contexts)
     check_populations(populations)
     check_template_list(templates)
-    check_sources(sources)
+    if "generated" in check_sources(sources):
+        check_generated_contexts(dictionary_path)
     check_permutation_count(n_permutations, default=200)
     check_permutation_count(n_perm_test, "n_perm_test", default=2000)
     check_positive_int(term_limit, "term_limit", allow_none=True)

@@ -314,3 +314,13 @@ def test_dropped_senses_lists_every_sense_that_misses_the_axis(tmp_path):
     assert emoji["reason"].str.contains("unknown token").all()
     used = set(sp.senses.loc[sp.senses.n_embedded > 0, "term"])
     assert used == {"neat", "messy", "sloppy"}
+
+
+def test_a_user_dictionary_with_generated_contexts_needs_an_installed_generator():
+    example = "data/examples/user_dictionary_example.csv"
+    v.check_projection_accuracy(dictionary_path=example)  # qwen2.5-coder-0.5b-instruct is installed here
+    with pytest.raises(ParameterError, match=r"^context_source='generated': 8 sense\(s\) .* not installed\. Either "
+                       r"install it: python -m bias_utils\.models install gemma-3-270m, or "
+                       r".*context_source=\"dictionary\""):
+        v.check_contexts(dictionary_path=example, generator="gemma-3-270m")
+    v.check_contexts(dictionary_path=example, generator="gemma-3-270m", sources=["dictionary", "none"])
