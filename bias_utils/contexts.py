@@ -183,12 +183,9 @@ def prepare_dictionary(dictionary: pd.DataFrame) -> pd.DataFrame:
     missing = {"dimension", "term", "direction"} - set(dictionary.columns)
     if missing:
         raise ContextError(f"dictionary lacks column(s) {sorted(missing)}; it has {list(dictionary.columns)}")
-    d = dictionary.reset_index(drop=True).copy()
-    bad = sorted(set(d["direction"]) - {"high", "low"})
-    if bad:
-        raise ContextError(f"direction must be 'high' or 'low'; found {bad}")
-    # Rows appended by hand in a notebook cell may lack a sense_id: they get one (the rule of dictionaries.py).
-    d = ensure_sense_ids(d)
+    # Rows appended by hand in a notebook cell may lack a sense_id: they get one (the rule of dictionaries.py),
+    # and a row without a term or a high/low direction is an error naming the row.
+    d = ensure_sense_ids(dictionary.reset_index(drop=True).copy())
     dup = d["sense_id"][d["sense_id"].duplicated()]
     if len(dup):
         raise ContextError(f"duplicate sense_id(s) in the dictionary: {sorted(set(dup))[:5]}")

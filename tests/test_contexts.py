@@ -328,3 +328,14 @@ def test_senses_without_published_contexts_are_generated_with_the_extra_terms_pr
     table, _ = X.read_extra_contexts(path)
     assert {r.term: list(r.contexts) for r in table.itertuples()} == \
         {t: cs.table.loc[cs.table["term"] == t, "context"].tolist() for t in ["tidy", "messy"]}
+
+
+def test_rows_appended_by_hand_without_a_sense_id_get_contexts(seed):
+    # The cell: rows concatenated onto the loaded dictionary have sense_id NaN.
+    by_hand = pd.concat([seed.head(3), pd.DataFrame([{"dimension": "tidiness", "term": "tidy", "direction": "high"},
+                                                     {"dimension": "tidiness", "term": "messy", "direction": "low"}])],
+                        ignore_index=True)
+    cs = C.build_contexts(by_hand, "dictionary", n_contexts=2)
+    assert {"tidy||tidiness", "messy||tidiness"} <= set(cs.table["sense_id"])
+    with pytest.raises(ValueError, match=r"row 3 \('tidy'\)"):
+        C.build_contexts(by_hand.assign(direction=["high", "low", "high", "up", "low"]), "dictionary")

@@ -337,3 +337,20 @@ def test_dictionary_path_relative_to_the_repository_root_from_another_folder(tmp
     assert "tidiness" in set(frame["dimension"])
     with pytest.raises(D.DictionaryError, match="is a folder"):
         D.read_dictionary("data/examples")
+
+
+def test_the_trying_words_cell_as_shipped_leaves_the_dictionary_unchanged():
+    seed = D.load_seed_dictionary()
+    out = D.add_terms(seed, "sociability", high=[], low=[])
+    pd.testing.assert_frame_equal(out, seed)  # values, index and dtypes
+    user = D.read_dictionary("data/examples/user_dictionary_example.csv")
+    pd.testing.assert_frame_equal(D.add_terms(user, "sociability", high=[], low=[]), user)
+
+
+def test_a_row_appended_by_hand_repeating_a_sense_gets_a_numbered_id():
+    seed = D.load_seed_dictionary()
+    first = seed.iloc[0]
+    again = pd.DataFrame([{"dimension": first["dimension"], "term": first["term"], "direction": first["direction"],
+                           "synset": first["synset"]}])
+    out = D.ensure_sense_ids(pd.concat([seed, again], ignore_index=True))
+    assert out["sense_id"].iloc[-1] == first["sense_id"] + "#2" and out["sense_id"].is_unique
