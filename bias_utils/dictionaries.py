@@ -47,9 +47,10 @@ from .data import entry, resolve
 from .wordnet import wordnet
 
 __all__ = [
-    "COMPOSITES", "DIMENSIONS", "DIRECTIONS", "PUBLISHED_FULL_COUNTS", "PUBLISHED_SEED_COUNTS", "DictionaryError",
-    "add_terms", "context_sources", "ensure_sense_ids", "limit_terms", "load_dictionary", "load_full_dictionary_terms",
-    "load_seed_dictionary", "pole_counts", "read_dictionary", "sense_key", "wordnet_contexts",
+    "COMPOSITES", "DIMENSIONS", "DIRECTIONS", "MIN_POLE_SIZE", "PUBLISHED_FULL_COUNTS", "PUBLISHED_SEED_COUNTS",
+    "DictionaryError", "add_terms", "check_poles", "context_sources", "ensure_sense_ids", "limit_terms",
+    "load_dictionary", "load_full_dictionary_terms", "load_seed_dictionary", "pole_counts", "read_dictionary",
+    "sense_key", "wordnet_contexts",
 ]
 
 DIMENSIONS = ("sociability", "morality", "ability", "agency", "status", "politics", "religion")
@@ -58,6 +59,8 @@ COMPOSITES = {"warmth": ("sociability", "morality"), "competence": ("ability", "
 DIRECTIONS = ("high", "low")
 
 REQUIRED_COLUMNS = ("dimension", "term", "direction")
+#: Fewest terms on a pole of a dimension a user adds (the seed dictionary has at least 10).
+MIN_POLE_SIZE = 3
 OPTIONAL_COLUMNS = ("synset", "definition", "contexts", "context_source")
 SEED_COLUMNS = ("dimension", "term", "direction", "synset", "definition", "contexts", "context_source", "sense_id")
 FULL_COLUMNS = ("dimension", "term", "direction", "synsets", "definition", "contexts", "context_source")
@@ -478,6 +481,24 @@ def ensure_sense_ids(dictionary: pd.DataFrame) -> pd.DataFrame:
     return d
 
 
+def check_poles(dictionary: pd.DataFrame, dimensions=None) -> pd.DataFrame:
+    """``dictionary`` when every pole of ``dimensions`` (default: all) has at least :data:`MIN_POLE_SIZE` terms;
+    otherwise a :class:`DictionaryError` naming the dimension, the pole and its terms."""
+    dims = list(dict.fromkeys(dictionary["dimension"])) if dimensions is None else list(dimensions)
+    problems = []
+    for dim in dims:
+        rows = dictionary[dictionary["dimension"] == dim]
+        for pole in DIRECTIONS:
+            terms = rows.loc[rows["direction"] == pole, "term"].tolist()
+            if len(terms) < MIN_POLE_SIZE:
+                problems.append(f"{dim!r} has {len(terms)} {pole} term{'s' * (len(terms) != 1)}"
+                                + (f" ({', '.join(terms)})" if terms else ""))
+    if problems:
+        raise DictionaryError(f"every pole needs at least {MIN_POLE_SIZE} terms (an axis from fewer is mostly the "
+                              f"words' own noise, and nothing could say so): " + "; ".join(problems))
+    return dictionary
+
+
 def add_terms(dictionary: pd.DataFrame, dimension: str, high=(), low=(), *, synsets: dict | None = None
               ) -> pd.DataFrame:
     """``dictionary`` with ``high`` and ``low`` terms added on ``dimension`` (existing or new).
@@ -523,4 +544,7 @@ def add_terms(dictionary: pd.DataFrame, dimension: str, high=(), low=(), *, syns
     if poles != set(DIRECTIONS):
         raise DictionaryError(f"add_terms: dimension {dimension!r} has no {sorted(set(DIRECTIONS) - poles)[0]!r} "
                               "terms (both poles are needed to define a direction)")
-    return out
+    try:
+        return check_poles(out, [dimension])
+    except DictionaryError as exc:
+        raise DictionaryError(f"add_terms: {exc}") from None

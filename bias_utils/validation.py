@@ -31,16 +31,21 @@ from .errors import (
     is_int,
     is_number,
 )
-from .models import ModelBackend
+from .models import ModelBackend, backend_schemes, model_name_problem
+from .paths import InputPathError, resolve_input
 
 #: Bootstrap counts below this give percentile CIs from a handful of order statistics.
 MIN_N_BOOT = 100
+
+#: Fewest words per population group: a group's mean needs a spread for the two-group tests.
+MIN_GROUP_WORDS = 2
 
 #: Below this a permutation p cannot go under 1/101, and its floor decides more verdicts than the data.
 MIN_N_PERMUTATIONS = 100
 
 __all__ = [
-    "LAYER_NAMES", "MIN_N_BOOT", "MIN_N_PERMUTATIONS", "ParameterError", "check_bold_audit", "check_bold_replication",
+    "LAYER_NAMES", "MIN_GROUP_WORDS", "MIN_N_BOOT", "MIN_N_PERMUTATIONS", "ParameterError", "check_bold_audit",
+    "check_bold_replication",
     "check_completion_profiles", "check_context_source", "check_cross_model", "check_contexts", "check_dictionaries",
     "check_dictionary_path", "check_file", "check_generated_contexts", "check_layer", "check_layers", "check_lexicons",
     "check_limit",
@@ -107,13 +112,14 @@ def check_sources(sources) -> list[str]:
 
 
 def check_file(path, name: str) -> Path:
-    """An existing file; the error names the parameter and the path."""
+    """An existing file, relative paths tried against the working folder, then the repository root
+    (``paths.resolve_input``); the error names the parameter, says where it looked, and calls a folder a folder."""
     if not isinstance(path, (str, Path)):
         raise ParameterError(f"{name} must be a file path (str), got {type(path).__name__} {path!r}")
-    p = Path(path)
-    if not p.is_file():
-        raise ParameterError(f"{name}: file {p} does not exist")
-    return p
+    try:
+        return resolve_input(path, name)
+    except InputPathError as exc:
+        raise ParameterError(str(exc)) from None
 
 
 def check_populations(populations) -> list[str]:
@@ -126,9 +132,14 @@ def check_populations(populations) -> list[str]:
         if not isinstance(item, (str, Path)):
             raise ParameterError(f"populations: {item!r} is not a name or a file path")
         try:
-            pops.load_populations(item)
+            groups = pops.load_populations(item)
         except ValueError as exc:
             raise _reraise("populations", exc) from None
+        small = {g: words for g, words in groups.items() if len(words) < MIN_GROUP_WORDS}
+        if small:
+            named = ", ".join(f"{g!r} ({len(w)} word{'s' * (len(w) != 1)})" for g, w in small.items())
+            raise ParameterError(f"populations: {item}: group(s) {named} need at least {MIN_GROUP_WORDS} words "
+                                 "each (the group tests compare variances)")
     return [str(p) for p in items]
 
 
@@ -147,12 +158,13 @@ def check_template_list(templates) -> tuple[str, ...] | None:
 
 
 def check_dictionary_path(dictionary_path) -> Path | None:
-    """``None`` (the seed dictionary) or a user dictionary CSV, read and validated (errors name line and column)."""
+    """``None`` (the seed dictionary) or a user dictionary CSV, read and validated (errors name line and column;
+    every pole needs ``dictionaries.MIN_POLE_TERMS`` terms)."""
     if dictionary_path is None:
         return None
     path = check_file(dictionary_path, "dictionary_path")
     try:
-        dictionaries.read_dictionary(path)
+        dictionaries.check_poles(dictionaries.read_dictionary(path))
     except ValueError as exc:
         raise _reraise("dictionary_path", exc) from None
     return path
@@ -188,14 +200,19 @@ def check_lexicons(lexicons, name: str = "lexicons") -> None:
         raise ParameterError(str(exc) if str(exc).startswith(name) else f"{name}: {exc}") from None
 
 
-def check_model(model) -> None:
+def check_model(model, name: str = "model") -> None:
     """A model name, hub id, path or ``"<scheme>:..."`` of a registered backend (a non-empty string), or an
-    already loaded model (``models.ModelBackend``)."""
+    already loaded model (``models.ModelBackend``); a name that cannot load (``models.model_name_problem``: an
+    unknown or near-miss built-in name, a missing path) fails here, before anything loads."""
     if isinstance(model, (str, Path)):
         if not str(model).strip():
-            raise ParameterError("model is empty: give a built-in short name, a hub id or a path")
+            raise ParameterError(f"{name} is empty: give a built-in short name, a hub id or a path")
+        scheme, sep, _ = str(model).partition(":")
+        problem = None if sep and scheme in backend_schemes() else model_name_problem(model)
+        if problem:
+            raise ParameterError(f"{name}: {problem}")
     elif not isinstance(model, ModelBackend):
-        raise ParameterError(f"model must be a name, hub id or path, got {type(model).__name__}")
+        raise ParameterError(f"{name} must be a name, hub id or path, got {type(model).__name__}")
 
 
 def check_output_dir(output_dir) -> None:
@@ -236,7 +253,7 @@ def check_contexts(*, model="smollm2-135m-instruct", context_source="generated",
     _space_parameters(model, dictionary_path, seed, output_dir, limit, "dictionary", n_contexts)
     check_context_source(context_source)
     if generator is not None:
-        check_model(generator)
+        check_model(generator, "generator")
     if "generated" in check_sources(sources):
         check_generated_contexts(dictionary_path, generator)
     if corpus is not None:

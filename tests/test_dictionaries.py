@@ -293,11 +293,13 @@ def test_missing_user_dictionary_file(tmp_path):
 
 def test_add_terms_fills_every_column_as_a_csv_row_would(tmp_path):
     seed = D.load_seed_dictionary()
-    out = D.add_terms(seed, "Tidiness", high=["tidy", "neat"], low=["messy"], synsets={"tidy": "tidy.a.01"})
+    out = D.add_terms(seed, "Tidiness", high=["tidy", "neat", "orderly"], low=["messy", "sloppy", "untidy"],
+                      synsets={"tidy": "tidy.a.01"})
     added = out.iloc[len(seed):]
-    assert list(out.columns) == list(seed.columns) and len(added) == 3
+    assert list(out.columns) == list(seed.columns) and len(added) == 6
     assert added["dimension"].eq("tidiness").all()
-    assert added["sense_id"].tolist() == ["tidy|tidy.a.01|tidiness", "neat||tidiness", "messy||tidiness"]
+    assert added["sense_id"].tolist()[:4] == ["tidy|tidy.a.01|tidiness", "neat||tidiness", "orderly||tidiness",
+                                              "messy||tidiness"]
     assert added.iloc[0]["definition"] == D.wordnet().synset("tidy.a.01").definition()
     assert all(list(c) == [] for c in added["contexts"])
     # the same row from a CSV gets the same sense_id (one rule)
@@ -308,6 +310,9 @@ def test_add_terms_fills_every_column_as_a_csv_row_would(tmp_path):
 
 @pytest.mark.parametrize("kwargs, what", [
     ({"dimension": "tidiness", "high": ["tidy"]}, "no 'low' terms"),
+    ({"dimension": "tidiness", "high": ["tidy", "neat", "clean"], "low": ["messy"]},
+     "every pole needs at least 3 terms (an axis from fewer is mostly the words' own noise, and nothing could say so): "
+     "'tidiness' has 1 low term (messy)"),
     ({"dimension": "sociability", "high": ["friendly"]}, "already in the dictionary: friendly"),
     ({"dimension": "tidiness", "high": "tidy", "low": ["messy"]}, "must be a list"),
     ({"dimension": "tidiness", "high": ["tidy"], "low": ["messy"], "synsets": {"tidy": "tidy.x.99"}}, "tidy.x.99"),
