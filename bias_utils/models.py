@@ -224,8 +224,12 @@ def convert_gguf(gguf: str | os.PathLike) -> Path:
             shutil.rmtree(target)
         os.chmod(tmp, 0o755)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, Exception):  # a full disk surfaces from tokenizers as a bare Exception with no path
+            raise ModelError(f"could not write the converted model of {gguf.name} under {target.parent} "
+                             f"({type(exc).__name__}: {exc}); free space there or point BIAS_CACHE_DIR at a "
+                             "bigger disk") from exc
         raise
     del model
     return target
