@@ -243,7 +243,7 @@ def _space_parameters(model, dictionary_path, seed, output_dir, limit, context_s
 
 def check_dictionaries(*, model="smollm2-135m-instruct", dictionary_path=None, output_dir=None) -> None:
     """Notebook 01's parameters."""
-    _space_parameters(model, dictionary_path, 0, output_dir, None)
+    _space_parameters(model, dictionary_path, 0, output_dir, None, "dictionary")  # 01 builds no contexts
 
 
 def check_contexts(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None, n_contexts=5,
