@@ -76,6 +76,7 @@ from .context_filters import (
 )
 from .dictionaries import ensure_sense_ids, wordnet_contexts
 from .errors import ParameterError
+from .paths import InputPathError, resolve_input
 from .registry import Registry
 from .wordnet import wordnet
 
@@ -427,10 +428,12 @@ def load_corpus(corpus=None) -> tuple[list[str], list[dict]]:
                 notes.append({"item": item, "status": "refused", "detail": " ".join(str(exc).split())})
                 continue
             found = _bold_sentences(resolved) if resolved.suffix == ".json" else _read_lines(resolved)
-        elif path.is_file():
-            found = _read_lines(path)
         else:
-            raise ContextError(f"corpus {item!r} is neither a data key nor an existing file")
+            try:  # relative to the working folder, then the repository root (Jupyter runs from notebooks/)
+                path = resolve_input(path, "corpus")
+            except InputPathError as exc:
+                raise ContextError(f"{exc} (and it is not a data key)") from None
+            found = _read_lines(path)
         notes.append({"item": str(item), "status": "used", "detail": f"{len(found)} sentences"})
         sentences += found
     if not sentences:

@@ -339,3 +339,13 @@ def test_rows_appended_by_hand_without_a_sense_id_get_contexts(seed):
     assert {"tidy||tidiness", "messy||tidiness"} <= set(cs.table["sense_id"])
     with pytest.raises(ValueError, match=r"row 3 \('tidy'\)"):
         C.build_contexts(by_hand.assign(direction=["high", "low", "high", "up", "low"]), "dictionary")
+
+
+def test_a_corpus_path_resolves_from_the_notebooks_folder(monkeypatch):
+    from bias_utils import paths
+
+    monkeypatch.chdir(paths.ROOT / "notebooks")  # Jupyter's working folder; the path is relative to the root
+    sentences, notes = C.load_corpus("data/examples/user_dictionary_example.csv")  # any text file, a line a sentence
+    assert sentences[1] == "tidiness,tidy,high" and notes[0]["status"] == "used"
+    with pytest.raises(C.ContextError, match=r"corpus: 'data/examples' is a folder .* \(and it is not a data key\)"):
+        C.load_corpus("data/examples")
