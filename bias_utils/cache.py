@@ -11,9 +11,11 @@ parquet.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
+import sys
 import tempfile
 import zipfile
 from contextlib import contextmanager
@@ -23,7 +25,8 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator
 import numpy as np
 
 __all__ = [
-    "append_jsonl", "atomic_open", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "read_jsonl",
+    "append_jsonl", "atomic_open", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "file_lock",
+    "read_jsonl",
     "read_npz", "sha256_file", "stable_hash", "write_npz",
 ]
 
@@ -62,11 +65,12 @@ def atomic_open(path: str | os.PathLike, verify: Callable[[Path], None] | None =
     file is removed and ``path`` is left as it was.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with _naming(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     tmp_path = Path(tmp)
     try:
-        with os.fdopen(fd, "wb") as f:
+        with _naming(path), os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
@@ -76,6 +80,43 @@ def atomic_open(path: str | os.PathLike, verify: Callable[[Path], None] | None =
     finally:
         tmp_path.unlink(missing_ok=True)
     _fsync_dir(path.parent)
+
+
+@contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """An OSError without a file name (a full disk: ``[Errno 28]`` from a write) gets ``path``, so the message
+    says which file could not be written."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:
+            raise
+        raise OSError(exc.errno, f"{exc.strerror} (writing)", str(path)) from exc
+
+
+@contextmanager
+def file_lock(path: str | os.PathLike) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (``fcntl.flock``, created if absent) while the block runs.
+
+    A second process asking for the same lock waits, saying so on stderr, until the first leaves the block
+    or dies (the system drops a dead process's lock, so a crash never leaves a stale one). A cache wraps
+    "read what is there, compute the rest, write it" in one, so two runs on the same cache compute once.
+    """
+    path = Path(path)
+    with _naming(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a")
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another run that is filling the same cache (lock {path}) ...", file=sys.stderr,
+                  flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
@@ -139,7 +180,7 @@ def append_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     _drop_torn_tail(path)
     lines = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
-    with open(path, "a", encoding="utf-8") as f:
+    with _naming(path), open(path, "a", encoding="utf-8") as f:
         f.write(lines)
         f.flush()
         os.fsync(f.fileno())

@@ -33,7 +33,10 @@ lists them in registration order, which is the order of reports:
 * ``generated`` (the paper's main setting, and the default of the Study 1
   pipeline): with ``model=None`` the published Llama-3-8B-Instruct contexts
   (keyed by term + synset), used as the authors' ``projection.py`` uses them:
-  the first ``n_contexts`` per sense, unfiltered. With a model, new contexts
+  the first ``n_contexts`` per sense, unfiltered. A sense without published
+  contexts (every user term) gets new ones from :data:`DEFAULT_GENERATOR`, the
+  extra terms' generator, with the same prompt, filters, cache and settings
+  (``fill_generator``; :func:`generation_report` counts them per sense). With a model, new contexts
   are sampled from it with :data:`GENERATION_INSTRUCTION` and filtered by
   ``context_filters.usable_contexts`` (every drop is a row of ``dropped`` with
   its reason). ``gender_filter=True`` applies
@@ -59,8 +62,10 @@ import numpy as np
 import pandas as pd
 
 from . import data
+from .builtin_models import BUILTIN_MODELS, is_installed
 from .context_filters import (
     _WORD,
+    FILTER_VERSION,
     _filter_generated,
     _names,
     contains_term,
@@ -69,7 +74,9 @@ from .context_filters import (
     term_position,
     usable_contexts,
 )
-from .dictionaries import wordnet_contexts
+from .dictionaries import ensure_sense_ids, wordnet_contexts
+from .errors import ParameterError
+from .paths import InputPathError, resolve_input
 from .registry import Registry
 from .wordnet import wordnet
 
@@ -78,11 +85,16 @@ __all__ = [
     "PUBLISHED_GENERATED_KEY", "SENSE_CLAUSE", "SKIP_COLUMNS", "SourceRequest", "TABLE_COLUMNS", "build_contexts",
     "context_source", "source_names",
     "context_report", "crop", "generation_prompt", "load_corpus", "prepare_dictionary", "published_generated_contexts",
+    "DEFAULT_GENERATOR", "GENERATED_COLUMNS", "generate_usable", "generation_report", "require_generator",
+    "unpublished_senses",
 ]
 
 TABLE_COLUMNS = ["sense_id", "dimension", "term", "direction", "context", "context_source", "context_index", "source"]
 SKIP_COLUMNS = ["sense_id", "dimension", "term", "direction", "source", "reason"]
 DROP_COLUMNS = ["sense_id", "term", "context", "context_source", "reason"]
+#: :func:`generation_report`: the contexts generated now for a sense and those kept (after the filters, at most
+#: ``n_contexts``); ``generator`` is the model id.
+GENERATED_COLUMNS = ["sense_id", "dimension", "term", "direction", "generator", "n_generated", "n_kept"]
 
 #: BOLD Wikipedia sentences, tried in this order; a file that fails verification is refused and noted.
 DEFAULT_CORPORA = ("bold_profession_wiki", "bold_gender_wiki")
@@ -100,6 +112,9 @@ SENSE_CLAUSE = ' in the sense of "{definition}"'
 #: Sampling settings for newly generated contexts (``build_contexts`` with a model, and the extra terms' file).
 # No top-k: the paper says nothing of one, and the extra terms' data file was generated without it.
 GENERATION_SETTINGS = {"n_samples": 5, "max_new_tokens": 48, "temperature": 0.8, "top_p": 0.95, "top_k": None}
+#: The generator of the senses without published contexts: the one the extra terms' file was made with
+#: (chosen by ``python -m bias_utils.extra_contexts compare-models``).
+DEFAULT_GENERATOR = "qwen2.5-coder-0.5b-instruct"
 
 
 class ContextError(ValueError):
@@ -112,6 +127,7 @@ class ContextSet:
     skipped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SKIP_COLUMNS))
     dropped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=DROP_COLUMNS))
     notes: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["item", "status", "detail"]))
+    generated: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=GENERATED_COLUMNS))
 
 
 @dataclass(frozen=True)
@@ -125,6 +141,7 @@ class SourceRequest:
     generation: dict | None = None
     max_words: int | None = 40
     gender_filter: bool | None = None
+    fill_generator: Any = DEFAULT_GENERATOR
 
 
 #: ``{source name: builder(dictionary, request) -> ContextSet}``, in registration order (the order of reports).
@@ -167,18 +184,9 @@ def prepare_dictionary(dictionary: pd.DataFrame) -> pd.DataFrame:
     missing = {"dimension", "term", "direction"} - set(dictionary.columns)
     if missing:
         raise ContextError(f"dictionary lacks column(s) {sorted(missing)}; it has {list(dictionary.columns)}")
-    d = dictionary.reset_index(drop=True).copy()
-    bad = sorted(set(d["direction"]) - {"high", "low"})
-    if bad:
-        raise ContextError(f"direction must be 'high' or 'low'; found {bad}")
-    if "sense_id" not in d.columns:
-        # Same key as dictionaries.py; the full dictionary repeats some terms (as the original counts them
-        # twice), so repeated keys get a #k suffix instead of being merged.
-        synset = d["synset"] if "synset" in d.columns else pd.Series([""] * len(d))
-        base = pd.Series([f"{t}|{s if isinstance(s, str) else ''}|{dim}"
-                          for t, s, dim in zip(d["term"], synset, d["dimension"])])
-        k = base.groupby(base).cumcount()
-        d["sense_id"] = base.where(k == 0, base + "#" + (k + 1).astype(str))
+    # Rows appended by hand in a notebook cell may lack a sense_id: they get one (the rule of dictionaries.py),
+    # and a row without a term or a high/low direction is an error naming the row.
+    d = ensure_sense_ids(dictionary.reset_index(drop=True).copy())
     dup = d["sense_id"][d["sense_id"].duplicated()]
     if len(dup):
         raise ContextError(f"duplicate sense_id(s) in the dictionary: {sorted(set(dup))[:5]}")
@@ -265,50 +273,133 @@ def _definition(sense: pd.Series):
     return None
 
 
-@context_source("generated")
-def _generated_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
-    n, seed, model, gender_filter = request.n_contexts, request.seed, request.model, request.gender_filter
-    if model is not None:
-        from .models import resolve_model  # deferred: torch, only needed to generate new contexts
+def unpublished_senses(dictionary: pd.DataFrame) -> pd.DataFrame:
+    """The senses of ``dictionary`` without published generated contexts (term + synset): those the
+    ``generated`` source has to generate (none in the seed dictionary; every row of a user dictionary)."""
+    d = prepare_dictionary(dictionary)
+    published = published_generated_contexts()
+    return d[[f"{t} - {_synset_of(s)}" not in published for t, (_, s) in zip(d["term"], d.iterrows())]]
 
-        model = resolve_model(model, need="generate")
-    names = _names()
-    rows, skipped, dropped = [], [], []
-    if model is None:
-        published = published_generated_contexts()
-        origin = "Meta-Llama-3-8B-Instruct (published)"
-        for _, sense in d.iterrows():
-            found = published.get(f"{sense['term']} - {_synset_of(sense)}")
-            if found is None:
-                skipped.append(_skip(sense, "generated", "no published generated context for this term + synset; "
-                                     "pass model= to generate new ones"))
-                continue
-            # As the authors' code: the first n, whatever they contain (a context without the term
-            # becomes a recorded skip when it is embedded).
-            kept = _filter_generated(sense, found, origin, names, dropped) if gender_filter else list(found)
-            if kept:
-                rows += _rows(sense, kept[:n], origin, "generated")
-            else:
-                skipped.append(_skip(sense, "generated", "every published context was dropped by the gender filter"))
-        return _finish(rows, skipped, dropped)
 
+def require_generator(dictionary: pd.DataFrame, generator=DEFAULT_GENERATOR) -> pd.DataFrame:
+    """:func:`unpublished_senses`, checked before any model loads: when there are some and ``generator`` is a
+    built-in model that is not installed, a :class:`ParameterError` names the two ways out."""
+    todo = unpublished_senses(dictionary)
+    if len(todo) and isinstance(generator, str) and generator in BUILTIN_MODELS and not is_installed(generator):
+        terms = ", ".join(todo["term"].head(5)) + (", ..." if len(todo) > 5 else "")
+        raise ParameterError(
+            f"context_source='generated': {len(todo)} sense(s) have no published generated contexts ({terms}), and "
+            f"their generator {generator!r} is not installed. Either install it: python -m bias_utils.models install "
+            f"{generator}, or use the dictionary's contexts (WordNet examples for terms without any): "
+            'context_source="dictionary"')
+    return todo
+
+
+def generate_usable(model, senses: pd.DataFrame, prompts: list[str], prompt_ids: list, *, seed: int, settings: dict,
+                    gender_filter: bool = True, progress: bool = True) -> list[tuple[list[str], int, list[dict]]]:
+    """New contexts for ``senses`` (rows with ``sense_id, dimension, term``), one prompt per row.
+
+    ``settings["n_samples"]`` completions per distinct prompt id from ``generation.generate``: seeded, with a
+    progress bar, and cached batch by batch, so a rerun after a crash generates only what is missing.
+    Each sense's completions go through ``context_filters.usable_contexts``. Returns per sense
+    ``(usable sentences, number of completions, dropped rows)``.
+    """
     from .generation import generate  # deferred: torch, only needed to generate new contexts
 
-    settings = {**GENERATION_SETTINGS, "n_samples": n, **(request.generation or {})}
+    unique = dict(zip(prompt_ids, prompts))
+    out = generate(model, list(unique.values()), prompt_ids=list(unique), seed=seed, chat=True, progress=progress,
+                   **settings)
+    by_id = out.groupby("prompt_id", sort=False)["completion"].apply(list).to_dict()
+    names, results = _names(), []
+    for sense, pid in zip(senses.to_dict("records"), prompt_ids):
+        dropped: list[dict] = []
+        kept = usable_contexts(sense, by_id.get(pid, []), model.model_id, names, dropped,
+                               gender_filter=gender_filter)
+        results.append((kept, len(by_id.get(pid, [])), dropped))
+    return results
+
+
+def _generate_senses(d: pd.DataFrame, model, request: SourceRequest, prompt_ids: list) -> ContextSet:
+    """The ``generated`` source's new contexts for the senses of ``d``, with the per-sense counts and the
+    settings record (a row of ``notes``)."""
+    settings = {**GENERATION_SETTINGS, "n_samples": request.n_contexts, **(request.generation or {})}
     prompts = [generation_prompt(s["term"], _definition(s)) for _, s in d.iterrows()]
-    unique = list(dict.fromkeys(prompts))
-    out = generate(model, unique, seed=seed, chat=True, **settings)
-    by_prompt = out.groupby("prompt", sort=False)["completion"].apply(list).to_dict()
-    origin = getattr(model, "model_id", str(model))
-    for (_, sense), prompt in zip(d.iterrows(), prompts):
-        completions = by_prompt.get(prompt, [])
-        kept = usable_contexts(sense, completions, origin, names, dropped, gender_filter=gender_filter is not False)
+    results = generate_usable(model, d, prompts, prompt_ids, seed=request.seed, settings=settings,
+                              gender_filter=request.gender_filter is not False)
+    rows, skipped, dropped, counts = [], [], [], []
+    for (_, sense), (kept, n_generated, drops) in zip(d.iterrows(), results):
+        dropped += drops
+        counts.append({**{c: sense[c] for c in GENERATED_COLUMNS[:4]}, "generator": model.model_id,
+                       "n_generated": n_generated, "n_kept": len(kept[:request.n_contexts])})
         if kept:
-            rows += _rows(sense, kept[:n], origin, "generated")
+            rows += _rows(sense, kept[:request.n_contexts], model.model_id, "generated")
         else:
-            skipped.append(_skip(sense, "generated", f"none of {len(completions)} generated contexts was usable "
+            skipped.append(_skip(sense, "generated", f"none of {n_generated} generated contexts was usable "
                                  "(see dropped)"))
-    return _finish(rows, skipped, dropped)
+    record = {"model_id": model.model_id, "seed": request.seed, "generation": settings, "chat": True,
+              "prompt_template": GENERATION_INSTRUCTION, "sense_clause": SENSE_CLAUSE,
+              "filter_version": FILTER_VERSION}
+    out = _finish(rows, skipped, dropped, [{"item": "generator", "status": "used",
+                                            "detail": json.dumps(record, sort_keys=True)}])
+    out.generated = pd.DataFrame(counts, columns=GENERATED_COLUMNS)
+    return out
+
+
+def _fill_id(term: str, definition) -> str:
+    # A sense without a definition has the extra terms' prompt and, keyed by its term as they are, reuses
+    # their cached completions.
+    return term if not definition else f"{term} | {definition}"
+
+
+@context_source("generated")
+def _generated_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
+    if request.model is not None:
+        from .models import resolve_model  # deferred: torch, only needed to generate new contexts
+
+        model = resolve_model(request.model, need="generate")
+        prompts = [generation_prompt(s["term"], _definition(s)) for _, s in d.iterrows()]
+        index = {p: i for i, p in enumerate(dict.fromkeys(prompts))}
+        return _generate_senses(d, model, request, [index[p] for p in prompts])
+    published = published_generated_contexts()
+    origin = "Meta-Llama-3-8B-Instruct (published)"
+    names = _names()
+    rows, skipped, dropped, missing = [], [], [], []
+    for i, sense in d.iterrows():
+        found = published.get(f"{sense['term']} - {_synset_of(sense)}")
+        if found is None:
+            missing.append(i)
+            continue
+        # As the authors' code: the first n, whatever they contain (a context without the term
+        # becomes a recorded skip when it is embedded).
+        kept = _filter_generated(sense, found, origin, names, dropped) if request.gender_filter else list(found)
+        if kept:
+            rows += _rows(sense, kept[:request.n_contexts], origin, "generated")
+        else:
+            skipped.append(_skip(sense, "generated", "every published context was dropped by the gender filter"))
+    if missing and request.fill_generator is None:
+        skipped += [_skip(sense, "generated", "no published generated context for this term + synset; pass model= "
+                          "or fill_generator= to generate new ones") for _, sense in d.loc[missing].iterrows()]
+    out = _finish(rows, skipped, dropped)
+    if not missing or request.fill_generator is None:
+        return out
+    require_generator(d.loc[missing], request.fill_generator)
+    from .models import resolve_model  # deferred: torch, only needed to generate new contexts
+
+    todo = d.loc[missing]
+    new = _generate_senses(todo, resolve_model(request.fill_generator, need="generate"), request,
+                           [_fill_id(s["term"], _definition(s)) for _, s in todo.iterrows()])
+    order = {sid: k for k, sid in enumerate(d["sense_id"])}
+    table = pd.concat([out.table, new.table], ignore_index=True)
+    table = table.iloc[np.argsort(table["sense_id"].map(order).to_numpy(), kind="stable")].reset_index(drop=True)
+    new.table, new.skipped = table, pd.concat([out.skipped, new.skipped], ignore_index=True)
+    new.dropped = pd.concat([out.dropped, new.dropped], ignore_index=True)
+    return new
+
+
+def generation_report(contexts: ContextSet) -> pd.DataFrame:
+    """Per sense whose contexts were generated now: how many were generated and how many kept
+    (:data:`GENERATED_COLUMNS`; empty when every sense had published contexts or another source)."""
+    return contexts.generated.reset_index(drop=True)
 
 
 # ---------------------------------------------------------------- corpus
@@ -337,10 +428,12 @@ def load_corpus(corpus=None) -> tuple[list[str], list[dict]]:
                 notes.append({"item": item, "status": "refused", "detail": " ".join(str(exc).split())})
                 continue
             found = _bold_sentences(resolved) if resolved.suffix == ".json" else _read_lines(resolved)
-        elif path.is_file():
-            found = _read_lines(path)
         else:
-            raise ContextError(f"corpus {item!r} is neither a data key nor an existing file")
+            try:  # relative to the working folder, then the repository root (Jupyter runs from notebooks/)
+                path = resolve_input(path, "corpus")
+            except InputPathError as exc:
+                raise ContextError(f"{exc} (and it is not a data key)") from None
+            found = _read_lines(path)
         notes.append({"item": str(item), "status": "used", "detail": f"{len(found)} sentences"})
         sentences += found
     if not sentences:
@@ -398,7 +491,8 @@ def _no_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
 
 def build_contexts(dictionary: pd.DataFrame, source: str = "generated", n_contexts: int = 5, seed: int = 0,
                    model=None, corpus=None, *, generation: dict | None = None,
-                   max_words: int | None = 40, gender_filter: bool | None = None) -> ContextSet:
+                   max_words: int | None = 40, gender_filter: bool | None = None,
+                   fill_generator=DEFAULT_GENERATOR) -> ContextSet:
     """Up to ``n_contexts`` contexts per dictionary sense from ``source`` (see the module docstring).
 
     ``dictionary`` needs ``dimension, term, direction`` and may have
@@ -410,12 +504,16 @@ def build_contexts(dictionary: pd.DataFrame, source: str = "generated", n_contex
     the term, as the paper's Reddit examples were). ``gender_filter``
     (``generated`` only): ``None`` filters newly generated contexts and keeps the
     published ones as published; ``True``/``False`` force it either way.
+    ``fill_generator`` (``generated`` without ``model``): the model that generates
+    contexts for senses without published ones (:func:`unpublished_senses`), the
+    same way as ``model``; ``None`` leaves them skipped. A built-in generator
+    that is not installed is a ``ParameterError`` before any model loads.
     """
     if source not in _SOURCES:
         raise ContextError(f"unknown context source {source!r}; choose one of {source_names()}")
     if not isinstance(n_contexts, (int, np.integer)) or n_contexts < 1:
         raise ContextError(f"n_contexts must be a positive integer, got {n_contexts!r}")
-    request = SourceRequest(n_contexts, seed, model, corpus, generation, max_words, gender_filter)
+    request = SourceRequest(n_contexts, seed, model, corpus, generation, max_words, gender_filter, fill_generator)
     return _SOURCES[source](prepare_dictionary(dictionary), request)
 
 

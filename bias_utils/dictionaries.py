@@ -47,9 +47,10 @@ from .data import entry, resolve
 from .wordnet import wordnet
 
 __all__ = [
-    "COMPOSITES", "DIMENSIONS", "DIRECTIONS", "PUBLISHED_FULL_COUNTS", "PUBLISHED_SEED_COUNTS", "DictionaryError",
-    "add_terms", "context_sources", "ensure_sense_ids", "limit_terms", "load_dictionary", "load_full_dictionary_terms",
-    "load_seed_dictionary", "pole_counts", "read_dictionary", "sense_key", "wordnet_contexts",
+    "COMPOSITES", "DIMENSIONS", "DIRECTIONS", "MIN_POLE_SIZE", "PUBLISHED_FULL_COUNTS", "PUBLISHED_SEED_COUNTS",
+    "DictionaryError", "add_terms", "check_poles", "context_sources", "ensure_sense_ids", "limit_terms",
+    "load_dictionary", "load_full_dictionary_terms", "load_seed_dictionary", "pole_counts", "read_dictionary",
+    "sense_key", "wordnet_contexts",
 ]
 
 DIMENSIONS = ("sociability", "morality", "ability", "agency", "status", "politics", "religion")
@@ -58,6 +59,8 @@ COMPOSITES = {"warmth": ("sociability", "morality"), "competence": ("ability", "
 DIRECTIONS = ("high", "low")
 
 REQUIRED_COLUMNS = ("dimension", "term", "direction")
+#: Fewest terms on a pole of a dimension a user adds (the seed dictionary has at least 10).
+MIN_POLE_SIZE = 3
 OPTIONAL_COLUMNS = ("synset", "definition", "contexts", "context_source")
 SEED_COLUMNS = ("dimension", "term", "direction", "synset", "definition", "contexts", "context_source", "sense_id")
 FULL_COLUMNS = ("dimension", "term", "direction", "synsets", "definition", "contexts", "context_source")
@@ -448,19 +451,52 @@ def _blank(value) -> bool:
 
 def ensure_sense_ids(dictionary: pd.DataFrame) -> pd.DataFrame:
     """The dictionary with a ``sense_id`` on every row: rows appended by hand (in a notebook cell)
-    without one get :func:`sense_key`; a row without dimension, term or a high/low direction is a
-    :class:`DictionaryError` naming the row."""
-    d = dictionary.reset_index(drop=True).copy()
+    without one get :func:`sense_key` (with a ``#k`` suffix when the key is taken: the full dictionary
+    repeats some terms, and the original counts them twice); a row without dimension, term or a high/low
+    direction is a :class:`DictionaryError` naming the row. A dictionary whose rows all have one is
+    returned as it is."""
     bad = [f"row {i} ({row.get('term')!r}): needs dimension, term and direction high/low"
-           for i, row in d.iterrows()
+           for i, row in enumerate(dictionary.to_dict("records"))
            if any(_blank(row.get(c)) for c in REQUIRED_COLUMNS) or row.get("direction") not in DIRECTIONS]
     if bad:
         raise DictionaryError("dictionary: " + "; ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""))
-    ids = d["sense_id"] if "sense_id" in d.columns else pd.Series([None] * len(d), dtype=object)
-    synsets = d["synset"] if "synset" in d.columns else pd.Series([""] * len(d))
-    d["sense_id"] = [sid if not _blank(sid) else sense_key(t, s, dim)
-                     for sid, t, s, dim in zip(ids, d["term"], synsets, d["dimension"])]
+    ids = dictionary["sense_id"] if "sense_id" in dictionary.columns else pd.Series([None] * len(dictionary))
+    blank = [_blank(sid) for sid in ids]
+    if not any(blank):
+        return dictionary
+    d = dictionary.reset_index(drop=True).copy()
+    synsets = d["synset"].tolist() if "synset" in d.columns else [""] * len(d)
+    taken = {sid for sid, b in zip(ids, blank) if not b}
+    filled = []
+    for sid, b, t, s, dim in zip(ids, blank, d["term"], synsets, d["dimension"]):
+        if b:
+            key, k = sense_key(t, s, dim), 1
+            sid = key
+            while sid in taken:
+                k += 1
+                sid = f"{key}#{k}"
+            taken.add(sid)
+        filled.append(sid)
+    d["sense_id"] = pd.Series(filled, dtype=ids.dtype if "sense_id" in d.columns else object)
     return d
+
+
+def check_poles(dictionary: pd.DataFrame, dimensions=None) -> pd.DataFrame:
+    """``dictionary`` when every pole of ``dimensions`` (default: all) has at least :data:`MIN_POLE_SIZE` terms;
+    otherwise a :class:`DictionaryError` naming the dimension, the pole and its terms."""
+    dims = list(dict.fromkeys(dictionary["dimension"])) if dimensions is None else list(dimensions)
+    problems = []
+    for dim in dims:
+        rows = dictionary[dictionary["dimension"] == dim]
+        for pole in DIRECTIONS:
+            terms = rows.loc[rows["direction"] == pole, "term"].tolist()
+            if len(terms) < MIN_POLE_SIZE:
+                problems.append(f"{dim!r} has {len(terms)} {pole} term{'s' * (len(terms) != 1)}"
+                                + (f" ({', '.join(terms)})" if terms else ""))
+    if problems:
+        raise DictionaryError(f"every pole needs at least {MIN_POLE_SIZE} terms (an axis from fewer is mostly the "
+                              f"words' own noise, and nothing could say so): " + "; ".join(problems))
+    return dictionary
 
 
 def add_terms(dictionary: pd.DataFrame, dimension: str, high=(), low=(), *, synsets: dict | None = None
@@ -497,6 +533,8 @@ def add_terms(dictionary: pd.DataFrame, dimension: str, high=(), low=(), *, syns
                          "definition": definition, "contexts": [], "context_source": "",
                          "sense_id": sense_key(term, synset, dimension)})
     base = ensure_sense_ids(dictionary)
+    if not rows:  # the trying-words cell as shipped: the dictionary as loaded
+        return base
     new = pd.DataFrame(rows, columns=SEED_COLUMNS)
     clash = sorted(set(new["sense_id"]) & set(base["sense_id"])) + sorted(new["sense_id"][new["sense_id"].duplicated()])
     if clash:
@@ -506,4 +544,7 @@ def add_terms(dictionary: pd.DataFrame, dimension: str, high=(), low=(), *, syns
     if poles != set(DIRECTIONS):
         raise DictionaryError(f"add_terms: dimension {dimension!r} has no {sorted(set(DIRECTIONS) - poles)[0]!r} "
                               "terms (both poles are needed to define a direction)")
-    return out
+    try:
+        return check_poles(out, [dimension])
+    except DictionaryError as exc:
+        raise DictionaryError(f"add_terms: {exc}") from None

@@ -37,13 +37,16 @@ batch plus an append-only index (``index.jsonl``) naming the pair keys of each
 shard. A pair's key is ``stable_hash([context, word])``. A rerun computes nothing
 already cached; an interrupted run keeps every finished batch; a shard that is
 truncated or corrupt is detected by :func:`bias_utils.cache.read_npz`, deleted
-and recomputed.
+and recomputed. Reading and filling a folder happen under its lock
+(:func:`bias_utils.cache.file_lock`): a second run on the same cache waits for the
+first and then reads its vectors instead of computing them again.
 """
 
 from __future__ import annotations
 
 import inspect
 import re
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -54,7 +57,7 @@ import torch
 from tqdm.auto import tqdm
 
 from . import paths
-from .cache import append_jsonl, read_jsonl, read_npz, stable_hash, write_npz
+from .cache import append_jsonl, file_lock, read_jsonl, read_npz, stable_hash, write_npz
 from .models import resolve_model
 
 __all__ = [
@@ -247,17 +250,18 @@ def embed_words(
     skipped.sort()
 
     folder = _cache_dir(model.model_id, layer_list)
-    cached = _load_cached(folder, {t[1] for t in todo}) if cache and todo else {}
-    pending = []
-    for i, key, idx, inputs in todo:
-        if key in cached:
-            values[i] = cached[key]
-        else:
-            pending.append((i, key, idx, inputs))
-
-    if pending:
-        _compute(model, pending, layer_list, values,
-                 batch_size or default_batch_size(model), folder if cache else None, progress, len(todo) - len(pending))
+    # A second run on the same cache waits here for the first, then finds its vectors instead of computing them.
+    with file_lock(folder / "lock") if cache and todo else nullcontext():
+        cached = _load_cached(folder, {t[1] for t in todo}) if cache and todo else {}
+        pending = []
+        for i, key, idx, inputs in todo:
+            if key in cached:
+                values[i] = cached[key]
+            else:
+                pending.append((i, key, idx, inputs))
+        if pending:
+            _compute(model, pending, layer_list, values, batch_size or default_batch_size(model),
+                     folder if cache else None, progress, len(todo) - len(pending))
     return WordEmbeddings(
         values=values,
         layers=layer_list,

@@ -31,8 +31,9 @@ import numpy as np
 import pandas as pd
 
 from .cache import atomic_write_json, atomic_write_text
-from .context_filters import FILTER_VERSION, _names, usable_contexts
+from .context_filters import FILTER_VERSION
 from .contexts import (
+    DEFAULT_GENERATOR,
     GENERATION_INSTRUCTION,
     GENERATION_SETTINGS,
     ContextError,
@@ -40,6 +41,7 @@ from .contexts import (
     _finish,
     _rows,
     _skip,
+    generate_usable,
     generation_prompt,
     prepare_dictionary,
 )
@@ -113,9 +115,7 @@ def generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: i
     """
     if round not in ROUNDS:
         raise ContextError(f"round must be one of {ROUNDS}, got {round!r}")
-    # deferred: torch, only needed to generate new contexts
-    from .generation import generate
-    from .models import load_model
+    from .models import load_model  # deferred: torch, only needed to generate new contexts
 
     if round == 2:
         order = round2_terms(path)
@@ -140,26 +140,24 @@ def generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: i
             "n_terms_total": n_total}
     if round == 2:
         meta["round"] = 2
-    names, lines = _names(), []
+    lines = []
     done = _reusable_extra_lines(path, meta)
     for start in range(0, len(order), chunk):
         part = order.iloc[start:start + chunk]
         todo = part[~part["term"].isin(done)]
-        by_term = {}
+        results = {}
         if len(todo):
-            out = generate(model, [prompt(t) for t in todo["term"]], prompt_ids=list(todo["term"]),
-                           seed=seed, chat=True, progress=progress, **settings)
-            by_term = out.groupby("prompt_id", sort=False)["completion"].apply(list).to_dict()
+            senses = todo.assign(sense_id=todo["term"])
+            results = dict(zip(todo["term"], generate_usable(model, senses, [prompt(t) for t in todo["term"]],
+                                                             list(todo["term"]), seed=seed, settings=settings,
+                                                             progress=progress)))
         for _, row in part.iterrows():
             if row["term"] in done:
                 lines.append(done[row["term"]])
                 continue
-            sense = {**row.to_dict(), "sense_id": row["term"]}
-            dropped: list = []
-            kept = usable_contexts(sense, by_term[row["term"]], model.model_id, names, dropped)
+            kept, n_generated, dropped = results[row["term"]]
             reasons = pd.Series([d["reason"].split(":")[0] for d in dropped], dtype=object).value_counts()
-            lines.append(json.dumps({**row.to_dict(), "contexts": kept[:n_keep],
-                                     "n_generated": len(by_term[row["term"]]),
+            lines.append(json.dumps({**row.to_dict(), "contexts": kept[:n_keep], "n_generated": n_generated,
                                      "dropped": {k: int(v) for k, v in reasons.items()}}, ensure_ascii=False))
         atomic_write_text(path, "\n".join(lines) + "\n")
         atomic_write_json(_settings_path(path), {**meta, "n_terms_done": len(lines)})
@@ -324,30 +322,27 @@ def compare_generators(models, senses: pd.DataFrame | None = None, *, n_samples:
     ``reasons`` (``model_id, reason, n, share`` of the generated) and ``kept``
     (``model_id, sample, dimension, term, direction, context``).
     """
-    # deferred: torch, only needed to generate new contexts
-    from .generation import generate
-    from .models import load_model
+    from .models import load_model  # deferred: torch, only needed to generate new contexts
 
-    senses = model_choice_senses() if senses is None else senses
-    names = _names()
+    senses = (model_choice_senses() if senses is None else senses).reset_index(drop=True)
     summary, reasons, kept_rows = [], [], []
     for name in models:
         model = load_model(name) if isinstance(name, str) else name
         settings = {**GENERATION_SETTINGS, "n_samples": n_samples}
-        out = generate(model, [extra_term_prompt(t) for t in senses["term"]], seed=seed, chat=True,
-                       progress=progress, **settings)
-        by_id = out.groupby("prompt_id", sort=True)["completion"].apply(list)
-        dropped, n_kept, n_covered = [], 0, 0
-        for i, sense in senses.reset_index(drop=True).iterrows():
-            kept = usable_contexts(sense, by_id[i], model.model_id, names, dropped)
-            n_kept, n_covered = n_kept + len(kept), n_covered + bool(kept)
+        prompts = [extra_term_prompt(t) for t in senses["term"]]
+        results = generate_usable(model, senses, prompts, list(range(len(senses))), seed=seed, settings=settings,
+                                  progress=progress)
+        dropped = [d for _, _, drops in results for d in drops]
+        n_kept, n_covered = sum(len(k) for k, _, _ in results), sum(bool(k) for k, _, _ in results)
+        n_out = sum(n for _, n, _ in results)
+        for (_, sense), (kept, _, _) in zip(senses.iterrows(), results):
             kept_rows += [{"model_id": model.model_id, **sense[["sample", "dimension", "term", "direction"]].to_dict(),
                            "context": c} for c in kept]
         counts = pd.Series([d["reason"].split(":")[0] for d in dropped], dtype=object).value_counts()
-        reasons += [{"model_id": model.model_id, "reason": r, "n": int(k), "share": k / len(out)}
+        reasons += [{"model_id": model.model_id, "reason": r, "n": int(k), "share": k / n_out}
                     for r, k in counts.items()]
-        summary.append({"model_id": model.model_id, "n_senses": len(senses), "n_generated": len(out), "n_kept": n_kept,
-                        "share_kept": n_kept / len(out), "n_covered": n_covered,
+        summary.append({"model_id": model.model_id, "n_senses": len(senses), "n_generated": n_out, "n_kept": n_kept,
+                        "share_kept": n_kept / n_out, "n_covered": n_covered,
                         "share_covered": n_covered / len(senses),
                         "n_samples": n_samples, "seed": seed})
     return {"summary": pd.DataFrame(summary), "reasons": pd.DataFrame(reasons), "kept": pd.DataFrame(kept_rows)}
@@ -360,7 +355,7 @@ def _main(argv=None) -> None:
                                      description="Generated contexts for the full dictionary's extra terms.")
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate-extra", help="generate (or resume) the extra terms' contexts file")
-    gen.add_argument("--model", default="smollm2-135m-instruct")
+    gen.add_argument("--model", default=DEFAULT_GENERATOR)
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--limit", type=int, default=None, help="stop after this many terms (in the shuffled order)")
     gen.add_argument("--out", default=None, help=f"output file (default data/{EXTRA_CONTEXTS_FILE})")

@@ -48,7 +48,7 @@ from .registry import Registry
 
 __all__ = [
     "GGUF_MAGIC", "LoadedModel", "ModelBackend", "ModelError", "backend_schemes", "check_gguf_header", "convert_gguf",
-    "load_model", "register_backend", "resolve_model", "unload_model",
+    "load_model", "model_name_problem", "register_backend", "resolve_model", "unload_model",
 ]
 
 
@@ -224,8 +224,12 @@ def convert_gguf(gguf: str | os.PathLike) -> Path:
             shutil.rmtree(target)
         os.chmod(tmp, 0o755)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, Exception):  # a full disk surfaces from tokenizers as a bare Exception with no path
+            raise ModelError(f"could not write the converted model of {gguf.name} under {target.parent} "
+                             f"({type(exc).__name__}: {exc}); free space there or point BIAS_CACHE_DIR at a "
+                             "bigger disk") from exc
         raise
     del model
     return target
@@ -349,7 +353,30 @@ def unload_model(model: LoadedModel) -> None:
         del _LOADED[key]
 
 
+def model_name_problem(name) -> str | None:
+    """Why :func:`load_model` cannot load ``name``, found without loading anything; ``None`` when it may (a
+    built-in, an existing .gguf file or model folder, or a hub id ``owner/name``, which only loading can check).
+    :func:`load_model` raises this message as a :class:`ModelError`."""
+    name = str(name)
+    if name in BUILTIN_MODELS:
+        return None
+    path = Path(name).expanduser()
+    if path.suffix.lower() == ".gguf":
+        return None if path.is_file() else f"GGUF file not found: {path}"
+    if path.is_dir():
+        return None if (path / "config.json").exists() else \
+            f"{path} is a folder but has no config.json: not a Hugging Face model folder"
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not path.exists() and not name.startswith((".", "/", "~")):
+        return None
+    if any(s in name for s in ("/", os.sep)) or path.suffix:
+        return f"model path not found: {path}. " + unknown_model_message(name).split(". ", 1)[1]
+    return unknown_model_message(name)
+
+
 def _load(name: str, dtype, device, trust_remote_code: bool, revision: str | None) -> LoadedModel:
+    problem = model_name_problem(name)
+    if problem:
+        raise ModelError(problem)
     path = Path(name).expanduser()
     gguf_path = None
     if name in BUILTIN_MODELS:
@@ -366,24 +393,16 @@ def _load(name: str, dtype, device, trust_remote_code: bool, revision: str | Non
             source["gguf"] = str(gguf_path)
         id_stem = name
     elif path.suffix.lower() == ".gguf":
-        if not path.is_file():
-            raise ModelError(f"GGUF file not found: {path}")
         gguf_path = path.resolve()
         folder, sha = convert_gguf(gguf_path), sha256_cached(gguf_path)
         source = {"type": "gguf", "path": str(folder), "gguf": str(gguf_path), "weights_sha256": sha}
         id_stem = _slug(path.stem)
     elif path.is_dir():
-        if not (path / "config.json").exists():
-            raise ModelError(f"{path} is a folder but has no config.json: not a Hugging Face model folder")
         folder, sha = path.resolve(), _weights_sha(path)
         source = {"type": "folder", "path": str(folder), "weights_sha256": sha}
         id_stem = _slug(path.resolve().name)
-    elif re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not path.exists() and not name.startswith((".", "/", "~")):
+    else:  # a hub id (model_name_problem has ruled out everything else)
         return _load_hub(name, dtype, device, trust_remote_code, revision)
-    elif any(sep in name for sep in ("/", os.sep)) or path.suffix:
-        raise ModelError(f"model path not found: {path}. " + unknown_model_message(name).split(". ", 1)[1])
-    else:
-        raise ModelError(unknown_model_message(name))
     if revision is not None:
         raise ModelError(f"revision={revision!r} applies to hub ids only; {name!r} is a {source['type']}")
     dev, dt, shard, why = _choose_device(device, dtype, _folder_size(folder))

@@ -31,18 +31,24 @@ from .errors import (
     is_int,
     is_number,
 )
-from .models import ModelBackend
+from .models import ModelBackend, backend_schemes, model_name_problem
+from .paths import InputPathError, resolve_input
 
 #: Bootstrap counts below this give percentile CIs from a handful of order statistics.
 MIN_N_BOOT = 100
+
+#: Fewest words per population group: a group's mean needs a spread for the two-group tests.
+MIN_GROUP_WORDS = 2
 
 #: Below this a permutation p cannot go under 1/101, and its floor decides more verdicts than the data.
 MIN_N_PERMUTATIONS = 100
 
 __all__ = [
-    "LAYER_NAMES", "MIN_N_BOOT", "MIN_N_PERMUTATIONS", "ParameterError", "check_bold_audit", "check_bold_replication",
+    "LAYER_NAMES", "MIN_GROUP_WORDS", "MIN_N_BOOT", "MIN_N_PERMUTATIONS", "ParameterError", "check_bold_audit",
+    "check_bold_replication",
     "check_completion_profiles", "check_context_source", "check_cross_model", "check_contexts", "check_dictionaries",
-    "check_dictionary_path", "check_file", "check_layer", "check_layers", "check_lexicons", "check_limit",
+    "check_dictionary_path", "check_file", "check_generated_contexts", "check_layer", "check_layers", "check_lexicons",
+    "check_limit",
     "check_model", "check_boot_count", "check_output_dir", "check_permutation_count", "check_populations",
     "check_profiles", "check_projection_accuracy", "check_robustness", "check_selection", "check_sources",
     "check_template_list",
@@ -106,13 +112,14 @@ def check_sources(sources) -> list[str]:
 
 
 def check_file(path, name: str) -> Path:
-    """An existing file; the error names the parameter and the path."""
+    """An existing file, relative paths tried against the working folder, then the repository root
+    (``paths.resolve_input``); the error names the parameter, says where it looked, and calls a folder a folder."""
     if not isinstance(path, (str, Path)):
         raise ParameterError(f"{name} must be a file path (str), got {type(path).__name__} {path!r}")
-    p = Path(path)
-    if not p.is_file():
-        raise ParameterError(f"{name}: file {p} does not exist")
-    return p
+    try:
+        return resolve_input(path, name)
+    except InputPathError as exc:
+        raise ParameterError(str(exc)) from None
 
 
 def check_populations(populations) -> list[str]:
@@ -125,9 +132,14 @@ def check_populations(populations) -> list[str]:
         if not isinstance(item, (str, Path)):
             raise ParameterError(f"populations: {item!r} is not a name or a file path")
         try:
-            pops.load_populations(item)
+            groups = pops.load_populations(item)
         except ValueError as exc:
             raise _reraise("populations", exc) from None
+        small = {g: words for g, words in groups.items() if len(words) < MIN_GROUP_WORDS}
+        if small:
+            named = ", ".join(f"{g!r} ({len(w)} word{'s' * (len(w) != 1)})" for g, w in small.items())
+            raise ParameterError(f"populations: {item}: group(s) {named} need at least {MIN_GROUP_WORDS} words "
+                                 "each (the group tests compare variances)")
     return [str(p) for p in items]
 
 
@@ -146,15 +158,26 @@ def check_template_list(templates) -> tuple[str, ...] | None:
 
 
 def check_dictionary_path(dictionary_path) -> Path | None:
-    """``None`` (the seed dictionary) or a user dictionary CSV, read and validated (errors name line and column)."""
+    """``None`` (the seed dictionary) or a user dictionary CSV, read and validated (errors name line and column;
+    every pole needs ``dictionaries.MIN_POLE_TERMS`` terms)."""
     if dictionary_path is None:
         return None
     path = check_file(dictionary_path, "dictionary_path")
     try:
-        dictionaries.read_dictionary(path)
+        dictionaries.check_poles(dictionaries.read_dictionary(path))
     except ValueError as exc:
         raise _reraise("dictionary_path", exc) from None
     return path
+
+
+def check_generated_contexts(dictionary_path, generator=None) -> None:
+    """With ``context_source="generated"``: the senses without published contexts need a generator
+    (``contexts.require_generator``), installed when it is a built-in; the error names the two ways out."""
+    try:
+        dictionary = dictionaries.load_dictionary(dictionary_path)
+    except ValueError as exc:
+        raise _reraise("dictionary_path", exc) from None
+    contexts.require_generator(dictionary, contexts.DEFAULT_GENERATOR if generator is None else generator)
 
 
 def check_selection(selection) -> None:
@@ -177,14 +200,19 @@ def check_lexicons(lexicons, name: str = "lexicons") -> None:
         raise ParameterError(str(exc) if str(exc).startswith(name) else f"{name}: {exc}") from None
 
 
-def check_model(model) -> None:
+def check_model(model, name: str = "model") -> None:
     """A model name, hub id, path or ``"<scheme>:..."`` of a registered backend (a non-empty string), or an
-    already loaded model (``models.ModelBackend``)."""
+    already loaded model (``models.ModelBackend``); a name that cannot load (``models.model_name_problem``: an
+    unknown or near-miss built-in name, a missing path) fails here, before anything loads."""
     if isinstance(model, (str, Path)):
         if not str(model).strip():
-            raise ParameterError("model is empty: give a built-in short name, a hub id or a path")
+            raise ParameterError(f"{name} is empty: give a built-in short name, a hub id or a path")
+        scheme, sep, _ = str(model).partition(":")
+        problem = None if sep and scheme in backend_schemes() else model_name_problem(model)
+        if problem:
+            raise ParameterError(f"{name}: {problem}")
     elif not isinstance(model, ModelBackend):
-        raise ParameterError(f"model must be a name, hub id or path, got {type(model).__name__}")
+        raise ParameterError(f"{name} must be a name, hub id or path, got {type(model).__name__}")
 
 
 def check_output_dir(output_dir) -> None:
@@ -202,6 +230,8 @@ def _space_parameters(model, dictionary_path, seed, output_dir, limit, context_s
     check_model(model)
     check_context_source(context_source)
     check_dictionary_path(dictionary_path)
+    if context_source == "generated":
+        check_generated_contexts(dictionary_path)
     check_positive_int(n_contexts, "n_contexts")
     check_seed(seed)
     check_output_dir(output_dir)
@@ -213,17 +243,19 @@ def _space_parameters(model, dictionary_path, seed, output_dir, limit, context_s
 
 def check_dictionaries(*, model="smollm2-135m-instruct", dictionary_path=None, output_dir=None) -> None:
     """Notebook 01's parameters."""
-    _space_parameters(model, dictionary_path, 0, output_dir, None)
+    _space_parameters(model, dictionary_path, 0, output_dir, None, "dictionary")  # 01 builds no contexts
 
 
 def check_contexts(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None, n_contexts=5,
                    seed=0, output_dir=None, limit=None, sources=None,
                    generator=None, corpus=None) -> None:
     """Notebook 02's parameters."""
-    _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
-    check_sources(sources)
+    _space_parameters(model, dictionary_path, seed, output_dir, limit, "dictionary", n_contexts)
+    check_context_source(context_source)
     if generator is not None:
-        check_model(generator)
+        check_model(generator, "generator")
+    if "generated" in check_sources(sources):
+        check_generated_contexts(dictionary_path, generator)
     if corpus is not None:
         path = check_file(corpus, "corpus")
         try:
@@ -267,7 +299,8 @@ def check_layers(*, model="smollm2-135m-instruct", dictionary_path=None, populat
     _space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts=n_contexts)
     check_populations(populations)
     check_template_list(templates)
-    check_sources(sources)
+    if "generated" in check_sources(sources):
+        check_generated_contexts(dictionary_path)
     check_boot_count(n_boot, default=200)
 
 
@@ -325,7 +358,8 @@ def check_robustness(*, model="smollm2-135m-instruct", populations=("names", "te
     _space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts=n_contexts)
     check_populations(populations)
     check_template_list(templates)
-    check_sources(sources)
+    if "generated" in check_sources(sources):
+        check_generated_contexts(dictionary_path)
     check_permutation_count(n_permutations, default=200)
     check_permutation_count(n_perm_test, "n_perm_test", default=2000)
     check_positive_int(term_limit, "term_limit", allow_none=True)

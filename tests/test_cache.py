@@ -1,5 +1,6 @@
 """The crash-safety guarantees every cache in the project relies on."""
 
+import errno
 import json
 import os
 import signal
@@ -115,3 +116,54 @@ def test_atomic_open_veto_keeps_the_old_file(tmp_path):
             f.write(b"new")
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["f.txt"]
+
+
+_FULL_DISK_CHILD = """
+import resource, signal, sys
+import pandas as pd
+from bias_utils.cache import append_jsonl
+from bias_utils.results import write_table
+# A file-size limit makes the kernel refuse the write mid-file (EFBIG), as a full disk does (ENOSPC): an
+# OSError from inside write() that carries no file name of its own.
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+for write in (lambda: write_table(pd.DataFrame({"x": range(5000)}), sys.argv[1] + "/profile_stats"),
+              lambda: append_jsonl(sys.argv[1] + "/rows.jsonl", [{"x": "y" * 10000}])):
+    try:
+        write()
+    except OSError as exc:
+        print(exc.errno, exc)
+"""
+
+
+def test_a_failed_write_names_the_file(tmp_path):
+    out = subprocess.run([sys.executable, "-c", _FULL_DISK_CHILD, str(tmp_path)], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert len(out) == 2, out
+    assert out[0].startswith(f"{errno.EFBIG} [Errno {errno.EFBIG}] File too large (writing): "
+                             f"'{tmp_path / 'profile_stats'}.")
+    assert out[1] == f"{errno.EFBIG} [Errno {errno.EFBIG}] File too large (writing): '{tmp_path / 'rows.jsonl'}'"
+    assert not list(tmp_path.glob(".*.tmp"))  # no temporary file left behind
+
+
+_LOCK_CHILD = """
+import sys, time
+from bias_utils.cache import file_lock
+with file_lock(sys.argv[1]):
+    print("in", time.time(), flush=True)
+    time.sleep(float(sys.argv[2]))
+    print("out", time.time(), flush=True)
+"""
+
+
+def test_a_second_process_waits_for_the_lock(tmp_path):
+    lock = tmp_path / "cache" / "lock"
+    first = subprocess.Popen([sys.executable, "-c", _LOCK_CHILD, str(lock), "1.5"], stdout=subprocess.PIPE, text=True)
+    assert first.stdout.readline().startswith("in")  # the first holds the lock now
+    second = subprocess.run([sys.executable, "-c", _LOCK_CHILD, str(lock), "0"], capture_output=True, text=True,
+                            check=True)
+    released = float(first.stdout.readline().split()[1])
+    first.wait()
+    entered = float(second.stdout.splitlines()[0].split()[1])
+    assert entered >= released
+    assert "waiting for another run that is filling the same cache" in second.stderr

@@ -255,3 +255,97 @@ def test_a_registered_source_is_built_listed_and_accepted_as_a_parameter(monkeyp
     assert validation.check_sources(None)[-1] == "definition"
     with pytest.raises(C.ContextError, match="'corpus' is already registered"):
         C.context_source("corpus")(definition_contexts)
+
+
+# ------------------------------------------------------------ generated contexts for senses without published ones
+
+def test_a_missing_generator_is_a_parameter_error_naming_both_ways_out():
+    # gemma-3-270m is a built-in whose weights are not installed here; nothing may load before the error.
+    code = ("import sys\nfrom bias_utils import contexts as C, dictionaries as D\n"
+            "d = D.read_dictionary('data/examples/user_dictionary_example.csv')\n"
+            "try:\n    C.build_contexts(d, 'generated', fill_generator='gemma-3-270m')\n"
+            "except C.ParameterError as e:\n    print(e)\n"
+            "print('loaded:', sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n")
+    import subprocess
+    import sys
+
+    from bias_utils import builtin_models, paths
+
+    assert not builtin_models.is_installed("gemma-3-270m")
+    out = subprocess.run([sys.executable, "-c", code], cwd=paths.ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    assert "8 sense(s) have no published generated contexts (tidy, neat" in out
+    assert "python -m bias_utils.models install gemma-3-270m" in out and 'context_source="dictionary"' in out
+    assert "loaded: []" in out
+    # without a fill generator the senses are skipped with their reason, as before
+    d = read_dictionary("data/examples/user_dictionary_example.csv")
+    cs = C.build_contexts(d, "generated", fill_generator=None)
+    assert cs.table.empty and len(cs.skipped) == 8 and cs.generated.empty
+
+
+def test_the_seed_dictionary_needs_no_generator():
+    seed = load_seed_dictionary()
+    assert C.unpublished_senses(seed).empty
+    assert C.require_generator(seed, "gemma-3-270m").empty  # nothing to generate: no error
+
+
+@pytest.mark.slow
+def test_senses_without_published_contexts_are_generated_with_the_extra_terms_prompt_filters_and_cache(
+        tmp_path, monkeypatch, seed):
+    from bias_utils import extra_contexts as X
+    from bias_utils import paths
+
+    # a fresh generation cache beside the converted models of the real one
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "models").symlink_to(paths.cache_dir() / "models", target_is_directory=True)
+    monkeypatch.setenv("BIAS_CACHE_DIR", str(tmp_path / "cache"))
+    generation = {"n_samples": 2, "max_new_tokens": 24}
+    user = read_dictionary("data/examples/user_dictionary_example.csv")
+    user = user[user["term"].isin(["tidy", "messy"])]
+    mixed = pd.concat([seed.head(2), user], ignore_index=True)
+    cs = C.build_contexts(mixed, "generated", n_contexts=2, fill_generator="smollm2-135m-instruct",
+                          generation=generation)
+    # the seed senses keep their published contexts, in dictionary order
+    published = C.build_contexts(seed.head(2), "generated", n_contexts=2)
+    pd.testing.assert_frame_equal(cs.table[cs.table["sense_id"].isin(seed.head(2)["sense_id"])], published.table)
+    assert cs.table["sense_id"].drop_duplicates().tolist() == [s for s in mixed["sense_id"]
+                                                               if s in set(cs.table["sense_id"])]
+    report = C.generation_report(cs)
+    assert report["term"].tolist() == ["tidy", "messy"] and (report["n_generated"] == 2).all()
+    kept = cs.table[cs.table["term"].isin(["tidy", "messy"])].groupby("term").size()
+    assert report.set_index("term")["n_kept"].to_dict() == {t: int(kept.get(t, 0)) for t in ["tidy", "messy"]}
+    for r in cs.table[cs.table["term"].isin(["tidy", "messy"])].itertuples():
+        assert F.contains_term(r.context, r.term) and not F.gender_markers(r.context, r.term)
+    record = cs.notes.set_index("item").loc["generator", "detail"]
+    assert '"prompt_template"' in record and f'"filter_version": {F.FILTER_VERSION}' in record
+    # The extra terms' generation of the same words (no definition: the same prompt) finds every completion in the
+    # cache and keeps the same contexts.
+    rows = next((tmp_path / "cache" / "generations").glob("*/rows.jsonl"))
+    before = rows.read_text()
+    path = X.generate_extra_contexts("smollm2-135m-instruct", user[["dimension", "term", "direction"]],
+                                     path=tmp_path / "extra.jsonl", generation=generation, n_keep=2, progress=False)
+    assert rows.read_text() == before
+    table, _ = X.read_extra_contexts(path)
+    assert {r.term: list(r.contexts) for r in table.itertuples()} == \
+        {t: cs.table.loc[cs.table["term"] == t, "context"].tolist() for t in ["tidy", "messy"]}
+
+
+def test_rows_appended_by_hand_without_a_sense_id_get_contexts(seed):
+    # The issue's cell: rows concatenated onto the loaded dictionary have sense_id NaN.
+    by_hand = pd.concat([seed.head(3), pd.DataFrame([{"dimension": "tidiness", "term": "tidy", "direction": "high"},
+                                                     {"dimension": "tidiness", "term": "messy", "direction": "low"}])],
+                        ignore_index=True)
+    cs = C.build_contexts(by_hand, "dictionary", n_contexts=2)
+    assert {"tidy||tidiness", "messy||tidiness"} <= set(cs.table["sense_id"])
+    with pytest.raises(ValueError, match=r"row 3 \('tidy'\)"):
+        C.build_contexts(by_hand.assign(direction=["high", "low", "high", "up", "low"]), "dictionary")
+
+
+def test_a_corpus_path_resolves_from_the_notebooks_folder(monkeypatch):
+    from bias_utils import paths
+
+    monkeypatch.chdir(paths.ROOT / "notebooks")  # Jupyter's working folder; the path is relative to the root
+    sentences, notes = C.load_corpus("data/examples/user_dictionary_example.csv")  # any text file, a line a sentence
+    assert sentences[1] == "tidiness,tidy,high" and notes[0]["status"] == "used"
+    with pytest.raises(C.ContextError, match=r"corpus: 'data/examples' is a folder .* \(and it is not a data key\)"):
+        C.load_corpus("data/examples")

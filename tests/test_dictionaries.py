@@ -293,11 +293,13 @@ def test_missing_user_dictionary_file(tmp_path):
 
 def test_add_terms_fills_every_column_as_a_csv_row_would(tmp_path):
     seed = D.load_seed_dictionary()
-    out = D.add_terms(seed, "Tidiness", high=["tidy", "neat"], low=["messy"], synsets={"tidy": "tidy.a.01"})
+    out = D.add_terms(seed, "Tidiness", high=["tidy", "neat", "orderly"], low=["messy", "sloppy", "untidy"],
+                      synsets={"tidy": "tidy.a.01"})
     added = out.iloc[len(seed):]
-    assert list(out.columns) == list(seed.columns) and len(added) == 3
+    assert list(out.columns) == list(seed.columns) and len(added) == 6
     assert added["dimension"].eq("tidiness").all()
-    assert added["sense_id"].tolist() == ["tidy|tidy.a.01|tidiness", "neat||tidiness", "messy||tidiness"]
+    assert added["sense_id"].tolist()[:4] == ["tidy|tidy.a.01|tidiness", "neat||tidiness", "orderly||tidiness",
+                                              "messy||tidiness"]
     assert added.iloc[0]["definition"] == D.wordnet().synset("tidy.a.01").definition()
     assert all(list(c) == [] for c in added["contexts"])
     # the same row from a CSV gets the same sense_id (one rule)
@@ -308,6 +310,9 @@ def test_add_terms_fills_every_column_as_a_csv_row_would(tmp_path):
 
 @pytest.mark.parametrize("kwargs, what", [
     ({"dimension": "tidiness", "high": ["tidy"]}, "no 'low' terms"),
+    ({"dimension": "tidiness", "high": ["tidy", "neat", "clean"], "low": ["messy"]},
+     "every pole needs at least 3 terms (an axis from fewer is mostly the words' own noise, and nothing could say so): "
+     "'tidiness' has 1 low term (messy)"),
     ({"dimension": "sociability", "high": ["friendly"]}, "already in the dictionary: friendly"),
     ({"dimension": "tidiness", "high": "tidy", "low": ["messy"]}, "must be a list"),
     ({"dimension": "tidiness", "high": ["tidy"], "low": ["messy"], "synsets": {"tidy": "tidy.x.99"}}, "tidy.x.99"),
@@ -337,3 +342,20 @@ def test_dictionary_path_relative_to_the_repository_root_from_another_folder(tmp
     assert "tidiness" in set(frame["dimension"])
     with pytest.raises(D.DictionaryError, match="is a folder"):
         D.read_dictionary("data/examples")
+
+
+def test_the_trying_words_cell_as_shipped_leaves_the_dictionary_unchanged():
+    seed = D.load_seed_dictionary()
+    out = D.add_terms(seed, "sociability", high=[], low=[])
+    pd.testing.assert_frame_equal(out, seed)  # values, index and dtypes
+    user = D.read_dictionary("data/examples/user_dictionary_example.csv")
+    pd.testing.assert_frame_equal(D.add_terms(user, "sociability", high=[], low=[]), user)
+
+
+def test_a_row_appended_by_hand_repeating_a_sense_gets_a_numbered_id():
+    seed = D.load_seed_dictionary()
+    first = seed.iloc[0]
+    again = pd.DataFrame([{"dimension": first["dimension"], "term": first["term"], "direction": first["direction"],
+                           "synset": first["synset"]}])
+    out = D.ensure_sense_ids(pd.concat([seed, again], ignore_index=True))
+    assert out["sense_id"].iloc[-1] == first["sense_id"] + "#2" and out["sense_id"].is_unique

@@ -8,6 +8,7 @@ tokenizations shown in the comments), never from embed_words itself.
 from __future__ import annotations
 
 import io
+import json
 
 import numpy as np
 import pytest
@@ -272,3 +273,41 @@ def test_cache_hit_computes_nothing_and_corrupt_shard_is_recomputed(tmp_path, mo
         _scale_close(again.values[first.kept], first.values[first.kept])
     finally:
         hook.remove()
+
+
+_TWO_RUNS_CHILD = """
+import sys
+import numpy as np
+from bias_utils.dictionaries import load_seed_dictionary
+from bias_utils.embeddings import embed_words
+from bias_utils.models import load_model
+d = load_seed_dictionary().head(300)  # long enough to overlap the other start
+contexts = [list(c)[0] for c in d["contexts"]]
+emb = embed_words(load_model("minilm-l6"), contexts, d["term"].tolist(), progress=False)
+np.save(sys.argv[1], np.asarray(emb.values))
+"""
+
+
+@pytest.mark.slow
+def test_two_runs_on_one_cache_compute_once(tmp_path):
+    """Two processes started together on an empty cache: the second waits for the first's lock and reads its
+    vectors, so every pair is computed and stored once, and both get the same values."""
+    import os
+    import subprocess
+    import sys
+
+    from bias_utils import paths
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "models").symlink_to(paths.cache_dir() / "models", target_is_directory=True)
+    env = {**os.environ, "BIAS_CACHE_DIR": str(cache), "PYTHONPATH": str(paths.ROOT)}
+    runs = [subprocess.Popen([sys.executable, "-c", _TWO_RUNS_CHILD, str(tmp_path / f"run{k}.npy")], env=env,
+                             stderr=subprocess.PIPE, text=True) for k in (0, 1)]
+    errors = [r.communicate()[1] for r in runs]
+    assert all(r.returncode == 0 for r in runs), errors
+    (index,) = cache.glob("embeddings/*/*/index.jsonl")
+    keys = [k for line in index.read_text().splitlines() for k in json.loads(line)["keys"]]
+    assert len(keys) == len(set(keys)) > 0
+    assert sum("waiting for another run" in e for e in errors) == 1
+    np.testing.assert_array_equal(np.load(tmp_path / "run0.npy"), np.load(tmp_path / "run1.npy"))

@@ -203,3 +203,31 @@ def test_an_encoder_cannot_generate():
     with pytest.raises(ModelError, match=r"'minilm-l6' \(kind=encoder\) cannot give text"):
         models.resolve_model("minilm-l6", need="generate")
     assert models.resolve_model("minilm-l6", need="embed") is load_model("minilm-l6")
+
+
+_FULL_CACHE_CHILD = """
+import resource, signal, sys
+from bias_utils.builtin_models import BUILTIN_MODELS, builtin_weights
+from bias_utils.models import ModelError, convert_gguf
+gguf = builtin_weights(BUILTIN_MODELS["smollm2-135m-instruct"])
+# A file-size limit refuses the conversion's writes mid-file, as a full cache disk does.
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+try:
+    convert_gguf(gguf)
+except ModelError as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.slow
+def test_a_full_cache_during_conversion_is_a_model_error_naming_the_folder(tmp_path):
+    import os
+
+    env = {**os.environ, "BIAS_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-c", _FULL_CACHE_CHILD], env=env, capture_output=True, text=True,
+                         timeout=600).stdout
+    assert out.startswith("could not write the converted model of SmolLM2-135M-Instruct.Q4_1.gguf under "
+                          f"{tmp_path / 'cache' / 'models' / 'gguf'} ("), out
+    assert "free space there or point BIAS_CACHE_DIR at a bigger disk" in out
+    assert not any((tmp_path / "cache" / "models" / "gguf").iterdir())  # no half-written folder left

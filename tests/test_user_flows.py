@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -172,3 +173,116 @@ def test_audit_killed_between_batches_resumes_without_loss_or_duplicates(tmp_pat
     uninterrupted = run_audit(smol, **kw)
     pd.testing.assert_frame_equal(resumed.metrics, uninterrupted.metrics)
     pd.testing.assert_frame_equal(resumed.statistics, uninterrupted.statistics)
+
+
+# --------------------------------------------------------------------------- the README's dictionary, by default
+
+EXAMPLE_DICTIONARY = "data/examples/user_dictionary_example.csv"
+
+
+def test_readme_example_dictionary_through_03_and_04_with_default_parameters(tmp_path):
+    """The README's example (a new dimension, tidiness, no contexts) with the paper's default
+    context_source="generated": its senses have no published contexts, so the extra terms' generator writes them
+    (cached, so 04 reuses 03's), and both chapters read a tidiness axis built from the user's eight terms. Only
+    the run-size parameters are small; the path is the README's, relative to the repository root."""
+    from bias_utils import contexts, dictionaries
+
+    results = tmp_path / "results"
+    common = ["-p", "dictionary_path", EXAMPLE_DICTIONARY, "-p", "output_dir", str(results),
+              "-p", "n_permutations", "100"]
+    executed = _run("03_projection_accuracy", tmp_path, *common, "-p", "limit", "3", "-p", "n_boot", "100")
+    assert "Traceback" not in _outputs(executed)
+    user = dictionaries.read_dictionary(paths.ROOT / EXAMPLE_DICTIONARY)
+    poles = pd.read_csv(results / "poles.csv")
+    tidiness = poles[(poles["dimension"] == "tidiness") & (poles["space"] == "dimensions")]
+    # every user term got contexts (generated and kept) and sits on its pole
+    assert tidiness.set_index("direction")["n_senses"].to_dict() == user.groupby("direction").size().to_dict()
+    executed = _run("04_profiles", tmp_path, *common, "-p", "limit", "3", "-p", "term_limit", "3")
+    assert "Traceback" not in _outputs(executed)
+    stats = pd.read_csv(results / "profile_stats.csv")
+    assert set(stats["dimension"]) == {"tidiness"}
+    # The kept contexts per sense, as the closing note reports them (from the generation cache: nothing new).
+    report = contexts.generation_report(contexts.build_contexts(user, "generated"))
+    print(report.to_string(index=False))
+    assert report["term"].tolist() == user["term"].tolist() and (report["n_kept"] > 0).all()
+
+
+# --------------------------------------------------------------------------- a notebook opened in Jupyter
+
+
+def _set_parameters(cell: dict, **values) -> None:
+    """Edit the parameters cell as a person does: the value after ``name: type =`` on its line."""
+    lines = "".join(cell["source"]).splitlines()
+    for name, value in values.items():
+        hits = [i for i, line in enumerate(lines) if re.match(rf"{name}\s*:", line)]
+        assert len(hits) == 1, f"no single line for {name} in the parameters cell"
+        head, _, rest = lines[hits[0]].partition("=")
+        comment = rest[rest.index("  #"):] if "  #" in rest else ""
+        lines[hits[0]] = f"{head}= {value!r}{comment}"
+    cell["source"] = "\n".join(lines) + "\n"
+
+
+def _jupyter_run(notebook: str, tmp_path: Path, edit, monkeypatch) -> None:
+    """Execute ``notebook`` as Jupyter does (nbclient, working folder ``notebooks/``, no papermill) after
+    ``edit(cells)`` changed its cells."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(paths.ROOT / "notebooks" / f"{notebook}.ipynb", as_version=4)
+    edit(nb.cells)
+    monkeypatch.setenv("PYTHONPATH", str(paths.ROOT))  # the kernel imports this checkout's package
+    NotebookClient(nb, timeout=900, kernel_name="python3",
+                   resources={"metadata": {"path": str(paths.ROOT / "notebooks")}}).execute()
+    nbformat.write(nb, tmp_path / f"{notebook}.ipynb")
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, errors
+
+
+def _tagged(cells, tag: str) -> dict:
+    return next(c for c in cells if tag in c.get("metadata", {}).get("tags", []))
+
+
+def test_jupyter_parameters_cell_edited_with_the_readme_path(tmp_path, monkeypatch):
+    """04 opened in Jupyter (working folder notebooks/), the README's relative path typed into the parameters
+    cell: it resolves against the repository root, and the profile is on the user's dimension."""
+    results = tmp_path / "results"
+
+    def edit(cells):
+        _set_parameters(_tagged(cells, "parameters"), model="minilm-l6", dictionary_path=EXAMPLE_DICTIONARY,
+                        context_source="dictionary", output_dir=str(results), limit=3, term_limit=3,
+                        n_permutations=100, n_contexts=2)
+
+    _jupyter_run("04_profiles", tmp_path, edit, monkeypatch)
+    assert set(pd.read_csv(results / "profile_stats.csv")["dimension"]) == {"tidiness"}
+
+
+# Words whose WordNet examples contain them, so the dictionary source gives each a context.
+TRY_HIGH, TRY_LOW = ["gregarious", "convivial", "jovial"], ["reclusive", "standoffish", "withdrawn"]
+
+
+def test_jupyter_trying_words_cell_edited(tmp_path, monkeypatch):
+    """03 opened in Jupyter with the words typed into the cell made for trying them: the chapter's pole table
+    counts them on the sociability axis."""
+    import nbformat
+
+    from bias_utils import dictionaries
+
+    cells = nbformat.read(paths.ROOT / "notebooks" / "03_projection_accuracy.ipynb", as_version=4).cells
+    if not any("try-words" in c.get("metadata", {}).get("tags", []) for c in cells):
+        pytest.skip("notebook 03 has no cell tagged try-words yet (helper E adds it; issue 24 item 2)")
+    results = tmp_path / "results"
+
+    def edit(cells):
+        _set_parameters(_tagged(cells, "parameters"), model="minilm-l6", context_source="dictionary",
+                        output_dir=str(results), limit=3, n_boot=100, n_permutations=100, n_contexts=2)
+        cell = _tagged(cells, "try-words")
+        source = "".join(cell["source"])
+        assert 'high=[], low=[]' in source
+        cell["source"] = source.replace("high=[], low=[]", f"high={TRY_HIGH}, low={TRY_LOW}")
+
+    _jupyter_run("03_projection_accuracy", tmp_path, edit, monkeypatch)
+    seed = dictionaries.load_seed_dictionary()
+    seed_counts = seed[seed["dimension"] == "sociability"].groupby("direction").size()
+    poles = pd.read_csv(results / "poles.csv")
+    got = poles[(poles["dimension"] == "sociability") & (poles["space"] == "dimensions")].set_index("direction")
+    assert got["n_senses"].to_dict() == {"high": seed_counts["high"] + 3, "low": seed_counts["low"] + 3}

@@ -43,8 +43,13 @@ def test_population_files_errors_name_file_and_line(tmp_path):
         v.check_populations(str(latin))
     with pytest.raises(ParameterError, match="populations"):
         v.check_populations([])
-    ok = _write(tmp_path / "ok.csv", "group,word,kind\nf,Anna,name\nm,Otto,name\n")
+    ok = _write(tmp_path / "ok.csv", "group,word,kind\nf,Anna,name\nf,Eva,name\nm,Otto,name\nm,Karl,name\n")
     assert v.check_populations(str(ok)) == [str(ok)]
+    # a group of one word fails here, not 19 s into the statistics
+    one = _write(tmp_path / "one.json", '{"female": ["Mary"], "male": ["John", "Bob"]}')
+    with pytest.raises(ParameterError, match=r"^populations: .*one\.json: group\(s\) 'female' \(1 word\) need at "
+                       r"least 2 words"):
+        v.check_profiles(populations=[str(one)])
 
 
 # --------------------------------------------------------------------------- templates, scalars
@@ -93,7 +98,7 @@ def test_n_boot_too_small_is_rejected_by_every_bootstrap():
 
 
 def test_dictionary_path_errors_name_file_line_and_column(tmp_path):
-    with pytest.raises(ParameterError, match=r"dictionary_path: file .*missing\.csv does not exist"):
+    with pytest.raises(ParameterError, match=r"dictionary_path: '.*missing\.csv' does not exist; looked in "):
         v.check_dictionary_path(tmp_path / "missing.csv")
     latin = _write(tmp_path / "latin.csv", "dimension,term,direction\nsoin,\xe9l\xe8ve,high\n".encode("latin-1"))
     with pytest.raises(ParameterError, match=r"dictionary_path: .*latin\.csv: not UTF-8"):
@@ -101,12 +106,14 @@ def test_dictionary_path_errors_name_file_line_and_column(tmp_path):
     bad = _write(tmp_path / "bad.csv", "dimension,term,direction\ntidiness,neat,high\ntidiness,messy,sideways\n")
     with pytest.raises(ParameterError, match=r"(?s)dictionary_path: .*bad\.csv.*line 3, column direction"):
         v.check_dictionary_path(str(bad))
-    good = _write(tmp_path / "good.csv", "dimension,term,direction\ntidiness,neat,high\ntidiness,messy,low\n")
+    good = _write(tmp_path / "good.csv", "dimension,term,direction\n" + "".join(
+        f"tidiness,{t},{d}\n" for t, d in [("neat", "high"), ("tidy", "high"), ("orderly", "high"), ("messy", "low"),
+                                            ("sloppy", "low"), ("untidy", "low")]))
     assert v.check_dictionary_path(str(good)) == good
 
 
 def test_selection_errors_name_file_and_line(tmp_path):
-    with pytest.raises(ParameterError, match=r"selection: file .*typo\.csv does not exist"):
+    with pytest.raises(ParameterError, match=r"selection: '.*typo\.csv' does not exist; looked in "):
         v.check_selection(str(tmp_path / "typo.csv"))
     bad_json = _write(tmp_path / "map.json", '{\n "Registered_nurse": "care",\n "Carpenter": trade\n}')
     with pytest.raises(ParameterError, match=r"selection: .*map\.json, line 3, column \d+: not valid JSON"):
@@ -314,3 +321,30 @@ def test_dropped_senses_lists_every_sense_that_misses_the_axis(tmp_path):
     assert emoji["reason"].str.contains("unknown token").all()
     used = set(sp.senses.loc[sp.senses.n_embedded > 0, "term"])
     assert used == {"neat", "messy", "sloppy"}
+
+
+def test_a_user_dictionary_with_generated_contexts_needs_an_installed_generator():
+    example = "data/examples/user_dictionary_example.csv"
+    v.check_projection_accuracy(dictionary_path=example)  # qwen2.5-coder-0.5b-instruct is installed here
+    with pytest.raises(ParameterError, match=r"^context_source='generated': 8 sense\(s\) .* not installed\. Either "
+                       r"install it: python -m bias_utils\.models install gemma-3-270m, or "
+                       r".*context_source=\"dictionary\""):
+        v.check_contexts(dictionary_path=example, generator="gemma-3-270m")
+    v.check_contexts(dictionary_path=example, generator="gemma-3-270m", sources=["dictionary", "none"])
+
+
+def test_early_checks_name_a_folder_a_near_miss_model_and_a_thin_pole(tmp_path):
+    with pytest.raises(ParameterError, match=r"^dictionary_path: 'data' is a folder \(.*\), not a file"):
+        v.check_projection_accuracy(dictionary_path="data")
+    with pytest.raises(ParameterError, match=r"^model: unknown model 'minilm-L6'\. .* Did you mean 'minilm-l6'\?$"):
+        v.check_projection_accuracy(model="minilm-L6")
+    with pytest.raises(ParameterError, match=r"^generator: unknown model 'smolm2-135m-instruct'.* Did you mean "
+                       r"'smollm2-135m-instruct'\?$"):
+        v.check_contexts(generator="smolm2-135m-instruct")
+    with pytest.raises(ParameterError, match=r"^model: model path not found: .*nowhere\.gguf|^model: GGUF file not"):
+        v.check_profiles(model=str(tmp_path / "nowhere.gguf"))
+    v.check_profiles(model="HuggingFaceTB/SmolLM2-135M-Instruct")  # a hub id: only loading can check it
+    thin = _write(tmp_path / "thin.csv", "dimension,term,direction\ntidiness,tidy,high\ntidiness,messy,low\n")
+    with pytest.raises(ParameterError, match=r"^dictionary_path: every pole needs at least 3 terms .*'tidiness' has 1 "
+                       r"high term \(tidy\); 'tidiness' has 1 low term \(messy\)"):
+        v.check_profiles(dictionary_path=str(thin), context_source="dictionary")
