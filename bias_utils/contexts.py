@@ -85,7 +85,8 @@ __all__ = [
     "PUBLISHED_GENERATED_KEY", "SENSE_CLAUSE", "SKIP_COLUMNS", "SourceRequest", "TABLE_COLUMNS", "build_contexts",
     "context_source", "source_names",
     "context_report", "crop", "generation_prompt", "load_corpus", "prepare_dictionary", "published_generated_contexts",
-    "DEFAULT_GENERATOR", "GENERATED_COLUMNS", "generate_usable", "generation_report", "require_generator",
+    "DEFAULT_GENERATOR", "GENERATED_COLUMNS", "generate_usable", "describe_generation", "generation_report",
+    "require_generator",
     "unpublished_senses",
 ]
 
@@ -400,6 +401,17 @@ def generation_report(contexts: ContextSet) -> pd.DataFrame:
     """Per sense whose contexts were generated now: how many were generated and how many kept
     (:data:`GENERATED_COLUMNS`; empty when every sense had published contexts or another source)."""
     return contexts.generated.reset_index(drop=True)
+
+
+def describe_generation(report: pd.DataFrame) -> str:
+    """The chapter's sentence on :func:`generation_report`: how many senses got new contexts, from which
+    generator, and how many of the generated contexts the filters kept."""
+    if report.empty:
+        return "Every sense had published contexts (or came from another source): none were generated."
+    generators = ", ".join(sorted(report["generator"].astype(str).unique()))
+    return (f"{len(report)} senses had no published contexts; {generators} generated "
+            f"{int(report['n_generated'].sum())} contexts for them, of which the filters kept "
+            f"{int(report['n_kept'].sum())} (per sense below; senses with none kept are dropped).")
 
 
 # ---------------------------------------------------------------- corpus

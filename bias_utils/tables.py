@@ -24,7 +24,8 @@ __all__ = [
     "COMPLETION_PROJECTION_SKIPPED", "COMPLETION_PROJECTION_STATS", "CONTEXTS_DROPPED", "CONTEXTS_OF_SOURCE",
     "CONTEXTS_SKIPPED", "CONTEXT_REPORT", "DICTIONARY_COUNTS", "DIRECTION_ACCURACY",
     "DIRECTION_ACCURACY_ALL_MODELS", "DIRECTION_ACCURACY_TERM_CONTEXTS", "DIRECTION_SKIPPED", "DIRECTION_VALUES",
-    "DROPPED_SENSES", "EXTRA_TERMS_COVERAGE", "FULL_DICTIONARY_COUNTS", "GENDER_GAPS", "INTRINSIC_EXTRINSIC",
+    "DROPPED_SENSES", "EXTRA_TERMS_COVERAGE", "FULL_DICTIONARY_COUNTS", "GENDER_GAPS", "GENERATED_CONTEXTS",
+    "INTRINSIC_EXTRINSIC",
     "LAYER_CURVES", "LAYER_SKIPPED", "POLES", "PROFILE_ANOVA", "PROFILE_GROUP_MEANS", "PROFILE_NONBINARY",
     "PROFILE_SKIPPED", "PROFILE_STATS", "PROFILE_STATS_BY_LAYER", "PROFILE_VALUES", "PROFILE_VALUES_BY_LAYER",
     "PROFILE_WORDS", "REPLICATION", "ROBUSTNESS_ALL_MODELS", "ROBUSTNESS_AXIS_VALIDITY", "ROBUSTNESS_BEST_LAYERS",
@@ -110,6 +111,10 @@ POLES = _declare(
     "poles", "bias_utils.space.pole_table", ("03_projection_accuracy",),
     "senses per pole that entered the basis",
     ("dimension", "direction", "n_senses", "space"))
+GENERATED_CONTEXTS = _declare(
+    "generated_contexts", "bias_utils.contexts.generation_report", ("03_projection_accuracy", "04_profiles"),
+    "senses without published contexts: contexts generated now and kept by the filters",
+    ("sense_id", "dimension", "term", "direction", "generator", "n_generated", "n_kept"))
 DROPPED_SENSES = _declare(
     "dropped_senses", "bias_utils.space.dropped_senses",
     ("03_projection_accuracy", "04_profiles", "08_completion_profiles"),
