@@ -153,6 +153,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -162,7 +163,7 @@ import torch
 from tqdm.auto import tqdm
 
 from . import paths
-from .cache import append_jsonl, atomic_write_json, read_jsonl, read_npz, stable_hash, write_npz
+from .cache import append_jsonl, atomic_write_json, file_lock, read_jsonl, read_npz, stable_hash, write_npz
 from .embeddings import token_indices
 from .endpoints import OpenAIEndpoint, run_http
 from .errors import check_generation
@@ -279,6 +280,12 @@ def generate(
     if screened is not None:  # candidates' logits come from another matrix shape: last bits may differ
         params["logits"] = "bf16-screened"
     store = _Store(params, cache) if cache is not False else None
+    held = ExitStack()
+    if store:
+        # Locked per request, not per folder: the folder's key leaves the prompts out, and a run on other
+        # prompts (the extra terms' long job) need not wait. A second run on these rows waits, then reads them.
+        request = stable_hash(sorted(r["row_key"] for r in rows))
+        held.enter_context(file_lock(store.dir / "locks" / f"{request}.lock"))
     done = store.load() if store else {}
 
     todo = [r for r in rows if r["row_key"] not in done]
@@ -309,6 +316,7 @@ def generate(
                               statistics=statistics, **settings)
     finally:
         bar.close()
+        held.close()
     lexicon_key = stable_hash(lexicon_token_ids(model.tokenizer)[0]) if not is_http else None
     out = pd.DataFrame([{c: done[r["row_key"]][c] for c in COLUMNS} for r in rows], columns=COLUMNS)
     for c in EXPECTED_COLUMNS:

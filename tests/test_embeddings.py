@@ -276,14 +276,19 @@ def test_cache_hit_computes_nothing_and_corrupt_shard_is_recomputed(tmp_path, mo
 
 
 _TWO_RUNS_CHILD = """
-import sys
+import sys, time
+from pathlib import Path
 import numpy as np
 from bias_utils.dictionaries import load_seed_dictionary
 from bias_utils.embeddings import embed_words
 from bias_utils.models import load_model
-d = load_seed_dictionary().head(300)  # long enough to overlap the other start
+d = load_seed_dictionary().head(300)
 contexts = [list(c)[0] for c in d["contexts"]]
-emb = embed_words(load_model("minilm-l6"), contexts, d["term"].tolist(), progress=False)
+m = load_model("minilm-l6")
+Path(sys.argv[1] + ".ready").touch()
+while not Path(sys.argv[2]).exists():  # both start embedding together, whatever their load times were
+    time.sleep(0.01)
+emb = embed_words(m, contexts, d["term"].tolist(), progress=False)
 np.save(sys.argv[1], np.asarray(emb.values))
 """
 
@@ -295,6 +300,7 @@ def test_two_runs_on_one_cache_compute_once(tmp_path):
     import os
     import subprocess
     import sys
+    import time
 
     from bias_utils import paths
 
@@ -302,8 +308,13 @@ def test_two_runs_on_one_cache_compute_once(tmp_path):
     cache.mkdir()
     (cache / "models").symlink_to(paths.cache_dir() / "models", target_is_directory=True)
     env = {**os.environ, "BIAS_CACHE_DIR": str(cache), "PYTHONPATH": str(paths.ROOT)}
-    runs = [subprocess.Popen([sys.executable, "-c", _TWO_RUNS_CHILD, str(tmp_path / f"run{k}.npy")], env=env,
-                             stderr=subprocess.PIPE, text=True) for k in (0, 1)]
+    go = tmp_path / "go"
+    runs = [subprocess.Popen([sys.executable, "-c", _TWO_RUNS_CHILD, str(tmp_path / f"run{k}.npy"), str(go)],
+                             env=env, stderr=subprocess.PIPE, text=True) for k in (0, 1)]
+    while not all((tmp_path / f"run{k}.npy.ready").exists() for k in (0, 1)):
+        assert all(r.poll() is None for r in runs), [r.communicate()[1] for r in runs]
+        time.sleep(0.05)
+    go.touch()
     errors = [r.communicate()[1] for r in runs]
     assert all(r.returncode == 0 for r in runs), errors
     (index,) = cache.glob("embeddings/*/*/index.jsonl")

@@ -561,3 +561,31 @@ def test_expected_counts_agree_with_sampled_counts(smol):
     pooled = (sampled.sum() - expected.sum()) / np.sqrt(expected.sum())
     assert expected.min() > 100, expected  # the power stated above
     assert np.abs(z).max() < 3 and abs(pooled) < 3, (sampled, expected)
+
+
+@pytest.mark.slow
+def test_a_second_run_on_the_same_rows_waits_for_the_first_and_computes_nothing(smol, tmp_path, capfd):
+    """While one process is filling the cache for these prompts, a second ``generate`` on the same rows waits
+    for its lock (cache.file_lock, per request) and then reads the rows: each is stored once."""
+    df = load_profession_prompts().iloc[::613].head(16)
+    prompts, ids = df["prompt"].tolist(), df["prompt_id"].tolist()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(paths.ROOT)}
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps([prompts, ids]), MODEL, str(tmp_path)],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and child.poll() is None:
+        files = list(tmp_path.glob("*/rows.jsonl"))
+        if files and len(files[0].read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.05)
+    assert child.poll() is None, f"the child ended before the second run began: {child.stderr.read().decode()[-2000:]}"
+    second = generate(smol, prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2, cache=tmp_path,
+                      progress=False)
+    assert child.wait() == 0
+    assert "waiting for another run" in capfd.readouterr().err
+    (rows_file,) = tmp_path.glob("*/rows.jsonl")
+    keys = [json.loads(line)["row_key"] for line in rows_file.read_text().splitlines()]
+    assert len(keys) == len(set(keys)) == 16
+    again = generate(smol, prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2, cache=tmp_path,
+                     progress=False)
+    pd.testing.assert_frame_equal(second, again)
