@@ -106,8 +106,10 @@ def gender_position(values: np.ndarray, female: np.ndarray, male: np.ndarray) ->
 def _at_layer(per_layer: np.ndarray, layers: Sequence[int], layer) -> np.ndarray:
     if layer == "mean":
         return per_layer.mean(axis=1)
-    index = len(layers) - 1 if layer == "last" else list(layers).index(int(layer))
-    return per_layer[:, index]
+    if layer == "last":
+        return per_layer[:, -1]
+    # a negative index counts from the end, as in ``projection``
+    return per_layer[:, int(layer) if int(layer) < 0 else list(layers).index(int(layer))]
 
 
 def intrinsic_table(model, occupations: Sequence[str], basis, *, layer="mean",
@@ -311,15 +313,16 @@ def _fit_band(x: np.ndarray, y: np.ndarray, level: float = 0.95) -> pd.DataFrame
 def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, n_labels: int = 4,
                title: str | None = None) -> alt.LayerChart:
     """The occupations as points (intrinsic measure against log-odds, colour: audit group), the least-squares
-    line with its 95% band, and the ``n_labels`` occupations at each end of either axis labelled."""
+    line with its 95% band; labelled: the ``n_labels`` occupations at each end of the log-odds and the two
+    at the ends of the intrinsic measure."""
     data = table.dropna(subset=[intrinsic, "log_odds"]).reset_index(drop=True)
     if len(data) < 3:
         raise ValueError(f"link_chart: {len(data)} occupations with both {intrinsic} and log_odds; need 3")
-    ends = set()
-    for col in (intrinsic, "log_odds"):
-        order = data[col].rank(method="first")
-        ends |= set(data.index[(order <= n_labels) | (order > len(data) - n_labels)])
-    labels = data.loc[sorted(ends)]
+    # the ends of the log-odds, and only the two extremes of the intrinsic measure (its ends often share
+    # one log-odds, and their labels would overprint)
+    order = data["log_odds"].rank(method="first")
+    ends = set(data.index[(order <= n_labels) | (order > len(data) - n_labels)])
+    labels = data.loc[sorted(ends | {data[intrinsic].idxmin(), data[intrinsic].idxmax()})]
     axis_title = {"gender_position": "position on the female − male direction (+0.5 = female terms' mean)"}
     x_title = axis_title.get(intrinsic, f"{intrinsic} (projected value)")
     x = alt.X(f"{intrinsic}:Q", title=x_title)
