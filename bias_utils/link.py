@@ -53,8 +53,8 @@ from .stats import bootstrap_ci, check_n_boot, ols, results_table
 __all__ = [
     "CONTINUITY", "INTRINSIC_MEASURES", "LINK_OCCUPATIONS_TABLE", "LINK_SKIPPED_TABLE", "LINK_STATISTICS_TABLE",
     "OCCUPATION_COLUMNS", "PRIMARY", "LinkResult", "check_correction", "correlation_rows", "describe_link",
-    "extrinsic_table", "gender_position", "intrinsic_table", "link_chart", "link_statistics", "occupation_noun",
-    "run_link",
+    "extrinsic_table", "gender_position", "intrinsic_table", "link_chart", "link_reading", "link_statistics",
+    "occupation_noun", "run_link",
 ]
 
 LINK_OCCUPATIONS_TABLE = "link_occupations"
@@ -269,30 +269,36 @@ def _num(x: float) -> str:
     return f"{x:.2f}".replace("-", "−")
 
 
+def link_reading(row, who: str) -> str:
+    """A clause (no capital, no full stop) reading one ``link_statistics`` correlation row for ``who`` (a model
+    name or a link to its chapter): its direction, or that its interval includes zero, with the coefficient,
+    the 95% interval, the number of occupations and the extrinsic measure."""
+    measure = {"expected": "expected counts from the sampling distribution",
+               "sampled": "sampled word counts"}.get(row["extrinsic_measure"], str(row["extrinsic_measure"]))
+    name = {"spearman": "Spearman ρ", "pearson": "Pearson r"}.get(row["test"], row["test"])
+    n = int(row["n"])
+    if not np.isfinite(row["effect_size"]):
+        return (f"in {who} the correlation cannot be computed over its {n} occupations ({measure}): "
+                "the measures do not vary")
+    numbers = (f"{name} = {_num(row['effect_size'])}, 95% CI {_num(row['ci_low'])} to {_num(row['ci_high'])} "
+               f"resampling occupations, n = {n} occupations, {measure}")
+    if row["ci_low"] <= 0 <= row["ci_high"]:
+        return (f"in {who} the interval includes zero ({numbers}): a link between where the model places an "
+                "occupation on its female − male direction and the female words it writes about it is not shown")
+    more = "more" if row["effect_size"] > 0 else "fewer"
+    return (f"in {who}, occupations the model places nearer its female terms get relatively {more} female than "
+            f"male words in its completions ({numbers})")
+
+
 def describe_link(statistics: pd.DataFrame, model: str = "this model") -> str:
-    """One sentence from :func:`link_statistics`'s primary row: the correlation with its interval, saying
-    plainly when the interval includes zero."""
+    """One sentence from :func:`link_statistics`'s primary row (:func:`link_reading`), saying plainly when
+    the interval includes zero."""
     row = statistics[statistics["primary"].astype(bool)]
     if row.empty:
         return f"The link between intrinsic and extrinsic bias was not computed for {model}."
-    r = row.iloc[0]
-    measure = {"expected": "expected counts from the sampling distribution",
-               "sampled": "sampled word counts"}.get(r["extrinsic_measure"], str(r["extrinsic_measure"]))
-    if not np.isfinite(r["effect_size"]):
-        return (f"For {model}, the correlation between an occupation's place on the female − male direction and "
-                f"the log-odds of female words in its completions cannot be computed over {int(r['n'])} "
-                f"occupations ({measure}): one of the two does not vary.")
-    head = (f"For {model}, occupations closer to the female terms in the embeddings "
-            f"{'get relatively more' if r['effect_size'] > 0 else 'get relatively fewer'} female than male words in "
-            f"its completions: Spearman ρ = {_num(r['effect_size'])}, 95% CI {_num(r['ci_low'])} to "
-            f"{_num(r['ci_high'])} resampling occupations, n = {int(r['n'])} occupations ({measure})")
-    if r["ci_low"] <= 0 <= r["ci_high"]:
-        return (f"For {model}, the interval includes zero: Spearman ρ = {_num(r['effect_size'])} (95% CI "
-                f"{_num(r['ci_low'])} to {_num(r['ci_high'])} resampling occupations, n = {int(r['n'])} occupations, "
-                f"{measure}) between an occupation's place on the female − male direction and the log-odds of "
-                "female words in its completions, so this build does not show that the bias inside predicts the "
-                "bias it writes (not shown is not absent).")
-    return head + "."
+    text = link_reading(row.iloc[0], model)
+    tail = " (not shown is not absent)" if "includes zero" in text else ""
+    return text[0].upper() + text[1:] + tail + "."
 
 
 # --------------------------------------------------------------------------- chart
