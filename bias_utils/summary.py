@@ -271,6 +271,16 @@ def _dimension_bullet(dimension: str, names: pd.DataFrame, label: dict) -> str:
     return f"**{dimension.capitalize()} of first names.** " + ". ".join(parts) + "."
 
 
+def _decoder_bullet(title: str, parts: list[str], encoders: list[str], missing: list[str], lacking: str) -> str:
+    """A bullet of clauses per decoder, then the encoders (they write nothing) and the models lacking the tables."""
+    if encoders:
+        parts.append(f"{_listed(encoders)} {'writes' if len(encoders) == 1 else 'write'} no text (encoder)")
+    if missing:
+        parts.append(f"{_listed(missing)} {'has' if len(missing) == 1 else 'have'} no {lacking}")
+    text = "; ".join(parts)
+    return f"**{title}** {text[0].upper()}{text[1:]}."
+
+
 def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_generate: dict) -> str:
     parts, encoders, missing = [], [], []
     for model in models:
@@ -294,12 +304,7 @@ def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_
                      f"{num(hi)} resampling whole occupations, permutation p "
                      f"{permutation_p_text(float(h['occupation_p']), int(h['n_permutations']))}); only {k:,} of "
                      f"{n:,} completions contain a gendered word")
-    if encoders:
-        parts.append(f"{_listed(encoders)} {'writes' if len(encoders) == 1 else 'write'} no text (encoder)")
-    if missing:
-        parts.append(f"{_listed(missing)} {'has' if len(missing) == 1 else 'have'} no audit results")
-    text = "; ".join(parts)
-    return f"**Writing about occupations (BOLD).** {text[0].upper()}{text[1:]}."
+    return _decoder_bullet("Writing about occupations (BOLD).", parts, encoders, missing, "audit results")
 
 
 def _link_bullet(models: Sequence[str], link_stats: pd.DataFrame, label: dict, can_generate: dict) -> str:
@@ -311,12 +316,8 @@ def _link_bullet(models: Sequence[str], link_stats: pd.DataFrame, label: dict, c
             (encoders if can_generate.get(model) is False else missing).append(label[model])
             continue
         parts.append(link.link_reading(rows.iloc[0], _link(model, "link", label[model])))
-    if encoders:
-        parts.append(f"{_listed(encoders)} {'writes' if len(encoders) == 1 else 'write'} no text (encoder)")
-    if missing:
-        parts.append(f"{_listed(missing)} {'has' if len(missing) == 1 else 'have'} no results of this chapter")
-    text = "; ".join(parts)
-    return f"**Does the bias inside predict the bias it writes?** {text[0].upper()}{text[1:]}."
+    return _decoder_bullet("Does the bias inside predict the bias it writes?", parts, encoders, missing,
+                           "results of this chapter")
 
 
 def _caveat_bullet(names: pd.DataFrame, label: dict) -> str:

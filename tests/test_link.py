@@ -29,10 +29,9 @@ def smollm():
 
 @pytest.fixture(scope="module")
 def basis(smollm):
-    dictionary = dictionaries.load_dictionary(None)
-    small = dictionary[dictionary.dimension.isin(["sociability", "morality", "ability", "agency"])]
-    small = small.groupby(["dimension", "direction"]).head(2)
-    return space.build_space(smollm, small, "dictionary", n_contexts=2, seed=0).bases["warmth_competence"]
+    """The chapter's own axes with the QUICK build's contexts (two generated contexts per sense)."""
+    sp = space.build_space(smollm, dictionaries.load_dictionary(None), "generated", n_contexts=2, seed=0)
+    return sp.bases["warmth_competence"]
 
 
 @pytest.fixture(scope="module")
