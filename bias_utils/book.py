@@ -75,7 +75,7 @@ def _file_entry(book_dir: Path, path: Path) -> str:
 #: The reading order of a model's part: its profile first, then how far the profile can be
 #: trusted, then what the model writes. Chapters not listed follow in execution order.
 MODEL_READING_ORDER = ("04_profiles", "03_projection_accuracy", "10_robustness", "05_layers",
-                       "06_bold_audit", "08_completion_profiles")
+                       "06_bold_audit", "08_completion_profiles", "11_intrinsic_extrinsic")
 #: Chapters whose content does not depend on the model (it only names their results folder):
 #: executed for every model (later chapters read their tables) but shown once, in the
 #: background part, from the first model of the build.

@@ -1,5 +1,6 @@
-"""Across models (notebook ``09_cross_model``): stacked result tables, and the link
-between intrinsic and extrinsic bias.
+"""Across models (notebook ``09_cross_model``): stacked result tables, and the per-model links between
+the bias inside a model and the bias it writes (chapter 11's ``link_statistics``) pooled with a
+DerSimonian–Laird random-effects meta-analysis.
 
 Reads ``results/<model>/`` tables written by the study notebooks and stacks them
 with a ``model_id`` column. A table a model does not have (an encoder has no BOLD
@@ -14,31 +15,37 @@ from typing import Sequence
 import altair as alt
 import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
-from . import bold, completions, paths, plots
+from . import bold, completions, link, paths, plots, tables
 from .axis_validity import AXIS_VALIDITY_TABLE, unreadable_axes
 from .dictionaries import DIMENSIONS
 
 __all__ = [
     "ACCURACY_TABLE", "BOLD_STATS_TABLE", "BOLD_SUMMARY_TABLE", "COMPLETION_STATS_TABLE", "CROSS_MODEL_TABLES",
     "PROFILE_MEANS_TABLE", "PROFILE_STATS_TABLE", "ROBUSTNESS_SUMMARY_TABLE", "SKIPPED_COLUMNS", "accuracy_by_model",
-    "bold_odds_ratios", "cross_model_summary", "forest_chart", "gender_gaps", "headline_layer", "intrinsic_extrinsic",
-    "link_chart", "models_with_results", "profile_grid", "read_all_results", "read_results", "short_model_ids",
-    "unreadable_axes_by_model",
+    "LINK_STATISTICS_TABLE", "POOLED_TESTS", "bold_odds_ratios", "cross_model_summary", "forest_chart", "gender_gaps",
+    "headline_layer", "intrinsic_extrinsic", "link_forest_chart", "models_with_results", "pooled_link", "profile_grid",
+    "random_effects", "read_all_results", "read_results", "short_model_ids", "unreadable_axes_by_model",
 ]
 
 #: Result tables read across models (``<name>.parquet`` in each model folder).
-ACCURACY_TABLE = "direction_accuracy"
-PROFILE_STATS_TABLE = "profile_stats"
-PROFILE_MEANS_TABLE = "profile_group_means"
+ACCURACY_TABLE = tables.DIRECTION_ACCURACY
+PROFILE_STATS_TABLE = tables.PROFILE_STATS
+PROFILE_MEANS_TABLE = tables.PROFILE_GROUP_MEANS
 BOLD_STATS_TABLE = bold.STATISTICS_TABLE
 BOLD_SUMMARY_TABLE = bold.SUMMARY_TABLE
 COMPLETION_STATS_TABLE = completions.COMPLETION_STATS_TABLE
 #: ``robustness.robustness_summary`` (chapter 10): the curve's agreement and each axis's verdict.
-ROBUSTNESS_SUMMARY_TABLE = "robustness_summary"
+ROBUSTNESS_SUMMARY_TABLE = tables.ROBUSTNESS_SUMMARY
+#: Chapter 11's per-model correlations and slopes (decoders only).
+LINK_STATISTICS_TABLE = link.LINK_STATISTICS_TABLE
 #: The per-model tables the cross-model chapter stacks.
 CROSS_MODEL_TABLES = (ACCURACY_TABLE, PROFILE_STATS_TABLE, PROFILE_MEANS_TABLE, BOLD_STATS_TABLE,
-                      BOLD_SUMMARY_TABLE, COMPLETION_STATS_TABLE, AXIS_VALIDITY_TABLE)
+                      BOLD_SUMMARY_TABLE, COMPLETION_STATS_TABLE, AXIS_VALIDITY_TABLE, LINK_STATISTICS_TABLE)
+#: The ``link_statistics`` tests :func:`pooled_link` pools: Pearson's r (on Fisher's z scale) and the
+#: slope of the log-odds per SD of the intrinsic measure within BOLD category.
+POOLED_TESTS = ("pearson", "ols_category")
 
 SKIPPED_COLUMNS = ["model_id", "table", "reason"]
 
@@ -169,6 +176,11 @@ def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.Data
                         completion_stats: pd.DataFrame) -> pd.DataFrame:
     """One row per model: embedding gaps (female − male, names and terms) beside its writing.
 
+    A description, not a test of the link: the gaps are about first names and gendered terms, the odds
+    ratio about words written about occupations, two different constructs, and a handful of models
+    cannot carry a correlation. The link is tested within each model over its occupations
+    (:mod:`bias_utils.link`, chapter 11) and pooled across models by :func:`pooled_link`.
+
     Columns: ``model_id``; ``names_warmth_gap, names_competence_gap, terms_warmth_gap,
     terms_competence_gap`` (standardised units); ``odds_ratio, or_ci_low, or_ci_high`` (occupation interval)
     (Wald, the audit's); ``share_gendered_male_dominated, share_gendered_female_dominated``
@@ -225,20 +237,92 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
         title=title or "BOLD audit: odds ratio per model", width=420, height=alt.Step(22))
 
 
-def link_chart(link: pd.DataFrame, x: str = "names_warmth_gap", y: str = "odds_ratio", *,
-               title: str | None = None) -> alt.LayerChart:
-    """Scatter of one intrinsic against one extrinsic measure, one labelled point per model."""
-    data = short_model_ids(link.dropna(subset=[x, y]))
+def random_effects(estimates, se) -> dict:
+    """DerSimonian–Laird random-effects pooling of ``estimates`` with standard errors ``se``.
+
+    Returns ``k``; ``estimate, se, ci_low, ci_high`` (normal 95% interval), ``z, p`` of the pooled
+    effect; ``tau2`` (between-model variance, moment estimator truncated at 0), ``q, q_df, q_p``
+    (Cochran's heterogeneity test) and ``i2`` (share of the variation beyond sampling error). With one
+    estimate the pool is that estimate (``tau2`` 0, no heterogeneity test)."""
+    y, s = np.asarray(estimates, float), np.asarray(se, float)
+    if y.shape != s.shape or y.ndim != 1 or y.size == 0:
+        raise ValueError(f"random_effects: {y.size} estimates and {s.size} standard errors; need one each, >= 1")
+    if not (np.isfinite(y).all() and np.isfinite(s).all() and (s > 0).all()):
+        raise ValueError("random_effects: estimates must be finite and standard errors finite and > 0")
+    w = 1 / s ** 2
+    fixed = (w * y).sum() / w.sum()
+    k = y.size
+    q = float((w * (y - fixed) ** 2).sum())
+    c = w.sum() - (w ** 2).sum() / w.sum()
+    tau2 = float(max(0.0, (q - (k - 1)) / c)) if k > 1 else 0.0
+    w_re = 1 / (s ** 2 + tau2)
+    est = float((w_re * y).sum() / w_re.sum())
+    se_re = float(np.sqrt(1 / w_re.sum()))
+    z = est / se_re
+    return {"k": k, "estimate": est, "se": se_re, "ci_low": est - 1.959963984540054 * se_re,
+            "ci_high": est + 1.959963984540054 * se_re, "z": z, "p": float(2 * sps.norm.sf(abs(z))),
+            "tau2": tau2, "q": q, "q_df": k - 1, "q_p": float(sps.chi2.sf(q, k - 1)) if k > 1 else np.nan,
+            "i2": max(0.0, (q - (k - 1)) / q) if k > 1 and q > 0 else 0.0}
+
+
+def pooled_link(link_stats: pd.DataFrame) -> pd.DataFrame:
+    """Per intrinsic measure and :data:`POOLED_TESTS` test, one row per model and a pooled row
+    (``model_id`` = ``"pooled (random effects)"``) from :func:`random_effects`.
+
+    ``link_stats``: stacked ``link_statistics`` rows (with ``model_id``). Pearson's r is pooled on Fisher's
+    z scale (SE 1/√(n − 3)) and transformed back; the slope as it is (its OLS SE). Columns: ``intrinsic,
+    test, model_id, estimate, ci_low, ci_high`` (95%, the interval the pooling uses: normal on the pooled
+    scale; a model's bootstrap interval is in its chapter), ``se`` (on the pooled scale), ``n``
+    (occupations; the pooled row: models), ``extrinsic_measure``, then for the pooled row ``p, tau2, q,
+    q_p, i2``. Rows without an estimate are left out."""
+    cols = ["intrinsic", "test", "model_id", "estimate", "ci_low", "ci_high", "se", "n", "extrinsic_measure",
+            "p", "tau2", "q", "q_p", "i2"]
+    rows = []
+    s = link_stats[link_stats["test"].isin(POOLED_TESTS)].dropna(subset=["effect_size"])
+    for (intrinsic, test), g in s.groupby(["intrinsic", "test"], sort=False):
+        fisher = test == "pearson"
+        g = g[g["n"] > 3] if fisher else g.dropna(subset=["se"])
+        if g.empty:
+            continue
+        y = np.arctanh(g["effect_size"].to_numpy(float)) if fisher else g["effect_size"].to_numpy(float)
+        se = 1 / np.sqrt(g["n"].to_numpy(float) - 3) if fisher else g["se"].to_numpy(float)
+        back = np.tanh if fisher else (lambda v: v)
+        for model, yi, si, r in zip(g["model_id"], y, se, g.itertuples(index=False)):
+            rows.append({"intrinsic": intrinsic, "test": test, "model_id": model, "estimate": float(back(yi)),
+                         "ci_low": float(back(yi - 1.959963984540054 * si)),
+                         "ci_high": float(back(yi + 1.959963984540054 * si)), "se": float(si), "n": int(r.n),
+                         "extrinsic_measure": r.extrinsic_measure})
+        pool = random_effects(y, se)
+        rows.append({"intrinsic": intrinsic, "test": test, "model_id": "pooled (random effects)",
+                     "estimate": float(back(pool["estimate"])), "ci_low": float(back(pool["ci_low"])),
+                     "ci_high": float(back(pool["ci_high"])), "se": pool["se"], "n": pool["k"],
+                     "extrinsic_measure": "/".join(sorted(set(g["extrinsic_measure"]))),
+                     **{k: pool[k] for k in ("p", "tau2", "q", "q_p", "i2")}})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", test: str = "pearson", *,
+                      title: str | None = None) -> alt.LayerChart:
+    """Forest plot of :func:`pooled_link` rows for one intrinsic measure and test: each model's estimate
+    with its 95% interval, the pooled estimate last (a diamond); a rule marks 0 (no link)."""
+    data = pooled[(pooled["intrinsic"] == intrinsic) & (pooled["test"] == test)]
     if data.empty:
-        raise ValueError(f"link_chart: no model has both {x} and {y}")
-    log_y = y == "odds_ratio"
-    base = alt.Chart(data).encode(
-        x=alt.X(f"{x}:Q", title=x.replace("_", " ")),
-        y=alt.Y(f"{y}:Q", title=y.replace("_", " "), scale=alt.Scale(type="log" if log_y else "linear")))
-    points = base.mark_point(filled=True, size=90).encode(tooltip=["model_id", alt.Tooltip(f"{x}:Q", format=".2f"),
-                                                                   alt.Tooltip(f"{y}:Q", format=".2f")])
-    labels = base.mark_text(align="left", dx=7, fontSize=10).encode(text="model_id:N")
-    return alt.layer(points, labels).properties(title=title or f"{y} against {x}", width=360, height=260)
+        raise ValueError(f"link_forest_chart: no {test} rows for {intrinsic}")
+    data = short_model_ids(data).assign(kind=lambda d: np.where(d["model_id"].str.startswith("pooled"),
+                                                                "pooled", "model"))
+    label = {"pearson": "Pearson's r", "ols_category": "slope of the log-odds per SD, within category"}[test]
+    order = list(data["model_id"])
+    x = alt.X("estimate:Q", title=f"{label}: {intrinsic.replace('_', ' ')} against log-odds of female words")
+    y = alt.Y("model_id:N", sort=order, title=None)
+    zero = alt.Chart(pd.DataFrame({"estimate": [0.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
+    bars = alt.Chart(data).mark_rule(strokeWidth=2).encode(x="ci_low:Q", x2="ci_high:Q", y=y)
+    points = alt.Chart(data).mark_point(filled=True, size=80).encode(
+        x=x, y=y, shape=alt.Shape("kind:N", scale=alt.Scale(domain=["model", "pooled"],
+                                                             range=["circle", "diamond"]), title=None),
+        tooltip=["model_id", alt.Tooltip("estimate:Q", format=".3f"), alt.Tooltip("ci_low:Q", format=".3f"),
+                 alt.Tooltip("ci_high:Q", format=".3f"), "n"])
+    return alt.layer(zero, bars, points).properties(
+        title=title or f"Does the bias inside predict the bias it writes? ({label})", width=420, height=alt.Step(24))
 
 
 def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: str = "names",

@@ -89,6 +89,7 @@ STUDY_NOTEBOOKS = (
     NotebookSpec("10_robustness", "How robust is this profile?"),
     NotebookSpec("06_bold_audit", "BOLD occupational audit", generates=True),
     NotebookSpec("08_completion_profiles", "Stereotype profiles of the model's own completions", generates=True),
+    NotebookSpec("11_intrinsic_extrinsic", "Does the bias inside predict the bias it writes?", generates=True),
     NotebookSpec("07_bold_replication", "Replication of the published audit", scope="once"),
     NotebookSpec("09_cross_model", "Across models", scope="cross"),
 )

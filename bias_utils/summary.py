@@ -18,6 +18,10 @@ Per model, from tables the study notebooks wrote:
   whole occupations, the permutation p across occupations and the number of
   completions with any gendered word. The audit's own interval (every word
   independent) appears only labelled as the audit's.
+* **The link between them** (``link_statistics``, decoders only; :mod:`bias_utils.link`, chapter 11):
+  per model, Spearman's ρ over occupations between where the model places an occupation on its
+  female − male direction and the log-odds of female words it writes about it, with its occupation
+  bootstrap interval; an interval that includes zero is said to.
 
 :func:`findings_bullets` gives the few plain-language findings that open the page,
 each linking to its chapter; :func:`summary_table` one row per model with a
@@ -34,7 +38,7 @@ from typing import Sequence
 import altair as alt
 import pandas as pd
 
-from . import cache, occupations, plots, rendering
+from . import cache, link, occupations, plots, rendering
 from .axis_validity import AXIS_VALIDITY_TABLE, VERDICTS, verdict_phrase
 from .crossmodel import PROFILE_STATS_TABLE, cross_model_summary, gender_gaps, read_results, short_model_ids
 from .stats import permutation_p_text
@@ -52,7 +56,7 @@ PRIMARY_SPECIFICATION = {"context_source": "generated", "layer": "mean", "templa
 #: The per-model chapters a finding links to (notebook stems; ``bias_utils.book`` writes each
 #: executed notebook to ``models/<model folder>/<stem>.ipynb``).
 CHAPTERS = {"axes": "03_projection_accuracy", "profile": "04_profiles", "robustness": "10_robustness",
-            "audit": "06_bold_audit"}
+            "audit": "06_bold_audit", "link": "11_intrinsic_extrinsic"}
 
 #: Columns of :func:`summary_table` (``<population>_<dimension>_{g,ci_low,ci_high,p_holm,verdict}`` for each
 #: population and headline dimension, then the audit's odds ratio with its occupation interval).
@@ -267,6 +271,16 @@ def _dimension_bullet(dimension: str, names: pd.DataFrame, label: dict) -> str:
     return f"**{dimension.capitalize()} of first names.** " + ". ".join(parts) + "."
 
 
+def _decoder_bullet(title: str, parts: list[str], encoders: list[str], missing: list[str], lacking: str) -> str:
+    """A bullet of clauses per decoder, then the encoders (they write nothing) and the models lacking the tables."""
+    if encoders:
+        parts.append(f"{_listed(encoders)} {'writes' if len(encoders) == 1 else 'write'} no text (encoder)")
+    if missing:
+        parts.append(f"{_listed(missing)} {'has' if len(missing) == 1 else 'have'} no {lacking}")
+    text = "; ".join(parts)
+    return f"**{title}** {text[0].upper()}{text[1:]}."
+
+
 def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_generate: dict) -> str:
     parts, encoders, missing = [], [], []
     for model in models:
@@ -290,12 +304,20 @@ def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_
                      f"{num(hi)} resampling whole occupations, permutation p "
                      f"{permutation_p_text(float(h['occupation_p']), int(h['n_permutations']))}); only {k:,} of "
                      f"{n:,} completions contain a gendered word")
-    if encoders:
-        parts.append(f"{_listed(encoders)} {'writes' if len(encoders) == 1 else 'write'} no text (encoder)")
-    if missing:
-        parts.append(f"{_listed(missing)} {'has' if len(missing) == 1 else 'have'} no audit results")
-    text = "; ".join(parts)
-    return f"**Writing about occupations (BOLD).** {text[0].upper()}{text[1:]}."
+    return _decoder_bullet("Writing about occupations (BOLD).", parts, encoders, missing, "audit results")
+
+
+def _link_bullet(models: Sequence[str], link_stats: pd.DataFrame, label: dict, can_generate: dict) -> str:
+    primary = link_stats[link_stats["primary"].astype(bool)] if len(link_stats) else link_stats
+    parts, encoders, missing = [], [], []
+    for model in models:
+        rows = primary[primary["model_id"] == model] if len(primary) else primary
+        if not len(rows):
+            (encoders if can_generate.get(model) is False else missing).append(label[model])
+            continue
+        parts.append(link.link_reading(rows.iloc[0], _link(model, "link", label[model])))
+    return _decoder_bullet("Does the bias inside predict the bias it writes?", parts, encoders, missing,
+                           "results of this chapter")
 
 
 def _caveat_bullet(names: pd.DataFrame, label: dict) -> str:
@@ -312,12 +334,15 @@ def _caveat_bullet(names: pd.DataFrame, label: dict) -> str:
 
 
 def findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequence[str],
-                     can_generate: dict[str, bool] | None = None) -> list[str]:
+                     can_generate: dict[str, bool] | None = None,
+                     link_stats: pd.DataFrame | None = None) -> list[str]:
     """The findings that open the front page, in plain words, each linking to its chapter (MyST ``{doc}``):
     warmth and competence of first names (which models, which direction, how large, how sure, where an axis
     is not read), writing about occupations (odds ratio with its occupation interval and the number of
-    completions with a gendered word), and what "not shown" means with the robustness check. ``gaps`` and
-    ``headline`` are :func:`read_summary`'s."""
+    completions with a gendered word), with ``link_stats`` (stacked ``link_statistics`` rows) whether the
+    bias inside predicts the bias it writes (per model, the primary correlation over occupations with its
+    interval, :func:`bias_utils.link.link_reading`), and what "not shown" means with the robustness check.
+    ``gaps`` and ``headline`` are :func:`read_summary`'s."""
     models = list(models)
     if not models:
         return []
@@ -325,6 +350,8 @@ def findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequenc
     names = gaps[gaps["population"] == "names"]
     bullets = [_dimension_bullet(d, names, label) for d in HEADLINE if (names["dimension"] == d).any()]
     bullets.append(_writing_bullet(models, headline, label, can_generate or {}))
+    if link_stats is not None and any((can_generate or {}).get(m) is not False for m in models):
+        bullets.append(_link_bullet(models, link_stats, label, can_generate or {}))
     bullets.append(_caveat_bullet(names, label))
     return bullets
 
@@ -395,7 +422,8 @@ def summary_markdown(models: Sequence[str], results_dir: str | Path | None = Non
     if not len(table):
         return "\n".join(lines + ["No model was built in this run." + (f" {note}" if note else ""), ""])
     # the findings fill the first screen; the specification they were read at follows at once
-    lines += [f"- {b}" for b in findings_bullets(gaps, head, models, can_generate)] + [""]
+    link_stats, _ = read_results(models, link.LINK_STATISTICS_TABLE, results_dir)
+    lines += [f"- {b}" for b in findings_bullets(gaps, head, models, can_generate, link_stats)] + [""]
     lines += [primary_sentence(), ""]
     if note:
         lines += [note, ""]

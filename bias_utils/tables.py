@@ -25,7 +25,7 @@ __all__ = [
     "CONTEXTS_SKIPPED", "CONTEXT_REPORT", "DICTIONARY_COUNTS", "DIRECTION_ACCURACY",
     "DIRECTION_ACCURACY_ALL_MODELS", "DIRECTION_ACCURACY_TERM_CONTEXTS", "DIRECTION_SKIPPED", "DIRECTION_VALUES",
     "DROPPED_SENSES", "EXTRA_TERMS_COVERAGE", "FULL_DICTIONARY_COUNTS", "GENDER_GAPS", "GENERATED_CONTEXTS",
-    "INTRINSIC_EXTRINSIC",
+    "INTRINSIC_EXTRINSIC", "LINK_OCCUPATIONS", "LINK_POOLED", "LINK_SKIPPED", "LINK_STATISTICS",
     "LAYER_CURVES", "LAYER_SKIPPED", "POLES", "PROFILE_ANOVA", "PROFILE_GROUP_MEANS", "PROFILE_NONBINARY",
     "PROFILE_SKIPPED", "PROFILE_STATS", "PROFILE_STATS_BY_LAYER", "PROFILE_VALUES", "PROFILE_VALUES_BY_LAYER",
     "PROFILE_WORDS", "REPLICATION", "ROBUSTNESS_ALL_MODELS", "ROBUSTNESS_AXIS_VALIDITY", "ROBUSTNESS_BEST_LAYERS",
@@ -246,6 +246,22 @@ BOLD_SKIPPED = _declare(
     "bold_skipped", "bias_utils.bold.run_audit", ("06_bold_audit",),
     "tests or completions the audit skipped",
     ("test", "reason", "prompt_id", "sample"))
+LINK_OCCUPATIONS = _declare(
+    "link_occupations", "bias_utils.link.run_link", ("11_intrinsic_extrinsic",),
+    "per occupation: the noun on the female-male direction and on warmth/competence, and the log-odds of female vs"
+    " male words in the completions",
+    ("occupation", "noun", "group", "category", "n_completions", "n_templates", "gender_position", "warmth",
+     "competence", "male_words", "female_words", "expected_male", "expected_female", "extrinsic_measure",
+     "male_count", "female_count", "log_odds"))
+LINK_STATISTICS = _declare(
+    "link_statistics", "bias_utils.link.link_statistics", ("11_intrinsic_extrinsic",),
+    "Pearson, Spearman and the slopes (alone, within BOLD category) of the extrinsic on each intrinsic measure",
+    ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
+     "ci_low", "ci_high", "n", "intrinsic", "extrinsic_measure", "se", "primary", "note"))
+LINK_SKIPPED = _declare(
+    "link_skipped", "bias_utils.link.intrinsic_table", ("11_intrinsic_extrinsic",),
+    "occupation nouns or gendered terms the model could not embed",
+    ("population", "group", "word", "context", "reason"))
 REPLICATION = _declare(
     "replication", "bias_utils.replication.replicate_published_audit", ("07_bold_replication",),
     "the published audit's quantities, ours beside theirs",
@@ -311,6 +327,11 @@ BOLD_ODDS_RATIOS = _declare(
     "bold_odds_ratios", "bias_utils.crossmodel.bold_odds_ratios", ("09_cross_model",),
     "the audit's odds ratio per model",
     ("model_id", "method", "odds_ratio", "ci_low", "ci_high", "p", "n"))
+LINK_POOLED = _declare(
+    "link_pooled", "bias_utils.crossmodel.pooled_link", ("09_cross_model",),
+    "each model's intrinsic-extrinsic link and their random-effects (DerSimonian-Laird) pool",
+    ("intrinsic", "test", "model_id", "estimate", "ci_low", "ci_high", "se", "n", "extrinsic_measure", "p", "tau2",
+     "q", "q_p", "i2"))
 INTRINSIC_EXTRINSIC = _declare(
     "intrinsic_extrinsic", "bias_utils.crossmodel.intrinsic_extrinsic", ("09_cross_model",),
     "profile gaps beside the audit's odds ratio per model",

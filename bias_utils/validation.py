@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from . import bold, contexts, dictionaries, lexicon, profiles, stats
+from . import bold, contexts, dictionaries, lexicon, link, profiles, stats
 from . import populations as pops
 from .errors import (
     ParameterError,
@@ -46,7 +46,8 @@ MIN_N_PERMUTATIONS = 100
 __all__ = [
     "LAYER_NAMES", "MIN_GROUP_WORDS", "MIN_N_BOOT", "MIN_N_PERMUTATIONS", "ParameterError", "check_bold_audit",
     "check_bold_replication",
-    "check_completion_profiles", "check_context_source", "check_cross_model", "check_contexts", "check_dictionaries",
+    "check_completion_profiles", "check_intrinsic_extrinsic",
+    "check_context_source", "check_cross_model", "check_contexts", "check_dictionaries",
     "check_dictionary_path", "check_file", "check_generated_contexts", "check_layer", "check_layers", "check_lexicons",
     "check_limit",
     "check_model", "check_boot_count", "check_output_dir", "check_permutation_count", "check_populations",
@@ -336,6 +337,16 @@ def check_completion_profiles(*, model="smollm2-135m-instruct", context_source="
     check_permutation_count(n_group_permutations, "n_group_permutations", default=2000)
     check_permutation_count(n_permutations, default=200)
     check_positive_int(term_limit, "term_limit", allow_none=True)
+
+
+def check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None,
+                              n_contexts=5, seed=0, layer="mean", correction=0.5, output_dir=None,
+                              n_boot=1000) -> None:
+    """Notebook 11's parameters."""
+    _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts)
+    check_layer(layer, allow_all=False)
+    check_boot_count(n_boot, default=1000)
+    link.check_correction(correction)
 
 
 def check_cross_model(*, results_dir=None, models=(), output_dir=None) -> None:

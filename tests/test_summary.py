@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pandas as pd
 import pytest
 import vl_convert as vlc
 
-from bias_utils import bold, occupations, rendering, replication, stats, summary
+from bias_utils import bold, link, occupations, rendering, replication, stats, summary
 from bias_utils.axis_validity import AXIS_VALIDITY_TABLE
 from bias_utils.crossmodel import PROFILE_STATS_TABLE, ROBUSTNESS_SUMMARY_TABLE
 from bias_utils.results import write_table
@@ -186,3 +188,35 @@ def test_summary_page_written_once(results, tmp_path):
     assert page.stat().st_mtime_ns == stamp
     assert "No model was built" in summary.summary_markdown([], results)
     assert summary.findings_bullets(*summary.read_summary([], results), []) == []
+
+
+def test_link_bullet_gives_each_models_correlation_and_says_when_its_interval_includes_zero(results, tmp_path):
+    models = ["dec--1--fp32", "enc--2--fp32", "new--4--fp32"]
+    gaps, head = summary.read_summary(models, results)
+    rows = pd.DataFrame({"model_id": ["dec--1--fp32", "new--4--fp32"], "test": "spearman",
+                         "intrinsic": "gender_position", "primary": True, "effect_size": [0.17, -0.05],
+                         "ci_low": [0.03, -0.2], "ci_high": [0.3, 0.1], "n": [224, 80],
+                         "extrinsic_measure": ["expected", "sampled"]})
+    bullets = summary.findings_bullets(gaps, head, models, {"enc--2--fp32": False}, rows)
+    assert len(bullets) == 5 and bullets[-1].startswith("**Not shown is not absent.**")
+    assert bullets[3] == (
+        "**Does the bias inside predict the bias it writes?** In {doc}`dec </models/dec--1--fp32/"
+        "11_intrinsic_extrinsic>`, occupations the model places nearer its female terms get relatively more female "
+        "than male words in its completions (Spearman ρ = 0.17, 95% CI 0.03 to 0.30 resampling occupations, "
+        "n = 224 occupations, expected counts from the sampling distribution); in {doc}`new </models/new--4--fp32/"
+        "11_intrinsic_extrinsic>` the interval includes zero (Spearman ρ = −0.05, 95% CI −0.20 to 0.10 resampling "
+        "occupations, n = 80 occupations, sampled word counts): a link between where the model places an occupation "
+        "on its female − male direction and the female words it writes about it is not shown; enc writes no text "
+        "(encoder).")
+    # no decoder: no bullet; a decoder without the chapter says so
+    enc = gaps[gaps["model_id"] == "enc--2--fp32"]
+    assert len(summary.findings_bullets(enc, head.iloc[:0], ["enc--2--fp32"], {"enc--2--fp32": False}, rows)) == 4
+    assert summary.findings_bullets(gaps, head, models, {"enc--2--fp32": False}, rows.iloc[:1])[3].endswith(
+        "; enc writes no text (encoder); new has no results of this chapter.")
+    # the page reads the chapter's table from each model's folder
+    root = tmp_path / "results"
+    shutil.copytree(results, root)
+    write_table(rows.iloc[:1].drop(columns="model_id"), root / "dec--1--fp32" / link.LINK_STATISTICS_TABLE)
+    page = summary.summary_markdown(models, root, {"enc--2--fp32": False})
+    assert "- **Does the bias inside predict the bias it writes?** In {doc}`dec </models/dec--1--fp32/" in page
+    assert page.index("- **Writing about occupations (BOLD).**") < page.index("- **Does the bias inside")

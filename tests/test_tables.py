@@ -13,7 +13,7 @@ from bias_utils import dictionaries, paths, runs, tables
 
 NOTEBOOKS = sorted(runs.NOTEBOOKS_DIR.glob("*.ipynb"))
 #: Notebooks whose owners have not yet replaced typed table names by ``tables`` constants.
-LITERAL_NAMES_LEFT = {"09_cross_model"}
+LITERAL_NAMES_LEFT: set[str] = set()
 CONSTANT = {name: const for const in tables.__all__ if const.isupper() and const != "TABLES"
             for name in [getattr(tables, const)]}
 
