@@ -482,3 +482,87 @@ def test_describe_model_gives_its_card():
     with safe_open(weights, "pt") as tensors:
         stored = sum(math.prod(tensors.get_slice(k).get_shape()) for k in tensors.keys() if "position_ids" not in k)
     assert info["parameters"] == stored
+
+
+TABLES = Path(__file__).parent / "fixtures" / "tables"
+
+
+def _html_cells(html: str, tag: str) -> list[str]:
+    import re
+
+    return re.findall(rf"<{tag}\b[^>]*>(.*?)</{tag}>", html, flags=re.S)
+
+
+def test_table_formatter_rounds_by_quantity_on_the_bold_statistics():
+    """A real BOLD statistics table (18 columns): readable headers, no index, p, counts and effects each
+    rounded by their own rule, NaN as a dash with its note, numbers in cells that do not wrap."""
+    frame = pd.read_csv(TABLES / "bold_statistics.csv")
+    html = rendering.table_html(frame)
+    headers = _html_cells(html, "th")
+    assert headers[:3] == ["Test", "Group A", "Group B"]  # no index column before them
+    assert {"p (adjusted)", "Effect size", "95% CI low", "Permutations"} <= set(headers)
+    assert not [h for h in headers if "_" in h]
+    cells = _html_cells(html, "td")
+    assert len(cells) == frame.size
+    primary = dict(zip(headers, cells[:len(headers)]))
+    # the primary row: permutation p 0.0087, odds ratio 15.375022 [3.187831, 61.580228], n 1525, 9999 permutations
+    assert (primary["p"], primary["Effect size"], primary["95% CI low"], primary["95% CI high"]) == \
+        ("0.0087", "15.38", "3.19", "61.58")
+    assert (primary["n"], primary["Permutations"], primary["Statistic"]) == ("1,525", "9,999", "–")
+    chi2 = dict(zip(headers, cells[len(headers):2 * len(headers)]))
+    assert (chi2["p"], chi2["df"], chi2["Statistic"]) == ("&lt; 0.001", "1", "124.28")  # 7.3e-29; df 1.0
+    assert "nan" not in html.lower() and "None" not in html
+    assert "– no value" in html
+    assert 'class="bias-table bias-table-wide"' in html  # 18 rows, 18 columns: scrolls in its own box
+    assert '<td class="num">15.38</td>' in html and "<td>primary</td>" in html
+
+
+def test_table_formatter_turns_a_wide_short_table_and_an_empty_one_into_something_readable():
+    summary = pd.read_csv(TABLES / "robustness_summary.csv").head(2)  # 2 rows, 25 columns
+    html = rendering.table_html(summary)
+    assert "bias-table-transposed" in html
+    # the dimension tells the two rows apart: it heads the columns, every other field is a row
+    assert _html_cells(html, "th") == ["", "warmth", "competence"]
+    rows = {r[0]: r[1:] for r in (_html_cells(tr, "td") for tr in _html_cells(html, "tr")) if r}
+    assert rows["Specifications"] == ["144", "144"]
+    assert rows["Share agree sign"] == ["0.96", "1.00"]  # 0.9583, 1.0
+    assert rows["Axis p"] == ["0.005", "0.005"]  # 0.004975: two significant digits
+    assert rows["Agree significant (n)"] == ["126", "117"]  # stored as 126.0 (a float column)
+    assert len(rows) == summary.shape[1] - 1
+
+    empty = pd.read_csv(TABLES / "bold_statistics.csv").head(0)
+    assert rendering.table_html(empty).startswith('<p class="bias-empty-table">No rows: ')
+    assert "<table" not in rendering.table_html(empty)
+    empty.attrs["empty"] = "no occupation was left out"
+    assert rendering.table_html(empty) == '<p class="bias-empty-table">No rows: no occupation was left out.</p>'
+
+
+def test_table_formatter_keeps_named_index_levels_and_flattens_pivoted_columns():
+    frame = pd.read_csv(TABLES / "robustness_summary.csv").head(2)
+    pivot = frame.pivot_table(index=["population", "dimension"], columns="axis_verdict", values="median_g")
+    html = rendering.table_html(pivot)
+    assert _html_cells(html, "th") == ["Population", "Dimension", "Supported"]
+    assert _html_cells(html, "td")[:3] == ["names", "competence", "-0.59"]
+    assert rendering.column_label(("median_g", "warmth")) == "Median g · warmth"
+    assert [rendering.column_label(c) for c in ("p_holm", "n_specs", "n_agree_significant_p", "share_agree_sign")] \
+        == ["p (Holm)", "Specifications", "N agree significant p", "Share agree sign"]
+    assert [rendering.cell_text(v, c) for v, c in ((0.00049, "p"), (0.0123, "p_adj"), (1.0, "p"), (-0.0043, "g"),
+                                                   (12345.6, "value"), (True, "significant"), (None, "x"))] == \
+        ["< 0.001", "0.012", "1", "-0.0043", "12,346", "yes", "–"]
+
+
+def test_enable_registers_the_table_formatter_in_an_ipython_shell():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    formatter = shell.display_formatter.formatters["text/html"]
+    try:
+        rendering.enable()
+        data, _ = shell.display_formatter.format(pd.read_csv(TABLES / "robustness_summary.csv"))
+    finally:
+        formatter.pop(pd.DataFrame, None)
+        for option in ("display.float_format", "styler.format.formatter", "display.max_colwidth"):
+            pd.reset_option(option)
+        InteractiveShell.clear_instance()
+    assert data["text/html"].startswith('<div class="bias-table')
+    assert "Specifications" in data["text/html"] and "n_specs" not in data["text/html"]
