@@ -28,7 +28,7 @@ import pandas as pd
 from . import cache
 
 __all__ = ["BUNDLE_PATH", "LABELS", "MAX_COLUMNS", "RENDERER", "cell_text", "chart_html", "column_label", "enable",
-           "readable_number", "table_html", "vega_lite_version", "write_vega_bundle"]
+           "figure_html", "readable_number", "table_html", "vega_lite_version", "write_vega_bundle"]
 
 RENDERER = "bias_book"
 #: Bundle file, relative to the book's ``_static`` folder.
@@ -42,6 +42,26 @@ def vega_lite_version() -> str:
     """The Vega-Lite version Altair writes specs for, e.g. ``"6.4"`` from ``v6.4.1``."""
     major, minor = alt.SCHEMA_VERSION.lstrip("v").split(".")[:2]
     return f"{major}.{minor}"
+
+
+# Drawn at the width the page gives it, text at its own size: on a narrow screen panels side by side
+# stack, wrapped facets take fewer columns, a panel wider than the box narrows (and so gets fewer
+# ticks) and long axis labels are cut sooner. Whatever is still wider scrolls inside the chart's box.
+_FIT_JS = """function fit(spec, avail) {
+    var s = JSON.parse(JSON.stringify(spec));
+    (function walk(v) {
+      if (v.hconcat && avail < 700) { v.vconcat = v.hconcat; delete v.hconcat; }
+      if (v.columns && v.spec && typeof v.spec.width === "number")
+        v.columns = Math.max(1, Math.min(v.columns, Math.floor(avail / (v.spec.width + 60))));
+      var y = v.encoding && v.encoding.y && v.encoding.y.axis;
+      if (y && y.labelLimit && y.labelLimit > avail / 3) y.labelLimit = Math.floor(avail / 3);
+      var room = avail - 90 - (y && y.labelLimit ? y.labelLimit : 0);
+      if (typeof v.width === "number" && v.width > room) v.width = Math.max(120, room);
+      ["vconcat", "hconcat", "layer"].forEach(function (k) { (v[k] || []).forEach(walk); });
+      if (v.spec) walk(v.spec);
+    })(s);
+    return s;
+  }"""
 
 
 def chart_html(spec: dict, element_id: str | None = None) -> str:
@@ -59,6 +79,7 @@ def chart_html(spec: dict, element_id: str | None = None) -> str:
 <script type="text/javascript">
 (function () {{
   var spec = {payload};
+  {_FIT_JS}
   function draw() {{
     var el = document.getElementById("{element_id}");
     if (typeof window.vegaEmbed !== "function") {{
@@ -66,7 +87,7 @@ def chart_html(spec: dict, element_id: str | None = None) -> str:
       console.error("vegaEmbed missing for #{element_id}");
       return;
     }}
-    window.vegaEmbed(el, spec, {options}).catch(function (err) {{
+    window.vegaEmbed(el, fit(spec, el.clientWidth || 600), {options}).catch(function (err) {{
       el.textContent = "Chart error: " + err.message;
       console.error(err);
     }});
@@ -74,6 +95,26 @@ def chart_html(spec: dict, element_id: str | None = None) -> str:
   if (document.readyState === "loading") {{ document.addEventListener("DOMContentLoaded", draw); }} else {{ draw(); }}
 }})();
 </script>"""
+
+
+def figure_html(spec: dict, number: int, element_id: str, image: str | None = None) -> str:
+    """A chart as a numbered figure of the book: the drawing (:func:`chart_html`), a static image
+    (``image``, a path relative to the page) for a reader without scripts, and the caption.
+
+    The caption and alt text come from the spec (``usermeta.caption`` and ``description``, set by
+    :mod:`bias_utils.plots`); a chart without them is captioned and described by its title.
+    """
+    title = spec.get("title", "")
+    title = " ".join(title.get("text", "") if isinstance(title.get("text", ""), str) else title["text"]) \
+        if isinstance(title, dict) else str(title)
+    caption = spec.get("usermeta", {}).get("caption") or (f"{title}." if title else "")
+    alt_text = spec.get("description") or title or f"Figure {number}"
+    fallback = (f'<noscript><img class="bias-figure-image" src="{html.escape(image)}" '
+                f'alt="{html.escape(alt_text)}"></noscript>') if image else ""
+    return (f'<figure class="bias-figure" id="figure-{number}" aria-label="{html.escape(alt_text)}">\n'
+            f"{chart_html(spec, element_id)}\n{fallback}\n"
+            f'<figcaption><span class="bias-figure-number">Figure {number}.</span> {html.escape(caption)}'
+            "</figcaption>\n</figure>")
 
 
 def _renderer(spec: dict, **_metadata) -> dict:
