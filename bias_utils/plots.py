@@ -20,7 +20,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import cache
+from . import cache, rendering
 from .results import display_name
 
 __all__ = [
@@ -102,11 +102,12 @@ def save(chart: alt.TopLevelMixin, path: str | Path, scale: float = 2.0) -> dict
 
 def _figure(chart, heading: str, subtitle: Sequence[str], alt_text: str, caption: str):
     """``chart`` with its title (model ids shown by :func:`bias_utils.results.display_name`), its alt text
-    (Vega-Lite's ``description``, read by screen readers and by the book's ``<img>`` fallback) and the
-    caption the book prints under it (``usermeta.caption``: what to look for, legend and error bars)."""
+    and the caption the book prints under it (what to look for, legend and error bars), both in
+    Vega-Lite's ``description`` as :func:`bias_utils.rendering.figure_text` reads them (``usermeta``
+    would be refused once the chart is composed with others)."""
     heading = display_name(heading)
     title = alt.TitleParams(heading, subtitle=list(subtitle)) if subtitle else heading
-    return chart.properties(title=title, description=display_name(alt_text), usermeta={"caption": caption})
+    return chart.properties(title=title, description=display_name(alt_text) + rendering.CAPTION_SEPARATOR + caption)
 
 
 def _one(frame: pd.DataFrame, column: str, what: str):

@@ -26,9 +26,11 @@ import numpy as np
 import pandas as pd
 
 from . import cache
+from .results import display_name
 
-__all__ = ["BUNDLE_PATH", "LABELS", "MAX_COLUMNS", "RENDERER", "cell_text", "chart_html", "column_label", "enable",
-           "figure_html", "readable_number", "table_html", "vega_lite_version", "write_vega_bundle"]
+__all__ = ["BUNDLE_PATH", "CAPTION_SEPARATOR", "LABELS", "MAX_COLUMNS", "RENDERER", "cell_text", "chart_html",
+           "column_label", "enable", "figure_html", "figure_text", "readable_number", "table_html", "vega_lite_version",
+           "write_vega_bundle"]
 
 RENDERER = "bias_book"
 #: Bundle file, relative to the book's ``_static`` folder.
@@ -97,18 +99,29 @@ def chart_html(spec: dict, element_id: str | None = None) -> str:
 </script>"""
 
 
+#: Between a chart's alt text and its caption in its Vega-Lite ``description`` (set by :mod:`bias_utils.plots`).
+CAPTION_SEPARATOR = "\n\n"
+
+
+def figure_text(spec: dict) -> tuple[str, str]:
+    """``(alt text, caption)`` of a chart: its ``description`` split at :data:`CAPTION_SEPARATOR`;
+    a chart without them is described and captioned by its title (model ids by their display name)."""
+    title = spec.get("title", "")
+    if isinstance(title, dict):
+        title = title.get("text", "")
+    title = display_name(" ".join(title) if isinstance(title, list) else str(title))
+    alt_text, _, caption = str(spec.get("description", "")).partition(CAPTION_SEPARATOR)
+    return alt_text or title, caption or (f"{title}." if title else "")
+
+
 def figure_html(spec: dict, number: int, element_id: str, image: str | None = None) -> str:
     """A chart as a numbered figure of the book: the drawing (:func:`chart_html`), a static image
     (``image``, a path relative to the page) for a reader without scripts, and the caption.
 
-    The caption and alt text come from the spec (``usermeta.caption`` and ``description``, set by
-    :mod:`bias_utils.plots`); a chart without them is captioned and described by its title.
+    The alt text and caption come from the spec (:func:`figure_text`).
     """
-    title = spec.get("title", "")
-    title = " ".join(title.get("text", "") if isinstance(title.get("text", ""), str) else title["text"]) \
-        if isinstance(title, dict) else str(title)
-    caption = spec.get("usermeta", {}).get("caption") or (f"{title}." if title else "")
-    alt_text = spec.get("description") or title or f"Figure {number}"
+    alt_text, caption = figure_text(spec)
+    alt_text = alt_text or f"Figure {number}"
     fallback = (f'<noscript><img class="bias-figure-image" src="{html.escape(image)}" '
                 f'alt="{html.escape(alt_text)}"></noscript>') if image else ""
     return (f'<figure class="bias-figure" id="figure-{number}" aria-label="{html.escape(alt_text)}">\n'

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils import plots
+from bias_utils import plots, rendering
 from bias_utils import profiles as pr
 from bias_utils.populations import load_populations
 
@@ -164,8 +164,8 @@ def test_bold_figure_gives_each_effect_measure_its_own_axis_and_a_caption():
     assert "Cramér's V" in x_titles and "rank-biserial correlation" in x_titles
     labels = [r["label"] for d in spec["datasets"].values() for r in d if "label" in r]
     assert "primary · odds_ratio (words) (cluster bootstrap occupation)" in labels
-    assert spec["description"].startswith("Four panels of the BOLD audit")
-    caption = spec["usermeta"]["caption"]
+    alt_text, caption = rendering.figure_text(spec)
+    assert alt_text.startswith("Four panels of the BOLD audit")
     assert "95% confidence interval" in caption and "male_dominated minus female_dominated" in caption
     assert "confidence interval (the horizontal line), one panel per effect measure" in caption
 
@@ -175,8 +175,9 @@ def test_every_chart_has_alt_text_and_a_caption_that_explains_its_marks(table):
     names = gm[(gm.population == "names") & (gm.space == "dimensions")]
     profile = json.loads(plots.profile_chart(names, st, title="minilm-l6--53aa51172d14--fp32: names").to_json())
     assert profile["title"] == "minilm-l6: names"
-    assert "95% confidence interval" in profile["usermeta"]["caption"] and "Holm" in profile["usermeta"]["caption"]
-    assert profile["description"].startswith("Dot plot") and "names groups (female, male)" in profile["description"]
+    alt_text, caption = rendering.figure_text(profile)
+    assert "95% confidence interval" in caption and "Holm" in caption
+    assert alt_text.startswith("Dot plot") and "names groups (female, male)" in alt_text
     charts = [plots.warmth_competence_chart(gm[gm.population == "terms"]),
               plots.accuracy_heatmap(pd.DataFrame({"cutoff": ["0.1"] * 2, "dimension": ["warmth", "competence"],
                                                    "accuracy": [0.8, 0.4], "n": [10, 10]})),
@@ -184,5 +185,7 @@ def test_every_chart_has_alt_text_and_a_caption_that_explains_its_marks(table):
                                                      "measure": ["accuracy"] * 2, "dimension": ["warmth"] * 2,
                                                      "value": [0.6, 0.7]}))]
     for chart in charts:
-        spec = json.loads(chart.to_json())
-        assert len(spec["description"]) > 30 and len(spec["usermeta"]["caption"]) > 80, spec["title"]
+        alt_text, caption = rendering.figure_text(json.loads(chart.to_json()))
+        assert len(alt_text) > 30 and len(caption) > 80, alt_text
+    # composed with others (as crossmodel.profile_grid does), the charts stay valid Vega-Lite
+    assert json.loads(__import__("altair").vconcat(*charts).to_json())["vconcat"][0]["description"]
