@@ -60,7 +60,9 @@ def shown_parameters(nb) -> None:
               if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)}
     lines = cell.source.splitlines()
     for node in sorted(ast.parse(cell.source).body, key=lambda n: -n.lineno):
-        name = node.targets[0].id if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) else None
+        # "name = value" or, annotated, "name: type = value"
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        name = target.id if isinstance(target, ast.Name) and getattr(node, "value", None) is not None else None
         if name not in values:
             continue
         first, last = node.value.lineno - 1, node.value.end_lineno - 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -438,7 +439,8 @@ def test_tables_in_the_book_show_readable_digits():
 
 def test_sphinx_extension_sets_the_year_and_drops_the_icon_script(tmp_path, monkeypatch):
     """A real Sphinx build with the book's theme and extension: the footer carries the year of
-    the build, the page loads no fontawesome.js and keeps the theme's other scripts and icons."""
+    the build, the page loads no fontawesome.js and keeps the theme's other scripts and icons; the
+    vega bundle loads only on a page with a chart; a page's figures/ folder reaches the site."""
     from sphinx.application import Sphinx
 
     monkeypatch.syspath_prepend(str(runs.BOOK_DIR / "_ext"))
@@ -451,8 +453,16 @@ def test_sphinx_extension_sets_the_year_and_drops_the_icon_script(tmp_path, monk
     src = tmp_path / "src"
     src.mkdir()
     (src / "conf.py").write_text('extensions = ["bias_book_sphinx"]\nhtml_theme = "sphinx_book_theme"\n'
-                                 'project = "t"\ncopyright = ""\n')
-    (src / "index.rst").write_text("Title\n=====\n\nText.\n")
+                                 'project = "t"\ncopyright = ""\nhtml_static_path = ["_static"]\n'
+                                 f'html_js_files = ["{bias_book_sphinx.VEGA_BUNDLE}"]\n')
+    (src / "_static" / "vendor").mkdir(parents=True)
+    (src / "_static" / bias_book_sphinx.VEGA_BUNDLE).write_text("window.vegaEmbed = null;\n")
+    (src / "index.rst").write_text("Title\n=====\n\nText.\n\n.. toctree::\n\n   models/m/chapter\n")
+    (src / "models" / "m" / "figures").mkdir(parents=True)
+    (src / "models" / "m" / "chapter.rst").write_text(
+        "Chapter\n=======\n\n.. raw:: html\n\n   <figure><div class=\"bias-vega-chart\"></div><noscript>"
+        "<img src=\"figures/abc.svg\" alt=\"a chart\"></noscript></figure>\n")
+    (src / "models" / "m" / "figures" / "abc.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg"/>')
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1735776000")  # 2025-01-02T00:00:00Z
     Sphinx(str(src), str(src), str(tmp_path / "out"), str(tmp_path / "doctrees"), "html",
            status=None, warning=None, freshenv=True).build()
@@ -461,6 +471,10 @@ def test_sphinx_extension_sets_the_year_and_drops_the_icon_script(tmp_path, monk
     assert "scripts/bootstrap.js" in page and "scripts/pydata-sphinx-theme.js" in page
     assert 'class="fa-solid fa-magnifying-glass"' in page  # drawn by the theme's stylesheet and webfonts
     assert "© Copyright 2025." in page
+    assert "vega-bundle.js" not in page  # no chart on the front page
+    chapter = (tmp_path / "out" / "models" / "m" / "chapter.html").read_text(encoding="utf-8")
+    assert "vendor/vega-bundle.js" in chapter
+    assert (tmp_path / "out" / "models" / "m" / "figures" / "abc.svg").read_text().startswith("<svg")
 
 
 @pytest.mark.slow
@@ -566,3 +580,72 @@ def test_enable_registers_the_table_formatter_in_an_ipython_shell():
         InteractiveShell.clear_instance()
     assert data["text/html"].startswith('<div class="bias-table')
     assert "Specifications" in data["text/html"] and "n_specs" not in data["text/html"]
+
+
+def _parameters_cells(notebook: str, injected: str):
+    nb = nbformat.read(runs.NOTEBOOKS_DIR / notebook, as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    nb.cells.insert(at + 1, nbformat.v4.new_code_cell(injected, metadata={"tags": ["injected-parameters"]}))
+    return nb, nb.cells[at]
+
+
+def test_parameters_cell_shows_the_values_the_run_used():
+    """Chapter 04's real parameters cell with papermill's injected cell of a MiniLM run: the reader who
+    expands the parameters sees the run's model, list and folder, each with its comment."""
+    injected = ('# Parameters\nmodel = "minilm-l6"\npopulations = ["names", "terms"]\n'
+                'output_dir = "results/minilm-l6--53aa51172d14--fp32"\nextra = 3\n')
+    nb, cell = _parameters_cells("04_profiles.ipynb", injected)
+    defaults = cell.source
+    presentation.shown_parameters(nb)
+    lines = cell.source.splitlines()
+    # annotated assignments keep their type and comment
+    assert 'model: str = "minilm-l6"      # built-in short name, hub id or folder' in lines
+    assert re.match(r'populations: .* = \["names", "terms"\] +# ',
+                    next(x for x in lines if x.startswith("populations")))
+    assert re.match(r'output_dir: .* = "results/minilm-l6--53aa51172d14--fp32" +# ',
+                    next(x for x in lines if x.startswith("output_dir")))
+    assert lines[-1] == "extra = 3"  # a value the notebook does not declare is still shown
+    # every other line is the notebook's own
+    changed = {re.split(r"[:=]", x)[0].strip() for x in set(lines) ^ set(defaults.splitlines())}
+    assert changed == {"model", "populations", "output_dir", "extra"}
+    once = cell.source
+    presentation.shown_parameters(nb)
+    assert cell.source == once
+
+
+def test_figures_are_numbered_captioned_and_have_a_static_image(tmp_path):
+    """Two real charts in a page: numbered in reading order, captioned and described from their specs, each
+    with an SVG beside the page (the run's own saved SVG when it saved that chart); a removed cell's chart
+    is not counted; presenting again changes nothing."""
+    from bias_utils import plots
+
+    accuracy = pd.DataFrame({"cutoff": ["0.1"] * 2, "dimension": ["warmth", "competence"], "accuracy": [0.8, 0.4],
+                             "n": [10, 10]})
+    saved_chart = plots.accuracy_heatmap(accuracy, title="minilm-l6--53aa51172d14--fp32: accuracy")
+    other = plots.accuracy_heatmap(accuracy.assign(accuracy=[0.6, 0.55]))
+    results_dir = tmp_path / "results"
+    saved = plots.save(saved_chart, results_dir / "direction_accuracy")
+
+    def output(chart):
+        spec = json.loads(chart.to_json())
+        return nbformat.v4.new_output("display_data", data={"application/vnd.vegalite.v6+json": spec,
+                                                             "text/html": "<div>old</div>", "text/plain": "chart"})
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("hidden", outputs=[output(other)], metadata={"tags": ["remove-cell"]}),
+        nbformat.v4.new_code_cell("a", outputs=[output(saved_chart)]),
+        nbformat.v4.new_code_cell("b", outputs=[output(other)])])
+    page = tmp_path / "book" / "models" / "m"
+    assert presentation.number_figures(nb, page, results_dir) == 2
+    first, second = (c.outputs[0]["data"]["text/html"] for c in nb.cells[1:])
+    assert nb.cells[0].outputs[0]["data"]["text/html"] == "<div>old</div>"
+    assert '<span class="bias-figure-number">Figure 1.</span> The share of held-out senses' in first
+    assert "Figure 2." in second and 'aria-label="Heat map of direction-prediction accuracy' in second
+    assert "minilm-l6--53aa" not in first and "window.vegaEmbed" in first
+    images = [re.search(r'<img class="bias-figure-image" src="(figures/[0-9a-f]{16}\.svg)" alt="Heat map', h).group(1)
+              for h in (first, second)]
+    assert (page / images[0]).read_bytes() == saved["svg"].read_bytes()  # the run's own SVG
+    assert (page / images[1]).read_text().startswith("<svg") and images[0] != images[1]
+    before = nbformat.writes(nb)
+    presentation.number_figures(nb, page, results_dir)
+    assert nbformat.writes(nb) == before
