@@ -25,8 +25,8 @@ from .results import display_name
 
 __all__ = [
     "DIMENSION_ORDER", "GROUP_COLORS", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "POLE_LABELS", "THEME",
-    "accuracy_heatmap", "axis_validity_chart", "bold_audit_figure", "bold_examples_table", "highlight_gendered",
-    "layer_curves_chart", "pole_labels", "profile_chart", "save", "specification_curve_chart",
+    "accuracy_heatmap", "axis_validity_chart", "bold_audit_figure", "bold_examples_table", "captioned",
+    "highlight_gendered", "layer_curves_chart", "pole_labels", "profile_chart", "save", "specification_curve_chart",
     "warmth_competence_chart", "warmth_competence_charts",
 ]
 
@@ -100,7 +100,7 @@ def save(chart: alt.TopLevelMixin, path: str | Path, scale: float = 2.0) -> dict
     }
 
 
-def _figure(chart, heading: str, subtitle: Sequence[str], alt_text: str, caption: str):
+def captioned(chart, heading: str, subtitle: Sequence[str], alt_text: str, caption: str):
     """``chart`` with its title (model ids shown by :func:`bias_utils.results.display_name`), its alt text
     and the caption the book prints under it (what to look for, legend and error bars), both in
     Vega-Lite's ``description`` as :func:`bias_utils.rendering.figure_text` reads them (``usermeta``
@@ -189,7 +189,7 @@ def profile_chart(means: pd.DataFrame, stats: pd.DataFrame | None = None, *, tit
     if invalid:
         caption += " " + INVALID_NOTE + "."
     chart = alt.layer(rule, lines, points, bars).resolve_axis(y="independent").properties(height=34 * len(dims))
-    return _figure(chart, title or f"Stereotype profile: {pop}", [INVALID_NOTE] if invalid else [],
+    return captioned(chart, title or f"Stereotype profile: {pop}", [INVALID_NOTE] if invalid else [],
                    f"Dot plot: mean position of the {pop} groups ({groups}) on {len(dims)} stereotype dimensions "
                    f"({', '.join(dims)}), with 95% confidence intervals.", caption)
 
@@ -270,7 +270,7 @@ def warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = No
     if invalid:
         caption += " " + INVALID_NOTE + "."
     pops = ", ".join(map(str, dict.fromkeys(wide["population"])))
-    return _figure(alt.layer(*layers).properties(width=340, height=340), title or "Warmth and competence",
+    return captioned(alt.layer(*layers).properties(width=340, height=340), title or "Warmth and competence",
                    [INVALID_NOTE] if invalid else [],
                    f"Scatter plot of group means ({pops}) on warmth (x) and competence (y) with 95% confidence "
                    "intervals.", caption)
@@ -343,7 +343,7 @@ def layer_curves_chart(curves: pd.DataFrame, measures: Sequence[str] | None = No
                + (", the shaded band its 95% confidence interval" if len(parts) > 1 else "")
                + ". Each panel has its own y scale. Look for the layers where a measure peaks and whether the "
                  "context sources agree.")
-    return _figure(chart, title or "By layer and context source", [],
+    return captioned(chart, title or "By layer and context source", [],
                    f"Line charts of {', '.join(map(str, dict.fromkeys(data['measure'])))} across layers, one line per "
                    "context source.", caption)
 
@@ -387,7 +387,7 @@ def accuracy_heatmap(accuracy: pd.DataFrame, *, title: str | None = None,
                "dimension's poles are unbalanced (the larger pole's share is).")
     if bad:
         caption += " Grey cells with † are axes not shown to beat their label-shuffling null (or untestable)."
-    return _figure((rect + text).properties(width=48 * len(dims), height=alt.Step(24)),
+    return captioned((rect + text).properties(width=48 * len(dims), height=alt.Step(24)),
                    title or "Direction-prediction accuracy", [INVALID_NOTE] if bad else [],
                    f"Heat map of direction-prediction accuracy for {len(dims)} dimensions.", caption)
 
@@ -465,7 +465,7 @@ def bold_audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title:
                f"difference (1 for an odds ratio, 0 otherwise); differences are {a_name} minus {b_name}. The primary "
                "analysis (the occupation as the unit) is labelled; the other rows treat every word or completion as "
                "independent, as the published audit did, and their intervals are too narrow.")
-    return _figure(chart, title or "BOLD occupational audit", [],
+    return captioned(chart, title or "BOLD occupational audit", [],
                    "Four panels of the BOLD audit: gendered words per completion, shares of gendered completions, "
                    "PMI differences and a forest plot of the effects with 95% confidence intervals.", caption)
 
@@ -568,7 +568,7 @@ def specification_curve_chart(specs: pd.DataFrame, population: str, dimension: s
                "colour says whether it is significant after Holm's correction and in which direction. Below: a dot "
                "marks the analysis choices of the specification above it. Look for how much of the curve lies on one "
                "side of zero and which choices sit at its ends.")
-    return _figure(alt.vconcat(top, bottom, spacing=4),
+    return captioned(alt.vconcat(top, bottom, spacing=4),
                    title or f"Specification curve: {population}, {dimension} ({direction})", [],
                    f"Specification curve of {len(s)} effect sizes for {population} on {dimension}, with the choices "
                    "behind each.", caption)
@@ -605,6 +605,6 @@ def axis_validity_chart(validity: pd.DataFrame, *, title: str | None = None, col
                "range and the dashed line the mean of the label-shuffling null. Filled dots: layers where the axis "
                "beats its null (verdict supported); open dots: not shown; grey: untestable. Look for axes whose line "
                "stays above the band.")
-    return _figure(chart, title or f"Axis validity: AUC against a shuffled-label null ({source} contexts)", [],
+    return captioned(chart, title or f"Axis validity: AUC against a shuffled-label null ({source} contexts)", [],
                    f"Line charts of the extra terms' AUC by layer for {data['dimension'].nunique()} axes against a "
                    "shuffled-label null band.", caption)
