@@ -308,6 +308,7 @@ def enable() -> None:
     DataFrames display as :func:`table_html` (the tables written to disk keep all digits)."""
 
     from IPython import get_ipython  # deferred: only a kernel has a display formatter
+    from pandas.io.formats.style import Styler  # deferred: loads jinja2, needed only in a kernel
 
     alt.renderers.enable(RENDERER)
     # plain-text reprs and Stylers (which bypass the HTML formatter) keep readable digits too
@@ -317,7 +318,10 @@ def enable() -> None:
     pd.set_option("styler.format.formatter", readable_number)
     shell = get_ipython()
     if shell is not None:
-        shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, table_html)
+        html_formatter = shell.display_formatter.formatters["text/html"]
+        html_formatter.for_type(pd.DataFrame, table_html)
+        # a Styler's table reads like every other table (its data, not its own HTML)
+        html_formatter.for_type(Styler, lambda styler: table_html(styler.data))
 
 def write_vega_bundle(static_dir: str | Path) -> Path:
     """Write the vega + vega-lite + vega-embed bundle (from vl-convert, no network) once.

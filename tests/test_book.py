@@ -573,13 +573,16 @@ def test_enable_registers_the_table_formatter_in_an_ipython_shell():
     try:
         rendering.enable()
         data, _ = shell.display_formatter.format(pd.read_csv(TABLES / "robustness_summary.csv"))
+        styled, _ = shell.display_formatter.format(pd.read_csv(TABLES / "bold_statistics.csv").style.hide(axis="index"))
     finally:
         formatter.pop(pd.DataFrame, None)
+        formatter.pop(pd.io.formats.style.Styler, None)
         for option in ("display.float_format", "styler.format.formatter", "display.max_colwidth"):
             pd.reset_option(option)
         InteractiveShell.clear_instance()
     assert data["text/html"].startswith('<div class="bias-table')
     assert "Specifications" in data["text/html"] and "n_specs" not in data["text/html"]
+    assert styled["text/html"].startswith('<div class="bias-table') and "p (adjusted)" in styled["text/html"]
 
 
 def _parameters_cells(notebook: str, injected: str):

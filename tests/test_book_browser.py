@@ -234,7 +234,7 @@ OVERFLOW = """
     if (folded || el.offsetParent === null || box.height === 0 || !text) continue;
     const style = getComputedStyle(el);
     // a wide table or chart may scroll inside its own box (the page itself does not)
-    const own = el.matches('.bias-table, .bias-vega-chart, .pst-scrollable-table-container');
+    const own = el.matches('.bias-table, .bias-vega-chart, .pst-scrollable-table-container, div.output.text_html');
     if (!own && ['auto', 'scroll'].includes(style.overflowX) && el.scrollWidth > el.clientWidth + 1)
       found.push(`${el.tagName.toLowerCase()}.${[...el.classList].join('.')} scrolls: ` +
                  `${el.scrollWidth} > ${el.clientWidth} ` +
@@ -342,9 +342,14 @@ READER = r"""
   for (const td of article.querySelectorAll('td')) {
     const text = td.innerText.trim();
     if (!visible(td) || !number.test(text)) continue;
-    const range = document.createRange();
-    range.selectNodeContents(td);
-    const lines = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+    // the line boxes of the cell's text (not of a <p> around it, nor of collapsed spaces)
+    const lines = new Set();
+    const texts = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+    for (let node = texts.nextNode(); node; node = texts.nextNode()) {
+      const range = document.createRange();
+      range.selectNodeContents(node);
+      for (const r of range.getClientRects()) if (r.width > 1) lines.add(Math.round(r.top));
+    }
     if (lines.size > 1) found.push(`number wraps in a cell: "${text}"`);
   }
   for (const chart of article.querySelectorAll('.bias-vega-chart')) {
