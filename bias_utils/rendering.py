@@ -190,7 +190,7 @@ def column_label(name) -> str:
     ``n_specs`` -> ``Specs (n)``)."""
     if isinstance(name, tuple):
         # the first level names a column, the others are values of the pivoted variable
-        return " · ".join([column_label(name[0])] + [str(part) for part in name[1:] if str(part) != ""])
+        return " · ".join([column_label(name[0])] + [_value_label(part) for part in name[1:] if str(part) != ""])
     name = str(name)
     if name in LABELS:
         text = LABELS[name]
@@ -199,6 +199,12 @@ def column_label(name) -> str:
     count = name.startswith("n_") and not _P_VALUE.search(name)
     text = (name[2:] if count else name).replace("_", " ").strip() + (" (n)" if count else "")
     return text[:1].upper() + text[1:]
+
+
+def _value_label(value) -> str:
+    """A value shown as a header (a pivoted group, a transposed row's name): ``male_dominated`` ->
+    ``male dominated``."""
+    return str(value).replace("_", " ")
 
 
 def _missing(value) -> bool:
@@ -261,7 +267,8 @@ def _transposed(frame: pd.DataFrame, headers: list[str], rows: list[list]) -> tu
     """A row per column, headed by the values of the first text column that tells the rows apart."""
     key = next((i for i, c in enumerate(frame.columns) if not pd.api.types.is_numeric_dtype(frame[c])
                 and frame[c].astype(str).is_unique), None)
-    names = [row[key][0] for row in rows] if key is not None else [f"row {i + 1}" for i in range(len(rows))]
+    names = ([_value_label(row[key][0]) for row in rows] if key is not None
+             else [f"row {i + 1}" for i in range(len(rows))])
     return [""] + names, [[(h, False)] + [row[j] for row in rows] for j, h in enumerate(headers) if j != key]
 
 
