@@ -105,11 +105,16 @@ CAPTION_SEPARATOR = "\n\n"
 
 def figure_text(spec: dict) -> tuple[str, str]:
     """``(alt text, caption)`` of a chart: its ``description`` split at :data:`CAPTION_SEPARATOR`;
-    a chart without them is described and captioned by its title (model ids by their display name)."""
-    title = spec.get("title", "")
-    if isinstance(title, dict):
-        title = title.get("text", "")
-    title = display_name(" ".join(title) if isinstance(title, list) else str(title))
+    a chart without them is described and captioned by its title, or its panels' titles (model ids
+    by their display name)."""
+    def title_of(view: dict) -> str:
+        title = view.get("title", "")
+        title = title.get("text", "") if isinstance(title, dict) else title
+        return " ".join(title) if isinstance(title, list) else str(title)
+
+    # a chart without a title of its own is named by its panels' titles
+    panels = [title_of(v) for key in ("hconcat", "vconcat", "concat") for v in spec.get(key, [])]
+    title = display_name(title_of(spec) or "; ".join(t for t in panels if t))
     alt_text, _, caption = str(spec.get("description", "")).partition(CAPTION_SEPARATOR)
     return alt_text or title, caption or (f"{title}." if title else "")
 
@@ -225,7 +230,7 @@ def cell_text(value, column="", whole: bool = False) -> str:
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
     if not isinstance(value, numbers.Real):
-        return str(value)
+        return display_name(value)  # a model id reads as the model's name
     if math.isinf(value):
         return "∞" if value > 0 else "−∞"
     if _P_VALUE.search(column):

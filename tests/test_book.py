@@ -563,6 +563,7 @@ def test_table_formatter_keeps_named_index_levels_and_flattens_pivoted_columns()
     assert [rendering.cell_text(v, c) for v, c in ((0.00049, "p"), (0.0123, "p_adj"), (1.0, "p"), (-0.0043, "g"),
                                                    (12345.6, "value"), (True, "significant"), (None, "x"))] == \
         ["< 0.001", "0.012", "1", "-0.0043", "12,346", "yes", "–"]
+    assert rendering.cell_text("minilm-l6--53aa51172d14--fp32", "model_id") == "minilm-l6"
 
 
 def test_enable_registers_the_table_formatter_in_an_ipython_shell():
@@ -652,3 +653,15 @@ def test_figures_are_numbered_captioned_and_have_a_static_image(tmp_path):
     before = nbformat.writes(nb)
     presentation.number_figures(nb, page, results_dir)
     assert nbformat.writes(nb) == before
+
+
+def test_a_chart_without_caption_is_named_by_its_title_or_its_panels():
+    import altair as alt
+
+    summary = pd.read_csv(TABLES / "robustness_summary.csv")
+    panel = alt.Chart(summary).mark_point().encode(x="median_g:Q", y="dimension:N")
+    grid = json.loads(alt.hconcat(panel.properties(title="names: female − male"),
+                                  panel.properties(title="minilm-l6--53aa51172d14--fp32 odds")).to_json())
+    named = "names: female − male; minilm-l6 odds"
+    assert rendering.figure_text(grid) == (named, named + ".")
+    assert rendering.figure_text(json.loads(panel.properties(title="T").to_json())) == ("T", "T.")
