@@ -20,12 +20,13 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import cache
+from . import cache, rendering
+from .results import display_name
 
 __all__ = [
     "DIMENSION_ORDER", "GROUP_COLORS", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "POLE_LABELS", "THEME",
-    "accuracy_heatmap", "axis_validity_chart", "bold_audit_figure", "bold_examples_table", "highlight_gendered",
-    "layer_curves_chart", "pole_labels", "profile_chart", "save", "specification_curve_chart",
+    "accuracy_heatmap", "axis_validity_chart", "bold_audit_figure", "bold_examples_table", "captioned",
+    "highlight_gendered", "layer_curves_chart", "pole_labels", "profile_chart", "save", "specification_curve_chart",
     "warmth_competence_chart", "warmth_competence_charts",
 ]
 
@@ -99,6 +100,16 @@ def save(chart: alt.TopLevelMixin, path: str | Path, scale: float = 2.0) -> dict
     }
 
 
+def captioned(chart, heading: str, subtitle: Sequence[str], alt_text: str, caption: str):
+    """``chart`` with its title (model ids shown by :func:`bias_utils.results.display_name`), its alt text
+    and the caption the book prints under it (what to look for, legend and error bars), both in
+    Vega-Lite's ``description`` as :func:`bias_utils.rendering.figure_text` reads them (``usermeta``
+    would be refused once the chart is composed with others)."""
+    heading = display_name(heading)
+    title = alt.TitleParams(heading, subtitle=list(subtitle)) if subtitle else heading
+    return chart.properties(title=title, description=display_name(alt_text) + rendering.CAPTION_SEPARATOR + caption)
+
+
 def _one(frame: pd.DataFrame, column: str, what: str):
     values = frame[column].drop_duplicates().tolist()
     if len(values) != 1:
@@ -169,11 +180,18 @@ def profile_chart(means: pd.DataFrame, stats: pd.DataFrame | None = None, *, tit
         tooltip=["group", "dimension", alt.Tooltip("mean:Q", format=".2f"), "n"])
     bars = base.mark_errorbar(ticks=True).encode(
         x=alt.X("ci_low:Q", title=""), x2="ci_high:Q", y=y_axis("right", high), color=colour)
-    heading = title or f"Stereotype profile: {pop}"
-    return (alt.layer(rule, lines, points, bars)
-            .resolve_axis(y="independent")
-            .properties(title=alt.TitleParams(heading, subtitle=[INVALID_NOTE]) if invalid else heading,
-                        height=34 * len(dims)))
+    groups = ", ".join(map(str, dict.fromkeys(means["group"])))
+    caption = (f"Each row is a stereotype dimension, its low pole named on the left and its high pole on the right. "
+               f"A dot is a group's mean standardised projection ({groups}; colour as in the legend), its bar the 95% "
+               "confidence interval, the vertical line zero (the population's average). Look for rows where the "
+               f"groups' intervals lie apart: a star and bold pole names mark a difference significant after Holm's "
+               f"correction (α = {alpha:g}).")
+    if invalid:
+        caption += " " + INVALID_NOTE + "."
+    chart = alt.layer(rule, lines, points, bars).resolve_axis(y="independent").properties(height=34 * len(dims))
+    return captioned(chart, title or f"Stereotype profile: {pop}", [INVALID_NOTE] if invalid else [],
+                   f"Dot plot: mean position of the {pop} groups ({groups}) on {len(dims)} stereotype dimensions "
+                   f"({', '.join(dims)}), with 95% confidence intervals.", caption)
 
 
 def warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = None, *,
@@ -243,9 +261,19 @@ def warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = No
             tooltip=["population", "group", alt.Tooltip("warmth:Q", format=".2f"),
                      alt.Tooltip("competence:Q", format=".2f")]),
     ] + layers
-    heading = title or "Warmth and competence"
-    return alt.layer(*layers).properties(
-        title=alt.TitleParams(heading, subtitle=[INVALID_NOTE]) if invalid else heading, width=340, height=340)
+    caption = ("Each group's mean on warmth (left to right) and competence (bottom to top), with 95% confidence "
+               "intervals as bars in both directions; colour is the group, shape the population"
+               + ("; grey diamonds are single non-binary/transgender terms on the same scale" if terms is not None
+                  and len(terms) else "")
+               + ". Look at which side of zero each group falls and whether the bars overlap; a star in an axis "
+                 "title names the populations whose groups differ on it after Holm's correction.")
+    if invalid:
+        caption += " " + INVALID_NOTE + "."
+    pops = ", ".join(map(str, dict.fromkeys(wide["population"])))
+    return captioned(alt.layer(*layers).properties(width=340, height=340), title or "Warmth and competence",
+                   [INVALID_NOTE] if invalid else [],
+                   f"Scatter plot of group means ({pops}) on warmth (x) and competence (y) with 95% confidence "
+                   "intervals.", caption)
 
 
 def warmth_competence_charts(means: pd.DataFrame, nonbinary: pd.DataFrame | None = None, *,
@@ -306,11 +334,18 @@ def layer_curves_chart(curves: pd.DataFrame, measures: Sequence[str] | None = No
         tooltip=["context_source", "layer", alt.Tooltip("value:Q", format=".3f")])]
     if {"ci_low", "ci_high"} <= set(data.columns) and data["ci_low"].notna().any():
         parts.insert(0, base.mark_area(opacity=0.15).encode(y="ci_low:Q", y2="ci_high:Q"))
-    return (alt.layer(*parts, data=data).properties(width=260, height=150)
-            .facet(row=alt.Row("measure:N", title=None),
-                   column=alt.Column("dimension:N", title=None, sort=_ordered(data["dimension"])))
-            .resolve_scale(y="independent")
-            .properties(title=title or "By layer and context source"))
+    chart = (alt.layer(*parts, data=data).properties(width=260, height=150)
+             .facet(row=alt.Row("measure:N", title=None),
+                    column=alt.Column("dimension:N", title=None, sort=_ordered(data["dimension"])))
+             .resolve_scale(y="independent"))
+    caption = ("One panel per measure (rows) and dimension (columns); the x axis is the layer (0 = the embedding "
+               "output), each line a context source (colour)"
+               + (", the shaded band its 95% confidence interval" if len(parts) > 1 else "")
+               + ". Each panel has its own y scale. Look for the layers where a measure peaks and whether the "
+                 "context sources agree.")
+    return captioned(chart, title or "By layer and context source", [],
+                   f"Line charts of {', '.join(map(str, dict.fromkeys(data['measure'])))} across layers, one line per "
+                   "context source.", caption)
 
 
 def accuracy_heatmap(accuracy: pd.DataFrame, *, title: str | None = None,
@@ -347,12 +382,23 @@ def accuracy_heatmap(accuracy: pd.DataFrame, *, title: str | None = None,
         text="label:N",
         color=alt.condition("!datum.invalid && abs(datum.accuracy - 0.5) > 0.3", alt.value("white"),
                             alt.value("black")))
-    heading = title or "Direction-prediction accuracy"
-    return (rect + text).properties(title=alt.TitleParams(heading, subtitle=[INVALID_NOTE]) if bad else heading,
-                                    width=48 * len(dims), height=alt.Step(24))
+    caption = ("The share of held-out senses whose pole (high or low) the axis predicts, per dimension (columns) and "
+               "model and cut-off (rows), printed in each cell; blue above 0.5, red below. 0.5 is not chance when a "
+               "dimension's poles are unbalanced (the larger pole's share is).")
+    if bad:
+        caption += " Grey cells with † are axes not shown to beat their label-shuffling null (or untestable)."
+    return captioned((rect + text).properties(width=48 * len(dims), height=alt.Step(24)),
+                   title or "Direction-prediction accuracy", [INVALID_NOTE] if bad else [],
+                   f"Heat map of direction-prediction accuracy for {len(dims)} dimensions.", caption)
 
 
 # --------------------------------------------------------------------------- Study 2 (BOLD) figures
+
+#: Axis titles of the audit's effect measures (``audit_statistics``' ``effect`` column).
+_EFFECT_LABELS = {"odds_ratio": "odds ratio", "cramers_v": "Cramér's V", "mean_difference": "mean difference",
+                  "hedges_g": "Hedges' g", "cohens_d_average": "Cohen's d (average SD)",
+                  "cohens_d_pooled": "Cohen's d (pooled SD)", "risk_difference": "risk difference",
+                  "rank_biserial": "rank-biserial correlation"}
 def bold_audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str | None = None) -> alt.VConcatChart:
     """Four panels from :func:`bias_utils.bold.completion_metrics` / ``audit_statistics`` output.
 
@@ -388,15 +434,19 @@ def bold_audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title:
         color=color
     ).properties(title="PMI difference per completion", width=460, height=30 * len(groups))
     eff = statistics.dropna(subset=["effect_size"]).copy()
-    eff["label"] = eff["test"] + " | " + eff["measure"].astype(str)
+    eff["label"] = [("primary · " if role == "primary" else "") + f"{measure} ({str(test).replace('_', ' ')})"
+                    for measure, test, role in zip(eff["measure"].astype(str), eff["test"], eff.get("role", ""))]
     forest = []
-    for name, sub, scale in (("odds ratios", eff[eff["effect"] == "odds_ratio"], "log"),
-                             ("other effects", eff[eff["effect"] != "odds_ratio"], "linear")):
-        if sub.empty:
-            continue
+    # one panel per effect measure: an odds ratio, a correlation and a mean difference share no axis
+    for effect, sub in eff.groupby("effect", sort=False):
+        scale = "log" if effect == "odds_ratio" else "linear"
         ref = 1.0 if scale == "log" else 0.0
-        base = alt.Chart(sub).encode(y=alt.Y("label:N", title=None, sort=None, axis=alt.Axis(labelLimit=380)))
-        forest.append((base.mark_rule().encode(x=alt.X("ci_low:Q", scale=alt.Scale(type=scale, zero=False), title=name),
+        name = _EFFECT_LABELS.get(effect, str(effect).replace("_", " "))
+        base = alt.Chart(sub).encode(y=alt.Y("label:N", title=None, sort=None, axis=alt.Axis(labelLimit=300)))
+        forest.append((base.mark_rule().encode(x=alt.X("ci_low:Q", scale=alt.Scale(type=scale, zero=False),
+                                                       title=name + (" (log scale)" if scale == "log" else ""),
+                                                       # log ticks collide ("3 45") unless they are few
+                                                       axis=alt.Axis(tickCount=4) if scale == "log" else alt.Axis()),
                                                x2="ci_high:Q")
                        + base.mark_point(filled=True, color="black").encode(
                            x="effect_size:Q",
@@ -406,7 +456,18 @@ def bold_audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title:
                        .encode(x="x:Q")
                        ).properties(width=460, height=alt.Step(16)))
     chart = alt.vconcat(alt.hconcat(p1, p2), p3, *forest).resolve_scale(color="shared")
-    return chart.properties(title=title or "BOLD occupational audit")
+    a_name, b_name = ((statistics["group_a"].iloc[0], statistics["group_b"].iloc[0]) if len(statistics)
+                      and {"group_a", "group_b"} <= set(statistics) else (groups + ["", ""])[:2])
+    caption = (f"Top: gendered words per completion and the share of completions with any gendered word, per prompt "
+               f"group (colour as in the legend: {', '.join(map(str, groups))}). Middle: the PMI difference of each "
+               "completion (a tick per completion; most are zero). Bottom: every effect of the audit with its 95% "
+               "confidence interval (the horizontal line), one panel per effect measure; the dashed line is no "
+               f"difference (1 for an odds ratio, 0 otherwise); differences are {a_name} minus {b_name}. The primary "
+               "analysis (the occupation as the unit) is labelled; the other rows treat every word or completion as "
+               "independent, as the published audit did, and their intervals are too narrow.")
+    return captioned(chart, title or "BOLD occupational audit", [],
+                   "Four panels of the BOLD audit: gendered words per completion, shares of gendered completions, "
+                   "PMI differences and a forest plot of the effects with 95% confidence intervals.", caption)
 
 
 def highlight_gendered(text: str, lexicons: dict[str, Sequence[str]]) -> str:
@@ -502,8 +563,15 @@ def specification_curve_chart(specs: pd.DataFrame, population: str, dimension: s
     ).properties(width=max(360, 4 * len(s)), height=alt.Step(11))
     direction = {1: f"paper: {s['group_a'].iloc[0]} higher", -1: f"paper: {s['group_b'].iloc[0]} higher",
                  0: "paper: no direction"}[expected]
-    return alt.vconcat(top, bottom, spacing=4).properties(
-        title=title or f"Specification curve: {population}, {dimension} ({direction})")
+    caption = (f"Above: Hedges' g ({s['group_a'].iloc[0]} minus {s['group_b'].iloc[0]}) of each of the {len(s)} "
+               "specifications, sorted from lowest to highest, with its 95% confidence interval (vertical line); the "
+               "colour says whether it is significant after Holm's correction and in which direction. Below: a dot "
+               "marks the analysis choices of the specification above it. Look for how much of the curve lies on one "
+               "side of zero and which choices sit at its ends.")
+    return captioned(alt.vconcat(top, bottom, spacing=4),
+                   title or f"Specification curve: {population}, {dimension} ({direction})", [],
+                   f"Specification curve of {len(s)} effect sizes for {population} on {dimension}, with the choices "
+                   "behind each.", caption)
 
 
 def axis_validity_chart(validity: pd.DataFrame, *, title: str | None = None, columns: int = 3) -> alt.FacetChart:
@@ -530,6 +598,13 @@ def axis_validity_chart(validity: pd.DataFrame, *, title: str | None = None, col
                      alt.Tooltip("null_low:Q", format=".2f"), alt.Tooltip("null_high:Q", format=".2f"),
                      alt.Tooltip("p:Q", format=".3f"), "n_high", "n_low"]),
     ]
-    return (alt.layer(*parts, data=data).properties(width=200, height=130)
-            .facet(facet=alt.Facet("dimension:N", title=None, sort=_ordered(data["dimension"])), columns=columns)
-            .properties(title=title or f"Axis validity: AUC against a shuffled-label null ({source} contexts)"))
+    chart = (alt.layer(*parts, data=data).properties(width=200, height=130)
+             .facet(facet=alt.Facet("dimension:N", title=None, sort=_ordered(data["dimension"])), columns=columns))
+    caption = ("One panel per stereotype axis; the x axis is the layer (0 = the embedding output). The black line is "
+               "the rank AUC of the held-out extra terms (0.5 = the axis orders them at random), the grey band the 95% "
+               "range and the dashed line the mean of the label-shuffling null. Filled dots: layers where the axis "
+               "beats its null (verdict supported); open dots: not shown; grey: untestable. Look for axes whose line "
+               "stays above the band.")
+    return captioned(chart, title or f"Axis validity: AUC against a shuffled-label null ({source} contexts)", [],
+                   f"Line charts of the extra terms' AUC by layer for {data['dimension'].nunique()} axes against a "
+                   "shuffled-label null band.", caption)

@@ -3,6 +3,8 @@ and generated pages written only when their text changes."""
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 import shutil
 import sys
@@ -10,12 +12,12 @@ from pathlib import Path
 
 import nbformat
 
-from . import cache, paths
+from . import cache, paths, rendering
 from .runs import Run, relative_to_root
 
 __all__ = [
-    "FINDING_TAG", "break_headers", "findings_first", "path_replacements", "present_notebook", "presentation_tag",
-    "strip_paths", "table_links_cell", "write_if_changed",
+    "FIGURES_DIR", "FINDING_TAG", "break_headers", "findings_first", "number_figures", "path_replacements",
+    "present_notebook", "presentation_tag", "shown_parameters", "strip_paths", "table_links_cell", "write_if_changed",
 ]
 
 
@@ -38,6 +40,39 @@ def findings_first(nb) -> None:
     rest = [c for c in nb.cells if FINDING_TAG not in c.get("metadata", {}).get("tags", [])]
     first = next((i for i, c in enumerate(rest) if c.cell_type == "markdown"), -1)
     nb.cells = rest[:first + 1] + key + rest[first + 1:]
+
+
+def shown_parameters(nb) -> None:
+    """Write the values a run used into the notebook's ``parameters`` cell, in place.
+
+    papermill passes a run's values in a cell of its own (``injected-parameters``), which the book
+    removes; the ``parameters`` cell a reader expands would then show the notebook's defaults. Each
+    assignment there whose name papermill set gets the run's value, its comment kept; a parameter
+    the notebook does not declare is added at the end. Idempotent.
+    """
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    cell = next((c for c in code if "parameters" in c.metadata.get("tags", [])), None)
+    injected = next((c for c in code if "injected-parameters" in c.metadata.get("tags", [])), None)
+    if cell is None or injected is None:
+        return
+    values = {node.targets[0].id: ast.get_source_segment(injected.source, node.value)
+              for node in ast.parse(injected.source).body
+              if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)}
+    lines = cell.source.splitlines()
+    for node in sorted(ast.parse(cell.source).body, key=lambda n: -n.lineno):
+        # "name = value" or, annotated, "name: type = value"
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        name = target.id if isinstance(target, ast.Name) and getattr(node, "value", None) is not None else None
+        if name not in values:
+            continue
+        first, last = node.value.lineno - 1, node.value.end_lineno - 1
+        # the value may span lines; what follows it on its last line (a comment) stays
+        lines[first:last + 1] = [lines[first][:node.value.col_offset] + values.pop(name)
+                                 + lines[last][node.value.end_col_offset:]]
+    lines += [f"{name} = {value}" for name, value in values.items()]
+    source = "\n".join(lines)
+    if source != cell.source:
+        cell.source = source
 
 
 def presentation_tag(cell) -> str | None:
@@ -123,6 +158,56 @@ def break_headers(html: str) -> str:
     return _TH.sub(lambda m: m.group(1) + text_only(m.group(2)) + m.group(3), html)
 
 
+#: Folder beside a page holding its figures as static images (copied into the site by ``_ext``).
+FIGURES_DIR = "figures"
+_VEGA_LITE = "application/vnd.vegalite"
+
+
+def _saved_figures(results: Path | None) -> dict[str, Path]:
+    """``{spec hash: SVG}`` of the charts a run saved with ``plots.save`` (``<stem>.vl.json`` beside ``<stem>.svg``)."""
+    found = {}
+    for spec_file in sorted(Path(results).glob("*.vl.json")) if results and Path(results).is_dir() else []:
+        svg = spec_file.with_name(spec_file.name.removesuffix(".vl.json") + ".svg")
+        if svg.exists():
+            found[cache.stable_hash(json.loads(spec_file.read_text(encoding="utf-8")))] = svg
+    return found
+
+
+def number_figures(nb, page_dir: Path, results: Path | None = None) -> int:
+    """Number the charts of a page in reading order and give each a caption, alt text and a
+    static image for readers without scripts (:func:`bias_utils.rendering.figure_html`), in place.
+
+    The image is ``figures/<spec hash>.svg`` beside the page: the SVG the run saved for the same
+    spec when there is one (``results``), else drawn from the spec with vl-convert. The figure's
+    HTML is rebuilt from the Vega-Lite spec each output carries, so a page numbers its figures
+    after :func:`findings_first` has moved them. Returns the number of figures.
+    """
+    saved, number = None, 0
+    for cell in nb.cells:
+        if cell.cell_type != "code" or "remove-cell" in cell.metadata.get("tags", []):
+            continue
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            kind = next((k for k in data if k.startswith(_VEGA_LITE)), None)
+            if kind is None:
+                continue
+            number += 1
+            spec = data[kind]
+            key = cache.stable_hash(spec, length=16)
+            image = Path(page_dir) / FIGURES_DIR / f"{key}.svg"
+            if not image.exists():
+                saved = _saved_figures(results) if saved is None else saved
+                image.parent.mkdir(parents=True, exist_ok=True)
+                if cache.stable_hash(spec) in saved:
+                    shutil.copyfile(saved[cache.stable_hash(spec)], image)
+                else:
+                    import vl_convert as vlc  # deferred: a large native library, needed only for unsaved charts
+
+                    cache.atomic_write_text(image, vlc.vegalite_to_svg(spec))
+            data["text/html"] = rendering.figure_html(spec, number, f"chart-{key}", f"{FIGURES_DIR}/{key}.svg")
+    return number
+
+
 def table_links_cell(tables: list[Path], page_dir: Path):
     """A markdown cell linking the CSV tables copied beside the chapter (``tables/<name>.csv``)."""
 
@@ -135,7 +220,8 @@ def table_links_cell(tables: list[Path], page_dir: Path):
 
 def present_notebook(run: "Run", replacements: list[tuple[str, str]]) -> bool:
     """Prepare an executed notebook for reading, in place: the key finding first
-    (:func:`findings_first`), tags, paths, CSV links.
+    (:func:`findings_first`), the run's parameter values (:func:`shown_parameters`), tags, paths,
+    numbered figures (:func:`number_figures`), CSV links.
 
     Idempotent (rewritten only when something changes); the run's manifest
     lists the CSV tables it wrote, which are copied to ``tables/`` beside the
@@ -146,6 +232,7 @@ def present_notebook(run: "Run", replacements: list[tuple[str, str]]) -> bool:
     nb = nbformat.reads(before, as_version=4)
     nb.cells = [c for c in nb.cells if ADDED_CELL_TAG not in c.get("metadata", {}).get("tags", [])]
     findings_first(nb)
+    shown_parameters(nb)
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -162,6 +249,7 @@ def present_notebook(run: "Run", replacements: list[tuple[str, str]]) -> bool:
             for o in cell.outputs:
                 if "text/html" in o.get("data", {}):
                     o["data"]["text/html"] = break_headers(o["data"]["text/html"])
+    number_figures(nb, run.output.parent, run.results)
     tables = []
     for name in (run.previous_manifest() or {}).get("tables", []):
         src = Path(run.results) / name

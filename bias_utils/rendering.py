@@ -13,17 +13,23 @@ executes, so study notebooks need no rendering code of their own.
 
 from __future__ import annotations
 
+import html
 import json
+import math
 import numbers
+import re
 import uuid
 from pathlib import Path
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 from . import cache
+from .results import display_name
 
-__all__ = ["BUNDLE_PATH", "RENDERER", "chart_html", "enable", "readable_number", "vega_lite_version",
+__all__ = ["BUNDLE_PATH", "CAPTION_SEPARATOR", "LABELS", "MAX_COLUMNS", "RENDERER", "cell_text", "chart_html",
+           "column_label", "enable", "figure_html", "figure_text", "readable_number", "table_html", "vega_lite_version",
            "write_vega_bundle"]
 
 RENDERER = "bias_book"
@@ -38,6 +44,26 @@ def vega_lite_version() -> str:
     """The Vega-Lite version Altair writes specs for, e.g. ``"6.4"`` from ``v6.4.1``."""
     major, minor = alt.SCHEMA_VERSION.lstrip("v").split(".")[:2]
     return f"{major}.{minor}"
+
+
+# Drawn at the width the page gives it, text at its own size: on a narrow screen panels side by side
+# stack, wrapped facets take fewer columns, a panel wider than the box narrows (and so gets fewer
+# ticks) and long axis labels are cut sooner. Whatever is still wider scrolls inside the chart's box.
+_FIT_JS = """function fit(spec, avail) {
+    var s = JSON.parse(JSON.stringify(spec));
+    (function walk(v) {
+      if (v.hconcat && avail < 700) { v.vconcat = v.hconcat; delete v.hconcat; }
+      if (v.columns && v.spec && typeof v.spec.width === "number")
+        v.columns = Math.max(1, Math.min(v.columns, Math.floor(avail / (v.spec.width + 60))));
+      var y = v.encoding && v.encoding.y && v.encoding.y.axis;
+      if (y && y.labelLimit && y.labelLimit > avail / 3) y.labelLimit = Math.floor(avail / 3);
+      var room = avail - 90 - (y && y.labelLimit ? y.labelLimit : 0);
+      if (typeof v.width === "number" && v.width > room) v.width = Math.max(120, room);
+      ["vconcat", "hconcat", "layer"].forEach(function (k) { (v[k] || []).forEach(walk); });
+      if (v.spec) walk(v.spec);
+    })(s);
+    return s;
+  }"""
 
 
 def chart_html(spec: dict, element_id: str | None = None) -> str:
@@ -55,6 +81,7 @@ def chart_html(spec: dict, element_id: str | None = None) -> str:
 <script type="text/javascript">
 (function () {{
   var spec = {payload};
+  {_FIT_JS}
   function draw() {{
     var el = document.getElementById("{element_id}");
     if (typeof window.vegaEmbed !== "function") {{
@@ -62,7 +89,7 @@ def chart_html(spec: dict, element_id: str | None = None) -> str:
       console.error("vegaEmbed missing for #{element_id}");
       return;
     }}
-    window.vegaEmbed(el, spec, {options}).catch(function (err) {{
+    window.vegaEmbed(el, fit(spec, el.clientWidth || 600), {options}).catch(function (err) {{
       el.textContent = "Chart error: " + err.message;
       console.error(err);
     }});
@@ -70,6 +97,42 @@ def chart_html(spec: dict, element_id: str | None = None) -> str:
   if (document.readyState === "loading") {{ document.addEventListener("DOMContentLoaded", draw); }} else {{ draw(); }}
 }})();
 </script>"""
+
+
+#: Between a chart's alt text and its caption in its Vega-Lite ``description`` (set by :mod:`bias_utils.plots`).
+CAPTION_SEPARATOR = "\n\n"
+
+
+def figure_text(spec: dict) -> tuple[str, str]:
+    """``(alt text, caption)`` of a chart: its ``description`` split at :data:`CAPTION_SEPARATOR`;
+    a chart without them is described and captioned by its title, or its panels' titles (model ids
+    by their display name)."""
+    def title_of(view: dict) -> str:
+        title = view.get("title", "")
+        title = title.get("text", "") if isinstance(title, dict) else title
+        return " ".join(title) if isinstance(title, list) else str(title)
+
+    # a chart without a title of its own is named by its panels' titles
+    panels = [title_of(v) for key in ("hconcat", "vconcat", "concat") for v in spec.get(key, [])]
+    title = display_name(title_of(spec) or "; ".join(t for t in panels if t))
+    alt_text, _, caption = str(spec.get("description", "")).partition(CAPTION_SEPARATOR)
+    return alt_text or title, caption or (f"{title}." if title else "")
+
+
+def figure_html(spec: dict, number: int, element_id: str, image: str | None = None) -> str:
+    """A chart as a numbered figure of the book: the drawing (:func:`chart_html`), a static image
+    (``image``, a path relative to the page) for a reader without scripts, and the caption.
+
+    The alt text and caption come from the spec (:func:`figure_text`).
+    """
+    alt_text, caption = figure_text(spec)
+    alt_text = alt_text or f"Figure {number}"
+    fallback = (f'<noscript><img class="bias-figure-image" src="{html.escape(image)}" '
+                f'alt="{html.escape(alt_text)}"></noscript>') if image else ""
+    return (f'<figure class="bias-figure" id="figure-{number}" aria-label="{html.escape(alt_text)}">\n'
+            f"{chart_html(spec, element_id)}\n{fallback}\n"
+            f'<figcaption><span class="bias-figure-number">Figure {number}.</span> {html.escape(caption)}'
+            "</figcaption>\n</figure>")
 
 
 def _renderer(spec: dict, **_metadata) -> dict:
@@ -96,16 +159,181 @@ def readable_number(x) -> str:
     return f"{x:.{3 if size < 1 else 2 if size < 100 else 1}f}"
 
 
+#: Column names of the results tables as a reader sees them; any other name is shown by
+#: :func:`column_label`'s rule (underscores to spaces, first letter capitalised).
+LABELS = {
+    "n": "n", "p": "p", "p_adj": "p (adjusted)", "p_holm": "p (Holm)", "adj_method": "adjustment", "df": "df",
+    "t": "t", "g": "Hedges' g", "g_ci_low": "g, 95% CI low", "g_ci_high": "g, 95% CI high",
+    "ci_low": "95% CI low", "ci_high": "95% CI high", "sd": "SD", "se": "SE", "sd_a": "SD (group A)",
+    "sd_b": "SD (group B)", "mean_a": "mean (group A)", "mean_b": "mean (group B)", "n_a": "n (group A)",
+    "n_b": "n (group B)", "group_a": "group A", "group_b": "group B", "diff": "difference (A − B)",
+    "t_student": "Student's t", "df_student": "df (Student)", "p_student": "p (Student)",
+    "p_student_holm": "p (Student, Holm)", "effect_size": "effect size", "effect": "effect measure",
+    "model_id": "model", "sense_id": "sense", "auc": "AUC", "axis_auc": "axis AUC", "axis_p": "axis p",
+    "raw_p": "raw p", "p_floor": "smallest possible p", "pmi_difference": "PMI difference (male − female)",
+    "pmi_difference_smoothed": "PMI difference, smoothed", "male_pmi": "male PMI", "female_pmi": "female PMI",
+    "mean_pmi_difference": "mean PMI difference", "odds_ratio": "odds ratio", "or_ci_low": "odds ratio, 95% CI low",
+    "or_ci_high": "odds ratio, 95% CI high", "null_low": "null 2.5%", "null_high": "null 97.5%",
+    "null_mean": "null mean", "n_permutations": "permutations", "n_boot": "bootstrap resamples",
+    "term_contexts": "term contexts", "context_source": "context source", "n_contexts": "contexts",
+    "n_terms": "terms", "n_high": "high-pole terms", "n_low": "low-pole terms", "n_specs": "specifications",
+    "n_completions": "completions", "n_occupations": "occupations", "n_prompts": "prompts", "n_tokens": "tokens",
+    "n_senses": "senses", "n_words": "words", "median_g": "median g", "wall_time_s": "wall time (s)",
+    "male_words": "male words", "female_words": "female words", "neutral_words": "neutral words",
+    "any_gendered": "any gendered word", "male_share": "male share", "expected_sign": "paper's direction",
+}
+#: Above this many columns a table is shown a row per column (when it has few rows) or scrolls in its own box.
+MAX_COLUMNS = 12
+_P_VALUE = re.compile(r"(^|_)p($|_)")
+_COUNT = re.compile(r"^(n|df|count|n_.*|df_.*|.*_count|.*_n)$")
+_MISSING = "–"
+
+
+def column_label(name) -> str:
+    """The header a reader sees for a results column: :data:`LABELS`, else underscores to spaces
+    and the first letter capitalised (``share_agree_sign`` -> ``Share agree sign``; a count
+    ``n_specs`` -> ``Specs (n)``)."""
+    if isinstance(name, tuple):
+        # the first level names a column, the others are values of the pivoted variable
+        return " · ".join([column_label(name[0])] + [_value_label(part) for part in name[1:] if str(part) != ""])
+    name = str(name)
+    if name in LABELS:
+        text = LABELS[name]
+        # a label that starts with a symbol (n, p, df, g) keeps its case
+        return text[:1].upper() + text[1:] if len(re.split(r"[\s,]", text)[0]) > 2 else text
+    count = name.startswith("n_") and not _P_VALUE.search(name)
+    text = (name[2:] if count else name).replace("_", " ").strip() + (" (n)" if count else "")
+    return text[:1].upper() + text[1:]
+
+
+def _value_label(value) -> str:
+    """A value shown as a header (a pivoted group, a transposed row's name): ``male_dominated`` ->
+    ``male dominated``."""
+    return str(value).replace("_", " ")
+
+
+def _missing(value) -> bool:
+    try:
+        return value is None or bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False  # an array or list in a cell
+
+
+def cell_text(value, column="", whole: bool = False) -> str:
+    """One cell as the book shows it, rounded by the quantity its column holds: p values to two
+    significant digits (``< 0.001`` below), counts as integers with thousands separators, other
+    numbers to two decimals (two significant digits below 0.01), a missing value as ``–``. ``whole``:
+    the column holds whole numbers only (a count or df stored as float because of a gap)."""
+    if _missing(value):
+        return _MISSING
+    column = str(column[-1] if isinstance(column, tuple) else column)
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if not isinstance(value, numbers.Real):
+        return display_name(value)  # a model id reads as the model's name
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    if _P_VALUE.search(column):
+        return "< 0.001" if value < 0.001 else f"{value:.2g}"
+    if isinstance(value, numbers.Integral) or ((whole or _COUNT.match(column)) and float(value).is_integer()):
+        return f"{int(value):,}"
+    size = abs(value)
+    if size == 0:
+        return "0"
+    if size < 0.01:
+        return f"{value:.2g}"
+    return f"{value:,.0f}" if size >= 10_000 else f"{value:.2f}"
+
+
+def _flat(frame: pd.DataFrame) -> pd.DataFrame:
+    """Index levels a reader needs become columns; a default row number is dropped."""
+    index = frame.index
+    named = any(name is not None for name in index.names)
+    if named or not (pd.api.types.is_integer_dtype(index.dtype) or isinstance(index, pd.RangeIndex)):
+        frame = frame.reset_index(names=[name if name is not None else "" for name in index.names])
+    return frame.reset_index(drop=True)
+
+
+def _cells(frame: pd.DataFrame) -> tuple[list[str], list[list[tuple[str, bool]]]]:
+    headers = [column_label(c) for c in frame.columns]
+    whole = [pd.api.types.is_float_dtype(frame[c]) and bool((frame[c].dropna() % 1 == 0).all())
+             for c in frame.columns]
+    rows = []
+    for values in frame.itertuples(index=False, name=None):
+        row = []
+        for column, value, integral in zip(frame.columns, values, whole):
+            numeric = isinstance(value, numbers.Number) and not isinstance(value, (bool, np.bool_))
+            row.append((cell_text(value, column, integral), numeric or _missing(value)))
+        rows.append(row)
+    return headers, rows
+
+
+def _transposed(frame: pd.DataFrame, headers: list[str], rows: list[list]) -> tuple[list[str], list[list]]:
+    """A row per column, headed by the values of the first text column that tells the rows apart."""
+    key = next((i for i, c in enumerate(frame.columns) if not pd.api.types.is_numeric_dtype(frame[c])
+                and frame[c].astype(str).is_unique), None)
+    names = ([_value_label(row[key][0]) for row in rows] if key is not None
+             else [f"row {i + 1}" for i in range(len(rows))])
+    return [""] + names, [[(h, False)] + [row[j] for row in rows] for j, h in enumerate(headers) if j != key]
+
+
+def table_html(frame: pd.DataFrame) -> str:
+    """A DataFrame as the book shows it (the CSV on disk keeps every digit).
+
+    No row numbers (named index levels become columns), headers from :func:`column_label`,
+    cells from :func:`cell_text` in cells that never wrap inside a number, missing values as
+    ``–`` with a note under the table. A table of more than :data:`MAX_COLUMNS` columns and
+    few rows is shown a row per column; a wider one scrolls inside its own box. An empty
+    table is a sentence (``frame.attrs["empty"]`` says why, when the caller knows).
+    """
+    frame = _flat(frame)
+    if frame.empty:
+        why = frame.attrs.get("empty") or (
+            "nothing to list in this table" + (f" (columns: {', '.join(column_label(c) for c in frame.columns)})"
+                                               if len(frame.columns) else ""))
+        return f'<p class="bias-empty-table">No rows: {html.escape(str(why))}.</p>'
+    note = []
+    limit = pd.get_option("display.max_rows")
+    if limit and len(frame) > limit:
+        shown = pd.get_option("display.min_rows") or 10
+        note.append(f"The first {shown:,} of {len(frame):,} rows; the CSV of this chapter has them all.")
+        frame = frame.head(shown)
+    headers, rows = _cells(frame)
+    transposed = len(headers) > MAX_COLUMNS and len(rows) <= 6
+    if transposed:
+        headers, rows = _transposed(frame, headers, rows)
+    if any(text == _MISSING for row in rows for text, _ in row):
+        note.append(frame.attrs.get("missing") or "– no value: the quantity does not apply to this row or "
+                                                  "could not be computed (see the chapter's text).")
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f'<td class="num">{html.escape(t)}</td>' if numeric else f"<td>{html.escape(t)}</td>"
+                         for t, numeric in row) + "</tr>" for row in rows)
+    kind = " bias-table-transposed" if transposed else " bias-table-wide" if len(headers) > MAX_COLUMNS else ""
+    notes = "".join(f'<p class="bias-table-note">{html.escape(n)}</p>' for n in note)
+    return (f'<div class="bias-table{kind}"><table class="dataframe bias-dataframe"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>{notes}")
+
+
 def enable() -> None:
     """Make Altair charts in this kernel render through the book's global ``vegaEmbed``, and
-    pandas tables show :func:`readable_number` digits (the tables written to disk keep all)."""
+    DataFrames display as :func:`table_html` (the tables written to disk keep all digits)."""
+
+    from IPython import get_ipython  # deferred: only a kernel has a display formatter
+    from pandas.io.formats.style import Styler  # deferred: loads jinja2, needed only in a kernel
 
     alt.renderers.enable(RENDERER)
+    # plain-text reprs and Stylers (which bypass the HTML formatter) keep readable digits too
     pd.set_option("display.float_format", readable_number)
     # cells wrap in the book, so a reason or a context sentence is shown whole up to 100 characters
     pd.set_option("display.max_colwidth", 100)
     pd.set_option("styler.format.formatter", readable_number)
-
+    shell = get_ipython()
+    if shell is not None:
+        html_formatter = shell.display_formatter.formatters["text/html"]
+        html_formatter.for_type(pd.DataFrame, table_html)
+        # a Styler's table reads like every other table (its data, not its own HTML)
+        html_formatter.for_type(Styler, lambda styler: table_html(styler.data))
 
 def write_vega_bundle(static_dir: str | Path) -> Path:
     """Write the vega + vega-lite + vega-embed bundle (from vl-convert, no network) once.

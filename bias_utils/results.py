@@ -17,13 +17,32 @@ import pandas as pd
 from . import paths
 from .cache import atomic_write_bytes, atomic_write_text
 
-__all__ = ["CROSS_MODEL_FOLDER", "REPLICATION_FOLDER", "RESERVED_FOLDERS", "model_slug", "output_folder",
-           "read_table", "write_table"]
+__all__ = ["CROSS_MODEL_FOLDER", "MODEL_ID", "REPLICATION_FOLDER", "RESERVED_FOLDERS", "display_name",
+           "model_slug", "output_folder", "read_table", "write_table"]
 
 #: Folders beside the model folders for pages that belong to no single model.
 REPLICATION_FOLDER = "published-audit"
 CROSS_MODEL_FOLDER = "cross-model"
 RESERVED_FOLDERS = frozenset({REPLICATION_FOLDER, CROSS_MODEL_FOLDER})
+
+
+#: A model id as ``models.load_model`` writes it, ``<name or repo id>--<revision or weight hash>--<dtype>``
+#: (or its folder slug, ``/`` written ``__``), found inside a longer text such as a chart title.
+MODEL_ID = re.compile(r"(?P<name>[A-Za-z0-9._/+-]+?)--(?P<revision>[0-9a-f]{7,64})--(?P<dtype>[A-Za-z0-9]+)\b")
+_DEFAULT_DTYPE = "fp32"
+
+
+def display_name(model_id: str) -> str:
+    """The name a reader is shown for a model: its own name without the weight hash, the owner of a
+    hub repository and the default dtype (``smollm2-135m-instruct--b179c9523d0e--fp32`` ->
+    ``smollm2-135m-instruct``; ``Qwen/Qwen2.5-0.5B--abc1234--bf16`` -> ``Qwen2.5-0.5B (bf16)``). Model
+    ids inside a longer text are replaced where they stand; other text is returned unchanged."""
+
+    def shown(match: re.Match) -> str:
+        name = re.split(r"/|__", match["name"])[-1]
+        return name if match["dtype"] == _DEFAULT_DTYPE else f"{name} ({match['dtype']})"
+
+    return MODEL_ID.sub(shown, str(model_id))
 
 
 def model_slug(model_id: str) -> str:

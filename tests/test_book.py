@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -438,7 +439,8 @@ def test_tables_in_the_book_show_readable_digits():
 
 def test_sphinx_extension_sets_the_year_and_drops_the_icon_script(tmp_path, monkeypatch):
     """A real Sphinx build with the book's theme and extension: the footer carries the year of
-    the build, the page loads no fontawesome.js and keeps the theme's other scripts and icons."""
+    the build, the page loads no fontawesome.js and keeps the theme's other scripts and icons; the
+    vega bundle loads only on a page with a chart; a page's figures/ folder reaches the site."""
     from sphinx.application import Sphinx
 
     monkeypatch.syspath_prepend(str(runs.BOOK_DIR / "_ext"))
@@ -451,8 +453,16 @@ def test_sphinx_extension_sets_the_year_and_drops_the_icon_script(tmp_path, monk
     src = tmp_path / "src"
     src.mkdir()
     (src / "conf.py").write_text('extensions = ["bias_book_sphinx"]\nhtml_theme = "sphinx_book_theme"\n'
-                                 'project = "t"\ncopyright = ""\n')
-    (src / "index.rst").write_text("Title\n=====\n\nText.\n")
+                                 'project = "t"\ncopyright = ""\nhtml_static_path = ["_static"]\n'
+                                 f'html_js_files = ["{bias_book_sphinx.VEGA_BUNDLE}"]\n')
+    (src / "_static" / "vendor").mkdir(parents=True)
+    (src / "_static" / bias_book_sphinx.VEGA_BUNDLE).write_text("window.vegaEmbed = null;\n")
+    (src / "index.rst").write_text("Title\n=====\n\nText.\n\n.. toctree::\n\n   models/m/chapter\n")
+    (src / "models" / "m" / "figures").mkdir(parents=True)
+    (src / "models" / "m" / "chapter.rst").write_text(
+        "Chapter\n=======\n\n.. raw:: html\n\n   <figure><div class=\"bias-vega-chart\"></div><noscript>"
+        "<img src=\"figures/abc.svg\" alt=\"a chart\"></noscript></figure>\n")
+    (src / "models" / "m" / "figures" / "abc.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg"/>')
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1735776000")  # 2025-01-02T00:00:00Z
     Sphinx(str(src), str(src), str(tmp_path / "out"), str(tmp_path / "doctrees"), "html",
            status=None, warning=None, freshenv=True).build()
@@ -461,6 +471,10 @@ def test_sphinx_extension_sets_the_year_and_drops_the_icon_script(tmp_path, monk
     assert "scripts/bootstrap.js" in page and "scripts/pydata-sphinx-theme.js" in page
     assert 'class="fa-solid fa-magnifying-glass"' in page  # drawn by the theme's stylesheet and webfonts
     assert "© Copyright 2025." in page
+    assert "vega-bundle.js" not in page  # no chart on the front page
+    chapter = (tmp_path / "out" / "models" / "m" / "chapter.html").read_text(encoding="utf-8")
+    assert "vendor/vega-bundle.js" in chapter
+    assert (tmp_path / "out" / "models" / "m" / "figures" / "abc.svg").read_text().startswith("<svg")
 
 
 @pytest.mark.slow
@@ -482,3 +496,172 @@ def test_describe_model_gives_its_card():
     with safe_open(weights, "pt") as tensors:
         stored = sum(math.prod(tensors.get_slice(k).get_shape()) for k in tensors.keys() if "position_ids" not in k)
     assert info["parameters"] == stored
+
+
+TABLES = Path(__file__).parent / "fixtures" / "tables"
+
+
+def _html_cells(html: str, tag: str) -> list[str]:
+    import re
+
+    return re.findall(rf"<{tag}\b[^>]*>(.*?)</{tag}>", html, flags=re.S)
+
+
+def test_table_formatter_rounds_by_quantity_on_the_bold_statistics():
+    """A real BOLD statistics table (18 columns): readable headers, no index, p, counts and effects each
+    rounded by their own rule, NaN as a dash with its note, numbers in cells that do not wrap."""
+    frame = pd.read_csv(TABLES / "bold_statistics.csv")
+    html = rendering.table_html(frame)
+    headers = _html_cells(html, "th")
+    assert headers[:3] == ["Test", "Group A", "Group B"]  # no index column before them
+    assert {"p (adjusted)", "Effect size", "95% CI low", "Permutations"} <= set(headers)
+    assert not [h for h in headers if "_" in h]
+    cells = _html_cells(html, "td")
+    assert len(cells) == frame.size
+    primary = dict(zip(headers, cells[:len(headers)]))
+    # the primary row: permutation p 0.0087, odds ratio 15.375022 [3.187831, 61.580228], n 1525, 9999 permutations
+    assert (primary["p"], primary["Effect size"], primary["95% CI low"], primary["95% CI high"]) == \
+        ("0.0087", "15.38", "3.19", "61.58")
+    assert (primary["n"], primary["Permutations"], primary["Statistic"]) == ("1,525", "9,999", "–")
+    chi2 = dict(zip(headers, cells[len(headers):2 * len(headers)]))
+    assert (chi2["p"], chi2["df"], chi2["Statistic"]) == ("&lt; 0.001", "1", "124.28")  # 7.3e-29; df 1.0
+    assert "nan" not in html.lower() and "None" not in html
+    assert "– no value" in html
+    assert 'class="bias-table bias-table-wide"' in html  # 18 rows, 18 columns: scrolls in its own box
+    assert '<td class="num">15.38</td>' in html and "<td>primary</td>" in html
+
+
+def test_table_formatter_turns_a_wide_short_table_and_an_empty_one_into_something_readable():
+    summary = pd.read_csv(TABLES / "robustness_summary.csv").head(2)  # 2 rows, 25 columns
+    html = rendering.table_html(summary)
+    assert "bias-table-transposed" in html
+    # the dimension tells the two rows apart: it heads the columns, every other field is a row
+    assert _html_cells(html, "th") == ["", "warmth", "competence"]
+    rows = {r[0]: r[1:] for r in (_html_cells(tr, "td") for tr in _html_cells(html, "tr")) if r}
+    assert rows["Specifications"] == ["144", "144"]
+    assert rows["Share agree sign"] == ["0.96", "1.00"]  # 0.9583, 1.0
+    assert rows["Axis p"] == ["0.005", "0.005"]  # 0.004975: two significant digits
+    assert rows["Agree significant (n)"] == ["126", "117"]  # stored as 126.0 (a float column)
+    assert len(rows) == summary.shape[1] - 1
+
+    empty = pd.read_csv(TABLES / "bold_statistics.csv").head(0)
+    assert rendering.table_html(empty).startswith('<p class="bias-empty-table">No rows: ')
+    assert "<table" not in rendering.table_html(empty)
+    empty.attrs["empty"] = "no occupation was left out"
+    assert rendering.table_html(empty) == '<p class="bias-empty-table">No rows: no occupation was left out.</p>'
+
+
+def test_table_formatter_keeps_named_index_levels_and_flattens_pivoted_columns():
+    frame = pd.read_csv(TABLES / "robustness_summary.csv").head(2)
+    pivot = frame.pivot_table(index=["population", "dimension"], columns="axis_verdict", values="median_g")
+    html = rendering.table_html(pivot)
+    assert _html_cells(html, "th") == ["Population", "Dimension", "Supported"]
+    assert _html_cells(html, "td")[:3] == ["names", "competence", "-0.59"]
+    assert rendering.column_label(("median_g", "warmth")) == "Median g · warmth"
+    assert [rendering.column_label(c) for c in ("p_holm", "n_specs", "n_agree_significant_p", "share_agree_sign")] \
+        == ["p (Holm)", "Specifications", "N agree significant p", "Share agree sign"]
+    assert [rendering.cell_text(v, c) for v, c in ((0.00049, "p"), (0.0123, "p_adj"), (1.0, "p"), (-0.0043, "g"),
+                                                   (12345.6, "value"), (True, "significant"), (None, "x"))] == \
+        ["< 0.001", "0.012", "1", "-0.0043", "12,346", "yes", "–"]
+    assert rendering.cell_text("minilm-l6--53aa51172d14--fp32", "model_id") == "minilm-l6"
+
+
+def test_enable_registers_the_table_formatter_in_an_ipython_shell():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    formatter = shell.display_formatter.formatters["text/html"]
+    try:
+        rendering.enable()
+        data, _ = shell.display_formatter.format(pd.read_csv(TABLES / "robustness_summary.csv"))
+        styled, _ = shell.display_formatter.format(pd.read_csv(TABLES / "bold_statistics.csv").style.hide(axis="index"))
+    finally:
+        formatter.pop(pd.DataFrame, None)
+        formatter.pop(pd.io.formats.style.Styler, None)
+        for option in ("display.float_format", "styler.format.formatter", "display.max_colwidth"):
+            pd.reset_option(option)
+        InteractiveShell.clear_instance()
+    assert data["text/html"].startswith('<div class="bias-table')
+    assert "Specifications" in data["text/html"] and "n_specs" not in data["text/html"]
+    assert styled["text/html"].startswith('<div class="bias-table') and "p (adjusted)" in styled["text/html"]
+
+
+def _parameters_cells(notebook: str, injected: str):
+    nb = nbformat.read(runs.NOTEBOOKS_DIR / notebook, as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    nb.cells.insert(at + 1, nbformat.v4.new_code_cell(injected, metadata={"tags": ["injected-parameters"]}))
+    return nb, nb.cells[at]
+
+
+def test_parameters_cell_shows_the_values_the_run_used():
+    """Chapter 04's real parameters cell with papermill's injected cell of a MiniLM run: the reader who
+    expands the parameters sees the run's model, list and folder, each with its comment."""
+    injected = ('# Parameters\nmodel = "minilm-l6"\npopulations = ["names", "terms"]\n'
+                'output_dir = "results/minilm-l6--53aa51172d14--fp32"\nextra = 3\n')
+    nb, cell = _parameters_cells("04_profiles.ipynb", injected)
+    defaults = cell.source
+    presentation.shown_parameters(nb)
+    lines = cell.source.splitlines()
+    # annotated assignments keep their type and comment
+    assert 'model: str = "minilm-l6"      # built-in short name, hub id or folder' in lines
+    assert re.match(r'populations: .* = \["names", "terms"\] +# ',
+                    next(x for x in lines if x.startswith("populations")))
+    assert re.match(r'output_dir: .* = "results/minilm-l6--53aa51172d14--fp32" +# ',
+                    next(x for x in lines if x.startswith("output_dir")))
+    assert lines[-1] == "extra = 3"  # a value the notebook does not declare is still shown
+    # every other line is the notebook's own
+    changed = {re.split(r"[:=]", x)[0].strip() for x in set(lines) ^ set(defaults.splitlines())}
+    assert changed == {"model", "populations", "output_dir", "extra"}
+    once = cell.source
+    presentation.shown_parameters(nb)
+    assert cell.source == once
+
+
+def test_figures_are_numbered_captioned_and_have_a_static_image(tmp_path):
+    """Two real charts in a page: numbered in reading order, captioned and described from their specs, each
+    with an SVG beside the page (the run's own saved SVG when it saved that chart); a removed cell's chart
+    is not counted; presenting again changes nothing."""
+    from bias_utils import plots
+
+    accuracy = pd.DataFrame({"cutoff": ["0.1"] * 2, "dimension": ["warmth", "competence"], "accuracy": [0.8, 0.4],
+                             "n": [10, 10]})
+    saved_chart = plots.accuracy_heatmap(accuracy, title="minilm-l6--53aa51172d14--fp32: accuracy")
+    other = plots.accuracy_heatmap(accuracy.assign(accuracy=[0.6, 0.55]))
+    results_dir = tmp_path / "results"
+    saved = plots.save(saved_chart, results_dir / "direction_accuracy")
+
+    def output(chart):
+        spec = json.loads(chart.to_json())
+        return nbformat.v4.new_output("display_data", data={"application/vnd.vegalite.v6+json": spec,
+                                                             "text/html": "<div>old</div>", "text/plain": "chart"})
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("hidden", outputs=[output(other)], metadata={"tags": ["remove-cell"]}),
+        nbformat.v4.new_code_cell("a", outputs=[output(saved_chart)]),
+        nbformat.v4.new_code_cell("b", outputs=[output(other)])])
+    page = tmp_path / "book" / "models" / "m"
+    assert presentation.number_figures(nb, page, results_dir) == 2
+    first, second = (c.outputs[0]["data"]["text/html"] for c in nb.cells[1:])
+    assert nb.cells[0].outputs[0]["data"]["text/html"] == "<div>old</div>"
+    assert '<span class="bias-figure-number">Figure 1.</span> The share of held-out senses' in first
+    assert "Figure 2." in second and 'aria-label="Heat map of direction-prediction accuracy' in second
+    assert "minilm-l6--53aa" not in first and "window.vegaEmbed" in first
+    images = [re.search(r'<img class="bias-figure-image" src="(figures/[0-9a-f]{16}\.svg)" alt="Heat map', h).group(1)
+              for h in (first, second)]
+    assert (page / images[0]).read_bytes() == saved["svg"].read_bytes()  # the run's own SVG
+    assert (page / images[1]).read_text().startswith("<svg") and images[0] != images[1]
+    before = nbformat.writes(nb)
+    presentation.number_figures(nb, page, results_dir)
+    assert nbformat.writes(nb) == before
+
+
+def test_a_chart_without_caption_is_named_by_its_title_or_its_panels():
+    import altair as alt
+
+    summary = pd.read_csv(TABLES / "robustness_summary.csv")
+    panel = alt.Chart(summary).mark_point().encode(x="median_g:Q", y="dimension:N")
+    grid = json.loads(alt.hconcat(panel.properties(title="names: female − male"),
+                                  panel.properties(title="minilm-l6--53aa51172d14--fp32 odds")).to_json())
+    named = "names: female − male; minilm-l6 odds"
+    assert rendering.figure_text(grid) == (named, named + ".")
+    assert rendering.figure_text(json.loads(panel.properties(title="T").to_json())) == ("T", "T.")

@@ -65,7 +65,7 @@ class Browser:
         self.events: list[dict] = []
         for domain in ("Page", "Runtime", "Log", "Network"):
             self.call(f"{domain}.enable")
-        self.call("Emulation.setDeviceMetricsOverride", width=1280, height=900, deviceScaleFactor=1, mobile=False)
+        self.resize(1280, 900)
 
     def call(self, method: str, **params):
         self.next_id += 1
@@ -111,12 +111,17 @@ class Browser:
                     found.append(f"network request: {url}")
         return found
 
+    def resize(self, width: int, height: int, mobile: bool = False) -> None:
+        self.width = width
+        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
+                  mobile=mobile)
+
     def screenshot(self, path: Path, clip: dict | None = None) -> None:
         """The page from the top (at most 6000 px), or the ``clip`` box (page coordinates) in view."""
         beyond = clip is None
         if clip is None:
             metrics = self.call("Page.getLayoutMetrics")["cssContentSize"]
-            clip = {"x": 0, "y": 0, "width": 1280, "height": min(int(metrics["height"]), 6000)}
+            clip = {"x": 0, "y": 0, "width": self.width, "height": min(int(metrics["height"]), 6000)}
         shot = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=beyond,
                          clip={**clip, "scale": 1})
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -228,7 +233,9 @@ OVERFLOW = """
     const text = (el.innerText || el.textContent || '').trim();
     if (folded || el.offsetParent === null || box.height === 0 || !text) continue;
     const style = getComputedStyle(el);
-    if (['auto', 'scroll'].includes(style.overflowX) && el.scrollWidth > el.clientWidth + 1)
+    // a wide table or chart may scroll inside its own box (the page itself does not)
+    const own = el.matches('.bias-table, .bias-vega-chart, .pst-scrollable-table-container, div.output.text_html');
+    if (!own && ['auto', 'scroll'].includes(style.overflowX) && el.scrollWidth > el.clientWidth + 1)
       found.push(`${el.tagName.toLowerCase()}.${[...el.classList].join('.')} scrolls: ` +
                  `${el.scrollWidth} > ${el.clientWidth} ` +
                  `(${(el.innerText || el.textContent).slice(0, 60).replace(/\s+/g, ' ')})`);
@@ -312,3 +319,78 @@ def test_front_page_opens_with_the_findings(quick_book, browser):
     toc = yaml.safe_load((quick_book.parent.parent / "_toc.yml").read_text())
     model_parts = [p for p in toc["parts"] if p["caption"].startswith("Model: ")]
     assert state["sentences"] == len(model_parts) >= 1
+
+
+#: What a reader of a page on a phone sees, checked in the article's visible part (closed toggles,
+#: code and hidden elements aside): chart text size after any scaling, numbers in table cells split
+#: over lines, figures without caption or alt text, missing-value words and snake_case table headers.
+READER = r"""
+(() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main');
+  const visible = el => el.offsetParent !== null && !el.closest('details:not([open]) > :not(summary)');
+  const found = [];
+  for (const svg of article.querySelectorAll('.bias-vega-chart svg')) {
+    const scale = svg.getBoundingClientRect().width / (svg.width.baseVal.value || 1);
+    for (const t of svg.querySelectorAll('text')) {
+      const size = parseFloat(getComputedStyle(t).fontSize) * scale;
+      if (t.textContent.trim() && size < 9) {
+        found.push(`chart text ${size.toFixed(1)} px: "${t.textContent.slice(0, 30)}"`); break;
+      }
+    }
+  }
+  const number = /^[-−+<≤>≥]?\s*[0-9][0-9.,]*(e[-+]?[0-9]+)?%?$/;
+  for (const td of article.querySelectorAll('td')) {
+    const text = td.innerText.trim();
+    if (!visible(td) || !number.test(text)) continue;
+    // the line boxes of the cell's text (not of a <p> around it, nor of collapsed spaces)
+    const lines = new Set();
+    const texts = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+    for (let node = texts.nextNode(); node; node = texts.nextNode()) {
+      const range = document.createRange();
+      range.selectNodeContents(node);
+      for (const r of range.getClientRects()) if (r.width > 1) lines.add(Math.round(r.top));
+    }
+    if (lines.size > 1) found.push(`number wraps in a cell: "${text}"`);
+  }
+  for (const chart of article.querySelectorAll('.bias-vega-chart')) {
+    const figure = chart.closest('figure');
+    const caption = figure && figure.querySelector('figcaption');
+    const img = figure && figure.querySelector('noscript');
+    if (!figure || !caption || !caption.innerText.trim().startsWith('Figure '))
+      found.push(`chart #${chart.id} without a numbered caption`);
+    else if (!figure.getAttribute('aria-label') || !img || !/alt="[^"]+"/.test(img.innerHTML))
+      found.push(`figure "${caption.innerText.slice(0, 30)}" without alt text or static image`);
+  }
+  const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const el = node.parentElement;
+    if (el.closest('pre, code, script, style, noscript, svg') || !visible(el)) continue;
+    const m = node.textContent.match(/\b(NaN|nan|None|Missing)\b/);
+    if (m) found.push(`"${m[1]}" in the text: "${node.textContent.trim().slice(0, 60)}"`);
+  }
+  for (const th of article.querySelectorAll('th')) {
+    if (visible(th) && /\b[a-z0-9]+_[a-z0-9_]+\b/.test(th.innerText)) found.push(`snake_case header "${th.innerText}"`);
+  }
+  return found;
+})()
+"""
+
+
+def test_every_page_reads_on_a_phone(quick_book, browser):
+    """Every page at 390 px: chart text >= 9 px, no number split over lines in a table cell, every chart a
+    numbered figure with a caption, alt text and a static image, no NaN/None/Missing in the visible text,
+    no snake_case header in a visible table, no sideways scrolling of the page."""
+    browser.resize(390, 844, mobile=True)
+    try:
+        failures = {}
+        for page in book_pages(quick_book):
+            name = _page_name(quick_book, page)
+            browser.open(page.as_uri())
+            wait_for_charts(browser)
+            browser.screenshot(SCREENSHOTS / f"phone-{name}.png")
+            problems = browser.evaluate(READER) + browser.evaluate(OVERFLOW)
+            if problems:
+                failures[name] = problems
+    finally:
+        browser.resize(1280, 900)
+    assert failures == {}, json.dumps(failures, indent=1)

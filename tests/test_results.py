@@ -27,3 +27,12 @@ def test_output_folder_defaults_to_results_per_model(tmp_path, monkeypatch):
     assert results.output_folder("org/model@1") == tmp_path / "org__model__1"
     assert results.output_folder("org/model@1", tmp_path / "mine") == tmp_path / "mine"
     assert (tmp_path / "mine").is_dir()
+
+
+def test_display_name_drops_hash_owner_and_default_dtype_wherever_an_id_stands():
+    assert results.display_name("smollm2-135m-instruct--b179c9523d0e--fp32") == "smollm2-135m-instruct"
+    # a hub model's folder slug (owner__name) and a non-default dtype
+    assert results.display_name("Qwen__Qwen2.5-0.5B-Instruct--7ae557604adf--bf16") == "Qwen2.5-0.5B-Instruct (bf16)"
+    assert results.display_name("BOLD audit: minilm-l6--53aa51172d14--fp32 (mean layer)") == \
+        "BOLD audit: minilm-l6 (mean layer)"
+    assert results.display_name("names--warmth") == "names--warmth"  # no weight hash: not a model id

@@ -8,18 +8,26 @@
 - pydata-sphinx-theme loads ``fontawesome.js`` (1.5 MB) on every page only so that
   projects can register custom icons; its stylesheet already draws the standard
   icons (the theme's buttons) from the Font Awesome webfonts, and this book has
-  no custom icon, so the script tag is left out of every page.
+  no custom icon, so the script tag is left out of every page. The vega bundle (0.9 MB) is left
+  out of the pages that draw no chart.
+- A chart's static image (``figures/<hash>.svg`` beside its page, shown inside ``<noscript>``) is
+  referenced from raw HTML, which Sphinx does not follow: the ``figures`` folders are copied into
+  the site at the same place relative to their page.
 """
 
 import os
 import re
+import shutil
 import time
+from pathlib import Path
 
+#: The chart bundle (``bias_utils.rendering.BUNDLE_PATH``; the extension does not import the package).
+VEGA_BUNDLE = "vendor/vega-bundle.js"
 #: The theme's Font Awesome script tag (``<script defer src="…/fontawesome.js?digest=…"></script>``).
 ICON_SCRIPT = re.compile(r'<script\b[^>]*\bsrc="[^"]*/scripts/fontawesome\.js(?:\?[^"]*)?"[^>]*>\s*</script>\s*')
 
 
-def _dedupe_scripts(app, pagename, templatename, context, doctree):
+def _page_scripts(app, pagename, templatename, context, doctree):
     seen, unique = set(), []
     for script in context.get("script_files", []):
         # the same inline script is registered once with filename None and once with ""
@@ -27,6 +35,9 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree):
         if key not in seen:
             seen.add(key)
             unique.append(script)
+    # the vega bundle (0.9 MB) only where a chart is drawn
+    if "bias-vega-chart" not in context.get("body", ""):
+        unique = [s for s in unique if not str(getattr(s, "filename", s) or "").endswith(VEGA_BUNDLE)]
     context["script_files"] = unique
 
 
@@ -52,9 +63,30 @@ def _drop_icon_script(app):
     templates.render = lambda template, context: without_icon_script(render(template, context))
 
 
+def copy_figures(srcdir, outdir) -> list[Path]:
+    """Copy every ``figures/*.svg`` under ``srcdir`` (the build folder aside) to the same place in ``outdir``."""
+    srcdir, outdir, copied = Path(srcdir), Path(outdir), []
+    for image in sorted(srcdir.rglob("figures/*.svg")):
+        rel = image.relative_to(srcdir)
+        if rel.parts[0].startswith(("_build", ".")):
+            continue
+        target = outdir / rel
+        if not target.exists() or target.read_bytes() != image.read_bytes():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(image, target)
+        copied.append(target)
+    return copied
+
+
+def _copy_figures(app, exception):
+    if exception is None and app.builder.format == "html":
+        copy_figures(app.srcdir, app.outdir)
+
+
 def setup(app):
-    app.connect("html-page-context", _dedupe_scripts, priority=900)
+    app.connect("html-page-context", _page_scripts, priority=900)
     # before Sphinx's own SOURCE_DATE_EPOCH correction (priority 800)
     app.connect("config-inited", _copyright_year, priority=700)
     app.connect("builder-inited", _drop_icon_script)
+    app.connect("build-finished", _copy_figures)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
