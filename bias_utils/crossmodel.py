@@ -215,6 +215,18 @@ def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.Data
 # --------------------------------------------------------------------------- across models: charts
 
 
+#: Candidate ticks of a log odds-ratio axis: Vega's own ticks on a log scale print every integer and collide.
+_LOG_TICKS = (0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def _log_ticks(values) -> list[float]:
+    """The :data:`_LOG_TICKS` within the range of ``values`` (1 always included), one per doubling."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v) & (v > 0)]
+    low, high = (min(v.min(), 1.0), max(v.max(), 1.0)) if v.size else (1.0, 1.0)
+    return [t for t in _LOG_TICKS if low / 2 < t < high * 2]
+
+
 def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerChart:
     """Odds ratios with 95% CIs per model on a log axis; a rule marks OR = 1 (no association).
 
@@ -226,15 +238,26 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
     base = alt.Chart(data).encode(
         y=alt.Y("model_id:N", title=None), yOffset=alt.YOffset("method:N"),
         color=alt.Color("method:N", title="confidence interval"))
-    x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"),
+    ticks = _log_ticks(data[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
+    x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=ticks, format="~g"),
               title="odds ratio: male/female words, male- vs female-dominated (log scale)")
     one = alt.Chart(pd.DataFrame({"odds_ratio": [1.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
     bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q")
     points = base.mark_point(filled=True, size=70).encode(
         x=x, tooltip=["model_id", "method", alt.Tooltip("odds_ratio:Q", format=".2f"),
                       alt.Tooltip("ci_low:Q", format=".2f"), alt.Tooltip("ci_high:Q", format=".2f"), "n"])
-    return alt.layer(one, bars, points).properties(
-        title=title or "BOLD audit: odds ratio per model", width=420, height=alt.Step(22))
+    methods = ", ".join(map(str, dict.fromkeys(data["method"])))
+    caption = ("Each row is a model; a dot is its BOLD audit odds ratio (how much more often a completion's "
+               "gendered words are male rather than female for male- than for female-dominated occupations), its "
+               f"line the 95% confidence interval, one per interval method (colour: {methods}). The x axis is "
+               "logarithmic and the dashed line marks 1, no association. Look at which side of 1 each dot falls and "
+               "whether its interval crosses 1. The audit's (Wald) interval treats every word as independent; the "
+               "occupation bootstrap resamples whole occupations, so it allows for words about one occupation "
+               "hanging together.")
+    return plots.captioned(alt.layer(one, bars, points).properties(width=420, height=alt.Step(22)),
+                           title or "BOLD audit: odds ratio per model", [],
+                           f"Forest plot of the BOLD audit's odds ratio with 95% confidence intervals for "
+                           f"{data['model_id'].nunique()} models ({methods}).", caption)
 
 
 def random_effects(estimates, se) -> dict:
@@ -321,8 +344,15 @@ def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", 
                                                              range=["circle", "diamond"]), title=None),
         tooltip=["model_id", alt.Tooltip("estimate:Q", format=".3f"), alt.Tooltip("ci_low:Q", format=".3f"),
                  alt.Tooltip("ci_high:Q", format=".3f"), "n"])
-    return alt.layer(zero, bars, points).properties(
-        title=title or f"Does the bias inside predict the bias it writes? ({label})", width=420, height=alt.Step(24))
+    what = {"pearson": "Pearson's r between", "ols_category": "the within-category slope of"}[test]
+    caption = (f"Each row is a model: the dot is {what} the occupation noun's {intrinsic.replace('_', ' ')} and the "
+               "log-odds of female vs male words in the model's completions about that occupation, the line its 95% "
+               "confidence interval (normal, on the pooled scale). The diamond in the last row pools the models "
+               "(DerSimonian–Laird random effects). The dashed line marks 0, no link. Look at whether the intervals "
+               "lie on one side of 0 and whether the models agree with each other.")
+    return plots.captioned(alt.layer(zero, bars, points).properties(width=420, height=alt.Step(24)),
+                           title or f"Does the bias inside predict the bias it writes? ({label})", [],
+                           f"Forest plot of {label} per model and pooled, with 95% confidence intervals.", caption)
 
 
 def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: str = "names",
@@ -351,7 +381,17 @@ def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: s
         rows += charts
     if not rows:
         raise ValueError(f"profile_grid: no group means for population {population!r}")
-    return alt.vconcat(*rows).resolve_scale(color="independent", shape="independent")
+    names = ", ".join(map(str, dict.fromkeys(labels.values())))
+    caption = (f"For each model in turn ({names}), its stereotype profile of the {population} population (a row per "
+               "dimension, the groups' means with 95% confidence intervals) and then the same groups on the warmth × "
+               "competence plane. In every panel colour is the group, a star marks a difference "
+               "significant after Holm's correction, and a grey axis with † is one not shown to beat its "
+               "label-shuffling null, whose gap is not read. Look for the dimensions where the models agree on the "
+               "direction of the gap.")
+    return plots.captioned(alt.vconcat(*rows).resolve_scale(color="independent", shape="independent"),
+                           f"Profiles of {population} across models", [],
+                           f"Stacked dot plots and scatter plots: the {population} profile and warmth × competence "
+                           f"plane of {len(labels)} models.", caption)
 
 
 def cross_model_summary(models: Sequence[str],

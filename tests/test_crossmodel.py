@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import vl_convert as vlc
 from statsmodels.stats.meta_analysis import combine_effects
 
-from bias_utils import bold, crossmodel, replication
+from bias_utils import bold, crossmodel, profiles, rendering, replication
+from bias_utils.populations import load_populations
 
 
 def test_read_results_records_missing_tables(tmp_path):
@@ -58,6 +60,16 @@ def test_bold_odds_ratios_from_the_audit_table():
     wald = odds[odds.method == "Wald (audit)"].iloc[0]
     assert (round(wald.odds_ratio, 2), round(wald.ci_low, 2), round(wald.ci_high, 2)) == (24.65, 10.07, 60.37)
     assert odds.method.tolist() == ["Wald (audit)", "occupation bootstrap"]
+    spec = crossmodel.forest_chart(odds.assign(model_id="smollm2-135m-instruct--b179c9523d0e--fp32")).to_dict()
+    alt_text, caption = rendering.figure_text(spec)
+    assert alt_text.startswith("Forest plot") and "Wald (audit), occupation bootstrap" in alt_text
+    assert "dashed line marks 1" in caption and "resamples whole occupations" in caption
+    # one tick per doubling from 1 to the first power of two past the widest interval, not one per integer
+    top = int(np.ceil(np.log2(odds["ci_high"].max())))
+    assert spec["layer"][0]["encoding"]["x"]["axis"]["values"] == [2 ** k for k in range(top + 1)]
+    svg = vlc.vegalite_to_svg(spec)
+    assert "smollm2-135m-instruct" in svg and "b179c9523d0e" not in svg
+    assert ">3<" not in svg and ">16<" in svg  # the ticks drawn are the doublings
 
 
 def test_read_all_results_stacks_every_table_and_lists_missing(tmp_path):
@@ -143,3 +155,28 @@ def test_pooled_link_pools_fisher_z_and_slopes():
     assert pooled.loc[("ols_category", "pooled (random effects)"), "n"] == 2
     chart = crossmodel.link_forest_chart(crossmodel.pooled_link(stats)).to_dict()
     assert len(chart["layer"]) == 3
+    alt_text, caption = rendering.figure_text(chart)
+    assert alt_text.startswith("Forest plot of Pearson's r") and "diamond in the last row pools" in caption
+    assert chart["title"] == "Does the bias inside predict the bias it writes? (Pearson's r)"
+
+
+def test_profile_grid_titles_each_model_by_its_display_name_and_captions_the_grid():
+    rng = np.random.default_rng(2)
+    rows = [("names", group, w, space, "mean", d, rng.normal())
+            for group, words in load_populations("names").items() for w in words[:20]
+            for space, dims in (("dimensions", ["warmth", "competence", "agency"]),
+                                ("warmth_competence", ["warmth", "competence"])) for d in dims]
+    table = profiles.standardise(pd.DataFrame(rows, columns=["population", "group", "word", "space", "layer",
+                                                              "dimension", "value"]))
+    models = ["smollm2-135m-instruct--b179c9523d0e--fp32", "minilm-l6--0a1b2c3d4e5f--fp32"]
+    means = pd.concat([profiles.group_means(table).assign(model_id=m) for m in models])
+    stats = pd.concat([profiles.profile_stats(table).assign(model_id=m) for m in models])
+    spec = crossmodel.profile_grid(means, stats).to_dict()
+    assert [panel["title"]["text"] if isinstance(panel["title"], dict) else panel["title"]
+            for panel in spec["vconcat"]] == ["smollm2-135m-instruct: 7D profile (names)",
+                                              "smollm2-135m-instruct: warmth × competence",
+                                              "minilm-l6: 7D profile (names)", "minilm-l6: warmth × competence"]
+    alt_text, caption = rendering.figure_text(spec)
+    assert alt_text == ("Stacked dot plots and scatter plots: the names profile and warmth × competence plane of "
+                        "2 models.")
+    assert "(smollm2-135m-instruct, minilm-l6)" in caption and "not read" in caption
