@@ -486,13 +486,21 @@ def completion_chart(table: pd.DataFrame, unreadable: Sequence[str] = (), *, tit
         return text, alt.Axis()
 
     (x_title, x_axis), (y_title, y_axis) = axis("warmth"), axis("competence")
-    heading = title or "Occupations on the warmth and competence axes"
-    return alt.Chart(wide).mark_point(opacity=0.6, filled=True).encode(
+    chart = alt.Chart(wide).mark_point(opacity=0.6, filled=True).encode(
         x=alt.X("warmth:Q", title=x_title, axis=x_axis),
         y=alt.Y("competence:Q", title=y_title, axis=y_axis),
         color=alt.Color("group:N", title="occupations"),
         size=alt.Size("n_completions:Q", title="completions"),
         tooltip=["occupation", "group", "n_completions", alt.Tooltip("warmth:Q", format=".2f"),
                  alt.Tooltip("competence:Q", format=".2f")],
-    ).properties(title=alt.TitleParams(heading, subtitle=[plots.INVALID_NOTE]) if unreadable else heading,
-                 width=380, height=320)
+    ).properties(width=380, height=320)
+    groups = ", ".join(str(g).replace("_", "-") for g in dict.fromkeys(wide["group"]))
+    caption = ("Each point is an occupation: the mean position of the model's completions about it on warmth (left "
+               f"to right) and competence (bottom to top), standardised; colour is its audit group ({groups}), size "
+               "the number of completions. Look for whether the groups' clouds sit apart along either axis.")
+    if unreadable:
+        caption += " " + plots.INVALID_NOTE + "."
+    return plots.captioned(chart, title or "Occupations on the warmth and competence axes",
+                           [plots.INVALID_NOTE] if unreadable else [],
+                           f"Scatter plot of {len(wide)} occupations' completion means on warmth (x) and competence "
+                           f"(y), coloured by group ({groups}).", caption)

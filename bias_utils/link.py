@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from . import tables
+from . import plots, tables
 from .errors import ParameterError, is_number
 from .populations import load_populations
 from .profiles import DEFAULT_TEMPLATES, population_embeddings
@@ -345,8 +345,19 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, n_lab
         bx = alt.X("x:Q", title=x_title)
         layers = [alt.Chart(band).mark_area(opacity=0.2, color="#888").encode(x=bx, y="low:Q", y2="high:Q"),
                   alt.Chart(band).mark_line(color="#444").encode(x=bx, y="fit:Q")] + layers
-    return alt.layer(*layers).properties(title=title or f"Occupations: {intrinsic} against log-odds",
-                                         width=460, height=320)
+    groups = ", ".join(str(g).replace("_", "-") for g in dict.fromkeys(data["group"]))
+    caption = (f"Each point is an occupation: across, the occupation noun's {x_title}; up, "
+               "the log-odds of female vs male words in the model's completions about it (above 0: more female "
+               f"words). Colour is its audit group ({groups}); the labelled points are those at the ends of either "
+               "axis."
+               + (" The line is the least-squares fit, the grey band its 95% confidence interval." if len(layers) > 2
+                  else "")
+               + " Look for whether the points rise or fall from left to right: a link between the bias inside "
+                 "and the bias it writes.")
+    return plots.captioned(alt.layer(*layers).properties(width=460, height=320),
+                           title or f"Occupations: {intrinsic} against log-odds", [],
+                           f"Scatter plot of {len(data)} occupations: {intrinsic.replace('_', ' ')} (x) against the "
+                           "log-odds of female words in the completions (y).", caption)
 
 
 # --------------------------------------------------------------------------- one call for notebook 11

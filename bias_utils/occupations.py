@@ -37,7 +37,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import rendering, stats, tables
+from . import plots, rendering, stats, tables
 
 __all__ = [
     "HEADLINE_COLUMNS", "HEADLINE_TABLE", "INFLUENCE_COLUMNS", "INFLUENCE_SHIFT", "INFLUENCE_TABLE", "MEASURES",
@@ -379,6 +379,14 @@ def influence_chart(influence: pd.DataFrame, headline_row: pd.DataFrame | Mappin
         color=alt.Color("group:N", title="group"),
         tooltip=["occupation", "group", "category", "n_completions", "male_words", "female_words",
                  alt.Tooltip("odds_ratio_without:Q", format=".2f"), "change"]))
-    return alt.layer(*layers).properties(
-        width=420, height=alt.Step(18),
-        title=title or f"Leave one occupation out: the odds ratio ({full:.2f}) without each occupation")
+    groups = ", ".join(str(g).replace("_", "-") for g in dict.fromkeys(data["group"]))
+    caption = (f"Each row is one of the {len(data)} occupations whose removal moves the odds ratio most; its dot is "
+               f"the odds ratio recomputed without it (log scale), coloured by its group ({groups}). The solid line is "
+               f"the odds ratio with every occupation ({full:.2f}), the grey band where leaving one out moves it by "
+               f"less than {INFLUENCE_SHIFT:.0%}"
+               + (", the dashed lines its 95% confidence interval from resampling whole occupations" if h else "")
+               + ". Look for dots outside the grey band: those occupations alone carry much of the odds ratio.")
+    return plots.captioned(alt.layer(*layers).properties(width=420, height=alt.Step(18)),
+                           title or f"Leave one occupation out: the odds ratio ({full:.2f}) without each occupation",
+                           [], f"Dot plot: the BOLD odds ratio without each of {len(data)} occupations, against "
+                               f"the odds ratio with all ({full:.2f}).", caption)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from scipy import stats as st
 
-from bias_utils import axis_validity, bold, completions, dictionaries, plots, projection, replication, space
+from bias_utils import axis_validity, bold, completions, dictionaries, plots, projection, rendering, replication, space
 from bias_utils.embeddings import embed_words
 from bias_utils.models import load_model
 
@@ -195,8 +195,12 @@ def test_permutation_floor_and_unreadable_axes_in_the_reading():
     assert read[-1] == (f"**competence**: not read: the axis {unreadable['competence']}, so no gap on it is "
                         "interpreted (the numbers stay in the table below).")
     assert all("competence" not in line for line in read[:-1])
-    chart = completions.completion_chart(table, list(unreadable)).to_dict()
+    chart = completions.completion_chart(table, list(unreadable), title="minilm-l6--0a1b2c3d4e5f--fp32").to_dict()
     assert chart["encoding"]["y"]["title"].endswith(plots.INVALID_MARK)
+    assert chart["title"] == {"text": "minilm-l6", "subtitle": [plots.INVALID_NOTE]}
+    alt_text, caption = rendering.figure_text(chart)
+    assert alt_text.startswith("Scatter plot of ") and "occupations' completion means on warmth (x)" in alt_text
+    assert "size the number of completions" in caption and caption.endswith(plots.INVALID_NOTE + ".")
 
 
 def test_completion_projection_requires_two_occupations_per_group():

@@ -8,7 +8,7 @@ import pytest
 import statsmodels.formula.api as smf
 from scipy import stats as st
 
-from bias_utils import bold, dictionaries, link, replication, space
+from bias_utils import bold, dictionaries, link, rendering, replication, space
 from bias_utils.errors import ParameterError
 from bias_utils.models import load_model
 from bias_utils.populations import load_populations
@@ -64,6 +64,20 @@ def test_extrinsic_log_odds_from_sampled_counts(metrics):
     assert row.log_odds == pytest.approx(np.log((f + 0.5) / (m + 0.5)), abs=1e-12)
     assert table["log_odds"].notna().all()
     assert not table["category"].str.contains(";").any()
+
+
+def test_link_chart_carries_alt_text_a_caption_and_the_display_name(metrics):
+    table = link.extrinsic_table(metrics)
+    # any intrinsic value will do for the chart's text: the occupation's share of the audit's gendered words
+    table = table.assign(noun=table["occupation"].map(link.occupation_noun),
+                         gender_position=table["female_words"] / (table["female_words"] + table["male_words"] + 1))
+    spec = link.link_chart(table, title="smollm2-135m-instruct--b179c9523d0e--fp32: inside against writing").to_dict()
+    assert spec["title"] == "smollm2-135m-instruct: inside against writing"
+    alt_text, caption = rendering.figure_text(spec)
+    assert alt_text == ("Scatter plot of 224 occupations: gender position (x) against the log-odds of female words "
+                        "in the completions (y).")
+    assert "position on the female − male direction" in caption and "grey band its 95% confidence" in caption
+    assert "(male-dominated, female-dominated)" in caption
 
 
 def test_extrinsic_uses_expected_counts_only_when_every_completion_has_them(metrics):

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils import bold, occupations, replication, stats
+from bias_utils import bold, occupations, rendering, replication, stats
 
 A, B = bold.MALE_GROUP, bold.FEMALE_GROUP
 OR = "odds_ratio (words)"
@@ -102,8 +102,15 @@ def test_headline_reads_the_primary_row_and_the_audit_row(published):
     assert occupations.headline_sentence(head.iloc[0:0]) == "" and occupations.headline(head.iloc[0:0]) == {}
     with pytest.raises(ValueError, match="one model"):
         occupations.headline(pd.concat([head, head]))
-    chart = occupations.influence_chart(influence, head, top=10).to_dict()
+    chart = occupations.influence_chart(influence, head, top=10,
+                                        title="Leave one occupation out: qwen__Qwen2.5-0.5B--abc1234--bf16").to_dict()
     assert len(chart["layer"]) == 4
+    assert chart["title"] == "Leave one occupation out: Qwen2.5-0.5B (bf16)"
+    alt_text, caption = rendering.figure_text(chart)
+    assert alt_text == ("Dot plot: the BOLD odds ratio without each of 10 occupations, against the odds ratio with "
+                        "all (24.65).")
+    assert caption.startswith("Each row is one of the 10 occupations whose removal moves the odds ratio most")
+    assert "less than 33%" in caption and "dashed lines its 95% confidence interval" in caption
 
 
 def test_a_run_without_gendered_words_reads_as_such(published):
