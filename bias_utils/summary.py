@@ -32,6 +32,7 @@ a model without a table says so in its sentence.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Sequence
 
@@ -53,6 +54,8 @@ PAPER = "Schuster et al. 2024"
 #: The one specification each profile is read at; the robustness chapter's curve only checks it.
 PRIMARY_SPECIFICATION = {"context_source": "generated", "layer": "mean", "templates": 7, "test": "welch_t",
                          "adjustment": "holm"}
+#: Folder of a page's static figure images; the book's Sphinx extension copies every such folder into the site.
+_FIGURES = "figures"
 #: The per-model chapters a finding links to (notebook stems; ``bias_utils.book`` writes each
 #: executed notebook to ``models/<model folder>/<stem>.ipynb``).
 CHAPTERS = {"axes": "03_projection_accuracy", "profile": "04_profiles", "robustness": "10_robustness",
@@ -402,8 +405,24 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
                           alt.Tooltip("occupation_ci_high:Q", format=".2f"), "n_gendered_completions", "n_completions"])
         panels.append(alt.layer(one, bars, points).properties(
             title="BOLD audit: odds ratio", width=150, height=alt.Step(16)))
+    pops = [p for p in POPULATIONS if (gaps["population"] == p).any()]
+    caption = (f"A row per model. In the {' and '.join(pops)} panel{'s' if len(pops) > 1 else ''}, a dot is the "
+               "female − male gap (Hedges' g, above 0: female higher) on warmth or competence (colour) at the primary "
+               "specification, its line the 95% confidence interval, the dashed line zero. A faint gap sits on an axis "
+               "that is not shown to order the dictionary's extra terms by pole better than axes from shuffled seed "
+               "labels (or could not be tested), and is not read.")
+    if len(head):
+        caption += (" In the last panel, for models that write, the BOLD audit's odds ratio (log scale; above 1: male "
+                    "words more often for male-dominated occupations) with its 95% confidence interval from "
+                    "resampling whole occupations; the dashed line marks 1, no association.")
+    caption += " Look at which side of the dashed line each dot falls and whether its interval crosses it."
     # one row per model across the panels (an encoder's audit row stays empty), labelled once
-    return alt.hconcat(*panels).resolve_scale(color="independent", y="shared", yOffset="independent")
+    return plots.captioned(
+        alt.hconcat(*panels).resolve_scale(color="independent", y="shared", yOffset="independent"),
+        "Female − male gaps and the BOLD audit, per model", [],
+        f"Dot plots of the female − male gaps on warmth and competence for {' and '.join(pops)} per model"
+        + (", beside the BOLD audit's odds ratio per model that writes" if len(head) else "")
+        + ", with 95% confidence intervals.", caption)
 
 
 def _markdown_table(table: pd.DataFrame) -> str:
@@ -413,9 +432,14 @@ def _markdown_table(table: pd.DataFrame) -> str:
 
 
 def summary_markdown(models: Sequence[str], results_dir: str | Path | None = None,
-                     can_generate: dict[str, bool] | None = None, note: str = "") -> str:
+                     can_generate: dict[str, bool] | None = None, note: str = "", figures: str | Path | None = None,
+                     figures_url: str = _FIGURES) -> str:
     """The front page's findings (MyST Markdown): the findings (:func:`findings_bullets`), the primary
-    specification they were read at in one sentence, then the figure and one sentence per model."""
+    specification they were read at in one sentence, then the figure (numbered, with its caption and alt
+    text, as a chapter's) and one sentence per model.
+
+    ``figures``: the folder the figure's static SVG is written to (``<spec hash>.svg``, drawn only when
+    missing) for readers without scripts, reached from the page as ``figures_url/<name>``; None: no image."""
     table = summary_table(models, results_dir, can_generate)
     gaps, head = read_summary(models, results_dir)
     lines = ["## Findings", ""]
@@ -429,14 +453,16 @@ def summary_markdown(models: Sequence[str], results_dir: str | Path | None = Non
         lines += [note, ""]
     lines += ["### The numbers per model", ""]
     if len(gaps.dropna(subset=["g"])):
-        lines += [
-            "Female − male gaps on warmth and competence (Hedges' g, 95% CI) for first names and gendered "
-            "terms at the primary specification; for models that write, the BOLD audit's odds ratio (above 1: "
-            "male words more often for male-dominated occupations) with its 95% CI from resampling whole "
-            "occupations. A faint gap sits on an axis that is not shown to order the dictionary's extra terms by "
-            "pole better than axes from shuffled seed labels (or could not be tested), and is not read.", "",
-            "```{raw} html", rendering.chart_html(summary_chart(gaps, head).to_dict(), "bias-summary-chart"), "```", "",
-        ]
+        spec = summary_chart(gaps, head).to_dict()
+        image = None
+        if figures is not None:
+            name = f"{cache.stable_hash(spec, length=16)}.svg"
+            if not (Path(figures) / name).exists():
+                import vl_convert as vlc  # deferred: a large native library, needed only to draw the image
+
+                cache.atomic_write_text(Path(figures) / name, vlc.vegalite_to_svg(spec))
+            image = f"{figures_url}/{name}"
+        lines += ["```{raw} html", rendering.figure_html(spec, 1, "bias-summary-chart", image), "```", ""]
     lines += [_markdown_table(table), ""]
     lines += ["Each model's chapters show how these numbers were measured, and the *Across models* "
               "chapter sets them side by side.", ""]
@@ -444,10 +470,17 @@ def summary_markdown(models: Sequence[str], results_dir: str | Path | None = Non
 
 
 def write_summary_page(page: str | Path, models: Sequence[str], results_dir: str | Path | None = None,
-                       can_generate: dict[str, bool] | None = None, note: str = "") -> Path:
-    """Write :func:`summary_markdown` to ``page`` (only when it changed, so Sphinx sees no edit)."""
+                       can_generate: dict[str, bool] | None = None, note: str = "",
+                       included_from: str | Path | None = None) -> Path:
+    """Write :func:`summary_markdown` to ``page`` (only when it changed, so Sphinx sees no edit), its
+    figure's static image in ``figures/`` beside it, linked from ``included_from``, the folder of the page
+    that includes this one (default: the folder above, as ``book/index.md`` includes
+    ``book/_generated/summary.md``)."""
     page = Path(page)
-    text = summary_markdown(models, results_dir, can_generate, note)
+    figures = page.parent / _FIGURES
+    root = Path(included_from) if included_from is not None else page.parent.parent
+    text = summary_markdown(models, results_dir, can_generate, note, figures,
+                            Path(os.path.relpath(figures, root)).as_posix())
     if not page.exists() or page.read_text(encoding="utf-8") != text:
         cache.atomic_write_text(page, text)
     return page

@@ -170,6 +170,12 @@ def test_summary_chart_draws_gaps_and_the_occupation_interval(results):
     assert (odds_panel["x"]["field"], odds_panel["x2"]["field"]) == ("occupation_ci_low", "occupation_ci_high")
     svg = vlc.vegalite_to_svg(spec)
     assert all(label in svg for label in ("dec", "enc", "odds ratio (log; CI: occupations resampled)"))
+    alt_text, caption = rendering.figure_text(spec)
+    assert alt_text == ("Dot plots of the female − male gaps on warmth and competence for names and terms per model, "
+                        "beside the BOLD audit's odds ratio per model that writes, with 95% confidence intervals.")
+    assert caption.startswith("A row per model. In the names and terms panels, a dot is the female − male gap")
+    assert "In the last panel" in caption and "A faint gap" in caption
+    assert "In the last panel" not in rendering.figure_text(summary.summary_chart(gaps, head.iloc[0:0]).to_dict())[1]
     with pytest.raises(ValueError, match="no profile gaps"):
         summary.summary_chart(gaps.iloc[0:0], head)
 
@@ -183,6 +189,10 @@ def test_summary_page_written_once(results, tmp_path):
     assert text.index(summary.primary_sentence()) < text.index('id="bias-summary-chart"')
     assert "*QUICK build.*" in text and "What this build found" not in text
     assert "| dec | female names higher on warmth" in text and "| enc | male names higher" in text
+    # the figure is numbered and captioned as a chapter's, with a static image the front page reaches
+    assert '<figure class="bias-figure" id="figure-1"' in text and "<figcaption>" in text
+    image = text.split('<noscript><img class="bias-figure-image" src="')[1].split('"')[0]
+    assert image.startswith("_generated/figures/") and (tmp_path / image).read_text().startswith("<svg")
     stamp = page.stat().st_mtime_ns
     summary.write_summary_page(page, ["dec--1--fp32", "enc--2--fp32"], results, note="*QUICK build.*")
     assert page.stat().st_mtime_ns == stamp
