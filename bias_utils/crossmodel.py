@@ -25,8 +25,8 @@ __all__ = [
     "ACCURACY_TABLE", "BOLD_STATS_TABLE", "BOLD_SUMMARY_TABLE", "COMPLETION_STATS_TABLE", "CROSS_MODEL_TABLES",
     "PROFILE_MEANS_TABLE", "PROFILE_STATS_TABLE", "ROBUSTNESS_SUMMARY_TABLE", "SKIPPED_COLUMNS", "accuracy_by_model",
     "LINK_STATISTICS_TABLE", "POOLED_TESTS", "bold_odds_ratios", "cross_model_summary", "forest_chart", "gender_gaps",
-    "headline_layer", "intrinsic_extrinsic", "link_forest_chart", "models_with_results", "pooled_link", "profile_grid",
-    "random_effects", "read_all_results", "read_results", "short_model_ids", "unreadable_axes_by_model",
+    "headline_layer", "intrinsic_extrinsic", "link_forest_chart", "log_ticks", "models_with_results", "pooled_link",
+    "profile_grid", "random_effects", "read_all_results", "read_results", "short_model_ids", "unreadable_axes_by_model",
 ]
 
 #: Result tables read across models (``<name>.parquet`` in each model folder).
@@ -219,12 +219,16 @@ def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.Data
 _LOG_TICKS = (0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128)
 
 
-def _log_ticks(values) -> list[float]:
-    """The :data:`_LOG_TICKS` within the range of ``values`` (1 always included), one per doubling."""
+def log_ticks(values, most: int = 8) -> list[float]:
+    """Ticks for a log axis showing ``values``: the :data:`_LOG_TICKS` from the doubling below the smallest
+    (or 1) to the one above the largest (or 1), every second or third doubling when there would be more
+    than ``most``; 1 is always one of them."""
     v = np.asarray(values, float)
     v = v[np.isfinite(v) & (v > 0)]
     low, high = (min(v.min(), 1.0), max(v.max(), 1.0)) if v.size else (1.0, 1.0)
-    return [t for t in _LOG_TICKS if low / 2 < t < high * 2]
+    ticks = [t for t in _LOG_TICKS if low / 2 < t < high * 2]
+    step = -(-len(ticks) // most)
+    return [t for t in ticks if round(np.log2(t)) % step == 0]
 
 
 def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerChart:
@@ -238,7 +242,7 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
     base = alt.Chart(data).encode(
         y=alt.Y("model_id:N", title=None), yOffset=alt.YOffset("method:N"),
         color=alt.Color("method:N", title="confidence interval"))
-    ticks = _log_ticks(data[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
+    ticks = log_ticks(data[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
     x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=ticks, format="~g"),
               title="odds ratio: male/female words, male- vs female-dominated (log scale)")
     one = alt.Chart(pd.DataFrame({"odds_ratio": [1.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)

@@ -41,7 +41,7 @@ import pandas as pd
 
 from . import cache, link, occupations, plots, rendering
 from .axis_validity import AXIS_VALIDITY_TABLE, VERDICTS, verdict_phrase
-from .crossmodel import PROFILE_STATS_TABLE, cross_model_summary, gender_gaps, read_results, short_model_ids
+from .crossmodel import PROFILE_STATS_TABLE, cross_model_summary, gender_gaps, log_ticks, read_results, short_model_ids
 from .stats import permutation_p_text
 
 #: The composite dimensions on the front page, and the paper's expectation for each.
@@ -393,8 +393,9 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
               for i, pop in enumerate(p for p in POPULATIONS if (gaps["population"] == p).any())]
     head = short_model_ids(headline.dropna(subset=["odds_ratio"])) if len(headline) else headline
     if len(head):
+        ticks = log_ticks(head[["odds_ratio", "occupation_ci_low", "occupation_ci_high"]].to_numpy().ravel(), most=5)
         x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), title="odds ratio (log; CI: occupations resampled)",
-                  axis=alt.Axis(grid=False))
+                  axis=alt.Axis(grid=False, values=ticks, format="~g"))
         base = alt.Chart(head).encode(y=alt.Y("model_id:N", title=None, axis=alt.Axis(labels=False, ticks=False)))
         one = alt.Chart(pd.DataFrame({"odds_ratio": [1.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
         bars = base.mark_rule(strokeWidth=2, color=plots.OTHER_COLORS[2]).encode(

@@ -72,6 +72,13 @@ def test_bold_odds_ratios_from_the_audit_table():
     assert ">3<" not in svg and ">16<" in svg  # the ticks drawn are the doublings
 
 
+def test_log_ticks_one_per_doubling_around_the_data_and_one():
+    assert crossmodel.log_ticks([10.07, 24.65, 60.37]) == [1, 2, 4, 8, 16, 32, 64]
+    assert crossmodel.log_ticks([10.07, 60.37], most=5) == [1, 4, 16, 64]  # every second doubling, 1 kept
+    assert crossmodel.log_ticks([0.2, 3, np.nan, 0]) == [0.125, 0.25, 0.5, 1, 2, 4]
+    assert crossmodel.log_ticks([]) == [1]
+
+
 def test_read_all_results_stacks_every_table_and_lists_missing(tmp_path):
     from bias_utils import crossmodel
     from bias_utils.results import write_table

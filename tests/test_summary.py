@@ -170,6 +170,10 @@ def test_summary_chart_draws_gaps_and_the_occupation_interval(results):
     assert (odds_panel["x"]["field"], odds_panel["x2"]["field"]) == ("occupation_ci_low", "occupation_ci_high")
     svg = vlc.vegalite_to_svg(spec)
     assert all(label in svg for label in ("dec", "enc", "odds ratio (log; CI: occupations resampled)"))
+    odds_axis = spec["hconcat"][2]["layer"][0]["encoding"]["x"]["axis"]
+    # few ticks on the narrow panel, each a power of two, 1 among them (Vega's own collide: "3 45")
+    assert 1 in odds_axis["values"] and len(odds_axis["values"]) <= 5
+    assert all(float(np.log2(v)).is_integer() for v in odds_axis["values"])
     alt_text, caption = rendering.figure_text(spec)
     assert alt_text == ("Dot plots of the female − male gaps on warmth and competence for names and terms per model, "
                         "beside the BOLD audit's odds ratio per model that writes, with 95% confidence intervals.")
