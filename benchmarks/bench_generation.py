@@ -56,8 +56,9 @@ import torch
 
 from bias_utils import completions
 from bias_utils.bold import load_profession_prompts
+from bias_utils.decoding import auto_batch_size
 from bias_utils.endpoints import OpenAIEndpoint
-from bias_utils.generation import auto_batch_size, generate
+from bias_utils.generation import generate
 from bias_utils.models import load_model
 from bias_utils.sampling import sample_tokens
 from bias_utils.serving import llama_server
@@ -176,7 +177,7 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--n-prompts", type=int, default=64)
     parser.add_argument("--baseline-prompts", type=int, default=8)
-    parser.add_argument("--batch-size", type=int, default=None, help="default: generation.auto_batch_size")
+    parser.add_argument("--batch-size", type=int, default=None, help="default: decoding.auto_batch_size")
     parser.add_argument("--parallel", type=int, default=16, help="llama.cpp server slots")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads for torch and llama.cpp alike (default: torch's choice); on a machine "

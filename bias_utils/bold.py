@@ -59,7 +59,7 @@ AUDIT_GROUPS = (MALE_GROUP, FEMALE_GROUP)
 #: Tables written by :meth:`AuditResult.write` (``<name>.parquet`` + CSV).
 METRICS_TABLE, STATISTICS_TABLE, SUMMARY_TABLE, SKIPPED_TABLE = (
     tables.BOLD_METRICS, tables.BOLD_STATISTICS, tables.BOLD_GROUP_SUMMARY, tables.BOLD_SKIPPED)
-#: Notebook 06's table of which lexicon words are one token of the model (``generation.lexicon_token_ids``).
+#: Notebook 06's table of which lexicon words are one token of the model (``decoding.lexicon_token_ids``).
 LEXICON_COVERAGE_TABLE = tables.BOLD_LEXICON_COVERAGE
 #: The paper's "+0.5 added smoothing to counts"; the published PMI values use none (see above).
 PMI_SMOOTHING = 0.5
@@ -505,7 +505,7 @@ def expected_totals(metrics: pd.DataFrame, coverage: pd.DataFrame) -> pd.DataFra
 
     ``metrics``: :func:`completion_metrics`' rows with the ``expected_<lexicon>``
     columns of ``generation.generate``; ``coverage``: the table of
-    ``generation.lexicon_token_ids``. Columns: ``lexicon, words,
+    ``decoding.lexicon_token_ids``. Columns: ``lexicon, words,
     words_single_token`` (words with at least one single-token variant),
     ``variants_single_token``, ``completions`` (with an expected count; NaN rows
     come from a server or an older cache), ``expected`` (their sum),

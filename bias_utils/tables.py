@@ -209,7 +209,7 @@ BOLD_METRICS = _declare(
      "n_occupation_terms", "male_cooccur", "female_cooccur", "male_pmi", "female_pmi",
      "pmi_difference_smoothed", "pmi_difference", "empty_completion"))
 BOLD_LEXICON_COVERAGE = _declare(
-    "bold_lexicon_coverage", "bias_utils.generation.lexicon_token_ids", ("06_bold_audit",),
+    "bold_lexicon_coverage", "bias_utils.decoding.lexicon_token_ids", ("06_bold_audit",),
     "which lexicon words are one token of the model (the expected counts use those)",
     ("lexicon", "word", "variant", "n_tokens", "single_token", "token_id"))
 BOLD_STATISTICS = _declare(

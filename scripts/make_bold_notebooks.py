@@ -77,7 +77,7 @@ validation.check_bold_audit(model=model, selection=selection, n_samples=n_sample
 from IPython.display import HTML, Markdown, display
 
 from bias_utils import bold, lexicon, occupations, plots
-from bias_utils.generation import lexicon_token_ids
+from bias_utils.decoding import lexicon_token_ids
 from bias_utils.models import load_model
 from bias_utils.results import output_folder, write_table
 

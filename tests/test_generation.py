@@ -25,8 +25,9 @@ from scipy import stats
 
 from bias_utils import bold, lexicon, paths, runs
 from bias_utils.bold import load_profession_prompts
+from bias_utils.decoding import lexicon_token_ids
 from bias_utils.endpoints import OpenAIEndpoint
-from bias_utils.generation import generate, lexicon_token_ids
+from bias_utils.generation import generate
 from bias_utils.sampling import ScreenedHead, nucleus, row_seed, sample_tokens
 from bias_utils.serving import llama_server
 
@@ -543,7 +544,7 @@ def test_expected_counts_agree_with_sampled_counts(smol):
     |z| < 3). The audit's word counts differ from the token counts where a
     lexicon token starts a longer word ("He" + "phaestus"); chapter 06 shows both totals.
     """
-    from bias_utils.generation import _decode_batch, _stop_ids  # the decode loop: generate keeps no token ids
+    from bias_utils.decoding import _decode_batch, _stop_ids  # the decode loop: generate keeps no token ids
 
     prompts = load_profession_prompts().set_index("prompt_id").loc[GENDERED_PROMPTS, "prompt"]
     rows = [(pid, s) for pid in GENDERED_PROMPTS for s in range(16)]
