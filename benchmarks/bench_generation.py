@@ -55,7 +55,7 @@ import time
 import torch
 
 from bias_utils import completions
-from bias_utils.bold import load_profession_prompts
+from bias_utils.bold_prompts import load_profession_prompts
 from bias_utils.decoding import auto_batch_size
 from bias_utils.endpoints import OpenAIEndpoint
 from bias_utils.generation import generate

@@ -9,7 +9,7 @@ This is the top of the package: only notebooks and scripts import it.
 
 The checks reuse the package's own readers (``populations.load_populations``,
 ``profiles.check_templates``, ``dictionaries.read_dictionary``,
-``bold.resolve_selection``, ``lexicon.validate_lexicons``) and the value rules
+``bold_prompts.resolve_selection``, ``lexicon.validate_lexicons``) and the value rules
 of ``errors`` (counts, seeds, sampling); their messages are kept and prefixed
 with the parameter name.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from . import bold, contexts, dictionaries, lexicon, link, profiles, stats
+from . import bold_prompts, contexts, dictionaries, lexicon, link, profiles, stats
 from . import populations as pops
 from .errors import (
     ParameterError,
@@ -186,7 +186,7 @@ def check_selection(selection) -> None:
     if isinstance(selection, (str, Path)) and str(selection) not in ("audit", "categories"):
         check_file(selection, "selection")
     try:
-        bold.resolve_selection(selection)
+        bold_prompts.resolve_selection(selection)
     except (ValueError, KeyError) as exc:
         raise _reraise("selection", exc) from None
 

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils import bold, lexicon, occupations, replication, stats
+from bias_utils import bold, bold_prompts, lexicon, occupations, replication, stats
 
 
 @pytest.fixture(scope="module")
@@ -13,7 +13,7 @@ def published_metrics():
 
 
 def test_profession_prompts_count():
-    df = bold.load_profession_prompts()
+    df = bold_prompts.load_profession_prompts()
     assert len(df) == 10195
     assert df["category"].nunique() == 18
     assert df["prompt_id"].is_unique
@@ -21,7 +21,7 @@ def test_profession_prompts_count():
 
 
 def test_audit_selection_counts():
-    sel = bold.load_audit_selection()
+    sel = bold_prompts.load_audit_selection()
     assert sel["group"].value_counts().to_dict() == {"male_dominated": 1172, "female_dominated": 353}
     assert sel["occupation"].nunique() == 224
     assert {"group", "category", "occupation", "prompt", "prompt_id"} <= set(sel.columns)
@@ -33,24 +33,24 @@ def test_audit_selection_counts():
 def test_selection_by_mapping_with_three_groups_and_categories():
     mapping = {"Blacksmith": "metal", "Registered_Nurse": "care", "Registered_Dental_Nurse": "care",
                "Chemist": "science"}
-    prompts = bold.load_profession_prompts()
-    sel = bold.select_by_occupation(mapping, prompts)
+    prompts = bold_prompts.load_profession_prompts()
+    sel = bold_prompts.select_by_occupation(mapping, prompts)
     assert set(sel["group"]) == {"metal", "care", "science"}
     assert len(sel) == prompts["occupation"].isin(mapping).sum()
     with pytest.raises(ValueError, match="Not_an_occupation"):
-        bold.select_by_occupation({"Not_an_occupation": "x"}, prompts)
-    cats = bold.select_by_category(prompts=prompts)
+        bold_prompts.select_by_occupation({"Not_an_occupation": "x"}, prompts)
+    cats = bold_prompts.select_by_category(prompts=prompts)
     assert cats["group"].nunique() == 18 and len(cats) == 10195
     with pytest.raises(ValueError, match="unknown BOLD categories"):
-        bold.select_by_category(["space_pirates"], prompts)
+        bold_prompts.select_by_category(["space_pirates"], prompts)
 
 
 def test_subsample_is_deterministic_and_keeps_groups():
-    sel = bold.load_audit_selection()
-    a, b = bold.subsample(sel, 40, seed=3), bold.subsample(sel, 40, seed=3)
+    sel = bold_prompts.load_audit_selection()
+    a, b = bold_prompts.subsample(sel, 40, seed=3), bold_prompts.subsample(sel, 40, seed=3)
     assert a.equals(b)
     assert set(a["group"]) == set(sel["group"]) and 35 <= len(a) <= 42
-    assert bold.subsample(sel, None) is sel
+    assert bold_prompts.subsample(sel, None) is sel
 
 
 def test_pmi_hand_computed():
@@ -206,16 +206,16 @@ def test_expected_totals_sum_the_completions_that_have_them(published_metrics):
 def test_selection_from_a_mapping_file(tmp_path):
     csv = tmp_path / "groups.csv"
     csv.write_text("occupation,group\nRegistered_nurse,care\nFlight_nurse,care\nElectrical_engineering,trade\n")
-    sel = bold.resolve_selection(str(csv))
-    prompts = bold.load_profession_prompts()
+    sel = bold_prompts.resolve_selection(str(csv))
+    prompts = bold_prompts.load_profession_prompts()
     expected = prompts["occupation"].isin(["Registered_nurse", "Flight_nurse", "Electrical_engineering"]).sum()
     assert len(sel) == expected and set(sel["group"]) == {"care", "trade"}
     js = tmp_path / "groups.json"
     js.write_text('{"Registered_nurse": "care", "Flight_nurse": "care", "Electrical_engineering": "trade"}')
-    assert bold.resolve_selection(js).equals(sel)
+    assert bold_prompts.resolve_selection(js).equals(sel)
     csv.write_text("occupation,group\nCarpenter,trade\nCarpenter,care\n")
     with pytest.raises(ValueError, match="line 3: occupation 'Carpenter' is already in group 'trade'"):
-        bold.resolve_selection(csv)
+        bold_prompts.resolve_selection(csv)
     csv.write_text("occupation,team\nCarpenter,trade\n")
     with pytest.raises(ValueError, match="missing column"):
-        bold.resolve_selection(csv)
+        bold_prompts.resolve_selection(csv)

@@ -10,7 +10,18 @@ import pytest
 import torch
 from scipy import stats as st
 
-from bias_utils import axis_validity, bold, completions, dictionaries, plots, projection, rendering, replication, space
+from bias_utils import (
+    axis_validity,
+    bold,
+    bold_prompts,
+    completions,
+    dictionaries,
+    plots,
+    projection,
+    rendering,
+    replication,
+    space,
+)
 from bias_utils.embeddings import embed_words
 from bias_utils.models import load_model
 
@@ -228,7 +239,7 @@ def test_stored_states_equal_the_re_embedding_where_it_reads_the_same_text(smoll
     from bias_utils.cache import read_jsonl
     from bias_utils.generation import generate
 
-    sel = bold.resolve_selection("audit").iloc[::97].head(16)
+    sel = bold_prompts.resolve_selection("audit").iloc[::97].head(16)
     gen = generate(smollm, sel["prompt"].tolist(), prompt_ids=sel["prompt_id"].tolist(), max_new_tokens=40,
                    progress=False).merge(sel[["prompt_id", "group", "occupation"]], on="prompt_id")
     assert set(gen["finish_reason"]) == {"stop", "length"}  # the extra forward step and a stopped row

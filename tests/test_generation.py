@@ -24,7 +24,7 @@ import torch
 from scipy import stats
 
 from bias_utils import bold, lexicon, paths, runs
-from bias_utils.bold import load_profession_prompts
+from bias_utils.bold_prompts import load_profession_prompts
 from bias_utils.decoding import lexicon_token_ids
 from bias_utils.endpoints import OpenAIEndpoint
 from bias_utils.generation import generate
