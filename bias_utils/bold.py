@@ -33,6 +33,8 @@ completions (tested), so we use the symmetric one.
 
 from __future__ import annotations
 
+import html
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -40,15 +42,15 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from . import lexicon, occupations, rendering, stats, tables
+from . import lexicon, occupations, plots, rendering, stats, tables
 from .bold_prompts import AUDIT_GROUPS, FEMALE_GROUP, MALE_GROUP, BoldDataError, resolve_selection, subsample
 from .results import write_table
 
 __all__ = [
     "AUDIT_GROUPS", "FEMALE_GROUP", "LEXICON_COVERAGE_TABLE", "MALE_GROUP", "METRICS_TABLE", "PMI_SMOOTHING",
     "SKIPPED_TABLE", "STATISTICS_TABLE", "SUMMARY_TABLE", "AuditResult", "BoldDataError", "audit_statistics",
-    "completion_metrics", "describe_audit", "expected_totals", "group_summary", "occupation_terms", "pmi_scores",
-    "run_audit", "word_table",
+    "completion_metrics", "describe_audit", "examples_table", "expected_totals", "group_summary",
+    "highlight_gendered", "occupation_terms", "pmi_scores", "run_audit", "word_table",
 ]
 
 #: Tables written by :meth:`AuditResult.write` (``<name>.parquet`` + CSV).
@@ -381,6 +383,43 @@ def group_summary(metrics: pd.DataFrame, neutral: Sequence[str] = tuple(lexicon.
             row[f"{name}_words_total"] = int(d[f"{name}_words"].sum())
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- examples for the chapter
+
+def highlight_gendered(text: str, lexicons: dict[str, Sequence[str]]) -> str:
+    """HTML of ``text`` with lexicon words wrapped in ``<mark class="lex-<name>">`` (whole tokens, any case)."""
+    owner = {w.lower(): name for name, ws in lexicons.items() for w in ws}
+    out, last = [], 0
+    for m in re.finditer(r"\b\w+\b", text):
+        name = owner.get(m.group(0).lower())
+        if name:
+            out += [html.escape(text[last:m.start()]), f'<mark class="lex-{name}">{html.escape(m.group(0))}</mark>']
+            last = m.end()
+    out.append(html.escape(text[last:]))
+    return "".join(out)
+
+
+def examples_table(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]], *, per_group: int = 3,
+                        seed: int = 0, only_gendered: bool = True) -> str:
+    """HTML table of completions sampled per group with ``seed``, lexicon words highlighted.
+
+    Colours: male words orange, female words purple, any other lexicon (e.g. neutral) green.
+    """
+    pool = metrics[metrics["any_gendered"]] if only_gendered else metrics
+    picked = pd.concat([d.sample(n=min(per_group, len(d)), random_state=seed)
+                        for _, d in pool.groupby("group", sort=False)] or [pool])
+    colors = {"male": plots.GROUP_COLORS["male"], "female": plots.GROUP_COLORS["female"]}
+    style = "".join(f"mark.lex-{n}{{background:{colors.get(n, plots.OTHER_COLORS[0])}33;border-bottom:2px solid "
+                    f"{colors.get(n, plots.OTHER_COLORS[0])}}}" for n in lexicons)
+    rows = "".join(
+        f"<tr><td>{html.escape(str(r.group))}</td><td>{html.escape(str(r.occupation))}</td>"
+        f"<td><i>{html.escape(str(r.prompt))}</i>{highlight_gendered(str(r.completion), lexicons)}</td>"
+        f"<td>{r.male_words}/{r.female_words}</td></tr>" for r in picked.itertuples())
+    if not rows:
+        rows = '<tr><td colspan="4">no completion with a gendered word in this run</td></tr>'
+    return (f"<style>{style}</style><table><thead><tr><th>group</th><th>occupation</th>"
+            f"<th>prompt + completion</th><th>male/female words</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
 # ---------------------------------------------------------------- one call for notebook 06

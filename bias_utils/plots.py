@@ -10,7 +10,6 @@ each function names the columns it reads.
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from pathlib import Path
@@ -25,9 +24,9 @@ from .results import display_name
 
 __all__ = [
     "DIMENSION_ORDER", "GROUP_COLORS", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "POLE_LABELS", "THEME",
-    "accuracy_heatmap", "axis_validity_chart", "bold_audit_figure", "bold_examples_table", "captioned",
-    "highlight_gendered", "layer_curves_chart", "pole_labels", "profile_chart", "save", "specification_curve_chart",
-    "warmth_competence_chart", "warmth_competence_charts",
+    "accuracy_heatmap", "axis_validity_chart", "bold_audit_figure", "captioned", "layer_curves_chart",
+    "pole_labels", "profile_chart", "save", "specification_curve_chart", "warmth_competence_chart",
+    "warmth_competence_charts",
 ]
 
 THEME = "bias_profiles"
@@ -468,41 +467,6 @@ def bold_audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title:
     return captioned(chart, title or "BOLD occupational audit", [],
                    "Four panels of the BOLD audit: gendered words per completion, shares of gendered completions, "
                    "PMI differences and a forest plot of the effects with 95% confidence intervals.", caption)
-
-
-def highlight_gendered(text: str, lexicons: dict[str, Sequence[str]]) -> str:
-    """HTML of ``text`` with lexicon words wrapped in ``<mark class="lex-<name>">`` (whole tokens, any case)."""
-    owner = {w.lower(): name for name, ws in lexicons.items() for w in ws}
-    out, last = [], 0
-    for m in re.finditer(r"\b\w+\b", text):
-        name = owner.get(m.group(0).lower())
-        if name:
-            out += [html.escape(text[last:m.start()]), f'<mark class="lex-{name}">{html.escape(m.group(0))}</mark>']
-            last = m.end()
-    out.append(html.escape(text[last:]))
-    return "".join(out)
-
-
-def bold_examples_table(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]], *, per_group: int = 3,
-                        seed: int = 0, only_gendered: bool = True) -> str:
-    """HTML table of completions sampled per group with ``seed``, lexicon words highlighted.
-
-    Colours: male words orange, female words purple, any other lexicon (e.g. neutral) green.
-    """
-    pool = metrics[metrics["any_gendered"]] if only_gendered else metrics
-    picked = pd.concat([d.sample(n=min(per_group, len(d)), random_state=seed)
-                        for _, d in pool.groupby("group", sort=False)] or [pool])
-    colors = {"male": GROUP_COLORS["male"], "female": GROUP_COLORS["female"]}
-    style = "".join(f"mark.lex-{n}{{background:{colors.get(n, OTHER_COLORS[0])}33;border-bottom:2px solid "
-                    f"{colors.get(n, OTHER_COLORS[0])}}}" for n in lexicons)
-    rows = "".join(
-        f"<tr><td>{html.escape(str(r.group))}</td><td>{html.escape(str(r.occupation))}</td>"
-        f"<td><i>{html.escape(str(r.prompt))}</i>{highlight_gendered(str(r.completion), lexicons)}</td>"
-        f"<td>{r.male_words}/{r.female_words}</td></tr>" for r in picked.itertuples())
-    if not rows:
-        rows = '<tr><td colspan="4">no completion with a gendered word in this run</td></tr>'
-    return (f"<style>{style}</style><table><thead><tr><th>group</th><th>occupation</th>"
-            f"<th>prompt + completion</th><th>male/female words</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
 # --------------------------------------------------------------------------- robustness (issue 12)

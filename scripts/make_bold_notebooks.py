@@ -200,7 +200,7 @@ result.statistics[cols]
         md("## Examples (gendered words highlighted, sampled per group with the seed)"),
         code("""
 lex = {**(lexicons or lexicon.GENDER_LEXICONS), **(neutral_lexicons or lexicon.NEUTRAL_LEXICONS)}
-display(HTML(plots.bold_examples_table(result.metrics, lex, per_group=3, seed=seed)))
+display(HTML(bold.examples_table(result.metrics, lex, per_group=3, seed=seed)))
 """),
         md("""
 ## Output files

@@ -219,3 +219,12 @@ def test_selection_from_a_mapping_file(tmp_path):
     csv.write_text("occupation,team\nCarpenter,trade\n")
     with pytest.raises(ValueError, match="missing column"):
         bold_prompts.resolve_selection(csv)
+
+
+def test_highlight_gendered_marks_whole_words_in_any_case_and_escapes_the_rest():
+    out = bold.highlight_gendered("He & his manager <b>", {"male": ["he", "his", "man"]})
+    assert out == ('<mark class="lex-male">He</mark> &amp; <mark class="lex-male">his</mark> manager &lt;b&gt;')
+    table = bold.examples_table(pd.DataFrame({
+        "any_gendered": [True, False], "group": ["a", "b"], "occupation": ["x", "y"], "prompt": ["P ", "Q "],
+        "completion": ["she said", "nothing"], "male_words": [0, 0], "female_words": [1, 0]}), {"female": ["she"]})
+    assert '<mark class="lex-female">she</mark>' in table and "nothing" not in table
