@@ -364,22 +364,27 @@ generate(load_model(sys.argv[2]), prompts, prompt_ids=ids, max_new_tokens=16, se
 """
 
 
-@pytest.mark.slow
-def test_sigkill_then_resume_loses_and_duplicates_nothing(smol, tmp_path):
+def _child_mid_run(tmp_path):
+    """A child process generating 16 audit prompts into ``tmp_path``, returned once it has stored 2 rows (and
+    still runs): ``(child, prompts, ids)``."""
     df = load_profession_prompts().iloc[::613].head(16)
     prompts, ids = df["prompt"].tolist(), df["prompt_id"].tolist()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(paths.ROOT)}
     child = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps([prompts, ids]), MODEL, str(tmp_path)],
                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 600
-    n_rows = 0
     while time.monotonic() < deadline and child.poll() is None:
         files = list(tmp_path.glob("*/rows.jsonl"))
-        n_rows = len(files[0].read_text().splitlines()) if files else 0
-        if n_rows >= 2:
+        if files and len(files[0].read_text().splitlines()) >= 2:
             break
         time.sleep(0.05)
-    assert child.poll() is None, f"the child ended before it could be killed: {child.stderr.read().decode()[-2000:]}"
+    assert child.poll() is None, f"the child ended too early: {child.stderr.read().decode()[-2000:]}"
+    return child, prompts, ids
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_loses_and_duplicates_nothing(smol, tmp_path):
+    child, prompts, ids = _child_mid_run(tmp_path)
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
     (rows_file,) = tmp_path.glob("*/rows.jsonl")
@@ -568,18 +573,7 @@ def test_expected_counts_agree_with_sampled_counts(smol):
 def test_a_second_run_on_the_same_rows_waits_for_the_first_and_computes_nothing(smol, tmp_path, capfd):
     """While one process is filling the cache for these prompts, a second ``generate`` on the same rows waits
     for its lock (cache.file_lock, per request) and then reads the rows: each is stored once."""
-    df = load_profession_prompts().iloc[::613].head(16)
-    prompts, ids = df["prompt"].tolist(), df["prompt_id"].tolist()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(paths.ROOT)}
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps([prompts, ids]), MODEL, str(tmp_path)],
-                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and child.poll() is None:
-        files = list(tmp_path.glob("*/rows.jsonl"))
-        if files and len(files[0].read_text().splitlines()) >= 2:
-            break
-        time.sleep(0.05)
-    assert child.poll() is None, f"the child ended before the second run began: {child.stderr.read().decode()[-2000:]}"
+    child, prompts, ids = _child_mid_run(tmp_path)
     second = generate(smol, prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2, cache=tmp_path,
                       progress=False)
     assert child.wait() == 0
