@@ -77,11 +77,13 @@ reused only for ``top_k=None``); each row carries a
 keeps what is there, and generates only the missing rows; a batch that is
 partly present is regenerated whole (so its rows equal an uninterrupted run)
 and only its missing rows are appended. Changing any parameter changes the key.
-The expected counts and hidden states do not enter the key: they change no
-completion, and a row written before them still holds its text; such a row
-loads with NaN expected counts (and chapter 08 re-embeds it). Each row records
-the hash of the lexicon token ids its counts used (``lexicon_key``); a row
-counted with other ids loads with NaN.
+With ``statistics`` (the default, transformers backend) the key also says
+that rows carry the expected counts and hidden states: a cache written before
+them is not reused for such a call (its rows would have neither, and filling
+them in by regenerating some rows in other batches could change their text).
+Each row records the hash of the lexicon token ids its counts used
+(``lexicon_key``); a row counted with other ids loads with NaN, and a row
+without states is re-embedded by chapter 08.
 """
 
 from __future__ import annotations
@@ -111,6 +113,8 @@ COLUMNS = ["prompt_id", "sample", "prompt", "completion", "n_tokens", "finish_re
 
 #: Bumped whenever a change alters the completions produced for the same key.
 _ALGORITHM_VERSION = 2
+#: Version of the per-row statistics (expected counts, mean hidden states) in the cache key.
+_STATISTICS_VERSION = 1
 #: Vocabulary size from which ``generate(screen="auto")`` screens the output projection. Measured on 64 BOLD
 #: prompts x 100 tokens, 2 threads: Gemma-3 (262k) 1.78x and Qwen2.5 (152k) 1.28x faster, SmolLM2 (49k) 0.86x.
 SCREEN_MIN_VOCAB = 100_000
@@ -206,6 +210,8 @@ def generate(
         params["top_k"] = top_k
     if screened is not None:  # candidates' logits come from another matrix shape: last bits may differ
         params["logits"] = "bf16-screened"
+    if statistics and not is_http:  # rows that carry expected counts and states: not those of older caches
+        params["statistics"] = _STATISTICS_VERSION
     store = _Store(params, cache) if cache is not False else None
     held = ExitStack()
     if store:
