@@ -51,7 +51,7 @@ from .paths import data_dir
 __all__ = [
     "RETRY_INSTRUCTION", "compare_generators", "extra_contexts_path", "extra_coverage", "extra_term_contexts",
     "extra_term_prompt", "generate_extra_contexts", "merged_extra_contexts", "model_choice_senses",
-    "read_extra_contexts", "retry_prompt", "round2_terms",
+    "read_extra_contexts", "read_model_choice", "retry_prompt", "round2_terms",
 ]
 
 EXTRA_CONTEXTS_FILE = "generated/extra_terms_contexts.jsonl"
@@ -301,6 +301,12 @@ def extra_coverage(terms: pd.DataFrame | None = None, path=None) -> pd.DataFrame
 MODEL_CHOICE_FILES = {"summary": "generated/model_choice_summary.csv", "reasons": "generated/model_choice_reasons.csv",
                       "kept": "generated/model_choice_kept.csv"}
 USER_EXAMPLE_DICTIONARY = "examples/user_dictionary_example.csv"
+
+
+def read_model_choice() -> dict[str, pd.DataFrame]:
+    """The generator comparison that ``compare-models`` wrote (``summary``, ``reasons``, ``kept``; see
+    :data:`MODEL_CHOICE_FILES`), as chapter 03 shows it."""
+    return {key: pd.read_csv(data_dir() / name) for key, name in MODEL_CHOICE_FILES.items()}
 
 
 def model_choice_senses(per_pole: int = 3, seed: int = 0) -> pd.DataFrame:

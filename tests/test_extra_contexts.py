@@ -193,3 +193,13 @@ def test_second_round_retries_only_the_first_rounds_failures_and_the_reader_merg
     assert total["n_covered_round2"] == (second["contexts"].str.len() > 0).sum()
     # The first round's lines are untouched by the second round.
     assert X.read_extra_contexts(path)[0].equals(first)
+
+
+
+def test_read_model_choice_gives_the_generator_comparison_of_chapter_03():
+    choice = X.read_model_choice()
+    assert set(choice) == set(X.MODEL_CHOICE_FILES)
+    summary = choice["summary"]
+    assert len(summary) >= 2 and summary["model_id"].is_unique
+    assert set(choice["kept"]["model_id"]) <= set(summary["model_id"])
+    assert set(choice["reasons"]["model_id"]) <= set(summary["model_id"])
