@@ -227,12 +227,16 @@ def population_embeddings(model, populations, templates: Sequence[str] = DEFAULT
 # --------------------------------------------------------------------------- projection
 
 
-def word_summary(words: pd.DataFrame) -> pd.DataFrame:
-    """Per population and group of :attr:`PopulationEmbeddings.words` (the index): ``words``
-    (how many), ``article`` (share put after "the"), ``min_templates`` (fewest templates a word
-    could be embedded in)."""
-    return words.groupby(["population", "group"]).agg(words=("word", "size"), article=("article", "mean"),
-                                                      min_templates=("n_templates", "min"))
+def word_summary(words: pd.DataFrame, template: str | None = None) -> pd.DataFrame:
+    """Per population and group of :attr:`PopulationEmbeddings.words` (the index): ``words`` (how many),
+    ``article`` (share after "the"), ``min_templates`` (fewest templates a word could be embedded in); with a
+    ``template``, ``example``: it filled with the group's first word ("This is the nurse.", "This is Mary.")."""
+    summary = words.groupby(["population", "group"]).agg(words=("word", "size"), article=("article", "mean"),
+                                                         min_templates=("n_templates", "min"))
+    if template is not None:
+        first = words.groupby(["population", "group"]).first()
+        summary["example"] = [fill_template(template, w, bool(a)) for w, a in zip(first["word"], first["article"])]
+    return summary
 
 
 def _zscore(values: np.ndarray, mean: float, sd: float, what: str) -> np.ndarray:

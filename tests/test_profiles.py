@@ -212,6 +212,8 @@ def test_word_summary_by_hand():
     assert got.loc[("terms", "f")].tolist() == [2, 0.5, 5]
     assert got.loc[("names", "m")].tolist() == [1, 0.0, 6]
     assert len(got) == 4
+    shown = pr.word_summary(words, "This is {word}.")["example"]
+    assert shown.loc[("terms", "f")] == "This is the woman." and shown.loc[("names", "m")] == "This is John."
 
 
 def test_share_below_group_means_by_hand():
