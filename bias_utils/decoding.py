@@ -15,12 +15,16 @@ draws from). ``expected_<lexicon>`` adds, over the steps the completion visited
 (each token it wrote and the step that drew its stop token; nothing after), the
 probability that distribution gives to the lexicon's words that are one token
 (:func:`lexicon_token_ids`: lower-case and capitalised, with and without a
-leading space). Given the prefix, a step writes one such token with exactly that
-probability, so the expected count equals the expected number of sampled
-lexicon tokens, with far less variance than the sample. Caveats: a word that is
-never a single token adds nothing (the coverage table says which), and a
-lexicon token that a longer word continues (" man" + "agement") would count
-here but not in the audit's words. An OpenAI-compatible server does not return
+leading space). A variant without a leading space counts only where a word
+starts (the text so far ends in whitespace or punctuation: the completion's
+first token after a prompt ending in a space, a token after a newline), never
+inside a word ("fore" + "man" is not the word "man"). Given the prefix, a step
+writes one such token with exactly that probability, so the expected count
+equals the expected number of sampled lexicon tokens at word starts, with far
+less variance than the sample. Caveats: a word that is never a single token adds
+nothing (the coverage table says which), and a lexicon token that a longer word
+continues (" man" + "agement") counts here but not in the audit's words: the
+step that writes " man" cannot know what follows. An OpenAI-compatible server does not return
 the distribution: its rows are NaN.
 
 Hidden states
@@ -122,6 +126,26 @@ def lexicon_token_ids(tokenizer, lexicons: dict[str, Sequence[str]] = GENDER_LEX
     coverage["token_id"] = coverage["token_id"].astype("Int64")
     return {name: sorted(v) for name, v in ids.items()}, coverage
 
+def _word_start_sets(coverage: pd.DataFrame, n_vocab: int) -> torch.Tensor:
+    """``[2 G, vocabulary]`` token sets for the G lexicons of :data:`EXPECTED_COLUMNS`: rows ``0..G-1`` the
+    single-token variants with a leading space (a word start wherever they are drawn), rows ``G..2G-1`` those
+    without (a word start only after whitespace or punctuation; see :func:`_decode_batch`)."""
+    names = [c.removeprefix("expected_") for c in EXPECTED_COLUMNS]
+    sets = torch.zeros(2 * len(names), n_vocab, dtype=torch.bool)
+    single = coverage[coverage["single_token"]]
+    for g, name in enumerate(names):
+        rows = single[single["lexicon"] == name]
+        spaced = rows["variant"].str.startswith(" ")
+        sets[g, rows.loc[spaced, "token_id"].astype(int).tolist()] = True
+        sets[len(names) + g, rows.loc[~spaced, "token_id"].astype(int).tolist()] = True
+    return sets
+
+
+def _ends_word(text: str, before: bool) -> bool:
+    """Whether the text so far ends a word (whitespace or punctuation last); ``before`` for a token with no text."""
+    return before if not text else not (text[-1].isalnum() or text[-1] == "_")
+
+
 def auto_batch_size(model: Any, max_len: int) -> int:
     """Rows per forward pass: as many as fit ~2 GiB of KV cache and logits, capped at 64.
 
@@ -181,12 +205,9 @@ def run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, tem
     stop = _stop_ids(model)
     groups = lexicon_key = None
     if statistics:
-        ids, _ = lexicon_token_ids(model.tokenizer)
+        ids, coverage = lexicon_token_ids(model.tokenizer)
         lexicon_key = stable_hash(ids)
-        n_vocab = model.model.get_output_embeddings().weight.shape[0]
-        groups = torch.zeros(len(EXPECTED_COLUMNS), n_vocab, dtype=torch.bool)
-        for g, column in enumerate(EXPECTED_COLUMNS):
-            groups[g, ids[column.removeprefix("expected_")]] = True
+        groups = _word_start_sets(coverage, model.model.get_output_embeddings().weight.shape[0])
     # Hidden states only where chapter 08 reads them: the completion after the raw prompt.
     keep_states = statistics and not chat
     for start in range(0, len(order), batch_size):
@@ -298,8 +319,9 @@ def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k, 
                   prompt_weights=None) -> tuple[list[list[int]], list[bool], np.ndarray | None, dict | None]:
     """Sample up to ``uniforms.shape[1]`` tokens for each prompt; finished rows leave the batch.
 
-    With ``groups`` also the expected counts (``[rows, groups]``: the summed probability of each token set over
-    the steps each row visited); with ``prompt_weights`` also the mean hidden states (:class:`_StateSums`).
+    With ``groups`` (``[2 G, vocabulary]``, :func:`_word_start_sets`) also the expected counts (``[rows, G]``: over
+    the steps each row visited, the probability of each set's first half, plus that of its second half at steps
+    where the text so far ends a word); with ``prompt_weights`` also the mean hidden states (:class:`_StateSums`).
     """
     from transformers import DynamicCache  # deferred: importing transformers takes seconds
 
@@ -316,8 +338,10 @@ def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k, 
     out: list[list[int]] = [[] for _ in range(n)]
     stopped = [False] * n
     alive = torch.arange(n)  # original row index of each batch row
-    expected = None if groups is None else torch.zeros(n, groups.shape[0], dtype=torch.float64)
+    expected = None if groups is None else torch.zeros(n, groups.shape[0] // 2, dtype=torch.float64)
     groups = None if groups is None else groups.to(device)
+    decode = model.tokenizer.decode
+    at_start = torch.tensor([_ends_word(decode(p[-1:]), True) for p in prompt_ids], dtype=torch.float64)
     sums = None if prompt_weights is None else _StateSums(n, model.tokenizer, prompt_ids, prompt_weights)
     past = DynamicCache()
     step_ids, step_pos = input_ids, positions
@@ -344,13 +368,16 @@ def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k, 
                  else screened.sample(hidden, u, temperature, top_p, top_k, groups=groups))
         tokens, mass = drawn if groups is not None else (drawn, None)
         if mass is not None:
-            expected[alive] += mass.cpu()
+            half = mass.shape[1] // 2
+            expected[alive] += mass[:, :half].cpu() + at_start[alive, None] * mass[:, half:].cpu()
         is_stop = torch.isin(tokens, stop_t)
         for row, tok, s in zip(alive.tolist(), tokens.tolist(), is_stop.tolist()):
             if s:
                 stopped[row] = True
             else:
                 out[row].append(tok)
+                if expected is not None:
+                    at_start[row] = float(_ends_word(decode([tok]), bool(at_start[row])))
                 if sums is not None:
                     sums.drew(row, out[row])
         keep = (~is_stop).nonzero().squeeze(1)

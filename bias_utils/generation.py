@@ -114,7 +114,7 @@ COLUMNS = ["prompt_id", "sample", "prompt", "completion", "n_tokens", "finish_re
 #: Bumped whenever a change alters the completions produced for the same key.
 _ALGORITHM_VERSION = 2
 #: Version of the per-row statistics (expected counts, mean hidden states) in the cache key.
-_STATISTICS_VERSION = 1
+_STATISTICS_VERSION = 2
 #: Vocabulary size from which ``generate(screen="auto")`` screens the output projection. Measured on 64 BOLD
 #: prompts x 100 tokens, 2 threads: Gemma-3 (262k) 1.78x and Qwen2.5 (152k) 1.28x faster, SmolLM2 (49k) 0.86x.
 SCREEN_MIN_VOCAB = 100_000

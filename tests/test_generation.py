@@ -545,24 +545,45 @@ def test_expected_counts_agree_with_sampled_counts(smol):
     16 prompts x 16 samples x 64 tokens. Given the prefix each step writes a lexicon token with probability p_t, so
     the sampled total minus the expected one is a martingale with variance E[sum p_t (1 - p_t)] <= expected total,
     used as a conservative variance. Seed-1 run: expected male 158.4, female 231.6, sampled 155 and 238 tokens (z
-    -0.27, +0.42); pooled sd <= 19.7, so an estimator 20% off moves the pooled z by about 4 (power ~0.85 at
-    |z| < 3). The audit's word counts differ from the token counts where a
-    lexicon token starts a longer word ("He" + "phaestus"); chapter 06 shows both totals.
+    -0.27, +0.42, before bare variants were counted only at word starts); pooled sd <= 19.7, so an estimator 20%
+    off moves the pooled z by about 4 (power ~0.85 at |z| < 3). The audit's word counts differ from the token
+    counts where a lexicon token starts a longer word ("He" + "phaestus"); chapter 06 shows both totals.
     """
     from bias_utils.decoding import _decode_batch, _stop_ids  # the decode loop: generate keeps no token ids
 
     prompts = load_profession_prompts().set_index("prompt_id").loc[GENDERED_PROMPTS, "prompt"]
     rows = [(pid, s) for pid in GENDERED_PROMPTS for s in range(16)]
-    groups = _lexicon_groups(smol)
+    _, coverage = lexicon_token_ids(smol.tokenizer)
+    single = coverage[coverage["single_token"]]
+    spaced = {g: set(single[(single.lexicon == g) & single.variant.str.startswith(" ")].token_id.astype(int))
+              for g in ("male", "female")}
+    bare = {g: set(single[(single.lexicon == g) & ~single.variant.str.startswith(" ")].token_id.astype(int))
+            for g in ("male", "female")}
+    groups = torch.zeros(4, smol.model.get_output_embeddings().weight.shape[0], dtype=torch.bool)
+    for g, name in enumerate(("male", "female")):
+        groups[g, sorted(spaced[name])] = True
+        groups[2 + g, sorted(bare[name])] = True
     uniforms = torch.stack([torch.rand(64, dtype=torch.float64, generator=torch.Generator().manual_seed(
         row_seed(1, pid, s))) for pid, s in rows])
     encoded = [smol.tokenizer(prompts[pid])["input_ids"] for pid, _ in rows]
+
+    def count(prompt: list[int], ids: list[int], name: str) -> int:
+        """Lexicon tokens written at a word start: a spaced variant anywhere, a bare one after whitespace or
+        punctuation (decoded text, as a reader sees it)."""
+        n, text = 0, smol.tokenizer.decode(prompt[-1:])
+        for t in ids:
+            start = not text or not (text[-1].isalnum() or text[-1] == "_")
+            n += t in spaced[name] or (start and t in bare[name])
+            text = smol.tokenizer.decode([t]) or text
+        return n
+
     expected, sampled = np.zeros(2), np.zeros(2)
     for b in range(0, len(rows), 64):
         new, _, mass, _ = _decode_batch(smol, encoded[b:b + 64], uniforms[b:b + 64], _stop_ids(smol), 0.7, 0.9, 50,
                                         groups=groups)
         expected += mass.sum(axis=0)
-        sampled += [sum(int(groups[g, t]) for ids in new for t in ids) for g in range(2)]
+        sampled += [sum(count(p, ids, name) for p, ids in zip(encoded[b:b + 64], new))
+                    for name in ("male", "female")]
     z = (sampled - expected) / np.sqrt(expected)
     pooled = (sampled.sum() - expected.sum()) / np.sqrt(expected.sum())
     assert expected.min() > 100, expected  # the power stated above
