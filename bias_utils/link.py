@@ -48,7 +48,7 @@ from .errors import ParameterError, is_number
 from .populations import load_populations
 from .profiles import DEFAULT_TEMPLATES, population_embeddings
 from .projection import projection_table
-from .results import write_table
+from .results import display_name, write_table
 from .stats import bootstrap_ci, check_n_boot, ols, results_table
 
 __all__ = [
@@ -293,12 +293,21 @@ def link_reading(row, who: str) -> str:
 
 def describe_link(statistics: pd.DataFrame, model: str = "this model") -> str:
     """One sentence from :func:`link_statistics`'s primary row (:func:`link_reading`), saying plainly when
-    the interval includes zero."""
+    the interval includes zero, then the slope within BOLD category (the occupation's field held fixed)."""
+    model = display_name(model)
     row = statistics[statistics["primary"].astype(bool)]
     if row.empty:
         return f"The link between intrinsic and extrinsic bias was not computed for {model}."
     text = link_reading(row.iloc[0], model)
     tail = " (not shown is not absent)" if "includes zero" in text else ""
+    within = statistics[(statistics["test"] == "ols_category") & (statistics["intrinsic"] == PRIMARY["intrinsic"])]
+    if len(within) and np.isfinite(within.iloc[0]["effect_size"]):
+        w = within.iloc[0]
+        reading = ("a link within fields is not shown" if w["ci_low"] <= 0 <= w["ci_high"]
+                   else "the link holds within fields")
+        tail += (f"; within BOLD category (the occupation's field held fixed) the log-odds change by "
+                 f"{_num(w['effect_size'])} per SD of the position (95% CI {_num(w['ci_low'])} to "
+                 f"{_num(w['ci_high'])}): {reading}")
     return text[0].upper() + text[1:] + tail + "."
 
 

@@ -140,6 +140,11 @@ def test_link_statistics_agree_with_scipy_and_statsmodels_on_real_data(linked):
     rho = rows.loc[("gender_position", "spearman")]
     assert f"{rho.effect_size:.2f}".replace("-", "−") in sentence and "n = 40 occupations" in sentence
     assert ("includes zero" in sentence) == (rho.ci_low <= 0 <= rho.ci_high)
+    within = rows.loc[("gender_position", "ols_category")]
+    assert f"per SD of the position (95% CI {within.ci_low:.2f}".replace("-", "−") in sentence
+    assert ("within fields is not shown" in sentence) == (within.ci_low <= 0 <= within.ci_high)
+    shown = link.describe_link(stats, "smollm2-135m-instruct--b179c9523d0e--fp32")
+    assert "In smollm2-135m-instruct" in shown and "b179c9523d0e" not in shown  # the display name
     chart = link.link_chart(table).to_dict()
     assert len(chart["layer"]) == 4  # band, line, points, labels
 
