@@ -194,7 +194,10 @@ def _stop_ids(model: Any) -> set[int]:
 
 
 def run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, temperature, top_p, top_k, seed,
-                      chat, screened=None, statistics=True) -> None:
+                      chat, screened=None, lexicon=None) -> None:
+    """Decode ``rows`` in length-sorted batches, handing each finished batch to ``emit``; rows in ``done`` are
+    skipped batch-wise. ``lexicon``: :func:`lexicon_token_ids`' result, whose words get expected counts (and,
+    without ``chat``, the mean hidden states are kept); ``None`` computes neither."""
     encoded = {}
     for r in rows:
         if r["prompt"] not in encoded:
@@ -204,12 +207,12 @@ def run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, tem
         batch_size = auto_batch_size(model, max(len(v) for v in encoded.values()) + max_new_tokens)
     stop = _stop_ids(model)
     groups = lexicon_key = None
-    if statistics:
-        ids, coverage = lexicon_token_ids(model.tokenizer)
+    if lexicon is not None:
+        ids, coverage = lexicon
         lexicon_key = stable_hash(ids)
         groups = _word_start_sets(coverage, model.model.get_output_embeddings().weight.shape[0])
     # Hidden states only where chapter 08 reads them: the completion after the raw prompt.
-    keep_states = statistics and not chat
+    keep_states = lexicon is not None and not chat
     for start in range(0, len(order), batch_size):
         batch = [rows[i] for i in order[start:start + batch_size]]
         if all(r["row_key"] in done for r in batch):

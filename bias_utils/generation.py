@@ -241,16 +241,17 @@ def generate(
 
     settings = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
                     chat=use_chat)
+    lexicon = lexicon_token_ids(model.tokenizer) if statistics and not is_http else None
     try:
         if is_http:
             run_http(model, todo, emit, **settings)
         else:
-            run_transformers(model, rows, done, emit, batch_size=batch_size, screened=screened,
-                              statistics=statistics, **settings)
+            run_transformers(model, rows, done, emit, batch_size=batch_size, screened=screened, lexicon=lexicon,
+                             **settings)
     finally:
         bar.close()
         held.close()
-    lexicon_key = stable_hash(lexicon_token_ids(model.tokenizer)[0]) if not is_http else None
+    lexicon_key = stable_hash(lexicon[0]) if lexicon is not None else None
     out = pd.DataFrame([{c: done[r["row_key"]][c] for c in COLUMNS} for r in rows], columns=COLUMNS)
     for c in EXPECTED_COLUMNS:
         # A row from a cache written before these columns, or with another lexicon, has none.
