@@ -239,6 +239,14 @@ def _space_parameters(model, dictionary_path, seed, output_dir, limit, context_s
     check_limit(limit)
 
 
+def _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources) -> None:
+    """For the notebooks that compare context ``sources``: the generator is needed only when they include
+    ``"generated"`` (``sources=None``: every registered source, so it does)."""
+    _space_parameters(model, dictionary_path, seed, output_dir, limit, "dictionary", n_contexts)
+    if "generated" in check_sources(sources):
+        check_generated_contexts(dictionary_path)
+
+
 # Each function takes exactly its notebook's parameters (keywords, the notebook's defaults), so a
 # notebook calls it with its parameters cell unchanged and a typo fails before a model is loaded.
 
@@ -297,11 +305,9 @@ def check_layers(*, model="smollm2-135m-instruct", dictionary_path=None, populat
                  n_contexts=5, seed=0, output_dir=None, limit=None,
                  sources=None, n_boot=200) -> None:
     """Notebook 05's parameters."""
-    _space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts=n_contexts)
+    _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources)
     check_populations(populations)
     check_template_list(templates)
-    if "generated" in check_sources(sources):
-        check_generated_contexts(dictionary_path)
     check_boot_count(n_boot, default=200)
 
 
@@ -366,11 +372,9 @@ def check_robustness(*, model="smollm2-135m-instruct", populations=("names", "te
                      templates=None, dictionary_path=None, n_contexts=5, n_permutations=200, n_perm_test=2000, seed=0,
                      alpha=0.05, output_dir=None, limit=None, term_limit=None) -> None:
     """Notebook 10's parameters (``sources=None``: every registered context source)."""
-    _space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts=n_contexts)
+    _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources)
     check_populations(populations)
     check_template_list(templates)
-    if "generated" in check_sources(sources):
-        check_generated_contexts(dictionary_path)
     check_permutation_count(n_permutations, default=200)
     check_permutation_count(n_perm_test, "n_perm_test", default=2000)
     check_positive_int(term_limit, "term_limit", allow_none=True)
