@@ -334,36 +334,58 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, n_lab
     data = table.dropna(subset=[intrinsic, "log_odds"]).reset_index(drop=True)
     if len(data) < 3:
         raise ValueError(f"link_chart: {len(data)} occupations with both {intrinsic} and log_odds; need 3")
-    # the ends of the log-odds, and only the two extremes of the intrinsic measure (its ends often share
-    # one log-odds, and their labels would overprint)
+    data["audit group"] = data["group"].astype(str).str.replace("_", "-")
     order = data["log_odds"].rank(method="first")
     ends = set(data.index[(order <= n_labels) | (order > len(data) - n_labels)])
-    labels = data.loc[sorted(ends | {data[intrinsic].idxmin(), data[intrinsic].idxmax()})]
+    labels = data.loc[sorted(ends | {data[intrinsic].idxmin(), data[intrinsic].idxmax()})].copy()
+    width, height = 460, 320
+    # fixed domains (no "nice" rounding), so a pixel gap between labels is an exact gap in data units
+    domains = {}
+    for col in (intrinsic, "log_odds"):
+        lo, hi = float(data[col].min()), float(data[col].max())
+        pad = 0.05 * (hi - lo or 1.0)
+        domains[col] = (lo - pad, hi + pad)
+    ylo, yhi = domains["log_odds"]
+    gap = 12 * (yhi - ylo) / height  # 12 px for a 9 px font
+    labels["label_y"] = plots.repel(labels["log_odds"], gap, ylo + gap / 2, yhi - gap / 2)
+    labels["right_half"] = labels[intrinsic] > sum(domains[intrinsic]) / 2
     axis_title = {"gender_position": "position on the female − male direction (+0.5 = female terms' mean)"}
     x_title = axis_title.get(intrinsic, f"{intrinsic} (projected value)")
-    x = alt.X(f"{intrinsic}:Q", title=x_title)
-    y = alt.Y("log_odds:Q", title="log-odds of female vs male words in its completions")
+    x_scale, y_scale = (alt.Scale(domain=domains[c], nice=False) for c in (intrinsic, "log_odds"))
+    x = alt.X(f"{intrinsic}:Q", title=x_title, scale=x_scale, axis=alt.Axis(tickCount=6, format=".2~f"))
+    y = alt.Y("log_odds:Q", title="log-odds of female vs male words in its completions", scale=y_scale)
     points = alt.Chart(data).mark_point(filled=True, opacity=0.6).encode(
-        x=x, y=y, color=alt.Color("group:N", title="audit group"),
+        x=x, y=y, color=alt.Color("audit group:N", title="audit group"),
         tooltip=["occupation", "category", alt.Tooltip(f"{intrinsic}:Q", format=".3f"),
                  alt.Tooltip("log_odds:Q", format=".2f"), "female_count", "male_count"])
-    text = alt.Chart(labels).mark_text(align="left", dx=5, fontSize=9).encode(x=x, y=y, text="noun:N")
-    layers = [points, text]
-    if data[intrinsic].nunique() > 1:
+    # a label moved off its point (to clear another) keeps a thin line to it; labels in the right half
+    # run leftwards so they stay inside the plot
+    leaders = alt.Chart(labels).mark_rule(color="#999", strokeWidth=0.6).encode(
+        x=x, y=y, y2="label_y:Q")
+    text = [alt.Chart(labels[labels["right_half"] == right]).mark_text(
+                align="right" if right else "left", dx=-5 if right else 5, fontSize=9).encode(
+                x=x, y=alt.Y("label_y:Q", scale=y_scale), text="noun:N")
+            for right in (False, True) if (labels["right_half"] == right).any()]
+    layers = [points, leaders, *text]
+    band_drawn = data[intrinsic].nunique() > 1
+    if band_drawn:
         band = _fit_band(data[intrinsic].to_numpy(float), data["log_odds"].to_numpy(float))
-        bx = alt.X("x:Q", title=x_title)
-        layers = [alt.Chart(band).mark_area(opacity=0.2, color="#888").encode(x=bx, y="low:Q", y2="high:Q"),
-                  alt.Chart(band).mark_line(color="#444").encode(x=bx, y="fit:Q")] + layers
-    groups = ", ".join(str(g).replace("_", "-") for g in dict.fromkeys(data["group"]))
+        bx = alt.X("x:Q", title=x_title, scale=x_scale)
+        # the band widens past the data at the ends: clipped to the plot
+        layers = [alt.Chart(band).mark_area(opacity=0.2, color="#888", clip=True).encode(
+                      x=bx, y=alt.Y("low:Q", scale=y_scale), y2="high:Q"),
+                  alt.Chart(band).mark_line(color="#444", clip=True).encode(x=bx, y=alt.Y("fit:Q", scale=y_scale))
+                  ] + layers
+    groups = ", ".join(dict.fromkeys(data["audit group"]))
     caption = (f"Each point is an occupation: across, the occupation noun's {x_title}; up, "
                "the log-odds of female vs male words in the model's completions about it (above 0: more female "
                f"words). Colour is its audit group ({groups}); the labelled points are those at the ends of either "
-               "axis."
-               + (" The line is the least-squares fit, the grey band its 95% confidence interval." if len(layers) > 2
+               "axis (a thin line joins a name moved to clear another to its point)."
+               + (" The line is the least-squares fit, the grey band its 95% confidence interval." if band_drawn
                   else "")
                + " Look for whether the points rise or fall from left to right: a link between the bias inside "
                  "and the bias it writes.")
-    return plots.captioned(alt.layer(*layers).properties(width=460, height=320),
+    return plots.captioned(alt.layer(*layers).properties(width=width, height=height),
                            title or f"Occupations: {intrinsic} against log-odds", [],
                            f"Scatter plot of {len(data)} occupations: {intrinsic.replace('_', ' ')} (x) against the "
                            "log-odds of female words in the completions (y).", caption)

@@ -23,16 +23,19 @@ from . import cache, rendering
 from .results import display_name
 
 __all__ = [
-    "DIMENSION_ORDER", "GROUP_COLORS", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "POLE_LABELS", "THEME",
-    "accuracy_heatmap", "axis_validity_chart", "bold_audit_figure", "captioned", "layer_curves_chart",
-    "pole_labels", "profile_chart", "save", "specification_curve_chart", "warmth_competence_chart",
-    "warmth_competence_charts",
+    "DIMENSION_ORDER", "GROUP_COLORS", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "POLE_LABELS",
+    "SOURCE_COLORS", "THEME", "accuracy_heatmap", "axis_validity_chart", "bold_audit_figure", "captioned",
+    "layer_curves_chart", "pole_labels", "profile_chart", "repel", "save", "specification_curve_chart",
+    "warmth_competence_chart", "warmth_competence_charts",
 ]
 
 THEME = "bias_profiles"
 #: Fixed colours so female/male look the same in every figure (colour-blind safe pair).
 GROUP_COLORS = {"female": "#7b3294", "male": "#e08214"}
 OTHER_COLORS = ["#1b9e77", "#377eb8", "#e7298a", "#66a61e", "#a6761d", "#666666"]
+#: Fixed colours per context source, far apart in hue and lightness (corpus and dictionary were
+#: two blue-greens); a source registered later takes the next unused colour.
+SOURCE_COLORS = {"generated": "#e7298a", "dictionary": "#377eb8", "corpus": "#a6761d", "none": "#666666"}
 #: Order of the dimensions on the profile axis (the paper's order).
 DIMENSION_ORDER = ("warmth", "competence", "sociability", "morality", "ability", "agency",
                    "status", "politics", "religion")
@@ -65,10 +68,39 @@ def pole_labels(dimension: str) -> tuple[str, str]:
     return POLE_LABELS.get(dimension, (f"low {dimension}", f"high {dimension}"))
 
 
+def _fixed_scale(values: Sequence[str], fixed: dict[str, str]) -> alt.Scale:
+    values = list(dict.fromkeys(values))
+    others = iter([c for c in OTHER_COLORS if c not in fixed.values()] + OTHER_COLORS)
+    return alt.Scale(domain=values, range=[fixed.get(str(v).lower()) or next(others) for v in values])
+
+
 def _group_scale(groups: Sequence[str]) -> alt.Scale:
-    groups = list(dict.fromkeys(groups))
-    others = iter(OTHER_COLORS)
-    return alt.Scale(domain=groups, range=[GROUP_COLORS.get(str(g).lower()) or next(others) for g in groups])
+    return _fixed_scale(groups, GROUP_COLORS)
+
+
+def repel(values, gap: float, low: float, high: float) -> np.ndarray:
+    """Label positions on one axis, in ``values``' order: at least ``gap`` apart and, among such
+    placements, the nearest to the values in squared distance, kept within ``[low, high]`` (when the
+    labels cannot all fit, the gap wins over ``high``).
+
+    With the labels sorted, ``p[i] - i * gap`` must not decrease, so the nearest placement is the
+    isotonic regression of ``values[i] - i * gap`` (pool-adjacent-violators), clipped to the bounds."""
+    values = np.asarray(values, dtype=float)
+    order = np.argsort(values, kind="stable")
+    n = len(values)
+    target = values[order] - gap * np.arange(n)
+    blocks: list[list[float]] = []  # [sum, count] of pooled neighbours
+    for t in target:
+        blocks.append([t, 1])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            total, count = blocks.pop()
+            blocks[-1][0] += total
+            blocks[-1][1] += count
+    fitted = np.concatenate([np.full(c, t / c) for t, c in blocks]) if n else target
+    pos = np.clip(fitted, low, max(low, high - gap * (n - 1))) + gap * np.arange(n)
+    out = np.empty_like(pos)
+    out[order] = pos
+    return out
 
 
 def _ordered(dimensions) -> list[str]:
@@ -218,18 +250,13 @@ def warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = No
         for d, g in s.groupby("dimension"):
             starred[d] = " (* " + ", ".join(sorted(g["population"].unique())) + ")"
     values = [wide[c].to_numpy() for c in wide.columns if c.startswith(("warmth", "competence"))]
-    layers = []
+    tw = None
     if terms is not None and len(terms):
         tw = _wide_wc(terms[terms["series"] == "term"], ["population", "group", "word"], "z")
         values += [tw["warmth"].to_numpy(), tw["competence"].to_numpy()]
-        tbase = alt.Chart(tw)
-        layers += [tbase.mark_point(shape="diamond", size=50, color="#555", filled=True).encode(
-                       x="warmth:Q", y="competence:Q", tooltip=["word", "group", alt.Tooltip("warmth:Q", format=".2f"),
-                                                                alt.Tooltip("competence:Q", format=".2f")]),
-                   tbase.mark_text(dx=6, align="left", fontSize=10, color="#333").encode(
-                       x="warmth:Q", y="competence:Q", text="word:N")]
     bound = max(1.0, float(np.ceil(np.nanmax(np.abs(np.concatenate(values))) * 4) / 4))
     scale = alt.Scale(domain=[-bound, bound])
+    size = 340
 
     def axis_title(d: str) -> tuple[str, alt.Axis]:
         text = f"← low {d} · high {d} →"
@@ -259,20 +286,40 @@ def warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = No
             x=x("warmth:Q"), y=y("competence:Q"), color=colour, shape=alt.Shape("population:N", title="population"),
             tooltip=["population", "group", alt.Tooltip("warmth:Q", format=".2f"),
                      alt.Tooltip("competence:Q", format=".2f")]),
-    ] + layers
+    ] + ([] if tw is None else _term_callouts(tw, x, y, bound, size))
     caption = ("Each group's mean on warmth (left to right) and competence (bottom to top), with 95% confidence "
                "intervals as bars in both directions; colour is the group, shape the population"
-               + ("; grey diamonds are single non-binary/transgender terms on the same scale" if terms is not None
-                  and len(terms) else "")
+               + ("; grey diamonds are single non-binary/transgender terms on the same scale, each named in the "
+                  "column beside them (a thin line leads from the name to its diamond)" if tw is not None else "")
                + ". Look at which side of zero each group falls and whether the bars overlap; a star in an axis "
                  "title names the populations whose groups differ on it after Holm's correction.")
     if invalid:
         caption += " " + INVALID_NOTE + "."
     pops = ", ".join(map(str, dict.fromkeys(wide["population"])))
-    return captioned(alt.layer(*layers).properties(width=340, height=340), title or "Warmth and competence",
+    return captioned(alt.layer(*layers).properties(width=size, height=size), title or "Warmth and competence",
                    [INVALID_NOTE] if invalid else [],
                    f"Scatter plot of group means ({pops}) on warmth (x) and competence (y) with 95% confidence "
                    "intervals.", caption)
+
+
+def _term_callouts(tw: pd.DataFrame, x, y, bound: float, size: int) -> list:
+    """The single terms as diamonds, their names in a column on the emptier side of the cluster, spaced so
+    no two overprint (:func:`repel`), each joined to its diamond by a thin line."""
+    right = tw["warmth"].mean() <= 0
+    gap = 13 * 2 * bound / size  # 13 px of a 10 px font, in data units
+    reach = 0.12 * bound
+    labels = tw.assign(
+        label_x=tw["warmth"].max() + reach if right else tw["warmth"].min() - reach,
+        label_y=repel(tw["competence"], gap, -bound + gap / 2, bound - gap / 2))
+    base = alt.Chart(labels)
+    return [base.mark_rule(color="#999", strokeWidth=0.6).encode(x=x("warmth:Q"), y=y("competence:Q"),
+                                                                   x2="label_x:Q", y2="label_y:Q"),
+            base.mark_point(shape="diamond", size=50, color="#555", filled=True, opacity=1).encode(
+                x=x("warmth:Q"), y=y("competence:Q"),
+                tooltip=["word", "group", alt.Tooltip("warmth:Q", format=".2f"),
+                         alt.Tooltip("competence:Q", format=".2f")]),
+            base.mark_text(align="left" if right else "right", dx=3 if right else -3, fontSize=10,
+                           color="#333").encode(x=x("label_x:Q"), y=y("label_y:Q"), text="word:N")]
 
 
 def warmth_competence_charts(means: pd.DataFrame, nonbinary: pd.DataFrame | None = None, *,
@@ -325,16 +372,20 @@ def layer_curves_chart(curves: pd.DataFrame, measures: Sequence[str] | None = No
     data = curves if measures is None else curves[curves["measure"].isin(measures)]
     if data.empty:
         raise ValueError(f"layer_curves_chart: no rows for measures {measures}")
-    data = data.assign(layer=data["layer"].astype(int))
-    colour = alt.Color("context_source:N", title="context source")
-    base = alt.Chart().encode(x=alt.X("layer:Q", title="layer (0 = embedding output)"), color=colour)
-    parts = [base.mark_line(point=alt.OverlayMarkDef(size=18)).encode(
-        y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
+    measures = [rendering.column_label(m) for m in dict.fromkeys(data["measure"])]
+    data = data.assign(layer=data["layer"].astype(int), measure=data["measure"].map(rendering.column_label))
+    scale = _fixed_scale(data["context_source"], SOURCE_COLORS)
+    x = alt.X("layer:Q", title="layer (0 = embedding output)")
+    # the legend's swatches in the lines' full colour, not the bands' pale fill
+    colour = alt.Color("context_source:N", title="context source", scale=scale,
+                       legend=alt.Legend(symbolOpacity=1, symbolStrokeWidth=3))
+    parts = [alt.Chart().mark_line(point=alt.OverlayMarkDef(size=18)).encode(
+        x=x, y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)), color=colour,
         tooltip=["context_source", "layer", alt.Tooltip("value:Q", format=".3f")])]
     if {"ci_low", "ci_high"} <= set(data.columns) and data["ci_low"].notna().any():
-        parts.insert(0, base.mark_area(opacity=0.15).encode(y="ci_low:Q", y2="ci_high:Q"))
+        parts.insert(0, alt.Chart().mark_area(opacity=0.15).encode(x=x, y="ci_low:Q", y2="ci_high:Q", color=colour))
     chart = (alt.layer(*parts, data=data).properties(width=260, height=150)
-             .facet(row=alt.Row("measure:N", title=None),
+             .facet(row=alt.Row("measure:N", title=None, sort=measures),
                     column=alt.Column("dimension:N", title=None, sort=_ordered(data["dimension"])))
              .resolve_scale(y="independent"))
     caption = ("One panel per measure (rows) and dimension (columns); the x axis is the layer (0 = the embedding "

@@ -181,6 +181,8 @@ LABELS = {
     "n_senses": "senses", "n_words": "words", "median_g": "median g", "wall_time_s": "wall time (s)",
     "male_words": "male words", "female_words": "female words", "neutral_words": "neutral words",
     "any_gendered": "any gendered word", "male_share": "male share", "expected_sign": "paper's direction",
+    "accuracy_centred": "accuracy (centred)", "accuracy_raw": "accuracy (raw)", "female_minus_male": "female − male",
+    "hedges_g": "Hedges' g",
 }
 #: Above this many columns a table is shown a row per column (when it has few rows) or scrolls in its own box.
 MAX_COLUMNS = 12

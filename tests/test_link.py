@@ -78,6 +78,12 @@ def test_link_chart_carries_alt_text_a_caption_and_the_display_name(metrics):
                         "in the completions (y).")
     assert "position on the female − male direction" in caption and "grey band its 95% confidence" in caption
     assert "(male-dominated, female-dominated)" in caption
+    # the labelled occupations' names stand at least 12 px apart (at the top of the real chart four overprinted)
+    labels = next(d for d in spec["datasets"].values() if d and "label_y" in d[0])
+    assert len(labels) >= 8
+    domain = spec["layer"][2]["encoding"]["y"]["scale"]["domain"]
+    px = np.diff(np.sort([r["label_y"] for r in labels])) * spec["height"] / (domain[1] - domain[0])
+    assert px.min() >= 12 - 1e-6
 
 
 def test_extrinsic_uses_expected_counts_only_when_every_completion_has_them(metrics):
@@ -146,7 +152,9 @@ def test_link_statistics_agree_with_scipy_and_statsmodels_on_real_data(linked):
     shown = link.describe_link(stats, "smollm2-135m-instruct--b179c9523d0e--fp32")
     assert "In smollm2-135m-instruct" in shown and "b179c9523d0e" not in shown  # the display name
     chart = link.link_chart(table).to_dict()
-    assert len(chart["layer"]) == 4  # band, line, points, labels
+    marks = [layer["mark"]["type"] for layer in chart["layer"]]
+    assert marks[:4] == ["area", "line", "point", "rule"] and set(marks[4:]) == {"text"}  # band, line, points,
+    # leader lines, names
 
 
 def _bivariate(rng, n: int, rho: float) -> tuple[np.ndarray, np.ndarray]:

@@ -89,8 +89,52 @@ def test_heatmap_and_layer_curves_render(tmp_path):
                            for d in ("warmth", "competence")],
                           columns=["context_source", "layer", "measure", "dimension", "value", "ci_low", "ci_high"])
     files = plots.save(plots.layer_curves_chart(curves), tmp_path / "curves.png")
-    assert "female_minus_male" in files["svg"].read_text()
+    svg = files["svg"].read_text()
+    assert ">Female − male<" in svg and ">Accuracy (raw)<" in svg and "female_minus_male" not in svg
     assert _png_size(files["png"].read_bytes())[0] > 500
+    # each source keeps its fixed colour, and the legend shows it at full strength (not the band's pale fill)
+    spec = json.loads(files["vl.json"].read_text())
+    colours = [layer["encoding"]["color"] for layer in spec["spec"]["layer"]]
+    assert all(c["scale"]["range"] == [plots.SOURCE_COLORS["dictionary"], plots.SOURCE_COLORS["none"]]
+               for c in colours)
+    assert all(c["legend"]["symbolOpacity"] == 1 for c in colours)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_repel_is_the_nearest_placement_with_the_gap(seed):
+    """Against an independent solver (SLSQP on the same quadratic programme): the labels keep the gap,
+    stay within the bounds, and move no more than they must."""
+    from scipy.optimize import minimize
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 9))
+    values = rng.normal(0, 1, n) * rng.choice([0.05, 1.0])
+    gap, low, high = 0.2, -1.5, 1.5
+    got = plots.repel(values, gap, low, high)
+    order = np.argsort(values, kind="stable")
+    assert np.all(np.diff(got[order]) >= gap - 1e-9) and got.min() >= low - 1e-9 and got.max() <= high + 1e-9
+    cons = [{"type": "ineq", "fun": (lambda p, i=i: p[order[i + 1]] - p[order[i]] - gap)} for i in range(n - 1)]
+    ref = minimize(lambda p: ((p - values) ** 2).sum(), np.clip(values, low, high), method="SLSQP",
+                   bounds=[(low, high)] * n, constraints=cons, options={"ftol": 1e-12, "maxiter": 500})
+    assert ref.success
+    assert ((got - values) ** 2).sum() <= ((ref.x - values) ** 2).sum() + 1e-7
+    np.testing.assert_allclose(got, ref.x, atol=1e-4)
+
+
+def test_nonbinary_term_names_never_overprint(table, tmp_path):
+    """The single terms cluster (on the real chart 17 names sat within a few pixels): their names stand in a
+    column at least one line apart, each joined to its diamond."""
+    gm, nb = pr.group_means(table), pr.nonbinary_table(table)
+    chart = plots.warmth_competence_chart(gm[gm.population == "terms"], nb)
+    spec = json.loads(plots.save(chart, tmp_path / "wc")["vl.json"].read_text())
+    rows = next(d for d in spec["datasets"].values() if d and "label_y" in d[0])
+    assert {r["word"] for r in rows} == set(nb.loc[nb["series"] == "term", "word"])
+    ys = np.sort([r["label_y"] for r in rows])
+    domain = next(layer["encoding"]["y"]["scale"]["domain"] for layer in spec["layer"]
+                  if "scale" in layer["encoding"].get("y", {}))
+    px = np.diff(ys) * spec["height"] / (domain[1] - domain[0])
+    assert px.min() >= 13 - 1e-6
+    assert len({r["label_x"] for r in rows}) == 1  # one column
 
 
 def test_pole_labels():
