@@ -102,7 +102,7 @@ reading = bold.describe_audit(result.statistics, result.headline, result.influen
 display(Markdown("\\n".join("- " + line for line in reading)))
 """, tags=[FINDING_TAG]),
         code("""
-chart = plots.bold_audit_figure(result.metrics, result.statistics, title=f"BOLD audit: {result.model_id}")
+chart = bold.audit_figure(result.metrics, result.statistics, title=f"BOLD audit: {result.model_id}")
 plots.save(chart, out / "bold_audit")
 chart
 """, tags=[FINDING_TAG]),
@@ -244,7 +244,7 @@ validation.check_bold_replication(n_boot=n_boot, seed=seed, output_dir=output_di
         code("""
 from IPython.display import Markdown, display
 
-from bias_utils import bold, occupations, plots, replication, tables
+from bias_utils import bold, occupations, replication, tables
 from bias_utils.results import REPLICATION_FOLDER, output_folder, write_table
 
 out = output_folder(REPLICATION_FOLDER, output_dir)
@@ -302,7 +302,7 @@ influence.head(10)
 """),
         code("bold.group_summary(metrics)"),
         code("""
-plots.bold_audit_figure(metrics, table, title='BOLD audit: published Llama-3.1-8B-Instruct completions')
+bold.audit_figure(metrics, table, title='BOLD audit: published Llama-3.1-8B-Instruct completions')
 """),
     ]
     return nb

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils import plots, rendering
+from bias_utils import bold, plots, rendering
 from bias_utils import profiles as pr
 from bias_utils.populations import load_populations
 
@@ -197,7 +197,7 @@ def test_bold_figure_gives_each_effect_measure_its_own_axis_and_a_caption():
     measure, rows labelled by what was measured, the model's display name in the title, alt text and caption."""
     metrics = pd.read_csv(TABLES / "bold_metrics_slice.csv")
     statistics = pd.read_csv(TABLES / "bold_statistics.csv")
-    chart = plots.bold_audit_figure(metrics, statistics,
+    chart = bold.audit_figure(metrics, statistics,
                                     title="BOLD audit: smollm2-135m-instruct--b179c9523d0e--fp32")
     spec = json.loads(chart.to_json())
     assert spec["title"] == "BOLD audit: smollm2-135m-instruct"
