@@ -17,8 +17,12 @@ BOOK_MODELS = $(if $(filter all,$(MODELS)),$(shell $(PY) -m bias_utils.models li
 # Where `make publish` pushes the built HTML (GitHub Pages serves the gh-pages branch).
 PUBLISH_REMOTE ?= origin
 PUBLISH_BRANCH ?= gh-pages
+# The model that writes contexts for dictionary senses without published ones (a user's dictionary
+# with the default context_source="generated"; contexts.DEFAULT_GENERATOR): both targets install it,
+# so the README's flows run with their default parameters on a fresh clone.
+CONTEXT_GENERATOR := qwen2.5-coder-0.5b-instruct
 # Models the test suite loads: only these are installed by `make test`.
-TEST_MODELS := smollm2-135m-instruct minilm-l6
+TEST_MODELS := smollm2-135m-instruct minilm-l6 $(CONTEXT_GENERATOR)
 QUICK ?=
 PYTEST_ARGS ?=
 
@@ -29,7 +33,7 @@ export TOKENIZERS_PARALLELISM := false
 .PHONY: book publish test test-fast venv wordnet data models chromium lock bench clean
 
 book: $(DEPS) $(WORDNET) chromium
-	@$(MAKE) --no-print-directory models MODEL_SET="$(BOOK_MODELS)"
+	@$(MAKE) --no-print-directory models MODEL_SET="$(sort $(BOOK_MODELS) $(CONTEXT_GENERATOR))"
 	$(PY) -m bias_utils.book --models "$(BOOK_MODELS)" $(if $(QUICK),--quick,)
 
 # Commits the built HTML (as it is: no rebuild) to $(PUBLISH_BRANCH) and pushes it to

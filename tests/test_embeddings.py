@@ -228,7 +228,8 @@ def test_minilm_wordpiece_alignment_and_batching():
 @pytest.mark.slow
 def test_gemma_sentencepiece_tokenizer_when_installed():
     if not builtin_models.is_installed("gemma-3-270m"):
-        pytest.skip("gemma-3-270m is not installed (make test installs only smollm2-135m-instruct and minilm-l6)")
+        pytest.skip("gemma-3-270m is not installed "
+                    "(make test installs only smollm2-135m-instruct, minilm-l6 and the context generator)")
     tok = load_model("gemma-3-270m").tokenizer
     for context, word, pieces in [("This is Mary.", "Mary", ["▁Mary"]), ("MARY met Mary", "mary", None),
                                   ("an open-minded curiosity", "open-minded", None)]:

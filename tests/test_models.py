@@ -166,7 +166,8 @@ def test_converted_folder_equals_gguf_and_keeps_tied_embeddings():
 @pytest.mark.parametrize("name", ["gemma-3-270m", "qwen2.5-coder-0.5b-instruct", "mpnet-base"])
 def test_other_builtins_when_installed(name):
     if not builtin_models.is_installed(name):
-        pytest.skip(f"{name} is not installed (make test installs only smollm2-135m-instruct and minilm-l6)")
+        pytest.skip(f"{name} is not installed "
+                    "(make test installs only smollm2-135m-instruct, minilm-l6 and the context generator)")
     b = BUILTIN_MODELS[name]
     m = load_model(name)
     assert (m.kind, m.n_layers, m.hidden_size) == (b.kind, b.n_layers, b.hidden_size)

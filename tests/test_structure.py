@@ -329,3 +329,14 @@ def test_bold_notebooks_are_what_their_script_writes():
         committed = [(c.cell_type, c.source) for c in nbformat.read(paths.ROOT / "notebooks" / f"{name}.ipynb",
                                                                     as_version=4).cells]
         assert written == committed, name
+
+
+def test_both_make_targets_install_the_default_context_generator():
+    """A user dictionary with the default context_source="generated" needs contexts.DEFAULT_GENERATOR: `make book`
+    and `make test` install the model the package names (CI once failed where only the package named it)."""
+    from bias_utils import contexts
+
+    makefile = (paths.ROOT / "Makefile").read_text()
+    assert re.search(r"^CONTEXT_GENERATOR := (\S+)$", makefile, re.M).group(1) == contexts.DEFAULT_GENERATOR
+    assert re.search(r"^TEST_MODELS := .*\$\(CONTEXT_GENERATOR\)", makefile, re.M)
+    assert re.search(r"^book:.*\n\t@\$\(MAKE\) .*models MODEL_SET=\"[^\"]*\$\(CONTEXT_GENERATOR\)", makefile, re.M)
