@@ -325,7 +325,7 @@ def test_dropped_senses_lists_every_sense_that_misses_the_axis(tmp_path):
 
 def test_a_user_dictionary_with_generated_contexts_needs_an_installed_generator():
     example = "data/examples/user_dictionary_example.csv"
-    v.check_projection_accuracy(dictionary_path=example)  # make test installs the generator (Makefile CONTEXT_GENERATOR)
+    v.check_projection_accuracy(dictionary_path=example)  # installed by make test
     with pytest.raises(ParameterError, match=r"^context_source='generated': 8 sense\(s\) .* not installed\. Either "
                        r"install it: python -m bias_utils\.models install gemma-3-270m, or "
                        r".*context_source=\"dictionary\""):
