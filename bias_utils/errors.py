@@ -9,16 +9,20 @@ starts with the parameter's name and says what was expected. The library
 from __future__ import annotations
 
 import numbers
+import os
 from typing import Sized
 
 __all__ = [
-    "MAX_RESAMPLES", "ModelError", "ParameterError", "check_at_most", "check_count", "check_generation",
-    "check_positive_int", "check_prompts", "check_sampling", "check_seed", "is_int", "is_number",
+    "MAX_RESAMPLES", "MAX_RESAMPLES_ENV", "ModelError", "ParameterError", "check_at_most", "check_count",
+    "check_generation", "check_positive_int", "check_prompts", "check_sampling", "check_seed", "is_int", "is_number",
+    "max_resamples",
 ]
 
 #: Most bootstrap replicates or permutations a run accepts: beyond it a typo (an extra zero or three) would start a
 #: job that runs for hours or days, and the Monte Carlo error at 100,000 is already far below the reported digits.
 MAX_RESAMPLES = 100_000
+#: The environment variable that raises that ceiling for a run that asks for more on purpose.
+MAX_RESAMPLES_ENV = "BIAS_MAX_RESAMPLES"
 
 
 class ParameterError(ValueError):
@@ -56,17 +60,33 @@ def check_seed(seed) -> int:
     return int(seed)
 
 
-def check_at_most(value: int, name: str, *, maximum: int = MAX_RESAMPLES, default: int | None = None) -> int:
-    """``value`` when it is at most ``maximum``; the error says how much longer the run would take than with
-    ``default`` (run time grows linearly with a replicate count)."""
+def max_resamples() -> int:
+    """The replicate ceiling: :data:`MAX_RESAMPLES`, or the positive integer in ``$BIAS_MAX_RESAMPLES`` (set
+    before the kernel or ``make book`` starts) for a run that wants more on purpose."""
+    raw = os.environ.get(MAX_RESAMPLES_ENV, "").strip()
+    if not raw:
+        return MAX_RESAMPLES
+    if not raw.isdigit() or int(raw) < 1:
+        raise ParameterError(f"{MAX_RESAMPLES_ENV} must be a positive integer (the most replicates a run accepts), "
+                             f"got {raw!r}")
+    return int(raw)
+
+
+def check_at_most(value: int, name: str, *, maximum: int | None = None, default: int | None = None) -> int:
+    """``value`` when it is at most ``maximum`` (``None``: :func:`max_resamples`); the error says how much longer
+    the run would take than with ``default`` (run time grows linearly with a replicate count) and how to ask for
+    it anyway."""
+    maximum = max_resamples() if maximum is None else maximum
     if value > maximum:
         longer = f"; the run would take about {value / default:,.0f} times as long as with the default {default}" \
             if default else ""
-        raise ParameterError(f"{name} must be at most {maximum:,}, got {value:,}{longer}")
+        raise ParameterError(f"{name} must be at most {maximum:,}, got {value:,}{longer}. To run it anyway, set "
+                             f"the environment variable {MAX_RESAMPLES_ENV}={value} before starting the kernel or "
+                             "make book")
     return value
 
 
-def check_count(value, name: str, *, minimum: int, why: str = "", maximum: int = MAX_RESAMPLES,
+def check_count(value, name: str, *, minimum: int, why: str = "", maximum: int | None = None,
                 default: int | None = None) -> int:
     """A replicate count (permutations, relabellings) in ``[minimum, maximum]``; ``why`` explains the minimum."""
     if not is_int(value) or value < minimum:

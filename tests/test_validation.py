@@ -182,6 +182,21 @@ def test_replicate_counts_have_a_ceiling_and_say_what_the_floor_is_for():
     assert v.check_boot_count(np.int64(2000)) == 2000
 
 
+def test_a_run_asks_for_more_replicates_through_the_environment(monkeypatch):
+    """The ceiling stops a typo, not a person who wants a long run: the error says how to ask, and asking works."""
+    with pytest.raises(ParameterError, match=r"at most 100,000, got 200,000.*To run it anyway, set the environment "
+                       r"variable BIAS_MAX_RESAMPLES=200000 before starting the kernel or make book$"):
+        v.check_bold_replication(n_boot=200_000)
+    monkeypatch.setenv("BIAS_MAX_RESAMPLES", "200000")
+    v.check_bold_replication(n_boot=200_000)
+    assert v.check_permutation_count(200_000) == 200_000
+    with pytest.raises(ParameterError, match=r"^n_boot must be at most 200,000, got 200,001"):
+        v.check_bold_replication(n_boot=200_001)
+    monkeypatch.setenv("BIAS_MAX_RESAMPLES", "lots")
+    with pytest.raises(ParameterError, match=r"^BIAS_MAX_RESAMPLES must be a positive integer .* got 'lots'"):
+        v.check_bold_replication(n_boot=2000)
+
+
 def test_generate_rejects_bad_prompts_before_loading_a_model():
     # The model is a name: reaching the loader would take seconds; these fail at the boundary.
     with pytest.raises(ParameterError, match="prompts is empty"):
