@@ -352,8 +352,10 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, n_lab
     axis_title = {"gender_position": "position on the female − male direction (+0.5 = female terms' mean)"}
     x_title = axis_title.get(intrinsic, f"{intrinsic} (projected value)")
     x_scale, y_scale = (alt.Scale(domain=domains[c], nice=False) for c in (intrinsic, "log_odds"))
-    x = alt.X(f"{intrinsic}:Q", title=x_title, scale=x_scale, axis=alt.Axis(tickCount=6, format=".2~f"))
-    y = alt.Y("log_odds:Q", title="log-odds of female vs male words in its completions", scale=y_scale)
+    # axis titles on two lines where they can break: on a phone the plot is narrower than one line of them
+    x_lines = x_title.replace(" (", "\n(").split("\n")
+    x = alt.X(f"{intrinsic}:Q", title=x_lines, scale=x_scale, axis=alt.Axis(tickCount=6, format=".2~f"))
+    y = alt.Y("log_odds:Q", title=["log-odds of female vs male words", "in its completions"], scale=y_scale)
     points = alt.Chart(data).mark_point(filled=True, opacity=0.6).encode(
         x=x, y=y, color=alt.Color("audit group:N", title="audit group"),
         tooltip=["occupation", "category", alt.Tooltip(f"{intrinsic}:Q", format=".3f"),
@@ -370,7 +372,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, n_lab
     band_drawn = data[intrinsic].nunique() > 1
     if band_drawn:
         band = _fit_band(data[intrinsic].to_numpy(float), data["log_odds"].to_numpy(float))
-        bx = alt.X("x:Q", title=x_title, scale=x_scale)
+        bx = alt.X("x:Q", title=x_lines, scale=x_scale)
         # the band widens past the data at the ends: clipped to the plot
         layers = [alt.Chart(band).mark_area(opacity=0.2, color="#888", clip=True).encode(
                       x=bx, y=alt.Y("low:Q", scale=y_scale), y2="high:Q"),
