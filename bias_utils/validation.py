@@ -226,8 +226,7 @@ def check_output_dir(output_dir) -> None:
 # --------------------------------------------------------------------------- per notebook
 
 
-def _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source="generated",
-                      n_contexts=5) -> None:
+def _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts=5) -> None:
     check_model(model)
     check_context_source(context_source)
     check_dictionary_path(dictionary_path)
