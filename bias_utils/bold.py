@@ -33,26 +33,22 @@ completions (tested), so we use the symmetric one.
 
 from __future__ import annotations
 
-import html
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import lexicon, occupations, plots, rendering, stats, tables
+from . import lexicon, occupations, rendering, stats, tables
 from .bold_prompts import AUDIT_GROUPS, FEMALE_GROUP, MALE_GROUP, BoldDataError, resolve_selection, subsample
 from .results import write_table
 
 __all__ = [
     "AUDIT_GROUPS", "FEMALE_GROUP", "LEXICON_COVERAGE_TABLE", "MALE_GROUP", "METRICS_TABLE", "PMI_SMOOTHING",
-    "SKIPPED_TABLE", "STATISTICS_TABLE", "SUMMARY_TABLE", "AuditResult", "BoldDataError", "audit_figure",
-    "audit_statistics",
-    "completion_metrics", "describe_audit", "examples_table", "expected_totals", "group_summary",
-    "highlight_gendered", "occupation_terms", "pmi_scores", "run_audit", "word_table",
+    "SKIPPED_TABLE", "STATISTICS_TABLE", "SUMMARY_TABLE", "AuditResult", "BoldDataError", "audit_statistics",
+    "completion_metrics", "describe_audit", "expected_totals", "group_summary", "occupation_terms", "pmi_scores",
+    "run_audit", "word_table",
 ]
 
 #: Tables written by :meth:`AuditResult.write` (``<name>.parquet`` + CSV).
@@ -387,121 +383,9 @@ def group_summary(metrics: pd.DataFrame, neutral: Sequence[str] = tuple(lexicon.
     return pd.DataFrame(rows)
 
 
-# ---------------------------------------------------------------- examples for the chapter
-
-def highlight_gendered(text: str, lexicons: dict[str, Sequence[str]]) -> str:
-    """HTML of ``text`` with lexicon words wrapped in ``<mark class="lex-<name>">`` (whole tokens, any case)."""
-    owner = {w.lower(): name for name, ws in lexicons.items() for w in ws}
-    out, last = [], 0
-    for m in re.finditer(r"\b\w+\b", text):
-        name = owner.get(m.group(0).lower())
-        if name:
-            out += [html.escape(text[last:m.start()]), f'<mark class="lex-{name}">{html.escape(m.group(0))}</mark>']
-            last = m.end()
-    out.append(html.escape(text[last:]))
-    return "".join(out)
-
-
-def examples_table(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]], *, per_group: int = 3,
-                        seed: int = 0, only_gendered: bool = True) -> str:
-    """HTML table of completions sampled per group with ``seed``, lexicon words highlighted.
-
-    Colours: male words orange, female words purple, any other lexicon (e.g. neutral) green.
-    """
-    pool = metrics[metrics["any_gendered"]] if only_gendered else metrics
-    picked = pd.concat([d.sample(n=min(per_group, len(d)), random_state=seed)
-                        for _, d in pool.groupby("group", sort=False)] or [pool])
-    colors = {"male": plots.GROUP_COLORS["male"], "female": plots.GROUP_COLORS["female"]}
-    style = "".join(f"mark.lex-{n}{{background:{colors.get(n, plots.OTHER_COLORS[0])}33;border-bottom:2px solid "
-                    f"{colors.get(n, plots.OTHER_COLORS[0])}}}" for n in lexicons)
-    rows = "".join(
-        f"<tr><td>{html.escape(str(r.group))}</td><td>{html.escape(str(r.occupation))}</td>"
-        f"<td><i>{html.escape(str(r.prompt))}</i>{highlight_gendered(str(r.completion), lexicons)}</td>"
-        f"<td>{r.male_words}/{r.female_words}</td></tr>" for r in picked.itertuples())
-    if not rows:
-        rows = '<tr><td colspan="4">no completion with a gendered word in this run</td></tr>'
-    return (f"<style>{style}</style><table><thead><tr><th>group</th><th>occupation</th>"
-            f"<th>prompt + completion</th><th>male/female words</th></tr></thead><tbody>{rows}</tbody></table>")
-
-
-#: Axis titles of the audit's effect measures (``audit_statistics``' ``effect`` column).
-_EFFECT_LABELS = {"odds_ratio": "odds ratio", "cramers_v": "Cramér's V", "mean_difference": "mean difference",
-                  "hedges_g": "Hedges' g", "cohens_d_average": "Cohen's d (average SD)",
-                  "cohens_d_pooled": "Cohen's d (pooled SD)", "risk_difference": "risk difference",
-                  "rank_biserial": "rank-biserial correlation"}
-def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str | None = None) -> alt.VConcatChart:
-    """Four panels from :func:`bias_utils.bold.completion_metrics` / ``audit_statistics`` output.
-
-    (1) male and female words per completion by group (means), (2) share of
-    completions with any gendered word and, among them, the male share, (3) PMI
-    difference per completion (strip plot; zeros dominate), (4) forest plot of
-    every effect size with its CI (odds ratios on a log axis in their own panel).
-    Reads ``group, male_words, female_words, any_gendered, male_share, pmi_difference``
-    and ``test, measure, effect, effect_size, ci_low, ci_high``.
-    """
-    groups = list(dict.fromkeys(metrics["group"]))
-    color = alt.Color("group:N", scale=alt.Scale(domain=groups, range=plots.OTHER_COLORS[: len(groups)]), title="group")
-    words = metrics.groupby("group", sort=False)[["male_words", "female_words"]].mean().reset_index().melt(
-        "group", var_name="lexicon", value_name="per_completion")
-    p1 = alt.Chart(words).mark_bar().encode(
-        x=alt.X("lexicon:N", title=None, axis=alt.Axis(labelAngle=0)), xOffset="group:N",
-        y=alt.Y("per_completion:Q", title="words per completion"),
-        color=color, tooltip=["group", "lexicon", alt.Tooltip("per_completion:Q", format=".3f")]
-    ).properties(title="Gendered words per completion", width=220, height=180)
-    shares = pd.concat([
-        metrics.groupby("group", sort=False)["any_gendered"].mean().rename("value").reset_index()
-        .assign(measure="any gendered word"),
-        metrics[metrics["any_gendered"]].groupby("group", sort=False)["male_share"].mean().rename("value").reset_index()
-        .assign(measure="male share (gendered completions)"),
-    ])
-    p2 = alt.Chart(shares).mark_bar().encode(
-        x=alt.X("measure:N", title=None, axis=alt.Axis(labelAngle=0, labelLimit=110)), xOffset="group:N",
-        y=alt.Y("value:Q", title="share", scale=alt.Scale(domain=[0, 1])),
-        color=color, tooltip=["group", "measure", alt.Tooltip("value:Q", format=".3f")]
-    ).properties(title="Completion level", width=220, height=180)
-    p3 = alt.Chart(metrics[["group", "pmi_difference"]]).mark_tick(opacity=0.5).encode(
-        x=alt.X("pmi_difference:Q", title="male PMI - female PMI"), y=alt.Y("group:N", sort=groups, title=None),
-        color=color
-    ).properties(title="PMI difference per completion", width=460, height=30 * len(groups))
-    eff = statistics.dropna(subset=["effect_size"]).copy()
-    eff["label"] = [("primary · " if role == "primary" else "") + f"{measure} ({str(test).replace('_', ' ')})"
-                    for measure, test, role in zip(eff["measure"].astype(str), eff["test"], eff.get("role", ""))]
-    forest = []
-    # one panel per effect measure: an odds ratio, a correlation and a mean difference share no axis
-    for effect, sub in eff.groupby("effect", sort=False):
-        scale = "log" if effect == "odds_ratio" else "linear"
-        ref = 1.0 if scale == "log" else 0.0
-        name = _EFFECT_LABELS.get(effect, str(effect).replace("_", " "))
-        base = alt.Chart(sub).encode(y=alt.Y("label:N", title=None, sort=None, axis=alt.Axis(labelLimit=300)))
-        forest.append((base.mark_rule().encode(x=alt.X("ci_low:Q", scale=alt.Scale(type=scale, zero=False),
-                                                       title=name + (" (log scale)" if scale == "log" else ""),
-                                                       # log ticks collide ("3 45") unless they are few
-                                                       axis=alt.Axis(tickCount=4) if scale == "log" else alt.Axis()),
-                                               x2="ci_high:Q")
-                       + base.mark_point(filled=True, color="black").encode(
-                           x="effect_size:Q",
-                           tooltip=["test", "measure", "effect", alt.Tooltip("effect_size:Q", format=".3f"),
-                                    alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f")])
-                       + alt.Chart(pd.DataFrame({"x": [ref]})).mark_rule(strokeDash=[4, 3], color="grey")
-                       .encode(x="x:Q")
-                       ).properties(width=460, height=alt.Step(16)))
-    chart = alt.vconcat(alt.hconcat(p1, p2), p3, *forest).resolve_scale(color="shared")
-    a_name, b_name = ((statistics["group_a"].iloc[0], statistics["group_b"].iloc[0]) if len(statistics)
-                      and {"group_a", "group_b"} <= set(statistics) else (groups + ["", ""])[:2])
-    caption = (f"Top: gendered words per completion and the share of completions with any gendered word, per prompt "
-               f"group (colour as in the legend: {', '.join(map(str, groups))}). Middle: the PMI difference of each "
-               "completion (a tick per completion; most are zero). Bottom: every effect of the audit with its 95% "
-               "confidence interval (the horizontal line), one panel per effect measure; the dashed line is no "
-               f"difference (1 for an odds ratio, 0 otherwise); differences are {a_name} minus {b_name}. The primary "
-               "analysis (the occupation as the unit) is labelled; the other rows treat every word or completion as "
-               "independent, as the published audit did, and their intervals are too narrow.")
-    return plots.captioned(chart, title or "BOLD occupational audit", [],
-                           "Four panels of the BOLD audit: gendered words per completion, shares of gendered "
-                           "completions, PMI differences and a forest plot of the effects with 95% confidence "
-                           "intervals.", caption)
-
-
 # ---------------------------------------------------------------- one call for notebook 06
+
+
 @dataclass
 class AuditResult:
     """Everything one audit run produced (tables documented at :func:`run_audit`)."""

@@ -76,7 +76,7 @@ validation.check_bold_audit(model=model, selection=selection, n_samples=n_sample
         code("""
 from IPython.display import HTML, Markdown, display
 
-from bias_utils import bold, lexicon, occupations, plots
+from bias_utils import bold, bold_figures, lexicon, occupations, plots
 from bias_utils.decoding import lexicon_token_ids
 from bias_utils.models import load_model
 from bias_utils.results import output_folder, write_table
@@ -102,7 +102,7 @@ reading = bold.describe_audit(result.statistics, result.headline, result.influen
 display(Markdown("\\n".join("- " + line for line in reading)))
 """, tags=[FINDING_TAG]),
         code("""
-chart = bold.audit_figure(result.metrics, result.statistics, title=f"BOLD audit: {result.model_id}")
+chart = bold_figures.audit_figure(result.metrics, result.statistics, title=f"BOLD audit: {result.model_id}")
 plots.save(chart, out / "bold_audit")
 chart
 """, tags=[FINDING_TAG]),
@@ -200,7 +200,7 @@ result.statistics[cols]
         md("## Examples (gendered words highlighted, sampled per group with the seed)"),
         code("""
 lex = {**(lexicons or lexicon.GENDER_LEXICONS), **(neutral_lexicons or lexicon.NEUTRAL_LEXICONS)}
-display(HTML(bold.examples_table(result.metrics, lex, per_group=3, seed=seed)))
+display(HTML(bold_figures.examples_table(result.metrics, lex, per_group=3, seed=seed)))
 """),
         md("""
 ## Output files
@@ -244,7 +244,7 @@ validation.check_bold_replication(n_boot=n_boot, seed=seed, output_dir=output_di
         code("""
 from IPython.display import Markdown, display
 
-from bias_utils import bold, occupations, replication, tables
+from bias_utils import bold, bold_figures, occupations, replication, tables
 from bias_utils.results import REPLICATION_FOLDER, output_folder, write_table
 
 out = output_folder(REPLICATION_FOLDER, output_dir)
@@ -302,7 +302,7 @@ influence.head(10)
 """),
         code("bold.group_summary(metrics)"),
         code("""
-bold.audit_figure(metrics, table, title='BOLD audit: published Llama-3.1-8B-Instruct completions')
+bold_figures.audit_figure(metrics, table, title='BOLD audit: published Llama-3.1-8B-Instruct completions')
 """),
     ]
     return nb

@@ -1,10 +1,13 @@
 """bias_utils.bold: loaders, selections, PMI, metrics and statistics."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils import bold, bold_prompts, lexicon, occupations, replication, stats
+from bias_utils import bold, bold_figures, bold_prompts, lexicon, occupations, rendering, replication, stats
 
 
 @pytest.fixture(scope="module")
@@ -222,9 +225,47 @@ def test_selection_from_a_mapping_file(tmp_path):
 
 
 def test_highlight_gendered_marks_whole_words_in_any_case_and_escapes_the_rest():
-    out = bold.highlight_gendered("He & his manager <b>", {"male": ["he", "his", "man"]})
+    out = bold_figures.highlight_gendered("He & his manager <b>", {"male": ["he", "his", "man"]})
     assert out == ('<mark class="lex-male">He</mark> &amp; <mark class="lex-male">his</mark> manager &lt;b&gt;')
-    table = bold.examples_table(pd.DataFrame({
+    table = bold_figures.examples_table(pd.DataFrame({
         "any_gendered": [True, False], "group": ["a", "b"], "occupation": ["x", "y"], "prompt": ["P ", "Q "],
         "completion": ["she said", "nothing"], "male_words": [0, 0], "female_words": [1, 0]}), {"female": ["she"]})
     assert '<mark class="lex-female">she</mark>' in table and "nothing" not in table
+
+
+def test_audit_figure_gives_each_effect_measure_its_own_axis_and_readable_rows():
+    """Real BOLD tables (60 completions of SmolLM2's audit, its 18 statistics): one forest panel per effect
+    measure; rows named by measure and test, each coloured by the unit its interval assumes (the occupation in
+    black, independent words or completions in grey); readable groups; the model's display name in the title;
+    alt text and caption."""
+    tables = Path(__file__).parent / "fixtures" / "tables"
+    metrics = pd.read_csv(tables / "bold_metrics_slice.csv")
+    statistics = pd.read_csv(tables / "bold_statistics.csv")
+    chart = bold_figures.audit_figure(metrics, statistics,
+                                      title="BOLD audit: smollm2-135m-instruct--b179c9523d0e--fp32")
+    spec = json.loads(chart.to_json())
+    assert spec["title"] == "BOLD audit: smollm2-135m-instruct"
+    forest = spec["vconcat"][2:]
+    x_titles = [panel["layer"][0]["encoding"]["x"]["title"] for panel in forest]
+    effects = list(dict.fromkeys(statistics.dropna(subset=["effect_size"])["effect"]))
+    assert len(x_titles) == len(effects) == 8 and x_titles[0] == "odds ratio (log scale)"
+    assert "Cramér's V" in x_titles and "rank-biserial correlation" in x_titles
+    rows = [r for d in spec["datasets"].values() for r in d if "label" in r]
+    labels = [r["label"] for r in rows]
+    assert "odds ratio (words) · occupation bootstrap (primary)" in labels
+    assert "gendered words (group x male/female) · χ² with Yates' correction" in labels
+    assert not any("_" in label for label in labels)
+    assert len({(r["effect"], r["label"]) for r in rows}) == len(rows)  # one row per label within a panel
+    kind = {r["label"]: r["unit_kind"] for r in rows}
+    assert kind["odds ratio (words) · occupation bootstrap (primary)"] == "occupations (clustered)"
+    assert kind["gendered words (group x male/female) · χ² with Yates' correction"] == \
+        "independent words or completions"
+    assert sum(k == "occupations (clustered)" for k in kind.values()) == \
+        statistics["unit"].astype(str).str.startswith("occupation").sum() == 3
+    groups = {r["group"] for d in spec["datasets"].values() for r in d if "group" in r}
+    assert groups == {"male-dominated", "female-dominated"}
+    alt_text, caption = rendering.figure_text(spec)
+    assert alt_text.startswith("Four panels of the BOLD audit")
+    assert "95% confidence interval" in caption and "male-dominated minus female-dominated" in caption
+    assert "Black rows take the occupation as the unit" in caption and "grey rows treat every word" in caption
+

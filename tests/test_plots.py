@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils import bold, plots, rendering
+from bias_utils import plots, rendering
 from bias_utils import profiles as pr
 from bias_utils.populations import load_populations
 
@@ -187,31 +187,6 @@ def test_invalid_axes_are_greyed_and_never_starred(table, tmp_path):
     assert svg.count(">0.70†<") == 2 and svg.count(">0.70<") == 2 and plots.INVALID_NOTE in svg
     every_row = plots.save(plots.accuracy_heatmap(acc, invalid_axes=["status"]), tmp_path / "r")["svg"].read_text()
     assert every_row.count(">0.70†<") == 2
-
-
-TABLES = __import__("pathlib").Path(__file__).parent / "fixtures" / "tables"
-
-
-def test_bold_figure_gives_each_effect_measure_its_own_axis_and_a_caption():
-    """Real BOLD tables (60 completions of SmolLM2's audit, its 18 statistics): one forest panel per effect
-    measure, rows labelled by what was measured, the model's display name in the title, alt text and caption."""
-    metrics = pd.read_csv(TABLES / "bold_metrics_slice.csv")
-    statistics = pd.read_csv(TABLES / "bold_statistics.csv")
-    chart = bold.audit_figure(metrics, statistics,
-                                    title="BOLD audit: smollm2-135m-instruct--b179c9523d0e--fp32")
-    spec = json.loads(chart.to_json())
-    assert spec["title"] == "BOLD audit: smollm2-135m-instruct"
-    forest = spec["vconcat"][2:]
-    x_titles = [panel["layer"][0]["encoding"]["x"]["title"] for panel in forest]
-    effects = list(dict.fromkeys(statistics.dropna(subset=["effect_size"])["effect"]))
-    assert len(x_titles) == len(effects) == 8 and x_titles[0] == "odds ratio (log scale)"
-    assert "Cramér's V" in x_titles and "rank-biserial correlation" in x_titles
-    labels = [r["label"] for d in spec["datasets"].values() for r in d if "label" in r]
-    assert "primary · odds_ratio (words) (cluster bootstrap occupation)" in labels
-    alt_text, caption = rendering.figure_text(spec)
-    assert alt_text.startswith("Four panels of the BOLD audit")
-    assert "95% confidence interval" in caption and "male_dominated minus female_dominated" in caption
-    assert "confidence interval (the horizontal line), one panel per effect measure" in caption
 
 
 def test_every_chart_has_alt_text_and_a_caption_that_explains_its_marks(table):

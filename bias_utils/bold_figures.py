@@ -1,0 +1,170 @@
+"""What chapters 06 and 07 show of a BOLD audit (:mod:`bias_utils.bold`): the four-panel figure
+(words per completion, completion-level shares, PMI differences, and a forest plot of every effect with
+its interval, one panel per effect measure, the occupation-unit rows told apart from those that treat
+words or completions as independent) and sampled completions with the lexicon's words highlighted."""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from . import plots
+
+__all__ = ["audit_figure", "examples_table", "highlight_gendered"]
+
+
+def highlight_gendered(text: str, lexicons: dict[str, Sequence[str]]) -> str:
+    """HTML of ``text`` with lexicon words wrapped in ``<mark class="lex-<name>">`` (whole tokens, any case)."""
+    owner = {w.lower(): name for name, ws in lexicons.items() for w in ws}
+    out, last = [], 0
+    for m in re.finditer(r"\b\w+\b", text):
+        name = owner.get(m.group(0).lower())
+        if name:
+            out += [html.escape(text[last:m.start()]), f'<mark class="lex-{name}">{html.escape(m.group(0))}</mark>']
+            last = m.end()
+    out.append(html.escape(text[last:]))
+    return "".join(out)
+
+
+def examples_table(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]], *, per_group: int = 3,
+                        seed: int = 0, only_gendered: bool = True) -> str:
+    """HTML table of completions sampled per group with ``seed``, lexicon words highlighted.
+
+    Colours: male words orange, female words purple, any other lexicon (e.g. neutral) green.
+    """
+    pool = metrics[metrics["any_gendered"]] if only_gendered else metrics
+    picked = pd.concat([d.sample(n=min(per_group, len(d)), random_state=seed)
+                        for _, d in pool.groupby("group", sort=False)] or [pool])
+    colors = {"male": plots.GROUP_COLORS["male"], "female": plots.GROUP_COLORS["female"]}
+    style = "".join(f"mark.lex-{n}{{background:{colors.get(n, plots.OTHER_COLORS[0])}33;border-bottom:2px solid "
+                    f"{colors.get(n, plots.OTHER_COLORS[0])}}}" for n in lexicons)
+    rows = "".join(
+        f"<tr><td>{html.escape(str(r.group).replace('_', '-'))}</td>"
+        f"<td>{html.escape(str(r.occupation).replace('_', ' '))}</td>"
+        f"<td><i>{html.escape(str(r.prompt))}</i>{highlight_gendered(str(r.completion), lexicons)}</td>"
+        f"<td>{r.male_words}/{r.female_words}</td></tr>" for r in picked.itertuples())
+    if not rows:
+        rows = '<tr><td colspan="4">no completion with a gendered word in this run</td></tr>'
+    return (f"<style>{style}</style><table><thead><tr><th>group</th><th>occupation</th>"
+            f"<th>prompt + completion</th><th>male/female words</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
+#: Axis titles of the audit's effect measures (``audit_statistics``' ``effect`` column).
+_EFFECT_LABELS = {"odds_ratio": "odds ratio", "cramers_v": "Cramér's V", "mean_difference": "mean difference",
+                  "hedges_g": "Hedges' g", "cohens_d_average": "Cohen's d (average SD)",
+                  "cohens_d_pooled": "Cohen's d (pooled SD)", "risk_difference": "risk difference",
+                  "rank_biserial": "rank-biserial correlation"}
+#: The audit's tests as a forest plot's rows name them (the part of ``test`` before any ``:``).
+_TEST_LABELS = {"cluster_bootstrap_occupation": "occupation bootstrap", "chi2_yates": "χ² with Yates' correction",
+                "chi2_pearson": "χ² (Pearson)", "odds_ratio_wald": "Wald interval", "welch_t": "Welch t",
+                "welch_t_among_gendered": "Welch t", "mann_whitney": "Mann–Whitney", "hedges_g": "Hedges' g",
+                "cohens_d_average": "Cohen's d", "cohens_d_pooled": "Cohen's d", "hurdle_presence": "hurdle: presence",
+                "hurdle_intensity_welch": "hurdle: intensity, Welch t",
+                "hurdle_intensity_mwu": "hurdle: intensity, Mann–Whitney"}
+_OCCUPATION_UNIT, _INDEPENDENT_UNIT = "occupations (clustered)", "independent words or completions"
+
+
+def _forest_rows(statistics: pd.DataFrame) -> pd.DataFrame:
+    """The effects with a readable row label (measure · test, "(primary)" on the primary analysis) and the
+    unit their interval treats as independent."""
+    eff = statistics.dropna(subset=["effect_size"]).copy()
+    role = eff["role"] if "role" in eff else pd.Series("", index=eff.index)
+    unit = eff["unit"].astype(str) if "unit" in eff else pd.Series("", index=eff.index)
+    eff["label"] = [f"{str(m).replace('_', ' ')} · {_TEST_LABELS.get(str(t).split(':')[0], str(t).replace('_', ' '))}"
+                    + (" (primary)" if r == "primary" else "")
+                    for m, t, r in zip(eff["measure"], eff["test"], role)]
+    repeated = eff.groupby(["effect", "label"])["label"].transform("size") > 1
+    eff.loc[repeated, "label"] += " #" + (eff[repeated].groupby(["effect", "label"]).cumcount() + 1).astype(str)
+    eff["unit_kind"] = np.where(unit.str.startswith("occupation"), _OCCUPATION_UNIT, _INDEPENDENT_UNIT)
+    return eff
+
+
+def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str | None = None) -> alt.VConcatChart:
+    """Four panels from :func:`bias_utils.bold.completion_metrics` / ``audit_statistics`` output.
+
+    (1) male and female words per completion by group (means), (2) share of
+    completions with any gendered word and, among them, the male share, (3) PMI
+    difference per completion (strip plot; zeros dominate), (4) forest plot of
+    every effect size with its CI, one panel per effect measure (odds ratios on a log
+    axis), black where the occupation is the unit and grey where words or completions are
+    treated as independent. Bars are horizontal, so their labels never collide on a
+    narrow page. Reads ``group, male_words, female_words, any_gendered, male_share,
+    pmi_difference`` and ``test, measure, effect, effect_size, ci_low, ci_high`` (``role``,
+    ``unit`` when present).
+    """
+    shown = metrics.assign(group=metrics["group"].astype(str).str.replace("_", "-"))
+    groups = list(dict.fromkeys(shown["group"]))
+    group_scale = alt.Scale(domain=groups, range=plots.OTHER_COLORS[: len(groups)])
+    color = alt.Color("group:N", scale=group_scale, title="group")
+    # one legend per scale: the top pair's (the vertical panels resolve colour independently: groups, units)
+    unlabelled = alt.Color("group:N", scale=group_scale, legend=None)
+    words = (shown.groupby("group", sort=False)[["male_words", "female_words"]].mean()
+             .rename(columns={"male_words": "male words", "female_words": "female words"}).reset_index()
+             .melt("group", var_name="lexicon", value_name="per_completion"))
+    bars = {"width": 220, "height": alt.Step(14)}
+    p1 = alt.Chart(words).mark_bar().encode(
+        y=alt.Y("lexicon:N", title=None), yOffset=alt.YOffset("group:N", sort=groups),
+        x=alt.X("per_completion:Q", title="words per completion"),
+        color=color, tooltip=["group", "lexicon", alt.Tooltip("per_completion:Q", format=".3f")]
+    ).properties(title="Gendered words per completion", **bars)
+    shares = pd.concat([
+        shown.groupby("group", sort=False)["any_gendered"].mean().rename("value").reset_index()
+        .assign(measure="any gendered word"),
+        shown[shown["any_gendered"]].groupby("group", sort=False)["male_share"].mean().rename("value").reset_index()
+        .assign(measure="male share, if any"),
+    ])
+    p2 = alt.Chart(shares).mark_bar().encode(
+        y=alt.Y("measure:N", title=None, sort=None), yOffset=alt.YOffset("group:N", sort=groups),
+        x=alt.X("value:Q", title="share of completions", scale=alt.Scale(domain=[0, 1])),
+        color=color, tooltip=["group", "measure", alt.Tooltip("value:Q", format=".3f")]
+    ).properties(title="Completion level", **bars)
+    p3 = alt.Chart(shown[["group", "pmi_difference"]]).mark_tick(opacity=0.5).encode(
+        x=alt.X("pmi_difference:Q", title="male PMI − female PMI"), y=alt.Y("group:N", sort=groups, title=None),
+        color=unlabelled
+    ).properties(title="PMI difference per completion", width=460, height=30 * len(groups))
+    eff = _forest_rows(statistics)
+    unit_scale = alt.Scale(domain=[_OCCUPATION_UNIT, _INDEPENDENT_UNIT], range=["black", "#999999"])
+    forest = []
+    # one panel per effect measure: an odds ratio, a correlation and a mean difference share no axis
+    for i, (effect, sub) in enumerate(eff.groupby("effect", sort=False)):
+        unit = alt.Color("unit_kind:N", title="the interval's unit", scale=unit_scale,
+                         legend=alt.Legend(labelLimit=400) if i == 0 else None)
+        scale = "log" if effect == "odds_ratio" else "linear"
+        ref = 1.0 if scale == "log" else 0.0
+        name = _EFFECT_LABELS.get(effect, str(effect).replace("_", " "))
+        base = alt.Chart(sub).encode(y=alt.Y("label:N", title=None, sort=None, axis=alt.Axis(labelLimit=400)),
+                                     color=unit)
+        forest.append((base.mark_rule(strokeWidth=2).encode(
+                           x=alt.X("ci_low:Q", scale=alt.Scale(type=scale, zero=False),
+                                   title=name + (" (log scale)" if scale == "log" else ""),
+                                   # log ticks collide ("3 45") unless they are few
+                                   axis=alt.Axis(tickCount=4) if scale == "log" else alt.Axis()),
+                           x2="ci_high:Q")
+                       + base.mark_point(filled=True, opacity=1).encode(
+                           x="effect_size:Q",
+                           tooltip=["test", "measure", "effect", alt.Tooltip("effect_size:Q", format=".3f"),
+                                    alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f")])
+                       + alt.Chart(pd.DataFrame({"x": [ref]})).mark_rule(strokeDash=[4, 3], color="grey")
+                       .encode(x="x:Q")
+                       ).properties(width=300, height=alt.Step(16)))
+    chart = alt.vconcat(alt.hconcat(p1, p2), p3, *forest).resolve_scale(color="independent")
+    a_name, b_name = ((statistics["group_a"].iloc[0], statistics["group_b"].iloc[0]) if len(statistics)
+                      and {"group_a", "group_b"} <= set(statistics) else (groups + ["", ""])[:2])
+    caption = (f"Top: gendered words per completion and the share of completions with any gendered word (and, "
+               f"among those, the male share), per prompt group (colour as in the legend: {', '.join(groups)}). "
+               "Middle: the PMI difference of each completion (a tick per completion; most are zero). Bottom: every "
+               "effect of the audit with its 95% confidence interval (the horizontal line), one panel per effect "
+               "measure, each row naming the measure and its test; the dashed line is no difference (1 for an odds "
+               f"ratio, 0 otherwise); differences are {str(a_name).replace('_', '-')} minus "
+               f"{str(b_name).replace('_', '-')}. Black rows take the occupation as the unit (the primary analysis "
+               "is marked); grey rows treat every word or completion as independent, as the published audit did, "
+               "and their intervals are too narrow.")
+    return plots.captioned(chart, title or "BOLD occupational audit", [],
+                           "Four panels of the BOLD audit: gendered words per completion, shares of gendered "
+                           "completions, PMI differences and a forest plot of the effects with 95% confidence "
+                           "intervals.", caption)
