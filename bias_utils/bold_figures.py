@@ -137,8 +137,11 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
         scale = "log" if effect == "odds_ratio" else "linear"
         ref = 1.0 if scale == "log" else 0.0
         name = _EFFECT_LABELS.get(effect, str(effect).replace("_", " "))
-        base = alt.Chart(sub).encode(y=alt.Y("label:N", title=None, sort=None, axis=alt.Axis(labelLimit=400)),
-                                     color=unit)
+        # the measure over its test, two lines beside the row: one line was cut to "odds ratio (words) · occu…"
+        # where the page gives the labels a third of its width
+        axis = alt.Axis(labelLimit=230, labelExpr="split(datum.label, ' · ')", labelBaseline="middle",
+                        labelLineHeight=12)
+        base = alt.Chart(sub).encode(y=alt.Y("label:N", title=None, sort=None, axis=axis), color=unit)
         forest.append((base.mark_rule(strokeWidth=2).encode(
                            x=alt.X("ci_low:Q", scale=alt.Scale(type=scale, zero=False),
                                    title=name + (" (log scale)" if scale == "log" else ""),
@@ -151,7 +154,7 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
                                     alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f")])
                        + alt.Chart(pd.DataFrame({"x": [ref]})).mark_rule(strokeDash=[4, 3], color="grey")
                        .encode(x="x:Q")
-                       ).properties(width=300, height=alt.Step(16)))
+                       ).properties(width=300, height=alt.Step(34)))
     chart = alt.vconcat(alt.hconcat(p1, p2), p3, *forest).resolve_scale(color="independent")
     a_name, b_name = ((statistics["group_a"].iloc[0], statistics["group_b"].iloc[0]) if len(statistics)
                       and {"group_a", "group_b"} <= set(statistics) else (groups + ["", ""])[:2])
