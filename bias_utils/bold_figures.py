@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import re
+import textwrap
 from typing import Sequence
 
 import altair as alt
@@ -69,15 +70,22 @@ _TEST_LABELS = {"cluster_bootstrap_occupation": "occupation bootstrap", "chi2_ya
 _OCCUPATION_UNIT, _INDEPENDENT_UNIT = "occupations (clustered)", "independent words or completions"
 
 
+#: Characters per line of a forest row's label: about 175 px at the axis' font, inside the third of a
+#: 600 px article that the page's renderer leaves for labels.
+_LABEL_WIDTH = 28
+
+
 def _forest_rows(statistics: pd.DataFrame) -> pd.DataFrame:
-    """The effects with a readable row label (measure · test, "(primary)" on the primary analysis) and the
-    unit their interval treats as independent."""
+    """The effects with a readable row label (the measure, then its test, "(primary)" on the primary analysis,
+    wrapped into lines of :data:`_LABEL_WIDTH` characters joined by newlines) and the unit their interval treats
+    as independent."""
     eff = statistics.dropna(subset=["effect_size"]).copy()
     role = eff["role"] if "role" in eff else pd.Series("", index=eff.index)
     unit = eff["unit"].astype(str) if "unit" in eff else pd.Series("", index=eff.index)
-    eff["label"] = [f"{str(m).replace('_', ' ')} · {_TEST_LABELS.get(str(t).split(':')[0], str(t).replace('_', ' '))}"
-                    + (" (primary)" if r == "primary" else "")
-                    for m, t, r in zip(eff["measure"], eff["test"], role)]
+    tests = [_TEST_LABELS.get(str(t).split(":")[0], str(t).replace("_", " ")) + (" (primary)" if r == "primary" else "")
+             for t, r in zip(eff["test"], role)]
+    eff["label"] = ["\n".join(textwrap.wrap(str(m).replace("_", " "), _LABEL_WIDTH) + textwrap.wrap(t, _LABEL_WIDTH))
+                    for m, t in zip(eff["measure"], tests)]
     repeated = eff.groupby(["effect", "label"])["label"].transform("size") > 1
     eff.loc[repeated, "label"] += " #" + (eff[repeated].groupby(["effect", "label"]).cumcount() + 1).astype(str)
     eff["unit_kind"] = np.where(unit.str.startswith("occupation"), _OCCUPATION_UNIT, _INDEPENDENT_UNIT)
@@ -137,9 +145,9 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
         scale = "log" if effect == "odds_ratio" else "linear"
         ref = 1.0 if scale == "log" else 0.0
         name = _EFFECT_LABELS.get(effect, str(effect).replace("_", " "))
-        # the measure over its test, two lines beside the row: one line was cut to "odds ratio (words) · occu…"
-        # where the page gives the labels a third of its width
-        axis = alt.Axis(labelLimit=230, labelExpr="split(datum.label, ' · ')", labelBaseline="middle",
+        # the measure over its test, in short lines beside the row: one line was cut to "odds ratio (words) ·
+        # occu…" where the page gives the labels a third of its width
+        axis = alt.Axis(labelLimit=200, labelExpr="split(datum.label, '\\n')", labelBaseline="middle",
                         labelLineHeight=12)
         base = alt.Chart(sub).encode(y=alt.Y("label:N", title=None, sort=None, axis=axis), color=unit)
         forest.append((base.mark_rule(strokeWidth=2).encode(
@@ -154,7 +162,7 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
                                     alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f")])
                        + alt.Chart(pd.DataFrame({"x": [ref]})).mark_rule(strokeDash=[4, 3], color="grey")
                        .encode(x="x:Q")
-                       ).properties(width=300, height=alt.Step(34)))
+                       ).properties(width=300, height=alt.Step(12 * int(sub["label"].str.count("\n").max() + 1) + 10)))
     chart = alt.vconcat(alt.hconcat(p1, p2), p3, *forest).resolve_scale(color="independent")
     a_name, b_name = ((statistics["group_a"].iloc[0], statistics["group_b"].iloc[0]) if len(statistics)
                       and {"group_a", "group_b"} <= set(statistics) else (groups + ["", ""])[:2])
