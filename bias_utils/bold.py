@@ -305,7 +305,7 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
         return hit.iloc[0] if len(hit) and pd.notna(hit.iloc[0]["effect_size"]) else None
 
     def groups(r) -> tuple[str, str]:
-        return str(r["group_a"]).replace("_", "-"), str(r["group_b"]).replace("_", "-")
+        return rendering.group_label(r["group_a"]), rendering.group_label(r["group_b"])
 
     lines = [occupations.headline_sentence(headline) if headline is not None else "",
              occupations.describe_influence(influence) if influence is not None else ""]

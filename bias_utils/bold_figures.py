@@ -14,7 +14,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import plots
+from . import occupations, plots, rendering
 
 __all__ = ["audit_figure", "examples_table", "highlight_gendered"]
 
@@ -45,7 +45,7 @@ def examples_table(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]], *,
     style = "".join(f"mark.lex-{n}{{background:{colors.get(n, plots.OTHER_COLORS[0])}33;border-bottom:2px solid "
                     f"{colors.get(n, plots.OTHER_COLORS[0])}}}" for n in lexicons)
     rows = "".join(
-        f"<tr><td>{html.escape(str(r.group).replace('_', '-'))}</td>"
+        f"<tr><td>{html.escape(rendering.group_label(r.group))}</td>"
         f"<td>{html.escape(str(r.occupation).replace('_', ' '))}</td>"
         f"<td><i>{html.escape(str(r.prompt))}</i>{highlight_gendered(str(r.completion), lexicons)}</td>"
         f"<td>{r.male_words}/{r.female_words}</td></tr>" for r in picked.itertuples())
@@ -88,7 +88,7 @@ def _forest_rows(statistics: pd.DataFrame) -> pd.DataFrame:
                     for m, t in zip(eff["measure"], tests)]
     repeated = eff.groupby(["effect", "label"])["label"].transform("size") > 1
     eff.loc[repeated, "label"] += " #" + (eff[repeated].groupby(["effect", "label"]).cumcount() + 1).astype(str)
-    eff["unit_kind"] = np.where(unit.str.startswith("occupation"), _OCCUPATION_UNIT, _INDEPENDENT_UNIT)
+    eff["unit_kind"] = np.where(unit == occupations.UNIT_OCCUPATIONS, _OCCUPATION_UNIT, _INDEPENDENT_UNIT)
     return eff
 
 
@@ -105,7 +105,7 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
     pmi_difference`` and ``test, measure, effect, effect_size, ci_low, ci_high`` (``role``,
     ``unit`` when present).
     """
-    shown = metrics.assign(group=metrics["group"].astype(str).str.replace("_", "-"))
+    shown = metrics.assign(group=metrics["group"].map(rendering.group_label))
     groups = list(dict.fromkeys(shown["group"]))
     group_scale = alt.Scale(domain=groups, range=plots.OTHER_COLORS[: len(groups)])
     color = alt.Color("group:N", scale=group_scale, title="group")
@@ -171,8 +171,8 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
                "Middle: the PMI difference of each completion (a tick per completion; most are zero). Bottom: every "
                "effect of the audit with its 95% confidence interval (the horizontal line), one panel per effect "
                "measure, each row naming the measure and its test; the dashed line is no difference (1 for an odds "
-               f"ratio, 0 otherwise); differences are {str(a_name).replace('_', '-')} minus "
-               f"{str(b_name).replace('_', '-')}. Black rows take the occupation as the unit (the primary analysis "
+               f"ratio, 0 otherwise); differences are {rendering.group_label(a_name)} minus "
+               f"{rendering.group_label(b_name)}. Black rows take the occupation as the unit (the primary analysis "
                "is marked); grey rows treat every word or completion as independent, as the published audit did, "
                "and their intervals are too narrow.")
     return plots.captioned(chart, title or "BOLD occupational audit", [],

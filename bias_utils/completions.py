@@ -51,7 +51,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import plots, projection, stats, tables
+from . import plots, projection, rendering, stats, tables
 from .bold import FEMALE_GROUP, MALE_GROUP
 from .rendering import readable_number
 
@@ -423,7 +423,7 @@ def describe_completion_stats(result: pd.DataFrame, unreadable: Mapping[str, str
             continue
         occ, g, t = (pick("occupation", "completion", test, dim)
                      for test in ("cluster_bootstrap_occupation", "hedges_g", "welch_t"))
-        a, b = (str(occ[k]).replace("_", "-") for k in ("group_a", "group_b"))
+        a, b = (rendering.group_label(occ[k]) for k in ("group_a", "group_b"))
         lines.append(
             f"**{dim}** (primary: occupation means, {int(occ['n_a'])} {a} vs {int(occ['n_b'])} {b} occupations): "
             f"{_reading(occ, t, dim, f'completions about {a} occupations')}; Hedges' g "
@@ -494,7 +494,7 @@ def completion_chart(table: pd.DataFrame, unreadable: Sequence[str] = (), *, tit
         tooltip=["occupation", "group", "n_completions", alt.Tooltip("warmth:Q", format=".2f"),
                  alt.Tooltip("competence:Q", format=".2f")],
     ).properties(width=380, height=320)
-    groups = ", ".join(str(g).replace("_", "-") for g in dict.fromkeys(wide["group"]))
+    groups = ", ".join(map(rendering.group_label, dict.fromkeys(wide["group"])))
     caption = ("Each point is an occupation: the mean position of the model's completions about it on warmth (left "
                f"to right) and competence (bottom to top), standardised; colour is its audit group ({groups}), size "
                "the number of completions. Look for whether the groups' clouds sit apart along either axis.")

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from . import plots, tables
+from . import plots, rendering, tables
 from .errors import ParameterError, is_number
 from .populations import load_populations
 from .profiles import DEFAULT_TEMPLATES, population_embeddings
@@ -334,7 +334,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, n_lab
     data = table.dropna(subset=[intrinsic, "log_odds"]).reset_index(drop=True)
     if len(data) < 3:
         raise ValueError(f"link_chart: {len(data)} occupations with both {intrinsic} and log_odds; need 3")
-    data["audit group"] = data["group"].astype(str).str.replace("_", "-")
+    data["audit group"] = data["group"].map(rendering.group_label)
     order = data["log_odds"].rank(method="first")
     ends = set(data.index[(order <= n_labels) | (order > len(data) - n_labels)])
     labels = data.loc[sorted(ends | {data[intrinsic].idxmin(), data[intrinsic].idxmax()})].copy()

@@ -298,7 +298,7 @@ def _p_phrase(p: float, k: int) -> str:
 
 
 def _groups(a: str, b: str) -> tuple[str, str]:
-    return str(a).replace("_", "-"), str(b).replace("_", "-")
+    return rendering.group_label(a), rendering.group_label(b)
 
 
 def headline_sentence(table: pd.DataFrame | Mapping) -> str:
@@ -379,7 +379,7 @@ def influence_chart(influence: pd.DataFrame, headline_row: pd.DataFrame | Mappin
         color=alt.Color("group:N", title="group"),
         tooltip=["occupation", "group", "category", "n_completions", "male_words", "female_words",
                  alt.Tooltip("odds_ratio_without:Q", format=".2f"), "change"]))
-    groups = ", ".join(str(g).replace("_", "-") for g in dict.fromkeys(data["group"]))
+    groups = ", ".join(map(rendering.group_label, dict.fromkeys(data["group"])))
     caption = (f"Each row is one of the {len(data)} occupations whose removal moves the odds ratio most; its dot is "
                f"the odds ratio recomputed without it (log scale), coloured by its group ({groups}). The solid line is "
                f"the odds ratio with every occupation ({full:.2f}), the grey band where leaving one out moves it by "

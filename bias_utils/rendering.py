@@ -29,8 +29,8 @@ from . import cache
 from .results import display_name
 
 __all__ = ["BUNDLE_PATH", "CAPTION_SEPARATOR", "LABELS", "MAX_COLUMNS", "RENDERER", "cell_text", "chart_html",
-           "column_label", "enable", "figure_html", "figure_text", "readable_number", "table_html", "vega_lite_version",
-           "write_vega_bundle"]
+           "column_label", "enable", "figure_html", "figure_text", "group_label", "readable_number", "table_html",
+           "vega_lite_version", "write_vega_bundle"]
 
 RENDERER = "bias_book"
 #: Bundle file, relative to the book's ``_static`` folder.
@@ -206,6 +206,12 @@ def column_label(name) -> str:
     count = name.startswith("n_") and not _P_VALUE.search(name)
     text = (name[2:] if count else name).replace("_", " ").strip() + (" (n)" if count else "")
     return text[:1].upper() + text[1:]
+
+
+def group_label(group) -> str:
+    """A group as the text and the charts name it: ``male_dominated`` -> ``male-dominated`` (the audit's groups
+    are compound adjectives)."""
+    return str(group).replace("_", "-")
 
 
 def _value_label(value) -> str:

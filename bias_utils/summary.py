@@ -292,7 +292,7 @@ def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_
             (encoders if can_generate.get(model) is False else missing).append(label[model])
             continue
         h = occupations.headline(rows.drop(columns="model_id"))
-        a, b = (str(h[g]).replace("_", "-") for g in ("group_a", "group_b"))
+        a, b = (rendering.group_label(h[g]) for g in ("group_a", "group_b"))
         n, k = int(h["n_completions"]), int(h["n_gendered_completions"])
         link = _link(model, "audit", label[model])
         if k == 0:

@@ -238,12 +238,13 @@ def _space_parameters(model, dictionary_path, seed, output_dir, limit, context_s
     check_limit(limit)
 
 
-def _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources) -> None:
+def _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources,
+                              generator=None) -> None:
     """For the notebooks that compare context ``sources``: the generator is needed only when they include
     ``"generated"`` (``sources=None``: every registered source, so it does)."""
     _space_parameters(model, dictionary_path, seed, output_dir, limit, "dictionary", n_contexts)
     if "generated" in check_sources(sources):
-        check_generated_contexts(dictionary_path)
+        check_generated_contexts(dictionary_path, generator)
 
 
 # Each function takes exactly its notebook's parameters (keywords, the notebook's defaults), so a
@@ -258,12 +259,10 @@ def check_contexts(*, model="smollm2-135m-instruct", context_source="generated",
                    seed=0, output_dir=None, limit=None, sources=None,
                    generator=None, corpus=None) -> None:
     """Notebook 02's parameters."""
-    _space_parameters(model, dictionary_path, seed, output_dir, limit, "dictionary", n_contexts)
-    check_context_source(context_source)
     if generator is not None:
         check_model(generator, "generator")
-    if "generated" in check_sources(sources):
-        check_generated_contexts(dictionary_path, generator)
+    _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources, generator)
+    check_context_source(context_source)
     if corpus is not None:
         path = check_file(corpus, "corpus")
         try:
