@@ -432,7 +432,8 @@ def accuracy_heatmap(accuracy: pd.DataFrame, *, title: str | None = None,
         text="label:N",
         color=alt.condition("!datum.invalid && abs(datum.accuracy - 0.5) > 0.3", alt.value("white"),
                             alt.value("black")))
-    caption = ("The share of held-out senses whose pole (high or low) the axis predicts, per dimension (columns) and "
+    caption = ("The share of the full dictionary's extra terms (words the seed dictionary that built the axis does "
+               "not contain) whose pole (high or low) the axis predicts, per dimension (columns) and "
                "model and cut-off (rows), printed in each cell; blue above 0.5, red below. 0.5 is not chance when a "
                "dimension's poles are unbalanced (the larger pole's share is).")
     if bad:
@@ -540,7 +541,7 @@ def axis_validity_chart(validity: pd.DataFrame, *, title: str | None = None, col
     chart = (alt.layer(*parts, data=data).properties(width=200, height=130)
              .facet(facet=alt.Facet("dimension:N", title=None, sort=_ordered(data["dimension"])), columns=columns))
     caption = ("One panel per stereotype axis; the x axis is the layer (0 = the embedding output). The black line is "
-               "the rank AUC of the held-out extra terms (0.5 = the axis orders them at random), the grey band the 95% "
+               "the rank AUC of the full dictionary's extra terms (0.5 = the axis orders them at random), the grey band the 95% "
                "range and the dashed line the mean of the label-shuffling null. Filled dots: layers where the axis "
                "beats its null (verdict supported); open dots: not shown; grey: untestable. Look for axes whose line "
                "stays above the band.")
