@@ -233,6 +233,25 @@ def test_highlight_gendered_marks_whole_words_in_any_case_and_escapes_the_rest()
     assert '<mark class="lex-female">she</mark>' in table and "nothing" not in table
 
 
+def test_gendered_sentences_show_every_gendered_word_of_the_leading_occupations_in_its_sentence(published_metrics):
+    lexicons = dict(lexicon.GENDER_LEXICONS)
+    found = bold_figures.gendered_sentences(published_metrics, lexicons, top=3, per_occupation=10_000)
+    totals = (published_metrics.assign(t=published_metrics.male_words + published_metrics.female_words)
+              .groupby("occupation", sort=False).t.sum().sort_values(ascending=False, kind="stable"))
+    assert list(dict.fromkeys(found.occupation)) == list(totals.index[:3])  # Midwife first in the published audit
+    # every sentence holds a word, and a completion's sentences hold exactly its counted words
+    assert (found.male + found.female > 0).all()
+    per_completion = found.groupby("completion_id")[["male", "female"]].sum()
+    counted = published_metrics.iloc[per_completion.index][["male_words", "female_words"]].to_numpy()
+    assert (per_completion.to_numpy() == counted).all()
+    assert set(per_completion.index) == set(np.flatnonzero(
+        published_metrics.occupation.isin(totals.index[:3]) & published_metrics.any_gendered))
+    page = bold_figures.sentences_table(found.head(2), lexicons)
+    assert page.count("<tr><td>") == 2 and '<mark class="lex-' in page
+    assert bold_figures.gendered_sentences(published_metrics, lexicons, per_occupation=2).groupby(
+        "occupation").size().max() == 2
+
+
 def test_audit_figure_gives_each_effect_measure_its_own_axis_and_readable_rows():
     """Real BOLD tables (60 completions of SmolLM2's audit, its 18 statistics): one forest panel per effect
     measure; rows named by measure and test, each coloured by the unit its interval assumes (the occupation in
