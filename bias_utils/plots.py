@@ -541,10 +541,10 @@ def axis_validity_chart(validity: pd.DataFrame, *, title: str | None = None, col
     chart = (alt.layer(*parts, data=data).properties(width=200, height=130)
              .facet(facet=alt.Facet("dimension:N", title=None, sort=_ordered(data["dimension"])), columns=columns))
     caption = ("One panel per stereotype axis; the x axis is the layer (0 = the embedding output). The black line is "
-               "the rank AUC of the full dictionary's extra terms (0.5 = the axis orders them at random), the grey band the 95% "
-               "range and the dashed line the mean of the label-shuffling null. Filled dots: layers where the axis "
-               "beats its null (verdict supported); open dots: not shown; grey: untestable. Look for axes whose line "
-               "stays above the band.")
+               "the rank AUC of the full dictionary's extra terms (0.5 = the axis orders them at random), the grey "
+               "band the 95% range and the dashed line the mean of the label-shuffling null. Filled dots: layers "
+               "where the axis beats its null (verdict supported); open dots: not shown; grey: untestable. Look for "
+               "axes whose line stays above the band.")
     return captioned(chart, title or f"Axis validity: AUC against a shuffled-label null ({source} contexts)", [],
                    f"Line charts of the extra terms' AUC by layer for {data['dimension'].nunique()} axes against a "
                    "shuffled-label null band.", caption)
