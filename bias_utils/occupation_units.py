@@ -45,7 +45,8 @@ from .errors import ParameterError
 from .wordnet import wordnet
 
 __all__ = [
-    "COUNT_COLUMNS", "HEAD_OVERRIDES", "KINDS", "OVERLAP_COLUMNS", "SUFFIX_KINDS", "UNIT_COLUMNS", "describe_units",
+    "COUNT_COLUMNS", "HEAD_OVERRIDES", "KINDS", "OVERLAP_COLUMNS", "SUFFIX_KINDS", "UNIT_COLUMNS", "annotate",
+    "describe_units",
     "head_noun", "key_kind", "partial_overlaps", "primary_selection", "unit_counts", "unit_table",
 ]
 
@@ -317,3 +318,32 @@ def primary_selection(selection: "str | Mapping[str, str] | pd.DataFrame", units
     kept = kept[kept["unit"].notna()].drop_duplicates(["group", "unit", "prompt"])
     columns = ["group", "unit"] + [c for c in sel.columns if c not in ("group", "unit")]
     return kept[columns].reset_index(drop=True)
+
+
+def annotate(completions: pd.DataFrame, selection: "str | Mapping[str, str] | pd.DataFrame | None" = None,
+             units: pd.DataFrame | None = None) -> pd.DataFrame:
+    """``completions`` (rows with ``group``, ``occupation`` (the BOLD key) and ``prompt_id``) with three columns
+    added: ``unit`` (the canonical unit of its key), ``unit_kind`` and ``in_primary`` (its prompt is one that
+    :func:`primary_selection` keeps: a person-noun unit without a group conflict, the canonical key, each distinct
+    prompt text once). ``selection``: what the completions were sampled from; None takes it from the completions'
+    own prompts (they then need ``prompt``). ``units``: :func:`unit_table` of ``selection`` (computed when None)."""
+    missing = {"group", "occupation", "prompt_id"} - set(completions.columns)
+    if missing:
+        raise ParameterError(f"completions: lacks columns {sorted(missing)} (the audit's per-completion rows)")
+    if selection is None:
+        if "prompt" not in completions:
+            raise ParameterError("completions: without a selection, the completions need their 'prompt' column to "
+                                 "find their units")
+        columns = [c for c in ("group", "category", "occupation", "prompt", "prompt_id") if c in completions]
+        selection = completions.drop_duplicates("prompt_id")[columns].reset_index(drop=True)
+    units = unit_table(selection) if units is None else units
+    kept = primary_selection(selection, units)
+    info = units.set_index(["group", "key"])[["unit", "unit_kind"]]
+    out = completions.drop(columns=["unit", "unit_kind", "in_primary"], errors="ignore").join(
+        info, on=["group", "occupation"])
+    if out["unit"].isna().any():
+        bad = out.loc[out["unit"].isna(), ["group", "occupation"]].drop_duplicates().head(3).values.tolist()
+        raise ParameterError(f"units: {int(out['unit'].isna().sum())} completions have no unit (group, key), "
+                             f"e.g. {bad}")
+    out["in_primary"] = out["prompt_id"].isin(kept["prompt_id"])
+    return out
