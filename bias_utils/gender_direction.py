@@ -316,7 +316,8 @@ def validity_chart(values: pd.DataFrame, statistics: pd.DataFrame | None = None,
     x = alt.X(f"{_SHARE}:Q", title="women among its workers (U.S. BLS, %)", scale=alt.Scale(domain=(0, 100)))
     y = alt.Y(f"{MEASURES[0]}:Q", title=["position on the female − male direction", "(+0.5 = female terms' mean)"],
               scale=y_scale, axis=alt.Axis(format=".2~f"))
-    colour = alt.Color("group:N", title="BLS majority", scale=alt.Scale(domain=list(OCCUPATION_GROUPS)))
+    colour = alt.Color("group:N", title="BLS majority", scale=alt.Scale(
+        domain=list(OCCUPATION_GROUPS), range=[plots.GROUP_COLORS["female"], plots.GROUP_COLORS["male"]]))
     points = alt.Chart(data).mark_point(filled=True, opacity=0.7).encode(
         x=x, y=y, color=colour,
         tooltip=["occupation", alt.Tooltip(f"{_SHARE}:Q", format=".1f"), alt.Tooltip(f"{MEASURES[0]}:Q", format=".3f")])
