@@ -161,6 +161,11 @@ def test_bls_correlations_equal_scipy_on_the_real_table(smollm, smollm_quick_bas
     assert ("not validated for this model" in sentence) == (check.verdict != "supported")
     chart = gd.validity_chart(values, stats).to_dict()
     assert chart["layer"][0]["mark"]["type"] == "point" and "verdict" in chart["title"]["subtitle"][0]
+    # a dictionary without warmth and competence: the direction alone, the same positions and verdict
+    alone = gd.occupation_validity(smollm, None, n_boot=200, seed=0)
+    assert set(alone.statistics["measure"]) == {"gender_position"} and alone.values["warmth"].isna().all()
+    pd.testing.assert_series_equal(alone.values["gender_position"], values["gender_position"])
+    assert alone.verdict == check.verdict
 
 
 @pytest.mark.slow
