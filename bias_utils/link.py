@@ -33,7 +33,6 @@ The unit is the occupation of the BOLD audit (224 in the full audit). Per model 
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -45,11 +44,10 @@ from scipy import stats as sps
 
 from . import plots, rendering, tables
 from .errors import ParameterError, is_number
-from .populations import load_populations
-from .profiles import DEFAULT_TEMPLATES, population_embeddings
-from .projection import projection_table
+from .gender_direction import gender_position, noun_positions
+from .profiles import DEFAULT_TEMPLATES
 from .results import display_name, write_table
-from .stats import bootstrap_ci, check_n_boot, ols, results_table
+from .stats import correlation_rows, ols, results_table
 
 __all__ = [
     "CONTINUITY", "INTRINSIC_MEASURES", "LINK_OCCUPATIONS_TABLE", "LINK_SKIPPED_TABLE", "LINK_STATISTICS_TABLE",
@@ -73,7 +71,6 @@ OCCUPATION_COLUMNS = [
     "competence", "male_words", "female_words", "expected_male", "expected_female", "extrinsic_measure",
     "male_count", "female_count", "log_odds",
 ]
-_GENDERED_TERMS = "terms"
 _OCCUPATIONS = "occupations"
 
 
@@ -94,25 +91,6 @@ def occupation_noun(occupation: str) -> str:
 # --------------------------------------------------------------------------- intrinsic
 
 
-def gender_position(values: np.ndarray, female: np.ndarray, male: np.ndarray) -> np.ndarray:
-    """Per item and layer, the position on the female − male direction (module docstring).
-
-    ``values`` [n, L, H]; ``female``, ``male`` [k, L, H] the gendered terms. Returns [n, L]."""
-    f, m = female.astype(np.float64).mean(axis=0), male.astype(np.float64).mean(axis=0)
-    d = f - m
-    norm2 = np.einsum("lh,lh->l", d, d)
-    return np.einsum("nlh,lh->nl", values.astype(np.float64) - (f + m) / 2, d) / norm2
-
-
-def _at_layer(per_layer: np.ndarray, layers: Sequence[int], layer) -> np.ndarray:
-    if layer == "mean":
-        return per_layer.mean(axis=1)
-    if layer == "last":
-        return per_layer[:, -1]
-    # a negative index counts from the end, as in ``projection``
-    return per_layer[:, int(layer) if int(layer) < 0 else list(layers).index(int(layer))]
-
-
 def intrinsic_table(model, occupations: Sequence[str], basis, *, layer="mean",
                     templates: Sequence[str] = DEFAULT_TEMPLATES) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(table, skipped)``: one row per occupation key with ``occupation, noun, n_templates,
@@ -122,26 +100,11 @@ def intrinsic_table(model, occupations: Sequence[str], basis, *, layer="mean",
     nouns or gendered terms the model could not embed in a template."""
     keys = list(dict.fromkeys(occupations))
     nouns = {k: occupation_noun(k) for k in keys}
-    terms = load_populations(_GENDERED_TERMS)
-    emb = population_embeddings(model, {_GENDERED_TERMS: terms, _OCCUPATIONS: {"occupation": list(nouns.values())}},
-                                templates, kind="noun")
-    words = emb.words
-    is_term = words["population"] == _GENDERED_TERMS
-    female = emb.values[(is_term & (words["group"] == "female")).to_numpy()]
-    male = emb.values[(is_term & (words["group"] == "male")).to_numpy()]
-    occ = (~is_term).to_numpy()
-    X = emb.values[occ]
-    items = words.loc[occ, ["word", "n_templates"]].reset_index(drop=True)
-    items["gender_position"] = _at_layer(gender_position(X, female, male), emb.layers, layer)
-    missing = sorted(set(basis.layers) - set(emb.layers))
-    if missing:
-        raise ValueError(f"intrinsic_table: the basis has layers {missing} that the embeddings lack")
-    projected = projection_table(basis, X[:, [emb.layers.index(x) for x in basis.layers]], items[["word"]], layer)
-    wide = projected.pivot_table(index="word", columns="dimension", values="value", aggfunc="first")
-    items = items.join(wide[list(basis.dimensions)], on="word")
+    items, skipped = noun_positions(model, {"occupation": list(nouns.values())}, basis, population=_OCCUPATIONS,
+                                    layer=layer, templates=templates)
     table = pd.DataFrame({"occupation": keys, "noun": [nouns[k] for k in keys]})
-    table = table.merge(items.rename(columns={"word": "noun"}), on="noun", how="inner")
-    return table.reset_index(drop=True), emb.skipped
+    table = table.merge(items.drop(columns="group"), on="noun", how="inner")
+    return table.reset_index(drop=True), skipped
 
 
 # --------------------------------------------------------------------------- extrinsic
@@ -174,41 +137,6 @@ def extrinsic_table(metrics: pd.DataFrame, correction: float = CONTINUITY) -> pd
 
 
 # --------------------------------------------------------------------------- statistics
-
-
-def _correlation(method: str):
-    fn = sps.pearsonr if method == "pearson" else sps.spearmanr
-
-    def statistic(x: np.ndarray, y: np.ndarray) -> float:
-        if np.ptp(x) == 0 or np.ptp(y) == 0:
-            return np.nan
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # a resample with all ties: NaN, left out of the percentiles
-            return float(fn(x, y)[0])
-    return statistic
-
-
-def correlation_rows(x, y, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> list[dict]:
-    """Pearson and Spearman rows (``stats.STAT_COLUMNS``) of ``x`` against ``y``: the coefficient as
-    ``statistic`` and ``effect_size``, scipy's p, and a percentile interval from resampling the pairs
-    (occupations) with replacement, ``n_boot`` times."""
-    n_boot = check_n_boot(n_boot)
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    rows = []
-    for method in ("pearson", "spearman"):
-        stat = _correlation(method)
-        if len(x) < 3 or np.isnan(stat(x, y)):
-            rows.append({"test": method, "effect": "r" if method == "pearson" else "rho", "effect_size": np.nan,
-                         "statistic": np.nan, "p": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n": len(x)})
-            continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            p = float((sps.pearsonr if method == "pearson" else sps.spearmanr)(x, y)[1])
-        est, lo, hi = bootstrap_ci(np.arange(len(x)), lambda i: stat(x[i.astype(int)], y[i.astype(int)]),
-                                   n_boot=n_boot, seed=seed, level=level)
-        rows.append({"test": method, "effect": "r" if method == "pearson" else "rho", "effect_size": est,
-                     "statistic": est, "p": p, "ci_low": lo, "ci_high": hi, "n": len(x)})
-    return rows
 
 
 def _slope_rows(table: pd.DataFrame, intrinsic: str) -> list[dict]:

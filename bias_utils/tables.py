@@ -27,7 +27,8 @@ __all__ = [
     "DIRECTION_ACCURACY_ALL_MODELS", "DIRECTION_ACCURACY_TERM_CONTEXTS", "DIRECTION_SKIPPED", "DIRECTION_VALUES",
     "DROPPED_SENSES", "EXTRA_TERMS_COVERAGE", "FULL_DICTIONARY_COUNTS", "GENDER_GAPS", "GENERATED_CONTEXTS",
     "INTRINSIC_EXTRINSIC", "LINK_OCCUPATIONS", "LINK_POOLED", "LINK_SKIPPED", "LINK_STATISTICS",
-    "LAYER_CURVES", "LAYER_SKIPPED", "POLES", "PROFILE_ANOVA", "PROFILE_GROUP_MEANS", "PROFILE_NONBINARY",
+    "LAYER_CURVES", "LAYER_SKIPPED", "OCCUPATION_VALIDITY", "OCCUPATION_VALIDITY_VALUES", "POLES", "PROFILE_ANOVA",
+    "PROFILE_GROUP_MEANS", "PROFILE_NONBINARY",
     "PROFILE_SKIPPED", "PROFILE_STATS", "PROFILE_STATS_BY_LAYER", "PROFILE_VALUES", "PROFILE_VALUES_BY_LAYER",
     "PROFILE_WORDS", "REPLICATION", "ROBUSTNESS_ALL_MODELS", "ROBUSTNESS_AXIS_VALIDITY", "ROBUSTNESS_BEST_LAYERS",
     "ROBUSTNESS_JOINT_NULL", "ROBUSTNESS_SKIPPED", "ROBUSTNESS_SPECS", "ROBUSTNESS_SUMMARY",
@@ -193,6 +194,16 @@ PROFILE_SKIPPED = _declare(
     "profile_skipped", "bias_utils.profiles.population_embeddings", ("04_profiles",),
     "(word, template) pairs that could not be embedded",
     ("population", "group", "word", "context", "reason"))
+OCCUPATION_VALIDITY = _declare(
+    "occupation_validity", "bias_utils.gender_direction.validity_statistics", ("04_profiles",),
+    "the female-male direction, warmth and competence of 60 occupation nouns against the BLS share of women: "
+    "Spearman and Pearson with occupation-bootstrap CIs, and the direction's verdict",
+    ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
+     "ci_low", "ci_high", "n", "measure", "detectable", "verdict"))
+OCCUPATION_VALIDITY_VALUES = _declare(
+    "occupation_validity_values", "bias_utils.gender_direction.occupation_validity", ("04_profiles",),
+    "each occupation noun's BLS share of women and its position on the direction, warmth and competence",
+    ("occupation", "group", "bls_pct_female", "bls_year", "n_templates", "gender_position", "warmth", "competence"))
 LAYER_CURVES = _declare(
     "layer_curves", "bias_utils.layers.layers_by_context", ("05_layers",),
     "accuracy and female-male gap on every layer and context source",

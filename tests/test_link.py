@@ -8,9 +8,8 @@ import pytest
 import statsmodels.formula.api as smf
 from scipy import stats as st
 
-from bias_utils import bold, dictionaries, link, rendering, replication, space
+from bias_utils import bold, link, rendering, replication
 from bias_utils.errors import ParameterError
-from bias_utils.models import load_model
 from bias_utils.populations import load_populations
 from bias_utils.profiles import population_embeddings
 
@@ -23,22 +22,12 @@ def metrics():
 
 
 @pytest.fixture(scope="module")
-def smollm():
-    return load_model("smollm2-135m-instruct")
-
-
-@pytest.fixture(scope="module")
-def basis(smollm):
-    """The chapter's own axes with the QUICK build's contexts (two generated contexts per sense)."""
-    sp = space.build_space(smollm, dictionaries.load_dictionary(None), "generated", n_contexts=2, seed=0)
-    return sp.bases["warmth_competence"]
-
-
-@pytest.fixture(scope="module")
-def linked(smollm, basis, metrics):
-    """The link on 40 real occupations (every 5th of the audit's first 200, both groups)."""
+def linked(smollm, smollm_quick_bases, metrics):
+    """The link on 40 real occupations (every 5th of the audit's first 200, both groups), on the chapter's own
+    axes with the QUICK build's contexts."""
     keep = metrics["occupation"].drop_duplicates().iloc[:200:5]
-    return link.run_link(smollm, metrics[metrics["occupation"].isin(keep)], basis, n_boot=200, seed=1)
+    return link.run_link(smollm, metrics[metrics["occupation"].isin(keep)], smollm_quick_bases["warmth_competence"],
+                         n_boot=200, seed=1)
 
 
 @pytest.mark.parametrize("bad", [0, -1, "0.5", True, float("nan"), None])
