@@ -1,0 +1,193 @@
+"""bias_utils.mixed: the random-intercept logistic model (golden values on the audit's counts, simulations)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import statsmodels.api as sm
+from scipy import integrate, optimize, special
+from scipy import stats as st
+
+from bias_utils import bold, mixed, replication, stats
+from bias_utils.errors import ParameterError
+
+
+@pytest.fixture(scope="module")
+def audit():
+    """The published audit's male and female words per occupation (their own per-completion counts summed), and
+    the design intercept + female-dominated indicator: 224 occupations, 26 with any gendered word."""
+    c = replication.load_published_completions()
+    occ = c.groupby(["group", "occupation"], sort=False)[["published_male_words", "published_female_words"]].sum()
+    occ = occ.reset_index()
+    design = pd.DataFrame({"intercept": 1.0, "female_dominated": (occ["group"] == bold.FEMALE_GROUP).astype(float)})
+    return occ["published_male_words"].to_numpy(float), occ["published_female_words"].to_numpy(float), design
+
+
+def _quad_loglik(k, m, X, beta, sigma) -> float:
+    """The marginal log-likelihood by scipy.integrate.quad over u per cluster (no quadrature rule of mixed's: the
+    integral runs over +-12 sigma with a break point at the cluster's empirical logit)."""
+    total = 0.0
+    for ki, mi, xi in zip(k, m, np.asarray(X, float)):
+        n = ki + mi
+        if n == 0:
+            continue
+        eta = xi @ beta
+        const = special.gammaln(n + 1) - special.gammaln(ki + 1) - special.gammaln(mi + 1)
+        if sigma == 0:
+            total += const + ki * eta - n * np.logaddexp(0, eta)
+            continue
+        centre = np.clip(special.logit((ki + 0.5) / (n + 1)) - eta, -11 * sigma, 11 * sigma)
+
+        def density(u):
+            return np.exp(ki * (eta + u) - n * np.logaddexp(0, eta + u) - 0.5 * (u / sigma) ** 2)
+
+        value, _ = integrate.quad(density, -12 * sigma, 12 * sigma, points=[centre], epsabs=0, epsrel=1e-13,
+                                  limit=500)
+        total += const + np.log(value / (sigma * np.sqrt(2 * np.pi)))
+    return total
+
+
+# --------------------------------------------------------------------------- golden values on the audit's counts
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.37, 1.5], ids=["counts", "expected-like", "midwife-82-words"])
+def test_marginal_loglik_equals_quadrature_by_scipy(audit, scale):
+    """Adaptive Gauss-Hermite against quad to 1e-8 relative, at the fit and at other points; non-integer counts
+    (x0.37) and Midwife at 82.5 words (x1.5) included."""
+    k, m, X = audit
+    k, m = k * scale, m * scale
+    fit = mixed.fit_mixed_logit(k, m, X)
+    points = [(fit.coef.to_numpy(), fit.sigma), (np.array([0.5, -2.0]), 0.4), (np.array([1.0, -3.0]), 2.5),
+              (np.array([0.3, -1.0]), 0.0)]
+    for beta, sigma in points:
+        ours = mixed.mixed_loglik(k, m, X, beta, sigma)
+        assert ours == pytest.approx(_quad_loglik(k, m, X, beta, sigma), rel=1e-8, abs=0), (beta, sigma)
+    assert fit.loglik == pytest.approx(mixed.mixed_loglik(k, m, X, fit.coef.to_numpy(), fit.sigma), rel=1e-12)
+
+
+@pytest.mark.parametrize("boundary_avoiding", [False, True], ids=["ml", "penalised"])
+def test_estimate_equals_brute_force_maximisation_of_the_quad_likelihood(audit, boundary_avoiding):
+    k, m, X = audit
+    used = k + m > 0
+    k, m, X = k[used], m[used], X[used]
+    fit = mixed.fit_mixed_logit(k, m, X, boundary_avoiding=boundary_avoiding)
+
+    def objective(theta):
+        sigma = abs(theta[2])
+        return -(_quad_loglik(k, m, X, theta[:2], sigma) + (np.log(sigma) if boundary_avoiding else 0.0))
+
+    # BFGS on finite differences of the quad likelihood from the GLM's coefficients and sigma = 1 (its "precision
+    # loss" stop near the optimum is the finite differences' floor, not a failure: the comparison below is the test)
+    start = np.r_[sm.GLM(np.c_[k, m], X, family=sm.families.Binomial()).fit().params, 1.0]
+    best = optimize.minimize(objective, start, method="BFGS", options={"gtol": 1e-6})
+    assert np.abs(np.r_[fit.coef.to_numpy(), fit.sigma] - np.r_[best.x[:2], abs(best.x[2])]).max() < 1e-4
+    assert fit.objective == pytest.approx(-best.fun, abs=1e-8) and fit.objective >= -best.fun - 1e-9
+    assert fit.converged and fit.message == "" and fit.sigma > 0
+
+
+def test_sigma_fixed_at_zero_is_the_binomial_glm_of_statsmodels(audit):
+    k, m, X = audit
+    used = k + m > 0
+    glm = sm.GLM(np.c_[k[used], m[used]], X[used], family=sm.families.Binomial()).fit(tol=1e-12)
+    fit = mixed.fit_mixed_logit(k, m, X, sigma=0.0)
+    np.testing.assert_allclose(fit.coef.to_numpy(), glm.params.to_numpy(), rtol=1e-8)
+    np.testing.assert_allclose(fit.se.to_numpy(), glm.bse.to_numpy(), rtol=1e-6)
+    assert fit.loglik == pytest.approx(glm.llf, rel=1e-10)
+    assert fit.sigma == 0 and fit.n_clusters == 26 and fit.n_clusters_given == 224
+
+
+def test_ml_puts_sigma_at_zero_on_the_boundary_and_is_then_the_glm(audit):
+    """Words spread more evenly than binomial (every occupation of the audit that wrote any, each with its words
+    split as its group's pooled share): plain ML reports sigma = 0 exactly and the GLM's coefficients; the
+    boundary-avoiding default keeps sigma > 0 but small."""
+    k, m, X = audit
+    n = k + m
+    share = np.where(X["female_dominated"] == 1, 7 / 71, 64 / 86)
+    k2 = n * share
+    fit = mixed.fit_mixed_logit(k2, n - k2, X, boundary_avoiding=False)
+    glm = mixed.fit_mixed_logit(k2, n - k2, X, sigma=0.0)
+    assert fit.sigma == 0.0
+    np.testing.assert_allclose(fit.coef.to_numpy(), glm.coef.to_numpy(), rtol=1e-10)
+    assert fit.loglik == glm.loglik
+    penalised = mixed.fit_mixed_logit(k2, n - k2, X)
+    assert 0 < penalised.sigma < 1
+
+
+# --------------------------------------------------------------------------- profile interval and LR test
+
+
+def test_lr_test_is_the_refit_without_the_coefficient(audit):
+    k, m, X = audit
+    for boundary_avoiding in (False, True):
+        fit = mixed.fit_mixed_logit(k, m, X, boundary_avoiding=boundary_avoiding)
+        without = mixed.fit_mixed_logit(k, m, X[["intercept"]], boundary_avoiding=boundary_avoiding)
+        t = mixed.coefficient_test(fit, "female_dominated")
+        assert t.lr_statistic == pytest.approx(2 * (fit.objective - without.objective), rel=1e-7)
+        assert t.p == pytest.approx(st.chi2.sf(t.lr_statistic, 1), rel=1e-12)
+        assert t.ci_low < t.estimate < t.ci_high < 0 and t.p < 0.05 and t.note == ""
+        # not Wald's interval: the likelihood is skewed, and the profile reaches further from zero
+        assert t.ci_low < t.estimate - 1.96 * t.se
+
+
+def test_profile_bounds_reach_the_chi_square_quantile(audit):
+    """At each bound, mixed_loglik maximised over the other parameters by scipy's Nelder-Mead (not mixed's Newton
+    steps) lies chi2(1, 0.95)/2 below the maximum (plain ML, so the objective is the log-likelihood)."""
+    k, m, X = audit
+    used = k + m > 0
+    k, m, X = k[used], m[used], X[used]
+    fit = mixed.fit_mixed_logit(k, m, X, boundary_avoiding=False)
+    t = mixed.coefficient_test(fit, "female_dominated")
+    for bound in (t.ci_low, t.ci_high):
+        def negative(theta, b=bound):
+            return -mixed.mixed_loglik(k, m, X, [theta[0], b], abs(theta[1]))
+
+        best = optimize.minimize(negative, [fit.coef["intercept"], fit.sigma], method="Nelder-Mead",
+                                 options={"xatol": 1e-9, "fatol": 1e-12})
+        assert 2 * (fit.loglik + best.fun) == pytest.approx(st.chi2.ppf(0.95, 1), abs=1e-5)
+
+
+def test_separation_gives_an_infinite_bound_with_a_note(audit):
+    """The audit's occupations that wrote any gendered word, the female-dominated ones kept only where they wrote
+    no male word: female-dominated occupations then never write a male word, and the lower bound is -inf."""
+    k, m, X = audit
+    keep = (k + m > 0) & ((X["female_dominated"] == 0) | (k == 0)).to_numpy()
+    fit = mixed.fit_mixed_logit(k[keep], m[keep], X[keep].reset_index(drop=True))
+    t = mixed.coefficient_test(fit, "female_dominated")
+    assert t.ci_low == -np.inf and np.isfinite(t.ci_high) and "lower bound is infinite" in t.note
+    assert "separation" in fit.message and t.p < 0.05
+    row = mixed.mixed_row(fit, "female_dominated")
+    assert row["ci_low"] == 0.0 and row["ci_high"] == pytest.approx(np.exp(t.ci_high))
+
+
+def test_mixed_row_has_the_statistics_columns(audit):
+    k, m, X = audit
+    fit = mixed.fit_mixed_logit(k, m, X)
+    t = mixed.coefficient_test(fit, "female_dominated")
+    row = mixed.mixed_row(fit, "female_dominated", group_a=bold.FEMALE_GROUP, group_b=bold.MALE_GROUP)
+    assert list(row)[:len(stats.STAT_COLUMNS)] == stats.STAT_COLUMNS
+    assert row["effect"] == "odds_ratio" and row["effect_size"] == pytest.approx(np.exp(fit.coef["female_dominated"]))
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((np.exp(t.ci_low), np.exp(t.ci_high)))
+    assert row["statistic"] == t.lr_statistic and row["df"] == 1 and row["p"] == t.p
+    assert row["n"] == row["n_clusters"] == 26 and row["n_clusters_given"] == 224 and row["sigma"] == fit.sigma
+    slope = mixed.mixed_row(fit, "female_dominated", effect="log_odds_slope")
+    assert (slope["effect_size"], slope["ci_low"]) == pytest.approx((t.estimate, t.ci_low), rel=1e-10)
+    table = stats.results_table([row, slope])
+    assert table["p_adj"].notna().all()
+
+
+def test_bad_input_is_named():
+    X = pd.DataFrame({"intercept": 1.0, "x": [0.0, 1, 0, 1]})
+    with pytest.raises(ParameterError, match="successes"):
+        mixed.fit_mixed_logit([1, -1, 2, 0], [1, 1, 1, 1], X)
+    with pytest.raises(ParameterError, match="failures"):
+        mixed.fit_mixed_logit([1, 1, 2, 0], [1, np.nan, 1, 1], X)
+    with pytest.raises(ParameterError, match="design"):
+        mixed.fit_mixed_logit([1, 1, 2, 0], [1, 1, 1, 1], X.iloc[:3])
+    with pytest.raises(ParameterError, match="'twice'"):
+        mixed.fit_mixed_logit([1, 1, 2, 3], [1, 1, 1, 1], X.assign(twice=2 * X["x"]))
+    with pytest.raises(ParameterError, match="sigma"):
+        mixed.fit_mixed_logit([1, 1, 2, 0], [1, 1, 1, 1], X, sigma=-1.0)
+    fit = mixed.fit_mixed_logit([1, 1, 2, 3], [1, 2, 1, 1], X)
+    with pytest.raises(ParameterError, match="name"):
+        mixed.coefficient_test(fit, "group")
+    with pytest.raises(ParameterError, match="effect"):
+        mixed.mixed_row(fit, "x", effect="risk_ratio")
