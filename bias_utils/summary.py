@@ -21,9 +21,11 @@ Per model, from tables the study notebooks wrote:
   gendered word, and what the audit's BOLD keys are (``bold_units``: person nouns, fields,
   duplicates; :mod:`bias_utils.occupation_units`).
 * **The link between them** (``link_statistics``, decoders only; :mod:`bias_utils.link`, chapter 11):
-  per model, Spearman's ρ over occupations between where the model places an occupation on its
-  female − male direction and the log-odds of female words it writes about it, with its occupation
-  bootstrap interval; an interval that includes zero is said to.
+  per model, the pre-stated primary statistic (within BOLD category and group, the change in the
+  log-odds of female words per SD of where the model places the occupation on its female − male
+  direction) with its interval, saying when it includes zero, then the correlation pooled over both
+  groups, named as the between-group difference it mostly is; a direction not validated against the
+  BLS share of women is not read (:func:`bias_utils.link.link_reading`).
 
 :func:`findings_bullets` gives the few plain-language findings that open the page,
 each linking to its chapter; :func:`summary_table` one row per model with a
@@ -334,14 +336,13 @@ def _units_bullet(models: Sequence[str], results_dir) -> str:
 
 
 def _link_bullet(models: Sequence[str], link_stats: pd.DataFrame, label: dict, can_generate: dict) -> str:
-    primary = link_stats[link_stats["primary"].astype(bool)] if len(link_stats) else link_stats
     parts, encoders, missing = [], [], []
     for model in models:
-        rows = primary[primary["model_id"] == model] if len(primary) else primary
-        if not len(rows):
+        rows = link_stats[link_stats["model_id"] == model] if len(link_stats) else link_stats
+        if not len(rows) or not rows["primary"].astype(bool).any():
             (encoders if can_generate.get(model, _writes(model)) is False else missing).append(label[model])
             continue
-        parts.append(link.link_reading(rows.iloc[0], _link(model, "link", label[model])))
+        parts.append(link.link_reading(rows, _link(model, "link", label[model])))
     return _decoder_bullet("Does the bias inside predict the bias it writes?", parts, encoders, missing,
                            "results of this chapter")
 

@@ -216,33 +216,47 @@ def test_summary_page_written_once(results, tmp_path):
     assert summary.findings_bullets(*summary.read_summary([], results), []) == []
 
 
-def test_link_bullet_gives_each_models_correlation_and_says_when_its_interval_includes_zero(results, tmp_path):
+def test_link_bullet_gives_each_models_within_field_slope_and_says_when_its_interval_includes_zero(results, tmp_path):
     models = ["dec--1--fp32", "enc--2--fp32", "new--4--fp32"]
     gaps, head = summary.read_summary(models, results)
-    rows = pd.DataFrame({"model_id": ["dec--1--fp32", "new--4--fp32"], "test": "spearman",
-                         "intrinsic": "gender_position", "primary": True, "effect_size": [0.17, -0.05],
-                         "ci_low": [0.03, -0.2], "ci_high": [0.3, 0.1], "n": [224, 80],
-                         "extrinsic_measure": ["expected", "sampled"]})
-    bullets = summary.findings_bullets(gaps, head, models, {"enc--2--fp32": False}, rows)
-    assert len(bullets) == 5 and bullets[-1].startswith("**Not shown is not absent.**")
-    assert bullets[3] == (
+    primary = link.PRIMARY["test"]
+    rows = pd.DataFrame({
+        "model_id": ["dec--1--fp32", "dec--1--fp32", "new--4--fp32", "new--4--fp32"],
+        "test": [primary, "spearman", primary, "spearman"], "intrinsic": "gender_position",
+        "group": "", "primary": [True, False, True, False], "readable": True, "direction_verdict": "supported",
+        "effect_size": [0.41, 0.27, -0.05, 0.1], "ci_low": [0.12, 0.13, -0.4, -0.1], "ci_high": [0.7, 0.39, 0.3, 0.3],
+        "p": [0.004, 0.001, 0.8, 0.3], "n": [88, 88, 60, 60], "note": "",
+        "extrinsic_measure": ["expected", "expected", "sampled", "sampled"]})
+    bullets = summary.findings_bullets(gaps, head, models, {"enc--2--fp32": False}, rows, results_dir=results)
+    assert len(bullets) == 6 and bullets[-1].startswith("**Not shown is not absent.**")
+    assert bullets[4] == (
         "**Does the bias inside predict the bias it writes?** In {doc}`dec </models/dec--1--fp32/"
-        "11_intrinsic_extrinsic>`, occupations the model places nearer its female terms get relatively more female "
-        "than male words in its completions (Spearman ρ = 0.17, 95% CI 0.03 to 0.30 resampling occupations, "
-        "n = 224 occupations, expected counts from the sampling distribution); in {doc}`new </models/new--4--fp32/"
-        "11_intrinsic_extrinsic>` the interval includes zero (Spearman ρ = −0.05, 95% CI −0.20 to 0.10 resampling "
-        "occupations, n = 80 occupations, sampled word counts): a link between where the model places an occupation "
-        "on its female − male direction and the female words it writes about it is not shown; enc writes no text "
-        "(encoder).")
+        "11_intrinsic_extrinsic>`, within BOLD category and group, occupations the model places nearer its female "
+        "terms get relatively more female than male words (0.41 log-odds per SD, 95% CI 0.12 to 0.70, "
+        "likelihood-ratio p = 0.004, n = 88 occupations, expected counts from the sampling distribution); pooled "
+        "over both groups, Spearman ρ = 0.27 (95% CI 0.13 to 0.39), mostly the difference between female- and "
+        "male-dominated occupations; in {doc}`new </models/new--4--fp32/11_intrinsic_extrinsic>`, within BOLD "
+        "category and group a link between where the model places an occupation on its female − male direction "
+        "and the female words it writes about it is not shown (−0.05 log-odds per SD, 95% CI −0.40 to 0.30, "
+        "likelihood-ratio p = 0.800, n = 60 occupations, sampled word counts); pooled over both groups, Spearman "
+        "ρ = 0.10 (95% CI −0.10 to 0.30), mostly the difference between female- and male-dominated occupations; "
+        "enc writes no text (encoder).")
+    # a direction that failed the check against the BLS share is named as such, with no number
+    unread = rows.assign(readable=rows["model_id"] == "dec--1--fp32",
+                         direction_verdict=np.where(rows["model_id"] == "dec--1--fp32", "supported", "not shown"))
+    clause = summary.findings_bullets(gaps, head, models, {"enc--2--fp32": False}, unread)[3]
+    assert ("in {doc}`new </models/new--4--fp32/11_intrinsic_extrinsic>` the female − male direction is not shown "
+            "against the BLS share of women (chapter 04), so where it places an occupation, and its link with the "
+            "writing, are not read") in clause
     # no decoder: no bullet; a decoder without the chapter says so
     enc = gaps[gaps["model_id"] == "enc--2--fp32"]
     assert len(summary.findings_bullets(enc, head.iloc[:0], ["enc--2--fp32"], {"enc--2--fp32": False}, rows)) == 4
-    assert summary.findings_bullets(gaps, head, models, {"enc--2--fp32": False}, rows.iloc[:1])[3].endswith(
+    assert summary.findings_bullets(gaps, head, models, {"enc--2--fp32": False}, rows.iloc[:2])[3].endswith(
         "; enc writes no text (encoder); new has no results of this chapter.")
     # the page reads the chapter's table from each model's folder
     root = tmp_path / "results"
     shutil.copytree(results, root)
-    write_table(rows.iloc[:1].drop(columns="model_id"), root / "dec--1--fp32" / link.LINK_STATISTICS_TABLE)
+    write_table(rows.iloc[:2].drop(columns="model_id"), root / "dec--1--fp32" / link.LINK_STATISTICS_TABLE)
     page = summary.summary_markdown(models, root, {"enc--2--fp32": False})
     assert "- **Does the bias inside predict the bias it writes?** In {doc}`dec </models/dec--1--fp32/" in page
     assert page.index("- **Writing about occupations (BOLD).**") < page.index("- **Does the bias inside")
