@@ -177,6 +177,11 @@ def test_key_finding_moves_after_the_opening_text():
     assert order == ["p = 1", "# Title", "figure", "reading", "a = load()", "## Method", "more"]
     presentation.findings_first(nb)
     assert [c.source for c in nb.cells] == order
+    # the opening Markdown run (the question, then how it is answered) stays before the finding
+    methods = nbformat.v4.new_notebook(cells=[code("p = 1"), md("# Title"), md("## How it is computed"),
+                                              code("a = load()"), md("reading", metadata=key)])
+    presentation.findings_first(methods)
+    assert [c.source for c in methods.cells] == ["p = 1", "# Title", "## How it is computed", "reading", "a = load()"]
     plain = nbformat.v4.new_notebook(cells=[md("# T"), code("x")])
     presentation.findings_first(plain)
     assert [c.source for c in plain.cells] == ["# T", "x"]
