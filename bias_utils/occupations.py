@@ -38,6 +38,7 @@ from typing import Callable, Mapping
 import altair as alt
 import numpy as np
 import pandas as pd
+from scipy.special import expit
 
 from . import mixed, plots, precision, rendering, stats, tables
 
@@ -266,17 +267,22 @@ def mixed_rows(occupations: pd.DataFrame, a: str, b: str, *, role: str = "primar
     """The mixed model's rows, one per :data:`MIXED_MEASURES` key: the odds ratio of ``a`` over ``b`` (test
     ``mixed_logit_occupation``: likelihood-ratio statistic and p, the profile-likelihood 95% interval), ``n`` =
     occupations with any count (``n_clusters``; ``n_clusters_given`` all), ``sigma`` (the random intercept's SD),
-    ``note``, ``measure``, ``unit`` (:data:`UNIT_MIXED`), ``n_occupations``. The words row has ``role`` (primary by
-    default); the completion row is ``sensitivity``. A fit the data cannot carry (too few occupations with words)
+    ``note``, ``measure``, ``unit`` (:data:`UNIT_MIXED`), ``n_occupations`` and ``typical_male_share_a/_b`` (the
+    male share of the gendered words of each group's median occupation, whose random intercept is 0: the odds
+    ratio in words a reader can picture). The words row has ``role`` (primary by default); the completion row
+    is ``sensitivity``. A fit the data cannot carry (too few occupations with words)
     raises :class:`~bias_utils.errors.ParameterError`, a ``ValueError``, naming why."""
     n_occ = int(occupations["group"].isin([a, b]).sum())
     rows = []
     for i, measure in enumerate(MIXED_MEASURES):
         fit = _mixed_fit(occupations, measure, a, b)
+        # the median occupation of each group has u = 0: its male share is the inverse logit of its fixed part
+        typical = {f"typical_male_share_{side}": float(expit(fit.coef["intercept"] + fit.coef["group"] * is_a))
+                   for side, is_a in (("a", 1), ("b", 0))}
         rows.append({**mixed.mixed_row(fit, "group", effect="odds_ratio", test="mixed_logit_occupation",
                                        group_a=a, group_b=b),
                      "role": role if i == 0 else "sensitivity", "measure": measure, "unit": UNIT_MIXED,
-                     "n_occupations": n_occ})
+                     "n_occupations": n_occ, **typical})
     return rows
 
 
@@ -341,7 +347,8 @@ def influence_table(occupations: pd.DataFrame, a: str, b: str, *, estimate: str 
 # ---------------------------------------------------------------- headline for the chapter and the front page
 #: Columns of :func:`headline_table` (the ``bold_headline`` table).
 HEADLINE_COLUMNS = [
-    "group_a", "group_b", "estimand", "odds_ratio", "ci_low", "ci_high", "p", "sigma", "n_units_a", "n_units_b",
+    "group_a", "group_b", "estimand", "odds_ratio", "ci_low", "ci_high", "p", "sigma", "typical_male_share_a",
+    "typical_male_share_b", "n_units_a", "n_units_b",
     "n_units_informative", "n_completions", "n_gendered_completions", "completion_odds_ratio", "completion_ci_low",
     "completion_ci_high", "completion_p", "pooled_odds_ratio", "pooled_ci_low", "pooled_ci_high",
     "pooled_ci_low_mc_se", "pooled_ci_high_mc_se", "pooled_p", "published_odds_ratio", "published_ci_low",
@@ -362,7 +369,8 @@ def headline_table(statistics: pd.DataFrame, occupations: pd.DataFrame, influenc
 
     ``occupations``: :func:`occupation_table` of the primary units; ``influence``: :func:`influence_table` of them.
     Columns: ``group_a, group_b``; ``estimand`` (:data:`PRIMARY_ESTIMAND`); ``odds_ratio, ci_low, ci_high, p,
-    sigma`` (the primary mixed model: profile-likelihood interval, likelihood-ratio p, the random intercept's SD);
+    sigma, typical_male_share_a/_b`` (the primary mixed model: profile-likelihood interval, likelihood-ratio p, the
+    random intercept's SD, the male share of each group's median occupation);
     ``n_units_a/_b`` (primary units per group), ``n_units_informative`` (with any gendered word),
     ``n_completions, n_gendered_completions`` (theirs); ``completion_*`` (the same model, each completion at most
     once per gender); ``pooled_*`` (the audit's pooled-word odds ratio over the same units: occupation cluster
@@ -390,6 +398,8 @@ def headline_table(statistics: pd.DataFrame, occupations: pd.DataFrame, influenc
     row = {"group_a": a, "group_b": b, "estimand": PRIMARY_ESTIMAND,
            "odds_ratio": of(primary, "effect_size"), "ci_low": of(primary, "ci_low"), "ci_high": of(primary, "ci_high"),
            "p": of(primary, "p"), "sigma": of(primary, "sigma"),
+           "typical_male_share_a": of(primary, "typical_male_share_a"),
+           "typical_male_share_b": of(primary, "typical_male_share_b"),
            "n_units_a": int((both["group"] == a).sum()), "n_units_b": int((both["group"] == b).sum()),
            "n_units_informative": int((both["gendered_words"] > 0).sum()),
            "n_completions": int(both["n_completions"].sum()),
@@ -484,7 +494,11 @@ def headline_sentence(table: pd.DataFrame | Mapping) -> str:
         lo, hi = float(h["ci_low"]), float(h["ci_high"])
         text = (f"Primary analysis, over the {units} ({int(h['n_units_informative'])} with any gendered word): "
                 f"gendered words are {_direction(lo, hi, a, b)} for a typical occupation: "
-                f"{estimate_text(h)}, random intercept per occupation. ")
+                f"{estimate_text(h)}, random intercept per occupation. The gendered words of the median {a} "
+                f"occupation are {float(h['typical_male_share_a']):.0%} male, of the median {b} one "
+                f"{float(h['typical_male_share_b']):.0%}; occupations differ widely around them (random-intercept "
+                f"SD {rendering.readable_number(float(h['sigma']))} on the log-odds scale), which is why the odds "
+                "ratio of a typical occupation is far from the pooled one and its interval wide. ")
     else:
         text = f"The primary model could not be fitted over the {units} (the skipped tests say why). "
     text += (f"{int(h['n_gendered_completions']):,} of their {int(h['n_completions']):,} completions contain a "

@@ -251,13 +251,14 @@ BOLD_INFLUENCE = _declare(
 BOLD_HEADLINE = _declare(
     "bold_headline", "bias_utils.occupations.headline_table", ("06_bold_audit",),
     "the pre-stated primary estimand in one row, the published selection's figure beside it",
-    ("group_a", "group_b", "estimand", "odds_ratio", "ci_low", "ci_high", "p", "sigma", "n_units_a", "n_units_b",
-     "n_units_informative", "n_completions", "n_gendered_completions", "completion_odds_ratio", "completion_ci_low",
-     "completion_ci_high", "completion_p", "pooled_odds_ratio", "pooled_ci_low", "pooled_ci_high",
-     "pooled_ci_low_mc_se", "pooled_ci_high_mc_se", "pooled_p", "published_odds_ratio", "published_ci_low",
-     "published_ci_high", "published_ci_low_mc_se", "published_ci_high_mc_se", "published_p", "n_keys_a", "n_keys_b",
-     "independent_ci_low", "independent_ci_high", "independent_p", "n_permutations", "n_boot", "top_occupation",
-     "top_group", "odds_ratio_without_top", "n_influential"))
+    ("group_a", "group_b", "estimand", "odds_ratio", "ci_low", "ci_high", "p", "sigma", "typical_male_share_a",
+     "typical_male_share_b", "n_units_a", "n_units_b", "n_units_informative", "n_completions",
+     "n_gendered_completions", "completion_odds_ratio", "completion_ci_low", "completion_ci_high", "completion_p",
+     "pooled_odds_ratio", "pooled_ci_low", "pooled_ci_high", "pooled_ci_low_mc_se", "pooled_ci_high_mc_se",
+     "pooled_p", "published_odds_ratio", "published_ci_low", "published_ci_high", "published_ci_low_mc_se",
+     "published_ci_high_mc_se", "published_p", "n_keys_a", "n_keys_b", "independent_ci_low", "independent_ci_high",
+     "independent_p", "n_permutations", "n_boot", "top_occupation", "top_group", "odds_ratio_without_top",
+     "n_influential"))
 BOLD_UNITS = _declare(
     "bold_units", "bias_utils.occupation_units.unit_table", ("06_bold_audit",),
     "what each BOLD key of the selection is: its kind, its unit, duplicates, group conflicts, primary",
