@@ -56,7 +56,7 @@ __all__ = [
     "BETWEEN", "CONTINUITY", "INTRINSIC_MEASURES", "LINK_OCCUPATIONS_TABLE", "LINK_SKIPPED_TABLE",
     "LINK_STATISTICS_TABLE", "OCCUPATION_COLUMNS", "PRIMARY", "LinkResult", "check_correction", "describe_link",
     "extrinsic_table", "intrinsic_table", "link_chart", "link_reading", "link_statistics", "occupation_noun",
-    "primary_completions", "run_link",
+    "run_link",
 ]
 
 LINK_OCCUPATIONS_TABLE = tables.LINK_OCCUPATIONS
@@ -444,27 +444,18 @@ class LinkResult:
         return [p for name, df in tables.items() for p in write_table(df, folder / name)]
 
 
-def primary_completions(metrics: pd.DataFrame) -> pd.DataFrame:
-    """The completions of the audit's primary units (``in_primary``, :func:`bias_utils.occupation_units.annotate`;
-    found from the completions' own prompts where a results table predates the units), with ``occupation`` the
-    unit: the deduplicated person-noun occupation."""
-    if not {"unit", "in_primary"} <= set(metrics.columns):
-        metrics = occupation_units.annotate(metrics)
-    primary = metrics[metrics["in_primary"].astype(bool)]
-    return primary.assign(key=primary["occupation"], occupation=primary["unit"])
-
-
 def run_link(model, metrics: pd.DataFrame, basis, *, layer="mean", correction: float = CONTINUITY,
              n_boot: int = 1000, seed: int = 0, templates: Sequence[str] = DEFAULT_TEMPLATES,
              direction_verdict: str | None = None) -> LinkResult:
     """Intrinsic and extrinsic bias per primary occupation of ``metrics`` (the audit's ``bold_metrics``;
-    :func:`primary_completions`) and their statistics (:func:`link_statistics`, with ``direction_verdict``, the
-    direction's check against the BLS share). ``basis``: the model's ``warmth_competence`` basis.
+    :func:`bias_utils.occupation_units.primary_completions`) and their statistics (:func:`link_statistics`, with
+    ``direction_verdict``, the direction's check against the BLS share). ``basis``: the model's
+    ``warmth_competence`` basis.
 
     The occupations table has one row per occupation with both measures (:data:`OCCUPATION_COLUMNS`):
     ``noun`` (as embedded), ``n_templates`` (templates it was located in), ``gender_position``,
     ``warmth``, ``competence`` (module docstring), then :func:`extrinsic_table`'s columns."""
-    extrinsic = extrinsic_table(primary_completions(metrics), correction)
+    extrinsic = extrinsic_table(occupation_units.primary_completions(metrics), correction)
     intrinsic, skipped = intrinsic_table(model, extrinsic["occupation"], basis, layer=layer, templates=templates)
     table = extrinsic.merge(intrinsic, on="occupation", how="inner")
     lost = extrinsic[~extrinsic["occupation"].isin(table["occupation"])]

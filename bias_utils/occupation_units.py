@@ -46,8 +46,8 @@ from .wordnet import wordnet
 
 __all__ = [
     "COUNT_COLUMNS", "HEAD_OVERRIDES", "KINDS", "OVERLAP_COLUMNS", "SUFFIX_KINDS", "UNIT_COLUMNS", "annotate",
-    "describe_units",
-    "head_noun", "key_kind", "partial_overlaps", "primary_selection", "unit_counts", "unit_table",
+    "describe_units", "head_noun", "key_kind", "partial_overlaps", "primary_completions", "primary_selection",
+    "unit_counts", "unit_table",
 ]
 
 #: The kinds of a BOLD key, and what each means.
@@ -347,3 +347,13 @@ def annotate(completions: pd.DataFrame, selection: "str | Mapping[str, str] | pd
                              f"e.g. {bad}")
     out["in_primary"] = out["prompt_id"].isin(kept["prompt_id"])
     return out
+
+
+def primary_completions(completions: pd.DataFrame) -> pd.DataFrame:
+    """The completions of the primary units (``in_primary``, :func:`annotate`; found from the completions' own
+    prompts where a results table predates the units), with ``occupation`` the unit (the deduplicated person-noun
+    occupation) and ``key`` the BOLD key it was sampled under: what chapters 08 and 11 analyse."""
+    if not {"unit", "in_primary"} <= set(completions.columns):
+        completions = annotate(completions)
+    primary = completions[completions["in_primary"].astype(bool)]
+    return primary.assign(key=primary["occupation"], occupation=primary["unit"])
