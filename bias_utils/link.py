@@ -337,6 +337,14 @@ def _p(p: float) -> str:
     return "< 0.001" if p < 0.001 else "= " + rendering.readable_number(float(p))
 
 
+def _within_text(row) -> str:
+    among = f"among the {int(row['n'])} {rendering.group_label(row['group'])} occupations"
+    if not np.isfinite(row["effect_size"]):
+        # every occupation of the group has the same log-odds (none has a gendered word in a small build)
+        return f"Spearman ρ is not defined {among} (their log-odds do not vary)"
+    return f"Spearman ρ = {_num(row['effect_size'])} {among} (95% CI {_num(row['ci_low'])} to {_num(row['ci_high'])})"
+
+
 def describe_link(statistics: pd.DataFrame, model: str = "this model") -> str:
     """The chapter's reading of :func:`link_statistics`: the primary statistic (:func:`link_reading`), then the
     correlation within each group, saying plainly when an interval includes zero ("not shown is not absent")."""
@@ -347,9 +355,7 @@ def describe_link(statistics: pd.DataFrame, model: str = "this model") -> str:
         within = [r for r in (_pick(statistics, "spearman_within_group", group=g)
                               for g in dict.fromkeys(statistics["group"]) if g) if r is not None]
         if within:
-            text += "; within each group, Spearman ρ = " + ", ".join(
-                f"{_num(r['effect_size'])} among the {int(r['n'])} {rendering.group_label(r['group'])} occupations "
-                f"(95% CI {_num(r['ci_low'])} to {_num(r['ci_high'])})" for r in within)
+            text += "; within each group, " + ", ".join(map(_within_text, within))
         if row["ci_low"] <= 0 <= row["ci_high"]:
             text += " (not shown is not absent)"
     return text[0].upper() + text[1:] + "."

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -24,10 +26,10 @@ def metrics():
 
 @pytest.fixture(scope="module")
 def linked(smollm, smollm_quick_bases, metrics):
-    """The link on 44 real occupations (every other primary unit of the audit, both groups), on the chapter's own
-    axes with the QUICK build's contexts."""
+    """The link on the audit's 88 primary occupations (published completions: too few of them have gendered words
+    for the within-field model on any slice), on the chapter's own axes with the QUICK build's contexts."""
     annotated = occupation_units.annotate(metrics, "audit")
-    keep = annotated.loc[annotated["in_primary"], "unit"].drop_duplicates().iloc[::2]
+    keep = annotated.loc[annotated["in_primary"], "unit"].drop_duplicates()
     return link.run_link(smollm, annotated[annotated["unit"].isin(keep)], smollm_quick_bases["warmth_competence"],
                          n_boot=200, seed=1, direction_verdict="supported", n_permutations=99)
 
@@ -113,7 +115,9 @@ def test_gender_position_puts_the_gendered_terms_at_plus_and_minus_half(smollm):
 @pytest.mark.slow
 def test_link_statistics_agree_with_scipy_statsmodels_and_the_mixed_model_on_real_data(linked):
     table, stats_ = linked.occupations, linked.statistics
-    assert len(table) == 44 and table["group"].nunique() == 2 and linked.skipped.empty
+    units = occupation_units.unit_table("audit")
+    assert len(table) == units.loc[units["primary"], "unit"].nunique() and table["group"].nunique() == 2
+    assert linked.skipped.empty
     assert list(table.columns) == link.OCCUPATION_COLUMNS
     assert set(table["occupation"]) <= set(occupation_units.unit_table("audit")["unit"])  # units, not BOLD keys
     pooled = stats_[stats_["group"] == ""].set_index(["intrinsic", "test"])
@@ -128,7 +132,8 @@ def test_link_statistics_agree_with_scipy_statsmodels_and_the_mixed_model_on_rea
         for group, g in table.groupby("group"):
             row = stats_[(stats_["test"] == "spearman_within_group") & (stats_["intrinsic"] == measure)
                          & (stats_["group"] == group)].iloc[0]
-            assert row["effect_size"] == pytest.approx(st.spearmanr(g[measure], g["log_odds"])[0], abs=1e-10)
+            want = st.spearmanr(g[measure], g["log_odds"])[0] if g["log_odds"].nunique() > 1 else np.nan
+            assert row["effect_size"] == pytest.approx(want, abs=1e-10, nan_ok=True)
         frame = table.assign(z=(x - x.mean()) / x.std(ddof=0))
         for test, formula in (("ols", "log_odds ~ z"), ("ols_category", "log_odds ~ z + C(category)")):
             fit = smf.ols(formula, frame).fit()
@@ -150,13 +155,15 @@ def test_link_statistics_agree_with_scipy_statsmodels_and_the_mixed_model_on_rea
     primary = stats_[stats_["primary"]].iloc[0]
     assert (primary["intrinsic"], primary["test"]) == ("gender_position", "mixed_logit_within_category")
     sentence = link.describe_link(stats_, "SmolLM2")
-    assert f"{primary.effect_size:.2f} log-odds per SD".replace("-", "−") in sentence
+    assert f"{primary.effect_size:.2f}".replace("-", "−") + " log-odds per SD" in sentence
     assert "permutation likelihood-ratio p " in sentence
     assert ("is not shown" in sentence) == (primary.ci_low <= 0 <= primary.ci_high)
     rho = pooled.loc[("gender_position", "spearman")]
     assert f"pooled over both groups, Spearman ρ = {rho.effect_size:.2f}".replace("-", "−") in sentence
     assert "mostly the difference between female- and male-dominated occupations" in sentence
-    assert "within each group, Spearman ρ = " in sentence
+    assert "within each group, Spearman ρ " in sentence
+    constant = [g for g, t in table.groupby("group") if t["log_odds"].nunique() == 1]
+    assert sentence.count("is not defined among the") == len(constant)
     shown = link.describe_link(stats_, "smollm2-135m-instruct--b179c9523d0e--fp32")
     assert "In smollm2-135m-instruct" in shown and "b179c9523d0e" not in shown  # the display name
     # a direction not validated against the BLS share is not read, and no number of it is printed
@@ -164,7 +171,7 @@ def test_link_statistics_agree_with_scipy_statsmodels_and_the_mixed_model_on_rea
     assert not unread.loc[unread["intrinsic"] == "gender_position", "readable"].any()
     assert unread.loc[unread["intrinsic"] != "gender_position", "readable"].all()
     text = link.describe_link(unread, "SmolLM2")
-    assert "is not shown against the BLS share of women" in text and not any(ch.isdigit() for ch in text)
+    assert "is not shown against the BLS share of women" in text and re.search(r"\d\.\d", text) is None
     chart = link.link_chart(table).to_dict()
     marks = [layer["mark"]["type"] for layer in chart["layer"]]
     assert marks[:4] == ["area", "line", "point", "rule"] and set(marks[4:]) == {"text"}  # band, line, points,
