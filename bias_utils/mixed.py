@@ -29,7 +29,7 @@ How it is computed (and why)
   weighted as if its words were independent. Measured while this module was written, on tests/test_mixed.py's
   designs (a) and (b) (1,500 samples each, true sigma 1): plain ML put sigma at 0 in 8% and 17% of samples and its
   likelihood-ratio test of a null group effect rejected in 6.1% and 6.9% at the 5% level; with the penalty (1,000
-  samples each) 5.4% and 5.0%. The tests print plain ML's rate on 200 samples of (b) beside the penalised one.
+  samples each) 5.4% and 5.0%. The tests print plain ML's rate on 100 samples of (b) beside the penalised one.
   The interval and the test below are then those of the penalised likelihood; ``boundary_avoiding=False`` gives
   plain ML.
 * **Newton's method** with the exact gradient and Hessian of the quadrature (posterior-weighted scores at the nodes;
