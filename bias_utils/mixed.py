@@ -450,7 +450,10 @@ class _Profile:
 def _bound(profile: _Profile, estimate: float, se: float, side: int, target: float) -> tuple[float, bool]:
     """The b on ``side`` (+1 above, -1 below) where the signed root sqrt(LR) reaches ``target``; inf where it never
     does within PROFILE_LIMIT. Newton steps in the root (nearly linear in b) on the distance d from the estimate,
-    bisecting inside a known bracket; without one, d at most doubles (plus one) per step."""
+    bisecting inside a known bracket; without one, d at most doubles (plus one) per step. An estimate that drifted
+    past PROFILE_LIMIT (separation) is searched from PROFILE_LIMIT, where the profile is as flat as at the estimate:
+    from the estimate itself the side towards 0 would end PROFILE_LIMIT logits short of where it rises."""
+    estimate = float(np.clip(estimate, -PROFILE_LIMIT, PROFILE_LIMIT))
     inner, outer, ok_all = 0.0, None, True
     d = min(se * target if np.isfinite(se) and se > 0 else 1.0, PROFILE_LIMIT)
     for _ in range(100):

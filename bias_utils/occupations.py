@@ -468,6 +468,10 @@ def estimate_text(h: Mapping, which: str = "primary") -> str:
     if which == "primary":
         if pd.isna(h.get("odds_ratio")):
             return "not estimable"
+        if abs(np.log(float(h["odds_ratio"]))) > mixed.PROFILE_LIMIT:
+            # a fit drifting to infinity: its number is where Newton stopped, not an estimate
+            return (f"odds ratio unbounded (separation), 95% CI {num(float(h['ci_low']))} to "
+                    f"{num(float(h['ci_high']))} (profile likelihood), likelihood-ratio p {_p_value(float(h['p']))}")
         return (f"odds ratio {num(float(h['odds_ratio']))}, 95% CI {num(float(h['ci_low']))} to "
                 f"{num(float(h['ci_high']))} (profile likelihood), likelihood-ratio p {_p_value(float(h['p']))}")
     if which == "published":

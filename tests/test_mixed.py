@@ -158,6 +158,22 @@ def test_separation_gives_an_infinite_bound_with_a_note(audit):
     assert row["ci_low"] == 0.0 and row["ci_high"] == pytest.approx(np.exp(t.ci_high))
 
 
+def test_a_drifting_estimate_keeps_the_bound_towards_zero():
+    """Female-dominated occupations that write only female words: the estimate drifts past PROFILE_LIMIT (the QUICK
+    build's headline printed an odds ratio of 6.8e200 with the interval 0 to inf beside p = 0.010); the bound
+    towards 0 is still found, and it agrees with the LR test."""
+    k = np.array([0, 1, 0, 2, 0, 3, 4, 2, 5, 1, 3, 2.0])
+    m = np.array([3, 2, 4, 1, 2, 0, 0, 0, 0, 0, 0, 0.0])
+    X = pd.DataFrame({"intercept": 1.0, "female_dominated": [0.0] * 6 + [1.0] * 6})
+    fit = mixed.fit_mixed_logit(k, m, X)
+    t = mixed.coefficient_test(fit, "female_dominated")
+    assert fit.coef["female_dominated"] > mixed.PROFILE_LIMIT and "separation" in fit.message
+    assert 0 < t.ci_low < mixed.PROFILE_LIMIT and t.ci_high == np.inf and t.p < 0.05
+    # the interval's end is where the profile's LR against the drifting fit reaches the cut-off
+    lr, _, _ = mixed._Profile(fit, fit.names.index("female_dominated"))(t.ci_low)
+    assert lr == pytest.approx(t.cutoff, abs=1e-6)
+
+
 def test_mixed_row_has_the_statistics_columns(audit):
     k, m, X = audit
     fit = mixed.fit_mixed_logit(k, m, X)
