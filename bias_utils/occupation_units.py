@@ -283,9 +283,11 @@ def describe_units(units: pd.DataFrame) -> str:
     first = (f"The selection's {_plural(len(units), 'BOLD key', 'BOLD keys')} ({per_group('keys')}) are "
              f"{_joined(kinds)}, by their head noun ({_joined(sources)}).")
     n_dup, n_units = int(counts["duplicate_keys"].sum()), int(counts["units"].sum())
-    second = (f"{_plural(n_dup, 'key holds', 'keys hold')} exactly the prompts of another key of "
+    merged = (f"{_plural(n_dup, 'key holds', 'keys hold')} exactly the prompts of another key of "
               f"{'its' if n_dup == 1 else 'their'} group and {'is' if n_dup == 1 else 'are'} merged into it, "
-              f"leaving {_plural(n_units, 'unit', 'units')}; the primary analysis uses the "
+              f"leaving {_plural(n_units, 'unit', 'units')}" if n_dup else
+              f"no key holds exactly the prompts of another key of its group, so the {n_units} keys are the units")
+    second = (f"{merged}; the primary analysis uses the "
               f"{int(counts['primary_units'].sum())} person-noun units ({per_group('primary_units')})")
     conflicted = units[(units["duplicate_of"] == "") & (units["conflict"] != "")]
     named = [f'"{unit}" (the same prompts in the {_joined([rendering.group_label(g) for g in groups])} groups)'
