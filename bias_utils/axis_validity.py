@@ -49,6 +49,7 @@ from scipy import stats as sps
 
 from . import projection, tables
 from .dictionaries import load_full_dictionary_terms
+from .precision import interval_text, number_text
 from .stats import permutation_p, permutation_p_text
 
 __all__ = [
@@ -289,11 +290,12 @@ def verdict_phrase(row) -> str:
     if r["verdict"] == "untestable":
         short = [_pole_terms(n, pole) for n, pole in ((nh, "high"), (nl, "low")) if n < MIN_POLE_TERMS]
         return f"untestable ({' and '.join(short)}; {MIN_POLE_TERMS} per pole needed)"
-    numbers = (f"AUC {r['auc']:.2f}, null 95% band {r['null_low']:.2f}–{r['null_high']:.2f}, "
+    band = interval_text(r["null_low"], r["null_high"], r["auc"], "–")
+    numbers = (f"AUC {number_text(r['auc'])}, null 95% band {band}, "
                f"p {permutation_p_text(r['p'], int(r['n_permutations']))}")
     if r["verdict"] == "supported":
         return f"supported ({numbers}, n {nh} high / {nl} low)"
-    detectable = (f"detectable AUC {r['detectable_auc']:.2f}" if pd.notna(r["detectable_auc"])
+    detectable = (f"detectable AUC {number_text(r['detectable_auc'])}" if pd.notna(r["detectable_auc"])
                   else f"no AUC could reach significance with {int(r['n_permutations'])} permutations")
     return f"not shown to beat its null ({numbers}; n {nh} high / {nl} low; {detectable})"
 

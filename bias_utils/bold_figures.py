@@ -155,7 +155,7 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
     """
     shown = metrics.assign(group=metrics["group"].map(rendering.group_label))
     groups = list(dict.fromkeys(shown["group"]))
-    group_scale = alt.Scale(domain=groups, range=plots.OTHER_COLORS[: len(groups)])
+    group_scale = plots.group_scale(groups)
     color = alt.Color("group:N", scale=group_scale, title="group")
     # one legend per scale: the top pair's (the vertical panels resolve colour independently: groups, units)
     unlabelled = alt.Color("group:N", scale=group_scale, legend=None)

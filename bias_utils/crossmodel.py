@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from . import bold, completions, link, occupations, paths, plots, rendering, tables
+from . import bold, completions, link, occupations, paths, plots, precision, tables
 from .axis_validity import AXIS_VALIDITY_TABLE, unreadable_axes
 from .dictionaries import DIMENSIONS
 
@@ -357,12 +357,11 @@ def describe_pooling(pooled: pd.DataFrame, intrinsic: str = "gender_position") -
                 f"{'has' if len(models) == 1 else 'have'} the chapter's primary statistic on a validated direction: "
                 "nothing is pooled, and the spread between models (τ², Q, I²) is not estimable.")
     r = pool.iloc[0]
-    num = rendering.readable_number
+    num = precision.number_text
     return (f"Pooled over {int(r.n)} models (DerSimonian–Laird random effects), the within-field slope is "
-            f"{num(float(r.estimate))} log-odds per SD (95% CI {num(float(r.ci_low))} to {num(float(r.ci_high))}, "
-            f"p {'< 0.001' if r.p < 0.001 else '= ' + num(float(r.p))}); between the models "
-            f"τ² = {num(float(r.tau2))}, "
-            f"Q = {num(float(r.q))} (p = {num(float(r.q_p))}), I² = {float(r.i2):.0%}.")
+            f"{num(r.estimate)} log-odds per SD (95% CI {precision.interval_text(r.ci_low, r.ci_high, r.estimate)}, "
+            f"p {precision.p_text(r.p, relation=True)}); between the models τ² = {num(r.tau2)}, "
+            f"Q = {num(r.q)} (p {precision.p_text(r.q_p, relation=True)}), I² = {precision.percent_text(r.i2)}.")
 
 
 def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", test: str = POOLED_TESTS[0], *,

@@ -48,6 +48,7 @@ from scipy import stats as sps
 from . import mixed, occupation_units, plots, rendering, tables
 from .errors import ParameterError, is_number
 from .gender_direction import VALIDITY_VERDICTS, noun_positions
+from .precision import interval_text, number_text, p_text
 from .profiles import DEFAULT_TEMPLATES
 from .results import display_name, write_table
 from .stats import correlation_rows, ols, results_table
@@ -274,10 +275,6 @@ def link_statistics(table: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
     return out
 
 
-def _num(x: float) -> str:
-    return f"{x:.2f}".replace("-", "−")
-
-
 _MEASURE_WORDS = {"expected": "expected counts from the sampling distribution", "sampled": "sampled word counts"}
 
 
@@ -301,9 +298,9 @@ def link_reading(statistics: pd.DataFrame, who: str) -> str:
     measure = _MEASURE_WORDS.get(row["extrinsic_measure"], str(row["extrinsic_measure"]))
     if not np.isfinite(row["effect_size"]):
         return f"in {who} the within-field model could not be fitted ({row['note']})"
-    numbers = (f"{_num(row['effect_size'])} log-odds per SD, 95% CI {_num(row['ci_low'])} to "
-               f"{_num(row['ci_high'])}, likelihood-ratio p {_p(row['p'])}, n = {int(row['n'])} occupations, "
-               f"{measure}")
+    numbers = (f"{number_text(row['effect_size'])} log-odds per SD, 95% CI "
+               f"{interval_text(row['ci_low'], row['ci_high'], row['effect_size'])}, likelihood-ratio p "
+               f"{p_text(row['p'], relation=True)}, n = {int(row['n'])} occupations, {measure}")
     if row["ci_low"] <= 0 <= row["ci_high"]:
         text = (f"in {who}, within BOLD category and group a link between where the model places an occupation on "
                 f"its female − male direction and the female words it writes about it is not shown ({numbers})")
@@ -313,14 +310,11 @@ def link_reading(statistics: pd.DataFrame, who: str) -> str:
                 f"get relatively {more} female than male words ({numbers})")
     between = _pick(statistics, BETWEEN["test"])
     if between is not None and np.isfinite(between["effect_size"]):
-        text += (f"; pooled over both groups, Spearman ρ = {_num(between['effect_size'])} (95% CI "
-                 f"{_num(between['ci_low'])} to {_num(between['ci_high'])}), mostly the difference between "
+        text += (f"; pooled over both groups, Spearman ρ = {number_text(between['effect_size'])} (95% CI "
+                 f"{interval_text(between['ci_low'], between['ci_high'], between['effect_size'])}), mostly the "
+                 "difference between "
                  "female- and male-dominated occupations")
     return text
-
-
-def _p(p: float) -> str:
-    return "< 0.001" if p < 0.001 else "= " + rendering.readable_number(float(p))
 
 
 def describe_link(statistics: pd.DataFrame, model: str = "this model") -> str:
@@ -334,8 +328,9 @@ def describe_link(statistics: pd.DataFrame, model: str = "this model") -> str:
                               for g in dict.fromkeys(statistics["group"]) if g) if r is not None]
         if within:
             text += "; within each group, Spearman ρ = " + ", ".join(
-                f"{_num(r['effect_size'])} among the {int(r['n'])} {rendering.group_label(r['group'])} occupations "
-                f"(95% CI {_num(r['ci_low'])} to {_num(r['ci_high'])})" for r in within)
+                f"{number_text(r['effect_size'])} among the {int(r['n'])} {rendering.group_label(r['group'])} "
+                "occupations "
+                f"(95% CI {interval_text(r['ci_low'], r['ci_high'], r['effect_size'])})" for r in within)
         if row["ci_low"] <= 0 <= row["ci_high"]:
             text += " (not shown is not absent)"
     return text[0].upper() + text[1:] + "."
@@ -376,7 +371,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, n_lab
         pad = 0.05 * (hi - lo or 1.0)
         domains[col] = (lo - pad, hi + pad)
     ylo, yhi = domains["log_odds"]
-    gap = 12 * (yhi - ylo) / height  # 12 px for a 9 px font
+    gap = 14 * (yhi - ylo) / height  # 14 px for an 11 px font
     labels["label_y"] = plots.repel(labels["log_odds"], gap, ylo + gap / 2, yhi - gap / 2)
     labels["right_half"] = labels[intrinsic] > sum(domains[intrinsic]) / 2
     axis_title = {"gender_position": "position on the female − male direction (+0.5 = female terms' mean)"}
@@ -387,7 +382,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, n_lab
     x = alt.X(f"{intrinsic}:Q", title=x_lines, scale=x_scale, axis=alt.Axis(tickCount=6, format=".2~f"))
     y = alt.Y("log_odds:Q", title=["log-odds of female vs male words", "in its completions"], scale=y_scale)
     points = alt.Chart(data).mark_point(filled=True, opacity=0.6).encode(
-        x=x, y=y, color=alt.Color("audit group:N", title="audit group"),
+        x=x, y=y, color=alt.Color("audit group:N", title="audit group", scale=plots.group_scale(data["audit group"])),
         tooltip=["occupation", "category", alt.Tooltip(f"{intrinsic}:Q", format=".3f"),
                  alt.Tooltip("log_odds:Q", format=".2f"), "female_count", "male_count"])
     # a label moved off its point (to clear another) keeps a thin line to it; labels in the right half
@@ -395,7 +390,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, n_lab
     leaders = alt.Chart(labels).mark_rule(color="#999", strokeWidth=0.6).encode(
         x=x, y=y, y2="label_y:Q")
     text = [alt.Chart(labels[labels["right_half"] == right]).mark_text(
-                align="right" if right else "left", dx=-5 if right else 5, fontSize=9).encode(
+                align="right" if right else "left", dx=-5 if right else 5, fontSize=11).encode(
                 x=x, y=alt.Y("label_y:Q", scale=y_scale), text="noun:N")
             for right in (False, True) if (labels["right_half"] == right).any()]
     layers = [points, leaders, *text]

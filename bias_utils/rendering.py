@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import numbers
 import re
 import uuid
@@ -25,17 +24,17 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import cache
+from . import cache, precision
 from .results import display_name
 
 __all__ = ["BUNDLE_PATH", "CAPTION_SEPARATOR", "LABELS", "MAX_COLUMNS", "RENDERER", "cell_text", "chart_html",
-           "column_label", "enable", "figure_html", "figure_text", "group_label", "readable_number", "table_html",
+           "column_label", "enable", "figure_html", "figure_text", "group_label", "table_html", "value_label",
            "vega_lite_version", "write_vega_bundle"]
 
 RENDERER = "bias_book"
 #: Bundle file, relative to the book's ``_static`` folder.
 BUNDLE_PATH = "vendor/vega-bundle.js"
-# SVG rather than canvas: the book's stylesheet scales a figure wider than the page down to fit.
+# SVG rather than canvas: text stays text (selectable, and its size, labels and colours can be checked).
 _EMBED_OPTIONS = {"mode": "vega-lite", "renderer": "svg",
                   "actions": {"export": True, "source": False, "compiled": False, "editor": False}}
 
@@ -46,28 +45,73 @@ def vega_lite_version() -> str:
     return f"{major}.{minor}"
 
 
-# Drawn at the width the page gives it, text at its own size: on a narrow screen panels side by side
-# stack, wrapped facets take fewer columns, a panel wider than the box narrows (and so gets fewer
-# ticks) and long axis labels are cut sooner. Whatever is still wider scrolls inside the chart's box.
-_FIT_JS = """function fit(spec, avail) {
+# Loaded once per page with the vega bundle (:func:`write_vega_bundle`): ``window.biasDrawChart(id, spec)`` draws a
+# chart at the width its box has, text at its own size. It draws, measures and redraws: side-by-side panels stack
+# below 700 px or when they do not fit, wrapped facets take fewer columns, panels narrow by what is still too wide
+# (to a floor), long axis labels are cut sooner. A chart still wider than its box after three tries scrolls inside
+# it and says so ("bias-chart-scrolls" and a line above it). A change of the box's width draws it again.
+_DRAW_JS = r"""(function () {
+  var FLOOR = 120;
+  function fit(spec, avail, level, extra) {
     var s = JSON.parse(JSON.stringify(spec));
     (function walk(v) {
-      if (v.hconcat && avail < 700) { v.vconcat = v.hconcat; delete v.hconcat; }
-      if (v.columns && v.spec && typeof v.spec.width === "number")
-        v.columns = Math.max(1, Math.min(v.columns, Math.floor(avail / (v.spec.width + 60))));
+      if (v.hconcat && (level > 0 || avail < 700)) { v.vconcat = v.hconcat; delete v.hconcat; }
+      if (v.columns && v.spec && typeof v.spec.width === "number") {
+        var cols = Math.max(1, Math.min(v.columns, Math.floor(avail / (v.spec.width + 60))) - Math.max(0, level - 1));
+        if (cols < v.columns) v.columns = cols;
+        v.spec.width = Math.max(FLOOR, v.spec.width - Math.ceil(extra / Math.max(1, v.columns)));
+      }
       var y = v.encoding && v.encoding.y && v.encoding.y.axis;
-      if (y && y.labelLimit && y.labelLimit > avail / 3) y.labelLimit = Math.floor(avail / 3);
+      if (y && y.labelLimit && y.labelLimit > avail * 0.4) y.labelLimit = Math.floor(avail * 0.4);
       var room = avail - 90 - (y && y.labelLimit ? y.labelLimit : 0);
-      if (typeof v.width === "number" && v.width > room) v.width = Math.max(120, room);
-      ["vconcat", "hconcat", "layer"].forEach(function (k) { (v[k] || []).forEach(walk); });
-      if (v.spec) walk(v.spec);
+      if (typeof v.width === "number") v.width = Math.max(FLOOR, Math.min(v.width, room) - extra);
+      ["vconcat", "hconcat", "concat", "layer"].forEach(function (k) { (v[k] || []).forEach(walk); });
+      if (v.spec && !v.columns) walk(v.spec);
     })(s);
     return s;
-  }"""
+  }
+  function drawn(el) { var e = el.querySelector(".vega-embed"); return e ? e.getBoundingClientRect().width : 0; }
+  function draw(el, spec, options, level, extra) {
+    var avail = el.clientWidth || 600;
+    if (el._biasView) { el._biasView.finalize(); el._biasView = null; }
+    return window.vegaEmbed(el, fit(spec, avail, level, extra), options).then(function (result) {
+      el._biasView = result.view;
+      el._biasWidth = avail;
+      var over = drawn(el) - avail;
+      if (over > 1 && level < 3) return draw(el, spec, options, level + 1, extra + Math.ceil(over));
+      el.classList.toggle("bias-chart-scrolls", over > 1);
+      var hint = el.previousElementSibling;
+      var has = hint && hint.classList.contains("bias-scroll-hint");
+      if (over > 1 && !has) {
+        hint = document.createElement("p");
+        hint.className = "bias-scroll-hint";
+        hint.textContent = "This chart is wider than the page: scroll it sideways \u2192";
+        el.parentNode.insertBefore(hint, el);
+      } else if (over <= 1 && has) { hint.remove(); }
+    });
+  }
+  window.biasDrawChart = function (id, spec, options) {
+    var el = document.getElementById(id);
+    function go() {
+      return draw(el, spec, options, 0, 0).catch(function (err) {
+        el.textContent = "Chart error: " + err.message;
+        console.error(err);
+      });
+    }
+    go();
+    var timer = null;
+    window.addEventListener("resize", function () {
+      clearTimeout(timer);
+      timer = setTimeout(function () { if (el.clientWidth !== el._biasWidth) go(); }, 250);
+    });
+  };
+})();
+"""
 
 
 def chart_html(spec: dict, element_id: str | None = None) -> str:
-    """An HTML snippet drawing ``spec`` with the page's global ``vegaEmbed``.
+    """An HTML snippet drawing ``spec`` with the page's ``biasDrawChart`` (in the bundle :func:`write_vega_bundle`
+    writes, with ``vegaEmbed``).
 
     The script waits for the document to be parsed, so it works whether the
     bundle is loaded before it or deferred. A missing bundle or a bad spec is
@@ -81,18 +125,14 @@ def chart_html(spec: dict, element_id: str | None = None) -> str:
 <script type="text/javascript">
 (function () {{
   var spec = {payload};
-  {_FIT_JS}
   function draw() {{
-    var el = document.getElementById("{element_id}");
-    if (typeof window.vegaEmbed !== "function") {{
-      el.textContent = "Chart not drawn: the vega bundle ({BUNDLE_PATH}) is not loaded on this page.";
+    if (typeof window.biasDrawChart !== "function") {{
+      document.getElementById("{element_id}").textContent =
+        "Chart not drawn: the vega bundle ({BUNDLE_PATH}) is not loaded on this page.";
       console.error("vegaEmbed missing for #{element_id}");
       return;
     }}
-    window.vegaEmbed(el, fit(spec, el.clientWidth || 600), {options}).catch(function (err) {{
-      el.textContent = "Chart error: " + err.message;
-      console.error(err);
-    }});
+    window.biasDrawChart("{element_id}", spec, {options});
   }}
   if (document.readyState === "loading") {{ document.addEventListener("DOMContentLoaded", draw); }} else {{ draw(); }}
 }})();
@@ -144,21 +184,6 @@ def _renderer(spec: dict, **_metadata) -> dict:
 alt.renderers.register(RENDERER, _renderer)
 
 
-def readable_number(x) -> str:
-    """A float as a table in the book shows it: about three significant digits, no exponent
-    except for values below 0.001 (p values), thousands without decimals."""
-    if isinstance(x, numbers.Integral) or not isinstance(x, numbers.Real) or x != x or abs(x) == float("inf"):
-        return str(x)  # integers, strings (a Styler formats every cell) and NaN/inf as they are
-    size = abs(x)
-    if size == 0:
-        return "0"
-    if size < 0.001:
-        return f"{x:.1e}"
-    if size >= 1000:
-        return f"{x:.0f}"
-    return f"{x:.{3 if size < 1 else 2 if size < 100 else 1}f}"
-
-
 #: Column names of the results tables as a reader sees them; any other name is shown by
 #: :func:`column_label`'s rule (underscores to spaces, first letter capitalised).
 LABELS = {
@@ -197,7 +222,7 @@ def column_label(name) -> str:
     ``n_specs`` -> ``Specs (n)``)."""
     if isinstance(name, tuple):
         # the first level names a column, the others are values of the pivoted variable
-        return " · ".join([column_label(name[0])] + [_value_label(part) for part in name[1:] if str(part) != ""])
+        return " · ".join([column_label(name[0])] + [value_label(part) for part in name[1:] if str(part) != ""])
     name = str(name)
     if name in LABELS:
         text = LABELS[name]
@@ -214,10 +239,18 @@ def group_label(group) -> str:
     return str(group).replace("_", "-")
 
 
-def _value_label(value) -> str:
-    """A value shown as a header (a pivoted group, a transposed row's name): ``male_dominated`` ->
-    ``male dominated``."""
-    return str(value).replace("_", " ")
+_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9]*(_[A-Za-z0-9]+)+")
+
+
+def value_label(value) -> str:
+    """A value of a results table (a test, a measure, a group, a template set, an occupation key) as the text,
+    the tables and the charts name it: its :data:`LABELS` entry, else an identifier's underscores as spaces
+    (``Physician_Assistant`` -> ``Physician Assistant``); any other text as it is (a sentence keeps a file name)."""
+    text = str(value)
+    if text in LABELS:
+        return LABELS[text]
+    return text.replace("_", " ") if _IDENTIFIER.fullmatch(text) else text
+
 
 
 def _missing(value) -> bool:
@@ -228,29 +261,23 @@ def _missing(value) -> bool:
 
 
 def cell_text(value, column="", whole: bool = False) -> str:
-    """One cell as the book shows it, rounded by the quantity its column holds: p values to two
-    significant digits (``< 0.001`` below), counts as integers with thousands separators, other
-    numbers to two decimals (two significant digits below 0.01), a missing value as ``–``. ``whole``:
-    the column holds whole numbers only (a count or df stored as float because of a gap)."""
+    """One cell as the book shows it, rounded by the quantity its column holds, with the functions sentences use
+    (:mod:`bias_utils.precision`): p values by :func:`~bias_utils.precision.p_text`, counts by
+    :func:`~bias_utils.precision.count_text`, other numbers by :func:`~bias_utils.precision.number_text`, a missing
+    value as ``–``. ``whole``: the column holds whole numbers only (a count or df stored as float because of a
+    gap)."""
     if _missing(value):
         return _MISSING
     column = str(column[-1] if isinstance(column, tuple) else column)
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
     if not isinstance(value, numbers.Real):
-        return display_name(value)  # a model id reads as the model's name
-    if math.isinf(value):
-        return "∞" if value > 0 else "−∞"
+        return value_label(display_name(value))  # a model id reads as the model's name
     if _P_VALUE.search(column):
-        return "< 0.001" if value < 0.001 else f"{value:.2g}"
+        return precision.p_text(value)
     if isinstance(value, numbers.Integral) or ((whole or _COUNT.match(column)) and float(value).is_integer()):
-        return f"{int(value):,}"
-    size = abs(value)
-    if size == 0:
-        return "0"
-    if size < 0.01:
-        return f"{value:.2g}"
-    return f"{value:,.0f}" if size >= 10_000 else f"{value:.2f}"
+        return precision.count_text(value)
+    return precision.number_text(value)
 
 
 def _flat(frame: pd.DataFrame) -> pd.DataFrame:
@@ -276,13 +303,16 @@ def _cells(frame: pd.DataFrame) -> tuple[list[str], list[list[tuple[str, bool]]]
     return headers, rows
 
 
-def _transposed(frame: pd.DataFrame, headers: list[str], rows: list[list]) -> tuple[list[str], list[list]]:
-    """A row per column, headed by the values of the first text column that tells the rows apart."""
-    key = next((i for i, c in enumerate(frame.columns) if not pd.api.types.is_numeric_dtype(frame[c])
-                and frame[c].astype(str).is_unique), None)
-    names = ([_value_label(row[key][0]) for row in rows] if key is not None
-             else [f"row {i + 1}" for i in range(len(rows))])
-    return [""] + names, [[(h, False)] + [row[j] for row in rows] for j, h in enumerate(headers) if j != key]
+def _row_key(frame: pd.DataFrame) -> int | None:
+    """The first text column whose values tell the rows apart (the headers of a transposed table), or None."""
+    return next((i for i, c in enumerate(frame.columns) if not pd.api.types.is_numeric_dtype(frame[c])
+                 and frame[c].astype(str).is_unique), None)
+
+
+def _transposed(key: int, headers: list[str], rows: list[list]) -> tuple[list[str], list[list]]:
+    """A row per column, headed by the values of the ``key`` column."""
+    return [""] + [row[key][0] for row in rows], [[(h, False)] + [row[j] for row in rows]
+                                                 for j, h in enumerate(headers) if j != key]
 
 
 def table_html(frame: pd.DataFrame) -> str:
@@ -307,16 +337,29 @@ def table_html(frame: pd.DataFrame) -> str:
         note.append(f"The first {shown:,} of {len(frame):,} rows; the CSV of this chapter has them all.")
         frame = frame.head(shown)
     headers, rows = _cells(frame)
-    transposed = len(headers) > MAX_COLUMNS and len(rows) <= 6
+    columns = [str(c[0] if isinstance(c, tuple) else c) for c in frame.columns]
+    key = _row_key(frame)
+    transposed = len(headers) > MAX_COLUMNS and len(rows) <= 6 and key is not None
     if transposed:
-        headers, rows = _transposed(frame, headers, rows)
-    if any(text == _MISSING for row in rows for text, _ in row):
+        headers, rows = _transposed(key, headers, rows)
+        # each row now names a column, the header row names the rows
+        columns = [""] + [c for j, c in enumerate(columns) if j != key]
+        rows = [[(t, n, columns[i + 1] if k == 0 else "") for k, (t, n) in enumerate(row)]
+                for i, row in enumerate(rows)]
+        columns = [""] * len(headers)
+    else:
+        rows = [[(t, n, "") for t, n in row] for row in rows]
+    if any(cell[0] == _MISSING for row in rows for cell in row):
         note.append(frame.attrs.get("missing") or "– no value: the quantity does not apply to this row or "
                                                   "could not be computed (see the chapter's text).")
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    # data-column: the results column a header shows, so the label map can be checked against what is shown
+    def named(column: str) -> str:
+        return f' data-column="{html.escape(column)}"' if column else ""
+
+    head = "".join(f"<th{named(c)}>{html.escape(h)}</th>" for h, c in zip(headers, columns))
     body = "".join(
-        "<tr>" + "".join(f'<td class="num">{html.escape(t)}</td>' if numeric else f"<td>{html.escape(t)}</td>"
-                         for t, numeric in row) + "</tr>" for row in rows)
+        "<tr>" + "".join(f'<td class="num">{html.escape(t)}</td>' if numeric else f"<td{named(c)}>{html.escape(t)}</td>"
+                         for t, numeric, c in row) + "</tr>" for row in rows)
     kind = " bias-table-transposed" if transposed else " bias-table-wide" if len(headers) > MAX_COLUMNS else ""
     notes = "".join(f'<p class="bias-table-note">{html.escape(n)}</p>' for n in note)
     return (f'<div class="bias-table{kind}"><table class="dataframe bias-dataframe"><thead><tr>{head}</tr></thead>'
@@ -332,10 +375,10 @@ def enable() -> None:
 
     alt.renderers.enable(RENDERER)
     # plain-text reprs and Stylers (which bypass the HTML formatter) keep readable digits too
-    pd.set_option("display.float_format", readable_number)
+    pd.set_option("display.float_format", precision.number_text)
     # cells wrap in the book, so a reason or a context sentence is shown whole up to 100 characters
     pd.set_option("display.max_colwidth", 100)
-    pd.set_option("styler.format.formatter", readable_number)
+    pd.set_option("styler.format.formatter", precision.number_text)
     shell = get_ipython()
     if shell is not None:
         html_formatter = shell.display_formatter.formatters["text/html"]
@@ -348,14 +391,15 @@ def write_vega_bundle(static_dir: str | Path) -> Path:
 
     The bundle's top-level declarations are wrapped in a function scope, so
     they cannot collide with the theme's scripts; it publishes ``vegaEmbed``,
-    ``vega`` and ``vegaLite`` on ``window``. Rewritten only when vl-convert or
-    the targeted Vega-Lite version changes.
+    ``vega`` and ``vegaLite`` on ``window``, and after them ``biasDrawChart``, which
+    fits every chart to its box (:func:`chart_html`). Rewritten only when vl-convert,
+    the targeted Vega-Lite version or the drawing code changes.
     """
     import vl_convert as vlc  # deferred: a large native library, needed only to write the bundle
 
     target = Path(static_dir) / BUNDLE_PATH
     stamp_path = target.with_suffix(".json")
-    stamp = {"vl_convert": vlc.__version__, "vega_lite": vega_lite_version()}
+    stamp = {"vl_convert": vlc.__version__, "vega_lite": vega_lite_version(), "draw": cache.stable_hash(_DRAW_JS)}
     if target.exists() and stamp_path.exists():
         try:
             if json.loads(stamp_path.read_text()) == stamp:
@@ -363,6 +407,6 @@ def write_vega_bundle(static_dir: str | Path) -> Path:
         except ValueError:
             pass  # unreadable stamp: rebuild below
     bundle = vlc.javascript_bundle(vl_version=vega_lite_version())
-    cache.atomic_write_text(target, "(function () {\n" + bundle + "\n})();\n")
+    cache.atomic_write_text(target, "(function () {\n" + bundle + "\n})();\n" + _DRAW_JS)
     cache.atomic_write_json(stamp_path, stamp)
     return target
