@@ -454,7 +454,8 @@ def test_tables_in_the_book_show_readable_digits():
 def test_sphinx_extension_sets_the_year_and_drops_the_icon_script(tmp_path, monkeypatch):
     """A real Sphinx build with the book's theme and extension: the footer carries the year of
     the build, the page loads no fontawesome.js and keeps the theme's other scripts and icons; the
-    vega bundle loads only on a page with a chart; a page's figures/ folder reaches the site."""
+    vega bundle loads only on a page with a chart, the search index only on the search page; a page's
+    figures/ folder reaches the site."""
     from sphinx.application import Sphinx
 
     monkeypatch.syspath_prepend(str(runs.BOOK_DIR / "_ext"))
@@ -488,6 +489,9 @@ def test_sphinx_extension_sets_the_year_and_drops_the_icon_script(tmp_path, monk
     assert "vega-bundle.js" not in page  # no chart on the front page
     chapter = (tmp_path / "out" / "models" / "m" / "chapter.html").read_text(encoding="utf-8")
     assert "vendor/vega-bundle.js" in chapter
+    # the search index (every word of the book) loads on the search page only
+    assert "searchindex.js" not in page and "searchindex.js" not in chapter
+    assert "searchindex.js" in (tmp_path / "out" / "search.html").read_text(encoding="utf-8")
     assert (tmp_path / "out" / "models" / "m" / "figures" / "abc.svg").read_text().startswith("<svg")
 
 
