@@ -59,6 +59,7 @@ __all__ = [
     "RAW_VERDICTS",
     "VERDICTS",
     "auc_null_test",
+    "describe_verdicts",
     "axis_validity",
     "pinv_row",
     "rank_auc",
@@ -312,6 +313,18 @@ def verdict_table(table: pd.DataFrame, layer="mean") -> pd.DataFrame:
     out = rows[cols].reset_index(drop=True)
     out.insert(out.columns.get_loc("verdict") + 1, "reading", [verdict_phrase(r) for _, r in rows.iterrows()])
     return out
+
+
+def describe_verdicts(verdicts: pd.DataFrame) -> str:
+    """Markdown reading :func:`verdict_table`: a bullet per axis, its verdict beside the old raw-accuracy gate's
+    (raw accuracy against the larger pole's share), then how many axes the two gates judge differently."""
+    num = number_text
+    changed = int(((verdicts["verdict"] == VERDICTS[0]) != (verdicts["raw_verdict"] == "passed")).sum())
+    lines = [f"- **{r.dimension}**: {r.reading}. Raw accuracy {num(r.raw_accuracy)} against its baseline "
+             f"{num(r.majority_share)} (the larger pole's share); the old raw-accuracy gate: {r.raw_verdict}."
+             for r in verdicts.itertuples()]
+    return "\n".join(lines) + (f"\n\n{changed} of {len(verdicts)} axes get a different verdict than under the old "
+                               "raw-accuracy gate.")
 
 
 def validity_by_source(model, spaces: Mapping[str, object], **kwargs) -> tuple[pd.DataFrame, float]:

@@ -103,18 +103,6 @@ def _lexicon_style(lexicons: dict[str, Sequence[str]]) -> str:
                    f"{colors.get(n, plots.OTHER_COLORS[0])}}}" for n in lexicons)
 
 
-#: Axis titles of the audit's effect measures (``audit_statistics``' ``effect`` column).
-_EFFECT_LABELS = {"odds_ratio": "odds ratio", "cramers_v": "Cramér's V", "mean_difference": "mean difference",
-                  "hedges_g": "Hedges' g", "cohens_d_average": "Cohen's d (average SD)",
-                  "cohens_d_pooled": "Cohen's d (pooled SD)", "risk_difference": "risk difference",
-                  "rank_biserial": "rank-biserial correlation"}
-#: The audit's tests as a forest plot's rows name them (the part of ``test`` before any ``:``).
-_TEST_LABELS = {"cluster_bootstrap_occupation": "occupation bootstrap", "chi2_yates": "χ² with Yates' correction",
-                "chi2_pearson": "χ² (Pearson)", "odds_ratio_wald": "Wald interval", "welch_t": "Welch t",
-                "welch_t_among_gendered": "Welch t", "mann_whitney": "Mann–Whitney", "hedges_g": "Hedges' g",
-                "cohens_d_average": "Cohen's d", "cohens_d_pooled": "Cohen's d", "hurdle_presence": "hurdle: presence",
-                "hurdle_intensity_welch": "hurdle: intensity, Welch t",
-                "hurdle_intensity_mwu": "hurdle: intensity, Mann–Whitney"}
 _OCCUPATION_UNIT, _INDEPENDENT_UNIT = "occupations (clustered)", "independent words or completions"
 
 
@@ -130,9 +118,9 @@ def _forest_rows(statistics: pd.DataFrame) -> pd.DataFrame:
     eff = statistics.dropna(subset=["effect_size"]).copy()
     role = eff["role"] if "role" in eff else pd.Series("", index=eff.index)
     unit = eff["unit"].astype(str) if "unit" in eff else pd.Series("", index=eff.index)
-    tests = [_TEST_LABELS.get(str(t).split(":")[0], str(t).replace("_", " ")) + (" (primary)" if r == "primary" else "")
+    tests = [rendering.value_label(str(t).split(":")[0]) + (" (primary)" if r == "primary" else "")
              for t, r in zip(eff["test"], role)]
-    eff["label"] = ["\n".join(textwrap.wrap(str(m).replace("_", " "), _LABEL_WIDTH) + textwrap.wrap(t, _LABEL_WIDTH))
+    eff["label"] = ["\n".join(textwrap.wrap(rendering.value_label(m), _LABEL_WIDTH) + textwrap.wrap(t, _LABEL_WIDTH))
                     for m, t in zip(eff["measure"], tests)]
     repeated = eff.groupby(["effect", "label"])["label"].transform("size") > 1
     eff.loc[repeated, "label"] += " #" + (eff[repeated].groupby(["effect", "label"]).cumcount() + 1).astype(str)
@@ -192,7 +180,7 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
                          legend=alt.Legend(labelLimit=400) if i == 0 else None)
         scale = "log" if effect == "odds_ratio" else "linear"
         ref = 1.0 if scale == "log" else 0.0
-        name = _EFFECT_LABELS.get(effect, str(effect).replace("_", " "))
+        name = rendering.value_label(effect)
         # the measure over its test, in short lines beside the row: one line was cut to "odds ratio (words) ·
         # occu…" where the page gives the labels a third of its width
         axis = alt.Axis(labelLimit=200, labelExpr="split(datum.label, '\\n')", labelBaseline="middle",

@@ -507,17 +507,19 @@ def specification_curve_chart(specs: pd.DataFrame, population: str, dimension: s
     x = alt.X("rank:Q", title="specification (sorted by effect)", axis=None, scale=alt.Scale(domain=[-1, len(s)]))
     tips = ["context_source", "layer_choice", "template_set", "test_choice", alt.Tooltip("effect_size:Q", format=".2f"),
             alt.Tooltip("p_adj:Q", format=".3g")]
-    base = alt.Chart(s)
+    # the chart carries only the columns it draws: every specification's other columns are in the CSV
+    base = alt.Chart(s[["rank", "status", "effect_size", "ci_low", "ci_high", "p_adj", "context_source",
+                        "layer_choice", "template_set", "test_choice"]])
     top = alt.layer(
         alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(color="#999").encode(y="y:Q"),
         base.mark_rule(opacity=0.5).encode(x=x, y=alt.Y("ci_low:Q", title="Hedges' g (95% CI)"), y2="ci_high:Q",
                                            color=colour),
         base.mark_point(filled=True, size=18).encode(x=x, y="effect_size:Q", color=colour, tooltip=tips),
     ).properties(width=max(360, 4 * len(s)), height=180)
-    rows = [{"rank": r, "choice": f"{label}: {getattr(t, col)}", "status": st}
+    rows = [{"rank": r, "choice": f"{label}: {rendering.value_label(getattr(t, col))}", "status": st}
             for t, r, st in zip(s.itertuples(), s["rank"], s["status"]) for col, label in SPEC_CHOICES]
     matrix = pd.DataFrame(rows)
-    order = [f"{label}: {v}" for col, label in SPEC_CHOICES for v in dict.fromkeys(specs[col])]
+    order = [f"{label}: {rendering.value_label(v)}" for col, label in SPEC_CHOICES for v in dict.fromkeys(specs[col])]
     bottom = alt.Chart(matrix).mark_square(size=10).encode(
         x=x, y=alt.Y("choice:N", sort=order, title=None), color=colour
     ).properties(width=max(360, 4 * len(s)), height=alt.Step(11))

@@ -35,14 +35,15 @@ from scipy import stats as sps
 from . import tables
 from .embeddings import embed_words
 from .populations import KINDS, POPULATION_KINDS, load_populations, population_kind, takes_article
-from .precision import interval_text, number_text, p_text
+from .precision import interval_text, number_text, p_text, percent_text
 from .projection import projection_table
 from .results import write_table
 from .stats import STAT_COLUMNS, adjust_pvalues, column_test, group_tests, hedges_g, student_t, welch_anova, welch_t
 
 __all__ = [
     "DEFAULT_REFERENCE", "DEFAULT_TEMPLATES", "PLACEHOLDER", "PROFILE_STATS_COLUMNS", "PopulationEmbeddings",
-    "ProfileError", "ProfileResult", "check_templates", "describe_profile", "describe_stats", "fill_template",
+    "ProfileError", "ProfileResult", "check_templates", "describe_profile", "describe_share_below", "describe_stats",
+    "fill_template",
     "group_means", "limit_populations", "nonbinary_table", "paper_finding", "paper_finding_sentence",
     "population_embeddings", "profile_anova", "profile_stats", "profile_table", "resolve_populations",
     "run_profiles", "share_below_group_means", "standardise", "word_summary",
@@ -471,6 +472,13 @@ def _axis_reading(invalid_axes, dimension: str) -> str:
     if isinstance(invalid_axes, Mapping):
         return invalid_axes[dimension]
     return "not shown to beat its label-shuffling null"
+
+
+def describe_share_below(below: pd.DataFrame) -> str:
+    """Markdown bullets reading :func:`share_below_group_means`: per dimension, the share of the single terms
+    below both binary group means."""
+    return "\n".join(f"- {r.dimension}: {percent_text(r.share_below)} of {r.n_terms} non-binary/transgender terms "
+                     "lie below both binary term means" for r in below.itertuples())
 
 
 def describe_stats(stats: pd.DataFrame, dimensions: Sequence[str] | None = None, alpha: float = 0.05,

@@ -49,7 +49,8 @@ def vega_lite_version() -> str:
 # chart at the width its box has, text at its own size. It draws, measures and redraws: side-by-side panels stack
 # below 700 px or when they do not fit, wrapped facets take fewer columns, panels narrow by what is still too wide
 # (to a floor), long axis labels are cut sooner. A chart still wider than its box after three tries scrolls inside
-# it and says so ("bias-chart-scrolls" and a line above it). A change of the box's width draws it again.
+# it and says so ("bias-chart-scrolls" and a line above it). ``data-fitted`` marks a chart whose drawing is final.
+# A change of the box's width draws it again.
 _DRAW_JS = r"""(function () {
   var FLOOR = 120;
   function fit(spec, avail, level, extra) {
@@ -74,12 +75,14 @@ _DRAW_JS = r"""(function () {
   function draw(el, spec, options, level, extra) {
     var avail = el.clientWidth || 600;
     if (el._biasView) { el._biasView.finalize(); el._biasView = null; }
+    el.removeAttribute("data-fitted");
     return window.vegaEmbed(el, fit(spec, avail, level, extra), options).then(function (result) {
       el._biasView = result.view;
       el._biasWidth = avail;
       var over = drawn(el) - avail;
       if (over > 1 && level < 3) return draw(el, spec, options, level + 1, extra + Math.ceil(over));
       el.classList.toggle("bias-chart-scrolls", over > 1);
+      el.setAttribute("data-fitted", String(level));
       var hint = el.previousElementSibling;
       var has = hint && hint.classList.contains("bias-scroll-hint");
       if (over > 1 && !has) {
@@ -208,6 +211,17 @@ LABELS = {
     "any_gendered": "any gendered word", "male_share": "male share", "expected_sign": "paper's direction",
     "accuracy_centred": "accuracy (centred)", "accuracy_raw": "accuracy (raw)", "female_minus_male": "female − male",
     "hedges_g": "Hedges' g",
+    # values: the audit's effect measures and tests (the forest plot's axes and rows, the tables' cells)
+    "cramers_v": "Cramér's V", "mean_difference": "mean difference", "cohens_d_average": "Cohen's d (average SD)",
+    "cohens_d_pooled": "Cohen's d (pooled SD)", "risk_difference": "risk difference",
+    "rank_biserial": "rank-biserial correlation", "cluster_bootstrap_occupation": "occupation bootstrap",
+    "chi2_yates": "χ² with Yates' correction", "chi2_pearson": "χ² (Pearson)", "odds_ratio_wald": "Wald interval",
+    "welch_t": "Welch t", "welch_t_among_gendered": "Welch t, gendered completions", "mann_whitney": "Mann–Whitney",
+    "hurdle_presence": "hurdle: presence", "hurdle_intensity_welch": "hurdle: intensity, Welch t",
+    "hurdle_intensity_mwu": "hurdle: intensity, Mann–Whitney",
+    # values: groups and template sets
+    "male_dominated": "male-dominated", "female_dominated": "female-dominated",
+    "not_first": "not-first", "lead_in": "lead-in",
 }
 #: Above this many columns a table is shown a row per column (when it has few rows) or scrolls in its own box.
 MAX_COLUMNS = 12
@@ -239,17 +253,20 @@ def group_label(group) -> str:
     return str(group).replace("_", "-")
 
 
-_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9]*(_[A-Za-z0-9]+)+")
+# an identifier inside a text, not part of a file name or path ("profile_stats.csv" stays)
+_IDENTIFIER = re.compile(r"(?<![\w./-])[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w/-]|\.\w)")
 
 
 def value_label(value) -> str:
     """A value of a results table (a test, a measure, a group, a template set, an occupation key) as the text,
-    the tables and the charts name it: its :data:`LABELS` entry, else an identifier's underscores as spaces
-    (``Physician_Assistant`` -> ``Physician Assistant``); any other text as it is (a sentence keeps a file name)."""
+    the tables and the charts name it: its :data:`LABELS` entry; else each identifier in it by its entry, or with
+    its underscores as spaces (``Physician_Assistant`` -> ``Physician Assistant``; ``hurdle_presence:gendered_words``
+    -> ``hurdle: presence: gendered words``); a file name stays as it is."""
     text = str(value)
     if text in LABELS:
         return LABELS[text]
-    return text.replace("_", " ") if _IDENTIFIER.fullmatch(text) else text
+    text = re.sub(r"(?<=[A-Za-z0-9]):(?=[A-Za-z])", ": ", text)
+    return _IDENTIFIER.sub(lambda m: LABELS.get(m.group(0), m.group(0).replace("_", " ")), text)
 
 
 
