@@ -114,7 +114,8 @@ def cohens_d(a, b, *, kind: str = "pooled", group_a: str = "a", group_b: str = "
     """Cohen's d of a - b.
 
     ``kind="pooled"``: SD = sqrt(((na-1)va + (nb-1)vb) / (na+nb-2)) (the book's primary d). ``kind="average"``: SD =
-    sqrt((va + vb) / 2), the audit's form (d_av), used for replication."""
+    sqrt((va + vb) / 2), the audit's form (d_av), used for replication. The row's test and effect are
+    ``cohens_d_pooled`` or ``cohens_d_average``."""
     a, b = _values(a, group_a), _values(b, group_b)
     va, vb = a.var(ddof=1), b.var(ddof=1)
     if kind == "pooled":

@@ -13,7 +13,19 @@ import nbformat
 import pandas as pd
 import pytest
 
-from bias_utils import book, cache, data, execution, paths, presentation, rendering, reproducibility, results, runs
+from bias_utils import (
+    book,
+    cache,
+    data,
+    execution,
+    paths,
+    presentation,
+    rendering,
+    reproducibility,
+    results,
+    runs,
+    tables,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "book" / "tiny.ipynb"
 
@@ -393,6 +405,16 @@ def test_repository_url_from_the_remote_else_the_project_setting(tmp_path):
     assert reproducibility.repository_url({"remote": None}, tmp_path / "absent.toml") is None
 
 
+def test_every_label_names_a_column_or_a_value_the_package_writes():
+    """The label map the other way: each entry of rendering.LABELS is a column a results table declares
+    (bias_utils.tables) or a value the package writes (a string in its source), so no label is stale."""
+    declared = {c for t in tables.TABLES.values() for c in t.columns}
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (paths.ROOT / "bias_utils").glob("*.py")
+                       if p.name != "rendering.py")
+    stale = [k for k in rendering.LABELS if k not in declared and not re.search(rf"\b{re.escape(k)}\b", source)]
+    assert stale == []
+
+
 def test_public_url_of_a_remote():
     assert runs.public_url("git@github.com:owner/repo.git") == "https://github.com/owner/repo"
     assert runs.public_url("https://user:secret@github.com/owner/repo.git") == "https://github.com/owner/repo"
@@ -683,3 +705,54 @@ def test_a_chart_without_caption_is_named_by_its_title_or_its_panels():
     named = "names: female − male; minilm-l6 odds"
     assert rendering.figure_text(grid) == (named, named + ".")
     assert rendering.figure_text(json.loads(panel.properties(title="T").to_json())) == ("T", "T.")
+
+
+def test_chapter_title_numbers_the_chapter_and_names_its_model():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Stereotype profiles\n\nText."),
+                                         nbformat.v4.new_markdown_cell("# Not the title")])
+    presentation.chapter_title(nb, "04_profiles", "smollm2-135m-instruct")
+    presentation.chapter_title(nb, "04_profiles", "smollm2-135m-instruct")  # idempotent
+    assert nb.cells[0].source == "# 04 · Stereotype profiles: smollm2-135m-instruct\n\nText."
+    assert nb.cells[1].source == "# Not the title"
+    shared = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Dictionaries")])
+    presentation.chapter_title(shared, "01_dictionaries")
+    assert shared.cells[0].source == "# 01 · Dictionaries"
+    unnumbered = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Data")])
+    presentation.chapter_title(unnumbered, "data", "m")
+    assert unnumbered.cells[0].source == "# Data"
+
+
+def test_reprs_leave_the_page_and_sentences_stay():
+    repr_out = nbformat.v4.new_output("execute_result", data={"text/plain": "{'top_k': None}"}, execution_count=1)
+    series = nbformat.v4.new_output("display_data", data={"text/plain": "a    1\nName: x, dtype: int64"})
+    table = nbformat.v4.new_output("display_data", data={"text/html": "<table></table>", "text/plain": "df"})
+    printed = nbformat.v4.new_output("stream", name="stdout", text="12 senses, 3 dimensions\n")
+    error = nbformat.v4.new_output("error", ename="E", evalue="v", traceback=[])
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("a", outputs=[printed, repr_out, table, series]),
+        nbformat.v4.new_code_cell("b", outputs=[repr_out, error])])
+    presentation.drop_reprs(nb)
+    assert nb.cells[0].outputs == [printed, table]
+    assert nb.cells[1].outputs == [repr_out, error]  # a cell that raised keeps what it showed
+
+
+def test_value_label_reads_identifiers_and_keeps_file_names():
+    label = rendering.value_label
+    assert label("chi2_yates") == "χ² with Yates' correction" and label("female_dominated") == "female-dominated"
+    assert label("hurdle_presence:gendered_words") == "hurdle: presence: gendered words"
+    assert label("Physician_Assistant") == "Physician Assistant"
+    assert label("a sentence, as it is") == "a sentence, as it is"
+    assert label("see profile_stats.csv") == "see profile_stats.csv"
+    assert rendering.cell_text("odds_ratio (completions)", "measure") == "odds ratio (completions)"
+
+
+def test_model_limitations_come_from_the_model_cards():
+    cards = [{"name": "smollm2-135m-instruct", "parameters": 134_515_008, "kind": "decoder", "dtype": "float32",
+              "source": "builtin"},
+             {"name": "minilm-l6", "parameters": 22_713_216, "kind": "encoder", "dtype": "float32",
+              "source": "builtin"}]
+    text = reproducibility.model_limitations(cards)
+    assert "This build profiles 2 models: smollm2-135m-instruct (134.5M parameters, decoder) and minilm-l6 " \
+           "(22.7M parameters, encoder)" in text
+    assert "1 of the 2 models ships as a quantised GGUF file" in text and "(Q4_1, analysed in float32)" in text
+    assert "Quantised" not in reproducibility.model_limitations(cards[1:])

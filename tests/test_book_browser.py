@@ -14,6 +14,7 @@ the front page's first screen must show the findings chart.
 from __future__ import annotations
 
 import base64
+import html
 import json
 import os
 import re
@@ -27,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bias_utils import book, paths, results, runs
+from bias_utils import book, paths, rendering, results, runs
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -474,6 +475,18 @@ def test_front_page_opens_with_the_findings(quick_book, browser):
     toc = yaml.safe_load((quick_book.parent.parent / "_toc.yml").read_text())
     model_parts = [p for p in toc["parts"] if p["caption"].startswith("Model: ")]
     assert state["sentences"] == len(model_parts) >= 1
+
+
+def test_every_column_a_chapter_shows_has_a_label(quick_book):
+    """The label map one way: every column a table of the book shows (its header's data-column) has its entry in
+    rendering.LABELS, so no header is a rule's guess at a table's name (the other way: tests/test_book.py)."""
+    shown: dict[str, str] = {}
+    for page in book_pages(quick_book):
+        for column in re.findall(r'data-column="([^"]*)"', page.read_text(encoding="utf-8")):
+            shown.setdefault(html.unescape(column), page.relative_to(quick_book).as_posix())
+    assert shown, "no table of the book names its columns"
+    unlabelled = {column: page for column, page in sorted(shown.items()) if column not in rendering.LABELS}
+    assert unlabelled == {}, json.dumps(unlabelled, indent=1)
 
 
 FINDINGS = """
