@@ -545,7 +545,10 @@ def axis_validity_chart(validity: pd.DataFrame, *, title: str | None = None, col
     null's 95% range; filled points: verdict ``supported``. An untestable axis has no line.
     """
     source = _one(validity, "context_source", "axis_validity_chart")
-    data = validity[validity["layer"] != "mean"].assign(layer=lambda d: d["layer"].astype(int))
+    # the columns it draws and its tooltips name: the rest is in the CSV
+    data = validity.loc[validity["layer"] != "mean", ["dimension", "layer", "auc", "null_low", "null_high",
+                                                       "null_mean", "p", "verdict", "n_high", "n_low"]]
+    data = data.assign(layer=data["layer"].astype(int))
     x = alt.X("layer:Q", title="layer (0 = embedding output)", axis=alt.Axis(format="d", tickMinStep=1))
     base = alt.Chart().encode(x=x)
     parts = [

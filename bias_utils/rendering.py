@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import numbers
 import re
 import uuid
@@ -112,6 +113,18 @@ _DRAW_JS = r"""(function () {
 """
 
 
+def _compact(value):
+    """A spec with its data's floats to 6 significant digits: a page carries what a chart can draw or a tooltip
+    print (3 decimals at most), not 17 digits per number (the CSV of the chapter keeps them)."""
+    if isinstance(value, float):
+        return float(f"{value:.6g}") if math.isfinite(value) else value
+    if isinstance(value, list):
+        return [_compact(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _compact(v) for k, v in value.items()}
+    return value
+
+
 def chart_html(spec: dict, element_id: str | None = None) -> str:
     """An HTML snippet drawing ``spec`` with the page's ``biasDrawChart`` (in the bundle :func:`write_vega_bundle`
     writes, with ``vegaEmbed``).
@@ -122,7 +135,7 @@ def chart_html(spec: dict, element_id: str | None = None) -> str:
     """
     element_id = element_id or f"vis-{uuid.uuid4().hex}"
     # "</" inside a string literal would close the <script> element early.
-    payload = json.dumps(spec, ensure_ascii=False).replace("</", "<\\/")
+    payload = json.dumps(_compact(spec), ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
     options = json.dumps(_EMBED_OPTIONS)
     return f"""<div id="{element_id}" class="bias-vega-chart"></div>
 <script type="text/javascript">
