@@ -4,6 +4,7 @@ and generated pages written only when their text changes."""
 from __future__ import annotations
 
 import ast
+import html
 import json
 import re
 import shutil
@@ -18,7 +19,7 @@ from .runs import Run, relative_to_root
 
 __all__ = [
     "FIGURES_DIR", "FINDING_TAG", "break_headers", "chapter_title", "drop_reprs", "findings_first", "number_figures",
-    "path_replacements",
+    "path_replacements", "relabel",
     "present_notebook", "presentation_tag", "shown_parameters", "strip_paths", "table_links_cell", "write_if_changed",
 ]
 
@@ -196,6 +197,28 @@ def break_headers(html: str) -> str:
     return _TH.sub(lambda m: m.group(1) + text_only(m.group(2)) + m.group(3), html)
 
 
+_NAMED_CELL = re.compile(r'(<(th|td)\b[^>]*\bdata-column="([^"]*)"[^>]*>)(.*?)(</\2>)', re.S)
+# a text cell of a DataFrame table (not a number, no markup inside: a highlighted sentence stays as it is)
+_PLAIN_CELL = re.compile(r"(<td>)([^<]*)(</td>)")
+
+
+def relabel(html_text: str) -> str:
+    """Table headers (and a transposed table's row names) labelled by today's :data:`bias_utils.rendering.LABELS`:
+    each cell that names its column (``data-column``, written by :func:`bias_utils.rendering.table_html`) gets
+    :func:`~bias_utils.rendering.column_label` of it, a pivoted value after " · " kept, and each text cell its
+    :func:`~bias_utils.rendering.value_label`; so a label changed after a run reaches its page without running it
+    again. Idempotent."""
+    def label(m: re.Match) -> str:
+        old = m.group(4)
+        kept = old[old.index(" · "):] if " · " in old else ""
+        return m.group(1) + html.escape(rendering.column_label(html.unescape(m.group(3)))) + kept + m.group(5)
+
+    def value(m: re.Match) -> str:
+        return m.group(1) + html.escape(rendering.value_label(html.unescape(m.group(2)))) + m.group(3)
+
+    return _PLAIN_CELL.sub(value, _NAMED_CELL.sub(label, html_text))
+
+
 #: Folder beside a page holding its figures as static images (copied into the site by ``_ext``).
 FIGURES_DIR = "figures"
 _VEGA_LITE = "application/vnd.vegalite"
@@ -290,7 +313,7 @@ def present_notebook(run: "Run", replacements: list[tuple[str, str]], name_model
             cell.outputs = [nbformat.from_dict(_map_strings(o, strip)) for o in cell.outputs]
             for o in cell.outputs:
                 if "text/html" in o.get("data", {}):
-                    o["data"]["text/html"] = break_headers(o["data"]["text/html"])
+                    o["data"]["text/html"] = break_headers(relabel(o["data"]["text/html"]))
     number_figures(nb, run.output.parent, run.results)
     tables = []
     for name in (run.previous_manifest() or {}).get("tables", []):

@@ -756,3 +756,11 @@ def test_model_limitations_come_from_the_model_cards():
            "(22.7M parameters, encoder)" in text
     assert "1 of the 2 models ships as a quantised GGUF file" in text and "(Q4_1, analysed in float32)" in text
     assert "Quantised" not in reproducibility.model_limitations(cards[1:])
+
+
+def test_relabel_brings_todays_labels_to_an_executed_table():
+    shown = rendering.table_html(pd.DataFrame({"test": ["chi2_yates"], "median_g": [0.5]}))
+    old = shown.replace(">Median g<", ">Median_g<").replace("χ² with Yates&#x27; correction", "chi2_yates")
+    assert presentation.relabel(old) == shown and presentation.relabel(shown) == shown
+    marked = '<td><mark class="lex-male">he</mark> said</td>'
+    assert presentation.relabel(marked) == marked  # a cell with markup is a sentence, left as it is
