@@ -74,13 +74,15 @@ _DRAW_JS = r"""(function () {
   }
   function drawn(el) { var e = el.querySelector(".vega-embed"); return e ? e.getBoundingClientRect().width : 0; }
   function draw(el, spec, options, level, extra) {
-    var avail = el.clientWidth || 600;
+    var box = el.clientWidth || 600;
+    // the actions menu ("...") sits in a 38 px margin at the chart's right
+    var avail = box - (options && options.actions === false ? 0 : 40);
     if (el._biasView) { el._biasView.finalize(); el._biasView = null; }
     el.removeAttribute("data-fitted");
     return window.vegaEmbed(el, fit(spec, avail, level, extra), options).then(function (result) {
       el._biasView = result.view;
-      el._biasWidth = avail;
-      var over = drawn(el) - avail;
+      el._biasWidth = box;
+      var over = drawn(el) - box;
       if (over > 1 && level < 3) return draw(el, spec, options, level + 1, extra + Math.ceil(over));
       el.classList.toggle("bias-chart-scrolls", over > 1);
       el.setAttribute("data-fitted", String(level));
