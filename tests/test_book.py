@@ -118,7 +118,7 @@ def test_manifest_fields_and_offline_chart_output(tiny):
     html = [o["data"]["text/html"] for c in executed.cells if c.cell_type == "code"
             for o in c.get("outputs", []) if "text/html" in o.get("data", {})]
     assert len(html) == 1
-    assert "window.vegaEmbed" in html[0] and "cdn." not in html[0]
+    assert "window.biasDrawChart" in html[0] and "cdn." not in html[0]
 
 
 @pytest.mark.slow
@@ -407,10 +407,10 @@ def test_repository_url_from_the_remote_else_the_project_setting(tmp_path):
 
 def test_every_label_names_a_column_or_a_value_the_package_writes():
     """The label map the other way: each entry of rendering.LABELS is a column a results table declares
-    (bias_utils.tables) or a value the package writes (a string in its source), so no label is stale."""
+    (bias_utils.tables) or a name the package or a notebook writes, so no label is stale."""
     declared = {c for t in tables.TABLES.values() for c in t.columns}
-    source = "\n".join(p.read_text(encoding="utf-8") for p in (paths.ROOT / "bias_utils").glob("*.py")
-                       if p.name != "rendering.py")
+    files = [*(paths.ROOT / "bias_utils").glob("*.py"), *(paths.ROOT / "notebooks").glob("*.ipynb")]
+    source = "\n".join(p.read_text(encoding="utf-8") for p in files if p.name != "rendering.py")
     stale = [k for k in rendering.LABELS if k not in declared and not re.search(rf"\b{re.escape(k)}\b", source)]
     assert stale == []
 
@@ -579,7 +579,7 @@ def test_table_formatter_turns_a_wide_short_table_and_an_empty_one_into_somethin
     assert _html_cells(html, "th") == ["", "warmth", "competence"]
     rows = {r[0]: r[1:] for r in (_html_cells(tr, "td") for tr in _html_cells(html, "tr")) if r}
     assert rows["Specifications"] == ["144", "144"]
-    assert rows["Share agree sign"] == ["0.96", "1.00"]  # 0.9583, 1.0
+    assert rows["Share agreeing in sign"] == ["0.96", "1.00"]  # 0.9583, 1.0
     assert rows["Axis p"] == ["0.005", "0.005"]  # 0.004975: two significant digits
     assert rows["Agree significant (n)"] == ["126", "117"]  # stored as 126.0 (a float column)
     assert len(rows) == summary.shape[1] - 1
@@ -599,7 +599,7 @@ def test_table_formatter_keeps_named_index_levels_and_flattens_pivoted_columns()
     assert _html_cells(html, "td")[:3] == ["names", "competence", "−0.59"]
     assert rendering.column_label(("median_g", "warmth")) == "Median g · warmth"
     assert [rendering.column_label(c) for c in ("p_holm", "n_specs", "n_agree_significant_p", "share_agree_sign")] \
-        == ["p (Holm)", "Specifications", "N agree significant p", "Share agree sign"]
+        == ["p (Holm)", "Specifications", "Joint test p", "Share agreeing in sign"]
     assert [rendering.cell_text(v, c) for v, c in ((0.00049, "p"), (0.0123, "p_adj"), (1.0, "p"), (-0.0043, "g"),
                                                    (12345.6, "value"), (True, "significant"), (None, "x"))] == \
         ["< 0.001", "0.012", "1", "−0.0043", "12,346", "yes", "–"]
