@@ -297,6 +297,14 @@ LABELS = {
     "welch_t": "Welch t", "welch_t_among_gendered": "Welch t, gendered completions", "mann_whitney": "Mann–Whitney",
     "hurdle_presence": "hurdle: presence", "hurdle_intensity_welch": "hurdle: intensity, Welch t",
     "hurdle_intensity_mwu": "hurdle: intensity, Mann–Whitney",
+    # values: the link's tests and effects (chapters 09 and 11), the completion profiles' analyses (chapter 08)
+    "mixed_logit_within_category": "random-intercept logit, within category and group",
+    "mixed_logit": "random-intercept logit, all occupations", "spearman": "Spearman ρ", "pearson": "Pearson r",
+    "spearman_within_group": "Spearman ρ within a group", "ols": "least-squares slope",
+    "ols_category": "least-squares slope within category", "log_odds_slope": "log-odds per SD", "slope": "slope",
+    "permutation_within_category": "permutation within category", "completions_as_independent":
+    "completions as independent", "beyond_prompt": "beyond the prompt", "within_category": "within category",
+    "student_t": "Student t", "two_proportion_z": "two-proportion z", "welch_anova": "Welch ANOVA",
     # values: groups and template sets
     "male_dominated": "male-dominated", "female_dominated": "female-dominated",
     "not_first": "not-first", "lead_in": "lead-in",
