@@ -115,7 +115,11 @@ def _forest_rows(statistics: pd.DataFrame) -> pd.DataFrame:
     """The effects with a readable row label (the measure, then its test, "(primary)" on the primary analysis,
     wrapped into lines of :data:`_LABEL_WIDTH` characters joined by newlines) and the unit their interval treats
     as independent."""
-    eff = statistics.dropna(subset=["effect_size"]).copy()
+    eff = statistics.dropna(subset=["effect_size"])
+    # an odds ratio sits on a log axis: one of infinity, or an interval reaching 0 or infinity, has no place on it
+    on_log = eff["effect"] == "odds_ratio"
+    eff = pd.concat([plots.drawable(eff[on_log], ["effect_size", "ci_low", "ci_high"], log=True),
+                     plots.drawable(eff[~on_log], ["effect_size", "ci_low", "ci_high"])]).sort_index().copy()
     role = eff["role"] if "role" in eff else pd.Series("", index=eff.index)
     unit = eff["unit"].astype(str) if "unit" in eff else pd.Series("", index=eff.index)
     tests = [rendering.value_label(str(t).split(":")[0]) + (" (primary)" if r == "primary" else "")
@@ -172,6 +176,7 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
         color=unlabelled
     ).properties(title="PMI difference per completion", width=460, height=30 * len(groups))
     eff = _forest_rows(statistics)
+    left_out = len(statistics.dropna(subset=["effect_size"])) - len(eff)
     unit_scale = alt.Scale(domain=[_OCCUPATION_UNIT, _INDEPENDENT_UNIT], range=["black", "#999999"])
     forest = []
     # one panel per effect measure: an odds ratio, a correlation and a mean difference share no axis
@@ -210,7 +215,10 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
                f"ratio, 0 otherwise); differences are {rendering.group_label(a_name)} minus "
                f"{rendering.group_label(b_name)}. Black rows take the occupation as the unit (the primary analysis "
                "is marked); grey rows treat every word or completion as independent, as the published audit did, "
-               "and their intervals are too narrow.")
+               "and their intervals are too narrow."
+               + (f" {left_out} effect{'s' if left_out != 1 else ''} without a finite interval (a model that could not "
+                  "be fitted on these data) left out; the statistics table gives "
+                  f"{'them' if left_out != 1 else 'it'}." if left_out else ""))
     return plots.captioned(chart, title or "BOLD occupational audit", [],
                            "Four panels of the BOLD audit: gendered words per completion, shares of gendered "
                            "completions, PMI differences and a forest plot of the effects with 95% confidence "

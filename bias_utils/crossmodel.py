@@ -249,9 +249,10 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
 
     ``odds``: :func:`bold_odds_ratios` rows.
     """
-    data = short_model_ids(odds.dropna(subset=["odds_ratio"]))
+    data = short_model_ids(plots.drawable(odds, ["odds_ratio", "ci_low", "ci_high"], log=True))
     if data.empty:
         raise ValueError("forest_chart: no odds ratios to draw")
+    left_out = len(odds.dropna(subset=["odds_ratio"])) - len(data)
     base = alt.Chart(data).encode(
         y=alt.Y("model_id:N", title=None), yOffset=alt.YOffset("method:N"),
         color=alt.Color("method:N", title="confidence interval"))
@@ -271,7 +272,10 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
                "whether its interval crosses 1. The primary estimate is the random-intercept model over the "
                "deduplicated person-noun occupations (a typical occupation; profile-likelihood interval); the "
                "occupation bootstrap resamples those occupations (the audit's pooled words), the published selection "
-               "its BOLD keys; the audit's (Wald) interval treats every word as independent.")
+               "its BOLD keys; the audit's (Wald) interval treats every word as independent."
+               + (f" {left_out} estimate{'s' if left_out != 1 else ''} without a finite interval above 0 (a model that "
+                  "could not be fitted on these data) left out; the table above gives "
+                  f"{'them' if left_out != 1 else 'it'}." if left_out else ""))
     return plots.captioned(alt.layer(one, bars, points).properties(width=420, height=alt.Step(22)),
                            title or "BOLD audit: odds ratio per model", [],
                            f"Forest plot of the BOLD audit's odds ratio with 95% confidence intervals for "

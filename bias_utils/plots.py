@@ -24,7 +24,8 @@ from .results import display_name
 
 __all__ = [
     "DIMENSION_ORDER", "GROUP_COLORS", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "POLE_LABELS",
-    "SOURCE_COLORS", "THEME", "accuracy_heatmap", "axis_validity_chart", "captioned", "group_color", "group_scale",
+    "SOURCE_COLORS", "THEME", "accuracy_heatmap", "axis_validity_chart", "captioned", "drawable", "group_color",
+    "group_scale",
     "layer_curves_chart", "pole_labels", "profile_chart", "repel", "save", "specification_curve_chart",
     "warmth_competence_chart", "warmth_competence_charts",
 ]
@@ -94,6 +95,15 @@ def group_scale(groups: Sequence[str]) -> alt.Scale:
     labels = list(dict.fromkeys(rendering.group_label(g) for g in groups))
     return alt.Scale(domain=labels, range=[group_color(g) for g in labels])
 
+
+
+def drawable(frame: pd.DataFrame, columns: Sequence[str], log: bool = False) -> pd.DataFrame:
+    """The rows of ``frame`` a chart can place: every one of ``columns`` finite (and, on a log axis, above 0).
+    A degenerate fit (an odds ratio of infinity, an interval from 0 to infinity) has no place on an axis; the
+    chart's caption says how many rows it leaves out, and its table keeps them."""
+    values = frame[list(columns)].apply(pd.to_numeric, errors="coerce").to_numpy(float)
+    keep = np.isfinite(values).all(axis=1) & ((values > 0).all(axis=1) if log else True)
+    return frame[keep]
 
 
 def repel(values, gap: float, low: float, high: float) -> np.ndarray:

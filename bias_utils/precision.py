@@ -2,7 +2,8 @@
 and the front page alike, and the Monte Carlo error of a percentile bootstrap interval with the digits it allows.
 
 * :func:`number_text` an estimate (an effect size, a mean, a correlation, an odds ratio): two decimals, one from
-  100, none from 1,000 (with thousands separators), two significant digits below 0.01;
+  100, none from 1,000 (with thousands separators), two significant digits below 0.01 and, from a million, times
+  a power of ten (6.8 × 10²⁰⁰);
 * :func:`p_text` a p value: two significant digits, "< 0.001" below;
 * :func:`count_text` a count: an integer with thousands separators;
 * :func:`percent_text` a share as a whole percentage;
@@ -66,7 +67,13 @@ def decimals(x: float) -> int:
     return 1 - math.floor(math.log10(size))
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+
+
 def _fixed(x: float, places: int) -> str:
+    if abs(float(x)) >= 1e6:  # a million and more: 2 significant digits times a power of ten (6.8 × 10²⁰⁰)
+        mantissa, exponent = f"{float(x):.1e}".split("e")
+        return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}".replace("-", MINUS)
     text = f"{float(x):,.{places}f}"
     if float(text.replace(",", "")) == 0:
         text = text.lstrip("-")  # no "−0.00"
@@ -99,7 +106,7 @@ def count_text(n) -> str:
     """A count: an integer with thousands separators (1,525); a missing count as "–"."""
     if not _finite(n):
         return _special(n)
-    return _fixed(round(float(n)), 0)
+    return f"{round(float(n)):,}".replace("-", MINUS)
 
 
 def percent_text(share) -> str:

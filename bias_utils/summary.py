@@ -426,7 +426,9 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
         raise ValueError("summary_chart: no profile gaps to draw")
     panels = [_gap_panel(gaps, pop, first=i == 0)
               for i, pop in enumerate(p for p in POPULATIONS if (gaps["population"] == p).any())]
-    head = short_model_ids(headline.dropna(subset=["odds_ratio"])) if len(headline) else headline
+    estimated = headline.dropna(subset=["odds_ratio"]) if len(headline) else headline
+    head = short_model_ids(plots.drawable(estimated, ["odds_ratio", "ci_low", "ci_high"], log=True)) \
+        if len(estimated) else estimated
     if len(head):
         ticks = log_ticks(head[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel(), most=5)
         x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), title="odds ratio (log; primary model)",
@@ -454,6 +456,12 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
                     "profile-likelihood "
                     "interval from the random-intercept model over the deduplicated person-noun occupations; the "
                     "dashed line marks 1, no association.")
+    unplaced = len(estimated) - len(head)
+    if unplaced:
+        many = unplaced != 1
+        caption += (f" {unplaced} audit odds ratio{'s' if many else ''} without a finite interval above 0 (the "
+                    f"model could not be fitted on these data) {'are' if many else 'is'} not drawn; the findings "
+                    "above give the numbers.")
     caption += " Look at which side of the dashed line each dot falls and whether its interval crosses it."
     # one row per model across the panels (an encoder's audit row stays empty)
     return plots.captioned(

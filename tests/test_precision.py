@@ -96,6 +96,8 @@ def test_one_rule_per_quantity():
     assert [precision.number_text(x) for x in (0.8549, 0.8551, -0.12, 15.4, 199.64, 1793.2, 0.004, 0, -0.0001)] == \
         ["0.85", "0.86", "−0.12", "15.40", "199.6", "1,793", "0.0040", "0", "−0.00010"]
     assert precision.number_text(12) == "12" and precision.number_text(float("nan")) == "–"
+    assert precision.number_text(6.789e200) == "6.8 × 10²⁰⁰" and precision.number_text(-2.5e-7) == "−0.00000025"
+    assert precision.interval_text(0.3, 6.789e200, 2.1) == "0.30 to 6.8 × 10²⁰⁰"
     assert precision.number_text(0.5, signed=True) == "+0.50" and precision.number_text(-0.5, signed=True) == "−0.50"
     assert [precision.p_text(p) for p in (0.0087, 0.00087, 0.21, 1.0, 0.05, 0.001)] == \
         ["0.0087", "< 0.001", "0.21", "1", "0.05", "0.001"]
