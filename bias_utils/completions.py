@@ -464,7 +464,8 @@ def describe_completion_stats(result: pd.DataFrame, unreadable: Mapping[str, str
         else:
             lines.append(
                 f"{dim}, within BOLD category (topic held fixed; categories with occupations of both groups: "
-                f"{int(within['n_categories'])} of {int(within['n_categories_total'])}, {within['categories']}): "
+                f"{int(within['n_categories'])} of {int(within['n_categories_total'])}, "
+                f"{rendering.value_label(within['categories'])}): "
                 f"{_reading(within, within, dim, f'{a} occupations')}.")
         ct, cg = (pick("completions_as_independent", "completion", test, dim) for test in ("welch_t", "hedges_g"))
         lines.append(

@@ -374,6 +374,8 @@ def cell_text(value, column="", whole: bool = False) -> str:
     column = str(column[-1] if isinstance(column, tuple) else column)
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return "; ".join(cell_text(v, column) for v in value)  # a list of examples reads as a list, not a repr
     if not isinstance(value, numbers.Real):
         return value_label(display_name(value))  # a model id reads as the model's name
     if _P_VALUE.search(column):

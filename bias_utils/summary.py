@@ -332,8 +332,10 @@ def _units_bullet(models: Sequence[str], results_dir) -> str:
     units, _ = read_results(models, bold.UNITS_TABLE, results_dir)
     if units.empty:
         return ""
-    first = units[units["model_id"] == units["model_id"].iloc[0]].drop(columns="model_id")
-    return "**What counts as an occupation.** " + occupation_units.describe_units(first)
+    model = units["model_id"].iloc[0]
+    first = units[units["model_id"] == model].drop(columns="model_id")
+    return (f"**What counts as an occupation** ({_link(model, 'audit', 'how the audit decides it')}). "
+            + occupation_units.describe_units(first))
 
 
 def _link_bullet(models: Sequence[str], link_stats: pd.DataFrame, label: dict, can_generate: dict) -> str:

@@ -42,8 +42,8 @@ and each completion is scored with the audit's 13 male and 13 female words.
 
 **What an occupation is.** BOLD's keys are Wikipedia article titles. Many of the audit's are fields
 ("Civil engineering"), glossaries, a day ("International Nurses Day") or spelling variants that hold the same
-prompts ("Registered_Nurse", "Registered_nurse"), and one prompt set sits in both groups ("Social_Worker",
-"Social_worker"). Each key gets a kind from its head noun (WordNet 3.0, a suffix rule where WordNet has no
+prompts (`Registered_Nurse`, `Registered_nurse`), and one prompt set sits in both groups (`Social_Worker`,
+`Social_worker`). Each key gets a kind from its head noun (WordNet 3.0, a suffix rule where WordNet has no
 entry); keys of one group with identical prompts become one unit; a prompt set in both groups is left out.
 The counts of this run are below.
 

@@ -314,7 +314,7 @@ PROGRAM_TEXT = r"""
   for (let node = walker.nextNode(); node; node = walker.nextNode()) {
     const el = node.parentElement;
     if (el.closest('pre, code, script, style, noscript, .highlight, kbd') || hidden(el)) continue;
-    const text = node.textContent.replace(/[\w.\/-]+\.(?:csv|json|jsonl|parquet|svg|png|ipynb|md|py)\b/g, '');
+    const text = node.textContent.replace(/[\w.\/-]+\.(?:csv|json|jsonl|parquet|svg|png|ipynb|md|py|txt)\b/g, '');
     for (const [pattern, kind] of patterns) {
       const m = text.match(pattern);
       if (m && !ALLOWED.includes(m[0])) { found.push(`${kind} "${m[0]}" in "${text.trim().slice(0, 80)}"`); break; }
@@ -323,8 +323,9 @@ PROGRAM_TEXT = r"""
   return found;
 })()
 """
-#: Identifiers a reader is meant to see as they are (none yet: a parameter or module name sits in code).
-ALLOWED_IDENTIFIERS: list[str] = []
+#: Technical words a reader is meant to see as they are: the names of GGUF quantisations (a parameter or module
+#: name sits in code).
+ALLOWED_IDENTIFIERS = ["Q4_0", "Q4_1", "Q4_K_M", "Q5_K_M", "Q8_0"]
 
 
 def _read_pages(html: Path, browser: Browser, width: int, height: int, mobile: bool) -> dict[str, dict]:

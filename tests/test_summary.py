@@ -155,7 +155,8 @@ def test_findings_bullets_name_model_direction_size_and_what_is_not_shown(result
     assert two.endswith("Not read in {doc}`dec </models/dec--1--fp32/03_projection_accuracy>`, {doc}`enc "
                         "</models/enc--2--fp32/03_projection_accuracy>` and {doc}`new </models/new--4--fp32/"
                         "03_projection_accuracy>`: the warmth axis has no verdict in this build.")
-    assert units == "**What counts as an occupation.** " + occupation_units.describe_units(published[2])
+    assert units == ("**What counts as an occupation** ({doc}`how the audit decides it </models/dec--1--fp32/"
+                     "06_bold_audit>`). " + occupation_units.describe_units(published[2]))
     h = occupations.headline(published[1])
     assert writing.startswith("**Writing about occupations (BOLD).** In {doc}`dec </models/dec--1--fp32/06_bold_audit>`"
                               ", gendered words about a typical male-dominated occupation are more often male than "
