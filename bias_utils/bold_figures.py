@@ -106,9 +106,9 @@ def _lexicon_style(lexicons: dict[str, Sequence[str]]) -> str:
 _OCCUPATION_UNIT, _INDEPENDENT_UNIT = "occupations (clustered)", "independent words or completions"
 
 
-#: Characters per line of a forest row's label: about 175 px at the axis' font, inside the third of a
-#: 600 px article that the page's renderer leaves for labels.
-_LABEL_WIDTH = 28
+#: Characters per line of a forest row's label: about 130 px at the axis' 11 px font, inside the share of a
+#: phone's width (390 px) that the page's renderer leaves for labels, so no label is cut.
+_LABEL_WIDTH = 20
 
 
 def _forest_rows(statistics: pd.DataFrame) -> pd.DataFrame:

@@ -64,7 +64,7 @@ _DRAW_JS = r"""(function () {
         v.spec.width = Math.max(FLOOR, v.spec.width - Math.ceil(extra / Math.max(1, v.columns)));
       }
       var y = v.encoding && v.encoding.y && v.encoding.y.axis;
-      if (y && y.labelLimit && y.labelLimit > avail * 0.4) y.labelLimit = Math.floor(avail * 0.4);
+      if (y && y.labelLimit && y.labelLimit > avail * 0.45) y.labelLimit = Math.floor(avail * 0.45);
       var room = avail - 90 - (y && y.labelLimit ? y.labelLimit : 0);
       if (typeof v.width === "number") v.width = Math.max(FLOOR, Math.min(v.width, room) - extra);
       ["vconcat", "hconcat", "concat", "layer"].forEach(function (k) { (v[k] || []).forEach(walk); });

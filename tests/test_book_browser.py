@@ -252,12 +252,12 @@ def _page_name(html: Path, page: Path) -> str:
 
 
 #: What a chart shows a reader, per chart of a page: its drawn width against its box (and whether it says it
-#: scrolls), text under 11 px, discrete y axes without a label (a panel whose rows are not named), and the
-#: legends' entries with their colours.
+#: scrolls), text under 11 px, discrete y axes without a label (a panel whose rows are not named), axis and
+#: legend labels cut short, and the legends' entries with their colours.
 CHARTS = r"""
 (() => {
   const article = document.querySelector('article.bd-article') || document.querySelector('main');
-  const out = {fit: [], small: [], unlabelled: [], legends: []};
+  const out = {fit: [], small: [], unlabelled: [], cut: [], legends: []};
   for (const el of article.querySelectorAll('.bias-vega-chart')) {
     const figure = el.closest('figure');
     const caption = figure && figure.querySelector('.bias-figure-number');
@@ -276,6 +276,9 @@ CHARTS = r"""
         break;
       }
     }
+    const cut = [...svg.querySelectorAll('g.role-axis-label text, g.role-legend-label text')]
+      .filter(t => t.textContent.trim().endsWith('…'));
+    if (cut.length) out.cut.push(`${name}: ${cut.length} labels cut, e.g. "${cut[0].textContent}"`);
     for (const axis of svg.querySelectorAll('g.role-axis[aria-label]')) {
       const label = axis.getAttribute('aria-label');
       if (!/^Y-axis/.test(label) || !/discrete scale/.test(label)) continue;
@@ -398,7 +401,10 @@ def test_charts_fit_their_box_or_say_that_they_scroll(wide, phone):
 
 
 def test_chart_text_is_at_least_11_px_and_every_panel_labels_its_rows(wide, phone):
+    """Chart text >= 11 px, every discrete y axis labelled, no axis or legend label cut short ("…")."""
     for read in (wide, phone):
+        cut = {name: r["charts"]["cut"] for name, r in read.items() if r["charts"]["cut"]}
+        assert cut == {}, json.dumps(cut, indent=1, ensure_ascii=False)
         small = {name: r["charts"]["small"] for name, r in read.items() if r["charts"]["small"]}
         assert small == {}, json.dumps(small, indent=1)
         unlabelled = {name: r["charts"]["unlabelled"] for name, r in read.items() if r["charts"]["unlabelled"]}
