@@ -299,10 +299,10 @@ def test_audit_figure_gives_each_effect_measure_its_own_axis_and_readable_rows()
     assert "Cramér's V" in x_titles and "rank-biserial correlation" in x_titles
     rows = [r for d in spec["datasets"].values() for r in d if "label" in r]
     labels = [r["label"] for r in rows]
-    # the measure, then its test, in lines short enough for the third of the page the renderer gives labels
-    assert all(0 < len(line) <= 28 for label in labels for line in label.split("\n"))
+    # the measure, then its test, in lines short enough for the share of a phone's width labels get
+    assert all(0 < len(line) <= 20 for label in labels for line in label.split("\n"))
     primary = "odds ratio (words)\noccupation bootstrap\n(primary)"
-    yates = "gendered words (group x\nmale/female)\nχ² with Yates' correction"
+    yates = "gendered words\n(group x\nmale/female)\nχ² with Yates'\ncorrection"
     assert primary in labels and yates in labels
     assert not any("_" in label for label in labels)
     assert len({(r["effect"], r["label"]) for r in rows}) == len(rows)  # one row per label within a panel
