@@ -56,7 +56,40 @@ _DRAW_JS = r"""(function () {
   var FLOOR = 120;
   function fit(spec, avail, level, extra) {
     var s = JSON.parse(JSON.stringify(spec));
+    // labels as long as the box allows (Vega cuts axis labels at 180 px and legend labels at 160 px)
+    s.config = s.config || {};
+    s.config.axis = Object.assign({labelLimit: Math.min(260, Math.floor(avail * 0.45))}, s.config.axis || {});
+    s.config.legend = Object.assign({labelLimit: Math.max(120, avail - 60)}, s.config.legend || {});
+    // a narrow box stacks a legend's entries; a view without a width of its own takes the room there is
+    if (avail < 500) s.config.legend.columns = 1;
+    s.config.view = Object.assign({}, s.config.view || {});
+    s.config.view.continuousWidth = Math.max(FLOOR, Math.min(s.config.view.continuousWidth || 300, avail - 90) - extra);
+    // titles and subtitles break into lines that fit (about 7.5 and 6.5 px a character)
+    function lines(text, px) {
+      var most = Math.max(12, Math.floor((avail - 20) / px)), out = [];
+      [].concat(text).forEach(function (line) {
+        var words = String(line).split(" "), cur = "";
+        words.forEach(function (w) {
+          if (cur && (cur + " " + w).length > most) { out.push(cur); cur = w; } else { cur = cur ? cur + " " + w : w; }
+        });
+        if (cur) out.push(cur);
+      });
+      return out;
+    }
+    function titled(v) {
+      if (!v.title) return;
+      if (typeof v.title === "string" || Array.isArray(v.title)) v.title = {text: v.title};
+      v.title.text = lines(v.title.text, 7.5);
+      if (v.title.subtitle) v.title.subtitle = lines(v.title.subtitle, 6.5);
+    }
     (function walk(v) {
+      titled(v);
+      // an axis title wider than its plot widens the chart: it breaks into lines of half the box
+      ["x", "y"].forEach(function (k) {
+        var e = v.encoding && v.encoding[k];
+        if (e && e.title && typeof e.title === "string" && e.title.length * 6.5 > avail / 2)
+          e.title = lines(e.title, 13);
+      });
       if (v.hconcat && (level > 0 || avail < 700)) { v.vconcat = v.hconcat; delete v.hconcat; }
       if (v.columns && v.spec && typeof v.spec.width === "number") {
         var cols = Math.max(1, Math.min(v.columns, Math.floor(avail / (v.spec.width + 60))) - Math.max(0, level - 1));
@@ -72,9 +105,9 @@ _DRAW_JS = r"""(function () {
     })(s);
     return s;
   }
-  function drawn(el) { var e = el.querySelector(".vega-embed"); return e ? e.getBoundingClientRect().width : 0; }
   function draw(el, spec, options, level, extra) {
-    var box = el.clientWidth || 600;
+    // the chart's box is its figure's width (vegaEmbed makes the element itself an inline-block .vega-embed)
+    var box = el.parentElement.clientWidth || el.clientWidth || 600;
     // the actions menu ("...") sits in a 38 px margin at the chart's right
     var avail = box - (options && options.actions === false ? 0 : 40);
     if (el._biasView) { el._biasView.finalize(); el._biasView = null; }
@@ -82,7 +115,7 @@ _DRAW_JS = r"""(function () {
     return window.vegaEmbed(el, fit(spec, avail, level, extra), options).then(function (result) {
       el._biasView = result.view;
       el._biasWidth = box;
-      var over = drawn(el) - box;
+      var over = el.scrollWidth - el.clientWidth;
       if (over > 1 && level < 3) return draw(el, spec, options, level + 1, extra + Math.ceil(over));
       el.classList.toggle("bias-chart-scrolls", over > 1);
       el.setAttribute("data-fitted", String(level));
@@ -108,7 +141,7 @@ _DRAW_JS = r"""(function () {
     var timer = null;
     window.addEventListener("resize", function () {
       clearTimeout(timer);
-      timer = setTimeout(function () { if (el.clientWidth !== el._biasWidth) go(); }, 250);
+      timer = setTimeout(function () { if (el.parentElement.clientWidth !== el._biasWidth) go(); }, 250);
     });
   };
 })();

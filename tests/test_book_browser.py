@@ -262,9 +262,9 @@ CHARTS = r"""
     const figure = el.closest('figure');
     const caption = figure && figure.querySelector('.bias-figure-number');
     const name = caption ? caption.innerText.replace(/\.$/, '') : el.id;
-    const embed = el.querySelector('.vega-embed');
+    // the drawing (and the actions menu's margin) against the box it may fill: its figure's width
     const hint = el.previousElementSibling;
-    out.fit.push({chart: name, width: Math.round(embed ? embed.getBoundingClientRect().width : 0), box: el.clientWidth,
+    out.fit.push({chart: name, width: el.scrollWidth, box: Math.min(el.clientWidth, el.parentElement.clientWidth),
                   scrolls: el.classList.contains('bias-chart-scrolls'),
                   hint: !!(hint && hint.classList.contains('bias-scroll-hint') && hint.getClientRects().length)});
     const svg = el.querySelector('svg');
