@@ -376,7 +376,10 @@ def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", 
     data = pooled[(pooled["intrinsic"] == intrinsic) & (pooled["test"] == test)]
     if data.empty:
         raise ValueError(f"link_forest_chart: no {test} rows for {intrinsic}")
-    data = short_model_ids(data).assign(kind=lambda d: np.where(d["model_id"] == POOLED, "pooled", "model"))
+    # a model whose slope has no finite standard error has no interval to draw: left out, counted in the caption
+    drawn = plots.drawable(data, ["estimate", "ci_low", "ci_high"])
+    left_out = len(data) - len(drawn)
+    data = short_model_ids(drawn).assign(kind=lambda d: np.where(d["model_id"] == POOLED, "pooled", "model"))
     label = "slope of the log-odds per SD, within category and group"
     order = list(data["model_id"])
     x = alt.X("estimate:Q", title=f"{label}: {intrinsic.replace('_', ' ')} against female vs male words")
@@ -397,7 +400,10 @@ def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", 
                + ("The diamond in the last row pools the models (DerSimonian–Laird random effects). " if has_pool
                   else "With one model nothing is pooled. ")
                + "The dashed line marks 0, no link. Look at whether the intervals lie on one side of 0"
-               + (" and whether the models agree with each other." if has_pool else "."))
+               + (" and whether the models agree with each other." if has_pool else ".")
+               + (f" {left_out} model{'s' if left_out != 1 else ''} without a finite interval (a slope without a "
+                  f"finite standard error) left out; the table below gives {'them' if left_out != 1 else 'it'}."
+                  if left_out else ""))
     return plots.captioned(alt.layer(zero, bars, points).properties(width=420, height=alt.Step(24)),
                            title or "Does the bias inside predict the bias it writes? (within fields)", [],
                            f"Forest plot of the within-field slope per model{' and pooled' if has_pool else ''}, "

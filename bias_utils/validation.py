@@ -348,11 +348,12 @@ def check_completion_profiles(*, model="smollm2-135m-instruct", context_source="
 
 def check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None,
                               n_contexts=5, seed=0, layer="mean", correction=0.5, output_dir=None,
-                              n_boot=1000) -> None:
+                              n_boot=1000, n_permutations=999) -> None:
     """Notebook 11's parameters."""
     _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts)
     check_layer(layer, allow_all=False)
     check_boot_count(n_boot, default=1000)
+    check_permutation_count(n_permutations, default=999)
     link.check_correction(correction)
 
 
