@@ -53,7 +53,7 @@ def vega_lite_version() -> str:
 # it and says so ("bias-chart-scrolls" and a line above it). ``data-fitted`` marks a chart whose drawing is final.
 # A change of the box's width draws it again.
 _DRAW_JS = r"""(function () {
-  var FLOOR = 120;
+  var FLOOR = 120, GRID_FLOOR = 80;
   function fit(spec, avail, level, extra) {
     var s = JSON.parse(JSON.stringify(spec));
     // labels as long as the box allows (Vega cuts axis labels at 180 px and legend labels at 160 px)
@@ -76,14 +76,28 @@ _DRAW_JS = r"""(function () {
       });
       return out;
     }
+    // on a phone a legend's long labels break into lines: a legend starts where its plot starts, after the y
+    // axis' labels (up to 45% of the box), and Vega places it nowhere further left
+    var legendChars = avail < 500 ? Math.max(12, Math.floor((avail * 0.55 - 40) / 6.5)) : 0;
+    var WRAP = "split(trim(replace(datum.label, regexp('(.{1," + legendChars + "})( +|$)', 'g'), '$1\\n')), '\\n')";
+    function wrapLegends(v) {
+      if (!legendChars || !v.encoding) return;
+      ["color", "fill", "stroke", "shape", "size", "opacity", "strokeDash"].forEach(function (k) {
+        var e = v.encoding[k];
+        if (!e || e.legend === null || (e.legend && e.legend.labelExpr)) return;
+        e.legend = Object.assign({}, e.legend || {}, {labelExpr: WRAP});
+        if (e.legend.labelLimit > avail - 60) e.legend.labelLimit = avail - 60;
+      });
+    }
     function titled(v) {
       if (!v.title) return;
       if (typeof v.title === "string" || Array.isArray(v.title)) v.title = {text: v.title};
       v.title.text = lines(v.title.text, 7.5);
       if (v.title.subtitle) v.title.subtitle = lines(v.title.subtitle, 6.5);
     }
-    (function walk(v) {
+    (function walk(v, floor) {
       titled(v);
+      wrapLegends(v);
       // an axis title wider than its plot widens the chart: it breaks into lines of half the box
       ["x", "y"].forEach(function (k) {
         var e = v.encoding && v.encoding[k];
@@ -99,10 +113,13 @@ _DRAW_JS = r"""(function () {
       var y = v.encoding && v.encoding.y && v.encoding.y.axis;
       if (y && y.labelLimit && y.labelLimit > avail * 0.45) y.labelLimit = Math.floor(avail * 0.45);
       var room = avail - 90 - (y && y.labelLimit ? y.labelLimit : 0);
-      if (typeof v.width === "number") v.width = Math.max(FLOOR, Math.min(v.width, room) - extra);
-      ["vconcat", "hconcat", "concat", "layer"].forEach(function (k) { (v[k] || []).forEach(walk); });
-      if (v.spec && !v.columns) walk(v.spec);
-    })(s);
+      if (typeof v.width === "number") v.width = Math.max(floor, Math.min(v.width, room) - extra);
+      ["vconcat", "hconcat", "concat", "layer"].forEach(function (k) {
+        (v[k] || []).forEach(function (c) { walk(c, floor); });
+      });
+      // a grid of rows and columns keeps its columns: its panels may narrow further than a single view's
+      if (v.spec && !v.columns) walk(v.spec, v.facet && v.facet.column ? GRID_FLOOR : floor);
+    })(s, FLOOR);
     return s;
   }
   function draw(el, spec, options, level, extra) {
