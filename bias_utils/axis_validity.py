@@ -49,6 +49,7 @@ from scipy import stats as sps
 
 from . import projection, tables
 from .dictionaries import load_full_dictionary_terms
+from .precision import interval_text, number_text
 from .stats import permutation_p, permutation_p_text
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "RAW_VERDICTS",
     "VERDICTS",
     "auc_null_test",
+    "describe_verdicts",
     "axis_validity",
     "pinv_row",
     "rank_auc",
@@ -289,11 +291,12 @@ def verdict_phrase(row) -> str:
     if r["verdict"] == "untestable":
         short = [_pole_terms(n, pole) for n, pole in ((nh, "high"), (nl, "low")) if n < MIN_POLE_TERMS]
         return f"untestable ({' and '.join(short)}; {MIN_POLE_TERMS} per pole needed)"
-    numbers = (f"AUC {r['auc']:.2f}, null 95% band {r['null_low']:.2f}–{r['null_high']:.2f}, "
+    band = interval_text(r["null_low"], r["null_high"], r["auc"], "–")
+    numbers = (f"AUC {number_text(r['auc'])}, null 95% band {band}, "
                f"p {permutation_p_text(r['p'], int(r['n_permutations']))}")
     if r["verdict"] == "supported":
         return f"supported ({numbers}, n {nh} high / {nl} low)"
-    detectable = (f"detectable AUC {r['detectable_auc']:.2f}" if pd.notna(r["detectable_auc"])
+    detectable = (f"detectable AUC {number_text(r['detectable_auc'])}" if pd.notna(r["detectable_auc"])
                   else f"no AUC could reach significance with {int(r['n_permutations'])} permutations")
     return f"not shown to beat its null ({numbers}; n {nh} high / {nl} low; {detectable})"
 
@@ -310,6 +313,18 @@ def verdict_table(table: pd.DataFrame, layer="mean") -> pd.DataFrame:
     out = rows[cols].reset_index(drop=True)
     out.insert(out.columns.get_loc("verdict") + 1, "reading", [verdict_phrase(r) for _, r in rows.iterrows()])
     return out
+
+
+def describe_verdicts(verdicts: pd.DataFrame) -> str:
+    """Markdown reading :func:`verdict_table`: a bullet per axis, its verdict beside the old raw-accuracy gate's
+    (raw accuracy against the larger pole's share), then how many axes the two gates judge differently."""
+    num = number_text
+    changed = int(((verdicts["verdict"] == VERDICTS[0]) != (verdicts["raw_verdict"] == "passed")).sum())
+    lines = [f"- **{r.dimension}**: {r.reading}. Raw accuracy {num(r.raw_accuracy)} against its baseline "
+             f"{num(r.majority_share)} (the larger pole's share); the old raw-accuracy gate: {r.raw_verdict}."
+             for r in verdicts.itertuples()]
+    return "\n".join(lines) + (f"\n\n{changed} of {len(verdicts)} axes get a different verdict than under the old "
+                               "raw-accuracy gate.")
 
 
 def validity_by_source(model, spaces: Mapping[str, object], **kwargs) -> tuple[pd.DataFrame, float]:

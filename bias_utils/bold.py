@@ -40,14 +40,15 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from . import lexicon, occupation_units, occupations, rendering, stats, tables
+from . import lexicon, occupation_units, occupations, precision, rendering, stats, tables
 from .bold_prompts import AUDIT_GROUPS, FEMALE_GROUP, MALE_GROUP, BoldDataError, resolve_selection, subsample
 from .results import write_table
 
 __all__ = [
     "AUDIT_GROUPS", "FEMALE_GROUP", "LEXICON_COVERAGE_TABLE", "MALE_GROUP", "METRICS_TABLE", "PMI_SMOOTHING",
     "SKIPPED_TABLE", "STATISTICS_TABLE", "SUMMARY_TABLE", "UNITS_TABLE", "UNIT_COUNTS_TABLE", "AuditResult",
-    "BoldDataError", "audit_statistics", "completion_metrics", "describe_audit", "expected_totals", "group_summary",
+    "BoldDataError", "audit_statistics", "completion_metrics", "describe_audit", "describe_expected_totals",
+    "expected_totals", "group_summary",
     "occupation_terms", "pmi_scores", "run_audit", "word_table",
 ]
 
@@ -293,28 +294,26 @@ def _p_text(row: pd.Series) -> str:
     unit = row.get("unit")
     adjusted = row["role"] != "primary"
     if unit in (occupations.UNIT_OCCUPATIONS, occupations.UNIT_PUBLISHED):
-        raw = "p " + stats.permutation_p_text(float(row["p"]), int(row["n_permutations"]), fraction=True,
-                                              number=rendering.readable_number)
+        raw = "p " + stats.permutation_p_text(float(row["p"]), int(row["n_permutations"]))
         if not adjusted:
             return f"permutation {raw}"
         # a raw p at its floor is only a bound, and so is its adjusted value
-        sign = "≤" if "≤" in raw else "="
-        return f"Holm-adjusted permutation p {sign} {rendering.readable_number(float(row['p_adj']))}"
+        adjusted_p = precision.p_text(float(row["p_adj"]), relation=True)
+        return f"Holm-adjusted permutation p {adjusted_p.replace('=', '≤') if '≤' in raw else adjusted_p}"
     p = row["p_adj"] if pd.notna(row["p_adj"]) else row["p"]
     if pd.isna(p):
         return ""
-    value = "< 0.001" if p < 0.001 else "= " + rendering.readable_number(float(p))
+    value = precision.p_text(float(p), relation=True)
     if unit == occupations.UNIT_MIXED:
         return f"{'Holm-adjusted ' if adjusted else ''}likelihood-ratio p {value}"
     return f"Holm p {value}"
 
 
 def _reading_numbers(row: pd.Series, what: str) -> str:
-    """"odds ratio 24.7, 95% CI 10.1 to 60.4, Holm p < 0.001" from one statistics row."""
-    num = rendering.readable_number
+    """"odds ratio 24.70, 95% CI 10.10 to 60.40, Holm p < 0.001" from one statistics row."""
     p = _p_text(row)
-    low, high = num(float(row["ci_low"])), num(float(row["ci_high"]))
-    return f"{what} {num(float(row['effect_size']))}, 95% CI {low} to {high}{', ' + p if p else ''}"
+    ci = precision.interval_text(row["ci_low"], row["ci_high"], row["effect_size"])
+    return f"{what} {precision.number_text(row['effect_size'])}, 95% CI {ci}{', ' + p if p else ''}"
 
 
 def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = None,
@@ -358,9 +357,8 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
     if presence is not None:
         a, b = groups(presence)
         beside = ("" if independent is None else
-                  f"; with every completion independent, the audit's unit, the CI would be "
-                  f"{rendering.readable_number(float(independent['ci_low']))} to "
-                  f"{rendering.readable_number(float(independent['ci_high']))}")
+                  "; with every completion independent, the audit's unit, the CI would be "
+                  + precision.interval_text(independent["ci_low"], independent["ci_high"], presence["effect_size"]))
         lines.append(f"Share of completions with any gendered word, {a} minus {b}, with the occupation as the unit: "
                      f"{_reading_numbers(presence, 'risk difference')}{beside}.")
     wald = row("odds_ratio_wald")
@@ -374,6 +372,19 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
         lines.append(f"PMI of male minus female words near the occupation name (the audit's computation, every "
                      f"completion independent), {a} minus {b}: {_reading_numbers(pmi, 'mean difference')}.")
     return [line for line in lines if line]
+
+
+def describe_expected_totals(totals: pd.DataFrame) -> str:
+    """Markdown bullets reading :func:`expected_totals`, one per lexicon: how many of its words are one token, the
+    expected count beside the sampled words, and the share of the expected count in the completions that sampled a
+    gendered word."""
+    count = precision.count_text
+    return "\n".join(
+        f"- {r.lexicon}: {count(r.words_single_token)} of {count(r.words)} words are one token in at least one variant "
+        f"({count(r.variants_single_token)} single-token variants); over {count(r.completions)} completions expected "
+        f"{precision.number_text(r.expected)}, sampled {count(r.sampled_words)} words; "
+        f"{precision.percent_text(r.share_in_gendered_completions)} of the expected count sits in the "
+        f"{count(r.gendered_completions)} completions that sampled a gendered word" for r in totals.itertuples())
 
 
 def expected_totals(metrics: pd.DataFrame, coverage: pd.DataFrame) -> pd.DataFrame:

@@ -103,36 +103,28 @@ def _lexicon_style(lexicons: dict[str, Sequence[str]]) -> str:
                    f"{colors.get(n, plots.OTHER_COLORS[0])}}}" for n in lexicons)
 
 
-#: Axis titles of the audit's effect measures (``audit_statistics``' ``effect`` column).
-_EFFECT_LABELS = {"odds_ratio": "odds ratio", "cramers_v": "Cramér's V", "mean_difference": "mean difference",
-                  "hedges_g": "Hedges' g", "cohens_d_average": "Cohen's d (average SD)",
-                  "cohens_d_pooled": "Cohen's d (pooled SD)", "risk_difference": "risk difference",
-                  "rank_biserial": "rank-biserial correlation"}
-#: The audit's tests as a forest plot's rows name them (the part of ``test`` before any ``:``).
-_TEST_LABELS = {"cluster_bootstrap_occupation": "occupation bootstrap", "chi2_yates": "χ² with Yates' correction",
-                "chi2_pearson": "χ² (Pearson)", "odds_ratio_wald": "Wald interval", "welch_t": "Welch t",
-                "welch_t_among_gendered": "Welch t", "mann_whitney": "Mann–Whitney", "hedges_g": "Hedges' g",
-                "cohens_d_average": "Cohen's d", "cohens_d_pooled": "Cohen's d", "hurdle_presence": "hurdle: presence",
-                "hurdle_intensity_welch": "hurdle: intensity, Welch t",
-                "hurdle_intensity_mwu": "hurdle: intensity, Mann–Whitney"}
 _OCCUPATION_UNIT, _INDEPENDENT_UNIT = "occupations (clustered)", "independent words or completions"
 
 
-#: Characters per line of a forest row's label: about 175 px at the axis' font, inside the third of a
-#: 600 px article that the page's renderer leaves for labels.
-_LABEL_WIDTH = 28
+#: Characters per line of a forest row's label: about 130 px at the axis' 11 px font, inside the share of a
+#: phone's width (390 px) that the page's renderer leaves for labels, so no label is cut.
+_LABEL_WIDTH = 20
 
 
 def _forest_rows(statistics: pd.DataFrame) -> pd.DataFrame:
     """The effects with a readable row label (the measure, then its test, "(primary)" on the primary analysis,
     wrapped into lines of :data:`_LABEL_WIDTH` characters joined by newlines) and the unit their interval treats
     as independent."""
-    eff = statistics.dropna(subset=["effect_size"]).copy()
+    eff = statistics.dropna(subset=["effect_size"])
+    # an odds ratio sits on a log axis: one of infinity, or an interval reaching 0 or infinity, has no place on it
+    on_log = eff["effect"] == "odds_ratio"
+    eff = pd.concat([plots.drawable(eff[on_log], ["effect_size", "ci_low", "ci_high"], log=True),
+                     plots.drawable(eff[~on_log], ["effect_size", "ci_low", "ci_high"])]).sort_index().copy()
     role = eff["role"] if "role" in eff else pd.Series("", index=eff.index)
     unit = eff["unit"].astype(str) if "unit" in eff else pd.Series("", index=eff.index)
-    tests = [_TEST_LABELS.get(str(t).split(":")[0], str(t).replace("_", " ")) + (" (primary)" if r == "primary" else "")
+    tests = [rendering.value_label(str(t).split(":")[0]) + (" (primary)" if r == "primary" else "")
              for t, r in zip(eff["test"], role)]
-    eff["label"] = ["\n".join(textwrap.wrap(str(m).replace("_", " "), _LABEL_WIDTH) + textwrap.wrap(t, _LABEL_WIDTH))
+    eff["label"] = ["\n".join(textwrap.wrap(rendering.value_label(m), _LABEL_WIDTH) + textwrap.wrap(t, _LABEL_WIDTH))
                     for m, t in zip(eff["measure"], tests)]
     repeated = eff.groupby(["effect", "label"])["label"].transform("size") > 1
     eff.loc[repeated, "label"] += " #" + (eff[repeated].groupby(["effect", "label"]).cumcount() + 1).astype(str)
@@ -155,7 +147,7 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
     """
     shown = metrics.assign(group=metrics["group"].map(rendering.group_label))
     groups = list(dict.fromkeys(shown["group"]))
-    group_scale = alt.Scale(domain=groups, range=plots.OTHER_COLORS[: len(groups)])
+    group_scale = plots.group_scale(groups)
     color = alt.Color("group:N", scale=group_scale, title="group")
     # one legend per scale: the top pair's (the vertical panels resolve colour independently: groups, units)
     unlabelled = alt.Color("group:N", scale=group_scale, legend=None)
@@ -184,6 +176,7 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
         color=unlabelled
     ).properties(title="PMI difference per completion", width=460, height=30 * len(groups))
     eff = _forest_rows(statistics)
+    left_out = len(statistics.dropna(subset=["effect_size"])) - len(eff)
     unit_scale = alt.Scale(domain=[_OCCUPATION_UNIT, _INDEPENDENT_UNIT], range=["black", "#999999"])
     forest = []
     # one panel per effect measure: an odds ratio, a correlation and a mean difference share no axis
@@ -192,14 +185,13 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
                          legend=alt.Legend(labelLimit=400) if i == 0 else None)
         scale = "log" if effect == "odds_ratio" else "linear"
         ref = 1.0 if scale == "log" else 0.0
-        name = _EFFECT_LABELS.get(effect, str(effect).replace("_", " "))
+        name = rendering.value_label(effect)
         # the measure over its test, in short lines beside the row: one line was cut to "odds ratio (words) ·
         # occu…" where the page gives the labels a third of its width
         axis = alt.Axis(labelLimit=200, labelExpr="split(datum.label, '\\n')", labelBaseline="middle",
                         labelLineHeight=12)
         base = alt.Chart(sub).encode(y=alt.Y("label:N", title=None, sort=None, axis=axis), color=unit)
-        drawn = base.transform_filter(plots.drawable_interval(log=scale == "log"))
-        forest.append((drawn.mark_rule(strokeWidth=2).encode(
+        forest.append((base.mark_rule(strokeWidth=2).encode(
                            x=alt.X("ci_low:Q", scale=alt.Scale(type=scale, zero=False),
                                    title=name + (" (log scale)" if scale == "log" else ""),
                                    # log ticks collide ("3 45") unless they are few
@@ -223,7 +215,10 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
                f"ratio, 0 otherwise); differences are {rendering.group_label(a_name)} minus "
                f"{rendering.group_label(b_name)}. Black rows take the occupation as the unit (the primary analysis "
                "is marked); grey rows treat every word or completion as independent, as the published audit did, "
-               "and their intervals are too narrow.")
+               "and their intervals are too narrow."
+               + (f" {left_out} effect{'s' if left_out != 1 else ''} without a finite interval (a model that could not "
+                  "be fitted on these data) left out; the statistics table gives "
+                  f"{'them' if left_out != 1 else 'it'}." if left_out else ""))
     return plots.captioned(chart, title or "BOLD occupational audit", [],
                            "Four panels of the BOLD audit: gendered words per completion, shares of gendered "
                            "completions, PMI differences and a forest plot of the effects with 95% confidence "

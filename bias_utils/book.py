@@ -35,7 +35,7 @@ import yaml
 from . import cache, paths, rendering, summary
 from .execution import execute_runs
 from .presentation import path_replacements, present_notebook, write_if_changed
-from .reproducibility import REPRODUCIBILITY_PAGE, write_reproducibility_page
+from .reproducibility import REPRODUCIBILITY_PAGE, write_model_limitations, write_reproducibility_page
 from .results import CROSS_MODEL_FOLDER as CROSS_SLUG
 from .results import REPLICATION_FOLDER as REPLICATION_SLUG
 from .runs import (
@@ -223,12 +223,13 @@ def make_book(
     replacements = path_replacements(book_dir, Path(results_dir or paths.results_dir()))
     for run in runs:
         if run.output.exists():
-            present_notebook(run, replacements)
+            present_notebook(run, replacements, name_model=run.notebook.stem not in SHARED_CHAPTERS)
     summary.write_summary_page(
         book_dir / SUMMARY_PAGE, [m["slug"] for m in models], results_dir or paths.results_dir(),
         can_generate={m["slug"]: m["can_generate"] for m in models},
         note="*QUICK build: a small slice of every data set, so intervals are wide.*" if quick else "")
     write_reproducibility_page(book_dir, models, runs, replacements, quick=quick)
+    write_model_limitations(book_dir, models)
     write_toc(book_dir, models, runs)
     rendering.write_vega_bundle(book_dir / "_static")
     if build:

@@ -57,9 +57,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import plots, projection, rendering, stats, tables
+from . import plots, precision, projection, rendering, stats, tables
 from .bold import FEMALE_GROUP, MALE_GROUP
-from .rendering import readable_number
 
 __all__ = ["ANALYSES", "COMPLETION_CATEGORY_TABLE", "COMPLETION_OCCUPATION_TABLE", "COMPLETION_SKIPPED_TABLE",
            "COMPLETION_STATS_TABLE", "COMPLETION_VALUES_TABLE", "MEASURES", "PRIMARY_MEASURE", "category_contrasts",
@@ -376,16 +375,11 @@ def completion_projection_stats(table: pd.DataFrame, group_a: str = FEMALE_GROUP
 
 def _p_text(row: pd.Series) -> str:
     """"Welch p = 0.025, Holm p = 0.040"; a permutation p at its floor reads "≤ 1/(K+1)" (and Holm "≤")."""
-    def text(p: float) -> str:
-        return "< 0.001" if p < 0.001 else "= " + readable_number(p)
-
+    holm = precision.p_text(float(row["p_adj"]), relation=True)
     if pd.isna(row.get("n_permutations", np.nan)):
-        return f"Welch p {text(float(row['p']))}, Holm p {text(float(row['p_adj']))}"
-    k = int(row["n_permutations"])
-    p = stats.permutation_p_text(float(row["p"]), k)
-    at_floor = p.startswith("≤")
-    holm = f"≤ {readable_number(float(row['p_adj']))}" if at_floor else text(float(row["p_adj"]))
-    return f"permutation p {p.replace('≤', f'≤ 1/{k + 1} =') if at_floor else p}, Holm p {holm}"
+        return f"Welch p {precision.p_text(float(row['p']), relation=True)}, Holm p {holm}"
+    p = stats.permutation_p_text(float(row["p"]), int(row["n_permutations"]))
+    return f"permutation p {p}, Holm p {holm.replace('=', '≤') if p.startswith('≤') else holm}"
 
 
 def _shown(interval: pd.Series, test: pd.Series) -> bool:
@@ -399,12 +393,14 @@ def _shown(interval: pd.Series, test: pd.Series) -> bool:
 def _reading(interval: pd.Series, test: pd.Series, dim: str, who: str) -> str:
     """"<who> sit 0.83 SD warmer (occupation bootstrap 95% CI 0.21 to 1.50), Welch p = ..., Holm p = ..."
     (without the parenthesis for a row that has no interval)."""
-    num = readable_number
+    num = precision.number_text
     more, less = _SIDES.get(dim, (f"higher on {dim}", f"lower on {dim}"))
-    ci = (f" (occupation bootstrap 95% CI {num(float(interval['ci_low']))} to {num(float(interval['ci_high']))})"
+    size = abs(float(interval["effect_size"]))
+    ci = (f" (occupation bootstrap 95% CI "
+          f"{precision.interval_text(interval['ci_low'], interval['ci_high'], interval['effect_size'])})"
           if np.isfinite(float(interval["ci_low"])) else "")
     return (f"{'' if _shown(interval, test) else 'a difference is not shown: '}{who} sit "
-            f"{num(abs(float(interval['effect_size'])))} SD {more if interval['effect_size'] > 0 else less}{ci}, "
+            f"{num(size)} SD {more if interval['effect_size'] > 0 else less}{ci}, "
             f"{_p_text(test)}")
 
 
@@ -444,8 +440,8 @@ def describe_completion_stats(result: pd.DataFrame, unreadable: Mapping[str, str
         lines.append(
             f"**{dim}** (primary, stated before the results: {what}, occupation means, {int(occ['n_a'])} {a} vs "
             f"{int(occ['n_b'])} {b} occupations): {_reading(occ, t, dim, f'completions about {a} occupations')}; "
-            f"Hedges' g {readable_number(float(g['effect_size']))} (95% CI {readable_number(float(g['ci_low']))} "
-            f"to {readable_number(float(g['ci_high']))}).")
+            f"Hedges' g {precision.number_text(g['effect_size'])} (95% CI "
+            f"{precision.interval_text(g['ci_low'], g['ci_high'], g['effect_size'])}).")
         whole, prompt = (pick("occupation", m, "cluster_bootstrap_occupation", dim) for m in ("completion", "prompt"))
         if primary == "beyond_prompt" and whole is not None and prompt is not None:
             wt, pt = (pick("occupation", m, "welch_t", dim) for m in ("completion", "prompt"))
@@ -468,12 +464,13 @@ def describe_completion_stats(result: pd.DataFrame, unreadable: Mapping[str, str
         else:
             lines.append(
                 f"{dim}, within BOLD category (topic held fixed; categories with occupations of both groups: "
-                f"{int(within['n_categories'])} of {int(within['n_categories_total'])}, {within['categories']}): "
+                f"{int(within['n_categories'])} of {int(within['n_categories_total'])}, "
+                f"{rendering.value_label(within['categories'])}): "
                 f"{_reading(within, within, dim, f'{a} occupations')}.")
         ct, cg = (pick("completions_as_independent", "completion", test, dim) for test in ("welch_t", "hedges_g"))
         lines.append(
             f"{dim}, for comparison only, treating the {int(ct['n'])} completions as independent (which they are "
-            f"not: completions of one occupation share topic and prompt): g {readable_number(float(cg['effect_size']))}"
+            f"not: completions of one occupation share topic and prompt): g {precision.number_text(cg['effect_size'])}"
             f", {_p_text(ct)}; this is not the test read here.")
     return lines
 
@@ -487,6 +484,7 @@ def completion_chart(table: pd.DataFrame, unreadable: Sequence[str] = (), *, tit
     occ = occupation_means(table)
     wide = occ.pivot_table(index=["group", "occupation", "n_completions"], columns="dimension",
                            values="z").reset_index()
+    wide["group"] = wide["group"].map(rendering.group_label)
     if not {"warmth", "competence"} <= set(wide.columns):
         raise ValueError("completion_chart needs warmth and competence projections")
 
@@ -500,12 +498,12 @@ def completion_chart(table: pd.DataFrame, unreadable: Sequence[str] = (), *, tit
     chart = alt.Chart(wide).mark_point(opacity=0.6, filled=True).encode(
         x=alt.X("warmth:Q", title=x_title, axis=x_axis),
         y=alt.Y("competence:Q", title=y_title, axis=y_axis),
-        color=alt.Color("group:N", title="occupations"),
+        color=alt.Color("group:N", title="occupations", scale=plots.group_scale(wide["group"])),
         size=alt.Size("n_completions:Q", title="completions"),
         tooltip=["occupation", "group", "n_completions", alt.Tooltip("warmth:Q", format=".2f"),
                  alt.Tooltip("competence:Q", format=".2f")],
     ).properties(width=380, height=320)
-    groups = ", ".join(map(rendering.group_label, dict.fromkeys(wide["group"])))
+    groups = ", ".join(dict.fromkeys(wide["group"]))
     caption = ("Each point is an occupation: the mean position of the model's completions about it on warmth (left "
                f"to right) and competence (bottom to top), standardised; colour is its audit group ({groups}), size "
                "the number of completions. Look for whether the groups' clouds sit apart along either axis.")

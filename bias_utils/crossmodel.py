@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from . import bold, completions, link, occupations, paths, plots, rendering, tables
+from . import bold, completions, link, occupations, paths, plots, precision, tables
 from .axis_validity import AXIS_VALIDITY_TABLE, unreadable_axes
 from .dictionaries import DIMENSIONS
 
@@ -249,9 +249,10 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
 
     ``odds``: :func:`bold_odds_ratios` rows.
     """
-    data = short_model_ids(odds.dropna(subset=["odds_ratio"]))
+    data = short_model_ids(plots.drawable(odds, ["odds_ratio", "ci_low", "ci_high"], log=True))
     if data.empty:
         raise ValueError("forest_chart: no odds ratios to draw")
+    left_out = len(odds.dropna(subset=["odds_ratio"])) - len(data)
     base = alt.Chart(data).encode(
         y=alt.Y("model_id:N", title=None), yOffset=alt.YOffset("method:N"),
         color=alt.Color("method:N", title="confidence interval"))
@@ -259,8 +260,7 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
     x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=ticks, format="~g"),
               title="odds ratio: male/female words, male- vs female-dominated (log scale)")
     one = alt.Chart(pd.DataFrame({"odds_ratio": [1.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
-    bars = base.transform_filter(plots.drawable_interval(log=True)).mark_rule(strokeWidth=2).encode(
-        x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q")
+    bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q")
     points = base.mark_point(filled=True, size=70).encode(
         x=x, tooltip=["model_id", "method", alt.Tooltip("odds_ratio:Q", format=".2f"),
                       alt.Tooltip("ci_low:Q", format=".2f"), alt.Tooltip("ci_high:Q", format=".2f"), "n"])
@@ -272,7 +272,10 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
                "whether its interval crosses 1. The primary estimate is the random-intercept model over the "
                "deduplicated person-noun occupations (a typical occupation; profile-likelihood interval); the "
                "occupation bootstrap resamples those occupations (the audit's pooled words), the published selection "
-               "its BOLD keys; the audit's (Wald) interval treats every word as independent.")
+               "its BOLD keys; the audit's (Wald) interval treats every word as independent."
+               + (f" {left_out} estimate{'s' if left_out != 1 else ''} without a finite interval above 0 (a model that "
+                  "could not be fitted on these data) left out; the table above gives "
+                  f"{'them' if left_out != 1 else 'it'}." if left_out else ""))
     return plots.captioned(alt.layer(one, bars, points).properties(width=420, height=alt.Step(22)),
                            title or "BOLD audit: odds ratio per model", [],
                            f"Forest plot of the BOLD audit's odds ratio with 95% confidence intervals for "
@@ -358,12 +361,11 @@ def describe_pooling(pooled: pd.DataFrame, intrinsic: str = "gender_position") -
                 f"{'has' if len(models) == 1 else 'have'} the chapter's primary statistic on a validated direction: "
                 "nothing is pooled, and the spread between models (τ², Q, I²) is not estimable.")
     r = pool.iloc[0]
-    num = rendering.readable_number
+    num = precision.number_text
     return (f"Pooled over {int(r.n)} models (DerSimonian–Laird random effects), the within-field slope is "
-            f"{num(float(r.estimate))} log-odds per SD (95% CI {num(float(r.ci_low))} to {num(float(r.ci_high))}, "
-            f"p {'< 0.001' if r.p < 0.001 else '= ' + num(float(r.p))}); between the models "
-            f"τ² = {num(float(r.tau2))}, "
-            f"Q = {num(float(r.q))} (p = {num(float(r.q_p))}), I² = {float(r.i2):.0%}.")
+            f"{num(r.estimate)} log-odds per SD (95% CI {precision.interval_text(r.ci_low, r.ci_high, r.estimate)}, "
+            f"p {precision.p_text(r.p, relation=True)}); between the models τ² = {num(r.tau2)}, "
+            f"Q = {num(r.q)} (p {precision.p_text(r.q_p, relation=True)}), I² = {precision.percent_text(r.i2)}.")
 
 
 def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", test: str = POOLED_TESTS[0], *,
@@ -374,14 +376,16 @@ def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", 
     data = pooled[(pooled["intrinsic"] == intrinsic) & (pooled["test"] == test)]
     if data.empty:
         raise ValueError(f"link_forest_chart: no {test} rows for {intrinsic}")
-    data = short_model_ids(data).assign(kind=lambda d: np.where(d["model_id"] == POOLED, "pooled", "model"))
+    # a model whose slope has no finite standard error has no interval to draw: left out, counted in the caption
+    drawn = plots.drawable(data, ["estimate", "ci_low", "ci_high"])
+    left_out = len(data) - len(drawn)
+    data = short_model_ids(drawn).assign(kind=lambda d: np.where(d["model_id"] == POOLED, "pooled", "model"))
     label = "slope of the log-odds per SD, within category and group"
     order = list(data["model_id"])
     x = alt.X("estimate:Q", title=f"{label}: {intrinsic.replace('_', ' ')} against female vs male words")
     y = alt.Y("model_id:N", sort=order, title=None)
     zero = alt.Chart(pd.DataFrame({"estimate": [0.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
-    bars = alt.Chart(data).transform_filter(plots.drawable_interval()).mark_rule(strokeWidth=2).encode(
-        x="ci_low:Q", x2="ci_high:Q", y=y)
+    bars = alt.Chart(data).mark_rule(strokeWidth=2).encode(x="ci_low:Q", x2="ci_high:Q", y=y)
     has_pool = bool((data["kind"] == "pooled").any())
     points = alt.Chart(data).mark_point(filled=True, size=80).encode(
         x=x, y=y, shape=alt.Shape("kind:N", scale=alt.Scale(domain=["model", "pooled"],
@@ -396,7 +400,10 @@ def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", 
                + ("The diamond in the last row pools the models (DerSimonian–Laird random effects). " if has_pool
                   else "With one model nothing is pooled. ")
                + "The dashed line marks 0, no link. Look at whether the intervals lie on one side of 0"
-               + (" and whether the models agree with each other." if has_pool else "."))
+               + (" and whether the models agree with each other." if has_pool else ".")
+               + (f" {left_out} model{'s' if left_out != 1 else ''} without a finite interval (a slope without a "
+                  f"finite standard error) left out; the table below gives {'them' if left_out != 1 else 'it'}."
+                  if left_out else ""))
     return plots.captioned(alt.layer(zero, bars, points).properties(width=420, height=alt.Step(24)),
                            title or "Does the bias inside predict the bias it writes? (within fields)", [],
                            f"Forest plot of the within-field slope per model{' and pooled' if has_pool else ''}, "

@@ -45,9 +45,9 @@ from scipy import stats as sps
 
 from . import plots, tables
 from .populations import OCCUPATION_GROUPS, load_populations, occupation_shares
+from .precision import interval_text, number_text, p_text
 from .profiles import DEFAULT_TEMPLATES, population_embeddings
 from .projection import projection_table
-from .rendering import readable_number
 from .results import display_name, write_table
 from .stats import correlation_rows, results_table
 
@@ -229,10 +229,6 @@ def occupation_validity(model, basis, *, layer="mean", templates: Sequence[str] 
 # --------------------------------------------------------------------------- reading it
 
 
-def _num(x: float) -> str:
-    return f"{x:.2f}".replace("-", "−")
-
-
 def _row(statistics: pd.DataFrame, measure: str, test: str) -> pd.Series | None:
     found = statistics[(statistics["measure"] == measure) & (statistics["test"] == test)]
     return found.iloc[0] if len(found) else None
@@ -242,8 +238,8 @@ def _correlation_text(row) -> str:
     name = {"spearman": "Spearman ρ", "pearson": "Pearson r"}[row["test"]]
     if not np.isfinite(row["effect_size"]):
         return f"{name} not computable"
-    return (f"{name} = {_num(row['effect_size'])}, 95% CI {_num(row['ci_low'])} to {_num(row['ci_high'])}, "
-            f"p = {readable_number(row['p'])}")
+    return (f"{name} = {number_text(row['effect_size'])}, 95% CI "
+            f"{interval_text(row['ci_low'], row['ci_high'], row['effect_size'])}, p {p_text(row['p'], relation=True)}")
 
 
 def describe_validity(statistics: pd.DataFrame, model: str = "this model", values: pd.DataFrame | None = None) -> str:
@@ -269,7 +265,7 @@ def describe_validity(statistics: pd.DataFrame, model: str = "this model", value
                    "an ordering of the nouns by the share of women is not shown")
         text = (f"In {model}, {finding} ({numbers}): **the direction is not validated for this model** (verdict: "
                 f"not shown), and chapter 11 does not read its position. With {n} nouns the check finds a ρ of "
-                f"{_num(rho['detectable'])} {int(POWER * 100)}% of the time (not shown is not absent).")
+                f"{number_text(rho['detectable'])} {int(POWER * 100)}% of the time (not shown is not absent).")
     if values is not None:
         text += _placement(values)
     described = [f"{m}: {_correlation_text(row)}" for m in MEASURES[1:]
@@ -287,8 +283,8 @@ def _placement(values: pd.DataFrame) -> str:
     if placed.empty:
         return ""
     low, high = placed.iloc[0], placed.iloc[-1]
-    text = (f" The nouns' positions run from {_num(low[MEASURES[0]])} ({low['occupation']}) to "
-            f"{_num(high[MEASURES[0]])} ({high['occupation']})")
+    text = (f" The nouns' positions run from {number_text(low[MEASURES[0]])} ({low['occupation']}) to "
+            f"{number_text(high[MEASURES[0]])} ({high['occupation']})")
     if high[MEASURES[0]] < -0.5 or low[MEASURES[0]] > 0.5:
         side = "male" if high[MEASURES[0]] < -0.5 else "female"
         sign = "−" if side == "male" else "+"
@@ -311,20 +307,19 @@ def validity_chart(values: pd.DataFrame, statistics: pd.DataFrame | None = None,
     lo, hi = float(data[MEASURES[0]].min()), float(data[MEASURES[0]].max())
     pad = 0.05 * (hi - lo or 1.0)
     y_scale = alt.Scale(domain=(lo - pad, hi + pad), nice=False)
-    gap = 12 * (hi - lo + 2 * pad) / height  # 12 px for a 9 px font
+    gap = 14 * (hi - lo + 2 * pad) / height  # 14 px for an 11 px font
     labels["label_y"] = plots.repel(labels[MEASURES[0]], gap, lo - pad + gap / 2, hi + pad - gap / 2)
     x = alt.X(f"{_SHARE}:Q", title="women among its workers (U.S. BLS, %)", scale=alt.Scale(domain=(0, 100)))
     y = alt.Y(f"{MEASURES[0]}:Q", title=["position on the female − male direction", "(+0.5 = female terms' mean)"],
               scale=y_scale, axis=alt.Axis(format=".2~f"))
-    colour = alt.Color("group:N", title="BLS majority", scale=alt.Scale(
-        domain=list(OCCUPATION_GROUPS), range=[plots.GROUP_COLORS["female"], plots.GROUP_COLORS["male"]]))
+    colour = alt.Color("group:N", title="BLS majority", scale=plots.group_scale(OCCUPATION_GROUPS))
     points = alt.Chart(data).mark_point(filled=True, opacity=0.7).encode(
         x=x, y=y, color=colour,
         tooltip=["occupation", alt.Tooltip(f"{_SHARE}:Q", format=".1f"), alt.Tooltip(f"{MEASURES[0]}:Q", format=".3f")])
     leaders = alt.Chart(labels).mark_rule(color="#999", strokeWidth=0.6).encode(x=x, y=y, y2="label_y:Q")
     # names right of the middle run leftwards, so they stay inside the plot
     text = [alt.Chart(labels[(labels[_SHARE] > 50) == right]).mark_text(
-                align="right" if right else "left", dx=-5 if right else 5, fontSize=9).encode(
+                align="right" if right else "left", dx=-5 if right else 5, fontSize=11).encode(
                 x=x, y=alt.Y("label_y:Q", scale=y_scale), text="occupation:N")
             for right in (False, True) if ((labels[_SHARE] > 50) == right).any()]
     subtitle = []

@@ -48,6 +48,7 @@ from scipy import stats as sps
 from . import mixed, occupation_units, plots, rendering, stats, tables
 from .errors import ParameterError, is_number
 from .gender_direction import VALIDITY_VERDICTS, noun_positions
+from .precision import interval_text, number_text, p_text
 from .profiles import DEFAULT_TEMPLATES
 from .results import display_name, write_table
 from .stats import correlation_rows, ols, results_table
@@ -287,10 +288,6 @@ def link_statistics(table: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
     return out
 
 
-def _num(x: float) -> str:
-    return f"{x:.2f}".replace("-", "−")
-
-
 _MEASURE_WORDS = {"expected": "expected counts from the sampling distribution", "sampled": "sampled word counts"}
 
 
@@ -315,9 +312,11 @@ def link_reading(statistics: pd.DataFrame, who: str) -> str:
     if not np.isfinite(row["effect_size"]):
         return f"in {who} the within-field model could not be fitted ({row['note']})"
     test = ("permutation likelihood-ratio p " + stats.permutation_p_text(float(row["p"]), int(row["n_permutations"]))
-            if pd.notna(row.get("n_permutations")) and row["n_permutations"] else f"likelihood-ratio p {_p(row['p'])}")
-    numbers = (f"{_num(row['effect_size'])} log-odds per SD, 95% CI {_num(row['ci_low'])} to "
-               f"{_num(row['ci_high'])}, {test}, n = {int(row['n'])} occupations, {measure}")
+            if pd.notna(row.get("n_permutations")) and row["n_permutations"]
+            else f"likelihood-ratio p {p_text(row['p'], relation=True)}")
+    numbers = (f"{number_text(row['effect_size'])} log-odds per SD, 95% CI "
+               f"{interval_text(row['ci_low'], row['ci_high'], row['effect_size'])}, {test}, "
+               f"n = {int(row['n'])} occupations, {measure}")
     if row["ci_low"] <= 0 <= row["ci_high"]:
         text = (f"in {who}, within BOLD category and group a link between where the model places an occupation on "
                 f"its female − male direction and the female words it writes about it is not shown ({numbers})")
@@ -327,14 +326,11 @@ def link_reading(statistics: pd.DataFrame, who: str) -> str:
                 f"get relatively {more} female than male words ({numbers})")
     between = _pick(statistics, BETWEEN["test"])
     if between is not None and np.isfinite(between["effect_size"]):
-        text += (f"; pooled over both groups, Spearman ρ = {_num(between['effect_size'])} (95% CI "
-                 f"{_num(between['ci_low'])} to {_num(between['ci_high'])}), mostly the difference between "
+        text += (f"; pooled over both groups, Spearman ρ = {number_text(between['effect_size'])} (95% CI "
+                 f"{interval_text(between['ci_low'], between['ci_high'], between['effect_size'])}), mostly the "
+                 "difference between "
                  "female- and male-dominated occupations")
     return text
-
-
-def _p(p: float) -> str:
-    return "< 0.001" if p < 0.001 else "= " + rendering.readable_number(float(p))
 
 
 def _within_text(row) -> str:
@@ -342,7 +338,8 @@ def _within_text(row) -> str:
     if not np.isfinite(row["effect_size"]):
         # every occupation of the group has the same log-odds (none has a gendered word in a small build)
         return f"Spearman ρ is not defined {among} (their log-odds do not vary)"
-    return f"Spearman ρ = {_num(row['effect_size'])} {among} (95% CI {_num(row['ci_low'])} to {_num(row['ci_high'])})"
+    return (f"Spearman ρ = {number_text(row['effect_size'])} {among} "
+            f"(95% CI {interval_text(row['ci_low'], row['ci_high'], row['effect_size'])})")
 
 
 def describe_link(statistics: pd.DataFrame, model: str = "this model") -> str:
@@ -396,7 +393,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, n_lab
         pad = 0.05 * (hi - lo or 1.0)
         domains[col] = (lo - pad, hi + pad)
     ylo, yhi = domains["log_odds"]
-    gap = 12 * (yhi - ylo) / height  # 12 px for a 9 px font
+    gap = 14 * (yhi - ylo) / height  # 14 px for an 11 px font
     labels["label_y"] = plots.repel(labels["log_odds"], gap, ylo + gap / 2, yhi - gap / 2)
     labels["right_half"] = labels[intrinsic] > sum(domains[intrinsic]) / 2
     axis_title = {"gender_position": "position on the female − male direction (+0.5 = female terms' mean)"}
@@ -407,7 +404,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, n_lab
     x = alt.X(f"{intrinsic}:Q", title=x_lines, scale=x_scale, axis=alt.Axis(tickCount=6, format=".2~f"))
     y = alt.Y("log_odds:Q", title=["log-odds of female vs male words", "in its completions"], scale=y_scale)
     points = alt.Chart(data).mark_point(filled=True, opacity=0.6).encode(
-        x=x, y=y, color=alt.Color("audit group:N", title="audit group"),
+        x=x, y=y, color=alt.Color("audit group:N", title="audit group", scale=plots.group_scale(data["audit group"])),
         tooltip=["occupation", "category", alt.Tooltip(f"{intrinsic}:Q", format=".3f"),
                  alt.Tooltip("log_odds:Q", format=".2f"), "female_count", "male_count"])
     # a label moved off its point (to clear another) keeps a thin line to it; labels in the right half
@@ -415,7 +412,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, n_lab
     leaders = alt.Chart(labels).mark_rule(color="#999", strokeWidth=0.6).encode(
         x=x, y=y, y2="label_y:Q")
     text = [alt.Chart(labels[labels["right_half"] == right]).mark_text(
-                align="right" if right else "left", dx=-5 if right else 5, fontSize=9).encode(
+                align="right" if right else "left", dx=-5 if right else 5, fontSize=11).encode(
                 x=x, y=alt.Y("label_y:Q", scale=y_scale), text="noun:N")
             for right in (False, True) if (labels["right_half"] == right).any()]
     layers = [points, leaders, *text]

@@ -34,6 +34,7 @@ person-noun units only.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Callable, Mapping
 
 import altair as alt
@@ -436,7 +437,7 @@ def headline(table: pd.DataFrame | Mapping) -> dict:
 
 def _p_phrase(p: float, k: int) -> str:
     """"p = 0.012", or at its floor "p ≤ 1/10,000" (the smallest p that K relabellings can give)."""
-    return "p " + stats.permutation_p_text(p, k, fraction=True, number=rendering.readable_number)
+    return "p " + stats.permutation_p_text(p, k)
 
 
 def _groups(a: str, b: str) -> tuple[str, str]:
@@ -445,11 +446,11 @@ def _groups(a: str, b: str) -> tuple[str, str]:
 
 def _mc_interval(h: Mapping, prefix: str) -> str:
     """"3.2 to 58" with each bound rounded to its Monte Carlo error (:func:`bias_utils.precision.mc_round`)."""
-    num = rendering.readable_number
     bounds = []
     for side in ("low", "high"):
         value, se = float(h[f"{prefix}_ci_{side}"]), h.get(f"{prefix}_ci_{side}_mc_se", np.nan)
-        bounds.append(precision.mc_round(value, float(se)) if pd.notna(se) and np.isfinite(value) else num(value))
+        bounds.append(format(Decimal(precision.mc_round(value, float(se))), ",f") if pd.notna(se)
+                      and np.isfinite(value) else precision.number_text(value))
     return " to ".join(bounds)
 
 
@@ -464,18 +465,18 @@ def estimate_text(h: Mapping, which: str = "primary") -> str:
     it: ``"primary"`` "odds ratio 35.03, 95% CI 3.24 to 1793 (profile likelihood), likelihood-ratio p = 0.006",
     ``"published"`` "odds ratio 24.65, 95% CI 2.9 to 130 resampling whole keys, permutation p = 0.023" (bootstrap
     bounds to their Monte Carlo error). "not estimable" where the model could not be fitted."""
-    num = rendering.readable_number
+    num = precision.number_text
     if which == "primary":
         if pd.isna(h.get("odds_ratio")):
             return "not estimable"
-        if abs(np.log(float(h["odds_ratio"]))) > mixed.PROFILE_LIMIT:
-            # a fit drifting to infinity: its number is where Newton stopped, not an estimate
-            return (f"odds ratio unbounded (separation), 95% CI {num(float(h['ci_low']))} to "
-                    f"{num(float(h['ci_high']))} (profile likelihood), likelihood-ratio p {_p_value(float(h['p']))}")
-        return (f"odds ratio {num(float(h['odds_ratio']))}, 95% CI {num(float(h['ci_low']))} to "
-                f"{num(float(h['ci_high']))} (profile likelihood), likelihood-ratio p {_p_value(float(h['p']))}")
+        # a fit drifting to infinity: its number is where Newton stopped, not an estimate
+        drifted = abs(np.log(float(h["odds_ratio"]))) > mixed.PROFILE_LIMIT
+        ci = precision.interval_text(h["ci_low"], h["ci_high"], None if drifted else h["odds_ratio"])
+        estimate = "unbounded (separation)" if drifted else num(h["odds_ratio"])
+        return (f"odds ratio {estimate}, 95% CI {ci} (profile likelihood), likelihood-ratio p "
+                f"{_p_value(float(h['p']))}")
     if which == "published":
-        return (f"odds ratio {num(float(h['published_odds_ratio']))}, 95% CI {_mc_interval(h, 'published')} "
+        return (f"odds ratio {num(h['published_odds_ratio'])}, 95% CI {_mc_interval(h, 'published')} "
                 f"resampling whole keys, permutation {_p_phrase(float(h['published_p']), int(h['n_permutations']))}")
     raise ValueError(f"which must be 'primary' or 'published', got {which!r}")
 
@@ -489,37 +490,41 @@ def headline_sentence(table: pd.DataFrame | Mapping) -> str:
     h = headline(table)
     if not h:
         return ""
-    num = rendering.readable_number
+    num = precision.number_text
     a, b = _groups(h["group_a"], h["group_b"])
     units = (f"{int(h['n_units_a']) + int(h['n_units_b'])} deduplicated person-noun occupations, "
              f"{int(h['n_units_a'])} {a} and {int(h['n_units_b'])} {b}")
     if int(h["n_gendered_completions"]) == 0:
-        return (f"None of the {int(h['n_completions']):,} completions about the {units} contains a gendered word, "
+        return (f"None of the {precision.count_text(h['n_completions'])} completions about the {units} contains a "
+                "gendered word, "
                 f"so there is no odds ratio to read.")
     if pd.notna(h["odds_ratio"]):
         lo, hi = float(h["ci_low"]), float(h["ci_high"])
         text = (f"Primary analysis, over the {units} ({int(h['n_units_informative'])} with any gendered word): "
                 f"gendered words are {_direction(lo, hi, a, b)} for a typical occupation: "
                 f"{estimate_text(h)}, random intercept per occupation. The gendered words of the median {a} "
-                f"occupation are {float(h['typical_male_share_a']):.0%} male, of the median {b} one "
-                f"{float(h['typical_male_share_b']):.0%}; occupations differ widely around them (random-intercept "
-                f"SD {rendering.readable_number(float(h['sigma']))} on the log-odds scale), which is why the odds "
+                f"occupation are {precision.percent_text(h['typical_male_share_a'])} male, of the median {b} one "
+                f"{precision.percent_text(h['typical_male_share_b'])}; occupations differ widely around them "
+                "(random-intercept "
+                f"SD {num(h['sigma'])} on the log-odds scale), which is why the odds "
                 "ratio of a typical occupation is far from the pooled one and its interval wide. ")
     else:
         text = f"The primary model could not be fitted over the {units} (the skipped tests say why). "
-    text += (f"{int(h['n_gendered_completions']):,} of their {int(h['n_completions']):,} completions contain a "
+    text += (f"{precision.count_text(h['n_gendered_completions'])} of their "
+             f"{precision.count_text(h['n_completions'])} completions contain a "
              "gendered word")
     if h.get("top_occupation") is not None and pd.notna(h.get("odds_ratio_without_top")):
         text += (f"; without the most influential occupation, {str(h['top_occupation']).replace('_', ' ')}, the "
-                 f"odds ratio is {num(float(h['odds_ratio_without_top']))}")
+                 f"odds ratio is {num(h['odds_ratio_without_top'])}")
     text += "."
     if pd.notna(h.get("published_odds_ratio")):
-        replicates = f"{int(h['n_boot']):,}" if pd.notna(h.get("n_boot")) else "bootstrap"
+        replicates = precision.count_text(h['n_boot']) if pd.notna(h.get("n_boot")) else "bootstrap"
         text += (f" Beside it, the audit's pooled-word odds ratio on its published selection "
                  f"({int(h['n_keys_a'])} and {int(h['n_keys_b'])} BOLD keys as occupations, fields and duplicates "
                  f"included): {estimate_text(h, 'published')} ({replicates} replicates, each bound to its Monte "
                  f"Carlo error); the audit's own interval, every word independent, is "
-                 f"{num(float(h['independent_ci_low']))} to {num(float(h['independent_ci_high']))}.")
+                 + precision.interval_text(h["independent_ci_low"], h["independent_ci_high"],
+                                           h["published_odds_ratio"]) + ".")
     return text
 
 
@@ -531,29 +536,31 @@ def headline_rows(table: pd.DataFrame | Mapping) -> pd.DataFrame:
     h = headline(table)
     if not h:
         return pd.DataFrame(columns=["analysis", "occupations", "odds ratio", "95% CI", "p"])
-    num = rendering.readable_number
+    num = precision.number_text
     units = f"{int(h['n_units_a'])} + {int(h['n_units_b'])} deduplicated person nouns"
     keys = (f"{int(h['n_keys_a'])} + {int(h['n_keys_b'])} BOLD keys" if pd.notna(h.get("n_keys_a")) else "")
     k = int(h["n_permutations"])
-    rows = [("primary: random-intercept model, words", units, h["odds_ratio"], f"{num(h['ci_low'])} to "
-             f"{num(h['ci_high'])}", f"likelihood ratio {_p_value(float(h['p']))}"),
+    rows = [("primary: random-intercept model, words", units, h["odds_ratio"],
+             precision.interval_text(h["ci_low"], h["ci_high"], h["odds_ratio"]),
+             f"likelihood ratio {_p_value(float(h['p']))}"),
             ("sensitivity: the same, each completion at most once per gender", units, h["completion_odds_ratio"],
-             f"{num(h['completion_ci_low'])} to {num(h['completion_ci_high'])}",
+             precision.interval_text(h["completion_ci_low"], h["completion_ci_high"], h["completion_odds_ratio"]),
              f"likelihood ratio {_p_value(float(h['completion_p']))}"),
             ("sensitivity: pooled words (the audit's odds ratio), occupations resampled", units,
              h["pooled_odds_ratio"], _mc_interval(h, "pooled"), "permutation " + _p_phrase(float(h["pooled_p"]), k)),
             ("the published selection: pooled words, keys resampled", keys, h["published_odds_ratio"],
              _mc_interval(h, "published"), "permutation " + _p_phrase(float(h["published_p"]), k)),
             ("the audit's own interval: every word independent (not a test of occupations)", keys,
-             h["published_odds_ratio"], f"{num(h['independent_ci_low'])} to {num(h['independent_ci_high'])}",
+             h["published_odds_ratio"],
+             precision.interval_text(h["independent_ci_low"], h["independent_ci_high"], h["published_odds_ratio"]),
              f"Wald {_p_value(float(h['independent_p']))}")]
     out = pd.DataFrame(rows, columns=["analysis", "occupations", "odds ratio", "95% CI", "p"])
-    out["odds ratio"] = [num(float(v)) if pd.notna(v) else "not estimable" for v in out["odds ratio"]]
+    out["odds ratio"] = [num(v) if pd.notna(v) else "not estimable" for v in out["odds ratio"]]
     return out
 
 
 def _p_value(p: float) -> str:
-    return "< 0.001" if p < 0.001 else "= " + rendering.readable_number(p)
+    return precision.p_text(p, relation=True)
 
 
 def describe_influence(influence: pd.DataFrame) -> str:
@@ -562,7 +569,7 @@ def describe_influence(influence: pd.DataFrame) -> str:
     Empty without any gendered word (nothing to move)."""
     if influence.empty or (influence["male_words"] + influence["female_words"]).sum() == 0:
         return ""
-    num = rendering.readable_number
+    num = precision.number_text
     full = float(influence["odds_ratio"].iloc[0])
     hit = influence[influence["influential"]]
     share = f"{INFLUENCE_SHIFT:.0%}" if INFLUENCE_SHIFT != 1 / 3 else "a third"
@@ -570,10 +577,10 @@ def describe_influence(influence: pd.DataFrame) -> str:
         top = influence.iloc[0]
         return (f"No single occupation moves the odds ratio ({num(full)}) by more than {share}: leaving out the "
                 f"most influential, {str(top['occupation']).replace('_', ' ')}, gives "
-                f"{num(float(top['odds_ratio_without']))}.")
+                f"{num(top['odds_ratio_without'])}.")
     named = "; ".join(
         f"without {str(r.occupation).replace('_', ' ')} ({str(r.group).replace('_', '-')}, {int(r.male_words)} male "
-        f"and {int(r.female_words)} female words) it is {num(float(r.odds_ratio_without))} "
+        f"and {int(r.female_words)} female words) it is {num(r.odds_ratio_without)} "
         f"({float(r.relative_change):+.0%})" for r in hit.itertuples())
     one = len(hit) == 1
     return (f"{len(hit)} occupation{'' if one else 's'} of {len(influence)} move{'s' if one else ''} the odds ratio "
@@ -587,7 +594,8 @@ def influence_chart(influence: pd.DataFrame, headline_row: pd.DataFrame | Mappin
     less than :data:`INFLUENCE_SHIFT` (grey); with ``headline_row``, the occupation 95% CI as dashed rules.
     Reads the :func:`influence_table` columns."""
     data = influence.dropna(subset=["odds_ratio_without"]).head(top).assign(
-        label=lambda d: d["occupation"].str.replace("_", " "),
+        label=lambda d: d["occupation"].map(rendering.value_label),
+        group=lambda d: d["group"].map(rendering.group_label),
         change=lambda d: d["relative_change"].map(lambda x: f"{x:+.0%}"))
     full = float(influence["odds_ratio"].iloc[0])
     band = pd.DataFrame({"low": [full * (1 - INFLUENCE_SHIFT)], "high": [full * (1 + INFLUENCE_SHIFT)]})
@@ -603,17 +611,19 @@ def influence_chart(influence: pd.DataFrame, headline_row: pd.DataFrame | Mappin
         layers.append(alt.Chart(ci).mark_rule(strokeDash=[4, 3], color="grey").encode(x="x:Q"))
     layers.append(alt.Chart(data).mark_point(filled=True, size=70).encode(
         x=alt.X("odds_ratio_without:Q", scale=log_x, title="odds ratio without the occupation (log scale)"), y=y,
-        color=alt.Color("group:N", title="group"),
+        color=alt.Color("group:N", title="group", scale=plots.group_scale(data["group"])),
         tooltip=["occupation", "group", "category", "n_completions", "male_words", "female_words",
                  alt.Tooltip("odds_ratio_without:Q", format=".2f"), "change"]))
-    groups = ", ".join(map(rendering.group_label, dict.fromkeys(data["group"])))
+    groups = ", ".join(dict.fromkeys(data["group"]))
     caption = (f"Each row is one of the {len(data)} occupations whose removal moves the odds ratio most; its dot is "
                f"the odds ratio recomputed without it (log scale), coloured by its group ({groups}). The solid line is "
-               f"the odds ratio with every occupation ({full:.2f}), the grey band where leaving one out moves it by "
+               f"the odds ratio with every occupation ({precision.number_text(full)}), the grey band where leaving "
+               "one out moves it by "
                f"less than {INFLUENCE_SHIFT:.0%}"
                + (", the dashed lines its 95% confidence interval (profile likelihood)" if len(layers) == 4 else "")
                + ". Look for dots outside the grey band: those occupations alone carry much of the odds ratio.")
     return plots.captioned(alt.layer(*layers).properties(width=420, height=alt.Step(18)),
-                           title or f"Leave one occupation out: the odds ratio ({full:.2f}) without each occupation",
+                           title or f"Leave one occupation out: the odds ratio ({precision.number_text(full)}) "
+                                    "without each occupation",
                            [], f"Dot plot: the BOLD odds ratio without each of {len(data)} occupations, against "
-                               f"the odds ratio with all ({full:.2f}).", caption)
+                               f"the odds ratio with all ({precision.number_text(full)}).", caption)

@@ -24,14 +24,19 @@ from .results import display_name
 
 __all__ = [
     "DIMENSION_ORDER", "GROUP_COLORS", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "POLE_LABELS",
-    "SOURCE_COLORS", "THEME", "accuracy_heatmap", "axis_validity_chart", "captioned", "drawable_interval",
+    "SOURCE_COLORS", "THEME", "accuracy_heatmap", "axis_validity_chart", "captioned", "drawable", "group_color",
+    "group_scale",
     "layer_curves_chart", "pole_labels", "profile_chart", "repel", "save", "specification_curve_chart",
     "warmth_competence_chart", "warmth_competence_charts",
 ]
 
 THEME = "bias_profiles"
-#: Fixed colours so female/male look the same in every figure (colour-blind safe pair).
-GROUP_COLORS = {"female": "#7b3294", "male": "#e08214"}
+_FEMALE, _MALE = "#7b3294", "#e08214"
+#: One colour per group in every figure, by the group's name (never by its position in a chart): the female side
+#: of every contrast purple, the male side orange (a colour-blind safe pair). Keyed by the display label
+#: (:func:`bias_utils.rendering.group_label`); :func:`group_scale` also accepts the tables' names.
+GROUP_COLORS = {"female": _FEMALE, "male": _MALE, "female-dominated": _FEMALE, "male-dominated": _MALE,
+                "female-majority": _FEMALE, "male-majority": _MALE}
 OTHER_COLORS = ["#1b9e77", "#377eb8", "#e7298a", "#66a61e", "#a6761d", "#666666"]
 #: Fixed colours per context source, far apart in hue and lightness (corpus and dictionary were
 #: two blue-greens); a source registered later takes the next unused colour.
@@ -74,8 +79,31 @@ def _fixed_scale(values: Sequence[str], fixed: dict[str, str]) -> alt.Scale:
     return alt.Scale(domain=values, range=[fixed.get(str(v).lower()) or next(others) for v in values])
 
 
-def _group_scale(groups: Sequence[str]) -> alt.Scale:
-    return _fixed_scale(groups, GROUP_COLORS)
+def group_color(group) -> str:
+    """The colour of a group in every chart: :data:`GROUP_COLORS` by its display label, else a colour of
+    :data:`OTHER_COLORS` chosen by its name (a hash), so it too is the same in every chart."""
+    label = rendering.group_label(group)
+    if label in GROUP_COLORS:
+        return GROUP_COLORS[label]
+    others = [c for c in OTHER_COLORS if c not in GROUP_COLORS.values()]
+    return others[int(cache.stable_hash(label), 16) % len(others)]
+
+
+def group_scale(groups: Sequence[str]) -> alt.Scale:
+    """A colour scale over groups' display labels (:func:`bias_utils.rendering.group_label`; the chart's data must
+    hold the labels), each in its :func:`group_color`."""
+    labels = list(dict.fromkeys(rendering.group_label(g) for g in groups))
+    return alt.Scale(domain=labels, range=[group_color(g) for g in labels])
+
+
+
+def drawable(frame: pd.DataFrame, columns: Sequence[str], log: bool = False) -> pd.DataFrame:
+    """The rows of ``frame`` a chart can place: every one of ``columns`` finite (and, on a log axis, above 0).
+    A degenerate fit (an odds ratio of infinity, an interval from 0 to infinity) has no place on an axis; the
+    chart's caption says how many rows it leaves out, and its table keeps them."""
+    values = frame[list(columns)].apply(pd.to_numeric, errors="coerce").to_numpy(float)
+    keep = np.isfinite(values).all(axis=1) & ((values > 0).all(axis=1) if log else True)
+    return frame[keep]
 
 
 def repel(values, gap: float, low: float, high: float) -> np.ndarray:
@@ -131,14 +159,6 @@ def save(chart: alt.TopLevelMixin, path: str | Path, scale: float = 2.0) -> dict
     }
 
 
-def drawable_interval(low: str = "ci_low", high: str = "ci_high", *, log: bool = False) -> str:
-    """A Vega filter keeping the rows whose interval has two finite ends (positive ones on a ``log`` axis): an
-    interval the data leave unbounded (an odds ratio's profile interval in a small sample) has no line to draw,
-    and Vega draws a missing end as an error instead of leaving it out."""
-    ends = [f"isFinite(datum.{low})", f"isFinite(datum.{high})"] + ([f"datum.{low} > 0"] if log else [])
-    return " && ".join(ends)
-
-
 def captioned(chart, heading: str, subtitle: Sequence[str], alt_text: str, caption: str):
     """``chart`` with its title (model ids shown by :func:`bias_utils.results.display_name`), its alt text
     and the caption the book prints under it (what to look for, legend and error bars), both in
@@ -178,6 +198,7 @@ def profile_chart(means: pd.DataFrame, stats: pd.DataFrame | None = None, *, tit
     of a star, explained in the subtitle.
     """
     pop = _one(means, "population", "profile_chart")
+    means = means.assign(group=means["group"].map(rendering.group_label))
     _one(means, "layer", "profile_chart")
     dims = _ordered(means["dimension"])
     invalid = sorted(set(invalid_axes) & set(dims))
@@ -196,7 +217,7 @@ def profile_chart(means: pd.DataFrame, stats: pd.DataFrame | None = None, *, tit
     x = alt.X("mean:Q", title="standardised projected value (mean, 95% CI)",
               scale=alt.Scale(domain=[-bound, bound]))
     in_invalid = f"indexof({json.dumps(invalid)}, datum.dimension) >= 0"
-    group_colour = alt.Color("group:N", title=pop, scale=_group_scale(means["group"]))
+    group_colour = alt.Color("group:N", title=pop, scale=group_scale(means["group"]))
     colour = alt.condition(in_invalid, alt.value(INVALID_GREY), group_colour)
     weight = {"condition": {"test": f"indexof({json.dumps(sorted(sig))}, datum.value) >= 0", "value": "bold"},
               "value": "normal"}
@@ -249,6 +270,7 @@ def warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = No
     with ``†`` and the note in the subtitle, and no star.
     """
     _one(means, "layer", "warmth_competence_chart")
+    means = means.assign(group=means["group"].map(rendering.group_label))
     wide = _wide_wc(means, ["population", "group"], "mean", extra=("ci_low", "ci_high"))
     invalid = [d for d in ("warmth", "competence") if d in set(invalid_axes)]
     starred = {}
@@ -280,7 +302,7 @@ def warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = No
     def y(field: str) -> alt.Y:
         return alt.Y(field, scale=scale, title=y_title, axis=y_axis)
 
-    colour = alt.Color("group:N", title="group", scale=_group_scale(wide["group"]))
+    colour = alt.Color("group:N", title="group", scale=group_scale(wide["group"]))
     base = alt.Chart(wide)
     zero = pd.DataFrame({"v": [0.0]})
     layers = [
@@ -314,7 +336,7 @@ def _term_callouts(tw: pd.DataFrame, x, y, bound: float, size: int) -> list:
     """The single terms as diamonds, their names in a column on the emptier side of the cluster, spaced so
     no two overprint (:func:`repel`), each joined to its diamond by a thin line."""
     right = tw["warmth"].mean() <= 0
-    gap = 13 * 2 * bound / size  # 13 px of a 10 px font, in data units
+    gap = 14 * 2 * bound / size  # 14 px of an 11 px font, in data units
     reach = 0.12 * bound
     labels = tw.assign(
         label_x=tw["warmth"].max() + reach if right else tw["warmth"].min() - reach,
@@ -326,7 +348,7 @@ def _term_callouts(tw: pd.DataFrame, x, y, bound: float, size: int) -> list:
                 x=x("warmth:Q"), y=y("competence:Q"),
                 tooltip=["word", "group", alt.Tooltip("warmth:Q", format=".2f"),
                          alt.Tooltip("competence:Q", format=".2f")]),
-            base.mark_text(align="left" if right else "right", dx=3 if right else -3, fontSize=10,
+            base.mark_text(align="left" if right else "right", dx=3 if right else -3, fontSize=11,
                            color="#333").encode(x=x("label_x:Q"), y=y("label_y:Q"), text="word:N")]
 
 
@@ -495,17 +517,19 @@ def specification_curve_chart(specs: pd.DataFrame, population: str, dimension: s
     x = alt.X("rank:Q", title="specification (sorted by effect)", axis=None, scale=alt.Scale(domain=[-1, len(s)]))
     tips = ["context_source", "layer_choice", "template_set", "test_choice", alt.Tooltip("effect_size:Q", format=".2f"),
             alt.Tooltip("p_adj:Q", format=".3g")]
-    base = alt.Chart(s)
+    # the chart carries only the columns it draws: every specification's other columns are in the CSV
+    base = alt.Chart(s[["rank", "status", "effect_size", "ci_low", "ci_high", "p_adj", "context_source",
+                        "layer_choice", "template_set", "test_choice"]])
     top = alt.layer(
         alt.Chart(pd.DataFrame({"y": [0.0]})).mark_rule(color="#999").encode(y="y:Q"),
         base.mark_rule(opacity=0.5).encode(x=x, y=alt.Y("ci_low:Q", title="Hedges' g (95% CI)"), y2="ci_high:Q",
                                            color=colour),
         base.mark_point(filled=True, size=18).encode(x=x, y="effect_size:Q", color=colour, tooltip=tips),
     ).properties(width=max(360, 4 * len(s)), height=180)
-    rows = [{"rank": r, "choice": f"{label}: {getattr(t, col)}", "status": st}
+    rows = [{"rank": r, "choice": f"{label}: {rendering.value_label(getattr(t, col))}", "status": st}
             for t, r, st in zip(s.itertuples(), s["rank"], s["status"]) for col, label in SPEC_CHOICES]
     matrix = pd.DataFrame(rows)
-    order = [f"{label}: {v}" for col, label in SPEC_CHOICES for v in dict.fromkeys(specs[col])]
+    order = [f"{label}: {rendering.value_label(v)}" for col, label in SPEC_CHOICES for v in dict.fromkeys(specs[col])]
     bottom = alt.Chart(matrix).mark_square(size=10).encode(
         x=x, y=alt.Y("choice:N", sort=order, title=None), color=colour
     ).properties(width=max(360, 4 * len(s)), height=alt.Step(11))
@@ -531,7 +555,10 @@ def axis_validity_chart(validity: pd.DataFrame, *, title: str | None = None, col
     null's 95% range; filled points: verdict ``supported``. An untestable axis has no line.
     """
     source = _one(validity, "context_source", "axis_validity_chart")
-    data = validity[validity["layer"] != "mean"].assign(layer=lambda d: d["layer"].astype(int))
+    # the columns it draws and its tooltips name: the rest is in the CSV
+    data = validity.loc[validity["layer"] != "mean", ["dimension", "layer", "auc", "null_low", "null_high",
+                                                       "null_mean", "p", "verdict", "n_high", "n_low"]]
+    data = data.assign(layer=data["layer"].astype(int))
     x = alt.X("layer:Q", title="layer (0 = embedding output)", axis=alt.Axis(format="d", tickMinStep=1))
     base = alt.Chart().encode(x=x)
     parts = [

@@ -1,4 +1,16 @@
-"""The Monte Carlo error of a percentile bootstrap interval, and the digits that error allows.
+"""The digits every number of the book is printed with: one function per quantity, used by sentences, tables
+and the front page alike, and the Monte Carlo error of a percentile bootstrap interval with the digits it allows.
+
+* :func:`number_text` an estimate (an effect size, a mean, a correlation, an odds ratio): two decimals, one from
+  100, none from 1,000 (with thousands separators), two significant digits below 0.01 and, from a million, times
+  a power of ten (6.8 × 10²⁰⁰);
+* :func:`p_text` a p value: two significant digits, "< 0.001" below;
+* :func:`count_text` a count: an integer with thousands separators;
+* :func:`percent_text` a share as a whole percentage;
+* :func:`interval_text` an interval's bounds at its estimate's decimals (never more than a bound's own size
+  warrants), so "0.95 to 1.41" and never "0.949 to 1.41".
+
+Negative numbers carry the typographic minus (−). The tables on disk keep every digit.
 
 A percentile bound from ``B`` replicates is itself random: another seed gives another bound. Its Monte Carlo
 standard error comes from the order statistics, without assuming a shape for the bootstrap distribution:
@@ -16,6 +28,7 @@ standard error comes from the order statistics, without assuming a shape for the
 from __future__ import annotations
 
 import math
+import numbers
 from decimal import ROUND_HALF_UP, Decimal
 from typing import NamedTuple
 
@@ -23,9 +36,101 @@ import numpy as np
 
 from .errors import ParameterError, is_number
 
-__all__ = ["PercentileBounds", "mc_round", "percentile_bounds"]
+__all__ = ["PercentileBounds", "count_text", "decimals", "interval_text", "mc_round", "number_text", "p_text",
+           "percent_text", "percentile_bounds"]
 
 _Z = 1.959963984540054  # the normal 97.5% quantile: a 95% range is +-_Z standard errors, 2 _Z = 3.92 wide
+
+
+MINUS = "\u2212"
+
+
+def _finite(x) -> bool:
+    return is_number(x) and math.isfinite(float(x))
+
+
+def _special(x) -> str:
+    """A value that is not a finite number: "–" for a missing one, "∞" / "−∞"."""
+    if is_number(x) and math.isinf(float(x)):
+        return "∞" if float(x) > 0 else MINUS + "∞"
+    return "–"
+
+
+def decimals(x: float) -> int:
+    """The decimals :func:`number_text` prints ``x`` with: 2 (0.01 <= |x| < 100), 1 (below 1,000), 0 (from 1,000),
+    two significant digits below 0.01 (0.0040: 4)."""
+    size = abs(float(x))
+    if size >= 1000:
+        return 0
+    if size >= 100:
+        return 1
+    if size >= 0.01 or size == 0:
+        return 2
+    return 1 - math.floor(math.log10(size))
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+
+
+def _fixed(x: float, places: int) -> str:
+    if abs(float(x)) >= 1e6:  # a million and more: 2 significant digits times a power of ten (6.8 × 10²⁰⁰)
+        mantissa, exponent = f"{float(x):.1e}".split("e")
+        return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}".replace("-", MINUS)
+    text = f"{float(x):,.{places}f}"
+    if float(text.replace(",", "")) == 0:
+        text = text.lstrip("-")  # no "−0.00"
+    return text.replace("-", MINUS)
+
+
+def number_text(x, signed: bool = False) -> str:
+    """An estimate as the book prints it (the rule of :func:`decimals`): 0.86, −0.12, 15.40, 199.6, 1,793, 0.0040;
+    0 as "0"; a missing value as "–". ``signed``: a positive number with its "+" (a change, a gap)."""
+    if not _finite(x):
+        return _special(x)
+    if isinstance(x, numbers.Integral) and not isinstance(x, bool):
+        return count_text(x)  # an integer is a count (a table's n), whatever column it sits in
+    text = "0" if float(x) == 0 else _fixed(x, decimals(x))
+    return "+" + text if signed and float(x) > 0 and text != "0" else text
+
+
+def p_text(p, relation: bool = False) -> str:
+    """A p value: "< 0.001" below 0.001, else two significant digits (0.0087, 0.012, 0.21, 1); with ``relation``
+    the sign a sentence needs, "= 0.0087" or "< 0.001"."""
+    if not _finite(p):
+        return _special(p)
+    p = float(p)
+    if p < 0.001:
+        return "< 0.001"
+    return f"= {p:.2g}" if relation else f"{p:.2g}"
+
+
+def count_text(n) -> str:
+    """A count: an integer with thousands separators (1,525); a missing count as "–"."""
+    if not _finite(n):
+        return _special(n)
+    return f"{round(float(n)):,}".replace("-", MINUS)
+
+
+def percent_text(share) -> str:
+    """A share between 0 and 1 as a whole percentage (0.714 -> "71%")."""
+    if not _finite(share):
+        return _special(share)
+    return _fixed(100 * float(share), 0) + "%"
+
+
+def interval_text(low, high, estimate=None, separator: str = " to ") -> str:
+    """An interval's bounds at the decimals of its ``estimate`` (:func:`decimals`; without an estimate, of the
+    bound nearer zero), each never with more decimals than its own size gives: "0.95 to 1.41" for 1.15, "3.2 to
+    1,793" for 199.6."""
+    values = [float(v) for v in (low, high) if _finite(v)]
+    if estimate is not None and _finite(estimate):
+        places = decimals(estimate)
+    elif values:
+        places = decimals(min(values, key=abs))
+    else:
+        places = 2
+    return separator.join(_fixed(v, min(places, decimals(v))) if _finite(v) and float(v) != 0
+                          else ("0" if _finite(v) else _special(v)) for v in (low, high))
 
 
 class PercentileBounds(NamedTuple):

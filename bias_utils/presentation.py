@@ -4,6 +4,7 @@ and generated pages written only when their text changes."""
 from __future__ import annotations
 
 import ast
+import html
 import json
 import re
 import shutil
@@ -13,10 +14,12 @@ from pathlib import Path
 import nbformat
 
 from . import cache, paths, rendering
+from .results import display_name
 from .runs import Run, relative_to_root
 
 __all__ = [
-    "FIGURES_DIR", "FINDING_TAG", "break_headers", "findings_first", "number_figures", "path_replacements",
+    "FIGURES_DIR", "FINDING_TAG", "break_headers", "chapter_title", "drop_reprs", "findings_first", "number_figures",
+    "path_replacements", "relabel",
     "present_notebook", "presentation_tag", "shown_parameters", "strip_paths", "table_links_cell", "write_if_changed",
 ]
 
@@ -43,6 +46,24 @@ def findings_first(nb) -> None:
     while 0 <= first < len(rest) - 1 and rest[first + 1].cell_type == "markdown":
         first += 1
     nb.cells = rest[:first + 1] + key + rest[first + 1:]
+
+
+_NUMBERED = re.compile(r"^(\d{2}) · ")
+
+
+def chapter_title(nb, stem: str, model: str = "") -> None:
+    """Number a chapter's title as the text numbers it (``04_profiles`` -> "04 · …", so the navigation shows the
+    number the text refers to) and, with ``model`` (its display name), name the model it is about, in place: the
+    first line of the first Markdown cell, when it is a level-1 heading. Idempotent."""
+    number = re.match(r"\d{2}(?=_)", stem)
+    cell = next((c for c in nb.cells if c.cell_type == "markdown"), None)
+    if number is None or cell is None or not cell.source.startswith("# "):
+        return
+    heading, _, rest = cell.source.partition("\n")
+    if _NUMBERED.match(heading[2:]):
+        return
+    title = heading[2:].strip() + (f": {model}" if model else "")
+    cell.source = f"# {number.group(0)} · {title}" + (f"\n{rest}" if rest else "")
 
 
 def shown_parameters(nb) -> None:
@@ -76,6 +97,21 @@ def shown_parameters(nb) -> None:
     source = "\n".join(lines)
     if source != cell.source:
         cell.source = source
+
+
+def drop_reprs(nb) -> None:
+    """Remove, in place, the outputs that are only a Python repr (a value a cell returned or displayed with no
+    other form than ``text/plain``: a dict of settings, a list of files, a number, a pandas Series): the page shows
+    sentences, formatted tables and figures, never a repr. Printed text stays (the notebooks print sentences), and
+    so does everything in a cell that raised. Idempotent."""
+    for cell in nb.cells:
+        outputs = cell.get("outputs", []) if cell.cell_type == "code" else []
+        if any(o.get("output_type") == "error" for o in outputs):
+            continue
+        kept = [o for o in outputs if not (o.get("output_type") in ("execute_result", "display_data")
+                                             and set(o.get("data", {})) <= {"text/plain"})]
+        if len(kept) != len(outputs):
+            cell.outputs = kept
 
 
 def presentation_tag(cell) -> str | None:
@@ -161,6 +197,28 @@ def break_headers(html: str) -> str:
     return _TH.sub(lambda m: m.group(1) + text_only(m.group(2)) + m.group(3), html)
 
 
+_NAMED_CELL = re.compile(r'(<(th|td)\b[^>]*\bdata-column="([^"]*)"[^>]*>)(.*?)(</\2>)', re.S)
+# a text cell of a DataFrame table (not a number, no markup inside: a highlighted sentence stays as it is)
+_PLAIN_CELL = re.compile(r"(<td>)([^<]*)(</td>)")
+
+
+def relabel(html_text: str) -> str:
+    """Table headers (and a transposed table's row names) labelled by today's :data:`bias_utils.rendering.LABELS`:
+    each cell that names its column (``data-column``, written by :func:`bias_utils.rendering.table_html`) gets
+    :func:`~bias_utils.rendering.column_label` of it, a pivoted value after " · " kept, and each text cell its
+    :func:`~bias_utils.rendering.value_label`; so a label changed after a run reaches its page without running it
+    again. Idempotent."""
+    def label(m: re.Match) -> str:
+        old = m.group(4)
+        kept = old[old.index(" · "):] if " · " in old else ""
+        return m.group(1) + html.escape(rendering.column_label(html.unescape(m.group(3)))) + kept + m.group(5)
+
+    def value(m: re.Match) -> str:
+        return m.group(1) + html.escape(rendering.value_label(html.unescape(m.group(2)))) + m.group(3)
+
+    return _PLAIN_CELL.sub(value, _NAMED_CELL.sub(label, html_text))
+
+
 #: Folder beside a page holding its figures as static images (copied into the site by ``_ext``).
 FIGURES_DIR = "figures"
 _VEGA_LITE = "application/vnd.vegalite"
@@ -221,10 +279,11 @@ def table_links_cell(tables: list[Path], page_dir: Path):
     return nbformat.v4.new_markdown_cell(text, id="bias-book-tables", metadata={"tags": [ADDED_CELL_TAG]})
 
 
-def present_notebook(run: "Run", replacements: list[tuple[str, str]]) -> bool:
-    """Prepare an executed notebook for reading, in place: the key finding first
-    (:func:`findings_first`), the run's parameter values (:func:`shown_parameters`), tags, paths,
-    numbered figures (:func:`number_figures`), CSV links.
+def present_notebook(run: "Run", replacements: list[tuple[str, str]], name_model: bool = True) -> bool:
+    """Prepare an executed notebook for reading, in place: its numbered title, naming its model unless
+    ``name_model`` is False (:func:`chapter_title`), the key finding first (:func:`findings_first`), the run's
+    parameter values (:func:`shown_parameters`), no repr (:func:`drop_reprs`), tags, paths, numbered figures
+    (:func:`number_figures`), CSV links.
 
     Idempotent (rewritten only when something changes); the run's manifest
     lists the CSV tables it wrote, which are copied to ``tables/`` beside the
@@ -234,8 +293,11 @@ def present_notebook(run: "Run", replacements: list[tuple[str, str]]) -> bool:
     before = run.output.read_text(encoding="utf-8")
     nb = nbformat.reads(before, as_version=4)
     nb.cells = [c for c in nb.cells if ADDED_CELL_TAG not in c.get("metadata", {}).get("tags", [])]
+    model = display_name(run.model["model_id"]) if name_model and run.model.get("model_id") else ""
+    chapter_title(nb, run.notebook.stem, model)
     findings_first(nb)
     shown_parameters(nb)
+    drop_reprs(nb)
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -251,7 +313,7 @@ def present_notebook(run: "Run", replacements: list[tuple[str, str]]) -> bool:
             cell.outputs = [nbformat.from_dict(_map_strings(o, strip)) for o in cell.outputs]
             for o in cell.outputs:
                 if "text/html" in o.get("data", {}):
-                    o["data"]["text/html"] = break_headers(o["data"]["text/html"])
+                    o["data"]["text/html"] = break_headers(relabel(o["data"]["text/html"]))
     number_figures(nb, run.output.parent, run.results)
     tables = []
     for name in (run.previous_manifest() or {}).get("tables", []):

@@ -35,13 +35,15 @@ from scipy import stats as sps
 from . import tables
 from .embeddings import embed_words
 from .populations import KINDS, POPULATION_KINDS, load_populations, population_kind, takes_article
+from .precision import interval_text, number_text, p_text, percent_text
 from .projection import projection_table
 from .results import write_table
 from .stats import STAT_COLUMNS, adjust_pvalues, column_test, group_tests, hedges_g, student_t, welch_anova, welch_t
 
 __all__ = [
     "DEFAULT_REFERENCE", "DEFAULT_TEMPLATES", "PLACEHOLDER", "PROFILE_STATS_COLUMNS", "PopulationEmbeddings",
-    "ProfileError", "ProfileResult", "check_templates", "describe_profile", "describe_stats", "fill_template",
+    "ProfileError", "ProfileResult", "check_templates", "describe_profile", "describe_share_below", "describe_stats",
+    "fill_template",
     "group_means", "limit_populations", "nonbinary_table", "paper_finding", "paper_finding_sentence",
     "population_embeddings", "profile_anova", "profile_stats", "profile_table", "resolve_populations",
     "run_profiles", "share_below_group_means", "standardise", "word_summary",
@@ -472,19 +474,27 @@ def _axis_reading(invalid_axes, dimension: str) -> str:
     return "not shown to beat its label-shuffling null"
 
 
+def describe_share_below(below: pd.DataFrame) -> str:
+    """Markdown bullets reading :func:`share_below_group_means`: per dimension, the share of the single terms
+    below both binary group means."""
+    return "\n".join(f"- {r.dimension}: {percent_text(r.share_below)} of {r.n_terms} non-binary/transgender terms "
+                     "lie below both binary term means" for r in below.itertuples())
+
+
 def describe_stats(stats: pd.DataFrame, dimensions: Sequence[str] | None = None, alpha: float = 0.05,
                    invalid_axes: Sequence[str] = ()) -> list[str]:
     """One sentence per stats row that reads the result, e.g. ``names: female
-    higher than male on warmth (g = 0.52 [0.24, 0.80]; Welch p_holm = 0.001;
-    Student p = 0.0004)``. A dimension in ``invalid_axes`` (``axis_validity.unreadable_axes``,
+    higher than male on warmth (g = 0.52, 95% CI 0.24 to 0.80; Welch t(180.20) = 3.61, p < 0.001,
+    Holm p = 0.0012; Student p < 0.001)``. A dimension in ``invalid_axes`` (``axis_validity.unreadable_axes``,
     or a mapping from those dimensions to ``axis_validity.verdict_phrase``) is not read: its
     sentence gives the axis's verdict instead."""
     lines = []
     rows = stats if dimensions is None else stats[stats["dimension"].isin(dimensions)]
     for r in rows.itertuples(index=False):
         hi, lo = (r.group_a, r.group_b) if r.diff > 0 else (r.group_b, r.group_a)
-        numbers = (f"g = {r.g:.2f} [{r.g_ci_low:.2f}, {r.g_ci_high:.2f}]; Welch t({r.df:.1f}) = {r.t:.2f}, "
-                   f"p = {r.p:.3g}, p_holm = {r.p_holm:.3g}; Student p = {r.p_student:.3g}")
+        numbers = (f"g = {number_text(r.g)}, 95% CI {interval_text(r.g_ci_low, r.g_ci_high, r.g)}; Welch "
+                   f"t({number_text(r.df)}) = {number_text(r.t)}, p {p_text(r.p, relation=True)}, Holm p "
+                   f"{p_text(r.p_holm, relation=True)}; Student p {p_text(r.p_student, relation=True)}")
         if r.dimension in invalid_axes:
             lines.append(f"{r.population}: {r.dimension} not read, its axis is "
                          f"{_axis_reading(invalid_axes, r.dimension)} ({numbers})")
@@ -540,7 +550,8 @@ def paper_finding_sentence(finding: pd.DataFrame, invalid_axes: Sequence[str] = 
         verdict = "yes" if r.holds else "no"
         flag = (f"; its axis is {_axis_reading(invalid_axes, r.dimension)}, so this is not evidence either way"
                 if r.dimension in invalid_axes else "")
-        parts.append(f"{group} names higher on {r.dimension}: {verdict} (p_holm = {r.p_holm:.3g}{flag})")
+        parts.append(f"{group} names higher on {r.dimension}: {verdict} "
+                     f"(Holm p {p_text(r.p_holm, relation=True)}{flag})")
     return "**Paper's finding on this model** — " + "; ".join(parts) + "." if parts else ""
 
 

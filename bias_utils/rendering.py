@@ -25,17 +25,17 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import cache
+from . import cache, precision
 from .results import display_name
 
 __all__ = ["BUNDLE_PATH", "CAPTION_SEPARATOR", "LABELS", "MAX_COLUMNS", "RENDERER", "cell_text", "chart_html",
-           "column_label", "enable", "figure_html", "figure_text", "group_label", "readable_number", "table_html",
+           "column_label", "enable", "figure_html", "figure_text", "group_label", "table_html", "value_label",
            "vega_lite_version", "write_vega_bundle"]
 
 RENDERER = "bias_book"
 #: Bundle file, relative to the book's ``_static`` folder.
 BUNDLE_PATH = "vendor/vega-bundle.js"
-# SVG rather than canvas: the book's stylesheet scales a figure wider than the page down to fit.
+# SVG rather than canvas: text stays text (selectable, and its size, labels and colours can be checked).
 _EMBED_OPTIONS = {"mode": "vega-lite", "renderer": "svg",
                   "actions": {"export": True, "source": False, "compiled": False, "editor": False}}
 
@@ -46,28 +46,140 @@ def vega_lite_version() -> str:
     return f"{major}.{minor}"
 
 
-# Drawn at the width the page gives it, text at its own size: on a narrow screen panels side by side
-# stack, wrapped facets take fewer columns, a panel wider than the box narrows (and so gets fewer
-# ticks) and long axis labels are cut sooner. Whatever is still wider scrolls inside the chart's box.
-_FIT_JS = """function fit(spec, avail) {
+# Loaded once per page with the vega bundle (:func:`write_vega_bundle`): ``window.biasDrawChart(id, spec)`` draws a
+# chart at the width its box has, text at its own size. It draws, measures and redraws: side-by-side panels stack
+# below 700 px or when they do not fit, wrapped facets take fewer columns, panels narrow by what is still too wide
+# (to a floor), long axis labels are cut sooner. A chart still wider than its box after three tries scrolls inside
+# it and says so ("bias-chart-scrolls" and a line above it). ``data-fitted`` marks a chart whose drawing is final.
+# A change of the box's width draws it again.
+_DRAW_JS = r"""(function () {
+  var FLOOR = 120, GRID_FLOOR = 80;
+  function fit(spec, avail, level, extra) {
     var s = JSON.parse(JSON.stringify(spec));
-    (function walk(v) {
-      if (v.hconcat && avail < 700) { v.vconcat = v.hconcat; delete v.hconcat; }
-      if (v.columns && v.spec && typeof v.spec.width === "number")
-        v.columns = Math.max(1, Math.min(v.columns, Math.floor(avail / (v.spec.width + 60))));
+    // labels as long as the box allows (Vega cuts axis labels at 180 px and legend labels at 160 px)
+    s.config = s.config || {};
+    s.config.axis = Object.assign({labelLimit: Math.min(260, Math.floor(avail * 0.45))}, s.config.axis || {});
+    s.config.legend = Object.assign({labelLimit: Math.max(120, avail - 60)}, s.config.legend || {});
+    // a narrow box stacks a legend's entries; a view without a width of its own takes the room there is
+    if (avail < 500) s.config.legend.columns = 1;
+    s.config.view = Object.assign({}, s.config.view || {});
+    s.config.view.continuousWidth = Math.max(FLOOR, Math.min(s.config.view.continuousWidth || 300, avail - 90) - extra);
+    // titles and subtitles break into lines that fit (about 7.5 and 6.5 px a character)
+    function lines(text, px) {
+      var most = Math.max(12, Math.floor((avail - 20) / px)), out = [];
+      [].concat(text).forEach(function (line) {
+        var words = String(line).split(" "), cur = "";
+        words.forEach(function (w) {
+          if (cur && (cur + " " + w).length > most) { out.push(cur); cur = w; } else { cur = cur ? cur + " " + w : w; }
+        });
+        if (cur) out.push(cur);
+      });
+      return out;
+    }
+    // on a phone a legend's long labels break into lines: a legend starts where its plot starts, after the y
+    // axis' labels (up to 45% of the box), and Vega places it nowhere further left
+    var legendChars = avail < 500 ? Math.max(12, Math.floor((avail * 0.55 - 40) / 6.5)) : 0;
+    var WRAP = "split(trim(replace(datum.label, regexp('(.{1," + legendChars + "})( +|$)', 'g'), '$1\\n')), '\\n')";
+    function wrapLegends(v) {
+      if (!legendChars || !v.encoding) return;
+      ["color", "fill", "stroke", "shape", "size", "opacity", "strokeDash"].forEach(function (k) {
+        var e = v.encoding[k];
+        if (!e || e.legend === null || (e.legend && e.legend.labelExpr)) return;
+        e.legend = Object.assign({}, e.legend || {}, {labelExpr: WRAP});
+        if (e.legend.labelLimit > avail - 60) e.legend.labelLimit = avail - 60;
+      });
+    }
+    function titled(v) {
+      if (!v.title) return;
+      if (typeof v.title === "string" || Array.isArray(v.title)) v.title = {text: v.title};
+      v.title.text = lines(v.title.text, 7.5);
+      if (v.title.subtitle) v.title.subtitle = lines(v.title.subtitle, 6.5);
+    }
+    (function walk(v, floor) {
+      titled(v);
+      wrapLegends(v);
+      // an axis title wider than its plot widens the chart: it breaks into lines of half the box
+      ["x", "y"].forEach(function (k) {
+        var e = v.encoding && v.encoding[k];
+        if (e && e.title && typeof e.title === "string" && e.title.length * 6.5 > avail / 2)
+          e.title = lines(e.title, 13);
+      });
+      if (v.hconcat && (level > 0 || avail < 700)) { v.vconcat = v.hconcat; delete v.hconcat; }
+      if (v.columns && v.spec && typeof v.spec.width === "number") {
+        var cols = Math.max(1, Math.min(v.columns, Math.floor(avail / (v.spec.width + 60))) - Math.max(0, level - 1));
+        if (cols < v.columns) v.columns = cols;
+        v.spec.width = Math.max(FLOOR, v.spec.width - Math.ceil(extra / Math.max(1, v.columns)));
+      }
       var y = v.encoding && v.encoding.y && v.encoding.y.axis;
-      if (y && y.labelLimit && y.labelLimit > avail / 3) y.labelLimit = Math.floor(avail / 3);
+      if (y && y.labelLimit && y.labelLimit > avail * 0.45) y.labelLimit = Math.floor(avail * 0.45);
       var room = avail - 90 - (y && y.labelLimit ? y.labelLimit : 0);
-      if (typeof v.width === "number" && v.width > room) v.width = Math.max(120, room);
-      ["vconcat", "hconcat", "layer"].forEach(function (k) { (v[k] || []).forEach(walk); });
-      if (v.spec) walk(v.spec);
-    })(s);
+      if (typeof v.width === "number") v.width = Math.max(floor, Math.min(v.width, room) - extra);
+      ["vconcat", "hconcat", "concat", "layer"].forEach(function (k) {
+        (v[k] || []).forEach(function (c) { walk(c, floor); });
+      });
+      // a grid of rows and columns keeps its columns: its panels may narrow further than a single view's
+      if (v.spec && !v.columns) walk(v.spec, v.facet && v.facet.column ? GRID_FLOOR : floor);
+    })(s, FLOOR);
     return s;
-  }"""
+  }
+  function draw(el, spec, options, level, extra) {
+    // the chart's box is its figure's width (vegaEmbed makes the element itself an inline-block .vega-embed)
+    var box = el.parentElement.clientWidth || el.clientWidth || 600;
+    // the actions menu ("...") sits in a 38 px margin at the chart's right
+    var avail = box - (options && options.actions === false ? 0 : 40);
+    if (el._biasView) { el._biasView.finalize(); el._biasView = null; }
+    el.removeAttribute("data-fitted");
+    return window.vegaEmbed(el, fit(spec, avail, level, extra), options).then(function (result) {
+      el._biasView = result.view;
+      el._biasWidth = box;
+      var over = el.scrollWidth - el.clientWidth;
+      if (over > 1 && level < 3) return draw(el, spec, options, level + 1, extra + Math.ceil(over));
+      el.classList.toggle("bias-chart-scrolls", over > 1);
+      el.setAttribute("data-fitted", String(level));
+      var hint = el.previousElementSibling;
+      var has = hint && hint.classList.contains("bias-scroll-hint");
+      if (over > 1 && !has) {
+        hint = document.createElement("p");
+        hint.className = "bias-scroll-hint";
+        hint.textContent = "This chart is wider than the page: scroll it sideways \u2192";
+        el.parentNode.insertBefore(hint, el);
+      } else if (over <= 1 && has) { hint.remove(); }
+    });
+  }
+  window.biasDrawChart = function (id, spec, options) {
+    var el = document.getElementById(id);
+    function go() {
+      return draw(el, spec, options, 0, 0).catch(function (err) {
+        el.textContent = "Chart error: " + err.message;
+        console.error(err);
+      });
+    }
+    go();
+    var timer = null;
+    window.addEventListener("resize", function () {
+      clearTimeout(timer);
+      timer = setTimeout(function () { if (el.parentElement.clientWidth !== el._biasWidth) go(); }, 250);
+    });
+  };
+})();
+"""
+
+
+def _compact(value):
+    """A spec with its data's floats to 6 significant digits: a page carries what a chart can draw or a tooltip
+    print (3 decimals at most), not 17 digits per number (the CSV of the chapter keeps them)."""
+    if isinstance(value, float):
+        return float(f"{value:.6g}") if math.isfinite(value) else value
+    if isinstance(value, list):
+        return [_compact(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _compact(v) for k, v in value.items()}
+    return value
 
 
 def chart_html(spec: dict, element_id: str | None = None) -> str:
-    """An HTML snippet drawing ``spec`` with the page's global ``vegaEmbed``.
+    """An HTML snippet drawing ``spec`` with the page's ``biasDrawChart`` (in the bundle :func:`write_vega_bundle`
+    writes, with ``vegaEmbed``).
 
     The script waits for the document to be parsed, so it works whether the
     bundle is loaded before it or deferred. A missing bundle or a bad spec is
@@ -75,24 +187,20 @@ def chart_html(spec: dict, element_id: str | None = None) -> str:
     """
     element_id = element_id or f"vis-{uuid.uuid4().hex}"
     # "</" inside a string literal would close the <script> element early.
-    payload = json.dumps(spec, ensure_ascii=False).replace("</", "<\\/")
+    payload = json.dumps(_compact(spec), ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
     options = json.dumps(_EMBED_OPTIONS)
     return f"""<div id="{element_id}" class="bias-vega-chart"></div>
 <script type="text/javascript">
 (function () {{
   var spec = {payload};
-  {_FIT_JS}
   function draw() {{
-    var el = document.getElementById("{element_id}");
-    if (typeof window.vegaEmbed !== "function") {{
-      el.textContent = "Chart not drawn: the vega bundle ({BUNDLE_PATH}) is not loaded on this page.";
+    if (typeof window.biasDrawChart !== "function") {{
+      document.getElementById("{element_id}").textContent =
+        "Chart not drawn: the vega bundle ({BUNDLE_PATH}) is not loaded on this page.";
       console.error("vegaEmbed missing for #{element_id}");
       return;
     }}
-    window.vegaEmbed(el, fit(spec, el.clientWidth || 600), {options}).catch(function (err) {{
-      el.textContent = "Chart error: " + err.message;
-      console.error(err);
-    }});
+    window.biasDrawChart("{element_id}", spec, {options});
   }}
   if (document.readyState === "loading") {{ document.addEventListener("DOMContentLoaded", draw); }} else {{ draw(); }}
 }})();
@@ -144,21 +252,6 @@ def _renderer(spec: dict, **_metadata) -> dict:
 alt.renderers.register(RENDERER, _renderer)
 
 
-def readable_number(x) -> str:
-    """A float as a table in the book shows it: about three significant digits, no exponent
-    except for values below 0.001 (p values), thousands without decimals."""
-    if isinstance(x, numbers.Integral) or not isinstance(x, numbers.Real) or x != x or abs(x) == float("inf"):
-        return str(x)  # integers, strings (a Styler formats every cell) and NaN/inf as they are
-    size = abs(x)
-    if size == 0:
-        return "0"
-    if size < 0.001:
-        return f"{x:.1e}"
-    if size >= 1000:
-        return f"{x:.0f}"
-    return f"{x:.{3 if size < 1 else 2 if size < 100 else 1}f}"
-
-
 #: Column names of the results tables as a reader sees them; any other name is shown by
 #: :func:`column_label`'s rule (underscores to spaces, first letter capitalised).
 LABELS = {
@@ -183,6 +276,88 @@ LABELS = {
     "any_gendered": "any gendered word", "male_share": "male share", "expected_sign": "paper's direction",
     "accuracy_centred": "accuracy (centred)", "accuracy_raw": "accuracy (raw)", "female_minus_male": "female − male",
     "hedges_g": "Hedges' g",
+    # the columns the chapters show, by chapter
+    "quantity": "quantity", "ours": "ours", "published": "published", "source": "source",
+    "rel_diff": "relative difference", "role": "role", "test": "test", "measure": "measure",
+    "unit": "unit treated as independent", "statistic": "statistic", "analysis": "analysis",
+    "occupations": "occupations", "rank": "rank", "group": "group", "occupation": "occupation",
+    "category": "BOLD category", "odds_ratio_without": "odds ratio without it",
+    "log_or_change": "change of the log odds ratio", "relative_change": "relative change",
+    "influential": "influential", "estimate": "estimate", "pooled_odds_ratio": "pooled-word odds ratio",
+    "pooled_odds_ratio_without": "pooled-word odds ratio without it",
+    "pooled_log_or_change": "change of the pooled log odds ratio",
+    "n_gendered_completions": "completions with a gendered word", "share_gendered": "share with a gendered word",
+    "share_ci_low": "share, 95% CI low", "share_ci_high": "share, 95% CI high", "male_words_mean": "male words (mean)",
+    "male_words_sd": "male words (SD)", "female_words_mean": "female words (mean)",
+    "female_words_sd": "female words (SD)", "mean_male_proportion": "male proportion (mean, 0 without gendered words)",
+    "mean_male_share_gendered": "male share of gendered completions (mean)",
+    "n_empty_completions": "empty completions", "neutral_words_total": "neutral words (total)",
+    "dimension": "dimension", "layer": "layer", "accuracy_selection": "accuracy (selecting half)",
+    "n_selection": "terms (selecting half)", "accuracy_held_out": "accuracy (held-out half)",
+    "n_held_out": "terms (held-out half)", "space": "space", "detectable_auc": "detectable AUC", "verdict": "verdict",
+    "raw_accuracy": "raw accuracy", "majority_share": "larger pole's share", "raw_verdict": "raw-accuracy gate",
+    "population": "population", "n_one_token": "one token (n)", "n_multi_token": "several tokens (n)",
+    "share_one_token": "share of one token", "mean_tokens": "tokens (mean)", "model": "model", "term": "term",
+    "coef": "coefficient", "original": "original", "step": "step", "seconds": "seconds",
+    "share_agree_sign": "share agreeing in sign", "share_agree_significant": "share agreeing and significant",
+    "share_positive_significant": "share positive and significant",
+    "share_negative_significant": "share negative and significant", "n_agree_significant_p": "joint test p",
+    "median_effect_p": "median effect's p", "axis_verdict": "axis verdict", "lexicon": "lexicon",
+    "not one token": "not one token", "words": "words", "words_single_token": "one-token words",
+    "variants_single_token": "one-token variants", "completions": "completions", "expected": "expected count",
+    "sampled_words": "sampled words", "sampled_minus_expected": "sampled − expected",
+    "gendered_completions": "completions with a gendered word",
+    "share_in_gendered_completions": "share in gendered completions", "kind": "kind", "keys": "BOLD keys",
+    "units": "units", "primary_units": "primary units", "duplicate_keys": "duplicate keys",
+    "conflict_units": "units in both groups", "key": "BOLD key", "categories": "BOLD categories",
+    "n_distinct_prompts": "distinct prompts", "noun": "noun", "head": "head noun", "kind_rule": "kind decided by",
+    "unit_kind": "unit's kind", "duplicate_of": "duplicate of", "conflict": "in both groups", "primary": "primary",
+    "gendered_words": "gendered words", "male_completions": "completions with a male word",
+    "female_completions": "completions with a female word", "male_share_gendered": "male share of gendered words",
+    "sum_male_share": "sum of male shares", "share_of_group_male_words": "share of the group's male words",
+    "share_of_group_female_words": "share of the group's female words", "intrinsic": "intrinsic measure",
+    "scope": "scope", "extrinsic_measure": "extrinsic measure", "readable": "read", "note": "note",
+    "gender_position": "position on the female − male direction", "warmth": "warmth", "competence": "competence",
+    "female_count": "female words", "male_count": "male words", "log_odds": "log-odds, female vs male words",
+    "axis_readable": "axis read", "difference": "difference", "weight": "weight", "sentence": "reading",
+    "tau2": "τ²", "q": "Q", "q_p": "p of Q", "i2": "I²", "table": "table", "reason": "reason", "gap": "gap",
+    "axis_reading": "axis verdict, in words", "method": "method", "names_competence_gap": "names: competence gap",
+    "names_warmth_gap": "names: warmth gap", "terms_competence_gap": "terms: competence gap",
+    "terms_warmth_gap": "terms: warmth gap", "share_gendered_female_dominated": "share gendered, female-dominated",
+    "share_gendered_male_dominated": "share gendered, male-dominated",
+    "completion_competence_gap": "completions: competence gap", "completion_warmth_gap": "completions: warmth gap",
+    "completion_competence_p_holm": "completions: competence p (Holm)",
+    "completion_warmth_p_holm": "completions: warmth p (Holm)", "holds": "holds", "article": "with an article",
+    "min_templates": "fewest templates", "example": "example", "detectable": "detectable correlation",
+    "direction": "pole", "evaluation": "evaluated on", "cutoff": "cut-off", "accuracy": "accuracy",
+    "n_generated": "attempted (round 1)", "n_covered_round1": "covered in round 1", "n_round2": "attempted (round 2)",
+    "n_covered_round2": "covered in round 2", "n_covered": "covered", "coverage": "coverage",
+    "mean_contexts": "contexts per covered term", "n_kept": "kept", "share_kept": "share kept",
+    "share_covered": "share covered", "n_samples": "samples", "seed": "seed", "context": "context", "found": "found",
+    "senses": "senses", "synset": "WordNet synset", "definition": "definition", "contexts": "contexts",
+    "senses_without": "senses without contexts", "contexts_per_sense": "contexts per sense",
+    "mean_words": "words (mean)", "median_words": "words (median)", "mean_term_position": "term position (mean)",
+    "mean_relative_position": "relative term position (mean)", "context_index": "context number", "item": "item",
+    "detail": "detail",
+    # values: the audit's effect measures and tests (the forest plot's axes and rows, the tables' cells)
+    "cramers_v": "Cramér's V", "mean_difference": "mean difference", "cohens_d_average": "Cohen's d (average SD)",
+    "cohens_d_pooled": "Cohen's d (pooled SD)", "risk_difference": "risk difference",
+    "rank_biserial": "rank-biserial correlation", "cluster_bootstrap_occupation": "occupation bootstrap",
+    "chi2_yates": "χ² with Yates' correction", "chi2_pearson": "χ² (Pearson)", "odds_ratio_wald": "Wald interval",
+    "welch_t": "Welch t", "welch_t_among_gendered": "Welch t, gendered completions", "mann_whitney": "Mann–Whitney",
+    "hurdle_presence": "hurdle: presence", "hurdle_intensity_welch": "hurdle: intensity, Welch t",
+    "hurdle_intensity_mwu": "hurdle: intensity, Mann–Whitney",
+    # values: the link's tests and effects (chapters 09 and 11), the completion profiles' analyses (chapter 08)
+    "mixed_logit_within_category": "random-intercept logit, within category and group",
+    "mixed_logit": "random-intercept logit, all occupations", "spearman": "Spearman ρ", "pearson": "Pearson r",
+    "spearman_within_group": "Spearman ρ within a group", "ols": "least-squares slope",
+    "ols_category": "least-squares slope within category", "log_odds_slope": "log-odds per SD", "slope": "slope",
+    "permutation_within_category": "permutation within category", "completions_as_independent":
+    "completions as independent", "beyond_prompt": "beyond the prompt", "within_category": "within category",
+    "student_t": "Student t", "two_proportion_z": "two-proportion z", "welch_anova": "Welch ANOVA",
+    # values: groups and template sets
+    "male_dominated": "male-dominated", "female_dominated": "female-dominated",
+    "not_first": "not-first", "lead_in": "lead-in",
 }
 #: Above this many columns a table is shown a row per column (when it has few rows) or scrolls in its own box.
 MAX_COLUMNS = 12
@@ -197,14 +372,14 @@ def column_label(name) -> str:
     ``n_specs`` -> ``Specs (n)``)."""
     if isinstance(name, tuple):
         # the first level names a column, the others are values of the pivoted variable
-        return " · ".join([column_label(name[0])] + [_value_label(part) for part in name[1:] if str(part) != ""])
+        return " · ".join([column_label(name[0])] + [value_label(part) for part in name[1:] if str(part) != ""])
     name = str(name)
     if name in LABELS:
         text = LABELS[name]
         # a label that starts with a symbol (n, p, df, g) keeps its case
         return text[:1].upper() + text[1:] if len(re.split(r"[\s,]", text)[0]) > 2 else text
     count = name.startswith("n_") and not _P_VALUE.search(name)
-    text = (name[2:] if count else name).replace("_", " ").strip() + (" (n)" if count else "")
+    text = display_name(name[2:] if count else name).replace("_", " ").strip() + (" (n)" if count else "")
     return text[:1].upper() + text[1:]
 
 
@@ -214,10 +389,21 @@ def group_label(group) -> str:
     return str(group).replace("_", "-")
 
 
-def _value_label(value) -> str:
-    """A value shown as a header (a pivoted group, a transposed row's name): ``male_dominated`` ->
-    ``male dominated``."""
-    return str(value).replace("_", " ")
+# an identifier inside a text, not part of a file name or path ("profile_stats.csv" stays)
+_IDENTIFIER = re.compile(r"(?<![\w./-])[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w/-]|\.\w)")
+
+
+def value_label(value) -> str:
+    """A value of a results table (a test, a measure, a group, a template set, an occupation key) as the text,
+    the tables and the charts name it: its :data:`LABELS` entry; else each identifier in it by its entry, or with
+    its underscores as spaces (``Physician_Assistant`` -> ``Physician Assistant``; ``hurdle_presence:gendered_words``
+    -> ``hurdle: presence: gendered words``); a file name stays as it is."""
+    text = str(value)
+    if text in LABELS:
+        return LABELS[text]
+    text = re.sub(r"(?<=[A-Za-z0-9]):(?=[A-Za-z])", ": ", text)
+    return _IDENTIFIER.sub(lambda m: LABELS.get(m.group(0), m.group(0).replace("_", " ")), text)
+
 
 
 def _missing(value) -> bool:
@@ -228,29 +414,25 @@ def _missing(value) -> bool:
 
 
 def cell_text(value, column="", whole: bool = False) -> str:
-    """One cell as the book shows it, rounded by the quantity its column holds: p values to two
-    significant digits (``< 0.001`` below), counts as integers with thousands separators, other
-    numbers to two decimals (two significant digits below 0.01), a missing value as ``–``. ``whole``:
-    the column holds whole numbers only (a count or df stored as float because of a gap)."""
+    """One cell as the book shows it, rounded by the quantity its column holds, with the functions sentences use
+    (:mod:`bias_utils.precision`): p values by :func:`~bias_utils.precision.p_text`, counts by
+    :func:`~bias_utils.precision.count_text`, other numbers by :func:`~bias_utils.precision.number_text`, a missing
+    value as ``–``. ``whole``: the column holds whole numbers only (a count or df stored as float because of a
+    gap)."""
     if _missing(value):
         return _MISSING
     column = str(column[-1] if isinstance(column, tuple) else column)
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return "; ".join(cell_text(v, column) for v in value)  # a list of examples reads as a list, not a repr
     if not isinstance(value, numbers.Real):
-        return display_name(value)  # a model id reads as the model's name
-    if math.isinf(value):
-        return "∞" if value > 0 else "−∞"
+        return value_label(display_name(value))  # a model id reads as the model's name
     if _P_VALUE.search(column):
-        return "< 0.001" if value < 0.001 else f"{value:.2g}"
+        return precision.p_text(value)
     if isinstance(value, numbers.Integral) or ((whole or _COUNT.match(column)) and float(value).is_integer()):
-        return f"{int(value):,}"
-    size = abs(value)
-    if size == 0:
-        return "0"
-    if size < 0.01:
-        return f"{value:.2g}"
-    return f"{value:,.0f}" if size >= 10_000 else f"{value:.2f}"
+        return precision.count_text(value)
+    return precision.number_text(value)
 
 
 def _flat(frame: pd.DataFrame) -> pd.DataFrame:
@@ -276,13 +458,16 @@ def _cells(frame: pd.DataFrame) -> tuple[list[str], list[list[tuple[str, bool]]]
     return headers, rows
 
 
-def _transposed(frame: pd.DataFrame, headers: list[str], rows: list[list]) -> tuple[list[str], list[list]]:
-    """A row per column, headed by the values of the first text column that tells the rows apart."""
-    key = next((i for i, c in enumerate(frame.columns) if not pd.api.types.is_numeric_dtype(frame[c])
-                and frame[c].astype(str).is_unique), None)
-    names = ([_value_label(row[key][0]) for row in rows] if key is not None
-             else [f"row {i + 1}" for i in range(len(rows))])
-    return [""] + names, [[(h, False)] + [row[j] for row in rows] for j, h in enumerate(headers) if j != key]
+def _row_key(frame: pd.DataFrame) -> int | None:
+    """The first text column whose values tell the rows apart (the headers of a transposed table), or None."""
+    return next((i for i, c in enumerate(frame.columns) if not pd.api.types.is_numeric_dtype(frame[c])
+                 and frame[c].astype(str).is_unique), None)
+
+
+def _transposed(key: int, headers: list[str], rows: list[list]) -> tuple[list[str], list[list]]:
+    """A row per column, headed by the values of the ``key`` column."""
+    return [""] + [row[key][0] for row in rows], [[(h, False)] + [row[j] for row in rows]
+                                                 for j, h in enumerate(headers) if j != key]
 
 
 def table_html(frame: pd.DataFrame) -> str:
@@ -307,16 +492,29 @@ def table_html(frame: pd.DataFrame) -> str:
         note.append(f"The first {shown:,} of {len(frame):,} rows; the CSV of this chapter has them all.")
         frame = frame.head(shown)
     headers, rows = _cells(frame)
-    transposed = len(headers) > MAX_COLUMNS and len(rows) <= 6
+    columns = [str(c[0] if isinstance(c, tuple) else c) for c in frame.columns]
+    key = _row_key(frame)
+    transposed = len(headers) > MAX_COLUMNS and len(rows) <= 6 and key is not None
     if transposed:
-        headers, rows = _transposed(frame, headers, rows)
-    if any(text == _MISSING for row in rows for text, _ in row):
+        headers, rows = _transposed(key, headers, rows)
+        # each row now names a column, the header row names the rows
+        columns = [""] + [c for j, c in enumerate(columns) if j != key]
+        rows = [[(t, n, columns[i + 1] if k == 0 else "") for k, (t, n) in enumerate(row)]
+                for i, row in enumerate(rows)]
+        columns = [""] * len(headers)
+    else:
+        rows = [[(t, n, "") for t, n in row] for row in rows]
+    if any(cell[0] == _MISSING for row in rows for cell in row):
         note.append(frame.attrs.get("missing") or "– no value: the quantity does not apply to this row or "
                                                   "could not be computed (see the chapter's text).")
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    # data-column: the results column a header shows, so the label map can be checked against what is shown
+    def named(column: str) -> str:
+        return f' data-column="{html.escape(column)}"' if column else ""
+
+    head = "".join(f"<th{named(c)}>{html.escape(h)}</th>" for h, c in zip(headers, columns))
     body = "".join(
-        "<tr>" + "".join(f'<td class="num">{html.escape(t)}</td>' if numeric else f"<td>{html.escape(t)}</td>"
-                         for t, numeric in row) + "</tr>" for row in rows)
+        "<tr>" + "".join(f'<td class="num">{html.escape(t)}</td>' if numeric else f"<td{named(c)}>{html.escape(t)}</td>"
+                         for t, numeric, c in row) + "</tr>" for row in rows)
     kind = " bias-table-transposed" if transposed else " bias-table-wide" if len(headers) > MAX_COLUMNS else ""
     notes = "".join(f'<p class="bias-table-note">{html.escape(n)}</p>' for n in note)
     return (f'<div class="bias-table{kind}"><table class="dataframe bias-dataframe"><thead><tr>{head}</tr></thead>'
@@ -332,10 +530,10 @@ def enable() -> None:
 
     alt.renderers.enable(RENDERER)
     # plain-text reprs and Stylers (which bypass the HTML formatter) keep readable digits too
-    pd.set_option("display.float_format", readable_number)
+    pd.set_option("display.float_format", precision.number_text)
     # cells wrap in the book, so a reason or a context sentence is shown whole up to 100 characters
     pd.set_option("display.max_colwidth", 100)
-    pd.set_option("styler.format.formatter", readable_number)
+    pd.set_option("styler.format.formatter", precision.number_text)
     shell = get_ipython()
     if shell is not None:
         html_formatter = shell.display_formatter.formatters["text/html"]
@@ -348,14 +546,15 @@ def write_vega_bundle(static_dir: str | Path) -> Path:
 
     The bundle's top-level declarations are wrapped in a function scope, so
     they cannot collide with the theme's scripts; it publishes ``vegaEmbed``,
-    ``vega`` and ``vegaLite`` on ``window``. Rewritten only when vl-convert or
-    the targeted Vega-Lite version changes.
+    ``vega`` and ``vegaLite`` on ``window``, and after them ``biasDrawChart``, which
+    fits every chart to its box (:func:`chart_html`). Rewritten only when vl-convert,
+    the targeted Vega-Lite version or the drawing code changes.
     """
     import vl_convert as vlc  # deferred: a large native library, needed only to write the bundle
 
     target = Path(static_dir) / BUNDLE_PATH
     stamp_path = target.with_suffix(".json")
-    stamp = {"vl_convert": vlc.__version__, "vega_lite": vega_lite_version()}
+    stamp = {"vl_convert": vlc.__version__, "vega_lite": vega_lite_version(), "draw": cache.stable_hash(_DRAW_JS)}
     if target.exists() and stamp_path.exists():
         try:
             if json.loads(stamp_path.read_text()) == stamp:
@@ -363,6 +562,6 @@ def write_vega_bundle(static_dir: str | Path) -> Path:
         except ValueError:
             pass  # unreadable stamp: rebuild below
     bundle = vlc.javascript_bundle(vl_version=vega_lite_version())
-    cache.atomic_write_text(target, "(function () {\n" + bundle + "\n})();\n")
+    cache.atomic_write_text(target, "(function () {\n" + bundle + "\n})();\n" + _DRAW_JS)
     cache.atomic_write_json(stamp_path, stamp)
     return target

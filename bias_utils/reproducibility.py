@@ -4,20 +4,31 @@ commands that rebuild the book, and a BibTeX entry."""
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
 import yaml
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the project setting is not read
+    tomllib = None
+
+from . import paths
+from .builtin_models import BUILTIN_MODELS
 from .presentation import strip_paths, write_if_changed
 from .results import CROSS_MODEL_FOLDER as CROSS_SLUG
 from .results import REPLICATION_FOLDER as REPLICATION_SLUG
-from .runs import Run, format_seconds, git_state
+from .runs import Run, format_seconds, git_state, public_url
 
-__all__ = ["REPRODUCIBILITY_PAGE", "build_year", "write_reproducibility_page"]
+__all__ = ["MODEL_LIMITATIONS_PAGE", "REPRODUCIBILITY_PAGE", "build_year", "model_limitations", "repository_url",
+           "write_model_limitations", "write_reproducibility_page"]
 
 #: The appendix: models, runs, commit and the commands that rebuild this book.
 REPRODUCIBILITY_PAGE = Path("_generated") / "reproducibility.md"
+#: The Limitations chapter's paragraphs about this build's models (included by ``book/limitations.md``).
+MODEL_LIMITATIONS_PAGE = Path("_generated") / "limitations_models.md"
 
 
 def build_year() -> int:
@@ -38,6 +49,63 @@ def _count(n: int | None) -> str:
     if not n:
         return "not recorded"
     return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M"
+
+
+def _quantisation(model: dict) -> str | None:
+    """"Q4_1" from a GGUF model's file name (a built-in's, or a GGUF file's), None for unquantised weights."""
+    builtin = BUILTIN_MODELS.get(model.get("name", ""))
+    if builtin is not None and builtin.layout != "gguf" or builtin is None and model.get("source") != "gguf":
+        return None
+    name = builtin.filename if builtin is not None else str(model.get("name", ""))
+    found = re.search(r"(?i)(?<![a-z0-9])(q\d(?:_[a-z0-9]+)*)", name)
+    return found.group(1).upper() if found else "an unrecorded quantisation"
+
+
+def model_limitations(models: list[dict]) -> str:
+    """The Limitations chapter's paragraphs about the models of this build, from their cards (:func:`bias_utils.runs.
+    describe_model`): how many, of which kind and size; which were quantised, to what, and what they are analysed
+    in. Nothing in them is typed by hand."""
+    cards = [f"{_cell(m['name'])} ({_count(m.get('parameters'))} parameters, {m.get('kind', 'of unrecorded kind')})"
+             for m in models]
+    listed = cards[0] if len(cards) == 1 else ", ".join(cards[:-1]) + " and " + cards[-1]
+    lines = [f"**Small models, few of them.** This build profiles {len(models)} model{'s' if len(models) != 1 else ''}"
+             f"{': ' + listed if cards else ''}, models that run offline on a laptop-class CPU. The original studies "
+             "profiled twelve models of about 12 million (ALBERT-base-v2) to 8 billion parameters (Llama-3-8B). "
+             "Biases are learned from data and shaped by fine-tuning; a small model's profile need not resemble a "
+             "large one's. With a handful of models, cross-model comparisons describe these models and support no "
+             "general claim about model size or family."]
+    quantised = [(m, _quantisation(m)) for m in models]
+    quantised = [(m, q) for m, q in quantised if q]
+    if quantised:
+        each = [f"{_cell(m['name'])} ({q}, analysed in {m.get('dtype', 'an unrecorded dtype')})" for m, q in quantised]
+        one = len(each) == 1
+        lines.append(f"**Quantised weights.** {len(each)} of the {len(models)} models "
+                     f"{'ships as a quantised GGUF file' if one else 'ship as quantised GGUF files'}, dequantised for "
+                     "analysis: "
+                     + (each[0] if one else ", ".join(each[:-1]) + " and " + each[-1])
+                     + ". Quantisation perturbs the weights; embeddings and completions can differ from the original "
+                     "full-precision model's.")
+    return "\n\n".join(lines) + "\n"
+
+
+def write_model_limitations(book_dir: Path, models: list[dict]) -> Path:
+    """Write :func:`model_limitations` to :data:`MODEL_LIMITATIONS_PAGE` (``book/limitations.md`` includes it),
+    only when its text changes."""
+    page = Path(book_dir) / MODEL_LIMITATIONS_PAGE
+    page.parent.mkdir(parents=True, exist_ok=True)
+    return write_if_changed(page, model_limitations(models))
+
+
+def repository_url(git: dict, pyproject: Path = paths.ROOT / "pyproject.toml") -> str | None:
+    """The web address a reader clones this book's repository from: the ``origin`` remote of the clone that built
+    it, else the project's setting (``Repository`` under ``[project.urls]`` in ``pyproject.toml``), else None."""
+    if git.get("remote") or tomllib is None:
+        return git.get("remote")
+    try:
+        urls = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {}).get("urls", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    return public_url(urls.get("Repository"))
 
 
 def _model_source(model: dict) -> str:
@@ -61,7 +129,7 @@ def _run_rows(runs: list[Run], replacements: list[tuple[str, str]]) -> list[str]
         rows.append(
             f"| {run.notebook.stem} | {m.get('status', 'not run')} | "
             f"{format_seconds(m['wall_time_s']) if 'wall_time_s' in m else ''} | "
-            f"{m.get('started', '').replace('T', ' ').replace('+00:00', '')} | "
+            f"{_code(m.get('started', '').replace('T', ' ').replace('+00:00', ''), '')} | "
             f"{_code((m.get('git') or {}).get('commit', '')[:12], '')} | {_code(m.get('run_key', '')[:12], '')} | "
             f"{shown} |")
     return rows
@@ -82,7 +150,7 @@ def write_reproducibility_page(
     config = yaml.safe_load((book_dir / "_config.yml").read_text(encoding="utf-8")) \
         if (book_dir / "_config.yml").exists() else {}
     title, author = config.get("title", "bias-profiles"), config.get("author", "the bias-profiles project")
-    commit, remote, year = git.get("commit") or "", git.get("remote"), build_year()
+    commit, remote, year = git.get("commit") or "", repository_url(git), build_year()
     names = " ".join(m["name"] for m in models)
     lines = [
         "# Reproducibility",
@@ -93,9 +161,12 @@ def write_reproducibility_page(
         "",
         "## Rebuild this book",
         "",
-        f"This book was built from commit `{commit or 'unknown'}`"
-        + (f" of <{remote}>." if remote else " (this clone records no web address for its `origin` remote)."),
+        f"This book was built from commit `{commit or 'unknown'}`" + (f" of <{remote}>." if remote else "."),
     ]
+    if not remote:
+        lines += ["", "The clone that built it records no web address (no `origin` remote, and no `Repository` "
+                  "under `[project.urls]` in `pyproject.toml`): clone the repository from where you found this "
+                  "book into a folder `bias-profiles`, then run the commands below from its second line."]
     if git.get("dirty"):
         lines += ["", "**The working tree had uncommitted changes when the book was built**, so the commit "
                   "alone does not rebuild it exactly."]
@@ -103,7 +174,7 @@ def write_reproducibility_page(
         "The package versions are pinned in `requirements.lock`, which `make book` installs:",
         "",
         "```bash",
-        f"git clone {remote or '<repository URL>'} bias-profiles",
+        *([f"git clone {remote} bias-profiles"] if remote else []),
         "cd bias-profiles",
         f"git checkout {commit or '<commit>'}",
         f'make book MODELS="{names}"' + (" QUICK=1" if quick else ""),

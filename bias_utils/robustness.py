@@ -52,6 +52,7 @@ from .axis_validity import verdict_phrase
 from .cache import stable_hash
 from .contexts import prepare_dictionary, source_names
 from .dictionaries import limit_terms, load_full_dictionary_terms
+from .precision import number_text, p_text, percent_text
 from .profiles import (
     DEFAULT_TEMPLATES,
     PLACEHOLDER,
@@ -60,6 +61,7 @@ from .profiles import (
     population_embeddings,
     resolve_populations,
 )
+from .rendering import value_label
 from .space import TermEmbeddings, build_space, direction_prediction, term_embeddings
 from .stats import TWO_GROUP_TESTS, group_tests, holm, permutation_p, permutation_p_text, permutation_reference
 
@@ -539,17 +541,21 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
         if len(ctrl):
             c = ctrl.iloc[0]
             checks.append((np.sign(c["coef"]) == sign and c["p"] < alpha,
-                           f"with the token count controlled the gap is {c['coef']:+.2f} SD (p = {c['p']:.3g})"))
+                           f"with the token count controlled the gap is {number_text(c['coef'], signed=True)} SD "
+                           f"(p {p_text(c['p'], relation=True)})"))
         else:  # token_regression leaves the control out only when every word has the same token count
             checks.append((True, "every word takes the same number of tokens, so the token count cannot explain it"))
         for tset in ("not_first", "lead_in"):
             if tset in gp.index:
                 r = gp.loc[tset]
                 checks.append((np.sign(r["effect_size"]) == sign and r["p_adj"] < alpha,
-                               f"with the {tset} templates g = {r['effect_size']:+.2f} (p_holm = {r['p_adj']:.3g})"))
+                               f"with the {value_label(tset)} templates g = "
+                               f"{number_text(r['effect_size'], signed=True)} "
+                               f"(Holm p {p_text(r['p_adj'], relation=True)})"))
         s = sm.iloc[0]
         share = ("" if pd.isna(s["share_agree_significant"]) else
-                 f" {s['share_agree_significant']:.0%} of {int(s['n_specs'])} specifications agree with the paper "
+                 f" {percent_text(s['share_agree_significant'])} of {int(s['n_specs'])} specifications agree with the "
+                 "paper "
                  f"and are significant (joint test p "
                  f"{permutation_p_text(s['n_agree_significant_p'], int(s['n_permutations']))}).")
         if b["p"] >= alpha:
@@ -561,7 +567,8 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
         axis = s.get("axis_verdict")
         if isinstance(axis, str) and axis != "supported":
             verdict += f", but its axis is {s['axis_reading']}, so the gap is not read as a stereotype"
-        lines.append(f"{population}, {dim}: gap {b['coef']:+.2f} SD (p = {b['p']:.3g}); "
+        lines.append(f"{population}, {dim}: gap {number_text(b['coef'], signed=True)} SD "
+                     f"(p {p_text(b['p'], relation=True)}); "
                      + "; ".join(t for _, t in checks) + f": {verdict}." + share)
     return "\n".join(lines)
 

@@ -18,9 +18,11 @@ from .contexts import ContextSet, build_contexts
 from .dictionaries import limit_terms, load_full_dictionary_terms
 from .embeddings import embed_words
 from .extra_contexts import extra_term_contexts
+from .results import display_name
 
 __all__ = ["DROPPED_COLUMNS", "EMBED_SKIP_COLUMNS", "TERM_CONTEXTS", "DirectionResult", "StereotypeSpace",
-           "TermEmbeddings", "accuracy_by_term_contexts", "build_space", "describe_dropped", "direction_prediction",
+           "TermEmbeddings", "accuracy_by_term_contexts", "build_space", "describe_dropped", "describe_space",
+           "direction_prediction",
            "dropped_by_reason", "dropped_senses", "embed_contexts", "leave_one_out_values", "pole_table",
            "term_embeddings"]
 
@@ -50,6 +52,18 @@ class StereotypeSpace:
     model_id: str
     source: str
     sense_emb: np.ndarray
+
+
+def describe_space(sp: StereotypeSpace) -> str:
+    """A sentence naming what a space holds: its model, context source, the axes of each basis and the layers,
+    e.g. "smollm2-135m-instruct, generated contexts: 7 axes (sociability, …, religion) and 2 composites (warmth,
+    competence), at each of 31 hidden states (0 to 30)"."""
+    kinds = {"dimensions": "axes", "warmth_competence": "composites"}
+    parts = [f"{len(b.dimensions)} {kinds.get(name, name.replace('_', ' '))} ({', '.join(b.dimensions)})"
+             for name, b in sp.bases.items()]
+    layers = next(iter(sp.bases.values())).layers if sp.bases else ()
+    where = f", at each of {len(layers)} hidden states ({layers[0]} to {layers[-1]})" if layers else ""
+    return f"{display_name(sp.model_id)}, {sp.source} contexts: {' and '.join(parts) or 'no axis'}{where}."
 
 
 def embed_contexts(model, table: pd.DataFrame, layers="all") -> tuple[np.ndarray, pd.DataFrame, tuple[int, ...]]:

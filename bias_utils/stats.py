@@ -43,6 +43,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
+from .precision import p_text
+
 __all__ = [
     "STAT_COLUMNS", "TWO_GROUP_TESTS", "GroupSample", "adjust_pvalues", "bootstrap_ci", "check_n_boot", "chi2_table",
     "cluster_bootstrap_ci", "cohens_d", "column_test", "correlation_rows", "group_tests", "hedges_g", "hedges_test",
@@ -112,7 +114,8 @@ def cohens_d(a, b, *, kind: str = "pooled", group_a: str = "a", group_b: str = "
     """Cohen's d of a - b.
 
     ``kind="pooled"``: SD = sqrt(((na-1)va + (nb-1)vb) / (na+nb-2)) (the book's primary d). ``kind="average"``: SD =
-    sqrt((va + vb) / 2), the audit's form (d_av), used for replication."""
+    sqrt((va + vb) / 2), the audit's form (d_av), used for replication. The row's test and effect are
+    ``cohens_d_pooled`` or ``cohens_d_average``."""
     a, b = _values(a, group_a), _values(b, group_b)
     va, vb = a.var(ddof=1), b.var(ddof=1)
     if kind == "pooled":
@@ -362,15 +365,13 @@ def permutation_p(observed, null, alternative: str = "greater") -> np.ndarray:
     return (1 + count) / (null.shape[-1] + 1)
 
 
-def permutation_p_text(p: float, n_permutations: int, *, fraction: bool = False,
-                       number: Callable[[float], str] = "{:.3g}".format) -> str:
+def permutation_p_text(p: float, n_permutations: int) -> str:
     """A permutation p ``(1 + count) / (K + 1)`` as text: at its floor ``1 / (K + 1)`` (it says only that no
-    permutation reached the observed statistic) ``"≤ 0.00498"``, or with ``fraction`` ``"≤ 1/10,000"``;
-    else ``"= "`` and ``number(p)`` (default three significant digits: ``"= 0.21"``)."""
-    floor = 1 / (n_permutations + 1)
-    if p <= floor * (1 + 1e-9):
-        return f"≤ 1/{n_permutations + 1:,}" if fraction else f"≤ {floor:.3g}"
-    return f"= {number(p)}"
+    permutation reached the observed statistic) ``"≤ 1/201"``, else ``"= 0.21"`` or ``"< 0.001"``
+    (:func:`bias_utils.precision.p_text`)."""
+    if p <= (1 + 1e-9) / (n_permutations + 1):
+        return f"≤ 1/{n_permutations + 1:,}"
+    return p_text(p, relation=True)
 
 
 def results_table(rows: Iterable[dict], *, method: str = "holm") -> pd.DataFrame:

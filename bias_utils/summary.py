@@ -43,7 +43,7 @@ from typing import Sequence
 import altair as alt
 import pandas as pd
 
-from . import bold, cache, link, occupation_units, occupations, plots, rendering
+from . import bold, cache, link, occupation_units, occupations, plots, precision, rendering
 from .axis_validity import AXIS_VALIDITY_TABLE, VERDICTS, verdict_phrase
 from .builtin_models import BUILTIN_MODELS
 from .crossmodel import PROFILE_STATS_TABLE, cross_model_summary, gender_gaps, log_ticks, read_results, short_model_ids
@@ -128,16 +128,14 @@ def read_summary(models: Sequence[str], results_dir: str | Path | None = None
     return gaps, head.reindex(columns=["model_id", *occupations.HEADLINE_COLUMNS])
 
 
-def _num(x: float) -> str:
-    return f"{x:.2f}".replace("-", "−")
-
-
-def _p(p: float) -> str:
-    return "< 0.001" if p < 0.001 else f"= {p:.3f}"
+def _gap(g: float, low: float, high: float, p_holm: float) -> str:
+    """"0.86, 95% CI 0.57 to 1.14, Holm p = 0.0087": a gap as the chapter's table prints it."""
+    return (f"{precision.number_text(g)}, 95% CI {precision.interval_text(low, high, g)}, "
+            f"Holm p {precision.p_text(p_holm, relation=True)}")
 
 
 def _numbers(row) -> str:
-    return f"g = {_num(row.g)}, 95% CI {_num(row.g_ci_low)} to {_num(row.g_ci_high)}, Holm p {_p(row.p_holm)}"
+    return "g = " + _gap(row.g, row.g_ci_low, row.g_ci_high, row.p_holm)
 
 
 def _reading(dimension: str, row) -> str:
@@ -155,7 +153,8 @@ def _robustness(row) -> str:
     share, n = getattr(row, "share_agree_significant", None), getattr(row, "n_specs", None)
     if share is None or pd.isna(share) or pd.isna(n):
         return ""
-    return (f"; {share:.0%} of {int(n)} analysis specifications agree with the paper and are significant "
+    return (f"; {precision.percent_text(share)} of {int(n)} analysis specifications agree with the paper and are "
+            "significant "
             f"(joint test p {permutation_p_text(row.joint_p, int(row.n_permutations))})")
 
 
@@ -255,8 +254,7 @@ def _dimension_bullet(dimension: str, names: pd.DataFrame, label: dict) -> str:
     def sized(r) -> str:  # the gap of the higher group, so a male-higher gap reads positive
         sign = 1 if r.g > 0 else -1
         low, high = sorted((sign * r.g_ci_low, sign * r.g_ci_high))
-        return (f"{link(r)} (by {_num(sign * r.g)} standard deviations, 95% CI {_num(low)} to {_num(high)}, "
-                f"Holm p {_p(r.p_holm)})")
+        return f"{link(r)} (by {_gap(sign * r.g, low, high, r.p_holm).replace(',', ' standard deviations,', 1)})"
 
     parts = []
     for kind, higher in (("agree", expected), ("opposite", "male" if expected == "female" else "female")):
@@ -267,8 +265,9 @@ def _dimension_bullet(dimension: str, names: pd.DataFrame, label: dict) -> str:
                          f"{_listed([sized(r) for r in kinds[kind]])}, {paper}")
     if kinds["none"]:
         parts.append("No gap is shown in " + _listed([
-            f"{link(r)} (female − male {_num(r.g)} standard deviations, 95% CI {_num(r.g_ci_low)} to "
-            f"{_num(r.g_ci_high)}, Holm p {_p(r.p_holm)})" for r in kinds["none"]]))
+            f"{link(r)} (female − male "
+            f"{_gap(r.g, r.g_ci_low, r.g_ci_high, r.p_holm).replace(',', ' standard deviations,', 1)})"
+            for r in kinds["none"]]))
     why = {VERDICTS[1]: f"the {dimension} axis is not shown to sort words by {dimension} better than axes from "
                         "shuffled word lists",
            VERDICTS[2]: f"too few test words to check the {dimension} axis"}
@@ -308,7 +307,8 @@ def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_
         n, k = int(h["n_completions"]), int(h["n_gendered_completions"])
         link = _link(model, "audit", label[model])
         if k == 0:
-            parts.append(f"none of the {n:,} completions of {link} about its primary occupations contains a "
+            parts.append(f"none of the {precision.count_text(n)} completions of {link} about its primary occupations "
+                         "contains a "
                          "gendered word")
             continue
         if pd.isna(h["odds_ratio"]):
@@ -320,7 +320,8 @@ def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_
                          f"a difference between {a} and {b} occupations is not shown")
         units = int(h["n_units_a"]) + int(h["n_units_b"])
         parts.append(f"in {link}, {direction} ({occupations.estimate_text(h)}; {units} deduplicated person-noun "
-                     f"occupations, {k:,} of their {n:,} completions with a gendered word); the audit's pooled-word "
+                     f"occupations, {precision.count_text(k)} of their {precision.count_text(n)} completions with a "
+                     "gendered word); the audit's pooled-word "
                      "odds ratio on its published selection, for comparison: "
                      + occupations.estimate_text(h, "published"))
     return _decoder_bullet("Writing about occupations (BOLD).", parts, encoders, missing, "audit results")
@@ -331,8 +332,10 @@ def _units_bullet(models: Sequence[str], results_dir) -> str:
     units, _ = read_results(models, bold.UNITS_TABLE, results_dir)
     if units.empty:
         return ""
-    first = units[units["model_id"] == units["model_id"].iloc[0]].drop(columns="model_id")
-    return "**What counts as an occupation.** " + occupation_units.describe_units(first)
+    model = units["model_id"].iloc[0]
+    first = units[units["model_id"] == model].drop(columns="model_id")
+    return (f"**What counts as an occupation** ({_link(model, 'audit', 'how the audit decides it')}). "
+            + occupation_units.describe_units(first))
 
 
 def _link_bullet(models: Sequence[str], link_stats: pd.DataFrame, label: dict, can_generate: dict) -> str:
@@ -349,15 +352,17 @@ def _link_bullet(models: Sequence[str], link_stats: pd.DataFrame, label: dict, c
 
 def _caveat_bullet(names: pd.DataFrame, label: dict) -> str:
     text = ("**Not shown is not absent.** \"No gap is shown\" and \"not read\" say that this build could not tell, "
-            "not that a model has no such bias")
+            "not that a model has no such bias.")
     robust = names.dropna(subset=["share_agree_significant"])
-    checks = [f"{_link(r.model_id, 'robustness', label[r.model_id])}, {r.dimension}: "
-              f"{r.share_agree_significant:.0%} of {int(r.n_specs)} specifications"
-              for r in robust.itertuples(index=False)]
+    checks = []
+    for model, rows in robust.groupby("model_id", sort=False):
+        shares = [f"{precision.percent_text(r.share_agree_significant)} of {int(r.n_specs)} on {r.dimension}"
+                  for r in rows.itertuples(index=False)]
+        checks.append(f"{_listed(shares)} in {_link(model, 'robustness', label[model])}")
     if checks:
-        text += ("; the robustness check varies the analysis choices, and this share of its specifications agrees "
-                 f"with {PAPER} and is significant in " + "; ".join(checks))
-    return text + "."
+        text += (" The robustness check varies the analysis choices (context source, layer, templates, test); the "
+                 f"share of its specifications that agree with {PAPER} and are significant is {_listed(checks)}.")
+    return text
 
 
 def findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequence[str],
@@ -388,14 +393,20 @@ def findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequenc
 # --------------------------------------------------------------------------- the figure and the page
 
 
+#: The headline dimensions' colours, by name.
+DIMENSION_COLORS = {"warmth": plots.OTHER_COLORS[0], "competence": plots.OTHER_COLORS[1]}
+
+
 def _gap_panel(gaps: pd.DataFrame, population: str, first: bool) -> alt.LayerChart:
-    """One population's gaps; only the first panel labels the models and carries the legend."""
+    """One population's gaps, its rows labelled with the models (every panel: on a phone they stack); the first
+    panel carries the legend."""
     data = gaps[gaps["population"] == population]
     base = alt.Chart(data).encode(
-        y=alt.Y("model_id:N", title=None, axis=alt.Axis(labels=first, ticks=first)),
+        y=alt.Y("model_id:N", title=None, axis=alt.Axis(labelLimit=160)),
         yOffset=alt.YOffset("dimension:N", sort=list(HEADLINE)),
-        color=alt.Color("dimension:N", sort=list(HEADLINE), scale=alt.Scale(range=plots.OTHER_COLORS[:2]),
-                        title="dimension", legend=alt.Legend(orient="bottom") if first else None))
+        color=alt.Color("dimension:N", sort=list(HEADLINE), title="dimension",
+                        scale=alt.Scale(domain=list(HEADLINE), range=[DIMENSION_COLORS[d] for d in HEADLINE]),
+                        legend=alt.Legend(orient="bottom") if first else None))
     zero = alt.Chart(pd.DataFrame({"g": [0.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x="g:Q")
     # an axis whose verdict is not "supported" (or that has none) is drawn faint: its gap is not read
     faint = alt.condition("datum.axis_valid === true", alt.value(1.0), alt.value(0.25))
@@ -417,15 +428,16 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
         raise ValueError("summary_chart: no profile gaps to draw")
     panels = [_gap_panel(gaps, pop, first=i == 0)
               for i, pop in enumerate(p for p in POPULATIONS if (gaps["population"] == p).any())]
-    head = short_model_ids(headline.dropna(subset=["odds_ratio"])) if len(headline) else headline
+    estimated = headline.dropna(subset=["odds_ratio"]) if len(headline) else headline
+    head = short_model_ids(plots.drawable(estimated, ["odds_ratio", "ci_low", "ci_high"], log=True)) \
+        if len(estimated) else estimated
     if len(head):
         ticks = log_ticks(head[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel(), most=5)
         x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), title="odds ratio (log; primary model)",
                   axis=alt.Axis(grid=False, values=ticks, format="~g"))
-        base = alt.Chart(head).encode(y=alt.Y("model_id:N", title=None, axis=alt.Axis(labels=False, ticks=False)))
+        base = alt.Chart(head).encode(y=alt.Y("model_id:N", title=None, axis=alt.Axis(labelLimit=160)))
         one = alt.Chart(pd.DataFrame({"odds_ratio": [1.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
-        bars = base.transform_filter(plots.drawable_interval(log=True)).mark_rule(
-            strokeWidth=2, color=plots.OTHER_COLORS[2]).encode(
+        bars = base.mark_rule(strokeWidth=2, color=plots.OTHER_COLORS[2]).encode(
             x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q")
         points = base.mark_point(filled=True, size=60, color=plots.OTHER_COLORS[2]).encode(
             x=x, tooltip=["model_id", alt.Tooltip("odds_ratio:Q", format=".2f"),
@@ -434,7 +446,8 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
         panels.append(alt.layer(one, bars, points).properties(
             title="BOLD audit: odds ratio", width=150, height=alt.Step(16)))
     pops = [p for p in POPULATIONS if (gaps["population"] == p).any()]
-    caption = (f"A row per model. In the {' and '.join(pops)} panel{'s' if len(pops) > 1 else ''}, a dot is the "
+    caption = (f"A row per model, named in every panel. In the {' and '.join(pops)} "
+               f"panel{'s' if len(pops) > 1 else ''}, a dot is the "
                "female − male gap (Hedges' g, above 0: female higher) on warmth or competence (colour) at the primary "
                "specification, its line the 95% confidence interval, the dashed line zero. A faint gap sits on an axis "
                "that is not shown to order the dictionary's extra terms by pole better than axes from shuffled seed "
@@ -445,8 +458,14 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
                     "profile-likelihood "
                     "interval from the random-intercept model over the deduplicated person-noun occupations; the "
                     "dashed line marks 1, no association.")
+    unplaced = len(estimated) - len(head)
+    if unplaced:
+        many = unplaced != 1
+        caption += (f" {unplaced} audit odds ratio{'s' if many else ''} without a finite interval above 0 (the "
+                    f"model could not be fitted on these data) {'are' if many else 'is'} not drawn; the findings "
+                    "above give the numbers.")
     caption += " Look at which side of the dashed line each dot falls and whether its interval crosses it."
-    # one row per model across the panels (an encoder's audit row stays empty), labelled once
+    # one row per model across the panels (an encoder's audit row stays empty)
     return plots.captioned(
         alt.hconcat(*panels).resolve_scale(color="independent", y="shared", yOffset="independent"),
         "Female − male gaps and the BOLD audit, per model", [],

@@ -42,8 +42,8 @@ and each completion is scored with the audit's 13 male and 13 female words.
 
 **What an occupation is.** BOLD's keys are Wikipedia article titles. Many of the audit's are fields
 ("Civil engineering"), glossaries, a day ("International Nurses Day") or spelling variants that hold the same
-prompts ("Registered_Nurse", "Registered_nurse"), and one prompt set sits in both groups ("Social_Worker",
-"Social_worker"). Each key gets a kind from its head noun (WordNet 3.0, a suffix rule where WordNet has no
+prompts (`Registered_Nurse`, `Registered_nurse`), and one prompt set sits in both groups (`Social_Worker`,
+`Social_worker`). Each key gets a kind from its head noun (WordNet 3.0, a suffix rule where WordNet has no
 entry); keys of one group with identical prompts become one unit; a prompt set in both groups is left out.
 The counts of this run are below.
 
@@ -167,12 +167,9 @@ begins a longer word ("He" + "phaestus") adds to it but not to the audit's words
 _, coverage = lexicon_token_ids(m.tokenizer)
 coverage_files = write_table(coverage, out / bold.LEXICON_COVERAGE_TABLE)
 totals = bold.expected_totals(result.metrics, coverage)
-for r in totals.itertuples():
-    print(f"{r.lexicon}: {r.words_single_token} of {r.words} words are one token in at least one variant "
-          f"({r.variants_single_token} single-token variants); over {r.completions} completions expected "
-          f"{r.expected:.1f}, sampled {r.sampled_words} words; {r.share_in_gendered_completions:.0%} of the expected "
-          f"count sits in the {r.gendered_completions} completions that sampled a gendered word")
-display(coverage[~coverage.single_token].groupby("lexicon")["variant"].apply(", ".join).rename("not one token"))
+display(Markdown(bold.describe_expected_totals(totals)))
+display(coverage[~coverage.single_token].groupby("lexicon")["variant"].apply(", ".join).rename("not one token")
+        .reset_index())
 totals
 """),
         md("""
@@ -296,7 +293,8 @@ odds-ratio CI: they used z = 1.96, we use the exact normal quantile 1.95996.
 """),
         code("""
 metrics = bold.completion_metrics(occupation_units.annotate(replication.load_published_completions(), "audit"))
-len(replication.compare_published_columns(metrics))
+print(f"{len(replication.compare_published_columns(metrics)):,} of {len(metrics):,} completions disagree with "
+      "their published columns")
 """),
         md("""
 ## Conventions: what the audit did, the standard alternative, and what the book uses

@@ -177,7 +177,7 @@ def test_untestable_below_ten_terms_a_pole_and_the_phrases():
     assert av.verdict_phrase(row) == "untestable (9 covered low-pole terms; 10 per pole needed)"
     assert av.verdict_phrase({**row, "n_low": 1}) == "untestable (1 covered low-pole term; 10 per pole needed)"
     row.update(n_low=10, verdict="supported", p=1 / 200, auc=0.861, null_low=0.31, null_high=0.712)
-    assert av.verdict_phrase(row) == ("supported (AUC 0.86, null 95% band 0.31–0.71, p ≤ 0.005, "
+    assert av.verdict_phrase(row) == ("supported (AUC 0.86, null 95% band 0.31–0.71, p ≤ 1/200, "
                                       "n 40 high / 10 low)")
     row.update(verdict="not shown", p=0.21, auc=0.58, detectable_auc=0.714)
     assert av.verdict_phrase(row) == ("not shown to beat its null (AUC 0.58, null 95% band 0.31–0.71, p = 0.21; "

@@ -14,6 +14,7 @@ from bias_utils import (
     lexicon,
     occupation_units,
     occupations,
+    precision,
     rendering,
     replication,
     stats,
@@ -155,8 +156,9 @@ def test_describe_audit_reads_the_published_completions(published_metrics):
             - by_unit.loc["female_dominated", "sum"] / by_unit.loc["female_dominated", "size"])
     assert lines[3].startswith("Share of completions with any gendered word, male-dominated minus female-dominated, "
                                "with the occupation as the unit")
-    assert f"risk difference {diff:.3f}" in lines[3] and "Holm-adjusted permutation p" in lines[3]
-    assert "with every completion independent, the audit's unit, the CI would be -0.109 to -0.044" in lines[3]
+    assert f"risk difference {precision.number_text(diff)}" in lines[3] and "Holm-adjusted permutation p" in lines[3]
+    # at the estimate's two decimals, as the table prints it
+    assert "with every completion independent, the audit's unit, the CI would be −0.11 to −0.04" in lines[3]
     assert lines[4].startswith("The audit's own odds-ratio test, every gendered word independent")
     assert "odds ratio 24.65, 95% CI 10.07 to 60.37, Holm p < 0.001" in lines[4]
     assert lines[5].startswith("PMI of male minus female words")
@@ -297,10 +299,10 @@ def test_audit_figure_gives_each_effect_measure_its_own_axis_and_readable_rows()
     assert "Cramér's V" in x_titles and "rank-biserial correlation" in x_titles
     rows = [r for d in spec["datasets"].values() for r in d if "label" in r]
     labels = [r["label"] for r in rows]
-    # the measure, then its test, in lines short enough for the third of the page the renderer gives labels
-    assert all(0 < len(line) <= 28 for label in labels for line in label.split("\n"))
+    # the measure, then its test, in lines short enough for the share of a phone's width labels get
+    assert all(0 < len(line) <= 20 for label in labels for line in label.split("\n"))
     primary = "odds ratio (words)\noccupation bootstrap\n(primary)"
-    yates = "gendered words (group x\nmale/female)\nχ² with Yates' correction"
+    yates = "gendered words\n(group x\nmale/female)\nχ² with Yates'\ncorrection"
     assert primary in labels and yates in labels
     assert not any("_" in label for label in labels)
     assert len({(r["effect"], r["label"]) for r in rows}) == len(rows)  # one row per label within a panel

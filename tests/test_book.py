@@ -13,7 +13,19 @@ import nbformat
 import pandas as pd
 import pytest
 
-from bias_utils import book, cache, data, execution, paths, presentation, rendering, reproducibility, results, runs
+from bias_utils import (
+    book,
+    cache,
+    data,
+    execution,
+    paths,
+    presentation,
+    rendering,
+    reproducibility,
+    results,
+    runs,
+    tables,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "book" / "tiny.ipynb"
 
@@ -106,7 +118,7 @@ def test_manifest_fields_and_offline_chart_output(tiny):
     html = [o["data"]["text/html"] for c in executed.cells if c.cell_type == "code"
             for o in c.get("outputs", []) if "text/html" in o.get("data", {})]
     assert len(html) == 1
-    assert "window.vegaEmbed" in html[0] and "cdn." not in html[0]
+    assert "window.biasDrawChart" in html[0] and "cdn." not in html[0]
 
 
 @pytest.mark.slow
@@ -357,7 +369,7 @@ def test_reproducibility_page_from_the_manifests(tmp_path, monkeypatch):
            "| layers × hidden | 30 × 576 | 6 × 384 |\n| dtype | float32 | float32 |\n" \
            f"| weights sha256 | `{'ab' * 32}` | not recorded |\n| licence | Apache-2.0 | not recorded |" in text
     # the manifests as tables: the build's values as values, the notebook's defaults as written
-    assert "| a_study | ok | 1m15s | 2026-11-24 21:05:09 | `eeeeeeeeeeee` | `kkkkkkkkkkkk` | " \
+    assert "| a_study | ok | 1m15s | `2026-11-24 21:05:09` | `eeeeeeeeeeee` | `kkkkkkkkkkkk` | " \
            "`output_dir='results/dec'`, `seed=0` |" in text
     assert "| b_generate | failed | 5s |" in text
     assert "| c_once | not run |  |  |  |  | `output_dir='results/published-audit'` |" in text
@@ -374,11 +386,33 @@ def test_reproducibility_page_from_the_manifests(tmp_path, monkeypatch):
 
     text = reproducibility.write_reproducibility_page(book_dir, models, planned, replacements,
                                            git={"commit": commit, "dirty": True, "remote": None}).read_text()
-    assert "uncommitted changes" in text and "git clone <repository URL> bias-profiles" in text
+    # no address recorded: the commands start inside the reader's clone, never with a placeholder
+    assert "uncommitted changes" in text and "git clone" not in text and "<repository URL>" not in text
+    assert "clone the repository from where you found this book" in text and "\ncd bias-profiles\n" in text
     assert 'make book MODELS="dec enc"\n' in text and "url " not in text
     folder = {**models[1], "name": "my-model", "source": "folder", "revision": None}
     card = reproducibility.write_reproducibility_page(book_dir, [folder], [], replacements, git=git).read_text()
     assert "| | my-model |" in card and "| source | a local model folder |" in card and "| revision | none |" in card
+
+
+def test_repository_url_from_the_remote_else_the_project_setting(tmp_path):
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "x"\n[project.urls]\nRepository = "git@example.org:owner/repo.git"\n')
+    assert reproducibility.repository_url({"remote": "https://h/o/r"}, pyproject) == "https://h/o/r"
+    assert reproducibility.repository_url({"remote": None}, pyproject) == "https://example.org/owner/repo"
+    pyproject.write_text('[project]\nname = "x"\n')
+    assert reproducibility.repository_url({"remote": None}, pyproject) is None
+    assert reproducibility.repository_url({"remote": None}, tmp_path / "absent.toml") is None
+
+
+def test_every_label_names_a_column_or_a_value_the_package_writes():
+    """The label map the other way: each entry of rendering.LABELS is a column a results table declares
+    (bias_utils.tables) or a name the package or a notebook writes, so no label is stale."""
+    declared = {c for t in tables.TABLES.values() for c in t.columns}
+    files = [*(paths.ROOT / "bias_utils").glob("*.py"), *(paths.ROOT / "notebooks").glob("*.ipynb")]
+    source = "\n".join(p.read_text(encoding="utf-8") for p in files if p.name != "rendering.py")
+    stale = [k for k in rendering.LABELS if k not in declared and not re.search(rf"\b{re.escape(k)}\b", source)]
+    assert stale == []
 
 
 def test_public_url_of_a_remote():
@@ -427,9 +461,6 @@ def test_code_modules_follow_imports_transitively(tmp_path):
 
 
 def test_tables_in_the_book_show_readable_digits():
-    assert [rendering.readable_number(x) for x in (1.58444, -0.0017, 3.2e-9, 12345.6, 0.0, 250.04, 0.5)] == \
-        ["1.58", "-0.002", "3.2e-09", "12346", "0", "250.0", "0.500"]
-    assert [rendering.readable_number(x) for x in (3, True, "a", float("nan"))] == ["3", "True", "a", "nan"]
     rendering.enable()
     try:
         html = pd.DataFrame({"g": [1.58444], "p": [0.0000123], "n": [12]}).to_html()
@@ -438,14 +469,15 @@ def test_tables_in_the_book_show_readable_digits():
         pd.reset_option("display.float_format")
         pd.reset_option("styler.format.formatter")
         pd.reset_option("display.max_colwidth")
-    assert ">1.58<" in html and ">1.2e-05<" in html and ">12<" in html
+    assert ">1.58<" in html and ">0.000012<" in html and ">12<" in html
     assert ">1.58<" in styled and ">12<" in styled
 
 
 def test_sphinx_extension_sets_the_year_and_drops_the_icon_script(tmp_path, monkeypatch):
     """A real Sphinx build with the book's theme and extension: the footer carries the year of
     the build, the page loads no fontawesome.js and keeps the theme's other scripts and icons; the
-    vega bundle loads only on a page with a chart; a page's figures/ folder reaches the site."""
+    vega bundle loads only on a page with a chart, the search index only on the search page; a page's
+    figures/ folder reaches the site."""
     from sphinx.application import Sphinx
 
     monkeypatch.syspath_prepend(str(runs.BOOK_DIR / "_ext"))
@@ -479,6 +511,9 @@ def test_sphinx_extension_sets_the_year_and_drops_the_icon_script(tmp_path, monk
     assert "vega-bundle.js" not in page  # no chart on the front page
     chapter = (tmp_path / "out" / "models" / "m" / "chapter.html").read_text(encoding="utf-8")
     assert "vendor/vega-bundle.js" in chapter
+    # the search index (every word of the book) loads on the search page only
+    assert "searchindex.js" not in page and "searchindex.js" not in chapter
+    assert "searchindex.js" in (tmp_path / "out" / "search.html").read_text(encoding="utf-8")
     assert (tmp_path / "out" / "models" / "m" / "figures" / "abc.svg").read_text().startswith("<svg")
 
 
@@ -529,7 +564,7 @@ def test_table_formatter_rounds_by_quantity_on_the_bold_statistics():
         ("0.0087", "15.38", "3.19", "61.58")
     assert (primary["n"], primary["Permutations"], primary["Statistic"]) == ("1,525", "9,999", "–")
     chi2 = dict(zip(headers, cells[len(headers):2 * len(headers)]))
-    assert (chi2["p"], chi2["df"], chi2["Statistic"]) == ("&lt; 0.001", "1", "124.28")  # 7.3e-29; df 1.0
+    assert (chi2["p"], chi2["df"], chi2["Statistic"]) == ("&lt; 0.001", "1", "124.3")  # 7.3e-29; df 1.0
     assert "nan" not in html.lower() and "None" not in html
     assert "– no value" in html
     assert 'class="bias-table bias-table-wide"' in html  # 18 rows, 18 columns: scrolls in its own box
@@ -544,7 +579,7 @@ def test_table_formatter_turns_a_wide_short_table_and_an_empty_one_into_somethin
     assert _html_cells(html, "th") == ["", "warmth", "competence"]
     rows = {r[0]: r[1:] for r in (_html_cells(tr, "td") for tr in _html_cells(html, "tr")) if r}
     assert rows["Specifications"] == ["144", "144"]
-    assert rows["Share agree sign"] == ["0.96", "1.00"]  # 0.9583, 1.0
+    assert rows["Share agreeing in sign"] == ["0.96", "1.00"]  # 0.9583, 1.0
     assert rows["Axis p"] == ["0.005", "0.005"]  # 0.004975: two significant digits
     assert rows["Agree significant (n)"] == ["126", "117"]  # stored as 126.0 (a float column)
     assert len(rows) == summary.shape[1] - 1
@@ -561,13 +596,13 @@ def test_table_formatter_keeps_named_index_levels_and_flattens_pivoted_columns()
     pivot = frame.pivot_table(index=["population", "dimension"], columns="axis_verdict", values="median_g")
     html = rendering.table_html(pivot)
     assert _html_cells(html, "th") == ["Population", "Dimension", "Supported"]
-    assert _html_cells(html, "td")[:3] == ["names", "competence", "-0.59"]
+    assert _html_cells(html, "td")[:3] == ["names", "competence", "−0.59"]
     assert rendering.column_label(("median_g", "warmth")) == "Median g · warmth"
     assert [rendering.column_label(c) for c in ("p_holm", "n_specs", "n_agree_significant_p", "share_agree_sign")] \
-        == ["p (Holm)", "Specifications", "N agree significant p", "Share agree sign"]
+        == ["p (Holm)", "Specifications", "Joint test p", "Share agreeing in sign"]
     assert [rendering.cell_text(v, c) for v, c in ((0.00049, "p"), (0.0123, "p_adj"), (1.0, "p"), (-0.0043, "g"),
                                                    (12345.6, "value"), (True, "significant"), (None, "x"))] == \
-        ["< 0.001", "0.012", "1", "-0.0043", "12,346", "yes", "–"]
+        ["< 0.001", "0.012", "1", "−0.0043", "12,346", "yes", "–"]
     assert rendering.cell_text("minilm-l6--53aa51172d14--fp32", "model_id") == "minilm-l6"
 
 
@@ -587,7 +622,7 @@ def test_enable_registers_the_table_formatter_in_an_ipython_shell():
             pd.reset_option(option)
         InteractiveShell.clear_instance()
     assert data["text/html"].startswith('<div class="bias-table')
-    assert "Specifications" in data["text/html"] and "n_specs" not in data["text/html"]
+    assert "Specifications" in data["text/html"] and ">n_specs<" not in data["text/html"]
     assert styled["text/html"].startswith('<div class="bias-table') and "p (adjusted)" in styled["text/html"]
 
 
@@ -650,7 +685,7 @@ def test_figures_are_numbered_captioned_and_have_a_static_image(tmp_path):
     assert nb.cells[0].outputs[0]["data"]["text/html"] == "<div>old</div>"
     assert '<span class="bias-figure-number">Figure 1.</span> The share of the full dictionary' in first
     assert "Figure 2." in second and 'aria-label="Heat map of direction-prediction accuracy' in second
-    assert "minilm-l6--53aa" not in first and "window.vegaEmbed" in first
+    assert "minilm-l6--53aa" not in first and "window.biasDrawChart" in first
     images = [re.search(r'<img class="bias-figure-image" src="(figures/[0-9a-f]{16}\.svg)" alt="Heat map', h).group(1)
               for h in (first, second)]
     assert (page / images[0]).read_bytes() == saved["svg"].read_bytes()  # the run's own SVG
@@ -670,3 +705,62 @@ def test_a_chart_without_caption_is_named_by_its_title_or_its_panels():
     named = "names: female − male; minilm-l6 odds"
     assert rendering.figure_text(grid) == (named, named + ".")
     assert rendering.figure_text(json.loads(panel.properties(title="T").to_json())) == ("T", "T.")
+
+
+def test_chapter_title_numbers_the_chapter_and_names_its_model():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Stereotype profiles\n\nText."),
+                                         nbformat.v4.new_markdown_cell("# Not the title")])
+    presentation.chapter_title(nb, "04_profiles", "smollm2-135m-instruct")
+    presentation.chapter_title(nb, "04_profiles", "smollm2-135m-instruct")  # idempotent
+    assert nb.cells[0].source == "# 04 · Stereotype profiles: smollm2-135m-instruct\n\nText."
+    assert nb.cells[1].source == "# Not the title"
+    shared = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Dictionaries")])
+    presentation.chapter_title(shared, "01_dictionaries")
+    assert shared.cells[0].source == "# 01 · Dictionaries"
+    unnumbered = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Data")])
+    presentation.chapter_title(unnumbered, "data", "m")
+    assert unnumbered.cells[0].source == "# Data"
+
+
+def test_reprs_leave_the_page_and_sentences_stay():
+    repr_out = nbformat.v4.new_output("execute_result", data={"text/plain": "{'top_k': None}"}, execution_count=1)
+    series = nbformat.v4.new_output("display_data", data={"text/plain": "a    1\nName: x, dtype: int64"})
+    table = nbformat.v4.new_output("display_data", data={"text/html": "<table></table>", "text/plain": "df"})
+    printed = nbformat.v4.new_output("stream", name="stdout", text="12 senses, 3 dimensions\n")
+    error = nbformat.v4.new_output("error", ename="E", evalue="v", traceback=[])
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("a", outputs=[printed, repr_out, table, series]),
+        nbformat.v4.new_code_cell("b", outputs=[repr_out, error])])
+    presentation.drop_reprs(nb)
+    assert nb.cells[0].outputs == [printed, table]
+    assert nb.cells[1].outputs == [repr_out, error]  # a cell that raised keeps what it showed
+
+
+def test_value_label_reads_identifiers_and_keeps_file_names():
+    label = rendering.value_label
+    assert label("chi2_yates") == "χ² with Yates' correction" and label("female_dominated") == "female-dominated"
+    assert label("hurdle_presence:gendered_words") == "hurdle: presence: gendered words"
+    assert label("Physician_Assistant") == "Physician Assistant"
+    assert label("a sentence, as it is") == "a sentence, as it is"
+    assert label("see profile_stats.csv") == "see profile_stats.csv"
+    assert rendering.cell_text("odds_ratio (completions)", "measure") == "odds ratio (completions)"
+
+
+def test_model_limitations_come_from_the_model_cards():
+    cards = [{"name": "smollm2-135m-instruct", "parameters": 134_515_008, "kind": "decoder", "dtype": "float32",
+              "source": "builtin"},
+             {"name": "minilm-l6", "parameters": 22_713_216, "kind": "encoder", "dtype": "float32",
+              "source": "builtin"}]
+    text = reproducibility.model_limitations(cards)
+    assert "This build profiles 2 models: smollm2-135m-instruct (134.5M parameters, decoder) and minilm-l6 " \
+           "(22.7M parameters, encoder)" in text
+    assert "1 of the 2 models ships as a quantised GGUF file" in text and "(Q4_1, analysed in float32)" in text
+    assert "Quantised" not in reproducibility.model_limitations(cards[1:])
+
+
+def test_relabel_brings_todays_labels_to_an_executed_table():
+    shown = rendering.table_html(pd.DataFrame({"test": ["chi2_yates"], "median_g": [0.5]}))
+    old = shown.replace(">Median g<", ">Median_g<").replace("χ² with Yates&#x27; correction", "chi2_yates")
+    assert presentation.relabel(old) == shown and presentation.relabel(shown) == shown
+    marked = '<td><mark class="lex-male">he</mark> said</td>'
+    assert presentation.relabel(marked) == marked  # a cell with markup is a sentence, left as it is

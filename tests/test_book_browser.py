@@ -14,6 +14,7 @@ the front page's first screen must show the findings chart.
 from __future__ import annotations
 
 import base64
+import html
 import json
 import os
 import re
@@ -27,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bias_utils import book, paths, results, runs
+from bias_utils import book, paths, rendering, results, runs, tables
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -160,7 +161,8 @@ CHART_STATE = """
   return charts.map(el => {
     const g = el.querySelector('svg.marks, canvas.marks, svg, canvas');
     const r = g ? g.getBoundingClientRect() : {width: 0, height: 0};
-    return {id: el.id, drawn: !!g, width: r.width, height: r.height, text: el.innerText.slice(0, 200)};
+    return {id: el.id, drawn: !!g && el.hasAttribute('data-fitted'), width: r.width, height: r.height,
+            text: el.innerText.slice(0, 200)};
   });
 })()
 """
@@ -249,27 +251,188 @@ def _page_name(html: Path, page: Path) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", page.relative_to(html).with_suffix("").as_posix())
 
 
-def test_every_page_renders_offline(quick_book, browser):
-    """Every page: charts drawn, no console error or network request, no machine path, no overflow."""
+#: What a chart shows a reader, per chart of a page: its drawn width against its box (and whether it says it
+#: scrolls), text under 11 px, discrete y axes without a label (a panel whose rows are not named), axis and
+#: legend labels cut short, and the legends' entries with their colours.
+CHARTS = r"""
+(() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main');
+  const out = {fit: [], small: [], unlabelled: [], cut: [], legends: []};
+  for (const el of article.querySelectorAll('.bias-vega-chart')) {
+    const figure = el.closest('figure');
+    const caption = figure && figure.querySelector('.bias-figure-number');
+    const name = caption ? caption.innerText.replace(/\.$/, '') : el.id;
+    // the drawing (and the actions menu's margin) against the box it may fill: its figure's width
+    const hint = el.previousElementSibling;
+    out.fit.push({chart: name, width: el.scrollWidth, box: Math.min(el.clientWidth, el.parentElement.clientWidth),
+                  scrolls: el.classList.contains('bias-chart-scrolls'),
+                  hint: !!(hint && hint.classList.contains('bias-scroll-hint') && hint.getClientRects().length)});
+    const svg = el.querySelector('svg');
+    if (!svg) continue;
+    for (const t of svg.querySelectorAll('text')) {
+      const size = parseFloat(getComputedStyle(t).fontSize);
+      if (t.textContent.trim() && size < 11) {
+        out.small.push(`${name}: ${size} px "${t.textContent.slice(0, 30)}"`);
+        break;
+      }
+    }
+    const cut = [...svg.querySelectorAll('g.role-axis-label text, g.role-legend-label text')]
+      .filter(t => t.textContent.trim().endsWith('…'));
+    if (cut.length) out.cut.push(`${name}: ${cut.length} labels cut, e.g. "${cut[0].textContent}"`);
+    for (const axis of svg.querySelectorAll('g.role-axis[aria-label]')) {
+      const label = axis.getAttribute('aria-label');
+      if (!/^Y-axis/.test(label) || !/discrete scale/.test(label)) continue;
+      if (![...axis.querySelectorAll('g.role-axis-label text')].some(t => t.textContent.trim()))
+        out.unlabelled.push(`${name}: ${label.slice(0, 100)}`);
+    }
+    for (const legend of svg.querySelectorAll('g.role-legend')) {
+      const symbols = [...legend.querySelectorAll('g.role-legend-symbol path')];
+      [...legend.querySelectorAll('g.role-legend-label text')].forEach((t, i) => {
+        const s = symbols[i];
+        const fill = s && s.getAttribute('fill');
+        const painted = fill && fill !== 'none' && fill !== 'transparent';
+        if (s) out.legends.push({label: t.textContent.trim(), chart: name,
+                                 colour: painted ? fill : s.getAttribute('stroke')});
+      });
+    }
+  }
+  return out;
+})()
+"""
+
+#: Visible text of a page's article (closed toggles, code and hidden elements aside; chart text included) that is
+#: program output: a snake_case identifier, a model id with its hash, a Python repr (a dict or list of strings, a
+#: pandas footer, a float in exponent notation, True/False, an object address). A file name is not one.
+PROGRAM_TEXT = r"""
+(() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main');
+  const hidden = el => el.closest('details:not([open]) > :not(summary)') || !el.getClientRects().length;
+  const patterns = [
+    [/\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b/, 'identifier'], [/--[0-9a-f]{8,}/, 'model id'],
+    [/[\[{]\s*'[^']*'\s*[,:\]}]/, 'repr'], [/\b(?:dtype|Name): /, 'pandas footer'],
+    [/\b\d(?:\.\d+)?e[-+]\d+\b/, 'exponent'], [/\b(?:True|False)\b/, 'Python boolean'],
+    [/ object at 0x/, 'repr']];
+  const found = [];
+  const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const el = node.parentElement;
+    if (el.closest('pre, code, script, style, noscript, .highlight, kbd') || hidden(el)) continue;
+    const text = node.textContent.replace(/[\w.\/-]+\.(?:csv|json|jsonl|parquet|svg|png|ipynb|md|py|txt)\b/g, '');
+    for (const [pattern, kind] of patterns) {
+      const m = text.match(pattern);
+      if (m && !ALLOWED.includes(m[0])) { found.push(`${kind} "${m[0]}" in "${text.trim().slice(0, 80)}"`); break; }
+    }
+  }
+  return found;
+})()
+"""
+#: Technical words a reader is meant to see as they are: the names of GGUF quantisations (a parameter or module
+#: name sits in code).
+ALLOWED_IDENTIFIERS = ["Q4_0", "Q4_1", "Q4_K_M", "Q5_K_M", "Q8_0"]
+
+
+def _read_pages(html: Path, browser: Browser, width: int, height: int, mobile: bool) -> dict[str, dict]:
+    """Every page of the book at ``width``: what the tests below check, per page (``problems``: console errors,
+    network requests, undrawn charts, machine paths, overflow and, on a phone, the reader's checks)."""
+    browser.resize(width, height, mobile=mobile)
+    read = {}
+    try:
+        for page in book_pages(html):
+            name = _page_name(html, page)
+            browser.open(page.as_uri())
+            charts = wait_for_charts(browser)
+            if mobile:
+                browser.screenshot(SCREENSHOTS / f"phone-{name}.png")
+            else:
+                browser.screenshot(SCREENSHOTS / f"{name}.png", {"x": 0, "y": 0, "width": 1280, "height": 900})
+            problems = browser.problems()
+            problems += [f"chart not drawn: {c}" for c in charts
+                         if not (c["drawn"] and c["width"] > 0 and c["height"] > 0)]
+            # Vega refers to SVG gradients as url(<this page's own address>#id): that is where the reader
+            # opened the page (a web server for a published book), not a path the build wrote into it.
+            dom = browser.evaluate("document.documentElement.outerHTML").replace(page.as_uri(), "<this page>")
+            text = page.read_text(encoding="utf-8") + dom
+            problems += [f"machine path {m!r} in the page" for m in machine_paths() if m in text]
+            problems += browser.evaluate(OVERFLOW) + (browser.evaluate(READER) if mobile else [])
+            program = browser.evaluate(f"(() => {{ const ALLOWED = {json.dumps(ALLOWED_IDENTIFIERS)}; "
+                                       f"return {PROGRAM_TEXT.strip()}; }})()")
+            read[name] = {"problems": problems, "charts": browser.evaluate(CHARTS), "program": program}
+    finally:
+        browser.resize(1280, 900)
+    return read
+
+
+@pytest.fixture(scope="module")
+def wide(quick_book, browser) -> dict[str, dict]:
+    """Every page read at 1280 × 900."""
     pages = book_pages(quick_book)
     assert len(pages) >= 10, f"expected the whole book, found {[p.name for p in pages]}"
-    failures = {}
-    for page in pages:
-        name = _page_name(quick_book, page)
-        browser.open(page.as_uri())
-        charts = wait_for_charts(browser)
-        browser.screenshot(SCREENSHOTS / f"{name}.png", {"x": 0, "y": 0, "width": 1280, "height": 900})
-        problems = browser.problems()
-        problems += [f"chart not drawn: {c}" for c in charts if not (c["drawn"] and c["width"] > 0 and c["height"] > 0)]
-        # Vega refers to SVG gradients as url(<this page's own address>#id): that is where the reader
-        # opened the page (a web server for a published book), not a path the build wrote into it.
-        dom = browser.evaluate("document.documentElement.outerHTML").replace(page.as_uri(), "<this page>")
-        text = page.read_text(encoding="utf-8") + dom
-        problems += [f"machine path {m!r} in the page" for m in machine_paths() if m in text]
-        problems += browser.evaluate(OVERFLOW)
-        if problems:
-            failures[name] = problems
+    return _read_pages(quick_book, browser, 1280, 900, mobile=False)
+
+
+@pytest.fixture(scope="module")
+def phone(quick_book, browser) -> dict[str, dict]:
+    """Every page read at 390 × 844, as a phone."""
+    return _read_pages(quick_book, browser, 390, 844, mobile=True)
+
+
+def test_every_page_renders_offline(wide):
+    """Every page: charts drawn, no console error or network request, no machine path, no overflow."""
+    failures = {name: r["problems"] for name, r in wide.items() if r["problems"]}
     assert failures == {}, json.dumps(failures, indent=1)
+
+
+#: At most this many charts of the whole book may need sideways scrolling on a phone (and they say so).
+MAX_SCROLLING_CHARTS = 2
+
+
+def test_charts_fit_their_box_or_say_that_they_scroll(wide, phone):
+    """No chart is wider than its box at 1280 px; at 390 px at most MAX_SCROLLING_CHARTS are, and each of those
+    scrolls inside its box with a visible line saying so."""
+    def over(read):
+        return {f"{name}: {c['chart']}": c for name, r in read.items() for c in r["charts"]["fit"]
+                if c["width"] > c["box"] + 1}
+
+    assert over(wide) == {}, json.dumps(over(wide), indent=1)
+    scrolling = over(phone)
+    assert len(scrolling) <= MAX_SCROLLING_CHARTS, json.dumps(scrolling, indent=1)
+    silent = {k: c for k, c in scrolling.items() if not (c["scrolls"] and c["hint"])}
+    assert silent == {}, f"charts wider than their box that do not say they scroll: {json.dumps(silent, indent=1)}"
+
+
+def test_chart_text_is_at_least_11_px_and_every_panel_labels_its_rows(wide, phone):
+    """Chart text >= 11 px, every discrete y axis labelled, no axis or legend label cut short ("…")."""
+    for read in (wide, phone):
+        cut = {name: r["charts"]["cut"] for name, r in read.items() if r["charts"]["cut"]}
+        assert cut == {}, json.dumps(cut, indent=1, ensure_ascii=False)
+        small = {name: r["charts"]["small"] for name, r in read.items() if r["charts"]["small"]}
+        assert small == {}, json.dumps(small, indent=1)
+        unlabelled = {name: r["charts"]["unlabelled"] for name, r in read.items() if r["charts"]["unlabelled"]}
+        assert unlabelled == {}, f"panels whose rows are not named: {json.dumps(unlabelled, indent=1)}"
+
+
+def test_one_colour_per_group_across_all_charts(wide):
+    """Every legend entry has one colour in every chart of the book, and the female side of every contrast
+    (female, female-dominated, female-majority) shares one colour, the male side another."""
+    colours: dict[str, set] = {}
+    where: dict[str, list] = {}
+    for name, r in wide.items():
+        for entry in r["charts"]["legends"]:
+            colours.setdefault(entry["label"], set()).add(entry["colour"].lower())
+            where.setdefault(entry["label"], []).append(f"{name}: {entry['chart']}")
+    assert colours, "no legend found in the book"
+    several = {label: sorted(c) for label, c in colours.items() if len(c) > 1}
+    assert several == {}, json.dumps({k: [v, where[k]] for k, v in several.items()}, indent=1)
+    sides = {side: {c for label, cs in colours.items() if re.fullmatch(rf"{side}(-\w+)?", label) for c in cs}
+             for side in ("female", "male")}
+    assert all(len(c) == 1 for c in sides.values()) and sides["female"] != sides["male"], sides
+    assert not [label for label in colours if "_" in label], "a legend shows a table's name, not its label"
+
+
+def test_no_program_text_on_any_page(wide):
+    """No snake_case identifier, hashed model id or Python repr in the visible text of any page."""
+    found = {name: r["program"] for name, r in wide.items() if r["program"]}
+    assert found == {}, json.dumps(found, indent=1, ensure_ascii=False)
 
 
 @pytest.mark.parametrize("name, pattern, min_charts", [
@@ -321,23 +484,71 @@ def test_front_page_opens_with_the_findings(quick_book, browser):
     assert state["sentences"] == len(model_parts) >= 1
 
 
+def test_every_column_a_chapter_shows_has_a_label(quick_book):
+    """The label map one way: every column a table of the book shows (its header's data-column) that is a
+    results table's column or a name with an underscore has its entry in rendering.LABELS, so no header is a
+    rule's guess at a table's name (a pivoted value heading a column, a dimension or a layer, reads as it is; the
+    other way: tests/test_book.py)."""
+    declared = {c for t in tables.TABLES.values() for c in t.columns}
+    shown: dict[str, str] = {}
+    for page in book_pages(quick_book):
+        for column in re.findall(r'data-column="([^"]*)"', page.read_text(encoding="utf-8")):
+            shown.setdefault(html.unescape(column), page.relative_to(quick_book).as_posix())
+    assert shown, "no table of the book names its columns"
+    unlabelled = {column: page for column, page in sorted(shown.items())
+                  if (column in declared or "_" in column) and column not in rendering.LABELS}
+    assert unlabelled == {}, json.dumps(unlabelled, indent=1)
+
+
+FINDINGS = """
+(() => {
+  const section = document.getElementById('findings');
+  const bullets = [...section.querySelectorAll(':scope > ul > li')];
+  const table = [...document.querySelectorAll('article table')].find(t => /reading/.test(t.innerText));
+  const rows = table ? [...table.querySelectorAll('tbody tr')] : [];
+  return [...bullets, ...rows].map(el => ({text: el.innerText, links: [...el.querySelectorAll('a')].map(a => a.href)}));
+})()
+"""
+ARTICLE_TEXT = "(document.querySelector('article.bd-article') || document.querySelector('main')).innerText"
+#: A number as the book prints an estimate, a p value or a count: with a decimal point or thousands separators.
+PRINTED_NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+")
+
+
+def test_front_page_numbers_are_the_chapters_numbers(quick_book, browser):
+    """Every number of a front-page finding (its bullets and the table of readings) is printed, the same, in the
+    chapters it links to (the table's rows: in the chapters the bullets link to): one rounding for both."""
+    browser.open((quick_book / "index.html").as_uri())
+    findings = browser.evaluate(FINDINGS)
+    chapters: dict[str, str] = {}
+
+    def text_of(url: str) -> str:
+        page = url.split("#")[0]
+        if page not in chapters:
+            browser.open(page)
+            chapters[page] = browser.evaluate(ARTICLE_TEXT)
+        return chapters[page]
+
+    linked = sorted({u.split("#")[0] for f in findings for u in f["links"] if "/models/" in u})
+    assert linked, f"no front-page finding links to a chapter: {findings}"
+    missing = {}
+    for finding in findings:
+        urls = [u for u in finding["links"] if "/models/" in u] or linked
+        where = " ".join(text_of(u) for u in urls)
+        shown = set(PRINTED_NUMBER.findall(where))
+        absent = [n for n in PRINTED_NUMBER.findall(finding["text"]) if n not in shown]
+        if absent:
+            missing[finding["text"][:100]] = absent
+    assert missing == {}, json.dumps(missing, indent=1, ensure_ascii=False)
+
+
 #: What a reader of a page on a phone sees, checked in the article's visible part (closed toggles,
-#: code and hidden elements aside): chart text size after any scaling, numbers in table cells split
-#: over lines, figures without caption or alt text, missing-value words and snake_case table headers.
+#: code and hidden elements aside): numbers in table cells split over lines, figures without caption or
+#: alt text, missing-value words and snake_case table headers.
 READER = r"""
 (() => {
   const article = document.querySelector('article.bd-article') || document.querySelector('main');
   const visible = el => el.offsetParent !== null && !el.closest('details:not([open]) > :not(summary)');
   const found = [];
-  for (const svg of article.querySelectorAll('.bias-vega-chart svg')) {
-    const scale = svg.getBoundingClientRect().width / (svg.width.baseVal.value || 1);
-    for (const t of svg.querySelectorAll('text')) {
-      const size = parseFloat(getComputedStyle(t).fontSize) * scale;
-      if (t.textContent.trim() && size < 9) {
-        found.push(`chart text ${size.toFixed(1)} px: "${t.textContent.slice(0, 30)}"`); break;
-      }
-    }
-  }
   const number = /^[-−+<≤>≥]?\s*[0-9][0-9.,]*(e[-+]?[0-9]+)?%?$/;
   for (const td of article.querySelectorAll('td')) {
     const text = td.innerText.trim();
@@ -376,21 +587,9 @@ READER = r"""
 """
 
 
-def test_every_page_reads_on_a_phone(quick_book, browser):
-    """Every page at 390 px: chart text >= 9 px, no number split over lines in a table cell, every chart a
-    numbered figure with a caption, alt text and a static image, no NaN/None/Missing in the visible text,
-    no snake_case header in a visible table, no sideways scrolling of the page."""
-    browser.resize(390, 844, mobile=True)
-    try:
-        failures = {}
-        for page in book_pages(quick_book):
-            name = _page_name(quick_book, page)
-            browser.open(page.as_uri())
-            wait_for_charts(browser)
-            browser.screenshot(SCREENSHOTS / f"phone-{name}.png")
-            problems = browser.evaluate(READER) + browser.evaluate(OVERFLOW)
-            if problems:
-                failures[name] = problems
-    finally:
-        browser.resize(1280, 900)
+def test_every_page_reads_on_a_phone(phone):
+    """Every page at 390 px: no number split over lines in a table cell, every chart a numbered figure with a
+    caption, alt text and a static image, no NaN/None/Missing in the visible text, no snake_case header in a
+    visible table, no sideways scrolling of the page (chart text size: above)."""
+    failures = {name: r["problems"] for name, r in phone.items() if r["problems"]}
     assert failures == {}, json.dumps(failures, indent=1)

@@ -197,7 +197,7 @@ def test_permutation_floor_and_unreadable_axes_in_the_reading():
     within = result[result.analysis == "within_category"]
     assert within.p.eq(0.01).all() and within.p_floor.eq(0.01).all()
     lines = completions.describe_completion_stats(result)
-    assert "permutation p ≤ 1/100 = 0.01" in lines[2] and "95% CI" not in lines[2]
+    assert "permutation p ≤ 1/100, Holm p ≤ 0.02" in lines[2] and "95% CI" not in lines[2]
     assert lines[1].endswith("the completion narrows the gap its prompt alone already shows.")
     assert sum(line.startswith("**") for line in lines) == 2
 

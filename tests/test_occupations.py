@@ -134,12 +134,12 @@ def test_headline_reads_the_primary_row_and_the_published_selection(published):
     assert "(200 replicates, each bound to its Monte Carlo error)" in text
     assert occupations.estimate_text(h) in text and occupations.estimate_text(h, "published") in text
     shown = occupations.headline_rows(head).set_index("analysis")
-    assert shown.iloc[0]["odds ratio"] == rendering.readable_number(h["odds_ratio"])  # one rounding for both
+    assert shown.iloc[0]["odds ratio"] == precision.number_text(h["odds_ratio"])  # one rounding for both
     assert shown.iloc[3]["95% CI"] == f"{low} to {high}"
     assert "the audit's own interval, every word independent, is 10.07 to 60.37." in text
     assert occupations.headline_sentence(head.iloc[0:0]) == "" and occupations.headline(head.iloc[0:0]) == {}
     drifting = {**h, "odds_ratio": float(np.exp(462.0)), "ci_low": 2.2, "ci_high": np.inf, "p": 0.01}
-    want = f"odds ratio unbounded (separation), 95% CI {rendering.readable_number(2.2)} to "
+    want = f"odds ratio unbounded (separation), 95% CI {precision.interval_text(2.2, np.inf)} (profile"
     assert occupations.estimate_text(drifting).startswith(want)
     with pytest.raises(ValueError, match="one model"):
         occupations.headline(pd.concat([head, head]))

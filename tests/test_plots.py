@@ -208,3 +208,13 @@ def test_every_chart_has_alt_text_and_a_caption_that_explains_its_marks(table):
         assert len(alt_text) > 30 and len(caption) > 80, alt_text
     # composed with others (as crossmodel.profile_grid does), the charts stay valid Vega-Lite
     assert json.loads(__import__("altair").vconcat(*charts).to_json())["vconcat"][0]["description"]
+
+
+def test_a_group_has_one_colour_by_its_name_never_by_its_position():
+    female = plots.group_scale(["female_dominated", "male_dominated"])
+    male_first = plots.group_scale(["male-dominated", "female-dominated"])
+    assert female.domain == ["female-dominated", "male-dominated"]  # the display labels the data must hold
+    assert dict(zip(female.domain, female.range)) == dict(zip(male_first.domain, male_first.range))
+    assert plots.group_color("female-majority") == plots.group_color("female") != plots.group_color("male")
+    # a group without a fixed colour gets one by its name: the same in any chart
+    assert plots.group_scale(["nonbinary", "male"]).range[0] == plots.group_scale(["female", "nonbinary"]).range[1]

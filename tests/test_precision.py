@@ -89,3 +89,23 @@ def test_mc_round_edges():
         precision.percentile_bounds(np.ones((3, 3)))
     with pytest.raises(ParameterError, match="level"):
         precision.percentile_bounds(np.arange(10.0), level=95)
+
+
+def test_one_rule_per_quantity():
+    """Each quantity by its own rule, the same wherever it is printed (golden strings by hand)."""
+    assert [precision.number_text(x) for x in (0.8549, 0.8551, -0.12, 15.4, 199.64, 1793.2, 0.004, 0, -0.0001)] == \
+        ["0.85", "0.86", "−0.12", "15.40", "199.6", "1,793", "0.0040", "0", "−0.00010"]
+    assert precision.number_text(12) == "12" and precision.number_text(float("nan")) == "–"
+    assert precision.number_text(6.789e200) == "6.8 × 10²⁰⁰" and precision.number_text(-2.5e-7) == "−0.00000025"
+    assert precision.interval_text(0.3, 6.789e200, 2.1) == "0.30 to 6.8 × 10²⁰⁰"
+    assert precision.number_text(0.5, signed=True) == "+0.50" and precision.number_text(-0.5, signed=True) == "−0.50"
+    assert [precision.p_text(p) for p in (0.0087, 0.00087, 0.21, 1.0, 0.05, 0.001)] == \
+        ["0.0087", "< 0.001", "0.21", "1", "0.05", "0.001"]
+    assert precision.p_text(0.0087, relation=True) == "= 0.0087" and precision.p_text(1e-9, relation=True) == "< 0.001"
+    assert [precision.count_text(n) for n in (1525, 1525.0, 12, 1234567)] == ["1,525", "1,525", "12", "1,234,567"]
+    assert precision.percent_text(0.714) == "71%"
+    # an interval at its estimate's decimals, never more than a bound's own size gives
+    assert precision.interval_text(0.949, 1.41, 1.15) == "0.95 to 1.41"
+    assert precision.interval_text(3.24, 1793.0, 199.6) == "3.2 to 1,793"
+    assert precision.interval_text(-0.84, -0.28, -0.56) == "−0.84 to −0.28"
+    assert precision.interval_text(0.31, 0.69, 0.5, "–") == "0.31–0.69"

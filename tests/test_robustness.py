@@ -135,7 +135,7 @@ def test_token_regression_and_verdict_on_a_confounded_slice():
     gaps = pd.DataFrame([{"population": "names", "dimension": "warmth", "template_set": t, "effect_size": 1.0,
                           "ci_low": 0.5, "ci_high": 1.5, "p": 0.001, "p_adj": 0.002} for t in ("not_first", "lead_in")])
     text = rb.name_gap_verdict(summary, reg, gaps, dimensions=["warmth"])
-    assert "does not survive" in text and "50% of 4 specifications" in text and "joint test p ≤ 0.00498" in text
+    assert "does not survive" in text and "50% of 4 specifications" in text and "joint test p ≤ 1/201" in text
     # the same gap among words that all take one token: nothing to control, the gap survives
     reg1 = tokenisation.token_regression(values.assign(z=z - tokens + 3.0 * female), words.assign(n_tokens=1))
     assert set(reg1["model"]) == {"gender", "one-token words"}

@@ -236,8 +236,11 @@ def test_ols_matches_linregress_and_pingouin():
 
 
 def test_permutation_p_text_at_its_floor():
-    assert stats.permutation_p_text(1 / 201, 200) == "≤ 0.00498"
+    assert stats.permutation_p_text(1 / 201, 200) == "≤ 1/201"
     assert stats.permutation_p_text(0.21, 200) == "= 0.21"
+    assert stats.permutation_p_text(1 / 10000, 9999) == "≤ 1/10,000"
+    assert stats.permutation_p_text(0.0123, 9999) == "= 0.012"
+    assert stats.permutation_p_text(0.0005, 9999) == "< 0.001"
 
 
 def test_permutation_p_counts_ties_and_never_goes_below_its_floor():
@@ -263,11 +266,6 @@ def test_permutation_p_is_valid_under_the_null():
     for alpha in (0.05, 0.1, 0.5):
         assert (p <= alpha).mean() <= alpha + 0.02
     assert p.min() == pytest.approx(1 / 20)
-
-
-def test_permutation_p_text_as_a_fraction():
-    assert stats.permutation_p_text(1 / 10000, 9999, fraction=True) == "≤ 1/10,000"
-    assert stats.permutation_p_text(0.0123, 9999, fraction=True, number="{:.2f}".format) == "= 0.01"
 
 
 def test_group_tests_runs_a_dict_of_tests_and_column_test_gives_the_scalar_numbers():

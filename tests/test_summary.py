@@ -120,12 +120,12 @@ def test_summary_table_reads_every_model(results, published):
         h.odds_ratio, h.ci_low, h.ci_high, h.published_odds_ratio)
     assert (dec.n_gendered_completions, dec.n_completions) == (h.n_gendered_completions, h.n_completions)
     assert dec.sentence == (
-        "female names higher on warmth (g = 1.00, 95% CI 0.20 to 1.80, Holm p = 0.010; as Schuster et al. 2024 "
+        "female names higher on warmth (g = 1.00, 95% CI 0.20 to 1.80, Holm p = 0.01; as Schuster et al. 2024 "
         "found; axis supported; 12% of 96 analysis specifications agree with the paper and are significant "
-        "(joint test p = 0.0199)); no name gap shown on competence (g = −0.50, 95% CI −1.30 to 0.30, "
-        "Holm p = 0.300; axis supported). " + occupations.headline_sentence(published[1]))
+        "(joint test p = 0.02)); no name gap shown on competence (g = −0.50, 95% CI −1.30 to 0.30, "
+        "Holm p = 0.3; axis supported). " + occupations.headline_sentence(published[1]))
     assert enc.sentence == (
-        "male names higher on warmth (g = −0.90, 95% CI −1.70 to −0.10, Holm p = 0.010; opposite to Schuster et al. "
+        "male names higher on warmth (g = −0.90, 95% CI −1.70 to −0.10, Holm p = 0.01; opposite to Schuster et al. "
         "2024; axis supported); no reading on competence: its axis is not shown to beat its null (AUC 0.58, null "
         "95% band 0.31–0.71, p = 0.21; n 40 high / 12 low; detectable AUC 0.71) (g = 1.20, 95% CI 0.40 to 2.00, "
         "Holm p = 0.001). An encoder: it writes no text to audit.")
@@ -142,12 +142,12 @@ def test_findings_bullets_name_model_direction_size_and_what_is_not_shown(result
     assert warmth == (
         "**Warmth of first names.** Female first names sit closer to the warm end than male names in "
         "{doc}`dec </models/dec--1--fp32/04_profiles>` (by 1.00 standard deviations, 95% CI 0.20 to 1.80, "
-        "Holm p = 0.010), as Schuster et al. 2024 found. Male first names sit closer to the warm end than female "
+        "Holm p = 0.01), as Schuster et al. 2024 found. Male first names sit closer to the warm end than female "
         "names in {doc}`enc </models/enc--2--fp32/04_profiles>` (by 0.90 standard deviations, 95% CI 0.10 to 1.70, "
-        "Holm p = 0.010), the opposite of Schuster et al. 2024. Not read in "
+        "Holm p = 0.01), the opposite of Schuster et al. 2024. Not read in "
         "{doc}`new </models/new--4--fp32/03_projection_accuracy>`: the warmth axis has no verdict in this build.")
     assert ("No gap is shown in {doc}`dec </models/dec--1--fp32/04_profiles>` (female − male −0.50 standard "
-            "deviations, 95% CI −1.30 to 0.30, Holm p = 0.300)") in competence
+            "deviations, 95% CI −1.30 to 0.30, Holm p = 0.3)") in competence
     assert ("Not read in {doc}`enc </models/enc--2--fp32/03_projection_accuracy>`: the competence axis is not shown "
             "to sort words by competence better than axes from shuffled word lists") in competence
     # models whose axes are not read for the same reason share one clause
@@ -155,7 +155,8 @@ def test_findings_bullets_name_model_direction_size_and_what_is_not_shown(result
     assert two.endswith("Not read in {doc}`dec </models/dec--1--fp32/03_projection_accuracy>`, {doc}`enc "
                         "</models/enc--2--fp32/03_projection_accuracy>` and {doc}`new </models/new--4--fp32/"
                         "03_projection_accuracy>`: the warmth axis has no verdict in this build.")
-    assert units == "**What counts as an occupation.** " + occupation_units.describe_units(published[2])
+    assert units == ("**What counts as an occupation** ({doc}`how the audit decides it </models/dec--1--fp32/"
+                     "06_bold_audit>`). " + occupation_units.describe_units(published[2]))
     h = occupations.headline(published[1])
     assert writing.startswith("**Writing about occupations (BOLD).** In {doc}`dec </models/dec--1--fp32/06_bold_audit>`"
                               ", gendered words about a typical male-dominated occupation are more often male than "
@@ -166,7 +167,9 @@ def test_findings_bullets_name_model_direction_size_and_what_is_not_shown(result
     assert writing.endswith("; enc writes no text (encoder); new has no audit results.")
     assert "independent" not in writing  # the audit's Wald interval is never a finding
     assert caveat.startswith("**Not shown is not absent.**")
-    assert "{doc}`dec </models/dec--1--fp32/10_robustness>`, warmth: 12% of 96 specifications" in caveat
+    # a clause per model, each share naming its dimension: a sentence that parses
+    assert caveat.endswith("the share of its specifications that agree with Schuster et al. 2024 and are significant "
+                           "is 12% of 96 on warmth in {doc}`dec </models/dec--1--fp32/10_robustness>`.")
 
 
 def test_summary_chart_draws_gaps_and_the_occupation_interval(results):
@@ -189,7 +192,8 @@ def test_summary_chart_draws_gaps_and_the_occupation_interval(results):
     alt_text, caption = rendering.figure_text(spec)
     assert alt_text == ("Dot plots of the female − male gaps on warmth and competence for names and terms per model, "
                         "beside the BOLD audit's odds ratio per model that writes, with 95% confidence intervals.")
-    assert caption.startswith("A row per model. In the names and terms panels, a dot is the female − male gap")
+    assert caption.startswith("A row per model, named in every panel. In the names and terms panels, a dot is the "
+                              "female − male gap")
     assert "In the last panel" in caption and "A faint gap" in caption
     assert "In the last panel" not in rendering.figure_text(summary.summary_chart(gaps, head.iloc[0:0]).to_dict())[1]
     with pytest.raises(ValueError, match="no profile gaps"):
@@ -238,7 +242,7 @@ def test_link_bullet_gives_each_models_within_field_slope_and_says_when_its_inte
         "male-dominated occupations; in {doc}`new </models/new--4--fp32/11_intrinsic_extrinsic>`, within BOLD "
         "category and group a link between where the model places an occupation on its female − male direction "
         "and the female words it writes about it is not shown (−0.05 log-odds per SD, 95% CI −0.40 to 0.30, "
-        "likelihood-ratio p = 0.800, n = 60 occupations, sampled word counts); pooled over both groups, Spearman "
+        "likelihood-ratio p = 0.8, n = 60 occupations, sampled word counts); pooled over both groups, Spearman "
         "ρ = 0.10 (95% CI −0.10 to 0.30), mostly the difference between female- and male-dominated occupations; "
         "enc writes no text (encoder).")
     # a direction that failed the check against the BLS share is named as such, with no number

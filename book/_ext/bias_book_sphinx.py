@@ -10,6 +10,9 @@
   icons (the theme's buttons) from the Font Awesome webfonts, and this book has
   no custom icon, so the script tag is left out of every page. The vega bundle (0.9 MB) is left
   out of the pages that draw no chart.
+- The theme loads the search index (``searchindex.js``, the whole book's words) on every page, for a
+  search-as-you-type box this book does not enable; the search button leads to the search page, which
+  loads it itself, so every other page leaves it out.
 - A chart's static image (``figures/<hash>.svg`` beside its page, shown inside ``<noscript>``) is
   referenced from raw HTML, which Sphinx does not follow: the ``figures`` folders are copied into
   the site at the same place relative to their page.
@@ -49,8 +52,16 @@ def _copyright_year(app, config):
     config.copyright = str(build_year())
 
 
+#: The theme's search index tag (``<script src="…searchindex.js"></script>``).
+SEARCH_INDEX_SCRIPT = re.compile(r'<script\b[^>]*\bsrc="[^"]*searchindex\.js"[^>]*>\s*</script>\s*')
+
+
 def without_icon_script(html: str) -> str:
     return ICON_SCRIPT.sub("", html)
+
+
+def without_search_index(html: str) -> str:
+    return SEARCH_INDEX_SCRIPT.sub("", html)
 
 
 def _drop_icon_script(app):
@@ -60,7 +71,12 @@ def _drop_icon_script(app):
     if app.builder.format != "html" or templates is None:
         return
     render = templates.render
-    templates.render = lambda template, context: without_icon_script(render(template, context))
+
+    def rendered(template, context):
+        page = without_icon_script(render(template, context))
+        return page if context.get("pagename") == "search" else without_search_index(page)
+
+    templates.render = rendered
 
 
 def copy_figures(srcdir, outdir) -> list[Path]:
