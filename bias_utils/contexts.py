@@ -75,7 +75,7 @@ from .context_filters import (
     usable_contexts,
 )
 from .dictionaries import ensure_sense_ids, wordnet_contexts
-from .errors import ParameterError
+from .errors import ParameterError, check_positive_int, check_seed
 from .paths import InputPathError, resolve_input
 from .registry import Registry
 from .wordnet import wordnet
@@ -83,7 +83,7 @@ from .wordnet import wordnet
 __all__ = [
     "ContextError", "ContextSet", "DEFAULT_CORPORA", "DROP_COLUMNS", "GENERATION_INSTRUCTION",
     "PUBLISHED_GENERATED_KEY", "SENSE_CLAUSE", "SKIP_COLUMNS", "SourceRequest", "TABLE_COLUMNS", "build_contexts",
-    "context_source", "source_names",
+    "check_request", "check_source_names", "context_source", "source_names",
     "context_report", "crop", "generation_prompt", "load_corpus", "prepare_dictionary", "published_generated_contexts",
     "DEFAULT_GENERATOR", "GENERATED_COLUMNS", "generate_usable", "describe_generation", "generation_report",
     "require_generator",
@@ -275,11 +275,15 @@ def _definition(sense: pd.Series):
 
 
 def unpublished_senses(dictionary: pd.DataFrame) -> pd.DataFrame:
-    """The senses of ``dictionary`` without published generated contexts (term + synset): those the
-    ``generated`` source has to generate (none in the seed dictionary; every row of a user dictionary)."""
+    """The senses of ``dictionary`` without published generated contexts (term + synset) and without contexts of
+    their own that contain the term: those the ``generated`` source has to generate (none in the seed dictionary;
+    every row of a user dictionary that gives no sentences)."""
     d = prepare_dictionary(dictionary)
     published = published_generated_contexts()
-    return d[[f"{t} - {_synset_of(s)}" not in published for t, (_, s) in zip(d["term"], d.iterrows())]]
+    own = [any(contains_term(c, s["term"]) for c in _as_list(s["contexts"])) if "contexts" in d.columns else False
+           for _, s in d.iterrows()]
+    return d[[f"{t} - {_synset_of(s)}" not in published and not o
+              for t, (_, s), o in zip(d["term"], d.iterrows(), own)]]
 
 
 def require_generator(dictionary: pd.DataFrame, generator=DEFAULT_GENERATOR) -> pd.DataFrame:
@@ -377,10 +381,27 @@ def _generated_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
             rows += _rows(sense, kept[:request.n_contexts], origin, "generated")
         else:
             skipped.append(_skip(sense, "generated", "every published context was dropped by the gender filter"))
+    # A user's own sentences for a sense without published contexts are its contexts, as given (none generated).
+    own, notes = [], []
+    for i in missing:
+        sense = d.loc[i]
+        given = _as_list(sense["contexts"]) if "contexts" in d.columns else []
+        usable = [c for c in given if contains_term(c, sense["term"])]
+        dropped += [{"sense_id": sense["sense_id"], "term": sense["term"], "context": c, "context_source": "user",
+                     "reason": "the dictionary's own context does not contain the term"}
+                    for c in given if c not in usable]
+        if usable:
+            own.append(i)
+            rows += _rows(sense, usable[:request.n_contexts], _own_origin(sense), "generated")
+    if own:
+        notes.append({"item": "user contexts", "status": "used",
+                      "detail": f"{len(own)} sense(s) without published contexts have their own in the dictionary, "
+                                f"used as given and not generated: {', '.join(d.loc[own, 'term'].head(8))}"})
+        missing = [i for i in missing if i not in own]
     if missing and request.fill_generator is None:
         skipped += [_skip(sense, "generated", "no published generated context for this term + synset; pass model= "
                           "or fill_generator= to generate new ones") for _, sense in d.loc[missing].iterrows()]
-    out = _finish(rows, skipped, dropped)
+    out = _finish(rows, skipped, dropped, notes)
     if not missing or request.fill_generator is None:
         return out
     require_generator(d.loc[missing], request.fill_generator)
@@ -394,7 +415,13 @@ def _generated_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
     table = table.iloc[np.argsort(table["sense_id"].map(order).to_numpy(), kind="stable")].reset_index(drop=True)
     new.table, new.skipped = table, pd.concat([out.skipped, new.skipped], ignore_index=True)
     new.dropped = pd.concat([out.dropped, new.dropped], ignore_index=True)
+    new.notes = pd.concat([out.notes, new.notes], ignore_index=True)
     return new
+
+
+def _own_origin(sense: pd.Series) -> str:
+    origin = sense.get("context_source")
+    return origin if isinstance(origin, str) and origin else "user (the dictionary's own)"
 
 
 def generation_report(contexts: ContextSet) -> pd.DataFrame:
@@ -501,6 +528,47 @@ def _no_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
 
 # ---------------------------------------------------------------- entry points
 
+def check_source_names(sources, name: str = "sources") -> tuple[str, ...]:
+    """``None`` (every registered context source, :func:`source_names`) or a non-empty list of them; a
+    :class:`ParameterError` names ``name``."""
+    if sources is None:
+        return source_names()
+    if isinstance(sources, str) or not isinstance(sources, (list, tuple)) or not sources:
+        raise ParameterError(f"{name} must be None or a non-empty list of context sources, got {sources!r}")
+    unknown = [s for s in sources if s not in _SOURCES]
+    if unknown:
+        raise ParameterError(f"{name} must be context sources among {', '.join(source_names())}, got {unknown[0]!r}")
+    return tuple(sources)
+
+
+def check_request(dictionary: pd.DataFrame, source: str = "generated", n_contexts=5, seed=0, *, model=None,
+                   fill_generator="default", names: tuple[str, str] = ("source", "model")) -> pd.DataFrame:
+    """:func:`build_contexts`' parameters, checked before any model loads, and the prepared dictionary
+    (:func:`prepare_dictionary`). A :class:`ParameterError` names the parameter (``names``: what the caller calls
+    the source and the generating model, e.g. ``("context_source", "generator")``): an unknown source, a count or
+    seed out of range, a dictionary without its columns, and with ``"generated"`` a generator that cannot write
+    text (read from its config) or a built-in one that is not installed (:func:`require_generator`;
+    ``fill_generator="default"``: :data:`DEFAULT_GENERATOR`)."""
+    if source not in _SOURCES:
+        raise ParameterError(f"{names[0]} must be one of {', '.join(source_names())}, got {source!r}")
+    check_positive_int(n_contexts, "n_contexts")
+    check_seed(seed)
+    try:
+        d = prepare_dictionary(dictionary)
+    except ContextError as exc:
+        raise ParameterError(f"dictionary: {exc}") from None
+    if source == "generated":
+        fill_generator = DEFAULT_GENERATOR if fill_generator == "default" else fill_generator
+        generator = model if model is not None else fill_generator
+        todo = require_generator(d, generator) if generator is not None else ()
+        if model is not None or len(todo):
+            from .models import check_model  # deferred: torch, needed only where contexts are generated
+
+            check_model(generator, names[1] if model is not None else "generator", need="generate",
+                        what="generating contexts")
+    return d
+
+
 def build_contexts(dictionary: pd.DataFrame, source: str = "generated", n_contexts: int = 5, seed: int = 0,
                    model=None, corpus=None, *, generation: dict | None = None,
                    max_words: int | None = 40, gender_filter: bool | None = None,
@@ -518,15 +586,12 @@ def build_contexts(dictionary: pd.DataFrame, source: str = "generated", n_contex
     published ones as published; ``True``/``False`` force it either way.
     ``fill_generator`` (``generated`` without ``model``): the model that generates
     contexts for senses without published ones (:func:`unpublished_senses`), the
-    same way as ``model``; ``None`` leaves them skipped. A built-in generator
-    that is not installed is a ``ParameterError`` before any model loads.
+    same way as ``model``; ``None`` leaves them skipped. Every parameter is
+    checked first (:func:`check_request`), before any model loads.
     """
-    if source not in _SOURCES:
-        raise ContextError(f"unknown context source {source!r}; choose one of {source_names()}")
-    if not isinstance(n_contexts, (int, np.integer)) or n_contexts < 1:
-        raise ContextError(f"n_contexts must be a positive integer, got {n_contexts!r}")
+    d = check_request(dictionary, source, n_contexts, seed, model=model, fill_generator=fill_generator)
     request = SourceRequest(n_contexts, seed, model, corpus, generation, max_words, gender_filter, fill_generator)
-    return _SOURCES[source](prepare_dictionary(dictionary), request)
+    return _SOURCES[source](d, request)
 
 
 def context_report(contexts: pd.DataFrame | ContextSet, senses: pd.DataFrame | None = None) -> pd.DataFrame:

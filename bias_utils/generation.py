@@ -103,8 +103,8 @@ from . import paths
 from .cache import append_jsonl, atomic_write_json, file_lock, read_jsonl, read_npz, stable_hash, write_npz
 from .decoding import EXPECTED_COLUMNS, STATE_PARTS, lexicon_token_ids, run_transformers
 from .endpoints import OpenAIEndpoint, run_http
-from .errors import check_generation
-from .models import resolve_model
+from .errors import check_generation, check_max_new_tokens
+from .models import check_model, resolve_model
 from .sampling import ScreenedHead
 
 __all__ = ["COLUMNS", "SCREEN_MIN_VOCAB", "completion_states", "generate"]
@@ -178,6 +178,8 @@ def generate(
         raise ValueError(f"empty prompt(s) for prompt_id {empty[:10]}{' ...' if len(empty) > 10 else ''}: nothing to "
                          f"condition on")
 
+    facts = check_model(model, need="generate", what="generate")  # the kind and context length from the config
+    check_max_new_tokens(max_new_tokens, facts.context_length, repr(facts.name))
     model = resolve_model(model, need="generate")
     is_http = isinstance(model, OpenAIEndpoint)
     use_chat = chat or (is_http and model.mode == "chat")

@@ -46,15 +46,16 @@ import pandas as pd
 from scipy import stats as sps
 
 from . import mixed, occupation_units, plots, rendering, tables
-from .errors import ParameterError, is_number
+from .errors import ParameterError, check_seed, is_number
 from .gender_direction import VALIDITY_VERDICTS, noun_positions
-from .profiles import DEFAULT_TEMPLATES
+from .profiles import DEFAULT_TEMPLATES, check_word_projection
 from .results import display_name, write_table
-from .stats import correlation_rows, ols, results_table
+from .stats import check_n_boot, correlation_rows, ols, results_table
 
 __all__ = [
     "BETWEEN", "CONTINUITY", "INTRINSIC_MEASURES", "LINK_OCCUPATIONS_TABLE", "LINK_SKIPPED_TABLE",
-    "LINK_STATISTICS_TABLE", "OCCUPATION_COLUMNS", "PRIMARY", "LinkResult", "check_correction", "describe_link",
+    "LINK_STATISTICS_TABLE", "OCCUPATION_COLUMNS", "PRIMARY", "LinkResult", "check_correction", "check_link",
+    "describe_link",
     "extrinsic_table", "intrinsic_table", "link_chart", "link_reading", "link_statistics", "occupation_noun",
     "run_link",
 ]
@@ -85,6 +86,25 @@ def check_correction(correction) -> float:
         raise ParameterError(f"correction must be a number > 0 (the continuity correction of the log-odds; "
                              f"{CONTINUITY} is Haldane–Anscombe), got {correction!r}")
     return float(correction)
+
+
+def check_link(model, *, layer="mean", correction=CONTINUITY, n_boot=1000, seed=0, templates=None,
+               direction_verdict=None, layers=None) -> None:
+    """:func:`run_link`'s parameters, checked before any model loads (chapter 11's check calls it too): the model
+    and ``layer`` against ``layers`` (the basis's; default: the model's, from its config) and ``templates``
+    (``profiles.check_word_projection``), :func:`check_correction`, ``n_boot`` (``stats.check_n_boot``), ``seed``
+    and ``direction_verdict`` (``None`` or one of ``gender_direction.VALIDITY_VERDICTS``)."""
+    check_word_projection(model, layer, templates, layers=layers, what="the intrinsic measure (hidden states)")
+    check_correction(correction)
+    check_n_boot(n_boot)
+    check_seed(seed)
+    _check_verdict(direction_verdict)
+
+
+def _check_verdict(direction_verdict) -> None:
+    if direction_verdict is not None and direction_verdict not in VALIDITY_VERDICTS:
+        raise ParameterError(f"direction_verdict must be one of {VALIDITY_VERDICTS} or None, got "
+                             f"{direction_verdict!r}")
 
 
 def occupation_noun(occupation: str) -> str:
@@ -247,9 +267,7 @@ def link_statistics(table: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
     given), ``readable`` (False on the gender-direction rows unless that verdict is ``supported``),
     ``primary`` (the row :data:`PRIMARY` names) and ``note``."""
     measure = table["extrinsic_measure"].iloc[0] if len(table) else ""
-    if direction_verdict is not None and direction_verdict not in VALIDITY_VERDICTS:
-        raise ParameterError(f"direction_verdict must be one of {VALIDITY_VERDICTS} or None, got "
-                             f"{direction_verdict!r}")
+    _check_verdict(direction_verdict)
     rows: dict[str, list] = {test: [] for test in _TESTS}
     for intrinsic in INTRINSIC_MEASURES:
         t = table.dropna(subset=[intrinsic, "log_odds"])
@@ -454,7 +472,10 @@ def run_link(model, metrics: pd.DataFrame, basis, *, layer="mean", correction: f
 
     The occupations table has one row per occupation with both measures (:data:`OCCUPATION_COLUMNS`):
     ``noun`` (as embedded), ``n_templates`` (templates it was located in), ``gender_position``,
-    ``warmth``, ``competence`` (module docstring), then :func:`extrinsic_table`'s columns."""
+    ``warmth``, ``competence`` (module docstring), then :func:`extrinsic_table`'s columns. The parameters are
+    checked first (:func:`check_link`), before any model loads."""
+    check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed, templates=templates,
+               direction_verdict=direction_verdict, layers=basis.layers)
     extrinsic = extrinsic_table(occupation_units.primary_completions(metrics), correction)
     intrinsic, skipped = intrinsic_table(model, extrinsic["occupation"], basis, layer=layer, templates=templates)
     table = extrinsic.merge(intrinsic, on="occupation", how="inner")
