@@ -18,12 +18,17 @@ sampling); what a notebook adds is its own floors (``MIN_N_BOOT``,
 
 from __future__ import annotations
 
+import ast
+import difflib
+import functools
+import inspect
 from pathlib import Path
 from typing import Sequence
 
-from . import bold, contexts, dictionaries, link, space, stats
+from . import bold, contexts, dictionaries, link, paths, results, space, stats
 from .bold import check_audit_lexicons
 from .bold_prompts import check_selection
+from .builtin_models import BUILTIN_MODELS
 from .errors import LAYER_NAMES, ParameterError, check_count, check_layer, check_positive_int, check_seed, is_number
 from .models import check_model
 from .paths import InputPathError, resolve_input
@@ -136,11 +141,17 @@ def check_lexicons(lexicons, name: str = "lexicons") -> None:
     check_audit_lexicons(**{name: lexicons})
 
 
-def check_output_dir(output_dir) -> None:
+def check_output_dir(output_dir, model=None) -> None:
+    """``None`` (the results folder of the model) or a folder path, writable (``results.check_writable``: the
+    results folder itself for ``None``). A folder that holds the results of another built-in model than ``model``
+    is refused here, before the model loads (``results.output_folder`` refuses any other model id after it)."""
     if output_dir is not None and not isinstance(output_dir, (str, Path)):
         raise ParameterError(f"output_dir must be None or a folder path, got {output_dir!r}")
     if output_dir is not None and Path(output_dir).is_file():
         raise ParameterError(f"output_dir: {output_dir} is a file, expected a folder")
+    folder = results.check_writable(paths.results_dir() if output_dir is None else output_dir)
+    if output_dir is not None and isinstance(model, str) and model in BUILTIN_MODELS:
+        results.check_folder_model(folder, model)
 
 
 # --------------------------------------------------------------------------- per notebook
@@ -148,7 +159,7 @@ def check_output_dir(output_dir) -> None:
 
 def _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts=5, generator=None):
     """The parameters of a notebook that builds a space (``space.check_space``); returns the model's facts."""
-    check_output_dir(output_dir)
+    check_output_dir(output_dir, model)
     check_limit(limit)
     return check_space(model, _dictionary(dictionary_path), context_source, n_contexts, seed, generator=generator,
                        names=("context_source", "generator"))
@@ -158,20 +169,58 @@ def _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n
                               generator=None):
     """For the notebooks that compare context ``sources``: the generator is needed only when they include
     ``"generated"`` (``sources=None``: every registered source, so it does)."""
-    check_output_dir(output_dir)
+    check_output_dir(output_dir, model)
     check_limit(limit)
     return space.check_source_spaces(model, _dictionary(dictionary_path), sources, n_contexts, seed,
                                      generator=generator)
 
 
+def _injected_parameters() -> list[str]:
+    """The names papermill assigned in the cell it injected (its source starts with ``# Parameters``), read from
+    the kernel's input history; none outside a kernel or without papermill."""
+    try:
+        from IPython import get_ipython  # deferred: only a kernel has a history to read
+    except ImportError:
+        return []
+    shell = get_ipython()
+    history = shell.user_ns.get("In", []) if shell is not None else []
+    source = next((s for s in reversed(history) if isinstance(s, str) and s.startswith("# Parameters")), None)
+    if source is None:
+        return []
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)]
+
+
+def _notebook_check(check):
+    """A notebook's check that first refuses a parameter the notebook does not have (``papermill -p modle ...``:
+    papermill only warns and the run goes on with the default), naming the notebook's parameters."""
+    known = list(inspect.signature(check).parameters)
+
+    @functools.wraps(check)
+    def checked(**parameters):
+        unknown = [n for n in _injected_parameters() if n not in known]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.6)
+            raise ParameterError(f"{unknown[0]}: not a parameter of this notebook"
+                                 + (f" (did you mean {close[0]!r}?)" if close else "")
+                                 + f"; its parameters are {', '.join(known)}")
+        return check(**parameters)
+    return checked
+
+
 # Each function takes exactly its notebook's parameters (keywords, the notebook's defaults), so a
 # notebook calls it with its parameters cell unchanged and a typo fails before a model is loaded.
 
+@_notebook_check
 def check_dictionaries(*, model="smollm2-135m-instruct", dictionary_path=None, output_dir=None) -> None:
     """Notebook 01's parameters."""
     _space_parameters(model, dictionary_path, 0, output_dir, None, "dictionary")  # 01 builds no contexts
 
 
+@_notebook_check
 def check_contexts(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None, n_contexts=5,
                    seed=0, output_dir=None, limit=None, sources=None,
                    generator=None, corpus=None) -> None:
@@ -188,6 +237,7 @@ def check_contexts(*, model="smollm2-135m-instruct", context_source="generated",
             raise ParameterError(f"corpus: {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
+@_notebook_check
 def check_projection_accuracy(*, model="smollm2-135m-instruct", context_source="generated", layer="mean",
                               dictionary_path=None, n_contexts=5, seed=0, output_dir=None, limit=None, n_boot=2000,
                               term_contexts="generated", n_permutations=200) -> None:
@@ -200,6 +250,7 @@ def check_projection_accuracy(*, model="smollm2-135m-instruct", context_source="
         raise ParameterError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
 
 
+@_notebook_check
 def check_profiles(*, model="smollm2-135m-instruct", context_source="generated", layer="mean",
                    dictionary_path=None, populations=("names", "terms", "nonbinary", "occupations"), templates=None,
                    n_contexts=5, seed=0, output_dir=None, limit=None, term_limit=None, n_permutations=200,
@@ -214,6 +265,7 @@ def check_profiles(*, model="smollm2-135m-instruct", context_source="generated",
     check_profile_run(model, populations, templates, layer, limit)
 
 
+@_notebook_check
 def check_layers(*, model="smollm2-135m-instruct", dictionary_path=None, populations="names", templates=None,
                  n_contexts=5, seed=0, output_dir=None, limit=None,
                  sources=None, n_boot=200) -> None:
@@ -223,6 +275,7 @@ def check_layers(*, model="smollm2-135m-instruct", dictionary_path=None, populat
     check_boot_count(n_boot, default=200)
 
 
+@_notebook_check
 def check_bold_audit(*, model="smollm2-135m-instruct", selection="audit", n_samples=1, seed=0, max_new_tokens=100,
                      temperature=0.7, top_p=0.9, top_k=50, lexicons=None, neutral_lexicons=None, limit=None,
                      n_boot=1000, output_dir=None) -> None:
@@ -232,9 +285,10 @@ def check_bold_audit(*, model="smollm2-135m-instruct", selection="audit", n_samp
                      temperature=temperature, top_p=top_p, top_k=top_k, lexicons=lexicons,
                      neutral_lexicons=neutral_lexicons, limit=limit, n_boot=n_boot)
     check_boot_count(n_boot, default=1000)
-    check_output_dir(output_dir)
+    check_output_dir(output_dir, model)
 
 
+@_notebook_check
 def check_bold_replication(*, n_boot=1000, seed=0, output_dir=None) -> None:
     """Notebook 07's parameters."""
     check_boot_count(n_boot, default=1000)
@@ -242,6 +296,7 @@ def check_bold_replication(*, n_boot=1000, seed=0, output_dir=None) -> None:
     check_output_dir(output_dir)
 
 
+@_notebook_check
 def check_completion_profiles(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None,
                               n_contexts=5, seed=0, layer="mean", limit=None, output_dir=None, n_boot=1000,
                               n_group_permutations=2000, term_limit=None, n_permutations=200) -> None:
@@ -254,6 +309,7 @@ def check_completion_profiles(*, model="smollm2-135m-instruct", context_source="
     check_positive_int(term_limit, "term_limit", allow_none=True)
 
 
+@_notebook_check
 def check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None,
                               n_contexts=5, seed=0, layer="mean", correction=0.5, output_dir=None,
                               n_boot=1000) -> None:
@@ -263,6 +319,7 @@ def check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", context_source="
     check_boot_count(n_boot, default=1000)
 
 
+@_notebook_check
 def check_cross_model(*, results_dir=None, models=(), output_dir=None) -> None:
     """Notebook 09's parameters: a results folder that exists, model ids as a list of strings."""
     if results_dir is not None:
@@ -276,6 +333,7 @@ def check_cross_model(*, results_dir=None, models=(), output_dir=None) -> None:
     check_output_dir(output_dir)
 
 
+@_notebook_check
 def check_robustness(*, model="smollm2-135m-instruct", populations=("names", "terms"), sources=None,
                      templates=None, dictionary_path=None, n_contexts=5, n_permutations=200, n_perm_test=2000, seed=0,
                      alpha=0.05, output_dir=None, limit=None, term_limit=None) -> None:
