@@ -7,6 +7,7 @@ Notebooks 03, 04 and 08 call these functions (05 through
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -33,8 +34,8 @@ from .stats import check_n_boot
 __all__ = ["DROPPED_COLUMNS", "DirectionResult", "EMBED_SKIP_COLUMNS", "StereotypeSpace", "TERM_CONTEXTS",
            "TermEmbeddings", "UNTESTABLE_COLUMNS", "accuracy_by_term_contexts", "build_space", "check_source_spaces",
            "check_space", "check_terms", "describe_dropped", "describe_untestable", "direction_prediction",
-           "dropped_by_reason", "dropped_senses", "embed_contexts", "leave_one_out_values", "pole_table",
-           "term_embeddings", "untestable_poles"]
+           "dropped_by_reason", "dropped_senses", "embed_contexts", "leave_one_out_values", "overlapping_axes",
+           "pole_table", "term_embeddings", "untestable_poles"]
 
 EMBED_SKIP_COLUMNS = ["sense_id", "term", "context", "reason"]
 #: Columns of :func:`dropped_senses`.
@@ -169,8 +170,28 @@ def describe_untestable(space: StereotypeSpace) -> str:
     for (name, dim), rows in space.untestable.groupby(["space", "dimension"], sort=False):
         poles = "; ".join(f"its {r.direction} pole: {r.reason}" if r.direction else r.reason
                           for r in rows.itertuples())
-        lines.append(f"- **{dim}** is untestable and left out of the space, its profiles and tests ({poles}).")
+        lines.append(f"{dim} is untestable and left out of the space, its profiles and tests ({poles}).")
     return "\n".join(lines)
+
+
+def overlapping_axes(space: StereotypeSpace) -> pd.DataFrame:
+    """Pairs of axes of ``space``'s ``dimensions`` basis that share terms, with the Pearson correlation of their
+    values over the space's own senses (projected at the mean over layers): two axes built from mostly the same
+    words measure mostly the same thing, and their gaps are not two findings. Columns ``dimension_a, dimension_b,
+    n_shared, shared_terms, correlation``."""
+    senses, basis = space.senses, space.bases.get("dimensions")
+    terms = {d: set(senses.loc[senses["dimension"] == d, "term"]) for d in (basis.dimensions if basis else ())}
+    rows = []
+    usable = senses["n_embedded"].to_numpy() > 0
+    values = projection.project(basis, space.sense_emb[usable], "mean") if basis is not None else None
+    for i, a in enumerate(terms):
+        for j, b in list(enumerate(terms))[i + 1:]:
+            shared = sorted(terms[a] & terms[b])
+            if shared:
+                r = float(np.corrcoef(values[:, i], values[:, j])[0, 1])
+                rows.append({"dimension_a": a, "dimension_b": b, "n_shared": len(shared),
+                             "shared_terms": ", ".join(shared), "correlation": r})
+    return pd.DataFrame(rows, columns=["dimension_a", "dimension_b", "n_shared", "shared_terms", "correlation"])
 
 
 def _no_axis(untestable: pd.DataFrame, stage: str) -> projection.ProjectionError:
@@ -209,8 +230,13 @@ def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_co
     bases = {"dimensions": projection.polar_basis(S, senses, "dimensions", layers=layer_ids)}
     if all(d in set(senses["dimension"]) for subs in projection.COMPOSITES.values() for d in subs):
         bases["warmth_competence"] = projection.polar_basis(S, senses, "warmth_competence", layers=layer_ids)
-    return StereotypeSpace(bases, senses, contexts, skipped, getattr(model, "model_id", str(model)), source, S,
-                           untestable)
+    space = StereotypeSpace(bases, senses, contexts, skipped, getattr(model, "model_id", str(model)), source, S,
+                            untestable)
+    for r in overlapping_axes(space).itertuples():
+        warnings.warn(f"axes {r.dimension_a} and {r.dimension_b} share {r.n_shared} term(s) ({r.shared_terms}); their "
+                      f"values correlate r = {r.correlation:.2f} over the dictionary's senses, so their gaps are not "
+                      "independent findings", stacklevel=2)
+    return space
 
 
 def pole_table(space: StereotypeSpace) -> pd.DataFrame:
