@@ -143,6 +143,9 @@ class SourceRequest:
     max_words: int | None = 40
     gender_filter: bool | None = None
     fill_generator: Any = DEFAULT_GENERATOR
+    #: ``{term: {"contexts", "n_generated", "generator"}}``: contexts the fill generator already made with these
+    #: settings and seed for a sense without a definition (the project's files, ``extra_contexts``), used as made.
+    known: Any = None
 
 
 #: ``{source name: builder(dictionary, request) -> ContextSet}``, in registration order (the order of reports).
@@ -329,6 +332,9 @@ def _generate_senses(d: pd.DataFrame, model, request: SourceRequest, prompt_ids:
     settings record (a row of ``notes``)."""
     settings = {**GENERATION_SETTINGS, "n_samples": request.n_contexts, **(request.generation or {})}
     prompts = [generation_prompt(s["term"], _definition(s)) for _, s in d.iterrows()]
+    print(f"contexts: {len(d)} sense(s) without published contexts ({', '.join(d['term'].head(6))}"
+          f"{', ...' if len(d) > 6 else ''}) get {settings['n_samples']} generated each from {model.model_id}, "
+          f"{len(set(prompt_ids))} prompt(s) of at most {settings['max_new_tokens']} new tokens")
     results = generate_usable(model, d, prompts, prompt_ids, seed=request.seed, settings=settings,
                               gender_filter=request.gender_filter is not False)
     rows, skipped, dropped, counts = [], [], [], []
@@ -398,10 +404,29 @@ def _generated_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
                       "detail": f"{len(own)} sense(s) without published contexts have their own in the dictionary, "
                                 f"used as given and not generated: {', '.join(d.loc[own, 'term'].head(8))}"})
         missing = [i for i in missing if i not in own]
+    made = [i for i in missing if d.loc[i, "term"] in (request.known or {}) and _definition(d.loc[i]) is None]
+    counts = []
+    for i in made:
+        sense, entry = d.loc[i], request.known[d.loc[i, "term"]]
+        kept = list(entry["contexts"])[:request.n_contexts]
+        counts.append({**{c: sense[c] for c in GENERATED_COLUMNS[:4]}, "generator": entry["generator"],
+                       "n_generated": entry["n_generated"], "n_kept": len(kept)})
+        if kept:
+            rows += _rows(sense, kept, entry["generator"], "generated")
+        else:
+            skipped.append(_skip(sense, "generated", f"none of {entry['n_generated']} generated contexts was usable "
+                                 "(the project's generated-contexts file)"))
+    if made:
+        notes.append({"item": "project generated contexts", "status": "used",
+                      "detail": f"{len(made)} sense(s) without a definition have contexts in the project's generated-"
+                                "contexts files, made by the same generator with the same prompt, settings and seed: "
+                                f"used as made, not generated again ({', '.join(d.loc[made, 'term'].head(8))})"})
+        missing = [i for i in missing if i not in made]
     if missing and request.fill_generator is None:
         skipped += [_skip(sense, "generated", "no published generated context for this term + synset; pass model= "
                           "or fill_generator= to generate new ones") for _, sense in d.loc[missing].iterrows()]
     out = _finish(rows, skipped, dropped, notes)
+    out.generated = pd.DataFrame(counts, columns=GENERATED_COLUMNS)
     if not missing or request.fill_generator is None:
         return out
     require_generator(d.loc[missing], request.fill_generator)
@@ -416,6 +441,8 @@ def _generated_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
     new.table, new.skipped = table, pd.concat([out.skipped, new.skipped], ignore_index=True)
     new.dropped = pd.concat([out.dropped, new.dropped], ignore_index=True)
     new.notes = pd.concat([out.notes, new.notes], ignore_index=True)
+    new.generated = pd.concat([out.generated, new.generated], ignore_index=True) if len(out.generated) \
+        else new.generated
     return new
 
 
@@ -572,7 +599,7 @@ def check_request(dictionary: pd.DataFrame, source: str = "generated", n_context
 def build_contexts(dictionary: pd.DataFrame, source: str = "generated", n_contexts: int = 5, seed: int = 0,
                    model=None, corpus=None, *, generation: dict | None = None,
                    max_words: int | None = 40, gender_filter: bool | None = None,
-                   fill_generator=DEFAULT_GENERATOR) -> ContextSet:
+                   fill_generator=DEFAULT_GENERATOR, known=None) -> ContextSet:
     """Up to ``n_contexts`` contexts per dictionary sense from ``source`` (see the module docstring).
 
     ``dictionary`` needs ``dimension, term, direction`` and may have
@@ -586,11 +613,16 @@ def build_contexts(dictionary: pd.DataFrame, source: str = "generated", n_contex
     published ones as published; ``True``/``False`` force it either way.
     ``fill_generator`` (``generated`` without ``model``): the model that generates
     contexts for senses without published ones (:func:`unpublished_senses`), the
-    same way as ``model``; ``None`` leaves them skipped. Every parameter is
-    checked first (:func:`check_request`), before any model loads.
+    same way as ``model``; ``None`` leaves them skipped. ``known``: contexts
+    that generator already made for terms without a definition, with these
+    settings and seed (``extra_contexts.known_generated_contexts``: the
+    project's generated-contexts files), used as made instead of generating
+    them again. Every parameter is checked first (:func:`check_request`),
+    before any model loads.
     """
     d = check_request(dictionary, source, n_contexts, seed, model=model, fill_generator=fill_generator)
-    request = SourceRequest(n_contexts, seed, model, corpus, generation, max_words, gender_filter, fill_generator)
+    request = SourceRequest(n_contexts, seed, model, corpus, generation, max_words, gender_filter, fill_generator,
+                            known)
     return _SOURCES[source](d, request)
 
 

@@ -65,12 +65,14 @@ def check_seed(seed, name: str = "seed") -> int:
     return int(seed)
 
 
-def check_layer(layer, *, layers=None, allow_all: bool = True, name: str = "layer") -> str | int:
+def check_layer(layer, *, layers=None, allow_all: bool = True, allow_names: bool = True,
+                name: str = "layer") -> str | int:
     """``layer`` when it is one of :data:`LAYER_NAMES` (``"all"`` only where ``allow_all``) or a hidden-state index;
     ``layers``: the model's hidden-state indices (a count ``n`` stands for ``0 .. n - 1``; the embedding output is 0),
-    against which an index is checked, negative ones counting from the end. The one rule for a layer everywhere:
+    against which an index is checked, negative ones counting from the end; ``allow_names=False``: an index only
+    (an item of a list of layers). The one rule for a layer everywhere:
     the notebooks' checks, the library's entry points and the projection itself."""
-    names = LAYER_NAMES if allow_all else tuple(n for n in LAYER_NAMES if n != "all")
+    names = tuple(n for n in LAYER_NAMES if allow_all or n != "all") if allow_names else ()
     if isinstance(layer, str) and layer in names:
         return layer
     available = None if layers is None else tuple(range(layers)) if is_int(layers) else tuple(int(x) for x in layers)
@@ -81,9 +83,10 @@ def check_layer(layer, *, layers=None, allow_all: bool = True, name: str = "laye
         available != tuple(range(available[0], available[-1] + 1)) else
         f"a hidden-state index from {available[0]} to {available[-1]} (or -{len(available)} to -1 from the end; "
         f"0 is the embedding output)")
-    why = " ('all' gives one value per layer; here one value per word is needed)" if layer == "all" else ""
-    raise ParameterError(f"{name} must be {', '.join(map(repr, names[:-1]))} or {names[-1]!r}, or {index}; "
-                         f"got {layer!r}{why}")
+    choices = [repr(n) for n in names] + [index]
+    why = " ('all' gives one value per layer; here one value per word is needed)" if layer == "all" and names else ""
+    raise ParameterError(f"{name} must be {' or '.join([', '.join(choices[:-1]), choices[-1]] if names else choices)}"
+                         f"; got {layer!r}{why}")
 
 
 def max_resamples() -> int:

@@ -535,8 +535,9 @@ def check_model(model, name: str = "model", need: str | None = None, what: str =
     if (need == "generate" and facts.kind not in ("decoder", None)) or (need == "embed" and not facts.hidden_states):
         decoders = ", ".join(n for n, b in BUILTIN_MODELS.items() if b.kind == "decoder")
         needs = "a decoder (a causal language model)" if need == "generate" else "a local model with hidden states"
+        what_it_is = f"an {facts.kind}" if facts.hidden_states else "a server (text only)"
         raise ParameterError(
-            f"{name}: {facts.name!r} is {'an ' + facts.kind if facts.kind else 'a server'} (read from "
+            f"{name}: {facts.name!r} is {what_it_is} (read from "
             f"{facts.source}) and cannot give {_NEED_TEXT[need]}: {what or need} needs {needs}"
             + (f"; built-in decoders: {decoders}" if need == "generate" else ""))
     return facts

@@ -107,7 +107,7 @@ def check_template_list(templates) -> tuple[str, ...] | None:
     try:
         return check_templates(templates)
     except ProfileError as exc:
-        raise ParameterError(f"templates: {exc}") from None
+        raise ParameterError(str(exc) if str(exc).startswith("templates") else f"templates: {exc}") from None
 
 
 def fill_template(template: str, word: str, article: bool) -> str:
@@ -206,7 +206,7 @@ def check_population_list(populations, kind=None, limit=None) -> tuple[dict[str,
     try:
         limited = limit_populations(pops, limit)
     except ProfileError as exc:
-        raise ParameterError(f"limit: {exc}") from None
+        raise ParameterError(str(exc)) from None  # it names limit
     given = {} if isinstance(populations, Mapping) else _population_names(
         [populations] if isinstance(populations, (str, Path)) else populations)
     for name, groups in limited.items():

@@ -27,7 +27,7 @@ from .dictionaries import (
 )
 from .embeddings import embed_words
 from .errors import ParameterError, check_layer, check_positive_int, check_seed
-from .extra_contexts import extra_term_contexts
+from .extra_contexts import extra_term_contexts, known_generated_contexts
 from .models import ModelFacts, check_model
 from .stats import check_n_boot
 
@@ -103,9 +103,7 @@ def check_space(model, dictionary: pd.DataFrame, source: str = "generated", n_co
         if isinstance(layers, str) or not isinstance(layers, Sequence) or not layers:
             raise ParameterError(f"layers must be 'all' or a list of hidden-state indices, got {layers!r}")
         for layer in layers:
-            if isinstance(layer, str):
-                raise ParameterError(f"layers must be 'all' or a list of hidden-state indices, got {layer!r} in it")
-            check_layer(layer, layers=facts.n_states, name="layers")
+            check_layer(layer, layers=facts.n_states, allow_names=False, name="layers")
     return facts
 
 
@@ -216,7 +214,8 @@ def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_co
     before anything is embedded when the contexts alone decide it.
     """
     check_space(model, dictionary, source, n_contexts, seed, generator=generator, layers=layers)
-    contexts = build_contexts(dictionary, source, n_contexts, seed, model=generator, corpus=corpus)
+    known = known_generated_contexts(seed=seed, n_contexts=n_contexts) if source == "generated" else None
+    contexts = build_contexts(dictionary, source, n_contexts, seed, model=generator, corpus=corpus, known=known)
     early = untestable_poles(dictionary, contexts.table)
     if set(dictionary["dimension"]) <= set(early["dimension"]):
         raise _no_axis(early, "from the contexts")
