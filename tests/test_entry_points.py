@@ -274,6 +274,18 @@ def test_seed_layer_and_greedy_rules_are_one_rule_everywhere():
         v.check_bold_audit(seed=2**32)
 
 
+@pytest.mark.parametrize("name", [SMOL, MINILM])
+def test_facts_read_from_the_files_agree_with_the_builtin_table(name, loads):
+    """The GGUF header (SmolLM2) and the folder's config.json (MiniLM) give the layer count, kind and context length
+    the built-in table declares, read without loading weights."""
+    from bias_utils.builtin_models import BUILTIN_MODELS, builtin_weights
+
+    b = BUILTIN_MODELS[name]
+    facts = models.model_facts(str(builtin_weights(b)))
+    assert (facts.kind, facts.n_layers, facts.context_length) == (b.kind, b.n_layers, b.context_length)
+    assert facts.n_states == b.n_layers + 1 and not loads
+
+
 # --------------------------------------------------------------------------- populations: kinds and names
 
 
