@@ -425,6 +425,8 @@ def _generated_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
     if missing and request.fill_generator is None:
         skipped += [_skip(sense, "generated", "no published generated context for this term + synset; pass model= "
                           "or fill_generator= to generate new ones") for _, sense in d.loc[missing].iterrows()]
+    order = {sid: k for k, sid in enumerate(d["sense_id"])}
+    rows.sort(key=lambda r: order[r["sense_id"]])  # the dictionary's order, wherever a sense's contexts came from
     out = _finish(rows, skipped, dropped, notes)
     out.generated = pd.DataFrame(counts, columns=GENERATED_COLUMNS)
     if not missing or request.fill_generator is None:
@@ -435,7 +437,6 @@ def _generated_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
     todo = d.loc[missing]
     new = _generate_senses(todo, resolve_model(request.fill_generator, need="generate"), request,
                            [_fill_id(s["term"], _definition(s)) for _, s in todo.iterrows()])
-    order = {sid: k for k, sid in enumerate(d["sense_id"])}
     table = pd.concat([out.table, new.table], ignore_index=True)
     table = table.iloc[np.argsort(table["sense_id"].map(order).to_numpy(), kind="stable")].reset_index(drop=True)
     new.table, new.skipped = table, pd.concat([out.skipped, new.skipped], ignore_index=True)
