@@ -85,7 +85,7 @@ __all__ = [
     "PUBLISHED_GENERATED_KEY", "SENSE_CLAUSE", "SKIP_COLUMNS", "SourceRequest", "TABLE_COLUMNS", "build_contexts",
     "check_request", "check_source_names", "context_source", "source_names",
     "context_report", "crop", "generation_prompt", "load_corpus", "prepare_dictionary", "published_generated_contexts",
-    "DEFAULT_GENERATOR", "GENERATED_COLUMNS", "generate_usable", "describe_generation", "generation_report",
+    "DEFAULT_GENERATOR", "GENERATED_COLUMNS", "GIVEN", "generate_usable", "describe_generation", "generation_report",
     "require_generator",
     "unpublished_senses",
 ]
@@ -94,8 +94,10 @@ TABLE_COLUMNS = ["sense_id", "dimension", "term", "direction", "context", "conte
 SKIP_COLUMNS = ["sense_id", "dimension", "term", "direction", "source", "reason"]
 DROP_COLUMNS = ["sense_id", "term", "context", "context_source", "reason"]
 #: :func:`generation_report`: the contexts generated now for a sense and those kept (after the filters, at most
-#: ``n_contexts``); ``generator`` is the model id.
+#: ``n_contexts``); ``generator`` is the model id, or :data:`GIVEN` for a sense whose contexts the dictionary gives
+#: (``n_generated``: the contexts given, ``n_kept``: those used).
 GENERATED_COLUMNS = ["sense_id", "dimension", "term", "direction", "generator", "n_generated", "n_kept"]
+GIVEN = "given in the dictionary"
 
 #: BOLD Wikipedia sentences, tried in this order; a file that fails verification is refused and noted.
 DEFAULT_CORPORA = ("bold_profession_wiki", "bold_gender_wiki")
@@ -388,7 +390,7 @@ def _generated_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
         else:
             skipped.append(_skip(sense, "generated", "every published context was dropped by the gender filter"))
     # A user's own sentences for a sense without published contexts are its contexts, as given (none generated).
-    own, notes = [], []
+    own, notes, counts = [], [], []
     for i in missing:
         sense = d.loc[i]
         given = _as_list(sense["contexts"]) if "contexts" in d.columns else []
@@ -399,13 +401,14 @@ def _generated_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
         if usable:
             own.append(i)
             rows += _rows(sense, usable[:request.n_contexts], _own_origin(sense), "generated")
+            counts.append({**{c: sense[c] for c in GENERATED_COLUMNS[:4]}, "generator": GIVEN,
+                           "n_generated": len(given), "n_kept": len(usable[:request.n_contexts])})
     if own:
         notes.append({"item": "user contexts", "status": "used",
                       "detail": f"{len(own)} sense(s) without published contexts have their own in the dictionary, "
                                 f"used as given and not generated: {', '.join(d.loc[own, 'term'].head(8))}"})
         missing = [i for i in missing if i not in own]
     made = [i for i in missing if d.loc[i, "term"] in (request.known or {}) and _definition(d.loc[i]) is None]
-    counts = []
     for i in made:
         sense, entry = d.loc[i], request.known[d.loc[i, "term"]]
         kept = list(entry["contexts"])[:request.n_contexts]
@@ -463,10 +466,18 @@ def describe_generation(report: pd.DataFrame) -> str:
     generator, and how many of the generated contexts the filters kept."""
     if report.empty:
         return "Every sense had published contexts (or came from another source): none were generated."
-    generators = ", ".join(sorted(report["generator"].astype(str).unique()))
-    return (f"{len(report)} senses had no published contexts; {generators} generated "
-            f"{int(report['n_generated'].sum())} contexts for them, of which the filters kept "
-            f"{int(report['n_kept'].sum())} (per sense below; senses with none kept are dropped).")
+    given = report[report["generator"] == GIVEN]
+    made = report[report["generator"] != GIVEN]
+    parts = []
+    if len(given):
+        parts.append(f"{len(given)} of them use the {int(given['n_kept'].sum())} contexts the dictionary gives them "
+                     f"that contain the term (of {int(given['n_generated'].sum())} given)")
+    if len(made):
+        generators = ", ".join(sorted(made["generator"].astype(str).unique()))
+        parts.append(f"for {len(made)}, {generators} generated {int(made['n_generated'].sum())} contexts, of which "
+                     f"the filters kept {int(made['n_kept'].sum())}")
+    return (f"{len(report)} senses had no published contexts; " + "; ".join(parts)
+            + " (per sense below; senses with none kept are dropped).")
 
 
 # ---------------------------------------------------------------- corpus

@@ -356,6 +356,9 @@ def test_user_contexts_are_used_under_generated():
     assert built.table["term"].tolist() == ["tidy", "neat", "orderly", "messy", "sloppy"]
     assert "used as given" in built.notes["detail"].iloc[0]
     assert built.dropped["reason"].tolist() == ["the dictionary's own context does not contain the term"]
+    sentence = contexts.describe_generation(contexts.generation_report(built))
+    assert sentence.startswith("5 senses had no published contexts; 5 of them use the 5 contexts the dictionary "
+                               "gives them that contain the term (of 5 given)")
 
 
 def test_the_readme_example_needs_no_generation(loads):
