@@ -198,7 +198,8 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
         axis = alt.Axis(labelLimit=200, labelExpr="split(datum.label, '\\n')", labelBaseline="middle",
                         labelLineHeight=12)
         base = alt.Chart(sub).encode(y=alt.Y("label:N", title=None, sort=None, axis=axis), color=unit)
-        forest.append((base.mark_rule(strokeWidth=2).encode(
+        drawn = base.transform_filter(plots.drawable_interval(log=scale == "log"))
+        forest.append((drawn.mark_rule(strokeWidth=2).encode(
                            x=alt.X("ci_low:Q", scale=alt.Scale(type=scale, zero=False),
                                    title=name + (" (log scale)" if scale == "log" else ""),
                                    # log ticks collide ("3 45") unless they are few

@@ -273,7 +273,8 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
     x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=ticks, format="~g"),
               title="odds ratio: male/female words, male- vs female-dominated (log scale)")
     one = alt.Chart(pd.DataFrame({"odds_ratio": [1.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
-    bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q")
+    bars = base.transform_filter(plots.drawable_interval(log=True)).mark_rule(strokeWidth=2).encode(
+        x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q")
     points = base.mark_point(filled=True, size=70).encode(
         x=x, tooltip=["model_id", "method", alt.Tooltip("odds_ratio:Q", format=".2f"),
                       alt.Tooltip("ci_low:Q", format=".2f"), alt.Tooltip("ci_high:Q", format=".2f"), "n"])
@@ -393,7 +394,8 @@ def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", 
     x = alt.X("estimate:Q", title=f"{label}: {intrinsic.replace('_', ' ')} against female vs male words")
     y = alt.Y("model_id:N", sort=order, title=None)
     zero = alt.Chart(pd.DataFrame({"estimate": [0.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
-    bars = alt.Chart(data).mark_rule(strokeWidth=2).encode(x="ci_low:Q", x2="ci_high:Q", y=y)
+    bars = alt.Chart(data).transform_filter(plots.drawable_interval()).mark_rule(strokeWidth=2).encode(
+        x="ci_low:Q", x2="ci_high:Q", y=y)
     has_pool = bool((data["kind"] == "pooled").any())
     points = alt.Chart(data).mark_point(filled=True, size=80).encode(
         x=x, y=y, shape=alt.Shape("kind:N", scale=alt.Scale(domain=["model", "pooled"],

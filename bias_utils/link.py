@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from . import mixed, occupation_units, plots, rendering, tables
+from . import mixed, occupation_units, plots, rendering, stats, tables
 from .errors import ParameterError, check_seed, is_number
 from .gender_direction import VALIDITY_VERDICTS, noun_positions
 from .profiles import DEFAULT_TEMPLATES, check_word_projection
@@ -54,10 +54,9 @@ from .stats import check_n_boot, correlation_rows, ols, results_table
 
 __all__ = [
     "BETWEEN", "CONTINUITY", "INTRINSIC_MEASURES", "LINK_OCCUPATIONS_TABLE", "LINK_SKIPPED_TABLE",
-    "LINK_STATISTICS_TABLE", "OCCUPATION_COLUMNS", "PRIMARY", "LinkResult", "check_correction", "check_link",
-    "describe_link",
-    "extrinsic_table", "intrinsic_table", "link_chart", "link_reading", "link_statistics", "occupation_noun",
-    "run_link",
+    "LINK_STATISTICS_TABLE", "N_PERMUTATIONS", "OCCUPATION_COLUMNS", "PRIMARY", "LinkResult", "check_correction",
+    "check_link", "describe_link", "extrinsic_table", "intrinsic_table", "link_chart", "link_reading",
+    "link_statistics", "occupation_noun", "run_link",
 ]
 
 LINK_OCCUPATIONS_TABLE = tables.LINK_OCCUPATIONS
@@ -69,6 +68,10 @@ CONTINUITY = 0.5
 INTRINSIC_MEASURES = ("gender_position", "warmth", "competence")
 #: The pre-stated primary statistic: the gender direction's slope within BOLD category and audit group.
 PRIMARY = {"intrinsic": "gender_position", "test": "mixed_logit_within_category"}
+#: Relabellings of the primary test: with few words per occupation and many fixed effects the likelihood ratio's
+#: null is wider than chi-square(1) (``mixed.coefficient_test``), so its p and interval come from permuting the
+#: position among occupations of one category and group.
+N_PERMUTATIONS = 999
 #: The correlation pooled over both groups: mostly the difference between the groups, reported as such.
 BETWEEN = {"intrinsic": "gender_position", "test": "spearman", "scope": "all occupations"}
 #: Columns of :data:`LINK_OCCUPATIONS_TABLE` (see :func:`run_link`).
@@ -89,22 +92,25 @@ def check_correction(correction) -> float:
 
 
 def check_link(model, *, layer="mean", correction=CONTINUITY, n_boot=1000, seed=0, templates=None,
-               direction_verdict=None, layers=None) -> None:
+               direction_verdict=None, n_permutations=N_PERMUTATIONS, layers=None) -> None:
     """:func:`run_link`'s parameters, checked before any model loads (chapter 11's check calls it too): the model
     and ``layer`` against ``layers`` (the basis's; default: the model's, from its config) and ``templates``
-    (``profiles.check_word_projection``), :func:`check_correction`, ``n_boot`` (``stats.check_n_boot``), ``seed``
-    and ``direction_verdict`` (``None`` or one of ``gender_direction.VALIDITY_VERDICTS``)."""
+    (``profiles.check_word_projection``), then :func:`_check_statistics`'s."""
     check_word_projection(model, layer, templates, layers=layers, what="the intrinsic measure (hidden states)")
     check_correction(correction)
+    _check_statistics(n_boot, seed, direction_verdict, n_permutations)
+
+
+def _check_statistics(n_boot, seed, direction_verdict, n_permutations) -> None:
+    """:func:`link_statistics`'s parameters: ``n_boot`` (``stats.check_n_boot``), ``seed``, ``direction_verdict``
+    (``None`` or one of ``gender_direction.VALIDITY_VERDICTS``) and ``n_permutations`` (``mixed.check_permutations``:
+    the fits catch a ``ValueError`` as a design too small, so a bad count must stop the run before them)."""
     check_n_boot(n_boot)
     check_seed(seed)
-    _check_verdict(direction_verdict)
-
-
-def _check_verdict(direction_verdict) -> None:
     if direction_verdict is not None and direction_verdict not in VALIDITY_VERDICTS:
         raise ParameterError(f"direction_verdict must be one of {VALIDITY_VERDICTS} or None, got "
                              f"{direction_verdict!r}")
+    mixed.check_permutations(n_permutations)
 
 
 def occupation_noun(occupation: str) -> str:
@@ -214,20 +220,24 @@ def _fixed_effects(table: pd.DataFrame, used: np.ndarray) -> pd.DataFrame:
     return kept.drop(columns="z")
 
 
-def _mixed_link_rows(table: pd.DataFrame, intrinsic: str) -> list[dict]:
+def _mixed_link_rows(table: pd.DataFrame, intrinsic: str, n_permutations: int = N_PERMUTATIONS,
+                     seed: int = 0) -> list[dict]:
     """The log-odds of female vs male words per SD of ``intrinsic``: a random-intercept binomial model of the
-    occupations' female and male counts, within BOLD category and group (fixed effects) and over all occupations."""
+    occupations' female and male counts, within BOLD category and group (fixed effects; p and interval from
+    ``n_permutations`` relabellings within category and group) and over all occupations (chi-square reference)."""
     female, male = table["female_count"].to_numpy(float), table["male_count"].to_numpy(float)
     used = (female + male) > 0
     z = _standardised(table[intrinsic])
     rows = []
-    for test, design in (("mixed_logit_within_category", _fixed_effects(table, used)),
-                         ("mixed_logit", pd.DataFrame({"intercept": np.ones(len(table))}, index=table.index))):
+    for test, design, permutations in (
+            ("mixed_logit_within_category", _fixed_effects(table, used), n_permutations),
+            ("mixed_logit", pd.DataFrame({"intercept": np.ones(len(table))}, index=table.index), 0)):
         design = design.assign(z=z)[["intercept", "z", *[c for c in design if c != "intercept"]]]
         row = {"test": test, "effect": "log_odds_slope", "n": int(used.sum()), "scope": _SCOPES[test]}
         try:
             fit = mixed.fit_mixed_logit(female, male, design)
-            row = {**mixed.mixed_row(fit, "z", effect="log_odds_slope", test=test), **row, "se": float(fit.se["z"]),
+            row = {**mixed.mixed_row(fit, "z", effect="log_odds_slope", test=test, n_permutations=permutations,
+                                     seed=seed), **row, "se": float(fit.se["z"]),
                    "n_fixed_effects": design.shape[1] - 2}
         except ValueError as exc:  # too few occupations with counts for the fixed effects, a constant measure
             row["note"] = str(exc)
@@ -252,26 +262,30 @@ _TESTS = ("mixed_logit_within_category", "mixed_logit", "spearman", "pearson", "
 
 
 def link_statistics(table: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
-                    direction_verdict: str | None = None) -> pd.DataFrame:
+                    direction_verdict: str | None = None, n_permutations: int = N_PERMUTATIONS) -> pd.DataFrame:
     """The statistics of :data:`LINK_STATISTICS_TABLE`, one row per intrinsic measure and test (and group).
 
     Columns: ``stats.STAT_COLUMNS`` (``test``: ``mixed_logit_within_category`` (the primary: the log-odds slope
-    per SD within BOLD category and group, random intercept per occupation; likelihood-ratio statistic and p,
-    profile-likelihood CI), ``mixed_logit`` (the same without fixed effects), ``spearman`` and ``pearson`` (over
-    all occupations: mostly between the groups), ``spearman_within_group`` (one row per audit group),
+    per SD within BOLD category and group, random intercept per occupation; likelihood-ratio statistic, its p
+    and the profile-likelihood CI's cut-off from ``n_permutations`` relabellings within category and group;
+    ``p_chi2`` the chi-square p beside it), ``mixed_logit`` (the same without fixed effects), ``spearman`` and
+    ``pearson`` (over all occupations: mostly between the groups), ``spearman_within_group`` (one row per audit
+    group),
     ``ols`` and ``ols_category`` (least squares on the log-odds); ``effect_size``: the slope, ρ or r;
     ``ci_low, ci_high``; ``p_adj``: Holm over the intrinsic measures within one test and scope; ``n``:
     occupations (with counts, for the mixed models)), then ``intrinsic``, ``scope``, ``group`` (within-group
     rows), ``extrinsic_measure``, ``se`` (a slope's standard error), ``sigma`` (the random intercept's SD),
-    ``n_fixed_effects``, ``direction_verdict`` (the direction's check against the BLS share, "" when not
-    given), ``readable`` (False on the gender-direction rows unless that verdict is ``supported``),
+    ``n_fixed_effects``, ``p_chi2``, ``n_permutations``, ``direction_verdict`` (the direction's check against the
+    BLS share, "" when not given), ``readable`` (False on the gender-direction rows unless that verdict is
+    ``supported``),
     ``primary`` (the row :data:`PRIMARY` names) and ``note``."""
     measure = table["extrinsic_measure"].iloc[0] if len(table) else ""
-    _check_verdict(direction_verdict)
+    _check_statistics(n_boot, seed, direction_verdict, n_permutations)
     rows: dict[str, list] = {test: [] for test in _TESTS}
     for intrinsic in INTRINSIC_MEASURES:
         t = table.dropna(subset=[intrinsic, "log_odds"])
-        found = (_mixed_link_rows(t, intrinsic) + _within_group_rows(t, intrinsic, n_boot, seed)
+        found = (_mixed_link_rows(t, intrinsic, n_permutations, seed)
+                 + _within_group_rows(t, intrinsic, n_boot, seed)
                  + [{**r, "scope": _SCOPES[r["test"]]} for r in correlation_rows(t[intrinsic], t["log_odds"],
                                                                                 n_boot=n_boot, seed=seed)]
                  + _slope_rows(t, intrinsic))
@@ -283,7 +297,8 @@ def link_statistics(table: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
         for _, family in found.groupby("scope", sort=False) if len(found) else []:
             frames.append(results_table(family.to_dict("records")))
     out = pd.concat(frames, ignore_index=True)
-    for col, empty in (("se", np.nan), ("sigma", np.nan), ("n_fixed_effects", np.nan), ("note", ""), ("group", "")):
+    for col, empty in (("se", np.nan), ("sigma", np.nan), ("n_fixed_effects", np.nan), ("p_chi2", np.nan),
+                       ("n_permutations", np.nan), ("note", ""), ("group", "")):
         out[col] = out[col].fillna(empty) if col in out else empty
     out["extrinsic_measure"] = measure
     out["direction_verdict"] = direction_verdict or ""
@@ -319,9 +334,10 @@ def link_reading(statistics: pd.DataFrame, who: str) -> str:
     measure = _MEASURE_WORDS.get(row["extrinsic_measure"], str(row["extrinsic_measure"]))
     if not np.isfinite(row["effect_size"]):
         return f"in {who} the within-field model could not be fitted ({row['note']})"
+    test = ("permutation likelihood-ratio p " + stats.permutation_p_text(float(row["p"]), int(row["n_permutations"]))
+            if pd.notna(row.get("n_permutations")) and row["n_permutations"] else f"likelihood-ratio p {_p(row['p'])}")
     numbers = (f"{_num(row['effect_size'])} log-odds per SD, 95% CI {_num(row['ci_low'])} to "
-               f"{_num(row['ci_high'])}, likelihood-ratio p {_p(row['p'])}, n = {int(row['n'])} occupations, "
-               f"{measure}")
+               f"{_num(row['ci_high'])}, {test}, n = {int(row['n'])} occupations, {measure}")
     if row["ci_low"] <= 0 <= row["ci_high"]:
         text = (f"in {who}, within BOLD category and group a link between where the model places an occupation on "
                 f"its female − male direction and the female words it writes about it is not shown ({numbers})")
@@ -341,6 +357,14 @@ def _p(p: float) -> str:
     return "< 0.001" if p < 0.001 else "= " + rendering.readable_number(float(p))
 
 
+def _within_text(row) -> str:
+    among = f"among the {int(row['n'])} {rendering.group_label(row['group'])} occupations"
+    if not np.isfinite(row["effect_size"]):
+        # every occupation of the group has the same log-odds (none has a gendered word in a small build)
+        return f"Spearman ρ is not defined {among} (their log-odds do not vary)"
+    return f"Spearman ρ = {_num(row['effect_size'])} {among} (95% CI {_num(row['ci_low'])} to {_num(row['ci_high'])})"
+
+
 def describe_link(statistics: pd.DataFrame, model: str = "this model") -> str:
     """The chapter's reading of :func:`link_statistics`: the primary statistic (:func:`link_reading`), then the
     correlation within each group, saying plainly when an interval includes zero ("not shown is not absent")."""
@@ -351,9 +375,7 @@ def describe_link(statistics: pd.DataFrame, model: str = "this model") -> str:
         within = [r for r in (_pick(statistics, "spearman_within_group", group=g)
                               for g in dict.fromkeys(statistics["group"]) if g) if r is not None]
         if within:
-            text += "; within each group, Spearman ρ = " + ", ".join(
-                f"{_num(r['effect_size'])} among the {int(r['n'])} {rendering.group_label(r['group'])} occupations "
-                f"(95% CI {_num(r['ci_low'])} to {_num(r['ci_high'])})" for r in within)
+            text += "; within each group, " + ", ".join(map(_within_text, within))
         if row["ci_low"] <= 0 <= row["ci_high"]:
             text += " (not shown is not absent)"
     return text[0].upper() + text[1:] + "."
@@ -464,7 +486,7 @@ class LinkResult:
 
 def run_link(model, metrics: pd.DataFrame, basis, *, layer="mean", correction: float = CONTINUITY,
              n_boot: int = 1000, seed: int = 0, templates: Sequence[str] = DEFAULT_TEMPLATES,
-             direction_verdict: str | None = None) -> LinkResult:
+             direction_verdict: str | None = None, n_permutations: int = N_PERMUTATIONS) -> LinkResult:
     """Intrinsic and extrinsic bias per primary occupation of ``metrics`` (the audit's ``bold_metrics``;
     :func:`bias_utils.occupation_units.primary_completions`) and their statistics (:func:`link_statistics`, with
     ``direction_verdict``, the direction's check against the BLS share). ``basis``: the model's
@@ -475,7 +497,7 @@ def run_link(model, metrics: pd.DataFrame, basis, *, layer="mean", correction: f
     ``warmth``, ``competence`` (module docstring), then :func:`extrinsic_table`'s columns. The parameters are
     checked first (:func:`check_link`), before any model loads."""
     check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed, templates=templates,
-               direction_verdict=direction_verdict, layers=basis.layers)
+               direction_verdict=direction_verdict, n_permutations=n_permutations, layers=basis.layers)
     extrinsic = extrinsic_table(occupation_units.primary_completions(metrics), correction)
     intrinsic, skipped = intrinsic_table(model, extrinsic["occupation"], basis, layer=layer, templates=templates)
     table = extrinsic.merge(intrinsic, on="occupation", how="inner")
@@ -484,5 +506,5 @@ def run_link(model, metrics: pd.DataFrame, basis, *, layer="mean", correction: f
         "population": _OCCUPATIONS, "group": lost["group"], "word": lost["occupation"], "context": "",
         "reason": "the noun was not located in any template; no intrinsic measure"})], ignore_index=True)
     table = table[OCCUPATION_COLUMNS]
-    return LinkResult(table, link_statistics(table, n_boot=n_boot, seed=seed, direction_verdict=direction_verdict),
-                      skipped)
+    return LinkResult(table, link_statistics(table, n_boot=n_boot, seed=seed, direction_verdict=direction_verdict,
+                                             n_permutations=n_permutations), skipped)

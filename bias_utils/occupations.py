@@ -10,7 +10,8 @@ person-noun units only.
 * **Primary estimand** (:data:`PRIMARY_ESTIMAND`, stated before any result): the odds that a gendered word is
   male rather than female, male- over female-dominated occupations, *for a typical occupation*: a binomial
   logistic model of each occupation's male and female word counts with a random intercept per occupation
-  (:mod:`bias_utils.mixed`; maximum likelihood, adaptive Gauss–Hermite), its 95% profile-likelihood interval
+  (:mod:`bias_utils.mixed`; maximum likelihood with the boundary-avoiding log σ penalty of Chung et al. 2013,
+  adaptive Gauss–Hermite), its 95% profile-likelihood interval
   and likelihood-ratio p (:func:`mixed_rows`). An occupation is one draw of its random intercept however many
   words it wrote, so one talkative occupation cannot make or break the estimate the way it carries a pooled
   count; the simulation tests of :mod:`bias_utils.mixed` check coverage and level with one dominant cluster.
@@ -72,8 +73,9 @@ OCCUPATION_UNITS = (UNIT_MIXED, UNIT_OCCUPATIONS, UNIT_PUBLISHED)
 PRIMARY_ESTIMAND = (
     "the odds that a gendered word in a completion is male rather than female, for male- over female-dominated "
     "occupations, for a typical occupation: a logistic model of each occupation's male and female word counts with "
-    "a random intercept per occupation (maximum likelihood), over the deduplicated person-noun occupations, with its "
-    "95% profile-likelihood interval and likelihood-ratio p")
+    "a random intercept per occupation (maximum likelihood with a weak penalty that keeps the intercepts' spread off "
+    "zero), over the deduplicated person-noun occupations, with its 95% profile-likelihood interval and "
+    "likelihood-ratio p")
 _ADD = 0.5  # the audit's Haldane-Anscombe correction of every cell of the odds ratio
 _BLOCK = 1000  # relabellings drawn at a time
 

@@ -24,7 +24,7 @@ from .results import display_name
 
 __all__ = [
     "DIMENSION_ORDER", "GROUP_COLORS", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "POLE_LABELS",
-    "SOURCE_COLORS", "THEME", "accuracy_heatmap", "axis_validity_chart", "captioned",
+    "SOURCE_COLORS", "THEME", "accuracy_heatmap", "axis_validity_chart", "captioned", "drawable_interval",
     "layer_curves_chart", "pole_labels", "profile_chart", "repel", "save", "specification_curve_chart",
     "warmth_competence_chart", "warmth_competence_charts",
 ]
@@ -129,6 +129,14 @@ def save(chart: alt.TopLevelMixin, path: str | Path, scale: float = 2.0) -> dict
         "png": cache.atomic_write_bytes(stem.with_name(stem.name + ".png"), vlc.vegalite_to_png(spec, scale=scale)),
         "vl.json": cache.atomic_write_text(stem.with_name(stem.name + ".vl.json"), spec),
     }
+
+
+def drawable_interval(low: str = "ci_low", high: str = "ci_high", *, log: bool = False) -> str:
+    """A Vega filter keeping the rows whose interval has two finite ends (positive ones on a ``log`` axis): an
+    interval the data leave unbounded (an odds ratio's profile interval in a small sample) has no line to draw,
+    and Vega draws a missing end as an error instead of leaving it out."""
+    ends = [f"isFinite(datum.{low})", f"isFinite(datum.{high})"] + ([f"datum.{low} > 0"] if log else [])
+    return " && ".join(ends)
 
 
 def captioned(chart, heading: str, subtitle: Sequence[str], alt_text: str, caption: str):

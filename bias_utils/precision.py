@@ -3,7 +3,9 @@
 A percentile bound from ``B`` replicates is itself random: another seed gives another bound. Its Monte Carlo
 standard error comes from the order statistics, without assuming a shape for the bootstrap distribution:
 
-* the bound at quantile ``q`` is the ``ceil(qB)``-th order statistic of the replicates (no interpolation);
+* the bound at quantile ``q`` is the ``ceil(qB)``-th order statistic of the replicates (no interpolation: numpy's
+  ``method="inverted_cdf"``; ``np.percentile``'s default interpolates, which moves a bound by less than the gap to
+  the next order statistic, far inside its Monte Carlo range);
 * the number of replicates below the true ``q``-quantile is Binomial(B, q), so the order statistics at
   ``qB -+ 1.96 sqrt(B q (1 - q))`` (rounded outward, clipped to 1..B) bracket that quantile with about 95%
   probability: this is the bound's Monte Carlo 95% range, and its standard error is the range / 3.92.

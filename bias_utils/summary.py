@@ -424,7 +424,8 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
                   axis=alt.Axis(grid=False, values=ticks, format="~g"))
         base = alt.Chart(head).encode(y=alt.Y("model_id:N", title=None, axis=alt.Axis(labels=False, ticks=False)))
         one = alt.Chart(pd.DataFrame({"odds_ratio": [1.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
-        bars = base.mark_rule(strokeWidth=2, color=plots.OTHER_COLORS[2]).encode(
+        bars = base.transform_filter(plots.drawable_interval(log=True)).mark_rule(
+            strokeWidth=2, color=plots.OTHER_COLORS[2]).encode(
             x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q")
         points = base.mark_point(filled=True, size=60, color=plots.OTHER_COLORS[2]).encode(
             x=x, tooltip=["model_id", alt.Tooltip("odds_ratio:Q", format=".2f"),

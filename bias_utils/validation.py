@@ -312,11 +312,14 @@ def check_completion_profiles(*, model="smollm2-135m-instruct", context_source="
 @_notebook_check
 def check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None,
                               n_contexts=5, seed=0, layer="mean", correction=0.5, output_dir=None,
-                              n_boot=1000) -> None:
-    """Notebook 11's parameters (``link.check_link``, then the notebook's ``n_boot`` floor)."""
+                              n_boot=1000, n_permutations=999) -> None:
+    """Notebook 11's parameters: the notebook's floors for ``n_boot`` and ``n_permutations`` (their messages give
+    the run-time estimate against the notebook's defaults), then ``link.check_link``."""
     facts = _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts)
-    link.check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed, layers=facts.n_states)
     check_boot_count(n_boot, default=1000)
+    check_permutation_count(n_permutations, default=999)
+    link.check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed,
+                    n_permutations=n_permutations, layers=facts.n_states)
 
 
 @_notebook_check

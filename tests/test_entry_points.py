@@ -180,6 +180,11 @@ def _entry_cases() -> list:
         ("run_link seed", lambda t: link.run_link(SMOL, METRICS, _basis(31), seed=-1), "seed"),
         ("run_link verdict", lambda t: link.run_link(SMOL, METRICS, _basis(31), direction_verdict="yes"),
          "direction_verdict"),
+        # 10 relabellings leave no cut-off for a 95% interval; the fits would read the error as a design too small
+        ("run_link n_permutations", lambda t: link.run_link(SMOL, METRICS, _basis(31), n_permutations=10),
+         "n_permutations"),
+        ("link_statistics n_permutations", lambda t: link.link_statistics(pd.DataFrame(), n_permutations=10),
+         "n_permutations"),
         # Table 2 and the axis null (chapter 03)
         ("direction_prediction layer", lambda t: space.direction_prediction(MINILM, sp7, layer=7), "layer"),
         ("direction_prediction n_boot", lambda t: space.direction_prediction(MINILM, sp7, n_boot=1), "n_boot"),

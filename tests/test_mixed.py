@@ -166,12 +166,42 @@ def test_mixed_row_has_the_statistics_columns(audit):
     assert list(row)[:len(stats.STAT_COLUMNS)] == stats.STAT_COLUMNS
     assert row["effect"] == "odds_ratio" and row["effect_size"] == pytest.approx(np.exp(fit.coef["female_dominated"]))
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((np.exp(t.ci_low), np.exp(t.ci_high)))
-    assert row["statistic"] == t.lr_statistic and row["df"] == 1 and row["p"] == t.p
+    assert (row["statistic"], row["p"]) == pytest.approx((t.lr_statistic, t.p), rel=1e-9) and row["df"] == 1
     assert row["n"] == row["n_clusters"] == 26 and row["n_clusters_given"] == 224 and row["sigma"] == fit.sigma
     slope = mixed.mixed_row(fit, "female_dominated", effect="log_odds_slope")
     assert (slope["effect_size"], slope["ci_low"]) == pytest.approx((t.estimate, t.ci_low), rel=1e-10)
     table = stats.results_table([row, slope])
     assert table["p_adj"].notna().all()
+
+
+def test_permutation_calibration_keeps_interval_and_p_in_agreement(audit):
+    """On the audit's counts (group labels permuted across the occupations that wrote a gendered word): p is the
+    permutation p, the cut-off is the 2nd largest of 39 permuted LRs (0.05 x 40 - 1 = 1 may reach the LR for
+    p < 0.05), the interval's bounds reach it, and the same seed draws the same permutations."""
+    k, m, X = audit
+    used = k + m > 0
+    k, m, X = k[used], m[used], X[used].reset_index(drop=True)
+    fit = mixed.fit_mixed_logit(k, m, X, boundary_avoiding=False)
+    plain = mixed.coefficient_test(fit, "female_dominated")
+    t = mixed.coefficient_test(fit, "female_dominated", n_permutations=39, seed=3)
+    assert t.lr_statistic == pytest.approx(plain.lr_statistic, rel=1e-9) and t.p_chi2 == pytest.approx(plain.p)
+    assert round(t.p * 40, 9) in set(range(1, 41)) and t.n_permutations == 39
+    assert plain.cutoff == pytest.approx(st.chi2.ppf(0.95, 1))
+    assert (t.p < 0.05) == (t.lr_statistic > t.cutoff) == (not t.ci_low <= 0 <= t.ci_high)
+    for bound in (t.ci_low, t.ci_high):  # the refit at each bound, by scipy's Nelder-Mead (as the test above)
+        best = optimize.minimize(lambda th, b=bound: -mixed.mixed_loglik(k, m, X, [th[0], b], abs(th[1])),
+                                 [fit.coef["intercept"], fit.sigma], method="Nelder-Mead",
+                                 options={"xatol": 1e-9, "fatol": 1e-12})
+        assert 2 * (fit.loglik + best.fun) == pytest.approx(t.cutoff, abs=1e-5)
+    again = mixed.coefficient_test(fit, "female_dominated", n_permutations=39, seed=3)
+    assert (again.cutoff, again.p) == pytest.approx((t.cutoff, t.p), rel=1e-9)
+    row = mixed.mixed_row(fit, "female_dominated", n_permutations=39, seed=3)
+    assert (row["p"], row["cutoff"], row["p_chi2"]) == pytest.approx((t.p, t.cutoff, t.p_chi2), rel=1e-9)
+    with pytest.raises(ParameterError, match="at least 20"):  # 19 would leave no permuted LR below the cut-off
+        mixed.coefficient_test(fit, "female_dominated", n_permutations=19)
+    with pytest.raises(ParameterError, match="cannot be permuted"):
+        covariate = X.assign(other=np.arange(len(k), dtype=float))  # every cluster unlike the others: no stratum
+        mixed.coefficient_test(mixed.fit_mixed_logit(k, m, covariate), "female_dominated", n_permutations=39)
 
 
 def test_bad_input_is_named():
@@ -191,3 +221,102 @@ def test_bad_input_is_named():
         mixed.coefficient_test(fit, "group")
     with pytest.raises(ParameterError, match="effect"):
         mixed.mixed_row(fit, "x", effect="risk_ratio")
+
+
+# --------------------------------------------------------------------------- simulations
+
+
+def _two_group(rng, beta1, dominant=None, sigma=1.0, beta0=1.0, n_a=75, n_b=25):
+    """Clusters like the audit's: 75 of one group and 25 of the other (indicator 1), words per cluster geometric
+    with mean 1.5 (87% of clusters with 0-3), random intercepts N(0, sigma^2). ``dominant``: the last cluster of
+    the smaller group writes 60-80 words, its intercept drawn from the model ("random") or fixed at ``dominant``
+    sigma."""
+    group = np.r_[np.zeros(n_a), np.ones(n_b)]
+    n = rng.negative_binomial(1, 0.4, n_a + n_b)
+    u = rng.normal(0, sigma, n_a + n_b)
+    if dominant is not None:
+        n[-1] = rng.integers(60, 81)
+        u[-1] = u[-1] if dominant == "random" else dominant * sigma
+    k = rng.binomial(n, special.expit(beta0 + beta1 * group + u)).astype(float)
+    return k, n - k, pd.DataFrame({"intercept": 1.0, "group": group})
+
+
+def _categories(rng, beta_x, sigma=1.0, n_clusters=150, n_categories=10):
+    """Chapter 11's design: 150 clusters in 10 categories (28 down to 5 clusters, the largest the reference; fixed
+    effects from -1 to 1), a covariate whose mean differs by category (so the between- and within-category links
+    differ), standardised; words per cluster geometric with mean 2.5; random intercepts N(0, sigma^2)."""
+    sizes = np.r_[28, 21, 20, 17, 15, 14, 12, 10, 8, 5]
+    assert sizes.sum() == n_clusters and len(sizes) == n_categories
+    category = np.repeat(np.arange(n_categories), sizes)
+    x = np.linspace(-1, 1, n_categories)[category] + rng.normal(0, 1, n_clusters)
+    x = (x - x.mean()) / x.std()
+    dummies = pd.get_dummies(category, prefix="category", drop_first=True, dtype=float)
+    design = pd.concat([pd.DataFrame({"intercept": 1.0, "x": x}), dummies], axis=1)
+    eta = np.linspace(-1, 1, n_categories)[category] + beta_x * x + rng.normal(0, sigma, n_clusters)
+    n = rng.negative_binomial(1, 1 / 3.5, n_clusters)
+    k = rng.binomial(n, special.expit(eta)).astype(float)
+    return k, n - k, design
+
+
+def _simulate(make, name, truth, n_sim, seed, *, n_permutations=0, **fit_options):
+    """Over ``n_sim`` seeded samples: the coverage of the 95% profile interval of ``name`` at its true value
+    ``truth``, the rejection rate of the LR test of ``name`` = 0 (calibrated by ``n_permutations`` when > 0), the
+    uncalibrated LR test's, and for the two-group designs the pooled-word odds ratio's Wald test. Every interval
+    must agree with its p (excludes 0 iff p < 0.05)."""
+    rng = np.random.default_rng(seed)
+    cover = reject = raw = naive = 0
+    for i in range(n_sim):
+        k, m, X = make(rng)
+        t = mixed.coefficient_test(mixed.fit_mixed_logit(k, m, X, **fit_options), name,
+                                   n_permutations=n_permutations, seed=i)
+        cover += t.ci_low <= truth <= t.ci_high
+        reject += t.p < 0.05
+        raw += t.p_chi2 < 0.05
+        assert (t.p < 0.05) == (not t.ci_low <= 0 <= t.ci_high), t
+        if name == "group":
+            g = X["group"].to_numpy() == 1
+            naive += stats.odds_ratio([[k[~g].sum(), m[~g].sum()], [k[g].sum(), m[g].sum()]])["p"] < 0.05
+    return cover / n_sim, reject / n_sim, raw / n_sim, naive / n_sim
+
+
+N_SIM = 200  # coverage
+N_NULL = 1000  # false-positive rate: at a true 5%, 200 samples put 8% of seeds above 7%, 1,000 put 0.2%
+
+
+def test_simulation_two_groups_like_the_audit():
+    coverage, power, _, _ = _simulate(lambda r: _two_group(r, -2.0), "group", -2.0, N_SIM, 1)
+    _, fpr, _, naive = _simulate(lambda r: _two_group(r, 0.0), "group", 0.0, N_NULL, 2)
+    print(f"\n(a) two groups: coverage {coverage:.3f}, power {power:.3f}, FPR {fpr:.3f}; pooled-word OR Wald FPR "
+          f"{naive:.3f}")
+    assert 0.90 <= coverage <= 0.98 and fpr <= 0.07
+
+
+def test_simulation_one_dominant_cluster():
+    """The smaller group holds one occupation with 60-80 words. Its intercept drawn from the model: the LR test
+    keeps its level, the pooled-word odds ratio's Wald test does not (the gate). Printed beside it: plain ML (no
+    boundary-avoiding penalty) on the same samples, and the dominant intercept fixed at +2 sigma (a test of the
+    population's group effect is then shifted by that one draw)."""
+    coverage, _, _, _ = _simulate(lambda r: _two_group(r, -2.0, "random"), "group", -2.0, N_SIM, 3)
+    _, fpr, _, naive = _simulate(lambda r: _two_group(r, 0.0, "random"), "group", 0.0, N_NULL, 4)
+    _, fpr_ml, _, _ = _simulate(lambda r: _two_group(r, 0.0, "random"), "group", 0.0, N_SIM, 4,
+                                boundary_avoiding=False)
+    _, fpr_fixed, _, naive_fixed = _simulate(lambda r: _two_group(r, 0.0, 2.0), "group", 0.0, N_SIM, 5)
+    print(f"\n(b) one dominant cluster: coverage {coverage:.3f}, FPR {fpr:.3f} (plain ML, first {N_SIM} samples: "
+          f"{fpr_ml:.3f}); pooled-word OR Wald FPR {naive:.3f}. Its intercept fixed at +2 sigma: FPR {fpr_fixed:.3f}, "
+          f"pooled-word {naive_fixed:.3f}")
+    assert 0.90 <= coverage <= 0.98 and fpr <= 0.07
+    assert naive > 0.07 and naive_fixed > 0.07
+
+
+N_CALIBRATION = 99
+
+
+def test_simulation_covariate_within_categories():
+    """Chapter 11's design. The chi-square LR test rejects too often here (printed); with the cut-off from
+    N_CALIBRATION permutations of the covariate within category it keeps its level."""
+    coverage, power, _, _ = _simulate(lambda r: _categories(r, 0.4), "x", 0.4, N_SIM, 6,
+                                      n_permutations=N_CALIBRATION)
+    _, fpr, raw, _ = _simulate(lambda r: _categories(r, 0.0), "x", 0.0, N_SIM, 7, n_permutations=N_CALIBRATION)
+    print(f"\n(c) covariate + 10 category effects, cut-off from {N_CALIBRATION} permutations: coverage "
+          f"{coverage:.3f}, power {power:.3f}, FPR {fpr:.3f}; chi-square cut-off FPR {raw:.3f}")
+    assert 0.90 <= coverage <= 0.98 and fpr <= 0.07
