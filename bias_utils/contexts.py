@@ -75,7 +75,7 @@ from .context_filters import (
     usable_contexts,
 )
 from .dictionaries import ensure_sense_ids, wordnet_contexts
-from .errors import ParameterError
+from .errors import ParameterError, check_positive_int, check_seed
 from .paths import InputPathError, resolve_input
 from .registry import Registry
 from .wordnet import wordnet
@@ -83,9 +83,9 @@ from .wordnet import wordnet
 __all__ = [
     "ContextError", "ContextSet", "DEFAULT_CORPORA", "DROP_COLUMNS", "GENERATION_INSTRUCTION",
     "PUBLISHED_GENERATED_KEY", "SENSE_CLAUSE", "SKIP_COLUMNS", "SourceRequest", "TABLE_COLUMNS", "build_contexts",
-    "context_source", "source_names",
+    "check_request", "check_source_names", "context_source", "source_names",
     "context_report", "crop", "generation_prompt", "load_corpus", "prepare_dictionary", "published_generated_contexts",
-    "DEFAULT_GENERATOR", "GENERATED_COLUMNS", "generate_usable", "describe_generation", "generation_report",
+    "DEFAULT_GENERATOR", "GENERATED_COLUMNS", "GIVEN", "generate_usable", "describe_generation", "generation_report",
     "require_generator",
     "unpublished_senses",
 ]
@@ -94,8 +94,10 @@ TABLE_COLUMNS = ["sense_id", "dimension", "term", "direction", "context", "conte
 SKIP_COLUMNS = ["sense_id", "dimension", "term", "direction", "source", "reason"]
 DROP_COLUMNS = ["sense_id", "term", "context", "context_source", "reason"]
 #: :func:`generation_report`: the contexts generated now for a sense and those kept (after the filters, at most
-#: ``n_contexts``); ``generator`` is the model id.
+#: ``n_contexts``); ``generator`` is the model id, or :data:`GIVEN` for a sense whose contexts the dictionary gives
+#: (``n_generated``: the contexts given, ``n_kept``: those used).
 GENERATED_COLUMNS = ["sense_id", "dimension", "term", "direction", "generator", "n_generated", "n_kept"]
+GIVEN = "given in the dictionary"
 
 #: BOLD Wikipedia sentences, tried in this order; a file that fails verification is refused and noted.
 DEFAULT_CORPORA = ("bold_profession_wiki", "bold_gender_wiki")
@@ -143,6 +145,9 @@ class SourceRequest:
     max_words: int | None = 40
     gender_filter: bool | None = None
     fill_generator: Any = DEFAULT_GENERATOR
+    #: ``{term: {"contexts", "n_generated", "generator"}}``: contexts the fill generator already made with these
+    #: settings and seed for a sense without a definition (the project's files, ``extra_contexts``), used as made.
+    known: Any = None
 
 
 #: ``{source name: builder(dictionary, request) -> ContextSet}``, in registration order (the order of reports).
@@ -275,11 +280,15 @@ def _definition(sense: pd.Series):
 
 
 def unpublished_senses(dictionary: pd.DataFrame) -> pd.DataFrame:
-    """The senses of ``dictionary`` without published generated contexts (term + synset): those the
-    ``generated`` source has to generate (none in the seed dictionary; every row of a user dictionary)."""
+    """The senses of ``dictionary`` without published generated contexts (term + synset) and without contexts of
+    their own that contain the term: those the ``generated`` source has to generate (none in the seed dictionary;
+    every row of a user dictionary that gives no sentences)."""
     d = prepare_dictionary(dictionary)
     published = published_generated_contexts()
-    return d[[f"{t} - {_synset_of(s)}" not in published for t, (_, s) in zip(d["term"], d.iterrows())]]
+    own = [any(contains_term(c, s["term"]) for c in _as_list(s["contexts"])) if "contexts" in d.columns else False
+           for _, s in d.iterrows()]
+    return d[[f"{t} - {_synset_of(s)}" not in published and not o
+              for t, (_, s), o in zip(d["term"], d.iterrows(), own)]]
 
 
 def require_generator(dictionary: pd.DataFrame, generator=DEFAULT_GENERATOR) -> pd.DataFrame:
@@ -325,6 +334,9 @@ def _generate_senses(d: pd.DataFrame, model, request: SourceRequest, prompt_ids:
     settings record (a row of ``notes``)."""
     settings = {**GENERATION_SETTINGS, "n_samples": request.n_contexts, **(request.generation or {})}
     prompts = [generation_prompt(s["term"], _definition(s)) for _, s in d.iterrows()]
+    print(f"contexts: {len(d)} sense(s) without published contexts ({', '.join(d['term'].head(6))}"
+          f"{', ...' if len(d) > 6 else ''}) get {settings['n_samples']} generated each from {model.model_id}, "
+          f"{len(set(prompt_ids))} prompt(s) of at most {settings['max_new_tokens']} new tokens")
     results = generate_usable(model, d, prompts, prompt_ids, seed=request.seed, settings=settings,
                               gender_filter=request.gender_filter is not False)
     rows, skipped, dropped, counts = [], [], [], []
@@ -377,10 +389,49 @@ def _generated_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
             rows += _rows(sense, kept[:request.n_contexts], origin, "generated")
         else:
             skipped.append(_skip(sense, "generated", "every published context was dropped by the gender filter"))
+    # A user's own sentences for a sense without published contexts are its contexts, as given (none generated).
+    own, notes, counts = [], [], []
+    for i in missing:
+        sense = d.loc[i]
+        given = _as_list(sense["contexts"]) if "contexts" in d.columns else []
+        usable = [c for c in given if contains_term(c, sense["term"])]
+        dropped += [{"sense_id": sense["sense_id"], "term": sense["term"], "context": c, "context_source": "user",
+                     "reason": "the dictionary's own context does not contain the term"}
+                    for c in given if c not in usable]
+        if usable:
+            own.append(i)
+            rows += _rows(sense, usable[:request.n_contexts], _own_origin(sense), "generated")
+            counts.append({**{c: sense[c] for c in GENERATED_COLUMNS[:4]}, "generator": GIVEN,
+                           "n_generated": len(given), "n_kept": len(usable[:request.n_contexts])})
+    if own:
+        notes.append({"item": "user contexts", "status": "used",
+                      "detail": f"{len(own)} sense(s) without published contexts have their own in the dictionary, "
+                                f"used as given and not generated: {', '.join(d.loc[own, 'term'].head(8))}"})
+        missing = [i for i in missing if i not in own]
+    made = [i for i in missing if d.loc[i, "term"] in (request.known or {}) and _definition(d.loc[i]) is None]
+    for i in made:
+        sense, entry = d.loc[i], request.known[d.loc[i, "term"]]
+        kept = list(entry["contexts"])[:request.n_contexts]
+        counts.append({**{c: sense[c] for c in GENERATED_COLUMNS[:4]}, "generator": entry["generator"],
+                       "n_generated": entry["n_generated"], "n_kept": len(kept)})
+        if kept:
+            rows += _rows(sense, kept, entry["generator"], "generated")
+        else:
+            skipped.append(_skip(sense, "generated", f"none of {entry['n_generated']} generated contexts was usable "
+                                 "(the project's generated-contexts file)"))
+    if made:
+        notes.append({"item": "project generated contexts", "status": "used",
+                      "detail": f"{len(made)} sense(s) without a definition have contexts in the project's generated-"
+                                "contexts files, made by the same generator with the same prompt, settings and seed: "
+                                f"used as made, not generated again ({', '.join(d.loc[made, 'term'].head(8))})"})
+        missing = [i for i in missing if i not in made]
     if missing and request.fill_generator is None:
         skipped += [_skip(sense, "generated", "no published generated context for this term + synset; pass model= "
                           "or fill_generator= to generate new ones") for _, sense in d.loc[missing].iterrows()]
-    out = _finish(rows, skipped, dropped)
+    order = {sid: k for k, sid in enumerate(d["sense_id"])}
+    rows.sort(key=lambda r: order[r["sense_id"]])  # the dictionary's order, wherever a sense's contexts came from
+    out = _finish(rows, skipped, dropped, notes)
+    out.generated = pd.DataFrame(counts, columns=GENERATED_COLUMNS)
     if not missing or request.fill_generator is None:
         return out
     require_generator(d.loc[missing], request.fill_generator)
@@ -389,12 +440,19 @@ def _generated_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
     todo = d.loc[missing]
     new = _generate_senses(todo, resolve_model(request.fill_generator, need="generate"), request,
                            [_fill_id(s["term"], _definition(s)) for _, s in todo.iterrows()])
-    order = {sid: k for k, sid in enumerate(d["sense_id"])}
     table = pd.concat([out.table, new.table], ignore_index=True)
     table = table.iloc[np.argsort(table["sense_id"].map(order).to_numpy(), kind="stable")].reset_index(drop=True)
     new.table, new.skipped = table, pd.concat([out.skipped, new.skipped], ignore_index=True)
     new.dropped = pd.concat([out.dropped, new.dropped], ignore_index=True)
+    new.notes = pd.concat([out.notes, new.notes], ignore_index=True)
+    new.generated = pd.concat([out.generated, new.generated], ignore_index=True) if len(out.generated) \
+        else new.generated
     return new
+
+
+def _own_origin(sense: pd.Series) -> str:
+    origin = sense.get("context_source")
+    return origin if isinstance(origin, str) and origin else "user (the dictionary's own)"
 
 
 def generation_report(contexts: ContextSet) -> pd.DataFrame:
@@ -408,10 +466,18 @@ def describe_generation(report: pd.DataFrame) -> str:
     generator, and how many of the generated contexts the filters kept."""
     if report.empty:
         return "Every sense had published contexts (or came from another source): none were generated."
-    generators = ", ".join(sorted(report["generator"].astype(str).unique()))
-    return (f"{len(report)} senses had no published contexts; {generators} generated "
-            f"{int(report['n_generated'].sum())} contexts for them, of which the filters kept "
-            f"{int(report['n_kept'].sum())} (per sense below; senses with none kept are dropped).")
+    given = report[report["generator"] == GIVEN]
+    made = report[report["generator"] != GIVEN]
+    parts = []
+    if len(given):
+        parts.append(f"{len(given)} of them use the {int(given['n_kept'].sum())} contexts the dictionary gives them "
+                     f"that contain the term (of {int(given['n_generated'].sum())} given)")
+    if len(made):
+        generators = ", ".join(sorted(made["generator"].astype(str).unique()))
+        parts.append(f"for {len(made)}, {generators} generated {int(made['n_generated'].sum())} contexts, of which "
+                     f"the filters kept {int(made['n_kept'].sum())}")
+    return (f"{len(report)} senses had no published contexts; " + "; ".join(parts)
+            + " (per sense below; senses with none kept are dropped).")
 
 
 # ---------------------------------------------------------------- corpus
@@ -501,10 +567,51 @@ def _no_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
 
 # ---------------------------------------------------------------- entry points
 
+def check_source_names(sources, name: str = "sources") -> tuple[str, ...]:
+    """``None`` (every registered context source, :func:`source_names`) or a non-empty list of them; a
+    :class:`ParameterError` names ``name``."""
+    if sources is None:
+        return source_names()
+    if isinstance(sources, str) or not isinstance(sources, (list, tuple)) or not sources:
+        raise ParameterError(f"{name} must be None or a non-empty list of context sources, got {sources!r}")
+    unknown = [s for s in sources if s not in _SOURCES]
+    if unknown:
+        raise ParameterError(f"{name} must be context sources among {', '.join(source_names())}, got {unknown[0]!r}")
+    return tuple(sources)
+
+
+def check_request(dictionary: pd.DataFrame, source: str = "generated", n_contexts=5, seed=0, *, model=None,
+                   fill_generator="default", names: tuple[str, str] = ("source", "model")) -> pd.DataFrame:
+    """:func:`build_contexts`' parameters, checked before any model loads, and the prepared dictionary
+    (:func:`prepare_dictionary`). A :class:`ParameterError` names the parameter (``names``: what the caller calls
+    the source and the generating model, e.g. ``("context_source", "generator")``): an unknown source, a count or
+    seed out of range, a dictionary without its columns, and with ``"generated"`` a generator that cannot write
+    text (read from its config) or a built-in one that is not installed (:func:`require_generator`;
+    ``fill_generator="default"``: :data:`DEFAULT_GENERATOR`)."""
+    if source not in _SOURCES:
+        raise ParameterError(f"{names[0]} must be one of {', '.join(source_names())}, got {source!r}")
+    check_positive_int(n_contexts, "n_contexts")
+    check_seed(seed)
+    try:
+        d = prepare_dictionary(dictionary)
+    except ContextError as exc:
+        raise ParameterError(f"dictionary: {exc}") from None
+    if source == "generated":
+        fill_generator = DEFAULT_GENERATOR if fill_generator == "default" else fill_generator
+        generator = model if model is not None else fill_generator
+        todo = require_generator(d, generator) if generator is not None else ()
+        if model is not None or len(todo):
+            from .models import check_model  # deferred: torch, needed only where contexts are generated
+
+            check_model(generator, names[1] if model is not None else "generator", need="generate",
+                        what="generating contexts")
+    return d
+
+
 def build_contexts(dictionary: pd.DataFrame, source: str = "generated", n_contexts: int = 5, seed: int = 0,
                    model=None, corpus=None, *, generation: dict | None = None,
                    max_words: int | None = 40, gender_filter: bool | None = None,
-                   fill_generator=DEFAULT_GENERATOR) -> ContextSet:
+                   fill_generator=DEFAULT_GENERATOR, known=None) -> ContextSet:
     """Up to ``n_contexts`` contexts per dictionary sense from ``source`` (see the module docstring).
 
     ``dictionary`` needs ``dimension, term, direction`` and may have
@@ -518,15 +625,17 @@ def build_contexts(dictionary: pd.DataFrame, source: str = "generated", n_contex
     published ones as published; ``True``/``False`` force it either way.
     ``fill_generator`` (``generated`` without ``model``): the model that generates
     contexts for senses without published ones (:func:`unpublished_senses`), the
-    same way as ``model``; ``None`` leaves them skipped. A built-in generator
-    that is not installed is a ``ParameterError`` before any model loads.
+    same way as ``model``; ``None`` leaves them skipped. ``known``: contexts
+    that generator already made for terms without a definition, with these
+    settings and seed (``extra_contexts.known_generated_contexts``: the
+    project's generated-contexts files), used as made instead of generating
+    them again. Every parameter is checked first (:func:`check_request`),
+    before any model loads.
     """
-    if source not in _SOURCES:
-        raise ContextError(f"unknown context source {source!r}; choose one of {source_names()}")
-    if not isinstance(n_contexts, (int, np.integer)) or n_contexts < 1:
-        raise ContextError(f"n_contexts must be a positive integer, got {n_contexts!r}")
-    request = SourceRequest(n_contexts, seed, model, corpus, generation, max_words, gender_filter, fill_generator)
-    return _SOURCES[source](prepare_dictionary(dictionary), request)
+    d = check_request(dictionary, source, n_contexts, seed, model=model, fill_generator=fill_generator)
+    request = SourceRequest(n_contexts, seed, model, corpus, generation, max_words, gender_filter, fill_generator,
+                            known)
+    return _SOURCES[source](d, request)
 
 
 def context_report(contexts: pd.DataFrame | ContextSet, senses: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -20,6 +20,7 @@ from scipy import stats as sps
 from . import bold, completions, link, occupations, paths, plots, precision, tables
 from .axis_validity import AXIS_VALIDITY_TABLE, unreadable_axes
 from .dictionaries import DIMENSIONS
+from .results import folder_model
 
 __all__ = [
     "ACCURACY_TABLE", "BOLD_STATS_TABLE", "BOLD_SUMMARY_TABLE", "COMPLETION_STATS_TABLE", "CROSS_MODEL_TABLES",
@@ -58,8 +59,9 @@ def read_results(models: Sequence[str], table: str, results_dir: str | Path | No
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Stack ``<results_dir>/<model>/<table>.parquet`` over ``models`` with a ``model_id`` column.
 
-    Returns ``(stacked, skipped)``; ``skipped`` (``model_id, table, reason``) lists
-    the models without that table.
+    Returns ``(stacked, skipped)``; ``skipped`` (``model_id, table, reason``) names
+    each folder whose table could not be used and why: absent, unreadable, or
+    holding rows of another model than the one the folder records (``results.MODEL_FILE``).
     """
     root = Path(results_dir) if results_dir is not None else paths.results_dir()
     frames, skipped = [], []
@@ -68,7 +70,19 @@ def read_results(models: Sequence[str], table: str, results_dir: str | Path | No
         if not path.exists():
             skipped.append({"model_id": model, "table": table, "reason": f"no {path.name} in its results folder"})
             continue
-        frames.append(pd.read_parquet(path).assign(model_id=model))
+        try:
+            frame = pd.read_parquet(path)
+        except Exception as exc:  # a truncated or foreign file: named with its folder, the other models go on
+            skipped.append({"model_id": model, "table": table,
+                            "reason": f"{path} cannot be read ({type(exc).__name__}: {exc})"})
+            continue
+        held = folder_model(root / model)
+        others = sorted(set(frame["model_id"].dropna().astype(str)) - {held}) if held and "model_id" in frame else []
+        if others:
+            skipped.append({"model_id": model, "table": table,
+                            "reason": f"{path} holds rows of {', '.join(others)}, but the folder is {held}'s"})
+            continue
+        frames.append(frame.assign(model_id=model))
     stacked = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["model_id"])
     return stacked, pd.DataFrame(skipped, columns=SKIPPED_COLUMNS)
 

@@ -13,9 +13,9 @@ import os
 from typing import Sized
 
 __all__ = [
-    "MAX_RESAMPLES", "MAX_RESAMPLES_ENV", "ModelError", "ParameterError", "check_at_most", "check_count",
-    "check_generation", "check_positive_int", "check_prompts", "check_sampling", "check_seed", "is_int", "is_number",
-    "max_resamples",
+    "LAYER_NAMES", "MAX_RESAMPLES", "MAX_RESAMPLES_ENV", "MAX_SEED", "ModelError", "ParameterError", "check_at_most",
+    "check_count", "check_generation", "check_layer", "check_max_new_tokens", "check_positive_int", "check_prompts",
+    "check_sampling", "check_seed", "is_int", "is_number", "max_resamples",
 ]
 
 #: Most bootstrap replicates or permutations a run accepts: beyond it a typo (an extra zero or three) would start a
@@ -23,6 +23,11 @@ __all__ = [
 MAX_RESAMPLES = 100_000
 #: The environment variable that raises that ceiling for a run that asks for more on purpose.
 MAX_RESAMPLES_ENV = "BIAS_MAX_RESAMPLES"
+#: The largest seed every library the package seeds accepts (numpy's ``default_rng`` and ``RandomState``: 2**32 - 1).
+MAX_SEED = 2**32 - 1
+#: The layer choices by name: the mean of the projected values over every hidden state (the original study's
+#: headline), the last hidden state, and every hidden state (one value per layer: only where a chapter shows them all).
+LAYER_NAMES = ("mean", "last", "all")
 
 
 class ParameterError(ValueError):
@@ -53,11 +58,35 @@ def check_positive_int(value, name: str, *, allow_none: bool = False) -> int | N
     return int(value)
 
 
-def check_seed(seed) -> int:
-    """A non-negative integer."""
-    if not is_int(seed) or seed < 0:
-        raise ParameterError(f"seed must be a non-negative integer, got {seed!r}")
+def check_seed(seed, name: str = "seed") -> int:
+    """An integer in [0, :data:`MAX_SEED`] (numpy refuses a larger one in its own words, deep in a run)."""
+    if not is_int(seed) or not 0 <= seed <= MAX_SEED:
+        raise ParameterError(f"{name} must be an integer from 0 to 2**32 - 1 = {MAX_SEED:,}, got {seed!r}")
     return int(seed)
+
+
+def check_layer(layer, *, layers=None, allow_all: bool = True, allow_names: bool = True,
+                name: str = "layer") -> str | int:
+    """``layer`` when it is one of :data:`LAYER_NAMES` (``"all"`` only where ``allow_all``) or a hidden-state index;
+    ``layers``: the model's hidden-state indices (a count ``n`` stands for ``0 .. n - 1``; the embedding output is 0),
+    against which an index is checked, negative ones counting from the end; ``allow_names=False``: an index only
+    (an item of a list of layers). The one rule for a layer everywhere:
+    the notebooks' checks, the library's entry points and the projection itself."""
+    names = tuple(n for n in LAYER_NAMES if allow_all or n != "all") if allow_names else ()
+    if isinstance(layer, str) and layer in names:
+        return layer
+    available = None if layers is None else tuple(range(layers)) if is_int(layers) else tuple(int(x) for x in layers)
+    if is_int(layer) and (available is None or int(layer) in available or -len(available) <= layer < 0):
+        return int(layer)
+    index = "an integer hidden-state index" if available is None else (
+        f"a hidden-state index in {list(available)}" if len(available) < 3 or
+        available != tuple(range(available[0], available[-1] + 1)) else
+        f"a hidden-state index from {available[0]} to {available[-1]} (or -{len(available)} to -1 from the end; "
+        f"0 is the embedding output)")
+    choices = [repr(n) for n in names] + [index]
+    why = " ('all' gives one value per layer; here one value per word is needed)" if layer == "all" and names else ""
+    raise ParameterError(f"{name} must be {' or '.join([', '.join(choices[:-1]), choices[-1]] if names else choices)}"
+                         f"; got {layer!r}{why}")
 
 
 def max_resamples() -> int:
@@ -122,17 +151,30 @@ def check_sampling(temperature, top_p, top_k=None, *, greedy: bool = False) -> i
     return check_positive_int(top_k, "top_k", allow_none=True)
 
 
+def check_max_new_tokens(max_new_tokens, context_length: int | None, model: str = "the model") -> int:
+    """``max_new_tokens`` as a positive int that, with a prompt, fits ``model``'s context (``context_length`` tokens,
+    read from its config; ``None``: unknown, not checked). Beyond it the positions have no embedding and the run
+    goes on for minutes before it fails or writes nothing."""
+    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
+    if context_length is not None and max_new_tokens >= context_length:
+        raise ParameterError(f"max_new_tokens must be below the context length of {model} ({context_length:,} tokens, "
+                             f"prompt included), got {max_new_tokens:,}")
+    return max_new_tokens
+
+
 def check_generation(prompts=None, *, n_samples=1, max_new_tokens=100, temperature=0.7, top_p=0.9, top_k=None,
                      seed=0) -> dict:
     """The settings of ``generation.generate`` (and, when given, its prompt list), normalised.
 
     ``n_samples``, ``max_new_tokens``: positive ints; the sampling rule of
-    :func:`check_sampling` with greedy decoding allowed; ``seed`` >= 0;
-    ``prompts``: :func:`check_prompts`. Returns ``{"prompts", "n_samples",
-    "max_new_tokens", "temperature", "top_p", "top_k", "seed"}`` (``prompts``
-    as a list, or ``None``; integers as Python ints).
+    :func:`check_sampling` with greedy decoding allowed; greedy decoding
+    (``temperature=0``) with ``n_samples > 1`` is refused: its samples are one
+    completion repeated, which the statistics would count as independent;
+    ``seed``: :func:`check_seed`; ``prompts``: :func:`check_prompts`. Returns
+    ``{"prompts", "n_samples", "max_new_tokens", "temperature", "top_p",
+    "top_k", "seed"}`` (``prompts`` as a list, or ``None``; integers as Python ints).
     """
-    return {
+    checked = {
         "prompts": None if prompts is None else check_prompts(prompts),
         "n_samples": check_positive_int(n_samples, "n_samples"),
         "max_new_tokens": check_positive_int(max_new_tokens, "max_new_tokens"),
@@ -140,3 +182,8 @@ def check_generation(prompts=None, *, n_samples=1, max_new_tokens=100, temperatu
         "temperature": temperature, "top_p": top_p,
         "seed": check_seed(seed),
     }
+    if temperature == 0 and checked["n_samples"] > 1:
+        raise ParameterError(f"n_samples must be 1 with temperature=0 (greedy decoding gives every sample of a prompt "
+                             f"the same completion, counted {n_samples} times as if independent), got {n_samples}; "
+                             "or sample with a temperature > 0")
+    return checked

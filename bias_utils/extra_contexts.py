@@ -50,12 +50,10 @@ from .dictionaries import limit_terms, load_full_dictionary_terms, read_dictiona
 from .paths import data_dir
 from .results import display_name
 
-__all__ = [
-    "RETRY_INSTRUCTION", "compare_generators", "describe_coverage", "extra_contexts_path", "extra_coverage",
-    "extra_term_contexts",
-    "extra_term_prompt", "generate_extra_contexts", "merged_extra_contexts", "model_choice_senses",
-    "read_extra_contexts", "read_model_choice", "retry_prompt", "round2_terms",
-]
+__all__ = ["RETRY_INSTRUCTION", "compare_generators", "describe_coverage", "extra_contexts_path", "extra_coverage",
+    "extra_term_contexts", "extra_term_prompt", "generate_extra_contexts", "known_generated_contexts",
+    "merged_extra_contexts", "model_choice_senses", "read_extra_contexts", "read_model_choice", "retry_prompt",
+    "round2_terms"]
 
 EXTRA_CONTEXTS_FILE = "generated/extra_terms_contexts.jsonl"
 #: Terms per call of ``generation.generate``: the file is rewritten after each, so an interrupted run leaves a
@@ -100,7 +98,8 @@ def round2_terms(path=None) -> pd.DataFrame:
 
 def generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: int = 0, path=None,
                             n_keep: int = 5, generation: dict | None = None, limit: int | None = None,
-                            chunk: int = EXTRA_CHUNK, progress: bool = True, round: int = 1) -> Path:
+                            chunk: int = EXTRA_CHUNK, progress: bool = True, round: int = 1,
+                            dictionary=None) -> Path:
     """Generate, filter and write contexts for the full dictionary's extra terms (one JSON line per term).
 
     Terms (default ``dictionaries.load_full_dictionary_terms()``) are processed in
@@ -115,6 +114,8 @@ def generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: i
     ``round=2`` runs the second round on :func:`round2_terms` of the first-round
     file (``terms`` is then ignored; they keep the first round's order) with
     :func:`retry_prompt` into :func:`extra_contexts_path` ``(path, 2)``.
+    ``dictionary``: a dictionary CSV whose terms are generated instead (the README
+    example's file, ``data/generated/user_example_contexts.jsonl``).
     """
     if round not in ROUNDS:
         raise ContextError(f"round must be one of {ROUNDS}, got {round!r}")
@@ -123,7 +124,8 @@ def generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: i
     if round == 2:
         order = round2_terms(path)
     else:
-        terms = load_full_dictionary_terms() if terms is None else terms
+        terms = read_dictionary(dictionary) if dictionary is not None else \
+            load_full_dictionary_terms() if terms is None else terms
         order = terms[["dimension", "term", "direction"]].sample(frac=1.0, random_state=seed).reset_index(drop=True)
     model = load_model(model) if isinstance(model, str) else model
     settings = {**GENERATION_SETTINGS, **(generation or {})}
@@ -139,7 +141,8 @@ def generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: i
             "order": ("the first round's terms without a usable context, in its order" if round == 2 else
                       "terms shuffled with pandas sample(frac=1, random_state=seed)"),
             "command": (f"python -m bias_utils.extra_contexts generate-extra --model {model.name} --seed {seed}"
-                        + (" --round 2" if round == 2 else "")),
+                        + (" --round 2" if round == 2 else "")
+                        + (f" --dictionary {dictionary} --out {path}" if dictionary is not None else "")),
             "n_terms_total": n_total}
     if round == 2:
         meta["round"] = 2
@@ -166,6 +169,36 @@ def generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: i
         atomic_write_json(_settings_path(path), {**meta, "n_terms_done": len(lines)})
     return path
 
+
+
+def known_generated_contexts(generator=DEFAULT_GENERATOR, *, seed: int = 0, n_contexts: int = 5,
+                             generation: dict | None = None) -> dict[str, dict]:
+    """``{term: {"contexts", "n_generated", "generator"}}`` from the project's first-round generated-contexts files
+    (``data/generated/*.jsonl`` with their settings beside them: the extra terms' and the README example's) made by
+    ``generator`` (a built-in name or a loaded model) with the prompt without a definition, the settings a sense's
+    contexts are generated with now (``n_samples = n_contexts``, ``generation``), ``seed`` and the current filters:
+    what generating them again would give, so ``contexts.build_contexts(known=...)`` uses them as made. Files made
+    otherwise are not read."""
+    name = generator if isinstance(generator, str) else getattr(generator, "model_id", None)
+    wanted = _identity({"seed": seed, "chat": True, "prompt_template": GENERATION_INSTRUCTION,
+                        "filter_version": FILTER_VERSION,
+                        "generation": {**GENERATION_SETTINGS, "n_samples": n_contexts, **(generation or {})}})
+    known: dict[str, dict] = {}
+    for path in sorted((data_dir() / "generated").glob("*.jsonl")):
+        try:
+            settings = json.loads(_settings_path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        held = _identity(settings)
+        same = all(held[k] == wanted[k] for k in ("seed", "chat", "prompt_template", "filter_version", "generation"))
+        model_id = str(settings.get("model_id", ""))
+        if not same or held["round"] not in (None, 1) or not (model_id == name or model_id.startswith(f"{name}--")):
+            continue
+        table, _ = read_extra_contexts(path)
+        for r in table.itertuples():
+            known.setdefault(r.term, {"contexts": list(r.contexts), "n_generated": int(r.n_generated),
+                                      "generator": model_id})
+    return known
 
 
 #: Sidecar settings that decide a line's content: a line is reused only when all of them match.
@@ -404,6 +437,7 @@ def _main(argv=None) -> None:
     gen.add_argument("--out", default=None, help=f"output file (default data/{EXTRA_CONTEXTS_FILE})")
     gen.add_argument("--round", type=int, default=1, choices=ROUNDS,
                      help="2: the retry prompt for the first round's terms without a usable context")
+    gen.add_argument("--dictionary", default=None, help="generate the terms of this dictionary CSV instead")
     sub.add_parser("coverage", help="print the coverage table of the extra terms' contexts file")
     cmp_ = sub.add_parser("compare-models", help="measure the share of usable contexts per generator model "
                           f"(writes data/{MODEL_CHOICE_FILES['summary']} and its siblings)")
@@ -417,7 +451,8 @@ def _main(argv=None) -> None:
             print(table.to_string(index=False) if key != "kept" else f"{len(table)} kept contexts")
         return
     if args.command == "generate-extra":
-        print(generate_extra_contexts(args.model, seed=args.seed, path=args.out, limit=args.limit, round=args.round))
+        print(generate_extra_contexts(args.model, seed=args.seed, path=args.out, limit=args.limit, round=args.round,
+                                      dictionary=args.dictionary))
     print(extra_coverage(path=getattr(args, "out", None)).to_string(index=False))
 
 

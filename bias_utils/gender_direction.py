@@ -44,12 +44,13 @@ import pandas as pd
 from scipy import stats as sps
 
 from . import plots, tables
+from .errors import check_seed
 from .populations import OCCUPATION_GROUPS, load_populations, occupation_shares
 from .precision import interval_text, number_text, p_text
-from .profiles import DEFAULT_TEMPLATES, population_embeddings
+from .profiles import DEFAULT_TEMPLATES, check_word_projection, population_embeddings
 from .projection import projection_table
 from .results import display_name, write_table
-from .stats import correlation_rows, results_table
+from .stats import check_n_boot, correlation_rows, results_table
 
 __all__ = [
     "MEASURES", "MIN_NOUNS", "OCCUPATION_VALIDITY_TABLE", "OCCUPATION_VALIDITY_VALUES_TABLE", "POWER",
@@ -212,7 +213,12 @@ def occupation_validity(model, basis, *, layer="mean", templates: Sequence[str] 
     """The 60 BLS occupation nouns (``populations.load_populations("occupations")``) on ``model``'s
     female − male direction and on ``basis`` (its ``warmth_competence`` basis, or None: the direction alone,
     ``warmth`` and ``competence`` NaN) at ``layer`` in ``templates``
-    (:func:`noun_positions`), against the BLS share of women (:func:`validity_statistics`)."""
+    (:func:`noun_positions`), against the BLS share of women (:func:`validity_statistics`). The parameters are
+    checked first, before any model loads."""
+    check_word_projection(model, layer, templates, layers=None if basis is None else basis.layers,
+                          what="the direction's check (hidden states)")
+    check_n_boot(n_boot)
+    check_seed(seed)
     shares = occupation_shares()
     groups = load_populations("occupations")
     found, skipped = noun_positions(model, groups, basis, population="occupations", layer=layer,

@@ -103,8 +103,8 @@ from . import paths
 from .cache import append_jsonl, atomic_write_json, file_lock, read_jsonl, read_npz, stable_hash, write_npz
 from .decoding import EXPECTED_COLUMNS, STATE_PARTS, lexicon_token_ids, run_transformers
 from .endpoints import OpenAIEndpoint, run_http
-from .errors import check_generation
-from .models import resolve_model
+from .errors import check_generation, check_max_new_tokens
+from .models import check_model, resolve_model
 from .sampling import ScreenedHead
 
 __all__ = ["COLUMNS", "SCREEN_MIN_VOCAB", "completion_states", "generate"]
@@ -178,6 +178,8 @@ def generate(
         raise ValueError(f"empty prompt(s) for prompt_id {empty[:10]}{' ...' if len(empty) > 10 else ''}: nothing to "
                          f"condition on")
 
+    facts = check_model(model, need="generate", what="generate")  # the kind and context length from the config
+    check_max_new_tokens(max_new_tokens, facts.context_length, repr(facts.name))
     model = resolve_model(model, need="generate")
     is_http = isinstance(model, OpenAIEndpoint)
     use_chat = chat or (is_http and model.mode == "chat")
@@ -222,6 +224,9 @@ def generate(
     done = store.load() if store else {}
 
     todo = [r for r in rows if r["row_key"] not in done]
+    speeds = _Speeds(cache)
+    if progress and todo:
+        print(speeds.estimate(model.model_id, len(rows), len(todo), max_new_tokens))
     bar = tqdm(total=len(rows), initial=len(rows) - len(todo), unit="completion", disable=not progress,
                desc="generate", smoothing=0.1)
     started, n_new_tokens = time.monotonic(), 0
@@ -251,6 +256,8 @@ def generate(
     finally:
         bar.close()
         held.close()
+    if n_new_tokens:
+        speeds.record(model.model_id, n_new_tokens / max(time.monotonic() - started, 1e-9))
     lexicon_key = stable_hash(lexicon[0]) if lexicon is not None else None
     out = pd.DataFrame([{c: done[r["row_key"]][c] for c in COLUMNS} for r in rows], columns=COLUMNS)
     for c in EXPECTED_COLUMNS:
@@ -314,6 +321,38 @@ def _id_key(pid: Any) -> str:
 def _has_chat_template(model: Any) -> bool:
     flag = getattr(model, "has_chat_template", None)
     return bool(flag) if flag is not None else bool(getattr(model.tokenizer, "chat_template", None))
+
+
+class _Speeds:
+    """Tokens per second each model wrote on this machine in its last run (``speed.json`` beside the generation
+    cache), for the estimate a run prints before it starts."""
+
+    def __init__(self, cache: bool | str | os.PathLike):
+        root = paths.cache_dir() / "generations" if cache in (True, False) else Path(cache)
+        self.path = root / "speed.json"
+
+    def read(self) -> dict:
+        try:
+            return json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+
+    def estimate(self, model_id: str, n_rows: int, n_todo: int, max_new_tokens: int) -> str:
+        tokens = n_todo * max_new_tokens
+        head = (f"generate: {n_todo:,} of {n_rows:,} completions to write ({n_rows - n_todo:,} cached), at most "
+                f"{tokens:,} new tokens with {model_id}")
+        speed = self.read().get(model_id)
+        if not speed:
+            return head + "; no speed measured for this model on this machine yet (the bar shows it as it runs)"
+        seconds = tokens / speed
+        took = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+        return head + f"; at the {speed:,.1f} tokens/s it wrote here last time, at most about {took}"
+
+    def record(self, model_id: str, tokens_per_second: float) -> None:
+        try:
+            atomic_write_json(self.path, {**self.read(), model_id: round(tokens_per_second, 2)})
+        except OSError:  # a read-only cache: the next estimate has no measurement, nothing else is lost
+            pass
 
 
 class _Store:

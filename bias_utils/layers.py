@@ -16,10 +16,18 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from . import projection
-from .contexts import source_names
 from .dictionaries import load_full_dictionary_terms
-from .profiles import DEFAULT_TEMPLATES, population_embeddings, profile_stats, profile_table
-from .space import DROPPED_COLUMNS, StereotypeSpace, build_space, direction_prediction, dropped_senses
+from .errors import check_positive_int
+from .profiles import DEFAULT_TEMPLATES, check_profile_run, population_embeddings, profile_stats, profile_table
+from .space import (
+    DROPPED_COLUMNS,
+    StereotypeSpace,
+    build_space,
+    check_source_spaces,
+    direction_prediction,
+    dropped_senses,
+)
+from .stats import check_n_boot
 
 __all__ = ["gender_difference_by_layer", "layers_by_context"]
 
@@ -53,12 +61,17 @@ def layers_by_context(model, dictionary: pd.DataFrame, sources: Sequence[str] | 
     ``hedges_g`` (same comparison as an effect size, with its 95% CI).
     ``skipped``: ``context_source`` plus :func:`space.dropped_senses`'s columns
     (every sense or context that missed the axis, with ``stage`` and ``reason``), and a
-    ``stage == "source"`` row for a source that failed entirely.
+    ``stage == "source"`` row for a source that failed entirely. Every parameter is checked first, before any
+    model loads (``space.check_source_spaces``, ``profiles.check_profile_run``).
     """
+    sources = check_source_spaces(model, dictionary, sources, n_contexts, seed, generator=generator)
+    check_profile_run(model, populations, templates)
+    check_positive_int(limit, "limit", allow_none=True)
+    check_n_boot(n_boot)
     pop_emb = population_embeddings(model, populations, templates or DEFAULT_TEMPLATES)
     terms = load_full_dictionary_terms()
     curves, skipped = [], []
-    for source in tqdm(source_names() if sources is None else sources, desc="context sources"):
+    for source in tqdm(sources, desc="context sources"):
         try:
             space = build_space(model, dictionary, source, n_contexts, seed, corpus=corpus, generator=generator)
         except Exception as exc:  # one unusable source must not hide the others; it is reported

@@ -46,18 +46,18 @@ import pandas as pd
 from scipy import stats as sps
 
 from . import mixed, occupation_units, plots, rendering, stats, tables
-from .errors import ParameterError, is_number
+from .errors import ParameterError, check_seed, is_number
 from .gender_direction import VALIDITY_VERDICTS, noun_positions
 from .precision import interval_text, number_text, p_text
-from .profiles import DEFAULT_TEMPLATES
+from .profiles import DEFAULT_TEMPLATES, check_word_projection
 from .results import display_name, write_table
-from .stats import correlation_rows, ols, results_table
+from .stats import check_n_boot, correlation_rows, ols, results_table
 
 __all__ = [
     "BETWEEN", "CONTINUITY", "INTRINSIC_MEASURES", "LINK_OCCUPATIONS_TABLE", "LINK_SKIPPED_TABLE",
     "LINK_STATISTICS_TABLE", "N_PERMUTATIONS", "OCCUPATION_COLUMNS", "PRIMARY", "LinkResult", "check_correction",
-    "describe_link", "extrinsic_table", "intrinsic_table", "link_chart", "link_reading", "link_statistics",
-    "occupation_noun", "run_link",
+    "check_link", "describe_link", "extrinsic_table", "intrinsic_table", "link_chart", "link_reading",
+    "link_statistics", "occupation_noun", "run_link",
 ]
 
 LINK_OCCUPATIONS_TABLE = tables.LINK_OCCUPATIONS
@@ -90,6 +90,28 @@ def check_correction(correction) -> float:
         raise ParameterError(f"correction must be a number > 0 (the continuity correction of the log-odds; "
                              f"{CONTINUITY} is Haldane–Anscombe), got {correction!r}")
     return float(correction)
+
+
+def check_link(model, *, layer="mean", correction=CONTINUITY, n_boot=1000, seed=0, templates=None,
+               direction_verdict=None, n_permutations=N_PERMUTATIONS, layers=None) -> None:
+    """:func:`run_link`'s parameters, checked before any model loads (chapter 11's check calls it too): the model
+    and ``layer`` against ``layers`` (the basis's; default: the model's, from its config) and ``templates``
+    (``profiles.check_word_projection``), then :func:`_check_statistics`'s."""
+    check_word_projection(model, layer, templates, layers=layers, what="the intrinsic measure (hidden states)")
+    check_correction(correction)
+    _check_statistics(n_boot, seed, direction_verdict, n_permutations)
+
+
+def _check_statistics(n_boot, seed, direction_verdict, n_permutations) -> None:
+    """:func:`link_statistics`'s parameters: ``n_boot`` (``stats.check_n_boot``), ``seed``, ``direction_verdict``
+    (``None`` or one of ``gender_direction.VALIDITY_VERDICTS``) and ``n_permutations`` (``mixed.check_permutations``:
+    the fits catch a ``ValueError`` as a design too small, so a bad count must stop the run before them)."""
+    check_n_boot(n_boot)
+    check_seed(seed)
+    if direction_verdict is not None and direction_verdict not in VALIDITY_VERDICTS:
+        raise ParameterError(f"direction_verdict must be one of {VALIDITY_VERDICTS} or None, got "
+                             f"{direction_verdict!r}")
+    mixed.check_permutations(n_permutations)
 
 
 def occupation_noun(occupation: str) -> str:
@@ -259,9 +281,7 @@ def link_statistics(table: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
     ``supported``),
     ``primary`` (the row :data:`PRIMARY` names) and ``note``."""
     measure = table["extrinsic_measure"].iloc[0] if len(table) else ""
-    if direction_verdict is not None and direction_verdict not in VALIDITY_VERDICTS:
-        raise ParameterError(f"direction_verdict must be one of {VALIDITY_VERDICTS} or None, got "
-                             f"{direction_verdict!r}")
+    _check_statistics(n_boot, seed, direction_verdict, n_permutations)
     rows: dict[str, list] = {test: [] for test in _TESTS}
     for intrinsic in INTRINSIC_MEASURES:
         t = table.dropna(subset=[intrinsic, "log_odds"])
@@ -471,7 +491,10 @@ def run_link(model, metrics: pd.DataFrame, basis, *, layer="mean", correction: f
 
     The occupations table has one row per occupation with both measures (:data:`OCCUPATION_COLUMNS`):
     ``noun`` (as embedded), ``n_templates`` (templates it was located in), ``gender_position``,
-    ``warmth``, ``competence`` (module docstring), then :func:`extrinsic_table`'s columns."""
+    ``warmth``, ``competence`` (module docstring), then :func:`extrinsic_table`'s columns. The parameters are
+    checked first (:func:`check_link`), before any model loads."""
+    check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed, templates=templates,
+               direction_verdict=direction_verdict, n_permutations=n_permutations, layers=basis.layers)
     extrinsic = extrinsic_table(occupation_units.primary_completions(metrics), correction)
     intrinsic, skipped = intrinsic_table(model, extrinsic["occupation"], basis, layer=layer, templates=templates)
     table = extrinsic.merge(intrinsic, on="occupation", how="inner")

@@ -63,8 +63,8 @@ from scipy import stats as _st
 from . import stats
 from .errors import ParameterError, check_count, check_positive_int, check_seed, is_number
 
-__all__ = ["CoefficientTest", "EFFECTS", "MixedLogitFit", "N_NODES", "PROFILE_LIMIT", "coefficient_test",
-           "fit_mixed_logit", "mixed_loglik", "mixed_row"]
+__all__ = ["CoefficientTest", "EFFECTS", "MixedLogitFit", "N_NODES", "PROFILE_LIMIT", "check_permutations",
+           "coefficient_test", "fit_mixed_logit", "mixed_loglik", "mixed_row"]
 
 #: Gauss-Hermite nodes per cluster (the golden test checks the log-likelihood against adaptive quadrature by
 #: scipy.integrate.quad to 1e-8 relative at this number).
@@ -512,6 +512,26 @@ def _permuted_lr(fit: MixedLogitFit, j: int, null_theta: np.ndarray, null_object
     return np.maximum(np.concatenate(out), 0.0)
 
 
+def check_permutations(n_permutations, *, level: float = 0.95, name: str = "n_permutations") -> int:
+    """``n_permutations`` as :func:`coefficient_test` at ``level`` takes it: 0 (the chi-square(1) reference), or
+    enough relabellings for the cut-off to exist (at least 1/(1 - level) - 1), and at most
+    ``errors.max_resamples()``; a ``ParameterError`` naming ``name`` otherwise. Callers whose fits catch a
+    ``ValueError`` (a design too small to fit) check it at their door, so a bad count is not read as such a note."""
+    if not (isinstance(level, float) and 0 < level < 1):
+        raise ParameterError(f"level must be a float between 0 and 1, got {level!r}")
+    alpha = 1 - level
+    n_permutations = check_count(n_permutations, name, minimum=0)
+    if n_permutations and _cutoff_rank(n_permutations, alpha) < 1:
+        raise ParameterError(f"{name} must be 0 or at least {math.ceil(1 / alpha - 1 + 1e-9)} for a "
+                             f"{level:g} interval, got {n_permutations}")
+    return n_permutations
+
+
+def _cutoff_rank(n_permutations: int, alpha: float) -> int:
+    # the r-th largest permuted LR is the cut-off: p < alpha exactly when fewer than r of them reach the LR
+    return math.ceil(alpha * (n_permutations + 1) - 1 - 1e-9)
+
+
 def coefficient_test(fit: MixedLogitFit, name: str, *, level: float = 0.95, n_permutations: int = 0,
                      seed: int = 0) -> CoefficientTest:
     """Profile-likelihood interval at ``level`` and likelihood-ratio test of ``name`` = 0 (the model refitted
@@ -528,15 +548,8 @@ def coefficient_test(fit: MixedLogitFit, name: str, *, level: float = 0.95, n_pe
     columns are exchangeable: the tested column unrelated to their words."""
     if name not in fit.names:
         raise ParameterError(f"name must be one of the fit's coefficients {fit.names}, got {name!r}")
-    if not (isinstance(level, float) and 0 < level < 1):
-        raise ParameterError(f"level must be a float between 0 and 1, got {level!r}")
-    alpha = 1 - level
-    n_permutations = check_count(n_permutations, "n_permutations", minimum=0)
-    # the r-th largest permuted LR is the cut-off: p < alpha exactly when fewer than r of them reach the LR
-    rank = math.ceil(alpha * (n_permutations + 1) - 1 - 1e-9)
-    if n_permutations and rank < 1:
-        raise ParameterError(f"n_permutations must be 0 or at least {math.ceil(1 / alpha - 1 + 1e-9)} for a "
-                             f"{level:g} interval, got {n_permutations}")
+    n_permutations = check_permutations(n_permutations, level=level)
+    rank = _cutoff_rank(n_permutations, 1 - level)
     seed = check_seed(seed)
     j = fit.names.index(name)
     estimate, se = float(fit.coef.iloc[j]), float(fit.se.iloc[j])

@@ -31,10 +31,12 @@ import json
 import os
 import re
 import shutil
+import struct
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable, Protocol, runtime_checkable
 
 import torch
@@ -43,12 +45,13 @@ from . import paths
 from .builtin_models import BUILTIN_MODELS, builtin_weights, install, is_installed, sha256_cached, unknown_model_message
 from .cache import atomic_write_json, stable_hash
 from .endpoints import OpenAIEndpoint
-from .errors import ModelError
+from .errors import ModelError, ParameterError
 from .registry import Registry
 
 __all__ = [
-    "GGUF_MAGIC", "LoadedModel", "ModelBackend", "ModelError", "backend_schemes", "check_gguf_header", "convert_gguf",
-    "load_model", "model_name_problem", "register_backend", "resolve_model", "unload_model",
+    "GGUF_MAGIC", "LoadedModel", "ModelBackend", "ModelError", "ModelFacts", "backend_schemes", "check_gguf_header",
+    "check_model", "convert_gguf", "load_model", "model_facts", "model_name_problem", "register_backend",
+    "resolve_model", "unload_model",
 ]
 
 
@@ -364,13 +367,180 @@ def model_name_problem(name) -> str | None:
     if path.suffix.lower() == ".gguf":
         return None if path.is_file() else f"GGUF file not found: {path}"
     if path.is_dir():
-        return None if (path / "config.json").exists() else \
-            f"{path} is a folder but has no config.json: not a Hugging Face model folder"
+        if not (path / "config.json").exists():
+            return f"{path} is a folder but has no config.json: not a Hugging Face model folder"
+        try:
+            _read_config(path / "config.json")
+        except ModelError as exc:
+            return str(exc)
+        return None
     if re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not path.exists() and not name.startswith((".", "/", "~")):
         return None
     if any(s in name for s in ("/", os.sep)) or path.suffix:
         return f"model path not found: {path}. " + unknown_model_message(name).split(". ", 1)[1]
     return unknown_model_message(name)
+
+
+# --------------------------------------------------------------------------- what a model is, before loading it
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a model is, read before any weights load (:func:`model_facts`): ``kind`` (``"decoder"``, ``"encoder"``
+    or ``None`` when unknown), ``n_layers`` (transformer blocks; its hidden states are ``n_layers + 1``, the
+    embedding output being 0), ``context_length`` (tokens, prompt included), ``hidden_states`` (whether it can give
+    them: not a server) and ``source`` (where they were read)."""
+
+    name: str
+    kind: str | None
+    n_layers: int | None
+    context_length: int | None
+    hidden_states: bool
+    source: str
+
+    @property
+    def n_states(self) -> int | None:
+        """Hidden states per word (the layers and the embedding output), or ``None`` when unknown."""
+        return None if self.n_layers is None else self.n_layers + 1
+
+
+def _read_config(path: Path) -> dict:
+    """A ``config.json`` as a dict; a :class:`ModelError` names the file, and the line and column of bad JSON."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ModelError(f"{path}, line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModelError(f"{path}: cannot be read ({exc})") from None
+    if not isinstance(config, dict):
+        raise ModelError(f"{path}: expected a JSON object (a model's config), got {type(config).__name__}")
+    return config
+
+
+def _config_facts(name: str, config: dict, source: str) -> ModelFacts:
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    layers = text.get("num_hidden_layers", text.get("n_layer"))
+    context = next((text[k] for k in ("max_position_embeddings", "n_positions", "max_sequence_length")
+                    if isinstance(text.get(k), int)), None)
+    kind = _model_kind(SimpleNamespace(**{"architectures": None, "model_type": None, **config}))
+    return ModelFacts(name, kind, int(layers) if isinstance(layers, int) else None, context, True, source)
+
+
+_GGUF_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+_GGUF_FORMATS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+def _gguf_metadata(path: Path) -> dict:
+    """The scalar and string metadata at the head of a GGUF file, read up to the architecture's block count and
+    context length (milliseconds; gguf's own reader maps every tensor first, 9 s for a 100 MB file)."""
+    def read(fmt: str):
+        data = f.read(struct.calcsize(fmt))
+        if len(data) < struct.calcsize(fmt):
+            raise ModelError(f"{path}: the GGUF header ends early: the file is truncated; download it again")
+        return struct.unpack(fmt, data)[0]
+
+    def value(kind: int):
+        if kind in _GGUF_FORMATS:
+            return read(_GGUF_FORMATS[kind])
+        if kind == 8:
+            return f.read(read("<Q")).decode("utf-8", "replace")
+        if kind == 9:  # an array (the tokenizer's vocabulary): skipped
+            item, count = read("<I"), read("<Q")
+            if item in _GGUF_SIZES:
+                f.seek(_GGUF_SIZES[item] * count, os.SEEK_CUR)
+            else:
+                for _ in range(count):
+                    value(item)
+            return None
+        raise ModelError(f"{path}: unknown GGUF metadata type {kind}; the file is corrupt or of a newer GGUF version")
+
+    check_gguf_header(path)
+    out: dict = {}
+    with open(path, "rb") as f:
+        f.seek(len(GGUF_MAGIC))
+        read("<I"), read("<Q")  # version, tensor count
+        for _ in range(read("<Q")):
+            key = f.read(read("<Q")).decode("utf-8", "replace")
+            out[key] = value(read("<I"))
+            arch = out.get("general.architecture")
+            if arch and {f"{arch}.block_count", f"{arch}.context_length"} <= set(out):
+                break
+    return out
+
+
+def model_facts(model) -> ModelFacts:
+    """:class:`ModelFacts` of a name, a path or a loaded backend, without loading weights: a built-in's from its
+    entry (``builtin_models.BUILTIN_MODELS``), a folder's from its ``config.json``, a GGUF file's from its header, a
+    hub id's from its config in the local Hugging Face cache (unknown facts are ``None`` when it is not there), a
+    loaded model's from itself. A ``config.json`` that is not valid JSON or a truncated GGUF is a
+    :class:`ModelError` naming the file."""
+    if not isinstance(model, (str, os.PathLike)):
+        name = str(getattr(model, "name", getattr(model, "model_id", model)))
+        if not all(hasattr(model, a) for a in ("backbone", "n_layers")):  # a server: text, no hidden states
+            return ModelFacts(name, "decoder", None, None, False, "server")
+        config = getattr(getattr(model, "model", None), "config", None)
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        return ModelFacts(name, getattr(model, "kind", None), int(model.n_layers),
+                          getattr(text, "max_position_embeddings", None), True, "loaded model")
+    name = str(model)
+    scheme, sep, _ = name.partition(":")
+    if sep and scheme in _BACKENDS:
+        return ModelFacts(name, "decoder", None, None, False, f"{scheme}: backend")
+    if name in BUILTIN_MODELS:
+        b = BUILTIN_MODELS[name]
+        return ModelFacts(name, b.kind, b.n_layers, b.context_length, True, "the built-in models table")
+    path = Path(name).expanduser()
+    if path.suffix.lower() == ".gguf":
+        meta = _gguf_metadata(path)
+        arch = meta.get("general.architecture")
+        layers, context = meta.get(f"{arch}.block_count"), meta.get(f"{arch}.context_length")
+        return ModelFacts(name, "decoder", int(layers) if layers else None, int(context) if context else None, True,
+                          f"{path} (GGUF header)")
+    if path.is_dir():
+        return _config_facts(name, _read_config(path / "config.json"), str(path / "config.json"))
+    try:
+        from huggingface_hub import try_to_load_from_cache  # deferred: only hub ids need it
+
+        cached = try_to_load_from_cache(name, "config.json")
+    except Exception:  # an id the hub library refuses is for the loader to explain
+        cached = None
+    if isinstance(cached, str):
+        return _config_facts(name, _read_config(Path(cached)), cached)
+    return ModelFacts(name, None, None, None, True, "unknown (a hub id not in the local Hugging Face cache)")
+
+
+_NEED_TEXT = {"embed": "hidden states", "generate": "text"}
+
+
+def check_model(model, name: str = "model", need: str | None = None, what: str = "") -> ModelFacts:
+    """``model`` (a name, hub id, path, ``"<scheme>:..."`` of a registered backend, or a loaded backend) checked
+    before anything loads, and its :class:`ModelFacts`. Every refusal is a :class:`ParameterError` starting with
+    ``name``: an empty or unknown name (with a near miss), a missing path, a folder whose ``config.json`` is not
+    valid JSON, a truncated GGUF, and, with ``need`` (``"embed"`` or ``"generate"``), a model of the wrong kind
+    read from its config (an encoder asked for text; ``what`` says what needs it)."""
+    if isinstance(model, (str, os.PathLike)):
+        text = str(model)
+        if not text.strip():
+            raise ParameterError(f"{name} is empty: give a built-in short name, a hub id or a path")
+        scheme, sep, _ = text.partition(":")
+        problem = None if sep and scheme in _BACKENDS else model_name_problem(text)
+        if problem:
+            raise ParameterError(f"{name}: {problem}")
+    elif not isinstance(model, ModelBackend):
+        raise ParameterError(f"{name} must be a name, hub id or path, got {type(model).__name__}")
+    try:
+        facts = model_facts(model)
+    except ModelError as exc:
+        raise ParameterError(f"{name}: {exc}") from None
+    if (need == "generate" and facts.kind not in ("decoder", None)) or (need == "embed" and not facts.hidden_states):
+        decoders = ", ".join(n for n, b in BUILTIN_MODELS.items() if b.kind == "decoder")
+        needs = "a decoder (a causal language model)" if need == "generate" else "a local model with hidden states"
+        what_it_is = f"an {facts.kind}" if facts.hidden_states else "a server (text only)"
+        raise ParameterError(
+            f"{name}: {facts.name!r} is {what_it_is} (read from "
+            f"{facts.source}) and cannot give {_NEED_TEXT[need]}: {what or need} needs {needs}"
+            + (f"; built-in decoders: {decoders}" if need == "generate" else ""))
+    return facts
 
 
 def _load(name: str, dtype, device, trust_remote_code: bool, revision: str | None) -> LoadedModel:

@@ -38,8 +38,11 @@ so adjectives such as "nonbinary" are ``"noun"`` too. Pronouns are the
 exception (nltk tags them PRP: "this is she"); :func:`takes_article` applies
 the rule per word, and a phrase that already opens with a determiner ("the old
 lady", "my aunt") takes none. A user file that does not give its kind gets one
-inferred (:func:`infer_kind`): ``"name"`` when every word is one capitalised
-word ("Mary", "Mary-Jane"), otherwise ``"noun"``.
+inferred (:func:`infer_kind`), with a warning that says how: ``"name"`` when every
+word is one capitalised word ("Mary", "Mary-Jane", "McKenzie", "LaToya"),
+``"noun"`` when none is; a list that mixes the two, or whose lower-case words are
+mostly first names of the built-in ``names`` ("mary", "john": "this is the mary"),
+is refused until the file states its kind.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -87,7 +91,9 @@ NONBINARY_EXCLUDED = {
 PRONOUNS = frozenset({"he", "she", "they", "him", "her", "them", "it", "i", "we", "you", "xe", "ze"})
 #: A phrase opening with one of these already has its determiner ("this is the old lady", not "the the").
 DETERMINERS = frozenset({"the", "a", "an", "my", "your", "our", "their", "his", "her", "this", "that", "some"})
-_NAME = re.compile(r"^[A-Z][a-z]*(?:[-'’][A-Z][a-z]+)*[a-z]$")
+#: One capitalised word with at least one lower-case letter: "Mary", "Mary-Jane", "O'Brien", "McKenzie", "LaToya"
+#: (an acronym such as "FTM" is not a name).
+_NAME = re.compile(r"^(?=.*[a-z])[A-Z][A-Za-z]*(?:[-'’][A-Z][A-Za-z]*)*$")
 
 
 class PopulationError(ValueError):
@@ -223,13 +229,43 @@ def _load(name_or_path: str | Path) -> tuple[dict[str, list[str]], str]:
     if kind is not None and kind not in KINDS:
         raise PopulationError(f"{path}: kind {kind!r} is not one of {KINDS}")
     groups = _validate(groups, str(path))
-    return groups, kind or infer_kind(groups)
+    if kind is None:
+        kind = infer_kind(groups, str(path))
+        warnings.warn(f"{path}: the file does not state its kind; {_KIND_READING[kind]} (state it with a kind column, "
+                      f'or {{"kind": "name" or "noun", "groups": {{...}}}} in JSON)', stacklevel=3)
+    return groups, kind
 
 
-def infer_kind(groups: dict[str, list[str]]) -> str:
-    """``"name"`` when every word is a single capitalised word (first names), else ``"noun"``."""
+_KIND_READING = {
+    "name": "every word is one capitalised word, so they are read as names, without an article (\"this is Mary\")",
+    "noun": "no word is a capitalised single word, so they are read as nouns, after \"the\" (\"this is the woman\")",
+}
+
+
+def _examples(words: list[str]) -> str:
+    return ", ".join(words[:4]) + (", ..." if len(words) > 4 else "")
+
+
+def infer_kind(groups: dict[str, list[str]], where: str = "population") -> str:
+    """``"name"`` when every word is one capitalised word (first names), ``"noun"`` when none is. A
+    :class:`PopulationError` refuses the ambiguous lists: capitalised single words beside other words, and lower-case
+    words at least half of which are first names of the built-in ``names`` ("mary": "this is the mary")."""
     words = [w for ws in groups.values() for w in ws]
-    return "name" if words and all(_NAME.match(w) for w in words) else "noun"
+    named = [w for w in words if _NAME.match(w)]
+    if words and len(named) == len(words):
+        return "name"
+    if named:
+        others = [w for w in words if not _NAME.match(w)]
+        raise PopulationError(f"{where}: the kind is not stated and cannot be inferred: {len(named)} word(s) look like "
+                              f"names ({_examples(named)}) and {len(others)} do not ({_examples(others)}); state "
+                              "kind name (no article) or noun (after \"the\")")
+    first_names = {w.lower() for ws in _schuster_groups("schuster_names", "Names").values() for w in ws}
+    lowered = [w for w in words if w.lower() in first_names]
+    if 2 * len(lowered) >= len(words):
+        raise PopulationError(f"{where}: the kind is not stated and {len(lowered)} of {len(words)} words are first "
+                              f"names written in lower case ({_examples(lowered)}); as nouns they would read \"this is "
+                              f"the {lowered[0]}\". Capitalise them, or state kind name or noun")
+    return "noun"
 
 
 def load_populations(name_or_path: str | Path) -> dict[str, list[str]]:

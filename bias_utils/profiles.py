@@ -34,20 +34,20 @@ from scipy import stats as sps
 
 from . import tables
 from .embeddings import embed_words
+from .errors import ParameterError, check_layer, check_positive_int
+from .models import check_model
 from .populations import KINDS, POPULATION_KINDS, load_populations, population_kind, takes_article
 from .precision import interval_text, number_text, p_text, percent_text
 from .projection import projection_table
 from .results import write_table
 from .stats import STAT_COLUMNS, adjust_pvalues, column_test, group_tests, hedges_g, student_t, welch_anova, welch_t
 
-__all__ = [
-    "DEFAULT_REFERENCE", "DEFAULT_TEMPLATES", "PLACEHOLDER", "PROFILE_STATS_COLUMNS", "PopulationEmbeddings",
-    "ProfileError", "ProfileResult", "check_templates", "describe_profile", "describe_share_below", "describe_stats",
-    "fill_template",
-    "group_means", "limit_populations", "nonbinary_table", "paper_finding", "paper_finding_sentence",
-    "population_embeddings", "profile_anova", "profile_stats", "profile_table", "resolve_populations",
-    "run_profiles", "share_below_group_means", "standardise", "word_summary",
-]
+__all__ = ["DEFAULT_REFERENCE", "DEFAULT_TEMPLATES", "MIN_GROUP_WORDS", "PLACEHOLDER", "PROFILE_STATS_COLUMNS",
+    "PopulationEmbeddings", "ProfileError", "ProfileResult", "check_population_list", "check_profile_run",
+    "check_template_list", "check_templates", "check_word_projection", "describe_profile", "describe_share_below",
+    "describe_stats", "fill_template", "group_means", "limit_populations", "nonbinary_table", "paper_finding",
+    "paper_finding_sentence", "population_embeddings", "profile_anova", "profile_stats", "profile_table",
+    "resolve_populations", "run_profiles", "share_below_group_means", "standardise", "word_summary"]
 
 #: The placeholder a template marks the word with.
 PLACEHOLDER = "{word}"
@@ -65,6 +65,10 @@ DEFAULT_TEMPLATES: tuple[str, ...] = (
 
 #: Default scale for populations standardised against another one (the paper's Figure 4).
 DEFAULT_REFERENCE = {"nonbinary": "terms"}
+
+#: Fewest words per population group, in the input and among the words embedded: a group's mean needs a spread
+#: for the two-group tests.
+MIN_GROUP_WORDS = 2
 
 
 class ProfileError(ValueError):
@@ -89,6 +93,21 @@ def check_templates(templates: Sequence[str]) -> tuple[str, ...]:
     return templates
 
 
+def check_template_list(templates) -> tuple[str, ...] | None:
+    """``None`` (the original templates) or a list of strings, each with ``{word}`` exactly once
+    (:func:`check_templates`); a :class:`ParameterError` names ``templates``."""
+    if templates is None:
+        return None
+    if not isinstance(templates, (str, Sequence)):
+        raise ParameterError(f"templates must be None or a list of strings, got {templates!r}")
+    if not isinstance(templates, str) and any(not isinstance(t, str) for t in templates):
+        raise ParameterError(f"templates must be strings, got {[t for t in templates if not isinstance(t, str)][:3]}")
+    try:
+        return check_templates(templates)
+    except ProfileError as exc:
+        raise ParameterError(str(exc) if str(exc).startswith("templates") else f"templates: {exc}") from None
+
+
 def fill_template(template: str, word: str, article: bool) -> str:
     """The template with the word in its slot, after "the" if ``article``."""
     return template.replace(PLACEHOLDER, f"the {word}" if article else word)
@@ -97,12 +116,28 @@ def fill_template(template: str, word: str, article: bool) -> str:
 # --------------------------------------------------------------------------- populations
 
 
+def _population_names(populations: Sequence) -> dict[str, str | Path]:
+    """``{name: built-in name or file}``: a file is named by its stem when no other population has that name and it
+    is no built-in's, else by its path as given."""
+    stems = [Path(str(p)).stem if Path(str(p)).suffix else None for p in populations]
+    names: dict[str, str | Path] = {}
+    for p, stem in zip(populations, stems):
+        name = stem if stem is not None and stems.count(stem) == 1 and stem not in POPULATION_KINDS else str(p)
+        if name in names:
+            raise ProfileError(f"population {name!r} is listed twice")
+        names[name] = p
+    return names
+
+
 def resolve_populations(populations, kind=None) -> tuple[dict[str, dict[str, list[str]]], dict[str, str]]:
     """``({population: {group: [words]}}, {population: kind})``.
 
     ``populations``: built-in names / file paths (a str or a list, read with
-    ``populations.load_populations``; a file's population is named by its stem)
-    or the ``{population: {group: [words]}}`` mapping itself. ``kind`` overrides
+    ``populations.load_populations``) or the ``{population: {group: [words]}}``
+    mapping itself. A file's population is named by its stem when no other
+    population has that name and it is no built-in's, else by its path as given
+    (``study_a/groups.json`` beside ``study_b/groups.csv``; ``my/names.json``
+    beside the built-in ``names``): no population replaces another. ``kind`` overrides
     the template kind (``"name"``: no article, ``"noun"``: "the" except for
     pronouns): one kind for all, ``{population: kind}``, or ``None`` for the
     populations module's own (built-ins, a file's declared kind; ``"noun"`` for
@@ -116,8 +151,7 @@ def resolve_populations(populations, kind=None) -> tuple[dict[str, dict[str, lis
         kinds = {k: POPULATION_KINDS.get(k, "noun") for k in out}
     else:
         out = {}
-        for p in populations:
-            name = Path(p).stem if Path(str(p)).suffix else str(p)
+        for name, p in _population_names(populations).items():
             out[name] = load_populations(p)
             kinds[name] = population_kind(p)
     if not out:
@@ -145,6 +179,77 @@ def limit_populations(populations: Mapping[str, Mapping[str, list[str]]], limit:
         raise ProfileError(f"limit must be at least 2 words per group for a t-test, got {limit}")
     return {k: {g: list(w)[:limit] if k in only else list(w) for g, w in v.items()}
             for k, v in populations.items()}
+
+
+def _thin_groups(groups: Mapping[str, Sequence[str]]) -> str:
+    small = {g: len(w) for g, w in groups.items() if len(w) < MIN_GROUP_WORDS}
+    return ", ".join(f"{g!r} ({n} word{'s' * (n != 1)})" for g, n in small.items())
+
+
+def check_population_list(populations, kind=None, limit=None) -> tuple[dict[str, dict[str, list[str]]], dict[str, str]]:
+    """:func:`resolve_populations` after :func:`limit_populations`, checked before any model loads; a
+    :class:`ParameterError` names ``populations``, ``kind`` or ``limit``: a file that cannot be read (file, line),
+    a group of fewer than :data:`MIN_GROUP_WORDS` words, a population standardised against one that is not
+    profiled (``"nonbinary"`` needs ``"terms"``, :data:`DEFAULT_REFERENCE`), nothing left to test, a tested
+    population with one group."""
+    listed = isinstance(populations, Sequence) and populations and all(isinstance(p, (str, Path)) for p in populations)
+    if not isinstance(populations, (str, Path, Mapping)) and not listed:
+        raise ParameterError(f"populations must be a built-in name ({', '.join(POPULATION_KINDS)}), a file path, or a "
+                             f"non-empty list of them, got {populations!r}")
+    limit = check_positive_int(limit, "limit", allow_none=True)
+    try:
+        pops, kinds = resolve_populations(populations, kind)
+    except ValueError as exc:
+        raise ParameterError(f"{'kind' if 'kind must be' in str(exc) else 'populations'}: {exc}") from None
+    try:
+        limited = limit_populations(pops, limit)
+    except ProfileError as exc:
+        raise ParameterError(str(exc)) from None  # it names limit
+    given = {} if isinstance(populations, Mapping) else _population_names(
+        [populations] if isinstance(populations, (str, Path)) else populations)
+    for name, groups in limited.items():
+        if _thin_groups(groups):
+            cut = " after limit" if limited[name] != pops[name] else ""
+            raise ParameterError(f"populations: {given.get(name, name)}: group(s) {_thin_groups(groups)}{cut} need at "
+                                 f"least {MIN_GROUP_WORDS} words each (the group tests compare variances)")
+    tested = [p for p in pops if p not in DEFAULT_REFERENCE]
+    if not tested:
+        compared = ", ".join(p for p in POPULATION_KINDS if p not in DEFAULT_REFERENCE)
+        raise ParameterError(f"populations: nothing to test in {list(pops)}: {', '.join(map(repr, pops))} only "
+                             f"stand(s) on another population's scale; add a population whose groups are compared "
+                             f"({compared} or a file)")
+    for name, reference in DEFAULT_REFERENCE.items():
+        if name in pops and reference not in pops:
+            raise ParameterError(f"populations: {name!r} is put on the scale of {reference!r} (the paper's Figure 4), "
+                                 f"which is not among {list(pops)}; add {reference!r} or leave {name!r} out")
+    single = [p for p in tested if len(pops[p]) < 2]
+    if single:
+        raise ParameterError(f"populations: {single[0]!r} has only the group {list(pops[single[0]])}; the tests "
+                             "compare two groups or more")
+    return limited, kinds
+
+
+def check_profile_run(model, populations=("names", "terms", "nonbinary", "occupations"), templates=None, layer="mean",
+                   limit: int | None = None, kind=None, *, layers=None):
+    """:func:`run_profiles`' parameters, checked before any model loads (chapter 04's check calls it too):
+    the model (it must give hidden states), ``templates`` (:func:`check_template_list`), ``layer`` against the
+    model's hidden states (``layers``: the basis's; default: the layer count in the model's config; ``"all"`` is
+    refused: a profile is one value per word) and the populations (:func:`check_population_list`). Returns the
+    latter's ``(populations, kinds)``."""
+    check_word_projection(model, layer, templates, layers=layers, what="a profile (hidden states)")
+    return check_population_list(populations, kind, limit)
+
+
+def check_word_projection(model, layer="mean", templates=None, *, layers=None, what: str = "projecting words"):
+    """The parameters every projection of words in templates shares (:func:`run_profiles`,
+    ``gender_direction.occupation_validity``, ``link.run_link``), checked before any model loads: a model with
+    hidden states (``models.check_model``), ``templates`` (:func:`check_template_list`) and ``layer`` (one value
+    per word: not ``"all"``) against ``layers`` (the basis's hidden-state indices; default: the model's, from its
+    config). Returns the model's ``ModelFacts``."""
+    facts = check_model(model, need="embed", what=what)
+    check_template_list(templates)
+    check_layer(layer, layers=facts.n_states if layers is None else layers, allow_all=False)
+    return facts
 
 
 # --------------------------------------------------------------------------- embeddings
@@ -596,16 +701,33 @@ def run_profiles(model, bases, populations=("names", "terms", "nonbinary", "occu
     """Embed, project, standardise and test the populations (module docstring).
 
     ``bases``: the space's ``PolarBasis`` objects (``space.build_space(...).bases``).
-    ``limit``: at most this many names per group (quick runs; terms stay whole).
+    ``limit``: at most this many names per group (quick runs; terms stay whole). Every parameter is checked
+    first (:func:`check_profile_run`), before a word is embedded; a population whose group keeps fewer than
+    :data:`MIN_GROUP_WORDS` embedded words is not tested (a row of ``skipped`` says why).
     """
-    pops, kinds = resolve_populations(populations, kind)
-    emb = population_embeddings(model, limit_populations(pops, limit), templates or DEFAULT_TEMPLATES,
-                                kind=kinds)
+    if not isinstance(bases, Mapping) or not bases:
+        raise ParameterError(f"bases must be the space's {{name: PolarBasis}} (space.build_space(...).bases), "
+                             f"got {type(bases).__name__}")
+    pops, kinds = check_profile_run(model, populations, templates, layer, limit, kind,
+                                 layers=next(iter(bases.values())).layers)
+    emb = population_embeddings(model, pops, templates or DEFAULT_TEMPLATES, kind=kinds)
+    # The input's rule again on what was embedded: a group left with one word makes its population untestable.
+    embedded = {p: {g: emb.words.loc[(emb.words["population"] == p) & (emb.words["group"] == g), "word"].tolist()
+                    for g in groups} for p, groups in pops.items()}
+    thin = {p: _thin_groups(groups) for p, groups in embedded.items() if _thin_groups(groups)}
+    untested = pd.DataFrame([{"population": p, "group": "", "word": "", "context": "",
+                              "reason": f"population not tested: among the embedded words, group(s) {why}; "
+                                        f"{MIN_GROUP_WORDS} per group needed"} for p, why in thin.items()],
+                            columns=emb.skipped.columns)
+    emb.skipped = pd.concat([emb.skipped, untested], ignore_index=True) if len(untested) else emb.skipped
+    tested = [p for p in pops if p not in DEFAULT_REFERENCE and p not in thin]
+    if not tested:
+        raise ProfileError("no population left to test: " + "; ".join(f"{p}: {why}" for p, why in thin.items()))
     values = profile_table(emb, bases, layer)
     by_layer = profile_table(emb, bases, "all")
     present = set(values["population"])
     nonbinary = None
-    if {"nonbinary", "terms"} <= present:
+    if {"nonbinary", "terms"} <= present and "terms" not in thin:
         nonbinary = nonbinary_table(values)
-    return ProfileResult(emb, values, by_layer, profile_stats(values), profile_stats(by_layer),
-                         profile_anova(values), group_means(values), nonbinary, emb.skipped)
+    return ProfileResult(emb, values, by_layer, profile_stats(values, tested), profile_stats(by_layer, tested),
+                         profile_anova(values, tested), group_means(values), nonbinary, emb.skipped)

@@ -31,6 +31,7 @@ from scipy import linalg
 
 from .dictionaries import COMPOSITES
 from .dictionaries import DIMENSIONS as DIMENSION_ORDER  # the paper's order; user dimensions follow
+from .errors import check_layer
 from .stats import bootstrap_ci
 
 __all__ = [
@@ -167,14 +168,10 @@ def polar_basis(sense_emb: np.ndarray, senses: pd.DataFrame, space: str = "dimen
 
 
 def _layer_index(basis: PolarBasis, layer) -> int:
+    layer = check_layer(layer, layers=basis.layers)  # the one rule (errors.check_layer), with its message
     if layer == "last":
         return len(basis.layers) - 1
-    if isinstance(layer, (int, np.integer)) and not isinstance(layer, bool):
-        if int(layer) in basis.layers:
-            return basis.layers.index(int(layer))
-        if int(layer) < 0 and -int(layer) <= len(basis.layers):
-            return len(basis.layers) + int(layer)
-    raise ProjectionError(f"layer {layer!r} not available; use 'all', 'mean', 'last' or one of {basis.layers}")
+    return basis.layers.index(layer) if layer in basis.layers else len(basis.layers) + layer
 
 
 def project(basis: PolarBasis, X: np.ndarray, layer="all") -> np.ndarray:

@@ -13,7 +13,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from . import bold, bold_prompts, data
+from . import bold, bold_prompts, data, stats
+from .errors import check_seed
 
 __all__ = ["PUBLISHED", "compare_published_columns", "load_published_completions", "published_summary",
            "replicate_published_audit"]
@@ -80,6 +81,8 @@ def replicate_published_audit(n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
     precision, and paper section 5 for counts); the JSON values are also checked
     against the JSON file itself so a changed data file cannot pass silently.
     """
+    stats.check_n_boot(n_boot)
+    check_seed(seed)
     summary = published_summary()
     assert_json = {
         "chi2_yates": summary["chi_square"]["statistic"], "odds_ratio": summary["odds_ratio"]["odds_ratio"],

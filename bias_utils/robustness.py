@@ -52,17 +52,17 @@ from .axis_validity import verdict_phrase
 from .cache import stable_hash
 from .contexts import prepare_dictionary, source_names
 from .dictionaries import limit_terms, load_full_dictionary_terms
+from .errors import ParameterError, check_count, check_positive_int, check_seed, is_number
 from .precision import number_text, p_text, percent_text
 from .profiles import (
     DEFAULT_TEMPLATES,
     PLACEHOLDER,
+    check_profile_run,
     check_templates,
-    limit_populations,
     population_embeddings,
-    resolve_populations,
 )
 from .rendering import value_label
-from .space import TermEmbeddings, build_space, direction_prediction, term_embeddings
+from .space import TermEmbeddings, build_space, check_source_spaces, direction_prediction, term_embeddings
 from .stats import TWO_GROUP_TESTS, group_tests, holm, permutation_p, permutation_p_text, permutation_reference
 
 __all__ = [
@@ -277,10 +277,18 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
     tokenisation analysis.
     """
 
+    chosen = check_source_spaces(model, dictionary, sources, n_contexts, seed)
+    sources = curve_sources(None if sources is None else chosen)  # the primary source first when all are run
+    pops, kinds = check_profile_run(model, populations, templates, "mean", limit)
+    two = {p: list(g) for p, g in pops.items() if len(g) != 2}
+    if two:
+        name, groups = next(iter(two.items()))
+        raise ParameterError(f"populations: {name!r} has the groups {groups}; the curve compares exactly two")
+    check_positive_int(term_limit, "term_limit", allow_none=True)
     seconds, skipped = {}, []
     t0 = time.perf_counter()
     spaces = {}
-    for source in curve_sources(sources):
+    for source in sources:
         try:
             spaces[source] = build_space(model, dictionary, source, n_contexts, seed)
         except Exception as exc:  # one unusable source must not hide the others; it is reported
@@ -306,8 +314,6 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
     seconds["extra_terms"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    pops, kinds = resolve_populations(populations)
-    pops = limit_populations(pops, limit)
     sets = template_sets(templates)
     pop_embs = {name: population_embeddings(model, pops, tpl, kind=kinds) for name, tpl in sets.items()}
     seconds["populations"] = time.perf_counter() - t0
@@ -414,6 +420,11 @@ def specification_curve(inputs: CurveInputs, *, n_permutations: int = 200, n_per
     ``n_perm_test``: relabellings of the per-specification permutation test
     (exact enumeration when the population has no more distinct splits).
     """
+    check_count(n_permutations, "n_permutations", minimum=1)
+    check_count(n_perm_test, "n_perm_test", minimum=1)
+    check_seed(seed)
+    if not is_number(alpha) or not 0 < alpha < 1:
+        raise ParameterError(f"alpha must be a number in (0, 1), got {alpha!r}")
     expected = dict(EXPECTED_SIGN if expected is None else expected)
     t0 = time.perf_counter()
     spaces = np.array(inputs.spaces)

@@ -7,30 +7,44 @@ Notebooks 03, 04 and 08 call these functions (05 through
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 from . import projection
-from .contexts import ContextSet, build_contexts
-from .dictionaries import limit_terms, load_full_dictionary_terms
+from .contexts import ContextSet, build_contexts, check_request, check_source_names
+from .dictionaries import (
+    COMPOSITES,
+    DIRECTIONS,
+    MIN_POLE_SIZE,
+    DictionaryError,
+    check_poles,
+    limit_terms,
+    load_full_dictionary_terms,
+)
 from .embeddings import embed_words
-from .extra_contexts import extra_term_contexts
+from .errors import ParameterError, check_layer, check_positive_int, check_seed
+from .extra_contexts import extra_term_contexts, known_generated_contexts
+from .models import ModelFacts, check_model
 from .results import display_name
+from .stats import check_n_boot
 
-__all__ = ["DROPPED_COLUMNS", "EMBED_SKIP_COLUMNS", "TERM_CONTEXTS", "DirectionResult", "StereotypeSpace",
-           "TermEmbeddings", "accuracy_by_term_contexts", "build_space", "describe_dropped", "describe_space",
-           "direction_prediction",
-           "dropped_by_reason", "dropped_senses", "embed_contexts", "leave_one_out_values", "pole_table",
-           "term_embeddings"]
+__all__ = ["DROPPED_COLUMNS", "DirectionResult", "EMBED_SKIP_COLUMNS", "StereotypeSpace", "TERM_CONTEXTS",
+    "TermEmbeddings", "UNTESTABLE_COLUMNS", "accuracy_by_term_contexts", "build_space", "check_source_spaces",
+    "check_space", "check_terms", "describe_dropped", "describe_space", "describe_untestable",
+    "direction_prediction", "dropped_by_reason", "dropped_senses", "embed_contexts", "leave_one_out_values",
+    "overlapping_axes", "pole_table", "term_embeddings", "untestable_poles"]
 
 EMBED_SKIP_COLUMNS = ["sense_id", "term", "context", "reason"]
 #: Columns of :func:`dropped_senses`.
 DROPPED_COLUMNS = ["sense_id", "term", "context", "stage", "reason"]
 #: What the extra terms can be embedded in (:func:`term_embeddings`).
 TERM_CONTEXTS = ("generated", "dictionary")
+#: Columns of :attr:`StereotypeSpace.untestable` (:func:`untestable_poles`).
+UNTESTABLE_COLUMNS = ["space", "dimension", "direction", "n_terms", "n_usable", "usable_terms", "reason"]
 
 
 @dataclass
@@ -42,7 +56,10 @@ class StereotypeSpace:
     ``senses``: ``projection.sense_embeddings``'s table (``n_embedded == 0``
     marks a sense whose contexts could not be embedded). ``contexts``: the
     :class:`ContextSet` used. ``skipped``: contexts the model could not embed
-    (``sense_id, term, context, reason``).
+    (``sense_id, term, context, reason``). ``untestable``: the poles that kept
+    fewer than ``dictionaries.MIN_POLE_SIZE`` terms after the filters and the
+    embedding (:func:`untestable_poles`); their axes are in no basis, and
+    ``senses``/``sense_emb`` hold the senses of the axes that are.
     """
 
     bases: dict
@@ -52,6 +69,7 @@ class StereotypeSpace:
     model_id: str
     source: str
     sense_emb: np.ndarray
+    untestable: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=UNTESTABLE_COLUMNS))
 
 
 def describe_space(sp: StereotypeSpace) -> str:
@@ -81,6 +99,119 @@ def embed_contexts(model, table: pd.DataFrame, layers="all") -> tuple[np.ndarray
     return np.asarray(emb.values), skipped, tuple(int(x) for x in emb.layers)
 
 
+def check_space(model, dictionary: pd.DataFrame, source: str = "generated", n_contexts=5, seed=0, *,
+                generator=None, layers="all", names: tuple[str, str] = ("source", "generator")) -> ModelFacts:
+    """:func:`build_space`'s parameters, checked before any model loads (chapters 03, 04, 05, 08, 10 and 11 call it
+    through their checks), and the model's :class:`~bias_utils.models.ModelFacts`. A :class:`ParameterError` names
+    the parameter: a model without hidden states, every rule of :func:`bias_utils.contexts.check_request` (the
+    source, counts, seed, the generator), a pole with fewer than ``dictionaries.MIN_POLE_SIZE`` terms
+    (``dictionaries.check_poles``) and ``layers`` (``"all"`` or hidden-state indices of the model)."""
+    facts = check_model(model, need="embed", what="a stereotype space (hidden states)")
+    check_request(dictionary, source, n_contexts, seed, model=generator, names=names)
+    try:
+        check_poles(dictionary)
+    except DictionaryError as exc:
+        raise ParameterError(f"dictionary: {exc}") from None
+    if not (isinstance(layers, str) and layers == "all"):
+        if isinstance(layers, str) or not isinstance(layers, Sequence) or not layers:
+            raise ParameterError(f"layers must be 'all' or a list of hidden-state indices, got {layers!r}")
+        for layer in layers:
+            check_layer(layer, layers=facts.n_states, allow_names=False, name="layers")
+    return facts
+
+
+def check_source_spaces(model, dictionary: pd.DataFrame, sources=None, n_contexts=5, seed=0, *,
+                  generator=None) -> tuple[str, ...]:
+    """The parameters of building one space per context source (``layers.layers_by_context``,
+    ``robustness.collect_curve_inputs``), checked before any model loads: :func:`check_space`, and
+    ``bias_utils.contexts.check_request`` for each of ``sources`` (``None``: every registered one; the generator
+    is needed only when they include ``"generated"``). Returns the sources."""
+    chosen = check_source_names(sources)
+    check_space(model, dictionary, "dictionary", n_contexts, seed)
+    for source in chosen:
+        check_request(dictionary, source, n_contexts, seed, model=generator if source == "generated" else None,
+                       names=("sources", "generator"))
+    return chosen
+
+
+def check_terms(model, *, n_contexts=5, seed=0, limit=None, term_contexts="generated") -> ModelFacts:
+    """The parameters of embedding the extra terms (:func:`term_embeddings`, :func:`direction_prediction`,
+    ``axis_validity.axis_validity``), checked before any model loads: a model with hidden states, ``n_contexts``,
+    ``seed``, ``limit`` and ``term_contexts`` (:data:`TERM_CONTEXTS`). Returns the model's ``ModelFacts``."""
+    facts = check_model(model, need="embed", what="embedding the extra terms")
+    check_positive_int(n_contexts, "n_contexts")
+    check_seed(seed)
+    check_positive_int(limit, "limit", allow_none=True)
+    if term_contexts not in TERM_CONTEXTS:
+        raise ParameterError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
+    return facts
+
+
+def untestable_poles(dictionary: pd.DataFrame, usable: pd.DataFrame) -> pd.DataFrame:
+    """The poles of ``dictionary``'s axes that keep fewer than ``dictionaries.MIN_POLE_SIZE`` distinct terms in
+    ``usable`` (senses with a usable context: rows of a contexts table, or senses with ``n_embedded > 0``): the
+    input's rule again, on what survived the context filters and the embedding. A composite (warmth, competence)
+    is untestable when one of its member dimensions is. Columns :data:`UNTESTABLE_COLUMNS`."""
+    if "n_embedded" in usable:
+        usable = usable[usable["n_embedded"] > 0]
+    rows = []
+    for dim in dict.fromkeys(dictionary["dimension"]):
+        for pole in DIRECTIONS:
+            given = dictionary.loc[(dictionary["dimension"] == dim) & (dictionary["direction"] == pole), "term"]
+            kept = list(dict.fromkeys(usable.loc[(usable["dimension"] == dim) & (usable["direction"] == pole), "term"]))
+            if len(kept) < MIN_POLE_SIZE:
+                rows.append({"space": "dimensions", "dimension": dim, "direction": pole,
+                             "n_terms": given.nunique(), "n_usable": len(kept), "usable_terms": ", ".join(kept),
+                             "reason": f"{len(kept)} of its {given.nunique()} terms kept a usable context "
+                                       f"({', '.join(kept) or 'none'}); {MIN_POLE_SIZE} per pole needed"})
+    lost = {r["dimension"] for r in rows}
+    present = set(dictionary["dimension"])
+    for composite, members in COMPOSITES.items():
+        if set(members) <= present and lost & set(members):
+            rows.append({"space": "warmth_competence", "dimension": composite, "direction": "", "n_terms": 0,
+                         "n_usable": 0, "usable_terms": "",
+                         "reason": f"its member dimension(s) {', '.join(sorted(lost & set(members)))} are untestable"})
+    return pd.DataFrame(rows, columns=UNTESTABLE_COLUMNS)
+
+
+def describe_untestable(space: StereotypeSpace) -> str:
+    """One sentence per untestable axis of ``space`` (empty when every axis was built): which pole lost its
+    terms, and that the axis is left out of the space, its profiles and tests."""
+    lines = []
+    for (name, dim), rows in space.untestable.groupby(["space", "dimension"], sort=False):
+        poles = "; ".join(f"its {r.direction} pole: {r.reason}" if r.direction else r.reason
+                          for r in rows.itertuples())
+        lines.append(f"{dim} is untestable and left out of the space, its profiles and tests ({poles}).")
+    return "\n".join(lines)
+
+
+def overlapping_axes(space: StereotypeSpace) -> pd.DataFrame:
+    """Pairs of axes of ``space``'s ``dimensions`` basis that share terms, with the Pearson correlation of their
+    values over the space's own senses (projected at the mean over layers): two axes built from mostly the same
+    words measure mostly the same thing, and their gaps are not two findings. Columns ``dimension_a, dimension_b,
+    n_shared, shared_terms, correlation``."""
+    senses, basis = space.senses, space.bases.get("dimensions")
+    terms = {d: set(senses.loc[senses["dimension"] == d, "term"]) for d in (basis.dimensions if basis else ())}
+    rows = []
+    usable = senses["n_embedded"].to_numpy() > 0
+    values = projection.project(basis, space.sense_emb[usable], "mean") if basis is not None else None
+    for i, a in enumerate(terms):
+        for j, b in list(enumerate(terms))[i + 1:]:
+            shared = sorted(terms[a] & terms[b])
+            if shared:
+                r = float(np.corrcoef(values[:, i], values[:, j])[0, 1])
+                rows.append({"dimension_a": a, "dimension_b": b, "n_shared": len(shared),
+                             "shared_terms": ", ".join(shared), "correlation": r})
+    return pd.DataFrame(rows, columns=["dimension_a", "dimension_b", "n_shared", "shared_terms", "correlation"])
+
+
+def _no_axis(untestable: pd.DataFrame, stage: str) -> projection.ProjectionError:
+    reasons = "; ".join(f"{r.dimension} {r.direction}: {r.reason}" for r in untestable.itertuples() if r.direction)
+    return projection.ProjectionError(f"no axis can be built {stage}: every dimension has a pole with fewer than "
+                                      f"{MIN_POLE_SIZE} terms that kept a usable context ({reasons}); see the "
+                                      "skipped and dropped contexts, or give these terms contexts of their own")
+
+
 def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_contexts: int = 5, seed: int = 0,
                 *, corpus=None, generator=None, layers="all") -> StereotypeSpace:
     """Contexts -> embeddings -> sense embeddings -> polar bases (Eqs. 1-3, 5) at every layer.
@@ -88,22 +219,47 @@ def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_co
     ``source`` defaults to ``"generated"``, the paper's main setting (Sec. 3.2)
     and the authors' ``projection.py``. ``generator``: a model (or name) to
     generate new contexts with when ``source == "generated"``; ``None`` uses the
-    published Llama-3 contexts.
+    published Llama-3 contexts. Every parameter is checked first (:func:`check_space`).
+    A pole left with fewer than ``dictionaries.MIN_POLE_SIZE`` terms after the
+    filters or the embedding makes its axis untestable (:func:`untestable_poles`,
+    in :attr:`StereotypeSpace.untestable` and :func:`dropped_senses`): the space is
+    built from the other axes; with none left, a ``ProjectionError`` says why,
+    before anything is embedded when the contexts alone decide it.
     """
-    contexts = build_contexts(dictionary, source, n_contexts, seed, model=generator, corpus=corpus)
-    if contexts.table.empty:
-        raise projection.ProjectionError(f"no contexts from source {source!r}; see the skipped senses")
+    check_space(model, dictionary, source, n_contexts, seed, generator=generator, layers=layers)
+    known = known_generated_contexts(seed=seed, n_contexts=n_contexts) if source == "generated" else None
+    contexts = build_contexts(dictionary, source, n_contexts, seed, model=generator, corpus=corpus, known=known)
+    early = untestable_poles(dictionary, contexts.table)
+    if set(dictionary["dimension"]) <= set(early["dimension"]):
+        raise _no_axis(early, "from the contexts")
     values, skipped, layer_ids = embed_contexts(model, contexts.table, layers)
     S, senses = projection.sense_embeddings(values, contexts.table)
+    untestable = untestable_poles(dictionary, senses)
+    if set(dictionary["dimension"]) <= set(untestable["dimension"]):
+        raise _no_axis(untestable, "from the embedded contexts")
+    keep = ~senses["dimension"].isin(set(untestable["dimension"])).to_numpy()
+    S, senses = S[keep], senses[keep].reset_index(drop=True)
     bases = {"dimensions": projection.polar_basis(S, senses, "dimensions", layers=layer_ids)}
     if all(d in set(senses["dimension"]) for subs in projection.COMPOSITES.values() for d in subs):
         bases["warmth_competence"] = projection.polar_basis(S, senses, "warmth_competence", layers=layer_ids)
-    return StereotypeSpace(bases, senses, contexts, skipped, getattr(model, "model_id", str(model)), source, S)
+    space = StereotypeSpace(bases, senses, contexts, skipped, getattr(model, "model_id", str(model)), source, S,
+                            untestable)
+    for r in overlapping_axes(space).itertuples():
+        warnings.warn(f"axes {r.dimension_a} and {r.dimension_b} share {r.n_shared} term(s) ({r.shared_terms}); their "
+                      f"values correlate r = {r.correlation:.2f} over the dictionary's senses, so their gaps are not "
+                      "independent findings", stacklevel=2)
+    return space
 
 
 def pole_table(space: StereotypeSpace) -> pd.DataFrame:
-    """The poles of every basis of ``space`` stacked: :attr:`projection.PolarBasis.poles` plus ``space``."""
-    return pd.concat([b.poles.assign(space=k) for k, b in space.bases.items()], ignore_index=True)
+    """The poles of every basis of ``space`` stacked: :attr:`projection.PolarBasis.poles` plus ``space``,
+    ``testable`` (True) and ``reason`` (empty); then the poles of the untestable axes
+    (:attr:`StereotypeSpace.untestable`: ``n_senses`` the terms that kept a usable context, ``testable`` False,
+    the ``reason``)."""
+    built = [b.poles.assign(space=k, testable=True, reason="") for k, b in space.bases.items()]
+    lost = space.untestable.rename(columns={"n_usable": "n_senses"}).assign(testable=False)
+    return pd.concat(built + ([lost[["dimension", "direction", "n_senses", "space", "testable", "reason"]]]
+                              if len(lost) else []), ignore_index=True)
 
 
 @dataclass
@@ -132,8 +288,7 @@ def term_embeddings(model, terms: pd.DataFrame, *, n_contexts: int = 5, seed: in
     samples among the terms that have one, so a quick run evaluates as many terms
     as it would with WordNet contexts.
     """
-    if term_contexts not in TERM_CONTEXTS:
-        raise ValueError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
+    check_terms(model, n_contexts=n_contexts, seed=seed, limit=limit, term_contexts=term_contexts)
     skipped = []
     if term_contexts == "generated" and len(terms):
         ctx = extra_term_contexts(terms, n_contexts, contexts_file)
@@ -208,6 +363,9 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
     ``"mean"`` (mean over layers, the original's headline), ``"last"``, an int,
     or ``"all"`` (one accuracy per layer). ``accuracy.term_contexts`` records the choice.
     """
+    check_terms(model, n_contexts=n_contexts, seed=seed, limit=limit, term_contexts=term_contexts)
+    check_layer(layer, layers=next(iter(space.bases.values())).layers)
+    check_n_boot(n_boot)
     if terms is None:
         terms = load_full_dictionary_terms()
     # A space may hold only the warmth/competence basis (the layer analysis):
@@ -281,6 +439,12 @@ def dropped_senses(space: StereotypeSpace) -> pd.DataFrame:
         empty = empty[~empty["sense_id"].astype(str).isin(already)]
         add(empty.assign(reason="no context of this sense could be embedded: the sense is left out of the axis"),
             "axis")
+    table = getattr(ctx, "table", None)
+    for r in space.untestable[space.untestable["space"] == "dimensions"].drop_duplicates("dimension").itertuples():
+        if table is not None:  # the senses that had contexts but whose axis could not be built
+            lost = table[(table["dimension"] == r.dimension)].drop_duplicates("sense_id")
+            add(lost.assign(context="", reason=f"axis {r.dimension} is untestable (its {r.direction} pole: "
+                                               f"{r.reason}): the sense is left out"), "axis")
     if not frames:
         return pd.DataFrame(columns=DROPPED_COLUMNS)
     return pd.concat(frames, ignore_index=True)[DROPPED_COLUMNS]

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
+from .errors import ParameterError, check_at_most
 from .precision import p_text
 
 __all__ = [
@@ -176,13 +177,14 @@ def _cramers_v(t: np.ndarray) -> float:
     return float(np.sqrt(chi2 / (t.sum() * (min(t.shape) - 1))))
 
 
-def check_n_boot(n_boot, *, minimum: int | None = None, name: str = "n_boot") -> int:
-    """``n_boot`` as an int, or a ValueError naming it. Fewer than two replicates cannot give an
-    interval (0 gives NaN); callers that report CIs ask for more with ``minimum`` (the notebooks: 100)."""
+def check_n_boot(n_boot, *, minimum: int | None = None, name: str = "n_boot", default: int | None = None) -> int:
+    """``n_boot`` as an int, or a ``ParameterError`` naming it. Fewer than two replicates cannot give an
+    interval (0 gives NaN); callers that report CIs ask for more with ``minimum`` (the notebooks: 100). At most
+    ``errors.max_resamples()`` (``default`` sizes the message's run-time estimate)."""
     least = max(2, minimum or 0)
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < least:
-        raise ValueError(f"{name} must be an integer >= {least} for a percentile bootstrap CI, got {n_boot!r}")
-    return int(n_boot)
+        raise ParameterError(f"{name} must be an integer >= {least} for a percentile bootstrap CI, got {n_boot!r}")
+    return check_at_most(int(n_boot), name, default=default)
 
 
 def _table_bootstrap_ci(t: np.ndarray, n_boot: int, seed: int):

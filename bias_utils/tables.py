@@ -111,8 +111,8 @@ CONTEXTS_DROPPED = _declare(
     ("sense_id", "term", "context", "context_source", "reason"))
 POLES = _declare(
     "poles", "bias_utils.space.pole_table", ("03_projection_accuracy",),
-    "senses per pole that entered the basis",
-    ("dimension", "direction", "n_senses", "space"))
+    "senses per pole that entered the basis; the poles of an untestable axis (too few terms kept a context)",
+    ("dimension", "direction", "n_senses", "space", "testable", "reason"))
 GENERATED_CONTEXTS = _declare(
     "generated_contexts", "bias_utils.contexts.generation_report", ("03_projection_accuracy", "04_profiles"),
     "senses without published contexts: contexts generated now and kept by the filters",

@@ -7,38 +7,36 @@ the parameter, the file and line where there is one, and what was expected. A
 typo therefore costs seconds, not the minutes of loading a model and embedding.
 This is the top of the package: only notebooks and scripts import it.
 
-The checks reuse the package's own readers (``populations.load_populations``,
-``profiles.check_templates``, ``dictionaries.read_dictionary``,
-``bold_prompts.resolve_selection``, ``lexicon.validate_lexicons``) and the value rules
-of ``errors`` (counts, seeds, sampling); their messages are kept and prefixed
-with the parameter name.
+One rule per parameter, in one place: these checks call the very checks the
+library's entry points run on entry (``bold.check_audit`` for ``run_audit``,
+``space.check_space`` for ``build_space``, ``profiles.check_profiles`` for
+``run_profiles``, ``link.check_link`` for ``run_link``, ...), which reuse the
+package's readers and the value rules of ``errors`` (counts, seeds, layers,
+sampling); what a notebook adds is its own floors (``MIN_N_BOOT``,
+``MIN_N_PERMUTATIONS``) and the files it reads (``dictionary_path``, ``corpus``).
 """
 
 from __future__ import annotations
 
+import ast
+import difflib
+import functools
+import inspect
 from pathlib import Path
 from typing import Sequence
 
-from . import bold_prompts, contexts, dictionaries, lexicon, link, profiles, stats
-from . import populations as pops
-from .errors import (
-    ParameterError,
-    check_at_most,
-    check_count,
-    check_generation,
-    check_positive_int,
-    check_seed,
-    is_int,
-    is_number,
-)
-from .models import ModelBackend, backend_schemes, model_name_problem
+from . import bold, contexts, dictionaries, link, paths, results, space, stats
+from .bold import check_audit_lexicons
+from .bold_prompts import check_selection
+from .builtin_models import BUILTIN_MODELS
+from .errors import LAYER_NAMES, ParameterError, check_count, check_layer, check_positive_int, check_seed, is_number
+from .models import check_model
 from .paths import InputPathError, resolve_input
+from .profiles import MIN_GROUP_WORDS, check_population_list, check_profile_run, check_template_list
+from .space import check_space
 
 #: Bootstrap counts below this give percentile CIs from a handful of order statistics.
 MIN_N_BOOT = 100
-
-#: Fewest words per population group: a group's mean needs a spread for the two-group tests.
-MIN_GROUP_WORDS = 2
 
 #: Below this a permutation p cannot go under 1/101, and its floor decides more verdicts than the data.
 MIN_N_PERMUTATIONS = 100
@@ -55,8 +53,6 @@ __all__ = [
     "check_template_list",
 ]
 
-LAYER_NAMES = ("mean", "last", "all")
-
 
 def _reraise(name: str, exc: Exception) -> ParameterError:
     return ParameterError(f"{name}: {exc}")
@@ -68,11 +64,7 @@ def _reraise(name: str, exc: Exception) -> ParameterError:
 def check_boot_count(n_boot, name: str = "n_boot", minimum: int = MIN_N_BOOT, default: int | None = None) -> int:
     """An integer >= ``minimum`` (``stats.check_n_boot``'s rule with the notebooks' floor) and at most
     ``errors.MAX_RESAMPLES``; ``default`` (the notebook's) sizes the run-time estimate of a too-large one."""
-    try:
-        n_boot = stats.check_n_boot(n_boot, minimum=minimum, name=name)
-    except ValueError as exc:
-        raise ParameterError(str(exc)) from None
-    return check_at_most(n_boot, name, default=default)
+    return stats.check_n_boot(n_boot, minimum=minimum, name=name, default=default)
 
 
 def check_permutation_count(n_permutations, name: str = "n_permutations", default: int | None = None) -> int:
@@ -86,17 +78,6 @@ def check_limit(limit) -> int | None:
     return check_positive_int(limit, "limit", allow_none=True)
 
 
-def check_layer(layer, *, allow_all: bool = True) -> str | int:
-    """``"mean"``, ``"last"``, ``"all"`` (when allowed) or a hidden-state index (int, negative counts from the end)."""
-    names = LAYER_NAMES if allow_all else tuple(n for n in LAYER_NAMES if n != "all")
-    if isinstance(layer, str) and layer in names:
-        return layer
-    if is_int(layer):
-        return int(layer)
-    raise ParameterError(f"layer must be one of {', '.join(map(repr, names))} or an integer hidden-state index, "
-                         f"got {layer!r}")
-
-
 def check_context_source(source, name: str = "context_source") -> str:
     if source not in contexts.source_names():
         raise ParameterError(f"{name} must be one of {', '.join(contexts.source_names())}, got {source!r}")
@@ -104,12 +85,8 @@ def check_context_source(source, name: str = "context_source") -> str:
 
 
 def check_sources(sources) -> list[str]:
-    """``None`` (every registered context source) or a non-empty list of them."""
-    if sources is None:
-        return list(contexts.source_names())
-    if isinstance(sources, str) or not isinstance(sources, Sequence) or not sources:
-        raise ParameterError(f"sources must be None or a non-empty list of context sources, got {sources!r}")
-    return [check_context_source(s, "sources") for s in sources]
+    """``None`` (every registered context source) or a non-empty list of them (``contexts.check_source_names``)."""
+    return list(contexts.check_source_names(sources))
 
 
 def check_file(path, name: str) -> Path:
@@ -124,43 +101,15 @@ def check_file(path, name: str) -> Path:
 
 
 def check_populations(populations) -> list[str]:
-    """Built-in population names or population files (JSON/CSV), each loaded and validated."""
-    items = [populations] if isinstance(populations, (str, Path)) else populations
-    if not isinstance(items, Sequence) or not items:
-        raise ParameterError(f"populations must be a built-in name ({', '.join(pops.BUILTIN)}), a file path, "
-                             f"or a non-empty list of them, got {populations!r}")
-    for item in items:
-        if not isinstance(item, (str, Path)):
-            raise ParameterError(f"populations: {item!r} is not a name or a file path")
-        try:
-            groups = pops.load_populations(item)
-        except ValueError as exc:
-            raise _reraise("populations", exc) from None
-        small = {g: words for g, words in groups.items() if len(words) < MIN_GROUP_WORDS}
-        if small:
-            named = ", ".join(f"{g!r} ({len(w)} word{'s' * (len(w) != 1)})" for g, w in small.items())
-            raise ParameterError(f"populations: {item}: group(s) {named} need at least {MIN_GROUP_WORDS} words "
-                                 "each (the group tests compare variances)")
-    return [str(p) for p in items]
-
-
-def check_template_list(templates) -> tuple[str, ...] | None:
-    """``None`` (the original templates) or a list of strings, each with ``{word}`` exactly once."""
-    if templates is None:
-        return None
-    if not isinstance(templates, str) and not isinstance(templates, Sequence):
-        raise ParameterError(f"templates must be None or a list of strings, got {templates!r}")
-    if not isinstance(templates, str) and any(not isinstance(t, str) for t in templates):
-        raise ParameterError(f"templates must be strings, got {[t for t in templates if not isinstance(t, str)][:3]}")
-    try:
-        return profiles.check_templates(templates)
-    except ValueError as exc:
-        raise _reraise("templates", exc) from None
+    """Built-in population names or population files (JSON/CSV), each loaded and validated
+    (``profiles.check_populations``: group sizes, references, something left to test)."""
+    check_population_list(populations)
+    return [str(p) for p in ([populations] if isinstance(populations, (str, Path)) else populations)]
 
 
 def check_dictionary_path(dictionary_path) -> Path | None:
     """``None`` (the seed dictionary) or a user dictionary CSV, read and validated (errors name line and column;
-    every pole needs ``dictionaries.MIN_POLE_TERMS`` terms)."""
+    every pole needs ``dictionaries.MIN_POLE_SIZE`` terms)."""
     if dictionary_path is None:
         return None
     path = check_file(dictionary_path, "dictionary_path")
@@ -171,96 +120,113 @@ def check_dictionary_path(dictionary_path) -> Path | None:
     return path
 
 
+def _dictionary(dictionary_path):
+    """The dictionary the notebook will use (the seed one for ``None``), its file errors named ``dictionary_path``."""
+    check_dictionary_path(dictionary_path)
+    try:
+        return dictionaries.load_dictionary(dictionary_path)
+    except ValueError as exc:
+        raise _reraise("dictionary_path", exc) from None
+
+
 def check_generated_contexts(dictionary_path, generator=None) -> None:
     """With ``context_source="generated"``: the senses without published contexts need a generator
     (``contexts.require_generator``), installed when it is a built-in; the error names the two ways out."""
-    try:
-        dictionary = dictionaries.load_dictionary(dictionary_path)
-    except ValueError as exc:
-        raise _reraise("dictionary_path", exc) from None
-    contexts.require_generator(dictionary, contexts.DEFAULT_GENERATOR if generator is None else generator)
-
-
-def check_selection(selection) -> None:
-    """``"audit"``, ``"categories"``, an occupation -> group dict, or a mapping file (CSV/JSON)."""
-    if isinstance(selection, (str, Path)) and str(selection) not in ("audit", "categories"):
-        check_file(selection, "selection")
-    try:
-        bold_prompts.resolve_selection(selection)
-    except (ValueError, KeyError) as exc:
-        raise _reraise("selection", exc) from None
+    contexts.check_request(_dictionary(dictionary_path), "generated", model=generator,
+                            names=("context_source", "generator"))
 
 
 def check_lexicons(lexicons, name: str = "lexicons") -> None:
-    """``None`` (the defaults) or a ``{name: [words]}`` dict (``lexicon.validate_lexicons``)."""
-    if lexicons is None:
-        return
-    try:
-        lexicon.validate_lexicons(lexicons, what=name)
-    except (ValueError, TypeError) as exc:
-        raise ParameterError(str(exc) if str(exc).startswith(name) else f"{name}: {exc}") from None
+    """``None`` (the defaults) or a ``{name: [words]}`` dict (``bold.check_audit_lexicons``)."""
+    check_audit_lexicons(**{name: lexicons})
 
 
-def check_model(model, name: str = "model") -> None:
-    """A model name, hub id, path or ``"<scheme>:..."`` of a registered backend (a non-empty string), or an
-    already loaded model (``models.ModelBackend``); a name that cannot load (``models.model_name_problem``: an
-    unknown or near-miss built-in name, a missing path) fails here, before anything loads."""
-    if isinstance(model, (str, Path)):
-        if not str(model).strip():
-            raise ParameterError(f"{name} is empty: give a built-in short name, a hub id or a path")
-        scheme, sep, _ = str(model).partition(":")
-        problem = None if sep and scheme in backend_schemes() else model_name_problem(model)
-        if problem:
-            raise ParameterError(f"{name}: {problem}")
-    elif not isinstance(model, ModelBackend):
-        raise ParameterError(f"{name} must be a name, hub id or path, got {type(model).__name__}")
-
-
-def check_output_dir(output_dir) -> None:
+def check_output_dir(output_dir, model=None) -> None:
+    """``None`` (the results folder of the model) or a folder path, writable (``results.check_writable``: the
+    results folder itself for ``None``). A folder that holds the results of another built-in model than ``model``
+    is refused here, before the model loads (``results.output_folder`` refuses any other model id after it)."""
     if output_dir is not None and not isinstance(output_dir, (str, Path)):
         raise ParameterError(f"output_dir must be None or a folder path, got {output_dir!r}")
     if output_dir is not None and Path(output_dir).is_file():
         raise ParameterError(f"output_dir: {output_dir} is a file, expected a folder")
+    folder = results.check_writable(paths.results_dir() if output_dir is None else output_dir)
+    if output_dir is not None and isinstance(model, str) and model in BUILTIN_MODELS:
+        results.check_folder_model(folder, model)
 
 
 # --------------------------------------------------------------------------- per notebook
 
 
-def _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts=5) -> None:
-    check_model(model)
-    check_context_source(context_source)
-    check_dictionary_path(dictionary_path)
-    if context_source == "generated":
-        check_generated_contexts(dictionary_path)
-    check_positive_int(n_contexts, "n_contexts")
-    check_seed(seed)
-    check_output_dir(output_dir)
+def _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts=5, generator=None):
+    """The parameters of a notebook that builds a space (``space.check_space``); returns the model's facts."""
+    check_output_dir(output_dir, model)
     check_limit(limit)
+    return check_space(model, _dictionary(dictionary_path), context_source, n_contexts, seed, generator=generator,
+                       names=("context_source", "generator"))
 
 
 def _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources,
-                              generator=None) -> None:
+                              generator=None):
     """For the notebooks that compare context ``sources``: the generator is needed only when they include
     ``"generated"`` (``sources=None``: every registered source, so it does)."""
-    _space_parameters(model, dictionary_path, seed, output_dir, limit, "dictionary", n_contexts)
-    if "generated" in check_sources(sources):
-        check_generated_contexts(dictionary_path, generator)
+    check_output_dir(output_dir, model)
+    check_limit(limit)
+    return space.check_source_spaces(model, _dictionary(dictionary_path), sources, n_contexts, seed,
+                                     generator=generator)
+
+
+def _injected_parameters() -> list[str]:
+    """The names papermill assigned in the cell it injected (its source starts with ``# Parameters``), read from
+    the kernel's input history; none outside a kernel or without papermill."""
+    try:
+        from IPython import get_ipython  # deferred: only a kernel has a history to read
+    except ImportError:
+        return []
+    shell = get_ipython()
+    history = shell.user_ns.get("In", []) if shell is not None else []
+    source = next((s for s in reversed(history) if isinstance(s, str) and s.startswith("# Parameters")), None)
+    if source is None:
+        return []
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)]
+
+
+def _notebook_check(check):
+    """A notebook's check that first refuses a parameter the notebook does not have (``papermill -p modle ...``:
+    papermill only warns and the run goes on with the default), naming the notebook's parameters."""
+    known = list(inspect.signature(check).parameters)
+
+    @functools.wraps(check)
+    def checked(**parameters):
+        unknown = [n for n in _injected_parameters() if n not in known]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.6)
+            raise ParameterError(f"{unknown[0]}: not a parameter of this notebook"
+                                 + (f" (did you mean {close[0]!r}?)" if close else "")
+                                 + f"; its parameters are {', '.join(known)}")
+        return check(**parameters)
+    return checked
 
 
 # Each function takes exactly its notebook's parameters (keywords, the notebook's defaults), so a
 # notebook calls it with its parameters cell unchanged and a typo fails before a model is loaded.
 
+@_notebook_check
 def check_dictionaries(*, model="smollm2-135m-instruct", dictionary_path=None, output_dir=None) -> None:
     """Notebook 01's parameters."""
     _space_parameters(model, dictionary_path, 0, output_dir, None, "dictionary")  # 01 builds no contexts
 
 
+@_notebook_check
 def check_contexts(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None, n_contexts=5,
                    seed=0, output_dir=None, limit=None, sources=None,
                    generator=None, corpus=None) -> None:
     """Notebook 02's parameters."""
     if generator is not None:
-        check_model(generator, "generator")
+        check_model(generator, "generator", need="generate", what="generating contexts")
     _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources, generator)
     check_context_source(context_source)
     if corpus is not None:
@@ -271,62 +237,58 @@ def check_contexts(*, model="smollm2-135m-instruct", context_source="generated",
             raise ParameterError(f"corpus: {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
+@_notebook_check
 def check_projection_accuracy(*, model="smollm2-135m-instruct", context_source="generated", layer="mean",
                               dictionary_path=None, n_contexts=5, seed=0, output_dir=None, limit=None, n_boot=2000,
                               term_contexts="generated", n_permutations=200) -> None:
     """Notebook 03's parameters."""
-    _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
-    check_layer(layer)
+    facts = _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
+    check_layer(layer, layers=facts.n_states)
     check_boot_count(n_boot, default=2000)
     check_permutation_count(n_permutations, default=200)
     if term_contexts not in ("generated", "dictionary"):
         raise ParameterError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
 
 
+@_notebook_check
 def check_profiles(*, model="smollm2-135m-instruct", context_source="generated", layer="mean",
                    dictionary_path=None, populations=("names", "terms", "nonbinary", "occupations"), templates=None,
                    n_contexts=5, seed=0, output_dir=None, limit=None, term_limit=None, n_permutations=200,
                    n_boot=1000) -> None:
-    """Notebook 04's parameters (``layer`` cannot be ``"all"``: a profile is one value per word; ``n_boot``: the
-    occupation-bootstrap replicates of the gender direction's check against the BLS share of women)."""
+    """Notebook 04's parameters (``profiles.check_profiles``: ``layer`` cannot be ``"all"``, a profile is one value
+    per word; ``n_boot``: the occupation-bootstrap replicates of the gender direction's check against the BLS share
+    of women)."""
     _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
     check_positive_int(term_limit, "term_limit", allow_none=True)
     check_permutation_count(n_permutations, default=200)
     check_boot_count(n_boot, default=1000)
-    check_layer(layer, allow_all=False)
-    check_populations(populations)
-    check_template_list(templates)
-    try:
-        profiles.limit_populations({}, limit)  # its rule: at least two words per group for a t-test
-    except ValueError as exc:
-        raise _reraise("limit", exc) from None
+    check_profile_run(model, populations, templates, layer, limit)
 
 
+@_notebook_check
 def check_layers(*, model="smollm2-135m-instruct", dictionary_path=None, populations="names", templates=None,
                  n_contexts=5, seed=0, output_dir=None, limit=None,
                  sources=None, n_boot=200) -> None:
     """Notebook 05's parameters."""
     _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources)
-    check_populations(populations)
-    check_template_list(templates)
+    check_profile_run(model, populations, templates, "mean", limit)
     check_boot_count(n_boot, default=200)
 
 
+@_notebook_check
 def check_bold_audit(*, model="smollm2-135m-instruct", selection="audit", n_samples=1, seed=0, max_new_tokens=100,
                      temperature=0.7, top_p=0.9, top_k=50, lexicons=None, neutral_lexicons=None, limit=None,
                      n_boot=1000, output_dir=None) -> None:
-    """Notebook 06's parameters."""
-    check_model(model)
-    check_generation(n_samples=n_samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                     top_k=top_k, seed=seed)
-    check_selection(selection)
-    check_lexicons(lexicons, "lexicons")
-    check_lexicons(neutral_lexicons, "neutral_lexicons")
-    check_limit(limit)
+    """Notebook 06's parameters: ``bold.check_audit`` (the model's kind and context length read from its config,
+    the sampling rule, a selection of two groups or more, the lexicons), then the notebook's ``n_boot`` floor."""
+    bold.check_audit(model, selection=selection, n_samples=n_samples, seed=seed, max_new_tokens=max_new_tokens,
+                     temperature=temperature, top_p=top_p, top_k=top_k, lexicons=lexicons,
+                     neutral_lexicons=neutral_lexicons, limit=limit, n_boot=n_boot)
     check_boot_count(n_boot, default=1000)
-    check_output_dir(output_dir)
+    check_output_dir(output_dir, model)
 
 
+@_notebook_check
 def check_bold_replication(*, n_boot=1000, seed=0, output_dir=None) -> None:
     """Notebook 07's parameters."""
     check_boot_count(n_boot, default=1000)
@@ -334,29 +296,33 @@ def check_bold_replication(*, n_boot=1000, seed=0, output_dir=None) -> None:
     check_output_dir(output_dir)
 
 
+@_notebook_check
 def check_completion_profiles(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None,
                               n_contexts=5, seed=0, layer="mean", limit=None, output_dir=None, n_boot=1000,
                               n_group_permutations=2000, term_limit=None, n_permutations=200) -> None:
     """Notebook 08's parameters."""
-    _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
-    check_layer(layer, allow_all=False)
+    facts = _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
+    check_layer(layer, layers=facts.n_states, allow_all=False)
     check_boot_count(n_boot, default=1000)
     check_permutation_count(n_group_permutations, "n_group_permutations", default=2000)
     check_permutation_count(n_permutations, default=200)
     check_positive_int(term_limit, "term_limit", allow_none=True)
 
 
+@_notebook_check
 def check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None,
                               n_contexts=5, seed=0, layer="mean", correction=0.5, output_dir=None,
                               n_boot=1000, n_permutations=999) -> None:
-    """Notebook 11's parameters."""
-    _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts)
-    check_layer(layer, allow_all=False)
+    """Notebook 11's parameters: the notebook's floors for ``n_boot`` and ``n_permutations`` (their messages give
+    the run-time estimate against the notebook's defaults), then ``link.check_link``."""
+    facts = _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts)
     check_boot_count(n_boot, default=1000)
     check_permutation_count(n_permutations, default=999)
-    link.check_correction(correction)
+    link.check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed,
+                    n_permutations=n_permutations, layers=facts.n_states)
 
 
+@_notebook_check
 def check_cross_model(*, results_dir=None, models=(), output_dir=None) -> None:
     """Notebook 09's parameters: a results folder that exists, model ids as a list of strings."""
     if results_dir is not None:
@@ -370,6 +336,7 @@ def check_cross_model(*, results_dir=None, models=(), output_dir=None) -> None:
     check_output_dir(output_dir)
 
 
+@_notebook_check
 def check_robustness(*, model="smollm2-135m-instruct", populations=("names", "terms"), sources=None,
                      templates=None, dictionary_path=None, n_contexts=5, n_permutations=200, n_perm_test=2000, seed=0,
                      alpha=0.05, output_dir=None, limit=None, term_limit=None) -> None:

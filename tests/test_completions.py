@@ -50,7 +50,9 @@ def published():
 def basis(smollm):
     dictionary = dictionaries.load_dictionary(None)
     small = dictionary[dictionary.dimension.isin(["sociability", "morality", "ability", "agency"])]
-    small = small.groupby(["dimension", "direction"]).head(2)
+    # the fewest distinct terms an axis takes (a term can have several senses, so rows are not terms)
+    small = small.drop_duplicates(["dimension", "direction", "term"])
+    small = small.groupby(["dimension", "direction"]).head(dictionaries.MIN_POLE_SIZE)
     return space.build_space(smollm, small, "dictionary", n_contexts=2, seed=0).bases["warmth_competence"]
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bias_utils import paths
+from bias_utils import paths, runs
 
 pytestmark = pytest.mark.slow
 
@@ -91,6 +91,13 @@ def _user_dictionary(tmp_path: Path, results: Path) -> list[str]:
             "-p", "limit", "3", "-p", "n_contexts", "2"]
 
 
+def _declared_only(notebook: str, args: list[str]) -> list[str]:
+    """The ``-p name value`` triples of ``args`` that ``notebook`` declares: a parameter it does not have stops it
+    (01 has no ``context_source``, ``limit`` or ``n_contexts``; 05 no ``context_source``)."""
+    declared = runs.declared_parameters(paths.ROOT / "notebooks" / f"{notebook}.ipynb")
+    return [a for i in range(0, len(args), 3) if args[i + 1] in declared for a in args[i:i + 3]]
+
+
 def test_user_dictionary_selection_and_cross_model(tmp_path):
     """A dictionary with a new dimension and no contexts through 01-04 (WordNet examples), a user
     occupation -> group selection through 06, and 09 over both result folders."""
@@ -100,7 +107,7 @@ def test_user_dictionary_selection_and_cross_model(tmp_path):
         extra = ["-y", "sources: [dictionary, none]"] if nb == "02_contexts" else []
         if nb == "03_projection_accuracy":
             extra += ["-p", "n_boot", "100"]
-        executed = _run(nb, tmp_path, *space_args, *extra)
+        executed = _run(nb, tmp_path, *_declared_only(nb, space_args), *extra)
         assert "Traceback" not in _outputs(executed), nb
     stats = pd.read_csv(results / "minilm" / "profile_stats.csv")
     assert set(stats["dimension"]) == {"tidiness"}
@@ -119,7 +126,8 @@ def test_user_dictionary_selection_and_cross_model(tmp_path):
 
 def test_user_dictionary_through_layers(tmp_path):
     args = _user_dictionary(tmp_path, tmp_path / "results")
-    executed = _run("05_layers", tmp_path, *args, "-y", "sources: [dictionary, none]", "-p", "n_boot", "100")
+    executed = _run("05_layers", tmp_path, *_declared_only("05_layers", args), "-y", "sources: [dictionary, none]",
+                    "-p", "n_boot", "100")
     # The user dictionary has no warmth/competence members: the chapter says so instead of drawing.
     assert "No layer curves" in _outputs(executed)
 

@@ -322,8 +322,11 @@ def test_dropped_senses_lists_every_sense_that_misses_the_axis(tmp_path):
                   'tidiness,neat,high,"[""She keeps a neat desk."", ""The neat room.""]"\n'
                   'tidiness,🙂,high,"[""He smiled 🙂 at the desk.""]"\n'
                   'tidiness,blorpish,high,\n'
+                  'tidiness,tidy,high,"[""A tidy shelf.""]"\n'
+                  'tidiness,orderly,high,"[""An orderly queue.""]"\n'
                   'tidiness,messy,low,"[""The room is messy."", ""A messy desk.""]"\n'
-                  'tidiness,sloppy,low,"[""Sloppy work again."", ""A sloppy job.""]"\n')
+                  'tidiness,sloppy,low,"[""Sloppy work again."", ""A sloppy job.""]"\n'
+                  'tidiness,untidy,low,"[""An untidy shed.""]"\n')  # three usable terms per pole (the axis rule)
     d = read_dictionary(path)
     sp = space.build_space(load_model("minilm-l6"), d, "dictionary", n_contexts=2)
     dropped = space.dropped_senses(sp)
@@ -331,11 +334,11 @@ def test_dropped_senses_lists_every_sense_that_misses_the_axis(tmp_path):
     by_term = dropped.groupby("term")["stage"].apply(set).to_dict()
     assert by_term["🙂"] == {"embedding", "axis"}
     assert "contexts" in by_term["blorpish"]
-    assert not {"neat", "messy", "sloppy"} & set(by_term)
+    assert not {"neat", "tidy", "orderly", "messy", "sloppy", "untidy"} & set(by_term)
     emoji = dropped[(dropped.term == "🙂") & (dropped.stage == "embedding")]
     assert emoji["reason"].str.contains("unknown token").all()
     used = set(sp.senses.loc[sp.senses.n_embedded > 0, "term"])
-    assert used == {"neat", "messy", "sloppy"}
+    assert used == {"neat", "tidy", "orderly", "messy", "sloppy", "untidy"}
 
 
 def test_a_user_dictionary_with_generated_contexts_needs_an_installed_generator():
