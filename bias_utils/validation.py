@@ -31,7 +31,7 @@ from .errors import (
     is_int,
     is_number,
 )
-from .models import ModelBackend, backend_schemes, model_name_problem
+from .models import DTYPES, ModelBackend, backend_schemes, model_name_problem
 from .paths import InputPathError, resolve_input
 
 #: Bootstrap counts below this give percentile CIs from a handful of order statistics.
@@ -48,8 +48,8 @@ __all__ = [
     "check_bold_replication",
     "check_completion_profiles", "check_intrinsic_extrinsic",
     "check_context_source", "check_cross_model", "check_contexts", "check_dictionaries",
-    "check_dictionary_path", "check_file", "check_generated_contexts", "check_layer", "check_layers", "check_lexicons",
-    "check_limit",
+    "check_dictionary_path", "check_dtype", "check_file", "check_generated_contexts", "check_layer", "check_layers",
+    "check_lexicons", "check_limit",
     "check_model", "check_boot_count", "check_output_dir", "check_permutation_count", "check_populations",
     "check_profiles", "check_projection_accuracy", "check_robustness", "check_selection", "check_sources",
     "check_template_list",
@@ -216,6 +216,13 @@ def check_model(model, name: str = "model") -> None:
         raise ParameterError(f"{name} must be a name, hub id or path, got {type(model).__name__}")
 
 
+def check_dtype(dtype) -> None:
+    """``None`` (float32, the default on every device) or a lower precision ``models.load_model`` accepts."""
+    if dtype is not None and (not isinstance(dtype, str) or dtype.lower() not in DTYPES):
+        raise ParameterError(f"dtype must be None (float32, the default on every device) or one of "
+                             f"{', '.join(map(repr, DTYPES))}, got {dtype!r}")
+
+
 def check_output_dir(output_dir) -> None:
     if output_dir is not None and not isinstance(output_dir, (str, Path)):
         raise ParameterError(f"output_dir must be None or a folder path, got {output_dir!r}")
@@ -226,8 +233,10 @@ def check_output_dir(output_dir) -> None:
 # --------------------------------------------------------------------------- per notebook
 
 
-def _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts=5) -> None:
+def _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts=5,
+                      dtype=None) -> None:
     check_model(model)
+    check_dtype(dtype)
     check_context_source(context_source)
     check_dictionary_path(dictionary_path)
     if context_source == "generated":
@@ -239,10 +248,10 @@ def _space_parameters(model, dictionary_path, seed, output_dir, limit, context_s
 
 
 def _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources,
-                              generator=None) -> None:
+                              generator=None, dtype=None) -> None:
     """For the notebooks that compare context ``sources``: the generator is needed only when they include
     ``"generated"`` (``sources=None``: every registered source, so it does)."""
-    _space_parameters(model, dictionary_path, seed, output_dir, limit, "dictionary", n_contexts)
+    _space_parameters(model, dictionary_path, seed, output_dir, limit, "dictionary", n_contexts, dtype)
     if "generated" in check_sources(sources):
         check_generated_contexts(dictionary_path, generator)
 
@@ -250,18 +259,18 @@ def _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n
 # Each function takes exactly its notebook's parameters (keywords, the notebook's defaults), so a
 # notebook calls it with its parameters cell unchanged and a typo fails before a model is loaded.
 
-def check_dictionaries(*, model="smollm2-135m-instruct", dictionary_path=None, output_dir=None) -> None:
+def check_dictionaries(*, model="smollm2-135m-instruct", dtype=None, dictionary_path=None, output_dir=None) -> None:
     """Notebook 01's parameters."""
-    _space_parameters(model, dictionary_path, 0, output_dir, None, "dictionary")  # 01 builds no contexts
+    _space_parameters(model, dictionary_path, 0, output_dir, None, "dictionary", dtype=dtype)  # 01 builds no contexts
 
 
-def check_contexts(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None, n_contexts=5,
-                   seed=0, output_dir=None, limit=None, sources=None,
+def check_contexts(*, model="smollm2-135m-instruct", dtype=None, context_source="generated", dictionary_path=None,
+                   n_contexts=5, seed=0, output_dir=None, limit=None, sources=None,
                    generator=None, corpus=None) -> None:
     """Notebook 02's parameters."""
     if generator is not None:
         check_model(generator, "generator")
-    _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources, generator)
+    _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources, generator, dtype)
     check_context_source(context_source)
     if corpus is not None:
         path = check_file(corpus, "corpus")
@@ -271,11 +280,11 @@ def check_contexts(*, model="smollm2-135m-instruct", context_source="generated",
             raise ParameterError(f"corpus: {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
-def check_projection_accuracy(*, model="smollm2-135m-instruct", context_source="generated", layer="mean",
+def check_projection_accuracy(*, model="smollm2-135m-instruct", dtype=None, context_source="generated", layer="mean",
                               dictionary_path=None, n_contexts=5, seed=0, output_dir=None, limit=None, n_boot=2000,
                               term_contexts="generated", n_permutations=200) -> None:
     """Notebook 03's parameters."""
-    _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
+    _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts, dtype)
     check_layer(layer)
     check_boot_count(n_boot, default=2000)
     check_permutation_count(n_permutations, default=200)
@@ -283,11 +292,11 @@ def check_projection_accuracy(*, model="smollm2-135m-instruct", context_source="
         raise ParameterError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
 
 
-def check_profiles(*, model="smollm2-135m-instruct", context_source="generated", layer="mean",
+def check_profiles(*, model="smollm2-135m-instruct", dtype=None, context_source="generated", layer="mean",
                    dictionary_path=None, populations=("names", "terms", "nonbinary"), templates=None,
                    n_contexts=5, seed=0, output_dir=None, limit=None, term_limit=None, n_permutations=200) -> None:
     """Notebook 04's parameters (``layer`` cannot be ``"all"``: a profile is one value per word)."""
-    _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
+    _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts, dtype)
     check_positive_int(term_limit, "term_limit", allow_none=True)
     check_permutation_count(n_permutations, default=200)
     check_layer(layer, allow_all=False)
@@ -299,21 +308,22 @@ def check_profiles(*, model="smollm2-135m-instruct", context_source="generated",
         raise _reraise("limit", exc) from None
 
 
-def check_layers(*, model="smollm2-135m-instruct", dictionary_path=None, populations="names", templates=None,
-                 n_contexts=5, seed=0, output_dir=None, limit=None,
+def check_layers(*, model="smollm2-135m-instruct", dtype=None, dictionary_path=None, populations="names",
+                 templates=None, n_contexts=5, seed=0, output_dir=None, limit=None,
                  sources=None, n_boot=200) -> None:
     """Notebook 05's parameters."""
-    _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources)
+    _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources, dtype=dtype)
     check_populations(populations)
     check_template_list(templates)
     check_boot_count(n_boot, default=200)
 
 
-def check_bold_audit(*, model="smollm2-135m-instruct", selection="audit", n_samples=1, seed=0, max_new_tokens=100,
-                     temperature=0.7, top_p=0.9, top_k=50, lexicons=None, neutral_lexicons=None, limit=None,
-                     n_boot=1000, output_dir=None) -> None:
+def check_bold_audit(*, model="smollm2-135m-instruct", dtype=None, selection="audit", n_samples=1, seed=0,
+                     max_new_tokens=100, temperature=0.7, top_p=0.9, top_k=50, lexicons=None, neutral_lexicons=None,
+                     limit=None, n_boot=1000, output_dir=None) -> None:
     """Notebook 06's parameters."""
     check_model(model)
+    check_dtype(dtype)
     check_generation(n_samples=n_samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                      top_k=top_k, seed=seed)
     check_selection(selection)
@@ -331,11 +341,11 @@ def check_bold_replication(*, n_boot=1000, seed=0, output_dir=None) -> None:
     check_output_dir(output_dir)
 
 
-def check_completion_profiles(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None,
-                              n_contexts=5, seed=0, layer="mean", limit=None, output_dir=None, n_boot=1000,
-                              n_group_permutations=2000, term_limit=None, n_permutations=200) -> None:
+def check_completion_profiles(*, model="smollm2-135m-instruct", dtype=None, context_source="generated",
+                              dictionary_path=None, n_contexts=5, seed=0, layer="mean", limit=None, output_dir=None,
+                              n_boot=1000, n_group_permutations=2000, term_limit=None, n_permutations=200) -> None:
     """Notebook 08's parameters."""
-    _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
+    _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts, dtype)
     check_layer(layer, allow_all=False)
     check_boot_count(n_boot, default=1000)
     check_permutation_count(n_group_permutations, "n_group_permutations", default=2000)
@@ -343,11 +353,11 @@ def check_completion_profiles(*, model="smollm2-135m-instruct", context_source="
     check_positive_int(term_limit, "term_limit", allow_none=True)
 
 
-def check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None,
-                              n_contexts=5, seed=0, layer="mean", correction=0.5, output_dir=None,
-                              n_boot=1000) -> None:
+def check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None, context_source="generated",
+                              dictionary_path=None, n_contexts=5, seed=0, layer="mean", correction=0.5,
+                              output_dir=None, n_boot=1000) -> None:
     """Notebook 11's parameters."""
-    _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts)
+    _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts, dtype)
     check_layer(layer, allow_all=False)
     check_boot_count(n_boot, default=1000)
     link.check_correction(correction)
@@ -366,11 +376,11 @@ def check_cross_model(*, results_dir=None, models=(), output_dir=None) -> None:
     check_output_dir(output_dir)
 
 
-def check_robustness(*, model="smollm2-135m-instruct", populations=("names", "terms"), sources=None,
+def check_robustness(*, model="smollm2-135m-instruct", dtype=None, populations=("names", "terms"), sources=None,
                      templates=None, dictionary_path=None, n_contexts=5, n_permutations=200, n_perm_test=2000, seed=0,
                      alpha=0.05, output_dir=None, limit=None, term_limit=None) -> None:
     """Notebook 10's parameters (``sources=None``: every registered context source)."""
-    _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources)
+    _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources, dtype=dtype)
     check_populations(populations)
     check_template_list(templates)
     check_permutation_count(n_permutations, default=200)
