@@ -76,7 +76,7 @@ def baseline_loop(m, prompts: list[str]) -> tuple[int, float]:
     torch.manual_seed(0)
     n, start = 0, time.perf_counter()
     for prompt in prompts:
-        enc = tok(prompt, return_tensors="pt")
+        enc = tok(prompt, return_tensors="pt").to(m.device)
         out = m.model.generate(**enc, do_sample=True, temperature=SETTINGS["temperature"], top_p=SETTINGS["top_p"],
                                top_k=SETTINGS["top_k"],
                                max_new_tokens=SETTINGS["max_new_tokens"], pad_token_id=tok.pad_token_id)
@@ -108,16 +108,16 @@ def forward_floor(m, prompts: list[str], steps: list[int], batch_size: int | Non
     encoded = [m.tokenizer(p)["input_ids"] for p in prompts]
     order = sorted(range(len(prompts)), key=lambda i: (len(encoded[i]), i))
     if batch_size is None:
-        batch_size = auto_batch_size(m, max(map(len, encoded)) + SETTINGS["max_new_tokens"])
+        batch_size = auto_batch_size(m, max(map(len, encoded)) + SETTINGS["max_new_tokens"], len(prompts))
     pad = m.tokenizer.pad_token_id or 0
     start = time.perf_counter()
     for b in range(0, len(order), batch_size):
         rows = order[b:b + batch_size]
         width = max(len(encoded[i]) for i in rows)
-        ids = torch.tensor([[pad] * (width - len(encoded[i])) + encoded[i] for i in rows])
-        mask = torch.tensor([[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in rows])
+        ids = torch.tensor([[pad] * (width - len(encoded[i])) + encoded[i] for i in rows], device=m.device)
+        mask = torch.tensor([[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in rows], device=m.device)
         pos = (mask.cumsum(-1) - 1).clamp_(min=0)
-        left = torch.tensor([steps[i] for i in rows])
+        left = torch.tensor([steps[i] for i in rows], device=m.device)
         past = DynamicCache()
         while True:
             logits = m.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past,
@@ -132,6 +132,8 @@ def forward_floor(m, prompts: list[str], steps: list[int], batch_size: int | Non
             ids = logits.argmax(-1, keepdim=True)
             pos = pos[:, -1:] + 1
             mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+    if m.device.type == "cuda":
+        torch.cuda.synchronize(m.device)
     return sum(steps), time.perf_counter() - start
 
 
@@ -149,10 +151,10 @@ def sampler_step(m, prompts: list[str], repeats: int = 10) -> tuple[float, float
     + multinomial."""
     from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-    enc = m.tokenizer(prompts, return_tensors="pt", padding=True)
+    enc = m.tokenizer(prompts, return_tensors="pt", padding=True).to(m.device)
     with torch.inference_mode():
         logits = m.model(**enc).logits[:, -1].float()
-    uniforms = torch.rand(logits.shape[0], dtype=torch.float64)
+    uniforms = torch.rand(logits.shape[0], dtype=torch.float64).to(m.device)
     temp, top_k = TemperatureLogitsWarper(SETTINGS["temperature"]), TopKLogitsWarper(SETTINGS["top_k"])
     top_p = TopPLogitsWarper(SETTINGS["top_p"])
 
@@ -168,6 +170,8 @@ def sampler_step(m, prompts: list[str], repeats: int = 10) -> tuple[float, float
         start = time.perf_counter()
         for _ in range(repeats):
             fn()
+        if m.device.type == "cuda":
+            torch.cuda.synchronize(m.device)
         times[name] = (time.perf_counter() - start) / repeats * 1e3
     return times["stock"], times["ours"]
 

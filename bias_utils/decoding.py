@@ -68,8 +68,9 @@ indices, the lexicon's token sets, the per-token tables, the expected counts,
 the state sums and the drawn ids. Nothing is decoded per step: a drawn token
 is classified by the tables, computed once per tokenizer. A step waits for the
 device once, for the number of rows that stopped and whether a top-k tie
-needs the sampler's exact rescan (``sampling.sample_step``); the ids go to
-the host once per batch. On a GPU the batch holds as many rows as half its
+needs the sampler's exact rescan (``sampling.sample_step``; a model spread
+over several GPUs waits once more, to select its KV cache's rows with a CPU
+index); the ids go to the host once per batch. On a GPU the batch holds as many rows as half its
 free memory takes (:func:`auto_batch_size`): the whole audit where it fits.
 The completions are byte-identical to those of the loop that decoded text at
 every step (``tests/test_decoding.py``'s golden sample, on the CPU). No CUDA
@@ -454,6 +455,8 @@ def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k, 
         last = torch.tensor([p[-1] for p in prompt_ids], device=device)
         at_start = tables.starts_word(last, torch.ones(n, dtype=torch.float64, device=device))
     sums = None if prompt_weights is None else _StateSums(n, tables, prompt_weights, device)
+    # A model spread over several GPUs keeps each layer's cache on its own GPU; a CPU index selects on any of them.
+    spread = len(set(getattr(net, "hf_device_map", {}).values()) - {"cpu", "disk"}) > 1
     past = DynamicCache()
     step_ids, step_pos = input_ids, positions
     # With states, one more forward pass reads the last token of the rows that reached the length limit.
@@ -502,7 +505,7 @@ def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k, 
         if n_stop:
             # The rows that go on, in order: a stable sort puts them first without asking the device how many.
             keep = torch.sort(is_stop.to(torch.uint8), stable=True).indices[:alive.numel() - n_stop]
-            past.batch_select_indices(keep)
+            past.batch_select_indices(keep.cpu() if spread else keep)
             alive, tokens, mask, step_pos = alive[keep], tokens[keep], mask[keep], step_pos[keep]
         step_ids = tokens.unsqueeze(1)
         step_pos = step_pos[:, -1:] + 1

@@ -138,7 +138,9 @@ def sample_step(logits: torch.Tensor, uniforms: torch.Tensor, temperature: float
     tensor on the logits' device (``None`` where the draw is certain). Where it
     is True the draw may differ from :func:`sample_tokens`' and must be taken
     from it instead. A decoding loop reads ``unsure`` together with its stop
-    tokens, in the one host synchronisation of its step.
+    tokens, in the one host synchronisation of its step. Without top-k
+    (``top_k=None``) the nucleus still asks the device, once per widening of
+    its candidates (:func:`nucleus`).
     """
     return _draw(logits, uniforms, temperature, top_p, top_k, None, groups, check_ties=False)
 
