@@ -180,6 +180,16 @@ def test_sample_step_flags_a_top_k_tie_that_sample_tokens_rescans():
 # --------------------------------------------------------------------------- models larger than the device
 
 
+def _assert_same_decoding(whole, split, n_prompts: int, n_tokens: int, atol: float) -> None:
+    """The split model writes the whole one's completions, with its expected counts (to ``atol``)."""
+    prompts = load_profession_prompts()["prompt"].iloc[::997].head(n_prompts).tolist()
+    a = generate(whole, prompts, max_new_tokens=n_tokens, cache=False, progress=False)
+    b = generate(split, prompts, max_new_tokens=n_tokens, cache=False, progress=False)
+    assert a["completion"].tolist() == b["completion"].tolist()
+    np.testing.assert_allclose(a[["expected_male", "expected_female"]], b[["expected_male", "expected_female"]],
+                               rtol=0, atol=atol)
+
+
 @pytest.mark.slow
 def test_a_model_split_by_max_memory_decodes_and_embeds_as_the_whole_one(golden):
     """``max_memory`` forces accelerate's ``device_map="auto"``: on this CPU, the first layers stay in memory and
@@ -190,12 +200,7 @@ def test_a_model_split_by_max_memory_decodes_and_embeds_as_the_whole_one(golden)
     places = set(split.source["device_map"].values())
     assert {"cpu", "disk"} <= places, places
     assert split.source["device_choice"].startswith("device_map=auto fp32")
-    prompts = load_profession_prompts()["prompt"].iloc[::997].head(4).tolist()
-    a = generate(whole, prompts, max_new_tokens=16, cache=False, progress=False)
-    b = generate(split, prompts, max_new_tokens=16, cache=False, progress=False)
-    assert a["completion"].tolist() == b["completion"].tolist()
-    np.testing.assert_allclose(a[["expected_male", "expected_female"]], b[["expected_male", "expected_female"]],
-                               rtol=0, atol=1e-12)
+    _assert_same_decoding(whole, split, n_prompts=4, n_tokens=16, atol=1e-12)
     contexts, words = ["The nurse said she was tired.", "My uncle is a carpenter."], ["nurse", "carpenter"]
     np.testing.assert_allclose(embed_words(whole, contexts, words, cache=False, progress=False).values,
                                embed_words(split, contexts, words, cache=False, progress=False).values,
@@ -251,9 +256,4 @@ def test_cuda_model_split_between_gpu_and_cpu_decodes_as_the_whole_one(golden):
     places = set(split.source["device_map"].values())
     assert "cpu" in places and places - {"cpu", "disk"}, places
     assert split.device.type == "cuda"
-    prompts = load_profession_prompts()["prompt"].iloc[::997].head(8).tolist()
-    a = generate(whole, prompts, max_new_tokens=24, cache=False, progress=False)
-    b = generate(split, prompts, max_new_tokens=24, cache=False, progress=False)
-    assert a["completion"].tolist() == b["completion"].tolist()
-    np.testing.assert_allclose(a[["expected_male", "expected_female"]], b[["expected_male", "expected_female"]],
-                               rtol=0, atol=1e-6)
+    _assert_same_decoding(whole, split, n_prompts=8, n_tokens=24, atol=1e-6)
