@@ -73,8 +73,12 @@ over several GPUs waits once more, to select its KV cache's rows with a CPU
 index); the ids go to the host once per batch. On a GPU the batch holds as many rows as half its
 free memory takes (:func:`auto_batch_size`): the whole audit where it fits.
 The completions are byte-identical to those of the loop that decoded text at
-every step (``tests/test_decoding.py``'s golden sample, on the CPU). No CUDA
-measurement of this loop has been possible yet (``make gpu-check`` makes it).
+every step (``tests/test_decoding.py``'s golden sample, on the CPU), and the
+expected counts and stored states agree with it to 1e-6 and 1e-5. No CUDA measurement of this loop has
+been possible yet (``make gpu-check`` makes it). The state sums follow the
+batch's rows as the KV cache does (stopped rows leave them), so a step adds to
+them in place instead of gathering and scattering by row index; the
+benchmark's (i) times that bookkeeping alone (no forward pass).
 
 Speed notes (2 shared CPU cores, ``benchmarks/bench_generation.py``)
 ------------------------------------------------------------------
@@ -369,14 +373,15 @@ class _StateSums:
     surrounding whitespace and leading punctuation. Trailing whitespace tokens are only known to be trailing when
     the completion ends, so their states wait in ``pending`` and join the sum when a word follows. A token is
     classified when it is drawn (:class:`_TokenTables`: the lead automaton and the blank tokens) and its state
-    counted at the next step, which reads it.
+    counted at the next step, which reads it. The running sums follow the batch's rows as the KV cache does
+    (:meth:`keep` drops the rows that stopped, after storing their means), so a step adds to them in place.
     """
 
     def __init__(self, n: int, tables: _TokenTables, weights: list[list[float] | None], device: torch.device):
         self.tables, self.weights, self.device = tables, weights, device
         self.lead = torch.full((n,), _SPACE, dtype=torch.long, device=device)
         self.kind = torch.full((n,), _LEAD, dtype=torch.long, device=device)
-        self.sum = self.pending = self.prompt = None
+        self.sum = self.pending = self.prompt = self.completion = None
         self.count = torch.zeros(n, dtype=torch.float64, device=device)
         self.n_pending = torch.zeros(n, dtype=torch.float64, device=device)
 
@@ -392,33 +397,46 @@ class _StateSums:
         self.prompt[torch.tensor([w is None for w in self.weights], device=self.device)] = float("nan")
         self.sum = torch.zeros(self.prompt.shape, dtype=torch.float64, device=self.device)
         self.pending = torch.zeros(self.prompt.shape, dtype=torch.float64, device=self.device)
+        self.completion = torch.full(self.prompt.shape, float("nan"), device=self.device)
 
-    def read_tokens(self, rows: torch.Tensor, hidden: tuple) -> None:
-        """The states of the tokens just read as input by ``rows`` (their previous draws).
+    def read_tokens(self, hidden: tuple) -> None:
+        """The states of the tokens the batch's rows just read as input (their previous draws).
 
         Masks are multiplied in rather than used as indices: a boolean index would wait for the device. Adding
-        ``0 * state`` leaves a sum unchanged, so the sums are those of the tokens that count, as before."""
+        ``0 * state`` leaves a sum unchanged, so the sums are those of the tokens that count."""
         states = torch.stack([h[:, -1].to(self.device) for h in hidden], dim=1).double()
-        kind = self.kind[rows]
-        blank = (kind == _BLANK).to(torch.float64)
-        word = (kind == _WORD).to(torch.float64)
-        pending = self.pending[rows] + states * blank[:, None, None]
-        n_pending = self.n_pending[rows] + blank
-        self.sum[rows] += (pending + states) * word[:, None, None]
-        self.count[rows] += (n_pending + 1) * word
-        self.pending[rows] = pending * (1 - word)[:, None, None]
-        self.n_pending[rows] = n_pending * (1 - word)
+        blank = (self.kind == _BLANK).to(torch.float64)
+        word = (self.kind == _WORD).to(torch.float64)
+        self.pending.addcmul_(states, blank[:, None, None])
+        self.n_pending += blank
+        self.sum.addcmul_(self.pending + states, word[:, None, None])
+        self.count += (self.n_pending + 1) * word
+        self.pending *= (1 - word)[:, None, None]
+        self.n_pending *= 1 - word
 
-    def drew(self, rows: torch.Tensor, tokens: torch.Tensor) -> None:
-        """Classify the tokens just drawn by ``rows``, to be read at the next step."""
-        lead = self.tables.lead[self.lead[rows], tokens]
-        self.lead[rows] = lead
-        self.kind[rows] = torch.where(lead != _PAST, _LEAD, torch.where(self.tables.blank[tokens], _BLANK, _WORD))
+    def drew(self, tokens: torch.Tensor) -> None:
+        """Classify the tokens the batch's rows just drew, to be read at the next step."""
+        self.lead = self.tables.lead[self.lead, tokens]
+        self.kind = torch.where(self.lead != _PAST, _LEAD, torch.where(self.tables.blank[tokens], _BLANK, _WORD))
 
-    def means(self) -> dict[str, np.ndarray]:
-        completion = (self.sum / self.count.clamp(min=1)[:, None, None]).float()
-        completion[self.count == 0] = float("nan")
-        return {"completion": completion.cpu().numpy(), "prompt": self.prompt.cpu().numpy()}
+    def _store(self, rows: torch.Tensor, positions: torch.Tensor | None = None) -> None:
+        """The means of the batch rows at ``positions`` (all: ``None``), as rows ``rows`` of the result."""
+        sums, count = (self.sum, self.count) if positions is None else (self.sum[positions], self.count[positions])
+        mean = (sums / count.clamp(min=1)[:, None, None]).float()
+        mean[count == 0] = float("nan")
+        self.completion[rows] = mean
+
+    def keep(self, keep: torch.Tensor, left: torch.Tensor, rows: torch.Tensor) -> None:
+        """The batch keeps the rows at positions ``keep``; those at ``left`` (original rows ``rows[left]``) stopped."""
+        self._store(rows[left], left)
+        self.sum, self.pending = self.sum[keep], self.pending[keep]
+        self.count, self.n_pending, self.lead, self.kind = (x[keep] for x in (self.count, self.n_pending, self.lead,
+                                                                             self.kind))
+
+    def means(self, rows: torch.Tensor) -> dict[str, np.ndarray]:
+        """Every row's means, the batch's last ``rows`` (original indices) stored now."""
+        self._store(rows)
+        return {"completion": self.completion.cpu().numpy(), "prompt": self.prompt.cpu().numpy()}
 
 
 @torch.inference_mode()
@@ -473,7 +491,7 @@ def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k, 
             if step == 0:
                 sums.read_prompt(result.hidden_states, width)
             else:
-                sums.read_tokens(alive, result.hidden_states)
+                sums.read_tokens(result.hidden_states)
             if step == n_steps:
                 break
         u = uniforms[alive, step]
@@ -499,12 +517,15 @@ def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k, 
         n_new[alive] += ~is_stop
         stopped[alive] = is_stop
         if sums is not None:
-            sums.drew(alive, tokens)
+            sums.drew(tokens)
         if n_stop == alive.numel():
             break
         if n_stop:
             # The rows that go on, in order: a stable sort puts them first without asking the device how many.
-            keep = torch.sort(is_stop.to(torch.uint8), stable=True).indices[:alive.numel() - n_stop]
+            order = torch.sort(is_stop.to(torch.uint8), stable=True).indices
+            keep = order[:alive.numel() - n_stop]
+            if sums is not None:
+                sums.keep(keep, order[alive.numel() - n_stop:], alive)
             past.batch_select_indices(keep.cpu() if spread else keep)
             alive, tokens, mask, step_pos = alive[keep], tokens[keep], mask[keep], step_pos[keep]
         step_ids = tokens.unsqueeze(1)
@@ -513,7 +534,7 @@ def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k, 
     lengths = n_new.tolist()
     out = [ids[:k] for ids, k in zip(drawn_ids.tolist(), lengths)]
     return (out, stopped.tolist(), None if expected is None else expected.cpu().numpy(),
-            None if sums is None else sums.means())
+            None if sums is None else sums.means(alive))
 
 
 def _read(n_stop: torch.Tensor, unsure: torch.Tensor | None) -> tuple[int, bool]:
