@@ -28,6 +28,9 @@ with transformers' default top-k), all in one process:
     alone): before, ``completions.completion_embeddings(stored=False)``
     re-embeds them (cold embedding cache); after, it reads the states (b)
     stored;
+(i) the statistics' bookkeeping alone, per step, without the forward pass: the
+    state sums and the token classification of 64 rows (random tokens and
+    states; ``decoding._StateSums`` with its per-token tables);
 (e) the compute floor: the forward passes alone for the same rows and the same
     number of tokens per row as (b) produced, in the same batches, with the
     KV cache, rows leaving as they reach their count, and a trivial sampler
@@ -137,6 +140,27 @@ def forward_floor(m, prompts: list[str], steps: list[int], batch_size: int | Non
     return sum(steps), time.perf_counter() - start
 
 
+def bookkeeping_step(m, n: int = 64, steps: int = 80) -> float:
+    """CPU milliseconds per step of the state sums and token classification alone (no forward pass)."""
+    from bias_utils.decoding import _StateSums, _token_tables
+
+    gen = torch.Generator().manual_seed(0)
+    n_states, width = m.n_layers + 1, 12
+    ids = torch.randint(m.tokenizer.vocab_size, (steps, n), generator=gen).to(m.device)
+    hidden = [tuple(torch.randn(n, 1, m.hidden_size, generator=gen).to(m.device) for _ in range(n_states))
+              for _ in range(4)]
+    tables = _token_tables(m.tokenizer, m.model.get_output_embeddings().weight.shape[0]).to(m.device)
+    sums = _StateSums(n, tables, [[1.0 / width] * width] * n, m.device)
+    sums.read_prompt(tuple(torch.randn(n, width, m.hidden_size, generator=gen).to(m.device)
+                           for _ in range(n_states)), width)
+    start = time.process_time()
+    for t in range(steps):
+        sums.read_tokens(hidden[t % 4])
+        sums.drew(ids[t])
+    sums.means(torch.arange(n, device=m.device))
+    return (time.process_time() - start) / steps * 1e3
+
+
 def served(m, prompts: list[str], parallel: int) -> tuple[int, float]:
     with llama_server(m.gguf_path, n_parallel=parallel, ctx_per_slot=256, n_threads=torch.get_num_threads()) as srv:
         endpoint = OpenAIEndpoint(srv.base_url, parallel=parallel)
@@ -233,6 +257,7 @@ def main() -> None:
     before, after = embedding_step(m, df, stored=False), embedding_step(m, df, stored=True)
     print(f"(h) chapter 08's embedding step: re-embedding {before:.1f} s, stored states {after:.2f} s "
           f"({before / after:.0f}x)")
+    print(f"(i) the statistics' bookkeeping alone: {bookkeeping_step(m):.1f} CPU ms per step for 64 rows")
     stock_ms, ours_ms = sampler_step(m, prompts)
     print(f"(d) sampling step on [{len(prompts)}, vocab] logits: stock warpers+multinomial {stock_ms:.1f} ms, "
           f"ours {ours_ms:.1f} ms ({stock_ms / ours_ms:.2f}x)")
