@@ -40,20 +40,22 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from . import lexicon, occupations, rendering, stats, tables
+from . import lexicon, occupation_units, occupations, rendering, stats, tables
 from .bold_prompts import AUDIT_GROUPS, FEMALE_GROUP, MALE_GROUP, BoldDataError, resolve_selection, subsample
 from .results import write_table
 
 __all__ = [
     "AUDIT_GROUPS", "FEMALE_GROUP", "LEXICON_COVERAGE_TABLE", "MALE_GROUP", "METRICS_TABLE", "PMI_SMOOTHING",
-    "SKIPPED_TABLE", "STATISTICS_TABLE", "SUMMARY_TABLE", "AuditResult", "BoldDataError", "audit_statistics",
-    "completion_metrics", "describe_audit", "expected_totals", "group_summary", "occupation_terms", "pmi_scores",
-    "run_audit", "word_table",
+    "SKIPPED_TABLE", "STATISTICS_TABLE", "SUMMARY_TABLE", "UNITS_TABLE", "UNIT_COUNTS_TABLE", "AuditResult",
+    "BoldDataError", "audit_statistics", "completion_metrics", "describe_audit", "expected_totals", "group_summary",
+    "occupation_terms", "pmi_scores", "run_audit", "word_table",
 ]
 
 #: Tables written by :meth:`AuditResult.write` (``<name>.parquet`` + CSV).
 METRICS_TABLE, STATISTICS_TABLE, SUMMARY_TABLE, SKIPPED_TABLE = (
     tables.BOLD_METRICS, tables.BOLD_STATISTICS, tables.BOLD_GROUP_SUMMARY, tables.BOLD_SKIPPED)
+#: What each BOLD key of the selection is, and the counts per group and kind (:mod:`bias_utils.occupation_units`).
+UNITS_TABLE, UNIT_COUNTS_TABLE = tables.BOLD_UNITS, tables.BOLD_UNIT_COUNTS
 #: Notebook 06's table of which lexicon words are one token of the model (``decoding.lexicon_token_ids``).
 LEXICON_COVERAGE_TABLE = tables.BOLD_LEXICON_COVERAGE
 #: The paper's "+0.5 added smoothing to counts"; the published PMI values use none (see above).
@@ -168,16 +170,21 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
     """All tests of the audit and the book's additions; returns ``(table, skipped)``.
 
     ``table`` has :data:`bias_utils.stats.STAT_COLUMNS` plus ``measure`` (the
-    variable tested), ``unit`` (what is treated as independent:
-    :data:`bias_utils.occupations.UNIT_OCCUPATIONS`, or "independent words" /
+    variable tested), ``unit`` (what is treated as independent: one of
+    :data:`bias_utils.occupations.OCCUPATION_UNITS`, or "independent words" /
     "independent completions", with ", the published audit's method" on the
-    audit's rows), ``n_occupations`` and ``n_permutations`` (occupation rows only)
-    and ``role``:
+    audit's rows), the occupation rows' own columns (``n_occupations``, ``n_permutations``,
+    ``n_boot``, each bound's Monte Carlo SE; the mixed model's ``sigma``, ``note``) and ``role``:
 
-    * ``primary``: the odds ratio with the occupation as the unit (occupation
-      cluster bootstrap CI, permutation p across occupations), first row; its
-      ``p_adj`` equals ``p`` (one pre-specified test, ``adj_method`` "none (primary)");
-    * ``audit``: the five published tests, computed the audit's way;
+    * ``primary``: the pre-stated estimand (:data:`bias_utils.occupations.PRIMARY_ESTIMAND`): the mixed
+      model's odds ratio over the primary units, first row; its ``p_adj`` equals ``p`` (one pre-specified
+      test, ``adj_method`` "none (primary)"). The primary units are the deduplicated person-noun
+      occupations when ``metrics`` carries ``unit`` and ``in_primary``
+      (:func:`bias_utils.occupation_units.annotate`), else every BOLD key;
+    * ``sensitivity``: the same model with each completion counted at most once per gender, and the
+      audit's pooled-word odds ratio with the occupation cluster bootstrap and permutation p over the
+      primary units and, with units, over the published selection's keys;
+    * ``audit``: the five published tests, computed the audit's way on every completion;
     * ``alternative``: the standard form of a questionable audit convention, shown beside it;
     * ``extension``: what the audit lacked, including the occupation-level share of
       completions with any gendered word and male share among them.
@@ -197,6 +204,9 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
     if absent:
         raise ValueError(f"audit_statistics: groups without completions: {absent}")
     m = metrics[metrics["group"].isin(groups)]
+    if len(groups) == 2:
+        # units from the completions' own prompts where the run did not attach them (e.g. the published audit)
+        m = m if {"unit", "in_primary"} <= set(m.columns) else occupation_units.annotate(m)
     rows: list[dict] = []
     skipped: list[dict] = []
 
@@ -246,14 +256,27 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
         ga["male_share"], gb["male_share"], **kw)
     add("extension", "male_share among gendered completions", "mann_whitney", stats.mann_whitney,
         ga["male_share"], gb["male_share"], n_boot=n_boot, seed=seed, **kw)
-    by_occupation = occupations.occupation_tests(occupations.occupation_table(m), a, b, n_boot=n_boot,
-                                                 n_permutations=n_permutations, seed=seed)
-    primary = [r for r in by_occupation if r["role"] == "primary"]
-    rows += [r for r in by_occupation if r["role"] != "primary"]
+    primary_units = _primary_units(m)
+    primary: list[dict] = []
+    _try(primary, skipped, "mixed_logit_occupation [odds_ratio]", occupations.mixed_rows, primary_units, a, b)
+    rows += [r for r in primary if r["role"] != "primary"]
+    primary = [r for r in primary if r["role"] == "primary"]
+    _try(rows, skipped, "cluster_bootstrap_occupation [primary units]", occupations.occupation_tests, primary_units,
+         a, b, n_boot=n_boot, n_permutations=n_permutations, seed=seed)
+    # the published selection as the audit used it, beside the primary units
+    _try(rows, skipped, "cluster_bootstrap_occupation [published selection]", occupations.occupation_tests,
+         occupations.occupation_table(m), a, b, n_boot=n_boot, n_permutations=n_permutations, seed=seed,
+         unit=occupations.UNIT_PUBLISHED, measures=["odds_ratio (words)"])
     # The primary test is one pre-specified test: a family of its own, so its p is not adjusted.
     head = stats.results_table(primary, method=method).assign(adj_method="none (primary)")
     table = pd.concat([head, stats.results_table(rows, method=method)], ignore_index=True)
     return _with_units(table), pd.DataFrame(skipped, columns=["test", "reason"])
+
+
+def _primary_units(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The occupation table of the primary analysis: the deduplicated person-noun units (the ``in_primary`` rows
+    by ``unit``, :func:`bias_utils.occupation_units.annotate`)."""
+    return occupations.occupation_table(metrics[metrics["in_primary"].astype(bool)], by="unit")
 
 
 def _with_units(table: pd.DataFrame) -> pd.DataFrame:
@@ -265,17 +288,25 @@ def _with_units(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _p_text(row: pd.Series) -> str:
-    """"Holm p < 0.001", or for an occupation row "permutation p = 0.023" ("≤ 1/10,000" at its floor)."""
-    if row.get("unit") == occupations.UNIT_OCCUPATIONS:
+    """"Holm p < 0.001"; for a permutation row "permutation p = 0.023" ("≤ 1/10,000" at its floor, Holm-adjusted
+    unless primary); for the mixed model "likelihood-ratio p = 0.006" (Holm-adjusted unless primary)."""
+    unit = row.get("unit")
+    adjusted = row["role"] != "primary"
+    if unit in (occupations.UNIT_OCCUPATIONS, occupations.UNIT_PUBLISHED):
         raw = "p " + stats.permutation_p_text(float(row["p"]), int(row["n_permutations"]), fraction=True,
                                               number=rendering.readable_number)
-        if row["role"] == "primary":
+        if not adjusted:
             return f"permutation {raw}"
         # a raw p at its floor is only a bound, and so is its adjusted value
         sign = "≤" if "≤" in raw else "="
         return f"Holm-adjusted permutation p {sign} {rendering.readable_number(float(row['p_adj']))}"
     p = row["p_adj"] if pd.notna(row["p_adj"]) else row["p"]
-    return "" if pd.isna(p) else f"Holm p {'< 0.001' if p < 0.001 else '= ' + rendering.readable_number(float(p))}"
+    if pd.isna(p):
+        return ""
+    value = "< 0.001" if p < 0.001 else "= " + rendering.readable_number(float(p))
+    if unit == occupations.UNIT_MIXED:
+        return f"{'Holm-adjusted ' if adjusted else ''}likelihood-ratio p {value}"
+    return f"Holm p {value}"
 
 
 def _reading_numbers(row: pd.Series, what: str) -> str:
@@ -309,6 +340,19 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
 
     lines = [occupations.headline_sentence(headline) if headline is not None else "",
              occupations.describe_influence(influence) if influence is not None else ""]
+    once = row("mixed_logit_occupation", "odds_ratio (completions, at most once per gender)")
+    pooled = statistics[(statistics["test"] == "cluster_bootstrap_occupation")
+                        & (statistics["unit"] == occupations.UNIT_OCCUPATIONS)
+                        & (statistics["effect"] == "odds_ratio")]
+    if once is not None or len(pooled):
+        parts = []
+        if once is not None:
+            parts.append("counting each completion at most once per gender (a talkative completion weighs as one), "
+                         + _reading_numbers(once, "odds ratio"))
+        if len(pooled):
+            parts.append("the audit's pooled-word odds ratio over the same occupations, resampling whole occupations, "
+                         + _reading_numbers(pooled.iloc[0], "odds ratio"))
+        lines.append("Sensitivity of the primary estimate: " + "; ".join(parts) + ".")
     presence = row("cluster_bootstrap_occupation", "completions with any gendered word")
     independent = row("hurdle_presence:gendered_words")
     if presence is not None:
@@ -341,8 +385,11 @@ def expected_totals(metrics: pd.DataFrame, coverage: pd.DataFrame) -> pd.DataFra
     words_single_token`` (words with at least one single-token variant),
     ``variants_single_token``, ``completions`` (with an expected count; NaN rows
     come from a server or an older cache), ``expected`` (their sum),
-    ``sampled_words`` (the audit's word count over the same completions) and
-    ``sampled_minus_expected``. The expected count misses words that are never
+    ``sampled_words`` (the audit's word count over the same completions),
+    ``sampled_minus_expected``, ``gendered_completions`` (those completions that
+    sampled any gendered word) and ``share_in_gendered_completions`` (the part of the
+    expected count that sits in them: the expected count is smoothed where the sample
+    has words, not spread evenly). The expected count misses words that are never
     one token and counts a lexicon token that starts a longer word, so the two
     totals estimate slightly different things (``generation``'s docstring).
     """
@@ -352,12 +399,17 @@ def expected_totals(metrics: pd.DataFrame, coverage: pd.DataFrame) -> pd.DataFra
         has = metrics[column].notna() if column in metrics else pd.Series(False, index=metrics.index)
         expected = float(metrics.loc[has, column].sum()) if has.any() else np.nan
         sampled = int(metrics.loc[has, f"{name}_words"].sum())
+        gendered = has & metrics["any_gendered"].astype(bool)
+        inside = float(metrics.loc[gendered, column].sum()) if has.any() else np.nan
         rows.append({"lexicon": name, "words": cov["word"].nunique(),
                      "words_single_token": int(cov.groupby("word")["single_token"].any().sum()),
                      "variants_single_token": int(cov["single_token"].sum()), "completions": int(has.sum()),
-                     "expected": expected, "sampled_words": sampled, "sampled_minus_expected": sampled - expected})
+                     "expected": expected, "sampled_words": sampled, "sampled_minus_expected": sampled - expected,
+                     "gendered_completions": int(gendered.sum()),
+                     "share_in_gendered_completions": inside / expected if expected else np.nan})
     return pd.DataFrame(rows, columns=["lexicon", "words", "words_single_token", "variants_single_token",
-                                       "completions", "expected", "sampled_words", "sampled_minus_expected"])
+                                       "completions", "expected", "sampled_words", "sampled_minus_expected",
+                                       "gendered_completions", "share_in_gendered_completions"])
 
 
 def group_summary(metrics: pd.DataFrame, neutral: Sequence[str] = tuple(lexicon.NEUTRAL_LEXICONS)) -> pd.DataFrame:
@@ -399,6 +451,8 @@ class AuditResult:
     occupations: pd.DataFrame
     influence: pd.DataFrame
     headline: pd.DataFrame
+    units: pd.DataFrame
+    unit_counts: pd.DataFrame
 
     def write(self, folder: str | Path) -> list[Path]:
         """Write every table as parquet + CSV under ``folder``; returns the files."""
@@ -406,7 +460,8 @@ class AuditResult:
         tables = {METRICS_TABLE: self.metrics, STATISTICS_TABLE: self.statistics, SUMMARY_TABLE: self.summary,
                   SKIPPED_TABLE: self.skipped.astype({c: str for c in self.skipped.columns}),
                   occupations.OCCUPATIONS_TABLE: self.occupations, occupations.INFLUENCE_TABLE: self.influence,
-                  occupations.HEADLINE_TABLE: self.headline}
+                  occupations.HEADLINE_TABLE: self.headline, UNITS_TABLE: self.units,
+                  UNIT_COUNTS_TABLE: self.unit_counts}
         return [p for name, df in tables.items() for p in write_table(df, folder / name)]
 
 
@@ -414,7 +469,8 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
               max_new_tokens: int = 100, temperature: float = 0.7, top_p: float = 0.9, top_k: int | None = 50,
               chat: bool = False, lexicons: Mapping[str, Iterable[str]] | None = None,
               neutral_lexicons: Mapping[str, Iterable[str]] | None = None, limit: int | None = None,
-              n_boot: int = 1000, method: str = "holm", batch_size: int | None = None) -> AuditResult:
+              n_boot: int = occupations.N_BOOT, method: str = "holm",
+              batch_size: int | None = None) -> AuditResult:
     """Select prompts, sample completions (cached and resumable via ``bias_utils.generation``),
     and compute metrics and statistics; :meth:`AuditResult.write` writes them.
 
@@ -425,14 +481,16 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
     selection columns, ``sample, completion, n_tokens, finish_reason``,
     ``expected_male, expected_female`` (``generation.generate``: the expected
     counts of the audit's words, NaN from a server) and the
-    :func:`completion_metrics` columns), ``bold_statistics`` (:func:`audit_statistics`),
+    :func:`completion_metrics` columns, and ``unit, unit_kind, in_primary``:
+    :func:`bias_utils.occupation_units.annotate`), ``bold_statistics`` (:func:`audit_statistics`),
     ``bold_group_summary`` (:func:`group_summary`), ``bold_skipped`` (``test`` or
     ``prompt_id``, ``reason``: tests that could not be computed and empty completions,
-    which are kept in the metrics with zero counts), and with the occupation as the unit
-    (:mod:`bias_utils.occupations`): ``bold_occupations`` (one row per occupation,
-    :func:`~bias_utils.occupations.occupation_table`), ``bold_influence`` (leave one
-    occupation out, :func:`~bias_utils.occupations.influence_table`) and ``bold_headline``
-    (one row, :func:`~bias_utils.occupations.headline_table`); the last two are empty
+    which are kept in the metrics with zero counts), what each BOLD key is (``bold_units``,
+    :func:`~bias_utils.occupation_units.unit_table`, and ``bold_unit_counts``), and with the
+    primary units as the unit (:mod:`bias_utils.occupations`): ``bold_occupations`` (one row per
+    deduplicated person-noun occupation, :func:`~bias_utils.occupations.occupation_table` by ``unit``),
+    ``bold_influence`` (leave one occupation out, :func:`~bias_utils.occupations.influence_table`) and
+    ``bold_headline`` (one row, :func:`~bias_utils.occupations.headline_table`); the last two are empty
     (with their columns) for a selection of more than two groups.
     """
     # deferred: torch and transformers, which the replication of the published audit does not need
@@ -447,20 +505,22 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
                    max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
                    chat=chat, batch_size=batch_size)
     comp = gen.drop(columns="prompt").merge(sel, on="prompt_id", how="left", validate="many_to_one")
-    metrics = completion_metrics(comp, lexicons=lexicons, neutral_lexicons=neutral_lexicons)
+    units = occupation_units.unit_table(sel)
+    metrics = completion_metrics(occupation_units.annotate(comp, sel, units), lexicons=lexicons,
+                                 neutral_lexicons=neutral_lexicons)
     groups = list(dict.fromkeys(sel["group"]))
     table, skipped = audit_statistics(metrics, groups=groups, method=method, n_boot=n_boot, seed=seed)
     empties = metrics.loc[metrics["empty_completion"], ["prompt_id", "sample"]].assign(
         reason="empty completion: kept with zero counts and PMI 0 (the model stopped at once)")
     skipped = pd.concat([skipped, empties], ignore_index=True)
     summary = group_summary(metrics, neutral=tuple(neutral_lexicons))
-    by_occupation = occupations.occupation_table(metrics)
-    influence = (occupations.influence_table(by_occupation, *groups) if len(groups) == 2
+    by_unit = _primary_units(metrics)
+    influence = (occupations.influence_table(by_unit, *groups) if len(groups) == 2
                  else pd.DataFrame(columns=occupations.INFLUENCE_COLUMNS))  # no single odds ratio to leave out of
-    headline = occupations.headline_table(table, by_occupation, influence, n_boot=n_boot)
+    headline = occupations.headline_table(table, by_unit, influence, n_boot=n_boot)
     settings = dict(model_id=loaded.model_id, selection=selection if isinstance(selection, str) else "custom",
                     n_prompts=len(sel), n_samples=n_samples, seed=seed, max_new_tokens=max_new_tokens,
                     temperature=temperature, top_p=top_p, top_k=top_k, chat=chat, limit=limit, n_boot=n_boot,
                     method=method)
-    return AuditResult(loaded.model_id, settings, metrics, table, summary, skipped, by_occupation, influence,
-                       headline)
+    return AuditResult(loaded.model_id, settings, metrics, table, summary, skipped, by_unit, influence,
+                       headline, units, occupation_units.unit_counts(units))

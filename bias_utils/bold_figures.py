@@ -16,7 +16,7 @@ import pandas as pd
 
 from . import occupations, plots, rendering
 
-__all__ = ["audit_figure", "examples_table", "highlight_gendered"]
+__all__ = ["audit_figure", "examples_table", "gendered_sentences", "highlight_gendered", "sentences_table"]
 
 
 def highlight_gendered(text: str, lexicons: dict[str, Sequence[str]]) -> str:
@@ -41,9 +41,7 @@ def examples_table(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]], *,
     pool = metrics[metrics["any_gendered"]] if only_gendered else metrics
     picked = pd.concat([d.sample(n=min(per_group, len(d)), random_state=seed)
                         for _, d in pool.groupby("group", sort=False)] or [pool])
-    colors = {"male": plots.GROUP_COLORS["male"], "female": plots.GROUP_COLORS["female"]}
-    style = "".join(f"mark.lex-{n}{{background:{colors.get(n, plots.OTHER_COLORS[0])}33;border-bottom:2px solid "
-                    f"{colors.get(n, plots.OTHER_COLORS[0])}}}" for n in lexicons)
+    style = _lexicon_style(lexicons)
     rows = "".join(
         f"<tr><td>{html.escape(rendering.group_label(r.group))}</td>"
         f"<td>{html.escape(str(r.occupation).replace('_', ' '))}</td>"
@@ -53,6 +51,56 @@ def examples_table(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]], *,
         rows = '<tr><td colspan="4">no completion with a gendered word in this run</td></tr>'
     return (f"<style>{style}</style><table><thead><tr><th>group</th><th>occupation</th>"
             f"<th>prompt + completion</th><th>male/female words</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def gendered_sentences(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]], *, by: str = "occupation",
+                       top: int = 5, per_occupation: int = 8) -> pd.DataFrame:
+    """Every sentence that holds a gendered word, for the ``top`` occupations (``by``: the column naming them)
+    with the most gendered words: so a reader sees whom each word refers to (a nurse, or her patient).
+
+    One row per (completion, sentence) with a word of ``lexicons``: ``by``, ``group``, ``completion_id`` (the
+    row's position in ``metrics``), ``sentence`` (split at ., !, ? or a line break), ``words`` (the lexicon
+    words in it, "; "-joined as written) and one count column per lexicon; at most ``per_occupation`` sentences
+    per occupation, the completions with the most gendered words first (ties in their order)."""
+    owner = {w.lower(): name for name, ws in lexicons.items() for w in ws}
+    gendered = metrics.assign(_total=metrics["male_words"] + metrics["female_words"],
+                              completion_id=np.arange(len(metrics)))
+    leaders = gendered.groupby(by, sort=False)["_total"].sum().sort_values(ascending=False, kind="stable").head(top)
+    rows = []
+    for name in leaders[leaders > 0].index:
+        picked = gendered[gendered[by] == name].sort_values("_total", ascending=False, kind="stable")
+        found = []
+        for r in picked[picked["_total"] > 0].itertuples():
+            for sentence in filter(None, (t.strip() for t in _SENTENCE_END.split(str(r.completion)))):
+                words = [w for w in re.findall(r"\b\w+\b", sentence) if w.lower() in owner]
+                if words:
+                    counts = {lex: sum(owner[w.lower()] == lex for w in words) for lex in lexicons}
+                    found.append({by: name, "group": r.group, "completion_id": r.completion_id,
+                                  "sentence": sentence, "words": "; ".join(words), **counts})
+        rows += found[:per_occupation]
+    return pd.DataFrame(rows, columns=[by, "group", "completion_id", "sentence", "words", *lexicons])
+
+
+def sentences_table(sentences: pd.DataFrame, lexicons: dict[str, Sequence[str]], *, by: str = "occupation") -> str:
+    """HTML of :func:`gendered_sentences`: the occupation, its group and each sentence with its gendered words
+    highlighted (the colours of :func:`examples_table`)."""
+    if sentences.empty:
+        return "<p>No sentence of these completions holds a gendered word.</p>"
+    rows = "".join(
+        f"<tr><td>{html.escape(str(getattr(r, by)).replace('_', ' '))}</td>"
+        f"<td>{html.escape(rendering.group_label(r.group))}</td>"
+        f"<td>{highlight_gendered(str(r.sentence), lexicons)}</td></tr>" for r in sentences.itertuples())
+    return (f"<style>{_lexicon_style(lexicons)}</style><table><thead><tr><th>occupation</th><th>group</th>"
+            f"<th>sentence (gendered words marked)</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
+def _lexicon_style(lexicons: dict[str, Sequence[str]]) -> str:
+    colors = {"male": plots.GROUP_COLORS["male"], "female": plots.GROUP_COLORS["female"]}
+    return "".join(f"mark.lex-{n}{{background:{colors.get(n, plots.OTHER_COLORS[0])}33;border-bottom:2px solid "
+                   f"{colors.get(n, plots.OTHER_COLORS[0])}}}" for n in lexicons)
 
 
 #: Axis titles of the audit's effect measures (``audit_statistics``' ``effect`` column).
@@ -150,7 +198,8 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
         axis = alt.Axis(labelLimit=200, labelExpr="split(datum.label, '\\n')", labelBaseline="middle",
                         labelLineHeight=12)
         base = alt.Chart(sub).encode(y=alt.Y("label:N", title=None, sort=None, axis=axis), color=unit)
-        forest.append((base.mark_rule(strokeWidth=2).encode(
+        drawn = base.transform_filter(plots.drawable_interval(log=scale == "log"))
+        forest.append((drawn.mark_rule(strokeWidth=2).encode(
                            x=alt.X("ci_low:Q", scale=alt.Scale(type=scale, zero=False),
                                    title=name + (" (log scale)" if scale == "log" else ""),
                                    # log ticks collide ("3 45") unless they are few

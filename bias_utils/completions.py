@@ -31,20 +31,26 @@ What the chapter tests, and why
   pooled as the category fixed-effects estimate (the coefficient of group in a
   regression of the occupation mean on group and category dummies, which equals
   the category differences weighted by ``n_a n_b / (n_a + n_b)``). Its test
-  permutes the group labels within each category; its interval resamples
-  occupations within each category and group.
-* **The prompt's own words.** The completion's states have read the prompt, and
-  the prompt names the occupation. The prompt alone is embedded the same way
-  (mean hidden state over its tokens, nothing after it) and projected; the
-  completion's effect beyond it is ``completion − prompt`` per completion. Both
-  are put on the completion's scale (centred on their own mean, divided by the
-  completions' SD), so the completion's gap is exactly the prompt's gap plus the
-  gap beyond it.
+  permutes the group labels within each category. It has no interval: a
+  bootstrap that resamples occupations within category and group has no
+  variance where a group holds one occupation of a category (most of them), so
+  its interval excluded zero while the permutation p was 0.48; the permutation
+  test is the one whose structure matches the question.
+* **The prompt's own words, and the primary contrast.** The completion's states
+  have read the prompt, and the prompt (BOLD's words, not the model's) names the
+  occupation. The prompt alone is embedded the same way (mean hidden state over
+  its tokens, nothing after it) and projected; the completion's effect beyond it
+  is ``completion − prompt`` per completion. Both are put on the completion's
+  scale (centred on their own mean, divided by the completions' SD), so the
+  completion's gap is exactly the prompt's gap plus the gap beyond it. The
+  question of the chapter is what the model *writes*, so the **pre-stated primary
+  contrast** is the completion beyond its prompt (:data:`PRIMARY_MEASURE`), at
+  the occupation level; the whole completion and the prompt alone are reported
+  beside it as its decomposition.
 """
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Mapping, Sequence
 
 import altair as alt
@@ -56,7 +62,7 @@ from .bold import FEMALE_GROUP, MALE_GROUP
 from .rendering import readable_number
 
 __all__ = ["ANALYSES", "COMPLETION_CATEGORY_TABLE", "COMPLETION_OCCUPATION_TABLE", "COMPLETION_SKIPPED_TABLE",
-           "COMPLETION_STATS_TABLE", "COMPLETION_VALUES_TABLE", "MEASURES", "category_contrasts",
+           "COMPLETION_STATS_TABLE", "COMPLETION_VALUES_TABLE", "MEASURES", "PRIMARY_MEASURE", "category_contrasts",
            "completion_chart", "completion_embeddings", "completion_projection", "completion_projection_stats",
            "describe_completion_stats", "occupation_means"]
 
@@ -69,6 +75,8 @@ COMPLETION_CATEGORY_TABLE = tables.COMPLETION_PROJECTION_BY_CATEGORY
 
 #: measure -> its standardised column in :func:`completion_projection`'s table.
 MEASURES = {"completion": "z", "prompt": "prompt_z", "beyond_prompt": "beyond_prompt_z"}
+#: The pre-stated primary contrast: what the model adds beyond the prompt's words (module docstring).
+PRIMARY_MEASURE = "beyond_prompt"
 #: The analyses of :func:`completion_projection_stats`, primary first.
 ANALYSES = ("occupation", "within_category", "completions_as_independent")
 
@@ -269,7 +277,7 @@ def _occupation_rows(occ: pd.DataFrame, column: str, group_a: str, group_b: str,
     return rows
 
 
-def _within_category_rows(cells: pd.DataFrame, column: str, group_a: str, group_b: str, n_boot: int,
+def _within_category_rows(cells: pd.DataFrame, column: str, group_a: str, group_b: str,
                           n_permutations: int, seed: int) -> list:
     n_total = cells["category"].nunique()
     sides = cells[cells["group"].isin([group_a, group_b])]
@@ -288,14 +296,11 @@ def _within_category_rows(cells: pd.DataFrame, column: str, group_a: str, group_
             perms[:, category == c] = rng.permuted(perms[:, category == c], axis=1)
         null = _fixed_effects_gap(v, perms, category)
         p = float(stats.permutation_p(est, null, "two-sided"))
-        _, low, high = stats.cluster_bootstrap_ci(d.assign(stratum=d["category"] + "/" + d["group"]),
-                                                  partial(_pooled_gap, column=column, group_a=group_a),
-                                                  cluster="occupation", strata="stratum", n_boot=n_boot, seed=seed)
         counts = d.groupby(["category", "group"]).size()
         listed = "; ".join(f"{c} ({counts.get((c, group_a), 0)} vs {counts.get((c, group_b), 0)})" for c in names)
         rows.append({"test": "permutation_within_category", "group_a": group_a, "group_b": group_b,
-                     "statistic": est, "p": p, "effect": "mean_difference", "effect_size": est, "ci_low": low,
-                     "ci_high": high, "n": len(d), "dimension": dim, "n_a": int(is_a.sum()),
+                     "statistic": est, "p": p, "effect": "mean_difference", "effect_size": est, "ci_low": np.nan,
+                     "ci_high": np.nan, "n": len(d), "dimension": dim, "n_a": int(is_a.sum()),
                      "n_b": int((~is_a).sum()), "p_floor": 1 / (n_permutations + 1),
                      "n_permutations": n_permutations, "n_categories": len(names), "n_categories_total": n_total,
                      "categories": listed})
@@ -335,33 +340,36 @@ def completion_projection_stats(table: pd.DataFrame, group_a: str = FEMALE_GROUP
     * ``within_category``: ``permutation_within_category``, the category
       fixed-effects gap over the categories with both groups (``n`` = category ×
       occupation cells), its p from ``n_permutations`` relabellings within
-      category (two-sided), its CI from resampling occupations within category and
-      group (a group with one occupation in a category adds no resampling
-      variance there, so the CI is then too narrow; the permutation p is the
-      test). ``mean_a, mean_b`` are NaN here (per category in
+      category (two-sided); no interval (``ci_low, ci_high`` NaN: module
+      docstring). ``mean_a, mean_b`` are NaN here (per category in
       :func:`category_contrasts`). Missing without a ``category`` column or a
       category with both groups.
     * ``completions_as_independent``: ``welch_t`` and ``hedges_g`` on the
       completions themselves, as if they were independent (for comparison only).
 
-    ``p_adj`` is corrected across dimensions within one analysis and measure
-    (``method``). A positive effect means ``group_a`` sits towards the high pole.
+    ``primary`` marks the occupation-level rows of :data:`PRIMARY_MEASURE` (the
+    completion beyond its prompt; the whole completion where the table has no
+    prompt values), which come first. ``p_adj`` is corrected across dimensions
+    within one analysis and measure (``method``). A positive effect means
+    ``group_a`` sits towards the high pole.
     """
     occ = occupation_means(table)
     measures = [(m, c) for m, c in MEASURES.items() if c in table]
+    primary = PRIMARY_MEASURE if MEASURES[PRIMARY_MEASURE] in table else "completion"
+    measures.sort(key=lambda mc: mc[0] != primary)
     families = [(("occupation", m, "occupation"), _occupation_rows(occ, c, group_a, group_b, n_boot, seed))
                 for m, c in measures]
     if "category" in table:
         cells = occupation_means(table, within_category=True)
         families += [(("within_category", m, "occupation within category"),
-                      _within_category_rows(cells, c, group_a, group_b, n_boot, n_permutations, seed))
+                      _within_category_rows(cells, c, group_a, group_b, n_permutations, seed))
                      for m, c in measures]
     families.append((("completions_as_independent", "completion", "completion"),
                      _completion_rows(table, group_a, group_b)))
     parts = [stats.results_table(rows, method=method).assign(analysis=analysis, measure=measure, unit=unit)
              for (analysis, measure, unit), rows in families if rows]
     out = pd.concat(parts, ignore_index=True)
-    out["primary"] = (out["analysis"] == "occupation") & (out["measure"] == "completion")
+    out["primary"] = (out["analysis"] == "occupation") & (out["measure"] == primary)
     out["axis_readable"] = ~out["dimension"].isin(list(unreadable))
     return out
 
@@ -381,31 +389,36 @@ def _p_text(row: pd.Series) -> str:
 
 
 def _shown(interval: pd.Series, test: pd.Series) -> bool:
-    """A gap is read as shown only when its interval excludes 0 and its test's Holm p is below 0.05."""
-    return bool(interval["ci_low"] > 0 or interval["ci_high"] < 0) and bool(test["p_adj"] < 0.05)
+    """A gap is read as shown only when its test's Holm p is below 0.05 and its interval, where it has one,
+    excludes 0."""
+    low, high = float(interval["ci_low"]), float(interval["ci_high"])
+    excludes = low > 0 or high < 0 if np.isfinite(low) and np.isfinite(high) else True
+    return excludes and bool(test["p_adj"] < 0.05)
 
 
 def _reading(interval: pd.Series, test: pd.Series, dim: str, who: str) -> str:
-    """"<who> sit 0.83 SD warmer (occupation bootstrap 95% CI 0.21 to 1.50), Welch p = ..., Holm p = ..."."""
+    """"<who> sit 0.83 SD warmer (occupation bootstrap 95% CI 0.21 to 1.50), Welch p = ..., Holm p = ..."
+    (without the parenthesis for a row that has no interval)."""
     num = readable_number
     more, less = _SIDES.get(dim, (f"higher on {dim}", f"lower on {dim}"))
+    ci = (f" (occupation bootstrap 95% CI {num(float(interval['ci_low']))} to {num(float(interval['ci_high']))})"
+          if np.isfinite(float(interval["ci_low"])) else "")
     return (f"{'' if _shown(interval, test) else 'a difference is not shown: '}{who} sit "
-            f"{num(abs(float(interval['effect_size'])))} SD {more if interval['effect_size'] > 0 else less} "
-            f"(occupation bootstrap 95% CI {num(float(interval['ci_low']))} to {num(float(interval['ci_high']))}), "
+            f"{num(abs(float(interval['effect_size'])))} SD {more if interval['effect_size'] > 0 else less}{ci}, "
             f"{_p_text(test)}")
 
 
 def describe_completion_stats(result: pd.DataFrame, unreadable: Mapping[str, str] | None = None) -> list[str]:
-    """Sentences reading :func:`completion_projection_stats`' table, primary analysis first.
+    """Sentences reading :func:`completion_projection_stats`' table, the pre-stated primary contrast first.
 
-    Per readable axis: the occupation-level gap (occupation bootstrap CI,
-    Hedges' g with CI, Welch Holm p); the within-category gap (permutation p,
-    "≤ 1/(K+1)" at its floor) and how many categories have both groups; the
-    prompt alone and the completion beyond its prompt; last, the completion-level
-    test, labelled as treating completions as independent. An axis in
-    ``unreadable`` (``{dimension: why}``, why = its
-    :func:`bias_utils.axis_validity.verdict_phrase`) gets one sentence saying
-    why and no number. "Not shown" is never read as "no difference".
+    Per readable axis: the primary occupation-level gap of the completion beyond its prompt (occupation
+    bootstrap CI, Hedges' g with CI, Welch Holm p); its decomposition: the whole completion and the
+    prompt alone; the within-category gap of the primary measure (permutation p, "≤ 1/(K+1)" at its
+    floor, no interval) and how many categories have both groups; last, the completion-level test,
+    labelled as treating completions as independent. A table without prompt values reads the whole
+    completion as primary. An axis in ``unreadable`` (``{dimension: why}``, why = its
+    :func:`bias_utils.axis_validity.verdict_phrase`) gets one sentence saying why and no number.
+    "Not shown" is never read as "no difference".
     """
     unreadable = dict(unreadable or {})
 
@@ -414,6 +427,10 @@ def describe_completion_stats(result: pd.DataFrame, unreadable: Mapping[str, str
                      & (result["test"] == test) & (result["dimension"] == dim)]
         return hit.iloc[0] if len(hit) else None
 
+    primary_rows = result[result["primary"].astype(bool)]
+    primary = primary_rows["measure"].iloc[0] if len(primary_rows) else "completion"
+    what = {"beyond_prompt": "what the completion adds beyond its prompt's words",
+            "completion": "the whole completion (this table has no prompt baseline)"}[primary]
     lines = []
     for dim in dict.fromkeys(result["dimension"]):
         if dim in unreadable or not result.loc[result["dimension"] == dim, "axis_readable"].all():
@@ -421,44 +438,38 @@ def describe_completion_stats(result: pd.DataFrame, unreadable: Mapping[str, str
             lines.append(f"**{dim}**: not read: the axis {why}, so no gap on it is interpreted (the numbers stay "
                          "in the table below).")
             continue
-        occ, g, t = (pick("occupation", "completion", test, dim)
+        occ, g, t = (pick("occupation", primary, test, dim)
                      for test in ("cluster_bootstrap_occupation", "hedges_g", "welch_t"))
         a, b = (rendering.group_label(occ[k]) for k in ("group_a", "group_b"))
         lines.append(
-            f"**{dim}** (primary: occupation means, {int(occ['n_a'])} {a} vs {int(occ['n_b'])} {b} occupations): "
-            f"{_reading(occ, t, dim, f'completions about {a} occupations')}; Hedges' g "
-            f"{readable_number(float(g['effect_size']))} (95% CI {readable_number(float(g['ci_low']))} to "
-            f"{readable_number(float(g['ci_high']))}).")
-        within = pick("within_category", "completion", "permutation_within_category", dim)
-        if within is None:
-            lines.append(f"{dim}, within BOLD category: not available (no category has occupations of both groups "
-                         "in this run, or the table has no category).")
-        else:
-            excludes_zero = within["ci_low"] > 0 or within["ci_high"] < 0
-            caveat = ("; the bootstrap interval is optimistic with this few occupations per category, the "
-                      "permutation p is the test" if excludes_zero != (within["p_adj"] < 0.05) else "")
-            lines.append(
-                f"{dim}, within BOLD category (topic held fixed; categories with occupations of both groups: "
-                f"{int(within['n_categories'])} of {int(within['n_categories_total'])}, {within['categories']}): "
-                f"{_reading(within, within, dim, f'{a} occupations')}{caveat}.")
-        prompt = pick("occupation", "prompt", "cluster_bootstrap_occupation", dim)
-        beyond = pick("occupation", "beyond_prompt", "cluster_bootstrap_occupation", dim)
-        if prompt is not None and beyond is not None:
-            bt = pick("occupation", "beyond_prompt", "welch_t", dim)
-            pt = pick("occupation", "prompt", "welch_t", dim)
-            if not _shown(beyond, bt):
+            f"**{dim}** (primary, stated before the results: {what}, occupation means, {int(occ['n_a'])} {a} vs "
+            f"{int(occ['n_b'])} {b} occupations): {_reading(occ, t, dim, f'completions about {a} occupations')}; "
+            f"Hedges' g {readable_number(float(g['effect_size']))} (95% CI {readable_number(float(g['ci_low']))} "
+            f"to {readable_number(float(g['ci_high']))}).")
+        whole, prompt = (pick("occupation", m, "cluster_bootstrap_occupation", dim) for m in ("completion", "prompt"))
+        if primary == "beyond_prompt" and whole is not None and prompt is not None:
+            wt, pt = (pick("occupation", m, "welch_t", dim) for m in ("completion", "prompt"))
+            if not _shown(occ, t):
                 verdict = "a gap beyond the prompt's own words is not shown"
-            elif np.sign(beyond["effect_size"]) == np.sign(occ["effect_size"]):
+            elif np.sign(occ["effect_size"]) == np.sign(whole["effect_size"]):
                 verdict = "the completion adds to the gap beyond its prompt's words"
-            elif np.sign(prompt["effect_size"]) == np.sign(occ["effect_size"]):
+            elif np.sign(prompt["effect_size"]) == np.sign(whole["effect_size"]):
                 verdict = "the completion narrows the gap its prompt alone already shows"
             else:
                 verdict = "the completion reverses the gap its prompt alone shows"
             lines.append(
-                f"{dim}, baseline of the prompt's own words (each prompt embedded alone): "
-                f"{_reading(prompt, pt, dim, f'the prompts of {a} occupations')}; beyond the prompt (completion − "
-                f"prompt, per completion): {_reading(beyond, bt, dim, f'the completions about {a} occupations')}: "
-                f"{verdict}.")
+                f"{dim}, its decomposition: the whole completion (its prompt's words included): "
+                f"{_reading(whole, wt, dim, f'completions about {a} occupations')}; the prompt alone (each prompt "
+                f"embedded by itself): {_reading(prompt, pt, dim, f'the prompts of {a} occupations')}: {verdict}.")
+        within = pick("within_category", primary, "permutation_within_category", dim)
+        if within is None:
+            lines.append(f"{dim}, within BOLD category: not available (no category has occupations of both groups "
+                         "in this run, or the table has no category).")
+        else:
+            lines.append(
+                f"{dim}, within BOLD category (topic held fixed; categories with occupations of both groups: "
+                f"{int(within['n_categories'])} of {int(within['n_categories_total'])}, {within['categories']}): "
+                f"{_reading(within, within, dim, f'{a} occupations')}.")
         ct, cg = (pick("completions_as_independent", "completion", test, dim) for test in ("welch_t", "hedges_g"))
         lines.append(
             f"{dim}, for comparison only, treating the {int(ct['n'])} completions as independent (which they are "

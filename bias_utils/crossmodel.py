@@ -17,16 +17,17 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from . import bold, completions, link, paths, plots, tables
+from . import bold, completions, link, occupations, paths, plots, rendering, tables
 from .axis_validity import AXIS_VALIDITY_TABLE, unreadable_axes
 from .dictionaries import DIMENSIONS
 
 __all__ = [
     "ACCURACY_TABLE", "BOLD_STATS_TABLE", "BOLD_SUMMARY_TABLE", "COMPLETION_STATS_TABLE", "CROSS_MODEL_TABLES",
-    "PROFILE_MEANS_TABLE", "PROFILE_STATS_TABLE", "ROBUSTNESS_SUMMARY_TABLE", "SKIPPED_COLUMNS", "accuracy_by_model",
-    "LINK_STATISTICS_TABLE", "POOLED_TESTS", "bold_odds_ratios", "cross_model_summary", "forest_chart", "gender_gaps",
-    "headline_layer", "intrinsic_extrinsic", "link_forest_chart", "log_ticks", "models_with_results", "pooled_link",
-    "profile_grid", "random_effects", "read_all_results", "read_results", "short_model_ids", "unreadable_axes_by_model",
+    "LINK_STATISTICS_TABLE", "POOLED", "POOLED_TESTS", "PROFILE_MEANS_TABLE", "PROFILE_STATS_TABLE",
+    "ROBUSTNESS_SUMMARY_TABLE", "SKIPPED_COLUMNS", "accuracy_by_model", "bold_odds_ratios", "cross_model_summary",
+    "describe_pooling", "forest_chart", "gender_gaps", "headline_layer", "intrinsic_extrinsic", "link_forest_chart",
+    "log_ticks", "models_with_results", "pooled_link", "profile_grid", "random_effects", "read_all_results",
+    "read_results", "short_model_ids", "unreadable_axes_by_model",
 ]
 
 #: Result tables read across models (``<name>.parquet`` in each model folder).
@@ -45,7 +46,7 @@ CROSS_MODEL_TABLES = (ACCURACY_TABLE, PROFILE_STATS_TABLE, PROFILE_MEANS_TABLE, 
                       BOLD_SUMMARY_TABLE, COMPLETION_STATS_TABLE, AXIS_VALIDITY_TABLE, LINK_STATISTICS_TABLE)
 #: The ``link_statistics`` tests :func:`pooled_link` pools: Pearson's r (on Fisher's z scale) and the
 #: slope of the log-odds per SD of the intrinsic measure within BOLD category.
-POOLED_TESTS = ("pearson", "ols_category")
+POOLED_TESTS = (link.PRIMARY["test"],)
 
 SKIPPED_COLUMNS = ["model_id", "table", "reason"]
 
@@ -154,19 +155,31 @@ def gender_gaps(profile_stats: pd.DataFrame, female: str = "female", male: str =
     return out.reset_index(drop=True)
 
 
+#: The odds ratios of :func:`bold_odds_ratios`, primary first: method -> (test, measure, unit or None).
+_ODDS_METHODS = {
+    "random-intercept model (primary)": ("mixed_logit_occupation", "odds_ratio (words)", None),
+    "occupation bootstrap": ("cluster_bootstrap_occupation", "odds_ratio (words)", occupations.UNIT_OCCUPATIONS),
+    "published selection, keys resampled": ("cluster_bootstrap_occupation", "odds_ratio (words)",
+                                            occupations.UNIT_PUBLISHED),
+    "Wald (audit)": ("odds_ratio_wald", "gendered words (group x male/female)", None),
+}
+
+
 def bold_odds_ratios(bold_stats: pd.DataFrame) -> pd.DataFrame:
-    """The audit's odds ratio (male over female words, male- vs female-dominated) per model, with the
-    occupation-cluster bootstrap CI (the primary interval) and the audit's Wald CI (every word independent).
+    """The audit's odds ratio (male over female words, male- vs female-dominated) per model: the pre-stated primary
+    estimate (random-intercept model over the deduplicated person-noun occupations, profile-likelihood CI), the
+    pooled-word odds ratio over the same occupations and over the published selection's keys (cluster bootstrap
+    CIs), and the audit's Wald CI (every word independent), in that order.
 
     Columns: ``model_id, method, odds_ratio, ci_low, ci_high, p, n``.
     """
     s = bold_stats
-    wald = s[s["test"].astype(str).str.startswith("odds_ratio") & (s["role"] == "audit")]
-    boot = s[(s["test"] == "cluster_bootstrap_occupation") & (s["effect"] == "odds_ratio")]
-    frames = [
-        wald.assign(method="Wald (audit)"),
-        boot.assign(method="occupation bootstrap"),
-    ]
+    frames = []
+    for method, (test, measure, unit) in _ODDS_METHODS.items():
+        hit = s[(s["test"] == test) & (s["measure"] == measure)]
+        if unit is not None:
+            hit = hit[hit["unit"] == unit]
+        frames.append(hit.assign(method=method))
     out = pd.concat(frames, ignore_index=True)
     return out.rename(columns={"effect_size": "odds_ratio"})[
         ["model_id", "method", "odds_ratio", "ci_low", "ci_high", "p", "n"]].reset_index(drop=True)
@@ -246,7 +259,8 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
     x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=ticks, format="~g"),
               title="odds ratio: male/female words, male- vs female-dominated (log scale)")
     one = alt.Chart(pd.DataFrame({"odds_ratio": [1.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
-    bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q")
+    bars = base.transform_filter(plots.drawable_interval(log=True)).mark_rule(strokeWidth=2).encode(
+        x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q")
     points = base.mark_point(filled=True, size=70).encode(
         x=x, tooltip=["model_id", "method", alt.Tooltip("odds_ratio:Q", format=".2f"),
                       alt.Tooltip("ci_low:Q", format=".2f"), alt.Tooltip("ci_high:Q", format=".2f"), "n"])
@@ -255,9 +269,10 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
                "gendered words are male rather than female for male- than for female-dominated occupations), its "
                f"line the 95% confidence interval, one per interval method (colour: {methods}). The x axis is "
                "logarithmic and the dashed line marks 1, no association. Look at which side of 1 each dot falls and "
-               "whether its interval crosses 1. The audit's (Wald) interval treats every word as independent; the "
-               "occupation bootstrap resamples whole occupations, so it allows for words about one occupation "
-               "hanging together.")
+               "whether its interval crosses 1. The primary estimate is the random-intercept model over the "
+               "deduplicated person-noun occupations (a typical occupation; profile-likelihood interval); the "
+               "occupation bootstrap resamples those occupations (the audit's pooled words), the published selection "
+               "its BOLD keys; the audit's (Wald) interval treats every word as independent.")
     return plots.captioned(alt.layer(one, bars, points).properties(width=420, height=alt.Step(22)),
                            title or "BOLD audit: odds ratio per model", [],
                            f"Forest plot of the BOLD audit's odds ratio with 95% confidence intervals for "
@@ -270,7 +285,8 @@ def random_effects(estimates, se) -> dict:
     Returns ``k``; ``estimate, se, ci_low, ci_high`` (normal 95% interval), ``z, p`` of the pooled
     effect; ``tau2`` (between-model variance, moment estimator truncated at 0), ``q, q_df, q_p``
     (Cochran's heterogeneity test) and ``i2`` (share of the variation beyond sampling error). With one
-    estimate the pool is that estimate (``tau2`` 0, no heterogeneity test)."""
+    estimate the pool is that estimate and the spread between models is not estimable: ``tau2``, ``q``,
+    ``q_p`` and ``i2`` are NaN."""
     y, s = np.asarray(estimates, float), np.asarray(se, float)
     if y.shape != s.shape or y.ndim != 1 or y.size == 0:
         raise ValueError(f"random_effects: {y.size} estimates and {s.size} standard errors; need one each, >= 1")
@@ -286,77 +302,105 @@ def random_effects(estimates, se) -> dict:
     est = float((w_re * y).sum() / w_re.sum())
     se_re = float(np.sqrt(1 / w_re.sum()))
     z = est / se_re
+    spread = {"tau2": tau2, "q": q, "q_df": k - 1, "q_p": float(sps.chi2.sf(q, k - 1)),
+              "i2": max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0} if k > 1 else dict.fromkeys(
+        ("tau2", "q", "q_df", "q_p", "i2"), np.nan)
     return {"k": k, "estimate": est, "se": se_re, "ci_low": est - 1.959963984540054 * se_re,
-            "ci_high": est + 1.959963984540054 * se_re, "z": z, "p": float(2 * sps.norm.sf(abs(z))),
-            "tau2": tau2, "q": q, "q_df": k - 1, "q_p": float(sps.chi2.sf(q, k - 1)) if k > 1 else np.nan,
-            "i2": max(0.0, (q - (k - 1)) / q) if k > 1 and q > 0 else 0.0}
+            "ci_high": est + 1.959963984540054 * se_re, "z": z, "p": float(2 * sps.norm.sf(abs(z))), **spread}
+
+
+#: The pooled row's ``model_id``.
+POOLED = "pooled (random effects)"
 
 
 def pooled_link(link_stats: pd.DataFrame) -> pd.DataFrame:
-    """Per intrinsic measure and :data:`POOLED_TESTS` test, one row per model and a pooled row
-    (``model_id`` = ``"pooled (random effects)"``) from :func:`random_effects`.
+    """Per intrinsic measure and :data:`POOLED_TESTS` test (chapter 11's primary statistic: the log-odds slope
+    per SD within BOLD category and group, pooled on its own scale with its Wald SE), one row per model and, with
+    two models or more, a pooled row (``model_id`` = :data:`POOLED`) from :func:`random_effects`.
 
-    ``link_stats``: stacked ``link_statistics`` rows (with ``model_id``). Pearson's r is pooled on Fisher's
-    z scale (SE 1/√(n − 3)) and transformed back; the slope as it is (its OLS SE). Columns: ``intrinsic,
-    test, model_id, estimate, ci_low, ci_high`` (95%, the interval the pooling uses: normal on the pooled
-    scale; a model's bootstrap interval is in its chapter), ``se`` (on the pooled scale), ``n``
-    (occupations; the pooled row: models), ``extrinsic_measure``, then for the pooled row ``p, tau2, q,
-    q_p, i2``. Rows without an estimate are left out."""
+    ``link_stats``: stacked ``link_statistics`` rows (with ``model_id``). A row its chapter does not read (the
+    direction not validated against the BLS share: ``readable`` False) is not pooled. Columns: ``intrinsic,
+    test, model_id, estimate, ci_low, ci_high`` (95%, normal on the pooled scale; a model's own profile
+    interval is in its chapter), ``se``, ``n`` (occupations; the pooled row: models), ``extrinsic_measure``,
+    then for the pooled row ``p, tau2, q, q_p, i2``. Rows without an estimate are left out."""
     cols = ["intrinsic", "test", "model_id", "estimate", "ci_low", "ci_high", "se", "n", "extrinsic_measure",
             "p", "tau2", "q", "q_p", "i2"]
     rows = []
-    s = link_stats[link_stats["test"].isin(POOLED_TESTS)].dropna(subset=["effect_size"])
+    s = link_stats[link_stats["test"].isin(POOLED_TESTS)].dropna(subset=["effect_size", "se"])
+    if "readable" in s:
+        s = s[s["readable"].astype(bool)]
     for (intrinsic, test), g in s.groupby(["intrinsic", "test"], sort=False):
-        fisher = test == "pearson"
-        g = g[g["n"] > 3] if fisher else g.dropna(subset=["se"])
-        if g.empty:
-            continue
-        y = np.arctanh(g["effect_size"].to_numpy(float)) if fisher else g["effect_size"].to_numpy(float)
-        se = 1 / np.sqrt(g["n"].to_numpy(float) - 3) if fisher else g["se"].to_numpy(float)
-        back = np.tanh if fisher else (lambda v: v)
+        y, se = g["effect_size"].to_numpy(float), g["se"].to_numpy(float)
         for model, yi, si, r in zip(g["model_id"], y, se, g.itertuples(index=False)):
-            rows.append({"intrinsic": intrinsic, "test": test, "model_id": model, "estimate": float(back(yi)),
-                         "ci_low": float(back(yi - 1.959963984540054 * si)),
-                         "ci_high": float(back(yi + 1.959963984540054 * si)), "se": float(si), "n": int(r.n),
-                         "extrinsic_measure": r.extrinsic_measure})
+            rows.append({"intrinsic": intrinsic, "test": test, "model_id": model, "estimate": float(yi),
+                         "ci_low": float(yi - 1.959963984540054 * si), "ci_high": float(yi + 1.959963984540054 * si),
+                         "se": float(si), "n": int(r.n), "extrinsic_measure": r.extrinsic_measure})
+        if len(g) < 2:
+            continue  # one model: nothing to pool, and no spread between models to estimate
         pool = random_effects(y, se)
-        rows.append({"intrinsic": intrinsic, "test": test, "model_id": "pooled (random effects)",
-                     "estimate": float(back(pool["estimate"])), "ci_low": float(back(pool["ci_low"])),
-                     "ci_high": float(back(pool["ci_high"])), "se": pool["se"], "n": pool["k"],
+        rows.append({"intrinsic": intrinsic, "test": test, "model_id": POOLED,
+                     "estimate": pool["estimate"], "ci_low": pool["ci_low"], "ci_high": pool["ci_high"],
+                     "se": pool["se"], "n": pool["k"],
                      "extrinsic_measure": "/".join(sorted(set(g["extrinsic_measure"]))),
                      **{k: pool[k] for k in ("p", "tau2", "q", "q_p", "i2")}})
     return pd.DataFrame(rows, columns=cols)
 
 
-def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", test: str = "pearson", *,
+def describe_pooling(pooled: pd.DataFrame, intrinsic: str = "gender_position") -> str:
+    """One sentence on the pooled primary statistic of :func:`pooled_link` for ``intrinsic``: with two models or
+    more the pooled slope with its interval, τ², Q (its p) and I²; with fewer, that nothing is pooled and the
+    spread between models is not estimable."""
+    rows = pooled[pooled["intrinsic"] == intrinsic]
+    models = rows[rows["model_id"] != POOLED]
+    pool = rows[rows["model_id"] == POOLED]
+    if pool.empty:
+        return (f"{len(models)} model{'' if len(models) == 1 else 's'} of this build "
+                f"{'has' if len(models) == 1 else 'have'} the chapter's primary statistic on a validated direction: "
+                "nothing is pooled, and the spread between models (τ², Q, I²) is not estimable.")
+    r = pool.iloc[0]
+    num = rendering.readable_number
+    return (f"Pooled over {int(r.n)} models (DerSimonian–Laird random effects), the within-field slope is "
+            f"{num(float(r.estimate))} log-odds per SD (95% CI {num(float(r.ci_low))} to {num(float(r.ci_high))}, "
+            f"p {'< 0.001' if r.p < 0.001 else '= ' + num(float(r.p))}); between the models "
+            f"τ² = {num(float(r.tau2))}, "
+            f"Q = {num(float(r.q))} (p = {num(float(r.q_p))}), I² = {float(r.i2):.0%}.")
+
+
+def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", test: str = POOLED_TESTS[0], *,
                       title: str | None = None) -> alt.LayerChart:
     """Forest plot of :func:`pooled_link` rows for one intrinsic measure and test: each model's estimate
-    with its 95% interval, the pooled estimate last (a diamond); a rule marks 0 (no link)."""
+    with its 95% interval and, when the rows hold one, the pooled estimate last (a diamond); a rule marks 0
+    (no link)."""
     data = pooled[(pooled["intrinsic"] == intrinsic) & (pooled["test"] == test)]
     if data.empty:
         raise ValueError(f"link_forest_chart: no {test} rows for {intrinsic}")
-    data = short_model_ids(data).assign(kind=lambda d: np.where(d["model_id"].str.startswith("pooled"),
-                                                                "pooled", "model"))
-    label = {"pearson": "Pearson's r", "ols_category": "slope of the log-odds per SD, within category"}[test]
+    data = short_model_ids(data).assign(kind=lambda d: np.where(d["model_id"] == POOLED, "pooled", "model"))
+    label = "slope of the log-odds per SD, within category and group"
     order = list(data["model_id"])
-    x = alt.X("estimate:Q", title=f"{label}: {intrinsic.replace('_', ' ')} against log-odds of female words")
+    x = alt.X("estimate:Q", title=f"{label}: {intrinsic.replace('_', ' ')} against female vs male words")
     y = alt.Y("model_id:N", sort=order, title=None)
     zero = alt.Chart(pd.DataFrame({"estimate": [0.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
-    bars = alt.Chart(data).mark_rule(strokeWidth=2).encode(x="ci_low:Q", x2="ci_high:Q", y=y)
+    bars = alt.Chart(data).transform_filter(plots.drawable_interval()).mark_rule(strokeWidth=2).encode(
+        x="ci_low:Q", x2="ci_high:Q", y=y)
+    has_pool = bool((data["kind"] == "pooled").any())
     points = alt.Chart(data).mark_point(filled=True, size=80).encode(
         x=x, y=y, shape=alt.Shape("kind:N", scale=alt.Scale(domain=["model", "pooled"],
-                                                             range=["circle", "diamond"]), title=None),
+                                                             range=["circle", "diamond"]),
+                                  title=None, legend=None if not has_pool else alt.Legend()),
         tooltip=["model_id", alt.Tooltip("estimate:Q", format=".3f"), alt.Tooltip("ci_low:Q", format=".3f"),
                  alt.Tooltip("ci_high:Q", format=".3f"), "n"])
-    what = {"pearson": "Pearson's r between", "ols_category": "the within-category slope of"}[test]
-    caption = (f"Each row is a model: the dot is {what} the occupation noun's {intrinsic.replace('_', ' ')} and the "
-               "log-odds of female vs male words in the model's completions about that occupation, the line its 95% "
-               "confidence interval (normal, on the pooled scale). The diamond in the last row pools the models "
-               "(DerSimonian–Laird random effects). The dashed line marks 0, no link. Look at whether the intervals "
-               "lie on one side of 0 and whether the models agree with each other.")
+    caption = (f"Each row is a model: the dot is the change in the log-odds of female vs male words in its "
+               f"completions per standard deviation of the occupation noun's {intrinsic.replace('_', ' ')}, within "
+               "BOLD category and audit group (a random intercept per occupation), the line its 95% confidence "
+               "interval (normal, from the standard error the pooling uses). "
+               + ("The diamond in the last row pools the models (DerSimonian–Laird random effects). " if has_pool
+                  else "With one model nothing is pooled. ")
+               + "The dashed line marks 0, no link. Look at whether the intervals lie on one side of 0"
+               + (" and whether the models agree with each other." if has_pool else "."))
     return plots.captioned(alt.layer(zero, bars, points).properties(width=420, height=alt.Step(24)),
-                           title or f"Does the bias inside predict the bias it writes? ({label})", [],
-                           f"Forest plot of {label} per model and pooled, with 95% confidence intervals.", caption)
+                           title or "Does the bias inside predict the bias it writes? (within fields)", [],
+                           f"Forest plot of the within-field slope per model{' and pooled' if has_pool else ''}, "
+                           "with 95% confidence intervals.", caption)
 
 
 def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: str = "names",

@@ -1,39 +1,41 @@
 """Does the bias inside a model predict the bias it writes? (notebook ``11_intrinsic_extrinsic``)
 
-The unit is the occupation of the BOLD audit (224 in the full audit). Per model and occupation:
+The unit is the occupation of the audit's primary analysis: the deduplicated person-noun occupations of
+:mod:`bias_utils.occupation_units` (a BOLD key that names a field, a list or a day is not an occupation one can
+place on a gender direction). Per model and occupation:
 
-* **intrinsic** (:func:`intrinsic_table`): the occupation noun ("registered nurse" for the BOLD key
-  ``Registered_Nurse``) is embedded the way the term profiles embed a word (the seven
-  ``profiles.DEFAULT_TEMPLATES`` with "the", hidden states averaged over the noun's tokens and over the
-  templates; ``profiles.population_embeddings``) and placed
+* **intrinsic** (:func:`intrinsic_table`): the occupation noun ("registered nurse") embedded the way the term
+  profiles embed a word and placed on the model's **female − male direction** (``gender_position``:
+  :mod:`bias_utils.gender_direction`; +0.5 the female terms' mean, −0.5 the male terms') and on its **warmth**
+  and **competence** axes. The direction is read only where chapter 04's check against the U.S. Bureau of Labor
+  Statistics share of women is ``supported`` (``gender_direction.direction_verdict``): otherwise nothing says it
+  measures gender, and the chapter does not read it.
+* **extrinsic** (:func:`extrinsic_table`): the occupation's female and male word counts in the model's
+  completions, the **expected** counts (the probability the exact sampling distribution gave to the lexicon's
+  words at every step) when every completion carries them, else the **sampled** ones; and their log-odds
+  ``log((F + c) / (M + c))`` with the continuity correction ``c`` (:data:`CONTINUITY`) for the chart and the
+  correlations.
 
-  - on the model's **female − male direction**: per layer, ``d`` = mean of the 9 female terms − mean of
-    the 9 male terms of the profiles (``populations.load_populations("terms")``, embedded in the same
-    call); ``gender_position = (x − (f̄ + m̄)/2) · d / |d|²``, so 0 is midway, +0.5 the female terms'
-    mean and −0.5 the male terms'. Scale-free per layer, so the headline (``layer="mean"``, as the
-    profiles) is its mean over all hidden states;
-  - on the model's **warmth** and **competence** axes (``space.build_space(...).bases
-    ["warmth_competence"]``, ``projection.projection_table`` at the same layer rule).
+**The primary statistic, stated before the results** (:data:`PRIMARY`): the change in the log-odds of female
+versus male words per standard deviation of the occupation's position, *within BOLD category and audit group*
+(the occupation's field and group held fixed): a binomial logistic model of the occupation's female and male
+counts on the standardised position with category and group fixed effects and a random intercept per
+occupation (:mod:`bias_utils.mixed`; profile-likelihood interval, likelihood-ratio p). An occupation with few
+words weighs little, one with many weighs as one draw of its random intercept; the log-odds of an occupation with
+almost no words (most of them) is mostly its volume, not its direction, and the model does not read it as a
+value. Female- and male-dominated occupations sit in different fields and in different places on the direction,
+so a correlation pooled over both groups (:data:`BETWEEN`) is mostly the difference between the groups; it is
+reported as that, beside the correlation within each group.
 
-* **extrinsic** (:func:`extrinsic_table`): the occupation's log-odds of female versus male words in the
-  model's completions, ``log((F + c) / (M + c))`` with the continuity correction ``c`` (default
-  :data:`CONTINUITY` = 0.5, Haldane–Anscombe: defined when a count is zero, and it shrinks the log-odds of
-  occupations with few words towards 0). ``F`` and ``M`` are summed over the occupation's completions:
-  the **expected** counts (``expected_female`` / ``expected_male``: the probability the exact sampling
-  distribution gave to the lexicon's words at every step the completion visited) when every completion
-  carries them, else the **sampled** counts (``female_words`` / ``male_words``); ``extrinsic_measure`` says
-  which.
-
-* **statistics** (:func:`link_statistics`): per intrinsic measure, Pearson's r and Spearman's ρ across
-  occupations with percentile intervals from resampling occupations (``stats.bootstrap_ci`` over
-  occupation indices), and the least-squares slope of the log-odds on the standardised intrinsic measure,
-  alone and with the BOLD category (its first listed category) as fixed effects (``stats.ols``: SE,
-  t-based CI). Holm's correction runs over the three intrinsic measures within each test.
+Robustness rows: the same model without the fixed effects (``mixed_logit``), Pearson's r and Spearman's ρ over
+all occupations and within each group (occupation-bootstrap intervals), and the least-squares slopes of the
+log-odds alone and with category dummies (``ols``, ``ols_category``). Holm's correction runs over the three
+intrinsic measures within each test.
 """
 
 from __future__ import annotations
 
-import warnings
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -43,18 +45,17 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from . import plots, rendering, tables
+from . import mixed, occupation_units, plots, rendering, stats, tables
 from .errors import ParameterError, is_number
-from .populations import load_populations
-from .profiles import DEFAULT_TEMPLATES, population_embeddings
-from .projection import projection_table
+from .gender_direction import VALIDITY_VERDICTS, noun_positions
+from .profiles import DEFAULT_TEMPLATES
 from .results import display_name, write_table
-from .stats import bootstrap_ci, check_n_boot, ols, results_table
+from .stats import correlation_rows, ols, results_table
 
 __all__ = [
-    "CONTINUITY", "INTRINSIC_MEASURES", "LINK_OCCUPATIONS_TABLE", "LINK_SKIPPED_TABLE", "LINK_STATISTICS_TABLE",
-    "OCCUPATION_COLUMNS", "PRIMARY", "LinkResult", "check_correction", "correlation_rows", "describe_link",
-    "extrinsic_table", "gender_position", "intrinsic_table", "link_chart", "link_reading", "link_statistics",
+    "BETWEEN", "CONTINUITY", "INTRINSIC_MEASURES", "LINK_OCCUPATIONS_TABLE", "LINK_SKIPPED_TABLE",
+    "LINK_STATISTICS_TABLE", "N_PERMUTATIONS", "OCCUPATION_COLUMNS", "PRIMARY", "LinkResult", "check_correction",
+    "describe_link", "extrinsic_table", "intrinsic_table", "link_chart", "link_reading", "link_statistics",
     "occupation_noun", "run_link",
 ]
 
@@ -65,15 +66,20 @@ LINK_SKIPPED_TABLE = tables.LINK_SKIPPED
 CONTINUITY = 0.5
 #: The intrinsic columns of :data:`LINK_OCCUPATIONS_TABLE`, the gender direction first (the primary one).
 INTRINSIC_MEASURES = ("gender_position", "warmth", "competence")
-#: The statistic the chapter's sentence and the front page read: Spearman's ρ on the gender direction.
-PRIMARY = {"intrinsic": "gender_position", "test": "spearman"}
+#: The pre-stated primary statistic: the gender direction's slope within BOLD category and audit group.
+PRIMARY = {"intrinsic": "gender_position", "test": "mixed_logit_within_category"}
+#: Relabellings of the primary test: with few words per occupation and many fixed effects the likelihood ratio's
+#: null is wider than chi-square(1) (``mixed.coefficient_test``), so its p and interval come from permuting the
+#: position among occupations of one category and group.
+N_PERMUTATIONS = 999
+#: The correlation pooled over both groups: mostly the difference between the groups, reported as such.
+BETWEEN = {"intrinsic": "gender_position", "test": "spearman", "scope": "all occupations"}
 #: Columns of :data:`LINK_OCCUPATIONS_TABLE` (see :func:`run_link`).
 OCCUPATION_COLUMNS = [
     "occupation", "noun", "group", "category", "n_completions", "n_templates", "gender_position", "warmth",
     "competence", "male_words", "female_words", "expected_male", "expected_female", "extrinsic_measure",
     "male_count", "female_count", "log_odds",
 ]
-_GENDERED_TERMS = "terms"
 _OCCUPATIONS = "occupations"
 
 
@@ -86,31 +92,13 @@ def check_correction(correction) -> float:
 
 
 def occupation_noun(occupation: str) -> str:
-    """The noun for a BOLD occupation key: underscores as spaces, lower case (``Registered_Nurse`` ->
-    ``registered nurse``), so it reads as a common noun in the templates ("this is the registered nurse")."""
-    return str(occupation).replace("_", " ").strip().lower()
+    """The noun for a BOLD occupation key or unit: underscores as spaces, lower case, a unit name's "(Key)"
+    suffix dropped (``Registered_Nurse`` -> ``registered nurse``), so it reads as a common noun in the templates
+    ("this is the registered nurse")."""
+    return re.sub(r"\s*\([^)]*\)$", "", str(occupation)).replace("_", " ").strip().lower()
 
 
 # --------------------------------------------------------------------------- intrinsic
-
-
-def gender_position(values: np.ndarray, female: np.ndarray, male: np.ndarray) -> np.ndarray:
-    """Per item and layer, the position on the female − male direction (module docstring).
-
-    ``values`` [n, L, H]; ``female``, ``male`` [k, L, H] the gendered terms. Returns [n, L]."""
-    f, m = female.astype(np.float64).mean(axis=0), male.astype(np.float64).mean(axis=0)
-    d = f - m
-    norm2 = np.einsum("lh,lh->l", d, d)
-    return np.einsum("nlh,lh->nl", values.astype(np.float64) - (f + m) / 2, d) / norm2
-
-
-def _at_layer(per_layer: np.ndarray, layers: Sequence[int], layer) -> np.ndarray:
-    if layer == "mean":
-        return per_layer.mean(axis=1)
-    if layer == "last":
-        return per_layer[:, -1]
-    # a negative index counts from the end, as in ``projection``
-    return per_layer[:, int(layer) if int(layer) < 0 else list(layers).index(int(layer))]
 
 
 def intrinsic_table(model, occupations: Sequence[str], basis, *, layer="mean",
@@ -122,26 +110,11 @@ def intrinsic_table(model, occupations: Sequence[str], basis, *, layer="mean",
     nouns or gendered terms the model could not embed in a template."""
     keys = list(dict.fromkeys(occupations))
     nouns = {k: occupation_noun(k) for k in keys}
-    terms = load_populations(_GENDERED_TERMS)
-    emb = population_embeddings(model, {_GENDERED_TERMS: terms, _OCCUPATIONS: {"occupation": list(nouns.values())}},
-                                templates, kind="noun")
-    words = emb.words
-    is_term = words["population"] == _GENDERED_TERMS
-    female = emb.values[(is_term & (words["group"] == "female")).to_numpy()]
-    male = emb.values[(is_term & (words["group"] == "male")).to_numpy()]
-    occ = (~is_term).to_numpy()
-    X = emb.values[occ]
-    items = words.loc[occ, ["word", "n_templates"]].reset_index(drop=True)
-    items["gender_position"] = _at_layer(gender_position(X, female, male), emb.layers, layer)
-    missing = sorted(set(basis.layers) - set(emb.layers))
-    if missing:
-        raise ValueError(f"intrinsic_table: the basis has layers {missing} that the embeddings lack")
-    projected = projection_table(basis, X[:, [emb.layers.index(x) for x in basis.layers]], items[["word"]], layer)
-    wide = projected.pivot_table(index="word", columns="dimension", values="value", aggfunc="first")
-    items = items.join(wide[list(basis.dimensions)], on="word")
+    items, skipped = noun_positions(model, {"occupation": list(nouns.values())}, basis, population=_OCCUPATIONS,
+                                    layer=layer, templates=templates)
     table = pd.DataFrame({"occupation": keys, "noun": [nouns[k] for k in keys]})
-    table = table.merge(items.rename(columns={"word": "noun"}), on="noun", how="inner")
-    return table.reset_index(drop=True), emb.skipped
+    table = table.merge(items.drop(columns="group"), on="noun", how="inner")
+    return table.reset_index(drop=True), skipped
 
 
 # --------------------------------------------------------------------------- extrinsic
@@ -176,52 +149,16 @@ def extrinsic_table(metrics: pd.DataFrame, correction: float = CONTINUITY) -> pd
 # --------------------------------------------------------------------------- statistics
 
 
-def _correlation(method: str):
-    fn = sps.pearsonr if method == "pearson" else sps.spearmanr
-
-    def statistic(x: np.ndarray, y: np.ndarray) -> float:
-        if np.ptp(x) == 0 or np.ptp(y) == 0:
-            return np.nan
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # a resample with all ties: NaN, left out of the percentiles
-            return float(fn(x, y)[0])
-    return statistic
-
-
-def correlation_rows(x, y, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> list[dict]:
-    """Pearson and Spearman rows (``stats.STAT_COLUMNS``) of ``x`` against ``y``: the coefficient as
-    ``statistic`` and ``effect_size``, scipy's p, and a percentile interval from resampling the pairs
-    (occupations) with replacement, ``n_boot`` times."""
-    n_boot = check_n_boot(n_boot)
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    rows = []
-    for method in ("pearson", "spearman"):
-        stat = _correlation(method)
-        if len(x) < 3 or np.isnan(stat(x, y)):
-            rows.append({"test": method, "effect": "r" if method == "pearson" else "rho", "effect_size": np.nan,
-                         "statistic": np.nan, "p": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n": len(x)})
-            continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            p = float((sps.pearsonr if method == "pearson" else sps.spearmanr)(x, y)[1])
-        est, lo, hi = bootstrap_ci(np.arange(len(x)), lambda i: stat(x[i.astype(int)], y[i.astype(int)]),
-                                   n_boot=n_boot, seed=seed, level=level)
-        rows.append({"test": method, "effect": "r" if method == "pearson" else "rho", "effect_size": est,
-                     "statistic": est, "p": p, "ci_low": lo, "ci_high": hi, "n": len(x)})
-    return rows
-
-
 def _slope_rows(table: pd.DataFrame, intrinsic: str) -> list[dict]:
     """The slope of ``log_odds`` on the standardised ``intrinsic`` (per SD), alone and with category dummies."""
-    x = table[intrinsic].to_numpy(float)
-    z = (x - x.mean()) / x.std(ddof=0) if x.std(ddof=0) > 0 else np.full_like(x, np.nan)
+    z = _standardised(table[intrinsic])
     y = table["log_odds"].to_numpy(float)
     dummies = pd.get_dummies(table["category"], drop_first=True, dtype=float)
     rows = []
     for test, extra in (("ols", None), ("ols_category", dummies)):
         X = np.column_stack([np.ones(len(z)), z] + ([extra.to_numpy()] if extra is not None and extra.shape[1] else []))
         names = ["intercept", intrinsic] + (list(extra.columns) if extra is not None else [])
-        row = {"test": test, "effect": "slope", "n": len(z)}
+        row = {"test": test, "effect": "slope", "n": len(z), "scope": _SCOPES[test]}
         if np.ptp(y) == 0:
             rows.append({**row, "note": "the log-odds do not vary"})
             continue
@@ -235,33 +172,117 @@ def _slope_rows(table: pd.DataFrame, intrinsic: str) -> list[dict]:
     return rows
 
 
-def link_statistics(table: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """The statistics of :data:`LINK_STATISTICS_TABLE`, one row per intrinsic measure and test.
+#: What each test holds fixed or pools over (the ``scope`` column).
+_SCOPES = {"mixed_logit_within_category": "within BOLD category and group", "mixed_logit": "all occupations",
+           "pearson": "all occupations", "spearman": "all occupations", "ols": "all occupations",
+           "ols_category": "within BOLD category"}
 
-    Columns: ``stats.STAT_COLUMNS`` (``test``: ``pearson``, ``spearman``, ``ols`` (slope of the log-odds
-    per SD of the intrinsic measure), ``ols_category`` (the same with BOLD category fixed effects);
-    ``effect_size``: r, ρ or the slope; ``ci_low, ci_high``: occupation-bootstrap percentile interval for
-    the correlations, t-based for the slopes; ``p_adj``: Holm over the intrinsic measures within one test;
-    ``n``: occupations), then ``intrinsic`` (the measure), ``extrinsic_measure`` (``expected``/``sampled``),
-    ``se`` (the slope's standard error), ``primary`` (the row :data:`PRIMARY` names), ``note`` (why a
-    statistic is missing)."""
+
+def _standardised(values) -> np.ndarray:
+    x = np.asarray(values, float)
+    return (x - x.mean()) / x.std(ddof=0) if len(x) and x.std(ddof=0) > 0 else np.full_like(x, np.nan)
+
+
+def _fixed_effects(table: pd.DataFrame, used: np.ndarray) -> pd.DataFrame:
+    """Group and category indicators that add to the design among the occupations with counts (a category with
+    one such occupation, or one that the group already spans, adds nothing and is left out)."""
+    columns = pd.concat([pd.get_dummies(table["group"], prefix="group", drop_first=True, dtype=float),
+                         pd.get_dummies(table["category"], prefix="category", drop_first=True, dtype=float)], axis=1)
+    kept = pd.DataFrame({"intercept": np.ones(len(table)), "z": np.zeros(len(table))}, index=table.index)
+    rank = 1
+    for name in columns:
+        trial = np.column_stack([kept.drop(columns="z").to_numpy()[used], columns[name].to_numpy()[used]])
+        if np.linalg.matrix_rank(trial) > rank:
+            kept[name] = columns[name]
+            rank += 1
+    return kept.drop(columns="z")
+
+
+def _mixed_link_rows(table: pd.DataFrame, intrinsic: str, n_permutations: int = N_PERMUTATIONS,
+                     seed: int = 0) -> list[dict]:
+    """The log-odds of female vs male words per SD of ``intrinsic``: a random-intercept binomial model of the
+    occupations' female and male counts, within BOLD category and group (fixed effects; p and interval from
+    ``n_permutations`` relabellings within category and group) and over all occupations (chi-square reference)."""
+    female, male = table["female_count"].to_numpy(float), table["male_count"].to_numpy(float)
+    used = (female + male) > 0
+    z = _standardised(table[intrinsic])
+    rows = []
+    for test, design, permutations in (
+            ("mixed_logit_within_category", _fixed_effects(table, used), n_permutations),
+            ("mixed_logit", pd.DataFrame({"intercept": np.ones(len(table))}, index=table.index), 0)):
+        design = design.assign(z=z)[["intercept", "z", *[c for c in design if c != "intercept"]]]
+        row = {"test": test, "effect": "log_odds_slope", "n": int(used.sum()), "scope": _SCOPES[test]}
+        try:
+            fit = mixed.fit_mixed_logit(female, male, design)
+            row = {**mixed.mixed_row(fit, "z", effect="log_odds_slope", test=test, n_permutations=permutations,
+                                     seed=seed), **row, "se": float(fit.se["z"]),
+                   "n_fixed_effects": design.shape[1] - 2}
+        except ValueError as exc:  # too few occupations with counts for the fixed effects, a constant measure
+            row["note"] = str(exc)
+        rows.append(row)
+    return rows
+
+
+def _within_group_rows(table: pd.DataFrame, intrinsic: str, n_boot: int, seed: int) -> list[dict]:
+    """Spearman's ρ within each audit group (occupation-bootstrap intervals)."""
+    rows = []
+    for group, g in table.groupby("group", sort=False):
+        t = g.dropna(subset=[intrinsic, "log_odds"])
+        rows += [{**r, "test": "spearman_within_group", "scope": f"within {rendering.group_label(group)}",
+                  "group": group} for r in correlation_rows(t[intrinsic], t["log_odds"], n_boot=n_boot, seed=seed)
+                 if r["test"] == "spearman"]
+    return rows
+
+
+#: The tests of :func:`link_statistics`, the primary first.
+_TESTS = ("mixed_logit_within_category", "mixed_logit", "spearman", "pearson", "spearman_within_group", "ols",
+          "ols_category")
+
+
+def link_statistics(table: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
+                    direction_verdict: str | None = None, n_permutations: int = N_PERMUTATIONS) -> pd.DataFrame:
+    """The statistics of :data:`LINK_STATISTICS_TABLE`, one row per intrinsic measure and test (and group).
+
+    Columns: ``stats.STAT_COLUMNS`` (``test``: ``mixed_logit_within_category`` (the primary: the log-odds slope
+    per SD within BOLD category and group, random intercept per occupation; likelihood-ratio statistic, its p
+    and the profile-likelihood CI's cut-off from ``n_permutations`` relabellings within category and group;
+    ``p_chi2`` the chi-square p beside it), ``mixed_logit`` (the same without fixed effects), ``spearman`` and
+    ``pearson`` (over all occupations: mostly between the groups), ``spearman_within_group`` (one row per audit
+    group),
+    ``ols`` and ``ols_category`` (least squares on the log-odds); ``effect_size``: the slope, ρ or r;
+    ``ci_low, ci_high``; ``p_adj``: Holm over the intrinsic measures within one test and scope; ``n``:
+    occupations (with counts, for the mixed models)), then ``intrinsic``, ``scope``, ``group`` (within-group
+    rows), ``extrinsic_measure``, ``se`` (a slope's standard error), ``sigma`` (the random intercept's SD),
+    ``n_fixed_effects``, ``p_chi2``, ``n_permutations``, ``direction_verdict`` (the direction's check against the
+    BLS share, "" when not given), ``readable`` (False on the gender-direction rows unless that verdict is
+    ``supported``),
+    ``primary`` (the row :data:`PRIMARY` names) and ``note``."""
     measure = table["extrinsic_measure"].iloc[0] if len(table) else ""
+    if direction_verdict is not None and direction_verdict not in VALIDITY_VERDICTS:
+        raise ParameterError(f"direction_verdict must be one of {VALIDITY_VERDICTS} or None, got "
+                             f"{direction_verdict!r}")
+    rows: dict[str, list] = {test: [] for test in _TESTS}
+    for intrinsic in INTRINSIC_MEASURES:
+        t = table.dropna(subset=[intrinsic, "log_odds"])
+        found = (_mixed_link_rows(t, intrinsic, n_permutations, seed)
+                 + _within_group_rows(t, intrinsic, n_boot, seed)
+                 + [{**r, "scope": _SCOPES[r["test"]]} for r in correlation_rows(t[intrinsic], t["log_odds"],
+                                                                                n_boot=n_boot, seed=seed)]
+                 + _slope_rows(t, intrinsic))
+        for r in found:
+            rows[r["test"]].append({**r, "intrinsic": intrinsic, "group_a": intrinsic, "group_b": "log_odds"})
     frames = []
-    for test in ("pearson", "spearman", "ols", "ols_category"):
-        rows = []
-        for intrinsic in INTRINSIC_MEASURES:
-            t = table.dropna(subset=[intrinsic, "log_odds"])
-            found = (correlation_rows(t[intrinsic], t["log_odds"], n_boot=n_boot, seed=seed)
-                     if test in ("pearson", "spearman") else _slope_rows(t, intrinsic))
-            rows += [{**r, "intrinsic": intrinsic, "group_a": intrinsic, "group_b": "log_odds"}
-                     for r in found if r["test"] == test]
-        frames.append(results_table(rows))
+    for test in _TESTS:
+        found = pd.DataFrame(rows[test])
+        for _, family in found.groupby("scope", sort=False) if len(found) else []:
+            frames.append(results_table(family.to_dict("records")))
     out = pd.concat(frames, ignore_index=True)
-    for col in ("se", "note"):
-        if col not in out:
-            out[col] = np.nan if col == "se" else ""
-    out["note"] = out["note"].fillna("")
+    for col, empty in (("se", np.nan), ("sigma", np.nan), ("n_fixed_effects", np.nan), ("p_chi2", np.nan),
+                       ("n_permutations", np.nan), ("note", ""), ("group", "")):
+        out[col] = out[col].fillna(empty) if col in out else empty
     out["extrinsic_measure"] = measure
+    out["direction_verdict"] = direction_verdict or ""
+    out["readable"] = (out["intrinsic"] != "gender_position") | (direction_verdict in (None, VALIDITY_VERDICTS[0]))
     out["primary"] = (out["intrinsic"] == PRIMARY["intrinsic"]) & (out["test"] == PRIMARY["test"])
     return out
 
@@ -270,45 +291,74 @@ def _num(x: float) -> str:
     return f"{x:.2f}".replace("-", "−")
 
 
-def link_reading(row, who: str) -> str:
-    """A clause (no capital, no full stop) reading one ``link_statistics`` correlation row for ``who`` (a model
-    name or a link to its chapter): its direction, or that its interval includes zero, with the coefficient,
-    the 95% interval, the number of occupations and the extrinsic measure."""
-    measure = {"expected": "expected counts from the sampling distribution",
-               "sampled": "sampled word counts"}.get(row["extrinsic_measure"], str(row["extrinsic_measure"]))
-    name = {"spearman": "Spearman ρ", "pearson": "Pearson r"}.get(row["test"], row["test"])
-    n = int(row["n"])
+_MEASURE_WORDS = {"expected": "expected counts from the sampling distribution", "sampled": "sampled word counts"}
+
+
+def _pick(statistics: pd.DataFrame, test: str, intrinsic: str = PRIMARY["intrinsic"], group: str | None = None):
+    hit = statistics[(statistics["test"] == test) & (statistics["intrinsic"] == intrinsic)
+                     & ((statistics["group"] == group) if group is not None else True)]
+    return hit.iloc[0] if len(hit) else None
+
+
+def link_reading(statistics: pd.DataFrame, who: str) -> str:
+    """A clause (no capital, no full stop) reading one model's ``link_statistics`` for ``who`` (a model name or a
+    link to its chapter): the primary within-field slope (its direction, or that its interval includes zero),
+    then the correlation pooled over all occupations named as the difference between groups it mostly is. When
+    the direction is not validated against the BLS share, says so and reads no number of it."""
+    row = _pick(statistics, PRIMARY["test"])
+    if row is None:
+        return f"in {who} the link was not computed"
+    if not bool(row["readable"]):
+        return (f"in {who} the female − male direction is {row['direction_verdict']} against the BLS share of women "
+                "(chapter 04), so where it places an occupation, and its link with the writing, are not read")
+    measure = _MEASURE_WORDS.get(row["extrinsic_measure"], str(row["extrinsic_measure"]))
     if not np.isfinite(row["effect_size"]):
-        return (f"in {who} the correlation cannot be computed over its {n} occupations ({measure}): "
-                "the measures do not vary")
-    numbers = (f"{name} = {_num(row['effect_size'])}, 95% CI {_num(row['ci_low'])} to {_num(row['ci_high'])} "
-               f"resampling occupations, n = {n} occupations, {measure}")
+        return f"in {who} the within-field model could not be fitted ({row['note']})"
+    test = ("permutation likelihood-ratio p " + stats.permutation_p_text(float(row["p"]), int(row["n_permutations"]))
+            if pd.notna(row.get("n_permutations")) and row["n_permutations"] else f"likelihood-ratio p {_p(row['p'])}")
+    numbers = (f"{_num(row['effect_size'])} log-odds per SD, 95% CI {_num(row['ci_low'])} to "
+               f"{_num(row['ci_high'])}, {test}, n = {int(row['n'])} occupations, {measure}")
     if row["ci_low"] <= 0 <= row["ci_high"]:
-        return (f"in {who} the interval includes zero ({numbers}): a link between where the model places an "
-                "occupation on its female − male direction and the female words it writes about it is not shown")
-    more = "more" if row["effect_size"] > 0 else "fewer"
-    return (f"in {who}, occupations the model places nearer its female terms get relatively {more} female than "
-            f"male words in its completions ({numbers})")
+        text = (f"in {who}, within BOLD category and group a link between where the model places an occupation on "
+                f"its female − male direction and the female words it writes about it is not shown ({numbers})")
+    else:
+        more = "more" if row["effect_size"] > 0 else "fewer"
+        text = (f"in {who}, within BOLD category and group, occupations the model places nearer its female terms "
+                f"get relatively {more} female than male words ({numbers})")
+    between = _pick(statistics, BETWEEN["test"])
+    if between is not None and np.isfinite(between["effect_size"]):
+        text += (f"; pooled over both groups, Spearman ρ = {_num(between['effect_size'])} (95% CI "
+                 f"{_num(between['ci_low'])} to {_num(between['ci_high'])}), mostly the difference between "
+                 "female- and male-dominated occupations")
+    return text
+
+
+def _p(p: float) -> str:
+    return "< 0.001" if p < 0.001 else "= " + rendering.readable_number(float(p))
+
+
+def _within_text(row) -> str:
+    among = f"among the {int(row['n'])} {rendering.group_label(row['group'])} occupations"
+    if not np.isfinite(row["effect_size"]):
+        # every occupation of the group has the same log-odds (none has a gendered word in a small build)
+        return f"Spearman ρ is not defined {among} (their log-odds do not vary)"
+    return f"Spearman ρ = {_num(row['effect_size'])} {among} (95% CI {_num(row['ci_low'])} to {_num(row['ci_high'])})"
 
 
 def describe_link(statistics: pd.DataFrame, model: str = "this model") -> str:
-    """One sentence from :func:`link_statistics`'s primary row (:func:`link_reading`), saying plainly when
-    the interval includes zero, then the slope within BOLD category (the occupation's field held fixed)."""
+    """The chapter's reading of :func:`link_statistics`: the primary statistic (:func:`link_reading`), then the
+    correlation within each group, saying plainly when an interval includes zero ("not shown is not absent")."""
     model = display_name(model)
-    row = statistics[statistics["primary"].astype(bool)]
-    if row.empty:
-        return f"The link between intrinsic and extrinsic bias was not computed for {model}."
-    text = link_reading(row.iloc[0], model)
-    tail = " (not shown is not absent)" if "includes zero" in text else ""
-    within = statistics[(statistics["test"] == "ols_category") & (statistics["intrinsic"] == PRIMARY["intrinsic"])]
-    if len(within) and np.isfinite(within.iloc[0]["effect_size"]):
-        w = within.iloc[0]
-        reading = ("a link within fields is not shown" if w["ci_low"] <= 0 <= w["ci_high"]
-                   else "the link holds within fields")
-        tail += (f"; within BOLD category (the occupation's field held fixed) the log-odds change by "
-                 f"{_num(w['effect_size'])} per SD of the position (95% CI {_num(w['ci_low'])} to "
-                 f"{_num(w['ci_high'])}): {reading}")
-    return text[0].upper() + text[1:] + tail + "."
+    text = link_reading(statistics, model)
+    row = _pick(statistics, PRIMARY["test"])
+    if row is not None and bool(row["readable"]) and np.isfinite(row["effect_size"]):
+        within = [r for r in (_pick(statistics, "spearman_within_group", group=g)
+                              for g in dict.fromkeys(statistics["group"]) if g) if r is not None]
+        if within:
+            text += "; within each group, " + ", ".join(map(_within_text, within))
+        if row["ci_low"] <= 0 <= row["ci_high"]:
+            text += " (not shown is not absent)"
+    return text[0].upper() + text[1:] + "."
 
 
 # --------------------------------------------------------------------------- chart
@@ -415,14 +465,17 @@ class LinkResult:
 
 
 def run_link(model, metrics: pd.DataFrame, basis, *, layer="mean", correction: float = CONTINUITY,
-             n_boot: int = 1000, seed: int = 0, templates: Sequence[str] = DEFAULT_TEMPLATES) -> LinkResult:
-    """Intrinsic and extrinsic bias per occupation of ``metrics`` (the audit's ``bold_metrics``) and their
-    statistics. ``basis``: the model's ``warmth_competence`` basis.
+             n_boot: int = 1000, seed: int = 0, templates: Sequence[str] = DEFAULT_TEMPLATES,
+             direction_verdict: str | None = None, n_permutations: int = N_PERMUTATIONS) -> LinkResult:
+    """Intrinsic and extrinsic bias per primary occupation of ``metrics`` (the audit's ``bold_metrics``;
+    :func:`bias_utils.occupation_units.primary_completions`) and their statistics (:func:`link_statistics`, with
+    ``direction_verdict``, the direction's check against the BLS share). ``basis``: the model's
+    ``warmth_competence`` basis.
 
     The occupations table has one row per occupation with both measures (:data:`OCCUPATION_COLUMNS`):
     ``noun`` (as embedded), ``n_templates`` (templates it was located in), ``gender_position``,
     ``warmth``, ``competence`` (module docstring), then :func:`extrinsic_table`'s columns."""
-    extrinsic = extrinsic_table(metrics, correction)
+    extrinsic = extrinsic_table(occupation_units.primary_completions(metrics), correction)
     intrinsic, skipped = intrinsic_table(model, extrinsic["occupation"], basis, layer=layer, templates=templates)
     table = extrinsic.merge(intrinsic, on="occupation", how="inner")
     lost = extrinsic[~extrinsic["occupation"].isin(table["occupation"])]
@@ -430,4 +483,5 @@ def run_link(model, metrics: pd.DataFrame, basis, *, layer="mean", correction: f
         "population": _OCCUPATIONS, "group": lost["group"], "word": lost["occupation"], "context": "",
         "reason": "the noun was not located in any template; no intrinsic measure"})], ignore_index=True)
     table = table[OCCUPATION_COLUMNS]
-    return LinkResult(table, link_statistics(table, n_boot=n_boot, seed=seed), skipped)
+    return LinkResult(table, link_statistics(table, n_boot=n_boot, seed=seed, direction_verdict=direction_verdict,
+                                             n_permutations=n_permutations), skipped)

@@ -1,32 +1,35 @@
-"""Study 2 with the occupation as the unit: intervals, p values and influence by occupation.
+"""Study 2 with the occupation as the unit: the pre-stated primary estimand, intervals, p values and influence.
 
-The audit samples prompts *per occupation* (224 in its selection, 52 of them
-female-dominated), and most completions contain no gendered word at all, so
-a handful of occupations supply most of the words. Its word-level tests treat
-every gendered word as independent; their intervals are far too narrow, and
-one occupation can carry the result. Here the occupation is the unit:
+The audit samples prompts *per occupation*, and most completions contain no gendered word at all, so a
+handful of occupations supply most of the words. Its word-level tests treat every gendered word as
+independent; their intervals are far too narrow, and one occupation can carry the result. What an
+"occupation" is comes from :mod:`bias_utils.occupation_units`: BOLD's keys are Wikipedia titles (fields,
+glossaries, a day, spelling variants with the same prompts), and the primary analysis uses the deduplicated
+person-noun units only.
 
-* **Primary analysis.** The audit's pooled odds ratio (male over female words,
-  first group over second, +0.5 in every cell) with a 95% percentile interval
-  from the occupation cluster bootstrap (whole occupations resampled within each
-  group, :func:`bias_utils.stats.cluster_bootstrap_ci`; :func:`cluster_interval`
-  draws the same replicates, vectorised) and a two-sided **permutation p**:
-  the group labels are shuffled across occupations (group sizes kept) and the
-  share of relabellings with ``|statistic|`` at least the observed one is
-  ``(1 + hits) / (1 + K)``, so its floor is ``1/(K+1)``. The same two are
-  computed for the share of completions with any gendered word and the male
-  share among gendered completions. In the audit's statistics table these are
-  the rows with ``unit ==`` :data:`UNIT_OCCUPATIONS`; the odds ratio's is the
-  one ``role == "primary"`` row (unadjusted: one pre-specified test), the
-  other two are Holm-adjusted with the rest of the table.
-* **Robustness.** :func:`influence_table`: the odds ratio without each occupation
-  (leave one occupation out), ranked by how far it moves the log odds ratio.
-* The audit's own intervals (Wald on independent words, independent
-  completions) stay in the statistics table, labelled in its ``unit`` column,
-  and are never the headline.
-
-Every statistic here is a ratio of group totals of per-occupation sums, so a
-replicate or a relabelling is a sum over occupations; nothing is refitted.
+* **Primary estimand** (:data:`PRIMARY_ESTIMAND`, stated before any result): the odds that a gendered word is
+  male rather than female, male- over female-dominated occupations, *for a typical occupation*: a binomial
+  logistic model of each occupation's male and female word counts with a random intercept per occupation
+  (:mod:`bias_utils.mixed`; maximum likelihood with the boundary-avoiding log σ penalty of Chung et al. 2013,
+  adaptive Gauss–Hermite), its 95% profile-likelihood interval
+  and likelihood-ratio p (:func:`mixed_rows`). An occupation is one draw of its random intercept however many
+  words it wrote, so one talkative occupation cannot make or break the estimate the way it carries a pooled
+  count; the simulation tests of :mod:`bias_utils.mixed` check coverage and level with one dominant cluster.
+* **Sensitivity** (role ``sensitivity``): the same model with each completion counted at most once per
+  gender (a talkative completion weighs as one); the audit's pooled-word odds ratio (first group over second,
+  +0.5 in every cell) over the same units with a 95% percentile interval from the occupation cluster bootstrap
+  (whole occupations resampled within each group, :func:`cluster_interval`: the replicates of
+  :func:`bias_utils.stats.cluster_bootstrap_ci`, vectorised; :data:`N_BOOT` replicates, each bound with its
+  Monte Carlo error, :mod:`bias_utils.precision`) and a two-sided **permutation p** (group labels shuffled
+  across occupations, group sizes kept; ``(1 + hits) / (1 + K)``, so its floor is ``1/(K+1)``); and both on
+  the published selection as it is (its 224 BOLD keys, :data:`UNIT_PUBLISHED`), the figure the audit's
+  numbers are comparable with.
+* **Extension**: the share of completions with any gendered word and the male share among gendered
+  completions, compared the same way over the primary units.
+* **Robustness.** :func:`influence_table`: the primary odds ratio (and the pooled one) without each
+  occupation, ranked by how far it moves.
+* The audit's own intervals (Wald on independent words, independent completions) stay in the statistics
+  table, labelled in its ``unit`` column, and are never the headline.
 """
 
 from __future__ import annotations
@@ -36,14 +39,16 @@ from typing import Callable, Mapping
 import altair as alt
 import numpy as np
 import pandas as pd
+from scipy.special import expit
 
-from . import plots, rendering, stats, tables
+from . import mixed, plots, precision, rendering, stats, tables
 
 __all__ = [
     "HEADLINE_COLUMNS", "HEADLINE_TABLE", "INFLUENCE_COLUMNS", "INFLUENCE_SHIFT", "INFLUENCE_TABLE", "MEASURES",
-    "N_PERMUTATIONS", "OCCUPATIONS_TABLE", "UNIT_OCCUPATIONS", "cluster_interval", "describe_influence", "headline",
-    "headline_sentence", "headline_table", "influence_chart", "influence_table", "occupation_table",
-    "occupation_permutation_p", "occupation_tests",
+    "MIXED_MEASURES", "N_BOOT", "N_PERMUTATIONS", "OCCUPATIONS_TABLE", "OCCUPATION_UNITS", "PRIMARY_ESTIMAND",
+    "UNIT_MIXED", "UNIT_OCCUPATIONS", "UNIT_PUBLISHED", "cluster_interval", "describe_influence", "estimate_text",
+    "headline", "headline_rows", "headline_sentence", "headline_table", "influence_chart", "influence_table",
+    "mixed_rows", "occupation_table", "occupation_permutation_p", "occupation_tests",
 ]
 
 #: Tables written by :meth:`bias_utils.bold.AuditResult.write` (``<name>.parquet`` + CSV).
@@ -54,8 +59,23 @@ N_PERMUTATIONS = 9999
 #: An occupation is named as driving the result when leaving it out moves the odds ratio by more
 #: than this fraction of itself, up or down.
 INFLUENCE_SHIFT = 1 / 3
-#: The ``unit`` of the occupation-level rows in the statistics table.
+#: Bootstrap replicates of the intervals (each bound's Monte Carlo error is reported beside it).
+N_BOOT = 10_000
+#: The ``unit`` of the statistics table's occupation-level rows: the mixed model, the cluster bootstrap over the
+#: primary units, and the same over the published selection's keys.
+UNIT_MIXED = ("deduplicated person-noun occupations (random intercept per occupation; profile-likelihood CI, "
+              "likelihood-ratio p)")
 UNIT_OCCUPATIONS = "occupations (cluster bootstrap CI; p from permuting group labels across occupations)"
+UNIT_PUBLISHED = ("the published selection's BOLD keys as occupations (cluster bootstrap CI; p from permuting group "
+                  "labels across keys)")
+OCCUPATION_UNITS = (UNIT_MIXED, UNIT_OCCUPATIONS, UNIT_PUBLISHED)
+#: The primary estimand, stated in chapter 06 and the methods before any result.
+PRIMARY_ESTIMAND = (
+    "the odds that a gendered word in a completion is male rather than female, for male- over female-dominated "
+    "occupations, for a typical occupation: a logistic model of each occupation's male and female word counts with "
+    "a random intercept per occupation (maximum likelihood with a weak penalty that keeps the intercepts' spread off "
+    "zero), over the deduplicated person-noun occupations, with its 95% profile-likelihood interval and "
+    "likelihood-ratio p")
 _ADD = 0.5  # the audit's Haldane-Anscombe correction of every cell of the odds ratio
 _BLOCK = 1000  # relabellings drawn at a time
 
@@ -70,6 +90,11 @@ def _ratio_difference(ta: np.ndarray, tb: np.ndarray) -> np.ndarray:
         return ta[..., 0] / ta[..., 1] - tb[..., 0] / tb[..., 1]
 
 
+#: The mixed model's measures: measure -> the occupation-table columns of its successes (male) and failures
+#: (female). The first is primary; the second counts each completion at most once per gender.
+MIXED_MEASURES = {"odds_ratio (words)": ("male_words", "female_words"),
+                  "odds_ratio (completions, at most once per gender)": ("male_completions", "female_completions")}
+
 #: measure -> (effect, the two occupation-table columns summed per group, statistic of the totals,
 #: back-transform to the reported scale). The statistic is also the permutation test's.
 MEASURES: dict[str, tuple[str, tuple[str, str], Callable, Callable | None]] = {
@@ -82,25 +107,32 @@ MEASURES: dict[str, tuple[str, tuple[str, str], Callable, Callable | None]] = {
 
 
 # ---------------------------------------------------------------- the occupation table
-def occupation_table(metrics: pd.DataFrame) -> pd.DataFrame:
+def occupation_table(metrics: pd.DataFrame, by: str = "occupation") -> pd.DataFrame:
     """One row per (group, occupation) of :func:`bias_utils.bold.completion_metrics` output, in the
-    order the metrics first list them.
+    order the metrics first list them; ``by`` names the column that says what an occupation is (the BOLD key
+    ``occupation``, or ``unit`` for the canonical units of :mod:`bias_utils.occupation_units`).
 
-    Columns: ``group, occupation, category`` (its BOLD categories, "; "-joined), ``n_prompts``,
-    ``n_completions``, ``male_words``, ``female_words``, ``gendered_words``, ``n_gendered_completions``
-    (completions with any gendered word), ``share_gendered``, ``male_share_gendered`` (mean male share of
-    its gendered completions, NaN without any), ``sum_male_share`` (the numerator of that mean, which
-    the group comparison sums), ``share_of_group_male_words``, ``share_of_group_female_words`` (its
-    part of its group's totals: how much one occupation supplies).
+    Columns: ``group, occupation`` (the value of ``by``), ``keys`` (its BOLD keys, "; "-joined), ``category``
+    (its BOLD categories, "; "-joined), ``n_prompts``, ``n_completions``, ``male_words``, ``female_words``,
+    ``gendered_words``, ``n_gendered_completions`` (completions with any gendered word), ``male_completions``,
+    ``female_completions`` (completions with any male, any female word), ``share_gendered``,
+    ``male_share_gendered`` (mean male share of its gendered completions, NaN without any), ``sum_male_share``
+    (the numerator of that mean, which the group comparison sums), ``share_of_group_male_words``,
+    ``share_of_group_female_words`` (its part of its group's totals: how much one occupation supplies).
     """
-    m = metrics.assign(_share=metrics["male_share"].where(metrics["any_gendered"], 0.0))
-    by = m.groupby(["group", "occupation"], sort=False)
-    out = by.agg(category=("category", lambda c: "; ".join(dict.fromkeys(c.astype(str)))) if "category" in m
-                 else ("occupation", lambda c: ""),
-                 n_prompts=("prompt_id", "nunique") if "prompt_id" in m else ("occupation", "size"),
-                 n_completions=("occupation", "size"), male_words=("male_words", "sum"),
-                 female_words=("female_words", "sum"), n_gendered_completions=("any_gendered", "sum"),
-                 sum_male_share=("_share", "sum")).reset_index()
+    def joined(values: pd.Series) -> str:
+        return "; ".join(dict.fromkeys(values.astype(str)))
+
+    m = metrics.assign(_share=metrics["male_share"].where(metrics["any_gendered"], 0.0),
+                       _male=metrics["male_words"] > 0, _female=metrics["female_words"] > 0)
+    by_occ = m.groupby(["group", by], sort=False)
+    out = by_occ.agg(keys=("occupation", joined),
+                     category=("category", joined) if "category" in m else ("occupation", lambda c: ""),
+                     n_prompts=("prompt_id", "nunique") if "prompt_id" in m else (by, "size"),
+                     n_completions=(by, "size"), male_words=("male_words", "sum"),
+                     female_words=("female_words", "sum"), n_gendered_completions=("any_gendered", "sum"),
+                     male_completions=("_male", "sum"), female_completions=("_female", "sum"),
+                     sum_male_share=("_share", "sum")).reset_index().rename(columns={by: "occupation"})
     out["gendered_words"] = out["male_words"] + out["female_words"]
     out["share_gendered"] = out["n_gendered_completions"] / out["n_completions"]
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -109,9 +141,10 @@ def occupation_table(metrics: pd.DataFrame) -> pd.DataFrame:
     for col in ("male_words", "female_words"):
         total = out.groupby("group", sort=False)[col].transform("sum")
         out[f"share_of_group_{col}"] = out[col] / total.where(total > 0)
-    return out[["group", "occupation", "category", "n_prompts", "n_completions", "male_words", "female_words",
-                "gendered_words", "n_gendered_completions", "share_gendered", "male_share_gendered",
-                "sum_male_share", "share_of_group_male_words", "share_of_group_female_words"]]
+    return out[["group", "occupation", "keys", "category", "n_prompts", "n_completions", "male_words",
+                "female_words", "gendered_words", "n_gendered_completions", "male_completions",
+                "female_completions", "share_gendered", "male_share_gendered", "sum_male_share",
+                "share_of_group_male_words", "share_of_group_female_words"]]
 
 
 def _pieces(occupations: pd.DataFrame, measure: str, a: str, b: str):
@@ -130,16 +163,8 @@ def _totals(values: np.ndarray, in_a: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 # ---------------------------------------------------------------- interval, p, influence
-def cluster_interval(occupations: pd.DataFrame, measure: str, a: str, b: str, *, n_boot: int = 1000, seed: int = 0,
-                     level: float = 0.95) -> tuple[float, float, float]:
-    """``(estimate, low, high)`` of ``measure`` (a key of :data:`MEASURES`), group ``a`` vs ``b``: percentile
-    interval of the occupation cluster bootstrap, occupations resampled within each group.
-
-    Draws the same replicates as :func:`bias_utils.stats.cluster_bootstrap_ci` on the completions
-    (``cluster="occupation", strata="group"``, same seed: groups in sorted order, occupations in order
-    of appearance), so the numbers are identical; only the sums are vectorised. Replicates where the
-    statistic is undefined are left out, as there.
-    """
+def _cluster_replicates(occupations: pd.DataFrame, measure: str, a: str, b: str, n_boot: int, seed: int):
+    """``(estimate, replicates, back-transform)`` of the occupation cluster bootstrap (on the statistic's scale)."""
     n_boot = stats.check_n_boot(n_boot)
     occ, values, fn, back = _pieces(occupations, measure, a, b)
     in_a = (occ["group"] == a).to_numpy()
@@ -150,14 +175,34 @@ def cluster_interval(occupations: pd.DataFrame, measure: str, a: str, b: str, *,
         for s, pick in zip(strata, picks):
             pick[r] = rng.integers(0, len(s), len(s))
     totals = {g: s[pick].sum(axis=1) for g, s, pick in zip(sorted({a, b}), strata, picks)}
-    boots = fn(totals[a], totals[b])
-    estimate = float(fn(*_totals(values, in_a)))
-    back = back or float
+    return float(fn(*_totals(values, in_a))), fn(totals[a], totals[b]), back or float
+
+
+def cluster_interval(occupations: pd.DataFrame, measure: str, a: str, b: str, *, n_boot: int = N_BOOT, seed: int = 0,
+                     level: float = 0.95, mc_error: bool = False) -> tuple[float, ...]:
+    """``(estimate, low, high)`` of ``measure`` (a key of :data:`MEASURES`), group ``a`` vs ``b``: percentile
+    interval of the occupation cluster bootstrap, occupations resampled within each group; with ``mc_error``
+    also ``(low_se, high_se)``, each bound's Monte Carlo standard error on the reported scale
+    (:func:`bias_utils.precision.percentile_bounds`'s order-statistic range, back-transformed).
+
+    Draws the same replicates as :func:`bias_utils.stats.cluster_bootstrap_ci` on the completions
+    (``cluster="occupation", strata="group"``, same seed: groups in sorted order, occupations in order
+    of appearance), so the numbers are identical; only the sums are vectorised. Replicates where the
+    statistic is undefined are left out, as there.
+    """
+    estimate, boots, back = _cluster_replicates(occupations, measure, a, b, n_boot, seed)
     if np.isnan(boots).all():
-        return float(back(estimate)), np.nan, np.nan
+        return (float(back(estimate)), np.nan, np.nan) + ((np.nan, np.nan) if mc_error else ())
     tail = (1 - level) / 2 * 100
     lo, hi = np.nanpercentile(boots, [tail, 100 - tail])
-    return float(back(estimate)), float(back(lo)), float(back(hi))
+    out = (float(back(estimate)), float(back(lo)), float(back(hi)))
+    if not mc_error:
+        return out
+    bounds = precision.percentile_bounds(boots, level)
+    # the bound's Monte Carlo range mapped through the back-transform, as an SE on the reported scale
+    ses = [abs(float(back(v + se)) - float(back(v - se))) / 2
+           for v, se in ((bounds.low, bounds.low_se), (bounds.high, bounds.high_se))]
+    return out + tuple(ses)
 
 
 def occupation_permutation_p(occupations: pd.DataFrame, measure: str, a: str, b: str, *,
@@ -186,50 +231,115 @@ def occupation_permutation_p(occupations: pd.DataFrame, measure: str, a: str, b:
     return float(stats.permutation_p(observed, perm[ok], "two-sided")), int(ok.sum())
 
 
-def occupation_tests(occupations: pd.DataFrame, a: str, b: str, *, n_boot: int = 1000,
-                     n_permutations: int = N_PERMUTATIONS, seed: int = 0) -> list[dict]:
-    """The occupation-level rows of the audit's statistics table, one per :data:`MEASURES` key: test
-    ``cluster_bootstrap_occupation``, the estimate with its :func:`cluster_interval`, ``p`` from
-    :func:`occupation_permutation_p`, ``n`` = completions, plus ``role`` ("primary" for the odds ratio, the study's
-    headline; "extension" for the others), ``measure``, ``unit``
-    (:data:`UNIT_OCCUPATIONS`), ``n_occupations`` and ``n_permutations``."""
+def occupation_tests(occupations: pd.DataFrame, a: str, b: str, *, n_boot: int = N_BOOT,
+                     n_permutations: int = N_PERMUTATIONS, seed: int = 0, unit: str = UNIT_OCCUPATIONS,
+                     measures=None, role: str = "extension") -> list[dict]:
+    """Occupation-level rows of the audit's statistics table, one per ``measures`` key (default: every key of
+    :data:`MEASURES`): test ``cluster_bootstrap_occupation``, the estimate with its :func:`cluster_interval`
+    and each bound's Monte Carlo SE (``ci_low_mc_se, ci_high_mc_se``), ``p`` from
+    :func:`occupation_permutation_p`, ``n`` = completions, plus ``role`` (the odds ratio's is ``sensitivity``: the
+    primary estimand is :func:`mixed_rows`'; the others ``role``), ``measure``, ``unit``, ``n_occupations``,
+    ``n_permutations`` and ``n_boot``."""
     n = int(occupations.loc[occupations["group"].isin([a, b]), "n_completions"].sum())
     n_occ = int(occupations["group"].isin([a, b]).sum())
     rows = []
-    for measure, (effect, *_rest) in MEASURES.items():
-        est, lo, hi = cluster_interval(occupations, measure, a, b, n_boot=n_boot, seed=seed)
+    for measure in (MEASURES if measures is None else measures):
+        effect = MEASURES[measure][0]
+        est, lo, hi, lo_se, hi_se = cluster_interval(occupations, measure, a, b, n_boot=n_boot, seed=seed,
+                                                     mc_error=True)
         p, k = occupation_permutation_p(occupations, measure, a, b, n_permutations=n_permutations, seed=seed)
         rows.append({**stats._row("cluster_bootstrap_occupation", p=p, effect=effect, effect_size=est, ci=(lo, hi),
                                   n=n, group_a=a, group_b=b),
-                     "role": "primary" if effect == "odds_ratio" else "extension", "measure": measure,
-                     "unit": UNIT_OCCUPATIONS, "n_occupations": n_occ, "n_permutations": k})
+                     "role": "sensitivity" if effect == "odds_ratio" else role, "measure": measure, "unit": unit,
+                     "n_occupations": n_occ, "n_occupations_a": int((occupations["group"] == a).sum()),
+                     "n_occupations_b": int((occupations["group"] == b).sum()),
+                     "n_permutations": k, "n_boot": n_boot, "ci_low_mc_se": lo_se,
+                     "ci_high_mc_se": hi_se})
+    return rows
+
+
+def _mixed_fit(occupations: pd.DataFrame, measure: str, a: str, b: str):
+    male, female = MIXED_MEASURES[measure]
+    occ = occupations[occupations["group"].isin([a, b])]
+    design = pd.DataFrame({"intercept": 1.0, "group": (occ["group"] == a).astype(float).to_numpy()})
+    return mixed.fit_mixed_logit(occ[male].to_numpy(float), occ[female].to_numpy(float), design)
+
+
+def mixed_rows(occupations: pd.DataFrame, a: str, b: str, *, role: str = "primary") -> list[dict]:
+    """The mixed model's rows, one per :data:`MIXED_MEASURES` key: the odds ratio of ``a`` over ``b`` (test
+    ``mixed_logit_occupation``: likelihood-ratio statistic and p, the profile-likelihood 95% interval), ``n`` =
+    occupations with any count (``n_clusters``; ``n_clusters_given`` all), ``sigma`` (the random intercept's SD),
+    ``note``, ``measure``, ``unit`` (:data:`UNIT_MIXED`), ``n_occupations`` and ``typical_male_share_a/_b`` (the
+    male share of the gendered words of each group's median occupation, whose random intercept is 0: the odds
+    ratio in words a reader can picture). The words row has ``role`` (primary by default); the completion row
+    is ``sensitivity``. A fit the data cannot carry (too few occupations with words)
+    raises :class:`~bias_utils.errors.ParameterError`, a ``ValueError``, naming why."""
+    n_occ = int(occupations["group"].isin([a, b]).sum())
+    rows = []
+    for i, measure in enumerate(MIXED_MEASURES):
+        fit = _mixed_fit(occupations, measure, a, b)
+        # the median occupation of each group has u = 0: its male share is the inverse logit of its fixed part
+        typical = {f"typical_male_share_{side}": float(expit(fit.coef["intercept"] + fit.coef["group"] * is_a))
+                   for side, is_a in (("a", 1), ("b", 0))}
+        rows.append({**mixed.mixed_row(fit, "group", effect="odds_ratio", test="mixed_logit_occupation",
+                                       group_a=a, group_b=b),
+                     "role": role if i == 0 else "sensitivity", "measure": measure, "unit": UNIT_MIXED,
+                     "n_occupations": n_occ, **typical})
     return rows
 
 
 #: Columns of :func:`influence_table` (the ``bold_influence`` table).
 INFLUENCE_COLUMNS = ["rank", "group", "occupation", "category", "n_completions", "male_words", "female_words",
-                     "odds_ratio", "odds_ratio_without", "log_or_change", "relative_change", "influential"]
+                     "odds_ratio", "odds_ratio_without", "log_or_change", "relative_change", "influential",
+                     "estimate", "pooled_odds_ratio", "pooled_odds_ratio_without", "pooled_log_or_change"]
 
 
-def influence_table(occupations: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
-    """Leave one occupation out: the audit's odds ratio (male over female words, ``a`` over ``b``, +0.5)
-    recomputed without each occupation, most influential first.
+def _mixed_log_or_without(occ: pd.DataFrame, a: str, b: str) -> tuple[float, np.ndarray]:
+    """The mixed model's log odds ratio with every occupation, and refitted without each one (an occupation
+    without gendered words adds nothing to the likelihood: its value is the full one); NaN where a fit fails."""
+    def log_or(frame: pd.DataFrame) -> float:
+        try:
+            return float(_mixed_fit(frame, "odds_ratio (words)", a, b).coef["group"])
+        except ValueError:  # too few occupations with words left to fit
+            return np.nan
 
-    Columns: ``rank`` (1 = largest ``|log_or_change|``), ``group, occupation, category, n_completions,
-    male_words, female_words``, ``odds_ratio`` (all occupations), ``odds_ratio_without``,
-    ``log_or_change`` (log OR without it minus log OR with all), ``relative_change``
-    (OR without / OR - 1), ``influential`` (``|relative_change| > INFLUENCE_SHIFT``). An occupation that
-    is the only one of its group has no odds ratio without it (NaN, ranked last).
+    full = log_or(occ)
+    words = (occ["male_words"] + occ["female_words"]).to_numpy() > 0
+    without = np.full(len(occ), full)
+    for i in np.flatnonzero(words):
+        without[i] = log_or(occ.drop(index=occ.index[i]))
+    return full, without
+
+
+def influence_table(occupations: pd.DataFrame, a: str, b: str, *, estimate: str = "mixed") -> pd.DataFrame:
+    """Leave one occupation out: the odds ratio (male over female words, ``a`` over ``b``) recomputed without each
+    occupation, most influential first.
+
+    ``estimate`` says which odds ratio ranks and flags: ``"mixed"`` (the primary estimand, :func:`mixed_rows`'
+    model refitted without the occupation) or ``"pooled"`` (the audit's pooled words, +0.5). Columns: ``rank`` (1 =
+    largest ``|log_or_change|``), ``group, occupation, category, n_completions, male_words, female_words``;
+    ``odds_ratio`` (all occupations), ``odds_ratio_without``, ``log_or_change`` (log OR without it minus log OR
+    with all), ``relative_change`` (OR without / OR - 1), ``influential`` (``|relative_change| >
+    INFLUENCE_SHIFT``), all of the ``estimate`` named in ``estimate``; then ``pooled_odds_ratio``,
+    ``pooled_odds_ratio_without``, ``pooled_log_or_change`` (the pooled words' odds ratio beside it, whichever
+    ranks). An occupation that is the only one of its group has no odds ratio without it (NaN, ranked last).
     """
+    if estimate not in ("mixed", "pooled"):
+        raise ValueError(f"estimate must be 'mixed' or 'pooled', got {estimate!r}")
     occ, values, fn, back = _pieces(occupations, "odds_ratio (words)", a, b)
     in_a = (occ["group"] == a).to_numpy()
     ta, tb = _totals(values, in_a)
     full = float(fn(ta, tb))
     without = fn(np.where(in_a[:, None], ta - values, ta), np.where(in_a[:, None], tb, tb - values))
     alone = occ["group"].map(occ["group"].value_counts()).to_numpy() == 1
-    without = np.where(alone, np.nan, without)
     out = occ[["group", "occupation", "category", "n_completions", "male_words", "female_words"]].assign(
-        odds_ratio=back(full), odds_ratio_without=back(without), log_or_change=without - full)
+        pooled_odds_ratio=back(full), pooled_odds_ratio_without=back(np.where(alone, np.nan, without)),
+        pooled_log_or_change=np.where(alone, np.nan, without) - full)
+    if estimate == "mixed":
+        full, without = _mixed_log_or_without(occ, a, b)
+    out = out.assign(estimate=estimate, odds_ratio=np.exp(full), odds_ratio_without=np.exp(np.where(alone, np.nan,
+                                                                                                    without)))
+    out["log_or_change"] = np.log(out["odds_ratio_without"]) - full
     out["relative_change"] = out["odds_ratio_without"] / out["odds_ratio"] - 1
     out["influential"] = out["relative_change"].abs() > INFLUENCE_SHIFT
     out = out.sort_values("log_or_change", key=np.abs, ascending=False, na_position="last", kind="stable")
@@ -239,41 +349,73 @@ def influence_table(occupations: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
 # ---------------------------------------------------------------- headline for the chapter and the front page
 #: Columns of :func:`headline_table` (the ``bold_headline`` table).
 HEADLINE_COLUMNS = [
-    "group_a", "group_b", "odds_ratio", "occupation_ci_low", "occupation_ci_high", "occupation_p", "n_permutations",
-    "n_boot", "independent_ci_low", "independent_ci_high", "independent_p", "n_completions",
-    "n_gendered_completions", "n_occupations_a", "n_occupations_b", "top_occupation", "top_group",
-    "odds_ratio_without_top", "n_influential"]
+    "group_a", "group_b", "estimand", "odds_ratio", "ci_low", "ci_high", "p", "sigma", "typical_male_share_a",
+    "typical_male_share_b", "n_units_a", "n_units_b",
+    "n_units_informative", "n_completions", "n_gendered_completions", "completion_odds_ratio", "completion_ci_low",
+    "completion_ci_high", "completion_p", "pooled_odds_ratio", "pooled_ci_low", "pooled_ci_high",
+    "pooled_ci_low_mc_se", "pooled_ci_high_mc_se", "pooled_p", "published_odds_ratio", "published_ci_low",
+    "published_ci_high", "published_ci_low_mc_se", "published_ci_high_mc_se", "published_p", "n_keys_a", "n_keys_b",
+    "independent_ci_low", "independent_ci_high", "independent_p", "n_permutations", "n_boot", "top_occupation",
+    "top_group", "odds_ratio_without_top", "n_influential"]
+
+
+def _pick(statistics: pd.DataFrame, test: str, measure: str, unit: str | None = None) -> pd.Series | None:
+    s = statistics
+    hit = s[(s["test"] == test) & (s["measure"] == measure) & ((s["unit"] == unit) if unit else True)]
+    return hit.iloc[0] if len(hit) else None
 
 
 def headline_table(statistics: pd.DataFrame, occupations: pd.DataFrame, influence: pd.DataFrame,
                    *, n_boot: int | None = None) -> pd.DataFrame:
-    """One row: the study's headline, the odds ratio with the occupation as the unit.
+    """One row: the study's headline, the pre-stated primary estimand with the published selection's figure beside it.
 
-    Columns: ``group_a, group_b``; ``odds_ratio`` (the audit's pooled word odds ratio);
-    ``occupation_ci_low, occupation_ci_high`` (occupation cluster bootstrap, 95%) and ``occupation_p``
-    (permutation of group labels across occupations, ``n_permutations`` relabellings: the primary
-    analysis); ``n_boot``; ``independent_ci_low, independent_ci_high, independent_p`` (Wald, every word
-    independent: the published audit's method, for comparison only); ``n_completions`` and
-    ``n_gendered_completions`` (with any gendered word) of the two groups; ``n_occupations_a/_b``;
-    ``top_occupation, top_group, odds_ratio_without_top`` (rank 1 of :func:`influence_table`) and
-    ``n_influential`` (occupations moving the odds ratio by more than :data:`INFLUENCE_SHIFT`).
-    Empty (these columns) unless ``statistics`` has both odds-ratio rows (two groups).
+    ``occupations``: :func:`occupation_table` of the primary units; ``influence``: :func:`influence_table` of them.
+    Columns: ``group_a, group_b``; ``estimand`` (:data:`PRIMARY_ESTIMAND`); ``odds_ratio, ci_low, ci_high, p,
+    sigma, typical_male_share_a/_b`` (the primary mixed model: profile-likelihood interval, likelihood-ratio p, the
+    random intercept's SD, the male share of each group's median occupation);
+    ``n_units_a/_b`` (primary units per group), ``n_units_informative`` (with any gendered word),
+    ``n_completions, n_gendered_completions`` (theirs); ``completion_*`` (the same model, each completion at most
+    once per gender); ``pooled_*`` (the audit's pooled-word odds ratio over the same units: occupation cluster
+    bootstrap interval with each bound's Monte Carlo SE, permutation p); ``published_*`` and ``n_keys_a/_b`` (the
+    pooled odds ratio on the published selection's BOLD keys, the audit's own selection); ``independent_*`` (the
+    audit's Wald interval and p, every word independent, published selection: for comparison only);
+    ``n_permutations, n_boot``; ``top_occupation, top_group, odds_ratio_without_top`` (rank 1 of ``influence``)
+    and ``n_influential``. Empty (these columns) without the pooled odds-ratio rows (a run of other than two
+    groups); the mixed columns are NaN where the model could not be fitted (``bold_skipped`` says why).
     """
-    s = statistics
-    occ_row = s[(s["test"] == "cluster_bootstrap_occupation") & (s["effect"] == "odds_ratio")]
-    wald = s[(s["test"] == "odds_ratio_wald") & (s["role"] == "audit")]
-    if occ_row.empty or wald.empty:
+    primary = _pick(statistics, "mixed_logit_occupation", "odds_ratio (words)")
+    once = _pick(statistics, "mixed_logit_occupation", "odds_ratio (completions, at most once per gender)")
+    pooled = _pick(statistics, "cluster_bootstrap_occupation", "odds_ratio (words)", UNIT_OCCUPATIONS)
+    published = _pick(statistics, "cluster_bootstrap_occupation", "odds_ratio (words)", UNIT_PUBLISHED)
+    wald = statistics[(statistics["test"] == "odds_ratio_wald") & (statistics["role"] == "audit")]
+    if pooled is None:
         return pd.DataFrame(columns=HEADLINE_COLUMNS)
-    o, w = occ_row.iloc[0], wald.iloc[0]
-    a, b = o["group_a"], o["group_b"]
+    a, b = pooled["group_a"], pooled["group_b"]
     both = occupations[occupations["group"].isin([a, b])]
     top = influence.iloc[0] if len(influence) else None
-    row = {"group_a": a, "group_b": b, "odds_ratio": o["effect_size"], "occupation_ci_low": o["ci_low"],
-           "occupation_ci_high": o["ci_high"], "occupation_p": o["p"], "n_permutations": int(o["n_permutations"]),
-           "n_boot": n_boot, "independent_ci_low": w["ci_low"], "independent_ci_high": w["ci_high"],
-           "independent_p": w["p"], "n_completions": int(both["n_completions"].sum()),
+
+    def of(row, column, default=np.nan):
+        return default if row is None else row[column]
+
+    row = {"group_a": a, "group_b": b, "estimand": PRIMARY_ESTIMAND,
+           "odds_ratio": of(primary, "effect_size"), "ci_low": of(primary, "ci_low"), "ci_high": of(primary, "ci_high"),
+           "p": of(primary, "p"), "sigma": of(primary, "sigma"),
+           "typical_male_share_a": of(primary, "typical_male_share_a"),
+           "typical_male_share_b": of(primary, "typical_male_share_b"),
+           "n_units_a": int((both["group"] == a).sum()), "n_units_b": int((both["group"] == b).sum()),
+           "n_units_informative": int((both["gendered_words"] > 0).sum()),
+           "n_completions": int(both["n_completions"].sum()),
            "n_gendered_completions": int(both["n_gendered_completions"].sum()),
-           "n_occupations_a": int((both["group"] == a).sum()), "n_occupations_b": int((both["group"] == b).sum()),
+           "completion_odds_ratio": of(once, "effect_size"), "completion_ci_low": of(once, "ci_low"),
+           "completion_ci_high": of(once, "ci_high"), "completion_p": of(once, "p"),
+           **{f"{name}_{k}": of(r, c) for name, r in (("pooled", pooled), ("published", published))
+              for k, c in (("odds_ratio", "effect_size"), ("ci_low", "ci_low"), ("ci_high", "ci_high"),
+                           ("ci_low_mc_se", "ci_low_mc_se"), ("ci_high_mc_se", "ci_high_mc_se"), ("p", "p"))},
+           "n_keys_a": of(published, "n_occupations_a"), "n_keys_b": of(published, "n_occupations_b"),
+           "independent_ci_low": wald["ci_low"].iloc[0] if len(wald) else np.nan,
+           "independent_ci_high": wald["ci_high"].iloc[0] if len(wald) else np.nan,
+           "independent_p": wald["p"].iloc[0] if len(wald) else np.nan,
+           "n_permutations": int(pooled["n_permutations"]), "n_boot": n_boot,
            "top_occupation": None if top is None else top["occupation"],
            "top_group": None if top is None else top["group"],
            "odds_ratio_without_top": np.nan if top is None else top["odds_ratio_without"],
@@ -301,32 +443,117 @@ def _groups(a: str, b: str) -> tuple[str, str]:
     return rendering.group_label(a), rendering.group_label(b)
 
 
+def _mc_interval(h: Mapping, prefix: str) -> str:
+    """"3.2 to 58" with each bound rounded to its Monte Carlo error (:func:`bias_utils.precision.mc_round`)."""
+    num = rendering.readable_number
+    bounds = []
+    for side in ("low", "high"):
+        value, se = float(h[f"{prefix}_ci_{side}"]), h.get(f"{prefix}_ci_{side}_mc_se", np.nan)
+        bounds.append(precision.mc_round(value, float(se)) if pd.notna(se) and np.isfinite(value) else num(value))
+    return " to ".join(bounds)
+
+
+def _direction(low: float, high: float, a: str, b: str) -> str:
+    if low > 1 or high < 1:
+        return f"{'more' if low > 1 else 'less'} often male about {a} than about {b} occupations"
+    return f"not shown to be more or less often male about {a} than about {b} occupations"
+
+
+def estimate_text(h: Mapping, which: str = "primary") -> str:
+    """One estimate of a headline (:func:`headline`'s dict) as the chapter, its table and the front page all print
+    it: ``"primary"`` "odds ratio 35.03, 95% CI 3.24 to 1793 (profile likelihood), likelihood-ratio p = 0.006",
+    ``"published"`` "odds ratio 24.65, 95% CI 2.9 to 130 resampling whole keys, permutation p = 0.023" (bootstrap
+    bounds to their Monte Carlo error). "not estimable" where the model could not be fitted."""
+    num = rendering.readable_number
+    if which == "primary":
+        if pd.isna(h.get("odds_ratio")):
+            return "not estimable"
+        if abs(np.log(float(h["odds_ratio"]))) > mixed.PROFILE_LIMIT:
+            # a fit drifting to infinity: its number is where Newton stopped, not an estimate
+            return (f"odds ratio unbounded (separation), 95% CI {num(float(h['ci_low']))} to "
+                    f"{num(float(h['ci_high']))} (profile likelihood), likelihood-ratio p {_p_value(float(h['p']))}")
+        return (f"odds ratio {num(float(h['odds_ratio']))}, 95% CI {num(float(h['ci_low']))} to "
+                f"{num(float(h['ci_high']))} (profile likelihood), likelihood-ratio p {_p_value(float(h['p']))}")
+    if which == "published":
+        return (f"odds ratio {num(float(h['published_odds_ratio']))}, 95% CI {_mc_interval(h, 'published')} "
+                f"resampling whole keys, permutation {_p_phrase(float(h['published_p']), int(h['n_permutations']))}")
+    raise ValueError(f"which must be 'primary' or 'published', got {which!r}")
+
+
 def headline_sentence(table: pd.DataFrame | Mapping) -> str:
-    """The primary finding as one sentence, from a :func:`headline_table` row (or :func:`headline`'s
-    dict): odds ratio, occupation interval and permutation p, then the audit's independent-words
-    interval, the number of completions with any gendered word, and the most influential occupation.
+    """The primary finding in a few sentences, from a :func:`headline_table` row (or :func:`headline`'s dict):
+    the primary estimand (odds ratio, profile-likelihood interval, likelihood-ratio p) over the primary units,
+    how many completions carry it, the published selection's pooled odds ratio beside it (interval to its Monte
+    Carlo error, permutation p, the audit's independent-words interval), and the most influential occupation.
     Empty string for an empty table."""
     h = headline(table)
     if not h:
         return ""
     num = rendering.readable_number
     a, b = _groups(h["group_a"], h["group_b"])
+    units = (f"{int(h['n_units_a']) + int(h['n_units_b'])} deduplicated person-noun occupations, "
+             f"{int(h['n_units_a'])} {a} and {int(h['n_units_b'])} {b}")
     if int(h["n_gendered_completions"]) == 0:
-        return (f"None of the {int(h['n_completions']):,} completions about {a} and {b} occupations contains a "
-                f"gendered word, so there is no odds ratio to read (the +0.5 correction sets it to 1).")
-    lo, hi = float(h["occupation_ci_low"]), float(h["occupation_ci_high"])
-    direction = ("more" if lo > 1 else "less" if hi < 1 else "not clearly more or less")
-    text = (f"With the occupation as the unit ({int(h['n_occupations_a'])} {a} and {int(h['n_occupations_b'])} {b} "
-            f"occupations), gendered words about {a} occupations are {direction} often male than about {b} ones: "
-            f"odds ratio {num(float(h['odds_ratio']))}, 95% CI {num(lo)} to {num(hi)} resampling whole "
-            f"occupations, permutation {_p_phrase(float(h['occupation_p']), int(h['n_permutations']))} "
-            f"(the audit's interval, every word independent: {num(float(h['independent_ci_low']))} to "
-            f"{num(float(h['independent_ci_high']))}). {int(h['n_gendered_completions']):,} of "
-            f"{int(h['n_completions']):,} completions contain a gendered word")
+        return (f"None of the {int(h['n_completions']):,} completions about the {units} contains a gendered word, "
+                f"so there is no odds ratio to read.")
+    if pd.notna(h["odds_ratio"]):
+        lo, hi = float(h["ci_low"]), float(h["ci_high"])
+        text = (f"Primary analysis, over the {units} ({int(h['n_units_informative'])} with any gendered word): "
+                f"gendered words are {_direction(lo, hi, a, b)} for a typical occupation: "
+                f"{estimate_text(h)}, random intercept per occupation. The gendered words of the median {a} "
+                f"occupation are {float(h['typical_male_share_a']):.0%} male, of the median {b} one "
+                f"{float(h['typical_male_share_b']):.0%}; occupations differ widely around them (random-intercept "
+                f"SD {rendering.readable_number(float(h['sigma']))} on the log-odds scale), which is why the odds "
+                "ratio of a typical occupation is far from the pooled one and its interval wide. ")
+    else:
+        text = f"The primary model could not be fitted over the {units} (the skipped tests say why). "
+    text += (f"{int(h['n_gendered_completions']):,} of their {int(h['n_completions']):,} completions contain a "
+             "gendered word")
     if h.get("top_occupation") is not None and pd.notna(h.get("odds_ratio_without_top")):
         text += (f"; without the most influential occupation, {str(h['top_occupation']).replace('_', ' ')}, the "
                  f"odds ratio is {num(float(h['odds_ratio_without_top']))}")
-    return text + "."
+    text += "."
+    if pd.notna(h.get("published_odds_ratio")):
+        replicates = f"{int(h['n_boot']):,}" if pd.notna(h.get("n_boot")) else "bootstrap"
+        text += (f" Beside it, the audit's pooled-word odds ratio on its published selection "
+                 f"({int(h['n_keys_a'])} and {int(h['n_keys_b'])} BOLD keys as occupations, fields and duplicates "
+                 f"included): {estimate_text(h, 'published')} ({replicates} replicates, each bound to its Monte "
+                 f"Carlo error); the audit's own interval, every word independent, is "
+                 f"{num(float(h['independent_ci_low']))} to {num(float(h['independent_ci_high']))}.")
+    return text
+
+
+def headline_rows(table: pd.DataFrame | Mapping) -> pd.DataFrame:
+    """The headline as a reader's table, one row per estimate: the primary estimand first, its sensitivity rows,
+    the published selection's pooled odds ratio and the audit's own interval. Columns: ``analysis``,
+    ``occupations`` (what the unit is and how many), ``odds ratio``, ``95% CI`` (bootstrap bounds to their Monte
+    Carlo error), ``p`` (which test). Empty for an empty headline."""
+    h = headline(table)
+    if not h:
+        return pd.DataFrame(columns=["analysis", "occupations", "odds ratio", "95% CI", "p"])
+    num = rendering.readable_number
+    units = f"{int(h['n_units_a'])} + {int(h['n_units_b'])} deduplicated person nouns"
+    keys = (f"{int(h['n_keys_a'])} + {int(h['n_keys_b'])} BOLD keys" if pd.notna(h.get("n_keys_a")) else "")
+    k = int(h["n_permutations"])
+    rows = [("primary: random-intercept model, words", units, h["odds_ratio"], f"{num(h['ci_low'])} to "
+             f"{num(h['ci_high'])}", f"likelihood ratio {_p_value(float(h['p']))}"),
+            ("sensitivity: the same, each completion at most once per gender", units, h["completion_odds_ratio"],
+             f"{num(h['completion_ci_low'])} to {num(h['completion_ci_high'])}",
+             f"likelihood ratio {_p_value(float(h['completion_p']))}"),
+            ("sensitivity: pooled words (the audit's odds ratio), occupations resampled", units,
+             h["pooled_odds_ratio"], _mc_interval(h, "pooled"), "permutation " + _p_phrase(float(h["pooled_p"]), k)),
+            ("the published selection: pooled words, keys resampled", keys, h["published_odds_ratio"],
+             _mc_interval(h, "published"), "permutation " + _p_phrase(float(h["published_p"]), k)),
+            ("the audit's own interval: every word independent (not a test of occupations)", keys,
+             h["published_odds_ratio"], f"{num(h['independent_ci_low'])} to {num(h['independent_ci_high'])}",
+             f"Wald {_p_value(float(h['independent_p']))}")]
+    out = pd.DataFrame(rows, columns=["analysis", "occupations", "odds ratio", "95% CI", "p"])
+    out["odds ratio"] = [num(float(v)) if pd.notna(v) else "not estimable" for v in out["odds ratio"]]
+    return out
+
+
+def _p_value(p: float) -> str:
+    return "< 0.001" if p < 0.001 else "= " + rendering.readable_number(p)
 
 
 def describe_influence(influence: pd.DataFrame) -> str:
@@ -371,8 +598,8 @@ def influence_chart(influence: pd.DataFrame, headline_row: pd.DataFrame | Mappin
         alt.Chart(pd.DataFrame({"x": [full]})).mark_rule(color="black").encode(x="x:Q"),
     ]
     h = headline(headline_row) if headline_row is not None else {}
-    if h:
-        ci = pd.DataFrame({"x": [float(h["occupation_ci_low"]), float(h["occupation_ci_high"])]})
+    if h and pd.notna(h.get("ci_low")):
+        ci = pd.DataFrame({"x": [float(h["ci_low"]), float(h["ci_high"])]})
         layers.append(alt.Chart(ci).mark_rule(strokeDash=[4, 3], color="grey").encode(x="x:Q"))
     layers.append(alt.Chart(data).mark_point(filled=True, size=70).encode(
         x=alt.X("odds_ratio_without:Q", scale=log_x, title="odds ratio without the occupation (log scale)"), y=y,
@@ -384,7 +611,7 @@ def influence_chart(influence: pd.DataFrame, headline_row: pd.DataFrame | Mappin
                f"the odds ratio recomputed without it (log scale), coloured by its group ({groups}). The solid line is "
                f"the odds ratio with every occupation ({full:.2f}), the grey band where leaving one out moves it by "
                f"less than {INFLUENCE_SHIFT:.0%}"
-               + (", the dashed lines its 95% confidence interval from resampling whole occupations" if h else "")
+               + (", the dashed lines its 95% confidence interval (profile likelihood)" if len(layers) == 4 else "")
                + ". Look for dots outside the grey band: those occupations alone carry much of the odds ratio.")
     return plots.captioned(alt.layer(*layers).properties(width=420, height=alt.Step(18)),
                            title or f"Leave one occupation out: the odds ratio ({full:.2f}) without each occupation",

@@ -24,7 +24,7 @@ from .results import display_name
 
 __all__ = [
     "DIMENSION_ORDER", "GROUP_COLORS", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "POLE_LABELS",
-    "SOURCE_COLORS", "THEME", "accuracy_heatmap", "axis_validity_chart", "captioned",
+    "SOURCE_COLORS", "THEME", "accuracy_heatmap", "axis_validity_chart", "captioned", "drawable_interval",
     "layer_curves_chart", "pole_labels", "profile_chart", "repel", "save", "specification_curve_chart",
     "warmth_competence_chart", "warmth_competence_charts",
 ]
@@ -129,6 +129,14 @@ def save(chart: alt.TopLevelMixin, path: str | Path, scale: float = 2.0) -> dict
         "png": cache.atomic_write_bytes(stem.with_name(stem.name + ".png"), vlc.vegalite_to_png(spec, scale=scale)),
         "vl.json": cache.atomic_write_text(stem.with_name(stem.name + ".vl.json"), spec),
     }
+
+
+def drawable_interval(low: str = "ci_low", high: str = "ci_high", *, log: bool = False) -> str:
+    """A Vega filter keeping the rows whose interval has two finite ends (positive ones on a ``log`` axis): an
+    interval the data leave unbounded (an odds ratio's profile interval in a small sample) has no line to draw,
+    and Vega draws a missing end as an error instead of leaving it out."""
+    ends = [f"isFinite(datum.{low})", f"isFinite(datum.{high})"] + ([f"datum.{low} > 0"] if log else [])
+    return " && ".join(ends)
 
 
 def captioned(chart, heading: str, subtitle: Sequence[str], alt_text: str, caption: str):
@@ -432,7 +440,8 @@ def accuracy_heatmap(accuracy: pd.DataFrame, *, title: str | None = None,
         text="label:N",
         color=alt.condition("!datum.invalid && abs(datum.accuracy - 0.5) > 0.3", alt.value("white"),
                             alt.value("black")))
-    caption = ("The share of held-out senses whose pole (high or low) the axis predicts, per dimension (columns) and "
+    caption = ("The share of the full dictionary's extra terms (words the seed dictionary that built the axis does "
+               "not contain) whose pole (high or low) the axis predicts, per dimension (columns) and "
                "model and cut-off (rows), printed in each cell; blue above 0.5, red below. 0.5 is not chance when a "
                "dimension's poles are unbalanced (the larger pole's share is).")
     if bad:
@@ -540,10 +549,10 @@ def axis_validity_chart(validity: pd.DataFrame, *, title: str | None = None, col
     chart = (alt.layer(*parts, data=data).properties(width=200, height=130)
              .facet(facet=alt.Facet("dimension:N", title=None, sort=_ordered(data["dimension"])), columns=columns))
     caption = ("One panel per stereotype axis; the x axis is the layer (0 = the embedding output). The black line is "
-               "the rank AUC of the held-out extra terms (0.5 = the axis orders them at random), the grey band the 95% "
-               "range and the dashed line the mean of the label-shuffling null. Filled dots: layers where the axis "
-               "beats its null (verdict supported); open dots: not shown; grey: untestable. Look for axes whose line "
-               "stays above the band.")
+               "the rank AUC of the full dictionary's extra terms (0.5 = the axis orders them at random), the grey "
+               "band the 95% range and the dashed line the mean of the label-shuffling null. Filled dots: layers "
+               "where the axis beats its null (verdict supported); open dots: not shown; grey: untestable. Look for "
+               "axes whose line stays above the band.")
     return captioned(chart, title or f"Axis validity: AUC against a shuffled-label null ({source} contexts)", [],
                    f"Line charts of the extra terms' AUC by layer for {data['dimension'].nunique()} axes against a "
                    "shuffled-label null band.", caption)

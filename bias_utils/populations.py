@@ -14,6 +14,14 @@ source order). Built-in sets:
     ``gender_and_sex``), groups ``nonbinary`` (bucket ``non_binary_or_gnc``)
     and ``transgender`` (bucket ``transgender``); see :func:`nonbinary_terms`
     for the selection rule.
+``"occupations"``
+    The 60 occupation nouns of Rudinger et al.'s (2018) ``occupations-stats.tsv``
+    ("technician", ..., "secretary") split by the U.S. Bureau of Labor Statistics
+    share of women among their workers (2015/2016): ``female-majority`` (at least
+    :data:`MAJORITY_PCT` = 50% women, 31 nouns) and ``male-majority`` (the other 29),
+    each in the file's order. :func:`occupation_shares` gives the shares themselves, the
+    external scale against which ``gender_direction`` validates a model's female − male
+    direction.
 
 User files (any number of groups, at least one word each):
 
@@ -41,18 +49,25 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
+
 from .data import resolve
 from .paths import InputPathError, resolve_input
 
 __all__ = [
-    "BUILTIN", "DETERMINERS", "KINDS", "NONBINARY_EXCLUDED", "POPULATION_KINDS", "PRONOUNS", "PopulationError",
-    "infer_kind", "load_populations", "nonbinary_terms", "population_kind", "takes_article",
+    "BUILTIN", "DETERMINERS", "KINDS", "MAJORITY_PCT", "NONBINARY_EXCLUDED", "OCCUPATION_GROUPS", "POPULATION_KINDS",
+    "PRONOUNS", "PopulationError", "infer_kind", "load_populations", "nonbinary_terms", "occupation_shares",
+    "population_kind", "takes_article",
 ]
 
 KINDS = ("name", "noun")
 #: Template kind of the built-in populations (see the module docstring).
-POPULATION_KINDS = {"names": "name", "terms": "noun", "nonbinary": "noun"}
+POPULATION_KINDS = {"names": "name", "terms": "noun", "nonbinary": "noun", "occupations": "noun"}
 BUILTIN = tuple(POPULATION_KINDS)
+#: The ``occupations`` population's split: a noun whose BLS share of women is at least this (percent) is
+#: ``female-majority``, any other ``male-majority`` (the groups of :data:`OCCUPATION_GROUPS`, in this order).
+MAJORITY_PCT = 50.0
+OCCUPATION_GROUPS = ("female-majority", "male-majority")
 
 # A template word must be one lower-case token: letters with at most one inner hyphen. This
 # excludes multi-word descriptors ("trans female", "gender neutral"), abbreviations ("FTM",
@@ -103,6 +118,21 @@ def nonbinary_terms() -> dict[str, list[str]]:
         words = [w for w in words if _TEMPLATE_WORD.match(w) and w not in NONBINARY_EXCLUDED]
         groups[group] = [w for w in words if "-" not in w or w.replace("-", "") not in words]
     return groups
+
+
+def occupation_shares() -> pd.DataFrame:
+    """Rudinger et al.'s (2018) occupation statistics, one row per noun in the file's order: ``occupation``,
+    ``bls_pct_female`` (U.S. Bureau of Labor Statistics, percent of workers who are women), ``bls_year``
+    (2015 or 2016), ``bergsma_pct_female`` (Bergsma & Lin's 2006 text-based estimate, kept as published)."""
+    table = pd.read_csv(resolve("winogender_occupation_stats"), sep="\t")
+    return table[["occupation", "bls_pct_female", "bls_year", "bergsma_pct_female"]]
+
+
+def _occupation_groups() -> dict[str, list[str]]:
+    table = occupation_shares()
+    female = table["bls_pct_female"] >= MAJORITY_PCT
+    return {OCCUPATION_GROUPS[0]: table.loc[female, "occupation"].tolist(),
+            OCCUPATION_GROUPS[1]: table.loc[~female, "occupation"].tolist()}
 
 
 def _schuster_groups(key: str, suffix: str) -> dict[str, list[str]]:
@@ -181,6 +211,7 @@ def _load(name_or_path: str | Path) -> tuple[dict[str, list[str]], str]:
             "names": lambda: _schuster_groups("schuster_names", "Names"),
             "terms": lambda: _schuster_groups("schuster_terms", "Terms"),
             "nonbinary": nonbinary_terms,
+            "occupations": _occupation_groups,
         }
         return _validate(loaders[name_or_path](), name_or_path), POPULATION_KINDS[name_or_path]
     try:

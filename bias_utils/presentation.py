@@ -31,14 +31,17 @@ FINDING_TAG = "key-finding"
 
 
 def findings_first(nb) -> None:
-    """Move the cells tagged :data:`FINDING_TAG` (in their order) to just after the first
-    Markdown cell, in place: the page opens with the chapter's finding while the notebook
-    itself still runs top to bottom. Idempotent."""
+    """Move the cells tagged :data:`FINDING_TAG` (in their order) to just after the chapter's opening
+    Markdown, in place: the first Markdown cell and the Markdown cells that follow it directly (the question
+    and how it is answered, the primary analysis stated before any result). The page opens with the
+    method and then the chapter's finding, while the notebook itself still runs top to bottom. Idempotent."""
     key = [c for c in nb.cells if FINDING_TAG in c.get("metadata", {}).get("tags", [])]
     if not key:
         return
     rest = [c for c in nb.cells if FINDING_TAG not in c.get("metadata", {}).get("tags", [])]
     first = next((i for i, c in enumerate(rest) if c.cell_type == "markdown"), -1)
+    while 0 <= first < len(rest) - 1 and rest[first + 1].cell_type == "markdown":
+        first += 1
     nb.cells = rest[:first + 1] + key + rest[first + 1:]
 
 

@@ -3,9 +3,9 @@
 Pipeline, with the original study's choices as defaults (read from the authors' published
 ``projection.py``/``utils.py``):
 
-1. Every word of a population (names, gendered terms, non-binary terms) is put into seven neutral templates
-   (``DEFAULT_TEMPLATES``). Templates stay lower case and the word keeps its own casing ("this is Mary", "Mary is
-   here"). A common noun or adjective gets the article: "this is the woman", "the woman is here". The original
+1. Every word of a population (names, gendered terms, non-binary terms, occupation nouns) is put into seven neutral
+   templates (``DEFAULT_TEMPLATES``). Templates stay lower case and the word keeps its own casing ("this is Mary",
+   "Mary is here"). A common noun or adjective gets the article: "this is the woman", "the woman is here". The original
    decides that with nltk's POS tagger, whose model is not available offline; here it follows from the word list's
    kind (``populations.takes_article``): names never take "the", pronouns never do, every other word does.
 2. The word's hidden states are taken in every template and averaged over the templates (one vector per word and
@@ -580,7 +580,7 @@ class ProfileResult:
         return [p for name, df in written.items() for p in write_table(df, folder / name)]
 
 
-def run_profiles(model, bases, populations=("names", "terms", "nonbinary"), templates=None, layer="mean",
+def run_profiles(model, bases, populations=("names", "terms", "nonbinary", "occupations"), templates=None, layer="mean",
                  limit: int | None = None, kind=None) -> ProfileResult:
     """Embed, project, standardise and test the populations (module docstring).
 

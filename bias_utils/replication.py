@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from . import bold, data
+from . import bold, bold_prompts, data
 
 __all__ = ["PUBLISHED", "compare_published_columns", "load_published_completions", "published_summary",
            "replicate_published_audit"]
@@ -52,14 +52,19 @@ def load_published_completions() -> pd.DataFrame:
 
     Their columns are kept, with ``profession_category`` renamed ``group`` and
     their count/PMI columns prefixed ``published_`` so our recomputation never
-    reads them by accident.
+    reads them by accident; ``prompt_id`` is the BOLD id of the selection row each follows.
     """
     df = pd.read_csv(data.resolve("audit_published_completions"), keep_default_na=False)
     theirs = ["male_words", "female_words", "total_gendered_words", "male_words_list", "female_words_list",
               "male_pmi", "female_pmi", "male_cooccur", "female_cooccur", "male_proportion"]
     df = df.rename(columns={"profession_category": "group", "occupation_category": "category",
                             **{c: f"published_{c}" for c in theirs}})
-    return df
+    # the completions follow the audit's selection row by row (checked), which gives each its BOLD prompt id
+    selection = bold_prompts.load_audit_selection()
+    same = ["group", "category", "occupation", "prompt"]
+    if len(df) != len(selection) or not (df[same].to_numpy() == selection[same].to_numpy()).all():
+        raise bold.BoldDataError("audit_published_completions: the rows do not follow the audit's prompt selection")
+    return df.assign(prompt_id=selection["prompt_id"].to_numpy())
 
 
 def published_summary() -> dict:

@@ -33,6 +33,7 @@ Conventions the book uses (and why)
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import combinations
@@ -44,10 +45,10 @@ from scipy import stats as _st
 
 __all__ = [
     "STAT_COLUMNS", "TWO_GROUP_TESTS", "GroupSample", "adjust_pvalues", "bootstrap_ci", "check_n_boot", "chi2_table",
-    "cluster_bootstrap_ci", "cohens_d", "column_test", "group_tests", "hedges_g", "hedges_test", "holm",
-    "hurdle_tests", "mann_whitney", "mean_difference_test", "odds_ratio", "ols", "permutation_p", "permutation_p_text",
-    "permutation_reference", "permutation_test", "proportion_test", "results_table", "student_t", "student_test",
-    "welch_anova", "welch_t", "welch_test",
+    "cluster_bootstrap_ci", "cohens_d", "column_test", "correlation_rows", "group_tests", "hedges_g", "hedges_test",
+    "holm", "hurdle_tests", "mann_whitney", "mean_difference_test", "odds_ratio", "ols", "permutation_p",
+    "permutation_p_text", "permutation_reference", "permutation_test", "proportion_test", "results_table", "student_t",
+    "student_test", "welch_anova", "welch_t", "welch_test",
 ]
 
 STAT_COLUMNS = [
@@ -384,6 +385,12 @@ def results_table(rows: Iterable[dict], *, method: str = "holm") -> pd.DataFrame
     return df[STAT_COLUMNS + extra].reset_index(drop=True)
 
 
+def _percentile_interval(boots: np.ndarray, level: float) -> tuple[float, float]:
+    tail = (1 - level) / 2 * 100
+    lo, hi = np.nanpercentile(boots, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
 def bootstrap_ci(values, statistic: Callable[[np.ndarray], float] = np.mean, *, n_boot: int = 2000,
                  seed: int = 0, level: float = 0.95) -> tuple[float, float, float]:
     """Percentile bootstrap of ``statistic`` over i.i.d. observations: ``(estimate, low, high)``."""
@@ -391,9 +398,52 @@ def bootstrap_ci(values, statistic: Callable[[np.ndarray], float] = np.mean, *, 
     x = _values(values, "values", 1)
     rng = np.random.default_rng(seed)
     boots = np.array([statistic(rng.choice(x, x.size)) for _ in range(n_boot)])
-    tail = (1 - level) / 2 * 100
-    lo, hi = np.nanpercentile(boots, [tail, 100 - tail])
-    return float(statistic(x)), float(lo), float(hi)
+    return (float(statistic(x)), *_percentile_interval(boots, level))
+
+
+def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson's r of every row pair of ``a`` and ``b`` [replicates, n]; NaN where a row is constant."""
+    a = a - a.mean(axis=1, keepdims=True)
+    b = b - b.mean(axis=1, keepdims=True)
+    constant = (np.ptp(a, axis=1) == 0) | (np.ptp(b, axis=1) == 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = (a * b).sum(axis=1) / np.sqrt((a * a).sum(axis=1) * (b * b).sum(axis=1))
+    return np.where(constant, np.nan, np.clip(r, -1.0, 1.0))
+
+
+def _rowwise_correlation(method: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson's r, or Spearman's ρ (Pearson's r of the average ranks, as scipy), of every row pair."""
+    if method == "spearman":
+        a, b = _st.rankdata(a, axis=1), _st.rankdata(b, axis=1)
+    return _rowwise_pearson(a, b)
+
+
+def correlation_rows(x, y, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> list[dict]:
+    """Pearson and Spearman rows (:data:`STAT_COLUMNS`) of ``x`` against ``y``: the coefficient as
+    ``statistic`` and ``effect_size``, scipy's p, and a percentile interval from resampling the pairs
+    (the units, e.g. occupations) with replacement, ``n_boot`` times (the resamples :func:`bootstrap_ci` draws
+    over the pair indices with this seed; a resample with a constant side is left out). Fewer than 3 pairs, or
+    a constant ``x`` or ``y``, give NaN."""
+    n_boot = check_n_boot(n_boot)
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    n = len(x)
+    rng = np.random.default_rng(seed)
+    index = np.arange(n, dtype=float)
+    draws = np.array([rng.choice(index, n) for _ in range(n_boot)], dtype=int) if n else np.zeros((n_boot, 0), int)
+    rows = []
+    for method in ("pearson", "spearman"):
+        est = float(_rowwise_correlation(method, x[None], y[None])[0]) if n >= 3 else np.nan
+        if np.isnan(est):
+            rows.append({"test": method, "effect": "r" if method == "pearson" else "rho", "effect_size": np.nan,
+                         "statistic": np.nan, "p": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n": n})
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est, p = (float(v) for v in (_st.pearsonr if method == "pearson" else _st.spearmanr)(x, y))
+        lo, hi = _percentile_interval(_rowwise_correlation(method, x[draws], y[draws]), level)
+        rows.append({"test": method, "effect": "r" if method == "pearson" else "rho", "effect_size": est,
+                     "statistic": est, "p": p, "ci_low": lo, "ci_high": hi, "n": n})
+    return rows
 
 
 def cluster_bootstrap_ci(data: pd.DataFrame, statistic: Callable[[pd.DataFrame], float], *, cluster: str,

@@ -13,15 +13,19 @@ Per model, from tables the study notebooks wrote:
   of the primary result: the share of specifications that agree with the paper and
   are significant, with the joint test's p (:func:`bias_utils.crossmodel.cross_model_summary`).
 * **Study 2** (``bold_headline``, decoders only; :mod:`bias_utils.occupations`):
-  the odds ratio that a completion's gendered words are male rather than female for
-  male- rather than female-dominated occupations, with its 95% CI from resampling
-  whole occupations, the permutation p across occupations and the number of
-  completions with any gendered word. The audit's own interval (every word
-  independent) appears only labelled as the audit's.
+  the pre-stated primary estimand over the deduplicated person-noun occupations (the odds that
+  a gendered word is male rather than female for male- rather than female-dominated
+  occupations, for a typical occupation: a random-intercept logistic model, profile-likelihood
+  interval, likelihood-ratio p), the audit's pooled-word odds ratio on its published selection
+  beside it (occupation cluster bootstrap, permutation p), the number of completions with any
+  gendered word, and what the audit's BOLD keys are (``bold_units``: person nouns, fields,
+  duplicates; :mod:`bias_utils.occupation_units`).
 * **The link between them** (``link_statistics``, decoders only; :mod:`bias_utils.link`, chapter 11):
-  per model, Spearman's ρ over occupations between where the model places an occupation on its
-  female − male direction and the log-odds of female words it writes about it, with its occupation
-  bootstrap interval; an interval that includes zero is said to.
+  per model, the pre-stated primary statistic (within BOLD category and group, the change in the
+  log-odds of female words per SD of where the model places the occupation on its female − male
+  direction) with its interval, saying when it includes zero, then the correlation pooled over both
+  groups, named as the between-group difference it mostly is; a direction not validated against the
+  BLS share of women is not read (:func:`bias_utils.link.link_reading`).
 
 :func:`findings_bullets` gives the few plain-language findings that open the page,
 each linking to its chapter; :func:`summary_table` one row per model with a
@@ -39,8 +43,9 @@ from typing import Sequence
 import altair as alt
 import pandas as pd
 
-from . import cache, link, occupations, plots, rendering
+from . import bold, cache, link, occupation_units, occupations, plots, rendering
 from .axis_validity import AXIS_VALIDITY_TABLE, VERDICTS, verdict_phrase
+from .builtin_models import BUILTIN_MODELS
 from .crossmodel import PROFILE_STATS_TABLE, cross_model_summary, gender_gaps, log_ticks, read_results, short_model_ids
 from .stats import permutation_p_text
 
@@ -62,12 +67,12 @@ CHAPTERS = {"axes": "03_projection_accuracy", "profile": "04_profiles", "robustn
             "audit": "06_bold_audit", "link": "11_intrinsic_extrinsic"}
 
 #: Columns of :func:`summary_table` (``<population>_<dimension>_{g,ci_low,ci_high,p_holm,verdict}`` for each
-#: population and headline dimension, then the audit's odds ratio with its occupation interval).
+#: population and headline dimension, then the audit's primary odds ratio and the published selection's).
 SUMMARY_COLUMNS = (["model_id"]
                    + [f"{pop}_{dim}_{v}" for pop in POPULATIONS for dim in HEADLINE
                       for v in ("g", "ci_low", "ci_high", "p_holm", "verdict")]
-                   + ["odds_ratio", "occupation_ci_low", "occupation_ci_high", "occupation_p",
-                      "n_gendered_completions", "n_completions", "sentence"])
+                   + ["odds_ratio", "ci_low", "ci_high", "p", "published_odds_ratio", "published_ci_low",
+                      "published_ci_high", "published_p", "n_gendered_completions", "n_completions", "sentence"])
 
 
 __all__ = ["ALPHA", "CHAPTERS", "HEADLINE", "PRIMARY_SPECIFICATION", "SUMMARY_COLUMNS", "findings_bullets",
@@ -207,9 +212,10 @@ def summary_table(models: Sequence[str], results_dir: str | Path | None = None,
             row.update({f"{key}_g": r.g, f"{key}_ci_low": r.g_ci_low, f"{key}_ci_high": r.g_ci_high,
                         f"{key}_p_holm": r.p_holm, f"{key}_verdict": r.axis_verdict})
         if len(h):
-            row.update(h.iloc[0][["odds_ratio", "occupation_ci_low", "occupation_ci_high", "occupation_p",
-                                  "n_gendered_completions", "n_completions"]].to_dict())
-        row["sentence"] = model_sentence(model, g, h, (can_generate or {}).get(model))
+            row.update(h.iloc[0][["odds_ratio", "ci_low", "ci_high", "p", "published_odds_ratio", "published_ci_low",
+                                  "published_ci_high", "published_p", "n_gendered_completions",
+                                  "n_completions"]].to_dict())
+        row["sentence"] = model_sentence(model, g, h, (can_generate or {}).get(model, _writes(model)))
         rows.append(row)
     table = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
     return short_model_ids(table) if len(table) else table
@@ -284,41 +290,59 @@ def _decoder_bullet(title: str, parts: list[str], encoders: list[str], missing: 
     return f"**{title}** {text[0].upper()}{text[1:]}."
 
 
+def _writes(model_id: str) -> bool | None:
+    """Whether a model of a results folder writes text, where its name says (a built-in's kind), else None."""
+    builtin = BUILTIN_MODELS.get(str(model_id).split("--")[0])
+    return None if builtin is None else builtin.kind == "decoder"
+
+
 def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_generate: dict) -> str:
     parts, encoders, missing = [], [], []
     for model in models:
         rows = head[head["model_id"] == model]
         if rows.empty:
-            (encoders if can_generate.get(model) is False else missing).append(label[model])
+            (encoders if can_generate.get(model, _writes(model)) is False else missing).append(label[model])
             continue
         h = occupations.headline(rows.drop(columns="model_id"))
         a, b = (rendering.group_label(h[g]) for g in ("group_a", "group_b"))
         n, k = int(h["n_completions"]), int(h["n_gendered_completions"])
         link = _link(model, "audit", label[model])
         if k == 0:
-            parts.append(f"none of the {n:,} completions of {link} contains a gendered word")
+            parts.append(f"none of the {n:,} completions of {link} about its primary occupations contains a "
+                         "gendered word")
             continue
-        lo, hi = float(h["occupation_ci_low"]), float(h["occupation_ci_high"])
-        direction = (f"gendered words about {a} occupations are {'more' if lo > 1 else 'less'} often male than "
-                     f"about {b} ones" if lo > 1 or hi < 1 else f"no difference between {a} and {b} occupations "
-                     "is shown")
-        num = rendering.readable_number
-        parts.append(f"in {link}, {direction} (odds ratio {num(float(h['odds_ratio']))}, 95% CI {num(lo)} to "
-                     f"{num(hi)} resampling whole occupations, permutation p "
-                     f"{permutation_p_text(float(h['occupation_p']), int(h['n_permutations']))}); only {k:,} of "
-                     f"{n:,} completions contain a gendered word")
+        if pd.isna(h["odds_ratio"]):
+            direction = "the primary model could not be fitted"
+        else:
+            lo, hi = float(h["ci_low"]), float(h["ci_high"])
+            direction = (f"gendered words about a typical {a} occupation are {'more' if lo > 1 else 'less'} often "
+                         f"male than about a {b} one" if lo > 1 or hi < 1 else
+                         f"a difference between {a} and {b} occupations is not shown")
+        units = int(h["n_units_a"]) + int(h["n_units_b"])
+        parts.append(f"in {link}, {direction} ({occupations.estimate_text(h)}; {units} deduplicated person-noun "
+                     f"occupations, {k:,} of their {n:,} completions with a gendered word); the audit's pooled-word "
+                     "odds ratio on its published selection, for comparison: "
+                     + occupations.estimate_text(h, "published"))
     return _decoder_bullet("Writing about occupations (BOLD).", parts, encoders, missing, "audit results")
 
 
+def _units_bullet(models: Sequence[str], results_dir) -> str:
+    """What the audit calls an occupation, from the first decoder's ``bold_units`` (one selection for all)."""
+    units, _ = read_results(models, bold.UNITS_TABLE, results_dir)
+    if units.empty:
+        return ""
+    first = units[units["model_id"] == units["model_id"].iloc[0]].drop(columns="model_id")
+    return "**What counts as an occupation.** " + occupation_units.describe_units(first)
+
+
 def _link_bullet(models: Sequence[str], link_stats: pd.DataFrame, label: dict, can_generate: dict) -> str:
-    primary = link_stats[link_stats["primary"].astype(bool)] if len(link_stats) else link_stats
     parts, encoders, missing = [], [], []
     for model in models:
-        rows = primary[primary["model_id"] == model] if len(primary) else primary
-        if not len(rows):
-            (encoders if can_generate.get(model) is False else missing).append(label[model])
+        rows = link_stats[link_stats["model_id"] == model] if len(link_stats) else link_stats
+        if not len(rows) or not rows["primary"].astype(bool).any():
+            (encoders if can_generate.get(model, _writes(model)) is False else missing).append(label[model])
             continue
-        parts.append(link.link_reading(rows.iloc[0], _link(model, "link", label[model])))
+        parts.append(link.link_reading(rows, _link(model, "link", label[model])))
     return _decoder_bullet("Does the bias inside predict the bias it writes?", parts, encoders, missing,
                            "results of this chapter")
 
@@ -338,7 +362,7 @@ def _caveat_bullet(names: pd.DataFrame, label: dict) -> str:
 
 def findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequence[str],
                      can_generate: dict[str, bool] | None = None,
-                     link_stats: pd.DataFrame | None = None) -> list[str]:
+                     link_stats: pd.DataFrame | None = None, results_dir: str | Path | None = None) -> list[str]:
     """The findings that open the front page, in plain words, each linking to its chapter (MyST ``{doc}``):
     warmth and competence of first names (which models, which direction, how large, how sure, where an axis
     is not read), writing about occupations (odds ratio with its occupation interval and the number of
@@ -352,6 +376,8 @@ def findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequenc
     label = dict(zip(models, short_model_ids(pd.DataFrame({"model_id": models}))["model_id"]))
     names = gaps[gaps["population"] == "names"]
     bullets = [_dimension_bullet(d, names, label) for d in HEADLINE if (names["dimension"] == d).any()]
+    units = _units_bullet(models, results_dir)
+    bullets += [units] if units else []
     bullets.append(_writing_bullet(models, headline, label, can_generate or {}))
     if link_stats is not None and any((can_generate or {}).get(m) is not False for m in models):
         bullets.append(_link_bullet(models, link_stats, label, can_generate or {}))
@@ -393,17 +419,18 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
               for i, pop in enumerate(p for p in POPULATIONS if (gaps["population"] == p).any())]
     head = short_model_ids(headline.dropna(subset=["odds_ratio"])) if len(headline) else headline
     if len(head):
-        ticks = log_ticks(head[["odds_ratio", "occupation_ci_low", "occupation_ci_high"]].to_numpy().ravel(), most=5)
-        x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), title="odds ratio (log; CI: occupations resampled)",
+        ticks = log_ticks(head[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel(), most=5)
+        x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), title="odds ratio (log; primary model)",
                   axis=alt.Axis(grid=False, values=ticks, format="~g"))
         base = alt.Chart(head).encode(y=alt.Y("model_id:N", title=None, axis=alt.Axis(labels=False, ticks=False)))
         one = alt.Chart(pd.DataFrame({"odds_ratio": [1.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
-        bars = base.mark_rule(strokeWidth=2, color=plots.OTHER_COLORS[2]).encode(
-            x=alt.X("occupation_ci_low:Q", scale=alt.Scale(type="log")), x2="occupation_ci_high:Q")
+        bars = base.transform_filter(plots.drawable_interval(log=True)).mark_rule(
+            strokeWidth=2, color=plots.OTHER_COLORS[2]).encode(
+            x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q")
         points = base.mark_point(filled=True, size=60, color=plots.OTHER_COLORS[2]).encode(
             x=x, tooltip=["model_id", alt.Tooltip("odds_ratio:Q", format=".2f"),
-                          alt.Tooltip("occupation_ci_low:Q", format=".2f"),
-                          alt.Tooltip("occupation_ci_high:Q", format=".2f"), "n_gendered_completions", "n_completions"])
+                          alt.Tooltip("ci_low:Q", format=".2f"),
+                          alt.Tooltip("ci_high:Q", format=".2f"), "n_gendered_completions", "n_completions"])
         panels.append(alt.layer(one, bars, points).properties(
             title="BOLD audit: odds ratio", width=150, height=alt.Step(16)))
     pops = [p for p in POPULATIONS if (gaps["population"] == p).any()]
@@ -413,9 +440,11 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
                "that is not shown to order the dictionary's extra terms by pole better than axes from shuffled seed "
                "labels (or could not be tested), and is not read.")
     if len(head):
-        caption += (" In the last panel, for models that write, the BOLD audit's odds ratio (log scale; above 1: male "
-                    "words more often for male-dominated occupations) with its 95% confidence interval from "
-                    "resampling whole occupations; the dashed line marks 1, no association.")
+        caption += (" In the last panel, for models that write, the BOLD audit's primary odds ratio (log scale; "
+                    "above 1: male words more often for a typical male-dominated occupation) with its 95% "
+                    "profile-likelihood "
+                    "interval from the random-intercept model over the deduplicated person-noun occupations; the "
+                    "dashed line marks 1, no association.")
     caption += " Look at which side of the dashed line each dot falls and whether its interval crosses it."
     # one row per model across the panels (an encoder's audit row stays empty), labelled once
     return plots.captioned(
@@ -448,7 +477,7 @@ def summary_markdown(models: Sequence[str], results_dir: str | Path | None = Non
         return "\n".join(lines + ["No model was built in this run." + (f" {note}" if note else ""), ""])
     # the findings fill the first screen; the specification they were read at follows at once
     link_stats, _ = read_results(models, link.LINK_STATISTICS_TABLE, results_dir)
-    lines += [f"- {b}" for b in findings_bullets(gaps, head, models, can_generate, link_stats)] + [""]
+    lines += [f"- {b}" for b in findings_bullets(gaps, head, models, can_generate, link_stats, results_dir)] + [""]
     lines += [primary_sentence(), ""]
     if note:
         lines += [note, ""]

@@ -20,13 +20,15 @@ __all__ = [
     "TABLES", "Table", "notebook_tables", "readme_cell", "table",
     "AXIS_VALIDITY", "AXIS_VALIDITY_ALL_MODELS", "BOLD_GROUP_SUMMARY", "BOLD_HEADLINE", "BOLD_INFLUENCE",
     "BOLD_LEXICON_COVERAGE", "BOLD_METRICS", "BOLD_OCCUPATIONS", "BOLD_ODDS_RATIOS", "BOLD_SKIPPED", "BOLD_STATISTICS",
+    "BOLD_UNITS", "BOLD_UNIT_COUNTS",
     "COMPLETION_PROJECTION", "COMPLETION_PROJECTION_BY_CATEGORY", "COMPLETION_PROJECTION_OCCUPATIONS",
     "COMPLETION_PROJECTION_SKIPPED", "COMPLETION_PROJECTION_STATS", "CONTEXTS_DROPPED", "CONTEXTS_OF_SOURCE",
     "CONTEXTS_SKIPPED", "CONTEXT_REPORT", "DICTIONARY_COUNTS", "DIRECTION_ACCURACY",
     "DIRECTION_ACCURACY_ALL_MODELS", "DIRECTION_ACCURACY_TERM_CONTEXTS", "DIRECTION_SKIPPED", "DIRECTION_VALUES",
     "DROPPED_SENSES", "EXTRA_TERMS_COVERAGE", "FULL_DICTIONARY_COUNTS", "GENDER_GAPS", "GENERATED_CONTEXTS",
     "INTRINSIC_EXTRINSIC", "LINK_OCCUPATIONS", "LINK_POOLED", "LINK_SKIPPED", "LINK_STATISTICS",
-    "LAYER_CURVES", "LAYER_SKIPPED", "POLES", "PROFILE_ANOVA", "PROFILE_GROUP_MEANS", "PROFILE_NONBINARY",
+    "LAYER_CURVES", "LAYER_SKIPPED", "OCCUPATION_VALIDITY", "OCCUPATION_VALIDITY_VALUES", "POLES", "PROFILE_ANOVA",
+    "PROFILE_GROUP_MEANS", "PROFILE_NONBINARY",
     "PROFILE_SKIPPED", "PROFILE_STATS", "PROFILE_STATS_BY_LAYER", "PROFILE_VALUES", "PROFILE_VALUES_BY_LAYER",
     "PROFILE_WORDS", "REPLICATION", "ROBUSTNESS_ALL_MODELS", "ROBUSTNESS_AXIS_VALIDITY", "ROBUSTNESS_BEST_LAYERS",
     "ROBUSTNESS_JOINT_NULL", "ROBUSTNESS_SKIPPED", "ROBUSTNESS_SPECS", "ROBUSTNESS_SUMMARY",
@@ -192,6 +194,16 @@ PROFILE_SKIPPED = _declare(
     "profile_skipped", "bias_utils.profiles.population_embeddings", ("04_profiles",),
     "(word, template) pairs that could not be embedded",
     ("population", "group", "word", "context", "reason"))
+OCCUPATION_VALIDITY = _declare(
+    "occupation_validity", "bias_utils.gender_direction.validity_statistics", ("04_profiles",),
+    "the female-male direction, warmth and competence of 60 occupation nouns against the BLS share of women: "
+    "Spearman and Pearson with occupation-bootstrap CIs, and the direction's verdict",
+    ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
+     "ci_low", "ci_high", "n", "measure", "detectable", "verdict"))
+OCCUPATION_VALIDITY_VALUES = _declare(
+    "occupation_validity_values", "bias_utils.gender_direction.occupation_validity", ("04_profiles",),
+    "each occupation noun's BLS share of women and its position on the direction, warmth and competence",
+    ("occupation", "group", "bls_pct_female", "bls_year", "n_templates", "gender_position", "warmth", "competence"))
 LAYER_CURVES = _declare(
     "layer_curves", "bias_utils.layers.layers_by_context", ("05_layers",),
     "accuracy and female-male gap on every layer and context source",
@@ -214,7 +226,7 @@ BOLD_LEXICON_COVERAGE = _declare(
     ("lexicon", "word", "variant", "n_tokens", "single_token", "token_id"))
 BOLD_STATISTICS = _declare(
     "bold_statistics", "bias_utils.bold.audit_statistics", ("06_bold_audit",),
-    "the audit's tests, the occupation-level primary analysis first",
+    "the audit's tests, the pre-stated primary estimand first",
     ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
      "ci_low", "ci_high", "n", "role", "measure", "unit", "n_occupations", "n_permutations"))
 BOLD_GROUP_SUMMARY = _declare(
@@ -226,22 +238,36 @@ BOLD_GROUP_SUMMARY = _declare(
      "n_empty_completions", "neutral_words_total"))
 BOLD_OCCUPATIONS = _declare(
     "bold_occupations", "bias_utils.occupations.occupation_table", ("06_bold_audit",),
-    "per occupation: completions and gendered word counts",
-    ("group", "occupation", "category", "n_prompts", "n_completions", "male_words", "female_words",
-     "gendered_words", "n_gendered_completions", "share_gendered", "male_share_gendered", "sum_male_share",
-     "share_of_group_male_words", "share_of_group_female_words"))
+    "per primary unit (deduplicated person-noun occupation): completions and gendered word counts",
+    ("group", "occupation", "keys", "category", "n_prompts", "n_completions", "male_words", "female_words",
+     "gendered_words", "n_gendered_completions", "male_completions", "female_completions", "share_gendered",
+     "male_share_gendered", "sum_male_share", "share_of_group_male_words", "share_of_group_female_words"))
 BOLD_INFLUENCE = _declare(
     "bold_influence", "bias_utils.occupations.influence_table", ("06_bold_audit",),
-    "the odds ratio without each occupation",
+    "the primary odds ratio (and the pooled one) without each occupation",
     ("rank", "group", "occupation", "category", "n_completions", "male_words", "female_words", "odds_ratio",
-     "odds_ratio_without", "log_or_change", "relative_change", "influential"))
+     "odds_ratio_without", "log_or_change", "relative_change", "influential", "estimate", "pooled_odds_ratio",
+     "pooled_odds_ratio_without", "pooled_log_or_change"))
 BOLD_HEADLINE = _declare(
     "bold_headline", "bias_utils.occupations.headline_table", ("06_bold_audit",),
-    "the primary analysis in one row",
-    ("group_a", "group_b", "odds_ratio", "occupation_ci_low", "occupation_ci_high", "occupation_p",
-     "n_permutations", "n_boot", "independent_ci_low", "independent_ci_high", "independent_p", "n_completions",
-     "n_gendered_completions", "n_occupations_a", "n_occupations_b", "top_occupation", "top_group",
-     "odds_ratio_without_top", "n_influential"))
+    "the pre-stated primary estimand in one row, the published selection's figure beside it",
+    ("group_a", "group_b", "estimand", "odds_ratio", "ci_low", "ci_high", "p", "sigma", "typical_male_share_a",
+     "typical_male_share_b", "n_units_a", "n_units_b", "n_units_informative", "n_completions",
+     "n_gendered_completions", "completion_odds_ratio", "completion_ci_low", "completion_ci_high", "completion_p",
+     "pooled_odds_ratio", "pooled_ci_low", "pooled_ci_high", "pooled_ci_low_mc_se", "pooled_ci_high_mc_se",
+     "pooled_p", "published_odds_ratio", "published_ci_low", "published_ci_high", "published_ci_low_mc_se",
+     "published_ci_high_mc_se", "published_p", "n_keys_a", "n_keys_b", "independent_ci_low", "independent_ci_high",
+     "independent_p", "n_permutations", "n_boot", "top_occupation", "top_group", "odds_ratio_without_top",
+     "n_influential"))
+BOLD_UNITS = _declare(
+    "bold_units", "bias_utils.occupation_units.unit_table", ("06_bold_audit",),
+    "what each BOLD key of the selection is: its kind, its unit, duplicates, group conflicts, primary",
+    ("group", "key", "categories", "n_prompts", "n_distinct_prompts", "noun", "head", "kind", "kind_rule", "unit",
+     "unit_kind", "duplicate_of", "conflict", "primary"))
+BOLD_UNIT_COUNTS = _declare(
+    "bold_unit_counts", "bias_utils.occupation_units.unit_counts", ("06_bold_audit",),
+    "per group and kind: BOLD keys, units, primary units, duplicates, conflicts",
+    ("group", "kind", "keys", "units", "primary_units", "duplicate_keys", "conflict_units"))
 BOLD_SKIPPED = _declare(
     "bold_skipped", "bias_utils.bold.run_audit", ("06_bold_audit",),
     "tests or completions the audit skipped",

@@ -293,12 +293,15 @@ def check_projection_accuracy(*, model="smollm2-135m-instruct", dtype=None, cont
 
 
 def check_profiles(*, model="smollm2-135m-instruct", dtype=None, context_source="generated", layer="mean",
-                   dictionary_path=None, populations=("names", "terms", "nonbinary"), templates=None,
-                   n_contexts=5, seed=0, output_dir=None, limit=None, term_limit=None, n_permutations=200) -> None:
-    """Notebook 04's parameters (``layer`` cannot be ``"all"``: a profile is one value per word)."""
+                   dictionary_path=None, populations=("names", "terms", "nonbinary", "occupations"), templates=None,
+                   n_contexts=5, seed=0, output_dir=None, limit=None, term_limit=None, n_permutations=200,
+                   n_boot=1000) -> None:
+    """Notebook 04's parameters (``layer`` cannot be ``"all"``: a profile is one value per word; ``n_boot``: the
+    occupation-bootstrap replicates of the gender direction's check against the BLS share of women)."""
     _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts, dtype)
     check_positive_int(term_limit, "term_limit", allow_none=True)
     check_permutation_count(n_permutations, default=200)
+    check_boot_count(n_boot, default=1000)
     check_layer(layer, allow_all=False)
     check_populations(populations)
     check_template_list(templates)
@@ -355,11 +358,12 @@ def check_completion_profiles(*, model="smollm2-135m-instruct", dtype=None, cont
 
 def check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None, context_source="generated",
                               dictionary_path=None, n_contexts=5, seed=0, layer="mean", correction=0.5,
-                              output_dir=None, n_boot=1000) -> None:
+                              output_dir=None, n_boot=1000, n_permutations=999) -> None:
     """Notebook 11's parameters."""
     _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts, dtype)
     check_layer(layer, allow_all=False)
     check_boot_count(n_boot, default=1000)
+    check_permutation_count(n_permutations, default=999)
     link.check_correction(correction)
 
 

@@ -40,12 +40,24 @@ with the audit's settings (100 new tokens, temperature 0.7, top-p 0.9, and the t
 `generate` added by default, the raw prompt without chat template),
 and each completion is scored with the audit's 13 male and 13 female words.
 
-**The occupation is the unit.** Prompts are sampled per occupation, and most completions contain no gendered
-word, so a few occupations supply most of the words. The primary analysis is therefore the audit's odds ratio
-(male over female words, male- over female-dominated occupations) with a 95% interval that resamples whole
-occupations within each group and a permutation p that shuffles the group labels across occupations. The
-audit's own intervals, which treat every gendered word (or completion) as independent, are shown beside it,
-labelled as the audit's; the leave-one-occupation-out table shows which occupations carry the result.
+**What an occupation is.** BOLD's keys are Wikipedia article titles. Many of the audit's are fields
+("Civil engineering"), glossaries, a day ("International Nurses Day") or spelling variants that hold the same
+prompts ("Registered_Nurse", "Registered_nurse"), and one prompt set sits in both groups ("Social_Worker",
+"Social_worker"). Each key gets a kind from its head noun (WordNet 3.0, a suffix rule where WordNet has no
+entry); keys of one group with identical prompts become one unit; a prompt set in both groups is left out.
+The counts of this run are below.
+
+**The primary analysis, stated before the results.** The estimand is the odds that a gendered word in a
+completion is male rather than female, for male- over female-dominated occupations, *for a typical
+occupation*: a logistic model of each occupation's male and female word counts with a random intercept per
+occupation, fitted by maximum likelihood over the deduplicated person-noun occupations, with its 95%
+profile-likelihood interval and likelihood-ratio p. An occupation is one draw of its random intercept however
+many words it wrote, so one talkative occupation cannot carry the estimate the way it carries a pooled count.
+Everything else is sensitivity or comparison: the same model with each completion counted at most once per
+gender; the audit's pooled-word odds ratio over the same occupations (whole occupations resampled, 10,000
+replicates, each bound rounded to its Monte Carlo error; permutation p across occupations); and the audit's
+pooled-word odds ratio on its published selection as it is, beside the audit's own interval that treats every
+word as independent.
 """),
         code("""
 from typing import Optional, Union
@@ -62,9 +74,9 @@ top_k: Optional[int] = 50              # transformers' default, applied by the a
 lexicons: Optional[dict[str, list[str]]] = None   # None: the audit's {"male": [...], "female": [...]}
 neutral_lexicons: Optional[dict[str, list[str]]] = None   # None: bias_utils.lexicon.NEUTRAL_LEXICONS
 limit: Optional[int] = None            # None: all prompts; an int subsamples prompts per group (quick runs)
-n_boot: int = 1000                     # bootstrap replicates for the CIs
+n_boot: int = 10000                    # bootstrap replicates for the CIs (each bound gets its Monte Carlo error)
 output_dir: Optional[str] = None       # None: results/<model_id>/
-""", tags=["parameters"]),
+""", tags=['parameters']),
         code("""
 # Every parameter is checked before any model is loaded: a typo fails here, in seconds.
 from bias_utils import validation
@@ -77,7 +89,7 @@ validation.check_bold_audit(model=model, dtype=dtype, selection=selection, n_sam
         code("""
 from IPython.display import HTML, Markdown, display
 
-from bias_utils import bold, bold_figures, lexicon, occupations, plots
+from bias_utils import bold, bold_figures, lexicon, occupation_units, occupations, plots
 from bias_utils.decoding import lexicon_token_ids
 from bias_utils.models import load_model
 from bias_utils.results import output_folder, write_table
@@ -93,14 +105,17 @@ result.settings
         md("""
 ## What the audit found
 
-The reading comes first, generated from the tables below: the primary analysis (the odds ratio with the occupation
-as the unit), the occupations whose removal moves it by more than a third, then the rest. The figure shows
-male and female words per completion by occupation group, the share of completions with any gendered word,
-the male share among gendered completions, and every effect with its interval.
+The reading comes first, generated from the tables below: the primary estimate, the occupations whose removal
+moves it by more than a third, its sensitivity rows, then the rest. The table gives every odds ratio of the
+audit with its interval and test; the figure shows male and female words per completion by occupation group,
+the share of completions with any gendered word, the male share among gendered completions, and every effect
+with its interval. A bootstrap bound is printed with the digits its Monte Carlo error allows
+(`bold_statistics`: `ci_low_mc_se`, `ci_high_mc_se`).
 """, tags=[FINDING_TAG]),
         code("""
 reading = bold.describe_audit(result.statistics, result.headline, result.influence)
 display(Markdown("\\n".join("- " + line for line in reading)))
+display(occupations.headline_rows(result.headline))
 """, tags=[FINDING_TAG]),
         code("""
 chart = bold_figures.audit_figure(result.metrics, result.statistics, title=f"BOLD audit: {result.model_id}")
@@ -115,13 +130,16 @@ and with its PMI between gendered words and the occupation name (5-token window)
 non-binary forms (*they/them/their*, *person*, *people*, neopronouns) are counted beside, never mixed in.
 
 The statistics table has one row per test with statistic, p, Holm-corrected p, effect size and 95% CI.
-`unit` says what a row treats as independent: occupations, or, as the audit did, every gendered word or every
-completion. `role` says whether a row is the primary analysis (`primary`: the odds ratio by occupation, one
-pre-specified test, so its p is not adjusted), one of the audit's five tests computed the audit's way
-(`audit`), the standard form of a questionable convention shown beside it (`alternative`: Pearson chi-square
-without Yates, pooled-SD Cohen's d, Hedges' g), or what the audit lacked (`extension`): the share of completions
-with any gendered word (the presence part of a hurdle model) and the male share *among* gendered completions,
-each also with the occupation as the unit. Holm's correction runs over every row but the primary one.
+`unit` says what a row treats as independent: the deduplicated person-noun occupations (the random-intercept
+model, and the cluster bootstrap over them), the published selection's BOLD keys, or, as the audit did, every
+gendered word or every completion. `role` says whether a row is the pre-stated primary estimand (`primary`: one
+pre-specified test, so its p is not adjusted), a `sensitivity` row of it (each completion at most once per
+gender; the pooled-word odds ratio over the same occupations and over the published selection), one of the
+audit's five tests computed the audit's way on every completion (`audit`), the standard form of a questionable
+convention shown beside it (`alternative`: Pearson chi-square without Yates, pooled-SD Cohen's d, Hedges' g), or
+what the audit lacked (`extension`): the share of completions with any gendered word (the presence part of a
+hurdle model) and the male share *among* gendered completions, also with the occupation as the unit. Holm's
+correction runs over every row but the primary one.
 """),
         md("""
 ## Descriptives per group
@@ -137,12 +155,14 @@ the neutral forms.
 At every step the model wrote, the sampler had the exact distribution it drew from (after temperature, top-k and
 top-p). `expected_male` and `expected_female` in `bold_metrics` add, over the steps each completion visited, the
 probability that distribution gave to the lexicon's words that are a single token of this model (lower-case or
-capitalised, with or without a leading space): the expected number of such words, with far less variance than the
-sampled count (see *Methods*). The sampled word counts stay the audit's measure; the expected counts serve the
-occupation-level link between the model's inside and its writing. Below: which words are one token
-(`bold_lexicon_coverage`), and the expected totals beside the sampled ones. The two estimate slightly different
-things: a word that is never one token adds nothing to the expected count, and a lexicon token that begins a
-longer word ("He" + "phaestus") adds to it but not to the audit's words.
+capitalised, with or without a leading space): the expected number of such words. They estimate the same
+quantity as the sampled counts without the sampler's last draw, but they do not spread evenly over the
+completions: the share printed below sits in the few completions that did sample a gendered word, so they are a
+smoothed count, not an independent one (see *Methods*). The sampled word counts stay the audit's measure; the
+expected counts serve the occupation-level link between the model's inside and its writing. Below: which words are
+one token (`bold_lexicon_coverage`), and the expected totals beside the sampled ones. The two estimate slightly
+different things: a word that is never one token adds nothing to the expected count, and a lexicon token that
+begins a longer word ("He" + "phaestus") adds to it but not to the audit's words.
 """),
         code("""
 _, coverage = lexicon_token_ids(m.tokenizer)
@@ -151,24 +171,28 @@ totals = bold.expected_totals(result.metrics, coverage)
 for r in totals.itertuples():
     print(f"{r.lexicon}: {r.words_single_token} of {r.words} words are one token in at least one variant "
           f"({r.variants_single_token} single-token variants); over {r.completions} completions expected "
-          f"{r.expected:.1f}, sampled {r.sampled_words} words")
+          f"{r.expected:.1f}, sampled {r.sampled_words} words; {r.share_in_gendered_completions:.0%} of the expected "
+          f"count sits in the {r.gendered_completions} completions that sampled a gendered word")
 display(coverage[~coverage.single_token].groupby("lexicon")["variant"].apply(", ".join).rename("not one token"))
 totals
 """),
         md("""
-## The occupation is the unit
+## What each BOLD key is
 
-The headline row: the odds ratio with its occupation interval (`occupation_ci_low`, `occupation_ci_high`) and
-permutation p (`occupation_p`, over `n_permutations` relabellings of occupations; at its floor it is reported
-as ≤ 1/(K+1)), the audit's interval with every word independent (`independent_ci_low`, `independent_ci_high`)
-for comparison, and how many completions contain any gendered word.
+`bold_units`: per BOLD key of the selection, its head noun, its kind and how that was decided, its unit, the key it
+duplicates and any group conflict; `primary` marks the units of the primary analysis. `bold_unit_counts`: the
+counts per group and kind.
 """),
-        code("result.headline.T"),
+        code("""
+display(Markdown(occupation_units.describe_units(result.units)))
+display(result.unit_counts)
+result.units[result.units.kind != "person"].head(12)
+"""),
         md("""
-Leave one occupation out: the odds ratio recomputed without each occupation (`odds_ratio_without`), ranked by
-how far that moves the log odds ratio (`log_or_change`). `influential` marks a move of more than a third
-either way; the grey band in the chart is that range, the solid line the odds ratio with every occupation and
-the dashed lines its occupation interval.
+Leave one occupation out: the primary odds ratio refitted without each occupation (`odds_ratio_without`), ranked by
+how far that moves its logarithm (`log_or_change`), with the audit's pooled-word odds ratio without it beside
+(`pooled_odds_ratio_without`). `influential` marks a move of more than a third either way; the grey band in the
+chart is that range, the solid line the odds ratio with every occupation and the dashed lines its interval.
 """),
         code("""
 if len(result.influence):  # a selection of more than two groups has no single odds ratio to leave out of
@@ -179,18 +203,21 @@ if len(result.influence):  # a selection of more than two groups has no single o
     display(chart)
 """),
         md("""
-Per occupation: completions, gendered words, completions with any gendered word and the occupation's share of
-its group's male and female words, the occupations with the most gendered words first.
+Per occupation of the primary analysis (deduplicated person-noun units; `keys` lists a unit's BOLD keys):
+completions, gendered words, completions with any (male, female) gendered word and the occupation's share of its
+group's male and female words, the occupations with the most gendered words first.
 """),
-        code('result.occupations.sort_values("gendered_words", ascending=False).head(20)'),
+        code("""
+result.occupations.sort_values("gendered_words", ascending=False).head(20)
+"""),
         md("""
 ## Statistics
 
-Read the `primary` row first, then the `audit` rows for the comparison with the published study, then the
-`alternative` and `extension` rows. The audit's word-level odds ratio treats every gendered word as independent;
-the primary row for the same odds ratio shows how much wider the interval is when occupations are resampled.
-Tests that could not be computed (for example, no gendered completion in one group of a small run) are listed
-in `skipped` with the reason.
+Read the `primary` row first, then its `sensitivity` rows, then the `audit` rows for the comparison with the
+published study, then the `alternative` and `extension` rows. The audit's word-level odds ratio treats every
+gendered word as independent; the rows with occupations as the unit show how much wider the interval is when
+occupations are resampled. Tests that could not be computed (for example, no gendered completion in one group of a
+small run) are listed in `skipped` with the reason.
 """),
         code("""
 cols = ["role", "test", "measure", "unit", "statistic", "df", "p", "p_adj", "effect", "effect_size", "ci_low",
@@ -198,19 +225,29 @@ cols = ["role", "test", "measure", "unit", "statistic", "df", "p", "p_adj", "eff
 result.statistics[cols]
 """),
         code("result.skipped"),
-        md("## Examples (gendered words highlighted, sampled per group with the seed)"),
+        md("""
+## Where the gendered words are
+
+Every sentence that holds a gendered word, for the occupations with the most of them: a reader sees whom each
+word refers to (the worker, or a patient, a mother, a customer). Below it, completions sampled per group with the
+seed, gendered words highlighted.
+"""),
         code("""
 lex = {**(lexicons or lexicon.GENDER_LEXICONS), **(neutral_lexicons or lexicon.NEUTRAL_LEXICONS)}
+primary_rows = result.metrics[result.metrics.in_primary]
+display(HTML(bold_figures.sentences_table(bold_figures.gendered_sentences(primary_rows, lex, by="unit"), lex,
+                                          by="unit")))
 display(HTML(bold_figures.examples_table(result.metrics, lex, per_group=3, seed=seed)))
 """),
         md("""
 ## Output files
 
-Written under `results/<model_id>/` as parquet and CSV: `bold_metrics` (one row per completion),
-`bold_statistics` (this table), `bold_group_summary`, `bold_skipped`, `bold_occupations` (one row per
-occupation), `bold_influence` (leave one occupation out), `bold_headline` (the primary analysis, one row),
-`bold_lexicon_coverage` (per lexicon word and variant: `n_tokens`, `single_token`, `token_id`), and
-the figures `bold_audit.svg/.png` and `bold_influence.svg/.png`.
+Written under `results/<model_id>/` as parquet and CSV: `bold_metrics` (one row per completion, with its `unit`
+and whether it is `in_primary`), `bold_statistics` (this table), `bold_group_summary`, `bold_skipped`,
+`bold_units` (what each BOLD key is) and `bold_unit_counts`, `bold_occupations` (one row per unit of the primary
+analysis), `bold_influence` (leave one occupation out), `bold_headline` (the primary estimate and the published
+selection's figure, one row), `bold_lexicon_coverage` (per lexicon word and variant: `n_tokens`, `single_token`,
+`token_id`), and the figures `bold_audit.svg/.png` and `bold_influence.svg/.png`.
 Completions are cached by `bias_utils.generation`; an interrupted run resumes where it stopped.
 """),
         code("[str(p) for p in [*files, *coverage_files]]"),
@@ -232,10 +269,10 @@ the paper. The comparison is written as the table `replication` (parquet + CSV) 
         code("""
 from typing import Optional
 
-n_boot: int = 1000
+n_boot: int = 10000                    # bootstrap replicates (each bound gets its Monte Carlo error)
 seed: int = 0
 output_dir: Optional[str] = None       # None: results/published-audit/
-""", tags=["parameters"]),
+""", tags=['parameters']),
         code("""
 # Every parameter is checked before any model is loaded: a typo fails here, in seconds.
 from bias_utils import validation
@@ -245,7 +282,7 @@ validation.check_bold_replication(n_boot=n_boot, seed=seed, output_dir=output_di
         code("""
 from IPython.display import Markdown, display
 
-from bias_utils import bold, bold_figures, occupations, replication, tables
+from bias_utils import bold, bold_figures, occupation_units, occupations, replication, tables
 from bias_utils.results import REPLICATION_FOLDER, output_folder, write_table
 
 out = output_folder(REPLICATION_FOLDER, output_dir)
@@ -259,7 +296,7 @@ Our per-completion counts, co-occurrences and PMI values also equal their own co
 odds-ratio CI: they used z = 1.96, we use the exact normal quantile 1.95996.
 """),
         code("""
-metrics = bold.completion_metrics(replication.load_published_completions())
+metrics = bold.completion_metrics(occupation_units.annotate(replication.load_published_completions(), "audit"))
 len(replication.compare_published_columns(metrics))
 """),
         md("""
@@ -290,15 +327,18 @@ table[cols]
         md("""
 ## Their completions with the occupation as the unit
 
-The same primary analysis as the audit chapter: the odds ratio with an interval that resamples whole occupations
-and a permutation p across occupations, and the occupations whose removal moves it most. Generated from the
-tables.
+The same primary analysis as the audit chapter, stated there before its results: over the deduplicated
+person-noun occupations of the audit's selection, the odds ratio of a logistic model with a random intercept per
+occupation (profile-likelihood interval, likelihood-ratio p), its sensitivity rows, the audit's pooled-word odds
+ratio on its published selection with an interval that resamples whole keys, and the occupations whose removal
+moves the primary estimate most. Generated from the tables.
 """),
         code("""
-by_occupation = occupations.occupation_table(metrics)
-influence = occupations.influence_table(by_occupation, bold.MALE_GROUP, bold.FEMALE_GROUP)
-headline = occupations.headline_table(table, by_occupation, influence, n_boot=n_boot)
+by_unit = occupations.occupation_table(metrics[metrics.in_primary], by="unit")
+influence = occupations.influence_table(by_unit, bold.MALE_GROUP, bold.FEMALE_GROUP)
+headline = occupations.headline_table(table, by_unit, influence, n_boot=n_boot)
 display(Markdown("\\n".join("- " + line for line in bold.describe_audit(table, headline, influence))))
+display(occupations.headline_rows(headline))
 influence.head(10)
 """),
         code("bold.group_summary(metrics)"),

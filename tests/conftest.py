@@ -66,3 +66,19 @@ def seed_dictionary():
     from bias_utils.dictionaries import load_seed_dictionary
 
     return load_seed_dictionary()
+
+
+@pytest.fixture(scope="session")
+def smollm():
+    """SmolLM2-135M-Instruct, the real small decoder of the slow tests (load it only in tests marked slow)."""
+    from bias_utils.models import load_model
+
+    return load_model("smollm2-135m-instruct")
+
+
+@pytest.fixture(scope="session")
+def smollm_quick_bases(smollm):
+    """SmolLM2's stereotype axes as the QUICK build has them (two generated contexts per sense): ``{space: basis}``."""
+    from bias_utils import dictionaries, space
+
+    return space.build_space(smollm, dictionaries.load_dictionary(None), "generated", n_contexts=2, seed=0).bases

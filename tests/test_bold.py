@@ -7,7 +7,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils import bold, bold_figures, bold_prompts, lexicon, occupations, rendering, replication, stats
+from bias_utils import (
+    bold,
+    bold_figures,
+    bold_prompts,
+    lexicon,
+    occupation_units,
+    occupations,
+    rendering,
+    replication,
+    stats,
+)
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +111,7 @@ def test_audit_statistics_two_and_more_groups(published_metrics):
     assert skipped.empty
     assert {"test", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
             "ci_low", "ci_high", "n", "measure", "role"} <= set(table.columns)
-    assert set(table["role"]) == {"primary", "audit", "alternative", "extension"}
+    assert set(table["role"]) == {"primary", "sensitivity", "audit", "alternative", "extension"}
     assert (table["p_adj"].dropna() >= table.loc[table["p_adj"].notna(), "p"]).all()
     # three groups: split male-dominated by category
     m = published_metrics.copy()
@@ -122,27 +132,34 @@ def test_small_sample_records_skips_not_errors(published_metrics):
 
 
 def test_describe_audit_reads_the_published_completions(published_metrics):
-    """The reading states the primary analysis (occupation as the unit) first, then the audit's own
-    odds ratio (24.65, Wald 95% CI 10.07 to 60.37; recomputed in test_replication) labelled as its
-    method, and leaves out what a small run could not compute."""
+    """The reading states the primary estimand first, then its sensitivity rows, then the audit's own odds ratio
+    (24.65, Wald 95% CI 10.07 to 60.37; recomputed in test_replication) labelled as its method, and leaves out
+    what a small run could not compute. The published completions find their units from their own prompts."""
     table, _ = bold.audit_statistics(published_metrics, n_boot=40)
-    occ = occupations.occupation_table(published_metrics)
-    influence = occupations.influence_table(occ, bold.MALE_GROUP, bold.FEMALE_GROUP)
-    head = occupations.headline_table(table, occ, influence, n_boot=40)
+    m = occupation_units.annotate(published_metrics)
+    units = occupations.occupation_table(m[m["in_primary"]], by="unit")
+    influence = occupations.influence_table(units, bold.MALE_GROUP, bold.FEMALE_GROUP)
+    head = occupations.headline_table(table, units, influence, n_boot=40)
     lines = bold.describe_audit(table, head, influence)
     assert lines[0] == occupations.headline_sentence(head)
-    assert "resampling whole occupations, permutation p = " in lines[0] and "66 of 1,525 completions" in lines[0]
-    assert lines[1] == occupations.describe_influence(influence) and "Midwife" in lines[1]
-    m = published_metrics
-    any_word = (m["male_words"] + m["female_words"]) > 0  # independent of the metrics' own any_gendered
-    diff = any_word[m.group == "male_dominated"].mean() - any_word[m.group == "female_dominated"].mean()
-    assert lines[2].startswith("Share of completions with any gendered word, male-dominated minus female-dominated, "
+    assert lines[0].startswith("Primary analysis, over the 88 deduplicated person-noun occupations")
+    assert "resampling whole keys, permutation p = " in lines[0] and "(40 replicates" in lines[0]
+    assert lines[1] == occupations.describe_influence(influence)
+    assert lines[2].startswith("Sensitivity of the primary estimate: counting each completion at most once per "
+                               "gender (a talkative completion weighs as one), odds ratio ")
+    assert "Holm-adjusted likelihood-ratio p" in lines[2] and "Holm-adjusted permutation p" in lines[2]
+    primary = m[m["in_primary"]]
+    any_word = (primary["male_words"] + primary["female_words"]) > 0  # independent of the metrics' any_gendered
+    by_unit = any_word.groupby([primary["group"], primary["unit"]]).agg(["sum", "size"]).groupby("group").sum()
+    diff = (by_unit.loc["male_dominated", "sum"] / by_unit.loc["male_dominated", "size"]
+            - by_unit.loc["female_dominated", "sum"] / by_unit.loc["female_dominated", "size"])
+    assert lines[3].startswith("Share of completions with any gendered word, male-dominated minus female-dominated, "
                                "with the occupation as the unit")
-    assert f"risk difference {diff:.3f}" in lines[2] and "Holm-adjusted permutation p" in lines[2]
-    assert "with every completion independent, the audit's unit, the CI would be -0.109 to -0.044" in lines[2]
-    assert lines[3].startswith("The audit's own odds-ratio test, every gendered word independent")
-    assert "odds ratio 24.65, 95% CI 10.07 to 60.37, Holm p < 0.001" in lines[3]
-    assert lines[4].startswith("PMI of male minus female words")
+    assert f"risk difference {diff:.3f}" in lines[3] and "Holm-adjusted permutation p" in lines[3]
+    assert "with every completion independent, the audit's unit, the CI would be -0.109 to -0.044" in lines[3]
+    assert lines[4].startswith("The audit's own odds-ratio test, every gendered word independent")
+    assert "odds ratio 24.65, 95% CI 10.07 to 60.37, Holm p < 0.001" in lines[4]
+    assert lines[5].startswith("PMI of male minus female words")
     assert bold.describe_audit(table.iloc[0:0]) == []
 
 
@@ -151,14 +168,19 @@ def test_statistics_label_their_unit_and_keep_the_audit_family(published_metrics
     independent; Holm over the other rows is what stats.adjust_pvalues gives on their p values."""
     table, _ = bold.audit_statistics(published_metrics, n_boot=40)
     first = table.iloc[0]
-    assert (first["role"], first["test"], first["effect"]) == ("primary", "cluster_bootstrap_occupation", "odds_ratio")
-    assert first["p_adj"] == first["p"] and first["unit"] == occupations.UNIT_OCCUPATIONS
+    assert (first["role"], first["test"], first["effect"]) == ("primary", "mixed_logit_occupation", "odds_ratio")
+    assert first["p_adj"] == first["p"] and first["unit"] == occupations.UNIT_MIXED
     assert table["unit"].notna().all()
     assert set(table.loc[table["role"] == "audit", "unit"]) == {
         "independent words, the published audit's method", "independent completions, the published audit's method"}
     rest = table.iloc[1:]
     assert np.allclose(rest["p_adj"], stats.adjust_pvalues(rest["p"].to_numpy()), equal_nan=True)
-    assert (table["test"] == "cluster_bootstrap_occupation").sum() == 3
+    clustered = table[table["test"] == "cluster_bootstrap_occupation"]
+    assert clustered["unit"].tolist().count(occupations.UNIT_OCCUPATIONS) == 3
+    assert clustered["unit"].tolist().count(occupations.UNIT_PUBLISHED) == 1
+    assert (clustered["ci_low_mc_se"] > 0).all() and (clustered["n_boot"] == 40).all()
+    sensitivity = table[table["role"] == "sensitivity"]
+    assert set(sensitivity["measure"]) == {"odds_ratio (words)", "odds_ratio (completions, at most once per gender)"}
 
 
 @pytest.mark.slow
@@ -170,13 +192,14 @@ def test_run_audit_with_real_model(tmp_path):
     assert len(res.metrics) == res.settings["n_prompts"] and set(res.metrics["group"]) == set(bold.AUDIT_GROUPS)
     assert res.metrics["completion"].map(type).eq(str).all()
     for name in ("bold_metrics", "bold_statistics", "bold_group_summary", "bold_skipped", "bold_occupations",
-                 "bold_influence", "bold_headline"):
+                 "bold_influence", "bold_headline", "bold_units", "bold_unit_counts"):
         assert {tmp_path / f"{name}.parquet", tmp_path / f"{name}.csv"} <= set(files)
         assert (tmp_path / f"{name}.parquet").exists() and (tmp_path / f"{name}.csv").exists()
     stats_cols = {"test", "statistic", "p", "p_adj", "effect_size", "ci_low", "ci_high", "n"}
     assert stats_cols <= set(pd.read_csv(tmp_path / "bold_statistics.csv").columns)
     assert res.metrics["n_tokens"].between(0, 24).all()
-    assert res.occupations["n_completions"].sum() == len(res.metrics)
+    assert res.occupations["n_completions"].sum() == int(res.metrics["in_primary"].sum())
+    assert set(res.occupations["occupation"]) == set(res.units.loc[res.units["primary"], "unit"])
     assert list(pd.read_csv(tmp_path / "bold_headline.csv").columns) == occupations.HEADLINE_COLUMNS
     assert list(res.influence.columns) == occupations.INFLUENCE_COLUMNS
     expected = res.metrics[["expected_male", "expected_female"]]
@@ -202,6 +225,9 @@ def test_expected_totals_sum_the_completions_that_have_them(published_metrics):
     assert t.loc["male", "expected"] == 15.0 and t.loc["female", "expected"] == 7.5
     assert t.loc["male", "sampled_words"] == m["male_words"][:30].sum() > 0
     assert t.loc["female", "sampled_minus_expected"] == m["female_words"][:30].sum() - 7.5
+    k = int(m["any_gendered"][:30].sum())
+    assert k > 0 and t.loc["male", "gendered_completions"] == k
+    assert t.loc["male", "share_in_gendered_completions"] == pytest.approx(0.5 * k / 15.0)
     older = bold.expected_totals(published_metrics.head(40), coverage)
     assert older["completions"].eq(0).all() and older["expected"].isna().all()
 
@@ -231,6 +257,25 @@ def test_highlight_gendered_marks_whole_words_in_any_case_and_escapes_the_rest()
         "any_gendered": [True, False], "group": ["a", "b"], "occupation": ["x", "y"], "prompt": ["P ", "Q "],
         "completion": ["she said", "nothing"], "male_words": [0, 0], "female_words": [1, 0]}), {"female": ["she"]})
     assert '<mark class="lex-female">she</mark>' in table and "nothing" not in table
+
+
+def test_gendered_sentences_show_every_gendered_word_of_the_leading_occupations_in_its_sentence(published_metrics):
+    lexicons = dict(lexicon.GENDER_LEXICONS)
+    found = bold_figures.gendered_sentences(published_metrics, lexicons, top=3, per_occupation=10_000)
+    totals = (published_metrics.assign(t=published_metrics.male_words + published_metrics.female_words)
+              .groupby("occupation", sort=False).t.sum().sort_values(ascending=False, kind="stable"))
+    assert list(dict.fromkeys(found.occupation)) == list(totals.index[:3])  # Midwife first in the published audit
+    # every sentence holds a word, and a completion's sentences hold exactly its counted words
+    assert (found.male + found.female > 0).all()
+    per_completion = found.groupby("completion_id")[["male", "female"]].sum()
+    counted = published_metrics.iloc[per_completion.index][["male_words", "female_words"]].to_numpy()
+    assert (per_completion.to_numpy() == counted).all()
+    assert set(per_completion.index) == set(np.flatnonzero(
+        published_metrics.occupation.isin(totals.index[:3]) & published_metrics.any_gendered))
+    page = bold_figures.sentences_table(found.head(2), lexicons)
+    assert page.count("<tr><td>") == 2 and '<mark class="lex-' in page
+    assert bold_figures.gendered_sentences(published_metrics, lexicons, per_occupation=2).groupby(
+        "occupation").size().max() == 2
 
 
 def test_audit_figure_gives_each_effect_measure_its_own_axis_and_readable_rows():

@@ -177,6 +177,11 @@ def test_key_finding_moves_after_the_opening_text():
     assert order == ["p = 1", "# Title", "figure", "reading", "a = load()", "## Method", "more"]
     presentation.findings_first(nb)
     assert [c.source for c in nb.cells] == order
+    # the opening Markdown run (the question, then how it is answered) stays before the finding
+    methods = nbformat.v4.new_notebook(cells=[code("p = 1"), md("# Title"), md("## How it is computed"),
+                                              code("a = load()"), md("reading", metadata=key)])
+    presentation.findings_first(methods)
+    assert [c.source for c in methods.cells] == ["p = 1", "# Title", "## How it is computed", "reading", "a = load()"]
     plain = nbformat.v4.new_notebook(cells=[md("# T"), code("x")])
     presentation.findings_first(plain)
     assert [c.source for c in plain.cells] == ["# T", "x"]
@@ -668,7 +673,7 @@ def test_figures_are_numbered_captioned_and_have_a_static_image(tmp_path):
     assert presentation.number_figures(nb, page, results_dir) == 2
     first, second = (c.outputs[0]["data"]["text/html"] for c in nb.cells[1:])
     assert nb.cells[0].outputs[0]["data"]["text/html"] == "<div>old</div>"
-    assert '<span class="bias-figure-number">Figure 1.</span> The share of held-out senses' in first
+    assert '<span class="bias-figure-number">Figure 1.</span> The share of the full dictionary' in first
     assert "Figure 2." in second and 'aria-label="Heat map of direction-prediction accuracy' in second
     assert "minilm-l6--53aa" not in first and "window.vegaEmbed" in first
     images = [re.search(r'<img class="bias-figure-image" src="(figures/[0-9a-f]{16}\.svg)" alt="Heat map', h).group(1)

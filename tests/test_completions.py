@@ -101,8 +101,11 @@ def test_chapter_functions_on_a_real_slice(smollm, published, basis):
         np.testing.assert_allclose(d.beyond_prompt_z, (beyond - beyond.mean()) / sd, rtol=1e-4, atol=1e-5)
 
     result = completions.completion_projection_stats(table, n_boot=200, n_permutations=200)
-    assert result.iloc[0][["analysis", "measure", "test"]].tolist() == ["occupation", "completion", "welch_t"]
-    assert result.loc[result.primary, "analysis"].eq("occupation").all()
+    assert result.iloc[0][["analysis", "measure", "test"]].tolist() == ["occupation", "beyond_prompt", "welch_t"]
+    assert result.loc[result.primary, ["analysis", "measure"]].drop_duplicates().values.tolist() == [
+        ["occupation", completions.PRIMARY_MEASURE]]
+    # the within-category gap has no interval: its bootstrap would have no variance in one-occupation cells
+    assert result.loc[result.analysis == "within_category", ["ci_low", "ci_high"]].isna().all(axis=None)
     for dim in basis.dimensions:
         d = table[table.dimension == dim]
         occ = d.groupby(["group", "occupation"])[["z", "prompt_z"]].mean().reset_index()
@@ -135,8 +138,9 @@ def test_chapter_functions_on_a_real_slice(smollm, published, basis):
     assert c.loc["computer_occupations", ["n_a", "n_b"]].tolist() == [1, 2]
 
     lines = completions.describe_completion_stats(result, {"competence": "is not supported (test)"})
-    assert lines[0].startswith("**warmth** (primary: occupation means, 3 female-dominated vs 4 male-dominated")
-    assert "both groups: 2 of 2," in lines[1] and "prompt" in lines[2] and "as independent" in lines[3]
+    assert lines[0].startswith("**warmth** (primary, stated before the results: what the completion adds beyond its "
+                               "prompt's words, occupation means, 3 female-dominated vs 4 male-dominated")
+    assert "the prompt alone" in lines[1] and "both groups: 2 of 2," in lines[2] and "as independent" in lines[3]
     assert lines[-1].startswith("**competence**: not read") and not any(ch.isdigit() for ch in lines[-1])
 
 
@@ -193,8 +197,8 @@ def test_permutation_floor_and_unreadable_axes_in_the_reading():
     within = result[result.analysis == "within_category"]
     assert within.p.eq(0.01).all() and within.p_floor.eq(0.01).all()
     lines = completions.describe_completion_stats(result)
-    assert "permutation p ≤ 1/100 = 0.01" in lines[1]
-    assert lines[2].endswith("the completion narrows the gap its prompt alone already shows.")
+    assert "permutation p ≤ 1/100 = 0.01" in lines[2] and "95% CI" not in lines[2]
+    assert lines[1].endswith("the completion narrows the gap its prompt alone already shows.")
     assert sum(line.startswith("**") for line in lines) == 2
 
     verdict = pd.Series({"verdict": "not shown", "auc": 0.55, "null_low": 0.4, "null_high": 0.7, "p": 0.3,

@@ -8,7 +8,7 @@ import pytest
 import vl_convert as vlc
 from statsmodels.stats.meta_analysis import combine_effects
 
-from bias_utils import bold, crossmodel, profiles, rendering, replication
+from bias_utils import bold, crossmodel, link, profiles, rendering, replication
 from bias_utils.populations import load_populations
 
 
@@ -59,17 +59,21 @@ def test_bold_odds_ratios_from_the_audit_table():
     odds = crossmodel.bold_odds_ratios(table.assign(model_id="published"))
     wald = odds[odds.method == "Wald (audit)"].iloc[0]
     assert (round(wald.odds_ratio, 2), round(wald.ci_low, 2), round(wald.ci_high, 2)) == (24.65, 10.07, 60.37)
-    assert odds.method.tolist() == ["Wald (audit)", "occupation bootstrap"]
+    assert odds.method.tolist() == ["random-intercept model (primary)", "occupation bootstrap",
+                                    "published selection, keys resampled", "Wald (audit)"]
+    primary = table[table["role"] == "primary"].iloc[0]
+    assert odds.iloc[0][["odds_ratio", "ci_low", "ci_high"]].tolist() == primary[
+        ["effect_size", "ci_low", "ci_high"]].tolist()
     spec = crossmodel.forest_chart(odds.assign(model_id="smollm2-135m-instruct--b179c9523d0e--fp32")).to_dict()
     alt_text, caption = rendering.figure_text(spec)
-    assert alt_text.startswith("Forest plot") and "Wald (audit), occupation bootstrap" in alt_text
-    assert "dashed line marks 1" in caption and "resamples whole occupations" in caption
-    # one tick per doubling from 1 to the first power of two past the widest interval, not one per integer
-    top = int(np.ceil(np.log2(odds["ci_high"].max())))
-    assert spec["layer"][0]["encoding"]["x"]["axis"]["values"] == [2 ** k for k in range(top + 1)]
+    assert alt_text.startswith("Forest plot") and "random-intercept model (primary), occupation bootstrap" in alt_text
+    assert "dashed line marks 1" in caption and "resamples those occupations" in caption
+    # ticks at doublings, at most 8 of them, not one per integer
+    ticks = spec["layer"][0]["encoding"]["x"]["axis"]["values"]
+    assert 1 in ticks and len(ticks) <= 8 and all(float(np.log2(v)).is_integer() for v in ticks)
     svg = vlc.vegalite_to_svg(spec)
     assert "smollm2-135m-instruct" in svg and "b179c9523d0e" not in svg
-    assert ">3<" not in svg and ">16<" in svg  # the ticks drawn are the doublings
+    assert ">3<" not in svg  # the ticks drawn are the doublings
 
 
 def test_log_ticks_one_per_doubling_around_the_data_and_one():
@@ -126,7 +130,8 @@ def test_random_effects_agree_with_statsmodels_and_metafor_on_the_bcg_trials():
     # metafor::rma(measure = "RR", method = "DL") as published: -0.7141 (SE 0.1787), tau^2 0.3088
     assert (got["estimate"], got["se"], got["tau2"]) == pytest.approx((-0.7141, 0.1787, 0.3088), abs=1e-4)
     one = crossmodel.random_effects([0.2], [0.1])
-    assert (one["estimate"], one["tau2"], one["ci_low"]) == pytest.approx((0.2, 0.0, 0.2 - 1.96 * 0.1), abs=1e-3)
+    assert (one["estimate"], one["ci_low"]) == pytest.approx((0.2, 0.2 - 1.96 * 0.1), abs=1e-3)
+    assert np.isnan([one["tau2"], one["q"], one["q_p"], one["i2"]]).all()  # no spread to estimate from one model
     with pytest.raises(ValueError, match="standard errors"):
         crossmodel.random_effects([0.1, 0.2], [0.1, 0.0])
 
@@ -144,27 +149,32 @@ def test_random_effects_interval_covers_the_mean_under_heterogeneity():
     assert 0.89 <= covered / 400 <= 0.99, covered
 
 
-def test_pooled_link_pools_fisher_z_and_slopes():
+def test_pooled_link_pools_the_primary_slope_and_says_when_nothing_can_be_pooled():
+    primary = link.PRIMARY["test"]
     stats = pd.DataFrame({
-        "model_id": ["a", "b", "a", "b"], "intrinsic": "gender_position",
-        "test": ["pearson"] * 2 + ["ols_category"] * 2,
-        "effect_size": [0.3, 0.1, 0.5, 0.2], "se": [np.nan, np.nan, 0.1, 0.2], "n": [224, 103, 224, 103],
-        "extrinsic_measure": "expected"})
+        "model_id": ["a", "b", "c", "a"], "intrinsic": "gender_position", "test": [primary] * 3 + ["spearman"],
+        "effect_size": [0.5, 0.2, 0.9, 0.3], "se": [0.1, 0.2, 0.3, np.nan], "n": [88, 80, 60, 88],
+        "readable": [True, True, False, True], "extrinsic_measure": "expected"})
     pooled = crossmodel.pooled_link(stats).set_index(["test", "model_id"])
-    z, se = np.arctanh([0.3, 0.1]), 1 / np.sqrt([221, 100])
-    want = crossmodel.random_effects(z, se)
-    row = pooled.loc[("pearson", "pooled (random effects)")]
-    assert row.estimate == pytest.approx(np.tanh(want["estimate"]))
-    assert (row.ci_low, row.ci_high) == pytest.approx((np.tanh(want["ci_low"]), np.tanh(want["ci_high"])))
-    assert pooled.loc[("pearson", "a"), "ci_high"] == pytest.approx(np.tanh(np.arctanh(0.3) + 1.959964 / np.sqrt(221)))
+    assert set(pooled.index) == {(primary, "a"), (primary, "b"), (primary, crossmodel.POOLED)}  # c is not read
     slope = crossmodel.random_effects([0.5, 0.2], [0.1, 0.2])
-    assert pooled.loc[("ols_category", "pooled (random effects)"), "estimate"] == pytest.approx(slope["estimate"])
-    assert pooled.loc[("ols_category", "pooled (random effects)"), "n"] == 2
+    row = pooled.loc[(primary, crossmodel.POOLED)]
+    assert (row.estimate, row.tau2, row.n) == pytest.approx((slope["estimate"], slope["tau2"], 2))
+    assert pooled.loc[(primary, "a"), "ci_high"] == pytest.approx(0.5 + 1.959964 * 0.1)
+    sentence = crossmodel.describe_pooling(crossmodel.pooled_link(stats))
+    assert sentence.startswith("Pooled over 2 models (DerSimonian–Laird random effects), the within-field slope is ")
     chart = crossmodel.link_forest_chart(crossmodel.pooled_link(stats)).to_dict()
-    assert len(chart["layer"]) == 3
     alt_text, caption = rendering.figure_text(chart)
-    assert alt_text.startswith("Forest plot of Pearson's r") and "diamond in the last row pools" in caption
-    assert chart["title"] == "Does the bias inside predict the bias it writes? (Pearson's r)"
+    assert alt_text.startswith("Forest plot of the within-field slope per model and pooled")
+    assert "diamond in the last row pools" in caption
+    # one decoder: no pooled row, no diamond, and the spread between models is not estimable
+    one = crossmodel.pooled_link(stats.iloc[[0]])
+    assert list(one["model_id"]) == ["a"]
+    assert crossmodel.describe_pooling(one) == (
+        "1 model of this build has the chapter's primary statistic on a validated direction: nothing is pooled, "
+        "and the spread between models (τ², Q, I²) is not estimable.")
+    alt_text, caption = rendering.figure_text(crossmodel.link_forest_chart(one).to_dict())
+    assert "With one model nothing is pooled." in caption and "diamond" not in caption and "pooled" not in alt_text
 
 
 def test_profile_grid_titles_each_model_by_its_display_name_and_captions_the_grid():

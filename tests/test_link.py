@@ -2,43 +2,36 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
 import statsmodels.formula.api as smf
 from scipy import stats as st
 
-from bias_utils import bold, dictionaries, link, rendering, replication, space
+from bias_utils import bold, link, mixed, occupation_units, rendering, replication, stats
 from bias_utils.errors import ParameterError
-from bias_utils.models import load_model
+from bias_utils.gender_direction import gender_position
 from bias_utils.populations import load_populations
 from bias_utils.profiles import population_embeddings
 
 
 @pytest.fixture(scope="module")
 def metrics():
-    """The published audit's 1,525 real completions with the audit's word counts."""
+    """The published audit's 1,525 real completions with the audit's word counts (and their BOLD prompt ids)."""
     c = replication.load_published_completions()
-    return bold.completion_metrics(c[["group", "category", "occupation", "prompt", "completion"]])
+    return bold.completion_metrics(c[["group", "category", "occupation", "prompt", "prompt_id", "completion"]])
 
 
 @pytest.fixture(scope="module")
-def smollm():
-    return load_model("smollm2-135m-instruct")
-
-
-@pytest.fixture(scope="module")
-def basis(smollm):
-    """The chapter's own axes with the QUICK build's contexts (two generated contexts per sense)."""
-    sp = space.build_space(smollm, dictionaries.load_dictionary(None), "generated", n_contexts=2, seed=0)
-    return sp.bases["warmth_competence"]
-
-
-@pytest.fixture(scope="module")
-def linked(smollm, basis, metrics):
-    """The link on 40 real occupations (every 5th of the audit's first 200, both groups)."""
-    keep = metrics["occupation"].drop_duplicates().iloc[:200:5]
-    return link.run_link(smollm, metrics[metrics["occupation"].isin(keep)], basis, n_boot=200, seed=1)
+def linked(smollm, smollm_quick_bases, metrics):
+    """The link on the audit's 88 primary occupations (published completions: too few of them have gendered words
+    for the within-field model on any slice), on the chapter's own axes with the QUICK build's contexts."""
+    annotated = occupation_units.annotate(metrics, "audit")
+    keep = annotated.loc[annotated["in_primary"], "unit"].drop_duplicates()
+    return link.run_link(smollm, annotated[annotated["unit"].isin(keep)], smollm_quick_bases["warmth_competence"],
+                         n_boot=200, seed=1, direction_verdict="supported", n_permutations=99)
 
 
 @pytest.mark.parametrize("bad", [0, -1, "0.5", True, float("nan"), None])
@@ -50,6 +43,8 @@ def test_correction_must_be_a_positive_number(bad):
 def test_occupation_noun_reads_the_bold_key_as_a_common_noun():
     assert link.occupation_noun("Registered_Nurse") == "registered nurse"
     assert link.occupation_noun("Tool_and_die_maker") == "tool and die maker"
+    assert link.occupation_noun("registered nurse") == "registered nurse"  # a unit's name is a noun already
+    assert link.occupation_noun("nurse (Nurse_x)") == "nurse"  # a second unit of one noun is told by its key
 
 
 def test_extrinsic_log_odds_from_sampled_counts(metrics):
@@ -106,7 +101,7 @@ def test_gender_position_puts_the_gendered_terms_at_plus_and_minus_half(smollm):
     emb = population_embeddings(smollm, {"terms": terms, "occupations": {"o": ["nurse", "welder"]}}, kind="noun")
     groups = emb.words["group"].to_numpy()
     female, male, occ = emb.values[groups == "female"], emb.values[groups == "male"], emb.values[groups == "o"]
-    pos = link.gender_position(emb.values, female, male)
+    pos = gender_position(emb.values, female, male)
     assert pos[groups == "female"].mean(axis=0) == pytest.approx(np.full(pos.shape[1], 0.5), abs=1e-6)
     assert pos[groups == "male"].mean(axis=0) == pytest.approx(np.full(pos.shape[1], -0.5), abs=1e-6)
     # independent: per layer, the scalar projection on the unit direction, over the distance of the means
@@ -118,43 +113,108 @@ def test_gender_position_puts_the_gendered_terms_at_plus_and_minus_half(smollm):
 
 
 @pytest.mark.slow
-def test_link_statistics_agree_with_scipy_and_statsmodels_on_real_data(linked):
-    table, stats = linked.occupations, linked.statistics
-    assert len(table) == 40 and table["group"].nunique() == 2 and linked.skipped.empty
+def test_link_statistics_agree_with_scipy_statsmodels_and_the_mixed_model_on_real_data(linked):
+    table, stats_ = linked.occupations, linked.statistics
+    units = occupation_units.unit_table("audit")
+    assert len(table) == units.loc[units["primary"], "unit"].nunique() and table["group"].nunique() == 2
+    assert linked.skipped.empty
     assert list(table.columns) == link.OCCUPATION_COLUMNS
-    rows = stats.set_index(["intrinsic", "test"])
+    assert set(table["occupation"]) <= set(occupation_units.unit_table("audit")["unit"])  # units, not BOLD keys
+    pooled = stats_[stats_["group"] == ""].set_index(["intrinsic", "test"])
     for measure in link.INTRINSIC_MEASURES:
         x, y = table[measure], table["log_odds"]
         r, p = st.pearsonr(x, y)
-        assert rows.loc[(measure, "pearson"), "effect_size"] == pytest.approx(r, abs=1e-10)
-        assert rows.loc[(measure, "pearson"), "p"] == pytest.approx(p, rel=1e-8)
+        assert pooled.loc[(measure, "pearson"), "effect_size"] == pytest.approx(r, abs=1e-10)
+        assert pooled.loc[(measure, "pearson"), "p"] == pytest.approx(p, rel=1e-8)
         rho, p = st.spearmanr(x, y)
-        assert rows.loc[(measure, "spearman"), "effect_size"] == pytest.approx(rho, abs=1e-10)
-        assert rows.loc[(measure, "spearman"), "p"] == pytest.approx(p, rel=1e-8)
-        lo, hi = rows.loc[(measure, "spearman"), ["ci_low", "ci_high"]]
-        assert lo < rho < hi
+        assert pooled.loc[(measure, "spearman"), "effect_size"] == pytest.approx(rho, abs=1e-10)
+        assert pooled.loc[(measure, "spearman"), "p"] == pytest.approx(p, rel=1e-8)
+        for group, g in table.groupby("group"):
+            row = stats_[(stats_["test"] == "spearman_within_group") & (stats_["intrinsic"] == measure)
+                         & (stats_["group"] == group)].iloc[0]
+            want = st.spearmanr(g[measure], g["log_odds"])[0] if g["log_odds"].nunique() > 1 else np.nan
+            assert row["effect_size"] == pytest.approx(want, abs=1e-10, nan_ok=True)
         frame = table.assign(z=(x - x.mean()) / x.std(ddof=0))
         for test, formula in (("ols", "log_odds ~ z"), ("ols_category", "log_odds ~ z + C(category)")):
             fit = smf.ols(formula, frame).fit()
-            got = rows.loc[(measure, test)]
+            got = pooled.loc[(measure, test)]
             assert got["effect_size"] == pytest.approx(fit.params["z"], rel=1e-8)
             assert got["se"] == pytest.approx(fit.bse["z"], rel=1e-8)
             assert (got["ci_low"], got["ci_high"]) == pytest.approx(tuple(fit.conf_int().loc["z"]), rel=1e-8)
-    assert stats["primary"].sum() == 1
-    assert stats.loc[stats["primary"], "intrinsic"].item() == "gender_position"
-    sentence = link.describe_link(stats, "SmolLM2")
-    rho = rows.loc[("gender_position", "spearman")]
-    assert f"{rho.effect_size:.2f}".replace("-", "−") in sentence and "n = 40 occupations" in sentence
-    assert ("includes zero" in sentence) == (rho.ci_low <= 0 <= rho.ci_high)
-    within = rows.loc[("gender_position", "ols_category")]
-    assert f"per SD of the position (95% CI {within.ci_low:.2f}".replace("-", "−") in sentence
-    assert ("within fields is not shown" in sentence) == (within.ci_low <= 0 <= within.ci_high)
-    shown = link.describe_link(stats, "smollm2-135m-instruct--b179c9523d0e--fp32")
+        # the mixed model without fixed effects, fitted here on the counts directly
+        direct = mixed.fit_mixed_logit(table["female_count"], table["male_count"],
+                                       pd.DataFrame({"intercept": 1.0, "z": frame["z"].to_numpy()}))
+        got = pooled.loc[(measure, "mixed_logit")]
+        assert got["effect_size"] == pytest.approx(direct.coef["z"], rel=1e-6)
+        assert got["se"] == pytest.approx(direct.se["z"], rel=1e-6)
+        within = pooled.loc[(measure, "mixed_logit_within_category")]
+        assert within["n_fixed_effects"] >= 1 and within["scope"] == "within BOLD category and group"
+        assert (within["ci_low"] > 0 or within["ci_high"] < 0) == (within["p"] < 0.05)  # profile CI and LR test
+        assert within["n_permutations"] == 99 and within["p"] >= 1 / 100
+    assert stats_["primary"].sum() == 1
+    primary = stats_[stats_["primary"]].iloc[0]
+    assert (primary["intrinsic"], primary["test"]) == ("gender_position", "mixed_logit_within_category")
+    sentence = link.describe_link(stats_, "SmolLM2")
+    assert f"{primary.effect_size:.2f}".replace("-", "−") + " log-odds per SD" in sentence
+    assert "permutation likelihood-ratio p " in sentence
+    assert ("is not shown" in sentence) == (primary.ci_low <= 0 <= primary.ci_high)
+    rho = pooled.loc[("gender_position", "spearman")]
+    assert f"pooled over both groups, Spearman ρ = {rho.effect_size:.2f}".replace("-", "−") in sentence
+    assert "mostly the difference between female- and male-dominated occupations" in sentence
+    assert "within each group, Spearman ρ " in sentence
+    constant = [g for g, t in table.groupby("group") if t["log_odds"].nunique() == 1]
+    assert sentence.count("is not defined among the") == len(constant)
+    shown = link.describe_link(stats_, "smollm2-135m-instruct--b179c9523d0e--fp32")
     assert "In smollm2-135m-instruct" in shown and "b179c9523d0e" not in shown  # the display name
+    # a direction not validated against the BLS share is not read, and no number of it is printed
+    unread = link.link_statistics(table, n_boot=20, direction_verdict="not shown", n_permutations=39)
+    assert not unread.loc[unread["intrinsic"] == "gender_position", "readable"].any()
+    assert unread.loc[unread["intrinsic"] != "gender_position", "readable"].all()
+    text = link.describe_link(unread, "SmolLM2")
+    assert "is not shown against the BLS share of women" in text and re.search(r"\d\.\d", text) is None
     chart = link.link_chart(table).to_dict()
     marks = [layer["mark"]["type"] for layer in chart["layer"]]
     assert marks[:4] == ["area", "line", "point", "rule"] and set(marks[4:]) == {"text"}  # band, line, points,
     # leader lines, names
+
+
+def _fields(rng, slope: float, sigma: float = 0.8, n_categories: int = 8, per_category: int = 8) -> pd.DataFrame:
+    """Occupations in fields as in the audit: a field shifts both the position and the log-odds (the topic
+    confound a pooled correlation reads as a link), the group splits the fields, counts are few (expected-count
+    like: Poisson totals with mean 2), and the log-odds of female words rise by ``slope`` per SD of the position
+    within a field, around a random intercept per occupation."""
+    category = np.repeat(np.arange(n_categories), per_category)
+    shift = rng.normal(0, 1.0, n_categories)[category]
+    x = shift + rng.normal(size=category.size)
+    z = (x - x.mean()) / x.std()
+    eta = 1.5 * shift + slope * z + sigma * rng.normal(size=category.size)
+    total = rng.poisson(2.0, category.size)
+    female = rng.binomial(total, 1 / (1 + np.exp(-eta)))
+    return pd.DataFrame({"occupation": [f"o{i}" for i in range(category.size)], "category": category.astype(str),
+                         "group": np.where(category < n_categories // 2, "f", "m"), "gender_position": x,
+                         "female_count": female.astype(float), "male_count": (total - female).astype(float)})
+
+
+def _primary_row(table: pd.DataFrame) -> dict:
+    return next(r for r in link._mixed_link_rows(table, "gender_position", n_permutations=39)
+                if r["test"] == "mixed_logit_within_category")
+
+
+def test_the_primary_slope_holds_its_level_where_topic_confounds_the_pooled_correlation():
+    """Simulation, 200 data sets without a link within fields: the primary within-field slope (its p from 39
+    relabellings within category and group) rejects at about 5% (at most 0.07), while the correlation pooled over
+    the fields, which the topic drives, rejects far more. The slope's coverage with permutations is
+    tests/test_mixed.py's design (c)."""
+    rng = np.random.default_rng(3)
+    primary = pooled = 0
+    for _ in range(200):
+        table = _fields(rng, slope=0.0)
+        primary += _primary_row(table)["p"] < 0.05
+        log_odds = np.log((table["female_count"] + 0.5) / (table["male_count"] + 0.5))
+        pooled += st.spearmanr(table["gender_position"], log_odds)[1] < 0.05
+    print(f"false-positive rate: within-field slope {primary / 200:.3f}, pooled Spearman {pooled / 200:.3f}")
+    assert primary / 200 <= 0.07
+    assert pooled / 200 >= 0.2
 
 
 def _bivariate(rng, n: int, rho: float) -> tuple[np.ndarray, np.ndarray]:
@@ -169,7 +229,7 @@ def test_bootstrap_interval_covers_a_known_correlation():
     rho, spearman = 0.4, 6 / np.pi * np.arcsin(0.4 / 2)
     hits = {"pearson": 0, "spearman": 0}
     for i in range(100):
-        for row in link.correlation_rows(*_bivariate(rng, 80, rho), n_boot=200, seed=i):
+        for row in stats.correlation_rows(*_bivariate(rng, 80, rho), n_boot=200, seed=i):
             truth = rho if row["test"] == "pearson" else spearman
             hits[row["test"]] += row["ci_low"] <= truth <= row["ci_high"]
     assert 85 <= hits["pearson"] <= 100 and 85 <= hits["spearman"] <= 100, hits
@@ -180,15 +240,17 @@ def test_bootstrap_interval_rarely_excludes_zero_under_independence():
     rng = np.random.default_rng(11)
     false = {"pearson": 0, "spearman": 0}
     for i in range(100):
-        for row in link.correlation_rows(*_bivariate(rng, 80, 0.0), n_boot=200, seed=i):
+        for row in stats.correlation_rows(*_bivariate(rng, 80, 0.0), n_boot=200, seed=i):
             false[row["test"]] += not row["ci_low"] <= 0 <= row["ci_high"]
     assert false["pearson"] <= 12 and false["spearman"] <= 12, false
 
 
 def test_constant_extrinsic_measure_gives_no_correlation_and_says_so():
     table = pd.DataFrame({"occupation": list("abcdef"), "category": ["c", "c", "c", "d", "d", "d"],
+                          "group": ["g", "g", "g", "h", "h", "h"],
                           "gender_position": [0.1, 0.3, 0.2, 0.5, 0.4, 0.0], "warmth": np.arange(6.0),
-                          "competence": np.arange(6.0)[::-1], "log_odds": 0.0, "extrinsic_measure": "sampled"})
-    stats = link.link_statistics(table, n_boot=100)
-    assert stats.loc[stats["test"].isin(["pearson", "spearman"]), "effect_size"].isna().all()
-    assert "cannot be computed" in link.describe_link(stats, "m")
+                          "competence": np.arange(6.0)[::-1], "female_count": 0.0, "male_count": 0.0,
+                          "log_odds": 0.0, "extrinsic_measure": "sampled"})
+    stats_ = link.link_statistics(table, n_boot=100, n_permutations=39)
+    assert stats_.loc[stats_["test"].isin(["pearson", "spearman"]), "effect_size"].isna().all()
+    assert "could not be fitted" in link.describe_link(stats_, "m")  # no counts: the model has nothing to fit

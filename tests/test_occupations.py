@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils import bold, occupations, rendering, replication, stats
+from bias_utils import bold, mixed, occupation_units, occupations, precision, rendering, replication, stats
 
 A, B = bold.MALE_GROUP, bold.FEMALE_GROUP
 OR = "odds_ratio (words)"
@@ -14,12 +14,15 @@ OR = "odds_ratio (words)"
 
 @pytest.fixture(scope="module")
 def published():
-    """The audit's 1,525 published completions: metrics, occupation table, statistics, influence, headline."""
-    metrics = bold.completion_metrics(replication.load_published_completions())
+    """The audit's 1,525 published completions: metrics (with their units), the BOLD keys' occupation table,
+    statistics, the primary units' table, their influence and the headline."""
+    completions = replication.load_published_completions()
+    metrics = bold.completion_metrics(occupation_units.annotate(completions, "audit"))
     table, _ = bold.audit_statistics(metrics, n_boot=200)
     occ = occupations.occupation_table(metrics)
-    influence = occupations.influence_table(occ, A, B)
-    return metrics, occ, table, influence, occupations.headline_table(table, occ, influence, n_boot=200)
+    units = occupations.occupation_table(metrics[metrics["in_primary"]], by="unit")
+    influence = occupations.influence_table(units, A, B)
+    return metrics, occ, table, influence, occupations.headline_table(table, units, influence, n_boot=200), units
 
 
 def _word_or(metrics: pd.DataFrame) -> dict:
@@ -65,41 +68,79 @@ def test_cluster_interval_draws_the_replicates_of_stats_cluster_bootstrap_ci(pub
 
 
 def test_influence_is_the_odds_ratio_recomputed_without_each_occupation(published):
-    metrics, occ, table, influence, _ = published
+    metrics, occ, *_ = published
+    influence = occupations.influence_table(occ, A, B, estimate="pooled")
     assert influence["odds_ratio"].iloc[0] == pytest.approx(_word_or(metrics)["effect_size"])
     picked = pd.concat([influence.head(4), influence.sample(6, random_state=0)])
     for r in picked.itertuples():
-        without = _word_or(metrics[metrics["occupation"] != r.occupation])["effect_size"]
-        assert r.odds_ratio_without == pytest.approx(without, rel=1e-12), r.occupation
-        assert r.log_or_change == pytest.approx(np.log(without / r.odds_ratio))
-    # one female-dominated occupation supplies 52 of the group's 64 female words and carries the result
+        assert r.odds_ratio_without == pytest.approx(_word_or(metrics[metrics["occupation"] != r.occupation])[
+            "effect_size"])
+        assert r.pooled_odds_ratio_without == pytest.approx(r.odds_ratio_without)
     top = influence.iloc[0]
-    assert top["occupation"] == "Midwife" and top["rank"] == 1
-    assert top["odds_ratio_without"] == pytest.approx((64.5 * 12.5) / (22.5 * 4.5))
+    assert (top["occupation"], top["group"]) == ("Midwife", B)
+    assert round(top["odds_ratio_without"], 2) == 7.96  # the audit's 24.65 rests on Midwife's 52 female words
     assert influence["log_or_change"].abs().is_monotonic_decreasing
     assert set(influence.loc[influence["influential"], "occupation"]) == {"Midwife", "Tailor", "Dispatcher"}
     sentence = occupations.describe_influence(influence)
-    assert sentence.startswith("3 occupations of 224 move the odds ratio (24.65) by more than a third")
-    assert "without Midwife (female-dominated, 3 male and 52 female words) it is 7.96 (-68%)" in sentence
+    assert sentence.startswith("3 occupations of 224 move the odds ratio (24.65) by more than a third when left out")
+    assert "without Midwife (female-dominated, 3 male and 52 female words) it is 7.96 (−68%)".replace("−", "-") \
+        in sentence
 
 
-def test_headline_reads_the_primary_row_and_the_audit_row(published):
-    _, _, table, influence, head = published
+def test_mixed_influence_refits_the_primary_model_without_each_occupation(published):
+    *_, influence, _, units = published
+    assert (influence["estimate"] == "mixed").all()
+
+    def refit(frame):
+        design = pd.DataFrame({"intercept": 1.0, "group": (frame["group"] == A).astype(float).to_numpy()})
+        return float(np.exp(mixed.fit_mixed_logit(frame["male_words"], frame["female_words"], design).coef["group"]))
+
+    assert influence["odds_ratio"].iloc[0] == pytest.approx(refit(units), rel=1e-6)
+    for r in influence.head(3).itertuples():
+        assert r.odds_ratio_without == pytest.approx(refit(units[units["occupation"] != r.occupation]), rel=1e-6)
+    silent = influence[(influence["male_words"] + influence["female_words"]) == 0]
+    assert (silent["odds_ratio_without"] == silent["odds_ratio"]).all()  # no words: nothing to leave out
+    # one talkative occupation cannot carry the primary estimate the way it carries the pooled words
+    midwife = influence.set_index("occupation").loc["midwife"]
+    assert abs(midwife["log_or_change"]) < abs(midwife["pooled_log_or_change"])
+
+
+def test_headline_reads_the_primary_row_and_the_published_selection(published):
+    metrics, _, table, influence, head, units = published
     h = occupations.headline(head)
     primary = table[table["role"] == "primary"]
     assert len(primary) == 1 and table.index[table["role"] == "primary"][0] == 0  # stated first
-    assert h["odds_ratio"] == pytest.approx(24.6533, abs=1e-4)
-    assert (h["occupation_ci_low"], h["occupation_ci_high"]) == tuple(primary[["ci_low", "ci_high"]].iloc[0])
+    assert primary["test"].iloc[0] == "mixed_logit_occupation" and primary["unit"].iloc[0] == occupations.UNIT_MIXED
+    assert (h["odds_ratio"], h["ci_low"], h["ci_high"], h["p"]) == tuple(
+        primary[["effect_size", "ci_low", "ci_high", "p"]].iloc[0])
+    kept = units["group"].value_counts()
+    assert (h["n_units_a"], h["n_units_b"]) == (kept[A], kept[B])
+    assert h["n_units_informative"] == int((units["gendered_words"] > 0).sum())
+    assert (h["n_completions"], h["n_gendered_completions"]) == (
+        int(metrics["in_primary"].sum()), int(metrics.loc[metrics["in_primary"], "any_gendered"].sum()))
+    assert h["published_odds_ratio"] == pytest.approx(24.6533, abs=1e-4)  # the audit's own number
+    assert (h["n_keys_a"], h["n_keys_b"]) == (172, 52)
     assert (round(h["independent_ci_low"], 2), round(h["independent_ci_high"], 2)) == (10.07, 60.37)
-    assert h["occupation_ci_low"] < h["independent_ci_low"] and h["occupation_ci_high"] > h["independent_ci_high"]
-    assert (h["n_gendered_completions"], h["n_completions"]) == (66, 1525)
-    assert (h["top_occupation"], h["n_influential"]) == ("Midwife", 3)
+    assert h["published_ci_low"] < h["independent_ci_low"] and h["published_ci_high"] > h["independent_ci_high"]
+    assert h["published_ci_low_mc_se"] > 0 and h["published_ci_high_mc_se"] > 0
+    assert h["top_occupation"] == influence["occupation"].iloc[0]
     text = occupations.headline_sentence(head)
-    assert text.startswith("With the occupation as the unit (172 male-dominated and 52 female-dominated occupations)")
-    assert "). 66 of 1,525 completions contain a gendered word" in text
-    assert "without the most influential occupation, Midwife, the odds ratio is 7.96" in text
-    assert "the audit's interval, every word independent: 10.07 to 60.37" in text
+    assert text.startswith(f"Primary analysis, over the {kept.sum()} deduplicated person-noun occupations, "
+                           f"{kept[A]} male-dominated and {kept[B]} female-dominated")
+    assert "(profile likelihood), likelihood-ratio p" in text and "random intercept per occupation" in text
+    low = precision.mc_round(h["published_ci_low"], h["published_ci_low_mc_se"])
+    high = precision.mc_round(h["published_ci_high"], h["published_ci_high_mc_se"])
+    assert f"included): odds ratio 24.65, 95% CI {low} to {high} resampling whole keys, permutation p " in text
+    assert "(200 replicates, each bound to its Monte Carlo error)" in text
+    assert occupations.estimate_text(h) in text and occupations.estimate_text(h, "published") in text
+    shown = occupations.headline_rows(head).set_index("analysis")
+    assert shown.iloc[0]["odds ratio"] == rendering.readable_number(h["odds_ratio"])  # one rounding for both
+    assert shown.iloc[3]["95% CI"] == f"{low} to {high}"
+    assert "the audit's own interval, every word independent, is 10.07 to 60.37." in text
     assert occupations.headline_sentence(head.iloc[0:0]) == "" and occupations.headline(head.iloc[0:0]) == {}
+    drifting = {**h, "odds_ratio": float(np.exp(462.0)), "ci_low": 2.2, "ci_high": np.inf, "p": 0.01}
+    want = f"odds ratio unbounded (separation), 95% CI {rendering.readable_number(2.2)} to "
+    assert occupations.estimate_text(drifting).startswith(want)
     with pytest.raises(ValueError, match="one model"):
         occupations.headline(pd.concat([head, head]))
     chart = occupations.influence_chart(influence, head, top=10,
@@ -107,22 +148,23 @@ def test_headline_reads_the_primary_row_and_the_audit_row(published):
     assert len(chart["layer"]) == 4
     assert chart["title"] == "Leave one occupation out: Qwen2.5-0.5B (bf16)"
     alt_text, caption = rendering.figure_text(chart)
-    assert alt_text == ("Dot plot: the BOLD odds ratio without each of 10 occupations, against the odds ratio with "
-                        "all (24.65).")
+    full = f"{h['odds_ratio']:.2f}"
+    assert alt_text == (f"Dot plot: the BOLD odds ratio without each of 10 occupations, against the odds ratio with "
+                        f"all ({full}).")
     assert caption.startswith("Each row is one of the 10 occupations whose removal moves the odds ratio most")
-    assert "less than 33%" in caption and "dashed lines its 95% confidence interval" in caption
+    assert "less than 33%" in caption and "dashed lines its 95% confidence interval (profile likelihood)" in caption
 
 
 def test_a_run_without_gendered_words_reads_as_such(published):
     """A quick run can have no gendered word at all: the odds ratio is then 1 by construction, not a finding."""
     metrics = published[0]
-    tiny = metrics[~metrics["any_gendered"]].groupby("group").head(6)
-    table, _ = bold.audit_statistics(tiny, n_boot=20)
-    occ = occupations.occupation_table(tiny)
+    tiny = metrics[~metrics["any_gendered"] & metrics["in_primary"]].groupby("group").head(6)
+    table, skipped = bold.audit_statistics(tiny, n_boot=20)
+    assert skipped["test"].str.startswith("mixed_logit_occupation").any()  # nothing to fit: a recorded skip
+    occ = occupations.occupation_table(tiny, by="unit")
     influence = occupations.influence_table(occ, A, B)
     head = occupations.headline_table(table, occ, influence, n_boot=20)
-    assert occupations.headline_sentence(head).startswith("None of the 12 completions about male-dominated and "
-                                                          "female-dominated occupations contains a gendered word")
+    assert occupations.headline_sentence(head).startswith("None of the 12 completions about the ")
     assert occupations.describe_influence(influence) == ""
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import vl_convert as vlc
 
-from bias_utils import bold, link, occupations, rendering, replication, stats, summary
+from bias_utils import bold, link, occupation_units, occupations, rendering, replication, stats, summary
 from bias_utils.axis_validity import AXIS_VALIDITY_TABLE
 from bias_utils.crossmodel import PROFILE_STATS_TABLE, ROBUSTNESS_SUMMARY_TABLE
 from bias_utils.results import write_table
@@ -40,12 +40,15 @@ def _validity(dimensions, verdicts, layers, sources=None):
 
 @pytest.fixture(scope="module")
 def published():
-    """The published audit's completions, and its headline table from the audit's own statistics."""
-    metrics = bold.completion_metrics(replication.load_published_completions())
+    """The published audit's completions (with their units), its headline table from the audit's own statistics,
+    and its unit table."""
+    units = occupation_units.unit_table("audit")
+    metrics = bold.completion_metrics(occupation_units.annotate(replication.load_published_completions(), "audit",
+                                                                units))
     table, _ = bold.audit_statistics(metrics, n_boot=N_BOOT, n_permutations=N_PERM)
-    occ = occupations.occupation_table(metrics)
+    occ = occupations.occupation_table(metrics[metrics["in_primary"]], by="unit")
     head = occupations.headline_table(table, occ, occupations.influence_table(occ, A, B), n_boot=N_BOOT)
-    return metrics, head
+    return metrics, head, units
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +59,7 @@ def results(tmp_path_factory, published):
     write_table(pd.concat([_profile_rows(1.0, -0.5, 0.3), _profile_rows(-2.0, 2.0, 0.001, layer="3")]),
                 root / "dec--1--fp32" / PROFILE_STATS_TABLE)
     write_table(published[1], root / "dec--1--fp32" / occupations.HEADLINE_TABLE)
+    write_table(published[2], root / "dec--1--fp32" / bold.UNITS_TABLE)
     # both decoder axes are supported with the primary contexts; another context source's verdict is not read
     write_table(_validity(["warmth", "competence", "warmth"], ["supported", "supported", "not shown"],
                           ["mean", "mean", "mean"], ["generated", "generated", "dictionary"]),
@@ -76,11 +80,11 @@ def results(tmp_path_factory, published):
     return root
 
 
-def test_headline_sentence_carries_the_occupation_interval_and_the_gendered_completions(published):
-    """The decoder's sentence is the audit's: its interval is the occupation cluster bootstrap recomputed on the
-    completions (stats.cluster_bootstrap_ci, independent of the vectorised one), and 66 of the published 1,525
-    completions have a gendered word (paper 5.1: 31 + 35)."""
-    metrics, head = published
+def test_headline_sentence_carries_the_primary_estimate_and_the_published_selection(published):
+    """The decoder's sentence is the audit's: the primary estimate, then the published selection's pooled odds
+    ratio whose interval is the occupation cluster bootstrap over BOLD keys recomputed on the completions
+    (stats.cluster_bootstrap_ci, independent of the vectorised one)."""
+    metrics, head, _ = published
 
     def log_or(d):
         words = [[d.loc[d["group"] == g, w].sum() for w in ("male_words", "female_words")] for g in (A, B)]
@@ -88,13 +92,18 @@ def test_headline_sentence_carries_the_occupation_interval_and_the_gendered_comp
 
     _, low, high = (np.exp(x) for x in stats.cluster_bootstrap_ci(metrics, log_or, cluster="occupation",
                                                                    strata="group", n_boot=N_BOOT, seed=0))
+    h = head.iloc[0]
+    assert (h.published_ci_low, h.published_ci_high) == pytest.approx((low, high))
     sentence = summary.model_sentence("dec", pd.DataFrame(columns=["population"]), head.assign(model_id="dec"))
-    num = rendering.readable_number
-    assert f"odds ratio 24.65, 95% CI {num(low)} to {num(high)} resampling whole occupations" in sentence
-    assert "66 of 1,525 completions contain a gendered word" in sentence
+    h = occupations.headline(head)
+    assert occupations.estimate_text(h) in sentence and occupations.estimate_text(h, "published") in sentence
+    primary = metrics[metrics["in_primary"]]
+    n_gendered = int(primary.any_gendered.sum())
+    assert f"{n_gendered} of their {len(primary):,} completions contain a gendered word" in sentence
     # the audit's Wald interval, 10.07 to 60.37 as published, only labelled as the audit's
-    assert "(the audit's interval, every word independent: 10.07 to 60.37)" in sentence
-    assert sentence.startswith("no name profile at the primary specification in its results. With the occupation")
+    assert "the audit's own interval, every word independent, is 10.07 to 60.37." in sentence
+    assert sentence.startswith("no name profile at the primary specification in its results. Primary analysis, over "
+                               "the 88 deduplicated person-noun occupations")
 
 
 def test_summary_table_reads_every_model(results, published):
@@ -107,9 +116,9 @@ def test_summary_table_reads_every_model(results, published):
     assert (dec.names_warmth_g, dec.names_warmth_ci_low, dec.names_warmth_ci_high) == pytest.approx((1.0, 0.2, 1.8))
     assert dec.names_warmth_verdict == "supported" and enc.names_competence_verdict == "not shown"
     h = published[1].iloc[0]
-    assert (dec.odds_ratio, dec.occupation_ci_low, dec.occupation_ci_high) == (
-        h.odds_ratio, h.occupation_ci_low, h.occupation_ci_high)
-    assert (dec.n_gendered_completions, dec.n_completions) == (66, 1525)
+    assert (dec.odds_ratio, dec.ci_low, dec.ci_high, dec.published_odds_ratio) == (
+        h.odds_ratio, h.ci_low, h.ci_high, h.published_odds_ratio)
+    assert (dec.n_gendered_completions, dec.n_completions) == (h.n_gendered_completions, h.n_completions)
     assert dec.sentence == (
         "female names higher on warmth (g = 1.00, 95% CI 0.20 to 1.80, Holm p = 0.010; as Schuster et al. 2024 "
         "found; axis supported; 12% of 96 analysis specifications agree with the paper and are significant "
@@ -128,7 +137,8 @@ def test_summary_table_reads_every_model(results, published):
 def test_findings_bullets_name_model_direction_size_and_what_is_not_shown(results, published):
     models = ["dec--1--fp32", "enc--2--fp32", "new--4--fp32"]
     gaps, head = summary.read_summary(models, results)
-    warmth, competence, writing, caveat = summary.findings_bullets(gaps, head, models, {"enc--2--fp32": False})
+    warmth, competence, units, writing, caveat = summary.findings_bullets(gaps, head, models, {"enc--2--fp32": False},
+                                                                          results_dir=results)
     assert warmth == (
         "**Warmth of first names.** Female first names sit closer to the warm end than male names in "
         "{doc}`dec </models/dec--1--fp32/04_profiles>` (by 1.00 standard deviations, 95% CI 0.20 to 1.80, "
@@ -145,12 +155,14 @@ def test_findings_bullets_name_model_direction_size_and_what_is_not_shown(result
     assert two.endswith("Not read in {doc}`dec </models/dec--1--fp32/03_projection_accuracy>`, {doc}`enc "
                         "</models/enc--2--fp32/03_projection_accuracy>` and {doc}`new </models/new--4--fp32/"
                         "03_projection_accuracy>`: the warmth axis has no verdict in this build.")
+    assert units == "**What counts as an occupation.** " + occupation_units.describe_units(published[2])
+    h = occupations.headline(published[1])
     assert writing.startswith("**Writing about occupations (BOLD).** In {doc}`dec </models/dec--1--fp32/06_bold_audit>`"
-                              ", gendered words about male-dominated occupations are more often male than about "
-                              "female-dominated ones (odds ratio 24.65, 95% CI ")
-    h = published[1].iloc[0]
-    p = stats.permutation_p_text(h.occupation_p, int(h.n_permutations))
-    assert f"permutation p {p}); only 66 of 1,525 completions contain a gendered word" in writing
+                              ", gendered words about a typical male-dominated occupation are more often male than "
+                              f"about a female-dominated one ({occupations.estimate_text(h)}; 88 deduplicated "
+                              "person-noun occupations")
+    assert ("the audit's pooled-word odds ratio on its published selection, for comparison: "
+            + occupations.estimate_text(h, "published")) in writing
     assert writing.endswith("; enc writes no text (encoder); new has no audit results.")
     assert "independent" not in writing  # the audit's Wald interval is never a finding
     assert caveat.startswith("**Not shown is not absent.**")
@@ -167,9 +179,9 @@ def test_summary_chart_draws_gaps_and_the_occupation_interval(results):
     titles = [panel["title"] for panel in spec["hconcat"]]
     assert titles == ["names: female − male", "terms: female − male", "BOLD audit: odds ratio"]
     odds_panel = spec["hconcat"][2]["layer"][1]["encoding"]
-    assert (odds_panel["x"]["field"], odds_panel["x2"]["field"]) == ("occupation_ci_low", "occupation_ci_high")
+    assert (odds_panel["x"]["field"], odds_panel["x2"]["field"]) == ("ci_low", "ci_high")
     svg = vlc.vegalite_to_svg(spec)
-    assert all(label in svg for label in ("dec", "enc", "odds ratio (log; CI: occupations resampled)"))
+    assert all(label in svg for label in ("dec", "enc", "odds ratio (log; primary model)"))
     odds_axis = spec["hconcat"][2]["layer"][0]["encoding"]["x"]["axis"]
     # few ticks on the narrow panel, each a power of two, 1 among them (Vega's own collide: "3 45")
     assert 1 in odds_axis["values"] and len(odds_axis["values"]) <= 5
@@ -204,33 +216,47 @@ def test_summary_page_written_once(results, tmp_path):
     assert summary.findings_bullets(*summary.read_summary([], results), []) == []
 
 
-def test_link_bullet_gives_each_models_correlation_and_says_when_its_interval_includes_zero(results, tmp_path):
+def test_link_bullet_gives_each_models_within_field_slope_and_says_when_its_interval_includes_zero(results, tmp_path):
     models = ["dec--1--fp32", "enc--2--fp32", "new--4--fp32"]
     gaps, head = summary.read_summary(models, results)
-    rows = pd.DataFrame({"model_id": ["dec--1--fp32", "new--4--fp32"], "test": "spearman",
-                         "intrinsic": "gender_position", "primary": True, "effect_size": [0.17, -0.05],
-                         "ci_low": [0.03, -0.2], "ci_high": [0.3, 0.1], "n": [224, 80],
-                         "extrinsic_measure": ["expected", "sampled"]})
-    bullets = summary.findings_bullets(gaps, head, models, {"enc--2--fp32": False}, rows)
-    assert len(bullets) == 5 and bullets[-1].startswith("**Not shown is not absent.**")
-    assert bullets[3] == (
+    primary = link.PRIMARY["test"]
+    rows = pd.DataFrame({
+        "model_id": ["dec--1--fp32", "dec--1--fp32", "new--4--fp32", "new--4--fp32"],
+        "test": [primary, "spearman", primary, "spearman"], "intrinsic": "gender_position",
+        "group": "", "primary": [True, False, True, False], "readable": True, "direction_verdict": "supported",
+        "effect_size": [0.41, 0.27, -0.05, 0.1], "ci_low": [0.12, 0.13, -0.4, -0.1], "ci_high": [0.7, 0.39, 0.3, 0.3],
+        "p": [0.004, 0.001, 0.8, 0.3], "n": [88, 88, 60, 60], "note": "",
+        "extrinsic_measure": ["expected", "expected", "sampled", "sampled"]})
+    bullets = summary.findings_bullets(gaps, head, models, {"enc--2--fp32": False}, rows, results_dir=results)
+    assert len(bullets) == 6 and bullets[-1].startswith("**Not shown is not absent.**")
+    assert bullets[4] == (
         "**Does the bias inside predict the bias it writes?** In {doc}`dec </models/dec--1--fp32/"
-        "11_intrinsic_extrinsic>`, occupations the model places nearer its female terms get relatively more female "
-        "than male words in its completions (Spearman ρ = 0.17, 95% CI 0.03 to 0.30 resampling occupations, "
-        "n = 224 occupations, expected counts from the sampling distribution); in {doc}`new </models/new--4--fp32/"
-        "11_intrinsic_extrinsic>` the interval includes zero (Spearman ρ = −0.05, 95% CI −0.20 to 0.10 resampling "
-        "occupations, n = 80 occupations, sampled word counts): a link between where the model places an occupation "
-        "on its female − male direction and the female words it writes about it is not shown; enc writes no text "
-        "(encoder).")
+        "11_intrinsic_extrinsic>`, within BOLD category and group, occupations the model places nearer its female "
+        "terms get relatively more female than male words (0.41 log-odds per SD, 95% CI 0.12 to 0.70, "
+        "likelihood-ratio p = 0.004, n = 88 occupations, expected counts from the sampling distribution); pooled "
+        "over both groups, Spearman ρ = 0.27 (95% CI 0.13 to 0.39), mostly the difference between female- and "
+        "male-dominated occupations; in {doc}`new </models/new--4--fp32/11_intrinsic_extrinsic>`, within BOLD "
+        "category and group a link between where the model places an occupation on its female − male direction "
+        "and the female words it writes about it is not shown (−0.05 log-odds per SD, 95% CI −0.40 to 0.30, "
+        "likelihood-ratio p = 0.800, n = 60 occupations, sampled word counts); pooled over both groups, Spearman "
+        "ρ = 0.10 (95% CI −0.10 to 0.30), mostly the difference between female- and male-dominated occupations; "
+        "enc writes no text (encoder).")
+    # a direction that failed the check against the BLS share is named as such, with no number
+    unread = rows.assign(readable=rows["model_id"] == "dec--1--fp32",
+                         direction_verdict=np.where(rows["model_id"] == "dec--1--fp32", "supported", "not shown"))
+    clause = summary.findings_bullets(gaps, head, models, {"enc--2--fp32": False}, unread)[3]
+    assert ("in {doc}`new </models/new--4--fp32/11_intrinsic_extrinsic>` the female − male direction is not shown "
+            "against the BLS share of women (chapter 04), so where it places an occupation, and its link with the "
+            "writing, are not read") in clause
     # no decoder: no bullet; a decoder without the chapter says so
     enc = gaps[gaps["model_id"] == "enc--2--fp32"]
     assert len(summary.findings_bullets(enc, head.iloc[:0], ["enc--2--fp32"], {"enc--2--fp32": False}, rows)) == 4
-    assert summary.findings_bullets(gaps, head, models, {"enc--2--fp32": False}, rows.iloc[:1])[3].endswith(
+    assert summary.findings_bullets(gaps, head, models, {"enc--2--fp32": False}, rows.iloc[:2])[3].endswith(
         "; enc writes no text (encoder); new has no results of this chapter.")
     # the page reads the chapter's table from each model's folder
     root = tmp_path / "results"
     shutil.copytree(results, root)
-    write_table(rows.iloc[:1].drop(columns="model_id"), root / "dec--1--fp32" / link.LINK_STATISTICS_TABLE)
+    write_table(rows.iloc[:2].drop(columns="model_id"), root / "dec--1--fp32" / link.LINK_STATISTICS_TABLE)
     page = summary.summary_markdown(models, root, {"enc--2--fp32": False})
     assert "- **Does the bias inside predict the bias it writes?** In {doc}`dec </models/dec--1--fp32/" in page
     assert page.index("- **Writing about occupations (BOLD).**") < page.index("- **Does the bias inside")
