@@ -9,7 +9,8 @@ lower precision), the book's default settings:
 
 * ``space``: ``space.build_space`` on the seed dictionary with the published generated contexts (5 per sense,
   seed 0), for SmolLM2 and MiniLM;
-* ``profiles``: ``profiles.run_profiles`` (names, gendered terms, non-binary terms; the mean over layers);
+* ``profiles``: ``profiles.run_profiles`` with its default populations (names, gendered terms, non-binary terms,
+  BLS occupations; the mean over layers);
 * ``audit``: ``bold.run_audit`` for SmolLM2 with notebook 06's defaults (every audit prompt, 100 new tokens).
 
 Each (device, precision) runs in a cache folder of its own, so that none reads another's embeddings or completions
