@@ -24,17 +24,19 @@ CONTEXT_GENERATOR := qwen2.5-coder-0.5b-instruct
 # Models the test suite loads: only these are installed by `make test`.
 TEST_MODELS := smollm2-135m-instruct minilm-l6 $(CONTEXT_GENERATOR)
 QUICK ?=
+# A lower precision for every model (bfloat16 or float16); empty: float32, the default on every device.
+DTYPE ?=
 PYTEST_ARGS ?=
 
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: book publish test test-fast venv wordnet data models chromium lock bench clean
+.PHONY: book publish test test-fast venv wordnet data models chromium lock bench gpu-check clean
 
 book: $(DEPS) $(WORDNET) chromium
 	@$(MAKE) --no-print-directory models MODEL_SET="$(sort $(BOOK_MODELS) $(CONTEXT_GENERATOR))"
-	$(PY) -m bias_utils.book --models "$(BOOK_MODELS)" $(if $(QUICK),--quick,)
+	$(PY) -m bias_utils.book --models "$(BOOK_MODELS)" $(if $(QUICK),--quick,) $(if $(DTYPE),--dtype $(DTYPE),)
 
 # Commits the built HTML (as it is: no rebuild) to $(PUBLISH_BRANCH) and pushes it to
 # $(PUBLISH_REMOTE); only the push needs the network.
@@ -87,6 +89,15 @@ bench: $(DEPS) $(WORDNET)
 	@$(MAKE) --no-print-directory models MODEL_SET="$(TEST_MODELS)"
 	$(PY) benchmarks/bench_embeddings.py
 	$(PY) benchmarks/bench_generation.py
+
+# On a machine with CUDA: the cuda-marked tests, then profiles and the full audit in float32 and bfloat16 against
+# the CPU (scripts/gpu_check.py prints the differences, the headlines and the seconds per stage). torch in .venv
+# must be a CUDA build (PyPI's Linux wheel is; a +cpu one is not): without CUDA the tests skip, saying why, and
+# scripts/gpu_check.py stops with a message.
+gpu-check: $(DEPS) $(WORDNET)
+	@$(MAKE) --no-print-directory models MODEL_SET="$(TEST_MODELS)"
+	$(PY) -m pytest -m cuda -rs tests/test_decoding.py $(PYTEST_ARGS)
+	$(PY) scripts/gpu_check.py
 
 # Refresh the full pin set from requirements.txt (needs the package index).
 lock:

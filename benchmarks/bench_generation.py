@@ -28,6 +28,9 @@ with transformers' default top-k), all in one process:
     alone): before, ``completions.completion_embeddings(stored=False)``
     re-embeds them (cold embedding cache); after, it reads the states (b)
     stored;
+(i) the statistics' bookkeeping alone, per step, without the forward pass: the
+    state sums and the token classification of 64 rows (random tokens and
+    states; ``decoding._StateSums`` with its per-token tables);
 (e) the compute floor: the forward passes alone for the same rows and the same
     number of tokens per row as (b) produced, in the same batches, with the
     KV cache, rows leaving as they reach their count, and a trivial sampler
@@ -76,7 +79,7 @@ def baseline_loop(m, prompts: list[str]) -> tuple[int, float]:
     torch.manual_seed(0)
     n, start = 0, time.perf_counter()
     for prompt in prompts:
-        enc = tok(prompt, return_tensors="pt")
+        enc = tok(prompt, return_tensors="pt").to(m.device)
         out = m.model.generate(**enc, do_sample=True, temperature=SETTINGS["temperature"], top_p=SETTINGS["top_p"],
                                top_k=SETTINGS["top_k"],
                                max_new_tokens=SETTINGS["max_new_tokens"], pad_token_id=tok.pad_token_id)
@@ -108,16 +111,16 @@ def forward_floor(m, prompts: list[str], steps: list[int], batch_size: int | Non
     encoded = [m.tokenizer(p)["input_ids"] for p in prompts]
     order = sorted(range(len(prompts)), key=lambda i: (len(encoded[i]), i))
     if batch_size is None:
-        batch_size = auto_batch_size(m, max(map(len, encoded)) + SETTINGS["max_new_tokens"])
+        batch_size = auto_batch_size(m, max(map(len, encoded)) + SETTINGS["max_new_tokens"], len(prompts))
     pad = m.tokenizer.pad_token_id or 0
     start = time.perf_counter()
     for b in range(0, len(order), batch_size):
         rows = order[b:b + batch_size]
         width = max(len(encoded[i]) for i in rows)
-        ids = torch.tensor([[pad] * (width - len(encoded[i])) + encoded[i] for i in rows])
-        mask = torch.tensor([[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in rows])
+        ids = torch.tensor([[pad] * (width - len(encoded[i])) + encoded[i] for i in rows], device=m.device)
+        mask = torch.tensor([[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in rows], device=m.device)
         pos = (mask.cumsum(-1) - 1).clamp_(min=0)
-        left = torch.tensor([steps[i] for i in rows])
+        left = torch.tensor([steps[i] for i in rows], device=m.device)
         past = DynamicCache()
         while True:
             logits = m.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past,
@@ -132,7 +135,30 @@ def forward_floor(m, prompts: list[str], steps: list[int], batch_size: int | Non
             ids = logits.argmax(-1, keepdim=True)
             pos = pos[:, -1:] + 1
             mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+    if m.device.type == "cuda":
+        torch.cuda.synchronize(m.device)
     return sum(steps), time.perf_counter() - start
+
+
+def bookkeeping_step(m, n: int = 64, steps: int = 80) -> float:
+    """CPU milliseconds per step of the state sums and token classification alone (no forward pass)."""
+    from bias_utils.decoding import _StateSums, _token_tables
+
+    gen = torch.Generator().manual_seed(0)
+    n_states, width = m.n_layers + 1, 12
+    ids = torch.randint(m.tokenizer.vocab_size, (steps, n), generator=gen).to(m.device)
+    hidden = [tuple(torch.randn(n, 1, m.hidden_size, generator=gen).to(m.device) for _ in range(n_states))
+              for _ in range(4)]
+    tables = _token_tables(m.tokenizer, m.model.get_output_embeddings().weight.shape[0]).to(m.device)
+    sums = _StateSums(n, tables, [[1.0 / width] * width] * n, m.device)
+    sums.read_prompt(tuple(torch.randn(n, width, m.hidden_size, generator=gen).to(m.device)
+                           for _ in range(n_states)), width)
+    start = time.process_time()
+    for t in range(steps):
+        sums.read_tokens(hidden[t % 4])
+        sums.drew(ids[t])
+    sums.means(torch.arange(n, device=m.device))
+    return (time.process_time() - start) / steps * 1e3
 
 
 def served(m, prompts: list[str], parallel: int) -> tuple[int, float]:
@@ -149,10 +175,10 @@ def sampler_step(m, prompts: list[str], repeats: int = 10) -> tuple[float, float
     + multinomial."""
     from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-    enc = m.tokenizer(prompts, return_tensors="pt", padding=True)
+    enc = m.tokenizer(prompts, return_tensors="pt", padding=True).to(m.device)
     with torch.inference_mode():
         logits = m.model(**enc).logits[:, -1].float()
-    uniforms = torch.rand(logits.shape[0], dtype=torch.float64)
+    uniforms = torch.rand(logits.shape[0], dtype=torch.float64).to(m.device)
     temp, top_k = TemperatureLogitsWarper(SETTINGS["temperature"]), TopKLogitsWarper(SETTINGS["top_k"])
     top_p = TopPLogitsWarper(SETTINGS["top_p"])
 
@@ -168,6 +194,8 @@ def sampler_step(m, prompts: list[str], repeats: int = 10) -> tuple[float, float
         start = time.perf_counter()
         for _ in range(repeats):
             fn()
+        if m.device.type == "cuda":
+            torch.cuda.synchronize(m.device)
         times[name] = (time.perf_counter() - start) / repeats * 1e3
     return times["stock"], times["ours"]
 
@@ -229,6 +257,7 @@ def main() -> None:
     before, after = embedding_step(m, df, stored=False), embedding_step(m, df, stored=True)
     print(f"(h) chapter 08's embedding step: re-embedding {before:.1f} s, stored states {after:.2f} s "
           f"({before / after:.0f}x)")
+    print(f"(i) the statistics' bookkeeping alone: {bookkeeping_step(m):.1f} CPU ms per step for 64 rows")
     stock_ms, ours_ms = sampler_step(m, prompts)
     print(f"(d) sampling step on [{len(prompts)}, vocab] logits: stock warpers+multinomial {stock_ms:.1f} ms, "
           f"ours {ours_ms:.1f} ms ({stock_ms / ours_ms:.2f}x)")

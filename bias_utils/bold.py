@@ -53,10 +53,10 @@ from .models import check_model
 from .results import write_table
 
 __all__ = ["AUDIT_GROUPS", "AuditResult", "BoldDataError", "FEMALE_GROUP", "LEXICON_COVERAGE_TABLE", "MALE_GROUP",
-    "METRICS_TABLE", "PMI_SMOOTHING", "SKIPPED_TABLE", "STATISTICS_TABLE", "SUMMARY_TABLE", "UNITS_TABLE",
-    "UNIT_COUNTS_TABLE", "audit_statistics", "check_audit", "check_audit_lexicons", "completion_metrics",
-    "describe_audit", "describe_expected_totals", "expected_totals", "group_summary", "occupation_terms",
-    "pmi_scores", "run_audit", "word_table"]
+           "METRICS_TABLE", "PMI_SMOOTHING", "SKIPPED_TABLE", "STATISTICS_TABLE", "SUMMARY_TABLE", "UNITS_TABLE",
+           "UNIT_COUNTS_TABLE", "audit_statistics", "check_audit", "check_audit_lexicons", "completion_metrics",
+           "describe_audit", "describe_expected_totals", "expected_totals", "group_summary", "occupation_terms",
+           "pmi_scores", "run_audit", "word_table"]
 
 #: Tables written by :meth:`AuditResult.write` (``<name>.parquet`` + CSV).
 METRICS_TABLE, STATISTICS_TABLE, SUMMARY_TABLE, SKIPPED_TABLE = (

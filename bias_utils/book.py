@@ -35,7 +35,7 @@ import yaml
 from . import cache, paths, rendering, summary
 from .execution import execute_runs
 from .presentation import path_replacements, present_notebook, write_if_changed
-from .reproducibility import REPRODUCIBILITY_PAGE, write_model_limitations, write_reproducibility_page
+from .reproducibility import REPRODUCIBILITY_PAGE, precision_note, write_model_limitations, write_reproducibility_page
 from .results import CROSS_MODEL_FOLDER as CROSS_SLUG
 from .results import REPLICATION_FOLDER as REPLICATION_SLUG
 from .runs import (
@@ -203,9 +203,12 @@ def make_book(
     results_dir: Path | None = None,
     force: bool = False,
     build: bool = True,
+    dtype: str | None = None,
     log=print,
 ) -> int:
-    """Run the notebooks for ``model_names`` and build the book; returns a process exit code."""
+    """Run the notebooks for ``model_names`` and build the book; returns a process exit code. ``dtype``: ``None``
+    (float32, the default on every device) or a lower precision for every model (``models.DTYPES``), said on the
+    front page and in the reproducibility appendix."""
     t0 = time.perf_counter()
     book_dir = Path(book_dir)
     if results_dir is not None:
@@ -216,7 +219,7 @@ def make_book(
     models = []
     for name in model_names:
         log(f"book: loading {name} to identify it")
-        models.append(describe_model(name))
+        models.append(describe_model(name, dtype))
     runs = plan_runs(models, quick=quick, book_dir=book_dir, results_dir=results_dir, log=log)
     resolve_dependency_keys(runs, env)
     manifests = execute_runs(runs, env, force=force, log=log)
@@ -227,7 +230,8 @@ def make_book(
     summary.write_summary_page(
         book_dir / SUMMARY_PAGE, [m["slug"] for m in models], results_dir or paths.results_dir(),
         can_generate={m["slug"]: m["can_generate"] for m in models},
-        note="*QUICK build: a small slice of every data set, so intervals are wide.*" if quick else "")
+        note=" ".join(n for n in ("*QUICK build: a small slice of every data set, so intervals are wide.*" if quick
+                                  else "", precision_note(models)) if n))
     write_reproducibility_page(book_dir, models, runs, replacements, quick=quick)
     write_model_limitations(book_dir, models)
     write_toc(book_dir, models, runs)
@@ -252,12 +256,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results-dir", type=Path, default=None, help="default: results/ (BIAS_RESULTS_DIR)")
     parser.add_argument("--force", action="store_true", help="re-execute every run and rebuild the HTML")
     parser.add_argument("--no-build", action="store_true", help="run the notebooks but skip jupyter-book")
+    parser.add_argument("--dtype", default=None,
+                        help="a lower precision for every model, bfloat16 or float16 (default: float32 on every "
+                             "device; models.load_model rejects an unknown name before anything loads)")
     args = parser.parse_args(argv)
     names = args.models.split()
     if not names:
         parser.error("--models is empty")
     return make_book(names, quick=args.quick, book_dir=args.book_dir, results_dir=args.results_dir,
-                     force=args.force, build=not args.no_build)
+                     force=args.force, build=not args.no_build, dtype=args.dtype)
 
 
 if __name__ == "__main__":

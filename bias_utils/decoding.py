@@ -16,9 +16,10 @@ draws from). ``expected_<lexicon>`` adds, over the steps the completion visited
 probability that distribution gives to the lexicon's words that are one token
 (:func:`lexicon_token_ids`: lower-case and capitalised, with and without a
 leading space). A variant without a leading space counts only where a word
-starts (the text so far ends in whitespace or punctuation: the completion's
+starts (the last token with text ends in whitespace or punctuation: the completion's
 first token after a prompt ending in a space, a token after a newline), never
-inside a word ("fore" + "man" is not the word "man"). Given the prefix, a step
+inside a word ("fore" + "man" is not the word "man"); a per-token table says
+which tokens end a word (:class:`_TokenTables`). Given the prefix, a step
 writes one such token with exactly that probability, so the expected count
 equals the expected number of sampled lexicon tokens at word starts, with far
 less variance than the sample. Caveats: a word that is never a single token adds
@@ -48,12 +49,44 @@ exactly (to float32 numerics) where the re-embedding reads the same tokens;
 where the completion began with whitespace (BOLD prompts end in a space, and
 SmolLM2 often continues with a newline) chapter 08's re-embedding replaced that
 whitespace with one space, and the stored states are those the model had.
+Which tokens are pooled is decided, token by token as they are drawn, by
+per-token tables (the lead automaton and the blank tokens of :class:`_TokenTables`).
 Cost: the states of every layer are returned by the forward passes the loop
 makes anyway; pooling them and classifying each token took 0.2 s of a 16 s
-profiled run (SmolLM2, 16 prompts x 50 tokens, one thread), plus the one extra
+profiled run (SmolLM2, 16 prompts x 50 tokens, one thread, when each token was
+classified by decoding the text), plus the one extra
 forward step per batch (1/``max_new_tokens`` of the steps). Chapter 08's
 re-embedding of 32 completions and prompts took 48 s, reading the stored
 states 0.05 s (``benchmarks/bench_generation.py``, same run).
+
+Devices
+-------
+Every tensor the loop keeps lives on the device the model takes its inputs on
+(``LoadedModel.device``): the uniforms (drawn on the CPU from each row's
+stream, then moved, so every device samples with the same numbers), the row
+indices, the lexicon's token sets, the per-token tables, the expected counts,
+the state sums and the drawn ids. Nothing is decoded per step: a drawn token
+is classified by the tables, computed once per tokenizer. A step waits for the
+device once, for the number of rows that stopped and whether a top-k tie
+needs the sampler's exact rescan (``sampling.sample_step``; a model spread
+over several GPUs waits once more, to select its KV cache's rows with a CPU
+index); the ids go to the host once per batch. On a GPU the batch holds as many rows as half its
+free memory takes (:func:`auto_batch_size`): the whole audit where it fits.
+The completions are byte-identical to those of the loop that decoded text at
+every step (``tests/test_decoding.py``'s golden sample, on the CPU), and the
+expected counts and stored states agree with it to 1e-6 and 1e-5. No CUDA measurement of this loop has
+been possible yet (``make gpu-check`` makes it). The state sums follow the
+batch's rows as the KV cache does (stopped rows leave them), so a step adds to
+them in place instead of gathering and scattering by row index. Measured once
+on this shared 2-core CPU (load average 6.8; ``benchmarks/bench_generation.py
+--n-prompts 16 --baseline-prompts 2 --threads 1``, SmolLM2, 16 prompts x 100
+tokens): that bookkeeping alone (the benchmark's (i): no forward pass, 64 rows)
+took 10.2 CPU ms per step; the loop ran at 0.78x of the forward-pass floor's
+tokens/s with the statistics and cache writing, 1.05x with ``screen=False``
+(the same loop on SmolLM2, where ``screen="auto"`` is off, without writing a
+cache), and without the statistics 1.40x faster than with them. That (b) and
+(f) differ by 0.75x while computing the same thing is the size of this run's
+noise; no earlier loop was timed beside it.
 
 Speed notes (2 shared CPU cores, ``benchmarks/bench_generation.py``)
 ------------------------------------------------------------------
@@ -78,6 +111,7 @@ was 0.86x, so ``screen="auto"`` leaves it off there.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Sequence
 
 import numpy as np
@@ -87,7 +121,7 @@ import torch
 from .cache import stable_hash
 from .embeddings import token_indices
 from .lexicon import GENDER_LEXICONS
-from .sampling import row_seed, sample_tokens
+from .sampling import row_seed, sample_step, sample_tokens
 
 __all__ = ["EXPECTED_COLUMNS", "STATE_PARTS", "auto_batch_size", "lexicon_token_ids", "run_transformers"]
 
@@ -129,7 +163,7 @@ def lexicon_token_ids(tokenizer, lexicons: dict[str, Sequence[str]] = GENDER_LEX
 def _word_start_sets(coverage: pd.DataFrame, n_vocab: int) -> torch.Tensor:
     """``[2 G, vocabulary]`` token sets for the G lexicons of :data:`EXPECTED_COLUMNS`: rows ``0..G-1`` the
     single-token variants with a leading space (a word start wherever they are drawn), rows ``G..2G-1`` those
-    without (a word start only after whitespace or punctuation; see :func:`_decode_batch`)."""
+    without (a word start only after whitespace or punctuation; see :class:`_TokenTables`)."""
     names = [c.removeprefix("expected_") for c in EXPECTED_COLUMNS]
     sets = torch.zeros(2 * len(names), n_vocab, dtype=torch.bool)
     single = coverage[coverage["single_token"]]
@@ -141,16 +175,90 @@ def _word_start_sets(coverage: pd.DataFrame, n_vocab: int) -> torch.Tensor:
     return sets
 
 
-def _ends_word(text: str, before: bool) -> bool:
-    """Whether the text so far ends a word (whitespace or punctuation last); ``before`` for a token with no text."""
-    return before if not text else not (text[-1].isalnum() or text[-1] == "_")
+#: What a completion token's states count for: ``_LEAD`` lies wholly in the whitespace and punctuation before the
+#: completion's first word, ``_BLANK`` is whitespace (it counts only if a word follows), ``_WORD`` the rest.
+_LEAD, _BLANK, _WORD = 0, 1, 2
+#: The leading characters ``completions.completion_embeddings`` strips from a completion before locating it.
+_LEADING_PUNCTUATION = ",.;:!?)]}'\"-"
+#: The states of the lead automaton (:class:`_TokenTables`): whitespace so far; then punctuation; then whitespace
+#: again; past the lead (absorbing).
+_SPACE, _PUNCT, _SPACE_AFTER, _PAST = 0, 1, 2, 3
+#: Word-start codes of a token's own text: it ends inside a word, ends a word, or has no text (the state is kept).
+_INSIDE, _ENDS, _KEEP = 0, 1, 2
 
 
-def auto_batch_size(model: Any, max_len: int) -> int:
-    """Rows per forward pass: as many as fit ~2 GiB of KV cache and logits, capped at 64.
+def _lead_step(state: int, text: str) -> int:
+    """The lead automaton after ``text``: the completion stays in its lead while it reads whitespace, then
+    ``_LEADING_PUNCTUATION``, then whitespace (what ``completion_embeddings`` strips before the first word)."""
+    for ch in text:
+        if state == _PAST:
+            break
+        if ch.isspace():
+            state = _SPACE if state == _SPACE else _SPACE_AFTER
+        elif ch in _LEADING_PUNCTUATION and state in (_SPACE, _PUNCT):
+            state = _PUNCT
+        else:
+            state = _PAST
+    return state
 
-    64 is where the probes in ``MODELS.md`` measured stock batched generation on
-    this 2-core machine; larger batches mostly add memory.
+
+class _TokenTables:
+    """Per-token tables, computed once per tokenizer, that let the decoding loop classify a drawn token on the
+    device instead of decoding text every step.
+
+    ``word_start`` (``[vocabulary]``): the word-start rule of the expected counts, from each token's text decoded
+    alone (whitespace or punctuation last: it ends a word; a letter, digit or ``_`` last: it does not; no text: the
+    state before it is kept). ``lead`` (``[4, vocabulary]``): the lead automaton's state after each token, and
+    ``blank`` (``[vocabulary]``): a token whose text is whitespace or nothing, for the stored states; both from the
+    text the token adds after another token (``decode([anchor, t])`` minus ``decode([anchor])``, with special tokens
+    skipped, as the completion's text is decoded), so a SentencePiece token keeps its leading space. The previous
+    loop classified a token by decoding the whole prompt and completion at every step; the two agree except where a
+    character is split across tokens, which that loop counted as text on the first token and as blank on the one
+    that completed it (here both are text, as the tokens' offsets in chapter 08's re-embedding are).
+    """
+
+    def __init__(self, tokenizer, n_vocab: int):
+        n_text = min(len(tokenizer), n_vocab)
+        alone = tokenizer.batch_decode([[t] for t in range(n_text)])
+        anchor = tokenizer("a", add_special_tokens=False)["input_ids"][:1]
+        head = tokenizer.decode(anchor, skip_special_tokens=True)
+        joined = tokenizer.batch_decode([anchor + [t] for t in range(n_text)], skip_special_tokens=True)
+        added = [j[len(head):] if j.startswith(head) else a for j, a in zip(joined, alone)]
+        # Ids past the tokenizer (padding rows of the output projection) have no text.
+        alone += [""] * (n_vocab - n_text)
+        added += [""] * (n_vocab - n_text)
+        self.word_start = torch.tensor([_KEEP if not t else _INSIDE if t[-1].isalnum() or t[-1] == "_" else _ENDS
+                                        for t in alone], dtype=torch.uint8)
+        self.blank = torch.tensor([not t.strip() for t in added])
+        self.lead = torch.tensor([[_lead_step(state, t) for t in added] for state in range(4)], dtype=torch.long)
+
+    def to(self, device: torch.device) -> "_TokenTables":
+        moved = object.__new__(_TokenTables)
+        moved.word_start, moved.blank, moved.lead = (x.to(device) for x in (self.word_start, self.blank, self.lead))
+        return moved
+
+    def starts_word(self, tokens: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
+        """Per row, whether the text ends a word after ``tokens`` (float64 0/1), ``before`` where they have no text."""
+        code = self.word_start[tokens]
+        return torch.where(code == _KEEP, before, (code == _ENDS).to(torch.float64))
+
+
+#: One table set per tokenizer (a vocabulary-sized decode takes about a second; a process decodes it once).
+_TABLES: "weakref.WeakKeyDictionary[Any, _TokenTables]" = weakref.WeakKeyDictionary()
+
+
+def _token_tables(tokenizer, n_vocab: int) -> _TokenTables:
+    tables = _TABLES.get(tokenizer)
+    if tables is None or tables.blank.shape[0] != n_vocab:
+        tables = _TABLES[tokenizer] = _TokenTables(tokenizer, n_vocab)
+    return tables
+
+
+def auto_batch_size(model: Any, max_len: int, n_rows: int | None = None) -> int:
+    """Rows per forward pass. On a CPU: as many as fit ~2 GiB of KV cache and logits, capped at 64 (where the probes
+    in ``MODELS.md`` measured stock batched generation on this 2-core machine; larger batches mostly add memory).
+    On a GPU: as many of the ``n_rows`` as half its free memory holds (the KV cache, the float32 hidden states of
+    every layer, the logits and the sampler's copies), so the audit's prompts go in one batch where they fit.
     """
     cfg = model.model.config
     cfg = getattr(cfg, "text_config", None) or cfg
@@ -158,7 +266,12 @@ def auto_batch_size(model: Any, max_len: int) -> int:
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_heads
     kv_dim = (getattr(cfg, "num_key_value_heads", None) or n_heads) * head_dim
     bytes_per_row = 2 * cfg.num_hidden_layers * kv_dim * 4 * max_len + 3 * cfg.vocab_size * 8
-    return int(max(1, min(_MAX_AUTO_BATCH, (2 << 30) // bytes_per_row)))
+    device = torch.device(getattr(model, "device", "cpu"))
+    if device.type != "cuda":
+        return int(max(1, min(_MAX_AUTO_BATCH, (2 << 30) // bytes_per_row)))
+    bytes_per_row += 3 * (cfg.num_hidden_layers + 1) * cfg.hidden_size * 8 * max_len
+    fit = int(torch.cuda.mem_get_info(device)[0] // 2 // bytes_per_row)
+    return max(1, min(fit, n_rows or fit))
 
 
 def _encode(model: Any, prompt: str, chat: bool) -> list[int]:
@@ -204,13 +317,16 @@ def run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, tem
             encoded[r["prompt"]] = _encode(model, r["prompt"], chat)
     order = sorted(range(len(rows)), key=lambda i: (len(encoded[rows[i]["prompt"]]), i))
     if batch_size is None:
-        batch_size = auto_batch_size(model, max(len(v) for v in encoded.values()) + max_new_tokens)
-    stop = _stop_ids(model)
-    groups = lexicon_key = None
+        batch_size = auto_batch_size(model, max(len(v) for v in encoded.values()) + max_new_tokens, len(rows))
+    device = _device(model)
+    stop = torch.tensor(sorted(_stop_ids(model)), device=device)
+    n_vocab = model.model.get_output_embeddings().weight.shape[0]
+    groups = lexicon_key = tables = None
     if lexicon is not None:
         ids, coverage = lexicon
         lexicon_key = stable_hash(ids)
-        groups = _word_start_sets(coverage, model.model.get_output_embeddings().weight.shape[0])
+        groups = _word_start_sets(coverage, n_vocab).to(device)
+        tables = _token_tables(model.tokenizer, n_vocab).to(device)
     # Hidden states only where chapter 08 reads them: the completion after the raw prompt.
     keep_states = lexicon is not None and not chat
     for start in range(0, len(order), batch_size):
@@ -218,15 +334,16 @@ def run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, tem
         if all(r["row_key"] in done for r in batch):
             continue
         prompt_ids = [encoded[r["prompt"]] for r in batch]
+        # Drawn on the CPU from each row's own stream, so that every device samples with the same numbers.
         uniforms = torch.stack([
             torch.rand(max_new_tokens, dtype=torch.float64,
                        generator=torch.Generator().manual_seed(row_seed(seed, r["prompt_id"], r["sample"])))
             for r in batch
-        ])
+        ]).to(device)
         weights = [_prompt_weights(model.tokenizer, r["prompt"], p) for r, p in zip(batch, prompt_ids)] \
             if keep_states else None
         new_ids, finished, mass, states = _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k,
-                                                        screened, groups, weights)
+                                                        screened, groups, tables, weights)
         results = []
         for i, (r, p, ids, fin) in enumerate(zip(batch, prompt_ids, new_ids, finished)):
             row = {**r, **_completion(model.tokenizer, p, ids, fin)}
@@ -236,6 +353,11 @@ def run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, tem
                 row.update({f"_{part}_state": states[part][i] for part in STATE_PARTS})
             results.append(row)
         emit(results)
+
+
+def _device(model: Any) -> torch.device:
+    """Where the loop keeps its tensors: the device the model takes its inputs on."""
+    return torch.device(getattr(model, "device", None) or model.model.device)
 
 
 def _completion_text(tokenizer, prompt_ids: list[int], head: str, new_ids: list[int]) -> str:
@@ -251,111 +373,125 @@ def _completion(tokenizer, prompt_ids: list[int], new_ids: list[int], stopped: b
             "finish_reason": "stop" if stopped else "length"}
 
 
-#: What a completion token's states count for: ``_LEAD`` lies wholly in the whitespace and punctuation before the
-#: completion's first word, ``_BLANK`` is whitespace (it counts only if a word follows), ``_WORD`` the rest.
-_LEAD, _BLANK, _WORD = 0, 1, 2
-#: The leading characters ``completions.completion_embeddings`` strips from a completion before locating it.
-_LEADING_PUNCTUATION = ",.;:!?)]}'\"-"
-
-
-def _lead_length(text: str) -> int:
-    return len(text) - len(text.lstrip().lstrip(_LEADING_PUNCTUATION).lstrip())
-
-
 class _StateSums:
-    """Per row, the sums of the hidden states (every layer) of the completion tokens that chapter 08 pools.
+    """Per row, the sums of the hidden states (every layer) of the completion tokens that chapter 08 pools, on the
+    model's device.
 
     Chapter 08 re-embeds ``prompt + " " + completion`` and pools the tokens overlapping the completion stripped of
     surrounding whitespace and leading punctuation. Trailing whitespace tokens are only known to be trailing when
-    the completion ends, so their states wait in ``pending`` and join the sum when a word follows.
+    the completion ends, so their states wait in ``pending`` and join the sum when a word follows. A token is
+    classified when it is drawn (:class:`_TokenTables`: the lead automaton and the blank tokens) and its state
+    counted at the next step, which reads it. The running sums follow the batch's rows as the KV cache does
+    (:meth:`keep` drops the rows that stopped, after storing their means), so a step adds to them in place.
     """
 
-    def __init__(self, n: int, tokenizer, prompt_ids: list[list[int]], weights: list[list[float] | None]):
-        self.tokenizer, self.prompt_ids = tokenizer, prompt_ids
-        self.heads = [tokenizer.decode(p, skip_special_tokens=True) for p in prompt_ids]
-        self.texts = [""] * n
-        self.weights = weights
-        self.kind = torch.full((n,), _LEAD, dtype=torch.long)
-        self.sum = self.pending = self.prompt = None
-        self.count = torch.zeros(n, dtype=torch.float64)
-        self.n_pending = torch.zeros(n, dtype=torch.float64)
+    def __init__(self, n: int, tables: _TokenTables, weights: list[list[float] | None], device: torch.device):
+        self.tables, self.weights, self.device = tables, weights, device
+        self.lead = torch.full((n,), _SPACE, dtype=torch.long, device=device)
+        self.kind = torch.full((n,), _LEAD, dtype=torch.long, device=device)
+        self.sum = self.pending = self.prompt = self.completion = None
+        self.count = torch.zeros(n, dtype=torch.float64, device=device)
+        self.n_pending = torch.zeros(n, dtype=torch.float64, device=device)
 
     def read_prompt(self, hidden: tuple, width: int) -> None:
         w = torch.zeros(len(self.weights), width, dtype=torch.float32)
         for row, weights in enumerate(self.weights):
             if weights is not None:
                 w[row, width - len(weights):] = torch.tensor(weights)
-        w = w.unsqueeze(1).to(hidden[0].device)
-        self.prompt = torch.stack([torch.bmm(w, h.float()).squeeze(1) for h in hidden], dim=1).cpu()
-        self.prompt[torch.tensor([w is None for w in self.weights])] = float("nan")
-        self.sum = torch.zeros(self.prompt.shape, dtype=torch.float64)
-        self.pending = torch.zeros(self.prompt.shape, dtype=torch.float64)
+        w = w.unsqueeze(1).to(self.device)
+        # A model spread over GPUs returns each layer's states where that layer ran.
+        self.prompt = torch.stack([torch.bmm(w.to(h.device), h.float()).squeeze(1).to(self.device) for h in hidden],
+                                  dim=1)
+        self.prompt[torch.tensor([w is None for w in self.weights], device=self.device)] = float("nan")
+        self.sum = torch.zeros(self.prompt.shape, dtype=torch.float64, device=self.device)
+        self.pending = torch.zeros(self.prompt.shape, dtype=torch.float64, device=self.device)
+        self.completion = torch.full(self.prompt.shape, float("nan"), device=self.device)
 
-    def read_tokens(self, rows: torch.Tensor, hidden: tuple) -> None:
-        """The states of the tokens just read as input by ``rows`` (their previous draws)."""
-        states = torch.stack([h[:, -1] for h in hidden], dim=1).double().cpu()
-        kind = self.kind[rows]
-        blank, word = kind == _BLANK, kind == _WORD
-        self.pending[rows[blank]] += states[blank]
-        self.n_pending[rows[blank]] += 1
-        w = rows[word]
-        self.sum[w] += self.pending[w] + states[word]
-        self.count[w] += self.n_pending[w] + 1
-        self.pending[w] = 0
-        self.n_pending[w] = 0
+    def read_tokens(self, hidden: tuple) -> None:
+        """The states of the tokens the batch's rows just read as input (their previous draws).
 
-    def drew(self, row: int, new_ids: list[int]) -> None:
-        """Classify the token just appended to ``new_ids`` of ``row``, to be read at the next step."""
-        text = _completion_text(self.tokenizer, self.prompt_ids[row], self.heads[row], new_ids)
-        piece = text[len(self.texts[row]):]
-        self.texts[row] = text
-        self.kind[row] = _LEAD if _lead_length(text) == len(text) else _BLANK if not piece.strip() else _WORD
+        Masks are multiplied in rather than used as indices: a boolean index would wait for the device. Adding
+        ``0 * state`` leaves a sum unchanged, so the sums are those of the tokens that count."""
+        states = torch.stack([h[:, -1].to(self.device) for h in hidden], dim=1).double()
+        blank = (self.kind == _BLANK).to(torch.float64)
+        word = (self.kind == _WORD).to(torch.float64)
+        self.pending.addcmul_(states, blank[:, None, None])
+        self.n_pending += blank
+        self.sum.addcmul_(self.pending + states, word[:, None, None])
+        self.count += (self.n_pending + 1) * word
+        self.pending *= (1 - word)[:, None, None]
+        self.n_pending *= 1 - word
 
-    def means(self) -> dict[str, np.ndarray]:
-        completion = (self.sum / self.count.clamp(min=1)[:, None, None]).float()
-        completion[self.count == 0] = float("nan")
-        return {"completion": completion.numpy(), "prompt": self.prompt.numpy()}
+    def drew(self, tokens: torch.Tensor) -> None:
+        """Classify the tokens the batch's rows just drew, to be read at the next step."""
+        self.lead = self.tables.lead[self.lead, tokens]
+        self.kind = torch.where(self.lead != _PAST, _LEAD, torch.where(self.tables.blank[tokens], _BLANK, _WORD))
+
+    def _store(self, rows: torch.Tensor, positions: torch.Tensor | None = None) -> None:
+        """The means of the batch rows at ``positions`` (all: ``None``), as rows ``rows`` of the result."""
+        sums, count = (self.sum, self.count) if positions is None else (self.sum[positions], self.count[positions])
+        mean = (sums / count.clamp(min=1)[:, None, None]).float()
+        mean[count == 0] = float("nan")
+        self.completion[rows] = mean
+
+    def keep(self, keep: torch.Tensor, left: torch.Tensor, rows: torch.Tensor) -> None:
+        """The batch keeps the rows at positions ``keep``; those at ``left`` (original rows ``rows[left]``) stopped."""
+        self._store(rows[left], left)
+        self.sum, self.pending = self.sum[keep], self.pending[keep]
+        self.count, self.n_pending, self.lead, self.kind = (x[keep] for x in (self.count, self.n_pending, self.lead,
+                                                                             self.kind))
+
+    def means(self, rows: torch.Tensor) -> dict[str, np.ndarray]:
+        """Every row's means, the batch's last ``rows`` (original indices) stored now."""
+        self._store(rows)
+        return {"completion": self.completion.cpu().numpy(), "prompt": self.prompt.cpu().numpy()}
 
 
 @torch.inference_mode()
 def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k, screened=None, groups=None,
-                  prompt_weights=None) -> tuple[list[list[int]], list[bool], np.ndarray | None, dict | None]:
+                  tables=None, prompt_weights=None) -> tuple[list[list[int]], list[bool], np.ndarray | None,
+                                                             dict | None]:
     """Sample up to ``uniforms.shape[1]`` tokens for each prompt; finished rows leave the batch.
 
-    With ``groups`` (``[2 G, vocabulary]``, :func:`_word_start_sets`) also the expected counts (``[rows, G]``: over
-    the steps each row visited, the probability of each set's first half, plus that of its second half at steps
-    where the text so far ends a word); with ``prompt_weights`` also the mean hidden states (:class:`_StateSums`).
+    ``stop``: the stop token ids, ``uniforms``, ``groups`` and ``tables`` on the model's device. With ``groups``
+    (``[2 G, vocabulary]``, :func:`_word_start_sets`) and ``tables`` (:class:`_TokenTables`) also the expected
+    counts (``[rows, G]``: over the steps each row visited, the probability of each set's first half, plus that of
+    its second half at steps where the text so far ends a word); with ``prompt_weights`` also the mean hidden
+    states (:class:`_StateSums`). Every tensor stays on the device; a step waits for it once, for the number of
+    rows that stopped (and whether a top-k tie needs the exact rescan, :func:`sampling.sample_step`).
     """
     from transformers import DynamicCache  # deferred: importing transformers takes seconds
 
     net = model.model
-    device = getattr(model, "device", None) or net.device
-    pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else next(iter(stop))
+    device = _device(model)
+    pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else int(stop[0])
     width = max(len(p) for p in prompt_ids)
     input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompt_ids], device=device)
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompt_ids], device=device)
     positions = (mask.cumsum(-1) - 1).clamp_(min=0)
-    stop_t = torch.tensor(sorted(stop), device=device)
 
-    n = len(prompt_ids)
-    out: list[list[int]] = [[] for _ in range(n)]
-    stopped = [False] * n
-    alive = torch.arange(n)  # original row index of each batch row
-    expected = None if groups is None else torch.zeros(n, groups.shape[0] // 2, dtype=torch.float64)
-    groups = None if groups is None else groups.to(device)
-    decode = model.tokenizer.decode
-    at_start = torch.tensor([_ends_word(decode(p[-1:]), True) for p in prompt_ids], dtype=torch.float64)
-    sums = None if prompt_weights is None else _StateSums(n, model.tokenizer, prompt_ids, prompt_weights)
+    n, n_steps = len(prompt_ids), uniforms.shape[1]
+    drawn_ids = torch.zeros(n, n_steps, dtype=torch.long, device=device)  # row's draw at each step it visited
+    n_new = torch.zeros(n, dtype=torch.long, device=device)
+    stopped = torch.zeros(n, dtype=torch.bool, device=device)
+    alive = torch.arange(n, device=device)  # original row index of each batch row
+    expected = at_start = None
+    if groups is not None:
+        expected = torch.zeros(n, groups.shape[0] // 2, dtype=torch.float64, device=device)
+        last = torch.tensor([p[-1] for p in prompt_ids], device=device)
+        at_start = tables.starts_word(last, torch.ones(n, dtype=torch.float64, device=device))
+    sums = None if prompt_weights is None else _StateSums(n, tables, prompt_weights, device)
+    # A model spread over several GPUs keeps each layer's cache on its own GPU; a CPU index selects on any of them.
+    spread = len(set(getattr(net, "hf_device_map", {}).values()) - {"cpu", "disk"}) > 1
     past = DynamicCache()
     step_ids, step_pos = input_ids, positions
-    n_steps = uniforms.shape[1]
     # With states, one more forward pass reads the last token of the rows that reached the length limit.
     for step in range(n_steps + (sums is not None)):
         inputs = dict(input_ids=step_ids, attention_mask=mask, position_ids=step_pos, past_key_values=past,
                       use_cache=True, output_hidden_states=sums is not None)
         if screened is None:
             result = net(**inputs, logits_to_keep=1)
-            logits = result.logits[:, -1, :]
+            logits = result.logits[:, -1, :].to(device)
         else:
             result = model.backbone()(**inputs)
             hidden = result.last_hidden_state[:, -1, :]
@@ -363,33 +499,55 @@ def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k, 
             if step == 0:
                 sums.read_prompt(result.hidden_states, width)
             else:
-                sums.read_tokens(alive, result.hidden_states)
+                sums.read_tokens(result.hidden_states)
             if step == n_steps:
                 break
         u = uniforms[alive, step]
-        drawn = (sample_tokens(logits, u, temperature, top_p, top_k, groups=groups) if screened is None
-                 else screened.sample(hidden, u, temperature, top_p, top_k, groups=groups))
-        tokens, mass = drawn if groups is not None else (drawn, None)
+        if screened is None:
+            tokens, mass, unsure = sample_step(logits, u, temperature, top_p, top_k, groups=groups)
+        else:
+            drawn = screened.sample(hidden, u, temperature, top_p, top_k, groups=groups)
+            (tokens, mass), unsure = (drawn if groups is not None else (drawn, None)), None
+            tokens = tokens.to(device)
+        is_stop = torch.isin(tokens, stop)
+        # The step's one wait for the device: how many rows stopped, and whether the draw needs the exact rescan.
+        n_stop, rescan = _read(is_stop.sum(), unsure)
+        if rescan:  # a tie at the k-th logit may reach past the sampler's candidates (rare): draw again, exactly
+            drawn = sample_tokens(logits, u, temperature, top_p, top_k, groups=groups)
+            tokens, mass = drawn if groups is not None else (drawn, None)
+            is_stop = torch.isin(tokens, stop)
+            n_stop = int(is_stop.sum())
         if mass is not None:
             half = mass.shape[1] // 2
-            expected[alive] += mass[:, :half].cpu() + at_start[alive, None] * mass[:, half:].cpu()
-        is_stop = torch.isin(tokens, stop_t)
-        for row, tok, s in zip(alive.tolist(), tokens.tolist(), is_stop.tolist()):
-            if s:
-                stopped[row] = True
-            else:
-                out[row].append(tok)
-                if expected is not None:
-                    at_start[row] = float(_ends_word(decode([tok]), bool(at_start[row])))
-                if sums is not None:
-                    sums.drew(row, out[row])
-        keep = (~is_stop).nonzero().squeeze(1)
-        if keep.numel() == 0:
+            expected[alive] += mass[:, :half].to(device) + at_start[alive, None] * mass[:, half:].to(device)
+            at_start[alive] = tables.starts_word(tokens, at_start[alive])
+        drawn_ids[alive, step] = tokens
+        n_new[alive] += ~is_stop
+        stopped[alive] = is_stop
+        if sums is not None:
+            sums.drew(tokens)
+        if n_stop == alive.numel():
             break
-        if keep.numel() < alive.numel():
-            past.batch_select_indices(keep)
+        if n_stop:
+            # The rows that go on, in order: a stable sort puts them first without asking the device how many.
+            order = torch.sort(is_stop.to(torch.uint8), stable=True).indices
+            keep = order[:alive.numel() - n_stop]
+            if sums is not None:
+                sums.keep(keep, order[alive.numel() - n_stop:], alive)
+            past.batch_select_indices(keep.cpu() if spread else keep)
             alive, tokens, mask, step_pos = alive[keep], tokens[keep], mask[keep], step_pos[keep]
         step_ids = tokens.unsqueeze(1)
         step_pos = step_pos[:, -1:] + 1
         mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
-    return out, stopped, None if expected is None else expected.numpy(), None if sums is None else sums.means()
+    lengths = n_new.tolist()
+    out = [ids[:k] for ids, k in zip(drawn_ids.tolist(), lengths)]
+    return (out, stopped.tolist(), None if expected is None else expected.cpu().numpy(),
+            None if sums is None else sums.means(alive))
+
+
+def _read(n_stop: torch.Tensor, unsure: torch.Tensor | None) -> tuple[int, bool]:
+    """Both numbers in one transfer from the device."""
+    if unsure is None:
+        return int(n_stop), False
+    both = torch.stack([n_stop, unsure.to(n_stop.dtype)]).tolist()
+    return both[0], bool(both[1])

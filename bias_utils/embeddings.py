@@ -342,10 +342,11 @@ def _compute(model, pending, layer_list, values, batch_size, folder, progress, n
             if use_positions:
                 inputs["position_ids"] = (mask.cumsum(-1) - 1).clamp(min=0).to(model.device)
             hidden = backbone(**inputs, output_hidden_states=True).hidden_states
-            # Pool per layer ([B,1,T] @ [B,T,H]) rather than stacking all layers' full states first.
+            # Pool per layer ([B,1,T] @ [B,T,H]) rather than stacking all layers' full states first, each where its
+            # layer ran (a model spread over GPUs returns them on several).
             weights = weights.unsqueeze(1).to(model.device)
-            pooled = torch.stack([torch.bmm(weights, hidden[layer].float()).squeeze(1) for layer in layer_list],
-                                 dim=1).cpu().numpy()
+            pooled = torch.stack([torch.bmm(weights.to(hidden[layer].device), hidden[layer].float()).squeeze(1)
+                                  .to(model.device) for layer in layer_list], dim=1).cpu().numpy()
             for row, (i, *_) in enumerate(batch):
                 values[i] = pooled[row]
             if folder is not None:

@@ -51,9 +51,9 @@ from .paths import data_dir
 from .results import display_name
 
 __all__ = ["RETRY_INSTRUCTION", "compare_generators", "describe_coverage", "extra_contexts_path", "extra_coverage",
-    "extra_term_contexts", "extra_term_prompt", "generate_extra_contexts", "known_generated_contexts",
-    "merged_extra_contexts", "model_choice_senses", "read_extra_contexts", "read_model_choice", "retry_prompt",
-    "round2_terms"]
+           "extra_term_contexts", "extra_term_prompt", "generate_extra_contexts", "known_generated_contexts",
+           "merged_extra_contexts", "model_choice_senses", "read_extra_contexts", "read_model_choice", "retry_prompt",
+           "round2_terms"]
 
 EXTRA_CONTEXTS_FILE = "generated/extra_terms_contexts.jsonl"
 #: Terms per call of ``generation.generate``: the file is rewritten after each, so an interrupted run leaves a

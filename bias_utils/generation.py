@@ -63,7 +63,9 @@ then diverges from that token on. Measured on the project machine (SmolLM2,
 fp32, torch 2.13 CPU): 24 BOLD prompts x 32 tokens gave identical text at batch
 sizes 1, 4 and 24, but a different CPU or BLAS may not. The test suite asserts
 only what is promised: at least 80 % of completions agree between batch sizes
-1 and 6.
+1 and 6. On a GPU the default batch size follows the free memory
+(``decoding.auto_batch_size``), so a run that must repeat another's batches
+exactly passes ``batch_size``.
 
 Cache
 -----
@@ -151,14 +153,14 @@ def generate(
     applied; ``None`` turns it off.
     ``prompt_ids``: unique JSON-serialisable ids (default ``0..n-1``).
     ``batch_size``: rows per forward pass (transformers backend); default
-    chosen from the model size (see ``decoding.auto_batch_size``). ``cache``:
+    chosen from the model size and, on a GPU, its free memory (see ``decoding.auto_batch_size``). ``cache``:
     ``True`` (under ``paths.cache_dir()``), ``False``, or a folder to use
     instead of ``paths.cache_dir()/generations``. ``screen``: with top-k
     sampling, rank the vocabulary with a bfloat16 copy of the output projection
     and score only the candidates in float32, with a proof per row that the
     top-k set is complete (:class:`ScreenedHead`; the distribution is the
     float32 one). ``"auto"`` screens vocabularies of at least
-    ``SCREEN_MIN_VOCAB`` entries, where it pays; ``True`` always, ``False``
+    ``SCREEN_MIN_VOCAB`` entries on a CPU, where it pays; ``True`` always, ``False``
     never. ``statistics``: accumulate the expected counts
     (:data:`EXPECTED_COLUMNS`) and, without ``chat``, the mean hidden states
     (:func:`completion_states`) in the decoding loop; ``False`` leaves the
@@ -188,9 +190,11 @@ def generate(
     if screen not in (True, False, "auto"):
         raise ValueError(f"screen must be True, False or 'auto', got {screen!r}")
     screened = None
+    # "auto" screens where it was measured to pay: on a CPU. On a GPU its proof would wait for the device at
+    # every stage of every step.
     if not is_http and temperature > 0 and top_k is not None and (
-            screen is True or (screen == "auto" and model.model.config.get_text_config().vocab_size
-                               >= SCREEN_MIN_VOCAB)):
+            screen is True or (screen == "auto" and model.device.type == "cpu"
+                               and model.model.config.get_text_config().vocab_size >= SCREEN_MIN_VOCAB)):
         screened = ScreenedHead.for_model(model.model)
 
     rows = [

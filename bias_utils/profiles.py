@@ -43,11 +43,12 @@ from .results import write_table
 from .stats import STAT_COLUMNS, adjust_pvalues, column_test, group_tests, hedges_g, student_t, welch_anova, welch_t
 
 __all__ = ["DEFAULT_REFERENCE", "DEFAULT_TEMPLATES", "MIN_GROUP_WORDS", "PLACEHOLDER", "PROFILE_STATS_COLUMNS",
-    "PopulationEmbeddings", "ProfileError", "ProfileResult", "check_population_list", "check_profile_run",
-    "check_template_list", "check_templates", "check_word_projection", "describe_profile", "describe_share_below",
-    "describe_stats", "fill_template", "group_means", "limit_populations", "nonbinary_table", "paper_finding",
-    "paper_finding_sentence", "population_embeddings", "profile_anova", "profile_stats", "profile_table",
-    "resolve_populations", "run_profiles", "share_below_group_means", "standardise", "word_summary"]
+           "PopulationEmbeddings", "ProfileError", "ProfileResult", "check_population_list", "check_profile_run",
+           "check_template_list", "check_templates", "check_word_projection", "describe_profile",
+           "describe_share_below", "describe_stats", "fill_template", "group_means", "limit_populations",
+           "nonbinary_table", "paper_finding", "paper_finding_sentence", "population_embeddings", "profile_anova",
+           "profile_stats", "profile_table", "resolve_populations", "run_profiles", "share_below_group_means",
+           "standardise", "word_summary"]
 
 #: The placeholder a template marks the word with.
 PLACEHOLDER = "{word}"

@@ -22,8 +22,8 @@ from .results import CROSS_MODEL_FOLDER as CROSS_SLUG
 from .results import REPLICATION_FOLDER as REPLICATION_SLUG
 from .runs import Run, format_seconds, git_state, public_url
 
-__all__ = ["MODEL_LIMITATIONS_PAGE", "REPRODUCIBILITY_PAGE", "build_year", "model_limitations", "repository_url",
-           "write_model_limitations", "write_reproducibility_page"]
+__all__ = ["MODEL_LIMITATIONS_PAGE", "REPRODUCIBILITY_PAGE", "build_year", "model_limitations", "precision_note",
+           "repository_url", "write_model_limitations", "write_reproducibility_page"]
 
 #: The appendix: models, runs, commit and the commands that rebuild this book.
 REPRODUCIBILITY_PAGE = Path("_generated") / "reproducibility.md"
@@ -117,6 +117,20 @@ def _model_source(model: dict) -> str:
     return {"folder": "a local model folder", "gguf": "a local GGUF file"}.get(source, "not recorded")
 
 
+def precision_note(models: list[dict]) -> str:
+    """A sentence naming every model of the build that ran below float32 (from its identity, ``runs.describe_model``:
+    its dtype and where it was placed); ``""`` when every model ran in float32, the default on every device."""
+    lower = [m for m in models if m.get("dtype") not in (None, "float32")]
+    if not lower:
+        return ""
+    which = "; ".join(f"{_cell(m['name'])} in {m['dtype']} (`{_cell(m.get('device') or 'device not recorded')}`)"
+                      for m in lower)
+    return (f"**Lower precision:** {which}. Float32 is the default on every device; in a lower precision the "
+            "model's hidden states and the text it samples are computed with fewer bits, so "
+            f"{'its' if len(lower) == 1 else 'their'} numbers in this book can differ from those of a float32 "
+            "build (`make book` without `DTYPE`).")
+
+
 def _run_rows(runs: list[Run], replacements: list[tuple[str, str]]) -> list[str]:
     rows = ["| chapter | status | wall time | executed (UTC) | commit | run key | parameters |",
             "|---|---|---|---|---|---|---|"]
@@ -152,6 +166,7 @@ def write_reproducibility_page(
     title, author = config.get("title", "bias-profiles"), config.get("author", "the bias-profiles project")
     commit, remote, year = git.get("commit") or "", repository_url(git), build_year()
     names = " ".join(m["name"] for m in models)
+    dtypes = sorted({m["requested_dtype"] for m in models if m.get("requested_dtype")})
     lines = [
         "# Reproducibility",
         "",
@@ -177,7 +192,7 @@ def write_reproducibility_page(
         *([f"git clone {remote} bias-profiles"] if remote else []),
         "cd bias-profiles",
         f"git checkout {commit or '<commit>'}",
-        f'make book MODELS="{names}"' + (" QUICK=1" if quick else ""),
+        f'make book MODELS="{names}"' + (" QUICK=1" if quick else "") + "".join(f" DTYPE={d}" for d in dtypes),
         "```",
         "",
         "A run is executed again only when its run key changes: a hash of its notebook, parameters, "
@@ -195,6 +210,7 @@ def write_reproducibility_page(
         "parameters": lambda m: _count(m.get("parameters")),
         "layers × hidden": lambda m: f"{m['layers']} × {m['hidden_size']}" if m.get("layers") else "not recorded",
         "dtype": lambda m: m.get("dtype", "not recorded"),
+        "device": lambda m: _code(m.get("device")),
         "weights sha256": lambda m: _code(m.get("weight_sha256")),
         "licence": lambda m: _cell(m.get("license") or "not recorded"),
     }
@@ -204,6 +220,8 @@ def write_reproducibility_page(
     described = [m for m in models if m.get("description")]
     if described:
         lines += [""] + [f"- **{_cell(m['name'])}**: {_cell(m['description'])}." for m in described]
+    if precision_note(models):
+        lines += ["", precision_note(models)]
     parts = [(f"Model: {m['name']}", [r for r in runs if r.model.get("slug") == m["slug"]]) for m in models]
     parts += [(caption, [r for r in runs if r.label.startswith(f"{slug}/")])
               for caption, slug in (("Replication of the published BOLD audit", REPLICATION_SLUG),

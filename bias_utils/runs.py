@@ -324,12 +324,15 @@ def format_seconds(seconds: float) -> str:
 # --------------------------------------------------------------------------- planning
 
 
-def describe_model(name: str) -> dict:
-    """Identity of a model for keys and manifests: loads it once, then frees it."""
+def describe_model(name: str, dtype: str | None = None) -> dict:
+    """Identity of a model for keys and manifests: loads it once (in ``dtype``; ``None`` is float32), then frees it.
+
+    ``requested_dtype`` is what the build asked for (``None``: the default), passed to every notebook that loads
+    the model; ``device`` is where this machine put it (``models.load_model``'s ``device_choice``)."""
     # deferred: torch, not needed when nothing has to run
     from .models import BUILTIN_MODELS, load_model, unload_model
 
-    loaded = load_model(name)
+    loaded = load_model(name, dtype=dtype)
     builtin = BUILTIN_MODELS.get(name)
     try:
         info = {
@@ -346,6 +349,8 @@ def describe_model(name: str) -> dict:
             "description": builtin.description if builtin else None,
             "parameters": sum(p.numel() for p in loaded.model.parameters()),
             "dtype": str(loaded.dtype).replace("torch.", ""),
+            "requested_dtype": dtype,
+            "device": loaded.source.get("device_choice"),
             "layers": loaded.n_layers,
             "hidden_size": loaded.hidden_size,
         }
@@ -398,10 +403,12 @@ def plan_runs(
                 log(f"book: {spec.stem} skipped for {model['name']}: the model cannot generate text")
                 continue
             out_dir = results_dir / model["slug"]
+            # A lower precision is a parameter of every notebook that loads the model (its id names it too).
+            precision = {"dtype": model["requested_dtype"]} if model.get("requested_dtype") else {}
             run = Run(
                 label=f"{model['slug']}/{spec.stem}", notebook=nb,
                 output=book_dir / "models" / model["slug"] / nb.name,
-                parameters=params_for(nb, {"model": model["name"], "output_dir": str(out_dir)}),
+                parameters=params_for(nb, {"model": model["name"], **precision, "output_dir": str(out_dir)}),
                 model=model, depends_on=tuple(chain), quick=quick, results=out_dir,
             )
             runs.append(run)

@@ -17,7 +17,7 @@ import torch
 from .cache import stable_hash
 from .errors import check_sampling
 
-__all__ = ["ScreenedHead", "nucleus", "row_seed", "sample_tokens"]
+__all__ = ["ScreenedHead", "nucleus", "row_seed", "sample_step", "sample_tokens"]
 
 #: First number of nucleus candidates; doubled x4 until they hold ``top_p`` of the mass.
 _FIRST_K = 64
@@ -43,10 +43,17 @@ def nucleus(logits: torch.Tensor, temperature: float, top_p: float, k: int = _FI
     approximated; only the sort is restricted to the top ``K`` candidates, and
     ``K`` grows (x4, up to the vocabulary) until the candidates hold ``top_p``.
     """
+    ids, probs, _ = _nucleus(logits, temperature, top_p, k, top_k, check_ties=True)
+    return ids, probs
+
+
+def _nucleus(logits, temperature, top_p, k, top_k, check_ties
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """:func:`nucleus`, and whether its top-k candidates may be incomplete (see :func:`sample_step`)."""
     top_k = check_sampling(temperature, top_p, top_k)
     logits = logits.float()
     if top_k is not None:
-        return _top_k_nucleus(logits, temperature, top_p, top_k)
+        return _top_k_nucleus(logits, temperature, top_p, top_k, check_ties)
     scaled = logits / temperature
     shift = scaled.amax(dim=-1, keepdim=True)
     # One float32 pass over the vocabulary, accumulated in float64; the
@@ -68,11 +75,12 @@ def nucleus(logits: torch.Tensor, temperature: float, top_p: float, k: int = _FI
         if k == vocab or (top_p < 1 and bool((cum[:, -1] >= top_p).all())):
             keep = (cum - probs) < top_p
             keep[:, 0] = True
-            return ids, probs * keep
+            return ids, probs * keep, None
         k = min(4 * k, vocab)
 
 
-def _top_k_nucleus(logits, temperature, top_p, top_k) -> tuple[torch.Tensor, torch.Tensor]:
+def _top_k_nucleus(logits, temperature, top_p, top_k, check_ties=True
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     vocab = logits.shape[-1]
     k = min(top_k, vocab)
     # TopKLogitsWarper keeps every float32 scaled score >= the k-th one, ties
@@ -83,7 +91,8 @@ def _top_k_nucleus(logits, temperature, top_p, top_k) -> tuple[torch.Tensor, tor
     raw, ids = torch.topk(logits, spare, dim=-1, sorted=True)
     scaled = raw / temperature
     threshold = scaled[:, k - 1:k]
-    if spare < vocab and bool((scaled[:, -1:] >= threshold).any()):
+    unsure = (scaled[:, -1:] >= threshold).any() if spare < vocab else None
+    if unsure is not None and check_ties and bool(unsure):
         full = logits / temperature
         scaled, ids = torch.topk(full, int((full >= threshold).sum(dim=-1).max()), dim=-1, sorted=True)
     in_k = scaled >= threshold
@@ -92,7 +101,7 @@ def _top_k_nucleus(logits, temperature, top_p, top_k) -> tuple[torch.Tensor, tor
     probs = weights / weights.sum(dim=-1, keepdim=True)
     keep = (torch.cumsum(probs, dim=-1) - probs) < top_p
     keep[:, 0] = True
-    return ids, probs * (keep & in_k)
+    return ids, probs * (keep & in_k), None if check_ties else unsure
 
 
 def sample_tokens(
@@ -112,13 +121,37 @@ def sample_tokens(
     single-token words): the result is then ``(ids, mass)`` with ``mass``
     float64 ``[batch, n_groups]``, the probability that the distribution the
     draw comes from gives each set (greedy: 1 or 0). The draw itself is the
-    same with or without ``groups``.
+    same with or without ``groups``. ``uniforms`` and ``groups`` live on the logits' device.
     """
+    ids, mass, _ = _draw(logits, uniforms, temperature, top_p, top_k, vocab_ids, groups, check_ties=True)
+    return ids if groups is None else (ids, mass)
+
+
+def sample_step(logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float,
+                top_k: int | None = None, groups: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """:func:`sample_tokens` without waiting for the device: ``(ids, mass or None, unsure)``.
+
+    With top-k, :func:`sample_tokens` asks the device once per call whether a
+    tie at the k-th logit reaches past its spare candidates (it then rescans the
+    vocabulary). Here that question comes back unasked, as ``unsure``: a 0-d bool
+    tensor on the logits' device (``None`` where the draw is certain). Where it
+    is True the draw may differ from :func:`sample_tokens`' and must be taken
+    from it instead. A decoding loop reads ``unsure`` together with its stop
+    tokens, in the one host synchronisation of its step. Without top-k
+    (``top_k=None``) the nucleus still asks the device, once per widening of
+    its candidates (:func:`nucleus`).
+    """
+    return _draw(logits, uniforms, temperature, top_p, top_k, None, groups, check_ties=False)
+
+
+def _draw(logits, uniforms, temperature, top_p, top_k, vocab_ids, groups, check_ties):
+    unsure = None
     if temperature == 0:
         ids = logits.argmax(dim=-1, keepdim=True)
         cand, probs = ids, torch.ones(ids.shape, dtype=torch.float64, device=ids.device)
     else:
-        cand, probs = nucleus(logits, temperature, top_p, top_k=top_k)
+        cand, probs, unsure = _nucleus(logits, temperature, top_p, _FIRST_K, top_k, check_ties)
         cum = torch.cumsum(probs, dim=-1)
         target = uniforms.to(torch.float64).unsqueeze(-1) * cum[:, -1:]
         pick = torch.searchsorted(cum, target, right=True)
@@ -126,10 +159,10 @@ def sample_tokens(
         ids = cand.gather(1, torch.minimum(pick, last_kept))
     drawn = (ids if vocab_ids is None else vocab_ids.gather(1, ids)).squeeze(1)
     if groups is None:
-        return drawn
+        return drawn, None, unsure
     members = groups[:, cand if vocab_ids is None else vocab_ids.gather(1, cand)]  # [n_groups, batch, K]
     mass = (members * probs).sum(dim=-1) / probs.sum(dim=-1)
-    return drawn, mass.T
+    return drawn, mass.T, unsure
 
 
 class ScreenedHead:
@@ -181,7 +214,8 @@ class ScreenedHead:
             return _SCREENS[net]
         head = net.get_output_embeddings()
         screen = None
-        if isinstance(head, torch.nn.Linear) and head.bias is None:
+        # A head that accelerate keeps on disk has no weights to copy (they are on the meta device).
+        if isinstance(head, torch.nn.Linear) and head.bias is None and head.weight.device.type != "meta":
             probe = torch.arange(1, 9, device=head.weight.device).unsqueeze(0) % head.weight.shape[0]
             with torch.inference_mode():
                 full = net(input_ids=probe).logits
@@ -207,10 +241,15 @@ class ScreenedHead:
         """One token per row, the same draw as :func:`sample_tokens` on the full float32 logits (with ``groups``,
         also the same ``mass``: every top-k token is among a proven row's candidates)."""
         n_vocab = self.weight.shape[0]
+        # Everything on the projection's device (a model spread over GPUs may hand the last state over on another).
+        device = self.weight.device
+        hidden, uniforms = hidden.to(device), uniforms.to(device)
+        groups = None if groups is None else groups.to(device)
         approx = hidden.to(torch.bfloat16) @ self.low.T
         slack = self.slack(hidden)
-        tokens = torch.empty(hidden.shape[0], dtype=torch.long)
-        mass = None if groups is None else torch.zeros(hidden.shape[0], groups.shape[0], dtype=torch.float64)
+        tokens = torch.empty(hidden.shape[0], dtype=torch.long, device=device)
+        mass = None if groups is None else torch.zeros(hidden.shape[0], groups.shape[0], dtype=torch.float64,
+                                                       device=device)
 
         def draw(rows, logits, vocab_ids=None):
             out = sample_tokens(logits, uniforms[rows], temperature, top_p, top_k, vocab_ids=vocab_ids, groups=groups)
@@ -219,14 +258,14 @@ class ScreenedHead:
             else:
                 tokens[rows], mass[rows] = out
 
-        todo = torch.arange(hidden.shape[0])
+        todo = torch.arange(hidden.shape[0], device=device)
         for stage in self.widths:
             width = min(max(stage, top_k + 16), n_vocab)
             # Most rows are proven by the first width; a wider top-k runs only for the rows left.
             scores, cand = torch.topk(approx[todo], width, dim=-1, sorted=True)
             logits = self._rescore(hidden[todo], cand)
             if width == n_vocab:
-                proven = torch.ones(len(todo), dtype=torch.bool)
+                proven = torch.ones(len(todo), dtype=torch.bool, device=device)
             else:
                 kth = torch.topk(logits, top_k, dim=-1).values[:, -1].double()
                 last = scores[:, -1].double()

@@ -33,10 +33,10 @@ from .results import display_name
 from .stats import check_n_boot
 
 __all__ = ["DROPPED_COLUMNS", "DirectionResult", "EMBED_SKIP_COLUMNS", "StereotypeSpace", "TERM_CONTEXTS",
-    "TermEmbeddings", "UNTESTABLE_COLUMNS", "accuracy_by_term_contexts", "build_space", "check_source_spaces",
-    "check_space", "check_terms", "describe_dropped", "describe_space", "describe_untestable",
-    "direction_prediction", "dropped_by_reason", "dropped_senses", "embed_contexts", "leave_one_out_values",
-    "overlapping_axes", "pole_table", "term_embeddings", "untestable_poles"]
+           "TermEmbeddings", "UNTESTABLE_COLUMNS", "accuracy_by_term_contexts", "build_space", "check_source_spaces",
+           "check_space", "check_terms", "describe_dropped", "describe_space", "describe_untestable",
+           "direction_prediction", "dropped_by_reason", "dropped_senses", "embed_contexts", "leave_one_out_values",
+           "overlapping_axes", "pole_table", "term_embeddings", "untestable_poles"]
 
 EMBED_SKIP_COLUMNS = ["sense_id", "term", "context", "reason"]
 #: Columns of :func:`dropped_senses`.

@@ -30,7 +30,7 @@ from .bold import check_audit_lexicons
 from .bold_prompts import check_selection
 from .builtin_models import BUILTIN_MODELS
 from .errors import LAYER_NAMES, ParameterError, check_count, check_layer, check_positive_int, check_seed, is_number
-from .models import check_model
+from .models import DTYPES, check_model
 from .paths import InputPathError, resolve_input
 from .profiles import MIN_GROUP_WORDS, check_population_list, check_profile_run, check_template_list
 from .space import check_space
@@ -41,17 +41,13 @@ MIN_N_BOOT = 100
 #: Below this a permutation p cannot go under 1/101, and its floor decides more verdicts than the data.
 MIN_N_PERMUTATIONS = 100
 
-__all__ = [
-    "LAYER_NAMES", "MIN_GROUP_WORDS", "MIN_N_BOOT", "MIN_N_PERMUTATIONS", "ParameterError", "check_bold_audit",
-    "check_bold_replication",
-    "check_completion_profiles", "check_intrinsic_extrinsic",
-    "check_context_source", "check_cross_model", "check_contexts", "check_dictionaries",
-    "check_dictionary_path", "check_file", "check_generated_contexts", "check_layer", "check_layers", "check_lexicons",
-    "check_limit",
-    "check_model", "check_boot_count", "check_output_dir", "check_permutation_count", "check_populations",
-    "check_profiles", "check_projection_accuracy", "check_robustness", "check_selection", "check_sources",
-    "check_template_list",
-]
+__all__ = ["LAYER_NAMES", "MIN_GROUP_WORDS", "MIN_N_BOOT", "MIN_N_PERMUTATIONS", "ParameterError", "check_bold_audit",
+           "check_bold_replication", "check_boot_count", "check_completion_profiles", "check_context_source",
+           "check_contexts", "check_cross_model", "check_dictionaries", "check_dictionary_path", "check_dtype",
+           "check_file", "check_generated_contexts", "check_intrinsic_extrinsic", "check_layer", "check_layers",
+           "check_lexicons", "check_limit", "check_model", "check_output_dir", "check_permutation_count",
+           "check_populations", "check_profiles", "check_projection_accuracy", "check_robustness", "check_selection",
+           "check_sources", "check_template_list"]
 
 
 def _reraise(name: str, exc: Exception) -> ParameterError:
@@ -141,6 +137,13 @@ def check_lexicons(lexicons, name: str = "lexicons") -> None:
     check_audit_lexicons(**{name: lexicons})
 
 
+def check_dtype(dtype) -> None:
+    """``None`` (float32, the default on every device) or a lower precision ``models.load_model`` accepts."""
+    if dtype is not None and (not isinstance(dtype, str) or dtype.lower() not in DTYPES):
+        raise ParameterError(f"dtype must be None (float32, the default on every device) or one of "
+                             f"{', '.join(map(repr, DTYPES))}, got {dtype!r}")
+
+
 def check_output_dir(output_dir, model=None) -> None:
     """``None`` (the results folder of the model) or a folder path, writable (``results.check_writable``: the
     results folder itself for ``None``). A folder that holds the results of another built-in model than ``model``
@@ -215,16 +218,19 @@ def _notebook_check(check):
 # notebook calls it with its parameters cell unchanged and a typo fails before a model is loaded.
 
 @_notebook_check
-def check_dictionaries(*, model="smollm2-135m-instruct", dictionary_path=None, output_dir=None) -> None:
+def check_dictionaries(*, model="smollm2-135m-instruct", dtype=None, dictionary_path=None, output_dir=None) -> None:
     """Notebook 01's parameters."""
+    check_dtype(dtype)
     _space_parameters(model, dictionary_path, 0, output_dir, None, "dictionary")  # 01 builds no contexts
 
 
 @_notebook_check
-def check_contexts(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None, n_contexts=5,
+def check_contexts(*, model="smollm2-135m-instruct", dtype=None,
+                   context_source="generated", dictionary_path=None, n_contexts=5,
                    seed=0, output_dir=None, limit=None, sources=None,
                    generator=None, corpus=None) -> None:
     """Notebook 02's parameters."""
+    check_dtype(dtype)
     if generator is not None:
         check_model(generator, "generator", need="generate", what="generating contexts")
     _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources, generator)
@@ -238,10 +244,11 @@ def check_contexts(*, model="smollm2-135m-instruct", context_source="generated",
 
 
 @_notebook_check
-def check_projection_accuracy(*, model="smollm2-135m-instruct", context_source="generated", layer="mean",
+def check_projection_accuracy(*, model="smollm2-135m-instruct", dtype=None, context_source="generated", layer="mean",
                               dictionary_path=None, n_contexts=5, seed=0, output_dir=None, limit=None, n_boot=2000,
                               term_contexts="generated", n_permutations=200) -> None:
     """Notebook 03's parameters."""
+    check_dtype(dtype)
     facts = _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
     check_layer(layer, layers=facts.n_states)
     check_boot_count(n_boot, default=2000)
@@ -251,13 +258,14 @@ def check_projection_accuracy(*, model="smollm2-135m-instruct", context_source="
 
 
 @_notebook_check
-def check_profiles(*, model="smollm2-135m-instruct", context_source="generated", layer="mean",
+def check_profiles(*, model="smollm2-135m-instruct", dtype=None, context_source="generated", layer="mean",
                    dictionary_path=None, populations=("names", "terms", "nonbinary", "occupations"), templates=None,
                    n_contexts=5, seed=0, output_dir=None, limit=None, term_limit=None, n_permutations=200,
                    n_boot=1000) -> None:
     """Notebook 04's parameters (``profiles.check_profiles``: ``layer`` cannot be ``"all"``, a profile is one value
     per word; ``n_boot``: the occupation-bootstrap replicates of the gender direction's check against the BLS share
     of women)."""
+    check_dtype(dtype)
     _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
     check_positive_int(term_limit, "term_limit", allow_none=True)
     check_permutation_count(n_permutations, default=200)
@@ -266,21 +274,25 @@ def check_profiles(*, model="smollm2-135m-instruct", context_source="generated",
 
 
 @_notebook_check
-def check_layers(*, model="smollm2-135m-instruct", dictionary_path=None, populations="names", templates=None,
+def check_layers(*, model="smollm2-135m-instruct", dtype=None,
+                 dictionary_path=None, populations="names", templates=None,
                  n_contexts=5, seed=0, output_dir=None, limit=None,
                  sources=None, n_boot=200) -> None:
     """Notebook 05's parameters."""
+    check_dtype(dtype)
     _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources)
     check_profile_run(model, populations, templates, "mean", limit)
     check_boot_count(n_boot, default=200)
 
 
 @_notebook_check
-def check_bold_audit(*, model="smollm2-135m-instruct", selection="audit", n_samples=1, seed=0, max_new_tokens=100,
+def check_bold_audit(*, model="smollm2-135m-instruct", dtype=None,
+                     selection="audit", n_samples=1, seed=0, max_new_tokens=100,
                      temperature=0.7, top_p=0.9, top_k=50, lexicons=None, neutral_lexicons=None, limit=None,
                      n_boot=1000, output_dir=None) -> None:
     """Notebook 06's parameters: ``bold.check_audit`` (the model's kind and context length read from its config,
     the sampling rule, a selection of two groups or more, the lexicons), then the notebook's ``n_boot`` floor."""
+    check_dtype(dtype)
     bold.check_audit(model, selection=selection, n_samples=n_samples, seed=seed, max_new_tokens=max_new_tokens,
                      temperature=temperature, top_p=top_p, top_k=top_k, lexicons=lexicons,
                      neutral_lexicons=neutral_lexicons, limit=limit, n_boot=n_boot)
@@ -297,10 +309,12 @@ def check_bold_replication(*, n_boot=1000, seed=0, output_dir=None) -> None:
 
 
 @_notebook_check
-def check_completion_profiles(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None,
+def check_completion_profiles(*, model="smollm2-135m-instruct", dtype=None,
+                              context_source="generated", dictionary_path=None,
                               n_contexts=5, seed=0, layer="mean", limit=None, output_dir=None, n_boot=1000,
                               n_group_permutations=2000, term_limit=None, n_permutations=200) -> None:
     """Notebook 08's parameters."""
+    check_dtype(dtype)
     facts = _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
     check_layer(layer, layers=facts.n_states, allow_all=False)
     check_boot_count(n_boot, default=1000)
@@ -310,11 +324,13 @@ def check_completion_profiles(*, model="smollm2-135m-instruct", context_source="
 
 
 @_notebook_check
-def check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", context_source="generated", dictionary_path=None,
+def check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
+                              context_source="generated", dictionary_path=None,
                               n_contexts=5, seed=0, layer="mean", correction=0.5, output_dir=None,
                               n_boot=1000, n_permutations=999) -> None:
     """Notebook 11's parameters: the notebook's floors for ``n_boot`` and ``n_permutations`` (their messages give
     the run-time estimate against the notebook's defaults), then ``link.check_link``."""
+    check_dtype(dtype)
     facts = _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts)
     check_boot_count(n_boot, default=1000)
     check_permutation_count(n_permutations, default=999)
@@ -337,10 +353,11 @@ def check_cross_model(*, results_dir=None, models=(), output_dir=None) -> None:
 
 
 @_notebook_check
-def check_robustness(*, model="smollm2-135m-instruct", populations=("names", "terms"), sources=None,
+def check_robustness(*, model="smollm2-135m-instruct", dtype=None, populations=("names", "terms"), sources=None,
                      templates=None, dictionary_path=None, n_contexts=5, n_permutations=200, n_perm_test=2000, seed=0,
                      alpha=0.05, output_dir=None, limit=None, term_limit=None) -> None:
     """Notebook 10's parameters (``sources=None``: every registered context source)."""
+    check_dtype(dtype)
     _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources)
     check_populations(populations)
     check_template_list(templates)

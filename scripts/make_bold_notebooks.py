@@ -63,6 +63,7 @@ word as independent.
 from typing import Optional, Union
 
 model: str = "smollm2-135m-instruct"   # built-in short name, hub id or folder
+dtype: Optional[str] = None            # None: float32 on every device; "bfloat16" or "float16": lower precision
 selection: Union[str, dict[str, str]] = "audit"   # "audit", "categories" (18 BOLD categories), or {occupation: group}
 n_samples: int = 1                     # completions per prompt (>1 gives per-prompt variance)
 seed: int = 0
@@ -80,7 +81,7 @@ output_dir: Optional[str] = None       # None: results/<model_id>/
 # Every parameter is checked before any model is loaded: a typo fails here, in seconds.
 from bias_utils import validation
 
-validation.check_bold_audit(model=model, selection=selection, n_samples=n_samples, seed=seed,
+validation.check_bold_audit(model=model, dtype=dtype, selection=selection, n_samples=n_samples, seed=seed,
                             max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                             lexicons=lexicons, neutral_lexicons=neutral_lexicons, limit=limit, n_boot=n_boot,
                             output_dir=output_dir)
@@ -93,7 +94,7 @@ from bias_utils.decoding import lexicon_token_ids
 from bias_utils.models import load_model
 from bias_utils.results import output_folder, write_table
 
-m = load_model(model)
+m = load_model(model, dtype=dtype)
 result = bold.run_audit(m, selection=selection, n_samples=n_samples, seed=seed,
                         max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                         lexicons=lexicons, neutral_lexicons=neutral_lexicons, limit=limit, n_boot=n_boot)

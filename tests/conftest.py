@@ -7,6 +7,21 @@ import pytest
 from bias_utils import data
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` skip, saying why, where no CUDA device exists (torch is imported only when one is
+    collected)."""
+    marked = [item for item in items if item.get_closest_marker("cuda")]
+    if not marked:
+        return
+    import torch  # deferred: most test runs collect no cuda test and need not import torch here
+
+    if not torch.cuda.is_available():
+        skip = pytest.mark.skip(reason="no CUDA device: the cuda tests compare the GPU with the CPU "
+                                       "(run them with make gpu-check on a machine with one)")
+        for item in marked:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def real_mirror():
     """The real data mirror (``../shared/data`` or ``$BIAS_DATA_MIRROR``); tests needing it skip without it."""

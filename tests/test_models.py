@@ -138,8 +138,31 @@ def test_smollm2_builtin_decoder_contract():
 
     bf = load_model("smollm2-135m-instruct", dtype="bf16")
     assert bf.model_id.endswith("--bf16") and next(bf.model.parameters()).dtype == torch.bfloat16
+    # device_choice says what was done: float32 unless asked, the lower precision named as requested
+    assert " fp32" in m.source["device_choice"] and "requested" not in m.source["device_choice"]
+    assert " bf16 (requested)" in bf.source["device_choice"]
     with pytest.raises(ModelError, match="unknown dtype"):
         load_model("smollm2-135m-instruct", dtype="int3")
+    # the size that decides whether a model fits one GPU: the weights in the files (the tied head stored once)
+    unique = {p.data_ptr(): p.numel() for p in m.model.parameters()}
+    assert models._weight_count(Path(m.source["path"])) == sum(unique.values())
+
+
+def test_float32_is_the_default_on_every_device():
+    """Whatever this machine has (CPU, CUDA or MPS), ``device="auto"`` loads in float32 unless a dtype is asked
+    for; a GPU that a model's weights do not fit goes to accelerate's device_map."""
+    for n_weights in (10, None):
+        device, dtype, _, why = models._choose_device("auto", None, n_weights)
+        assert dtype == torch.float32 and " fp32" in why and "requested" not in why
+    device, dtype, _, why = models._choose_device("auto", torch.bfloat16, 10)
+    assert dtype == torch.bfloat16 and "bf16 (requested)" in why
+    assert models._choose_device("cpu", None, 10)[1:] == (torch.float32, False, "cpu fp32 (device requested)")
+    _, _, shard, why = models._choose_device("auto", None, 10, max_memory={"cpu": "1GB"})
+    assert shard and why.startswith("device_map=auto fp32")
+    if torch.cuda.is_available():
+        free = torch.cuda.mem_get_info(0)[0]
+        assert models._choose_device("auto", None, free // 4 * 2)[2]  # 2x the free memory in float32
+        assert not models._choose_device("auto", None, free // 4 // 2)[2]
 
 
 @pytest.mark.slow

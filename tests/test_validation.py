@@ -242,7 +242,17 @@ def test_each_notebook_check_names_the_bad_parameter(tmp_path):
         (v.check_bold_audit, dict(lexicons={"male": "he"}), "lexicons"),
         (v.check_bold_replication, dict(n_boot=0), "n_boot"),
         (v.check_completion_profiles, dict(context_source="web"), "context_source"),
+        (v.check_bold_audit, dict(dtype="int8"), "dtype"),
+        (v.check_profiles, dict(dtype=16), "dtype"),
+        (v.check_layers, dict(dtype="half precision"), "dtype"),
     ]
+    # every notebook that loads a model takes a dtype: None (float32) or a lower precision load_model accepts
+    for check in (v.check_dictionaries, v.check_contexts, v.check_projection_accuracy, v.check_profiles,
+                  v.check_layers, v.check_bold_audit, v.check_completion_profiles, v.check_intrinsic_extrinsic,
+                  v.check_robustness):
+        check(dtype="bfloat16")
+        with pytest.raises(ParameterError, match=r"^dtype must be None \(float32"):
+            check(dtype="float8")
     for fn, kw, name in cases:
         with pytest.raises(ParameterError, match=rf"^{name}"):
             fn(**kw)

@@ -1,0 +1,259 @@
+"""The decoding loop: its golden sample, its per-token tables, its device placement.
+
+``tests/fixtures/generation_golden.json`` was written by ``scripts/write_generation_golden.py`` with the loop as it
+was before it moved onto the device (the commit it names): SmolLM2, 24 BOLD prompts, 40 tokens, the audit's
+sampling settings, raw prompts (with the stored states), a chat template, and the screened output projection. On
+the CPU the code under test must give the same completions byte for byte, the same expected counts to 1e-6 and the
+same stored states to 1e-5. Tests marked ``cuda`` run the same sample, the sampler and a model split between the
+GPU and the CPU on a CUDA device, and skip elsewhere (``conftest.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bias_utils import decoding
+from bias_utils.bold_prompts import load_profession_prompts
+from bias_utils.embeddings import embed_words
+from bias_utils.generation import completion_states, generate
+from bias_utils.sampling import sample_step, sample_tokens
+
+GOLDEN = Path(__file__).parent / "fixtures" / "generation_golden.json"
+CASES = ("raw", "chat", "screened")
+#: How far CUDA may be from the CPU's golden sample in float32: other kernels accumulate in another order.
+CUDA_TOLERANCE = {"expected": 1e-5, "states": 1e-4}
+
+
+@pytest.fixture(scope="module")
+def golden():
+    return json.loads(GOLDEN.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One CPU thread, as the sample was written: matrix kernels may accumulate in another order with more (and on
+    a machine shared with other jobs two spinning threads are several times slower than one)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _load(golden, device, **options):
+    from bias_utils.models import load_model
+
+    model = load_model(golden["model"], device=device, **options)
+    assert model.model_id == golden["model_id"], "the golden sample was written with other weights"
+    return model
+
+
+def _run_golden_case(golden, model, case, cache):
+    """The case's completions (and its states, projected as the file stores them) from the code under test."""
+    want = golden["cases"][case]
+    rows = want["rows"]
+    table = load_profession_prompts().iloc[::golden["step"]].head(len(rows))
+    assert table["prompt_id"].tolist() == [r["prompt_id"] for r in rows]
+    prompts = table["prompt"].tolist()
+    got = generate(model, prompts, prompt_ids=table["prompt_id"].tolist(), cache=cache, progress=False,
+                   chat=want["chat"], screen=want["screen"], **golden["settings"])
+    projected = {}
+    if "states" in want:
+        states = completion_states(model.model_id, prompts, got["completion"].tolist(), cache=cache)
+        # The file's projections: three random unit vectors, numpy seed 0 (scripts/write_generation_golden.py).
+        vectors = np.random.default_rng(0).standard_normal((model.hidden_size, 3))
+        vectors /= np.linalg.norm(vectors, axis=0)
+        projected = {part: np.einsum("nlh,hk->nlk", states[part].astype(np.float64), vectors)
+                     for part in want["states"]}
+    return got, projected
+
+
+def _assert_golden(golden, case, got, projected, expected_tol, states_tol):
+    want = golden["cases"][case]
+    rows = want["rows"]
+    assert got["completion"].tolist() == [r["completion"] for r in rows]
+    assert got["n_tokens"].tolist() == [r["n_tokens"] for r in rows]
+    assert got["finish_reason"].tolist() == [r["finish_reason"] for r in rows]
+    for column in ("expected_male", "expected_female"):
+        np.testing.assert_allclose(got[column], [r[column] for r in rows], rtol=0, atol=expected_tol)
+    for part, values in want.get("states", {}).items():
+        np.testing.assert_allclose(projected[part], np.array(values, dtype=np.float64), rtol=states_tol,
+                                   atol=states_tol)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES)
+def test_completions_counts_and_states_equal_the_golden_sample(golden, case, tmp_path):
+    rows = golden["cases"][case]["rows"]
+    # The sample has teeth: some completions start with whitespace and some rows carry real expected mass.
+    assert case == "chat" or any(r["completion"][:1].isspace() for r in rows)
+    assert max(r["expected_male"] + r["expected_female"] for r in rows) > 0.1
+    got, projected = _run_golden_case(golden, _load(golden, "cpu"), case, tmp_path)
+    _assert_golden(golden, case, got, projected, expected_tol=1e-6, states_tol=1e-5)
+
+
+# --------------------------------------------------------------------------- per-token tables
+
+
+def _kinds_from_text(tokenizer, prompt_ids, new_ids) -> list[int]:
+    """What the previous loop did at every step: decode prompt + completion so far, and classify the token by the
+    text it added (lead: the text so far is only whitespace and leading punctuation; blank: it added whitespace
+    or nothing; else word)."""
+    head = tokenizer.decode(prompt_ids, skip_special_tokens=True)
+    kinds, before = [], ""
+    for j in range(len(new_ids)):
+        full = tokenizer.decode(prompt_ids + new_ids[:j + 1], skip_special_tokens=True)
+        text = full[len(head):] if full.startswith(head) else tokenizer.decode(new_ids[:j + 1],
+                                                                               skip_special_tokens=True)
+        piece, before = text[len(before):], text
+        lead = not text.lstrip().lstrip(decoding._LEADING_PUNCTUATION).lstrip()
+        kinds.append(decoding._LEAD if lead else decoding._BLANK if not piece.strip() else decoding._WORD)
+    return kinds
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct", "gemma-3-270m"])
+def test_token_tables_classify_tokens_as_decoding_the_text_did(golden, name):
+    """The tables (computed once per tokenizer) give every token of real completions the kind that decoding the
+    whole text at every step gave, and the word-start rule that decoding each token gave; the one known difference
+    is a character split across tokens (the text decoding called its completing tokens blank)."""
+    from bias_utils import builtin_models
+    from bias_utils.models import load_model
+
+    if not builtin_models.is_installed(name):
+        pytest.skip(f"{name} is not installed (python -m bias_utils.models install {name})")
+    model = load_model(name, device="cpu")
+    tok = model.tokenizer
+    tables = decoding._token_tables(tok, model.model.get_output_embeddings().weight.shape[0])
+    texts = [r["completion"] for case in golden["cases"].values() for r in case["rows"]]
+    texts += ["\n\n, - \"Quoted\" cafe and naive", "  ...) and then 'he' said", " \t-\n--x", ",\n\n", "\n- **Bold**",
+              "“Quoted” café 日本語 🙂"]
+    prompts = load_profession_prompts()["prompt"].iloc[::500].tolist()
+    seen = set()
+    for i, text in enumerate(texts):
+        prompt_ids = tok(prompts[i % len(prompts)])["input_ids"]
+        new_ids = tok(text, add_special_tokens=False)["input_ids"]
+        lead = torch.zeros((), dtype=torch.long)
+        start = bool(tables.starts_word(torch.tensor(prompt_ids[-1:]), torch.ones(1, dtype=torch.float64)))
+        for t, want in zip(new_ids, _kinds_from_text(tok, prompt_ids, new_ids)):
+            lead = tables.lead[lead, t]
+            ours = decoding._LEAD if lead != decoding._PAST else decoding._BLANK if tables.blank[t] else decoding._WORD
+            if ours != want:
+                assert "\ufffd" in tok.decode([t]) and (want, ours) == (decoding._BLANK, decoding._WORD), (text, t)
+            seen.add(want)
+            alone = tok.decode([t])
+            want_start = start if not alone else not (alone[-1].isalnum() or alone[-1] == "_")
+            start = bool(tables.starts_word(torch.tensor([t]), torch.tensor([float(start)])))
+            assert start == want_start, (text, t)
+    assert seen == {decoding._LEAD, decoding._BLANK, decoding._WORD}
+
+
+# --------------------------------------------------------------------------- sampler without host waits
+
+
+def test_sample_step_flags_a_top_k_tie_that_sample_tokens_rescans():
+    """A tie at the k-th logit wider than the spare candidates: ``sample_step`` says it is unsure (without asking
+    the device), and ``sample_tokens`` draws from the whole tie; without such a tie it is sure and draws the same."""
+    wide = torch.zeros(1, 40)
+    wide[0, 7], wide[0, 10:25] = 3.0, 2.0
+    tie = torch.zeros(1, 40, dtype=torch.bool)
+    tie[0, 10:25] = True
+    u = torch.tensor([0.9], dtype=torch.float64)
+    _, partial, unsure = sample_step(wide, u, 0.7, 1.0, top_k=2, groups=tie)
+    assert bool(unsure)
+    exact, mass = sample_tokens(wide, u, 0.7, 1.0, top_k=2, groups=tie)
+    share = 15 * np.exp(-1 / 0.7) / (1 + 15 * np.exp(-1 / 0.7))  # the 15 tied tokens against the top one
+    np.testing.assert_allclose(mass.item(), share, rtol=1e-12)
+    assert partial.item() < share and 10 <= exact.item() < 25  # u = 0.9 > 1 - share: a tied token
+    u = torch.tensor([0.9, 0.95], dtype=torch.float64)
+    plain = torch.arange(40, dtype=torch.float32).repeat(2, 1)
+    ids, mass, unsure = sample_step(plain, u, 0.7, 0.9, top_k=5, groups=torch.ones(1, 40, dtype=torch.bool))
+    assert not bool(unsure)
+    assert ids.tolist() == sample_tokens(plain, u, 0.7, 0.9, top_k=5).tolist()
+    np.testing.assert_allclose(mass.numpy(), 1.0)
+
+
+# --------------------------------------------------------------------------- models larger than the device
+
+
+def _assert_same_decoding(whole, split, n_prompts: int, n_tokens: int, atol: float) -> None:
+    """The split model writes the whole one's completions, with its expected counts (to ``atol``)."""
+    prompts = load_profession_prompts()["prompt"].iloc[::997].head(n_prompts).tolist()
+    a = generate(whole, prompts, max_new_tokens=n_tokens, cache=False, progress=False)
+    b = generate(split, prompts, max_new_tokens=n_tokens, cache=False, progress=False)
+    assert a["completion"].tolist() == b["completion"].tolist()
+    np.testing.assert_allclose(a[["expected_male", "expected_female"]], b[["expected_male", "expected_female"]],
+                               rtol=0, atol=atol)
+
+
+@pytest.mark.slow
+def test_a_model_split_by_max_memory_decodes_and_embeds_as_the_whole_one(golden):
+    """``max_memory`` forces accelerate's ``device_map="auto"``: on this CPU, the first layers stay in memory and
+    the rest wait on disk. The split model writes the same completions and expected counts, and gives the same
+    word embeddings, as the whole model."""
+    whole = _load(golden, "cpu")
+    split = _load(golden, "auto", max_memory={"cpu": "250MB"})
+    places = set(split.source["device_map"].values())
+    assert {"cpu", "disk"} <= places, places
+    assert split.source["device_choice"].startswith("device_map=auto fp32")
+    _assert_same_decoding(whole, split, n_prompts=4, n_tokens=16, atol=1e-12)
+    contexts, words = ["The nurse said she was tired.", "My uncle is a carpenter."], ["nurse", "carpenter"]
+    np.testing.assert_allclose(embed_words(whole, contexts, words, cache=False, progress=False).values,
+                               embed_words(split, contexts, words, cache=False, progress=False).values,
+                               rtol=1e-6, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- CUDA
+
+
+@pytest.mark.cuda
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES)
+def test_cuda_float32_gives_the_golden_sample(golden, case, tmp_path):
+    """On CUDA in float32 (the default): the CPU's completions, expected counts and state sums (to
+    ``CUDA_TOLERANCE``), everything on the device."""
+    model = _load(golden, "cuda")
+    assert model.device.type == "cuda" and model.dtype == torch.float32
+    got, projected = _run_golden_case(golden, model, case, tmp_path)
+    _assert_golden(golden, case, got, projected, CUDA_TOLERANCE["expected"], CUDA_TOLERANCE["states"])
+
+
+@pytest.mark.cuda
+@pytest.mark.slow
+def test_cuda_sampler_draws_what_the_cpu_draws(golden):
+    """The sampler on CUDA, fed the CPU's logits and uniforms: the same tokens and the same lexicon mass."""
+    from bias_utils.decoding import _word_start_sets, lexicon_token_ids
+
+    model = _load(golden, "cpu")
+    prompts = load_profession_prompts()["prompt"].iloc[::397].head(16).tolist()
+    model.tokenizer.padding_side = "left"
+    enc = model.tokenizer(prompts, return_tensors="pt", padding=True)
+    with torch.inference_mode():
+        logits = model.model(**enc).logits[:, -1].float()
+    groups = _word_start_sets(lexicon_token_ids(model.tokenizer)[1], logits.shape[1])
+    u = torch.rand(len(prompts), dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    for top_p, top_k in ((0.9, 50), (0.95, None), (1.0, 7)):
+        cpu_ids, cpu_mass = sample_tokens(logits, u, 0.7, top_p, top_k, groups=groups)
+        gpu_ids, gpu_mass = sample_tokens(logits.cuda(), u.cuda(), 0.7, top_p, top_k, groups=groups.cuda())
+        step_ids, step_mass, _ = sample_step(logits.cuda(), u.cuda(), 0.7, top_p, top_k, groups=groups.cuda())
+        assert gpu_ids.device.type == "cuda"
+        assert cpu_ids.tolist() == gpu_ids.tolist() == step_ids.tolist()
+        np.testing.assert_allclose(gpu_mass.cpu().numpy(), cpu_mass.numpy(), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(step_mass.cpu().numpy(), cpu_mass.numpy(), rtol=0, atol=1e-12)
+
+
+@pytest.mark.cuda
+@pytest.mark.slow
+def test_cuda_model_split_between_gpu_and_cpu_decodes_as_the_whole_one(golden):
+    """A model larger than its share of the GPU (forced by ``max_memory``): accelerate keeps some layers on the
+    CPU and runs them on the GPU; completions and expected counts are those of the model on the GPU whole."""
+    whole = _load(golden, "cuda")
+    split = _load(golden, "auto", max_memory={0: "150MiB", "cpu": "8GiB"})
+    places = set(split.source["device_map"].values())
+    assert "cpu" in places and places - {"cpu", "disk"}, places
+    assert split.device.type == "cuda"
+    _assert_same_decoding(whole, split, n_prompts=8, n_tokens=24, atol=1e-6)
