@@ -49,9 +49,10 @@ def vega_lite_version() -> str:
 # Loaded once per page with the vega bundle (:func:`write_vega_bundle`): ``window.biasDrawChart(id, spec)`` draws a
 # chart at the width its box has, text at its own size. It draws, measures and redraws: side-by-side panels stack
 # below 700 px or when they do not fit, wrapped facets take fewer columns, panels narrow by what is still too wide
-# (to a floor), long axis labels are cut sooner. A chart still wider than its box after three tries scrolls inside
-# it and says so ("bias-chart-scrolls" and a line above it). ``data-fitted`` marks a chart whose drawing is final.
-# A change of the box's width draws it again.
+# (to a floor), long axis labels are cut sooner, but a discrete y axis' labels break into lines (their rows grow to
+# hold them). A chart still wider than its box after three tries scrolls inside it and says so ("bias-chart-scrolls"
+# and a line above it). ``data-fitted`` marks a chart whose drawing is final. A change of the box's width draws it
+# again.
 _DRAW_JS = r"""(function () {
   var FLOOR = 120, GRID_FLOOR = 80;
   function fit(spec, avail, level, extra) {
@@ -89,13 +90,64 @@ _DRAW_JS = r"""(function () {
         if (e.legend.labelLimit > avail - 60) e.legend.labelLimit = avail - 60;
       });
     }
+    // a discrete y axis' label wider than the axis allows breaks into lines at its spaces (measured in the chart's
+    // font, as Vega measures when it cuts a label), and its rows grow to hold the lines; a label with an expression
+    // of its own (the forest plots split theirs) or a format is left as it is
+    var values = {}, measure = document.createElement("canvas").getContext("2d");
+    function collect(rows) {
+      (Array.isArray(rows) ? rows : []).forEach(function (row) {
+        Object.keys(row || {}).forEach(function (k) { (values[k] = values[k] || {})[String(row[k])] = true; });
+      });
+    }
+    Object.keys(s.datasets || {}).forEach(function (name) { collect(s.datasets[name]); });
+    (function inline(v) {
+      if (!v || typeof v !== "object") return;
+      if (v.data && v.data.values) collect(v.data.values);
+      ["vconcat", "hconcat", "concat", "layer"].forEach(function (k) { (v[k] || []).forEach(inline); });
+      inline(v.spec);
+    })(s);
+    function wrapRows(v, sizer) {
+      var y = v.encoding && v.encoding.y;
+      var discrete = y && (y.type === "nominal" || y.type === "ordinal");
+      if (!discrete || !y.field || y.axis === null || !values[y.field]) return;
+      var axis = y.axis || {}, cfg = Object.assign({}, s.config.axis, s.config.axisY || {});
+      if (axis.labelExpr || axis.format || axis.labelAngle || axis.labels === false) return;
+      var size = typeof axis.labelFontSize === "number" ? axis.labelFontSize : cfg.labelFontSize || 10;
+      var limit = axis.labelLimit || cfg.labelLimit || 180, lineHeight = size + 2, most = 1, wrapped = {};
+      measure.font = size + "px " + (axis.labelFont || cfg.labelFont || s.config.font || "sans-serif");
+      var labels = Object.keys(values[y.field]);
+      labels.forEach(function (label) {
+        if (measure.measureText(label).width <= limit) return;
+        var out = [], cur = "";
+        label.split(" ").forEach(function (w) {
+          var next = cur ? cur + " " + w : w;
+          if (cur && measure.measureText(next).width > limit) { out.push(cur); cur = w; } else { cur = next; }
+        });
+        if (cur) out.push(cur);
+        // a word wider than the axis allows widens it, to at most 60% of the box
+        out.forEach(function (line) {
+          limit = Math.max(limit, Math.min(Math.floor(avail * 0.6), Math.ceil(measure.measureText(line).width) + 1));
+        });
+        wrapped[label] = out;
+        most = Math.max(most, out.length);
+      });
+      if (!Object.keys(wrapped).length) return;
+      y.axis = Object.assign({}, axis, {labelExpr: "(" + JSON.stringify(wrapped) + ")[datum.label] || datum.label",
+        labelLimit: limit, labelLineHeight: axis.labelLineHeight || lineHeight,
+        labelBaseline: axis.labelBaseline || "middle"});
+      if (most < 2) return;
+      // a row as tall as its lines (and a gap); a view of a fixed height spreads it over its rows
+      var step = most * y.axis.labelLineHeight + 6, h = sizer.height;
+      if (typeof h === "number") sizer.height = Math.max(h, step * labels.length);
+      else if (!h || typeof h.step === "number") sizer.height = {step: Math.max((h && h.step) || 20, step)};
+    }
     function titled(v) {
       if (!v.title) return;
       if (typeof v.title === "string" || Array.isArray(v.title)) v.title = {text: v.title};
       v.title.text = lines(v.title.text, 7.5);
       if (v.title.subtitle) v.title.subtitle = lines(v.title.subtitle, 6.5);
     }
-    (function walk(v, floor) {
+    (function walk(v, floor, sizer) {
       titled(v);
       wrapLegends(v);
       // an axis title wider than its plot widens the chart: it breaks into lines of half the box
@@ -112,14 +164,17 @@ _DRAW_JS = r"""(function () {
       }
       var y = v.encoding && v.encoding.y && v.encoding.y.axis;
       if (y && y.labelLimit && y.labelLimit > avail * 0.45) y.labelLimit = Math.floor(avail * 0.45);
+      wrapRows(v, sizer);
+      y = v.encoding && v.encoding.y && v.encoding.y.axis;
       var room = avail - 90 - (y && y.labelLimit ? y.labelLimit : 0);
       if (typeof v.width === "number") v.width = Math.max(floor, Math.min(v.width, room) - extra);
       ["vconcat", "hconcat", "concat", "layer"].forEach(function (k) {
-        (v[k] || []).forEach(function (c) { walk(c, floor); });
+        // a layer's views share its height; a concatenated view has its own
+        (v[k] || []).forEach(function (c) { walk(c, floor, k === "layer" ? sizer : c); });
       });
       // a grid of rows and columns keeps its columns: its panels may narrow further than a single view's
-      if (v.spec && !v.columns) walk(v.spec, v.facet && v.facet.column ? GRID_FLOOR : floor);
-    })(s, FLOOR);
+      if (v.spec && !v.columns) walk(v.spec, v.facet && v.facet.column ? GRID_FLOOR : floor, v.spec);
+    })(s, FLOOR, s);
     return s;
   }
   function draw(el, spec, options, level, extra) {
