@@ -593,11 +593,20 @@ def influence_chart(influence: pd.DataFrame, headline_row: pd.DataFrame | Mappin
     group, against the odds ratio with all (solid rule) and the band where leaving one out moves it by
     less than :data:`INFLUENCE_SHIFT` (grey); with ``headline_row``, the occupation 95% CI as dashed rules.
     Reads the :func:`influence_table` columns."""
-    data = influence.dropna(subset=["odds_ratio_without"]).head(top).assign(
+    full = float(influence["odds_ratio"].iloc[0])
+    # a primary fit drifting to infinity (separation, in a small build) has no value to move: the pooled words' odds
+    # ratio, which every row also carries, is drawn instead and the caption says so
+    drifted = not np.isfinite(full) or abs(np.log(full)) > mixed.PROFILE_LIMIT
+    if drifted:
+        influence = influence.assign(odds_ratio=influence["pooled_odds_ratio"],
+                                     odds_ratio_without=influence["pooled_odds_ratio_without"],
+                                     relative_change=np.expm1(influence["pooled_log_or_change"]))
+        influence = influence.iloc[np.argsort(-influence["pooled_log_or_change"].abs().to_numpy(), kind="stable")]
+        full, headline_row = float(influence["odds_ratio"].iloc[0]), None
+    data = plots.drawable(influence, ["odds_ratio_without"], log=True).head(top).assign(
         label=lambda d: d["occupation"].map(rendering.value_label),
         group=lambda d: d["group"].map(rendering.group_label),
         change=lambda d: d["relative_change"].map(lambda x: f"{x:+.0%}"))
-    full = float(influence["odds_ratio"].iloc[0])
     band = pd.DataFrame({"low": [full * (1 - INFLUENCE_SHIFT)], "high": [full * (1 + INFLUENCE_SHIFT)]})
     log_x = alt.Scale(type="log", nice=False)
     y = alt.Y("label:N", sort=None, title=None, axis=alt.Axis(labelLimit=220))
@@ -621,7 +630,9 @@ def influence_chart(influence: pd.DataFrame, headline_row: pd.DataFrame | Mappin
                "one out moves it by "
                f"less than {INFLUENCE_SHIFT:.0%}"
                + (", the dashed lines its 95% confidence interval (profile likelihood)" if len(layers) == 4 else "")
-               + ". Look for dots outside the grey band: those occupations alone carry much of the odds ratio.")
+               + ". Look for dots outside the grey band: those occupations alone carry much of the odds ratio."
+               + (" The primary model's odds ratio is unbounded in this build (separation), so this chart shows the "
+                  "pooled words' odds ratio instead." if drifted else ""))
     return plots.captioned(alt.layer(*layers).properties(width=420, height=alt.Step(18)),
                            title or f"Leave one occupation out: the odds ratio ({precision.number_text(full)}) "
                                     "without each occupation",

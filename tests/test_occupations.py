@@ -103,6 +103,14 @@ def test_mixed_influence_refits_the_primary_model_without_each_occupation(publis
     # one talkative occupation cannot carry the primary estimate the way it carries the pooled words
     midwife = influence.set_index("occupation").loc["midwife"]
     assert abs(midwife["log_or_change"]) < abs(midwife["pooled_log_or_change"])
+    # a primary fit drifting to infinity (the QUICK build's separation): the chart draws the pooled words instead
+    drifted = influence.assign(odds_ratio=np.exp(600.0), odds_ratio_without=np.inf)
+    spec = occupations.influence_chart(drifted).to_dict()
+    point = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "point")
+    drawn = pd.DataFrame(spec["datasets"][point["data"]["name"]])
+    assert len(drawn) == 15 and "pooled words' odds ratio instead" in str(spec)
+    want = influence.iloc[np.argsort(-influence["pooled_log_or_change"].abs().to_numpy(), kind="stable")].head(15)
+    assert drawn["odds_ratio_without"].tolist() == pytest.approx(want["pooled_odds_ratio_without"].tolist())
 
 
 def test_headline_reads_the_primary_row_and_the_published_selection(published):
