@@ -89,11 +89,13 @@ def _independent_profile(loaded, dictionary, names):
 @pytest.mark.slow
 @pytest.mark.parametrize("model_name", ["minilm-l6", "smollm2-135m-instruct"])
 def test_default_profile_equals_independent_computation(model_name, seed_dictionary):
+    from bias_utils.dictionaries import MIN_POLE_SIZE
     from bias_utils.models import load_model
     from bias_utils.populations import load_populations
 
-    # One sense per pole of every dimension, the first eight names per group.
-    dictionary = seed_dictionary.groupby(["dimension", "direction"], sort=False).head(1).reset_index(drop=True)
+    # The fewest terms a pole may have (one sense each), the first eight names per group.
+    dictionary = (seed_dictionary.drop_duplicates(["dimension", "direction", "term"])
+                  .groupby(["dimension", "direction"], sort=False).head(MIN_POLE_SIZE).reset_index(drop=True))
     names = {g: ws[:8] for g, ws in load_populations("names").items()}
     loaded = load_model(model_name)
 
