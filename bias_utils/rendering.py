@@ -326,7 +326,8 @@ LABELS = {
     "term_contexts": "term contexts", "context_source": "context source", "n_contexts": "contexts",
     "n_terms": "terms", "n_high": "high-pole terms", "n_low": "low-pole terms", "n_specs": "specifications",
     "n_completions": "completions", "n_occupations": "occupations", "n_prompts": "prompts", "n_tokens": "tokens",
-    "n_senses": "senses", "testable": "axis testable", "n_words": "words", "median_g": "median g",
+    "n_senses": "senses", "testable": "axis testable", "prompt_id": "prompt", "sample": "sample",
+    "n_words": "words", "median_g": "median g",
     "wall_time_s": "wall time (s)",
     "male_words": "male words", "female_words": "female words", "neutral_words": "neutral words",
     "any_gendered": "any gendered word", "male_share": "male share", "expected_sign": "paper's direction",
@@ -446,6 +447,7 @@ def group_label(group) -> str:
 
 
 # an identifier inside a text, not part of a file name or path ("profile_stats.csv" stays)
+_PROMPT_ID = re.compile(r"(?P<category>[a-z]+(?:_[a-z]+)+)/(?P<key>[A-Za-z0-9_().,'&-]+)/(?P<number>\d+)")
 _IDENTIFIER = re.compile(r"(?<![\w./-])[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w/-]|\.\w)")
 
 
@@ -457,6 +459,9 @@ def value_label(value) -> str:
     text = str(value)
     if text in LABELS:
         return LABELS[text]
+    prompt = _PROMPT_ID.fullmatch(text)
+    if prompt:  # a BOLD prompt id, category/key/number
+        return f"{prompt['key'].replace('_', ' ')}, prompt {prompt['number']} ({prompt['category'].replace('_', ' ')})"
     text = re.sub(r"(?<=[A-Za-z0-9]):(?=[A-Za-z])", ": ", text)
     return _IDENTIFIER.sub(lambda m: LABELS.get(m.group(0), m.group(0).replace("_", " ")), text)
 

@@ -768,6 +768,8 @@ def test_value_label_reads_identifiers_and_keeps_file_names():
     assert label("Physician_Assistant") == "Physician Assistant"
     assert label("a sentence, as it is") == "a sentence, as it is"
     assert label("see profile_stats.csv") == "see profile_stats.csv"
+    assert label("engineering_branches/Audio_engineer/4") == "Audio engineer, prompt 4 (engineering branches)"
+    assert label("data/raw_files/x_y/3.csv") == "data/raw_files/x_y/3.csv"  # a path is not a prompt id
     assert rendering.cell_text("odds_ratio (completions)", "measure") == "odds ratio (completions)"
 
 
