@@ -243,7 +243,7 @@ def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.Data
 
 
 #: Candidate ticks of a log odds-ratio axis: Vega's own ticks on a log scale print every integer and collide.
-_LOG_TICKS = (0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128)
+_LOG_TICKS = tuple(2.0 ** k for k in range(-3, 21))
 
 
 def log_ticks(values, most: int = 8) -> list[float]:
@@ -269,7 +269,8 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
     left_out = len(odds.dropna(subset=["odds_ratio"])) - len(data)
     base = alt.Chart(data).encode(
         y=alt.Y("model_id:N", title=None), yOffset=alt.YOffset("method:N"),
-        color=alt.Color("method:N", title="confidence interval"))
+        color=alt.Color("method:N", title="confidence interval",
+                        legend=alt.Legend(orient="bottom", columns=1, labelLimit=400)))
     ticks = log_ticks(data[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
     x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=ticks, format="~g"),
               title="odds ratio: male/female words, male- vs female-dominated (log scale)")

@@ -81,6 +81,7 @@ def test_log_ticks_one_per_doubling_around_the_data_and_one():
     assert crossmodel.log_ticks([10.07, 60.37], most=5) == [1, 4, 16, 64]  # every second doubling, 1 kept
     assert crossmodel.log_ticks([0.2, 3, np.nan, 0]) == [0.125, 0.25, 0.5, 1, 2, 4]
     assert crossmodel.log_ticks([]) == [1]
+    assert crossmodel.log_ticks([14.2, 199.6, 23617]) == [1, 4, 16, 64, 256, 1024, 4096, 16384]  # the headline's
 
 
 def test_read_all_results_stacks_every_table_and_lists_missing(tmp_path):
