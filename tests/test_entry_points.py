@@ -449,5 +449,5 @@ def test_papermill_with_a_misspelled_parameter_stops_at_the_check(tmp_path):
                           env={**__import__("os").environ, "PYTHONPATH": str(paths.ROOT)})
     assert proc.returncode != 0
     assert "ParameterError: modle: not a parameter of this notebook (did you mean 'model'?); its parameters are " \
-           "model, context_source" in proc.stderr + proc.stdout
+           "model, dtype, context_source" in proc.stderr + proc.stdout
     print(f"stopped after {time.monotonic() - started:.0f} s")
