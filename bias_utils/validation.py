@@ -44,7 +44,7 @@ MIN_N_PERMUTATIONS = 100
 __all__ = ["LAYER_NAMES", "MIN_GROUP_WORDS", "MIN_N_BOOT", "MIN_N_PERMUTATIONS", "ParameterError", "check_bold_audit",
            "check_bold_replication", "check_boot_count", "check_completion_profiles", "check_context_source",
            "check_contexts", "check_cross_model", "check_dictionaries", "check_dictionary_path", "check_dtype",
-           "check_file", "check_generated_contexts", "check_intrinsic_extrinsic", "check_layer", "check_layers",
+           "check_file", "check_intrinsic_extrinsic", "check_layer", "check_layers",
            "check_lexicons", "check_limit", "check_model", "check_output_dir", "check_permutation_count",
            "check_populations", "check_profiles", "check_projection_accuracy", "check_robustness", "check_selection",
            "check_sources", "check_template_list"]
@@ -123,13 +123,6 @@ def _dictionary(dictionary_path):
         return dictionaries.load_dictionary(dictionary_path)
     except ValueError as exc:
         raise _reraise("dictionary_path", exc) from None
-
-
-def check_generated_contexts(dictionary_path, generator=None) -> None:
-    """With ``context_source="generated"``: the senses without published contexts need a generator
-    (``contexts.require_generator``), installed when it is a built-in; the error names the two ways out."""
-    contexts.check_request(_dictionary(dictionary_path), "generated", model=generator,
-                            names=("context_source", "generator"))
 
 
 def check_lexicons(lexicons, name: str = "lexicons") -> None:
