@@ -553,8 +553,7 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
     sel = check_audit(model, selection=selection, n_samples=n_samples, seed=seed, max_new_tokens=max_new_tokens,
                       temperature=temperature, top_p=top_p, top_k=top_k, lexicons=lexicons,
                       neutral_lexicons=neutral_lexicons, limit=limit, n_boot=n_boot, method=method)
-    lexicons = dict(lexicon.GENDER_LEXICONS if lexicons is None else lexicons)
-    neutral_lexicons = dict(lexicon.NEUTRAL_LEXICONS if neutral_lexicons is None else neutral_lexicons)
+    lexicons, neutral_lexicons = check_audit_lexicons(lexicons, neutral_lexicons)  # the defaults in one place
     loaded = load_model(model) if isinstance(model, (str, Path)) else model
     gen = generate(loaded, sel["prompt"].tolist(), prompt_ids=sel["prompt_id"].tolist(), n_samples=n_samples,
                    max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,

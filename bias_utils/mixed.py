@@ -64,7 +64,7 @@ from . import stats
 from .errors import ParameterError, check_count, check_positive_int, check_seed, is_number
 
 __all__ = ["CoefficientTest", "EFFECTS", "MixedLogitFit", "N_NODES", "PROFILE_LIMIT", "check_permutations",
-           "coefficient_test", "fit_mixed_logit", "mixed_loglik", "mixed_row"]
+           "coefficient_test", "drifted", "fit_mixed_logit", "mixed_loglik", "mixed_row"]
 
 #: Gauss-Hermite nodes per cluster (the golden test checks the log-likelihood against adaptive quadrature by
 #: scipy.integrate.quad to 1e-8 relative at this number).
@@ -445,6 +445,12 @@ class _Profile:
         theta, ll, g, _, ok = _one(self.fit._data, start, self.free, self.fit.boundary_avoiding, _maximise)
         self.done[b] = theta
         return 2 * (self.fit.objective - ll), float(g[self.j]), ok
+
+
+def drifted(coefficient: float) -> bool:
+    """Whether a fitted coefficient (logits) has run past PROFILE_LIMIT or to infinity: separation, where the number
+    is where Newton stopped, not an estimate; what reads a fit prints it as unbounded."""
+    return not np.isfinite(coefficient) or abs(coefficient) > PROFILE_LIMIT
 
 
 def _bound(profile: _Profile, estimate: float, se: float, side: int, target: float) -> tuple[float, bool]:

@@ -470,7 +470,7 @@ def estimate_text(h: Mapping, which: str = "primary") -> str:
         if pd.isna(h.get("odds_ratio")):
             return "not estimable"
         # a fit drifting to infinity: its number is where Newton stopped, not an estimate
-        drifted = abs(np.log(float(h["odds_ratio"]))) > mixed.PROFILE_LIMIT
+        drifted = mixed.drifted(np.log(float(h["odds_ratio"])))
         ci = precision.interval_text(h["ci_low"], h["ci_high"], None if drifted else h["odds_ratio"])
         estimate = "unbounded (separation)" if drifted else num(h["odds_ratio"])
         return (f"odds ratio {estimate}, 95% CI {ci} (profile likelihood), likelihood-ratio p "
@@ -596,7 +596,7 @@ def influence_chart(influence: pd.DataFrame, headline_row: pd.DataFrame | Mappin
     full = float(influence["odds_ratio"].iloc[0])
     # a primary fit drifting to infinity (separation, in a small build) has no value to move: the pooled words' odds
     # ratio, which every row also carries, is drawn instead and the caption says so
-    drifted = not np.isfinite(full) or abs(np.log(full)) > mixed.PROFILE_LIMIT
+    drifted = mixed.drifted(np.log(full))
     if drifted:
         influence = influence.assign(odds_ratio=influence["pooled_odds_ratio"],
                                      odds_ratio_without=influence["pooled_odds_ratio_without"],
