@@ -402,7 +402,8 @@ class _StateSums:
         # A model spread over GPUs returns each layer's states where that layer ran.
         self.prompt = torch.stack([torch.bmm(w.to(h.device), h.float()).squeeze(1).to(self.device) for h in hidden],
                                   dim=1)
-        self.prompt[torch.tensor([w is None for w in self.weights], device=self.device)] = float("nan")
+        unweighted = torch.tensor([w is None for w in self.weights], device=self.device)
+        self.prompt.masked_fill_(unweighted.view(-1, *[1] * (self.prompt.dim() - 1)), float("nan"))  # no host wait
         self.sum = torch.zeros(self.prompt.shape, dtype=torch.float64, device=self.device)
         self.pending = torch.zeros(self.prompt.shape, dtype=torch.float64, device=self.device)
         self.completion = torch.full(self.prompt.shape, float("nan"), device=self.device)
@@ -431,7 +432,7 @@ class _StateSums:
         """The means of the batch rows at ``positions`` (all: ``None``), as rows ``rows`` of the result."""
         sums, count = (self.sum, self.count) if positions is None else (self.sum[positions], self.count[positions])
         mean = (sums / count.clamp(min=1)[:, None, None]).float()
-        mean[count == 0] = float("nan")
+        mean.masked_fill_((count == 0).view(-1, *[1] * (mean.dim() - 1)), float("nan"))  # no host wait
         self.completion[rows] = mean
 
     def keep(self, keep: torch.Tensor, left: torch.Tensor, rows: torch.Tensor) -> None:

@@ -334,6 +334,7 @@ class _Speeds:
     def __init__(self, cache: bool | str | os.PathLike):
         root = paths.cache_dir() / "generations" if cache in (True, False) else Path(cache)
         self.path = root / "speed.json"
+        self.writes = cache is not False  # a run told not to cache reads the last speed but leaves the cache alone
 
     def read(self) -> dict:
         try:
@@ -353,6 +354,8 @@ class _Speeds:
         return head + f"; at the {speed:,.1f} tokens/s it wrote here last time, at most about {took}"
 
     def record(self, model_id: str, tokens_per_second: float) -> None:
+        if not self.writes:
+            return
         try:
             atomic_write_json(self.path, {**self.read(), model_id: round(tokens_per_second, 2)})
         except OSError:  # a read-only cache: the next estimate has no measurement, nothing else is lost
