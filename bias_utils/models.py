@@ -179,10 +179,11 @@ def _weights_sha(folder: Path) -> str:
 
 
 def _weight_count(folder: Path) -> int | None:
-    """How many weights the folder's safetensors files hold, from their headers; ``None`` without them."""
+    """How many weights the folder's safetensors files hold, from their headers; for ``.bin`` weights only, their
+    bytes over 4 (float32, an upper bound for lower precisions); ``None`` without either."""
     files = sorted(folder.glob("*.safetensors"))
     if not files:
-        return None
+        return sum(f.stat().st_size for f in folder.glob("*.bin")) // 4 or None
     total = 0
     for path in files:
         with open(path, "rb") as f:
