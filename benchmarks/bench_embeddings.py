@@ -3,7 +3,7 @@
 Reference = the original study's approach: one context per forward pass, no
 padding, no cache (``get_word_embedding_by_layer`` in Schuster et al.'s
 ``utils.py``), here through the same backbone and the same word location so
-that only the batching differs. Ours = :func:`bias_utils.embeddings.embed_words`
+that only the batching differs. Ours = :func:`bias_utils.models.embeddings.embed_words`
 with ``cache=False``. Both run in this process on the same pairs, after a
 warm-up (the first batches are 5-15x slower).
 
@@ -37,9 +37,9 @@ import time
 import numpy as np
 import torch
 
-from bias_utils.dictionaries import load_seed_dictionary
-from bias_utils.embeddings import default_batch_size, embed_words, find_word, token_indices
-from bias_utils.models import load_model
+from bias_utils.models.embeddings import default_batch_size, embed_words, find_word, token_indices
+from bias_utils.models.loading import load_model
+from bias_utils.profiles.dictionaries import load_seed_dictionary
 
 
 def peak_rss_mb() -> float:

@@ -1,4 +1,4 @@
-"""Generation speed: the original audit's loop vs ``bias_utils.generation`` vs a llama.cpp server.
+"""Generation speed: the original audit's loop vs ``bias_utils.models.generation`` vs a llama.cpp server.
 
 Usage::
 
@@ -57,14 +57,14 @@ import time
 
 import torch
 
-from bias_utils import completions
-from bias_utils.bold_prompts import load_profession_prompts
-from bias_utils.decoding import auto_batch_size
-from bias_utils.endpoints import OpenAIEndpoint
-from bias_utils.generation import generate
-from bias_utils.models import load_model
-from bias_utils.sampling import sample_tokens
-from bias_utils.serving import llama_server
+from bias_utils.audit import completions
+from bias_utils.audit.bold_prompts import load_profession_prompts
+from bias_utils.models.decoding import auto_batch_size
+from bias_utils.models.endpoints import OpenAIEndpoint
+from bias_utils.models.generation import generate
+from bias_utils.models.loading import load_model
+from bias_utils.models.sampling import sample_tokens
+from bias_utils.models.serving import llama_server
 
 SETTINGS = dict(max_new_tokens=100, temperature=0.7, top_p=0.9, top_k=50)
 
@@ -142,7 +142,7 @@ def forward_floor(m, prompts: list[str], steps: list[int], batch_size: int | Non
 
 def bookkeeping_step(m, n: int = 64, steps: int = 80) -> float:
     """CPU milliseconds per step of the state sums and token classification alone (no forward pass)."""
-    from bias_utils.decoding import _StateSums, _token_tables
+    from bias_utils.models.decoding import _StateSums, _token_tables
 
     gen = torch.Generator().manual_seed(0)
     n_states, width = m.n_layers + 1, 12
@@ -226,7 +226,7 @@ def main() -> None:
     n, t = baseline_loop(m, prompts[: args.baseline_prompts])
     rows.append((f"(a) one prompt per model.generate ({args.baseline_prompts} prompts)", n, t))
     n, t, df = ours(m, prompts, args.batch_size, cache=True)
-    rows.append(("(b) bias_utils.generation.generate", n, t))
+    rows.append(("(b) bias_utils.models.generation.generate", n, t))
     n, t, bare = ours(m, prompts, args.batch_size, cache=tempfile.mkdtemp(prefix="bench-bare-"), statistics=False)
     rows.append(("(g) the same, statistics=False (no counts, no states)", n, t))
     same_bare = int((bare["completion"] == df["completion"]).sum())

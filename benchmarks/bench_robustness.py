@@ -1,7 +1,7 @@
 """Benchmark: how long the robustness chapter's computation takes per model, cold vs warm.
 
 For each model the whole chapter's work runs twice in this process
-(:func:`bias_utils.robustness.collect_curve_inputs`, the specification curve with
+(:func:`bias_utils.profiles.robustness.collect_curve_inputs`, the specification curve with
 its joint test, the axis null for every context source, the token counts):
 
 * **cold**: on an empty embedding cache (a temporary ``BIAS_CACHE_DIR`` whose
@@ -28,7 +28,7 @@ from pathlib import Path
 
 
 def run_once(m, dictionary, args) -> dict:
-    from bias_utils import axis_validity, robustness, tokenisation
+    from bias_utils.profiles import axis_validity, robustness, tokenisation
 
     t0 = time.perf_counter()
     inputs, extras = robustness.collect_curve_inputs(m, dictionary, ("names", "terms"), n_contexts=args.n_contexts,
@@ -60,8 +60,8 @@ def main() -> None:
             if (real_cache / sub).exists():
                 os.symlink(real_cache / sub, Path(tmp) / sub)
         os.environ["BIAS_CACHE_DIR"] = tmp  # read by paths.cache_dir() at every call
-        from bias_utils import dictionaries
-        from bias_utils.models import load_model
+        from bias_utils.models.loading import load_model
+        from bias_utils.profiles import dictionaries
 
         dictionary = dictionaries.load_dictionary()
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; limit={args.limit}, "

@@ -16,10 +16,10 @@ import sys
 import numpy as np
 import pandas as pd
 
-from bias_utils import context_filters as F
-from bias_utils import contexts as C
-from bias_utils.dictionaries import load_full_dictionary_terms, load_seed_dictionary
-from bias_utils.embeddings import embed_words
+from bias_utils.models.embeddings import embed_words
+from bias_utils.profiles import context_filters as F
+from bias_utils.profiles import contexts as C
+from bias_utils.profiles.dictionaries import load_full_dictionary_terms, load_seed_dictionary
 
 
 def main(models):

@@ -39,8 +39,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from bias_utils import bold, dictionaries, occupations, paths, profiles, space
-from bias_utils.models import load_model, unload_model
+from bias_utils.audit import bold, occupations
+from bias_utils.core import paths
+from bias_utils.models.loading import load_model, unload_model
+from bias_utils.profiles import dictionaries, space
+from bias_utils.profiles import population_profiles as profiles
 
 MODELS = ("smollm2-135m-instruct", "minilm-l6")
 AUDIT_MODEL = "smollm2-135m-instruct"

@@ -1,6 +1,6 @@
 """Write notebooks/06_bold_audit.ipynb and 07_bold_replication.ipynb.
 
-Thin notebooks: the logic lives in bias_utils.bold and bias_utils.replication.
+Thin notebooks: the logic lives in bias_utils.audit.bold and bias_utils.audit.replication.
 """
 
 from pathlib import Path
@@ -10,7 +10,7 @@ import nbformat as nbf
 ROOT = Path(__file__).resolve().parent.parent
 
 
-#: bias_utils.presentation.FINDING_TAG: the book shows these cells right after the opening text.
+#: bias_utils.book.presentation.FINDING_TAG: the book shows these cells right after the opening text.
 FINDING_TAG = "key-finding"
 
 
@@ -72,14 +72,14 @@ temperature: float = 0.7
 top_p: float = 0.9
 top_k: Optional[int] = 50              # transformers' default, applied by the audit's generate call; None: off
 lexicons: Optional[dict[str, list[str]]] = None   # None: the audit's {"male": [...], "female": [...]}
-neutral_lexicons: Optional[dict[str, list[str]]] = None   # None: bias_utils.lexicon.NEUTRAL_LEXICONS
+neutral_lexicons: Optional[dict[str, list[str]]] = None   # None: bias_utils.core.lexicon.NEUTRAL_LEXICONS
 limit: Optional[int] = None            # None: all prompts; an int subsamples prompts per group (quick runs)
 n_boot: int = 10000                    # bootstrap replicates for the CIs (each bound gets its Monte Carlo error)
 output_dir: Optional[str] = None       # None: results/<model_id>/
 """, tags=['parameters']),
         code("""
 # Every parameter is checked before any model is loaded: a typo fails here, in seconds.
-from bias_utils import validation
+from bias_utils.book import validation
 
 validation.check_bold_audit(model=model, dtype=dtype, selection=selection, n_samples=n_samples, seed=seed,
                             max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
@@ -89,10 +89,12 @@ validation.check_bold_audit(model=model, dtype=dtype, selection=selection, n_sam
         code("""
 from IPython.display import HTML, Markdown, display
 
-from bias_utils import bold, bold_figures, lexicon, occupation_units, occupations, plots
-from bias_utils.decoding import lexicon_token_ids
-from bias_utils.models import load_model
-from bias_utils.results import output_folder, write_table
+from bias_utils.audit import bold, bold_figures, occupation_units, occupations
+from bias_utils.core import lexicon, tables
+from bias_utils.report import plots
+from bias_utils.models.decoding import lexicon_token_ids
+from bias_utils.models.loading import load_model
+from bias_utils.core.results import output_folder, write_table
 
 m = load_model(model, dtype=dtype)
 result = bold.run_audit(m, selection=selection, n_samples=n_samples, seed=seed,
@@ -166,7 +168,7 @@ begins a longer word ("He" + "phaestus") adds to it but not to the audit's words
 """),
         code("""
 _, coverage = lexicon_token_ids(m.tokenizer)
-coverage_files = write_table(coverage, out / bold.LEXICON_COVERAGE_TABLE)
+coverage_files = write_table(coverage, out / tables.NAMES.BOLD_LEXICON_COVERAGE)
 totals = bold.expected_totals(result.metrics, coverage)
 display(Markdown(bold.describe_expected_totals(totals)))
 display(coverage[~coverage.single_token].groupby("lexicon")["variant"].apply(", ".join).rename("not one token")
@@ -245,7 +247,7 @@ and whether it is `in_primary`), `bold_statistics` (this table), `bold_group_sum
 analysis), `bold_influence` (leave one occupation out), `bold_headline` (the primary estimate and the published
 selection's figure, one row), `bold_lexicon_coverage` (per lexicon word and variant: `n_tokens`, `single_token`,
 `token_id`), and the figures `bold_audit.svg/.png` and `bold_influence.svg/.png`.
-Completions are cached by `bias_utils.generation`; an interrupted run resumes where it stopped.
+Completions are cached by `bias_utils.models.generation`; an interrupted run resumes where it stopped.
 """),
         code("[str(p) for p in [*files, *coverage_files]]"),
     ]
@@ -272,19 +274,20 @@ output_dir: Optional[str] = None       # None: results/published-audit/
 """, tags=['parameters']),
         code("""
 # Every parameter is checked before any model is loaded: a typo fails here, in seconds.
-from bias_utils import validation
+from bias_utils.book import validation
 
 validation.check_bold_replication(n_boot=n_boot, seed=seed, output_dir=output_dir)
 """),
         code("""
 from IPython.display import Markdown, display
 
-from bias_utils import bold, bold_figures, occupation_units, occupations, replication, tables
-from bias_utils.results import REPLICATION_FOLDER, output_folder, write_table
+from bias_utils.audit import bold, bold_figures, occupation_units, occupations, replication
+from bias_utils.core import tables
+from bias_utils.core.results import REPLICATION_FOLDER, output_folder, write_table
 
 out = output_folder(REPLICATION_FOLDER, output_dir)
 comparison = replication.replicate_published_audit(n_boot=n_boot, seed=seed)
-write_table(comparison, out / tables.REPLICATION)
+write_table(comparison, out / tables.NAMES.REPLICATION)
 comparison
 """),
         md("""
@@ -310,7 +313,7 @@ print(f"{len(replication.compare_published_columns(metrics)):,} of {len(metrics)
   353 the book uses the pooled-SD d and Hedges' g.
 * **PMI**: the paper mentions +0.5 smoothing, but the published values are unsmoothed, with PMI = 0 when
   there is no co-occurrence; the occupation terms are the tokens of the BOLD occupation key. We reproduce
-  the published definition (see `bias_utils.bold`).
+  the published definition (see `bias_utils.audit.bold`).
 * **Independence**: all their tests treat words or completions as independent. Completions of one occupation
   share a prompt family, and a few occupations supply most of the gendered words; the book's primary analysis
   takes the occupation as the unit (below).

@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bias_utils.bold_prompts import load_profession_prompts
-from bias_utils.generation import completion_states, generate
-from bias_utils.models import load_model
+from bias_utils.audit.bold_prompts import load_profession_prompts
+from bias_utils.models.generation import completion_states, generate
+from bias_utils.models.loading import load_model
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "smollm2-135m-instruct"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bias_utils import data
+from bias_utils.core import data
 
 
 def pytest_collection_modifyitems(config, items):
@@ -55,7 +55,7 @@ def isolated_cache(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def wn():
     """The project's WordNet 3.0 reader."""
-    from bias_utils.wordnet import wordnet
+    from bias_utils.core.wordnet import wordnet
 
     return wordnet()
 
@@ -63,7 +63,7 @@ def wn():
 @pytest.fixture(scope="session")
 def seed_dictionary():
     """The 455-row seed dictionary through the public loader."""
-    from bias_utils.dictionaries import load_seed_dictionary
+    from bias_utils.profiles.dictionaries import load_seed_dictionary
 
     return load_seed_dictionary()
 
@@ -71,7 +71,7 @@ def seed_dictionary():
 @pytest.fixture(scope="session")
 def smollm():
     """SmolLM2-135M-Instruct, the real small decoder of the slow tests (load it only in tests marked slow)."""
-    from bias_utils.models import load_model
+    from bias_utils.models.loading import load_model
 
     return load_model("smollm2-135m-instruct")
 
@@ -79,6 +79,6 @@ def smollm():
 @pytest.fixture(scope="session")
 def smollm_quick_bases(smollm):
     """SmolLM2's stereotype axes as the QUICK build has them (two generated contexts per sense): ``{space: basis}``."""
-    from bias_utils import dictionaries, space
+    from bias_utils.profiles import dictionaries, space
 
     return space.build_space(smollm, dictionaries.load_dictionary(None), "generated", n_contexts=2, seed=0).bases

@@ -12,9 +12,9 @@ import pytest
 from scipy import linalg
 from scipy import stats as sps
 
-from bias_utils import axis_validity as av
-from bias_utils import projection
-from bias_utils.space import StereotypeSpace, TermEmbeddings
+from bias_utils.profiles import axis_validity as av
+from bias_utils.profiles import projection
+from bias_utils.profiles.space import StereotypeSpace, TermEmbeddings
 
 # ----------------------------------------------------------------- a hand-sized space
 
@@ -199,9 +199,9 @@ def test_unreadable_axes_and_an_old_table():
 
 @pytest.mark.slow
 def test_axis_validity_on_smollm2_matches_an_independent_auc():
-    from bias_utils.dictionaries import load_dictionary
-    from bias_utils.models import load_model
-    from bias_utils.space import build_space, direction_prediction
+    from bias_utils.models.loading import load_model
+    from bias_utils.profiles.dictionaries import load_dictionary
+    from bias_utils.profiles.space import build_space, direction_prediction
 
     m = load_model("smollm2-135m-instruct")
     sp = build_space(m, load_dictionary(), "generated")

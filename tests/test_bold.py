@@ -1,4 +1,4 @@
-"""bias_utils.bold: loaders, selections, PMI, metrics and statistics."""
+"""bias_utils.audit.bold: loaders, selections, PMI, metrics and statistics."""
 
 import json
 from pathlib import Path
@@ -7,18 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils import (
-    bold,
-    bold_figures,
-    bold_prompts,
-    lexicon,
-    occupation_units,
-    occupations,
-    precision,
-    rendering,
-    replication,
-    stats,
-)
+from bias_utils.audit import bold, bold_figures, bold_prompts, occupation_units, occupations, replication
+from bias_utils.core import lexicon, precision, stats
+from bias_utils.report import rendering
 
 
 @pytest.fixture(scope="module")

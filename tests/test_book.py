@@ -13,19 +13,10 @@ import nbformat
 import pandas as pd
 import pytest
 
-from bias_utils import (
-    book,
-    cache,
-    data,
-    execution,
-    paths,
-    presentation,
-    rendering,
-    reproducibility,
-    results,
-    runs,
-    tables,
-)
+from bias_utils.book import build as book
+from bias_utils.book import execution, presentation, reproducibility, runs
+from bias_utils.core import cache, data, paths, results, tables
+from bias_utils.report import rendering
 
 FIXTURE = Path(__file__).parent / "fixtures" / "book" / "tiny.ipynb"
 
@@ -133,7 +124,7 @@ def test_executed_notebook_is_presented_for_reading(tiny, tmp_path):
 
     executed = nbformat.read(run.output, as_version=4)
     tags = {c.source.splitlines()[0]: c.metadata.get("tags", []) for c in executed.cells if c.cell_type == "code"}
-    assert "remove-cell" in tags["import bias_utils.rendering"]
+    assert "remove-cell" in tags["import bias_utils.report.rendering"]
     assert "remove-cell" in tags["# Parameters"]  # papermill's injected cell
     assert "hide-cell" in tags["x = 1"]  # the parameters cell, behind a toggle
     assert "hide-input" in tags["from pathlib import Path"]  # the chart shows, its code folds away
@@ -409,9 +400,9 @@ def test_repository_url_from_the_remote_else_the_project_setting(tmp_path):
 
 def test_every_label_names_a_column_or_a_value_the_package_writes():
     """The label map the other way: each entry of rendering.LABELS is a column a results table declares
-    (bias_utils.tables) or a name the package or a notebook writes, so no label is stale."""
+    (bias_utils.core.tables) or a name the package or a notebook writes, so no label is stale."""
     declared = {c for t in tables.TABLES.values() for c in t.columns}
-    files = [*(paths.ROOT / "bias_utils").glob("*.py"), *(paths.ROOT / "notebooks").glob("*.ipynb")]
+    files = [*(paths.ROOT / "bias_utils").rglob("*.py"), *(paths.ROOT / "notebooks").glob("*.ipynb")]
     source = "\n".join(p.read_text(encoding="utf-8") for p in files if p.name != "rendering.py")
     stale = [k for k in rendering.LABELS if k not in declared and not re.search(rf"\b{re.escape(k)}\b", source)]
     assert stale == []
@@ -471,17 +462,20 @@ def test_vega_bundle_written_once(tmp_path):
 def test_code_modules_follow_imports_transitively(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell("%matplotlib inline\nfrom bias_utils import bold\nimport bias_utils.plots")]
+                nbformat.v4.new_code_cell("%matplotlib inline\nfrom bias_utils.core import stats\n"
+                                          "import bias_utils.report.plots")]
     path = tmp_path / "n.ipynb"
     nbformat.write(nb, path)
-    modules = runs.code_modules(path)
-    builders = {"runs", "execution", "presentation", "reproducibility", "book"}
-    # bold imports lexicon and stats itself; plots imports cache; the modules that build the book never count
-    assert {"__init__", "rendering", "bold", "plots", "lexicon", "stats", "cache"} <= set(modules)
-    assert "space" not in modules and "crossmodel" not in modules and not builders & set(modules)
+    modules = set(runs.code_modules(path))
+    # stats imports precision itself; plots imports results; importing a module runs its packages' __init__ files;
+    # the modules that build the book never count
+    assert {"__init__", "core.__init__", "report.__init__", "report.rendering", "core.stats", "core.precision",
+            "report.plots", "core.results"} <= modules
+    assert not {"profiles.space", "book.crossmodel", "audit.bold"} & modules
+    assert not set(runs.BUILDER_MODULES) & modules
     nb.cells[1].source = "def broken(:"
     nbformat.write(nb, path)
-    assert set(runs.code_modules(path)) == {p.stem for p in runs.PACKAGE_DIR.glob("*.py")} - builders
+    assert set(runs.code_modules(path)) == set(runs.package_modules()) - set(runs.BUILDER_MODULES)
 
 
 def test_tables_in_the_book_show_readable_digits():
@@ -686,7 +680,7 @@ def test_figures_are_numbered_captioned_and_have_a_static_image(tmp_path):
     """Two real charts in a page: numbered in reading order, captioned and described from their specs, each
     with an SVG beside the page (the run's own saved SVG when it saved that chart); a removed cell's chart
     is not counted; presenting again changes nothing."""
-    from bias_utils import plots
+    from bias_utils.report import plots
 
     accuracy = pd.DataFrame({"cutoff": ["0.1"] * 2, "dimension": ["warmth", "competence"], "accuracy": [0.8, 0.4],
                              "n": [10, 10]})

@@ -28,7 +28,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bias_utils import book, paths, rendering, results, runs, tables
+from bias_utils.book import build as book
+from bias_utils.book import runs
+from bias_utils.core import paths, results, tables
+from bias_utils.report import rendering
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from bias_utils import cache
+from bias_utils.core import cache
 
 
 def test_stable_hash_ignores_dict_order_and_sees_values():
@@ -83,7 +83,7 @@ def test_jsonl_survives_sigkill_mid_stream(tmp_path):
     path = tmp_path / "rows.jsonl"
     script = textwrap.dedent(
         f"""
-        from bias_utils import cache
+        from bias_utils.core import cache
         i = 0
         while True:
             cache.append_jsonl({str(path)!r}, [{{"i": i, "pad": "x" * 5000}}])
@@ -121,8 +121,8 @@ def test_atomic_open_veto_keeps_the_old_file(tmp_path):
 _FULL_DISK_CHILD = """
 import resource, signal, sys
 import pandas as pd
-from bias_utils.cache import append_jsonl
-from bias_utils.results import write_table
+from bias_utils.core.cache import append_jsonl
+from bias_utils.core.results import write_table
 # A file-size limit makes the kernel refuse the write mid-file (EFBIG), as a full disk does (ENOSPC): an
 # OSError from inside write() that carries no file name of its own.
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -148,7 +148,7 @@ def test_a_failed_write_names_the_file(tmp_path):
 
 _LOCK_CHILD = """
 import sys, time
-from bias_utils.cache import file_lock
+from bias_utils.core.cache import file_lock
 with file_lock(sys.argv[1]):
     print("in", time.time(), flush=True)
     time.sleep(float(sys.argv[2]))

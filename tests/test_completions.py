@@ -1,4 +1,4 @@
-"""bias_utils.completions: the projection of a model's own completions (notebook 08)."""
+"""bias_utils.audit.completions: the projection of a model's own completions (notebook 08)."""
 
 from __future__ import annotations
 
@@ -10,20 +10,11 @@ import pytest
 import torch
 from scipy import stats as st
 
-from bias_utils import (
-    axis_validity,
-    bold,
-    bold_prompts,
-    completions,
-    dictionaries,
-    plots,
-    projection,
-    rendering,
-    replication,
-    space,
-)
-from bias_utils.embeddings import embed_words
-from bias_utils.models import load_model
+from bias_utils.audit import bold, bold_prompts, completions, replication
+from bias_utils.models.embeddings import embed_words
+from bias_utils.models.loading import load_model
+from bias_utils.profiles import axis_validity, dictionaries, projection, space
+from bias_utils.report import plots, rendering
 
 FEMALE, MALE = bold.FEMALE_GROUP, bold.MALE_GROUP
 
@@ -242,8 +233,8 @@ def test_stored_states_equal_the_re_embedding_where_it_reads_the_same_text(smoll
     writes a newline, which the re-embedding replaced by the one space): exactly those rows differ. The prompts'
     states agree on every row. A cache written before the states existed falls back to the re-embedding.
     """
-    from bias_utils.cache import read_jsonl
-    from bias_utils.generation import generate
+    from bias_utils.core.cache import read_jsonl
+    from bias_utils.models.generation import generate
 
     sel = bold_prompts.resolve_selection("audit").iloc[::97].head(16)
     gen = generate(smollm, sel["prompt"].tolist(), prompt_ids=sel["prompt_id"].tolist(), max_new_tokens=40,

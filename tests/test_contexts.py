@@ -5,10 +5,10 @@ import re
 import pandas as pd
 import pytest
 
-from bias_utils import context_filters as F
-from bias_utils import contexts as C
-from bias_utils.dictionaries import load_seed_dictionary, read_dictionary, wordnet_contexts
-from bias_utils.errors import ParameterError
+from bias_utils.core.errors import ParameterError
+from bias_utils.profiles import context_filters as F
+from bias_utils.profiles import contexts as C
+from bias_utils.profiles.dictionaries import load_seed_dictionary, read_dictionary, wordnet_contexts
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def test_none_source_is_the_term_alone(seed):
 def _published(resolve_key="schuster_generated_contexts"):
     import json
 
-    from bias_utils.data import resolve
+    from bias_utils.core.data import resolve
 
     with open(resolve(resolve_key)) as f:
         return {(e["term"], e["synset"]): e["examples"] for e in map(json.loads, f)}
@@ -72,7 +72,7 @@ def test_published_generated_contexts_are_the_authors_first_five(seed):
 
 def test_published_generated_contexts_can_be_filtered_for_gender(seed):
     # Count the gendered contexts independently of gender_markers.
-    from bias_utils.lexicon import FEMALE_WORDS, MALE_WORDS
+    from bias_utils.core.lexicon import FEMALE_WORDS, MALE_WORDS
 
     rows = seed[seed.term.isin(["sexist"]) | (seed.index < 40)]
     cs = C.build_contexts(rows, "generated", n_contexts=5, gender_filter=True)
@@ -151,7 +151,7 @@ def test_bad_input_is_named():
 
 @pytest.mark.slow
 def test_generated_with_smollm2(seed):
-    from bias_utils.models import load_model
+    from bias_utils.models.loading import load_model
 
     model = load_model("smollm2-135m-instruct")
     rows = seed[seed.term.isin(["friendly", "honest"])].head(3)
@@ -226,7 +226,7 @@ def test_first_word_and_contracted_pronouns():
 
 def test_quality_filters_keep_the_published_contexts():
     # The authors' Llama-3 contexts are the quality the filters aim at: almost all must pass.
-    from bias_utils.dictionaries import load_seed_dictionary
+    from bias_utils.profiles.dictionaries import load_seed_dictionary
 
     seed = load_seed_dictionary()
     dimension = dict(zip(seed.term, seed.dimension))
@@ -237,7 +237,7 @@ def test_quality_filters_keep_the_published_contexts():
 
 
 def test_a_registered_source_is_built_listed_and_accepted_as_a_parameter(monkeypatch):
-    from bias_utils import validation
+    from bias_utils.book import validation
 
     monkeypatch.setattr(C._SOURCES, "_items", dict(C._SOURCES._items))
     assert C.source_names() == ("dictionary", "generated", "corpus", "none")  # the order of reports
@@ -270,7 +270,8 @@ def test_a_missing_generator_is_a_parameter_error_naming_both_ways_out():
     import subprocess
     import sys
 
-    from bias_utils import builtin_models, paths
+    from bias_utils.core import paths
+    from bias_utils.models import builtin_models
 
     assert not builtin_models.is_installed("gemma-3-270m")
     out = subprocess.run([sys.executable, "-c", code], cwd=paths.ROOT, capture_output=True, text=True,
@@ -293,8 +294,8 @@ def test_the_seed_dictionary_needs_no_generator():
 @pytest.mark.slow
 def test_senses_without_published_contexts_are_generated_with_the_extra_terms_prompt_filters_and_cache(
         tmp_path, monkeypatch, seed):
-    from bias_utils import extra_contexts as X
-    from bias_utils import paths
+    from bias_utils.core import paths
+    from bias_utils.profiles import extra_contexts as X
 
     # a fresh generation cache beside the converted models of the real one
     (tmp_path / "cache").mkdir()
@@ -343,7 +344,7 @@ def test_rows_appended_by_hand_without_a_sense_id_get_contexts(seed):
 
 
 def test_a_corpus_path_resolves_from_the_notebooks_folder(monkeypatch):
-    from bias_utils import paths
+    from bias_utils.core import paths
 
     monkeypatch.chdir(paths.ROOT / "notebooks")  # Jupyter's working folder; the path is relative to the root
     sentences, notes = C.load_corpus("data/examples/user_dictionary_example.csv")  # any text file, a line a sentence

@@ -1,4 +1,4 @@
-"""bias_utils.crossmodel: tables stacked across models, intrinsic vs extrinsic bias."""
+"""bias_utils.book.crossmodel: tables stacked across models, intrinsic vs extrinsic bias."""
 
 from __future__ import annotations
 
@@ -8,8 +8,12 @@ import pytest
 import vl_convert as vlc
 from statsmodels.stats.meta_analysis import combine_effects
 
-from bias_utils import bold, crossmodel, link, profiles, rendering, replication
-from bias_utils.populations import load_populations
+from bias_utils.audit import bold, link, replication
+from bias_utils.book import crossmodel
+from bias_utils.core import tables
+from bias_utils.profiles import population_profiles as profiles
+from bias_utils.profiles.populations import load_populations
+from bias_utils.report import rendering
 
 
 def test_read_results_records_missing_tables(tmp_path):
@@ -85,19 +89,20 @@ def test_log_ticks_one_per_doubling_around_the_data_and_one():
 
 
 def test_read_all_results_stacks_every_table_and_lists_missing(tmp_path):
-    from bias_utils import crossmodel
-    from bias_utils.results import write_table
+    from bias_utils.book import crossmodel
+    from bias_utils.core.results import write_table
 
     for model in ("m1", "m2"):
         write_table(pd.DataFrame({"dimension": ["warmth"], "value": [0.5]}),
-                    tmp_path / model / crossmodel.PROFILE_STATS_TABLE)
-    write_table(pd.DataFrame({"dimension": ["warmth"], "accuracy": [0.7]}), tmp_path / "m1" / crossmodel.ACCURACY_TABLE)
+                    tmp_path / model / tables.NAMES.PROFILE_STATS)
+    write_table(pd.DataFrame({"dimension": ["warmth"], "accuracy": [0.7]}),
+                tmp_path / "m1" / tables.NAMES.DIRECTION_ACCURACY)
     (tmp_path / "no-profile").mkdir()
     assert crossmodel.models_with_results(tmp_path) == ["m1", "m2"]
-    tables, missing = crossmodel.read_all_results(["m1", "m2"], tmp_path)
-    assert set(tables) == set(crossmodel.CROSS_MODEL_TABLES)
-    assert list(tables[crossmodel.PROFILE_STATS_TABLE]["model_id"]) == ["m1", "m2"]
-    assert ("m2", crossmodel.ACCURACY_TABLE) in set(zip(missing["model_id"], missing["table"]))
+    stacked, missing = crossmodel.read_all_results(["m1", "m2"], tmp_path)
+    assert set(stacked) == set(crossmodel.CROSS_MODEL_TABLES)
+    assert list(stacked[tables.NAMES.PROFILE_STATS]["model_id"]) == ["m1", "m2"]
+    assert ("m2", tables.NAMES.DIRECTION_ACCURACY) in set(zip(missing["model_id"], missing["table"]))
     assert len(missing) == 2 * len(crossmodel.CROSS_MODEL_TABLES) - 3
 
 

@@ -4,7 +4,7 @@ import hashlib
 
 import pytest
 
-from bias_utils import data
+from bias_utils.core import data
 
 
 def _sha256(path):

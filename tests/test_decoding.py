@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 import torch
 
-from bias_utils import decoding
-from bias_utils.bold_prompts import load_profession_prompts
-from bias_utils.embeddings import embed_words
-from bias_utils.generation import completion_states, generate
-from bias_utils.sampling import sample_step, sample_tokens
+from bias_utils.audit.bold_prompts import load_profession_prompts
+from bias_utils.models import decoding
+from bias_utils.models.embeddings import embed_words
+from bias_utils.models.generation import completion_states, generate
+from bias_utils.models.sampling import sample_step, sample_tokens
 
 GOLDEN = Path(__file__).parent / "fixtures" / "generation_golden.json"
 CASES = ("raw", "chat", "screened")
@@ -45,7 +45,7 @@ def one_thread():
 
 
 def _load(golden, device, **options):
-    from bias_utils.models import load_model
+    from bias_utils.models.loading import load_model
 
     model = load_model(golden["model"], device=device, **options)
     assert model.model_id == golden["model_id"], "the golden sample was written with other weights"
@@ -121,8 +121,8 @@ def test_token_tables_classify_tokens_as_decoding_the_text_did(golden, name):
     """The tables (computed once per tokenizer) give every token of real completions the kind that decoding the
     whole text at every step gave, and the word-start rule that decoding each token gave; the one known difference
     is a character split across tokens (the text decoding called its completing tokens blank)."""
-    from bias_utils import builtin_models
-    from bias_utils.models import load_model
+    from bias_utils.models import builtin_models
+    from bias_utils.models.loading import load_model
 
     if not builtin_models.is_installed(name):
         pytest.skip(f"{name} is not installed (python -m bias_utils.models install {name})")
@@ -226,7 +226,7 @@ def test_cuda_float32_gives_the_golden_sample(golden, case, tmp_path):
 @pytest.mark.slow
 def test_cuda_sampler_draws_what_the_cpu_draws(golden):
     """The sampler on CUDA, fed the CPU's logits and uniforms: the same tokens and the same lexicon mass."""
-    from bias_utils.decoding import _word_start_sets, lexicon_token_ids
+    from bias_utils.models.decoding import _word_start_sets, lexicon_token_ids
 
     model = _load(golden, "cpu")
     prompts = load_profession_prompts()["prompt"].iloc[::397].head(16).tolist()

@@ -9,10 +9,10 @@ import nltk
 import pandas as pd
 import pytest
 
-from bias_utils import dictionaries as D
-from bias_utils import paths
-from bias_utils import wordnet as W
-from bias_utils.data import resolve
+from bias_utils.core import paths
+from bias_utils.core import wordnet as W
+from bias_utils.core.data import resolve
+from bias_utils.profiles import dictionaries as D
 
 # ----------------------------------------------------------------------------- WordNet
 

@@ -1,4 +1,4 @@
-"""bias_utils.embeddings: word location per tokenizer family, batching exactness, cache behaviour.
+"""bias_utils.models.embeddings: word location per tokenizer family, batching exactness, cache behaviour.
 
 Golden values come from running the model's backbone directly on one context at a
 time and averaging the hidden states at hand-listed token positions (read off the
@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from bias_utils import builtin_models
-from bias_utils.dictionaries import load_seed_dictionary
-from bias_utils.embeddings import embed_words, find_word, token_indices
-from bias_utils.models import LoadedModel, load_model
+from bias_utils.models import builtin_models
+from bias_utils.models.embeddings import embed_words, find_word, token_indices
+from bias_utils.models.loading import LoadedModel, load_model
+from bias_utils.profiles.dictionaries import load_seed_dictionary
 
 MISSING = ("the only friendly person here", "kind")
 
@@ -280,9 +280,9 @@ _TWO_RUNS_CHILD = """
 import sys, time
 from pathlib import Path
 import numpy as np
-from bias_utils.dictionaries import load_seed_dictionary
-from bias_utils.embeddings import embed_words
-from bias_utils.models import load_model
+from bias_utils.profiles.dictionaries import load_seed_dictionary
+from bias_utils.models.embeddings import embed_words
+from bias_utils.models.loading import load_model
 d = load_seed_dictionary().head(300)
 contexts = [list(c)[0] for c in d["contexts"]]
 m = load_model("minilm-l6")
@@ -303,7 +303,7 @@ def test_two_runs_on_one_cache_compute_once(tmp_path):
     import sys
     import time
 
-    from bias_utils import paths
+    from bias_utils.core import paths
 
     cache = tmp_path / "cache"
     cache.mkdir()

@@ -20,28 +20,24 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils import (
+from bias_utils.audit import bold, completions, link, replication
+from bias_utils.book import runs
+from bias_utils.book import validation as v
+from bias_utils.core import paths, results
+from bias_utils.core.errors import ParameterError
+from bias_utils.models import loading as models
+from bias_utils.models.generation import generate
+from bias_utils.profiles import (
     axis_validity,
-    bold,
-    completions,
     contexts,
     dictionaries,
     gender_direction,
     layers,
-    link,
-    models,
-    paths,
-    profiles,
     projection,
-    replication,
-    results,
     robustness,
-    runs,
     space,
 )
-from bias_utils import validation as v
-from bias_utils.errors import ParameterError
-from bias_utils.generation import generate
+from bias_utils.profiles import population_profiles as profiles
 
 SMOL, MINILM = "smollm2-135m-instruct", "minilm-l6"
 NOTEBOOKS = sorted((paths.ROOT / "notebooks").glob("*.ipynb"))
@@ -283,7 +279,7 @@ def test_seed_layer_and_greedy_rules_are_one_rule_everywhere():
 def test_facts_read_from_the_files_agree_with_the_builtin_table(name, loads):
     """The GGUF header (SmolLM2) and the folder's config.json (MiniLM) give the layer count, kind and context length
     the built-in table declares, read without loading weights."""
-    from bias_utils.builtin_models import BUILTIN_MODELS, builtin_weights
+    from bias_utils.models.builtin_models import BUILTIN_MODELS, builtin_weights
 
     b = BUILTIN_MODELS[name]
     facts = models.model_facts(str(builtin_weights(b)))
@@ -299,7 +295,7 @@ def test_facts_read_from_the_files_agree_with_the_builtin_table(name, loads):
     ({"f": ["woman", "girl"], "m": ["man", "boy"]}, "noun"),
 ])
 def test_a_kind_not_stated_is_inferred_and_said(tmp_path, content, kind):
-    from bias_utils import populations
+    from bias_utils.profiles import populations
 
     path = _write(tmp_path / "groups.json", json.dumps(content))
     with pytest.warns(UserWarning, match=rf"does not state its kind; .*read as {kind}s"):
@@ -368,7 +364,7 @@ def test_user_contexts_are_used_under_generated():
 
 def test_the_readme_example_needs_no_generation(loads):
     """The example's senses have contexts in the project's files (same generator, prompt, settings, seed)."""
-    from bias_utils.extra_contexts import known_generated_contexts
+    from bias_utils.profiles.extra_contexts import known_generated_contexts
 
     user = dictionaries.load_dictionary("data/examples/user_dictionary_example.csv")
     built = contexts.build_contexts(user, "generated", known=known_generated_contexts())

@@ -5,10 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from bias_utils import context_filters as F
-from bias_utils import contexts as C
-from bias_utils import extra_contexts as X
-from bias_utils.dictionaries import load_full_dictionary_terms
+from bias_utils.profiles import context_filters as F
+from bias_utils.profiles import contexts as C
+from bias_utils.profiles import extra_contexts as X
+from bias_utils.profiles.dictionaries import load_full_dictionary_terms
 
 
 @pytest.fixture(scope="module")
@@ -67,9 +67,9 @@ def test_missing_file_is_a_clear_error(tmp_path):
 
 @pytest.mark.slow
 def test_direction_prediction_with_generated_and_wordnet_term_contexts(tmp_path, extra):
-    from bias_utils import space
-    from bias_utils.dictionaries import load_seed_dictionary
-    from bias_utils.models import load_model
+    from bias_utils.models.loading import load_model
+    from bias_utils.profiles import space
+    from bias_utils.profiles.dictionaries import load_seed_dictionary
 
     table, settings = extra
     # A small slice: two covered terms per warmth/competence member dimension and pole ...

@@ -19,8 +19,9 @@ import pytest
 import torch
 from scipy import stats as sps
 
-from bias_utils import contexts, profiles, space
-from bias_utils.data import resolve
+from bias_utils.core.data import resolve
+from bias_utils.profiles import contexts, space
+from bias_utils.profiles import population_profiles as profiles
 
 # The authors' utils.TEMPLATES, with the name's slot (names take no article).
 AUTHORS_TEMPLATES = ["this is {}", "that is {}", "there is {}", "the person is {}", "here is {}",
@@ -89,9 +90,9 @@ def _independent_profile(loaded, dictionary, names):
 @pytest.mark.slow
 @pytest.mark.parametrize("model_name", ["minilm-l6", "smollm2-135m-instruct"])
 def test_default_profile_equals_independent_computation(model_name, seed_dictionary):
-    from bias_utils.dictionaries import MIN_POLE_SIZE
-    from bias_utils.models import load_model
-    from bias_utils.populations import load_populations
+    from bias_utils.models.loading import load_model
+    from bias_utils.profiles.dictionaries import MIN_POLE_SIZE
+    from bias_utils.profiles.populations import load_populations
 
     # The fewest terms a pole may have (one sense each), the first eight names per group.
     dictionary = (seed_dictionary.drop_duplicates(["dimension", "direction", "term"])

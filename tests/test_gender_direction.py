@@ -1,4 +1,4 @@
-"""bias_utils.gender_direction: the female − male direction checked against the BLS share of women, and the
+"""bias_utils.profiles.gender_direction: the female − male direction checked against the BLS share of women, and the
 ``occupations`` population it uses (chapter 04)."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import pytest
 from scipy import stats as st
 from statsmodels.stats.multitest import multipletests
 
-from bias_utils import data, paths
-from bias_utils import gender_direction as gd
-from bias_utils import profiles as pr
-from bias_utils.populations import load_populations, occupation_shares, population_kind
-from bias_utils.stats import correlation_rows
+from bias_utils.core import data, paths
+from bias_utils.core.stats import correlation_rows
+from bias_utils.profiles import gender_direction as gd
+from bias_utils.profiles import population_profiles as pr
+from bias_utils.profiles.populations import load_populations, occupation_shares, population_kind
 
 
 def _tsv_rows() -> list[dict]:

@@ -23,13 +23,15 @@ import pytest
 import torch
 from scipy import stats
 
-from bias_utils import bold, lexicon, paths, runs
-from bias_utils.bold_prompts import load_profession_prompts
-from bias_utils.decoding import lexicon_token_ids
-from bias_utils.endpoints import OpenAIEndpoint
-from bias_utils.generation import generate
-from bias_utils.sampling import ScreenedHead, nucleus, row_seed, sample_tokens
-from bias_utils.serving import llama_server
+from bias_utils.audit import bold
+from bias_utils.audit.bold_prompts import load_profession_prompts
+from bias_utils.book import runs
+from bias_utils.core import lexicon, paths
+from bias_utils.models.decoding import lexicon_token_ids
+from bias_utils.models.endpoints import OpenAIEndpoint
+from bias_utils.models.generation import generate
+from bias_utils.models.sampling import ScreenedHead, nucleus, row_seed, sample_tokens
+from bias_utils.models.serving import llama_server
 
 MODEL = "smollm2-135m-instruct"
 
@@ -43,7 +45,7 @@ def bold_slice():
 
 @pytest.fixture(scope="module")
 def smol():
-    from bias_utils.models import load_model
+    from bias_utils.models.loading import load_model
 
     return load_model(MODEL)
 
@@ -356,8 +358,8 @@ def test_batch_size_reproducibility(smol, bold_slice):
 
 _CHILD = """
 import json, sys
-from bias_utils.generation import generate
-from bias_utils.models import load_model
+from bias_utils.models.generation import generate
+from bias_utils.models.loading import load_model
 prompts, ids = json.loads(sys.argv[1])
 generate(load_model(sys.argv[2]), prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2,
          cache=sys.argv[3], progress=False)
@@ -551,7 +553,7 @@ def test_expected_counts_agree_with_sampled_counts(smol):
     counts where a lexicon token starts a longer word ("He" + "phaestus"); chapter 06 shows both totals.
     """
     # the decode loop: generate keeps no token ids
-    from bias_utils.decoding import _decode_batch, _stop_ids, _token_tables
+    from bias_utils.models.decoding import _decode_batch, _stop_ids, _token_tables
 
     prompts = load_profession_prompts().set_index("prompt_id").loc[GENDERED_PROMPTS, "prompt"]
     rows = [(pid, s) for pid in GENDERED_PROMPTS for s in range(16)]

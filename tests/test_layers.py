@@ -1,9 +1,9 @@
-"""bias_utils.layers: accuracy and the female-male difference on every layer and context source."""
+"""bias_utils.profiles.layers: accuracy and the female-male difference on every layer and context source."""
 
 import pytest
 
-from bias_utils import dictionaries, layers
-from bias_utils.models import load_model
+from bias_utils.models.loading import load_model
+from bias_utils.profiles import dictionaries, layers
 
 
 @pytest.mark.slow

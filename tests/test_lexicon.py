@@ -1,10 +1,10 @@
-"""bias_utils.lexicon: the audit's lexicons and tokenisation, counts, conventions."""
+"""bias_utils.core.lexicon: the audit's lexicons and tokenisation, counts, conventions."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils import lexicon
+from bias_utils.core import lexicon
 
 
 def test_audit_lexicons_are_the_published_13_plus_13():

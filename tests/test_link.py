@@ -1,4 +1,4 @@
-"""bias_utils.link: intrinsic vs extrinsic bias per occupation (notebook 11)."""
+"""bias_utils.audit.link: intrinsic vs extrinsic bias per occupation (notebook 11)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ import pytest
 import statsmodels.formula.api as smf
 from scipy import stats as st
 
-from bias_utils import bold, link, mixed, occupation_units, rendering, replication, stats
-from bias_utils.errors import ParameterError
-from bias_utils.gender_direction import gender_position
-from bias_utils.populations import load_populations
-from bias_utils.profiles import population_embeddings
+from bias_utils.audit import bold, link, occupation_units, replication
+from bias_utils.core import mixed, stats
+from bias_utils.core.errors import ParameterError
+from bias_utils.profiles.gender_direction import gender_position
+from bias_utils.profiles.population_profiles import population_embeddings
+from bias_utils.profiles.populations import load_populations
+from bias_utils.report import rendering
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""bias_utils.mixed: the random-intercept logistic model (golden values on the audit's counts, simulations)."""
+"""bias_utils.core.mixed: the random-intercept logistic model (golden values on the audit's counts, simulations)."""
 
 import numpy as np
 import pandas as pd
@@ -7,8 +7,9 @@ import statsmodels.api as sm
 from scipy import integrate, optimize, special
 from scipy import stats as st
 
-from bias_utils import bold, mixed, replication, stats
-from bias_utils.errors import ParameterError
+from bias_utils.audit import bold, replication
+from bias_utils.core import mixed, stats
+from bias_utils.core.errors import ParameterError
 
 
 @pytest.fixture(scope="module")

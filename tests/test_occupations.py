@@ -1,4 +1,4 @@
-"""bias_utils.occupations: the occupation as the unit (intervals, permutation p, influence)."""
+"""bias_utils.audit.occupations: the occupation as the unit (intervals, permutation p, influence)."""
 
 import itertools
 
@@ -6,7 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils import bold, mixed, occupation_units, occupations, precision, rendering, replication, stats
+from bias_utils.audit import bold, occupation_units, occupations, replication
+from bias_utils.core import mixed, precision, stats
+from bias_utils.report import rendering
 
 A, B = bold.MALE_GROUP, bold.FEMALE_GROUP
 OR = "odds_ratio (words)"

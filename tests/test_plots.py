@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils import plots, rendering
-from bias_utils import profiles as pr
-from bias_utils.populations import load_populations
+from bias_utils.profiles import population_profiles as pr
+from bias_utils.profiles.populations import load_populations
+from bias_utils.report import plots, rendering
 
 DIMS7 = ["sociability", "morality", "ability", "agency", "status", "politics", "religion"]
 

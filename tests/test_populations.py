@@ -6,9 +6,9 @@ import re
 import pandas as pd
 import pytest
 
-from bias_utils import paths
-from bias_utils import populations as P
-from bias_utils.data import resolve
+from bias_utils.core import paths
+from bias_utils.core.data import resolve
+from bias_utils.profiles import populations as P
 
 
 def test_names_are_the_ssa_century_table_in_rank_order():

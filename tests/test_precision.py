@@ -1,12 +1,13 @@
-"""bias_utils.precision: Monte Carlo error of percentile bootstrap bounds, and the digits it allows."""
+"""bias_utils.core.precision: Monte Carlo error of percentile bootstrap bounds, and the digits it allows."""
 
 import math
 
 import numpy as np
 import pytest
 
-from bias_utils import bold, precision, replication
-from bias_utils.errors import ParameterError
+from bias_utils.audit import bold, replication
+from bias_utils.core import precision
+from bias_utils.core.errors import ParameterError
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,11 @@ import pingouin as pg
 import pytest
 from scipy import stats as sps
 
-from bias_utils import dictionaries, space
-from bias_utils import profiles as pr
-from bias_utils.embeddings import embed_words
-from bias_utils.models import load_model
-from bias_utils.populations import load_populations, takes_article
+from bias_utils.models.embeddings import embed_words
+from bias_utils.models.loading import load_model
+from bias_utils.profiles import dictionaries, space
+from bias_utils.profiles import population_profiles as pr
+from bias_utils.profiles.populations import load_populations, takes_article
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils import projection as P
+from bias_utils.profiles import projection as P
 
 L, H = 3, 12
 
@@ -137,7 +137,7 @@ def test_own_dimension_values_pick_own_and_composite_axes():
 
 
 def test_dropped_senses_summary_counts_per_stage_and_reason():
-    from bias_utils import space
+    from bias_utils.profiles import space
 
     dropped = pd.DataFrame({"sense_id": ["a|1", "a|1", "b|2", "c|3"], "term": ["a", "a", "b", "c"],
                             "context": ["x", "y", "", "z"], "stage": ["filter", "filter", "contexts", "filter"],

@@ -1,8 +1,8 @@
-"""bias_utils.replication: the published audit re-analysed with our code."""
+"""bias_utils.audit.replication: the published audit re-analysed with our code."""
 
 import pytest
 
-from bias_utils import bold, replication
+from bias_utils.audit import bold, replication
 
 
 @pytest.fixture(scope="module")

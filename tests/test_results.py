@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from bias_utils import results
+from bias_utils.core import results
 
 
 def test_write_table_roundtrips_exact_types_and_writes_csv(tmp_path):

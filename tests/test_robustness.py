@@ -11,10 +11,12 @@ import pytest
 from scipy import stats as sps
 from test_axis_validity import toy_space
 
-from bias_utils import axis_validity as av
-from bias_utils import crossmodel, tokenisation
-from bias_utils import robustness as rb
-from bias_utils.stats import adjust_pvalues, hedges_g
+from bias_utils.book import crossmodel
+from bias_utils.core import tables
+from bias_utils.core.stats import adjust_pvalues, hedges_g
+from bias_utils.profiles import axis_validity as av
+from bias_utils.profiles import robustness as rb
+from bias_utils.profiles import tokenisation
 
 # ----------------------------------------------------------------- choices
 
@@ -30,7 +32,7 @@ def test_template_sets_keep_the_word_off_position_zero():
 
 
 def test_split_terms_is_deterministic_disjoint_and_balanced():
-    from bias_utils.dictionaries import load_full_dictionary_terms
+    from bias_utils.profiles.dictionaries import load_full_dictionary_terms
 
     terms = load_full_dictionary_terms()
     terms = terms[terms["dimension"].isin(["politics", "religion"])]
@@ -53,7 +55,7 @@ def _inputs(V, y, dims=("warmth", "competence", "sociability"), spaces=("warmth_
 
 
 def test_curve_sources_come_from_the_registry_primary_first():
-    from bias_utils import contexts
+    from bias_utils.profiles import contexts
 
     assert rb.curve_sources() == ("generated", "dictionary", "corpus", "none")
     assert set(rb.curve_sources()) == set(contexts.source_names())
@@ -151,9 +153,10 @@ def test_token_regression_and_verdict_on_a_confounded_slice():
 
 @pytest.mark.slow
 def test_curve_inputs_match_the_profile_pipeline_minilm():
-    from bias_utils import dictionaries, profiles
-    from bias_utils.embeddings import embed_words
-    from bias_utils.models import load_model
+    from bias_utils.models.embeddings import embed_words
+    from bias_utils.models.loading import load_model
+    from bias_utils.profiles import dictionaries
+    from bias_utils.profiles import population_profiles as profiles
 
     m = load_model("minilm-l6")
     inputs, extras = rb.collect_curve_inputs(m, dictionaries.load_dictionary(), ("names", "terms"),
@@ -171,7 +174,7 @@ def test_curve_inputs_match_the_profile_pipeline_minilm():
     for col_ours, col_theirs in (("effect_size", "g"), ("p", "p"), ("p_adj", "p_holm"), ("diff", "diff")):
         np.testing.assert_allclose(ours.loc[theirs.index, col_ours], theirs[col_theirs], rtol=1e-5, atol=1e-9)
     # the axis null's observed raw accuracy is Table 2's raw accuracy (space.direction_prediction)
-    from bias_utils.space import direction_prediction
+    from bias_utils.profiles.space import direction_prediction
 
     null = av.validity_table(sp, extras["terms"], n_permutations=20)
     for d in range(7):  # the null's Gram solve reproduces polar_basis's pseudo-inverse on real directions
@@ -204,7 +207,7 @@ def test_curve_inputs_match_the_profile_pipeline_minilm():
 def test_specification_curve_and_axis_validity_charts(tmp_path):
     import json
 
-    from bias_utils import plots
+    from bias_utils.report import plots
 
     rng = np.random.default_rng(5)
     y = np.array([True] * 6 + [False] * 7)
@@ -233,7 +236,7 @@ def test_specification_curve_and_axis_validity_charts(tmp_path):
 # ----------------------------------------------------------------- per model and across models
 
 def test_summary_and_cross_model_table(tmp_path):
-    from bias_utils.results import write_table
+    from bias_utils.core.results import write_table
 
     rng = np.random.default_rng(5)
     y = np.array([True] * 6 + [False] * 7)
@@ -255,8 +258,8 @@ def test_summary_and_cross_model_table(tmp_path):
     timing = rb.timing_table(_inputs(V, y), curve, 1.5, time.perf_counter() - 10)
     assert timing["step"].tolist()[-3:] == ["curve_and_joint_test", "axis_validity", "total"]
     assert timing.set_index("step").loc["axis_validity", "seconds"] == 1.5 and timing["seconds"].iloc[-1] >= 10
-    write_table(summary, tmp_path / "model-a" / crossmodel.ROBUSTNESS_SUMMARY_TABLE)
-    write_table(summary.assign(share_agree_significant=0.0), tmp_path / "model-b" / crossmodel.ROBUSTNESS_SUMMARY_TABLE)
+    write_table(summary, tmp_path / "model-a" / tables.NAMES.ROBUSTNESS_SUMMARY)
+    write_table(summary.assign(share_agree_significant=0.0), tmp_path / "model-b" / tables.NAMES.ROBUSTNESS_SUMMARY)
     table, skipped = crossmodel.cross_model_summary(["model-a", "model-b", "model-c"], tmp_path)
     assert list(table["model_id"].unique()) == ["model-a", "model-b"] and list(skipped["model_id"]) == ["model-c"]
     a = table[(table.model_id == "model-a") & (table.dimension == "warmth")].iloc[0]

@@ -1,4 +1,4 @@
-"""bias_utils.stats against scipy and hand calculations."""
+"""bias_utils.core.stats against scipy and hand calculations."""
 
 import math
 from itertools import combinations
@@ -9,7 +9,7 @@ import pingouin as pg
 import pytest
 from scipy import stats as st
 
-from bias_utils import stats
+from bias_utils.core import stats
 
 AUDIT_TABLE = [[64, 22], [7, 64]]  # published contingency table (audit summary JSON)
 RNG = np.random.default_rng(7)

@@ -12,7 +12,8 @@ import sys
 import nbformat
 import pytest
 
-from bias_utils import paths, runs
+from bias_utils.book import runs
+from bias_utils.core import paths
 
 MODULES = sorted(p.stem for p in runs.PACKAGE_DIR.glob("*.py") if p.stem != "__init__")
 NOTEBOOKS = sorted(runs.NOTEBOOKS_DIR.glob("*.ipynb"))
@@ -207,15 +208,15 @@ def test_the_import_scan_sees_hidden_imports(tmp_path, monkeypatch):
     (tmp_path / "probe.py").write_text(
         "import importlib\n"
         "def f():\n"
-        "    __import__('bias_utils.validation').validation\n"
+        "    __import__('bias_utils.book.validation').validation\n"
         "    importlib.import_module('.book', 'bias_utils')\n"
-        "    importlib.import_module('bias_utils.summary')\n"
-        "    import bias_utils.layers\n"
+        "    importlib.import_module('bias_utils.book.summary')\n"
+        "    import bias_utils.profiles.layers\n"
         "    from bias_utils import crossmodel\n"
         "    from .space import build_space\n", encoding="utf-8")
     monkeypatch.setattr(runs, "PACKAGE_DIR", tmp_path)
     assert _package_imports("probe") == {"validation", "book", "summary", "layers", "crossmodel", "space"}
-    (tmp_path / "probe.py").write_text("import importlib\nname = 'bias_utils.book'\nimportlib.import_module(name)\n")
+    (tmp_path / "probe.py").write_text("import importlib\nname = 'bias_utils.book.build'\nimportlib.import_module(name)\n")
     with pytest.raises(AssertionError, match="computed module name"):
         _package_imports("probe")
 
@@ -334,7 +335,7 @@ def test_bold_notebooks_are_what_their_script_writes():
 def test_both_make_targets_install_the_default_context_generator():
     """A user dictionary with the default context_source="generated" needs contexts.DEFAULT_GENERATOR: `make book`
     and `make test` install the model the package names (CI once failed where only the package named it)."""
-    from bias_utils import contexts
+    from bias_utils.profiles import contexts
 
     makefile = (paths.ROOT / "Makefile").read_text()
     assert re.search(r"^CONTEXT_GENERATOR := (\S+)$", makefile, re.M).group(1) == contexts.DEFAULT_GENERATOR

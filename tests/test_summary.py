@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 import vl_convert as vlc
 
-from bias_utils import bold, link, occupation_units, occupations, rendering, replication, stats, summary
-from bias_utils.axis_validity import AXIS_VALIDITY_TABLE
-from bias_utils.crossmodel import PROFILE_STATS_TABLE, ROBUSTNESS_SUMMARY_TABLE
-from bias_utils.results import write_table
+from bias_utils.audit import bold, link, occupation_units, occupations, replication
+from bias_utils.book import summary
+from bias_utils.core import stats, tables
+from bias_utils.core.results import write_table
+from bias_utils.report import rendering
 
 A, B = bold.MALE_GROUP, bold.FEMALE_GROUP
 N_BOOT, N_PERM = 100, 199
@@ -57,26 +58,26 @@ def results(tmp_path_factory, published):
     root = tmp_path_factory.mktemp("results")
     # the primary layer (mean) beside a single layer whose gaps the front page must not read
     write_table(pd.concat([_profile_rows(1.0, -0.5, 0.3), _profile_rows(-2.0, 2.0, 0.001, layer="3")]),
-                root / "dec--1--fp32" / PROFILE_STATS_TABLE)
-    write_table(published[1], root / "dec--1--fp32" / occupations.HEADLINE_TABLE)
-    write_table(published[2], root / "dec--1--fp32" / bold.UNITS_TABLE)
+                root / "dec--1--fp32" / tables.NAMES.PROFILE_STATS)
+    write_table(published[1], root / "dec--1--fp32" / tables.NAMES.BOLD_HEADLINE)
+    write_table(published[2], root / "dec--1--fp32" / tables.NAMES.BOLD_UNITS)
     # both decoder axes are supported with the primary contexts; another context source's verdict is not read
     write_table(_validity(["warmth", "competence", "warmth"], ["supported", "supported", "not shown"],
                           ["mean", "mean", "mean"], ["generated", "generated", "dictionary"]),
-                root / "dec--1--fp32" / AXIS_VALIDITY_TABLE)
-    write_table(_profile_rows(-0.9, 1.2, 0.001), root / "enc--2--fp32" / PROFILE_STATS_TABLE)
+                root / "dec--1--fp32" / tables.NAMES.AXIS_VALIDITY)
+    write_table(_profile_rows(-0.9, 1.2, 0.001), root / "enc--2--fp32" / tables.NAMES.PROFILE_STATS)
     # the encoder's competence axis is not shown to beat its null at the headline layer (it is at layer 3)
     write_table(_validity(["warmth", "competence", "competence"], ["supported", "not shown", "supported"],
-                          ["mean", "mean", "3"]), root / "enc--2--fp32" / AXIS_VALIDITY_TABLE)
+                          ["mean", "mean", "3"]), root / "enc--2--fp32" / tables.NAMES.AXIS_VALIDITY)
     # the decoder ran the robustness chapter: 12 of 96 warmth specifications agree and are significant
     robust = pd.DataFrame({"population": ["names"], "dimension": ["warmth"], "expected_sign": [1], "n_specs": [96],
                            "share_agree_significant": [12 / 96], "share_positive_significant": [12 / 96],
                            "share_negative_significant": [0.0], "median_g": [0.4], "n_agree_significant_p": [0.0199],
                            "n_permutations": [200], "axis_auc": [0.7], "axis_p": [0.01], "axis_verdict": ["supported"],
                            "axis_reading": ["supported (AUC 0.70, null 95% band 0.31–0.69, p = 0.01, n 40/12)"]})
-    write_table(robust, root / "dec--1--fp32" / ROBUSTNESS_SUMMARY_TABLE)
+    write_table(robust, root / "dec--1--fp32" / tables.NAMES.ROBUSTNESS_SUMMARY)
     # a model whose profile has no axis verdict (chapter 03 did not run): its gaps are not read
-    write_table(_profile_rows(0.7, 0.6, 0.01), root / "new--4--fp32" / PROFILE_STATS_TABLE)
+    write_table(_profile_rows(0.7, 0.6, 0.01), root / "new--4--fp32" / tables.NAMES.PROFILE_STATS)
     return root
 
 
@@ -260,7 +261,7 @@ def test_link_bullet_gives_each_models_within_field_slope_and_says_when_its_inte
     # the page reads the chapter's table from each model's folder
     root = tmp_path / "results"
     shutil.copytree(results, root)
-    write_table(rows.iloc[:2].drop(columns="model_id"), root / "dec--1--fp32" / link.LINK_STATISTICS_TABLE)
+    write_table(rows.iloc[:2].drop(columns="model_id"), root / "dec--1--fp32" / tables.NAMES.LINK_STATISTICS)
     page = summary.summary_markdown(models, root, {"enc--2--fp32": False})
     assert "- **Does the bias inside predict the bias it writes?** In {doc}`dec </models/dec--1--fp32/" in page
     assert page.index("- **Writing about occupations (BOLD).**") < page.index("- **Does the bias inside")

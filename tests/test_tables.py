@@ -9,13 +9,19 @@ import re
 import nbformat
 import pytest
 
-from bias_utils import dictionaries, paths, runs, tables
+from bias_utils.book import runs
+from bias_utils.core import paths, tables
+from bias_utils.profiles import dictionaries
 
 NOTEBOOKS = sorted(runs.NOTEBOOKS_DIR.glob("*.ipynb"))
 #: Notebooks whose owners have not yet replaced typed table names by ``tables`` constants.
 LITERAL_NAMES_LEFT: set[str] = set()
 CONSTANT = {name: const for const in tables.__all__ if const.isupper() and const != "TABLES"
             for name in [getattr(tables, const)]}
+
+
+#: module file stem -> its dotted name below bias_utils (a notebook names a module by its stem)
+_BY_STEM = {name.rsplit(".", 1)[-1]: name for name in runs.package_modules()}
 
 
 def _code(nb_path) -> str:
@@ -37,11 +43,11 @@ def _written(nb_path) -> list[ast.expr]:
 def _table_name(expr: ast.expr) -> str | None:
     """The table name an expression writes, where it can be read without running the notebook."""
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "format":
-        expr = expr.func.value  # tables.CONTEXTS_OF_SOURCE.format(source=...): the family
+        expr = expr.func.value  # tables.NAMES.CONTEXTS_OF_SOURCE.format(source=...): the family
     if isinstance(expr, ast.Constant):
         return expr.value
     if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
-        return getattr(importlib.import_module(f"bias_utils.{expr.value.id}"), expr.attr)
+        return getattr(importlib.import_module(f"bias_utils.{_BY_STEM[expr.value.id]}"), expr.attr)
     return None  # a loop variable: the names come from module constants (checked below through the code)
 
 
@@ -73,7 +79,7 @@ def test_every_declared_table_names_notebooks_that_exist_and_documents_columns()
 def test_a_notebook_writes_only_declared_tables_by_their_constant(nb_path):
     for expr in _written(nb_path):
         assert not isinstance(expr, (ast.Constant, ast.JoinedStr)), (
-            f"{nb_path.stem} types a table name: {ast.unparse(expr)}; use a bias_utils.tables constant")
+            f"{nb_path.stem} types a table name: {ast.unparse(expr)}; use a bias_utils.core.tables constant")
         name = _table_name(expr)
         assert name is None or nb_path.stem in tables.table(name).notebooks, (nb_path.stem, name)
 
@@ -86,8 +92,9 @@ def test_written_tables_are_declared_and_declared_tables_are_written(nb_path):
         name = _table_name(expr)
         if name is not None:
             assert nb_path.stem in tables.table(name).notebooks, f"{nb_path.stem} writes {name!r}, not declared for it"
-    code = _code(nb_path) + "\n".join((runs.PACKAGE_DIR / f"{m}.py").read_text(encoding="utf-8")
-                                      for m in runs.code_modules(nb_path) if m != "tables")
+    modules = runs.package_modules()
+    code = _code(nb_path) + "\n".join(modules[m].read_text(encoding="utf-8")
+                                      for m in runs.code_modules(nb_path) if m != "core.tables")
     for name in tables.notebook_tables(nb_path.stem):
         by_constant = re.search(rf"\btables\.{CONSTANT[name]}\b", code)
         by_name = re.search(rf"""['"]{re.escape(name)}['"]""", code)
@@ -102,16 +109,19 @@ def test_readme_lists_exactly_the_declared_tables_of_each_notebook():
 
 
 def test_declared_columns_match_the_modules_column_lists():
-    from bias_utils import axis_validity, contexts, occupations, profiles, robustness, space, stats
+    from bias_utils.audit import occupations
+    from bias_utils.core import stats
+    from bias_utils.profiles import axis_validity, contexts, robustness, space
+    from bias_utils.profiles import population_profiles as profiles
 
     expected = {
-        tables.AXIS_VALIDITY: axis_validity.COLUMNS, tables.ROBUSTNESS_AXIS_VALIDITY: axis_validity.COLUMNS,
-        tables.PROFILE_STATS: profiles.PROFILE_STATS_COLUMNS + [
+        tables.NAMES.AXIS_VALIDITY: axis_validity.COLUMNS, tables.NAMES.ROBUSTNESS_AXIS_VALIDITY: axis_validity.COLUMNS,
+        tables.NAMES.PROFILE_STATS: profiles.PROFILE_STATS_COLUMNS + [
             c for c in stats.STAT_COLUMNS if c not in ("group_a", "group_b", "df", "p")],
-        tables.ROBUSTNESS_SPECS: robustness.SPEC_COLUMNS, tables.ROBUSTNESS_SKIPPED: robustness.SKIPPED_COLUMNS,
-        tables.BOLD_INFLUENCE: occupations.INFLUENCE_COLUMNS, tables.BOLD_HEADLINE: occupations.HEADLINE_COLUMNS,
-        tables.DROPPED_SENSES: space.DROPPED_COLUMNS, tables.CONTEXTS_OF_SOURCE: contexts.TABLE_COLUMNS,
-        tables.CONTEXTS_SKIPPED: contexts.SKIP_COLUMNS, tables.CONTEXTS_DROPPED: contexts.DROP_COLUMNS,
+        tables.NAMES.ROBUSTNESS_SPECS: robustness.SPEC_COLUMNS, tables.NAMES.ROBUSTNESS_SKIPPED: robustness.SKIPPED_COLUMNS,
+        tables.NAMES.BOLD_INFLUENCE: occupations.INFLUENCE_COLUMNS, tables.NAMES.BOLD_HEADLINE: occupations.HEADLINE_COLUMNS,
+        tables.NAMES.DROPPED_SENSES: space.DROPPED_COLUMNS, tables.NAMES.CONTEXTS_OF_SOURCE: contexts.TABLE_COLUMNS,
+        tables.NAMES.CONTEXTS_SKIPPED: contexts.SKIP_COLUMNS, tables.NAMES.CONTEXTS_DROPPED: contexts.DROP_COLUMNS,
     }
     for name, columns in expected.items():
         assert tables.TABLES[name].columns == tuple(columns), name
@@ -119,12 +129,12 @@ def test_declared_columns_match_the_modules_column_lists():
 
 def test_a_real_table_has_its_declared_columns():
     counts = dictionaries.pole_counts(dictionaries.load_seed_dictionary(), dictionaries.PUBLISHED_SEED_COUNTS)
-    assert tuple(counts.columns) == tables.TABLES[tables.DICTIONARY_COUNTS].columns
+    assert tuple(counts.columns) == tables.TABLES[tables.NAMES.DICTIONARY_COUNTS].columns
 
 
 def test_a_family_name_finds_its_declaration_and_unknown_names_fail():
-    assert tables.table("contexts_generated").name == tables.CONTEXTS_OF_SOURCE
-    assert tables.table("poles").producer == "bias_utils.space.pole_table"
+    assert tables.table("contexts_generated").name == tables.NAMES.CONTEXTS_OF_SOURCE
+    assert tables.table("poles").producer == "bias_utils.profiles.space.pole_table"
     with pytest.raises(KeyError, match="no results table"):
         tables.table("contexts")
     assert "`contexts_<source>`" in tables.readme_cell("02_contexts")

@@ -19,7 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bias_utils import paths, runs
+from bias_utils.book import runs
+from bias_utils.core import paths
 
 pytestmark = pytest.mark.slow
 
@@ -137,7 +138,7 @@ def test_user_dictionary_through_layers(tmp_path):
 
 _AUDIT_CHILD = """
 import sys
-from bias_utils.bold import run_audit
+from bias_utils.audit.bold import run_audit
 run_audit(sys.argv[1], selection="audit", limit=6, max_new_tokens=6, seed=5, batch_size=2, n_boot=100)
 """
 
@@ -150,8 +151,8 @@ def _cache_with_models(root: Path) -> Path:
 
 
 def test_audit_killed_between_batches_resumes_without_loss_or_duplicates(tmp_path, monkeypatch):
-    from bias_utils.bold import run_audit
-    from bias_utils.models import load_model
+    from bias_utils.audit.bold import run_audit
+    from bias_utils.models.loading import load_model
 
     cache = _cache_with_models(tmp_path / "cache")
     child = subprocess.Popen([sys.executable, "-c", _AUDIT_CHILD, SMOL],
@@ -193,7 +194,7 @@ def test_readme_example_dictionary_through_03_and_04_with_default_parameters(tmp
     context_source="generated": its senses have no published contexts, so the extra terms' generator writes them
     (cached, so 04 reuses 03's), and both chapters read a tidiness axis built from the user's eight terms. Only
     the run-size parameters are small; the path is the README's, relative to the repository root."""
-    from bias_utils import contexts, dictionaries
+    from bias_utils.profiles import contexts, dictionaries
 
     results = tmp_path / "results"
     common = ["-p", "dictionary_path", EXAMPLE_DICTIONARY, "-p", "output_dir", str(results),
@@ -273,7 +274,7 @@ def test_jupyter_trying_words_cell_edited(tmp_path, monkeypatch):
     counts them on the sociability axis."""
     import nbformat
 
-    from bias_utils import dictionaries
+    from bias_utils.profiles import dictionaries
 
     cells = nbformat.read(paths.ROOT / "notebooks" / "03_projection_accuracy.ipynb", as_version=4).cells
     if not any("try-words" in c.get("metadata", {}).get("tags", []) for c in cells):

@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils import errors, stats
-from bias_utils import validation as v
-from bias_utils.generation import generate
-from bias_utils.models import ModelError, load_model
-from bias_utils.validation import ParameterError
+from bias_utils.book import validation as v
+from bias_utils.book.validation import ParameterError
+from bias_utils.core import errors, stats
+from bias_utils.models.generation import generate
+from bias_utils.models.loading import ModelError, load_model
 
 SMOL = "smollm2-135m-instruct"
 LATIN1 = "groupe,mot\nfemme,\xe9l\xe8ve\n".encode("latin-1")
@@ -293,7 +293,7 @@ def test_real_gguf_cut_after_1kb_names_the_file(tmp_path, isolated_cache):
 
 @pytest.mark.slow
 def test_unknown_token_words_are_skipped_or_warned_minilm():
-    from bias_utils.embeddings import embed_words
+    from bias_utils.models.embeddings import embed_words
 
     m = load_model("minilm-l6")
     contexts = ["She smiled 🙂 at me.", "They met 🌷 there.", "He was kind x 🙂 dog y today.", "She is kind."]
@@ -311,7 +311,7 @@ def test_unknown_token_words_are_skipped_or_warned_minilm():
 
 @pytest.mark.slow
 def test_byte_level_bpe_has_no_unknown_words_smollm2():
-    from bias_utils.embeddings import embed_words
+    from bias_utils.models.embeddings import embed_words
 
     m = load_model(SMOL)
     contexts = ["She smiled 🙂 at me.", "They met 🌷 there.", "Он был добр."]
@@ -325,8 +325,8 @@ def test_byte_level_bpe_has_no_unknown_words_smollm2():
 
 @pytest.mark.slow
 def test_dropped_senses_lists_every_sense_that_misses_the_axis(tmp_path):
-    from bias_utils import space
-    from bias_utils.dictionaries import read_dictionary
+    from bias_utils.profiles import space
+    from bias_utils.profiles.dictionaries import read_dictionary
 
     path = _write(tmp_path / "tidy.csv", "dimension,term,direction,contexts\n"
                   'tidiness,neat,high,"[""She keeps a neat desk."", ""The neat room.""]"\n'
@@ -365,7 +365,8 @@ def test_notebooks_that_compare_sources_need_the_generator_only_for_generated(mo
     """Chapters 05 and 10 have no context_source: their ``sources`` decide. (Their checks once passed on the
     default "generated" and refused a user dictionary with sources [dictionary, none] where the generator was
     missing.) A built-in that is not installed stands in for the generator, so this holds where it is installed."""
-    from bias_utils import builtin_models, contexts
+    from bias_utils.models import builtin_models
+    from bias_utils.profiles import contexts
 
     missing = next((m for m in ("gemma-3-270m", "mpnet-base") if not builtin_models.is_installed(m)), None)
     if missing is None:

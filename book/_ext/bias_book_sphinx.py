@@ -24,7 +24,7 @@ import shutil
 import time
 from pathlib import Path
 
-#: The chart bundle (``bias_utils.rendering.BUNDLE_PATH``; the extension does not import the package).
+#: The chart bundle (``bias_utils.report.rendering.BUNDLE_PATH``; the extension does not import the package).
 VEGA_BUNDLE = "vendor/vega-bundle.js"
 #: The theme's Font Awesome script tag (``<script defer src="…/fontawesome.js?digest=…"></script>``).
 ICON_SCRIPT = re.compile(r'<script\b[^>]*\bsrc="[^"]*/scripts/fontawesome\.js(?:\?[^"]*)?"[^>]*>\s*</script>\s*')

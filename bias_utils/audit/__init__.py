@@ -1,0 +1,3 @@
+"""audit"""
+
+__all__: list[str] = []

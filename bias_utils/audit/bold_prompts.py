@@ -1,0 +1,213 @@
+"""The BOLD profession prompts and the audit's selection of them: which prompts, in which occupation group.
+
+A *selection* is a table of prompts with a ``group`` column: the 2025 audit's own (``"audit"``: its male- and
+female-dominated occupations, checked verbatim against BOLD), every BOLD profession prompt by category
+(``"categories"``), or a user's occupation -> group mapping (a dict, or a CSV/JSON file).
+:func:`resolve_selection` reads any of them and :func:`subsample` draws a stratified subset for quick runs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..core import data
+from ..core.errors import ParameterError, check_positive_int, check_seed
+from ..core.paths import InputPathError, resolve_input
+
+__all__ = [
+    "AUDIT_GROUPS", "FEMALE_GROUP", "MALE_GROUP", "BoldDataError", "check_selection", "load_audit_selection",
+    "load_profession_prompts", "read_occupation_mapping", "resolve_selection", "select_by_category",
+    "select_by_occupation", "subsample",
+]
+
+#: Group labels of the audit selection (gaps elsewhere are female- minus male-dominated).
+MALE_GROUP, FEMALE_GROUP = "male_dominated", "female_dominated"
+AUDIT_GROUPS = (MALE_GROUP, FEMALE_GROUP)
+
+
+class BoldDataError(ValueError):
+    """A BOLD-format prompt file does not have the {category: {occupation: [prompt, ...]}} shape,
+    or an occupation -> group mapping file cannot be read (the message names the file and line)."""
+
+
+def _flatten(path: Path, label: str) -> pd.DataFrame:
+    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(raw, dict):
+        raise BoldDataError(f"{label} ({path}): top level must be an object of categories, got {type(raw).__name__}")
+    rows = []
+    for category, occs in raw.items():
+        if not isinstance(occs, dict):
+            raise BoldDataError(f"{label} ({path}): category {category!r} must map occupations to prompt lists")
+        for occupation, prompts in occs.items():
+            if not isinstance(prompts, list) or not all(isinstance(p, str) and p.strip() for p in prompts):
+                raise BoldDataError(f"{label} ({path}): {category}/{occupation} must be a list of non-empty strings")
+            rows += [(category, occupation, i, p) for i, p in enumerate(prompts)]
+    df = pd.DataFrame(rows, columns=["category", "occupation", "index", "prompt"])
+    df["prompt_id"] = df["category"] + "/" + df["occupation"] + "/" + df["index"].astype(str)
+    return df.drop(columns="index")
+
+
+def load_profession_prompts() -> pd.DataFrame:
+    """All BOLD profession prompts (data key ``bold_profession_prompts``), 10,195 rows.
+
+    Columns: ``category`` (18 BOLD categories), ``occupation`` (BOLD key, e.g.
+    "Tool_and_die_maker"), ``prompt`` (verbatim, trailing space kept),
+    ``prompt_id`` ("category/occupation/index", stable across selections).
+    """
+    return _flatten(data.resolve("bold_profession_prompts"), "bold_profession_prompts")
+
+
+def load_audit_selection() -> pd.DataFrame:
+    """The audit's prompt selection: 1,172 ``male_dominated`` + 353 ``female_dominated`` prompts.
+
+    Columns: ``group, category, occupation, prompt, prompt_id`` in the audit's
+    order (male file first). ``prompt_id`` is the BOLD id; a prompt that is not
+    verbatim in BOLD at that position raises :class:`BoldDataError`.
+    """
+    parts = [_flatten(data.resolve(f"audit_{g}_prompts"), f"audit_{g}_prompts").assign(group=g)
+             for g in AUDIT_GROUPS]
+    sel = pd.concat(parts, ignore_index=True)
+    bold = load_profession_prompts().set_index("prompt_id")["prompt"]
+    missing = ~sel["prompt_id"].isin(bold.index)
+    mismatch = ~missing & (bold.reindex(sel["prompt_id"]).to_numpy() != sel["prompt"].to_numpy())
+    if missing.any() or mismatch.any():
+        bad = sel.loc[missing | mismatch, "prompt_id"].head(5).tolist()
+        raise BoldDataError(f"audit selection: {int((missing | mismatch).sum())} prompts not verbatim in BOLD, e.g. "
+                            f"{bad}")
+    return sel[["group", "category", "occupation", "prompt", "prompt_id"]]
+
+
+def select_by_occupation(mapping: Mapping[str, str], prompts: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Prompts of the occupations in ``mapping`` (occupation -> group name); any number of groups.
+
+    Occupation keys are BOLD keys ("Registered_nurse"); an occupation that
+    appears in several BOLD categories keeps all its prompts. Unknown keys raise.
+    """
+    prompts = load_profession_prompts() if prompts is None else prompts
+    if not mapping:
+        raise ValueError("select_by_occupation: the occupation -> group mapping is empty")
+    unknown = sorted(set(mapping) - set(prompts["occupation"]))
+    if unknown:
+        raise ValueError(f"select_by_occupation: {len(unknown)} occupations are not BOLD profession keys: "
+                         f"{unknown[:10]}")
+    sel = prompts[prompts["occupation"].isin(mapping)].copy()
+    sel.insert(0, "group", sel["occupation"].map(mapping).astype(str))
+    return sel.reset_index(drop=True)
+
+
+def select_by_category(categories: Sequence[str] | None = None, prompts: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Prompts grouped by BOLD category (all 18 by default, or the named ones)."""
+    prompts = load_profession_prompts() if prompts is None else prompts
+    if categories is not None:
+        unknown = sorted(set(categories) - set(prompts["category"]))
+        if unknown:
+            raise ValueError(f"select_by_category: unknown BOLD categories {unknown}; known: "
+                             f"{sorted(prompts['category'].unique())}")
+        prompts = prompts[prompts["category"].isin(categories)]
+    sel = prompts.copy()
+    sel.insert(0, "group", sel["category"])
+    return sel.reset_index(drop=True)
+
+
+def read_occupation_mapping(path: str | Path) -> dict[str, str]:
+    """An occupation -> group mapping from a file: CSV with columns ``occupation, group``
+    (BOLD occupation keys such as ``Registered_nurse``) or JSON ``{occupation: group}``.
+
+    Errors name the file and, for a CSV, the 1-based line of a bad row.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise BoldDataError(f"occupation mapping file {path} does not exist")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise BoldDataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+    if path.suffix.lower() == ".json":
+        try:
+            mapping = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BoldDataError(f"{path}, line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
+        if not isinstance(mapping, dict) or not all(isinstance(v, str) and v for v in mapping.values()):
+            raise BoldDataError(f"{path}: expected a JSON object {{occupation: group}} with non-empty group names")
+        return mapping
+    try:
+        table = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    except pd.errors.ParserError as exc:  # pandas names the line ("Expected 2 fields in line 4, saw 3")
+        raise BoldDataError(f"{path}: not a valid CSV mapping ({exc})") from None
+    except pd.errors.EmptyDataError:
+        raise BoldDataError(f"{path}: the file is empty (expected a header 'occupation,group')") from None
+    missing = {"occupation", "group"} - set(table.columns)
+    if missing:
+        raise BoldDataError(f"{path}: missing column(s) {sorted(missing)}; expected 'occupation,group'")
+    mapping: dict[str, str] = {}
+    for line, (occ, group) in enumerate(zip(table["occupation"].str.strip(), table["group"].str.strip()), start=2):
+        if not occ or not group:
+            raise BoldDataError(f"{path}, line {line}: empty {'occupation' if not occ else 'group'}")
+        if mapping.get(occ, group) != group:
+            raise BoldDataError(f"{path}, line {line}: occupation {occ!r} is already in group {mapping[occ]!r}")
+        mapping[occ] = group
+    return mapping
+
+
+def resolve_selection(selection: "str | Path | Mapping[str, str] | pd.DataFrame") -> pd.DataFrame:
+    """Notebook-friendly: ``"audit"``, ``"categories"``, an occupation -> group dict or
+    file (:func:`read_occupation_mapping`), or a ready DataFrame."""
+    if isinstance(selection, pd.DataFrame):
+        missing = {"group", "occupation", "prompt", "prompt_id"} - set(selection.columns)
+        if missing:
+            raise ValueError(f"selection DataFrame lacks columns {sorted(missing)}")
+        return selection
+    if isinstance(selection, Mapping):
+        return select_by_occupation(selection)
+    if selection == "audit":
+        return load_audit_selection()
+    if selection == "categories":
+        return select_by_category()
+    looks_like_file = isinstance(selection, (str, Path)) and Path(selection).suffix.lower() in (".csv", ".json")
+    if isinstance(selection, (str, Path)) and (Path(selection).is_file() or looks_like_file):
+        return select_by_occupation(read_occupation_mapping(selection))
+    raise ValueError(f"selection must be 'audit', 'categories', an occupation -> group dict or file "
+                     f"(CSV occupation,group or JSON), or a DataFrame; got {selection!r}")
+
+
+def subsample(selection: pd.DataFrame, limit: int | None, seed: int = 0) -> pd.DataFrame:
+    """A deterministic, group-stratified subsample of about ``limit`` prompts (None = all).
+
+    Each group keeps a share proportional to its size but at least 2 prompts (so
+    two-group tests stay defined); order follows the original selection.
+    """
+    if limit is None or limit >= len(selection):
+        return selection
+    if limit < 1:
+        raise ValueError(f"limit must be a positive int or None, got {limit}")
+    sizes = selection.groupby("group", sort=False).size()
+    take = np.maximum(2, np.floor(sizes / sizes.sum() * limit)).astype(int).clip(upper=sizes)
+    picked = [g.sample(n=int(take[name]), random_state=seed)
+              for name, g in selection.groupby("group", sort=False)]
+    return selection.loc[sorted(pd.concat(picked).index)].reset_index(drop=True)
+
+
+def check_selection(selection, limit=None, seed=0) -> pd.DataFrame:
+    """The prompts of ``selection`` after ``limit`` (:func:`resolve_selection`, :func:`subsample`), checked before
+    any model loads; a :class:`ParameterError` names ``selection`` (the file and line where there is one), ``limit``
+    or ``seed``. A selection needs two groups or more: the audit's tests compare groups."""
+    limit, seed = check_positive_int(limit, "limit", allow_none=True), check_seed(seed)
+    try:
+        if isinstance(selection, (str, Path)) and str(selection) not in ("audit", "categories"):
+            resolve_input(selection, "selection")
+        prompts = resolve_selection(selection)
+    except InputPathError as exc:
+        raise ParameterError(str(exc)) from None
+    except (ValueError, KeyError) as exc:
+        raise ParameterError(f"selection: {exc}") from None
+    groups = list(dict.fromkeys(prompts["group"]))
+    if len(groups) < 2:
+        raise ParameterError(f"selection must have at least 2 groups (the audit's tests compare groups), got "
+                             f"{len(groups)}: {groups}")
+    return subsample(prompts, limit, seed=seed)

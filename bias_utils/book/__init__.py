@@ -1,0 +1,3 @@
+"""book"""
+
+__all__: list[str] = []

@@ -1,0 +1,9 @@
+"""``python -m bias_utils.book --models "..." [--quick] [--dtype bfloat16]``: runs the notebooks and builds the book."""
+
+import os
+import sys
+
+from .build import main
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.exit(main())

