@@ -262,7 +262,7 @@ def test_a_registered_source_is_built_listed_and_accepted_as_a_parameter(monkeyp
 
 def test_a_missing_generator_is_a_parameter_error_naming_both_ways_out():
     # gemma-3-270m is a built-in whose weights are not installed here; nothing may load before the error.
-    code = ("import sys\nfrom bias_utils import contexts as C, dictionaries as D\n"
+    code = ("import sys\nfrom bias_utils.profiles import contexts as C, dictionaries as D\n"
             "d = D.read_dictionary('data/examples/user_dictionary_example.csv')\n"
             "try:\n    C.build_contexts(d, 'generated', fill_generator='gemma-3-270m')\n"
             "except C.ParameterError as e:\n    print(e)\n"

@@ -16,8 +16,7 @@ from bias_utils.profiles import dictionaries
 NOTEBOOKS = sorted(runs.NOTEBOOKS_DIR.glob("*.ipynb"))
 #: Notebooks whose owners have not yet replaced typed table names by ``tables`` constants.
 LITERAL_NAMES_LEFT: set[str] = set()
-CONSTANT = {name: const for const in tables.__all__ if const.isupper() and const != "TABLES"
-            for name in [getattr(tables, const)]}
+CONSTANT = {getattr(tables.NAMES, const): const for const in vars(tables.NAMES) if const.isupper()}
 
 
 #: module file stem -> its dotted name below bias_utils (a notebook names a module by its stem)
@@ -96,7 +95,7 @@ def test_written_tables_are_declared_and_declared_tables_are_written(nb_path):
     code = _code(nb_path) + "\n".join(modules[m].read_text(encoding="utf-8")
                                       for m in runs.code_modules(nb_path) if m != "core.tables")
     for name in tables.notebook_tables(nb_path.stem):
-        by_constant = re.search(rf"\btables\.{CONSTANT[name]}\b", code)
+        by_constant = re.search(rf"\btables\.NAMES\.{CONSTANT[name]}\b", code)
         by_name = re.search(rf"""['"]{re.escape(name)}['"]""", code)
         assert by_constant or by_name, f"{name!r} is declared for {nb_path.stem}, which does not write it"
 
