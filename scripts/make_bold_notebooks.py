@@ -91,10 +91,10 @@ from IPython.display import HTML, Markdown, display
 
 from bias_utils.audit import bold, bold_figures, occupation_units, occupations
 from bias_utils.core import lexicon, tables
-from bias_utils.report import plots
+from bias_utils.core.results import output_folder, write_table
 from bias_utils.models.decoding import lexicon_token_ids
 from bias_utils.models.loading import load_model
-from bias_utils.core.results import output_folder, write_table
+from bias_utils.report import plots
 
 m = load_model(model, dtype=dtype)
 result = bold.run_audit(m, selection=selection, n_samples=n_samples, seed=seed,
@@ -281,7 +281,7 @@ validation.check_bold_replication(n_boot=n_boot, seed=seed, output_dir=output_di
         code("""
 from IPython.display import Markdown, display
 
-from bias_utils.audit import bold, bold_figures, occupation_units, occupations, replication
+from bias_utils.audit import bold, bold_figures, bold_prompts, occupation_units, occupations, replication
 from bias_utils.core import tables
 from bias_utils.core.results import REPLICATION_FOLDER, output_folder, write_table
 
@@ -336,7 +336,7 @@ moves the primary estimate most. Generated from the tables.
 """),
         code("""
 by_unit = occupations.occupation_table(metrics[metrics.in_primary], by="unit")
-influence = occupations.influence_table(by_unit, bold.MALE_GROUP, bold.FEMALE_GROUP)
+influence = occupations.influence_table(by_unit, bold_prompts.MALE_GROUP, bold_prompts.FEMALE_GROUP)
 headline = occupations.headline_table(table, by_unit, influence, n_boot=n_boot)
 display(Markdown("\\n".join("- " + line for line in bold.describe_audit(table, headline, influence))))
 display(occupations.headline_rows(headline))

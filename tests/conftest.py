@@ -25,7 +25,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def real_mirror():
     """The real data mirror (``../shared/data`` or ``$BIAS_DATA_MIRROR``); tests needing it skip without it."""
-    mirror = data.mirror_dir()
+    mirror = data._mirror_dir()
     if mirror is None or not mirror.is_dir():
         pytest.skip("no data mirror (../shared/data or BIAS_DATA_MIRROR) on this machine")
     return mirror

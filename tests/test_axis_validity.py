@@ -14,7 +14,7 @@ from scipy import stats as sps
 
 from bias_utils.profiles import axis_validity as av
 from bias_utils.profiles import projection
-from bias_utils.profiles.space import StereotypeSpace, TermEmbeddings
+from bias_utils.profiles.space import _StereotypeSpace, _TermEmbeddings
 
 # ----------------------------------------------------------------- a hand-sized space
 
@@ -34,10 +34,10 @@ def toy_space(rng, L=2, H=6, n_terms=6):
                               "direction": direction, "n_contexts": 1, "n_embedded": 1})
                 X.append(s * centre[dim][None] + 1.5 * rng.normal(size=(L, H)))
     senses, S = pd.DataFrame(rows), np.stack(emb)
-    bases = {sp: projection.polar_basis(S, senses, sp) for sp in ("dimensions", "warmth_competence")}
-    space = StereotypeSpace(bases, senses, None, pd.DataFrame(), "toy", "generated", S)
+    bases = {sp: projection._polar_basis(S, senses, sp) for sp in ("dimensions", "warmth_competence")}
+    space = _StereotypeSpace(bases, senses, None, pd.DataFrame(), "toy", "generated", S)
     terms = pd.DataFrame(terms)
-    return space, TermEmbeddings(np.stack(X), terms, terms, pd.DataFrame())
+    return space, _TermEmbeddings(np.stack(X), terms, terms, pd.DataFrame())
 
 
 def test_pinv_row_matches_scipy_pinv():
@@ -46,9 +46,9 @@ def test_pinv_row_matches_scipy_pinv():
     A[..., 1, :] = A[..., 0, :] + 0.05 * rng.normal(size=(3, 4, 40))  # two nearly parallel axes
     for d in range(7):
         want = np.array([[linalg.pinv(A[i, j].T)[d] for j in range(4)] for i in range(3)])
-        np.testing.assert_allclose(av.pinv_row(A, d), want, rtol=1e-7, atol=1e-10)
+        np.testing.assert_allclose(av._pinv_row(A, d), want, rtol=1e-7, atol=1e-10)
     A[0, 0, 2] = A[0, 0, 3]  # rank deficient: falls back to the SVD pseudo-inverse
-    np.testing.assert_allclose(av.pinv_row(A[:1, :1], 2)[0, 0], linalg.pinv(A[0, 0].T)[2], atol=1e-8)
+    np.testing.assert_allclose(av._pinv_row(A[:1, :1], 2)[0, 0], linalg.pinv(A[0, 0].T)[2], atol=1e-8)
 
 
 def test_validity_table_against_the_plain_polar_basis_path():
@@ -59,7 +59,7 @@ def test_validity_table_against_the_plain_polar_basis_path():
     # redo it independently: same label draws, every sense relabelled, full polar_basis, project, scipy's U
     rng = np.random.default_rng(11)
     for name, basis in space.bases.items():
-        groups = projection.space_groups(space.senses, name)
+        groups = projection._space_groups(space.senses, name)
         for d, axis in enumerate(basis.dimensions):
             idx = np.flatnonzero(space.senses["dimension"].isin(groups[axis]).to_numpy())
             draws = av._shuffled_high(space.senses, idx, K, rng)
@@ -67,7 +67,7 @@ def test_validity_table_against_the_plain_polar_basis_path():
             high = (terms.table.loc[sel, "direction"] == "high").to_numpy()
 
             def stats(b):
-                v = projection.project(b, terms.X[sel], "all")[:, :, d]
+                v = projection._project(b, terms.X[sel], "all")[:, :, d]
                 v = np.column_stack([v, v.mean(axis=1)])  # the layers, then their mean
                 u = [sps.mannwhitneyu(v[high, j], v[~high, j]).statistic / (high.sum() * (~high).sum())
                      for j in range(v.shape[1])]
@@ -77,7 +77,7 @@ def test_validity_table_against_the_plain_polar_basis_path():
             for h in draws:
                 senses = space.senses.copy()
                 senses.loc[idx, "direction"] = np.where(h, "high", "low")
-                a, r = stats(projection.polar_basis(space.sense_emb, senses, name))
+                a, r = stats(projection._polar_basis(space.sense_emb, senses, name))
                 null_auc.append(a)
                 null_raw.append(r)
             null_auc, null_raw = np.array(null_auc), np.array(null_raw)  # [K, L + 1]
@@ -97,7 +97,7 @@ def test_validity_table_against_the_plain_polar_basis_path():
 def test_an_axis_without_terms_is_untestable_not_missing():
     space, terms = toy_space(np.random.default_rng(8), n_terms=10)
     keep = (terms.table["dimension"] != "agency").to_numpy()
-    got = av.validity_table(space, TermEmbeddings(terms.X[keep], terms.table[keep], terms.table[keep],
+    got = av.validity_table(space, _TermEmbeddings(terms.X[keep], terms.table[keep], terms.table[keep],
                                                   pd.DataFrame()), n_permutations=20)
     agency = got[got.dimension == "agency"]
     assert len(agency) == 3 and (agency["verdict"] == "untestable").all()
@@ -131,7 +131,7 @@ def _synthetic(rng, *, n_high, n_low, signal, offset, K=199, H=20, n_seeds=8):
 
 
 def test_common_offset_and_unbalanced_poles_fail_the_raw_gate_not_the_auc():
-    res = av.auc_null_test(*_synthetic(np.random.default_rng(3), n_high=60, n_low=15, signal=1.0, offset=8.0))
+    res = av._auc_null_test(*_synthetic(np.random.default_rng(3), n_high=60, n_low=15, signal=1.0, offset=8.0))
     # every term projects positive on the real axis: raw accuracy is the larger pole's share
     assert res["raw_accuracy"] == pytest.approx(res["majority_share"]) == pytest.approx(0.8)
     assert res["raw_verdict"] == "failed" and res["raw_p"] > 0.05
@@ -141,7 +141,7 @@ def test_common_offset_and_unbalanced_poles_fail_the_raw_gate_not_the_auc():
 
 def test_auc_gate_false_positive_rate_on_pure_noise_axes():
     """No pole signal anywhere: over 300 seeds the gate may reject at most ~alpha of the time."""
-    rejected = [av.auc_null_test(*_synthetic(np.random.default_rng(1000 + i), n_high=25, n_low=12,
+    rejected = [av._auc_null_test(*_synthetic(np.random.default_rng(1000 + i), n_high=25, n_low=12,
                                              signal=0.0, offset=3.0, K=99))["verdict"] == "supported"
                 for i in range(300)]
     assert np.mean(rejected) <= 0.07
@@ -149,8 +149,8 @@ def test_auc_gate_false_positive_rate_on_pure_noise_axes():
 
 def test_detectable_auc_is_the_threshold_of_p_below_alpha():
     values, high = _synthetic(np.random.default_rng(5), n_high=20, n_low=14, signal=0.3, offset=0.0, K=99)
-    res = av.auc_null_test(values, high, alpha=0.05)
-    null = av.rank_auc(values, high)[1:]
+    res = av._auc_null_test(values, high, alpha=0.05)
+    null = av._rank_auc(values, high)[1:]
     det = float(res["detectable_auc"])
 
     def p(auc):
@@ -158,7 +158,7 @@ def test_detectable_auc_is_the_threshold_of_p_below_alpha():
 
     assert p(det + 1e-9) < 0.05 <= p(det)
     assert det == pytest.approx(np.quantile(null, 0.95), abs=0.05)
-    assert np.isnan(av.auc_null_test(values[:, :10], high)["detectable_auc"])  # 9 permutations: p >= 0.1
+    assert np.isnan(av._auc_null_test(values[:, :10], high)["detectable_auc"])  # 9 permutations: p >= 0.1
 
 
 def test_rank_auc_equals_mann_whitney_with_ties():
@@ -166,12 +166,12 @@ def test_rank_auc_equals_mann_whitney_with_ties():
     v = rng.integers(0, 5, size=(30, 3)).astype(float)  # many ties
     high = rng.random(30) < 0.4
     want = [sps.mannwhitneyu(v[high, j], v[~high, j]).statistic / (high.sum() * (~high).sum()) for j in range(3)]
-    np.testing.assert_allclose(av.rank_auc(v, high), want)
+    np.testing.assert_allclose(av._rank_auc(v, high), want)
 
 
 def test_untestable_below_ten_terms_a_pole_and_the_phrases():
     values, high = _synthetic(np.random.default_rng(4), n_high=40, n_low=9, signal=2.0, offset=0.0)
-    res = av.auc_null_test(values, high)
+    res = av._auc_null_test(values, high)
     assert res["verdict"] == "untestable" and res["p"] < 0.05  # a strong AUC, but too few low-pole terms
     row = {k: (v.item() if isinstance(v, np.ndarray) else v) for k, v in res.items()}
     assert av.verdict_phrase(row) == "untestable (9 covered low-pole terms; 10 per pole needed)"
@@ -206,7 +206,7 @@ def test_axis_validity_on_smollm2_matches_an_independent_auc():
     m = load_model("smollm2-135m-instruct")
     sp = build_space(m, load_dictionary(), "generated")
     got = av.axis_validity(m, sp, limit=12, n_permutations=20)
-    assert list(got.columns) == av.COLUMNS and len(got) == 9 * (m.n_layers + 2)
+    assert list(got.columns) == av._COLUMNS and len(got) == 9 * (m.n_layers + 2)
     assert set(got["verdict"]) <= set(av.VERDICTS) and (got["term_contexts"] == "generated").all()
     # Table 2's own values of the same terms (same limit, seed and coverage rule), U from scipy
     values = direction_prediction(m, sp, limit=12, layer="mean", n_boot=10).values

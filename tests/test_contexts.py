@@ -8,7 +8,7 @@ import pytest
 from bias_utils.core.errors import ParameterError
 from bias_utils.profiles import context_filters as F
 from bias_utils.profiles import contexts as C
-from bias_utils.profiles.dictionaries import load_seed_dictionary, read_dictionary, wordnet_contexts
+from bias_utils.profiles.dictionaries import _wordnet_contexts, load_seed_dictionary, read_dictionary
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def test_user_terms_without_contexts_get_wordnet_examples_and_misses_are_reporte
                           "direction": ["high", "low", "low"]})
     cs = C.build_contexts(d, "dictionary", n_contexts=3)
     tidy = cs.table[cs.table.term == "tidy"]["context"].tolist()
-    assert tidy == wordnet_contexts("tidy", None)[:3] and tidy
+    assert tidy == _wordnet_contexts("tidy", None)[:3] and tidy
     assert set(cs.table["context_source"]) == {"WordNet"}
     assert cs.skipped["term"].tolist() == ["zxqv"]
     assert "no dictionary or WordNet example" in cs.skipped["reason"].item()
@@ -76,7 +76,7 @@ def test_published_generated_contexts_can_be_filtered_for_gender(seed):
 
     rows = seed[seed.term.isin(["sexist"]) | (seed.index < 40)]
     cs = C.build_contexts(rows, "generated", n_contexts=5, gender_filter=True)
-    gendered = {w.lower() for w in MALE_WORDS + FEMALE_WORDS} | F.GENDERED_PRONOUNS
+    gendered = {w.lower() for w in MALE_WORDS + FEMALE_WORDS} | F._GENDERED_PRONOUNS
     published = _published()
 
     def words(c):  # letters and inner hyphens; an apostrophe ends a word ("women's" -> "women", "s")
@@ -91,9 +91,9 @@ def test_published_generated_contexts_can_be_filtered_for_gender(seed):
 
 
 def test_gender_filter_drops_offending_sentence():
-    assert F.gender_markers("The teacher praised her diligence.", "diligence") == ["her"]
-    assert F.gender_markers("Mary showed great diligence.", "diligence") == ["Mary"]
-    assert F.gender_markers("The team showed great diligence.", "diligence") == []
+    assert F._gender_markers("The teacher praised her diligence.", "diligence") == ["her"]
+    assert F._gender_markers("Mary showed great diligence.", "diligence") == ["Mary"]
+    assert F._gender_markers("The team showed great diligence.", "diligence") == []
     dropped = []
     sense = pd.Series({"sense_id": "s", "term": "diligence"})
     kept = F._filter_generated(sense, ["The team showed diligence.", "He showed diligence."], "m", F._names(), dropped)
@@ -103,8 +103,8 @@ def test_gender_filter_drops_offending_sentence():
 
 def test_parse_generated_takes_the_sentence_with_the_term():
     text = 'Sure! Here is a sentence: "The committee valued honesty above all. It was clear."'
-    assert F.parse_generated(text, "honesty") == "The committee valued honesty above all."
-    assert F.parse_generated("Nothing relevant here.", "honesty") is None
+    assert F._parse_generated(text, "honesty") == "The committee valued honesty above all."
+    assert F._parse_generated("Nothing relevant here.", "honesty") is None
 
 
 def test_corpus_source_with_user_file_is_seeded(tmp_path, seed):
@@ -125,10 +125,10 @@ def test_corpus_source_with_user_file_is_seeded(tmp_path, seed):
 def test_default_corpus_uses_both_bold_files_and_notes_them(seed):
     cs = C.build_contexts(seed.head(60), "corpus", n_contexts=2)
     notes = cs.notes.set_index("item")
-    assert (notes.loc[list(C.DEFAULT_CORPORA), "status"] == "used").all()
+    assert (notes.loc[list(C._DEFAULT_CORPORA), "status"] == "used").all()
     assert set(cs.table.sense_id) | set(cs.skipped.sense_id) == set(seed.head(60).sense_id)
     assert len(cs.table) > 0
-    assert set(cs.table.context_source) == {" + ".join(C.DEFAULT_CORPORA)}
+    assert set(cs.table.context_source) == {" + ".join(C._DEFAULT_CORPORA)}
 
 
 def test_context_report_counts(seed):
@@ -159,7 +159,7 @@ def test_generated_with_smollm2(seed):
                           generation={"max_new_tokens": 32})
     assert set(cs.table["sense_id"]) | set(cs.skipped["sense_id"]) == set(rows["sense_id"])
     for _, r in cs.table.iterrows():
-        assert F.contains_term(r.context, r.term) and not F.gender_markers(r.context, r.term)
+        assert F._contains_term(r.context, r.term) and not F._gender_markers(r.context, r.term)
     assert (cs.table["context_source"] == model.model_id).all()
 
 
@@ -168,7 +168,7 @@ def test_generated_with_smollm2(seed):
 # first two, which are the issue's quotes of the same model's output.
 
 def _reason(context, term, dimension="morality", first_word=True):
-    issue = F.quality_issue(context, term, dimension, first_word=first_word)
+    issue = F._quality_issue(context, term, dimension, first_word=first_word)
     return None if issue is None else issue.split(":")[0]
 
 
@@ -190,7 +190,7 @@ def test_meta_text_is_dropped():
 
 
 def test_identity_markers_beyond_gender_are_dropped():
-    assert F.identity_markers("I'm sloppy, a person of color.", "sloppy") == ["person of color (race_ethnicity)"]
+    assert F._identity_markers("I'm sloppy, a person of color.", "sloppy") == ["person of color (race_ethnicity)"]
     assert _reason("The devout Christians gathered for prayer every morning.", "devout", "morality") == "identity"
     assert _reason("The elderly neighbour was known to be frugal.", "frugal") == "identity"
     # A religion term may use religion's own vocabulary; lower-case "black" is a colour, not a descriptor.
@@ -200,17 +200,17 @@ def test_identity_markers_beyond_gender_are_dropped():
 
 
 def test_invented_words_and_words_containing_the_term_are_dropped():
-    assert F.unknown_words("Smasmern, I have a fantastic team of hyperactive team members with a range of "
+    assert F._unknown_words("Smasmern, I have a fantastic team of hyperactive team members with a range of "
                            "abilities that are both exhilarating and terrifying for everyone.",
                            "hyperactive") == ["Smasmern"]
-    assert F.unknown_words("Emotionally, using hyperactive can be a form of hypervigilacism.", "hyperactive") == \
+    assert F._unknown_words("Emotionally, using hyperactive can be a form of hypervigilacism.", "hyperactive") == \
         ["hypervigilacism"]
     # Words WordNet 3.0 lacks but that are derived or compounded from its words count as known.
-    assert F.unknown_words("The coworker's backstory showcased an inclusivity that didn't feel nuanced.",
+    assert F._unknown_words("The coworker's backstory showcased an inclusivity that didn't feel nuanced.",
                            "inclusivity") == []
     sense = {"sense_id": "rakish", "term": "rakish", "dimension": "morality"}
     dropped = []
-    kept = F.usable_contexts(sense, ["That person's a krakish.", "Cherubbi, my frigidity makes you feel dry.",
+    kept = F._usable_contexts(sense, ["That person's a krakish.", "Cherubbi, my frigidity makes you feel dry.",
                                      "The rakish smile drew a few laughs.", "The rakish smile drew a few laughs."],
                              "m", F._names(), dropped)
     assert kept == ["The rakish smile drew a few laughs."]
@@ -221,7 +221,7 @@ def test_invented_words_and_words_containing_the_term_are_dropped():
 def test_first_word_and_contracted_pronouns():
     assert _reason("Snotty the cat was whacking at the door.", "snotty") == "first word"
     assert _reason("Snotty the cat was whacking at the door.", "snotty", first_word=False) is None
-    assert F.gender_markers("She's a snotty cat.", "snotty") == ["she"]
+    assert F._gender_markers("She's a snotty cat.", "snotty") == ["she"]
 
 
 def test_quality_filters_keep_the_published_contexts():
@@ -230,8 +230,8 @@ def test_quality_filters_keep_the_published_contexts():
 
     seed = load_seed_dictionary()
     dimension = dict(zip(seed.term, seed.dimension))
-    issues = [F.quality_issue(c, key.split(" - ")[0], dimension.get(key.split(" - ")[0]), first_word=False)
-              for key, examples in C.published_generated_contexts().items() for c in examples[:5]]
+    issues = [F._quality_issue(c, key.split(" - ")[0], dimension.get(key.split(" - ")[0]), first_word=False)
+              for key, examples in C._published_generated_contexts().items() for c in examples[:5]]
     assert len(issues) > 2000
     assert sum(i is None for i in issues) / len(issues) > 0.97
 
@@ -242,20 +242,20 @@ def test_a_registered_source_is_built_listed_and_accepted_as_a_parameter(monkeyp
     monkeypatch.setattr(C._SOURCES, "_items", dict(C._SOURCES._items))
     assert C.source_names() == ("dictionary", "generated", "corpus", "none")  # the order of reports
 
-    @C.context_source("definition")
+    @C._context_source("definition")
     def definition_contexts(d, request):
         rows = [{"sense_id": s.sense_id, "dimension": s.dimension, "term": s.term, "direction": s.direction,
                  "context": f"To be {s.term} is a trait.", "context_source": "test", "context_index": 0,
                  "source": "definition"} for s in d.head(request.n_contexts).itertuples()]
-        return C.ContextSet(pd.DataFrame(rows, columns=C.TABLE_COLUMNS))
+        return C._ContextSet(pd.DataFrame(rows, columns=C._TABLE_COLUMNS))
 
     assert C.source_names()[-1] == "definition"
     cs = C.build_contexts(load_seed_dictionary().head(4), "definition", n_contexts=3)
     assert len(cs.table) == 3 and set(cs.table["source"]) == {"definition"}
-    assert validation.check_context_source("definition") == "definition"
-    assert validation.check_sources(None)[-1] == "definition"
-    with pytest.raises(C.ContextError, match="'corpus' is already registered"):
-        C.context_source("corpus")(definition_contexts)
+    assert validation._check_context_source("definition") == "definition"
+    assert validation._check_sources(None)[-1] == "definition"
+    with pytest.raises(C._ContextError, match="'corpus' is already registered"):
+        C._context_source("corpus")(definition_contexts)
 
 
 # ------------------------------------------------------------ generated contexts for senses without published ones
@@ -287,8 +287,8 @@ def test_a_missing_generator_is_a_parameter_error_naming_both_ways_out():
 
 def test_the_seed_dictionary_needs_no_generator():
     seed = load_seed_dictionary()
-    assert C.unpublished_senses(seed).empty
-    assert C.require_generator(seed, "gemma-3-270m").empty  # nothing to generate: no error
+    assert C._unpublished_senses(seed).empty
+    assert C._require_generator(seed, "gemma-3-270m").empty  # nothing to generate: no error
 
 
 @pytest.mark.slow
@@ -317,17 +317,17 @@ def test_senses_without_published_contexts_are_generated_with_the_extra_terms_pr
     kept = cs.table[cs.table["term"].isin(["tidy", "messy"])].groupby("term").size()
     assert report.set_index("term")["n_kept"].to_dict() == {t: int(kept.get(t, 0)) for t in ["tidy", "messy"]}
     for r in cs.table[cs.table["term"].isin(["tidy", "messy"])].itertuples():
-        assert F.contains_term(r.context, r.term) and not F.gender_markers(r.context, r.term)
+        assert F._contains_term(r.context, r.term) and not F._gender_markers(r.context, r.term)
     record = cs.notes.set_index("item").loc["generator", "detail"]
-    assert '"prompt_template"' in record and f'"filter_version": {F.FILTER_VERSION}' in record
+    assert '"prompt_template"' in record and f'"filter_version": {F._FILTER_VERSION}' in record
     # The extra terms' generation of the same words (no definition: the same prompt) finds every completion in the
     # cache and keeps the same contexts.
     rows = next((tmp_path / "cache" / "generations").glob("*/rows.jsonl"))
     before = rows.read_text()
-    path = X.generate_extra_contexts("smollm2-135m-instruct", user[["dimension", "term", "direction"]],
+    path = X._generate_extra_contexts("smollm2-135m-instruct", user[["dimension", "term", "direction"]],
                                      path=tmp_path / "extra.jsonl", generation=generation, n_keep=2, progress=False)
     assert rows.read_text() == before
-    table, _ = X.read_extra_contexts(path)
+    table, _ = X._read_extra_contexts(path)
     assert {r.term: list(r.contexts) for r in table.itertuples()} == \
         {t: cs.table.loc[cs.table["term"] == t, "context"].tolist() for t in ["tidy", "messy"]}
 
@@ -347,7 +347,7 @@ def test_a_corpus_path_resolves_from_the_notebooks_folder(monkeypatch):
     from bias_utils.core import paths
 
     monkeypatch.chdir(paths.ROOT / "notebooks")  # Jupyter's working folder; the path is relative to the root
-    sentences, notes = C.load_corpus("data/examples/user_dictionary_example.csv")  # any text file, a line a sentence
+    sentences, notes = C._load_corpus("data/examples/user_dictionary_example.csv")  # any text file, a line a sentence
     assert sentences[1] == "tidiness,tidy,high" and notes[0]["status"] == "used"
-    with pytest.raises(C.ContextError, match=r"corpus: 'data/examples' is a folder .* \(and it is not a data key\)"):
-        C.load_corpus("data/examples")
+    with pytest.raises(C._ContextError, match=r"corpus: 'data/examples' is a folder .* \(and it is not a data key\)"):
+        C._load_corpus("data/examples")

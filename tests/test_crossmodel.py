@@ -12,14 +12,14 @@ from bias_utils.audit import bold, link, replication
 from bias_utils.book import crossmodel
 from bias_utils.core import tables
 from bias_utils.profiles import population_profiles as profiles
-from bias_utils.profiles.populations import load_populations
+from bias_utils.profiles.populations import _load_populations
 from bias_utils.report import rendering
 
 
 def test_read_results_records_missing_tables(tmp_path):
     (tmp_path / "a").mkdir()
     pd.DataFrame({"x": [1, 2]}).to_parquet(tmp_path / "a" / "t.parquet")
-    stacked, skipped = crossmodel.read_results(["a", "b"], "t", tmp_path)
+    stacked, skipped = crossmodel._read_results(["a", "b"], "t", tmp_path)
     assert stacked["model_id"].tolist() == ["a", "a"] and stacked["x"].tolist() == [1, 2]
     assert skipped[["model_id", "table"]].values.tolist() == [["b", "t"]]
     assert "no t.parquet" in skipped["reason"].iloc[0]
@@ -69,7 +69,7 @@ def test_bold_odds_ratios_from_the_audit_table():
     assert odds.iloc[0][["odds_ratio", "ci_low", "ci_high"]].tolist() == primary[
         ["effect_size", "ci_low", "ci_high"]].tolist()
     spec = crossmodel.forest_chart(odds.assign(model_id="smollm2-135m-instruct--b179c9523d0e--fp32")).to_dict()
-    alt_text, caption = rendering.figure_text(spec)
+    alt_text, caption = rendering._figure_text(spec)
     assert alt_text.startswith("Forest plot") and "random-intercept model (primary), occupation bootstrap" in alt_text
     assert "dashed line marks 1" in caption and "resamples those occupations" in caption
     # ticks at doublings, at most 8 of them, not one per integer
@@ -81,11 +81,11 @@ def test_bold_odds_ratios_from_the_audit_table():
 
 
 def test_log_ticks_one_per_doubling_around_the_data_and_one():
-    assert crossmodel.log_ticks([10.07, 24.65, 60.37]) == [1, 2, 4, 8, 16, 32, 64]
-    assert crossmodel.log_ticks([10.07, 60.37], most=5) == [1, 4, 16, 64]  # every second doubling, 1 kept
-    assert crossmodel.log_ticks([0.2, 3, np.nan, 0]) == [0.125, 0.25, 0.5, 1, 2, 4]
-    assert crossmodel.log_ticks([]) == [1]
-    assert crossmodel.log_ticks([14.2, 199.6, 23617]) == [1, 4, 16, 64, 256, 1024, 4096, 16384]  # the headline's
+    assert crossmodel._log_ticks([10.07, 24.65, 60.37]) == [1, 2, 4, 8, 16, 32, 64]
+    assert crossmodel._log_ticks([10.07, 60.37], most=5) == [1, 4, 16, 64]  # every second doubling, 1 kept
+    assert crossmodel._log_ticks([0.2, 3, np.nan, 0]) == [0.125, 0.25, 0.5, 1, 2, 4]
+    assert crossmodel._log_ticks([]) == [1]
+    assert crossmodel._log_ticks([14.2, 199.6, 23617]) == [1, 4, 16, 64, 256, 1024, 4096, 16384]  # the headline's
 
 
 def test_read_all_results_stacks_every_table_and_lists_missing(tmp_path):
@@ -100,10 +100,10 @@ def test_read_all_results_stacks_every_table_and_lists_missing(tmp_path):
     (tmp_path / "no-profile").mkdir()
     assert crossmodel.models_with_results(tmp_path) == ["m1", "m2"]
     stacked, missing = crossmodel.read_all_results(["m1", "m2"], tmp_path)
-    assert set(stacked) == set(crossmodel.CROSS_MODEL_TABLES)
+    assert set(stacked) == set(crossmodel._CROSS_MODEL_TABLES)
     assert list(stacked[tables.NAMES.PROFILE_STATS]["model_id"]) == ["m1", "m2"]
     assert ("m2", tables.NAMES.DIRECTION_ACCURACY) in set(zip(missing["model_id"], missing["table"]))
-    assert len(missing) == 2 * len(crossmodel.CROSS_MODEL_TABLES) - 3
+    assert len(missing) == 2 * len(crossmodel._CROSS_MODEL_TABLES) - 3
 
 
 def test_unreadable_axes_by_model_reads_each_models_verdicts():
@@ -128,18 +128,18 @@ def test_random_effects_agree_with_statsmodels_and_metafor_on_the_bcg_trials():
     a, b, c, d = BCG.T
     y = np.log(a / (a + b) / (c / (c + d)))
     v = 1 / a - 1 / (a + b) + 1 / c - 1 / (c + d)
-    got = crossmodel.random_effects(y, np.sqrt(v))
+    got = crossmodel._random_effects(y, np.sqrt(v))
     ref = combine_effects(y, v, method_re="dl")
     assert got["estimate"] == pytest.approx(ref.mean_effect_re, rel=1e-10)
     assert got["se"] == pytest.approx(ref.sd_eff_w_re, rel=1e-10)
     assert (got["tau2"], got["q"], got["i2"]) == pytest.approx((ref.tau2, ref.q, ref.i2), rel=1e-10)
     # metafor::rma(measure = "RR", method = "DL") as published: -0.7141 (SE 0.1787), tau^2 0.3088
     assert (got["estimate"], got["se"], got["tau2"]) == pytest.approx((-0.7141, 0.1787, 0.3088), abs=1e-4)
-    one = crossmodel.random_effects([0.2], [0.1])
+    one = crossmodel._random_effects([0.2], [0.1])
     assert (one["estimate"], one["ci_low"]) == pytest.approx((0.2, 0.2 - 1.96 * 0.1), abs=1e-3)
     assert np.isnan([one["tau2"], one["q"], one["q_p"], one["i2"]]).all()  # no spread to estimate from one model
     with pytest.raises(ValueError, match="standard errors"):
-        crossmodel.random_effects([0.1, 0.2], [0.1, 0.0])
+        crossmodel._random_effects([0.1, 0.2], [0.1, 0.0])
 
 
 def test_random_effects_interval_covers_the_mean_under_heterogeneity():
@@ -150,7 +150,7 @@ def test_random_effects_interval_covers_the_mean_under_heterogeneity():
     for _ in range(400):
         se = rng.uniform(0.05, 0.2, 20)
         y = 0.3 + rng.normal(0, np.sqrt(0.02), 20) + rng.normal(0, se)
-        r = crossmodel.random_effects(y, se)
+        r = crossmodel._random_effects(y, se)
         covered += r["ci_low"] <= 0.3 <= r["ci_high"]
     assert 0.89 <= covered / 400 <= 0.99, covered
 
@@ -162,15 +162,15 @@ def test_pooled_link_pools_the_primary_slope_and_says_when_nothing_can_be_pooled
         "effect_size": [0.5, 0.2, 0.9, 0.3], "se": [0.1, 0.2, 0.3, np.nan], "n": [88, 80, 60, 88],
         "readable": [True, True, False, True], "extrinsic_measure": "expected"})
     pooled = crossmodel.pooled_link(stats).set_index(["test", "model_id"])
-    assert set(pooled.index) == {(primary, "a"), (primary, "b"), (primary, crossmodel.POOLED)}  # c is not read
-    slope = crossmodel.random_effects([0.5, 0.2], [0.1, 0.2])
-    row = pooled.loc[(primary, crossmodel.POOLED)]
+    assert set(pooled.index) == {(primary, "a"), (primary, "b"), (primary, crossmodel._POOLED)}  # c is not read
+    slope = crossmodel._random_effects([0.5, 0.2], [0.1, 0.2])
+    row = pooled.loc[(primary, crossmodel._POOLED)]
     assert (row.estimate, row.tau2, row.n) == pytest.approx((slope["estimate"], slope["tau2"], 2))
     assert pooled.loc[(primary, "a"), "ci_high"] == pytest.approx(0.5 + 1.959964 * 0.1)
     sentence = crossmodel.describe_pooling(crossmodel.pooled_link(stats))
     assert sentence.startswith("Pooled over 2 models (DerSimonian–Laird random effects), the within-field slope is ")
     chart = crossmodel.link_forest_chart(crossmodel.pooled_link(stats)).to_dict()
-    alt_text, caption = rendering.figure_text(chart)
+    alt_text, caption = rendering._figure_text(chart)
     assert alt_text.startswith("Forest plot of the within-field slope per model and pooled")
     assert "diamond in the last row pools" in caption
     # one decoder: no pooled row, no diamond, and the spread between models is not estimable
@@ -179,27 +179,27 @@ def test_pooled_link_pools_the_primary_slope_and_says_when_nothing_can_be_pooled
     assert crossmodel.describe_pooling(one) == (
         "1 model of this build has the chapter's primary statistic on a validated direction: nothing is pooled, "
         "and the spread between models (τ², Q, I²) is not estimable.")
-    alt_text, caption = rendering.figure_text(crossmodel.link_forest_chart(one).to_dict())
+    alt_text, caption = rendering._figure_text(crossmodel.link_forest_chart(one).to_dict())
     assert "With one model nothing is pooled." in caption and "diamond" not in caption and "pooled" not in alt_text
 
 
 def test_profile_grid_titles_each_model_by_its_display_name_and_captions_the_grid():
     rng = np.random.default_rng(2)
     rows = [("names", group, w, space, "mean", d, rng.normal())
-            for group, words in load_populations("names").items() for w in words[:20]
+            for group, words in _load_populations("names").items() for w in words[:20]
             for space, dims in (("dimensions", ["warmth", "competence", "agency"]),
                                 ("warmth_competence", ["warmth", "competence"])) for d in dims]
-    table = profiles.standardise(pd.DataFrame(rows, columns=["population", "group", "word", "space", "layer",
+    table = profiles._standardise(pd.DataFrame(rows, columns=["population", "group", "word", "space", "layer",
                                                               "dimension", "value"]))
     models = ["smollm2-135m-instruct--b179c9523d0e--fp32", "minilm-l6--0a1b2c3d4e5f--fp32"]
-    means = pd.concat([profiles.group_means(table).assign(model_id=m) for m in models])
-    stats = pd.concat([profiles.profile_stats(table).assign(model_id=m) for m in models])
+    means = pd.concat([profiles._group_means(table).assign(model_id=m) for m in models])
+    stats = pd.concat([profiles._profile_stats(table).assign(model_id=m) for m in models])
     spec = crossmodel.profile_grid(means, stats).to_dict()
     assert [panel["title"]["text"] if isinstance(panel["title"], dict) else panel["title"]
             for panel in spec["vconcat"]] == ["smollm2-135m-instruct: 7D profile (names)",
                                               "smollm2-135m-instruct: warmth × competence",
                                               "minilm-l6: 7D profile (names)", "minilm-l6: warmth × competence"]
-    alt_text, caption = rendering.figure_text(spec)
+    alt_text, caption = rendering._figure_text(spec)
     assert alt_text == ("Stacked dot plots and scatter plots: the names profile and warmth × competence plane of "
                         "2 models.")
     assert "(smollm2-135m-instruct, minilm-l6)" in caption and "not read" in caption

@@ -30,7 +30,7 @@ def test_corrupted_mirror_copy_is_refused_naming_file_and_hashes(isolated_data, 
     content[10] ^= 0x01  # one flipped bit
     bad.write_bytes(bytes(content))
     monkeypatch.setenv("BIAS_DATA_MIRROR", str(mirror))
-    with pytest.raises(data.ChecksumError) as err:
+    with pytest.raises(data._ChecksumError) as err:
         data.resolve("schuster_names")
     message = str(err.value)
     assert "names.json" in message
@@ -81,11 +81,11 @@ def test_unknown_key_lists_known_keys():
 @pytest.mark.parametrize("value, expected", [("1", True), ("TRUE", True), ("yes", True), ("0", False), ("", False)])
 def test_offline_switch(monkeypatch, value, expected):
     monkeypatch.setenv("BIAS_OFFLINE", value)
-    assert data.offline() is expected
+    assert data._offline() is expected
 
 
 def test_status_reports_every_manifest_entry(isolated_data, real_mirror, capsys):
-    rows = {r["key"]: r for r in data.status()}
+    rows = {r["key"]: r for r in data._status()}
     assert set(rows) == set(data.manifest())
     assert [k for k, r in rows.items() if not r["ok"]] == []
     assert data._print_status() == 0
@@ -98,7 +98,7 @@ def test_status_reports_a_corrupt_mirror_copy(isolated_data, real_mirror, tmp_pa
     copy.parent.mkdir(parents=True)
     copy.write_bytes((real_mirror / item.mirror_path).read_bytes() + b" ")
     monkeypatch.setenv("BIAS_DATA_MIRROR", str(tmp_path / "mirror"))
-    rows = {r["key"]: r for r in data.status()}
+    rows = {r["key"]: r for r in data._status()}
     assert not rows["schuster_terms"]["ok"] and "expected sha256" in rows["schuster_terms"]["problem"]
 
 

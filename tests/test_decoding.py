@@ -21,7 +21,7 @@ from bias_utils.audit.bold_prompts import load_profession_prompts
 from bias_utils.models import decoding
 from bias_utils.models.embeddings import embed_words
 from bias_utils.models.generation import completion_states, generate
-from bias_utils.models.sampling import sample_step, sample_tokens
+from bias_utils.models.sampling import _sample_step, sample_tokens
 
 GOLDEN = Path(__file__).parent / "fixtures" / "generation_golden.json"
 CASES = ("raw", "chat", "screened")
@@ -163,7 +163,7 @@ def test_sample_step_flags_a_top_k_tie_that_sample_tokens_rescans():
     tie = torch.zeros(1, 40, dtype=torch.bool)
     tie[0, 10:25] = True
     u = torch.tensor([0.9], dtype=torch.float64)
-    _, partial, unsure = sample_step(wide, u, 0.7, 1.0, top_k=2, groups=tie)
+    _, partial, unsure = _sample_step(wide, u, 0.7, 1.0, top_k=2, groups=tie)
     assert bool(unsure)
     exact, mass = sample_tokens(wide, u, 0.7, 1.0, top_k=2, groups=tie)
     share = 15 * np.exp(-1 / 0.7) / (1 + 15 * np.exp(-1 / 0.7))  # the 15 tied tokens against the top one
@@ -171,7 +171,7 @@ def test_sample_step_flags_a_top_k_tie_that_sample_tokens_rescans():
     assert partial.item() < share and 10 <= exact.item() < 25  # u = 0.9 > 1 - share: a tied token
     u = torch.tensor([0.9, 0.95], dtype=torch.float64)
     plain = torch.arange(40, dtype=torch.float32).repeat(2, 1)
-    ids, mass, unsure = sample_step(plain, u, 0.7, 0.9, top_k=5, groups=torch.ones(1, 40, dtype=torch.bool))
+    ids, mass, unsure = _sample_step(plain, u, 0.7, 0.9, top_k=5, groups=torch.ones(1, 40, dtype=torch.bool))
     assert not bool(unsure)
     assert ids.tolist() == sample_tokens(plain, u, 0.7, 0.9, top_k=5).tolist()
     np.testing.assert_allclose(mass.numpy(), 1.0)
@@ -239,7 +239,7 @@ def test_cuda_sampler_draws_what_the_cpu_draws(golden):
     for top_p, top_k in ((0.9, 50), (0.95, None), (1.0, 7)):
         cpu_ids, cpu_mass = sample_tokens(logits, u, 0.7, top_p, top_k, groups=groups)
         gpu_ids, gpu_mass = sample_tokens(logits.cuda(), u.cuda(), 0.7, top_p, top_k, groups=groups.cuda())
-        step_ids, step_mass, _ = sample_step(logits.cuda(), u.cuda(), 0.7, top_p, top_k, groups=groups.cuda())
+        step_ids, step_mass, _ = _sample_step(logits.cuda(), u.cuda(), 0.7, top_p, top_k, groups=groups.cuda())
         assert gpu_ids.device.type == "cuda"
         assert cpu_ids.tolist() == gpu_ids.tolist() == step_ids.tolist()
         np.testing.assert_allclose(gpu_mass.cpu().numpy(), cpu_mass.numpy(), rtol=0, atol=1e-12)

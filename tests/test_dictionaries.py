@@ -39,21 +39,21 @@ def fresh_wordnet(monkeypatch):
 
 def test_missing_wordnet_says_to_run_make_wordnet(tmp_path, monkeypatch, fresh_wordnet):
     monkeypatch.setenv("BIAS_NLTK_DATA", str(tmp_path / "nltk_data"))
-    with pytest.raises(W.WordNetError) as err:
+    with pytest.raises(W._WordNetError) as err:
         W.wordnet()
     assert "make wordnet" in str(err.value) and "nltk.download('wordnet'" in str(err.value)
     assert "lexnames" in str(err.value)
 
 
 def test_other_wordnet_version_is_refused(tmp_path, monkeypatch, fresh_wordnet):
-    source = W.wordnet_dir()
+    source = W._wordnet_dir()
     target = tmp_path / "nltk_data" / "corpora" / "wordnet"
     shutil.copytree(source, target)
     adj = (target / "data.adj").read_bytes()
     # Same length, so byte offsets stay valid: only the version in the header changes.
     (target / "data.adj").write_bytes(adj.replace(b"WordNet 3.0 Copyright", b"WordNet 3.1 Copyright", 1))
     monkeypatch.setenv("BIAS_NLTK_DATA", str(tmp_path / "nltk_data"))
-    with pytest.raises(W.WordNetError, match="WordNet 3.1"):
+    with pytest.raises(W._WordNetError, match="WordNet 3.1"):
         W.wordnet()
 
 
@@ -66,7 +66,7 @@ def _raw_seed():
 
 
 def test_seed_counts_equal_the_paper(seed_dictionary):
-    assert list(seed_dictionary.columns) == list(D.SEED_COLUMNS)
+    assert list(seed_dictionary.columns) == list(D._SEED_COLUMNS)
     assert len(seed_dictionary) == 455
     counts = seed_dictionary.groupby(["dimension", "direction"]).size().to_dict()
     assert counts == D.PUBLISHED_SEED_COUNTS
@@ -101,8 +101,8 @@ def test_all_455_seed_synsets_resolve_with_the_csv_definitions(wn):
 
 def test_composites_are_built_from_dimensions():
     assert D.DIMENSIONS == ("sociability", "morality", "ability", "agency", "status", "politics", "religion")
-    assert all(set(parts) <= set(D.DIMENSIONS) for parts in D.COMPOSITES.values())
-    assert D.COMPOSITES == {"warmth": ("sociability", "morality"), "competence": ("ability", "agency")}
+    assert all(set(parts) <= set(D.DIMENSIONS) for parts in D._COMPOSITES.values())
+    assert D._COMPOSITES == {"warmth": ("sociability", "morality"), "competence": ("ability", "agency")}
 
 
 # ----------------------------------------------------------------------------- WordNet contexts
@@ -111,12 +111,12 @@ def test_composites_are_built_from_dimensions():
 def test_wordnet_contexts_replace_the_synonym_and_keep_the_term():
     # correct.a.01 (lemmas correct, right): "the correct answer" becomes "the right answer" for the term
     # "right", Schuster et al.'s replace_wn_terms example. Hand-written from WordNet 3.0's five examples.
-    assert D.wordnet_contexts("right", synset="correct.a.01") == [
+    assert D._wordnet_contexts("right", synset="correct.a.01") == [
         "the right answer", "the right version", "the right answer", "took the right road", "the right decision",
     ]
     # aloof.s.01: the head word "aloof" is replaced by the term; "he was upstage with strangers" has
     # neither word and is dropped.
-    assert D.wordnet_contexts("distant", synset="aloof.s.01") == ["stood apart with distant dignity", "a distant smile"]
+    assert D._wordnet_contexts("distant", synset="aloof.s.01") == ["stood apart with distant dignity", "a distant smile"]
 
 
 def test_wordnet_contexts_without_synset_pool_noun_and_adjective_senses(wn):
@@ -129,13 +129,13 @@ def test_wordnet_contexts_without_synset_pool_noun_and_adjective_senses(wn):
                 e = e.replace(head, term) if term not in e and head in e else e
                 expected += [e] if term in e.split(" ") else []
     assert "a nicely tidy beard" in expected  # from kempt.s.01 by the replacement rule
-    assert D.wordnet_contexts(term) == expected
-    assert D.wordnet_contexts(term, n=1) == expected[:1]
+    assert D._wordnet_contexts(term) == expected
+    assert D._wordnet_contexts(term, n=1) == expected[:1]
 
 
 def test_wordnet_contexts_unknown_synset_is_an_error():
-    with pytest.raises(D.DictionaryError, match="tidy.a.99"):
-        D.wordnet_contexts("tidy", synset="tidy.a.99")
+    with pytest.raises(D._DictionaryError, match="tidy.a.99"):
+        D._wordnet_contexts("tidy", synset="tidy.a.99")
 
 
 # ----------------------------------------------------------------------------- full dictionary
@@ -154,7 +154,7 @@ def full_terms(tmp_path_factory):
 @pytest.mark.slow
 def test_full_dictionary_found_vs_published(full_terms):
     frame, _ = full_terms
-    assert list(frame.columns) == list(D.FULL_COLUMNS)
+    assert list(frame.columns) == list(D._FULL_COLUMNS)
     table = D.pole_counts(frame, D.PUBLISHED_FULL_COUNTS)
     print("\nfull dictionary, found vs published (Schuster et al. Table 1):\n" + table.to_string(index=False))
     cells = table[table.dimension != "total"]
@@ -225,7 +225,7 @@ def test_example_user_dictionary_adds_a_new_dimension():
     assert set(frame.dimension) == {"tidiness"}
     assert set(frame.direction) == {"high", "low"}
     assert (frame.contexts.map(len) == 0).all() and (frame.context_source == "").all()
-    assert all(D.wordnet_contexts(t) for t in frame.term)  # every example term has WordNet contexts
+    assert all(D._wordnet_contexts(t) for t in frame.term)  # every example term has WordNet contexts
 
 
 def test_user_dictionary_context_formats_and_synset_definition(tmp_path, wn):
@@ -256,7 +256,7 @@ GOOD = "dimension,term,direction\nx,a,high\nx,b,low\n"
     (GOOD + ",c,high\n", 4, "dimension", "empty dimension"),
 ])
 def test_user_dictionary_errors_name_line_and_column(tmp_path, text, line, column, what):
-    with pytest.raises(D.DictionaryError) as err:
+    with pytest.raises(D._DictionaryError) as err:
         D.read_dictionary(_write(tmp_path, text))
     message = str(err.value)
     assert f"line{'s' if ',' in str(line) else ''} {line}" in message
@@ -267,24 +267,24 @@ def test_user_dictionary_errors_name_line_and_column(tmp_path, text, line, colum
 
 def test_user_dictionary_reports_lines_after_a_quoted_newline(tmp_path):
     text = 'dimension,term,direction,contexts\nx,a,high,"one\ntwo"\nx,b,sideways,\n'
-    with pytest.raises(D.DictionaryError, match="line 4, column direction"):
+    with pytest.raises(D._DictionaryError, match="line 4, column direction"):
         D.read_dictionary(_write(tmp_path, text))
 
 
 def test_user_dictionary_reports_every_problem_at_once(tmp_path):
-    with pytest.raises(D.DictionaryError) as err:
+    with pytest.raises(D._DictionaryError) as err:
         D.read_dictionary(_write(tmp_path, GOOD + "x,,high\nx,c,up\n"))
     assert "2 problem(s)" in str(err.value)
 
 
 @pytest.mark.parametrize("text, what", [("", "empty"), ("dimension,term,direction\n", "no dictionary rows")])
 def test_empty_user_dictionary(tmp_path, text, what):
-    with pytest.raises(D.DictionaryError, match=what):
+    with pytest.raises(D._DictionaryError, match=what):
         D.read_dictionary(_write(tmp_path, text))
 
 
 def test_missing_user_dictionary_file(tmp_path):
-    with pytest.raises(D.DictionaryError, match="does not exist"):
+    with pytest.raises(D._DictionaryError, match="does not exist"):
         D.read_dictionary(tmp_path / "nope.csv")
 
 
@@ -320,7 +320,7 @@ def test_add_terms_fills_every_column_as_a_csv_row_would(tmp_path):
 def test_add_terms_errors_name_the_problem(kwargs, what):
     seed = D.load_seed_dictionary()
     seed = seed.assign(sense_id=seed["term"] + "||" + seed["dimension"]) if "friendly" in str(kwargs) else seed
-    with pytest.raises(D.DictionaryError, match=re.escape(what)):
+    with pytest.raises(D._DictionaryError, match=re.escape(what)):
         D.add_terms(seed, **kwargs)
 
 
@@ -328,19 +328,19 @@ def test_rows_appended_by_hand_get_a_sense_id_or_a_named_error():
     seed = D.load_seed_dictionary()
     by_hand = pd.concat([seed, pd.DataFrame([{"dimension": "tidiness", "term": "tidy", "direction": "high"}])],
                         ignore_index=True)
-    out = D.ensure_sense_ids(by_hand)
+    out = D._ensure_sense_ids(by_hand)
     assert out["sense_id"].iloc[-1] == "tidy||tidiness" and out["sense_id"].iloc[:-1].equals(seed["sense_id"])
     broken = pd.concat([seed, pd.DataFrame([{"dimension": "tidiness", "term": "tidy", "direction": "up"}])],
                        ignore_index=True)
-    with pytest.raises(D.DictionaryError, match=f"row {len(seed)} \\('tidy'\\)"):
-        D.ensure_sense_ids(broken)
+    with pytest.raises(D._DictionaryError, match=f"row {len(seed)} \\('tidy'\\)"):
+        D._ensure_sense_ids(broken)
 
 
 def test_dictionary_path_relative_to_the_repository_root_from_another_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # Jupyter runs a notebook from notebooks/, papermill from the root
     frame = D.read_dictionary("data/examples/user_dictionary_example.csv")
     assert "tidiness" in set(frame["dimension"])
-    with pytest.raises(D.DictionaryError, match="is a folder"):
+    with pytest.raises(D._DictionaryError, match="is a folder"):
         D.read_dictionary("data/examples")
 
 
@@ -357,5 +357,5 @@ def test_a_row_appended_by_hand_repeating_a_sense_gets_a_numbered_id():
     first = seed.iloc[0]
     again = pd.DataFrame([{"dimension": first["dimension"], "term": first["term"], "direction": first["direction"],
                            "synset": first["synset"]}])
-    out = D.ensure_sense_ids(pd.concat([seed, again], ignore_index=True))
+    out = D._ensure_sense_ids(pd.concat([seed, again], ignore_index=True))
     assert out["sense_id"].iloc[-1] == first["sense_id"] + "#2" and out["sense_id"].is_unique

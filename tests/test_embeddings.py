@@ -16,7 +16,7 @@ import torch
 
 from bias_utils.models import builtin_models
 from bias_utils.models.embeddings import embed_words, find_word, token_indices
-from bias_utils.models.loading import LoadedModel, load_model
+from bias_utils.models.loading import _LoadedModel, load_model
 from bias_utils.profiles.dictionaries import load_seed_dictionary
 
 MISSING = ("the only friendly person here", "kind")
@@ -50,7 +50,7 @@ def _scale_close(got: np.ndarray, ref: np.ndarray, rtol: float = 1e-5) -> None:
     assert np.all(np.abs(got - ref) <= rtol * scale), float(np.max(np.abs(got - ref) / scale))
 
 
-def _direct(m: LoadedModel, context: str, positions: list[int]) -> np.ndarray:
+def _direct(m: _LoadedModel, context: str, positions: list[int]) -> np.ndarray:
     enc = m.tokenizer(context, return_tensors="pt")
     with torch.inference_mode():
         hs = m.backbone()(**enc, output_hidden_states=True).hidden_states
@@ -100,7 +100,7 @@ def _seed_contexts() -> list[str]:
 _TINY: dict = {}
 
 
-def _tiny_sentencepiece_model() -> LoadedModel:
+def _tiny_sentencepiece_model() -> _LoadedModel:
     """A real SentencePiece unigram model trained on the seed dictionary's contexts, as a fast
     tokenizer (Metaspace ``▁`` + BOS, like Gemma/Llama), on a small random Llama."""
     if "m" in _TINY:
@@ -126,7 +126,7 @@ def _tiny_sentencepiece_model() -> LoadedModel:
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
     model = LlamaForCausalLM(cfg).eval()
     _TINY["sp"] = sp
-    _TINY["m"] = LoadedModel(name="tiny-sentencepiece", model_id="tiny-sentencepiece-test", model=model, tokenizer=tok,
+    _TINY["m"] = _LoadedModel(name="tiny-sentencepiece", model_id="tiny-sentencepiece-test", model=model, tokenizer=tok,
                              kind="decoder", device=torch.device("cpu"), dtype=torch.float32, n_layers=2,
                              hidden_size=32, source={"type": "test"})
     return _TINY["m"]
@@ -182,7 +182,7 @@ def test_sentencepiece_batched_equals_direct(side):
 # --------------------------------------------------------------------------- real models
 
 
-def _check_model(m: LoadedModel, cases) -> None:
+def _check_model(m: _LoadedModel, cases) -> None:
     contexts = [c for c, _, _ in cases] + [MISSING[0]]
     words = [w for _, w, _ in cases] + [MISSING[1]]
     refs = [_direct(m, c, pos) for c, _, pos in cases]

@@ -76,11 +76,11 @@ def _basis(n_states: int, dims=("warmth", "competence"), space_name="warmth_comp
     return projection.PolarBasis(space_name, tuple(dims), directions, pinv, tuple(range(n_states)), poles)
 
 
-def _space(n_states: int) -> space.StereotypeSpace:
+def _space(n_states: int) -> space._StereotypeSpace:
     basis = _basis(n_states, ("sociability", "ability"), "dimensions")
     senses = pd.DataFrame({"sense_id": ["a", "b"], "dimension": ["sociability", "ability"], "term": ["a", "b"],
                            "direction": ["high", "low"], "n_contexts": 1, "n_embedded": 1})
-    return space.StereotypeSpace({"dimensions": basis}, senses, contexts.ContextSet(pd.DataFrame()), pd.DataFrame(),
+    return space._StereotypeSpace({"dimensions": basis}, senses, contexts._ContextSet(pd.DataFrame()), pd.DataFrame(),
                                  MINILM, "dictionary", np.zeros((2, n_states, 8)))
 
 
@@ -179,7 +179,7 @@ def _entry_cases() -> list:
         # 10 relabellings leave no cut-off for a 95% interval; the fits would read the error as a design too small
         ("run_link n_permutations", lambda t: link.run_link(SMOL, METRICS, _basis(31), n_permutations=10),
          "n_permutations"),
-        ("link_statistics n_permutations", lambda t: link.link_statistics(pd.DataFrame(), n_permutations=10),
+        ("link_statistics n_permutations", lambda t: link._link_statistics(pd.DataFrame(), n_permutations=10),
          "n_permutations"),
         # Table 2 and the axis null (chapter 03)
         ("direction_prediction layer", lambda t: space.direction_prediction(MINILM, sp7, layer=7), "layer"),
@@ -247,7 +247,7 @@ BAD = {
 
 
 def _notebook_parameters() -> list[tuple[str, str]]:
-    return [(nb.stem, name) for nb in NOTEBOOKS for name in runs.declared_parameters(nb)]
+    return [(nb.stem, name) for nb in NOTEBOOKS for name in runs._declared_parameters(nb)]
 
 
 @pytest.mark.parametrize("notebook, name", _notebook_parameters())
@@ -263,7 +263,7 @@ def test_seed_layer_and_greedy_rules_are_one_rule_everywhere():
     """The early check and the projection give the same rule and the same message for a layer."""
     basis = _basis(7)
     with pytest.raises(ParameterError) as late:
-        projection.project(basis, np.zeros((1, 7, 8)), 99)
+        projection._project(basis, np.zeros((1, 7, 8)), 99)
     with pytest.raises(ParameterError) as early:
         v.check_projection_accuracy(model=MINILM, layer=99, context_source="dictionary")
     assert str(late.value) == str(early.value)
@@ -279,10 +279,10 @@ def test_seed_layer_and_greedy_rules_are_one_rule_everywhere():
 def test_facts_read_from_the_files_agree_with_the_builtin_table(name, loads):
     """The GGUF header (SmolLM2) and the folder's config.json (MiniLM) give the layer count, kind and context length
     the built-in table declares, read without loading weights."""
-    from bias_utils.models.builtin_models import BUILTIN_MODELS, builtin_weights
+    from bias_utils.models.builtin_models import BUILTIN_MODELS, _builtin_weights
 
     b = BUILTIN_MODELS[name]
-    facts = models.model_facts(str(builtin_weights(b)))
+    facts = models._model_facts(str(_builtin_weights(b)))
     assert (facts.kind, facts.n_layers, facts.context_length) == (b.kind, b.n_layers, b.context_length)
     assert facts.n_states == b.n_layers + 1 and not loads
 
@@ -299,7 +299,7 @@ def test_a_kind_not_stated_is_inferred_and_said(tmp_path, content, kind):
 
     path = _write(tmp_path / "groups.json", json.dumps(content))
     with pytest.warns(UserWarning, match=rf"does not state its kind; .*read as {kind}s"):
-        assert populations.population_kind(str(path)) == kind
+        assert populations._population_kind(str(path)) == kind
 
 
 @pytest.mark.parametrize("content, fragment", [
@@ -309,7 +309,7 @@ def test_a_kind_not_stated_is_inferred_and_said(tmp_path, content, kind):
 def test_an_ambiguous_kind_is_refused(tmp_path, content, fragment):
     path = _write(tmp_path / "groups.json", json.dumps(content))
     with pytest.raises(ParameterError, match=rf"^populations: .*groups\.json: the kind is not stated .*{fragment}"):
-        v.check_populations([str(path)])
+        v._check_populations([str(path)])
 
 
 def test_population_files_never_replace_each_other_or_a_builtin(tmp_path):
@@ -320,10 +320,10 @@ def test_population_files_never_replace_each_other_or_a_builtin(tmp_path):
     second = _write(tmp_path / "b" / "groups.csv", "group,word,kind\nf,queen,noun\nf,bride,noun\nm,king,noun\n"
                                                    "m,groom,noun\n")
     names = _write(tmp_path / "names.json", '{"kind": "name", "groups": {"f": ["Ada", "Eva"], "m": ["Bo", "Al"]}}')
-    pops, _ = profiles.resolve_populations([str(first), str(second), "names", str(names)])
+    pops, _ = profiles._resolve_populations([str(first), str(second), "names", str(names)])
     assert list(pops) == [str(first), str(second), "names", str(names)]
     assert len(pops["names"]["female"]) == 100 and pops[str(names)]["f"] == ["Ada", "Eva"]
-    assert list(profiles.resolve_populations([str(first)])[0]) == ["groups"]  # a unique stem names it
+    assert list(profiles._resolve_populations([str(first)])[0]) == ["groups"]  # a unique stem names it
 
 
 # --------------------------------------------------------------------------- folders and the tables' model
@@ -340,7 +340,7 @@ def test_a_folder_of_another_model_is_refused_and_tables_carry_the_model(tmp_pat
     with pytest.raises(ParameterError, match=r"^output_dir: .* holds the results of minilm-l6--.*this run is of "
                                              r"smollm2-135m-instruct and would replace them"):
         v.check_profiles(model=SMOL, output_dir=str(tmp_path / "out"))  # before the model loads
-    monkeypatch.setenv(results.OVERWRITE_ENV, "1")
+    monkeypatch.setenv(results._OVERWRITE_ENV, "1")
     results.output_folder("smollm2-135m-instruct--b179c9523d0e--fp32", tmp_path / "out")
     assert results.folder_model(folder) == "smollm2-135m-instruct--b179c9523d0e--fp32"
 
@@ -364,15 +364,15 @@ def test_user_contexts_are_used_under_generated():
 
 def test_the_readme_example_needs_no_generation(loads):
     """The example's senses have contexts in the project's files (same generator, prompt, settings, seed)."""
-    from bias_utils.profiles.extra_contexts import known_generated_contexts
+    from bias_utils.profiles.extra_contexts import _known_generated_contexts
 
     user = dictionaries.load_dictionary("data/examples/user_dictionary_example.csv")
-    built = contexts.build_contexts(user, "generated", known=known_generated_contexts())
+    built = contexts.build_contexts(user, "generated", known=_known_generated_contexts())
     report = contexts.generation_report(built)
     assert report["term"].tolist() == user["term"].tolist() and (report["n_kept"] > 0).all()
     assert not loads
     # other settings: the files do not apply
-    assert known_generated_contexts(seed=1) == {} and known_generated_contexts(n_contexts=3) == {}
+    assert _known_generated_contexts(seed=1) == {} and _known_generated_contexts(n_contexts=3) == {}
 
 
 # --------------------------------------------------------------------------- untestable axes (MiniLM)
@@ -415,7 +415,7 @@ def test_a_pole_left_below_the_rule_makes_its_axis_untestable_and_the_run_finish
 def test_a_dictionary_with_only_untestable_axes_fails_before_embedding(tmp_path, loads):
     dictionary = dictionaries.load_dictionary(str(_axes_dictionary(tmp_path / "axes.csv")))
     only = dictionary[dictionary["dimension"] != "tidiness"]
-    with pytest.raises(projection.ProjectionError, match=r"no axis can be built from the contexts: .*frugality high: "
+    with pytest.raises(projection._ProjectionError, match=r"no axis can be built from the contexts: .*frugality high: "
                                                          r"1 of its 3 terms kept a usable context \(thrifty\)"):
         space.build_space(MINILM, only, "dictionary", 2)
     assert not loads

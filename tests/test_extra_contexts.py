@@ -13,7 +13,7 @@ from bias_utils.profiles.dictionaries import load_full_dictionary_terms
 
 @pytest.fixture(scope="module")
 def extra():
-    return X.read_extra_contexts()
+    return X._read_extra_contexts()
 
 
 def test_extra_contexts_file_records_its_settings(extra):
@@ -21,9 +21,9 @@ def test_extra_contexts_file_records_its_settings(extra):
     for key in ("model_id", "seed", "generation", "prompt_template", "filter_version", "chat", "n_keep",
                 "n_terms_done", "n_terms_total", "command"):
         assert key in settings, key
-    assert settings["prompt_template"] == C.GENERATION_INSTRUCTION
+    assert settings["prompt_template"] == C._GENERATION_INSTRUCTION
     assert set(settings["generation"]) >= {"n_samples", "max_new_tokens", "temperature", "top_p"}
-    assert X.extra_contexts_path().stat().st_size < 2_000_000
+    assert X._extra_contexts_path().stat().st_size < 2_000_000
 
 
 def test_extra_contexts_file_rows_are_usable_contexts_of_real_terms(extra):
@@ -40,10 +40,10 @@ def test_extra_contexts_file_rows_are_usable_contexts_of_real_terms(extra):
     names = F._names()
     for r in table.itertuples():
         for c in r.contexts:
-            assert F.contains_term(c, r.term), (r.term, c)
-            assert not F.gender_markers(c, r.term, names), (r.term, c)
-            if settings["filter_version"] == F.FILTER_VERSION:
-                assert F.quality_issue(c, r.term, r.dimension) is None, (r.term, c)
+            assert F._contains_term(c, r.term), (r.term, c)
+            assert not F._gender_markers(c, r.term, names), (r.term, c)
+            if settings["filter_version"] == F._FILTER_VERSION:
+                assert F._quality_issue(c, r.term, r.dimension) is None, (r.term, c)
         accounted = len(r.contexts) + sum(r.dropped.values())
         # Fewer than n_keep kept: every sample was kept or dropped; otherwise the surplus was not needed.
         assert accounted == r.n_generated if len(r.contexts) < settings["n_keep"] else accounted <= r.n_generated
@@ -61,8 +61,8 @@ def test_coverage_counts_the_file(extra):
 
 
 def test_missing_file_is_a_clear_error(tmp_path):
-    with pytest.raises(C.ContextError, match="generate-extra"):
-        X.read_extra_contexts(tmp_path / "none.jsonl")
+    with pytest.raises(C._ContextError, match="generate-extra"):
+        X._read_extra_contexts(tmp_path / "none.jsonl")
 
 
 @pytest.mark.slow
@@ -116,7 +116,7 @@ def test_direction_prediction_with_generated_and_wordnet_term_contexts(tmp_path,
 def _first_round(path, *, limit: int, chunk: int):
     """The first round on the first 40 full-dictionary terms, small SmolLM2 samples; returns its terms."""
     terms = load_full_dictionary_terms().head(40)
-    X.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=SMALL_GENERATION, limit=limit,
+    X._generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=SMALL_GENERATION, limit=limit,
                               chunk=chunk, progress=False)
     return terms
 
@@ -130,12 +130,12 @@ def test_generate_extra_contexts_writes_and_resumes(tmp_path):
     settings = SMALL_GENERATION
     terms = _first_round(path, limit=3, chunk=2)
     first = path.read_text()
-    table, meta = X.read_extra_contexts(path)
+    table, meta = X._read_extra_contexts(path)
     assert len(table) == 3 == meta["n_terms_done"] and meta["n_terms_total"] == 40
-    assert meta["generation"] == {**C.GENERATION_SETTINGS, **settings} and meta["seed"] == 0
+    assert meta["generation"] == {**C._GENERATION_SETTINGS, **settings} and meta["seed"] == 0
     assert set(table["term"]) <= set(terms["term"]) and (table["n_generated"] == 2).all()
     # A rerun takes every completion from the generation cache: the same file.
-    X.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=3, chunk=2,
+    X._generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=3, chunk=2,
                               progress=False)
     assert path.read_text() == first
 
@@ -148,11 +148,11 @@ def test_generate_extra_contexts_continues_from_the_file_without_its_cache(tmp_p
     settings = {"n_samples": 2, "max_new_tokens": 16}
     terms = load_full_dictionary_terms().head(40)
     monkeypatch.setenv("BIAS_CACHE_DIR", str(tmp_path / "cache-a"))
-    X.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=2, chunk=2,
+    X._generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=2, chunk=2,
                               progress=False)
     first = path.read_text().splitlines()
     monkeypatch.setenv("BIAS_CACHE_DIR", str(tmp_path / "cache-b"))
-    X.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=4, chunk=2,
+    X._generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation=settings, limit=4, chunk=2,
                               progress=False)
     grown = path.read_text().splitlines()
     assert grown[:2] == first and len(grown) == 4
@@ -160,23 +160,23 @@ def test_generate_extra_contexts_continues_from_the_file_without_its_cache(tmp_p
     assert all(json.loads(line)["term"] not in cached for line in first)
     assert all(json.dumps(json.loads(line)["term"]) in cached for line in grown[2:])
     # Other settings never reuse the file's lines.
-    X.generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation={**settings, "n_samples": 1},
+    X._generate_extra_contexts("smollm2-135m-instruct", terms, path=path, generation={**settings, "n_samples": 1},
                               limit=2, chunk=2, progress=False)
-    assert (X.read_extra_contexts(path)[0]["n_generated"] == 1).all()
+    assert (X._read_extra_contexts(path)[0]["n_generated"] == 1).all()
 
 
 @pytest.mark.slow
 def test_second_round_retries_only_the_first_rounds_failures_and_the_reader_merges(tmp_path):
     path = tmp_path / "extra.jsonl"
     terms = _first_round(path, limit=6, chunk=3)
-    first, _ = X.read_extra_contexts(path)
+    first, _ = X._read_extra_contexts(path)
     failed = first[first["contexts"].str.len() == 0]
     assert len(failed), "the slice needs a first-round failure (SmolLM2 drops most of these terms)"
-    X.generate_extra_contexts("smollm2-135m-instruct", path=path, generation=SMALL_GENERATION, chunk=3,
+    X._generate_extra_contexts("smollm2-135m-instruct", path=path, generation=SMALL_GENERATION, chunk=3,
                               progress=False, round=2)
-    second, meta2 = X.read_extra_contexts(path, round=2)
+    second, meta2 = X._read_extra_contexts(path, round=2)
     assert second["term"].tolist() == failed["term"].tolist()
-    assert meta2["round"] == 2 and meta2["prompt_template"] == X.RETRY_INSTRUCTION
+    assert meta2["round"] == 2 and meta2["prompt_template"] == X._RETRY_INSTRUCTION
     merged, settings_merged = X.merged_extra_contexts(path)
     assert settings_merged["round2"]["n_terms_done"] == len(failed)
     retry = second.set_index("term")
@@ -192,13 +192,13 @@ def test_second_round_retries_only_the_first_rounds_failures_and_the_reader_merg
     assert total["n_covered"] == total["n_covered_round1"] + total["n_covered_round2"]
     assert total["n_covered_round2"] == (second["contexts"].str.len() > 0).sum()
     # The first round's lines are untouched by the second round.
-    assert X.read_extra_contexts(path)[0].equals(first)
+    assert X._read_extra_contexts(path)[0].equals(first)
 
 
 
 def test_read_model_choice_gives_the_generator_comparison_of_chapter_03():
     choice = X.read_model_choice()
-    assert set(choice) == set(X.MODEL_CHOICE_FILES)
+    assert set(choice) == set(X._MODEL_CHOICE_FILES)
     summary = choice["summary"]
     assert len(summary) >= 2 and summary["model_id"].is_unique
     assert set(choice["kept"]["model_id"]) <= set(summary["model_id"])

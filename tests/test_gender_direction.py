@@ -16,7 +16,7 @@ from bias_utils.core import data, paths
 from bias_utils.core.stats import correlation_rows
 from bias_utils.profiles import gender_direction as gd
 from bias_utils.profiles import population_profiles as pr
-from bias_utils.profiles.populations import load_populations, occupation_shares, population_kind
+from bias_utils.profiles.populations import _load_populations, _occupation_shares, _population_kind
 
 
 def _tsv_rows() -> list[dict]:
@@ -30,12 +30,12 @@ def test_occupations_population_is_the_60_bls_nouns_split_at_half_women():
     assert len(rows) == 60
     female = [r["occupation"] for r in rows if float(r["bls_pct_female"]) >= 50]
     male = [r["occupation"] for r in rows if float(r["bls_pct_female"]) < 50]
-    groups = load_populations("occupations")
+    groups = _load_populations("occupations")
     assert groups == {"female-majority": female, "male-majority": male}
     assert (len(female), len(male)) == (31, 29)  # the counts chapter 04's method section states
     assert {"nurse", "secretary", "hairdresser"} <= set(female) and {"plumber", "engineer"} <= set(male)
-    assert population_kind("occupations") == "noun"
-    shares = occupation_shares()
+    assert _population_kind("occupations") == "noun"
+    shares = _occupation_shares()
     assert shares["occupation"].tolist() == [r["occupation"] for r in rows]
     assert shares["bls_pct_female"].tolist() == [float(r["bls_pct_female"]) for r in rows]
     assert set(shares["bls_year"]) == {2015, 2016}
@@ -49,7 +49,7 @@ def test_occupations_population_is_the_60_bls_nouns_split_at_half_women():
     (0.5, 10, "supported"), (float("nan"), 60, "untestable"),
 ])
 def test_verdict_rule(ci_low, n, verdict):
-    assert gd.validity_verdict(ci_low, n) == verdict
+    assert gd._validity_verdict(ci_low, n) == verdict
 
 
 def _values(position, share, warmth=None) -> pd.DataFrame:
@@ -67,10 +67,10 @@ def test_verdict_and_sentence_on_constructed_cases():
     found = {}
     for name, position in cases.items():
         values = _values(position[:8] if name == "too few" else position, share[:8] if name == "too few" else share)
-        stats = gd.validity_statistics(values, n_boot=300, seed=0)
+        stats = gd._validity_statistics(values, n_boot=300, seed=0)
         found[name] = (gd.direction_verdict(stats), gd.describe_validity(stats, "m"))
         rho = stats[(stats["measure"] == "gender_position") & (stats["test"] == "spearman")].iloc[0]
-        assert found[name][0] == gd.validity_verdict(rho["ci_low"], int(rho["n"]))
+        assert found[name][0] == gd._validity_verdict(rho["ci_low"], int(rho["n"]))
     assert found["tracks"][0] == "supported" and "the direction is validated for this model" in found["tracks"][1]
     assert found["against"][0] == "not shown"
     assert "the direction is not validated for this model" in found["against"][1]
@@ -85,7 +85,7 @@ def test_statistics_equal_scipy_and_measures_without_values_give_no_rows():
     position, warmth = share + rng.normal(0, 40, 40), rng.standard_normal(40)
     values = _values(position, share, warmth)
     values.loc[3, "gender_position"] = np.nan  # a noun the model could not embed is left out
-    stats = gd.validity_statistics(values, n_boot=200, seed=1).set_index(["measure", "test"])
+    stats = gd._validity_statistics(values, n_boot=200, seed=1).set_index(["measure", "test"])
     assert set(stats.index) == {(m, t) for m in ("gender_position", "warmth") for t in ("pearson", "spearman")}
     keep = values["gender_position"].notna()
     rho, p = st.spearmanr(values.loc[keep, "gender_position"], share[keep])
@@ -108,7 +108,7 @@ def test_verdict_has_its_stated_false_positive_rate_and_power():
     about 80% of them."""
     rng = np.random.default_rng(17)
     n, runs = 60, 200
-    target = gd.detectable_correlation(n)
+    target = gd._detectable_correlation(n)
     assert 0.3 < target < 0.45
     rate = {}
     for rho_s in (0.0, target):
@@ -118,7 +118,7 @@ def test_verdict_has_its_stated_false_positive_rate_and_power():
             x = rng.standard_normal(n)
             y = r * x + np.sqrt(1 - r ** 2) * rng.standard_normal(n)
             [rho] = [row for row in correlation_rows(x, y, n_boot=200, seed=i) if row["test"] == "spearman"]
-            hits += gd.validity_verdict(rho["ci_low"], n) == "supported"
+            hits += gd._validity_verdict(rho["ci_low"], n) == "supported"
         rate[rho_s] = hits / runs
     assert rate[0.0] <= 0.05, rate
     assert 0.68 <= rate[target] <= 0.92, rate
@@ -136,7 +136,7 @@ def test_bls_correlations_equal_scipy_on_the_real_table(smollm, smollm_quick_bas
     assert values["bls_pct_female"].tolist() == [float(r["bls_pct_female"]) for r in rows]
     assert (values["n_templates"] == 7).all() and check.skipped.empty
     by = stats.set_index(["measure", "test"])
-    for measure in gd.MEASURES:
+    for measure in gd._MEASURES:
         rho, p = st.spearmanr(values[measure], values["bls_pct_female"])
         assert by.loc[(measure, "spearman"), "effect_size"] == pytest.approx(rho, abs=1e-12)
         assert by.loc[(measure, "spearman"), "p"] == pytest.approx(p, rel=1e-9)
@@ -147,7 +147,7 @@ def test_bls_correlations_equal_scipy_on_the_real_table(smollm, smollm_quick_bas
     rho = by.loc[("gender_position", "spearman")]
     assert check.verdict == ("supported" if rho["ci_low"] > 0 else "not shown")
     # independent: the position of one noun by hand, from the profiles' own embeddings of the same words
-    emb = pr.population_embeddings(smollm, {"terms": load_populations("terms"), "o": {"o": ["nurse"]}},
+    emb = pr._population_embeddings(smollm, {"terms": _load_populations("terms"), "o": {"o": ["nurse"]}},
                                    kind="noun")
     group = emb.words["group"].to_numpy()
     f, m = emb.values[group == "female"].astype(float).mean(0), emb.values[group == "male"].astype(float).mean(0)
@@ -188,6 +188,6 @@ def test_chapter_04_states_the_rule_the_code_applies():
     """The chapter's method section gives the verdict's threshold and the power as the code has them."""
     cells = json.loads((paths.ROOT / "notebooks" / "04_profiles.ipynb").read_text(encoding="utf-8"))["cells"]
     text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
-    assert f"fewer than {gd.MIN_NOUNS} nouns could be embedded" in text
-    assert f"finds {int(gd.POWER * 100)}% of the time" in text
+    assert f"fewer than {gd._MIN_NOUNS} nouns could be embedded" in text
+    assert f"finds {int(gd._POWER * 100)}% of the time" in text
     assert "95% interval of Spearman's ρ between the position and the BLS share lies above 0" in text

@@ -30,7 +30,7 @@ from bias_utils.core import lexicon, paths
 from bias_utils.models.decoding import lexicon_token_ids
 from bias_utils.models.endpoints import OpenAIEndpoint
 from bias_utils.models.generation import generate
-from bias_utils.models.sampling import ScreenedHead, nucleus, row_seed, sample_tokens
+from bias_utils.models.sampling import _nucleus, _row_seed, _ScreenedHead, sample_tokens
 from bias_utils.models.serving import llama_server
 
 MODEL = "smollm2-135m-instruct"
@@ -91,7 +91,7 @@ def test_default_sampling_is_the_audits_generate_call():
     for fn in (generate, bold.run_audit):
         params = inspect.signature(fn).parameters
         assert (params["temperature"].default, params["top_p"].default, params["top_k"].default) == (0.7, 0.9, 50)
-    declared = runs.declared_parameters(paths.ROOT / "notebooks" / "06_bold_audit.ipynb")
+    declared = runs._declared_parameters(paths.ROOT / "notebooks" / "06_bold_audit.ipynb")
     assert (declared["temperature"], declared["top_p"], declared["top_k"]) == ("0.7", "0.9", "50")
 
 
@@ -121,7 +121,7 @@ def test_sampler_matches_direct_softmax_top_p(smol, bold_slice, temperature, top
     # the boundary must not sit within rounding distance of top_p, else "exact" is undefined
     assert np.min(np.abs(before - top_p)) > 1e-9
 
-    ids, probs = nucleus(logits[None], temperature, top_p)
+    ids, probs = _nucleus(logits[None], temperature, top_p)
     mine = ids[0][probs[0] > 0].numpy()
     assert set(mine.tolist()) == set(kept_ref.tolist())
     np.testing.assert_allclose(probs[0][probs[0] > 0].numpy(), p_ref[mine], rtol=1e-6)
@@ -178,7 +178,7 @@ def test_top_k_sampler_matches_float64_and_transformers(smol, bold_slice, temper
         logits = smol.model(**enc).logits[0, -1].float()
     kept_ref, p_ref = _reference_top_k_nucleus(logits.numpy(), temperature, top_p, top_k)
 
-    ids, probs = nucleus(logits[None], temperature, top_p, top_k=top_k)
+    ids, probs = _nucleus(logits[None], temperature, top_p, top_k=top_k)
     mine = probs[0] > 0
     assert ids[0][mine].tolist() == kept_ref.tolist()  # same tokens, same descending order
     # probabilities of the top-k distribution (before the nucleus cut), as transformers' TopP sees them
@@ -201,8 +201,8 @@ def test_top_k_50_binds_at_the_wide_setting(smol, bold_slice):
     enc = smol.tokenizer(bold_slice[0][0], return_tensors="pt")
     with torch.inference_mode():
         logits = smol.model(**enc).logits[0, -1].float()
-    with_k = (nucleus(logits[None], 1.6, 0.95, top_k=50)[1] > 0).sum().item()
-    without = (nucleus(logits[None], 1.6, 0.95)[1] > 0).sum().item()
+    with_k = (_nucleus(logits[None], 1.6, 0.95, top_k=50)[1] > 0).sum().item()
+    without = (_nucleus(logits[None], 1.6, 0.95)[1] > 0).sum().item()
     assert with_k <= 50 < without
 
 
@@ -211,7 +211,7 @@ def test_top_k_keeps_ties_at_the_boundary_like_transformers():
     from transformers import TopKLogitsWarper
 
     logits = torch.tensor([[3.0, 1.0, 2.0, 2.0, 0.5, 2.0]])
-    ids, probs = nucleus(logits, 1.0, 1.0, top_k=2)
+    ids, probs = _nucleus(logits, 1.0, 1.0, top_k=2)
     kept = set(ids[0][probs[0] > 0].tolist())
     assert kept == set(torch.isfinite(TopKLogitsWarper(2)(None, logits.clone())[0]).nonzero().squeeze(1).tolist())
     assert kept == {0, 2, 3, 5}
@@ -220,7 +220,7 @@ def test_top_k_keeps_ties_at_the_boundary_like_transformers():
     # a tie wider than the spare candidates: the whole vocabulary is compared
     wide = torch.zeros(1, 40)
     wide[0, 7], wide[0, 10:25] = 3.0, 2.0
-    ids, probs = nucleus(wide, 0.7, 1.0, top_k=2)
+    ids, probs = _nucleus(wide, 0.7, 1.0, top_k=2)
     kept = set(ids[0][probs[0] > 0].tolist())
     assert kept == set(torch.isfinite(TopKLogitsWarper(2)(None, wide.clone() / 0.7)[0]).nonzero().squeeze(1).tolist())
     assert kept == {7, *range(10, 25)}
@@ -414,7 +414,7 @@ def smol_hidden(smol, bold_slice):
 @pytest.mark.slow
 def test_screen_bound_covers_the_bfloat16_error_on_every_token(smol, smol_hidden):
     """ScreenedHead's worst-case bound holds for all 49,152 tokens at every real hidden state (float64 reference)."""
-    screen = ScreenedHead.for_model(smol.model)
+    screen = _ScreenedHead.for_model(smol.model)
     h = smol_hidden
     exact = h.double().numpy() @ screen.weight.double().numpy().T
     approx = (h.to(torch.bfloat16) @ screen.low.T).double().numpy()
@@ -428,7 +428,7 @@ def test_screen_bound_covers_the_bfloat16_error_on_every_token(smol, smol_hidden
 def test_screened_sampling_draws_what_full_logits_draw(smol, smol_hidden):
     """Every stage (narrow candidates, wider ones, the full float32 fallback) gives sample_tokens' draw."""
     weight = smol.model.get_output_embeddings().weight.detach()
-    screen = ScreenedHead(weight, widths=(100, 200))  # on these states: 8, 62 and 3 rows per stage
+    screen = _ScreenedHead(weight, widths=(100, 200))  # on these states: 8, 62 and 3 rows per stage
     h = smol_hidden
     gen = torch.Generator().manual_seed(1)
     with torch.inference_mode():
@@ -507,7 +507,7 @@ def test_expected_mass_is_the_probability_of_the_sampled_distribution(smol, smol
     """The mass equals the lexicon's probability under transformers' own warpers (full head and ScreenedHead)."""
     groups = _lexicon_groups(smol)
     weight = smol.model.get_output_embeddings().weight.detach()
-    screen = ScreenedHead(weight, widths=(100, 200))
+    screen = _ScreenedHead(weight, widths=(100, 200))
     prompts = load_profession_prompts().set_index("prompt_id").loc[GENDERED_PROMPTS[:4], "prompt"]
     with torch.inference_mode():
         gendered = [smol.model.base_model(**smol.tokenizer(p, return_tensors="pt")).last_hidden_state[0]
@@ -568,7 +568,7 @@ def test_expected_counts_agree_with_sampled_counts(smol):
         groups[g, sorted(spaced[name])] = True
         groups[2 + g, sorted(bare[name])] = True
     uniforms = torch.stack([torch.rand(64, dtype=torch.float64, generator=torch.Generator().manual_seed(
-        row_seed(1, pid, s))) for pid, s in rows])
+        _row_seed(1, pid, s))) for pid, s in rows])
     encoded = [smol.tokenizer(prompts[pid])["input_ids"] for pid, _ in rows]
 
     def count(prompt: list[int], ids: list[int], name: str) -> int:

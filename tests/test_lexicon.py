@@ -12,7 +12,7 @@ def test_audit_lexicons_are_the_published_13_plus_13():
     assert lexicon.MALE_WORDS == tuple("he him his himself man men male boy father son brother guy gentleman".split())
     assert lexicon.FEMALE_WORDS == tuple("she her hers herself woman women female girl mother daughter sister gal "
                                          "lady".split())
-    neutral = set(lexicon.NEUTRAL_WORDS)
+    neutral = set(lexicon._NEUTRAL_WORDS)
     assert not neutral & (set(lexicon.MALE_WORDS) | set(lexicon.FEMALE_WORDS))
     assert {"they", "them", "their", "themselves", "theirs", "person", "people", "individual"} <= neutral
 
@@ -27,7 +27,7 @@ def test_tokenisation_is_lowercase_word_boundary():
 
 def test_counts_per_lexicon_and_neutral_beside():
     text = "He told her that his sister and their people, the Men, were here; Theirs too."
-    got = lexicon.count_words(text, {**lexicon.GENDER_LEXICONS, **lexicon.NEUTRAL_LEXICONS})
+    got = lexicon._count_words(text, {**lexicon.GENDER_LEXICONS, **lexicon.NEUTRAL_LEXICONS})
     assert got == {"male": ["he", "his", "men"], "female": ["her", "sister"], "neutral": ["their", "people", "theirs"]}
     t = lexicon.count_table([text, ""], lexicon.GENDER_LEXICONS)
     assert t.loc[0, ["n_words", "male_words", "female_words"]].tolist() == [15, 3, 2]
@@ -44,7 +44,7 @@ def test_lexicon_validation_names_the_problem():
     with pytest.raises(ValueError, match="string"):
         lexicon.validate_lexicons({"a": "he"})
     # user lexicons with any names and more than two groups work
-    got = lexicon.count_words("Ze and they met him", {"m": ["him"], "nb": ["ze"], "pl": ["they"]})
+    got = lexicon._count_words("Ze and they met him", {"m": ["him"], "nb": ["ze"], "pl": ["they"]})
     assert {k: len(v) for k, v in got.items()} == {"m": 1, "nb": 1, "pl": 1}
 
 

@@ -13,9 +13,9 @@ from scipy import stats as st
 from bias_utils.audit import bold, link, occupation_units, replication
 from bias_utils.core import mixed, stats
 from bias_utils.core.errors import ParameterError
-from bias_utils.profiles.gender_direction import gender_position
-from bias_utils.profiles.population_profiles import population_embeddings
-from bias_utils.profiles.populations import load_populations
+from bias_utils.profiles.gender_direction import _gender_position
+from bias_utils.profiles.population_profiles import _population_embeddings
+from bias_utils.profiles.populations import _load_populations
 from bias_utils.report import rendering
 
 
@@ -39,18 +39,18 @@ def linked(smollm, smollm_quick_bases, metrics):
 @pytest.mark.parametrize("bad", [0, -1, "0.5", True, float("nan"), None])
 def test_correction_must_be_a_positive_number(bad):
     with pytest.raises(ParameterError, match="^correction"):
-        link.check_correction(bad)
+        link._check_correction(bad)
 
 
 def test_occupation_noun_reads_the_bold_key_as_a_common_noun():
-    assert link.occupation_noun("Registered_Nurse") == "registered nurse"
-    assert link.occupation_noun("Tool_and_die_maker") == "tool and die maker"
-    assert link.occupation_noun("registered nurse") == "registered nurse"  # a unit's name is a noun already
-    assert link.occupation_noun("nurse (Nurse_x)") == "nurse"  # a second unit of one noun is told by its key
+    assert link._occupation_noun("Registered_Nurse") == "registered nurse"
+    assert link._occupation_noun("Tool_and_die_maker") == "tool and die maker"
+    assert link._occupation_noun("registered nurse") == "registered nurse"  # a unit's name is a noun already
+    assert link._occupation_noun("nurse (Nurse_x)") == "nurse"  # a second unit of one noun is told by its key
 
 
 def test_extrinsic_log_odds_from_sampled_counts(metrics):
-    table = link.extrinsic_table(metrics)
+    table = link._extrinsic_table(metrics)
     assert len(table) == metrics["occupation"].nunique() == 224
     assert set(table["extrinsic_measure"]) == {"sampled"}
     # independent: the counts summed per occupation by hand
@@ -64,13 +64,13 @@ def test_extrinsic_log_odds_from_sampled_counts(metrics):
 
 
 def test_link_chart_carries_alt_text_a_caption_and_the_display_name(metrics):
-    table = link.extrinsic_table(metrics)
+    table = link._extrinsic_table(metrics)
     # any intrinsic value will do for the chart's text: the occupation's share of the audit's gendered words
-    table = table.assign(noun=table["occupation"].map(link.occupation_noun),
+    table = table.assign(noun=table["occupation"].map(link._occupation_noun),
                          gender_position=table["female_words"] / (table["female_words"] + table["male_words"] + 1))
     spec = link.link_chart(table, title="smollm2-135m-instruct--b179c9523d0e--fp32: inside against writing").to_dict()
     assert spec["title"] == "smollm2-135m-instruct: inside against writing"
-    alt_text, caption = rendering.figure_text(spec)
+    alt_text, caption = rendering._figure_text(spec)
     assert alt_text == ("Scatter plot of 224 occupations: gender position (x) against the log-odds of female words "
                         "in the completions (y).")
     assert "position on the female − male direction" in caption and "grey band its 95% confidence" in caption
@@ -86,7 +86,7 @@ def test_link_chart_carries_alt_text_a_caption_and_the_display_name(metrics):
 def test_extrinsic_uses_expected_counts_only_when_every_completion_has_them(metrics):
     part = metrics[metrics["occupation"].isin(["Registered_nurse", "Machinist"])]
     expected = part.assign(expected_male=part["male_words"] + 0.25, expected_female=part["female_words"] * 0.5)
-    table = link.extrinsic_table(expected, correction=1.0).set_index("occupation")
+    table = link._extrinsic_table(expected, correction=1.0).set_index("occupation")
     nurse = expected[expected["occupation"] == "Registered_nurse"]
     assert table.loc["Registered_nurse", "extrinsic_measure"] == "expected"
     assert table.loc["Registered_nurse", "male_count"] == pytest.approx(nurse["expected_male"].sum())
@@ -94,16 +94,16 @@ def test_extrinsic_uses_expected_counts_only_when_every_completion_has_them(metr
         np.log((nurse["expected_female"].sum() + 1) / (nurse["expected_male"].sum() + 1)))
     gap = expected.copy()
     gap.loc[gap.index[0], "expected_male"] = np.nan
-    assert set(link.extrinsic_table(gap)["extrinsic_measure"]) == {"sampled"}
+    assert set(link._extrinsic_table(gap)["extrinsic_measure"]) == {"sampled"}
 
 
 @pytest.mark.slow
 def test_gender_position_puts_the_gendered_terms_at_plus_and_minus_half(smollm):
-    terms = load_populations("terms")
-    emb = population_embeddings(smollm, {"terms": terms, "occupations": {"o": ["nurse", "welder"]}}, kind="noun")
+    terms = _load_populations("terms")
+    emb = _population_embeddings(smollm, {"terms": terms, "occupations": {"o": ["nurse", "welder"]}}, kind="noun")
     groups = emb.words["group"].to_numpy()
     female, male, occ = emb.values[groups == "female"], emb.values[groups == "male"], emb.values[groups == "o"]
-    pos = gender_position(emb.values, female, male)
+    pos = _gender_position(emb.values, female, male)
     assert pos[groups == "female"].mean(axis=0) == pytest.approx(np.full(pos.shape[1], 0.5), abs=1e-6)
     assert pos[groups == "male"].mean(axis=0) == pytest.approx(np.full(pos.shape[1], -0.5), abs=1e-6)
     # independent: per layer, the scalar projection on the unit direction, over the distance of the means
@@ -117,13 +117,13 @@ def test_gender_position_puts_the_gendered_terms_at_plus_and_minus_half(smollm):
 @pytest.mark.slow
 def test_link_statistics_agree_with_scipy_statsmodels_and_the_mixed_model_on_real_data(linked):
     table, stats_ = linked.occupations, linked.statistics
-    units = occupation_units.unit_table("audit")
+    units = occupation_units._unit_table("audit")
     assert len(table) == units.loc[units["primary"], "unit"].nunique() and table["group"].nunique() == 2
     assert linked.skipped.empty
-    assert list(table.columns) == link.OCCUPATION_COLUMNS
-    assert set(table["occupation"]) <= set(occupation_units.unit_table("audit")["unit"])  # units, not BOLD keys
+    assert list(table.columns) == link._OCCUPATION_COLUMNS
+    assert set(table["occupation"]) <= set(occupation_units._unit_table("audit")["unit"])  # units, not BOLD keys
     pooled = stats_[stats_["group"] == ""].set_index(["intrinsic", "test"])
-    for measure in link.INTRINSIC_MEASURES:
+    for measure in link._INTRINSIC_MEASURES:
         x, y = table[measure], table["log_odds"]
         r, p = st.pearsonr(x, y)
         assert pooled.loc[(measure, "pearson"), "effect_size"] == pytest.approx(r, abs=1e-10)
@@ -169,7 +169,7 @@ def test_link_statistics_agree_with_scipy_statsmodels_and_the_mixed_model_on_rea
     shown = link.describe_link(stats_, "smollm2-135m-instruct--b179c9523d0e--fp32")
     assert "In smollm2-135m-instruct" in shown and "b179c9523d0e" not in shown  # the display name
     # a direction not validated against the BLS share is not read, and no number of it is printed
-    unread = link.link_statistics(table, n_boot=20, direction_verdict="not shown", n_permutations=39)
+    unread = link._link_statistics(table, n_boot=20, direction_verdict="not shown", n_permutations=39)
     assert not unread.loc[unread["intrinsic"] == "gender_position", "readable"].any()
     assert unread.loc[unread["intrinsic"] != "gender_position", "readable"].all()
     text = link.describe_link(unread, "SmolLM2")
@@ -253,6 +253,6 @@ def test_constant_extrinsic_measure_gives_no_correlation_and_says_so():
                           "gender_position": [0.1, 0.3, 0.2, 0.5, 0.4, 0.0], "warmth": np.arange(6.0),
                           "competence": np.arange(6.0)[::-1], "female_count": 0.0, "male_count": 0.0,
                           "log_odds": 0.0, "extrinsic_measure": "sampled"})
-    stats_ = link.link_statistics(table, n_boot=100, n_permutations=39)
+    stats_ = link._link_statistics(table, n_boot=100, n_permutations=39)
     assert stats_.loc[stats_["test"].isin(["pearson", "spearman"]), "effect_size"].isna().all()
     assert "could not be fitted" in link.describe_link(stats_, "m")  # no counts: the model has nothing to fit

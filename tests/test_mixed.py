@@ -7,7 +7,7 @@ import statsmodels.api as sm
 from scipy import integrate, optimize, special
 from scipy import stats as st
 
-from bias_utils.audit import bold, replication
+from bias_utils.audit import bold_prompts, replication
 from bias_utils.core import mixed, stats
 from bias_utils.core.errors import ParameterError
 
@@ -19,7 +19,7 @@ def audit():
     c = replication.load_published_completions()
     occ = c.groupby(["group", "occupation"], sort=False)[["published_male_words", "published_female_words"]].sum()
     occ = occ.reset_index()
-    design = pd.DataFrame({"intercept": 1.0, "female_dominated": (occ["group"] == bold.FEMALE_GROUP).astype(float)})
+    design = pd.DataFrame({"intercept": 1.0, "female_dominated": (occ["group"] == bold_prompts.FEMALE_GROUP).astype(float)})
     return occ["published_male_words"].to_numpy(float), occ["published_female_words"].to_numpy(float), design
 
 
@@ -60,9 +60,9 @@ def test_marginal_loglik_equals_quadrature_by_scipy(audit, scale):
     points = [(fit.coef.to_numpy(), fit.sigma), (np.array([0.5, -2.0]), 0.4), (np.array([1.0, -3.0]), 2.5),
               (np.array([0.3, -1.0]), 0.0)]
     for beta, sigma in points:
-        ours = mixed.mixed_loglik(k, m, X, beta, sigma)
+        ours = mixed._mixed_loglik(k, m, X, beta, sigma)
         assert ours == pytest.approx(_quad_loglik(k, m, X, beta, sigma), rel=1e-8, abs=0), (beta, sigma)
-    assert fit.loglik == pytest.approx(mixed.mixed_loglik(k, m, X, fit.coef.to_numpy(), fit.sigma), rel=1e-12)
+    assert fit.loglik == pytest.approx(mixed._mixed_loglik(k, m, X, fit.coef.to_numpy(), fit.sigma), rel=1e-12)
 
 
 @pytest.mark.parametrize("boundary_avoiding", [False, True], ids=["ml", "penalised"])
@@ -121,7 +121,7 @@ def test_lr_test_is_the_refit_without_the_coefficient(audit):
     for boundary_avoiding in (False, True):
         fit = mixed.fit_mixed_logit(k, m, X, boundary_avoiding=boundary_avoiding)
         without = mixed.fit_mixed_logit(k, m, X[["intercept"]], boundary_avoiding=boundary_avoiding)
-        t = mixed.coefficient_test(fit, "female_dominated")
+        t = mixed._coefficient_test(fit, "female_dominated")
         assert t.lr_statistic == pytest.approx(2 * (fit.objective - without.objective), rel=1e-7)
         assert t.p == pytest.approx(st.chi2.sf(t.lr_statistic, 1), rel=1e-12)
         assert t.ci_low < t.estimate < t.ci_high < 0 and t.p < 0.05 and t.note == ""
@@ -136,10 +136,10 @@ def test_profile_bounds_reach_the_chi_square_quantile(audit):
     used = k + m > 0
     k, m, X = k[used], m[used], X[used]
     fit = mixed.fit_mixed_logit(k, m, X, boundary_avoiding=False)
-    t = mixed.coefficient_test(fit, "female_dominated")
+    t = mixed._coefficient_test(fit, "female_dominated")
     for bound in (t.ci_low, t.ci_high):
         def negative(theta, b=bound):
-            return -mixed.mixed_loglik(k, m, X, [theta[0], b], abs(theta[1]))
+            return -mixed._mixed_loglik(k, m, X, [theta[0], b], abs(theta[1]))
 
         best = optimize.minimize(negative, [fit.coef["intercept"], fit.sigma], method="Nelder-Mead",
                                  options={"xatol": 1e-9, "fatol": 1e-12})
@@ -152,7 +152,7 @@ def test_separation_gives_an_infinite_bound_with_a_note(audit):
     k, m, X = audit
     keep = (k + m > 0) & ((X["female_dominated"] == 0) | (k == 0)).to_numpy()
     fit = mixed.fit_mixed_logit(k[keep], m[keep], X[keep].reset_index(drop=True))
-    t = mixed.coefficient_test(fit, "female_dominated")
+    t = mixed._coefficient_test(fit, "female_dominated")
     assert t.ci_low == -np.inf and np.isfinite(t.ci_high) and "lower bound is infinite" in t.note
     assert "separation" in fit.message and t.p < 0.05
     row = mixed.mixed_row(fit, "female_dominated")
@@ -167,9 +167,9 @@ def test_a_drifting_estimate_keeps_the_bound_towards_zero():
     m = np.array([3, 2, 4, 1, 2, 0, 0, 0, 0, 0, 0, 0.0])
     X = pd.DataFrame({"intercept": 1.0, "female_dominated": [0.0] * 6 + [1.0] * 6})
     fit = mixed.fit_mixed_logit(k, m, X)
-    t = mixed.coefficient_test(fit, "female_dominated")
-    assert fit.coef["female_dominated"] > mixed.PROFILE_LIMIT and "separation" in fit.message
-    assert 0 < t.ci_low < mixed.PROFILE_LIMIT and t.ci_high == np.inf and t.p < 0.05
+    t = mixed._coefficient_test(fit, "female_dominated")
+    assert fit.coef["female_dominated"] > mixed._PROFILE_LIMIT and "separation" in fit.message
+    assert 0 < t.ci_low < mixed._PROFILE_LIMIT and t.ci_high == np.inf and t.p < 0.05
     # the interval's end is where the profile's LR against the drifting fit reaches the cut-off
     lr, _, _ = mixed._Profile(fit, fit.names.index("female_dominated"))(t.ci_low)
     assert lr == pytest.approx(t.cutoff, abs=1e-6)
@@ -178,8 +178,8 @@ def test_a_drifting_estimate_keeps_the_bound_towards_zero():
 def test_mixed_row_has_the_statistics_columns(audit):
     k, m, X = audit
     fit = mixed.fit_mixed_logit(k, m, X)
-    t = mixed.coefficient_test(fit, "female_dominated")
-    row = mixed.mixed_row(fit, "female_dominated", group_a=bold.FEMALE_GROUP, group_b=bold.MALE_GROUP)
+    t = mixed._coefficient_test(fit, "female_dominated")
+    row = mixed.mixed_row(fit, "female_dominated", group_a=bold_prompts.FEMALE_GROUP, group_b=bold_prompts.MALE_GROUP)
     assert list(row)[:len(stats.STAT_COLUMNS)] == stats.STAT_COLUMNS
     assert row["effect"] == "odds_ratio" and row["effect_size"] == pytest.approx(np.exp(fit.coef["female_dominated"]))
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((np.exp(t.ci_low), np.exp(t.ci_high)))
@@ -199,26 +199,26 @@ def test_permutation_calibration_keeps_interval_and_p_in_agreement(audit):
     used = k + m > 0
     k, m, X = k[used], m[used], X[used].reset_index(drop=True)
     fit = mixed.fit_mixed_logit(k, m, X, boundary_avoiding=False)
-    plain = mixed.coefficient_test(fit, "female_dominated")
-    t = mixed.coefficient_test(fit, "female_dominated", n_permutations=39, seed=3)
+    plain = mixed._coefficient_test(fit, "female_dominated")
+    t = mixed._coefficient_test(fit, "female_dominated", n_permutations=39, seed=3)
     assert t.lr_statistic == pytest.approx(plain.lr_statistic, rel=1e-9) and t.p_chi2 == pytest.approx(plain.p)
     assert round(t.p * 40, 9) in set(range(1, 41)) and t.n_permutations == 39
     assert plain.cutoff == pytest.approx(st.chi2.ppf(0.95, 1))
     assert (t.p < 0.05) == (t.lr_statistic > t.cutoff) == (not t.ci_low <= 0 <= t.ci_high)
     for bound in (t.ci_low, t.ci_high):  # the refit at each bound, by scipy's Nelder-Mead (as the test above)
-        best = optimize.minimize(lambda th, b=bound: -mixed.mixed_loglik(k, m, X, [th[0], b], abs(th[1])),
+        best = optimize.minimize(lambda th, b=bound: -mixed._mixed_loglik(k, m, X, [th[0], b], abs(th[1])),
                                  [fit.coef["intercept"], fit.sigma], method="Nelder-Mead",
                                  options={"xatol": 1e-9, "fatol": 1e-12})
         assert 2 * (fit.loglik + best.fun) == pytest.approx(t.cutoff, abs=1e-5)
-    again = mixed.coefficient_test(fit, "female_dominated", n_permutations=39, seed=3)
+    again = mixed._coefficient_test(fit, "female_dominated", n_permutations=39, seed=3)
     assert (again.cutoff, again.p) == pytest.approx((t.cutoff, t.p), rel=1e-9)
     row = mixed.mixed_row(fit, "female_dominated", n_permutations=39, seed=3)
     assert (row["p"], row["cutoff"], row["p_chi2"]) == pytest.approx((t.p, t.cutoff, t.p_chi2), rel=1e-9)
     with pytest.raises(ParameterError, match="at least 20"):  # 19 would leave no permuted LR below the cut-off
-        mixed.coefficient_test(fit, "female_dominated", n_permutations=19)
+        mixed._coefficient_test(fit, "female_dominated", n_permutations=19)
     with pytest.raises(ParameterError, match="cannot be permuted"):
         covariate = X.assign(other=np.arange(len(k), dtype=float))  # every cluster unlike the others: no stratum
-        mixed.coefficient_test(mixed.fit_mixed_logit(k, m, covariate), "female_dominated", n_permutations=39)
+        mixed._coefficient_test(mixed.fit_mixed_logit(k, m, covariate), "female_dominated", n_permutations=39)
 
 
 def test_bad_input_is_named():
@@ -235,7 +235,7 @@ def test_bad_input_is_named():
         mixed.fit_mixed_logit([1, 1, 2, 0], [1, 1, 1, 1], X, sigma=-1.0)
     fit = mixed.fit_mixed_logit([1, 1, 2, 3], [1, 2, 1, 1], X)
     with pytest.raises(ParameterError, match="name"):
-        mixed.coefficient_test(fit, "group")
+        mixed._coefficient_test(fit, "group")
     with pytest.raises(ParameterError, match="effect"):
         mixed.mixed_row(fit, "x", effect="risk_ratio")
 
@@ -284,7 +284,7 @@ def _simulate(make, name, truth, n_sim, seed, *, n_permutations=0, **fit_options
     cover = reject = raw = naive = 0
     for i in range(n_sim):
         k, m, X = make(rng)
-        t = mixed.coefficient_test(mixed.fit_mixed_logit(k, m, X, **fit_options), name,
+        t = mixed._coefficient_test(mixed.fit_mixed_logit(k, m, X, **fit_options), name,
                                    n_permutations=n_permutations, seed=i)
         cover += t.ci_low <= truth <= t.ci_high
         reject += t.p < 0.05

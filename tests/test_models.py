@@ -202,7 +202,7 @@ def test_resolve_model_builds_registered_schemes_and_checks_what_is_needed(monke
     from bias_utils.models.endpoints import OpenAIEndpoint
 
     endpoint = models.resolve_model("openai:http://127.0.0.1:1/v1#qwen", need="generate")  # no request is made
-    assert isinstance(endpoint, OpenAIEndpoint) and isinstance(endpoint, models.ModelBackend)
+    assert isinstance(endpoint, OpenAIEndpoint) and isinstance(endpoint, models._ModelBackend)
     assert (endpoint.api_url, endpoint.model) == ("http://127.0.0.1:1/v1", "qwen")
     assert models.resolve_model(endpoint) is endpoint
     with pytest.raises(ModelError, match="cannot give hidden states"):
@@ -212,15 +212,15 @@ def test_resolve_model_builds_registered_schemes_and_checks_what_is_needed(monke
 
     monkeypatch.setattr(models._BACKENDS, "_items", dict(models._BACKENDS._items))
 
-    @models.register_backend("fixed")
+    @models._register_backend("fixed")
     def fixed(rest):
         return OpenAIEndpoint(f"http://{rest}")
 
-    assert "fixed" in models.backend_schemes() and models.resolve_model("fixed:host:8000").base_url == "http://host:8000"
+    assert "fixed" in models._backend_schemes() and models.resolve_model("fixed:host:8000").base_url == "http://host:8000"
     with pytest.raises(ModelError, match="'openai' is already registered"):
-        models.register_backend("openai")(fixed)
+        models._register_backend("openai")(fixed)
     with pytest.raises(ModelError, match="lower-case word"):
-        models.register_backend("C")
+        models._register_backend("C")
 
 
 @pytest.mark.slow

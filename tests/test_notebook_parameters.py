@@ -43,7 +43,7 @@ def _cells(nb_path) -> tuple[str, str]:
 @pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_papermill_reads_every_parameter_without_warning(nb_path, caplog, monkeypatch):
     inspected = _inspect(nb_path, caplog, monkeypatch)
-    assert list(inspected) == list(runs.declared_parameters(nb_path)), nb_path.name
+    assert list(inspected) == list(runs._declared_parameters(nb_path)), nb_path.name
 
 
 @pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -75,4 +75,4 @@ def test_every_parameter_goes_through_the_notebooks_check(nb_path):
     assert not call.args, f"{nb_path.name}: validation.{check_name} takes the parameters by keyword"
     # ``name=name``: the parameter itself, not a value derived from it
     passed = {kw.arg for kw in call.keywords if isinstance(kw.value, ast.Name) and kw.value.id == kw.arg}
-    assert passed == set(runs.declared_parameters(nb_path)), nb_path.name
+    assert passed == set(runs._declared_parameters(nb_path)), nb_path.name

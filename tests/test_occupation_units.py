@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from bias_utils.audit import occupation_units as ou
-from bias_utils.audit.bold_prompts import AUDIT_GROUPS, FEMALE_GROUP, MALE_GROUP, load_audit_selection
+from bias_utils.audit.bold_prompts import AUDIT_GROUPS, FEMALE_GROUP, MALE_GROUP, _load_audit_selection
 from bias_utils.core import data
 from bias_utils.core.errors import ParameterError
 from bias_utils.core.wordnet import wordnet
@@ -17,12 +17,12 @@ from bias_utils.core.wordnet import wordnet
 
 @pytest.fixture(scope="module")
 def selection():
-    return load_audit_selection()
+    return _load_audit_selection()
 
 
 @pytest.fixture(scope="module")
 def units(selection):
-    return ou.unit_table(selection)
+    return ou._unit_table(selection)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def _row(units, key, group=None):
 
 
 def test_one_row_per_group_and_key(units, raw_sets):
-    assert list(units.columns) == ou.UNIT_COLUMNS
+    assert list(units.columns) == ou._UNIT_COLUMNS
     assert set(zip(units["group"], units["key"])) == set(raw_sets)
     assert len(units) == len(raw_sets) == 224
     distinct = {gk: len(p) for gk, p in raw_sets.items()}
@@ -110,26 +110,26 @@ def test_kind_rules_say_how_each_kind_was_decided(units):
     assert _row(units, "Nanoengineering")["kind_rule"].startswith("suffix rule: '-engineering' names a field")
     assert _row(units, "Nurse_licensure")["kind_rule"].startswith("override: ")
     assert units["kind_rule"].str.match(r"(WordNet|suffix rule|override): ").all()
-    assert set(units["kind"]) <= set(ou.KINDS)
+    assert set(units["kind"]) <= set(ou._KINDS)
 
 
 def test_heads():
-    assert ou.head_noun("Glossary_of_civil_engineering") == ("glossary of civil engineering", "glossary")
-    assert ou.head_noun("Road_foreman_of_engines")[1] == "foreman"
-    assert ou.head_noun("Woodworkers") == ("woodworkers", "woodworker")
-    assert ou.head_noun("Psychiatric-mental_health_nurse_practitioner")[1] == "practitioner"
+    assert ou._head_noun("Glossary_of_civil_engineering") == ("glossary of civil engineering", "glossary")
+    assert ou._head_noun("Road_foreman_of_engines")[1] == "foreman"
+    assert ou._head_noun("Woodworkers") == ("woodworkers", "woodworker")
+    assert ou._head_noun("Psychiatric-mental_health_nurse_practitioner")[1] == "practitioner"
     with pytest.raises(ParameterError, match="key"):
-        ou.head_noun("__")
+        ou._head_noun("__")
 
 
 def test_overrides_are_only_for_heads_no_rule_settles():
     """An override is allowed where WordNet 3.0 has no such noun and no suffix applies, each with a reason."""
-    for head, (kind, reason) in ou.HEAD_OVERRIDES.items():
-        assert kind in ou.KINDS and reason
+    for head, (kind, reason) in ou._HEAD_OVERRIDES.items():
+        assert kind in ou._KINDS and reason
         assert not wordnet().lemmas(head, "n")
-        assert not any(head.endswith(suffix) for suffix, _ in ou.SUFFIX_KINDS)
-    assert ou.key_kind("xyzzyq") == ("other", "no rule: 'xyzzyq' is not in WordNet and has no known suffix")
-    assert ou.key_kind("moldmakers")[0] == "person"  # a plural WordNet lacks, by its singular's suffix
+        assert not any(head.endswith(suffix) for suffix, _ in ou._SUFFIX_KINDS)
+    assert ou._key_kind("xyzzyq") == ("other", "no rule: 'xyzzyq' is not in WordNet and has no known suffix")
+    assert ou._key_kind("moldmakers")[0] == "person"  # a plural WordNet lacks, by its singular's suffix
 
 
 def test_primary_units_are_unique_conflict_free_person_nouns(units):
@@ -151,9 +151,9 @@ def test_a_unit_with_a_field_key_is_a_field(units):
 
 
 def test_unit_counts_add_up_to_the_table(units, raw_sets):
-    counts = ou.unit_counts(units)
-    assert list(counts.columns) == ou.COUNT_COLUMNS
-    assert len(counts) == 2 * len(ou.KINDS)
+    counts = ou._unit_counts(units)
+    assert list(counts.columns) == ou._COUNT_COLUMNS
+    assert len(counts) == 2 * len(ou._KINDS)
     assert counts["keys"].sum() == len(units)
     assert counts["units"].sum() == units[["group", "unit"]].drop_duplicates().shape[0]
     assert counts["primary_units"].sum() == units["primary"].sum()
@@ -168,20 +168,20 @@ def test_unit_counts_add_up_to_the_table(units, raw_sets):
 
 
 def test_describe_units_is_generated_from_the_counts(units):
-    counts = ou.unit_counts(units)
+    counts = ou._unit_counts(units)
     text = ou.describe_units(units)
     assert f"{len(units)} BOLD keys" in text
     assert f"{counts['units'].sum()} units" in text
     assert f"{counts['primary_units'].sum()} person-noun units" in text
     assert f"{counts['duplicate_keys'].sum()} keys hold exactly the prompts" in text
-    for kind in ou.KINDS:
+    for kind in ou._KINDS:
         n = counts.loc[counts["kind"] == kind, "keys"].sum()
         assert (str(n) in text) if n else True
 
 
 def test_primary_selection_keeps_each_distinct_prompt_of_a_primary_unit_once(selection, units):
     before = selection.copy()
-    primary = ou.primary_selection(selection, units)
+    primary = ou._primary_selection(selection, units)
     pd.testing.assert_frame_equal(selection, before)  # the published selection is left as it is
     assert list(primary.columns[:2]) == ["group", "unit"]
     assert not primary.duplicated(["group", "unit", "prompt"]).any()
@@ -197,19 +197,19 @@ def test_primary_selection_keeps_each_distinct_prompt_of_a_primary_unit_once(sel
 
 def test_a_user_mapping_with_one_prompt_set_in_both_groups():
     mapping = {"Registered_Nurse": "women", "Registered_nurse": "men", "Midwife": "women", "Plumber": "men"}
-    units = ou.unit_table(mapping)
+    units = ou._unit_table(mapping)
     assert _row(units, "Registered_Nurse")["conflict"] == "men/Registered_nurse"
     assert _row(units, "Registered_nurse")["conflict"] == "women/Registered_Nurse"
     assert set(units.loc[units["primary"], "unit"]) == {"midwife", "plumber"}
     assert '"registered nurse"' in ou.describe_units(units)
-    assert set(ou.primary_selection(mapping, units)["unit"]) == {"midwife", "plumber"}
+    assert set(ou._primary_selection(mapping, units)["unit"]) == {"midwife", "plumber"}
 
 
 def test_a_selection_with_one_key_in_both_groups(selection):
     midwife = selection[selection["occupation"] == "Midwife"]
     both = pd.concat([midwife, midwife.assign(group=MALE_GROUP),
                       selection[selection["occupation"] == "Tailor"]], ignore_index=True)
-    units = ou.unit_table(both)
+    units = ou._unit_table(both)
     assert len(units) == 3
     assert _row(units, "Midwife", MALE_GROUP)["conflict"] == f"{FEMALE_GROUP}/Midwife"
     assert _row(units, "Midwife", FEMALE_GROUP)["conflict"] == f"{MALE_GROUP}/Midwife"
@@ -219,18 +219,18 @@ def test_a_selection_with_one_key_in_both_groups(selection):
 def test_case_variants_with_different_prompts_stay_two_units(selection):
     nurse = selection[selection["occupation"] == "Registered_Nurse"]
     variant = selection[selection["occupation"] == "Registered_nurse"].head(4)
-    units = ou.unit_table(pd.concat([nurse, variant], ignore_index=True))
+    units = ou._unit_table(pd.concat([nurse, variant], ignore_index=True))
     assert units["unit"].tolist() == ["registered nurse", "registered nurse (Registered_nurse)"]
     assert units["primary"].all()
-    overlaps = ou.partial_overlaps(pd.concat([nurse, variant], ignore_index=True))
+    overlaps = ou._partial_overlaps(pd.concat([nurse, variant], ignore_index=True))
     assert overlaps[["key", "other_key", "n_shared"]].values.tolist() == [["Registered_Nurse", "Registered_nurse", 4]]
 
 
 def test_partial_overlaps_on_the_audit(raw_sets):
     expected = {frozenset((a, b)) for a, b in itertools.combinations(raw_sets, 2)
                 if raw_sets[a] & raw_sets[b] and raw_sets[a] != raw_sets[b]}
-    overlaps = ou.partial_overlaps("audit")
-    assert list(overlaps.columns) == ou.OVERLAP_COLUMNS
+    overlaps = ou._partial_overlaps("audit")
+    assert list(overlaps.columns) == ou._OVERLAP_COLUMNS
     found = {frozenset({(r.group, r.key), (r.other_group, r.other_key)}) for r in overlaps.itertuples()}
     assert found == expected
     for r in overlaps.itertuples():
@@ -240,8 +240,8 @@ def test_partial_overlaps_on_the_audit(raw_sets):
 
 def test_bad_input_names_the_parameter(selection, units):
     with pytest.raises(ParameterError, match="^units"):
-        ou.primary_selection(selection, units[units["group"] == MALE_GROUP])
+        ou._primary_selection(selection, units[units["group"] == MALE_GROUP])
     with pytest.raises(ParameterError, match="^units"):
-        ou.unit_counts(units.drop(columns="primary"))
+        ou._unit_counts(units.drop(columns="primary"))
     with pytest.raises(ParameterError, match="^selection"):
-        ou.unit_table(selection.iloc[:0])
+        ou._unit_table(selection.iloc[:0])

@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils.audit import bold, occupation_units, occupations, replication
+from bias_utils.audit import bold, bold_prompts, occupation_units, occupations, replication
 from bias_utils.core import mixed, precision, stats
 from bias_utils.report import rendering
 
-A, B = bold.MALE_GROUP, bold.FEMALE_GROUP
+A, B = bold_prompts.MALE_GROUP, bold_prompts.FEMALE_GROUP
 OR = "odds_ratio (words)"
 
 
@@ -65,7 +65,7 @@ def test_cluster_interval_draws_the_replicates_of_stats_cluster_bootstrap_ci(pub
                               ("male_share among gendered completions", male_share, float)):
         expected = [back(x) for x in stats.cluster_bootstrap_ci(metrics, fn, cluster="occupation", strata="group",
                                                                 n_boot=60, seed=7)]
-        got = occupations.cluster_interval(occ, measure, A, B, n_boot=60, seed=7)
+        got = occupations._cluster_interval(occ, measure, A, B, n_boot=60, seed=7)
         assert got == pytest.approx(expected, rel=1e-9), measure
 
 
@@ -83,7 +83,7 @@ def test_influence_is_the_odds_ratio_recomputed_without_each_occupation(publishe
     assert round(top["odds_ratio_without"], 2) == 7.96  # the audit's 24.65 rests on Midwife's 52 female words
     assert influence["log_or_change"].abs().is_monotonic_decreasing
     assert set(influence.loc[influence["influential"], "occupation"]) == {"Midwife", "Tailor", "Dispatcher"}
-    sentence = occupations.describe_influence(influence)
+    sentence = occupations._describe_influence(influence)
     assert sentence.startswith("3 occupations of 224 move the odds ratio (24.65) by more than a third when left out")
     assert "without Midwife (female-dominated, 3 male and 52 female words) it is 7.96 (−68%)".replace("−", "-") \
         in sentence
@@ -120,7 +120,7 @@ def test_headline_reads_the_primary_row_and_the_published_selection(published):
     h = occupations.headline(head)
     primary = table[table["role"] == "primary"]
     assert len(primary) == 1 and table.index[table["role"] == "primary"][0] == 0  # stated first
-    assert primary["test"].iloc[0] == "mixed_logit_occupation" and primary["unit"].iloc[0] == occupations.UNIT_MIXED
+    assert primary["test"].iloc[0] == "mixed_logit_occupation" and primary["unit"].iloc[0] == occupations._UNIT_MIXED
     assert (h["odds_ratio"], h["ci_low"], h["ci_high"], h["p"]) == tuple(
         primary[["effect_size", "ci_low", "ci_high", "p"]].iloc[0])
     kept = units["group"].value_counts()
@@ -157,7 +157,7 @@ def test_headline_reads_the_primary_row_and_the_published_selection(published):
                                         title="Leave one occupation out: qwen__Qwen2.5-0.5B--abc1234--bf16").to_dict()
     assert len(chart["layer"]) == 4
     assert chart["title"] == "Leave one occupation out: Qwen2.5-0.5B (bf16)"
-    alt_text, caption = rendering.figure_text(chart)
+    alt_text, caption = rendering._figure_text(chart)
     full = f"{h['odds_ratio']:.2f}"
     assert alt_text == (f"Dot plot: the BOLD odds ratio without each of 10 occupations, against the odds ratio with "
                         f"all ({full}).")
@@ -175,7 +175,7 @@ def test_a_run_without_gendered_words_reads_as_such(published):
     influence = occupations.influence_table(occ, A, B)
     head = occupations.headline_table(table, occ, influence, n_boot=20)
     assert occupations.headline_sentence(head).startswith("None of the 12 completions about the ")
-    assert occupations.describe_influence(influence) == ""
+    assert occupations._describe_influence(influence) == ""
 
 
 def test_permutation_p_against_full_enumeration():
@@ -191,12 +191,12 @@ def test_permutation_p_against_full_enumeration():
     observed = log_or(np.arange(6) < 3)
     labellings = [np.isin(np.arange(6), c) for c in itertools.combinations(range(6), 3)]
     exact = np.mean([abs(log_or(m)) >= abs(observed) - 1e-12 for m in labellings])
-    p, k = occupations.occupation_permutation_p(occ, OR, A, B, n_permutations=20000, seed=1)
+    p, k = occupations._occupation_permutation_p(occ, OR, A, B, n_permutations=20000, seed=1)
     assert k == 20000 and p == pytest.approx(exact, abs=0.01)
     # complete separation: every relabelling is less extreme, so p sits at its floor 1/(K+1)
     occ_sep = occ.assign(male_words=[9, 8, 7, 0, 0, 0], female_words=[0, 0, 0, 7, 8, 9])
     big = pd.concat([occ_sep.assign(occupation=occ_sep["occupation"] + str(i)) for i in range(4)])
-    p, k = occupations.occupation_permutation_p(big, OR, A, B, n_permutations=99, seed=0)
+    p, k = occupations._occupation_permutation_p(big, OR, A, B, n_permutations=99, seed=0)
     assert p == 1 / 100
     assert occupations._p_phrase(p, k) == "p ≤ 1/100"
 
@@ -223,7 +223,7 @@ def test_occupation_interval_covers_the_true_odds_ratio_and_wald_does_not():
     n_sims, covered, wald_covered = 200, 0, 0
     for s in range(n_sims):
         occ = _simulate(rng, mu_a, mu_b)
-        _, lo, hi = occupations.cluster_interval(occ, OR, A, B, n_boot=300, seed=s)
+        _, lo, hi = occupations._cluster_interval(occ, OR, A, B, n_boot=300, seed=s)
         covered += lo <= true <= hi
         wald = _word_or(occ)
         wald_covered += wald["ci_low"] <= true <= wald["ci_high"]
@@ -240,7 +240,7 @@ def test_permutation_p_holds_its_level_where_the_audit_test_does_not():
     n_sims, rejected, wald_rejected = 200, 0, 0
     for s in range(n_sims):
         occ = _simulate(rng, 0.5, 0.5)
-        rejected += occupations.occupation_permutation_p(occ, OR, A, B, n_permutations=199, seed=s)[0] <= 0.05
+        rejected += occupations._occupation_permutation_p(occ, OR, A, B, n_permutations=199, seed=s)[0] <= 0.05
         wald_rejected += _word_or(occ)["p"] <= 0.05
     print(f"false-positive rate at 0.05: permutation {rejected / n_sims:.3f}, Wald {wald_rejected / n_sims:.3f}")
     assert rejected / n_sims <= 0.08
@@ -250,6 +250,6 @@ def test_permutation_p_holds_its_level_where_the_audit_test_does_not():
 def test_unknown_measure_or_missing_group_is_named():
     occ = pd.DataFrame({"group": [A, A], "occupation": ["x", "y"], "male_words": [1, 2], "female_words": [0, 1]})
     with pytest.raises(ValueError, match="measure must be one of"):
-        occupations.cluster_interval(occ, "odds", A, B)
+        occupations._cluster_interval(occ, "odds", A, B)
     with pytest.raises(ValueError, match="group 'female_dominated' has no occupations"):
-        occupations.occupation_permutation_p(occ, OR, A, B)
+        occupations._occupation_permutation_p(occ, OR, A, B)

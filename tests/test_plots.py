@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from bias_utils.profiles import population_profiles as pr
-from bias_utils.profiles.populations import load_populations
+from bias_utils.profiles.populations import _load_populations
 from bias_utils.report import plots, rendering
 
 DIMS7 = ["sociability", "morality", "ability", "agency", "status", "politics", "religion"]
@@ -21,14 +21,14 @@ def table():
     rng = np.random.default_rng(1)
     rows = []
     for pop in ("names", "terms", "nonbinary"):
-        for gi, (group, words) in enumerate(load_populations(pop).items()):
+        for gi, (group, words) in enumerate(_load_populations(pop).items()):
             for w in words[:30]:
                 for space, dims in (("dimensions", DIMS7), ("warmth_competence", ["warmth", "competence"])):
                     for d in dims:
                         shift = 1.0 if (pop == "names" and gi == 0 and d in ("warmth", "sociability")) else 0.0
                         rows.append((pop, group, w, space, "mean", d, rng.normal(shift, 1)))
     tab = pd.DataFrame(rows, columns=["population", "group", "word", "space", "layer", "dimension", "value"])
-    return pr.standardise(tab, {"nonbinary": "terms"})
+    return pr._standardise(tab, {"nonbinary": "terms"})
 
 
 def _png_size(data: bytes):
@@ -37,7 +37,7 @@ def _png_size(data: bytes):
 
 
 def test_profile_chart_labels_and_significance(table, tmp_path):
-    st, gm = pr.profile_stats(table), pr.group_means(table)
+    st, gm = pr._profile_stats(table), pr._group_means(table)
     names = gm[(gm.population == "names") & (gm.space == "dimensions")]
     files = plots.save(plots.profile_chart(names, st), tmp_path / "profile.svg")
     assert sorted(files) == ["png", "svg", "vl.json"]
@@ -45,7 +45,7 @@ def test_profile_chart_labels_and_significance(table, tmp_path):
     assert "high sociability *" in svg and "low sociability *" in svg
     assert "traditional" in svg and "progressive" in svg and "non-religious" in svg
     for r in st[(st.population == "names") & (st.space == "dimensions")].itertuples():
-        label = plots.pole_labels(r.dimension)[1]
+        label = plots._pole_labels(r.dimension)[1]
         assert (f">{label} *<" in svg) == (r.p_holm < 0.05) and (f">{label}<" in svg) == (r.p_holm >= 0.05)
     w, h = _png_size(files["png"].read_bytes())
     assert w > 600 and h > 300
@@ -54,14 +54,14 @@ def test_profile_chart_labels_and_significance(table, tmp_path):
 
 
 def test_warmth_competence_chart_shows_nonbinary_terms(table, tmp_path):
-    gm = pr.group_means(table)
-    nb = pr.nonbinary_table(table)
-    chart = plots.warmth_competence_chart(gm[gm.population == "terms"], nb, stats=pr.profile_stats(table))
+    gm = pr._group_means(table)
+    nb = pr._nonbinary_table(table)
+    chart = plots.warmth_competence_chart(gm[gm.population == "terms"], nb, stats=pr._profile_stats(table))
     svg = plots.save(chart, tmp_path / "wc")["svg"].read_text()
-    for word in load_populations("nonbinary")["nonbinary"][:3]:
+    for word in _load_populations("nonbinary")["nonbinary"][:3]:
         assert f">{word}<" in svg
     assert "high warmth" in svg
-    st = pr.profile_stats(table)
+    st = pr._profile_stats(table)
     names_only = st[st.population == "names"].assign(p_holm=0.0)
     chart = plots.warmth_competence_chart(gm[gm.population == "terms"], stats=names_only)
     assert "(* names)" not in plots.save(chart, tmp_path / "wc_terms")["svg"].read_text()
@@ -72,7 +72,7 @@ def test_warmth_competence_chart_shows_nonbinary_terms(table, tmp_path):
 
 
 def test_profile_chart_refuses_mixed_populations(table):
-    gm = pr.group_means(table)
+    gm = pr._group_means(table)
     with pytest.raises(ValueError, match="population"):
         plots.profile_chart(gm[gm.space == "dimensions"])
 
@@ -95,7 +95,7 @@ def test_heatmap_and_layer_curves_render(tmp_path):
     # each source keeps its fixed colour, and the legend shows it at full strength (not the band's pale fill)
     spec = json.loads(files["vl.json"].read_text())
     colours = [layer["encoding"]["color"] for layer in spec["spec"]["layer"]]
-    assert all(c["scale"]["range"] == [plots.SOURCE_COLORS["dictionary"], plots.SOURCE_COLORS["none"]]
+    assert all(c["scale"]["range"] == [plots._SOURCE_COLORS["dictionary"], plots._SOURCE_COLORS["none"]]
                for c in colours)
     assert all(c["legend"]["symbolOpacity"] == 1 for c in colours)
 
@@ -124,7 +124,7 @@ def test_repel_is_the_nearest_placement_with_the_gap(seed):
 def test_nonbinary_term_names_never_overprint(table, tmp_path):
     """The single terms cluster (on the real chart 17 names sat within a few pixels): their names stand in a
     column at least one line apart, each joined to its diamond."""
-    gm, nb = pr.group_means(table), pr.nonbinary_table(table)
+    gm, nb = pr._group_means(table), pr._nonbinary_table(table)
     chart = plots.warmth_competence_chart(gm[gm.population == "terms"], nb)
     spec = json.loads(plots.save(chart, tmp_path / "wc")["vl.json"].read_text())
     rows = next(d for d in spec["datasets"].values() if d and "label_y" in d[0])
@@ -138,9 +138,9 @@ def test_nonbinary_term_names_never_overprint(table, tmp_path):
 
 
 def test_pole_labels():
-    assert plots.pole_labels("politics") == ("progressive", "traditional")
-    assert plots.pole_labels("religion") == ("non-religious", "religious")
-    assert plots.pole_labels("warmth") == ("low warmth", "high warmth")
+    assert plots._pole_labels("politics") == ("progressive", "traditional")
+    assert plots._pole_labels("religion") == ("non-religious", "religious")
+    assert plots._pole_labels("warmth") == ("low warmth", "high warmth")
 
 
 def test_warmth_competence_charts_adapt_to_the_populations_present(table, tmp_path):
@@ -150,12 +150,12 @@ def test_warmth_competence_charts_adapt_to_the_populations_present(table, tmp_pa
     three["population"] = "my_groups"
     words = list(dict.fromkeys(three["word"]))
     three["group"] = three["word"].map({w: ("alpha", "beta", "gamma")[i % 3] for i, w in enumerate(words)})
-    gm = pr.group_means(pd.concat([table, three], ignore_index=True))
-    charts = plots.warmth_competence_charts(gm, pr.nonbinary_table(table), title="m")
+    gm = pr._group_means(pd.concat([table, three], ignore_index=True))
+    charts = plots.warmth_competence_charts(gm, pr._nonbinary_table(table), title="m")
     assert list(charts) == ["warmth_competence_names", "warmth_competence_nonbinary", "warmth_competence_my_groups"]
     svg = plots.save(charts["warmth_competence_my_groups"], tmp_path / "mine")["svg"].read_text()
     assert all(f">{g}<" in svg for g in ("alpha", "beta", "gamma")) and "m: my_groups" in svg
-    only_mine = plots.warmth_competence_charts(pr.group_means(three))
+    only_mine = plots.warmth_competence_charts(pr._group_means(three))
     assert list(only_mine) == ["warmth_competence_my_groups"]
     assert plots.warmth_competence_charts(gm[gm.space == "dimensions"]) == {}
 
@@ -166,7 +166,7 @@ def _fills(svg: str) -> set[str]:
 
 def test_invalid_axes_are_greyed_and_never_starred(table, tmp_path):
     """An axis that fails its null is drawn grey with a dagger, loses its star, and the subtitle says why."""
-    st, gm = pr.profile_stats(table), pr.group_means(table)
+    st, gm = pr._profile_stats(table), pr._group_means(table)
     names = gm[(gm.population == "names") & (gm.space == "dimensions")]
     st = st.assign(p_holm=0.0)  # every axis would be starred
     svg = plots.save(plots.profile_chart(names, st, invalid_axes=["sociability", "not-a-dimension"]),
@@ -190,11 +190,11 @@ def test_invalid_axes_are_greyed_and_never_starred(table, tmp_path):
 
 
 def test_every_chart_has_alt_text_and_a_caption_that_explains_its_marks(table):
-    st, gm = pr.profile_stats(table), pr.group_means(table)
+    st, gm = pr._profile_stats(table), pr._group_means(table)
     names = gm[(gm.population == "names") & (gm.space == "dimensions")]
     profile = json.loads(plots.profile_chart(names, st, title="minilm-l6--53aa51172d14--fp32: names").to_json())
     assert profile["title"] == "minilm-l6: names"
-    alt_text, caption = rendering.figure_text(profile)
+    alt_text, caption = rendering._figure_text(profile)
     assert "95% confidence interval" in caption and "Holm" in caption
     assert alt_text.startswith("Dot plot") and "names groups (female, male)" in alt_text
     charts = [plots.warmth_competence_chart(gm[gm.population == "terms"]),
@@ -204,7 +204,7 @@ def test_every_chart_has_alt_text_and_a_caption_that_explains_its_marks(table):
                                                      "measure": ["accuracy"] * 2, "dimension": ["warmth"] * 2,
                                                      "value": [0.6, 0.7]}))]
     for chart in charts:
-        alt_text, caption = rendering.figure_text(json.loads(chart.to_json()))
+        alt_text, caption = rendering._figure_text(json.loads(chart.to_json()))
         assert len(alt_text) > 30 and len(caption) > 80, alt_text
     # composed with others (as crossmodel.profile_grid does), the charts stay valid Vega-Lite
     assert json.loads(__import__("altair").vconcat(*charts).to_json())["vconcat"][0]["description"]
@@ -215,6 +215,6 @@ def test_a_group_has_one_colour_by_its_name_never_by_its_position():
     male_first = plots.group_scale(["male-dominated", "female-dominated"])
     assert female.domain == ["female-dominated", "male-dominated"]  # the display labels the data must hold
     assert dict(zip(female.domain, female.range)) == dict(zip(male_first.domain, male_first.range))
-    assert plots.group_color("female-majority") == plots.group_color("female") != plots.group_color("male")
+    assert plots._group_color("female-majority") == plots._group_color("female") != plots._group_color("male")
     # a group without a fixed colour gets one by its name: the same in any chart
     assert plots.group_scale(["nonbinary", "male"]).range[0] == plots.group_scale(["female", "nonbinary"]).range[1]

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from bias_utils.audit import bold, replication
+from bias_utils.audit import bold_prompts, replication
 from bias_utils.core import precision
 from bias_utils.core.errors import ParameterError
 
@@ -17,7 +17,7 @@ def audit_words():
     occ = c.groupby(["group", "occupation"], sort=False)[["published_male_words", "published_female_words"]].sum()
     occ = occ.reset_index()
     return {g: occ.loc[occ["group"] == g, ["published_male_words", "published_female_words"]].to_numpy(float)
-            for g in (bold.MALE_GROUP, bold.FEMALE_GROUP)}
+            for g in (bold_prompts.MALE_GROUP, bold_prompts.FEMALE_GROUP)}
 
 
 def _bootstrap_odds_ratios(words, n_boot, rng):

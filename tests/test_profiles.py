@@ -13,17 +13,17 @@ from bias_utils.models.embeddings import embed_words
 from bias_utils.models.loading import load_model
 from bias_utils.profiles import dictionaries, space
 from bias_utils.profiles import population_profiles as pr
-from bias_utils.profiles.populations import load_populations, takes_article
+from bias_utils.profiles.populations import _load_populations, _takes_article
 
 
 @pytest.fixture(scope="module")
 def names():
-    return load_populations("names")
+    return _load_populations("names")
 
 
 @pytest.fixture(scope="module")
 def terms():
-    return load_populations("terms")
+    return _load_populations("terms")
 
 
 # ----------------------------------------------------------------- templates
@@ -34,8 +34,8 @@ def test_default_templates_are_the_original_seven():
 
 
 def _sentences(pop, word):
-    pops, kinds = pr.resolve_populations(pop)
-    return [pr.fill_template(t, word, takes_article(word, kinds[pop])) for t in pr.DEFAULT_TEMPLATES]
+    pops, kinds = pr._resolve_populations(pop)
+    return [pr._fill_template(t, word, _takes_article(word, kinds[pop])) for t in pr.DEFAULT_TEMPLATES]
 
 
 def test_article_rule_names_nouns_pronouns():
@@ -46,33 +46,33 @@ def test_article_rule_names_nouns_pronouns():
         "this is the woman", "that is the woman", "there is the woman", "the person is the woman",
         "here is the woman", "the woman is here", "the woman is there"]
     assert _sentences("terms", "she")[0] == "this is she" and _sentences("terms", "he")[-1] == "he is there"
-    pops, kinds = pr.resolve_populations(["terms", "nonbinary"])
-    with_article = {w for g in pops["terms"].values() for w in g if takes_article(w, kinds["terms"])}
+    pops, kinds = pr._resolve_populations(["terms", "nonbinary"])
+    with_article = {w for g in pops["terms"].values() for w in g if _takes_article(w, kinds["terms"])}
     assert with_article == set(pops["terms"]["female"] + pops["terms"]["male"]) - {"she", "he"}
     assert _sentences("nonbinary", "nonbinary")[5] == "the nonbinary is here"
 
 
 def test_kind_override_and_custom_templates():
-    pops, kinds = pr.resolve_populations({"names": {"f": ["Mary"], "m": ["John"]}, "mine": {"a": ["x"]}})
+    pops, kinds = pr._resolve_populations({"names": {"f": ["Mary"], "m": ["John"]}, "mine": {"a": ["x"]}})
     assert kinds == {"names": "name", "mine": "noun"}
-    assert pr.resolve_populations("terms", kind="name")[1] == {"terms": "name"}
-    with pytest.raises(pr.ProfileError, match="kind"):
-        pr.resolve_populations("terms", kind="people")
-    assert pr.check_templates(["my friend {word} smiled"]) == ("my friend {word} smiled",)
-    assert pr.fill_template("my friend {word} smiled", "sister", True) == "my friend the sister smiled"
+    assert pr._resolve_populations("terms", kind="name")[1] == {"terms": "name"}
+    with pytest.raises(pr._ProfileError, match="kind"):
+        pr._resolve_populations("terms", kind="people")
+    assert pr._check_templates(["my friend {word} smiled"]) == ("my friend {word} smiled",)
+    assert pr._fill_template("my friend {word} smiled", "sister", True) == "my friend the sister smiled"
     for bad in (["this is X"], ["{word} and {word}"], [], "this is {word}", ["a {word}", "a {word}"]):
-        with pytest.raises(pr.ProfileError):
-            pr.check_templates(bad)
+        with pytest.raises(pr._ProfileError):
+            pr._check_templates(bad)
 
 
 def test_limit_populations_keeps_terms_whole(names, terms):
     pops = {"names": names, "terms": terms}
-    out = pr.limit_populations(pops, 5)
+    out = pr._limit_populations(pops, 5)
     assert [len(v) for v in out["names"].values()] == [5, 5]
     assert out["names"]["male"] == names["male"][:5]
     assert out["terms"] == terms
-    with pytest.raises(pr.ProfileError):
-        pr.limit_populations(pops, 1)
+    with pytest.raises(pr._ProfileError):
+        pr._limit_populations(pops, 1)
 
 
 # ----------------------------------------------------------------- standardisation
@@ -94,7 +94,7 @@ def _table(names, terms, seed=0, shift=0.4):
 
 
 def test_standardise_matches_numpy_per_population(names, terms):
-    t = pr.standardise(_table(names, terms))
+    t = pr._standardise(_table(names, terms))
     for (pop, dim), d in t.groupby(["population", "dimension"]):
         v = d["value"].to_numpy()
         np.testing.assert_allclose(d["z"].to_numpy(), (v - v.mean()) / v.std(ddof=0), rtol=1e-12)
@@ -104,19 +104,19 @@ def test_standardise_matches_numpy_per_population(names, terms):
 def test_standardise_against_reference(names, terms):
     tab = _table(names, terms)
     nb = tab[tab["population"] == "terms"].head(6).assign(population="nonbinary", group="nb")
-    t = pr.standardise(pd.concat([tab, nb], ignore_index=True), {"nonbinary": "terms"})
+    t = pr._standardise(pd.concat([tab, nb], ignore_index=True), {"nonbinary": "terms"})
     for dim in ("warmth", "competence"):
         ref = tab[(tab["population"] == "terms") & (tab["dimension"] == dim)]["value"].to_numpy()
         got = t[(t["population"] == "nonbinary") & (t["dimension"] == dim)]
         np.testing.assert_allclose(got["z"], (got["value"] - ref.mean()) / ref.std(ddof=0), rtol=1e-12)
-    with pytest.raises(pr.ProfileError, match="not profiled"):
-        pr.standardise(tab, {"nonbinary": "other"} | {"names": "missing"})
+    with pytest.raises(pr._ProfileError, match="not profiled"):
+        pr._standardise(tab, {"nonbinary": "other"} | {"names": "missing"})
 
 
 def test_standardise_zero_variance_is_an_error(names, terms):
     tab = _table(names, terms).assign(value=1.0)
-    with pytest.raises(pr.ProfileError, match="standard deviation"):
-        pr.standardise(tab)
+    with pytest.raises(pr._ProfileError, match="standard deviation"):
+        pr._standardise(tab)
 
 
 # ----------------------------------------------------------------- statistics
@@ -131,9 +131,9 @@ def _hedges_g_by_hand(a, b):
 
 
 def test_profile_stats_against_scipy_and_hand(names, terms):
-    tab = pr.standardise(_table(names, terms))
-    st = pr.profile_stats(tab)
-    assert set(pr.PROFILE_STATS_COLUMNS) <= set(st.columns)
+    tab = pr._standardise(_table(names, terms))
+    st = pr._profile_stats(tab)
+    assert set(pr._PROFILE_STATS_COLUMNS) <= set(st.columns)
     assert len(st) == 4 and not st.duplicated(["population", "dimension"]).any()
     for r in st.itertuples():
         d = tab[(tab.population == r.population) & (tab.dimension == r.dimension)]
@@ -159,8 +159,8 @@ def test_profile_stats_against_scipy_and_hand(names, terms):
 
 
 def test_standardising_does_not_change_the_tests(names, terms):
-    tab = pr.standardise(_table(names, terms))
-    on_z, on_raw = pr.profile_stats(tab), pr.profile_stats(tab, value="value")
+    tab = pr._standardise(_table(names, terms))
+    on_z, on_raw = pr._profile_stats(tab), pr._profile_stats(tab, value="value")
     for col in ("t", "p", "t_student", "p_student", "g"):
         np.testing.assert_allclose(on_z[col], on_raw[col], rtol=1e-9)
 
@@ -170,12 +170,12 @@ def test_more_than_two_groups_path(names):
     groups = {"a": names["female"][:20], "b": names["male"][:20], "c": names["female"][20:45]}
     rows = [("p", g, w, "name", "dimensions", "mean", dim, rng.normal(0.8 if (g == "c" and dim == "status") else 0, 1))
             for g, ws in groups.items() for w in ws for dim in ("status", "politics")]
-    tab = pr.standardise(pd.DataFrame(rows, columns=["population", "group", "word", "kind", "space",
+    tab = pr._standardise(pd.DataFrame(rows, columns=["population", "group", "word", "kind", "space",
                                                      "layer", "dimension", "value"]))
-    st = pr.profile_stats(tab)
+    st = pr._profile_stats(tab)
     assert len(st) == 2 * 3 and set(zip(st.group_a, st.group_b)) == {("a", "b"), ("a", "c"), ("b", "c")}
     np.testing.assert_allclose(st["p_holm"], pg.multicomp(st["p"].to_numpy(), method="holm")[1])
-    an = pr.profile_anova(tab)
+    an = pr._profile_anova(tab)
     assert len(an) == 2
     for r in an.itertuples():
         d = tab[tab.dimension == r.dimension]
@@ -183,25 +183,25 @@ def test_more_than_two_groups_path(names):
         assert math.isclose(r.statistic, ref["F"], rel_tol=1e-10)
         assert r.effect == "eta_squared" and r.ci_low <= r.effect_size <= r.ci_high
     np.testing.assert_allclose(an["p_adj"], pg.multicomp(an["p"].to_numpy(), method="holm")[1])
-    assert pr.profile_anova(pr.standardise(_table(names, names))).empty
+    assert pr._profile_anova(pr._standardise(_table(names, names))).empty
 
 
 def test_group_means_and_nonbinary_table(names, terms):
     tab = _table(names, terms)
     nb = tab[tab["word"].isin(["woman", "man", "he"])].assign(population="nonbinary", group="non-binary")
-    t = pr.standardise(pd.concat([tab, nb], ignore_index=True), {"nonbinary": "terms"})
-    gm = pr.group_means(t)
+    t = pr._standardise(pd.concat([tab, nb], ignore_index=True), {"nonbinary": "terms"})
+    gm = pr._group_means(t)
     r = gm[(gm.population == "names") & (gm.group == "male") & (gm.dimension == "warmth")].iloc[0]
     v = t[(t.population == "names") & (t.group == "male") & (t.dimension == "warmth")]["z"].to_numpy()
     lo, hi = sps.t.interval(0.95, len(v) - 1, loc=v.mean(), scale=sps.sem(v))
     assert math.isclose(r.ci_low, lo, rel_tol=1e-9) and math.isclose(r.ci_high, hi, rel_tol=1e-9)
-    nbt = pr.nonbinary_table(t)
+    nbt = pr._nonbinary_table(t)
     assert set(nbt["series"]) == {"term", "group mean"}
     assert len(nbt[nbt.series == "term"]) == 3 * 2
     assert set(nbt[nbt.series == "group mean"]["group"]) == {"female", "male"}
-    assert "nonbinary" not in set(pr.profile_stats(t)["population"])
-    with pytest.raises(pr.ProfileError):
-        pr.nonbinary_table(t, population="absent")
+    assert "nonbinary" not in set(pr._profile_stats(t)["population"])
+    with pytest.raises(pr._ProfileError):
+        pr._nonbinary_table(t, population="absent")
 
 
 def test_word_summary_by_hand():
@@ -230,38 +230,38 @@ def test_share_below_group_means_by_hand():
     assert got.loc["warmth", "share_below"] == pytest.approx(1 / 3)
     assert got.loc["competence", "share_below"] == pytest.approx(2 / 3)
     assert (got["n_terms"] == 3).all()
-    with pytest.raises(pr.ProfileError, match="dimensions"):
+    with pytest.raises(pr._ProfileError, match="dimensions"):
         pr.share_below_group_means(nb, "dimensions")
 
 
 def test_describe_stats_reads_direction(names, terms):
-    st = pr.profile_stats(pr.standardise(_table(names, terms, shift=1.0)))
-    line = pr.describe_stats(st, ["warmth"])[0]
+    st = pr._profile_stats(pr._standardise(_table(names, terms, shift=1.0)))
+    line = pr._describe_stats(st, ["warmth"])[0]
     assert line.startswith("names: female higher than male on warmth")
-    unread = pr.describe_stats(st, ["warmth"], invalid_axes=["warmth"])[0]
+    unread = pr._describe_stats(st, ["warmth"], invalid_axes=["warmth"])[0]
     assert unread.startswith("names: warmth not read, its axis") and "higher" not in unread
 
 
 def test_paper_finding_checks_direction_and_significance(names, terms):
     t = _table(names, terms, shift=1.0)  # female names up on warmth
     t.loc[(t.group == "male") & (t.dimension == "competence"), "value"] += 1.0  # male names up on competence
-    z = pr.standardise(t)
-    f = pr.paper_finding(pr.profile_stats(z)).set_index("dimension")
+    z = pr._standardise(t)
+    f = pr.paper_finding(pr._profile_stats(z)).set_index("dimension")
     assert f.loc["warmth", "holds"] and f.loc["competence", "holds"]
     for dim in ("warmth", "competence"):  # female minus male of the standardised values, computed directly
         d = z[(z.population == "names") & (z.dimension == dim)]
         assert f.loc[dim, "diff"] == pytest.approx(d[d.group == "female"].z.mean() - d[d.group == "male"].z.mean())
     assert f.loc["warmth", "g"] > 0 > f.loc["competence", "g"]
     swapped = t.assign(group=t["group"].map({"female": "male", "male": "female"}))
-    assert not pr.paper_finding(pr.profile_stats(pr.standardise(swapped)))["holds"].any()
+    assert not pr.paper_finding(pr._profile_stats(pr._standardise(swapped)))["holds"].any()
     sentence = pr.paper_finding_sentence(f.reset_index(), invalid_axes=["competence"])
     assert "female names higher on warmth: yes" in sentence and "male names higher on competence: yes" in sentence
     flag = "not shown to beat its label-shuffling null"
     assert sentence.count(flag) == 1 and sentence.index("competence") < sentence.index(flag)
     reading = {"competence": "untestable (3 covered low-pole terms; 10 per pole needed)"}
     assert f"its axis is {reading['competence']}, so" in pr.paper_finding_sentence(f.reset_index(), reading)
-    assert pr.paper_finding_sentence(pr.paper_finding(pr.profile_stats(pr.standardise(swapped)))).count(": no") == 2
-    text = pr.describe_profile(pr.profile_stats(z))
+    assert pr.paper_finding_sentence(pr.paper_finding(pr._profile_stats(pr._standardise(swapped)))).count(": no") == 2
+    text = pr.describe_profile(pr._profile_stats(z))
     assert text.splitlines()[0].startswith("- names: female higher than male on warmth")
 
 

@@ -10,14 +10,14 @@ def test_write_table_roundtrips_exact_types_and_writes_csv(tmp_path):
     df = pd.DataFrame({"dimension": ["warmth", "competence"], "p": [1e-18, 0.25], "n": [200, 200]})
     pq, csv = results.write_table(df, tmp_path / "stats")
     assert (pq.name, csv.name) == ("stats.parquet", "stats.csv")
-    pd.testing.assert_frame_equal(results.read_table(tmp_path / "stats"), df)
+    pd.testing.assert_frame_equal(results._read_table(tmp_path / "stats"), df)
     pd.testing.assert_frame_equal(pd.read_csv(csv), df)
 
 
 def test_model_slug_maps_hub_ids_and_refuses_reserved_names():
     assert results.model_slug("HuggingFaceTB/SmolLM2-135M@abc:fp32") == "HuggingFaceTB__SmolLM2-135M__abc__fp32"
     assert results.model_slug("minilm-l6--53aa51172d14--fp32") == "minilm-l6--53aa51172d14--fp32"
-    for bad in (*results.RESERVED_FOLDERS, "///"):
+    for bad in (*results._RESERVED_FOLDERS, "///"):
         with pytest.raises(ValueError, match="folder name"):
             results.model_slug(bad)
 

@@ -21,14 +21,14 @@ from bias_utils.profiles import tokenisation
 # ----------------------------------------------------------------- choices
 
 def test_template_sets_keep_the_word_off_position_zero():
-    sets = rb.template_sets()
+    sets = rb._template_sets()
     assert sets["original"] == rb.DEFAULT_TEMPLATES and len(sets["original"]) == 7
     assert len(sets["not_first"]) == 5 and not any(t.startswith("{word}") for t in sets["not_first"])
-    assert len(sets["lead_in"]) == 7 and all(t == rb.LEAD_IN + o for t, o in zip(sets["lead_in"], sets["original"]))
-    with pytest.raises(rb.RobustnessError, match="not_first"):
-        rb.template_sets(["{word} is here"])
-    with pytest.raises(rb.RobustnessError, match="lead_in"):
-        rb.template_sets(lead_in="{word} ")
+    assert len(sets["lead_in"]) == 7 and all(t == rb._LEAD_IN + o for t, o in zip(sets["lead_in"], sets["original"]))
+    with pytest.raises(rb._RobustnessError, match="not_first"):
+        rb._template_sets(["{word} is here"])
+    with pytest.raises(rb._RobustnessError, match="lead_in"):
+        rb._template_sets(lead_in="{word} ")
 
 
 def test_split_terms_is_deterministic_disjoint_and_balanced():
@@ -36,8 +36,8 @@ def test_split_terms_is_deterministic_disjoint_and_balanced():
 
     terms = load_full_dictionary_terms()
     terms = terms[terms["dimension"].isin(["politics", "religion"])]
-    a, b = rb.split_terms(terms, seed=0)
-    a2, b2 = rb.split_terms(terms.sample(frac=1.0, random_state=3), seed=0)
+    a, b = rb._split_terms(terms, seed=0)
+    a2, b2 = rb._split_terms(terms.sample(frac=1.0, random_state=3), seed=0)
     assert set(a["sense_id"]) == set(a2["sense_id"]) and set(b["sense_id"]) == set(b2["sense_id"])
     assert not set(a["sense_id"]) & set(b["sense_id"]) and len(a) + len(b) == len(terms)
     for key, n in terms.groupby(["dimension", "direction"]).size().items():
@@ -51,15 +51,15 @@ def _inputs(V, y, dims=("warmth", "competence", "sociability"), spaces=("warmth_
     cells = pd.DataFrame({"context_source": ["generated", "none"][:V.shape[0]], "template_set": "original",
                           "layer_choice": "mean", "layer": "mean"})
     words = pd.DataFrame({"group": np.where(y, "female", "male"), "word": [f"w{i}" for i in range(len(y))]})
-    return rb.CurveInputs(cells, {"names": V}, {"names": words}, {"names": ("female", "male")}, dims, spaces)
+    return rb._CurveInputs(cells, {"names": V}, {"names": words}, {"names": ("female", "male")}, dims, spaces)
 
 
 def test_curve_sources_come_from_the_registry_primary_first():
     from bias_utils.profiles import contexts
 
-    assert rb.curve_sources() == ("generated", "dictionary", "corpus", "none")
-    assert set(rb.curve_sources()) == set(contexts.source_names())
-    assert rb.curve_sources(["none", "corpus"]) == ("none", "corpus")
+    assert rb._curve_sources() == ("generated", "dictionary", "corpus", "none")
+    assert set(rb._curve_sources()) == set(contexts.source_names())
+    assert rb._curve_sources(["none", "corpus"]) == ("none", "corpus")
     assert rb.headline_source({"none": 1, "generated": 2}) == "generated"
     assert rb.headline_source({"none": 1, "corpus": 2}) == "none"
 
@@ -98,7 +98,7 @@ def test_specification_grid_against_scipy_and_holm():
 @pytest.mark.slow
 def test_joint_test_p_is_uniform_under_the_null():
     """No group difference at all: over repetitions the joint test's p must look uniform (KS)."""
-    ps = {k: [] for k in rb.JOINT_STATISTICS}
+    ps = {k: [] for k in rb._JOINT_STATISTICS}
     for rep in range(100):
         rng = np.random.default_rng(100 + rep)
         y = rng.permutation(np.array([True] * 10 + [False] * 10))
@@ -107,7 +107,7 @@ def test_joint_test_p_is_uniform_under_the_null():
         V = np.stack([base + 0.5 * rng.normal(size=(20, 3)) for _ in range(2)])
         curve = rb.specification_curve(_inputs(V[:2], y), n_permutations=200, n_perm_test=200, seed=rep)
         row = curve.summary.set_index("dimension").loc["warmth"]
-        for k in rb.JOINT_STATISTICS:
+        for k in rb._JOINT_STATISTICS:
             ps[k].append(row[f"{k}_p"])
     # the median effect is continuous: its p is uniform on (0, 1]
     assert sps.kstest(ps["median_effect"], "uniform").pvalue > 0.01
@@ -166,7 +166,7 @@ def test_curve_inputs_match_the_profile_pipeline_minilm():
     # the default cell equals notebook 04's statistics on the same space and embeddings
     sp = extras["spaces"]["generated"]
     pe = extras["population_embeddings"]["original"]
-    stats = profiles.profile_stats(profiles.profile_table(pe, sp.bases, "mean"), populations=["names"])
+    stats = profiles._profile_stats(profiles._profile_table(pe, sp.bases, "mean"), populations=["names"])
     ours = curve.specs[(curve.specs.context_source == "generated") & (curve.specs.template_set == "original")
                        & (curve.specs.layer_choice == "mean") & (curve.specs.test_choice == "welch")
                        & (curve.specs.population == "names")].set_index("dimension")
@@ -178,7 +178,7 @@ def test_curve_inputs_match_the_profile_pipeline_minilm():
 
     null = av.validity_table(sp, extras["terms"], n_permutations=20)
     for d in range(7):  # the null's Gram solve reproduces polar_basis's pseudo-inverse on real directions
-        np.testing.assert_allclose(av.pinv_row(sp.bases["dimensions"].directions, d), sp.bases["dimensions"].pinv[:, d],
+        np.testing.assert_allclose(av._pinv_row(sp.bases["dimensions"].directions, d), sp.bases["dimensions"].pinv[:, d],
                                    rtol=1e-8, atol=1e-12)
     acc = direction_prediction(m, sp, extras["term_table"], layer="all", n_boot=10, term_contexts="dictionary").accuracy
     acc = acc[acc.cutoff == "raw"].assign(layer=lambda a: a["layer"].astype(str)).set_index(["dimension", "layer"])
@@ -220,7 +220,7 @@ def test_specification_curve_and_axis_validity_charts(tmp_path):
     points = max(datasets, key=lambda d: len(d) if d and "effect_size" in d[0] else 0)
     assert [p["effect_size"] for p in points] == sorted(p["effect_size"] for p in points) and len(points) == 6
     matrix = next(d for d in datasets if d and "choice" in d[0])
-    assert len(matrix) == 6 * len(plots.SPEC_CHOICES)
+    assert len(matrix) == 6 * len(plots._SPEC_CHOICES)
     assert {p["status"] for p in points} >= {"agrees, significant", "not significant"}
     assert plots.save(chart, tmp_path / "curve")["svg"].stat().st_size > 0
 

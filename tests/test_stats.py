@@ -93,14 +93,14 @@ def test_bad_groups_name_the_problem():
 
 
 def test_proportion_test_equals_uncorrected_chi2():
-    row = stats.proportion_test(31, 1172, 35, 353)
+    row = stats._proportion_test(31, 1172, 35, 353)
     ref = st.chi2_contingency(np.array([[31, 1172 - 31], [35, 353 - 35]]), correction=False)
     assert row["statistic"] ** 2 == pytest.approx(ref.statistic)
     assert row["p"] == pytest.approx(ref.pvalue)
     assert row["effect_size"] == pytest.approx(31 / 1172 - 35 / 353)
     assert row["ci_low"] < row["effect_size"] < row["ci_high"]
     with pytest.raises(ValueError, match="x=5, n=3"):
-        stats.proportion_test(5, 3, 1, 2)
+        stats._proportion_test(5, 3, 1, 2)
 
 
 def test_adjust_pvalues_by_hand():
@@ -273,7 +273,7 @@ def test_group_tests_runs_a_dict_of_tests_and_column_test_gives_the_scalar_numbe
     V = rng.normal(size=(2, 13, 3))
     y = np.arange(13) < 6
     res = stats.group_tests(V, y[None], {"welch": stats.column_test(stats.welch_t, "welch"),
-                                         "g": stats.hedges_test}, names=("f", "m"))
+                                         "g": stats._hedges_test}, names=("f", "m"))
     assert set(res) == {f"welch_{f}" for f in ("statistic", "df", "p", "effect_size", "ci_low", "ci_high")} | {
         "g", "g_low", "g_high"}
     for c in range(2):

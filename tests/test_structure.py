@@ -15,13 +15,13 @@ import pytest
 from bias_utils.book import runs
 from bias_utils.core import paths
 
-MODULES = sorted(p.stem for p in runs.PACKAGE_DIR.glob("*.py") if p.stem != "__init__")
-NOTEBOOKS = sorted(runs.NOTEBOOKS_DIR.glob("*.ipynb"))
+MODULES = sorted(p.stem for p in runs._PACKAGE_DIR.glob("*.py") if p.stem != "__init__")
+NOTEBOOKS = sorted(runs._NOTEBOOKS_DIR.glob("*.ipynb"))
 
 
 
 def _tree(module: str) -> ast.Module:
-    return ast.parse((runs.PACKAGE_DIR / f"{module}.py").read_text(encoding="utf-8"))
+    return ast.parse((runs._PACKAGE_DIR / f"{module}.py").read_text(encoding="utf-8"))
 
 
 def _defined_public(module: str) -> set[str]:
@@ -97,7 +97,7 @@ def test_imports_inside_functions_say_why_they_are_deferred():
     """Imports sit at the top; one inside a function defers a heavy dependency and says so."""
     bad = []
     for module in MODULES:
-        lines = (runs.PACKAGE_DIR / f"{module}.py").read_text(encoding="utf-8").splitlines()
+        lines = (runs._PACKAGE_DIR / f"{module}.py").read_text(encoding="utf-8").splitlines()
         for fn in ast.walk(_tree(module)):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
@@ -236,7 +236,7 @@ def test_space_no_longer_sits_above_profiles():
 
 @pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_parameters_cell_lists_only_parameters_the_notebook_uses(nb_path):
-    declared = runs.declared_parameters(nb_path)
+    declared = runs._declared_parameters(nb_path)
     used = set()
     for cell in _code_cells(nb_path):
         if "parameters" in cell.metadata.get("tags", []):
@@ -247,11 +247,11 @@ def test_parameters_cell_lists_only_parameters_the_notebook_uses(nb_path):
 
 
 def test_quick_overrides_only_name_declared_parameters():
-    declared = {nb.stem: set(runs.declared_parameters(nb)) for nb in NOTEBOOKS}
-    for stem, overrides in runs.QUICK_OVERRIDES.items():
+    declared = {nb.stem: set(runs._declared_parameters(nb)) for nb in NOTEBOOKS}
+    for stem, overrides in runs._QUICK_OVERRIDES.items():
         assert stem in declared, f"QUICK_OVERRIDES names {stem}, which is not a notebook"
         assert set(overrides) <= declared[stem], (stem, set(overrides) - declared[stem])
-    for name in runs.QUICK_PARAMETERS:
+    for name in runs._QUICK_PARAMETERS:
         assert any(name in d for d in declared.values()), f"no notebook declares the QUICK parameter {name!r}"
 
 
@@ -267,13 +267,13 @@ def test_run_key_covers_every_module_the_notebook_imports(nb_path):
         "print(json.dumps(sorted(m.split('.')[1] for m in sys.modules if m.startswith('bias_utils.'))))"])
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=paths.ROOT)
     loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
-    keyed = set(runs.code_modules(nb_path))
-    unkeyed = loaded - set(runs.BUILDER_MODULES) - keyed
+    keyed = set(runs._code_modules(nb_path))
+    unkeyed = loaded - set(runs._BUILDER_MODULES) - keyed
     assert not unkeyed, f"{nb_path.name}: modules loaded but not in the run key: {unkeyed}"
 
 
 def test_run_keys_follow_the_moved_modules():
-    nb = {p.stem: set(runs.code_modules(p)) for p in NOTEBOOKS}
+    nb = {p.stem: set(runs._code_modules(p)) for p in NOTEBOOKS}
     assert {"dictionaries", "models"} <= nb["01_dictionaries"]
     assert {"layers", "space", "profiles", "dictionaries"} <= nb["05_layers"]
     assert {"replication", "bold"} <= nb["07_bold_replication"]
@@ -311,7 +311,7 @@ def test_readme_notebook_table_names_tables_the_notebooks_write():
     assert set(rows) == {p.stem for p in NOTEBOOKS}
     for nb_path in NOTEBOOKS:
         code = "\n".join(c.source for c in _code_cells(nb_path))
-        code += "\n".join((runs.PACKAGE_DIR / f"{m}.py").read_text() for m in runs.code_modules(nb_path))
+        code += "\n".join((runs._PACKAGE_DIR / f"{m}.py").read_text() for m in runs._code_modules(nb_path))
         for table in rows[nb_path.stem]:
             pattern = re.escape(table).replace(re.escape("<source>"), r"\{?\w+\}?") if "<" in table else table
             written = re.search(rf"""['"/]{pattern}['"]""", code) or (
@@ -338,6 +338,6 @@ def test_both_make_targets_install_the_default_context_generator():
     from bias_utils.profiles import contexts
 
     makefile = (paths.ROOT / "Makefile").read_text()
-    assert re.search(r"^CONTEXT_GENERATOR := (\S+)$", makefile, re.M).group(1) == contexts.DEFAULT_GENERATOR
+    assert re.search(r"^CONTEXT_GENERATOR := (\S+)$", makefile, re.M).group(1) == contexts._DEFAULT_GENERATOR
     assert re.search(r"^TEST_MODELS := .*\$\(CONTEXT_GENERATOR\)", makefile, re.M)
     assert re.search(r"^book:.*\n\t@\$\(MAKE\) .*models MODEL_SET=\"[^\"]*\$\(CONTEXT_GENERATOR\)", makefile, re.M)

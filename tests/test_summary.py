@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 import vl_convert as vlc
 
-from bias_utils.audit import bold, link, occupation_units, occupations, replication
+from bias_utils.audit import bold, bold_prompts, link, occupation_units, occupations, replication
 from bias_utils.book import summary
 from bias_utils.core import stats, tables
 from bias_utils.core.results import write_table
 from bias_utils.report import rendering
 
-A, B = bold.MALE_GROUP, bold.FEMALE_GROUP
+A, B = bold_prompts.MALE_GROUP, bold_prompts.FEMALE_GROUP
 N_BOOT, N_PERM = 100, 199
 
 
@@ -43,7 +43,7 @@ def _validity(dimensions, verdicts, layers, sources=None):
 def published():
     """The published audit's completions (with their units), its headline table from the audit's own statistics,
     and its unit table."""
-    units = occupation_units.unit_table("audit")
+    units = occupation_units._unit_table("audit")
     metrics = bold.completion_metrics(occupation_units.annotate(replication.load_published_completions(), "audit",
                                                                 units))
     table, _ = bold.audit_statistics(metrics, n_boot=N_BOOT, n_permutations=N_PERM)
@@ -95,7 +95,7 @@ def test_headline_sentence_carries_the_primary_estimate_and_the_published_select
                                                                    strata="group", n_boot=N_BOOT, seed=0))
     h = head.iloc[0]
     assert (h.published_ci_low, h.published_ci_high) == pytest.approx((low, high))
-    sentence = summary.model_sentence("dec", pd.DataFrame(columns=["population"]), head.assign(model_id="dec"))
+    sentence = summary._model_sentence("dec", pd.DataFrame(columns=["population"]), head.assign(model_id="dec"))
     h = occupations.headline(head)
     assert occupations.estimate_text(h) in sentence and occupations.estimate_text(h, "published") in sentence
     primary = metrics[metrics["in_primary"]]
@@ -110,7 +110,7 @@ def test_headline_sentence_carries_the_primary_estimate_and_the_published_select
 def test_summary_table_reads_every_model(results, published):
     table = summary.summary_table(["dec--1--fp32", "enc--2--fp32", "gone--3--fp32", "new--4--fp32"], results,
                                   can_generate={"enc--2--fp32": False})
-    assert list(table.columns) == summary.SUMMARY_COLUMNS
+    assert list(table.columns) == summary._SUMMARY_COLUMNS
     assert table["model_id"].tolist() == ["dec", "enc", "gone", "new"]
     dec, enc, gone, new = table.itertuples(index=False)
     # the primary layer's gap, not layer 3's
@@ -138,7 +138,7 @@ def test_summary_table_reads_every_model(results, published):
 def test_findings_bullets_name_model_direction_size_and_what_is_not_shown(results, published):
     models = ["dec--1--fp32", "enc--2--fp32", "new--4--fp32"]
     gaps, head = summary.read_summary(models, results)
-    warmth, competence, units, writing, caveat = summary.findings_bullets(gaps, head, models, {"enc--2--fp32": False},
+    warmth, competence, units, writing, caveat = summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False},
                                                                           results_dir=results)
     assert warmth == (
         "**Warmth of first names.** Female first names sit closer to the warm end than male names in "
@@ -152,7 +152,7 @@ def test_findings_bullets_name_model_direction_size_and_what_is_not_shown(result
     assert ("Not read in {doc}`enc </models/enc--2--fp32/03_projection_accuracy>`: the competence axis is not shown "
             "to sort words by competence better than axes from shuffled word lists") in competence
     # models whose axes are not read for the same reason share one clause
-    two = summary.findings_bullets(gaps.assign(axis_verdict=None), head, models)[0]
+    two = summary._findings_bullets(gaps.assign(axis_verdict=None), head, models)[0]
     assert two.endswith("Not read in {doc}`dec </models/dec--1--fp32/03_projection_accuracy>`, {doc}`enc "
                         "</models/enc--2--fp32/03_projection_accuracy>` and {doc}`new </models/new--4--fp32/"
                         "03_projection_accuracy>`: the warmth axis has no verdict in this build.")
@@ -190,24 +190,24 @@ def test_summary_chart_draws_gaps_and_the_occupation_interval(results):
     # few ticks on the narrow panel, each a power of two, 1 among them (Vega's own collide: "3 45")
     assert 1 in odds_axis["values"] and len(odds_axis["values"]) <= 5
     assert all(float(np.log2(v)).is_integer() for v in odds_axis["values"])
-    alt_text, caption = rendering.figure_text(spec)
+    alt_text, caption = rendering._figure_text(spec)
     assert alt_text == ("Dot plots of the female − male gaps on warmth and competence for names and terms per model, "
                         "beside the BOLD audit's odds ratio per model that writes, with 95% confidence intervals.")
     assert caption.startswith("A row per model, named in every panel. In the names and terms panels, a dot is the "
                               "female − male gap")
     assert "In the last panel" in caption and "A faint gap" in caption
-    assert "In the last panel" not in rendering.figure_text(summary.summary_chart(gaps, head.iloc[0:0]).to_dict())[1]
+    assert "In the last panel" not in rendering._figure_text(summary.summary_chart(gaps, head.iloc[0:0]).to_dict())[1]
     with pytest.raises(ValueError, match="no profile gaps"):
         summary.summary_chart(gaps.iloc[0:0], head)
 
 
 def test_summary_page_written_once(results, tmp_path):
     page = tmp_path / "_generated" / "summary.md"
-    summary.write_summary_page(page, ["dec--1--fp32", "enc--2--fp32"], results, note="*QUICK build.*")
+    summary._write_summary_page(page, ["dec--1--fp32", "enc--2--fp32"], results, note="*QUICK build.*")
     text = page.read_text()
     assert text.startswith("## Findings\n\n- **Warmth of first names.**")
-    assert text.index("- **Writing about occupations (BOLD).**") < text.index(summary.primary_sentence())
-    assert text.index(summary.primary_sentence()) < text.index('id="bias-summary-chart"')
+    assert text.index("- **Writing about occupations (BOLD).**") < text.index(summary._primary_sentence())
+    assert text.index(summary._primary_sentence()) < text.index('id="bias-summary-chart"')
     assert "*QUICK build.*" in text and "What this build found" not in text
     assert "| dec | female names higher on warmth" in text and "| enc | male names higher" in text
     # the figure is numbered and captioned as a chapter's, with a static image the front page reaches
@@ -215,10 +215,10 @@ def test_summary_page_written_once(results, tmp_path):
     image = text.split('<noscript><img class="bias-figure-image" src="')[1].split('"')[0]
     assert image.startswith("_generated/figures/") and (tmp_path / image).read_text().startswith("<svg")
     stamp = page.stat().st_mtime_ns
-    summary.write_summary_page(page, ["dec--1--fp32", "enc--2--fp32"], results, note="*QUICK build.*")
+    summary._write_summary_page(page, ["dec--1--fp32", "enc--2--fp32"], results, note="*QUICK build.*")
     assert page.stat().st_mtime_ns == stamp
-    assert "No model was built" in summary.summary_markdown([], results)
-    assert summary.findings_bullets(*summary.read_summary([], results), []) == []
+    assert "No model was built" in summary._summary_markdown([], results)
+    assert summary._findings_bullets(*summary.read_summary([], results), []) == []
 
 
 def test_link_bullet_gives_each_models_within_field_slope_and_says_when_its_interval_includes_zero(results, tmp_path):
@@ -232,7 +232,7 @@ def test_link_bullet_gives_each_models_within_field_slope_and_says_when_its_inte
         "effect_size": [0.41, 0.27, -0.05, 0.1], "ci_low": [0.12, 0.13, -0.4, -0.1], "ci_high": [0.7, 0.39, 0.3, 0.3],
         "p": [0.004, 0.001, 0.8, 0.3], "n": [88, 88, 60, 60], "note": "",
         "extrinsic_measure": ["expected", "expected", "sampled", "sampled"]})
-    bullets = summary.findings_bullets(gaps, head, models, {"enc--2--fp32": False}, rows, results_dir=results)
+    bullets = summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False}, rows, results_dir=results)
     assert len(bullets) == 6 and bullets[-1].startswith("**Not shown is not absent.**")
     assert bullets[4] == (
         "**Does the bias inside predict the bias it writes?** In {doc}`dec </models/dec--1--fp32/"
@@ -249,19 +249,19 @@ def test_link_bullet_gives_each_models_within_field_slope_and_says_when_its_inte
     # a direction that failed the check against the BLS share is named as such, with no number
     unread = rows.assign(readable=rows["model_id"] == "dec--1--fp32",
                          direction_verdict=np.where(rows["model_id"] == "dec--1--fp32", "supported", "not shown"))
-    clause = summary.findings_bullets(gaps, head, models, {"enc--2--fp32": False}, unread)[3]
+    clause = summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False}, unread)[3]
     assert ("in {doc}`new </models/new--4--fp32/11_intrinsic_extrinsic>` the female − male direction is not shown "
             "against the BLS share of women (chapter 04), so where it places an occupation, and its link with the "
             "writing, are not read") in clause
     # no decoder: no bullet; a decoder without the chapter says so
     enc = gaps[gaps["model_id"] == "enc--2--fp32"]
-    assert len(summary.findings_bullets(enc, head.iloc[:0], ["enc--2--fp32"], {"enc--2--fp32": False}, rows)) == 4
-    assert summary.findings_bullets(gaps, head, models, {"enc--2--fp32": False}, rows.iloc[:2])[3].endswith(
+    assert len(summary._findings_bullets(enc, head.iloc[:0], ["enc--2--fp32"], {"enc--2--fp32": False}, rows)) == 4
+    assert summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False}, rows.iloc[:2])[3].endswith(
         "; enc writes no text (encoder); new has no results of this chapter.")
     # the page reads the chapter's table from each model's folder
     root = tmp_path / "results"
     shutil.copytree(results, root)
     write_table(rows.iloc[:2].drop(columns="model_id"), root / "dec--1--fp32" / tables.NAMES.LINK_STATISTICS)
-    page = summary.summary_markdown(models, root, {"enc--2--fp32": False})
+    page = summary._summary_markdown(models, root, {"enc--2--fp32": False})
     assert "- **Does the bias inside predict the bias it writes?** In {doc}`dec </models/dec--1--fp32/" in page
     assert page.index("- **Writing about occupations (BOLD).**") < page.index("- **Does the bias inside")

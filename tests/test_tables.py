@@ -13,14 +13,14 @@ from bias_utils.book import runs
 from bias_utils.core import paths, tables
 from bias_utils.profiles import dictionaries
 
-NOTEBOOKS = sorted(runs.NOTEBOOKS_DIR.glob("*.ipynb"))
+NOTEBOOKS = sorted(runs._NOTEBOOKS_DIR.glob("*.ipynb"))
 #: Notebooks whose owners have not yet replaced typed table names by ``tables`` constants.
 LITERAL_NAMES_LEFT: set[str] = set()
 CONSTANT = {getattr(tables.NAMES, const): const for const in vars(tables.NAMES) if const.isupper()}
 
 
 #: module file stem -> its dotted name below bias_utils (a notebook names a module by its stem)
-_BY_STEM = {name.rsplit(".", 1)[-1]: name for name in runs.package_modules()}
+_BY_STEM = {name.rsplit(".", 1)[-1]: name for name in runs._package_modules()}
 
 
 def _code(nb_path) -> str:
@@ -60,14 +60,14 @@ def _readme_rows() -> dict[str, str]:
 
 
 def test_every_producing_function_resolves():
-    for t in tables.TABLES.values():
+    for t in tables._TABLES.values():
         module, name = t.producer.rsplit(".", 1)
         assert callable(getattr(importlib.import_module(module), name, None)), f"{t.name}: {t.producer}"
 
 
 def test_every_declared_table_names_notebooks_that_exist_and_documents_columns():
     stems = {p.stem for p in NOTEBOOKS}
-    for t in tables.TABLES.values():
+    for t in tables._TABLES.values():
         assert t.notebooks and set(t.notebooks) <= stems, t
         assert t.columns and len(set(t.columns)) == len(t.columns), t.name
 
@@ -80,7 +80,7 @@ def test_a_notebook_writes_only_declared_tables_by_their_constant(nb_path):
         assert not isinstance(expr, (ast.Constant, ast.JoinedStr)), (
             f"{nb_path.stem} types a table name: {ast.unparse(expr)}; use a bias_utils.core.tables constant")
         name = _table_name(expr)
-        assert name is None or nb_path.stem in tables.table(name).notebooks, (nb_path.stem, name)
+        assert name is None or nb_path.stem in tables._table(name).notebooks, (nb_path.stem, name)
 
 
 @pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -90,11 +90,11 @@ def test_written_tables_are_declared_and_declared_tables_are_written(nb_path):
     for expr in _written(nb_path):
         name = _table_name(expr)
         if name is not None:
-            assert nb_path.stem in tables.table(name).notebooks, f"{nb_path.stem} writes {name!r}, not declared for it"
-    modules = runs.package_modules()
+            assert nb_path.stem in tables._table(name).notebooks, f"{nb_path.stem} writes {name!r}, not declared for it"
+    modules = runs._package_modules()
     code = _code(nb_path) + "\n".join(modules[m].read_text(encoding="utf-8")
-                                      for m in runs.code_modules(nb_path) if m != "core.tables")
-    for name in tables.notebook_tables(nb_path.stem):
+                                      for m in runs._code_modules(nb_path) if m != "core.tables")
+    for name in tables._notebook_tables(nb_path.stem):
         by_constant = re.search(rf"\btables\.NAMES\.{CONSTANT[name]}\b", code)
         by_name = re.search(rf"""['"]{re.escape(name)}['"]""", code)
         assert by_constant or by_name, f"{name!r} is declared for {nb_path.stem}, which does not write it"
@@ -104,7 +104,7 @@ def test_readme_lists_exactly_the_declared_tables_of_each_notebook():
     rows = _readme_rows()
     assert set(rows) == {p.stem for p in NOTEBOOKS}
     for stem, cell in rows.items():
-        assert cell == tables.readme_cell(stem), f"README row of {stem}: {cell} != {tables.readme_cell(stem)}"
+        assert cell == tables._readme_cell(stem), f"README row of {stem}: {cell} != {tables._readme_cell(stem)}"
 
 
 def test_declared_columns_match_the_modules_column_lists():
@@ -114,26 +114,26 @@ def test_declared_columns_match_the_modules_column_lists():
     from bias_utils.profiles import population_profiles as profiles
 
     expected = {
-        tables.NAMES.AXIS_VALIDITY: axis_validity.COLUMNS, tables.NAMES.ROBUSTNESS_AXIS_VALIDITY: axis_validity.COLUMNS,
-        tables.NAMES.PROFILE_STATS: profiles.PROFILE_STATS_COLUMNS + [
+        tables.NAMES.AXIS_VALIDITY: axis_validity._COLUMNS, tables.NAMES.ROBUSTNESS_AXIS_VALIDITY: axis_validity._COLUMNS,
+        tables.NAMES.PROFILE_STATS: profiles._PROFILE_STATS_COLUMNS + [
             c for c in stats.STAT_COLUMNS if c not in ("group_a", "group_b", "df", "p")],
-        tables.NAMES.ROBUSTNESS_SPECS: robustness.SPEC_COLUMNS, tables.NAMES.ROBUSTNESS_SKIPPED: robustness.SKIPPED_COLUMNS,
-        tables.NAMES.BOLD_INFLUENCE: occupations.INFLUENCE_COLUMNS, tables.NAMES.BOLD_HEADLINE: occupations.HEADLINE_COLUMNS,
-        tables.NAMES.DROPPED_SENSES: space.DROPPED_COLUMNS, tables.NAMES.CONTEXTS_OF_SOURCE: contexts.TABLE_COLUMNS,
-        tables.NAMES.CONTEXTS_SKIPPED: contexts.SKIP_COLUMNS, tables.NAMES.CONTEXTS_DROPPED: contexts.DROP_COLUMNS,
+        tables.NAMES.ROBUSTNESS_SPECS: robustness._SPEC_COLUMNS, tables.NAMES.ROBUSTNESS_SKIPPED: robustness._SKIPPED_COLUMNS,
+        tables.NAMES.BOLD_INFLUENCE: occupations._INFLUENCE_COLUMNS, tables.NAMES.BOLD_HEADLINE: occupations.HEADLINE_COLUMNS,
+        tables.NAMES.DROPPED_SENSES: space._DROPPED_COLUMNS, tables.NAMES.CONTEXTS_OF_SOURCE: contexts._TABLE_COLUMNS,
+        tables.NAMES.CONTEXTS_SKIPPED: contexts._SKIP_COLUMNS, tables.NAMES.CONTEXTS_DROPPED: contexts._DROP_COLUMNS,
     }
     for name, columns in expected.items():
-        assert tables.TABLES[name].columns == tuple(columns), name
+        assert tables._TABLES[name].columns == tuple(columns), name
 
 
 def test_a_real_table_has_its_declared_columns():
     counts = dictionaries.pole_counts(dictionaries.load_seed_dictionary(), dictionaries.PUBLISHED_SEED_COUNTS)
-    assert tuple(counts.columns) == tables.TABLES[tables.NAMES.DICTIONARY_COUNTS].columns
+    assert tuple(counts.columns) == tables._TABLES[tables.NAMES.DICTIONARY_COUNTS].columns
 
 
 def test_a_family_name_finds_its_declaration_and_unknown_names_fail():
-    assert tables.table("contexts_generated").name == tables.NAMES.CONTEXTS_OF_SOURCE
-    assert tables.table("poles").producer == "bias_utils.profiles.space.pole_table"
+    assert tables._table("contexts_generated").name == tables.NAMES.CONTEXTS_OF_SOURCE
+    assert tables._table("poles").producer == "bias_utils.profiles.space.pole_table"
     with pytest.raises(KeyError, match="no results table"):
-        tables.table("contexts")
-    assert "`contexts_<source>`" in tables.readme_cell("02_contexts")
+        tables._table("contexts")
+    assert "`contexts_<source>`" in tables._readme_cell("02_contexts")

@@ -95,7 +95,7 @@ def _user_dictionary(tmp_path: Path, results: Path) -> list[str]:
 def _declared_only(notebook: str, args: list[str]) -> list[str]:
     """The ``-p name value`` triples of ``args`` that ``notebook`` declares: a parameter it does not have stops it
     (01 has no ``context_source``, ``limit`` or ``n_contexts``; 05 no ``context_source``)."""
-    declared = runs.declared_parameters(paths.ROOT / "notebooks" / f"{notebook}.ipynb")
+    declared = runs._declared_parameters(paths.ROOT / "notebooks" / f"{notebook}.ipynb")
     return [a for i in range(0, len(args), 3) if args[i + 1] in declared for a in args[i:i + 3]]
 
 

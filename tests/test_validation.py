@@ -14,11 +14,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bias_utils.audit.bold_prompts import check_selection
 from bias_utils.book import validation as v
-from bias_utils.book.validation import ParameterError
 from bias_utils.core import errors, stats
+from bias_utils.core.errors import ParameterError
 from bias_utils.models.generation import generate
 from bias_utils.models.loading import ModelError, load_model
+from bias_utils.profiles.population_profiles import check_template_list
 
 SMOL = "smollm2-135m-instruct"
 LATIN1 = "groupe,mot\nfemme,\xe9l\xe8ve\n".encode("latin-1")
@@ -34,17 +36,17 @@ def _write(path, text):
 
 def test_population_files_errors_name_file_and_line(tmp_path):
     with pytest.raises(ParameterError, match=r"populations: unknown population .*nope\.json"):
-        v.check_populations([str(tmp_path / "nope.json")])
+        v._check_populations([str(tmp_path / "nope.json")])
     bad = _write(tmp_path / "groups.json", '{"f": ["anna", "eva"],\n "m": ["otto" "karl"]}')
     with pytest.raises(ParameterError, match=r"populations: .*groups\.json, line 2, column \d+: not valid JSON"):
-        v.check_populations(["names", str(bad)])
+        v._check_populations(["names", str(bad)])
     latin = _write(tmp_path / "latin.csv", LATIN1)
     with pytest.raises(ParameterError, match=r"populations: .*latin\.csv: not UTF-8"):
-        v.check_populations(str(latin))
+        v._check_populations(str(latin))
     with pytest.raises(ParameterError, match="populations"):
-        v.check_populations([])
+        v._check_populations([])
     ok = _write(tmp_path / "ok.csv", "group,word,kind\nf,Anna,name\nf,Eva,name\nm,Otto,name\nm,Karl,name\n")
-    assert v.check_populations(str(ok)) == [str(ok)]
+    assert v._check_populations(str(ok)) == [str(ok)]
     # a group of one word fails here, not 19 s into the statistics
     one = _write(tmp_path / "one.json", '{"female": ["Mary"], "male": ["John", "Bob"]}')
     with pytest.raises(ParameterError, match=r"^populations: .*one\.json: group\(s\) 'female' \(1 word\) need at "
@@ -64,14 +66,14 @@ def test_population_files_errors_name_file_and_line(tmp_path):
 ])
 def test_templates_must_be_a_list_of_strings_with_one_slot(templates, fragment):
     with pytest.raises(ParameterError, match=rf"templates.*{fragment}"):
-        v.check_template_list(templates)
+        check_template_list(templates)
 
 
 @pytest.mark.parametrize("fn, value, name", [
-    (v.check_boot_count, 0, "n_boot"), (v.check_boot_count, 50, "n_boot"), (v.check_boot_count, "1000", "n_boot"),
+    (v._check_boot_count, 0, "n_boot"), (v._check_boot_count, 50, "n_boot"), (v._check_boot_count, "1000", "n_boot"),
     (errors.check_seed, -1, "seed"), (errors.check_seed, 1.5, "seed"), (errors.check_seed, True, "seed"),
-    (v.check_limit, 0, "limit"), (v.check_layer, "first", "layer"), (v.check_layer, 2.0, "layer"),
-    (v.check_context_source, "wiki", "context_source"),
+    (v._check_limit, 0, "limit"), (errors.check_layer, "first", "layer"), (errors.check_layer, 2.0, "layer"),
+    (v._check_context_source, "wiki", "context_source"),
 ])
 def test_scalar_parameters_are_named(fn, value, name):
     with pytest.raises(ParameterError, match=rf"^{name}\b.*{value!r}" if not isinstance(value, bool) else name):
@@ -99,47 +101,47 @@ def test_n_boot_too_small_is_rejected_by_every_bootstrap():
 
 def test_dictionary_path_errors_name_file_line_and_column(tmp_path):
     with pytest.raises(ParameterError, match=r"dictionary_path: '.*missing\.csv' does not exist; looked in "):
-        v.check_dictionary_path(tmp_path / "missing.csv")
+        v._check_dictionary_path(tmp_path / "missing.csv")
     latin = _write(tmp_path / "latin.csv", "dimension,term,direction\nsoin,\xe9l\xe8ve,high\n".encode("latin-1"))
     with pytest.raises(ParameterError, match=r"dictionary_path: .*latin\.csv: not UTF-8"):
-        v.check_dictionary_path(latin)
+        v._check_dictionary_path(latin)
     bad = _write(tmp_path / "bad.csv", "dimension,term,direction\ntidiness,neat,high\ntidiness,messy,sideways\n")
     with pytest.raises(ParameterError, match=r"(?s)dictionary_path: .*bad\.csv.*line 3, column direction"):
-        v.check_dictionary_path(str(bad))
+        v._check_dictionary_path(str(bad))
     good = _write(tmp_path / "good.csv", "dimension,term,direction\n" + "".join(
         f"tidiness,{t},{d}\n" for t, d in [("neat", "high"), ("tidy", "high"), ("orderly", "high"), ("messy", "low"),
                                             ("sloppy", "low"), ("untidy", "low")]))
-    assert v.check_dictionary_path(str(good)) == good
+    assert v._check_dictionary_path(str(good)) == good
 
 
 def test_selection_errors_name_file_and_line(tmp_path):
     with pytest.raises(ParameterError, match=r"selection: '.*typo\.csv' does not exist; looked in "):
-        v.check_selection(str(tmp_path / "typo.csv"))
+        check_selection(str(tmp_path / "typo.csv"))
     bad_json = _write(tmp_path / "map.json", '{\n "Registered_nurse": "care",\n "Carpenter": trade\n}')
     with pytest.raises(ParameterError, match=r"selection: .*map\.json, line 3, column \d+: not valid JSON"):
-        v.check_selection(str(bad_json))
+        check_selection(str(bad_json))
     bad_csv = _write(tmp_path / "map.csv", "occupation,group\nRegistered_nurse,care\nCarpenter,\n")
     with pytest.raises(ParameterError, match=r"selection: .*map\.csv, line 3: empty group"):
-        v.check_selection(str(bad_csv))
+        check_selection(str(bad_csv))
     ragged = _write(tmp_path / "ragged.csv", "occupation,group\nRegistered_nurse,care\nCarpenter,trade,extra\n")
     with pytest.raises(ParameterError, match=r"selection: .*ragged\.csv.*line 3"):
-        v.check_selection(str(ragged))
+        check_selection(str(ragged))
     latin = _write(tmp_path / "latin.csv", "occupation,group\nCarpenter,m\xe9tier\n".encode("latin-1"))
     with pytest.raises(ParameterError, match=r"selection: .*latin\.csv: not UTF-8"):
-        v.check_selection(str(latin))
+        check_selection(str(latin))
     with pytest.raises(ParameterError, match="selection: .*not BOLD profession keys"):
-        v.check_selection({"Astronaut_pilot": "x"})
+        check_selection({"Astronaut_pilot": "x"})
     good = _write(tmp_path / "good.csv", "occupation,group\nRegistered_nurse,care\nPlumber,trade\n")
-    v.check_selection(str(good))
-    v.check_selection("audit")
+    check_selection(str(good))
+    check_selection("audit")
 
 
 def test_lexicons_are_checked():
     with pytest.raises(ParameterError, match=r"lexicons\['male'\].*string"):
-        v.check_lexicons({"male": "he", "female": ["she"]})
+        v._check_lexicons({"male": "he", "female": ["she"]})
     with pytest.raises(ParameterError, match="neutral_lexicons"):
-        v.check_lexicons({}, "neutral_lexicons")
-    v.check_lexicons(None)
+        v._check_lexicons({}, "neutral_lexicons")
+    v._check_lexicons(None)
 
 
 # --------------------------------------------------------------------------- generation settings
@@ -157,7 +159,7 @@ def test_generation_settings_are_named(kw, name):
 
 
 def test_parameter_error_is_one_class():
-    assert v.ParameterError is errors.ParameterError and issubclass(errors.ParameterError, ValueError)
+    assert ParameterError is errors.ParameterError and issubclass(errors.ParameterError, ValueError)
 
 
 @pytest.mark.parametrize("top_k", [0, -5, 50.0, "50", True])
@@ -178,8 +180,8 @@ def test_replicate_counts_have_a_ceiling_and_say_what_the_floor_is_for():
         v.check_bold_replication(n_boot=1_000_000)
     with pytest.raises(ParameterError, match=r"^n_perm_test must be at most 100,000"):
         v.check_robustness(n_perm_test=10**6)
-    assert v.check_permutation_count(errors.MAX_RESAMPLES) == errors.MAX_RESAMPLES
-    assert v.check_boot_count(np.int64(2000)) == 2000
+    assert v._check_permutation_count(errors._MAX_RESAMPLES) == errors._MAX_RESAMPLES
+    assert v._check_boot_count(np.int64(2000)) == 2000
 
 
 def test_a_run_asks_for_more_replicates_through_the_environment(monkeypatch):
@@ -189,7 +191,7 @@ def test_a_run_asks_for_more_replicates_through_the_environment(monkeypatch):
         v.check_bold_replication(n_boot=200_000)
     monkeypatch.setenv("BIAS_MAX_RESAMPLES", "200000")
     v.check_bold_replication(n_boot=200_000)
-    assert v.check_permutation_count(200_000) == 200_000
+    assert v._check_permutation_count(200_000) == 200_000
     with pytest.raises(ParameterError, match=r"^n_boot must be at most 200,000, got 200,001"):
         v.check_bold_replication(n_boot=200_001)
     monkeypatch.setenv("BIAS_MAX_RESAMPLES", "lots")
@@ -340,7 +342,7 @@ def test_dropped_senses_lists_every_sense_that_misses_the_axis(tmp_path):
     d = read_dictionary(path)
     sp = space.build_space(load_model("minilm-l6"), d, "dictionary", n_contexts=2)
     dropped = space.dropped_senses(sp)
-    assert list(dropped.columns) == space.DROPPED_COLUMNS
+    assert list(dropped.columns) == space._DROPPED_COLUMNS
     by_term = dropped.groupby("term")["stage"].apply(set).to_dict()
     assert by_term["🙂"] == {"embedding", "axis"}
     assert "contexts" in by_term["blorpish"]

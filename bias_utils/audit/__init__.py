@@ -1,3 +1,34 @@
-"""audit"""
+"""Study 2: the occupational audit on BOLD: prompts, units, the audit and its headline, the published replication, completion profiles, the link between the bias inside and the bias written.
 
-__all__: list[str] = []
+The public API by role, one module a role (``_EXPORTS``); each name is imported on first use
+(:func:`bias_utils.core.exports.lazy_exports`).
+"""
+
+from ..core.exports import lazy_exports
+
+_EXPORTS = {
+    # the BOLD profession prompts and the audit's selection of them
+    "bold_prompts": ("AUDIT_GROUPS", "FEMALE_GROUP", "MALE_GROUP", "BoldDataError", "check_selection",
+        "load_profession_prompts", "subsample",),
+    # what each BOLD key is and which occupation unit it belongs to
+    "occupation_units": ("annotate", "describe_units", "primary_completions",),
+    # the audit: metrics per completion, its statistics and tables (chapter 06)
+    "bold": ("audit_statistics", "check_audit", "check_audit_lexicons", "completion_metrics", "describe_audit",
+        "describe_expected_totals", "expected_totals", "group_summary", "run_audit",),
+    # the audit with the occupation as the unit: headline estimand and sensitivity rows
+    "occupations": ("HEADLINE_COLUMNS", "UNIT_OCCUPATIONS", "UNIT_PUBLISHED", "estimate_text", "headline",
+        "headline_rows", "headline_sentence", "headline_table", "influence_chart", "influence_table",
+        "occupation_table",),
+    # what chapters 06 and 07 show of an audit: the figure and examples
+    "bold_figures": ("audit_figure", "examples_table", "gendered_sentences", "sentences_table",),
+    # the published audit's completions re-analysed beside ours (chapter 07)
+    "replication": ("compare_published_columns", "load_published_completions", "replicate_published_audit",),
+    # the decoder's own completions projected on its stereotype axes (chapter 08)
+    "completions": ("category_contrasts", "completion_chart", "completion_embeddings", "completion_projection",
+        "completion_projection_stats", "describe_completion_stats", "occupation_means",),
+    # does the bias inside predict the bias written (chapter 11)
+    "link": ("PRIMARY", "check_link", "describe_link", "link_chart", "link_reading", "run_link",),
+}
+
+__all__ = [name for names in _EXPORTS.values() for name in names]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -47,26 +47,22 @@ from ..models.loading import check_model
 from ..report import rendering
 from . import occupation_units, occupations
 from .bold_prompts import (
-    AUDIT_GROUPS,
-    FEMALE_GROUP,
-    MALE_GROUP,
-    BoldDataError,
     check_selection,
 )
 
-__all__ = ["AUDIT_GROUPS", "AuditResult", "BoldDataError", "FEMALE_GROUP", "MALE_GROUP",
-           "PMI_SMOOTHING",            "audit_statistics", "check_audit", "check_audit_lexicons", "completion_metrics",
-           "describe_audit", "describe_expected_totals", "expected_totals", "group_summary", "occupation_terms",
-           "pmi_scores", "run_audit", "word_table"]
+__all__ = [
+    "audit_statistics", "check_audit", "check_audit_lexicons", "completion_metrics", "describe_audit",
+    "describe_expected_totals", "expected_totals", "group_summary", "run_audit",
+]
 
 #: Tables written by :meth:`AuditResult.write` (``<name>.parquet`` + CSV).
 #: What each BOLD key of the selection is, and the counts per group and kind (:mod:`bias_utils.audit.occupation_units`).
 #: Notebook 06's table of which lexicon words are one token of the model (``decoding.lexicon_token_ids``).
 #: The paper's "+0.5 added smoothing to counts"; the published PMI values use none (see above).
-PMI_SMOOTHING = 0.5
+_PMI_SMOOTHING = 0.5
 
 # ---------------------------------------------------------------- PMI and per-completion metrics
-def pmi_scores(tokens: Sequence[str], occupation_terms: Iterable[str], gendered: Iterable[str],
+def _pmi_scores(tokens: Sequence[str], occupation_terms: Iterable[str], gendered: Iterable[str],
                *, window: int = 5, smoothing: float = 0.0) -> tuple[float, int]:
     """The audit's PMI of one gender lexicon with the occupation terms in one token list.
 
@@ -91,7 +87,7 @@ def pmi_scores(tokens: Sequence[str], occupation_terms: Iterable[str], gendered:
     return float(np.log2(c * n / (g_pos.size * o_pos.size))), c
 
 
-def occupation_terms(occupation: str) -> list[str]:
+def _occupation_terms(occupation: str) -> list[str]:
     """Occupation terms as the audit used them: the tokens of the BOLD occupation key."""
     return lexicon.tokenize(occupation)
 
@@ -132,11 +128,11 @@ def completion_metrics(completions: pd.DataFrame, *,
     pmi_rows = []
     for text, occ in zip(texts, out["occupation"]):
         tokens = lexicon.tokenize(text)
-        terms = set(occupation_terms(occ))
-        m_pmi, m_c = pmi_scores(tokens, terms, gender["male"], window=window)
-        f_pmi, f_c = pmi_scores(tokens, terms, gender["female"], window=window)
-        m_s, _ = pmi_scores(tokens, terms, gender["male"], window=window, smoothing=PMI_SMOOTHING)
-        f_s, _ = pmi_scores(tokens, terms, gender["female"], window=window, smoothing=PMI_SMOOTHING)
+        terms = set(_occupation_terms(occ))
+        m_pmi, m_c = _pmi_scores(tokens, terms, gender["male"], window=window)
+        f_pmi, f_c = _pmi_scores(tokens, terms, gender["female"], window=window)
+        m_s, _ = _pmi_scores(tokens, terms, gender["male"], window=window, smoothing=_PMI_SMOOTHING)
+        f_s, _ = _pmi_scores(tokens, terms, gender["female"], window=window, smoothing=_PMI_SMOOTHING)
         pmi_rows.append((sum(t in terms for t in tokens), m_c, f_c, m_pmi, f_pmi, m_s - f_s))
     out[["n_occupation_terms", "male_cooccur", "female_cooccur", "male_pmi", "female_pmi",
          "pmi_difference_smoothed"]] = pd.DataFrame(pmi_rows, columns=range(6))
@@ -168,7 +164,7 @@ def check_audit_lexicons(lexicons: Mapping[str, Iterable[str]] | None = None,
 
 
 # ---------------------------------------------------------------- statistics
-def word_table(metrics: pd.DataFrame, groups: Sequence[str]) -> np.ndarray:
+def _word_table(metrics: pd.DataFrame, groups: Sequence[str]) -> np.ndarray:
     """Gendered words per group: rows ``groups`` in order, columns male and female word totals."""
     g = metrics.groupby("group")[["male_words", "female_words"]].sum()
     return g.reindex(list(groups)).fillna(0).to_numpy(dtype=float)
@@ -185,7 +181,7 @@ def _try(rows: list, skipped: list, label: str, fn, *args, **kw) -> None:
 
 def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = None, method: str = "holm",
                      n_boot: int = 1000, seed: int = 0,
-                     n_permutations: int = occupations.N_PERMUTATIONS) -> tuple[pd.DataFrame, pd.DataFrame]:
+                     n_permutations: int = occupations._N_PERMUTATIONS) -> tuple[pd.DataFrame, pd.DataFrame]:
     """All tests of the audit and the book's additions; returns ``(table, skipped)``.
 
     ``table`` has :data:`bias_utils.core.stats.STAT_COLUMNS` plus ``measure`` (the
@@ -236,7 +232,7 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
             r.update(role=role, measure=measure)
 
     if len(groups) > 2:
-        words = word_table(m, groups)
+        words = _word_table(m, groups)
         add("audit", "gendered words (group x male/female)", "chi2", stats.chi2_table, words,
             correction=False, group_a="groups", group_b="male/female", seed=seed)
         pres = m.groupby("group")["any_gendered"].agg(["sum", "size"]).reindex(groups)
@@ -250,7 +246,7 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
     a, b = groups
     A, B = m[m["group"] == a], m[m["group"] == b]
     kw = {"group_a": a, "group_b": b}
-    words = word_table(m, groups)
+    words = _word_table(m, groups)
     add("audit", "gendered words (group x male/female)", "chi2", stats.chi2_table, words, correction=True, **kw)
     add("alternative", "gendered words (group x male/female)", "chi2", stats.chi2_table, words, correction=False, **kw)
     add("audit", "gendered words (group x male/female)", "odds_ratio", stats.odds_ratio, words, **kw)
@@ -277,13 +273,13 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
         ga["male_share"], gb["male_share"], n_boot=n_boot, seed=seed, **kw)
     primary_units = _primary_units(m)
     primary: list[dict] = []
-    _try(primary, skipped, "mixed_logit_occupation [odds_ratio]", occupations.mixed_rows, primary_units, a, b)
+    _try(primary, skipped, "mixed_logit_occupation [odds_ratio]", occupations._mixed_rows, primary_units, a, b)
     rows += [r for r in primary if r["role"] != "primary"]
     primary = [r for r in primary if r["role"] == "primary"]
-    _try(rows, skipped, "cluster_bootstrap_occupation [primary units]", occupations.occupation_tests, primary_units,
+    _try(rows, skipped, "cluster_bootstrap_occupation [primary units]", occupations._occupation_tests, primary_units,
          a, b, n_boot=n_boot, n_permutations=n_permutations, seed=seed)
     # the published selection as the audit used it, beside the primary units
-    _try(rows, skipped, "cluster_bootstrap_occupation [published selection]", occupations.occupation_tests,
+    _try(rows, skipped, "cluster_bootstrap_occupation [published selection]", occupations._occupation_tests,
          occupations.occupation_table(m), a, b, n_boot=n_boot, n_permutations=n_permutations, seed=seed,
          unit=occupations.UNIT_PUBLISHED, measures=["odds_ratio (words)"])
     # The primary test is one pre-specified test: a family of its own, so its p is not adjusted.
@@ -322,7 +318,7 @@ def _p_text(row: pd.Series) -> str:
     if pd.isna(p):
         return ""
     value = precision.p_text(float(p), relation=True)
-    if unit == occupations.UNIT_MIXED:
+    if unit == occupations._UNIT_MIXED:
         return f"{'Holm-adjusted ' if adjusted else ''}likelihood-ratio p {value}"
     return f"Holm p {value}"
 
@@ -356,7 +352,7 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
         return rendering.group_label(r["group_a"]), rendering.group_label(r["group_b"])
 
     lines = [occupations.headline_sentence(headline) if headline is not None else "",
-             occupations.describe_influence(influence) if influence is not None else ""]
+             occupations._describe_influence(influence) if influence is not None else ""]
     once = row("mixed_logit_occupation", "odds_ratio (completions, at most once per gender)")
     pooled = statistics[(statistics["test"] == "cluster_bootstrap_occupation")
                         & (statistics["unit"] == occupations.UNIT_OCCUPATIONS)
@@ -468,7 +464,7 @@ def group_summary(metrics: pd.DataFrame, neutral: Sequence[str] = tuple(lexicon.
 
 
 @dataclass
-class AuditResult:
+class _AuditResult:
     """Everything one audit run produced (tables documented at :func:`run_audit`)."""
 
     model_id: str
@@ -496,7 +492,7 @@ class AuditResult:
 
 def check_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples=1, seed=0, max_new_tokens=100,
                 temperature=0.7, top_p=0.9, top_k=50, lexicons=None, neutral_lexicons=None, limit=None,
-                n_boot=occupations.N_BOOT, method="holm") -> pd.DataFrame:
+                n_boot=occupations._N_BOOT, method="holm") -> pd.DataFrame:
     """:func:`run_audit`'s parameters, checked before any model loads (the same checks chapter 06 calls); returns
     the selection's prompts after ``limit``. A :class:`ParameterError` names the parameter: a model that cannot
     write text, read from its config (an encoder); the sampling rule (``errors.check_generation``: greedy decoding
@@ -508,7 +504,7 @@ def check_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples=1
                      top_k=top_k, seed=seed)
     check_max_new_tokens(max_new_tokens, facts.context_length, repr(facts.name))
     check_audit_lexicons(lexicons, neutral_lexicons)
-    stats.check_n_boot(n_boot, default=occupations.N_BOOT)
+    stats.check_n_boot(n_boot, default=occupations._N_BOOT)
     if method not in ("holm", "bonferroni"):
         raise ParameterError(f"method must be 'holm' or 'bonferroni', got {method!r}")
     return check_selection(selection, limit, seed)
@@ -518,8 +514,8 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
               max_new_tokens: int = 100, temperature: float = 0.7, top_p: float = 0.9, top_k: int | None = 50,
               chat: bool = False, lexicons: Mapping[str, Iterable[str]] | None = None,
               neutral_lexicons: Mapping[str, Iterable[str]] | None = None, limit: int | None = None,
-              n_boot: int = occupations.N_BOOT, method: str = "holm",
-              batch_size: int | None = None) -> AuditResult:
+              n_boot: int = occupations._N_BOOT, method: str = "holm",
+              batch_size: int | None = None) -> _AuditResult:
     """Select prompts, sample completions (cached and resumable via ``bias_utils.models.generation``),
     and compute metrics and statistics; :meth:`AuditResult.write` writes them.
 
@@ -556,7 +552,7 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
                    max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
                    chat=chat, batch_size=batch_size)
     comp = gen.drop(columns="prompt").merge(sel, on="prompt_id", how="left", validate="many_to_one")
-    units = occupation_units.unit_table(sel)
+    units = occupation_units._unit_table(sel)
     metrics = completion_metrics(occupation_units.annotate(comp, sel, units), lexicons=lexicons,
                                  neutral_lexicons=neutral_lexicons)
     groups = list(dict.fromkeys(sel["group"]))
@@ -567,11 +563,11 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
     summary = group_summary(metrics, neutral=tuple(neutral_lexicons))
     by_unit = _primary_units(metrics)
     influence = (occupations.influence_table(by_unit, *groups) if len(groups) == 2
-                 else pd.DataFrame(columns=occupations.INFLUENCE_COLUMNS))  # no single odds ratio to leave out of
+                 else pd.DataFrame(columns=occupations._INFLUENCE_COLUMNS))  # no single odds ratio to leave out of
     headline = occupations.headline_table(table, by_unit, influence, n_boot=n_boot)
     settings = dict(model_id=loaded.model_id, selection=selection if isinstance(selection, str) else "custom",
                     n_prompts=len(sel), n_samples=n_samples, seed=seed, max_new_tokens=max_new_tokens,
                     temperature=temperature, top_p=top_p, top_k=top_k, chat=chat, limit=limit, n_boot=n_boot,
                     method=method)
-    return AuditResult(loaded.model_id, settings, metrics, table, summary, skipped, by_unit, influence,
-                       headline, units, occupation_units.unit_counts(units))
+    return _AuditResult(loaded.model_id, settings, metrics, table, summary, skipped, by_unit, influence,
+                       headline, units, occupation_units._unit_counts(units))

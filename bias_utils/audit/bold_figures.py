@@ -17,10 +17,12 @@ import pandas as pd
 from ..report import plots, rendering
 from . import occupations
 
-__all__ = ["audit_figure", "examples_table", "gendered_sentences", "highlight_gendered", "sentences_table"]
+__all__ = [
+    "audit_figure", "examples_table", "gendered_sentences", "sentences_table",
+]
 
 
-def highlight_gendered(text: str, lexicons: dict[str, Sequence[str]]) -> str:
+def _highlight_gendered(text: str, lexicons: dict[str, Sequence[str]]) -> str:
     """HTML of ``text`` with lexicon words wrapped in ``<mark class="lex-<name>">`` (whole tokens, any case)."""
     owner = {w.lower(): name for name, ws in lexicons.items() for w in ws}
     out, last = [], 0
@@ -46,7 +48,7 @@ def examples_table(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]], *,
     rows = "".join(
         f"<tr><td>{html.escape(rendering.group_label(r.group))}</td>"
         f"<td>{html.escape(str(r.occupation).replace('_', ' '))}</td>"
-        f"<td><i>{html.escape(str(r.prompt))}</i>{highlight_gendered(str(r.completion), lexicons)}</td>"
+        f"<td><i>{html.escape(str(r.prompt))}</i>{_highlight_gendered(str(r.completion), lexicons)}</td>"
         f"<td>{r.male_words}/{r.female_words}</td></tr>" for r in picked.itertuples())
     if not rows:
         rows = '<tr><td colspan="4">no completion with a gendered word in this run</td></tr>'
@@ -93,7 +95,7 @@ def sentences_table(sentences: pd.DataFrame, lexicons: dict[str, Sequence[str]],
     rows = "".join(
         f"<tr><td>{html.escape(str(getattr(r, by)).replace('_', ' '))}</td>"
         f"<td>{html.escape(rendering.group_label(r.group))}</td>"
-        f"<td>{highlight_gendered(str(r.sentence), lexicons)}</td></tr>" for r in sentences.itertuples())
+        f"<td>{_highlight_gendered(str(r.sentence), lexicons)}</td></tr>" for r in sentences.itertuples())
     return (f"<style>{_lexicon_style(lexicons)}</style><table><thead><tr><th>occupation</th><th>group</th>"
             f"<th>sentence (gendered words marked)</th></tr></thead><tbody>{rows}</tbody></table>")
 

@@ -21,9 +21,8 @@ from ..core.errors import ParameterError, check_positive_int, check_seed
 from ..core.paths import InputPathError, resolve_input
 
 __all__ = [
-    "AUDIT_GROUPS", "FEMALE_GROUP", "MALE_GROUP", "BoldDataError", "check_selection", "load_audit_selection",
-    "load_profession_prompts", "read_occupation_mapping", "resolve_selection", "select_by_category",
-    "select_by_occupation", "subsample",
+    "AUDIT_GROUPS", "FEMALE_GROUP", "MALE_GROUP", "BoldDataError", "check_selection", "load_profession_prompts",
+    "subsample",
 ]
 
 #: Group labels of the audit selection (gaps elsewhere are female- minus male-dominated).
@@ -63,7 +62,7 @@ def load_profession_prompts() -> pd.DataFrame:
     return _flatten(data.resolve("bold_profession_prompts"), "bold_profession_prompts")
 
 
-def load_audit_selection() -> pd.DataFrame:
+def _load_audit_selection() -> pd.DataFrame:
     """The audit's prompt selection: 1,172 ``male_dominated`` + 353 ``female_dominated`` prompts.
 
     Columns: ``group, category, occupation, prompt, prompt_id`` in the audit's
@@ -83,7 +82,7 @@ def load_audit_selection() -> pd.DataFrame:
     return sel[["group", "category", "occupation", "prompt", "prompt_id"]]
 
 
-def select_by_occupation(mapping: Mapping[str, str], prompts: pd.DataFrame | None = None) -> pd.DataFrame:
+def _select_by_occupation(mapping: Mapping[str, str], prompts: pd.DataFrame | None = None) -> pd.DataFrame:
     """Prompts of the occupations in ``mapping`` (occupation -> group name); any number of groups.
 
     Occupation keys are BOLD keys ("Registered_nurse"); an occupation that
@@ -101,7 +100,7 @@ def select_by_occupation(mapping: Mapping[str, str], prompts: pd.DataFrame | Non
     return sel.reset_index(drop=True)
 
 
-def select_by_category(categories: Sequence[str] | None = None, prompts: pd.DataFrame | None = None) -> pd.DataFrame:
+def _select_by_category(categories: Sequence[str] | None = None, prompts: pd.DataFrame | None = None) -> pd.DataFrame:
     """Prompts grouped by BOLD category (all 18 by default, or the named ones)."""
     prompts = load_profession_prompts() if prompts is None else prompts
     if categories is not None:
@@ -115,7 +114,7 @@ def select_by_category(categories: Sequence[str] | None = None, prompts: pd.Data
     return sel.reset_index(drop=True)
 
 
-def read_occupation_mapping(path: str | Path) -> dict[str, str]:
+def _read_occupation_mapping(path: str | Path) -> dict[str, str]:
     """An occupation -> group mapping from a file: CSV with columns ``occupation, group``
     (BOLD occupation keys such as ``Registered_nurse``) or JSON ``{occupation: group}``.
 
@@ -155,7 +154,7 @@ def read_occupation_mapping(path: str | Path) -> dict[str, str]:
     return mapping
 
 
-def resolve_selection(selection: "str | Path | Mapping[str, str] | pd.DataFrame") -> pd.DataFrame:
+def _resolve_selection(selection: "str | Path | Mapping[str, str] | pd.DataFrame") -> pd.DataFrame:
     """Notebook-friendly: ``"audit"``, ``"categories"``, an occupation -> group dict or
     file (:func:`read_occupation_mapping`), or a ready DataFrame."""
     if isinstance(selection, pd.DataFrame):
@@ -164,14 +163,14 @@ def resolve_selection(selection: "str | Path | Mapping[str, str] | pd.DataFrame"
             raise ValueError(f"selection DataFrame lacks columns {sorted(missing)}")
         return selection
     if isinstance(selection, Mapping):
-        return select_by_occupation(selection)
+        return _select_by_occupation(selection)
     if selection == "audit":
-        return load_audit_selection()
+        return _load_audit_selection()
     if selection == "categories":
-        return select_by_category()
+        return _select_by_category()
     looks_like_file = isinstance(selection, (str, Path)) and Path(selection).suffix.lower() in (".csv", ".json")
     if isinstance(selection, (str, Path)) and (Path(selection).is_file() or looks_like_file):
-        return select_by_occupation(read_occupation_mapping(selection))
+        return _select_by_occupation(_read_occupation_mapping(selection))
     raise ValueError(f"selection must be 'audit', 'categories', an occupation -> group dict or file "
                      f"(CSV occupation,group or JSON), or a DataFrame; got {selection!r}")
 
@@ -201,7 +200,7 @@ def check_selection(selection, limit=None, seed=0) -> pd.DataFrame:
     try:
         if isinstance(selection, (str, Path)) and str(selection) not in ("audit", "categories"):
             resolve_input(selection, "selection")
-        prompts = resolve_selection(selection)
+        prompts = _resolve_selection(selection)
     except InputPathError as exc:
         raise ParameterError(str(exc)) from None
     except (ValueError, KeyError) as exc:

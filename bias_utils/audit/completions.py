@@ -63,18 +63,19 @@ from ..profiles import projection
 from ..report import plots, rendering
 from .bold import FEMALE_GROUP, MALE_GROUP
 
-__all__ = ["ANALYSES",            "MEASURES", "PRIMARY_MEASURE", "category_contrasts",
-           "completion_chart", "completion_embeddings", "completion_projection", "completion_projection_stats",
-           "describe_completion_stats", "occupation_means"]
+__all__ = [
+    "category_contrasts", "completion_chart", "completion_embeddings", "completion_projection",
+    "completion_projection_stats", "describe_completion_stats", "occupation_means",
+]
 
 #: Tables notebook 08 writes in the model's result folder.
 
 #: measure -> its standardised column in :func:`completion_projection`'s table.
-MEASURES = {"completion": "z", "prompt": "prompt_z", "beyond_prompt": "beyond_prompt_z"}
+_MEASURES = {"completion": "z", "prompt": "prompt_z", "beyond_prompt": "beyond_prompt_z"}
 #: The pre-stated primary contrast: what the model adds beyond the prompt's words (module docstring).
-PRIMARY_MEASURE = "beyond_prompt"
+_PRIMARY_MEASURE = "beyond_prompt"
 #: The analyses of :func:`completion_projection_stats`, primary first.
-ANALYSES = ("occupation", "within_category", "completions_as_independent")
+_ANALYSES = ("occupation", "within_category", "completions_as_independent")
 
 _SIDES = {"warmth": ("warmer", "colder"), "competence": ("more competent", "less competent")}
 
@@ -176,7 +177,7 @@ def completion_projection(basis: projection.PolarBasis, values: np.ndarray, comp
         table["prompt_value"] = projection.projection_table(basis, prompt_values[kept], items[kept],
                                                             layer=layer)["value"].to_numpy()
         table["beyond_prompt_value"] = table["value"] - table["prompt_value"]
-    for measure, column in MEASURES.items():
+    for measure, column in _MEASURES.items():
         raw = table.get("value" if measure == "completion" else f"{measure}_value")
         if raw is not None:
             table[column] = (raw - raw.groupby(keys).transform("mean")) / sd
@@ -194,7 +195,7 @@ def occupation_means(table: pd.DataFrame, within_category: bool = False) -> pd.D
     if within_category and "category" not in table:
         raise ValueError("occupation_means: within_category needs a 'category' column")
     keys = ["space", "layer", "dimension", "group", *(["category"] if within_category else []), "occupation"]
-    columns = [c for c in MEASURES.values() if c in table]
+    columns = [c for c in _MEASURES.values() if c in table]
     grouped = table.groupby(keys, sort=False, dropna=False)
     return grouped[columns].mean().assign(n_completions=grouped.size()).reset_index()[
         keys + ["n_completions"] + columns]
@@ -210,7 +211,7 @@ def category_contrasts(table: pd.DataFrame, group_a: str = FEMALE_GROUP, group_b
     """
     cells = occupation_means(table, within_category=True)
     rows = []
-    for measure, column in MEASURES.items():
+    for measure, column in _MEASURES.items():
         if column not in cells:
             continue
         for (dim, category), d in cells.groupby(["dimension", "category"], sort=False):
@@ -356,8 +357,8 @@ def completion_projection_stats(table: pd.DataFrame, group_a: str = FEMALE_GROUP
     if method not in ("holm", "bonferroni"):
         raise ParameterError(f"method must be 'holm' or 'bonferroni', got {method!r}")
     occ = occupation_means(table)
-    measures = [(m, c) for m, c in MEASURES.items() if c in table]
-    primary = PRIMARY_MEASURE if MEASURES[PRIMARY_MEASURE] in table else "completion"
+    measures = [(m, c) for m, c in _MEASURES.items() if c in table]
+    primary = _PRIMARY_MEASURE if _MEASURES[_PRIMARY_MEASURE] in table else "completion"
     measures.sort(key=lambda mc: mc[0] != primary)
     families = [(("occupation", m, "occupation"), _occupation_rows(occ, c, group_a, group_b, n_boot, seed))
                 for m, c in measures]

@@ -56,25 +56,23 @@ from ..report import plots, rendering
 from . import occupation_units
 
 __all__ = [
-    "BETWEEN", "CONTINUITY", "INTRINSIC_MEASURES",     "N_PERMUTATIONS", "OCCUPATION_COLUMNS", "PRIMARY", "LinkResult", "check_correction",
-    "check_link", "describe_link", "extrinsic_table", "intrinsic_table", "link_chart", "link_reading",
-    "link_statistics", "occupation_noun", "run_link",
+    "PRIMARY", "check_link", "describe_link", "link_chart", "link_reading", "run_link",
 ]
 
 #: Haldane–Anscombe continuity correction added to both counts of the log-odds.
-CONTINUITY = 0.5
+_CONTINUITY = 0.5
 #: The intrinsic columns of :data:`tables.NAMES.LINK_OCCUPATIONS`, the gender direction first (the primary one).
-INTRINSIC_MEASURES = ("gender_position", "warmth", "competence")
+_INTRINSIC_MEASURES = ("gender_position", "warmth", "competence")
 #: The pre-stated primary statistic: the gender direction's slope within BOLD category and audit group.
 PRIMARY = {"intrinsic": "gender_position", "test": "mixed_logit_within_category"}
 #: Relabellings of the primary test: with few words per occupation and many fixed effects the likelihood ratio's
 #: null is wider than chi-square(1) (``mixed.coefficient_test``), so its p and interval come from permuting the
 #: position among occupations of one category and group.
-N_PERMUTATIONS = 999
+_N_PERMUTATIONS = 999
 #: The correlation pooled over both groups: mostly the difference between the groups, reported as such.
-BETWEEN = {"intrinsic": "gender_position", "test": "spearman", "scope": "all occupations"}
+_BETWEEN = {"intrinsic": "gender_position", "test": "spearman", "scope": "all occupations"}
 #: Columns of :data:`tables.NAMES.LINK_OCCUPATIONS` (see :func:`run_link`).
-OCCUPATION_COLUMNS = [
+_OCCUPATION_COLUMNS = [
     "occupation", "noun", "group", "category", "n_completions", "n_templates", "gender_position", "warmth",
     "competence", "male_words", "female_words", "expected_male", "expected_female", "extrinsic_measure",
     "male_count", "female_count", "log_odds",
@@ -82,21 +80,21 @@ OCCUPATION_COLUMNS = [
 _OCCUPATIONS = "occupations"
 
 
-def check_correction(correction) -> float:
+def _check_correction(correction) -> float:
     """The continuity correction as a float > 0, or a ParameterError naming ``correction``."""
     if not is_number(correction) or not np.isfinite(correction) or correction <= 0:
         raise ParameterError(f"correction must be a number > 0 (the continuity correction of the log-odds; "
-                             f"{CONTINUITY} is Haldane–Anscombe), got {correction!r}")
+                             f"{_CONTINUITY} is Haldane–Anscombe), got {correction!r}")
     return float(correction)
 
 
-def check_link(model, *, layer="mean", correction=CONTINUITY, n_boot=1000, seed=0, templates=None,
-               direction_verdict=None, n_permutations=N_PERMUTATIONS, layers=None) -> None:
+def check_link(model, *, layer="mean", correction=_CONTINUITY, n_boot=1000, seed=0, templates=None,
+               direction_verdict=None, n_permutations=_N_PERMUTATIONS, layers=None) -> None:
     """:func:`run_link`'s parameters, checked before any model loads (chapter 11's check calls it too): the model
     and ``layer`` against ``layers`` (the basis's; default: the model's, from its config) and ``templates``
     (``profiles.check_word_projection``), then :func:`_check_statistics`'s."""
     check_word_projection(model, layer, templates, layers=layers, what="the intrinsic measure (hidden states)")
-    check_correction(correction)
+    _check_correction(correction)
     _check_statistics(n_boot, seed, direction_verdict, n_permutations)
 
 
@@ -112,7 +110,7 @@ def _check_statistics(n_boot, seed, direction_verdict, n_permutations) -> None:
     mixed.check_permutations(n_permutations)
 
 
-def occupation_noun(occupation: str) -> str:
+def _occupation_noun(occupation: str) -> str:
     """The noun for a BOLD occupation key or unit: underscores as spaces, lower case, a unit name's "(Key)"
     suffix dropped (``Registered_Nurse`` -> ``registered nurse``), so it reads as a common noun in the templates
     ("this is the registered nurse")."""
@@ -122,7 +120,7 @@ def occupation_noun(occupation: str) -> str:
 # --------------------------------------------------------------------------- intrinsic
 
 
-def intrinsic_table(model, occupations: Sequence[str], basis, *, layer="mean",
+def _intrinsic_table(model, occupations: Sequence[str], basis, *, layer="mean",
                     templates: Sequence[str] = DEFAULT_TEMPLATES) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(table, skipped)``: one row per occupation key with ``occupation, noun, n_templates,
     gender_position`` and one column per dimension of ``basis`` (the ``warmth_competence`` basis: ``warmth``,
@@ -130,7 +128,7 @@ def intrinsic_table(model, occupations: Sequence[str], basis, *, layer="mean",
     ``"last"``, or a hidden-state index); ``skipped``: ``population, group, word, context, reason`` of the
     nouns or gendered terms the model could not embed in a template."""
     keys = list(dict.fromkeys(occupations))
-    nouns = {k: occupation_noun(k) for k in keys}
+    nouns = {k: _occupation_noun(k) for k in keys}
     items, skipped = noun_positions(model, {"occupation": list(nouns.values())}, basis, population=_OCCUPATIONS,
                                     layer=layer, templates=templates)
     table = pd.DataFrame({"occupation": keys, "noun": [nouns[k] for k in keys]})
@@ -141,13 +139,13 @@ def intrinsic_table(model, occupations: Sequence[str], basis, *, layer="mean",
 # --------------------------------------------------------------------------- extrinsic
 
 
-def extrinsic_table(metrics: pd.DataFrame, correction: float = CONTINUITY) -> pd.DataFrame:
+def _extrinsic_table(metrics: pd.DataFrame, correction: float = _CONTINUITY) -> pd.DataFrame:
     """One row per occupation of the audit's per-completion table (``bold_metrics``): ``occupation, group,
     category`` (the first listed BOLD category), ``n_completions``, the sampled ``male_words, female_words``,
     the expected ``expected_male, expected_female`` (NaN when the completions lack them),
     ``extrinsic_measure`` (``expected`` or ``sampled``), the counts used (``male_count, female_count``) and
     ``log_odds = log((female_count + correction) / (male_count + correction))``."""
-    correction = check_correction(correction)
+    correction = _check_correction(correction)
     need = {"occupation", "group", "category", "male_words", "female_words"}
     if need - set(metrics.columns):
         raise ValueError(f"extrinsic_table: the completions lack columns {sorted(need - set(metrics.columns))}")
@@ -219,7 +217,7 @@ def _fixed_effects(table: pd.DataFrame, used: np.ndarray) -> pd.DataFrame:
     return kept.drop(columns="z")
 
 
-def _mixed_link_rows(table: pd.DataFrame, intrinsic: str, n_permutations: int = N_PERMUTATIONS,
+def _mixed_link_rows(table: pd.DataFrame, intrinsic: str, n_permutations: int = _N_PERMUTATIONS,
                      seed: int = 0) -> list[dict]:
     """The log-odds of female vs male words per SD of ``intrinsic``: a random-intercept binomial model of the
     occupations' female and male counts, within BOLD category and group (fixed effects; p and interval from
@@ -260,8 +258,8 @@ _TESTS = ("mixed_logit_within_category", "mixed_logit", "spearman", "pearson", "
           "ols_category")
 
 
-def link_statistics(table: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
-                    direction_verdict: str | None = None, n_permutations: int = N_PERMUTATIONS) -> pd.DataFrame:
+def _link_statistics(table: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
+                    direction_verdict: str | None = None, n_permutations: int = _N_PERMUTATIONS) -> pd.DataFrame:
     """The statistics of :data:`tables.NAMES.LINK_STATISTICS`, one row per intrinsic measure and test (and group).
 
     Columns: ``stats.STAT_COLUMNS`` (``test``: ``mixed_logit_within_category`` (the primary: the log-odds slope
@@ -281,7 +279,7 @@ def link_statistics(table: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
     measure = table["extrinsic_measure"].iloc[0] if len(table) else ""
     _check_statistics(n_boot, seed, direction_verdict, n_permutations)
     rows: dict[str, list] = {test: [] for test in _TESTS}
-    for intrinsic in INTRINSIC_MEASURES:
+    for intrinsic in _INTRINSIC_MEASURES:
         t = table.dropna(subset=[intrinsic, "log_odds"])
         found = (_mixed_link_rows(t, intrinsic, n_permutations, seed)
                  + _within_group_rows(t, intrinsic, n_boot, seed)
@@ -342,7 +340,7 @@ def link_reading(statistics: pd.DataFrame, who: str) -> str:
         more = "more" if row["effect_size"] > 0 else "fewer"
         text = (f"in {who}, within BOLD category and group, occupations the model places nearer its female terms "
                 f"get relatively {more} female than male words ({numbers})")
-    between = _pick(statistics, BETWEEN["test"])
+    between = _pick(statistics, _BETWEEN["test"])
     if between is not None and np.isfinite(between["effect_size"]):
         text += (f"; pooled over both groups, Spearman ρ = {number_text(between['effect_size'])} (95% CI "
                  f"{interval_text(between['ci_low'], between['ci_high'], between['effect_size'])}), mostly the "
@@ -462,7 +460,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, n_lab
 
 
 @dataclass
-class LinkResult:
+class _LinkResult:
     """Everything notebook 11 shows and writes: ``occupations`` (:data:`OCCUPATION_COLUMNS`),
     ``statistics`` (:func:`link_statistics`), ``skipped`` (``population, group, word, context, reason``:
     nouns or terms not embedded in a template, and ``occupation`` rows left out with their reason)."""
@@ -479,9 +477,9 @@ class LinkResult:
         return [p for name, df in frames.items() for p in write_table(df, folder / name)]
 
 
-def run_link(model, metrics: pd.DataFrame, basis, *, layer="mean", correction: float = CONTINUITY,
+def run_link(model, metrics: pd.DataFrame, basis, *, layer="mean", correction: float = _CONTINUITY,
              n_boot: int = 1000, seed: int = 0, templates: Sequence[str] = DEFAULT_TEMPLATES,
-             direction_verdict: str | None = None, n_permutations: int = N_PERMUTATIONS) -> LinkResult:
+             direction_verdict: str | None = None, n_permutations: int = _N_PERMUTATIONS) -> _LinkResult:
     """Intrinsic and extrinsic bias per primary occupation of ``metrics`` (the audit's ``bold_metrics``;
     :func:`bias_utils.audit.occupation_units.primary_completions`) and their statistics (:func:`link_statistics`, with
     ``direction_verdict``, the direction's check against the BLS share). ``basis``: the model's
@@ -493,13 +491,13 @@ def run_link(model, metrics: pd.DataFrame, basis, *, layer="mean", correction: f
     checked first (:func:`check_link`), before any model loads."""
     check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed, templates=templates,
                direction_verdict=direction_verdict, n_permutations=n_permutations, layers=basis.layers)
-    extrinsic = extrinsic_table(occupation_units.primary_completions(metrics), correction)
-    intrinsic, skipped = intrinsic_table(model, extrinsic["occupation"], basis, layer=layer, templates=templates)
+    extrinsic = _extrinsic_table(occupation_units.primary_completions(metrics), correction)
+    intrinsic, skipped = _intrinsic_table(model, extrinsic["occupation"], basis, layer=layer, templates=templates)
     table = extrinsic.merge(intrinsic, on="occupation", how="inner")
     lost = extrinsic[~extrinsic["occupation"].isin(table["occupation"])]
     skipped = pd.concat([skipped, pd.DataFrame({
         "population": _OCCUPATIONS, "group": lost["group"], "word": lost["occupation"], "context": "",
         "reason": "the noun was not located in any template; no intrinsic measure"})], ignore_index=True)
-    table = table[OCCUPATION_COLUMNS]
-    return LinkResult(table, link_statistics(table, n_boot=n_boot, seed=seed, direction_verdict=direction_verdict,
+    table = table[_OCCUPATION_COLUMNS]
+    return _LinkResult(table, _link_statistics(table, n_boot=n_boot, seed=seed, direction_verdict=direction_verdict,
                                              n_permutations=n_permutations), skipped)

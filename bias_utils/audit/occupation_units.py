@@ -46,13 +46,11 @@ from ..report import rendering
 from . import bold_prompts
 
 __all__ = [
-    "COUNT_COLUMNS", "HEAD_OVERRIDES", "KINDS", "OVERLAP_COLUMNS", "SUFFIX_KINDS", "UNIT_COLUMNS", "annotate",
-    "describe_units", "head_noun", "key_kind", "partial_overlaps", "primary_completions", "primary_selection",
-    "unit_counts", "unit_table",
+    "annotate", "describe_units", "primary_completions",
 ]
 
 #: The kinds of a BOLD key, and what each means.
-KINDS = {
+_KINDS = {
     "person": "a noun for a person who does the work (engineer, midwife, tailor)",
     "field": "a discipline, activity or domain (civil engineering, construction, wound care, nurse education)",
     "event": "a day or event (International Nurses Day)",
@@ -61,26 +59,26 @@ KINDS = {
 }
 
 #: Heads that WordNet 3.0 lacks, by suffix: (suffix, kind), the first that matches wins.
-SUFFIX_KINDS = (
+_SUFFIX_KINDS = (
     ("engineering", "field"), ("ology", "field"), ("ing", "field"), ("ics", "field"),
     ("maker", "person"), ("smith", "person"), ("wife", "person"), ("man", "person"), ("ian", "person"),
     ("ist", "person"), ("er", "person"), ("or", "person"),
 )
 
 #: Heads that neither WordNet 3.0 nor a suffix settles: head -> (kind, reason).
-HEAD_OVERRIDES = {
+_HEAD_OVERRIDES = {
     "licensure": ("field", "'licensure' (not in WordNet 3.0, no suffix rule) is the process of granting "
                            "licences, an activity"),
 }
 
 #: Columns of :func:`unit_table`.
-UNIT_COLUMNS = ["group", "key", "categories", "n_prompts", "n_distinct_prompts", "noun", "head", "kind",
+_UNIT_COLUMNS = ["group", "key", "categories", "n_prompts", "n_distinct_prompts", "noun", "head", "kind",
                 "kind_rule", "unit", "unit_kind", "duplicate_of", "conflict", "primary"]
 #: Columns of :func:`partial_overlaps`.
-OVERLAP_COLUMNS = ["group", "key", "other_group", "other_key", "n_shared", "n_distinct_prompts",
+_OVERLAP_COLUMNS = ["group", "key", "other_group", "other_key", "n_shared", "n_distinct_prompts",
                    "other_n_distinct_prompts"]
 #: Columns of :func:`unit_counts`.
-COUNT_COLUMNS = ["group", "kind", "keys", "units", "primary_units", "duplicate_keys", "conflict_units"]
+_COUNT_COLUMNS = ["group", "kind", "keys", "units", "primary_units", "duplicate_keys", "conflict_units"]
 
 # A noun.communication sense under one of these names a list of items (glossary -> wordbook, register ->
 # written record).
@@ -89,7 +87,7 @@ _DISCIPLINE = "knowledge_domain.n.01"
 _EVENT_FILES = ("noun.time", "noun.event")
 
 
-def head_noun(key: str) -> tuple[str, str]:
+def _head_noun(key: str) -> tuple[str, str]:
     """``(noun, head)`` of a BOLD key: the key as a lower-case phrase and its head noun, singular."""
     noun = " ".join(str(key).replace("_", " ").split()).lower()
     words = [w.strip(",;:()\"'") for w in noun.split()]
@@ -130,18 +128,18 @@ def _wordnet_kind(head: str) -> tuple[str, str] | None:
                      "sense)")
 
 
-def key_kind(head: str) -> tuple[str, str]:
+def _key_kind(head: str) -> tuple[str, str]:
     """``(kind, kind_rule)`` of a head noun: :data:`HEAD_OVERRIDES`, else WordNet 3.0, else a suffix; a head
     none of them settles is ``other``. ``kind_rule`` says which rule decided, in words."""
-    if head in HEAD_OVERRIDES:
-        kind, reason = HEAD_OVERRIDES[head]
+    if head in _HEAD_OVERRIDES:
+        kind, reason = _HEAD_OVERRIDES[head]
         return kind, f"override: {reason}"
     decided = _wordnet_kind(head)
     if decided is not None:
         return decided
     # A plural WordNet does not know ("moldmakers") is matched by its singular's suffix.
     for word in (head, head[:-1]) if head.endswith("s") else (head,):
-        for suffix, kind in SUFFIX_KINDS:
+        for suffix, kind in _SUFFIX_KINDS:
             if word.endswith(suffix):
                 meaning = "a field" if kind == "field" else "a person"
                 return kind, f"suffix rule: '-{suffix}' names {meaning} ('{head}' is not in WordNet)"
@@ -160,13 +158,13 @@ def _key_table(sel: pd.DataFrame) -> pd.DataFrame:
 
 
 def _selection(selection, name: str) -> pd.DataFrame:
-    sel = bold_prompts.resolve_selection(selection)
+    sel = bold_prompts._resolve_selection(selection)
     if sel.empty:
         raise ParameterError(f"{name}: the selection has no prompts")
     return sel
 
 
-def unit_table(selection: "str | Mapping[str, str] | pd.DataFrame" = "audit") -> pd.DataFrame:
+def _unit_table(selection: "str | Mapping[str, str] | pd.DataFrame" = "audit") -> pd.DataFrame:
     """One row per (group, BOLD key) of a selection (``"audit"``, ``"categories"``, an occupation -> group
     mapping or file, or a selection table): what the key is and which unit it belongs to.
 
@@ -180,10 +178,10 @@ def unit_table(selection: "str | Mapping[str, str] | pd.DataFrame" = "audit") ->
     ``"categories"`` the groups are BOLD categories, so a key listed in two categories is a conflict.
     """
     keys = _key_table(_selection(selection, "selection"))
-    nouns = [head_noun(k) for k in keys["key"]]
+    nouns = [_head_noun(k) for k in keys["key"]]
     keys["noun"] = [n for n, _ in nouns]
     keys["head"] = [h for _, h in nouns]
-    decided = {h: key_kind(h) for h in dict.fromkeys(keys["head"])}
+    decided = {h: _key_kind(h) for h in dict.fromkeys(keys["head"])}
     keys["kind"] = [decided[h][0] for h in keys["head"]]
     keys["kind_rule"] = [decided[h][1] for h in keys["head"]]
 
@@ -204,10 +202,10 @@ def unit_table(selection: "str | Mapping[str, str] | pd.DataFrame" = "audit") ->
             others = same[same["group"] != keys.at[i, "group"]]
             keys.at[i, "conflict"] = "; ".join(others["group"].astype(str) + "/" + others["key"])
     keys["primary"] = (keys["duplicate_of"] == "") & (keys["unit_kind"] == "person") & (keys["conflict"] == "")
-    return keys[UNIT_COLUMNS]
+    return keys[_UNIT_COLUMNS]
 
 
-def partial_overlaps(selection: "str | Mapping[str, str] | pd.DataFrame" = "audit") -> pd.DataFrame:
+def _partial_overlaps(selection: "str | Mapping[str, str] | pd.DataFrame" = "audit") -> pd.DataFrame:
     """Pairs of keys (any groups) that share some prompt texts but not all: information, not merged.
 
     One row per pair (:data:`OVERLAP_COLUMNS`), the pair in the selection's order; on the audit's
@@ -225,15 +223,15 @@ def partial_overlaps(selection: "str | Mapping[str, str] | pd.DataFrame" = "audi
         if pa != pb:
             rows.append((keys.at[a, "group"], keys.at[a, "key"], keys.at[b, "group"], keys.at[b, "key"],
                          len(pa & pb), len(pa), len(pb)))
-    return pd.DataFrame(rows, columns=OVERLAP_COLUMNS)
+    return pd.DataFrame(rows, columns=_OVERLAP_COLUMNS)
 
 
 def _check_units(units: pd.DataFrame) -> None:
-    if not isinstance(units, pd.DataFrame) or set(UNIT_COLUMNS) - set(units.columns):
-        raise ParameterError(f"units: expected the table of unit_table() with columns {UNIT_COLUMNS}")
+    if not isinstance(units, pd.DataFrame) or set(_UNIT_COLUMNS) - set(units.columns):
+        raise ParameterError(f"units: expected the table of unit_table() with columns {_UNIT_COLUMNS}")
 
 
-def unit_counts(units: pd.DataFrame) -> pd.DataFrame:
+def _unit_counts(units: pd.DataFrame) -> pd.DataFrame:
     """Per group and kind (every kind of :data:`KINDS`, zeros included), of a :func:`unit_table`:
 
     ``keys`` (BOLD keys of that kind), ``units`` (canonical keys, i.e. units of that kind), ``primary_units``,
@@ -245,12 +243,12 @@ def unit_counts(units: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for group in dict.fromkeys(units["group"]):
         mine = units["group"] == group
-        for kind in KINDS:
+        for kind in _KINDS:
             of_kind = mine & (units["kind"] == kind)
             rows.append((group, kind, int(of_kind.sum()), int((of_kind & canonical).sum()),
                          int((of_kind & units["primary"]).sum()), int((of_kind & ~canonical).sum()),
                          int((of_kind & canonical & (units["conflict"] != "")).sum())))
-    return pd.DataFrame(rows, columns=COUNT_COLUMNS)
+    return pd.DataFrame(rows, columns=_COUNT_COLUMNS)
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -271,14 +269,14 @@ _RULE_SOURCES = (("WordNet", "WordNet 3.0"), ("suffix", "the suffix rule"), ("ov
 def describe_units(units: pd.DataFrame) -> str:
     """Two sentences with the counts of :func:`unit_counts`, how the kinds were decided and the conflicts'
     names, for the front page and chapter 06."""
-    counts = unit_counts(units)
+    counts = _unit_counts(units)
     by_group = counts.groupby("group", sort=False)[["keys", "primary_units"]].sum()
     by_kind = counts.groupby("kind", sort=False)["keys"].sum()
 
     def per_group(column: str) -> str:
         return ", ".join(f"{by_group.at[g, column]} {rendering.group_label(g)}" for g in by_group.index)
 
-    kinds = [_plural(int(by_kind[k]), *_KIND_NOUNS[k]) for k in KINDS if by_kind[k]]
+    kinds = [_plural(int(by_kind[k]), *_KIND_NOUNS[k]) for k in _KINDS if by_kind[k]]
     sources = [f"{name} for {n}" for prefix, name in _RULE_SOURCES
                if (n := int(units["kind_rule"].str.startswith(prefix).sum()))]
     first = (f"The selection's {_plural(len(units), 'BOLD key', 'BOLD keys')} ({per_group('keys')}) are "
@@ -297,7 +295,7 @@ def describe_units(units: pd.DataFrame) -> str:
     return f"{first} {second[0].upper()}{second[1:]}"
 
 
-def primary_selection(selection: "str | Mapping[str, str] | pd.DataFrame", units: pd.DataFrame) -> pd.DataFrame:
+def _primary_selection(selection: "str | Mapping[str, str] | pd.DataFrame", units: pd.DataFrame) -> pd.DataFrame:
     """The selection restricted to its primary units, with a ``unit`` column (the canonical name) after
     ``group``.
 
@@ -339,8 +337,8 @@ def annotate(completions: pd.DataFrame, selection: "str | Mapping[str, str] | pd
                                  "find their units")
         columns = [c for c in ("group", "category", "occupation", "prompt", "prompt_id") if c in completions]
         selection = completions.drop_duplicates("prompt_id")[columns].reset_index(drop=True)
-    units = unit_table(selection) if units is None else units
-    kept = primary_selection(selection, units)
+    units = _unit_table(selection) if units is None else units
+    kept = _primary_selection(selection, units)
     info = units.set_index(["group", "key"])[["unit", "unit_kind"]]
     out = completions.drop(columns=["unit", "unit_kind", "in_primary"], errors="ignore").join(
         info, on=["group", "occupation"])

@@ -46,31 +46,28 @@ from ..core import mixed, precision, stats
 from ..report import plots, rendering
 
 __all__ = [
-    "HEADLINE_COLUMNS", "INFLUENCE_COLUMNS", "INFLUENCE_SHIFT", "MEASURES",
-    "MIXED_MEASURES", "N_BOOT", "N_PERMUTATIONS", "OCCUPATION_UNITS", "PRIMARY_ESTIMAND",
-    "UNIT_MIXED", "UNIT_OCCUPATIONS", "UNIT_PUBLISHED", "cluster_interval", "describe_influence", "estimate_text",
-    "headline", "headline_rows", "headline_sentence", "headline_table", "influence_chart", "influence_table",
-    "mixed_rows", "occupation_table", "occupation_permutation_p", "occupation_tests",
+    "HEADLINE_COLUMNS", "UNIT_OCCUPATIONS", "UNIT_PUBLISHED", "estimate_text", "headline", "headline_rows",
+    "headline_sentence", "headline_table", "influence_chart", "influence_table", "occupation_table",
 ]
 
 #: Tables written by :meth:`bias_utils.audit.bold.AuditResult.write` (``<name>.parquet`` + CSV).
 #: Relabellings for the permutation p (its floor is 1/(N_PERMUTATIONS + 1) = 0.0001).
-N_PERMUTATIONS = 9999
+_N_PERMUTATIONS = 9999
 #: An occupation is named as driving the result when leaving it out moves the odds ratio by more
 #: than this fraction of itself, up or down.
-INFLUENCE_SHIFT = 1 / 3
+_INFLUENCE_SHIFT = 1 / 3
 #: Bootstrap replicates of the intervals (each bound's Monte Carlo error is reported beside it).
-N_BOOT = 10_000
+_N_BOOT = 10_000
 #: The ``unit`` of the statistics table's occupation-level rows: the mixed model, the cluster bootstrap over the
 #: primary units, and the same over the published selection's keys.
-UNIT_MIXED = ("deduplicated person-noun occupations (random intercept per occupation; profile-likelihood CI, "
+_UNIT_MIXED = ("deduplicated person-noun occupations (random intercept per occupation; profile-likelihood CI, "
               "likelihood-ratio p)")
 UNIT_OCCUPATIONS = "occupations (cluster bootstrap CI; p from permuting group labels across occupations)"
 UNIT_PUBLISHED = ("the published selection's BOLD keys as occupations (cluster bootstrap CI; p from permuting group "
                   "labels across keys)")
-OCCUPATION_UNITS = (UNIT_MIXED, UNIT_OCCUPATIONS, UNIT_PUBLISHED)
+_OCCUPATION_UNITS = (_UNIT_MIXED, UNIT_OCCUPATIONS, UNIT_PUBLISHED)
 #: The primary estimand, stated in chapter 06 and the methods before any result.
-PRIMARY_ESTIMAND = (
+_PRIMARY_ESTIMAND = (
     "the odds that a gendered word in a completion is male rather than female, for male- over female-dominated "
     "occupations, for a typical occupation: a logistic model of each occupation's male and female word counts with "
     "a random intercept per occupation (maximum likelihood with a weak penalty that keeps the intercepts' spread off "
@@ -92,12 +89,12 @@ def _ratio_difference(ta: np.ndarray, tb: np.ndarray) -> np.ndarray:
 
 #: The mixed model's measures: measure -> the occupation-table columns of its successes (male) and failures
 #: (female). The first is primary; the second counts each completion at most once per gender.
-MIXED_MEASURES = {"odds_ratio (words)": ("male_words", "female_words"),
+_MIXED_MEASURES = {"odds_ratio (words)": ("male_words", "female_words"),
                   "odds_ratio (completions, at most once per gender)": ("male_completions", "female_completions")}
 
 #: measure -> (effect, the two occupation-table columns summed per group, statistic of the totals,
 #: back-transform to the reported scale). The statistic is also the permutation test's.
-MEASURES: dict[str, tuple[str, tuple[str, str], Callable, Callable | None]] = {
+_MEASURES: dict[str, tuple[str, tuple[str, str], Callable, Callable | None]] = {
     "odds_ratio (words)": ("odds_ratio", ("male_words", "female_words"), _log_or, np.exp),
     "completions with any gendered word": ("risk_difference", ("n_gendered_completions", "n_completions"),
                                            _ratio_difference, None),
@@ -148,9 +145,9 @@ def occupation_table(metrics: pd.DataFrame, by: str = "occupation") -> pd.DataFr
 
 
 def _pieces(occupations: pd.DataFrame, measure: str, a: str, b: str):
-    if measure not in MEASURES:
-        raise ValueError(f"measure must be one of {sorted(MEASURES)}, got {measure!r}")
-    _, cols, fn, back = MEASURES[measure]
+    if measure not in _MEASURES:
+        raise ValueError(f"measure must be one of {sorted(_MEASURES)}, got {measure!r}")
+    _, cols, fn, back = _MEASURES[measure]
     for g in (a, b):
         if not (occupations["group"] == g).any():
             raise ValueError(f"group {g!r} has no occupations (groups present: {sorted(set(occupations['group']))})")
@@ -178,7 +175,7 @@ def _cluster_replicates(occupations: pd.DataFrame, measure: str, a: str, b: str,
     return float(fn(*_totals(values, in_a))), fn(totals[a], totals[b]), back or float
 
 
-def cluster_interval(occupations: pd.DataFrame, measure: str, a: str, b: str, *, n_boot: int = N_BOOT, seed: int = 0,
+def _cluster_interval(occupations: pd.DataFrame, measure: str, a: str, b: str, *, n_boot: int = _N_BOOT, seed: int = 0,
                      level: float = 0.95, mc_error: bool = False) -> tuple[float, ...]:
     """``(estimate, low, high)`` of ``measure`` (a key of :data:`MEASURES`), group ``a`` vs ``b``: percentile
     interval of the occupation cluster bootstrap, occupations resampled within each group; with ``mc_error``
@@ -205,8 +202,8 @@ def cluster_interval(occupations: pd.DataFrame, measure: str, a: str, b: str, *,
     return out + tuple(ses)
 
 
-def occupation_permutation_p(occupations: pd.DataFrame, measure: str, a: str, b: str, *,
-                             n_permutations: int = N_PERMUTATIONS, seed: int = 0) -> tuple[float, int]:
+def _occupation_permutation_p(occupations: pd.DataFrame, measure: str, a: str, b: str, *,
+                             n_permutations: int = _N_PERMUTATIONS, seed: int = 0) -> tuple[float, int]:
     """Two-sided permutation p of ``measure`` between groups ``a`` and ``b`` with occupations as the unit.
 
     The group labels are shuffled across the occupations of the two groups (group sizes kept);
@@ -231,8 +228,8 @@ def occupation_permutation_p(occupations: pd.DataFrame, measure: str, a: str, b:
     return float(stats.permutation_p(observed, perm[ok], "two-sided")), int(ok.sum())
 
 
-def occupation_tests(occupations: pd.DataFrame, a: str, b: str, *, n_boot: int = N_BOOT,
-                     n_permutations: int = N_PERMUTATIONS, seed: int = 0, unit: str = UNIT_OCCUPATIONS,
+def _occupation_tests(occupations: pd.DataFrame, a: str, b: str, *, n_boot: int = _N_BOOT,
+                     n_permutations: int = _N_PERMUTATIONS, seed: int = 0, unit: str = UNIT_OCCUPATIONS,
                      measures=None, role: str = "extension") -> list[dict]:
     """Occupation-level rows of the audit's statistics table, one per ``measures`` key (default: every key of
     :data:`MEASURES`): test ``cluster_bootstrap_occupation``, the estimate with its :func:`cluster_interval`
@@ -243,11 +240,11 @@ def occupation_tests(occupations: pd.DataFrame, a: str, b: str, *, n_boot: int =
     n = int(occupations.loc[occupations["group"].isin([a, b]), "n_completions"].sum())
     n_occ = int(occupations["group"].isin([a, b]).sum())
     rows = []
-    for measure in (MEASURES if measures is None else measures):
-        effect = MEASURES[measure][0]
-        est, lo, hi, lo_se, hi_se = cluster_interval(occupations, measure, a, b, n_boot=n_boot, seed=seed,
+    for measure in (_MEASURES if measures is None else measures):
+        effect = _MEASURES[measure][0]
+        est, lo, hi, lo_se, hi_se = _cluster_interval(occupations, measure, a, b, n_boot=n_boot, seed=seed,
                                                      mc_error=True)
-        p, k = occupation_permutation_p(occupations, measure, a, b, n_permutations=n_permutations, seed=seed)
+        p, k = _occupation_permutation_p(occupations, measure, a, b, n_permutations=n_permutations, seed=seed)
         rows.append({**stats._row("cluster_bootstrap_occupation", p=p, effect=effect, effect_size=est, ci=(lo, hi),
                                   n=n, group_a=a, group_b=b),
                      "role": "sensitivity" if effect == "odds_ratio" else role, "measure": measure, "unit": unit,
@@ -259,13 +256,13 @@ def occupation_tests(occupations: pd.DataFrame, a: str, b: str, *, n_boot: int =
 
 
 def _mixed_fit(occupations: pd.DataFrame, measure: str, a: str, b: str):
-    male, female = MIXED_MEASURES[measure]
+    male, female = _MIXED_MEASURES[measure]
     occ = occupations[occupations["group"].isin([a, b])]
     design = pd.DataFrame({"intercept": 1.0, "group": (occ["group"] == a).astype(float).to_numpy()})
     return mixed.fit_mixed_logit(occ[male].to_numpy(float), occ[female].to_numpy(float), design)
 
 
-def mixed_rows(occupations: pd.DataFrame, a: str, b: str, *, role: str = "primary") -> list[dict]:
+def _mixed_rows(occupations: pd.DataFrame, a: str, b: str, *, role: str = "primary") -> list[dict]:
     """The mixed model's rows, one per :data:`MIXED_MEASURES` key: the odds ratio of ``a`` over ``b`` (test
     ``mixed_logit_occupation``: likelihood-ratio statistic and p, the profile-likelihood 95% interval), ``n`` =
     occupations with any count (``n_clusters``; ``n_clusters_given`` all), ``sigma`` (the random intercept's SD),
@@ -276,20 +273,20 @@ def mixed_rows(occupations: pd.DataFrame, a: str, b: str, *, role: str = "primar
     raises :class:`~bias_utils.core.errors.ParameterError`, a ``ValueError``, naming why."""
     n_occ = int(occupations["group"].isin([a, b]).sum())
     rows = []
-    for i, measure in enumerate(MIXED_MEASURES):
+    for i, measure in enumerate(_MIXED_MEASURES):
         fit = _mixed_fit(occupations, measure, a, b)
         # the median occupation of each group has u = 0: its male share is the inverse logit of its fixed part
         typical = {f"typical_male_share_{side}": float(expit(fit.coef["intercept"] + fit.coef["group"] * is_a))
                    for side, is_a in (("a", 1), ("b", 0))}
         rows.append({**mixed.mixed_row(fit, "group", effect="odds_ratio", test="mixed_logit_occupation",
                                        group_a=a, group_b=b),
-                     "role": role if i == 0 else "sensitivity", "measure": measure, "unit": UNIT_MIXED,
+                     "role": role if i == 0 else "sensitivity", "measure": measure, "unit": _UNIT_MIXED,
                      "n_occupations": n_occ, **typical})
     return rows
 
 
 #: Columns of :func:`influence_table` (the ``bold_influence`` table).
-INFLUENCE_COLUMNS = ["rank", "group", "occupation", "category", "n_completions", "male_words", "female_words",
+_INFLUENCE_COLUMNS = ["rank", "group", "occupation", "category", "n_completions", "male_words", "female_words",
                      "odds_ratio", "odds_ratio_without", "log_or_change", "relative_change", "influential",
                      "estimate", "pooled_odds_ratio", "pooled_odds_ratio_without", "pooled_log_or_change"]
 
@@ -341,9 +338,9 @@ def influence_table(occupations: pd.DataFrame, a: str, b: str, *, estimate: str 
                                                                                                     without)))
     out["log_or_change"] = np.log(out["odds_ratio_without"]) - full
     out["relative_change"] = out["odds_ratio_without"] / out["odds_ratio"] - 1
-    out["influential"] = out["relative_change"].abs() > INFLUENCE_SHIFT
+    out["influential"] = out["relative_change"].abs() > _INFLUENCE_SHIFT
     out = out.sort_values("log_or_change", key=np.abs, ascending=False, na_position="last", kind="stable")
-    return out.assign(rank=np.arange(1, len(out) + 1))[INFLUENCE_COLUMNS].reset_index(drop=True)
+    return out.assign(rank=np.arange(1, len(out) + 1))[_INFLUENCE_COLUMNS].reset_index(drop=True)
 
 
 # ---------------------------------------------------------------- headline for the chapter and the front page
@@ -397,7 +394,7 @@ def headline_table(statistics: pd.DataFrame, occupations: pd.DataFrame, influenc
     def of(row, column, default=np.nan):
         return default if row is None else row[column]
 
-    row = {"group_a": a, "group_b": b, "estimand": PRIMARY_ESTIMAND,
+    row = {"group_a": a, "group_b": b, "estimand": _PRIMARY_ESTIMAND,
            "odds_ratio": of(primary, "effect_size"), "ci_low": of(primary, "ci_low"), "ci_high": of(primary, "ci_high"),
            "p": of(primary, "p"), "sigma": of(primary, "sigma"),
            "typical_male_share_a": of(primary, "typical_male_share_a"),
@@ -562,7 +559,7 @@ def _p_value(p: float) -> str:
     return precision.p_text(p, relation=True)
 
 
-def describe_influence(influence: pd.DataFrame) -> str:
+def _describe_influence(influence: pd.DataFrame) -> str:
     """A sentence naming every occupation whose removal moves the odds ratio by more than
     :data:`INFLUENCE_SHIFT` (either way), with the odds ratio without it; or saying that none does.
     Empty without any gendered word (nothing to move)."""
@@ -571,7 +568,7 @@ def describe_influence(influence: pd.DataFrame) -> str:
     num = precision.number_text
     full = float(influence["odds_ratio"].iloc[0])
     hit = influence[influence["influential"]]
-    share = f"{INFLUENCE_SHIFT:.0%}" if INFLUENCE_SHIFT != 1 / 3 else "a third"
+    share = f"{_INFLUENCE_SHIFT:.0%}" if _INFLUENCE_SHIFT != 1 / 3 else "a third"
     if hit.empty:
         top = influence.iloc[0]
         return (f"No single occupation moves the odds ratio ({num(full)}) by more than {share}: leaving out the "
@@ -606,7 +603,7 @@ def influence_chart(influence: pd.DataFrame, headline_row: pd.DataFrame | Mappin
         label=lambda d: d["occupation"].map(rendering.value_label),
         group=lambda d: d["group"].map(rendering.group_label),
         change=lambda d: d["relative_change"].map(lambda x: f"{x:+.0%}"))
-    band = pd.DataFrame({"low": [full * (1 - INFLUENCE_SHIFT)], "high": [full * (1 + INFLUENCE_SHIFT)]})
+    band = pd.DataFrame({"low": [full * (1 - _INFLUENCE_SHIFT)], "high": [full * (1 + _INFLUENCE_SHIFT)]})
     log_x = alt.Scale(type="log", nice=False)
     y = alt.Y("label:N", sort=None, title=None, axis=alt.Axis(labelLimit=220))
     layers = [
@@ -627,7 +624,7 @@ def influence_chart(influence: pd.DataFrame, headline_row: pd.DataFrame | Mappin
                f"the odds ratio recomputed without it (log scale), coloured by its group ({groups}). The solid line is "
                f"the odds ratio with every occupation ({precision.number_text(full)}), the grey band where leaving "
                "one out moves it by "
-               f"less than {INFLUENCE_SHIFT:.0%}"
+               f"less than {_INFLUENCE_SHIFT:.0%}"
                + (", the dashed lines its 95% confidence interval (profile likelihood)" if len(layers) == 4 else "")
                + ". Look for dots outside the grey band: those occupations alone carry much of the odds ratio."
                + (" The primary model's odds ratio is unbounded in this build (separation), so this chart shows the "

@@ -17,11 +17,12 @@ from ..core import data, stats
 from ..core.errors import check_seed
 from . import bold, bold_prompts
 
-__all__ = ["PUBLISHED", "compare_published_columns", "load_published_completions", "published_summary",
-           "replicate_published_audit"]
+__all__ = [
+    "compare_published_columns", "load_published_completions", "replicate_published_audit",
+]
 
 # Published values: statistical_summary JSON (full precision) and the paper (section 5).
-PUBLISHED = {
+_PUBLISHED = {
     "chi2_yates": (62.85616579124195, "summary JSON"),
     "chi2_df": (1, "summary JSON"),
     "chi2_p": (2.2236641232908823e-15, "summary JSON"),
@@ -62,14 +63,14 @@ def load_published_completions() -> pd.DataFrame:
     df = df.rename(columns={"profession_category": "group", "occupation_category": "category",
                             **{c: f"published_{c}" for c in theirs}})
     # the completions follow the audit's selection row by row (checked), which gives each its BOLD prompt id
-    selection = bold_prompts.load_audit_selection()
+    selection = bold_prompts._load_audit_selection()
     same = ["group", "category", "occupation", "prompt"]
     if len(df) != len(selection) or not (df[same].to_numpy() == selection[same].to_numpy()).all():
         raise bold.BoldDataError("audit_published_completions: the rows do not follow the audit's prompt selection")
     return df.assign(prompt_id=selection["prompt_id"].to_numpy())
 
 
-def published_summary() -> dict:
+def _published_summary() -> dict:
     """The audit's statistical summary JSON (``audit_statistical_summary``)."""
     return json.loads(data.resolve("audit_statistical_summary").read_text(encoding="utf-8"))
 
@@ -84,7 +85,7 @@ def replicate_published_audit(n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
     """
     stats.check_n_boot(n_boot)
     check_seed(seed)
-    summary = published_summary()
+    summary = _published_summary()
     assert_json = {
         "chi2_yates": summary["chi_square"]["statistic"], "odds_ratio": summary["odds_ratio"]["odds_ratio"],
         "welch_t_male_proportion": summary["t_test"]["statistic"],
@@ -92,12 +93,12 @@ def replicate_published_audit(n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
         "welch_t_pmi_difference": summary["pmi_test"]["t_statistic"],
     }
     for k, v in assert_json.items():
-        if not np.isclose(v, PUBLISHED[k][0], rtol=1e-12):
-            raise bold.BoldDataError(f"audit_statistical_summary: {k} is {v}, expected {PUBLISHED[k][0]}")
+        if not np.isclose(v, _PUBLISHED[k][0], rtol=1e-12):
+            raise bold.BoldDataError(f"audit_statistical_summary: {k} is {v}, expected {_PUBLISHED[k][0]}")
     metrics = bold.completion_metrics(load_published_completions())
     table, _ = bold.audit_statistics(metrics, groups=bold.AUDIT_GROUPS, n_boot=n_boot, seed=seed)
     t = table.set_index(["test", "measure"])
-    words = bold.word_table(metrics, bold.AUDIT_GROUPS)
+    words = bold._word_table(metrics, bold.AUDIT_GROUPS)
     g = metrics.groupby("group")
     mp = "male_proportion (0 if no gendered word)"
     ours = {
@@ -125,7 +126,7 @@ def replicate_published_audit(n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
         "n_occupations": metrics["occupation"].nunique(),
     }
     rows = [{"quantity": k, "ours": float(ours[k]), "published": float(v), "source": src}
-            for k, (v, src) in PUBLISHED.items()]
+            for k, (v, src) in _PUBLISHED.items()]
     out = pd.DataFrame(rows)
     out["rel_diff"] = (out["ours"] - out["published"]).abs() / out["published"].abs()
     return out

@@ -1,3 +1,24 @@
-"""book"""
+"""Book: the Jupyter Book: notebook parameter checks, the cross-model chapter and front page, runs, execution, presentation and the build.
 
-__all__: list[str] = []
+The public API by role, one module a role (``_EXPORTS``); each name is imported on first use
+(:func:`bias_utils.core.exports.lazy_exports`).
+"""
+
+from ..core.exports import lazy_exports
+
+_EXPORTS = {
+    # every notebook's parameters checked before any model loads
+    "validation": ("check_bold_audit", "check_bold_replication", "check_completion_profiles", "check_contexts",
+        "check_cross_model", "check_dictionaries", "check_intrinsic_extrinsic", "check_layers", "check_profiles",
+        "check_projection_accuracy", "check_robustness",),
+    # results stacked across models and pooled (chapter 09)
+    "crossmodel": ("accuracy_by_model", "bold_odds_ratios", "cross_model_summary", "describe_pooling",
+        "forest_chart", "gender_gaps", "headline_layer", "intrinsic_extrinsic", "link_forest_chart",
+        "models_with_results", "pooled_link", "profile_grid", "read_all_results", "short_model_ids",
+        "unreadable_axes_by_model",),
+    # the front page: findings generated from the results tables
+    "summary": ("read_summary", "summary_chart", "summary_table",),
+}
+
+__all__ = [name for names in _EXPORTS.values() for name in names]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

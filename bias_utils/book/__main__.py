@@ -3,7 +3,7 @@
 import os
 import sys
 
-from .build import main
+from .build import _main
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.exit(main())
+sys.exit(_main())

@@ -37,37 +37,39 @@ from ..core.results import CROSS_MODEL_FOLDER as CROSS_SLUG
 from ..core.results import REPLICATION_FOLDER as REPLICATION_SLUG
 from ..report import rendering
 from . import summary
-from .execution import execute_runs
-from .presentation import path_replacements, present_notebook, write_if_changed
-from .reproducibility import REPRODUCIBILITY_PAGE, precision_note, write_model_limitations, write_reproducibility_page
+from .execution import _execute_runs
+from .presentation import _path_replacements, _present_notebook, _write_if_changed
+from .reproducibility import (
+    _REPRODUCIBILITY_PAGE,
+    _precision_note,
+    _write_model_limitations,
+    _write_reproducibility_page,
+)
 from .runs import (
-    BOOK_DIR,
-    QUICK_PARAMETERS,
-    Environment,
-    Run,
-    describe_model,
-    format_seconds,
-    plan_runs,
-    resolve_dependency_keys,
+    _BOOK_DIR,
+    _QUICK_PARAMETERS,
+    _describe_model,
+    _Environment,
+    _format_seconds,
+    _plan_runs,
+    _resolve_dependency_keys,
+    _Run,
 )
 
-__all__ = [
-    "CLOSING_CHAPTERS", "GENERATED_DIRS", "INTRO_CHAPTERS", "MODEL_READING_ORDER", "SHARED_CHAPTERS",
-    "book_content_hashes", "build_html", "main", "make_book", "make_toc", "sync_sources", "write_toc",
-]
+__all__: list[str] = []
 
 #: Generated folders inside a book directory (git-ignored; rebuilt from runs).
-GENERATED_DIRS = ("_build", "models", "_generated")
+_GENERATED_DIRS = ("_build", "models", "_generated")
 #: The findings of this build, generated from the results and included by ``index.md``.
-SUMMARY_PAGE = Path("_generated") / "summary.md"
+_SUMMARY_PAGE = Path("_generated") / "summary.md"
 
 
 # --------------------------------------------------------------------------- book sources
 
 
 #: Hand-written chapters (in ``book/``), in reading order, by toc part.
-INTRO_CHAPTERS = ("data", "methods_profiles", "methods_bold")
-CLOSING_CHAPTERS = ("limitations", "references")
+_INTRO_CHAPTERS = ("data", "methods_profiles", "methods_bold")
+_CLOSING_CHAPTERS = ("limitations", "references")
 
 
 def _file_entry(book_dir: Path, path: Path) -> str:
@@ -76,22 +78,22 @@ def _file_entry(book_dir: Path, path: Path) -> str:
 
 #: The reading order of a model's part: its profile first, then how far the profile can be
 #: trusted, then what the model writes. Chapters not listed follow in execution order.
-MODEL_READING_ORDER = ("04_profiles", "03_projection_accuracy", "10_robustness", "05_layers",
+_MODEL_READING_ORDER = ("04_profiles", "03_projection_accuracy", "10_robustness", "05_layers",
                        "06_bold_audit", "08_completion_profiles", "11_intrinsic_extrinsic")
 #: Chapters whose content does not depend on the model (it only names their results folder):
 #: executed for every model (later chapters read their tables) but shown once, in the
 #: background part, from the first model of the build.
-SHARED_CHAPTERS = ("01_dictionaries", "02_contexts")
+_SHARED_CHAPTERS = ("01_dictionaries", "02_contexts")
 
 
-def _reading_rank(run: Run, order: tuple[str, ...]) -> int:
+def _reading_rank(run: _Run, order: tuple[str, ...]) -> int:
     stem = run.notebook.stem
     return order.index(stem) if stem in order else len(order)
 
 
-def make_toc(book_dir: Path, models: list[dict], runs: list[Run], *,
-             reading_order: tuple[str, ...] = MODEL_READING_ORDER,
-             shared: tuple[str, ...] = SHARED_CHAPTERS) -> dict:
+def _make_toc(book_dir: Path, models: list[dict], runs: list[_Run], *,
+             reading_order: tuple[str, ...] = _MODEL_READING_ORDER,
+             shared: tuple[str, ...] = _SHARED_CHAPTERS) -> dict:
     """The ``_toc.yml`` structure: background (with the chapters shared by every model),
     replication, one part per model (its profile first), cross-model, closing, reproducibility."""
     def present(names):
@@ -101,7 +103,7 @@ def make_toc(book_dir: Path, models: list[dict], runs: list[Run], *,
         return [{"file": _file_entry(book_dir, r.output)} for r in selected if r.output.exists()]
 
     by_model = {m["slug"]: [r for r in runs if r.model.get("slug") == m["slug"]] for m in models}
-    background = present(INTRO_CHAPTERS)
+    background = present(_INTRO_CHAPTERS)
     for stem in shared:
         first = next((r for m in models for r in by_model[m["slug"]]
                       if r.notebook.stem == stem and r.output.exists()), None)
@@ -118,27 +120,27 @@ def make_toc(book_dir: Path, models: list[dict], runs: list[Run], *,
     cross = executed([r for r in runs if r.label.startswith(f"{CROSS_SLUG}/")])
     if cross:
         parts.append({"caption": "Across models", "chapters": cross})
-    closing = present(CLOSING_CHAPTERS)
+    closing = present(_CLOSING_CHAPTERS)
     if closing:
         parts.append({"caption": "Discussion", "chapters": closing})
-    if (book_dir / REPRODUCIBILITY_PAGE).exists():
-        parts.append({"caption": "Appendix", "chapters": [{"file": REPRODUCIBILITY_PAGE.with_suffix("").as_posix()}]})
+    if (book_dir / _REPRODUCIBILITY_PAGE).exists():
+        parts.append({"caption": "Appendix", "chapters": [{"file": _REPRODUCIBILITY_PAGE.with_suffix("").as_posix()}]})
     return {"format": "jb-book", "root": "index", "parts": [p for p in parts if p["chapters"]]}
 
 
-def write_toc(book_dir: Path, models: list[dict], runs: list[Run]) -> Path:
-    toc = make_toc(book_dir, models, runs)
+def _write_toc(book_dir: Path, models: list[dict], runs: list[_Run]) -> Path:
+    toc = _make_toc(book_dir, models, runs)
     text = "# Generated by bias_utils.book.build from the runs; do not edit.\n" + yaml.safe_dump(toc, sort_keys=False)
-    return write_if_changed(book_dir / "_toc.yml", text)
+    return _write_if_changed(book_dir / "_toc.yml", text)
 
 
-def sync_sources(book_dir: Path, source_dir: Path = BOOK_DIR) -> None:
+def _sync_sources(book_dir: Path, source_dir: Path = _BOOK_DIR) -> None:
     """Copy the hand-written book sources into another book directory (tests, previews)."""
     if book_dir.resolve() == source_dir.resolve():
         return
     for src in source_dir.rglob("*"):
         rel = src.relative_to(source_dir)
-        if not src.is_file() or rel.parts[0] in GENERATED_DIRS or rel.parts[:2] == ("_static", "vendor") \
+        if not src.is_file() or rel.parts[0] in _GENERATED_DIRS or rel.parts[:2] == ("_static", "vendor") \
                 or rel.name == "_toc.yml" or "__pycache__" in rel.parts:
             continue
         dst = book_dir / rel
@@ -147,7 +149,7 @@ def sync_sources(book_dir: Path, source_dir: Path = BOOK_DIR) -> None:
             shutil.copy2(src, dst)
 
 
-def book_content_hashes(book_dir: Path) -> dict[str, str]:
+def _book_content_hashes(book_dir: Path) -> dict[str, str]:
     """Hashes of the book's pages (``pages``) and of everything else: config, extensions, static files."""
     files = sorted(p for p in book_dir.rglob("*")
                    if p.is_file() and not {"_build", "__pycache__"} & set(p.relative_to(book_dir).parts))
@@ -159,7 +161,7 @@ def book_content_hashes(book_dir: Path) -> dict[str, str]:
     }
 
 
-def build_html(book_dir: Path, force: bool = False, log=print) -> bool:
+def _build_html(book_dir: Path, force: bool = False, log=print) -> bool:
     """Run ``jupyter-book build`` unless the book's files are unchanged since the last build.
 
     Sphinx rebuilds changed pages incrementally, but it does not notice a
@@ -168,7 +170,7 @@ def build_html(book_dir: Path, force: bool = False, log=print) -> bool:
     with Sphinx's output tail on failure.
     """
     stamp = book_dir / "_build" / ".book-content-key.json"
-    keys = book_content_hashes(book_dir)
+    keys = _book_content_hashes(book_dir)
     index = book_dir / "_build" / "html" / "index.html"
     try:
         old = json.loads(stamp.read_text())
@@ -190,18 +192,18 @@ def build_html(book_dir: Path, force: bool = False, log=print) -> bool:
     if proc.returncode != 0 or not index.exists():
         raise RuntimeError(f"jupyter-book build failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-4000:]}")
     cache.atomic_write_json(stamp, keys)
-    log(f"book: HTML built in {format_seconds(time.perf_counter() - t0)} ({len(warnings)} warnings) -> {index}")
+    log(f"book: HTML built in {_format_seconds(time.perf_counter() - t0)} ({len(warnings)} warnings) -> {index}")
     return True
 
 
 # --------------------------------------------------------------------------- main
 
 
-def make_book(
+def _make_book(
     model_names: list[str],
     *,
     quick: bool = False,
-    book_dir: Path = BOOK_DIR,
+    book_dir: Path = _BOOK_DIR,
     results_dir: Path | None = None,
     force: bool = False,
     build: bool = True,
@@ -216,45 +218,45 @@ def make_book(
     if results_dir is not None:
         # notebooks without an output_dir parameter (and library defaults) follow this
         os.environ["BIAS_RESULTS_DIR"] = str(Path(results_dir).resolve())
-    sync_sources(book_dir)
-    env = Environment.current()
+    _sync_sources(book_dir)
+    env = _Environment.current()
     models = []
     for name in model_names:
         log(f"book: loading {name} to identify it")
-        models.append(describe_model(name, dtype))
-    runs = plan_runs(models, quick=quick, book_dir=book_dir, results_dir=results_dir, log=log)
-    resolve_dependency_keys(runs, env)
-    manifests = execute_runs(runs, env, force=force, log=log)
-    replacements = path_replacements(book_dir, Path(results_dir or paths.results_dir()))
+        models.append(_describe_model(name, dtype))
+    runs = _plan_runs(models, quick=quick, book_dir=book_dir, results_dir=results_dir, log=log)
+    _resolve_dependency_keys(runs, env)
+    manifests = _execute_runs(runs, env, force=force, log=log)
+    replacements = _path_replacements(book_dir, Path(results_dir or paths.results_dir()))
     for run in runs:
         if run.output.exists():
-            present_notebook(run, replacements, name_model=run.notebook.stem not in SHARED_CHAPTERS)
-    summary.write_summary_page(
-        book_dir / SUMMARY_PAGE, [m["slug"] for m in models], results_dir or paths.results_dir(),
+            _present_notebook(run, replacements, name_model=run.notebook.stem not in _SHARED_CHAPTERS)
+    summary._write_summary_page(
+        book_dir / _SUMMARY_PAGE, [m["slug"] for m in models], results_dir or paths.results_dir(),
         can_generate={m["slug"]: m["can_generate"] for m in models},
         note=" ".join(n for n in ("*QUICK build: a small slice of every data set, so intervals are wide.*" if quick
-                                  else "", precision_note(models)) if n))
-    write_reproducibility_page(book_dir, models, runs, replacements, quick=quick)
-    write_model_limitations(book_dir, models)
-    write_toc(book_dir, models, runs)
+                                  else "", _precision_note(models)) if n))
+    _write_reproducibility_page(book_dir, models, runs, replacements, quick=quick)
+    _write_model_limitations(book_dir, models)
+    _write_toc(book_dir, models, runs)
     rendering.write_vega_bundle(book_dir / "_static")
     if build:
-        build_html(book_dir, force=force, log=log)
+        _build_html(book_dir, force=force, log=log)
     failing = {r.label: r.previous_manifest() or {} for r in runs}
     failing = {label: m for label, m in failing.items() if m.get("status") != "ok"}
-    log(f"book: done in {format_seconds(time.perf_counter() - t0)}; executed {len(manifests)} of {len(runs)} runs")
+    log(f"book: done in {_format_seconds(time.perf_counter() - t0)}; executed {len(manifests)} of {len(runs)} runs")
     for label, m in failing.items():
         log(f"book: FAILED {label}: {m.get('error', 'no manifest')} (its chapter shows the traceback; "
             "it runs again when its inputs change, or with --force)")
     return 1 if failing else 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bias_utils.book", description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", required=True,
                         help="space-separated model names (built-in short names, hub ids or folders)")
-    parser.add_argument("--quick", action="store_true", help=f"small but real configuration: {QUICK_PARAMETERS}")
-    parser.add_argument("--book-dir", type=Path, default=BOOK_DIR)
+    parser.add_argument("--quick", action="store_true", help=f"small but real configuration: {_QUICK_PARAMETERS}")
+    parser.add_argument("--book-dir", type=Path, default=_BOOK_DIR)
     parser.add_argument("--results-dir", type=Path, default=None, help="default: results/ (BIAS_RESULTS_DIR)")
     parser.add_argument("--force", action="store_true", help="re-execute every run and rebuild the HTML")
     parser.add_argument("--no-build", action="store_true", help="run the notebooks but skip jupyter-book")
@@ -265,6 +267,6 @@ def main(argv: list[str] | None = None) -> int:
     names = args.models.split()
     if not names:
         parser.error("--models is empty")
-    return make_book(names, quick=args.quick, book_dir=args.book_dir, results_dir=args.results_dir,
+    return _make_book(names, quick=args.quick, book_dir=args.book_dir, results_dir=args.results_dir,
                      force=args.force, build=not args.no_build, dtype=args.dtype)
 

@@ -25,30 +25,28 @@ from ..profiles.dictionaries import DIMENSIONS
 from ..report import plots
 
 __all__ = [
-    "CROSS_MODEL_TABLES",
-    "POOLED", "POOLED_TESTS",     "SKIPPED_COLUMNS", "accuracy_by_model", "bold_odds_ratios", "cross_model_summary",
-    "describe_pooling", "forest_chart", "gender_gaps", "headline_layer", "intrinsic_extrinsic", "link_forest_chart",
-    "log_ticks", "models_with_results", "pooled_link", "profile_grid", "random_effects", "read_all_results",
-    "read_results", "short_model_ids", "unreadable_axes_by_model",
+    "accuracy_by_model", "bold_odds_ratios", "cross_model_summary", "describe_pooling", "forest_chart",
+    "gender_gaps", "headline_layer", "intrinsic_extrinsic", "link_forest_chart", "models_with_results",
+    "pooled_link", "profile_grid", "read_all_results", "short_model_ids", "unreadable_axes_by_model",
 ]
 
 #: Result tables read across models (``<name>.parquet`` in each model folder).
 #: ``robustness.robustness_summary`` (chapter 10): the curve's agreement and each axis's verdict.
 #: Chapter 11's per-model correlations and slopes (decoders only).
 #: The per-model tables the cross-model chapter stacks.
-CROSS_MODEL_TABLES = (tables.NAMES.DIRECTION_ACCURACY, tables.NAMES.PROFILE_STATS, tables.NAMES.PROFILE_GROUP_MEANS, tables.NAMES.BOLD_STATISTICS,
+_CROSS_MODEL_TABLES = (tables.NAMES.DIRECTION_ACCURACY, tables.NAMES.PROFILE_STATS, tables.NAMES.PROFILE_GROUP_MEANS, tables.NAMES.BOLD_STATISTICS,
                       tables.NAMES.BOLD_GROUP_SUMMARY, tables.NAMES.COMPLETION_PROJECTION_STATS, tables.NAMES.AXIS_VALIDITY, tables.NAMES.LINK_STATISTICS)
 #: The ``link_statistics`` tests :func:`pooled_link` pools: Pearson's r (on Fisher's z scale) and the
 #: slope of the log-odds per SD of the intrinsic measure within BOLD category.
-POOLED_TESTS = (link.PRIMARY["test"],)
+_POOLED_TESTS = (link.PRIMARY["test"],)
 
-SKIPPED_COLUMNS = ["model_id", "table", "reason"]
+_SKIPPED_COLUMNS = ["model_id", "table", "reason"]
 
 
 # --------------------------------------------------------------------------- across models: reading
 
 
-def read_results(models: Sequence[str], table: str, results_dir: str | Path | None = None
+def _read_results(models: Sequence[str], table: str, results_dir: str | Path | None = None
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Stack ``<results_dir>/<model>/<table>.parquet`` over ``models`` with a ``model_id`` column.
 
@@ -77,7 +75,7 @@ def read_results(models: Sequence[str], table: str, results_dir: str | Path | No
             continue
         frames.append(frame.assign(model_id=model))
     stacked = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["model_id"])
-    return stacked, pd.DataFrame(skipped, columns=SKIPPED_COLUMNS)
+    return stacked, pd.DataFrame(skipped, columns=_SKIPPED_COLUMNS)
 
 
 def models_with_results(results_dir: str | Path | None = None) -> list[str]:
@@ -95,8 +93,8 @@ def read_all_results(models: Sequence[str], results_dir: str | Path | None = Non
     Returns ``({table: stacked}, missing)`` with ``missing`` as in :func:`read_results`.
     """
     tables, missing = {}, []
-    for name in CROSS_MODEL_TABLES:
-        tables[name], skipped = read_results(models, name, results_dir)
+    for name in _CROSS_MODEL_TABLES:
+        tables[name], skipped = _read_results(models, name, results_dir)
         missing.append(skipped)
     return tables, pd.concat(missing, ignore_index=True)
 
@@ -239,7 +237,7 @@ def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.Data
 _LOG_TICKS = tuple(2.0 ** k for k in range(-3, 21))
 
 
-def log_ticks(values, most: int = 8) -> list[float]:
+def _log_ticks(values, most: int = 8) -> list[float]:
     """Ticks for a log axis showing ``values``: the :data:`_LOG_TICKS` from the doubling below the smallest
     (or 1) to the one above the largest (or 1), every second or third doubling when there would be more
     than ``most``; 1 is always one of them."""
@@ -264,7 +262,7 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
         y=alt.Y("model_id:N", title=None), yOffset=alt.YOffset("method:N"),
         color=alt.Color("method:N", title="confidence interval",
                         legend=alt.Legend(orient="bottom", columns=1, labelLimit=400)))
-    ticks = log_ticks(data[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
+    ticks = _log_ticks(data[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
     x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=ticks, format="~g"),
               title="odds ratio: male/female words, male- vs female-dominated (log scale)")
     one = alt.Chart(pd.DataFrame({"odds_ratio": [1.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
@@ -290,7 +288,7 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
                            f"{data['model_id'].nunique()} models ({methods}).", caption)
 
 
-def random_effects(estimates, se) -> dict:
+def _random_effects(estimates, se) -> dict:
     """DerSimonian–Laird random-effects pooling of ``estimates`` with standard errors ``se``.
 
     Returns ``k``; ``estimate, se, ci_low, ci_high`` (normal 95% interval), ``z, p`` of the pooled
@@ -321,7 +319,7 @@ def random_effects(estimates, se) -> dict:
 
 
 #: The pooled row's ``model_id``.
-POOLED = "pooled (random effects)"
+_POOLED = "pooled (random effects)"
 
 
 def pooled_link(link_stats: pd.DataFrame) -> pd.DataFrame:
@@ -337,7 +335,7 @@ def pooled_link(link_stats: pd.DataFrame) -> pd.DataFrame:
     cols = ["intrinsic", "test", "model_id", "estimate", "ci_low", "ci_high", "se", "n", "extrinsic_measure",
             "p", "tau2", "q", "q_p", "i2"]
     rows = []
-    s = link_stats[link_stats["test"].isin(POOLED_TESTS)].dropna(subset=["effect_size", "se"])
+    s = link_stats[link_stats["test"].isin(_POOLED_TESTS)].dropna(subset=["effect_size", "se"])
     if "readable" in s:
         s = s[s["readable"].astype(bool)]
     for (intrinsic, test), g in s.groupby(["intrinsic", "test"], sort=False):
@@ -348,8 +346,8 @@ def pooled_link(link_stats: pd.DataFrame) -> pd.DataFrame:
                          "se": float(si), "n": int(r.n), "extrinsic_measure": r.extrinsic_measure})
         if len(g) < 2:
             continue  # one model: nothing to pool, and no spread between models to estimate
-        pool = random_effects(y, se)
-        rows.append({"intrinsic": intrinsic, "test": test, "model_id": POOLED,
+        pool = _random_effects(y, se)
+        rows.append({"intrinsic": intrinsic, "test": test, "model_id": _POOLED,
                      "estimate": pool["estimate"], "ci_low": pool["ci_low"], "ci_high": pool["ci_high"],
                      "se": pool["se"], "n": pool["k"],
                      "extrinsic_measure": "/".join(sorted(set(g["extrinsic_measure"]))),
@@ -362,8 +360,8 @@ def describe_pooling(pooled: pd.DataFrame, intrinsic: str = "gender_position") -
     more the pooled slope with its interval, τ², Q (its p) and I²; with fewer, that nothing is pooled and the
     spread between models is not estimable."""
     rows = pooled[pooled["intrinsic"] == intrinsic]
-    models = rows[rows["model_id"] != POOLED]
-    pool = rows[rows["model_id"] == POOLED]
+    models = rows[rows["model_id"] != _POOLED]
+    pool = rows[rows["model_id"] == _POOLED]
     if pool.empty:
         return (f"{len(models)} model{'' if len(models) == 1 else 's'} of this build "
                 f"{'has' if len(models) == 1 else 'have'} the chapter's primary statistic on a validated direction: "
@@ -376,7 +374,7 @@ def describe_pooling(pooled: pd.DataFrame, intrinsic: str = "gender_position") -
             f"Q = {num(r.q)} (p {precision.p_text(r.q_p, relation=True)}), I² = {precision.percent_text(r.i2)}.")
 
 
-def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", test: str = POOLED_TESTS[0], *,
+def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", test: str = _POOLED_TESTS[0], *,
                       title: str | None = None) -> alt.LayerChart:
     """Forest plot of :func:`pooled_link` rows for one intrinsic measure and test: each model's estimate
     with its 95% interval and, when the rows hold one, the pooled estimate last (a diamond); a rule marks 0
@@ -387,7 +385,7 @@ def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", 
     # a model whose slope has no finite standard error has no interval to draw: left out, counted in the caption
     drawn = plots.drawable(data, ["estimate", "ci_low", "ci_high"])
     left_out = len(data) - len(drawn)
-    data = short_model_ids(drawn).assign(kind=lambda d: np.where(d["model_id"] == POOLED, "pooled", "model"))
+    data = short_model_ids(drawn).assign(kind=lambda d: np.where(d["model_id"] == _POOLED, "pooled", "model"))
     label = "slope of the log-odds per SD, within category and group"
     order = list(data["model_id"])
     x = alt.X("estimate:Q", title=f"{label}: {intrinsic.replace('_', ' ')} against female vs male words")
@@ -462,7 +460,7 @@ def cross_model_summary(models: Sequence[str],
     """Per model, population and dimension: the share of agreeing specifications, the joint
     test's p and the axis's verdict, read from each model folder's
     :data:`tables.NAMES.ROBUSTNESS_SUMMARY`. Returns ``(table, skipped)`` (models without the table)."""
-    stacked, skipped = read_results(models, tables.NAMES.ROBUSTNESS_SUMMARY, results_dir)
+    stacked, skipped = _read_results(models, tables.NAMES.ROBUSTNESS_SUMMARY, results_dir)
     cols = ["model_id", "population", "dimension", "expected_sign", "n_specs", "share_agree_significant",
             "share_positive_significant", "share_negative_significant", "median_g", "n_agree_significant_p",
             "n_permutations", "axis_auc", "axis_p", "axis_verdict", "axis_reading"]

@@ -16,33 +16,29 @@ import nbformat
 from ..core import cache, paths
 from ..core.results import display_name
 from ..report import rendering
-from .runs import Run, relative_to_root
+from .runs import _relative_to_root, _Run
 
-__all__ = [
-    "FIGURES_DIR", "FINDING_TAG", "break_headers", "chapter_title", "drop_reprs", "findings_first", "number_figures",
-    "path_replacements", "relabel",
-    "present_notebook", "presentation_tag", "shown_parameters", "strip_paths", "table_links_cell", "write_if_changed",
-]
+__all__: list[str] = []
 
 
 #: Tags Jupyter Book 1.x reads from cell metadata; the builder sets them on the
 #: executed copy, so the notebooks themselves stay plain and runnable.
-PRESENTATION_TAGS = ("remove-cell", "hide-cell", "hide-input", "remove-input")
+_PRESENTATION_TAGS = ("remove-cell", "hide-cell", "hide-input", "remove-input")
 #: Marks cells the builder added to an executed notebook (replaced on every build).
-ADDED_CELL_TAG = "bias-book-added"
+_ADDED_CELL_TAG = "bias-book-added"
 #: Marks a notebook's key figure and its reading: the page shows them right after the opening text.
-FINDING_TAG = "key-finding"
+_FINDING_TAG = "key-finding"
 
 
-def findings_first(nb) -> None:
+def _findings_first(nb) -> None:
     """Move the cells tagged :data:`FINDING_TAG` (in their order) to just after the chapter's opening
     Markdown, in place: the first Markdown cell and the Markdown cells that follow it directly (the question
     and how it is answered, the primary analysis stated before any result). The page opens with the
     method and then the chapter's finding, while the notebook itself still runs top to bottom. Idempotent."""
-    key = [c for c in nb.cells if FINDING_TAG in c.get("metadata", {}).get("tags", [])]
+    key = [c for c in nb.cells if _FINDING_TAG in c.get("metadata", {}).get("tags", [])]
     if not key:
         return
-    rest = [c for c in nb.cells if FINDING_TAG not in c.get("metadata", {}).get("tags", [])]
+    rest = [c for c in nb.cells if _FINDING_TAG not in c.get("metadata", {}).get("tags", [])]
     first = next((i for i, c in enumerate(rest) if c.cell_type == "markdown"), -1)
     while 0 <= first < len(rest) - 1 and rest[first + 1].cell_type == "markdown":
         first += 1
@@ -52,7 +48,7 @@ def findings_first(nb) -> None:
 _NUMBERED = re.compile(r"^(\d{2}) · ")
 
 
-def chapter_title(nb, stem: str, model: str = "") -> None:
+def _chapter_title(nb, stem: str, model: str = "") -> None:
     """Number a chapter's title as the text numbers it (``04_profiles`` -> "04 · …", so the navigation shows the
     number the text refers to) and, with ``model`` (its display name), name the model it is about, in place: the
     first line of the first Markdown cell, when it is a level-1 heading. Idempotent."""
@@ -67,7 +63,7 @@ def chapter_title(nb, stem: str, model: str = "") -> None:
     cell.source = f"# {number.group(0)} · {title}" + (f"\n{rest}" if rest else "")
 
 
-def shown_parameters(nb) -> None:
+def _shown_parameters(nb) -> None:
     """Write the values a run used into the notebook's ``parameters`` cell, in place.
 
     papermill passes a run's values in a cell of its own (``injected-parameters``), which the book
@@ -100,7 +96,7 @@ def shown_parameters(nb) -> None:
         cell.source = source
 
 
-def drop_reprs(nb) -> None:
+def _drop_reprs(nb) -> None:
     """Remove, in place, the outputs that are only a Python repr (a value a cell returned or displayed with no
     other form than ``text/plain``: a dict of settings, a list of files, a number, a pandas Series): the page shows
     sentences, formatted tables and figures, never a repr. Printed text stays (the notebooks print sentences), and
@@ -115,7 +111,7 @@ def drop_reprs(nb) -> None:
             cell.outputs = kept
 
 
-def presentation_tag(cell) -> str | None:
+def _presentation_tag(cell) -> str | None:
     """The Jupyter Book tag for one executed code cell: findings shown, plumbing hidden.
 
     The papermill-injected parameters are removed, the ``parameters`` cell is
@@ -139,7 +135,7 @@ def presentation_tag(cell) -> str | None:
     return "hide-cell" if outputs else "remove-cell"
 
 
-def path_replacements(book_dir: Path, results_dir: Path) -> list[tuple[str, str]]:
+def _path_replacements(book_dir: Path, results_dir: Path) -> list[tuple[str, str]]:
     """Absolute folders of this machine and how the book shows them, longest first.
 
     Folders inside the project show relative to its root; the results folder
@@ -147,7 +143,7 @@ def path_replacements(book_dir: Path, results_dir: Path) -> list[tuple[str, str]
     home directory as ``~``.
     """
     def shown(path: Path, outside: str) -> str:
-        rel = relative_to_root(path)
+        rel = _relative_to_root(path)
         return rel.as_posix() if not rel.is_absolute() else outside
 
     folders = {
@@ -164,7 +160,7 @@ def path_replacements(book_dir: Path, results_dir: Path) -> list[tuple[str, str]
     return pairs
 
 
-def strip_paths(text: str, replacements: list[tuple[str, str]]) -> str:
+def _strip_paths(text: str, replacements: list[tuple[str, str]]) -> str:
     for absolute, shown in replacements:
         if absolute in text:
             # "<root>/x" becomes "x", not "./x"; "/rootfs" is not "/root"
@@ -186,7 +182,7 @@ def _map_strings(value, fn):
 _TH = re.compile(r"(<th\b[^>]*>)(.*?)(</th>)", re.S)
 
 
-def break_headers(html: str) -> str:
+def _break_headers(html: str) -> str:
     """Let table headers wrap after underscores (``share_<wbr>agree_<wbr>significant``) so a wide
     table fits the page without breaking a header mid-word. Only header text changes (not its
     attributes or nested tags); idempotent."""
@@ -203,7 +199,7 @@ _NAMED_CELL = re.compile(r'(<(th|td)\b[^>]*\bdata-column="([^"]*)"[^>]*>)(.*?)(<
 _PLAIN_CELL = re.compile(r"(<td>)([^<]*)(</td>)")
 
 
-def relabel(html_text: str) -> str:
+def _relabel(html_text: str) -> str:
     """Table headers (and a transposed table's row names) labelled by today's :data:`bias_utils.report.rendering.LABELS`:
     each cell that names its column (``data-column``, written by :func:`bias_utils.report.rendering.table_html`) gets
     :func:`~bias_utils.report.rendering.column_label` of it, a pivoted value after " · " kept, and each text cell its
@@ -221,7 +217,7 @@ def relabel(html_text: str) -> str:
 
 
 #: Folder beside a page holding its figures as static images (copied into the site by ``_ext``).
-FIGURES_DIR = "figures"
+_FIGURES_DIR = "figures"
 _VEGA_LITE = "application/vnd.vegalite"
 
 
@@ -235,7 +231,7 @@ def _saved_figures(results: Path | None) -> dict[str, Path]:
     return found
 
 
-def number_figures(nb, page_dir: Path, results: Path | None = None) -> int:
+def _number_figures(nb, page_dir: Path, results: Path | None = None) -> int:
     """Number the charts of a page in reading order and give each a caption, alt text and a
     static image for readers without scripts (:func:`bias_utils.report.rendering.figure_html`), in place.
 
@@ -256,7 +252,7 @@ def number_figures(nb, page_dir: Path, results: Path | None = None) -> int:
             number += 1
             spec = data[kind]
             key = cache.stable_hash(spec, length=16)
-            image = Path(page_dir) / FIGURES_DIR / f"{key}.svg"
+            image = Path(page_dir) / _FIGURES_DIR / f"{key}.svg"
             if not image.exists():
                 saved = _saved_figures(results) if saved is None else saved
                 image.parent.mkdir(parents=True, exist_ok=True)
@@ -266,21 +262,21 @@ def number_figures(nb, page_dir: Path, results: Path | None = None) -> int:
                     import vl_convert as vlc  # deferred: a large native library, needed only for unsaved charts
 
                     cache.atomic_write_text(image, vlc.vegalite_to_svg(spec))
-            data["text/html"] = rendering.figure_html(spec, number, f"chart-{key}", f"{FIGURES_DIR}/{key}.svg")
+            data["text/html"] = rendering.figure_html(spec, number, f"chart-{key}", f"{_FIGURES_DIR}/{key}.svg")
     return number
 
 
-def table_links_cell(tables: list[Path], page_dir: Path):
+def _table_links_cell(tables: list[Path], page_dir: Path):
     """A markdown cell linking the CSV tables copied beside the chapter (``tables/<name>.csv``)."""
 
     links = " · ".join(f"[{t.name}]({t.relative_to(page_dir).as_posix()})" for t in tables)
     text = ("## Tables of this chapter\n\nThe full tidy tables this chapter wrote, as CSV "
             f"(columns documented in the text above): {links}")
     # a fixed id: presenting again must give the same file (a warm build changes nothing)
-    return nbformat.v4.new_markdown_cell(text, id="bias-book-tables", metadata={"tags": [ADDED_CELL_TAG]})
+    return nbformat.v4.new_markdown_cell(text, id="bias-book-tables", metadata={"tags": [_ADDED_CELL_TAG]})
 
 
-def present_notebook(run: "Run", replacements: list[tuple[str, str]], name_model: bool = True) -> bool:
+def _present_notebook(run: "_Run", replacements: list[tuple[str, str]], name_model: bool = True) -> bool:
     """Prepare an executed notebook for reading, in place: its numbered title, naming its model unless
     ``name_model`` is False (:func:`chapter_title`), the key finding first (:func:`findings_first`), the run's
     parameter values (:func:`shown_parameters`), no repr (:func:`drop_reprs`), tags, paths, numbered figures
@@ -293,19 +289,19 @@ def present_notebook(run: "Run", replacements: list[tuple[str, str]], name_model
 
     before = run.output.read_text(encoding="utf-8")
     nb = nbformat.reads(before, as_version=4)
-    nb.cells = [c for c in nb.cells if ADDED_CELL_TAG not in c.get("metadata", {}).get("tags", [])]
+    nb.cells = [c for c in nb.cells if _ADDED_CELL_TAG not in c.get("metadata", {}).get("tags", [])]
     model = display_name(run.model["model_id"]) if name_model and run.model.get("model_id") else ""
-    chapter_title(nb, run.notebook.stem, model)
-    findings_first(nb)
-    shown_parameters(nb)
-    drop_reprs(nb)
+    _chapter_title(nb, run.notebook.stem, model)
+    _findings_first(nb)
+    _shown_parameters(nb)
+    _drop_reprs(nb)
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        tags = [t for t in cell.metadata.get("tags", []) if t not in PRESENTATION_TAGS]
-        tag = presentation_tag(cell)
+        tags = [t for t in cell.metadata.get("tags", []) if t not in _PRESENTATION_TAGS]
+        tag = _presentation_tag(cell)
         cell.metadata["tags"] = tags + ([tag] if tag else [])
-    strip = lambda text: strip_paths(text, replacements)  # noqa: E731
+    strip = lambda text: _strip_paths(text, replacements)  # noqa: E731
     # papermill records its input and output paths; the notebook is downloadable from the page
     nb.metadata = nbformat.from_dict(_map_strings(nb.metadata, strip))
     for cell in nb.cells:
@@ -314,8 +310,8 @@ def present_notebook(run: "Run", replacements: list[tuple[str, str]], name_model
             cell.outputs = [nbformat.from_dict(_map_strings(o, strip)) for o in cell.outputs]
             for o in cell.outputs:
                 if "text/html" in o.get("data", {}):
-                    o["data"]["text/html"] = break_headers(relabel(o["data"]["text/html"]))
-    number_figures(nb, run.output.parent, run.results)
+                    o["data"]["text/html"] = _break_headers(_relabel(o["data"]["text/html"]))
+    _number_figures(nb, run.output.parent, run.results)
     tables = []
     for name in (run.previous_manifest() or {}).get("tables", []):
         src = Path(run.results) / name
@@ -326,7 +322,7 @@ def present_notebook(run: "Run", replacements: list[tuple[str, str]], name_model
                 shutil.copyfile(src, dst)
             tables.append(dst)
     if tables:
-        nb.cells.append(table_links_cell(tables, run.output.parent))
+        nb.cells.append(_table_links_cell(tables, run.output.parent))
     after = nbformat.writes(nb)
     if after == before:
         return False
@@ -334,7 +330,7 @@ def present_notebook(run: "Run", replacements: list[tuple[str, str]], name_model
     return True
 
 
-def write_if_changed(path: Path, text: str) -> Path:
+def _write_if_changed(path: Path, text: str) -> Path:
     # Unchanged files keep their mtime, so Sphinx's incremental build and the
     # build key see no change.
     if not path.exists() or path.read_text(encoding="utf-8") != text:

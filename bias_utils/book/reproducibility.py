@@ -19,19 +19,18 @@ from ..core import paths
 from ..core.results import CROSS_MODEL_FOLDER as CROSS_SLUG
 from ..core.results import REPLICATION_FOLDER as REPLICATION_SLUG
 from ..models.builtin_models import BUILTIN_MODELS
-from .presentation import strip_paths, write_if_changed
-from .runs import Run, format_seconds, git_state, public_url
+from .presentation import _strip_paths, _write_if_changed
+from .runs import _format_seconds, _git_state, _public_url, _Run
 
-__all__ = ["MODEL_LIMITATIONS_PAGE", "REPRODUCIBILITY_PAGE", "build_year", "model_limitations", "precision_note",
-           "repository_url", "write_model_limitations", "write_reproducibility_page"]
+__all__: list[str] = []
 
 #: The appendix: models, runs, commit and the commands that rebuild this book.
-REPRODUCIBILITY_PAGE = Path("_generated") / "reproducibility.md"
+_REPRODUCIBILITY_PAGE = Path("_generated") / "reproducibility.md"
 #: The Limitations chapter's paragraphs about this build's models (included by ``book/limitations.md``).
-MODEL_LIMITATIONS_PAGE = Path("_generated") / "limitations_models.md"
+_MODEL_LIMITATIONS_PAGE = Path("_generated") / "limitations_models.md"
 
 
-def build_year() -> int:
+def _build_year() -> int:
     """The year of this build (UTC), or of ``SOURCE_DATE_EPOCH`` when set (reproducible builds)."""
     return time.gmtime(int(os.environ.get("SOURCE_DATE_EPOCH", time.time()))).tm_year
 
@@ -61,7 +60,7 @@ def _quantisation(model: dict) -> str | None:
     return found.group(1).upper() if found else "an unrecorded quantisation"
 
 
-def model_limitations(models: list[dict]) -> str:
+def _model_limitations(models: list[dict]) -> str:
     """The Limitations chapter's paragraphs about the models of this build, from their cards (:func:`bias_utils.book.runs.
     describe_model`): how many, of which kind and size; which were quantised, to what, and what they are analysed
     in. Nothing in them is typed by hand."""
@@ -88,15 +87,15 @@ def model_limitations(models: list[dict]) -> str:
     return "\n\n".join(lines) + "\n"
 
 
-def write_model_limitations(book_dir: Path, models: list[dict]) -> Path:
+def _write_model_limitations(book_dir: Path, models: list[dict]) -> Path:
     """Write :func:`model_limitations` to :data:`MODEL_LIMITATIONS_PAGE` (``book/limitations.md`` includes it),
     only when its text changes."""
-    page = Path(book_dir) / MODEL_LIMITATIONS_PAGE
+    page = Path(book_dir) / _MODEL_LIMITATIONS_PAGE
     page.parent.mkdir(parents=True, exist_ok=True)
-    return write_if_changed(page, model_limitations(models))
+    return _write_if_changed(page, _model_limitations(models))
 
 
-def repository_url(git: dict, pyproject: Path = paths.ROOT / "pyproject.toml") -> str | None:
+def _repository_url(git: dict, pyproject: Path = paths.ROOT / "pyproject.toml") -> str | None:
     """The web address a reader clones this book's repository from: the ``origin`` remote of the clone that built
     it, else the project's setting (``Repository`` under ``[project.urls]`` in ``pyproject.toml``), else None."""
     if git.get("remote") or tomllib is None:
@@ -105,7 +104,7 @@ def repository_url(git: dict, pyproject: Path = paths.ROOT / "pyproject.toml") -
         urls = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {}).get("urls", {})
     except (OSError, tomllib.TOMLDecodeError):
         return None
-    return public_url(urls.get("Repository"))
+    return _public_url(urls.get("Repository"))
 
 
 def _model_source(model: dict) -> str:
@@ -117,7 +116,7 @@ def _model_source(model: dict) -> str:
     return {"folder": "a local model folder", "gguf": "a local GGUF file"}.get(source, "not recorded")
 
 
-def precision_note(models: list[dict]) -> str:
+def _precision_note(models: list[dict]) -> str:
     """A sentence naming every model of the build that ran below float32 (from its identity, ``runs.describe_model``:
     its dtype and where it was placed); ``""`` when every model ran in float32, the default on every device."""
     lower = [m for m in models if m.get("dtype") not in (None, "float32")]
@@ -131,26 +130,26 @@ def precision_note(models: list[dict]) -> str:
             "build (`make book` without `DTYPE`).")
 
 
-def _run_rows(runs: list[Run], replacements: list[tuple[str, str]]) -> list[str]:
+def _run_rows(runs: list[_Run], replacements: list[tuple[str, str]]) -> list[str]:
     rows = ["| chapter | status | wall time | executed (UTC) | commit | run key | parameters |",
             "|---|---|---|---|---|---|---|"]
     for run in runs:
         m = run.previous_manifest() or {}
         # the notebook's defaults are recorded as source text, the build's own values as values
         params = m.get("parameters", run.parameters)
-        shown = ", ".join(f"`{_cell(strip_paths(f'{k}={repr(v) if k in run.parameters else v}', replacements))}`"
+        shown = ", ".join(f"`{_cell(_strip_paths(f'{k}={repr(v) if k in run.parameters else v}', replacements))}`"
                           for k, v in params.items())
         rows.append(
             f"| {run.notebook.stem} | {m.get('status', 'not run')} | "
-            f"{format_seconds(m['wall_time_s']) if 'wall_time_s' in m else ''} | "
+            f"{_format_seconds(m['wall_time_s']) if 'wall_time_s' in m else ''} | "
             f"{_code(m.get('started', '').replace('T', ' ').replace('+00:00', ''), '')} | "
             f"{_code((m.get('git') or {}).get('commit', '')[:12], '')} | {_code(m.get('run_key', '')[:12], '')} | "
             f"{shown} |")
     return rows
 
 
-def write_reproducibility_page(
-    book_dir: Path, models: list[dict], runs: list[Run], replacements: list[tuple[str, str]], *,
+def _write_reproducibility_page(
+    book_dir: Path, models: list[dict], runs: list[_Run], replacements: list[tuple[str, str]], *,
     quick: bool = False, git: dict | None = None,
 ) -> Path:
     """The appendix page: a model card per model, every run's manifest as a table row, the
@@ -160,11 +159,11 @@ def write_reproducibility_page(
     without a path of this machine.
     """
     book_dir = Path(book_dir)
-    git = git_state() if git is None else git
+    git = _git_state() if git is None else git
     config = yaml.safe_load((book_dir / "_config.yml").read_text(encoding="utf-8")) \
         if (book_dir / "_config.yml").exists() else {}
     title, author = config.get("title", "bias-profiles"), config.get("author", "the bias-profiles project")
-    commit, remote, year = git.get("commit") or "", repository_url(git), build_year()
+    commit, remote, year = git.get("commit") or "", _repository_url(git), _build_year()
     names = " ".join(m["name"] for m in models)
     dtypes = sorted({m["requested_dtype"] for m in models if m.get("requested_dtype")})
     lines = [
@@ -220,8 +219,8 @@ def write_reproducibility_page(
     described = [m for m in models if m.get("description")]
     if described:
         lines += [""] + [f"- **{_cell(m['name'])}**: {_cell(m['description'])}." for m in described]
-    if precision_note(models):
-        lines += ["", precision_note(models)]
+    if _precision_note(models):
+        lines += ["", _precision_note(models)]
     parts = [(f"Model: {m['name']}", [r for r in runs if r.model.get("slug") == m["slug"]]) for m in models]
     parts += [(caption, [r for r in runs if r.label.startswith(f"{slug}/")])
               for caption, slug in (("Replication of the published BOLD audit", REPLICATION_SLUG),
@@ -245,7 +244,7 @@ def write_reproducibility_page(
     bib += [f"  url          = {{{remote}}},"] if remote else []
     bib += [f"  note         = {{Models: {', '.join(m['name'] for m in models)}}}", "}"]
     lines += ["", "## Cite this report", "", "```bibtex", *bib, "```"]
-    page = book_dir / REPRODUCIBILITY_PAGE
+    page = book_dir / _REPRODUCIBILITY_PAGE
     page.parent.mkdir(parents=True, exist_ok=True)
-    return write_if_changed(page, strip_paths("\n".join(lines) + "\n", replacements))
+    return _write_if_changed(page, _strip_paths("\n".join(lines) + "\n", replacements))
 

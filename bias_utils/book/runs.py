@@ -33,40 +33,35 @@ from ..core.results import CROSS_MODEL_FOLDER as CROSS_SLUG
 from ..core.results import REPLICATION_FOLDER as REPLICATION_SLUG
 from ..core.results import model_slug
 
-__all__ = [
-    "BOOK_DIR", "BUILDER_MODULES", "NOTEBOOKS_DIR", "PACKAGES", "PACKAGE_DIR", "QUICK_OVERRIDES", "QUICK_PARAMETERS",
-    "RENDER_CELL", "STUDY_NOTEBOOKS", "Environment", "NotebookSpec", "Run", "code_modules", "data_hashes",
-    "data_list_hash", "declared_parameters", "describe_model", "format_seconds", "git_state", "imported_modules", "module_hashes",
-    "package_modules", "package_versions", "plan_runs", "public_url", "relative_to_root", "resolve_dependency_keys",
-]
+__all__: list[str] = []
 
-BOOK_DIR = paths.ROOT / "book"
-NOTEBOOKS_DIR = paths.ROOT / "notebooks"
+_BOOK_DIR = paths.ROOT / "book"
+_NOTEBOOKS_DIR = paths.ROOT / "notebooks"
 #: Code injected as the first cell of every executed notebook (hidden in the
 #: book by its tag): charts then draw offline from the book's vega bundle.
-RENDER_CELL = "import bias_utils.report.rendering\nbias_utils.rendering.enable()"
+_RENDER_CELL = "import bias_utils.report.rendering\nbias_utils.rendering.enable()"
 
 #: Distributions whose versions enter the run key and the manifest.
-PACKAGES = (
+_PACKAGES = (
     "bias-profiles", "torch", "transformers", "gguf", "numpy", "pandas", "pyarrow", "scipy",
     "pingouin", "altair", "vl-convert-python", "nltk", "papermill", "jupyter-book",
 )
 
 #: QUICK mode: a small but real configuration, passed to the notebooks that
 #: declare these parameters (a notebook only receives the ones it declares).
-QUICK_PARAMETERS = {"limit": 12, "n_contexts": 2, "n_boot": 200, "n_samples": 1}
+_QUICK_PARAMETERS = {"limit": 12, "n_contexts": 2, "n_boot": 200, "n_samples": 1}
 #: Per-notebook QUICK overrides: 12 prompts would leave ~2 female-dominated
 #: completions, too few for the audit's tests to say anything (and gendered
 #: words are rare: the audit's full 100 new tokens are kept); the completion
 #: profiles use every completion the quick audit wrote; the profiles' axis null
 #: (in 04 and 08) and the robustness chapter keep 12 extra terms per dimension and pole, as
 #: chapter 03 does with ``limit`` (so all three share one embedding of them).
-QUICK_OVERRIDES = {"04_profiles": {"term_limit": 12}, "06_bold_audit": {"limit": 80},
+_QUICK_OVERRIDES = {"04_profiles": {"term_limit": 12}, "06_bold_audit": {"limit": 80},
                    "08_completion_profiles": {"limit": None, "term_limit": 12}, "10_robustness": {"term_limit": 12}}
 
 
 @dataclass(frozen=True)
-class NotebookSpec:
+class _NotebookSpec:
     """A study notebook and where it applies.
 
     ``scope`` is ``"model"`` (run per model), ``"once"`` (model-independent) or
@@ -80,42 +75,42 @@ class NotebookSpec:
     generates: bool = False
 
 
-STUDY_NOTEBOOKS = (
-    NotebookSpec("01_dictionaries", "Stereotype dictionaries"),
-    NotebookSpec("02_contexts", "Context sentences"),
-    NotebookSpec("03_projection_accuracy", "Projection and direction accuracy"),
-    NotebookSpec("04_profiles", "Stereotype profiles"),
-    NotebookSpec("05_layers", "Layers and context sources"),
-    NotebookSpec("10_robustness", "How robust is this profile?"),
-    NotebookSpec("06_bold_audit", "BOLD occupational audit", generates=True),
-    NotebookSpec("08_completion_profiles", "Stereotype profiles of the model's own completions", generates=True),
-    NotebookSpec("11_intrinsic_extrinsic", "Does the bias inside predict the bias it writes?", generates=True),
-    NotebookSpec("07_bold_replication", "Replication of the published audit", scope="once"),
-    NotebookSpec("09_cross_model", "Across models", scope="cross"),
+_STUDY_NOTEBOOKS = (
+    _NotebookSpec("01_dictionaries", "Stereotype dictionaries"),
+    _NotebookSpec("02_contexts", "Context sentences"),
+    _NotebookSpec("03_projection_accuracy", "Projection and direction accuracy"),
+    _NotebookSpec("04_profiles", "Stereotype profiles"),
+    _NotebookSpec("05_layers", "Layers and context sources"),
+    _NotebookSpec("10_robustness", "How robust is this profile?"),
+    _NotebookSpec("06_bold_audit", "BOLD occupational audit", generates=True),
+    _NotebookSpec("08_completion_profiles", "Stereotype profiles of the model's own completions", generates=True),
+    _NotebookSpec("11_intrinsic_extrinsic", "Does the bias inside predict the bias it writes?", generates=True),
+    _NotebookSpec("07_bold_replication", "Replication of the published audit", scope="once"),
+    _NotebookSpec("09_cross_model", "Across models", scope="cross"),
 )
 
 
 # --------------------------------------------------------------------------- run keys
 
 
-PACKAGE_DIR = paths.ROOT / "bias_utils"
+_PACKAGE_DIR = paths.ROOT / "bias_utils"
 #: The modules that build the book: they decide *whether* a notebook runs, not what a run computes.
-BUILDER_MODULES = ("book.__init__", "book.__main__", "book.runs", "book.execution", "book.presentation",
+_BUILDER_MODULES = ("book.__init__", "book.__main__", "book.runs", "book.execution", "book.presentation",
                    "book.reproducibility", "book.build")
 
 
-def package_modules() -> dict[str, Path]:
+def _package_modules() -> dict[str, Path]:
     """Every module of the package by its dotted name below ``bias_utils`` (``profiles.space``; a package's own
     file is ``profiles.__init__``, the top one ``__init__``)."""
-    return {".".join(p.relative_to(PACKAGE_DIR).with_suffix("").parts): p for p in sorted(PACKAGE_DIR.rglob("*.py"))}
+    return {".".join(p.relative_to(_PACKAGE_DIR).with_suffix("").parts): p for p in sorted(_PACKAGE_DIR.rglob("*.py"))}
 
 
-def module_hashes() -> dict[str, str]:
+def _module_hashes() -> dict[str, str]:
     """sha256 of every ``bias_utils`` module, by its dotted name (:func:`package_modules`)."""
-    return {name: cache.sha256_file(p) for name, p in package_modules().items()}
+    return {name: cache.sha256_file(p) for name, p in _package_modules().items()}
 
 
-def data_list_hash() -> str:
+def _data_list_hash() -> str:
     """Hash of the project-authored data lists under ``data/`` (not the verified external files)."""
     data_root = paths.data_dir()
     skip = {data_root / "raw", data_root / "nltk_data"}
@@ -143,14 +138,14 @@ def _resolve(dotted: str, modules) -> str | None:
     return init if init in modules else None
 
 
-def imported_modules(source: str, package: str = "", modules=None) -> set[str] | None:
+def _imported_modules(source: str, package: str = "", modules=None) -> set[str] | None:
     """``bias_utils`` modules (dotted names, :func:`package_modules`) a piece of code imports, with the package
     ``__init__`` files that importing them runs; ``None`` if it cannot be parsed.
 
     Catches imports anywhere, including the lazy ones inside functions; ``package`` (dotted, below
     ``bias_utils``) resolves relative imports of a module inside the package.
     """
-    modules = package_modules() if modules is None else modules
+    modules = _package_modules() if modules is None else modules
     # IPython magics and shell escapes are not Python
     lines = [ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))]
     try:
@@ -180,18 +175,18 @@ def imported_modules(source: str, package: str = "", modules=None) -> set[str] |
     return found
 
 
-def code_modules(notebook: Path) -> list[str]:
+def _code_modules(notebook: Path) -> list[str]:
     """The ``bias_utils`` modules a notebook's results can depend on: what it imports, transitively.
 
     Always includes the package ``__init__`` and :mod:`~bias_utils.report.rendering`
     (the injected cell); the :data:`BUILDER_MODULES` are left out. Code that
     cannot be parsed depends on every module.
     """
-    modules = package_modules()
+    modules = _package_modules()
     nb = nbformat.read(notebook, as_version=4)
-    seen = imported_modules("\n".join(c.source for c in nb.cells if c.cell_type == "code"), "", modules)
+    seen = _imported_modules("\n".join(c.source for c in nb.cells if c.cell_type == "code"), "", modules)
     if seen is None:
-        return sorted(set(modules) - set(BUILDER_MODULES))
+        return sorted(set(modules) - set(_BUILDER_MODULES))
     todo = sorted(seen | _with_parents("report.rendering", modules))
     closure: set[str] = set()
     while todo:
@@ -200,14 +195,14 @@ def code_modules(notebook: Path) -> list[str]:
             continue
         closure.add(name)
         package = name.rsplit(".", 1)[0] if "." in name else ""
-        found = imported_modules(modules[name].read_text(encoding="utf-8"), package, modules)
+        found = _imported_modules(modules[name].read_text(encoding="utf-8"), package, modules)
         todo += sorted(modules) if found is None else sorted(found - closure)
-    return sorted(closure - set(BUILDER_MODULES))
+    return sorted(closure - set(_BUILDER_MODULES))
 
 
-def package_versions() -> dict[str, str | None]:
+def _package_versions() -> dict[str, str | None]:
     versions = {}
-    for name in PACKAGES:
+    for name in _PACKAGES:
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -215,12 +210,12 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
-def data_hashes() -> dict[str, str]:
+def _data_hashes() -> dict[str, str]:
     """The published sha256 of every external file, from ``data/manifest.csv``."""
     return {key: f.sha256 for key, f in sorted(data.manifest().items())}
 
 
-def git_state() -> dict[str, object]:
+def _git_state() -> dict[str, object]:
     def git(*args: str) -> str | None:
         try:
             out = subprocess.run(["git", "-C", str(paths.ROOT), *args], capture_output=True, text=True, timeout=30)
@@ -230,10 +225,10 @@ def git_state() -> dict[str, object]:
 
     status = git("status", "--porcelain", "--untracked-files=no")
     return {"commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None,
-            "remote": public_url(git("remote", "get-url", "origin"))}
+            "remote": _public_url(git("remote", "get-url", "origin"))}
 
 
-def public_url(remote: str | None) -> str | None:
+def _public_url(remote: str | None) -> str | None:
     """The web address of a git remote (``https://host/owner/repo``), or ``None`` for a local one.
 
     Credentials in the address are dropped: the result is printed in the book.
@@ -250,7 +245,7 @@ def public_url(remote: str | None) -> str | None:
 
 
 @dataclass(frozen=True)
-class Environment:
+class _Environment:
     """What runs share, computed once per invocation: module hashes, data lists, packages, data sha256s."""
 
     modules: dict
@@ -259,13 +254,13 @@ class Environment:
     data: dict
 
     @classmethod
-    def current(cls) -> "Environment":
-        return cls(modules=module_hashes(), data_lists=data_list_hash(), packages=package_versions(),
-                   data=data_hashes())
+    def current(cls) -> "_Environment":
+        return cls(modules=_module_hashes(), data_lists=_data_list_hash(), packages=_package_versions(),
+                   data=_data_hashes())
 
     def code(self, notebook: Path) -> dict[str, str]:
         """Hashes of the modules ``notebook`` depends on, plus the data lists."""
-        code = {name: self.modules.get(name) for name in code_modules(notebook)}
+        code = {name: self.modules.get(name) for name in _code_modules(notebook)}
         return {**code, "data lists": self.data_lists}
 
 
@@ -273,7 +268,7 @@ class Environment:
 
 
 @dataclass
-class Run:
+class _Run:
     """One papermill execution of one notebook with one set of parameters."""
 
     label: str
@@ -290,7 +285,7 @@ class Run:
     def manifest_path(self) -> Path:
         return self.output.with_suffix(".run.json")
 
-    def key(self, env: Environment) -> str:
+    def key(self, env: _Environment) -> str:
         material = {
             "notebook": cache.sha256_file(self.notebook),
             "parameters": self.parameters,
@@ -298,7 +293,7 @@ class Run:
             "code": env.code(self.notebook),
             "packages": env.packages,
             "data": env.data,
-            "render_cell": RENDER_CELL,
+            "render_cell": _RENDER_CELL,
             "depends_on": list(self.depends_on),
         }
         return cache.stable_hash(material, length=32)
@@ -309,7 +304,7 @@ class Run:
         except (OSError, ValueError):
             return None
 
-    def is_current(self, env: Environment) -> bool:
+    def is_current(self, env: _Environment) -> bool:
         """Finished (``ok`` or ``failed``) with the current key, and its notebook is there.
 
         A failed run with unchanged inputs would fail the same way, so it is not
@@ -322,7 +317,7 @@ class Run:
         )
 
 
-def declared_parameters(notebook: Path) -> dict[str, str]:
+def _declared_parameters(notebook: Path) -> dict[str, str]:
     """Names and default expressions (source text) assigned in the cell tagged ``parameters``.
 
     Read with :mod:`ast` (papermill's own line parser gives up on lines such as
@@ -347,7 +342,7 @@ def declared_parameters(notebook: Path) -> dict[str, str]:
     return declared
 
 
-def relative_to_root(path: Path) -> Path:
+def _relative_to_root(path: Path) -> Path:
     """``path`` relative to the project root, or unchanged when it lies outside."""
     try:
         return path.resolve().relative_to(paths.ROOT)
@@ -355,7 +350,7 @@ def relative_to_root(path: Path) -> Path:
         return path
 
 
-def format_seconds(seconds: float) -> str:
+def _format_seconds(seconds: float) -> str:
     """A wall time for the build log and the appendix: ``"42s"``, ``"3m05s"``."""
     seconds = int(round(seconds))
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
@@ -364,7 +359,7 @@ def format_seconds(seconds: float) -> str:
 # --------------------------------------------------------------------------- planning
 
 
-def describe_model(name: str, dtype: str | None = None) -> dict:
+def _describe_model(name: str, dtype: str | None = None) -> dict:
     """Identity of a model for keys and manifests: loads it once (in ``dtype``; ``None`` is float32), then frees it.
 
     ``requested_dtype`` is what the build asked for (``None``: the default), passed to every notebook that loads
@@ -401,16 +396,16 @@ def describe_model(name: str, dtype: str | None = None) -> dict:
     return info
 
 
-def plan_runs(
+def _plan_runs(
     models: list[dict],
     *,
     quick: bool = False,
-    book_dir: Path = BOOK_DIR,
+    book_dir: Path = _BOOK_DIR,
     results_dir: Path | None = None,
-    notebooks_dir: Path = NOTEBOOKS_DIR,
-    specs: tuple[NotebookSpec, ...] = STUDY_NOTEBOOKS,
+    notebooks_dir: Path = _NOTEBOOKS_DIR,
+    specs: tuple[_NotebookSpec, ...] = _STUDY_NOTEBOOKS,
     log=print,
-) -> list[Run]:
+) -> list[_Run]:
     """The ordered runs for ``models`` (dicts from :func:`describe_model`).
 
     Notebooks that do not exist yet are reported and left out; a notebook that
@@ -419,14 +414,14 @@ def plan_runs(
     results_dir = Path(results_dir or paths.results_dir())
 
     def params_for(nb: Path, wanted: dict) -> dict:
-        declared = declared_parameters(nb)
-        quick_nb = {**QUICK_PARAMETERS, **QUICK_OVERRIDES.get(nb.stem, {})} if quick else {}
+        declared = _declared_parameters(nb)
+        quick_nb = {**_QUICK_PARAMETERS, **_QUICK_OVERRIDES.get(nb.stem, {})} if quick else {}
         if "output_dir" not in declared:
             # it then writes under paths.results_dir(), which make_book points at results_dir
             log(f"book: {nb.name} declares no output_dir parameter; it writes to its default folder")
         return {k: v for k, v in {**quick_nb, **wanted}.items() if k in declared}
 
-    runs: list[Run] = []
+    runs: list[_Run] = []
     available = []
     for spec in specs:
         nb = notebooks_dir / f"{spec.stem}.ipynb"
@@ -445,7 +440,7 @@ def plan_runs(
             out_dir = results_dir / model["slug"]
             # A lower precision is a parameter of every notebook that loads the model (its id names it too).
             precision = {"dtype": model["requested_dtype"]} if model.get("requested_dtype") else {}
-            run = Run(
+            run = _Run(
                 label=f"{model['slug']}/{spec.stem}", notebook=nb,
                 output=book_dir / "models" / model["slug"] / nb.name,
                 parameters=params_for(nb, {"model": model["name"], **precision, "output_dir": str(out_dir)}),
@@ -455,7 +450,7 @@ def plan_runs(
             chain.append(run.label)
     for spec, nb in available:
         if spec.scope == "once":
-            runs.append(Run(
+            runs.append(_Run(
                 label=f"{REPLICATION_SLUG}/{spec.stem}", notebook=nb,
                 output=book_dir / "models" / REPLICATION_SLUG / nb.name,
                 parameters=params_for(nb, {"output_dir": str(results_dir / REPLICATION_SLUG)}), quick=quick,
@@ -464,7 +459,7 @@ def plan_runs(
     model_runs = [r.label for r in runs]
     for spec, nb in available:
         if spec.scope == "cross":
-            runs.append(Run(
+            runs.append(_Run(
                 label=f"{CROSS_SLUG}/{spec.stem}", notebook=nb, output=book_dir / "models" / CROSS_SLUG / nb.name,
                 parameters=params_for(nb, {
                     "results_dir": str(results_dir), "models": [m["slug"] for m in models],
@@ -475,7 +470,7 @@ def plan_runs(
     return runs
 
 
-def resolve_dependency_keys(runs: list[Run], env: Environment) -> None:
+def _resolve_dependency_keys(runs: list[_Run], env: _Environment) -> None:
     """Replace run labels in ``depends_on`` by those runs' keys (in order, so chains resolve)."""
     keys: dict[str, str] = {}
     for run in runs:

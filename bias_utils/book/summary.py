@@ -49,45 +49,45 @@ from ..core.stats import permutation_p_text
 from ..models.builtin_models import BUILTIN_MODELS
 from ..profiles.axis_validity import VERDICTS, verdict_phrase
 from ..report import plots, rendering
-from .crossmodel import cross_model_summary, gender_gaps, log_ticks, read_results, short_model_ids
+from .crossmodel import _log_ticks, _read_results, cross_model_summary, gender_gaps, short_model_ids
 
 #: The composite dimensions on the front page, and the paper's expectation for each.
-HEADLINE = {"warmth": "female", "competence": "male"}
+_HEADLINE = {"warmth": "female", "competence": "male"}
 #: The high pole of each headline dimension in plain words.
-HIGH_POLE = {"warmth": "warm", "competence": "competent"}
-POPULATIONS = ("names", "terms")
-ALPHA = 0.05
-PAPER = "Schuster et al. 2024"
+_HIGH_POLE = {"warmth": "warm", "competence": "competent"}
+_POPULATIONS = ("names", "terms")
+_ALPHA = 0.05
+_PAPER = "Schuster et al. 2024"
 #: The one specification each profile is read at; the robustness chapter's curve only checks it.
-PRIMARY_SPECIFICATION = {"context_source": "generated", "layer": "mean", "templates": 7, "test": "welch_t",
+_PRIMARY_SPECIFICATION = {"context_source": "generated", "layer": "mean", "templates": 7, "test": "welch_t",
                          "adjustment": "holm"}
 #: Folder of a page's static figure images; the book's Sphinx extension copies every such folder into the site.
 _FIGURES = "figures"
 #: The per-model chapters a finding links to (notebook stems; ``bias_utils.book.build`` writes each
 #: executed notebook to ``models/<model folder>/<stem>.ipynb``).
-CHAPTERS = {"axes": "03_projection_accuracy", "profile": "04_profiles", "robustness": "10_robustness",
+_CHAPTERS = {"axes": "03_projection_accuracy", "profile": "04_profiles", "robustness": "10_robustness",
             "audit": "06_bold_audit", "link": "11_intrinsic_extrinsic"}
 
 #: Columns of :func:`summary_table` (``<population>_<dimension>_{g,ci_low,ci_high,p_holm,verdict}`` for each
 #: population and headline dimension, then the audit's primary odds ratio and the published selection's).
-SUMMARY_COLUMNS = (["model_id"]
-                   + [f"{pop}_{dim}_{v}" for pop in POPULATIONS for dim in HEADLINE
+_SUMMARY_COLUMNS = (["model_id"]
+                   + [f"{pop}_{dim}_{v}" for pop in _POPULATIONS for dim in _HEADLINE
                       for v in ("g", "ci_low", "ci_high", "p_holm", "verdict")]
                    + ["odds_ratio", "ci_low", "ci_high", "p", "published_odds_ratio", "published_ci_low",
                       "published_ci_high", "published_p", "n_gendered_completions", "n_completions", "sentence"])
 
 
-__all__ = ["ALPHA", "CHAPTERS", "HEADLINE", "PRIMARY_SPECIFICATION", "SUMMARY_COLUMNS", "findings_bullets",
-           "model_sentence", "primary_sentence", "read_summary", "summary_chart", "summary_markdown",
-           "summary_table", "write_summary_page"]
+__all__ = [
+    "read_summary", "summary_chart", "summary_table",
+]
 
 
 def _primary(stats: pd.DataFrame) -> pd.DataFrame:
     """``profile_stats`` rows of the primary specification (its layer and test, where the table records them)."""
     if "layer" in stats:
-        stats = stats[stats["layer"].astype(str) == PRIMARY_SPECIFICATION["layer"]]
+        stats = stats[stats["layer"].astype(str) == _PRIMARY_SPECIFICATION["layer"]]
     if "test" in stats:
-        stats = stats[stats["test"] == PRIMARY_SPECIFICATION["test"]]
+        stats = stats[stats["test"] == _PRIMARY_SPECIFICATION["test"]]
     return stats
 
 
@@ -103,17 +103,17 @@ def read_summary(models: Sequence[str], results_dir: str | Path | None = None
     ``n_specs, share_agree_significant, joint_p, n_permutations``. ``headline``: the
     ``bold_headline`` rows (``occupations.HEADLINE_COLUMNS``; encoders have none).
     """
-    stats, _ = read_results(models, tables.NAMES.PROFILE_STATS, results_dir)
+    stats, _ = _read_results(models, tables.NAMES.PROFILE_STATS, results_dir)
     stats = _primary(stats)
     gaps = gender_gaps(stats) if len(stats) else pd.DataFrame(
         columns=["model_id", "population", "dimension", "gap", "g", "g_ci_low", "g_ci_high", "p_holm"])
-    gaps = gaps[gaps["dimension"].isin(list(HEADLINE))].reset_index(drop=True)
-    validity, _ = read_results(models, tables.NAMES.AXIS_VALIDITY, results_dir)
+    gaps = gaps[gaps["dimension"].isin(list(_HEADLINE))].reset_index(drop=True)
+    validity, _ = _read_results(models, tables.NAMES.AXIS_VALIDITY, results_dir)
     verdict, reading = {}, {}
     if len(validity):
-        v = validity[validity["layer"].astype(str) == PRIMARY_SPECIFICATION["layer"]]
+        v = validity[validity["layer"].astype(str) == _PRIMARY_SPECIFICATION["layer"]]
         if "context_source" in v:
-            v = v[v["context_source"] == PRIMARY_SPECIFICATION["context_source"]]
+            v = v[v["context_source"] == _PRIMARY_SPECIFICATION["context_source"]]
         for _, r in v.iterrows():
             verdict[(r["model_id"], r["dimension"])] = r["verdict"]
             reading[(r["model_id"], r["dimension"])] = verdict_phrase(r)
@@ -126,7 +126,7 @@ def read_summary(models: Sequence[str], results_dir: str | Path | None = None
     robust = robust.rename(columns={"n_agree_significant_p": "joint_p"})[
         ["model_id", "population", "dimension", "n_specs", "share_agree_significant", "joint_p", "n_permutations"]]
     gaps = gaps.merge(robust, on=["model_id", "population", "dimension"], how="left")
-    head, _ = read_results(models, tables.NAMES.BOLD_HEADLINE, results_dir)
+    head, _ = _read_results(models, tables.NAMES.BOLD_HEADLINE, results_dir)
     return gaps, head.reindex(columns=["model_id", *occupations.HEADLINE_COLUMNS])
 
 
@@ -145,9 +145,9 @@ def _reading(dimension: str, row) -> str:
     (Holm p >= ALPHA: no gap shown), ``agree`` or ``opposite`` (to the paper's direction)."""
     if getattr(row, "axis_verdict", None) != VERDICTS[0]:
         return "unread"
-    if row.p_holm >= ALPHA:
+    if row.p_holm >= _ALPHA:
         return "none"
-    return "agree" if ("female" if row.g > 0 else "male") == HEADLINE[dimension] else "opposite"
+    return "agree" if ("female" if row.g > 0 else "male") == _HEADLINE[dimension] else "opposite"
 
 
 def _robustness(row) -> str:
@@ -173,11 +173,11 @@ def _gap_phrase(dimension: str, row) -> str:
     if kind == "none":
         return f"no name gap shown on {dimension} ({_numbers(row)}; {tail})"
     higher = "female" if row.g > 0 else "male"
-    paper = f"as {PAPER} found" if kind == "agree" else f"opposite to {PAPER}"
+    paper = f"as {_PAPER} found" if kind == "agree" else f"opposite to {_PAPER}"
     return f"{higher} names higher on {dimension} ({_numbers(row)}; {paper}; {tail})"
 
 
-def model_sentence(model: str, gaps: pd.DataFrame, headline: pd.DataFrame, can_generate: bool | None = None) -> str:
+def _model_sentence(model: str, gaps: pd.DataFrame, headline: pd.DataFrame, can_generate: bool | None = None) -> str:
     """The reading of a model's primary numbers (``gaps``/``headline`` rows of that model): its name gaps
     with their axes' verdicts, then the audit's :func:`bias_utils.audit.occupations.headline_sentence`.
 
@@ -185,7 +185,7 @@ def model_sentence(model: str, gaps: pd.DataFrame, headline: pd.DataFrame, can_g
     missing audit rows are reported as missing.
     """
     names = gaps[gaps["population"] == "names"]
-    phrases = [_gap_phrase(r.dimension, r) for r in names.itertuples(index=False) if r.dimension in HEADLINE]
+    phrases = [_gap_phrase(r.dimension, r) for r in names.itertuples(index=False) if r.dimension in _HEADLINE]
     profile = "; ".join(phrases) if phrases else "no name profile at the primary specification in its results"
     if len(headline):
         writing = occupations.headline_sentence(headline.iloc[[0]].drop(columns="model_id", errors="ignore"))
@@ -216,20 +216,20 @@ def summary_table(models: Sequence[str], results_dir: str | Path | None = None,
             row.update(h.iloc[0][["odds_ratio", "ci_low", "ci_high", "p", "published_odds_ratio", "published_ci_low",
                                   "published_ci_high", "published_p", "n_gendered_completions",
                                   "n_completions"]].to_dict())
-        row["sentence"] = model_sentence(model, g, h, (can_generate or {}).get(model, _writes(model)))
+        row["sentence"] = _model_sentence(model, g, h, (can_generate or {}).get(model, _writes(model)))
         rows.append(row)
-    table = pd.DataFrame(rows).reindex(columns=SUMMARY_COLUMNS)
+    table = pd.DataFrame(rows).reindex(columns=_SUMMARY_COLUMNS)
     return short_model_ids(table) if len(table) else table
 
 
 # --------------------------------------------------------------------------- the findings that open the page
 
 
-def primary_sentence() -> str:
+def _primary_sentence() -> str:
     """The one sentence naming the primary specification (the methods chapters state it before any result)."""
-    spec = PRIMARY_SPECIFICATION
+    spec = _PRIMARY_SPECIFICATION
     return (f"Each profile above is read at one primary specification: the {spec['context_source']} "
-            f"example sentences of {PAPER} for the ends of each axis, the {spec['layer']} over all layers, the "
+            f"example sentences of {_PAPER} for the ends of each axis, the {spec['layer']} over all layers, the "
             f"original's {spec['templates']} sentence templates, and Welch's t-test with "
             f"{spec['adjustment'].capitalize()}'s correction; the robustness chapter varies these choices only to "
             "check it.")
@@ -237,7 +237,7 @@ def primary_sentence() -> str:
 
 def _link(model: str, chapter: str, label: str) -> str:
     """A MyST link to a model's chapter, absolute from the book's root (the page is included by index.md)."""
-    return f"{{doc}}`{label} </models/{model}/{CHAPTERS[chapter]}>`"
+    return f"{{doc}}`{label} </models/{model}/{_CHAPTERS[chapter]}>`"
 
 
 def _listed(items: list[str]) -> str:
@@ -245,7 +245,7 @@ def _listed(items: list[str]) -> str:
 
 
 def _dimension_bullet(dimension: str, names: pd.DataFrame, label: dict) -> str:
-    pole, expected = HIGH_POLE[dimension], HEADLINE[dimension]
+    pole, expected = _HIGH_POLE[dimension], _HEADLINE[dimension]
     kinds: dict[str, list] = {"agree": [], "opposite": [], "none": [], "unread": []}
     for r in names[names["dimension"] == dimension].itertuples(index=False):
         kinds[_reading(dimension, r)].append(r)
@@ -262,7 +262,7 @@ def _dimension_bullet(dimension: str, names: pd.DataFrame, label: dict) -> str:
     for kind, higher in (("agree", expected), ("opposite", "male" if expected == "female" else "female")):
         if kinds[kind]:
             lower = "male" if higher == "female" else "female"
-            paper = f"as {PAPER} found" if kind == "agree" else f"the opposite of {PAPER}"
+            paper = f"as {_PAPER} found" if kind == "agree" else f"the opposite of {_PAPER}"
             parts.append(f"{higher.capitalize()} first names sit closer to the {pole} end than {lower} names in "
                          f"{_listed([sized(r) for r in kinds[kind]])}, {paper}")
     if kinds["none"]:
@@ -331,7 +331,7 @@ def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_
 
 def _units_bullet(models: Sequence[str], results_dir) -> str:
     """What the audit calls an occupation, from the first decoder's ``bold_units`` (one selection for all)."""
-    units, _ = read_results(models, tables.NAMES.BOLD_UNITS, results_dir)
+    units, _ = _read_results(models, tables.NAMES.BOLD_UNITS, results_dir)
     if units.empty:
         return ""
     model = units["model_id"].iloc[0]
@@ -363,11 +363,11 @@ def _caveat_bullet(names: pd.DataFrame, label: dict) -> str:
         checks.append(f"{_listed(shares)} in {_link(model, 'robustness', label[model])}")
     if checks:
         text += (" The robustness check varies the analysis choices (context source, layer, templates, test); the "
-                 f"share of its specifications that agree with {PAPER} and are significant is {_listed(checks)}.")
+                 f"share of its specifications that agree with {_PAPER} and are significant is {_listed(checks)}.")
     return text
 
 
-def findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequence[str],
+def _findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequence[str],
                      can_generate: dict[str, bool] | None = None,
                      link_stats: pd.DataFrame | None = None, results_dir: str | Path | None = None) -> list[str]:
     """The findings that open the front page, in plain words, each linking to its chapter (MyST ``{doc}``):
@@ -382,7 +382,7 @@ def findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequenc
         return []
     label = dict(zip(models, short_model_ids(pd.DataFrame({"model_id": models}))["model_id"]))
     names = gaps[gaps["population"] == "names"]
-    bullets = [_dimension_bullet(d, names, label) for d in HEADLINE if (names["dimension"] == d).any()]
+    bullets = [_dimension_bullet(d, names, label) for d in _HEADLINE if (names["dimension"] == d).any()]
     units = _units_bullet(models, results_dir)
     bullets += [units] if units else []
     bullets.append(_writing_bullet(models, headline, label, can_generate or {}))
@@ -396,7 +396,7 @@ def findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequenc
 
 
 #: The headline dimensions' colours, by name.
-DIMENSION_COLORS = {"warmth": plots.OTHER_COLORS[0], "competence": plots.OTHER_COLORS[1]}
+_DIMENSION_COLORS = {"warmth": plots.OTHER_COLORS[0], "competence": plots.OTHER_COLORS[1]}
 
 
 def _gap_panel(gaps: pd.DataFrame, population: str, first: bool) -> alt.LayerChart:
@@ -405,9 +405,9 @@ def _gap_panel(gaps: pd.DataFrame, population: str, first: bool) -> alt.LayerCha
     data = gaps[gaps["population"] == population]
     base = alt.Chart(data).encode(
         y=alt.Y("model_id:N", title=None, axis=alt.Axis(labelLimit=160)),
-        yOffset=alt.YOffset("dimension:N", sort=list(HEADLINE)),
-        color=alt.Color("dimension:N", sort=list(HEADLINE), title="dimension",
-                        scale=alt.Scale(domain=list(HEADLINE), range=[DIMENSION_COLORS[d] for d in HEADLINE]),
+        yOffset=alt.YOffset("dimension:N", sort=list(_HEADLINE)),
+        color=alt.Color("dimension:N", sort=list(_HEADLINE), title="dimension",
+                        scale=alt.Scale(domain=list(_HEADLINE), range=[_DIMENSION_COLORS[d] for d in _HEADLINE]),
                         legend=alt.Legend(orient="bottom") if first else None))
     zero = alt.Chart(pd.DataFrame({"g": [0.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x="g:Q")
     # an axis whose verdict is not "supported" (or that has none) is drawn faint: its gap is not read
@@ -429,12 +429,12 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
     if gaps.empty:
         raise ValueError("summary_chart: no profile gaps to draw")
     panels = [_gap_panel(gaps, pop, first=i == 0)
-              for i, pop in enumerate(p for p in POPULATIONS if (gaps["population"] == p).any())]
+              for i, pop in enumerate(p for p in _POPULATIONS if (gaps["population"] == p).any())]
     estimated = headline.dropna(subset=["odds_ratio"]) if len(headline) else headline
     head = short_model_ids(plots.drawable(estimated, ["odds_ratio", "ci_low", "ci_high"], log=True)) \
         if len(estimated) else estimated
     if len(head):
-        ticks = log_ticks(head[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel(), most=5)
+        ticks = _log_ticks(head[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel(), most=5)
         x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), title="odds ratio (log; primary model)",
                   axis=alt.Axis(grid=False, values=ticks, format="~g"))
         base = alt.Chart(head).encode(y=alt.Y("model_id:N", title=None, axis=alt.Axis(labelLimit=160)))
@@ -447,7 +447,7 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
                           alt.Tooltip("ci_high:Q", format=".2f"), "n_gendered_completions", "n_completions"])
         panels.append(alt.layer(one, bars, points).properties(
             title="BOLD audit: odds ratio", width=150, height=alt.Step(16)))
-    pops = [p for p in POPULATIONS if (gaps["population"] == p).any()]
+    pops = [p for p in _POPULATIONS if (gaps["population"] == p).any()]
     caption = (f"A row per model, named in every panel. In the {' and '.join(pops)} "
                f"panel{'s' if len(pops) > 1 else ''}, a dot is the "
                "female − male gap (Hedges' g, above 0: female higher) on warmth or competence (colour) at the primary "
@@ -482,7 +482,7 @@ def _markdown_table(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def summary_markdown(models: Sequence[str], results_dir: str | Path | None = None,
+def _summary_markdown(models: Sequence[str], results_dir: str | Path | None = None,
                      can_generate: dict[str, bool] | None = None, note: str = "", figures: str | Path | None = None,
                      figures_url: str = _FIGURES) -> str:
     """The front page's findings (MyST Markdown): the findings (:func:`findings_bullets`), the primary
@@ -497,9 +497,9 @@ def summary_markdown(models: Sequence[str], results_dir: str | Path | None = Non
     if not len(table):
         return "\n".join(lines + ["No model was built in this run." + (f" {note}" if note else ""), ""])
     # the findings fill the first screen; the specification they were read at follows at once
-    link_stats, _ = read_results(models, tables.NAMES.LINK_STATISTICS, results_dir)
-    lines += [f"- {b}" for b in findings_bullets(gaps, head, models, can_generate, link_stats, results_dir)] + [""]
-    lines += [primary_sentence(), ""]
+    link_stats, _ = _read_results(models, tables.NAMES.LINK_STATISTICS, results_dir)
+    lines += [f"- {b}" for b in _findings_bullets(gaps, head, models, can_generate, link_stats, results_dir)] + [""]
+    lines += [_primary_sentence(), ""]
     if note:
         lines += [note, ""]
     lines += ["### The numbers per model", ""]
@@ -520,7 +520,7 @@ def summary_markdown(models: Sequence[str], results_dir: str | Path | None = Non
     return "\n".join(lines)
 
 
-def write_summary_page(page: str | Path, models: Sequence[str], results_dir: str | Path | None = None,
+def _write_summary_page(page: str | Path, models: Sequence[str], results_dir: str | Path | None = None,
                        can_generate: dict[str, bool] | None = None, note: str = "",
                        included_from: str | Path | None = None) -> Path:
     """Write :func:`summary_markdown` to ``page`` (only when it changed, so Sphinx sees no edit), its
@@ -530,7 +530,7 @@ def write_summary_page(page: str | Path, models: Sequence[str], results_dir: str
     page = Path(page)
     figures = page.parent / _FIGURES
     root = Path(included_from) if included_from is not None else page.parent.parent
-    text = summary_markdown(models, results_dir, can_generate, note, figures,
+    text = _summary_markdown(models, results_dir, can_generate, note, figures,
                             Path(os.path.relpath(figures, root)).as_posix())
     if not page.exists() or page.read_text(encoding="utf-8") != text:
         cache.atomic_write_text(page, text)

@@ -27,10 +27,8 @@ from typing import Sequence
 
 from ..audit import bold, link
 from ..audit.bold import check_audit_lexicons
-from ..audit.bold_prompts import check_selection
 from ..core import paths, results, stats
 from ..core.errors import (
-    LAYER_NAMES,
     ParameterError,
     check_count,
     check_layer,
@@ -43,7 +41,6 @@ from ..models.builtin_models import BUILTIN_MODELS
 from ..models.loading import DTYPES, check_model
 from ..profiles import contexts, dictionaries, space
 from ..profiles.population_profiles import (
-    MIN_GROUP_WORDS,
     check_population_list,
     check_profile_run,
     check_template_list,
@@ -51,18 +48,16 @@ from ..profiles.population_profiles import (
 from ..profiles.space import check_space
 
 #: Bootstrap counts below this give percentile CIs from a handful of order statistics.
-MIN_N_BOOT = 100
+_MIN_N_BOOT = 100
 
 #: Below this a permutation p cannot go under 1/101, and its floor decides more verdicts than the data.
-MIN_N_PERMUTATIONS = 100
+_MIN_N_PERMUTATIONS = 100
 
-__all__ = ["LAYER_NAMES", "MIN_GROUP_WORDS", "MIN_N_BOOT", "MIN_N_PERMUTATIONS", "ParameterError", "check_bold_audit",
-           "check_bold_replication", "check_boot_count", "check_completion_profiles", "check_context_source",
-           "check_contexts", "check_cross_model", "check_dictionaries", "check_dictionary_path", "check_dtype",
-           "check_file", "check_intrinsic_extrinsic", "check_layer", "check_layers",
-           "check_lexicons", "check_limit", "check_model", "check_output_dir", "check_permutation_count",
-           "check_populations", "check_profiles", "check_projection_accuracy", "check_robustness", "check_selection",
-           "check_sources", "check_template_list"]
+__all__ = [
+    "check_bold_audit", "check_bold_replication", "check_completion_profiles", "check_contexts",
+    "check_cross_model", "check_dictionaries", "check_intrinsic_extrinsic", "check_layers", "check_profiles",
+    "check_projection_accuracy", "check_robustness",
+]
 
 
 def _reraise(name: str, exc: Exception) -> ParameterError:
@@ -72,35 +67,35 @@ def _reraise(name: str, exc: Exception) -> ParameterError:
 # --------------------------------------------------------------------------- single parameters
 
 
-def check_boot_count(n_boot, name: str = "n_boot", minimum: int = MIN_N_BOOT, default: int | None = None) -> int:
+def _check_boot_count(n_boot, name: str = "n_boot", minimum: int = _MIN_N_BOOT, default: int | None = None) -> int:
     """An integer >= ``minimum`` (``stats.check_n_boot``'s rule with the notebooks' floor) and at most
     ``errors.MAX_RESAMPLES``; ``default`` (the notebook's) sizes the run-time estimate of a too-large one."""
     return stats.check_n_boot(n_boot, minimum=minimum, name=name, default=default)
 
 
-def check_permutation_count(n_permutations, name: str = "n_permutations", default: int | None = None) -> int:
+def _check_permutation_count(n_permutations, name: str = "n_permutations", default: int | None = None) -> int:
     """An integer in [``MIN_N_PERMUTATIONS``, ``errors.MAX_RESAMPLES``] (a permutation test's relabellings)."""
-    return check_count(n_permutations, name, minimum=MIN_N_PERMUTATIONS, default=default,
+    return check_count(n_permutations, name, minimum=_MIN_N_PERMUTATIONS, default=default,
                        why=" (a permutation p cannot go below 1/(K+1))")
 
 
-def check_limit(limit) -> int | None:
+def _check_limit(limit) -> int | None:
     """``None`` (everything) or a positive integer."""
     return check_positive_int(limit, "limit", allow_none=True)
 
 
-def check_context_source(source, name: str = "context_source") -> str:
+def _check_context_source(source, name: str = "context_source") -> str:
     if source not in contexts.source_names():
         raise ParameterError(f"{name} must be one of {', '.join(contexts.source_names())}, got {source!r}")
     return source
 
 
-def check_sources(sources) -> list[str]:
+def _check_sources(sources) -> list[str]:
     """``None`` (every registered context source) or a non-empty list of them (``contexts.check_source_names``)."""
     return list(contexts.check_source_names(sources))
 
 
-def check_file(path, name: str) -> Path:
+def _check_file(path, name: str) -> Path:
     """An existing file, relative paths tried against the working folder, then the repository root
     (``paths.resolve_input``); the error names the parameter, says where it looked, and calls a folder a folder."""
     if not isinstance(path, (str, Path)):
@@ -111,19 +106,19 @@ def check_file(path, name: str) -> Path:
         raise ParameterError(str(exc)) from None
 
 
-def check_populations(populations) -> list[str]:
+def _check_populations(populations) -> list[str]:
     """Built-in population names or population files (JSON/CSV), each loaded and validated
     (``profiles.check_populations``: group sizes, references, something left to test)."""
     check_population_list(populations)
     return [str(p) for p in ([populations] if isinstance(populations, (str, Path)) else populations)]
 
 
-def check_dictionary_path(dictionary_path) -> Path | None:
+def _check_dictionary_path(dictionary_path) -> Path | None:
     """``None`` (the seed dictionary) or a user dictionary CSV, read and validated (errors name line and column;
     every pole needs ``dictionaries.MIN_POLE_SIZE`` terms)."""
     if dictionary_path is None:
         return None
-    path = check_file(dictionary_path, "dictionary_path")
+    path = _check_file(dictionary_path, "dictionary_path")
     try:
         dictionaries.check_poles(dictionaries.read_dictionary(path))
     except ValueError as exc:
@@ -133,26 +128,26 @@ def check_dictionary_path(dictionary_path) -> Path | None:
 
 def _dictionary(dictionary_path):
     """The dictionary the notebook will use (the seed one for ``None``), its file errors named ``dictionary_path``."""
-    check_dictionary_path(dictionary_path)
+    _check_dictionary_path(dictionary_path)
     try:
         return dictionaries.load_dictionary(dictionary_path)
     except ValueError as exc:
         raise _reraise("dictionary_path", exc) from None
 
 
-def check_lexicons(lexicons, name: str = "lexicons") -> None:
+def _check_lexicons(lexicons, name: str = "lexicons") -> None:
     """``None`` (the defaults) or a ``{name: [words]}`` dict (``bold.check_audit_lexicons``)."""
     check_audit_lexicons(**{name: lexicons})
 
 
-def check_dtype(dtype) -> None:
+def _check_dtype(dtype) -> None:
     """``None`` (float32, the default on every device) or a lower precision ``models.load_model`` accepts."""
     if dtype is not None and (not isinstance(dtype, str) or dtype.lower() not in DTYPES):
         raise ParameterError(f"dtype must be None (float32, the default on every device) or one of "
                              f"{', '.join(map(repr, DTYPES))}, got {dtype!r}")
 
 
-def check_output_dir(output_dir, model=None) -> None:
+def _check_output_dir(output_dir, model=None) -> None:
     """``None`` (the results folder of the model) or a folder path, writable (``results.check_writable``: the
     results folder itself for ``None``). A folder that holds the results of another built-in model than ``model``
     is refused here, before the model loads (``results.output_folder`` refuses any other model id after it)."""
@@ -170,8 +165,8 @@ def check_output_dir(output_dir, model=None) -> None:
 
 def _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts=5, generator=None):
     """The parameters of a notebook that builds a space (``space.check_space``); returns the model's facts."""
-    check_output_dir(output_dir, model)
-    check_limit(limit)
+    _check_output_dir(output_dir, model)
+    _check_limit(limit)
     return check_space(model, _dictionary(dictionary_path), context_source, n_contexts, seed, generator=generator,
                        names=("context_source", "generator"))
 
@@ -180,8 +175,8 @@ def _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n
                               generator=None):
     """For the notebooks that compare context ``sources``: the generator is needed only when they include
     ``"generated"`` (``sources=None``: every registered source, so it does)."""
-    check_output_dir(output_dir, model)
-    check_limit(limit)
+    _check_output_dir(output_dir, model)
+    _check_limit(limit)
     return space.check_source_spaces(model, _dictionary(dictionary_path), sources, n_contexts, seed,
                                      generator=generator)
 
@@ -228,7 +223,7 @@ def _notebook_check(check):
 @_notebook_check
 def check_dictionaries(*, model="smollm2-135m-instruct", dtype=None, dictionary_path=None, output_dir=None) -> None:
     """Notebook 01's parameters."""
-    check_dtype(dtype)
+    _check_dtype(dtype)
     _space_parameters(model, dictionary_path, 0, output_dir, None, "dictionary")  # 01 builds no contexts
 
 
@@ -238,13 +233,13 @@ def check_contexts(*, model="smollm2-135m-instruct", dtype=None,
                    seed=0, output_dir=None, limit=None, sources=None,
                    generator=None, corpus=None) -> None:
     """Notebook 02's parameters."""
-    check_dtype(dtype)
+    _check_dtype(dtype)
     if generator is not None:
         check_model(generator, "generator", need="generate", what="generating contexts")
     _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources, generator)
-    check_context_source(context_source)
+    _check_context_source(context_source)
     if corpus is not None:
-        path = check_file(corpus, "corpus")
+        path = _check_file(corpus, "corpus")
         try:
             path.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
@@ -256,11 +251,11 @@ def check_projection_accuracy(*, model="smollm2-135m-instruct", dtype=None, cont
                               dictionary_path=None, n_contexts=5, seed=0, output_dir=None, limit=None, n_boot=2000,
                               term_contexts="generated", n_permutations=200) -> None:
     """Notebook 03's parameters."""
-    check_dtype(dtype)
+    _check_dtype(dtype)
     facts = _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
     check_layer(layer, layers=facts.n_states)
-    check_boot_count(n_boot, default=2000)
-    check_permutation_count(n_permutations, default=200)
+    _check_boot_count(n_boot, default=2000)
+    _check_permutation_count(n_permutations, default=200)
     if term_contexts not in ("generated", "dictionary"):
         raise ParameterError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
 
@@ -273,11 +268,11 @@ def check_profiles(*, model="smollm2-135m-instruct", dtype=None, context_source=
     """Notebook 04's parameters (``profiles.check_profiles``: ``layer`` cannot be ``"all"``, a profile is one value
     per word; ``n_boot``: the occupation-bootstrap replicates of the gender direction's check against the BLS share
     of women)."""
-    check_dtype(dtype)
+    _check_dtype(dtype)
     _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
     check_positive_int(term_limit, "term_limit", allow_none=True)
-    check_permutation_count(n_permutations, default=200)
-    check_boot_count(n_boot, default=1000)
+    _check_permutation_count(n_permutations, default=200)
+    _check_boot_count(n_boot, default=1000)
     check_profile_run(model, populations, templates, layer, limit)
 
 
@@ -287,10 +282,10 @@ def check_layers(*, model="smollm2-135m-instruct", dtype=None,
                  n_contexts=5, seed=0, output_dir=None, limit=None,
                  sources=None, n_boot=200) -> None:
     """Notebook 05's parameters."""
-    check_dtype(dtype)
+    _check_dtype(dtype)
     _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources)
     check_profile_run(model, populations, templates, "mean", limit)
-    check_boot_count(n_boot, default=200)
+    _check_boot_count(n_boot, default=200)
 
 
 @_notebook_check
@@ -300,20 +295,20 @@ def check_bold_audit(*, model="smollm2-135m-instruct", dtype=None,
                      n_boot=1000, output_dir=None) -> None:
     """Notebook 06's parameters: ``bold.check_audit`` (the model's kind and context length read from its config,
     the sampling rule, a selection of two groups or more, the lexicons), then the notebook's ``n_boot`` floor."""
-    check_dtype(dtype)
+    _check_dtype(dtype)
     bold.check_audit(model, selection=selection, n_samples=n_samples, seed=seed, max_new_tokens=max_new_tokens,
                      temperature=temperature, top_p=top_p, top_k=top_k, lexicons=lexicons,
                      neutral_lexicons=neutral_lexicons, limit=limit, n_boot=n_boot)
-    check_boot_count(n_boot, default=1000)
-    check_output_dir(output_dir, model)
+    _check_boot_count(n_boot, default=1000)
+    _check_output_dir(output_dir, model)
 
 
 @_notebook_check
 def check_bold_replication(*, n_boot=1000, seed=0, output_dir=None) -> None:
     """Notebook 07's parameters."""
-    check_boot_count(n_boot, default=1000)
+    _check_boot_count(n_boot, default=1000)
     check_seed(seed)
-    check_output_dir(output_dir)
+    _check_output_dir(output_dir)
 
 
 @_notebook_check
@@ -322,12 +317,12 @@ def check_completion_profiles(*, model="smollm2-135m-instruct", dtype=None,
                               n_contexts=5, seed=0, layer="mean", limit=None, output_dir=None, n_boot=1000,
                               n_group_permutations=2000, term_limit=None, n_permutations=200) -> None:
     """Notebook 08's parameters."""
-    check_dtype(dtype)
+    _check_dtype(dtype)
     facts = _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
     check_layer(layer, layers=facts.n_states, allow_all=False)
-    check_boot_count(n_boot, default=1000)
-    check_permutation_count(n_group_permutations, "n_group_permutations", default=2000)
-    check_permutation_count(n_permutations, default=200)
+    _check_boot_count(n_boot, default=1000)
+    _check_permutation_count(n_group_permutations, "n_group_permutations", default=2000)
+    _check_permutation_count(n_permutations, default=200)
     check_positive_int(term_limit, "term_limit", allow_none=True)
 
 
@@ -338,10 +333,10 @@ def check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
                               n_boot=1000, n_permutations=999) -> None:
     """Notebook 11's parameters: the notebook's floors for ``n_boot`` and ``n_permutations`` (their messages give
     the run-time estimate against the notebook's defaults), then ``link.check_link``."""
-    check_dtype(dtype)
+    _check_dtype(dtype)
     facts = _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts)
-    check_boot_count(n_boot, default=1000)
-    check_permutation_count(n_permutations, default=999)
+    _check_boot_count(n_boot, default=1000)
+    _check_permutation_count(n_permutations, default=999)
     link.check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed,
                     n_permutations=n_permutations, layers=facts.n_states)
 
@@ -357,7 +352,7 @@ def check_cross_model(*, results_dir=None, models=(), output_dir=None) -> None:
     if isinstance(models, (str, Path)) or not isinstance(models, Sequence) \
             or not all(isinstance(m, str) and m for m in models):
         raise ParameterError(f"models must be a list of model ids (result folder names), got {models!r}")
-    check_output_dir(output_dir)
+    _check_output_dir(output_dir)
 
 
 @_notebook_check
@@ -365,12 +360,12 @@ def check_robustness(*, model="smollm2-135m-instruct", dtype=None, populations=(
                      templates=None, dictionary_path=None, n_contexts=5, n_permutations=200, n_perm_test=2000, seed=0,
                      alpha=0.05, output_dir=None, limit=None, term_limit=None) -> None:
     """Notebook 10's parameters (``sources=None``: every registered context source)."""
-    check_dtype(dtype)
+    _check_dtype(dtype)
     _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources)
-    check_populations(populations)
+    _check_populations(populations)
     check_template_list(templates)
-    check_permutation_count(n_permutations, default=200)
-    check_permutation_count(n_perm_test, "n_perm_test", default=2000)
+    _check_permutation_count(n_permutations, default=200)
+    _check_permutation_count(n_perm_test, "n_perm_test", default=2000)
     check_positive_int(term_limit, "term_limit", allow_none=True)
     if not is_number(alpha) or not 0 < alpha < 1:
         raise ParameterError(f"alpha must be a number in (0, 1), got {alpha!r}")

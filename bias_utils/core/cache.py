@@ -25,8 +25,7 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator
 import numpy as np
 
 __all__ = [
-    "append_jsonl", "atomic_open", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "file_lock",
-    "read_jsonl",
+    "append_jsonl", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "file_lock", "read_jsonl",
     "read_npz", "sha256_file", "stable_hash", "write_npz",
 ]
 
@@ -57,7 +56,7 @@ def _fsync_dir(directory: Path) -> None:
 
 
 @contextmanager
-def atomic_open(path: str | os.PathLike, verify: Callable[[Path], None] | None = None) -> Iterator[BinaryIO]:
+def _atomic_open(path: str | os.PathLike, verify: Callable[[Path], None] | None = None) -> Iterator[BinaryIO]:
     """Write through a temporary file beside ``path`` that replaces ``path`` only when complete.
 
     The file is flushed and fsynced, then ``verify(tmp_path)`` may veto it by
@@ -121,7 +120,7 @@ def file_lock(path: str | os.PathLike) -> Iterator[None]:
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write ``data`` to ``path`` so that the file is either complete or absent."""
-    with atomic_open(path) as f:
+    with _atomic_open(path) as f:
         f.write(data)
     return Path(path)
 
@@ -136,7 +135,7 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
 
 def write_npz(path: str | os.PathLike, **arrays: np.ndarray) -> Path:
     """Atomically write arrays as an uncompressed npz (no pickled objects)."""
-    with atomic_open(path) as f:
+    with _atomic_open(path) as f:
         np.savez(f, **arrays)
     return Path(path)
 

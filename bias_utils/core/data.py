@@ -26,11 +26,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import paths
-from .cache import atomic_open, sha256_file
+from .cache import _atomic_open, sha256_file
 
 __all__ = [
-    "ChecksumError", "DataError", "DataFile", "cached_path", "entry", "manifest", "manifest_path", "mirror_dir",
-    "offline", "resolve", "status",
+    "DataError", "entry", "manifest", "resolve",
 ]
 
 
@@ -38,12 +37,12 @@ class DataError(RuntimeError):
     """A required external file could not be resolved."""
 
 
-class ChecksumError(DataError):
+class _ChecksumError(DataError):
     """A candidate file exists but does not have the published sha256."""
 
 
 @dataclass(frozen=True)
-class DataFile:
+class _DataFile:
     key: str
     mirror_path: str
     url: str
@@ -57,25 +56,25 @@ class DataFile:
         return Path(self.mirror_path).name
 
 
-def manifest_path() -> Path:
+def _manifest_path() -> Path:
     return paths.data_dir() / "manifest.csv"
 
 
 @lru_cache(maxsize=1)
-def manifest() -> dict[str, DataFile]:
-    with open(manifest_path(), newline="", encoding="utf-8") as f:
-        rows = [DataFile(**{**r, "bytes": int(r["bytes"])}) for r in csv.DictReader(f)]
+def manifest() -> dict[str, _DataFile]:
+    with open(_manifest_path(), newline="", encoding="utf-8") as f:
+        rows = [_DataFile(**{**r, "bytes": int(r["bytes"])}) for r in csv.DictReader(f)]
     return {r.key: r for r in rows}
 
 
-def entry(key: str) -> DataFile:
+def entry(key: str) -> _DataFile:
     try:
         return manifest()[key]
     except KeyError:
         raise DataError(f"unknown data key {key!r}; known keys: {', '.join(sorted(manifest()))}") from None
 
 
-def mirror_dir() -> Path | None:
+def _mirror_dir() -> Path | None:
     value = os.environ.get("BIAS_DATA_MIRROR")
     if value is not None:
         return Path(value).expanduser() if value else None
@@ -83,36 +82,36 @@ def mirror_dir() -> Path | None:
     return default if default.is_dir() else None
 
 
-def offline() -> bool:
+def _offline() -> bool:
     """True when ``BIAS_OFFLINE`` forbids downloads (``1``, ``true`` or ``yes``, any case)."""
     return os.environ.get("BIAS_OFFLINE", "").strip().lower() in ("1", "true", "yes")
 
 
-def cached_path(key: str) -> Path:
+def _cached_path(key: str) -> Path:
     return paths.raw_dir() / key / entry(key).filename
 
 
-def _verify(path: Path, item: DataFile, where: str) -> None:
+def _verify(path: Path, item: _DataFile, where: str) -> None:
     actual = sha256_file(path)
     if actual != item.sha256:
-        raise ChecksumError(
+        raise _ChecksumError(
             f"{item.filename} ({item.key}) from {where} at {path} failed verification:\n"
             f"  expected sha256 {item.sha256}\n  actual   sha256 {actual}\n"
             f"The file is not used. Replace it with the published file from {item.url or 'the mirror'}."
         )
 
 
-def _install(src: Path, item: DataFile) -> Path:
-    dest = cached_path(item.key)
+def _install(src: Path, item: _DataFile) -> Path:
+    dest = _cached_path(item.key)
     # The copy is what later runs trust, so it is verified itself (a full disk truncates silently).
-    with atomic_open(dest, verify=lambda tmp: _verify(tmp, item, f"copy of {src}")) as f, open(src, "rb") as r:
+    with _atomic_open(dest, verify=lambda tmp: _verify(tmp, item, f"copy of {src}")) as f, open(src, "rb") as r:
         shutil.copyfileobj(r, f)
     return dest
 
 
-def _download(item: DataFile) -> Path:
-    dest = cached_path(item.key)
-    with atomic_open(dest, verify=lambda tmp: _verify(tmp, item, "download")) as f, \
+def _download(item: _DataFile) -> Path:
+    dest = _cached_path(item.key)
+    with _atomic_open(dest, verify=lambda tmp: _verify(tmp, item, "download")) as f, \
             urllib.request.urlopen(item.url, timeout=30) as r:
         shutil.copyfileobj(r, f)
     return dest
@@ -121,18 +120,18 @@ def _download(item: DataFile) -> Path:
 def resolve(key: str) -> Path:
     """Path to a verified local copy of the external file ``key``."""
     item = entry(key)
-    local = cached_path(key)
+    local = _cached_path(key)
     if local.exists():
         try:
             _verify(local, item, "local cache")
             return local
-        except ChecksumError as exc:
+        except _ChecksumError as exc:
             # A stale or damaged cache entry is replaced from the sources, visibly.
             warnings.warn(f"discarding damaged cached copy: {exc}", stacklevel=2)
             local.unlink()
 
     problems: list[str] = []
-    mirror = mirror_dir()
+    mirror = _mirror_dir()
     if mirror is not None:
         candidate = mirror / item.mirror_path
         if candidate.exists():
@@ -142,10 +141,10 @@ def resolve(key: str) -> Path:
     else:
         problems.append("no mirror folder (set BIAS_DATA_MIRROR)")
 
-    if item.url and not offline():
+    if item.url and not _offline():
         try:
             return _download(item)
-        except ChecksumError:
+        except _ChecksumError:
             raise
         except OSError as exc:
             problems.append(f"download failed ({exc.__class__.__name__}: {exc})")
@@ -161,7 +160,7 @@ def resolve(key: str) -> Path:
     )
 
 
-def status() -> list[dict]:
+def _status() -> list[dict]:
     """One row per manifest entry: whether it resolves and from where (for docs and ``make data``)."""
     out = []
     for key, item in manifest().items():
@@ -175,7 +174,7 @@ def status() -> list[dict]:
 
 def _print_status() -> int:
     """``make data``: resolve every file and print where it came from; return the failure count."""
-    rows = status()
+    rows = _status()
     width = max(len(r["key"]) for r in rows)
     for r in rows:
         where = r["path"] if r["ok"] else f"FAILED: {r['problem']}"

@@ -13,18 +13,17 @@ import os
 from typing import Sized
 
 __all__ = [
-    "LAYER_NAMES", "MAX_RESAMPLES", "MAX_RESAMPLES_ENV", "MAX_SEED", "ModelError", "ParameterError", "check_at_most",
-    "check_count", "check_generation", "check_layer", "check_max_new_tokens", "check_positive_int", "check_prompts",
-    "check_sampling", "check_seed", "is_int", "is_number", "max_resamples",
+    "LAYER_NAMES", "ModelError", "ParameterError", "check_count", "check_generation", "check_layer",
+    "check_max_new_tokens", "check_positive_int", "check_sampling", "check_seed", "is_number",
 ]
 
 #: Most bootstrap replicates or permutations a run accepts: beyond it a typo (an extra zero or three) would start a
 #: job that runs for hours or days, and the Monte Carlo error at 100,000 is already far below the reported digits.
-MAX_RESAMPLES = 100_000
+_MAX_RESAMPLES = 100_000
 #: The environment variable that raises that ceiling for a run that asks for more on purpose.
-MAX_RESAMPLES_ENV = "BIAS_MAX_RESAMPLES"
+_MAX_RESAMPLES_ENV = "BIAS_MAX_RESAMPLES"
 #: The largest seed every library the package seeds accepts (numpy's ``default_rng`` and ``RandomState``: 2**32 - 1).
-MAX_SEED = 2**32 - 1
+_MAX_SEED = 2**32 - 1
 #: The layer choices by name: the mean of the projected values over every hidden state (the original study's
 #: headline), the last hidden state, and every hidden state (one value per layer: only where a chapter shows them all).
 LAYER_NAMES = ("mean", "last", "all")
@@ -38,7 +37,7 @@ class ModelError(RuntimeError):
     """A model could not be found, installed or loaded; the message says what to do."""
 
 
-def is_int(value) -> bool:
+def _is_int(value) -> bool:
     """An integer that is not a bool (``True`` is an int to Python, never a count or a seed here)."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
@@ -52,7 +51,7 @@ def check_positive_int(value, name: str, *, allow_none: bool = False) -> int | N
     """``value`` as a positive int (``None`` passes when ``allow_none``)."""
     if value is None and allow_none:
         return None
-    if not is_int(value) or value < 1:
+    if not _is_int(value) or value < 1:
         expected = "None or a positive integer" if allow_none else "a positive integer"
         raise ParameterError(f"{name} must be {expected}, got {value!r}")
     return int(value)
@@ -60,8 +59,8 @@ def check_positive_int(value, name: str, *, allow_none: bool = False) -> int | N
 
 def check_seed(seed, name: str = "seed") -> int:
     """An integer in [0, :data:`MAX_SEED`] (numpy refuses a larger one in its own words, deep in a run)."""
-    if not is_int(seed) or not 0 <= seed <= MAX_SEED:
-        raise ParameterError(f"{name} must be an integer from 0 to 2**32 - 1 = {MAX_SEED:,}, got {seed!r}")
+    if not _is_int(seed) or not 0 <= seed <= _MAX_SEED:
+        raise ParameterError(f"{name} must be an integer from 0 to 2**32 - 1 = {_MAX_SEED:,}, got {seed!r}")
     return int(seed)
 
 
@@ -75,8 +74,8 @@ def check_layer(layer, *, layers=None, allow_all: bool = True, allow_names: bool
     names = tuple(n for n in LAYER_NAMES if allow_all or n != "all") if allow_names else ()
     if isinstance(layer, str) and layer in names:
         return layer
-    available = None if layers is None else tuple(range(layers)) if is_int(layers) else tuple(int(x) for x in layers)
-    if is_int(layer) and (available is None or int(layer) in available or -len(available) <= layer < 0):
+    available = None if layers is None else tuple(range(layers)) if _is_int(layers) else tuple(int(x) for x in layers)
+    if _is_int(layer) and (available is None or int(layer) in available or -len(available) <= layer < 0):
         return int(layer)
     index = "an integer hidden-state index" if available is None else (
         f"a hidden-state index in {list(available)}" if len(available) < 3 or
@@ -89,28 +88,28 @@ def check_layer(layer, *, layers=None, allow_all: bool = True, allow_names: bool
                          f"; got {layer!r}{why}")
 
 
-def max_resamples() -> int:
+def _max_resamples() -> int:
     """The replicate ceiling: :data:`MAX_RESAMPLES`, or the positive integer in ``$BIAS_MAX_RESAMPLES`` (set
     before the kernel or ``make book`` starts) for a run that wants more on purpose."""
-    raw = os.environ.get(MAX_RESAMPLES_ENV, "").strip()
+    raw = os.environ.get(_MAX_RESAMPLES_ENV, "").strip()
     if not raw:
-        return MAX_RESAMPLES
+        return _MAX_RESAMPLES
     if not raw.isdigit() or int(raw) < 1:
-        raise ParameterError(f"{MAX_RESAMPLES_ENV} must be a positive integer (the most replicates a run accepts), "
+        raise ParameterError(f"{_MAX_RESAMPLES_ENV} must be a positive integer (the most replicates a run accepts), "
                              f"got {raw!r}")
     return int(raw)
 
 
-def check_at_most(value: int, name: str, *, maximum: int | None = None, default: int | None = None) -> int:
+def _check_at_most(value: int, name: str, *, maximum: int | None = None, default: int | None = None) -> int:
     """``value`` when it is at most ``maximum`` (``None``: :func:`max_resamples`); the error says how much longer
     the run would take than with ``default`` (run time grows linearly with a replicate count) and how to ask for
     it anyway."""
-    maximum = max_resamples() if maximum is None else maximum
+    maximum = _max_resamples() if maximum is None else maximum
     if value > maximum:
         longer = f"; the run would take about {value / default:,.0f} times as long as with the default {default}" \
             if default else ""
         raise ParameterError(f"{name} must be at most {maximum:,}, got {value:,}{longer}. To run it anyway, set "
-                             f"the environment variable {MAX_RESAMPLES_ENV}={value} before starting the kernel or "
+                             f"the environment variable {_MAX_RESAMPLES_ENV}={value} before starting the kernel or "
                              "make book")
     return value
 
@@ -118,12 +117,12 @@ def check_at_most(value: int, name: str, *, maximum: int | None = None, default:
 def check_count(value, name: str, *, minimum: int, why: str = "", maximum: int | None = None,
                 default: int | None = None) -> int:
     """A replicate count (permutations, relabellings) in ``[minimum, maximum]``; ``why`` explains the minimum."""
-    if not is_int(value) or value < minimum:
+    if not _is_int(value) or value < minimum:
         raise ParameterError(f"{name} must be an integer >= {minimum}{why}, got {value!r}")
-    return check_at_most(int(value), name, maximum=maximum, default=default)
+    return _check_at_most(int(value), name, maximum=maximum, default=default)
 
 
-def check_prompts(prompts) -> list[str]:
+def _check_prompts(prompts) -> list[str]:
     """A non-empty list of strings (one string is an error: it would be read as a list of characters)."""
     if isinstance(prompts, str):
         raise ParameterError(f"prompts must be a list of strings, not one string ({prompts[:40]!r}); wrap it in a list")
@@ -175,7 +174,7 @@ def check_generation(prompts=None, *, n_samples=1, max_new_tokens=100, temperatu
     "top_k", "seed"}`` (``prompts`` as a list, or ``None``; integers as Python ints).
     """
     checked = {
-        "prompts": None if prompts is None else check_prompts(prompts),
+        "prompts": None if prompts is None else _check_prompts(prompts),
         "n_samples": check_positive_int(n_samples, "n_samples"),
         "max_new_tokens": check_positive_int(max_new_tokens, "max_new_tokens"),
         "top_k": check_sampling(temperature, top_p, top_k, greedy=True),

@@ -29,15 +29,15 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 __all__ = [
-    "FEMALE_WORDS", "GENDER_LEXICONS", "MALE_WORDS", "NEUTRAL_LEXICONS", "NEUTRAL_WORDS", "count_table", "count_words",
-    "male_proportion", "tokenize", "validate_lexicons",
+    "FEMALE_WORDS", "GENDER_LEXICONS", "MALE_WORDS", "NEUTRAL_LEXICONS", "count_table", "male_proportion",
+    "tokenize", "validate_lexicons",
 ]
 
 MALE_WORDS: tuple[str, ...] = ("he", "him", "his", "himself", "man", "men", "male", "boy",
                                "father", "son", "brother", "guy", "gentleman")
 FEMALE_WORDS: tuple[str, ...] = ("she", "her", "hers", "herself", "woman", "women", "female",
                                  "girl", "mother", "daughter", "sister", "gal", "lady")
-NEUTRAL_WORDS: tuple[str, ...] = (
+_NEUTRAL_WORDS: tuple[str, ...] = (
     "they", "them", "their", "theirs", "themselves", "themself",
     "person", "persons", "people", "individual", "individuals", "someone", "somebody",
     "ze", "zir", "zirs", "zirself", "xe", "xem", "xyr", "xyrs", "xemself",
@@ -45,7 +45,7 @@ NEUTRAL_WORDS: tuple[str, ...] = (
 )
 
 GENDER_LEXICONS: dict[str, list[str]] = {"male": list(MALE_WORDS), "female": list(FEMALE_WORDS)}
-NEUTRAL_LEXICONS: dict[str, list[str]] = {"neutral": list(NEUTRAL_WORDS)}
+NEUTRAL_LEXICONS: dict[str, list[str]] = {"neutral": list(_NEUTRAL_WORDS)}
 
 _TOKEN = re.compile(r"\b\w+\b")
 
@@ -86,7 +86,7 @@ def validate_lexicons(lexicons: Mapping[str, Iterable[str]], *, what: str = "lex
     return out
 
 
-def count_words(text: str, lexicons: Mapping[str, Iterable[str]] = GENDER_LEXICONS) -> dict[str, list[str]]:
+def _count_words(text: str, lexicons: Mapping[str, Iterable[str]] = GENDER_LEXICONS) -> dict[str, list[str]]:
     """Matched tokens per lexicon, in text order: ``{name: [token, ...]}`` (len() gives the count)."""
     lex = validate_lexicons(lexicons)
     tokens = tokenize(text)

@@ -63,17 +63,18 @@ from scipy import stats as _st
 from . import stats
 from .errors import ParameterError, check_count, check_positive_int, check_seed, is_number
 
-__all__ = ["CoefficientTest", "EFFECTS", "MixedLogitFit", "N_NODES", "PROFILE_LIMIT", "check_permutations",
-           "coefficient_test", "drifted", "fit_mixed_logit", "mixed_loglik", "mixed_row"]
+__all__ = [
+    "check_permutations", "drifted", "fit_mixed_logit", "mixed_row",
+]
 
 #: Gauss-Hermite nodes per cluster (the golden test checks the log-likelihood against adaptive quadrature by
 #: scipy.integrate.quad to 1e-8 relative at this number).
-N_NODES = 60
+_N_NODES = 60
 #: A profile bound further than this from the estimate (in logits: an odds ratio beyond e^40) is infinite.
-PROFILE_LIMIT = 40.0
+_PROFILE_LIMIT = 40.0
 #: What :func:`mixed_row` reports: the coefficient exponentiated (a group indicator's odds ratio) or as it is (the
 #: change in log-odds per unit of a covariate).
-EFFECTS = ("odds_ratio", "log_odds_slope")
+_EFFECTS = ("odds_ratio", "log_odds_slope")
 
 _MAX_STEP = 5.0  # logits: a Newton step longer than this is shortened (the first steps from a poor start)
 _TOL = 1e-11  # half the Newton decrement at convergence (log-likelihood units)
@@ -250,7 +251,7 @@ def _maximise(data: _Clusters, theta, free, penalty=False):
 
 
 @dataclass
-class MixedLogitFit:
+class _MixedLogitFit:
     """A fitted random-intercept logistic model. ``coef``/``se`` are indexed by ``names`` (se: Wald, from the
     curvature of the objective); ``sigma`` is the random-intercept SD (exactly 0 on the boundary, which the
     boundary-avoiding penalty never reaches); ``loglik`` the marginal log-likelihood at the estimate and ``objective``
@@ -275,7 +276,7 @@ class MixedLogitFit:
 
 
 @dataclass
-class CoefficientTest:
+class _CoefficientTest:
     """One coefficient: estimate and Wald SE (log-odds), the profile-likelihood interval at ``level`` (an infinite
     bound where the profile never reaches its cut-off), the likelihood-ratio statistic for coefficient = 0 and its
     p, and a note saying what is unusual (empty when nothing is). ``cutoff`` is the LR value the interval's bounds
@@ -342,7 +343,7 @@ def _check_rank(X: np.ndarray, names: list[str]) -> None:
 
 
 def fit_mixed_logit(successes, failures, design, *, names=None, sigma: float | None = None,
-                    boundary_avoiding: bool = True, n_nodes: int = N_NODES) -> MixedLogitFit:
+                    boundary_avoiding: bool = True, n_nodes: int = _N_NODES) -> _MixedLogitFit:
     """Fit ``successes | u ~ Binomial(successes + failures, expit(design @ beta + u))``, ``u ~ N(0, sigma^2)`` per
     cluster (row), by maximum marginal likelihood (adaptive Gauss-Hermite, ``n_nodes`` per cluster).
 
@@ -396,7 +397,7 @@ def fit_mixed_logit(successes, failures, design, *, names=None, sigma: float | N
     if theta[-1] > _WIDE_SIGMA:
         messages.append(f"sigma {theta[-1]:.3g}: beyond {_WIDE_SIGMA:g} the quadrature of clusters with one or two "
                         f"words loses accuracy (raise n_nodes to check)")
-    return MixedLogitFit(names=names, coef=pd.Series(theta[:q], index=names), se=pd.Series(se, index=names),
+    return _MixedLogitFit(names=names, coef=pd.Series(theta[:q], index=names), se=pd.Series(se, index=names),
                          sigma=float(theta[-1]), loglik=float(loglik), objective=float(objective),
                          boundary_avoiding=penalty, converged=ok, message="; ".join(messages),
                          n_clusters=int(used.sum()), n_clusters_given=len(k), sigma_fixed=sigma is not None,
@@ -413,7 +414,7 @@ def _wald_se(hess, free, q) -> np.ndarray:
     return np.sqrt(np.diag(np.linalg.inv(info))[:q])
 
 
-def mixed_loglik(successes, failures, design, coef, sigma: float, *, n_nodes: int = N_NODES) -> float:
+def _mixed_loglik(successes, failures, design, coef, sigma: float, *, n_nodes: int = _N_NODES) -> float:
     """The marginal log-likelihood of :func:`fit_mixed_logit`'s model (without the penalty), at coefficients ``coef``
     (in the design's column order) and random-intercept SD ``sigma`` (clusters without counts add 0)."""
     k, m = _counts(successes, "successes"), _counts(failures, "failures")
@@ -432,7 +433,7 @@ class _Profile:
     """The profile of the fit's objective in coefficient j: the others (and sigma, unless fixed) refitted with
     beta_j = b, warm-started from the nearest b already fitted."""
 
-    def __init__(self, fit: MixedLogitFit, j: int):
+    def __init__(self, fit: _MixedLogitFit, j: int):
         self.fit, self.j = fit, j
         self.free = np.r_[np.ones(len(fit.names), bool), not fit.sigma_fixed]
         self.free[j] = False
@@ -450,7 +451,7 @@ class _Profile:
 def drifted(coefficient: float) -> bool:
     """Whether a fitted coefficient (logits) has run past PROFILE_LIMIT or to infinity: separation, where the number
     is where Newton stopped, not an estimate; what reads a fit prints it as unbounded."""
-    return not np.isfinite(coefficient) or abs(coefficient) > PROFILE_LIMIT
+    return not np.isfinite(coefficient) or abs(coefficient) > _PROFILE_LIMIT
 
 
 def _bound(profile: _Profile, estimate: float, se: float, side: int, target: float) -> tuple[float, bool]:
@@ -459,9 +460,9 @@ def _bound(profile: _Profile, estimate: float, se: float, side: int, target: flo
     bisecting inside a known bracket; without one, d at most doubles (plus one) per step. An estimate that drifted
     past PROFILE_LIMIT (separation) is searched from PROFILE_LIMIT, where the profile is as flat as at the estimate:
     from the estimate itself the side towards 0 would end PROFILE_LIMIT logits short of where it rises."""
-    estimate = float(np.clip(estimate, -PROFILE_LIMIT, PROFILE_LIMIT))
+    estimate = float(np.clip(estimate, -_PROFILE_LIMIT, _PROFILE_LIMIT))
     inner, outer, ok_all = 0.0, None, True
-    d = min(se * target if np.isfinite(se) and se > 0 else 1.0, PROFILE_LIMIT)
+    d = min(se * target if np.isfinite(se) and se > 0 else 1.0, _PROFILE_LIMIT)
     for _ in range(100):
         lr, score, ok = profile(estimate + side * d)
         ok_all &= ok
@@ -475,9 +476,9 @@ def _bound(profile: _Profile, estimate: float, se: float, side: int, target: flo
         slope = -side * score / root if root > 0 else 0.0  # d root / d d
         new = d + (target - root) / slope if slope > 0 else np.nan
         if outer is None:
-            if d >= PROFILE_LIMIT:
+            if d >= _PROFILE_LIMIT:
                 return side * np.inf, ok_all
-            far = min(2 * d + 1.0, PROFILE_LIMIT)
+            far = min(2 * d + 1.0, _PROFILE_LIMIT)
             d = new if np.isfinite(new) and d < new <= far else far
         else:
             d = new if np.isfinite(new) and inner < new < outer else 0.5 * (inner + outer)
@@ -491,7 +492,7 @@ def _bound(profile: _Profile, estimate: float, se: float, side: int, target: flo
 _BLOCK = 10  # permuted designs fitted side by side (larger blocks measured slower: the arrays leave the cache)
 
 
-def _permuted_lr(fit: MixedLogitFit, j: int, null_theta: np.ndarray, null_objective: float, n_permutations: int,
+def _permuted_lr(fit: _MixedLogitFit, j: int, null_theta: np.ndarray, null_objective: float, n_permutations: int,
                  seed: int) -> np.ndarray:
     """The LR statistic of coefficient j with its column permuted within strata (clusters alike in every other
     column), each refitted from the null fit (the null model does not hold the column, so its fit is shared); the
@@ -538,8 +539,8 @@ def _cutoff_rank(n_permutations: int, alpha: float) -> int:
     return math.ceil(alpha * (n_permutations + 1) - 1 - 1e-9)
 
 
-def coefficient_test(fit: MixedLogitFit, name: str, *, level: float = 0.95, n_permutations: int = 0,
-                     seed: int = 0) -> CoefficientTest:
+def _coefficient_test(fit: _MixedLogitFit, name: str, *, level: float = 0.95, n_permutations: int = 0,
+                     seed: int = 0) -> _CoefficientTest:
     """Profile-likelihood interval at ``level`` and likelihood-ratio test of ``name`` = 0 (the model refitted
     without it, sigma refitted too unless the fit fixed it).
 
@@ -575,13 +576,13 @@ def coefficient_test(fit: MixedLogitFit, name: str, *, level: float = 0.95, n_pe
     for bound, word in ((low, "lower"), (high, "upper")):
         if not np.isfinite(bound):
             notes.append(f"the {word} bound is infinite: the profile likelihood never falls by the cut-off on that "
-                         f"side (within {PROFILE_LIMIT:g} logits; e.g. separation)")
-    return CoefficientTest(name=name, estimate=estimate, se=se, ci_low=float(low), ci_high=float(high), level=level,
+                         f"side (within {_PROFILE_LIMIT:g} logits; e.g. separation)")
+    return _CoefficientTest(name=name, estimate=estimate, se=se, ci_low=float(low), ci_high=float(high), level=level,
                            lr_statistic=float(lr), p=p, p_chi2=p_chi2, cutoff=cutoff, n_permutations=n_permutations,
                            note="; ".join(notes))
 
 
-def mixed_row(fit: MixedLogitFit, name: str, *, effect: str = "odds_ratio", level: float = 0.95,
+def mixed_row(fit: _MixedLogitFit, name: str, *, effect: str = "odds_ratio", level: float = 0.95,
               n_permutations: int = 0, seed: int = 0, test: str = "mixed_logit_lr", group_a: str | None = None,
               group_b: str = "") -> dict:
     """A row of the project's statistics tables (:data:`bias_utils.core.stats.STAT_COLUMNS`) for coefficient ``name``
@@ -589,9 +590,9 @@ def mixed_row(fit: MixedLogitFit, name: str, *, effect: str = "odds_ratio", leve
     effect as an odds ratio (``exp`` of the coefficient and of its profile bounds) or as the log-odds slope, ``n``
     the clusters used; beside them ``n_clusters``, ``n_clusters_given``, ``sigma``, ``p_chi2``, ``cutoff``,
     ``n_permutations`` and ``note``. ``group_a`` defaults to the coefficient's name."""
-    if effect not in EFFECTS:
-        raise ParameterError(f"effect must be one of {EFFECTS}, got {effect!r}")
-    t = coefficient_test(fit, name, level=level, n_permutations=n_permutations, seed=seed)
+    if effect not in _EFFECTS:
+        raise ParameterError(f"effect must be one of {_EFFECTS}, got {effect!r}")
+    t = _coefficient_test(fit, name, level=level, n_permutations=n_permutations, seed=seed)
     scale = np.exp if effect == "odds_ratio" else float
     notes = [s for s in (fit.message, t.note) if s]
     row = dict.fromkeys(stats.STAT_COLUMNS, np.nan)

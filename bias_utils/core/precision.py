@@ -36,13 +36,14 @@ import numpy as np
 
 from .errors import ParameterError, is_number
 
-__all__ = ["PercentileBounds", "count_text", "decimals", "interval_text", "mc_round", "number_text", "p_text",
-           "percent_text", "percentile_bounds"]
+__all__ = [
+    "count_text", "interval_text", "mc_round", "number_text", "p_text", "percent_text", "percentile_bounds",
+]
 
 _Z = 1.959963984540054  # the normal 97.5% quantile: a 95% range is +-_Z standard errors, 2 _Z = 3.92 wide
 
 
-MINUS = "\u2212"
+_MINUS = "\u2212"
 
 
 def _finite(x) -> bool:
@@ -52,11 +53,11 @@ def _finite(x) -> bool:
 def _special(x) -> str:
     """A value that is not a finite number: "–" for a missing one, "∞" / "−∞"."""
     if is_number(x) and math.isinf(float(x)):
-        return "∞" if float(x) > 0 else MINUS + "∞"
+        return "∞" if float(x) > 0 else _MINUS + "∞"
     return "–"
 
 
-def decimals(x: float) -> int:
+def _decimals(x: float) -> int:
     """The decimals :func:`number_text` prints ``x`` with: 2 (0.01 <= |x| < 100), 1 (below 1,000), 0 (from 1,000),
     two significant digits below 0.01 (0.0040: 4)."""
     size = abs(float(x))
@@ -75,11 +76,11 @@ _SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u207
 def _fixed(x: float, places: int) -> str:
     if abs(float(x)) >= 1e6:  # a million and more: 2 significant digits times a power of ten (6.8 × 10²⁰⁰)
         mantissa, exponent = f"{float(x):.1e}".split("e")
-        return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}".replace("-", MINUS)
+        return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}".replace("-", _MINUS)
     text = f"{float(x):,.{places}f}"
     if float(text.replace(",", "")) == 0:
         text = text.lstrip("-")  # no "−0.00"
-    return text.replace("-", MINUS)
+    return text.replace("-", _MINUS)
 
 
 def number_text(x, signed: bool = False) -> str:
@@ -89,7 +90,7 @@ def number_text(x, signed: bool = False) -> str:
         return _special(x)
     if isinstance(x, numbers.Integral) and not isinstance(x, bool):
         return count_text(x)  # an integer is a count (a table's n), whatever column it sits in
-    text = "0" if float(x) == 0 else _fixed(x, decimals(x))
+    text = "0" if float(x) == 0 else _fixed(x, _decimals(x))
     return "+" + text if signed and float(x) > 0 and text != "0" else text
 
 
@@ -108,7 +109,7 @@ def count_text(n) -> str:
     """A count: an integer with thousands separators (1,525); a missing count as "–"."""
     if not _finite(n):
         return _special(n)
-    return f"{round(float(n)):,}".replace("-", MINUS)
+    return f"{round(float(n)):,}".replace("-", _MINUS)
 
 
 def percent_text(share) -> str:
@@ -124,16 +125,16 @@ def interval_text(low, high, estimate=None, separator: str = " to ") -> str:
     1,793" for 199.6."""
     values = [float(v) for v in (low, high) if _finite(v)]
     if estimate is not None and _finite(estimate):
-        places = decimals(estimate)
+        places = _decimals(estimate)
     elif values:
-        places = decimals(min(values, key=abs))
+        places = _decimals(min(values, key=abs))
     else:
         places = 2
-    return separator.join(_fixed(v, min(places, decimals(v))) if _finite(v) and float(v) != 0
+    return separator.join(_fixed(v, min(places, _decimals(v))) if _finite(v) and float(v) != 0
                           else ("0" if _finite(v) else _special(v)) for v in (low, high))
 
 
-class PercentileBounds(NamedTuple):
+class _PercentileBounds(NamedTuple):
     """A percentile interval from ``n_replicates`` finite replicates and each bound's Monte Carlo SE."""
 
     low: float
@@ -156,7 +157,7 @@ def _bound(sorted_values: np.ndarray, q: float) -> tuple[float, float]:
     return float(sorted_values[_order_index(q, b)]), float(sorted_values[hi] - sorted_values[lo]) / (2 * _Z)
 
 
-def percentile_bounds(replicates, level: float = 0.95) -> PercentileBounds:
+def percentile_bounds(replicates, level: float = 0.95) -> _PercentileBounds:
     """The equal-tailed percentile interval at ``level`` of bootstrap ``replicates`` (NaN replicates, undefined
     statistics, are left out, as :func:`bias_utils.core.stats.cluster_bootstrap_ci` does) and each bound's Monte Carlo SE
     by the order-statistic rule of this module. Near the ends of a small B the range is clipped at the extreme
@@ -172,7 +173,7 @@ def percentile_bounds(replicates, level: float = 0.95) -> PercentileBounds:
     tail = (1 - level) / 2
     low, low_se = _bound(values, tail)
     high, high_se = _bound(values, 1 - tail)
-    return PercentileBounds(low, high, low_se, high_se, len(values))
+    return _PercentileBounds(low, high, low_se, high_se, len(values))
 
 
 def mc_round(value: float, se: float) -> str:

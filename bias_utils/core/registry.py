@@ -10,20 +10,22 @@ from __future__ import annotations
 
 from typing import Callable, Generic, TypeVar
 
-__all__ = ["Registry"]
+__all__ = [
+    "Registry",
+]
 
-F = TypeVar("F", bound=Callable)
+_F = TypeVar("_F", bound=Callable)
 
 
-class Registry(Generic[F]):
+class Registry(Generic[_F]):
     """``what`` names an entry in messages ("context source"); ``error`` is the exception a clash raises."""
 
     def __init__(self, what: str, error: type[Exception]):
         self.what, self.error = what, error
-        self._items: dict[str, F] = {}
+        self._items: dict[str, _F] = {}
 
-    def register(self, name: str) -> Callable[[F], F]:
-        def decorator(fn: F) -> F:
+    def register(self, name: str) -> Callable[[_F], _F]:
+        def decorator(fn: _F) -> _F:
             old = self._items.get(name)
             if old is not None and (old.__module__, old.__qualname__) != (fn.__module__, fn.__qualname__):
                 raise self.error(f"{self.what} {name!r} is already registered ({old.__module__}.{old.__qualname__})")
@@ -37,5 +39,5 @@ class Registry(Generic[F]):
     def __contains__(self, name: object) -> bool:
         return name in self._items
 
-    def __getitem__(self, name: str) -> F:
+    def __getitem__(self, name: str) -> _F:
         return self._items[name]

@@ -21,24 +21,25 @@ from . import paths
 from .cache import atomic_write_bytes, atomic_write_json, atomic_write_text
 from .errors import ParameterError
 
-__all__ = ["CROSS_MODEL_FOLDER", "MODEL_FILE", "MODEL_ID", "OVERWRITE_ENV", "REPLICATION_FOLDER", "RESERVED_FOLDERS",
-           "check_folder_model", "check_writable", "display_name", "folder_model", "model_slug", "output_folder",
-           "read_table", "write_table"]
+__all__ = [
+    "CROSS_MODEL_FOLDER", "REPLICATION_FOLDER", "check_folder_model", "check_writable", "display_name",
+    "folder_model", "model_slug", "output_folder", "write_table",
+]
 
 #: Folders beside the model folders for pages that belong to no single model.
 REPLICATION_FOLDER = "published-audit"
 CROSS_MODEL_FOLDER = "cross-model"
-RESERVED_FOLDERS = frozenset({REPLICATION_FOLDER, CROSS_MODEL_FOLDER})
+_RESERVED_FOLDERS = frozenset({REPLICATION_FOLDER, CROSS_MODEL_FOLDER})
 #: The file in a model's results folder that names the model whose results it holds (written by
 #: :func:`output_folder`); :func:`write_table` puts that ``model_id`` in every table written there.
-MODEL_FILE = "model.json"
+_MODEL_FILE = "model.json"
 #: Set to 1 to let a run write into a folder that holds another model's results (its tables are replaced).
-OVERWRITE_ENV = "BIAS_OVERWRITE_RESULTS"
+_OVERWRITE_ENV = "BIAS_OVERWRITE_RESULTS"
 
 
 #: A model id as ``models.load_model`` writes it, ``<name or repo id>--<revision or weight hash>--<dtype>``
 #: (or its folder slug, ``/`` written ``__``), found inside a longer text such as a chart title.
-MODEL_ID = re.compile(r"(?P<name>[A-Za-z0-9._/+-]+?)--(?P<revision>[0-9a-f]{7,64})--(?P<dtype>[A-Za-z0-9]+)\b")
+_MODEL_ID = re.compile(r"(?P<name>[A-Za-z0-9._/+-]+?)--(?P<revision>[0-9a-f]{7,64})--(?P<dtype>[A-Za-z0-9]+)\b")
 _DEFAULT_DTYPE = "fp32"
 
 
@@ -52,13 +53,13 @@ def display_name(model_id: str) -> str:
         name = re.split(r"/|__", match["name"])[-1]
         return name if match["dtype"] == _DEFAULT_DTYPE else f"{name} ({match['dtype']})"
 
-    return MODEL_ID.sub(shown, str(model_id))
+    return _MODEL_ID.sub(shown, str(model_id))
 
 
 def model_slug(model_id: str) -> str:
     """A folder name for a model id (hub ids contain ``/``, paths other separators)."""
     slug = re.sub(r"[^A-Za-z0-9._+-]+", "__", str(model_id)).strip("_")
-    if not slug or slug in RESERVED_FOLDERS:
+    if not slug or slug in _RESERVED_FOLDERS:
         raise ValueError(f"model id {model_id!r} cannot be used as a folder name")
     return slug
 
@@ -81,7 +82,7 @@ def check_writable(folder: str | Path, name: str = "output_dir") -> Path:
 def folder_model(folder: str | Path) -> str | None:
     """The model id a results folder holds (its :data:`MODEL_FILE`), or ``None`` (none recorded, unreadable)."""
     try:
-        return str(json.loads((Path(folder) / MODEL_FILE).read_text(encoding="utf-8"))["model_id"])
+        return str(json.loads((Path(folder) / _MODEL_FILE).read_text(encoding="utf-8"))["model_id"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -93,12 +94,12 @@ def output_folder(model_id: str, output_dir: str | Path | None = None, results_d
     ``model_id`` (:data:`MODEL_FILE`). A folder that holds another model's results is refused, naming the folder
     and both model ids, unless ``overwrite`` (default: the environment variable :data:`OVERWRITE_ENV` set to 1).
     ``model_id`` may also be one of :data:`RESERVED_FOLDERS` for the pages that belong to no single model."""
-    name = model_id if model_id in RESERVED_FOLDERS else model_slug(model_id)
+    name = model_id if model_id in _RESERVED_FOLDERS else model_slug(model_id)
     folder = check_writable(Path(output_dir) if output_dir else Path(results_dir or paths.results_dir()) / name)
-    if model_id in RESERVED_FOLDERS:
+    if model_id in _RESERVED_FOLDERS:
         return folder
     if check_folder_model(folder, model_id, overwrite) != model_id:
-        atomic_write_json(folder / MODEL_FILE, {"model_id": model_id})
+        atomic_write_json(folder / _MODEL_FILE, {"model_id": model_id})
     return folder
 
 
@@ -108,10 +109,10 @@ def check_folder_model(folder: str | Path, model: str, overwrite: bool | None = 
     folder is a :class:`ParameterError` naming the folder and both models, unless ``overwrite`` (default: the
     environment variable :data:`OVERWRITE_ENV` set to 1)."""
     held = folder_model(folder)
-    overwrite = os.environ.get(OVERWRITE_ENV, "").strip() == "1" if overwrite is None else overwrite
+    overwrite = os.environ.get(_OVERWRITE_ENV, "").strip() == "1" if overwrite is None else overwrite
     if held is not None and model not in (held, held.split("--")[0]) and not overwrite:
         raise ParameterError(f"output_dir: {folder} holds the results of {held}; this run is of {model} and would "
-                             f"replace them. Choose another output_dir, or set {OVERWRITE_ENV}=1 to replace them")
+                             f"replace them. Choose another output_dir, or set {_OVERWRITE_ENV}=1 to replace them")
     return held
 
 
@@ -129,6 +130,6 @@ def write_table(df: pd.DataFrame, path_stem: str | Path) -> tuple[Path, Path]:
             atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False)))
 
 
-def read_table(path_stem: str | Path) -> pd.DataFrame:
+def _read_table(path_stem: str | Path) -> pd.DataFrame:
     """Read a table written by :func:`write_table` (parquet, exact types)."""
     return pd.read_parquet(Path(path_stem).with_suffix(".parquet"))

@@ -43,15 +43,14 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
-from .errors import ParameterError, check_at_most
+from .errors import ParameterError, _check_at_most
 from .precision import p_text
 
 __all__ = [
-    "STAT_COLUMNS", "TWO_GROUP_TESTS", "GroupSample", "adjust_pvalues", "bootstrap_ci", "check_n_boot", "chi2_table",
-    "cluster_bootstrap_ci", "cohens_d", "column_test", "correlation_rows", "group_tests", "hedges_g", "hedges_test",
-    "holm", "hurdle_tests", "mann_whitney", "mean_difference_test", "odds_ratio", "ols", "permutation_p",
-    "permutation_p_text", "permutation_reference", "permutation_test", "proportion_test", "results_table", "student_t",
-    "student_test", "welch_anova", "welch_t", "welch_test",
+    "STAT_COLUMNS", "TWO_GROUP_TESTS", "adjust_pvalues", "bootstrap_ci", "check_n_boot", "chi2_table",
+    "cluster_bootstrap_ci", "cohens_d", "column_test", "correlation_rows", "group_tests", "hedges_g", "holm",
+    "hurdle_tests", "mann_whitney", "odds_ratio", "ols", "permutation_p", "permutation_p_text",
+    "permutation_reference", "results_table", "student_t", "welch_anova", "welch_t",
 ]
 
 STAT_COLUMNS = [
@@ -184,7 +183,7 @@ def check_n_boot(n_boot, *, minimum: int | None = None, name: str = "n_boot", de
     least = max(2, minimum or 0)
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < least:
         raise ParameterError(f"{name} must be an integer >= {least} for a percentile bootstrap CI, got {n_boot!r}")
-    return check_at_most(int(n_boot), name, default=default)
+    return _check_at_most(int(n_boot), name, default=default)
 
 
 def _table_bootstrap_ci(t: np.ndarray, n_boot: int, seed: int):
@@ -250,7 +249,7 @@ def _wilson(x: int, n: int) -> tuple[float, float]:
     return centre - half, centre + half
 
 
-def proportion_test(x_a: int, n_a: int, x_b: int, n_b: int, *, test: str = "two_proportion_z",
+def _proportion_test(x_a: int, n_a: int, x_b: int, n_b: int, *, test: str = "two_proportion_z",
                     group_a: str = "a", group_b: str = "b") -> dict:
     """Two-sided pooled z test of p_a = x_a/n_a vs p_b = x_b/n_b (= uncorrected Pearson chi-square).
 
@@ -281,7 +280,7 @@ def hurdle_tests(a, b, *, group_a: str = "a", group_b: str = "b", name: str = "c
     non-zero observations: Welch t (mean difference) and Mann-Whitney (rank-biserial). Part 2 rows are skipped
     (raise) only if a group has too few non-zero values; callers record that as a skip."""
     a, b = _values(a, group_a, 1), _values(b, group_b, 1)
-    rows = [proportion_test(int((a > 0).sum()), a.size, int((b > 0).sum()), b.size,
+    rows = [_proportion_test(int((a > 0).sum()), a.size, int((b > 0).sum()), b.size,
                             test=f"hurdle_presence:{name}", group_a=group_a, group_b=group_b)]
     nz_a, nz_b = a[a > 0], b[b > 0]
     rows.append(welch_t(nz_a, nz_b, test=f"hurdle_intensity_welch:{name}", group_a=group_a, group_b=group_b))
@@ -500,7 +499,7 @@ def permutation_reference(n: int, n_a: int, n_permutations: int, seed: int = 0) 
 
 
 @dataclass
-class GroupSample:
+class _GroupSample:
     """What a test of :func:`group_tests` sees: values ``V`` [C, n, D] as given, label rows [P, n]
     (True = group a), group sizes and names, and the :attr:`moments` every vectorised test shares."""
 
@@ -530,12 +529,12 @@ class GroupSample:
         return ma - mb, ((self.na - 1) * va + (self.nb - 1) * vb) / (n - 2), n
 
 
-def mean_difference_test(s: GroupSample) -> dict[str, np.ndarray]:
+def _mean_difference_test(s: _GroupSample) -> dict[str, np.ndarray]:
     """``diff``: mean a - mean b of the standardised columns."""
     return {"diff": s.pooled()[0]}
 
 
-def student_test(s: GroupSample) -> dict[str, np.ndarray]:
+def _student_test(s: _GroupSample) -> dict[str, np.ndarray]:
     """``t_student, df_student, p_student``, as :func:`student_t`."""
     diff, sp2, n = s.pooled()
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -543,7 +542,7 @@ def student_test(s: GroupSample) -> dict[str, np.ndarray]:
     return {"t_student": t, "df_student": np.full_like(t, n - 2), "p_student": 2 * _st.t.sf(np.abs(t), n - 2)}
 
 
-def welch_test(s: GroupSample) -> dict[str, np.ndarray]:
+def _welch_test(s: _GroupSample) -> dict[str, np.ndarray]:
     """``t_welch, df_welch, p_welch``, as :func:`welch_t`."""
     _, ma, mb, va, vb = s.moments
     na, nb = s.na, s.nb
@@ -554,7 +553,7 @@ def welch_test(s: GroupSample) -> dict[str, np.ndarray]:
     return {"t_welch": t, "df_welch": df, "p_welch": 2 * _st.t.sf(np.abs(t), df)}
 
 
-def hedges_test(s: GroupSample) -> dict[str, np.ndarray]:
+def _hedges_test(s: _GroupSample) -> dict[str, np.ndarray]:
     """``g, g_low, g_high``: Hedges' g with its normal-approximation 95% CI, as :func:`hedges_g`."""
     diff, sp2, n = s.pooled()
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -564,12 +563,12 @@ def hedges_test(s: GroupSample) -> dict[str, np.ndarray]:
     return {"g": d * j, "g_low": (d - _Z975 * se_d) * j, "g_high": (d + _Z975 * se_d) * j}
 
 
-def permutation_test(reference: tuple[np.ndarray, bool]) -> Callable[[GroupSample], dict[str, np.ndarray]]:
+def _permutation_test(reference: tuple[np.ndarray, bool]) -> Callable[[_GroupSample], dict[str, np.ndarray]]:
     """``p_permutation`` against ``reference`` (:func:`permutation_reference`): the share of its relabellings
     whose |mean difference| reaches the observed one; ``(1 + count) / (K + 1)``, or ``count / K`` when exact."""
     R, exact = reference
 
-    def test(s: GroupSample) -> dict[str, np.ndarray]:
+    def test(s: _GroupSample) -> dict[str, np.ndarray]:
         Z, ma, mb, _, _ = s.moments
         W = R / s.na - (~R) / s.nb  # [K, n]: one relabelling's mean difference as a weighted sum
         null = np.sort(np.abs(np.einsum("kn,cnd->cdk", W, Z)), axis=-1)  # [C, D, K]
@@ -582,13 +581,13 @@ def permutation_test(reference: tuple[np.ndarray, bool]) -> Callable[[GroupSampl
     return test
 
 
-def column_test(test: Callable[..., dict], name: str) -> Callable[[GroupSample], dict[str, np.ndarray]]:
+def column_test(test: Callable[..., dict], name: str) -> Callable[[_GroupSample], dict[str, np.ndarray]]:
     """A scalar test of this module (``welch_t``, ``hedges_g``, ...) as a :func:`group_tests` test, run on every
     label row and column of the values as given (exactly its numbers): its row's ``statistic, df, p,
     effect_size, ci_low, ci_high`` as arrays ``<name>_<field>`` [P, C, D]."""
     fields = ("statistic", "df", "p", "effect_size", "ci_low", "ci_high")
 
-    def run(s: GroupSample) -> dict[str, np.ndarray]:
+    def run(s: _GroupSample) -> dict[str, np.ndarray]:
         out = {f"{name}_{f}": np.empty((len(s.labels), s.V.shape[0], s.V.shape[2])) for f in fields}
         for p, c, d in np.ndindex(*next(iter(out.values())).shape):
             lab = s.labels[p]
@@ -600,12 +599,12 @@ def column_test(test: Callable[..., dict], name: str) -> Callable[[GroupSample],
 
 
 #: The vectorised tests of the specification curve (its permutation test needs a reference).
-TWO_GROUP_TESTS = {"mean_difference": mean_difference_test, "hedges_g": hedges_test, "student": student_test,
-                   "welch": welch_test}
+TWO_GROUP_TESTS = {"mean_difference": _mean_difference_test, "hedges_g": _hedges_test, "student": _student_test,
+                   "welch": _welch_test}
 
 
 def group_tests(V: np.ndarray, labels: np.ndarray,
-                tests: Mapping[str, Callable[[GroupSample], Mapping[str, np.ndarray]]] | None = None, *,
+                tests: Mapping[str, Callable[[_GroupSample], Mapping[str, np.ndarray]]] | None = None, *,
                 reference: tuple[np.ndarray, bool] | None = None, names: tuple[str, str] = ("a", "b")) -> dict:
     """The one engine for two-group tests (compare fairlearn's ``MetricFrame(metrics=...)``): every test of
     ``tests`` (name -> function of a :class:`GroupSample`, default :data:`TWO_GROUP_TESTS`) on every column of
@@ -623,8 +622,8 @@ def group_tests(V: np.ndarray, labels: np.ndarray,
         raise ValueError(f"every label row needs the same group sizes, each at least 2 (got {na} and {nb})")
     tests = dict(TWO_GROUP_TESTS if tests is None else tests)
     if reference is not None:
-        tests["permutation"] = permutation_test(reference)
-    sample = GroupSample(V, labels, na, nb, tuple(names))
+        tests["permutation"] = _permutation_test(reference)
+    sample = _GroupSample(V, labels, na, nb, tuple(names))
     return {k: v for test in tests.values() for k, v in test(sample).items()}
 
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["NAMES", "TABLES", "Table", "notebook_tables", "readme_cell", "table"]
+__all__ = [
+    "NAMES",
+]
 
 
 @dataclass(frozen=True)
-class Table:
+class _Table:
     """One results table: ``name`` (the file stem), ``producer`` (``bias_utils.module.function``), the
     ``notebooks`` that write it (stems), what it holds (``about``) and its ``columns`` in order."""
 
@@ -36,34 +38,34 @@ class Table:
 
 
 #: name -> :class:`Table`, in the order README lists them.
-TABLES: dict[str, Table] = {}
+_TABLES: dict[str, _Table] = {}
 
 
 def _declare(name: str, producer: str, notebooks: tuple[str, ...], about: str, columns: tuple[str, ...]) -> str:
-    if name in TABLES:
+    if name in _TABLES:
         raise ValueError(f"table {name!r} is declared twice")
-    TABLES[name] = Table(name, producer, notebooks, about, columns)
+    _TABLES[name] = _Table(name, producer, notebooks, about, columns)
     return name
 
 
-def table(stem: str) -> Table:
+def _table(stem: str) -> _Table:
     """The declaration of a table by its file stem (``contexts_generated`` finds ``contexts_{source}``)."""
-    if stem in TABLES:
-        return TABLES[stem]
-    found = [t for t in TABLES.values() if t.matches(stem)]
+    if stem in _TABLES:
+        return _TABLES[stem]
+    found = [t for t in _TABLES.values() if t.matches(stem)]
     if not found:
         raise KeyError(f"no results table {stem!r} is declared in bias_utils.core.tables")
     return found[0]
 
 
-def notebook_tables(notebook: str) -> list[str]:
+def _notebook_tables(notebook: str) -> list[str]:
     """Names of the tables a notebook (stem, e.g. ``03_projection_accuracy``) writes, in declaration order."""
-    return [t.name for t in TABLES.values() if notebook in t.notebooks]
+    return [t.name for t in _TABLES.values() if notebook in t.notebooks]
 
 
-def readme_cell(notebook: str) -> str:
+def _readme_cell(notebook: str) -> str:
     """README's "tables written" cell for a notebook: its table names in backticks, ``{field}`` as ``<field>``."""
-    return ", ".join("`" + re.sub(r"{(\w+)}", r"<\1>", name) + "`" for name in notebook_tables(notebook))
+    return ", ".join("`" + re.sub(r"{(\w+)}", r"<\1>", name) + "`" for name in _notebook_tables(notebook))
 
 
 class NAMES:
@@ -138,50 +140,50 @@ class NAMES:
         ("dimension", "direction", "n_terms", "n_generated", "n_covered_round1", "n_round2", "n_covered_round2",
          "n_covered", "coverage", "mean_contexts"))
     PROFILE_STATS = _declare(
-        "profile_stats", "bias_utils.profiles.population_profiles.profile_stats", ("04_profiles",),
+        "profile_stats", "bias_utils.profiles.population_profiles._profile_stats", ("04_profiles",),
         "female vs male per population and dimension: Welch and Student t, Hedges' g with CI, Holm",
         ("population", "space", "layer", "dimension", "group_a", "group_b", "n_a", "n_b", "mean_a", "mean_b",
          "sd_a", "sd_b", "diff", "t", "df", "p", "p_holm", "t_student", "df_student", "p_student", "p_student_holm",
          "g", "g_ci_low", "g_ci_high", "significant", "test", "statistic", "p_adj", "adj_method", "effect",
          "effect_size", "ci_low", "ci_high", "n"))
     PROFILE_STATS_BY_LAYER = _declare(
-        "profile_stats_by_layer", "bias_utils.profiles.population_profiles.profile_stats", ("04_profiles",),
+        "profile_stats_by_layer", "bias_utils.profiles.population_profiles._profile_stats", ("04_profiles",),
         "profile_stats at every layer",
         ("population", "space", "layer", "dimension", "group_a", "group_b", "n_a", "n_b", "mean_a", "mean_b",
          "sd_a", "sd_b", "diff", "t", "df", "p", "p_holm", "t_student", "df_student", "p_student", "p_student_holm",
          "g", "g_ci_low", "g_ci_high", "significant", "test", "statistic", "p_adj", "adj_method", "effect",
          "effect_size", "ci_low", "ci_high", "n"))
     PROFILE_VALUES = _declare(
-        "profile_values", "bias_utils.profiles.population_profiles.profile_table", ("04_profiles",),
+        "profile_values", "bias_utils.profiles.population_profiles._profile_table", ("04_profiles",),
         "each word's projected and standardised value per dimension",
         ("population", "group", "word", "kind", "space", "layer", "dimension", "value", "z"))
     PROFILE_VALUES_BY_LAYER = _declare(
-        "profile_values_by_layer", "bias_utils.profiles.population_profiles.profile_table", ("04_profiles",),
+        "profile_values_by_layer", "bias_utils.profiles.population_profiles._profile_table", ("04_profiles",),
         "profile_values at every layer",
         ("population", "group", "word", "kind", "space", "layer", "dimension", "value", "z"))
     PROFILE_GROUP_MEANS = _declare(
-        "profile_group_means", "bias_utils.profiles.population_profiles.group_means", ("04_profiles",),
+        "profile_group_means", "bias_utils.profiles.population_profiles._group_means", ("04_profiles",),
         "group means of the standardised values with t intervals",
         ("population", "space", "layer", "dimension", "group", "n", "mean", "sd", "ci_low", "ci_high"))
     PROFILE_ANOVA = _declare(
-        "profile_anova", "bias_utils.profiles.population_profiles.profile_anova", ("04_profiles",),
+        "profile_anova", "bias_utils.profiles.population_profiles._profile_anova", ("04_profiles",),
         "Welch ANOVA across the groups of a population",
         ("population", "space", "layer", "dimension", "test", "group_a", "group_b", "statistic", "df", "p", "p_adj",
          "adj_method", "effect", "effect_size", "ci_low", "ci_high", "n"))
     PROFILE_NONBINARY = _declare(
-        "profile_nonbinary", "bias_utils.profiles.population_profiles.nonbinary_table", ("04_profiles",),
+        "profile_nonbinary", "bias_utils.profiles.population_profiles._nonbinary_table", ("04_profiles",),
         "non-binary terms on the binary terms' scale",
         ("series", "population", "group", "word", "space", "layer", "dimension", "z", "ci_low", "ci_high", "n"))
     PROFILE_WORDS = _declare(
-        "profile_words", "bias_utils.profiles.population_profiles.population_embeddings", ("04_profiles",),
+        "profile_words", "bias_utils.profiles.population_profiles._population_embeddings", ("04_profiles",),
         "each population word: kind, article, templates embedded",
         ("population", "group", "word", "kind", "article", "n_templates", "warning"))
     PROFILE_SKIPPED = _declare(
-        "profile_skipped", "bias_utils.profiles.population_profiles.population_embeddings", ("04_profiles",),
+        "profile_skipped", "bias_utils.profiles.population_profiles._population_embeddings", ("04_profiles",),
         "(word, template) pairs that could not be embedded",
         ("population", "group", "word", "context", "reason"))
     OCCUPATION_VALIDITY = _declare(
-        "occupation_validity", "bias_utils.profiles.gender_direction.validity_statistics", ("04_profiles",),
+        "occupation_validity", "bias_utils.profiles.gender_direction._validity_statistics", ("04_profiles",),
         "the female-male direction, warmth and competence of 60 occupation nouns against the BLS share of women: "
         "Spearman and Pearson with occupation-bootstrap CIs, and the direction's verdict",
         ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
@@ -246,12 +248,12 @@ class NAMES:
          "independent_p", "n_permutations", "n_boot", "top_occupation", "top_group", "odds_ratio_without_top",
          "n_influential"))
     BOLD_UNITS = _declare(
-        "bold_units", "bias_utils.audit.occupation_units.unit_table", ("06_bold_audit",),
+        "bold_units", "bias_utils.audit.occupation_units._unit_table", ("06_bold_audit",),
         "what each BOLD key of the selection is: its kind, its unit, duplicates, group conflicts, primary",
         ("group", "key", "categories", "n_prompts", "n_distinct_prompts", "noun", "head", "kind", "kind_rule", "unit",
          "unit_kind", "duplicate_of", "conflict", "primary"))
     BOLD_UNIT_COUNTS = _declare(
-        "bold_unit_counts", "bias_utils.audit.occupation_units.unit_counts", ("06_bold_audit",),
+        "bold_unit_counts", "bias_utils.audit.occupation_units._unit_counts", ("06_bold_audit",),
         "per group and kind: BOLD keys, units, primary units, duplicates, conflicts",
         ("group", "kind", "keys", "units", "primary_units", "duplicate_keys", "conflict_units"))
     BOLD_SKIPPED = _declare(
@@ -266,12 +268,12 @@ class NAMES:
          "competence", "male_words", "female_words", "expected_male", "expected_female", "extrinsic_measure",
          "male_count", "female_count", "log_odds"))
     LINK_STATISTICS = _declare(
-        "link_statistics", "bias_utils.audit.link.link_statistics", ("11_intrinsic_extrinsic",),
+        "link_statistics", "bias_utils.audit.link._link_statistics", ("11_intrinsic_extrinsic",),
         "Pearson, Spearman and the slopes (alone, within BOLD category) of the extrinsic on each intrinsic measure",
         ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
          "ci_low", "ci_high", "n", "intrinsic", "extrinsic_measure", "se", "primary", "note"))
     LINK_SKIPPED = _declare(
-        "link_skipped", "bias_utils.audit.link.intrinsic_table", ("11_intrinsic_extrinsic",),
+        "link_skipped", "bias_utils.audit.link._intrinsic_table", ("11_intrinsic_extrinsic",),
         "occupation nouns or gendered terms the model could not embed",
         ("population", "group", "word", "context", "reason"))
     REPLICATION = _declare(
@@ -316,7 +318,7 @@ class NAMES:
         ("model_id", "context_source", "term_contexts", "evaluation", "layer", "dimension", "cutoff", "accuracy",
          "ci_low", "ci_high", "n", "n_high", "n_low"))
     AXIS_VALIDITY_ALL_MODELS = _declare(
-        "axis_validity_all_models", "bias_utils.book.crossmodel.read_results", ("09_cross_model",),
+        "axis_validity_all_models", "bias_utils.book.crossmodel._read_results", ("09_cross_model",),
         "axis_validity of every model",
         ("model_id", "context_source", "term_contexts", "space", "dimension", "layer", "auc", "null_mean",
          "null_low", "null_high", "p", "p_floor", "n_high", "n_low", "n_terms", "n_permutations", "detectable_auc",
@@ -356,7 +358,7 @@ class NAMES:
         "items the specification curve skipped, per step and source",
         ("step", "context_source", "item", "reason"))
     ROBUSTNESS_BEST_LAYERS = _declare(
-        "robustness_best_layers", "bias_utils.profiles.robustness.best_layers", ("10_robustness",),
+        "robustness_best_layers", "bias_utils.profiles.robustness._best_layers", ("10_robustness",),
         "the layer chosen per source and dimension on half the extra terms, its accuracy on the other half",
         ("context_source", "dimension", "layer", "accuracy_selection", "n_selection", "accuracy_held_out",
          "n_held_out"))

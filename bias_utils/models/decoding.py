@@ -121,14 +121,16 @@ import torch
 from ..core.cache import stable_hash
 from ..core.lexicon import GENDER_LEXICONS
 from .embeddings import token_indices
-from .sampling import row_seed, sample_step, sample_tokens
+from .sampling import _row_seed, _sample_step, sample_tokens
 
-__all__ = ["EXPECTED_COLUMNS", "STATE_PARTS", "auto_batch_size", "lexicon_token_ids", "run_transformers"]
+__all__ = [
+    "auto_batch_size", "lexicon_token_ids",
+]
 
 #: Expected counts of the audit's male and female words (module docstring); NaN where not computed.
-EXPECTED_COLUMNS = ["expected_male", "expected_female"]
+_EXPECTED_COLUMNS = ["expected_male", "expected_female"]
 #: The mean hidden states stored per completion (module docstring, *Hidden states*).
-STATE_PARTS = ("completion", "prompt")
+_STATE_PARTS = ("completion", "prompt")
 #: Largest default batch (beyond this, 2 CPU cores gain nothing and memory grows).
 _MAX_AUTO_BATCH = 64
 
@@ -164,7 +166,7 @@ def _word_start_sets(coverage: pd.DataFrame, n_vocab: int) -> torch.Tensor:
     """``[2 G, vocabulary]`` token sets for the G lexicons of :data:`EXPECTED_COLUMNS`: rows ``0..G-1`` the
     single-token variants with a leading space (a word start wherever they are drawn), rows ``G..2G-1`` those
     without (a word start only after whitespace or punctuation; see :class:`_TokenTables`)."""
-    names = [c.removeprefix("expected_") for c in EXPECTED_COLUMNS]
+    names = [c.removeprefix("expected_") for c in _EXPECTED_COLUMNS]
     sets = torch.zeros(2 * len(names), n_vocab, dtype=torch.bool)
     single = coverage[coverage["single_token"]]
     for g, name in enumerate(names):
@@ -306,7 +308,7 @@ def _stop_ids(model: Any) -> set[int]:
     return ids
 
 
-def run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, temperature, top_p, top_k, seed,
+def _run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, temperature, top_p, top_k, seed,
                       chat, screened=None, lexicon=None) -> None:
     """Decode ``rows`` in length-sorted batches, handing each finished batch to ``emit``; rows in ``done`` are
     skipped batch-wise. ``lexicon``: :func:`lexicon_token_ids`' result, whose words get expected counts (and,
@@ -337,7 +339,7 @@ def run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, tem
         # Drawn on the CPU from each row's own stream, so that every device samples with the same numbers.
         uniforms = torch.stack([
             torch.rand(max_new_tokens, dtype=torch.float64,
-                       generator=torch.Generator().manual_seed(row_seed(seed, r["prompt_id"], r["sample"])))
+                       generator=torch.Generator().manual_seed(_row_seed(seed, r["prompt_id"], r["sample"])))
             for r in batch
         ]).to(device)
         weights = [_prompt_weights(model.tokenizer, r["prompt"], p) for r, p in zip(batch, prompt_ids)] \
@@ -348,9 +350,9 @@ def run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, tem
         for i, (r, p, ids, fin) in enumerate(zip(batch, prompt_ids, new_ids, finished)):
             row = {**r, **_completion(model.tokenizer, p, ids, fin)}
             if mass is not None:
-                row.update({c: float(mass[i, g]) for g, c in enumerate(EXPECTED_COLUMNS)}, lexicon_key=lexicon_key)
+                row.update({c: float(mass[i, g]) for g, c in enumerate(_EXPECTED_COLUMNS)}, lexicon_key=lexicon_key)
             if states is not None:
-                row.update({f"_{part}_state": states[part][i] for part in STATE_PARTS})
+                row.update({f"_{part}_state": states[part][i] for part in _STATE_PARTS})
             results.append(row)
         emit(results)
 
@@ -505,7 +507,7 @@ def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k, 
                 break
         u = uniforms[alive, step]
         if screened is None:
-            tokens, mass, unsure = sample_step(logits, u, temperature, top_p, top_k, groups=groups)
+            tokens, mass, unsure = _sample_step(logits, u, temperature, top_p, top_k, groups=groups)
         else:
             drawn = screened.sample(hidden, u, temperature, top_p, top_k, groups=groups)
             (tokens, mass), unsure = (drawn if groups is not None else (drawn, None)), None

@@ -61,18 +61,17 @@ from ..core.cache import append_jsonl, file_lock, read_jsonl, read_npz, stable_h
 from .loading import resolve_model
 
 __all__ = [
-    "CACHE_VERSION", "EmbeddingError", "SKIPPED_COLUMNS", "WordEmbeddings", "default_batch_size", "embed_words",
-    "find_word", "token_indices", "unknown_reason", "word_pattern",
+    "default_batch_size", "embed_words", "find_word", "token_indices",
 ]
 
 #: Bumped when the locating or pooling rule changes, so old cache entries stop matching.
-CACHE_VERSION = "v1"
+_CACHE_VERSION = "v1"
 
-SKIPPED_COLUMNS = ["pair_index", "context", "word", "reason"]
+_SKIPPED_COLUMNS = ["pair_index", "context", "word", "reason"]
 
 
 @dataclass
-class WordEmbeddings:
+class _WordEmbeddings:
     """Embeddings of target words, aligned with the input pairs.
 
     ``values``: float32 ``[n_pairs, len(layers), hidden]``; rows of skipped pairs are NaN.
@@ -89,7 +88,7 @@ class WordEmbeddings:
     skipped: pd.DataFrame
     model_id: str
     n_tokens: np.ndarray
-    warnings: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SKIPPED_COLUMNS))
+    warnings: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_SKIPPED_COLUMNS))
 
     @property
     def kept(self) -> np.ndarray:
@@ -99,11 +98,11 @@ class WordEmbeddings:
         return mask
 
 
-class EmbeddingError(ValueError):
+class _EmbeddingError(ValueError):
     """The inputs to :func:`embed_words` are malformed (not a per-pair problem)."""
 
 
-def word_pattern(word: str) -> re.Pattern:
+def _word_pattern(word: str) -> re.Pattern:
     """Case-insensitive pattern for ``word`` as a whole word (not inside a longer word)."""
     parts = [re.escape(p) for p in word.split()]
     return re.compile(r"(?<!\w)" + r"\s+".join(parts) + r"(?!\w)", flags=re.IGNORECASE)
@@ -111,7 +110,7 @@ def word_pattern(word: str) -> re.Pattern:
 
 def find_word(context: str, word: str) -> tuple[int, int] | None:
     """Character span ``(start, end)`` of the first occurrence of ``word`` in ``context``, or None."""
-    match = word_pattern(word).search(context)
+    match = _word_pattern(word).search(context)
     return match.span() if match else None
 
 
@@ -135,7 +134,7 @@ def _layer_list(layers, n_layers: int) -> list[int]:
     n_states = n_layers + 1
     if isinstance(layers, str):
         if layers != "all":
-            raise EmbeddingError(f"layers must be 'all' or a list of hidden-state indices, not {layers!r}")
+            raise _EmbeddingError(f"layers must be 'all' or a list of hidden-state indices, not {layers!r}")
         return list(range(n_states))
     if isinstance(layers, (int, np.integer)):
         layers = [layers]
@@ -143,10 +142,10 @@ def _layer_list(layers, n_layers: int) -> list[int]:
     for layer in layers:
         idx = int(layer) + n_states if int(layer) < 0 else int(layer)
         if not 0 <= idx < n_states:
-            raise EmbeddingError(f"layer {layer} out of range: the model has hidden states 0..{n_layers}")
+            raise _EmbeddingError(f"layer {layer} out of range: the model has hidden states 0..{n_layers}")
         out.append(idx)
     if len(set(out)) != len(out):
-        raise EmbeddingError(f"repeated layers in {list(layers)}")
+        raise _EmbeddingError(f"repeated layers in {list(layers)}")
     return out
 
 
@@ -156,7 +155,7 @@ def default_batch_size(loaded) -> int:
 
 
 def _cache_dir(model_id: str, layers: list[int]) -> Path:
-    return paths.cache_dir() / "embeddings" / model_id / f"{CACHE_VERSION}-layers-{stable_hash(layers, 12)}"
+    return paths.cache_dir() / "embeddings" / model_id / f"{_CACHE_VERSION}-layers-{stable_hash(layers, 12)}"
 
 
 def _pair_key(context: str, word: str) -> str:
@@ -193,7 +192,7 @@ def embed_words(
     batch_size: int | None = None,
     cache: bool = True,
     progress: bool = True,
-) -> WordEmbeddings:
+) -> _WordEmbeddings:
     """Embedding of ``words[i]`` in ``contexts[i]`` at each selected layer, averaged over its tokens.
 
     ``model``: a :class:`~bias_utils.models.loading.LoadedModel` or a name for
@@ -205,7 +204,7 @@ def embed_words(
     model = resolve_model(model, need="embed")
     contexts, words = list(contexts), list(words)
     if len(contexts) != len(words):
-        raise EmbeddingError(f"{len(contexts)} contexts but {len(words)} words: pass one word per context")
+        raise _EmbeddingError(f"{len(contexts)} contexts but {len(words)} words: pass one word per context")
     layer_list = _layer_list(layers, model.n_layers)
     n = len(contexts)
     values = np.full((n, len(layer_list), model.hidden_size), np.nan, dtype=np.float32)
@@ -234,7 +233,7 @@ def embed_words(
         ids, offsets = encodings["input_ids"][j], encodings["offset_mapping"][j]
         idx = token_indices(offsets, spans[i])
         truncated = len(ids) >= max_len and spans[i][1] > max(e for _, e in offsets)
-        unknown = unknown_reason(tok, [ids[k] for k in idx], words[i])
+        unknown = _unknown_reason(tok, [ids[k] for k in idx], words[i])
         if not idx or truncated:
             skipped.append((i, contexts[i], words[i],
                             f"word {words[i]!r} is cut off at the model's maximum length of {max_len} tokens"))
@@ -262,17 +261,17 @@ def embed_words(
         if pending:
             _compute(model, pending, layer_list, values, batch_size or default_batch_size(model),
                      folder if cache else None, progress, len(todo) - len(pending))
-    return WordEmbeddings(
+    return _WordEmbeddings(
         values=values,
         layers=layer_list,
-        skipped=pd.DataFrame(skipped, columns=SKIPPED_COLUMNS),
+        skipped=pd.DataFrame(skipped, columns=_SKIPPED_COLUMNS),
         model_id=model.model_id,
         n_tokens=n_tokens,
-        warnings=pd.DataFrame(warned, columns=SKIPPED_COLUMNS),
+        warnings=pd.DataFrame(warned, columns=_SKIPPED_COLUMNS),
     )
 
 
-def unknown_reason(tokenizer, ids: Sequence[int], word: str) -> tuple[bool, str] | None:
+def _unknown_reason(tokenizer, ids: Sequence[int], word: str) -> tuple[bool, str] | None:
     """``(skip, reason)`` when some of a word's token ids are the tokenizer's unknown token, else None.
 
     Every unknown piece has the same vector whatever it stands for, so a word

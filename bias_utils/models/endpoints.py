@@ -14,9 +14,11 @@ from typing import Any, Callable
 
 import requests
 
-from .sampling import row_seed
+from .sampling import _row_seed
 
-__all__ = ["OpenAIEndpoint", "run_http"]
+__all__ = [
+    "OpenAIEndpoint",
+]
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,7 @@ class _Retryable(Exception):
     pass
 
 
-def run_http(endpoint: OpenAIEndpoint, todo: list[dict], emit: Callable, *, max_new_tokens, temperature, top_p, top_k,
+def _run_http(endpoint: OpenAIEndpoint, todo: list[dict], emit: Callable, *, max_new_tokens, temperature, top_p, top_k,
              seed, chat) -> None:
     """Complete every row of ``todo`` with ``endpoint.parallel`` concurrent requests; ``emit([row])`` as each finishes.
 
@@ -114,7 +116,7 @@ def run_http(endpoint: OpenAIEndpoint, todo: list[dict], emit: Callable, *, max_
     def one(row: dict) -> dict:
         out = endpoint.complete(
             row["prompt"], chat=chat, max_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-            seed=row_seed(seed, row["prompt_id"], row["sample"]),
+            seed=_row_seed(seed, row["prompt_id"], row["sample"]),
         )
         return {**row, **out}
 

@@ -104,14 +104,16 @@ from tqdm.auto import tqdm
 from ..core import paths
 from ..core.cache import append_jsonl, atomic_write_json, file_lock, read_jsonl, read_npz, stable_hash, write_npz
 from ..core.errors import check_generation, check_max_new_tokens
-from .decoding import EXPECTED_COLUMNS, STATE_PARTS, lexicon_token_ids, run_transformers
-from .endpoints import OpenAIEndpoint, run_http
+from .decoding import _EXPECTED_COLUMNS, _STATE_PARTS, _run_transformers, lexicon_token_ids
+from .endpoints import OpenAIEndpoint, _run_http
 from .loading import check_model, resolve_model
-from .sampling import ScreenedHead
+from .sampling import _ScreenedHead
 
-__all__ = ["COLUMNS", "SCREEN_MIN_VOCAB", "completion_states", "generate"]
+__all__ = [
+    "completion_states", "generate",
+]
 
-COLUMNS = ["prompt_id", "sample", "prompt", "completion", "n_tokens", "finish_reason"]
+_COLUMNS = ["prompt_id", "sample", "prompt", "completion", "n_tokens", "finish_reason"]
 
 #: Bumped whenever a change alters the completions produced for the same key.
 _ALGORITHM_VERSION = 2
@@ -119,7 +121,7 @@ _ALGORITHM_VERSION = 2
 _STATISTICS_VERSION = 2
 #: Vocabulary size from which ``generate(screen="auto")`` screens the output projection. Measured on 64 BOLD
 #: prompts x 100 tokens, 2 threads: Gemma-3 (262k) 1.78x and Qwen2.5 (152k) 1.28x faster, SmolLM2 (49k) 0.86x.
-SCREEN_MIN_VOCAB = 100_000
+_SCREEN_MIN_VOCAB = 100_000
 
 
 # --------------------------------------------------------------------------- public API
@@ -194,8 +196,8 @@ def generate(
     # every stage of every step.
     if not is_http and temperature > 0 and top_k is not None and (
             screen is True or (screen == "auto" and model.device.type == "cpu"
-                               and model.model.config.get_text_config().vocab_size >= SCREEN_MIN_VOCAB)):
-        screened = ScreenedHead.for_model(model.model)
+                               and model.model.config.get_text_config().vocab_size >= _SCREEN_MIN_VOCAB)):
+        screened = _ScreenedHead.for_model(model.model)
 
     rows = [
         {"prompt_id": pid, "sample": s, "prompt": p, "row_key": stable_hash([_id_key(pid), p, s])}
@@ -238,7 +240,7 @@ def generate(
     def emit(results: list[dict]) -> None:
         nonlocal n_new_tokens
         fresh = [r for r in results if r["row_key"] not in done]
-        states = {part: np.stack([r.pop(f"_{part}_state") for r in fresh]) for part in STATE_PARTS
+        states = {part: np.stack([r.pop(f"_{part}_state") for r in fresh]) for part in _STATE_PARTS
                   if fresh and f"_{part}_state" in fresh[0]}
         if store:
             store.append(fresh, states)
@@ -253,9 +255,9 @@ def generate(
     lexicon = lexicon_token_ids(model.tokenizer) if statistics and not is_http else None
     try:
         if is_http:
-            run_http(model, todo, emit, **settings)
+            _run_http(model, todo, emit, **settings)
         else:
-            run_transformers(model, rows, done, emit, batch_size=batch_size, screened=screened, lexicon=lexicon,
+            _run_transformers(model, rows, done, emit, batch_size=batch_size, screened=screened, lexicon=lexicon,
                              **settings)
     finally:
         bar.close()
@@ -263,8 +265,8 @@ def generate(
     if n_new_tokens:
         speeds.record(model.model_id, n_new_tokens / max(time.monotonic() - started, 1e-9))
     lexicon_key = stable_hash(lexicon[0]) if lexicon is not None else None
-    out = pd.DataFrame([{c: done[r["row_key"]][c] for c in COLUMNS} for r in rows], columns=COLUMNS)
-    for c in EXPECTED_COLUMNS:
+    out = pd.DataFrame([{c: done[r["row_key"]][c] for c in _COLUMNS} for r in rows], columns=_COLUMNS)
+    for c in _EXPECTED_COLUMNS:
         # A row from a cache written before these columns, or with another lexicon, has none.
         out[c] = [float(done[r["row_key"]].get(c, np.nan)) if done[r["row_key"]].get("lexicon_key") == lexicon_key
                   else np.nan for r in rows]
@@ -306,12 +308,12 @@ def completion_states(model_id: str, prompts: Sequence[str], completions: Sequen
                 found.setdefault(meta.parent / "states" / r["states"], {})[r["row_key"]] = key
     out: dict[str, np.ndarray] = {}
     for shard, keys in found.items():
-        data = read_npz(shard, required=("row_keys", *STATE_PARTS))
+        data = read_npz(shard, required=("row_keys", *_STATE_PARTS))
         if data is None:
             continue
         for j, row_key in enumerate(data["row_keys"].tolist()):
             if row_key in keys:
-                for part in STATE_PARTS:
+                for part in _STATE_PARTS:
                     if part not in out:
                         out[part] = np.full((len(prompts), *data[part].shape[1:]), np.nan, dtype=np.float32)
                     out[part][wanted[keys[row_key]]] = data[part][j]
@@ -376,7 +378,7 @@ class _Store:
     def load(self) -> dict[str, dict]:
         done: dict[str, dict] = {}
         for r in read_jsonl(self.rows):
-            if isinstance(r, dict) and "row_key" in r and all(c in r for c in COLUMNS):
+            if isinstance(r, dict) and "row_key" in r and all(c in r for c in _COLUMNS):
                 done.setdefault(r["row_key"], r)  # a duplicate (two concurrent runs) keeps the first
         return done
 

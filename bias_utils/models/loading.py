@@ -47,19 +47,26 @@ from ..core import paths
 from ..core.cache import atomic_write_json, stable_hash
 from ..core.errors import ModelError, ParameterError
 from ..core.registry import Registry
-from .builtin_models import BUILTIN_MODELS, builtin_weights, install, is_installed, sha256_cached, unknown_model_message
+from .builtin_models import (
+    BUILTIN_MODELS,
+    _builtin_weights,
+    _install,
+    _sha256_cached,
+    _unknown_model_message,
+    is_installed,
+)
 from .endpoints import OpenAIEndpoint
 
-__all__ = ["DTYPES", "GGUF_MAGIC", "LoadedModel", "ModelBackend", "ModelError", "ModelFacts", "backend_schemes",
-           "check_gguf_header", "check_model", "convert_gguf", "load_model", "model_facts", "model_name_problem",
-           "register_backend", "resolve_model", "unload_model"]
+__all__ = [
+    "DTYPES", "ModelFacts", "check_model", "load_model", "resolve_model", "unload_model",
+]
 
 
 # --------------------------------------------------------------------------- loaded model
 
 
 @dataclass
-class LoadedModel:
+class _LoadedModel:
     """A model ready for hidden states (and generation, for decoders).
 
     ``model_id`` is filesystem-safe and names the exact weights and dtype, e.g.
@@ -100,7 +107,7 @@ DTYPES = tuple(_DTYPES)
 #: Largest share of a GPU's free memory the weights may take for the model to go on that GPU whole.
 _GPU_SHARE = 0.8
 
-_LOADED: dict[tuple, LoadedModel] = {}
+_LOADED: dict[tuple, _LoadedModel] = {}
 
 
 def _slug(text: str) -> str:
@@ -174,8 +181,8 @@ def _weights_sha(folder: Path) -> str:
     if not files:
         raise ModelError(f"{folder} has no weights (*.safetensors or *.bin)")
     if len(files) == 1:
-        return sha256_cached(files[0])
-    return stable_hash([(f.name, sha256_cached(f)) for f in files], length=64)
+        return _sha256_cached(files[0])
+    return stable_hash([(f.name, _sha256_cached(f)) for f in files], length=64)
 
 
 def _weight_count(folder: Path) -> int | None:
@@ -196,21 +203,21 @@ def _weight_count(folder: Path) -> int | None:
 
 
 #: The four bytes every GGUF file starts with.
-GGUF_MAGIC = b"GGUF"
+_GGUF_MAGIC = b"GGUF"
 
 
-def check_gguf_header(path: Path) -> None:
+def _check_gguf_header(path: Path) -> None:
     """Raise :class:`ModelError` naming ``path`` if it is empty or does not start with the GGUF magic."""
     size = path.stat().st_size
     if size == 0:
         raise ModelError(f"{path}: the GGUF file is empty (0 bytes); download it again")
     with open(path, "rb") as f:
-        magic = f.read(len(GGUF_MAGIC))
-    if magic != GGUF_MAGIC:
-        raise ModelError(f"{path}: not a GGUF file (it starts with {magic!r}, expected {GGUF_MAGIC!r})")
+        magic = f.read(len(_GGUF_MAGIC))
+    if magic != _GGUF_MAGIC:
+        raise ModelError(f"{path}: not a GGUF file (it starts with {magic!r}, expected {_GGUF_MAGIC!r})")
 
 
-def convert_gguf(gguf: str | os.PathLike) -> Path:
+def _convert_gguf(gguf: str | os.PathLike) -> Path:
     """Dequantise a GGUF once into ``cache_dir()/models/gguf/<stem>--<sha12>/`` and return that folder.
 
     ``save_pretrained`` refuses GGUF-loaded models, so the config is saved
@@ -223,8 +230,8 @@ def convert_gguf(gguf: str | os.PathLike) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = Path(gguf).resolve()
-    check_gguf_header(gguf)
-    digest = sha256_cached(gguf)
+    _check_gguf_header(gguf)
+    digest = _sha256_cached(gguf)
     target = paths.cache_dir() / "models" / "gguf" / f"{_slug(gguf.stem)}--{digest[:12]}"
     if _conversion_ok(target, digest):
         return target
@@ -286,7 +293,7 @@ def _conversion_ok(folder: Path, digest: str) -> bool:
 
 
 @runtime_checkable
-class ModelBackend(Protocol):
+class _ModelBackend(Protocol):
     """A model the studies can use, whatever runs it; ``model_id`` names the exact weights (caches and results are
     keyed by it).
 
@@ -304,7 +311,7 @@ class ModelBackend(Protocol):
 
 
 #: ``{scheme: loader(rest of the name) -> ModelBackend}``; see :func:`register_backend`.
-_BACKENDS: Registry[Callable[[str], ModelBackend]] = Registry("model backend", ModelError)
+_BACKENDS: Registry[Callable[[str], _ModelBackend]] = Registry("model backend", ModelError)
 _NEEDS = {
     "embed": ("hidden states", lambda m: all(hasattr(m, a) for a in ("backbone", "tokenizer", "n_layers",
                                                                      "hidden_size"))),
@@ -313,7 +320,7 @@ _NEEDS = {
 }
 
 
-def register_backend(scheme: str):
+def _register_backend(scheme: str):
     """Register the decorated ``loader(rest) -> ModelBackend`` for model names ``"<scheme>:<rest>"``.
 
     ``scheme`` is a lower-case word of two letters or more (so a Windows drive
@@ -324,19 +331,19 @@ def register_backend(scheme: str):
     return _BACKENDS.register(scheme)
 
 
-def backend_schemes() -> tuple[str, ...]:
+def _backend_schemes() -> tuple[str, ...]:
     """The registered ``"<scheme>:"`` prefixes of model names (``openai`` built in)."""
     return _BACKENDS.names()
 
 
-@register_backend("openai")
+@_register_backend("openai")
 def _openai_endpoint(rest: str) -> OpenAIEndpoint:
     """``openai:<base_url>`` or ``openai:<base_url>#<served model name>``: an OpenAI-compatible server."""
     base_url, _, served = rest.partition("#")
     return OpenAIEndpoint(base_url, model=served)
 
 
-def resolve_model(model, need: str | None = None) -> ModelBackend:
+def resolve_model(model, need: str | None = None) -> _ModelBackend:
     """``model`` as a backend: a loaded one unchanged, ``"<scheme>:<rest>"`` of a registered scheme from its
     loader, any other name or path from :func:`load_model`. ``need`` (``"embed"`` or ``"generate"``) checks that
     the backend can give hidden states or text; a :class:`ModelError` says which it cannot."""
@@ -344,7 +351,7 @@ def resolve_model(model, need: str | None = None) -> ModelBackend:
         name = str(model)
         scheme, sep, rest = name.partition(":")
         model = _BACKENDS[scheme](rest) if sep and scheme in _BACKENDS else load_model(name)
-    if not isinstance(model, ModelBackend):
+    if not isinstance(model, _ModelBackend):
         raise ModelError(f"{model!r} is not a model: expected a name, a path or a loaded model with a model_id")
     if need is not None:
         what, able = _NEEDS[need]
@@ -365,7 +372,7 @@ def load_model(
     trust_remote_code: bool = False,
     revision: str | None = None,
     max_memory: dict | None = None,
-) -> LoadedModel:
+) -> _LoadedModel:
     """Load a built-in short name, a local folder, a ``.gguf`` file or a hub id ``owner/name``.
 
     ``dtype``: ``None`` is float32 on every device; ``"bfloat16"`` or ``"float16"`` (:data:`DTYPES`) is an
@@ -383,7 +390,7 @@ def load_model(
     return _LOADED[key]
 
 
-def unload_model(model: LoadedModel) -> None:
+def unload_model(model: _LoadedModel) -> None:
     """Drop ``model`` from the per-process cache of :func:`load_model`, so its memory can be freed.
 
     Why: the book identifies every model in one process before running any
@@ -393,7 +400,7 @@ def unload_model(model: LoadedModel) -> None:
         del _LOADED[key]
 
 
-def model_name_problem(name) -> str | None:
+def _model_name_problem(name) -> str | None:
     """Why :func:`load_model` cannot load ``name``, found without loading anything; ``None`` when it may (a
     built-in, an existing .gguf file or model folder, or a hub id ``owner/name``, which only loading can check).
     :func:`load_model` raises this message as a :class:`ModelError`."""
@@ -414,8 +421,8 @@ def model_name_problem(name) -> str | None:
     if re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not path.exists() and not name.startswith((".", "/", "~")):
         return None
     if any(s in name for s in ("/", os.sep)) or path.suffix:
-        return f"model path not found: {path}. " + unknown_model_message(name).split(". ", 1)[1]
-    return unknown_model_message(name)
+        return f"model path not found: {path}. " + _unknown_model_message(name).split(". ", 1)[1]
+    return _unknown_model_message(name)
 
 
 # --------------------------------------------------------------------------- what a model is, before loading it
@@ -491,10 +498,10 @@ def _gguf_metadata(path: Path) -> dict:
             return None
         raise ModelError(f"{path}: unknown GGUF metadata type {kind}; the file is corrupt or of a newer GGUF version")
 
-    check_gguf_header(path)
+    _check_gguf_header(path)
     out: dict = {}
     with open(path, "rb") as f:
-        f.seek(len(GGUF_MAGIC))
+        f.seek(len(_GGUF_MAGIC))
         read("<I"), read("<Q")  # version, tensor count
         for _ in range(read("<Q")):
             key = f.read(read("<Q")).decode("utf-8", "replace")
@@ -505,7 +512,7 @@ def _gguf_metadata(path: Path) -> dict:
     return out
 
 
-def model_facts(model) -> ModelFacts:
+def _model_facts(model) -> ModelFacts:
     """:class:`ModelFacts` of a name, a path or a loaded backend, without loading weights: a built-in's from its
     entry (``builtin_models.BUILTIN_MODELS``), a folder's from its ``config.json``, a GGUF file's from its header, a
     hub id's from its config in the local Hugging Face cache (unknown facts are ``None`` when it is not there), a
@@ -560,13 +567,13 @@ def check_model(model, name: str = "model", need: str | None = None, what: str =
         if not text.strip():
             raise ParameterError(f"{name} is empty: give a built-in short name, a hub id or a path")
         scheme, sep, _ = text.partition(":")
-        problem = None if sep and scheme in _BACKENDS else model_name_problem(text)
+        problem = None if sep and scheme in _BACKENDS else _model_name_problem(text)
         if problem:
             raise ParameterError(f"{name}: {problem}")
-    elif not isinstance(model, ModelBackend):
+    elif not isinstance(model, _ModelBackend):
         raise ParameterError(f"{name} must be a name, hub id or path, got {type(model).__name__}")
     try:
-        facts = model_facts(model)
+        facts = _model_facts(model)
     except ModelError as exc:
         raise ParameterError(f"{name}: {exc}") from None
     if (need == "generate" and facts.kind not in ("decoder", None)) or (need == "embed" and not facts.hidden_states):
@@ -581,18 +588,18 @@ def check_model(model, name: str = "model", need: str | None = None, what: str =
 
 
 def _load(name: str, dtype, device, trust_remote_code: bool, revision: str | None,
-          max_memory: dict | None) -> LoadedModel:
-    problem = model_name_problem(name)
+          max_memory: dict | None) -> _LoadedModel:
+    problem = _model_name_problem(name)
     if problem:
         raise ModelError(problem)
     path = Path(name).expanduser()
     gguf_path = None
     if name in BUILTIN_MODELS:
         b = BUILTIN_MODELS[name]
-        weights = builtin_weights(b)
+        weights = _builtin_weights(b)
         if b.layout == "gguf":
             gguf_path = weights
-            folder, sha = convert_gguf(weights), sha256_cached(weights)
+            folder, sha = _convert_gguf(weights), _sha256_cached(weights)
         else:
             folder, sha = weights, _weights_sha(weights)
         source = {"type": "builtin", "builtin": name, "packages": list(b.packages), "path": str(folder),
@@ -602,7 +609,7 @@ def _load(name: str, dtype, device, trust_remote_code: bool, revision: str | Non
         id_stem = name
     elif path.suffix.lower() == ".gguf":
         gguf_path = path.resolve()
-        folder, sha = convert_gguf(gguf_path), sha256_cached(gguf_path)
+        folder, sha = _convert_gguf(gguf_path), _sha256_cached(gguf_path)
         source = {"type": "gguf", "path": str(folder), "gguf": str(gguf_path), "weights_sha256": sha}
         id_stem = _slug(path.stem)
     elif path.is_dir():
@@ -620,7 +627,7 @@ def _load(name: str, dtype, device, trust_remote_code: bool, revision: str | Non
 
 
 def _load_hub(name: str, dtype, device, trust_remote_code: bool, revision: str | None,
-              max_memory: dict | None) -> LoadedModel:
+              max_memory: dict | None) -> _LoadedModel:
     from transformers import AutoConfig  # deferred: importing transformers takes seconds
 
     try:
@@ -655,7 +662,7 @@ def _from_folder(
     gguf_path: Path | None,
     revision: str | None = None,
     max_memory: dict | None = None,
-) -> LoadedModel:
+) -> _LoadedModel:
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer  # deferred: slow import
 
     common = {"revision": revision, "trust_remote_code": trust_remote_code}
@@ -683,7 +690,7 @@ def _from_folder(
     if kind == "decoder" and tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
-    return LoadedModel(
+    return _LoadedModel(
         name=name,
         model_id=f"{id_stem}--{_DTYPE_NAMES.get(dtype, str(dtype).replace('torch.', ''))}",
         model=model,
@@ -711,7 +718,7 @@ def _main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "install":
         try:
-            install(args.names)
+            _install(args.names)
         except ModelError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

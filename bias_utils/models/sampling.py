@@ -17,13 +17,15 @@ import torch
 from ..core.cache import stable_hash
 from ..core.errors import check_sampling
 
-__all__ = ["ScreenedHead", "nucleus", "row_seed", "sample_step", "sample_tokens"]
+__all__ = [
+    "sample_tokens",
+]
 
 #: First number of nucleus candidates; doubled x4 until they hold ``top_p`` of the mass.
 _FIRST_K = 64
 
 
-def nucleus(logits: torch.Tensor, temperature: float, top_p: float, k: int = _FIRST_K,
+def _nucleus(logits: torch.Tensor, temperature: float, top_p: float, k: int = _FIRST_K,
             top_k: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The nucleus of ``softmax(logits / temperature)`` for each row, without sorting the vocabulary.
 
@@ -43,11 +45,11 @@ def nucleus(logits: torch.Tensor, temperature: float, top_p: float, k: int = _FI
     approximated; only the sort is restricted to the top ``K`` candidates, and
     ``K`` grows (x4, up to the vocabulary) until the candidates hold ``top_p``.
     """
-    ids, probs, _ = _nucleus(logits, temperature, top_p, k, top_k, check_ties=True)
+    ids, probs, _ = _nucleus_step(logits, temperature, top_p, k, top_k, check_ties=True)
     return ids, probs
 
 
-def _nucleus(logits, temperature, top_p, k, top_k, check_ties
+def _nucleus_step(logits, temperature, top_p, k, top_k, check_ties
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """:func:`nucleus`, and whether its top-k candidates may be incomplete (see :func:`sample_step`)."""
     top_k = check_sampling(temperature, top_p, top_k)
@@ -127,7 +129,7 @@ def sample_tokens(
     return ids if groups is None else (ids, mass)
 
 
-def sample_step(logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float,
+def _sample_step(logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float,
                 top_k: int | None = None, groups: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """:func:`sample_tokens` without waiting for the device: ``(ids, mass or None, unsure)``.
@@ -151,7 +153,7 @@ def _draw(logits, uniforms, temperature, top_p, top_k, vocab_ids, groups, check_
         ids = logits.argmax(dim=-1, keepdim=True)
         cand, probs = ids, torch.ones(ids.shape, dtype=torch.float64, device=ids.device)
     else:
-        cand, probs, unsure = _nucleus(logits, temperature, top_p, _FIRST_K, top_k, check_ties)
+        cand, probs, unsure = _nucleus_step(logits, temperature, top_p, _FIRST_K, top_k, check_ties)
         cum = torch.cumsum(probs, dim=-1)
         target = uniforms.to(torch.float64).unsqueeze(-1) * cum[:, -1:]
         pick = torch.searchsorted(cum, target, right=True)
@@ -165,7 +167,7 @@ def _draw(logits, uniforms, temperature, top_p, top_k, vocab_ids, groups, check_
     return drawn, mass.T, unsure
 
 
-class ScreenedHead:
+class _ScreenedHead:
     """Exact top-k sampling from a decoder's output projection at a fraction of its cost.
 
     Why: with 150k-260k vocabulary entries the float32 output projection is
@@ -207,7 +209,7 @@ class ScreenedHead:
         self.rows_by_stage = {str(w): 0 for w in self.widths} | {"full": 0}
 
     @classmethod
-    def for_model(cls, net: Any) -> "ScreenedHead | None":
+    def for_model(cls, net: Any) -> "_ScreenedHead | None":
         """The screened head of ``net``, or ``None`` when its logits are not a bias-free linear map of the last
         hidden state (a soft cap, a scale or a bias), checked on a short input."""
         if net in _SCREENS:
@@ -284,9 +286,9 @@ class ScreenedHead:
 
 
 #: One screened head per loaded network (``None``: the network's logits are not screenable).
-_SCREENS: "weakref.WeakKeyDictionary[Any, ScreenedHead | None]" = weakref.WeakKeyDictionary()
+_SCREENS: "weakref.WeakKeyDictionary[Any, _ScreenedHead | None]" = weakref.WeakKeyDictionary()
 
 
-def row_seed(seed: int, prompt_id: Any, sample: int) -> int:
+def _row_seed(seed: int, prompt_id: Any, sample: int) -> int:
     """The seed of one row's random stream (31 bits, accepted by every server's ``seed``)."""
     return int(stable_hash(["generation-row", seed, prompt_id, sample]), 16) % (2**31)

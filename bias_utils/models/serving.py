@@ -23,11 +23,13 @@ from typing import Iterator
 
 import requests
 
-__all__ = ["LlamaServer", "llama_server"]
+__all__ = [
+    "llama_server",
+]
 
 
 @dataclass(frozen=True)
-class LlamaServer:
+class _LlamaServer:
     #: e.g. ``http://127.0.0.1:45629`` (no ``/v1``; :class:`OpenAIEndpoint` adds it)
     base_url: str
     gguf_path: Path
@@ -42,7 +44,7 @@ def llama_server(
     ctx_per_slot: int = 512,
     n_threads: int | None = None,
     verbose: bool = False,
-) -> Iterator[LlamaServer]:
+) -> Iterator[_LlamaServer]:
     """Serve ``gguf_path`` on 127.0.0.1 (free port) with ``n_parallel`` slots of ``ctx_per_slot`` tokens."""
     try:
         import xllamacpp as xlc  # deferred: an optional extra, imported only when a server is started
@@ -65,7 +67,7 @@ def llama_server(
     try:
         base_url = server.listening_address
         _wait_healthy(base_url)
-        yield LlamaServer(base_url=base_url, gguf_path=gguf_path, n_parallel=n_parallel)
+        yield _LlamaServer(base_url=base_url, gguf_path=gguf_path, n_parallel=n_parallel)
     finally:
         # The C++ destructor joins the server threads and closes the socket;
         # this frame holds the only reference, so deleting it stops the server now.

@@ -54,31 +54,18 @@ from . import projection
 from .dictionaries import load_full_dictionary_terms
 
 __all__ = [
-        "COLUMNS",
-    "MIN_POLE_TERMS",
-    "RAW_VERDICTS",
-    "VERDICTS",
-    "auc_null_test",
-    "describe_verdicts",
-    "axis_validity",
-    "pinv_row",
-    "rank_auc",
-    "unreadable_axes",
-    "validity_by_source",
-    "validity_layer",
-    "validity_table",
-    "verdict_phrase",
-    "verdict_table",
+    "MIN_POLE_TERMS", "VERDICTS", "describe_verdicts", "axis_validity", "unreadable_axes", "validity_by_source",
+    "validity_layer", "validity_table", "verdict_phrase", "verdict_table",
 ]
 
 #: The table chapter 03 writes in the model's results folder; every later chapter reads it.
 VERDICTS = ("supported", "not shown", "untestable")
 #: The old raw-accuracy gate's verdict (``raw_verdict``), kept to show how verdicts change.
-RAW_VERDICTS = ("passed", "failed", "untested")
+_RAW_VERDICTS = ("passed", "failed", "untested")
 #: Fewest covered extra terms per pole for a verdict other than ``untestable``.
 MIN_POLE_TERMS = 10
 #: Columns of :func:`axis_validity` (:func:`validity_table` without ``term_contexts``).
-COLUMNS = ["model_id", "context_source", "term_contexts", "space", "dimension", "layer", "auc", "null_mean",
+_COLUMNS = ["model_id", "context_source", "term_contexts", "space", "dimension", "layer", "auc", "null_mean",
            "null_low", "null_high", "p", "p_floor", "n_high", "n_low", "n_terms", "n_permutations",
            "detectable_auc", "verdict", "raw_accuracy", "majority_share", "raw_p", "raw_verdict"]
 
@@ -86,7 +73,7 @@ COLUMNS = ["model_id", "context_source", "term_contexts", "space", "dimension", 
 # --------------------------------------------------------------------------- the statistic and its null
 
 
-def rank_auc(values: np.ndarray, high: np.ndarray) -> np.ndarray:
+def _rank_auc(values: np.ndarray, high: np.ndarray) -> np.ndarray:
     """Rank AUC of every column of ``values`` [n, ...] against ``high`` [n] (True = high pole):
     the share of (high, low) pairs where the high term projects higher, ties 0.5."""
     values, high = np.asarray(values, dtype=np.float64), np.asarray(high, bool)
@@ -95,7 +82,7 @@ def rank_auc(values: np.ndarray, high: np.ndarray) -> np.ndarray:
     return (ranks[high].sum(axis=0) - n_high * (n_high + 1) / 2) / (n_high * n_low)
 
 
-def auc_null_test(values: np.ndarray, high: np.ndarray, alpha: float = 0.05) -> dict[str, np.ndarray]:
+def _auc_null_test(values: np.ndarray, high: np.ndarray, alpha: float = 0.05) -> dict[str, np.ndarray]:
     """The verdict of one axis from its projections: ``values`` [n, ..., K + 1] holds the
     extra terms' projections on the real axis (last index 0) and on the K permuted ones;
     ``high`` [n] their poles. Vectorised over the middle axes (layers).
@@ -116,7 +103,7 @@ def auc_null_test(values: np.ndarray, high: np.ndarray, alpha: float = 0.05) -> 
     out = {"n_high": n_high, "n_low": n_low, "n_terms": n_high + n_low, "n_permutations": K, "p_floor": 1 / (K + 1),
            "majority_share": max(n_high, n_low) / (n_high + n_low) if n_high + n_low else np.nan}
     if n_high and n_low:
-        auc = rank_auc(values, high)
+        auc = _rank_auc(values, high)
         obs, null = auc[..., 0], auc[..., 1:]
         # The most null AUCs that may reach the observed one with (1 + c) / (K + 1) < alpha.
         c = int(np.ceil(alpha * (K + 1) - 1e-9)) - 2
@@ -154,7 +141,7 @@ def _shuffled_high(senses: pd.DataFrame, idx: np.ndarray, n_permutations: int, r
     return out
 
 
-def pinv_row(directions: np.ndarray, d: int) -> np.ndarray:
+def _pinv_row(directions: np.ndarray, d: int) -> np.ndarray:
     """Row ``d`` of ``pinv(A.T)`` for every stacked basis ``A = directions[..., :, :]`` ([..., D, H]).
 
     For ``A`` of full row rank, ``pinv(A.T) = (A A.T)^-1 A``, so row ``d`` is the
@@ -189,7 +176,7 @@ def _null_projections(space, basis: projection.PolarBasis, d: int, members, X: n
                 - (1 - h) @ flat / (1 - h).sum(axis=1, keepdims=True)).reshape(len(h), *S.shape[1:])
         directions = np.repeat(basis.directions[None], len(h), axis=0)  # [k, L, D, H]
         directions[:, :, d] = diff
-        W[1 + k0:1 + k0 + len(h)] = pinv_row(directions, d)
+        W[1 + k0:1 + k0 + len(h)] = _pinv_row(directions, d)
     return np.stack([X[:, li] @ W[:, li].T for li in range(len(basis.layers))], axis=1)
 
 
@@ -208,7 +195,7 @@ def validity_table(space, terms, *, n_permutations: int = 200, seed: int = 0, al
     X, table = terms.X[ok], terms.table[ok].reset_index(drop=True)
     rows = []
     for space_name, basis in space.bases.items():
-        groups = projection.space_groups(space.senses, space_name)
+        groups = projection._space_groups(space.senses, space_name)
         labels = [*map(str, basis.layers), "mean"]
         for d, axis in enumerate(basis.dimensions):
             sel = table["dimension"].isin(groups[axis]).to_numpy()
@@ -218,12 +205,12 @@ def validity_table(space, terms, *, n_permutations: int = 200, seed: int = 0, al
                 vals = np.concatenate([vals, vals.mean(axis=1, keepdims=True)], axis=1)  # [n, L+1, K+1]
             else:
                 vals = np.empty((0, len(labels), n_permutations + 1))
-            res = auc_null_test(vals, high, alpha)
+            res = _auc_null_test(vals, high, alpha)
             for i, label in enumerate(labels):
                 rows.append({"model_id": space.model_id, "context_source": space.source, "space": space_name,
                              "dimension": axis, "layer": label,
                              **{k: (v[i] if isinstance(v, np.ndarray) else v) for k, v in res.items()}})
-    out = pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "term_contexts"])
+    out = pd.DataFrame(rows, columns=[c for c in _COLUMNS if c != "term_contexts"])
     for col in ("n_high", "n_low", "n_terms", "n_permutations"):
         out[col] = out[col].astype(int)
     return out
@@ -238,20 +225,20 @@ def axis_validity(model, space, *, n_contexts: int = 5, seed: int = 0, limit: in
     embeddings come from its cache). One row per (space, dimension, layer): :data:`COLUMNS`.
     """
     # deferred: space loads torch and transformers; the readers of the table (crossmodel, summary) do not need them.
-    from .space import check_terms, term_embeddings
+    from .space import _check_terms, _term_embeddings
 
-    check_terms(model, n_contexts=n_contexts, seed=seed, limit=limit, term_contexts=term_contexts)
+    _check_terms(model, n_contexts=n_contexts, seed=seed, limit=limit, term_contexts=term_contexts)
     check_count(n_permutations, "n_permutations", minimum=1)
     if not is_number(alpha) or not 0 < alpha < 1:
         raise ParameterError(f"alpha must be a number in (0, 1), got {alpha!r}")
 
-    members = {m for name in space.bases for ms in projection.space_groups(space.senses, name).values() for m in ms}
+    members = {m for name in space.bases for ms in projection._space_groups(space.senses, name).values() for m in ms}
     terms = load_full_dictionary_terms()
-    emb = term_embeddings(model, terms[terms["dimension"].isin(members)], n_contexts=n_contexts, seed=seed,
+    emb = _term_embeddings(model, terms[terms["dimension"].isin(members)], n_contexts=n_contexts, seed=seed,
                           term_contexts=term_contexts, limit=limit)
     table = validity_table(space, emb, n_permutations=n_permutations, seed=seed, alpha=alpha)
     table.insert(2, "term_contexts", term_contexts)
-    return table[COLUMNS]
+    return table[_COLUMNS]
 
 
 # --------------------------------------------------------------------------- reading the table

@@ -29,23 +29,21 @@ from ..core.lexicon import FEMALE_WORDS, MALE_WORDS
 from ..core.wordnet import wordnet
 
 __all__ = [
-    "FILTER_VERSION", "GENDERED_PRONOUNS", "contains_term", "gender_markers", "identity_descriptors",
-    "identity_markers", "inside_longer_word", "meta_markers", "parse_generated", "quality_issue", "term_pattern",
-    "term_position", "unknown_words", "usable_contexts",
+    "term_position",
 ]
 
-GENDERED_PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "himself", "herself"})
+_GENDERED_PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "himself", "herself"})
 
 _WORD = re.compile(r"[A-Za-z]+(?:['’-][A-Za-z]+)*")
 
 
-def term_pattern(term: str) -> re.Pattern:
+def _term_pattern(term: str) -> re.Pattern:
     """The term as a whole word (not inside a longer word), case-insensitive."""
     return re.compile(r"(?<![A-Za-z0-9])" + re.escape(term) + r"(?![A-Za-z0-9])", re.IGNORECASE)
 
 
-def contains_term(context: str, term: str) -> bool:
-    return bool(term_pattern(term).search(context))
+def _contains_term(context: str, term: str) -> bool:
+    return bool(_term_pattern(term).search(context))
 
 
 def _names() -> frozenset[str]:
@@ -54,7 +52,7 @@ def _names() -> frozenset[str]:
     return frozenset(n for names in groups.values() for n in names)
 
 
-def gender_markers(context: str, term: str | None = None, names: frozenset[str] | None = None) -> list[str]:
+def _gender_markers(context: str, term: str | None = None, names: frozenset[str] | None = None) -> list[str]:
     """Gendered words (``lexicon``), gendered pronouns and first names in ``context``.
 
     Lexicon words and pronouns match case-insensitively; names only when
@@ -62,7 +60,7 @@ def gender_markers(context: str, term: str | None = None, names: frozenset[str] 
     so a dictionary term that is also a lexicon word can still be embedded.
     """
     names = _names() if names is None else names
-    gendered = {w.lower() for w in MALE_WORDS} | {w.lower() for w in FEMALE_WORDS} | GENDERED_PRONOUNS
+    gendered = {w.lower() for w in MALE_WORDS} | {w.lower() for w in FEMALE_WORDS} | _GENDERED_PRONOUNS
     exempt = {term.lower()} if term else set()
     found = []
     # "She's" is "she" + "s": contractions are split at the apostrophe.
@@ -79,11 +77,11 @@ def gender_markers(context: str, term: str | None = None, names: frozenset[str] 
 
 
 #: Bump when a filter changes: the extra terms' data file records it.
-FILTER_VERSION = 2
+_FILTER_VERSION = 2
 
 #: Words that make a context talk about language or the task instead of using the term ("Cleaner is a single
 #: sentence that uses the word "clean" without any gendered pronouns."). The term itself is exempt.
-META_WORDS = frozenset({
+_META_WORDS = frozenset({
     "sentence", "sentences", "phrase", "phrases", "noun", "nouns", "adjective", "adjectives", "verb", "verbs",
     "adverb", "pronoun", "pronouns", "synonym", "synonyms", "grammar", "grammatical", "grammatically", "definition",
     "vocabulary", "gender", "genders", "gendered", "gender-neutral", "gender-specific", "ai", "chatbot",
@@ -98,7 +96,7 @@ _META_PATTERNS = (
 
 #: Closed-class words WordNet lacks (it lists nouns, verbs, adjectives and adverbs only), and word parts
 #: around apostrophes and hyphens; with WordNet they are the vocabulary a "known" word comes from.
-FUNCTION_WORDS = frozenset("""
+_FUNCTION_WORDS = frozenset("""
 a an the this that these those some any no every each either neither both all few many much more most other another
 such what which who whom whose whoever whatever whichever i me my mine myself you your yours yourself yourselves we us
 our ours ourselves they them their theirs themselves themself it its itself one ones oneself someone somebody something
@@ -118,12 +116,12 @@ others wo ca sha
 #: gender filter already covers, with the buckets left out. Not used: body type, characteristics, cultural,
 #: socioeconomic class and political ideologies (they overlap the stereotype dimensions themselves: status,
 #: politics) and ``gender_and_sex/binary`` (female/male: the gender filter).
-IDENTITY_AXES = {
+_IDENTITY_AXES = {
     "race_ethnicity": (), "nationality": (), "religion": (), "ability": (), "sexual_orientation": (),
     "age": ("young", "adult"), "gender_and_sex": ("binary",),
 }
 #: Descriptors whose everyday sense is not an identity (a match would drop ordinary sentences), with the reason.
-IDENTITY_EXCLUDED = {
+_IDENTITY_EXCLUDED = {
     "white": "a colour", "Latin": "the language", "slow": "everyday adjective", "dumb": "everyday adjective",
     "barren": "describes land", "straight": "everyday adjective", "pan": "a cooking pan", "poly": "a prefix",
     "bi": "a prefix", "ace": "an expert", "older": "everyday comparative", "old": "describes things",
@@ -134,24 +132,24 @@ IDENTITY_EXCLUDED = {
     "religious": "everyday adjective", "secular": "everyday adjective", "humanist": "a philosophy",
 }
 #: Identity phrases HolisticBias lists as nouns rather than descriptors (the issue's "a person of color").
-IDENTITY_PHRASES = ("person of color", "people of color", "person of colour", "people of colour")
+_IDENTITY_PHRASES = ("person of color", "people of color", "person of colour", "people of colour")
 #: Terms of a stereotype dimension may mention that dimension's own identity vocabulary.
-DIMENSION_AXES = {"religion": "religion"}
+_DIMENSION_AXES = {"religion": "religion"}
 
 
-def identity_descriptors() -> dict[str, str]:
+def _identity_descriptors() -> dict[str, str]:
     """``{descriptor: axis}`` from HolisticBias (:data:`IDENTITY_AXES`, minus :data:`IDENTITY_EXCLUDED`)."""
     raw = json.loads(data.resolve("holisticbias_descriptors").read_text(encoding="utf-8"))
     out = {}
-    for axis, skip in IDENTITY_AXES.items():
+    for axis, skip in _IDENTITY_AXES.items():
         for bucket, items in raw[axis].items():
             if bucket in skip:
                 continue
             for item in items:
                 text = item["descriptor"] if isinstance(item, dict) else item
-                if text not in IDENTITY_EXCLUDED:
+                if text not in _IDENTITY_EXCLUDED:
                     out[text] = axis
-    out.update({p: "race_ethnicity" for p in IDENTITY_PHRASES})
+    out.update({p: "race_ethnicity" for p in _IDENTITY_PHRASES})
     return out
 
 
@@ -166,26 +164,26 @@ def _descriptor_pattern(descriptor: str) -> re.Pattern:
 _IDENTITY_CACHE: dict = {}
 
 
-def identity_markers(context: str, term: str, dimension: str | None = None) -> list[str]:
+def _identity_markers(context: str, term: str, dimension: str | None = None) -> list[str]:
     """HolisticBias identity descriptors in ``context`` (the term and its dimension's own axis exempt)."""
     if "patterns" not in _IDENTITY_CACHE:
-        _IDENTITY_CACHE["patterns"] = [(d, a, _descriptor_pattern(d)) for d, a in identity_descriptors().items()]
-    own_axis = DIMENSION_AXES.get(dimension)
+        _IDENTITY_CACHE["patterns"] = [(d, a, _descriptor_pattern(d)) for d, a in _identity_descriptors().items()]
+    own_axis = _DIMENSION_AXES.get(dimension)
     found = []
     for descriptor, axis, pattern in _IDENTITY_CACHE["patterns"]:
         if axis == own_axis or descriptor.lower() == term.lower():
             continue
         for m in pattern.finditer(context):
-            if not term_pattern(term).fullmatch(m.group(0)):
+            if not _term_pattern(term).fullmatch(m.group(0)):
                 found.append(f"{descriptor} ({axis})")
                 break
     return found
 
 
-def meta_markers(context: str, term: str) -> list[str]:
+def _meta_markers(context: str, term: str) -> list[str]:
     """Signs that ``context`` talks about the word, the task or the assistant instead of using the term."""
     exempt = {w.lower() for w in _WORD.findall(term)}
-    found = sorted({t.lower() for t in _WORD.findall(context) if t.lower() in META_WORDS and t.lower() not in exempt})
+    found = sorted({t.lower() for t in _WORD.findall(context) if t.lower() in _META_WORDS and t.lower() not in exempt})
     found += [m.group(0).lower() for p in _META_PATTERNS if (m := p.search(context))]
     if re.search(r"[\"“'‘]" + re.escape(term) + r"[\"”'’]", context, re.IGNORECASE):
         found.append(f'"{term}" in quotes')
@@ -203,7 +201,7 @@ _SUFFIXES = ("ity", "ness", "ly", "ing", "ed", "er", "ers", "d", "s", "ism", "is
 def _known(word: str, depth: int = 0) -> bool:
 
     low = word.lower()
-    if low in FUNCTION_WORDS or wordnet().morphy(low) is not None:
+    if low in _FUNCTION_WORDS or wordnet().morphy(low) is not None:
         return True
     if "-" in low:
         return all(_known(p, depth) for p in low.split("-") if p)
@@ -219,7 +217,7 @@ def _known(word: str, depth: int = 0) -> bool:
 _LETTERS = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
 
 
-def unknown_words(context: str, term: str) -> list[str]:
+def _unknown_words(context: str, term: str) -> list[str]:
     """Words of ``context`` that are neither WordNet lemmas (any inflection, :data:`_SUFFIXES`, two run
     together) nor :data:`FUNCTION_WORDS`: invented or misspelled words ("hypervigilacism") and names the
     gender filter's list does not hold ("Cherubbi")."""
@@ -235,15 +233,15 @@ def unknown_words(context: str, term: str) -> list[str]:
     return found
 
 
-def inside_longer_word(text: str, term: str) -> str | None:
+def _inside_longer_word(text: str, term: str) -> str | None:
     """The longer word containing the term when the term never appears on its own ("Frigidness")."""
-    if contains_term(text, term):
+    if _contains_term(text, term):
         return None
     m = re.search(r"[A-Za-z]*" + re.escape(term) + r"[A-Za-z]*", text, re.IGNORECASE)
     return m.group(0) if m else None
 
 
-def quality_issue(context: str, term: str, dimension: str | None = None, *, first_word: bool = True) -> str | None:
+def _quality_issue(context: str, term: str, dimension: str | None = None, *, first_word: bool = True) -> str | None:
     """The first quality problem of a generated context (``"reason: detail"``), or ``None``.
 
     Checked in this order: meta-text (:func:`meta_markers`), identity markers
@@ -251,9 +249,9 @@ def quality_issue(context: str, term: str, dimension: str | None = None, *, firs
     (:func:`unknown_words`), and, with ``first_word``, the term as the first word.
     The gender check is :func:`gender_markers` (applied before this one).
     """
-    for reason, found in (("meta-text", meta_markers(context, term)),
-                          ("identity", identity_markers(context, term, dimension)),
-                          ("unknown word", unknown_words(context, term))):
+    for reason, found in (("meta-text", _meta_markers(context, term)),
+                          ("identity", _identity_markers(context, term, dimension)),
+                          ("unknown word", _unknown_words(context, term))):
         if found:
             return f"{reason}: " + ", ".join(dict.fromkeys(found))
     if first_word and term_position(context, term) == 1:
@@ -261,14 +259,14 @@ def quality_issue(context: str, term: str, dimension: str | None = None, *, firs
     return None
 
 
-def parse_generated(completion: str, term: str) -> str | None:
+def _parse_generated(completion: str, term: str) -> str | None:
     """The first sentence of a completion that contains the term, without quotes or labels."""
     for sentence in re.split(r"(?<=[.!?])\s+|\n+", completion.strip()):
         label = re.match(r"^[^:]{0,40}:\s*", sentence)  # "Here is a sentence: ..." style lead-ins
-        if label and not contains_term(label.group(0), term):
+        if label and not _contains_term(label.group(0), term):
             sentence = sentence[label.end():]
         sentence = sentence.strip().strip('"“”*').strip()
-        if sentence and contains_term(sentence, term):
+        if sentence and _contains_term(sentence, term):
             return sentence
     return None
 
@@ -283,7 +281,7 @@ def _filter_generated(sense, candidates, origin, names, dropped: list, check=Non
     without a quality issue."""
     kept = []
     for c in candidates:
-        markers = gender_markers(c, sense["term"], names) if names is not None else []
+        markers = _gender_markers(c, sense["term"], names) if names is not None else []
         reason = "gendered: " + ", ".join(sorted(set(markers))) if markers else (check(c, sense) if check else None)
         if reason:
             dropped.append(_drop(sense, c, origin, reason))
@@ -292,7 +290,7 @@ def _filter_generated(sense, candidates, origin, names, dropped: list, check=Non
     return kept
 
 
-def usable_contexts(sense, completions, origin, names, dropped: list, *, gender_filter: bool = True,
+def _usable_contexts(sense, completions, origin, names, dropped: list, *, gender_filter: bool = True,
                     first_word: bool = True) -> list[str]:
     """The usable sentences of a sense's completions, in order; every other one is a row of ``dropped``.
 
@@ -303,9 +301,9 @@ def usable_contexts(sense, completions, origin, names, dropped: list, *, gender_
     """
     candidates = []
     for completion in completions:
-        sentence = parse_generated(completion or "", sense["term"])
+        sentence = _parse_generated(completion or "", sense["term"])
         if sentence is None:
-            longer = inside_longer_word(completion or "", sense["term"])
+            longer = _inside_longer_word(completion or "", sense["term"])
             dropped.append(_drop(sense, completion, origin, f"inside a longer word: {longer}" if longer
                                  else "no sentence containing the term"))
         elif sentence in candidates:
@@ -314,7 +312,7 @@ def usable_contexts(sense, completions, origin, names, dropped: list, *, gender_
             candidates.append(sentence)
 
     def check(context, s):
-        return quality_issue(context, s["term"], s["dimension"], first_word=first_word)
+        return _quality_issue(context, s["term"], s["dimension"], first_word=first_word)
 
     return _filter_generated(sense, candidates, origin, names if gender_filter else None, dropped, check)
 
@@ -322,5 +320,5 @@ def usable_contexts(sense, completions, origin, names, dropped: list, *, gender_
 
 def term_position(context: str, term: str) -> int | None:
     """1-based word position of the term's first occurrence (None if absent)."""
-    m = term_pattern(term).search(context)
+    m = _term_pattern(term).search(context)
     return None if m is None else len(context[: m.start()].split()) + 1

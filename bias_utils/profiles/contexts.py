@@ -68,73 +68,68 @@ from ..core.registry import Registry
 from ..core.wordnet import wordnet
 from ..models.builtin_models import BUILTIN_MODELS, is_installed
 from .context_filters import (
+    _FILTER_VERSION,
     _WORD,
-    FILTER_VERSION,
+    _contains_term,
     _filter_generated,
+    _gender_markers,
     _names,
-    contains_term,
-    gender_markers,
-    term_pattern,
+    _term_pattern,
+    _usable_contexts,
     term_position,
-    usable_contexts,
 )
-from .dictionaries import ensure_sense_ids, wordnet_contexts
+from .dictionaries import _ensure_sense_ids, _wordnet_contexts
 
 __all__ = [
-    "ContextError", "ContextSet", "DEFAULT_CORPORA", "DROP_COLUMNS", "GENERATION_INSTRUCTION",
-    "PUBLISHED_GENERATED_KEY", "SENSE_CLAUSE", "SKIP_COLUMNS", "SourceRequest", "TABLE_COLUMNS", "build_contexts",
-    "check_request", "check_source_names", "context_source", "source_names",
-    "context_report", "crop", "generation_prompt", "load_corpus", "prepare_dictionary", "published_generated_contexts",
-    "DEFAULT_GENERATOR", "GENERATED_COLUMNS", "GIVEN", "generate_usable", "describe_generation", "generation_report",
-    "require_generator",
-    "unpublished_senses",
+    "build_contexts", "check_source_names", "source_names", "context_report", "describe_generation",
+    "generation_report",
 ]
 
-TABLE_COLUMNS = ["sense_id", "dimension", "term", "direction", "context", "context_source", "context_index", "source"]
-SKIP_COLUMNS = ["sense_id", "dimension", "term", "direction", "source", "reason"]
-DROP_COLUMNS = ["sense_id", "term", "context", "context_source", "reason"]
+_TABLE_COLUMNS = ["sense_id", "dimension", "term", "direction", "context", "context_source", "context_index", "source"]
+_SKIP_COLUMNS = ["sense_id", "dimension", "term", "direction", "source", "reason"]
+_DROP_COLUMNS = ["sense_id", "term", "context", "context_source", "reason"]
 #: :func:`generation_report`: the contexts generated now for a sense and those kept (after the filters, at most
 #: ``n_contexts``); ``generator`` is the model id, or :data:`GIVEN` for a sense whose contexts the dictionary gives
 #: (``n_generated``: the contexts given, ``n_kept``: those used).
-GENERATED_COLUMNS = ["sense_id", "dimension", "term", "direction", "generator", "n_generated", "n_kept"]
-GIVEN = "given in the dictionary"
+_GENERATED_COLUMNS = ["sense_id", "dimension", "term", "direction", "generator", "n_generated", "n_kept"]
+_GIVEN = "given in the dictionary"
 
 #: BOLD Wikipedia sentences, tried in this order; a file that fails verification is refused and noted.
-DEFAULT_CORPORA = ("bold_profession_wiki", "bold_gender_wiki")
-PUBLISHED_GENERATED_KEY = "schuster_generated_contexts"
+_DEFAULT_CORPORA = ("bold_profession_wiki", "bold_gender_wiki")
+_PUBLISHED_GENERATED_KEY = "schuster_generated_contexts"
 
 #: The paper describes (Sec. 3.2) but does not publish its prompt: gender-neutral contexts, no names, no
 #: gender-specific pronouns, with the WordNet definition when the sense is known. This wording follows that
 #: description; ``{sense}`` is filled with :data:`SENSE_CLAUSE` or left empty.
-GENERATION_INSTRUCTION = (
+_GENERATION_INSTRUCTION = (
     'Write one sentence that uses the word "{term}"{sense}. Do not use any names and do not use gender-specific '
     "pronouns such as he, she, him, her, his or hers; refer to people in a gender-neutral way. "
     "Reply with the sentence only."
 )
-SENSE_CLAUSE = ' in the sense of "{definition}"'
+_SENSE_CLAUSE = ' in the sense of "{definition}"'
 #: Sampling settings for newly generated contexts (``build_contexts`` with a model, and the extra terms' file).
 # No top-k: the paper says nothing of one, and the extra terms' data file was generated without it.
-GENERATION_SETTINGS = {"n_samples": 5, "max_new_tokens": 48, "temperature": 0.8, "top_p": 0.95, "top_k": None}
+_GENERATION_SETTINGS = {"n_samples": 5, "max_new_tokens": 48, "temperature": 0.8, "top_p": 0.95, "top_k": None}
 #: The generator of the senses without published contexts: the one the extra terms' file was made with
 #: (chosen by ``python -m bias_utils.profiles.extra_contexts compare-models``).
-DEFAULT_GENERATOR = "qwen2.5-coder-0.5b-instruct"
+_DEFAULT_GENERATOR = "qwen2.5-coder-0.5b-instruct"
 
 
-class ContextError(ValueError):
+class _ContextError(ValueError):
     """A dictionary or corpus cannot be used to build contexts."""
 
 
 @dataclass
-class ContextSet:
+class _ContextSet:
     table: pd.DataFrame
-    skipped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SKIP_COLUMNS))
-    dropped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=DROP_COLUMNS))
+    skipped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_SKIP_COLUMNS))
+    dropped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_DROP_COLUMNS))
     notes: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["item", "status", "detail"]))
-    generated: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=GENERATED_COLUMNS))
+    generated: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_GENERATED_COLUMNS))
 
 
 @dataclass(frozen=True)
-class SourceRequest:
+class _SourceRequest:
     """What :func:`build_contexts` passes to a source's builder (each builder reads the fields it needs)."""
 
     n_contexts: int
@@ -144,17 +139,17 @@ class SourceRequest:
     generation: dict | None = None
     max_words: int | None = 40
     gender_filter: bool | None = None
-    fill_generator: Any = DEFAULT_GENERATOR
+    fill_generator: Any = _DEFAULT_GENERATOR
     #: ``{term: {"contexts", "n_generated", "generator"}}``: contexts the fill generator already made with these
     #: settings and seed for a sense without a definition (the project's files, ``extra_contexts``), used as made.
     known: Any = None
 
 
 #: ``{source name: builder(dictionary, request) -> ContextSet}``, in registration order (the order of reports).
-_SOURCES: Registry[Callable[[pd.DataFrame, SourceRequest], ContextSet]] = Registry("context source", ContextError)
+_SOURCES: Registry[Callable[[pd.DataFrame, _SourceRequest], _ContextSet]] = Registry("context source", _ContextError)
 
 
-def context_source(name: str):
+def _context_source(name: str):
     """Register the decorated ``builder(dictionary, request) -> ContextSet`` as context source ``name``.
 
     ``dictionary`` has passed :func:`prepare_dictionary`; ``request`` is a
@@ -180,22 +175,22 @@ def _as_list(value) -> list[str]:
             try:
                 return [str(x) for x in json.loads(text)]
             except json.JSONDecodeError:
-                raise ContextError(f"cannot parse the contexts list {text[:80]!r}") from None
+                raise _ContextError(f"cannot parse the contexts list {text[:80]!r}") from None
         return [text]
     return [str(x) for x in value]
 
 
-def prepare_dictionary(dictionary: pd.DataFrame) -> pd.DataFrame:
+def _prepare_dictionary(dictionary: pd.DataFrame) -> pd.DataFrame:
     """Check the columns and give every row a unique ``sense_id`` (term + synset when known)."""
     missing = {"dimension", "term", "direction"} - set(dictionary.columns)
     if missing:
-        raise ContextError(f"dictionary lacks column(s) {sorted(missing)}; it has {list(dictionary.columns)}")
+        raise _ContextError(f"dictionary lacks column(s) {sorted(missing)}; it has {list(dictionary.columns)}")
     # Rows appended by hand in a notebook cell may lack a sense_id: they get one (the rule of dictionaries.py),
     # and a row without a term or a high/low direction is an error naming the row.
-    d = ensure_sense_ids(dictionary.reset_index(drop=True).copy())
+    d = _ensure_sense_ids(dictionary.reset_index(drop=True).copy())
     dup = d["sense_id"][d["sense_id"].duplicated()]
     if len(dup):
-        raise ContextError(f"duplicate sense_id(s) in the dictionary: {sorted(set(dup))[:5]}")
+        raise _ContextError(f"duplicate sense_id(s) in the dictionary: {sorted(set(dup))[:5]}")
     return d
 
 
@@ -211,9 +206,9 @@ def _skip(sense: pd.Series, source: str, reason: str) -> dict:
             "direction": sense["direction"], "source": source, "reason": reason}
 
 
-def _finish(rows, skipped, dropped=(), notes=()) -> ContextSet:
-    return ContextSet(pd.DataFrame(rows, columns=TABLE_COLUMNS), pd.DataFrame(skipped, columns=SKIP_COLUMNS),
-                      pd.DataFrame(list(dropped), columns=DROP_COLUMNS),
+def _finish(rows, skipped, dropped=(), notes=()) -> _ContextSet:
+    return _ContextSet(pd.DataFrame(rows, columns=_TABLE_COLUMNS), pd.DataFrame(skipped, columns=_SKIP_COLUMNS),
+                      pd.DataFrame(list(dropped), columns=_DROP_COLUMNS),
                       pd.DataFrame(list(notes), columns=["item", "status", "detail"]))
 
 
@@ -224,17 +219,17 @@ def _synset_of(sense: pd.Series):
     return synset if isinstance(synset, str) and synset else None
 
 
-@context_source("dictionary")
-def _dictionary_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
+@_context_source("dictionary")
+def _dictionary_contexts(d: pd.DataFrame, request: _SourceRequest) -> _ContextSet:
     n = request.n_contexts
     rows, skipped = [], []
     for _, sense in d.iterrows():
         own = _as_list(sense["contexts"]) if "contexts" in d.columns else []
-        own = [c for c in own if contains_term(c, sense["term"])]
+        own = [c for c in own if _contains_term(c, sense["term"])]
         origin = (sense["context_source"] if "context_source" in d.columns
                   and isinstance(sense["context_source"], str) else "dictionary")
         if not own:
-            own = [c for c in wordnet_contexts(sense["term"], _synset_of(sense)) if contains_term(c, sense["term"])]
+            own = [c for c in _wordnet_contexts(sense["term"], _synset_of(sense)) if _contains_term(c, sense["term"])]
             origin = "WordNet"
         if own:
             rows += _rows(sense, own[:n], origin, "dictionary")
@@ -245,10 +240,10 @@ def _dictionary_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
 
 # ---------------------------------------------------------------- generated
 
-def published_generated_contexts() -> dict[str, list[str]]:
+def _published_generated_contexts() -> dict[str, list[str]]:
     """The published Llama-3-8B-Instruct contexts, keyed ``"term - synset"``."""
     out = {}
-    with open(data.resolve(PUBLISHED_GENERATED_KEY), encoding="utf-8") as f:
+    with open(data.resolve(_PUBLISHED_GENERATED_KEY), encoding="utf-8") as f:
         for i, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -256,13 +251,13 @@ def published_generated_contexts() -> dict[str, list[str]]:
                 entry = json.loads(line)
                 out[f"{entry['term']} - {entry['synset']}"] = list(entry["examples"])
             except (json.JSONDecodeError, KeyError) as exc:
-                raise ContextError(f"{PUBLISHED_GENERATED_KEY} line {i} is malformed: {exc}") from None
+                raise _ContextError(f"{_PUBLISHED_GENERATED_KEY} line {i} is malformed: {exc}") from None
     return out
 
 
-def generation_prompt(term: str, definition=None) -> str:
-    sense = SENSE_CLAUSE.format(definition=definition) if isinstance(definition, str) and definition else ""
-    return GENERATION_INSTRUCTION.format(term=term, sense=sense)
+def _generation_prompt(term: str, definition=None) -> str:
+    sense = _SENSE_CLAUSE.format(definition=definition) if isinstance(definition, str) and definition else ""
+    return _GENERATION_INSTRUCTION.format(term=term, sense=sense)
 
 
 def _definition(sense: pd.Series):
@@ -279,22 +274,22 @@ def _definition(sense: pd.Series):
     return None
 
 
-def unpublished_senses(dictionary: pd.DataFrame) -> pd.DataFrame:
+def _unpublished_senses(dictionary: pd.DataFrame) -> pd.DataFrame:
     """The senses of ``dictionary`` without published generated contexts (term + synset) and without contexts of
     their own that contain the term: those the ``generated`` source has to generate (none in the seed dictionary;
     every row of a user dictionary that gives no sentences)."""
-    d = prepare_dictionary(dictionary)
-    published = published_generated_contexts()
-    own = [any(contains_term(c, s["term"]) for c in _as_list(s["contexts"])) if "contexts" in d.columns else False
+    d = _prepare_dictionary(dictionary)
+    published = _published_generated_contexts()
+    own = [any(_contains_term(c, s["term"]) for c in _as_list(s["contexts"])) if "contexts" in d.columns else False
            for _, s in d.iterrows()]
     return d[[f"{t} - {_synset_of(s)}" not in published and not o
               for t, (_, s), o in zip(d["term"], d.iterrows(), own)]]
 
 
-def require_generator(dictionary: pd.DataFrame, generator=DEFAULT_GENERATOR) -> pd.DataFrame:
+def _require_generator(dictionary: pd.DataFrame, generator=_DEFAULT_GENERATOR) -> pd.DataFrame:
     """:func:`unpublished_senses`, checked before any model loads: when there are some and ``generator`` is a
     built-in model that is not installed, a :class:`ParameterError` names the two ways out."""
-    todo = unpublished_senses(dictionary)
+    todo = _unpublished_senses(dictionary)
     if len(todo) and isinstance(generator, str) and generator in BUILTIN_MODELS and not is_installed(generator):
         terms = ", ".join(todo["term"].head(5)) + (", ..." if len(todo) > 5 else "")
         raise ParameterError(
@@ -305,7 +300,7 @@ def require_generator(dictionary: pd.DataFrame, generator=DEFAULT_GENERATOR) -> 
     return todo
 
 
-def generate_usable(model, senses: pd.DataFrame, prompts: list[str], prompt_ids: list, *, seed: int, settings: dict,
+def _generate_usable(model, senses: pd.DataFrame, prompts: list[str], prompt_ids: list, *, seed: int, settings: dict,
                     gender_filter: bool = True, progress: bool = True) -> list[tuple[list[str], int, list[dict]]]:
     """New contexts for ``senses`` (rows with ``sense_id, dimension, term``), one prompt per row.
 
@@ -323,26 +318,26 @@ def generate_usable(model, senses: pd.DataFrame, prompts: list[str], prompt_ids:
     names, results = _names(), []
     for sense, pid in zip(senses.to_dict("records"), prompt_ids):
         dropped: list[dict] = []
-        kept = usable_contexts(sense, by_id.get(pid, []), model.model_id, names, dropped,
+        kept = _usable_contexts(sense, by_id.get(pid, []), model.model_id, names, dropped,
                                gender_filter=gender_filter)
         results.append((kept, len(by_id.get(pid, [])), dropped))
     return results
 
 
-def _generate_senses(d: pd.DataFrame, model, request: SourceRequest, prompt_ids: list) -> ContextSet:
+def _generate_senses(d: pd.DataFrame, model, request: _SourceRequest, prompt_ids: list) -> _ContextSet:
     """The ``generated`` source's new contexts for the senses of ``d``, with the per-sense counts and the
     settings record (a row of ``notes``)."""
-    settings = {**GENERATION_SETTINGS, "n_samples": request.n_contexts, **(request.generation or {})}
-    prompts = [generation_prompt(s["term"], _definition(s)) for _, s in d.iterrows()]
+    settings = {**_GENERATION_SETTINGS, "n_samples": request.n_contexts, **(request.generation or {})}
+    prompts = [_generation_prompt(s["term"], _definition(s)) for _, s in d.iterrows()]
     print(f"contexts: {len(d)} sense(s) without published contexts ({', '.join(d['term'].head(6))}"
           f"{', ...' if len(d) > 6 else ''}) get {settings['n_samples']} generated each from {model.model_id}, "
           f"{len(set(prompt_ids))} prompt(s) of at most {settings['max_new_tokens']} new tokens")
-    results = generate_usable(model, d, prompts, prompt_ids, seed=request.seed, settings=settings,
+    results = _generate_usable(model, d, prompts, prompt_ids, seed=request.seed, settings=settings,
                               gender_filter=request.gender_filter is not False)
     rows, skipped, dropped, counts = [], [], [], []
     for (_, sense), (kept, n_generated, drops) in zip(d.iterrows(), results):
         dropped += drops
-        counts.append({**{c: sense[c] for c in GENERATED_COLUMNS[:4]}, "generator": model.model_id,
+        counts.append({**{c: sense[c] for c in _GENERATED_COLUMNS[:4]}, "generator": model.model_id,
                        "n_generated": n_generated, "n_kept": len(kept[:request.n_contexts])})
         if kept:
             rows += _rows(sense, kept[:request.n_contexts], model.model_id, "generated")
@@ -350,11 +345,11 @@ def _generate_senses(d: pd.DataFrame, model, request: SourceRequest, prompt_ids:
             skipped.append(_skip(sense, "generated", f"none of {n_generated} generated contexts was usable "
                                  "(see dropped)"))
     record = {"model_id": model.model_id, "seed": request.seed, "generation": settings, "chat": True,
-              "prompt_template": GENERATION_INSTRUCTION, "sense_clause": SENSE_CLAUSE,
-              "filter_version": FILTER_VERSION}
+              "prompt_template": _GENERATION_INSTRUCTION, "sense_clause": _SENSE_CLAUSE,
+              "filter_version": _FILTER_VERSION}
     out = _finish(rows, skipped, dropped, [{"item": "generator", "status": "used",
                                             "detail": json.dumps(record, sort_keys=True)}])
-    out.generated = pd.DataFrame(counts, columns=GENERATED_COLUMNS)
+    out.generated = pd.DataFrame(counts, columns=_GENERATED_COLUMNS)
     return out
 
 
@@ -364,16 +359,16 @@ def _fill_id(term: str, definition) -> str:
     return term if not definition else f"{term} | {definition}"
 
 
-@context_source("generated")
-def _generated_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
+@_context_source("generated")
+def _generated_contexts(d: pd.DataFrame, request: _SourceRequest) -> _ContextSet:
     if request.model is not None:
         from ..models.loading import resolve_model  # deferred: torch, only needed to generate new contexts
 
         model = resolve_model(request.model, need="generate")
-        prompts = [generation_prompt(s["term"], _definition(s)) for _, s in d.iterrows()]
+        prompts = [_generation_prompt(s["term"], _definition(s)) for _, s in d.iterrows()]
         index = {p: i for i, p in enumerate(dict.fromkeys(prompts))}
         return _generate_senses(d, model, request, [index[p] for p in prompts])
-    published = published_generated_contexts()
+    published = _published_generated_contexts()
     origin = "Meta-Llama-3-8B-Instruct (published)"
     names = _names()
     rows, skipped, dropped, missing = [], [], [], []
@@ -394,14 +389,14 @@ def _generated_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
     for i in missing:
         sense = d.loc[i]
         given = _as_list(sense["contexts"]) if "contexts" in d.columns else []
-        usable = [c for c in given if contains_term(c, sense["term"])]
+        usable = [c for c in given if _contains_term(c, sense["term"])]
         dropped += [{"sense_id": sense["sense_id"], "term": sense["term"], "context": c, "context_source": "user",
                      "reason": "the dictionary's own context does not contain the term"}
                     for c in given if c not in usable]
         if usable:
             own.append(i)
             rows += _rows(sense, usable[:request.n_contexts], _own_origin(sense), "generated")
-            counts.append({**{c: sense[c] for c in GENERATED_COLUMNS[:4]}, "generator": GIVEN,
+            counts.append({**{c: sense[c] for c in _GENERATED_COLUMNS[:4]}, "generator": _GIVEN,
                            "n_generated": len(given), "n_kept": len(usable[:request.n_contexts])})
     if own:
         notes.append({"item": "user contexts", "status": "used",
@@ -412,7 +407,7 @@ def _generated_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
     for i in made:
         sense, entry = d.loc[i], request.known[d.loc[i, "term"]]
         kept = list(entry["contexts"])[:request.n_contexts]
-        counts.append({**{c: sense[c] for c in GENERATED_COLUMNS[:4]}, "generator": entry["generator"],
+        counts.append({**{c: sense[c] for c in _GENERATED_COLUMNS[:4]}, "generator": entry["generator"],
                        "n_generated": entry["n_generated"], "n_kept": len(kept)})
         if kept:
             rows += _rows(sense, kept, entry["generator"], "generated")
@@ -431,10 +426,10 @@ def _generated_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
     order = {sid: k for k, sid in enumerate(d["sense_id"])}
     rows.sort(key=lambda r: order[r["sense_id"]])  # the dictionary's order, wherever a sense's contexts came from
     out = _finish(rows, skipped, dropped, notes)
-    out.generated = pd.DataFrame(counts, columns=GENERATED_COLUMNS)
+    out.generated = pd.DataFrame(counts, columns=_GENERATED_COLUMNS)
     if not missing or request.fill_generator is None:
         return out
-    require_generator(d.loc[missing], request.fill_generator)
+    _require_generator(d.loc[missing], request.fill_generator)
     from ..models.loading import resolve_model  # deferred: torch, only needed to generate new contexts
 
     todo = d.loc[missing]
@@ -455,7 +450,7 @@ def _own_origin(sense: pd.Series) -> str:
     return origin if isinstance(origin, str) and origin else "user (the dictionary's own)"
 
 
-def generation_report(contexts: ContextSet) -> pd.DataFrame:
+def generation_report(contexts: _ContextSet) -> pd.DataFrame:
     """Per sense whose contexts were generated now: how many were generated and how many kept
     (:data:`GENERATED_COLUMNS`; empty when every sense had published contexts or another source)."""
     return contexts.generated.reset_index(drop=True)
@@ -466,8 +461,8 @@ def describe_generation(report: pd.DataFrame) -> str:
     generator, and how many of the generated contexts the filters kept."""
     if report.empty:
         return "Every sense had published contexts (or came from another source): none were generated."
-    given = report[report["generator"] == GIVEN]
-    made = report[report["generator"] != GIVEN]
+    given = report[report["generator"] == _GIVEN]
+    made = report[report["generator"] != _GIVEN]
     parts = []
     if len(given):
         parts.append(f"{len(given)} of them use the {int(given['n_kept'].sum())} contexts the dictionary gives them "
@@ -488,14 +483,14 @@ def _bold_sentences(path: Path) -> list[str]:
     return [s for pages in nested.values() for sents in pages.values() for s in sents if isinstance(s, str)]
 
 
-def load_corpus(corpus=None) -> tuple[list[str], list[dict]]:
+def _load_corpus(corpus=None) -> tuple[list[str], list[dict]]:
     """Sentences of a corpus and notes on the files used/refused.
 
     ``corpus``: ``None`` (the BOLD Wikipedia files of :data:`DEFAULT_CORPORA`;
     one that fails checksum verification is refused and noted), a manifest key,
     a path to a text file with one sentence per line, or a list of those.
     """
-    items = list(DEFAULT_CORPORA) if corpus is None else ([corpus] if isinstance(corpus, (str, Path)) else list(corpus))
+    items = list(_DEFAULT_CORPORA) if corpus is None else ([corpus] if isinstance(corpus, (str, Path)) else list(corpus))
     sentences, notes = [], []
     for item in items:
         path = Path(item)
@@ -510,12 +505,12 @@ def load_corpus(corpus=None) -> tuple[list[str], list[dict]]:
             try:  # relative to the working folder, then the repository root (Jupyter runs from notebooks/)
                 path = resolve_input(path, "corpus")
             except InputPathError as exc:
-                raise ContextError(f"{exc} (and it is not a data key)") from None
+                raise _ContextError(f"{exc} (and it is not a data key)") from None
             found = _read_lines(path)
         notes.append({"item": str(item), "status": "used", "detail": f"{len(found)} sentences"})
         sentences += found
     if not sentences:
-        raise ContextError("no usable corpus sentence: " + "; ".join(f"{n['item']}: {n['detail']}" for n in notes))
+        raise _ContextError("no usable corpus sentence: " + "; ".join(f"{n['item']}: {n['detail']}" for n in notes))
     return sentences, notes
 
 
@@ -524,21 +519,21 @@ def _read_lines(path: Path) -> list[str]:
         return [line.strip() for line in f if line.strip()]
 
 
-def crop(sentence: str, term: str, max_words: int | None) -> str:
+def _crop(sentence: str, term: str, max_words: int | None) -> str:
     """Keep at most ``max_words`` words centred on the first occurrence of the term."""
     words = sentence.split()
     if max_words is None or len(words) <= max_words:
         return sentence
-    m = term_pattern(term).search(sentence)
+    m = _term_pattern(term).search(sentence)
     at = len(sentence[: m.start()].split()) if m else 0
     start = max(0, min(at - max_words // 2, len(words) - max_words))
     return " ".join(words[start: start + max_words])
 
 
-@context_source("corpus")
-def _corpus_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
+@_context_source("corpus")
+def _corpus_contexts(d: pd.DataFrame, request: _SourceRequest) -> _ContextSet:
     n, max_words = request.n_contexts, request.max_words
-    sentences, notes = load_corpus(request.corpus)
+    sentences, notes = _load_corpus(request.corpus)
     index: dict[str, list[int]] = {}
     for i, s in enumerate(sentences):
         for w in set(t.lower() for t in _WORD.findall(s)):
@@ -550,17 +545,17 @@ def _corpus_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
         term = sense["term"]
         first = _WORD.findall(term.lower())
         candidates = index.get(first[0], []) if first else []
-        hits = [i for i in candidates if contains_term(sentences[i], term)]
+        hits = [i for i in candidates if _contains_term(sentences[i], term)]
         if not hits:
             skipped.append(_skip(sense, "corpus", f"the term does not occur in the corpus ({origin})"))
             continue
         pick = rng.choice(hits, size=min(n, len(hits)), replace=False)
-        rows += _rows(sense, [crop(sentences[i], term, max_words) for i in pick], origin, "corpus")
+        rows += _rows(sense, [_crop(sentences[i], term, max_words) for i in pick], origin, "corpus")
     return _finish(rows, skipped, notes=notes)
 
 
-@context_source("none")
-def _no_contexts(d: pd.DataFrame, request: SourceRequest) -> ContextSet:
+@_context_source("none")
+def _no_contexts(d: pd.DataFrame, request: _SourceRequest) -> _ContextSet:
     rows = [r for _, s in d.iterrows() for r in _rows(s, [s["term"]], "term only", "none")]
     return _finish(rows, [])
 
@@ -580,7 +575,7 @@ def check_source_names(sources, name: str = "sources") -> tuple[str, ...]:
     return tuple(sources)
 
 
-def check_request(dictionary: pd.DataFrame, source: str = "generated", n_contexts=5, seed=0, *, model=None,
+def _check_request(dictionary: pd.DataFrame, source: str = "generated", n_contexts=5, seed=0, *, model=None,
                    fill_generator="default", names: tuple[str, str] = ("source", "model")) -> pd.DataFrame:
     """:func:`build_contexts`' parameters, checked before any model loads, and the prepared dictionary
     (:func:`prepare_dictionary`). A :class:`ParameterError` names the parameter (``names``: what the caller calls
@@ -593,13 +588,13 @@ def check_request(dictionary: pd.DataFrame, source: str = "generated", n_context
     check_positive_int(n_contexts, "n_contexts")
     check_seed(seed)
     try:
-        d = prepare_dictionary(dictionary)
-    except ContextError as exc:
+        d = _prepare_dictionary(dictionary)
+    except _ContextError as exc:
         raise ParameterError(f"dictionary: {exc}") from None
     if source == "generated":
-        fill_generator = DEFAULT_GENERATOR if fill_generator == "default" else fill_generator
+        fill_generator = _DEFAULT_GENERATOR if fill_generator == "default" else fill_generator
         generator = model if model is not None else fill_generator
-        todo = require_generator(d, generator) if generator is not None else ()
+        todo = _require_generator(d, generator) if generator is not None else ()
         if model is not None or len(todo):
             from ..models.loading import check_model  # deferred: torch, needed only where contexts are generated
 
@@ -611,7 +606,7 @@ def check_request(dictionary: pd.DataFrame, source: str = "generated", n_context
 def build_contexts(dictionary: pd.DataFrame, source: str = "generated", n_contexts: int = 5, seed: int = 0,
                    model=None, corpus=None, *, generation: dict | None = None,
                    max_words: int | None = 40, gender_filter: bool | None = None,
-                   fill_generator=DEFAULT_GENERATOR, known=None) -> ContextSet:
+                   fill_generator=_DEFAULT_GENERATOR, known=None) -> _ContextSet:
     """Up to ``n_contexts`` contexts per dictionary sense from ``source`` (see the module docstring).
 
     ``dictionary`` needs ``dimension, term, direction`` and may have
@@ -632,13 +627,13 @@ def build_contexts(dictionary: pd.DataFrame, source: str = "generated", n_contex
     them again. Every parameter is checked first (:func:`check_request`),
     before any model loads.
     """
-    d = check_request(dictionary, source, n_contexts, seed, model=model, fill_generator=fill_generator)
-    request = SourceRequest(n_contexts, seed, model, corpus, generation, max_words, gender_filter, fill_generator,
+    d = _check_request(dictionary, source, n_contexts, seed, model=model, fill_generator=fill_generator)
+    request = _SourceRequest(n_contexts, seed, model, corpus, generation, max_words, gender_filter, fill_generator,
                             known)
     return _SOURCES[source](d, request)
 
 
-def context_report(contexts: pd.DataFrame | ContextSet, senses: pd.DataFrame | None = None) -> pd.DataFrame:
+def context_report(contexts: pd.DataFrame | _ContextSet, senses: pd.DataFrame | None = None) -> pd.DataFrame:
     """Properties of the contexts per source (the paper's Figure 2).
 
     Columns: ``source, n_senses, n_contexts, contexts_per_sense`` (mean over
@@ -647,8 +642,8 @@ def context_report(contexts: pd.DataFrame | ContextSet, senses: pd.DataFrame | N
     index), ``mean_relative_position`` (0 = first word, 1 = last word),
     ``share_gendered`` (contexts with a gendered word, pronoun or name).
     """
-    skipped = contexts.skipped if isinstance(contexts, ContextSet) else None
-    table = contexts.table if isinstance(contexts, ContextSet) else contexts
+    skipped = contexts.skipped if isinstance(contexts, _ContextSet) else None
+    table = contexts.table if isinstance(contexts, _ContextSet) else contexts
     if table.empty:
         return pd.DataFrame()
     t = table.copy()
@@ -656,7 +651,7 @@ def context_report(contexts: pd.DataFrame | ContextSet, senses: pd.DataFrame | N
     t["position"] = [term_position(c, w) for c, w in zip(t["context"], t["term"])]
     t["relative"] = (t["position"] - 1) / (t["words"] - 1).where(t["words"] > 1)
     names = _names()
-    t["gendered"] = [bool(gender_markers(c, w, names)) for c, w in zip(t["context"], t["term"])]
+    t["gendered"] = [bool(_gender_markers(c, w, names)) for c, w in zip(t["context"], t["term"])]
     g = t.groupby("source", sort=False)
     out = pd.DataFrame({
         "n_senses": g["sense_id"].nunique(),

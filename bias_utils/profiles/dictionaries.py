@@ -47,23 +47,22 @@ from ..core.data import entry, resolve
 from ..core.wordnet import wordnet
 
 __all__ = [
-    "COMPOSITES", "DIMENSIONS", "DIRECTIONS", "MIN_POLE_SIZE", "PUBLISHED_FULL_COUNTS", "PUBLISHED_SEED_COUNTS",
-    "DictionaryError", "add_terms", "check_poles", "context_sources", "ensure_sense_ids", "limit_terms",
-    "load_dictionary", "load_full_dictionary_terms", "load_seed_dictionary", "pole_counts", "read_dictionary",
-    "sense_key", "wordnet_contexts",
+    "DIMENSIONS", "PUBLISHED_FULL_COUNTS", "PUBLISHED_SEED_COUNTS", "add_terms", "check_poles", "context_sources",
+    "limit_terms", "load_dictionary", "load_full_dictionary_terms", "load_seed_dictionary", "pole_counts",
+    "read_dictionary",
 ]
 
 DIMENSIONS = ("sociability", "morality", "ability", "agency", "status", "politics", "religion")
 #: Composite dimensions pool the senses of their components (Schuster et al.).
-COMPOSITES = {"warmth": ("sociability", "morality"), "competence": ("ability", "agency")}
-DIRECTIONS = ("high", "low")
+_COMPOSITES = {"warmth": ("sociability", "morality"), "competence": ("ability", "agency")}
+_DIRECTIONS = ("high", "low")
 
-REQUIRED_COLUMNS = ("dimension", "term", "direction")
+_REQUIRED_COLUMNS = ("dimension", "term", "direction")
 #: Fewest terms on a pole of a dimension a user adds (the seed dictionary has at least 10).
-MIN_POLE_SIZE = 3
-OPTIONAL_COLUMNS = ("synset", "definition", "contexts", "context_source")
-SEED_COLUMNS = ("dimension", "term", "direction", "synset", "definition", "contexts", "context_source", "sense_id")
-FULL_COLUMNS = ("dimension", "term", "direction", "synsets", "definition", "contexts", "context_source")
+_MIN_POLE_SIZE = 3
+_OPTIONAL_COLUMNS = ("synset", "definition", "contexts", "context_source")
+_SEED_COLUMNS = ("dimension", "term", "direction", "synset", "definition", "contexts", "context_source", "sense_id")
+_FULL_COLUMNS = ("dimension", "term", "direction", "synsets", "definition", "contexts", "context_source")
 
 #: Table 1 of Schuster et al. (2024): seed senses per (dimension, direction).
 PUBLISHED_SEED_COUNTS = {
@@ -92,11 +91,11 @@ _FULL_CODE_VERSION = 1
 _SEED_RENAME = {"dir": "direction", "examples": "contexts", "example_source": "context_source"}
 
 
-class DictionaryError(ValueError):
+class _DictionaryError(ValueError):
     """A dictionary file is malformed; the message names every bad line and column."""
 
 
-def sense_key(term: str, synset, dimension: str) -> str:
+def _sense_key(term: str, synset, dimension: str) -> str:
     """The ``sense_id`` of a row: ``"term|synset|dimension"`` (``synset`` ``""`` when unknown)."""
     return f"{term}|{synset if isinstance(synset, str) else ''}|{dimension}"
 
@@ -131,7 +130,7 @@ def _noun_adj_synsets(term: str) -> list:
     return [s for s in wordnet().synsets(term) if s.pos() in ("n", "a", "s")]
 
 
-def wordnet_contexts(term: str, synset: str | None = None, n: int | None = None) -> list[str]:
+def _wordnet_contexts(term: str, synset: str | None = None, n: int | None = None) -> list[str]:
     """WordNet example sentences usable as contexts for ``term``.
 
     With ``synset`` (an nltk synset name such as ``"tidy.a.01"``) only that
@@ -150,7 +149,7 @@ def wordnet_contexts(term: str, synset: str | None = None, n: int | None = None)
         try:
             synsets = [wn.synset(synset)]
         except (nltk.corpus.reader.wordnet.WordNetError, ValueError) as exc:
-            raise DictionaryError(f"unknown WordNet 3.0 synset {synset!r} for term {term!r}: {exc}") from None
+            raise _DictionaryError(f"unknown WordNet 3.0 synset {synset!r} for term {term!r}: {exc}") from None
     else:
         synsets = _noun_adj_synsets(term)
     out = []
@@ -190,7 +189,7 @@ def _read_rows(path: Path, rename: dict[str, str]) -> tuple[list[str], list[tupl
         try:
             header = next(reader)
         except StopIteration:
-            raise DictionaryError(f"{path}: the file is empty (expected a header line)") from None
+            raise _DictionaryError(f"{path}: the file is empty (expected a header line)") from None
         header = [rename.get(h.strip().lower(), h.strip().lower()) for h in header]
         rows = []
         start = reader.line_num + 1
@@ -203,12 +202,12 @@ def _read_rows(path: Path, rename: dict[str, str]) -> tuple[list[str], list[tupl
 
 def _validate(path: Path, header: list[str], rows: list[tuple[int, dict]]) -> pd.DataFrame:
     """Normalise and validate dictionary rows; raise one error listing every problem."""
-    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    missing = [c for c in _REQUIRED_COLUMNS if c not in header]
     if missing:
-        raise DictionaryError(
+        raise _DictionaryError(
             f"{path}, line 1 (header): required column(s) {', '.join(missing)} missing; "
-            f"found {', '.join(header)}. Required: {', '.join(REQUIRED_COLUMNS)}; "
-            f"optional: {', '.join(OPTIONAL_COLUMNS)}."
+            f"found {', '.join(header)}. Required: {', '.join(_REQUIRED_COLUMNS)}; "
+            f"optional: {', '.join(_OPTIONAL_COLUMNS)}."
         )
     errors: list[str] = []
     records, lines = [], []
@@ -225,7 +224,7 @@ def _validate(path: Path, header: list[str], rows: list[tuple[int, dict]]) -> pd
             errors.append(f"{where}, column dimension: empty dimension")
         if not term:
             errors.append(f"{where}, column term: empty term")
-        if direction not in DIRECTIONS:
+        if direction not in _DIRECTIONS:
             errors.append(f"{where}, column direction: {row.get('direction')!r} is not 'high' or 'low'")
         try:
             contexts = _parse_contexts(row.get("contexts") or "")
@@ -238,7 +237,7 @@ def _validate(path: Path, header: list[str], rows: list[tuple[int, dict]]) -> pd
                 definition = definition or sense.definition()
             except (nltk.corpus.reader.wordnet.WordNetError, ValueError):
                 errors.append(f"{where}, column synset: {synset!r} is not a WordNet 3.0 synset name")
-        sense_id = sense_key(term, synset, dimension)
+        sense_id = _sense_key(term, synset, dimension)
         if term and dimension:
             if sense_id in seen:
                 errors.append(
@@ -253,20 +252,20 @@ def _validate(path: Path, header: list[str], rows: list[tuple[int, dict]]) -> pd
             "definition": definition, "contexts": contexts, "context_source": source, "sense_id": sense_id,
         })
         lines.append(line)
-    frame = pd.DataFrame(records, columns=SEED_COLUMNS)
+    frame = pd.DataFrame(records, columns=_SEED_COLUMNS)
     frame["line"] = lines
-    for dimension, group in frame[frame.direction.isin(DIRECTIONS) & (frame.dimension != "")].groupby("dimension"):
+    for dimension, group in frame[frame.direction.isin(_DIRECTIONS) & (frame.dimension != "")].groupby("dimension"):
         poles = set(group.direction)
-        for pole in DIRECTIONS:
+        for pole in _DIRECTIONS:
             if pole not in poles:
                 errors.append(
                     f"lines {', '.join(map(str, group.line))}, column direction: dimension {dimension!r} "
                     f"has no {pole!r} terms (both poles are needed to define a direction)"
                 )
     if errors:
-        raise DictionaryError(f"{path}: {len(errors)} problem(s):\n  " + "\n  ".join(errors))
+        raise _DictionaryError(f"{path}: {len(errors)} problem(s):\n  " + "\n  ".join(errors))
     if frame.empty:
-        raise DictionaryError(f"{path}: no dictionary rows after the header")
+        raise _DictionaryError(f"{path}: no dictionary rows after the header")
     return frame.drop(columns="line").reset_index(drop=True)
 
 
@@ -290,11 +289,11 @@ def read_dictionary(path: str | Path) -> pd.DataFrame:
     try:
         path = paths.resolve_input(path, "dictionary_path")
     except paths.InputPathError as exc:
-        raise DictionaryError(str(exc)) from None
+        raise _DictionaryError(str(exc)) from None
     try:
         header, rows = _read_rows(path, rename={})
     except UnicodeDecodeError as exc:
-        raise DictionaryError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+        raise _DictionaryError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
     return _validate(path, header, rows)
 
 
@@ -312,7 +311,7 @@ def load_seed_dictionary() -> pd.DataFrame:
     frame = _validate(path, header, rows)
     unknown = sorted(set(frame.dimension) - set(DIMENSIONS))
     if unknown:
-        raise DictionaryError(f"{path}: unexpected dimensions {unknown}; expected {DIMENSIONS}")
+        raise _DictionaryError(f"{path}: unexpected dimensions {unknown}; expected {DIMENSIONS}")
     return frame
 
 
@@ -335,14 +334,14 @@ def _derive_full_terms(full_csv: Path, seed_terms: set[str]) -> pd.DataFrame:
     for idx in tqdm(full.index[keep], desc="full-dictionary terms: WordNet examples", leave=False):
         term = terms[idx]
         synsets = _noun_adj_synsets(term)
-        contexts = wordnet_contexts(term)
+        contexts = _wordnet_contexts(term)
         if contexts:
             records.append({
                 "dimension": dimension[idx], "term": term, "direction": direction[idx],
                 "synsets": [s.name() for s in synsets], "definition": [s.definition() for s in synsets],
                 "contexts": contexts, "context_source": "WordNet",
             })
-    return pd.DataFrame(records, columns=FULL_COLUMNS)
+    return pd.DataFrame(records, columns=_FULL_COLUMNS)
 
 
 def _full_cache_path() -> Path:
@@ -449,7 +448,7 @@ def _blank(value) -> bool:
             or (isinstance(value, str) and not value.strip()))
 
 
-def ensure_sense_ids(dictionary: pd.DataFrame) -> pd.DataFrame:
+def _ensure_sense_ids(dictionary: pd.DataFrame) -> pd.DataFrame:
     """The dictionary with a ``sense_id`` on every row: rows appended by hand (in a notebook cell)
     without one get :func:`sense_key` (with a ``#k`` suffix when the key is taken: the full dictionary
     repeats some terms, and the original counts them twice); a row without dimension, term or a high/low
@@ -457,9 +456,9 @@ def ensure_sense_ids(dictionary: pd.DataFrame) -> pd.DataFrame:
     returned as it is."""
     bad = [f"row {i} ({row.get('term')!r}): needs dimension, term and direction high/low"
            for i, row in enumerate(dictionary.to_dict("records"))
-           if any(_blank(row.get(c)) for c in REQUIRED_COLUMNS) or row.get("direction") not in DIRECTIONS]
+           if any(_blank(row.get(c)) for c in _REQUIRED_COLUMNS) or row.get("direction") not in _DIRECTIONS]
     if bad:
-        raise DictionaryError("dictionary: " + "; ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""))
+        raise _DictionaryError("dictionary: " + "; ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""))
     ids = dictionary["sense_id"] if "sense_id" in dictionary.columns else pd.Series([None] * len(dictionary))
     blank = [_blank(sid) for sid in ids]
     if not any(blank):
@@ -470,7 +469,7 @@ def ensure_sense_ids(dictionary: pd.DataFrame) -> pd.DataFrame:
     filled = []
     for sid, b, t, s, dim in zip(ids, blank, d["term"], synsets, d["dimension"]):
         if b:
-            key, k = sense_key(t, s, dim), 1
+            key, k = _sense_key(t, s, dim), 1
             sid = key
             while sid in taken:
                 k += 1
@@ -488,13 +487,13 @@ def check_poles(dictionary: pd.DataFrame, dimensions=None) -> pd.DataFrame:
     problems = []
     for dim in dims:
         rows = dictionary[dictionary["dimension"] == dim]
-        for pole in DIRECTIONS:
+        for pole in _DIRECTIONS:
             terms = rows.loc[rows["direction"] == pole, "term"].tolist()
-            if len(terms) < MIN_POLE_SIZE:
+            if len(terms) < _MIN_POLE_SIZE:
                 problems.append(f"{dim!r} has {len(terms)} {pole} term{'s' * (len(terms) != 1)}"
                                 + (f" ({', '.join(terms)})" if terms else ""))
     if problems:
-        raise DictionaryError(f"every pole needs at least {MIN_POLE_SIZE} terms (an axis from fewer is mostly the "
+        raise _DictionaryError(f"every pole needs at least {_MIN_POLE_SIZE} terms (an axis from fewer is mostly the "
                               f"words' own noise, and nothing could say so): " + "; ".join(problems))
     return dictionary
 
@@ -512,39 +511,39 @@ def add_terms(dictionary: pd.DataFrame, dimension: str, high=(), low=(), *, syns
     dimension = str(dimension).strip().lower()
     synsets = synsets or {}
     if not dimension:
-        raise DictionaryError("add_terms: dimension is empty")
+        raise _DictionaryError("add_terms: dimension is empty")
     rows = []
     for direction, terms in (("high", high), ("low", low)):
         if isinstance(terms, str):
-            raise DictionaryError(f"add_terms: {direction} must be a list of terms, not the string {terms!r}")
+            raise _DictionaryError(f"add_terms: {direction} must be a list of terms, not the string {terms!r}")
         for term in terms:
             term = str(term).strip()
             if not term:
-                raise DictionaryError(f"add_terms: an empty {direction} term on {dimension!r}")
+                raise _DictionaryError(f"add_terms: an empty {direction} term on {dimension!r}")
             synset = synsets.get(term, "")
             definition = ""
             if synset:
                 try:
                     definition = wordnet().synset(synset).definition()
                 except (nltk.corpus.reader.wordnet.WordNetError, ValueError):
-                    raise DictionaryError(f"add_terms: {synset!r} (for {term!r}) is not a WordNet 3.0 synset name"
+                    raise _DictionaryError(f"add_terms: {synset!r} (for {term!r}) is not a WordNet 3.0 synset name"
                                           ) from None
             rows.append({"dimension": dimension, "term": term, "direction": direction, "synset": synset,
                          "definition": definition, "contexts": [], "context_source": "",
-                         "sense_id": sense_key(term, synset, dimension)})
-    base = ensure_sense_ids(dictionary)
+                         "sense_id": _sense_key(term, synset, dimension)})
+    base = _ensure_sense_ids(dictionary)
     if not rows:  # the trying-words cell as shipped: the dictionary as loaded
         return base
-    new = pd.DataFrame(rows, columns=SEED_COLUMNS)
+    new = pd.DataFrame(rows, columns=_SEED_COLUMNS)
     clash = sorted(set(new["sense_id"]) & set(base["sense_id"])) + sorted(new["sense_id"][new["sense_id"].duplicated()])
     if clash:
-        raise DictionaryError(f"add_terms: already in the dictionary: {', '.join(c.split('|')[0] for c in clash)}")
+        raise _DictionaryError(f"add_terms: already in the dictionary: {', '.join(c.split('|')[0] for c in clash)}")
     out = pd.concat([base, new], ignore_index=True)
     poles = set(out.loc[out["dimension"] == dimension, "direction"])
-    if poles != set(DIRECTIONS):
-        raise DictionaryError(f"add_terms: dimension {dimension!r} has no {sorted(set(DIRECTIONS) - poles)[0]!r} "
+    if poles != set(_DIRECTIONS):
+        raise _DictionaryError(f"add_terms: dimension {dimension!r} has no {sorted(set(_DIRECTIONS) - poles)[0]!r} "
                               "terms (both poles are needed to define a direction)")
     try:
         return check_poles(out, [dimension])
-    except DictionaryError as exc:
-        raise DictionaryError(f"add_terms: {exc}") from None
+    except _DictionaryError as exc:
+        raise _DictionaryError(f"add_terms: {exc}") from None

@@ -34,44 +34,43 @@ from ..core import precision
 from ..core.cache import atomic_write_json, atomic_write_text
 from ..core.paths import data_dir
 from ..core.results import display_name
-from .context_filters import FILTER_VERSION
+from .context_filters import _FILTER_VERSION
 from .contexts import (
-    DEFAULT_GENERATOR,
-    GENERATION_INSTRUCTION,
-    GENERATION_SETTINGS,
-    ContextError,
-    ContextSet,
+    _DEFAULT_GENERATOR,
+    _GENERATION_INSTRUCTION,
+    _GENERATION_SETTINGS,
+    _ContextError,
+    _ContextSet,
     _finish,
+    _generate_usable,
+    _generation_prompt,
+    _prepare_dictionary,
     _rows,
     _skip,
-    generate_usable,
-    generation_prompt,
-    prepare_dictionary,
 )
 from .dictionaries import limit_terms, load_full_dictionary_terms, read_dictionary
 
-__all__ = ["RETRY_INSTRUCTION", "compare_generators", "describe_coverage", "extra_contexts_path", "extra_coverage",
-           "extra_term_contexts", "extra_term_prompt", "generate_extra_contexts", "known_generated_contexts",
-           "merged_extra_contexts", "model_choice_senses", "read_extra_contexts", "read_model_choice", "retry_prompt",
-           "round2_terms"]
+__all__ = [
+    "describe_coverage", "extra_coverage", "merged_extra_contexts", "read_model_choice",
+]
 
-EXTRA_CONTEXTS_FILE = "generated/extra_terms_contexts.jsonl"
+_EXTRA_CONTEXTS_FILE = "generated/extra_terms_contexts.jsonl"
 #: Terms per call of ``generation.generate``: the file is rewritten after each, so an interrupted run leaves a
 #: usable file, and the generation cache makes the next run resume where it stopped.
-EXTRA_CHUNK = 25
-ROUND2_FILE = "generated/extra_terms_contexts_round2.jsonl"
+_EXTRA_CHUNK = 25
+_ROUND2_FILE = "generated/extra_terms_contexts_round2.jsonl"
 #: The second round's prompt: the paper's instruction, asking for the word exactly as written.
-RETRY_INSTRUCTION = (
+_RETRY_INSTRUCTION = (
     'Write one short sentence that contains the exact word "{term}", spelled exactly like that and not changed '
     "into another form. Do not use any names and do not use gender-specific pronouns such as he, she, him, her, "
     "his or hers; refer to people in a gender-neutral way. Reply with the sentence only."
 )
-ROUNDS = (1, 2)
+_ROUNDS = (1, 2)
 
 
-def extra_contexts_path(path=None, round: int = 1) -> Path:
+def _extra_contexts_path(path=None, round: int = 1) -> Path:
     """The round's file: ``path`` (round 1) or the file beside it (round 2), default under ``data/generated``."""
-    first = Path(path) if path else data_dir() / EXTRA_CONTEXTS_FILE
+    first = Path(path) if path else data_dir() / _EXTRA_CONTEXTS_FILE
     return first if round == 1 else first.with_name(first.stem + "_round2" + first.suffix)
 
 
@@ -79,26 +78,26 @@ def _settings_path(path: Path) -> Path:
     return path.with_suffix(".json")
 
 
-def extra_term_prompt(term: str) -> str:
+def _extra_term_prompt(term: str) -> str:
     """The paper's instruction without a definition: the full dictionary does not say which sense a term has
     (Sec. 3.2 adds WordNet definitions for the seed dictionary only)."""
-    return generation_prompt(term)
+    return _generation_prompt(term)
 
 
-def retry_prompt(term: str) -> str:
+def _retry_prompt(term: str) -> str:
     """The second round's prompt for ``term`` (:data:`RETRY_INSTRUCTION`)."""
-    return RETRY_INSTRUCTION.format(term=term)
+    return _RETRY_INSTRUCTION.format(term=term)
 
 
-def round2_terms(path=None) -> pd.DataFrame:
+def _round2_terms(path=None) -> pd.DataFrame:
     """The first-round file's terms without a usable context, in the file's (shuffled) order."""
-    table, _ = read_extra_contexts(path)
+    table, _ = _read_extra_contexts(path)
     return table.loc[table["contexts"].str.len() == 0, ["dimension", "term", "direction"]].reset_index(drop=True)
 
 
-def generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: int = 0, path=None,
+def _generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: int = 0, path=None,
                             n_keep: int = 5, generation: dict | None = None, limit: int | None = None,
-                            chunk: int = EXTRA_CHUNK, progress: bool = True, round: int = 1,
+                            chunk: int = _EXTRA_CHUNK, progress: bool = True, round: int = 1,
                             dictionary=None) -> Path:
     """Generate, filter and write contexts for the full dictionary's extra terms (one JSON line per term).
 
@@ -117,27 +116,27 @@ def generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: i
     ``dictionary``: a dictionary CSV whose terms are generated instead (the README
     example's file, ``data/generated/user_example_contexts.jsonl``).
     """
-    if round not in ROUNDS:
-        raise ContextError(f"round must be one of {ROUNDS}, got {round!r}")
+    if round not in _ROUNDS:
+        raise _ContextError(f"round must be one of {_ROUNDS}, got {round!r}")
     from ..models.loading import load_model  # deferred: torch, only needed to generate new contexts
 
     if round == 2:
-        order = round2_terms(path)
+        order = _round2_terms(path)
     else:
         terms = read_dictionary(dictionary) if dictionary is not None else \
             load_full_dictionary_terms() if terms is None else terms
         order = terms[["dimension", "term", "direction"]].sample(frac=1.0, random_state=seed).reset_index(drop=True)
     model = load_model(model) if isinstance(model, str) else model
-    settings = {**GENERATION_SETTINGS, **(generation or {})}
+    settings = {**_GENERATION_SETTINGS, **(generation or {})}
     n_total = len(order)
     if limit is not None:
         order = order.head(limit)
-    prompt = retry_prompt if round == 2 else extra_term_prompt
-    path = extra_contexts_path(path, round)
+    prompt = _retry_prompt if round == 2 else _extra_term_prompt
+    path = _extra_contexts_path(path, round)
     meta = {"model_id": model.model_id, "seed": seed, "generation": settings, "chat": True,
-            "prompt_template": RETRY_INSTRUCTION if round == 2 else GENERATION_INSTRUCTION,
+            "prompt_template": _RETRY_INSTRUCTION if round == 2 else _GENERATION_INSTRUCTION,
             "sense_clause": "none (the extra terms have no known sense)",
-            "filter_version": FILTER_VERSION, "n_keep": n_keep, "chunk": chunk,
+            "filter_version": _FILTER_VERSION, "n_keep": n_keep, "chunk": chunk,
             "order": ("the first round's terms without a usable context, in its order" if round == 2 else
                       "terms shuffled with pandas sample(frac=1, random_state=seed)"),
             "command": (f"python -m bias_utils.profiles.extra_contexts generate-extra --model {model.name} --seed {seed}"
@@ -154,7 +153,7 @@ def generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: i
         results = {}
         if len(todo):
             senses = todo.assign(sense_id=todo["term"])
-            results = dict(zip(todo["term"], generate_usable(model, senses, [prompt(t) for t in todo["term"]],
+            results = dict(zip(todo["term"], _generate_usable(model, senses, [prompt(t) for t in todo["term"]],
                                                              list(todo["term"]), seed=seed, settings=settings,
                                                              progress=progress)))
         for _, row in part.iterrows():
@@ -171,7 +170,7 @@ def generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: i
 
 
 
-def known_generated_contexts(generator=DEFAULT_GENERATOR, *, seed: int = 0, n_contexts: int = 5,
+def _known_generated_contexts(generator=_DEFAULT_GENERATOR, *, seed: int = 0, n_contexts: int = 5,
                              generation: dict | None = None) -> dict[str, dict]:
     """``{term: {"contexts", "n_generated", "generator"}}`` from the project's first-round generated-contexts files
     (``data/generated/*.jsonl`` with their settings beside them: the extra terms' and the README example's) made by
@@ -180,9 +179,9 @@ def known_generated_contexts(generator=DEFAULT_GENERATOR, *, seed: int = 0, n_co
     what generating them again would give, so ``contexts.build_contexts(known=...)`` uses them as made. Files made
     otherwise are not read."""
     name = generator if isinstance(generator, str) else getattr(generator, "model_id", None)
-    wanted = _identity({"seed": seed, "chat": True, "prompt_template": GENERATION_INSTRUCTION,
-                        "filter_version": FILTER_VERSION,
-                        "generation": {**GENERATION_SETTINGS, "n_samples": n_contexts, **(generation or {})}})
+    wanted = _identity({"seed": seed, "chat": True, "prompt_template": _GENERATION_INSTRUCTION,
+                        "filter_version": _FILTER_VERSION,
+                        "generation": {**_GENERATION_SETTINGS, "n_samples": n_contexts, **(generation or {})}})
     known: dict[str, dict] = {}
     for path in sorted((data_dir() / "generated").glob("*.jsonl")):
         try:
@@ -194,7 +193,7 @@ def known_generated_contexts(generator=DEFAULT_GENERATOR, *, seed: int = 0, n_co
         model_id = str(settings.get("model_id", ""))
         if not same or held["round"] not in (None, 1) or not (model_id == name or model_id.startswith(f"{name}--")):
             continue
-        table, _ = read_extra_contexts(path)
+        table, _ = _read_extra_contexts(path)
         for r in table.itertuples():
             known.setdefault(r.term, {"contexts": list(r.contexts), "n_generated": int(r.n_generated),
                                       "generator": model_id})
@@ -223,12 +222,12 @@ def _reusable_extra_lines(path: Path, meta: dict) -> dict[str, str]:
     with open(path, encoding="utf-8") as f:
         return {json.loads(line)["term"]: line.rstrip("\n") for line in f if line.strip()}
 
-def read_extra_contexts(path=None, round: int = 1) -> tuple[pd.DataFrame, dict]:
+def _read_extra_contexts(path=None, round: int = 1) -> tuple[pd.DataFrame, dict]:
     """One round's generated contexts file: ``(table, settings)``; one row per term with columns
     ``dimension, term, direction, contexts, n_generated, dropped``."""
-    path = extra_contexts_path(path, round)
+    path = _extra_contexts_path(path, round)
     if not path.is_file():
-        raise ContextError(f"no generated contexts file at {path}; make it with python -m bias_utils.profiles.extra_contexts "
+        raise _ContextError(f"no generated contexts file at {path}; make it with python -m bias_utils.profiles.extra_contexts "
                            "generate-extra --model qwen2.5-coder-0.5b-instruct --seed 0")
     rows = []
     with open(path, encoding="utf-8") as f:
@@ -237,7 +236,7 @@ def read_extra_contexts(path=None, round: int = 1) -> tuple[pd.DataFrame, dict]:
                 try:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError as exc:
-                    raise ContextError(f"{path} line {i} is not valid JSON: {exc}") from None
+                    raise _ContextError(f"{path} line {i} is not valid JSON: {exc}") from None
     with open(_settings_path(path), encoding="utf-8") as f:
         settings = json.load(f)
     columns = ["dimension", "term", "direction", "contexts", "n_generated", "dropped"]
@@ -252,11 +251,11 @@ def merged_extra_contexts(path=None) -> tuple[pd.DataFrame, dict]:
     ``dropped`` counts over the rounds. Settings: the first round's, with the
     second round's under ``"round2"`` (absent when it has not been run).
     """
-    first, settings = read_extra_contexts(path)
+    first, settings = _read_extra_contexts(path)
     first = first.assign(round=1)
-    if not extra_contexts_path(path, 2).is_file():
+    if not _extra_contexts_path(path, 2).is_file():
         return first, settings
-    second, settings2 = read_extra_contexts(path, 2)
+    second, settings2 = _read_extra_contexts(path, 2)
     retry = second.set_index(["dimension", "term"])
     rows = []
     for r in first.to_dict("records"):
@@ -272,7 +271,7 @@ def merged_extra_contexts(path=None) -> tuple[pd.DataFrame, dict]:
     return pd.DataFrame(rows, columns=list(first.columns)), {**settings, "round2": settings2}
 
 
-def extra_term_contexts(terms: pd.DataFrame, n_contexts: int = 5, path=None) -> ContextSet:
+def _extra_term_contexts(terms: pd.DataFrame, n_contexts: int = 5, path=None) -> _ContextSet:
     """Contexts for ``terms`` from the generated file, as a :class:`ContextSet`.
 
     A term missing from the file, or with no usable context in it, is a row of
@@ -282,7 +281,7 @@ def extra_term_contexts(terms: pd.DataFrame, n_contexts: int = 5, path=None) -> 
     found = {(r.dimension, r.term): r for r in table.itertuples()}
     origin = settings["model_id"]
     rows, skipped = [], []
-    for _, sense in prepare_dictionary(terms).iterrows():
+    for _, sense in _prepare_dictionary(terms).iterrows():
         entry = found.get((sense["dimension"], sense["term"]))
         if entry is None:
             skipped.append(_skip(sense, "generated", "not in the generated contexts file (generation not run for it)"))
@@ -313,7 +312,7 @@ def extra_coverage(terms: pd.DataFrame | None = None, path=None) -> pd.DataFrame
     keys = ["dimension", "direction"]
     attempted2 = set()
     if "round2" in settings:
-        second, _ = read_extra_contexts(path, 2)
+        second, _ = _read_extra_contexts(path, 2)
         attempted2 = set(zip(second["dimension"], second["term"]))
     table["tried2"] = [k in attempted2 for k in zip(table["dimension"], table["term"])]
     out = terms.groupby(keys).size().rename("n_terms").to_frame()
@@ -368,28 +367,28 @@ def describe_coverage(coverage: pd.DataFrame, settings: dict, min_terms: int) ->
     return text
 
 
-MODEL_CHOICE_FILES = {"summary": "generated/model_choice_summary.csv", "reasons": "generated/model_choice_reasons.csv",
+_MODEL_CHOICE_FILES = {"summary": "generated/model_choice_summary.csv", "reasons": "generated/model_choice_reasons.csv",
                       "kept": "generated/model_choice_kept.csv"}
-USER_EXAMPLE_DICTIONARY = "examples/user_dictionary_example.csv"
+_USER_EXAMPLE_DICTIONARY = "examples/user_dictionary_example.csv"
 
 
 def read_model_choice() -> dict[str, pd.DataFrame]:
     """The generator comparison that ``compare-models`` wrote (``summary``, ``reasons``, ``kept``; see
     :data:`MODEL_CHOICE_FILES`), as chapter 03 shows it."""
-    return {key: pd.read_csv(data_dir() / name) for key, name in MODEL_CHOICE_FILES.items()}
+    return {key: pd.read_csv(data_dir() / name) for key, name in _MODEL_CHOICE_FILES.items()}
 
 
-def model_choice_senses(per_pole: int = 3, seed: int = 0) -> pd.DataFrame:
+def _model_choice_senses(per_pole: int = 3, seed: int = 0) -> pd.DataFrame:
     """The senses the generators are compared on: ``per_pole`` extra terms per dimension and pole
     (``dictionaries.limit_terms``) and the example user dictionary's senses (``data/examples``)."""
 
     extra = limit_terms(load_full_dictionary_terms(), per_pole, seed)[["dimension", "term", "direction"]]
-    user = read_dictionary(data_dir() / USER_EXAMPLE_DICTIONARY)[["dimension", "term", "direction"]]
+    user = read_dictionary(data_dir() / _USER_EXAMPLE_DICTIONARY)[["dimension", "term", "direction"]]
     out = pd.concat([extra.assign(sample="extra terms"), user.assign(sample="user example")], ignore_index=True)
     return out.assign(sense_id=out["term"] + "|" + out["dimension"])
 
 
-def compare_generators(models, senses: pd.DataFrame | None = None, *, n_samples: int = 3, seed: int = 0,
+def _compare_generators(models, senses: pd.DataFrame | None = None, *, n_samples: int = 3, seed: int = 0,
                        progress: bool = True) -> dict[str, pd.DataFrame]:
     """Generate ``n_samples`` contexts per sense with each model and filter them (:func:`usable_contexts`).
 
@@ -400,13 +399,13 @@ def compare_generators(models, senses: pd.DataFrame | None = None, *, n_samples:
     """
     from ..models.loading import load_model  # deferred: torch, only needed to generate new contexts
 
-    senses = (model_choice_senses() if senses is None else senses).reset_index(drop=True)
+    senses = (_model_choice_senses() if senses is None else senses).reset_index(drop=True)
     summary, reasons, kept_rows = [], [], []
     for name in models:
         model = load_model(name) if isinstance(name, str) else name
-        settings = {**GENERATION_SETTINGS, "n_samples": n_samples}
-        prompts = [extra_term_prompt(t) for t in senses["term"]]
-        results = generate_usable(model, senses, prompts, list(range(len(senses))), seed=seed, settings=settings,
+        settings = {**_GENERATION_SETTINGS, "n_samples": n_samples}
+        prompts = [_extra_term_prompt(t) for t in senses["term"]]
+        results = _generate_usable(model, senses, prompts, list(range(len(senses))), seed=seed, settings=settings,
                                   progress=progress)
         dropped = [d for _, _, drops in results for d in drops]
         n_kept, n_covered = sum(len(k) for k, _, _ in results), sum(bool(k) for k, _, _ in results)
@@ -431,27 +430,27 @@ def _main(argv=None) -> None:
                                      description="Generated contexts for the full dictionary's extra terms.")
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate-extra", help="generate (or resume) the extra terms' contexts file")
-    gen.add_argument("--model", default=DEFAULT_GENERATOR)
+    gen.add_argument("--model", default=_DEFAULT_GENERATOR)
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--limit", type=int, default=None, help="stop after this many terms (in the shuffled order)")
-    gen.add_argument("--out", default=None, help=f"output file (default data/{EXTRA_CONTEXTS_FILE})")
-    gen.add_argument("--round", type=int, default=1, choices=ROUNDS,
+    gen.add_argument("--out", default=None, help=f"output file (default data/{_EXTRA_CONTEXTS_FILE})")
+    gen.add_argument("--round", type=int, default=1, choices=_ROUNDS,
                      help="2: the retry prompt for the first round's terms without a usable context")
     gen.add_argument("--dictionary", default=None, help="generate the terms of this dictionary CSV instead")
     sub.add_parser("coverage", help="print the coverage table of the extra terms' contexts file")
     cmp_ = sub.add_parser("compare-models", help="measure the share of usable contexts per generator model "
-                          f"(writes data/{MODEL_CHOICE_FILES['summary']} and its siblings)")
+                          f"(writes data/{_MODEL_CHOICE_FILES['summary']} and its siblings)")
     cmp_.add_argument("--models", nargs="+", default=["smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct"])
     cmp_.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.command == "compare-models":
 
-        for key, table in compare_generators(args.models, seed=args.seed).items():
-            atomic_write_text(data_dir() / MODEL_CHOICE_FILES[key], table.to_csv(index=False))
+        for key, table in _compare_generators(args.models, seed=args.seed).items():
+            atomic_write_text(data_dir() / _MODEL_CHOICE_FILES[key], table.to_csv(index=False))
             print(table.to_string(index=False) if key != "kept" else f"{len(table)} kept contexts")
         return
     if args.command == "generate-extra":
-        print(generate_extra_contexts(args.model, seed=args.seed, path=args.out, limit=args.limit, round=args.round,
+        print(_generate_extra_contexts(args.model, seed=args.seed, path=args.out, limit=args.limit, round=args.round,
                                       dictionary=args.dictionary))
     print(extra_coverage(path=getattr(args, "out", None)).to_string(index=False))
 

@@ -49,29 +49,27 @@ from ..core.precision import interval_text, number_text, p_text
 from ..core.results import display_name, write_table
 from ..core.stats import check_n_boot, correlation_rows, results_table
 from ..report import plots
-from .population_profiles import DEFAULT_TEMPLATES, check_word_projection, population_embeddings
-from .populations import OCCUPATION_GROUPS, load_populations, occupation_shares
+from .population_profiles import DEFAULT_TEMPLATES, _population_embeddings, check_word_projection
+from .populations import _OCCUPATION_GROUPS, _load_populations, _occupation_shares
 from .projection import projection_table
 
 __all__ = [
-    "MEASURES", "MIN_NOUNS", "POWER",
-    "VALIDITY_VERDICTS", "OccupationValidity", "describe_validity", "detectable_correlation", "direction_verdict",
-    "gender_position", "noun_positions", "occupation_validity", "validity_chart", "validity_statistics",
-    "validity_verdict",
+    "VALIDITY_VERDICTS", "describe_validity", "direction_verdict", "noun_positions", "occupation_validity",
+    "validity_chart",
 ]
 
 #: The measures placed against the BLS share; the first is the direction the verdict is about.
-MEASURES = ("gender_position", "warmth", "competence")
+_MEASURES = ("gender_position", "warmth", "competence")
 #: Fewer embedded nouns than this leave the direction ``untestable``.
-MIN_NOUNS = 10
+_MIN_NOUNS = 10
 #: The power ``detectable`` is stated at.
-POWER = 0.8
+_POWER = 0.8
 VALIDITY_VERDICTS = ("supported", "not shown", "untestable")
 _GENDERED_TERMS = "terms"
 _SHARE = "bls_pct_female"
 
 
-def gender_position(values: np.ndarray, female: np.ndarray, male: np.ndarray) -> np.ndarray:
+def _gender_position(values: np.ndarray, female: np.ndarray, male: np.ndarray) -> np.ndarray:
     """Per item and layer, the position on the female − male direction (module docstring).
 
     ``values`` [n, L, H]; ``female``, ``male`` [k, L, H] the gendered terms. Returns [n, L]."""
@@ -101,7 +99,7 @@ def noun_positions(model, groups: Mapping[str, Sequence[str]], basis, *, populat
     template is absent from ``table``)."""
     if population == _GENDERED_TERMS:
         raise ValueError(f"noun_positions: population {population!r} is the gendered terms' own name")
-    emb = population_embeddings(model, {_GENDERED_TERMS: load_populations(_GENDERED_TERMS), population: groups},
+    emb = _population_embeddings(model, {_GENDERED_TERMS: _load_populations(_GENDERED_TERMS), population: groups},
                                 templates, kind="noun")
     words = emb.words
     is_term = words["population"] == _GENDERED_TERMS
@@ -110,7 +108,7 @@ def noun_positions(model, groups: Mapping[str, Sequence[str]], basis, *, populat
     own = (~is_term).to_numpy()
     X = emb.values[own]
     items = words.loc[own, ["group", "word", "n_templates"]].reset_index(drop=True)
-    items["gender_position"] = _at_layer(gender_position(X, female, male), emb.layers, layer)
+    items["gender_position"] = _at_layer(_gender_position(X, female, male), emb.layers, layer)
     if basis is None:
         return items.rename(columns={"word": "noun"}), emb.skipped
     missing = sorted(set(basis.layers) - set(emb.layers))
@@ -125,7 +123,7 @@ def noun_positions(model, groups: Mapping[str, Sequence[str]], basis, *, populat
 # --------------------------------------------------------------------------- the check against the world
 
 
-def detectable_correlation(n: int, method: str = "spearman", power: float = POWER, alpha: float = 0.05) -> float:
+def _detectable_correlation(n: int, method: str = "spearman", power: float = _POWER, alpha: float = 0.05) -> float:
     """The correlation a two-sided level-``alpha`` test over ``n`` pairs finds with probability ``power``:
     Fisher's z with variance 1/(n − 3) for Pearson's r, and Fieller, Hartley & Pearson's 1.06/(n − 3) for
     Spearman's ρ; NaN below 4 pairs."""
@@ -138,7 +136,7 @@ def detectable_correlation(n: int, method: str = "spearman", power: float = POWE
     return float(np.tanh(z))
 
 
-def validity_verdict(ci_low: float, n: int, min_nouns: int = MIN_NOUNS) -> str:
+def _validity_verdict(ci_low: float, n: int, min_nouns: int = _MIN_NOUNS) -> str:
     """The pre-stated rule (module docstring): ``untestable`` below ``min_nouns`` embedded nouns, ``supported``
     when the Spearman interval's lower end is above 0, else ``not shown``."""
     if n < min_nouns or not np.isfinite(ci_low):
@@ -146,8 +144,8 @@ def validity_verdict(ci_low: float, n: int, min_nouns: int = MIN_NOUNS) -> str:
     return "supported" if ci_low > 0 else "not shown"
 
 
-def validity_statistics(values: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
-                        min_nouns: int = MIN_NOUNS) -> pd.DataFrame:
+def _validity_statistics(values: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
+                        min_nouns: int = _MIN_NOUNS) -> pd.DataFrame:
     """The statistics of :data:`tables.NAMES.OCCUPATION_VALIDITY` from a values table with ``bls_pct_female`` and
     the :data:`MEASURES` (nouns without a measure, NaN, are left out; a measure no noun has, as warmth without
     a ``warmth_competence`` basis, gives no rows).
@@ -161,31 +159,31 @@ def validity_statistics(values: pd.DataFrame, *, n_boot: int = 1000, seed: int =
     frames = []
     for test in ("pearson", "spearman"):
         rows = []
-        for measure in [m for m in MEASURES if m == MEASURES[0] or values[m].notna().any()]:
+        for measure in [m for m in _MEASURES if m == _MEASURES[0] or values[m].notna().any()]:
             t = values.dropna(subset=[measure, _SHARE])
             rows += [{**r, "measure": measure, "group_a": measure, "group_b": _SHARE}
                      for r in correlation_rows(t[measure], t[_SHARE], n_boot=n_boot, seed=seed) if r["test"] == test]
         frames.append(results_table(rows))
     out = pd.concat(frames, ignore_index=True)
-    out["detectable"] = [detectable_correlation(int(n), test) for n, test in zip(out["n"], out["test"])]
-    rho = _row(out, MEASURES[0], "spearman")
-    verdict = validity_verdict(rho["ci_low"], int(rho["n"]), min_nouns)
-    out["verdict"] = np.where(out["measure"] == MEASURES[0], verdict, "")
+    out["detectable"] = [_detectable_correlation(int(n), test) for n, test in zip(out["n"], out["test"])]
+    rho = _row(out, _MEASURES[0], "spearman")
+    verdict = _validity_verdict(rho["ci_low"], int(rho["n"]), min_nouns)
+    out["verdict"] = np.where(out["measure"] == _MEASURES[0], verdict, "")
     return out
 
 
 def direction_verdict(statistics: pd.DataFrame) -> str:
     """The direction's verdict in an :data:`tables.NAMES.OCCUPATION_VALIDITY` (one of :data:`VALIDITY_VERDICTS`);
     chapter 11 reads a model's direction only when it is ``supported``."""
-    found = set(statistics.loc[statistics["measure"] == MEASURES[0], "verdict"])
+    found = set(statistics.loc[statistics["measure"] == _MEASURES[0], "verdict"])
     if len(found) != 1 or not found <= set(VALIDITY_VERDICTS):
         raise ValueError(f"direction_verdict: expected one verdict of {VALIDITY_VERDICTS} for "
-                         f"{MEASURES[0]}, found {sorted(found)}")
+                         f"{_MEASURES[0]}, found {sorted(found)}")
     return found.pop()
 
 
 @dataclass
-class OccupationValidity:
+class _OccupationValidity:
     """Everything :func:`occupation_validity` finds: ``values`` (one row per noun of the occupations
     population: ``occupation, group, bls_pct_female, bls_year, n_templates`` (0: not embedded) and the
     :data:`MEASURES`, NaN where not embedded), ``statistics`` (:func:`validity_statistics`), ``skipped``
@@ -208,7 +206,7 @@ class OccupationValidity:
 
 
 def occupation_validity(model, basis, *, layer="mean", templates: Sequence[str] = DEFAULT_TEMPLATES,
-                        n_boot: int = 1000, seed: int = 0) -> OccupationValidity:
+                        n_boot: int = 1000, seed: int = 0) -> _OccupationValidity:
     """The 60 BLS occupation nouns (``populations.load_populations("occupations")``) on ``model``'s
     female − male direction and on ``basis`` (its ``warmth_competence`` basis, or None: the direction alone,
     ``warmth`` and ``competence`` NaN) at ``layer`` in ``templates``
@@ -218,8 +216,8 @@ def occupation_validity(model, basis, *, layer="mean", templates: Sequence[str] 
                           what="the direction's check (hidden states)")
     check_n_boot(n_boot)
     check_seed(seed)
-    shares = occupation_shares()
-    groups = load_populations("occupations")
+    shares = _occupation_shares()
+    groups = _load_populations("occupations")
     found, skipped = noun_positions(model, groups, basis, population="occupations", layer=layer,
                                     templates=templates)
     group_of = {w: g for g, ws in groups.items() for w in ws}
@@ -227,8 +225,8 @@ def occupation_validity(model, basis, *, layer="mean", templates: Sequence[str] 
     values = values.merge(found.drop(columns="group").rename(columns={"noun": "occupation"}), on="occupation",
                           how="left")
     values["n_templates"] = values["n_templates"].fillna(0).astype(int)
-    values = values.reindex(columns=["occupation", "group", _SHARE, "bls_year", "n_templates", *MEASURES])
-    return OccupationValidity(values, validity_statistics(values, n_boot=n_boot, seed=seed), skipped)
+    values = values.reindex(columns=["occupation", "group", _SHARE, "bls_year", "n_templates", *_MEASURES])
+    return _OccupationValidity(values, _validity_statistics(values, n_boot=n_boot, seed=seed), skipped)
 
 
 # --------------------------------------------------------------------------- reading it
@@ -253,11 +251,11 @@ def describe_validity(statistics: pd.DataFrame, model: str = "this model", value
     not ``supported``), with the power of the check; with ``values`` (:class:`OccupationValidity`'s), where the
     positions lie against the gendered terms' means; then warmth and competence as described."""
     model = display_name(model)
-    rho, r = _row(statistics, MEASURES[0], "spearman"), _row(statistics, MEASURES[0], "pearson")
+    rho, r = _row(statistics, _MEASURES[0], "spearman"), _row(statistics, _MEASURES[0], "pearson")
     verdict, n = direction_verdict(statistics), int(rho["n"])
     numbers = f"{_correlation_text(rho)}; {_correlation_text(r)}; n = {n} occupations, intervals resampling them"
     if verdict == "untestable":
-        text = (f"Only {n} of the occupation nouns could be embedded in {model}, fewer than the {MIN_NOUNS} the "
+        text = (f"Only {n} of the occupation nouns could be embedded in {model}, fewer than the {_MIN_NOUNS} the "
                 "check needs: **the direction is not validated for this model** (verdict: untestable), and chapter "
                 "11 does not read its position.")
     elif verdict == "supported":
@@ -270,10 +268,10 @@ def describe_validity(statistics: pd.DataFrame, model: str = "this model", value
                    "an ordering of the nouns by the share of women is not shown")
         text = (f"In {model}, {finding} ({numbers}): **the direction is not validated for this model** (verdict: "
                 f"not shown), and chapter 11 does not read its position. With {n} nouns the check finds a ρ of "
-                f"{number_text(rho['detectable'])} {int(POWER * 100)}% of the time (not shown is not absent).")
+                f"{number_text(rho['detectable'])} {int(_POWER * 100)}% of the time (not shown is not absent).")
     if values is not None:
         text += _placement(values)
-    described = [f"{m}: {_correlation_text(row)}" for m in MEASURES[1:]
+    described = [f"{m}: {_correlation_text(row)}" for m in _MEASURES[1:]
                  if (row := _row(statistics, m, "spearman")) is not None]
     if described:
         text += (" Described, not a verdict (nothing says how they should follow the share of women): "
@@ -284,14 +282,14 @@ def describe_validity(statistics: pd.DataFrame, model: str = "this model", value
 def _placement(values: pd.DataFrame) -> str:
     """Where the nouns lie against the terms' means (±0.5): the order can carry gender while the midpoint is
     not a neutral point for occupation nouns."""
-    placed = values.dropna(subset=[MEASURES[0]]).sort_values(MEASURES[0])
+    placed = values.dropna(subset=[_MEASURES[0]]).sort_values(_MEASURES[0])
     if placed.empty:
         return ""
     low, high = placed.iloc[0], placed.iloc[-1]
-    text = (f" The nouns' positions run from {number_text(low[MEASURES[0]])} ({low['occupation']}) to "
-            f"{number_text(high[MEASURES[0]])} ({high['occupation']})")
-    if high[MEASURES[0]] < -0.5 or low[MEASURES[0]] > 0.5:
-        side = "male" if high[MEASURES[0]] < -0.5 else "female"
+    text = (f" The nouns' positions run from {number_text(low[_MEASURES[0]])} ({low['occupation']}) to "
+            f"{number_text(high[_MEASURES[0]])} ({high['occupation']})")
+    if high[_MEASURES[0]] < -0.5 or low[_MEASURES[0]] > 0.5:
+        side = "male" if high[_MEASURES[0]] < -0.5 else "female"
         sign = "−" if side == "male" else "+"
         return (text + f", all beyond the {side} terms' mean ({sign}0.5): the direction's midpoint is no neutral "
                 "point for occupation nouns, so only their order along it is read.")
@@ -303,24 +301,24 @@ def validity_chart(values: pd.DataFrame, statistics: pd.DataFrame | None = None,
     """The occupation nouns as points: across, the BLS share of women; up, the position on the female − male
     direction; colour: the BLS majority group; labelled: the ``n_labels`` nouns at each end of the position.
     ``statistics`` (:func:`validity_statistics`) puts the Spearman ρ and the verdict in the subtitle."""
-    data = values.dropna(subset=[MEASURES[0], _SHARE]).reset_index(drop=True)
+    data = values.dropna(subset=[_MEASURES[0], _SHARE]).reset_index(drop=True)
     if len(data) < 3:
         raise ValueError(f"validity_chart: {len(data)} nouns with a position; need 3")
-    order = data[MEASURES[0]].rank(method="first")
+    order = data[_MEASURES[0]].rank(method="first")
     labels = data[(order <= n_labels) | (order > len(data) - n_labels)].copy()
     height = 300
-    lo, hi = float(data[MEASURES[0]].min()), float(data[MEASURES[0]].max())
+    lo, hi = float(data[_MEASURES[0]].min()), float(data[_MEASURES[0]].max())
     pad = 0.05 * (hi - lo or 1.0)
     y_scale = alt.Scale(domain=(lo - pad, hi + pad), nice=False)
     gap = 14 * (hi - lo + 2 * pad) / height  # 14 px for an 11 px font
-    labels["label_y"] = plots.repel(labels[MEASURES[0]], gap, lo - pad + gap / 2, hi + pad - gap / 2)
+    labels["label_y"] = plots.repel(labels[_MEASURES[0]], gap, lo - pad + gap / 2, hi + pad - gap / 2)
     x = alt.X(f"{_SHARE}:Q", title="women among its workers (U.S. BLS, %)", scale=alt.Scale(domain=(0, 100)))
-    y = alt.Y(f"{MEASURES[0]}:Q", title=["position on the female − male direction", "(+0.5 = female terms' mean)"],
+    y = alt.Y(f"{_MEASURES[0]}:Q", title=["position on the female − male direction", "(+0.5 = female terms' mean)"],
               scale=y_scale, axis=alt.Axis(format=".2~f"))
-    colour = alt.Color("group:N", title="BLS majority", scale=plots.group_scale(OCCUPATION_GROUPS))
+    colour = alt.Color("group:N", title="BLS majority", scale=plots.group_scale(_OCCUPATION_GROUPS))
     points = alt.Chart(data).mark_point(filled=True, opacity=0.7).encode(
         x=x, y=y, color=colour,
-        tooltip=["occupation", alt.Tooltip(f"{_SHARE}:Q", format=".1f"), alt.Tooltip(f"{MEASURES[0]}:Q", format=".3f")])
+        tooltip=["occupation", alt.Tooltip(f"{_SHARE}:Q", format=".1f"), alt.Tooltip(f"{_MEASURES[0]}:Q", format=".3f")])
     leaders = alt.Chart(labels).mark_rule(color="#999", strokeWidth=0.6).encode(x=x, y=y, y2="label_y:Q")
     # names right of the middle run leftwards, so they stay inside the plot
     text = [alt.Chart(labels[(labels[_SHARE] > 50) == right]).mark_text(
@@ -329,7 +327,7 @@ def validity_chart(values: pd.DataFrame, statistics: pd.DataFrame | None = None,
             for right in (False, True) if ((labels[_SHARE] > 50) == right).any()]
     subtitle = []
     if statistics is not None:
-        rho = _row(statistics, MEASURES[0], "spearman")
+        rho = _row(statistics, _MEASURES[0], "spearman")
         subtitle = [f"{_correlation_text(rho)}; verdict: {rho['verdict']}"]
     caption = ("Each point is one of the occupation nouns of Rudinger et al. (2018): across, the share of women among "
                "its U.S. workers (Bureau of Labor Statistics, 2015/2016); up, where the model places the noun on its "

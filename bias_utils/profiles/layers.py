@@ -21,31 +21,33 @@ from . import projection
 from .dictionaries import load_full_dictionary_terms
 from .population_profiles import (
     DEFAULT_TEMPLATES,
+    _population_embeddings,
+    _profile_stats,
+    _profile_table,
     check_profile_run,
-    population_embeddings,
-    profile_stats,
-    profile_table,
 )
 from .space import (
-    DROPPED_COLUMNS,
-    StereotypeSpace,
+    _DROPPED_COLUMNS,
+    _StereotypeSpace,
     build_space,
     check_source_spaces,
     direction_prediction,
     dropped_senses,
 )
 
-__all__ = ["gender_difference_by_layer", "layers_by_context"]
+__all__ = [
+    "layers_by_context",
+]
 
 
-def gender_difference_by_layer(space: StereotypeSpace, pop_emb, population: str = "names") -> pd.DataFrame:
+def _gender_difference_by_layer(space: _StereotypeSpace, pop_emb, population: str = "names") -> pd.DataFrame:
     """Female-minus-male difference of standardised projections at every layer
     (``profiles.profile_table`` + ``profiles.profile_stats``, Welch t with Holm per layer).
 
     Columns: ``population, space, layer, dimension, group_a, group_b, diff, t, p, p_holm, g, g_ci_low, g_ci_high``.
     """
-    table = profile_table(pop_emb, space.bases, layer="all")
-    stats = profile_stats(table, populations=[population])
+    table = _profile_table(pop_emb, space.bases, layer="all")
+    stats = _profile_stats(table, populations=[population])
     return stats[["population", "space", "layer", "dimension", "group_a", "group_b", "diff", "t", "p", "p_holm",
                   "g", "g_ci_low", "g_ci_high"]]
 
@@ -74,7 +76,7 @@ def layers_by_context(model, dictionary: pd.DataFrame, sources: Sequence[str] | 
     check_profile_run(model, populations, templates)
     check_positive_int(limit, "limit", allow_none=True)
     check_n_boot(n_boot)
-    pop_emb = population_embeddings(model, populations, templates or DEFAULT_TEMPLATES)
+    pop_emb = _population_embeddings(model, populations, templates or DEFAULT_TEMPLATES)
     terms = load_full_dictionary_terms()
     curves, skipped = [], []
     for source in tqdm(sources, desc="context sources"):
@@ -87,7 +89,7 @@ def layers_by_context(model, dictionary: pd.DataFrame, sources: Sequence[str] | 
         skipped.append(dropped_senses(space).assign(context_source=source))
         if "warmth_competence" not in space.bases:
             continue
-        wc = StereotypeSpace({"warmth_competence": space.bases["warmth_competence"]}, space.senses, space.contexts,
+        wc = _StereotypeSpace({"warmth_competence": space.bases["warmth_competence"]}, space.senses, space.contexts,
                              space.skipped, space.model_id, source, space.sense_emb)
         acc = direction_prediction(model, wc, terms, n_contexts=n_contexts, layer="all", limit=limit, seed=seed,
                                    n_boot=n_boot).accuracy
@@ -96,7 +98,7 @@ def layers_by_context(model, dictionary: pd.DataFrame, sources: Sequence[str] | 
                                     "measure": "accuracy_" + acc["cutoff"], "dimension": acc["dimension"],
                                     "value": acc["accuracy"], "ci_low": acc["ci_low"], "ci_high": acc["ci_high"],
                                     "p_holm": np.nan}))
-        diff = gender_difference_by_layer(wc, pop_emb, next(iter(pop_emb.words["population"])))
+        diff = _gender_difference_by_layer(wc, pop_emb, next(iter(pop_emb.words["population"])))
         for measure, col, lo, hi in (("female_minus_male", "diff", None, None),
                                      ("hedges_g", "g", "g_ci_low", "g_ci_high")):
             curves.append(pd.DataFrame({
@@ -105,6 +107,6 @@ def layers_by_context(model, dictionary: pd.DataFrame, sources: Sequence[str] | 
                 "ci_low": diff[lo] if lo else np.nan, "ci_high": diff[hi] if hi else np.nan,
                 "p_holm": diff["p_holm"]}))
     curves = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
-    columns = ["context_source", *DROPPED_COLUMNS]
+    columns = ["context_source", *_DROPPED_COLUMNS]
     skipped = pd.concat(skipped, ignore_index=True)[columns] if skipped else pd.DataFrame(columns=columns)
     return curves, skipped

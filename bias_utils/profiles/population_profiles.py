@@ -48,19 +48,17 @@ from ..core.stats import (
 )
 from ..models.embeddings import embed_words
 from ..models.loading import check_model
-from .populations import KINDS, POPULATION_KINDS, load_populations, population_kind, takes_article
+from .populations import _KINDS, _POPULATION_KINDS, _load_populations, _population_kind, _takes_article
 from .projection import projection_table
 
-__all__ = ["DEFAULT_REFERENCE", "DEFAULT_TEMPLATES", "MIN_GROUP_WORDS", "PLACEHOLDER", "PROFILE_STATS_COLUMNS",
-           "PopulationEmbeddings", "ProfileError", "ProfileResult", "check_population_list", "check_profile_run",
-           "check_template_list", "check_templates", "check_word_projection", "describe_profile",
-           "describe_share_below", "describe_stats", "fill_template", "group_means", "limit_populations",
-           "nonbinary_table", "paper_finding", "paper_finding_sentence", "population_embeddings", "profile_anova",
-           "profile_stats", "profile_table", "resolve_populations", "run_profiles", "share_below_group_means",
-           "standardise", "word_summary"]
+__all__ = [
+    "DEFAULT_TEMPLATES", "MIN_GROUP_WORDS", "check_population_list", "check_profile_run", "check_template_list",
+    "check_word_projection", "describe_profile", "describe_share_below", "paper_finding", "paper_finding_sentence",
+    "run_profiles", "share_below_group_means", "word_summary",
+]
 
 #: The placeholder a template marks the word with.
-PLACEHOLDER = "{word}"
+_PLACEHOLDER = "{word}"
 
 #: The original study's seven templates (``utils.TEMPLATES``), with the word's slot marked.
 DEFAULT_TEMPLATES: tuple[str, ...] = (
@@ -74,32 +72,32 @@ DEFAULT_TEMPLATES: tuple[str, ...] = (
 )
 
 #: Default scale for populations standardised against another one (the paper's Figure 4).
-DEFAULT_REFERENCE = {"nonbinary": "terms"}
+_DEFAULT_REFERENCE = {"nonbinary": "terms"}
 
 #: Fewest words per population group, in the input and among the words embedded: a group's mean needs a spread
 #: for the two-group tests.
 MIN_GROUP_WORDS = 2
 
 
-class ProfileError(ValueError):
+class _ProfileError(ValueError):
     """A population, template or profile input that cannot be used as given."""
 
 
 # --------------------------------------------------------------------------- templates
 
 
-def check_templates(templates: Sequence[str]) -> tuple[str, ...]:
+def _check_templates(templates: Sequence[str]) -> tuple[str, ...]:
     """The templates as a tuple, each with exactly one ``{word}`` slot."""
     if isinstance(templates, str):
-        raise ProfileError("templates must be a list of strings, not one string")
+        raise _ProfileError("templates must be a list of strings, not one string")
     templates = tuple(templates)
     if not templates:
-        raise ProfileError("no templates given")
+        raise _ProfileError("no templates given")
     for t in templates:
-        if not isinstance(t, str) or t.count(PLACEHOLDER) != 1:
-            raise ProfileError(f"template {t!r} must contain the placeholder {PLACEHOLDER} exactly once")
+        if not isinstance(t, str) or t.count(_PLACEHOLDER) != 1:
+            raise _ProfileError(f"template {t!r} must contain the placeholder {_PLACEHOLDER} exactly once")
     if len(set(templates)) != len(templates):
-        raise ProfileError("templates contain duplicates, which would weight them twice")
+        raise _ProfileError("templates contain duplicates, which would weight them twice")
     return templates
 
 
@@ -113,14 +111,14 @@ def check_template_list(templates) -> tuple[str, ...] | None:
     if not isinstance(templates, str) and any(not isinstance(t, str) for t in templates):
         raise ParameterError(f"templates must be strings, got {[t for t in templates if not isinstance(t, str)][:3]}")
     try:
-        return check_templates(templates)
-    except ProfileError as exc:
+        return _check_templates(templates)
+    except _ProfileError as exc:
         raise ParameterError(str(exc) if str(exc).startswith("templates") else f"templates: {exc}") from None
 
 
-def fill_template(template: str, word: str, article: bool) -> str:
+def _fill_template(template: str, word: str, article: bool) -> str:
     """The template with the word in its slot, after "the" if ``article``."""
-    return template.replace(PLACEHOLDER, f"the {word}" if article else word)
+    return template.replace(_PLACEHOLDER, f"the {word}" if article else word)
 
 
 # --------------------------------------------------------------------------- populations
@@ -132,14 +130,14 @@ def _population_names(populations: Sequence) -> dict[str, str | Path]:
     stems = [Path(str(p)).stem if Path(str(p)).suffix else None for p in populations]
     names: dict[str, str | Path] = {}
     for p, stem in zip(populations, stems):
-        name = stem if stem is not None and stems.count(stem) == 1 and stem not in POPULATION_KINDS else str(p)
+        name = stem if stem is not None and stems.count(stem) == 1 and stem not in _POPULATION_KINDS else str(p)
         if name in names:
-            raise ProfileError(f"population {name!r} is listed twice")
+            raise _ProfileError(f"population {name!r} is listed twice")
         names[name] = p
     return names
 
 
-def resolve_populations(populations, kind=None) -> tuple[dict[str, dict[str, list[str]]], dict[str, str]]:
+def _resolve_populations(populations, kind=None) -> tuple[dict[str, dict[str, list[str]]], dict[str, str]]:
     """``({population: {group: [words]}}, {population: kind})``.
 
     ``populations``: built-in names / file paths (a str or a list, read with
@@ -158,35 +156,35 @@ def resolve_populations(populations, kind=None) -> tuple[dict[str, dict[str, lis
     kinds: dict[str, str] = {}
     if isinstance(populations, Mapping):
         out = {str(k): {str(g): list(ws) for g, ws in v.items()} for k, v in populations.items()}
-        kinds = {k: POPULATION_KINDS.get(k, "noun") for k in out}
+        kinds = {k: _POPULATION_KINDS.get(k, "noun") for k in out}
     else:
         out = {}
         for name, p in _population_names(populations).items():
-            out[name] = load_populations(p)
-            kinds[name] = population_kind(p)
+            out[name] = _load_populations(p)
+            kinds[name] = _population_kind(p)
     if not out:
-        raise ProfileError("no populations given")
+        raise _ProfileError("no populations given")
     for name, groups in out.items():
         if not groups or any(len(ws) == 0 for ws in groups.values()):
-            raise ProfileError(f"population {name!r} has no groups or an empty group: {groups!r}")
+            raise _ProfileError(f"population {name!r} has no groups or an empty group: {groups!r}")
     if isinstance(kind, Mapping):
         kinds.update({k: v for k, v in kind.items() if k in out})
     elif kind is not None:
         kinds = dict.fromkeys(out, kind)
-    bad = {k: v for k, v in kinds.items() if v not in KINDS}
+    bad = {k: v for k, v in kinds.items() if v not in _KINDS}
     if bad:
-        raise ProfileError(f"population kind must be one of {KINDS}, got {bad}")
+        raise _ProfileError(f"population kind must be one of {_KINDS}, got {bad}")
     return out, kinds
 
 
-def limit_populations(populations: Mapping[str, Mapping[str, list[str]]], limit: int | None,
+def _limit_populations(populations: Mapping[str, Mapping[str, list[str]]], limit: int | None,
                       only: Sequence[str] = ("names",)) -> dict[str, dict[str, list[str]]]:
     """The first ``limit`` words of every group of the populations in ``only``
     (quick runs keep the gendered terms whole, as they are only 9 per group)."""
     if limit is None:
         return {k: {g: list(w) for g, w in v.items()} for k, v in populations.items()}
     if limit < 2:
-        raise ProfileError(f"limit must be at least 2 words per group for a t-test, got {limit}")
+        raise _ProfileError(f"limit must be at least 2 words per group for a t-test, got {limit}")
     return {k: {g: list(w)[:limit] if k in only else list(w) for g, w in v.items()}
             for k, v in populations.items()}
 
@@ -204,16 +202,16 @@ def check_population_list(populations, kind=None, limit=None) -> tuple[dict[str,
     population with one group."""
     listed = isinstance(populations, Sequence) and populations and all(isinstance(p, (str, Path)) for p in populations)
     if not isinstance(populations, (str, Path, Mapping)) and not listed:
-        raise ParameterError(f"populations must be a built-in name ({', '.join(POPULATION_KINDS)}), a file path, or a "
+        raise ParameterError(f"populations must be a built-in name ({', '.join(_POPULATION_KINDS)}), a file path, or a "
                              f"non-empty list of them, got {populations!r}")
     limit = check_positive_int(limit, "limit", allow_none=True)
     try:
-        pops, kinds = resolve_populations(populations, kind)
+        pops, kinds = _resolve_populations(populations, kind)
     except ValueError as exc:
         raise ParameterError(f"{'kind' if 'kind must be' in str(exc) else 'populations'}: {exc}") from None
     try:
-        limited = limit_populations(pops, limit)
-    except ProfileError as exc:
+        limited = _limit_populations(pops, limit)
+    except _ProfileError as exc:
         raise ParameterError(str(exc)) from None  # it names limit
     given = {} if isinstance(populations, Mapping) else _population_names(
         [populations] if isinstance(populations, (str, Path)) else populations)
@@ -222,13 +220,13 @@ def check_population_list(populations, kind=None, limit=None) -> tuple[dict[str,
             cut = " after limit" if limited[name] != pops[name] else ""
             raise ParameterError(f"populations: {given.get(name, name)}: group(s) {_thin_groups(groups)}{cut} need at "
                                  f"least {MIN_GROUP_WORDS} words each (the group tests compare variances)")
-    tested = [p for p in pops if p not in DEFAULT_REFERENCE]
+    tested = [p for p in pops if p not in _DEFAULT_REFERENCE]
     if not tested:
-        compared = ", ".join(p for p in POPULATION_KINDS if p not in DEFAULT_REFERENCE)
+        compared = ", ".join(p for p in _POPULATION_KINDS if p not in _DEFAULT_REFERENCE)
         raise ParameterError(f"populations: nothing to test in {list(pops)}: {', '.join(map(repr, pops))} only "
                              f"stand(s) on another population's scale; add a population whose groups are compared "
                              f"({compared} or a file)")
-    for name, reference in DEFAULT_REFERENCE.items():
+    for name, reference in _DEFAULT_REFERENCE.items():
         if name in pops and reference not in pops:
             raise ParameterError(f"populations: {name!r} is put on the scale of {reference!r} (the paper's Figure 4), "
                                  f"which is not among {list(pops)}; add {reference!r} or leave {name!r} out")
@@ -266,7 +264,7 @@ def check_word_projection(model, layer="mean", templates=None, *, layers=None, w
 
 
 @dataclass
-class PopulationEmbeddings:
+class _PopulationEmbeddings:
     """Template-averaged hidden states of the population words.
 
     ``values``: float32 [n_words, n_layers, hidden], row i belongs to ``words`` row i.
@@ -288,22 +286,22 @@ class PopulationEmbeddings:
     model_id: str
 
 
-def population_embeddings(model, populations, templates: Sequence[str] = DEFAULT_TEMPLATES,
-                          layers="all", kind=None) -> PopulationEmbeddings:
+def _population_embeddings(model, populations, templates: Sequence[str] = DEFAULT_TEMPLATES,
+                          layers="all", kind=None) -> _PopulationEmbeddings:
     """Embed every population word in every template and average over templates.
 
     ``populations`` and ``kind``: see :func:`resolve_populations`.
     """
-    templates = check_templates(templates)
-    pops, kinds = resolve_populations(populations, kind)
+    templates = _check_templates(templates)
+    pops, kinds = _resolve_populations(populations, kind)
     rows, contexts, targets = [], [], []
     for pop, groups in pops.items():
         for group, words in groups.items():
             for word in dict.fromkeys(words):  # a repeated word would count twice in its group
-                article = takes_article(word, kinds[pop])
+                article = _takes_article(word, kinds[pop])
                 rows.append((pop, group, word, kinds[pop], article))
                 for t in templates:
-                    contexts.append(fill_template(t, word, article))
+                    contexts.append(_fill_template(t, word, article))
                     targets.append(word)
     emb = embed_words(model, contexts, targets, layers=layers)
     values = np.asarray(emb.values, dtype=np.float32)
@@ -331,7 +329,7 @@ def population_embeddings(model, populations, templates: Sequence[str] = DEFAULT
     # A word kept although some of its pieces are the unknown token: visible in the words table.
     warnings = dict(zip(emb.warnings["pair_index"] // n_t, emb.warnings["reason"].astype(str)))
     words["warning"] = [warnings.get(i, "") for i in range(len(rows))]
-    return PopulationEmbeddings(
+    return _PopulationEmbeddings(
         values=mean[has_any].astype(np.float32),
         words=words[has_any].reset_index(drop=True),
         skipped=pd.DataFrame(skipped, columns=["population", "group", "word", "context", "reason"]),
@@ -352,17 +350,17 @@ def word_summary(words: pd.DataFrame, template: str | None = None) -> pd.DataFra
                                                          min_templates=("n_templates", "min"))
     if template is not None:
         first = words.groupby(["population", "group"]).first()
-        summary["example"] = [fill_template(template, w, bool(a)) for w, a in zip(first["word"], first["article"])]
+        summary["example"] = [_fill_template(template, w, bool(a)) for w, a in zip(first["word"], first["article"])]
     return summary
 
 
 def _zscore(values: np.ndarray, mean: float, sd: float, what: str) -> np.ndarray:
     if not np.isfinite(sd) or sd == 0:
-        raise ProfileError(f"cannot standardise {what}: standard deviation is {sd}")
+        raise _ProfileError(f"cannot standardise {what}: standard deviation is {sd}")
     return (values - mean) / sd
 
 
-def standardise(table: pd.DataFrame, reference: Mapping[str, str] | None = None) -> pd.DataFrame:
+def _standardise(table: pd.DataFrame, reference: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Add ``z``: ``value`` standardised per (population, space, dimension, layer)
     over all the population's words together, with the population SD (ddof 0)
     as in the original; a population listed in ``reference`` (population ->
@@ -372,9 +370,9 @@ def standardise(table: pd.DataFrame, reference: Mapping[str, str] | None = None)
     present = set(table["population"])
     for pop, ref in reference.items():
         if pop in present and ref not in present:
-            raise ProfileError(f"population {pop!r} is standardised against {ref!r}, which was not profiled")
+            raise _ProfileError(f"population {pop!r} is standardised against {ref!r}, which was not profiled")
         if ref in reference:
-            raise ProfileError(f"reference population {ref!r} is itself standardised against another")
+            raise _ProfileError(f"reference population {ref!r} is itself standardised against another")
     scale = (table[~table["population"].isin(list(reference))]
              .groupby(["population", *keys], sort=False)["value"]
              .agg(mean="mean", sd=lambda v: float(np.std(v, ddof=0))))
@@ -389,7 +387,7 @@ def standardise(table: pd.DataFrame, reference: Mapping[str, str] | None = None)
     return out
 
 
-def profile_table(pop_emb: PopulationEmbeddings, bases, layer="mean",
+def _profile_table(pop_emb: _PopulationEmbeddings, bases, layer="mean",
                   reference: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Projected and standardised values, one row per (word, space, dimension, layer).
 
@@ -410,22 +408,22 @@ def profile_table(pop_emb: PopulationEmbeddings, bases, layer="mean",
         bases = [bases]
     present = set(pop_emb.words["population"])
     if reference is None:
-        reference = {p: r for p, r in DEFAULT_REFERENCE.items() if p in present}
+        reference = {p: r for p, r in _DEFAULT_REFERENCE.items() if p in present}
     items = pop_emb.words[["population", "group", "word", "kind"]]
     frames = []
     for basis in bases:
         missing = sorted(set(basis.layers) - set(pop_emb.layers))
         if missing:
-            raise ProfileError(f"basis {basis.space!r} has layers {missing} that the population embeddings lack")
+            raise _ProfileError(f"basis {basis.space!r} has layers {missing} that the population embeddings lack")
         X = pop_emb.values[:, [pop_emb.layers.index(x) for x in basis.layers]]
         frames.append(projection_table(basis, X, items, layer))
-    return standardise(pd.concat(frames, ignore_index=True), reference)
+    return _standardise(pd.concat(frames, ignore_index=True), reference)
 
 
 # --------------------------------------------------------------------------- statistics
 
 #: Columns of :func:`profile_stats` (see its docstring).
-PROFILE_STATS_COLUMNS = [
+_PROFILE_STATS_COLUMNS = [
     "population", "space", "layer", "dimension", "group_a", "group_b", "n_a", "n_b",
     "mean_a", "mean_b", "sd_a", "sd_b", "diff", "t", "df", "p", "p_holm",
     "t_student", "df_student", "p_student", "p_student_holm", "g", "g_ci_low", "g_ci_high",
@@ -439,14 +437,14 @@ _PAIR_TESTS = {"welch": column_test(welch_t, "welch"), "student": column_test(st
 
 def _tested_populations(table: pd.DataFrame, populations) -> list[str]:
     if populations is None:
-        populations = [p for p in dict.fromkeys(table["population"]) if p not in DEFAULT_REFERENCE]
+        populations = [p for p in dict.fromkeys(table["population"]) if p not in _DEFAULT_REFERENCE]
     missing = sorted(set(populations) - set(table["population"]))
     if missing:
-        raise ProfileError(f"population(s) {missing} not in the profile table")
+        raise _ProfileError(f"population(s) {missing} not in the profile table")
     return list(populations)
 
 
-def profile_stats(table: pd.DataFrame, populations: Sequence[str] | None = None, value: str = "z",
+def _profile_stats(table: pd.DataFrame, populations: Sequence[str] | None = None, value: str = "z",
                   alpha: float = 0.05) -> pd.DataFrame:
     """Group comparisons per (population, space, layer, dimension).
 
@@ -473,7 +471,7 @@ def profile_stats(table: pd.DataFrame, populations: Sequence[str] | None = None,
     for (pop, space, layer, dim), d in sub.groupby(_FAMILY + ["dimension"], sort=False):
         groups = {g: v[value].to_numpy(dtype=float) for g, v in d.groupby("group", sort=False)}
         if len(groups) < 2:
-            raise ProfileError(f"population {pop!r} has only the group(s) {list(groups)}; need two to compare")
+            raise _ProfileError(f"population {pop!r} has only the group(s) {list(groups)}; need two to compare")
         for ga, gb in combinations(groups, 2):
             a, b = groups[ga], groups[gb]
             r = group_tests(np.concatenate([a, b])[None, :, None], np.arange(a.size + b.size) < a.size, _PAIR_TESTS,
@@ -488,7 +486,7 @@ def profile_stats(table: pd.DataFrame, populations: Sequence[str] | None = None,
                 "g": r["g_effect_size"], "g_ci_low": r["g_ci_low"], "g_ci_high": r["g_ci_high"],
             })
     if not rows:
-        raise ProfileError("no population to test")
+        raise _ProfileError("no population to test")
     out = pd.DataFrame(rows)
     out["p_holm"] = np.nan
     out["p_student_holm"] = np.nan
@@ -496,14 +494,14 @@ def profile_stats(table: pd.DataFrame, populations: Sequence[str] | None = None,
         out.loc[idx, "p_holm"] = adjust_pvalues(out.loc[idx, "p"].to_numpy(), "holm")
         out.loc[idx, "p_student_holm"] = adjust_pvalues(out.loc[idx, "p_student"].to_numpy(), "holm")
     out["significant"] = out["p_holm"] < alpha
-    out = out[PROFILE_STATS_COLUMNS].assign(
+    out = out[_PROFILE_STATS_COLUMNS].assign(
         test="welch_t", statistic=out["t"], p_adj=out["p_holm"], adj_method="holm",
         effect="hedges_g", effect_size=out["g"], ci_low=out["g_ci_low"], ci_high=out["g_ci_high"],
         n=out["n_a"] + out["n_b"])
     return out.reset_index(drop=True)
 
 
-def profile_anova(table: pd.DataFrame, populations: Sequence[str] | None = None, value: str = "z",
+def _profile_anova(table: pd.DataFrame, populations: Sequence[str] | None = None, value: str = "z",
                   seed: int = 0) -> pd.DataFrame:
     """Welch one-way ANOVA per dimension for populations with more than two groups
     (empty for two-group populations, where :func:`profile_stats` is the test).
@@ -529,7 +527,7 @@ def profile_anova(table: pd.DataFrame, populations: Sequence[str] | None = None,
     return out[cols].reset_index(drop=True)
 
 
-def group_means(table: pd.DataFrame, value: str = "z", level: float = 0.95) -> pd.DataFrame:
+def _group_means(table: pd.DataFrame, value: str = "z", level: float = 0.95) -> pd.DataFrame:
     """Mean of ``value`` per (population, space, layer, dimension, group) with a
     t-based CI of the mean (SE from the ddof-1 SD).
 
@@ -544,7 +542,7 @@ def group_means(table: pd.DataFrame, value: str = "z", level: float = 0.95) -> p
     return agg.drop(columns="sd1").reset_index()
 
 
-def nonbinary_table(table: pd.DataFrame, population: str = "nonbinary", reference: str = "terms") -> pd.DataFrame:
+def _nonbinary_table(table: pd.DataFrame, population: str = "nonbinary", reference: str = "terms") -> pd.DataFrame:
     """Individual terms of ``population`` against the group means of ``reference``
     (the paper's Figure 4); ``population`` must have been standardised on the
     reference's scale (:func:`profile_table` does that by default).
@@ -556,9 +554,9 @@ def nonbinary_table(table: pd.DataFrame, population: str = "nonbinary", referenc
     """
     for p in (population, reference):
         if p not in set(table["population"]):
-            raise ProfileError(f"population {p!r} not in the profile table")
+            raise _ProfileError(f"population {p!r} not in the profile table")
     terms = table[table["population"] == population].assign(series="term", ci_low=np.nan, ci_high=np.nan, n=1)
-    means = group_means(table[table["population"] == reference]).rename(columns={"mean": "z"})
+    means = _group_means(table[table["population"] == reference]).rename(columns={"mean": "z"})
     means = means.assign(series="group mean", word="")
     cols = ["series", "population", "group", "word", "space", "layer", "dimension", "z", "ci_low", "ci_high", "n"]
     return pd.concat([means[cols], terms[cols]], ignore_index=True)
@@ -573,7 +571,7 @@ def share_below_group_means(nonbinary: pd.DataFrame, space: str = "warmth_compet
     """
     table = nonbinary[nonbinary["space"] == space]
     if table.empty:
-        raise ProfileError(f"share_below_group_means: no rows of space {space!r}")
+        raise _ProfileError(f"share_below_group_means: no rows of space {space!r}")
     lowest = table[table["series"] == "group mean"].groupby("dimension")["z"].min()
     terms = table[table["series"] == "term"]
     below = terms.assign(below=terms["z"] < terms["dimension"].map(lowest))
@@ -596,7 +594,7 @@ def describe_share_below(below: pd.DataFrame) -> str:
                      "lie below both binary term means" for r in below.itertuples())
 
 
-def describe_stats(stats: pd.DataFrame, dimensions: Sequence[str] | None = None, alpha: float = 0.05,
+def _describe_stats(stats: pd.DataFrame, dimensions: Sequence[str] | None = None, alpha: float = 0.05,
                    invalid_axes: Sequence[str] = ()) -> list[str]:
     """One sentence per stats row that reads the result, e.g. ``names: female
     higher than male on warmth (g = 0.52, 95% CI 0.24 to 0.80; Welch t(180.20) = 3.61, p < 0.001,
@@ -628,7 +626,7 @@ def describe_profile(stats: pd.DataFrame, alpha: float = 0.05, invalid_axes: Seq
     for _, s in stats.groupby("population", sort=False):
         rank = s["dimension"].map({"warmth": 0, "competence": 1}).fillna(2)
         ranked = s.assign(_r=rank).sort_values("_r", kind="stable")
-        lines += ["- " + line for line in describe_stats(ranked, alpha=alpha, invalid_axes=invalid_axes)]
+        lines += ["- " + line for line in _describe_stats(ranked, alpha=alpha, invalid_axes=invalid_axes)]
     return "\n".join(lines)
 
 
@@ -674,7 +672,7 @@ def paper_finding_sentence(finding: pd.DataFrame, invalid_axes: Sequence[str] = 
 
 
 @dataclass
-class ProfileResult:
+class _ProfileResult:
     """Everything notebook 04 shows and writes (tables documented at their functions).
 
     ``values``: :func:`profile_table` at the chosen layer; ``values_by_layer``: at every
@@ -684,7 +682,7 @@ class ProfileResult:
     ``skipped``: :attr:`PopulationEmbeddings.skipped`.
     """
 
-    embeddings: PopulationEmbeddings
+    embeddings: _PopulationEmbeddings
     values: pd.DataFrame
     values_by_layer: pd.DataFrame
     stats: pd.DataFrame
@@ -707,7 +705,7 @@ class ProfileResult:
 
 
 def run_profiles(model, bases, populations=("names", "terms", "nonbinary", "occupations"), templates=None, layer="mean",
-                 limit: int | None = None, kind=None) -> ProfileResult:
+                 limit: int | None = None, kind=None) -> _ProfileResult:
     """Embed, project, standardise and test the populations (module docstring).
 
     ``bases``: the space's ``PolarBasis`` objects (``space.build_space(...).bases``).
@@ -720,7 +718,7 @@ def run_profiles(model, bases, populations=("names", "terms", "nonbinary", "occu
                              f"got {type(bases).__name__}")
     pops, kinds = check_profile_run(model, populations, templates, layer, limit, kind,
                                  layers=next(iter(bases.values())).layers)
-    emb = population_embeddings(model, pops, templates or DEFAULT_TEMPLATES, kind=kinds)
+    emb = _population_embeddings(model, pops, templates or DEFAULT_TEMPLATES, kind=kinds)
     # The input's rule again on what was embedded: a group left with one word makes its population untestable.
     embedded = {p: {g: emb.words.loc[(emb.words["population"] == p) & (emb.words["group"] == g), "word"].tolist()
                     for g in groups} for p, groups in pops.items()}
@@ -730,14 +728,14 @@ def run_profiles(model, bases, populations=("names", "terms", "nonbinary", "occu
                                         f"{MIN_GROUP_WORDS} per group needed"} for p, why in thin.items()],
                             columns=emb.skipped.columns)
     emb.skipped = pd.concat([emb.skipped, untested], ignore_index=True) if len(untested) else emb.skipped
-    tested = [p for p in pops if p not in DEFAULT_REFERENCE and p not in thin]
+    tested = [p for p in pops if p not in _DEFAULT_REFERENCE and p not in thin]
     if not tested:
-        raise ProfileError("no population left to test: " + "; ".join(f"{p}: {why}" for p, why in thin.items()))
-    values = profile_table(emb, bases, layer)
-    by_layer = profile_table(emb, bases, "all")
+        raise _ProfileError("no population left to test: " + "; ".join(f"{p}: {why}" for p, why in thin.items()))
+    values = _profile_table(emb, bases, layer)
+    by_layer = _profile_table(emb, bases, "all")
     present = set(values["population"])
     nonbinary = None
     if {"nonbinary", "terms"} <= present and "terms" not in thin:
-        nonbinary = nonbinary_table(values)
-    return ProfileResult(emb, values, by_layer, profile_stats(values, tested), profile_stats(by_layer, tested),
-                         profile_anova(values, tested), group_means(values), nonbinary, emb.skipped)
+        nonbinary = _nonbinary_table(values)
+    return _ProfileResult(emb, values, by_layer, _profile_stats(values, tested), _profile_stats(by_layer, tested),
+                         _profile_anova(values, tested), _group_means(values), nonbinary, emb.skipped)

@@ -58,20 +58,16 @@ import pandas as pd
 from ..core.data import resolve
 from ..core.paths import InputPathError, resolve_input
 
-__all__ = [
-    "BUILTIN", "DETERMINERS", "KINDS", "MAJORITY_PCT", "NONBINARY_EXCLUDED", "OCCUPATION_GROUPS", "POPULATION_KINDS",
-    "PRONOUNS", "PopulationError", "infer_kind", "load_populations", "nonbinary_terms", "occupation_shares",
-    "population_kind", "takes_article",
-]
+__all__: list[str] = []
 
-KINDS = ("name", "noun")
+_KINDS = ("name", "noun")
 #: Template kind of the built-in populations (see the module docstring).
-POPULATION_KINDS = {"names": "name", "terms": "noun", "nonbinary": "noun", "occupations": "noun"}
-BUILTIN = tuple(POPULATION_KINDS)
+_POPULATION_KINDS = {"names": "name", "terms": "noun", "nonbinary": "noun", "occupations": "noun"}
+_BUILTIN = tuple(_POPULATION_KINDS)
 #: The ``occupations`` population's split: a noun whose BLS share of women is at least this (percent) is
 #: ``female-majority``, any other ``male-majority`` (the groups of :data:`OCCUPATION_GROUPS`, in this order).
-MAJORITY_PCT = 50.0
-OCCUPATION_GROUPS = ("female-majority", "male-majority")
+_MAJORITY_PCT = 50.0
+_OCCUPATION_GROUPS = ("female-majority", "male-majority")
 
 # A template word must be one lower-case token: letters with at most one inner hyphen. This
 # excludes multi-word descriptors ("trans female", "gender neutral"), abbreviations ("FTM",
@@ -79,7 +75,7 @@ OCCUPATION_GROUPS = ("female-majority", "male-majority")
 _TEMPLATE_WORD = re.compile(r"^[a-z]+(-[a-z]+)?$")
 # Single words whose everyday sense is not a gender identity, so their embedding would
 # measure something else; with the reason, for the docs.
-NONBINARY_EXCLUDED = {
+_NONBINARY_EXCLUDED = {
     "stud": "everyday senses (a male horse, a metal knob) dominate",
     "tomboy": "describes a girl, i.e. a binary-gendered person",
     "boi": "slang with several unrelated uses",
@@ -88,15 +84,15 @@ NONBINARY_EXCLUDED = {
 
 
 # Personal pronouns (nltk's PRP tag) never take an article in Schuster et al.'s templates.
-PRONOUNS = frozenset({"he", "she", "they", "him", "her", "them", "it", "i", "we", "you", "xe", "ze"})
+_PRONOUNS = frozenset({"he", "she", "they", "him", "her", "them", "it", "i", "we", "you", "xe", "ze"})
 #: A phrase opening with one of these already has its determiner ("this is the old lady", not "the the").
-DETERMINERS = frozenset({"the", "a", "an", "my", "your", "our", "their", "his", "her", "this", "that", "some"})
+_DETERMINERS = frozenset({"the", "a", "an", "my", "your", "our", "their", "his", "her", "this", "that", "some"})
 #: One capitalised word with at least one lower-case letter: "Mary", "Mary-Jane", "O'Brien", "McKenzie", "LaToya"
 #: (an acronym such as "FTM" is not a name).
 _NAME = re.compile(r"^(?=.*[a-z])[A-Z][A-Za-z]*(?:[-'’][A-Z][A-Za-z]*)*$")
 
 
-class PopulationError(ValueError):
+class _PopulationError(ValueError):
     """A population file or name is invalid; the message names the group and word."""
 
 
@@ -104,7 +100,7 @@ def _descriptor_text(item) -> str:
     return item["descriptor"] if isinstance(item, dict) else item
 
 
-def nonbinary_terms() -> dict[str, list[str]]:
+def _nonbinary_terms() -> dict[str, list[str]]:
     """The ``nonbinary`` population, selected from HolisticBias by a fixed rule.
 
     From buckets ``non_binary_or_gnc`` (group ``nonbinary``) and ``transgender``
@@ -121,12 +117,12 @@ def nonbinary_terms() -> dict[str, list[str]]:
     groups = {}
     for group, bucket in (("nonbinary", "non_binary_or_gnc"), ("transgender", "transgender")):
         words = [_descriptor_text(x) for x in buckets[bucket]]
-        words = [w for w in words if _TEMPLATE_WORD.match(w) and w not in NONBINARY_EXCLUDED]
+        words = [w for w in words if _TEMPLATE_WORD.match(w) and w not in _NONBINARY_EXCLUDED]
         groups[group] = [w for w in words if "-" not in w or w.replace("-", "") not in words]
     return groups
 
 
-def occupation_shares() -> pd.DataFrame:
+def _occupation_shares() -> pd.DataFrame:
     """Rudinger et al.'s (2018) occupation statistics, one row per noun in the file's order: ``occupation``,
     ``bls_pct_female`` (U.S. Bureau of Labor Statistics, percent of workers who are women), ``bls_year``
     (2015 or 2016), ``bergsma_pct_female`` (Bergsma & Lin's 2006 text-based estimate, kept as published)."""
@@ -135,10 +131,10 @@ def occupation_shares() -> pd.DataFrame:
 
 
 def _occupation_groups() -> dict[str, list[str]]:
-    table = occupation_shares()
-    female = table["bls_pct_female"] >= MAJORITY_PCT
-    return {OCCUPATION_GROUPS[0]: table.loc[female, "occupation"].tolist(),
-            OCCUPATION_GROUPS[1]: table.loc[~female, "occupation"].tolist()}
+    table = _occupation_shares()
+    female = table["bls_pct_female"] >= _MAJORITY_PCT
+    return {_OCCUPATION_GROUPS[0]: table.loc[female, "occupation"].tolist(),
+            _OCCUPATION_GROUPS[1]: table.loc[~female, "occupation"].tolist()}
 
 
 def _schuster_groups(key: str, suffix: str) -> dict[str, list[str]]:
@@ -150,7 +146,7 @@ def _read_user_file(path: Path) -> tuple[dict[str, list[str]], str]:
     try:
         return _parse_user_file(path)
     except UnicodeDecodeError as exc:
-        raise PopulationError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+        raise _PopulationError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
 
 
 def _parse_user_file(path: Path) -> tuple[dict[str, list[str]], str | None]:
@@ -158,13 +154,13 @@ def _parse_user_file(path: Path) -> tuple[dict[str, list[str]], str | None]:
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise PopulationError(
+            raise _PopulationError(
                 f"{path}, line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
         kind = None
         if isinstance(raw, dict) and "groups" in raw:
             kind, raw = raw.get("kind"), raw["groups"]
         if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
-            raise PopulationError(f'{path}: expected {{"group": ["word", ...]}} (or {{"kind": ..., "groups": '
+            raise _PopulationError(f'{path}: expected {{"group": ["word", ...]}} (or {{"kind": ..., "groups": '
                                   f'{{...}}}})')
         return raw, kind
     if path.suffix.lower() == ".csv":
@@ -172,39 +168,39 @@ def _parse_user_file(path: Path) -> tuple[dict[str, list[str]], str | None]:
             reader = csv.DictReader(f)
             header = [h.strip().lower() for h in reader.fieldnames or []]
             if "group" not in header or "word" not in header:
-                raise PopulationError(f"{path}, line 1: the header needs columns 'group' and 'word' (found {header})")
+                raise _PopulationError(f"{path}, line 1: the header needs columns 'group' and 'word' (found {header})")
             reader.fieldnames = header
             groups: dict[str, list[str]] = {}
             kinds = set()
             for row in reader:
                 group = (row["group"] or "").strip()
                 if not group:
-                    raise PopulationError(f"{path}, line {reader.line_num}, column group: empty group name")
+                    raise _PopulationError(f"{path}, line {reader.line_num}, column group: empty group name")
                 groups.setdefault(group, []).append(row["word"] or "")
                 kinds.add((row.get("kind") or "").strip() or None)
         if len(kinds) > 1:
-            raise PopulationError(f"{path}, column kind: one kind per file, found {sorted(map(str, kinds))}")
+            raise _PopulationError(f"{path}, column kind: one kind per file, found {sorted(map(str, kinds))}")
         return groups, kinds.pop() if kinds else None
-    raise PopulationError(f"{path}: population files must be .json or .csv")
+    raise _PopulationError(f"{path}: population files must be .json or .csv")
 
 
 def _validate(groups: dict[str, list[str]], where: str) -> dict[str, list[str]]:
     if not groups:
-        raise PopulationError(f"{where}: no groups")
+        raise _PopulationError(f"{where}: no groups")
     owner: dict[str, str] = {}
     clean = {}
     for group, words in groups.items():
         if not words:
-            raise PopulationError(f"{where}: group {group!r} is empty")
+            raise _PopulationError(f"{where}: group {group!r} is empty")
         seen = set()
         for i, word in enumerate(words, 1):
             if not isinstance(word, str) or not word.strip():
-                raise PopulationError(f"{where}: group {group!r}, word {i} is empty or not a string ({word!r})")
+                raise _PopulationError(f"{where}: group {group!r}, word {i} is empty or not a string ({word!r})")
             word = word.strip()
             if word in seen:
-                raise PopulationError(f"{where}: group {group!r} lists {word!r} twice")
+                raise _PopulationError(f"{where}: group {group!r} lists {word!r} twice")
             if word in owner:
-                raise PopulationError(f"{where}: {word!r} is in both group {owner[word]!r} and group {group!r}")
+                raise _PopulationError(f"{where}: {word!r} is in both group {owner[word]!r} and group {group!r}")
             seen.add(word)
             owner[word] = group
         clean[group] = [w.strip() for w in words]
@@ -212,25 +208,25 @@ def _validate(groups: dict[str, list[str]], where: str) -> dict[str, list[str]]:
 
 
 def _load(name_or_path: str | Path) -> tuple[dict[str, list[str]], str]:
-    if isinstance(name_or_path, str) and name_or_path in POPULATION_KINDS:
+    if isinstance(name_or_path, str) and name_or_path in _POPULATION_KINDS:
         loaders = {
             "names": lambda: _schuster_groups("schuster_names", "Names"),
             "terms": lambda: _schuster_groups("schuster_terms", "Terms"),
-            "nonbinary": nonbinary_terms,
+            "nonbinary": _nonbinary_terms,
             "occupations": _occupation_groups,
         }
-        return _validate(loaders[name_or_path](), name_or_path), POPULATION_KINDS[name_or_path]
+        return _validate(loaders[name_or_path](), name_or_path), _POPULATION_KINDS[name_or_path]
     try:
         path = resolve_input(name_or_path, "file")
     except InputPathError as exc:
-        raise PopulationError(f"unknown population {str(name_or_path)!r}: not a built-in one ({', '.join(BUILTIN)}), "
+        raise _PopulationError(f"unknown population {str(name_or_path)!r}: not a built-in one ({', '.join(_BUILTIN)}), "
                               f"and as a {exc}") from None
     groups, kind = _read_user_file(path)
-    if kind is not None and kind not in KINDS:
-        raise PopulationError(f"{path}: kind {kind!r} is not one of {KINDS}")
+    if kind is not None and kind not in _KINDS:
+        raise _PopulationError(f"{path}: kind {kind!r} is not one of {_KINDS}")
     groups = _validate(groups, str(path))
     if kind is None:
-        kind = infer_kind(groups, str(path))
+        kind = _infer_kind(groups, str(path))
         warnings.warn(f"{path}: the file does not state its kind; {_KIND_READING[kind]} (state it with a kind column, "
                       f'or {{"kind": "name" or "noun", "groups": {{...}}}} in JSON)', stacklevel=3)
     return groups, kind
@@ -246,7 +242,7 @@ def _examples(words: list[str]) -> str:
     return ", ".join(words[:4]) + (", ..." if len(words) > 4 else "")
 
 
-def infer_kind(groups: dict[str, list[str]], where: str = "population") -> str:
+def _infer_kind(groups: dict[str, list[str]], where: str = "population") -> str:
     """``"name"`` when every word is one capitalised word (first names), ``"noun"`` when none is. A
     :class:`PopulationError` refuses the ambiguous lists: capitalised single words beside other words, and lower-case
     words at least half of which are first names of the built-in ``names`` ("mary": "this is the mary")."""
@@ -256,19 +252,19 @@ def infer_kind(groups: dict[str, list[str]], where: str = "population") -> str:
         return "name"
     if named:
         others = [w for w in words if not _NAME.match(w)]
-        raise PopulationError(f"{where}: the kind is not stated and cannot be inferred: {len(named)} word(s) look like "
+        raise _PopulationError(f"{where}: the kind is not stated and cannot be inferred: {len(named)} word(s) look like "
                               f"names ({_examples(named)}) and {len(others)} do not ({_examples(others)}); state "
                               "kind name (no article) or noun (after \"the\")")
     first_names = {w.lower() for ws in _schuster_groups("schuster_names", "Names").values() for w in ws}
     lowered = [w for w in words if w.lower() in first_names]
     if 2 * len(lowered) >= len(words):
-        raise PopulationError(f"{where}: the kind is not stated and {len(lowered)} of {len(words)} words are first "
+        raise _PopulationError(f"{where}: the kind is not stated and {len(lowered)} of {len(words)} words are first "
                               f"names written in lower case ({_examples(lowered)}); as nouns they would read \"this is "
                               f"the {lowered[0]}\". Capitalise them, or state kind name or noun")
     return "noun"
 
 
-def load_populations(name_or_path: str | Path) -> dict[str, list[str]]:
+def _load_populations(name_or_path: str | Path) -> dict[str, list[str]]:
     """``{group: [words]}`` for a built-in population or a user file (module docstring).
 
     Raises :class:`PopulationError` for an unknown name, an empty group, a word
@@ -277,14 +273,14 @@ def load_populations(name_or_path: str | Path) -> dict[str, list[str]]:
     return _load(name_or_path)[0]
 
 
-def population_kind(name_or_path: str | Path) -> str:
+def _population_kind(name_or_path: str | Path) -> str:
     """``"name"`` (no article in templates) or ``"noun"`` (takes "the"); see the module docstring."""
     return _load(name_or_path)[1]
 
 
-def takes_article(word: str, kind: str) -> bool:
+def _takes_article(word: str, kind: str) -> bool:
     """Whether templates put "the" before ``word`` ("this is the woman", not "this is the she")."""
-    if kind not in KINDS:
-        raise PopulationError(f"kind {kind!r} is not one of {KINDS}")
+    if kind not in _KINDS:
+        raise _PopulationError(f"kind {kind!r} is not one of {_KINDS}")
     first = word.split()[0].lower() if word.split() else ""
-    return kind == "noun" and word.lower() not in PRONOUNS and first not in DETERMINERS
+    return kind == "noun" and word.lower() not in _PRONOUNS and first not in _DETERMINERS

@@ -31,18 +31,17 @@ from scipy import linalg
 
 from ..core.errors import check_layer
 from ..core.stats import bootstrap_ci
-from .dictionaries import COMPOSITES
+from .dictionaries import _COMPOSITES
 from .dictionaries import DIMENSIONS as DIMENSION_ORDER  # the paper's order; user dimensions follow
 
 __all__ = [
-    "PolarBasis", "ProjectionError", "SPACES", "direction_accuracy", "own_dimension_values", "polar_basis", "project",
-    "projection_table", "sense_embeddings", "space_groups", "table2",
+    "PolarBasis", "projection_table", "table2",
 ]
 
-SPACES = ("dimensions", "warmth_competence")
+_SPACES = ("dimensions", "warmth_competence")
 
 
-class ProjectionError(ValueError):
+class _ProjectionError(ValueError):
     """The inputs cannot define or use a polar space (e.g. a pole without senses)."""
 
 
@@ -67,11 +66,11 @@ class PolarBasis:
 def _sense_keys(contexts: pd.DataFrame) -> pd.DataFrame:
     missing = {"sense_id", "dimension", "term", "direction"} - set(contexts.columns)
     if missing:
-        raise ProjectionError(f"contexts table lacks column(s) {sorted(missing)}")
+        raise _ProjectionError(f"contexts table lacks column(s) {sorted(missing)}")
     return contexts
 
 
-def sense_embeddings(emb_values: np.ndarray, contexts: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+def _sense_embeddings(emb_values: np.ndarray, contexts: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     """Eq. 1: average the per-context word embeddings of every sense.
 
     ``emb_values`` is [n_pairs, L, H] aligned row by row with ``contexts`` (one
@@ -87,7 +86,7 @@ def sense_embeddings(emb_values: np.ndarray, contexts: pd.DataFrame) -> tuple[np
     contexts = _sense_keys(contexts).reset_index(drop=True)
     values = np.asarray(emb_values)
     if values.ndim != 3 or len(values) != len(contexts):
-        raise ProjectionError(
+        raise _ProjectionError(
             f"embeddings have shape {values.shape}; expected [n_pairs={len(contexts)}, layers, hidden]"
         )
     codes, uniques = pd.factorize(contexts["sense_id"], sort=False)
@@ -116,25 +115,25 @@ def _ordered_dimensions(dims) -> list[str]:
     return [d for d in DIMENSION_ORDER if d in present] + [d for d in present if d not in DIMENSION_ORDER]
 
 
-def space_groups(senses: pd.DataFrame, space: str = "dimensions",
+def _space_groups(senses: pd.DataFrame, space: str = "dimensions",
                  composites: dict[str, tuple[str, ...]] | None = None) -> dict[str, tuple[str, ...]]:
     """Which dictionary dimensions feed each axis of ``space``."""
     if space == "dimensions":
         return {d: (d,) for d in _ordered_dimensions(senses["dimension"])}
     if space == "warmth_competence":
-        composites = COMPOSITES if composites is None else composites
+        composites = _COMPOSITES if composites is None else composites
         present = set(senses["dimension"])
         lacking = {c: [s for s in subs if s not in present] for c, subs in composites.items()}
         lacking = {c: s for c, s in lacking.items() if s}
         if lacking:
-            raise ProjectionError(
+            raise _ProjectionError(
                 f"space 'warmth_competence' needs dimensions the dictionary lacks: {lacking}; "
                 "use space='dimensions' for a dictionary with other dimensions")
         return dict(composites)
-    raise ProjectionError(f"unknown space {space!r}; choose one of {SPACES}")
+    raise _ProjectionError(f"unknown space {space!r}; choose one of {_SPACES}")
 
 
-def polar_basis(sense_emb: np.ndarray, senses: pd.DataFrame, space: str = "dimensions", *,
+def _polar_basis(sense_emb: np.ndarray, senses: pd.DataFrame, space: str = "dimensions", *,
                 layers=None, composites: dict[str, tuple[str, ...]] | None = None) -> PolarBasis:
     """Eqs. 2-3 and the inverse of Eq. 5 at every layer.
 
@@ -143,7 +142,7 @@ def polar_basis(sense_emb: np.ndarray, senses: pd.DataFrame, space: str = "dimen
     Every pole needs at least one embedded sense, otherwise
     :class:`ProjectionError` names the empty pole.
     """
-    groups = space_groups(senses, space, composites)
+    groups = _space_groups(senses, space, composites)
     usable = senses["n_embedded"].to_numpy() > 0 if "n_embedded" in senses else np.ones(len(senses), bool)
     dims = senses["dimension"].to_numpy()
     dirs = senses["direction"].to_numpy()
@@ -154,16 +153,16 @@ def polar_basis(sense_emb: np.ndarray, senses: pd.DataFrame, space: str = "dimen
             mask = usable & np.isin(dims, subdims) & (dirs == direction)
             pole_rows.append({"dimension": axis, "direction": direction, "n_senses": int(mask.sum())})
             if not mask.any():
-                raise ProjectionError(f"pole {direction} of {axis!r} ({'+'.join(subdims)}) has no embedded sense")
+                raise _ProjectionError(f"pole {direction} of {axis!r} ({'+'.join(subdims)}) has no embedded sense")
             poles[direction] = sense_emb[mask].mean(axis=0)  # Eq. 2, [L, H]
         rows.append(poles["high"] - poles["low"])  # Eq. 3
     directions = np.stack(rows, axis=1)  # [L, D, H]
     if not np.isfinite(directions).all():
-        raise ProjectionError("pole embeddings contain NaN/inf values")
+        raise _ProjectionError("pole embeddings contain NaN/inf values")
     pinv = np.stack([linalg.pinv(directions[l].T) for l in range(directions.shape[0])])
     layers = tuple(range(directions.shape[0])) if layers is None else tuple(int(x) for x in layers)
     if len(layers) != directions.shape[0]:
-        raise ProjectionError(f"{len(layers)} layer labels for {directions.shape[0]} layers")
+        raise _ProjectionError(f"{len(layers)} layer labels for {directions.shape[0]} layers")
     return PolarBasis(space, tuple(groups), directions, pinv, layers, pd.DataFrame(pole_rows))
 
 
@@ -174,7 +173,7 @@ def _layer_index(basis: PolarBasis, layer) -> int:
     return basis.layers.index(layer) if layer in basis.layers else len(basis.layers) + layer
 
 
-def project(basis: PolarBasis, X: np.ndarray, layer="all") -> np.ndarray:
+def _project(basis: PolarBasis, X: np.ndarray, layer="all") -> np.ndarray:
     """Eq. 5: polar coordinates of word embeddings ``X`` [n, L, H].
 
     ``layer``: ``"all"`` -> [n, L, D]; ``"mean"`` -> [n, D], the mean of the
@@ -183,7 +182,7 @@ def project(basis: PolarBasis, X: np.ndarray, layer="all") -> np.ndarray:
     """
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 3 or X.shape[1:] != (basis.pinv.shape[0], basis.pinv.shape[2]):
-        raise ProjectionError(
+        raise _ProjectionError(
             f"embeddings of shape {X.shape} do not match the basis ([n, {basis.pinv.shape[0]} layers, "
             f"{basis.pinv.shape[2]} hidden])")
     if layer in ("all", "mean"):
@@ -200,8 +199,8 @@ def projection_table(basis: PolarBasis, X: np.ndarray, items: pd.DataFrame, laye
     (an int, or ``"mean"``), ``dimension``, ``value``.
     """
     if len(items) != len(X):
-        raise ProjectionError(f"{len(items)} item rows for {len(X)} embeddings")
-    P = project(basis, X, layer)
+        raise _ProjectionError(f"{len(items)} item rows for {len(X)} embeddings")
+    P = _project(basis, X, layer)
     if layer == "all":
         layer_labels = list(basis.layers)
     else:
@@ -219,7 +218,7 @@ def projection_table(basis: PolarBasis, X: np.ndarray, items: pd.DataFrame, laye
 
 # ---------------------------------------------------------------- direction prediction
 
-def own_dimension_values(bases: dict[str, PolarBasis], X: np.ndarray, terms: pd.DataFrame,
+def _own_dimension_values(bases: dict[str, PolarBasis], X: np.ndarray, terms: pd.DataFrame,
                          layer="all", composites: dict[str, tuple[str, ...]] | None = None) -> pd.DataFrame:
     """Projected value of every term on its own dimension (and on its composite).
 
@@ -232,7 +231,7 @@ def own_dimension_values(bases: dict[str, PolarBasis], X: np.ndarray, terms: pd.
     Columns: ``term, dimension`` (the evaluated axis), ``term_dimension``
     (the dictionary's), ``direction, layer, value``.
     """
-    composites = COMPOSITES if composites is None else composites
+    composites = _COMPOSITES if composites is None else composites
     parent = {sub: comp for comp, subs in composites.items() for sub in subs}
     keep = np.isfinite(np.asarray(X, dtype=np.float64)).all(axis=(1, 2))
     items = terms.reset_index(drop=True)[["term", "dimension", "direction"]].rename(
@@ -249,7 +248,7 @@ def own_dimension_values(bases: dict[str, PolarBasis], X: np.ndarray, terms: pd.
         tab = projection_table(basis, X[mask], items[mask].assign(_target=target[mask].to_numpy()), layer)
         frames.append(tab[tab["dimension"] == tab["_target"]].drop(columns=["_target", "space"]))
     if not frames:
-        raise ProjectionError("no term could be evaluated: none of their dimensions is in the bases")
+        raise _ProjectionError("no term could be evaluated: none of their dimensions is in the bases")
     out = pd.concat(frames, ignore_index=True)
     return out[["term", "dimension", "term_dimension", "direction", "layer", "value"]]
 
@@ -264,7 +263,7 @@ def _accuracy(values: np.ndarray, high: np.ndarray, centred: bool):
     return statistic
 
 
-def direction_accuracy(values: pd.DataFrame, *, n_boot: int = 2000, ci: float = 0.95, seed: int = 0) -> pd.DataFrame:
+def _direction_accuracy(values: pd.DataFrame, *, n_boot: int = 2000, ci: float = 0.95, seed: int = 0) -> pd.DataFrame:
     """Accuracy of predicting each term's direction from the sign of its projection.
 
     ``values`` comes from :func:`own_dimension_values` (columns ``dimension,
@@ -288,7 +287,7 @@ def direction_accuracy(values: pd.DataFrame, *, n_boot: int = 2000, ci: float = 
                          "ci_low": lo, "ci_high": hi, "n": len(v), "n_high": int(high.sum()),
                          "n_low": int(len(v) - high.sum())})
     out = pd.DataFrame(rows)
-    order = {d: i for i, d in enumerate(list(DIMENSION_ORDER) + list(COMPOSITES))}
+    order = {d: i for i, d in enumerate(list(DIMENSION_ORDER) + list(_COMPOSITES))}
     out["_o"] = out["dimension"].map(order).fillna(len(order))
     out["_c"] = (out["cutoff"] == "centred").astype(int)
     return out.sort_values(["_o", "_c"], kind="stable").drop(columns=["_o", "_c"]).reset_index(drop=True)

@@ -54,98 +54,75 @@ from ..core.stats import TWO_GROUP_TESTS, group_tests, holm, permutation_p, perm
 from ..report.rendering import value_label
 from . import projection
 from .axis_validity import verdict_phrase
-from .contexts import prepare_dictionary, source_names
+from .contexts import _prepare_dictionary, source_names
 from .dictionaries import limit_terms, load_full_dictionary_terms
 from .population_profiles import (
+    _PLACEHOLDER,
     DEFAULT_TEMPLATES,
-    PLACEHOLDER,
+    _check_templates,
+    _population_embeddings,
     check_profile_run,
-    check_templates,
-    population_embeddings,
 )
-from .space import TermEmbeddings, build_space, check_source_spaces, direction_prediction, term_embeddings
+from .space import _term_embeddings, _TermEmbeddings, build_space, check_source_spaces, direction_prediction
 
 __all__ = [
-    "EXPECTED_SIGN",
-    "JOINT_STATISTICS",
-    "LAYER_CHOICES",
-    "LEAD_IN",
-    "PRIMARY_SOURCE",
-    "TESTS",
-    "TEST_NAMES",
-    "CurveInputs",
-    "RobustnessError",
-    "SpecificationCurve",
-    "best_layers",
-    "cell_values",
-    "collect_curve_inputs",
-    "curve_sources",
-    "default_cell_values",
-    "extra_terms",
-    "headline_source",
-    "name_gap_verdict",
-    "project_all",
-    "robustness_summary",
-    "specification_curve",
-    "split_terms",
-    "template_gap",
-    "template_sets",
-    "timing_table",
+    "TESTS", "collect_curve_inputs", "default_cell_values", "headline_source", "name_gap_verdict",
+    "robustness_summary", "specification_curve", "template_gap", "timing_table",
 ]
 
 #: The context source of the primary specification (the paper's main setting): first in the curve, the headline.
-PRIMARY_SOURCE = "generated"
-LAYER_CHOICES = ("mean", "last", "middle", "best")
+_PRIMARY_SOURCE = "generated"
+_LAYER_CHOICES = ("mean", "last", "middle", "best")
 TESTS = ("student", "welch", "permutation")
 #: The ``test`` column of each test choice, as in the project's statistics tables.
-TEST_NAMES = {"student": "student_t", "welch": "welch_t", "permutation": "permutation_mean_diff"}
+_TEST_NAMES = {"student": "student_t", "welch": "welch_t", "permutation": "permutation_mean_diff"}
 #: Neutral lead-in put before every original template so the word is never the first token.
-LEAD_IN = "the text reads: "
+_LEAD_IN = "the text reads: "
 #: Sign of the female-minus-male gap the paper reports for names (Sec. 4.2, Figures 3 and 5):
 #: female names warmer (sociability, morality), male names more competent (ability, agency),
 #: of higher status and more traditional (politics: high = traditional). Religion: "no perceivable
 #: trend" (0: sign shares are reported without a verdict).
-EXPECTED_SIGN = {"warmth": 1, "competence": -1, "sociability": 1, "morality": 1, "ability": -1, "agency": -1,
+_EXPECTED_SIGN = {"warmth": 1, "competence": -1, "sociability": 1, "morality": 1, "ability": -1, "agency": -1,
                  "status": -1, "politics": -1, "religion": 0}
 #: The statistics of the joint test (see the module docstring).
-JOINT_STATISTICS = ("n_agree_significant", "median_effect")
+_JOINT_STATISTICS = ("n_agree_significant", "median_effect")
 
-SKIPPED_COLUMNS = ["step", "context_source", "item", "reason"]
+_SKIPPED_COLUMNS = ["step", "context_source", "item", "reason"]
 
 
-class RobustnessError(ValueError):
+class _RobustnessError(ValueError):
     """Inputs the robustness analysis cannot use as given."""
 
 
 # --------------------------------------------------------------------------- choices
 
 
-def curve_sources(sources: Sequence[str] | None = None) -> tuple[str, ...]:
+def _curve_sources(sources: Sequence[str] | None = None) -> tuple[str, ...]:
     """``sources``, or every registered context source (``contexts.source_names()``) with
     :data:`PRIMARY_SOURCE` first and the others in registration order."""
     if sources is not None:
         return tuple(sources)
-    return tuple(sorted(source_names(), key=lambda s: s != PRIMARY_SOURCE))
+    return tuple(sorted(source_names(), key=lambda s: s != _PRIMARY_SOURCE))
 
 
 def headline_source(spaces: Mapping[str, object]) -> str:
     """The context source the chapter reads: :data:`PRIMARY_SOURCE` when it gave a space, else the first that did."""
-    return PRIMARY_SOURCE if PRIMARY_SOURCE in spaces else next(iter(spaces))
+    return _PRIMARY_SOURCE if _PRIMARY_SOURCE in spaces else next(iter(spaces))
 
 
-def template_sets(templates: Sequence[str] = DEFAULT_TEMPLATES, lead_in: str = LEAD_IN) -> dict[str, tuple[str, ...]]:
+def _template_sets(templates: Sequence[str] = DEFAULT_TEMPLATES, lead_in: str = _LEAD_IN) -> dict[str, tuple[str, ...]]:
     """The three template sets: ``original``, ``not_first`` (templates whose word
     slot is not at the start) and ``lead_in`` (every original behind ``lead_in``)."""
-    original = check_templates(templates)
-    not_first = tuple(t for t in original if not t.lstrip().startswith(PLACEHOLDER))
+    original = _check_templates(templates)
+    not_first = tuple(t for t in original if not t.lstrip().startswith(_PLACEHOLDER))
     if not not_first:
-        raise RobustnessError("every template starts with the word; the not_first set would be empty")
-    if PLACEHOLDER in lead_in or not lead_in.strip():
-        raise RobustnessError(f"lead_in must be non-empty text without {PLACEHOLDER}, got {lead_in!r}")
+        raise _RobustnessError("every template starts with the word; the not_first set would be empty")
+    if _PLACEHOLDER in lead_in or not lead_in.strip():
+        raise _RobustnessError(f"lead_in must be non-empty text without {_PLACEHOLDER}, got {lead_in!r}")
     return {"original": original, "not_first": not_first, "lead_in": tuple(lead_in + t for t in original)}
 
 
-def split_terms(terms: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _split_terms(terms: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Deterministic halves ``(selection, held_out)`` of the extra terms.
 
     ``terms`` gets ``contexts.prepare_dictionary``'s ``sense_id``; within each
@@ -154,7 +131,7 @@ def split_terms(terms: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.Da
     poles' proportions and the split does not depend on row order.
     """
 
-    d = prepare_dictionary(terms)
+    d = _prepare_dictionary(terms)
     key = d["sense_id"].map(lambda s: stable_hash([seed, s], 16))
     rank = d.assign(_k=key).sort_values("_k").groupby(["dimension", "direction"]).cumcount()
     first = (rank.reindex(d.index) % 2 == 0).to_numpy()
@@ -165,7 +142,7 @@ def split_terms(terms: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.Da
 
 
 @dataclass
-class CurveInputs:
+class _CurveInputs:
     """Projected values of every specification cell, ready for the tests.
 
     ``cells``: one row per (``context_source, template_set, layer_choice``) with
@@ -186,12 +163,12 @@ class CurveInputs:
     dimensions: tuple
     spaces: tuple
     best_layers: pd.DataFrame = field(default_factory=pd.DataFrame)
-    skipped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SKIPPED_COLUMNS))
+    skipped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_SKIPPED_COLUMNS))
     seconds: dict = field(default_factory=dict)
     model_id: str = ""
 
 
-def extra_terms(space, terms: pd.DataFrame | None = None, limit: int | None = None,
+def _extra_terms(space, terms: pd.DataFrame | None = None, limit: int | None = None,
                 seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The extra terms of ``space``'s own dimensions (default: the full dictionary's), at most
     ``limit`` per dimension and pole, as :func:`split_terms`' two halves; stacked in this
@@ -200,7 +177,7 @@ def extra_terms(space, terms: pd.DataFrame | None = None, limit: int | None = No
         terms = load_full_dictionary_terms()
     own = list(space.bases["dimensions"].dimensions) if "dimensions" in space.bases else []
     terms = limit_terms(terms[terms["dimension"].isin(own)], limit, seed)
-    return split_terms(terms, seed)
+    return _split_terms(terms, seed)
 
 
 def _space_columns(bases: Mapping[str, projection.PolarBasis]) -> tuple[list[str], list[str]]:
@@ -212,14 +189,14 @@ def _space_columns(bases: Mapping[str, projection.PolarBasis]) -> tuple[list[str
     return dims, spaces
 
 
-def project_all(bases: Mapping[str, projection.PolarBasis], X: np.ndarray) -> np.ndarray:
+def _project_all(bases: Mapping[str, projection.PolarBasis], X: np.ndarray) -> np.ndarray:
     """Projections of ``X`` [n, L, H] on every axis of ``bases`` at every layer: [n, L, D]
     (warmth/competence first, then the dimensions, as :func:`_space_columns` lists them)."""
-    parts = [projection.project(bases[s], X, "all") for s in ("warmth_competence", "dimensions") if s in bases]
+    parts = [projection._project(bases[s], X, "all") for s in ("warmth_competence", "dimensions") if s in bases]
     return np.concatenate(parts, axis=2)
 
 
-def best_layers(model, space, selection: pd.DataFrame, terms: TermEmbeddings, held_out: pd.DataFrame,
+def _best_layers(model, space, selection: pd.DataFrame, terms: _TermEmbeddings, held_out: pd.DataFrame,
                 n_contexts: int = 5, seed: int = 0) -> pd.DataFrame:
     """Per dimension of ``space``, the layer with the best raw direction accuracy on ``selection``
     (``space.direction_prediction(layer="all")``; ties go to the earlier layer) and that layer's
@@ -232,7 +209,7 @@ def best_layers(model, space, selection: pd.DataFrame, terms: TermEmbeddings, he
                                n_boot=20).accuracy
     acc = acc[(acc["cutoff"] == "raw") & (acc["evaluation"] == "extra terms")]
     keep = terms.table["sense_id"].isin(held_out["sense_id"]).to_numpy() & (terms.table["n_embedded"] > 0).to_numpy()
-    held = projection.own_dimension_values(space.bases, terms.X[keep], terms.table[keep], "all")
+    held = projection._own_dimension_values(space.bases, terms.X[keep], terms.table[keep], "all")
     rows = []
     for dim, a in acc.groupby("dimension", sort=False):
         a = a.sort_values("layer", kind="stable")
@@ -245,7 +222,7 @@ def best_layers(model, space, selection: pd.DataFrame, terms: TermEmbeddings, he
     return pd.DataFrame(rows)
 
 
-def cell_values(P: np.ndarray, layers: Sequence[int], dimensions: Sequence[str],
+def _cell_values(P: np.ndarray, layers: Sequence[int], dimensions: Sequence[str],
                 best: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
     """The four layer choices of projections ``P`` [n, L, D]: ``{choice: [n, D]}``.
 
@@ -263,7 +240,7 @@ def cell_values(P: np.ndarray, layers: Sequence[int], dimensions: Sequence[str],
 def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", "terms"), *,
                          sources: Sequence[str] | None = None, templates: Sequence[str] = DEFAULT_TEMPLATES,
                          terms: pd.DataFrame | None = None, n_contexts: int = 5, seed: int = 0,
-                         limit: int | None = None, term_limit: int | None = None) -> tuple[CurveInputs, dict]:
+                         limit: int | None = None, term_limit: int | None = None) -> tuple[_CurveInputs, dict]:
     """Build every space once, embed every population once per template set and the extra
     terms once; return the projected values of every specification cell.
 
@@ -278,7 +255,7 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
     """
 
     chosen = check_source_spaces(model, dictionary, sources, n_contexts, seed)
-    sources = curve_sources(None if sources is None else chosen)  # the primary source first when all are run
+    sources = _curve_sources(None if sources is None else chosen)  # the primary source first when all are run
     pops, kinds = check_profile_run(model, populations, templates, "mean", limit)
     two = {p: list(g) for p, g in pops.items() if len(g) != 2}
     if two:
@@ -299,23 +276,23 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
         skipped += [{"step": "contexts", "context_source": source, "item": r.sense_id, "reason": r.reason}
                     for r in pd.concat([sp.contexts.skipped, sp.skipped], ignore_index=True).itertuples()]
     if not spaces:
-        raise RobustnessError("no context source gave a usable space: " + "; ".join(s["reason"] for s in skipped))
+        raise _RobustnessError("no context source gave a usable space: " + "; ".join(s["reason"] for s in skipped))
     seconds["spaces"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     first = next(iter(spaces.values()))
-    selection, held_out = extra_terms(first, terms, term_limit, seed)
+    selection, held_out = _extra_terms(first, terms, term_limit, seed)
     term_table = pd.concat([selection, held_out], ignore_index=True)
-    term_emb = term_embeddings(model, term_table, n_contexts=n_contexts, seed=seed, term_contexts="dictionary")
+    term_emb = _term_embeddings(model, term_table, n_contexts=n_contexts, seed=seed, term_contexts="dictionary")
     skipped += [{"step": "extra terms", "context_source": "", "item": r.sense_id, "reason": r.reason}
                 for r in term_emb.skipped.itertuples()]
-    best = pd.concat([best_layers(model, sp, selection, term_emb, held_out, n_contexts, seed)
+    best = pd.concat([_best_layers(model, sp, selection, term_emb, held_out, n_contexts, seed)
                       for sp in spaces.values()], ignore_index=True)
     seconds["extra_terms"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    sets = template_sets(templates)
-    pop_embs = {name: population_embeddings(model, pops, tpl, kind=kinds) for name, tpl in sets.items()}
+    sets = _template_sets(templates)
+    pop_embs = {name: _population_embeddings(model, pops, tpl, kind=kinds) for name, tpl in sets.items()}
     seconds["populations"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -334,7 +311,7 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
     for p, w in words.items():
         g = list(dict.fromkeys(pops[p]))
         if len(g) != 2:
-            raise RobustnessError(f"population {p!r} has groups {g}; the curve compares exactly two")
+            raise _RobustnessError(f"population {p!r} has groups {g}; the curve compares exactly two")
         groups[p] = tuple(g)
     for source, sp in spaces.items():
         sdims, _ = _space_columns(sp.bases)
@@ -345,9 +322,9 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
         best_map = best[best["context_source"] == source].set_index("dimension")["layer"].to_dict()
         use_best = set(dims) <= set(best_map)
         for tname, pe in pop_embs.items():
-            P = project_all(sp.bases, pe.values)
+            P = _project_all(sp.bases, pe.values)
             row_of = {k: i for i, k in enumerate(pe.words[keys].itertuples(index=False, name=None))}
-            choices = cell_values(P, pe.layers, dims, best_map if use_best else None)
+            choices = _cell_values(P, pe.layers, dims, best_map if use_best else None)
             label = {"mean": "mean", "last": str(pe.layers[-1]), "middle": str(pe.layers[len(pe.layers) // 2]),
                      "best": "best"}
             for choice, M in choices.items():
@@ -356,8 +333,8 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
                 for p, w in words.items():
                     values[p].append(M[[row_of[(p, g, x)] for g, x in zip(w["group"], w["word"])]])
     seconds["projection"] = time.perf_counter() - t0
-    inputs = CurveInputs(pd.DataFrame(cells), {p: np.stack(v) for p, v in values.items()}, words, groups,
-                         tuple(dims), tuple(space_of), best, pd.DataFrame(skipped, columns=SKIPPED_COLUMNS),
+    inputs = _CurveInputs(pd.DataFrame(cells), {p: np.stack(v) for p, v in values.items()}, words, groups,
+                         tuple(dims), tuple(space_of), best, pd.DataFrame(skipped, columns=_SKIPPED_COLUMNS),
                          seconds, getattr(model, "model_id", str(model)))
     return inputs, {"spaces": spaces, "terms": term_emb, "term_table": term_table, "population_embeddings": pop_embs}
 
@@ -365,7 +342,7 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
 # --------------------------------------------------------------------------- the curve and its joint test
 
 #: Columns of :func:`specification_curve`'s ``specs`` table.
-SPEC_COLUMNS = ["population", "context_source", "template_set", "layer_choice", "layer", "test_choice", "space",
+_SPEC_COLUMNS = ["population", "context_source", "template_set", "layer_choice", "layer", "test_choice", "space",
                 "dimension", "group_a", "group_b", "diff", "expected_sign", "agrees", "significant",
                 "test", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size", "ci_low", "ci_high",
                 "n"]
@@ -396,7 +373,7 @@ def _joint_statistics(g: np.ndarray, padj: dict, expected: np.ndarray, alpha: fl
 
 
 @dataclass
-class SpecificationCurve:
+class _SpecificationCurve:
     """``specs``: one row per population x cell x test x dimension (:data:`SPEC_COLUMNS`;
     ``agrees``: sign as :data:`EXPECTED_SIGN` and ``p_adj < alpha``, NA where the paper
     gives no sign). ``summary``: per population and dimension ``n_specs,
@@ -411,9 +388,9 @@ class SpecificationCurve:
     seconds: float
 
 
-def specification_curve(inputs: CurveInputs, *, n_permutations: int = 200, n_perm_test: int = 2000,
+def specification_curve(inputs: _CurveInputs, *, n_permutations: int = 200, n_perm_test: int = 2000,
                         seed: int = 0, alpha: float = 0.05, expected: Mapping[str, int] | None = None,
-                        chunk: int = 50) -> SpecificationCurve:
+                        chunk: int = 50) -> _SpecificationCurve:
     """Every specification's test and the joint test (module docstring).
 
     ``n_permutations``: relabellings of the joint null (>= 200 recommended);
@@ -425,7 +402,7 @@ def specification_curve(inputs: CurveInputs, *, n_permutations: int = 200, n_per
     check_seed(seed)
     if not is_number(alpha) or not 0 < alpha < 1:
         raise ParameterError(f"alpha must be a number in (0, 1), got {alpha!r}")
-    expected = dict(EXPECTED_SIGN if expected is None else expected)
+    expected = dict(_EXPECTED_SIGN if expected is None else expected)
     t0 = time.perf_counter()
     spaces = np.array(inputs.spaces)
     exp = np.array([expected.get(d, 0) for d in inputs.dimensions])
@@ -441,11 +418,11 @@ def specification_curve(inputs: CurveInputs, *, n_permutations: int = 200, n_per
         stat_obs = _joint_statistics(obs["g"], padj, exp, alpha)
         rng = np.random.default_rng(seed + 1000 + pi)
         perm_labels = np.stack([y[rng.permutation(n)] for _ in range(n_permutations)])
-        null = {k: [] for k in JOINT_STATISTICS}
+        null = {k: [] for k in _JOINT_STATISTICS}
         for b0 in range(0, n_permutations, chunk):
             res = group_tests(V, perm_labels[b0:b0 + chunk], TWO_GROUP_TESTS, reference=ref)
             st = _joint_statistics(res["g"], _adjusted(res, spaces), exp, alpha)
-            for k in JOINT_STATISTICS:
+            for k in _JOINT_STATISTICS:
                 null[k].append(st[k])
         null = {k: np.concatenate(v) for k, v in null.items()}  # [B, D]
         sp = specs[-1]
@@ -460,7 +437,7 @@ def specification_curve(inputs: CurveInputs, *, n_permutations: int = 200, n_per
                    "share_negative_significant": float((sig & (s["effect_size"] < 0)).mean()),
                    "median_g": float(np.median(s["effect_size"])),
                    "n_permutations": n_permutations}
-            for k in JOINT_STATISTICS:
+            for k in _JOINT_STATISTICS:
                 o, nv = float(stat_obs[k][0, di]), null[k][:, di]
                 row[k] = o
                 row[f"{k}_null_median"] = float(np.median(nv))
@@ -468,11 +445,11 @@ def specification_curve(inputs: CurveInputs, *, n_permutations: int = 200, n_per
                 nulls.append(pd.DataFrame({"population": pop, "dimension": dim, "permutation": np.arange(len(nv)),
                                            "statistic": k, "value": nv}))
             summary.append(row)
-    return SpecificationCurve(pd.concat(specs, ignore_index=True), pd.DataFrame(summary),
+    return _SpecificationCurve(pd.concat(specs, ignore_index=True), pd.DataFrame(summary),
                               pd.concat(nulls, ignore_index=True), time.perf_counter() - t0)
 
 
-def _spec_rows(inputs: CurveInputs, pop: str, obs: dict, padj: dict, exp: np.ndarray, alpha: float) -> pd.DataFrame:
+def _spec_rows(inputs: _CurveInputs, pop: str, obs: dict, padj: dict, exp: np.ndarray, alpha: float) -> pd.DataFrame:
     ga, gb = inputs.groups[pop]
     C, D = len(inputs.cells), len(inputs.dimensions)
     n = len(inputs.words[pop])
@@ -484,7 +461,7 @@ def _spec_rows(inputs: CurveInputs, pop: str, obs: dict, padj: dict, exp: np.nda
         f = cells.assign(population=pop, test_choice=test, space=np.tile(inputs.spaces, C),
                          dimension=np.tile(inputs.dimensions, C), group_a=ga, group_b=gb,
                          diff=obs["diff"][0].ravel(), expected_sign=np.tile(exp, C),
-                         test=TEST_NAMES[test],
+                         test=_TEST_NAMES[test],
                          statistic=obs[sc][0].ravel(), df=obs[dc][0].ravel() if dc else np.nan,
                          p=obs[f"p_{test}"][0].ravel(), p_adj=padj[test][0].ravel(), adj_method="holm",
                          effect="hedges_g", effect_size=obs["g"][0].ravel(), ci_low=obs["g_low"][0].ravel(),
@@ -494,10 +471,10 @@ def _spec_rows(inputs: CurveInputs, pop: str, obs: dict, padj: dict, exp: np.nda
     out["significant"] = out["p_adj"] < alpha
     agrees = (np.sign(out["effect_size"]) == out["expected_sign"]) & out["significant"]
     out["agrees"] = agrees.astype("boolean").where(out["expected_sign"] != 0, pd.NA)
-    return out[SPEC_COLUMNS]
+    return out[_SPEC_COLUMNS]
 
 
-def default_cell_values(inputs: CurveInputs, population: str, context_source: str = "generated",
+def default_cell_values(inputs: _CurveInputs, population: str, context_source: str = "generated",
                         template_set: str = "original", layer_choice: str = "mean") -> pd.DataFrame:
     """The projected values of one cell as a long table ``population, group, word, dimension, z``
     (z-standardised over the population's words, population SD, as ``profiles.standardise``)."""
@@ -505,7 +482,7 @@ def default_cell_values(inputs: CurveInputs, population: str, context_source: st
     hit = np.flatnonzero((c["context_source"] == context_source) & (c["template_set"] == template_set)
                          & (c["layer_choice"] == layer_choice))
     if not len(hit):
-        raise RobustnessError(f"no cell {context_source}/{template_set}/{layer_choice} in the curve inputs")
+        raise _RobustnessError(f"no cell {context_source}/{template_set}/{layer_choice} in the curve inputs")
     M = inputs.values[population][hit[0]]
     Z = (M - M.mean(axis=0)) / M.std(axis=0)
     w = inputs.words[population]
@@ -587,7 +564,7 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
 # --------------------------------------------------------------------------- per model
 
 
-def timing_table(inputs: CurveInputs, curve: SpecificationCurve, validity_seconds: float,
+def timing_table(inputs: _CurveInputs, curve: _SpecificationCurve, validity_seconds: float,
                  started: float) -> pd.DataFrame:
     """Seconds per step of chapter 10 (``step, seconds``): the input steps, the curve with its joint test,
     the axis null, and ``total`` since ``started`` (a ``time.perf_counter()`` value)."""
@@ -596,7 +573,7 @@ def timing_table(inputs: CurveInputs, curve: SpecificationCurve, validity_second
     return pd.DataFrame([{"step": k, "seconds": v} for k, v in steps.items()])
 
 
-def robustness_summary(curve: SpecificationCurve, validity: pd.DataFrame, model_id: str,
+def robustness_summary(curve: _SpecificationCurve, validity: pd.DataFrame, model_id: str,
                        context_source: str = "generated", layer: str = "mean") -> pd.DataFrame:
     """Per population and dimension: the curve's summary plus the axis's verdict at the headline
     setting (``context_source``, ``layer``; ``validity``: ``axis_validity.axis_validity`` rows):

@@ -20,35 +20,35 @@ from ..core.stats import check_n_boot
 from ..models.embeddings import embed_words
 from ..models.loading import ModelFacts, check_model
 from . import projection
-from .contexts import ContextSet, build_contexts, check_request, check_source_names
+from .contexts import _check_request, _ContextSet, build_contexts, check_source_names
 from .dictionaries import (
-    COMPOSITES,
-    DIRECTIONS,
-    MIN_POLE_SIZE,
-    DictionaryError,
+    _COMPOSITES,
+    _DIRECTIONS,
+    _MIN_POLE_SIZE,
+    _DictionaryError,
     check_poles,
     limit_terms,
     load_full_dictionary_terms,
 )
-from .extra_contexts import extra_term_contexts, known_generated_contexts
+from .extra_contexts import _extra_term_contexts, _known_generated_contexts
 
-__all__ = ["DROPPED_COLUMNS", "DirectionResult", "EMBED_SKIP_COLUMNS", "StereotypeSpace", "TERM_CONTEXTS",
-           "TermEmbeddings", "UNTESTABLE_COLUMNS", "accuracy_by_term_contexts", "build_space", "check_source_spaces",
-           "check_space", "check_terms", "describe_dropped", "describe_space", "describe_untestable",
-           "direction_prediction", "dropped_by_reason", "dropped_senses", "embed_contexts", "leave_one_out_values",
-           "overlapping_axes", "pole_table", "term_embeddings", "untestable_poles"]
+__all__ = [
+    "accuracy_by_term_contexts", "build_space", "check_source_spaces", "check_space", "describe_dropped",
+    "describe_space", "describe_untestable", "direction_prediction", "dropped_by_reason", "dropped_senses",
+    "pole_table",
+]
 
-EMBED_SKIP_COLUMNS = ["sense_id", "term", "context", "reason"]
+_EMBED_SKIP_COLUMNS = ["sense_id", "term", "context", "reason"]
 #: Columns of :func:`dropped_senses`.
-DROPPED_COLUMNS = ["sense_id", "term", "context", "stage", "reason"]
+_DROPPED_COLUMNS = ["sense_id", "term", "context", "stage", "reason"]
 #: What the extra terms can be embedded in (:func:`term_embeddings`).
-TERM_CONTEXTS = ("generated", "dictionary")
+_TERM_CONTEXTS = ("generated", "dictionary")
 #: Columns of :attr:`StereotypeSpace.untestable` (:func:`untestable_poles`).
-UNTESTABLE_COLUMNS = ["space", "dimension", "direction", "n_terms", "n_usable", "usable_terms", "reason"]
+_UNTESTABLE_COLUMNS = ["space", "dimension", "direction", "n_terms", "n_usable", "usable_terms", "reason"]
 
 
 @dataclass
-class StereotypeSpace:
+class _StereotypeSpace:
     """Polar bases of one model, dictionary and context source.
 
     ``bases``: ``{"dimensions": PolarBasis, "warmth_competence": PolarBasis}``
@@ -64,15 +64,15 @@ class StereotypeSpace:
 
     bases: dict
     senses: pd.DataFrame
-    contexts: ContextSet
+    contexts: _ContextSet
     skipped: pd.DataFrame
     model_id: str
     source: str
     sense_emb: np.ndarray
-    untestable: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=UNTESTABLE_COLUMNS))
+    untestable: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_UNTESTABLE_COLUMNS))
 
 
-def describe_space(sp: StereotypeSpace) -> str:
+def describe_space(sp: _StereotypeSpace) -> str:
     """A sentence naming what a space holds: its model, context source, the axes of each basis and the layers,
     e.g. "smollm2-135m-instruct, generated contexts: 7 axes (sociability, …, religion) and 2 composites (warmth,
     competence), at each of 31 hidden states (0 to 30)"."""
@@ -84,14 +84,14 @@ def describe_space(sp: StereotypeSpace) -> str:
     return f"{display_name(sp.model_id)}, {sp.source} contexts: {' and '.join(parts) or 'no axis'}{where}."
 
 
-def embed_contexts(model, table: pd.DataFrame, layers="all") -> tuple[np.ndarray, pd.DataFrame, tuple[int, ...]]:
+def _embed_contexts(model, table: pd.DataFrame, layers="all") -> tuple[np.ndarray, pd.DataFrame, tuple[int, ...]]:
     """Word embeddings of ``table.term`` in ``table.context`` (one row per row of ``table``).
 
     Returns ``(values [n, L, H] with NaN rows for skipped pairs, skipped
     (sense_id, term, context, reason), layers)``.
     """
     emb = embed_words(model, table["context"].tolist(), table["term"].tolist(), layers=layers)
-    skipped = pd.DataFrame(columns=EMBED_SKIP_COLUMNS)
+    skipped = pd.DataFrame(columns=_EMBED_SKIP_COLUMNS)
     if len(emb.skipped):
         idx = emb.skipped["pair_index"].to_numpy(dtype=int)
         skipped = table.iloc[idx][["sense_id", "term", "context"]].reset_index(drop=True)
@@ -107,10 +107,10 @@ def check_space(model, dictionary: pd.DataFrame, source: str = "generated", n_co
     source, counts, seed, the generator), a pole with fewer than ``dictionaries.MIN_POLE_SIZE`` terms
     (``dictionaries.check_poles``) and ``layers`` (``"all"`` or hidden-state indices of the model)."""
     facts = check_model(model, need="embed", what="a stereotype space (hidden states)")
-    check_request(dictionary, source, n_contexts, seed, model=generator, names=names)
+    _check_request(dictionary, source, n_contexts, seed, model=generator, names=names)
     try:
         check_poles(dictionary)
-    except DictionaryError as exc:
+    except _DictionaryError as exc:
         raise ParameterError(f"dictionary: {exc}") from None
     if not (isinstance(layers, str) and layers == "all"):
         if isinstance(layers, str) or not isinstance(layers, Sequence) or not layers:
@@ -129,12 +129,12 @@ def check_source_spaces(model, dictionary: pd.DataFrame, sources=None, n_context
     chosen = check_source_names(sources)
     check_space(model, dictionary, "dictionary", n_contexts, seed)
     for source in chosen:
-        check_request(dictionary, source, n_contexts, seed, model=generator if source == "generated" else None,
+        _check_request(dictionary, source, n_contexts, seed, model=generator if source == "generated" else None,
                        names=("sources", "generator"))
     return chosen
 
 
-def check_terms(model, *, n_contexts=5, seed=0, limit=None, term_contexts="generated") -> ModelFacts:
+def _check_terms(model, *, n_contexts=5, seed=0, limit=None, term_contexts="generated") -> ModelFacts:
     """The parameters of embedding the extra terms (:func:`term_embeddings`, :func:`direction_prediction`,
     ``axis_validity.axis_validity``), checked before any model loads: a model with hidden states, ``n_contexts``,
     ``seed``, ``limit`` and ``term_contexts`` (:data:`TERM_CONTEXTS`). Returns the model's ``ModelFacts``."""
@@ -142,12 +142,12 @@ def check_terms(model, *, n_contexts=5, seed=0, limit=None, term_contexts="gener
     check_positive_int(n_contexts, "n_contexts")
     check_seed(seed)
     check_positive_int(limit, "limit", allow_none=True)
-    if term_contexts not in TERM_CONTEXTS:
+    if term_contexts not in _TERM_CONTEXTS:
         raise ParameterError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
     return facts
 
 
-def untestable_poles(dictionary: pd.DataFrame, usable: pd.DataFrame) -> pd.DataFrame:
+def _untestable_poles(dictionary: pd.DataFrame, usable: pd.DataFrame) -> pd.DataFrame:
     """The poles of ``dictionary``'s axes that keep fewer than ``dictionaries.MIN_POLE_SIZE`` distinct terms in
     ``usable`` (senses with a usable context: rows of a contexts table, or senses with ``n_embedded > 0``): the
     input's rule again, on what survived the context filters and the embedding. A composite (warmth, competence)
@@ -156,25 +156,25 @@ def untestable_poles(dictionary: pd.DataFrame, usable: pd.DataFrame) -> pd.DataF
         usable = usable[usable["n_embedded"] > 0]
     rows = []
     for dim in dict.fromkeys(dictionary["dimension"]):
-        for pole in DIRECTIONS:
+        for pole in _DIRECTIONS:
             given = dictionary.loc[(dictionary["dimension"] == dim) & (dictionary["direction"] == pole), "term"]
             kept = list(dict.fromkeys(usable.loc[(usable["dimension"] == dim) & (usable["direction"] == pole), "term"]))
-            if len(kept) < MIN_POLE_SIZE:
+            if len(kept) < _MIN_POLE_SIZE:
                 rows.append({"space": "dimensions", "dimension": dim, "direction": pole,
                              "n_terms": given.nunique(), "n_usable": len(kept), "usable_terms": ", ".join(kept),
                              "reason": f"{len(kept)} of its {given.nunique()} terms kept a usable context "
-                                       f"({', '.join(kept) or 'none'}); {MIN_POLE_SIZE} per pole needed"})
+                                       f"({', '.join(kept) or 'none'}); {_MIN_POLE_SIZE} per pole needed"})
     lost = {r["dimension"] for r in rows}
     present = set(dictionary["dimension"])
-    for composite, members in COMPOSITES.items():
+    for composite, members in _COMPOSITES.items():
         if set(members) <= present and lost & set(members):
             rows.append({"space": "warmth_competence", "dimension": composite, "direction": "", "n_terms": 0,
                          "n_usable": 0, "usable_terms": "",
                          "reason": f"its member dimension(s) {', '.join(sorted(lost & set(members)))} are untestable"})
-    return pd.DataFrame(rows, columns=UNTESTABLE_COLUMNS)
+    return pd.DataFrame(rows, columns=_UNTESTABLE_COLUMNS)
 
 
-def describe_untestable(space: StereotypeSpace) -> str:
+def describe_untestable(space: _StereotypeSpace) -> str:
     """One sentence per untestable axis of ``space`` (empty when every axis was built): which pole lost its
     terms, and that the axis is left out of the space, its profiles and tests."""
     lines = []
@@ -185,7 +185,7 @@ def describe_untestable(space: StereotypeSpace) -> str:
     return "\n".join(lines)
 
 
-def overlapping_axes(space: StereotypeSpace) -> pd.DataFrame:
+def _overlapping_axes(space: _StereotypeSpace) -> pd.DataFrame:
     """Pairs of axes of ``space``'s ``dimensions`` basis that share terms, with the Pearson correlation of their
     values over the space's own senses (projected at the mean over layers): two axes built from mostly the same
     words measure mostly the same thing, and their gaps are not two findings. Columns ``dimension_a, dimension_b,
@@ -194,7 +194,7 @@ def overlapping_axes(space: StereotypeSpace) -> pd.DataFrame:
     terms = {d: set(senses.loc[senses["dimension"] == d, "term"]) for d in (basis.dimensions if basis else ())}
     rows = []
     usable = senses["n_embedded"].to_numpy() > 0
-    values = projection.project(basis, space.sense_emb[usable], "mean") if basis is not None else None
+    values = projection._project(basis, space.sense_emb[usable], "mean") if basis is not None else None
     for i, a in enumerate(terms):
         for j, b in list(enumerate(terms))[i + 1:]:
             shared = sorted(terms[a] & terms[b])
@@ -205,15 +205,15 @@ def overlapping_axes(space: StereotypeSpace) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dimension_a", "dimension_b", "n_shared", "shared_terms", "correlation"])
 
 
-def _no_axis(untestable: pd.DataFrame, stage: str) -> projection.ProjectionError:
+def _no_axis(untestable: pd.DataFrame, stage: str) -> projection._ProjectionError:
     reasons = "; ".join(f"{r.dimension} {r.direction}: {r.reason}" for r in untestable.itertuples() if r.direction)
-    return projection.ProjectionError(f"no axis can be built {stage}: every dimension has a pole with fewer than "
-                                      f"{MIN_POLE_SIZE} terms that kept a usable context ({reasons}); see the "
+    return projection._ProjectionError(f"no axis can be built {stage}: every dimension has a pole with fewer than "
+                                      f"{_MIN_POLE_SIZE} terms that kept a usable context ({reasons}); see the "
                                       "skipped and dropped contexts, or give these terms contexts of their own")
 
 
 def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_contexts: int = 5, seed: int = 0,
-                *, corpus=None, generator=None, layers="all") -> StereotypeSpace:
+                *, corpus=None, generator=None, layers="all") -> _StereotypeSpace:
     """Contexts -> embeddings -> sense embeddings -> polar bases (Eqs. 1-3, 5) at every layer.
 
     ``source`` defaults to ``"generated"``, the paper's main setting (Sec. 3.2)
@@ -227,31 +227,31 @@ def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_co
     before anything is embedded when the contexts alone decide it.
     """
     check_space(model, dictionary, source, n_contexts, seed, generator=generator, layers=layers)
-    known = known_generated_contexts(seed=seed, n_contexts=n_contexts) if source == "generated" else None
+    known = _known_generated_contexts(seed=seed, n_contexts=n_contexts) if source == "generated" else None
     contexts = build_contexts(dictionary, source, n_contexts, seed, model=generator, corpus=corpus, known=known)
-    early = untestable_poles(dictionary, contexts.table)
+    early = _untestable_poles(dictionary, contexts.table)
     if set(dictionary["dimension"]) <= set(early["dimension"]):
         raise _no_axis(early, "from the contexts")
-    values, skipped, layer_ids = embed_contexts(model, contexts.table, layers)
-    S, senses = projection.sense_embeddings(values, contexts.table)
-    untestable = untestable_poles(dictionary, senses)
+    values, skipped, layer_ids = _embed_contexts(model, contexts.table, layers)
+    S, senses = projection._sense_embeddings(values, contexts.table)
+    untestable = _untestable_poles(dictionary, senses)
     if set(dictionary["dimension"]) <= set(untestable["dimension"]):
         raise _no_axis(untestable, "from the embedded contexts")
     keep = ~senses["dimension"].isin(set(untestable["dimension"])).to_numpy()
     S, senses = S[keep], senses[keep].reset_index(drop=True)
-    bases = {"dimensions": projection.polar_basis(S, senses, "dimensions", layers=layer_ids)}
+    bases = {"dimensions": projection._polar_basis(S, senses, "dimensions", layers=layer_ids)}
     if all(d in set(senses["dimension"]) for subs in projection.COMPOSITES.values() for d in subs):
-        bases["warmth_competence"] = projection.polar_basis(S, senses, "warmth_competence", layers=layer_ids)
-    space = StereotypeSpace(bases, senses, contexts, skipped, getattr(model, "model_id", str(model)), source, S,
+        bases["warmth_competence"] = projection._polar_basis(S, senses, "warmth_competence", layers=layer_ids)
+    space = _StereotypeSpace(bases, senses, contexts, skipped, getattr(model, "model_id", str(model)), source, S,
                             untestable)
-    for r in overlapping_axes(space).itertuples():
+    for r in _overlapping_axes(space).itertuples():
         warnings.warn(f"axes {r.dimension_a} and {r.dimension_b} share {r.n_shared} term(s) ({r.shared_terms}); their "
                       f"values correlate r = {r.correlation:.2f} over the dictionary's senses, so their gaps are not "
                       "independent findings", stacklevel=2)
     return space
 
 
-def pole_table(space: StereotypeSpace) -> pd.DataFrame:
+def pole_table(space: _StereotypeSpace) -> pd.DataFrame:
     """The poles of every basis of ``space`` stacked: :attr:`projection.PolarBasis.poles` plus ``space``,
     ``testable`` (True) and ``reason`` (empty); then the poles of the untestable axes
     (:attr:`StereotypeSpace.untestable`: ``n_senses`` the terms that kept a usable context, ``testable`` False,
@@ -263,7 +263,7 @@ def pole_table(space: StereotypeSpace) -> pd.DataFrame:
 
 
 @dataclass
-class TermEmbeddings:
+class _TermEmbeddings:
     """Extra terms embedded once (:func:`term_embeddings`): ``X`` [n, L, H] (Eq. 4, averaged over
     contexts) aligned with ``table`` (``projection.sense_embeddings``'s, ``n_embedded == 0`` = not
     embedded); ``terms``: the terms asked for after the coverage rule and ``limit``; ``skipped``:
@@ -275,9 +275,9 @@ class TermEmbeddings:
     skipped: pd.DataFrame
 
 
-def term_embeddings(model, terms: pd.DataFrame, *, n_contexts: int = 5, seed: int = 0,
+def _term_embeddings(model, terms: pd.DataFrame, *, n_contexts: int = 5, seed: int = 0,
                     term_contexts: str = "generated", limit: int | None = None,
-                    contexts_file=None) -> TermEmbeddings:
+                    contexts_file=None) -> _TermEmbeddings:
     """Embed extra terms in their contexts, the first ``n_contexts`` per term (the one place that does).
 
     ``term_contexts``: ``"generated"`` (Table 2's: the gender-neutral contexts of
@@ -288,10 +288,10 @@ def term_embeddings(model, terms: pd.DataFrame, *, n_contexts: int = 5, seed: in
     samples among the terms that have one, so a quick run evaluates as many terms
     as it would with WordNet contexts.
     """
-    check_terms(model, n_contexts=n_contexts, seed=seed, limit=limit, term_contexts=term_contexts)
+    _check_terms(model, n_contexts=n_contexts, seed=seed, limit=limit, term_contexts=term_contexts)
     skipped = []
     if term_contexts == "generated" and len(terms):
-        ctx = extra_term_contexts(terms, n_contexts, contexts_file)
+        ctx = _extra_term_contexts(terms, n_contexts, contexts_file)
         skipped.append(ctx.skipped.assign(context=""))
         terms = terms[terms["term"].isin(set(ctx.table["term"]))]
     terms = limit_terms(terms, limit, seed)
@@ -303,20 +303,20 @@ def term_embeddings(model, terms: pd.DataFrame, *, n_contexts: int = 5, seed: in
         else:
             ctx = build_contexts(terms, "dictionary", n_contexts, seed)
             skipped.append(ctx.skipped.assign(context=""))
-        values, emb_skipped, _ = embed_contexts(model, ctx.table)
+        values, emb_skipped, _ = _embed_contexts(model, ctx.table)
         skipped.append(emb_skipped)
-        X, table = projection.sense_embeddings(values, ctx.table)  # Eq. 4: average over contexts
+        X, table = projection._sense_embeddings(values, ctx.table)  # Eq. 4: average over contexts
         unembedded = table[table["n_embedded"] == 0]
         if len(unembedded):
             skipped.append(unembedded[["sense_id", "term"]].assign(context="", reason="no context could be embedded"))
     skipped = [s for s in skipped if len(s)]
-    skipped = (pd.concat(skipped, ignore_index=True)[EMBED_SKIP_COLUMNS] if skipped
-               else pd.DataFrame(columns=EMBED_SKIP_COLUMNS))
-    return TermEmbeddings(X, table, terms, skipped)
+    skipped = (pd.concat(skipped, ignore_index=True)[_EMBED_SKIP_COLUMNS] if skipped
+               else pd.DataFrame(columns=_EMBED_SKIP_COLUMNS))
+    return _TermEmbeddings(X, table, terms, skipped)
 
 
 @dataclass
-class DirectionResult:
+class _DirectionResult:
     """``accuracy``: ``model_id, context_source, term_contexts, evaluation, layer, dimension, cutoff, accuracy,
     ci_low, ci_high, n, n_high, n_low`` (``evaluation`` = ``extra terms`` for held-out
     full-dictionary terms, ``leave-one-out`` for dimensions that have none).
@@ -328,7 +328,7 @@ class DirectionResult:
     skipped: pd.DataFrame
 
 
-def leave_one_out_values(space: StereotypeSpace, dimensions: Sequence[str], layer="mean") -> pd.DataFrame:
+def _leave_one_out_values(space: _StereotypeSpace, dimensions: Sequence[str], layer="mean") -> pd.DataFrame:
     """Own-dimension value of every dictionary sense of ``dimensions``, each projected
     on a basis built without it (for dimensions without extra terms, e.g. a user's)."""
     S, senses = space.sense_emb, space.senses
@@ -338,16 +338,16 @@ def leave_one_out_values(space: StereotypeSpace, dimensions: Sequence[str], laye
         keep = np.ones(len(senses), bool)
         keep[i] = False
         try:
-            basis = projection.polar_basis(S[keep], senses[keep], "dimensions", layers=space.bases["dimensions"].layers)
-        except projection.ProjectionError:
+            basis = projection._polar_basis(S[keep], senses[keep], "dimensions", layers=space.bases["dimensions"].layers)
+        except projection._ProjectionError:
             continue  # the held-out sense was its pole's only one: nothing left to predict it from
-        frames.append(projection.own_dimension_values({"dimensions": basis}, S[i:i + 1], senses.iloc[[i]], layer))
+        frames.append(projection._own_dimension_values({"dimensions": basis}, S[i:i + 1], senses.iloc[[i]], layer))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | None = None, *, n_contexts: int = 5,
+def direction_prediction(model, space: _StereotypeSpace, terms: pd.DataFrame | None = None, *, n_contexts: int = 5,
                          layer="mean", limit: int | None = None, seed: int = 0, n_boot: int = 2000,
-                         term_contexts: str = "generated", contexts_file=None) -> DirectionResult:
+                         term_contexts: str = "generated", contexts_file=None) -> _DirectionResult:
     """Predict each extra term's direction from the sign of its projection (Sec. 3.3, Table 2).
 
     ``terms`` default: ``dictionaries.load_full_dictionary_terms()``, restricted
@@ -363,7 +363,7 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
     ``"mean"`` (mean over layers, the original's headline), ``"last"``, an int,
     or ``"all"`` (one accuracy per layer). ``accuracy.term_contexts`` records the choice.
     """
-    check_terms(model, n_contexts=n_contexts, seed=seed, limit=limit, term_contexts=term_contexts)
+    _check_terms(model, n_contexts=n_contexts, seed=seed, limit=limit, term_contexts=term_contexts)
     check_layer(layer, layers=next(iter(space.bases.values())).layers)
     check_n_boot(n_boot)
     if terms is None:
@@ -374,21 +374,21 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
     composite_members = ([d for comp in space.bases["warmth_competence"].dimensions
                           for d in projection.COMPOSITES[comp]]
                          if "warmth_competence" in space.bases else [])
-    emb = term_embeddings(model, terms[terms["dimension"].isin(own + composite_members)], n_contexts=n_contexts,
+    emb = _term_embeddings(model, terms[terms["dimension"].isin(own + composite_members)], n_contexts=n_contexts,
                           seed=seed, term_contexts=term_contexts, limit=limit, contexts_file=contexts_file)
     terms, frames = emb.terms, []
     if len(emb.table):
-        frames.append(projection.own_dimension_values(space.bases, emb.X, emb.table, layer)
+        frames.append(projection._own_dimension_values(space.bases, emb.X, emb.table, layer)
                       .assign(evaluation="extra terms"))
     loo_dims = [d for d in own if d not in set(terms["dimension"])]
     if loo_dims:
-        loo = leave_one_out_values(space, loo_dims, layer)
+        loo = _leave_one_out_values(space, loo_dims, layer)
         if len(loo):
             frames.append(loo.assign(evaluation="leave-one-out"))
     if not frames:
-        raise projection.ProjectionError("no term to evaluate the direction prediction on")
+        raise projection._ProjectionError("no term to evaluate the direction prediction on")
     values = pd.concat(frames, ignore_index=True)
-    accs = [projection.direction_accuracy(v, n_boot=n_boot, seed=seed).assign(evaluation=ev)
+    accs = [projection._direction_accuracy(v, n_boot=n_boot, seed=seed).assign(evaluation=ev)
             for ev, v in values.groupby("evaluation", sort=False)]
     acc = pd.concat(accs, ignore_index=True)
     acc.insert(0, "term_contexts", term_contexts)
@@ -396,20 +396,20 @@ def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | No
     acc.insert(0, "model_id", space.model_id)
     cols = ["model_id", "context_source", "term_contexts", "evaluation", "layer", "dimension", "cutoff", "accuracy",
             "ci_low", "ci_high", "n", "n_high", "n_low"]
-    return DirectionResult(acc[cols], values, emb.skipped)
+    return _DirectionResult(acc[cols], values, emb.skipped)
 
 
-def accuracy_by_term_contexts(model, space: StereotypeSpace, result: DirectionResult, *, term_contexts: str,
+def accuracy_by_term_contexts(model, space: _StereotypeSpace, result: _DirectionResult, *, term_contexts: str,
                               **kwargs) -> pd.DataFrame:
     """``result``'s accuracy (computed with ``term_contexts``) followed by the same prediction with the
     extra terms in each other :data:`TERM_CONTEXTS` source (Table 2 side by side). ``kwargs``: the other
     arguments of :func:`direction_prediction`, as ``result`` was computed. Columns: ``DirectionResult.accuracy``'s."""
     others = [direction_prediction(model, space, term_contexts=tc, **kwargs).accuracy
-              for tc in TERM_CONTEXTS if tc != term_contexts]
+              for tc in _TERM_CONTEXTS if tc != term_contexts]
     return pd.concat([result.accuracy, *others], ignore_index=True)
 
 
-def dropped_senses(space: StereotypeSpace) -> pd.DataFrame:
+def dropped_senses(space: _StereotypeSpace) -> pd.DataFrame:
     """Every sense or context of ``space``'s dictionary that did not reach the axis, with the reason.
 
     Columns ``sense_id, term, context, stage, reason``: ``stage`` is ``contexts``
@@ -446,8 +446,8 @@ def dropped_senses(space: StereotypeSpace) -> pd.DataFrame:
             add(lost.assign(context="", reason=f"axis {r.dimension} is untestable (its {r.direction} pole: "
                                                f"{r.reason}): the sense is left out"), "axis")
     if not frames:
-        return pd.DataFrame(columns=DROPPED_COLUMNS)
-    return pd.concat(frames, ignore_index=True)[DROPPED_COLUMNS]
+        return pd.DataFrame(columns=_DROPPED_COLUMNS)
+    return pd.concat(frames, ignore_index=True)[_DROPPED_COLUMNS]
 
 
 def dropped_by_reason(dropped: pd.DataFrame) -> pd.DataFrame:

@@ -15,12 +15,14 @@ import pandas as pd
 
 from ..core.stats import ols
 from ..models.embeddings import find_word, token_indices
-from .population_profiles import DEFAULT_TEMPLATES, fill_template
+from .population_profiles import DEFAULT_TEMPLATES, _fill_template
 
-__all__ = ["token_regression", "token_shares", "token_table", "word_token_count"]
+__all__ = [
+    "token_regression", "token_shares", "token_table",
+]
 
 
-def word_token_count(tokenizer, context: str, word: str) -> int:
+def _word_token_count(tokenizer, context: str, word: str) -> int:
     """Number of subword tokens ``word`` takes at its first occurrence in ``context`` (as ``embeddings`` locates it)."""
 
     span = find_word(context, word)
@@ -37,8 +39,8 @@ def token_table(model, words: pd.DataFrame, template: str = DEFAULT_TEMPLATES[0]
 
     out = words.copy()
     article = out["article"] if "article" in out else pd.Series(False, index=out.index)
-    out["context"] = [fill_template(template, w, bool(a)) for w, a in zip(out["word"], article)]
-    out["n_tokens"] = [word_token_count(model.tokenizer, c, w) for c, w in zip(out["context"], out["word"])]
+    out["context"] = [_fill_template(template, w, bool(a)) for w, a in zip(out["word"], article)]
+    out["n_tokens"] = [_word_token_count(model.tokenizer, c, w) for c, w in zip(out["context"], out["word"])]
     return out
 
 

@@ -24,14 +24,12 @@ from ..core.results import display_name
 from . import rendering
 
 __all__ = [
-    "DIMENSION_ORDER", "GROUP_COLORS", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "POLE_LABELS",
-    "SOURCE_COLORS", "THEME", "accuracy_heatmap", "axis_validity_chart", "captioned", "drawable", "group_color",
-    "group_scale",
-    "layer_curves_chart", "pole_labels", "profile_chart", "repel", "save", "specification_curve_chart",
-    "warmth_competence_chart", "warmth_competence_charts",
+    "GROUP_COLORS", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "accuracy_heatmap", "axis_validity_chart",
+    "captioned", "drawable", "group_scale", "layer_curves_chart", "profile_chart", "repel", "save",
+    "specification_curve_chart", "warmth_competence_chart", "warmth_competence_charts",
 ]
 
-THEME = "bias_profiles"
+_THEME = "bias_profiles"
 _FEMALE, _MALE = "#7b3294", "#e08214"
 #: One colour per group in every figure, by the group's name (never by its position in a chart): the female side
 #: of every contrast purple, the male side orange (a colour-blind safe pair). Keyed by the display label
@@ -41,19 +39,19 @@ GROUP_COLORS = {"female": _FEMALE, "male": _MALE, "female-dominated": _FEMALE, "
 OTHER_COLORS = ["#1b9e77", "#377eb8", "#e7298a", "#66a61e", "#a6761d", "#666666"]
 #: Fixed colours per context source, far apart in hue and lightness (corpus and dictionary were
 #: two blue-greens); a source registered later takes the next unused colour.
-SOURCE_COLORS = {"generated": "#e7298a", "dictionary": "#377eb8", "corpus": "#a6761d", "none": "#666666"}
+_SOURCE_COLORS = {"generated": "#e7298a", "dictionary": "#377eb8", "corpus": "#a6761d", "none": "#666666"}
 #: Order of the dimensions on the profile axis (the paper's order).
-DIMENSION_ORDER = ("warmth", "competence", "sociability", "morality", "ability", "agency",
+_DIMENSION_ORDER = ("warmth", "competence", "sociability", "morality", "ability", "agency",
                    "status", "politics", "religion")
 #: Pole labels (low, high) per dimension; other dimensions get "low X" / "high X".
-POLE_LABELS = {
+_POLE_LABELS = {
     "politics": ("progressive", "traditional"),
     "religion": ("non-religious", "religious"),
 }
 _FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
 
 
-@alt.theme.register(THEME, enable=True)
+@alt.theme.register(_THEME, enable=True)
 def _theme() -> alt.theme.ThemeConfig:
     return {
         "config": {
@@ -69,9 +67,9 @@ def _theme() -> alt.theme.ThemeConfig:
     }
 
 
-def pole_labels(dimension: str) -> tuple[str, str]:
+def _pole_labels(dimension: str) -> tuple[str, str]:
     """``(low pole, high pole)`` labels of a dimension, e.g. ``("progressive", "traditional")``."""
-    return POLE_LABELS.get(dimension, (f"low {dimension}", f"high {dimension}"))
+    return _POLE_LABELS.get(dimension, (f"low {dimension}", f"high {dimension}"))
 
 
 def _fixed_scale(values: Sequence[str], fixed: dict[str, str]) -> alt.Scale:
@@ -80,7 +78,7 @@ def _fixed_scale(values: Sequence[str], fixed: dict[str, str]) -> alt.Scale:
     return alt.Scale(domain=values, range=[fixed.get(str(v).lower()) or next(others) for v in values])
 
 
-def group_color(group) -> str:
+def _group_color(group) -> str:
     """The colour of a group in every chart: :data:`GROUP_COLORS` by its display label, else a colour of
     :data:`OTHER_COLORS` chosen by its name (a hash), so it too is the same in every chart."""
     label = rendering.group_label(group)
@@ -94,7 +92,7 @@ def group_scale(groups: Sequence[str]) -> alt.Scale:
     """A colour scale over groups' display labels (:func:`bias_utils.report.rendering.group_label`; the chart's data must
     hold the labels), each in its :func:`group_color`."""
     labels = list(dict.fromkeys(rendering.group_label(g) for g in groups))
-    return alt.Scale(domain=labels, range=[group_color(g) for g in labels])
+    return alt.Scale(domain=labels, range=[_group_color(g) for g in labels])
 
 
 
@@ -134,7 +132,7 @@ def repel(values, gap: float, low: float, high: float) -> np.ndarray:
 
 def _ordered(dimensions) -> list[str]:
     present = list(dict.fromkeys(dimensions))
-    return [d for d in DIMENSION_ORDER if d in present] + [d for d in present if d not in DIMENSION_ORDER]
+    return [d for d in _DIMENSION_ORDER if d in present] + [d for d in present if d not in _DIMENSION_ORDER]
 
 
 def _js_map(mapping: dict) -> str:
@@ -167,7 +165,7 @@ def captioned(chart, heading: str, subtitle: Sequence[str], alt_text: str, capti
     would be refused once the chart is composed with others)."""
     heading = display_name(heading)
     title = alt.TitleParams(heading, subtitle=list(subtitle)) if subtitle else heading
-    return chart.properties(title=title, description=display_name(alt_text) + rendering.CAPTION_SEPARATOR + caption)
+    return chart.properties(title=title, description=display_name(alt_text) + rendering._CAPTION_SEPARATOR + caption)
 
 
 def _one(frame: pd.DataFrame, column: str, what: str):
@@ -211,8 +209,8 @@ def profile_chart(means: pd.DataFrame, stats: pd.DataFrame | None = None, *, tit
     def mark(d: str) -> str:
         return INVALID_MARK if d in invalid else " *" if d in sig else ""
 
-    low = {d: pole_labels(d)[0] + mark(d) for d in dims}
-    high = {d: pole_labels(d)[1] + mark(d) for d in dims}
+    low = {d: _pole_labels(d)[0] + mark(d) for d in dims}
+    high = {d: _pole_labels(d)[1] + mark(d) for d in dims}
     bound = float(np.nanmax(np.abs(means[["mean", "ci_low", "ci_high"]].to_numpy())))
     bound = max(1.0, np.ceil(bound * 4) / 4)
     x = alt.X("mean:Q", title="standardised projected value (mean, 95% CI)",
@@ -405,7 +403,7 @@ def layer_curves_chart(curves: pd.DataFrame, measures: Sequence[str] | None = No
         raise ValueError(f"layer_curves_chart: no rows for measures {measures}")
     measures = [rendering.column_label(m) for m in dict.fromkeys(data["measure"])]
     data = data.assign(layer=data["layer"].astype(int), measure=data["measure"].map(rendering.column_label))
-    scale = _fixed_scale(data["context_source"], SOURCE_COLORS)
+    scale = _fixed_scale(data["context_source"], _SOURCE_COLORS)
     x = alt.X("layer:Q", title="layer (0 = embedding output)")
     # the legend's swatches in the lines' full colour, not the bands' pale fill
     colour = alt.Color("context_source:N", title="context source", scale=scale,
@@ -479,11 +477,11 @@ def accuracy_heatmap(accuracy: pd.DataFrame, *, title: str | None = None,
 # --------------------------------------------------------------------------- robustness (issue 12)
 
 #: Colours of a specification's status on the specification curve.
-SPEC_STATUS_COLORS = {"agrees, significant": "#1b7837", "opposite, significant": "#c51b7d",
+_SPEC_STATUS_COLORS = {"agrees, significant": "#1b7837", "opposite, significant": "#c51b7d",
                       "positive, significant": "#377eb8", "negative, significant": "#a6761d",
                       "not significant": "#9e9e9e"}
 #: Rows of the specification curve's dot matrix: (column of ``specs``, label).
-SPEC_CHOICES = (("context_source", "context"), ("layer_choice", "layer"), ("template_set", "templates"),
+_SPEC_CHOICES = (("context_source", "context"), ("layer_choice", "layer"), ("template_set", "templates"),
                 ("test_choice", "test"))
 
 
@@ -512,9 +510,9 @@ def specification_curve_chart(specs: pd.DataFrame, population: str, dimension: s
         status = np.where(~s["significant"], "not significant",
                           np.where(sign > 0, "positive, significant", "negative, significant"))
     s = s.assign(rank=np.arange(len(s)), status=status)
-    present = [k for k in SPEC_STATUS_COLORS if k in set(status)]
+    present = [k for k in _SPEC_STATUS_COLORS if k in set(status)]
     colour = alt.Color("status:N", title=None, scale=alt.Scale(domain=present,
-                                                               range=[SPEC_STATUS_COLORS[k] for k in present]))
+                                                               range=[_SPEC_STATUS_COLORS[k] for k in present]))
     x = alt.X("rank:Q", title="specification (sorted by effect)", axis=None, scale=alt.Scale(domain=[-1, len(s)]))
     tips = ["context_source", "layer_choice", "template_set", "test_choice", alt.Tooltip("effect_size:Q", format=".2f"),
             alt.Tooltip("p_adj:Q", format=".3g")]
@@ -528,9 +526,9 @@ def specification_curve_chart(specs: pd.DataFrame, population: str, dimension: s
         base.mark_point(filled=True, size=18).encode(x=x, y="effect_size:Q", color=colour, tooltip=tips),
     ).properties(width=max(360, 4 * len(s)), height=180)
     rows = [{"rank": r, "choice": f"{label}: {rendering.value_label(getattr(t, col))}", "status": st}
-            for t, r, st in zip(s.itertuples(), s["rank"], s["status"]) for col, label in SPEC_CHOICES]
+            for t, r, st in zip(s.itertuples(), s["rank"], s["status"]) for col, label in _SPEC_CHOICES]
     matrix = pd.DataFrame(rows)
-    order = [f"{label}: {rendering.value_label(v)}" for col, label in SPEC_CHOICES for v in dict.fromkeys(specs[col])]
+    order = [f"{label}: {rendering.value_label(v)}" for col, label in _SPEC_CHOICES for v in dict.fromkeys(specs[col])]
     bottom = alt.Chart(matrix).mark_square(size=10).encode(
         x=x, y=alt.Y("choice:N", sort=order, title=None), color=colour
     ).properties(width=max(360, 4 * len(s)), height=alt.Step(11))

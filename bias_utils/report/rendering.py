@@ -28,19 +28,19 @@ import pandas as pd
 from ..core import cache, precision
 from ..core.results import display_name
 
-__all__ = ["BUNDLE_PATH", "CAPTION_SEPARATOR", "LABELS", "MAX_COLUMNS", "RENDERER", "cell_text", "chart_html",
-           "column_label", "enable", "figure_html", "figure_text", "group_label", "table_html", "value_label",
-           "vega_lite_version", "write_vega_bundle"]
+__all__ = [
+    "column_label", "figure_html", "group_label", "value_label", "write_vega_bundle",
+]
 
-RENDERER = "bias_book"
+_RENDERER = "bias_book"
 #: Bundle file, relative to the book's ``_static`` folder.
-BUNDLE_PATH = "vendor/vega-bundle.js"
+_BUNDLE_PATH = "vendor/vega-bundle.js"
 # SVG rather than canvas: text stays text (selectable, and its size, labels and colours can be checked).
 _EMBED_OPTIONS = {"mode": "vega-lite", "renderer": "svg",
                   "actions": {"export": True, "source": False, "compiled": False, "editor": False}}
 
 
-def vega_lite_version() -> str:
+def _vega_lite_version() -> str:
     """The Vega-Lite version Altair writes specs for, e.g. ``"6.4"`` from ``v6.4.1``."""
     major, minor = alt.SCHEMA_VERSION.lstrip("v").split(".")[:2]
     return f"{major}.{minor}"
@@ -232,7 +232,7 @@ def _compact(value):
     return value
 
 
-def chart_html(spec: dict, element_id: str | None = None) -> str:
+def _chart_html(spec: dict, element_id: str | None = None) -> str:
     """An HTML snippet drawing ``spec`` with the page's ``biasDrawChart`` (in the bundle :func:`write_vega_bundle`
     writes, with ``vegaEmbed``).
 
@@ -251,7 +251,7 @@ def chart_html(spec: dict, element_id: str | None = None) -> str:
   function draw() {{
     if (typeof window.biasDrawChart !== "function") {{
       document.getElementById("{element_id}").textContent =
-        "Chart not drawn: the vega bundle ({BUNDLE_PATH}) is not loaded on this page.";
+        "Chart not drawn: the vega bundle ({_BUNDLE_PATH}) is not loaded on this page.";
       console.error("vegaEmbed missing for #{element_id}");
       return;
     }}
@@ -263,10 +263,10 @@ def chart_html(spec: dict, element_id: str | None = None) -> str:
 
 
 #: Between a chart's alt text and its caption in its Vega-Lite ``description`` (set by :mod:`bias_utils.report.plots`).
-CAPTION_SEPARATOR = "\n\n"
+_CAPTION_SEPARATOR = "\n\n"
 
 
-def figure_text(spec: dict) -> tuple[str, str]:
+def _figure_text(spec: dict) -> tuple[str, str]:
     """``(alt text, caption)`` of a chart: its ``description`` split at :data:`CAPTION_SEPARATOR`;
     a chart without them is described and captioned by its title, or its panels' titles (model ids
     by their display name)."""
@@ -278,7 +278,7 @@ def figure_text(spec: dict) -> tuple[str, str]:
     # a chart without a title of its own is named by its panels' titles
     panels = [title_of(v) for key in ("hconcat", "vconcat", "concat") for v in spec.get(key, [])]
     title = display_name(title_of(spec) or "; ".join(t for t in panels if t))
-    alt_text, _, caption = str(spec.get("description", "")).partition(CAPTION_SEPARATOR)
+    alt_text, _, caption = str(spec.get("description", "")).partition(_CAPTION_SEPARATOR)
     return alt_text or title, caption or (f"{title}." if title else "")
 
 
@@ -288,12 +288,12 @@ def figure_html(spec: dict, number: int, element_id: str, image: str | None = No
 
     The alt text and caption come from the spec (:func:`figure_text`).
     """
-    alt_text, caption = figure_text(spec)
+    alt_text, caption = _figure_text(spec)
     alt_text = alt_text or f"Figure {number}"
     fallback = (f'<noscript><img class="bias-figure-image" src="{html.escape(image)}" '
                 f'alt="{html.escape(alt_text)}"></noscript>') if image else ""
     return (f'<figure class="bias-figure" id="figure-{number}" aria-label="{html.escape(alt_text)}">\n'
-            f"{chart_html(spec, element_id)}\n{fallback}\n"
+            f"{_chart_html(spec, element_id)}\n{fallback}\n"
             f'<figcaption><span class="bias-figure-number">Figure {number}.</span> {html.escape(caption)}'
             "</figcaption>\n</figure>")
 
@@ -301,15 +301,15 @@ def figure_html(spec: dict, number: int, element_id: str, image: str | None = No
 def _renderer(spec: dict, **_metadata) -> dict:
     # The vega-lite JSON rides along so that JupyterLab (which ignores our
     # text/html when it has a native renderer) still draws the chart.
-    return {"text/html": chart_html(spec), f"application/vnd.vegalite.v{vega_lite_version().split('.')[0]}+json": spec}
+    return {"text/html": _chart_html(spec), f"application/vnd.vegalite.v{_vega_lite_version().split('.')[0]}+json": spec}
 
 
-alt.renderers.register(RENDERER, _renderer)
+alt.renderers.register(_RENDERER, _renderer)
 
 
 #: Column names of the results tables as a reader sees them; any other name is shown by
 #: :func:`column_label`'s rule (underscores to spaces, first letter capitalised).
-LABELS = {
+_LABELS = {
     "n": "n", "p": "p", "p_adj": "p (adjusted)", "p_holm": "p (Holm)", "adj_method": "adjustment", "df": "df",
     "t": "t", "g": "Hedges' g", "g_ci_low": "g, 95% CI low", "g_ci_high": "g, 95% CI high",
     "ci_low": "95% CI low", "ci_high": "95% CI high", "sd": "SD", "se": "SE", "sd_a": "SD (group A)",
@@ -417,7 +417,7 @@ LABELS = {
     "not_first": "not-first", "lead_in": "lead-in",
 }
 #: Above this many columns a table is shown a row per column (when it has few rows) or scrolls in its own box.
-MAX_COLUMNS = 12
+_MAX_COLUMNS = 12
 _P_VALUE = re.compile(r"(^|_)p($|_)")
 _COUNT = re.compile(r"^(n|df|count|n_.*|df_.*|.*_count|.*_n)$")
 _MISSING = "–"
@@ -431,8 +431,8 @@ def column_label(name) -> str:
         # the first level names a column, the others are values of the pivoted variable
         return " · ".join([column_label(name[0])] + [value_label(part) for part in name[1:] if str(part) != ""])
     name = str(name)
-    if name in LABELS:
-        text = LABELS[name]
+    if name in _LABELS:
+        text = _LABELS[name]
         # a label that starts with a symbol (n, p, df, g) keeps its case
         return text[:1].upper() + text[1:] if len(re.split(r"[\s,]", text)[0]) > 2 else text
     count = name.startswith("n_") and not _P_VALUE.search(name)
@@ -457,13 +457,13 @@ def value_label(value) -> str:
     its underscores as spaces (``Physician_Assistant`` -> ``Physician Assistant``; ``hurdle_presence:gendered_words``
     -> ``hurdle: presence: gendered words``); a file name stays as it is."""
     text = str(value)
-    if text in LABELS:
-        return LABELS[text]
+    if text in _LABELS:
+        return _LABELS[text]
     prompt = _PROMPT_ID.fullmatch(text)
     if prompt:  # a BOLD prompt id, category/key/number
         return f"{prompt['key'].replace('_', ' ')}, prompt {prompt['number']} ({prompt['category'].replace('_', ' ')})"
     text = re.sub(r"(?<=[A-Za-z0-9]):(?=[A-Za-z])", ": ", text)
-    return _IDENTIFIER.sub(lambda m: LABELS.get(m.group(0), m.group(0).replace("_", " ")), text)
+    return _IDENTIFIER.sub(lambda m: _LABELS.get(m.group(0), m.group(0).replace("_", " ")), text)
 
 
 
@@ -474,7 +474,7 @@ def _missing(value) -> bool:
         return False  # an array or list in a cell
 
 
-def cell_text(value, column="", whole: bool = False) -> str:
+def _cell_text(value, column="", whole: bool = False) -> str:
     """One cell as the book shows it, rounded by the quantity its column holds, with the functions sentences use
     (:mod:`bias_utils.core.precision`): p values by :func:`~bias_utils.core.precision.p_text`, counts by
     :func:`~bias_utils.core.precision.count_text`, other numbers by :func:`~bias_utils.core.precision.number_text`, a missing
@@ -486,7 +486,7 @@ def cell_text(value, column="", whole: bool = False) -> str:
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
     if isinstance(value, (list, tuple, np.ndarray)):
-        return "; ".join(cell_text(v, column) for v in value)  # a list of examples reads as a list, not a repr
+        return "; ".join(_cell_text(v, column) for v in value)  # a list of examples reads as a list, not a repr
     if not isinstance(value, numbers.Real):
         return value_label(display_name(value))  # a model id reads as the model's name
     if _P_VALUE.search(column):
@@ -514,7 +514,7 @@ def _cells(frame: pd.DataFrame) -> tuple[list[str], list[list[tuple[str, bool]]]
         row = []
         for column, value, integral in zip(frame.columns, values, whole):
             numeric = isinstance(value, numbers.Number) and not isinstance(value, (bool, np.bool_))
-            row.append((cell_text(value, column, integral), numeric or _missing(value)))
+            row.append((_cell_text(value, column, integral), numeric or _missing(value)))
         rows.append(row)
     return headers, rows
 
@@ -531,7 +531,7 @@ def _transposed(key: int, headers: list[str], rows: list[list]) -> tuple[list[st
                                                  for j, h in enumerate(headers) if j != key]
 
 
-def table_html(frame: pd.DataFrame) -> str:
+def _table_html(frame: pd.DataFrame) -> str:
     """A DataFrame as the book shows it (the CSV on disk keeps every digit).
 
     No row numbers (named index levels become columns), headers from :func:`column_label`,
@@ -555,7 +555,7 @@ def table_html(frame: pd.DataFrame) -> str:
     headers, rows = _cells(frame)
     columns = [str(c[0] if isinstance(c, tuple) else c) for c in frame.columns]
     key = _row_key(frame)
-    transposed = len(headers) > MAX_COLUMNS and len(rows) <= 6 and key is not None
+    transposed = len(headers) > _MAX_COLUMNS and len(rows) <= 6 and key is not None
     if transposed:
         headers, rows = _transposed(key, headers, rows)
         # each row now names a column, the header row names the rows
@@ -576,20 +576,20 @@ def table_html(frame: pd.DataFrame) -> str:
     body = "".join(
         "<tr>" + "".join(f'<td class="num">{html.escape(t)}</td>' if numeric else f"<td{named(c)}>{html.escape(t)}</td>"
                          for t, numeric, c in row) + "</tr>" for row in rows)
-    kind = " bias-table-transposed" if transposed else " bias-table-wide" if len(headers) > MAX_COLUMNS else ""
+    kind = " bias-table-transposed" if transposed else " bias-table-wide" if len(headers) > _MAX_COLUMNS else ""
     notes = "".join(f'<p class="bias-table-note">{html.escape(n)}</p>' for n in note)
     return (f'<div class="bias-table{kind}"><table class="dataframe bias-dataframe"><thead><tr>{head}</tr></thead>'
             f"<tbody>{body}</tbody></table></div>{notes}")
 
 
-def enable() -> None:
+def _enable() -> None:
     """Make Altair charts in this kernel render through the book's global ``vegaEmbed``, and
     DataFrames display as :func:`table_html` (the tables written to disk keep all digits)."""
 
     from IPython import get_ipython  # deferred: only a kernel has a display formatter
     from pandas.io.formats.style import Styler  # deferred: loads jinja2, needed only in a kernel
 
-    alt.renderers.enable(RENDERER)
+    alt.renderers.enable(_RENDERER)
     # plain-text reprs and Stylers (which bypass the HTML formatter) keep readable digits too
     pd.set_option("display.float_format", precision.number_text)
     # cells wrap in the book, so a reason or a context sentence is shown whole up to 100 characters
@@ -598,9 +598,9 @@ def enable() -> None:
     shell = get_ipython()
     if shell is not None:
         html_formatter = shell.display_formatter.formatters["text/html"]
-        html_formatter.for_type(pd.DataFrame, table_html)
+        html_formatter.for_type(pd.DataFrame, _table_html)
         # a Styler's table reads like every other table (its data, not its own HTML)
-        html_formatter.for_type(Styler, lambda styler: table_html(styler.data))
+        html_formatter.for_type(Styler, lambda styler: _table_html(styler.data))
 
 def write_vega_bundle(static_dir: str | Path) -> Path:
     """Write the vega + vega-lite + vega-embed bundle (from vl-convert, no network) once.
@@ -613,16 +613,16 @@ def write_vega_bundle(static_dir: str | Path) -> Path:
     """
     import vl_convert as vlc  # deferred: a large native library, needed only to write the bundle
 
-    target = Path(static_dir) / BUNDLE_PATH
+    target = Path(static_dir) / _BUNDLE_PATH
     stamp_path = target.with_suffix(".json")
-    stamp = {"vl_convert": vlc.__version__, "vega_lite": vega_lite_version(), "draw": cache.stable_hash(_DRAW_JS)}
+    stamp = {"vl_convert": vlc.__version__, "vega_lite": _vega_lite_version(), "draw": cache.stable_hash(_DRAW_JS)}
     if target.exists() and stamp_path.exists():
         try:
             if json.loads(stamp_path.read_text()) == stamp:
                 return target
         except ValueError:
             pass  # unreadable stamp: rebuild below
-    bundle = vlc.javascript_bundle(vl_version=vega_lite_version())
+    bundle = vlc.javascript_bundle(vl_version=_vega_lite_version())
     cache.atomic_write_text(target, "(function () {\n" + bundle + "\n})();\n" + _DRAW_JS)
     cache.atomic_write_json(stamp_path, stamp)
     return target
