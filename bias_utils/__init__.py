@@ -1,19 +1,15 @@
 """bias-profiles: audit gender stereotypes in language models.
 
-Two pipelines share this package:
+Two studies, each a subpackage, over the layers they share (lowest first: ``core``, ``report``, ``models``):
 
-- Study 1, stereotype profiles:
-  ``dictionaries → contexts → embeddings → projection → space → axis_validity → profiles → layers``
-- Study 2, BOLD occupational audit: ``bold → generation → lexicon → stats → occupations → replication``
-- Across both: ``completions`` (a decoder's own completions on its stereotype axes), ``crossmodel`` (every
-  model side by side), ``book`` (runs and the Jupyter Book)
+- Study 1, stereotype profiles (``bias_utils.profiles``):
+  ``profiles.dictionaries → profiles.contexts → models.embeddings → profiles.projection → profiles.space → profiles.axis_validity → profiles.population_profiles → profiles.layers``
+- Study 2, BOLD occupational audit (``bias_utils.audit``):
+  ``audit.bold_prompts → models.generation → core.lexicon → audit.bold → audit.occupations → audit.replication``
+- The book (``bias_utils.book``): parameter checks, every model side by side, the front page, runs and the build.
 
-Shared layers: ``errors`` (the package's errors and value rules), ``data``
-(verified external files), ``cache`` (content-keyed, crash-safe storage),
-``models`` (built-in offline models, hub ids, local folders, GGUF, other
-backends), ``populations`` (names and gendered terms), ``results`` (where
-tables land), ``plots``. DESIGN.md lists every module's public API and the
-layers, lowest first, that imports may only descend.
+Each subpackage lists its public names by role and imports them on first use; DESIGN.md draws the package map,
+the layers and the public API.
 """
 
 __all__ = ["__version__"]

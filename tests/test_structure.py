@@ -15,37 +15,34 @@ import pytest
 from bias_utils.book import runs
 from bias_utils.core import paths
 
-MODULES = sorted(p.stem for p in runs._PACKAGE_DIR.glob("*.py") if p.stem != "__init__")
+#: every module by its dotted name below bias_utils ("profiles.space"; a package's own file "profiles.__init__")
+ALL_MODULES = runs._package_modules()
+#: the modules that hold code (not a package's __init__ or __main__)
+MODULES = sorted(m for m in ALL_MODULES if not m.endswith(("__init__", "__main__")))
+SUBPACKAGES = sorted({m.split(".")[0] for m in MODULES})
 NOTEBOOKS = sorted(runs._NOTEBOOKS_DIR.glob("*.ipynb"))
-
+DESIGN = (paths.ROOT / "DESIGN.md").read_text(encoding="utf-8")
 
 
 def _tree(module: str) -> ast.Module:
-    return ast.parse((runs._PACKAGE_DIR / f"{module}.py").read_text(encoding="utf-8"))
+    return ast.parse(ALL_MODULES[module].read_text(encoding="utf-8"))
 
 
 def _defined_public(module: str) -> set[str]:
-    """Top-level functions and classes a module defines without a leading underscore."""
-    return {n.name for n in _tree(module).body
-            if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")}
+    """Top-level functions, classes and assigned names a module defines without a leading underscore."""
+    names = set()
+    for n in _tree(module).body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+        elif isinstance(n, (ast.Assign, ast.AnnAssign)):
+            for target in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                names |= {x.id for x in ast.walk(target) if isinstance(x, ast.Name)}
+    return {n for n in names if not n.startswith("_")}
 
 
-def _design_table() -> dict[str, list[str]]:
-    """DESIGN.md's module table: module -> the names its API column lists (inside backticks)."""
-    rows = {}
-    for line in (paths.ROOT / "DESIGN.md").read_text(encoding="utf-8").splitlines():
-        m = re.match(r"\| `(\w+)` \|[^|]*\|(.*)\|\s*$", line)
-        if not m:
-            continue
-        names = []
-        for span in re.findall(r"`([^`]+)`", m.group(2)):
-            if span.startswith("python "):
-                continue
-            while re.search(r"\([^()]*\)", span):  # drop argument lists, innermost first
-                span = re.sub(r"\([^()]*\)", "", span)
-            names += [re.match(r"\s*(\w+)", part).group(1) for part in span.split(",")]
-        rows[m.group(1)] = names
-    return rows
+def _section(title: str) -> str:
+    """The text of DESIGN.md's ``## title`` section."""
+    return DESIGN.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
 def _code_cells(nb_path) -> list:
@@ -60,31 +57,67 @@ def _parse(source: str) -> ast.Module:
 
 
 def test_every_module_declares_all_completely():
-    for module in MODULES + ["__init__"]:
-        mod = importlib.import_module(f"bias_utils.{module}" if module != "__init__" else "bias_utils")
+    """A name without a leading underscore is public and in ``__all__``; everything else has the underscore."""
+    for module in MODULES:
+        mod = importlib.import_module(f"bias_utils.{module}")
         declared = getattr(mod, "__all__", None)
         assert declared is not None, f"{module} has no __all__"
         assert len(declared) == len(set(declared)), f"{module}.__all__ lists a name twice"
         missing = [n for n in declared if not hasattr(mod, n)]
         assert not missing, f"{module}.__all__ names what it does not define: {missing}"
-        if module != "__init__":
-            undeclared = _defined_public(module) - set(declared)
-            assert not undeclared, f"{module} defines public names missing from __all__: {sorted(undeclared)}"
+        undeclared = _defined_public(module) - set(declared)
+        assert not undeclared, f"{module} defines public names missing from __all__: {sorted(undeclared)}"
+        foreign = set(declared) - _defined_public(module)
+        assert not foreign, f"{module}.__all__ lists names defined elsewhere (list a name at home): {sorted(foreign)}"
 
 
-def test_design_table_agrees_with_all():
-    """DESIGN's row of a module lists every name of its ``__all__`` and nothing else."""
-    table = _design_table()
-    assert set(table) == set(MODULES), (set(table) ^ set(MODULES))
-    for module, names in table.items():
-        declared = set(importlib.import_module(f"bias_utils.{module}").__all__)
-        absent = [n for n in names if n not in declared]
-        assert not absent, f"DESIGN.md lists {absent} for {module}, which its __all__ does not declare"
-        unlisted = sorted(declared - set(names))
-        assert not unlisted, f"{module}.__all__ declares {unlisted}, which its DESIGN.md row does not list"
+@pytest.mark.parametrize("sub", SUBPACKAGES)
+def test_each_subpackage_lists_its_modules_public_names_by_role(sub):
+    """The subpackage's ``_EXPORTS`` has one role per module, in the module's own ``__all__`` order, every name
+    readable from the subpackage; its ``__all__`` is exactly those names."""
+    package = importlib.import_module(f"bias_utils.{sub}")
+    own = {m.split(".", 1)[1] for m in MODULES if m.split(".")[0] == sub}
+    assert set(package._EXPORTS) <= own, set(package._EXPORTS) - own
+    for module in own:
+        declared = list(importlib.import_module(f"bias_utils.{sub}.{module}").__all__)
+        assert list(package._EXPORTS.get(module, ())) == declared, (sub, module)
+    assert package.__all__ == [n for names in package._EXPORTS.values() for n in names]
+    for name in package.__all__:
+        assert getattr(package, name) is not None
+    with pytest.raises(AttributeError, match="no attribute"):
+        getattr(package, "no_such_name")
 
 
-def test_no_two_modules_define_a_public_function_of_the_same_name():
+def test_importing_one_module_leaves_its_siblings_unloaded():
+    """The subpackages import their API on first use: a notebook's parameter check or a context filter does not
+    load torch through a sibling."""
+    code = ("import sys\nfrom bias_utils.profiles import context_filters\nfrom bias_utils.models import builtin_models\n"
+            "print(sorted(m for m in ('torch', 'transformers', 'bias_utils.profiles.space') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=paths.ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+def _public_names() -> set[str]:
+    return {n for m in MODULES for n in importlib.import_module(f"bias_utils.{m}").__all__}
+
+
+def test_design_states_the_public_api_per_subpackage():
+    """DESIGN's "Public API" section lists, under each subpackage, exactly the names of its ``__all__`` (by
+    role, one line per module), and states how many public names there are in all."""
+    text = _section("Public API")
+    parts = re.split(r"^### `bias_utils\.(\w+)`.*$", text, flags=re.M)
+    listed = dict(zip(parts[1::2], parts[2::2]))
+    assert sorted(listed) == SUBPACKAGES
+    for sub, body in listed.items():
+        names = [n for line in body.splitlines() if (m := re.match(r"- .* \(`\w+`\): (.*)$", line))
+                 for n in re.findall(r"`(\w+)`", m.group(1))]
+        package = importlib.import_module(f"bias_utils.{sub}")
+        assert names == package.__all__, (sub, sorted(set(names) ^ set(package.__all__)))
+    count = int(re.search(r"(\d+) public names in all", text).group(1))
+    assert count == len(_public_names())
+
+
+def test_no_two_modules_define_a_public_name_of_the_same_name():
     owners: dict[str, list[str]] = {}
     for module in MODULES:
         for name in _defined_public(module):
@@ -96,8 +129,8 @@ def test_no_two_modules_define_a_public_function_of_the_same_name():
 def test_imports_inside_functions_say_why_they_are_deferred():
     """Imports sit at the top; one inside a function defers a heavy dependency and says so."""
     bad = []
-    for module in MODULES:
-        lines = (runs._PACKAGE_DIR / f"{module}.py").read_text(encoding="utf-8").splitlines()
+    for module in ALL_MODULES:
+        lines = ALL_MODULES[module].read_text(encoding="utf-8").splitlines()
         for fn in ast.walk(_tree(module)):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
@@ -107,128 +140,179 @@ def test_imports_inside_functions_say_why_they_are_deferred():
                     above = [ln.strip() for ln in lines[max(0, node.lineno - 4):node.lineno - 1]]
                     if "# deferred:" not in lines[node.lineno - 1] and not any(
                             ln.startswith("# deferred:") for ln in above):
-                        bad.append(f"{module}.py:{node.lineno} in {fn.name}: {lines[node.lineno - 1].strip()}")
+                        bad.append(f"{module}:{node.lineno} in {fn.name}: {lines[node.lineno - 1].strip()}")
     assert not bad, "imports inside functions without a '# deferred:' reason:\n" + "\n".join(bad)
 
 
-def _imported_name(text: str, package: str | None = None) -> str | None:
-    """The ``bias_utils`` module a dotted name given to ``__import__``/``import_module`` reaches, if any."""
-    if text.startswith(".") and package == "bias_utils":
-        return text.lstrip(".").split(".")[0] or None
-    parts = text.split(".")
-    return parts[1] if parts[0] == "bias_utils" and len(parts) > 1 else None
+def test_a_module_over_600_lines_says_why_it_is_one_concept():
+    """Long modules are split where their concepts divide; one that stays whole says why in its docstring
+    (a sentence starting "One concept")."""
+    long = [m for m in MODULES if len(ALL_MODULES[m].read_text(encoding="utf-8").splitlines()) > 600]
+    unexplained = [m for m in long if "One concept" not in (ast.get_docstring(_tree(m)) or "")]
+    if long:
+        import warnings
+        warnings.warn(f"modules over 600 lines: {long}", stacklevel=1)
+    assert not unexplained, f"over 600 lines without saying why they are one concept: {unexplained}"
+
+
+# --------------------------------------------------------------------------- imports and layers
 
 
 def _package_imports(module: str) -> set[str]:
-    """``bias_utils`` modules ``module`` imports anywhere in the file: relative and absolute ``import``/``from``
-    statements (inside functions too), ``__import__("bias_utils.x")`` and ``importlib.import_module(...)``.
-    A dynamic import whose name is not a string literal fails: it could hide any edge."""
-    found, dynamic = set(), []
-    for node in ast.walk(_tree(module)):
-        if isinstance(node, ast.ImportFrom):
-            if node.level == 1:
-                found |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
-            elif node.level == 0 and node.module and node.module.split(".")[0] == "bias_utils":
-                sub = _imported_name(node.module)
-                found |= {sub} if sub else {a.name for a in node.names}
-        elif isinstance(node, ast.Import):
-            found |= {sub for a in node.names if (sub := _imported_name(a.name))}
-        elif isinstance(node, ast.Call):
-            fn = node.func
-            name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else None
-            if name not in ("__import__", "import_module"):
-                continue
-            arg = node.args[0] if node.args else None
-            if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
-                dynamic.append(f"{module}.py:{node.lineno}")
-                continue
-            package = node.args[1] if len(node.args) > 1 else next(
-                (k.value for k in node.keywords if k.arg == "package"), None)
-            package = package.value if isinstance(package, ast.Constant) else None
-            sub = _imported_name(arg.value, package)
-            found |= {sub} if sub else set()
-    assert not dynamic, f"imports of a computed module name: {dynamic}"
-    return found - {None}
+    """The ``bias_utils`` modules (dotted) ``module`` imports anywhere in the file: relative and absolute
+    ``import``/``from`` statements (inside functions too), a subpackage's ``_EXPORTS``, ``__import__("bias_utils.x")``
+    and ``importlib.import_module(...)``; a package's ``__init__`` that an import runs counts too. A dynamic import
+    whose name is not a string literal fails: it could hide any edge (``core.exports``' one reads ``_EXPORTS``)."""
+    source = ALL_MODULES[module].read_text(encoding="utf-8")
+    package = module.rsplit(".", 1)[0] if "." in module else ""
+    found = set(runs._imported_modules(source, package, ALL_MODULES))
+    dynamic = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        fn = node.func
+        name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else None
+        if name not in ("__import__", "import_module"):
+            continue
+        arg = node.args[0] if node.args else None
+        if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+            dynamic.append(f"{module}:{node.lineno}")
+            continue
+        text = arg.value
+        if text.startswith("."):
+            base = node.args[1].value if len(node.args) > 1 else next(k.value.value for k in node.keywords
+                                                                        if k.arg == "package")
+            text = base + text
+        if text.startswith("bias_utils."):
+            found |= runs._imported_modules(f"import {text}", "", ALL_MODULES) or set()
+    assert not [d for d in dynamic if not d.startswith("core.exports:")], f"imports of a computed module name: {dynamic}"
+    return found - {module}
 
 
-def _layers() -> list[list[str]]:
-    """DESIGN.md's layer list, lowest first: lines ``N. label: `a`, `b`, ...`` after "Layer list"."""
-    text = (paths.ROOT / "DESIGN.md").read_text(encoding="utf-8")
-    block = text[text.index("Layer list (lowest first)"):].split("\n\n")[1]
+def _layers() -> list[str]:
+    """DESIGN.md's layer list, lowest first: lines ``N. `subpackage`: ...`` after "Layer list"."""
+    block = DESIGN[DESIGN.index("Layer list (lowest first)"):].split("\n\n")[1]
     layers = []
     for line in block.splitlines():
-        m = re.match(r"(\d+)\. [^:`]+: (.*)$", line)
+        m = re.match(r"(\d+)\. `(\w+)`: ", line)
         assert m and int(m.group(1)) == len(layers) + 1, f"not a layer line: {line!r}"
-        layers.append(re.findall(r"`(\w+)`", m.group(2)))
+        layers.append(m.group(2))
     return layers
 
 
-def test_layer_list_names_every_module_once():
-    listed = [m for layer in _layers() for m in layer]
-    assert len(listed) == len(set(listed)), f"a module is in two layers: {listed}"
-    missing = sorted(set(MODULES) - set(listed))
-    assert not missing, f"modules missing from DESIGN.md's layer list: {missing}"
-    unknown = sorted(set(listed) - set(MODULES))
-    assert not unknown, f"DESIGN.md's layer list names modules that do not exist: {unknown}"
+def test_layer_list_names_every_subpackage_once():
+    assert sorted(_layers()) == SUBPACKAGES and len(set(_layers())) == len(_layers())
 
 
-def test_no_import_reaches_a_higher_layer():
-    level = {m: i for i, layer in enumerate(_layers()) for m in layer}
-    bad = [f"{m} (layer {level[m] + 1}) imports {d} (layer {level[d] + 1})"
-           for m in MODULES for d in sorted(_package_imports(m)) if d in level and level[d] > level[m]]
-    assert not bad, "imports from a lower layer to a higher one:\n" + "\n".join(bad)
+def test_no_import_reaches_a_higher_subpackage():
+    level = {sub: i for i, sub in enumerate(_layers())}
+    bad = [f"{m} ({m.split('.')[0]}) imports {d}" for m in ALL_MODULES if "." in m
+           for d in sorted(_package_imports(m)) if "." in d and level[d.split(".")[0]] > level[m.split(".")[0]]]
+    assert not bad, "imports from a lower subpackage to a higher one:\n" + "\n".join(bad)
 
 
-def test_imports_reach_only_modules_of_the_package():
-    unknown = {m: sorted(_package_imports(m) - set(MODULES)) for m in MODULES}
-    assert not {m: u for m, u in unknown.items() if u}, unknown
+def test_import_graph_has_no_circle_between_modules_or_subpackages():
+    def no_circle(graph):
+        state: dict[str, str] = {}
+
+        def visit(m, path):
+            state[m] = "open"
+            for d in sorted(graph[m]):
+                if state.get(d) == "open":
+                    raise AssertionError("import circle: " + " -> ".join(path[path.index(d):] + [d]))
+                if d not in state:
+                    visit(d, path + [d])
+            state[m] = "done"
+
+        for m in sorted(graph):
+            if m not in state:
+                visit(m, [m])
+
+    # a package's __init__ is run by every import of its modules; its own _EXPORTS are imported lazily
+    modules = {m: {d for d in _package_imports(m) if not d.endswith("__init__")} for m in MODULES}
+    no_circle(modules)
+    subs = {s: set() for s in SUBPACKAGES}
+    for m, deps in modules.items():
+        subs[m.split(".")[0]] |= {d.split(".")[0] for d in deps} - {m.split(".")[0]}
+    no_circle(subs)
 
 
-def test_import_graph_has_no_circle():
-    graph = {m: _package_imports(m) & set(MODULES) for m in MODULES}
-    state: dict[str, str] = {}
-
-    def visit(m, path):
-        state[m] = "open"
-        for d in sorted(graph[m]):
-            if state.get(d) == "open":
-                raise AssertionError("import circle: " + " -> ".join(path[path.index(d):] + [d]))
-            if d not in state:
-                visit(d, path + [d])
-        state[m] = "done"
-
-    for m in MODULES:
-        if m not in state:
-            visit(m, [m])
-
-
-def test_the_import_scan_sees_hidden_imports(tmp_path, monkeypatch):
+def test_the_import_scan_sees_hidden_imports():
     """The scan finds what ruff and a plain ``ast.ImportFrom`` walk miss: ``__import__``, ``import_module`` (relative
-    with a package, or absolute), absolute imports of the package, and imports inside functions."""
-    (tmp_path / "probe.py").write_text(
-        "import importlib\n"
-        "def f():\n"
-        "    __import__('bias_utils.book.validation').validation\n"
-        "    importlib.import_module('.book', 'bias_utils')\n"
-        "    importlib.import_module('bias_utils.book.summary')\n"
-        "    import bias_utils.profiles.layers\n"
-        "    from bias_utils import crossmodel\n"
-        "    from .space import build_space\n", encoding="utf-8")
-    monkeypatch.setattr(runs, "PACKAGE_DIR", tmp_path)
-    assert _package_imports("probe") == {"validation", "book", "summary", "layers", "crossmodel", "space"}
-    (tmp_path / "probe.py").write_text("import importlib\nname = 'bias_utils.book.build'\nimportlib.import_module(name)\n")
-    with pytest.raises(AssertionError, match="computed module name"):
-        _package_imports("probe")
+    with a package, or absolute), absolute imports of the package, imports inside functions, ``_EXPORTS``."""
+    source = ("import importlib\n"
+              "def f():\n"
+              "    __import__('bias_utils.book.validation').validation\n"
+              "    importlib.import_module('.summary', 'bias_utils.book')\n"
+              "    importlib.import_module('bias_utils.core.stats')\n"
+              "    import bias_utils.profiles.layers\n"
+              "    from bias_utils.book import crossmodel\n"
+              "    from .space import build_space\n"
+              "_EXPORTS = {'projection': ('table2',)}\n")
+    found = runs._imported_modules(source, "profiles", ALL_MODULES)
+    assert {"book.crossmodel", "profiles.layers", "profiles.space", "profiles.projection",
+            "profiles.__init__", "book.__init__"} <= found
+    ALL_MODULES["profiles.probe"] = paths.ROOT / "probe-does-not-exist.py"
+    try:
+        ALL_MODULES["profiles.probe"] = type("P", (), {"read_text": lambda self, encoding=None: source})()
+        assert {"book.validation", "book.summary", "core.stats"} <= _package_imports("profiles.probe")
+        ALL_MODULES["profiles.probe"] = type("P", (), {"read_text": lambda self, encoding=None: (
+            "import importlib\nname = 'bias_utils.book.build'\nimportlib.import_module(name)\n")})()
+        with pytest.raises(AssertionError, match="computed module name"):
+            _package_imports("profiles.probe")
+    finally:
+        del ALL_MODULES["profiles.probe"]
 
 
 def test_space_no_longer_sits_above_profiles():
-    closure, todo = set(), ["space"]
+    closure, todo = set(), ["profiles.space"]
     while todo:
-        for name in _package_imports(todo.pop()) - closure:
+        for name in _package_imports(todo.pop()) - closure - {"profiles.__init__"}:
             closure.add(name)
             todo.append(name)
-    assert "profiles" not in closure and "layers" not in closure
-    assert "profiles" in _package_imports("layers") and "space" in _package_imports("layers")
+    assert "profiles.population_profiles" not in closure and "profiles.layers" not in closure
+    assert {"profiles.population_profiles", "profiles.space"} <= _package_imports("profiles.layers")
+
+
+# --------------------------------------------------------------------------- the map in DESIGN.md
+
+
+def _package_map() -> list[tuple[str, str]]:
+    """DESIGN's package map: ``(subpackage, module)`` in the order drawn (``(sub, "")`` for the folder line)."""
+    block = _section("Package map").split("```text\n", 1)[1].split("```", 1)[0]
+    drawn = []
+    for line in block.splitlines():
+        folder = re.match(r"[├└]── (\w+)/\s", line)
+        module = re.match(r"│?\s+[├└]── (\w+)\.py\s", line)
+        if folder:
+            drawn.append((folder.group(1), ""))
+        elif module:
+            drawn.append((drawn[-1][0], module.group(1)))
+    return drawn
+
+
+def test_design_map_matches_the_folders():
+    """The diagram draws every subpackage (in layer order) and every module, each with a line on what it is for."""
+    drawn = _package_map()
+    assert [s for s, m in drawn if not m] == _layers()
+    on_disk = sorted(m for m in ALL_MODULES if "." in m and not m.endswith("__init__"))
+    assert sorted(f"{s}.{m}" for s, m in drawn if m) == on_disk
+
+
+def _chains(text: str) -> list[tuple[str, ...]]:
+    return [tuple(re.split(r"\s*→\s*", m))
+            for m in re.findall(r"\b(?:profiles\.dictionaries|audit\.bold_prompts)(?:\s*→\s*[\w.]+)+", text)]
+
+
+def test_design_readme_and_package_docstring_state_the_same_two_pipelines():
+    import bias_utils
+
+    design = _chains(DESIGN)
+    readme = _chains((paths.ROOT / "README.md").read_text(encoding="utf-8"))
+    package = _chains(bias_utils.__doc__)
+    assert len(package) == 2 and package[0][0] == "profiles.dictionaries" and package[1][0] == "audit.bold_prompts"
+    assert design == package and readme == package
+    assert all(step in ALL_MODULES for chain in package for step in chain)
 
 
 # --------------------------------------------------------------------------- notebooks
@@ -264,7 +348,10 @@ def test_run_key_covers_every_module_the_notebook_imports(nb_path):
         imports += [ast.unparse(n) for n in _parse(cell.source).body if isinstance(n, (ast.Import, ast.ImportFrom))]
     code = "\n".join(imports + [
         "import json, sys",
-        "print(json.dumps(sorted(m.split('.')[1] for m in sys.modules if m.startswith('bias_utils.'))))"])
+        "import bias_utils, pathlib",
+        "root = pathlib.Path(bias_utils.__file__).parent",
+        "files = [pathlib.Path(m.__file__) for n, m in sys.modules.items() if n.startswith('bias_utils.')]",
+        "print(json.dumps(sorted('.'.join(f.relative_to(root).with_suffix('').parts) for f in files)))"])
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=paths.ROOT)
     loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
     keyed = set(runs._code_modules(nb_path))
@@ -274,30 +361,15 @@ def test_run_key_covers_every_module_the_notebook_imports(nb_path):
 
 def test_run_keys_follow_the_moved_modules():
     nb = {p.stem: set(runs._code_modules(p)) for p in NOTEBOOKS}
-    assert {"dictionaries", "models"} <= nb["01_dictionaries"]
-    assert {"layers", "space", "profiles", "dictionaries"} <= nb["05_layers"]
-    assert {"replication", "bold"} <= nb["07_bold_replication"]
-    assert {"completions", "bold", "space", "embeddings"} <= nb["08_completion_profiles"]
-    assert {"crossmodel", "completions", "bold", "plots"} <= nb["09_cross_model"]
+    assert {"profiles.dictionaries", "models.loading"} <= nb["01_dictionaries"]
+    assert {"profiles.layers", "profiles.space", "profiles.population_profiles", "profiles.dictionaries"} <= nb[
+        "05_layers"]
+    assert {"audit.replication", "audit.bold"} <= nb["07_bold_replication"]
+    assert {"audit.completions", "audit.bold", "profiles.space", "models.embeddings"} <= nb["08_completion_profiles"]
+    assert {"book.crossmodel", "audit.completions", "audit.bold", "report.plots"} <= nb["09_cross_model"]
 
 
 # --------------------------------------------------------------------------- docs
-
-
-def _chains(text: str) -> list[tuple[str, ...]]:
-    return [tuple(re.split(r"\s*→\s*", m)) for m in re.findall(r"\b(?:dictionaries|bold)(?:\s*→\s*\w+)+", text)]
-
-
-def test_design_readme_and_package_docstring_state_the_same_two_pipelines():
-    import bias_utils
-
-    design = _chains((paths.ROOT / "DESIGN.md").read_text(encoding="utf-8"))
-    readme = _chains((paths.ROOT / "README.md").read_text(encoding="utf-8"))
-    package = _chains(bias_utils.__doc__)
-    assert len(package) == 2 and package[0][0] == "dictionaries" and package[1][0] == "bold"
-    assert design == package and readme == package
-    modules = set(MODULES)
-    assert all(step in modules for chain in package for step in chain)
 
 
 def test_readme_notebook_table_names_tables_the_notebooks_write():
@@ -311,7 +383,7 @@ def test_readme_notebook_table_names_tables_the_notebooks_write():
     assert set(rows) == {p.stem for p in NOTEBOOKS}
     for nb_path in NOTEBOOKS:
         code = "\n".join(c.source for c in _code_cells(nb_path))
-        code += "\n".join((runs._PACKAGE_DIR / f"{m}.py").read_text() for m in runs._code_modules(nb_path))
+        code += "\n".join(ALL_MODULES[m].read_text() for m in runs._code_modules(nb_path))
         for table in rows[nb_path.stem]:
             pattern = re.escape(table).replace(re.escape("<source>"), r"\{?\w+\}?") if "<" in table else table
             written = re.search(rf"""['"/]{pattern}['"]""", code) or (
@@ -338,6 +410,6 @@ def test_both_make_targets_install_the_default_context_generator():
     from bias_utils.profiles import contexts
 
     makefile = (paths.ROOT / "Makefile").read_text()
-    assert re.search(r"^CONTEXT_GENERATOR := (\S+)$", makefile, re.M).group(1) == contexts._DEFAULT_GENERATOR
+    assert re.search(r"^CONTEXT_GENERATOR := (\S+)$", makefile, re.M).group(1) == contexts.DEFAULT_GENERATOR
     assert re.search(r"^TEST_MODELS := .*\$\(CONTEXT_GENERATOR\)", makefile, re.M)
     assert re.search(r"^book:.*\n\t@\$\(MAKE\) .*models MODEL_SET=\"[^\"]*\$\(CONTEXT_GENERATOR\)", makefile, re.M)

@@ -61,7 +61,7 @@ from ..core import precision, stats
 from ..core.errors import ParameterError, check_count, check_seed
 from ..profiles import projection
 from ..report import plots, rendering
-from .bold import FEMALE_GROUP, MALE_GROUP
+from .bold_prompts import FEMALE_GROUP, MALE_GROUP
 
 __all__ = [
     "category_contrasts", "completion_chart", "completion_embeddings", "completion_projection",

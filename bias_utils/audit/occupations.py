@@ -30,6 +30,10 @@ person-noun units only.
   occupation, ranked by how far it moves.
 * The audit's own intervals (Wald on independent words, independent completions) stay in the statistics
   table, labelled in its ``unit`` column, and are never the headline.
+
+One concept over 600 lines: the audit with the occupation as the unit. The headline estimand, its sensitivity
+rows, the leave-one-out influence and the sentences that read them all start from the same occupation table and
+primary fit; split apart, each part would rebuild them.
 """
 
 from __future__ import annotations

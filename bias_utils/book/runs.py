@@ -39,7 +39,7 @@ _BOOK_DIR = paths.ROOT / "book"
 _NOTEBOOKS_DIR = paths.ROOT / "notebooks"
 #: Code injected as the first cell of every executed notebook (hidden in the
 #: book by its tag): charts then draw offline from the book's vega bundle.
-_RENDER_CELL = "import bias_utils.report.rendering\nbias_utils.rendering.enable()"
+_RENDER_CELL = "import bias_utils.report.rendering\nbias_utils.report.rendering.enable()"
 
 #: Distributions whose versions enter the run key and the manifest.
 _PACKAGES = (
@@ -142,8 +142,9 @@ def _imported_modules(source: str, package: str = "", modules=None) -> set[str] 
     """``bias_utils`` modules (dotted names, :func:`package_modules`) a piece of code imports, with the package
     ``__init__`` files that importing them runs; ``None`` if it cannot be parsed.
 
-    Catches imports anywhere, including the lazy ones inside functions; ``package`` (dotted, below
-    ``bias_utils``) resolves relative imports of a module inside the package.
+    Catches imports anywhere, including the lazy ones inside functions and the modules a subpackage's
+    ``_EXPORTS`` names; ``package`` (dotted, below ``bias_utils``) resolves relative imports of a module
+    inside the package.
     """
     modules = _package_modules() if modules is None else modules
     # IPython magics and shell escapes are not Python
@@ -167,6 +168,10 @@ def _imported_modules(source: str, package: str = "", modules=None) -> set[str] 
                 base = above[:len(above) - (node.level - 1)] + ((node.module or "").split(".") if node.module else [])
             targets.append(base)
             targets += [base + [a.name] for a in node.names]
+        elif isinstance(node, ast.Assign) and [getattr(x, "id", None) for x in node.targets] == ["_EXPORTS"]:
+            # a subpackage's public API, imported on first use (core.exports): its modules count as imports
+            above = package.split(".") if package else []
+            targets += [above + [k.value] for k in getattr(node.value, "keys", []) if isinstance(k, ast.Constant)]
     found = set()
     for parts in targets:
         name = _resolve(".".join(parts), modules)

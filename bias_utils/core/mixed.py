@@ -47,6 +47,10 @@ How it is computed (and why)
   about 10% of samples. Permuting the tested column among clusters alike in every other column gives the LR's null
   distribution without that approximation (and without a binomial model for non-integer counts): ``p`` is the
   permutation p, and the interval's cut-off is the permuted LR that ``p < 1 - level`` requires the LR to pass.
+
+One concept over 600 lines: one likelihood (the random-intercept binomial model by adaptive Gauss-Hermite
+quadrature) and what is read from it: the fit, the profile interval, the likelihood-ratio test and its permutation
+calibration all evaluate the same function.
 """
 
 from __future__ import annotations

@@ -28,6 +28,9 @@ Conventions the book uses (and why)
 * **Correlated observations**: completions of one occupation are not independent; :func:`cluster_bootstrap_ci`
   resamples whole clusters (occupations) within each group, which is the CI the book prefers for completion-level
   quantities.
+
+One concept over 600 lines: the statistics engine. Every test returns the same row (``STAT_COLUMNS``) with its
+effect size and interval, and the vectorised two-group engine sits beside the scalar tests it must equal.
 """
 
 from __future__ import annotations

@@ -22,6 +22,10 @@ in through a registry, as lm_eval's ``register_model`` does: a name
 built by that scheme's loader. :func:`resolve_model` is the one place a model
 argument (a name, a path or a loaded backend) becomes a :class:`ModelBackend`,
 checked for what the caller needs (hidden states, text).
+
+One concept over 600 lines: the one place where a name becomes a model. Facts read before loading (kind, layers,
+context length), the device and dtype chosen from them, the backend registry and the GGUF conversion all answer
+"what is this name and how is it loaded", and they read the same files.
 """
 
 from __future__ import annotations

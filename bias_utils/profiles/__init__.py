@@ -12,8 +12,8 @@ _EXPORTS = {
         "context_sources", "limit_terms", "load_dictionary", "load_full_dictionary_terms", "load_seed_dictionary",
         "pole_counts", "read_dictionary",),
     # context sentences per sense from a registry of sources
-    "contexts": ("build_contexts", "check_source_names", "source_names", "context_report", "describe_generation",
-        "generation_report",),
+    "contexts": ("DEFAULT_GENERATOR", "build_contexts", "check_source_names", "source_names", "context_report",
+        "describe_generation", "generation_report",),
     # quality filters for generated contexts
     "context_filters": ("term_position",),
     # the extra terms' generated-contexts files and their two rounds

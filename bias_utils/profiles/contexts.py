@@ -49,6 +49,9 @@ lists them in registration order, which is the order of reports:
 
 The full dictionary's extra terms (Table 2) get their generated contexts from
 a tracked file (``extra_contexts``).
+
+One concept over 600 lines: the registry of context sources and what each gives per sense (built-in sources,
+the filling of unpublished senses by the default generator, the report of what each source produced).
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ from .context_filters import (
 from .dictionaries import _ensure_sense_ids, _wordnet_contexts
 
 __all__ = [
-    "build_contexts", "check_source_names", "source_names", "context_report", "describe_generation",
+    "DEFAULT_GENERATOR", "build_contexts", "check_source_names", "source_names", "context_report", "describe_generation",
     "generation_report",
 ]
 
@@ -112,7 +115,7 @@ _SENSE_CLAUSE = ' in the sense of "{definition}"'
 _GENERATION_SETTINGS = {"n_samples": 5, "max_new_tokens": 48, "temperature": 0.8, "top_p": 0.95, "top_k": None}
 #: The generator of the senses without published contexts: the one the extra terms' file was made with
 #: (chosen by ``python -m bias_utils.profiles.extra_contexts compare-models``).
-_DEFAULT_GENERATOR = "qwen2.5-coder-0.5b-instruct"
+DEFAULT_GENERATOR = "qwen2.5-coder-0.5b-instruct"
 
 
 class _ContextError(ValueError):
@@ -139,7 +142,7 @@ class _SourceRequest:
     generation: dict | None = None
     max_words: int | None = 40
     gender_filter: bool | None = None
-    fill_generator: Any = _DEFAULT_GENERATOR
+    fill_generator: Any = DEFAULT_GENERATOR
     #: ``{term: {"contexts", "n_generated", "generator"}}``: contexts the fill generator already made with these
     #: settings and seed for a sense without a definition (the project's files, ``extra_contexts``), used as made.
     known: Any = None
@@ -286,7 +289,7 @@ def _unpublished_senses(dictionary: pd.DataFrame) -> pd.DataFrame:
               for t, (_, s), o in zip(d["term"], d.iterrows(), own)]]
 
 
-def _require_generator(dictionary: pd.DataFrame, generator=_DEFAULT_GENERATOR) -> pd.DataFrame:
+def _require_generator(dictionary: pd.DataFrame, generator=DEFAULT_GENERATOR) -> pd.DataFrame:
     """:func:`unpublished_senses`, checked before any model loads: when there are some and ``generator`` is a
     built-in model that is not installed, a :class:`ParameterError` names the two ways out."""
     todo = _unpublished_senses(dictionary)
@@ -592,7 +595,7 @@ def _check_request(dictionary: pd.DataFrame, source: str = "generated", n_contex
     except _ContextError as exc:
         raise ParameterError(f"dictionary: {exc}") from None
     if source == "generated":
-        fill_generator = _DEFAULT_GENERATOR if fill_generator == "default" else fill_generator
+        fill_generator = DEFAULT_GENERATOR if fill_generator == "default" else fill_generator
         generator = model if model is not None else fill_generator
         todo = _require_generator(d, generator) if generator is not None else ()
         if model is not None or len(todo):
@@ -606,7 +609,7 @@ def _check_request(dictionary: pd.DataFrame, source: str = "generated", n_contex
 def build_contexts(dictionary: pd.DataFrame, source: str = "generated", n_contexts: int = 5, seed: int = 0,
                    model=None, corpus=None, *, generation: dict | None = None,
                    max_words: int | None = 40, gender_filter: bool | None = None,
-                   fill_generator=_DEFAULT_GENERATOR, known=None) -> _ContextSet:
+                   fill_generator=DEFAULT_GENERATOR, known=None) -> _ContextSet:
     """Up to ``n_contexts`` contexts per dictionary sense from ``source`` (see the module docstring).
 
     ``dictionary`` needs ``dimension, term, direction`` and may have

@@ -36,7 +36,7 @@ from ..core.paths import data_dir
 from ..core.results import display_name
 from .context_filters import _FILTER_VERSION
 from .contexts import (
-    _DEFAULT_GENERATOR,
+    DEFAULT_GENERATOR,
     _GENERATION_INSTRUCTION,
     _GENERATION_SETTINGS,
     _ContextError,
@@ -170,7 +170,7 @@ def _generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: 
 
 
 
-def _known_generated_contexts(generator=_DEFAULT_GENERATOR, *, seed: int = 0, n_contexts: int = 5,
+def _known_generated_contexts(generator=DEFAULT_GENERATOR, *, seed: int = 0, n_contexts: int = 5,
                              generation: dict | None = None) -> dict[str, dict]:
     """``{term: {"contexts", "n_generated", "generator"}}`` from the project's first-round generated-contexts files
     (``data/generated/*.jsonl`` with their settings beside them: the extra terms' and the README example's) made by
@@ -430,7 +430,7 @@ def _main(argv=None) -> None:
                                      description="Generated contexts for the full dictionary's extra terms.")
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate-extra", help="generate (or resume) the extra terms' contexts file")
-    gen.add_argument("--model", default=_DEFAULT_GENERATOR)
+    gen.add_argument("--model", default=DEFAULT_GENERATOR)
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--limit", type=int, default=None, help="stop after this many terms (in the shuffled order)")
     gen.add_argument("--out", default=None, help=f"output file (default data/{_EXTRA_CONTEXTS_FILE})")

@@ -19,6 +19,10 @@ Pipeline, with the original study's choices as defaults (read from the authors' 
 5. Per dimension, the two groups are compared with Welch's t (primary), the original Student t (equal variances),
    Hedges' g with a 95% CI, and Holm's correction across the dimensions of one space; with more than two groups a
    Welch ANOVA plus Holm-corrected pairwise Welch tests.
+
+One concept over 600 lines: a population's profile. Its checks, its embedding through the templates and the
+tests on the standardised values are one pipeline (``run_profiles``) whose checks must run before the embedding
+and whose tests read the embedding's own skips.
 """
 
 from __future__ import annotations

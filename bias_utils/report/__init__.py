@@ -10,7 +10,7 @@ _EXPORTS = {
     # tables and figures as the book shows them (labels, rounding, offline Vega)
     "rendering": ("column_label", "figure_html", "group_label", "value_label", "write_vega_bundle",),
     # the Altair charts and the colour of each group
-    "plots": ("GROUP_COLORS", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "accuracy_heatmap",
+    "plots": ("GROUP_COLORS", "INVALID_GREY", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "accuracy_heatmap",
         "axis_validity_chart", "captioned", "drawable", "group_scale", "layer_curves_chart", "profile_chart",
         "repel", "save", "specification_curve_chart", "warmth_competence_chart", "warmth_competence_charts",),
 }

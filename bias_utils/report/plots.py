@@ -24,7 +24,7 @@ from ..core.results import display_name
 from . import rendering
 
 __all__ = [
-    "GROUP_COLORS", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "accuracy_heatmap", "axis_validity_chart",
+    "GROUP_COLORS", "INVALID_GREY", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "accuracy_heatmap", "axis_validity_chart",
     "captioned", "drawable", "group_scale", "layer_curves_chart", "profile_chart", "repel", "save",
     "specification_curve_chart", "warmth_competence_chart", "warmth_competence_charts",
 ]

@@ -9,6 +9,9 @@ small HTML snippet that hands its spec to the global ``vegaEmbed``
 (:func:`chart_html`). :func:`enable` registers that snippet as an Altair
 renderer; :mod:`bias_utils.book.build` injects ``enable()`` into each notebook it
 executes, so study notebooks need no rendering code of their own.
+
+One concept over 600 lines: how the book shows a table or a figure (labels, rounding by quantity, the offline
+Vega bundle, captions and static images); tables and figures share the label map and the page-width rules.
 """
 
 from __future__ import annotations
