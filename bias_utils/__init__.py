@@ -3,7 +3,8 @@
 Two studies, each a subpackage, over the layers they share (lowest first: ``core``, ``report``, ``models``):
 
 - Study 1, stereotype profiles (``bias_utils.profiles``):
-  ``profiles.dictionaries → profiles.contexts → models.embeddings → profiles.projection → profiles.space → profiles.axis_validity → profiles.population_profiles → profiles.layers``
+  ``profiles.dictionaries → profiles.contexts → models.embeddings → profiles.projection → profiles.space →
+  profiles.axis_validity → profiles.population_profiles → profiles.layers``
 - Study 2, BOLD occupational audit (``bias_utils.audit``):
   ``audit.bold_prompts → models.generation → core.lexicon → audit.bold → audit.occupations → audit.replication``
 - The book (``bias_utils.book``): parameter checks, every model side by side, the front page, runs and the build.

@@ -116,7 +116,8 @@ def test_wordnet_contexts_replace_the_synonym_and_keep_the_term():
     ]
     # aloof.s.01: the head word "aloof" is replaced by the term; "he was upstage with strangers" has
     # neither word and is dropped.
-    assert D._wordnet_contexts("distant", synset="aloof.s.01") == ["stood apart with distant dignity", "a distant smile"]
+    assert D._wordnet_contexts("distant", synset="aloof.s.01") == ["stood apart with distant dignity",
+                                                                    "a distant smile"]
 
 
 def test_wordnet_contexts_without_synset_pool_noun_and_adjective_senses(wn):

@@ -19,7 +19,8 @@ def audit():
     c = replication.load_published_completions()
     occ = c.groupby(["group", "occupation"], sort=False)[["published_male_words", "published_female_words"]].sum()
     occ = occ.reset_index()
-    design = pd.DataFrame({"intercept": 1.0, "female_dominated": (occ["group"] == bold_prompts.FEMALE_GROUP).astype(float)})
+    female = (occ["group"] == bold_prompts.FEMALE_GROUP).astype(float)
+    design = pd.DataFrame({"intercept": 1.0, "female_dominated": female})
     return occ["published_male_words"].to_numpy(float), occ["published_female_words"].to_numpy(float), design
 
 

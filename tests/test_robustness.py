@@ -178,7 +178,8 @@ def test_curve_inputs_match_the_profile_pipeline_minilm():
 
     null = av.validity_table(sp, extras["terms"], n_permutations=20)
     for d in range(7):  # the null's Gram solve reproduces polar_basis's pseudo-inverse on real directions
-        np.testing.assert_allclose(av._pinv_row(sp.bases["dimensions"].directions, d), sp.bases["dimensions"].pinv[:, d],
+        np.testing.assert_allclose(av._pinv_row(sp.bases["dimensions"].directions, d),
+                                   sp.bases["dimensions"].pinv[:, d],
                                    rtol=1e-8, atol=1e-12)
     acc = direction_prediction(m, sp, extras["term_table"], layer="all", n_boot=10, term_contexts="dictionary").accuracy
     acc = acc[acc.cutoff == "raw"].assign(layer=lambda a: a["layer"].astype(str)).set_index(["dimension", "layer"])

@@ -91,7 +91,8 @@ def test_each_subpackage_lists_its_modules_public_names_by_role(sub):
 def test_importing_one_module_leaves_its_siblings_unloaded():
     """The subpackages import their API on first use: a notebook's parameter check or a context filter does not
     load torch through a sibling."""
-    code = ("import sys\nfrom bias_utils.profiles import context_filters\nfrom bias_utils.models import builtin_models\n"
+    code = ("import sys\nfrom bias_utils.profiles import context_filters\n"
+            "from bias_utils.models import builtin_models\n"
             "print(sorted(m for m in ('torch', 'transformers', 'bias_utils.profiles.space') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=paths.ROOT)
     assert out.stdout.strip() == "[]"
@@ -185,7 +186,8 @@ def _package_imports(module: str) -> set[str]:
             text = base + text
         if text.startswith("bias_utils."):
             found |= runs._imported_modules(f"import {text}", "", ALL_MODULES) or set()
-    assert not [d for d in dynamic if not d.startswith("core.exports:")], f"imports of a computed module name: {dynamic}"
+    unread = [d for d in dynamic if not d.startswith("core.exports:")]
+    assert not unread, f"imports of a computed module name: {unread}"
     return found - {module}
 
 

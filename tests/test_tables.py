@@ -114,11 +114,14 @@ def test_declared_columns_match_the_modules_column_lists():
     from bias_utils.profiles import population_profiles as profiles
 
     expected = {
-        tables.NAMES.AXIS_VALIDITY: axis_validity._COLUMNS, tables.NAMES.ROBUSTNESS_AXIS_VALIDITY: axis_validity._COLUMNS,
+        tables.NAMES.AXIS_VALIDITY: axis_validity._COLUMNS,
+        tables.NAMES.ROBUSTNESS_AXIS_VALIDITY: axis_validity._COLUMNS,
         tables.NAMES.PROFILE_STATS: profiles._PROFILE_STATS_COLUMNS + [
             c for c in stats.STAT_COLUMNS if c not in ("group_a", "group_b", "df", "p")],
-        tables.NAMES.ROBUSTNESS_SPECS: robustness._SPEC_COLUMNS, tables.NAMES.ROBUSTNESS_SKIPPED: robustness._SKIPPED_COLUMNS,
-        tables.NAMES.BOLD_INFLUENCE: occupations._INFLUENCE_COLUMNS, tables.NAMES.BOLD_HEADLINE: occupations.HEADLINE_COLUMNS,
+        tables.NAMES.ROBUSTNESS_SPECS: robustness._SPEC_COLUMNS,
+        tables.NAMES.ROBUSTNESS_SKIPPED: robustness._SKIPPED_COLUMNS,
+        tables.NAMES.BOLD_INFLUENCE: occupations._INFLUENCE_COLUMNS,
+        tables.NAMES.BOLD_HEADLINE: occupations.HEADLINE_COLUMNS,
         tables.NAMES.DROPPED_SENSES: space._DROPPED_COLUMNS, tables.NAMES.CONTEXTS_OF_SOURCE: contexts._TABLE_COLUMNS,
         tables.NAMES.CONTEXTS_SKIPPED: contexts._SKIP_COLUMNS, tables.NAMES.CONTEXTS_DROPPED: contexts._DROP_COLUMNS,
     }

@@ -1,4 +1,5 @@
-"""Study 2: the occupational audit on BOLD: prompts, units, the audit and its headline, the published replication, completion profiles, the link between the bias inside and the bias written.
+"""Study 2: the occupational audit on BOLD: prompts, units, the audit and its headline, the published replication,
+completion profiles, the link between the bias inside and the bias written.
 
 The public API by role, one module a role (``_EXPORTS``); each name is imported on first use
 (:func:`bias_utils.core.exports.lazy_exports`).

@@ -482,7 +482,8 @@ class _AuditResult:
     def write(self, folder: str | Path) -> list[Path]:
         """Write every table as parquet + CSV under ``folder``; returns the files."""
         folder = Path(folder)
-        frames = {tables.NAMES.BOLD_METRICS: self.metrics, tables.NAMES.BOLD_STATISTICS: self.statistics, tables.NAMES.BOLD_GROUP_SUMMARY: self.summary,
+        frames = {tables.NAMES.BOLD_METRICS: self.metrics, tables.NAMES.BOLD_STATISTICS: self.statistics,
+                  tables.NAMES.BOLD_GROUP_SUMMARY: self.summary,
                   tables.NAMES.BOLD_SKIPPED: self.skipped.astype({c: str for c in self.skipped.columns}),
                   tables.NAMES.BOLD_OCCUPATIONS: self.occupations, tables.NAMES.BOLD_INFLUENCE: self.influence,
                   tables.NAMES.BOLD_HEADLINE: self.headline, tables.NAMES.BOLD_UNITS: self.units,
@@ -497,7 +498,8 @@ def check_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples=1
     the selection's prompts after ``limit``. A :class:`ParameterError` names the parameter: a model that cannot
     write text, read from its config (an encoder); the sampling rule (``errors.check_generation``: greedy decoding
     with several samples is refused); ``max_new_tokens`` against the model's context length; a selection with fewer
-    than two groups (:func:`~bias_utils.audit.bold_prompts.check_selection`); the lexicons (:func:`check_audit_lexicons`);
+    than two groups (:func:`~bias_utils.audit.bold_prompts.check_selection`); the lexicons
+    (:func:`check_audit_lexicons`);
     ``n_boot`` (``stats.check_n_boot``) and ``method``."""
     facts = check_model(model, need="generate", what="the BOLD audit (it samples completions)")
     check_generation(n_samples=n_samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,

@@ -1,4 +1,5 @@
-"""Book: the Jupyter Book: notebook parameter checks, the cross-model chapter and front page, runs, execution, presentation and the build.
+"""Book: the Jupyter Book: notebook parameter checks, the cross-model chapter and front page, runs, execution,
+presentation and the build.
 
 The public API by role, one module a role (``_EXPORTS``); each name is imported on first use
 (:func:`bias_utils.core.exports.lazy_exports`).

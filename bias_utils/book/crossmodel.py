@@ -34,8 +34,10 @@ __all__ = [
 #: ``robustness.robustness_summary`` (chapter 10): the curve's agreement and each axis's verdict.
 #: Chapter 11's per-model correlations and slopes (decoders only).
 #: The per-model tables the cross-model chapter stacks.
-_CROSS_MODEL_TABLES = (tables.NAMES.DIRECTION_ACCURACY, tables.NAMES.PROFILE_STATS, tables.NAMES.PROFILE_GROUP_MEANS, tables.NAMES.BOLD_STATISTICS,
-                      tables.NAMES.BOLD_GROUP_SUMMARY, tables.NAMES.COMPLETION_PROJECTION_STATS, tables.NAMES.AXIS_VALIDITY, tables.NAMES.LINK_STATISTICS)
+_CROSS_MODEL_TABLES = (tables.NAMES.DIRECTION_ACCURACY, tables.NAMES.PROFILE_STATS, tables.NAMES.PROFILE_GROUP_MEANS,
+                       tables.NAMES.BOLD_STATISTICS, tables.NAMES.BOLD_GROUP_SUMMARY,
+                       tables.NAMES.COMPLETION_PROJECTION_STATS, tables.NAMES.AXIS_VALIDITY,
+                       tables.NAMES.LINK_STATISTICS)
 #: The ``link_statistics`` tests :func:`pooled_link` pools: Pearson's r (on Fisher's z scale) and the
 #: slope of the log-odds per SD of the intrinsic measure within BOLD category.
 _POOLED_TESTS = (link.PRIMARY["test"],)

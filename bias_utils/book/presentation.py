@@ -200,7 +200,8 @@ _PLAIN_CELL = re.compile(r"(<td>)([^<]*)(</td>)")
 
 
 def _relabel(html_text: str) -> str:
-    """Table headers (and a transposed table's row names) labelled by today's :data:`bias_utils.report.rendering.LABELS`:
+    """Table headers (and a transposed table's row names) labelled by today's
+    :data:`bias_utils.report.rendering.LABELS`:
     each cell that names its column (``data-column``, written by :func:`bias_utils.report.rendering.table_html`) gets
     :func:`~bias_utils.report.rendering.column_label` of it, a pivoted value after " · " kept, and each text cell its
     :func:`~bias_utils.report.rendering.value_label`; so a label changed after a run reaches its page without running it

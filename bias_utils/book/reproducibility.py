@@ -61,7 +61,8 @@ def _quantisation(model: dict) -> str | None:
 
 
 def _model_limitations(models: list[dict]) -> str:
-    """The Limitations chapter's paragraphs about the models of this build, from their cards (:func:`bias_utils.book.runs.
+    """The Limitations chapter's paragraphs about the models of this build, from their cards
+    (:func:`bias_utils.book.runs.
     describe_model`): how many, of which kind and size; which were quantised, to what, and what they are analysed
     in. Nothing in them is typed by hand."""
     cards = [f"{_cell(m['name'])} ({_count(m.get('parameters'))} parameters, {m.get('kind', 'of unrecorded kind')})"

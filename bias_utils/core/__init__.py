@@ -1,4 +1,5 @@
-"""Shared: what both studies stand on: paths, errors and value rules, caches, verified data, results folders, the results-table registry, the statistics engine, the mixed model, printed precision, the gendered lexicons.
+"""Shared: what both studies stand on: paths, errors and value rules, caches, verified data, results folders, the
+results-table registry, the statistics engine, the mixed model, printed precision, the gendered lexicons.
 
 The public API by role, one module a role (``_EXPORTS``); each name is imported on first use
 (:func:`bias_utils.core.exports.lazy_exports`).

@@ -159,7 +159,8 @@ def _bound(sorted_values: np.ndarray, q: float) -> tuple[float, float]:
 
 def percentile_bounds(replicates, level: float = 0.95) -> _PercentileBounds:
     """The equal-tailed percentile interval at ``level`` of bootstrap ``replicates`` (NaN replicates, undefined
-    statistics, are left out, as :func:`bias_utils.core.stats.cluster_bootstrap_ci` does) and each bound's Monte Carlo SE
+    statistics, are left out, as :func:`bias_utils.core.stats.cluster_bootstrap_ci` does) and each bound's Monte Carlo
+    SE
     by the order-statistic rule of this module. Near the ends of a small B the range is clipped at the extreme
     replicates, and the SE understates."""
     values = np.asarray(replicates, dtype=float)

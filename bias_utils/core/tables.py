@@ -102,7 +102,8 @@ class NAMES:
         "senses per pole that entered the basis; the poles of an untestable axis (too few terms kept a context)",
         ("dimension", "direction", "n_senses", "space", "testable", "reason"))
     GENERATED_CONTEXTS = _declare(
-        "generated_contexts", "bias_utils.profiles.contexts.generation_report", ("03_projection_accuracy", "04_profiles"),
+        "generated_contexts", "bias_utils.profiles.contexts.generation_report",
+        ("03_projection_accuracy", "04_profiles"),
         "senses without published contexts: contexts generated now and kept by the filters",
         ("sense_id", "dimension", "term", "direction", "generator", "n_generated", "n_kept"))
     DROPPED_SENSES = _declare(
@@ -116,7 +117,8 @@ class NAMES:
         ("model_id", "context_source", "term_contexts", "evaluation", "layer", "dimension", "cutoff", "accuracy",
          "ci_low", "ci_high", "n", "n_high", "n_low"))
     DIRECTION_ACCURACY_TERM_CONTEXTS = _declare(
-        "direction_accuracy_term_contexts", "bias_utils.profiles.space.accuracy_by_term_contexts", ("03_projection_accuracy",),
+        "direction_accuracy_term_contexts", "bias_utils.profiles.space.accuracy_by_term_contexts",
+        ("03_projection_accuracy",),
         "direction accuracy with the extra terms in generated and in WordNet contexts",
         ("model_id", "context_source", "term_contexts", "evaluation", "layer", "dimension", "cutoff", "accuracy",
          "ci_low", "ci_high", "n", "n_high", "n_low"))
@@ -290,22 +292,26 @@ class NAMES:
          "pmi_difference_smoothed", "pmi_difference", "empty_completion", "completion_index", "space", "layer",
          "dimension", "value", "prompt_value", "beyond_prompt_value", "z", "prompt_z", "beyond_prompt_z"))
     COMPLETION_PROJECTION_STATS = _declare(
-        "completion_projection_stats", "bias_utils.audit.completions.completion_projection_stats", ("08_completion_profiles",),
+        "completion_projection_stats", "bias_utils.audit.completions.completion_projection_stats",
+        ("08_completion_profiles",),
         "female- vs male-dominated occupations on each axis",
         ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
          "ci_low", "ci_high", "n", "dimension", "n_a", "n_b", "mean_a", "mean_b", "analysis", "measure", "unit",
          "p_floor", "n_permutations", "n_categories", "n_categories_total", "categories", "primary", "axis_readable"))
     COMPLETION_PROJECTION_OCCUPATIONS = _declare(
-        "completion_projection_occupations", "bias_utils.audit.completions.occupation_means", ("08_completion_profiles",),
+        "completion_projection_occupations", "bias_utils.audit.completions.occupation_means",
+        ("08_completion_profiles",),
         "occupation means of the projections",
         ("space", "layer", "dimension", "group", "category", "occupation", "n_completions", "z", "prompt_z",
          "beyond_prompt_z"))
     COMPLETION_PROJECTION_BY_CATEGORY = _declare(
-        "completion_projection_by_category", "bias_utils.audit.completions.category_contrasts", ("08_completion_profiles",),
+        "completion_projection_by_category", "bias_utils.audit.completions.category_contrasts",
+        ("08_completion_profiles",),
         "female vs male within BOLD category",
         ("measure", "dimension", "category", "n_a", "n_b", "mean_a", "mean_b", "difference", "both_groups", "weight"))
     COMPLETION_PROJECTION_SKIPPED = _declare(
-        "completion_projection_skipped", "bias_utils.audit.completions.completion_embeddings", ("08_completion_profiles",),
+        "completion_projection_skipped", "bias_utils.audit.completions.completion_embeddings",
+        ("08_completion_profiles",),
         "completions that could not be embedded",
         ("prompt_id", "sample", "completion", "n_tokens", "finish_reason", "group", "category", "occupation",
          "prompt", "n_words", "male_words", "male_words_list", "female_words", "female_words_list", "neutral_words",

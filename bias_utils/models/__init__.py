@@ -1,4 +1,5 @@
-"""Shared: language models behind one interface: loading (built-ins, hub ids, folders, GGUF, endpoints), sampling and decoding, embeddings.
+"""Shared: language models behind one interface: loading (built-ins, hub ids, folders, GGUF, endpoints), sampling and
+decoding, embeddings.
 
 The public API by role, one module a role (``_EXPORTS``); each name is imported on first use
 (:func:`bias_utils.core.exports.lazy_exports`).

@@ -1,4 +1,5 @@
-"""Study 1: stereotype profiles (Schuster et al. 2024): dictionaries, contexts, the POLAR space, its axis checks, population profiles, the gender direction, layers, robustness.
+"""Study 1: stereotype profiles (Schuster et al. 2024): dictionaries, contexts, the POLAR space, its axis checks,
+population profiles, the gender direction, layers, robustness.
 
 The public API by role, one module a role (``_EXPORTS``); each name is imported on first use
 (:func:`bias_utils.core.exports.lazy_exports`).

@@ -84,8 +84,8 @@ from .context_filters import (
 from .dictionaries import _ensure_sense_ids, _wordnet_contexts
 
 __all__ = [
-    "DEFAULT_GENERATOR", "build_contexts", "check_source_names", "source_names", "context_report", "describe_generation",
-    "generation_report",
+    "DEFAULT_GENERATOR", "build_contexts", "check_source_names", "source_names", "context_report",
+    "describe_generation", "generation_report",
 ]
 
 _TABLE_COLUMNS = ["sense_id", "dimension", "term", "direction", "context", "context_source", "context_index", "source"]
@@ -493,7 +493,8 @@ def _load_corpus(corpus=None) -> tuple[list[str], list[dict]]:
     one that fails checksum verification is refused and noted), a manifest key,
     a path to a text file with one sentence per line, or a list of those.
     """
-    items = list(_DEFAULT_CORPORA) if corpus is None else ([corpus] if isinstance(corpus, (str, Path)) else list(corpus))
+    items = (list(_DEFAULT_CORPORA) if corpus is None
+             else [corpus] if isinstance(corpus, (str, Path)) else list(corpus))
     sentences, notes = [], []
     for item in items:
         path = Path(item)

@@ -36,9 +36,9 @@ from ..core.paths import data_dir
 from ..core.results import display_name
 from .context_filters import _FILTER_VERSION
 from .contexts import (
-    DEFAULT_GENERATOR,
     _GENERATION_INSTRUCTION,
     _GENERATION_SETTINGS,
+    DEFAULT_GENERATOR,
     _ContextError,
     _ContextSet,
     _finish,
@@ -139,7 +139,8 @@ def _generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: 
             "filter_version": _FILTER_VERSION, "n_keep": n_keep, "chunk": chunk,
             "order": ("the first round's terms without a usable context, in its order" if round == 2 else
                       "terms shuffled with pandas sample(frac=1, random_state=seed)"),
-            "command": (f"python -m bias_utils.profiles.extra_contexts generate-extra --model {model.name} --seed {seed}"
+            "command": ("python -m bias_utils.profiles.extra_contexts generate-extra "
+                        f"--model {model.name} --seed {seed}"
                         + (" --round 2" if round == 2 else "")
                         + (f" --dictionary {dictionary} --out {path}" if dictionary is not None else "")),
             "n_terms_total": n_total}
@@ -227,7 +228,8 @@ def _read_extra_contexts(path=None, round: int = 1) -> tuple[pd.DataFrame, dict]
     ``dimension, term, direction, contexts, n_generated, dropped``."""
     path = _extra_contexts_path(path, round)
     if not path.is_file():
-        raise _ContextError(f"no generated contexts file at {path}; make it with python -m bias_utils.profiles.extra_contexts "
+        raise _ContextError(f"no generated contexts file at {path}; make it with "
+                            "python -m bias_utils.profiles.extra_contexts "
                            "generate-extra --model qwen2.5-coder-0.5b-instruct --seed 0")
     rows = []
     with open(path, encoding="utf-8") as f:

@@ -201,7 +201,8 @@ class _OccupationValidity:
     def write(self, folder: str | Path) -> list[Path]:
         """Write the values and the statistics as parquet + CSV under ``folder``."""
         folder = Path(folder)
-        written = {tables.NAMES.OCCUPATION_VALIDITY_VALUES: self.values, tables.NAMES.OCCUPATION_VALIDITY: self.statistics}
+        written = {tables.NAMES.OCCUPATION_VALIDITY_VALUES: self.values,
+                   tables.NAMES.OCCUPATION_VALIDITY: self.statistics}
         return [p for name, df in written.items() for p in write_table(df, folder / name)]
 
 
@@ -318,7 +319,8 @@ def validity_chart(values: pd.DataFrame, statistics: pd.DataFrame | None = None,
     colour = alt.Color("group:N", title="BLS majority", scale=plots.group_scale(_OCCUPATION_GROUPS))
     points = alt.Chart(data).mark_point(filled=True, opacity=0.7).encode(
         x=x, y=y, color=colour,
-        tooltip=["occupation", alt.Tooltip(f"{_SHARE}:Q", format=".1f"), alt.Tooltip(f"{_MEASURES[0]}:Q", format=".3f")])
+        tooltip=["occupation", alt.Tooltip(f"{_SHARE}:Q", format=".1f"),
+                 alt.Tooltip(f"{_MEASURES[0]}:Q", format=".3f")])
     leaders = alt.Chart(labels).mark_rule(color="#999", strokeWidth=0.6).encode(x=x, y=y, y2="label_y:Q")
     # names right of the middle run leftwards, so they stay inside the plot
     text = [alt.Chart(labels[(labels[_SHARE] > 50) == right]).mark_text(

@@ -252,7 +252,8 @@ def _infer_kind(groups: dict[str, list[str]], where: str = "population") -> str:
         return "name"
     if named:
         others = [w for w in words if not _NAME.match(w)]
-        raise _PopulationError(f"{where}: the kind is not stated and cannot be inferred: {len(named)} word(s) look like "
+        raise _PopulationError(f"{where}: the kind is not stated and cannot be inferred: {len(named)} word(s) "
+                              "look like "
                               f"names ({_examples(named)}) and {len(others)} do not ({_examples(others)}); state "
                               "kind name (no article) or noun (after \"the\")")
     first_names = {w.lower() for ws in _schuster_groups("schuster_names", "Names").values() for w in ws}

@@ -102,7 +102,8 @@ def _embed_contexts(model, table: pd.DataFrame, layers="all") -> tuple[np.ndarra
 def check_space(model, dictionary: pd.DataFrame, source: str = "generated", n_contexts=5, seed=0, *,
                 generator=None, layers="all", names: tuple[str, str] = ("source", "generator")) -> ModelFacts:
     """:func:`build_space`'s parameters, checked before any model loads (chapters 03, 04, 05, 08, 10 and 11 call it
-    through their checks), and the model's :class:`~bias_utils.models.loading.ModelFacts`. A :class:`ParameterError` names
+    through their checks), and the model's :class:`~bias_utils.models.loading.ModelFacts`. A :class:`ParameterError`
+    names
     the parameter: a model without hidden states, every rule of :func:`bias_utils.profiles.contexts.check_request` (the
     source, counts, seed, the generator), a pole with fewer than ``dictionaries.MIN_POLE_SIZE`` terms
     (``dictionaries.check_poles``) and ``layers`` (``"all"`` or hidden-state indices of the model)."""
@@ -124,7 +125,8 @@ def check_source_spaces(model, dictionary: pd.DataFrame, sources=None, n_context
                   generator=None) -> tuple[str, ...]:
     """The parameters of building one space per context source (``layers.layers_by_context``,
     ``robustness.collect_curve_inputs``), checked before any model loads: :func:`check_space`, and
-    ``bias_utils.profiles.contexts.check_request`` for each of ``sources`` (``None``: every registered one; the generator
+    ``bias_utils.profiles.contexts.check_request`` for each of ``sources`` (``None``: every registered one; the
+    generator
     is needed only when they include ``"generated"``). Returns the sources."""
     chosen = check_source_names(sources)
     check_space(model, dictionary, "dictionary", n_contexts, seed)
@@ -338,7 +340,8 @@ def _leave_one_out_values(space: _StereotypeSpace, dimensions: Sequence[str], la
         keep = np.ones(len(senses), bool)
         keep[i] = False
         try:
-            basis = projection._polar_basis(S[keep], senses[keep], "dimensions", layers=space.bases["dimensions"].layers)
+            basis = projection._polar_basis(S[keep], senses[keep], "dimensions",
+                                            layers=space.bases["dimensions"].layers)
         except projection._ProjectionError:
             continue  # the held-out sense was its pole's only one: nothing left to predict it from
         frames.append(projection._own_dimension_values({"dimensions": basis}, S[i:i + 1], senses.iloc[[i]], layer))

@@ -24,9 +24,9 @@ from ..core.results import display_name
 from . import rendering
 
 __all__ = [
-    "GROUP_COLORS", "INVALID_GREY", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "accuracy_heatmap", "axis_validity_chart",
-    "captioned", "drawable", "group_scale", "layer_curves_chart", "profile_chart", "repel", "save",
-    "specification_curve_chart", "warmth_competence_chart", "warmth_competence_charts",
+    "GROUP_COLORS", "INVALID_GREY", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "accuracy_heatmap",
+    "axis_validity_chart", "captioned", "drawable", "group_scale", "layer_curves_chart", "profile_chart", "repel",
+    "save", "specification_curve_chart", "warmth_competence_chart", "warmth_competence_charts",
 ]
 
 _THEME = "bias_profiles"
@@ -89,7 +89,8 @@ def _group_color(group) -> str:
 
 
 def group_scale(groups: Sequence[str]) -> alt.Scale:
-    """A colour scale over groups' display labels (:func:`bias_utils.report.rendering.group_label`; the chart's data must
+    """A colour scale over groups' display labels (:func:`bias_utils.report.rendering.group_label`; the chart's data
+    must
     hold the labels), each in its :func:`group_color`."""
     labels = list(dict.fromkeys(rendering.group_label(g) for g in groups))
     return alt.Scale(domain=labels, range=[_group_color(g) for g in labels])

@@ -304,7 +304,8 @@ def figure_html(spec: dict, number: int, element_id: str, image: str | None = No
 def _renderer(spec: dict, **_metadata) -> dict:
     # The vega-lite JSON rides along so that JupyterLab (which ignores our
     # text/html when it has a native renderer) still draws the chart.
-    return {"text/html": _chart_html(spec), f"application/vnd.vegalite.v{_vega_lite_version().split('.')[0]}+json": spec}
+    major = _vega_lite_version().split(".")[0]
+    return {"text/html": _chart_html(spec), f"application/vnd.vegalite.v{major}+json": spec}
 
 
 alt.renderers.register(_RENDERER, _renderer)
@@ -480,7 +481,8 @@ def _missing(value) -> bool:
 def _cell_text(value, column="", whole: bool = False) -> str:
     """One cell as the book shows it, rounded by the quantity its column holds, with the functions sentences use
     (:mod:`bias_utils.core.precision`): p values by :func:`~bias_utils.core.precision.p_text`, counts by
-    :func:`~bias_utils.core.precision.count_text`, other numbers by :func:`~bias_utils.core.precision.number_text`, a missing
+    :func:`~bias_utils.core.precision.count_text`, other numbers by :func:`~bias_utils.core.precision.number_text`, a
+    missing
     value as ``–``. ``whole``: the column holds whole numbers only (a count or df stored as float because of a
     gap)."""
     if _missing(value):
