@@ -307,7 +307,6 @@ def extra_coverage(terms: pd.DataFrame | None = None, path=None) -> pd.DataFrame
     (per covered term); plus a ``total`` row.
     """
     if terms is None:
-
         terms = load_full_dictionary_terms()
     table, settings = merged_extra_contexts(path)
     table = table.assign(n=table["contexts"].str.len())
