@@ -479,7 +479,7 @@ def test_code_modules_follow_imports_transitively(tmp_path):
 
 
 def test_tables_in_the_book_show_readable_digits():
-    rendering._enable()
+    rendering.enable()
     try:
         html = pd.DataFrame({"g": [1.58444], "p": [0.0000123], "n": [12]}).to_html()
         styled = pd.DataFrame({"g": [1.58444], "n": [12]}).style.to_html()
@@ -631,7 +631,7 @@ def test_enable_registers_the_table_formatter_in_an_ipython_shell():
     shell = InteractiveShell.instance()
     formatter = shell.display_formatter.formatters["text/html"]
     try:
-        rendering._enable()
+        rendering.enable()
         data, _ = shell.display_formatter.format(pd.read_csv(TABLES / "robustness_summary.csv"))
         styled, _ = shell.display_formatter.format(pd.read_csv(TABLES / "bold_statistics.csv").style.hide(axis="index"))
     finally:

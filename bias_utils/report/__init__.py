@@ -8,7 +8,7 @@ from ..core.exports import lazy_exports
 
 _EXPORTS = {
     # tables and figures as the book shows them (labels, rounding, offline Vega)
-    "rendering": ("column_label", "figure_html", "group_label", "value_label", "write_vega_bundle",),
+    "rendering": ("enable", "column_label", "figure_html", "group_label", "value_label", "write_vega_bundle",),
     # the Altair charts and the colour of each group
     "plots": ("GROUP_COLORS", "INVALID_GREY", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "accuracy_heatmap",
         "axis_validity_chart", "captioned", "drawable", "group_scale", "layer_curves_chart", "profile_chart",

@@ -32,7 +32,7 @@ from ..core import cache, precision
 from ..core.results import display_name
 
 __all__ = [
-    "column_label", "figure_html", "group_label", "value_label", "write_vega_bundle",
+    "enable", "column_label", "figure_html", "group_label", "value_label", "write_vega_bundle",
 ]
 
 _RENDERER = "bias_book"
@@ -587,7 +587,7 @@ def _table_html(frame: pd.DataFrame) -> str:
             f"<tbody>{body}</tbody></table></div>{notes}")
 
 
-def _enable() -> None:
+def enable() -> None:
     """Make Altair charts in this kernel render through the book's global ``vegaEmbed``, and
     DataFrames display as :func:`table_html` (the tables written to disk keep all digits)."""
 
