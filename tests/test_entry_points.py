@@ -447,3 +447,97 @@ def test_papermill_with_a_misspelled_parameter_stops_at_the_check(tmp_path):
     assert "ParameterError: modle: not a parameter of this notebook (did you mean 'model'?); its parameters are " \
            "model, dtype, context_source" in proc.stderr + proc.stdout
     print(f"stopped after {time.monotonic() - started:.0f} s")
+
+
+# --------------------------------------------------------------------------- messages that name the cause and the fix
+
+
+def test_a_misspelled_selection_name_says_which_one_was_meant(loads):
+    for call in (lambda: v.check_bold_audit(selection="audti"), lambda: bold.run_audit(SMOL, selection="audti")):
+        with pytest.raises(ParameterError, match=r"^selection: 'audti' is neither a named selection \('audit', "
+                                                 r"'categories'\) nor a file; did you mean 'audit'\?$"):
+            call()
+    with pytest.raises(ParameterError, match=r"did you mean 'categories'\?$"):
+        v.check_bold_audit(selection="Categories")
+    with pytest.raises(ParameterError, match=r"^selection: 'nurses\.csv' does not exist"):  # a file, not a name
+        v.check_bold_audit(selection="nurses.csv")
+    assert not loads
+
+
+def _without_tokenizer(folder: Path, *keep: str) -> str:
+    """A model folder with MiniLM's config and weights (links) but none of its tokenizer files (``keep``: files
+    written empty-handed, e.g. a tokenizer_config.json that names no vocabulary)."""
+    from bias_utils.models.builtin_models import BUILTIN_MODELS, _builtin_weights
+
+    folder.mkdir()
+    weights = _builtin_weights(BUILTIN_MODELS[MINILM])
+    for name in ("config.json", "model.safetensors"):
+        (folder / name).symlink_to(weights / name)
+    for name in keep:
+        _write(folder / name, "{}")
+    return str(folder)
+
+
+def test_a_model_folder_without_a_tokenizer_is_refused_as_such(tmp_path, loads):
+    folder = _without_tokenizer(tmp_path / "minilm-no-tokenizer")
+    message = (rf"^model: {folder} is a model folder without a tokenizer \(none of tokenizer\.json, .*vocab\.txt.*\): "
+               r"without one every word is the unknown token\. Copy the tokenizer files that came with the model into "
+               r"the folder$")
+    for call in (lambda: v.check_projection_accuracy(model=folder, context_source="dictionary"),
+                 lambda: v.check_profiles(model=folder, context_source="dictionary"),
+                 lambda: space.build_space(folder, SEED, "dictionary")):
+        with pytest.raises(ParameterError, match=message):
+            call()
+    assert not loads
+
+
+@pytest.mark.slow
+def test_a_tokenizer_of_the_special_tokens_alone_is_refused_when_the_model_loads(tmp_path):
+    """A folder whose only tokenizer file names no vocabulary passes the file check; transformers then builds a
+    tokenizer of the special tokens, which loading refuses (every word would be [UNK])."""
+    folder = _without_tokenizer(tmp_path / "minilm-config-only", "tokenizer_config.json")
+    with pytest.raises(models.ModelError, match=r"has no tokenizer: the one transformers built from .* knows 5 tokens, "
+                                                r"the model 30,522.* Copy the tokenizer files"):
+        models.load_model(folder)
+
+
+@pytest.mark.parametrize("check, chapter", [(v.check_completion_profiles, "08"), (v.check_intrinsic_extrinsic, "11")])
+def test_chapters_that_read_completions_refuse_an_encoder_instead_of_sending_it_to_06(check, chapter, loads):
+    with pytest.raises(ParameterError, match=rf"^model: 'minilm-l6' is an encoder .* cannot give text: chapter "
+                                             rf"{chapter} \(it reads the BOLD completions chapter 06 writes, and only "
+                                             r"a decoder writes them\) needs a decoder"):
+        check(model=MINILM)
+    check(model=SMOL)
+    assert not loads
+
+
+def test_the_kind_of_a_population_file_is_said_once_per_run(tmp_path):
+    """The notebook's check, the run's own check and the embedding each read the file: one warning, not four."""
+    from bias_utils.profiles import populations
+
+    path = str(_write(tmp_path / "groups.json", json.dumps({"f": ["woman", "girl"], "m": ["man", "boy"]})))
+    with pytest.warns(UserWarning) as said:
+        v.check_profiles(model=MINILM, populations=[path], context_source="dictionary")
+        profiles.check_profile_run(MINILM, [path])
+        profiles._resolve_populations([path])
+        populations._load_populations(path)
+    assert [str(w.message) for w in said if "does not state its kind" in str(w.message)] == [
+        f"{path}: the file does not state its kind; no word is a capitalised single word, so they are read as nouns, "
+        "after \"the\" (\"this is the woman\") (state it with a kind column, or {\"kind\": \"name\" or \"noun\", "
+        "\"groups\": {...}} in JSON)"]
+    _write(tmp_path / "groups.json", json.dumps({"f": ["woman", "aunt"], "m": ["man", "uncle"]}))
+    with pytest.warns(UserWarning, match="does not state its kind"):  # an edited file is read anew
+        v.check_profiles(model=MINILM, populations=[path], context_source="dictionary")
+
+
+@pytest.mark.slow
+def test_a_population_of_unknown_tokens_names_the_cause(tmp_path):
+    """Every entry an emoji: MiniLM's tokenizer reads each as [UNK]; the run stops naming that and the way out."""
+    path = _write(tmp_path / "emoji.json", json.dumps({"kind": "noun", "groups": {"f": ["🙂", "🌷", "🌸"],
+                                                                                "m": ["🚗", "🔧", "⚽"]}}))
+    with pytest.raises(profiles._ProfileError, match=(
+            r"^no population left to test: emoji: among the embedded words, group\(s\) 'f' \(0 words\), 'm' \(0 words\)"
+            r"; 2 per group needed\. 6 word\(s\) could not be embedded in any template \(🙂, 🌷, 🌸, 🚗, 🔧, ⚽\): "
+            r"1 of its 1 tokens are the unknown token '\[UNK\]' .*\. Give words this model's tokenizer knows, or use "
+            r"a model whose tokenizer has no unknown token")):
+        profiles.run_profiles(models.load_model(MINILM), {"warmth_competence": _basis(7)}, [str(path)])

@@ -404,6 +404,12 @@ def unload_model(model: _LoadedModel) -> None:
         del _LOADED[key]
 
 
+#: Files a Hugging Face model folder keeps its tokenizer in (one is enough; a byte-level tokenizer may need only
+#: its config). Without any, transformers builds a tokenizer of the special tokens alone.
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.txt", "vocab.json",
+                    "spiece.model", "sentencepiece.bpe.model")
+
+
 def _model_name_problem(name) -> str | None:
     """Why :func:`load_model` cannot load ``name``, found without loading anything; ``None`` when it may (a
     built-in, an existing .gguf file or model folder, or a hub id ``owner/name``, which only loading can check).
@@ -421,6 +427,10 @@ def _model_name_problem(name) -> str | None:
             _read_config(path / "config.json")
         except ModelError as exc:
             return str(exc)
+        if not any((path / f).exists() for f in _TOKENIZER_FILES):
+            return (f"{path} is a model folder without a tokenizer (none of {', '.join(_TOKENIZER_FILES)}): "
+                    "without one every word is the unknown token. Copy the tokenizer files that came with the model "
+                    "into the folder")
         return None
     if re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not path.exists() and not name.startswith((".", "/", "~")):
         return None
@@ -675,6 +685,11 @@ def _from_folder(
     tokenizer = AutoTokenizer.from_pretrained(where, use_fast=True, **common)
     if not getattr(tokenizer, "is_fast", False):
         raise ModelError(f"{name!r} has no fast tokenizer; character offsets (needed to find words) require one")
+    vocabulary = getattr(config.get_text_config() if hasattr(config, "get_text_config") else config, "vocab_size", 0)
+    if vocabulary and len(tokenizer) * 10 < vocabulary:  # the special tokens alone: no tokenizer files were found
+        raise ModelError(f"{name!r} has no tokenizer: the one transformers built from {where} knows {len(tokenizer)} "
+                         f"tokens, the model {vocabulary:,}, so every word would be the unknown token. Copy the "
+                         "tokenizer files that came with the model into its folder")
     # AutoModelForCausalLM also for hidden states: it re-ties embeddings saved once (see convert_gguf).
     cls = AutoModelForCausalLM if kind == "decoder" else AutoModel
     kwargs = {"dtype": dtype, **common}
