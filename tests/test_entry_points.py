@@ -413,12 +413,44 @@ def test_a_pole_left_below_the_rule_makes_its_axis_untestable_and_the_run_finish
 
 @pytest.mark.slow
 def test_a_dictionary_with_only_untestable_axes_fails_before_embedding(tmp_path, loads):
+    """The poles emptied before embedding: the error names them, and the senses that reached no axis are written
+    first into the results folder (``out``), the file named in the message with the fix; without a folder the
+    error carries them."""
     dictionary = dictionaries.load_dictionary(str(_axes_dictionary(tmp_path / "axes.csv")))
     only = dictionary[dictionary["dimension"] != "tidiness"]
-    with pytest.raises(projection._ProjectionError, match=r"no axis can be built from the contexts: .*frugality high: "
-                                                         r"1 of its 3 terms kept a usable context \(thrifty\)"):
-        space.build_space(MINILM, only, "dictionary", 2)
+    csv = tmp_path / "out" / "dropped_senses.csv"
+    with pytest.raises(projection._ProjectionError, match=(
+            r"no axis can be built from the contexts: .*frugality high: 1 of its 3 terms kept a usable context "
+            r"\(thrifty\).*\)\. What did not reach an axis \(\d+ senses and contexts, each with its stage and "
+            rf"reason\) is in {csv}\. Give these terms contexts of their own \(a contexts column in the dictionary\)")):
+        space.build_space(MINILM, only, "dictionary", 2, out=tmp_path / "out")
     assert not loads
+    written = pd.read_csv(csv, keep_default_na=False)
+    lost = written.loc[written["stage"] == "contexts", "term"]
+    assert set(lost) == {"blorftish", "zindlous", "quarpish", "snorbled", "vextile"}  # the made-up words
+    assert written["reason"].str.contains("axis frugality is untestable").any()
+    with pytest.raises(projection._ProjectionError, match=r"is the error's dropped table") as caught:
+        space.build_space(MINILM, only, "dictionary", 2)
+    pd.testing.assert_frame_equal(caught.value.dropped.reset_index(drop=True), written, check_dtype=False)
+
+
+@pytest.mark.slow
+def test_chapter_03_writes_what_reached_no_axis_before_it_stops(tmp_path):
+    """Chapter 03 under papermill on a dictionary whose every axis loses a pole: the run stops naming the file of
+    what reached no axis, and the file is there."""
+    dictionary = _axes_dictionary(tmp_path / "axes.csv")
+    only = [line for line in dictionary.read_text(encoding="utf-8").splitlines() if not line.startswith("tidiness,")]
+    _write(dictionary, "\n".join(only) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "papermill", "--log-level", "ERROR",
+                           str(paths.ROOT / "notebooks" / "03_projection_accuracy.ipynb"), str(tmp_path / "03.ipynb"),
+                           "-p", "model", MINILM, "-p", "dictionary_path", str(dictionary), "-p", "context_source",
+                           "dictionary", "-p", "n_contexts", "2", "-p", "output_dir", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "PYTHONPATH": str(paths.ROOT)})
+    assert proc.returncode != 0
+    csv = tmp_path / "out" / "dropped_senses.csv"
+    assert f"is in {csv}. Give these terms contexts of their own" in proc.stderr + proc.stdout
+    assert set(pd.read_csv(csv)["stage"]) >= {"contexts", "axis"}
 
 
 @pytest.mark.slow

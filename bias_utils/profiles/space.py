@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
+from ..core import tables
 from ..core.errors import ParameterError, check_layer, check_positive_int, check_seed
-from ..core.results import display_name
+from ..core.results import display_name, write_table
 from ..core.stats import check_n_boot
 from ..models.embeddings import embed_words
 from ..models.loading import ModelFacts, check_model
@@ -207,15 +209,29 @@ def _overlapping_axes(space: _StereotypeSpace) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dimension_a", "dimension_b", "n_shared", "shared_terms", "correlation"])
 
 
-def _no_axis(untestable: pd.DataFrame, stage: str) -> projection._ProjectionError:
-    reasons = "; ".join(f"{r.dimension} {r.direction}: {r.reason}" for r in untestable.itertuples() if r.direction)
-    return projection._ProjectionError(f"no axis can be built {stage}: every dimension has a pole with fewer than "
-                                      f"{_MIN_POLE_SIZE} terms that kept a usable context ({reasons}); see the "
-                                      "skipped and dropped contexts, or give these terms contexts of their own")
+def _no_axis(space: _StereotypeSpace, stage: str, out) -> projection._ProjectionError:
+    """The error of a space without a single axis, after :func:`dropped_senses` of what was built so far is written
+    to ``out`` (a results folder; the message gives the file) or attached to the error (``.dropped``)."""
+    dropped = dropped_senses(space)
+    if out is not None:
+        _, csv = write_table(dropped, Path(out) / tables.NAMES.DROPPED_SENSES)
+        where = (f"What did not reach an axis ({len(dropped)} senses and contexts, each with its stage and reason) "
+                 f"is in {csv}")
+    else:
+        where = ("What did not reach an axis (each sense and context with its stage and reason) is the error's "
+                 "dropped table (build_space(..., out=folder) writes it)")
+    reasons = "; ".join(f"{r.dimension} {r.direction}: {r.reason}" for r in space.untestable.itertuples()
+                        if r.direction)
+    error = projection._ProjectionError(
+        f"no axis can be built {stage}: every dimension has a pole with fewer than {_MIN_POLE_SIZE} terms that kept "
+        f"a usable context ({reasons}). {where}. Give these terms contexts of their own (a contexts column in the "
+        "dictionary), or more terms on those poles")
+    error.dropped = dropped
+    return error
 
 
 def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_contexts: int = 5, seed: int = 0,
-                *, corpus=None, generator=None, layers="all") -> _StereotypeSpace:
+                *, corpus=None, generator=None, layers="all", out: str | Path | None = None) -> _StereotypeSpace:
     """Contexts -> embeddings -> sense embeddings -> polar bases (Eqs. 1-3, 5) at every layer.
 
     ``source`` defaults to ``"generated"``, the paper's main setting (Sec. 3.2)
@@ -226,26 +242,32 @@ def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_co
     filters or the embedding makes its axis untestable (:func:`untestable_poles`,
     in :attr:`StereotypeSpace.untestable` and :func:`dropped_senses`): the space is
     built from the other axes; with none left, a ``ProjectionError`` says why,
-    before anything is embedded when the contexts alone decide it.
+    before anything is embedded when the contexts alone decide it, after writing
+    :func:`dropped_senses` (the senses and contexts that reached no axis, each with
+    its stage and reason) into ``out`` (a results folder) and naming the file; without
+    ``out`` the error carries that table as ``.dropped``.
     """
     check_space(model, dictionary, source, n_contexts, seed, generator=generator, layers=layers)
     known = _known_generated_contexts(seed=seed, n_contexts=n_contexts) if source == "generated" else None
     contexts = build_contexts(dictionary, source, n_contexts, seed, model=generator, corpus=corpus, known=known)
+    model_id = getattr(model, "model_id", str(model))
     early = _untestable_poles(dictionary, contexts.table)
     if set(dictionary["dimension"]) <= set(early["dimension"]):
-        raise _no_axis(early, "from the contexts")
+        unembedded = pd.DataFrame(columns=_EMBED_SKIP_COLUMNS)
+        raise _no_axis(_StereotypeSpace({}, pd.DataFrame(), contexts, unembedded, model_id, source, np.empty(0), early),
+                       "from the contexts", out)
     values, skipped, layer_ids = _embed_contexts(model, contexts.table, layers)
     S, senses = projection._sense_embeddings(values, contexts.table)
     untestable = _untestable_poles(dictionary, senses)
     if set(dictionary["dimension"]) <= set(untestable["dimension"]):
-        raise _no_axis(untestable, "from the embedded contexts")
+        raise _no_axis(_StereotypeSpace({}, senses, contexts, skipped, model_id, source, S, untestable),
+                       "from the embedded contexts", out)
     keep = ~senses["dimension"].isin(set(untestable["dimension"])).to_numpy()
     S, senses = S[keep], senses[keep].reset_index(drop=True)
     bases = {"dimensions": projection._polar_basis(S, senses, "dimensions", layers=layer_ids)}
     if all(d in set(senses["dimension"]) for subs in _COMPOSITES.values() for d in subs):
         bases["warmth_competence"] = projection._polar_basis(S, senses, "warmth_competence", layers=layer_ids)
-    space = _StereotypeSpace(bases, senses, contexts, skipped, getattr(model, "model_id", str(model)), source, S,
-                            untestable)
+    space = _StereotypeSpace(bases, senses, contexts, skipped, model_id, source, S, untestable)
     for r in _overlapping_axes(space).itertuples():
         warnings.warn(f"axes {r.dimension_a} and {r.dimension_b} share {r.n_shared} term(s) ({r.shared_terms}); their "
                       f"values correlate r = {r.correlation:.2f} over the dictionary's senses, so their gaps are not "
