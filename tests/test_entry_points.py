@@ -453,16 +453,59 @@ def test_chapter_03_writes_what_reached_no_axis_before_it_stops(tmp_path):
     assert set(pd.read_csv(csv)["stage"]) >= {"contexts", "axis"}
 
 
-@pytest.mark.slow
-def test_axes_that_share_terms_get_a_warning_with_their_correlation(tmp_path):
-    text = _axes_dictionary(tmp_path / "axes.csv").read_text(encoding="utf-8").splitlines()
+def _twins(path: Path, shared: int) -> Path:
+    """tidiness (as in :func:`_axes_dictionary`) beside orderliness, which shares ``shared`` of its six terms with it
+    on the same poles (the rest its own words), every term with a context of its own."""
+    text = _axes_dictionary(path.with_name("axes.csv")).read_text(encoding="utf-8").splitlines()
     tidy = [line for line in text if line.startswith("tidiness,")]
-    twin = [line.replace("tidiness,", "orderliness,") for line in tidy]
-    twin[0] = "orderliness,spotless,high,a spotless floor"  # five of six terms shared
-    path = _write(tmp_path / "twins.csv", "\n".join([text[0], *tidy, *twin]) + "\n")
-    with pytest.warns(UserWarning, match=r"axes tidiness and orderliness share 5 term\(s\) .*; their values correlate "
-                                         r"r = -?\d\.\d\d"):
+    own = ["orderliness,spotless,high,a spotless floor", "orderliness,pristine,high,a pristine lake",
+           "orderliness,immaculate,high,an immaculate shirt", "orderliness,wasteful,low,a wasteful habit",
+           "orderliness,lavish,low,a lavish party", "orderliness,extravagant,low,an extravagant gift"]
+    keep = [0, 3, 1, 4, 2, 5][:shared]  # tidy, messy, neat, sloppy, orderly: both poles keep shared terms
+    twin = [tidy[i].replace("tidiness,", "orderliness,") if i in keep else own[i] for i in range(6)]
+    return _write(path, "\n".join([text[0], *tidy, *twin]) + "\n")
+
+
+TWINS_REFUSED = (r"^{name}: dimensions that share at least half of either one's terms are one axis measured twice: "
+                 r".*the sign of each one's values is decided by the basis, not by its words .*: 'tidiness' and "
+                 r"'orderliness' share 5 of their 6 and 6 terms \(tidy, neat, orderly, messy, sloppy; on the same "
+                 r"poles\)\. Merge them into one dimension, give each terms of its own \(fewer than half shared\), or "
+                 r"profile each in a run of its own \(a dictionary with only one of them\)$")
+
+
+def test_two_dimensions_sharing_most_terms_are_refused_before_any_embedding(tmp_path, loads):
+    path = _twins(tmp_path / "twins.csv", 5)
+    with pytest.raises(ParameterError, match=TWINS_REFUSED.format(name="dictionary_path")):
+        v.check_profiles(dictionary_path=str(path), context_source="dictionary")
+    with pytest.raises(ParameterError, match=TWINS_REFUSED.format(name="dictionary")):
         space.build_space(MINILM, dictionaries.load_dictionary(str(path)), "dictionary", 2)
+    v.check_profiles(dictionary_path=str(_twins(tmp_path / "two.csv", 2)), context_source="dictionary")
+    assert not loads
+
+
+def test_chapter_04_stops_at_its_check_on_look_alike_dimensions_and_writes_no_profile(tmp_path):
+    path = _twins(tmp_path / "twins.csv", 5)
+    proc = subprocess.run([sys.executable, "-m", "papermill", "--log-level", "ERROR",
+                           str(paths.ROOT / "notebooks" / "04_profiles.ipynb"), str(tmp_path / "04.ipynb"),
+                           "-p", "model", MINILM, "-p", "dictionary_path", str(path), "-p", "context_source",
+                           "dictionary", "-p", "output_dir", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "PYTHONPATH": str(paths.ROOT)})
+    assert proc.returncode != 0
+    assert ("ParameterError: dictionary_path: dimensions that share at least half of either one's terms are one axis "
+            "measured twice") in proc.stderr + proc.stdout
+    assert "Merge them into one dimension" in proc.stderr + proc.stdout
+    assert not list((tmp_path / "out").glob("profile_*"))  # no profile, so no gap of an axis the basis signed
+
+
+@pytest.mark.slow
+def test_axes_that_share_a_few_terms_get_a_warning_with_their_correlation(tmp_path):
+    """Two of six terms shared (below the refusal): built, with a warning that their gaps are not independent."""
+    path = _twins(tmp_path / "twins.csv", 2)
+    with pytest.warns(UserWarning, match=r"axes tidiness and orderliness share 2 term\(s\) \(messy, tidy\); their "
+                                         r"values correlate r = -?\d\.\d\d"):
+        sp = space.build_space(MINILM, dictionaries.load_dictionary(str(path)), "dictionary", 2)
+    assert sp.bases["dimensions"].dimensions == ("tidiness", "orderliness")
 
 
 # --------------------------------------------------------------------------- a parameter the notebook lacks
