@@ -420,14 +420,16 @@ def test_a_dictionary_with_only_untestable_axes_fails_before_embedding(tmp_path,
     only = dictionary[dictionary["dimension"] != "tidiness"]
     csv = tmp_path / "out" / "dropped_senses.csv"
     with pytest.raises(projection._ProjectionError, match=(
-            r"no axis can be built from the contexts: .*frugality high: 1 of its 3 terms kept a usable context "
+            r"no axis can be built from the dictionary's words: .*frugality high: 1 of its 3 terms are words "
             r"\(thrifty\).*\)\. What did not reach an axis \(\d+ senses and contexts, each with its stage and "
             rf"reason\) is in {csv}\. Give these terms contexts of their own \(a contexts column in the dictionary\)")):
         space.build_space(MINILM, only, "dictionary", 2, out=tmp_path / "out")
     assert not loads
     written = pd.read_csv(csv, keep_default_na=False)
     lost = written.loc[written["stage"] == "contexts", "term"]
-    assert set(lost) == {"blorftish", "zindlous", "quarpish", "snorbled", "vextile"}  # the made-up words
+    # the made-up words, marked before any context is sought; "vextile" reads as vex + tile, a compound of words
+    assert set(lost) == {"blorftish", "zindlous", "quarpish", "snorbled"}
+    assert written.loc[written["stage"] == "contexts", "reason"].str.startswith("not a word: ").all()
     assert written["reason"].str.contains("axis frugality is untestable").any()
     with pytest.raises(projection._ProjectionError, match=r"is the error's dropped table") as caught:
         space.build_space(MINILM, only, "dictionary", 2)
@@ -616,3 +618,52 @@ def test_a_population_of_unknown_tokens_names_the_cause(tmp_path):
             r"1 of its 1 tokens are the unknown token '\[UNK\]' .*\. Give words this model's tokenizer knows, or use "
             r"a model whose tokenizer has no unknown token")):
         profiles.run_profiles(models.load_model(MINILM), {"warmth_competence": _basis(7)}, [str(path)])
+
+
+# --------------------------------------------------------------------------- words that are not words
+
+
+def _with_nonwords(path: Path, high: list[str]) -> Path:
+    """tidiness with ``high`` as its high pole (real words with contexts of their own, made-up ones without) and
+    three real low terms."""
+    own = {"tidy": "a tidy room", "neat": "a neat desk", "orderly": "an orderly queue", "messy": "a messy kitchen",
+           "sloppy": "sloppy work", "untidy": "an untidy shed"}
+    rows = [f"tidiness,{t},high,{own.get(t, '')}" for t in high]
+    rows += [f"tidiness,{t},low,{own[t]}" for t in ("messy", "sloppy", "untidy")]
+    return _write(path, "dimension,term,direction,contexts\n" + "\n".join(rows) + "\n")
+
+
+def test_a_pole_of_words_that_are_not_words_is_refused_before_generating(tmp_path, loads):
+    """Two of the high pole's terms are made up: WordNet does not know them and MiniLM's tokenizer splits each into
+    four pieces. They are left out before any context is generated, the pole keeps two terms, and with no axis left
+    the build stops (the thin-pole rule), writing what reached no axis and naming the made-up words."""
+    path = _with_nonwords(tmp_path / "tidy.csv", ["tidy", "neat", "brrzzkt", "blorftish"])
+    with pytest.warns(UserWarning, match=r"2 term\(s\) are not words, left out before their contexts are found: "
+                                         r"brrzzkt \(tidiness high\), blorftish \(tidiness high\)"):
+        with pytest.raises(projection._ProjectionError, match=(
+                r"^no axis can be built from the dictionary's words: .*tidiness high: 2 of its 4 terms are words "
+                r"\(tidy, neat\)")):
+            space.build_space(MINILM, dictionaries.load_dictionary(str(path)), "generated", 2, out=tmp_path / "out")
+    assert not loads  # nothing generated, nothing embedded: the tokenizer alone was read
+    dropped = pd.read_csv(tmp_path / "out" / "dropped_senses.csv", keep_default_na=False).set_index("term")
+    assert dropped.loc["brrzzkt", "reason"].startswith(
+        "not a word: WordNet does not know it, and the model's tokenizer splits it into 4 pieces (br, ##rz, ##z, "
+        "##kt): left out before its contexts are found (give it contexts of its own, sentences that use it, to keep "
+        "it)")
+    assert dropped.loc["blorftish", "stage"] == "contexts"
+    assert dropped.loc["tidy", "reason"].startswith("axis tidiness is untestable (its high pole: 2 of its 4 terms")
+
+
+@pytest.mark.slow
+def test_a_word_that_is_not_a_word_is_left_out_with_a_warning_and_the_axis_kept(tmp_path):
+    path = _with_nonwords(tmp_path / "tidy.csv", ["tidy", "neat", "orderly", "brrzzkt"])
+    with pytest.warns(UserWarning, match=r"1 term\(s\) are not words, .*: brrzzkt \(tidiness high\); a pole left with "
+                                         r"fewer than 3 terms makes its axis untestable"):
+        sp = space.build_space(MINILM, dictionaries.load_dictionary(str(path)), "generated", 2)
+    assert sp.bases["dimensions"].dimensions == ("tidiness",) and "brrzzkt" not in set(sp.senses["term"])
+    dropped = space.dropped_senses(sp)
+    assert dropped.loc[dropped["term"] == "brrzzkt", "reason"].str.startswith("not a word: ").all()
+    # the same word with a sentence of its own is the user's word: kept
+    given = dictionaries.load_dictionary(str(path)).assign(
+        contexts=lambda d: d["contexts"].where(d["term"] != "brrzzkt", '["The black cat was brrzzkt the red fox."]'))
+    assert "brrzzkt" in set(space.build_space(MINILM, given, "generated", 2).senses["term"])

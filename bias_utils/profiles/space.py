@@ -20,9 +20,18 @@ from ..core.errors import ParameterError, check_layer, check_positive_int, check
 from ..core.results import display_name, write_table
 from ..core.stats import check_n_boot
 from ..models.embeddings import embed_words
-from ..models.loading import ModelFacts, check_model
+from ..models.loading import ModelFacts, check_model, load_tokenizer
 from . import projection
-from .contexts import _check_request, _ContextSet, build_contexts, check_source_names
+from .context_filters import _contains_term, _known_term, _not_a_word
+from .contexts import (
+    _SKIP_COLUMNS,
+    _as_list,
+    _check_request,
+    _ContextSet,
+    _prepare_dictionary,
+    build_contexts,
+    check_source_names,
+)
 from .dictionaries import (
     _COMPOSITES,
     _DIRECTIONS,
@@ -151,11 +160,13 @@ def _check_terms(model, *, n_contexts=5, seed=0, limit=None, term_contexts="gene
     return facts
 
 
-def _untestable_poles(dictionary: pd.DataFrame, usable: pd.DataFrame) -> pd.DataFrame:
+def _untestable_poles(dictionary: pd.DataFrame, usable: pd.DataFrame, what: str = "kept a usable context"
+                      ) -> pd.DataFrame:
     """The poles of ``dictionary``'s axes that keep fewer than ``dictionaries.MIN_POLE_SIZE`` distinct terms in
     ``usable`` (senses with a usable context: rows of a contexts table, or senses with ``n_embedded > 0``): the
     input's rule again, on what survived the context filters and the embedding. A composite (warmth, competence)
-    is untestable when one of its member dimensions is. Columns :data:`UNTESTABLE_COLUMNS`."""
+    is untestable when one of its member dimensions is; ``what`` says what the usable terms did. Columns
+    :data:`UNTESTABLE_COLUMNS`."""
     if "n_embedded" in usable:
         usable = usable[usable["n_embedded"] > 0]
     rows = []
@@ -166,7 +177,7 @@ def _untestable_poles(dictionary: pd.DataFrame, usable: pd.DataFrame) -> pd.Data
             if len(kept) < _MIN_POLE_SIZE:
                 rows.append({"space": "dimensions", "dimension": dim, "direction": pole,
                              "n_terms": given.nunique(), "n_usable": len(kept), "usable_terms": ", ".join(kept),
-                             "reason": f"{len(kept)} of its {given.nunique()} terms kept a usable context "
+                             "reason": f"{len(kept)} of its {given.nunique()} terms {what} "
                                        f"({', '.join(kept) or 'none'}); {_MIN_POLE_SIZE} per pole needed"})
     lost = {r["dimension"] for r in rows}
     present = set(dictionary["dimension"])
@@ -230,6 +241,27 @@ def _no_axis(space: _StereotypeSpace, stage: str, out) -> projection._Projection
     return error
 
 
+def _nonword_senses(dictionary: pd.DataFrame, model, source: str) -> pd.DataFrame:
+    """The senses of ``dictionary`` (prepared: with ``sense_id``) whose term is not a word
+    (``context_filters.not_a_word`` with ``model``'s tokenizer, read without loading weights), as rows of a
+    ``ContextSet.skipped`` table with the reason; a sense with contexts of its own that contain the term is the
+    user's word and is kept. Empty without a candidate (every term known to WordNet)."""
+    own = ([any(_contains_term(c, t) for c in _as_list(x)) for t, x in zip(dictionary["term"], dictionary["contexts"])]
+           if "contexts" in dictionary else [False] * len(dictionary))
+    rows, tokenizer = [], None
+    for (_, sense), given in zip(dictionary.iterrows(), own):
+        if given or _known_term(str(sense["term"])):
+            continue
+        if tokenizer is None:
+            tokenizer = load_tokenizer(model)
+        why = _not_a_word(str(sense["term"]), tokenizer)
+        if why:
+            rows.append({**{c: sense[c] for c in ("sense_id", "dimension", "term", "direction")}, "source": source,
+                         "reason": f"{why}: left out before its contexts are found (give it contexts of its own, "
+                                   "sentences that use it, to keep it)"})
+    return pd.DataFrame(rows, columns=_SKIP_COLUMNS)
+
+
 def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_contexts: int = 5, seed: int = 0,
                 *, corpus=None, generator=None, layers="all", out: str | Path | None = None) -> _StereotypeSpace:
     """Contexts -> embeddings -> sense embeddings -> polar bases (Eqs. 1-3, 5) at every layer.
@@ -248,9 +280,24 @@ def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_co
     ``out`` the error carries that table as ``.dropped``.
     """
     check_space(model, dictionary, source, n_contexts, seed, generator=generator, layers=layers)
-    known = _known_generated_contexts(seed=seed, n_contexts=n_contexts) if source == "generated" else None
-    contexts = build_contexts(dictionary, source, n_contexts, seed, model=generator, corpus=corpus, known=known)
     model_id = getattr(model, "model_id", str(model))
+    dictionary = _prepare_dictionary(dictionary)
+    nonwords = _nonword_senses(dictionary, model, source)
+    words = dictionary[~dictionary["sense_id"].isin(set(nonwords["sense_id"]))]
+    if len(nonwords):
+        warnings.warn(f"{len(nonwords)} term(s) are not words, left out before their contexts are found: "
+                      + ", ".join(f"{r.term} ({r.dimension} {r.direction})" for r in nonwords.itertuples())
+                      + f"; a pole left with fewer than {_MIN_POLE_SIZE} terms makes its axis untestable",
+                      stacklevel=2)
+    before = _untestable_poles(dictionary, words, "are words")
+    if set(dictionary["dimension"]) <= set(before["dimension"]):  # no axis whatever the contexts: nothing generated
+        contexts = _ContextSet(words[["sense_id", "dimension", "term", "direction"]], nonwords)  # no context sought
+        raise _no_axis(_StereotypeSpace({}, pd.DataFrame(), contexts, pd.DataFrame(columns=_EMBED_SKIP_COLUMNS),
+                                        model_id, source, np.empty(0), before), "from the dictionary's words", out)
+    known = _known_generated_contexts(seed=seed, n_contexts=n_contexts) if source == "generated" else None
+    contexts = build_contexts(words, source, n_contexts, seed, model=generator, corpus=corpus, known=known)
+    contexts.skipped = pd.concat([contexts.skipped, nonwords], ignore_index=True) if len(nonwords) \
+        else contexts.skipped
     early = _untestable_poles(dictionary, contexts.table)
     if set(dictionary["dimension"]) <= set(early["dimension"]):
         unembedded = pd.DataFrame(columns=_EMBED_SKIP_COLUMNS)
