@@ -79,7 +79,7 @@ output_dir: Optional[str] = None       # None: results/<model_id>/
 """, tags=['parameters']),
         code("""
 # Every parameter is checked before any model is loaded: a typo fails here, in seconds.
-from bias_utils.book.build import validation
+from bias_utils.book import validation
 
 validation.check_bold_audit(model=model, dtype=dtype, selection=selection, n_samples=n_samples, seed=seed,
                             max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
@@ -92,8 +92,8 @@ from IPython.display import HTML, Markdown, display
 from bias_utils.audit import bold, bold_figures, occupation_units, occupations
 from bias_utils.core import lexicon, tables
 from bias_utils.core.results import output_folder, write_table
-from bias_utils.models.loading.decoding import lexicon_token_ids
-from bias_utils.models.loading.loading import load_model
+from bias_utils.models.decoding import lexicon_token_ids
+from bias_utils.models.loading import load_model
 from bias_utils.report import plots
 
 m = load_model(model, dtype=dtype)
@@ -274,7 +274,7 @@ output_dir: Optional[str] = None       # None: results/published-audit/
 """, tags=['parameters']),
         code("""
 # Every parameter is checked before any model is loaded: a typo fails here, in seconds.
-from bias_utils.book.build import validation
+from bias_utils.book import validation
 
 validation.check_bold_replication(n_boot=n_boot, seed=seed, output_dir=output_dir)
 """),
