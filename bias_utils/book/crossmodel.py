@@ -119,6 +119,14 @@ def _model_folder_names(root: Path) -> list[str]:
                   and p.name not in (CROSS_MODEL_FOLDER, REPLICATION_FOLDER))
 
 
+def _named_after(folder: str, model_id: str) -> bool:
+    """Whether ``folder`` is the name the book gives the results folder of ``model_id`` (``results.model_slug``)."""
+    try:
+        return folder in (model_id, model_slug(model_id))
+    except ValueError:  # no folder name can be made of it
+        return False
+
+
 def _no_folder(name: str, root: Path, present: list[str]) -> str:
     """Why ``name`` names no folder: what ``models`` takes, the folder meant where one is close, what is there."""
     ids = {f: _folder_id(root / f) for f in present}
@@ -171,8 +179,7 @@ def model_folders(models: Sequence[str] = (), results_dir: str | Path | None = N
                      "reason": reason})
     # a model is read once: from the folder named after it (as the book writes it), else the first listed
     first: dict[str, str] = {}
-    for r in sorted((r for r in rows if r["used"]), key=lambda r: r["folder"] not in (r["model_id"],
-                                                                                      model_slug(r["model_id"]))):
+    for r in sorted((r for r in rows if r["used"]), key=lambda r: not _named_after(r["folder"], r["model_id"])):
         first.setdefault(r["model_id"], r["folder"])
     for r in rows:
         if r["used"] and first[r["model_id"]] != r["folder"]:
@@ -186,7 +193,7 @@ def describe_folders(folders: pd.DataFrame, results_dir: str | Path | None = Non
     """Markdown reading :func:`model_folders`: the models the chapter compares (with the folder where it is named
     apart from its model), then each folder not used and why; with none used, what to run first."""
     used = folders[folders["used"].astype(bool)]
-    named = [display_name(r.model_id) + (f" (folder `{r.folder}`)" if r.folder != r.model_id else "")
+    named = [display_name(r.model_id) + ("" if _named_after(r.folder, r.model_id) else f" (folder `{r.folder}`)")
              for r in used.itertuples()]
     lines = [f"**Models of this build** ({len(named)}): {', '.join(named)}." if named else
              f"**No model's results to compare**: no folder under {_root(results_dir)} holds results this chapter "
