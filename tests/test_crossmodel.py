@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,7 +17,7 @@ from statsmodels.stats.meta_analysis import combine_effects
 
 from bias_utils.audit import bold, link, replication
 from bias_utils.book import crossmodel
-from bias_utils.core import tables
+from bias_utils.core import paths, tables
 from bias_utils.profiles import population_profiles as profiles
 from bias_utils.profiles.populations import _load_populations
 from bias_utils.report import rendering
@@ -98,7 +105,8 @@ def test_read_all_results_stacks_every_table_and_lists_missing(tmp_path):
     write_table(pd.DataFrame({"dimension": ["warmth"], "accuracy": [0.7]}),
                 tmp_path / "m1" / tables.NAMES.DIRECTION_ACCURACY)
     (tmp_path / "no-profile").mkdir()
-    assert crossmodel.models_with_results(tmp_path) == ["m1", "m2"]
+    folders = crossmodel.model_folders(results_dir=tmp_path)
+    assert folders[["folder", "used"]].values.tolist() == [["m1", True], ["m2", True], ["no-profile", False]]
     stacked, missing = crossmodel.read_all_results(["m1", "m2"], tmp_path)
     assert set(stacked) == set(crossmodel._CROSS_MODEL_TABLES)
     assert list(stacked[tables.NAMES.PROFILE_STATS]["model_id"]) == ["m1", "m2"]
@@ -203,3 +211,83 @@ def test_profile_grid_titles_each_model_by_its_display_name_and_captions_the_gri
     assert alt_text == ("Stacked dot plots and scatter plots: the names profile and warmth × competence plane of "
                         "2 models.")
     assert "(smollm2-135m-instruct, minilm-l6)" in caption and "not read" in caption
+
+
+# --------------------------------------------------------------------------- chapter 09 on the folders a user has
+
+#: The SmolLM2 folder of a QUICK build (12 names per group) that stopped before chapter 06: the tables chapter 09
+#: reads that it has (no BOLD, link or completion tables), as that build wrote them.
+QUICK = Path(__file__).parent / "fixtures" / "quick_build" / "smollm2-135m-instruct--b179c9523d0e--fp32"
+SMOL_ID, MINILM_ID = QUICK.name, "minilm-l6--53aa51172d14--fp32"
+
+
+def _chapter_09(results: Path, out: Path, *args: str) -> tuple[str, str]:
+    """Chapter 09 under papermill on ``results``; ``(its error output, its outputs' text)``."""
+    executed = out.parent / f"{out.name}.ipynb"
+    proc = subprocess.run([sys.executable, "-m", "papermill", "--log-level", "ERROR",
+                           str(paths.ROOT / "notebooks" / "09_cross_model.ipynb"), str(executed),
+                           "-p", "results_dir", str(results), "-p", "output_dir", str(out), *args],
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(paths.ROOT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    nb = json.loads(executed.read_text(encoding="utf-8"))
+    outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]
+    text = "\n".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/markdown", ""))
+                     + "".join(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    errors = [o for o in outputs if o.get("output_type") == "error"]
+    assert not errors and "Traceback" not in text, errors
+    return proc.stderr, text
+
+
+def test_chapter_09_reads_on_past_every_folder_it_cannot_use(tmp_path):
+    """A QUICK build's partial folder beside a copy of it, another model's folder holding SmolLM2's tables, an empty
+    folder, and two names of no folder (one a model's short name): the chapter names each folder it leaves out and
+    why, by the model its model.json records, and builds every section from the QUICK folder (read from the folder
+    named after its model, though the copy is listed first)."""
+    results = tmp_path / "results"
+    shutil.copytree(QUICK, results / SMOL_ID)
+    shutil.copytree(QUICK, results / "smol-copy")
+    (results / "minilm").mkdir(parents=True)
+    (results / "minilm" / "model.json").write_text(json.dumps({"model_id": MINILM_ID}), encoding="utf-8")
+    shutil.copy(QUICK / f"{tables.NAMES.PROFILE_STATS}.parquet", results / "minilm")
+    (results / "empty").mkdir()
+    asked = ["smol-copy", SMOL_ID, "minilm", "empty", "nowhere", "smollm2-135m-instruct"]  # the copy listed first
+    _, text = _chapter_09(results, tmp_path / "cross", "-y", f"models: {json.dumps(asked)}")
+
+    folders = pd.read_csv(tmp_path / "cross" / "model_folders.csv", keep_default_na=False).set_index("folder")
+    assert folders.loc[asked, "used"].tolist() == [False, True, False, False, False, False]
+    assert folders.loc["minilm", "model_id"] == MINILM_ID and folders.loc["smol-copy", "model_id"] == SMOL_ID
+    reasons = folders["reason"]
+    assert reasons["smol-copy"] == (f"holds the results of smollm2-135m-instruct, as folder {SMOL_ID!r} does: each "
+                                    "model is read once, from the folder named after it or else the first listed")
+    assert reasons["minilm"].startswith(f"its model.json records {MINILM_ID}, but every table in it has rows of "
+                                        f"{SMOL_ID}: another model's results")
+    assert reasons["empty"].startswith("holds none of the tables this chapter reads (chapters 03, 04, 06, 10 and 11 "
+                                       "write them; nor a model.json")
+    assert reasons["nowhere"].startswith(f"no folder {results / 'nowhere'}: models takes the names of results "
+                                         "folders under results_dir, one per model (a model id")
+    assert reasons["nowhere"].endswith(f"; the folders there: empty, minilm, smol-copy, {SMOL_ID}")
+    assert reasons["smollm2-135m-instruct"].endswith(f"; did you mean {SMOL_ID!r} (the results of "
+                                                     "smollm2-135m-instruct)?")
+    assert "**Models of this build** (1): smollm2-135m-instruct." in text
+    assert "**Folders not used** (5):" in text and "- `minilm` (minilm-l6): its model.json records" in text
+    # every section is built from the QUICK folder, its rows named by the model it records
+    quick_stats = pd.read_parquet(QUICK / f"{tables.NAMES.PROFILE_STATS}.parquet")
+    gaps = pd.read_csv(tmp_path / "cross" / "gender_gaps.csv")
+    assert set(gaps["model_id"]) == {SMOL_ID}
+    assert len(gaps) == len(crossmodel.gender_gaps(quick_stats))
+    accuracy = pd.read_csv(tmp_path / "cross" / "direction_accuracy_all_models.csv")
+    assert len(accuracy) == len(pd.read_parquet(QUICK / f"{tables.NAMES.DIRECTION_ACCURACY}.parquet"))
+    assert len(pd.read_csv(tmp_path / "cross" / "robustness_all_models.csv")) == len(
+        pd.read_parquet(QUICK / f"{tables.NAMES.ROBUSTNESS_SUMMARY}.parquet"))
+    assert "No model in this book has BOLD results." in text  # the QUICK build stopped before chapter 06
+
+
+def test_chapter_09_on_an_empty_results_folder_says_there_is_nothing_to_compare(tmp_path):
+    (tmp_path / "results").mkdir()
+    _, text = _chapter_09(tmp_path / "results", tmp_path / "cross")
+    assert "**No model's results to compare**: no folder under" in text
+    assert "Run chapters 03 and 04 for a model first" in text
+    assert "Models of this build:" not in text
+    assert pd.read_csv(tmp_path / "cross" / "model_folders.csv").empty
+    assert pd.read_csv(tmp_path / "cross" / "gender_gaps.csv").empty

@@ -413,24 +413,101 @@ def test_a_pole_left_below_the_rule_makes_its_axis_untestable_and_the_run_finish
 
 @pytest.mark.slow
 def test_a_dictionary_with_only_untestable_axes_fails_before_embedding(tmp_path, loads):
+    """The poles emptied before embedding: the error names them, and the senses that reached no axis are written
+    first into the results folder (``out``), the file named in the message with the fix; without a folder the
+    error carries them."""
     dictionary = dictionaries.load_dictionary(str(_axes_dictionary(tmp_path / "axes.csv")))
     only = dictionary[dictionary["dimension"] != "tidiness"]
-    with pytest.raises(projection._ProjectionError, match=r"no axis can be built from the contexts: .*frugality high: "
-                                                         r"1 of its 3 terms kept a usable context \(thrifty\)"):
-        space.build_space(MINILM, only, "dictionary", 2)
+    csv = tmp_path / "out" / "dropped_senses.csv"
+    with pytest.raises(projection._ProjectionError, match=(
+            r"no axis can be built from the dictionary's words: .*frugality high: 1 of its 3 terms are words "
+            r"\(thrifty\).*\)\. What did not reach an axis \(\d+ senses and contexts, each with its stage and "
+            rf"reason\) is in {csv}\. Give these terms contexts of their own \(a contexts column in the dictionary\)")):
+        space.build_space(MINILM, only, "dictionary", 2, out=tmp_path / "out")
     assert not loads
+    written = pd.read_csv(csv, keep_default_na=False)
+    lost = written.loc[written["stage"] == "contexts", "term"]
+    # the made-up words, marked before any context is sought; "vextile" reads as vex + tile, a compound of words
+    assert set(lost) == {"blorftish", "zindlous", "quarpish", "snorbled"}
+    assert written.loc[written["stage"] == "contexts", "reason"].str.startswith("not a word: ").all()
+    assert written["reason"].str.contains("axis frugality is untestable").any()
+    with pytest.raises(projection._ProjectionError, match=r"is the error's dropped table") as caught:
+        space.build_space(MINILM, only, "dictionary", 2)
+    pd.testing.assert_frame_equal(caught.value.dropped.reset_index(drop=True), written, check_dtype=False)
 
 
 @pytest.mark.slow
-def test_axes_that_share_terms_get_a_warning_with_their_correlation(tmp_path):
-    text = _axes_dictionary(tmp_path / "axes.csv").read_text(encoding="utf-8").splitlines()
+def test_chapter_03_writes_what_reached_no_axis_before_it_stops(tmp_path):
+    """Chapter 03 under papermill on a dictionary whose every axis loses a pole: the run stops naming the file of
+    what reached no axis, and the file is there."""
+    dictionary = _axes_dictionary(tmp_path / "axes.csv")
+    only = [line for line in dictionary.read_text(encoding="utf-8").splitlines() if not line.startswith("tidiness,")]
+    _write(dictionary, "\n".join(only) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "papermill", "--log-level", "ERROR",
+                           str(paths.ROOT / "notebooks" / "03_projection_accuracy.ipynb"), str(tmp_path / "03.ipynb"),
+                           "-p", "model", MINILM, "-p", "dictionary_path", str(dictionary), "-p", "context_source",
+                           "dictionary", "-p", "n_contexts", "2", "-p", "output_dir", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "PYTHONPATH": str(paths.ROOT)})
+    assert proc.returncode != 0
+    csv = tmp_path / "out" / "dropped_senses.csv"
+    assert f"is in {csv}. Give these terms contexts of their own" in proc.stderr + proc.stdout
+    assert set(pd.read_csv(csv)["stage"]) >= {"contexts", "axis"}
+
+
+def _twins(path: Path, shared: int) -> Path:
+    """tidiness (as in :func:`_axes_dictionary`) beside orderliness, which shares ``shared`` of its six terms with it
+    on the same poles (the rest its own words), every term with a context of its own."""
+    text = _axes_dictionary(path.with_name("axes.csv")).read_text(encoding="utf-8").splitlines()
     tidy = [line for line in text if line.startswith("tidiness,")]
-    twin = [line.replace("tidiness,", "orderliness,") for line in tidy]
-    twin[0] = "orderliness,spotless,high,a spotless floor"  # five of six terms shared
-    path = _write(tmp_path / "twins.csv", "\n".join([text[0], *tidy, *twin]) + "\n")
-    with pytest.warns(UserWarning, match=r"axes tidiness and orderliness share 5 term\(s\) .*; their values correlate "
-                                         r"r = -?\d\.\d\d"):
+    own = ["orderliness,spotless,high,a spotless floor", "orderliness,pristine,high,a pristine lake",
+           "orderliness,immaculate,high,an immaculate shirt", "orderliness,wasteful,low,a wasteful habit",
+           "orderliness,lavish,low,a lavish party", "orderliness,extravagant,low,an extravagant gift"]
+    keep = [0, 3, 1, 4, 2, 5][:shared]  # tidy, messy, neat, sloppy, orderly: both poles keep shared terms
+    twin = [tidy[i].replace("tidiness,", "orderliness,") if i in keep else own[i] for i in range(6)]
+    return _write(path, "\n".join([text[0], *tidy, *twin]) + "\n")
+
+
+TWINS_REFUSED = (r"^{name}: dimensions that share at least half of either one's terms are one axis measured twice: "
+                 r".*the sign of each one's values is decided by the basis, not by its words .*: 'tidiness' and "
+                 r"'orderliness' share 5 of their 6 and 6 terms \(tidy, neat, orderly, messy, sloppy; on the same "
+                 r"poles\)\. Merge them into one dimension, give each terms of its own \(fewer than half shared\), or "
+                 r"profile each in a run of its own \(a dictionary with only one of them\)$")
+
+
+def test_two_dimensions_sharing_most_terms_are_refused_before_any_embedding(tmp_path, loads):
+    path = _twins(tmp_path / "twins.csv", 5)
+    with pytest.raises(ParameterError, match=TWINS_REFUSED.format(name="dictionary_path")):
+        v.check_profiles(dictionary_path=str(path), context_source="dictionary")
+    with pytest.raises(ParameterError, match=TWINS_REFUSED.format(name="dictionary")):
         space.build_space(MINILM, dictionaries.load_dictionary(str(path)), "dictionary", 2)
+    v.check_profiles(dictionary_path=str(_twins(tmp_path / "two.csv", 2)), context_source="dictionary")
+    assert not loads
+
+
+def test_chapter_04_stops_at_its_check_on_look_alike_dimensions_and_writes_no_profile(tmp_path):
+    path = _twins(tmp_path / "twins.csv", 5)
+    proc = subprocess.run([sys.executable, "-m", "papermill", "--log-level", "ERROR",
+                           str(paths.ROOT / "notebooks" / "04_profiles.ipynb"), str(tmp_path / "04.ipynb"),
+                           "-p", "model", MINILM, "-p", "dictionary_path", str(path), "-p", "context_source",
+                           "dictionary", "-p", "output_dir", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "PYTHONPATH": str(paths.ROOT)})
+    assert proc.returncode != 0
+    assert ("ParameterError: dictionary_path: dimensions that share at least half of either one's terms are one axis "
+            "measured twice") in proc.stderr + proc.stdout
+    assert "Merge them into one dimension" in proc.stderr + proc.stdout
+    assert not list((tmp_path / "out").glob("profile_*"))  # no profile, so no gap of an axis the basis signed
+
+
+@pytest.mark.slow
+def test_axes_that_share_a_few_terms_get_a_warning_with_their_correlation(tmp_path):
+    """Two of six terms shared (below the refusal): built, with a warning that their gaps are not independent."""
+    path = _twins(tmp_path / "twins.csv", 2)
+    with pytest.warns(UserWarning, match=r"axes tidiness and orderliness share 2 term\(s\) \(messy, tidy\); their "
+                                         r"values correlate r = -?\d\.\d\d"):
+        sp = space.build_space(MINILM, dictionaries.load_dictionary(str(path)), "dictionary", 2)
+    assert sp.bases["dimensions"].dimensions == ("tidiness", "orderliness")
 
 
 # --------------------------------------------------------------------------- a parameter the notebook lacks
@@ -447,3 +524,146 @@ def test_papermill_with_a_misspelled_parameter_stops_at_the_check(tmp_path):
     assert "ParameterError: modle: not a parameter of this notebook (did you mean 'model'?); its parameters are " \
            "model, dtype, context_source" in proc.stderr + proc.stdout
     print(f"stopped after {time.monotonic() - started:.0f} s")
+
+
+# --------------------------------------------------------------------------- messages that name the cause and the fix
+
+
+def test_a_misspelled_selection_name_says_which_one_was_meant(loads):
+    for call in (lambda: v.check_bold_audit(selection="audti"), lambda: bold.run_audit(SMOL, selection="audti")):
+        with pytest.raises(ParameterError, match=r"^selection: 'audti' is neither a named selection \('audit', "
+                                                 r"'categories'\) nor a file; did you mean 'audit'\?$"):
+            call()
+    with pytest.raises(ParameterError, match=r"did you mean 'categories'\?$"):
+        v.check_bold_audit(selection="Categories")
+    with pytest.raises(ParameterError, match=r"^selection: 'nurses\.csv' does not exist"):  # a file, not a name
+        v.check_bold_audit(selection="nurses.csv")
+    assert not loads
+
+
+def _without_tokenizer(folder: Path, *keep: str) -> str:
+    """A model folder with MiniLM's config and weights (links) but none of its tokenizer files (``keep``: files
+    written empty-handed, e.g. a tokenizer_config.json that names no vocabulary)."""
+    from bias_utils.models.builtin_models import BUILTIN_MODELS, _builtin_weights
+
+    folder.mkdir()
+    weights = _builtin_weights(BUILTIN_MODELS[MINILM])
+    for name in ("config.json", "model.safetensors"):
+        (folder / name).symlink_to(weights / name)
+    for name in keep:
+        _write(folder / name, "{}")
+    return str(folder)
+
+
+def test_a_model_folder_without_a_tokenizer_is_refused_as_such(tmp_path, loads):
+    folder = _without_tokenizer(tmp_path / "minilm-no-tokenizer")
+    message = (rf"^model: {folder} is a model folder without a tokenizer \(none of tokenizer\.json, .*vocab\.txt.*\): "
+               r"without one every word is the unknown token\. Copy the tokenizer files that came with the model into "
+               r"the folder$")
+    for call in (lambda: v.check_projection_accuracy(model=folder, context_source="dictionary"),
+                 lambda: v.check_profiles(model=folder, context_source="dictionary"),
+                 lambda: space.build_space(folder, SEED, "dictionary")):
+        with pytest.raises(ParameterError, match=message):
+            call()
+    assert not loads
+
+
+@pytest.mark.slow
+def test_a_tokenizer_of_the_special_tokens_alone_is_refused_when_the_model_loads(tmp_path):
+    """A folder whose only tokenizer file names no vocabulary passes the file check; transformers then builds a
+    tokenizer of the special tokens, which loading refuses (every word would be [UNK])."""
+    folder = _without_tokenizer(tmp_path / "minilm-config-only", "tokenizer_config.json")
+    with pytest.raises(models.ModelError, match=r"has no tokenizer: the one transformers built from .* knows 5 tokens, "
+                                                r"the model 30,522.* Copy the tokenizer files"):
+        models.load_model(folder)
+
+
+@pytest.mark.parametrize("check, chapter", [(v.check_completion_profiles, "08"), (v.check_intrinsic_extrinsic, "11")])
+def test_chapters_that_read_completions_refuse_an_encoder_instead_of_sending_it_to_06(check, chapter, loads):
+    with pytest.raises(ParameterError, match=rf"^model: 'minilm-l6' is an encoder .* cannot give text: chapter "
+                                             rf"{chapter} \(it reads the BOLD completions chapter 06 writes, and only "
+                                             r"a decoder writes them\) needs a decoder"):
+        check(model=MINILM)
+    check(model=SMOL)
+    assert not loads
+
+
+def test_the_kind_of_a_population_file_is_said_once_per_run(tmp_path):
+    """The notebook's check, the run's own check and the embedding each read the file: one warning, not four."""
+    from bias_utils.profiles import populations
+
+    path = str(_write(tmp_path / "groups.json", json.dumps({"f": ["woman", "girl"], "m": ["man", "boy"]})))
+    with pytest.warns(UserWarning) as said:
+        v.check_profiles(model=MINILM, populations=[path], context_source="dictionary")
+        profiles.check_profile_run(MINILM, [path])
+        profiles._resolve_populations([path])
+        populations._load_populations(path)
+    assert [str(w.message) for w in said if "does not state its kind" in str(w.message)] == [
+        f"{path}: the file does not state its kind; no word is a capitalised single word, so they are read as nouns, "
+        "after \"the\" (\"this is the woman\") (state it with a kind column, or {\"kind\": \"name\" or \"noun\", "
+        "\"groups\": {...}} in JSON)"]
+    _write(tmp_path / "groups.json", json.dumps({"f": ["woman", "aunt"], "m": ["man", "uncle"]}))
+    with pytest.warns(UserWarning, match="does not state its kind"):  # an edited file is read anew
+        v.check_profiles(model=MINILM, populations=[path], context_source="dictionary")
+
+
+@pytest.mark.slow
+def test_a_population_of_unknown_tokens_names_the_cause(tmp_path):
+    """Every entry an emoji: MiniLM's tokenizer reads each as [UNK]; the run stops naming that and the way out."""
+    path = _write(tmp_path / "emoji.json", json.dumps({"kind": "noun", "groups": {"f": ["🙂", "🌷", "🌸"],
+                                                                                "m": ["🚗", "🔧", "⚽"]}}))
+    with pytest.raises(profiles._ProfileError, match=(
+            r"^no population left to test: emoji: among the embedded words, group\(s\) 'f' \(0 words\), 'm' \(0 words\)"
+            r"; 2 per group needed\. 6 word\(s\) could not be embedded in any template \(🙂, 🌷, 🌸, 🚗, 🔧, ⚽\): "
+            r"1 of its 1 tokens are the unknown token '\[UNK\]' .*\. Give words this model's tokenizer knows, or use "
+            r"a model whose tokenizer has no unknown token")):
+        profiles.run_profiles(models.load_model(MINILM), {"warmth_competence": _basis(7)}, [str(path)])
+
+
+# --------------------------------------------------------------------------- words that are not words
+
+
+def _with_nonwords(path: Path, high: list[str]) -> Path:
+    """tidiness with ``high`` as its high pole (real words with contexts of their own, made-up ones without) and
+    three real low terms."""
+    own = {"tidy": "a tidy room", "neat": "a neat desk", "orderly": "an orderly queue", "messy": "a messy kitchen",
+           "sloppy": "sloppy work", "untidy": "an untidy shed"}
+    rows = [f"tidiness,{t},high,{own.get(t, '')}" for t in high]
+    rows += [f"tidiness,{t},low,{own[t]}" for t in ("messy", "sloppy", "untidy")]
+    return _write(path, "dimension,term,direction,contexts\n" + "\n".join(rows) + "\n")
+
+
+def test_a_pole_of_words_that_are_not_words_is_refused_before_generating(tmp_path, loads):
+    """Two of the high pole's terms are made up: WordNet does not know them and MiniLM's tokenizer splits each into
+    four pieces. They are left out before any context is generated, the pole keeps two terms, and with no axis left
+    the build stops (the thin-pole rule), writing what reached no axis and naming the made-up words."""
+    path = _with_nonwords(tmp_path / "tidy.csv", ["tidy", "neat", "brrzzkt", "blorftish"])
+    with pytest.warns(UserWarning, match=r"2 term\(s\) are not words, left out before their contexts are found: "
+                                         r"brrzzkt \(tidiness high\), blorftish \(tidiness high\)"):
+        with pytest.raises(projection._ProjectionError, match=(
+                r"^no axis can be built from the dictionary's words: .*tidiness high: 2 of its 4 terms are words "
+                r"\(tidy, neat\)")):
+            space.build_space(MINILM, dictionaries.load_dictionary(str(path)), "generated", 2, out=tmp_path / "out")
+    assert not loads  # nothing generated, nothing embedded: the tokenizer alone was read
+    dropped = pd.read_csv(tmp_path / "out" / "dropped_senses.csv", keep_default_na=False).set_index("term")
+    assert dropped.loc["brrzzkt", "reason"].startswith(
+        "not a word: WordNet does not know it, and the model's tokenizer splits it into 4 pieces (br, ##rz, ##z, "
+        "##kt): left out before its contexts are found (give it contexts of its own, sentences that use it, to keep "
+        "it)")
+    assert dropped.loc["blorftish", "stage"] == "contexts"
+    assert dropped.loc["tidy", "reason"].startswith("axis tidiness is untestable (its high pole: 2 of its 4 terms")
+
+
+@pytest.mark.slow
+def test_a_word_that_is_not_a_word_is_left_out_with_a_warning_and_the_axis_kept(tmp_path):
+    path = _with_nonwords(tmp_path / "tidy.csv", ["tidy", "neat", "orderly", "brrzzkt"])
+    with pytest.warns(UserWarning, match=r"1 term\(s\) are not words, .*: brrzzkt \(tidiness high\); a pole left with "
+                                         r"fewer than 3 terms makes its axis untestable"):
+        sp = space.build_space(MINILM, dictionaries.load_dictionary(str(path)), "generated", 2)
+    assert sp.bases["dimensions"].dimensions == ("tidiness",) and "brrzzkt" not in set(sp.senses["term"])
+    dropped = space.dropped_senses(sp)
+    assert dropped.loc[dropped["term"] == "brrzzkt", "reason"].str.startswith("not a word: ").all()
+    # the same word with a sentence of its own is the user's word: kept
+    given = dictionaries.load_dictionary(str(path)).assign(
+        contexts=lambda d: d["contexts"].where(d["term"] != "brrzzkt", '["The black cat was brrzzkt the red fox."]'))
+    assert "brrzzkt" in set(space.build_space(MINILM, given, "generated", 2).senses["term"])

@@ -8,6 +8,7 @@ female-dominated occupations, checked verbatim against BOLD), every BOLD profess
 
 from __future__ import annotations
 
+import difflib
 import io
 import json
 from pathlib import Path
@@ -192,13 +193,23 @@ def subsample(selection: pd.DataFrame, limit: int | None, seed: int = 0) -> pd.D
     return selection.loc[sorted(pd.concat(picked).index)].reset_index(drop=True)
 
 
+#: The selections named by a word (:func:`resolve_selection`); anything else is a mapping or a file.
+_NAMED_SELECTIONS = ("audit", "categories")
+
+
 def check_selection(selection, limit=None, seed=0) -> pd.DataFrame:
     """The prompts of ``selection`` after ``limit`` (:func:`resolve_selection`, :func:`subsample`), checked before
     any model loads; a :class:`ParameterError` names ``selection`` (the file and line where there is one), ``limit``
     or ``seed``. A selection needs two groups or more: the audit's tests compare groups."""
     limit, seed = check_positive_int(limit, "limit", allow_none=True), check_seed(seed)
+    if isinstance(selection, (str, Path)) and str(selection) not in _NAMED_SELECTIONS \
+            and not Path(selection).suffix and not Path(selection).exists():
+        close = difflib.get_close_matches(str(selection).lower(), _NAMED_SELECTIONS, n=1, cutoff=0.6)
+        if close:  # a misspelled name, not a file that went missing
+            raise ParameterError(f"selection: {str(selection)!r} is neither a named selection "
+                                 f"({', '.join(map(repr, _NAMED_SELECTIONS))}) nor a file; did you mean {close[0]!r}?")
     try:
-        if isinstance(selection, (str, Path)) and str(selection) not in ("audit", "categories"):
+        if isinstance(selection, (str, Path)) and str(selection) not in _NAMED_SELECTIONS:
             resolve_input(selection, "selection")
         prompts = _resolve_selection(selection)
     except InputPathError as exc:

@@ -3,12 +3,15 @@ the bias inside a model and the bias it writes (chapter 11's ``link_statistics``
 DerSimonian–Laird random-effects meta-analysis.
 
 Reads ``results/<model>/`` tables written by the study notebooks and stacks them
-with a ``model_id`` column. A table a model does not have (an encoder has no BOLD
+with a ``model_id`` column: the model each folder's ``model.json`` records (the folder's name where it records
+none). A folder the chapter cannot use (missing, empty, another model's tables, a second copy of a model's) is a
+row of :func:`model_folders` with the reason, and a table a model does not have (an encoder has no BOLD
 results) is a row in the returned ``skipped`` table with a reason, never a silent gap.
 """
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Sequence
 
@@ -19,14 +22,14 @@ from scipy import stats as sps
 
 from ..audit import link, occupations
 from ..core import paths, precision, tables
-from ..core.results import folder_model
+from ..core.results import CROSS_MODEL_FOLDER, REPLICATION_FOLDER, display_name, folder_model, model_slug
 from ..profiles.axis_validity import unreadable_axes
 from ..profiles.dictionaries import DIMENSIONS
 from ..report import plots
 
 __all__ = [
-    "accuracy_by_model", "bold_odds_ratios", "cross_model_summary", "describe_pooling", "forest_chart",
-    "gender_gaps", "headline_layer", "intrinsic_extrinsic", "link_forest_chart", "models_with_results",
+    "accuracy_by_model", "bold_odds_ratios", "cross_model_summary", "describe_folders", "describe_pooling",
+    "forest_chart", "gender_gaps", "headline_layer", "intrinsic_extrinsic", "link_forest_chart", "model_folders",
     "pooled_link", "profile_grid", "read_all_results", "short_model_ids", "unreadable_axes_by_model",
 ]
 
@@ -43,49 +46,165 @@ _CROSS_MODEL_TABLES = (tables.NAMES.DIRECTION_ACCURACY, tables.NAMES.PROFILE_STA
 _POOLED_TESTS = (link.PRIMARY["test"],)
 
 _SKIPPED_COLUMNS = ["model_id", "table", "reason"]
+#: Every per-model table the chapter reads (its own and the front page's, :mod:`bias_utils.book.summary`).
+_READ_TABLES = _CROSS_MODEL_TABLES + (tables.NAMES.ROBUSTNESS_SUMMARY, tables.NAMES.BOLD_HEADLINE,
+                                      tables.NAMES.BOLD_UNITS)
+#: Columns of :func:`model_folders`.
+_FOLDER_COLUMNS = ["folder", "model_id", "used", "n_tables", "reason"]
 
 
 # --------------------------------------------------------------------------- across models: reading
 
 
+def _root(results_dir) -> Path:
+    return Path(results_dir) if results_dir is not None else paths.results_dir()
+
+
+def _folder_id(folder: Path) -> str:
+    """The model a results folder holds: its ``model.json`` (``results.folder_model``), else the folder's name."""
+    return folder_model(folder) or folder.name
+
+
+def _foreign_rows(path: Path, held: str | None) -> list[str]:
+    """The model ids other than ``held`` in the ``model_id`` column of the table at ``path`` (none when the folder
+    records no model, or the table has no such column or cannot be read: :func:`_read_results` names the last)."""
+    if held is None:
+        return []
+    try:
+        ids = pd.read_parquet(path, columns=["model_id"])["model_id"]
+    except Exception:  # no model_id column, or a file pandas cannot read
+        return []
+    return sorted(set(ids.dropna().astype(str)) - {held})
+
+
 def _read_results(models: Sequence[str], table: str, results_dir: str | Path | None = None
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Stack ``<results_dir>/<model>/<table>.parquet`` over ``models`` with a ``model_id`` column.
+    """Stack ``<results_dir>/<model>/<table>.parquet`` over the folders ``models`` with a ``model_id`` column:
+    the model the folder records (``results.MODEL_FILE``), else the folder's name.
 
     Returns ``(stacked, skipped)``; ``skipped`` (``model_id, table, reason``) names
     each folder whose table could not be used and why: absent, unreadable, or
-    holding rows of another model than the one the folder records (``results.MODEL_FILE``).
+    holding rows of another model than the one the folder records.
     """
-    root = Path(results_dir) if results_dir is not None else paths.results_dir()
+    root = _root(results_dir)
     frames, skipped = [], []
     for model in models:
-        path = root / model / f"{table}.parquet"
+        folder = root / model
+        path = folder / f"{table}.parquet"
+        held, model_id = folder_model(folder), _folder_id(folder)
         if not path.exists():
-            skipped.append({"model_id": model, "table": table, "reason": f"no {path.name} in its results folder"})
+            skipped.append({"model_id": model_id, "table": table, "reason": f"no {path.name} in its results folder"})
             continue
         try:
             frame = pd.read_parquet(path)
         except Exception as exc:  # a truncated or foreign file: named with its folder, the other models go on
-            skipped.append({"model_id": model, "table": table,
+            skipped.append({"model_id": model_id, "table": table,
                             "reason": f"{path} cannot be read ({type(exc).__name__}: {exc})"})
             continue
-        held = folder_model(root / model)
-        others = sorted(set(frame["model_id"].dropna().astype(str)) - {held}) if held and "model_id" in frame else []
+        others = _foreign_rows(path, held)
         if others:
-            skipped.append({"model_id": model, "table": table,
+            skipped.append({"model_id": model_id, "table": table,
                             "reason": f"{path} holds rows of {', '.join(others)}, but the folder is {held}'s"})
             continue
-        frames.append(frame.assign(model_id=model))
+        frames.append(frame.assign(model_id=model_id))
     stacked = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["model_id"])
     return stacked, pd.DataFrame(skipped, columns=_SKIPPED_COLUMNS)
 
 
-def models_with_results(results_dir: str | Path | None = None) -> list[str]:
-    """Model folders under ``results_dir`` that hold a Study 1 profile (the book's per-model runs)."""
-    root = Path(results_dir) if results_dir is not None else paths.results_dir()
+def _model_folder_names(root: Path) -> list[str]:
+    """The folders under ``root`` that may hold a model's results (not the cross-model and replication pages')."""
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if (p / f"{tables.NAMES.PROFILE_STATS}.parquet").exists())
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")
+                  and p.name not in (CROSS_MODEL_FOLDER, REPLICATION_FOLDER))
+
+
+def _named_after(folder: str, model_id: str) -> bool:
+    """Whether ``folder`` is the name the book gives the results folder of ``model_id`` (``results.model_slug``)."""
+    try:
+        return folder in (model_id, model_slug(model_id))
+    except ValueError:  # no folder name can be made of it
+        return False
+
+
+def _no_folder(name: str, root: Path, present: list[str]) -> str:
+    """Why ``name`` names no folder: what ``models`` takes, the folder meant where one is close, what is there."""
+    ids = {f: _folder_id(root / f) for f in present}
+    # a folder holding the model named (by its short name too), one named after its model first; else a near name
+    meant = sorted((f for f, held in ids.items() if name in (held, held.split("--")[0], display_name(held))),
+                   key=lambda f: f != ids[f])
+    meant = meant or difflib.get_close_matches(name, present, n=1, cutoff=0.6)
+    hint = (f"; did you mean {meant[0]!r} (the results of {display_name(ids[meant[0]])})?" if meant else
+            f"; the folders there: {', '.join(present)}" if present else "; results_dir holds no folder")
+    return (f"no folder {root / name}: models takes the names of results folders under results_dir, one per model "
+            "(a model id, as chapters 03 and 04 name it: results/smollm2-135m-instruct--b179c9523d0e--fp32/)"
+            + hint)
+
+
+def model_folders(models: Sequence[str] = (), results_dir: str | Path | None = None) -> pd.DataFrame:
+    """Each folder the cross-model chapter is asked to read (``models``: folder names under ``results_dir``; empty:
+    every folder there but the cross-model and replication pages'), the model it holds and whether the chapter
+    uses it. A folder is named by the model its ``model.json`` records (by its own name where it records none).
+
+    A folder is not used, with the reason, when it does not exist (``models`` takes folder names; the reason names
+    the folder meant where one is close), holds none of the tables the chapter reads (:data:`READ_TABLES`), holds
+    only tables whose rows are another model's than the one it records, or holds the same model as another folder
+    (a model is read from the folder named after it, as the book writes it, else from the first listed).
+    Columns: ``folder, model_id, used, n_tables`` (the tables it holds that the chapter reads), ``reason`` (empty
+    when used)."""
+    root = _root(results_dir)
+    present = _model_folder_names(root)
+    rows = []
+    for name in dict.fromkeys(models or present):
+        folder = root / name
+        if not folder.is_dir():
+            rows.append({"folder": name, "model_id": "", "used": False, "n_tables": 0,
+                         "reason": _no_folder(name, root, present)})
+            continue
+        held, model_id = folder_model(folder), _folder_id(folder)
+        found = {t: _foreign_rows(folder / f"{t}.parquet", held) for t in _READ_TABLES
+                 if (folder / f"{t}.parquet").exists()}
+        own = [t for t, foreign in found.items() if not foreign]
+        reason = ""
+        if not found:
+            reason = ("holds none of the tables this chapter reads (chapters 03, 04, 06, 10 and 11 write them"
+                      + ("" if held else "; nor a model.json, so it is no model's results folder")
+                      + "): run those chapters for its model with output_dir set to this folder")
+        elif not own:
+            others = sorted({o for foreign in found.values() for o in foreign})
+            reason = (f"its model.json records {held}, but every table in it has rows of {', '.join(others)}: "
+                      "another model's results were copied or written here; put them in that model's own folder "
+                      "and run the chapters for this one")
+        rows.append({"folder": name, "model_id": model_id, "used": not reason, "n_tables": len(own),
+                     "reason": reason})
+    # a model is read once: from the folder named after it (as the book writes it), else the first listed
+    first: dict[str, str] = {}
+    for r in sorted((r for r in rows if r["used"]), key=lambda r: not _named_after(r["folder"], r["model_id"])):
+        first.setdefault(r["model_id"], r["folder"])
+    for r in rows:
+        if r["used"] and first[r["model_id"]] != r["folder"]:
+            r["used"] = False
+            r["reason"] = (f"holds the results of {display_name(r['model_id'])}, as folder {first[r['model_id']]!r} "
+                           "does: each model is read once, from the folder named after it or else the first listed")
+    return pd.DataFrame(rows, columns=_FOLDER_COLUMNS)
+
+
+def describe_folders(folders: pd.DataFrame, results_dir: str | Path | None = None) -> str:
+    """Markdown reading :func:`model_folders`: the models the chapter compares (with the folder where it is named
+    apart from its model), then each folder not used and why; with none used, what to run first."""
+    used = folders[folders["used"].astype(bool)]
+    named = [display_name(r.model_id) + ("" if _named_after(r.folder, r.model_id) else f" (folder `{r.folder}`)")
+             for r in used.itertuples()]
+    lines = [f"**Models of this build** ({len(named)}): {', '.join(named)}." if named else
+             f"**No model's results to compare**: no folder under {_root(results_dir)} holds results this chapter "
+             "can use, so every section below is empty. Run chapters 03 and 04 for a model first "
+             '(`python -m bias_utils.book --models "..."`, or the notebooks with output_dir set to a folder there).']
+    left = folders[~folders["used"].astype(bool)]
+    if len(left):
+        lines += ["", f"**Folders not used** ({len(left)}):"]
+        lines += [f"- `{r.folder}`" + (f" ({display_name(r.model_id)})" if r.model_id and r.model_id != r.folder
+                                       else "") + f": {r.reason}" for r in left.itertuples()]
+    return "\n".join(lines)
 
 
 def read_all_results(models: Sequence[str], results_dir: str | Path | None = None
@@ -149,6 +268,9 @@ def gender_gaps(profile_stats: pd.DataFrame, female: str = "female", male: str =
     (they are not female/male contrasts).
     """
     s = headline_layer(profile_stats)
+    if not {"group_a", "group_b"} <= set(s.columns):  # no model has a profile: nothing stacked
+        return pd.DataFrame(columns=["model_id", "population", "dimension", "gap", "g", "g_ci_low", "g_ci_high",
+                                     "p_holm"])
     pair = s["group_a"].isin([female, male]) & s["group_b"].isin([female, male]) & (s["group_a"] != s["group_b"])
     s = s[pair]
     sign = np.where(s["group_a"] == female, 1.0, -1.0)

@@ -45,11 +45,12 @@ import pandas as pd
 
 from ..audit import link, occupation_units, occupations
 from ..core import cache, precision, tables
+from ..core.results import model_slug
 from ..core.stats import permutation_p_text
 from ..models.builtin_models import BUILTIN_MODELS
 from ..profiles.axis_validity import VERDICTS, verdict_phrase
 from ..report import plots, rendering
-from .crossmodel import _log_ticks, _read_results, cross_model_summary, gender_gaps, short_model_ids
+from .crossmodel import _folder_id, _log_ticks, _read_results, _root, cross_model_summary, gender_gaps, short_model_ids
 
 #: The composite dimensions on the front page, and the paper's expectation for each.
 _HEADLINE = {"warmth": "female", "competence": "male"}
@@ -201,9 +202,11 @@ def summary_table(models: Sequence[str], results_dir: str | Path | None = None,
     """One row per model (:data:`SUMMARY_COLUMNS`), the model id shortened for reading.
 
     ``can_generate`` (by model folder name) words the sentence of a model
-    without audit results; unknown models are inferred from the tables.
+    without audit results; unknown models are inferred from the tables. A row is named by the model its
+    folder records (``crossmodel.model_folders``).
     """
     gaps, head = read_summary(models, results_dir)
+    models, can_generate = _by_model_id(models, results_dir, can_generate)
     rows = []
     for model in models:
         g, h = gaps[gaps["model_id"] == model], head[head["model_id"] == model]
@@ -235,9 +238,17 @@ def _primary_sentence() -> str:
             "check it.")
 
 
+def _by_model_id(folders: Sequence[str], results_dir, can_generate: dict | None) -> tuple[list[str], dict]:
+    """``folders`` as the model ids they record (the stacked tables' ``model_id``, ``crossmodel._read_results``)
+    and ``can_generate`` keyed by those ids."""
+    ids = {f: _folder_id(_root(results_dir) / f) for f in folders}
+    return [ids[f] for f in folders], {ids.get(f, f): v for f, v in (can_generate or {}).items()}
+
+
 def _link(model: str, chapter: str, label: str) -> str:
-    """A MyST link to a model's chapter, absolute from the book's root (the page is included by index.md)."""
-    return f"{{doc}}`{label} </models/{model}/{_CHAPTERS[chapter]}>`"
+    """A MyST link to a model's chapter, absolute from the book's root (the page is included by index.md; the book
+    writes a model's chapters under its model id's folder name)."""
+    return f"{{doc}}`{label} </models/{model_slug(model)}/{_CHAPTERS[chapter]}>`"
 
 
 def _listed(items: list[str]) -> str:
@@ -377,13 +388,14 @@ def _findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequen
     bias inside predicts the bias it writes (per model, the primary correlation over occupations with its
     interval, :func:`bias_utils.audit.link.link_reading`), and what "not shown" means with the robustness check.
     ``gaps`` and ``headline`` are :func:`read_summary`'s."""
-    models = list(models)
-    if not models:
+    folders = list(models)
+    if not folders:
         return []
+    models, can_generate = _by_model_id(folders, results_dir, can_generate)
     label = dict(zip(models, short_model_ids(pd.DataFrame({"model_id": models}))["model_id"]))
     names = gaps[gaps["population"] == "names"]
     bullets = [_dimension_bullet(d, names, label) for d in _HEADLINE if (names["dimension"] == d).any()]
-    units = _units_bullet(models, results_dir)
+    units = _units_bullet(folders, results_dir)
     bullets += [units] if units else []
     bullets.append(_writing_bullet(models, headline, label, can_generate or {}))
     if link_stats is not None and any((can_generate or {}).get(m) is not False for m in models):

@@ -147,6 +147,14 @@ def _check_dtype(dtype) -> None:
                              f"{', '.join(map(repr, DTYPES))}, got {dtype!r}")
 
 
+def _check_writer(model, chapter: str) -> None:
+    """A model that writes text, for a chapter that reads its BOLD completions (chapter 06 writes them for a decoder
+    only): an encoder is refused here, not sent to run 06 when its completions are missing."""
+    check_model(model, need="generate",
+                what=f"chapter {chapter} (it reads the BOLD completions chapter 06 writes, and only a decoder writes "
+                     "them)")
+
+
 def _check_output_dir(output_dir, model=None) -> None:
     """``None`` (the results folder of the model) or a folder path, writable (``results.check_writable``: the
     results folder itself for ``None``). A folder that holds the results of another built-in model than ``model``
@@ -316,8 +324,10 @@ def check_completion_profiles(*, model="smollm2-135m-instruct", dtype=None,
                               context_source="generated", dictionary_path=None,
                               n_contexts=5, seed=0, layer="mean", limit=None, output_dir=None, n_boot=1000,
                               n_group_permutations=2000, term_limit=None, n_permutations=200) -> None:
-    """Notebook 08's parameters."""
+    """Notebook 08's parameters: a decoder (the chapter reads the completions chapter 06 wrote, and 06 refuses an
+    encoder), then the space's."""
     _check_dtype(dtype)
+    _check_writer(model, "08")
     facts = _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
     check_layer(layer, layers=facts.n_states, allow_all=False)
     _check_boot_count(n_boot, default=1000)
@@ -332,8 +342,10 @@ def check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
                               n_contexts=5, seed=0, layer="mean", correction=0.5, output_dir=None,
                               n_boot=1000, n_permutations=999) -> None:
     """Notebook 11's parameters: the notebook's floors for ``n_boot`` and ``n_permutations`` (their messages give
-    the run-time estimate against the notebook's defaults), then ``link.check_link``."""
+    the run-time estimate against the notebook's defaults), then ``link.check_link``; a decoder (the chapter reads
+    the completions chapter 06 wrote, and 06 refuses an encoder)."""
     _check_dtype(dtype)
+    _check_writer(model, "11")
     facts = _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts)
     _check_boot_count(n_boot, default=1000)
     _check_permutation_count(n_permutations, default=999)

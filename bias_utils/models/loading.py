@@ -62,7 +62,7 @@ from .builtin_models import (
 from .endpoints import OpenAIEndpoint
 
 __all__ = [
-    "DTYPES", "ModelFacts", "check_model", "load_model", "resolve_model", "unload_model",
+    "DTYPES", "ModelFacts", "check_model", "load_model", "load_tokenizer", "resolve_model", "unload_model",
 ]
 
 
@@ -404,6 +404,12 @@ def unload_model(model: _LoadedModel) -> None:
         del _LOADED[key]
 
 
+#: Files a Hugging Face model folder keeps its tokenizer in (one is enough; a byte-level tokenizer may need only
+#: its config). Without any, transformers builds a tokenizer of the special tokens alone.
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.txt", "vocab.json",
+                    "spiece.model", "sentencepiece.bpe.model")
+
+
 def _model_name_problem(name) -> str | None:
     """Why :func:`load_model` cannot load ``name``, found without loading anything; ``None`` when it may (a
     built-in, an existing .gguf file or model folder, or a hub id ``owner/name``, which only loading can check).
@@ -421,6 +427,10 @@ def _model_name_problem(name) -> str | None:
             _read_config(path / "config.json")
         except ModelError as exc:
             return str(exc)
+        if not any((path / f).exists() for f in _TOKENIZER_FILES):
+            return (f"{path} is a model folder without a tokenizer (none of {', '.join(_TOKENIZER_FILES)}): "
+                    "without one every word is the unknown token. Copy the tokenizer files that came with the model "
+                    "into the folder")
         return None
     if re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not path.exists() and not name.startswith((".", "/", "~")):
         return None
@@ -591,42 +601,64 @@ def check_model(model, name: str = "model", need: str | None = None, what: str =
     return facts
 
 
+def _files_of(name: str) -> tuple[str, Path | None]:
+    """Where transformers reads a model named ``name`` (checked by :func:`model_name_problem`): a built-in's package
+    folder or its GGUF converted to one, a converted .gguf file, a model folder, or the hub id itself; and the GGUF
+    file it came from (``None`` for the others)."""
+    path = Path(name).expanduser()
+    if name in BUILTIN_MODELS:
+        b = BUILTIN_MODELS[name]
+        weights = _builtin_weights(b)
+        return (str(_convert_gguf(weights)), weights) if b.layout == "gguf" else (str(weights), None)
+    if path.suffix.lower() == ".gguf":
+        return str(_convert_gguf(path.resolve())), path.resolve()
+    return (str(path.resolve()), None) if path.is_dir() else (name, None)
+
+
+def load_tokenizer(model):
+    """The tokenizer of ``model``: a loaded model's own, or for a name or path the one in its files, read without
+    loading any weights (what a check before the embedding needs). A server has none: :class:`ModelError`."""
+    if not isinstance(model, (str, os.PathLike)):
+        if getattr(model, "tokenizer", None) is None:
+            raise ModelError(f"{getattr(model, 'name', model)!r} has no tokenizer here (a server: text only)")
+        return model.tokenizer
+    name = str(model)
+    problem = _model_name_problem(name)
+    if problem:
+        raise ModelError(problem)
+    from transformers import AutoTokenizer  # deferred: importing transformers takes seconds
+
+    return AutoTokenizer.from_pretrained(_files_of(name)[0], use_fast=True)
+
+
 def _load(name: str, dtype, device, trust_remote_code: bool, revision: str | None,
           max_memory: dict | None) -> _LoadedModel:
     problem = _model_name_problem(name)
     if problem:
         raise ModelError(problem)
     path = Path(name).expanduser()
-    gguf_path = None
+    if not (name in BUILTIN_MODELS or path.suffix.lower() == ".gguf" or path.is_dir()):
+        return _load_hub(name, dtype, device, trust_remote_code, revision, max_memory)  # model_name_problem: a hub id
+    folder, gguf_path = _files_of(name)
+    sha = _sha256_cached(gguf_path) if gguf_path else _weights_sha(Path(folder))
     if name in BUILTIN_MODELS:
         b = BUILTIN_MODELS[name]
-        weights = _builtin_weights(b)
-        if b.layout == "gguf":
-            gguf_path = weights
-            folder, sha = _convert_gguf(weights), _sha256_cached(weights)
-        else:
-            folder, sha = weights, _weights_sha(weights)
-        source = {"type": "builtin", "builtin": name, "packages": list(b.packages), "path": str(folder),
+        source = {"type": "builtin", "builtin": name, "packages": list(b.packages), "path": folder,
                   "weights_sha256": sha}
         if gguf_path:
             source["gguf"] = str(gguf_path)
         id_stem = name
-    elif path.suffix.lower() == ".gguf":
-        gguf_path = path.resolve()
-        folder, sha = _convert_gguf(gguf_path), _sha256_cached(gguf_path)
-        source = {"type": "gguf", "path": str(folder), "gguf": str(gguf_path), "weights_sha256": sha}
+    elif gguf_path:
+        source = {"type": "gguf", "path": folder, "gguf": str(gguf_path), "weights_sha256": sha}
         id_stem = _slug(path.stem)
-    elif path.is_dir():
-        folder, sha = path.resolve(), _weights_sha(path)
-        source = {"type": "folder", "path": str(folder), "weights_sha256": sha}
+    else:
+        source = {"type": "folder", "path": folder, "weights_sha256": sha}
         id_stem = _slug(path.resolve().name)
-    else:  # a hub id (model_name_problem has ruled out everything else)
-        return _load_hub(name, dtype, device, trust_remote_code, revision, max_memory)
     if revision is not None:
         raise ModelError(f"revision={revision!r} applies to hub ids only; {name!r} is a {source['type']}")
-    dev, dt, shard, why = _choose_device(device, dtype, _weight_count(folder), max_memory)
+    dev, dt, shard, why = _choose_device(device, dtype, _weight_count(Path(folder)), max_memory)
     source["device_choice"] = why
-    return _from_folder(name, str(folder), f"{id_stem}--{sha[:12]}", dev, dt, shard, trust_remote_code, source,
+    return _from_folder(name, folder, f"{id_stem}--{sha[:12]}", dev, dt, shard, trust_remote_code, source,
                         gguf_path, max_memory=max_memory)
 
 
@@ -675,6 +707,11 @@ def _from_folder(
     tokenizer = AutoTokenizer.from_pretrained(where, use_fast=True, **common)
     if not getattr(tokenizer, "is_fast", False):
         raise ModelError(f"{name!r} has no fast tokenizer; character offsets (needed to find words) require one")
+    vocabulary = getattr(config.get_text_config() if hasattr(config, "get_text_config") else config, "vocab_size", 0)
+    if vocabulary and len(tokenizer) * 10 < vocabulary:  # the special tokens alone: no tokenizer files were found
+        raise ModelError(f"{name!r} has no tokenizer: the one transformers built from {where} knows {len(tokenizer)} "
+                         f"tokens, the model {vocabulary:,}, so every word would be the unknown token. Copy the "
+                         "tokenizer files that came with the model into its folder")
     # AutoModelForCausalLM also for hidden states: it re-ties embeddings saved once (see convert_gguf).
     cls = AutoModelForCausalLM if kind == "decoder" else AutoModel
     kwargs = {"dtype": dtype, **common}

@@ -214,6 +214,31 @@ def _known(word: str, depth: int = 0) -> bool:
     return any(_known(low[:i], 1) and _known(low[i:], 1) for i in range(2, len(low) - 2))
 
 
+#: A term WordNet does not know (:func:`known`) that the model's tokenizer splits into this many pieces or more is
+#: not a word (:func:`not_a_word`): "brrzzkt" is 4 pieces for MiniLM, SmolLM2 and Qwen2.5.
+_MIN_NONWORD_PIECES = 3
+
+
+def _known_term(term: str) -> bool:
+    """Every word of ``term`` is :func:`known` (WordNet, its inflections and compounds, or a function word)."""
+    words = _WORD.findall(term)
+    return bool(words) and all(_known(w) for w in words)
+
+
+def _not_a_word(term: str, tokenizer) -> str | None:
+    """Why ``term`` is not a word to WordNet or to the model (its pieces as ``tokenizer`` splits it, written as in a
+    sentence), or ``None``: a term whose every word is :func:`known` is a word; one that is not is marked when the
+    tokenizer has no word for it either, splitting it into :data:`MIN_NONWORD_PIECES` pieces or more."""
+    if _known_term(term):
+        return None
+    pieces = [p.replace("Ġ", "").replace("▁", "") for p in tokenizer.tokenize(" " + term)]
+    pieces = [p for p in pieces if p.strip()]
+    if len(pieces) < _MIN_NONWORD_PIECES:
+        return None
+    return (f"not a word: WordNet does not know it, and the model's tokenizer splits it into {len(pieces)} pieces "
+            f"({', '.join(pieces)})")
+
+
 _LETTERS = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
 
 

@@ -481,8 +481,9 @@ def _ensure_sense_ids(dictionary: pd.DataFrame) -> pd.DataFrame:
 
 
 def check_poles(dictionary: pd.DataFrame, dimensions=None) -> pd.DataFrame:
-    """``dictionary`` when every pole of ``dimensions`` (default: all) has at least :data:`MIN_POLE_SIZE` terms;
-    otherwise a :class:`DictionaryError` naming the dimension, the pole and its terms."""
+    """``dictionary`` when every pole of ``dimensions`` (default: all) has at least :data:`MIN_POLE_SIZE` terms and
+    no two of them share half of either one's terms (:func:`look_alike`); otherwise a :class:`DictionaryError` naming
+    the dimension, the pole and its terms, or the two dimensions, their shared terms and the fix."""
     dims = list(dict.fromkeys(dictionary["dimension"])) if dimensions is None else list(dimensions)
     problems = []
     for dim in dims:
@@ -495,7 +496,38 @@ def check_poles(dictionary: pd.DataFrame, dimensions=None) -> pd.DataFrame:
     if problems:
         raise _DictionaryError(f"every pole needs at least {_MIN_POLE_SIZE} terms (an axis from fewer is mostly the "
                               f"words' own noise, and nothing could say so): " + "; ".join(problems))
+    twins = _look_alike(dictionary, dims)
+    if twins:
+        raise _DictionaryError(
+            "dimensions that share at least half of either one's terms are one axis measured twice: their directions "
+            "nearly coincide, the basis's pseudo-inverse splits what they share between them, and the sign of each "
+            "one's values is decided by the basis, not by its words (their gaps would read as two findings): "
+            + "; ".join(twins) + ". Merge them into one dimension, give each terms of its own (fewer than half "
+            "shared), or profile each in a run of its own (a dictionary with only one of them)")
     return dictionary
+
+
+#: Two dimensions that share at least this share of the terms of either one are refused (:func:`check_poles`);
+#: a smaller overlap is a warning with the correlation of their values (``space.build_space``).
+_MAX_SHARED = 0.5
+
+
+def _look_alike(dictionary: pd.DataFrame, dims: list[str]) -> list[str]:
+    """The pairs of ``dims`` sharing at least :data:`MAX_SHARED` of either one's distinct terms (case-insensitive),
+    each as "'a' and 'b' share 5 of their 6 and 6 terms (neat, tidy, ...; on the same poles)"."""
+    rows = {d: dictionary[dictionary["dimension"] == d] for d in dims}
+    poles = {d: dict(zip(r["term"].str.lower(), r["direction"])) for d, r in rows.items()}
+    found = []
+    for i, a in enumerate(dims):
+        for b in dims[i + 1:]:
+            shared = [t for t in poles[a] if t in poles[b]]
+            if shared and len(shared) >= _MAX_SHARED * min(len(poles[a]), len(poles[b])):
+                opposite = [t for t in shared if poles[a][t] != poles[b][t]]
+                side = ("on the same poles" if not opposite else "on opposite poles" if len(opposite) == len(shared)
+                        else f"{len(opposite)} on opposite poles")
+                found.append(f"{a!r} and {b!r} share {len(shared)} of their {len(poles[a])} and {len(poles[b])} terms "
+                             f"({', '.join(shared)}; {side})")
+    return found
 
 
 def add_terms(dictionary: pd.DataFrame, dimension: str, high=(), low=(), *, synsets: dict | None = None

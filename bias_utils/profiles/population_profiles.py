@@ -708,6 +708,24 @@ class _ProfileResult:
         return [p for name, df in written.items() for p in write_table(df, folder / name)]
 
 
+def _lost_words(skipped: pd.DataFrame, population: str) -> str:
+    """Which words of ``population`` no template could embed and why (:attr:`PopulationEmbeddings.skipped`'s
+    reasons, the most frequent first), with the way out when the cause is the tokenizer's unknown token; empty when
+    no word was lost whole."""
+    rows = skipped[skipped["population"] == population]
+    lost = list(dict.fromkeys(rows.loc[rows["context"] == "", "word"]))
+    if not lost:
+        return ""
+    # "word '🙂': 1 of its 1 tokens are the unknown token '[UNK]' (skipped: ...)": the cause without the word
+    causes = rows.loc[rows["word"].isin(lost) & (rows["context"] != ""), "reason"].astype(str).map(
+        lambda r: r.split(": ", 1)[1] if r.startswith("word ") and ": " in r else r).value_counts()
+    unknown = any("unknown token" in c for c in causes.index)
+    return (f". {len(lost)} word(s) could not be embedded in any template ({', '.join(lost[:6])}"
+            f"{', ...' if len(lost) > 6 else ''}): " + "; ".join(causes.index[:2])
+            + (". Give words this model's tokenizer knows, or use a model whose tokenizer has no unknown token "
+               "(byte-level BPE, as smollm2-135m-instruct)" if unknown else ""))
+
+
 def run_profiles(model, bases, populations=("names", "terms", "nonbinary", "occupations"), templates=None, layer="mean",
                  limit: int | None = None, kind=None) -> _ProfileResult:
     """Embed, project, standardise and test the populations (module docstring).
@@ -726,10 +744,10 @@ def run_profiles(model, bases, populations=("names", "terms", "nonbinary", "occu
     # The input's rule again on what was embedded: a group left with one word makes its population untestable.
     embedded = {p: {g: emb.words.loc[(emb.words["population"] == p) & (emb.words["group"] == g), "word"].tolist()
                     for g in groups} for p, groups in pops.items()}
-    thin = {p: _thin_groups(groups) for p, groups in embedded.items() if _thin_groups(groups)}
+    thin = {p: f"among the embedded words, group(s) {_thin_groups(groups)}; {MIN_GROUP_WORDS} per group needed"
+            + _lost_words(emb.skipped, p) for p, groups in embedded.items() if _thin_groups(groups)}
     untested = pd.DataFrame([{"population": p, "group": "", "word": "", "context": "",
-                              "reason": f"population not tested: among the embedded words, group(s) {why}; "
-                                        f"{MIN_GROUP_WORDS} per group needed"} for p, why in thin.items()],
+                              "reason": f"population not tested: {why}"} for p, why in thin.items()],
                             columns=emb.skipped.columns)
     emb.skipped = pd.concat([emb.skipped, untested], ignore_index=True) if len(untested) else emb.skipped
     tested = [p for p in pops if p not in _DEFAULT_REFERENCE and p not in thin]

@@ -227,9 +227,17 @@ def _load(name_or_path: str | Path) -> tuple[dict[str, list[str]], str]:
     groups = _validate(groups, str(path))
     if kind is None:
         kind = _infer_kind(groups, str(path))
-        warnings.warn(f"{path}: the file does not state its kind; {_KIND_READING[kind]} (state it with a kind column, "
-                      f'or {{"kind": "name" or "noun", "groups": {{...}}}} in JSON)', stacklevel=3)
+        # the check, the run's own check and the embedding each read the file: the reader is told once per version
+        said = (str(path.resolve()), path.stat().st_mtime_ns, kind)
+        if said not in _KIND_SAID:
+            _KIND_SAID.add(said)
+            warnings.warn(f"{path}: the file does not state its kind; {_KIND_READING[kind]} (state it with a kind "
+                          f'column, or {{"kind": "name" or "noun", "groups": {{...}}}} in JSON)', stacklevel=3)
     return groups, kind
+
+
+#: The population files whose inferred kind has been said in this process: ``(path, mtime, kind)``.
+_KIND_SAID: set[tuple[str, int, str]] = set()
 
 
 _KIND_READING = {

@@ -9,18 +9,29 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
+from ..core import tables
 from ..core.errors import ParameterError, check_layer, check_positive_int, check_seed
-from ..core.results import display_name
+from ..core.results import display_name, write_table
 from ..core.stats import check_n_boot
 from ..models.embeddings import embed_words
-from ..models.loading import ModelFacts, check_model
+from ..models.loading import ModelFacts, check_model, load_tokenizer
 from . import projection
-from .contexts import _check_request, _ContextSet, build_contexts, check_source_names
+from .context_filters import _contains_term, _known_term, _not_a_word
+from .contexts import (
+    _SKIP_COLUMNS,
+    _as_list,
+    _check_request,
+    _ContextSet,
+    _prepare_dictionary,
+    build_contexts,
+    check_source_names,
+)
 from .dictionaries import (
     _COMPOSITES,
     _DIRECTIONS,
@@ -149,11 +160,13 @@ def _check_terms(model, *, n_contexts=5, seed=0, limit=None, term_contexts="gene
     return facts
 
 
-def _untestable_poles(dictionary: pd.DataFrame, usable: pd.DataFrame) -> pd.DataFrame:
+def _untestable_poles(dictionary: pd.DataFrame, usable: pd.DataFrame, what: str = "kept a usable context"
+                      ) -> pd.DataFrame:
     """The poles of ``dictionary``'s axes that keep fewer than ``dictionaries.MIN_POLE_SIZE`` distinct terms in
     ``usable`` (senses with a usable context: rows of a contexts table, or senses with ``n_embedded > 0``): the
     input's rule again, on what survived the context filters and the embedding. A composite (warmth, competence)
-    is untestable when one of its member dimensions is. Columns :data:`UNTESTABLE_COLUMNS`."""
+    is untestable when one of its member dimensions is; ``what`` says what the usable terms did. Columns
+    :data:`UNTESTABLE_COLUMNS`."""
     if "n_embedded" in usable:
         usable = usable[usable["n_embedded"] > 0]
     rows = []
@@ -164,7 +177,7 @@ def _untestable_poles(dictionary: pd.DataFrame, usable: pd.DataFrame) -> pd.Data
             if len(kept) < _MIN_POLE_SIZE:
                 rows.append({"space": "dimensions", "dimension": dim, "direction": pole,
                              "n_terms": given.nunique(), "n_usable": len(kept), "usable_terms": ", ".join(kept),
-                             "reason": f"{len(kept)} of its {given.nunique()} terms kept a usable context "
+                             "reason": f"{len(kept)} of its {given.nunique()} terms {what} "
                                        f"({', '.join(kept) or 'none'}); {_MIN_POLE_SIZE} per pole needed"})
     lost = {r["dimension"] for r in rows}
     present = set(dictionary["dimension"])
@@ -207,15 +220,50 @@ def _overlapping_axes(space: _StereotypeSpace) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dimension_a", "dimension_b", "n_shared", "shared_terms", "correlation"])
 
 
-def _no_axis(untestable: pd.DataFrame, stage: str) -> projection._ProjectionError:
-    reasons = "; ".join(f"{r.dimension} {r.direction}: {r.reason}" for r in untestable.itertuples() if r.direction)
-    return projection._ProjectionError(f"no axis can be built {stage}: every dimension has a pole with fewer than "
-                                      f"{_MIN_POLE_SIZE} terms that kept a usable context ({reasons}); see the "
-                                      "skipped and dropped contexts, or give these terms contexts of their own")
+def _no_axis(space: _StereotypeSpace, stage: str, out) -> projection._ProjectionError:
+    """The error of a space without a single axis, after :func:`dropped_senses` of what was built so far is written
+    to ``out`` (a results folder; the message gives the file) or attached to the error (``.dropped``)."""
+    dropped = dropped_senses(space)
+    if out is not None:
+        _, csv = write_table(dropped, Path(out) / tables.NAMES.DROPPED_SENSES)
+        where = (f"What did not reach an axis ({len(dropped)} senses and contexts, each with its stage and reason) "
+                 f"is in {csv}")
+    else:
+        where = ("What did not reach an axis (each sense and context with its stage and reason) is the error's "
+                 "dropped table (build_space(..., out=folder) writes it)")
+    reasons = "; ".join(f"{r.dimension} {r.direction}: {r.reason}" for r in space.untestable.itertuples()
+                        if r.direction)
+    error = projection._ProjectionError(
+        f"no axis can be built {stage}: every dimension has a pole with fewer than {_MIN_POLE_SIZE} terms that kept "
+        f"a usable context ({reasons}). {where}. Give these terms contexts of their own (a contexts column in the "
+        "dictionary), or more terms on those poles")
+    error.dropped = dropped
+    return error
+
+
+def _nonword_senses(dictionary: pd.DataFrame, model, source: str) -> pd.DataFrame:
+    """The senses of ``dictionary`` (prepared: with ``sense_id``) whose term is not a word
+    (``context_filters.not_a_word`` with ``model``'s tokenizer, read without loading weights), as rows of a
+    ``ContextSet.skipped`` table with the reason; a sense with contexts of its own that contain the term is the
+    user's word and is kept. Empty without a candidate (every term known to WordNet)."""
+    own = ([any(_contains_term(c, t) for c in _as_list(x)) for t, x in zip(dictionary["term"], dictionary["contexts"])]
+           if "contexts" in dictionary else [False] * len(dictionary))
+    rows, tokenizer = [], None
+    for (_, sense), given in zip(dictionary.iterrows(), own):
+        if given or _known_term(str(sense["term"])):
+            continue
+        if tokenizer is None:
+            tokenizer = load_tokenizer(model)
+        why = _not_a_word(str(sense["term"]), tokenizer)
+        if why:
+            rows.append({**{c: sense[c] for c in ("sense_id", "dimension", "term", "direction")}, "source": source,
+                         "reason": f"{why}: left out before its contexts are found (give it contexts of its own, "
+                                   "sentences that use it, to keep it)"})
+    return pd.DataFrame(rows, columns=_SKIP_COLUMNS)
 
 
 def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_contexts: int = 5, seed: int = 0,
-                *, corpus=None, generator=None, layers="all") -> _StereotypeSpace:
+                *, corpus=None, generator=None, layers="all", out: str | Path | None = None) -> _StereotypeSpace:
     """Contexts -> embeddings -> sense embeddings -> polar bases (Eqs. 1-3, 5) at every layer.
 
     ``source`` defaults to ``"generated"``, the paper's main setting (Sec. 3.2)
@@ -226,26 +274,47 @@ def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_co
     filters or the embedding makes its axis untestable (:func:`untestable_poles`,
     in :attr:`StereotypeSpace.untestable` and :func:`dropped_senses`): the space is
     built from the other axes; with none left, a ``ProjectionError`` says why,
-    before anything is embedded when the contexts alone decide it.
+    before anything is embedded when the contexts alone decide it, after writing
+    :func:`dropped_senses` (the senses and contexts that reached no axis, each with
+    its stage and reason) into ``out`` (a results folder) and naming the file; without
+    ``out`` the error carries that table as ``.dropped``.
     """
     check_space(model, dictionary, source, n_contexts, seed, generator=generator, layers=layers)
+    model_id = getattr(model, "model_id", str(model))
+    dictionary = _prepare_dictionary(dictionary)
+    nonwords = _nonword_senses(dictionary, model, source)
+    words = dictionary[~dictionary["sense_id"].isin(set(nonwords["sense_id"]))]
+    if len(nonwords):
+        warnings.warn(f"{len(nonwords)} term(s) are not words, left out before their contexts are found: "
+                      + ", ".join(f"{r.term} ({r.dimension} {r.direction})" for r in nonwords.itertuples())
+                      + f"; a pole left with fewer than {_MIN_POLE_SIZE} terms makes its axis untestable",
+                      stacklevel=2)
+    before = _untestable_poles(dictionary, words, "are words")
+    if set(dictionary["dimension"]) <= set(before["dimension"]):  # no axis whatever the contexts: nothing generated
+        contexts = _ContextSet(words[["sense_id", "dimension", "term", "direction"]], nonwords)  # no context sought
+        raise _no_axis(_StereotypeSpace({}, pd.DataFrame(), contexts, pd.DataFrame(columns=_EMBED_SKIP_COLUMNS),
+                                        model_id, source, np.empty(0), before), "from the dictionary's words", out)
     known = _known_generated_contexts(seed=seed, n_contexts=n_contexts) if source == "generated" else None
-    contexts = build_contexts(dictionary, source, n_contexts, seed, model=generator, corpus=corpus, known=known)
+    contexts = build_contexts(words, source, n_contexts, seed, model=generator, corpus=corpus, known=known)
+    contexts.skipped = pd.concat([contexts.skipped, nonwords], ignore_index=True) if len(nonwords) \
+        else contexts.skipped
     early = _untestable_poles(dictionary, contexts.table)
     if set(dictionary["dimension"]) <= set(early["dimension"]):
-        raise _no_axis(early, "from the contexts")
+        unembedded = pd.DataFrame(columns=_EMBED_SKIP_COLUMNS)
+        raise _no_axis(_StereotypeSpace({}, pd.DataFrame(), contexts, unembedded, model_id, source, np.empty(0), early),
+                       "from the contexts", out)
     values, skipped, layer_ids = _embed_contexts(model, contexts.table, layers)
     S, senses = projection._sense_embeddings(values, contexts.table)
     untestable = _untestable_poles(dictionary, senses)
     if set(dictionary["dimension"]) <= set(untestable["dimension"]):
-        raise _no_axis(untestable, "from the embedded contexts")
+        raise _no_axis(_StereotypeSpace({}, senses, contexts, skipped, model_id, source, S, untestable),
+                       "from the embedded contexts", out)
     keep = ~senses["dimension"].isin(set(untestable["dimension"])).to_numpy()
     S, senses = S[keep], senses[keep].reset_index(drop=True)
     bases = {"dimensions": projection._polar_basis(S, senses, "dimensions", layers=layer_ids)}
     if all(d in set(senses["dimension"]) for subs in _COMPOSITES.values() for d in subs):
         bases["warmth_competence"] = projection._polar_basis(S, senses, "warmth_competence", layers=layer_ids)
-    space = _StereotypeSpace(bases, senses, contexts, skipped, getattr(model, "model_id", str(model)), source, S,
-                            untestable)
+    space = _StereotypeSpace(bases, senses, contexts, skipped, model_id, source, S, untestable)
     for r in _overlapping_axes(space).itertuples():
         warnings.warn(f"axes {r.dimension_a} and {r.dimension_b} share {r.n_shared} term(s) ({r.shared_terms}); their "
                       f"values correlate r = {r.correlation:.2f} over the dictionary's senses, so their gaps are not "
