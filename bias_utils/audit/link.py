@@ -46,11 +46,12 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..core import mixed, stats, tables
+from ..core.criterion_validity import VALIDITY_VERDICTS
 from ..core.errors import ParameterError, check_seed, is_number
 from ..core.precision import interval_text, number_text, p_text
 from ..core.results import display_name, write_table
 from ..core.stats import check_n_boot, correlation_rows, ols, results_table
-from ..profiles.gender_direction import VALIDITY_VERDICTS, noun_positions
+from ..profiles.gender_direction import noun_positions
 from ..profiles.population_profiles import DEFAULT_TEMPLATES, check_word_projection
 from ..report import plots, rendering
 from . import occupation_units
@@ -100,7 +101,7 @@ def check_link(model, *, layer="mean", correction=_CONTINUITY, n_boot=1000, seed
 
 def _check_statistics(n_boot, seed, direction_verdict, n_permutations) -> None:
     """:func:`link_statistics`'s parameters: ``n_boot`` (``stats.check_n_boot``), ``seed``, ``direction_verdict``
-    (``None`` or one of ``gender_direction.VALIDITY_VERDICTS``) and ``n_permutations`` (``mixed.check_permutations``:
+    (``None`` or one of ``criterion_validity.VALIDITY_VERDICTS``) and ``n_permutations`` (``mixed.check_permutations``:
     the fits catch a ``ValueError`` as a design too small, so a bad count must stop the run before them)."""
     check_n_boot(n_boot)
     check_seed(seed)

@@ -187,9 +187,10 @@ class NAMES:
     OCCUPATION_VALIDITY = _declare(
         "occupation_validity", "bias_utils.profiles.gender_direction._validity_statistics", ("04_profiles",),
         "the female-male direction, warmth and competence of 60 occupation nouns against the BLS share of women: "
-        "Spearman and Pearson with occupation-bootstrap CIs, and the direction's verdict",
+        "Spearman and Pearson with occupation-bootstrap CIs, the direction's verdict, and its discriminant rows "
+        "(partial association beyond warmth and competence, with its verdict)",
         ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
-         "ci_low", "ci_high", "n", "measure", "detectable", "verdict"))
+         "ci_low", "ci_high", "n", "measure", "controls", "detectable", "verdict"))
     OCCUPATION_VALIDITY_VALUES = _declare(
         "occupation_validity_values", "bias_utils.profiles.gender_direction.occupation_validity", ("04_profiles",),
         "each occupation noun's BLS share of women and its position on the direction, warmth and competence",
