@@ -214,7 +214,7 @@ class NAMES:
     BOLD_LEXICON_COVERAGE = _declare(
         "bold_lexicon_coverage", "bias_utils.models.decoding.lexicon_token_ids", ("06_bold_audit",),
         "which lexicon words are one token of the model (the expected counts use those)",
-        ("lexicon", "word", "variant", "n_tokens", "single_token", "token_id"))
+        ("lexicon", "word", "variant", "n_tokens", "single_token", "token_id", "first_token_id"))
     BOLD_STATISTICS = _declare(
         "bold_statistics", "bias_utils.audit.bold.audit_statistics", ("06_bold_audit",),
         "the audit's tests, the pre-stated primary estimand first",
@@ -279,6 +279,26 @@ class NAMES:
         "link_skipped", "bias_utils.audit.link._intrinsic_table", ("11_intrinsic_extrinsic",),
         "occupation nouns or gendered terms the model could not embed",
         ("population", "group", "word", "context", "reason"))
+    NEXT_WORD_TOKENS = _declare(
+        "next_word_tokens", "bias_utils.audit.next_word.lexicon_first_tokens", ("11_intrinsic_extrinsic",),
+        "the token each lexicon word counts by after a template (one token, or its first; shared ones not counted)",
+        ("lexicon", "word", "variant", "n_tokens", "token_id", "token", "counted"))
+    NEXT_WORD_PROMPTS = _declare(
+        "next_word_prompts", "bias_utils.audit.next_word.next_word_table", ("11_intrinsic_extrinsic",),
+        "per occupation noun and neutral template: the next word's probability of a female and of a male word, and "
+        "their log-ratio",
+        ("occupation", "template", "reference", "prompt", "n_tokens", "female_mass", "male_mass", "log_ratio"))
+    NEXT_WORD_OCCUPATIONS = _declare(
+        "next_word_occupations", "bias_utils.audit.next_word.next_word_table", ("11_intrinsic_extrinsic",),
+        "per occupation noun: the exact next-word measure (mean log-ratio over the templates, gendered mass)",
+        ("occupation", "n_templates", "female_mass", "male_mass", "gendered_mass", "female_share", "log_ratio",
+         "log_ratio_sd"))
+    NEXT_WORD_VALIDITY = _declare(
+        "next_word_validity", "bias_utils.audit.next_word.next_word_validity", ("11_intrinsic_extrinsic",),
+        "the next-word log-ratio of the 60 BLS occupations against their share of women (the gender direction's "
+        "engine and verdict) and its discriminant rows beyond warmth and competence",
+        ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
+         "ci_low", "ci_high", "n", "measure", "controls", "detectable", "verdict"))
     REPLICATION = _declare(
         "replication", "bias_utils.audit.replication.replicate_published_audit", ("07_bold_replication",),
         "the published audit's quantities, ours beside theirs",
