@@ -263,22 +263,6 @@ class NAMES:
         "bold_skipped", "bias_utils.audit.bold.run_audit", ("06_bold_audit",),
         "tests or completions the audit skipped",
         ("test", "reason", "prompt_id", "sample"))
-    LINK_OCCUPATIONS = _declare(
-        "link_occupations", "bias_utils.audit.link.run_link", ("11_intrinsic_extrinsic",),
-        "per occupation: the noun on the female-male direction and on warmth/competence, and the log-odds of female vs"
-        " male words in the completions",
-        ("occupation", "noun", "group", "category", "n_completions", "n_templates", "gender_position", "warmth",
-         "competence", "male_words", "female_words", "expected_male", "expected_female", "extrinsic_measure",
-         "male_count", "female_count", "log_odds"))
-    LINK_STATISTICS = _declare(
-        "link_statistics", "bias_utils.audit.link._link_statistics", ("11_intrinsic_extrinsic",),
-        "Pearson, Spearman and the slopes (alone, within BOLD category) of the extrinsic on each intrinsic measure",
-        ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
-         "ci_low", "ci_high", "n", "intrinsic", "extrinsic_measure", "se", "primary", "note"))
-    LINK_SKIPPED = _declare(
-        "link_skipped", "bias_utils.audit.link._intrinsic_table", ("11_intrinsic_extrinsic",),
-        "occupation nouns or gendered terms the model could not embed",
-        ("population", "group", "word", "context", "reason"))
     NEXT_WORD_TOKENS = _declare(
         "next_word_tokens", "bias_utils.audit.next_word.lexicon_first_tokens", ("11_intrinsic_extrinsic",),
         "the token each lexicon word counts by after a template (one token, or its first; shared ones not counted)",
@@ -299,6 +283,34 @@ class NAMES:
         "engine and verdict) and its discriminant rows beyond warmth and competence",
         ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
          "ci_low", "ci_high", "n", "measure", "controls", "detectable", "verdict"))
+    LINK_NEXT_WORD = _declare(
+        "link_next_word", "bias_utils.audit.link._next_word_link_statistics", ("11_intrinsic_extrinsic",),
+        "the link on the same occupations: the gender position against the next-word log-ratio across the 60 BLS "
+        "occupations (primary), beyond the BLS share, over the BOLD primary units, and the BOLD-based link as a "
+        "robustness row",
+        ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
+         "ci_low", "ci_high", "n", "analysis", "role", "units", "intrinsic", "extrinsic_measure", "controls",
+         "direction_verdict", "readable", "primary", "note"))
+    LINK_NEXT_WORD_OCCUPATIONS = _declare(
+        "link_next_word_occupations", "bias_utils.audit.link.next_word_link", ("11_intrinsic_extrinsic",),
+        "per occupation of each set (BLS occupations, BOLD primary units): its gender position and next-word measure",
+        ("units", "occupation", "noun", "group", "bls_pct_female", "gender_position", "log_ratio", "gendered_mass"))
+    LINK_OCCUPATIONS = _declare(
+        "link_occupations", "bias_utils.audit.link.run_link", ("11_intrinsic_extrinsic",),
+        "per occupation: the noun on the female-male direction and on warmth/competence, and the log-odds of female vs"
+        " male words in the completions",
+        ("occupation", "noun", "group", "category", "n_completions", "n_templates", "gender_position", "warmth",
+         "competence", "male_words", "female_words", "expected_male", "expected_female", "extrinsic_measure",
+         "male_count", "female_count", "log_odds"))
+    LINK_STATISTICS = _declare(
+        "link_statistics", "bias_utils.audit.link._link_statistics", ("11_intrinsic_extrinsic",),
+        "Pearson, Spearman and the slopes (alone, within BOLD category) of the extrinsic on each intrinsic measure",
+        ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
+         "ci_low", "ci_high", "n", "intrinsic", "extrinsic_measure", "se", "primary", "note"))
+    LINK_SKIPPED = _declare(
+        "link_skipped", "bias_utils.audit.link._intrinsic_table", ("11_intrinsic_extrinsic",),
+        "occupation nouns or gendered terms the model could not embed",
+        ("population", "group", "word", "context", "reason"))
     REPLICATION = _declare(
         "replication", "bias_utils.audit.replication.replicate_published_audit", ("07_bold_replication",),
         "the published audit's quantities, ours beside theirs",
