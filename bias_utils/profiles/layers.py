@@ -17,8 +17,7 @@ from tqdm.auto import tqdm
 
 from ..core.errors import check_positive_int
 from ..core.stats import check_n_boot
-from . import projection
-from .dictionaries import load_full_dictionary_terms
+from .dictionaries import _COMPOSITES, load_full_dictionary_terms
 from .population_profiles import (
     DEFAULT_TEMPLATES,
     _population_embeddings,
@@ -93,7 +92,7 @@ def layers_by_context(model, dictionary: pd.DataFrame, sources: Sequence[str] | 
                              space.skipped, space.model_id, source, space.sense_emb)
         acc = direction_prediction(model, wc, terms, n_contexts=n_contexts, layer="all", limit=limit, seed=seed,
                                    n_boot=n_boot).accuracy
-        acc = acc[acc["dimension"].isin(list(projection.COMPOSITES))]
+        acc = acc[acc["dimension"].isin(list(_COMPOSITES))]
         curves.append(pd.DataFrame({"model_id": space.model_id, "context_source": source, "layer": acc["layer"],
                                     "measure": "accuracy_" + acc["cutoff"], "dimension": acc["dimension"],
                                     "value": acc["accuracy"], "ci_low": acc["ci_low"], "ci_high": acc["ci_high"],

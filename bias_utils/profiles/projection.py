@@ -14,7 +14,7 @@ As in the authors' code the basis is built and pseudo-inverted separately at
 every layer. Two spaces exist: the fine-grained ``"dimensions"`` (the
 dictionary's own dimensions, 7 for the SCM dictionaries) and
 ``"warmth_competence"``, whose poles pool the senses of their subdimensions
-(``dictionaries.COMPOSITES``).
+(``dictionaries._COMPOSITES``).
 
 Direction prediction (``direction_accuracy``) checks the space against the
 full dictionary's extra terms: predicted direction = sign of a term's

@@ -242,7 +242,7 @@ def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_co
     keep = ~senses["dimension"].isin(set(untestable["dimension"])).to_numpy()
     S, senses = S[keep], senses[keep].reset_index(drop=True)
     bases = {"dimensions": projection._polar_basis(S, senses, "dimensions", layers=layer_ids)}
-    if all(d in set(senses["dimension"]) for subs in projection.COMPOSITES.values() for d in subs):
+    if all(d in set(senses["dimension"]) for subs in _COMPOSITES.values() for d in subs):
         bases["warmth_competence"] = projection._polar_basis(S, senses, "warmth_competence", layers=layer_ids)
     space = _StereotypeSpace(bases, senses, contexts, skipped, getattr(model, "model_id", str(model)), source, S,
                             untestable)
@@ -375,7 +375,7 @@ def direction_prediction(model, space: _StereotypeSpace, terms: pd.DataFrame | N
     # then the terms of the composites' member dimensions are the ones it can predict.
     own = list(space.bases["dimensions"].dimensions) if "dimensions" in space.bases else []
     composite_members = ([d for comp in space.bases["warmth_competence"].dimensions
-                          for d in projection.COMPOSITES[comp]]
+                          for d in _COMPOSITES[comp]]
                          if "warmth_competence" in space.bases else [])
     emb = _term_embeddings(model, terms[terms["dimension"].isin(own + composite_members)], n_contexts=n_contexts,
                           seed=seed, term_contexts=term_contexts, limit=limit, contexts_file=contexts_file)
