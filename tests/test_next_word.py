@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import nbformat
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,7 +13,7 @@ from scipy import stats as st
 
 from bias_utils.audit import next_word as nw
 from bias_utils.core import criterion_validity as cv
-from bias_utils.core import lexicon
+from bias_utils.core import lexicon, paths
 from bias_utils.core.errors import ParameterError
 from bias_utils.models.generation import generate
 from bias_utils.profiles import gender_direction
@@ -173,3 +174,16 @@ def test_exact_measure_of_the_60_bls_occupations_against_the_world(smollm):
     assert rho["effect_size"] == pytest.approx(expected, rel=1e-12) and rho["n"] == 60
     assert cv.measure_verdict(stats, "log_ratio") == cv._verdict(rho["ci_low"], 60)
     assert cv.discriminant_verdict(stats, "log_ratio") == "untestable"  # no warmth and competence given
+
+
+def test_chapter_11_states_the_rules_the_code_applies():
+    """The chapter's method section gives the verdict's threshold, the power and the lexicon sizes as the code has
+    them, and states the primary analysis before the first code cell that computes a result."""
+    cells = nbformat.read(paths.ROOT / "notebooks" / "11_intrinsic_extrinsic.ipynb", as_version=4).cells
+    text = "\n".join(c.source for c in cells if c.cell_type == "markdown")
+    text = " ".join(text.split())  # the cells wrap their lines anywhere
+    assert f"fewer than {cv.MIN_ITEMS} occupations" in text and f"found {int(cv.POWER * 100)}% of the time" in text
+    assert (f"the audit's {len(lexicon.FEMALE_WORDS)} female words and one of its {len(lexicon.MALE_WORDS)} male"
+            in text)
+    first_code = next(i for i, c in enumerate(cells) if c.cell_type == "code")
+    assert "**The primary analysis, stated before the results.**" in cells[0].source and first_code > 0

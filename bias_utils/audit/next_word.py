@@ -125,22 +125,22 @@ _CONTINUITY = 0.5
 # --------------------------------------------------------------------------- templates and tokens
 
 
-def check_next_word_templates(templates) -> tuple[str, ...]:
+def check_next_word_templates(templates, name: str = "templates") -> tuple[str, ...]:
     """The templates as a tuple (None: :data:`TEMPLATES`), each a string with ``{occupation}`` exactly once that
     ends in a word (no trailing space: the next token carries its own), none twice; a :class:`ParameterError`
-    names ``templates``."""
+    names the parameter (``name``: a notebook's ``next_word_templates``)."""
     if templates is None:
         return TEMPLATES
     if isinstance(templates, str) or not isinstance(templates, Sequence) or not templates:
-        raise ParameterError(f"templates must be None or a non-empty list of strings, got {templates!r}")
+        raise ParameterError(f"{name} must be None or a non-empty list of strings, got {templates!r}")
     for t in templates:
         if not isinstance(t, str) or t.count(_SLOT) != 1:
-            raise ParameterError(f"templates: {t!r} must be a string with {_SLOT} exactly once")
+            raise ParameterError(f"{name}: {t!r} must be a string with {_SLOT} exactly once")
         if t != t.rstrip() or not re.search(r"\w$", t):
-            raise ParameterError(f"templates: {t!r} must end in a word, without a trailing space or punctuation (the "
+            raise ParameterError(f"{name}: {t!r} must end in a word, without a trailing space or punctuation (the "
                                  "next word is read with its leading space)")
     if len(set(templates)) != len(templates):
-        raise ParameterError("templates: a template is listed twice (it would weigh twice)")
+        raise ParameterError(f"{name}: a template is listed twice (it would weigh twice)")
     return tuple(templates)
 
 
