@@ -394,5 +394,6 @@ def describe_next_word(statistics: pd.DataFrame, words: pd.DataFrame, model: str
 
 
 def _percent(share) -> str:
-    """A probability as a percentage at the book's digits (0.0123 -> "1.2%")."""
-    return number_text(100 * float(share)) + "%"
+    """A probability as a percentage: whole percent from 1% (0.2388 -> "24%"), the book's digits below it
+    (0.0042 -> "0.42%")."""
+    return percent_text(share) if float(share) >= 0.01 else number_text(100 * float(share)) + "%"
