@@ -283,6 +283,12 @@ class NAMES:
         "engine and verdict) and its discriminant rows beyond warmth and competence",
         ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
          "ci_low", "ci_high", "n", "measure", "controls", "detectable", "verdict"))
+    NEXT_WORD_SAMPLED_CHECK = _declare(
+        "next_word_sampled_check", "bias_utils.audit.next_word.sampled_check", ("11_intrinsic_extrinsic",),
+        "(with sampled_check) Spearman and Pearson between the exact next-word log-ratio and the log-odds of the "
+        "audit's words in sampled continuations of the same sentences, for the 60 BLS occupations",
+        ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
+         "ci_low", "ci_high", "n", "n_gendered"))
     LINK_NEXT_WORD = _declare(
         "link_next_word", "bias_utils.audit.link._next_word_link_statistics", ("11_intrinsic_extrinsic",),
         "the link on the same occupations: the gender position against the next-word log-ratio across the 60 BLS "
