@@ -72,9 +72,11 @@ def test_validity_is_the_direction_engine_on_the_log_ratio():
     assert stats.loc["spearman", "verdict"] == cv._verdict(stats.loc["spearman", "ci_low"], 56) == "supported"
     assert list(stats.reset_index().columns) == list(gender_direction._validity_statistics(
         values.assign(gender_position=1.0), n_boot=2).columns)  # one engine, one table shape
-    text = nw.describe_next_word(stats.reset_index(), pd.DataFrame({"word": ["she", "he"], "counted": "single token"}),
-                                 "m")
+    words = pd.DataFrame({"word": ["she", "he"], "counted": "single token"})
+    text = nw.describe_next_word(stats.reset_index(), words, "m")
     assert "validated against the world" in text and "each is one token" in text and "Beyond the nouns' warmth" in text
+    assert text.endswith("without a chat template.")
+    assert "m is a chat model" in nw.describe_next_word(stats.reset_index(), words, "m", chat_model=True)
 
 
 # --------------------------------------------------------------------------- the real model

@@ -357,11 +357,12 @@ def sampled_check(model, occupations: pd.DataFrame, *, templates: Sequence[str] 
 
 
 def describe_next_word(statistics: pd.DataFrame, words: pd.DataFrame, model: str = "this model",
-                       occupations: pd.DataFrame | None = None) -> str:
+                       occupations: pd.DataFrame | None = None, *, chat_model: bool = False) -> str:
     """Markdown reading :func:`next_word_validity` for ``model``: how the exact log-ratio follows the BLS share of
     women, the verdict in words with the power of the check, the discriminant rows; then how the lexicon's words
-    were counted (``words``: :func:`lexicon_first_tokens`'s) and, with ``occupations``, how much of the next word
-    is gendered at all."""
+    were counted (``words``: :func:`lexicon_first_tokens`'s), with ``occupations`` how much of the next word is
+    gendered at all, and that the input was the raw text (saying what that means where ``chat_model``: a model
+    with a chat template)."""
     name = display_name(model)
     rho, r = statistic_row(statistics, "log_ratio", "spearman"), statistic_row(statistics, "log_ratio", "pearson")
     verdict, n = measure_verdict(statistics, "log_ratio"), int(rho["n"])
@@ -388,8 +389,10 @@ def describe_next_word(statistics: pd.DataFrame, words: pd.DataFrame, model: str
     if occupations is not None and len(occupations):
         mass = occupations["gendered_mass"]
         text += (f" The gendered words take {_percent(mass.median())} of the next word's probability for the median "
-                 f"occupation (from {_percent(mass.min())} to {_percent(mass.max())}), read from the raw text "
-                 "continuation, without a chat template.")
+                 f"occupation (from {_percent(mass.min())} to {_percent(mass.max())}).")
+    text += (" The sentences are the model's raw input, without a chat template"
+             + (f": {name} is a chat model, and the measure describes it continuing a text, as the audit's "
+                "completions do, not answering a request." if chat_model else "."))
     return text
 
 
