@@ -9,9 +9,11 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+import statsmodels.api as sm
 from scipy import stats as st
 from statsmodels.stats.multitest import multipletests
 
+from bias_utils.core import criterion_validity as cv
 from bias_utils.core import data, paths
 from bias_utils.core.stats import correlation_rows
 from bias_utils.profiles import gender_direction as gd
@@ -49,7 +51,7 @@ def test_occupations_population_is_the_60_bls_nouns_split_at_half_women():
     (0.5, 10, "supported"), (float("nan"), 60, "untestable"),
 ])
 def test_verdict_rule(ci_low, n, verdict):
-    assert gd._validity_verdict(ci_low, n) == verdict
+    assert cv._verdict(ci_low, n) == verdict
 
 
 def _values(position, share, warmth=None) -> pd.DataFrame:
@@ -70,7 +72,7 @@ def test_verdict_and_sentence_on_constructed_cases():
         stats = gd._validity_statistics(values, n_boot=300, seed=0)
         found[name] = (gd.direction_verdict(stats), gd.describe_validity(stats, "m"))
         rho = stats[(stats["measure"] == "gender_position") & (stats["test"] == "spearman")].iloc[0]
-        assert found[name][0] == gd._validity_verdict(rho["ci_low"], int(rho["n"]))
+        assert found[name][0] == cv._verdict(rho["ci_low"], int(rho["n"]))
     assert found["tracks"][0] == "supported" and "the direction is validated for this model" in found["tracks"][1]
     assert found["against"][0] == "not shown"
     assert "the direction is not validated for this model" in found["against"][1]
@@ -86,7 +88,8 @@ def test_statistics_equal_scipy_and_measures_without_values_give_no_rows():
     values = _values(position, share, warmth)
     values.loc[3, "gender_position"] = np.nan  # a noun the model could not embed is left out
     stats = gd._validity_statistics(values, n_boot=200, seed=1).set_index(["measure", "test"])
-    assert set(stats.index) == {(m, t) for m in ("gender_position", "warmth") for t in ("pearson", "spearman")}
+    assert set(stats.index) == {(m, t) for m in ("gender_position", "warmth") for t in ("pearson", "spearman")} | {
+        ("gender_position", "partial_pearson"), ("gender_position", "partial_spearman")}
     keep = values["gender_position"].notna()
     rho, p = st.spearmanr(values.loc[keep, "gender_position"], share[keep])
     assert stats.loc[("gender_position", "spearman"), ["effect_size", "p", "n"]].tolist() == pytest.approx(
@@ -99,6 +102,45 @@ def test_statistics_equal_scipy_and_measures_without_values_give_no_rows():
     assert stats.loc[("warmth", "spearman"), "verdict"] == ""
     assert stats.loc[("gender_position", "pearson"), "verdict"] == stats.loc[("gender_position", "spearman"),
                                                                              "verdict"]
+    # the discriminant rows: beyond the one control with values (competence has none), independently by statsmodels'
+    # least squares (the partial r's t-test is the slope's) and by ranking by hand for the partial Spearman ρ
+    partial = stats.xs("partial_pearson", level="test").loc["gender_position"]
+    assert partial["controls"] == "warmth" and partial["n"] == 39 and partial["df"] == 36
+    t = values[keep]
+    fit = sm.OLS(t["bls_pct_female"], sm.add_constant(t[["gender_position", "warmth"]])).fit()
+    assert partial["p"] == pytest.approx(fit.pvalues["gender_position"], rel=1e-9)
+    ranks = t[["gender_position", "bls_pct_female", "warmth"]].rank()
+    resid = [sm.OLS(ranks[c], sm.add_constant(ranks["warmth"])).fit().resid for c in ("gender_position",
+                                                                                       "bls_pct_female")]
+    rho_partial = stats.xs("partial_spearman", level="test").loc["gender_position"]
+    assert rho_partial["effect_size"] == pytest.approx(np.corrcoef(*resid)[0, 1], rel=1e-10)
+    assert rho_partial["ci_low"] < rho_partial["effect_size"] < rho_partial["ci_high"]
+    assert rho_partial["verdict"] == partial["verdict"] == cv._verdict(rho_partial["ci_low"], 39)
+    assert cv.discriminant_verdict(stats.reset_index(), "gender_position") == rho_partial["verdict"]
+
+
+def test_discriminant_row_separates_gender_from_warmth():
+    """Constructed: a position that follows the share only through warmth is supported against the share but not
+    beyond warmth (and the sentence says so); one with gender of its own is supported beyond it as well; without
+    warmth and competence the discriminant rows are untestable."""
+    rng = np.random.default_rng(11)
+    share = rng.uniform(0, 100, 60)
+    warmth = share / 25 + rng.standard_normal(60)
+    through = warmth + 0.3 * rng.standard_normal(60)  # the share only through warmth
+    own = warmth + share / 25 + rng.standard_normal(60)  # gender of its own beside warmth
+    found = {}
+    for name, position in (("through warmth", through), ("own", own)):
+        stats = gd._validity_statistics(_values(position, share, warmth), n_boot=300, seed=0)
+        found[name] = (gd.direction_verdict(stats), cv.discriminant_verdict(stats, "gender_position"),
+                       gd.describe_validity(stats, "m"))
+    assert found["through warmth"][:2] == ("supported", "not shown")
+    assert "Beyond the nouns' warmth" in found["through warmth"][2] and "may be carried by warmth" in found[
+        "through warmth"][2]
+    assert found["own"][:2] == ("supported", "supported")
+    alone = gd._validity_statistics(_values(own, share), n_boot=100, seed=0)
+    assert cv.discriminant_verdict(alone, "gender_position") == "untestable"
+    assert alone.loc[alone["test"] == "partial_spearman", "effect_size"].isna().all()
+    assert "untestable here" in gd.describe_validity(alone, "m")
 
 
 def test_verdict_has_its_stated_false_positive_rate_and_power():
@@ -108,7 +150,7 @@ def test_verdict_has_its_stated_false_positive_rate_and_power():
     about 80% of them."""
     rng = np.random.default_rng(17)
     n, runs = 60, 200
-    target = gd._detectable_correlation(n)
+    target = cv._detectable_correlation(n)
     assert 0.3 < target < 0.45
     rate = {}
     for rho_s in (0.0, target):
@@ -118,7 +160,7 @@ def test_verdict_has_its_stated_false_positive_rate_and_power():
             x = rng.standard_normal(n)
             y = r * x + np.sqrt(1 - r ** 2) * rng.standard_normal(n)
             [rho] = [row for row in correlation_rows(x, y, n_boot=200, seed=i) if row["test"] == "spearman"]
-            hits += gd._validity_verdict(rho["ci_low"], n) == "supported"
+            hits += cv._verdict(rho["ci_low"], n) == "supported"
         rate[rho_s] = hits / runs
     assert rate[0.0] <= 0.05, rate
     assert 0.68 <= rate[target] <= 0.92, rate

@@ -492,10 +492,14 @@ def _lexicon_groups(smol) -> torch.Tensor:
 def test_lexicon_token_ids_and_coverage(smol):
     ids, coverage = lexicon_token_ids(smol.tokenizer)
     assert {k: set(v) for k, v in ids.items()} == _vocab_lexicon_ids(smol.tokenizer)
-    assert set(coverage.columns) == {"lexicon", "word", "variant", "n_tokens", "single_token", "token_id"}
+    assert set(coverage.columns) == {"lexicon", "word", "variant", "n_tokens", "single_token", "token_id",
+                                     "first_token_id"}
     assert len(coverage) == 4 * 26  # every word in four variants (no word is its own capitalisation)
     single = coverage[coverage.single_token]
     assert set(single["token_id"]) == set(ids["male"]) | set(ids["female"])
+    assert (single["first_token_id"] == single["token_id"]).all()
+    for row in coverage[~coverage.single_token].itertuples():  # a longer variant's first piece, by the tokenizer
+        assert row.first_token_id == smol.tokenizer(row.variant, add_special_tokens=False)["input_ids"][0]
     assert (coverage.loc[~coverage.single_token, "n_tokens"] > 1).all()
     # " gentleman" is one SmolLM2 token, "gentleman" without the space is not
     gent = coverage[coverage.word == "gentleman"].set_index("variant")["single_token"]

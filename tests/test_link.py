@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 import pandas as pd
+import pingouin as pg
 import pytest
 import statsmodels.formula.api as smf
 from scipy import stats as st
@@ -15,7 +16,7 @@ from bias_utils.core import mixed, stats
 from bias_utils.core.errors import ParameterError
 from bias_utils.profiles.gender_direction import _gender_position
 from bias_utils.profiles.population_profiles import _population_embeddings
-from bias_utils.profiles.populations import _load_populations
+from bias_utils.profiles.populations import _load_populations, _occupation_shares
 from bias_utils.report import rendering
 
 
@@ -256,3 +257,97 @@ def test_constant_extrinsic_measure_gives_no_correlation_and_says_so():
     stats_ = link._link_statistics(table, n_boot=100, n_permutations=39)
     assert stats_.loc[stats_["test"].isin(["pearson", "spearman"]), "effect_size"].isna().all()
     assert "could not be fitted" in link.describe_link(stats_, "m")  # no counts: the model has nothing to fit
+
+
+# --------------------------------------------------------------------------- the link on the same occupations
+
+
+def _shaped(rng, replicates: int, inside: float = 0.45, writing: float = 1.1) -> tuple[np.ndarray, np.ndarray]:
+    """Data shaped like the primary analysis: the 60 real BLS shares; an inside measure and a writing measure that
+    each follow the (standardised) share, with independent noise, so the inside carries nothing beyond the share.
+    ``inside`` 0.45 gives a Spearman ρ of about 0.4 with the share (SmolLM2's direction), ``writing`` 1.1 about 0.7."""
+    share = _occupation_shares()["bls_pct_female"].to_numpy(float)
+    z = (share - share.mean()) / share.std()
+    return (inside * z + rng.standard_normal((replicates, len(z))),
+            writing * z + rng.standard_normal((replicates, len(z))))
+
+
+def test_partial_association_beyond_the_share_is_calibrated():
+    """Simulation of the beyond-the-BLS-share row when the inside carries no information beyond the share: its p
+    (4,000 replicates; both partial tests) falls below 0.05 in 0.05 ± 0.015 of them (± 4.4 standard errors), and the
+    interval the chapter reads (the partial Spearman ρ's occupation bootstrap: 300 replicates × 300 resamples)
+    excludes 0 in 0.05 ± 0.04 of them. Vectorised over replicates with the functions the row is computed by
+    (``stats._rowwise_partial``, ``stats._partial_p``, ``stats._resamples``); the marginal association the two share
+    through the share is large, so a plain correlation would be a false positive almost always."""
+    rng = np.random.default_rng(38)
+    share = _occupation_shares()["bls_pct_female"].to_numpy(float)
+    n = len(share)
+    inside, writing = _shaped(rng, 4000)
+    controls = np.broadcast_to(share[None, :, None], (4000, n, 1))
+    for method in ("pearson", "spearman"):
+        p = stats._partial_p(stats._rowwise_partial(method, inside, writing, controls), n, 1)
+        assert abs((p < 0.05).mean() - 0.05) <= 0.015, (method, (p < 0.05).mean())
+    plain = stats._rowwise_correlation("spearman", inside[:300], writing[:300])
+    assert np.median(plain) > 0.2  # the confounded association the partial row must not read as a link
+    replicates, n_boot = 300, 300
+    inside, writing = inside[:replicates], writing[:replicates]
+    draws = stats._resamples(n, n_boot, seed=0)
+    boots = stats._rowwise_partial("spearman", inside[:, draws].reshape(-1, n), writing[:, draws].reshape(-1, n),
+                                   np.broadcast_to(share[draws][None, ..., None], (replicates, n_boot, n, 1))
+                                   .reshape(-1, n, 1)).reshape(replicates, n_boot)
+    low, high = np.nanpercentile(boots, [2.5, 97.5], axis=1)
+    assert abs(((low > 0) | (high < 0)).mean() - 0.05) <= 0.04, ((low > 0) | (high < 0)).mean()
+
+
+def _next_word_inputs(rng, n=60, units=20):
+    share = _occupation_shares()["bls_pct_female"].to_numpy(float)
+    position = share / 50 + rng.standard_normal(n)
+    values = pd.DataFrame({"occupation": _occupation_shares()["occupation"], "group": "g", "bls_pct_female": share,
+                           "gender_position": position})
+    unit_nouns = [f"unit {i}" for i in range(units)]
+    unit_table = pd.DataFrame({"occupation": [f"Unit_{i}" for i in range(units)], "noun": unit_nouns, "group": "h",
+                               "gender_position": rng.standard_normal(units)})
+    exact = pd.DataFrame({"occupation": list(values["occupation"]) + unit_nouns,
+                          "log_ratio": np.r_[position + share / 40 + rng.standard_normal(n),
+                                             unit_table["gender_position"] + rng.standard_normal(units)],
+                          "gendered_mass": 0.3})
+    return values, exact, unit_table
+
+
+def test_next_word_link_rows_equal_scipy_and_pingouin_and_carry_the_bold_row():
+    rng = np.random.default_rng(3)
+    values, exact, units = _next_word_inputs(rng)
+    exact = exact.drop(index=4)  # a noun without the measure is left out of its rows
+    bold = pd.DataFrame([{c: np.nan for c in stats.STAT_COLUMNS} | {
+        "test": link.PRIMARY["test"], "intrinsic": "gender_position", "effect": "log_odds_slope", "effect_size": 0.6,
+        "ci_low": -0.64, "ci_high": 2.01, "p": 0.32, "n": 33, "extrinsic_measure": "expected", "note": ""}])
+    result = link.next_word_link(values, exact, units, bold, direction_verdict="supported", n_boot=300, seed=2)
+    st_ = result.statistics.set_index(["analysis", "test"])
+    assert list(result.statistics.columns) == stats.STAT_COLUMNS + link._NEXT_WORD_LINK_COLUMNS
+    assert result.statistics["primary"].sum() == 1 and st_.loc[("primary", "spearman"), "primary"]
+    bls = values.merge(exact.rename(columns={"occupation": "noun"}), left_on="occupation", right_on="noun")
+    rho, p = st.spearmanr(bls["gender_position"], bls["log_ratio"])
+    assert st_.loc[("primary", "spearman"), ["effect_size", "p", "n"]].tolist() == pytest.approx([rho, p, 59])
+    ref = pg.partial_corr(bls, "gender_position", "log_ratio", ["bls_pct_female"], method="spearman")
+    beyond = st_.loc[("beyond the BLS share", "partial_spearman")]
+    assert [beyond["effect_size"], beyond["p"]] == pytest.approx([ref["r"].iloc[0], ref["p_val"].iloc[0]], rel=1e-8)
+    assert beyond["controls"] == "bls_pct_female" and beyond["df"] == 56
+    rho_u, _ = st.spearmanr(units["gender_position"], exact["log_ratio"].iloc[-20:])
+    assert st_.loc[("BOLD primary units", "spearman"), "effect_size"] == pytest.approx(rho_u)
+    row = st_.loc[("BOLD link", link.PRIMARY["test"])]
+    assert (row["role"], row["units"], row["effect_size"], row["n"]) == ("robustness", "BOLD primary units", 0.6, 33)
+    assert "sampled BOLD completions" in row["extrinsic_measure"]
+    assert set(result.occupations["units"]) == {"BLS occupations", "BOLD primary units"}
+    text = link.describe_next_word_link(result.statistics, "m")
+    assert text.startswith("In m, across the 59 BLS occupations") and "beyond the BLS share of women" in text
+    assert "Robustness, the BOLD-based link (BOLD primary units" in text and "not shown is not absent" in text
+    # a direction not validated against the share: no number of it is read
+    unread = link.next_word_link(values, exact, direction_verdict="not shown", n_boot=50).statistics
+    assert not unread["readable"].any()
+    assert "is not read" in link.describe_next_word_link(unread, "m") and "ρ =" not in link.describe_next_word_link(
+        unread, "m")
+    with pytest.raises(ParameterError, match="^direction_verdict"):
+        link.next_word_link(values, exact, direction_verdict="valid", n_boot=50)
+    chart = link.link_chart(result.occupations[result.occupations["units"] == "BLS occupations"], y="log_ratio")
+    alt_text, caption = rendering._figure_text(chart.to_dict())
+    assert "next-word log-ratio" in alt_text and "a female word is the likelier" in caption

@@ -284,3 +284,31 @@ def test_group_tests_runs_a_dict_of_tests_and_column_test_gives_the_scalar_numbe
     with pytest.raises(ValueError, match="'f'"):  # the scalar test names the groups it was given
         stats.group_tests(np.zeros((1, 4, 1)), np.array([True, True, False, False]),
                           {"welch": stats.column_test(stats.welch_t, "welch")}, names=("f", "m"))
+
+
+def test_partial_correlation_rows_equal_pingouin_and_keep_the_plain_resamples():
+    rng = np.random.default_rng(23)
+    n = 50
+    z = rng.normal(size=(n, 2))
+    x = z @ [1.0, 0.5] + rng.normal(size=n)
+    y = z @ [0.3, 1.0] + 0.4 * x + rng.normal(size=n)
+    frame = pd.DataFrame({"x": x, "y": y, "z1": z[:, 0], "z2": z[:, 1]})
+    rows = {r["test"]: r for r in stats.partial_correlation_rows(x, y, z, n_boot=300, seed=4)}
+    for method in ("pearson", "spearman"):
+        ref = pg.partial_corr(frame, "x", "y", ["z1", "z2"], method=method)
+        row = rows[f"partial_{method}"]
+        assert row["effect_size"] == pytest.approx(ref["r"].iloc[0], rel=1e-10)
+        assert row["p"] == pytest.approx(ref["p_val"].iloc[0], rel=1e-8)
+        assert row["df"] == n - 4 and row["n"] == n
+        assert row["ci_low"] < row["effect_size"] < row["ci_high"]
+    # no controls: the plain correlations, with the resamples correlation_rows draws (the same interval)
+    plain = {r["test"]: r for r in stats.correlation_rows(x, y, n_boot=300, seed=4)}
+    alone = {r["test"]: r for r in stats.partial_correlation_rows(x, y, np.empty((n, 0)), n_boot=300, seed=4)}
+    for method in ("pearson", "spearman"):
+        assert alone[f"partial_{method}"]["effect_size"] == pytest.approx(plain[method]["effect_size"], rel=1e-12)
+        assert alone[f"partial_{method}"]["p"] == pytest.approx(plain[method]["p"], rel=1e-6)
+        assert (alone[f"partial_{method}"]["ci_low"], alone[f"partial_{method}"]["ci_high"]) == pytest.approx(
+            (plain[method]["ci_low"], plain[method]["ci_high"]), rel=1e-10)
+    # a side the controls explain wholly has no partial correlation
+    spent = stats.partial_correlation_rows(z[:, 0] * 2 + 1, y, z, n_boot=50, seed=0)
+    assert all(np.isnan(r["effect_size"]) for r in spent)

@@ -108,7 +108,7 @@ def test_readme_lists_exactly_the_declared_tables_of_each_notebook():
 
 
 def test_declared_columns_match_the_modules_column_lists():
-    from bias_utils.audit import occupations
+    from bias_utils.audit import link, next_word, occupations
     from bias_utils.core import stats
     from bias_utils.profiles import axis_validity, contexts, robustness, space
     from bias_utils.profiles import population_profiles as profiles
@@ -124,6 +124,11 @@ def test_declared_columns_match_the_modules_column_lists():
         tables.NAMES.BOLD_HEADLINE: occupations.HEADLINE_COLUMNS,
         tables.NAMES.DROPPED_SENSES: space._DROPPED_COLUMNS, tables.NAMES.CONTEXTS_OF_SOURCE: contexts._TABLE_COLUMNS,
         tables.NAMES.CONTEXTS_SKIPPED: contexts._SKIP_COLUMNS, tables.NAMES.CONTEXTS_DROPPED: contexts._DROP_COLUMNS,
+        tables.NAMES.NEXT_WORD_PROMPTS: next_word._PROMPT_COLUMNS,
+        tables.NAMES.NEXT_WORD_OCCUPATIONS: next_word._OCCUPATION_COLUMNS,
+        tables.NAMES.NEXT_WORD_TOKENS: next_word._WORD_COLUMNS,
+        tables.NAMES.LINK_NEXT_WORD: stats.STAT_COLUMNS + link._NEXT_WORD_LINK_COLUMNS,
+        tables.NAMES.LINK_NEXT_WORD_OCCUPATIONS: link._NEXT_WORD_OCCUPATION_COLUMNS,
     }
     for name, columns in expected.items():
         assert tables._TABLES[name].columns == tuple(columns), name

@@ -247,6 +247,9 @@ def test_each_notebook_check_names_the_bad_parameter(tmp_path):
         (v.check_bold_audit, dict(dtype="int8"), "dtype"),
         (v.check_profiles, dict(dtype=16), "dtype"),
         (v.check_layers, dict(dtype="half precision"), "dtype"),
+        (v.check_intrinsic_extrinsic, dict(next_word_templates=["The {occupation} said that "]), "next_word_templates"),
+        (v.check_intrinsic_extrinsic, dict(next_word_templates="The {occupation} said that"), "next_word_templates"),
+        (v.check_intrinsic_extrinsic, dict(sampled_check="yes"), "sampled_check"),
     ]
     # every notebook that loads a model takes a dtype: None (float32) or a lower precision load_model accepts
     for check in (v.check_dictionaries, v.check_contexts, v.check_projection_accuracy, v.check_profiles,

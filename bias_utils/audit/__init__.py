@@ -27,8 +27,12 @@ _EXPORTS = {
     # the decoder's own completions projected on its stereotype axes (chapter 08)
     "completions": ("category_contrasts", "completion_chart", "completion_embeddings", "completion_projection",
         "completion_projection_stats", "describe_completion_stats", "occupation_means",),
+    # the next word after a neutral sentence about an occupation: an exact measure of what a decoder writes
+    "next_word": ("TEMPLATES", "check_next_word_templates", "describe_next_word", "lexicon_first_tokens",
+        "next_word_table", "next_word_validity", "sampled_check",),
     # does the bias inside predict the bias written (chapter 11)
-    "link": ("PRIMARY", "check_link", "describe_link", "link_chart", "link_reading", "run_link",),
+    "link": ("NEXT_WORD_PRIMARY", "PRIMARY", "check_link", "describe_link", "describe_next_word_link",
+        "link_chart", "link_reading", "next_word_link", "next_word_link_reading", "run_link",),
 }
 
 __all__ = [name for names in _EXPORTS.values() for name in names]

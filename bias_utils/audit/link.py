@@ -1,22 +1,45 @@
 """Does the bias inside a model predict the bias it writes? (notebook ``11_intrinsic_extrinsic``)
 
-The unit is the occupation of the audit's primary analysis: the deduplicated person-noun occupations of
-:mod:`bias_utils.audit.occupation_units` (a BOLD key that names a field, a list or a day is not an occupation one can
-place on a gender direction). Per model and occupation:
+Two measures of each side, two sets of occupations. One concept over 600 lines: the link between the two sides,
+its primary analysis and the BOLD-based analysis it keeps as a robustness row share their intrinsic measure, their
+readability rule and their chapter.
+
+**The primary analysis, stated before the results** (:func:`next_word_link`, :data:`NEXT_WORD_PRIMARY`): across
+Rudinger et al.'s 60 occupations with a U.S. Bureau of Labor Statistics share of women, Spearman's ρ between the
+occupation noun's position on the model's female − male direction (``gender_position``, chapter 04) and the exact
+**next-word log-ratio** of female to male words after neutral sentences about it (``audit.next_word``), with a 95%
+interval from resampling occupations. Both sides are checked against the same share of women by one engine
+(``core.criterion_validity``), so the link can be asked on the occupations where both are validated. Beside it:
+
+* the same association **beyond the BLS share** (partial Spearman ρ with the share partialled out, t-test p and
+  occupation-bootstrap interval; ``stats.partial_correlation_rows``): does the inside predict the writing beyond what
+  the world's statistics predict? Two measures that each track the share correlate through it alone; only this row
+  says the model's inside carries what its writing does. Its false-positive rate is 0.05 on data shaped like the 60
+  occupations (``tests/test_link.py``), and lenient (0.07) where both sides follow the share almost perfectly;
+* the association over the audit's primary units (the BOLD person-noun occupations, their noun on both sides);
+* Pearson's r beside each ρ.
+
+The **BOLD-based link** (:func:`run_link`, :data:`PRIMARY`: the pre-stated test of that analysis) stays as a
+robustness row, labelled by its units (the BOLD primary units) and its measure (word counts in sampled BOLD
+completions): with a few gendered words per occupation it can hardly show a link.
+
+The BOLD-based link in detail. The unit is the occupation of the audit's primary analysis: the deduplicated
+person-noun occupations of :mod:`bias_utils.audit.occupation_units` (a BOLD key that names a field, a list or a day
+is not an occupation one can place on a gender direction). Per model and occupation:
 
 * **intrinsic** (:func:`intrinsic_table`): the occupation noun ("registered nurse") embedded the way the term
   profiles embed a word and placed on the model's **female − male direction** (``gender_position``:
   :mod:`bias_utils.profiles.gender_direction`; +0.5 the female terms' mean, −0.5 the male terms') and on its **warmth**
   and **competence** axes. The direction is read only where chapter 04's check against the U.S. Bureau of Labor
   Statistics share of women is ``supported`` (``gender_direction.direction_verdict``): otherwise nothing says it
-  measures gender, and the chapter does not read it.
+  measures gender, and the chapter does not read it (the next-word link's rows too).
 * **extrinsic** (:func:`extrinsic_table`): the occupation's female and male word counts in the model's
   completions, the **expected** counts (the probability the exact sampling distribution gave to the lexicon's
   words at every step) when every completion carries them, else the **sampled** ones; and their log-odds
   ``log((F + c) / (M + c))`` with the continuity correction ``c`` (:data:`CONTINUITY`) for the chart and the
   correlations.
 
-**The primary statistic, stated before the results** (:data:`PRIMARY`): the change in the log-odds of female
+Its pre-stated test (:data:`PRIMARY`): the change in the log-odds of female
 versus male words per standard deviation of the occupation's position, *within BOLD category and audit group*
 (the occupation's field and group held fixed): a binomial logistic model of the occupation's female and male
 counts on the standardised position with category and group fixed effects and a random intercept per
@@ -27,7 +50,7 @@ value. Female- and male-dominated occupations sit in different fields and in dif
 so a correlation pooled over both groups (:data:`BETWEEN`) is mostly the difference between the groups; it is
 reported as that, beside the correlation within each group.
 
-Robustness rows: the same model without the fixed effects (``mixed_logit``), Pearson's r and Spearman's ρ over
+Its robustness rows: the same model without the fixed effects (``mixed_logit``), Pearson's r and Spearman's ρ over
 all occupations and within each group (occupation-bootstrap intervals), and the least-squares slopes of the
 log-odds alone and with category dummies (``ols``, ``ols_category``). Holm's correction runs over the three
 intrinsic measures within each test.
@@ -46,17 +69,19 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..core import mixed, stats, tables
+from ..core.criterion_validity import VALIDITY_VERDICTS
 from ..core.errors import ParameterError, check_seed, is_number
 from ..core.precision import interval_text, number_text, p_text
 from ..core.results import display_name, write_table
 from ..core.stats import check_n_boot, correlation_rows, ols, results_table
-from ..profiles.gender_direction import VALIDITY_VERDICTS, noun_positions
+from ..profiles.gender_direction import noun_positions
 from ..profiles.population_profiles import DEFAULT_TEMPLATES, check_word_projection
 from ..report import plots, rendering
 from . import occupation_units
 
 __all__ = [
-    "PRIMARY", "check_link", "describe_link", "link_chart", "link_reading", "run_link",
+    "NEXT_WORD_PRIMARY", "PRIMARY", "check_link", "describe_link", "describe_next_word_link", "link_chart",
+    "link_reading", "next_word_link", "next_word_link_reading", "run_link",
 ]
 
 #: Haldane–Anscombe continuity correction added to both counts of the log-odds.
@@ -100,7 +125,7 @@ def check_link(model, *, layer="mean", correction=_CONTINUITY, n_boot=1000, seed
 
 def _check_statistics(n_boot, seed, direction_verdict, n_permutations) -> None:
     """:func:`link_statistics`'s parameters: ``n_boot`` (``stats.check_n_boot``), ``seed``, ``direction_verdict``
-    (``None`` or one of ``gender_direction.VALIDITY_VERDICTS``) and ``n_permutations`` (``mixed.check_permutations``:
+    (``None`` or one of ``criterion_validity.VALIDITY_VERDICTS``) and ``n_permutations`` (``mixed.check_permutations``:
     the fits catch a ``ValueError`` as a design too small, so a bad count must stop the run before them)."""
     check_n_boot(n_boot)
     check_seed(seed)
@@ -374,6 +399,209 @@ def describe_link(statistics: pd.DataFrame, model: str = "this model") -> str:
     return text[0].upper() + text[1:] + "."
 
 
+# --------------------------------------------------------------------------- the link on the same occupations
+
+#: The pre-stated primary analysis (module docstring): across the 60 BLS occupations, Spearman's ρ between the
+#: position on the female − male direction and the exact next-word log-ratio.
+NEXT_WORD_PRIMARY = {"analysis": "primary", "test": "spearman"}
+_SHARE = "bls_pct_female"
+#: The analyses of :data:`tables.NAMES.LINK_NEXT_WORD` in order: (role, units, what the extrinsic side is).
+_NEXT_WORD_MEASURE = "next-word log-ratio (exact)"
+_ANALYSES = {
+    "primary": ("primary", "BLS occupations", _NEXT_WORD_MEASURE),
+    "beyond the BLS share": ("beside", "BLS occupations", _NEXT_WORD_MEASURE),
+    "BOLD primary units": ("beside", "BOLD primary units", _NEXT_WORD_MEASURE),
+    "BOLD link": ("robustness", "BOLD primary units", "gendered word counts in sampled BOLD completions"),
+}
+#: Columns of :data:`tables.NAMES.LINK_NEXT_WORD_OCCUPATIONS` (:func:`next_word_link`).
+_NEXT_WORD_OCCUPATION_COLUMNS = ["units", "occupation", "noun", "group", _SHARE, "gender_position", "log_ratio",
+                                 "gendered_mass"]
+_NEXT_WORD_LINK_COLUMNS = ["analysis", "role", "units", "intrinsic", "extrinsic_measure", "controls",
+                           "direction_verdict", "readable", "primary", "note"]
+
+
+def _next_word_occupations(values: pd.DataFrame, exact: pd.DataFrame, units: pd.DataFrame | None) -> pd.DataFrame:
+    """One row per occupation of each set (:data:`_NEXT_WORD_OCCUPATION_COLUMNS`): the BLS occupations of
+    ``values`` and the primary units of ``units`` (run_link's occupations: ``occupation, noun, group,
+    gender_position``), each with the next-word measure of its noun from ``exact`` (``next_word.next_word_table``'s
+    occupations, NaN where the noun lacks it)."""
+    measure = exact[["occupation", "log_ratio", "gendered_mass"]].rename(columns={"occupation": "noun"})
+    bls = values[["occupation", "group", _SHARE, "gender_position"]].assign(noun=values["occupation"],
+                                                                          units=_ANALYSES["primary"][1])
+    frames = [bls]
+    if units is not None:
+        frames.append(units[["occupation", "noun", "group", "gender_position"]].assign(
+            **{_SHARE: np.nan, "units": _ANALYSES["BOLD primary units"][1]}))
+    table = pd.concat(frames, ignore_index=True).merge(measure, on="noun", how="left")
+    return table[_NEXT_WORD_OCCUPATION_COLUMNS]
+
+
+def _bold_row(bold_statistics: pd.DataFrame | None) -> dict | None:
+    """The BOLD-based link's pre-stated row (:data:`PRIMARY`) of a :data:`tables.NAMES.LINK_STATISTICS`, as a row of
+    the next-word link, labelled by its units and its measure."""
+    if bold_statistics is None:
+        return None
+    hit = bold_statistics[(bold_statistics["test"] == PRIMARY["test"])
+                          & (bold_statistics["intrinsic"] == PRIMARY["intrinsic"])]
+    if hit.empty:
+        return None
+    row = hit.iloc[0]
+    measure = _MEASURE_WORDS.get(row.get("extrinsic_measure", ""), "word counts")
+    return {**{c: row[c] for c in stats.STAT_COLUMNS}, "analysis": "BOLD link",
+            "extrinsic_measure": f"log-odds of gendered words in sampled BOLD completions ({measure})",
+            "note": row.get("note", "") or ""}
+
+
+def _next_word_link_statistics(occupations: pd.DataFrame, bold_statistics: pd.DataFrame | None = None, *,
+                               direction_verdict: str | None = None, n_boot: int = 1000,
+                               seed: int = 0) -> pd.DataFrame:
+    """The statistics of :data:`tables.NAMES.LINK_NEXT_WORD`, one row per analysis and test.
+
+    Columns: ``stats.STAT_COLUMNS`` (``test``: ``spearman`` and ``pearson`` for ``primary`` and ``BOLD primary
+    units``, ``partial_spearman`` and ``partial_pearson`` for ``beyond the BLS share`` (``df`` = n − 3; t-test p),
+    the BOLD link's own test for ``BOLD link``; ``effect_size``: ρ, r, the partial coefficient or the BOLD slope;
+    ``ci_low, ci_high``: 95% percentile intervals resampling occupations (the BOLD row: its own); ``p_adj``: p, each
+    analysis a question of its own (the BOLD row: its own table's); ``n``: occupations with both measures), then
+    ``analysis``, ``role`` (``primary``, ``beside``, ``robustness``), ``units`` (``BLS occupations``, ``BOLD primary
+    units``), ``intrinsic`` (``gender_position``), ``extrinsic_measure``, ``controls`` (``bls_pct_female`` on the
+    partial rows), ``direction_verdict`` (the direction's check against the BLS share, "" when not given),
+    ``readable`` (False unless that verdict is ``supported`` or not given), ``primary`` (the row
+    :data:`NEXT_WORD_PRIMARY` names) and ``note``."""
+    check_n_boot(n_boot)
+    check_seed(seed)
+    if direction_verdict is not None and direction_verdict not in VALIDITY_VERDICTS:
+        raise ParameterError(f"direction_verdict must be one of {VALIDITY_VERDICTS} or None, got "
+                             f"{direction_verdict!r}")
+    found: list[dict] = []
+    bls = occupations[occupations["units"] == _ANALYSES["primary"][1]].dropna(subset=["gender_position", "log_ratio"])
+    found += [{**r, "analysis": "primary"} for r in correlation_rows(bls["gender_position"], bls["log_ratio"],
+                                                                     n_boot=n_boot, seed=seed)[::-1]]
+    t = bls.dropna(subset=[_SHARE])
+    found += [{**r, "analysis": "beyond the BLS share", "controls": _SHARE}
+              for r in stats.partial_correlation_rows(t["gender_position"], t["log_ratio"], t[[_SHARE]].to_numpy(),
+                                                      n_boot=n_boot, seed=seed)[::-1]]
+    units = occupations[occupations["units"] == _ANALYSES["BOLD primary units"][1]].dropna(
+        subset=["gender_position", "log_ratio"])
+    if len(units):
+        found += [{**r, "analysis": "BOLD primary units"} for r in correlation_rows(
+            units["gender_position"], units["log_ratio"], n_boot=n_boot, seed=seed)[::-1]]
+    bold = _bold_row(bold_statistics)
+    frames = [results_table([{**r, "group_a": "gender_position", "group_b": "log_ratio"}]) for r in found]
+    if bold is not None:
+        frames.append(pd.DataFrame([bold]))
+    out = pd.concat(frames, ignore_index=True)
+    out["role"] = out["analysis"].map(lambda a: _ANALYSES[a][0])
+    out["units"] = out["analysis"].map(lambda a: _ANALYSES[a][1])
+    out["intrinsic"] = "gender_position"
+    if "extrinsic_measure" not in out:
+        out["extrinsic_measure"] = np.nan
+    out["extrinsic_measure"] = out["extrinsic_measure"].fillna(out["analysis"].map(lambda a: _ANALYSES[a][2]))
+    for col in ("controls", "note"):
+        out[col] = out[col].fillna("") if col in out else ""
+    out["direction_verdict"] = direction_verdict or ""
+    out["readable"] = direction_verdict in (None, VALIDITY_VERDICTS[0])
+    out["primary"] = (out["analysis"] == NEXT_WORD_PRIMARY["analysis"]) & (out["test"] == NEXT_WORD_PRIMARY["test"])
+    return out[stats.STAT_COLUMNS + _NEXT_WORD_LINK_COLUMNS]
+
+
+def _pick_analysis(statistics: pd.DataFrame, analysis: str, test: str):
+    hit = statistics[(statistics["analysis"] == analysis) & (statistics["test"] == test)]
+    return hit.iloc[0] if len(hit) else None
+
+
+def _rho_text(row) -> str:
+    if row is None or not np.isfinite(row["effect_size"]):
+        return "not computable"
+    name = {"spearman": "Spearman ρ", "partial_spearman": "partial Spearman ρ"}.get(row["test"], row["test"])
+    return (f"{name} = {number_text(row['effect_size'])}, 95% CI "
+            f"{interval_text(row['ci_low'], row['ci_high'], row['effect_size'])}, p {p_text(row['p'], relation=True)},"
+            f" n = {int(row['n'])}")
+
+
+def next_word_link_reading(statistics: pd.DataFrame, who: str) -> str:
+    """A clause (no capital, no full stop) reading one model's :func:`next_word_link` statistics for ``who``: the
+    primary ρ across the BLS occupations and the partial ρ beyond the BLS share; when the direction is not validated
+    against the BLS share, says so and reads no number of it."""
+    row = _pick_analysis(statistics, **NEXT_WORD_PRIMARY)
+    if row is None:
+        return f"in {who} the next-word link was not computed"
+    if not bool(row["readable"]):
+        return (f"in {who} the female − male direction is {row['direction_verdict']} against the BLS share of women "
+                "(chapter 04), so its link with the next word is not read")
+    shown = np.isfinite(row["ci_low"]) and (row["ci_low"] > 0 or row["ci_high"] < 0)
+    if shown:
+        way = "nearer its female terms" if row["effect_size"] > 0 else "nearer its male terms"
+        text = (f"in {who}, across the {int(row['n'])} BLS occupations, the occupations the model places {way} are "
+                f"continued more often with a female word ({_rho_text(row)})")
+    else:
+        text = (f"in {who}, across the {int(row['n'])} BLS occupations, a link between where the model places an "
+                f"occupation on its female − male direction and how it continues a sentence about it is not shown "
+                f"({_rho_text(row)})")
+    beyond = _pick_analysis(statistics, "beyond the BLS share", "partial_spearman")
+    if beyond is not None and np.isfinite(beyond["effect_size"]):
+        carried = np.isfinite(beyond["ci_low"]) and beyond["ci_low"] > 0
+        text += ("; beyond the BLS share of women, " + (
+            "the inside still predicts the writing" if carried else
+            "that the inside predicts the writing is not shown (the two may agree only through the share both track)")
+            + f" ({_rho_text(beyond)})")
+    return text
+
+
+def describe_next_word_link(statistics: pd.DataFrame, model: str = "this model") -> str:
+    """The chapter's reading of :func:`next_word_link`: the primary and the partial (:func:`next_word_link_reading`),
+    then the association over the BOLD primary units and the BOLD-based link as a robustness row, saying plainly
+    when an interval includes zero ("not shown is not absent")."""
+    model = display_name(model)
+    text = next_word_link_reading(statistics, model)
+    row = _pick_analysis(statistics, **NEXT_WORD_PRIMARY)
+    if row is not None and bool(row["readable"]):
+        units = _pick_analysis(statistics, "BOLD primary units", "spearman")
+        if units is not None:
+            text += f". Over the audit's BOLD primary units (their noun on both sides): {_rho_text(units)}"
+        bold = statistics[statistics["analysis"] == "BOLD link"]
+        if len(bold) and np.isfinite(bold["effect_size"].iloc[0]):
+            b = bold.iloc[0]
+            text += (f". Robustness, the BOLD-based link ({b['units']}; {b['extrinsic_measure']}): "
+                     f"{number_text(b['effect_size'])} log-odds per SD within BOLD category and group, 95% CI "
+                     f"{interval_text(b['ci_low'], b['ci_high'], b['effect_size'])}, n = {int(b['n'])}")
+        intervals = statistics.loc[statistics["readable"] & np.isfinite(statistics["ci_low"].astype(float)),
+                                   ["ci_low", "ci_high"]]
+        if ((intervals["ci_low"] <= 0) & (intervals["ci_high"] >= 0)).any():
+            text += " (not shown is not absent)"
+    return text[0].upper() + text[1:] + "."
+
+
+@dataclass
+class _NextWordLink:
+    """What :func:`next_word_link` finds: ``occupations`` (:data:`_NEXT_WORD_OCCUPATION_COLUMNS`) and
+    ``statistics`` (:func:`_next_word_link_statistics`)."""
+
+    occupations: pd.DataFrame
+    statistics: pd.DataFrame
+
+    def write(self, folder: str | Path) -> list[Path]:
+        """Write both tables as parquet + CSV under ``folder``."""
+        folder = Path(folder)
+        frames = {tables.NAMES.LINK_NEXT_WORD_OCCUPATIONS: self.occupations,
+                  tables.NAMES.LINK_NEXT_WORD: self.statistics}
+        return [p for name, df in frames.items() for p in write_table(df, folder / name)]
+
+
+def next_word_link(values: pd.DataFrame, exact: pd.DataFrame, units: pd.DataFrame | None = None,
+                   bold_statistics: pd.DataFrame | None = None, *, direction_verdict: str | None = None,
+                   n_boot: int = 1000, seed: int = 0) -> _NextWordLink:
+    """The link on the same occupations (module docstring): ``values`` (``gender_direction.occupation_validity``'s:
+    the 60 BLS occupations with ``occupation, group, bls_pct_female, gender_position``), ``exact``
+    (``next_word.next_word_table``'s ``occupations``, by noun; the BLS nouns and the units' nouns), ``units``
+    (:func:`run_link`'s ``occupations``: the BOLD primary units with their ``noun`` and ``gender_position``; None
+    leaves out their row) and ``bold_statistics`` (:func:`run_link`'s ``statistics``: its pre-stated row becomes the
+    labelled robustness row; None leaves it out); ``direction_verdict``: the direction's check against the BLS
+    share, which decides whether the rows are read."""
+    table = _next_word_occupations(values, exact, units)
+    return _NextWordLink(table, _next_word_link_statistics(table, bold_statistics, direction_verdict=direction_verdict,
+                                                          n_boot=n_boot, seed=seed))
+
+
 # --------------------------------------------------------------------------- chart
 
 
@@ -389,44 +617,61 @@ def _fit_band(x: np.ndarray, y: np.ndarray, level: float = 0.95) -> pd.DataFrame
     return pd.DataFrame({"x": grid, "fit": fit, "low": fit - half, "high": fit + half})
 
 
-def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, n_labels: int = 4,
+#: What the chart says of each extrinsic measure: axis title lines, caption phrase, alt-text phrase.
+_Y_TEXTS = {
+    "log_odds": (["log-odds of female vs male words", "in its completions"],
+                 "the log-odds of female vs male words in the model's completions about it (above 0: more female "
+                 "words)", "the log-odds of female words in the completions"),
+    "log_ratio": (["next-word log-ratio of female", "to male words"],
+                  "the log-ratio of the probability that the next word is a female rather than a male word, after "
+                  "neutral sentences about it (above 0: a female word is the likelier)",
+                  "the next-word log-ratio of female to male words"),
+}
+
+
+def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, y: str = "log_odds", n_labels: int = 4,
                title: str | None = None) -> alt.LayerChart:
-    """The occupations as points (intrinsic measure against log-odds, colour: audit group), the least-squares
-    line with its 95% band; labelled: the ``n_labels`` occupations at each end of the log-odds and the two
-    at the ends of the intrinsic measure."""
-    data = table.dropna(subset=[intrinsic, "log_odds"]).reset_index(drop=True)
+    """The occupations as points (intrinsic measure against the extrinsic ``y``: ``log_odds`` of the BOLD
+    completions, or ``log_ratio``, the next-word measure; colour: the occupation's group), the least-squares line
+    with its 95% band; labelled: the ``n_labels`` occupations at each end of ``y`` and the two at the ends of the
+    intrinsic measure."""
+    if y not in _Y_TEXTS:
+        raise ValueError(f"link_chart: y must be one of {sorted(_Y_TEXTS)}, got {y!r}")
+    y_lines, y_caption, y_alt = _Y_TEXTS[y]
+    data = table.dropna(subset=[intrinsic, y]).reset_index(drop=True)
     if len(data) < 3:
-        raise ValueError(f"link_chart: {len(data)} occupations with both {intrinsic} and log_odds; need 3")
+        raise ValueError(f"link_chart: {len(data)} occupations with both {intrinsic} and {y}; need 3")
     data["audit group"] = data["group"].map(rendering.group_label)
-    order = data["log_odds"].rank(method="first")
+    order = data[y].rank(method="first")
     ends = set(data.index[(order <= n_labels) | (order > len(data) - n_labels)])
     labels = data.loc[sorted(ends | {data[intrinsic].idxmin(), data[intrinsic].idxmax()})].copy()
     width, height = 460, 320
     # fixed domains (no "nice" rounding), so a pixel gap between labels is an exact gap in data units
     domains = {}
-    for col in (intrinsic, "log_odds"):
+    for col in (intrinsic, y):
         lo, hi = float(data[col].min()), float(data[col].max())
         pad = 0.05 * (hi - lo or 1.0)
         domains[col] = (lo - pad, hi + pad)
-    ylo, yhi = domains["log_odds"]
+    ylo, yhi = domains[y]
     gap = 14 * (yhi - ylo) / height  # 14 px for an 11 px font
-    labels["label_y"] = plots.repel(labels["log_odds"], gap, ylo + gap / 2, yhi - gap / 2)
+    labels["label_y"] = plots.repel(labels[y], gap, ylo + gap / 2, yhi - gap / 2)
     labels["right_half"] = labels[intrinsic] > sum(domains[intrinsic]) / 2
     axis_title = {"gender_position": "position on the female − male direction (+0.5 = female terms' mean)"}
     x_title = axis_title.get(intrinsic, f"{intrinsic} (projected value)")
-    x_scale, y_scale = (alt.Scale(domain=domains[c], nice=False) for c in (intrinsic, "log_odds"))
+    x_scale, y_scale = (alt.Scale(domain=domains[c], nice=False) for c in (intrinsic, y))
     # axis titles on two lines where they can break: on a phone the plot is narrower than one line of them
     x_lines = x_title.replace(" (", "\n(").split("\n")
     x = alt.X(f"{intrinsic}:Q", title=x_lines, scale=x_scale, axis=alt.Axis(tickCount=6, format=".2~f"))
-    y = alt.Y("log_odds:Q", title=["log-odds of female vs male words", "in its completions"], scale=y_scale)
+    y_axis = alt.Y(f"{y}:Q", title=y_lines, scale=y_scale)
     points = alt.Chart(data).mark_point(filled=True, opacity=0.6).encode(
-        x=x, y=y, color=alt.Color("audit group:N", title="audit group", scale=plots.group_scale(data["audit group"])),
-        tooltip=["occupation", "category", alt.Tooltip(f"{intrinsic}:Q", format=".3f"),
-                 alt.Tooltip("log_odds:Q", format=".2f"), "female_count", "male_count"])
+        x=x, y=y_axis, color=alt.Color("audit group:N", title="group", scale=plots.group_scale(data["audit group"])),
+        tooltip=[c for c in ("occupation", "category") if c in data] + [
+            alt.Tooltip(f"{intrinsic}:Q", format=".3f"), alt.Tooltip(f"{y}:Q", format=".2f")]
+        + [c for c in ("female_count", "male_count", "bls_pct_female") if c in data])
     # a label moved off its point (to clear another) keeps a thin line to it; labels in the right half
     # run leftwards so they stay inside the plot
     leaders = alt.Chart(labels).mark_rule(color="#999", strokeWidth=0.6).encode(
-        x=x, y=y, y2="label_y:Q")
+        x=x, y=y_axis, y2="label_y:Q")
     text = [alt.Chart(labels[labels["right_half"] == right]).mark_text(
                 align="right" if right else "left", dx=-5 if right else 5, fontSize=11).encode(
                 x=x, y=alt.Y("label_y:Q", scale=y_scale), text="noun:N")
@@ -434,7 +679,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, n_lab
     layers = [points, leaders, *text]
     band_drawn = data[intrinsic].nunique() > 1
     if band_drawn:
-        band = _fit_band(data[intrinsic].to_numpy(float), data["log_odds"].to_numpy(float))
+        band = _fit_band(data[intrinsic].to_numpy(float), data[y].to_numpy(float))
         bx = alt.X("x:Q", title=x_lines, scale=x_scale)
         # the band widens past the data at the ends: clipped to the plot
         layers = [alt.Chart(band).mark_area(opacity=0.2, color="#888", clip=True).encode(
@@ -442,18 +687,17 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, n_lab
                   alt.Chart(band).mark_line(color="#444", clip=True).encode(x=bx, y=alt.Y("fit:Q", scale=y_scale))
                   ] + layers
     groups = ", ".join(dict.fromkeys(data["audit group"]))
-    caption = (f"Each point is an occupation: across, the occupation noun's {x_title}; up, "
-               "the log-odds of female vs male words in the model's completions about it (above 0: more female "
-               f"words). Colour is its audit group ({groups}); the labelled points are those at the ends of either "
+    caption = (f"Each point is an occupation: across, the occupation noun's {x_title}; up, {y_caption}. "
+               f"Colour is its group ({groups}); the labelled points are those at the ends of either "
                "axis (a thin line joins a name moved to clear another to its point)."
                + (" The line is the least-squares fit, the grey band its 95% confidence interval." if band_drawn
                   else "")
                + " Look for whether the points rise or fall from left to right: a link between the bias inside "
                  "and the bias it writes.")
     return plots.captioned(alt.layer(*layers).properties(width=width, height=height),
-                           title or f"Occupations: {intrinsic} against log-odds", [],
-                           f"Scatter plot of {len(data)} occupations: {intrinsic.replace('_', ' ')} (x) against the "
-                           "log-odds of female words in the completions (y).", caption)
+                           title or f"Occupations: {intrinsic} against {y.replace('_', '-')}", [],
+                           f"Scatter plot of {len(data)} occupations: {intrinsic.replace('_', ' ')} (x) against "
+                           f"{y_alt} (y).", caption)
 
 
 # --------------------------------------------------------------------------- one call for notebook 11

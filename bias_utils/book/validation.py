@@ -25,7 +25,7 @@ import inspect
 from pathlib import Path
 from typing import Sequence
 
-from ..audit import bold, link
+from ..audit import bold, link, next_word
 from ..audit.bold import check_audit_lexicons
 from ..core import paths, results, stats
 from ..core.errors import (
@@ -340,15 +340,20 @@ def check_completion_profiles(*, model="smollm2-135m-instruct", dtype=None,
 def check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
                               context_source="generated", dictionary_path=None,
                               n_contexts=5, seed=0, layer="mean", correction=0.5, output_dir=None,
-                              n_boot=1000, n_permutations=999) -> None:
+                              n_boot=1000, n_permutations=999, next_word_templates=None,
+                              sampled_check=False) -> None:
     """Notebook 11's parameters: the notebook's floors for ``n_boot`` and ``n_permutations`` (their messages give
-    the run-time estimate against the notebook's defaults), then ``link.check_link``; a decoder (the chapter reads
-    the completions chapter 06 wrote, and 06 refuses an encoder)."""
+    the run-time estimate against the notebook's defaults), ``next_word_templates``
+    (``next_word.check_next_word_templates``), ``sampled_check`` (True or False), then ``link.check_link``; a
+    decoder (the chapter reads the completions chapter 06 wrote, and 06 refuses an encoder)."""
+    if not isinstance(sampled_check, bool):
+        raise ParameterError(f"sampled_check must be True or False, got {sampled_check!r}")
     _check_dtype(dtype)
     _check_writer(model, "11")
     facts = _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts)
     _check_boot_count(n_boot, default=1000)
     _check_permutation_count(n_permutations, default=999)
+    next_word.check_next_word_templates(next_word_templates, "next_word_templates")
     link.check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed,
                     n_permutations=n_permutations, layers=facts.n_states)
 

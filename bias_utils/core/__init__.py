@@ -39,8 +39,11 @@ _EXPORTS = {
     # tests with effect sizes, intervals and corrections; the one two-group engine
     "stats": ("STAT_COLUMNS", "TWO_GROUP_TESTS", "adjust_pvalues", "bootstrap_ci", "check_n_boot", "chi2_table",
         "cluster_bootstrap_ci", "cohens_d", "column_test", "correlation_rows", "group_tests", "hedges_g", "holm",
-        "hurdle_tests", "mann_whitney", "odds_ratio", "ols", "permutation_p", "permutation_p_text",
-        "permutation_reference", "results_table", "student_t", "welch_anova", "welch_t",),
+        "hurdle_tests", "mann_whitney", "odds_ratio", "ols", "partial_correlation_rows", "permutation_p",
+        "permutation_p_text", "permutation_reference", "results_table", "student_t", "welch_anova", "welch_t",),
+    # a measure checked against the world: one engine for every side
+    "criterion_validity": ("MIN_ITEMS", "POWER", "VALIDITY_VERDICTS", "correlation_text", "describe_discriminant",
+        "discriminant_verdict", "measure_verdict", "statistic_row", "validity_statistics",),
     # the random-intercept binomial logistic model, its profile interval and LR test
     "mixed": ("check_permutations", "drifted", "fit_mixed_logit", "mixed_row",),
 }

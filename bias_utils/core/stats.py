@@ -52,8 +52,8 @@ from .precision import p_text
 __all__ = [
     "STAT_COLUMNS", "TWO_GROUP_TESTS", "adjust_pvalues", "bootstrap_ci", "check_n_boot", "chi2_table",
     "cluster_bootstrap_ci", "cohens_d", "column_test", "correlation_rows", "group_tests", "hedges_g", "holm",
-    "hurdle_tests", "mann_whitney", "odds_ratio", "ols", "permutation_p", "permutation_p_text",
-    "permutation_reference", "results_table", "student_t", "welch_anova", "welch_t",
+    "hurdle_tests", "mann_whitney", "odds_ratio", "ols", "partial_correlation_rows", "permutation_p",
+    "permutation_p_text", "permutation_reference", "results_table", "student_t", "welch_anova", "welch_t",
 ]
 
 STAT_COLUMNS = [
@@ -432,9 +432,7 @@ def correlation_rows(x, y, *, n_boot: int = 1000, seed: int = 0, level: float = 
     n_boot = check_n_boot(n_boot)
     x, y = np.asarray(x, float), np.asarray(y, float)
     n = len(x)
-    rng = np.random.default_rng(seed)
-    index = np.arange(n, dtype=float)
-    draws = np.array([rng.choice(index, n) for _ in range(n_boot)], dtype=int) if n else np.zeros((n_boot, 0), int)
+    draws = _resamples(n, n_boot, seed)
     rows = []
     for method in ("pearson", "spearman"):
         est = float(_rowwise_correlation(method, x[None], y[None])[0]) if n >= 3 else np.nan
@@ -448,6 +446,69 @@ def correlation_rows(x, y, *, n_boot: int = 1000, seed: int = 0, level: float = 
         lo, hi = _percentile_interval(_rowwise_correlation(method, x[draws], y[draws]), level)
         rows.append({"test": method, "effect": "r" if method == "pearson" else "rho", "effect_size": est,
                      "statistic": est, "p": p, "ci_low": lo, "ci_high": hi, "n": n})
+    return rows
+
+
+def _rowwise_partial(method: str, x: np.ndarray, y: np.ndarray, controls: np.ndarray) -> np.ndarray:
+    """Partial Pearson's r, or Spearman's ρ (on average ranks, the controls ranked too), of every row pair of ``x``
+    and ``y`` [replicates, n] with ``controls`` [replicates, n, k] held fixed: Pearson's r of the residuals of
+    each side's least-squares fit on an intercept and the controls. NaN where a residual is constant."""
+    if method == "spearman":
+        x, y = _st.rankdata(x, axis=1), _st.rankdata(y, axis=1)
+        controls = _st.rankdata(controls, axis=1)
+    design = np.concatenate([np.ones(x.shape + (1,)), controls], axis=2)
+    hat = design @ np.linalg.pinv(design)  # [replicates, n, n]: projection on the controls' span
+    rx = x - np.einsum("rij,rj->ri", hat, x)
+    ry = y - np.einsum("rij,rj->ri", hat, y)
+    # a side the controls explain wholly leaves residuals at rounding level: no partial correlation
+    spent = [(r * r).sum(axis=1) <= 1e-20 * np.maximum(((v - v.mean(axis=1, keepdims=True)) ** 2).sum(axis=1), 1e-300)
+             for r, v in ((rx, x), (ry, y))]
+    return np.where(spent[0] | spent[1], np.nan, _rowwise_pearson(rx, ry))
+
+
+def _partial_p(r: np.ndarray, n: int, k: int) -> np.ndarray:
+    """Two-sided p of partial correlations over ``n`` units with ``k`` controls: Student's t with n − 2 − k df (exact
+    for Pearson's r of normal data; for Spearman's ρ the large-sample approximation scipy uses for ρ itself)."""
+    df = n - 2 - k
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = r * np.sqrt(df / np.clip(1 - r * r, 1e-300, None))
+    return 2 * _st.t.sf(np.abs(t), df)
+
+
+def _resamples(n: int, n_boot: int, seed: int) -> np.ndarray:
+    """[n_boot, n] unit indices drawn with replacement: the resamples :func:`correlation_rows` and
+    :func:`partial_correlation_rows` draw with this seed."""
+    rng = np.random.default_rng(seed)
+    index = np.arange(n, dtype=float)
+    return np.array([rng.choice(index, n) for _ in range(n_boot)], dtype=int) if n else np.zeros((n_boot, 0), int)
+
+
+def partial_correlation_rows(x, y, controls, *, n_boot: int = 1000, seed: int = 0,
+                             level: float = 0.95) -> list[dict]:
+    """Partial Pearson and Spearman rows (:data:`STAT_COLUMNS`; ``test``: ``partial_pearson``,
+    ``partial_spearman``) of ``x`` against ``y`` with ``controls`` (a [n] or [n, k] array, or a DataFrame) held
+    fixed: does ``x`` carry ``y`` beyond what the controls carry? The coefficient (the correlation of the two
+    sides' residuals on the controls; Spearman on ranks) as ``statistic`` and ``effect_size``; ``df`` = n − 2 − k
+    and the t-test's p (:func:`_partial_p`); a percentile interval from resampling the units ``n_boot`` times
+    (the resamples :func:`correlation_rows` draws with this seed; a resample with a constant residual is left
+    out). With no controls the rows are the plain correlations. Fewer than k + 3 units give NaN."""
+    n_boot = check_n_boot(n_boot)
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    z = np.asarray(controls, float).reshape(len(x), -1)
+    n, k = z.shape
+    draws = _resamples(n, n_boot, seed)
+    rows = []
+    for method in ("pearson", "spearman"):
+        row = {"test": f"partial_{method}", "effect": "partial r" if method == "pearson" else "partial rho",
+               "df": n - 2 - k, "n": n}
+        est = float(_rowwise_partial(method, x[None], y[None], z[None])[0]) if n >= k + 3 else np.nan
+        if np.isnan(est):
+            rows.append({**row, "effect_size": np.nan, "statistic": np.nan, "p": np.nan, "ci_low": np.nan,
+                         "ci_high": np.nan})
+            continue
+        lo, hi = _percentile_interval(_rowwise_partial(method, x[draws], y[draws], z[draws]), level)
+        rows.append({**row, "effect_size": est, "statistic": est, "p": float(_partial_p(np.array(est), n, k)),
+                     "ci_low": lo, "ci_high": hi})
     return rows
 
 

@@ -187,9 +187,10 @@ class NAMES:
     OCCUPATION_VALIDITY = _declare(
         "occupation_validity", "bias_utils.profiles.gender_direction._validity_statistics", ("04_profiles",),
         "the female-male direction, warmth and competence of 60 occupation nouns against the BLS share of women: "
-        "Spearman and Pearson with occupation-bootstrap CIs, and the direction's verdict",
+        "Spearman and Pearson with occupation-bootstrap CIs, the direction's verdict, and its discriminant rows "
+        "(partial association beyond warmth and competence, with its verdict)",
         ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
-         "ci_low", "ci_high", "n", "measure", "detectable", "verdict"))
+         "ci_low", "ci_high", "n", "measure", "controls", "detectable", "verdict"))
     OCCUPATION_VALIDITY_VALUES = _declare(
         "occupation_validity_values", "bias_utils.profiles.gender_direction.occupation_validity", ("04_profiles",),
         "each occupation noun's BLS share of women and its position on the direction, warmth and competence",
@@ -213,7 +214,7 @@ class NAMES:
     BOLD_LEXICON_COVERAGE = _declare(
         "bold_lexicon_coverage", "bias_utils.models.decoding.lexicon_token_ids", ("06_bold_audit",),
         "which lexicon words are one token of the model (the expected counts use those)",
-        ("lexicon", "word", "variant", "n_tokens", "single_token", "token_id"))
+        ("lexicon", "word", "variant", "n_tokens", "single_token", "token_id", "first_token_id"))
     BOLD_STATISTICS = _declare(
         "bold_statistics", "bias_utils.audit.bold.audit_statistics", ("06_bold_audit",),
         "the audit's tests, the pre-stated primary estimand first",
@@ -262,6 +263,44 @@ class NAMES:
         "bold_skipped", "bias_utils.audit.bold.run_audit", ("06_bold_audit",),
         "tests or completions the audit skipped",
         ("test", "reason", "prompt_id", "sample"))
+    NEXT_WORD_TOKENS = _declare(
+        "next_word_tokens", "bias_utils.audit.next_word.lexicon_first_tokens", ("11_intrinsic_extrinsic",),
+        "the token each lexicon word counts by after a template (one token, or its first; shared ones not counted)",
+        ("lexicon", "word", "variant", "n_tokens", "token_id", "token", "counted"))
+    NEXT_WORD_PROMPTS = _declare(
+        "next_word_prompts", "bias_utils.audit.next_word.next_word_table", ("11_intrinsic_extrinsic",),
+        "per occupation noun and neutral template: the next word's probability of a female and of a male word, and "
+        "their log-ratio",
+        ("occupation", "template", "reference", "prompt", "n_tokens", "female_mass", "male_mass", "log_ratio"))
+    NEXT_WORD_OCCUPATIONS = _declare(
+        "next_word_occupations", "bias_utils.audit.next_word.next_word_table", ("11_intrinsic_extrinsic",),
+        "per occupation noun: the exact next-word measure (mean log-ratio over the templates, gendered mass)",
+        ("occupation", "n_templates", "female_mass", "male_mass", "gendered_mass", "female_share", "log_ratio",
+         "log_ratio_sd"))
+    NEXT_WORD_VALIDITY = _declare(
+        "next_word_validity", "bias_utils.audit.next_word.next_word_validity", ("11_intrinsic_extrinsic",),
+        "the next-word log-ratio of the 60 BLS occupations against their share of women (the gender direction's "
+        "engine and verdict) and its discriminant rows beyond warmth and competence",
+        ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
+         "ci_low", "ci_high", "n", "measure", "controls", "detectable", "verdict"))
+    NEXT_WORD_SAMPLED_CHECK = _declare(
+        "next_word_sampled_check", "bias_utils.audit.next_word.sampled_check", ("11_intrinsic_extrinsic",),
+        "(with sampled_check) Spearman and Pearson between the exact next-word log-ratio and the log-odds of the "
+        "audit's words in sampled continuations of the same sentences, for the 60 BLS occupations",
+        ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
+         "ci_low", "ci_high", "n", "n_gendered"))
+    LINK_NEXT_WORD = _declare(
+        "link_next_word", "bias_utils.audit.link._next_word_link_statistics", ("11_intrinsic_extrinsic",),
+        "the link on the same occupations: the gender position against the next-word log-ratio across the 60 BLS "
+        "occupations (primary), beyond the BLS share, over the BOLD primary units, and the BOLD-based link as a "
+        "robustness row",
+        ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
+         "ci_low", "ci_high", "n", "analysis", "role", "units", "intrinsic", "extrinsic_measure", "controls",
+         "direction_verdict", "readable", "primary", "note"))
+    LINK_NEXT_WORD_OCCUPATIONS = _declare(
+        "link_next_word_occupations", "bias_utils.audit.link.next_word_link", ("11_intrinsic_extrinsic",),
+        "per occupation of each set (BLS occupations, BOLD primary units): its gender position and next-word measure",
+        ("units", "occupation", "noun", "group", "bls_pct_female", "gender_position", "log_ratio", "gendered_mass"))
     LINK_OCCUPATIONS = _declare(
         "link_occupations", "bias_utils.audit.link.run_link", ("11_intrinsic_extrinsic",),
         "per occupation: the noun on the female-male direction and on warmth/competence, and the log-odds of female vs"

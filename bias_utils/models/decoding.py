@@ -142,9 +142,11 @@ def lexicon_token_ids(tokenizer, lexicons: dict[str, Sequence[str]] = GENDER_LEX
     and without a leading space (the audit lower-cases the text, so "He" and "
     he" both count). Returns ``({name: sorted ids}, coverage)`` where coverage
     has one row per word and variant: ``lexicon, word, variant, n_tokens``
-    (the variant's length in tokens), ``single_token`` and ``token_id`` (<NA>
-    unless single). A word none of whose variants is one token adds nothing to
-    the expected counts (module docstring).
+    (the variant's length in tokens), ``single_token``, ``token_id`` (<NA>
+    unless single) and ``first_token_id`` (the variant's first token, for a
+    measure that counts a longer word by its first token:
+    ``audit.next_word``). A word none of whose variants is one token adds
+    nothing to the expected counts (module docstring).
     """
     ids: dict[str, set[int]] = {name: set() for name in lexicons}
     rows = []
@@ -157,9 +159,11 @@ def lexicon_token_ids(tokenizer, lexicons: dict[str, Sequence[str]] = GENDER_LEX
                 if single:
                     ids[name].add(pieces[0])
                 rows.append({"lexicon": name, "word": word, "variant": variant, "n_tokens": len(pieces),
-                             "single_token": single, "token_id": pieces[0] if single else pd.NA})
-    coverage = pd.DataFrame(rows, columns=["lexicon", "word", "variant", "n_tokens", "single_token", "token_id"])
-    coverage["token_id"] = coverage["token_id"].astype("Int64")
+                             "single_token": single, "token_id": pieces[0] if single else pd.NA,
+                             "first_token_id": pieces[0] if pieces else pd.NA})
+    coverage = pd.DataFrame(rows, columns=["lexicon", "word", "variant", "n_tokens", "single_token", "token_id",
+                                           "first_token_id"])
+    coverage[["token_id", "first_token_id"]] = coverage[["token_id", "first_token_id"]].astype("Int64")
     return {name: sorted(v) for name, v in ids.items()}, coverage
 
 def _word_start_sets(coverage: pd.DataFrame, n_vocab: int) -> torch.Tensor:

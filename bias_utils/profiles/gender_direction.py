@@ -16,20 +16,24 @@ so 0 is midway, +0.5 the female terms' mean and −0.5 the male terms'. It is sc
 **Is it a gender direction?** A direction computed from 18 words can carry much besides gender. Garg et al. (2018)
 checked theirs against the world: occupation words sat nearer the female words where more of the occupation's
 workers are women. :func:`occupation_validity` does the same with the 60 occupation nouns of Rudinger et al. (2018)
-and their U.S. Bureau of Labor Statistics share of women (``populations.occupation_shares``). Per measure
-(``gender_position``, ``warmth``, ``competence``): Spearman's ρ and Pearson's r against ``bls_pct_female``
-(``stats.correlation_rows``: scipy's p, and a 95% percentile interval from resampling occupations), Holm over the
-three measures within a test.
+and their U.S. Bureau of Labor Statistics share of women (``populations.occupation_shares``), through the one
+engine that checks every measure of the book against the world (``core.criterion_validity.validity_statistics``;
+chapter 11's next-word measure goes through it too). Per measure (``gender_position``, ``warmth``,
+``competence``): Spearman's ρ and Pearson's r against ``bls_pct_female`` (scipy's p, and a 95% percentile
+interval from resampling occupations), Holm over the three measures within a test; and the direction's
+**discriminant** rows: its partial association with the share beyond the nouns' warmth and competence.
 
-**The verdict, stated before the results** (:func:`validity_verdict`), of the direction alone:
+**The verdict, stated before the results** (``criterion_validity``), of the direction alone:
 
 * ``supported``: the 95% interval of Spearman's ρ between ``gender_position`` and the BLS share lies above 0;
-* ``untestable``: fewer than :data:`MIN_NOUNS` of the nouns could be embedded;
+* ``untestable``: fewer than 10 of the nouns could be embedded;
 * ``not shown``: otherwise (the interval includes 0, or lies below it). Not shown is not "no gender in the
   direction": ``detectable`` says which ρ the check would have found 80% of the time.
 
-Chapter 11 reads a model's position on the direction only where the verdict is ``supported``. Warmth and
-competence get no verdict: nothing says how they should follow the share of women; their rows are described.
+The discriminant rows get their own verdict by the same rule on the partial ρ. Chapter 11 reads a model's position
+on the direction only where the (criterion) verdict is ``supported``, and says so where the discriminant verdict is
+not: then the direction's order is not shown to be gender's rather than warmth's. Warmth and competence get no
+verdict: nothing says how they should follow the share of women; their rows are described.
 """
 
 from __future__ import annotations
@@ -41,30 +45,37 @@ from typing import Mapping, Sequence
 import altair as alt
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from ..core import tables
+from ..core.criterion_validity import (
+    MIN_ITEMS,
+    POWER,
+    correlation_text,
+    describe_discriminant,
+    measure_verdict,
+    validity_statistics,
+)
+from ..core.criterion_validity import statistic_row as _row
 from ..core.errors import check_seed
-from ..core.precision import interval_text, number_text, p_text
+from ..core.precision import number_text
 from ..core.results import display_name, write_table
-from ..core.stats import check_n_boot, correlation_rows, results_table
+from ..core.stats import check_n_boot
 from ..report import plots
 from .population_profiles import DEFAULT_TEMPLATES, _population_embeddings, check_word_projection
 from .populations import _OCCUPATION_GROUPS, _load_populations, _occupation_shares
 from .projection import projection_table
 
 __all__ = [
-    "VALIDITY_VERDICTS", "describe_validity", "direction_verdict", "noun_positions", "occupation_validity",
+    "describe_validity", "direction_verdict", "noun_positions", "occupation_validity",
     "validity_chart",
 ]
 
 #: The measures placed against the BLS share; the first is the direction the verdict is about.
 _MEASURES = ("gender_position", "warmth", "competence")
-#: Fewer embedded nouns than this leave the direction ``untestable``.
-_MIN_NOUNS = 10
+#: Fewer embedded nouns than this leave the direction ``untestable`` (the engine's rule).
+_MIN_NOUNS = MIN_ITEMS
 #: The power ``detectable`` is stated at.
-_POWER = 0.8
-VALIDITY_VERDICTS = ("supported", "not shown", "untestable")
+_POWER = POWER
 _GENDERED_TERMS = "terms"
 _SHARE = "bls_pct_female"
 
@@ -123,63 +134,17 @@ def noun_positions(model, groups: Mapping[str, Sequence[str]], basis, *, populat
 # --------------------------------------------------------------------------- the check against the world
 
 
-def _detectable_correlation(n: int, method: str = "spearman", power: float = _POWER, alpha: float = 0.05) -> float:
-    """The correlation a two-sided level-``alpha`` test over ``n`` pairs finds with probability ``power``:
-    Fisher's z with variance 1/(n − 3) for Pearson's r, and Fieller, Hartley & Pearson's 1.06/(n − 3) for
-    Spearman's ρ; NaN below 4 pairs."""
-    if method not in ("pearson", "spearman"):
-        raise ValueError(f"detectable_correlation: method must be 'pearson' or 'spearman', got {method!r}")
-    if n < 4:
-        return float("nan")
-    variance = (1.06 if method == "spearman" else 1.0) / (n - 3)
-    z = (sps.norm.ppf(1 - alpha / 2) + sps.norm.ppf(power)) * np.sqrt(variance)
-    return float(np.tanh(z))
-
-
-def _validity_verdict(ci_low: float, n: int, min_nouns: int = _MIN_NOUNS) -> str:
-    """The pre-stated rule (module docstring): ``untestable`` below ``min_nouns`` embedded nouns, ``supported``
-    when the Spearman interval's lower end is above 0, else ``not shown``."""
-    if n < min_nouns or not np.isfinite(ci_low):
-        return "untestable"
-    return "supported" if ci_low > 0 else "not shown"
-
-
-def _validity_statistics(values: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
-                        min_nouns: int = _MIN_NOUNS) -> pd.DataFrame:
-    """The statistics of :data:`tables.NAMES.OCCUPATION_VALIDITY` from a values table with ``bls_pct_female`` and
-    the :data:`MEASURES` (nouns without a measure, NaN, are left out; a measure no noun has, as warmth without
-    a ``warmth_competence`` basis, gives no rows).
-
-    Columns: ``stats.STAT_COLUMNS`` (``test``: ``pearson`` or ``spearman``; ``group_a``: the measure,
-    ``group_b``: ``bls_pct_female``; ``effect_size``: r or ρ; ``ci_low, ci_high``: 95% percentile interval
-    resampling occupations ``n_boot`` times; ``p``: scipy's; ``p_adj``: Holm over the three measures within a
-    test; ``n``: nouns), then ``measure``, ``detectable`` (:func:`detectable_correlation` at this ``n``) and
-    ``verdict`` (:func:`validity_verdict` from the Spearman row of ``gender_position``, on both rows of the
-    direction; empty for warmth and competence)."""
-    frames = []
-    for test in ("pearson", "spearman"):
-        rows = []
-        for measure in [m for m in _MEASURES if m == _MEASURES[0] or values[m].notna().any()]:
-            t = values.dropna(subset=[measure, _SHARE])
-            rows += [{**r, "measure": measure, "group_a": measure, "group_b": _SHARE}
-                     for r in correlation_rows(t[measure], t[_SHARE], n_boot=n_boot, seed=seed) if r["test"] == test]
-        frames.append(results_table(rows))
-    out = pd.concat(frames, ignore_index=True)
-    out["detectable"] = [_detectable_correlation(int(n), test) for n, test in zip(out["n"], out["test"])]
-    rho = _row(out, _MEASURES[0], "spearman")
-    verdict = _validity_verdict(rho["ci_low"], int(rho["n"]), min_nouns)
-    out["verdict"] = np.where(out["measure"] == _MEASURES[0], verdict, "")
-    return out
+def _validity_statistics(values: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """The statistics of :data:`tables.NAMES.OCCUPATION_VALIDITY`: ``criterion_validity.validity_statistics`` of
+    the :data:`_MEASURES` (the direction first) against ``bls_pct_female``, the direction's discriminant rows beyond
+    ``warmth`` and ``competence`` (its columns are documented there)."""
+    return validity_statistics(values, _MEASURES, n_boot=n_boot, seed=seed)
 
 
 def direction_verdict(statistics: pd.DataFrame) -> str:
-    """The direction's verdict in an :data:`tables.NAMES.OCCUPATION_VALIDITY` (one of :data:`VALIDITY_VERDICTS`);
-    chapter 11 reads a model's direction only when it is ``supported``."""
-    found = set(statistics.loc[statistics["measure"] == _MEASURES[0], "verdict"])
-    if len(found) != 1 or not found <= set(VALIDITY_VERDICTS):
-        raise ValueError(f"direction_verdict: expected one verdict of {VALIDITY_VERDICTS} for "
-                         f"{_MEASURES[0]}, found {sorted(found)}")
-    return found.pop()
+    """The direction's verdict in an :data:`tables.NAMES.OCCUPATION_VALIDITY` (one of
+    ``criterion_validity.VALIDITY_VERDICTS``); chapter 11 reads a model's direction only when it is ``supported``."""
+    return measure_verdict(statistics, _MEASURES[0])
 
 
 @dataclass
@@ -233,28 +198,17 @@ def occupation_validity(model, basis, *, layer="mean", templates: Sequence[str] 
 # --------------------------------------------------------------------------- reading it
 
 
-def _row(statistics: pd.DataFrame, measure: str, test: str) -> pd.Series | None:
-    found = statistics[(statistics["measure"] == measure) & (statistics["test"] == test)]
-    return found.iloc[0] if len(found) else None
-
-
-def _correlation_text(row) -> str:
-    name = {"spearman": "Spearman ρ", "pearson": "Pearson r"}[row["test"]]
-    if not np.isfinite(row["effect_size"]):
-        return f"{name} not computable"
-    return (f"{name} = {number_text(row['effect_size'])}, 95% CI "
-            f"{interval_text(row['ci_low'], row['ci_high'], row['effect_size'])}, p {p_text(row['p'], relation=True)}")
-
-
 def describe_validity(statistics: pd.DataFrame, model: str = "this model", values: pd.DataFrame | None = None) -> str:
     """Markdown reading :func:`validity_statistics`: how the nouns' position on the direction follows the share
     of women, the verdict in words (saying plainly "the direction is not validated for this model" when it is
-    not ``supported``), with the power of the check; with ``values`` (:class:`OccupationValidity`'s), where the
-    positions lie against the gendered terms' means; then warmth and competence as described."""
+    not ``supported``), with the power of the check, then the discriminant rows (whether it follows the share
+    beyond warmth and competence, ``criterion_validity.describe_discriminant``); with ``values``
+    (:class:`OccupationValidity`'s), where the positions lie against the gendered terms' means; then warmth and
+    competence as described."""
     model = display_name(model)
     rho, r = _row(statistics, _MEASURES[0], "spearman"), _row(statistics, _MEASURES[0], "pearson")
     verdict, n = direction_verdict(statistics), int(rho["n"])
-    numbers = f"{_correlation_text(rho)}; {_correlation_text(r)}; n = {n} occupations, intervals resampling them"
+    numbers = f"{correlation_text(rho)}; {correlation_text(r)}; n = {n} occupations, intervals resampling them"
     if verdict == "untestable":
         text = (f"Only {n} of the occupation nouns could be embedded in {model}, fewer than the {_MIN_NOUNS} the "
                 "check needs: **the direction is not validated for this model** (verdict: untestable), and chapter "
@@ -270,9 +224,11 @@ def describe_validity(statistics: pd.DataFrame, model: str = "this model", value
         text = (f"In {model}, {finding} ({numbers}): **the direction is not validated for this model** (verdict: "
                 f"not shown), and chapter 11 does not read its position. With {n} nouns the check finds a ρ of "
                 f"{number_text(rho['detectable'])} {int(_POWER * 100)}% of the time (not shown is not absent).")
+    if verdict != "untestable" and (beyond := describe_discriminant(statistics, _MEASURES[0], "the direction")):
+        text += " " + beyond
     if values is not None:
         text += _placement(values)
-    described = [f"{m}: {_correlation_text(row)}" for m in _MEASURES[1:]
+    described = [f"{m}: {correlation_text(row)}" for m in _MEASURES[1:]
                  if (row := _row(statistics, m, "spearman")) is not None]
     if described:
         text += (" Described, not a verdict (nothing says how they should follow the share of women): "
@@ -330,7 +286,7 @@ def validity_chart(values: pd.DataFrame, statistics: pd.DataFrame | None = None,
     subtitle = []
     if statistics is not None:
         rho = _row(statistics, _MEASURES[0], "spearman")
-        subtitle = [f"{_correlation_text(rho)}; verdict: {rho['verdict']}"]
+        subtitle = [f"{correlation_text(rho)}; verdict: {rho['verdict']}"]
     caption = ("Each point is one of the occupation nouns of Rudinger et al. (2018): across, the share of women among "
                "its U.S. workers (Bureau of Labor Statistics, 2015/2016); up, where the model places the noun on its "
                "female − male direction (0 midway between the 9 female and 9 male terms' means, +0.5 the female "

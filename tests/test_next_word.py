@@ -1,0 +1,191 @@
+"""bias_utils.audit.next_word: the exact next-word measure of what a decoder writes about an occupation (chapter 11)."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy import stats as st
+
+from bias_utils.audit import next_word as nw
+from bias_utils.core import criterion_validity as cv
+from bias_utils.core import lexicon, paths
+from bias_utils.core.errors import ParameterError
+from bias_utils.models.generation import generate
+from bias_utils.profiles import gender_direction
+from bias_utils.profiles.population_profiles import DEFAULT_TEMPLATES
+from bias_utils.profiles.populations import _occupation_shares
+
+NOUNS = ["nurse", "plumber", "registered nurse"]
+
+
+# --------------------------------------------------------------------------- templates
+
+
+def test_builtin_templates_are_neutral_sentences_the_intrinsic_side_does_not_use():
+    templates = nw.check_next_word_templates(None)
+    assert templates == nw.TEMPLATES and len(templates) >= 8
+    assert len(nw._REFERENCE) == len(templates)
+    assert set(nw._REFERENCE) == {"subject", "possessive", "object"}
+    intrinsic = {t.replace("{word}", "").strip() for t in DEFAULT_TEMPLATES}
+    for t in templates:
+        assert t.count("{occupation}") == 1 and t[-1].isalpha()
+        assert not any(word in t.lower().split() for word in lexicon.MALE_WORDS + lexicon.FEMALE_WORDS), t
+        assert all(frame not in t.lower() for frame in intrinsic), t
+
+
+@pytest.mark.parametrize("bad, match", [
+    ("The {occupation} said that", "non-empty list"), ([], "non-empty list"), (["The nurse said"], "exactly once"),
+    (["The {occupation} said that "], "trailing space"), (["The {occupation} said that."], "end in a word"),
+    (["The {occupation} said", "The {occupation} said"], "twice"),
+])
+def test_bad_templates_name_the_parameter(bad, match):
+    with pytest.raises(ParameterError, match=f"^templates.*{match}"):
+        nw.check_next_word_templates(bad)
+
+
+# --------------------------------------------------------------------------- against the world (no model)
+
+
+def _values(log_ratio, share, warmth=None):
+    n = len(share)
+    return (pd.DataFrame({"occupation": [f"o{i}" for i in range(n)], "bls_pct_female": share,
+                          "warmth": warmth if warmth is not None else np.nan, "competence": np.nan}),
+            pd.DataFrame({"occupation": [f"o{i}" for i in range(n)], "log_ratio": log_ratio}))
+
+
+def test_validity_is_the_direction_engine_on_the_log_ratio():
+    rng = np.random.default_rng(2)
+    share = rng.uniform(0, 100, 60)
+    warmth = rng.standard_normal(60)
+    values, exact = _values(share / 30 + rng.standard_normal(60), share, warmth)
+    exact.loc[5, "log_ratio"] = np.nan  # a noun without the measure is left out
+    stats = nw.next_word_validity(exact.iloc[:-3], values, n_boot=200, seed=0).set_index("test")  # 3 absent
+    assert set(stats["measure"]) == {"log_ratio"} and stats.loc["partial_spearman", "controls"] == "warmth"
+    keep = exact["log_ratio"].notna().to_numpy() & (np.arange(60) < 57)
+    rho, p = st.spearmanr(exact.loc[keep, "log_ratio"], share[keep])
+    assert stats.loc["spearman", ["effect_size", "p", "n"]].tolist() == pytest.approx([rho, p, 56], rel=1e-12)
+    assert stats.loc["spearman", "verdict"] == cv._verdict(stats.loc["spearman", "ci_low"], 56) == "supported"
+    assert list(stats.reset_index().columns) == list(gender_direction._validity_statistics(
+        values.assign(gender_position=1.0), n_boot=2).columns)  # one engine, one table shape
+    words = pd.DataFrame({"word": ["she", "he"], "counted": "single token"})
+    text = nw.describe_next_word(stats.reset_index(), words, "m")
+    assert "validated against the world" in text and "each is one token" in text and "Beyond the nouns' warmth" in text
+    assert text.endswith("without a chat template.")
+    assert "m is a chat model" in nw.describe_next_word(stats.reset_index(), words, "m", chat_model=True)
+
+
+# --------------------------------------------------------------------------- the real model
+
+
+@pytest.mark.slow
+def test_first_tokens_count_longer_words_by_their_first_and_drop_shared_ones(smollm):
+    ids, words = nw.lexicon_first_tokens(smollm.tokenizer)
+    assert len(words) == 26 and set(words["counted"]) == {"single token"}  # every audit word is one SmolLM2 token
+    for row in words.itertuples():
+        assert [row.token_id] == smollm.tokenizer(" " + row.word, add_special_tokens=False)["input_ids"]
+    assert ids["female"] == sorted(words.loc[words["lexicon"] == "female", "token_id"])
+    own = {"female": ["she", "stepmother", "matriarch"], "male": ["he", "stepfather"]}
+    ids, words = nw.lexicon_first_tokens(smollm.tokenizer, own)
+    counted = words.set_index("word")["counted"]
+    assert counted["matriarch"] == "first token" and counted["stepmother"] == counted["stepfather"] == "shared"
+    first = smollm.tokenizer(" matriarch", add_special_tokens=False)["input_ids"]
+    assert len(first) > 1 and ids["female"] == sorted([first[0], smollm.tokenizer(" she")["input_ids"][0]])
+    assert ids["male"] == smollm.tokenizer(" he")["input_ids"]
+    with pytest.raises(ParameterError, match="^lexicons"):
+        nw.lexicon_first_tokens(smollm.tokenizer, {"female": ["she"], "neutral": ["they"]})
+
+
+@pytest.mark.slow
+def test_log_ratio_equals_transformers_full_forward_pass_in_float64(smollm, isolated_cache):
+    """Golden: every sentence's log-ratio and masses from transformers' own forward pass over the whole sentence
+    (``model(**enc).logits``, one sentence at a time, no batch) and a float64 softmax, to 1e-5."""
+    found = nw.next_word_table(smollm, NOUNS, progress=False)
+    ids, _ = nw.lexicon_first_tokens(smollm.tokenizer)
+    assert len(found.prompts) == len(NOUNS) * len(nw.TEMPLATES)
+    for row in found.prompts.itertuples():
+        enc = smollm.tokenizer(row.prompt, return_tensors="pt")
+        with torch.no_grad():
+            probs = torch.softmax(smollm.model(**enc).logits[0, -1].double(), dim=0)
+        female, male = float(probs[ids["female"]].sum()), float(probs[ids["male"]].sum())
+        assert row.log_ratio == pytest.approx(np.log(female / male), abs=1e-5), row.prompt
+        assert (row.female_mass, row.male_mass) == pytest.approx((female, male), rel=1e-5)
+    per = found.occupations.set_index("occupation")
+    nurse = found.prompts[found.prompts["occupation"] == "nurse"]
+    assert per.loc["nurse", "log_ratio"] == pytest.approx(nurse["log_ratio"].mean(), rel=1e-12)
+    assert per.loc["nurse", "gendered_mass"] == pytest.approx(nurse["female_mass"].mean() + nurse["male_mass"].mean())
+    assert per.loc["nurse", "log_ratio"] > 0 > per.loc["plumber", "log_ratio"]
+
+
+@pytest.mark.slow
+def test_a_rerun_computes_nothing_and_an_interrupted_run_resumes(smollm, isolated_cache):
+    first = nw.next_word_table(smollm, NOUNS, batch_size=4, progress=False)
+    [rows] = list((isolated_cache / "next_word").glob("*/rows.jsonl"))
+    lines = rows.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert len(lines) == len(first.prompts)
+    again = nw.next_word_table(smollm, NOUNS, batch_size=4, progress=False)
+    assert rows.read_text(encoding="utf-8").splitlines(keepends=True) == lines  # nothing computed or written
+    pd.testing.assert_frame_equal(again.prompts, first.prompts)
+    # killed mid-write: a few batches on disk and a torn line; the rerun keeps them and computes only the rest
+    rows.write_text("".join(lines[:9]) + lines[9][:20], encoding="utf-8")
+    resumed = nw.next_word_table(smollm, NOUNS, batch_size=4, progress=False)
+    records = [json.loads(line) for line in rows.read_text(encoding="utf-8").splitlines()]
+    assert sorted(r["key"] for r in records) == sorted(json.loads(line)["key"] for line in lines)
+    assert [r["key"] for r in records[:9]] == [json.loads(line)["key"] for line in lines[:9]]
+    pd.testing.assert_frame_equal(resumed.prompts, first.prompts, check_exact=True)  # the same batches, recomputed
+    # other lexicons are another cache entry, not a stale reuse
+    other = nw.next_word_table(smollm, NOUNS[:1], lexicons={"female": ["she"], "male": ["he"]}, progress=False)
+    assert len(list((isolated_cache / "next_word").glob("*/rows.jsonl"))) == 2
+    assert (other.prompts["female_mass"].to_numpy() < first.prompts["female_mass"].iloc[:len(other.prompts)]
+            .to_numpy()).all()
+
+
+@pytest.mark.slow
+def test_sampled_check_counts_the_audit_words_in_sampled_continuations(smollm, isolated_cache):
+    exact = nw.next_word_table(smollm, NOUNS, progress=False).occupations
+    templates = nw.TEMPLATES[:2]
+    per, stats = nw.sampled_check(smollm, exact, templates=templates, max_new_tokens=12, n_boot=100, progress=False)
+    prompts = [t.replace("{occupation}", n) for n in NOUNS for t in templates]
+    done = generate(smollm, prompts, max_new_tokens=12, temperature=0.7, top_p=0.9, top_k=50, progress=False)
+    for i, noun in enumerate(NOUNS):  # independent: the audit's tokens of the noun's completions, by hand
+        tokens = [w for c in done["completion"][2 * i:2 * i + 2] for w in lexicon.tokenize(c)]
+        f, m = sum(w in lexicon.FEMALE_WORDS for w in tokens), sum(w in lexicon.MALE_WORDS for w in tokens)
+        row = per.set_index("occupation").loc[noun]
+        assert (row.female_words, row.male_words, row.n_completions) == (f, m, 2)
+        assert row.log_odds == pytest.approx(np.log((f + 0.5) / (m + 0.5)))
+    rho = stats.set_index("test").loc["spearman"]
+    assert rho["n"] == 3 and rho["group_a"] == "log_ratio" and rho["group_b"] == "log_odds"
+    with pytest.raises(ParameterError, match="^sampling"):
+        nw.sampled_check(smollm, exact, beam_width=2)
+
+
+@pytest.mark.slow
+def test_exact_measure_of_the_60_bls_occupations_against_the_world(smollm):
+    """The default build's check on the real table: every BLS noun carries the measure (10 templates), and the
+    verdict is the engine's rule on the Spearman interval."""
+    shares = _occupation_shares()
+    found = nw.next_word_table(smollm, shares["occupation"], progress=False)
+    assert (found.occupations["n_templates"] == len(nw.TEMPLATES)).all() and len(found.occupations) == 60
+    stats = nw.next_word_validity(found.occupations, shares[["occupation", "bls_pct_female"]], n_boot=300, seed=0)
+    rho = stats.set_index("test").loc["spearman"]
+    expected, _ = st.spearmanr(found.occupations["log_ratio"], shares["bls_pct_female"])
+    assert rho["effect_size"] == pytest.approx(expected, rel=1e-12) and rho["n"] == 60
+    assert cv.measure_verdict(stats, "log_ratio") == cv._verdict(rho["ci_low"], 60)
+    assert cv.discriminant_verdict(stats, "log_ratio") == "untestable"  # no warmth and competence given
+
+
+def test_chapter_11_states_the_rules_the_code_applies():
+    """The chapter's method section gives the verdict's threshold, the power and the lexicon sizes as the code has
+    them, and states the primary analysis before the first code cell that computes a result."""
+    cells = nbformat.read(paths.ROOT / "notebooks" / "11_intrinsic_extrinsic.ipynb", as_version=4).cells
+    text = "\n".join(c.source for c in cells if c.cell_type == "markdown")
+    text = " ".join(text.split())  # the cells wrap their lines anywhere
+    assert f"fewer than {cv.MIN_ITEMS} occupations" in text and f"found {int(cv.POWER * 100)}% of the time" in text
+    assert (f"the audit's {len(lexicon.FEMALE_WORDS)} female words and one of its {len(lexicon.MALE_WORDS)} male"
+            in text)
+    first_code = next(i for i, c in enumerate(cells) if c.cell_type == "code")
+    assert "**The primary analysis, stated before the results.**" in cells[0].source and first_code > 0
