@@ -54,15 +54,21 @@ def _quad_loglik(k, m, X, beta, sigma) -> float:
 @pytest.mark.parametrize("scale", [1.0, 0.37, 1.5], ids=["counts", "expected-like", "midwife-82-words"])
 def test_marginal_loglik_equals_quadrature_by_scipy(audit, scale):
     """Adaptive Gauss-Hermite against quad to 1e-8 relative, at the fit and at other points; non-integer counts
-    (x0.37) and Midwife at 82.5 words (x1.5) included."""
+    (x0.37) and Midwife at 82.5 words (x1.5) included. Where a profile bound takes sigma (up to 4.9 on a build with
+    33 informative occupations, coefficients up to 9 logits): 1e-8 up to sigma 4.9, 1e-6 at sigma 6 (the
+    validated range, WIDE_SIGMA); 60 nodes erred by 4e-5 at sigma 4.9."""
     k, m, X = audit
     k, m = k * scale, m * scale
     fit = mixed.fit_mixed_logit(k, m, X)
     points = [(fit.coef.to_numpy(), fit.sigma), (np.array([0.5, -2.0]), 0.4), (np.array([1.0, -3.0]), 2.5),
-              (np.array([0.3, -1.0]), 0.0)]
+              (np.array([0.3, -1.0]), 0.0), (np.array([2.0, -9.0]), 3.5), (np.array([2.0, -9.0]), 4.9),
+              (np.array([1.0, -5.0]), 4.9)]
     for beta, sigma in points:
         ours = mixed._mixed_loglik(k, m, X, beta, sigma)
         assert ours == pytest.approx(_quad_loglik(k, m, X, beta, sigma), rel=1e-8, abs=0), (beta, sigma)
+    for beta in (np.array([2.0, -9.0]), np.array([1.0, -5.0]), fit.coef.to_numpy()):
+        ours = mixed._mixed_loglik(k, m, X, beta, mixed._WIDE_SIGMA)
+        assert ours == pytest.approx(_quad_loglik(k, m, X, beta, mixed._WIDE_SIGMA), rel=1e-6, abs=0), beta
     assert fit.loglik == pytest.approx(mixed._mixed_loglik(k, m, X, fit.coef.to_numpy(), fit.sigma), rel=1e-12)
 
 

@@ -16,8 +16,13 @@ How it is computed (and why)
   the nodes are centred at its mode (a bracketed Newton solve) and scaled by ``(-g'')^(-1/2)`` there, so a cluster
   with 80 words (a sharp integrand far from ``z = 0``) is as accurate as one with a single word. The integrand of a
   cluster with one or two words and a large ``sigma`` is far from Gaussian (a smoothed step); hence
-  :data:`N_NODES` = 60, which kept the log-likelihood within 5e-9 (relative) of ``scipy.integrate.quad`` up to
-  sigma 3.5 on the audit's counts (40 nodes: 2.3e-8 at sigma 2.5 with the counts x1.5). The log-likelihood
+  :data:`N_NODES` = 200. A profile bound can take sigma far beyond its estimate (on the published audit's units the
+  upper bound refits sigma near 3; a build with 33 informative occupations reached 4.9), and there 60 nodes
+  overstated the log-likelihood: against ``scipy.integrate.quad`` on the audit's counts (x0.37, x1, x1.5, at the fit
+  and at coefficients up to 9 logits) 60 nodes erred by up to 4e-5 (relative) at sigma 4.9 and 2e-4 at sigma 6;
+  200 nodes by at most 2e-8 at sigma 4.9 and 4e-7 at sigma 6, at a cost of about 30 ms per fit and interval
+  (measured while this was written; the golden test checks sigma up to 6). Past :data:`WIDE_SIGMA` the fit, and an
+  interval whose profile refits reach it, say so. The log-likelihood
   includes the binomial coefficient (``gammaln``; for non-integer counts it is a constant).
 * **sigma is a real number, not a log**: the likelihood is even in ``sigma`` (``z`` and ``-z`` are exchangeable),
   so ``sigma = 0`` is an ordinary interior point, the optimiser never meets a boundary, and ``|sigma|`` is
@@ -72,8 +77,8 @@ __all__ = [
 ]
 
 #: Gauss-Hermite nodes per cluster (the golden test checks the log-likelihood against adaptive quadrature by
-#: scipy.integrate.quad to 1e-8 relative at this number).
-_N_NODES = 60
+#: scipy.integrate.quad at this number: 1e-8 relative up to sigma 4.9, 1e-6 up to sigma 6).
+_N_NODES = 200
 #: A profile bound further than this from the estimate (in logits: an odds ratio beyond e^40) is infinite.
 _PROFILE_LIMIT = 40.0
 #: What :func:`mixed_row` reports: the coefficient exponentiated (a group indicator's odds ratio) or as it is (the
@@ -84,7 +89,7 @@ _MAX_STEP = 5.0  # logits: a Newton step longer than this is shortened (the firs
 _TOL = 1e-11  # half the Newton decrement at convergence (log-likelihood units)
 _TIE = 1e-8  # log-likelihood gain below which sigma > 0 is no better than sigma = 0
 _HUGE = 15.0  # |coefficient| in logits past which a fit is reported as drifting to infinity (separation)
-_WIDE_SIGMA = 4.0  # past this sigma the fit says so (60 nodes: 5e-9 relative error measured up to sigma 3.5)
+_WIDE_SIGMA = 6.0  # past this sigma a fit or a profile bound says so (200 nodes validated up to sigma 6)
 
 
 @lru_cache(maxsize=8)
@@ -578,6 +583,11 @@ def _coefficient_test(fit: _MixedLogitFit, name: str, *, level: float = 0.95, n_
     notes = [] if fit.converged else [f"the fit did not converge ({fit.message})"]
     notes += [] if ok_low and ok_high and ok_zero else ["a refit of the profile did not converge"]
     for bound, word in ((low, "lower"), (high, "upper")):
+        # the refit nearest the bound (a bisection may stop between two refits)
+        wide = abs(profile.done[min(profile.done, key=lambda c: abs(c - bound))][-1]) if np.isfinite(bound) else 0.0
+        if wide > _WIDE_SIGMA:
+            notes.append(f"the {word} bound refits sigma {wide:.3g}, beyond the {_WIDE_SIGMA:g} up to which "
+                         f"the quadrature is validated (raise n_nodes to check)")
         if not np.isfinite(bound):
             notes.append(f"the {word} bound is infinite: the profile likelihood never falls by the cut-off on that "
                          f"side (within {_PROFILE_LIMIT:g} logits; e.g. separation)")
