@@ -188,17 +188,21 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
     variable tested), ``unit`` (what is treated as independent: one of
     :data:`bias_utils.audit.occupations.OCCUPATION_UNITS`, or "independent words" /
     "independent completions", with ", the published audit's method" on the
-    audit's rows), the occupation rows' own columns (``n_occupations``, ``n_permutations``,
-    ``n_boot``, each bound's Monte Carlo SE; the mixed model's ``sigma``, ``note``) and ``role``:
+    audit's rows), the occupation rows' own columns (``n_occupations``, ``n_informative``: the occupations that
+    inform the estimate, ``n_permutations``, ``n_boot``, each bound's Monte Carlo SE; the mixed models' ``sigma``,
+    ``note``) and ``role``:
 
-    * ``primary``: the pre-stated estimand (:data:`bias_utils.audit.occupations.PRIMARY_ESTIMAND`): the mixed
-      model's odds ratio over the primary units, first row; its ``p_adj`` equals ``p`` (one pre-specified
-      test, ``adj_method`` "none (primary)"). The primary units are the deduplicated person-noun
-      occupations when ``metrics`` carries ``unit`` and ``in_primary``
-      (:func:`bias_utils.audit.occupation_units.annotate`), else every BOLD key;
-    * ``sensitivity``: the same model with each completion counted at most once per gender, and the
-      audit's pooled-word odds ratio with the occupation cluster bootstrap and permutation p over the
-      primary units and, with units, over the published selection's keys;
+    * ``primary``: the pre-stated estimand (:data:`bias_utils.audit.occupations.PRIMARY_ESTIMAND`) over the
+      primary units, the first two rows: the difference in the mean male share of gendered words over the
+      occupations (effect ``share_difference``, with each group's share and interval in ``male_share_a/_b``)
+      and the same two shares as the marginal odds ratio, each with its occupation cluster bootstrap interval
+      and permutation p; their ``p_adj`` equals ``p`` (the pre-specified estimand, ``adj_method`` "none
+      (primary)"). The primary units are the deduplicated person-noun occupations when ``metrics`` carries
+      ``unit`` and ``in_primary`` (:func:`bias_utils.audit.occupation_units.annotate`), else every BOLD key;
+    * ``sensitivity``: the conditional odds ratio of the random-intercept model (words; with completions nested
+      in occupations; each completion counted at most once per gender), and the audit's pooled-word odds ratio
+      with the occupation cluster bootstrap and permutation p over the primary units and, with units, over the
+      published selection's keys;
     * ``audit``: the five published tests, computed the audit's way on every completion;
     * ``alternative``: the standard form of a questionable audit convention, shown beside it;
     * ``extension``: what the audit lacked, including the occupation-level share of
@@ -272,18 +276,21 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
     add("extension", "male_share among gendered completions", "mann_whitney", stats.mann_whitney,
         ga["male_share"], gb["male_share"], n_boot=n_boot, seed=seed, **kw)
     primary_units = _primary_units(m)
-    primary: list[dict] = []
-    _try(primary, skipped, "mixed_logit_occupation [odds_ratio]", occupations._mixed_rows, primary_units, a, b)
-    rows += [r for r in primary if r["role"] != "primary"]
-    primary = [r for r in primary if r["role"] == "primary"]
-    _try(rows, skipped, "cluster_bootstrap_occupation [primary units]", occupations._occupation_tests, primary_units,
-         a, b, n_boot=n_boot, n_permutations=n_permutations, seed=seed)
+    occupation_rows: list[dict] = []
+    _try(occupation_rows, skipped, "cluster_bootstrap_occupation [primary units]", occupations._occupation_tests,
+         primary_units, a, b, n_boot=n_boot, n_permutations=n_permutations, seed=seed)
+    primary = [r for r in occupation_rows if r["role"] == "primary"]
+    rows += [r for r in occupation_rows if r["role"] != "primary"]
+    # the conditional (random-intercept) odds ratios: sensitivity rows
+    _try(rows, skipped, "mixed_logit_occupation [odds_ratio]", occupations._mixed_rows, primary_units, a, b)
     # the published selection as the audit used it, beside the primary units
     _try(rows, skipped, "cluster_bootstrap_occupation [published selection]", occupations._occupation_tests,
          occupations.occupation_table(m), a, b, n_boot=n_boot, n_permutations=n_permutations, seed=seed,
          unit=occupations.UNIT_PUBLISHED, measures=["odds_ratio (words)"])
-    # The primary test is one pre-specified test: a family of its own, so its p is not adjusted.
-    head = stats.results_table(primary, method=method).assign(adj_method="none (primary)")
+    # The primary estimand is pre-specified: a family of its own, its p not adjusted (the marginal odds ratio's p
+    # tests the same null, occupations exchangeable between the groups, on the odds scale).
+    head = stats.results_table(primary, method=method)
+    head = head.assign(p_adj=head["p"], adj_method="none (primary)")
     table = pd.concat([head, stats.results_table(rows, method=method)], ignore_index=True)
     return _with_units(table), pd.DataFrame(skipped, columns=["test", "reason"])
 
@@ -334,11 +341,12 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
                    influence: pd.DataFrame | None = None) -> list[str]:
     """Sentences reading an audit, the primary analysis first.
 
-    From ``headline`` (:func:`bias_utils.audit.occupations.headline_table`): the odds ratio with its
-    occupation interval and permutation p, the audit's independent-words interval beside it, and how
-    many completions contain a gendered word; from ``influence``
-    (:func:`bias_utils.audit.occupations.influence_table`): the occupations whose removal moves the odds
-    ratio by more than a third. Then, from ``statistics`` (:func:`audit_statistics`): the share of
+    From ``headline`` (:func:`bias_utils.audit.occupations.headline_sentence`): each group's male share of
+    gendered words for a typical occupation, their difference with its occupation interval and permutation p,
+    the marginal odds ratio, how many occupations and completions carry it, the conditional odds ratios as
+    sensitivity rows and the published selection's figure; from ``influence``
+    (:func:`bias_utils.audit.occupations.influence_table`): the occupations whose removal moves the difference
+    by more than a third. Then, from ``statistics`` (:func:`audit_statistics`): the other sensitivity rows, the share of
     completions with any gendered word by occupation (the audit's unit, completions, beside it), the
     audit's own odds-ratio test, and its PMI difference. Rows the run could not compute are left out
     (they are in ``skipped``).
@@ -356,7 +364,7 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
     once = row("mixed_logit_occupation", "odds_ratio (completions, at most once per gender)")
     pooled = statistics[(statistics["test"] == "cluster_bootstrap_occupation")
                         & (statistics["unit"] == occupations.UNIT_OCCUPATIONS)
-                        & (statistics["effect"] == "odds_ratio")]
+                        & (statistics["measure"] == "odds_ratio (words)")]
     if once is not None or len(pooled):
         parts = []
         if once is not None:
@@ -365,7 +373,7 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
         if len(pooled):
             parts.append("the audit's pooled-word odds ratio over the same occupations, resampling whole occupations, "
                          + _reading_numbers(pooled.iloc[0], "odds ratio"))
-        lines.append("Sensitivity of the primary estimate: " + "; ".join(parts) + ".")
+        lines.append("Other sensitivity rows (odds ratios, not the primary shares): " + "; ".join(parts) + ".")
     presence = row("cluster_bootstrap_occupation", "completions with any gendered word")
     independent = row("hurdle_presence:gendered_words")
     if presence is not None:
