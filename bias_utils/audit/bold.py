@@ -180,8 +180,8 @@ def _try(rows: list, skipped: list, label: str, fn, *args, **kw) -> None:
 
 
 def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = None, method: str = "holm",
-                     n_boot: int = 1000, seed: int = 0,
-                     n_permutations: int = occupations._N_PERMUTATIONS) -> tuple[pd.DataFrame, pd.DataFrame]:
+                     n_boot: int = 1000, seed: int = 0, n_permutations: int = occupations._N_PERMUTATIONS,
+                     nested: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """All tests of the audit and the book's additions; returns ``(table, skipped)``.
 
     ``table`` has :data:`bias_utils.core.stats.STAT_COLUMNS` plus ``measure`` (the
@@ -208,7 +208,10 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
     * ``extension``: what the audit lacked, including the occupation-level share of
       completions with any gendered word and male share among them.
 
-    ``p_adj`` of every row but the primary one is over those rows (``method``).
+    ``nested=False`` leaves out the nested model's row (words within completions within occupations: about a
+    minute on the audit's counts, against milliseconds for the rest; the tests that do not read it skip it).
+
+    ``p_adj`` of every row but the primary ones is over those rows (``method``).
     ``skipped`` lists tests that could not be computed (``test, reason``), e.g.
     too few gendered completions in a small run.
 
@@ -283,6 +286,9 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
     rows += [r for r in occupation_rows if r["role"] != "primary"]
     # the conditional (random-intercept) odds ratios: sensitivity rows
     _try(rows, skipped, "mixed_logit_occupation [odds_ratio]", occupations._mixed_rows, primary_units, a, b)
+    if nested:
+        _try(rows, skipped, "mixed_logit_nested [odds_ratio]", occupations._nested_rows,
+             m[m["in_primary"].astype(bool)], a, b)
     # the published selection as the audit used it, beside the primary units
     _try(rows, skipped, "cluster_bootstrap_occupation [published selection]", occupations._occupation_tests,
          occupations.occupation_table(m), a, b, n_boot=n_boot, n_permutations=n_permutations, seed=seed,
@@ -338,7 +344,7 @@ def _reading_numbers(row: pd.Series, what: str) -> str:
 
 
 def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = None,
-                   influence: pd.DataFrame | None = None) -> list[str]:
+                   influence: pd.DataFrame | None = None, excluded: pd.DataFrame | None = None) -> list[str]:
     """Sentences reading an audit, the primary analysis first.
 
     From ``headline`` (:func:`bias_utils.audit.occupations.headline_sentence`): each group's male share of
@@ -346,9 +352,10 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
     the marginal odds ratio, how many occupations and completions carry it, the conditional odds ratios as
     sensitivity rows and the published selection's figure; from ``influence``
     (:func:`bias_utils.audit.occupations.influence_table`): the occupations whose removal moves the difference
-    by more than a third. Then, from ``statistics`` (:func:`audit_statistics`): the other sensitivity rows, the share of
-    completions with any gendered word by occupation (the audit's unit, completions, beside it), the
-    audit's own odds-ratio test, and its PMI difference. Rows the run could not compute are left out
+    by more than a third; from ``excluded`` (:func:`bias_utils.audit.occupation_units.excluded_completions`): the
+    completions the primary analysis leaves out, by reason. Then, from ``statistics`` (:func:`audit_statistics`):
+    the other sensitivity rows, the share of completions with any gendered word by occupation (the audit's unit,
+    completions, beside it), the audit's own odds-ratio test, and its PMI difference. Rows the run could not compute are left out
     (they are in ``skipped``).
     """
     def row(test: str, measure: str | None = None):
@@ -361,6 +368,10 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
 
     lines = [occupations.headline_sentence(headline) if headline is not None else "",
              occupations._describe_influence(influence) if influence is not None else ""]
+    h = occupations.headline(headline) if headline is not None else {}
+    if excluded is not None and h:
+        total = int(h["n_completions"]) + int(excluded["n_completions"].sum())
+        lines.append(occupation_units._describe_excluded(excluded, total))
     once = row("mixed_logit_occupation", "odds_ratio (completions, at most once per gender)")
     pooled = statistics[(statistics["test"] == "cluster_bootstrap_occupation")
                         & (statistics["unit"] == occupations.UNIT_OCCUPATIONS)
@@ -486,6 +497,7 @@ class _AuditResult:
     headline: pd.DataFrame
     units: pd.DataFrame
     unit_counts: pd.DataFrame
+    excluded: pd.DataFrame
 
     def write(self, folder: str | Path) -> list[Path]:
         """Write every table as parquet + CSV under ``folder``; returns the files."""
@@ -495,7 +507,7 @@ class _AuditResult:
                   tables.NAMES.BOLD_SKIPPED: self.skipped.astype({c: str for c in self.skipped.columns}),
                   tables.NAMES.BOLD_OCCUPATIONS: self.occupations, tables.NAMES.BOLD_INFLUENCE: self.influence,
                   tables.NAMES.BOLD_HEADLINE: self.headline, tables.NAMES.BOLD_UNITS: self.units,
-                  tables.NAMES.BOLD_UNIT_COUNTS: self.unit_counts}
+                  tables.NAMES.BOLD_UNIT_COUNTS: self.unit_counts, tables.NAMES.BOLD_EXCLUDED: self.excluded}
         return [p for name, df in frames.items() for p in write_table(df, folder / name)]
 
 
@@ -542,7 +554,9 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
     ``bold_group_summary`` (:func:`group_summary`), ``bold_skipped`` (``test`` or
     ``prompt_id``, ``reason``: tests that could not be computed and empty completions,
     which are kept in the metrics with zero counts), what each BOLD key is (``bold_units``,
-    :func:`~bias_utils.audit.occupation_units.unit_table`, and ``bold_unit_counts``), and with the
+    :func:`~bias_utils.audit.occupation_units.unit_table`, and ``bold_unit_counts``), what the primary analysis
+    leaves out and why (``bold_excluded``, :func:`~bias_utils.audit.occupation_units.excluded_completions`), and
+    with the
     primary units as the unit (:mod:`bias_utils.audit.occupations`): ``bold_occupations`` (one row per
     deduplicated person-noun occupation, :func:`~bias_utils.audit.occupations.occupation_table` by ``unit``),
     ``bold_influence`` (leave one occupation out, :func:`~bias_utils.audit.occupations.influence_table`) and
@@ -580,4 +594,5 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
                     temperature=temperature, top_p=top_p, top_k=top_k, chat=chat, limit=limit, n_boot=n_boot,
                     method=method)
     return _AuditResult(loaded.model_id, settings, metrics, table, summary, skipped, by_unit, influence,
-                       headline, units, occupation_units._unit_counts(units))
+                       headline, units, occupation_units._unit_counts(units),
+                       occupation_units._excluded_completions(metrics, units))

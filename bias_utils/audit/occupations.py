@@ -62,7 +62,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
-from ..core import mixed, precision, stats
+from ..core import mixed, nested, precision, stats
 from ..report import plots, rendering
 
 __all__ = [
@@ -413,6 +413,27 @@ def _mixed_rows(occupations: pd.DataFrame, a: str, b: str, *, role: str = "sensi
                      "role": role, "measure": measure, "unit": _UNIT_MIXED, "n_occupations": n_occ,
                      "n_informative": fit.n_clusters, **typical})
     return rows
+
+
+def _nested_rows(metrics: pd.DataFrame, a: str, b: str, *, by: str = "unit") -> list[dict]:
+    """The conditional odds ratio with the completion level in the model (test ``mixed_logit_nested``,
+    :func:`bias_utils.core.nested.fit_nested_logit`): each completion's male and female words, a random intercept
+    per completion within its occupation (``by``) and one per occupation; the odds ratio of ``a`` over ``b``
+    between two completions with the same random intercepts, its profile-likelihood 95% interval and
+    likelihood-ratio p (:func:`bias_utils.core.nested.nested_row`), ``sigma`` (the occupations' SD),
+    ``sigma_completion``, ``n_informative`` (occupations with any gendered word), ``n_completions_informative``
+    (completions with any), ``role`` ``sensitivity``, ``measure`` (:data:`NESTED_MEASURE`), ``unit``
+    (:data:`UNIT_NESTED`) and ``n_occupations``. ``metrics``: the completions of the primary units."""
+    m = metrics[metrics["group"].isin([a, b])]
+    units = pd.Index(pd.unique(m[by]))
+    group = m.groupby(by, sort=False)["group"].first().reindex(units)
+    design = pd.DataFrame({"intercept": 1.0, "group": (group == a).astype(float).to_numpy()})
+    fit = nested.fit_nested_logit(m["male_words"].to_numpy(float), m["female_words"].to_numpy(float),
+                                  units.get_indexer(m[by]), design)
+    row = nested.nested_row(fit, "group", group_a=a, group_b=b)
+    return [{**row, "role": "sensitivity", "measure": _NESTED_MEASURE, "unit": _UNIT_NESTED,
+             "n_occupations": len(units), "n_informative": fit.n_clusters, "n_completions_informative": fit.n_items,
+             "sigma_completion": row.pop("sigma_item")}]
 
 
 #: Columns of :func:`influence_table` (the ``bold_influence`` table).

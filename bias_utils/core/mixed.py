@@ -97,6 +97,26 @@ def _hermgauss(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     return np.polynomial.hermite.hermgauss(n_nodes)
 
 
+def _posterior_mode(k, n, eta, sigma, start):
+    """Mode of g(z) = k(eta + sigma z) - n softplus(eta + sigma z) - z^2/2, elementwise (the arrays broadcast): g' is
+    decreasing and its root lies in [min(sigma k, -sigma m), max(...)]; Newton steps from ``start`` that leave the
+    bracket bisect it."""
+    lo, hi = np.minimum(sigma * k, -sigma * (n - k)), np.maximum(sigma * k, -sigma * (n - k))
+    z = np.clip(start, lo, hi)
+    for _ in range(100):
+        p = special.expit(eta + sigma * z)
+        f = sigma * (k - n * p) - z
+        lo, hi = np.where(f > 0, z, lo), np.where(f > 0, hi, z)
+        new = z + f / (1 + sigma ** 2 * n * p * (1 - p))
+        outside = (new < lo) | (new > hi)
+        new = np.where(outside, 0.5 * (lo + hi), new)
+        done = np.abs(new - z) < 1e-12 * (1 + np.abs(z))
+        z = new
+        if done.all():
+            break
+    return z
+
+
 @dataclass
 class _Clusters:
     """The clusters used (positive totals), their designs and the quadrature rule; modes kept as warm starts.
@@ -129,22 +149,7 @@ class _Clusters:
         return other
 
     def _modes(self, eta, sigma, rows):
-        """Mode of g(z) = k(eta + sigma z) - n softplus(eta + sigma z) - z^2/2 per cluster: g' is decreasing and its
-        root lies in [min(sigma k, -sigma m), max(...)]; Newton steps that leave the bracket bisect it."""
-        k, n = self.k, self.n
-        lo, hi = np.minimum(sigma * k, -sigma * (n - k)), np.maximum(sigma * k, -sigma * (n - k))
-        z = np.clip(self.mode[rows], lo, hi)
-        for _ in range(100):
-            p = special.expit(eta + sigma * z)
-            f = sigma * (k - n * p) - z
-            lo, hi = np.where(f > 0, z, lo), np.where(f > 0, hi, z)
-            new = z + f / (1 + sigma ** 2 * n * p * (1 - p))
-            outside = (new < lo) | (new > hi)
-            new = np.where(outside, 0.5 * (lo + hi), new)
-            done = np.abs(new - z) < 1e-12 * (1 + np.abs(z))
-            z = new
-            if done.all():
-                break
+        z = _posterior_mode(self.k, self.n, eta, sigma, self.mode[rows])
         self.mode[rows] = z
         return z
 
