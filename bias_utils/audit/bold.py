@@ -355,8 +355,8 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
     by more than a third; from ``excluded`` (:func:`bias_utils.audit.occupation_units.excluded_completions`): the
     completions the primary analysis leaves out, by reason. Then, from ``statistics`` (:func:`audit_statistics`):
     the other sensitivity rows, the share of completions with any gendered word by occupation (the audit's unit,
-    completions, beside it), the audit's own odds-ratio test, and its PMI difference. Rows the run could not compute are left out
-    (they are in ``skipped``).
+    completions, beside it), the audit's own odds-ratio test, and its PMI difference. Rows the run could not
+    compute are left out (they are in ``skipped``).
     """
     def row(test: str, measure: str | None = None):
         hit = statistics[(statistics["test"] == test)
