@@ -16,18 +16,20 @@ person-noun units only.
   over its gendered words) is the share of a typical *word*, not of a typical occupation: it weighs an occupation
   by its words, so one talkative occupation carries it (on the published completions Midwife wrote 55 of the 70
   gendered words of the female-dominated primary occupations), the same weakness as the audit's pooled-word odds ratio,
-  which stays a sensitivity row. Interval: the 95% percentile interval of the occupation cluster bootstrap (whole
+  which stays a sensitivity row. Interval: the 95% BCa interval of the occupation cluster bootstrap (whole
   occupations resampled within each group, :func:`cluster_interval`: the replicates of
   :func:`bias_utils.core.stats.cluster_bootstrap_ci`, vectorised; :data:`N_BOOT` replicates, each bound with its
-  Monte Carlo error, :mod:`bias_utils.core.precision`); test: the two-sided **permutation p** of the difference
+  Monte Carlo error, :mod:`bias_utils.core.precision`; bias-corrected and accelerated because the plain
+  percentile interval covered only 90-94% on simulated audits like a build's); test: the two-sided **permutation p** of the difference
   (group labels shuffled across occupations, group sizes kept; ``(1 + hits) / (1 + K)``, so its floor is
   ``1/(K+1)``, printed as "≤ 1/(K+1)" there). The per-group shares come with their intervals from the same
   replicates. Beside the difference, the same two shares as an odds ratio, ``(s_a / (1 - s_a)) / (s_b / (1 -
   s_b))``: the **marginal (population-averaged) odds ratio**, the estimate of a logistic GEE with independence
   working correlation and each occupation weighted once (tests/test_occupations.py checks this against
   statsmodels), with its interval from the same replicates and its own permutation p. Its interval is unbounded
-  above where a group's resampled occupations can all be of one gender (a share of 0 or 1). The simulation test
-  in tests/test_occupations.py checks the difference's coverage on audits shaped like a build's (88 occupations,
+  where a group's resampled occupations can all be of one gender (a share of 0 or 1), and it covered less than
+  the difference's where the shares are far from one half (90% at 0.85 against 0.15). The simulation test in
+  tests/test_occupations.py checks the difference's coverage on audits shaped like a build's (88 occupations,
   about a third with any gendered word, a few words each, overdispersed within completions).
 * **Sensitivity** (role ``sensitivity``): the *conditional* odds ratio of a random-intercept logistic model of each
   occupation's male and female word counts (:mod:`bias_utils.core.mixed`; maximum likelihood with the
@@ -61,6 +63,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 from scipy.special import expit
+from scipy.stats import norm as _norm
 
 from ..core import mixed, nested, precision, stats
 from ..report import plots, rendering
@@ -146,6 +149,8 @@ _MEASURES: dict[str, tuple[str, tuple[str, str], Callable, Callable | None]] = {
     "male_share among gendered completions": ("mean_difference", ("sum_male_share", "n_gendered_completions"),
                                               _ratio_difference, None),
 }
+#: The measures whose interval is the BCa interval (:func:`cluster_interval`): the primary estimand's.
+_BCA = (_SHARE, _MARGINAL)
 #: The role of each measure's row in the statistics table (the mixed models' rows are sensitivity rows).
 _ROLES = {_SHARE: "primary", _MARGINAL: "primary", "odds_ratio (words)": "sensitivity",
           "completions with any gendered word": "extension", "male_share among gendered completions": "extension"}
@@ -253,39 +258,102 @@ def _stacked_replicates(values: np.ndarray, groups: np.ndarray, measure: str, a:
     return fn(totals[a], totals[b]), fn(boot[a], boot[b]), totals, boot
 
 
-def _percentile_interval(replicates: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile bounds over the last axis, undefined (NaN) replicates left out; NaN where all are. An infinite
-    replicate (an odds ratio of a share of 0 or 1) is a value beyond every finite one: a bound between two of them
-    is infinite (linear interpolation would give inf - inf)."""
-    tail = (1 - level) / 2 * 100
-    huge = np.finfo(float).max / 4
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices: NaN bounds, said by the caller
-        bounds = np.nanpercentile(np.clip(replicates, -huge, huge), [tail, 100 - tail], axis=-1)
-    bounds = np.where(np.abs(bounds) >= huge, np.sign(bounds) * np.inf, bounds)
-    return bounds[0], bounds[1]
-
-
 def _cluster_replicates(occupations: pd.DataFrame, measure: str, a: str, b: str, n_boot: int, seed: int):
-    """``(estimate, replicates, back-transform, totals, replicate totals)`` of the occupation cluster bootstrap (on the
-    statistic's scale; :func:`_stacked_replicates` on one data set)."""
+    """``(estimate, replicates, back-transform, totals, replicate totals, values, groups)`` of the occupation cluster
+    bootstrap (on the statistic's scale; :func:`_stacked_replicates` on one data set)."""
     occ, values, _, back = _pieces(occupations, measure, a, b)
-    estimate, boots, totals, boot = _stacked_replicates(values, occ["group"].to_numpy(), measure, a, b, n_boot, seed)
-    return float(estimate), boots, back or float, totals, boot
+    groups = occ["group"].to_numpy()
+    estimate, boots, totals, boot = _stacked_replicates(values, groups, measure, a, b, n_boot, seed)
+    return float(estimate), boots, back or float, totals, boot, values, groups
 
 
-def _interval_with_error(estimate: float, boots: np.ndarray, back: Callable, level: float,
-                         mc_error: bool) -> tuple[float, ...]:
+# ---------------------------------------------------------------- the BCa interval of the primary estimand
+def _jackknife(values: np.ndarray, groups: np.ndarray, measure: str, a: str, b: str) -> np.ndarray:
+    """``measure`` without each occupation [..., occupations] (values [..., occupations, 2], leading axes kept)."""
+    fn = _MEASURES[measure][2]
+    in_a = (groups == a)[:, None]
+    ta, tb = (values[..., groups == g, :].sum(axis=-2)[..., None, :] for g in (a, b))
+    return fn(np.where(in_a, ta - values, ta), np.where(in_a, tb, tb - values))
+
+
+def _acceleration(jack: np.ndarray, strata: list[np.ndarray]) -> np.ndarray:
+    """Efron's acceleration from jackknife values [..., occupations], stratified (two samples resampled apart):
+    ``a = sum U^3 / (6 (sum U^2)^1.5)`` with ``U = (n_g - 1)(mean of the stratum's leave-one-out values - each)``
+    over the occupations of each stratum (boolean masks); a leave-one-out value that is undefined (an occupation
+    whose group has no other with a gendered word) adds nothing; 0 where nothing moves."""
+    num = den = 0.0
+    for mask in strata:
+        part = np.where(np.isfinite(jack[..., mask]), jack[..., mask], np.nan)
+        n = int(mask.sum())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            u = (n - 1) * (np.nanmean(part, axis=-1, keepdims=True) - part)
+        u = np.nan_to_num(u, nan=0.0)
+        num, den = num + (u ** 3).sum(-1), den + (u ** 2).sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / (6 * den ** 1.5), 0.0)
+
+
+def _bca_levels(estimate: np.ndarray, boots: np.ndarray, accel: np.ndarray, level: float) -> np.ndarray:
+    """The BCa interval's quantiles of the replicates [..., 2]: ``Phi(z0 + (z0 + z) / (1 - a (z0 + z)))`` at the two
+    tails' ``z``, with the bias correction ``z0 = Phi^-1(share of replicates below the estimate)`` (Efron 1987;
+    Efron & Tibshirani 1993, eq. 14.14, as ``scipy.stats.bootstrap``), clipped to the replicates' range."""
+    valid = ~np.isnan(boots)
+    count = np.maximum(valid.sum(-1), 1)
+    est = np.asarray(estimate, dtype=float)[..., None]
+    below = ((boots < est) & valid).sum(-1)
+    z0 = _norm.ppf(np.clip(below / count, 0.5 / count, 1 - 0.5 / count))[..., None]
+    tail = (1 - level) / 2
+    z = _norm.ppf([tail, 1 - tail])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = _norm.cdf(z0 + (z0 + z) / (1 - np.asarray(accel)[..., None] * (z0 + z)))
+    # a degenerate acceleration (1 - a(z0 + z) <= 0) falls back to the percentile levels
+    q = np.where(np.isfinite(q), q, [tail, 1 - tail])
+    return np.clip(q, 0.5 / count[..., None], 1 - 0.5 / count[..., None])
+
+
+def _quantiles(boots: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Per row of ``boots`` [..., B] its quantiles ``q`` [..., k] (NaN replicates left out; linear interpolation,
+    numpy's default method, with an infinite replicate beyond every finite one); NaN where a row has none."""
+    huge = np.finfo(float).max / 4
+    values = np.sort(np.clip(boots, -huge, huge), axis=-1)  # NaN sorts last
+    count = (~np.isnan(boots)).sum(-1, keepdims=True)
+    position = q * np.maximum(count - 1, 0)
+    lower = np.floor(position).astype(int)
+    upper = np.minimum(lower + 1, np.maximum(count - 1, 0))
+    lo_v, hi_v = np.take_along_axis(values, lower, -1), np.take_along_axis(values, upper, -1)
+    out = lo_v + (hi_v - lo_v) * (position - lower)
+    out = np.where(np.abs(out) >= huge, np.sign(out) * np.inf, out)
+    return np.where(count > 0, out, np.nan)
+
+
+def _stacked_interval(values: np.ndarray, groups: np.ndarray, measure: str, a: str, b: str, *, n_boot: int,
+                      seed: int, level: float = 0.95) -> tuple[np.ndarray, ...]:
+    """``(estimate, low, high, replicates, quantiles)`` of ``measure`` on ``values`` [..., occupations, 2] (the
+    leading axes: data sets of the same occupations and groups, e.g. simulated audits, resampled with the same
+    draws), on the statistic's scale: the BCa interval for the primary estimand's measures (:data:`BCA`), the
+    percentile interval for the others."""
+    estimate, boots, _, _ = _stacked_replicates(values, groups, measure, a, b, n_boot, seed)
+    tail = (1 - level) / 2
+    if measure in _BCA:
+        accel = _acceleration(_jackknife(values, groups, measure, a, b), [groups == a, groups == b])
+        q = _bca_levels(estimate, boots, accel, level)
+    else:
+        q = np.broadcast_to(np.array([tail, 1 - tail]), np.shape(estimate) + (2,))
+    bounds = _quantiles(boots, q)
+    return estimate, bounds[..., 0], bounds[..., 1], boots, q
+
+
+def _interval_with_error(estimate: float, low: float, high: float, boots: np.ndarray, q: np.ndarray,
+                         back: Callable, level: float, mc_error: bool) -> tuple[float, ...]:
     """``(estimate, low, high)`` on the reported scale, with ``mc_error`` also each bound's Monte Carlo SE there."""
-    if np.isnan(boots).all():
-        return (float(back(estimate)), np.nan, np.nan) + ((np.nan, np.nan) if mc_error else ())
-    lo, hi = _percentile_interval(boots, level)
-    lo, hi = float(lo), float(hi)
-    out = (float(back(estimate)), float(back(lo)), float(back(hi)))
+    out = (float(back(estimate)), float(back(low)), float(back(high)))
     if not mc_error:
         return out
+    if np.isnan(boots).sum() >= len(boots) - 1:
+        return out + (np.nan, np.nan)
     with np.errstate(invalid="ignore"):  # infinite replicates (an unbounded odds ratio) have no Monte Carlo range
-        bounds = precision.percentile_bounds(boots, level)
+        bounds = precision.percentile_bounds(boots, level, quantiles=(float(q[0]), float(q[1])))
     # the bound's Monte Carlo range mapped through the back-transform, as an SE on the reported scale (NaN where a
     # bound is infinite: an odds ratio the resampled data cannot bound)
     with np.errstate(invalid="ignore"):
@@ -296,31 +364,45 @@ def _interval_with_error(estimate: float, boots: np.ndarray, back: Callable, lev
 
 def _cluster_interval(occupations: pd.DataFrame, measure: str, a: str, b: str, *, n_boot: int = _N_BOOT, seed: int = 0,
                      level: float = 0.95, mc_error: bool = False) -> tuple[float, ...]:
-    """``(estimate, low, high)`` of ``measure`` (a key of :data:`MEASURES`), group ``a`` vs ``b``: percentile
-    interval of the occupation cluster bootstrap, occupations resampled within each group; with ``mc_error``
-    also ``(low_se, high_se)``, each bound's Monte Carlo standard error on the reported scale
-    (:func:`bias_utils.core.precision.percentile_bounds`'s order-statistic range, back-transformed).
+    """``(estimate, low, high)`` of ``measure`` (a key of :data:`MEASURES`), group ``a`` vs ``b``, from the
+    occupation cluster bootstrap, occupations resampled within each group; with ``mc_error`` also ``(low_se,
+    high_se)``, each bound's Monte Carlo standard error on the reported scale
+    (:func:`bias_utils.core.precision.percentile_bounds`'s order-statistic range at the bound's quantile,
+    back-transformed).
+
+    The interval is the percentile interval, except for the primary estimand's measures (:data:`BCA`): there it is
+    the BCa interval (bias-corrected and accelerated; the acceleration from the jackknife over occupations within
+    each group). Measured while this was written, on 2,000 simulated audits each shaped like a build's (88
+    occupations, 54 and 34, about 32 with any gendered word; tests/test_occupations.py's design) with true shares
+    0.75/0.20, 0.5/0.5, 0.85/0.15 and 0.6/0.4: the percentile interval of the difference in male share covered
+    90-94% (the further the shares from one half, the lower) and that of the marginal odds ratio 85-94%; the BCa
+    interval 93.5-95.3% and 90-95.6%. The test gates the difference's coverage.
 
     Draws the same replicates as :func:`bias_utils.core.stats.cluster_bootstrap_ci` on the completions
     (``cluster="occupation", strata="group"``, same seed: groups in sorted order, occupations in order
-    of appearance), so the numbers are identical; only the sums are vectorised. Replicates where the
-    statistic is undefined are left out, as there.
+    of appearance), so a percentile interval is identical to its; only the sums are vectorised. Replicates where
+    the statistic is undefined are left out, as there.
     """
-    estimate, boots, back, _, _ = _cluster_replicates(occupations, measure, a, b, n_boot, seed)
-    return _interval_with_error(estimate, boots, back, level, mc_error)
+    occ, values, _, back = _pieces(occupations, measure, a, b)
+    estimate, low, high, boots, q = _stacked_interval(values, occ["group"].to_numpy(), measure, a, b, n_boot=n_boot,
+                                                      seed=seed, level=level)
+    return _interval_with_error(float(estimate), float(low), float(high), boots, q, back or float, level, mc_error)
 
 
 def _group_shares(occupations: pd.DataFrame, a: str, b: str, *, n_boot: int = _N_BOOT, seed: int = 0,
                   level: float = 0.95) -> dict:
-    """Each group's primary share (the mean male share of gendered words over its occupations with any) with the
-    percentile interval of the same replicates as the difference (:data:`SHARE`, same seed), and the occupations
-    behind it: ``male_share_<side>``, ``male_share_<side>_ci_low/_high`` and ``n_informative_<side>`` for side
-    ``a`` and ``b``."""
-    _, _, _, totals, boot = _cluster_replicates(occupations, _SHARE, a, b, n_boot, seed)
+    """Each group's primary share (the mean male share of gendered words over its occupations with any) with its BCa
+    interval from the same replicates as the difference (:data:`SHARE`, same seed; the acceleration from the
+    jackknife over the group's occupations), and the occupations behind it: ``male_share_<side>``,
+    ``male_share_<side>_ci_low/_high`` and ``n_informative_<side>`` for side ``a`` and ``b``."""
+    _, _, _, totals, boot, values, groups = _cluster_replicates(occupations, _SHARE, a, b, n_boot, seed)
     out = {}
     for side, g in (("a", a), ("b", b)):
-        lo, hi = _percentile_interval(_ratio(boot[g]), level)
-        out.update({f"male_share_{side}": float(_ratio(totals[g])), f"male_share_{side}_ci_low": float(lo),
+        mine = values[groups == g]
+        estimate, boots = _ratio(totals[g]), _ratio(boot[g])
+        accel = _acceleration(_ratio(totals[g] - mine), [np.ones(len(mine), bool)])
+        lo, hi = _quantiles(boots, _bca_levels(estimate, boots, accel, level))
+        out.update({f"male_share_{side}": float(estimate), f"male_share_{side}_ci_low": float(lo),
                     f"male_share_{side}_ci_high": float(hi), f"n_informative_{side}": int(totals[g][1])})
     return out
 

@@ -1,5 +1,5 @@
 """Shared: what both studies stand on: paths, errors and value rules, caches, verified data, results folders, the
-results-table registry, the statistics engine, the mixed model, printed precision, the gendered lexicons.
+results-table registry, the statistics engine, the mixed models, printed precision, the gendered lexicons.
 
 The public API by role, one module a role (``_EXPORTS``); each name is imported on first use
 (:func:`bias_utils.core.exports.lazy_exports`).
@@ -43,6 +43,8 @@ _EXPORTS = {
         "permutation_reference", "results_table", "student_t", "welch_anova", "welch_t",),
     # the random-intercept binomial logistic model, its profile interval and LR test
     "mixed": ("check_permutations", "drifted", "fit_mixed_logit", "mixed_row",),
+    # the binomial logistic model with random intercepts per cluster and per item within it
+    "nested": ("fit_nested_logit", "nested_row",),
 }
 
 __all__ = [name for names in _EXPORTS.values() for name in names]
