@@ -20,8 +20,8 @@ person-noun units only.
   occupations resampled within each group, :func:`cluster_interval`: the replicates of
   :func:`bias_utils.core.stats.cluster_bootstrap_ci`, vectorised; :data:`N_BOOT` replicates, each bound with its
   Monte Carlo error, :mod:`bias_utils.core.precision`; bias-corrected and accelerated because the plain
-  percentile interval covered only 90-94% on simulated audits like a build's); test: the two-sided **permutation p** of the difference
-  (group labels shuffled across occupations, group sizes kept; ``(1 + hits) / (1 + K)``, so its floor is
+  percentile interval covered only 90-94% on simulated audits like a build's); test: the two-sided
+  **permutation p** of the difference (group labels shuffled across occupations, group sizes kept; ``(1 + hits) / (1 + K)``, so its floor is
   ``1/(K+1)``, printed as "≤ 1/(K+1)" there). The per-group shares come with their intervals from the same
   replicates. Beside the difference, the same two shares as an odds ratio, ``(s_a / (1 - s_a)) / (s_b / (1 -
   s_b))``: the **marginal (population-averaged) odds ratio**, the estimate of a logistic GEE with independence
