@@ -7,36 +7,36 @@ independent; their intervals are far too narrow, and one occupation can carry th
 glossaries, a day, spelling variants with the same prompts), and the primary analysis uses the deduplicated
 person-noun units only.
 
-* **Primary estimand** (:data:`PRIMARY_ESTIMAND`, stated before any result), population-averaged with the
-  occupation as the unit: *the share of male words among the gendered words about a typical occupation of each
-  group*, and the difference between the groups (male- minus female-dominated). An occupation's share is its male
-  words over its gendered words; a group's share is the **mean of its occupations' shares**, over the occupations
-  that carry any gendered word (an occupation without one has no share; how many do is stated beside every
-  estimate). Each occupation weighs one, however many words it wrote. The ratio estimator (the group's male words
-  over its gendered words) is the share of a typical *word*, not of a typical occupation: it weighs an occupation
-  by its words, so one talkative occupation carries it (on the published completions Midwife wrote 55 of the 70
-  gendered words of the female-dominated primary occupations), the same weakness as the audit's pooled-word odds ratio,
-  which stays a sensitivity row. Interval: the 95% BCa interval of the occupation cluster bootstrap (whole
-  occupations resampled within each group, :func:`cluster_interval`: the replicates of
-  :func:`bias_utils.core.stats.cluster_bootstrap_ci`, vectorised; :data:`N_BOOT` replicates, each bound with its
-  Monte Carlo error, :mod:`bias_utils.core.precision`; bias-corrected and accelerated because the plain
-  percentile interval covered only 90-94% on simulated audits like a build's); test: the two-sided
-  **permutation p** of the difference (group labels shuffled across occupations, group sizes kept; ``(1 + hits) / (1 + K)``, so its floor is
-  ``1/(K+1)``, printed as "≤ 1/(K+1)" there). The per-group shares come with their intervals from the same
-  replicates. Beside the difference, the same two shares as an odds ratio, ``(s_a / (1 - s_a)) / (s_b / (1 -
-  s_b))``: the **marginal (population-averaged) odds ratio**, the estimate of a logistic GEE with independence
-  working correlation and each occupation weighted once (tests/test_occupations.py checks this against
-  statsmodels), with its interval from the same replicates and its own permutation p. Its interval is unbounded
-  where a group's resampled occupations can all be of one gender (a share of 0 or 1), and it covered less than
-  the difference's where the shares are far from one half (90% at 0.85 against 0.15). The simulation test in
-  tests/test_occupations.py checks the difference's coverage on audits shaped like a build's (88 occupations,
-  about a third with any gendered word, a few words each, overdispersed within completions).
+* **Primary estimand** (:data:`PRIMARY_ESTIMAND`, stated before any result), population-averaged with the occupation
+  as the unit: *the share of male words among the gendered words about a typical occupation of each group*, and the
+  difference between the groups (male- minus female-dominated). An occupation's share is its male words over its
+  gendered words; a group's share is the **mean of its occupations' shares**, over the occupations that carry any
+  gendered word (an occupation without one has no share; how many do is stated beside every estimate). Each
+  occupation weighs one, however many words it wrote. The ratio estimator (the group's male words over its gendered
+  words) is the share of a typical *word*, not of a typical occupation: it weighs an occupation by its words, so one
+  talkative occupation carries it (on the published completions Midwife wrote 55 of the 70 gendered words of the
+  female-dominated primary occupations), the same weakness as the audit's pooled-word odds ratio, which stays a
+  sensitivity row. Interval: the 95% BCa interval of the occupation cluster bootstrap (whole occupations resampled
+  within each group, :func:`cluster_interval`: the replicates of :func:`bias_utils.core.stats.cluster_bootstrap_ci`,
+  vectorised; :data:`N_BOOT` replicates, each bound with its Monte Carlo error, :mod:`bias_utils.core.precision`;
+  bias-corrected and accelerated because the plain percentile interval covered only 90-94% on simulated audits like
+  a build's); test: the two-sided **permutation p** of the difference (group labels shuffled across occupations,
+  group sizes kept; ``(1 + hits) / (1 + K)``, so its floor is ``1/(K+1)``, printed as "≤ 1/(K+1)" there). The
+  per-group shares come with their intervals from the same replicates. Beside the difference, the same two shares as
+  an odds ratio, ``(s_a / (1 - s_a)) / (s_b / (1 - s_b))``: the **marginal (population-averaged) odds ratio**, the
+  estimate of a logistic GEE with independence working correlation and each occupation weighted once
+  (tests/test_occupations.py checks this against statsmodels), with its interval from the same replicates and its
+  own permutation p. Its interval is unbounded where a group's resampled occupations can all be of one gender (a
+  share of 0 or 1), and it covered less than the difference's where the shares are far from one half (90% at 0.85
+  against 0.15). The simulation test in tests/test_occupations.py checks the difference's coverage on audits shaped
+  like a build's (88 occupations, about a third with any gendered word, a few words each, overdispersed within
+  completions).
 * **Sensitivity** (role ``sensitivity``): the *conditional* odds ratio of a random-intercept logistic model of each
   occupation's male and female word counts (:mod:`bias_utils.core.mixed`; maximum likelihood with the
   boundary-avoiding log σ penalty of Chung et al. 2013, adaptive Gauss–Hermite, profile-likelihood interval,
   likelihood-ratio p; :func:`mixed_rows`): the odds ratio between two occupations *with the same random
   intercept*, which is not a quantity a reader can picture and grows with every variance component added (with
-  the completion level in the model, :func:`mixed_rows`' nested row, it grows further); the same model with each
+  the completion level in the model, :func:`nested_rows`, it grows further); the same model with each
   completion counted at most once per gender; the audit's pooled-word odds ratio (first group over second, +0.5
   in every cell) over the same units with the occupation cluster bootstrap and permutation p; and the pooled
   odds ratio on the published selection as it is (its 224 BOLD keys, :data:`UNIT_PUBLISHED`), the figure the
