@@ -314,16 +314,18 @@ def _bca_levels(estimate: np.ndarray, boots: np.ndarray, accel: np.ndarray, leve
 
 def _quantiles(boots: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Per row of ``boots`` [..., B] its quantiles ``q`` [..., k] (NaN replicates left out; linear interpolation,
-    numpy's default method, with an infinite replicate beyond every finite one); NaN where a row has none."""
-    huge = np.finfo(float).max / 4
-    values = np.sort(np.clip(boots, -huge, huge), axis=-1)  # NaN sorts last
+    numpy's default method; between a finite and an infinite replicate the quantile is infinite); NaN where a row
+    has none."""
+    values = np.sort(boots, axis=-1)  # NaN sorts last
     count = (~np.isnan(boots)).sum(-1, keepdims=True)
     position = q * np.maximum(count - 1, 0)
     lower = np.floor(position).astype(int)
     upper = np.minimum(lower + 1, np.maximum(count - 1, 0))
     lo_v, hi_v = np.take_along_axis(values, lower, -1), np.take_along_axis(values, upper, -1)
-    out = lo_v + (hi_v - lo_v) * (position - lower)
-    out = np.where(np.abs(out) >= huge, np.sign(out) * np.inf, out)
+    frac = position - lower
+    with np.errstate(invalid="ignore"):
+        between = lo_v + (hi_v - lo_v) * frac
+    out = np.where((lo_v == hi_v) | (frac == 0), lo_v, between)
     return np.where(count > 0, out, np.nan)
 
 
@@ -430,7 +432,8 @@ def _occupation_permutation_p(occupations: pd.DataFrame, measure: str, a: str, b
     ok = ~np.isnan(perm)
     if np.isnan(observed) or not ok.any():
         return np.nan, int(ok.sum())
-    return float(stats.permutation_p(observed, perm[ok], "two-sided")), int(ok.sum())
+    with np.errstate(invalid="ignore"):  # an infinite statistic (an odds ratio of a share of 0 or 1) ties only itself
+        return float(stats.permutation_p(observed, perm[ok], "two-sided")), int(ok.sum())
 
 
 def _occupation_tests(occupations: pd.DataFrame, a: str, b: str, *, n_boot: int = _N_BOOT,
@@ -959,8 +962,10 @@ def _describe_influence(influence: pd.DataFrame) -> str:
                 f"difference in male share ({_points(full)} percentage points) by more than {shift} of itself when "
                 f"left out: {named}.")
     moved = influence[influence["odds_ratio_influential"]]
-    if len(moved) and influence["estimate"].iloc[0] == "mixed":
-        text += (f" The conditional odds ratio ({num(float(influence['odds_ratio'].iloc[0]))}, a sensitivity row) "
+    if len(moved):
+        which = ("conditional odds ratio" if influence["estimate"].iloc[0] == "mixed"
+                 else "audit's pooled-word odds ratio")
+        text += (f" The {which} ({num(float(influence['odds_ratio'].iloc[0]))}, a sensitivity row) "
                  f"is multiplied or divided by more than {num(1 + _INFLUENCE_SHIFT)} without "
                  + ", ".join(f"{str(r.occupation).replace('_', ' ')} ({num(r.odds_ratio_without)})"
                              for r in moved.itertuples()) + ".")
