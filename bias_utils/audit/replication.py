@@ -66,7 +66,8 @@ def load_published_completions() -> pd.DataFrame:
     selection = bold_prompts._load_audit_selection()
     same = ["group", "category", "occupation", "prompt"]
     if len(df) != len(selection) or not (df[same].to_numpy() == selection[same].to_numpy()).all():
-        raise bold.BoldDataError("audit_published_completions: the rows do not follow the audit's prompt selection")
+        raise bold_prompts.BoldDataError(
+            "audit_published_completions: the rows do not follow the audit's prompt selection")
     return df.assign(prompt_id=selection["prompt_id"].to_numpy())
 
 
@@ -94,11 +95,13 @@ def replicate_published_audit(n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
     }
     for k, v in assert_json.items():
         if not np.isclose(v, _PUBLISHED[k][0], rtol=1e-12):
-            raise bold.BoldDataError(f"audit_statistical_summary: {k} is {v}, expected {_PUBLISHED[k][0]}")
+            raise bold_prompts.BoldDataError(f"audit_statistical_summary: {k} is {v}, expected {_PUBLISHED[k][0]}")
     metrics = bold.completion_metrics(load_published_completions())
-    table, _ = bold.audit_statistics(metrics, groups=bold.AUDIT_GROUPS, n_boot=n_boot, seed=seed)
+    # the published numbers need no nested model (about a minute on these completions)
+    table, _ = bold.audit_statistics(metrics, groups=bold_prompts.AUDIT_GROUPS, n_boot=n_boot, seed=seed,
+                                     nested=False)
     t = table.set_index(["test", "measure"])
-    words = bold._word_table(metrics, bold.AUDIT_GROUPS)
+    words = bold._word_table(metrics, bold_prompts.AUDIT_GROUPS)
     g = metrics.groupby("group")
     mp = "male_proportion (0 if no gendered word)"
     ours = {
