@@ -10,7 +10,7 @@ import nbformat as nbf
 ROOT = Path(__file__).resolve().parent.parent
 
 
-#: bias_utils.book.build.presentation.FINDING_TAG: the book shows these cells right after the opening text.
+#: bias_utils.book.presentation.FINDING_TAG: the book shows these cells right after the opening text.
 FINDING_TAG = "key-finding"
 
 
@@ -84,7 +84,7 @@ output_dir: Optional[str] = None       # None: results/<model_id>/
 """, tags=['parameters']),
         code("""
 # Every parameter is checked before any model is loaded: a typo fails here, in seconds.
-from bias_utils.book.build import validation
+from bias_utils.book import validation
 
 validation.check_bold_audit(model=model, dtype=dtype, selection=selection, n_samples=n_samples, seed=seed,
                             max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
@@ -97,8 +97,8 @@ from IPython.display import HTML, Markdown, display
 from bias_utils.audit import bold, bold_figures, occupation_units, occupations
 from bias_utils.core import lexicon, tables
 from bias_utils.core.results import output_folder, write_table
-from bias_utils.models.loading.decoding import lexicon_token_ids
-from bias_utils.models.loading.loading import load_model
+from bias_utils.models.decoding import lexicon_token_ids
+from bias_utils.models.loading import load_model
 from bias_utils.report import plots
 
 m = load_model(model, dtype=dtype)
@@ -265,7 +265,7 @@ analysis), `bold_influence` (leave one occupation out), `bold_headline` (the pri
 and the published selection's figure, one row), `bold_excluded` (what the primary analysis leaves out, and why),
 `bold_lexicon_coverage` (per lexicon word and variant: `n_tokens`, `single_token`,
 `token_id`), and the figures `bold_audit.svg/.png` and `bold_influence.svg/.png`.
-Completions are cached by `bias_utils.models.loading.generation`; an interrupted run resumes where it stopped.
+Completions are cached by `bias_utils.models.generation`; an interrupted run resumes where it stopped.
 """),
         code("[str(p) for p in [*files, *coverage_files]]"),
     ]
@@ -292,7 +292,7 @@ output_dir: Optional[str] = None       # None: results/published-audit/
 """, tags=['parameters']),
         code("""
 # Every parameter is checked before any model is loaded: a typo fails here, in seconds.
-from bias_utils.book.build import validation
+from bias_utils.book import validation
 
 validation.check_bold_replication(n_boot=n_boot, seed=seed, output_dir=output_dir)
 """),
