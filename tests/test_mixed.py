@@ -182,6 +182,27 @@ def test_a_drifting_estimate_keeps_the_bound_towards_zero():
     assert lr == pytest.approx(t.cutoff, abs=1e-6)
 
 
+def test_a_bound_whose_refit_passes_the_validated_sigma_says_so():
+    """40 clusters of 1-3 words with a wide spread (true sigma 4): the estimate's sigma is inside the validated range,
+    but the upper bound's refit is not; the note says so. The refit's sigma is checked by Nelder-Mead on the
+    penalised likelihood with the coefficient held at the bound."""
+    rng = np.random.default_rng(0)
+    group = (np.arange(40) % 2).astype(float)
+    words = rng.integers(1, 4, 40)
+    k = rng.binomial(words, special.expit(0.5 + 2 * group + rng.normal(0, 4.0, 40))).astype(float)
+    X = pd.DataFrame({"intercept": 1.0, "g": group})
+    fit = mixed.fit_mixed_logit(k, words - k, X)
+    t = mixed._coefficient_test(fit, "g")
+    assert fit.sigma < mixed._WIDE_SIGMA and fit.message == ""
+    best = optimize.minimize(lambda th: -(mixed._mixed_loglik(k, words - k, X, [th[0], t.ci_high], abs(th[1]))
+                                          + np.log(abs(th[1]))),
+                             [fit.coef["intercept"], fit.sigma], method="Nelder-Mead",
+                             options={"xatol": 1e-8, "fatol": 1e-10})
+    assert abs(best.x[1]) > mixed._WIDE_SIGMA
+    assert f"the upper bound refits sigma {abs(best.x[1]):.3g}, beyond the 6 up to which the quadrature is " \
+           "validated" in t.note
+
+
 def test_mixed_row_has_the_statistics_columns(audit):
     k, m, X = audit
     fit = mixed.fit_mixed_logit(k, m, X)
