@@ -607,15 +607,15 @@ HEADLINE_COLUMNS = [
     "male_share_a_ci_low", "male_share_a_ci_high", "male_share_b", "male_share_b_ci_low", "male_share_b_ci_high",
     "marginal_odds_ratio", "marginal_ci_low", "marginal_ci_high", "marginal_ci_low_mc_se", "marginal_ci_high_mc_se",
     "marginal_p", "n_units_a", "n_units_b", "n_informative_a", "n_informative_b", "n_units_informative",
-    "n_completions", "n_gendered_completions", "conditional_odds_ratio", "conditional_ci_low", "conditional_ci_high",
-    "conditional_p", "sigma", "typical_male_share_a", "typical_male_share_b", "nested_odds_ratio", "nested_ci_low",
-    "nested_ci_high", "nested_p", "nested_sigma_occupation", "nested_sigma_completion", "nested_n_completions",
-    "completion_odds_ratio", "completion_ci_low", "completion_ci_high", "completion_p", "pooled_odds_ratio",
-    "pooled_ci_low", "pooled_ci_high", "pooled_ci_low_mc_se", "pooled_ci_high_mc_se", "pooled_p",
-    "published_odds_ratio", "published_ci_low", "published_ci_high", "published_ci_low_mc_se",
-    "published_ci_high_mc_se", "published_p", "n_keys_a", "n_keys_b", "independent_ci_low", "independent_ci_high",
-    "independent_p", "n_permutations", "n_boot", "top_occupation", "top_group", "share_difference_without_top",
-    "n_influential"]
+    "n_completions", "n_gendered_completions", "conditional_odds_ratio", "conditional_ci_low",
+    "conditional_ci_high", "conditional_p", "sigma", "typical_male_share_a", "typical_male_share_b",
+    "nested_odds_ratio", "nested_ci_low", "nested_ci_high", "nested_p", "nested_sigma_occupation",
+    "nested_sigma_completion", "nested_n_completions", "nested_note", "completion_odds_ratio", "completion_ci_low",
+    "completion_ci_high", "completion_p", "pooled_odds_ratio", "pooled_ci_low", "pooled_ci_high",
+    "pooled_ci_low_mc_se", "pooled_ci_high_mc_se", "pooled_p", "published_odds_ratio", "published_ci_low",
+    "published_ci_high", "published_ci_low_mc_se", "published_ci_high_mc_se", "published_p", "n_keys_a", "n_keys_b",
+    "independent_ci_low", "independent_ci_high", "independent_p", "n_permutations", "n_boot", "top_occupation",
+    "top_group", "share_difference_without_top", "n_influential"]
 
 
 def _pick(statistics: pd.DataFrame, test: str, measure: str, unit: str | None = None) -> pd.Series | None:
@@ -641,7 +641,8 @@ def headline_table(statistics: pd.DataFrame, occupations: pd.DataFrame, influenc
     typical_male_share_a/_b`` (the random-intercept model's conditional odds ratio: profile-likelihood interval,
     likelihood-ratio p, the random intercept's SD, the male share of each group's median occupation);
     ``nested_*`` (the same with a random intercept per completion within its occupation: both SDs and the
-    completions with words, ``nested_n_completions``); ``completion_*`` (the one-level model, each completion at
+    completions with words, ``nested_n_completions``, and what is unusual about the fit, ``nested_note``);
+    ``completion_*`` (the one-level model, each completion at
     most once per gender); ``pooled_*`` (the audit's pooled-word odds ratio over the same units: occupation
     cluster bootstrap interval with each bound's Monte Carlo SE, permutation p); ``published_*`` and
     ``n_keys_a/_b`` (the pooled odds ratio on the published selection's BOLD keys, the audit's own selection);
@@ -689,6 +690,7 @@ def headline_table(statistics: pd.DataFrame, occupations: pd.DataFrame, influenc
            "nested_odds_ratio": of(nested, "effect_size"), **estimate("nested", nested, ()),
            "nested_sigma_occupation": of(nested, "sigma"), "nested_sigma_completion": of(nested, "sigma_completion"),
            "nested_n_completions": of(nested, "n_completions_informative"),
+           "nested_note": of(nested, "note", ""),
            "completion_odds_ratio": of(once, "effect_size"), **estimate("completion", once, ()),
            **{f"{name}_odds_ratio": of(r, "effect_size") for name, r in (("pooled", pooled), ("published", published))},
            **estimate("pooled", pooled), **estimate("published", published),
@@ -845,7 +847,8 @@ def headline_sentence(table: pd.DataFrame | Mapping) -> str:
             text += (f"; with a random intercept per completion within its occupation as well, "
                      f"{estimate_text(h, 'nested')} (SDs {precision.number_text(h['nested_sigma_occupation'])} "
                      f"between occupations, {precision.number_text(h['nested_sigma_completion'])} between "
-                     "completions)")
+                     "completions" + (f"; {h['nested_note']}" if isinstance(h.get("nested_note"), str)
+                                      and h["nested_note"] else "") + ")")
         text += "."
     if pd.notna(h.get("published_odds_ratio")):
         replicates = precision.count_text(h['n_boot']) if pd.notna(h.get("n_boot")) else "bootstrap"
