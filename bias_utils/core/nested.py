@@ -302,16 +302,19 @@ class _NestedProfile:
         return self.done[b][1]
 
 
-def _nested_bound(profile: _NestedProfile, estimate: float, side: int, cutoff: float) -> float:
-    """The b on ``side`` where the profile's LR reaches ``cutoff`` (Brent's method inside the first bracket of steps
-    0.5, 1.5, 3.5, ... logits out); infinite where it stays below out to PROFILE_LIMIT."""
+def _nested_bound(profile: _NestedProfile, estimate: float, side: int, cutoff: float) -> tuple[float, bool]:
+    """``(b, determined)``: the b on ``side`` where the profile's LR reaches ``cutoff`` (Brent's method inside the first
+    bracket of steps 0.5, 1.5, 3.5, ... logits out); infinite where it stays below out to PROFILE_LIMIT, and where
+    the refit that closed the bracket did not converge (a flat ridge: the bound is not determined, ``False``)."""
     inner, d = 0.0, 0.5
     while profile(estimate + side * d) < cutoff:  # the estimate itself is at LR 0
         if d >= mixed._PROFILE_LIMIT:
-            return side * np.inf
+            return side * np.inf, True
         inner, d = d, min(2 * d + 0.5, mixed._PROFILE_LIMIT)
+    if not profile.done[float(estimate + side * d)][2]:
+        return side * np.inf, False
     root = optimize.brentq(lambda x: profile(estimate + side * x) - cutoff, inner, d, xtol=_XTOL)
-    return estimate + side * root
+    return estimate + side * root, True
 
 
 def nested_row(fit: _NestedLogitFit, name: str, *, level: float = 0.95, test: str = "mixed_logit_nested",
@@ -331,12 +334,15 @@ def nested_row(fit: _NestedLogitFit, name: str, *, level: float = 0.95, test: st
     lr = max(profile(0.0), 0.0)
     cutoff = float(_st.chi2.ppf(level, 1))
     start = float(np.clip(estimate, -mixed._PROFILE_LIMIT, mixed._PROFILE_LIMIT))
-    low, high = (_nested_bound(profile, start, side, cutoff) for side in (-1, 1))
+    (low, low_ok), (high, high_ok) = (_nested_bound(profile, start, side, cutoff) for side in (-1, 1))
     notes = [fit.message] if fit.message else []
     if not all(ok for _, _, ok in profile.done.values()):
         notes.append("a refit of the profile did not converge")
-    for bound, word in ((low, "lower"), (high, "upper")):
-        if not np.isfinite(bound):
+    for bound, word, determined in ((low, "lower", low_ok), (high, "upper", high_ok)):
+        if not determined:
+            notes.append(f"the {word} bound is not determined (the profile's refit that would bracket it did not "
+                         "converge: the likelihood is flat there), so it is reported as infinite")
+        elif not np.isfinite(bound):
             notes.append(f"the {word} bound is infinite (within {mixed._PROFILE_LIMIT:g} logits; e.g. separation)")
     row = dict.fromkeys(stats.STAT_COLUMNS, np.nan)
     row.update(test=test, group_a=name if group_a is None else group_a, group_b=group_b, statistic=float(lr),
