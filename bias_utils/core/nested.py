@@ -31,8 +31,11 @@ How it is computed (and why)
   the nodes). There is no plain-ML option: an SD of 0 is the one-level model.
 * **Profile-likelihood interval** for one coefficient (the others and both SDs refitted with it held fixed, warm
   started), its bounds found by Brent's method on the likelihood-ratio statistic against the chi-square(1) quantile;
-  a side that stays below the quantile out to :data:`bias_utils.core.mixed.PROFILE_LIMIT` logits is infinite. The
-  likelihood-ratio p refits with the coefficient at 0.
+  a side that stays below the quantile out to :data:`bias_utils.core.mixed.PROFILE_LIMIT` logits from the estimate,
+  or reaches it only past PROFILE_LIMIT logits from 0 (where the profile is flat and a refit stops where the
+  optimiser does: on the published completions such a bound moved between 2.7e17 and 3.6e17 with the start), is
+  infinite, as :func:`bias_utils.core.mixed.drifted` reads a coefficient there. The likelihood-ratio p refits with
+  the coefficient at 0.
 
 The model is slower than the one-level model (seconds per fit and interval, against milliseconds): it is one
 sensitivity row of chapter 06, not a tool for permutation or leave-one-out loops.
@@ -305,13 +308,14 @@ class _NestedProfile:
 def _nested_bound(profile: _NestedProfile, estimate: float, side: int, cutoff: float) -> tuple[float, bool]:
     """``(b, determined)``: the b on ``side`` where the profile's LR reaches ``cutoff`` (Brent's method inside the first
     bracket of steps 0.5, 1.5, 3.5, ... logits out); infinite where it stays below out to PROFILE_LIMIT, and where
-    the refit that closed the bracket did not converge (a flat ridge: the bound is not determined, ``False``)."""
+    only the refit at PROFILE_LIMIT closed the bracket and it did not converge (a flat ridge out there: the bound is
+    not determined, ``False``; a root found there would be where the optimiser stopped)."""
     inner, d = 0.0, 0.5
     while profile(estimate + side * d) < cutoff:  # the estimate itself is at LR 0
         if d >= mixed._PROFILE_LIMIT:
             return side * np.inf, True
         inner, d = d, min(2 * d + 0.5, mixed._PROFILE_LIMIT)
-    if not profile.done[float(estimate + side * d)][2]:
+    if d >= mixed._PROFILE_LIMIT and not profile.done[float(estimate + side * d)][2]:
         return side * np.inf, False
     root = optimize.brentq(lambda x: profile(estimate + side * x) - cutoff, inner, d, xtol=_XTOL)
     return estimate + side * root, True
@@ -339,11 +343,15 @@ def nested_row(fit: _NestedLogitFit, name: str, *, level: float = 0.95, test: st
     if not all(ok for _, _, ok in profile.done.values()):
         notes.append("a refit of the profile did not converge")
     for bound, word, determined in ((low, "lower", low_ok), (high, "upper", high_ok)):
-        if not determined:
-            notes.append(f"the {word} bound is not determined (the profile's refit that would bracket it did not "
-                         "converge: the likelihood is flat there), so it is reported as infinite")
+        if np.isfinite(bound) and mixed.drifted(bound):
+            notes.append(f"the {word} bound lies beyond {mixed._PROFILE_LIMIT:g} logits, where the profile is flat "
+                         "and its refits stop where the optimiser does, so it is reported as infinite")
+        elif not determined:
+            notes.append(f"the {word} bound is not determined (the profile's refit {mixed._PROFILE_LIMIT:g} logits "
+                         "out did not converge: the likelihood is flat there), so it is reported as infinite")
         elif not np.isfinite(bound):
             notes.append(f"the {word} bound is infinite (within {mixed._PROFILE_LIMIT:g} logits; e.g. separation)")
+    low, high = (np.sign(b) * np.inf if mixed.drifted(b) else b for b in (low, high))
     row = dict.fromkeys(stats.STAT_COLUMNS, np.nan)
     row.update(test=test, group_a=name if group_a is None else group_a, group_b=group_b, statistic=float(lr),
                df=1.0, p=float(_st.chi2.sf(lr, 1)), adj_method="", effect="odds_ratio",
