@@ -47,17 +47,22 @@ prompts (`Registered_Nurse`, `Registered_nurse`), and one prompt set sits in bot
 entry); keys of one group with identical prompts become one unit; a prompt set in both groups is left out.
 The counts of this run are below.
 
-**The primary analysis, stated before the results.** The estimand is the odds that a gendered word in a
-completion is male rather than female, for male- over female-dominated occupations, *for a typical
-occupation*: a logistic model of each occupation's male and female word counts with a random intercept per
-occupation, fitted by maximum likelihood over the deduplicated person-noun occupations, with its 95%
-profile-likelihood interval and likelihood-ratio p. An occupation is one draw of its random intercept however
-many words it wrote, so one talkative occupation cannot carry the estimate the way it carries a pooled count.
-Everything else is sensitivity or comparison: the same model with each completion counted at most once per
-gender; the audit's pooled-word odds ratio over the same occupations (whole occupations resampled, 10,000
-replicates, each bound rounded to its Monte Carlo error; permutation p across occupations); and the audit's
-pooled-word odds ratio on its published selection as it is, beside the audit's own interval that treats every
-word as independent.
+**The primary analysis, stated before the results.** The estimand is population-averaged, with the occupation
+as the unit: *the share of male words among the gendered words the model writes about a typical occupation* of
+each group, and the difference between the groups (male- minus female-dominated). An occupation's share is its
+male words over its gendered words; a group's share is the mean of its occupations' shares, over the occupations
+that carry any gendered word (how many do is stated beside every estimate), so each occupation weighs one however
+many words it wrote. The interval resamples whole occupations within each group (10,000 replicates, each bound
+rounded to its Monte Carlo error); the p permutes the group labels across occupations (9,999 relabellings; at its
+floor it is printed as ≤ 1/10,000). Beside the difference, the two shares as an odds ratio: the marginal
+(population-averaged) odds ratio, with its interval and p from the same resampling. Everything else is
+sensitivity or comparison: the conditional odds ratio of a logistic model with a random intercept per occupation
+(the odds ratio between two occupations with the same random intercept, not a population average: it grows with
+every variance component added), the same with a random intercept per completion within its occupation as well
+(words nested in completions nested in occupations), and counting each completion at most once per gender; the
+audit's pooled-word odds ratio over the same occupations (whole occupations resampled); and the audit's pooled-word
+odds ratio on its published selection as it is, beside the audit's own interval that treats every word as
+independent.
 """),
         code("""
 from typing import Optional, Union
@@ -107,15 +112,17 @@ result.settings
         md("""
 ## What the audit found
 
-The reading comes first, generated from the tables below: the primary estimate, the occupations whose removal
-moves it by more than a third, its sensitivity rows, then the rest. The table gives every odds ratio of the
-audit with its interval and test; the figure shows male and female words per completion by occupation group,
-the share of completions with any gendered word, the male share among gendered completions, and every effect
-with its interval. A bootstrap bound is printed with the digits its Monte Carlo error allows
-(`bold_statistics`: `ci_low_mc_se`, `ci_high_mc_se`).
+The reading comes first, generated from the tables below: the primary estimate (each group's male share of
+gendered words for a typical occupation, their difference, the marginal odds ratio), the occupations whose removal
+moves the difference by more than a third, the completions the primary analysis leaves out and why, its
+sensitivity rows, then the rest. The table gives every estimate of the headline with its interval and test, the
+primary rows first; the figure shows male and female words per completion by occupation group, the share of
+completions with any gendered word, the male share among gendered completions, and every effect with its
+interval. A bootstrap bound is printed with the digits its Monte Carlo error allows (`bold_statistics`:
+`ci_low_mc_se`, `ci_high_mc_se`).
 """, tags=[FINDING_TAG]),
         code("""
-reading = bold.describe_audit(result.statistics, result.headline, result.influence)
+reading = bold.describe_audit(result.statistics, result.headline, result.influence, result.excluded)
 display(Markdown("\\n".join("- " + line for line in reading)))
 display(occupations.headline_rows(result.headline))
 """, tags=[FINDING_TAG]),
@@ -132,16 +139,19 @@ and with its PMI between gendered words and the occupation name (5-token window)
 non-binary forms (*they/them/their*, *person*, *people*, neopronouns) are counted beside, never mixed in.
 
 The statistics table has one row per test with statistic, p, Holm-corrected p, effect size and 95% CI.
-`unit` says what a row treats as independent: the deduplicated person-noun occupations (the random-intercept
-model, and the cluster bootstrap over them), the published selection's BOLD keys, or, as the audit did, every
-gendered word or every completion. `role` says whether a row is the pre-stated primary estimand (`primary`: one
-pre-specified test, so its p is not adjusted), a `sensitivity` row of it (each completion at most once per
-gender; the pooled-word odds ratio over the same occupations and over the published selection), one of the
-audit's five tests computed the audit's way on every completion (`audit`), the standard form of a questionable
-convention shown beside it (`alternative`: Pearson chi-square without Yates, pooled-SD Cohen's d, Hedges' g), or
-what the audit lacked (`extension`): the share of completions with any gendered word (the presence part of a
-hurdle model) and the male share *among* gendered completions, also with the occupation as the unit. Holm's
-correction runs over every row but the primary one.
+`unit` says what a row treats as independent: the deduplicated person-noun occupations (the cluster bootstrap
+over them, and the random-intercept models; the nested one also the completions within them), the published
+selection's BOLD keys, or, as the audit did, every gendered word or every completion; `n_informative` how many
+occupations inform the estimate (those with any gendered word, for a measure of gendered words). `role` says
+whether a row is the pre-stated primary estimand (`primary`: the difference in mean male share and its odds
+form, the marginal odds ratio; pre-specified, so their p is not adjusted), a `sensitivity` row of it (the
+conditional odds ratios of the random-intercept models, with and without the completion level, and each
+completion at most once per gender; the pooled-word odds ratio over the same occupations and over the published
+selection), one of the audit's five tests computed the audit's way on every completion (`audit`), the standard
+form of a questionable convention shown beside it (`alternative`: Pearson chi-square without Yates, pooled-SD
+Cohen's d, Hedges' g), or what the audit lacked (`extension`): the share of completions with any gendered word
+(the presence part of a hurdle model) and the male share *among* gendered completions, also with the occupation
+as the unit. Holm's correction runs over every row but the primary ones.
 """),
         md("""
 ## Descriptives per group
@@ -180,18 +190,25 @@ totals
 
 `bold_units`: per BOLD key of the selection, its head noun, its kind and how that was decided, its unit, the key it
 duplicates and any group conflict; `primary` marks the units of the primary analysis. `bold_unit_counts`: the
-counts per group and kind.
+counts per group and kind. `bold_excluded`: the completions the primary analysis leaves out, per group and reason
+(a group conflict, a key that is not a person noun, a duplicate key, a prompt's second category, a repeated
+prompt), with their gendered words.
 """),
         code("""
 display(Markdown(occupation_units.describe_units(result.units)))
 display(result.unit_counts)
+display(result.excluded)
 result.units[result.units.kind != "person"].head(12)
 """),
         md("""
-Leave one occupation out: the primary odds ratio refitted without each occupation (`odds_ratio_without`), ranked by
-how far that moves its logarithm (`log_or_change`), with the audit's pooled-word odds ratio without it beside
-(`pooled_odds_ratio_without`). `influential` marks a move of more than a third either way; the grey band in the
-chart is that range, the solid line the odds ratio with every occupation and the dashed lines its interval.
+Leave one occupation out: the primary difference in male share recomputed without each occupation
+(`share_difference_without`), ranked by how far that moves it (`share_change`; an occupation without a gendered
+word does not move it), with the conditional random-intercept odds ratio refitted without it
+(`odds_ratio_without`) and the audit's pooled-word odds ratio (`pooled_odds_ratio_without`) beside. `influential`
+marks a move of the difference by more than a third of itself, either way; `odds_ratio_influential` a conditional
+odds ratio multiplied or divided by more than 4/3 (the same distance either way on the log scale). The grey band
+in the chart is the first range, the solid line the difference with every occupation and the dashed lines its
+interval.
 """),
         code("""
 if len(result.influence):  # a selection of more than two groups has no single odds ratio to leave out of
@@ -212,7 +229,7 @@ result.occupations.sort_values("gendered_words", ascending=False).head(20)
         md("""
 ## Statistics
 
-Read the `primary` row first, then its `sensitivity` rows, then the `audit` rows for the comparison with the
+Read the `primary` rows first, then their `sensitivity` rows, then the `audit` rows for the comparison with the
 published study, then the `alternative` and `extension` rows. The audit's word-level odds ratio treats every
 gendered word as independent; the rows with occupations as the unit show how much wider the interval is when
 occupations are resampled. Tests that could not be computed (for example, no gendered completion in one group of a
@@ -244,8 +261,9 @@ display(HTML(bold_figures.examples_table(result.metrics, lex, per_group=3, seed=
 Written under `results/<model_id>/` as parquet and CSV: `bold_metrics` (one row per completion, with its `unit`
 and whether it is `in_primary`), `bold_statistics` (this table), `bold_group_summary`, `bold_skipped`,
 `bold_units` (what each BOLD key is) and `bold_unit_counts`, `bold_occupations` (one row per unit of the primary
-analysis), `bold_influence` (leave one occupation out), `bold_headline` (the primary estimate and the published
-selection's figure, one row), `bold_lexicon_coverage` (per lexicon word and variant: `n_tokens`, `single_token`,
+analysis), `bold_influence` (leave one occupation out), `bold_headline` (the primary estimate, its sensitivity rows
+and the published selection's figure, one row), `bold_excluded` (what the primary analysis leaves out, and why),
+`bold_lexicon_coverage` (per lexicon word and variant: `n_tokens`, `single_token`,
 `token_id`), and the figures `bold_audit.svg/.png` and `bold_influence.svg/.png`.
 Completions are cached by `bias_utils.models.generation`; an interrupted run resumes where it stopped.
 """),
@@ -329,10 +347,11 @@ table[cols]
 ## Their completions with the occupation as the unit
 
 The same primary analysis as the audit chapter, stated there before its results: over the deduplicated
-person-noun occupations of the audit's selection, the odds ratio of a logistic model with a random intercept per
-occupation (profile-likelihood interval, likelihood-ratio p), its sensitivity rows, the audit's pooled-word odds
-ratio on its published selection with an interval that resamples whole keys, and the occupations whose removal
-moves the primary estimate most. Generated from the tables.
+person-noun occupations of the audit's selection, the share of male words among the gendered words about a
+typical male- and female-dominated occupation and their difference (whole occupations resampled, permutation p),
+the marginal odds ratio beside it, its sensitivity rows (the conditional odds ratios of the random-intercept
+models), the audit's pooled-word odds ratio on its published selection with an interval that resamples whole
+keys, and the occupations whose removal moves the primary difference most. Generated from the tables.
 """),
         code("""
 by_unit = occupations.occupation_table(metrics[metrics.in_primary], by="unit")

@@ -99,7 +99,7 @@ def test_empty_and_missing_completions():
 
 
 def test_audit_statistics_two_and_more_groups(published_metrics):
-    table, skipped = bold.audit_statistics(published_metrics, n_boot=40)
+    table, skipped = bold.audit_statistics(published_metrics, n_boot=40, nested=False)
     assert skipped.empty
     assert {"test", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
             "ci_low", "ci_high", "n", "measure", "role"} <= set(table.columns)
@@ -108,7 +108,7 @@ def test_audit_statistics_two_and_more_groups(published_metrics):
     # three groups: split male-dominated by category
     m = published_metrics.copy()
     m.loc[(m["group"] == "male_dominated") & (m["category"] == "metalworking_occupations"), "group"] = "metal"
-    t3, _ = bold.audit_statistics(m, n_boot=40)
+    t3, _ = bold.audit_statistics(m, n_boot=40, nested=False)
     assert set(t3["test"]) >= {"chi2_pearson", "chi2_pearson_completions", "welch_anova"}
     words = m.groupby("group")[["male_words", "female_words"]].sum()
     from scipy.stats import chi2_contingency
@@ -118,7 +118,7 @@ def test_audit_statistics_two_and_more_groups(published_metrics):
 
 def test_small_sample_records_skips_not_errors(published_metrics):
     tiny = published_metrics.groupby("group").head(5)  # no gendered completions at all
-    table, skipped = bold.audit_statistics(tiny, n_boot=40)
+    table, skipped = bold.audit_statistics(tiny, n_boot=40, nested=False)
     assert not skipped.empty and skipped["reason"].str.len().gt(0).all()
     assert "welch_t" in set(table["test"])
 
@@ -127,7 +127,7 @@ def test_describe_audit_reads_the_published_completions(published_metrics):
     """The reading states the primary estimand first, then its sensitivity rows, then the audit's own odds ratio
     (24.65, Wald 95% CI 10.07 to 60.37; recomputed in test_replication) labelled as its method, and leaves out
     what a small run could not compute. The published completions find their units from their own prompts."""
-    table, _ = bold.audit_statistics(published_metrics, n_boot=40)
+    table, _ = bold.audit_statistics(published_metrics, n_boot=40, nested=False)
     m = occupation_units.annotate(published_metrics)
     units = occupations.occupation_table(m[m["in_primary"]], by="unit")
     influence = occupations.influence_table(units, bold_prompts.MALE_GROUP, bold_prompts.FEMALE_GROUP)
@@ -137,8 +137,8 @@ def test_describe_audit_reads_the_published_completions(published_metrics):
     assert lines[0].startswith("Primary analysis, over the 88 deduplicated person-noun occupations")
     assert "resampling whole keys, permutation p = " in lines[0] and "(40 replicates" in lines[0]
     assert lines[1] == occupations._describe_influence(influence)
-    assert lines[2].startswith("Sensitivity of the primary estimate: counting each completion at most once per "
-                               "gender (a talkative completion weighs as one), odds ratio ")
+    assert lines[2].startswith("Other sensitivity rows (odds ratios, not the primary shares): counting each "
+                               "completion at most once per gender (a talkative completion weighs as one), odds ratio ")
     assert "Holm-adjusted likelihood-ratio p" in lines[2] and "Holm-adjusted permutation p" in lines[2]
     primary = m[m["in_primary"]]
     any_word = (primary["male_words"] + primary["female_words"]) > 0  # independent of the metrics' any_gendered
@@ -159,17 +159,23 @@ def test_describe_audit_reads_the_published_completions(published_metrics):
 def test_statistics_label_their_unit_and_keep_the_audit_family(published_metrics):
     """The primary row comes first and is its own family (p_adj = p); every row says what it treats as
     independent; Holm over the other rows is what stats.adjust_pvalues gives on their p values."""
-    table, _ = bold.audit_statistics(published_metrics, n_boot=40)
-    first = table.iloc[0]
-    assert (first["role"], first["test"], first["effect"]) == ("primary", "mixed_logit_occupation", "odds_ratio")
-    assert first["p_adj"] == first["p"] and first["unit"] == occupations._UNIT_MIXED
+    table, _ = bold.audit_statistics(published_metrics, n_boot=40, nested=False)
+    first, second = table.iloc[0], table.iloc[1]
+    assert (first["role"], first["test"], first["effect"]) == ("primary", "cluster_bootstrap_occupation",
+                                                               "share_difference")
+    assert (second["role"], second["effect"], second["measure"]) == ("primary", "odds_ratio", occupations._MARGINAL)
+    assert (table["role"] == "primary").sum() == 2
+    for row in (first, second):
+        assert row["p_adj"] == row["p"] and row["unit"] == occupations.UNIT_OCCUPATIONS
+        assert row["n_informative"] == 15 and row["n_occupations"] == 88
+    assert set(table.loc[table["test"] == "mixed_logit_occupation", "unit"]) == {occupations._UNIT_MIXED}
     assert table["unit"].notna().all()
     assert set(table.loc[table["role"] == "audit", "unit"]) == {
         "independent words, the published audit's method", "independent completions, the published audit's method"}
-    rest = table.iloc[1:]
+    rest = table.iloc[2:]
     assert np.allclose(rest["p_adj"], stats.adjust_pvalues(rest["p"].to_numpy()), equal_nan=True)
     clustered = table[table["test"] == "cluster_bootstrap_occupation"]
-    assert clustered["unit"].tolist().count(occupations.UNIT_OCCUPATIONS) == 3
+    assert clustered["unit"].tolist().count(occupations.UNIT_OCCUPATIONS) == 5
     assert clustered["unit"].tolist().count(occupations.UNIT_PUBLISHED) == 1
     assert (clustered["ci_low_mc_se"] > 0).all() and (clustered["n_boot"] == 40).all()
     sensitivity = table[table["role"] == "sensitivity"]
@@ -185,7 +191,7 @@ def test_run_audit_with_real_model(tmp_path):
     assert len(res.metrics) == res.settings["n_prompts"] and set(res.metrics["group"]) == set(bold_prompts.AUDIT_GROUPS)
     assert res.metrics["completion"].map(type).eq(str).all()
     for name in ("bold_metrics", "bold_statistics", "bold_group_summary", "bold_skipped", "bold_occupations",
-                 "bold_influence", "bold_headline", "bold_units", "bold_unit_counts"):
+                 "bold_influence", "bold_headline", "bold_units", "bold_unit_counts", "bold_excluded"):
         assert {tmp_path / f"{name}.parquet", tmp_path / f"{name}.csv"} <= set(files)
         assert (tmp_path / f"{name}.parquet").exists() and (tmp_path / f"{name}.csv").exists()
     stats_cols = {"test", "statistic", "p", "p_adj", "effect_size", "ci_low", "ci_high", "n"}
@@ -195,6 +201,9 @@ def test_run_audit_with_real_model(tmp_path):
     assert set(res.occupations["occupation"]) == set(res.units.loc[res.units["primary"], "unit"])
     assert list(pd.read_csv(tmp_path / "bold_headline.csv").columns) == occupations.HEADLINE_COLUMNS
     assert list(res.influence.columns) == occupations._INFLUENCE_COLUMNS
+    left_out = res.metrics[~res.metrics["in_primary"]]
+    assert res.excluded["n_completions"].sum() == len(left_out)
+    assert res.excluded["male_words"].sum() == left_out["male_words"].sum()
     expected = res.metrics[["expected_male", "expected_female"]]
     assert expected.notna().all().all() and (expected >= 0).all().all()
     again = bold.run_audit("smollm2-135m-instruct", limit=20, max_new_tokens=24, n_boot=50)

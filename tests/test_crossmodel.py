@@ -66,18 +66,22 @@ def test_short_model_ids_only_when_unambiguous():
 def test_bold_odds_ratios_from_the_audit_table():
     """On the published completions: the audit's Wald OR (published 24.65 [10.07, 60.37]) and the cluster bootstrap."""
     metrics = bold.completion_metrics(replication.load_published_completions())
-    table, _ = bold.audit_statistics(metrics, n_boot=50, seed=0)
+    table, _ = bold.audit_statistics(metrics, n_boot=50, seed=0, nested=False)
     odds = crossmodel.bold_odds_ratios(table.assign(model_id="published"))
     wald = odds[odds.method == "Wald (audit)"].iloc[0]
     assert (round(wald.odds_ratio, 2), round(wald.ci_low, 2), round(wald.ci_high, 2)) == (24.65, 10.07, 60.37)
-    assert odds.method.tolist() == ["random-intercept model (primary)", "occupation bootstrap",
+    assert odds.method.tolist() == ["marginal, occupation-mean shares (primary)",
+                                    "random-intercept model (conditional)", "occupation bootstrap",
                                     "published selection, keys resampled", "Wald (audit)"]
-    primary = table[table["role"] == "primary"].iloc[0]
+    primary = table[(table["role"] == "primary") & (table["effect"] == "odds_ratio")].iloc[0]
     assert odds.iloc[0][["odds_ratio", "ci_low", "ci_high"]].tolist() == primary[
         ["effect_size", "ci_low", "ci_high"]].tolist()
+    conditional = table[table["test"] == "mixed_logit_occupation"].iloc[0]
+    assert conditional["role"] == "sensitivity" and odds.iloc[1]["odds_ratio"] == conditional["effect_size"]
     spec = crossmodel.forest_chart(odds.assign(model_id="smollm2-135m-instruct--b179c9523d0e--fp32")).to_dict()
     alt_text, caption = rendering._figure_text(spec)
-    assert alt_text.startswith("Forest plot") and "random-intercept model (primary), occupation bootstrap" in alt_text
+    assert alt_text.startswith("Forest plot")
+    assert "random-intercept model (conditional), occupation bootstrap" in alt_text
     assert "dashed line marks 1" in caption and "resamples those occupations" in caption
     # ticks at doublings, at most 8 of them, not one per integer
     ticks = spec["layer"][0]["encoding"]["x"]["axis"]["values"]

@@ -54,15 +54,23 @@ def _quad_loglik(k, m, X, beta, sigma) -> float:
 @pytest.mark.parametrize("scale", [1.0, 0.37, 1.5], ids=["counts", "expected-like", "midwife-82-words"])
 def test_marginal_loglik_equals_quadrature_by_scipy(audit, scale):
     """Adaptive Gauss-Hermite against quad to 1e-8 relative, at the fit and at other points; non-integer counts
-    (x0.37) and Midwife at 82.5 words (x1.5) included."""
+    (x0.37) and Midwife at 82.5 words (x1.5) included; N_NODES up to VALID_SIGMA (3.5), WIDE_NODES beyond, where a
+    profile bound takes sigma (up to 4.9 on a build with 33 informative occupations, coefficients up to 9 logits):
+    1e-8 up to sigma 4.9, 1e-6 at sigma 6 (WIDE_SIGMA); N_NODES there erred by 4e-5 at sigma 4.9."""
     k, m, X = audit
     k, m = k * scale, m * scale
     fit = mixed.fit_mixed_logit(k, m, X)
     points = [(fit.coef.to_numpy(), fit.sigma), (np.array([0.5, -2.0]), 0.4), (np.array([1.0, -3.0]), 2.5),
-              (np.array([0.3, -1.0]), 0.0)]
+              (np.array([0.3, -1.0]), 0.0), (np.array([1.0, -3.0]), mixed._VALID_SIGMA),
+              (np.array([2.0, -9.0]), 4.9), (np.array([1.0, -5.0]), 4.9)]
     for beta, sigma in points:
         ours = mixed._mixed_loglik(k, m, X, beta, sigma)
         assert ours == pytest.approx(_quad_loglik(k, m, X, beta, sigma), rel=1e-8, abs=0), (beta, sigma)
+    for beta in (np.array([2.0, -9.0]), np.array([1.0, -5.0]), fit.coef.to_numpy()):
+        ours = mixed._mixed_loglik(k, m, X, beta, mixed._WIDE_SIGMA)
+        assert ours == pytest.approx(_quad_loglik(k, m, X, beta, mixed._WIDE_SIGMA), rel=1e-6, abs=0), beta
+    few = mixed._mixed_loglik(k, m, X, np.array([2.0, -9.0]), 4.9, n_nodes=mixed._N_NODES)
+    assert abs(few / _quad_loglik(k, m, X, np.array([2.0, -9.0]), 4.9) - 1) > 1e-6  # why the rule widens
     assert fit.loglik == pytest.approx(mixed._mixed_loglik(k, m, X, fit.coef.to_numpy(), fit.sigma), rel=1e-12)
 
 
@@ -125,7 +133,9 @@ def test_lr_test_is_the_refit_without_the_coefficient(audit):
         t = mixed._coefficient_test(fit, "female_dominated")
         assert t.lr_statistic == pytest.approx(2 * (fit.objective - without.objective), rel=1e-7)
         assert t.p == pytest.approx(st.chi2.sf(t.lr_statistic, 1), rel=1e-12)
-        assert t.ci_low < t.estimate < t.ci_high < 0 and t.p < 0.05 and t.note == ""
+        assert t.ci_low < t.estimate < t.ci_high < 0 and t.p < 0.05
+        # nothing unusual, though the profile may take sigma past 60 nodes' range (then it is computed with 200)
+        assert t.note == "" or (t.note.startswith("the profile's refits reached sigma") and ";" not in t.note)
         # not Wald's interval: the likelihood is skewed, and the profile reaches further from zero
         assert t.ci_low < t.estimate - 1.96 * t.se
 
@@ -174,6 +184,47 @@ def test_a_drifting_estimate_keeps_the_bound_towards_zero():
     # the interval's end is where the profile's LR against the drifting fit reaches the cut-off
     lr, _, _ = mixed._Profile(fit, fit.names.index("female_dominated"))(t.ci_low)
     assert lr == pytest.approx(t.cutoff, abs=1e-6)
+
+
+def test_a_bound_whose_refit_passes_the_validated_sigma_says_so():
+    """40 clusters of 1-3 words with a wide spread (true sigma 4): the estimate's sigma is inside the validated range,
+    but the upper bound's refit is not; the note says so. The refit's sigma is checked by Nelder-Mead on the
+    penalised likelihood with the coefficient held at the bound."""
+    rng = np.random.default_rng(0)
+    group = (np.arange(40) % 2).astype(float)
+    words = rng.integers(1, 4, 40)
+    k = rng.binomial(words, special.expit(0.5 + 2 * group + rng.normal(0, 4.0, 40))).astype(float)
+    X = pd.DataFrame({"intercept": 1.0, "g": group})
+    fit = mixed.fit_mixed_logit(k, words - k, X)
+    t = mixed._coefficient_test(fit, "g")
+    assert mixed._VALID_SIGMA < fit.sigma < mixed._WIDE_SIGMA and fit.message == ""
+    assert fit.n_nodes == mixed._WIDE_NODES  # past VALID_SIGMA the fit widened its quadrature
+    best = optimize.minimize(lambda th: -(mixed._mixed_loglik(k, words - k, X, [th[0], t.ci_high], abs(th[1]))
+                                          + np.log(abs(th[1]))),
+                             [fit.coef["intercept"], fit.sigma], method="Nelder-Mead",
+                             options={"xatol": 1e-8, "fatol": 1e-10})
+    assert abs(best.x[1]) > mixed._WIDE_SIGMA
+    assert f"the upper bound refits sigma {abs(best.x[1]):.3g}, beyond the 6 up to which the quadrature of 200 " \
+           "nodes is validated" in t.note
+
+
+def test_an_interval_whose_profile_passes_the_default_range_is_computed_again_with_wider_quadrature():
+    """A fit inside VALID_SIGMA (60 nodes) whose profile refits pass it: the interval and test are those of a fit with
+    WIDE_NODES nodes given explicitly, and the note says why."""
+    rng = np.random.default_rng(0)
+    group = (np.arange(40) % 2).astype(float)
+    words = rng.integers(1, 4, 40)
+    k = rng.binomial(words, special.expit(0.5 + 2 * group + rng.normal(0, 3.0, 40))).astype(float)
+    X = pd.DataFrame({"intercept": 1.0, "g": group})
+    fit = mixed.fit_mixed_logit(k, words - k, X)
+    assert fit.n_nodes == mixed._N_NODES and fit.sigma < mixed._VALID_SIGMA
+    t = mixed._coefficient_test(fit, "g")
+    wide = mixed._coefficient_test(mixed.fit_mixed_logit(k, words - k, X, n_nodes=mixed._WIDE_NODES), "g")
+    assert (t.ci_low, t.ci_high, t.lr_statistic) == pytest.approx((wide.ci_low, wide.ci_high, wide.lr_statistic),
+                                                                  rel=1e-9)
+    assert t.note.startswith("the profile's refits reached sigma ") and "fitted and profiled again with 200" in t.note
+    narrow = mixed._coefficient_test(mixed.fit_mixed_logit(k, words - k, X, n_nodes=mixed._N_NODES), "g")
+    assert "beyond the 3.5 up to which the quadrature of 60 nodes is validated" in narrow.note  # given, not widened
 
 
 def test_mixed_row_has_the_statistics_columns(audit):

@@ -8,6 +8,7 @@ import json
 import pandas as pd
 import pytest
 
+from bias_utils.audit import bold, replication
 from bias_utils.audit import occupation_units as ou
 from bias_utils.audit.bold_prompts import AUDIT_GROUPS, FEMALE_GROUP, MALE_GROUP, _load_audit_selection
 from bias_utils.core import data
@@ -245,3 +246,35 @@ def test_bad_input_names_the_parameter(selection, units):
         ou._unit_counts(units.drop(columns="primary"))
     with pytest.raises(ParameterError, match="^selection"):
         ou._unit_table(selection.iloc[:0])
+
+
+def test_excluded_completions_are_counted_by_reason_with_their_gendered_words(units):
+    """On the published completions: every completion the primary analysis leaves out is in the table once, under the
+    first reason that holds; those left out as a resample (a duplicate key, a second category, a repeated prompt)
+    are exactly the person-noun, conflict-free completions whose prompt text a kept completion of their group
+    already samples (recomputed here from the texts), and their gendered words are counted."""
+    metrics = bold.completion_metrics(ou.annotate(replication.load_published_completions(), "audit", units))
+    excluded = ou._excluded_completions(metrics, units)
+    left_out = metrics[~metrics["in_primary"]]
+    assert excluded["n_completions"].sum() == len(left_out)
+    assert (excluded["male_words"].sum(), excluded["female_words"].sum()) == (
+        left_out["male_words"].sum(), left_out["female_words"].sum())
+    assert list(excluded.columns) == ou._EXCLUDED_COLUMNS and set(excluded["reason"]) <= set(ou._EXCLUSIONS)
+    info = units.set_index(["group", "key"])
+    kind = info.loc[list(zip(left_out["group"], left_out["occupation"])), "unit_kind"].to_numpy()
+    conflict = info.loc[list(zip(left_out["group"], left_out["occupation"])), "conflict"].to_numpy() != ""
+    kept = set(zip(metrics.loc[metrics["in_primary"], "group"], metrics.loc[metrics["in_primary"], "prompt"]))
+    resampled = left_out[(kind == "person") & ~conflict]
+    assert all(pair in kept for pair in zip(resampled["group"], resampled["prompt"]))
+    again = excluded[excluded["reason"].isin(["duplicate key", "second category", "repeated prompt"])]
+    assert again["n_completions"].sum() == len(resampled)
+    assert (again["male_words"] + again["female_words"]).sum() == resampled["gendered_words"].sum()
+    assert excluded.loc[excluded["reason"] == "not a person noun", "n_completions"].sum() == int(
+        (kind != "person").sum() - ((kind != "person") & conflict).sum())
+    sentence = ou._describe_excluded(excluded, len(metrics))
+    assert sentence.startswith(f"The primary analysis leaves out {len(left_out):,} of the {len(metrics):,} "
+                               "completions, each for the first reason that holds: ")
+    for reason, rows in excluded.groupby("reason"):
+        n, keys = int(rows["n_completions"].sum()), int(rows["n_keys"].sum())
+        assert (f"{n} completion{'s' if n != 1 else ''} of {keys} key{'s' if keys != 1 else ''} for "
+                f"{ou._EXCLUSION_NAMES[reason]} ") in sentence

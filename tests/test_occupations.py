@@ -5,6 +5,8 @@ import itertools
 import numpy as np
 import pandas as pd
 import pytest
+import statsmodels.api as sm
+from scipy import stats as st
 
 from bias_utils.audit import bold, bold_prompts, occupation_units, occupations, replication
 from bias_utils.core import mixed, precision, stats
@@ -20,11 +22,20 @@ def published():
     statistics, the primary units' table, their influence and the headline."""
     completions = replication.load_published_completions()
     metrics = bold.completion_metrics(occupation_units.annotate(completions, "audit"))
-    table, _ = bold.audit_statistics(metrics, n_boot=200)
+    table, _ = bold.audit_statistics(metrics, n_boot=200, nested=False)  # the nested row: tests/test_nested.py
     occ = occupations.occupation_table(metrics)
     units = occupations.occupation_table(metrics[metrics["in_primary"]], by="unit")
     influence = occupations.influence_table(units, A, B)
     return metrics, occ, table, influence, occupations.headline_table(table, units, influence, n_boot=200), units
+
+
+def _share_difference(metrics: pd.DataFrame, by: str = "occupation") -> float:
+    """The primary difference recomputed from completions with pandas: per occupation its male words over its gendered
+    words, averaged per group over the occupations with any, male- minus female-dominated."""
+    words = metrics.groupby(["group", by])[["male_words", "female_words"]].sum()
+    total = words["male_words"] + words["female_words"]
+    share = (words["male_words"] / total)[total > 0].groupby(level="group").mean()
+    return float(share[A] - share[B])
 
 
 def _word_or(metrics: pd.DataFrame) -> dict:
@@ -44,6 +55,8 @@ def test_occupation_table_adds_up_to_the_published_counts(published):
     assert midwife["share_of_group_female_words"] == pytest.approx(52 / 64)
     gendered = metrics[metrics["any_gendered"]]
     assert occ["sum_male_share"].sum() == pytest.approx(gendered["male_share"].sum())
+    assert midwife["male_word_share"] == pytest.approx(3 / 55) and bool(midwife["informative"])
+    assert occ["informative"].sum() == 26 and occ.loc[~occ["informative"], "male_word_share"].isna().all()
 
 
 def test_cluster_interval_draws_the_replicates_of_stats_cluster_bootstrap_ci(published):
@@ -69,28 +82,45 @@ def test_cluster_interval_draws_the_replicates_of_stats_cluster_bootstrap_ci(pub
         assert got == pytest.approx(expected, rel=1e-9), measure
 
 
-def test_influence_is_the_odds_ratio_recomputed_without_each_occupation(published):
+def test_influence_is_the_statistic_recomputed_without_each_occupation(published):
     metrics, occ, *_ = published
     influence = occupations.influence_table(occ, A, B, estimate="pooled")
     assert influence["odds_ratio"].iloc[0] == pytest.approx(_word_or(metrics)["effect_size"])
     picked = pd.concat([influence.head(4), influence.sample(6, random_state=0)])
     for r in picked.itertuples():
-        assert r.odds_ratio_without == pytest.approx(_word_or(metrics[metrics["occupation"] != r.occupation])[
-            "effect_size"])
+        rest = metrics[metrics["occupation"] != r.occupation]
+        assert r.odds_ratio_without == pytest.approx(_word_or(rest)["effect_size"])
         assert r.pooled_odds_ratio_without == pytest.approx(r.odds_ratio_without)
+        assert r.share_difference_without == pytest.approx(_share_difference(rest))
+    assert influence["share_difference"].iloc[0] == pytest.approx(_share_difference(metrics))
+    # ranked by how far the primary difference moves; occupations without a gendered word do not move it
+    assert influence["share_change"].abs().is_monotonic_decreasing
+    silent = influence[(influence["male_words"] + influence["female_words"]) == 0]
+    assert (silent["share_change"] == 0).all()
     top = influence.iloc[0]
-    assert (top["occupation"], top["group"]) == ("Midwife", B)
-    assert round(top["odds_ratio_without"], 2) == 7.96  # the audit's 24.65 rests on Midwife's 52 female words
-    assert influence["log_or_change"].abs().is_monotonic_decreasing
-    assert set(influence.loc[influence["influential"], "occupation"]) == {"Midwife", "Tailor", "Dispatcher"}
+    assert (top["occupation"], top["group"]) == ("Tailor", B)
+    # the odds ratio's flag is symmetric on the log scale: x 4/3 and / 4/3 alike. Blacksmith's -33% (x 0.67) was
+    # not flagged by the relative change on the odds-ratio scale, which needed -33.3% down but +33.3% up
+    change = np.log(influence["odds_ratio_without"] / influence["odds_ratio"])
+    assert (influence["odds_ratio_influential"] == (change.abs() > np.log(4 / 3))).all()
+    flagged = set(influence.loc[influence["odds_ratio_influential"], "occupation"])
+    assert flagged == {"Midwife", "Tailor", "Dispatcher", "Blacksmith"}
+    blacksmith = influence.set_index("occupation").loc["Blacksmith"]
+    assert -1 / 3 < blacksmith["relative_change"] < 0 and blacksmith["log_or_change"] < -np.log(4 / 3)
+    moved = influence["share_change"].abs() > influence["share_difference"].abs() / 3
+    assert (influence["influential"] == moved).all()
     sentence = occupations._describe_influence(influence)
-    assert sentence.startswith("3 occupations of 224 move the odds ratio (24.65) by more than a third when left out")
-    assert "without Midwife (female-dominated, 3 male and 52 female words) it is 7.96 (−68%)".replace("−", "-") \
-        in sentence
+    full = precision.percent_text(influence["share_difference"].iloc[0])[:-1]
+    assert sentence.startswith(f"No single occupation moves the difference in male share ({full} percentage "
+                               "points) by more than a third of itself: leaving out the most influential, Tailor")
+    named = ", ".join(f"{r.occupation} ({precision.number_text(r.odds_ratio_without)})"
+                      for r in influence[influence["odds_ratio_influential"]].itertuples())
+    assert sentence.endswith("The audit's pooled-word odds ratio (24.65, a sensitivity row) is multiplied or divided "
+                             f"by more than 1.33 without {named}.")
 
 
-def test_mixed_influence_refits_the_primary_model_without_each_occupation(published):
-    *_, influence, _, units = published
+def test_mixed_influence_refits_the_conditional_model_without_each_occupation(published):
+    *_, influence, head, units = published
     assert (influence["estimate"] == "mixed").all()
 
     def refit(frame):
@@ -102,55 +132,97 @@ def test_mixed_influence_refits_the_primary_model_without_each_occupation(publis
         assert r.odds_ratio_without == pytest.approx(refit(units[units["occupation"] != r.occupation]), rel=1e-6)
     silent = influence[(influence["male_words"] + influence["female_words"]) == 0]
     assert (silent["odds_ratio_without"] == silent["odds_ratio"]).all()  # no words: nothing to leave out
-    # one talkative occupation cannot carry the primary estimate the way it carries the pooled words
+    # one talkative occupation cannot carry the conditional estimate the way it carries the pooled words
     midwife = influence.set_index("occupation").loc["midwife"]
     assert abs(midwife["log_or_change"]) < abs(midwife["pooled_log_or_change"])
-    # a primary fit drifting to infinity (the QUICK build's separation): the chart draws the pooled words instead
-    drifted = influence.assign(odds_ratio=np.exp(600.0), odds_ratio_without=np.inf)
-    spec = occupations.influence_chart(drifted).to_dict()
+    # the chart draws the primary difference without each occupation, in percentage points, with its interval
+    spec = occupations.influence_chart(influence, head, top=10).to_dict()
     point = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "point")
     drawn = pd.DataFrame(spec["datasets"][point["data"]["name"]])
-    assert len(drawn) == 15 and "pooled words' odds ratio instead" in str(spec)
-    want = influence.iloc[np.argsort(-influence["pooled_log_or_change"].abs().to_numpy(), kind="stable")].head(15)
-    assert drawn["odds_ratio_without"].tolist() == pytest.approx(want["pooled_odds_ratio_without"].tolist())
+    assert drawn["points_without"].tolist() == pytest.approx(
+        (100 * influence["share_difference_without"].head(10)).tolist())
+    dashed = next(layer for layer in spec["layer"] if layer["mark"].get("strokeDash"))
+    h = occupations.headline(head)
+    assert pd.DataFrame(spec["datasets"][dashed["data"]["name"]])["x"].tolist() == pytest.approx(
+        [100 * h["share_difference_ci_low"], 100 * h["share_difference_ci_high"]])
 
 
-def test_headline_reads_the_primary_row_and_the_published_selection(published):
+def test_headline_reads_the_primary_rows_and_the_published_selection(published):
     metrics, _, table, influence, head, units = published
     h = occupations.headline(head)
     primary = table[table["role"] == "primary"]
-    assert len(primary) == 1 and table.index[table["role"] == "primary"][0] == 0  # stated first
-    assert primary["test"].iloc[0] == "mixed_logit_occupation" and primary["unit"].iloc[0] == occupations._UNIT_MIXED
-    assert (h["odds_ratio"], h["ci_low"], h["ci_high"], h["p"]) == tuple(
-        primary[["effect_size", "ci_low", "ci_high", "p"]].iloc[0])
-    kept = units["group"].value_counts()
-    assert (h["n_units_a"], h["n_units_b"]) == (kept[A], kept[B])
-    assert h["n_units_informative"] == int((units["gendered_words"] > 0).sum())
-    assert (h["n_completions"], h["n_gendered_completions"]) == (
-        int(metrics["in_primary"].sum()), int(metrics.loc[metrics["in_primary"], "any_gendered"].sum()))
+    assert table["role"].iloc[:2].tolist() == ["primary", "primary"] and len(primary) == 2  # stated first
+    assert primary["measure"].tolist() == [occupations._SHARE, occupations._MARGINAL]
+    assert (primary["p_adj"] == primary["p"]).all() and (primary["adj_method"] == "none (primary)").all()
+    assert set(table.loc[table["test"] == "mixed_logit_occupation", "role"]) == {"sensitivity"}
+    # golden values: each group's mean share over its occupations with a gendered word, recomputed with pandas
+    kept = metrics[metrics["in_primary"]]
+    words = kept.groupby(["group", "unit"])[["male_words", "female_words"]].sum()
+    total = words["male_words"] + words["female_words"]
+    shares = (words["male_words"] / total)[total > 0].groupby(level="group")
+    assert (h["male_share_a"], h["male_share_b"]) == pytest.approx((shares.mean()[A], shares.mean()[B]))
+    assert h["share_difference"] == pytest.approx(shares.mean()[A] - shares.mean()[B])
+    assert (h["n_informative_a"], h["n_informative_b"]) == (shares.size()[A], shares.size()[B])
+    assert h["n_units_informative"] == shares.size().sum() == int(units["informative"].sum())
+    assert h["share_difference_ci_low"] < h["share_difference"] < h["share_difference_ci_high"]
+    for side in ("a", "b"):
+        assert h[f"male_share_{side}_ci_low"] <= h[f"male_share_{side}"] <= h[f"male_share_{side}_ci_high"]
+    expected = occupations._cluster_interval(units, occupations._SHARE, A, B, n_boot=200, seed=0, mc_error=True)
+    assert [h[f"share_difference{c}"] for c in ("", "_ci_low", "_ci_high", "_ci_low_mc_se", "_ci_high_mc_se")] == \
+        pytest.approx(list(expected))
+    p, k = occupations._occupation_permutation_p(units, occupations._SHARE, A, B)
+    assert (h["share_difference_p"], h["n_permutations"]) == (p, k)
+    conditional = table[(table["test"] == "mixed_logit_occupation") & (table["measure"] == OR)].iloc[0]
+    assert (h["conditional_odds_ratio"], h["conditional_ci_low"], h["conditional_ci_high"], h["conditional_p"]) == \
+        tuple(conditional[["effect_size", "ci_low", "ci_high", "p"]])
+    assert pd.isna(h["nested_odds_ratio"])  # nested=False in the fixture
+    assert (h["n_units_a"], h["n_units_b"]) == tuple(units["group"].value_counts()[[A, B]])
+    assert (h["n_completions"], h["n_gendered_completions"]) == (len(kept), int(kept["any_gendered"].sum()))
     assert h["published_odds_ratio"] == pytest.approx(24.6533, abs=1e-4)  # the audit's own number
     assert (h["n_keys_a"], h["n_keys_b"]) == (172, 52)
     assert (round(h["independent_ci_low"], 2), round(h["independent_ci_high"], 2)) == (10.07, 60.37)
     assert h["published_ci_low"] < h["independent_ci_low"] and h["published_ci_high"] > h["independent_ci_high"]
     assert h["published_ci_low_mc_se"] > 0 and h["published_ci_high_mc_se"] > 0
     assert h["top_occupation"] == influence["occupation"].iloc[0]
+    assert h["share_difference_without_top"] == influence["share_difference_without"].iloc[0]
     text = occupations.headline_sentence(head)
-    assert text.startswith(f"Primary analysis, over the {kept.sum()} deduplicated person-noun occupations, "
-                           f"{kept[A]} male-dominated and {kept[B]} female-dominated")
-    assert "(profile likelihood), likelihood-ratio p" in text and "random intercept per occupation" in text
+    na, nb = h["n_units_a"], h["n_units_b"]
+    assert text.startswith(f"Primary analysis, over the {na + nb} deduplicated person-noun occupations, {na} "
+                           f"male-dominated and {nb} female-dominated; {h['n_units_informative']} carry any gendered "
+                           f"word ({h['n_informative_a']} and {h['n_informative_b']}), each occupation weighing one: a "
+                           "larger share of male words about male-dominated occupations than about female-dominated "
+                           "ones. ")
+    first = occupations.estimate_text(h)
+    assert first.startswith(f"{precision.percent_text(h['male_share_a'])} (95% CI ") and f"{first[0].upper()}" \
+        f"{first[1:]}." in text
+    assert "of the gendered words about a typical male-dominated occupation are male" in first
+    assert f"a difference of {precision.percent_text(h['share_difference'])[:-1]} percentage points" in first
+    assert occupations.estimate_text(h, "marginal") in text and occupations.estimate_text(h, "conditional") in text
+    assert text.index(first[1:]) < text.index("Sensitivity, a conditional estimand") < text.index("Beside it")
     low = precision.mc_round(h["published_ci_low"], h["published_ci_low_mc_se"])
     high = precision.mc_round(h["published_ci_high"], h["published_ci_high_mc_se"])
     assert f"included): odds ratio 24.65, 95% CI {low} to {high} resampling whole keys, permutation p " in text
     assert "(200 replicates, each bound to its Monte Carlo error)" in text
-    assert occupations.estimate_text(h) in text and occupations.estimate_text(h, "published") in text
-    shown = occupations.headline_rows(head).set_index("analysis")
-    assert shown.iloc[0]["odds ratio"] == precision.number_text(h["odds_ratio"])  # one rounding for both
-    assert shown.iloc[3]["95% CI"] == f"{low} to {high}"
     assert "the audit's own interval, every word independent, is 10.07 to 60.37." in text
+    shown = occupations.headline_rows(head)
+    assert shown["analysis"].str.startswith("primary").tolist()[:4] == [True] * 4
+    assert shown["analysis"].iloc[4].startswith("sensitivity (conditional)")
+    assert shown["estimate"].iloc[0] == f"{precision.percent_text(h['share_difference'])[:-1]} percentage points"
+    assert shown["estimate"].iloc[1:3].tolist() == [precision.percent_text(h["male_share_a"]),
+                                                    precision.percent_text(h["male_share_b"])]
+    assert shown["estimate"].iloc[4] == f"odds ratio {precision.number_text(h['conditional_odds_ratio'])}"
+    assert shown["estimate"].iloc[5] == "not estimable"
+    assert shown["95% CI"].iloc[8] == f"{low} to {high}"
+    assert shown["p"].iloc[0] == f"permutation p {stats.permutation_p_text(h['share_difference_p'], k)}"
+    assert shown["occupations"].iloc[0] == (f"{na} + {nb} deduplicated person nouns, {h['n_informative_a']} + "
+                                            f"{h['n_informative_b']} with any gendered word")
     assert occupations.headline_sentence(head.iloc[0:0]) == "" and occupations.headline(head.iloc[0:0]) == {}
-    drifting = {**h, "odds_ratio": float(np.exp(462.0)), "ci_low": 2.2, "ci_high": np.inf, "p": 0.01}
-    want = f"odds ratio unbounded (separation), 95% CI {precision.interval_text(2.2, np.inf)} (profile"
-    assert occupations.estimate_text(drifting).startswith(want)
+    drifting = {**h, "conditional_odds_ratio": float(np.exp(462.0)), "conditional_ci_low": 2.2,
+                "conditional_ci_high": np.inf, "conditional_p": 0.01}
+    want = f"conditional odds ratio unbounded (separation), 95% CI {precision.interval_text(2.2, np.inf)} (profile"
+    assert occupations.estimate_text(drifting, "conditional").startswith(want)
+    with pytest.raises(ValueError, match="which must be"):
+        occupations.estimate_text(h, "odds")
     with pytest.raises(ValueError, match="one model"):
         occupations.headline(pd.concat([head, head]))
     chart = occupations.influence_chart(influence, head, top=10,
@@ -158,18 +230,78 @@ def test_headline_reads_the_primary_row_and_the_published_selection(published):
     assert len(chart["layer"]) == 4
     assert chart["title"] == "Leave one occupation out: Qwen2.5-0.5B (bf16)"
     alt_text, caption = rendering._figure_text(chart)
-    full = f"{h['odds_ratio']:.2f}"
-    assert alt_text == (f"Dot plot: the BOLD odds ratio without each of 10 occupations, against the odds ratio with "
-                        f"all ({full}).")
-    assert caption.startswith("Each row is one of the 10 occupations whose removal moves the odds ratio most")
-    assert "less than 33%" in caption and "dashed lines its 95% confidence interval (profile likelihood)" in caption
+    points = precision.percent_text(h["share_difference"])[:-1]
+    assert alt_text == (f"Dot plot: the difference in male share without each of 10 occupations, against the "
+                        f"difference with all ({points} percentage points).")
+    assert caption.startswith("Each row is one of the 10 occupations whose removal moves the primary difference")
+    assert "less than a third of itself" in caption and "dashed lines its 95% confidence interval" in caption
+
+
+def test_marginal_odds_ratio_is_the_independence_gee_weighting_each_occupation_once(published):
+    """The two primary shares as an odds ratio equal statsmodels' GEE (logistic, independence working correlation)
+    on the published completions' gendered words, each word weighted by one over its occupation's words."""
+    metrics, _, table, _, head, _ = published
+    kept = metrics[metrics["in_primary"]]
+    words = kept.groupby(["group", "unit"])[["male_words", "female_words"]].sum().reset_index()
+    words = words[words["male_words"] + words["female_words"] > 0]
+    y = np.concatenate([np.r_[np.ones(int(r.male_words)), np.zeros(int(r.female_words))]
+                        for r in words.itertuples()])
+    size = np.repeat((words["male_words"] + words["female_words"]).to_numpy(), (words["male_words"]
+                                                                                + words["female_words"]).to_numpy())
+    cluster = np.repeat(np.arange(len(words)), (words["male_words"] + words["female_words"]).to_numpy())
+    in_a = np.repeat((words["group"] == A).to_numpy(float), (words["male_words"] + words["female_words"]).to_numpy())
+    gee = sm.GEE(y, sm.add_constant(in_a), groups=cluster, family=sm.families.Binomial(),
+                 cov_struct=sm.cov_struct.Independence(), weights=1 / size).fit()
+    h = occupations.headline(head)
+    assert h["marginal_odds_ratio"] == pytest.approx(np.exp(gee.params[1]), rel=1e-7)
+    share_a, share_b = h["male_share_a"], h["male_share_b"]
+    assert h["marginal_odds_ratio"] == pytest.approx(share_a / (1 - share_a) / (share_b / (1 - share_b)))
+    row = table[table["measure"] == occupations._MARGINAL].iloc[0]
+    assert (row["effect_size"], row["ci_low"], row["ci_high"], row["p"]) == (
+        h["marginal_odds_ratio"], h["marginal_ci_low"], h["marginal_ci_high"], h["marginal_p"])
+
+
+def test_bca_interval_equals_scipy_bootstrap():
+    """The primary intervals are BCa (bias-corrected and accelerated, the acceleration from the jackknife within each
+    group): equal to scipy.stats.bootstrap(method="BCa") on two samples up to the Monte Carlo error of 40,000
+    replicates each (other draws), on occupations that all carry a gendered word (scipy keeps no undefined
+    replicate); the difference in shares, the log odds ratio of the shares, and one group's share."""
+    rng = np.random.default_rng(5)
+    n = rng.integers(1, 9, 50)
+    group = np.r_[np.full(30, A), np.full(20, B)]
+    male = rng.binomial(n, np.where(group == A, 0.7, 0.3))
+    occ = pd.DataFrame({"group": group, "occupation": [f"o{i}" for i in range(50)], "male_words": male,
+                        "female_words": n - male, "gendered_words": n, "informative": True,
+                        "male_word_share": male / n})
+    sa, sb = (occ.loc[occ["group"] == g, "male_word_share"].to_numpy() for g in (A, B))
+
+    def logit(x):
+        return np.log(x / (1 - x))
+
+    for measure, statistic in ((occupations._SHARE, lambda x, y, axis=-1: x.mean(axis) - y.mean(axis)),
+                               (occupations._MARGINAL,
+                                lambda x, y, axis=-1: logit(x.mean(axis)) - logit(y.mean(axis)))):
+        theirs = st.bootstrap((sa, sb), statistic, n_resamples=40_000, method="BCa",
+                              random_state=np.random.default_rng(1)).confidence_interval
+        scale = np.log if measure == occupations._MARGINAL else float  # the odds ratio compared on its log scale
+        _, low, high = occupations._cluster_interval(occ, measure, A, B, n_boot=40_000, seed=3)
+        assert (scale(low), scale(high)) == pytest.approx((theirs.low, theirs.high), abs=0.03), measure
+        percentile = st.bootstrap((sa, sb), statistic, n_resamples=40_000, method="percentile",
+                                  random_state=np.random.default_rng(1)).confidence_interval
+        print(f"\n{measure}: ours {scale(low):.4f} to {scale(high):.4f}, scipy BCa {theirs.low:.4f} to "
+              f"{theirs.high:.4f}, scipy percentile {percentile.low:.4f} to {percentile.high:.4f}")
+    theirs = st.bootstrap((sa,), np.mean, n_resamples=40_000, method="BCa",
+                          random_state=np.random.default_rng(1)).confidence_interval
+    shares = occupations._group_shares(occ, A, B, n_boot=40_000, seed=3)
+    assert (shares["male_share_a_ci_low"], shares["male_share_a_ci_high"]) == pytest.approx(
+        (theirs.low, theirs.high), abs=0.005)
 
 
 def test_a_run_without_gendered_words_reads_as_such(published):
     """A quick run can have no gendered word at all: the odds ratio is then 1 by construction, not a finding."""
     metrics = published[0]
     tiny = metrics[~metrics["any_gendered"] & metrics["in_primary"]].groupby("group").head(6)
-    table, skipped = bold.audit_statistics(tiny, n_boot=20)
+    table, skipped = bold.audit_statistics(tiny, n_boot=20, nested=False)
     assert skipped["test"].str.startswith("mixed_logit_occupation").any()  # nothing to fit: a recorded skip
     occ = occupations.occupation_table(tiny, by="unit")
     influence = occupations.influence_table(occ, A, B)
@@ -253,3 +385,95 @@ def test_unknown_measure_or_missing_group_is_named():
         occupations._cluster_interval(occ, "odds", A, B)
     with pytest.raises(ValueError, match="group 'female_dominated' has no occupations"):
         occupations._occupation_permutation_p(occ, OR, A, B)
+
+
+def test_primary_permutation_p_sits_at_its_floor_and_says_so():
+    """Every male-dominated occupation that writes a gendered word writes only male words, every female-dominated one
+    only female words: a relabelling of the 40 occupations reaches the observed difference (1) only by keeping every
+    occupation with a gendered word in its group (252 of the C(40, 20) = 1.4e11 splits), so p = 1/(K+1), printed
+    "≤ 1/(K+1)"; the marginal odds ratio is infinite there, and its p at the floor too."""
+    n = 20
+    words = np.tile([3, 0, 1, 2], n // 2)
+    occ = pd.DataFrame({"group": [A] * n + [B] * n, "occupation": [f"o{i}" for i in range(2 * n)],
+                        "male_words": np.r_[words[:n], np.zeros(n, int)],
+                        "female_words": np.r_[np.zeros(n, int), words[n:]]})
+    occ["gendered_words"] = occ["male_words"] + occ["female_words"]
+    occ["informative"] = occ["gendered_words"] > 0
+    occ["male_word_share"] = occ["male_words"] / occ["gendered_words"].where(occ["informative"])
+    for k in (99, 999):
+        p, used = occupations._occupation_permutation_p(occ, occupations._SHARE, A, B, n_permutations=k, seed=2)
+        assert used == k and p == 1 / (k + 1)
+        assert occupations._p_phrase(p, used) == f"p ≤ 1/{k + 1:,}"
+    estimate, low, high = occupations._cluster_interval(occ, occupations._SHARE, A, B, n_boot=200)
+    assert estimate == 1.0 and low == high == 1.0  # resampling cannot move a difference that is 1 everywhere
+    p, used = occupations._occupation_permutation_p(occ, occupations._MARGINAL, A, B, n_permutations=99, seed=2)
+    assert p == 1 / 100 and np.isinf(occupations._cluster_interval(occ, occupations._MARGINAL, A, B, n_boot=50)[0])
+
+
+def _simulated_audits(rng: np.random.Generator, n_sim: int, mu_a: float, mu_b: float, n_a: int = 54,
+                      n_b: int = 34) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``n_sim`` audits shaped like a build's primary units (88 occupations, 54 male- and 34 female-dominated, 2-13
+    completions each), as arrays: each occupation's (male share of its gendered words, 0 without any; whether it has
+    any) [n_sim, 88, 2], the group labels [88] and the occupations with a gendered word per audit. An occupation's
+    share of completions with a gendered word is beta(0.3, 2.2) (mean 0.12: about 32 of 88 occupations and 80
+    completions with any, a few talkative); a gendered completion has 1 + geometric(0.6) words (mean 1.7, up to
+    about 10); its male share is beta around the occupation's (concentration 0.5: a completion tends to be all male
+    or all female, overdispersed within completions), and the occupation's share is beta around its group's mean
+    (concentration 2). The true primary difference is mu_a - mu_b: given its completions' word counts an
+    occupation's expected share is its own, independent of how many words it wrote."""
+    groups = np.r_[np.full(n_a, A), np.full(n_b, B)]
+    mu = np.where(groups == A, mu_a, mu_b)
+    completions = rng.integers(2, 14, (n_sim, n_a + n_b))
+    rate = rng.beta(0.3, 2.2, (n_sim, n_a + n_b))
+    share = rng.beta(mu * 2.0, (1 - mu) * 2.0, (n_sim, n_a + n_b))
+    real = np.arange(13) < completions[..., None]
+    gendered = real & (rng.random(real.shape) < rate[..., None])
+    words = np.where(gendered, 1 + rng.negative_binomial(1, 0.6, real.shape), 0)
+    male = rng.binomial(words, rng.beta(share[..., None] * 0.5, (1 - share[..., None]) * 0.5, real.shape))
+    k, n = male.sum(-1), words.sum(-1)
+    values = np.stack([np.where(n > 0, k / np.maximum(n, 1), 0.0), (n > 0).astype(float)], axis=-1)
+    return values, groups, (n > 0).sum(-1)
+
+
+N_COVERAGE = 2000  # simulated audits per design; a coverage's Monte Carlo SE is then 0.5 points at 95%
+COVERAGE_GATE = (0.92, 0.98)  # a true 95% fails it in well under 0.1% of seeds, a true 90% passes in about 0.1%
+N_BOOT_SIM = 999
+
+
+@pytest.mark.parametrize("mu_a, mu_b", [(0.82, 0.15), (0.5, 0.5)], ids=["build-like", "no-difference"])
+def test_primary_interval_covers_on_audits_shaped_like_a_build(mu_a, mu_b):
+    """The headline's 95% interval (BCa, occupations resampled) covers the true difference in mean male share at
+    about 95% over N_COVERAGE simulated audits (_simulated_audits: 88 occupations of which about 32 carry a few
+    gendered words, overdispersed within completions), vectorised over the audits (the same N_BOOT_SIM draws for
+    each, as _stacked_interval allows); shares of 0.82 against 0.15 are the build's of issue 38. The marginal odds
+    ratio's coverage and the percentile interval's are printed beside it."""
+    values, groups, informative = _simulated_audits(np.random.default_rng(38), N_COVERAGE, mu_a, mu_b)
+    assert 28 <= informative.mean() <= 36  # about a third of the occupations carry a gendered word
+    truth = {occupations._SHARE: mu_a - mu_b,
+             occupations._MARGINAL: np.log(mu_a / (1 - mu_a)) - np.log(mu_b / (1 - mu_b))}
+    coverage = {}
+    for measure, true in truth.items():
+        estimate, low, high, boots, _ = occupations._stacked_interval(values, groups, measure, A, B,
+                                                                      n_boot=N_BOOT_SIM, seed=0)
+        coverage[measure] = float(np.mean((low <= true) & (true <= high)))
+        percentile = occupations._quantiles(boots, np.array([0.025, 0.975]))
+        coverage[measure + ", percentile"] = float(np.mean((percentile[:, 0] <= true) & (true <= percentile[:, 1])))
+    print(f"\ncoverage over {N_COVERAGE} audits ({mu_a} vs {mu_b}, {informative.mean():.1f} informative "
+          f"occupations): " + "; ".join(f"{k} {v:.3f}" for k, v in coverage.items()))
+    assert COVERAGE_GATE[0] <= coverage[occupations._SHARE] <= COVERAGE_GATE[1]
+    assert coverage[occupations._SHARE] >= coverage[occupations._SHARE + ", percentile"]
+
+
+def test_primary_permutation_test_holds_its_level():
+    """No group difference (both groups' occupations share a mean male share of 0.5): over 400 simulated audits the
+    permutation test of the difference in mean share rejects at the 5% level in about 5% of them (gate 0.08: a true
+    5% fails it in 0.3% of seeds), with 199 relabellings each."""
+    values, groups, _ = _simulated_audits(np.random.default_rng(8), 400, 0.5, 0.5)
+    rejected = 0
+    for i, v in enumerate(values):
+        occ = pd.DataFrame({"group": groups, "occupation": [f"o{j}" for j in range(len(groups))],
+                            "informative": v[:, 1] > 0, "male_word_share": np.where(v[:, 1] > 0, v[:, 0], np.nan)})
+        rejected += occupations._occupation_permutation_p(occ, occupations._SHARE, A, B, n_permutations=199,
+                                                          seed=i)[0] <= 0.05
+    print(f"\nfalse-positive rate at 0.05 of the primary permutation test: {rejected / len(values):.3f}")
+    assert rejected / len(values) <= 0.08

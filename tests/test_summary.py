@@ -11,7 +11,7 @@ import vl_convert as vlc
 
 from bias_utils.audit import bold, bold_prompts, link, occupation_units, occupations, replication
 from bias_utils.book import summary
-from bias_utils.core import stats, tables
+from bias_utils.core import precision, stats, tables
 from bias_utils.core.results import write_table
 from bias_utils.report import rendering
 
@@ -46,7 +46,7 @@ def published():
     units = occupation_units._unit_table("audit")
     metrics = bold.completion_metrics(occupation_units.annotate(replication.load_published_completions(), "audit",
                                                                 units))
-    table, _ = bold.audit_statistics(metrics, n_boot=N_BOOT, n_permutations=N_PERM)
+    table, _ = bold.audit_statistics(metrics, n_boot=N_BOOT, n_permutations=N_PERM, nested=False)
     occ = occupations.occupation_table(metrics[metrics["in_primary"]], by="unit")
     head = occupations.headline_table(table, occ, occupations.influence_table(occ, A, B), n_boot=N_BOOT)
     return metrics, head, units
@@ -105,6 +105,14 @@ def test_headline_sentence_carries_the_primary_estimate_and_the_published_select
     assert "the audit's own interval, every word independent, is 10.07 to 60.37." in sentence
     assert sentence.startswith("no name profile at the primary specification in its results. Primary analysis, over "
                                "the 88 deduplicated person-noun occupations")
+    # it leads with what the model wrote: each group's male share, recomputed here with pandas
+    words = primary.groupby(["group", "unit"])[["male_words", "female_words"]].sum()
+    total = words["male_words"] + words["female_words"]
+    share = (words["male_words"] / total)[total > 0].groupby(level="group").mean()
+    text = occupations.estimate_text(h)
+    assert text.startswith(f"{precision.percent_text(share[A])} (95% CI ")
+    assert f", {precision.percent_text(share[B])} (95% CI " in text
+    assert sentence.index(text) < sentence.index("conditional odds ratio") < sentence.index("odds ratio 24.65")
 
 
 def test_summary_table_reads_every_model(results, published):
@@ -117,9 +125,8 @@ def test_summary_table_reads_every_model(results, published):
     assert (dec.names_warmth_g, dec.names_warmth_ci_low, dec.names_warmth_ci_high) == pytest.approx((1.0, 0.2, 1.8))
     assert dec.names_warmth_verdict == "supported" and enc.names_competence_verdict == "not shown"
     h = published[1].iloc[0]
-    assert (dec.odds_ratio, dec.ci_low, dec.ci_high, dec.published_odds_ratio) == (
-        h.odds_ratio, h.ci_low, h.ci_high, h.published_odds_ratio)
-    assert (dec.n_gendered_completions, dec.n_completions) == (h.n_gendered_completions, h.n_completions)
+    assert [getattr(dec, c) for c in summary._AUDIT_COLUMNS] == [h[c] for c in summary._AUDIT_COLUMNS]
+    assert summary._AUDIT_COLUMNS[:3] == ["male_share_a", "male_share_b", "share_difference"]
     assert dec.sentence == (
         "female names higher on warmth (g = 1.00, 95% CI 0.20 to 1.80, Holm p = 0.01; as Schuster et al. 2024 "
         "found; axis supported; 12% of 96 analysis specifications agree with the paper and are significant "
@@ -132,7 +139,7 @@ def test_summary_table_reads_every_model(results, published):
         "Holm p = 0.001). An encoder: it writes no text to audit.")
     assert gone.sentence == "no name profile at the primary specification in its results. It has no BOLD audit results."
     assert new.sentence.startswith("no reading on warmth: its axis has no verdict in this build (g = 0.70")
-    assert pd.isna(enc.odds_ratio)
+    assert pd.isna(enc.share_difference) and pd.isna(enc.marginal_odds_ratio)
 
 
 def test_findings_bullets_name_model_direction_size_and_what_is_not_shown(results, published):
@@ -159,10 +166,13 @@ def test_findings_bullets_name_model_direction_size_and_what_is_not_shown(result
     assert units == ("**What counts as an occupation** ({doc}`how the audit decides it </models/dec--1--fp32/"
                      "06_bold_audit>`). " + occupation_units.describe_units(published[2]))
     h = occupations.headline(published[1])
+    # the shares first (what the model wrote), the odds ratios after them
     assert writing.startswith("**Writing about occupations (BOLD).** In {doc}`dec </models/dec--1--fp32/06_bold_audit>`"
-                              ", gendered words about a typical male-dominated occupation are more often male than "
-                              f"about a female-dominated one ({occupations.estimate_text(h)}; 88 deduplicated "
-                              "person-noun occupations")
+                              f", {occupations.estimate_text(h)} (88 deduplicated person-noun occupations, "
+                              f"{h['n_units_informative']} of them with any gendered word; "
+                              f"{h['n_gendered_completions']} of their {h['n_completions']} completions with one); "
+                              f"as an odds ratio of the two shares, {occupations.estimate_text(h, 'marginal')}; ")
+    assert writing.index(precision.percent_text(h["male_share_a"])) < writing.index("odds ratio")
     assert ("the audit's pooled-word odds ratio on its published selection, for comparison: "
             + occupations.estimate_text(h, "published")) in writing
     assert writing.endswith("; enc writes no text (encoder); new has no audit results.")
@@ -181,18 +191,21 @@ def test_summary_chart_draws_gaps_and_the_occupation_interval(results):
     assert bool(valid[("enc--2--fp32", "names", "warmth")]) and bool(valid[("dec--1--fp32", "names", "warmth")])
     spec = summary.summary_chart(gaps, head).to_dict()
     titles = [panel["title"] for panel in spec["hconcat"]]
-    assert titles == ["names: female − male", "terms: female − male", "BOLD audit: odds ratio"]
-    odds_panel = spec["hconcat"][2]["layer"][1]["encoding"]
-    assert (odds_panel["x"]["field"], odds_panel["x2"]["field"]) == ("ci_low", "ci_high")
+    assert titles == ["names: female − male", "terms: female − male", "BOLD audit: male share of gendered words"]
+    share_panel = spec["hconcat"][2]["layer"][1]["encoding"]
+    assert (share_panel["x"]["field"], share_panel["x2"]["field"]) == ("share_difference_ci_low_points",
+                                                                       "share_difference_ci_high_points")
+    drawn = pd.DataFrame(spec["datasets"][spec["hconcat"][2]["layer"][1]["data"]["name"]])
+    h = head.dropna(subset=["share_difference"]).iloc[0]
+    assert drawn["share_difference_points"].tolist() == pytest.approx([100 * h["share_difference"]])
     svg = vlc.vegalite_to_svg(spec)
-    assert all(label in svg for label in ("dec", "enc", "odds ratio (log; primary model)"))
-    odds_axis = spec["hconcat"][2]["layer"][0]["encoding"]["x"]["axis"]
-    # few ticks on the narrow panel, each a power of two, 1 among them (Vega's own collide: "3 45")
-    assert 1 in odds_axis["values"] and len(odds_axis["values"]) <= 5
-    assert all(float(np.log2(v)).is_integer() for v in odds_axis["values"])
+    assert all(label in svg for label in ("dec", "enc", "male share, difference (points)"))
+    axis = spec["hconcat"][2]["layer"][0]["encoding"]["x"]["axis"]
+    assert axis["values"] == [-100, -50, 0, 50, 100]  # the whole range a difference in shares can take
     alt_text, caption = rendering._figure_text(spec)
     assert alt_text == ("Dot plots of the female − male gaps on warmth and competence for names and terms per model, "
-                        "beside the BOLD audit's odds ratio per model that writes, with 95% confidence intervals.")
+                        "beside the BOLD audit's difference in male share per model that writes, with 95% confidence "
+                        "intervals.")
     assert caption.startswith("A row per model, named in every panel. In the names and terms panels, a dot is the "
                               "female − male gap")
     assert "In the last panel" in caption and "A faint gap" in caption

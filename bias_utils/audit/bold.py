@@ -180,31 +180,38 @@ def _try(rows: list, skipped: list, label: str, fn, *args, **kw) -> None:
 
 
 def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = None, method: str = "holm",
-                     n_boot: int = 1000, seed: int = 0,
-                     n_permutations: int = occupations._N_PERMUTATIONS) -> tuple[pd.DataFrame, pd.DataFrame]:
+                     n_boot: int = 1000, seed: int = 0, n_permutations: int = occupations._N_PERMUTATIONS,
+                     nested: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """All tests of the audit and the book's additions; returns ``(table, skipped)``.
 
     ``table`` has :data:`bias_utils.core.stats.STAT_COLUMNS` plus ``measure`` (the
     variable tested), ``unit`` (what is treated as independent: one of
     :data:`bias_utils.audit.occupations.OCCUPATION_UNITS`, or "independent words" /
     "independent completions", with ", the published audit's method" on the
-    audit's rows), the occupation rows' own columns (``n_occupations``, ``n_permutations``,
-    ``n_boot``, each bound's Monte Carlo SE; the mixed model's ``sigma``, ``note``) and ``role``:
+    audit's rows), the occupation rows' own columns (``n_occupations``, ``n_informative``: the occupations that
+    inform the estimate, ``n_permutations``, ``n_boot``, each bound's Monte Carlo SE; the mixed models' ``sigma``,
+    ``note``) and ``role``:
 
-    * ``primary``: the pre-stated estimand (:data:`bias_utils.audit.occupations.PRIMARY_ESTIMAND`): the mixed
-      model's odds ratio over the primary units, first row; its ``p_adj`` equals ``p`` (one pre-specified
-      test, ``adj_method`` "none (primary)"). The primary units are the deduplicated person-noun
-      occupations when ``metrics`` carries ``unit`` and ``in_primary``
-      (:func:`bias_utils.audit.occupation_units.annotate`), else every BOLD key;
-    * ``sensitivity``: the same model with each completion counted at most once per gender, and the
-      audit's pooled-word odds ratio with the occupation cluster bootstrap and permutation p over the
-      primary units and, with units, over the published selection's keys;
+    * ``primary``: the pre-stated estimand (:data:`bias_utils.audit.occupations.PRIMARY_ESTIMAND`) over the
+      primary units, the first two rows: the difference in the mean male share of gendered words over the
+      occupations (effect ``share_difference``, with each group's share and interval in ``male_share_a/_b``)
+      and the same two shares as the marginal odds ratio, each with its occupation cluster bootstrap interval
+      and permutation p; their ``p_adj`` equals ``p`` (the pre-specified estimand, ``adj_method`` "none
+      (primary)"). The primary units are the deduplicated person-noun occupations when ``metrics`` carries
+      ``unit`` and ``in_primary`` (:func:`bias_utils.audit.occupation_units.annotate`), else every BOLD key;
+    * ``sensitivity``: the conditional odds ratio of the random-intercept model (words; with completions nested
+      in occupations; each completion counted at most once per gender), and the audit's pooled-word odds ratio
+      with the occupation cluster bootstrap and permutation p over the primary units and, with units, over the
+      published selection's keys;
     * ``audit``: the five published tests, computed the audit's way on every completion;
     * ``alternative``: the standard form of a questionable audit convention, shown beside it;
     * ``extension``: what the audit lacked, including the occupation-level share of
       completions with any gendered word and male share among them.
 
-    ``p_adj`` of every row but the primary one is over those rows (``method``).
+    ``nested=False`` leaves out the nested model's row (words within completions within occupations: about a
+    minute on the audit's counts, against milliseconds for the rest; the tests that do not read it skip it).
+
+    ``p_adj`` of every row but the primary ones is over those rows (``method``).
     ``skipped`` lists tests that could not be computed (``test, reason``), e.g.
     too few gendered completions in a small run.
 
@@ -272,18 +279,24 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
     add("extension", "male_share among gendered completions", "mann_whitney", stats.mann_whitney,
         ga["male_share"], gb["male_share"], n_boot=n_boot, seed=seed, **kw)
     primary_units = _primary_units(m)
-    primary: list[dict] = []
-    _try(primary, skipped, "mixed_logit_occupation [odds_ratio]", occupations._mixed_rows, primary_units, a, b)
-    rows += [r for r in primary if r["role"] != "primary"]
-    primary = [r for r in primary if r["role"] == "primary"]
-    _try(rows, skipped, "cluster_bootstrap_occupation [primary units]", occupations._occupation_tests, primary_units,
-         a, b, n_boot=n_boot, n_permutations=n_permutations, seed=seed)
+    occupation_rows: list[dict] = []
+    _try(occupation_rows, skipped, "cluster_bootstrap_occupation [primary units]", occupations._occupation_tests,
+         primary_units, a, b, n_boot=n_boot, n_permutations=n_permutations, seed=seed)
+    primary = [r for r in occupation_rows if r["role"] == "primary"]
+    rows += [r for r in occupation_rows if r["role"] != "primary"]
+    # the conditional (random-intercept) odds ratios: sensitivity rows
+    _try(rows, skipped, "mixed_logit_occupation [odds_ratio]", occupations._mixed_rows, primary_units, a, b)
+    if nested:
+        _try(rows, skipped, "mixed_logit_nested [odds_ratio]", occupations._nested_rows,
+             m[m["in_primary"].astype(bool)], a, b)
     # the published selection as the audit used it, beside the primary units
     _try(rows, skipped, "cluster_bootstrap_occupation [published selection]", occupations._occupation_tests,
          occupations.occupation_table(m), a, b, n_boot=n_boot, n_permutations=n_permutations, seed=seed,
          unit=occupations.UNIT_PUBLISHED, measures=["odds_ratio (words)"])
-    # The primary test is one pre-specified test: a family of its own, so its p is not adjusted.
-    head = stats.results_table(primary, method=method).assign(adj_method="none (primary)")
+    # The primary estimand is pre-specified: a family of its own, its p not adjusted (the marginal odds ratio's p
+    # tests the same null, occupations exchangeable between the groups, on the odds scale).
+    head = stats.results_table(primary, method=method)
+    head = head.assign(p_adj=head["p"], adj_method="none (primary)")
     table = pd.concat([head, stats.results_table(rows, method=method)], ignore_index=True)
     return _with_units(table), pd.DataFrame(skipped, columns=["test", "reason"])
 
@@ -331,17 +344,19 @@ def _reading_numbers(row: pd.Series, what: str) -> str:
 
 
 def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = None,
-                   influence: pd.DataFrame | None = None) -> list[str]:
+                   influence: pd.DataFrame | None = None, excluded: pd.DataFrame | None = None) -> list[str]:
     """Sentences reading an audit, the primary analysis first.
 
-    From ``headline`` (:func:`bias_utils.audit.occupations.headline_table`): the odds ratio with its
-    occupation interval and permutation p, the audit's independent-words interval beside it, and how
-    many completions contain a gendered word; from ``influence``
-    (:func:`bias_utils.audit.occupations.influence_table`): the occupations whose removal moves the odds
-    ratio by more than a third. Then, from ``statistics`` (:func:`audit_statistics`): the share of
-    completions with any gendered word by occupation (the audit's unit, completions, beside it), the
-    audit's own odds-ratio test, and its PMI difference. Rows the run could not compute are left out
-    (they are in ``skipped``).
+    From ``headline`` (:func:`bias_utils.audit.occupations.headline_sentence`): each group's male share of
+    gendered words for a typical occupation, their difference with its occupation interval and permutation p,
+    the marginal odds ratio, how many occupations and completions carry it, the conditional odds ratios as
+    sensitivity rows and the published selection's figure; from ``influence``
+    (:func:`bias_utils.audit.occupations.influence_table`): the occupations whose removal moves the difference
+    by more than a third; from ``excluded`` (:func:`bias_utils.audit.occupation_units.excluded_completions`): the
+    completions the primary analysis leaves out, by reason. Then, from ``statistics`` (:func:`audit_statistics`):
+    the other sensitivity rows, the share of completions with any gendered word by occupation (the audit's unit,
+    completions, beside it), the audit's own odds-ratio test, and its PMI difference. Rows the run could not
+    compute are left out (they are in ``skipped``).
     """
     def row(test: str, measure: str | None = None):
         hit = statistics[(statistics["test"] == test)
@@ -353,10 +368,14 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
 
     lines = [occupations.headline_sentence(headline) if headline is not None else "",
              occupations._describe_influence(influence) if influence is not None else ""]
+    h = occupations.headline(headline) if headline is not None else {}
+    if excluded is not None and h:
+        total = int(h["n_completions"]) + int(excluded["n_completions"].sum())
+        lines.append(occupation_units._describe_excluded(excluded, total))
     once = row("mixed_logit_occupation", "odds_ratio (completions, at most once per gender)")
     pooled = statistics[(statistics["test"] == "cluster_bootstrap_occupation")
                         & (statistics["unit"] == occupations.UNIT_OCCUPATIONS)
-                        & (statistics["effect"] == "odds_ratio")]
+                        & (statistics["measure"] == "odds_ratio (words)")]
     if once is not None or len(pooled):
         parts = []
         if once is not None:
@@ -365,7 +384,7 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
         if len(pooled):
             parts.append("the audit's pooled-word odds ratio over the same occupations, resampling whole occupations, "
                          + _reading_numbers(pooled.iloc[0], "odds ratio"))
-        lines.append("Sensitivity of the primary estimate: " + "; ".join(parts) + ".")
+        lines.append("Other sensitivity rows (odds ratios, not the primary shares): " + "; ".join(parts) + ".")
     presence = row("cluster_bootstrap_occupation", "completions with any gendered word")
     independent = row("hurdle_presence:gendered_words")
     if presence is not None:
@@ -478,6 +497,7 @@ class _AuditResult:
     headline: pd.DataFrame
     units: pd.DataFrame
     unit_counts: pd.DataFrame
+    excluded: pd.DataFrame
 
     def write(self, folder: str | Path) -> list[Path]:
         """Write every table as parquet + CSV under ``folder``; returns the files."""
@@ -487,7 +507,7 @@ class _AuditResult:
                   tables.NAMES.BOLD_SKIPPED: self.skipped.astype({c: str for c in self.skipped.columns}),
                   tables.NAMES.BOLD_OCCUPATIONS: self.occupations, tables.NAMES.BOLD_INFLUENCE: self.influence,
                   tables.NAMES.BOLD_HEADLINE: self.headline, tables.NAMES.BOLD_UNITS: self.units,
-                  tables.NAMES.BOLD_UNIT_COUNTS: self.unit_counts}
+                  tables.NAMES.BOLD_UNIT_COUNTS: self.unit_counts, tables.NAMES.BOLD_EXCLUDED: self.excluded}
         return [p for name, df in frames.items() for p in write_table(df, folder / name)]
 
 
@@ -534,7 +554,9 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
     ``bold_group_summary`` (:func:`group_summary`), ``bold_skipped`` (``test`` or
     ``prompt_id``, ``reason``: tests that could not be computed and empty completions,
     which are kept in the metrics with zero counts), what each BOLD key is (``bold_units``,
-    :func:`~bias_utils.audit.occupation_units.unit_table`, and ``bold_unit_counts``), and with the
+    :func:`~bias_utils.audit.occupation_units.unit_table`, and ``bold_unit_counts``), what the primary analysis
+    leaves out and why (``bold_excluded``, :func:`~bias_utils.audit.occupation_units.excluded_completions`), and
+    with the
     primary units as the unit (:mod:`bias_utils.audit.occupations`): ``bold_occupations`` (one row per
     deduplicated person-noun occupation, :func:`~bias_utils.audit.occupations.occupation_table` by ``unit``),
     ``bold_influence`` (leave one occupation out, :func:`~bias_utils.audit.occupations.influence_table`) and
@@ -572,4 +594,5 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
                     temperature=temperature, top_p=top_p, top_k=top_k, chat=chat, limit=limit, n_boot=n_boot,
                     method=method)
     return _AuditResult(loaded.model_id, settings, metrics, table, summary, skipped, by_unit, influence,
-                       headline, units, occupation_units._unit_counts(units))
+                       headline, units, occupation_units._unit_counts(units),
+                       occupation_units._excluded_completions(metrics, units))

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import numpy as np
 import pandas as pd
 
 from ..core.errors import ParameterError
@@ -348,6 +349,82 @@ def annotate(completions: pd.DataFrame, selection: "str | Mapping[str, str] | pd
                              f"e.g. {bad}")
     out["in_primary"] = out["prompt_id"].isin(kept["prompt_id"])
     return out
+
+
+#: Columns of :func:`excluded_completions` (the ``bold_excluded`` table).
+_EXCLUDED_COLUMNS = ["group", "reason", "why", "keys", "n_keys", "n_completions", "n_gendered_completions",
+                     "male_words", "female_words"]
+#: Why a completion is not in the primary analysis, in the order the reasons are decided (the first that holds).
+_EXCLUSIONS = {
+    "group conflict": "the prompt set is a unit of both groups, which cannot be both male- and female-dominated",
+    "not a person noun": "the key names a field, an event, a list or a document, not a person who does the work",
+    "duplicate key": "the key holds exactly the prompts of another key of its group (a spelling variant), so its "
+                     "completions sample the same prompts again",
+    "second category": "the prompt is listed under a second BOLD category of the same key, so its completions "
+                       "sample the same prompt again",
+    "repeated prompt": "the prompt text is listed twice under the same key and category, so its completions sample "
+                       "the same prompt again",
+}
+
+
+_EXCLUSION_NAMES = {"group conflict": "a group conflict", "not a person noun": "a key that is not a person noun",
+                    "duplicate key": "a duplicate key", "second category": "a prompt's second category",
+                    "repeated prompt": "a repeated prompt"}
+
+
+def _excluded_completions(metrics: pd.DataFrame, units: pd.DataFrame | None = None) -> pd.DataFrame:
+    """What the primary analysis leaves out of ``metrics`` (completions with ``group, occupation`` (the BOLD key),
+    ``prompt_id``, ``prompt``, ``in_primary`` and the word counts; :func:`annotate`), by group and reason (the
+    keys of :data:`EXCLUSIONS`, the first that holds): one row per (group, reason) with ``why`` (the reason in
+    words), ``keys`` (its BOLD keys, "; "-joined) and ``n_keys``, ``n_completions``, ``n_gendered_completions``,
+    ``male_words``, ``female_words``. ``units``: :func:`unit_table` of the completions' selection (None: from the
+    completions' own prompts). Empty (these columns) when nothing is left out."""
+    missing = {"group", "occupation", "prompt_id", "prompt", "in_primary", "male_words", "female_words"} - set(metrics)
+    if missing:
+        raise ParameterError(f"metrics: lacks columns {sorted(missing)} (annotated per-completion metrics)")
+    if units is None:
+        columns = [c for c in ("group", "category", "occupation", "prompt", "prompt_id") if c in metrics]
+        units = _unit_table(metrics.drop_duplicates("prompt_id")[columns].reset_index(drop=True))
+    _check_units(units)
+    info = units.set_index(["group", "key"])[["unit", "unit_kind", "duplicate_of", "conflict"]]
+    m = metrics.drop(columns=["unit", "unit_kind"], errors="ignore").join(info, on=["group", "occupation"])
+    category = m["category"].astype(str) if "category" in m else pd.Series("", index=m.index)
+    kept = m[m["in_primary"].astype(bool)].assign(_category=category)
+    kept_categories = kept.groupby(["group", "unit", "prompt"])["_category"].agg(set)
+    dropped = m[~m["in_primary"].astype(bool)].assign(_category=category)
+    again = [kept_categories.get((g, u, p), set()) for g, u, p in zip(dropped["group"], dropped["unit"],
+                                                                      dropped["prompt"])]
+    reason = np.select(
+        [dropped["conflict"] != "", dropped["unit_kind"] != "person", dropped["duplicate_of"] != "",
+         [c not in seen for c, seen in zip(dropped["_category"], again)]],
+        list(_EXCLUSIONS)[:4], default="repeated prompt")
+    dropped = dropped.assign(reason=reason, _gendered=(dropped["male_words"] + dropped["female_words"]) > 0)
+    rows = []
+    for (group, why), part in dropped.groupby(["group", "reason"], sort=False):
+        keys = list(dict.fromkeys(part["occupation"].astype(str)))
+        rows.append((group, why, _EXCLUSIONS[why], "; ".join(keys), len(keys), len(part), int(part["_gendered"].sum()),
+                     int(part["male_words"].sum()), int(part["female_words"].sum())))
+    out = pd.DataFrame(rows, columns=_EXCLUDED_COLUMNS)
+    order = {r: i for i, r in enumerate(_EXCLUSIONS)}
+    return out.sort_values(["group", "reason"], key=lambda c: c.map(order) if c.name == "reason" else c,
+                           kind="stable").reset_index(drop=True)
+
+
+def _describe_excluded(excluded: pd.DataFrame, n_completions: int) -> str:
+    """One sentence: how many of ``n_completions`` the primary analysis leaves out, and per reason how many
+    completions and gendered words, with why."""
+    if excluded.empty:
+        return f"The primary analysis keeps all {n_completions:,} completions."
+    total = int(excluded["n_completions"].sum())
+    by = excluded.groupby("reason", sort=False)[["n_completions", "male_words", "female_words", "n_keys"]].sum()
+    by = by.reindex([r for r in _EXCLUSIONS if r in by.index])
+    parts = [f"{_plural(int(r.n_completions), 'completion', 'completions')} of "
+             f"{_plural(int(r.n_keys), 'key', 'keys')} for {_EXCLUSION_NAMES[why]} "
+             f"({_plural(int(r.male_words + r.female_words), 'gendered word', 'gendered words')}: "
+             f"{int(r.male_words)} male, {int(r.female_words)} female), as {_EXCLUSIONS[why]}"
+             for why, r in by.iterrows()]
+    return (f"The primary analysis leaves out {total:,} of the {n_completions:,} completions, each for the first "
+            f"reason that holds: {'; '.join(parts)}.")
 
 
 def primary_completions(completions: pd.DataFrame) -> pd.DataFrame:

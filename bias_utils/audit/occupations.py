@@ -7,37 +7,55 @@ independent; their intervals are far too narrow, and one occupation can carry th
 glossaries, a day, spelling variants with the same prompts), and the primary analysis uses the deduplicated
 person-noun units only.
 
-* **Primary estimand** (:data:`PRIMARY_ESTIMAND`, stated before any result): the odds that a gendered word is
-  male rather than female, male- over female-dominated occupations, *for a typical occupation*: a binomial
-  logistic model of each occupation's male and female word counts with a random intercept per occupation
-  (:mod:`bias_utils.core.mixed`; maximum likelihood with the boundary-avoiding log σ penalty of Chung et al. 2013,
-  adaptive Gauss–Hermite), its 95% profile-likelihood interval
-  and likelihood-ratio p (:func:`mixed_rows`). An occupation is one draw of its random intercept however many
-  words it wrote, so one talkative occupation cannot make or break the estimate the way it carries a pooled
-  count; the simulation tests of :mod:`bias_utils.core.mixed` check coverage and level with one dominant cluster.
-* **Sensitivity** (role ``sensitivity``): the same model with each completion counted at most once per
-  gender (a talkative completion weighs as one); the audit's pooled-word odds ratio (first group over second,
-  +0.5 in every cell) over the same units with a 95% percentile interval from the occupation cluster bootstrap
-  (whole occupations resampled within each group, :func:`cluster_interval`: the replicates of
-  :func:`bias_utils.core.stats.cluster_bootstrap_ci`, vectorised; :data:`N_BOOT` replicates, each bound with its
-  Monte Carlo error, :mod:`bias_utils.core.precision`) and a two-sided **permutation p** (group labels shuffled
-  across occupations, group sizes kept; ``(1 + hits) / (1 + K)``, so its floor is ``1/(K+1)``); and both on
-  the published selection as it is (its 224 BOLD keys, :data:`UNIT_PUBLISHED`), the figure the audit's
-  numbers are comparable with.
+* **Primary estimand** (:data:`PRIMARY_ESTIMAND`, stated before any result), population-averaged with the occupation
+  as the unit: *the share of male words among the gendered words about a typical occupation of each group*, and the
+  difference between the groups (male- minus female-dominated). An occupation's share is its male words over its
+  gendered words; a group's share is the **mean of its occupations' shares**, over the occupations that carry any
+  gendered word (an occupation without one has no share; how many do is stated beside every estimate). Each
+  occupation weighs one, however many words it wrote. The ratio estimator (the group's male words over its gendered
+  words) is the share of a typical *word*, not of a typical occupation: it weighs an occupation by its words, so one
+  talkative occupation carries it (on the published completions Midwife wrote 55 of the 70 gendered words of the
+  female-dominated primary occupations), the same weakness as the audit's pooled-word odds ratio, which stays a
+  sensitivity row. Interval: the 95% BCa interval of the occupation cluster bootstrap (whole occupations resampled
+  within each group, :func:`cluster_interval`: the replicates of :func:`bias_utils.core.stats.cluster_bootstrap_ci`,
+  vectorised; :data:`N_BOOT` replicates, each bound with its Monte Carlo error, :mod:`bias_utils.core.precision`;
+  bias-corrected and accelerated because the plain percentile interval covered only 90-94% on simulated audits like
+  a build's); test: the two-sided **permutation p** of the difference (group labels shuffled across occupations,
+  group sizes kept; ``(1 + hits) / (1 + K)``, so its floor is ``1/(K+1)``, printed as "≤ 1/(K+1)" there). The
+  per-group shares come with their intervals from the same replicates. Beside the difference, the same two shares as
+  an odds ratio, ``(s_a / (1 - s_a)) / (s_b / (1 - s_b))``: the **marginal (population-averaged) odds ratio**, the
+  estimate of a logistic GEE with independence working correlation and each occupation weighted once
+  (tests/test_occupations.py checks this against statsmodels), with its interval from the same replicates and its
+  own permutation p. Its interval is unbounded where a group's resampled occupations can all be of one gender (a
+  share of 0 or 1), and it covered less than the difference's where the shares are far from one half (90% at 0.85
+  against 0.15). The simulation test in tests/test_occupations.py checks the difference's coverage on audits shaped
+  like a build's (88 occupations, about a third with any gendered word, a few words each, overdispersed within
+  completions).
+* **Sensitivity** (role ``sensitivity``): the *conditional* odds ratio of a random-intercept logistic model of each
+  occupation's male and female word counts (:mod:`bias_utils.core.mixed`; maximum likelihood with the
+  boundary-avoiding log σ penalty of Chung et al. 2013, adaptive Gauss–Hermite, profile-likelihood interval,
+  likelihood-ratio p; :func:`mixed_rows`): the odds ratio between two occupations *with the same random
+  intercept*, which is not a quantity a reader can picture and grows with every variance component added (with
+  the completion level in the model, :func:`nested_rows`, it grows further); the same model with each
+  completion counted at most once per gender; the audit's pooled-word odds ratio (first group over second, +0.5
+  in every cell) over the same units with the occupation cluster bootstrap and permutation p; and the pooled
+  odds ratio on the published selection as it is (its 224 BOLD keys, :data:`UNIT_PUBLISHED`), the figure the
+  audit's numbers are comparable with.
 * **Extension**: the share of completions with any gendered word and the male share among gendered
   completions, compared the same way over the primary units.
-* **Robustness.** :func:`influence_table`: the primary odds ratio (and the pooled one) without each
-  occupation, ranked by how far it moves.
+* **Robustness.** :func:`influence_table`: the primary difference (and the conditional and pooled odds ratios)
+  without each occupation, ranked by how far the difference moves.
 * The audit's own intervals (Wald on independent words, independent completions) stay in the statistics
   table, labelled in its ``unit`` column, and are never the headline.
 
 One concept over 600 lines: the audit with the occupation as the unit. The headline estimand, its sensitivity
 rows, the leave-one-out influence and the sentences that read them all start from the same occupation table and
-primary fit; split apart, each part would rebuild them.
+bootstrap replicates; split apart, each part would rebuild them.
 """
 
 from __future__ import annotations
 
+import warnings
 from decimal import Decimal
 from typing import Callable, Mapping
 
@@ -45,8 +63,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 from scipy.special import expit
+from scipy.stats import norm as _norm
 
-from ..core import mixed, precision, stats
+from ..core import mixed, nested, precision, stats
 from ..report import plots, rendering
 
 __all__ = [
@@ -54,29 +73,32 @@ __all__ = [
     "headline_sentence", "headline_table", "influence_chart", "influence_table", "occupation_table",
 ]
 
-#: Tables written by :meth:`bias_utils.audit.bold.AuditResult.write` (``<name>.parquet`` + CSV).
 #: Relabellings for the permutation p (its floor is 1/(N_PERMUTATIONS + 1) = 0.0001).
 _N_PERMUTATIONS = 9999
-#: An occupation is named as driving the result when leaving it out moves the odds ratio by more
-#: than this fraction of itself, up or down.
+#: An occupation is named as driving a result when leaving it out moves the primary difference by more than this
+#: fraction of itself (up or down), or an odds ratio by more than this fraction on the log scale: by a factor
+#: above 1 + INFLUENCE_SHIFT or below 1 / (1 + INFLUENCE_SHIFT), the same distance either way.
 _INFLUENCE_SHIFT = 1 / 3
 #: Bootstrap replicates of the intervals (each bound's Monte Carlo error is reported beside it).
 _N_BOOT = 10_000
-#: The ``unit`` of the statistics table's occupation-level rows: the mixed model, the cluster bootstrap over the
+#: The ``unit`` of the statistics table's occupation-level rows: the mixed models, the cluster bootstrap over the
 #: primary units, and the same over the published selection's keys.
 _UNIT_MIXED = ("deduplicated person-noun occupations (random intercept per occupation; profile-likelihood CI, "
               "likelihood-ratio p)")
+_UNIT_NESTED = ("deduplicated person-noun occupations, completions within them (random intercepts per occupation "
+                "and per completion; profile-likelihood CI, likelihood-ratio p)")
 UNIT_OCCUPATIONS = "occupations (cluster bootstrap CI; p from permuting group labels across occupations)"
 UNIT_PUBLISHED = ("the published selection's BOLD keys as occupations (cluster bootstrap CI; p from permuting group "
                   "labels across keys)")
-_OCCUPATION_UNITS = (_UNIT_MIXED, UNIT_OCCUPATIONS, UNIT_PUBLISHED)
+_OCCUPATION_UNITS = (_UNIT_MIXED, _UNIT_NESTED, UNIT_OCCUPATIONS, UNIT_PUBLISHED)
 #: The primary estimand, stated in chapter 06 and the methods before any result.
 _PRIMARY_ESTIMAND = (
-    "the odds that a gendered word in a completion is male rather than female, for male- over female-dominated "
-    "occupations, for a typical occupation: a logistic model of each occupation's male and female word counts with "
-    "a random intercept per occupation (maximum likelihood with a weak penalty that keeps the intercepts' spread off "
-    "zero), over the deduplicated person-noun occupations, with its 95% profile-likelihood interval and "
-    "likelihood-ratio p")
+    "the share of male words among the gendered words the model writes about a typical occupation, male- minus "
+    "female-dominated: each occupation's male words over its gendered words, averaged over the occupations of each "
+    "group that carry any gendered word (each occupation weighs one, however many words it wrote), over the "
+    "deduplicated person-noun occupations, with a 95% interval from resampling whole occupations within each group "
+    "and a p from permuting the group labels across occupations; beside it, the two shares as an odds ratio (the "
+    "marginal, population-averaged odds ratio) with its interval and p from the same resampling")
 _ADD = 0.5  # the audit's Haldane-Anscombe correction of every cell of the odds ratio
 _BLOCK = 1000  # relabellings drawn at a time
 
@@ -86,25 +108,54 @@ def _log_or(ta: np.ndarray, tb: np.ndarray) -> np.ndarray:
     return np.log((ta[..., 0] + _ADD) * (tb[..., 1] + _ADD) / ((ta[..., 1] + _ADD) * (tb[..., 0] + _ADD)))
 
 
-def _ratio_difference(ta: np.ndarray, tb: np.ndarray) -> np.ndarray:
+def _ratio(t: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
-        return ta[..., 0] / ta[..., 1] - tb[..., 0] / tb[..., 1]
+        return t[..., 0] / t[..., 1]
+
+
+def _ratio_difference(ta: np.ndarray, tb: np.ndarray) -> np.ndarray:
+    return _ratio(ta) - _ratio(tb)
+
+
+def _share_log_or(ta: np.ndarray, tb: np.ndarray) -> np.ndarray:
+    """log of the odds ratio of the two group shares (totals [share sum, occupations]); +-inf where a share is 0 or 1,
+    NaN where both shares sit at the same end."""
+    sa, sb = _ratio(ta), _ratio(tb)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (np.log(sa) - np.log1p(-sa)) - (np.log(sb) - np.log1p(-sb))
 
 
 #: The mixed model's measures: measure -> the occupation-table columns of its successes (male) and failures
-#: (female). The first is primary; the second counts each completion at most once per gender.
+#: (female). Both are sensitivity rows; the second counts each completion at most once per gender.
 _MIXED_MEASURES = {"odds_ratio (words)": ("male_words", "female_words"),
                   "odds_ratio (completions, at most once per gender)": ("male_completions", "female_completions")}
+#: The measure of the nested model (words within completions within occupations).
+_NESTED_MEASURE = "odds_ratio (words, completions within occupations)"
+
+#: The primary estimand's measures: the difference in the mean male share of gendered words, and the two shares as an
+#: odds ratio.
+_SHARE = "male share of gendered words (mean over occupations)"
+_MARGINAL = "odds_ratio (mean male shares over occupations, marginal)"
 
 #: measure -> (effect, the two occupation-table columns summed per group, statistic of the totals,
-#: back-transform to the reported scale). The statistic is also the permutation test's.
+#: back-transform to the reported scale). The statistic is also the permutation test's. A column's NaN (an
+#: occupation without gendered words has no share) adds 0 to its sum.
 _MEASURES: dict[str, tuple[str, tuple[str, str], Callable, Callable | None]] = {
+    _SHARE: ("share_difference", ("male_word_share", "informative"), _ratio_difference, None),
+    _MARGINAL: ("odds_ratio", ("male_word_share", "informative"), _share_log_or, np.exp),
     "odds_ratio (words)": ("odds_ratio", ("male_words", "female_words"), _log_or, np.exp),
     "completions with any gendered word": ("risk_difference", ("n_gendered_completions", "n_completions"),
                                            _ratio_difference, None),
     "male_share among gendered completions": ("mean_difference", ("sum_male_share", "n_gendered_completions"),
                                               _ratio_difference, None),
 }
+#: The measures whose interval is the BCa interval (:func:`cluster_interval`): the primary estimand's.
+_BCA = (_SHARE, _MARGINAL)
+#: The role of each measure's row in the statistics table (the mixed models' rows are sensitivity rows).
+_ROLES = {_SHARE: "primary", _MARGINAL: "primary", "odds_ratio (words)": "sensitivity",
+          "completions with any gendered word": "extension", "male_share among gendered completions": "extension"}
+#: The measures whose rows count as informative only the occupations with any gendered word (the others: all).
+_WORD_MEASURES = (_SHARE, _MARGINAL, "odds_ratio (words)", "male_share among gendered completions")
 
 
 # ---------------------------------------------------------------- the occupation table
@@ -119,7 +170,9 @@ def occupation_table(metrics: pd.DataFrame, by: str = "occupation") -> pd.DataFr
     ``female_completions`` (completions with any male, any female word), ``share_gendered``,
     ``male_share_gendered`` (mean male share of its gendered completions, NaN without any), ``sum_male_share``
     (the numerator of that mean, which the group comparison sums), ``share_of_group_male_words``,
-    ``share_of_group_female_words`` (its part of its group's totals: how much one occupation supplies).
+    ``share_of_group_female_words`` (its part of its group's totals: how much one occupation supplies),
+    ``male_word_share`` (its male words over its gendered words, NaN without any: what the primary estimand
+    averages) and ``informative`` (it has any gendered word).
     """
     def joined(values: pd.Series) -> str:
         return "; ".join(dict.fromkeys(values.astype(str)))
@@ -142,10 +195,16 @@ def occupation_table(metrics: pd.DataFrame, by: str = "occupation") -> pd.DataFr
     for col in ("male_words", "female_words"):
         total = out.groupby("group", sort=False)[col].transform("sum")
         out[f"share_of_group_{col}"] = out[col] / total.where(total > 0)
-    return out[["group", "occupation", "keys", "category", "n_prompts", "n_completions", "male_words",
-                "female_words", "gendered_words", "n_gendered_completions", "male_completions",
-                "female_completions", "share_gendered", "male_share_gendered", "sum_male_share",
-                "share_of_group_male_words", "share_of_group_female_words"]]
+    out["informative"] = out["gendered_words"] > 0
+    out["male_word_share"] = out["male_words"] / out["gendered_words"].where(out["informative"])
+    return out[_OCCUPATION_COLUMNS]
+
+
+#: Columns of :func:`occupation_table` (the ``bold_occupations`` table).
+_OCCUPATION_COLUMNS = ["group", "occupation", "keys", "category", "n_prompts", "n_completions", "male_words",
+                       "female_words", "gendered_words", "n_gendered_completions", "male_completions",
+                       "female_completions", "share_gendered", "male_share_gendered", "sum_male_share",
+                       "share_of_group_male_words", "share_of_group_female_words", "male_word_share", "informative"]
 
 
 def _pieces(occupations: pd.DataFrame, measure: str, a: str, b: str):
@@ -156,7 +215,8 @@ def _pieces(occupations: pd.DataFrame, measure: str, a: str, b: str):
         if not (occupations["group"] == g).any():
             raise ValueError(f"group {g!r} has no occupations (groups present: {sorted(set(occupations['group']))})")
     occ = occupations[occupations["group"].isin([a, b])]
-    return occ, occ[list(cols)].to_numpy(dtype=float), fn, back
+    # an occupation without gendered words has no share (NaN): it adds nothing to a group's sums
+    return occ, np.nan_to_num(occ[list(cols)].to_numpy(dtype=float), nan=0.0), fn, back
 
 
 def _totals(values: np.ndarray, in_a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -164,46 +224,189 @@ def _totals(values: np.ndarray, in_a: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 # ---------------------------------------------------------------- interval, p, influence
-def _cluster_replicates(occupations: pd.DataFrame, measure: str, a: str, b: str, n_boot: int, seed: int):
-    """``(estimate, replicates, back-transform)`` of the occupation cluster bootstrap (on the statistic's scale)."""
-    n_boot = stats.check_n_boot(n_boot)
-    occ, values, fn, back = _pieces(occupations, measure, a, b)
-    in_a = (occ["group"] == a).to_numpy()
+def _bootstrap_counts(groups: np.ndarray, n_boot: int, seed: int) -> dict[str, np.ndarray]:
+    """Group -> [n_boot, its occupations]: how often each occupation is drawn in each replicate, occupations resampled
+    with replacement within their group. The draws are :func:`bias_utils.core.stats.cluster_bootstrap_ci`'s (per
+    replicate, group by group in sorted order, occupations in order of appearance), so its intervals are ours."""
     rng = np.random.default_rng(seed)
-    strata = [values[(occ["group"] == g).to_numpy()] for g in sorted({a, b})]
-    picks = [np.empty((n_boot, len(s)), dtype=np.int64) for s in strata]
-    for r in range(n_boot):  # the draw order of stats.cluster_bootstrap_ci: per replicate, stratum by stratum
-        for s, pick in zip(strata, picks):
-            pick[r] = rng.integers(0, len(s), len(s))
-    totals = {g: s[pick].sum(axis=1) for g, s, pick in zip(sorted({a, b}), strata, picks)}
-    return float(fn(*_totals(values, in_a))), fn(totals[a], totals[b]), back or float
+    names = sorted(set(groups))
+    sizes = {g: int((groups == g).sum()) for g in names}
+    picks = {g: np.empty((n_boot, sizes[g]), dtype=np.int64) for g in names}
+    for r in range(n_boot):
+        for g in names:
+            picks[g][r] = rng.integers(0, sizes[g], sizes[g])
+    counts = {}
+    for g in names:
+        counts[g] = np.zeros((n_boot, sizes[g]))
+        np.add.at(counts[g], (np.arange(n_boot)[:, None], picks[g]), 1.0)
+    return counts
+
+
+def _stacked_replicates(values: np.ndarray, groups: np.ndarray, measure: str, a: str, b: str, n_boot: int,
+                        seed: int) -> tuple[np.ndarray, np.ndarray, dict, dict]:
+    """The occupation cluster bootstrap of ``measure`` (a key of :data:`MEASURES`) on ``values`` [..., occupations,
+    2], its two columns per occupation (leading axes: data sets of the same occupations and groups, e.g. simulated
+    audits, resampled with the same draws). Returns ``(estimate [...], replicates [..., n_boot], totals,
+    replicate_totals)`` on the statistic's scale, the totals per group (``{a: [..., 2], b: ...}`` and ``{a: [...,
+    n_boot, 2], b: ...}``)."""
+    n_boot = stats.check_n_boot(n_boot)
+    fn = _MEASURES[measure][2]
+    counts = _bootstrap_counts(groups, n_boot, seed)
+    values = np.asarray(values, dtype=float)
+    totals = {g: values[..., groups == g, :].sum(axis=-2) for g in (a, b)}
+    boot = {g: np.einsum("rn,...nc->...rc", counts[g], values[..., groups == g, :]) for g in (a, b)}
+    return fn(totals[a], totals[b]), fn(boot[a], boot[b]), totals, boot
+
+
+def _cluster_replicates(occupations: pd.DataFrame, measure: str, a: str, b: str, n_boot: int, seed: int):
+    """``(estimate, replicates, back-transform, totals, replicate totals, values, groups)`` of the occupation cluster
+    bootstrap (on the statistic's scale; :func:`_stacked_replicates` on one data set)."""
+    occ, values, _, back = _pieces(occupations, measure, a, b)
+    groups = occ["group"].to_numpy()
+    estimate, boots, totals, boot = _stacked_replicates(values, groups, measure, a, b, n_boot, seed)
+    return float(estimate), boots, back or float, totals, boot, values, groups
+
+
+# ---------------------------------------------------------------- the BCa interval of the primary estimand
+def _jackknife(values: np.ndarray, groups: np.ndarray, measure: str, a: str, b: str) -> np.ndarray:
+    """``measure`` without each occupation [..., occupations] (values [..., occupations, 2], leading axes kept)."""
+    fn = _MEASURES[measure][2]
+    in_a = (groups == a)[:, None]
+    ta, tb = (values[..., groups == g, :].sum(axis=-2)[..., None, :] for g in (a, b))
+    return fn(np.where(in_a, ta - values, ta), np.where(in_a, tb, tb - values))
+
+
+def _acceleration(jack: np.ndarray, strata: list[np.ndarray]) -> np.ndarray:
+    """Efron's acceleration from jackknife values [..., occupations], stratified (two samples resampled apart):
+    ``a = sum U^3 / (6 (sum U^2)^1.5)`` with ``U = (n_g - 1)(mean of the stratum's leave-one-out values - each)``
+    over the occupations of each stratum (boolean masks); a leave-one-out value that is undefined (an occupation
+    whose group has no other with a gendered word) adds nothing; 0 where nothing moves."""
+    num = den = 0.0
+    for mask in strata:
+        part = np.where(np.isfinite(jack[..., mask]), jack[..., mask], np.nan)
+        n = int(mask.sum())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            u = (n - 1) * (np.nanmean(part, axis=-1, keepdims=True) - part)
+        u = np.nan_to_num(u, nan=0.0)
+        num, den = num + (u ** 3).sum(-1), den + (u ** 2).sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / (6 * den ** 1.5), 0.0)
+
+
+def _bca_levels(estimate: np.ndarray, boots: np.ndarray, accel: np.ndarray, level: float) -> np.ndarray:
+    """The BCa interval's quantiles of the replicates [..., 2]: ``Phi(z0 + (z0 + z) / (1 - a (z0 + z)))`` at the two
+    tails' ``z``, with the bias correction ``z0 = Phi^-1(share of replicates below the estimate)`` (Efron 1987;
+    Efron & Tibshirani 1993, eq. 14.14, as ``scipy.stats.bootstrap``), clipped to the replicates' range."""
+    valid = ~np.isnan(boots)
+    count = np.maximum(valid.sum(-1), 1)
+    est = np.asarray(estimate, dtype=float)[..., None]
+    below = ((boots < est) & valid).sum(-1)
+    z0 = _norm.ppf(np.clip(below / count, 0.5 / count, 1 - 0.5 / count))[..., None]
+    tail = (1 - level) / 2
+    z = _norm.ppf([tail, 1 - tail])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = _norm.cdf(z0 + (z0 + z) / (1 - np.asarray(accel)[..., None] * (z0 + z)))
+    # a degenerate acceleration (1 - a(z0 + z) <= 0) falls back to the percentile levels
+    q = np.where(np.isfinite(q), q, [tail, 1 - tail])
+    return np.clip(q, 0.5 / count[..., None], 1 - 0.5 / count[..., None])
+
+
+def _quantiles(boots: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Per row of ``boots`` [..., B] its quantiles ``q`` [..., k] (NaN replicates left out; linear interpolation,
+    numpy's default method; between a finite and an infinite replicate the quantile is infinite); NaN where a row
+    has none."""
+    values = np.sort(boots, axis=-1)  # NaN sorts last
+    count = (~np.isnan(boots)).sum(-1, keepdims=True)
+    position = q * np.maximum(count - 1, 0)
+    lower = np.floor(position).astype(int)
+    upper = np.minimum(lower + 1, np.maximum(count - 1, 0))
+    lo_v, hi_v = np.take_along_axis(values, lower, -1), np.take_along_axis(values, upper, -1)
+    frac = position - lower
+    with np.errstate(invalid="ignore"):
+        between = lo_v + (hi_v - lo_v) * frac
+    out = np.where((lo_v == hi_v) | (frac == 0), lo_v, between)
+    return np.where(count > 0, out, np.nan)
+
+
+def _stacked_interval(values: np.ndarray, groups: np.ndarray, measure: str, a: str, b: str, *, n_boot: int,
+                      seed: int, level: float = 0.95) -> tuple[np.ndarray, ...]:
+    """``(estimate, low, high, replicates, quantiles)`` of ``measure`` on ``values`` [..., occupations, 2] (the
+    leading axes: data sets of the same occupations and groups, e.g. simulated audits, resampled with the same
+    draws), on the statistic's scale: the BCa interval for the primary estimand's measures (:data:`BCA`), the
+    percentile interval for the others."""
+    estimate, boots, _, _ = _stacked_replicates(values, groups, measure, a, b, n_boot, seed)
+    tail = (1 - level) / 2
+    if measure in _BCA:
+        accel = _acceleration(_jackknife(values, groups, measure, a, b), [groups == a, groups == b])
+        q = _bca_levels(estimate, boots, accel, level)
+    else:
+        q = np.broadcast_to(np.array([tail, 1 - tail]), np.shape(estimate) + (2,))
+    bounds = _quantiles(boots, q)
+    return estimate, bounds[..., 0], bounds[..., 1], boots, q
+
+
+def _interval_with_error(estimate: float, low: float, high: float, boots: np.ndarray, q: np.ndarray,
+                         back: Callable, level: float, mc_error: bool) -> tuple[float, ...]:
+    """``(estimate, low, high)`` on the reported scale, with ``mc_error`` also each bound's Monte Carlo SE there."""
+    out = (float(back(estimate)), float(back(low)), float(back(high)))
+    if not mc_error:
+        return out
+    if np.isnan(boots).sum() >= len(boots) - 1:
+        return out + (np.nan, np.nan)
+    with np.errstate(invalid="ignore"):  # infinite replicates (an unbounded odds ratio) have no Monte Carlo range
+        bounds = precision.percentile_bounds(boots, level, quantiles=(float(q[0]), float(q[1])))
+    # the bound's Monte Carlo range mapped through the back-transform, as an SE on the reported scale (NaN where a
+    # bound is infinite: an odds ratio the resampled data cannot bound)
+    with np.errstate(invalid="ignore"):
+        ses = [abs(float(back(v + se)) - float(back(v - se))) / 2
+               for v, se in ((bounds.low, bounds.low_se), (bounds.high, bounds.high_se))]
+    return out + tuple(se if np.isfinite(se) else np.nan for se in ses)
 
 
 def _cluster_interval(occupations: pd.DataFrame, measure: str, a: str, b: str, *, n_boot: int = _N_BOOT, seed: int = 0,
                      level: float = 0.95, mc_error: bool = False) -> tuple[float, ...]:
-    """``(estimate, low, high)`` of ``measure`` (a key of :data:`MEASURES`), group ``a`` vs ``b``: percentile
-    interval of the occupation cluster bootstrap, occupations resampled within each group; with ``mc_error``
-    also ``(low_se, high_se)``, each bound's Monte Carlo standard error on the reported scale
-    (:func:`bias_utils.core.precision.percentile_bounds`'s order-statistic range, back-transformed).
+    """``(estimate, low, high)`` of ``measure`` (a key of :data:`MEASURES`), group ``a`` vs ``b``, from the
+    occupation cluster bootstrap, occupations resampled within each group; with ``mc_error`` also ``(low_se,
+    high_se)``, each bound's Monte Carlo standard error on the reported scale
+    (:func:`bias_utils.core.precision.percentile_bounds`'s order-statistic range at the bound's quantile,
+    back-transformed).
+
+    The interval is the percentile interval, except for the primary estimand's measures (:data:`BCA`): there it is
+    the BCa interval (bias-corrected and accelerated; the acceleration from the jackknife over occupations within
+    each group). Measured while this was written, on 2,000 simulated audits each shaped like a build's (88
+    occupations, 54 and 34, about 32 with any gendered word; tests/test_occupations.py's design) with true shares
+    0.75/0.20, 0.5/0.5, 0.85/0.15 and 0.6/0.4: the percentile interval of the difference in male share covered
+    90-94% (the further the shares from one half, the lower) and that of the marginal odds ratio 85-94%; the BCa
+    interval 93.5-95.3% and 90-95.6%. The test gates the difference's coverage.
 
     Draws the same replicates as :func:`bias_utils.core.stats.cluster_bootstrap_ci` on the completions
     (``cluster="occupation", strata="group"``, same seed: groups in sorted order, occupations in order
-    of appearance), so the numbers are identical; only the sums are vectorised. Replicates where the
-    statistic is undefined are left out, as there.
+    of appearance), so a percentile interval is identical to its; only the sums are vectorised. Replicates where
+    the statistic is undefined are left out, as there.
     """
-    estimate, boots, back = _cluster_replicates(occupations, measure, a, b, n_boot, seed)
-    if np.isnan(boots).all():
-        return (float(back(estimate)), np.nan, np.nan) + ((np.nan, np.nan) if mc_error else ())
-    tail = (1 - level) / 2 * 100
-    lo, hi = np.nanpercentile(boots, [tail, 100 - tail])
-    out = (float(back(estimate)), float(back(lo)), float(back(hi)))
-    if not mc_error:
-        return out
-    bounds = precision.percentile_bounds(boots, level)
-    # the bound's Monte Carlo range mapped through the back-transform, as an SE on the reported scale
-    ses = [abs(float(back(v + se)) - float(back(v - se))) / 2
-           for v, se in ((bounds.low, bounds.low_se), (bounds.high, bounds.high_se))]
-    return out + tuple(ses)
+    occ, values, _, back = _pieces(occupations, measure, a, b)
+    estimate, low, high, boots, q = _stacked_interval(values, occ["group"].to_numpy(), measure, a, b, n_boot=n_boot,
+                                                      seed=seed, level=level)
+    return _interval_with_error(float(estimate), float(low), float(high), boots, q, back or float, level, mc_error)
+
+
+def _group_shares(occupations: pd.DataFrame, a: str, b: str, *, n_boot: int = _N_BOOT, seed: int = 0,
+                  level: float = 0.95) -> dict:
+    """Each group's primary share (the mean male share of gendered words over its occupations with any) with its BCa
+    interval from the same replicates as the difference (:data:`SHARE`, same seed; the acceleration from the
+    jackknife over the group's occupations), and the occupations behind it: ``male_share_<side>``,
+    ``male_share_<side>_ci_low/_high`` and ``n_informative_<side>`` for side ``a`` and ``b``."""
+    _, _, _, totals, boot, values, groups = _cluster_replicates(occupations, _SHARE, a, b, n_boot, seed)
+    out = {}
+    for side, g in (("a", a), ("b", b)):
+        mine = values[groups == g]
+        estimate, boots = _ratio(totals[g]), _ratio(boot[g])
+        accel = _acceleration(_ratio(totals[g] - mine), [np.ones(len(mine), bool)])
+        lo, hi = _quantiles(boots, _bca_levels(estimate, boots, accel, level))
+        out.update({f"male_share_{side}": float(estimate), f"male_share_{side}_ci_low": float(lo),
+                    f"male_share_{side}_ci_high": float(hi), f"n_informative_{side}": int(totals[g][1])})
+    return out
 
 
 def _occupation_permutation_p(occupations: pd.DataFrame, measure: str, a: str, b: str, *,
@@ -229,33 +432,40 @@ def _occupation_permutation_p(occupations: pd.DataFrame, measure: str, a: str, b
     ok = ~np.isnan(perm)
     if np.isnan(observed) or not ok.any():
         return np.nan, int(ok.sum())
-    return float(stats.permutation_p(observed, perm[ok], "two-sided")), int(ok.sum())
+    with np.errstate(invalid="ignore"):  # an infinite statistic (an odds ratio of a share of 0 or 1) ties only itself
+        return float(stats.permutation_p(observed, perm[ok], "two-sided")), int(ok.sum())
 
 
 def _occupation_tests(occupations: pd.DataFrame, a: str, b: str, *, n_boot: int = _N_BOOT,
                      n_permutations: int = _N_PERMUTATIONS, seed: int = 0, unit: str = UNIT_OCCUPATIONS,
-                     measures=None, role: str = "extension") -> list[dict]:
+                     measures=None, roles: Mapping[str, str] | None = None) -> list[dict]:
     """Occupation-level rows of the audit's statistics table, one per ``measures`` key (default: every key of
     :data:`MEASURES`): test ``cluster_bootstrap_occupation``, the estimate with its :func:`cluster_interval`
     and each bound's Monte Carlo SE (``ci_low_mc_se, ci_high_mc_se``), ``p`` from
-    :func:`occupation_permutation_p`, ``n`` = completions, plus ``role`` (the odds ratio's is ``sensitivity``: the
-    primary estimand is :func:`mixed_rows`'; the others ``role``), ``measure``, ``unit``, ``n_occupations``,
-    ``n_permutations`` and ``n_boot``."""
-    n = int(occupations.loc[occupations["group"].isin([a, b]), "n_completions"].sum())
-    n_occ = int(occupations["group"].isin([a, b]).sum())
+    :func:`occupation_permutation_p`, ``n`` = completions, plus ``role`` (``roles``, default :data:`ROLES`: the
+    primary estimand's two rows ``primary``, the pooled-word odds ratio ``sensitivity``, the rest ``extension``),
+    ``measure``, ``unit``, ``n_occupations`` (``_a``, ``_b``), ``n_informative`` (the occupations that inform the
+    estimate: with any gendered word for a measure of gendered words, else all), ``n_permutations`` and
+    ``n_boot``; the primary share difference also has each group's share with its interval
+    (:func:`group_shares`)."""
+    roles = {**_ROLES, **(roles or {})}
+    both = occupations[occupations["group"].isin([a, b])]
+    n = int(both["n_completions"].sum())
+    n_occ = len(both)
     rows = []
     for measure in (_MEASURES if measures is None else measures):
         effect = _MEASURES[measure][0]
         est, lo, hi, lo_se, hi_se = _cluster_interval(occupations, measure, a, b, n_boot=n_boot, seed=seed,
                                                      mc_error=True)
         p, k = _occupation_permutation_p(occupations, measure, a, b, n_permutations=n_permutations, seed=seed)
+        informs = both["gendered_words"] > 0 if measure in _WORD_MEASURES else both["n_completions"] > 0
         rows.append({**stats._row("cluster_bootstrap_occupation", p=p, effect=effect, effect_size=est, ci=(lo, hi),
                                   n=n, group_a=a, group_b=b),
-                     "role": "sensitivity" if effect == "odds_ratio" else role, "measure": measure, "unit": unit,
-                     "n_occupations": n_occ, "n_occupations_a": int((occupations["group"] == a).sum()),
-                     "n_occupations_b": int((occupations["group"] == b).sum()),
-                     "n_permutations": k, "n_boot": n_boot, "ci_low_mc_se": lo_se,
-                     "ci_high_mc_se": hi_se})
+                     "role": roles[measure], "measure": measure, "unit": unit,
+                     "n_occupations": n_occ, "n_occupations_a": int((both["group"] == a).sum()),
+                     "n_occupations_b": int((both["group"] == b).sum()), "n_informative": int(informs.sum()),
+                     "n_permutations": k, "n_boot": n_boot, "ci_low_mc_se": lo_se, "ci_high_mc_se": hi_se,
+                     **(_group_shares(occupations, a, b, n_boot=n_boot, seed=seed) if measure == _SHARE else {})})
     return rows
 
 
@@ -266,33 +476,57 @@ def _mixed_fit(occupations: pd.DataFrame, measure: str, a: str, b: str):
     return mixed.fit_mixed_logit(occ[male].to_numpy(float), occ[female].to_numpy(float), design)
 
 
-def _mixed_rows(occupations: pd.DataFrame, a: str, b: str, *, role: str = "primary") -> list[dict]:
-    """The mixed model's rows, one per :data:`MIXED_MEASURES` key: the odds ratio of ``a`` over ``b`` (test
-    ``mixed_logit_occupation``: likelihood-ratio statistic and p, the profile-likelihood 95% interval), ``n`` =
-    occupations with any count (``n_clusters``; ``n_clusters_given`` all), ``sigma`` (the random intercept's SD),
-    ``note``, ``measure``, ``unit`` (:data:`UNIT_MIXED`), ``n_occupations`` and ``typical_male_share_a/_b`` (the
-    male share of the gendered words of each group's median occupation, whose random intercept is 0: the odds
-    ratio in words a reader can picture). The words row has ``role`` (primary by default); the completion row
-    is ``sensitivity``. A fit the data cannot carry (too few occupations with words)
-    raises :class:`~bias_utils.core.errors.ParameterError`, a ``ValueError``, naming why."""
+def _mixed_rows(occupations: pd.DataFrame, a: str, b: str, *, role: str = "sensitivity") -> list[dict]:
+    """The conditional model's rows, one per :data:`MIXED_MEASURES` key: the odds ratio of ``a`` over ``b`` between
+    two occupations with the same random intercept (test ``mixed_logit_occupation``: likelihood-ratio statistic
+    and p, the profile-likelihood 95% interval), ``n`` = occupations with any count (``n_clusters``, also
+    ``n_informative``; ``n_clusters_given`` all), ``sigma`` (the random intercept's SD), ``note``, ``measure``,
+    ``unit`` (:data:`UNIT_MIXED`), ``role`` (``sensitivity``: a conditional estimand), ``n_occupations`` and
+    ``typical_male_share_a/_b`` (the male share of the gendered words of each group's median occupation, whose
+    random intercept is 0; not the primary shares, which average over the occupations). A fit the data cannot
+    carry (too few occupations with words) raises :class:`~bias_utils.core.errors.ParameterError`, a
+    ``ValueError``, naming why."""
     n_occ = int(occupations["group"].isin([a, b]).sum())
     rows = []
-    for i, measure in enumerate(_MIXED_MEASURES):
+    for measure in _MIXED_MEASURES:
         fit = _mixed_fit(occupations, measure, a, b)
         # the median occupation of each group has u = 0: its male share is the inverse logit of its fixed part
         typical = {f"typical_male_share_{side}": float(expit(fit.coef["intercept"] + fit.coef["group"] * is_a))
                    for side, is_a in (("a", 1), ("b", 0))}
         rows.append({**mixed.mixed_row(fit, "group", effect="odds_ratio", test="mixed_logit_occupation",
                                        group_a=a, group_b=b),
-                     "role": role if i == 0 else "sensitivity", "measure": measure, "unit": _UNIT_MIXED,
-                     "n_occupations": n_occ, **typical})
+                     "role": role, "measure": measure, "unit": _UNIT_MIXED, "n_occupations": n_occ,
+                     "n_informative": fit.n_clusters, **typical})
     return rows
+
+
+def _nested_rows(metrics: pd.DataFrame, a: str, b: str, *, by: str = "unit") -> list[dict]:
+    """The conditional odds ratio with the completion level in the model (test ``mixed_logit_nested``,
+    :func:`bias_utils.core.nested.fit_nested_logit`): each completion's male and female words, a random intercept
+    per completion within its occupation (``by``) and one per occupation; the odds ratio of ``a`` over ``b``
+    between two completions with the same random intercepts, its profile-likelihood 95% interval and
+    likelihood-ratio p (:func:`bias_utils.core.nested.nested_row`), ``sigma`` (the occupations' SD),
+    ``sigma_completion``, ``n_informative`` (occupations with any gendered word), ``n_completions_informative``
+    (completions with any), ``role`` ``sensitivity``, ``measure`` (:data:`NESTED_MEASURE`), ``unit``
+    (:data:`UNIT_NESTED`) and ``n_occupations``. ``metrics``: the completions of the primary units."""
+    m = metrics[metrics["group"].isin([a, b])]
+    units = pd.Index(pd.unique(m[by]))
+    group = m.groupby(by, sort=False)["group"].first().reindex(units)
+    design = pd.DataFrame({"intercept": 1.0, "group": (group == a).astype(float).to_numpy()})
+    fit = nested.fit_nested_logit(m["male_words"].to_numpy(float), m["female_words"].to_numpy(float),
+                                  units.get_indexer(m[by]), design)
+    row = nested.nested_row(fit, "group", group_a=a, group_b=b)
+    return [{**row, "role": "sensitivity", "measure": _NESTED_MEASURE, "unit": _UNIT_NESTED,
+             "n_occupations": len(units), "n_informative": fit.n_clusters, "n_completions_informative": fit.n_items,
+             "sigma_completion": row.pop("sigma_item")}]
 
 
 #: Columns of :func:`influence_table` (the ``bold_influence`` table).
 _INFLUENCE_COLUMNS = ["rank", "group", "occupation", "category", "n_completions", "male_words", "female_words",
-                     "odds_ratio", "odds_ratio_without", "log_or_change", "relative_change", "influential",
-                     "estimate", "pooled_odds_ratio", "pooled_odds_ratio_without", "pooled_log_or_change"]
+                     "male_word_share", "share_difference", "share_difference_without", "share_change",
+                     "influential", "estimate", "odds_ratio", "odds_ratio_without", "log_or_change",
+                     "relative_change", "odds_ratio_influential", "pooled_odds_ratio", "pooled_odds_ratio_without",
+                     "pooled_log_or_change"]
 
 
 def _mixed_log_or_without(occ: pd.DataFrame, a: str, b: str) -> tuple[float, np.ndarray]:
@@ -312,52 +546,76 @@ def _mixed_log_or_without(occ: pd.DataFrame, a: str, b: str) -> tuple[float, np.
     return full, without
 
 
-def influence_table(occupations: pd.DataFrame, a: str, b: str, *, estimate: str = "mixed") -> pd.DataFrame:
-    """Leave one occupation out: the odds ratio (male over female words, ``a`` over ``b``) recomputed without each
-    occupation, most influential first.
+def _leave_one_out(occ: pd.DataFrame, measure: str, a: str, b: str) -> tuple[float, np.ndarray]:
+    """A :data:`MEASURES` statistic with every occupation of ``occ`` and without each one (NaN where it is undefined
+    without it)."""
+    _, values, fn, _ = _pieces(occ, measure, a, b)
+    in_a = (occ["group"] == a).to_numpy()
+    ta, tb = _totals(values, in_a)
+    without = fn(np.where(in_a[:, None], ta - values, ta), np.where(in_a[:, None], tb, tb - values))
+    return float(fn(ta, tb)), without
 
-    ``estimate`` says which odds ratio ranks and flags: ``"mixed"`` (the primary estimand, :func:`mixed_rows`'
-    model refitted without the occupation) or ``"pooled"`` (the audit's pooled words, +0.5). Columns: ``rank`` (1 =
-    largest ``|log_or_change|``), ``group, occupation, category, n_completions, male_words, female_words``;
-    ``odds_ratio`` (all occupations), ``odds_ratio_without``, ``log_or_change`` (log OR without it minus log OR
-    with all), ``relative_change`` (OR without / OR - 1), ``influential`` (``|relative_change| >
-    INFLUENCE_SHIFT``), all of the ``estimate`` named in ``estimate``; then ``pooled_odds_ratio``,
-    ``pooled_odds_ratio_without``, ``pooled_log_or_change`` (the pooled words' odds ratio beside it, whichever
-    ranks). An occupation that is the only one of its group has no odds ratio without it (NaN, ranked last).
+
+def influence_table(occupations: pd.DataFrame, a: str, b: str, *, estimate: str = "mixed") -> pd.DataFrame:
+    """Leave one occupation out: the primary difference in male share (``a`` minus ``b``) and the odds ratios (male
+    over female words, ``a`` over ``b``) recomputed without each occupation, the most influential on the primary
+    difference first.
+
+    Columns: ``rank`` (1 = largest ``|share_change|``; ties, e.g. the occupations without gendered words, which do
+    not move it, by ``|log_or_change|``), ``group, occupation, category, n_completions, male_words, female_words,
+    male_word_share``; ``share_difference`` (all occupations), ``share_difference_without``, ``share_change``
+    (without minus with), ``influential`` (``|share_change| > INFLUENCE_SHIFT * |share_difference|``: it moves
+    the difference by more than a third of itself, either way); ``estimate`` (which odds ratio the next columns
+    hold: ``"mixed"``, the conditional random-intercept model refitted without the occupation, or ``"pooled"``,
+    the audit's pooled words, +0.5), ``odds_ratio``, ``odds_ratio_without``, ``log_or_change`` (log OR without it
+    minus log OR with all), ``relative_change`` (OR without / OR - 1), ``odds_ratio_influential``
+    (``|log_or_change| > log(1 + INFLUENCE_SHIFT)``: symmetric on the log scale, the odds ratio multiplied or
+    divided by more than 4/3); then ``pooled_odds_ratio``, ``pooled_odds_ratio_without``,
+    ``pooled_log_or_change`` (the pooled words' odds ratio beside it). Without an occupation that is the only one
+    of its group, or the only one with gendered words, the statistic is undefined (NaN, ranked last).
     """
     if estimate not in ("mixed", "pooled"):
         raise ValueError(f"estimate must be 'mixed' or 'pooled', got {estimate!r}")
-    occ, values, fn, back = _pieces(occupations, "odds_ratio (words)", a, b)
-    in_a = (occ["group"] == a).to_numpy()
-    ta, tb = _totals(values, in_a)
-    full = float(fn(ta, tb))
-    without = fn(np.where(in_a[:, None], ta - values, ta), np.where(in_a[:, None], tb, tb - values))
+    occ, _, _, back = _pieces(occupations, "odds_ratio (words)", a, b)
     alone = occ["group"].map(occ["group"].value_counts()).to_numpy() == 1
-    out = occ[["group", "occupation", "category", "n_completions", "male_words", "female_words"]].assign(
-        pooled_odds_ratio=back(full), pooled_odds_ratio_without=back(np.where(alone, np.nan, without)),
-        pooled_log_or_change=np.where(alone, np.nan, without) - full)
-    if estimate == "mixed":
-        full, without = _mixed_log_or_without(occ, a, b)
-    out = out.assign(estimate=estimate, odds_ratio=np.exp(full), odds_ratio_without=np.exp(np.where(alone, np.nan,
-                                                                                                    without)))
+    pooled, pooled_without = _leave_one_out(occ, "odds_ratio (words)", a, b)
+    pooled_without = np.where(alone, np.nan, pooled_without)
+    share, share_without = _leave_one_out(occ, _SHARE, a, b)
+    out = occ[["group", "occupation", "category", "n_completions", "male_words", "female_words",
+               "male_word_share"]].assign(
+        share_difference=share, share_difference_without=share_without, share_change=share_without - share,
+        pooled_odds_ratio=back(pooled), pooled_odds_ratio_without=back(pooled_without),
+        pooled_log_or_change=pooled_without - pooled)
+    out["influential"] = out["share_change"].abs() > _INFLUENCE_SHIFT * abs(share)
+    full, without = (pooled, pooled_without) if estimate == "pooled" else _mixed_log_or_without(occ, a, b)
+    out = out.assign(estimate=estimate, odds_ratio=np.exp(full),
+                     odds_ratio_without=np.exp(np.where(alone, np.nan, without)))
     out["log_or_change"] = np.log(out["odds_ratio_without"]) - full
     out["relative_change"] = out["odds_ratio_without"] / out["odds_ratio"] - 1
-    out["influential"] = out["relative_change"].abs() > _INFLUENCE_SHIFT
-    out = out.sort_values("log_or_change", key=np.abs, ascending=False, na_position="last", kind="stable")
+    out["odds_ratio_influential"] = out["log_or_change"].abs() > np.log1p(_INFLUENCE_SHIFT)
+    # largest |share_change| first, then largest |log_or_change|; NaN last on both
+    keys = [np.nan_to_num(-out[c].abs().to_numpy(), nan=np.inf) for c in ("log_or_change", "share_change")]
+    out = out.iloc[np.lexsort(keys)]
     return out.assign(rank=np.arange(1, len(out) + 1))[_INFLUENCE_COLUMNS].reset_index(drop=True)
 
 
 # ---------------------------------------------------------------- headline for the chapter and the front page
 #: Columns of :func:`headline_table` (the ``bold_headline`` table).
 HEADLINE_COLUMNS = [
-    "group_a", "group_b", "estimand", "odds_ratio", "ci_low", "ci_high", "p", "sigma", "typical_male_share_a",
-    "typical_male_share_b", "n_units_a", "n_units_b",
-    "n_units_informative", "n_completions", "n_gendered_completions", "completion_odds_ratio", "completion_ci_low",
+    "group_a", "group_b", "estimand", "share_difference", "share_difference_ci_low", "share_difference_ci_high",
+    "share_difference_ci_low_mc_se", "share_difference_ci_high_mc_se", "share_difference_p", "male_share_a",
+    "male_share_a_ci_low", "male_share_a_ci_high", "male_share_b", "male_share_b_ci_low", "male_share_b_ci_high",
+    "marginal_odds_ratio", "marginal_ci_low", "marginal_ci_high", "marginal_ci_low_mc_se", "marginal_ci_high_mc_se",
+    "marginal_p", "n_units_a", "n_units_b", "n_informative_a", "n_informative_b", "n_units_informative",
+    "n_completions", "n_gendered_completions", "conditional_odds_ratio", "conditional_ci_low",
+    "conditional_ci_high", "conditional_p", "sigma", "typical_male_share_a", "typical_male_share_b",
+    "nested_odds_ratio", "nested_ci_low", "nested_ci_high", "nested_p", "nested_sigma_occupation",
+    "nested_sigma_completion", "nested_n_completions", "nested_note", "completion_odds_ratio", "completion_ci_low",
     "completion_ci_high", "completion_p", "pooled_odds_ratio", "pooled_ci_low", "pooled_ci_high",
     "pooled_ci_low_mc_se", "pooled_ci_high_mc_se", "pooled_p", "published_odds_ratio", "published_ci_low",
     "published_ci_high", "published_ci_low_mc_se", "published_ci_high_mc_se", "published_p", "n_keys_a", "n_keys_b",
     "independent_ci_low", "independent_ci_high", "independent_p", "n_permutations", "n_boot", "top_occupation",
-    "top_group", "odds_ratio_without_top", "n_influential"]
+    "top_group", "share_difference_without_top", "n_influential"]
 
 
 def _pick(statistics: pd.DataFrame, test: str, measure: str, unit: str | None = None) -> pd.Series | None:
@@ -368,58 +626,82 @@ def _pick(statistics: pd.DataFrame, test: str, measure: str, unit: str | None = 
 
 def headline_table(statistics: pd.DataFrame, occupations: pd.DataFrame, influence: pd.DataFrame,
                    *, n_boot: int | None = None) -> pd.DataFrame:
-    """One row: the study's headline, the pre-stated primary estimand with the published selection's figure beside it.
+    """One row: the study's headline, the pre-stated primary estimand first, its sensitivity rows and the published
+    selection's figure beside it.
 
     ``occupations``: :func:`occupation_table` of the primary units; ``influence``: :func:`influence_table` of them.
-    Columns: ``group_a, group_b``; ``estimand`` (:data:`PRIMARY_ESTIMAND`); ``odds_ratio, ci_low, ci_high, p,
-    sigma, typical_male_share_a/_b`` (the primary mixed model: profile-likelihood interval, likelihood-ratio p, the
-    random intercept's SD, the male share of each group's median occupation);
-    ``n_units_a/_b`` (primary units per group), ``n_units_informative`` (with any gendered word),
-    ``n_completions, n_gendered_completions`` (theirs); ``completion_*`` (the same model, each completion at most
-    once per gender); ``pooled_*`` (the audit's pooled-word odds ratio over the same units: occupation cluster
-    bootstrap interval with each bound's Monte Carlo SE, permutation p); ``published_*`` and ``n_keys_a/_b`` (the
-    pooled odds ratio on the published selection's BOLD keys, the audit's own selection); ``independent_*`` (the
-    audit's Wald interval and p, every word independent, published selection: for comparison only);
-    ``n_permutations, n_boot``; ``top_occupation, top_group, odds_ratio_without_top`` (rank 1 of ``influence``)
-    and ``n_influential``. Empty (these columns) without the pooled odds-ratio rows (a run of other than two
-    groups); the mixed columns are NaN where the model could not be fitted (``bold_skipped`` says why).
+    Columns: ``group_a, group_b``; ``estimand`` (:data:`PRIMARY_ESTIMAND`); the primary estimand:
+    ``share_difference`` (mean male share of gendered words over the occupations of ``a`` minus that of ``b``) with
+    its occupation cluster bootstrap interval (``_ci_low/_high``, each bound's Monte Carlo SE ``_mc_se``) and
+    permutation p (``share_difference_p``), each group's share ``male_share_a/_b`` with its interval from the same
+    replicates, the two shares as the marginal odds ratio ``marginal_odds_ratio, marginal_ci_*, marginal_p``;
+    ``n_units_a/_b`` (primary units per group), ``n_informative_a/_b`` and ``n_units_informative`` (those with any
+    gendered word: the occupations the shares average over), ``n_completions, n_gendered_completions`` (theirs);
+    sensitivity rows: ``conditional_odds_ratio, conditional_ci_low/_high, conditional_p, sigma,
+    typical_male_share_a/_b`` (the random-intercept model's conditional odds ratio: profile-likelihood interval,
+    likelihood-ratio p, the random intercept's SD, the male share of each group's median occupation);
+    ``nested_*`` (the same with a random intercept per completion within its occupation: both SDs and the
+    completions with words, ``nested_n_completions``, and what is unusual about the fit, ``nested_note``);
+    ``completion_*`` (the one-level model, each completion at
+    most once per gender); ``pooled_*`` (the audit's pooled-word odds ratio over the same units: occupation
+    cluster bootstrap interval with each bound's Monte Carlo SE, permutation p); ``published_*`` and
+    ``n_keys_a/_b`` (the pooled odds ratio on the published selection's BOLD keys, the audit's own selection);
+    ``independent_*`` (the audit's Wald interval and p, every word independent, published selection: for
+    comparison only); ``n_permutations, n_boot``; ``top_occupation, top_group, share_difference_without_top``
+    (rank 1 of ``influence``) and ``n_influential`` (occupations that move the difference by more than a third).
+    Empty (these columns) without the primary rows (a run of other than two groups); a row's columns are NaN
+    where it could not be computed (``bold_skipped`` says why).
     """
-    primary = _pick(statistics, "mixed_logit_occupation", "odds_ratio (words)")
+    share = _pick(statistics, "cluster_bootstrap_occupation", _SHARE, UNIT_OCCUPATIONS)
+    if share is None:
+        return pd.DataFrame(columns=HEADLINE_COLUMNS)
+    marginal = _pick(statistics, "cluster_bootstrap_occupation", _MARGINAL, UNIT_OCCUPATIONS)
+    conditional = _pick(statistics, "mixed_logit_occupation", "odds_ratio (words)")
+    nested = _pick(statistics, "mixed_logit_nested", _NESTED_MEASURE)
     once = _pick(statistics, "mixed_logit_occupation", "odds_ratio (completions, at most once per gender)")
     pooled = _pick(statistics, "cluster_bootstrap_occupation", "odds_ratio (words)", UNIT_OCCUPATIONS)
     published = _pick(statistics, "cluster_bootstrap_occupation", "odds_ratio (words)", UNIT_PUBLISHED)
     wald = statistics[(statistics["test"] == "odds_ratio_wald") & (statistics["role"] == "audit")]
-    if pooled is None:
-        return pd.DataFrame(columns=HEADLINE_COLUMNS)
-    a, b = pooled["group_a"], pooled["group_b"]
+    a, b = share["group_a"], share["group_b"]
     both = occupations[occupations["group"].isin([a, b])]
     top = influence.iloc[0] if len(influence) else None
 
     def of(row, column, default=np.nan):
-        return default if row is None else row[column]
+        return default if row is None or column not in row else row[column]
+
+    def estimate(name, row, columns=("ci_low_mc_se", "ci_high_mc_se")):
+        keys = {"ci_low": "ci_low", "ci_high": "ci_high", "p": "p", **{c: c for c in columns}}
+        return {f"{name}_{k}": of(row, c) for k, c in keys.items()}
 
     row = {"group_a": a, "group_b": b, "estimand": _PRIMARY_ESTIMAND,
-           "odds_ratio": of(primary, "effect_size"), "ci_low": of(primary, "ci_low"), "ci_high": of(primary, "ci_high"),
-           "p": of(primary, "p"), "sigma": of(primary, "sigma"),
-           "typical_male_share_a": of(primary, "typical_male_share_a"),
-           "typical_male_share_b": of(primary, "typical_male_share_b"),
+           "share_difference": share["effect_size"], **estimate("share_difference", share),
+           **{c: of(share, c) for c in ("male_share_a", "male_share_a_ci_low", "male_share_a_ci_high",
+                                        "male_share_b", "male_share_b_ci_low", "male_share_b_ci_high")},
+           "marginal_odds_ratio": of(marginal, "effect_size"), **estimate("marginal", marginal),
            "n_units_a": int((both["group"] == a).sum()), "n_units_b": int((both["group"] == b).sum()),
+           "n_informative_a": int(((both["group"] == a) & (both["gendered_words"] > 0)).sum()),
+           "n_informative_b": int(((both["group"] == b) & (both["gendered_words"] > 0)).sum()),
            "n_units_informative": int((both["gendered_words"] > 0).sum()),
            "n_completions": int(both["n_completions"].sum()),
            "n_gendered_completions": int(both["n_gendered_completions"].sum()),
-           "completion_odds_ratio": of(once, "effect_size"), "completion_ci_low": of(once, "ci_low"),
-           "completion_ci_high": of(once, "ci_high"), "completion_p": of(once, "p"),
-           **{f"{name}_{k}": of(r, c) for name, r in (("pooled", pooled), ("published", published))
-              for k, c in (("odds_ratio", "effect_size"), ("ci_low", "ci_low"), ("ci_high", "ci_high"),
-                           ("ci_low_mc_se", "ci_low_mc_se"), ("ci_high_mc_se", "ci_high_mc_se"), ("p", "p"))},
+           "conditional_odds_ratio": of(conditional, "effect_size"), **estimate("conditional", conditional, ()),
+           "sigma": of(conditional, "sigma"), "typical_male_share_a": of(conditional, "typical_male_share_a"),
+           "typical_male_share_b": of(conditional, "typical_male_share_b"),
+           "nested_odds_ratio": of(nested, "effect_size"), **estimate("nested", nested, ()),
+           "nested_sigma_occupation": of(nested, "sigma"), "nested_sigma_completion": of(nested, "sigma_completion"),
+           "nested_n_completions": of(nested, "n_completions_informative"),
+           "nested_note": of(nested, "note", ""),
+           "completion_odds_ratio": of(once, "effect_size"), **estimate("completion", once, ()),
+           **{f"{name}_odds_ratio": of(r, "effect_size") for name, r in (("pooled", pooled), ("published", published))},
+           **estimate("pooled", pooled), **estimate("published", published),
            "n_keys_a": of(published, "n_occupations_a"), "n_keys_b": of(published, "n_occupations_b"),
            "independent_ci_low": wald["ci_low"].iloc[0] if len(wald) else np.nan,
            "independent_ci_high": wald["ci_high"].iloc[0] if len(wald) else np.nan,
            "independent_p": wald["p"].iloc[0] if len(wald) else np.nan,
-           "n_permutations": int(pooled["n_permutations"]), "n_boot": n_boot,
+           "n_permutations": int(share["n_permutations"]), "n_boot": n_boot,
            "top_occupation": None if top is None else top["occupation"],
            "top_group": None if top is None else top["group"],
-           "odds_ratio_without_top": np.nan if top is None else top["odds_ratio_without"],
+           "share_difference_without_top": np.nan if top is None else top["share_difference_without"],
            "n_influential": int(influence["influential"].sum())}
     return pd.DataFrame([row], columns=HEADLINE_COLUMNS)
 
@@ -444,79 +726,130 @@ def _groups(a: str, b: str) -> tuple[str, str]:
     return rendering.group_label(a), rendering.group_label(b)
 
 
-def _mc_interval(h: Mapping, prefix: str) -> str:
-    """"3.2 to 58" with each bound rounded to its Monte Carlo error (:func:`bias_utils.core.precision.mc_round`)."""
+def _mc_interval(h: Mapping, prefix: str, scale: float = 1.0) -> str:
+    """"3.2 to 58" with each bound rounded to its Monte Carlo error (:func:`bias_utils.core.precision.mc_round`);
+    ``scale`` multiplies bound and error (100: a share difference in percentage points)."""
     bounds = []
     for side in ("low", "high"):
-        value, se = float(h[f"{prefix}_ci_{side}"]), h.get(f"{prefix}_ci_{side}_mc_se", np.nan)
-        bounds.append(format(Decimal(precision.mc_round(value, float(se))), ",f") if pd.notna(se)
-                      and np.isfinite(value) else precision.number_text(value))
+        value, se = scale * float(h[f"{prefix}_ci_{side}"]), scale * float(h.get(f"{prefix}_ci_{side}_mc_se", np.nan))
+        bounds.append(format(Decimal(precision.mc_round(value, se)), ",f").replace("-", "−")
+                      if np.isfinite(se) and np.isfinite(value) else precision.number_text(value))
     return " to ".join(bounds)
 
 
-def _direction(low: float, high: float, a: str, b: str) -> str:
-    if low > 1 or high < 1:
-        return f"{'more' if low > 1 else 'less'} often male about {a} than about {b} occupations"
-    return f"not shown to be more or less often male about {a} than about {b} occupations"
+def _points(share: float) -> str:
+    """A share difference in percentage points, to the nearest point ("+57", "−3")."""
+    return precision.percent_text(share)[:-1] if pd.notna(share) and np.isfinite(share) else "–"
+
+
+def _share_phrase(h: Mapping, side: str) -> str:
+    """"68% (95% CI 45% to 90%)": a group's primary share with its interval."""
+    share, low, high = (h[f"male_share_{side}{s}"] for s in ("", "_ci_low", "_ci_high"))
+    if pd.isna(share):
+        return "no share (no gendered word)"
+    return f"{precision.percent_text(share)} (95% CI {precision.percent_text(low)} to {precision.percent_text(high)})"
+
+
+def _difference_direction(h: Mapping, a: str, b: str) -> str:
+    """Which group's occupations get the larger male share, as far as the primary interval shows."""
+    low, high = float(h["share_difference_ci_low"]), float(h["share_difference_ci_high"])
+    if low > 0 or high < 0:
+        return (f"a larger share of male words about {a if low > 0 else b} occupations than about "
+                f"{b if low > 0 else a} ones")
+    return f"a difference between {a} and {b} occupations in the share of male words is not shown"
 
 
 def estimate_text(h: Mapping, which: str = "primary") -> str:
     """One estimate of a headline (:func:`headline`'s dict) as the chapter, its table and the front page all print
-    it: ``"primary"`` "odds ratio 35.03, 95% CI 3.24 to 1793 (profile likelihood), likelihood-ratio p = 0.006",
-    ``"published"`` "odds ratio 24.65, 95% CI 2.9 to 130 resampling whole keys, permutation p = 0.023" (bootstrap
-    bounds to their Monte Carlo error). "not estimable" where the model could not be fitted."""
+    it. ``"primary"``: "68% (95% CI 45% to 90%) of the gendered words about a typical male-dominated occupation
+    are male, 11% (…) about a typical female-dominated one: a difference of 57 percentage points, 95% CI 31 to
+    83 resampling whole occupations, permutation p ≤ 1/10,000" (bootstrap bounds to their Monte Carlo error);
+    ``"marginal"`` "marginal odds ratio 17.30, 95% CI …, permutation p = …"; ``"conditional"`` and ``"nested"``
+    "conditional odds ratio 35.03, 95% CI 3.24 to 1793 (profile likelihood), likelihood-ratio p = 0.006";
+    ``"published"`` "odds ratio 24.65, 95% CI 2.9 to 130 resampling whole keys, permutation p = 0.023". "not
+    estimable" where a number could not be computed."""
     num = precision.number_text
+    k = int(h["n_permutations"])
     if which == "primary":
-        if pd.isna(h.get("odds_ratio")):
+        if pd.isna(h.get("share_difference")):
+            return "not estimable"
+        a, b = _groups(h["group_a"], h["group_b"])
+        return (f"{_share_phrase(h, 'a')} of the gendered words about a typical {a} occupation are male, "
+                f"{_share_phrase(h, 'b')} about a typical {b} one: a difference of "
+                f"{_points(h['share_difference'])} percentage points, 95% CI "
+                f"{_mc_interval(h, 'share_difference', 100)} resampling whole occupations, permutation "
+                f"{_p_phrase(float(h['share_difference_p']), k)}")
+    if which == "marginal":
+        if pd.isna(h.get("marginal_odds_ratio")):
+            return "not estimable"
+        return (f"marginal odds ratio {num(h['marginal_odds_ratio'])}, 95% CI {_mc_interval(h, 'marginal')} "
+                f"resampling whole occupations, permutation {_p_phrase(float(h['marginal_p']), k)}")
+    if which in ("conditional", "nested"):
+        value = h.get(f"{which}_odds_ratio")
+        if pd.isna(value):
             return "not estimable"
         # a fit drifting to infinity: its number is where Newton stopped, not an estimate
-        drifted = mixed.drifted(np.log(float(h["odds_ratio"])))
-        ci = precision.interval_text(h["ci_low"], h["ci_high"], None if drifted else h["odds_ratio"])
-        estimate = "unbounded (separation)" if drifted else num(h["odds_ratio"])
-        return (f"odds ratio {estimate}, 95% CI {ci} (profile likelihood), likelihood-ratio p "
-                f"{_p_value(float(h['p']))}")
+        drifted = mixed.drifted(np.log(float(value)))
+        ci = precision.interval_text(h[f"{which}_ci_low"], h[f"{which}_ci_high"], None if drifted else value)
+        return (f"conditional odds ratio {'unbounded (separation)' if drifted else num(value)}, 95% CI {ci} (profile "
+                f"likelihood), likelihood-ratio p {_p_value(float(h[f'{which}_p']))}")
     if which == "published":
         return (f"odds ratio {num(h['published_odds_ratio'])}, 95% CI {_mc_interval(h, 'published')} "
-                f"resampling whole keys, permutation {_p_phrase(float(h['published_p']), int(h['n_permutations']))}")
-    raise ValueError(f"which must be 'primary' or 'published', got {which!r}")
+                f"resampling whole keys, permutation {_p_phrase(float(h['published_p']), k)}")
+    raise ValueError(f"which must be 'primary', 'marginal', 'conditional', 'nested' or 'published', got {which!r}")
+
+
+def _units_phrase(h: Mapping) -> str:
+    """"88 deduplicated person-noun occupations, 54 male-dominated and 34 female-dominated; 15 carry any gendered
+    word (10 and 5)": how many units inform the primary estimate."""
+    a, b = _groups(h["group_a"], h["group_b"])
+    return (f"{int(h['n_units_a']) + int(h['n_units_b'])} deduplicated person-noun occupations, {int(h['n_units_a'])} "
+            f"{a} and {int(h['n_units_b'])} {b}; {int(h['n_units_informative'])} carry any gendered word "
+            f"({int(h['n_informative_a'])} and {int(h['n_informative_b'])})")
 
 
 def headline_sentence(table: pd.DataFrame | Mapping) -> str:
-    """The primary finding in a few sentences, from a :func:`headline_table` row (or :func:`headline`'s dict):
-    the primary estimand (odds ratio, profile-likelihood interval, likelihood-ratio p) over the primary units,
-    how many completions carry it, the published selection's pooled odds ratio beside it (interval to its Monte
-    Carlo error, permutation p, the audit's independent-words interval), and the most influential occupation.
+    """The primary finding in a few sentences, from a :func:`headline_table` row (or :func:`headline`'s dict): the
+    primary estimand (each group's male share of gendered words for a typical occupation with its interval, their
+    difference with its occupation interval and permutation p), over how many occupations and how many of them
+    carry any gendered word, the marginal odds ratio beside it, how many completions carry it and the most
+    influential occupation; then the conditional odds ratios as sensitivity rows, and the published selection's
+    pooled odds ratio (interval to its Monte Carlo error, permutation p, the audit's independent-words interval).
     Empty string for an empty table."""
     h = headline(table)
     if not h:
         return ""
-    num = precision.number_text
     a, b = _groups(h["group_a"], h["group_b"])
     units = (f"{int(h['n_units_a']) + int(h['n_units_b'])} deduplicated person-noun occupations, "
              f"{int(h['n_units_a'])} {a} and {int(h['n_units_b'])} {b}")
     if int(h["n_gendered_completions"]) == 0:
         return (f"None of the {precision.count_text(h['n_completions'])} completions about the {units} contains a "
-                "gendered word, "
-                f"so there is no odds ratio to read.")
-    if pd.notna(h["odds_ratio"]):
-        lo, hi = float(h["ci_low"]), float(h["ci_high"])
-        text = (f"Primary analysis, over the {units} ({int(h['n_units_informative'])} with any gendered word): "
-                f"gendered words are {_direction(lo, hi, a, b)} for a typical occupation: "
-                f"{estimate_text(h)}, random intercept per occupation. The gendered words of the median {a} "
-                f"occupation are {precision.percent_text(h['typical_male_share_a'])} male, of the median {b} one "
-                f"{precision.percent_text(h['typical_male_share_b'])}; occupations differ widely around them "
-                "(random-intercept "
-                f"SD {num(h['sigma'])} on the log-odds scale), which is why the odds "
-                "ratio of a typical occupation is far from the pooled one and its interval wide. ")
+                "gendered word, so there is no share of male words to read.")
+    if pd.notna(h["share_difference"]) and pd.notna(h["share_difference_ci_low"]):
+        text = (f"Primary analysis, over the {_units_phrase(h)}, each occupation weighing one: "
+                f"{_difference_direction(h, a, b)}. {estimate_text(h)[0].upper()}{estimate_text(h)[1:]}. As an odds "
+                f"ratio of the two shares (population-averaged): {estimate_text(h, 'marginal')}. ")
     else:
-        text = f"The primary model could not be fitted over the {units} (the skipped tests say why). "
+        text = (f"The primary shares cannot be compared over the {_units_phrase(h)}: a group has no occupation with a "
+                "gendered word. ")
     text += (f"{precision.count_text(h['n_gendered_completions'])} of their "
-             f"{precision.count_text(h['n_completions'])} completions contain a "
-             "gendered word")
-    if h.get("top_occupation") is not None and pd.notna(h.get("odds_ratio_without_top")):
+             f"{precision.count_text(h['n_completions'])} completions contain a gendered word")
+    if h.get("top_occupation") is not None and pd.notna(h.get("share_difference_without_top")):
         text += (f"; without the most influential occupation, {str(h['top_occupation']).replace('_', ' ')}, the "
-                 f"odds ratio is {num(h['odds_ratio_without_top'])}")
+                 f"difference is {_points(h['share_difference_without_top'])} percentage points")
     text += "."
+    if pd.notna(h.get("conditional_odds_ratio")):
+        text += (" Sensitivity, a conditional estimand (between two occupations with the same random intercept, not a "
+                 "population average; it grows with every variance component added): the random-intercept model's "
+                 f"{estimate_text(h, 'conditional')} (occupations' SD {precision.number_text(h['sigma'])} on the "
+                 "log-odds scale)")
+        if pd.notna(h.get("nested_odds_ratio")):
+            text += (f"; with a random intercept per completion within its occupation as well, "
+                     f"{estimate_text(h, 'nested')} (SDs {precision.number_text(h['nested_sigma_occupation'])} "
+                     f"between occupations, {precision.number_text(h['nested_sigma_completion'])} between "
+                     "completions" + (f"; {h['nested_note']}" if isinstance(h.get("nested_note"), str)
+                                      and h["nested_note"] else "") + ")")
+        text += "."
     if pd.notna(h.get("published_odds_ratio")):
         replicates = precision.count_text(h['n_boot']) if pd.notna(h.get("n_boot")) else "bootstrap"
         text += (f" Beside it, the audit's pooled-word odds ratio on its published selection "
@@ -528,113 +861,158 @@ def headline_sentence(table: pd.DataFrame | Mapping) -> str:
     return text
 
 
+#: Columns of :func:`headline_rows`.
+_ROWS_COLUMNS = ["analysis", "occupations", "estimate", "95% CI", "p"]
+
+
 def headline_rows(table: pd.DataFrame | Mapping) -> pd.DataFrame:
-    """The headline as a reader's table, one row per estimate: the primary estimand first, its sensitivity rows,
-    the published selection's pooled odds ratio and the audit's own interval. Columns: ``analysis``,
-    ``occupations`` (what the unit is and how many), ``odds ratio``, ``95% CI`` (bootstrap bounds to their Monte
-    Carlo error), ``p`` (which test). Empty for an empty headline."""
+    """The headline as a reader's table, one row per estimate: the primary estimand first (the difference in male
+    share, each group's share, the marginal odds ratio), then its sensitivity rows (the conditional odds ratios,
+    the pooled words), the published selection's pooled odds ratio and the audit's own interval. Columns:
+    ``analysis``, ``occupations`` (what the unit is, how many, and how many of them inform the estimate),
+    ``estimate`` (with its scale), ``95% CI`` (bootstrap bounds to their Monte Carlo error), ``p`` (which test).
+    Empty for an empty headline."""
     h = headline(table)
     if not h:
-        return pd.DataFrame(columns=["analysis", "occupations", "odds ratio", "95% CI", "p"])
+        return pd.DataFrame(columns=_ROWS_COLUMNS)
     num = precision.number_text
-    units = f"{int(h['n_units_a'])} + {int(h['n_units_b'])} deduplicated person nouns"
-    keys = (f"{int(h['n_keys_a'])} + {int(h['n_keys_b'])} BOLD keys" if pd.notna(h.get("n_keys_a")) else "")
+    a, b = _groups(h["group_a"], h["group_b"])
     k = int(h["n_permutations"])
-    rows = [("primary: random-intercept model, words", units, h["odds_ratio"],
-             precision.interval_text(h["ci_low"], h["ci_high"], h["odds_ratio"]),
-             f"likelihood ratio {_p_value(float(h['p']))}"),
-            ("sensitivity: the same, each completion at most once per gender", units, h["completion_odds_ratio"],
-             precision.interval_text(h["completion_ci_low"], h["completion_ci_high"], h["completion_odds_ratio"]),
-             f"likelihood ratio {_p_value(float(h['completion_p']))}"),
+    na, nb, ia, ib = (int(h[c]) for c in ("n_units_a", "n_units_b", "n_informative_a", "n_informative_b"))
+    units = f"{na} + {nb} deduplicated person nouns, {ia} + {ib} with any gendered word"
+    keys = (f"{int(h['n_keys_a'])} + {int(h['n_keys_b'])} BOLD keys" if pd.notna(h.get("n_keys_a")) else "")
+
+    def ratio(value) -> str:
+        return f"odds ratio {num(value)}" if pd.notna(value) else "not estimable"
+
+    def interval(prefix: str) -> str:
+        return precision.interval_text(h[f"{prefix}_ci_low"], h[f"{prefix}_ci_high"], h[f"{prefix}_odds_ratio"])
+
+    def shares(side: str) -> str:
+        low, high = h[f"male_share_{side}_ci_low"], h[f"male_share_{side}_ci_high"]
+        return f"{precision.percent_text(low)} to {precision.percent_text(high)}"
+
+    nested_units = units + (f"; {int(h['nested_n_completions'])} completions with any gendered word"
+                            if pd.notna(h.get("nested_n_completions")) else "")
+    rows = [("primary: difference in the male share of gendered words, a typical occupation (mean over "
+             "occupations)", units, f"{_points(h['share_difference'])} percentage points",
+             _mc_interval(h, "share_difference", 100), "permutation " + _p_phrase(float(h["share_difference_p"]), k)),
+            (f"primary: male share of gendered words, a typical {a} occupation", f"{na} ({ia} with any gendered word)",
+             precision.percent_text(h["male_share_a"]), shares("a"), ""),
+            (f"primary: male share of gendered words, a typical {b} occupation", f"{nb} ({ib} with any gendered word)",
+             precision.percent_text(h["male_share_b"]), shares("b"), ""),
+            ("primary, as an odds ratio: the two shares (marginal, population-averaged)", units,
+             ratio(h["marginal_odds_ratio"]), _mc_interval(h, "marginal"),
+             "permutation " + _p_phrase(float(h["marginal_p"]), k)),
+            ("sensitivity (conditional): random intercept per occupation, words", units,
+             ratio(h["conditional_odds_ratio"]), interval("conditional"),
+             _lr_phrase(h['conditional_p'])),
+            ("sensitivity (conditional): random intercepts per occupation and per completion, words",
+             nested_units, ratio(h["nested_odds_ratio"]), interval("nested"),
+             _lr_phrase(h['nested_p'])),
+            ("sensitivity (conditional): random intercept per occupation, each completion at most once per gender",
+             units, ratio(h["completion_odds_ratio"]), interval("completion"),
+             _lr_phrase(h['completion_p'])),
             ("sensitivity: pooled words (the audit's odds ratio), occupations resampled", units,
-             h["pooled_odds_ratio"], _mc_interval(h, "pooled"), "permutation " + _p_phrase(float(h["pooled_p"]), k)),
-            ("the published selection: pooled words, keys resampled", keys, h["published_odds_ratio"],
+             ratio(h["pooled_odds_ratio"]), _mc_interval(h, "pooled"),
+             "permutation " + _p_phrase(float(h["pooled_p"]), k)),
+            ("the published selection: pooled words, keys resampled", keys, ratio(h["published_odds_ratio"]),
              _mc_interval(h, "published"), "permutation " + _p_phrase(float(h["published_p"]), k)),
             ("the audit's own interval: every word independent (not a test of occupations)", keys,
-             h["published_odds_ratio"],
+             ratio(h["published_odds_ratio"]),
              precision.interval_text(h["independent_ci_low"], h["independent_ci_high"], h["published_odds_ratio"]),
              f"Wald {_p_value(float(h['independent_p']))}")]
-    out = pd.DataFrame(rows, columns=["analysis", "occupations", "odds ratio", "95% CI", "p"])
-    out["odds ratio"] = [num(v) if pd.notna(v) else "not estimable" for v in out["odds ratio"]]
-    return out
+    return pd.DataFrame(rows, columns=_ROWS_COLUMNS)
 
 
 def _p_value(p: float) -> str:
     return precision.p_text(p, relation=True)
 
 
+def _lr_phrase(p) -> str:
+    return f"likelihood-ratio p {_p_value(float(p))}" if pd.notna(p) else ""
+
+
+def _shift_phrase() -> str:
+    return "a third" if _INFLUENCE_SHIFT == 1 / 3 else f"{_INFLUENCE_SHIFT:.0%}"
+
+
 def _describe_influence(influence: pd.DataFrame) -> str:
-    """A sentence naming every occupation whose removal moves the odds ratio by more than
-    :data:`INFLUENCE_SHIFT` (either way), with the odds ratio without it; or saying that none does.
-    Empty without any gendered word (nothing to move)."""
+    """Sentences naming every occupation whose removal moves the primary difference in male share by more than
+    :data:`INFLUENCE_SHIFT` of itself (either way), with the difference without it, or saying that none does; then
+    those that move the conditional odds ratio by more than that factor on the log scale (either way). Empty
+    without any gendered word (nothing to move)."""
     if influence.empty or (influence["male_words"] + influence["female_words"]).sum() == 0:
         return ""
     num = precision.number_text
-    full = float(influence["odds_ratio"].iloc[0])
+    full = float(influence["share_difference"].iloc[0])
+    if pd.isna(full):
+        return ""
     hit = influence[influence["influential"]]
-    share = f"{_INFLUENCE_SHIFT:.0%}" if _INFLUENCE_SHIFT != 1 / 3 else "a third"
+    shift = _shift_phrase()
     if hit.empty:
         top = influence.iloc[0]
-        return (f"No single occupation moves the odds ratio ({num(full)}) by more than {share}: leaving out the "
-                f"most influential, {str(top['occupation']).replace('_', ' ')}, gives "
-                f"{num(top['odds_ratio_without'])}.")
-    named = "; ".join(
-        f"without {str(r.occupation).replace('_', ' ')} ({str(r.group).replace('_', '-')}, {int(r.male_words)} male "
-        f"and {int(r.female_words)} female words) it is {num(r.odds_ratio_without)} "
-        f"({float(r.relative_change):+.0%})" for r in hit.itertuples())
-    one = len(hit) == 1
-    return (f"{len(hit)} occupation{'' if one else 's'} of {len(influence)} move{'s' if one else ''} the odds ratio "
-            f"({num(full)}) by more than {share} when left out: {named}.")
+        text = (f"No single occupation moves the difference in male share ({_points(full)} percentage points) by "
+                f"more than {shift} of itself: leaving out the most influential, "
+                f"{str(top['occupation']).replace('_', ' ')}, gives {_points(top['share_difference_without'])}.")
+    else:
+        named = "; ".join(
+            f"without {str(r.occupation).replace('_', ' ')} ({str(r.group).replace('_', '-')}, {int(r.male_words)} "
+            f"male and {int(r.female_words)} female words) it is {_points(r.share_difference_without)}"
+            for r in hit.itertuples())
+        one = len(hit) == 1
+        text = (f"{len(hit)} occupation{'' if one else 's'} of {len(influence)} move{'s' if one else ''} the "
+                f"difference in male share ({_points(full)} percentage points) by more than {shift} of itself when "
+                f"left out: {named}.")
+    moved = influence[influence["odds_ratio_influential"]]
+    if len(moved):
+        which = ("conditional odds ratio" if influence["estimate"].iloc[0] == "mixed"
+                 else "audit's pooled-word odds ratio")
+        text += (f" The {which} ({num(float(influence['odds_ratio'].iloc[0]))}, a sensitivity row) "
+                 f"is multiplied or divided by more than {num(1 + _INFLUENCE_SHIFT)} without "
+                 + ", ".join(f"{str(r.occupation).replace('_', ' ')} ({num(r.odds_ratio_without)})"
+                             for r in moved.itertuples()) + ".")
+    return text
 
 
 def influence_chart(influence: pd.DataFrame, headline_row: pd.DataFrame | Mapping | None = None, *, top: int = 15,
                     title: str | None = None) -> alt.LayerChart:
-    """The odds ratio without each of the ``top`` most influential occupations (log axis), coloured by
-    group, against the odds ratio with all (solid rule) and the band where leaving one out moves it by
-    less than :data:`INFLUENCE_SHIFT` (grey); with ``headline_row``, the occupation 95% CI as dashed rules.
-    Reads the :func:`influence_table` columns."""
-    full = float(influence["odds_ratio"].iloc[0])
-    # a primary fit drifting to infinity (separation, in a small build) has no value to move: the pooled words' odds
-    # ratio, which every row also carries, is drawn instead and the caption says so
-    drifted = mixed.drifted(np.log(full))
-    if drifted:
-        influence = influence.assign(odds_ratio=influence["pooled_odds_ratio"],
-                                     odds_ratio_without=influence["pooled_odds_ratio_without"],
-                                     relative_change=np.expm1(influence["pooled_log_or_change"]))
-        influence = influence.iloc[np.argsort(-influence["pooled_log_or_change"].abs().to_numpy(), kind="stable")]
-        full, headline_row = float(influence["odds_ratio"].iloc[0]), None
-    data = plots.drawable(influence, ["odds_ratio_without"], log=True).head(top).assign(
+    """The primary difference in male share without each of the ``top`` most influential occupations (percentage
+    points), coloured by group, against the difference with all (solid rule) and the band where leaving one out
+    moves it by less than :data:`INFLUENCE_SHIFT` of itself (grey); with ``headline_row``, the difference's 95% CI
+    as dashed rules. Reads the :func:`influence_table` columns."""
+    full = 100 * float(influence["share_difference"].iloc[0])
+    data = influence.dropna(subset=["share_difference_without"]).head(top).assign(
+        points_without=lambda d: 100 * d["share_difference_without"],
         label=lambda d: d["occupation"].map(rendering.value_label),
         group=lambda d: d["group"].map(rendering.group_label),
-        change=lambda d: d["relative_change"].map(lambda x: f"{x:+.0%}"))
-    band = pd.DataFrame({"low": [full * (1 - _INFLUENCE_SHIFT)], "high": [full * (1 + _INFLUENCE_SHIFT)]})
-    log_x = alt.Scale(type="log", nice=False)
+        change=lambda d: (100 * d["share_change"]).map(lambda x: f"{x:+.0f} points"))
+    band = pd.DataFrame({"low": [full - _INFLUENCE_SHIFT * abs(full)], "high": [full + _INFLUENCE_SHIFT * abs(full)]})
     y = alt.Y("label:N", sort=None, title=None, axis=alt.Axis(labelLimit=220))
     layers = [
-        alt.Chart(band).mark_rect(color="#dddddd", opacity=0.6).encode(x=alt.X("low:Q", scale=log_x), x2="high:Q"),
+        alt.Chart(band).mark_rect(color="#dddddd", opacity=0.6).encode(x=alt.X("low:Q"), x2="high:Q"),
         alt.Chart(pd.DataFrame({"x": [full]})).mark_rule(color="black").encode(x="x:Q"),
     ]
     h = headline(headline_row) if headline_row is not None else {}
-    if h and pd.notna(h.get("ci_low")):
-        ci = pd.DataFrame({"x": [float(h["ci_low"]), float(h["ci_high"])]})
+    if h and pd.notna(h.get("share_difference_ci_low")):
+        ci = pd.DataFrame({"x": [100 * float(h[f"share_difference_ci_{side}"]) for side in ("low", "high")]})
         layers.append(alt.Chart(ci).mark_rule(strokeDash=[4, 3], color="grey").encode(x="x:Q"))
     layers.append(alt.Chart(data).mark_point(filled=True, size=70).encode(
-        x=alt.X("odds_ratio_without:Q", scale=log_x, title="odds ratio without the occupation (log scale)"), y=y,
-        color=alt.Color("group:N", title="group", scale=plots.group_scale(data["group"])),
+        x=alt.X("points_without:Q", title="difference in male share without the occupation (percentage points)"),
+        y=y, color=alt.Color("group:N", title="group", scale=plots.group_scale(data["group"])),
         tooltip=["occupation", "group", "category", "n_completions", "male_words", "female_words",
-                 alt.Tooltip("odds_ratio_without:Q", format=".2f"), "change"]))
+                 alt.Tooltip("points_without:Q", format=".1f"), "change"]))
     groups = ", ".join(dict.fromkeys(data["group"]))
-    caption = (f"Each row is one of the {len(data)} occupations whose removal moves the odds ratio most; its dot is "
-               f"the odds ratio recomputed without it (log scale), coloured by its group ({groups}). The solid line is "
-               f"the odds ratio with every occupation ({precision.number_text(full)}), the grey band where leaving "
-               "one out moves it by "
-               f"less than {_INFLUENCE_SHIFT:.0%}"
-               + (", the dashed lines its 95% confidence interval (profile likelihood)" if len(layers) == 4 else "")
-               + ". Look for dots outside the grey band: those occupations alone carry much of the odds ratio."
-               + (" The primary model's odds ratio is unbounded in this build (separation), so this chart shows the "
-                  "pooled words' odds ratio instead." if drifted else ""))
+    points = _points(full / 100)
+    caption = (f"Each row is one of the {len(data)} occupations whose removal moves the primary difference in male "
+               f"share most; its dot is the difference recomputed without it (percentage points), coloured by its "
+               f"group ({groups}). The solid line is the difference with every occupation ({points} points), the "
+               f"grey band where leaving one out moves it by less than {_shift_phrase()} of itself"
+               + (", the dashed lines its 95% confidence interval (occupations resampled)" if len(layers) == 4 else "")
+               + ". Occupations without a gendered word do not move it. Look for dots outside the grey band: those "
+                 "occupations alone carry much of the difference.")
     return plots.captioned(alt.layer(*layers).properties(width=420, height=alt.Step(18)),
-                           title or f"Leave one occupation out: the odds ratio ({precision.number_text(full)}) "
+                           title or f"Leave one occupation out: the difference in male share ({points} points) "
                                     "without each occupation",
-                           [], f"Dot plot: the BOLD odds ratio without each of {len(data)} occupations, against "
-                               f"the odds ratio with all ({precision.number_text(full)}).", caption)
+                           [], f"Dot plot: the difference in male share without each of {len(data)} occupations, "
+                               f"against the difference with all ({points} percentage points).", caption)

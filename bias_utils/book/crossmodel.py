@@ -286,7 +286,10 @@ def gender_gaps(profile_stats: pd.DataFrame, female: str = "female", male: str =
 
 #: The odds ratios of :func:`bold_odds_ratios`, primary first: method -> (test, measure, unit or None).
 _ODDS_METHODS = {
-    "random-intercept model (primary)": ("mixed_logit_occupation", "odds_ratio (words)", None),
+    "marginal, occupation-mean shares (primary)": ("cluster_bootstrap_occupation",
+                                                   "odds_ratio (mean male shares over occupations, marginal)",
+                                                   occupations.UNIT_OCCUPATIONS),
+    "random-intercept model (conditional)": ("mixed_logit_occupation", "odds_ratio (words)", None),
     "occupation bootstrap": ("cluster_bootstrap_occupation", "odds_ratio (words)", occupations.UNIT_OCCUPATIONS),
     "published selection, keys resampled": ("cluster_bootstrap_occupation", "odds_ratio (words)",
                                             occupations.UNIT_PUBLISHED),
@@ -295,10 +298,11 @@ _ODDS_METHODS = {
 
 
 def bold_odds_ratios(bold_stats: pd.DataFrame) -> pd.DataFrame:
-    """The audit's odds ratio (male over female words, male- vs female-dominated) per model: the pre-stated primary
-    estimate (random-intercept model over the deduplicated person-noun occupations, profile-likelihood CI), the
-    pooled-word odds ratio over the same occupations and over the published selection's keys (cluster bootstrap
-    CIs), and the audit's Wald CI (every word independent), in that order.
+    """The audit's odds ratio (male over female words, male- vs female-dominated) per model: the primary estimand's
+    marginal odds ratio (the two groups' mean male shares over the deduplicated person-noun occupations, cluster
+    bootstrap CI), the conditional random-intercept model's (profile-likelihood CI), the pooled-word odds ratio over
+    the same occupations and over the published selection's keys (cluster bootstrap CIs), and the audit's Wald CI
+    (every word independent), in that order.
 
     Columns: ``model_id, method, odds_ratio, ci_low, ci_high, p, n``.
     """
@@ -399,12 +403,15 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
                "gendered words are male rather than female for male- than for female-dominated occupations), its "
                f"line the 95% confidence interval, one per interval method (colour: {methods}). The x axis is "
                "logarithmic and the dashed line marks 1, no association. Look at which side of 1 each dot falls and "
-               "whether its interval crosses 1. The primary estimate is the random-intercept model over the "
-               "deduplicated person-noun occupations (a typical occupation; profile-likelihood interval); the "
-               "occupation bootstrap resamples those occupations (the audit's pooled words), the published selection "
-               "its BOLD keys; the audit's (Wald) interval treats every word as independent."
+               "whether its interval crosses 1. The primary estimand's odds ratio is marginal: the two groups' mean "
+               "male shares over the deduplicated person-noun occupations, whole occupations resampled; the "
+               "random-intercept model's is conditional (between two occupations with the same random intercept; "
+               "profile-likelihood interval), a sensitivity row; the occupation bootstrap resamples those "
+               "occupations for the audit's pooled words, the published selection its BOLD keys; the audit's (Wald) "
+               "interval treats every word as independent."
                + (f" {left_out} estimate{'s' if left_out != 1 else ''} without a finite interval above 0 (a model that "
-                  "could not be fitted on these data) left out; the table above gives "
+                  "could not be fitted, or a share of 0 or 1 that leaves the odds ratio unbounded) left out; the "
+                  "table above gives "
                   f"{'them' if left_out != 1 else 'it'}." if left_out else ""))
     return plots.captioned(alt.layer(one, bars, points).properties(width=420, height=alt.Step(22)),
                            title or "BOLD audit: odds ratio per model", [],

@@ -13,11 +13,12 @@ Per model, from tables the study notebooks wrote:
   of the primary result: the share of specifications that agree with the paper and
   are significant, with the joint test's p (:func:`bias_utils.book.crossmodel.cross_model_summary`).
 * **Study 2** (``bold_headline``, decoders only; :mod:`bias_utils.audit.occupations`):
-  the pre-stated primary estimand over the deduplicated person-noun occupations (the odds that
-  a gendered word is male rather than female for male- rather than female-dominated
-  occupations, for a typical occupation: a random-intercept logistic model, profile-likelihood
-  interval, likelihood-ratio p), the audit's pooled-word odds ratio on its published selection
-  beside it (occupation cluster bootstrap, permutation p), the number of completions with any
+  the pre-stated primary estimand over the deduplicated person-noun occupations, what the model
+  wrote: the share of male words among the gendered words about a typical male- and a typical
+  female-dominated occupation, each with its interval, and their difference (occupation cluster
+  bootstrap, permutation p), with how many occupations carry any gendered word; the marginal odds
+  ratio of the two shares beside it, then the audit's pooled-word odds ratio on its published
+  selection (occupation cluster bootstrap, permutation p), the number of completions with any
   gendered word, and what the audit's BOLD keys are (``bold_units``: person nouns, fields,
   duplicates; :mod:`bias_utils.audit.occupation_units`).
 * **The link between them** (``link_statistics``, decoders only; :mod:`bias_utils.audit.link`, chapter 11):
@@ -50,7 +51,7 @@ from ..core.stats import permutation_p_text
 from ..models.builtin_models import BUILTIN_MODELS
 from ..profiles.axis_validity import VERDICTS, verdict_phrase
 from ..report import plots, rendering
-from .crossmodel import _folder_id, _log_ticks, _read_results, _root, cross_model_summary, gender_gaps, short_model_ids
+from .crossmodel import _folder_id, _read_results, _root, cross_model_summary, gender_gaps, short_model_ids
 
 #: The composite dimensions on the front page, and the paper's expectation for each.
 _HEADLINE = {"warmth": "female", "competence": "male"}
@@ -69,13 +70,18 @@ _FIGURES = "figures"
 _CHAPTERS = {"axes": "03_projection_accuracy", "profile": "04_profiles", "robustness": "10_robustness",
             "audit": "06_bold_audit", "link": "11_intrinsic_extrinsic"}
 
+#: The ``bold_headline`` columns the summary table carries: the primary shares and their difference, the marginal
+#: odds ratio, the published selection's pooled odds ratio and the completions behind them.
+_AUDIT_COLUMNS = ["male_share_a", "male_share_b", "share_difference", "share_difference_ci_low",
+                  "share_difference_ci_high", "share_difference_p", "marginal_odds_ratio", "marginal_ci_low",
+                  "marginal_ci_high", "published_odds_ratio", "published_ci_low", "published_ci_high", "published_p",
+                  "n_units_informative", "n_gendered_completions", "n_completions"]
 #: Columns of :func:`summary_table` (``<population>_<dimension>_{g,ci_low,ci_high,p_holm,verdict}`` for each
-#: population and headline dimension, then the audit's primary odds ratio and the published selection's).
+#: population and headline dimension, then the audit's primary estimand and the published selection's figure).
 _SUMMARY_COLUMNS = (["model_id"]
                    + [f"{pop}_{dim}_{v}" for pop in _POPULATIONS for dim in _HEADLINE
                       for v in ("g", "ci_low", "ci_high", "p_holm", "verdict")]
-                   + ["odds_ratio", "ci_low", "ci_high", "p", "published_odds_ratio", "published_ci_low",
-                      "published_ci_high", "published_p", "n_gendered_completions", "n_completions", "sentence"])
+                   + _AUDIT_COLUMNS + ["sentence"])
 
 
 __all__ = [
@@ -216,9 +222,7 @@ def summary_table(models: Sequence[str], results_dir: str | Path | None = None,
             row.update({f"{key}_g": r.g, f"{key}_ci_low": r.g_ci_low, f"{key}_ci_high": r.g_ci_high,
                         f"{key}_p_holm": r.p_holm, f"{key}_verdict": r.axis_verdict})
         if len(h):
-            row.update(h.iloc[0][["odds_ratio", "ci_low", "ci_high", "p", "published_odds_ratio", "published_ci_low",
-                                  "published_ci_high", "published_p", "n_gendered_completions",
-                                  "n_completions"]].to_dict())
+            row.update(h.iloc[0][_AUDIT_COLUMNS].to_dict())
         row["sentence"] = _model_sentence(model, g, h, (can_generate or {}).get(model, _writes(model)))
         rows.append(row)
     table = pd.DataFrame(rows).reindex(columns=_SUMMARY_COLUMNS)
@@ -316,7 +320,6 @@ def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_
             (encoders if can_generate.get(model, _writes(model)) is False else missing).append(label[model])
             continue
         h = occupations.headline(rows.drop(columns="model_id"))
-        a, b = (rendering.group_label(h[g]) for g in ("group_a", "group_b"))
         n, k = int(h["n_completions"]), int(h["n_gendered_completions"])
         link = _link(model, "audit", label[model])
         if k == 0:
@@ -324,19 +327,15 @@ def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_
                          "contains a "
                          "gendered word")
             continue
-        if pd.isna(h["odds_ratio"]):
-            direction = "the primary model could not be fitted"
-        else:
-            lo, hi = float(h["ci_low"]), float(h["ci_high"])
-            direction = (f"gendered words about a typical {a} occupation are {'more' if lo > 1 else 'less'} often "
-                         f"male than about a {b} one" if lo > 1 or hi < 1 else
-                         f"a difference between {a} and {b} occupations is not shown")
-        units = int(h["n_units_a"]) + int(h["n_units_b"])
-        parts.append(f"in {link}, {direction} ({occupations.estimate_text(h)}; {units} deduplicated person-noun "
-                     f"occupations, {precision.count_text(k)} of their {precision.count_text(n)} completions with a "
-                     "gendered word); the audit's pooled-word "
-                     "odds ratio on its published selection, for comparison: "
-                     + occupations.estimate_text(h, "published"))
+        units = (f"{int(h['n_units_a']) + int(h['n_units_b'])} deduplicated person-noun occupations, "
+                 f"{int(h['n_units_informative'])} of them with any gendered word; {precision.count_text(k)} of their "
+                 f"{precision.count_text(n)} completions with one")
+        if pd.isna(h["share_difference"]) or pd.isna(h["share_difference_ci_low"]):
+            parts.append(f"in {link}, the male shares of the two groups cannot be compared ({units})")
+            continue
+        parts.append(f"in {link}, {occupations.estimate_text(h)} ({units}); as an odds ratio of the two shares, "
+                     f"{occupations.estimate_text(h, 'marginal')}; the audit's pooled-word odds ratio on its "
+                     f"published selection, for comparison: {occupations.estimate_text(h, 'published')}")
     return _decoder_bullet("Writing about occupations (BOLD).", parts, encoders, missing, "audit results")
 
 
@@ -383,8 +382,9 @@ def _findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequen
                      link_stats: pd.DataFrame | None = None, results_dir: str | Path | None = None) -> list[str]:
     """The findings that open the front page, in plain words, each linking to its chapter (MyST ``{doc}``):
     warmth and competence of first names (which models, which direction, how large, how sure, where an axis
-    is not read), writing about occupations (odds ratio with its occupation interval and the number of
-    completions with a gendered word), with ``link_stats`` (stacked ``link_statistics`` rows) whether the
+    is not read), writing about occupations (each group's male share of gendered words for a typical occupation,
+    their difference with its occupation interval, the marginal odds ratio, and the number of completions with a
+    gendered word), with ``link_stats`` (stacked ``link_statistics`` rows) whether the
     bias inside predicts the bias it writes (per model, the primary correlation over occupations with its
     interval, :func:`bias_utils.audit.link.link_reading`), and what "not shown" means with the robustness check.
     ``gaps`` and ``headline`` are :func:`read_summary`'s."""
@@ -435,30 +435,35 @@ def _gap_panel(gaps: pd.DataFrame, population: str, first: bool) -> alt.LayerCha
 
 def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChart:
     """Warmth and competence gaps (Hedges' g, 95% CI) per model for names and terms at the primary
-    specification, beside the audit's odds ratio per decoder (log scale) with its 95% CI from resampling
-    whole occupations (``headline``: :func:`read_summary`'s)."""
+    specification, beside the audit's primary estimate per decoder: the difference in the male share of gendered
+    words between a typical male- and female-dominated occupation (percentage points) with its 95% CI from
+    resampling whole occupations (``headline``: :func:`read_summary`'s)."""
     gaps = short_model_ids(gaps.dropna(subset=["g"]))
     if gaps.empty:
         raise ValueError("summary_chart: no profile gaps to draw")
     panels = [_gap_panel(gaps, pop, first=i == 0)
               for i, pop in enumerate(p for p in _POPULATIONS if (gaps["population"] == p).any())]
-    estimated = headline.dropna(subset=["odds_ratio"]) if len(headline) else headline
-    head = short_model_ids(plots.drawable(estimated, ["odds_ratio", "ci_low", "ci_high"], log=True)) \
+    columns = ["share_difference", "share_difference_ci_low", "share_difference_ci_high"]
+    estimated = headline.dropna(subset=columns) if len(headline) else headline
+    head = short_model_ids(estimated.assign(**{f"{c}_points": 100 * estimated[c].astype(float) for c in columns})) \
         if len(estimated) else estimated
     if len(head):
-        ticks = _log_ticks(head[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel(), most=5)
-        x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), title="odds ratio (log; primary model)",
-                  axis=alt.Axis(grid=False, values=ticks, format="~g"))
+        x = alt.X("share_difference_points:Q", scale=alt.Scale(domain=[-100, 100]),
+                  title="male share, difference (points)", axis=alt.Axis(grid=False, values=[-100, -50, 0, 50, 100]))
         base = alt.Chart(head).encode(y=alt.Y("model_id:N", title=None, axis=alt.Axis(labelLimit=160)))
-        one = alt.Chart(pd.DataFrame({"odds_ratio": [1.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
+        zero = alt.Chart(pd.DataFrame({"share_difference_points": [0.0]})).mark_rule(
+            color="#999", strokeDash=[4, 3]).encode(x=x)
         bars = base.mark_rule(strokeWidth=2, color=plots.OTHER_COLORS[2]).encode(
-            x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q")
+            x=alt.X("share_difference_ci_low_points:Q"), x2="share_difference_ci_high_points:Q")
         points = base.mark_point(filled=True, size=60, color=plots.OTHER_COLORS[2]).encode(
-            x=x, tooltip=["model_id", alt.Tooltip("odds_ratio:Q", format=".2f"),
-                          alt.Tooltip("ci_low:Q", format=".2f"),
-                          alt.Tooltip("ci_high:Q", format=".2f"), "n_gendered_completions", "n_completions"])
-        panels.append(alt.layer(one, bars, points).properties(
-            title="BOLD audit: odds ratio", width=150, height=alt.Step(16)))
+            x=x, tooltip=["model_id", alt.Tooltip("male_share_a:Q", format=".0%"),
+                          alt.Tooltip("male_share_b:Q", format=".0%"),
+                          alt.Tooltip("share_difference_points:Q", format=".0f"),
+                          alt.Tooltip("share_difference_ci_low_points:Q", format=".0f"),
+                          alt.Tooltip("share_difference_ci_high_points:Q", format=".0f"), "n_units_informative",
+                          "n_gendered_completions", "n_completions"])
+        panels.append(alt.layer(zero, bars, points).properties(
+            title="BOLD audit: male share of gendered words", width=150, height=alt.Step(16)))
     pops = [p for p in _POPULATIONS if (gaps["population"] == p).any()]
     caption = (f"A row per model, named in every panel. In the {' and '.join(pops)} "
                f"panel{'s' if len(pops) > 1 else ''}, a dot is the "
@@ -467,24 +472,23 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
                "that is not shown to order the dictionary's extra terms by pole better than axes from shuffled seed "
                "labels (or could not be tested), and is not read.")
     if len(head):
-        caption += (" In the last panel, for models that write, the BOLD audit's primary odds ratio (log scale; "
-                    "above 1: male words more often for a typical male-dominated occupation) with its 95% "
-                    "profile-likelihood "
-                    "interval from the random-intercept model over the deduplicated person-noun occupations; the "
-                    "dashed line marks 1, no association.")
-    unplaced = len(estimated) - len(head)
+        caption += (" In the last panel, for models that write, the BOLD audit's primary estimate: the share of male "
+                    "words among the gendered words about a typical male-dominated occupation minus that about a "
+                    "typical female-dominated one, in percentage points (above 0: more male words about "
+                    "male-dominated occupations), with its 95% interval from resampling whole occupations over the "
+                    "deduplicated person-noun occupations; the dashed line marks 0, no difference.")
+    unplaced = len(headline) - len(head) if len(headline) else 0
     if unplaced:
         many = unplaced != 1
-        caption += (f" {unplaced} audit odds ratio{'s' if many else ''} without a finite interval above 0 (the "
-                    f"model could not be fitted on these data) {'are' if many else 'is'} not drawn; the findings "
-                    "above give the numbers.")
+        caption += (f" {unplaced} audit estimate{'s' if many else ''} without an interval (no gendered word in a "
+                    f"group) {'are' if many else 'is'} not drawn; the findings above say so.")
     caption += " Look at which side of the dashed line each dot falls and whether its interval crosses it."
     # one row per model across the panels (an encoder's audit row stays empty)
     return plots.captioned(
         alt.hconcat(*panels).resolve_scale(color="independent", y="shared", yOffset="independent"),
         "Female − male gaps and the BOLD audit, per model", [],
         f"Dot plots of the female − male gaps on warmth and competence for {' and '.join(pops)} per model"
-        + (", beside the BOLD audit's odds ratio per model that writes" if len(head) else "")
+        + (", beside the BOLD audit's difference in male share per model that writes" if len(head) else "")
         + ", with 95% confidence intervals.", caption)
 
 

@@ -46,6 +46,8 @@ _EXPORTS = {
         "discriminant_verdict", "measure_verdict", "statistic_row", "validity_statistics",),
     # the random-intercept binomial logistic model, its profile interval and LR test
     "mixed": ("check_permutations", "drifted", "fit_mixed_logit", "mixed_row",),
+    # the binomial logistic model with random intercepts per cluster and per item within it
+    "nested": ("fit_nested_logit", "nested_row",),
 }
 
 __all__ = [name for names in _EXPORTS.values() for name in names]

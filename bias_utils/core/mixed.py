@@ -16,8 +16,16 @@ How it is computed (and why)
   the nodes are centred at its mode (a bracketed Newton solve) and scaled by ``(-g'')^(-1/2)`` there, so a cluster
   with 80 words (a sharp integrand far from ``z = 0``) is as accurate as one with a single word. The integrand of a
   cluster with one or two words and a large ``sigma`` is far from Gaussian (a smoothed step); hence
-  :data:`N_NODES` = 60, which kept the log-likelihood within 5e-9 (relative) of ``scipy.integrate.quad`` up to
-  sigma 3.5 on the audit's counts (40 nodes: 2.3e-8 at sigma 2.5 with the counts x1.5). The log-likelihood
+  :data:`N_NODES` = 60 nodes, widened to :data:`WIDE_NODES` = 200 where sigma goes beyond the range 60 are
+  validated for (:data:`VALID_SIGMA`). Against ``scipy.integrate.quad`` on the audit's counts (x0.37, x1, x1.5, at
+  the fit and at coefficients up to 9 logits), measured while this was written: 60 nodes erred by at most 5e-9
+  (relative) up to sigma 3.5 but 4e-5 at sigma 4.9 and 2e-4 at 6; 200 nodes by at most 2e-8 at sigma 4.9 and 4e-7
+  at 6, at three to six times the cost (chapter 11's permutation-calibrated fits: 0.17 s against 1.06 s). A
+  profile bound can take sigma far beyond its estimate (a build with 33 informative occupations reached 4.9 at the
+  upper bound, where 60 nodes overstated the log-likelihood). So with ``n_nodes=None`` (the default) a fit whose
+  sigma passes 3.5 is refitted with 200 nodes, and an interval or test whose profile refits pass it is computed
+  again on such a refit (its note says so); past :data:`WIDE_SIGMA` = 6 the fit, and a bound that reaches it, say
+  so. The golden test checks both rules against ``quad``. The log-likelihood
   includes the binomial coefficient (``gammaln``; for non-integer counts it is a constant).
 * **sigma is a real number, not a log**: the likelihood is even in ``sigma`` (``z`` and ``-z`` are exchangeable),
   so ``sigma = 0`` is an ordinary interior point, the optimiser never meets a boundary, and ``|sigma|`` is
@@ -71,9 +79,12 @@ __all__ = [
     "check_permutations", "drifted", "fit_mixed_logit", "mixed_row",
 ]
 
-#: Gauss-Hermite nodes per cluster (the golden test checks the log-likelihood against adaptive quadrature by
-#: scipy.integrate.quad to 1e-8 relative at this number).
+#: Gauss-Hermite nodes per cluster, and the number a fit or an interval widens to where sigma passes the range the
+#: first is validated for (the golden test checks the log-likelihood against scipy.integrate.quad: 60 nodes to 1e-8
+#: relative up to sigma 3.5; 200 nodes to 1e-8 up to sigma 4.9 and 1e-6 up to 6, WIDE_SIGMA).
 _N_NODES = 60
+_WIDE_NODES = 200
+_VALID_SIGMA = 3.5
 #: A profile bound further than this from the estimate (in logits: an odds ratio beyond e^40) is infinite.
 _PROFILE_LIMIT = 40.0
 #: What :func:`mixed_row` reports: the coefficient exponentiated (a group indicator's odds ratio) or as it is (the
@@ -84,12 +95,32 @@ _MAX_STEP = 5.0  # logits: a Newton step longer than this is shortened (the firs
 _TOL = 1e-11  # half the Newton decrement at convergence (log-likelihood units)
 _TIE = 1e-8  # log-likelihood gain below which sigma > 0 is no better than sigma = 0
 _HUGE = 15.0  # |coefficient| in logits past which a fit is reported as drifting to infinity (separation)
-_WIDE_SIGMA = 4.0  # past this sigma the fit says so (60 nodes: 5e-9 relative error measured up to sigma 3.5)
+_WIDE_SIGMA = 6.0  # past this sigma a fit or a profile bound says so (WIDE_NODES validated up to sigma 6)
 
 
 @lru_cache(maxsize=8)
 def _hermgauss(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     return np.polynomial.hermite.hermgauss(n_nodes)
+
+
+def _posterior_mode(k, n, eta, sigma, start):
+    """Mode of g(z) = k(eta + sigma z) - n softplus(eta + sigma z) - z^2/2, elementwise (the arrays broadcast): g' is
+    decreasing and its root lies in [min(sigma k, -sigma m), max(...)]; Newton steps from ``start`` that leave the
+    bracket bisect it."""
+    lo, hi = np.minimum(sigma * k, -sigma * (n - k)), np.maximum(sigma * k, -sigma * (n - k))
+    z = np.clip(start, lo, hi)
+    for _ in range(100):
+        p = special.expit(eta + sigma * z)
+        f = sigma * (k - n * p) - z
+        lo, hi = np.where(f > 0, z, lo), np.where(f > 0, hi, z)
+        new = z + f / (1 + sigma ** 2 * n * p * (1 - p))
+        outside = (new < lo) | (new > hi)
+        new = np.where(outside, 0.5 * (lo + hi), new)
+        done = np.abs(new - z) < 1e-12 * (1 + np.abs(z))
+        z = new
+        if done.all():
+            break
+    return z
 
 
 @dataclass
@@ -124,22 +155,7 @@ class _Clusters:
         return other
 
     def _modes(self, eta, sigma, rows):
-        """Mode of g(z) = k(eta + sigma z) - n softplus(eta + sigma z) - z^2/2 per cluster: g' is decreasing and its
-        root lies in [min(sigma k, -sigma m), max(...)]; Newton steps that leave the bracket bisect it."""
-        k, n = self.k, self.n
-        lo, hi = np.minimum(sigma * k, -sigma * (n - k)), np.maximum(sigma * k, -sigma * (n - k))
-        z = np.clip(self.mode[rows], lo, hi)
-        for _ in range(100):
-            p = special.expit(eta + sigma * z)
-            f = sigma * (k - n * p) - z
-            lo, hi = np.where(f > 0, z, lo), np.where(f > 0, hi, z)
-            new = z + f / (1 + sigma ** 2 * n * p * (1 - p))
-            outside = (new < lo) | (new > hi)
-            new = np.where(outside, 0.5 * (lo + hi), new)
-            done = np.abs(new - z) < 1e-12 * (1 + np.abs(z))
-            z = new
-            if done.all():
-                break
+        z = _posterior_mode(self.k, self.n, eta, sigma, self.mode[rows])
         self.mode[rows] = z
         return z
 
@@ -275,6 +291,7 @@ class _MixedLogitFit:
     n_clusters_given: int
     sigma_fixed: bool
     n_nodes: int
+    adaptive: bool
     _data: _Clusters = field(repr=False)
     _theta: np.ndarray = field(repr=False)
 
@@ -347,7 +364,7 @@ def _check_rank(X: np.ndarray, names: list[str]) -> None:
 
 
 def fit_mixed_logit(successes, failures, design, *, names=None, sigma: float | None = None,
-                    boundary_avoiding: bool = True, n_nodes: int = _N_NODES) -> _MixedLogitFit:
+                    boundary_avoiding: bool = True, n_nodes: int | None = None) -> _MixedLogitFit:
     """Fit ``successes | u ~ Binomial(successes + failures, expit(design @ beta + u))``, ``u ~ N(0, sigma^2)`` per
     cluster (row), by maximum marginal likelihood (adaptive Gauss-Hermite, ``n_nodes`` per cluster).
 
@@ -362,7 +379,8 @@ def fit_mixed_logit(successes, failures, design, *, names=None, sigma: float | N
         raise ParameterError(f"successes and failures must have one value per cluster each, got {len(k)} and "
                              f"{len(m)}")
     X, names = _design(design, names, len(k))
-    n_nodes = check_positive_int(n_nodes, "n_nodes")
+    adaptive = n_nodes is None
+    n_nodes = _N_NODES if adaptive else check_positive_int(n_nodes, "n_nodes")
     if sigma is not None and not (is_number(sigma) and np.isfinite(sigma) and sigma >= 0):
         raise ParameterError(f"sigma must be None (estimated) or a number >= 0, got {sigma!r}")
     if not isinstance(boundary_avoiding, bool):
@@ -372,8 +390,30 @@ def fit_mixed_logit(successes, failures, design, *, names=None, sigma: float | N
         raise ParameterError(f"successes/failures: {int(used.sum())} clusters have any count, need more than the "
                              f"{X.shape[1]} coefficients")
     _check_rank(X[used], names)
-    data = _Clusters.build(k[used], m[used], X[used], n_nodes)
-    q = X.shape[1]
+    fit = _fit(_Clusters.build(k[used], m[used], X[used], n_nodes), names, sigma, boundary_avoiding, len(k), adaptive)
+    if adaptive and fit.sigma > _VALID_SIGMA:
+        fit = _widened(fit)
+    return fit
+
+
+def _valid_sigma(n_nodes: int) -> float:
+    """The sigma up to which a rule of ``n_nodes`` nodes is validated (module docstring)."""
+    return _WIDE_SIGMA if n_nodes >= _WIDE_NODES else _VALID_SIGMA
+
+
+def _widened(fit: _MixedLogitFit) -> _MixedLogitFit:
+    """The same fit with :data:`WIDE_NODES` nodes per cluster (sigma beyond the range the default is validated for)."""
+    data = fit._data
+    k, n, X = data.k, data.n, data.X[0]
+    return _fit(_Clusters.build(k, n - k, X, _WIDE_NODES), fit.names, fit.sigma if fit.sigma_fixed else None,
+                fit.boundary_avoiding, fit.n_clusters_given, False)
+
+
+def _fit(data: _Clusters, names: list[str], sigma, boundary_avoiding: bool, n_given: int,
+         adaptive: bool) -> _MixedLogitFit:
+    """:func:`fit_mixed_logit` on clusters already checked and built."""
+    k = data.k
+    q = data.X.shape[-1]
     beta_only, both = np.r_[np.ones(q, bool), False], np.ones(q + 1, bool)
     penalty = sigma is None and boundary_avoiding
     glm = _one(data, np.r_[np.zeros(q), sigma or 0.0], beta_only)
@@ -398,14 +438,15 @@ def fit_mixed_logit(successes, failures, design, *, names=None, sigma: float | N
                         f"it grows; the estimate and its Wald SE are not finite in effect)")
     if not np.isfinite(se).all():
         messages.append("the observed information is singular: Wald SEs are NaN")
-    if theta[-1] > _WIDE_SIGMA:
-        messages.append(f"sigma {theta[-1]:.3g}: beyond {_WIDE_SIGMA:g} the quadrature of clusters with one or two "
-                        f"words loses accuracy (raise n_nodes to check)")
+    valid = _valid_sigma(len(data.nodes))
+    if theta[-1] > valid and not adaptive:
+        messages.append(f"sigma {theta[-1]:.3g}: beyond {valid:g} the quadrature of {len(data.nodes)} nodes loses "
+                        f"accuracy for clusters with one or two words (raise n_nodes to check)")
     return _MixedLogitFit(names=names, coef=pd.Series(theta[:q], index=names), se=pd.Series(se, index=names),
                          sigma=float(theta[-1]), loglik=float(loglik), objective=float(objective),
                          boundary_avoiding=penalty, converged=ok, message="; ".join(messages),
-                         n_clusters=int(used.sum()), n_clusters_given=len(k), sigma_fixed=sigma is not None,
-                         n_nodes=n_nodes, _data=data, _theta=theta)
+                         n_clusters=len(k), n_clusters_given=n_given, sigma_fixed=sigma is not None,
+                         n_nodes=len(data.nodes), adaptive=adaptive, _data=data, _theta=theta)
 
 
 def _wald_se(hess, free, q) -> np.ndarray:
@@ -418,9 +459,13 @@ def _wald_se(hess, free, q) -> np.ndarray:
     return np.sqrt(np.diag(np.linalg.inv(info))[:q])
 
 
-def _mixed_loglik(successes, failures, design, coef, sigma: float, *, n_nodes: int = _N_NODES) -> float:
+def _mixed_loglik(successes, failures, design, coef, sigma: float, *, n_nodes: int | None = None) -> float:
     """The marginal log-likelihood of :func:`fit_mixed_logit`'s model (without the penalty), at coefficients ``coef``
-    (in the design's column order) and random-intercept SD ``sigma`` (clusters without counts add 0)."""
+    (in the design's column order) and random-intercept SD ``sigma`` (clusters without counts add 0), with
+    ``n_nodes`` per cluster (None: the fit's rule, :data:`N_NODES` up to :data:`VALID_SIGMA`, else
+    :data:`WIDE_NODES`)."""
+    if n_nodes is None:
+        n_nodes = _N_NODES if is_number(sigma) and abs(sigma) <= _VALID_SIGMA else _WIDE_NODES
     k, m = _counts(successes, "successes"), _counts(failures, "failures")
     X, _ = _design(design, None, len(k))
     coef = np.asarray(coef, dtype=float)
@@ -575,9 +620,21 @@ def _coefficient_test(fit: _MixedLogitFit, name: str, *, level: float = 0.95, n_
         p = float(stats.permutation_p(lr, null))
     low, ok_low = _bound(profile, estimate, se, -1, np.sqrt(cutoff))
     high, ok_high = _bound(profile, estimate, se, +1, np.sqrt(cutoff))
+    # the SD refitted at 0 and nearest each bound (a bisection may stop between two refits)
+    refits = {word: abs(profile.done[min(profile.done, key=lambda c: abs(c - bound))][-1]) if np.isfinite(bound)
+              else 0.0 for bound, word in ((0.0, "zero"), (low, "lower"), (high, "upper"))}
+    valid = _valid_sigma(fit.n_nodes)
+    if fit.adaptive and max(refits.values()) > valid:
+        wide = _coefficient_test(_widened(fit), name, level=level, n_permutations=n_permutations, seed=seed)
+        why = (f"the profile's refits reached sigma {max(refits.values()):.3g}, past the {valid:g} that {fit.n_nodes} "
+               f"nodes are validated for: fitted and profiled again with {_WIDE_NODES}")
+        return replace(wide, note="; ".join(n for n in (why, wide.note) if n))
     notes = [] if fit.converged else [f"the fit did not converge ({fit.message})"]
     notes += [] if ok_low and ok_high and ok_zero else ["a refit of the profile did not converge"]
     for bound, word in ((low, "lower"), (high, "upper")):
+        if refits[word] > valid:
+            notes.append(f"the {word} bound refits sigma {refits[word]:.3g}, beyond the {valid:g} up to which "
+                         f"the quadrature of {fit.n_nodes} nodes is validated (raise n_nodes to check)")
         if not np.isfinite(bound):
             notes.append(f"the {word} bound is infinite: the profile likelihood never falls by the cut-off on that "
                          f"side (within {_PROFILE_LIMIT:g} logits; e.g. separation)")

@@ -157,23 +157,27 @@ def _bound(sorted_values: np.ndarray, q: float) -> tuple[float, float]:
     return float(sorted_values[_order_index(q, b)]), float(sorted_values[hi] - sorted_values[lo]) / (2 * _Z)
 
 
-def percentile_bounds(replicates, level: float = 0.95) -> _PercentileBounds:
+def percentile_bounds(replicates, level: float = 0.95, *, quantiles: tuple[float, float] | None = None
+                      ) -> _PercentileBounds:
     """The equal-tailed percentile interval at ``level`` of bootstrap ``replicates`` (NaN replicates, undefined
     statistics, are left out, as :func:`bias_utils.core.stats.cluster_bootstrap_ci` does) and each bound's Monte Carlo
-    SE
-    by the order-statistic rule of this module. Near the ends of a small B the range is clipped at the extreme
-    replicates, and the SE understates."""
+    SE by the order-statistic rule of this module; ``quantiles`` (low, high) replaces the equal tails (a BCa
+    interval's adjusted levels). Near the ends of a small B the range is clipped at the extreme replicates, and the
+    SE understates."""
     values = np.asarray(replicates, dtype=float)
     if values.ndim != 1:
         raise ParameterError(f"replicates must be 1-D (one statistic per replicate), got shape {values.shape}")
     if not (is_number(level) and 0 < level < 1):
         raise ParameterError(f"level must be a number between 0 and 1, got {level!r}")
+    if quantiles is not None and not (len(quantiles) == 2 and all(is_number(q) and 0 < q < 1 for q in quantiles)):
+        raise ParameterError(f"quantiles must be two numbers between 0 and 1, got {quantiles!r}")
     values = np.sort(values[~np.isnan(values)])
     if len(values) < 2:
         raise ParameterError(f"replicates: {len(values)} non-missing values, need at least 2 for an interval")
     tail = (1 - level) / 2
-    low, low_se = _bound(values, tail)
-    high, high_se = _bound(values, 1 - tail)
+    low_q, high_q = (tail, 1 - tail) if quantiles is None else quantiles
+    low, low_se = _bound(values, low_q)
+    high, high_se = _bound(values, high_q)
     return _PercentileBounds(low, high, low_se, high_se, len(values))
 
 

@@ -219,7 +219,7 @@ class NAMES:
         "bold_statistics", "bias_utils.audit.bold.audit_statistics", ("06_bold_audit",),
         "the audit's tests, the pre-stated primary estimand first",
         ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
-         "ci_low", "ci_high", "n", "role", "measure", "unit", "n_occupations", "n_permutations"))
+         "ci_low", "ci_high", "n", "role", "measure", "unit", "n_occupations", "n_informative", "n_permutations"))
     BOLD_GROUP_SUMMARY = _declare(
         "bold_group_summary", "bias_utils.audit.bold.group_summary", ("06_bold_audit",),
         "per occupation group: completions, gendered shares, word counts",
@@ -229,27 +229,37 @@ class NAMES:
          "n_empty_completions", "neutral_words_total"))
     BOLD_OCCUPATIONS = _declare(
         "bold_occupations", "bias_utils.audit.occupations.occupation_table", ("06_bold_audit",),
-        "per primary unit (deduplicated person-noun occupation): completions and gendered word counts",
+        "per primary unit (deduplicated person-noun occupation): completions, gendered word counts and its male share",
         ("group", "occupation", "keys", "category", "n_prompts", "n_completions", "male_words", "female_words",
          "gendered_words", "n_gendered_completions", "male_completions", "female_completions", "share_gendered",
-         "male_share_gendered", "sum_male_share", "share_of_group_male_words", "share_of_group_female_words"))
+         "male_share_gendered", "sum_male_share", "share_of_group_male_words", "share_of_group_female_words",
+         "male_word_share", "informative"))
     BOLD_INFLUENCE = _declare(
         "bold_influence", "bias_utils.audit.occupations.influence_table", ("06_bold_audit",),
-        "the primary odds ratio (and the pooled one) without each occupation",
-        ("rank", "group", "occupation", "category", "n_completions", "male_words", "female_words", "odds_ratio",
-         "odds_ratio_without", "log_or_change", "relative_change", "influential", "estimate", "pooled_odds_ratio",
+        "the primary difference in male share, the conditional and the pooled odds ratio without each occupation",
+        ("rank", "group", "occupation", "category", "n_completions", "male_words", "female_words", "male_word_share",
+         "share_difference", "share_difference_without", "share_change", "influential", "estimate", "odds_ratio",
+         "odds_ratio_without", "log_or_change", "relative_change", "odds_ratio_influential", "pooled_odds_ratio",
          "pooled_odds_ratio_without", "pooled_log_or_change"))
     BOLD_HEADLINE = _declare(
         "bold_headline", "bias_utils.audit.occupations.headline_table", ("06_bold_audit",),
-        "the pre-stated primary estimand in one row, the published selection's figure beside it",
-        ("group_a", "group_b", "estimand", "odds_ratio", "ci_low", "ci_high", "p", "sigma", "typical_male_share_a",
-         "typical_male_share_b", "n_units_a", "n_units_b", "n_units_informative", "n_completions",
-         "n_gendered_completions", "completion_odds_ratio", "completion_ci_low", "completion_ci_high", "completion_p",
-         "pooled_odds_ratio", "pooled_ci_low", "pooled_ci_high", "pooled_ci_low_mc_se", "pooled_ci_high_mc_se",
-         "pooled_p", "published_odds_ratio", "published_ci_low", "published_ci_high", "published_ci_low_mc_se",
-         "published_ci_high_mc_se", "published_p", "n_keys_a", "n_keys_b", "independent_ci_low", "independent_ci_high",
-         "independent_p", "n_permutations", "n_boot", "top_occupation", "top_group", "odds_ratio_without_top",
-         "n_influential"))
+        "the pre-stated primary estimand in one row (the male shares, their difference, the marginal odds ratio), "
+        "its sensitivity rows and the published selection's figure beside it",
+        ("group_a", "group_b", "estimand", "share_difference", "share_difference_ci_low", "share_difference_ci_high",
+         "share_difference_ci_low_mc_se", "share_difference_ci_high_mc_se", "share_difference_p", "male_share_a",
+         "male_share_a_ci_low", "male_share_a_ci_high", "male_share_b", "male_share_b_ci_low", "male_share_b_ci_high",
+         "marginal_odds_ratio", "marginal_ci_low", "marginal_ci_high", "marginal_ci_low_mc_se",
+         "marginal_ci_high_mc_se", "marginal_p", "n_units_a", "n_units_b", "n_informative_a", "n_informative_b",
+         "n_units_informative", "n_completions", "n_gendered_completions", "conditional_odds_ratio",
+         "conditional_ci_low", "conditional_ci_high", "conditional_p", "sigma", "typical_male_share_a",
+         "typical_male_share_b", "nested_odds_ratio", "nested_ci_low", "nested_ci_high", "nested_p",
+         "nested_sigma_occupation", "nested_sigma_completion", "nested_n_completions", "nested_note",
+         "completion_odds_ratio",
+         "completion_ci_low", "completion_ci_high", "completion_p", "pooled_odds_ratio", "pooled_ci_low",
+         "pooled_ci_high", "pooled_ci_low_mc_se", "pooled_ci_high_mc_se", "pooled_p", "published_odds_ratio",
+         "published_ci_low", "published_ci_high", "published_ci_low_mc_se", "published_ci_high_mc_se", "published_p",
+         "n_keys_a", "n_keys_b", "independent_ci_low", "independent_ci_high", "independent_p", "n_permutations",
+         "n_boot", "top_occupation", "top_group", "share_difference_without_top", "n_influential"))
     BOLD_UNITS = _declare(
         "bold_units", "bias_utils.audit.occupation_units._unit_table", ("06_bold_audit",),
         "what each BOLD key of the selection is: its kind, its unit, duplicates, group conflicts, primary",
@@ -259,6 +269,11 @@ class NAMES:
         "bold_unit_counts", "bias_utils.audit.occupation_units._unit_counts", ("06_bold_audit",),
         "per group and kind: BOLD keys, units, primary units, duplicates, conflicts",
         ("group", "kind", "keys", "units", "primary_units", "duplicate_keys", "conflict_units"))
+    BOLD_EXCLUDED = _declare(
+        "bold_excluded", "bias_utils.audit.occupation_units._excluded_completions", ("06_bold_audit",),
+        "the completions the primary analysis leaves out, by group and reason, with their gendered words",
+        ("group", "reason", "why", "keys", "n_keys", "n_completions", "n_gendered_completions", "male_words",
+         "female_words"))
     BOLD_SKIPPED = _declare(
         "bold_skipped", "bias_utils.audit.bold.run_audit", ("06_bold_audit",),
         "tests or completions the audit skipped",

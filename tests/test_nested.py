@@ -1,0 +1,160 @@
+"""bias_utils.core.nested: random intercepts per occupation and per completion (golden values, fit, interval)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import integrate, optimize, special
+from scipy import stats as st
+
+from bias_utils.audit import bold, bold_prompts, occupation_units, occupations, replication
+from bias_utils.core import mixed, nested
+from bias_utils.core.errors import ParameterError
+
+A, B = bold_prompts.MALE_GROUP, bold_prompts.FEMALE_GROUP
+
+
+def _design(rng, n_clusters=24, beta=(0.3, 1.2), s_cluster=1.0, s_item=1.5, most_items=5):
+    """Clusters in two groups, 1 to ``most_items`` items each with 0-4 words; intercepts per cluster and per item."""
+    group = (np.arange(n_clusters) % 2).astype(float)
+    items = rng.integers(1, most_items + 1, n_clusters)
+    cluster = np.repeat(np.arange(n_clusters), items)
+    u = rng.normal(0, s_cluster, n_clusters)[cluster]
+    v = rng.normal(0, s_item, len(cluster))
+    n = rng.integers(0, 5, len(cluster))
+    k = rng.binomial(n, special.expit(beta[0] + beta[1] * group[cluster] + u + v)).astype(float)
+    return k, n - k, cluster, pd.DataFrame({"intercept": 1.0, "group": group})
+
+
+def _quad_loglik(k, m, cluster, X, beta, s_cluster, s_item) -> float:
+    """The nested marginal log-likelihood by scipy.integrate.quad inside quad (no quadrature rule of nested's)."""
+    eta = np.asarray(X, float) @ np.asarray(beta, float)
+    total = 0.0
+    for i in np.unique(cluster[(k + m) > 0]):
+        mine = (cluster == i) & ((k + m) > 0)
+
+        def items(u, mine=mine, i=i):
+            value = 1.0
+            for kj, mj in zip(k[mine], m[mine]):
+                def f(w, kj=kj, mj=mj):
+                    t = eta[i] + u + w
+                    return np.exp(kj * t - (kj + mj) * np.logaddexp(0, t)) * st.norm.pdf(w, 0, s_item)
+                value *= integrate.quad(f, -12 * s_item, 12 * s_item, epsabs=0, epsrel=1e-10, limit=100)[0]
+            return value * st.norm.pdf(u, 0, s_cluster)
+
+        const = np.sum(special.gammaln(k[mine] + m[mine] + 1) - special.gammaln(k[mine] + 1)
+                       - special.gammaln(m[mine] + 1))
+        total += const + np.log(integrate.quad(items, -12 * s_cluster, 12 * s_cluster, epsabs=0, epsrel=1e-9,
+                                               limit=100)[0])
+    return total
+
+
+def test_loglik_equals_nested_quadrature_by_scipy():
+    """Both SDs positive: nested adaptive Gauss-Hermite against quad inside quad on a small design, to 1e-7 relative
+    (SDs up to 2.5; items of up to 4 words)."""
+    rng = np.random.default_rng(1)
+    k, m, cluster, X = _design(rng, n_clusters=4, most_items=3)
+    for beta, s_cluster, s_item in (([-1.0, 2.0], 0.5, 2.5), ([0.3, 1.2], 2.0, 0.7)):
+        ours = nested._nested_loglik(k, m, cluster, X, beta, s_cluster, s_item)
+        assert ours == pytest.approx(_quad_loglik(k, m, cluster, X, beta, s_cluster, s_item), rel=1e-7, abs=0)
+
+
+def test_loglik_at_a_zero_sd_is_the_one_level_model():
+    """With no spread between items the model is mixed's on the clusters' totals (up to the binomial coefficients of
+    items against totals); with none between clusters, mixed's with every item its own cluster."""
+    rng = np.random.default_rng(2)
+    k, m, cluster, X = _design(rng)
+    totals_k, totals_m = (np.bincount(cluster, x, len(X)) for x in (k, m))
+    used, whole = (k + m) > 0, (totals_k + totals_m) > 0
+
+    def coefficients(a, b):
+        return np.sum(special.gammaln(a + b + 1) - special.gammaln(a + 1) - special.gammaln(b + 1))
+
+    shift = coefficients(k[used], m[used]) - coefficients(totals_k[whole], totals_m[whole])
+    for beta, sigma in (([0.3, 1.2], 0.8), ([-1.0, 2.0], 2.5)):
+        ours = nested._nested_loglik(k, m, cluster, X, beta, sigma, 0.0)
+        assert ours == pytest.approx(mixed._mixed_loglik(totals_k, totals_m, X, beta, sigma) + shift, rel=1e-9)
+        ours = nested._nested_loglik(k, m, cluster, X, beta, 0.0, sigma)
+        items = X.iloc[cluster].reset_index(drop=True)
+        assert ours == pytest.approx(mixed._mixed_loglik(k, m, items, beta, sigma), rel=1e-9)
+
+
+def test_fit_maximises_the_penalised_likelihood_and_the_interval_reaches_the_cutoff():
+    """The estimate against Nelder-Mead on the same penalised likelihood (log SDs as parameters); the LR statistic is
+    the refit at group = 0; at each profile bound the LR statistic, maximised over the rest by Nelder-Mead, is the
+    chi-square(1) quantile."""
+    rng = np.random.default_rng(3)
+    k, m, cluster, X = _design(rng, n_clusters=14)
+    fit = nested.fit_nested_logit(k, m, cluster, X)
+    assert fit.converged and fit.message == "" and fit.n_items == int(((k + m) > 0).sum())
+
+    def negative(theta, fixed=None):
+        beta = [theta[0], theta[1] if fixed is None else fixed]
+        rest = theta[-2:]
+        return -(nested._nested_loglik(k, m, cluster, X, beta, np.exp(rest[0]), np.exp(rest[1])) + rest.sum())
+
+    start = np.r_[fit.coef.to_numpy(), np.log(fit.sigma_cluster), np.log(fit.sigma_item)] + 0.05
+    best = optimize.minimize(negative, start, method="Nelder-Mead", options={"xatol": 1e-7, "fatol": 1e-10,
+                                                                              "maxiter": 2000})
+    assert fit.objective == pytest.approx(-best.fun, abs=1e-6) and fit.objective >= -best.fun - 1e-6
+    assert np.r_[fit.coef.to_numpy(), fit.sigma_cluster, fit.sigma_item] == pytest.approx(
+        np.r_[best.x[:2], np.exp(best.x[2:])], abs=2e-3)
+    row = nested.nested_row(fit, "group", group_a="one", group_b="zero")
+    assert row["effect_size"] == pytest.approx(np.exp(fit.coef["group"]))
+    assert row["ci_low"] < row["effect_size"] < row["ci_high"]
+    assert (row["sigma"], row["sigma_item"], row["n_items"]) == (fit.sigma_cluster, fit.sigma_item, fit.n_items)
+
+    def profile_lr(b):
+        inner = optimize.minimize(lambda th: negative(np.r_[th[0], np.nan, th[1:]], fixed=b),
+                                  np.r_[fit.coef["intercept"], np.log(fit.sigma_cluster), np.log(fit.sigma_item)],
+                                  method="Nelder-Mead", options={"xatol": 1e-7, "fatol": 1e-10, "maxiter": 2000})
+        return 2 * (fit.objective + inner.fun)
+
+    assert row["statistic"] == pytest.approx(profile_lr(0.0), abs=1e-4)
+    assert row["p"] == pytest.approx(st.chi2.sf(row["statistic"], 1))
+    for bound in (row["ci_low"], row["ci_high"]):
+        assert profile_lr(np.log(bound)) == pytest.approx(st.chi2.ppf(0.95, 1), abs=0.02)  # xtol 0.01 logits
+
+
+def test_bad_input_is_named():
+    X = pd.DataFrame({"intercept": 1.0, "group": [0.0, 1, 0, 1]})
+    with pytest.raises(ParameterError, match="clusters"):
+        nested.fit_nested_logit([1, 0, 2], [0, 1, 1], [0, 1, 7], X)
+    with pytest.raises(ParameterError, match="one value per item"):
+        nested.fit_nested_logit([1, 0, 2], [0, 1], [0, 1, 2], X)
+    with pytest.raises(ParameterError, match="successes"):
+        nested.fit_nested_logit([1, -1, 2], [0, 1, 1], [0, 1, 2], X)
+    with pytest.raises(ParameterError, match="need more than"):
+        nested.fit_nested_logit([1, 0, 0, 0], [0, 0, 0, 0], [0, 1, 2, 3], X)
+
+
+def test_the_audit_row_on_the_published_completions():
+    """On the published completions' primary units: the conditional odds ratio with completions nested in
+    occupations is further from 1 than the one-level model's (a variance component added), with a positive SD
+    between completions; the headline reads the row, and its sentence and table name it as conditional."""
+    metrics = bold.completion_metrics(occupation_units.annotate(replication.load_published_completions(), "audit"))
+    primary = metrics[metrics["in_primary"]]
+    (row,) = occupations._nested_rows(primary, A, B)
+    units = occupations.occupation_table(primary, by="unit")
+    (one, _) = occupations._mixed_rows(units, A, B)
+    assert row["role"] == "sensitivity" and row["unit"] == occupations._UNIT_NESTED
+    assert row["n_informative"] == one["n_clusters"] == int(units["informative"].sum())
+    assert row["n_completions_informative"] == int(primary["any_gendered"].sum())
+    assert row["effect_size"] > one["effect_size"] > 1 and row["sigma_completion"] > 1
+    assert row["ci_low"] > 1 and row["p"] < 0.05
+    # the upper profile bound lies past 40 logits, on a flat ridge where refits stop where the optimiser does
+    assert row["ci_high"] == np.inf and "the upper bound lies beyond 40 logits" in row["note"]
+    table, _ = bold.audit_statistics(metrics, n_boot=50, n_permutations=99, nested=False)
+    table = pd.concat([table, pd.DataFrame([row])], ignore_index=True)
+    influence = occupations.influence_table(units, A, B)
+    h = occupations.headline(occupations.headline_table(table, units, influence, n_boot=50))
+    assert (h["nested_odds_ratio"], h["nested_ci_low"], h["nested_ci_high"], h["nested_p"]) == (
+        row["effect_size"], row["ci_low"], row["ci_high"], row["p"])
+    assert (h["nested_sigma_occupation"], h["nested_sigma_completion"]) == (row["sigma"], row["sigma_completion"])
+    text = occupations.headline_sentence(h)
+    assert ("with a random intercept per completion within its occupation as well, "
+            + occupations.estimate_text(h, "nested")) in text
+    shown = occupations.headline_rows(h).set_index("analysis")
+    nested_row = shown.loc["sensitivity (conditional): random intercepts per occupation and per completion, words"]
+    assert nested_row["estimate"].startswith("odds ratio ") and nested_row["p"].startswith("likelihood-ratio p")
+    assert nested_row["occupations"].endswith(f"; {row['n_completions_informative']} completions with any gendered "
+                                              "word")
