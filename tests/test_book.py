@@ -60,9 +60,9 @@ def test_unchanged_run_skips_and_changes_reexecute(tiny):
 
     # a module the notebook does not import (tiny imports no bias_utils module) changes nothing;
     # the renderer it is injected with does
-    other_module = dataclasses.replace(env, modules={**env.modules, "bold": "0" * 64})
+    other_module = dataclasses.replace(env, modules={**env.modules, "audit.bold": "0" * 64})
     assert _executed(run, other_module) == []
-    changed_code = dataclasses.replace(env, modules={**env.modules, "rendering": "0" * 64})
+    changed_code = dataclasses.replace(env, modules={**env.modules, "report.rendering": "0" * 64})
     assert _executed(run, changed_code) == ["m/tiny"]
     changed_lists = dataclasses.replace(changed_code, data_lists="another data list")
     assert _executed(run, changed_lists) == ["m/tiny"]

@@ -79,7 +79,9 @@ def _assert_golden(golden, case, got, projected, expected_tol, states_tol):
     assert got["n_tokens"].tolist() == [r["n_tokens"] for r in rows]
     assert got["finish_reason"].tolist() == [r["finish_reason"] for r in rows]
     for column in ("expected_male", "expected_female"):
-        np.testing.assert_allclose(got[column], [r[column] for r in rows], rtol=0, atol=expected_tol)
+        # float32 logits differ in their last bits between CPUs' kernels: on an AMD EPYC host one count of 0.26
+        # came out 1.2e-6 (4.6e-6 relative) from the sample's, whose completions it matched byte for byte
+        np.testing.assert_allclose(got[column], [r[column] for r in rows], rtol=expected_tol * 10, atol=expected_tol)
     for part, values in want.get("states", {}).items():
         np.testing.assert_allclose(projected[part], np.array(values, dtype=np.float64), rtol=states_tol,
                                    atol=states_tol)
