@@ -158,3 +158,18 @@ def test_the_audit_row_on_the_published_completions():
     assert nested_row["estimate"].startswith("odds ratio ") and nested_row["p"].startswith("likelihood-ratio p")
     assert nested_row["occupations"].endswith(f"; {row['n_completions_informative']} completions with any gendered "
                                               "word")
+
+
+def test_a_group_whose_words_are_all_of_one_kind_is_refused_with_its_reason():
+    """The QUICK build's shape: the one informative occupation of group B has only female words, so the group's
+    coefficient runs off (quasi-separation). nested_row refuses with the reason in words (the audit records it as a
+    skipped test), instead of a root finder's NaN message."""
+    k = np.array([0, 0, 0, 0, 0, 0, 1, 1, 0, 2], float)       # male words per completion
+    m = np.array([3, 3, 3, 4, 3, 2, 0, 1, 1, 0], float)       # female words
+    cluster = np.array([0, 0, 0, 1, 1, 2, 2, 3, 3, 4])
+    X = pd.DataFrame({"intercept": 1.0, "group": [0.0, 1.0, 1.0, 1.0, 1.0]})
+    fit = nested.fit_nested_logit(k, m, cluster, X)
+    assert (fit.coef.abs() > mixed._HUGE).any() and "separation" in fit.message
+    assert "sigma_" not in fit.message
+    with pytest.raises(ValueError, match="no finite estimate on these data"):
+        nested.nested_row(fit, "group")

@@ -253,7 +253,7 @@ def fit_nested_logit(successes, failures, clusters, design, *, names=None, n_nod
     drift = [nm for nm, b in zip(names, theta[:q]) if abs(b) > mixed._HUGE]
     if drift:
         messages.append(f"{', '.join(drift)}: beyond {mixed._HUGE:g} logits (separation)")
-    wide = [f"{what} {s:.3g}" for what, s in (("sigma_cluster", s_cluster), ("sigma_item", s_item))
+    wide = [f"{what} {s:.3g}" for what, s in (("the clusters' SD", s_cluster), ("the items' SD", s_item))
             if s > mixed._WIDE_SIGMA]
     if wide:
         messages.append(f"{', '.join(wide)}: beyond {mixed._WIDE_SIGMA:g}, where the quadrature is not validated")
@@ -315,7 +315,8 @@ def _nested_bound(profile: _NestedProfile, estimate: float, side: int, cutoff: f
         if d >= mixed._PROFILE_LIMIT:
             return side * np.inf, True
         inner, d = d, min(2 * d + 0.5, mixed._PROFILE_LIMIT)
-    if d >= mixed._PROFILE_LIMIT and not profile.done[float(estimate + side * d)][2]:
+    if not np.isfinite(profile(estimate + side * d)) or (
+            d >= mixed._PROFILE_LIMIT and not profile.done[float(estimate + side * d)][2]):
         return side * np.inf, False
     root = optimize.brentq(lambda x: profile(estimate + side * x) - cutoff, inner, d, xtol=_XTOL)
     return estimate + side * root, True
@@ -332,6 +333,9 @@ def nested_row(fit: _NestedLogitFit, name: str, *, level: float = 0.95, test: st
         raise ParameterError(f"name must be one of the fit's coefficients {fit.names}, got {name!r}")
     if not (isinstance(level, float) and 0 < level < 1):
         raise ParameterError(f"level must be a float between 0 and 1, got {level!r}")
+    if (fit.coef.abs() > mixed._HUGE).any():
+        # a profile from a diverged start reaches NaN refits: no interval is better than a wrong one
+        raise ValueError(f"the nested model has no finite estimate on these data ({fit.message})")
     j = fit.names.index(name)
     estimate = float(fit.coef.iloc[j])
     profile = _NestedProfile(fit, j)
