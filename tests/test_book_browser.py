@@ -280,7 +280,7 @@ CHARTS = r"""
       }
     }
     const cut = [...svg.querySelectorAll('g.role-axis-label text, g.role-legend-label text')]
-      .filter(t => t.textContent.trim().endsWith('…'));
+      .filter(t => t.textContent.includes("…"));
     if (cut.length) out.cut.push(`${name}: ${cut.length} labels cut, e.g. "${cut[0].textContent}"`);
     for (const axis of svg.querySelectorAll('g.role-axis[aria-label]')) {
       const label = axis.getAttribute('aria-label');
@@ -299,6 +299,132 @@ CHARTS = r"""
       });
     }
   }
+  return out;
+})()
+"""
+
+#: Every drawn bar, point and rule of every chart, read from the Vega view (its scenegraph, and its scales applied
+#: to each item's own datum through the compiled spec's encoding): ``misplaced`` an item outside the row (band) of
+#: its datum's category or away from its datum's value; ``outside`` one drawn beyond its plot area; ``unit_colour``
+#: a row whose interval's unit (``datum.unit``) the legend gives another colour; ``legends`` each legend entry's
+#: label and drawn colour (normalised); ``checked`` how many positions were checked.
+MARKS = r"""
+(() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main');
+  const out = {checked: 0, misplaced: [], outside: [], unit_colour: [], no_view: [], legends: []};
+  const paint = document.createElement('canvas').getContext('2d');
+  const norm = c => { if (!c || c === 'none' || c === 'transparent') return null; paint.fillStyle = '#010203';
+                      paint.fillStyle = c;
+                      return paint.fillStyle === '#010203' && c !== '#010203' ? null : paint.fillStyle; };
+  const short = v => typeof v === 'number' ? +v.toFixed(3) : String(v).slice(0, 60);
+  const charts = [...article.querySelectorAll('.bias-vega-chart')];
+  charts.forEach((el, index) => {
+    const figure = el.closest('figure');
+    const caption = figure && figure.querySelector('.bias-figure-number');
+    const name = caption ? caption.innerText.replace(/\.$/, '') : (el.id || `chart ${index + 1}`);
+    const view = el._biasView, vg = el._biasVega;
+    if (!view || !vg) { out.no_view.push(name); return; }
+    const defs = {};
+    (function collect(m) { (m.marks || []).forEach(d => { if (d.name) defs[d.name] = d; collect(d); }); })(vg);
+    const scales = {};
+    const scale = n => { if (!(n in scales)) { try { scales[n] = view.scale(n); } catch (e) { scales[n] = null; } }
+                         return scales[n]; };
+    // the legends as drawn: label -> colour of its swatch
+    const legend = {};
+    const svg = el.querySelector('svg');
+    for (const g of svg ? svg.querySelectorAll('g.role-legend') : []) {
+      const symbols = [...g.querySelectorAll('g.role-legend-symbol path')];
+      [...g.querySelectorAll('g.role-legend-label text')].forEach((t, i) => {
+        const s = symbols[i]; if (!s) return;
+        const colour = norm(s.getAttribute('fill')) || norm(s.getAttribute('stroke'));
+        if (colour) { (legend[colour] = legend[colour] || []).push(t.textContent.trim());
+                      out.legends.push({chart: name, label: t.textContent.trim(), colour}); }
+      });
+    }
+    const field = e => typeof e.field === 'string' ? e.field
+                       : (e.field && typeof e.field.field === 'string' ? e.field.field : null);
+    const encoding = (def, ch) => { const e = def && def.encode || {};
+                                    return (e.update && e.update[ch]) || (e.enter && e.enter[ch]); };
+    const value = (d, f) => f.split('.').reduce((o, k) => o == null ? o : o[k], d);
+    // the item's extent on one axis
+    function extent(type, it, axis) {
+      const p = it[axis] || 0;
+      if (type === 'rect') { const q = p + ((axis === 'x' ? it.width : it.height) || 0);
+                             return [Math.min(p, q), Math.max(p, q)]; }
+      if (type === 'rule') { const q = it[axis + '2'] == null ? p : it[axis + '2'];
+                             return [Math.min(p, q), Math.max(p, q)]; }
+      return [p, p];
+    }
+    function check(def, type, it, axis, where) {
+      const [lo, hi] = extent(type, it, axis);
+      const e = encoding(def, axis), e2 = encoding(def, axis + '2');
+      const dims = axis === 'x' ? 'width' : 'height';
+      if (!e || !e.scale || !field(e)) return;
+      const s = scale(e.scale); if (!s) return;
+      const v = value(it.datum, field(e)); if (v == null) return;
+      const at = s(v);
+      if (typeof at !== 'number' || !isFinite(at)) return;
+      out.checked++;
+      const bw = s.bandwidth ? s.bandwidth() : 0;
+      const fail = (what, expected) => out.misplaced.push(
+        `${name}: ${where} ${axis} of ${field(e)}=${short(v)} ${what}: expected ${expected}, ` +
+        `drawn ${short(lo)} to ${short(hi)}`);
+      if (s.bandwidth) {
+        // a discrete position: the item inside its own row (band) or on its own point
+        if (bw > 0) {
+          if (lo < at - 0.5 || hi > at + bw + 0.5) fail('outside its row', `${short(at)} to ${short(at + bw)}`);
+        }
+        else if (typeof e.offset !== 'object') { const off = typeof e.offset === 'number' ? e.offset : 0;
+          if (Math.abs(lo - at - off) > 1 && Math.abs(hi - at - off) > 1) fail('off its point', short(at + off)); }
+        return;
+      }
+      // a continuous position: the item's ends at its datum's values
+      const off = typeof e.offset === 'number' ? e.offset : 0;
+      const ends = [at + off];
+      if (e2 && e2.scale && field(e2)) {
+        const v2 = value(it.datum, field(e2)), a2 = scale(e2.scale) && scale(e2.scale)(v2);
+        if (typeof a2 === 'number' && isFinite(a2)) ends.push(a2 + (typeof e2.offset === 'number' ? e2.offset : 0)); }
+      else if (e2 && typeof e2.value === 'number') ends.push(e2.value);
+      else if (e2 && e2.field && e2.field.group === dims) ends.push(where.group[dims]);
+      else if (type === 'rect' && !e2 && !encoding(def, dims)) ends.push(null);
+      if (type === 'symbol' || ends.length === 1 || ends[1] === null) {
+        if (Math.abs(lo - ends[0]) > 1 && Math.abs(hi - ends[0]) > 1) fail('not at its value', short(ends[0]));
+      } else {
+        const [a, b] = [Math.min(...ends), Math.max(...ends)];
+        if (Math.abs(lo - a) > 1 || Math.abs(hi - b) > 1) fail('not at its values', `${short(a)} to ${short(b)}`);
+      }
+    }
+    function walk(node, group) {
+      if (!node || !node.items) return;
+      if (node.marktype === 'group') {
+        if (node.role && !['frame', 'scope', 'mark'].includes(node.role)) return;  // axes, legends, titles
+        for (const it of node.items) (it.items || []).forEach(child => walk(child, it));
+        return;
+      }
+      if (node.role !== 'mark' || !['rect', 'symbol', 'rule'].includes(node.marktype)) return;
+      const def = defs[node.name];
+      for (const it of node.items) {
+        if (!it.datum || it.opacity === 0) continue;
+        const where = {group, toString: () => node.name};
+        ['x', 'y'].forEach(axis => check(def, node.marktype, it, axis, where));
+        if (!node.clip && group && group.width != null) {
+          const [x0, x1] = extent(node.marktype, it, 'x'), [y0, y1] = extent(node.marktype, it, 'y');
+          if (x0 < -1 || y0 < -1 || x1 > group.width + 1 || y1 > group.height + 1)
+            out.outside.push(`${name}: ${node.name} item at x ${short(x0)} to ${short(x1)}, ` +
+                             `y ${short(y0)} to ${short(y1)} ` +
+                             `outside its plot (${short(group.width)} x ${short(group.height)})`);
+        }
+        // a unit the legend names: a row that treats items as independent is drawn in the colour of "independent"
+        if (typeof it.datum.unit === 'string') {
+          const colour = norm(it.fill) || norm(it.stroke), labels = colour && legend[colour];
+          if (labels && labels.length && /independent/i.test(labels.join(' ')) !== /independent/i.test(it.datum.unit))
+            out.unit_colour.push(`${name}: a row whose unit is "${short(it.datum.unit)}" is drawn in the colour ` +
+                                 `of "${labels.join('; ')}"`);
+        }
+      }
+    }
+    walk(view.scenegraph().root, null);
+  });
   return out;
 })()
 """
@@ -359,7 +485,8 @@ def _read_pages(html: Path, browser: Browser, width: int, height: int, mobile: b
             problems += browser.evaluate(OVERFLOW) + (browser.evaluate(READER) if mobile else [])
             program = browser.evaluate(f"(() => {{ const ALLOWED = {json.dumps(ALLOWED_IDENTIFIERS)}; "
                                        f"return {PROGRAM_TEXT.strip()}; }})()")
-            read[name] = {"problems": problems, "charts": browser.evaluate(CHARTS), "program": program}
+            read[name] = {"problems": problems, "charts": browser.evaluate(CHARTS), "program": program,
+                          "marks": browser.evaluate(MARKS)}
     finally:
         browser.resize(1280, 900)
     return read
@@ -430,6 +557,43 @@ def test_one_colour_per_group_across_all_charts(wide):
              for side in ("female", "male")}
     assert all(len(c) == 1 for c in sides.values()) and sides["female"] != sides["male"], sides
     assert not [label for label in colours if "_" in label], "a legend shows a table's name, not its label"
+
+
+def test_every_mark_sits_at_its_datum_inside_its_plot(wide, phone):
+    """A figure shows its data, at both widths: every bar, point and rule lies in the row of its own category and at
+    its own value on the scales drawn, and inside its plot area (Vega's scenegraph against its scales, per item)."""
+    for read in (wide, phone):
+        for key in ("no_view", "misplaced", "outside"):
+            found = {name: r["marks"][key] for name, r in read.items() if r["marks"][key]}
+            assert found == {}, f"{key}: {json.dumps(found, indent=1, ensure_ascii=False)}"
+        charted = {name for name, r in read.items() if r["charts"]["fit"]}
+        unchecked = sorted(name for name in charted if not read[name]["marks"]["checked"])
+        assert charted and unchecked == [], f"pages with charts but no mark checked: {unchecked}"
+
+
+def _side(label: str) -> str:
+    """A legend label as the side it names ("female-majority" -> "female"), for the pages' colour meanings."""
+    return re.sub(r"^(female|male)(-\w+)?$", r"\1", label)
+
+
+def test_a_colour_means_one_thing_on_a_page_and_a_unit_has_its_legend_colour(wide):
+    """The colour a legend names is the colour drawn: a row whose interval treats words or completions as
+    independent is drawn in the legend's colour for that, and no other row is; and on one page a hue (not black,
+    white or a grey, which shape and size legends use) names one thing in every chart (one side of a contrast
+    counts as one thing)."""
+    wrong = {name: r["marks"]["unit_colour"] for name, r in wide.items() if r["marks"]["unit_colour"]}
+    assert wrong == {}, json.dumps(wrong, indent=1, ensure_ascii=False)
+    reused = {}
+    for name, r in wide.items():
+        meanings: dict[str, set] = {}
+        for entry in r["marks"]["legends"]:
+            red, green, blue = (int(entry["colour"][i:i + 2], 16) for i in (1, 3, 5))
+            if not red == green == blue:
+                meanings.setdefault(entry["colour"], set()).add(_side(entry["label"]))
+        several = {colour: sorted(labels) for colour, labels in meanings.items() if len(labels) > 1}
+        if several:
+            reused[name] = several
+    assert reused == {}, json.dumps(reused, indent=1, ensure_ascii=False)
 
 
 def test_no_program_text_on_any_page(wide):

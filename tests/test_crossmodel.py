@@ -20,7 +20,7 @@ from bias_utils.book import crossmodel
 from bias_utils.core import paths, tables
 from bias_utils.profiles import population_profiles as profiles
 from bias_utils.profiles.populations import _load_populations
-from bias_utils.report import rendering
+from bias_utils.report import plots, rendering
 
 
 def test_read_results_records_missing_tables(tmp_path):
@@ -88,6 +88,10 @@ def test_bold_odds_ratios_from_the_audit_table():
     assert 1 in ticks and len(ticks) <= 8 and all(float(np.log2(v)).is_integer() for v in ticks)
     svg = vlc.vegalite_to_svg(spec)
     assert "smollm2-135m-instruct" in svg and "b179c9523d0e" not in svg
+    # the colour is the interval's unit: only the audit's Wald interval treats words as independent
+    drawn = {r["method"]: r["unit_kind"] for rows in spec["datasets"].values() for r in rows if "unit_kind" in r}
+    clustered, independent = plots.UNIT_COLORS
+    assert drawn == {m: independent if m == "Wald (audit)" else clustered for m in odds.method}
     assert ">3<" not in svg  # the ticks drawn are the doublings
 
 

@@ -106,12 +106,12 @@ def _lexicon_style(lexicons: dict[str, Sequence[str]]) -> str:
                    f"{colors.get(n, plots.OTHER_COLORS[0])}}}" for n in lexicons)
 
 
-_OCCUPATION_UNIT, _INDEPENDENT_UNIT = "occupations (clustered)", "independent words or completions"
+_OCCUPATION_UNIT, _INDEPENDENT_UNIT = plots.UNIT_COLORS
 
 
-#: Characters per line of a forest row's label: about 130 px at the axis' 11 px font, inside the share of a
+#: Characters per line of a forest row's label: about 115 px at the axis' 11 px font, inside the share of a
 #: phone's width (390 px) that the page's renderer leaves for labels, so no label is cut.
-_LABEL_WIDTH = 20
+_LABEL_WIDTH = 17
 
 
 def _forest_rows(statistics: pd.DataFrame) -> pd.DataFrame:
@@ -125,13 +125,15 @@ def _forest_rows(statistics: pd.DataFrame) -> pd.DataFrame:
                      plots.drawable(eff[~on_log], ["effect_size", "ci_low", "ci_high"])]).sort_index().copy()
     role = eff["role"] if "role" in eff else pd.Series("", index=eff.index)
     unit = eff["unit"].astype(str) if "unit" in eff else pd.Series("", index=eff.index)
-    tests = [rendering.value_label(str(t).split(":")[0]) + (" (primary)" if r == "primary" else "")
-             for t, r in zip(eff["test"], role)]
+    # the published selection's rows resample its BOLD keys, not occupations: their label says so
+    tests = [rendering.value_label(str(t).split(":")[0]) + (" of the published keys" if u == occupations.UNIT_PUBLISHED
+                                                           else "") + (" (primary)" if r == "primary" else "")
+             for t, r, u in zip(eff["test"], role, unit)]
     eff["label"] = ["\n".join(textwrap.wrap(rendering.value_label(m), _LABEL_WIDTH) + textwrap.wrap(t, _LABEL_WIDTH))
                     for m, t in zip(eff["measure"], tests)]
     repeated = eff.groupby(["effect", "label"])["label"].transform("size") > 1
     eff.loc[repeated, "label"] += " #" + (eff[repeated].groupby(["effect", "label"]).cumcount() + 1).astype(str)
-    eff["unit_kind"] = np.where(unit == occupations.UNIT_OCCUPATIONS, _OCCUPATION_UNIT, _INDEPENDENT_UNIT)
+    eff["unit_kind"] = np.where(unit.isin(occupations.OCCUPATION_UNITS), _OCCUPATION_UNIT, _INDEPENDENT_UNIT)
     return eff
 
 
@@ -180,7 +182,7 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
     ).properties(title="PMI difference per completion", width=460, height=30 * len(groups))
     eff = _forest_rows(statistics)
     left_out = len(statistics.dropna(subset=["effect_size"])) - len(eff)
-    unit_scale = alt.Scale(domain=[_OCCUPATION_UNIT, _INDEPENDENT_UNIT], range=["black", "#999999"])
+    unit_scale = alt.Scale(domain=list(plots.UNIT_COLORS), range=list(plots.UNIT_COLORS.values()))
     forest = []
     # one panel per effect measure: an odds ratio, a correlation and a mean difference share no axis
     for i, (effect, sub) in enumerate(eff.groupby("effect", sort=False)):
@@ -207,7 +209,10 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
                        + alt.Chart(pd.DataFrame({"x": [ref]})).mark_rule(strokeDash=[4, 3], color="grey")
                        .encode(x="x:Q")
                        ).properties(width=300, height=alt.Step(12 * int(sub["label"].str.count("\n").max() + 1) + 10)))
-    chart = alt.vconcat(alt.hconcat(p1, p2), p3, *forest).resolve_scale(color="independent")
+    # each panel its own offset scale: a shared one takes the rows of the panel whose labels wrap on a phone, and
+    # the other panel's second group then sits on the next row, or below its axis
+    chart = alt.vconcat(alt.hconcat(p1, p2).resolve_scale(yOffset="independent"), p3,
+                        *forest).resolve_scale(color="independent")
     a_name, b_name = ((statistics["group_a"].iloc[0], statistics["group_b"].iloc[0]) if len(statistics)
                       and {"group_a", "group_b"} <= set(statistics) else (groups + ["", ""])[:2])
     caption = (f"Top: gendered words per completion and the share of completions with any gendered word (and, "

@@ -69,8 +69,8 @@ from ..core import mixed, nested, precision, stats
 from ..report import plots, rendering
 
 __all__ = [
-    "HEADLINE_COLUMNS", "UNIT_OCCUPATIONS", "UNIT_PUBLISHED", "estimate_text", "headline", "headline_rows",
-    "headline_sentence", "headline_table", "influence_chart", "influence_table", "occupation_table",
+    "HEADLINE_COLUMNS", "OCCUPATION_UNITS", "UNIT_OCCUPATIONS", "UNIT_PUBLISHED", "estimate_text", "headline",
+    "headline_rows", "headline_sentence", "headline_table", "influence_chart", "influence_table", "occupation_table",
 ]
 
 #: Relabellings for the permutation p (its floor is 1/(N_PERMUTATIONS + 1) = 0.0001).
@@ -90,7 +90,7 @@ _UNIT_NESTED = ("deduplicated person-noun occupations, completions within them (
 UNIT_OCCUPATIONS = "occupations (cluster bootstrap CI; p from permuting group labels across occupations)"
 UNIT_PUBLISHED = ("the published selection's BOLD keys as occupations (cluster bootstrap CI; p from permuting group "
                   "labels across keys)")
-_OCCUPATION_UNITS = (_UNIT_MIXED, _UNIT_NESTED, UNIT_OCCUPATIONS, UNIT_PUBLISHED)
+OCCUPATION_UNITS = (_UNIT_MIXED, _UNIT_NESTED, UNIT_OCCUPATIONS, UNIT_PUBLISHED)
 #: The primary estimand, stated in chapter 06 and the methods before any result.
 _PRIMARY_ESTIMAND = (
     "the share of male words among the gendered words the model writes about a typical occupation, male- minus "

@@ -7,11 +7,15 @@ with a ``model_id`` column: the model each folder's ``model.json`` records (the 
 none). A folder the chapter cannot use (missing, empty, another model's tables, a second copy of a model's) is a
 row of :func:`model_folders` with the reason, and a table a model does not have (an encoder has no BOLD
 results) is a row in the returned ``skipped`` table with a reason, never a silent gap.
+
+One concept over 600 lines: chapter 09's view across models. Its stacking, its pooled link and its figures all read
+the same folders by the same model ids; split, each part would re-derive which folders and models the chapter uses.
 """
 
 from __future__ import annotations
 
 import difflib
+import textwrap
 from pathlib import Path
 from typing import Sequence
 
@@ -304,7 +308,8 @@ def bold_odds_ratios(bold_stats: pd.DataFrame) -> pd.DataFrame:
     the same occupations and over the published selection's keys (cluster bootstrap CIs), and the audit's Wald CI
     (every word independent), in that order.
 
-    Columns: ``model_id, method, odds_ratio, ci_low, ci_high, p, n``.
+    Columns: ``model_id, method, odds_ratio, ci_low, ci_high, p, n, unit`` (what the interval treats as
+    independent, as the statistics table names it).
     """
     s = bold_stats
     frames = []
@@ -315,7 +320,7 @@ def bold_odds_ratios(bold_stats: pd.DataFrame) -> pd.DataFrame:
         frames.append(hit.assign(method=method))
     out = pd.concat(frames, ignore_index=True)
     return out.rename(columns={"effect_size": "odds_ratio"})[
-        ["model_id", "method", "odds_ratio", "ci_low", "ci_high", "p", "n"]].reset_index(drop=True)
+        ["model_id", "method", "odds_ratio", "ci_low", "ci_high", "p", "n", "unit"]].reset_index(drop=True)
 
 
 def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.DataFrame,
@@ -386,9 +391,17 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
     if data.empty:
         raise ValueError("forest_chart: no odds ratios to draw")
     left_out = len(odds.dropna(subset=["odds_ratio"])) - len(data)
+    # a row per model and method, named on the axis; the colour is the interval's unit, as in chapter 06's forest
+    # plots (a colour per method took hues that name dimensions in this chapter's first figure)
+    data["row"] = ["\n".join(textwrap.wrap(str(m), 17) + textwrap.wrap(str(k), 17))
+                   for m, k in zip(data["model_id"], data["method"])]
+    data["unit_kind"] = np.where(data["unit"].isin(occupations.OCCUPATION_UNITS), *plots.UNIT_COLORS)
     base = alt.Chart(data).encode(
-        y=alt.Y("model_id:N", title=None), yOffset=alt.YOffset("method:N"),
-        color=alt.Color("method:N", title="confidence interval",
+        y=alt.Y("row:N", title=None, sort=None,
+                axis=alt.Axis(labelExpr="split(datum.label, '\\n')", labelBaseline="middle", labelLineHeight=12,
+                              labelLimit=200)),
+        color=alt.Color("unit_kind:N", title="the interval's unit",
+                        scale=alt.Scale(domain=list(plots.UNIT_COLORS), range=list(plots.UNIT_COLORS.values())),
                         legend=alt.Legend(orient="bottom", columns=1, labelLimit=400)))
     ticks = _log_ticks(data[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
     x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=ticks, format="~g"),
@@ -399,9 +412,10 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
         x=x, tooltip=["model_id", "method", alt.Tooltip("odds_ratio:Q", format=".2f"),
                       alt.Tooltip("ci_low:Q", format=".2f"), alt.Tooltip("ci_high:Q", format=".2f"), "n"])
     methods = ", ".join(map(str, dict.fromkeys(data["method"])))
-    caption = ("Each row is a model; a dot is its BOLD audit odds ratio (how much more often a completion's "
-               "gendered words are male rather than female for male- than for female-dominated occupations), its "
-               f"line the 95% confidence interval, one per interval method (colour: {methods}). The x axis is "
+    caption = ("Each row is a model and an interval method; a dot is its BOLD audit odds ratio (how much more often "
+               "a completion's gendered words are male rather than female for male- than for female-dominated "
+               "occupations), its line the 95% confidence interval: black where occupations (or the published "
+               "selection's keys) are the unit, grey where every word is treated as independent. The x axis is "
                "logarithmic and the dashed line marks 1, no association. Look at which side of 1 each dot falls and "
                "whether its interval crosses 1. The primary estimand's odds ratio is marginal: the two groups' mean "
                "male shares over the deduplicated person-noun occupations, whole occupations resampled; the "
@@ -413,7 +427,8 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
                   "could not be fitted, or a share of 0 or 1 that leaves the odds ratio unbounded) left out; the "
                   "table above gives "
                   f"{'them' if left_out != 1 else 'it'}." if left_out else ""))
-    return plots.captioned(alt.layer(one, bars, points).properties(width=420, height=alt.Step(22)),
+    return plots.captioned(alt.layer(one, bars, points).properties(
+        width=420, height=alt.Step(12 * int(data["row"].str.count("\n").max() + 1) + 10)),
                            title or "BOLD audit: odds ratio per model", [],
                            f"Forest plot of the BOLD audit's odds ratio with 95% confidence intervals for "
                            f"{data['model_id'].nunique()} models ({methods}).", caption)

@@ -24,7 +24,7 @@ from ..core.results import display_name
 from . import rendering
 
 __all__ = [
-    "GROUP_COLORS", "INVALID_GREY", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "accuracy_heatmap",
+    "GROUP_COLORS", "INVALID_GREY", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "UNIT_COLORS", "accuracy_heatmap",
     "axis_validity_chart", "captioned", "drawable", "group_scale", "layer_curves_chart", "profile_chart", "repel",
     "save", "specification_curve_chart", "warmth_competence_chart", "warmth_competence_charts",
 ]
@@ -36,6 +36,10 @@ _FEMALE, _MALE = "#7b3294", "#e08214"
 #: (:func:`bias_utils.report.rendering.group_label`); :func:`group_scale` also accepts the tables' names.
 GROUP_COLORS = {"female": _FEMALE, "male": _MALE, "female-dominated": _FEMALE, "male-dominated": _MALE,
                 "female-majority": _FEMALE, "male-majority": _MALE}
+#: The colour of an interval by what it treats as independent, in every forest plot: black where occupations (or
+#: the published selection's keys) are the unit, grey where every word or completion is; greys, so that no hue of
+#: a page's other figures takes a second meaning.
+UNIT_COLORS = {"occupations (clustered)": "black", "independent words or completions": "#999999"}
 OTHER_COLORS = ["#1b9e77", "#377eb8", "#e7298a", "#66a61e", "#a6761d", "#666666"]
 #: Fixed colours per context source, far apart in hue and lightness (corpus and dictionary were
 #: two blue-greens); a source registered later takes the next unused colour.
@@ -451,9 +455,11 @@ def accuracy_heatmap(accuracy: pd.DataFrame, *, title: str | None = None,
                      for a, i in zip(data["accuracy"], data["invalid"])]
     data["row"] = data["model_id"].astype(str) + " · " + data["cutoff"].astype(str)
     dims = _ordered(data["dimension"])
+    # dimensions down, model and cut-off across, each cell a fixed step: a phone's box keeps the cells as wide as
+    # their printed values (a width squeezed to the box printed them over each other), and the few columns fit
     base = alt.Chart(data).encode(
-        x=alt.X("dimension:N", sort=dims, title=None, axis=alt.Axis(labelAngle=-30, orient="top")),
-        y=alt.Y("row:N", title=None))
+        x=alt.X("row:N", title=None, sort=None, axis=alt.Axis(labelAngle=-90, orient="top", labelLimit=260)),
+        y=alt.Y("dimension:N", sort=dims, title=None))
     rect = base.mark_rect().encode(
         color=alt.condition("datum.invalid", alt.value("#e6e6e6"), alt.Color(
             "accuracy:Q", title="accuracy", scale=alt.Scale(scheme="redblue", domain=[0, 1], domainMid=0.5))),
@@ -463,12 +469,12 @@ def accuracy_heatmap(accuracy: pd.DataFrame, *, title: str | None = None,
         color=alt.condition("!datum.invalid && abs(datum.accuracy - 0.5) > 0.3", alt.value("white"),
                             alt.value("black")))
     caption = ("The share of the full dictionary's extra terms (words the seed dictionary that built the axis does "
-               "not contain) whose pole (high or low) the axis predicts, per dimension (columns) and "
-               "model and cut-off (rows), printed in each cell; blue above 0.5, red below. 0.5 is not chance when a "
+               "not contain) whose pole (high or low) the axis predicts, per dimension (rows) and "
+               "model and cut-off (columns), printed in each cell; blue above 0.5, red below. 0.5 is not chance when a "
                "dimension's poles are unbalanced (the larger pole's share is).")
     if bad:
         caption += " Grey cells with † are axes not shown to beat their label-shuffling null (or untestable)."
-    return captioned((rect + text).properties(width=48 * len(dims), height=alt.Step(24)),
+    return captioned((rect + text).properties(width=alt.Step(40), height=alt.Step(24)),
                    title or "Direction-prediction accuracy", [INVALID_NOTE] if bad else [],
                    f"Heat map of direction-prediction accuracy for {len(dims)} dimensions.", caption)
 

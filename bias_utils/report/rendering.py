@@ -189,6 +189,8 @@ _DRAW_JS = r"""(function () {
     el.removeAttribute("data-fitted");
     return window.vegaEmbed(el, fit(spec, avail, level, extra), options).then(function (result) {
       el._biasView = result.view;
+      // the compiled Vega spec: the browser tests read each mark's encoding from it, to place its datum themselves
+      el._biasVega = result.vgSpec;
       el._biasWidth = box;
       var over = el.scrollWidth - el.clientWidth;
       if (over > 1 && level < 3) return draw(el, spec, options, level + 1, extra + Math.ceil(over));
