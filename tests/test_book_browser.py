@@ -486,7 +486,9 @@ def _read_pages(html: Path, browser: Browser, width: int, height: int, mobile: b
             program = browser.evaluate(f"(() => {{ const ALLOWED = {json.dumps(ALLOWED_IDENTIFIERS)}; "
                                        f"return {PROGRAM_TEXT.strip()}; }})()")
             read[name] = {"problems": problems, "charts": browser.evaluate(CHARTS), "program": program,
-                          "marks": browser.evaluate(MARKS)}
+                          "marks": browser.evaluate(MARKS),
+                          "text": browser.evaluate("(document.querySelector('article.bd-article') || "
+                                                   "document.body).innerText")}
     finally:
         browser.resize(1280, 900)
     return read
@@ -594,6 +596,39 @@ def test_a_colour_means_one_thing_on_a_page_and_a_unit_has_its_legend_colour(wid
         if several:
             reused[name] = several
     assert reused == {}, json.dumps(reused, indent=1, ensure_ascii=False)
+
+
+_NUMBER = r"[−-]?\d[\d,]*(?:\.\d+)?"
+#: An estimate and its interval as the book prints them: "1.82, 95% CI 0.89 to 2.75", "0.18 (95% CI −0.24 to 0.64".
+_ESTIMATE = re.compile(rf"({_NUMBER})\s*(?:\(|,|;)\s*(?:95% (?:CI|confidence interval)[:,]?\s*)?({_NUMBER})\s*"
+                       rf"(?:to|–)\s*({_NUMBER})")
+
+
+def _printed(page_text: str) -> list[tuple[str, tuple[str, str, str]]]:
+    return [(m.group(0), m.groups()) for m in _ESTIMATE.finditer(page_text)]
+
+
+def test_a_quantity_printed_on_two_pages_is_printed_the_same(wide):
+    """One rounding rule: an estimate with its interval that two pages print (the same three numbers, each within
+    the rounding of the coarser print) is printed identically: not "14.2 (3.0 to 56)" on one page and "14.18
+    (3.02 to 55.51)" on another."""
+    def value(s: str) -> float:
+        return float(s.replace("−", "-").replace(",", ""))
+
+    def decimals(s: str) -> int:
+        return len(s.split(".")[1]) if "." in s else 0
+
+    found = [(name, text, numbers) for name, r in wide.items() for text, numbers in _printed(r["text"])]
+    assert found, "no estimate with an interval found in the book's text"
+    differ = set()
+    for i, (page_a, text_a, a) in enumerate(found):
+        for page_b, text_b, b in found[i + 1:]:
+            if page_a == page_b or text_a == text_b:
+                continue
+            if all(abs(value(x) - value(y)) <= 0.5 * 10 ** -min(decimals(x), decimals(y)) + 1e-9
+                   for x, y in zip(a, b)):
+                differ.add(f"{page_a}: {text_a!r} / {page_b}: {text_b!r}")
+    assert differ == set(), json.dumps(sorted(differ), indent=1, ensure_ascii=False)
 
 
 def test_no_program_text_on_any_page(wide):

@@ -83,24 +83,16 @@ def test_bold_odds_ratios_from_the_audit_table():
     assert alt_text.startswith("Forest plot")
     assert "random-intercept model (conditional), occupation bootstrap" in alt_text
     assert "dashed line marks 1" in caption and "resamples those occupations" in caption
-    # ticks at doublings, at most 8 of them, not one per integer
+    # the book's one log-tick scheme, not one tick per integer
     ticks = spec["layer"][0]["encoding"]["x"]["axis"]["values"]
-    assert 1 in ticks and len(ticks) <= 8 and all(float(np.log2(v)).is_integer() for v in ticks)
+    assert ticks == plots.log_ticks(odds[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
     svg = vlc.vegalite_to_svg(spec)
     assert "smollm2-135m-instruct" in svg and "b179c9523d0e" not in svg
     # the colour is the interval's unit: only the audit's Wald interval treats words as independent
     drawn = {r["method"]: r["unit_kind"] for rows in spec["datasets"].values() for r in rows if "unit_kind" in r}
     clustered, independent = plots.UNIT_COLORS
     assert drawn == {m: independent if m == "Wald (audit)" else clustered for m in odds.method}
-    assert ">3<" not in svg  # the ticks drawn are the doublings
-
-
-def test_log_ticks_one_per_doubling_around_the_data_and_one():
-    assert crossmodel._log_ticks([10.07, 24.65, 60.37]) == [1, 2, 4, 8, 16, 32, 64]
-    assert crossmodel._log_ticks([10.07, 60.37], most=5) == [1, 4, 16, 64]  # every second doubling, 1 kept
-    assert crossmodel._log_ticks([0.2, 3, np.nan, 0]) == [0.125, 0.25, 0.5, 1, 2, 4]
-    assert crossmodel._log_ticks([]) == [1]
-    assert crossmodel._log_ticks([14.2, 199.6, 23617]) == [1, 4, 16, 64, 256, 1024, 4096, 16384]  # the headline's
+    assert ">3<" not in svg or 3 in ticks  # the ticks drawn are the scheme's
 
 
 def test_read_all_results_stacks_every_table_and_lists_missing(tmp_path):
@@ -176,13 +168,17 @@ def test_pooled_link_pools_the_primary_slope_and_says_when_nothing_can_be_pooled
     stats = pd.DataFrame({
         "model_id": ["a", "b", "c", "a"], "intrinsic": "gender_position", "test": [primary] * 3 + ["spearman"],
         "effect_size": [0.5, 0.2, 0.9, 0.3], "se": [0.1, 0.2, 0.3, np.nan], "n": [88, 80, 60, 88],
+        # each model's own (profile) interval, asymmetric: what its chapter prints
+        "ci_low": [0.25, -0.3, 0.4, 0.1], "ci_high": [0.8, 0.55, 1.6, 0.5],
         "readable": [True, True, False, True], "extrinsic_measure": "expected"})
     pooled = crossmodel.pooled_link(stats).set_index(["test", "model_id"])
     assert set(pooled.index) == {(primary, "a"), (primary, "b"), (primary, crossmodel._POOLED)}  # c is not read
     slope = crossmodel._random_effects([0.5, 0.2], [0.1, 0.2])
     row = pooled.loc[(primary, crossmodel._POOLED)]
     assert (row.estimate, row.tau2, row.n) == pytest.approx((slope["estimate"], slope["tau2"], 2))
-    assert pooled.loc[(primary, "a"), "ci_high"] == pytest.approx(0.5 + 1.959964 * 0.1)
+    # a model's row carries the interval its own chapter prints (one quantity, one interval in the book)
+    assert pooled.loc[(primary, "a"), ["ci_low", "ci_high"]].tolist() == [0.25, 0.8]
+    assert pooled.loc[(primary, "b"), ["ci_low", "ci_high"]].tolist() == [-0.3, 0.55]
     sentence = crossmodel.describe_pooling(crossmodel.pooled_link(stats))
     assert sentence.startswith("Pooled over 2 models (DerSimonian–Laird random effects), the within-field slope is ")
     chart = crossmodel.link_forest_chart(crossmodel.pooled_link(stats)).to_dict()

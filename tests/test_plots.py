@@ -4,9 +4,11 @@ pole labels, significance marks, individual non-binary terms."""
 import json
 import re
 
+import altair as alt
 import numpy as np
 import pandas as pd
 import pytest
+import vl_convert as vlc
 
 from bias_utils.profiles import population_profiles as pr
 from bias_utils.profiles.populations import _load_populations
@@ -218,3 +220,25 @@ def test_a_group_has_one_colour_by_its_name_never_by_its_position():
     assert plots._group_color("female-majority") == plots._group_color("female") != plots._group_color("male")
     # a group without a fixed colour gets one by its name: the same in any chart
     assert plots.group_scale(["nonbinary", "male"]).range[0] == plots.group_scale(["female", "nonbinary"]).range[1]
+
+
+def test_log_ticks_are_one_two_five_times_powers_of_ten_around_the_data_and_one():
+    """One scheme for every log axis: 1-2-5 per decade while few, else decades (every second or third when there
+    are many); 1 always; at most 7; the data and 1 within a decade of the ticks' range; printed with thousands
+    separators (cases: the published audit's Wald interval 10.07 to 60.37, a gap around 1, the headline's 14.2 to
+    23,617, eleven decades)."""
+    def mantissas(ticks):
+        return {round(t / 10 ** np.floor(np.log10(t) + 1e-9), 6) for t in ticks}
+
+    for values, allowed in (([10.07, 24.65, 60.37], {1, 2, 5}), ([0.2, 3, np.nan, 0], {1, 2, 5}),
+                            ([14.2, 199.6, 23617], {1}), ([1e-4, 1e7], {1})):
+        ticks = plots.log_ticks(values)
+        finite = [v for v in values if np.isfinite(v) and v > 0]
+        assert 1.0 in ticks and len(ticks) <= 7 and ticks == sorted(ticks), (values, ticks)
+        assert mantissas(ticks) == allowed, (values, ticks)
+        assert min(ticks) <= 10 * min(finite + [1]) and max(ticks) >= max(finite + [1]) / 10, (values, ticks)
+    assert plots.log_ticks([]) == [1.0]
+    wide = plots.log_ticks([14.2, 199.6, 23617])
+    svg = vlc.vegalite_to_svg(alt.Chart(pd.DataFrame({"x": [14.2, 23617.0]})).mark_point().encode(
+        x=alt.X("x:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=wide, format=plots.LOG_FORMAT))).to_dict())
+    assert ">10,000<" in svg and ">1,000<" in svg

@@ -199,8 +199,10 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
         forest.append((base.mark_rule(strokeWidth=2).encode(
                            x=alt.X("ci_low:Q", scale=alt.Scale(type=scale, zero=False),
                                    title=name + (" (log scale)" if scale == "log" else ""),
-                                   # log ticks collide ("3 45") unless they are few
-                                   axis=alt.Axis(tickCount=4) if scale == "log" else alt.Axis()),
+                                   # the book's one log-tick scheme (Vega's own collide: "3 45")
+                                   axis=alt.Axis(values=plots.log_ticks(sub[["effect_size", "ci_low", "ci_high"]]
+                                                                        .to_numpy().ravel()), format=plots.LOG_FORMAT)
+                                   if scale == "log" else alt.Axis()),
                            x2="ci_high:Q")
                        + base.mark_point(filled=True, opacity=1).encode(
                            x="effect_size:Q",

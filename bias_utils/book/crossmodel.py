@@ -366,22 +366,6 @@ def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.Data
 # --------------------------------------------------------------------------- across models: charts
 
 
-#: Candidate ticks of a log odds-ratio axis: Vega's own ticks on a log scale print every integer and collide.
-_LOG_TICKS = tuple(2.0 ** k for k in range(-3, 21))
-
-
-def _log_ticks(values, most: int = 8) -> list[float]:
-    """Ticks for a log axis showing ``values``: the :data:`_LOG_TICKS` from the doubling below the smallest
-    (or 1) to the one above the largest (or 1), every second or third doubling when there would be more
-    than ``most``; 1 is always one of them."""
-    v = np.asarray(values, float)
-    v = v[np.isfinite(v) & (v > 0)]
-    low, high = (min(v.min(), 1.0), max(v.max(), 1.0)) if v.size else (1.0, 1.0)
-    ticks = [t for t in _LOG_TICKS if low / 2 < t < high * 2]
-    step = -(-len(ticks) // most)
-    return [t for t in ticks if round(np.log2(t)) % step == 0]
-
-
 def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerChart:
     """Odds ratios with 95% CIs per model on a log axis; a rule marks OR = 1 (no association).
 
@@ -403,8 +387,8 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
         color=alt.Color("unit_kind:N", title="the interval's unit",
                         scale=alt.Scale(domain=list(plots.UNIT_COLORS), range=list(plots.UNIT_COLORS.values())),
                         legend=alt.Legend(orient="bottom", columns=1, labelLimit=400)))
-    ticks = _log_ticks(data[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
-    x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=ticks, format="~g"),
+    ticks = plots.log_ticks(data[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
+    x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=ticks, format=plots.LOG_FORMAT),
               title="odds ratio: male/female words, male- vs female-dominated (log scale)")
     one = alt.Chart(pd.DataFrame({"odds_ratio": [1.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
     bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q")
@@ -475,8 +459,9 @@ def pooled_link(link_stats: pd.DataFrame) -> pd.DataFrame:
 
     ``link_stats``: stacked ``link_statistics`` rows (with ``model_id``). A row its chapter does not read (the
     direction not validated against the BLS share: ``readable`` False) is not pooled. Columns: ``intrinsic,
-    test, model_id, estimate, ci_low, ci_high`` (95%, normal on the pooled scale; a model's own profile
-    interval is in its chapter), ``se``, ``n`` (occupations; the pooled row: models), ``extrinsic_measure``,
+    test, model_id, estimate, ci_low, ci_high`` (95%: a model's row its own chapter's interval, the very numbers
+    chapter 11 prints, so one quantity has one interval in the book; the pooled row's is normal on the pooled
+    scale), ``se`` (what the pool weighs by), ``n`` (occupations; the pooled row: models), ``extrinsic_measure``,
     then for the pooled row ``p, tau2, q, q_p, i2``. Rows without an estimate are left out."""
     cols = ["intrinsic", "test", "model_id", "estimate", "ci_low", "ci_high", "se", "n", "extrinsic_measure",
             "p", "tau2", "q", "q_p", "i2"]
@@ -488,7 +473,7 @@ def pooled_link(link_stats: pd.DataFrame) -> pd.DataFrame:
         y, se = g["effect_size"].to_numpy(float), g["se"].to_numpy(float)
         for model, yi, si, r in zip(g["model_id"], y, se, g.itertuples(index=False)):
             rows.append({"intrinsic": intrinsic, "test": test, "model_id": model, "estimate": float(yi),
-                         "ci_low": float(yi - 1.959963984540054 * si), "ci_high": float(yi + 1.959963984540054 * si),
+                         "ci_low": float(r.ci_low), "ci_high": float(r.ci_high),
                          "se": float(si), "n": int(r.n), "extrinsic_measure": r.extrinsic_measure})
         if len(g) < 2:
             continue  # one model: nothing to pool, and no spread between models to estimate
@@ -548,8 +533,9 @@ def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", 
     caption = (f"Each row is a model: the dot is the change in the log-odds of female vs male words in its "
                f"completions per standard deviation of the occupation noun's {intrinsic.replace('_', ' ')}, within "
                "BOLD category and audit group (a random intercept per occupation), the line its 95% confidence "
-               "interval (normal, from the standard error the pooling uses). "
-               + ("The diamond in the last row pools the models (DerSimonian–Laird random effects). " if has_pool
+               "interval, as the model's own chapter gives it (profile likelihood). "
+               + ("The diamond in the last row pools the models (DerSimonian–Laird random effects, weighted by each "
+                  "slope's standard error; a normal interval). " if has_pool
                   else "With one model nothing is pooled. ")
                + "The dashed line marks 0, no link. Look at whether the intervals lie on one side of 0"
                + (" and whether the models agree with each other." if has_pool else ".")

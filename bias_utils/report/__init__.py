@@ -10,10 +10,10 @@ _EXPORTS = {
     # tables and figures as the book shows them (labels, rounding, offline Vega)
     "rendering": ("enable", "column_label", "figure_html", "group_label", "value_label", "write_vega_bundle",),
     # the Altair charts and the colour of each group
-    "plots": ("GROUP_COLORS", "INVALID_GREY", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "UNIT_COLORS",
-        "accuracy_heatmap", "axis_validity_chart", "captioned", "drawable", "group_scale", "layer_curves_chart",
-        "profile_chart", "repel", "save", "specification_curve_chart", "warmth_competence_chart",
-        "warmth_competence_charts",),
+    "plots": ("GROUP_COLORS", "INVALID_GREY", "INVALID_MARK", "INVALID_NOTE", "LOG_FORMAT", "OTHER_COLORS",
+        "UNIT_COLORS", "accuracy_heatmap", "axis_validity_chart", "captioned", "drawable", "group_scale",
+        "layer_curves_chart", "log_ticks", "profile_chart", "repel", "save", "specification_curve_chart",
+        "warmth_competence_chart", "warmth_competence_charts",),
 }
 
 __all__ = [name for names in _EXPORTS.values() for name in names]

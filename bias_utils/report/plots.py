@@ -6,6 +6,9 @@ import) and can be written as SVG, PNG and Vega-Lite JSON by :func:`save`
 
 Input tables are the tidy outputs of ``profiles`` and ``space``/``projection``;
 each function names the columns it reads.
+
+One concept over 600 lines: the book's visual language. Its colours (groups, units, sources), its log-axis ticks,
+its theme and every shared figure live together so that one quantity is drawn one way on every page.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from ..core.results import display_name
 from . import rendering
 
 __all__ = [
-    "GROUP_COLORS", "INVALID_GREY", "INVALID_MARK", "INVALID_NOTE", "OTHER_COLORS", "UNIT_COLORS", "accuracy_heatmap",
-    "axis_validity_chart", "captioned", "drawable", "group_scale", "layer_curves_chart", "profile_chart", "repel",
-    "save", "specification_curve_chart", "warmth_competence_chart", "warmth_competence_charts",
+    "GROUP_COLORS", "INVALID_GREY", "INVALID_MARK", "INVALID_NOTE", "LOG_FORMAT", "OTHER_COLORS", "UNIT_COLORS",
+    "accuracy_heatmap", "axis_validity_chart", "captioned", "drawable", "group_scale", "layer_curves_chart",
+    "log_ticks", "profile_chart", "repel", "save", "specification_curve_chart", "warmth_competence_chart",
+    "warmth_competence_charts",
 ]
 
 _THEME = "bias_profiles"
@@ -161,6 +165,32 @@ def save(chart: alt.TopLevelMixin, path: str | Path, scale: float = 2.0) -> dict
         "png": cache.atomic_write_bytes(stem.with_name(stem.name + ".png"), vlc.vegalite_to_png(spec, scale=scale)),
         "vl.json": cache.atomic_write_text(stem.with_name(stem.name + ".vl.json"), spec),
     }
+
+
+#: The format of a log axis' ticks: thousands separated, no trailing zeros (0.5, 1, 10, 1,000).
+LOG_FORMAT = ",~g"
+
+
+def log_ticks(values, most: int = 7) -> list[float]:
+    """The ticks of every log axis of the book (one scheme for one quantity): 1, 2 and 5 times the powers of ten
+    from below the smallest of ``values`` (or 1) to above the largest (or 1); 1 and 3 times them, or the powers of
+    ten alone (every second or third when there would still be more than ``most``), where the range is wider. 1
+    is always one of them. Print them with :data:`LOG_FORMAT`."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v) & (v > 0)]
+    low, high = (min(v.min(), 1.0), max(v.max(), 1.0)) if v.size else (1.0, 1.0)
+    first, last = int(np.floor(np.log10(low))), int(np.ceil(np.log10(high)))
+    for factors in ((1, 2, 5), (1, 3), (1,)):
+        ticks = [f * 10.0 ** k for k in range(first, last + 1) for f in factors]
+        ticks = [round(t, 12) for t in ticks if low / 2 < t < high * 2 or t == 1]
+        if len(ticks) <= most:
+            return ticks
+    # every step-th power of ten, one more beyond each end so that the data lie inside
+    step = -(-len(ticks) // (most - 2))
+    powers = [k for k in range(first - step, last + step + 1) if k % step == 0]
+    inside = [k for k in powers if low <= 10.0 ** k <= high]
+    below, above = [k for k in powers if 10.0 ** k < low][-1:], [k for k in powers if 10.0 ** k > high][:1]
+    return [round(10.0 ** k, 12) for k in below + inside + above]
 
 
 def captioned(chart, heading: str, subtitle: Sequence[str], alt_text: str, caption: str):
