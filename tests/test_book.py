@@ -379,9 +379,12 @@ def test_reproducibility_page_from_the_manifests(tmp_path, monkeypatch):
 
     text = reproducibility._write_reproducibility_page(book_dir, models, planned, replacements,
                                            git={"commit": commit, "dirty": True, "remote": None}).read_text()
-    # no address recorded: the commands start inside the reader's clone, never with a placeholder
-    assert "uncommitted changes" in text and "git clone" not in text and "<repository URL>" not in text
-    assert "clone the repository from where you found this book" in text and "\ncd bias-profiles\n" in text
+    # no address recorded: the commands still start with the clone, naming the placeholder README.md defines
+    placeholder = reproducibility._URL_PLACEHOLDER
+    assert "uncommitted changes" in text
+    assert f"```bash\ngit clone {placeholder} bias-profiles\ncd bias-profiles\n" in text
+    assert f"`{placeholder}` stands for" in text
+    assert f"`git clone {placeholder} bias-profiles`" in (paths.ROOT / "README.md").read_text(encoding="utf-8")
     assert 'make book MODELS="dec enc"\n' in text and "url " not in text
     folder = {**models[1], "name": "my-model", "source": "folder", "revision": None}
     card = reproducibility._write_reproducibility_page(book_dir, [folder], [], replacements, git=git).read_text()
