@@ -734,7 +734,11 @@ def test_chapter_title_numbers_the_chapter_and_names_its_model():
                                          nbformat.v4.new_markdown_cell("# Not the title")])
     presentation._chapter_title(nb, "04_profiles", "smollm2-135m-instruct")
     presentation._chapter_title(nb, "04_profiles", "smollm2-135m-instruct")  # idempotent
-    assert nb.cells[0].source == "# 04 · Stereotype profiles: smollm2-135m-instruct\n\nText."
+    assert nb.cells[0].source == "# 04 · Stereotype profiles (smollm2-135m-instruct)\n\nText."
+    # a title that asks a question keeps its question mark as the end of its sentence
+    asks = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# How robust is this profile?")])
+    presentation._chapter_title(asks, "10_robustness", "minilm-l6")
+    assert asks.cells[0].source == "# 10 · How robust is this profile? (minilm-l6)"
     assert nb.cells[1].source == "# Not the title"
     shared = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Dictionaries")])
     presentation._chapter_title(shared, "01_dictionaries")

@@ -50,8 +50,9 @@ _NUMBERED = re.compile(r"^(\d{2}) · ")
 
 def _chapter_title(nb, stem: str, model: str = "") -> None:
     """Number a chapter's title as the text numbers it (``04_profiles`` -> "04 · …", so the navigation shows the
-    number the text refers to) and, with ``model`` (its display name), name the model it is about, in place: the
-    first line of the first Markdown cell, when it is a level-1 heading. Idempotent."""
+    number the text refers to) and, with ``model`` (its display name), name the model it is about in parentheses (a
+    title may end in a question mark: "How robust is this profile? (minilm-l6)"), in place: the first line of the
+    first Markdown cell, when it is a level-1 heading. Idempotent."""
     number = re.match(r"\d{2}(?=_)", stem)
     cell = next((c for c in nb.cells if c.cell_type == "markdown"), None)
     if number is None or cell is None or not cell.source.startswith("# "):
@@ -59,7 +60,7 @@ def _chapter_title(nb, stem: str, model: str = "") -> None:
     heading, _, rest = cell.source.partition("\n")
     if _NUMBERED.match(heading[2:]):
         return
-    title = heading[2:].strip() + (f": {model}" if model else "")
+    title = heading[2:].strip() + (f" ({model})" if model else "")
     cell.source = f"# {number.group(0)} · {title}" + (f"\n{rest}" if rest else "")
 
 
