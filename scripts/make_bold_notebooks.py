@@ -282,6 +282,10 @@ The audit published its 1,525 Llama-3.1-8B-Instruct completions. We recompute ev
 from the completion *texts* with our lexicon, PMI and statistics code (not from their count columns) and
 show ours beside theirs. Published values come from their summary JSON (full precision) and section 5 of
 the paper. The comparison is written as the table `replication` (parquet + CSV) under `results/published-audit/`.
+
+The table below has a row per published number: ours and theirs, each printed as the book prints that kind of
+number (a p value below 0.001 as "< 0.001", a count as a whole number), where it was published, and the relative
+difference |ours − published| / |published|; "< 10⁻¹²" is a difference float64 rounding alone makes.
 """),
         code("""
 from typing import Optional
@@ -306,7 +310,7 @@ from bias_utils.core.results import REPLICATION_FOLDER, output_folder, write_tab
 out = output_folder(REPLICATION_FOLDER, output_dir)
 comparison = replication.replicate_published_audit(n_boot=n_boot, seed=seed)
 write_table(comparison, out / tables.NAMES.REPLICATION)
-comparison
+replication.replication_rows(comparison)
 """),
         md("""
 Our per-completion counts, co-occurrences and PMI values also equal their own columns row by row

@@ -23,7 +23,8 @@ _EXPORTS = {
     # what chapters 06 and 07 show of an audit: the figure and examples
     "bold_figures": ("audit_figure", "examples_table", "gendered_sentences", "sentences_table",),
     # the published audit's completions re-analysed beside ours (chapter 07)
-    "replication": ("compare_published_columns", "load_published_completions", "replicate_published_audit",),
+    "replication": ("compare_published_columns", "load_published_completions", "replicate_published_audit",
+        "replication_rows",),
     # the decoder's own completions projected on its stereotype axes (chapter 08)
     "completions": ("category_contrasts", "completion_chart", "completion_embeddings", "completion_projection",
         "completion_projection_stats", "describe_completion_stats", "occupation_means",),

@@ -7,6 +7,9 @@ and the front page alike, and the Monte Carlo error of a percentile bootstrap in
 * :func:`p_text` a p value: two significant digits, "< 0.001" below;
 * :func:`count_text` a count: an integer with thousands separators;
 * :func:`percent_text` a share as a whole percentage;
+* :func:`relative_difference_text` a relative difference between two computations of one number: "0", "< 10⁻¹²"
+  where float64 rounding alone could make it (about 10⁻¹⁶ per operation), else two significant digits, times a
+  power of ten below 0.001 (1.6 × 10⁻⁵);
 * :func:`interval_text` an interval's bounds at its estimate's decimals (never more than a bound's own size
   warrants), so "0.95 to 1.41" and never "0.949 to 1.41".
 
@@ -38,6 +41,7 @@ from .errors import ParameterError, is_number
 
 __all__ = [
     "count_text", "interval_text", "mc_round", "number_text", "p_text", "percent_text", "percentile_bounds",
+    "relative_difference_text",
 ]
 
 _Z = 1.959963984540054  # the normal 97.5% quantile: a 95% range is +-_Z standard errors, 2 _Z = 3.92 wide
@@ -75,8 +79,7 @@ _SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u207
 
 def _fixed(x: float, places: int) -> str:
     if abs(float(x)) >= 1e6:  # a million and more: 2 significant digits times a power of ten (6.8 × 10²⁰⁰)
-        mantissa, exponent = f"{float(x):.1e}".split("e")
-        return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}".replace("-", _MINUS)
+        return _scientific(x)
     text = f"{float(x):,.{places}f}"
     if float(text.replace(",", "")) == 0:
         text = text.lstrip("-")  # no "−0.00"
@@ -117,6 +120,30 @@ def percent_text(share) -> str:
     if not _finite(share):
         return _special(share)
     return _fixed(100 * float(share), 0) + "%"
+
+
+#: Below this a relative difference is float64 rounding (about 1e-16 per operation, accumulated over a computation).
+_FLOAT_NOISE = 1e-12
+
+
+def _scientific(x: float) -> str:
+    """Two significant digits times a power of ten: 1.6 × 10⁻⁵."""
+    mantissa, exponent = f"{float(x):.1e}".split("e")
+    return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}".replace("-", _MINUS)
+
+
+def relative_difference_text(x) -> str:
+    """A relative difference |a − b| / |b| between two computations of one number: "0" when they are equal,
+    "< 10⁻¹²" below :data:`FLOAT_NOISE` (float64 rounding alone gives such differences), two significant digits
+    times a power of ten below 0.001 ("1.6 × 10⁻⁵"), else :func:`number_text`; a missing one as "–"."""
+    if not _finite(x):
+        return _special(x)
+    x = abs(float(x))
+    if x == 0:
+        return "0"
+    if x < _FLOAT_NOISE:
+        return "< 10" + str(round(math.log10(_FLOAT_NOISE))).translate(_SUPERSCRIPT)
+    return _scientific(x) if x < 0.001 else number_text(x)
 
 
 def interval_text(low, high, estimate=None, separator: str = " to ") -> str:
