@@ -22,9 +22,9 @@ _EXPORTS = {
     # the POLAR change of basis and its pseudo-inverse (Eqs. 1-5)
     "projection": ("PolarBasis", "projection_table", "table2",),
     # a model's stereotype space and the direction-prediction task (Table 2)
-    "space": ("accuracy_by_term_contexts", "build_space", "check_source_spaces", "check_space", "describe_dropped",
-        "describe_space", "describe_untestable", "direction_prediction", "dropped_by_reason", "dropped_senses",
-        "pole_table",),
+    "space": ("accuracy_by_term_contexts", "build_space", "check_source_spaces", "check_space",
+        "describe_direction_skipped", "describe_dropped", "describe_space", "describe_table2", "describe_untestable",
+        "direction_prediction", "dropped_by_reason", "dropped_senses", "pole_table", "table2_by_term_contexts",),
     # does an axis carry its meaning: rank AUC against a permutation null
     "axis_validity": ("MIN_POLE_TERMS", "VERDICTS", "describe_verdicts", "axis_validity", "unreadable_axes",
         "validity_by_source", "validity_layer", "validity_table", "verdict_phrase", "verdict_table",),

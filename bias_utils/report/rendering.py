@@ -331,7 +331,7 @@ _LABELS = {
     "mean_pmi_difference": "mean PMI difference", "odds_ratio": "odds ratio", "or_ci_low": "odds ratio, 95% CI low",
     "or_ci_high": "odds ratio, 95% CI high", "null_low": "null 2.5%", "null_high": "null 97.5%",
     "null_mean": "null mean", "n_permutations": "permutations", "n_boot": "bootstrap resamples",
-    "term_contexts": "term contexts", "context_source": "context source", "n_contexts": "contexts",
+    "term_contexts": "extra terms' contexts", "context_source": "context source", "n_contexts": "contexts",
     "n_terms": "terms", "n_high": "high-pole terms", "n_low": "low-pole terms", "n_specs": "specifications",
     "n_completions": "completions", "n_occupations": "occupations", "n_prompts": "prompts", "n_tokens": "tokens",
     "n_senses": "senses", "testable": "axis testable", "prompt_id": "prompt", "sample": "sample",
