@@ -74,7 +74,7 @@ from ..core.errors import ParameterError, check_seed, is_number
 from ..core.precision import interval_text, number_text, p_text
 from ..core.results import display_name, write_table
 from ..core.stats import check_n_boot, correlation_rows, ols, results_table
-from ..profiles.gender_direction import noun_positions
+from ..profiles.gender_direction import describe_placement, noun_positions
 from ..profiles.population_profiles import DEFAULT_TEMPLATES, check_word_projection
 from ..report import plots, rendering
 from . import occupation_units
@@ -687,8 +687,11 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, y: st
                   alt.Chart(band).mark_line(color="#444", clip=True).encode(x=bx, y=alt.Y("fit:Q", scale=y_scale))
                   ] + layers
     groups = ", ".join(dict.fromkeys(data["audit group"]))
+    # where the points lie against the terms' means, from the data: far from +0.5 needs saying why
+    placed = describe_placement(data) if intrinsic == "gender_position" else ""
     caption = (f"Each point is an occupation: across, the occupation noun's {x_title}; up, {y_caption}. "
-               f"Colour is its group ({groups}); the labelled points are those at the ends of either "
+               + (f"{placed} " if placed else "")
+               + f"Colour is its group ({groups}); the labelled points are those at the ends of either "
                "axis (a thin line joins a name moved to clear another to its point)."
                + (" The line is the least-squares fit, the grey band its 95% confidence interval." if band_drawn
                   else "")

@@ -33,8 +33,8 @@ _EXPORTS = {
         "check_template_list", "check_word_projection", "describe_profile", "describe_share_below",
         "paper_finding", "paper_finding_sentence", "run_profiles", "share_below_group_means", "word_summary",),
     # the female - male direction and its check against workforce shares
-    "gender_direction": ("describe_validity", "direction_verdict", "noun_positions", "occupation_validity",
-        "validity_chart",),
+    "gender_direction": ("describe_placement", "describe_validity", "direction_verdict", "noun_positions",
+        "occupation_validity", "validity_chart",),
     # accuracy and the gender difference on every layer and context source
     "layers": ("layers_by_context",),
     # the tokenisation confound: subword tokens per word by group
