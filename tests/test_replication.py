@@ -50,11 +50,11 @@ def test_replication_rows_print_each_quantity_by_its_kind(rep):
         elif re.search(r"(^|_)p(_|$)", key) and ours < 0.001:
             assert row.ours == "< 0.001", (key, row.ours)
         if rel == 0:
-            assert row.relative_difference == "0"
+            assert row.rel_diff == "0"
         elif rel < 1e-12:  # float64 rounding, never its digits written out
-            assert row.relative_difference == "< 10⁻¹²", (key, rel)
+            assert row.rel_diff == "< 10⁻¹²", (key, rel)
         else:
-            mantissa, exponent = re.fullmatch(r"(\d\.\d) × 10⁻([⁰¹²³⁴⁵⁶⁷⁸⁹]+)", row.relative_difference).groups()
+            mantissa, exponent = re.fullmatch(r"(\d\.\d) × 10⁻([⁰¹²³⁴⁵⁶⁷⁸⁹]+)", row.rel_diff).groups()
             power = int(exponent.translate(str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹", "0123456789")))
             assert abs(float(mantissa) * 10 ** -power - rel) <= 0.05 * 10 ** -power, (key, rel)
     # the chapter's table: neither a p written out in zeros nor a count with decimals

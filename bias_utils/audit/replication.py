@@ -151,7 +151,7 @@ def replication_rows(comparison: pd.DataFrame) -> pd.DataFrame:
     published value printed by its kind (a p value by :func:`~bias_utils.core.precision.p_text`, a count as an
     integer, an estimate by :func:`~bias_utils.core.precision.number_text`), and the relative difference by
     :func:`~bias_utils.core.precision.relative_difference_text` (below float64's reach, "< 10⁻¹²"). Text columns
-    ``quantity, ours, published, source, relative_difference``; the table on disk keeps every digit and the keys."""
+    ``quantity, ours, published, source, rel_diff``; the table on disk keeps every digit and the keys."""
     unknown = sorted(set(comparison["quantity"]) - set(_PUBLISHED))
     if unknown:
         raise ValueError(f"comparison: quantities without a name or kind: {unknown}")
@@ -160,8 +160,8 @@ def replication_rows(comparison: pd.DataFrame) -> pd.DataFrame:
         _, _, label, kind = _PUBLISHED[r.quantity]
         value = _PRINT[kind]
         rows.append({"quantity": label, "ours": value(r.ours), "published": value(r.published), "source": r.source,
-                     "relative_difference": precision.relative_difference_text(r.rel_diff)})
-    return pd.DataFrame(rows, columns=["quantity", "ours", "published", "source", "relative_difference"])
+                     "rel_diff": precision.relative_difference_text(r.rel_diff)})
+    return pd.DataFrame(rows, columns=["quantity", "ours", "published", "source", "rel_diff"])
 
 
 def compare_published_columns(metrics: pd.DataFrame) -> pd.DataFrame:

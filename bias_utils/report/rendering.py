@@ -317,7 +317,7 @@ _LABELS = {
     "controls": "controlled for", "informative": "any gendered word", "male_word_share": "male share of gendered words",
     "n_keys": "BOLD keys", "odds_ratio_influential": "moves the odds ratio", "reference": "person reference next",
     "share_change": "change in the difference", "share_difference": "difference in male share",
-    "share_difference_without": "difference without it", "template": "template", "why": "why",
+    "share_difference_without": "difference without it", "template": "template", "why": "why", "stage": "stage",
     "n": "n", "p": "p", "p_adj": "p (adjusted)", "p_holm": "p (Holm)", "adj_method": "adjustment", "df": "df",
     "t": "t", "g": "Hedges' g", "g_ci_low": "g, 95% CI low", "g_ci_high": "g, 95% CI high",
     "ci_low": "95% CI low", "ci_high": "95% CI high", "sd": "SD", "se": "SE", "sd_a": "SD (group A)",
