@@ -178,8 +178,13 @@ def test_link_statistics_agree_with_scipy_statsmodels_and_the_mixed_model_on_rea
     assert "permutation likelihood-ratio p " in sentence
     assert ("is not shown" in sentence) == (primary.ci_low <= 0 <= primary.ci_high)
     rho = pooled.loc[("gender_position", "spearman")]
-    assert f"pooled over both groups, Spearman ρ = {rho.effect_size:.2f}".replace("-", "−") in sentence
-    assert "mostly the difference between female- and male-dominated occupations" in sentence
+    # each number after the words that say what it is about: the pooled correlation as such, and what drives it
+    assert "over all occupations together" in sentence
+    assert f"Spearman ρ = {rho.effect_size:.2f}, 95% CI ".replace("-", "−") in sentence
+    if rho.ci_low <= 0 <= rho.ci_high:
+        assert "neither a positive nor a negative correlation is shown" in sentence
+    else:
+        assert "the difference between female- and male-dominated occupations" in sentence
     assert "within each group, Spearman ρ " in sentence
     constant = [g for g, t in table.groupby("group") if t["log_odds"].nunique() == 1]
     assert sentence.count("is not defined among the") == len(constant)
