@@ -15,7 +15,7 @@ import pytest
 
 from bias_utils.book import build as book
 from bias_utils.book import execution, presentation, reproducibility, runs
-from bias_utils.core import cache, data, paths, results, tables
+from bias_utils.core import cache, data, paths, precision, results, tables
 from bias_utils.report import rendering
 
 FIXTURE = Path(__file__).parent / "fixtures" / "book" / "tiny.ipynb"
@@ -626,6 +626,27 @@ def test_table_formatter_keeps_named_index_levels_and_flattens_pivoted_columns()
                                                    (12345.6, "value"), (True, "significant"), (None, "x"))] == \
         ["< 0.001", "0.012", "1", "−0.0043", "12,346", "yes", "–"]
     assert rendering._cell_text("minilm-l6--53aa51172d14--fp32", "model_id") == "minilm-l6"
+
+
+def test_a_tables_interval_reads_as_the_sentences_print_it():
+    """One rounding rule for an interval on every page: a statistics table's bounds are printed at their
+    estimate's decimals, as precision.interval_text prints them in a sentence (an odds ratio of 199.6 has the
+    bound 14.2, never 14.18 on one page and 14.2 on another)."""
+    stats = pd.read_csv(TABLES / "bold_statistics.csv")
+    # a large odds ratio beside the real rows, so a bound loses a digit to its estimate
+    frame = pd.concat([stats, stats.iloc[[0]].assign(effect_size=199.64, ci_low=14.183, ci_high=23617.2)],
+                      ignore_index=True)[["test", "effect_size", "ci_low", "ci_high", "p"]]
+    headers = _html_cells(rendering._table_html(frame), "th")
+    cells = _html_cells(rendering._table_html(frame), "td")
+    width = len(headers)
+    low, high = headers.index("95% CI low"), headers.index("95% CI high")
+    for i, r in enumerate(frame.itertuples(index=False)):
+        row = cells[i * width:(i + 1) * width]
+        assert f"{row[low]} to {row[high]}" == precision.interval_text(r.ci_low, r.ci_high, r.effect_size), r
+    assert cells[-width:][low:high + 1] == ["14.2", "23,617"]
+    # a prefixed pair bounds its own estimate: g's interval at g's decimals
+    gaps = pd.DataFrame({"g": [199.6], "g_ci_low": [14.18], "g_ci_high": [250.04], "ci_low": [0.123]})
+    assert _html_cells(rendering._table_html(gaps), "td") == ["199.6", "14.2", "250.0", "0.12"]
 
 
 def test_enable_registers_the_table_formatter_in_an_ipython_shell():

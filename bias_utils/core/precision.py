@@ -11,7 +11,8 @@ and the front page alike, and the Monte Carlo error of a percentile bootstrap in
   where float64 rounding alone could make it (about 10⁻¹⁶ per operation), else two significant digits, times a
   power of ten below 0.001 (1.6 × 10⁻⁵);
 * :func:`interval_text` an interval's bounds at its estimate's decimals (never more than a bound's own size
-  warrants), so "0.95 to 1.41" and never "0.949 to 1.41".
+  warrants), so "0.95 to 1.41" and never "0.949 to 1.41"; :func:`bound_text` one bound by the same rule, for a
+  table's bound columns, so a table and a sentence print one interval alike (14.2 beside an odds ratio of 199.6).
 
 Negative numbers carry the typographic minus (−). The tables on disk keep every digit.
 
@@ -40,8 +41,8 @@ import numpy as np
 from .errors import ParameterError, is_number
 
 __all__ = [
-    "count_text", "interval_text", "mc_round", "number_text", "p_text", "percent_text", "percentile_bounds",
-    "relative_difference_text",
+    "bound_text", "count_text", "interval_text", "mc_round", "number_text", "p_text", "percent_text",
+    "percentile_bounds", "relative_difference_text",
 ]
 
 _Z = 1.959963984540054  # the normal 97.5% quantile: a 95% range is +-_Z standard errors, 2 _Z = 3.92 wide
@@ -149,16 +150,22 @@ def relative_difference_text(x) -> str:
 def interval_text(low, high, estimate=None, separator: str = " to ") -> str:
     """An interval's bounds at the decimals of its ``estimate`` (:func:`decimals`; without an estimate, of the
     bound nearer zero), each never with more decimals than its own size gives: "0.95 to 1.41" for 1.15, "3.2 to
-    1,793" for 199.6."""
+    1,793" for 199.6. A table's bound columns print each bound by the same rule (:func:`bound_text`)."""
     values = [float(v) for v in (low, high) if _finite(v)]
-    if estimate is not None and _finite(estimate):
-        places = _decimals(estimate)
-    elif values:
-        places = _decimals(min(values, key=abs))
-    else:
-        places = 2
-    return separator.join(_fixed(v, min(places, _decimals(v))) if _finite(v) and float(v) != 0
-                          else ("0" if _finite(v) else _special(v)) for v in (low, high))
+    if estimate is None or not _finite(estimate):
+        estimate = min(values, key=abs) if values else 1.0  # 2 decimals without any number
+    return separator.join(bound_text(v, estimate) for v in (low, high))
+
+
+def bound_text(bound, estimate) -> str:
+    """One bound of an interval as :func:`interval_text` prints it, at its ``estimate``'s decimals and never more
+    than its own size gives: 14.2 (not 14.18) beside an odds ratio of 199.6, in a sentence and a table alike."""
+    if not _finite(bound):
+        return _special(bound)
+    if float(bound) == 0:
+        return "0"
+    places = _decimals(estimate) if _finite(estimate) else _decimals(bound)
+    return _fixed(bound, min(places, _decimals(bound)))
 
 
 class _PercentileBounds(NamedTuple):

@@ -514,16 +514,44 @@ def _flat(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
+#: An interval's bound column (``ci_low``, ``g_ci_high``, ``marginal_ci_low``) and, by its prefix, its estimate's.
+_BOUND = re.compile(r"^(?P<prefix>.*?)_?ci_(?:low|high)$")
+#: The estimate beside unprefixed ``ci_low, ci_high`` (a statistics row's effect size, an odds ratio table's ratio).
+_ESTIMATES = ("effect_size", "odds_ratio", "estimate")
+
+
+def _estimate_column(frame: pd.DataFrame, column) -> int | None:
+    """The position of the estimate whose interval ``column`` bounds, or None: ``g`` for ``g_ci_low``,
+    ``marginal_odds_ratio`` for ``marginal_ci_low``, ``effect_size`` (or ``odds_ratio``, ``estimate``) for
+    ``ci_low``."""
+    match = _BOUND.match(str(column[-1] if isinstance(column, tuple) else column))
+    if match is None:
+        return None
+    prefix = match["prefix"]
+    names = [prefix, f"{prefix}_odds_ratio", f"{prefix}_estimate"] if prefix else list(_ESTIMATES)
+    columns = [str(c[-1] if isinstance(c, tuple) else c) for c in frame.columns]
+    return next((columns.index(n) for n in names if n in columns), None)
+
+
 def _cells(frame: pd.DataFrame) -> tuple[list[str], list[list[tuple[str, bool]]]]:
+    """Headers and cells; an interval's bound is printed at its estimate's decimals, as sentences print it
+    (:func:`bias_utils.core.precision.bound_text`), so one interval reads alike on every page."""
     headers = [column_label(c) for c in frame.columns]
     whole = [pd.api.types.is_float_dtype(frame[c]) and bool((frame[c].dropna() % 1 == 0).all())
              for c in frame.columns]
+    estimates = [_estimate_column(frame, c) for c in frame.columns]
     rows = []
     for values in frame.itertuples(index=False, name=None):
         row = []
-        for column, value, integral in zip(frame.columns, values, whole):
+        for column, value, integral, at in zip(frame.columns, values, whole, estimates):
             numeric = isinstance(value, numbers.Number) and not isinstance(value, (bool, np.bool_))
-            row.append((_cell_text(value, column, integral), numeric or _missing(value)))
+            estimate = values[at] if at is not None else None
+            if (numeric and not _missing(value) and isinstance(estimate, numbers.Real)
+                    and not isinstance(estimate, (bool, np.bool_)) and not _missing(estimate)):
+                text = precision.bound_text(value, estimate)
+            else:
+                text = _cell_text(value, column, integral)
+            row.append((text, numeric or _missing(value)))
         rows.append(row)
     return headers, rows
 
