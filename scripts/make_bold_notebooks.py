@@ -236,9 +236,10 @@ occupations are resampled. Tests that could not be computed (for example, no gen
 small run) are listed in `skipped` with the reason.
 """),
         code("""
+# a bootstrap bound's Monte Carlo SE gives it its digits, as in the sentences (the table does not show the SE)
 cols = ["role", "test", "measure", "unit", "statistic", "df", "p", "p_adj", "effect", "effect_size", "ci_low",
-        "ci_high", "n"]
-result.statistics[cols]
+        "ci_high", "ci_low_mc_se", "ci_high_mc_se", "n"]
+result.statistics.reindex(columns=cols)
 """),
         code("result.skipped"),
         md("""
@@ -343,9 +344,10 @@ print(f"{len(replication.compare_published_columns(metrics)):,} of {len(metrics)
         md("## The full statistics on their completions"),
         code("""
 table, skipped = bold.audit_statistics(metrics, n_boot=n_boot, seed=seed)
+# a bootstrap bound's Monte Carlo SE gives it its digits, as in the sentences (the table does not show the SE)
 cols = ["role", "test", "measure", "unit", "statistic", "df", "p", "p_adj", "effect", "effect_size", "ci_low",
-        "ci_high", "n"]
-table[cols]
+        "ci_high", "ci_low_mc_se", "ci_high_mc_se", "n"]
+table.reindex(columns=cols)
 """),
         md("""
 ## Their completions with the occupation as the unit

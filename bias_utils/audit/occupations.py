@@ -56,7 +56,6 @@ bootstrap replicates; split apart, each part would rebuild them.
 from __future__ import annotations
 
 import warnings
-from decimal import Decimal
 from typing import Callable, Mapping
 
 import altair as alt
@@ -727,14 +726,11 @@ def _groups(a: str, b: str) -> tuple[str, str]:
 
 
 def _mc_interval(h: Mapping, prefix: str, scale: float = 1.0) -> str:
-    """"3.2 to 58" with each bound rounded to its Monte Carlo error (:func:`bias_utils.core.precision.mc_round`);
+    """"3.2 to 58" with each bound rounded to its Monte Carlo error (:func:`bias_utils.core.precision.bound_text`);
     ``scale`` multiplies bound and error (100: a share difference in percentage points)."""
-    bounds = []
-    for side in ("low", "high"):
-        value, se = scale * float(h[f"{prefix}_ci_{side}"]), scale * float(h.get(f"{prefix}_ci_{side}_mc_se", np.nan))
-        bounds.append(format(Decimal(precision.mc_round(value, se)), ",f").replace("-", "−")
-                      if np.isfinite(se) and np.isfinite(value) else precision.number_text(value))
-    return " to ".join(bounds)
+    return " to ".join(precision.bound_text(scale * float(h[f"{prefix}_ci_{side}"]),
+                                            mc_se=scale * float(h.get(f"{prefix}_ci_{side}_mc_se", np.nan)))
+                       for side in ("low", "high"))
 
 
 def _points(share: float) -> str:

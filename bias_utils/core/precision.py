@@ -11,8 +11,9 @@ and the front page alike, and the Monte Carlo error of a percentile bootstrap in
   where float64 rounding alone could make it (about 10⁻¹⁶ per operation), else two significant digits, times a
   power of ten below 0.001 (1.6 × 10⁻⁵);
 * :func:`interval_text` an interval's bounds at its estimate's decimals (never more than a bound's own size
-  warrants), so "0.95 to 1.41" and never "0.949 to 1.41"; :func:`bound_text` one bound by the same rule, for a
-  table's bound columns, so a table and a sentence print one interval alike (14.2 beside an odds ratio of 199.6).
+  warrants), so "0.95 to 1.41" and never "0.949 to 1.41"; :func:`bound_text` one bound by the same rule, or to its
+  Monte Carlo error when it has one (a bootstrap bound), for sentences and a table's bound columns alike, so one
+  interval reads the same on every page (14.2 beside an odds ratio of 199.6; 3.0 to 56 from few replicates).
 
 Negative numbers carry the typographic minus (−). The tables on disk keep every digit.
 
@@ -157,11 +158,15 @@ def interval_text(low, high, estimate=None, separator: str = " to ") -> str:
     return separator.join(bound_text(v, estimate) for v in (low, high))
 
 
-def bound_text(bound, estimate) -> str:
-    """One bound of an interval as :func:`interval_text` prints it, at its ``estimate``'s decimals and never more
-    than its own size gives: 14.2 (not 14.18) beside an odds ratio of 199.6, in a sentence and a table alike."""
+def bound_text(bound, estimate=None, mc_se=None) -> str:
+    """One bound of an interval as every page prints it: with its Monte Carlo SE (a bootstrap bound), the digits that
+    error allows (:func:`mc_round`: 3.0 and 56, not 3.02 and 55.51, from few replicates); else at its ``estimate``'s
+    decimals and never more than its own size gives, as :func:`interval_text` prints it (14.2, not 14.18, beside an
+    odds ratio of 199.6); without either, by its own size. A sentence and a table print one interval alike."""
     if not _finite(bound):
         return _special(bound)
+    if _finite(mc_se) and float(mc_se) >= 0:
+        return format(Decimal(mc_round(float(bound), float(mc_se))), ",f").replace("-", _MINUS)
     if float(bound) == 0:
         return "0"
     places = _decimals(estimate) if _finite(estimate) else _decimals(bound)

@@ -533,22 +533,40 @@ def _estimate_column(frame: pd.DataFrame, column) -> int | None:
     return next((columns.index(n) for n in names if n in columns), None)
 
 
-def _cells(frame: pd.DataFrame) -> tuple[list[str], list[list[tuple[str, bool]]]]:
-    """Headers and cells; an interval's bound is printed at its estimate's decimals, as sentences print it
-    (:func:`bias_utils.core.precision.bound_text`), so one interval reads alike on every page."""
+def _monte_carlo(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """``frame`` without its bounds' Monte Carlo SE columns (``ci_low_mc_se`` beside ``ci_low``), and those SEs by
+    bound column: they decide a bound's digits, as in a sentence, and are not a column a reader needs (the CSV keeps
+    them)."""
+    columns = {str(c): c for c in frame.columns}
+    errors = {columns[name[:-len("_mc_se")]]: frame[c] for name, c in columns.items()
+              if name.endswith("_mc_se") and _BOUND.match(name[:-len("_mc_se")]) and name[:-len("_mc_se")] in columns}
+    shown = frame.drop(columns=[columns[f"{str(b)}_mc_se"] for b in errors]) if errors else frame
+    return shown, errors
+
+
+def _number(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and not _missing(value)
+
+
+def _cells(frame: pd.DataFrame, errors: dict | None = None) -> tuple[list[str], list[list[tuple[str, bool]]]]:
+    """Headers and cells; an interval's bound is printed as sentences print it
+    (:func:`bias_utils.core.precision.bound_text`: to its Monte Carlo error where ``errors`` gives one, else at its
+    estimate's decimals), so one interval reads alike on every page."""
+    errors = errors or {}
     headers = [column_label(c) for c in frame.columns]
     whole = [pd.api.types.is_float_dtype(frame[c]) and bool((frame[c].dropna() % 1 == 0).all())
              for c in frame.columns]
     estimates = [_estimate_column(frame, c) for c in frame.columns]
+    se = [errors[c].to_numpy() if c in errors else None for c in frame.columns]
     rows = []
-    for values in frame.itertuples(index=False, name=None):
+    for i, values in enumerate(frame.itertuples(index=False, name=None)):
         row = []
-        for column, value, integral, at in zip(frame.columns, values, whole, estimates):
+        for column, value, integral, at, mc in zip(frame.columns, values, whole, estimates, se):
             numeric = isinstance(value, numbers.Number) and not isinstance(value, (bool, np.bool_))
             estimate = values[at] if at is not None else None
-            if (numeric and not _missing(value) and isinstance(estimate, numbers.Real)
-                    and not isinstance(estimate, (bool, np.bool_)) and not _missing(estimate)):
-                text = precision.bound_text(value, estimate)
+            error = mc[i] if mc is not None and _number(mc[i]) else None
+            if _number(value) and (error is not None or _number(estimate)):
+                text = precision.bound_text(value, estimate if _number(estimate) else None, error)
             else:
                 text = _cell_text(value, column, integral)
             row.append((text, numeric or _missing(value)))
@@ -589,7 +607,8 @@ def _table_html(frame: pd.DataFrame) -> str:
         shown = pd.get_option("display.min_rows") or 10
         note.append(f"The first {shown:,} of {len(frame):,} rows; the CSV of this chapter has them all.")
         frame = frame.head(shown)
-    headers, rows = _cells(frame)
+    frame, errors = _monte_carlo(frame)
+    headers, rows = _cells(frame, errors)
     columns = [str(c[0] if isinstance(c, tuple) else c) for c in frame.columns]
     key = _row_key(frame)
     transposed = len(headers) > _MAX_COLUMNS and len(rows) <= 6 and key is not None
