@@ -127,6 +127,7 @@ def test_default_corpus_uses_both_bold_files_and_notes_them(seed):
     cs = C.build_contexts(seed.head(60), "corpus", n_contexts=2)
     notes = cs.notes.set_index("item")
     assert (notes.loc[list(C._DEFAULT_CORPORA), "status"] == "used").all()
+    assert notes["detail"].str.fullmatch(r"\d{1,3}(,\d{3})* sentences").all()  # a count as the book prints one
     assert set(cs.table.sense_id) | set(cs.skipped.sense_id) == set(seed.head(60).sense_id)
     assert len(cs.table) > 0
     assert set(cs.table.context_source) == {" + ".join(C._DEFAULT_CORPORA)}

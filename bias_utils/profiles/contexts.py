@@ -513,7 +513,7 @@ def _load_corpus(corpus=None) -> tuple[list[str], list[dict]]:
             except InputPathError as exc:
                 raise _ContextError(f"{exc} (and it is not a data key)") from None
             found = _read_lines(path)
-        notes.append({"item": str(item), "status": "used", "detail": f"{len(found)} sentences"})
+        notes.append({"item": str(item), "status": "used", "detail": f"{len(found):,} sentences"})
         sentences += found
     if not sentences:
         raise _ContextError("no usable corpus sentence: " + "; ".join(f"{n['item']}: {n['detail']}" for n in notes))
