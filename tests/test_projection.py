@@ -197,3 +197,5 @@ def test_table2_side_by_side_per_context_of_the_extra_terms():
     assert "seed senses' generated contexts, at the mean layer" in space.describe_table2(both)
     with pytest.raises(ValueError, match="values"):
         space.table2_by_term_contexts(both, values="p")
+    assert space.table2_by_term_contexts(both.iloc[:0]).empty and "No direction accuracy" in space.describe_table2(
+        both.iloc[:0])

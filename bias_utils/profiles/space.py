@@ -493,6 +493,8 @@ def table2_by_term_contexts(accuracy: pd.DataFrame, values: str = "accuracy") ->
     only when the rows hold several layers."""
     if values not in ("accuracy", "n"):
         raise ParameterError(f"values must be 'accuracy' or 'n', got {values!r}")
+    if accuracy.empty:
+        return pd.DataFrame(columns=["term_contexts", *(["cutoff"] if values == "accuracy" else [])])
     layered = accuracy["layer"].astype(str).nunique() > 1
     cutoffs = ("raw", "centred") if values == "accuracy" else ("raw",)
     frames = []
@@ -511,6 +513,8 @@ def table2_by_term_contexts(accuracy: pd.DataFrame, values: str = "accuracy") ->
 def describe_table2(accuracy: pd.DataFrame) -> str:
     """What :func:`table2_by_term_contexts` shows, for the sentence before it: the axes (the seed senses' context
     source and the layer) and the extra terms' sources compared."""
+    if accuracy.empty:
+        return "No direction accuracy to show: no dimension had terms to evaluate."
     sources = [_TERM_CONTEXT_NAMES.get(s, s) for s in dict.fromkeys(accuracy["term_contexts"])]
     layers = list(dict.fromkeys(accuracy["layer"].astype(str)))
     where = f"the {layers[0]} layer" if len(layers) == 1 else f"{len(layers)} layers"
