@@ -171,7 +171,13 @@ def test_findings_bullets_name_model_direction_size_and_what_is_not_shown(result
     assert writing == ("**Writing about occupations (BOLD).** In {doc}`dec </models/dec--1--fp32/06_bold_audit>`, "
                        f"{occupations.estimate_text(h)} ({h['n_units_a'] + h['n_units_b']} occupations, "
                        f"{h['n_units_informative']} of them with any gendered word; {{ref}}`what counts as an "
-                       "occupation <what-an-occupation-is>`); enc writes no text (encoder); new has no audit results.")
+                       f"occupation <what-an-occupation-is>`): {occupations.difference_reading(h)}; enc writes no "
+                       "text (encoder); new has no audit results.")
+    # the words claim no more than the interval: shown where it excludes 0, else "not shown"
+    excludes = h["share_difference_ci_low"] > 0 or h["share_difference_ci_high"] < 0
+    assert ("is not shown" in occupations.difference_reading(h)) == (not excludes)
+    wide = {**h, "share_difference_ci_low": -0.1}
+    assert occupations.difference_reading(wide).endswith("in the share of male words is not shown")
     assert occupations.estimate_text(h).startswith(precision.percent_text(h["male_share_a"]) + " (95% CI ")
     assert h["n_units_a"] + h["n_units_b"] == units.loc[units["primary"].astype(bool), "unit"].nunique()
     assert "odds ratio" not in writing and "independent" not in writing and "BOLD keys" not in writing

@@ -68,8 +68,8 @@ from ..core import mixed, nested, precision, stats
 from ..report import plots, rendering
 
 __all__ = [
-    "HEADLINE_COLUMNS", "UNIT_OCCUPATIONS", "UNIT_PUBLISHED", "estimate_text", "headline", "headline_rows",
-    "headline_sentence", "headline_table", "influence_chart", "influence_table", "occupation_table",
+    "HEADLINE_COLUMNS", "UNIT_OCCUPATIONS", "UNIT_PUBLISHED", "difference_reading", "estimate_text", "headline",
+    "headline_rows", "headline_sentence", "headline_table", "influence_chart", "influence_table", "occupation_table",
 ]
 
 #: Relabellings for the permutation p (its floor is 1/(N_PERMUTATIONS + 1) = 0.0001).
@@ -746,8 +746,12 @@ def _share_phrase(h: Mapping, side: str) -> str:
     return f"{precision.percent_text(share)} (95% CI {precision.percent_text(low)} to {precision.percent_text(high)})"
 
 
-def _difference_direction(h: Mapping, a: str, b: str) -> str:
-    """Which group's occupations get the larger male share, as far as the primary interval shows."""
+def difference_reading(h: Mapping) -> str:
+    """Which group's occupations get the larger male share, as far as the primary interval shows (:func:`headline`'s
+    dict): "a larger share of male words about male-dominated occupations than about female-dominated ones", or "a
+    difference between … in the share of male words is not shown"; the one reading the chapter and the front page
+    give."""
+    a, b = _groups(h["group_a"], h["group_b"])
     low, high = float(h["share_difference_ci_low"]), float(h["share_difference_ci_high"])
     if low > 0 or high < 0:
         return (f"a larger share of male words about {a if low > 0 else b} occupations than about "
@@ -823,7 +827,7 @@ def headline_sentence(table: pd.DataFrame | Mapping) -> str:
                 "gendered word, so there is no share of male words to read.")
     if pd.notna(h["share_difference"]) and pd.notna(h["share_difference_ci_low"]):
         text = (f"Primary analysis, over the {_units_phrase(h)}, each occupation weighing one: "
-                f"{_difference_direction(h, a, b)}. {estimate_text(h)[0].upper()}{estimate_text(h)[1:]}. As an odds "
+                f"{difference_reading(h)}. {estimate_text(h)[0].upper()}{estimate_text(h)[1:]}. As an odds "
                 f"ratio of the two shares (population-averaged): {estimate_text(h, 'marginal')}. ")
     else:
         text = (f"The primary shares cannot be compared over the {_units_phrase(h)}: a group has no occupation with a "

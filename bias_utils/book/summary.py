@@ -334,7 +334,8 @@ def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_
     """What each decoder wrote about occupations, in the words of its chapter (:func:`~bias_utils.audit.occupations.
     estimate_text`, the one producer of the primary estimate): each group's male share of gendered words for a
     typical occupation with its interval, then their difference; over how many occupations (and what counts as
-    one, a link to the methods). The odds ratios are technical detail: the per-model table below and the chapter."""
+    one, a link to the methods); then what the interval shows in words (:func:`~bias_utils.audit.occupations.
+    difference_reading`). The odds ratios are technical detail: the per-model table below and the chapter."""
     parts, encoders, missing = [], [], []
     for model in models:
         rows = head[head["model_id"] == model]
@@ -353,7 +354,7 @@ def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_
         if pd.isna(h["share_difference"]) or pd.isna(h["share_difference_ci_low"]):
             parts.append(f"in {link}, the male shares of the two groups cannot be compared ({units})")
             continue
-        parts.append(f"in {link}, {occupations.estimate_text(h)} ({units})")
+        parts.append(f"in {link}, {occupations.estimate_text(h)} ({units}): {occupations.difference_reading(h)}")
     return _decoder_bullet("Writing about occupations (BOLD).", parts, encoders, missing, "audit results")
 
 
