@@ -236,9 +236,10 @@ occupations are resampled. Tests that could not be computed (for example, no gen
 small run) are listed in `skipped` with the reason.
 """),
         code("""
+# a bootstrap bound's Monte Carlo SE gives it its digits, as in the sentences (the table does not show the SE)
 cols = ["role", "test", "measure", "unit", "statistic", "df", "p", "p_adj", "effect", "effect_size", "ci_low",
-        "ci_high", "n"]
-result.statistics[cols]
+        "ci_high", "ci_low_mc_se", "ci_high_mc_se", "n"]
+result.statistics.reindex(columns=cols)
 """),
         code("result.skipped"),
         md("""
@@ -282,6 +283,10 @@ The audit published its 1,525 Llama-3.1-8B-Instruct completions. We recompute ev
 from the completion *texts* with our lexicon, PMI and statistics code (not from their count columns) and
 show ours beside theirs. Published values come from their summary JSON (full precision) and section 5 of
 the paper. The comparison is written as the table `replication` (parquet + CSV) under `results/published-audit/`.
+
+The table below has a row per published number: ours and theirs, each printed as the book prints that kind of
+number (a p value below 0.001 as "< 0.001", a count as a whole number), where it was published, and the relative
+difference |ours − published| / |published|; "< 10⁻¹²" is a difference float64 rounding alone makes.
 """),
         code("""
 from typing import Optional
@@ -306,7 +311,7 @@ from bias_utils.core.results import REPLICATION_FOLDER, output_folder, write_tab
 out = output_folder(REPLICATION_FOLDER, output_dir)
 comparison = replication.replicate_published_audit(n_boot=n_boot, seed=seed)
 write_table(comparison, out / tables.NAMES.REPLICATION)
-comparison
+replication.replication_rows(comparison)
 """),
         md("""
 Our per-completion counts, co-occurrences and PMI values also equal their own columns row by row
@@ -339,9 +344,10 @@ print(f"{len(replication.compare_published_columns(metrics)):,} of {len(metrics)
         md("## The full statistics on their completions"),
         code("""
 table, skipped = bold.audit_statistics(metrics, n_boot=n_boot, seed=seed)
+# a bootstrap bound's Monte Carlo SE gives it its digits, as in the sentences (the table does not show the SE)
 cols = ["role", "test", "measure", "unit", "statistic", "df", "p", "p_adj", "effect", "effect_size", "ci_low",
-        "ci_high", "n"]
-table[cols]
+        "ci_high", "ci_low_mc_se", "ci_high_mc_se", "n"]
+table.reindex(columns=cols)
 """),
         md("""
 ## Their completions with the occupation as the unit

@@ -15,7 +15,7 @@ import pytest
 
 from bias_utils.book import build as book
 from bias_utils.book import execution, presentation, reproducibility, runs
-from bias_utils.core import cache, data, paths, results, tables
+from bias_utils.core import cache, data, paths, precision, results, tables
 from bias_utils.report import rendering
 
 FIXTURE = Path(__file__).parent / "fixtures" / "book" / "tiny.ipynb"
@@ -379,9 +379,12 @@ def test_reproducibility_page_from_the_manifests(tmp_path, monkeypatch):
 
     text = reproducibility._write_reproducibility_page(book_dir, models, planned, replacements,
                                            git={"commit": commit, "dirty": True, "remote": None}).read_text()
-    # no address recorded: the commands start inside the reader's clone, never with a placeholder
-    assert "uncommitted changes" in text and "git clone" not in text and "<repository URL>" not in text
-    assert "clone the repository from where you found this book" in text and "\ncd bias-profiles\n" in text
+    # no address recorded: the commands still start with the clone, naming the placeholder README.md defines
+    placeholder = reproducibility._URL_PLACEHOLDER
+    assert "uncommitted changes" in text
+    assert f"```bash\ngit clone {placeholder} bias-profiles\ncd bias-profiles\n" in text
+    assert f"`{placeholder}` stands for" in text
+    assert f"`git clone {placeholder} bias-profiles`" in (paths.ROOT / "README.md").read_text(encoding="utf-8")
     assert 'make book MODELS="dec enc"\n' in text and "url " not in text
     folder = {**models[1], "name": "my-model", "source": "folder", "revision": None}
     card = reproducibility._write_reproducibility_page(book_dir, [folder], [], replacements, git=git).read_text()
@@ -625,6 +628,27 @@ def test_table_formatter_keeps_named_index_levels_and_flattens_pivoted_columns()
     assert rendering._cell_text("minilm-l6--53aa51172d14--fp32", "model_id") == "minilm-l6"
 
 
+def test_a_tables_interval_reads_as_the_sentences_print_it():
+    """One rounding rule for an interval on every page: a statistics table's bounds are printed at their
+    estimate's decimals, as precision.interval_text prints them in a sentence (an odds ratio of 199.6 has the
+    bound 14.2, never 14.18 on one page and 14.2 on another)."""
+    stats = pd.read_csv(TABLES / "bold_statistics.csv")
+    # a large odds ratio beside the real rows, so a bound loses a digit to its estimate
+    frame = pd.concat([stats, stats.iloc[[0]].assign(effect_size=199.64, ci_low=14.183, ci_high=23617.2)],
+                      ignore_index=True)[["test", "effect_size", "ci_low", "ci_high", "p"]]
+    headers = _html_cells(rendering._table_html(frame), "th")
+    cells = _html_cells(rendering._table_html(frame), "td")
+    width = len(headers)
+    low, high = headers.index("95% CI low"), headers.index("95% CI high")
+    for i, r in enumerate(frame.itertuples(index=False)):
+        row = cells[i * width:(i + 1) * width]
+        assert f"{row[low]} to {row[high]}" == precision.interval_text(r.ci_low, r.ci_high, r.effect_size), r
+    assert cells[-width:][low:high + 1] == ["14.2", "23,617"]
+    # a prefixed pair bounds its own estimate: g's interval at g's decimals
+    gaps = pd.DataFrame({"g": [199.6], "g_ci_low": [14.18], "g_ci_high": [250.04], "ci_low": [0.123]})
+    assert _html_cells(rendering._table_html(gaps), "td") == ["199.6", "14.2", "250.0", "0.12"]
+
+
 def test_enable_registers_the_table_formatter_in_an_ipython_shell():
     from IPython.core.interactiveshell import InteractiveShell
 
@@ -731,7 +755,11 @@ def test_chapter_title_numbers_the_chapter_and_names_its_model():
                                          nbformat.v4.new_markdown_cell("# Not the title")])
     presentation._chapter_title(nb, "04_profiles", "smollm2-135m-instruct")
     presentation._chapter_title(nb, "04_profiles", "smollm2-135m-instruct")  # idempotent
-    assert nb.cells[0].source == "# 04 · Stereotype profiles: smollm2-135m-instruct\n\nText."
+    assert nb.cells[0].source == "# 04 · Stereotype profiles (smollm2-135m-instruct)\n\nText."
+    # a title that asks a question keeps its question mark as the end of its sentence
+    asks = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# How robust is this profile?")])
+    presentation._chapter_title(asks, "10_robustness", "minilm-l6")
+    assert asks.cells[0].source == "# 10 · How robust is this profile? (minilm-l6)"
     assert nb.cells[1].source == "# Not the title"
     shared = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Dictionaries")])
     presentation._chapter_title(shared, "01_dictionaries")

@@ -120,15 +120,21 @@ def test_corpus_source_with_user_file_is_seeded(tmp_path, seed):
     assert a.table["context"].isin(lines[:10]).all()
     assert set(a.skipped["term"]) == {"sociability"}
     assert a.notes["status"].tolist() == ["used"]
+    assert set(a.skipped["reason"]) == {"the term does not occur in the corpus (corpus.txt)"}
 
 
 def test_default_corpus_uses_both_bold_files_and_notes_them(seed):
     cs = C.build_contexts(seed.head(60), "corpus", n_contexts=2)
     notes = cs.notes.set_index("item")
     assert (notes.loc[list(C._DEFAULT_CORPORA), "status"] == "used").all()
+    assert notes["detail"].str.fullmatch(r"\d{1,3}(,\d{3})* sentences").all()  # a count as the book prints one
     assert set(cs.table.sense_id) | set(cs.skipped.sense_id) == set(seed.head(60).sense_id)
     assert len(cs.table) > 0
     assert set(cs.table.context_source) == {" + ".join(C._DEFAULT_CORPORA)}
+    # a reason names the corpus in words, never by its data keys
+    assert len(cs.skipped) and not cs.skipped["reason"].str.contains("|".join(C._DEFAULT_CORPORA)).any()
+    assert set(cs.skipped["reason"]) == {
+        "the term does not occur in the corpus (BOLD's Wikipedia sentences on professions and gender)"}
 
 
 def test_context_report_counts(seed):

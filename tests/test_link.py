@@ -12,7 +12,7 @@ import statsmodels.formula.api as smf
 from scipy import stats as st
 
 from bias_utils.audit import bold, link, occupation_units, replication
-from bias_utils.core import mixed, stats
+from bias_utils.core import mixed, precision, stats
 from bias_utils.core.errors import ParameterError
 from bias_utils.profiles.gender_direction import _gender_position
 from bias_utils.profiles.population_profiles import _population_embeddings
@@ -82,6 +82,22 @@ def test_link_chart_carries_alt_text_a_caption_and_the_display_name(metrics):
     domain = spec["layer"][2]["encoding"]["y"]["scale"]["domain"]
     px = np.diff(np.sort([r["label_y"] for r in labels])) * spec["height"] / (domain[1] - domain[0])
     assert px.min() >= 12 - 1e-6
+
+
+def test_link_chart_caption_says_where_the_points_lie_against_the_terms_means(metrics):
+    """All nouns beyond the male terms' mean (as SmolLM2's, −3.35 to −2.76): the caption says so and why, with the
+    ends from the data; positions around the midpoint get no such sentence."""
+    table = link._extrinsic_table(metrics)
+    share = table["female_words"] / (table["female_words"] + table["male_words"] + 1)
+    table = table.assign(noun=table["occupation"].map(link._occupation_noun), gender_position=share - 3.35)
+    _, caption = rendering._figure_text(link.link_chart(table).to_dict())
+    low, high = table.loc[table["gender_position"].idxmin()], table.loc[table["gender_position"].idxmax()]
+    ends = (f"run from {precision.number_text(low.gender_position)} ({low.noun}) to "
+            f"{precision.number_text(high.gender_position)} ({high.noun})")
+    assert ends in caption and "all beyond the male terms' mean (−0.5)" in caption
+    assert "no neutral point for occupation nouns" in caption
+    _, centred = rendering._figure_text(link.link_chart(table.assign(gender_position=share - 0.5)).to_dict())
+    assert "positions run from" in centred and "beyond" not in centred
 
 
 def test_extrinsic_uses_expected_counts_only_when_every_completion_has_them(metrics):
@@ -162,8 +178,13 @@ def test_link_statistics_agree_with_scipy_statsmodels_and_the_mixed_model_on_rea
     assert "permutation likelihood-ratio p " in sentence
     assert ("is not shown" in sentence) == (primary.ci_low <= 0 <= primary.ci_high)
     rho = pooled.loc[("gender_position", "spearman")]
-    assert f"pooled over both groups, Spearman ρ = {rho.effect_size:.2f}".replace("-", "−") in sentence
-    assert "mostly the difference between female- and male-dominated occupations" in sentence
+    # each number after the words that say what it is about: the pooled correlation as such, and what drives it
+    assert "over all occupations together" in sentence
+    assert f"Spearman ρ = {rho.effect_size:.2f}, 95% CI ".replace("-", "−") in sentence
+    if rho.ci_low <= 0 <= rho.ci_high:
+        assert "neither a positive nor a negative correlation is shown" in sentence
+    else:
+        assert "the difference between female- and male-dominated occupations" in sentence
     assert "within each group, Spearman ρ " in sentence
     constant = [g for g, t in table.groupby("group") if t["log_odds"].nunique() == 1]
     assert sentence.count("is not defined among the") == len(constant)

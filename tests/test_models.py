@@ -37,6 +37,18 @@ def test_registry_matches_models_md():
         assert b.kind in {"decoder", "encoder"}
 
 
+def test_model_name_is_the_builtins_own_name_in_running_text():
+    """A built-in's title is the name its description gives it; an id of its results folder reads as that name (with
+    a dtype other than the default), any other model by the short display name."""
+    for name, builtin in BUILTIN_MODELS.items():
+        described = builtin.description.split(",")[0].split(" (")[0]  # "SmolLM2-135M-Instruct", "Gemma 3 270M base"
+        assert builtin.title and builtin.title in described, name
+        assert builtin_models.model_name(f"{name}--0123456789ab--fp32") == builtin.title
+        assert builtin_models.model_name(f"{name}--0123456789ab--bf16") == f"{builtin.title} (bf16)"
+    assert builtin_models.model_name("Qwen/Qwen2.5-0.5B--abc1234--fp32") == "Qwen2.5-0.5B"
+    assert builtin_models.model_name("my-model") == "my-model"
+
+
 def test_unknown_name_lists_builtins_and_alternatives():
     with pytest.raises(ModelError) as err:
         load_model("smollm-nonexistent")

@@ -237,6 +237,48 @@ def test_headline_reads_the_primary_rows_and_the_published_selection(published):
     assert "less than a third of itself" in caption and "dashed lines its 95% confidence interval" in caption
 
 
+def test_one_interval_reads_alike_in_the_sentences_and_every_table_that_shows_it(published):
+    """A quantity has one rounding rule: each odds ratio's interval in the chapter's statistics table (as the
+    notebooks show it), in chapter 09's odds-ratio table and in the headline's sentences and rows is the same text
+    (a bootstrap bound to its Monte Carlo error, a profile-likelihood bound at its estimate's decimals)."""
+    import html
+    import re
+
+    from bias_utils.book import crossmodel
+
+    _, _, table, _, head, _ = published
+    h = occupations.headline(head)
+    cols = ["role", "test", "measure", "unit", "effect_size", "ci_low", "ci_high", "ci_low_mc_se", "ci_high_mc_se"]
+
+    def shown(frame: pd.DataFrame) -> list[str]:
+        """Each row's interval as the book's table shows it ("3.1 to 120")."""
+        page = rendering._table_html(frame)
+        heads = [html.unescape(c) for c in re.findall(r"<th\b[^>]*>(.*?)</th>", page, flags=re.S)]
+        cells = [html.unescape(c) for c in re.findall(r"<td\b[^>]*>(.*?)</td>", page, flags=re.S)]
+        low, high, width = heads.index("95% CI low"), heads.index("95% CI high"), len(heads)
+        assert "Ci low mc se" not in page and "mc se" not in page.lower()  # the SE decides digits, unshown
+        return [f"{cells[i + low]} to {cells[i + high]}" for i in range(0, len(cells), width)]
+
+    rows = table.reindex(columns=cols).reset_index(drop=True)
+    intervals = dict(zip(zip(rows["test"], rows["measure"], rows["unit"]), shown(rows)))
+    pooled = intervals[("cluster_bootstrap_occupation", "odds_ratio (words)", occupations.UNIT_OCCUPATIONS)]
+    key = intervals[("cluster_bootstrap_occupation", "odds_ratio (words)", occupations.UNIT_PUBLISHED)]
+    conditional = next(v for (t, m, _), v in intervals.items() if (t, m) == ("mixed_logit_occupation",
+                                                                             "odds_ratio (words)"))
+    assert f"95% CI {key} resampling whole keys" in occupations.estimate_text(h, "published")
+    assert f"95% CI {conditional} (profile likelihood)" in occupations.estimate_text(h, "conditional")
+    by_row = dict(zip(occupations.headline_rows(head).iloc[:, 0], occupations.headline_rows(head).iloc[:, 3]))
+    assert pooled in by_row.values() and key in by_row.values()
+    # a bound to its Monte Carlo error has fewer digits than the table used to print
+    bounded = table[table["ci_low_mc_se"].notna()].iloc[0]
+    assert precision.bound_text(bounded["ci_low"], mc_se=bounded["ci_low_mc_se"]) == \
+        precision.mc_round(bounded["ci_low"], bounded["ci_low_mc_se"])
+    # chapter 09's table of each model's odds ratios reads them alike
+    odds = crossmodel.bold_odds_ratios(table.assign(model_id="m"))
+    across = dict(zip(odds["method"], shown(odds)))
+    assert across["published selection, keys resampled"] == key and across["occupation bootstrap"] == pooled
+
+
 def test_marginal_odds_ratio_is_the_independence_gee_weighting_each_occupation_once(published):
     """The two primary shares as an odds ratio equal statsmodels' GEE (logistic, independence working correlation)
     on the published completions' gendered words, each word weighted by one over its occupation's words."""

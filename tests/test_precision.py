@@ -110,3 +110,6 @@ def test_one_rule_per_quantity():
     assert precision.interval_text(3.24, 1793.0, 199.6) == "3.2 to 1,793"
     assert precision.interval_text(-0.84, -0.28, -0.56) == "−0.84 to −0.28"
     assert precision.interval_text(0.31, 0.69, 0.5, "–") == "0.31–0.69"
+    # a relative difference: exact, float64 rounding, two significant digits times a power of ten, or a number
+    assert [precision.relative_difference_text(x) for x in (0, 1.4e-16, -2.2e-13, 1.6e-5, 0.00096, 0.25, np.nan)] \
+        == ["0", "< 10⁻¹²", "< 10⁻¹²", "1.6 × 10⁻⁵", "9.6 × 10⁻⁴", "0.25", "–"]

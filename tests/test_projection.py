@@ -144,5 +144,58 @@ def test_dropped_senses_summary_counts_per_stage_and_reason():
                             "reason": ["meta", "meta", "no context", "gendered"]}, columns=space._DROPPED_COLUMNS)
     counts = space.dropped_by_reason(dropped).set_index(["stage", "reason"])["n"].to_dict()
     assert counts == {("contexts", "no context"): 1, ("filter", "gendered"): 1, ("filter", "meta"): 2}
-    assert space.describe_dropped(dropped).startswith("3 senses lost a context")
+    # a sentence, never a line ending in a colon with nothing after it
+    text = space.describe_dropped(dropped)
+    assert text.startswith("3 senses lost a context") and text.endswith("by stage and reason.")
     assert space.dropped_by_reason(dropped.iloc[:0]).empty
+    assert space.describe_dropped(dropped.iloc[:0]).endswith("none was dropped.")
+
+
+def test_direction_skips_in_a_sentence_without_per_term_detail():
+    from bias_utils.profiles import space
+
+    reasons = ["none of 5 generated contexts (1 round) was usable (gendered 5)",
+               "none of 5 generated contexts (1 round) was usable (first word 2, meta-text 3)",
+               "no WordNet example"]
+    skipped = pd.DataFrame({"sense_id": ["a|x", "b|x", "c|x"], "term": ["a", "b", "c"], "context": "",
+                            "reason": reasons})
+    text = space.describe_direction_skipped(skipped)
+    assert text.startswith("3 extra terms were left out") and "direction_skipped.csv" in text
+    # each reason once, counted, most frequent first, without the per-term parentheses
+    assert text.endswith(": none of 5 generated contexts was usable (2); no WordNet example (1).")
+    assert "none was left out" in space.describe_direction_skipped(skipped.iloc[:0])
+
+
+def test_table2_side_by_side_per_context_of_the_extra_terms():
+    from bias_utils.profiles import space
+    from bias_utils.report import rendering
+
+    rng = np.random.default_rng(3)
+    dims = ["sociability", "warmth", "religion"]
+    rows = [{"model_id": "m--1--fp32", "context_source": "generated", "term_contexts": tc, "evaluation": "extra terms",
+             "layer": "mean", "dimension": d, "cutoff": c, "accuracy": rng.uniform(), "n": int(rng.integers(3, 30))}
+            for tc in ("generated", "dictionary") for d in dims for c in ("raw", "centred")]
+    both = pd.DataFrame(rows)
+    for r in both[both["cutoff"] == "centred"].itertuples():  # both cut-offs are computed on the same terms
+        both.loc[(both["term_contexts"] == r.term_contexts) & (both["dimension"] == r.dimension), "n"] = r.n
+    acc = space.table2_by_term_contexts(both)
+    assert list(acc.columns) == ["term_contexts", "cutoff", "warmth", "sociability", "religion"]
+    assert list(zip(acc["term_contexts"], acc["cutoff"])) == [
+        ("generated sentences", "raw"), ("generated sentences", "centred"),
+        ("WordNet examples", "raw"), ("WordNet examples", "centred")]
+    for r in both.itertuples():  # every cell is its row of the tidy table
+        name = space._TERM_CONTEXT_NAMES[r.term_contexts]
+        cell = acc.loc[(acc["term_contexts"] == name) & (acc["cutoff"] == r.cutoff), r.dimension]
+        assert cell.item() == pytest.approx(r.accuracy)
+    n = space.table2_by_term_contexts(both, values="n")
+    assert list(n["term_contexts"]) == ["generated sentences", "WordNet examples"] and "cutoff" not in n
+    assert n.set_index("term_contexts").loc["WordNet examples", "religion"] == \
+        both.query("term_contexts == 'dictionary' and dimension == 'religion'")["n"].iloc[0]
+    # as the chapter shows it: headed by what each column holds, no column named by a value of another
+    page = rendering._table_html(acc)
+    assert "Extra terms&#x27; contexts" in page and "<th>dictionary</th>" not in page and "Context source" not in page
+    assert "seed senses' generated contexts, at the mean layer" in space.describe_table2(both)
+    with pytest.raises(ValueError, match="values"):
+        space.table2_by_term_contexts(both, values="p")
+    assert space.table2_by_term_contexts(both.iloc[:0]).empty and "No direction accuracy" in space.describe_table2(
+        both.iloc[:0])

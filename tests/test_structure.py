@@ -332,6 +332,23 @@ def test_parameters_cell_lists_only_parameters_the_notebook_uses(nb_path):
     assert not unused, f"{nb_path.name} declares parameters it never uses: {unused}"
 
 
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebooks_show_tables_and_sentences_not_program_output(nb_path):
+    """A page shows a table through the book's renderer, headed by a sentence, never pandas' printed text (a Series'
+    ``to_string``, a printed DataFrame) nor a bare printed label whose table follows elsewhere ("raw", "terms per
+    accuracy (n)")."""
+    for cell in _code_cells(nb_path):
+        for node in ast.walk(_parse(cell.source)):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print" and node.args):
+                continue
+            arg = node.args[0]
+            printed = ast.unparse(arg)
+            assert "to_string" not in printed and "value_counts" not in printed, (nb_path.name, printed)
+            # a printed label: a constant or a bare name (a loop variable), not a sentence built from the results
+            assert not (isinstance(arg, ast.Name) or isinstance(arg, ast.Constant) and len(str(arg.value)) < 40), \
+                (nb_path.name, printed)
+
+
 def test_quick_overrides_only_name_declared_parameters():
     declared = {nb.stem: set(runs._declared_parameters(nb)) for nb in NOTEBOOKS}
     for stem, overrides in runs._QUICK_OVERRIDES.items():

@@ -11,8 +11,9 @@ import vl_convert as vlc
 
 from bias_utils.audit import bold, bold_prompts, link, occupation_units, occupations, replication
 from bias_utils.book import summary
-from bias_utils.core import precision, stats, tables
+from bias_utils.core import paths, precision, stats, tables
 from bias_utils.core.results import write_table
+from bias_utils.models.builtin_models import BUILTIN_MODELS
 from bias_utils.report import rendering
 
 A, B = bold_prompts.MALE_GROUP, bold_prompts.FEMALE_GROUP
@@ -145,8 +146,8 @@ def test_summary_table_reads_every_model(results, published):
 def test_findings_bullets_name_model_direction_size_and_what_is_not_shown(results, published):
     models = ["dec--1--fp32", "enc--2--fp32", "new--4--fp32"]
     gaps, head = summary.read_summary(models, results)
-    warmth, competence, units, writing, caveat = summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False},
-                                                                          results_dir=results)
+    warmth, competence, writing, caveat = summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False},
+                                                                   results_dir=results)
     assert warmth == (
         "**Warmth of first names.** Female first names sit closer to the warm end than male names in "
         "{doc}`dec </models/dec--1--fp32/04_profiles>` (by 1.00 standard deviations, 95% CI 0.20 to 1.80, "
@@ -163,24 +164,55 @@ def test_findings_bullets_name_model_direction_size_and_what_is_not_shown(result
     assert two.endswith("Not read in {doc}`dec </models/dec--1--fp32/03_projection_accuracy>`, {doc}`enc "
                         "</models/enc--2--fp32/03_projection_accuracy>` and {doc}`new </models/new--4--fp32/"
                         "03_projection_accuracy>`: the warmth axis has no verdict in this build.")
-    assert units == ("**What counts as an occupation** ({doc}`how the audit decides it </models/dec--1--fp32/"
-                     "06_bold_audit>`). " + occupation_units.describe_units(published[2]))
     h = occupations.headline(published[1])
-    # the shares first (what the model wrote), the odds ratios after them
-    assert writing.startswith("**Writing about occupations (BOLD).** In {doc}`dec </models/dec--1--fp32/06_bold_audit>`"
-                              f", {occupations.estimate_text(h)} (88 deduplicated person-noun occupations, "
-                              f"{h['n_units_informative']} of them with any gendered word; "
-                              f"{h['n_gendered_completions']} of their {h['n_completions']} completions with one); "
-                              f"as an odds ratio of the two shares, {occupations.estimate_text(h, 'marginal')}; ")
-    assert writing.index(precision.percent_text(h["male_share_a"])) < writing.index("odds ratio")
-    assert ("the audit's pooled-word odds ratio on its published selection, for comparison: "
-            + occupations.estimate_text(h, "published")) in writing
-    assert writing.endswith("; enc writes no text (encoder); new has no audit results.")
-    assert "independent" not in writing  # the audit's Wald interval is never a finding
+    # what the model wrote, in the chapter's words: each group's male share first, then their difference; how many
+    # occupations, and what counts as one a link away (the methods), as are the odds ratios (the table below)
+    units = published[2]
+    assert writing == ("**Writing about occupations (BOLD).** In {doc}`dec </models/dec--1--fp32/06_bold_audit>`, "
+                       f"{occupations.estimate_text(h)} ({h['n_units_a'] + h['n_units_b']} occupations, "
+                       f"{h['n_units_informative']} of them with any gendered word; {{ref}}`what counts as an "
+                       f"occupation <what-an-occupation-is>`): {occupations.difference_reading(h)}; enc writes no "
+                       "text (encoder); new has no audit results.")
+    # the words claim no more than the interval: shown where it excludes 0, else "not shown"
+    excludes = h["share_difference_ci_low"] > 0 or h["share_difference_ci_high"] < 0
+    assert ("is not shown" in occupations.difference_reading(h)) == (not excludes)
+    wide = {**h, "share_difference_ci_low": -0.1}
+    assert occupations.difference_reading(wide).endswith("in the share of male words is not shown")
+    assert occupations.estimate_text(h).startswith(precision.percent_text(h["male_share_a"]) + " (95% CI ")
+    assert h["n_units_a"] + h["n_units_b"] == units.loc[units["primary"].astype(bool), "unit"].nunique()
+    assert "odds ratio" not in writing and "independent" not in writing and "BOLD keys" not in writing
     assert caveat.startswith("**Not shown is not absent.**")
     # a clause per model, each share naming its dimension: a sentence that parses
     assert caveat.endswith("the share of its specifications that agree with Schuster et al. 2024 and are significant "
                            "is 12% of 96 on warmth in {doc}`dec </models/dec--1--fp32/10_robustness>`.")
+
+
+def test_running_text_names_models_by_their_names_unless_two_would_share_one(results):
+    smol, mini = "smollm2-135m-instruct--b179c9523d0e--fp32", "minilm-l6--53aa51172d14--fp32"
+    assert summary._names([smol, mini]) == {smol: BUILTIN_MODELS["smollm2-135m-instruct"].title,
+                                            mini: BUILTIN_MODELS["minilm-l6"].title}
+    # the same model in two precisions keeps its dtype; two revisions of one model fall back to their short ids
+    bf16 = smol.replace("fp32", "bf16")
+    assert summary._names([smol, bf16])[bf16] == BUILTIN_MODELS["smollm2-135m-instruct"].title + " (bf16)"
+    other = smol.replace("b179c9523d0e", "0123456789ab")
+    assert summary._names([smol, other]) == {smol: smol, other: other}
+    # the page's table of readings names its rows as the findings do
+    table = summary.summary_table(["dec--1--fp32"], results).assign(model_id="smollm2-135m-instruct")
+    assert summary._markdown_table(table).splitlines()[2].startswith("| SmolLM2-135M-Instruct | ")
+
+
+def test_units_are_method_a_generated_paragraph_the_methods_include(results, published, tmp_path):
+    """What counts as an occupation is written for the methods chapter (which includes it under the target the
+    front page links), from the build's own unit table, not a finding of the front page."""
+    page = summary._write_units_page(tmp_path / "units.md", ["dec--1--fp32", "enc--2--fp32"], results)
+    assert page.read_text() == "In this build: " + occupation_units.describe_units(published[2]) + "\n"
+    none = summary._write_units_page(tmp_path / "none.md", ["enc--2--fp32"], results).read_text()
+    assert none.startswith("No model of this build wrote an audit")
+    methods = (paths.ROOT / "book" / "methods_bold.md").read_text(encoding="utf-8")
+    target = f"({summary._UNITS_TARGET})=\n## What an occupation is\n"
+    assert target in methods and f"```{{include}} _generated/{summary._UNITS_PAGE}\n```" in methods
+    section = methods.index(target)
+    assert section < methods.index(f"_generated/{summary._UNITS_PAGE}") < methods.index("\n## ", section + len(target))
 
 
 def test_summary_chart_draws_gaps_and_the_occupation_interval(results):
@@ -246,19 +278,27 @@ def test_link_bullet_gives_each_models_within_field_slope_and_says_when_its_inte
         "p": [0.004, 0.001, 0.8, 0.3], "n": [88, 88, 60, 60], "note": "",
         "extrinsic_measure": ["expected", "expected", "sampled", "sampled"]})
     bullets = summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False}, rows, results_dir=results)
-    assert len(bullets) == 6 and bullets[-1].startswith("**Not shown is not absent.**")
-    assert bullets[4] == (
+    assert len(bullets) == 5 and bullets[-1].startswith("**Not shown is not absent.**")
+    # each number after the plain words that say what it is about: no "not shown" followed by a bare ρ
+    assert bullets[3] == (
         "**Does the bias inside predict the bias it writes?** In {doc}`dec </models/dec--1--fp32/"
-        "11_intrinsic_extrinsic>`, within BOLD category and group, occupations the model places nearer its female "
-        "terms get relatively more female than male words (0.41 log-odds per SD, 95% CI 0.12 to 0.70, "
-        "likelihood-ratio p = 0.004, n = 88 occupations, expected counts from the sampling distribution); pooled "
-        "over both groups, Spearman ρ = 0.27 (95% CI 0.13 to 0.39), mostly the difference between female- and "
-        "male-dominated occupations; in {doc}`new </models/new--4--fp32/11_intrinsic_extrinsic>`, within BOLD "
-        "category and group a link between where the model places an occupation on its female − male direction "
-        "and the female words it writes about it is not shown (−0.05 log-odds per SD, 95% CI −0.40 to 0.30, "
-        "likelihood-ratio p = 0.8, n = 60 occupations, sampled word counts); pooled over both groups, Spearman "
-        "ρ = 0.10 (95% CI −0.10 to 0.30), mostly the difference between female- and male-dominated occupations; "
+        "11_intrinsic_extrinsic>`, occupations the model places nearer its female terms get more female words, "
+        "among their gendered words, than other occupations of the same BOLD field and group (0.41 log-odds per SD, "
+        "95% CI 0.12 to 0.70, likelihood-ratio p = 0.004, n = 88 occupations, expected counts from the sampling "
+        "distribution); over all occupations together the two go together (Spearman ρ = 0.27, 95% CI 0.13 to "
+        "0.39), much of it the difference between female- and male-dominated occupations; in {doc}`new "
+        "</models/new--4--fp32/11_intrinsic_extrinsic>`, where the model places an occupation on its female − male "
+        "direction is not shown to predict how many of the gendered words it writes about it are female, comparing "
+        "occupations of the same BOLD field and group (−0.05 log-odds per SD, 95% CI −0.40 to 0.30, "
+        "likelihood-ratio p = 0.8, n = 60 occupations, sampled word counts); over all occupations together, "
+        "neither a positive nor a negative correlation is shown (Spearman ρ = 0.10, 95% CI −0.10 to 0.30); "
         "enc writes no text (encoder).")
+    # a pooled correlation shown beside a within-field link not shown: the words say what drives it
+    pooled = rows.assign(ci_low=np.where(rows["test"] == "spearman", 0.2, rows["ci_low"]))
+    clause = summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False}, pooled)[3]
+    assert ("over all occupations together the two go together (Spearman ρ = 0.10, 95% CI 0.20 to 0.30), but that "
+            "correlation mostly reflects the difference between female- and male-dominated occupations, not a link "
+            "within them") in clause
     # a direction that failed the check against the BLS share is named as such, with no number
     unread = rows.assign(readable=rows["model_id"] == "dec--1--fp32",
                          direction_verdict=np.where(rows["model_id"] == "dec--1--fp32", "supported", "not shown"))

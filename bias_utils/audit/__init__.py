@@ -17,13 +17,14 @@ _EXPORTS = {
     "bold": ("audit_statistics", "check_audit", "check_audit_lexicons", "completion_metrics", "describe_audit",
         "describe_expected_totals", "expected_totals", "group_summary", "run_audit",),
     # the audit with the occupation as the unit: headline estimand and sensitivity rows
-    "occupations": ("HEADLINE_COLUMNS", "OCCUPATION_UNITS", "UNIT_OCCUPATIONS", "UNIT_PUBLISHED", "estimate_text",
-        "headline", "headline_rows", "headline_sentence", "headline_table", "influence_chart", "influence_table",
-        "occupation_table",),
+    "occupations": ("HEADLINE_COLUMNS", "OCCUPATION_UNITS", "UNIT_OCCUPATIONS", "UNIT_PUBLISHED",
+        "difference_reading", "estimate_text", "headline", "headline_rows", "headline_sentence", "headline_table",
+        "influence_chart", "influence_table", "occupation_table",),
     # what chapters 06 and 07 show of an audit: the figure and examples
     "bold_figures": ("audit_figure", "examples_table", "gendered_sentences", "sentences_table",),
     # the published audit's completions re-analysed beside ours (chapter 07)
-    "replication": ("compare_published_columns", "load_published_completions", "replicate_published_audit",),
+    "replication": ("compare_published_columns", "load_published_completions", "replicate_published_audit",
+        "replication_rows",),
     # the decoder's own completions projected on its stereotype axes (chapter 08)
     "completions": ("category_contrasts", "completion_chart", "completion_embeddings", "completion_projection",
         "completion_projection_stats", "describe_completion_stats", "occupation_means",),

@@ -74,7 +74,7 @@ from ..core.errors import ParameterError, check_seed, is_number
 from ..core.precision import interval_text, number_text, p_text
 from ..core.results import display_name, write_table
 from ..core.stats import check_n_boot, correlation_rows, ols, results_table
-from ..profiles.gender_direction import noun_positions
+from ..profiles.gender_direction import describe_placement, noun_positions
 from ..profiles.population_profiles import DEFAULT_TEMPLATES, check_word_projection
 from ..report import plots, rendering
 from . import occupation_units
@@ -340,9 +340,12 @@ def _pick(statistics: pd.DataFrame, test: str, intrinsic: str = PRIMARY["intrins
 
 def link_reading(statistics: pd.DataFrame, who: str) -> str:
     """A clause (no capital, no full stop) reading one model's ``link_statistics`` for ``who`` (a model name or a
-    link to its chapter): the primary within-field slope (its direction, or that its interval includes zero),
-    then the correlation pooled over all occupations named as the difference between groups it mostly is. When
-    the direction is not validated against the BLS share, says so and reads no number of it."""
+    link to its chapter), each number after the plain words that say what it is about: first the primary
+    within-field slope (does where the model places an occupation on its female − male direction predict the female
+    words it writes about it, among occupations of the same BOLD field and group; or that this is not shown), then
+    the correlation over all occupations together, with whether it is shown and that it mostly reflects the
+    difference between female- and male-dominated occupations. When the direction is not validated against the BLS
+    share, says so and reads no number of it."""
     row = _pick(statistics, PRIMARY["test"])
     if row is None:
         return f"in {who} the link was not computed"
@@ -358,19 +361,27 @@ def link_reading(statistics: pd.DataFrame, who: str) -> str:
     numbers = (f"{number_text(row['effect_size'])} log-odds per SD, 95% CI "
                f"{interval_text(row['ci_low'], row['ci_high'], row['effect_size'])}, {test}, "
                f"n = {int(row['n'])} occupations, {measure}")
-    if row["ci_low"] <= 0 <= row["ci_high"]:
-        text = (f"in {who}, within BOLD category and group a link between where the model places an occupation on "
-                f"its female − male direction and the female words it writes about it is not shown ({numbers})")
+    shown = not row["ci_low"] <= 0 <= row["ci_high"]
+    if not shown:
+        text = (f"in {who}, where the model places an occupation on its female − male direction is not shown to "
+                "predict how many of the gendered words it writes about it are female, comparing occupations of the "
+                f"same BOLD field and group ({numbers})")
     else:
         more = "more" if row["effect_size"] > 0 else "fewer"
-        text = (f"in {who}, within BOLD category and group, occupations the model places nearer its female terms "
-                f"get relatively {more} female than male words ({numbers})")
+        text = (f"in {who}, occupations the model places nearer its female terms get {more} female words, among "
+                f"their gendered words, than other occupations of the same BOLD field and group ({numbers})")
     between = _pick(statistics, _BETWEEN["test"])
     if between is not None and np.isfinite(between["effect_size"]):
-        text += (f"; pooled over both groups, Spearman ρ = {number_text(between['effect_size'])} (95% CI "
-                 f"{interval_text(between['ci_low'], between['ci_high'], between['effect_size'])}), mostly the "
-                 "difference between "
-                 "female- and male-dominated occupations")
+        rho = (f"Spearman ρ = {number_text(between['effect_size'])}, 95% CI "
+               f"{interval_text(between['ci_low'], between['ci_high'], between['effect_size'])}")
+        if between["ci_low"] <= 0 <= between["ci_high"]:
+            text += f"; over all occupations together, neither a positive nor a negative correlation is shown ({rho})"
+        else:
+            way = "go together" if between["effect_size"] > 0 else "go in opposite directions"
+            why = ("much of it the difference between female- and male-dominated occupations" if shown else
+                   "but that correlation mostly reflects the difference between female- and male-dominated "
+                   "occupations, not a link within them")
+            text += f"; over all occupations together the two {way} ({rho}), {why}"
     return text
 
 
@@ -687,8 +698,11 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, y: st
                   alt.Chart(band).mark_line(color="#444", clip=True).encode(x=bx, y=alt.Y("fit:Q", scale=y_scale))
                   ] + layers
     groups = ", ".join(dict.fromkeys(data["audit group"]))
+    # where the points lie against the terms' means, from the data: far from +0.5 needs saying why
+    placed = describe_placement(data) if intrinsic == "gender_position" else ""
     caption = (f"Each point is an occupation: across, the occupation noun's {x_title}; up, {y_caption}. "
-               f"Colour is its group ({groups}); the labelled points are those at the ends of either "
+               + (f"{placed} " if placed else "")
+               + f"Colour is its group ({groups}); the labelled points are those at the ends of either "
                "axis (a thin line joins a name moved to clear another to its point)."
                + (" The line is the least-squares fit, the grey band its 95% confidence interval." if band_drawn
                   else "")

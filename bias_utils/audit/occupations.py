@@ -56,7 +56,6 @@ bootstrap replicates; split apart, each part would rebuild them.
 from __future__ import annotations
 
 import warnings
-from decimal import Decimal
 from typing import Callable, Mapping
 
 import altair as alt
@@ -69,8 +68,9 @@ from ..core import mixed, nested, precision, stats
 from ..report import plots, rendering
 
 __all__ = [
-    "HEADLINE_COLUMNS", "OCCUPATION_UNITS", "UNIT_OCCUPATIONS", "UNIT_PUBLISHED", "estimate_text", "headline",
-    "headline_rows", "headline_sentence", "headline_table", "influence_chart", "influence_table", "occupation_table",
+    "HEADLINE_COLUMNS", "OCCUPATION_UNITS", "UNIT_OCCUPATIONS", "UNIT_PUBLISHED", "difference_reading",
+    "estimate_text", "headline", "headline_rows", "headline_sentence", "headline_table", "influence_chart",
+    "influence_table", "occupation_table",
 ]
 
 #: Relabellings for the permutation p (its floor is 1/(N_PERMUTATIONS + 1) = 0.0001).
@@ -727,14 +727,11 @@ def _groups(a: str, b: str) -> tuple[str, str]:
 
 
 def _mc_interval(h: Mapping, prefix: str, scale: float = 1.0) -> str:
-    """"3.2 to 58" with each bound rounded to its Monte Carlo error (:func:`bias_utils.core.precision.mc_round`);
+    """"3.2 to 58" with each bound rounded to its Monte Carlo error (:func:`bias_utils.core.precision.bound_text`);
     ``scale`` multiplies bound and error (100: a share difference in percentage points)."""
-    bounds = []
-    for side in ("low", "high"):
-        value, se = scale * float(h[f"{prefix}_ci_{side}"]), scale * float(h.get(f"{prefix}_ci_{side}_mc_se", np.nan))
-        bounds.append(format(Decimal(precision.mc_round(value, se)), ",f").replace("-", "−")
-                      if np.isfinite(se) and np.isfinite(value) else precision.number_text(value))
-    return " to ".join(bounds)
+    return " to ".join(precision.bound_text(scale * float(h[f"{prefix}_ci_{side}"]),
+                                            mc_se=scale * float(h.get(f"{prefix}_ci_{side}_mc_se", np.nan)))
+                       for side in ("low", "high"))
 
 
 def _points(share: float) -> str:
@@ -750,8 +747,12 @@ def _share_phrase(h: Mapping, side: str) -> str:
     return f"{precision.percent_text(share)} (95% CI {precision.percent_text(low)} to {precision.percent_text(high)})"
 
 
-def _difference_direction(h: Mapping, a: str, b: str) -> str:
-    """Which group's occupations get the larger male share, as far as the primary interval shows."""
+def difference_reading(h: Mapping) -> str:
+    """Which group's occupations get the larger male share, as far as the primary interval shows (:func:`headline`'s
+    dict): "a larger share of male words about male-dominated occupations than about female-dominated ones", or "a
+    difference between … in the share of male words is not shown"; the one reading the chapter and the front page
+    give."""
+    a, b = _groups(h["group_a"], h["group_b"])
     low, high = float(h["share_difference_ci_low"]), float(h["share_difference_ci_high"])
     if low > 0 or high < 0:
         return (f"a larger share of male words about {a if low > 0 else b} occupations than about "
@@ -827,7 +828,7 @@ def headline_sentence(table: pd.DataFrame | Mapping) -> str:
                 "gendered word, so there is no share of male words to read.")
     if pd.notna(h["share_difference"]) and pd.notna(h["share_difference_ci_low"]):
         text = (f"Primary analysis, over the {_units_phrase(h)}, each occupation weighing one: "
-                f"{_difference_direction(h, a, b)}. {estimate_text(h)[0].upper()}{estimate_text(h)[1:]}. As an odds "
+                f"{difference_reading(h)}. {estimate_text(h)[0].upper()}{estimate_text(h)[1:]}. As an odds "
                 f"ratio of the two shares (population-averaged): {estimate_text(h, 'marginal')}. ")
     else:
         text = (f"The primary shares cannot be compared over the {_units_phrase(h)}: a group has no occupation with a "

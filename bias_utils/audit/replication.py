@@ -13,41 +13,52 @@ import json
 import numpy as np
 import pandas as pd
 
-from ..core import data, stats
+from ..core import data, precision, stats
 from ..core.errors import check_seed
 from . import bold, bold_prompts
 
 __all__ = [
-    "compare_published_columns", "load_published_completions", "replicate_published_audit",
+    "compare_published_columns", "load_published_completions", "replicate_published_audit", "replication_rows",
 ]
 
-# Published values: statistical_summary JSON (full precision) and the paper (section 5).
+# Published values: statistical_summary JSON (full precision) and the paper (section 5): value, where it is
+# published, what a reader calls it, and its kind (how it is printed: a test statistic or estimate, a p value, a count).
 _PUBLISHED = {
-    "chi2_yates": (62.85616579124195, "summary JSON"),
-    "chi2_df": (1, "summary JSON"),
-    "chi2_p": (2.2236641232908823e-15, "summary JSON"),
-    "table_male_dom_male_words": (64, "summary JSON"),
-    "table_male_dom_female_words": (22, "summary JSON"),
-    "table_female_dom_male_words": (7, "summary JSON"),
-    "table_female_dom_female_words": (64, "summary JSON"),
-    "welch_t_male_proportion": (1.865340534586087, "summary JSON"),
-    "welch_p_male_proportion": (0.0624496419933482, "summary JSON"),
-    "mean_male_proportion_male_dom": (0.020904436858834613, "summary JSON"),
-    "mean_male_proportion_female_dom": (0.009206798866306657, "summary JSON"),
-    "cohens_d_average": (0.09930832379450576, "summary JSON"),
-    "odds_ratio": (24.653333333333332, "summary JSON"),
-    "odds_ratio_ci_low": (10.067659283255608, "summary JSON"),
-    "odds_ratio_ci_high": (60.370223836965444, "summary JSON"),
-    "mean_pmi_difference_male_dom": (0.009656523138477799, "summary JSON"),
-    "mean_pmi_difference_female_dom": (-0.0543866253946023, "summary JSON"),
-    "welch_t_pmi_difference": (2.3809246999273883, "summary JSON"),
-    "welch_p_pmi_difference": (0.017687625245918277, "summary JSON"),
-    "n_completions": (1525, "paper 5.1"),
-    "n_gendered_completions": (66, "paper 5.1"),
-    "n_gendered_completions_male_dom": (31, "paper 5.1"),
-    "n_gendered_completions_female_dom": (35, "paper 5.1"),
-    "n_occupations": (224, "paper 5.1"),
+    "chi2_yates": (62.85616579124195, "summary JSON", "χ² with Yates' correction", "estimate"),
+    "chi2_df": (1, "summary JSON", "χ², degrees of freedom", "count"),
+    "chi2_p": (2.2236641232908823e-15, "summary JSON", "χ², p", "p"),
+    "table_male_dom_male_words": (64, "summary JSON", "male words about male-dominated occupations", "count"),
+    "table_male_dom_female_words": (22, "summary JSON", "female words about male-dominated occupations", "count"),
+    "table_female_dom_male_words": (7, "summary JSON", "male words about female-dominated occupations", "count"),
+    "table_female_dom_female_words": (64, "summary JSON", "female words about female-dominated occupations",
+                                      "count"),
+    "welch_t_male_proportion": (1.865340534586087, "summary JSON", "male proportion: Welch t", "estimate"),
+    "welch_p_male_proportion": (0.0624496419933482, "summary JSON", "male proportion: Welch p", "p"),
+    "mean_male_proportion_male_dom": (0.020904436858834613, "summary JSON",
+                                      "male proportion: mean, male-dominated", "estimate"),
+    "mean_male_proportion_female_dom": (0.009206798866306657, "summary JSON",
+                                        "male proportion: mean, female-dominated", "estimate"),
+    "cohens_d_average": (0.09930832379450576, "summary JSON", "male proportion: Cohen's d (average SD)",
+                         "estimate"),
+    "odds_ratio": (24.653333333333332, "summary JSON", "odds ratio, male over female words", "estimate"),
+    "odds_ratio_ci_low": (10.067659283255608, "summary JSON", "odds ratio, 95% CI low", "estimate"),
+    "odds_ratio_ci_high": (60.370223836965444, "summary JSON", "odds ratio, 95% CI high", "estimate"),
+    "mean_pmi_difference_male_dom": (0.009656523138477799, "summary JSON",
+                                     "PMI difference: mean, male-dominated", "estimate"),
+    "mean_pmi_difference_female_dom": (-0.0543866253946023, "summary JSON",
+                                       "PMI difference: mean, female-dominated", "estimate"),
+    "welch_t_pmi_difference": (2.3809246999273883, "summary JSON", "PMI difference: Welch t", "estimate"),
+    "welch_p_pmi_difference": (0.017687625245918277, "summary JSON", "PMI difference: Welch p", "p"),
+    "n_completions": (1525, "paper 5.1", "completions", "count"),
+    "n_gendered_completions": (66, "paper 5.1", "completions with a gendered word", "count"),
+    "n_gendered_completions_male_dom": (31, "paper 5.1", "completions with a gendered word, male-dominated",
+                                        "count"),
+    "n_gendered_completions_female_dom": (35, "paper 5.1", "completions with a gendered word, female-dominated",
+                                          "count"),
+    "n_occupations": (224, "paper 5.1", "occupations (BOLD keys)", "count"),
 }
+#: How each kind of quantity is printed (:mod:`bias_utils.core.precision`, the rule of every page).
+_PRINT = {"estimate": precision.number_text, "p": precision.p_text, "count": precision.count_text}
 
 
 def load_published_completions() -> pd.DataFrame:
@@ -129,10 +140,28 @@ def replicate_published_audit(n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
         "n_occupations": metrics["occupation"].nunique(),
     }
     rows = [{"quantity": k, "ours": float(ours[k]), "published": float(v), "source": src}
-            for k, (v, src) in _PUBLISHED.items()]
+            for k, (v, src, _, _) in _PUBLISHED.items()]
     out = pd.DataFrame(rows)
     out["rel_diff"] = (out["ours"] - out["published"]).abs() / out["published"].abs()
     return out
+
+
+def replication_rows(comparison: pd.DataFrame) -> pd.DataFrame:
+    """:func:`replicate_published_audit`'s table as chapter 07 shows it: each quantity by its name, ours and the
+    published value printed by its kind (a p value by :func:`~bias_utils.core.precision.p_text`, a count as an
+    integer, an estimate by :func:`~bias_utils.core.precision.number_text`), and the relative difference by
+    :func:`~bias_utils.core.precision.relative_difference_text` (below float64's reach, "< 10⁻¹²"). Text columns
+    ``quantity, ours, published, source, rel_diff``; the table on disk keeps every digit and the keys."""
+    unknown = sorted(set(comparison["quantity"]) - set(_PUBLISHED))
+    if unknown:
+        raise ValueError(f"comparison: quantities without a name or kind: {unknown}")
+    rows = []
+    for r in comparison.itertuples(index=False):
+        _, _, label, kind = _PUBLISHED[r.quantity]
+        value = _PRINT[kind]
+        rows.append({"quantity": label, "ours": value(r.ours), "published": value(r.published), "source": r.source,
+                     "rel_diff": precision.relative_difference_text(r.rel_diff)})
+    return pd.DataFrame(rows, columns=["quantity", "ours", "published", "source", "rel_diff"])
 
 
 def compare_published_columns(metrics: pd.DataFrame) -> pd.DataFrame:

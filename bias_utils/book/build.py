@@ -35,6 +35,7 @@ import yaml
 from ..core import cache, paths
 from ..core.results import CROSS_MODEL_FOLDER as CROSS_SLUG
 from ..core.results import REPLICATION_FOLDER as REPLICATION_SLUG
+from ..models.builtin_models import model_name
 from ..report import rendering
 from . import summary
 from .execution import _execute_runs
@@ -116,7 +117,7 @@ def _make_toc(book_dir: Path, models: list[dict], runs: list[_Run], *,
         own = [r for r in by_model[model["slug"]] if r.notebook.stem not in shared]
         chapters = executed(sorted(own, key=lambda r: _reading_rank(r, reading_order)))
         if chapters:
-            parts.append({"caption": f"Model: {model['name']}", "chapters": chapters})
+            parts.append({"caption": f"Model: {model_name(model['name'])}", "chapters": chapters})
     cross = executed([r for r in runs if r.label.startswith(f"{CROSS_SLUG}/")])
     if cross:
         parts.append({"caption": "Across models", "chapters": cross})
@@ -236,6 +237,8 @@ def _make_book(
         can_generate={m["slug"]: m["can_generate"] for m in models},
         note=" ".join(n for n in ("*QUICK build: a small slice of every data set, so intervals are wide.*" if quick
                                   else "", _precision_note(models)) if n))
+    summary._write_units_page(book_dir / _SUMMARY_PAGE.parent / summary._UNITS_PAGE, [m["slug"] for m in models],
+                              results_dir or paths.results_dir())
     _write_reproducibility_page(book_dir, models, runs, replacements, quick=quick)
     _write_model_limitations(book_dir, models)
     _write_toc(book_dir, models, runs)

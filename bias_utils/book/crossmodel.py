@@ -308,19 +308,20 @@ def bold_odds_ratios(bold_stats: pd.DataFrame) -> pd.DataFrame:
     the same occupations and over the published selection's keys (cluster bootstrap CIs), and the audit's Wald CI
     (every word independent), in that order.
 
-    Columns: ``model_id, method, odds_ratio, ci_low, ci_high, p, n, unit`` (what the interval treats as
+    Columns: ``model_id, method, odds_ratio, ci_low, ci_high, ci_low_mc_se, ci_high_mc_se, p, n, unit`` (a
+    bootstrap bound's Monte Carlo SE gives it its printed digits; ``unit``: what the interval treats as
     independent, as the statistics table names it).
     """
-    s = bold_stats
+    columns = ["model_id", "method", "odds_ratio", "ci_low", "ci_high", "ci_low_mc_se", "ci_high_mc_se", "p", "n",
+               "unit"]
+    s = bold_stats.reindex(columns=list(dict.fromkeys([*bold_stats.columns, *columns[5:7]])))
     frames = []
     for method, (test, measure, unit) in _ODDS_METHODS.items():
         hit = s[(s["test"] == test) & (s["measure"] == measure)]
         if unit is not None:
             hit = hit[hit["unit"] == unit]
         frames.append(hit.assign(method=method))
-    out = pd.concat(frames, ignore_index=True)
-    return out.rename(columns={"effect_size": "odds_ratio"})[
-        ["model_id", "method", "odds_ratio", "ci_low", "ci_high", "p", "n", "unit"]].reset_index(drop=True)
+    return pd.concat(frames, ignore_index=True).rename(columns={"effect_size": "odds_ratio"})[columns]
 
 
 def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.DataFrame,

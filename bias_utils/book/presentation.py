@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 
 from ..core import cache, paths
-from ..core.results import display_name
+from ..models.builtin_models import model_name
 from ..report import rendering
 from .runs import _relative_to_root, _Run
 
@@ -50,8 +50,10 @@ _NUMBERED = re.compile(r"^(\d{2}) · ")
 
 def _chapter_title(nb, stem: str, model: str = "") -> None:
     """Number a chapter's title as the text numbers it (``04_profiles`` -> "04 · …", so the navigation shows the
-    number the text refers to) and, with ``model`` (its display name), name the model it is about, in place: the
-    first line of the first Markdown cell, when it is a level-1 heading. Idempotent."""
+    number the text refers to) and, with ``model`` (its name, :func:`bias_utils.models.model_name`), name the model it
+    is about in parentheses (a title may end in a question mark: "How robust is this profile? (all-MiniLM-L6-v2)"),
+    in place: the first line of the
+    first Markdown cell, when it is a level-1 heading. Idempotent."""
     number = re.match(r"\d{2}(?=_)", stem)
     cell = next((c for c in nb.cells if c.cell_type == "markdown"), None)
     if number is None or cell is None or not cell.source.startswith("# "):
@@ -59,7 +61,7 @@ def _chapter_title(nb, stem: str, model: str = "") -> None:
     heading, _, rest = cell.source.partition("\n")
     if _NUMBERED.match(heading[2:]):
         return
-    title = heading[2:].strip() + (f": {model}" if model else "")
+    title = heading[2:].strip() + (f" ({model})" if model else "")
     cell.source = f"# {number.group(0)} · {title}" + (f"\n{rest}" if rest else "")
 
 
@@ -291,7 +293,7 @@ def _present_notebook(run: "_Run", replacements: list[tuple[str, str]], name_mod
     before = run.output.read_text(encoding="utf-8")
     nb = nbformat.reads(before, as_version=4)
     nb.cells = [c for c in nb.cells if _ADDED_CELL_TAG not in c.get("metadata", {}).get("tags", [])]
-    model = display_name(run.model["model_id"]) if name_model and run.model.get("model_id") else ""
+    model = model_name(run.model["model_id"]) if name_model and run.model.get("model_id") else ""
     _chapter_title(nb, run.notebook.stem, model)
     _findings_first(nb)
     _shown_parameters(nb)

@@ -96,6 +96,10 @@ def _write_model_limitations(book_dir: Path, models: list[dict]) -> Path:
     return _write_if_changed(page, _model_limitations(models))
 
 
+#: What the clone command names when the build records no address; README.md defines the same placeholder.
+_URL_PLACEHOLDER = "<repository-url>"
+
+
 def _repository_url(git: dict, pyproject: Path = paths.ROOT / "pyproject.toml") -> str | None:
     """The web address a reader clones this book's repository from: the ``origin`` remote of the clone that built
     it, else the project's setting (``Repository`` under ``[project.urls]`` in ``pyproject.toml``), else None."""
@@ -180,8 +184,9 @@ def _write_reproducibility_page(
     ]
     if not remote:
         lines += ["", "The clone that built it records no web address (no `origin` remote, and no `Repository` "
-                  "under `[project.urls]` in `pyproject.toml`): clone the repository from where you found this "
-                  "book into a folder `bias-profiles`, then run the commands below from its second line."]
+                  f"under `[project.urls]` in `pyproject.toml`): in the first command, `{_URL_PLACEHOLDER}` stands "
+                  "for the address of the repository you found this book with (the README defines it the same "
+                  "way)."]
     if git.get("dirty"):
         lines += ["", "**The working tree had uncommitted changes when the book was built**, so the commit "
                   "alone does not rebuild it exactly."]
@@ -189,7 +194,7 @@ def _write_reproducibility_page(
         "The package versions are pinned in `requirements.lock`, which `make book` installs:",
         "",
         "```bash",
-        *([f"git clone {remote} bias-profiles"] if remote else []),
+        f"git clone {remote or _URL_PLACEHOLDER} bias-profiles",
         "cd bias-profiles",
         f"git checkout {commit or '<commit>'}",
         f'make book MODELS="{names}"' + (" QUICK=1" if quick else "") + "".join(f" DTYPE={d}" for d in dtypes),

@@ -16,20 +16,23 @@ Per model, from tables the study notebooks wrote:
   the pre-stated primary estimand over the deduplicated person-noun occupations, what the model
   wrote: the share of male words among the gendered words about a typical male- and a typical
   female-dominated occupation, each with its interval, and their difference (occupation cluster
-  bootstrap, permutation p), with how many occupations carry any gendered word; the marginal odds
-  ratio of the two shares beside it, then the audit's pooled-word odds ratio on its published
-  selection (occupation cluster bootstrap, permutation p), the number of completions with any
-  gendered word, and what the audit's BOLD keys are (``bold_units``: person nouns, fields,
-  duplicates; :mod:`bias_utils.audit.occupation_units`).
+  bootstrap, permutation p), with how many occupations carry any gendered word; in the table of
+  readings, the marginal odds ratio of the two shares beside it, then the audit's pooled-word odds
+  ratio on its published selection (occupation cluster bootstrap, permutation p) and the number of
+  completions with any gendered word. What the audit's BOLD keys are (``bold_units``: person nouns,
+  fields, duplicates; :mod:`bias_utils.audit.occupation_units`) is method: a paragraph the methods
+  chapter includes (:func:`write_units_page`), which the finding links.
 * **The link between them** (``link_statistics``, decoders only; :mod:`bias_utils.audit.link`, chapter 11):
   per model, the pre-stated primary statistic (within BOLD category and group, the change in the
   log-odds of female words per SD of where the model places the occupation on its female − male
   direction) with its interval, saying when it includes zero, then the correlation pooled over both
-  groups, named as the between-group difference it mostly is; a direction not validated against the
-  BLS share of women is not read (:func:`bias_utils.audit.link.link_reading`).
+  groups, named as the between-group difference it mostly is, each number after the words that say
+  what it is about; a direction not validated against the BLS share of women is not read
+  (:func:`bias_utils.audit.link.link_reading`).
 
-:func:`findings_bullets` gives the few plain-language findings that open the page,
-each linking to its chapter; :func:`summary_table` one row per model with a
+:func:`findings_bullets` gives the few plain-language findings that open the page, the number a reader
+understands first, each linking to its chapter and naming models by their names
+(:func:`bias_utils.models.model_name`); :func:`summary_table` one row per model with a
 generated sentence, :func:`summary_chart` the figure, :func:`write_summary_page`
 the Markdown page that ``book/index.md`` includes. Nothing here is typed by hand:
 a model without a table says so in its sentence.
@@ -48,7 +51,7 @@ from ..audit import link, occupation_units, occupations
 from ..core import cache, precision, tables
 from ..core.results import model_slug
 from ..core.stats import permutation_p_text
-from ..models.builtin_models import BUILTIN_MODELS
+from ..models.builtin_models import BUILTIN_MODELS, model_name
 from ..profiles.axis_validity import VERDICTS, verdict_phrase
 from ..report import plots, rendering
 from .crossmodel import _folder_id, _read_results, _root, cross_model_summary, gender_gaps, short_model_ids
@@ -69,6 +72,12 @@ _FIGURES = "figures"
 #: executed notebook to ``models/<model folder>/<stem>.ipynb``).
 _CHAPTERS = {"axes": "03_projection_accuracy", "profile": "04_profiles", "robustness": "10_robustness",
             "audit": "06_bold_audit", "link": "11_intrinsic_extrinsic"}
+
+#: The methods' section on what the audit counts as an occupation (a MyST target in ``book/methods_bold.md``), and
+#: the page of this build's counts it includes.
+_UNITS_TARGET = "what-an-occupation-is"
+_UNITS_REF = f"{{ref}}`what counts as an occupation <{_UNITS_TARGET}>`"
+_UNITS_PAGE = "units.md"
 
 #: The ``bold_headline`` columns the summary table carries: the primary shares and their difference, the marginal
 #: odds ratio, the published selection's pooled odds ratio and the completions behind them.
@@ -255,6 +264,15 @@ def _link(model: str, chapter: str, label: str) -> str:
     return f"{{doc}}`{label} </models/{model_slug(model)}/{_CHAPTERS[chapter]}>`"
 
 
+def _names(models: Sequence[str]) -> dict[str, str]:
+    """Each model id by the name running text gives it (:func:`bias_utils.models.model_name` of its short id:
+    ``SmolLM2-135M-Instruct``), or by its short id where two models would share a name."""
+    models = list(dict.fromkeys(models))
+    short = list(short_model_ids(pd.DataFrame({"model_id": models}))["model_id"]) if models else []
+    names = [model_name(m) for m in short]
+    return dict(zip(models, names if len(set(names)) == len(names) else short))
+
+
 def _listed(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
@@ -313,6 +331,11 @@ def _writes(model_id: str) -> bool | None:
 
 
 def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_generate: dict) -> str:
+    """What each decoder wrote about occupations, in the words of its chapter (:func:`~bias_utils.audit.occupations.
+    estimate_text`, the one producer of the primary estimate): each group's male share of gendered words for a
+    typical occupation with its interval, then their difference; over how many occupations (and what counts as
+    one, a link to the methods); then what the interval shows in words (:func:`~bias_utils.audit.occupations.
+    difference_reading`). The odds ratios are technical detail: the per-model table below and the chapter."""
     parts, encoders, missing = [], [], []
     for model in models:
         rows = head[head["model_id"] == model]
@@ -323,31 +346,27 @@ def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_
         n, k = int(h["n_completions"]), int(h["n_gendered_completions"])
         link = _link(model, "audit", label[model])
         if k == 0:
-            parts.append(f"none of the {precision.count_text(n)} completions of {link} about its primary occupations "
-                         "contains a "
-                         "gendered word")
+            parts.append(f"none of the {precision.count_text(n)} completions of {link} about its occupations "
+                         f"contains a gendered word ({_UNITS_REF})")
             continue
-        units = (f"{int(h['n_units_a']) + int(h['n_units_b'])} deduplicated person-noun occupations, "
-                 f"{int(h['n_units_informative'])} of them with any gendered word; {precision.count_text(k)} of their "
-                 f"{precision.count_text(n)} completions with one")
+        units = (f"{int(h['n_units_a']) + int(h['n_units_b'])} occupations, {int(h['n_units_informative'])} of them "
+                 f"with any gendered word; {_UNITS_REF}")
         if pd.isna(h["share_difference"]) or pd.isna(h["share_difference_ci_low"]):
             parts.append(f"in {link}, the male shares of the two groups cannot be compared ({units})")
             continue
-        parts.append(f"in {link}, {occupations.estimate_text(h)} ({units}); as an odds ratio of the two shares, "
-                     f"{occupations.estimate_text(h, 'marginal')}; the audit's pooled-word odds ratio on its "
-                     f"published selection, for comparison: {occupations.estimate_text(h, 'published')}")
+        parts.append(f"in {link}, {occupations.estimate_text(h)} ({units}): {occupations.difference_reading(h)}")
     return _decoder_bullet("Writing about occupations (BOLD).", parts, encoders, missing, "audit results")
 
 
-def _units_bullet(models: Sequence[str], results_dir) -> str:
-    """What the audit calls an occupation, from the first decoder's ``bold_units`` (one selection for all)."""
+def _units_paragraph(models: Sequence[str], results_dir) -> str:
+    """What the audit calls an occupation in this build, from the first decoder's ``bold_units`` (one selection for
+    all), for the methods chapter (:func:`write_units_page`); "" without an audit."""
     units, _ = _read_results(models, tables.NAMES.BOLD_UNITS, results_dir)
     if units.empty:
         return ""
     model = units["model_id"].iloc[0]
     first = units[units["model_id"] == model].drop(columns="model_id")
-    return (f"**What counts as an occupation** ({_link(model, 'audit', 'how the audit decides it')}). "
-            + occupation_units.describe_units(first))
+    return occupation_units.describe_units(first)
 
 
 def _link_bullet(models: Sequence[str], link_stats: pd.DataFrame, label: dict, can_generate: dict) -> str:
@@ -383,8 +402,8 @@ def _findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequen
     """The findings that open the front page, in plain words, each linking to its chapter (MyST ``{doc}``):
     warmth and competence of first names (which models, which direction, how large, how sure, where an axis
     is not read), writing about occupations (each group's male share of gendered words for a typical occupation,
-    their difference with its occupation interval, the marginal odds ratio, and the number of completions with a
-    gendered word), with ``link_stats`` (stacked ``link_statistics`` rows) whether the
+    their difference with its occupation interval, over how many occupations, what counts as one a link away in
+    the methods), with ``link_stats`` (stacked ``link_statistics`` rows) whether the
     bias inside predicts the bias it writes (per model, the primary correlation over occupations with its
     interval, :func:`bias_utils.audit.link.link_reading`), and what "not shown" means with the robustness check.
     ``gaps`` and ``headline`` are :func:`read_summary`'s."""
@@ -392,11 +411,9 @@ def _findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequen
     if not folders:
         return []
     models, can_generate = _by_model_id(folders, results_dir, can_generate)
-    label = dict(zip(models, short_model_ids(pd.DataFrame({"model_id": models}))["model_id"]))
+    label = _names(models)
     names = gaps[gaps["population"] == "names"]
     bullets = [_dimension_bullet(d, names, label) for d in _HEADLINE if (names["dimension"] == d).any()]
-    units = _units_bullet(folders, results_dir)
-    bullets += [units] if units else []
     bullets.append(_writing_bullet(models, headline, label, can_generate or {}))
     if link_stats is not None and any((can_generate or {}).get(m) is not False for m in models):
         bullets.append(_link_bullet(models, link_stats, label, can_generate or {}))
@@ -438,14 +455,17 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
     specification, beside the audit's primary estimate per decoder: the difference in the male share of gendered
     words between a typical male- and female-dominated occupation (percentage points) with its 95% CI from
     resampling whole occupations (``headline``: :func:`read_summary`'s)."""
-    gaps = short_model_ids(gaps.dropna(subset=["g"]))
+    name = _names([*gaps["model_id"], *(headline["model_id"] if len(headline) else [])])
+    gaps = gaps.dropna(subset=["g"])
+    gaps = gaps.assign(model_id=gaps["model_id"].map(name))
     if gaps.empty:
         raise ValueError("summary_chart: no profile gaps to draw")
     panels = [_gap_panel(gaps, pop, first=i == 0)
               for i, pop in enumerate(p for p in _POPULATIONS if (gaps["population"] == p).any())]
     columns = ["share_difference", "share_difference_ci_low", "share_difference_ci_high"]
     estimated = headline.dropna(subset=columns) if len(headline) else headline
-    head = short_model_ids(estimated.assign(**{f"{c}_points": 100 * estimated[c].astype(float) for c in columns})) \
+    head = estimated.assign(model_id=estimated["model_id"].map(name),
+                            **{f"{c}_points": 100 * estimated[c].astype(float) for c in columns}) \
         if len(estimated) else estimated
     if len(head):
         x = alt.X("share_difference_points:Q", scale=alt.Scale(domain=[-100, 100]),
@@ -493,8 +513,9 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
 
 
 def _markdown_table(table: pd.DataFrame) -> str:
+    name = _names(table["model_id"])
     lines = ["| model | reading |", "|---|---|"]
-    lines += [f"| {r.model_id} | {r.sentence} |" for r in table.itertuples(index=False)]
+    lines += [f"| {name[r.model_id]} | {r.sentence} |" for r in table.itertuples(index=False)]
     return "\n".join(lines)
 
 
@@ -534,6 +555,18 @@ def _summary_markdown(models: Sequence[str], results_dir: str | Path | None = No
     lines += ["Each model's chapters show how these numbers were measured, and the *Across models* "
               "chapter sets them side by side.", ""]
     return "\n".join(lines)
+
+
+def _write_units_page(page: str | Path, models: Sequence[str], results_dir: str | Path | None = None) -> Path:
+    """Write this build's counts of what the audit calls an occupation (:func:`units_paragraph`) to ``page``, which
+    the methods chapter includes under its section on units (only when the text changed)."""
+    paragraph = _units_paragraph(models, results_dir)
+    text = (f"In this build: {paragraph}" if paragraph else
+            "No model of this build wrote an audit, so no selection of BOLD keys was sorted into units.") + "\n"
+    page = Path(page)
+    if not page.exists() or page.read_text(encoding="utf-8") != text:
+        cache.atomic_write_text(page, text)
+    return page
 
 
 def _write_summary_page(page: str | Path, models: Sequence[str], results_dir: str | Path | None = None,

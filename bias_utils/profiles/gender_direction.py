@@ -66,7 +66,7 @@ from .populations import _OCCUPATION_GROUPS, _load_populations, _occupation_shar
 from .projection import projection_table
 
 __all__ = [
-    "describe_validity", "direction_verdict", "noun_positions", "occupation_validity",
+    "describe_placement", "describe_validity", "direction_verdict", "noun_positions", "occupation_validity",
     "validity_chart",
 ]
 
@@ -226,8 +226,8 @@ def describe_validity(statistics: pd.DataFrame, model: str = "this model", value
                 f"{number_text(rho['detectable'])} {int(_POWER * 100)}% of the time (not shown is not absent).")
     if verdict != "untestable" and (beyond := describe_discriminant(statistics, _MEASURES[0], "the direction")):
         text += " " + beyond
-    if values is not None:
-        text += _placement(values)
+    if values is not None and (placed := describe_placement(values)):
+        text += " " + placed
     described = [f"{m}: {correlation_text(row)}" for m in _MEASURES[1:]
                  if (row := _row(statistics, m, "spearman")) is not None]
     if described:
@@ -236,15 +236,18 @@ def describe_validity(statistics: pd.DataFrame, model: str = "this model", value
     return text
 
 
-def _placement(values: pd.DataFrame) -> str:
-    """Where the nouns lie against the terms' means (±0.5): the order can carry gender while the midpoint is
-    not a neutral point for occupation nouns."""
+def describe_placement(values: pd.DataFrame) -> str:
+    """Where the occupation nouns lie against the terms' means (±0.5), from their ``gender_position`` (and
+    ``noun``, else ``occupation``): "The nouns' positions run from −3.35 (nurse) to −2.76 (welder), all beyond
+    the male terms' mean (−0.5): …" says why a chart's points all sit far from +0.5 when they do (the order can
+    carry gender while the midpoint is not a neutral point for occupation nouns); "" without a position."""
     placed = values.dropna(subset=[_MEASURES[0]]).sort_values(_MEASURES[0])
     if placed.empty:
         return ""
     low, high = placed.iloc[0], placed.iloc[-1]
-    text = (f" The nouns' positions run from {number_text(low[_MEASURES[0]])} ({low['occupation']}) to "
-            f"{number_text(high[_MEASURES[0]])} ({high['occupation']})")
+    name = "noun" if "noun" in placed else "occupation"
+    text = (f"The nouns' positions run from {number_text(low[_MEASURES[0]])} ({low[name]}) to "
+            f"{number_text(high[_MEASURES[0]])} ({high[name]})")
     if high[_MEASURES[0]] < -0.5 or low[_MEASURES[0]] > 0.5:
         side = "male" if high[_MEASURES[0]] < -0.5 else "female"
         sign = "−" if side == "male" else "+"

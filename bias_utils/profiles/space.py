@@ -44,9 +44,9 @@ from .dictionaries import (
 from .extra_contexts import _extra_term_contexts, _known_generated_contexts
 
 __all__ = [
-    "accuracy_by_term_contexts", "build_space", "check_source_spaces", "check_space", "describe_dropped",
-    "describe_space", "describe_untestable", "direction_prediction", "dropped_by_reason", "dropped_senses",
-    "pole_table",
+    "accuracy_by_term_contexts", "build_space", "check_source_spaces", "check_space", "describe_direction_skipped",
+    "describe_dropped", "describe_space", "describe_table2", "describe_untestable", "direction_prediction",
+    "dropped_by_reason", "dropped_senses", "pole_table", "table2_by_term_contexts",
 ]
 
 _EMBED_SKIP_COLUMNS = ["sense_id", "term", "context", "reason"]
@@ -481,6 +481,49 @@ def accuracy_by_term_contexts(model, space: _StereotypeSpace, result: _Direction
     return pd.concat([result.accuracy, *others], ignore_index=True)
 
 
+#: How the chapter names each source of the extra terms' contexts (:data:`TERM_CONTEXTS`).
+_TERM_CONTEXT_NAMES = {"generated": "generated sentences", "dictionary": "WordNet examples"}
+
+
+def table2_by_term_contexts(accuracy: pd.DataFrame, values: str = "accuracy") -> pd.DataFrame:
+    """Table 2 for each source of the extra terms' contexts, side by side (:func:`accuracy_by_term_contexts`' rows):
+    ``values="accuracy"``, a row per source (``term_contexts``, named as the chapter names it) and ``cutoff``, a
+    column per dimension in :func:`bias_utils.profiles.projection.table2`'s order; ``values="n"``, a row per source,
+    the number of extra terms each accuracy is computed on (both cut-offs use the same terms). A ``layer`` column
+    only when the rows hold several layers."""
+    if values not in ("accuracy", "n"):
+        raise ParameterError(f"values must be 'accuracy' or 'n', got {values!r}")
+    if accuracy.empty:
+        return pd.DataFrame(columns=["term_contexts", *(["cutoff"] if values == "accuracy" else [])])
+    layered = accuracy["layer"].astype(str).nunique() > 1
+    cutoffs = ("raw", "centred") if values == "accuracy" else ("raw",)
+    frames = []
+    for source, rows in accuracy.groupby("term_contexts", sort=False):
+        for cutoff in cutoffs:
+            wide = projection.table2(rows.assign(accuracy=rows[values]), cutoff)
+            keys = {"term_contexts": _TERM_CONTEXT_NAMES.get(source, source)}
+            keys.update({"cutoff": cutoff} if values == "accuracy" else {})
+            frames.append(wide.drop(columns=["model_id", "context_source"] + ([] if layered else ["layer"]),
+                                    errors="ignore").assign(**keys))
+    table = pd.concat(frames, ignore_index=True)
+    first = [c for c in ("term_contexts", "cutoff", "layer") if c in table]
+    return table[first + [c for c in table.columns if c not in first]]
+
+
+def describe_table2(accuracy: pd.DataFrame) -> str:
+    """What :func:`table2_by_term_contexts` shows, for the sentence before it: the axes (the seed senses' context
+    source and the layer) and the extra terms' sources compared."""
+    if accuracy.empty:
+        return "No direction accuracy to show: no dimension had terms to evaluate."
+    sources = [_TERM_CONTEXT_NAMES.get(s, s) for s in dict.fromkeys(accuracy["term_contexts"])]
+    layers = list(dict.fromkeys(accuracy["layer"].astype(str)))
+    where = f"the {layers[0]} layer" if len(layers) == 1 else f"{len(layers)} layers"
+    return (f"Direction accuracy (the share of extra terms whose pole the axis predicts) of the axes built from the "
+            f"seed senses' {' and '.join(dict.fromkeys(accuracy['context_source'].astype(str)))} contexts, at "
+            f"{where}: a row per context of the extra terms ({' and '.join(sources)}) and cut-off (raw: 0; "
+            "centred: the mean over the evaluated terms), a column per dimension.")
+
+
 def dropped_senses(space: _StereotypeSpace) -> pd.DataFrame:
     """Every sense or context of ``space``'s dictionary that did not reach the axis, with the reason.
 
@@ -528,6 +571,22 @@ def dropped_by_reason(dropped: pd.DataFrame) -> pd.DataFrame:
 
 
 def describe_dropped(dropped: pd.DataFrame) -> str:
-    """How many senses of :func:`dropped_senses` lost a context or were left off the axis."""
-    return (f"{dropped['sense_id'].nunique()} senses lost a context or were left off the axis; "
-            "by stage and reason:")
+    """How many senses of :func:`dropped_senses` lost a context or were left off the axis, in a sentence that
+    announces :func:`dropped_by_reason`'s table only when there is one to show."""
+    n = dropped["sense_id"].nunique()
+    if n == 0:
+        return "Every sense kept its contexts and reached its axis: none was dropped."
+    return (f"{n:,} sense{'s' if n != 1 else ''} lost a context or {'were' if n != 1 else 'was'} left off the axis; "
+            "the table below counts them by stage and reason.")
+
+
+def describe_direction_skipped(skipped: pd.DataFrame) -> str:
+    """The extra terms :func:`direction_prediction` could not evaluate (its ``skipped``), in a sentence: how many,
+    and why, each reason without its per-term detail (the parenthesis), most frequent first."""
+    if skipped.empty:
+        return "Every extra term had a usable context: none was left out."
+    reasons = skipped["reason"].astype(str).str.replace(r"\s*\([^)]*\)", "", regex=True).value_counts()
+    why = "; ".join(f"{reason} ({n:,})" for reason, n in reasons.items())
+    n = skipped["term"].nunique() if "term" in skipped else len(skipped)
+    return (f"{n:,} extra term{'s were' if n != 1 else ' was'} left out, each a recorded skip with its full reason "
+            f"in `{tables.NAMES.DIRECTION_SKIPPED}.csv`: {why}.")

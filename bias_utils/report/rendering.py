@@ -319,7 +319,7 @@ _LABELS = {
     "controls": "controlled for", "informative": "any gendered word", "male_word_share": "male share of gendered words",
     "n_keys": "BOLD keys", "odds_ratio_influential": "moves the odds ratio", "reference": "person reference next",
     "share_change": "change in the difference", "share_difference": "difference in male share",
-    "share_difference_without": "difference without it", "template": "template", "why": "why",
+    "share_difference_without": "difference without it", "template": "template", "why": "why", "stage": "stage",
     "n": "n", "p": "p", "p_adj": "p (adjusted)", "p_holm": "p (Holm)", "adj_method": "adjustment", "df": "df",
     "t": "t", "g": "Hedges' g", "g_ci_low": "g, 95% CI low", "g_ci_high": "g, 95% CI high",
     "ci_low": "95% CI low", "ci_high": "95% CI high", "sd": "SD", "se": "SE", "sd_a": "SD (group A)",
@@ -333,7 +333,7 @@ _LABELS = {
     "mean_pmi_difference": "mean PMI difference", "odds_ratio": "odds ratio", "or_ci_low": "odds ratio, 95% CI low",
     "or_ci_high": "odds ratio, 95% CI high", "null_low": "null 2.5%", "null_high": "null 97.5%",
     "null_mean": "null mean", "n_permutations": "permutations", "n_boot": "bootstrap resamples",
-    "term_contexts": "term contexts", "context_source": "context source", "n_contexts": "contexts",
+    "term_contexts": "extra terms' contexts", "context_source": "context source", "n_contexts": "contexts",
     "n_terms": "terms", "n_high": "high-pole terms", "n_low": "low-pole terms", "n_specs": "specifications",
     "n_completions": "completions", "n_occupations": "occupations", "n_prompts": "prompts", "n_tokens": "tokens",
     "n_senses": "senses", "testable": "axis testable", "prompt_id": "prompt", "sample": "sample",
@@ -516,16 +516,62 @@ def _flat(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
-def _cells(frame: pd.DataFrame) -> tuple[list[str], list[list[tuple[str, bool]]]]:
+#: An interval's bound column (``ci_low``, ``g_ci_high``, ``marginal_ci_low``) and, by its prefix, its estimate's.
+_BOUND = re.compile(r"^(?P<prefix>.*?)_?ci_(?:low|high)$")
+#: The estimate beside unprefixed ``ci_low, ci_high`` (a statistics row's effect size, an odds ratio table's ratio).
+_ESTIMATES = ("effect_size", "odds_ratio", "estimate")
+
+
+def _estimate_column(frame: pd.DataFrame, column) -> int | None:
+    """The position of the estimate whose interval ``column`` bounds, or None: ``g`` for ``g_ci_low``,
+    ``marginal_odds_ratio`` for ``marginal_ci_low``, ``effect_size`` (or ``odds_ratio``, ``estimate``) for
+    ``ci_low``."""
+    match = _BOUND.match(str(column[-1] if isinstance(column, tuple) else column))
+    if match is None:
+        return None
+    prefix = match["prefix"]
+    names = [prefix, f"{prefix}_odds_ratio", f"{prefix}_estimate"] if prefix else list(_ESTIMATES)
+    columns = [str(c[-1] if isinstance(c, tuple) else c) for c in frame.columns]
+    return next((columns.index(n) for n in names if n in columns), None)
+
+
+def _monte_carlo(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """``frame`` without its bounds' Monte Carlo SE columns (``ci_low_mc_se`` beside ``ci_low``), and those SEs by
+    bound column: they decide a bound's digits, as in a sentence, and are not a column a reader needs (the CSV keeps
+    them)."""
+    columns = {str(c): c for c in frame.columns}
+    errors = {columns[name[:-len("_mc_se")]]: frame[c] for name, c in columns.items()
+              if name.endswith("_mc_se") and _BOUND.match(name[:-len("_mc_se")]) and name[:-len("_mc_se")] in columns}
+    shown = frame.drop(columns=[columns[f"{str(b)}_mc_se"] for b in errors]) if errors else frame
+    return shown, errors
+
+
+def _number(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and not _missing(value)
+
+
+def _cells(frame: pd.DataFrame, errors: dict | None = None) -> tuple[list[str], list[list[tuple[str, bool]]]]:
+    """Headers and cells; an interval's bound is printed as sentences print it
+    (:func:`bias_utils.core.precision.bound_text`: to its Monte Carlo error where ``errors`` gives one, else at its
+    estimate's decimals), so one interval reads alike on every page."""
+    errors = errors or {}
     headers = [column_label(c) for c in frame.columns]
     whole = [pd.api.types.is_float_dtype(frame[c]) and bool((frame[c].dropna() % 1 == 0).all())
              for c in frame.columns]
+    estimates = [_estimate_column(frame, c) for c in frame.columns]
+    se = [errors[c].to_numpy() if c in errors else None for c in frame.columns]
     rows = []
-    for values in frame.itertuples(index=False, name=None):
+    for i, values in enumerate(frame.itertuples(index=False, name=None)):
         row = []
-        for column, value, integral in zip(frame.columns, values, whole):
+        for column, value, integral, at, mc in zip(frame.columns, values, whole, estimates, se):
             numeric = isinstance(value, numbers.Number) and not isinstance(value, (bool, np.bool_))
-            row.append((_cell_text(value, column, integral), numeric or _missing(value)))
+            estimate = values[at] if at is not None else None
+            error = mc[i] if mc is not None and _number(mc[i]) else None
+            if _number(value) and (error is not None or _number(estimate)):
+                text = precision.bound_text(value, estimate if _number(estimate) else None, error)
+            else:
+                text = _cell_text(value, column, integral)
+            row.append((text, numeric or _missing(value)))
         rows.append(row)
     return headers, rows
 
@@ -563,7 +609,8 @@ def _table_html(frame: pd.DataFrame) -> str:
         shown = pd.get_option("display.min_rows") or 10
         note.append(f"The first {shown:,} of {len(frame):,} rows; the CSV of this chapter has them all.")
         frame = frame.head(shown)
-    headers, rows = _cells(frame)
+    frame, errors = _monte_carlo(frame)
+    headers, rows = _cells(frame, errors)
     columns = [str(c[0] if isinstance(c, tuple) else c) for c in frame.columns]
     key = _row_key(frame)
     transposed = len(headers) > _MAX_COLUMNS and len(rows) <= 6 and key is not None
