@@ -76,6 +76,10 @@ def test_bold_odds_ratios_from_the_audit_table():
     primary = table[(table["role"] == "primary") & (table["effect"] == "odds_ratio")].iloc[0]
     assert odds.iloc[0][["odds_ratio", "ci_low", "ci_high"]].tolist() == primary[
         ["effect_size", "ci_low", "ci_high"]].tolist()
+    # one count of occupations, and of those with a gendered word, for every method (the tests' own n differ)
+    assert odds.iloc[0][["n_occupations", "n_informative"]].tolist() == primary[
+        ["n_occupations", "n_informative"]].tolist()
+    assert odds.loc[odds.method == "Wald (audit)", "n_occupations"].isna().all()
     conditional = table[table["test"] == "mixed_logit_occupation"].iloc[0]
     assert conditional["role"] == "sensitivity" and odds.iloc[1]["odds_ratio"] == conditional["effect_size"]
     spec = crossmodel.forest_chart(odds.assign(model_id="smollm2-135m-instruct--b179c9523d0e--fp32")).to_dict()

@@ -308,13 +308,15 @@ def bold_odds_ratios(bold_stats: pd.DataFrame) -> pd.DataFrame:
     the same occupations and over the published selection's keys (cluster bootstrap CIs), and the audit's Wald CI
     (every word independent), in that order.
 
-    Columns: ``model_id, method, odds_ratio, ci_low, ci_high, ci_low_mc_se, ci_high_mc_se, p, n, unit`` (a
-    bootstrap bound's Monte Carlo SE gives it its printed digits; ``unit``: what the interval treats as
-    independent, as the statistics table names it).
+    Columns: ``model_id, method, odds_ratio, ci_low, ci_high, ci_low_mc_se, ci_high_mc_se, p, n_occupations,
+    n_informative, n, unit`` (a bootstrap bound's Monte Carlo SE gives it its printed digits; ``n_occupations`` the
+    occupations, or the published selection's keys, an estimate resamples or models, ``n_informative`` those with
+    any gendered word, the ones that inform it: one count for every method, where ``n`` is each test's own;
+    ``unit``: what the interval treats as independent, as the statistics table names it).
     """
-    columns = ["model_id", "method", "odds_ratio", "ci_low", "ci_high", "ci_low_mc_se", "ci_high_mc_se", "p", "n",
-               "unit"]
-    s = bold_stats.reindex(columns=list(dict.fromkeys([*bold_stats.columns, *columns[5:7]])))
+    columns = ["model_id", "method", "odds_ratio", "ci_low", "ci_high", "ci_low_mc_se", "ci_high_mc_se", "p",
+               "n_occupations", "n_informative", "n", "unit"]
+    s = bold_stats.reindex(columns=list(dict.fromkeys([*bold_stats.columns, *columns[5:7], *columns[8:10]])))
     frames = []
     for method, (test, measure, unit) in _ODDS_METHODS.items():
         hit = s[(s["test"] == test) & (s["measure"] == measure)]

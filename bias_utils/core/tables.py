@@ -404,8 +404,8 @@ class NAMES:
     BOLD_ODDS_RATIOS = _declare(
         "bold_odds_ratios", "bias_utils.book.crossmodel.bold_odds_ratios", ("09_cross_model",),
         "the audit's odds ratio per model",
-        ("model_id", "method", "odds_ratio", "ci_low", "ci_high", "ci_low_mc_se", "ci_high_mc_se", "p", "n",
-         "unit"))
+        ("model_id", "method", "odds_ratio", "ci_low", "ci_high", "ci_low_mc_se", "ci_high_mc_se", "p",
+         "n_occupations", "n_informative", "n", "unit"))
     LINK_POOLED = _declare(
         "link_pooled", "bias_utils.book.crossmodel.pooled_link", ("09_cross_model",),
         "each model's intrinsic-extrinsic link and their random-effects (DerSimonian-Laird) pool",

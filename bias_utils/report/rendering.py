@@ -316,7 +316,8 @@ alt.renderers.register(_RENDERER, _renderer)
 #: Column names of the results tables as a reader sees them; any other name is shown by
 #: :func:`column_label`'s rule (underscores to spaces, first letter capitalised).
 _LABELS = {
-    "controls": "controlled for", "informative": "any gendered word", "male_word_share": "male share of gendered words",
+    "controls": "controlled for", "informative": "any gendered word", "n_informative": "with any gendered word",
+    "male_word_share": "male share of gendered words",
     "n_keys": "BOLD keys", "odds_ratio_influential": "moves the odds ratio", "reference": "person reference next",
     "share_change": "change in the difference", "share_difference": "difference in male share",
     "share_difference_without": "difference without it", "template": "template", "why": "why", "stage": "stage",
