@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import re
 import shutil
 import time
+import urllib.parse
 from pathlib import Path
 
 import nbformat
@@ -590,7 +592,14 @@ def test_table_formatter_rounds_by_quantity_on_the_bold_statistics():
     assert "nan" not in html.lower() and "None" not in html
     assert "– no value" in html
     assert 'class="bias-table bias-table-wide"' in html  # 18 rows, 18 columns: scrolls in its own box
-    assert '<td class="num">15.38</td>' in html and "<td>primary</td>" in html
+    assert '<td class="num">15.38</td>' in html and '<td class="bias-detail">primary</td>' in html
+    # a phone shows five columns: what the row is, the estimate, its interval and p; the CSV a click away has all
+    shown = re.findall(r'<th(?! class="bias-detail")[^>]*>([^<]*)</th>', html)
+    assert shown == ["Test", "p", "Effect size", "95% CI low", "95% CI high"]
+    link = re.search(r'href="data:text/csv;charset=utf-8,([^"]*)"', html).group(1)
+    whole = pd.read_csv(io.StringIO(urllib.parse.unquote(link)))
+    assert list(whole.columns) == list(frame.columns) and len(whole) == len(frame)
+    assert "5 of its 18 columns on this screen" in html
 
 
 def test_table_formatter_turns_a_wide_short_table_and_an_empty_one_into_something_readable():

@@ -486,7 +486,7 @@ def _read_pages(html: Path, browser: Browser, width: int, height: int, mobile: b
             program = browser.evaluate(f"(() => {{ const ALLOWED = {json.dumps(ALLOWED_IDENTIFIERS)}; "
                                        f"return {PROGRAM_TEXT.strip()}; }})()")
             read[name] = {"problems": problems, "charts": browser.evaluate(CHARTS), "program": program,
-                          "marks": browser.evaluate(MARKS),
+                          "marks": browser.evaluate(MARKS), "tables": browser.evaluate(TABLES),
                           "text": browser.evaluate("(document.querySelector('article.bd-article') || "
                                                    "document.body).innerText")}
     finally:
@@ -596,6 +596,34 @@ def test_a_colour_means_one_thing_on_a_page_and_a_unit_has_its_legend_colour(wid
         if several:
             reused[name] = several
     assert reused == {}, json.dumps(reused, indent=1, ensure_ascii=False)
+
+
+#: Every table of the page as shown: its visible columns, whether it is wider than its box, whether the line offering
+#: the whole table as CSV shows under it, and whether it is shown a row per column.
+TABLES = r"""
+(() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main');
+  return [...article.querySelectorAll('.bias-table')].filter(el => el.getClientRects().length).map(el => {
+    const head = [...el.querySelectorAll('thead th')].filter(th => th.getClientRects().length);
+    const more = el.nextElementSibling;
+    return {columns: head.length, transposed: el.classList.contains('bias-table-transposed'),
+            scrolls: el.scrollWidth > el.clientWidth + 1,
+            csv: !!(more && more.classList.contains('bias-table-more') && more.getClientRects().length),
+            head: head.map(th => th.innerText).join(' | ').slice(0, 120)};
+  });
+})()
+"""
+
+
+def test_a_table_on_a_phone_shows_its_main_columns_and_offers_the_rest(phone):
+    """At 390 px a table shows at most its five main columns (what the row is, the estimate, its interval, p),
+    unless it is shown a row per column, and one with more offers the whole table as CSV a click away."""
+    wide = {name: [t["head"] for t in r["tables"] if t["columns"] > 5 and not t["transposed"]]
+            for name, r in phone.items()}
+    assert {k: v for k, v in wide.items() if v} == {}
+    hidden = {name: [t["head"] for t in r["tables"] if t["columns"] == 5 and not t["csv"] and t["scrolls"]]
+              for name, r in phone.items()}
+    assert {k: v for k, v in hidden.items() if v} == {}
 
 
 _NUMBER = r"[−-]?\d[\d,]*(?:\.\d+)?"

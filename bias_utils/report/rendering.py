@@ -21,6 +21,7 @@ import json
 import math
 import numbers
 import re
+import urllib.parse
 import uuid
 from pathlib import Path
 
@@ -429,6 +430,14 @@ _LABELS = {
 }
 #: Above this many columns a table is shown a row per column (when it has few rows) or scrolls in its own box.
 _MAX_COLUMNS = 12
+#: On a phone a table shows this many of its columns (the others on a wider screen, and all in the CSV a click away):
+#: about 70 px each in the 358 px a phone leaves the article; :func:`_phone_order` says which.
+_PHONE_COLUMNS = 5
+#: Columns a phone's reader can do without while the estimate, its interval and its p are shown: the test's
+#: statistic and bookkeeping (a table's CSV keeps them).
+_DETAIL = re.compile(r"^(statistic|df|df_.*|se|.*_se|adj_method|n_boot|n_permutations|p_floor|raw_p|sd|sd_.*|"
+                     r"mean_.*|t_student|df_student|p_student.*|effect|note|notes|unit|role|"
+                     r".*_mc_se)$")
 _P_VALUE = re.compile(r"(^|_)p($|_)")
 _COUNT = re.compile(r"^(n|df|count|n_.*|df_.*|.*_count|.*_n)$")
 _MISSING = "–"
@@ -589,6 +598,23 @@ def _transposed(key: int, headers: list[str], rows: list[list]) -> tuple[list[st
                                                  for j, h in enumerate(headers) if j != key]
 
 
+def _phone_order(frame: pd.DataFrame) -> list[int]:
+    """The columns in the order a phone shows them: what the row is (its first text column), its estimate (the
+    first other number), the interval, the p values, then the other columns, details (:data:`_DETAIL`) last."""
+    names = [str(c) for c in frame.columns]
+    numeric = [pd.api.types.is_numeric_dtype(frame[c]) for c in frame.columns]
+    detail = [bool(_DETAIL.match(n)) for n in names]
+    interval = [bool(re.search(r"(^|_)ci_(low|high)$", n)) for n in names]
+    p = [bool(_P_VALUE.search(n)) for n in names]
+    count = [bool(_COUNT.match(n)) for n in names]
+    plain = [j for j in range(len(names)) if not detail[j]]
+    label = [j for j in plain if not numeric[j]][:1]
+    estimate = [j for j in plain if numeric[j] and not (interval[j] or p[j] or count[j])][:1]
+    first = label + estimate + [j for j in plain if interval[j]] + [j for j in plain if p[j]]
+    rest = [j for j in plain if j not in first]
+    return first + rest + [j for j in range(len(names)) if detail[j]]
+
+
 def _table_html(frame: pd.DataFrame) -> str:
     """A DataFrame as the book shows it (the CSV on disk keeps every digit).
 
@@ -631,14 +657,30 @@ def _table_html(frame: pd.DataFrame) -> str:
     def named(column: str) -> str:
         return f' data-column="{html.escape(column)}"' if column else ""
 
-    head = "".join(f"<th{named(c)}>{html.escape(h)}</th>" for h, c in zip(headers, columns))
+    # on a phone: the first _PHONE_COLUMNS columns that are not details; the rest on a wider screen and in the CSV
+    phone = set(range(len(headers)))
+    more = ""
+    if not transposed and len(headers) > _PHONE_COLUMNS:
+        phone = set(_phone_order(frame)[:_PHONE_COLUMNS])
+        csv = frame.to_csv(index=False)
+        more = (f'<p class="bias-table-more">{_PHONE_COLUMNS} of its {len(headers)} columns on this screen: '
+                f'<a download="table.csv" href="data:text/csv;charset=utf-8,{urllib.parse.quote(csv)}">'
+                "the whole table as CSV</a>, or a wider screen.</p>")
+
+    def cls(j: int, numeric: bool) -> str:
+        names = (["num"] if numeric else []) + ([] if j in phone else ["bias-detail"])
+        return f' class="{" ".join(names)}"' if names else ""
+
+    head = "".join(f"<th{cls(j, False)}{named(c)}>{html.escape(h)}</th>"
+                   for j, (h, c) in enumerate(zip(headers, columns)))
     body = "".join(
-        "<tr>" + "".join(f'<td class="num">{html.escape(t)}</td>' if numeric else f"<td{named(c)}>{html.escape(t)}</td>"
-                         for t, numeric, c in row) + "</tr>" for row in rows)
+        "<tr>" + "".join(f"<td{cls(j, numeric)}>{html.escape(t)}</td>" if numeric
+                         else f"<td{cls(j, False)}{named(c)}>{html.escape(t)}</td>"
+                         for j, (t, numeric, c) in enumerate(row)) + "</tr>" for row in rows)
     kind = " bias-table-transposed" if transposed else " bias-table-wide" if len(headers) > _MAX_COLUMNS else ""
     notes = "".join(f'<p class="bias-table-note">{html.escape(n)}</p>' for n in note)
     return (f'<div class="bias-table{kind}"><table class="dataframe bias-dataframe"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table></div>{notes}")
+            f"<tbody>{body}</tbody></table></div>{more}{notes}")
 
 
 def enable() -> None:
