@@ -2,9 +2,38 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import pytest
 
 from bias_utils.core import data
+
+# Seconds (setup + call + teardown) and tests per test file, from the reports this process receives: under
+# pytest-xdist the workers' reports arrive on the controller, which prints the table.
+_FILE_SECONDS: defaultdict[str, float] = defaultdict(float)
+_FILE_TESTS: defaultdict[str, int] = defaultdict(int)
+
+
+def pytest_runtest_logreport(report):
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] += report.duration
+    _FILE_TESTS[path] += report.when == "setup"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter, config):
+    """After pytest's ``--durations`` list: where the time went, per test file, slowest first (seconds summed over
+    setup, call and teardown; with several workers the seconds add up to more than the wall time)."""
+    if hasattr(config, "workerinput") or not _FILE_SECONDS:
+        return
+    tr = terminalreporter
+    total = sum(_FILE_SECONDS.values())
+    tr.write_sep("=", "seconds per test file (setup + call + teardown)")
+    width = max(len(path) for path in _FILE_SECONDS)
+    tr.write_line(f"{'seconds':>9} {'share':>6} {'tests':>6}  file")
+    for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda kv: (-kv[1], kv[0])):
+        tr.write_line(f"{seconds:9.2f} {seconds / total:6.1%} {_FILE_TESTS[path]:6d}  {path:<{width}}".rstrip())
+    tr.write_line(f"{total:9.2f} {1:6.1%} {sum(_FILE_TESTS.values()):6d}  all files")
 
 
 def pytest_collection_modifyitems(config, items):
