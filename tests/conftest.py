@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 
 import pytest
 
 from bias_utils.core import data
+
+# Under pytest-xdist each worker gets its share of the cores, set before any test imports torch: torch's default of
+# one OpenMP thread per core in every worker oversubscribes them (spinning threads; models.decoding's speed notes
+# measured one thread 8-20x faster than two on a busy machine). An OMP_NUM_THREADS already set is kept.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    os.environ.setdefault("OMP_NUM_THREADS",
+                          str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
 # Seconds (setup + call + teardown) and tests per test file, from the reports this process receives: under
 # pytest-xdist the workers' reports arrive on the controller, which prints the table.
