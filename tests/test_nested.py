@@ -87,6 +87,7 @@ def test_loglik_at_a_zero_sd_is_the_one_level_model():
         assert ours == pytest.approx(mixed._mixed_loglik(k, m, items, beta, sigma), rel=1e-9)
 
 
+@pytest.mark.slow
 def test_fit_maximises_the_penalised_likelihood_and_the_interval_reaches_the_cutoff():
     """The estimate against Nelder-Mead on the same penalised likelihood (log SDs as parameters); the LR statistic is
     the refit at group = 0; at each profile bound the LR statistic, maximised over the rest by Nelder-Mead, is the
@@ -136,6 +137,7 @@ def test_bad_input_is_named():
         nested.fit_nested_logit([1, 0, 0, 0], [0, 0, 0, 0], [0, 1, 2, 3], X)
 
 
+@pytest.mark.slow
 def test_the_audit_row_on_the_published_completions():
     """On the published completions' primary units: the conditional odds ratio with completions nested in
     occupations is further from 1 than the one-level model's (a variance component added), with a positive SD
