@@ -37,16 +37,20 @@ def pytest_terminal_summary(terminalreporter, config):
     tr = terminalreporter
     total = sum(_FILE_SECONDS.values())
     tr.write_sep("=", "seconds per test file (setup + call + teardown)")
-    width = max(len(path) for path in _FILE_SECONDS)
     tr.write_line(f"{'seconds':>9} {'share':>6} {'tests':>6}  file")
     for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda kv: (-kv[1], kv[0])):
-        tr.write_line(f"{seconds:9.2f} {seconds / total:6.1%} {_FILE_TESTS[path]:6d}  {path:<{width}}".rstrip())
+        tr.write_line(f"{seconds:9.2f} {seconds / total:6.1%} {_FILE_TESTS[path]:6d}  {path}")
     tr.write_line(f"{total:9.2f} {1:6.1%} {sum(_FILE_TESTS.values()):6d}  all files")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``cuda`` skip, saying why, where no CUDA device exists (torch is imported only when one is
-    collected)."""
+    """Under pytest-xdist, the files with browser tests come first; tests marked ``cuda`` skip, saying why, where no
+    CUDA device exists (torch is imported only when one is collected)."""
+    if hasattr(config, "workerinput"):
+        # make test hands out whole files in collection order (--dist loadfile --no-loadscope-reorder): the file
+        # that builds the QUICK book, the longest unit of the suite, starts first and the other worker runs the rest
+        browser = {item.path for item in items if item.get_closest_marker("browser")}
+        items.sort(key=lambda item: item.path not in browser)
     marked = [item for item in items if item.get_closest_marker("cuda")]
     if not marked:
         return
