@@ -24,6 +24,11 @@ CONTEXT_GENERATOR := qwen2.5-coder-0.5b-instruct
 # Models the test suite loads: only these are installed by `make test`.
 TEST_MODELS := smollm2-135m-instruct minilm-l6 $(CONTEXT_GENERATOR)
 QUICK ?=
+# pytest-xdist workers for make test: each test file runs whole on one worker, so a module's fixtures are built
+# once, in collection order (tests/conftest.py puts the QUICK book's browser tests first); TEST_WORKERS=0 runs the
+# suite in one process.
+TEST_WORKERS ?= 2
+XDIST = -n $(TEST_WORKERS) $(if $(filter-out 0,$(TEST_WORKERS)),--dist loadfile --no-loadscope-reorder,)
 # A lower precision for every model (bfloat16 or float16); empty: float32, the default on every device.
 DTYPE ?=
 PYTEST_ARGS ?=
@@ -48,7 +53,7 @@ publish: $(DEPS)
 test: $(DEPS) $(WORDNET) chromium
 	@$(MAKE) --no-print-directory models MODEL_SET="$(TEST_MODELS)"
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # Lint and unit tests only: no model, no browser.
 test-fast: $(DEPS) $(WORDNET)

@@ -2,14 +2,55 @@
 
 from __future__ import annotations
 
+import os
+from collections import defaultdict
+
 import pytest
 
 from bias_utils.core import data
 
+# Under pytest-xdist each worker gets its share of the cores, set before any test imports torch: torch's default of
+# one OpenMP thread per core in every worker oversubscribes them (spinning threads; models.decoding's speed notes
+# measured one thread 8-20x faster than two on a busy machine). An OMP_NUM_THREADS already set is kept.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    os.environ.setdefault("OMP_NUM_THREADS",
+                          str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
+
+# Seconds (setup + call + teardown) and tests per test file, from the reports this process receives: under
+# pytest-xdist the workers' reports arrive on the controller, which prints the table.
+_FILE_SECONDS: defaultdict[str, float] = defaultdict(float)
+_FILE_TESTS: defaultdict[str, int] = defaultdict(int)
+
+
+def pytest_runtest_logreport(report):
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] += report.duration
+    _FILE_TESTS[path] += report.when == "setup"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter, config):
+    """After pytest's ``--durations`` list: where the time went, per test file, slowest first (seconds summed over
+    setup, call and teardown; with several workers the seconds add up to more than the wall time)."""
+    if hasattr(config, "workerinput") or not _FILE_SECONDS:
+        return
+    tr = terminalreporter
+    total = sum(_FILE_SECONDS.values())
+    tr.write_sep("=", "seconds per test file (setup + call + teardown)")
+    tr.write_line(f"{'seconds':>9} {'share':>6} {'tests':>6}  file")
+    for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda kv: (-kv[1], kv[0])):
+        tr.write_line(f"{seconds:9.2f} {seconds / total:6.1%} {_FILE_TESTS[path]:6d}  {path}")
+    tr.write_line(f"{total:9.2f} {1:6.1%} {sum(_FILE_TESTS.values()):6d}  all files")
+
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``cuda`` skip, saying why, where no CUDA device exists (torch is imported only when one is
-    collected)."""
+    """Under pytest-xdist, the files with browser tests come first; tests marked ``cuda`` skip, saying why, where no
+    CUDA device exists (torch is imported only when one is collected)."""
+    if hasattr(config, "workerinput"):
+        # make test hands out whole files in collection order (--dist loadfile --no-loadscope-reorder): the file
+        # that builds the QUICK book, the longest unit of the suite, starts first and the other worker runs the rest
+        browser = {item.path for item in items if item.get_closest_marker("browser")}
+        items.sort(key=lambda item: item.path not in browser)
     marked = [item for item in items if item.get_closest_marker("cuda")]
     if not marked:
         return

@@ -30,7 +30,7 @@ import yaml
 
 from bias_utils.book import build as book
 from bias_utils.book import runs
-from bias_utils.core import paths, results, tables
+from bias_utils.core import cache, paths, results, tables
 from bias_utils.report import rendering
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -188,8 +188,10 @@ def quick_book():
     if os.environ.get("BIAS_TEST_BOOK"):
         html = Path(os.environ["BIAS_TEST_BOOK"]) / "_build" / "html"
     else:
-        book._make_book(TEST_MODELS, quick=True, book_dir=QUICK_BOOK,
-                       results_dir=paths.cache_dir() / "book-quick-results")
+        # one build at a time: another pytest worker or run waits here, then finds every run up to date
+        with cache.file_lock(paths.cache_dir() / "book-quick.lock"):
+            book._make_book(TEST_MODELS, quick=True, book_dir=QUICK_BOOK,
+                           results_dir=paths.cache_dir() / "book-quick-results")
         html = QUICK_BOOK / "_build" / "html"
     assert (html / "index.html").exists()
     return html

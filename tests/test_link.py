@@ -224,6 +224,7 @@ def _primary_row(table: pd.DataFrame) -> dict:
                 if r["test"] == "mixed_logit_within_category")
 
 
+@pytest.mark.slow
 def test_the_primary_slope_holds_its_level_where_topic_confounds_the_pooled_correlation():
     """Simulation, 200 data sets without a link within fields: the primary within-field slope (its p from 39
     relabellings within category and group) rejects at about 5% (at most 0.07), while the correlation pooled over

@@ -356,6 +356,7 @@ MAX_FPR = 0.07
 N_EXTRA = 100  # the printed comparisons of (b)
 
 
+@pytest.mark.slow
 def test_simulation_two_groups_like_the_audit():
     coverage, power, _, _ = _simulate(lambda r: _two_group(r, -2.0), "group", -2.0, N_SIM, 1)
     _, fpr, _, naive = _simulate(lambda r: _two_group(r, 0.0), "group", 0.0, N_NULL, 2)
@@ -364,6 +365,7 @@ def test_simulation_two_groups_like_the_audit():
     assert 0.90 <= coverage <= 0.98 and fpr <= MAX_FPR
 
 
+@pytest.mark.slow
 def test_simulation_one_dominant_cluster():
     """The smaller group holds one occupation with 60-80 words. Its intercept drawn from the model: the LR test
     keeps its level, the pooled-word odds ratio's Wald test does not (the gate). Printed beside it: plain ML (no
@@ -387,6 +389,7 @@ N_CALIBRATION = 99
 N_CALIBRATED = 200
 
 
+@pytest.mark.slow
 def test_simulation_covariate_within_categories():
     """Chapter 11's design. The chi-square LR test rejects too often here (printed); with the cut-off from
     N_CALIBRATION permutations of the covariate within category it keeps its level."""

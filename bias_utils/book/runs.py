@@ -23,6 +23,7 @@ import json
 import re
 import subprocess
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
@@ -138,15 +139,11 @@ def _resolve(dotted: str, modules) -> str | None:
     return init if init in modules else None
 
 
-def _imported_modules(source: str, package: str = "", modules=None) -> set[str] | None:
-    """``bias_utils`` modules (dotted names, :func:`package_modules`) a piece of code imports, with the package
-    ``__init__`` files that importing them runs; ``None`` if it cannot be parsed.
-
-    Catches imports anywhere, including the lazy ones inside functions and the modules a subpackage's
-    ``_EXPORTS`` names; ``package`` (dotted, below ``bias_utils``) resolves relative imports of a module
-    inside the package.
-    """
-    modules = _package_modules() if modules is None else modules
+@lru_cache(maxsize=512)
+def _import_targets(source: str, package: str) -> tuple[tuple[str, ...], ...] | None:
+    """The dotted paths below ``bias_utils`` that ``source`` imports (unresolved), or None if it cannot be parsed.
+    Cached by the source text: every notebook's closure parses the same modules again (an edited file is a new
+    key)."""
     # IPython magics and shell escapes are not Python
     lines = [ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))]
     try:
@@ -172,6 +169,21 @@ def _imported_modules(source: str, package: str = "", modules=None) -> set[str] 
             # a subpackage's public API, imported on first use (core.exports): its modules count as imports
             above = package.split(".") if package else []
             targets += [above + [k.value] for k in getattr(node.value, "keys", []) if isinstance(k, ast.Constant)]
+    return tuple(tuple(parts) for parts in targets)
+
+
+def _imported_modules(source: str, package: str = "", modules=None) -> set[str] | None:
+    """``bias_utils`` modules (dotted names, :func:`package_modules`) a piece of code imports, with the package
+    ``__init__`` files that importing them runs; ``None`` if it cannot be parsed.
+
+    Catches imports anywhere, including the lazy ones inside functions and the modules a subpackage's
+    ``_EXPORTS`` names; ``package`` (dotted, below ``bias_utils``) resolves relative imports of a module
+    inside the package.
+    """
+    modules = _package_modules() if modules is None else modules
+    targets = _import_targets(source, package)
+    if targets is None:
+        return None
     found = set()
     for parts in targets:
         name = _resolve(".".join(parts), modules)
