@@ -581,7 +581,7 @@ def _cells(frame: pd.DataFrame, errors: dict | None = None) -> tuple[list[str], 
                 text = precision.bound_text(value, estimate if _number(estimate) else None, error)
             else:
                 text = _cell_text(value, column, integral)
-            row.append((text, numeric or _missing(value)))
+            row.append((text, numeric or _missing(value) or bool(_NUMBER_TEXT.match(text))))
         rows.append(row)
     return headers, rows
 
@@ -596,6 +596,11 @@ def _transposed(key: int, headers: list[str], rows: list[list]) -> tuple[list[st
     """A row per column, headed by the values of the ``key`` column."""
     return [""] + [row[key][0] for row in rows], [[(h, False)] + [row[j] for row in rows]
                                                  for j, h in enumerate(headers) if j != key]
+
+
+#: A cell's text that reads as one number (a formatted p, a count, a power of ten): it never wraps, whatever its
+#: column's type.
+_NUMBER_TEXT = re.compile(r"^[-−+<≤>≥‹]?\s*[0-9][0-9.,]*[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]*(\s*[×x]\s*10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)?%?$")
 
 
 def _phone_order(frame: pd.DataFrame) -> list[int]:
