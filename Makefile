@@ -55,10 +55,10 @@ test: $(DEPS) $(WORDNET) chromium
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
-# Lint and unit tests only: no model, no browser.
+# Lint and unit tests only: no model, no browser; its many short tests spread over the workers one by one.
 test-fast: $(DEPS) $(WORDNET)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -m "not slow and not browser" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not browser" -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 venv: $(DEPS)
 
