@@ -186,15 +186,20 @@ def test_a_drifting_estimate_keeps_the_bound_towards_zero():
     assert lr == pytest.approx(t.cutoff, abs=1e-6)
 
 
+def _wide_clusters(sigma: float):
+    """40 clusters of 1-3 words in two groups, random intercepts of SD ``sigma`` (seed 0): ``(k, words, X)``."""
+    rng = np.random.default_rng(0)
+    group = (np.arange(40) % 2).astype(float)
+    words = rng.integers(1, 4, 40)
+    k = rng.binomial(words, special.expit(0.5 + 2 * group + rng.normal(0, sigma, 40))).astype(float)
+    return k, words, pd.DataFrame({"intercept": 1.0, "g": group})
+
+
 def test_a_bound_whose_refit_passes_the_validated_sigma_says_so():
     """40 clusters of 1-3 words with a wide spread (true sigma 4): the estimate's sigma is inside the validated range,
     but the upper bound's refit is not; the note says so. The refit's sigma is checked by Nelder-Mead on the
     penalised likelihood with the coefficient held at the bound."""
-    rng = np.random.default_rng(0)
-    group = (np.arange(40) % 2).astype(float)
-    words = rng.integers(1, 4, 40)
-    k = rng.binomial(words, special.expit(0.5 + 2 * group + rng.normal(0, 4.0, 40))).astype(float)
-    X = pd.DataFrame({"intercept": 1.0, "g": group})
+    k, words, X = _wide_clusters(4.0)
     fit = mixed.fit_mixed_logit(k, words - k, X)
     t = mixed._coefficient_test(fit, "g")
     assert mixed._VALID_SIGMA < fit.sigma < mixed._WIDE_SIGMA and fit.message == ""
@@ -211,11 +216,7 @@ def test_a_bound_whose_refit_passes_the_validated_sigma_says_so():
 def test_an_interval_whose_profile_passes_the_default_range_is_computed_again_with_wider_quadrature():
     """A fit inside VALID_SIGMA (60 nodes) whose profile refits pass it: the interval and test are those of a fit with
     WIDE_NODES nodes given explicitly, and the note says why."""
-    rng = np.random.default_rng(0)
-    group = (np.arange(40) % 2).astype(float)
-    words = rng.integers(1, 4, 40)
-    k = rng.binomial(words, special.expit(0.5 + 2 * group + rng.normal(0, 3.0, 40))).astype(float)
-    X = pd.DataFrame({"intercept": 1.0, "g": group})
+    k, words, X = _wide_clusters(3.0)
     fit = mixed.fit_mixed_logit(k, words - k, X)
     assert fit.n_nodes == mixed._N_NODES and fit.sigma < mixed._VALID_SIGMA
     t = mixed._coefficient_test(fit, "g")
