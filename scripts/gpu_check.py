@@ -85,22 +85,22 @@ def _timed(model, stage: str, log: list, fn, generated=None):
     return out
 
 
-def run_setting(device: str, dtype: str | None, quick: bool, log: list, converted: Path) -> dict:
+def run_setting(device: str, dtype: str | None, quick: bool, log: list, converted: Path, models: list[str]) -> dict:
     """Profiles of every model and the audit's headline, on ``device`` in ``dtype``, in a fresh cache folder that
     shares only the ``converted`` models."""
     folder = Path(tempfile.mkdtemp(prefix=f"gpu-check-{device}-{dtype or 'fp32'}-"))
     (folder / "models").symlink_to(converted, target_is_directory=True)
     os.environ["BIAS_CACHE_DIR"] = str(folder)
     try:
-        return _profiles_and_audit(device, dtype, quick, log)
+        return _profiles_and_audit(device, dtype, quick, log, models)
     finally:
         shutil.rmtree(folder)  # the link to the converted models goes, not what it points to
 
 
-def _profiles_and_audit(device: str, dtype: str | None, quick: bool, log: list) -> dict:
+def _profiles_and_audit(device: str, dtype: str | None, quick: bool, log: list, models: list[str]) -> dict:
     result: dict = {"profiles": {}, "means": {}}
     dictionary = dictionaries.load_dictionary(None)
-    for name in MODELS:
+    for name in models:
         model = load_model(name, dtype=dtype, device=device)
         sp = _timed(model, "space", log, lambda: space.build_space(model, dictionary, "generated", 5, 0))
         res = _timed(model, "profiles", log,
@@ -126,9 +126,9 @@ def _save_reference(folder: Path, result: dict) -> None:
     (folder / "headline.json").write_text(json.dumps(result["headline"], default=str, indent=1))
 
 
-def _load_reference(folder: Path) -> dict | None:
+def _load_reference(folder: Path, models: list[str]) -> dict | None:
     try:
-        return {part: {name: pd.read_parquet(folder / f"{part}--{name}.parquet") for name in MODELS}
+        return {part: {name: pd.read_parquet(folder / f"{part}--{name}.parquet") for name in models}
                 for part in ("profiles", "means")} | {"headline": json.loads((folder / "headline.json").read_text())}
     except OSError:
         return None
@@ -149,7 +149,7 @@ def _same(a, b) -> bool:
 
 def compare(result: dict, ref: dict) -> dict:
     out = {"profile_z_max_abs_diff": {}, "group_mean_max_abs_diff": {}}
-    for name in MODELS:
+    for name in result["profiles"]:
         out["profile_z_max_abs_diff"][name] = _largest_difference(result["profiles"][name], ref["profiles"][name],
                                                                   PROFILE_KEYS, "z")
         out["group_mean_max_abs_diff"][name] = _largest_difference(result["means"][name], ref["means"][name],
@@ -167,7 +167,12 @@ def main() -> int:
                         help="folder of the CPU's results: read when present, written when missing")
     parser.add_argument("--out", type=Path, default=paths.results_dir() / "gpu_check.json")
     parser.add_argument("--quick", action="store_true", help="a small slice, to try the script (not the check)")
+    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS),
+                        help="the built-in models to check (a machine that can take only one; the audit runs with "
+                             f"{AUDIT_MODEL})")
     args = parser.parse_args()
+    if AUDIT_MODEL not in args.models:
+        parser.error(f"--models must include {AUDIT_MODEL}: the audit's headline is part of the check")
     if not torch.cuda.is_available():
         print("gpu-check: no CUDA device (torch.cuda.is_available() is False; a CPU-only torch build says the same). "
               "Run it on a machine with an NVIDIA GPU and a CUDA build of torch.", file=sys.stderr)
@@ -177,16 +182,16 @@ def main() -> int:
     log: list = []
     converted = (paths.cache_dir() / "models").resolve()
     converted.mkdir(parents=True, exist_ok=True)
-    reference = _load_reference(args.reference) if args.reference else None
+    reference = _load_reference(args.reference, args.models) if args.reference else None
     report = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda,
-              "quick": args.quick, "settings": {}}
+              "quick": args.quick, "models": args.models, "settings": {}}
     for device, dtype in SETTINGS:
         label = f"{device} {dtype or 'float32'}"
         if device == "cpu" and reference is not None:
             print(f"{label}: read from {args.reference}")
             continue
         print(f"{label}:", flush=True)
-        result = run_setting(device, dtype, args.quick, log, converted)
+        result = run_setting(device, dtype, args.quick, log, converted, args.models)
         if device == "cpu":
             reference = result
             if args.reference:

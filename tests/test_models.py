@@ -178,6 +178,13 @@ def test_float32_is_the_default_on_every_device():
         assert not models._choose_device("auto", None, free // 4 // 2)[2]
 
 
+def test_accelerates_mixed_max_memory_reaches_the_loader():
+    """accelerate's ``max_memory`` names GPUs by index and the CPU by "cpu" in one dict; the per-process model cache
+    must key on it without sorting an int against a str (the GPU check's split-model test raised TypeError)."""
+    with pytest.raises(models.ModelError, match="unknown model"):
+        models.load_model("no-such-model", max_memory={0: "150MiB", "cpu": "8GiB"})
+
+
 @pytest.mark.slow
 def test_converted_folder_equals_gguf_and_keeps_tied_embeddings():
     """The cached safetensors folder must reproduce the GGUF exactly, also when loaded as a plain folder."""

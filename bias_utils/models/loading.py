@@ -387,8 +387,9 @@ def load_model(
     done. Loaded models are cached per process, so calling twice with the same arguments returns the same object.
     """
     dtype = _parse_dtype(dtype)
-    key = (str(name_or_path), str(dtype), str(device), bool(trust_remote_code), revision,
-           json.dumps(max_memory, sort_keys=True, default=str))
+    # accelerate's own form mixes GPU indices and "cpu" as keys, which json cannot sort: key on their reprs
+    memory_key = tuple(sorted((repr(k), str(v)) for k, v in max_memory.items())) if max_memory else None
+    key = (str(name_or_path), str(dtype), str(device), bool(trust_remote_code), revision, memory_key)
     if key not in _LOADED:
         _LOADED[key] = _load(str(name_or_path), dtype, device, trust_remote_code, revision, max_memory)
     return _LOADED[key]
