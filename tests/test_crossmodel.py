@@ -175,28 +175,59 @@ def test_pooled_link_pools_the_primary_slope_and_says_when_nothing_can_be_pooled
         # each model's own (profile) interval, asymmetric: what its chapter prints
         "ci_low": [0.25, -0.3, 0.4, 0.1], "ci_high": [0.8, 0.55, 1.6, 0.5],
         "readable": [True, True, False, True], "extrinsic_measure": "expected"})
-    pooled = crossmodel.pooled_link(stats).set_index(["test", "model_id"])
-    assert set(pooled.index) == {(primary, "a"), (primary, "b"), (primary, crossmodel._POOLED)}  # c is not read
+    none = stats.iloc[:0].assign(primary=pd.Series(dtype=bool))  # no next-word table: the BOLD slope alone
+    pooled = crossmodel.pooled_link(none, stats).set_index(["test", "model_id"])
+    # c is not read; the link table's own Spearman row (the between-occupation ρ) is not the next-word primary
+    assert set(pooled.index) == {(primary, "a"), (primary, "b"), (primary, crossmodel._POOLED)}
     slope = crossmodel._random_effects([0.5, 0.2], [0.1, 0.2])
     row = pooled.loc[(primary, crossmodel._POOLED)]
     assert (row.estimate, row.tau2, row.n) == pytest.approx((slope["estimate"], slope["tau2"], 2))
     # a model's row carries the interval its own chapter prints (one quantity, one interval in the book)
     assert pooled.loc[(primary, "a"), ["ci_low", "ci_high"]].tolist() == [0.25, 0.8]
     assert pooled.loc[(primary, "b"), ["ci_low", "ci_high"]].tolist() == [-0.3, 0.55]
-    sentence = crossmodel.describe_pooling(crossmodel.pooled_link(stats))
-    assert sentence.startswith("Pooled over 2 models (DerSimonian–Laird random effects), the within-field slope is ")
-    chart = crossmodel.link_forest_chart(crossmodel.pooled_link(stats)).to_dict()
+    sentence = crossmodel.describe_pooling(crossmodel.pooled_link(none, stats), test=primary)
+    assert sentence.startswith("Pooled over 2 models (DerSimonian–Laird random effects), the BOLD-based "
+                               "within-field slope (chapter 11's robustness row) is ")
+    chart = crossmodel.link_forest_chart(crossmodel.pooled_link(none, stats), test=primary).to_dict()
     alt_text, caption = rendering._figure_text(chart)
-    assert alt_text.startswith("Forest plot of the within-field slope per model and pooled")
+    assert alt_text.startswith("Forest plot of the BOLD-based within-field slope")
     assert "diamond in the last row pools" in caption
     # one decoder: no pooled row, no diamond, and the spread between models is not estimable
-    one = crossmodel.pooled_link(stats.iloc[[0]])
+    one = crossmodel.pooled_link(none, stats.iloc[[0]])
     assert list(one["model_id"]) == ["a"]
-    assert crossmodel.describe_pooling(one) == (
-        "1 model of this build has the chapter's primary statistic on a validated direction: nothing is pooled, "
-        "and the spread between models (τ², Q, I²) is not estimable.")
-    alt_text, caption = rendering._figure_text(crossmodel.link_forest_chart(one).to_dict())
+    assert crossmodel.describe_pooling(one, test=primary) == (
+        "1 model of this build has the BOLD-based within-field slope (chapter 11's robustness row) on a validated "
+        "direction: nothing is pooled, and the spread between models (τ², Q, I²) is not estimable.")
+    alt_text, caption = rendering._figure_text(crossmodel.link_forest_chart(one, test=primary).to_dict())
     assert "With one model nothing is pooled." in caption and "diamond" not in caption and "pooled" not in alt_text
+
+
+def test_pooled_next_word_link_pools_spearman_on_fishers_z_as_statsmodels_does():
+    """The primary (the next-word ρ across the BLS occupations) pools on Fisher's z with var 1.06 / (n − 3): the
+    pooled ρ is tanh of statsmodels' DerSimonian–Laird mean of the z values; a model's row keeps its chapter's
+    bootstrap interval; rows of other analyses (the partial, the BOLD units) and unread directions are not pooled."""
+    from statsmodels.stats.meta_analysis import combine_effects
+
+    rho, n = np.array([0.53, 0.31, 0.70]), np.array([60, 60, 58])
+    nw = pd.DataFrame({
+        "model_id": ["a", "b", "c", "a", "a", "d"], "intrinsic": "gender_position",
+        "test": ["spearman"] * 3 + ["partial_spearman", "spearman", "spearman"],
+        "analysis": ["primary"] * 3 + ["beyond the BLS share", "BOLD primary units", "primary"],
+        "primary": [True, True, True, False, False, True], "effect_size": [*rho, 0.4, 0.58, 0.9],
+        "ci_low": [0.32, 0.05, 0.5, 0.1, 0.4, 0.8], "ci_high": [0.72, 0.52, 0.84, 0.6, 0.73, 0.95],
+        "n": [*n, 60, 88, 60], "readable": [True, True, True, True, True, False],
+        "units": "BLS occupations", "extrinsic_measure": "next-word log-ratio (exact)"})
+    pooled = crossmodel.pooled_link(nw).set_index("model_id")
+    assert list(pooled.index) == ["a", "b", "c", crossmodel._POOLED] and (pooled["test"] == "spearman").all()
+    ref = combine_effects(np.arctanh(rho), 1.06 / (n - 3), method_re="dl")
+    pool = pooled.loc[crossmodel._POOLED]
+    assert pool.estimate == pytest.approx(np.tanh(ref.mean_effect_re), rel=1e-10)
+    assert (pool.ci_low, pool.ci_high) == pytest.approx(
+        np.tanh(ref.mean_effect_re + np.array([-1, 1]) * 1.959963984540054 * ref.sd_eff_w_re), rel=1e-9)
+    assert pooled.loc["a", ["ci_low", "ci_high"]].tolist() == [0.32, 0.72]
+    assert crossmodel.describe_pooling(pooled.reset_index()).startswith(
+        "Pooled over 3 models (DerSimonian–Laird random effects), the Spearman ρ between the direction and the "
+        "next-word log-ratio across the BLS occupations (chapter 11's primary) is ")
 
 
 def test_profile_grid_titles_each_model_by_its_display_name_and_captions_the_grid():

@@ -266,55 +266,48 @@ def test_summary_page_written_once(results, tmp_path):
     assert summary._findings_bullets(*summary.read_summary([], results), []) == []
 
 
-def test_link_bullet_gives_each_models_within_field_slope_and_says_when_its_interval_includes_zero(results, tmp_path):
+def test_link_bullet_gives_each_models_next_word_rho_and_says_when_its_interval_includes_zero(results, tmp_path):
+    """The front page's link is chapter 11's primary: the next-word ρ across the BLS occupations, then the partial
+    ρ beyond their share of women; the BOLD-based slope (a robustness row) is not the finding."""
     models = ["dec--1--fp32", "enc--2--fp32", "new--4--fp32"]
     gaps, head = summary.read_summary(models, results)
-    primary = link.PRIMARY["test"]
     rows = pd.DataFrame({
-        "model_id": ["dec--1--fp32", "dec--1--fp32", "new--4--fp32", "new--4--fp32"],
-        "test": [primary, "spearman", primary, "spearman"], "intrinsic": "gender_position",
-        "group": "", "primary": [True, False, True, False], "readable": True, "direction_verdict": "supported",
-        "effect_size": [0.41, 0.27, -0.05, 0.1], "ci_low": [0.12, 0.13, -0.4, -0.1], "ci_high": [0.7, 0.39, 0.3, 0.3],
-        "p": [0.004, 0.001, 0.8, 0.3], "n": [88, 88, 60, 60], "note": "",
-        "extrinsic_measure": ["expected", "expected", "sampled", "sampled"]})
+        "model_id": ["dec--1--fp32"] * 3 + ["new--4--fp32"] * 2,
+        "test": ["spearman", "partial_spearman", "spearman", "spearman", "partial_spearman"],
+        "analysis": ["primary", "beyond the BLS share", "BOLD primary units", "primary", "beyond the BLS share"],
+        "intrinsic": "gender_position", "primary": [True, False, False, True, False], "readable": True,
+        "direction_verdict": "supported", "effect_size": [0.53, 0.39, 0.58, 0.05, 0.02],
+        "ci_low": [0.32, 0.13, 0.41, -0.2, -0.25], "ci_high": [0.72, 0.62, 0.73, 0.3, 0.28],
+        "p": [1e-5, 0.002, 1e-9, 0.7, 0.9], "n": [60, 60, 88, 60, 60], "note": "",
+        "extrinsic_measure": "next-word log-ratio (exact)"})
     bullets = summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False}, rows, results_dir=results)
     assert len(bullets) == 5 and bullets[-1].startswith("**Not shown is not absent.**")
-    # each number after the plain words that say what it is about: no "not shown" followed by a bare ρ
     assert bullets[3] == (
         "**Does the bias inside predict the bias it writes?** In {doc}`dec </models/dec--1--fp32/"
-        "11_intrinsic_extrinsic>`, occupations the model places nearer its female terms get more female words, "
-        "among their gendered words, than other occupations of the same BOLD field and group (0.41 log-odds per SD, "
-        "95% CI 0.12 to 0.70, likelihood-ratio p = 0.004, n = 88 occupations, expected counts from the sampling "
-        "distribution); over all occupations together the two go together (Spearman ρ = 0.27, 95% CI 0.13 to "
-        "0.39), much of it the difference between female- and male-dominated occupations; in {doc}`new "
-        "</models/new--4--fp32/11_intrinsic_extrinsic>`, where the model places an occupation on its female − male "
-        "direction is not shown to predict how many of the gendered words it writes about it are female, comparing "
-        "occupations of the same BOLD field and group (−0.05 log-odds per SD, 95% CI −0.40 to 0.30, "
-        "likelihood-ratio p = 0.8, n = 60 occupations, sampled word counts); over all occupations together, "
-        "neither a positive nor a negative correlation is shown (Spearman ρ = 0.10, 95% CI −0.10 to 0.30); "
-        "enc writes no text (encoder).")
-    # a pooled correlation shown beside a within-field link not shown: the words say what drives it
-    pooled = rows.assign(ci_low=np.where(rows["test"] == "spearman", 0.2, rows["ci_low"]))
-    clause = summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False}, pooled)[3]
-    assert ("over all occupations together the two go together (Spearman ρ = 0.10, 95% CI 0.20 to 0.30), but that "
-            "correlation mostly reflects the difference between female- and male-dominated occupations, not a link "
-            "within them") in clause
+        "11_intrinsic_extrinsic>`, across the 60 BLS occupations, the occupations the model places nearer its "
+        "female terms are continued more often with a female word (Spearman ρ = 0.53, 95% CI 0.32 to 0.72, "
+        "p < 0.001, n = 60); beyond the BLS share of women, the inside still predicts the writing (partial "
+        "Spearman ρ = 0.39, 95% CI 0.13 to 0.62, p = 0.002, n = 60); in {doc}`new </models/new--4--fp32/"
+        "11_intrinsic_extrinsic>`, across the 60 BLS occupations, a link between where the model places an "
+        "occupation on its female − male direction and how it continues a sentence about it is not shown "
+        "(Spearman ρ = 0.05, 95% CI −0.20 to 0.30, p = 0.7, n = 60); beyond the BLS share of women, that the inside "
+        "predicts the writing is not shown (the two may agree only through the share both track) (partial Spearman "
+        "ρ = 0.02, 95% CI −0.25 to 0.28, p = 0.9, n = 60); enc writes no text (encoder).")
     # a direction that failed the check against the BLS share is named as such, with no number
     unread = rows.assign(readable=rows["model_id"] == "dec--1--fp32",
                          direction_verdict=np.where(rows["model_id"] == "dec--1--fp32", "supported", "not shown"))
     clause = summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False}, unread)[3]
     assert ("in {doc}`new </models/new--4--fp32/11_intrinsic_extrinsic>` the female − male direction is not shown "
-            "against the BLS share of women (chapter 04), so where it places an occupation, and its link with the "
-            "writing, are not read") in clause
+            "against the BLS share of women (chapter 04), so its link with the next word is not read") in clause
     # no decoder: no bullet; a decoder without the chapter says so
     enc = gaps[gaps["model_id"] == "enc--2--fp32"]
     assert len(summary._findings_bullets(enc, head.iloc[:0], ["enc--2--fp32"], {"enc--2--fp32": False}, rows)) == 4
-    assert summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False}, rows.iloc[:2])[3].endswith(
+    assert summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False}, rows.iloc[:3])[3].endswith(
         "; enc writes no text (encoder); new has no results of this chapter.")
     # the page reads the chapter's table from each model's folder
     root = tmp_path / "results"
     shutil.copytree(results, root)
-    write_table(rows.iloc[:2].drop(columns="model_id"), root / "dec--1--fp32" / tables.NAMES.LINK_STATISTICS)
+    write_table(rows.iloc[:3].drop(columns="model_id"), root / "dec--1--fp32" / tables.NAMES.LINK_NEXT_WORD)
     page = summary._summary_markdown(models, root, {"enc--2--fp32": False})
     assert "- **Does the bias inside predict the bias it writes?** In {doc}`dec </models/dec--1--fp32/" in page
     assert page.index("- **Writing about occupations (BOLD).**") < page.index("- **Does the bias inside")

@@ -33,7 +33,7 @@ _EXPORTS = {
         "next_word_table", "next_word_validity", "sampled_check",),
     # does the bias inside predict the bias written (chapter 11)
     "link": ("NEXT_WORD_PRIMARY", "PRIMARY", "check_link", "describe_link", "describe_next_word_link",
-        "link_chart", "link_reading", "next_word_link", "next_word_link_reading", "run_link",),
+        "link_chart", "next_word_link", "next_word_link_reading", "run_link",),
 }
 
 __all__ = [name for names in _EXPORTS.values() for name in names]

@@ -81,7 +81,7 @@ from . import occupation_units
 
 __all__ = [
     "NEXT_WORD_PRIMARY", "PRIMARY", "check_link", "describe_link", "describe_next_word_link", "link_chart",
-    "link_reading", "next_word_link", "next_word_link_reading", "run_link",
+    "next_word_link", "next_word_link_reading", "run_link",
 ]
 
 #: Haldane–Anscombe continuity correction added to both counts of the log-odds.
@@ -338,7 +338,7 @@ def _pick(statistics: pd.DataFrame, test: str, intrinsic: str = PRIMARY["intrins
     return hit.iloc[0] if len(hit) else None
 
 
-def link_reading(statistics: pd.DataFrame, who: str) -> str:
+def _link_reading(statistics: pd.DataFrame, who: str) -> str:
     """A clause (no capital, no full stop) reading one model's ``link_statistics`` for ``who`` (a model name or a
     link to its chapter), each number after the plain words that say what it is about: first the primary
     within-field slope (does where the model places an occupation on its female − male direction predict the female
@@ -395,10 +395,10 @@ def _within_text(row) -> str:
 
 
 def describe_link(statistics: pd.DataFrame, model: str = "this model") -> str:
-    """The chapter's reading of :func:`link_statistics`: the primary statistic (:func:`link_reading`), then the
+    """The chapter's reading of :func:`link_statistics`: the primary statistic (:func:`_link_reading`), then the
     correlation within each group, saying plainly when an interval includes zero ("not shown is not absent")."""
     model = display_name(model)
-    text = link_reading(statistics, model)
+    text = _link_reading(statistics, model)
     row = _pick(statistics, PRIMARY["test"])
     if row is not None and bool(row["readable"]) and np.isfinite(row["effect_size"]):
         within = [r for r in (_pick(statistics, "spearman_within_group", group=g)

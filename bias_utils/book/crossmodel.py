@@ -44,10 +44,13 @@ __all__ = [
 _CROSS_MODEL_TABLES = (tables.NAMES.DIRECTION_ACCURACY, tables.NAMES.PROFILE_STATS, tables.NAMES.PROFILE_GROUP_MEANS,
                        tables.NAMES.BOLD_STATISTICS, tables.NAMES.BOLD_GROUP_SUMMARY,
                        tables.NAMES.COMPLETION_PROJECTION_STATS, tables.NAMES.AXIS_VALIDITY,
-                       tables.NAMES.LINK_STATISTICS)
-#: The ``link_statistics`` tests :func:`pooled_link` pools: Pearson's r (on Fisher's z scale) and the
-#: slope of the log-odds per SD of the intrinsic measure within BOLD category.
-_POOLED_TESTS = (link.PRIMARY["test"],)
+                       tables.NAMES.LINK_STATISTICS, tables.NAMES.LINK_NEXT_WORD)
+#: The tests :func:`pooled_link` pools, each a model's primary row of its table: chapter 11's primary, Spearman's ρ
+#: between the direction and the next-word log-ratio across the BLS occupations (``link_next_word``), pooled on
+#: Fisher's z scale; and the robustness row, the BOLD-based within-field slope (``link_statistics``), on its own.
+_POOLED_TESTS = (link.NEXT_WORD_PRIMARY["test"], link.PRIMARY["test"])
+#: Var(atanh ρ) of Spearman's ρ over n pairs is about 1.06 / (n − 3) (Fieller, Hartley and Pearson 1957).
+_SPEARMAN_Z_VARIANCE = 1.06
 
 _SKIPPED_COLUMNS = ["model_id", "table", "reason"]
 #: Every per-model table the chapter reads (its own and the front page's, :mod:`bias_utils.book.summary`).
@@ -455,55 +458,106 @@ def _random_effects(estimates, se) -> dict:
 _POOLED = "pooled (random effects)"
 
 
-def pooled_link(link_stats: pd.DataFrame) -> pd.DataFrame:
-    """Per intrinsic measure and :data:`POOLED_TESTS` test (chapter 11's primary statistic: the log-odds slope
-    per SD within BOLD category and group, pooled on its own scale with its Wald SE), one row per model and, with
-    two models or more, a pooled row (``model_id`` = :data:`POOLED`) from :func:`random_effects`.
+def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per intrinsic measure and :data:`_POOLED_TESTS` test, one row per model and, with two models or more, a
+    pooled row (``model_id`` = :data:`_POOLED`) from :func:`_random_effects`: chapter 11's primary, Spearman's ρ
+    across the BLS occupations (the ``primary`` row of ``next_word``, stacked ``link_next_word`` tables), pooled on
+    Fisher's z scale (SE √(1.06 / (n − 3)); the pooled estimate and interval transformed back to ρ); and, from
+    ``link_stats`` (stacked ``link_statistics``) when given, the robustness row: the BOLD-based slope per SD within
+    category and group, on its own scale with its Wald SE.
 
-    ``link_stats``: stacked ``link_statistics`` rows (with ``model_id``). A row its chapter does not read (the
-    direction not validated against the BLS share: ``readable`` False) is not pooled. Columns: ``intrinsic,
-    test, model_id, estimate, ci_low, ci_high`` (95%: a model's row its own chapter's interval, the very numbers
-    chapter 11 prints, so one quantity has one interval in the book; the pooled row's is normal on the pooled
-    scale), ``se`` (what the pool weighs by), ``n`` (occupations; the pooled row: models), ``extrinsic_measure``,
-    then for the pooled row ``p, tau2, q, q_p, i2``. Rows without an estimate are left out."""
-    cols = ["intrinsic", "test", "model_id", "estimate", "ci_low", "ci_high", "se", "n", "extrinsic_measure",
-            "p", "tau2", "q", "q_p", "i2"]
-    rows = []
-    s = link_stats[link_stats["test"].isin(_POOLED_TESTS)].dropna(subset=["effect_size", "se"])
+    A row its chapter does not read (the direction not validated against the BLS share: ``readable`` False) is not
+    pooled. Columns: ``intrinsic, test, model_id, estimate, ci_low, ci_high`` (95%: a model's row its own chapter's
+    interval, the very numbers chapter 11 prints, so one quantity has one interval in the book; the pooled row's is
+    normal on the pooled scale), ``se`` (what the pool weighs by, on that scale), ``n`` (occupations; the pooled
+    row: models), ``units``, ``extrinsic_measure``, then for the pooled row ``p, tau2, q, q_p, i2``. Rows without
+    an estimate are left out."""
+    cols = ["intrinsic", "test", "model_id", "estimate", "ci_low", "ci_high", "se", "n", "units",
+            "extrinsic_measure", "p", "tau2", "q", "q_p", "i2"]
+    parts = []
+    if len(next_word):
+        parts.append(next_word[(next_word["test"] == _POOLED_TESTS[0]) & next_word["primary"].astype(bool)])
+    if link_stats is not None and len(link_stats):
+        parts.append(link_stats[link_stats["test"] == _POOLED_TESTS[1]])
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    s = pd.concat(parts, ignore_index=True)
     if "readable" in s:
-        s = s[s["readable"].astype(bool)]
+        s = s[s["readable"].fillna(False).astype(bool)]
+    if "units" not in s:
+        s["units"] = None
+    if "se" not in s:
+        s["se"] = np.nan
+    spearman = s["test"] == _POOLED_TESTS[0]
+    s.loc[spearman, "se"] = np.sqrt(_SPEARMAN_Z_VARIANCE / (s.loc[spearman, "n"].astype(float) - 3))
+    s = s.dropna(subset=["effect_size", "se"])
+    rows = []
     for (intrinsic, test), g in s.groupby(["intrinsic", "test"], sort=False):
-        y, se = g["effect_size"].to_numpy(float), g["se"].to_numpy(float)
-        for model, yi, si, r in zip(g["model_id"], y, se, g.itertuples(index=False)):
-            rows.append({"intrinsic": intrinsic, "test": test, "model_id": model, "estimate": float(yi),
-                         "ci_low": float(r.ci_low), "ci_high": float(r.ci_high),
-                         "se": float(si), "n": int(r.n), "extrinsic_measure": r.extrinsic_measure})
+        fisher = test == _POOLED_TESTS[0]
+        y = g["effect_size"].to_numpy(float)
+        y = np.arctanh(np.clip(y, -0.999999, 0.999999)) if fisher else y
+        se = g["se"].to_numpy(float)
+        for model, r in zip(g["model_id"], g.itertuples(index=False)):
+            rows.append({"intrinsic": intrinsic, "test": test, "model_id": model, "estimate": float(r.effect_size),
+                         "ci_low": float(r.ci_low), "ci_high": float(r.ci_high), "se": float(r.se), "n": int(r.n),
+                         "units": r.units, "extrinsic_measure": r.extrinsic_measure})
         if len(g) < 2:
             continue  # one model: nothing to pool, and no spread between models to estimate
         pool = _random_effects(y, se)
+        back = np.tanh if fisher else (lambda v: v)
         rows.append({"intrinsic": intrinsic, "test": test, "model_id": _POOLED,
-                     "estimate": pool["estimate"], "ci_low": pool["ci_low"], "ci_high": pool["ci_high"],
-                     "se": pool["se"], "n": pool["k"],
+                     "estimate": float(back(pool["estimate"])), "ci_low": float(back(pool["ci_low"])),
+                     "ci_high": float(back(pool["ci_high"])), "se": pool["se"], "n": pool["k"],
+                     "units": "/".join(sorted(set(g["units"].dropna().astype(str)))) or None,
                      "extrinsic_measure": "/".join(sorted(set(g["extrinsic_measure"]))),
                      **{k: pool[k] for k in ("p", "tau2", "q", "q_p", "i2")}})
     return pd.DataFrame(rows, columns=cols)
 
 
-def describe_pooling(pooled: pd.DataFrame, intrinsic: str = "gender_position") -> str:
-    """One sentence on the pooled primary statistic of :func:`pooled_link` for ``intrinsic``: with two models or
-    more the pooled slope with its interval, τ², Q (its p) and I²; with fewer, that nothing is pooled and the
+#: Per pooled test: what its estimate is (a sentence's subject), its axis title, and what a chart's dot is.
+_POOL_WORDS = {
+    _POOLED_TESTS[0]: {
+        "name": "Spearman ρ between the direction and the next-word log-ratio across the BLS occupations (chapter "
+                "11's primary)",
+        "axis": "Spearman ρ: {intrinsic} against the next-word log-ratio (BLS occupations)",
+        "dot": "the Spearman correlation, across the 60 BLS occupations, between where the model places an "
+               "occupation's noun on its {intrinsic} and the log-ratio of female to male words it predicts next "
+               "after neutral sentences about the occupation (chapter 11's primary), the line its 95% bootstrap "
+               "interval as the model's own chapter gives it. ",
+        "pool": "The diamond in the last row pools the models (DerSimonian–Laird random effects on Fisher's z "
+                "scale, each ρ weighted by 1.06 / (n − 3); a normal interval transformed back). ",
+        "unit": "",
+    },
+    _POOLED_TESTS[1]: {
+        "name": "BOLD-based within-field slope (chapter 11's robustness row)",
+        "axis": "slope of the log-odds per SD, within category and group: {intrinsic} against female vs male words",
+        "dot": "the change in the log-odds of female vs male words in its BOLD completions per standard deviation "
+               "of the occupation noun's {intrinsic}, within BOLD category and audit group (a random intercept per "
+               "occupation), the line its 95% confidence interval as the model's own chapter gives it (profile "
+               "likelihood). ",
+        "pool": "The diamond in the last row pools the models (DerSimonian–Laird random effects, weighted by each "
+                "slope's standard error; a normal interval). ",
+        "unit": " log-odds per SD",
+    },
+}
+
+
+def describe_pooling(pooled: pd.DataFrame, intrinsic: str = "gender_position", test: str = _POOLED_TESTS[0]) -> str:
+    """One sentence on the pooled statistic ``test`` of :func:`pooled_link` for ``intrinsic``: with two models or
+    more the pooled estimate with its interval, τ², Q (its p) and I²; with fewer, that nothing is pooled and the
     spread between models is not estimable."""
-    rows = pooled[pooled["intrinsic"] == intrinsic]
+    rows = pooled[(pooled["intrinsic"] == intrinsic) & (pooled["test"] == test)]
     models = rows[rows["model_id"] != _POOLED]
     pool = rows[rows["model_id"] == _POOLED]
+    words = _POOL_WORDS[test]
     if pool.empty:
         return (f"{len(models)} model{'' if len(models) == 1 else 's'} of this build "
-                f"{'has' if len(models) == 1 else 'have'} the chapter's primary statistic on a validated direction: "
+                f"{'has' if len(models) == 1 else 'have'} the {words['name']} on a validated direction: "
                 "nothing is pooled, and the spread between models (τ², Q, I²) is not estimable.")
     r = pool.iloc[0]
     num = precision.number_text
-    return (f"Pooled over {int(r.n)} models (DerSimonian–Laird random effects), the within-field slope is "
-            f"{num(r.estimate)} log-odds per SD (95% CI {precision.interval_text(r.ci_low, r.ci_high, r.estimate)}, "
+    return (f"Pooled over {int(r.n)} models (DerSimonian–Laird random effects), the {words['name']} is "
+            f"{num(r.estimate)}{words['unit']} (95% CI {precision.interval_text(r.ci_low, r.ci_high, r.estimate)}, "
             f"p {precision.p_text(r.p, relation=True)}); between the models τ² = {num(r.tau2)}, "
             f"Q = {num(r.q)} (p {precision.p_text(r.q_p, relation=True)}), I² = {precision.percent_text(r.i2)}.")
 
@@ -516,13 +570,13 @@ def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", 
     data = pooled[(pooled["intrinsic"] == intrinsic) & (pooled["test"] == test)]
     if data.empty:
         raise ValueError(f"link_forest_chart: no {test} rows for {intrinsic}")
-    # a model whose slope has no finite standard error has no interval to draw: left out, counted in the caption
+    words = {k: v.format(intrinsic=intrinsic.replace("_", " ")) for k, v in _POOL_WORDS[test].items()}
+    # a model without a finite interval has nothing to draw: left out, counted in the caption
     drawn = plots.drawable(data, ["estimate", "ci_low", "ci_high"])
     left_out = len(data) - len(drawn)
     data = short_model_ids(drawn).assign(kind=lambda d: np.where(d["model_id"] == _POOLED, "pooled", "model"))
-    label = "slope of the log-odds per SD, within category and group"
     order = list(data["model_id"])
-    x = alt.X("estimate:Q", title=f"{label}: {intrinsic.replace('_', ' ')} against female vs male words")
+    x = alt.X("estimate:Q", title=words["axis"])
     y = alt.Y("model_id:N", sort=order, title=None)
     zero = alt.Chart(pd.DataFrame({"estimate": [0.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
     bars = alt.Chart(data).mark_rule(strokeWidth=2).encode(x="ci_low:Q", x2="ci_high:Q", y=y)
@@ -533,22 +587,18 @@ def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", 
                                   title=None, legend=None if not has_pool else alt.Legend()),
         tooltip=["model_id", alt.Tooltip("estimate:Q", format=".3f"), alt.Tooltip("ci_low:Q", format=".3f"),
                  alt.Tooltip("ci_high:Q", format=".3f"), "n"])
-    caption = (f"Each row is a model: the dot is the change in the log-odds of female vs male words in its "
-               f"completions per standard deviation of the occupation noun's {intrinsic.replace('_', ' ')}, within "
-               "BOLD category and audit group (a random intercept per occupation), the line its 95% confidence "
-               "interval, as the model's own chapter gives it (profile likelihood). "
-               + ("The diamond in the last row pools the models (DerSimonian–Laird random effects, weighted by each "
-                  "slope's standard error; a normal interval). " if has_pool
-                  else "With one model nothing is pooled. ")
+    caption = ("Each row is a model: the dot is " + words["dot"]
+               + (words["pool"] if has_pool else "With one model nothing is pooled. ")
                + "The dashed line marks 0, no link. Look at whether the intervals lie on one side of 0"
                + (" and whether the models agree with each other." if has_pool else ".")
-               + (f" {left_out} model{'s' if left_out != 1 else ''} without a finite interval (a slope without a "
-                  f"finite standard error) left out; the table below gives {'them' if left_out != 1 else 'it'}."
-                  if left_out else ""))
+               + (f" {left_out} model{'s' if left_out != 1 else ''} without a finite interval left out; the table "
+                  f"below gives {'them' if left_out != 1 else 'it'}." if left_out else ""))
+    heading = ("Does the bias inside predict the bias it writes?" if test == _POOLED_TESTS[0]
+               else "Robustness: the link read from the sampled BOLD completions (within fields)")
     return plots.captioned(alt.layer(zero, bars, points).properties(width=420, height=alt.Step(24)),
-                           title or "Does the bias inside predict the bias it writes? (within fields)", [],
-                           f"Forest plot of the within-field slope per model{' and pooled' if has_pool else ''}, "
-                           "with 95% confidence intervals.", caption)
+                           title or heading, [],
+                           f"Forest plot of the {words['name']} per model{' and pooled' if has_pool else ''}, "
+                           "with 95% intervals.", caption)
 
 
 def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: str = "names",

@@ -22,13 +22,12 @@ Per model, from tables the study notebooks wrote:
   completions with any gendered word. What the audit's BOLD keys are (``bold_units``: person nouns,
   fields, duplicates; :mod:`bias_utils.audit.occupation_units`) is method: a paragraph the methods
   chapter includes (:func:`write_units_page`), which the finding links.
-* **The link between them** (``link_statistics``, decoders only; :mod:`bias_utils.audit.link`, chapter 11):
-  per model, the pre-stated primary statistic (within BOLD category and group, the change in the
-  log-odds of female words per SD of where the model places the occupation on its female − male
-  direction) with its interval, saying when it includes zero, then the correlation pooled over both
-  groups, named as the between-group difference it mostly is, each number after the words that say
-  what it is about; a direction not validated against the BLS share of women is not read
-  (:func:`bias_utils.audit.link.link_reading`).
+* **The link between them** (``link_next_word``, decoders only; :mod:`bias_utils.audit.link`, chapter 11):
+  per model, the pre-stated primary statistic (across the 60 BLS occupations, Spearman's ρ between where
+  the model places an occupation on its female − male direction and the log-ratio of female to male words
+  it predicts next after neutral sentences about it) with its interval, saying when it includes zero,
+  then the partial ρ beyond the BLS share of women; a direction not validated against the BLS share is
+  not read (:func:`bias_utils.audit.link.next_word_link_reading`).
 
 :func:`findings_bullets` gives the few plain-language findings that open the page, the number a reader
 understands first, each linking to its chapter and naming models by their names
@@ -376,7 +375,7 @@ def _link_bullet(models: Sequence[str], link_stats: pd.DataFrame, label: dict, c
         if not len(rows) or not rows["primary"].astype(bool).any():
             (encoders if can_generate.get(model, _writes(model)) is False else missing).append(label[model])
             continue
-        parts.append(link.link_reading(rows, _link(model, "link", label[model])))
+        parts.append(link.next_word_link_reading(rows, _link(model, "link", label[model])))
     return _decoder_bullet("Does the bias inside predict the bias it writes?", parts, encoders, missing,
                            "results of this chapter")
 
@@ -403,9 +402,10 @@ def _findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequen
     warmth and competence of first names (which models, which direction, how large, how sure, where an axis
     is not read), writing about occupations (each group's male share of gendered words for a typical occupation,
     their difference with its occupation interval, over how many occupations, what counts as one a link away in
-    the methods), with ``link_stats`` (stacked ``link_statistics`` rows) whether the
-    bias inside predicts the bias it writes (per model, the primary correlation over occupations with its
-    interval, :func:`bias_utils.audit.link.link_reading`), and what "not shown" means with the robustness check.
+    the methods), with ``link_stats`` (stacked ``link_next_word`` rows) whether the bias inside predicts the
+    bias it writes (per model, the primary ρ across the BLS occupations with its interval and the partial ρ beyond
+    their share of women, :func:`bias_utils.audit.link.next_word_link_reading`), and what "not shown" means with
+    the robustness check.
     ``gaps`` and ``headline`` are :func:`read_summary`'s."""
     folders = list(models)
     if not folders:
@@ -534,7 +534,7 @@ def _summary_markdown(models: Sequence[str], results_dir: str | Path | None = No
     if not len(table):
         return "\n".join(lines + ["No model was built in this run." + (f" {note}" if note else ""), ""])
     # the findings fill the first screen; the specification they were read at follows at once
-    link_stats, _ = _read_results(models, tables.NAMES.LINK_STATISTICS, results_dir)
+    link_stats, _ = _read_results(models, tables.NAMES.LINK_NEXT_WORD, results_dir)
     lines += [f"- {b}" for b in _findings_bullets(gaps, head, models, can_generate, link_stats, results_dir)] + [""]
     lines += [_primary_sentence(), ""]
     if note:
