@@ -519,3 +519,16 @@ def test_primary_permutation_test_holds_its_level():
                                                           seed=i)[0] <= 0.05
     print(f"\nfalse-positive rate at 0.05 of the primary permutation test: {rejected / len(values):.3f}")
     assert rejected / len(values) <= 0.08
+
+
+def test_an_interval_of_bootstrap_bounds_does_not_mix_decimals_but_keeps_two_significant_digits():
+    """Each bound to its Monte Carlo error, then both to the coarser place where a bound keeps two significant
+    digits: a difference in points prints "31 to 78", not "31 to 78.5"; an odds ratio still "2.9 to 130"."""
+    points = {"d_ci_low": 0.3104, "d_ci_high": 0.7846, "d_ci_low_mc_se": 0.004, "d_ci_high_mc_se": 0.001}
+    assert (precision.mc_round(31.04, 0.4), precision.mc_round(78.46, 0.1)) == ("31", "78.5")  # each on its own
+    assert occupations._mc_interval(points, "d", 100) == "31 to 78"
+    odds = {"o_ci_low": 2.93, "o_ci_high": 131.2, "o_ci_low_mc_se": 0.05, "o_ci_high_mc_se": 4.0}
+    assert occupations._mc_interval(odds, "o") == "2.9 to 130"
+    # no Monte Carlo error: each bound by its own size, as before
+    assert occupations._mc_interval({"o_ci_low": 2.93, "o_ci_high": 131.2}, "o") == (
+        f"{precision.bound_text(2.93)} to {precision.bound_text(131.2)}")

@@ -55,6 +55,7 @@ bootstrap replicates; split apart, each part would rebuild them.
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Callable, Mapping
 
@@ -66,6 +67,8 @@ from scipy.stats import norm as _norm
 
 from ..core import mixed, nested, precision, stats
 from ..report import plots, rendering
+
+_Z95 = 1.959963984540054  # the normal 97.5% quantile, as precision.mc_round's rule
 
 __all__ = [
     "HEADLINE_COLUMNS", "OCCUPATION_UNITS", "UNIT_OCCUPATIONS", "UNIT_PUBLISHED", "difference_reading",
@@ -727,11 +730,20 @@ def _groups(a: str, b: str) -> tuple[str, str]:
 
 
 def _mc_interval(h: Mapping, prefix: str, scale: float = 1.0) -> str:
-    """"3.2 to 58" with each bound rounded to its Monte Carlo error (:func:`bias_utils.core.precision.bound_text`);
-    ``scale`` multiplies bound and error (100: a share difference in percentage points)."""
-    return " to ".join(precision.bound_text(scale * float(h[f"{prefix}_ci_{side}"]),
-                                            mc_se=scale * float(h.get(f"{prefix}_ci_{side}_mc_se", np.nan)))
-                       for side in ("low", "high"))
+    """"31 to 79": each bound rounded to its Monte Carlo error (:func:`bias_utils.core.precision.bound_text`), and
+    both to the coarser of the two places where that keeps a bound's two significant digits, so a difference in
+    points does not mix decimals ("31 to 78.5") while an odds ratio keeps "2.9 to 130"; no bound shows a digit its
+    own error does not allow. ``scale`` multiplies bounds and errors (100: a share difference in points)."""
+    bounds = [scale * float(h[f"{prefix}_ci_{side}"]) for side in ("low", "high")]
+    errors = [scale * float(h.get(f"{prefix}_ci_{side}_mc_se", np.nan)) for side in ("low", "high")]
+    if not all(np.isfinite(bounds)) or not all(np.isfinite(e) and e > 0 for e in errors):
+        return " to ".join(precision.bound_text(b, mc_se=e) for b, e in zip(bounds, errors))
+    own = [math.floor(math.log10(2 * _Z95 * e)) for e in errors]  # mc_round's place for each bound
+    coarser = max(own)
+    places = [max(p, min(coarser, math.floor(math.log10(abs(b))) - 1)) if b else p for b, p in zip(bounds, own)]
+    # an error whose 95% range is just over 10^place makes mc_round round at that place
+    return " to ".join(precision.bound_text(b, mc_se=10.0 ** p / (2 * _Z95) * (1 + 1e-9))
+                       for b, p in zip(bounds, places))
 
 
 def _points(share: float) -> str:
