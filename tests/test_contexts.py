@@ -126,7 +126,9 @@ def test_corpus_source_with_user_file_is_seeded(tmp_path, seed):
 def test_default_corpus_uses_both_bold_files_and_notes_them(seed):
     cs = C.build_contexts(seed.head(60), "corpus", n_contexts=2)
     notes = cs.notes.set_index("item")
-    assert (notes.loc[list(C._DEFAULT_CORPORA), "status"] == "used").all()
+    # each file named in words, not by its data key
+    assert notes.index.tolist() == ["BOLD's Wikipedia sentences on professions", "BOLD's Wikipedia sentences on gender"]
+    assert (notes["status"] == "used").all()
     assert notes["detail"].str.fullmatch(r"\d{1,3}(,\d{3})* sentences").all()  # a count as the book prints one
     assert set(cs.table.sense_id) | set(cs.skipped.sense_id) == set(seed.head(60).sense_id)
     assert len(cs.table) > 0
@@ -353,7 +355,7 @@ def test_a_corpus_path_resolves_from_the_notebooks_folder(monkeypatch):
     from bias_utils.core import paths
 
     monkeypatch.chdir(paths.ROOT / "notebooks")  # Jupyter's working folder; the path is relative to the root
-    sentences, notes = C._load_corpus("data/examples/user_dictionary_example.csv")  # any text file, a line a sentence
+    sentences, notes, _ = C._load_corpus("data/examples/user_dictionary_example.csv")  # any text file, a line a sentence
     assert sentences[1] == "tidiness,tidy,high" and notes[0]["status"] == "used"
     with pytest.raises(C._ContextError, match=r"corpus: 'data/examples' is a folder .* \(and it is not a data key\)"):
         C._load_corpus("data/examples")

@@ -488,8 +488,9 @@ def _bold_sentences(path: Path) -> list[str]:
     return [s for pages in nested.values() for sents in pages.values() for s in sents if isinstance(s, str)]
 
 
-def _load_corpus(corpus=None) -> tuple[list[str], list[dict]]:
-    """Sentences of a corpus and notes on the files used/refused.
+def _load_corpus(corpus=None) -> tuple[list[str], list[dict], list[str]]:
+    """Sentences of a corpus, notes on the files used/refused (each named in words: "BOLD's Wikipedia sentences on
+    professions", a file's name) and the items used.
 
     ``corpus``: ``None`` (the BOLD Wikipedia files of :data:`DEFAULT_CORPORA`;
     one that fails checksum verification is refused and noted), a manifest key,
@@ -497,14 +498,15 @@ def _load_corpus(corpus=None) -> tuple[list[str], list[dict]]:
     """
     items = (list(_DEFAULT_CORPORA) if corpus is None
              else [corpus] if isinstance(corpus, (str, Path)) else list(corpus))
-    sentences, notes = [], []
+    sentences, notes, used = [], [], []
     for item in items:
         path = Path(item)
         if isinstance(item, str) and item in data.manifest():
             try:
                 resolved = data.resolve(item)
             except data.DataError as exc:
-                notes.append({"item": item, "status": "refused", "detail": " ".join(str(exc).split())})
+                notes.append({"item": _corpus_name([item]), "status": "refused",
+                              "detail": " ".join(str(exc).split())})
                 continue
             found = _bold_sentences(resolved) if resolved.suffix == ".json" else _read_lines(resolved)
         else:
@@ -513,11 +515,12 @@ def _load_corpus(corpus=None) -> tuple[list[str], list[dict]]:
             except InputPathError as exc:
                 raise _ContextError(f"{exc} (and it is not a data key)") from None
             found = _read_lines(path)
-        notes.append({"item": str(item), "status": "used", "detail": f"{len(found):,} sentences"})
+        notes.append({"item": _corpus_name([str(item)]), "status": "used", "detail": f"{len(found):,} sentences"})
+        used.append(str(item))
         sentences += found
     if not sentences:
         raise _ContextError("no usable corpus sentence: " + "; ".join(f"{n['item']}: {n['detail']}" for n in notes))
-    return sentences, notes
+    return sentences, notes, used
 
 
 def _corpus_name(items: list[str]) -> str:
@@ -548,12 +551,11 @@ def _crop(sentence: str, term: str, max_words: int | None) -> str:
 @_context_source("corpus")
 def _corpus_contexts(d: pd.DataFrame, request: _SourceRequest) -> _ContextSet:
     n, max_words = request.n_contexts, request.max_words
-    sentences, notes = _load_corpus(request.corpus)
+    sentences, notes, used = _load_corpus(request.corpus)
     index: dict[str, list[int]] = {}
     for i, s in enumerate(sentences):
         for w in set(t.lower() for t in _WORD.findall(s)):
             index.setdefault(w, []).append(i)
-    used = [n_["item"] for n_ in notes if n_["status"] == "used"]
     origin, corpus_name = " + ".join(used), _corpus_name(used)
     rng = np.random.default_rng(request.seed)
     rows, skipped = [], []
