@@ -44,13 +44,21 @@ def pytest_terminal_summary(terminalreporter, config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist, the files with browser tests come first; tests marked ``cuda`` skip, saying why, where no
-    CUDA device exists (torch is imported only when one is collected)."""
+    """Under pytest-xdist, the files with browser tests come first, then the others by their number of tests marked
+    ``slow``, most first; tests marked ``cuda`` skip, saying why, where no CUDA device exists (torch is imported only
+    when one is collected)."""
     if hasattr(config, "workerinput"):
-        # make test hands out whole files in collection order (--dist loadfile --no-loadscope-reorder): the file
-        # that builds the QUICK book, the longest unit of the suite, starts first and the other worker runs the rest
+        # make test hands out whole files in collection order (--dist loadfile --no-loadscope-reorder), each to the
+        # worker that is free: the file that builds the QUICK book, the longest unit of the suite, starts first;
+        # then the longest files (slow tests are the proxy for a file's seconds), so that the small ones fill the
+        # end instead of a long file running alone after the other worker is done (simulated on the per-file
+        # seconds of a clean-clone run: 1,078 s of wall time in alphabetical order, 979 s in this one, the bound
+        # being 979 s, half the summed seconds)
         browser = {item.path for item in items if item.get_closest_marker("browser")}
-        items.sort(key=lambda item: item.path not in browser)
+        slow: defaultdict = defaultdict(int)
+        for item in items:
+            slow[item.path] += item.get_closest_marker("slow") is not None
+        items.sort(key=lambda item: (item.path not in browser, -slow[item.path]))
     marked = [item for item in items if item.get_closest_marker("cuda")]
     if not marked:
         return

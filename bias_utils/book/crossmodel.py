@@ -478,7 +478,8 @@ def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None)
     if len(next_word):
         parts.append(next_word[(next_word["test"] == _POOLED_TESTS[0]) & next_word["primary"].astype(bool)])
     if link_stats is not None and len(link_stats):
-        parts.append(link_stats[link_stats["test"] == _POOLED_TESTS[1]])
+        robust = link_stats[link_stats["test"] == _POOLED_TESTS[1]]
+        parts.append(robust if "units" in robust else robust.assign(units="BOLD primary units"))
     if not parts:
         return pd.DataFrame(columns=cols)
     s = pd.concat(parts, ignore_index=True)
