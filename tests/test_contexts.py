@@ -355,7 +355,8 @@ def test_a_corpus_path_resolves_from_the_notebooks_folder(monkeypatch):
     from bias_utils.core import paths
 
     monkeypatch.chdir(paths.ROOT / "notebooks")  # Jupyter's working folder; the path is relative to the root
-    sentences, notes, _ = C._load_corpus("data/examples/user_dictionary_example.csv")  # any text file, a line a sentence
+    # any text file, a line a sentence
+    sentences, notes, _ = C._load_corpus("data/examples/user_dictionary_example.csv")
     assert sentences[1] == "tidiness,tidy,high" and notes[0]["status"] == "used"
     with pytest.raises(C._ContextError, match=r"corpus: 'data/examples' is a folder .* \(and it is not a data key\)"):
         C._load_corpus("data/examples")

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import vl_convert as vlc
 
-from bias_utils.audit import bold, bold_prompts, link, occupation_units, occupations, replication
+from bias_utils.audit import bold, bold_prompts, occupation_units, occupations, replication
 from bias_utils.book import summary
 from bias_utils.core import paths, precision, stats, tables
 from bias_utils.core.results import write_table
