@@ -82,6 +82,11 @@ def test_link_chart_carries_alt_text_a_caption_and_the_display_name(metrics):
     domain = spec["layer"][2]["encoding"]["y"]["scale"]["domain"]
     px = np.diff(np.sort([r["label_y"] for r in labels])) * spec["height"] / (domain[1] - domain[0])
     assert px.min() >= 12 - 1e-6
+    # the names stand right of every point (beside its point a name covered its neighbours), inside the x scale
+    x_domain = spec["layer"][2]["encoding"]["x"]["scale"]["domain"]
+    assert min(r["label_x"] for r in labels) > table["gender_position"].max()
+    assert max(r["label_x"] for r in labels) < x_domain[1]
+    assert max(spec["layer"][2]["encoding"]["x"]["axis"]["values"]) < min(r["label_x"] for r in labels)  # no tick
 
 
 def test_link_chart_caption_says_where_the_points_lie_against_the_terms_means(metrics):

@@ -656,7 +656,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, y: st
     order = data[y].rank(method="first")
     ends = set(data.index[(order <= n_labels) | (order > len(data) - n_labels)])
     labels = data.loc[sorted(ends | {data[intrinsic].idxmin(), data[intrinsic].idxmax()})].copy()
-    width, height = 460, 320
+    width, height, column = 460, 320, 140
     # fixed domains (no "nice" rounding), so a pixel gap between labels is an exact gap in data units
     domains = {}
     for col in (intrinsic, y):
@@ -666,28 +666,31 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, y: st
     ylo, yhi = domains[y]
     gap = 14 * (yhi - ylo) / height  # 14 px for an 11 px font
     labels["label_y"] = plots.repel(labels[y], gap, ylo + gap / 2, yhi - gap / 2)
-    labels["right_half"] = labels[intrinsic] > sum(domains[intrinsic]) / 2
+    # the names stand in a column right of the points, where no point lies, each joined to its point by a line
+    # (a name beside its point covered the points near it): the x scale runs on past the data by that column
+    xlo, xhi = domains[intrinsic]
+    step = 10.0 ** np.floor(np.log10((xhi - xlo) / 4))
+    step *= next(m for m in (1, 2, 5, 10) if (xhi - xlo) / (step * m) <= 6)
+    ticks = [float(t) for t in np.arange(np.ceil(xlo / step) * step, xhi, step)]  # only under the points
+    domains[intrinsic] = (xlo, xhi + (xhi - xlo) * column / (width - column))
+    labels["label_x"] = xhi + (xhi - xlo) * 8 / (width - column)
     axis_title = {"gender_position": "position on the female − male direction (+0.5 = female terms' mean)"}
     x_title = axis_title.get(intrinsic, f"{intrinsic} (projected value)")
     x_scale, y_scale = (alt.Scale(domain=domains[c], nice=False) for c in (intrinsic, y))
     # axis titles on two lines where they can break: on a phone the plot is narrower than one line of them
     x_lines = x_title.replace(" (", "\n(").split("\n")
-    x = alt.X(f"{intrinsic}:Q", title=x_lines, scale=x_scale, axis=alt.Axis(tickCount=6, format=".2~f"))
+    x = alt.X(f"{intrinsic}:Q", title=x_lines, scale=x_scale, axis=alt.Axis(values=ticks, format=".2~f"))
     y_axis = alt.Y(f"{y}:Q", title=y_lines, scale=y_scale)
     points = alt.Chart(data).mark_point(filled=True, opacity=0.6).encode(
         x=x, y=y_axis, color=alt.Color("audit group:N", title="group", scale=plots.group_scale(data["audit group"])),
         tooltip=[c for c in ("occupation", "category") if c in data] + [
             alt.Tooltip(f"{intrinsic}:Q", format=".3f"), alt.Tooltip(f"{y}:Q", format=".2f")]
         + [c for c in ("female_count", "male_count", "bls_pct_female") if c in data])
-    # a label moved off its point (to clear another) keeps a thin line to it; labels in the right half
-    # run leftwards so they stay inside the plot
     leaders = alt.Chart(labels).mark_rule(color="#999", strokeWidth=0.6).encode(
-        x=x, y=y_axis, y2="label_y:Q")
-    text = [alt.Chart(labels[labels["right_half"] == right]).mark_text(
-                align="right" if right else "left", dx=-5 if right else 5, fontSize=11).encode(
-                x=x, y=alt.Y("label_y:Q", scale=y_scale), text="noun:N")
-            for right in (False, True) if (labels["right_half"] == right).any()]
-    layers = [points, leaders, *text]
+        x=x, y=y_axis, x2="label_x:Q", y2="label_y:Q")
+    text = alt.Chart(labels).mark_text(align="left", dx=3, fontSize=11).encode(
+        x=alt.X("label_x:Q", scale=x_scale), y=alt.Y("label_y:Q", scale=y_scale), text="noun:N")
+    layers = [points, leaders, text]
     band_drawn = data[intrinsic].nunique() > 1
     if band_drawn:
         band = _fit_band(data[intrinsic].to_numpy(float), data[y].to_numpy(float))
@@ -703,7 +706,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, y: st
     caption = (f"Each point is an occupation: across, the occupation noun's {x_title}; up, {y_caption}. "
                + (f"{placed} " if placed else "")
                + f"Colour is its group ({groups}); the labelled points are those at the ends of either "
-               "axis (a thin line joins a name moved to clear another to its point)."
+               "axis, their names in a column on the right, each joined to its point by a thin line."
                + (" The line is the least-squares fit, the grey band its 95% confidence interval." if band_drawn
                   else "")
                + " Look for whether the points rise or fall from left to right: a link between the bias inside "
