@@ -275,3 +275,38 @@ def test_a_full_cache_during_conversion_is_a_model_error_naming_the_folder(tmp_p
                           f"{tmp_path / 'cache' / 'models' / 'gguf'} ("), out
     assert "free space there or point BIAS_CACHE_DIR at a bigger disk" in out
     assert not any((tmp_path / "cache" / "models" / "gguf").iterdir())  # no half-written folder left
+
+
+_CONVERT_CHILD = """
+from bias_utils.models import builtin_models, loading
+gguf = builtin_models._builtin_weights(builtin_models.BUILTIN_MODELS["smollm2-135m-instruct"])
+print(loading._convert_gguf(gguf), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_second_process_waits_for_a_conversion_in_progress_instead_of_replacing_its_folder(tmp_path, monkeypatch):
+    """Two processes on one cold cache (make test's two workers: the QUICK book and the generation tests) once both
+    converted SmolLM2, and one replaced the folder while the other read its tokenizer. While this process holds the
+    conversion's lock, a second one waits, saying so, and writes nothing; released, it converts once."""
+    import os
+    import time
+
+    from bias_utils.core.cache import file_lock
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("BIAS_CACHE_DIR", str(cache))
+    gguf = builtin_models._builtin_weights(builtin_models.BUILTIN_MODELS["smollm2-135m-instruct"])
+    target = cache / "models" / "gguf" / f"{models._slug(gguf.stem)}--{models._sha256_cached(gguf)[:12]}"
+    with file_lock(target.parent / f"{target.name}.lock"):
+        child = subprocess.Popen([sys.executable, "-c", _CONVERT_CHILD], env={**os.environ}, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # the lock's own message, once the child reaches it (after any warning an import prints)
+        lines = iter(child.stderr.readline, "")
+        waiting = next((line for line in lines if line.startswith("waiting for another run")), "")
+        assert "filling the same cache" in waiting, "the child never waited for the lock"
+        time.sleep(1)
+        assert child.poll() is None and not target.exists()
+    out, _ = child.communicate(timeout=600)
+    assert child.returncode == 0 and out.strip() == str(target)
+    assert models._conversion_ok(target, models._sha256_cached(gguf))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import paths
-from ..core.cache import atomic_write_json, sha256_file, stable_hash
+from ..core.cache import atomic_write_json, file_lock, sha256_file, stable_hash
 from ..core.errors import ModelError
 from ..core.results import display_name
 
@@ -305,26 +305,33 @@ def _unzip_model(b: _Builtin) -> Path:
     target = paths.cache_dir() / "models" / "unzipped" / f"{b.name}--{key}"
     if not (target / ".complete").exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-        try:
-            archive = tmp / b.filename
-            _join(parts, archive)
-            _check_file(b, archive)
-            with zipfile.ZipFile(archive) as z:
-                z.extractall(tmp / "model")
-            archive.unlink()
-            for junk in tmp.rglob("desktop.ini"):  # Windows folder metadata packed by mistake
-                junk.unlink()
-            (tmp / ".complete").write_text(key)
-            os.chmod(tmp, 0o755)
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(tmp, target)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        with file_lock(target.parent / f"{target.name}.lock"):  # one process unpacks, another waits (as a GGUF)
+            if not (target / ".complete").exists():
+                _unzip_locked(b, parts, key, target)
     configs = sorted(target.rglob("config.json"), key=lambda p: len(p.parts))
     configs = [c for c in configs if any(c.parent.glob("*.safetensors")) or any(c.parent.glob("*.bin"))]
     if not configs:
         raise ModelError(f"{b.name}: no model folder (config.json + weights) in the unpacked archive {target}")
     return configs[0].parent
+
+
+def _unzip_locked(b: _Builtin, parts: list[Path], key: str, target: Path) -> None:
+    """The unpacking of :func:`_unzip_model`, run under its lock."""
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    try:
+        archive = tmp / b.filename
+        _join(parts, archive)
+        _check_file(b, archive)
+        with zipfile.ZipFile(archive) as z:
+            z.extractall(tmp / "model")
+        archive.unlink()
+        for junk in tmp.rglob("desktop.ini"):  # Windows folder metadata packed by mistake
+            junk.unlink()
+        (tmp / ".complete").write_text(key)
+        os.chmod(tmp, 0o755)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -48,7 +48,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 import torch
 
 from ..core import paths
-from ..core.cache import atomic_write_json, stable_hash
+from ..core.cache import atomic_write_json, file_lock, stable_hash
 from ..core.errors import ModelError, ParameterError
 from ..core.registry import Registry
 from .builtin_models import (
@@ -229,16 +229,26 @@ def _convert_gguf(gguf: str | os.PathLike) -> Path:
     Tied weights (input embedding = LM head) are stored once under the input
     embedding's name, so both ``AutoModel`` and ``AutoModelForCausalLM`` load them.
     """
-    # deferred: importing transformers takes seconds
-    from safetensors.torch import save_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     gguf = Path(gguf).resolve()
     _check_gguf_header(gguf)
     digest = _sha256_cached(gguf)
     target = paths.cache_dir() / "models" / "gguf" / f"{_slug(gguf.stem)}--{digest[:12]}"
     if _conversion_ok(target, digest):
         return target
+    # one process converts; another that asks meanwhile (a pytest worker, a book beside a test run) waits and finds
+    # the folder done: converting twice replaced the folder under the other's reader (a tokenizer read half-gone)
+    with file_lock(target.parent / f"{target.name}.lock"):
+        if _conversion_ok(target, digest):
+            return target
+        return _convert_gguf_locked(gguf, digest, target)
+
+
+def _convert_gguf_locked(gguf: Path, digest: str, target: Path) -> Path:
+    """The conversion of :func:`_convert_gguf`, run under its lock."""
+    # deferred: importing transformers takes seconds
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     try:
         tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
