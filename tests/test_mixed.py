@@ -401,3 +401,21 @@ def test_simulation_covariate_within_categories():
     print(f"\n(c) covariate + 10 category effects, cut-off from {N_CALIBRATION} permutations: coverage "
           f"{coverage:.3f}, power {power:.3f}, FPR {fpr:.3f}; chi-square cut-off FPR {raw:.3f}")
     assert 0.90 <= coverage <= 0.98 and fpr <= MAX_FPR
+
+
+def test_a_fit_run_far_past_the_limit_reports_no_bound_rather_than_the_limit_twice():
+    """Four male-dominated occupations writing only male words, one female-dominated writing only female words: the
+    fit runs to about 1,000 logits with an SD near 80 (the QUICK build's), and the profile at PROFILE_LIMIT is
+    already past the cut-off. The QUICK build printed "95% CI 2.4 × 10¹⁷ to 2.4 × 10¹⁷" (e^40 twice); the bound away
+    from 0 is infinite, the one towards 0 not found, and the note says why."""
+    k, m = np.array([0, 0, 0, 0, 2.0]), np.array([3, 1, 2, 1, 0.0])
+    X = pd.DataFrame({"intercept": 1.0, "female_dominated": [0, 0, 0, 0, 1.0]})
+    fit = mixed.fit_mixed_logit(k, m, X)
+    assert mixed.drifted(fit.coef["female_dominated"])
+    lr, _, _ = mixed._Profile(fit, fit.names.index("female_dominated"))(mixed._PROFILE_LIMIT)
+    assert lr > st.chi2.ppf(0.95, 1)  # the case: past the cut-off where the search would start
+    t = mixed._coefficient_test(fit, "female_dominated")
+    assert np.isnan(t.ci_low) and t.ci_high == np.inf
+    assert "the lower bound was not found" in t.note and "the upper bound is infinite" in t.note
+    row = mixed.mixed_row(fit, "female_dominated")
+    assert np.isnan(row["ci_low"]) and row["ci_high"] == np.inf

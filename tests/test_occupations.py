@@ -117,6 +117,11 @@ def test_influence_is_the_statistic_recomputed_without_each_occupation(published
                       for r in influence[influence["odds_ratio_influential"]].itertuples())
     assert sentence.endswith("The audit's pooled-word odds ratio (24.65, a sensitivity row) is multiplied or divided "
                              f"by more than 1.33 without {named}.")
+    # an odds ratio run to infinity (separation, the QUICK build's) has no size to move: no list of ∞s
+    unbounded = occupations._describe_influence(influence.assign(odds_ratio=np.inf))
+    assert unbounded.endswith("The audit's pooled-word odds ratio (a sensitivity row) is unbounded (separation), so "
+                              "how much leaving one occupation out moves it is not assessed.")
+    assert "∞" not in unbounded
 
 
 def test_mixed_influence_refits_the_conditional_model_without_each_occupation(published):

@@ -978,9 +978,13 @@ def _describe_influence(influence: pd.DataFrame) -> str:
                 f"difference in male share ({_points(full)} percentage points) by more than {shift} of itself when "
                 f"left out: {named}.")
     moved = influence[influence["odds_ratio_influential"]]
-    if len(moved):
-        which = ("conditional odds ratio" if influence["estimate"].iloc[0] == "mixed"
-                 else "audit's pooled-word odds ratio")
+    which = ("conditional odds ratio" if influence["estimate"].iloc[0] == "mixed" else "audit's pooled-word odds ratio")
+    odds = float(influence["odds_ratio"].iloc[0])
+    if len(moved) and not (np.isfinite(odds) and 0 < odds and not mixed.drifted(np.log(odds))):
+        # an odds ratio run to infinity (separation) has no size to multiply: the list would be a row of ∞s
+        text += (f" The {which} (a sensitivity row) is unbounded (separation), so how much leaving one occupation "
+                 "out moves it is not assessed.")
+    elif len(moved):
         text += (f" The {which} ({num(float(influence['odds_ratio'].iloc[0]))}, a sensitivity row) "
                  f"is multiplied or divided by more than {num(1 + _INFLUENCE_SHIFT)} without "
                  + ", ".join(f"{str(r.occupation).replace('_', ' ')} ({num(r.odds_ratio_without)})"

@@ -509,7 +509,15 @@ def _bound(profile: _Profile, estimate: float, se: float, side: int, target: flo
     bisecting inside a known bracket; without one, d at most doubles (plus one) per step. An estimate that drifted
     past PROFILE_LIMIT (separation) is searched from PROFILE_LIMIT, where the profile is as flat as at the estimate:
     from the estimate itself the side towards 0 would end PROFILE_LIMIT logits short of where it rises."""
+    clipped = not abs(float(estimate)) <= _PROFILE_LIMIT
     estimate = float(np.clip(estimate, -_PROFILE_LIMIT, _PROFILE_LIMIT))
+    if clipped:
+        lr, _, ok = profile(estimate)
+        if np.sqrt(max(lr, 0.0)) >= target:
+            # the fit ran so far past PROFILE_LIMIT that the profile there is already past the cut-off: the interval
+            # lies wholly beyond it, unbounded away from 0 and not found towards 0 (searching from here put both
+            # bounds at PROFILE_LIMIT itself, an "interval" e^40 to e^40)
+            return (side * np.inf if side * estimate > 0 else np.nan), ok
     inner, outer, ok_all = 0.0, None, True
     d = min(se * target if np.isfinite(se) and se > 0 else 1.0, _PROFILE_LIMIT)
     for _ in range(100):
@@ -635,7 +643,11 @@ def _coefficient_test(fit: _MixedLogitFit, name: str, *, level: float = 0.95, n_
         if refits[word] > valid:
             notes.append(f"the {word} bound refits sigma {refits[word]:.3g}, beyond the {valid:g} up to which "
                          f"the quadrature of {fit.n_nodes} nodes is validated (raise n_nodes to check)")
-        if not np.isfinite(bound):
+        if np.isnan(bound):
+            notes.append(f"the {word} bound was not found: the fit ran past {_PROFILE_LIMIT:g} logits (separation) "
+                         f"and the profile there is already past the cut-off, so the bound lies beyond e^"
+                         f"{_PROFILE_LIMIT:g}")
+        elif not np.isfinite(bound):
             notes.append(f"the {word} bound is infinite: the profile likelihood never falls by the cut-off on that "
                          f"side (within {_PROFILE_LIMIT:g} logits; e.g. separation)")
     return _CoefficientTest(name=name, estimate=estimate, se=se, ci_low=float(low), ci_high=float(high), level=level,
