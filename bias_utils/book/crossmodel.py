@@ -520,9 +520,9 @@ _POOL_WORDS = {
     _POOLED_TESTS[0]: {
         "name": "Spearman ρ between the direction and the next-word log-ratio across the BLS occupations (chapter "
                 "11's primary)",
-        "axis": "Spearman ρ: {intrinsic} against the next-word log-ratio (BLS occupations)",
+        "axis": "Spearman ρ: position on the {axis} against the next-word log-ratio (BLS occupations)",
         "dot": "the Spearman correlation, across the 60 BLS occupations, between where the model places an "
-               "occupation's noun on its {intrinsic} and the log-ratio of female to male words it predicts next "
+               "occupation's noun on its {axis} and the log-ratio of female to male words it predicts next "
                "after neutral sentences about the occupation (chapter 11's primary), the line its 95% bootstrap "
                "interval as the model's own chapter gives it. ",
         "pool": "The diamond in the last row pools the models (DerSimonian–Laird random effects on Fisher's z "
@@ -531,10 +531,11 @@ _POOL_WORDS = {
     },
     _POOLED_TESTS[1]: {
         "name": "BOLD-based within-field slope (chapter 11's robustness row)",
-        "axis": "slope of the log-odds per SD, within category and group: {intrinsic} against female vs male words",
+        "axis": "slope of the log-odds per SD, within category and group: position on the {axis} against female vs "
+                "male words",
         "dot": "the change in the log-odds of female vs male words in its BOLD completions per standard deviation "
-               "of the occupation noun's {intrinsic}, within BOLD category and audit group (a random intercept per "
-               "occupation), the line its 95% confidence interval as the model's own chapter gives it (profile "
+               "of the occupation noun's position on its {axis}, within BOLD category and audit group (a random "
+               "intercept per occupation), the line its 95% confidence interval as the model's own chapter gives it (profile "
                "likelihood). ",
         "pool": "The diamond in the last row pools the models (DerSimonian–Laird random effects, weighted by each "
                 "slope's standard error; a normal interval). ",
@@ -571,7 +572,8 @@ def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", 
     data = pooled[(pooled["intrinsic"] == intrinsic) & (pooled["test"] == test)]
     if data.empty:
         raise ValueError(f"link_forest_chart: no {test} rows for {intrinsic}")
-    words = {k: v.format(intrinsic=intrinsic.replace("_", " ")) for k, v in _POOL_WORDS[test].items()}
+    axis = "female − male direction" if intrinsic == "gender_position" else f"{intrinsic.replace('_', ' ')} axis"
+    words = {k: v.format(axis=axis) for k, v in _POOL_WORDS[test].items()}
     # a model without a finite interval has nothing to draw: left out, counted in the caption
     drawn = plots.drawable(data, ["estimate", "ci_low", "ci_high"])
     left_out = len(data) - len(drawn)
