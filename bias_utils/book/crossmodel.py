@@ -535,8 +535,8 @@ _POOL_WORDS = {
                 "male words",
         "dot": "the change in the log-odds of female vs male words in its BOLD completions per standard deviation "
                "of the occupation noun's position on its {axis}, within BOLD category and audit group (a random "
-               "intercept per occupation), the line its 95% confidence interval as the model's own chapter gives it (profile "
-               "likelihood). ",
+               "intercept per occupation), the line its 95% confidence interval as the model's own chapter gives "
+               "it (profile likelihood). ",
         "pool": "The diamond in the last row pools the models (DerSimonian–Laird random effects, weighted by each "
                 "slope's standard error; a normal interval). ",
         "unit": " log-odds per SD",
