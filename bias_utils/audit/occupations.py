@@ -55,7 +55,6 @@ bootstrap replicates; split apart, each part would rebuild them.
 
 from __future__ import annotations
 
-import math
 import warnings
 from typing import Callable, Mapping
 
@@ -67,8 +66,6 @@ from scipy.stats import norm as _norm
 
 from ..core import mixed, nested, precision, stats
 from ..report import plots, rendering
-
-_Z95 = 1.959963984540054  # the normal 97.5% quantile, as precision.mc_round's rule
 
 __all__ = [
     "HEADLINE_COLUMNS", "OCCUPATION_UNITS", "UNIT_OCCUPATIONS", "UNIT_PUBLISHED", "difference_reading",
@@ -730,20 +727,11 @@ def _groups(a: str, b: str) -> tuple[str, str]:
 
 
 def _mc_interval(h: Mapping, prefix: str, scale: float = 1.0) -> str:
-    """"31 to 79": each bound rounded to its Monte Carlo error (:func:`bias_utils.core.precision.bound_text`), and
-    both to the coarser of the two places where that keeps a bound's two significant digits, so a difference in
-    points does not mix decimals ("31 to 78.5") while an odds ratio keeps "2.9 to 130"; no bound shows a digit its
-    own error does not allow. ``scale`` multiplies bounds and errors (100: a share difference in points)."""
-    bounds = [scale * float(h[f"{prefix}_ci_{side}"]) for side in ("low", "high")]
-    errors = [scale * float(h.get(f"{prefix}_ci_{side}_mc_se", np.nan)) for side in ("low", "high")]
-    if not all(np.isfinite(bounds)) or not all(np.isfinite(e) and e > 0 for e in errors):
-        return " to ".join(precision.bound_text(b, mc_se=e) for b, e in zip(bounds, errors))
-    own = [math.floor(math.log10(2 * _Z95 * e)) for e in errors]  # mc_round's place for each bound
-    coarser = max(own)
-    places = [max(p, min(coarser, math.floor(math.log10(abs(b))) - 1)) if b else p for b, p in zip(bounds, own)]
-    # an error whose 95% range is just over 10^place makes mc_round round at that place
-    return " to ".join(precision.bound_text(b, mc_se=10.0 ** p / (2 * _Z95) * (1 + 1e-9))
-                       for b, p in zip(bounds, places))
+    """The ``prefix`` interval of a headline by :func:`bias_utils.core.precision.mc_interval_text` ("31 to 79");
+    ``scale`` multiplies bounds and errors (100: a share difference in percentage points)."""
+    low, high = (scale * float(h[f"{prefix}_ci_{side}"]) for side in ("low", "high"))
+    low_se, high_se = (scale * float(h.get(f"{prefix}_ci_{side}_mc_se", np.nan)) for side in ("low", "high"))
+    return precision.mc_interval_text(low, high, low_se, high_se)
 
 
 def _points(share: float) -> str:
@@ -980,12 +968,14 @@ def _describe_influence(influence: pd.DataFrame) -> str:
     moved = influence[influence["odds_ratio_influential"]]
     which = ("conditional odds ratio" if influence["estimate"].iloc[0] == "mixed" else "audit's pooled-word odds ratio")
     odds = float(influence["odds_ratio"].iloc[0])
-    if len(moved) and not (np.isfinite(odds) and 0 < odds and not mixed.drifted(np.log(odds))):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        unbounded = mixed.drifted(np.log(odds))  # also 0, infinite or missing
+    if len(moved) and unbounded:
         # an odds ratio run to infinity (separation) has no size to multiply: the list would be a row of ∞s
         text += (f" The {which} (a sensitivity row) is unbounded (separation), so how much leaving one occupation "
                  "out moves it is not assessed.")
     elif len(moved):
-        text += (f" The {which} ({num(float(influence['odds_ratio'].iloc[0]))}, a sensitivity row) "
+        text += (f" The {which} ({num(odds)}, a sensitivity row) "
                  f"is multiplied or divided by more than {num(1 + _INFLUENCE_SHIFT)} without "
                  + ", ".join(f"{str(r.occupation).replace('_', ' ')} ({num(r.odds_ratio_without)})"
                              for r in moved.itertuples()) + ".")

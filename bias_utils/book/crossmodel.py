@@ -485,9 +485,7 @@ def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None)
     s = pd.concat(parts, ignore_index=True)
     if "readable" in s:
         s = s[s["readable"].fillna(False).astype(bool)]
-    if "units" not in s:
-        s["units"] = None
-    if "se" not in s:
+    if "se" not in s:  # the next-word table has none: its SE is Fisher's, below
         s["se"] = np.nan
     spearman = s["test"] == _POOLED_TESTS[0]
     s.loc[spearman, "se"] = np.sqrt(_SPEARMAN_Z_VARIANCE / (s.loc[spearman, "n"].astype(float) - 3))
@@ -498,8 +496,8 @@ def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None)
         y = g["effect_size"].to_numpy(float)
         y = np.arctanh(np.clip(y, -0.999999, 0.999999)) if fisher else y
         se = g["se"].to_numpy(float)
-        for model, r in zip(g["model_id"], g.itertuples(index=False)):
-            rows.append({"intrinsic": intrinsic, "test": test, "model_id": model, "estimate": float(r.effect_size),
+        for r in g.itertuples(index=False):
+            rows.append({"intrinsic": intrinsic, "test": test, "model_id": r.model_id, "estimate": float(r.effect_size),
                          "ci_low": float(r.ci_low), "ci_high": float(r.ci_high), "se": float(r.se), "n": int(r.n),
                          "units": r.units, "extrinsic_measure": r.extrinsic_measure})
         if len(g) < 2:

@@ -34,8 +34,8 @@ _EXPORTS = {
     "lexicon": ("FEMALE_WORDS", "GENDER_LEXICONS", "MALE_WORDS", "NEUTRAL_LEXICONS", "count_table",
         "male_proportion", "tokenize", "validate_lexicons",),
     # the digits every number is printed with, one function per quantity
-    "precision": ("bound_text", "count_text", "interval_text", "mc_round", "number_text", "p_text", "percent_text",
-        "percentile_bounds", "relative_difference_text",),
+    "precision": ("bound_text", "count_text", "interval_text", "mc_interval_text", "mc_round", "number_text",
+        "p_text", "percent_text", "percentile_bounds", "relative_difference_text",),
     # tests with effect sizes, intervals and corrections; the one two-group engine
     "stats": ("STAT_COLUMNS", "TWO_GROUP_TESTS", "adjust_pvalues", "bootstrap_ci", "check_n_boot", "chi2_table",
         "cluster_bootstrap_ci", "cohens_d", "column_test", "correlation_rows", "group_tests", "hedges_g", "holm",

@@ -42,8 +42,8 @@ import numpy as np
 from .errors import ParameterError, is_number
 
 __all__ = [
-    "bound_text", "count_text", "interval_text", "mc_round", "number_text", "p_text", "percent_text",
-    "percentile_bounds", "relative_difference_text",
+    "bound_text", "count_text", "interval_text", "mc_interval_text", "mc_round", "number_text", "p_text",
+    "percent_text", "percentile_bounds", "relative_difference_text",
 ]
 
 _Z = 1.959963984540054  # the normal 97.5% quantile: a 95% range is +-_Z standard errors, 2 _Z = 3.92 wide
@@ -237,10 +237,35 @@ def mc_round(value: float, se: float) -> str:
         return str(value)
     if se == 0:
         return f"{value:.6g}"
+    return _rounded_at(value, _mc_place(value, se))
+
+
+def _mc_place(value: float, se: float) -> int:
+    """The decimal place (a power of ten) :func:`mc_round` keeps for ``value`` with Monte Carlo SE ``se`` > 0."""
     place = math.floor(math.log10(2 * _Z * se))
     if value != 0:  # never more digits than a float holds (17 significant)
         place = max(place, math.floor(math.log10(abs(value))) - 16)
+    return place
+
+
+def _rounded_at(value: float, place: int) -> str:
+    """``value`` rounded half away from zero at 10^``place``, written without an exponent ("-0" as "0")."""
     rounded = Decimal(repr(value)).quantize(Decimal(1).scaleb(place), rounding=ROUND_HALF_UP)
     if rounded == 0:
         rounded = abs(rounded)
     return f"{rounded:f}"
+
+
+def mc_interval_text(low, high, low_se, high_se, separator: str = " to ") -> str:
+    """An interval of two Monte Carlo bounds as every page prints it: each bound at the place its own error allows
+    (:func:`mc_round`), then both at the coarser of the two places wherever a bound keeps two significant digits
+    there, so one interval does not mix decimals ("31 to 78", not "31 to 78.5") while an odds ratio keeps "2.9 to
+    130"; no bound shows a digit its own error does not allow. Without finite errors, each bound by
+    :func:`bound_text`."""
+    bounds, errors = [float(low), float(high)], [float(low_se), float(high_se)]
+    if not all(_finite(b) for b in bounds) or not all(_finite(e) and e > 0 for e in errors):
+        return separator.join(bound_text(b, mc_se=e) for b, e in zip(bounds, errors))
+    own = [_mc_place(b, e) for b, e in zip(bounds, errors)]
+    places = [max(p, min(max(own), math.floor(math.log10(abs(b))) - 1)) if b else p for b, p in zip(bounds, own)]
+    return separator.join(format(Decimal(_rounded_at(b, p)), ",f").replace("-", _MINUS)
+                          for b, p in zip(bounds, places))
