@@ -86,7 +86,7 @@ output_dir: Optional[str] = None       # None: results/<model_id>/
 # Every parameter is checked before any model is loaded: a typo fails here, in seconds.
 from bias_utils.book import validation
 
-validation.check_bold_audit(model=model, dtype=dtype, selection=selection, n_samples=n_samples, seed=seed,
+validation.check("06_bold_audit", model=model, dtype=dtype, selection=selection, n_samples=n_samples, seed=seed,
                             max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                             lexicons=lexicons, neutral_lexicons=neutral_lexicons, limit=limit, n_boot=n_boot,
                             output_dir=output_dir)
@@ -299,7 +299,7 @@ output_dir: Optional[str] = None       # None: results/published-audit/
 # Every parameter is checked before any model is loaded: a typo fails here, in seconds.
 from bias_utils.book import validation
 
-validation.check_bold_replication(n_boot=n_boot, seed=seed, output_dir=output_dir)
+validation.check("07_bold_replication", n_boot=n_boot, seed=seed, output_dir=output_dir)
 """),
         code("""
 from IPython.display import Markdown, display

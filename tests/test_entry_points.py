@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -253,7 +254,7 @@ def _notebook_parameters() -> list[tuple[str, str]]:
 @pytest.mark.parametrize("notebook, name", _notebook_parameters())
 def test_every_notebook_parameter_has_a_refused_value(notebook, name, loads):
     assert name in BAD, f"{notebook}: give parameter {name!r} an invalid value in BAD"
-    check = getattr(v, "check_" + notebook.split("_", 1)[1])
+    check = partial(v.check, notebook)
     with pytest.raises(ParameterError, match=rf"^{name}\b"):
         check(**{name: BAD[name]})
     assert not loads
@@ -265,14 +266,14 @@ def test_seed_layer_and_greedy_rules_are_one_rule_everywhere():
     with pytest.raises(ParameterError) as late:
         projection._project(basis, np.zeros((1, 7, 8)), 99)
     with pytest.raises(ParameterError) as early:
-        v.check_projection_accuracy(model=MINILM, layer=99, context_source="dictionary")
+        v.check("03_projection_accuracy", model=MINILM, layer=99, context_source="dictionary")
     assert str(late.value) == str(early.value)
     assert "from 0 to 6 (or -7 to -1 from the end" in str(early.value)
-    v.check_projection_accuracy(model=MINILM, layer="all", context_source="dictionary")  # 03 shows every layer
+    v.check("03_projection_accuracy", model=MINILM, layer="all", context_source="dictionary")  # 03 shows every layer
     with pytest.raises(ParameterError, match="'all' gives one value per layer"):
-        v.check_profiles(model=MINILM, layer="all", context_source="dictionary")
+        v.check("04_profiles", model=MINILM, layer="all", context_source="dictionary")
     with pytest.raises(ParameterError, match=r"^seed must be an integer from 0 to 2\*\*32 - 1 = 4,294,967,295"):
-        v.check_bold_audit(seed=2**32)
+        v.check("06_bold_audit", seed=2**32)
 
 
 @pytest.mark.parametrize("name", [SMOL, MINILM])
@@ -339,7 +340,7 @@ def test_a_folder_of_another_model_is_refused_and_tables_carry_the_model(tmp_pat
         results.output_folder("smollm2-135m-instruct--b179c9523d0e--fp32", tmp_path / "out")
     with pytest.raises(ParameterError, match=r"^output_dir: .* holds the results of minilm-l6--.*this run is of "
                                              r"smollm2-135m-instruct and would replace them"):
-        v.check_profiles(model=SMOL, output_dir=str(tmp_path / "out"))  # before the model loads
+        v.check("04_profiles", model=SMOL, output_dir=str(tmp_path / "out"))  # before the model loads
     monkeypatch.setenv(results._OVERWRITE_ENV, "1")
     results.output_folder("smollm2-135m-instruct--b179c9523d0e--fp32", tmp_path / "out")
     assert results.folder_model(folder) == "smollm2-135m-instruct--b179c9523d0e--fp32"
@@ -478,10 +479,10 @@ TWINS_REFUSED = (r"^{name}: dimensions that share at least half of either one's 
 def test_two_dimensions_sharing_most_terms_are_refused_before_any_embedding(tmp_path, loads):
     path = _twins(tmp_path / "twins.csv", 5)
     with pytest.raises(ParameterError, match=TWINS_REFUSED.format(name="dictionary_path")):
-        v.check_profiles(dictionary_path=str(path), context_source="dictionary")
+        v.check("04_profiles", dictionary_path=str(path), context_source="dictionary")
     with pytest.raises(ParameterError, match=TWINS_REFUSED.format(name="dictionary")):
         space.build_space(MINILM, dictionaries.load_dictionary(str(path)), "dictionary", 2)
-    v.check_profiles(dictionary_path=str(_twins(tmp_path / "two.csv", 2)), context_source="dictionary")
+    v.check("04_profiles", dictionary_path=str(_twins(tmp_path / "two.csv", 2)), context_source="dictionary")
     assert not loads
 
 
@@ -530,14 +531,14 @@ def test_papermill_with_a_misspelled_parameter_stops_at_the_check(tmp_path):
 
 
 def test_a_misspelled_selection_name_says_which_one_was_meant(loads):
-    for call in (lambda: v.check_bold_audit(selection="audti"), lambda: bold.run_audit(SMOL, selection="audti")):
+    for call in (lambda: v.check("06_bold_audit", selection="audti"), lambda: bold.run_audit(SMOL, selection="audti")):
         with pytest.raises(ParameterError, match=r"^selection: 'audti' is neither a named selection \('audit', "
                                                  r"'categories'\) nor a file; did you mean 'audit'\?$"):
             call()
     with pytest.raises(ParameterError, match=r"did you mean 'categories'\?$"):
-        v.check_bold_audit(selection="Categories")
+        v.check("06_bold_audit", selection="Categories")
     with pytest.raises(ParameterError, match=r"^selection: 'nurses\.csv' does not exist"):  # a file, not a name
-        v.check_bold_audit(selection="nurses.csv")
+        v.check("06_bold_audit", selection="nurses.csv")
     assert not loads
 
 
@@ -560,8 +561,8 @@ def test_a_model_folder_without_a_tokenizer_is_refused_as_such(tmp_path, loads):
     message = (rf"^model: {folder} is a model folder without a tokenizer \(none of tokenizer\.json, .*vocab\.txt.*\): "
                r"without one every word is the unknown token\. Copy the tokenizer files that came with the model into "
                r"the folder$")
-    for call in (lambda: v.check_projection_accuracy(model=folder, context_source="dictionary"),
-                 lambda: v.check_profiles(model=folder, context_source="dictionary"),
+    for call in (lambda: v.check("03_projection_accuracy", model=folder, context_source="dictionary"),
+                 lambda: v.check("04_profiles", model=folder, context_source="dictionary"),
                  lambda: space.build_space(folder, SEED, "dictionary")):
         with pytest.raises(ParameterError, match=message):
             call()
@@ -578,7 +579,8 @@ def test_a_tokenizer_of_the_special_tokens_alone_is_refused_when_the_model_loads
         models.load_model(folder)
 
 
-@pytest.mark.parametrize("check, chapter", [(v.check_completion_profiles, "08"), (v.check_intrinsic_extrinsic, "11")])
+@pytest.mark.parametrize("check, chapter", [(partial(v.check, "08_completion_profiles"), "08"),
+                                            (partial(v.check, "11_intrinsic_extrinsic"), "11")])
 def test_chapters_that_read_completions_refuse_an_encoder_instead_of_sending_it_to_06(check, chapter, loads):
     with pytest.raises(ParameterError, match=rf"^model: 'minilm-l6' is an encoder .* cannot give text: chapter "
                                              rf"{chapter} \(it reads the BOLD completions chapter 06 writes, and only "
@@ -594,7 +596,7 @@ def test_the_kind_of_a_population_file_is_said_once_per_run(tmp_path):
 
     path = str(_write(tmp_path / "groups.json", json.dumps({"f": ["woman", "girl"], "m": ["man", "boy"]})))
     with pytest.warns(UserWarning) as said:
-        v.check_profiles(model=MINILM, populations=[path], context_source="dictionary")
+        v.check("04_profiles", model=MINILM, populations=[path], context_source="dictionary")
         profiles.check_profile_run(MINILM, [path])
         profiles._resolve_populations([path])
         populations._load_populations(path)
@@ -604,7 +606,7 @@ def test_the_kind_of_a_population_file_is_said_once_per_run(tmp_path):
         "\"groups\": {...}} in JSON)"]
     _write(tmp_path / "groups.json", json.dumps({"f": ["woman", "aunt"], "m": ["man", "uncle"]}))
     with pytest.warns(UserWarning, match="does not state its kind"):  # an edited file is read anew
-        v.check_profiles(model=MINILM, populations=[path], context_source="dictionary")
+        v.check("04_profiles", model=MINILM, populations=[path], context_source="dictionary")
 
 
 @pytest.mark.slow

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import logging
-import re
 
 import nbformat
 import papermill
@@ -63,16 +62,16 @@ def test_papermill_infers_each_parameters_type_and_default(nb_path, caplog, monk
 
 @pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_parameter_goes_through_the_notebooks_check(nb_path):
-    """The cell after the parameters calls ``validation.check_<notebook>`` with every parameter by name,
-    so a parameter cannot be added without its check."""
+    """The cell after the parameters calls ``validation.check("<notebook stem>", ...)`` with every parameter by
+    name, so a parameter cannot be added without its check."""
     _, check_cell = _cells(nb_path)
-    check_name = "check_" + re.sub(r"^\d+_", "", nb_path.stem)
     calls = [node for node in ast.walk(ast.parse(check_cell)) if isinstance(node, ast.Call)
-             and isinstance(node.func, ast.Attribute) and node.func.attr == check_name
+             and isinstance(node.func, ast.Attribute) and node.func.attr == "check"
              and isinstance(node.func.value, ast.Name) and node.func.value.id == "validation"]
-    assert len(calls) == 1, f"{nb_path.name}: the cell after the parameters does not call validation.{check_name}"
+    assert len(calls) == 1, f"{nb_path.name}: the cell after the parameters does not call validation.check"
     [call] = calls
-    assert not call.args, f"{nb_path.name}: validation.{check_name} takes the parameters by keyword"
+    assert [ast.literal_eval(a) for a in call.args] == [nb_path.stem], \
+        f"{nb_path.name}: validation.check takes the notebook's stem, then the parameters by keyword"
     # ``name=name``: the parameter itself, not a value derived from it
     passed = {kw.arg for kw in call.keywords if isinstance(kw.value, ast.Name) and kw.value.id == kw.arg}
     assert passed == set(runs._declared_parameters(nb_path)), nb_path.name

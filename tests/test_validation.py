@@ -8,6 +8,7 @@ built-in MiniLM (WordPiece, has [UNK]) and SmolLM2 (byte-level BPE, no unknown t
 from __future__ import annotations
 
 import importlib.util
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ import pandas as pd
 import pytest
 
 from bias_utils.audit.bold_prompts import check_selection
+from bias_utils.book import runs
 from bias_utils.book import validation as v
 from bias_utils.core import errors, stats
 from bias_utils.core.errors import ParameterError
@@ -51,7 +53,7 @@ def test_population_files_errors_name_file_and_line(tmp_path):
     one = _write(tmp_path / "one.json", '{"female": ["Mary"], "male": ["John", "Bob"]}')
     with pytest.raises(ParameterError, match=r"^populations: .*one\.json: group\(s\) 'female' \(1 word\) need at "
                        r"least 2 words"):
-        v.check_profiles(populations=[str(one)])
+        v.check("04_profiles", populations=[str(one)])
 
 
 # --------------------------------------------------------------------------- templates, scalars
@@ -171,15 +173,15 @@ def test_generate_rejects_a_bad_top_k_as_a_parameter_error(top_k):
 
 def test_replicate_counts_have_a_ceiling_and_say_what_the_floor_is_for():
     with pytest.raises(ParameterError, match=r"^n_permutations must be an integer >= 100 \(a permutation p") as info:
-        v.check_robustness(n_permutations=10)
+        v.check("10_robustness", n_permutations=10)
     assert "bootstrap" not in str(info.value)
     with pytest.raises(ParameterError, match=r"^n_permutations must be at most 100,000, got 20,000,000; the run would "
                        r"take about 100,000 times as long as with the default 200"):
-        v.check_projection_accuracy(n_permutations=20_000_000)
+        v.check("03_projection_accuracy", n_permutations=20_000_000)
     with pytest.raises(ParameterError, match=r"^n_boot must be at most 100,000, got 1,000,000; .*1,000 times"):
-        v.check_bold_replication(n_boot=1_000_000)
+        v.check("07_bold_replication", n_boot=1_000_000)
     with pytest.raises(ParameterError, match=r"^n_perm_test must be at most 100,000"):
-        v.check_robustness(n_perm_test=10**6)
+        v.check("10_robustness", n_perm_test=10**6)
     assert v._check_permutation_count(errors._MAX_RESAMPLES) == errors._MAX_RESAMPLES
     assert v._check_boot_count(np.int64(2000)) == 2000
 
@@ -188,15 +190,15 @@ def test_a_run_asks_for_more_replicates_through_the_environment(monkeypatch):
     """The ceiling stops a typo, not a person who wants a long run: the error says how to ask, and asking works."""
     with pytest.raises(ParameterError, match=r"at most 100,000, got 200,000.*To run it anyway, set the environment "
                        r"variable BIAS_MAX_RESAMPLES=200000 before starting the kernel or make book$"):
-        v.check_bold_replication(n_boot=200_000)
+        v.check("07_bold_replication", n_boot=200_000)
     monkeypatch.setenv("BIAS_MAX_RESAMPLES", "200000")
-    v.check_bold_replication(n_boot=200_000)
+    v.check("07_bold_replication", n_boot=200_000)
     assert v._check_permutation_count(200_000) == 200_000
     with pytest.raises(ParameterError, match=r"^n_boot must be at most 200,000, got 200,001"):
-        v.check_bold_replication(n_boot=200_001)
+        v.check("07_bold_replication", n_boot=200_001)
     monkeypatch.setenv("BIAS_MAX_RESAMPLES", "lots")
     with pytest.raises(ParameterError, match=r"^BIAS_MAX_RESAMPLES must be a positive integer .* got 'lots'"):
-        v.check_bold_replication(n_boot=2000)
+        v.check("07_bold_replication", n_boot=2000)
 
 
 def test_generate_rejects_bad_prompts_before_loading_a_model():
@@ -213,54 +215,63 @@ def test_generate_rejects_bad_prompts_before_loading_a_model():
         generate(SMOL, ["A nurse is"], temperature="hot", cache=False)
 
 
-# --------------------------------------------------------------------------- one function per notebook
+# --------------------------------------------------------------------------- one check per notebook
 
 
 def test_each_notebook_check_names_the_bad_parameter(tmp_path):
-    v.check_dictionaries()
-    v.check_contexts()
-    v.check_projection_accuracy()
-    v.check_profiles()
-    v.check_layers()
-    v.check_bold_audit()
-    v.check_bold_replication()
-    v.check_completion_profiles()
-    v.check_robustness()
+    v.check("01_dictionaries")
+    v.check("02_contexts")
+    v.check("03_projection_accuracy")
+    v.check("04_profiles")
+    v.check("05_layers")
+    v.check("06_bold_audit")
+    v.check("07_bold_replication")
+    v.check("08_completion_profiles")
+    v.check("10_robustness")
     cases = [
-        (v.check_layers, dict(templates="this is {word}"), "templates"),
-        (v.check_dictionaries, dict(dictionary_path="no_such.csv"), "dictionary_path"),
-        (v.check_robustness, dict(n_permutations=10), "n_permutations"),
-        (v.check_bold_audit, dict(top_k=0), "top_k"),
-        (v.check_contexts, dict(sources="generated"), "sources"),
-        (v.check_contexts, dict(corpus=str(_write(tmp_path / "c.txt", b"caf\xe9\n"))), "corpus"),
-        (v.check_projection_accuracy, dict(n_boot=0), "n_boot"),
-        (v.check_profiles, dict(populations=["names", "my_groups.json"]), "populations"),
-        (v.check_profiles, dict(layer="all"), "layer"),
-        (v.check_profiles, dict(limit=1), "limit"),
-        (v.check_layers, dict(n_boot=10), "n_boot"),
-        (v.check_bold_audit, dict(temperature="0.7"), "temperature"),
-        (v.check_bold_audit, dict(seed=-1), "seed"),
-        (v.check_bold_audit, dict(selection="nurses.csv"), "selection"),
-        (v.check_bold_audit, dict(lexicons={"male": "he"}), "lexicons"),
-        (v.check_bold_replication, dict(n_boot=0), "n_boot"),
-        (v.check_completion_profiles, dict(context_source="web"), "context_source"),
-        (v.check_bold_audit, dict(dtype="int8"), "dtype"),
-        (v.check_profiles, dict(dtype=16), "dtype"),
-        (v.check_layers, dict(dtype="half precision"), "dtype"),
-        (v.check_intrinsic_extrinsic, dict(next_word_templates=["The {occupation} said that "]), "next_word_templates"),
-        (v.check_intrinsic_extrinsic, dict(next_word_templates="The {occupation} said that"), "next_word_templates"),
-        (v.check_intrinsic_extrinsic, dict(sampled_check="yes"), "sampled_check"),
+        (partial(v.check, "05_layers"), dict(templates="this is {word}"), "templates"),
+        (partial(v.check, "01_dictionaries"), dict(dictionary_path="no_such.csv"), "dictionary_path"),
+        (partial(v.check, "10_robustness"), dict(n_permutations=10), "n_permutations"),
+        (partial(v.check, "06_bold_audit"), dict(top_k=0), "top_k"),
+        (partial(v.check, "02_contexts"), dict(sources="generated"), "sources"),
+        (partial(v.check, "02_contexts"), dict(corpus=str(_write(tmp_path / "c.txt", b"caf\xe9\n"))), "corpus"),
+        (partial(v.check, "03_projection_accuracy"), dict(n_boot=0), "n_boot"),
+        (partial(v.check, "04_profiles"), dict(populations=["names", "my_groups.json"]), "populations"),
+        (partial(v.check, "04_profiles"), dict(layer="all"), "layer"),
+        (partial(v.check, "04_profiles"), dict(limit=1), "limit"),
+        (partial(v.check, "05_layers"), dict(n_boot=10), "n_boot"),
+        (partial(v.check, "06_bold_audit"), dict(temperature="0.7"), "temperature"),
+        (partial(v.check, "06_bold_audit"), dict(seed=-1), "seed"),
+        (partial(v.check, "06_bold_audit"), dict(selection="nurses.csv"), "selection"),
+        (partial(v.check, "06_bold_audit"), dict(lexicons={"male": "he"}), "lexicons"),
+        (partial(v.check, "07_bold_replication"), dict(n_boot=0), "n_boot"),
+        (partial(v.check, "08_completion_profiles"), dict(context_source="web"), "context_source"),
+        (partial(v.check, "06_bold_audit"), dict(dtype="int8"), "dtype"),
+        (partial(v.check, "04_profiles"), dict(dtype=16), "dtype"),
+        (partial(v.check, "05_layers"), dict(dtype="half precision"), "dtype"),
+        (partial(v.check, "11_intrinsic_extrinsic"), dict(next_word_templates=["The {occupation} said that "]),
+         "next_word_templates"),
+        (partial(v.check, "11_intrinsic_extrinsic"), dict(next_word_templates="The {occupation} said that"),
+         "next_word_templates"),
+        (partial(v.check, "11_intrinsic_extrinsic"), dict(sampled_check="yes"), "sampled_check"),
     ]
     # every notebook that loads a model takes a dtype: None (float32) or a lower precision load_model accepts
-    for check in (v.check_dictionaries, v.check_contexts, v.check_projection_accuracy, v.check_profiles,
-                  v.check_layers, v.check_bold_audit, v.check_completion_profiles, v.check_intrinsic_extrinsic,
-                  v.check_robustness):
+    for stem in ("01_dictionaries", "02_contexts", "03_projection_accuracy", "04_profiles", "05_layers",
+                 "06_bold_audit", "08_completion_profiles", "11_intrinsic_extrinsic", "10_robustness"):
+        check = partial(v.check, stem)
         check(dtype="bfloat16")
         with pytest.raises(ParameterError, match=r"^dtype must be None \(float32"):
             check(dtype="float8")
     for fn, kw, name in cases:
         with pytest.raises(ParameterError, match=rf"^{name}"):
             fn(**kw)
+
+
+def test_there_is_one_check_per_notebook_and_an_unknown_notebook_is_named():
+    assert sorted(v._CHECKS) == sorted(p.stem for p in runs._NOTEBOOKS_DIR.glob("*.ipynb"))
+    with pytest.raises(ParameterError, match=r"^notebook: '03_projection' is not a notebook of the book; they are "
+                                             r"01_dictionaries, "):
+        v.check("03_projection", model="smollm2-135m-instruct")
 
 
 # --------------------------------------------------------------------------- GGUF files
@@ -357,13 +368,19 @@ def test_dropped_senses_lists_every_sense_that_misses_the_axis(tmp_path):
 
 
 def test_a_user_dictionary_with_generated_contexts_needs_an_installed_generator():
+    """Gemma, a built-in decoder make test does not install, stands in for a generator that is missing."""
+    from bias_utils.models import builtin_models
+
+    missing = "gemma-3-270m"
+    if builtin_models.is_installed(missing):
+        pytest.skip(f"{missing} is installed here")
     example = "data/examples/user_dictionary_example.csv"
-    v.check_projection_accuracy(dictionary_path=example)  # installed by make test
+    v.check("03_projection_accuracy", dictionary_path=example)  # installed by make test
     with pytest.raises(ParameterError, match=r"^context_source='generated': 8 sense\(s\) .* not installed\. Either "
-                       r"install it: python -m bias_utils\.models install gemma-3-270m, or "
+                       rf"install it: python -m bias_utils\.models install {missing}, or "
                        r".*context_source=\"dictionary\""):
-        v.check_contexts(dictionary_path=example, generator="gemma-3-270m")
-    v.check_contexts(dictionary_path=example, generator="gemma-3-270m", sources=["dictionary", "none"])
+        v.check("02_contexts", dictionary_path=example, generator=missing)
+    v.check("02_contexts", dictionary_path=example, generator=missing, sources=["dictionary", "none"])
 
 
 def test_notebooks_that_compare_sources_need_the_generator_only_for_generated(monkeypatch):
@@ -378,26 +395,26 @@ def test_notebooks_that_compare_sources_need_the_generator_only_for_generated(mo
         pytest.skip("every stand-in built-in is installed here")
     monkeypatch.setattr(contexts, "DEFAULT_GENERATOR", missing)
     example = "data/examples/user_dictionary_example.csv"
-    for check in (v.check_layers, v.check_robustness):
+    for check in (partial(v.check, "05_layers"), partial(v.check, "10_robustness")):
         check(dictionary_path=example, sources=["dictionary", "none"])
         with pytest.raises(ParameterError, match=rf"generator {missing!r} is not installed"):
             check(dictionary_path=example)  # sources=None: every source, "generated" among them
     with pytest.raises(ParameterError, match=rf"generator {missing!r} is not installed"):
-        v.check_profiles(dictionary_path=example)
+        v.check("04_profiles", dictionary_path=example)
 
 
 def test_early_checks_name_a_folder_a_near_miss_model_and_a_thin_pole(tmp_path):
     with pytest.raises(ParameterError, match=r"^dictionary_path: 'data' is a folder \(.*\), not a file"):
-        v.check_projection_accuracy(dictionary_path="data")
+        v.check("03_projection_accuracy", dictionary_path="data")
     with pytest.raises(ParameterError, match=r"^model: unknown model 'minilm-L6'\. .* Did you mean 'minilm-l6'\?$"):
-        v.check_projection_accuracy(model="minilm-L6")
+        v.check("03_projection_accuracy", model="minilm-L6")
     with pytest.raises(ParameterError, match=r"^generator: unknown model 'smolm2-135m-instruct'.* Did you mean "
                        r"'smollm2-135m-instruct'\?$"):
-        v.check_contexts(generator="smolm2-135m-instruct")
+        v.check("02_contexts", generator="smolm2-135m-instruct")
     with pytest.raises(ParameterError, match=r"^model: model path not found: .*nowhere\.gguf|^model: GGUF file not"):
-        v.check_profiles(model=str(tmp_path / "nowhere.gguf"))
-    v.check_profiles(model="HuggingFaceTB/SmolLM2-135M-Instruct")  # a hub id: only loading can check it
+        v.check("04_profiles", model=str(tmp_path / "nowhere.gguf"))
+    v.check("04_profiles", model="HuggingFaceTB/SmolLM2-135M-Instruct")  # a hub id: only loading can check it
     thin = _write(tmp_path / "thin.csv", "dimension,term,direction\ntidiness,tidy,high\ntidiness,messy,low\n")
     with pytest.raises(ParameterError, match=r"^dictionary_path: every pole needs at least 3 terms .*'tidiness' has 1 "
                        r"high term \(tidy\); 'tidiness' has 1 low term \(messy\)"):
-        v.check_profiles(dictionary_path=str(thin), context_source="dictionary")
+        v.check("04_profiles", dictionary_path=str(thin), context_source="dictionary")

@@ -9,9 +9,7 @@ from ..core.exports import lazy_exports
 
 _EXPORTS = {
     # every notebook's parameters checked before any model loads
-    "validation": ("check_bold_audit", "check_bold_replication", "check_completion_profiles", "check_contexts",
-        "check_cross_model", "check_dictionaries", "check_intrinsic_extrinsic", "check_layers", "check_profiles",
-        "check_projection_accuracy", "check_robustness",),
+    "validation": ("check",),
     # results stacked across models and pooled (chapter 09)
     "crossmodel": ("accuracy_by_model", "bold_odds_ratios", "cross_model_summary", "describe_folders",
         "describe_pooling", "forest_chart", "gender_gaps", "headline_layer", "intrinsic_extrinsic",

@@ -1,7 +1,8 @@
 """Checks of every notebook's parameters, run before any model is loaded.
 
-One function per notebook (``check_dictionaries`` for 01 ... ``check_completion_profiles``
-for 08) takes that notebook's parameters as keyword arguments and raises a
+``check(notebook, **parameters)`` runs the check registered for that notebook (its file stem,
+``"01_dictionaries"`` ... ``"11_intrinsic_extrinsic"``), which takes the notebook's parameters as keyword
+arguments and raises a
 ``ParameterError`` (a ``ValueError``, defined in ``errors``) whose message names
 the parameter, the file and line where there is one, and what was expected. A
 typo therefore costs seconds, not the minutes of loading a model and embedding.
@@ -23,7 +24,7 @@ import difflib
 import functools
 import inspect
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..audit import bold, link, next_word
 from ..audit.bold import check_audit_lexicons
@@ -53,11 +54,7 @@ _MIN_N_BOOT = 100
 #: Below this a permutation p cannot go under 1/101, and its floor decides more verdicts than the data.
 _MIN_N_PERMUTATIONS = 100
 
-__all__ = [
-    "check_bold_audit", "check_bold_replication", "check_completion_profiles", "check_contexts",
-    "check_cross_model", "check_dictionaries", "check_intrinsic_extrinsic", "check_layers", "check_profiles",
-    "check_projection_accuracy", "check_robustness",
-]
+__all__ = ["check"]
 
 
 def _reraise(name: str, exc: Exception) -> ParameterError:
@@ -208,38 +205,54 @@ def _injected_parameters() -> list[str]:
     return [t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)]
 
 
-def _notebook_check(check):
-    """A notebook's check that first refuses a parameter the notebook does not have (``papermill -p modle ...``:
-    papermill only warns and the run goes on with the default), naming the notebook's parameters."""
-    known = list(inspect.signature(check).parameters)
+def _notebook(stem: str):
+    """Registers a notebook's check under the notebook's file stem; the registered check first refuses a parameter
+    the notebook does not have (``papermill -p modle ...``: papermill only warns and the run goes on with the
+    default), naming the notebook's parameters."""
+    def register(check):
+        known = list(inspect.signature(check).parameters)
 
-    @functools.wraps(check)
-    def checked(**parameters):
-        unknown = [n for n in _injected_parameters() if n not in known]
-        if unknown:
-            close = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.6)
-            raise ParameterError(f"{unknown[0]}: not a parameter of this notebook"
-                                 + (f" (did you mean {close[0]!r}?)" if close else "")
-                                 + f"; its parameters are {', '.join(known)}")
-        return check(**parameters)
-    return checked
+        @functools.wraps(check)
+        def checked(**parameters):
+            unknown = [n for n in _injected_parameters() if n not in known]
+            if unknown:
+                close = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.6)
+                raise ParameterError(f"{unknown[0]}: not a parameter of this notebook"
+                                     + (f" (did you mean {close[0]!r}?)" if close else "")
+                                     + f"; its parameters are {', '.join(known)}")
+            return check(**parameters)
+        _CHECKS[stem] = checked
+        return checked
+    return register
 
 
-# Each function takes exactly its notebook's parameters (keywords, the notebook's defaults), so a
-# notebook calls it with its parameters cell unchanged and a typo fails before a model is loaded.
+#: notebook file stem -> its check (one registration per notebook, by ``_notebook``)
+_CHECKS: dict[str, Callable[..., None]] = {}
 
-@_notebook_check
-def check_dictionaries(*, model="smollm2-135m-instruct", dtype=None, dictionary_path=None, output_dir=None) -> None:
+
+def check(notebook: str, **parameters) -> None:
+    """Checks notebook ``notebook``'s parameters (its file stem, ``"03_projection_accuracy"``), given as keywords
+    exactly as its parameters cell names them; raises ``ParameterError`` naming the parameter."""
+    if notebook not in _CHECKS:
+        raise ParameterError(f"notebook: {notebook!r} is not a notebook of the book; they are {', '.join(_CHECKS)}")
+    _CHECKS[notebook](**parameters)
+
+
+# Each check takes exactly its notebook's parameters (keywords, the notebook's defaults), so a notebook calls
+# ``check`` with its parameters cell unchanged and a typo fails before a model is loaded.
+
+@_notebook("01_dictionaries")
+def _check_dictionaries(*, model="smollm2-135m-instruct", dtype=None, dictionary_path=None, output_dir=None) -> None:
     """Notebook 01's parameters."""
     _check_dtype(dtype)
     _space_parameters(model, dictionary_path, 0, output_dir, None, "dictionary")  # 01 builds no contexts
 
 
-@_notebook_check
-def check_contexts(*, model="smollm2-135m-instruct", dtype=None,
-                   context_source="generated", dictionary_path=None, n_contexts=5,
-                   seed=0, output_dir=None, limit=None, sources=None,
-                   generator=None, corpus=None) -> None:
+@_notebook("02_contexts")
+def _check_contexts(*, model="smollm2-135m-instruct", dtype=None,
+                    context_source="generated", dictionary_path=None, n_contexts=5,
+                    seed=0, output_dir=None, limit=None, sources=None,
+                    generator=None, corpus=None) -> None:
     """Notebook 02's parameters."""
     _check_dtype(dtype)
     if generator is not None:
@@ -254,10 +267,10 @@ def check_contexts(*, model="smollm2-135m-instruct", dtype=None,
             raise ParameterError(f"corpus: {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
-@_notebook_check
-def check_projection_accuracy(*, model="smollm2-135m-instruct", dtype=None, context_source="generated", layer="mean",
-                              dictionary_path=None, n_contexts=5, seed=0, output_dir=None, limit=None, n_boot=2000,
-                              term_contexts="generated", n_permutations=200) -> None:
+@_notebook("03_projection_accuracy")
+def _check_projection_accuracy(*, model="smollm2-135m-instruct", dtype=None, context_source="generated", layer="mean",
+                               dictionary_path=None, n_contexts=5, seed=0, output_dir=None, limit=None, n_boot=2000,
+                               term_contexts="generated", n_permutations=200) -> None:
     """Notebook 03's parameters."""
     _check_dtype(dtype)
     facts = _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
@@ -268,11 +281,11 @@ def check_projection_accuracy(*, model="smollm2-135m-instruct", dtype=None, cont
         raise ParameterError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
 
 
-@_notebook_check
-def check_profiles(*, model="smollm2-135m-instruct", dtype=None, context_source="generated", layer="mean",
-                   dictionary_path=None, populations=("names", "terms", "nonbinary", "occupations"), templates=None,
-                   n_contexts=5, seed=0, output_dir=None, limit=None, term_limit=None, n_permutations=200,
-                   n_boot=1000) -> None:
+@_notebook("04_profiles")
+def _check_profiles(*, model="smollm2-135m-instruct", dtype=None, context_source="generated", layer="mean",
+                    dictionary_path=None, populations=("names", "terms", "nonbinary", "occupations"), templates=None,
+                    n_contexts=5, seed=0, output_dir=None, limit=None, term_limit=None, n_permutations=200,
+                    n_boot=1000) -> None:
     """Notebook 04's parameters (``profiles.check_profiles``: ``layer`` cannot be ``"all"``, a profile is one value
     per word; ``n_boot``: the occupation-bootstrap replicates of the gender direction's check against the BLS share
     of women)."""
@@ -284,11 +297,11 @@ def check_profiles(*, model="smollm2-135m-instruct", dtype=None, context_source=
     check_profile_run(model, populations, templates, layer, limit)
 
 
-@_notebook_check
-def check_layers(*, model="smollm2-135m-instruct", dtype=None,
-                 dictionary_path=None, populations="names", templates=None,
-                 n_contexts=5, seed=0, output_dir=None, limit=None,
-                 sources=None, n_boot=200) -> None:
+@_notebook("05_layers")
+def _check_layers(*, model="smollm2-135m-instruct", dtype=None,
+                  dictionary_path=None, populations="names", templates=None,
+                  n_contexts=5, seed=0, output_dir=None, limit=None,
+                  sources=None, n_boot=200) -> None:
     """Notebook 05's parameters."""
     _check_dtype(dtype)
     _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources)
@@ -296,11 +309,11 @@ def check_layers(*, model="smollm2-135m-instruct", dtype=None,
     _check_boot_count(n_boot, default=200)
 
 
-@_notebook_check
-def check_bold_audit(*, model="smollm2-135m-instruct", dtype=None,
-                     selection="audit", n_samples=1, seed=0, max_new_tokens=100,
-                     temperature=0.7, top_p=0.9, top_k=50, lexicons=None, neutral_lexicons=None, limit=None,
-                     n_boot=1000, output_dir=None) -> None:
+@_notebook("06_bold_audit")
+def _check_bold_audit(*, model="smollm2-135m-instruct", dtype=None,
+                      selection="audit", n_samples=1, seed=0, max_new_tokens=100,
+                      temperature=0.7, top_p=0.9, top_k=50, lexicons=None, neutral_lexicons=None, limit=None,
+                      n_boot=1000, output_dir=None) -> None:
     """Notebook 06's parameters: ``bold.check_audit`` (the model's kind and context length read from its config,
     the sampling rule, a selection of two groups or more, the lexicons), then the notebook's ``n_boot`` floor."""
     _check_dtype(dtype)
@@ -311,19 +324,19 @@ def check_bold_audit(*, model="smollm2-135m-instruct", dtype=None,
     _check_output_dir(output_dir, model)
 
 
-@_notebook_check
-def check_bold_replication(*, n_boot=1000, seed=0, output_dir=None) -> None:
+@_notebook("07_bold_replication")
+def _check_bold_replication(*, n_boot=1000, seed=0, output_dir=None) -> None:
     """Notebook 07's parameters."""
     _check_boot_count(n_boot, default=1000)
     check_seed(seed)
     _check_output_dir(output_dir)
 
 
-@_notebook_check
-def check_completion_profiles(*, model="smollm2-135m-instruct", dtype=None,
-                              context_source="generated", dictionary_path=None,
-                              n_contexts=5, seed=0, layer="mean", limit=None, output_dir=None, n_boot=1000,
-                              n_group_permutations=2000, term_limit=None, n_permutations=200) -> None:
+@_notebook("08_completion_profiles")
+def _check_completion_profiles(*, model="smollm2-135m-instruct", dtype=None,
+                               context_source="generated", dictionary_path=None,
+                               n_contexts=5, seed=0, layer="mean", limit=None, output_dir=None, n_boot=1000,
+                               n_group_permutations=2000, term_limit=None, n_permutations=200) -> None:
     """Notebook 08's parameters: a decoder (the chapter reads the completions chapter 06 wrote, and 06 refuses an
     encoder), then the space's."""
     _check_dtype(dtype)
@@ -336,12 +349,12 @@ def check_completion_profiles(*, model="smollm2-135m-instruct", dtype=None,
     check_positive_int(term_limit, "term_limit", allow_none=True)
 
 
-@_notebook_check
-def check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
-                              context_source="generated", dictionary_path=None,
-                              n_contexts=5, seed=0, layer="mean", correction=0.5, output_dir=None,
-                              n_boot=1000, n_permutations=999, next_word_templates=None,
-                              sampled_check=False) -> None:
+@_notebook("11_intrinsic_extrinsic")
+def _check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
+                               context_source="generated", dictionary_path=None,
+                               n_contexts=5, seed=0, layer="mean", correction=0.5, output_dir=None,
+                               n_boot=1000, n_permutations=999, next_word_templates=None,
+                               sampled_check=False) -> None:
     """Notebook 11's parameters: the notebook's floors for ``n_boot`` and ``n_permutations`` (their messages give
     the run-time estimate against the notebook's defaults), ``next_word_templates``
     (``next_word.check_next_word_templates``), ``sampled_check`` (True or False), then ``link.check_link``; a
@@ -358,8 +371,8 @@ def check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
                     n_permutations=n_permutations, layers=facts.n_states)
 
 
-@_notebook_check
-def check_cross_model(*, results_dir=None, models=(), output_dir=None) -> None:
+@_notebook("09_cross_model")
+def _check_cross_model(*, results_dir=None, models=(), output_dir=None) -> None:
     """Notebook 09's parameters: a results folder that exists, model ids as a list of strings."""
     if results_dir is not None:
         if not isinstance(results_dir, (str, Path)):
@@ -372,10 +385,10 @@ def check_cross_model(*, results_dir=None, models=(), output_dir=None) -> None:
     _check_output_dir(output_dir)
 
 
-@_notebook_check
-def check_robustness(*, model="smollm2-135m-instruct", dtype=None, populations=("names", "terms"), sources=None,
-                     templates=None, dictionary_path=None, n_contexts=5, n_permutations=200, n_perm_test=2000, seed=0,
-                     alpha=0.05, output_dir=None, limit=None, term_limit=None) -> None:
+@_notebook("10_robustness")
+def _check_robustness(*, model="smollm2-135m-instruct", dtype=None, populations=("names", "terms"), sources=None,
+                      templates=None, dictionary_path=None, n_contexts=5, n_permutations=200, n_perm_test=2000, seed=0,
+                      alpha=0.05, output_dir=None, limit=None, term_limit=None) -> None:
     """Notebook 10's parameters (``sources=None``: every registered context source)."""
     _check_dtype(dtype)
     _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources)
