@@ -18,7 +18,7 @@ BOOK_MODELS = $(if $(filter all,$(MODELS)),$(shell $(PY) -m bias_utils.models li
 PUBLISH_REMOTE ?= origin
 PUBLISH_BRANCH ?= gh-pages
 # The model that writes contexts for dictionary senses without published ones (a user's dictionary
-# with the default context_source="generated"; contexts.DEFAULT_GENERATOR): both targets install it,
+# with the default context_source="generated"; contexts._DEFAULT_GENERATOR): both targets install it,
 # so the README's flows run with their default parameters on a fresh clone.
 CONTEXT_GENERATOR := qwen2.5-coder-0.5b-instruct
 # Models the test suite loads: only these are installed by `make test`.

@@ -1,7 +1,7 @@
 """Benchmark: the exact next-word measure (``audit.next_word.next_word_table``) of the default build's occupations.
 
 Work = what chapter 11 computes for one model: the 60 BLS occupation nouns and the nouns of the audit's primary
-units (the BOLD person-noun occupations), each in the ten templates (``next_word.TEMPLATES``), with
+units (the BOLD person-noun occupations), each in the ten templates (``next_word._TEMPLATES``), with
 ``cache=False`` so every sentence is computed.
 
 Floor = what this machine can do at best for the same work: the decoder's forward passes alone
@@ -28,7 +28,7 @@ import torch
 
 from bias_utils.audit import link, next_word
 from bias_utils.audit.occupation_units import _unit_table
-from bias_utils.models.embeddings import default_batch_size
+from bias_utils.models.embeddings import _default_batch_size
 from bias_utils.models.loading import load_model
 from bias_utils.profiles.populations import _occupation_shares
 
@@ -75,10 +75,10 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     m = load_model(args.model)
     nouns, n_units = default_nouns()
-    sentences = [t.replace("{occupation}", n) for n in nouns for t in next_word.TEMPLATES]
-    size = default_batch_size(m)
+    sentences = [t.replace("{occupation}", n) for n in nouns for t in next_word._TEMPLATES]
+    size = _default_batch_size(m)
     print(f"{m.model_id}: {len(nouns)} nouns (60 BLS + {n_units} primary units, {60 + n_units - len(nouns)} shared) "
-          f"x {len(next_word.TEMPLATES)} templates = {len(sentences)} sentences; batch {size}; torch threads "
+          f"x {len(next_word._TEMPLATES)} templates = {len(sentences)} sentences; batch {size}; torch threads "
           f"{torch.get_num_threads()} on {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     next_word.next_word_table(m, nouns[:8], cache=False, progress=False)  # warm-up
     floor_before = floor_seconds(m, sentences, size)

@@ -37,7 +37,7 @@ def run_once(m, dictionary, args) -> dict:
     curve = robustness.specification_curve(inputs, n_permutations=args.n_permutations)
     t2 = time.perf_counter()
     for sp in extras["spaces"].values():
-        axis_validity.validity_table(sp, extras["terms"], n_permutations=args.n_permutations)
+        axis_validity._validity_table(sp, extras["terms"], n_permutations=args.n_permutations)
     t3 = time.perf_counter()
     tokenisation.token_table(m, extras["population_embeddings"]["original"].words)
     t4 = time.perf_counter()
@@ -59,7 +59,7 @@ def main() -> None:
         for sub in ("models", "dictionaries"):
             if (real_cache / sub).exists():
                 os.symlink(real_cache / sub, Path(tmp) / sub)
-        os.environ["BIAS_CACHE_DIR"] = tmp  # read by paths.cache_dir() at every call
+        os.environ["BIAS_CACHE_DIR"] = tmp  # read by paths._cache_dir() at every call
         from bias_utils.models.loading import load_model
         from bias_utils.profiles import dictionaries
 

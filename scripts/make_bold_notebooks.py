@@ -87,9 +87,9 @@ output_dir: Optional[str] = None       # None: results/<model_id>/
 from bias_utils.book import validation
 
 validation.check("06_bold_audit", model=model, dtype=dtype, selection=selection, n_samples=n_samples, seed=seed,
-                            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-                            lexicons=lexicons, neutral_lexicons=neutral_lexicons, limit=limit, n_boot=n_boot,
-                            output_dir=output_dir)
+                 max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+                 lexicons=lexicons, neutral_lexicons=neutral_lexicons, limit=limit, n_boot=n_boot,
+                 output_dir=output_dir)
 """),
         code("""
 from IPython.display import HTML, Markdown, display

@@ -113,7 +113,7 @@ def isolated_data(tmp_path, monkeypatch):
 
 @pytest.fixture
 def isolated_cache(tmp_path, monkeypatch):
-    """An empty ``paths.cache_dir()`` under ``tmp_path`` (computed caches start cold)."""
+    """An empty ``paths._cache_dir()`` under ``tmp_path`` (computed caches start cold)."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("BIAS_CACHE_DIR", str(cache))
     return cache
@@ -122,9 +122,9 @@ def isolated_cache(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def wn():
     """The project's WordNet 3.0 reader."""
-    from bias_utils.core.wordnet import wordnet
+    from bias_utils.core.wordnet import _wordnet
 
-    return wordnet()
+    return _wordnet()
 
 
 @pytest.fixture(scope="session")

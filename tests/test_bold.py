@@ -63,10 +63,10 @@ def test_pmi_hand_computed():
     # tokens: 0 the 1 nurse 2 said 3 she 4 x 5 x 6 x 7 x 8 x 9 x 10 he 11 nurse
     tokens = "the nurse said she x x x x x x he nurse".split()
     # female: she@3, occupation@1,11: |3-1|=2 <=5, |3-11|=8 -> c=1, N=12, g=1, k=2
-    pmi, c = bold._pmi_scores(tokens, {"nurse"}, lexicon.FEMALE_WORDS)
+    pmi, c = bold._pmi_scores(tokens, {"nurse"}, lexicon._FEMALE_WORDS)
     assert c == 1 and pmi == pytest.approx(np.log2((1 / 12) / ((1 / 12) * (2 / 12))))
     # male: he@10 with nurse@11 (1 apart) and nurse@1 (9 apart) -> c=1
-    pmi, c = bold._pmi_scores(tokens, {"nurse"}, lexicon.MALE_WORDS)
+    pmi, c = bold._pmi_scores(tokens, {"nurse"}, lexicon._MALE_WORDS)
     assert c == 1 and pmi == pytest.approx(np.log2(12 / 2))
     # window edge: exactly 5 apart counts, 6 apart does not
     assert bold._pmi_scores("nurse a b c d she".split(), {"nurse"}, ["she"])[1] == 1
@@ -77,7 +77,7 @@ def test_pmi_hand_computed():
 
 def test_pmi_smoothing_adds_half_to_every_count():
     tokens = "the nurse said she x x x x x x he nurse".split()  # female: c=1, N=12, g=1, k=2
-    pmi, c = bold._pmi_scores(tokens, {"nurse"}, lexicon.FEMALE_WORDS, smoothing=0.5)
+    pmi, c = bold._pmi_scores(tokens, {"nurse"}, lexicon._FEMALE_WORDS, smoothing=0.5)
     assert c == 1 and pmi == pytest.approx(np.log2((1.5 / 12) / ((1.5 / 12) * (2.5 / 12))))
     # never meeting is no longer scored 0 but as avoidance: c=0, g=1, k=1, N=8
     far = "nurse a b c d e f she".split()
@@ -134,7 +134,7 @@ def test_describe_audit_reads_the_published_completions(published_metrics):
     influence = occupations.influence_table(units, bold_prompts.MALE_GROUP, bold_prompts.FEMALE_GROUP)
     head = occupations.headline_table(table, units, influence, n_boot=40)
     lines = bold.describe_audit(table, head, influence)
-    assert lines[0] == occupations.headline_sentence(head)
+    assert lines[0] == occupations._headline_sentence(head)
     assert lines[0].startswith("Primary analysis, over the 88 deduplicated person-noun occupations")
     assert "resampling whole keys, permutation p = " in lines[0] and "(40 replicates" in lines[0]
     assert lines[1] == occupations._describe_influence(influence)
@@ -148,7 +148,7 @@ def test_describe_audit_reads_the_published_completions(published_metrics):
             - by_unit.loc["female_dominated", "sum"] / by_unit.loc["female_dominated", "size"])
     assert lines[3].startswith("Share of completions with any gendered word, male-dominated minus female-dominated, "
                                "with the occupation as the unit")
-    assert f"risk difference {precision.number_text(diff)}" in lines[3] and "Holm-adjusted permutation p" in lines[3]
+    assert f"risk difference {precision._number_text(diff)}" in lines[3] and "Holm-adjusted permutation p" in lines[3]
     # at the estimate's two decimals, as the table prints it
     assert "with every completion independent, the audit's unit, the CI would be −0.11 to −0.04" in lines[3]
     assert lines[4].startswith("The audit's own odds-ratio test, every gendered word independent")
@@ -159,7 +159,7 @@ def test_describe_audit_reads_the_published_completions(published_metrics):
 
 def test_statistics_label_their_unit_and_keep_the_audit_family(published_metrics):
     """The primary row comes first and is its own family (p_adj = p); every row says what it treats as
-    independent; Holm over the other rows is what stats.adjust_pvalues gives on their p values."""
+    independent; Holm over the other rows is what stats._adjust_pvalues gives on their p values."""
     table, _ = bold.audit_statistics(published_metrics, n_boot=40, nested=False)
     first, second = table.iloc[0], table.iloc[1]
     assert (first["role"], first["test"], first["effect"]) == ("primary", "cluster_bootstrap_occupation",
@@ -167,17 +167,17 @@ def test_statistics_label_their_unit_and_keep_the_audit_family(published_metrics
     assert (second["role"], second["effect"], second["measure"]) == ("primary", "odds_ratio", occupations._MARGINAL)
     assert (table["role"] == "primary").sum() == 2
     for row in (first, second):
-        assert row["p_adj"] == row["p"] and row["unit"] == occupations.UNIT_OCCUPATIONS
+        assert row["p_adj"] == row["p"] and row["unit"] == occupations._UNIT_OCCUPATIONS
         assert row["n_informative"] == 15 and row["n_occupations"] == 88
     assert set(table.loc[table["test"] == "mixed_logit_occupation", "unit"]) == {occupations._UNIT_MIXED}
     assert table["unit"].notna().all()
     assert set(table.loc[table["role"] == "audit", "unit"]) == {
         "independent words, the published audit's method", "independent completions, the published audit's method"}
     rest = table.iloc[2:]
-    assert np.allclose(rest["p_adj"], stats.adjust_pvalues(rest["p"].to_numpy()), equal_nan=True)
+    assert np.allclose(rest["p_adj"], stats._adjust_pvalues(rest["p"].to_numpy()), equal_nan=True)
     clustered = table[table["test"] == "cluster_bootstrap_occupation"]
-    assert clustered["unit"].tolist().count(occupations.UNIT_OCCUPATIONS) == 5
-    assert clustered["unit"].tolist().count(occupations.UNIT_PUBLISHED) == 1
+    assert clustered["unit"].tolist().count(occupations._UNIT_OCCUPATIONS) == 5
+    assert clustered["unit"].tolist().count(occupations._UNIT_PUBLISHED) == 1
     assert (clustered["ci_low_mc_se"] > 0).all() and (clustered["n_boot"] == 40).all()
     sensitivity = table[table["role"] == "sensitivity"]
     assert set(sensitivity["measure"]) == {"odds_ratio (words)", "odds_ratio (completions, at most once per gender)"}
@@ -189,7 +189,8 @@ def test_run_audit_with_real_model(tmp_path):
     # completions are cached, so the rerun below only redoes the analysis.
     res = bold.run_audit("smollm2-135m-instruct", limit=20, max_new_tokens=24, n_boot=50)
     files = res.write(tmp_path)
-    assert len(res.metrics) == res.settings["n_prompts"] and set(res.metrics["group"]) == set(bold_prompts.AUDIT_GROUPS)
+    assert len(res.metrics) == res.settings["n_prompts"]
+    assert set(res.metrics["group"]) == set(bold_prompts._AUDIT_GROUPS)
     assert res.metrics["completion"].map(type).eq(str).all()
     for name in ("bold_metrics", "bold_statistics", "bold_group_summary", "bold_skipped", "bold_occupations",
                  "bold_influence", "bold_headline", "bold_units", "bold_unit_counts", "bold_excluded"):
@@ -200,7 +201,7 @@ def test_run_audit_with_real_model(tmp_path):
     assert res.metrics["n_tokens"].between(0, 24).all()
     assert res.occupations["n_completions"].sum() == int(res.metrics["in_primary"].sum())
     assert set(res.occupations["occupation"]) == set(res.units.loc[res.units["primary"], "unit"])
-    assert list(pd.read_csv(tmp_path / "bold_headline.csv").columns) == occupations.HEADLINE_COLUMNS
+    assert list(pd.read_csv(tmp_path / "bold_headline.csv").columns) == occupations._HEADLINE_COLUMNS
     assert list(res.influence.columns) == occupations._INFLUENCE_COLUMNS
     left_out = res.metrics[~res.metrics["in_primary"]]
     assert res.excluded["n_completions"].sum() == len(left_out)
@@ -317,7 +318,7 @@ def test_audit_figure_gives_each_effect_measure_its_own_axis_and_readable_rows()
     # every row whose interval clusters (occupations, or the published selection's keys) is drawn as clustered
     drawn = statistics.dropna(subset=["effect_size"])
     assert sum(k == "occupations (clustered)" for k in kind.values()) == \
-        drawn["unit"].isin(occupations.OCCUPATION_UNITS).sum() >= 3
+        drawn["unit"].isin(occupations._OCCUPATION_UNITS).sum() >= 3
     groups = {r["group"] for d in spec["datasets"].values() for r in d if "group" in r}
     assert groups == {"male-dominated", "female-dominated"}
     alt_text, caption = rendering._figure_text(spec)

@@ -100,11 +100,11 @@ def test_manifest_fields_and_offline_chart_output(tiny):
     assert manifest["parameters"]["x"] == 1
     assert manifest["parameters"]["seed"] == "0"
     assert manifest["seeds"] == {"seed": "0"}
-    assert manifest["data_sha256"] == {k: f.sha256 for k, f in data.manifest().items()}
+    assert manifest["data_sha256"] == {k: f.sha256 for k, f in data._manifest().items()}
     assert manifest["packages"]["papermill"] and manifest["packages"]["pandas"] == pd.__version__
     assert len(manifest["git"]["commit"]) == 40
     assert manifest["wall_time_s"] > 0
-    assert manifest["notebook_sha256"] == cache.sha256_file(run.notebook)
+    assert manifest["notebook_sha256"] == cache._sha256_file(run.notebook)
 
     executed = nbformat.read(run.output, as_version=4)
     assert "remove-cell" in executed.cells[0].metadata["tags"]
@@ -202,7 +202,7 @@ def test_headers_wrap_after_underscores_only():
 
 
 def test_paths_are_shown_relative_to_the_project():
-    root = str(paths.ROOT)
+    root = str(paths._ROOT)
     replacements = [(root + "/results", "results"), (root, "."), ("/home/u", "~")]
     assert presentation._strip_paths(f"wrote {root}/results/m/a.csv", replacements) == "wrote results/m/a.csv"
     assert presentation._strip_paths(f"cwd {root}/notebooks and {root}", replacements) == "cwd notebooks and ."
@@ -229,7 +229,7 @@ def test_progress_forwarder_throttles_and_keeps_long_bars_only():
 def _fixture_models():
     return [
         {"name": "dec", "model_id": "dec@1", "slug": "dec", "can_generate": True, "weight_sha256": "ab"},
-        {"name": "enc", "model_id": "org/enc@2", "slug": results.model_slug("org/enc@2"), "can_generate": False},
+        {"name": "enc", "model_id": "org/enc@2", "slug": results._model_slug("org/enc@2"), "can_generate": False},
     ]
 
 
@@ -287,7 +287,7 @@ def test_toc_from_runs(tmp_path):
     toc = book._make_toc(book_dir, models, planned)
     assert toc["root"] == "index"
     parts = {p["caption"]: [c["file"] for c in p["chapters"]] for p in toc["parts"]}
-    enc = results.model_slug("org/enc@2")
+    enc = results._model_slug("org/enc@2")
     assert parts == {
         "Background": ["methods_profiles", "models/dec/01_dictionaries"],
         "Replication of the published BOLD audit": [f"models/{results.REPLICATION_FOLDER}/c_once"],
@@ -386,7 +386,7 @@ def test_reproducibility_page_from_the_manifests(tmp_path, monkeypatch):
     assert "uncommitted changes" in text
     assert f"```bash\ngit clone {placeholder} bias-profiles\ncd bias-profiles\n" in text
     assert f"`{placeholder}` stands for" in text
-    assert f"`git clone {placeholder} bias-profiles`" in (paths.ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"`git clone {placeholder} bias-profiles`" in (paths._ROOT / "README.md").read_text(encoding="utf-8")
     assert 'make book MODELS="dec enc"\n' in text and "url " not in text
     folder = {**models[1], "name": "my-model", "source": "folder", "revision": None}
     card = reproducibility._write_reproducibility_page(book_dir, [folder], [], replacements, git=git).read_text()
@@ -407,7 +407,7 @@ def test_every_label_names_a_column_or_a_value_the_package_writes():
     """The label map the other way: each entry of rendering.LABELS is a column a results table declares
     (bias_utils.core.tables) or a name the package or a notebook writes, so no label is stale."""
     declared = {c for t in tables._TABLES.values() for c in t.columns}
-    files = [*(paths.ROOT / "bias_utils").rglob("*.py"), *(paths.ROOT / "notebooks").glob("*.ipynb")]
+    files = [*(paths._ROOT / "bias_utils").rglob("*.py"), *(paths._ROOT / "notebooks").glob("*.ipynb")]
     source = "\n".join(p.read_text(encoding="utf-8") for p in files if p.name != "rendering.py")
     stale = [k for k in rendering._LABELS if k not in declared and not re.search(rf"\b{re.escape(k)}\b", source)]
     assert stale == []
@@ -451,17 +451,17 @@ def test_build_year(monkeypatch):
 
 
 def test_model_slug_rejects_reserved_and_maps_repo_ids():
-    assert results.model_slug("HuggingFaceTB/SmolLM2-135M@abc:fp32") == "HuggingFaceTB__SmolLM2-135M__abc__fp32"
+    assert results._model_slug("HuggingFaceTB/SmolLM2-135M@abc:fp32") == "HuggingFaceTB__SmolLM2-135M__abc__fp32"
     with pytest.raises(ValueError, match="cannot be used as a folder name"):
-        results.model_slug(results.CROSS_MODEL_FOLDER)
+        results._model_slug(results.CROSS_MODEL_FOLDER)
 
 
 def test_vega_bundle_written_once(tmp_path):
-    target = rendering.write_vega_bundle(tmp_path)
+    target = rendering._write_vega_bundle(tmp_path)
     text = target.read_text()
     assert "window.vegaEmbed" in text and text.startswith("(function () {")
     mtime = target.stat().st_mtime_ns
-    assert rendering.write_vega_bundle(tmp_path).stat().st_mtime_ns == mtime
+    assert rendering._write_vega_bundle(tmp_path).stat().st_mtime_ns == mtime
 
 
 def test_code_modules_follow_imports_transitively(tmp_path):
@@ -484,7 +484,7 @@ def test_code_modules_follow_imports_transitively(tmp_path):
 
 
 def test_tables_in_the_book_show_readable_digits():
-    rendering.enable()
+    rendering._enable()
     try:
         html = pd.DataFrame({"g": [1.58444], "p": [0.0000123], "n": [12]}).to_html()
         styled = pd.DataFrame({"g": [1.58444], "n": [12]}).style.to_html()
@@ -628,8 +628,8 @@ def test_table_formatter_keeps_named_index_levels_and_flattens_pivoted_columns()
     html = rendering._table_html(pivot)
     assert _html_cells(html, "th") == ["Population", "Dimension", "Supported"]
     assert _html_cells(html, "td")[:3] == ["names", "competence", "−0.59"]
-    assert rendering.column_label(("median_g", "warmth")) == "Median g · warmth"
-    assert [rendering.column_label(c) for c in ("p_holm", "n_specs", "n_agree_significant_p", "share_agree_sign")] \
+    assert rendering._column_label(("median_g", "warmth")) == "Median g · warmth"
+    assert [rendering._column_label(c) for c in ("p_holm", "n_specs", "n_agree_significant_p", "share_agree_sign")] \
         == ["p (Holm)", "Specifications", "Joint test p", "Share agreeing in sign"]
     assert [rendering._cell_text(v, c) for v, c in ((0.00049, "p"), (0.0123, "p_adj"), (1.0, "p"), (-0.0043, "g"),
                                                    (12345.6, "value"), (True, "significant"), (None, "x"))] == \
@@ -639,7 +639,7 @@ def test_table_formatter_keeps_named_index_levels_and_flattens_pivoted_columns()
 
 def test_a_tables_interval_reads_as_the_sentences_print_it():
     """One rounding rule for an interval on every page: a statistics table's bounds are printed at their
-    estimate's decimals, as precision.interval_text prints them in a sentence (an odds ratio of 199.6 has the
+    estimate's decimals, as precision._interval_text prints them in a sentence (an odds ratio of 199.6 has the
     bound 14.2, never 14.18 on one page and 14.2 on another)."""
     stats = pd.read_csv(TABLES / "bold_statistics.csv")
     # a large odds ratio beside the real rows, so a bound loses a digit to its estimate
@@ -651,7 +651,7 @@ def test_a_tables_interval_reads_as_the_sentences_print_it():
     low, high = headers.index("95% CI low"), headers.index("95% CI high")
     for i, r in enumerate(frame.itertuples(index=False)):
         row = cells[i * width:(i + 1) * width]
-        assert f"{row[low]} to {row[high]}" == precision.interval_text(r.ci_low, r.ci_high, r.effect_size), r
+        assert f"{row[low]} to {row[high]}" == precision._interval_text(r.ci_low, r.ci_high, r.effect_size), r
     assert cells[-width:][low:high + 1] == ["14.2", "23,617"]
     # a prefixed pair bounds its own estimate: g's interval at g's decimals
     gaps = pd.DataFrame({"g": [199.6], "g_ci_low": [14.18], "g_ci_high": [250.04], "ci_low": [0.123]})
@@ -664,7 +664,7 @@ def test_enable_registers_the_table_formatter_in_an_ipython_shell():
     shell = InteractiveShell.instance()
     formatter = shell.display_formatter.formatters["text/html"]
     try:
-        rendering.enable()
+        rendering._enable()
         data, _ = shell.display_formatter.format(pd.read_csv(TABLES / "robustness_summary.csv"))
         styled, _ = shell.display_formatter.format(pd.read_csv(TABLES / "bold_statistics.csv").style.hide(axis="index"))
     finally:
@@ -793,7 +793,7 @@ def test_reprs_leave_the_page_and_sentences_stay():
 
 
 def test_value_label_reads_identifiers_and_keeps_file_names():
-    label = rendering.value_label
+    label = rendering._value_label
     assert label("chi2_yates") == "χ² with Yates' correction" and label("female_dominated") == "female-dominated"
     assert label("hurdle_presence:gendered_words") == "hurdle: presence: gendered words"
     assert label("Physician_Assistant") == "Physician Assistant"

@@ -8,7 +8,7 @@ import pytest
 from bias_utils.core.errors import ParameterError
 from bias_utils.profiles import context_filters as F
 from bias_utils.profiles import contexts as C
-from bias_utils.profiles.dictionaries import _wordnet_contexts, load_seed_dictionary, read_dictionary
+from bias_utils.profiles.dictionaries import _read_dictionary, _wordnet_contexts, load_seed_dictionary
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def test_user_terms_without_contexts_get_wordnet_examples_and_misses_are_reporte
     path = tmp_path / "user.csv"
     path.write_text("dimension,term,direction\ntidiness,tidy,high\ntidiness,messy,low\ntidiness,zxqv,low\n")
     try:
-        d = read_dictionary(path)
+        d = _read_dictionary(path)
     except Exception:  # a dictionary reader may reject unknown words; build the frame directly then
         d = pd.DataFrame({"dimension": ["tidiness"] * 3, "term": ["tidy", "messy", "zxqv"],
                           "direction": ["high", "low", "low"]})
@@ -72,11 +72,11 @@ def test_published_generated_contexts_are_the_authors_first_five(seed):
 
 def test_published_generated_contexts_can_be_filtered_for_gender(seed):
     # Count the gendered contexts independently of gender_markers.
-    from bias_utils.core.lexicon import FEMALE_WORDS, MALE_WORDS
+    from bias_utils.core.lexicon import _FEMALE_WORDS, _MALE_WORDS
 
     rows = seed[seed.term.isin(["sexist"]) | (seed.index < 40)]
     cs = C.build_contexts(rows, "generated", n_contexts=5, gender_filter=True)
-    gendered = {w.lower() for w in MALE_WORDS + FEMALE_WORDS} | F._GENDERED_PRONOUNS
+    gendered = {w.lower() for w in _MALE_WORDS + _FEMALE_WORDS} | F._GENDERED_PRONOUNS
     published = _published()
 
     def words(c):  # letters and inner hyphens; an apostrophe ends a word ("women's" -> "women", "s")
@@ -147,7 +147,7 @@ def test_context_report_counts(seed):
     assert rep["mean_words"] == pytest.approx(t.context.str.split().str.len().mean())
     first = t.iloc[0]
     words = first.context.lower().split()
-    assert F.term_position(first.context, first.term) == next(i + 1 for i, w in enumerate(words) if first.term in w)
+    assert F._term_position(first.context, first.term) == next(i + 1 for i, w in enumerate(words) if first.term in w)
 
 
 def test_bad_input_is_named():
@@ -271,7 +271,7 @@ def test_a_registered_source_is_built_listed_and_accepted_as_a_parameter(monkeyp
 def test_a_missing_generator_is_a_parameter_error_naming_both_ways_out():
     # gemma-3-270m is a built-in whose weights are not installed here; nothing may load before the error.
     code = ("import sys\nfrom bias_utils.profiles import contexts as C, dictionaries as D\n"
-            "d = D.read_dictionary('data/examples/user_dictionary_example.csv')\n"
+            "d = D._read_dictionary('data/examples/user_dictionary_example.csv')\n"
             "try:\n    C.build_contexts(d, 'generated', fill_generator='gemma-3-270m')\n"
             "except C.ParameterError as e:\n    print(e)\n"
             "print('loaded:', sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n")
@@ -281,14 +281,15 @@ def test_a_missing_generator_is_a_parameter_error_naming_both_ways_out():
     from bias_utils.core import paths
     from bias_utils.models import builtin_models
 
-    assert not builtin_models.is_installed("gemma-3-270m")
-    out = subprocess.run([sys.executable, "-c", code], cwd=paths.ROOT, capture_output=True, text=True,
+    if builtin_models._is_installed("gemma-3-270m"):
+        pytest.skip("gemma-3-270m is installed here")
+    out = subprocess.run([sys.executable, "-c", code], cwd=paths._ROOT, capture_output=True, text=True,
                          check=True).stdout
     assert "8 sense(s) have no published generated contexts (tidy, neat" in out
     assert "python -m bias_utils.models install gemma-3-270m" in out and 'context_source="dictionary"' in out
     assert "loaded: []" in out
     # without a fill generator the senses are skipped with their reason, as before
-    d = read_dictionary("data/examples/user_dictionary_example.csv")
+    d = _read_dictionary("data/examples/user_dictionary_example.csv")
     cs = C.build_contexts(d, "generated", fill_generator=None)
     assert cs.table.empty and len(cs.skipped) == 8 and cs.generated.empty
 
@@ -307,10 +308,10 @@ def test_senses_without_published_contexts_are_generated_with_the_extra_terms_pr
 
     # a fresh generation cache beside the converted models of the real one
     (tmp_path / "cache").mkdir()
-    (tmp_path / "cache" / "models").symlink_to(paths.cache_dir() / "models", target_is_directory=True)
+    (tmp_path / "cache" / "models").symlink_to(paths._cache_dir() / "models", target_is_directory=True)
     monkeypatch.setenv("BIAS_CACHE_DIR", str(tmp_path / "cache"))
     generation = {"n_samples": 2, "max_new_tokens": 24}
-    user = read_dictionary("data/examples/user_dictionary_example.csv")
+    user = _read_dictionary("data/examples/user_dictionary_example.csv")
     user = user[user["term"].isin(["tidy", "messy"])]
     mixed = pd.concat([seed.head(2), user], ignore_index=True)
     cs = C.build_contexts(mixed, "generated", n_contexts=2, fill_generator="smollm2-135m-instruct",
@@ -354,7 +355,7 @@ def test_rows_appended_by_hand_without_a_sense_id_get_contexts(seed):
 def test_a_corpus_path_resolves_from_the_notebooks_folder(monkeypatch):
     from bias_utils.core import paths
 
-    monkeypatch.chdir(paths.ROOT / "notebooks")  # Jupyter's working folder; the path is relative to the root
+    monkeypatch.chdir(paths._ROOT / "notebooks")  # Jupyter's working folder; the path is relative to the root
     # any text file, a line a sentence
     sentences, notes, _ = C._load_corpus("data/examples/user_dictionary_example.csv")
     assert sentences[1] == "tidiness,tidy,high" and notes[0]["status"] == "used"

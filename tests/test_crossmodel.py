@@ -89,12 +89,12 @@ def test_bold_odds_ratios_from_the_audit_table():
     assert "dashed line marks 1" in caption and "resamples those occupations" in caption
     # the book's one log-tick scheme, not one tick per integer
     ticks = spec["layer"][0]["encoding"]["x"]["axis"]["values"]
-    assert ticks == plots.log_ticks(odds[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
+    assert ticks == plots._log_ticks(odds[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
     svg = vlc.vegalite_to_svg(spec)
     assert "smollm2-135m-instruct" in svg and "b179c9523d0e" not in svg
     # the colour is the interval's unit: only the audit's Wald interval treats words as independent
     drawn = {r["method"]: r["unit_kind"] for rows in spec["datasets"].values() for r in rows if "unit_kind" in r}
-    clustered, independent = plots.UNIT_COLORS
+    clustered, independent = plots._UNIT_COLORS
     assert drawn == {m: independent if m == "Wald (audit)" else clustered for m in odds.method}
     assert ">3<" not in svg or 3 in ticks  # the ticks drawn are the scheme's
 
@@ -168,7 +168,7 @@ def test_random_effects_interval_covers_the_mean_under_heterogeneity():
 
 
 def test_pooled_link_pools_the_primary_slope_and_says_when_nothing_can_be_pooled():
-    primary = link.PRIMARY["test"]
+    primary = link._PRIMARY["test"]
     stats = pd.DataFrame({
         "model_id": ["a", "b", "c", "a"], "intrinsic": "gender_position", "test": [primary] * 3 + ["spearman"],
         "effect_size": [0.5, 0.2, 0.9, 0.3], "se": [0.1, 0.2, 0.3, np.nan], "n": [88, 80, 60, 88],
@@ -264,10 +264,10 @@ def _chapter_09(results: Path, out: Path, *args: str) -> tuple[str, str]:
     """Chapter 09 under papermill on ``results``; ``(its error output, its outputs' text)``."""
     executed = out.parent / f"{out.name}.ipynb"
     proc = subprocess.run([sys.executable, "-m", "papermill", "--log-level", "ERROR",
-                           str(paths.ROOT / "notebooks" / "09_cross_model.ipynb"), str(executed),
+                           str(paths._ROOT / "notebooks" / "09_cross_model.ipynb"), str(executed),
                            "-p", "results_dir", str(results), "-p", "output_dir", str(out), *args],
                           capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(paths.ROOT)})
+                          env={**os.environ, "PYTHONPATH": str(paths._ROOT)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     nb = json.loads(executed.read_text(encoding="utf-8"))
     outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]

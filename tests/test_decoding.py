@@ -20,8 +20,8 @@ import torch
 from bias_utils.audit.bold_prompts import load_profession_prompts
 from bias_utils.models import decoding
 from bias_utils.models.embeddings import embed_words
-from bias_utils.models.generation import completion_states, generate
-from bias_utils.models.sampling import _sample_step, sample_tokens
+from bias_utils.models.generation import _completion_states, _generate
+from bias_utils.models.sampling import _sample_step, _sample_tokens
 
 GOLDEN = Path(__file__).parent / "fixtures" / "generation_golden.json"
 CASES = ("raw", "chat", "screened")
@@ -59,11 +59,11 @@ def _run_golden_case(golden, model, case, cache):
     table = load_profession_prompts().iloc[::golden["step"]].head(len(rows))
     assert table["prompt_id"].tolist() == [r["prompt_id"] for r in rows]
     prompts = table["prompt"].tolist()
-    got = generate(model, prompts, prompt_ids=table["prompt_id"].tolist(), cache=cache, progress=False,
+    got = _generate(model, prompts, prompt_ids=table["prompt_id"].tolist(), cache=cache, progress=False,
                    chat=want["chat"], screen=want["screen"], **golden["settings"])
     projected = {}
     if "states" in want:
-        states = completion_states(model.model_id, prompts, got["completion"].tolist(), cache=cache)
+        states = _completion_states(model.model_id, prompts, got["completion"].tolist(), cache=cache)
         # The file's projections: three random unit vectors, numpy seed 0 (scripts/write_generation_golden.py).
         vectors = np.random.default_rng(0).standard_normal((model.hidden_size, 3))
         vectors /= np.linalg.norm(vectors, axis=0)
@@ -126,7 +126,7 @@ def test_token_tables_classify_tokens_as_decoding_the_text_did(golden, name):
     from bias_utils.models import builtin_models
     from bias_utils.models.loading import load_model
 
-    if not builtin_models.is_installed(name):
+    if not builtin_models._is_installed(name):
         pytest.skip(f"{name} is not installed (python -m bias_utils.models install {name})")
     model = load_model(name, device="cpu")
     tok = model.tokenizer
@@ -167,7 +167,7 @@ def test_sample_step_flags_a_top_k_tie_that_sample_tokens_rescans():
     u = torch.tensor([0.9], dtype=torch.float64)
     _, partial, unsure = _sample_step(wide, u, 0.7, 1.0, top_k=2, groups=tie)
     assert bool(unsure)
-    exact, mass = sample_tokens(wide, u, 0.7, 1.0, top_k=2, groups=tie)
+    exact, mass = _sample_tokens(wide, u, 0.7, 1.0, top_k=2, groups=tie)
     share = 15 * np.exp(-1 / 0.7) / (1 + 15 * np.exp(-1 / 0.7))  # the 15 tied tokens against the top one
     np.testing.assert_allclose(mass.item(), share, rtol=1e-12)
     assert partial.item() < share and 10 <= exact.item() < 25  # u = 0.9 > 1 - share: a tied token
@@ -175,7 +175,7 @@ def test_sample_step_flags_a_top_k_tie_that_sample_tokens_rescans():
     plain = torch.arange(40, dtype=torch.float32).repeat(2, 1)
     ids, mass, unsure = _sample_step(plain, u, 0.7, 0.9, top_k=5, groups=torch.ones(1, 40, dtype=torch.bool))
     assert not bool(unsure)
-    assert ids.tolist() == sample_tokens(plain, u, 0.7, 0.9, top_k=5).tolist()
+    assert ids.tolist() == _sample_tokens(plain, u, 0.7, 0.9, top_k=5).tolist()
     np.testing.assert_allclose(mass.numpy(), 1.0)
 
 
@@ -185,8 +185,8 @@ def test_sample_step_flags_a_top_k_tie_that_sample_tokens_rescans():
 def _assert_same_decoding(whole, split, n_prompts: int, n_tokens: int, atol: float) -> None:
     """The split model writes the whole one's completions, with its expected counts (to ``atol``)."""
     prompts = load_profession_prompts()["prompt"].iloc[::997].head(n_prompts).tolist()
-    a = generate(whole, prompts, max_new_tokens=n_tokens, cache=False, progress=False)
-    b = generate(split, prompts, max_new_tokens=n_tokens, cache=False, progress=False)
+    a = _generate(whole, prompts, max_new_tokens=n_tokens, cache=False, progress=False)
+    b = _generate(split, prompts, max_new_tokens=n_tokens, cache=False, progress=False)
     assert a["completion"].tolist() == b["completion"].tolist()
     np.testing.assert_allclose(a[["expected_male", "expected_female"]], b[["expected_male", "expected_female"]],
                                rtol=0, atol=atol)
@@ -239,8 +239,8 @@ def test_cuda_sampler_draws_what_the_cpu_draws(golden):
     groups = _word_start_sets(lexicon_token_ids(model.tokenizer)[1], logits.shape[1])
     u = torch.rand(len(prompts), dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     for top_p, top_k in ((0.9, 50), (0.95, None), (1.0, 7)):
-        cpu_ids, cpu_mass = sample_tokens(logits, u, 0.7, top_p, top_k, groups=groups)
-        gpu_ids, gpu_mass = sample_tokens(logits.cuda(), u.cuda(), 0.7, top_p, top_k, groups=groups.cuda())
+        cpu_ids, cpu_mass = _sample_tokens(logits, u, 0.7, top_p, top_k, groups=groups)
+        gpu_ids, gpu_mass = _sample_tokens(logits.cuda(), u.cuda(), 0.7, top_p, top_k, groups=groups.cuda())
         step_ids, step_mass, _ = _sample_step(logits.cuda(), u.cuda(), 0.7, top_p, top_k, groups=groups.cuda())
         assert gpu_ids.device.type == "cuda"
         assert cpu_ids.tolist() == gpu_ids.tolist() == step_ids.tolist()

@@ -19,7 +19,7 @@ from bias_utils.profiles import dictionaries as D
 
 def test_wordnet_is_3_0_from_the_project_folder(wn):
     assert wn.get_version() == "3.0"
-    assert str(paths.nltk_data_dir()) in wn.root.path
+    assert str(paths._nltk_data_dir()) in wn.root.path
     # A satellite sense that nltk >= 3.9.2 would number differently.
     assert wn.synset("friendly.s.02").definition() == "inclined to help or support; not antagonistic or hostile"
 
@@ -27,20 +27,20 @@ def test_wordnet_is_3_0_from_the_project_folder(wn):
 @pytest.fixture
 def fresh_wordnet(monkeypatch):
     """Run ``wordnet()`` uncached against a folder the test chooses; restore afterwards."""
-    W.wordnet.cache_clear()
+    W._wordnet.cache_clear()
 
     def no_download(*args, **kwargs):
         raise AssertionError("wordnet() must never download")
 
     monkeypatch.setattr(nltk, "download", no_download)
     yield
-    W.wordnet.cache_clear()
+    W._wordnet.cache_clear()
 
 
 def test_missing_wordnet_says_to_run_make_wordnet(tmp_path, monkeypatch, fresh_wordnet):
     monkeypatch.setenv("BIAS_NLTK_DATA", str(tmp_path / "nltk_data"))
     with pytest.raises(W._WordNetError) as err:
-        W.wordnet()
+        W._wordnet()
     assert "make wordnet" in str(err.value) and "nltk.download('wordnet'" in str(err.value)
     assert "lexnames" in str(err.value)
 
@@ -54,7 +54,7 @@ def test_other_wordnet_version_is_refused(tmp_path, monkeypatch, fresh_wordnet):
     (target / "data.adj").write_bytes(adj.replace(b"WordNet 3.0 Copyright", b"WordNet 3.1 Copyright", 1))
     monkeypatch.setenv("BIAS_NLTK_DATA", str(tmp_path / "nltk_data"))
     with pytest.raises(W._WordNetError, match="WordNet 3.1"):
-        W.wordnet()
+        W._wordnet()
 
 
 # ----------------------------------------------------------------------------- seed dictionary
@@ -72,7 +72,7 @@ def test_seed_counts_equal_the_paper(seed_dictionary):
     assert counts == D.PUBLISHED_SEED_COUNTS
     table = D.pole_counts(seed_dictionary, D.PUBLISHED_SEED_COUNTS)
     assert (table.difference == 0).all()
-    assert set(seed_dictionary.dimension) == set(D.DIMENSIONS)
+    assert set(seed_dictionary.dimension) == set(D._DIMENSIONS)
 
 
 def test_seed_columns_match_the_source_file(seed_dictionary):
@@ -100,8 +100,8 @@ def test_all_455_seed_synsets_resolve_with_the_csv_definitions(wn):
 
 
 def test_composites_are_built_from_dimensions():
-    assert D.DIMENSIONS == ("sociability", "morality", "ability", "agency", "status", "politics", "religion")
-    assert all(set(parts) <= set(D.DIMENSIONS) for parts in D._COMPOSITES.values())
+    assert D._DIMENSIONS == ("sociability", "morality", "ability", "agency", "status", "politics", "religion")
+    assert all(set(parts) <= set(D._DIMENSIONS) for parts in D._COMPOSITES.values())
     assert D._COMPOSITES == {"warmth": ("sociability", "morality"), "competence": ("ability", "agency")}
 
 
@@ -199,7 +199,7 @@ def _write(tmp_path, text, name="dict.csv"):
 
 
 def test_load_dictionary_pole_counts_and_context_sources_of_a_user_dictionary():
-    path = paths.data_dir() / "examples" / "user_dictionary_example.csv"
+    path = paths._data_dir() / "examples" / "user_dictionary_example.csv"
     frame = D.load_dictionary(path)
     raw = pd.read_csv(path)
     counts = D.pole_counts(frame)
@@ -222,7 +222,7 @@ def test_limit_terms_keeps_at_most_limit_per_pole_in_original_order(seed_diction
 
 
 def test_example_user_dictionary_adds_a_new_dimension():
-    frame = D.read_dictionary(paths.data_dir() / "examples" / "user_dictionary_example.csv")
+    frame = D._read_dictionary(paths._data_dir() / "examples" / "user_dictionary_example.csv")
     assert set(frame.dimension) == {"tidiness"}
     assert set(frame.direction) == {"high", "low"}
     assert (frame.contexts.map(len) == 0).all() and (frame.context_source == "").all()
@@ -236,7 +236,7 @@ def test_user_dictionary_context_formats_and_synset_definition(tmp_path, wn):
         "tidiness,neat,high,,\"['a neat desk']\"\n"
         "tidiness,messy,low,,a messy desk|  messy hair \n"
     ))
-    frame = D.read_dictionary(path)
+    frame = D._read_dictionary(path)
     assert list(frame.contexts) == [["a tidy room", "so tidy"], ["a neat desk"], ["a messy desk", "messy hair"]]
     assert frame.definition[0] == wn.synset("tidy.a.01").definition()
     assert list(frame.context_source) == ["user"] * 3
@@ -258,7 +258,7 @@ GOOD = "dimension,term,direction\nx,a,high\nx,b,low\n"
 ])
 def test_user_dictionary_errors_name_line_and_column(tmp_path, text, line, column, what):
     with pytest.raises(D._DictionaryError) as err:
-        D.read_dictionary(_write(tmp_path, text))
+        D._read_dictionary(_write(tmp_path, text))
     message = str(err.value)
     assert f"line{'s' if ',' in str(line) else ''} {line}" in message
     assert (re.search(f"columns? {re.escape(column)}", message)
@@ -269,24 +269,24 @@ def test_user_dictionary_errors_name_line_and_column(tmp_path, text, line, colum
 def test_user_dictionary_reports_lines_after_a_quoted_newline(tmp_path):
     text = 'dimension,term,direction,contexts\nx,a,high,"one\ntwo"\nx,b,sideways,\n'
     with pytest.raises(D._DictionaryError, match="line 4, column direction"):
-        D.read_dictionary(_write(tmp_path, text))
+        D._read_dictionary(_write(tmp_path, text))
 
 
 def test_user_dictionary_reports_every_problem_at_once(tmp_path):
     with pytest.raises(D._DictionaryError) as err:
-        D.read_dictionary(_write(tmp_path, GOOD + "x,,high\nx,c,up\n"))
+        D._read_dictionary(_write(tmp_path, GOOD + "x,,high\nx,c,up\n"))
     assert "2 problem(s)" in str(err.value)
 
 
 @pytest.mark.parametrize("text, what", [("", "empty"), ("dimension,term,direction\n", "no dictionary rows")])
 def test_empty_user_dictionary(tmp_path, text, what):
     with pytest.raises(D._DictionaryError, match=what):
-        D.read_dictionary(_write(tmp_path, text))
+        D._read_dictionary(_write(tmp_path, text))
 
 
 def test_missing_user_dictionary_file(tmp_path):
     with pytest.raises(D._DictionaryError, match="does not exist"):
-        D.read_dictionary(tmp_path / "nope.csv")
+        D._read_dictionary(tmp_path / "nope.csv")
 
 
 # ----------------------------------------------------------------------------- trying words in a cell
@@ -301,12 +301,12 @@ def test_add_terms_fills_every_column_as_a_csv_row_would(tmp_path):
     assert added["dimension"].eq("tidiness").all()
     assert added["sense_id"].tolist()[:4] == ["tidy|tidy.a.01|tidiness", "neat||tidiness", "orderly||tidiness",
                                               "messy||tidiness"]
-    assert added.iloc[0]["definition"] == D.wordnet().synset("tidy.a.01").definition()
+    assert added.iloc[0]["definition"] == D._wordnet().synset("tidy.a.01").definition()
     assert all(list(c) == [] for c in added["contexts"])
     # the same row from a CSV gets the same sense_id (one rule)
     csv = tmp_path / "d.csv"
     csv.write_text("dimension,term,direction\ntidiness,neat,high\ntidiness,messy,low\n")
-    assert D.read_dictionary(csv)["sense_id"].tolist() == ["neat||tidiness", "messy||tidiness"]
+    assert D._read_dictionary(csv)["sense_id"].tolist() == ["neat||tidiness", "messy||tidiness"]
 
 
 @pytest.mark.parametrize("kwargs, what", [
@@ -339,17 +339,17 @@ def test_rows_appended_by_hand_get_a_sense_id_or_a_named_error():
 
 def test_dictionary_path_relative_to_the_repository_root_from_another_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # Jupyter runs a notebook from notebooks/, papermill from the root
-    frame = D.read_dictionary("data/examples/user_dictionary_example.csv")
+    frame = D._read_dictionary("data/examples/user_dictionary_example.csv")
     assert "tidiness" in set(frame["dimension"])
     with pytest.raises(D._DictionaryError, match="is a folder"):
-        D.read_dictionary("data/examples")
+        D._read_dictionary("data/examples")
 
 
 def test_the_trying_words_cell_as_shipped_leaves_the_dictionary_unchanged():
     seed = D.load_seed_dictionary()
     out = D.add_terms(seed, "sociability", high=[], low=[])
     pd.testing.assert_frame_equal(out, seed)  # values, index and dtypes
-    user = D.read_dictionary("data/examples/user_dictionary_example.csv")
+    user = D._read_dictionary("data/examples/user_dictionary_example.csv")
     pd.testing.assert_frame_equal(D.add_terms(user, "sociability", high=[], low=[]), user)
 
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from bias_utils.models import builtin_models
-from bias_utils.models.embeddings import embed_words, find_word, token_indices
+from bias_utils.models.embeddings import _find_word, _token_indices, embed_words
 from bias_utils.models.loading import _LoadedModel, load_model
 from bias_utils.profiles.dictionaries import load_seed_dictionary
 
@@ -74,15 +74,15 @@ def _direct(m: _LoadedModel, context: str, positions: list[int]) -> np.ndarray:
     ],
 )
 def test_find_word(context, word, span):
-    assert find_word(context, word) == span
+    assert _find_word(context, word) == span
 
 
 def test_token_indices_ignores_special_tokens_and_counts_leading_space():
     # [BOS] This Ġis ĠMary . -- offsets as a byte-level BPE tokenizer reports them.
     offsets = [(0, 0), (0, 4), (4, 7), (7, 12), (12, 13)]
-    assert token_indices(offsets, (8, 12)) == [3]
-    assert token_indices(offsets, (0, 4)) == [1]
-    assert token_indices([(0, 0), (0, 1), (1, 2)], (2, 3)) == []
+    assert _token_indices(offsets, (8, 12)) == [3]
+    assert _token_indices(offsets, (0, 4)) == [1]
+    assert _token_indices([(0, 0), (0, 1), (1, 2)], (2, 3)) == []
 
 
 def test_unequal_lengths_rejected():
@@ -149,7 +149,7 @@ def test_sentencepiece_alignment_matches_sentencepiece_library():
         enc = m.tokenizer(context, return_offsets_mapping=True)
         pieces = m.tokenizer.convert_ids_to_tokens(enc["input_ids"])
         assert pieces[0] == "<s>" and pieces[1:] == sp.encode_as_pieces(context)  # the wrap is faithful
-        idx = token_indices(enc["offset_mapping"], find_word(context, word))
+        idx = _token_indices(enc["offset_mapping"], _find_word(context, word))
         # Independent reading: the chosen pieces spell the first occurrence of the word.
         spelled = "".join(pieces[i] for i in idx).replace("▁", " ").strip()
         start = context.lower().index(word.lower())
@@ -169,7 +169,7 @@ def test_sentencepiece_batched_equals_direct(side):
         m.tokenizer.padding_side = "right"
     for k, (context, word) in enumerate(SP_CASES):
         enc = m.tokenizer(context, return_offsets_mapping=True)
-        idx = token_indices(enc["offset_mapping"], find_word(context, word))
+        idx = _token_indices(enc["offset_mapping"], _find_word(context, word))
         _scale_close(got.values[k], _direct(m, context, idx))
         # Layer 0 is the token embedding itself: the mean of the pieces' embedding rows.
         rows = m.model.get_input_embeddings().weight[[enc["input_ids"][i] for i in idx]].mean(0)
@@ -227,14 +227,14 @@ def test_minilm_wordpiece_alignment_and_batching():
 
 @pytest.mark.slow
 def test_gemma_sentencepiece_tokenizer_when_installed():
-    if not builtin_models.is_installed("gemma-3-270m"):
+    if not builtin_models._is_installed("gemma-3-270m"):
         pytest.skip("gemma-3-270m is not installed "
                     "(make test installs only smollm2-135m-instruct, minilm-l6 and the context generator)")
     tok = load_model("gemma-3-270m").tokenizer
     for context, word, pieces in [("This is Mary.", "Mary", ["▁Mary"]), ("MARY met Mary", "mary", None),
                                   ("an open-minded curiosity", "open-minded", None)]:
         enc = tok(context, return_offsets_mapping=True)
-        idx = token_indices(enc["offset_mapping"], find_word(context, word))
+        idx = _token_indices(enc["offset_mapping"], _find_word(context, word))
         got = tok.convert_ids_to_tokens([enc["input_ids"][i] for i in idx])
         assert "".join(got).replace("▁", " ").strip().lower() == word.lower()
         assert pieces is None or got == pieces
@@ -307,8 +307,8 @@ def test_two_runs_on_one_cache_compute_once(tmp_path):
 
     cache = tmp_path / "cache"
     cache.mkdir()
-    (cache / "models").symlink_to(paths.cache_dir() / "models", target_is_directory=True)
-    env = {**os.environ, "BIAS_CACHE_DIR": str(cache), "PYTHONPATH": str(paths.ROOT)}
+    (cache / "models").symlink_to(paths._cache_dir() / "models", target_is_directory=True)
+    env = {**os.environ, "BIAS_CACHE_DIR": str(cache), "PYTHONPATH": str(paths._ROOT)}
     go = tmp_path / "go"
     runs = [subprocess.Popen([sys.executable, "-c", _TWO_RUNS_CHILD, str(tmp_path / f"run{k}.npy"), str(go)],
                              env=env, stderr=subprocess.PIPE, text=True) for k in (0, 1)]

@@ -27,7 +27,7 @@ from bias_utils.book import validation as v
 from bias_utils.core import paths, results
 from bias_utils.core.errors import ParameterError
 from bias_utils.models import loading as models
-from bias_utils.models.generation import generate
+from bias_utils.models.generation import _generate
 from bias_utils.profiles import (
     axis_validity,
     contexts,
@@ -41,7 +41,7 @@ from bias_utils.profiles import (
 from bias_utils.profiles import population_profiles as profiles
 
 SMOL, MINILM = "smollm2-135m-instruct", "minilm-l6"
-NOTEBOOKS = sorted((paths.ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((paths._ROOT / "notebooks").glob("*.ipynb"))
 
 
 @pytest.fixture
@@ -68,13 +68,13 @@ def loads(monkeypatch):
     return seen
 
 
-def _basis(n_states: int, dims=("warmth", "competence"), space_name="warmth_competence") -> projection.PolarBasis:
+def _basis(n_states: int, dims=("warmth", "competence"), space_name="warmth_competence") -> projection._PolarBasis:
     """A real polar basis of random directions, with a model's number of hidden states (test input, not a result)."""
     rng = np.random.default_rng(0)
     directions = rng.normal(size=(n_states, len(dims), 8))
     pinv = np.stack([np.linalg.pinv(d.T) for d in directions])
     poles = pd.DataFrame([{"dimension": d, "direction": p, "n_senses": 3} for d in dims for p in ("high", "low")])
-    return projection.PolarBasis(space_name, tuple(dims), directions, pinv, tuple(range(n_states)), poles)
+    return projection._PolarBasis(space_name, tuple(dims), directions, pinv, tuple(range(n_states)), poles)
 
 
 def _space(n_states: int) -> space._StereotypeSpace:
@@ -128,11 +128,11 @@ def _entry_cases() -> list:
         ("run_audit top_p=2", lambda t: bold.run_audit(SMOL, top_p=2, limit=4), "top_p"),
         ("run_audit method", lambda t: bold.run_audit(SMOL, method="fdr", limit=4), "method"),
         # generation
-        ("generate seed=-1", lambda t: generate(SMOL, ["A nurse is"], seed=-1, cache=False), "seed"),
-        ("generate encoder", lambda t: generate(MINILM, ["A nurse is"], cache=False), "model"),
-        ("generate context", lambda t: generate(SMOL, ["A nurse is"], max_new_tokens=9000, cache=False),
+        ("generate seed=-1", lambda t: _generate(SMOL, ["A nurse is"], seed=-1, cache=False), "seed"),
+        ("generate encoder", lambda t: _generate(MINILM, ["A nurse is"], cache=False), "model"),
+        ("generate context", lambda t: _generate(SMOL, ["A nurse is"], max_new_tokens=9000, cache=False),
          "max_new_tokens"),
-        ("generate greedy", lambda t: generate(SMOL, ["A"], temperature=0, n_samples=3, cache=False), "n_samples"),
+        ("generate greedy", lambda t: _generate(SMOL, ["A"], temperature=0, n_samples=3, cache=False), "n_samples"),
         # the space (chapters 03, 04, 08, 11)
         ("build_space source", lambda t: space.build_space(MINILM, SEED, "web"), "source"),
         ("build_space n_contexts=0", lambda t: space.build_space(MINILM, SEED, "dictionary", 0), "n_contexts"),
@@ -280,9 +280,9 @@ def test_seed_layer_and_greedy_rules_are_one_rule_everywhere():
 def test_facts_read_from_the_files_agree_with_the_builtin_table(name, loads):
     """The GGUF header (SmolLM2) and the folder's config.json (MiniLM) give the layer count, kind and context length
     the built-in table declares, read without loading weights."""
-    from bias_utils.models.builtin_models import BUILTIN_MODELS, _builtin_weights
+    from bias_utils.models.builtin_models import _BUILTIN_MODELS, _builtin_weights
 
-    b = BUILTIN_MODELS[name]
+    b = _BUILTIN_MODELS[name]
     facts = models._model_facts(str(_builtin_weights(b)))
     assert (facts.kind, facts.n_layers, facts.context_length) == (b.kind, b.n_layers, b.context_length)
     assert facts.n_states == b.n_layers + 1 and not loads
@@ -343,7 +343,7 @@ def test_a_folder_of_another_model_is_refused_and_tables_carry_the_model(tmp_pat
         v.check("04_profiles", model=SMOL, output_dir=str(tmp_path / "out"))  # before the model loads
     monkeypatch.setenv(results._OVERWRITE_ENV, "1")
     results.output_folder("smollm2-135m-instruct--b179c9523d0e--fp32", tmp_path / "out")
-    assert results.folder_model(folder) == "smollm2-135m-instruct--b179c9523d0e--fp32"
+    assert results._folder_model(folder) == "smollm2-135m-instruct--b179c9523d0e--fp32"
 
 
 # --------------------------------------------------------------------------- contexts a user gave, or the project has
@@ -445,11 +445,11 @@ def test_chapter_03_writes_what_reached_no_axis_before_it_stops(tmp_path):
     only = [line for line in dictionary.read_text(encoding="utf-8").splitlines() if not line.startswith("tidiness,")]
     _write(dictionary, "\n".join(only) + "\n")
     proc = subprocess.run([sys.executable, "-m", "papermill", "--log-level", "ERROR",
-                           str(paths.ROOT / "notebooks" / "03_projection_accuracy.ipynb"), str(tmp_path / "03.ipynb"),
+                           str(paths._ROOT / "notebooks" / "03_projection_accuracy.ipynb"), str(tmp_path / "03.ipynb"),
                            "-p", "model", MINILM, "-p", "dictionary_path", str(dictionary), "-p", "context_source",
                            "dictionary", "-p", "n_contexts", "2", "-p", "output_dir", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=600,
-                          env={**__import__("os").environ, "PYTHONPATH": str(paths.ROOT)})
+                          env={**__import__("os").environ, "PYTHONPATH": str(paths._ROOT)})
     assert proc.returncode != 0
     csv = tmp_path / "out" / "dropped_senses.csv"
     assert f"is in {csv}. Give these terms contexts of their own" in proc.stderr + proc.stdout
@@ -489,11 +489,11 @@ def test_two_dimensions_sharing_most_terms_are_refused_before_any_embedding(tmp_
 def test_chapter_04_stops_at_its_check_on_look_alike_dimensions_and_writes_no_profile(tmp_path):
     path = _twins(tmp_path / "twins.csv", 5)
     proc = subprocess.run([sys.executable, "-m", "papermill", "--log-level", "ERROR",
-                           str(paths.ROOT / "notebooks" / "04_profiles.ipynb"), str(tmp_path / "04.ipynb"),
+                           str(paths._ROOT / "notebooks" / "04_profiles.ipynb"), str(tmp_path / "04.ipynb"),
                            "-p", "model", MINILM, "-p", "dictionary_path", str(path), "-p", "context_source",
                            "dictionary", "-p", "output_dir", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=600,
-                          env={**__import__("os").environ, "PYTHONPATH": str(paths.ROOT)})
+                          env={**__import__("os").environ, "PYTHONPATH": str(paths._ROOT)})
     assert proc.returncode != 0
     assert ("ParameterError: dictionary_path: dimensions that share at least half of either one's terms are one axis "
             "measured twice") in proc.stderr + proc.stdout
@@ -518,9 +518,9 @@ def test_axes_that_share_a_few_terms_get_a_warning_with_their_correlation(tmp_pa
 def test_papermill_with_a_misspelled_parameter_stops_at_the_check(tmp_path):
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "papermill", "--log-level", "ERROR",
-                           str(paths.ROOT / "notebooks" / "04_profiles.ipynb"), str(tmp_path / "out.ipynb"),
+                           str(paths._ROOT / "notebooks" / "04_profiles.ipynb"), str(tmp_path / "out.ipynb"),
                            "-p", "modle", MINILM], capture_output=True, text=True, timeout=300,
-                          env={**__import__("os").environ, "PYTHONPATH": str(paths.ROOT)})
+                          env={**__import__("os").environ, "PYTHONPATH": str(paths._ROOT)})
     assert proc.returncode != 0
     assert "ParameterError: modle: not a parameter of this notebook (did you mean 'model'?); its parameters are " \
            "model, dtype, context_source" in proc.stderr + proc.stdout
@@ -545,10 +545,10 @@ def test_a_misspelled_selection_name_says_which_one_was_meant(loads):
 def _without_tokenizer(folder: Path, *keep: str) -> str:
     """A model folder with MiniLM's config and weights (links) but none of its tokenizer files (``keep``: files
     written empty-handed, e.g. a tokenizer_config.json that names no vocabulary)."""
-    from bias_utils.models.builtin_models import BUILTIN_MODELS, _builtin_weights
+    from bias_utils.models.builtin_models import _BUILTIN_MODELS, _builtin_weights
 
     folder.mkdir()
-    weights = _builtin_weights(BUILTIN_MODELS[MINILM])
+    weights = _builtin_weights(_BUILTIN_MODELS[MINILM])
     for name in ("config.json", "model.safetensors"):
         (folder / name).symlink_to(weights / name)
     for name in keep:
@@ -597,7 +597,7 @@ def test_the_kind_of_a_population_file_is_said_once_per_run(tmp_path):
     path = str(_write(tmp_path / "groups.json", json.dumps({"f": ["woman", "girl"], "m": ["man", "boy"]})))
     with pytest.warns(UserWarning) as said:
         v.check("04_profiles", model=MINILM, populations=[path], context_source="dictionary")
-        profiles.check_profile_run(MINILM, [path])
+        profiles._check_profile_run(MINILM, [path])
         profiles._resolve_populations([path])
         populations._load_populations(path)
     assert [str(w.message) for w in said if "does not state its kind" in str(w.message)] == [

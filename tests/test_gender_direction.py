@@ -15,7 +15,7 @@ from statsmodels.stats.multitest import multipletests
 
 from bias_utils.core import criterion_validity as cv
 from bias_utils.core import data, paths
-from bias_utils.core.stats import correlation_rows
+from bias_utils.core.stats import _correlation_rows
 from bias_utils.profiles import gender_direction as gd
 from bias_utils.profiles import population_profiles as pr
 from bias_utils.profiles.populations import _load_populations, _occupation_shares, _population_kind
@@ -70,7 +70,7 @@ def test_verdict_and_sentence_on_constructed_cases():
     for name, position in cases.items():
         values = _values(position[:8] if name == "too few" else position, share[:8] if name == "too few" else share)
         stats = gd._validity_statistics(values, n_boot=300, seed=0)
-        found[name] = (gd.direction_verdict(stats), gd.describe_validity(stats, "m"))
+        found[name] = (gd._direction_verdict(stats), gd.describe_validity(stats, "m"))
         rho = stats[(stats["measure"] == "gender_position") & (stats["test"] == "spearman")].iloc[0]
         assert found[name][0] == cv._verdict(rho["ci_low"], int(rho["n"]))
     assert found["tracks"][0] == "supported" and "the direction is validated for this model" in found["tracks"][1]
@@ -116,7 +116,7 @@ def test_statistics_equal_scipy_and_measures_without_values_give_no_rows():
     assert rho_partial["effect_size"] == pytest.approx(np.corrcoef(*resid)[0, 1], rel=1e-10)
     assert rho_partial["ci_low"] < rho_partial["effect_size"] < rho_partial["ci_high"]
     assert rho_partial["verdict"] == partial["verdict"] == cv._verdict(rho_partial["ci_low"], 39)
-    assert cv.discriminant_verdict(stats.reset_index(), "gender_position") == rho_partial["verdict"]
+    assert cv._discriminant_verdict(stats.reset_index(), "gender_position") == rho_partial["verdict"]
 
 
 def test_discriminant_row_separates_gender_from_warmth():
@@ -131,21 +131,21 @@ def test_discriminant_row_separates_gender_from_warmth():
     found = {}
     for name, position in (("through warmth", through), ("own", own)):
         stats = gd._validity_statistics(_values(position, share, warmth), n_boot=300, seed=0)
-        found[name] = (gd.direction_verdict(stats), cv.discriminant_verdict(stats, "gender_position"),
+        found[name] = (gd._direction_verdict(stats), cv._discriminant_verdict(stats, "gender_position"),
                        gd.describe_validity(stats, "m"))
     assert found["through warmth"][:2] == ("supported", "not shown")
     assert "Beyond the nouns' warmth" in found["through warmth"][2] and "may be carried by warmth" in found[
         "through warmth"][2]
     assert found["own"][:2] == ("supported", "supported")
     alone = gd._validity_statistics(_values(own, share), n_boot=100, seed=0)
-    assert cv.discriminant_verdict(alone, "gender_position") == "untestable"
+    assert cv._discriminant_verdict(alone, "gender_position") == "untestable"
     assert alone.loc[alone["test"] == "partial_spearman", "effect_size"].isna().all()
     assert "untestable here" in gd.describe_validity(alone, "m")
 
 
 def test_verdict_has_its_stated_false_positive_rate_and_power():
     """Simulation: 60 pairs from a bivariate normal, the rule on the interval ``validity_statistics`` reads
-    (``stats.correlation_rows``). With no association the direction is called supported in about 2.5% of 200
+    (``stats._correlation_rows``). With no association the direction is called supported in about 2.5% of 200
     samples (one side of a 95% interval); at the Spearman ρ that ``detectable_correlation`` names for 60 nouns, in
     about 80% of them."""
     rng = np.random.default_rng(17)
@@ -159,7 +159,7 @@ def test_verdict_has_its_stated_false_positive_rate_and_power():
         for i in range(runs):
             x = rng.standard_normal(n)
             y = r * x + np.sqrt(1 - r ** 2) * rng.standard_normal(n)
-            [rho] = [row for row in correlation_rows(x, y, n_boot=200, seed=i) if row["test"] == "spearman"]
+            [rho] = [row for row in _correlation_rows(x, y, n_boot=200, seed=i) if row["test"] == "spearman"]
             hits += cv._verdict(rho["ci_low"], n) == "supported"
         rate[rho_s] = hits / runs
     assert rate[0.0] <= 0.05, rate
@@ -228,7 +228,7 @@ def test_adding_occupations_leaves_the_other_populations_profiles_unchanged(smol
 
 def test_chapter_04_states_the_rule_the_code_applies():
     """The chapter's method section gives the verdict's threshold and the power as the code has them."""
-    cells = json.loads((paths.ROOT / "notebooks" / "04_profiles.ipynb").read_text(encoding="utf-8"))["cells"]
+    cells = json.loads((paths._ROOT / "notebooks" / "04_profiles.ipynb").read_text(encoding="utf-8"))["cells"]
     text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
     assert f"fewer than {gd._MIN_NOUNS} nouns could be embedded" in text
     assert f"finds {int(gd._POWER * 100)}% of the time" in text

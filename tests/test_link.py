@@ -97,8 +97,8 @@ def test_link_chart_caption_says_where_the_points_lie_against_the_terms_means(me
     table = table.assign(noun=table["occupation"].map(link._occupation_noun), gender_position=share - 3.35)
     _, caption = rendering._figure_text(link.link_chart(table).to_dict())
     low, high = table.loc[table["gender_position"].idxmin()], table.loc[table["gender_position"].idxmax()]
-    ends = (f"run from {precision.number_text(low.gender_position)} ({low.noun}) to "
-            f"{precision.number_text(high.gender_position)} ({high.noun})")
+    ends = (f"run from {precision._number_text(low.gender_position)} ({low.noun}) to "
+            f"{precision._number_text(high.gender_position)} ({high.noun})")
     assert ends in caption and "all beyond the male terms' mean (−0.5)" in caption
     assert "no neutral point for occupation nouns" in caption
     _, centred = rendering._figure_text(link.link_chart(table.assign(gender_position=share - 0.5)).to_dict())
@@ -166,7 +166,7 @@ def test_link_statistics_agree_with_scipy_statsmodels_and_the_mixed_model_on_rea
             assert got["se"] == pytest.approx(fit.bse["z"], rel=1e-8)
             assert (got["ci_low"], got["ci_high"]) == pytest.approx(tuple(fit.conf_int().loc["z"]), rel=1e-8)
         # the mixed model without fixed effects, fitted here on the counts directly
-        direct = mixed.fit_mixed_logit(table["female_count"], table["male_count"],
+        direct = mixed._fit_mixed_logit(table["female_count"], table["male_count"],
                                        pd.DataFrame({"intercept": 1.0, "z": frame["z"].to_numpy()}))
         got = pooled.loc[(measure, "mixed_logit")]
         assert got["effect_size"] == pytest.approx(direct.coef["z"], rel=1e-6)
@@ -259,7 +259,7 @@ def test_bootstrap_interval_covers_a_known_correlation():
     rho, spearman = 0.4, 6 / np.pi * np.arcsin(0.4 / 2)
     hits = {"pearson": 0, "spearman": 0}
     for i in range(100):
-        for row in stats.correlation_rows(*_bivariate(rng, 80, rho), n_boot=200, seed=i):
+        for row in stats._correlation_rows(*_bivariate(rng, 80, rho), n_boot=200, seed=i):
             truth = rho if row["test"] == "pearson" else spearman
             hits[row["test"]] += row["ci_low"] <= truth <= row["ci_high"]
     assert 85 <= hits["pearson"] <= 100 and 85 <= hits["spearman"] <= 100, hits
@@ -270,7 +270,7 @@ def test_bootstrap_interval_rarely_excludes_zero_under_independence():
     rng = np.random.default_rng(11)
     false = {"pearson": 0, "spearman": 0}
     for i in range(100):
-        for row in stats.correlation_rows(*_bivariate(rng, 80, 0.0), n_boot=200, seed=i):
+        for row in stats._correlation_rows(*_bivariate(rng, 80, 0.0), n_boot=200, seed=i):
             false[row["test"]] += not row["ci_low"] <= 0 <= row["ci_high"]
     assert false["pearson"] <= 12 and false["spearman"] <= 12, false
 
@@ -345,12 +345,12 @@ def test_next_word_link_rows_equal_scipy_and_pingouin_and_carry_the_bold_row():
     rng = np.random.default_rng(3)
     values, exact, units = _next_word_inputs(rng)
     exact = exact.drop(index=4)  # a noun without the measure is left out of its rows
-    bold = pd.DataFrame([{c: np.nan for c in stats.STAT_COLUMNS} | {
-        "test": link.PRIMARY["test"], "intrinsic": "gender_position", "effect": "log_odds_slope", "effect_size": 0.6,
+    bold = pd.DataFrame([{c: np.nan for c in stats._STAT_COLUMNS} | {
+        "test": link._PRIMARY["test"], "intrinsic": "gender_position", "effect": "log_odds_slope", "effect_size": 0.6,
         "ci_low": -0.64, "ci_high": 2.01, "p": 0.32, "n": 33, "extrinsic_measure": "expected", "note": ""}])
     result = link.next_word_link(values, exact, units, bold, direction_verdict="supported", n_boot=300, seed=2)
     st_ = result.statistics.set_index(["analysis", "test"])
-    assert list(result.statistics.columns) == stats.STAT_COLUMNS + link._NEXT_WORD_LINK_COLUMNS
+    assert list(result.statistics.columns) == stats._STAT_COLUMNS + link._NEXT_WORD_LINK_COLUMNS
     assert result.statistics["primary"].sum() == 1 and st_.loc[("primary", "spearman"), "primary"]
     bls = values.merge(exact.rename(columns={"occupation": "noun"}), left_on="occupation", right_on="noun")
     rho, p = st.spearmanr(bls["gender_position"], bls["log_ratio"])
@@ -361,7 +361,7 @@ def test_next_word_link_rows_equal_scipy_and_pingouin_and_carry_the_bold_row():
     assert beyond["controls"] == "bls_pct_female" and beyond["df"] == 56
     rho_u, _ = st.spearmanr(units["gender_position"], exact["log_ratio"].iloc[-20:])
     assert st_.loc[("BOLD primary units", "spearman"), "effect_size"] == pytest.approx(rho_u)
-    row = st_.loc[("BOLD link", link.PRIMARY["test"])]
+    row = st_.loc[("BOLD link", link._PRIMARY["test"])]
     assert (row["role"], row["units"], row["effect_size"], row["n"]) == ("robustness", "BOLD primary units", 0.6, 33)
     assert "sampled BOLD completions" in row["extrinsic_measure"]
     assert set(result.occupations["units"]) == {"BLS occupations", "BOLD primary units"}

@@ -94,7 +94,7 @@ def test_fit_maximises_the_penalised_likelihood_and_the_interval_reaches_the_cut
     chi-square(1) quantile."""
     rng = np.random.default_rng(3)
     k, m, cluster, X = _design(rng, n_clusters=14)
-    fit = nested.fit_nested_logit(k, m, cluster, X)
+    fit = nested._fit_nested_logit(k, m, cluster, X)
     assert fit.converged and fit.message == "" and fit.n_items == int(((k + m) > 0).sum())
 
     def negative(theta, fixed=None):
@@ -108,7 +108,7 @@ def test_fit_maximises_the_penalised_likelihood_and_the_interval_reaches_the_cut
     assert fit.objective == pytest.approx(-best.fun, abs=1e-6) and fit.objective >= -best.fun - 1e-6
     assert np.r_[fit.coef.to_numpy(), fit.sigma_cluster, fit.sigma_item] == pytest.approx(
         np.r_[best.x[:2], np.exp(best.x[2:])], abs=2e-3)
-    row = nested.nested_row(fit, "group", group_a="one", group_b="zero")
+    row = nested._nested_row(fit, "group", group_a="one", group_b="zero")
     assert row["effect_size"] == pytest.approx(np.exp(fit.coef["group"]))
     assert row["ci_low"] < row["effect_size"] < row["ci_high"]
     assert (row["sigma"], row["sigma_item"], row["n_items"]) == (fit.sigma_cluster, fit.sigma_item, fit.n_items)
@@ -128,13 +128,13 @@ def test_fit_maximises_the_penalised_likelihood_and_the_interval_reaches_the_cut
 def test_bad_input_is_named():
     X = pd.DataFrame({"intercept": 1.0, "group": [0.0, 1, 0, 1]})
     with pytest.raises(ParameterError, match="clusters"):
-        nested.fit_nested_logit([1, 0, 2], [0, 1, 1], [0, 1, 7], X)
+        nested._fit_nested_logit([1, 0, 2], [0, 1, 1], [0, 1, 7], X)
     with pytest.raises(ParameterError, match="one value per item"):
-        nested.fit_nested_logit([1, 0, 2], [0, 1], [0, 1, 2], X)
+        nested._fit_nested_logit([1, 0, 2], [0, 1], [0, 1, 2], X)
     with pytest.raises(ParameterError, match="successes"):
-        nested.fit_nested_logit([1, -1, 2], [0, 1, 1], [0, 1, 2], X)
+        nested._fit_nested_logit([1, -1, 2], [0, 1, 1], [0, 1, 2], X)
     with pytest.raises(ParameterError, match="need more than"):
-        nested.fit_nested_logit([1, 0, 0, 0], [0, 0, 0, 0], [0, 1, 2, 3], X)
+        nested._fit_nested_logit([1, 0, 0, 0], [0, 0, 0, 0], [0, 1, 2, 3], X)
 
 
 @pytest.mark.slow
@@ -157,13 +157,13 @@ def test_the_audit_row_on_the_published_completions():
     table, _ = bold.audit_statistics(metrics, n_boot=50, n_permutations=99, nested=False)
     table = pd.concat([table, pd.DataFrame([row])], ignore_index=True)
     influence = occupations.influence_table(units, A, B)
-    h = occupations.headline(occupations.headline_table(table, units, influence, n_boot=50))
+    h = occupations._headline(occupations.headline_table(table, units, influence, n_boot=50))
     assert (h["nested_odds_ratio"], h["nested_ci_low"], h["nested_ci_high"], h["nested_p"]) == (
         row["effect_size"], row["ci_low"], row["ci_high"], row["p"])
     assert (h["nested_sigma_occupation"], h["nested_sigma_completion"]) == (row["sigma"], row["sigma_completion"])
-    text = occupations.headline_sentence(h)
+    text = occupations._headline_sentence(h)
     assert ("with a random intercept per completion within its occupation as well, "
-            + occupations.estimate_text(h, "nested")) in text
+            + occupations._estimate_text(h, "nested")) in text
     shown = occupations.headline_rows(h).set_index("analysis")
     nested_row = shown.loc["sensitivity (conditional): random intercepts per occupation and per completion, words"]
     assert nested_row["estimate"].startswith("odds ratio ") and nested_row["p"].startswith("likelihood-ratio p")
@@ -179,8 +179,8 @@ def test_a_group_whose_words_are_all_of_one_kind_is_refused_with_its_reason():
     m = np.array([3, 3, 3, 4, 3, 2, 0, 1, 1, 0], float)       # female words
     cluster = np.array([0, 0, 0, 1, 1, 2, 2, 3, 3, 4])
     X = pd.DataFrame({"intercept": 1.0, "group": [0.0, 1.0, 1.0, 1.0, 1.0]})
-    fit = nested.fit_nested_logit(k, m, cluster, X)
+    fit = nested._fit_nested_logit(k, m, cluster, X)
     assert (fit.coef.abs() > mixed._HUGE).any() and "separation" in fit.message
     assert "sigma_" not in fit.message
     with pytest.raises(ValueError, match="no finite estimate on these data"):
-        nested.nested_row(fit, "group")
+        nested._nested_row(fit, "group")

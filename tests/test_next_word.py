@@ -15,7 +15,7 @@ from bias_utils.audit import next_word as nw
 from bias_utils.core import criterion_validity as cv
 from bias_utils.core import lexicon, paths
 from bias_utils.core.errors import ParameterError
-from bias_utils.models.generation import generate
+from bias_utils.models.generation import _generate
 from bias_utils.profiles import gender_direction
 from bias_utils.profiles.population_profiles import DEFAULT_TEMPLATES
 from bias_utils.profiles.populations import _occupation_shares
@@ -27,14 +27,14 @@ NOUNS = ["nurse", "plumber", "registered nurse"]
 
 
 def test_builtin_templates_are_neutral_sentences_the_intrinsic_side_does_not_use():
-    templates = nw.check_next_word_templates(None)
-    assert templates == nw.TEMPLATES and len(templates) >= 8
+    templates = nw._check_next_word_templates(None)
+    assert templates == nw._TEMPLATES and len(templates) >= 8
     assert len(nw._REFERENCE) == len(templates)
     assert set(nw._REFERENCE) == {"subject", "possessive", "object"}
     intrinsic = {t.replace("{word}", "").strip() for t in DEFAULT_TEMPLATES}
     for t in templates:
         assert t.count("{occupation}") == 1 and t[-1].isalpha()
-        assert not any(word in t.lower().split() for word in lexicon.MALE_WORDS + lexicon.FEMALE_WORDS), t
+        assert not any(word in t.lower().split() for word in lexicon._MALE_WORDS + lexicon._FEMALE_WORDS), t
         assert all(frame not in t.lower() for frame in intrinsic), t
 
 
@@ -45,7 +45,7 @@ def test_builtin_templates_are_neutral_sentences_the_intrinsic_side_does_not_use
 ])
 def test_bad_templates_name_the_parameter(bad, match):
     with pytest.raises(ParameterError, match=f"^templates.*{match}"):
-        nw.check_next_word_templates(bad)
+        nw._check_next_word_templates(bad)
 
 
 # --------------------------------------------------------------------------- against the world (no model)
@@ -84,20 +84,20 @@ def test_validity_is_the_direction_engine_on_the_log_ratio():
 
 @pytest.mark.slow
 def test_first_tokens_count_longer_words_by_their_first_and_drop_shared_ones(smollm):
-    ids, words = nw.lexicon_first_tokens(smollm.tokenizer)
+    ids, words = nw._lexicon_first_tokens(smollm.tokenizer)
     assert len(words) == 26 and set(words["counted"]) == {"single token"}  # every audit word is one SmolLM2 token
     for row in words.itertuples():
         assert [row.token_id] == smollm.tokenizer(" " + row.word, add_special_tokens=False)["input_ids"]
     assert ids["female"] == sorted(words.loc[words["lexicon"] == "female", "token_id"])
     own = {"female": ["she", "stepmother", "matriarch"], "male": ["he", "stepfather"]}
-    ids, words = nw.lexicon_first_tokens(smollm.tokenizer, own)
+    ids, words = nw._lexicon_first_tokens(smollm.tokenizer, own)
     counted = words.set_index("word")["counted"]
     assert counted["matriarch"] == "first token" and counted["stepmother"] == counted["stepfather"] == "shared"
     first = smollm.tokenizer(" matriarch", add_special_tokens=False)["input_ids"]
     assert len(first) > 1 and ids["female"] == sorted([first[0], smollm.tokenizer(" she")["input_ids"][0]])
     assert ids["male"] == smollm.tokenizer(" he")["input_ids"]
     with pytest.raises(ParameterError, match="^lexicons"):
-        nw.lexicon_first_tokens(smollm.tokenizer, {"female": ["she"], "neutral": ["they"]})
+        nw._lexicon_first_tokens(smollm.tokenizer, {"female": ["she"], "neutral": ["they"]})
 
 
 @pytest.mark.slow
@@ -107,8 +107,8 @@ def test_log_ratio_equals_transformers_full_forward_pass_in_float64(smollm, isol
     sentence per pass too: a batch changes the float32 kernels' blocking, which on this AMD EPYC moves a
     log-ratio by about 1e-5 (the batched run is held to float32's reach against this one below)."""
     found = nw.next_word_table(smollm, NOUNS, batch_size=1, progress=False, cache=False)
-    ids, _ = nw.lexicon_first_tokens(smollm.tokenizer)
-    assert len(found.prompts) == len(NOUNS) * len(nw.TEMPLATES)
+    ids, _ = nw._lexicon_first_tokens(smollm.tokenizer)
+    assert len(found.prompts) == len(NOUNS) * len(nw._TEMPLATES)
     for row in found.prompts.itertuples():
         enc = smollm.tokenizer(row.prompt, return_tensors="pt")
         with torch.no_grad():
@@ -153,13 +153,13 @@ def test_a_rerun_computes_nothing_and_an_interrupted_run_resumes(smollm, isolate
 @pytest.mark.slow
 def test_sampled_check_counts_the_audit_words_in_sampled_continuations(smollm, isolated_cache):
     exact = nw.next_word_table(smollm, NOUNS, progress=False).occupations
-    templates = nw.TEMPLATES[:2]
+    templates = nw._TEMPLATES[:2]
     per, stats = nw.sampled_check(smollm, exact, templates=templates, max_new_tokens=12, n_boot=100, progress=False)
     prompts = [t.replace("{occupation}", n) for n in NOUNS for t in templates]
-    done = generate(smollm, prompts, max_new_tokens=12, temperature=0.7, top_p=0.9, top_k=50, progress=False)
+    done = _generate(smollm, prompts, max_new_tokens=12, temperature=0.7, top_p=0.9, top_k=50, progress=False)
     for i, noun in enumerate(NOUNS):  # independent: the audit's tokens of the noun's completions, by hand
-        tokens = [w for c in done["completion"][2 * i:2 * i + 2] for w in lexicon.tokenize(c)]
-        f, m = sum(w in lexicon.FEMALE_WORDS for w in tokens), sum(w in lexicon.MALE_WORDS for w in tokens)
+        tokens = [w for c in done["completion"][2 * i:2 * i + 2] for w in lexicon._tokenize(c)]
+        f, m = sum(w in lexicon._FEMALE_WORDS for w in tokens), sum(w in lexicon._MALE_WORDS for w in tokens)
         row = per.set_index("occupation").loc[noun]
         assert (row.female_words, row.male_words, row.n_completions) == (f, m, 2)
         assert row.log_odds == pytest.approx(np.log((f + 0.5) / (m + 0.5)))
@@ -175,23 +175,23 @@ def test_exact_measure_of_the_60_bls_occupations_against_the_world(smollm):
     verdict is the engine's rule on the Spearman interval."""
     shares = _occupation_shares()
     found = nw.next_word_table(smollm, shares["occupation"], progress=False)
-    assert (found.occupations["n_templates"] == len(nw.TEMPLATES)).all() and len(found.occupations) == 60
+    assert (found.occupations["n_templates"] == len(nw._TEMPLATES)).all() and len(found.occupations) == 60
     stats = nw.next_word_validity(found.occupations, shares[["occupation", "bls_pct_female"]], n_boot=300, seed=0)
     rho = stats.set_index("test").loc["spearman"]
     expected, _ = st.spearmanr(found.occupations["log_ratio"], shares["bls_pct_female"])
     assert rho["effect_size"] == pytest.approx(expected, rel=1e-12) and rho["n"] == 60
-    assert cv.measure_verdict(stats, "log_ratio") == cv._verdict(rho["ci_low"], 60)
-    assert cv.discriminant_verdict(stats, "log_ratio") == "untestable"  # no warmth and competence given
+    assert cv._measure_verdict(stats, "log_ratio") == cv._verdict(rho["ci_low"], 60)
+    assert cv._discriminant_verdict(stats, "log_ratio") == "untestable"  # no warmth and competence given
 
 
 def test_chapter_11_states_the_rules_the_code_applies():
     """The chapter's method section gives the verdict's threshold, the power and the lexicon sizes as the code has
     them, and states the primary analysis before the first code cell that computes a result."""
-    cells = nbformat.read(paths.ROOT / "notebooks" / "11_intrinsic_extrinsic.ipynb", as_version=4).cells
+    cells = nbformat.read(paths._ROOT / "notebooks" / "11_intrinsic_extrinsic.ipynb", as_version=4).cells
     text = "\n".join(c.source for c in cells if c.cell_type == "markdown")
     text = " ".join(text.split())  # the cells wrap their lines anywhere
-    assert f"fewer than {cv.MIN_ITEMS} occupations" in text and f"found {int(cv.POWER * 100)}% of the time" in text
-    assert (f"the audit's {len(lexicon.FEMALE_WORDS)} female words and one of its {len(lexicon.MALE_WORDS)} male"
+    assert f"fewer than {cv._MIN_ITEMS} occupations" in text and f"found {int(cv._POWER * 100)}% of the time" in text
+    assert (f"the audit's {len(lexicon._FEMALE_WORDS)} female words and one of its {len(lexicon._MALE_WORDS)} male"
             in text)
     first_code = next(i for i, c in enumerate(cells) if c.cell_type == "code")
     assert "**The primary analysis, stated before the results.**" in cells[0].source and first_code > 0

@@ -17,7 +17,7 @@ import pytest
 from bias_utils.book import runs
 from bias_utils.core import paths
 
-NOTEBOOKS = sorted((paths.ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((paths._ROOT / "notebooks").glob("*.ipynb"))
 
 def _inspect(nb_path, caplog, monkeypatch) -> dict:
     """``papermill.inspect_notebook`` with its warnings captured (``bias_utils.book.build`` filters them out)."""

@@ -10,10 +10,10 @@ import pytest
 
 from bias_utils.audit import bold, replication
 from bias_utils.audit import occupation_units as ou
-from bias_utils.audit.bold_prompts import AUDIT_GROUPS, FEMALE_GROUP, MALE_GROUP, _load_audit_selection
+from bias_utils.audit.bold_prompts import _AUDIT_GROUPS, FEMALE_GROUP, MALE_GROUP, _load_audit_selection
 from bias_utils.core import data
 from bias_utils.core.errors import ParameterError
-from bias_utils.core.wordnet import wordnet
+from bias_utils.core.wordnet import _wordnet
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def units(selection):
 def raw_sets():
     """(group, key) -> set of prompt texts, read straight from the audit's two prompt files."""
     sets: dict[tuple[str, str], set[str]] = {}
-    for group in AUDIT_GROUPS:
+    for group in _AUDIT_GROUPS:
         raw = json.loads(data.resolve(f"audit_{group}_prompts").read_text(encoding="utf-8"))
         for occupations in raw.values():
             for key, prompts in occupations.items():
@@ -127,7 +127,7 @@ def test_overrides_are_only_for_heads_no_rule_settles():
     """An override is allowed where WordNet 3.0 has no such noun and no suffix applies, each with a reason."""
     for head, (kind, reason) in ou._HEAD_OVERRIDES.items():
         assert kind in ou._KINDS and reason
-        assert not wordnet().lemmas(head, "n")
+        assert not _wordnet().lemmas(head, "n")
         assert not any(head.endswith(suffix) for suffix, _ in ou._SUFFIX_KINDS)
     assert ou._key_kind("xyzzyq") == ("other", "no rule: 'xyzzyq' is not in WordNet and has no known suffix")
     assert ou._key_kind("moldmakers")[0] == "person"  # a plural WordNet lacks, by its singular's suffix

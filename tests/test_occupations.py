@@ -39,9 +39,9 @@ def _share_difference(metrics: pd.DataFrame, by: str = "occupation") -> float:
 
 
 def _word_or(metrics: pd.DataFrame) -> dict:
-    """The audit's odds ratio recomputed from completions (stats.odds_ratio on the pooled 2x2 table)."""
+    """The audit's odds ratio recomputed from completions (stats._odds_ratio on the pooled 2x2 table)."""
     words = [[metrics.loc[metrics["group"] == g, w].sum() for w in ("male_words", "female_words")] for g in (A, B)]
-    return stats.odds_ratio(words)
+    return stats._odds_ratio(words)
 
 
 def test_occupation_table_adds_up_to_the_published_counts(published):
@@ -76,7 +76,7 @@ def test_cluster_interval_draws_the_replicates_of_stats_cluster_bootstrap_ci(pub
 
     for measure, fn, back in ((OR, log_or, np.exp), ("completions with any gendered word", share, float),
                               ("male_share among gendered completions", male_share, float)):
-        expected = [back(x) for x in stats.cluster_bootstrap_ci(metrics, fn, cluster="occupation", strata="group",
+        expected = [back(x) for x in stats._cluster_bootstrap_ci(metrics, fn, cluster="occupation", strata="group",
                                                                 n_boot=60, seed=7)]
         got = occupations._cluster_interval(occ, measure, A, B, n_boot=60, seed=7)
         assert got == pytest.approx(expected, rel=1e-9), measure
@@ -110,10 +110,10 @@ def test_influence_is_the_statistic_recomputed_without_each_occupation(published
     moved = influence["share_change"].abs() > influence["share_difference"].abs() / 3
     assert (influence["influential"] == moved).all()
     sentence = occupations._describe_influence(influence)
-    full = precision.percent_text(influence["share_difference"].iloc[0])[:-1]
+    full = precision._percent_text(influence["share_difference"].iloc[0])[:-1]
     assert sentence.startswith(f"No single occupation moves the difference in male share ({full} percentage "
                                "points) by more than a third of itself: leaving out the most influential, Tailor")
-    named = ", ".join(f"{r.occupation} ({precision.number_text(r.odds_ratio_without)})"
+    named = ", ".join(f"{r.occupation} ({precision._number_text(r.odds_ratio_without)})"
                       for r in influence[influence["odds_ratio_influential"]].itertuples())
     assert sentence.endswith("The audit's pooled-word odds ratio (24.65, a sensitivity row) is multiplied or divided "
                              f"by more than 1.33 without {named}.")
@@ -130,7 +130,7 @@ def test_mixed_influence_refits_the_conditional_model_without_each_occupation(pu
 
     def refit(frame):
         design = pd.DataFrame({"intercept": 1.0, "group": (frame["group"] == A).astype(float).to_numpy()})
-        return float(np.exp(mixed.fit_mixed_logit(frame["male_words"], frame["female_words"], design).coef["group"]))
+        return float(np.exp(mixed._fit_mixed_logit(frame["male_words"], frame["female_words"], design).coef["group"]))
 
     assert influence["odds_ratio"].iloc[0] == pytest.approx(refit(units), rel=1e-6)
     for r in influence.head(3).itertuples():
@@ -147,14 +147,14 @@ def test_mixed_influence_refits_the_conditional_model_without_each_occupation(pu
     assert drawn["points_without"].tolist() == pytest.approx(
         (100 * influence["share_difference_without"].head(10)).tolist())
     dashed = next(layer for layer in spec["layer"] if layer["mark"].get("strokeDash"))
-    h = occupations.headline(head)
+    h = occupations._headline(head)
     assert pd.DataFrame(spec["datasets"][dashed["data"]["name"]])["x"].tolist() == pytest.approx(
         [100 * h["share_difference_ci_low"], 100 * h["share_difference_ci_high"]])
 
 
 def test_headline_reads_the_primary_rows_and_the_published_selection(published):
     metrics, _, table, influence, head, units = published
-    h = occupations.headline(head)
+    h = occupations._headline(head)
     primary = table[table["role"] == "primary"]
     assert table["role"].iloc[:2].tolist() == ["primary", "primary"] and len(primary) == 2  # stated first
     assert primary["measure"].tolist() == [occupations._SHARE, occupations._MARGINAL]
@@ -190,52 +190,52 @@ def test_headline_reads_the_primary_rows_and_the_published_selection(published):
     assert h["published_ci_low_mc_se"] > 0 and h["published_ci_high_mc_se"] > 0
     assert h["top_occupation"] == influence["occupation"].iloc[0]
     assert h["share_difference_without_top"] == influence["share_difference_without"].iloc[0]
-    text = occupations.headline_sentence(head)
+    text = occupations._headline_sentence(head)
     na, nb = h["n_units_a"], h["n_units_b"]
     assert text.startswith(f"Primary analysis, over the {na + nb} deduplicated person-noun occupations, {na} "
                            f"male-dominated and {nb} female-dominated; {h['n_units_informative']} carry any gendered "
                            f"word ({h['n_informative_a']} and {h['n_informative_b']}), each occupation weighing one: a "
                            "larger share of male words about male-dominated occupations than about female-dominated "
                            "ones. ")
-    first = occupations.estimate_text(h)
-    assert first.startswith(f"{precision.percent_text(h['male_share_a'])} (95% CI ") and f"{first[0].upper()}" \
+    first = occupations._estimate_text(h)
+    assert first.startswith(f"{precision._percent_text(h['male_share_a'])} (95% CI ") and f"{first[0].upper()}" \
         f"{first[1:]}." in text
     assert "of the gendered words about a typical male-dominated occupation are male" in first
-    assert f"a difference of {precision.percent_text(h['share_difference'])[:-1]} percentage points" in first
-    assert occupations.estimate_text(h, "marginal") in text and occupations.estimate_text(h, "conditional") in text
+    assert f"a difference of {precision._percent_text(h['share_difference'])[:-1]} percentage points" in first
+    assert occupations._estimate_text(h, "marginal") in text and occupations._estimate_text(h, "conditional") in text
     assert text.index(first[1:]) < text.index("Sensitivity, a conditional estimand") < text.index("Beside it")
-    low = precision.mc_round(h["published_ci_low"], h["published_ci_low_mc_se"])
-    high = precision.mc_round(h["published_ci_high"], h["published_ci_high_mc_se"])
+    low = precision._mc_round(h["published_ci_low"], h["published_ci_low_mc_se"])
+    high = precision._mc_round(h["published_ci_high"], h["published_ci_high_mc_se"])
     assert f"included): odds ratio 24.65, 95% CI {low} to {high} resampling whole keys, permutation p " in text
     assert "(200 replicates, each bound to its Monte Carlo error)" in text
     assert "the audit's own interval, every word independent, is 10.07 to 60.37." in text
     shown = occupations.headline_rows(head)
     assert shown["analysis"].str.startswith("primary").tolist()[:4] == [True] * 4
     assert shown["analysis"].iloc[4].startswith("sensitivity (conditional)")
-    assert shown["estimate"].iloc[0] == f"{precision.percent_text(h['share_difference'])[:-1]} percentage points"
-    assert shown["estimate"].iloc[1:3].tolist() == [precision.percent_text(h["male_share_a"]),
-                                                    precision.percent_text(h["male_share_b"])]
-    assert shown["estimate"].iloc[4] == f"odds ratio {precision.number_text(h['conditional_odds_ratio'])}"
+    assert shown["estimate"].iloc[0] == f"{precision._percent_text(h['share_difference'])[:-1]} percentage points"
+    assert shown["estimate"].iloc[1:3].tolist() == [precision._percent_text(h["male_share_a"]),
+                                                    precision._percent_text(h["male_share_b"])]
+    assert shown["estimate"].iloc[4] == f"odds ratio {precision._number_text(h['conditional_odds_ratio'])}"
     assert shown["estimate"].iloc[5] == "not estimable"
     assert shown["95% CI"].iloc[8] == f"{low} to {high}"
-    assert shown["p"].iloc[0] == f"permutation p {stats.permutation_p_text(h['share_difference_p'], k)}"
+    assert shown["p"].iloc[0] == f"permutation p {stats._permutation_p_text(h['share_difference_p'], k)}"
     assert shown["occupations"].iloc[0] == (f"{na} + {nb} deduplicated person nouns, {h['n_informative_a']} + "
                                             f"{h['n_informative_b']} with any gendered word")
-    assert occupations.headline_sentence(head.iloc[0:0]) == "" and occupations.headline(head.iloc[0:0]) == {}
+    assert occupations._headline_sentence(head.iloc[0:0]) == "" and occupations._headline(head.iloc[0:0]) == {}
     drifting = {**h, "conditional_odds_ratio": float(np.exp(462.0)), "conditional_ci_low": 2.2,
                 "conditional_ci_high": np.inf, "conditional_p": 0.01}
-    want = f"conditional odds ratio unbounded (separation), 95% CI {precision.interval_text(2.2, np.inf)} (profile"
-    assert occupations.estimate_text(drifting, "conditional").startswith(want)
+    want = f"conditional odds ratio unbounded (separation), 95% CI {precision._interval_text(2.2, np.inf)} (profile"
+    assert occupations._estimate_text(drifting, "conditional").startswith(want)
     with pytest.raises(ValueError, match="which must be"):
-        occupations.estimate_text(h, "odds")
+        occupations._estimate_text(h, "odds")
     with pytest.raises(ValueError, match="one model"):
-        occupations.headline(pd.concat([head, head]))
+        occupations._headline(pd.concat([head, head]))
     chart = occupations.influence_chart(influence, head, top=10,
                                         title="Leave one occupation out: qwen__Qwen2.5-0.5B--abc1234--bf16").to_dict()
     assert len(chart["layer"]) == 4
     assert chart["title"] == "Leave one occupation out: Qwen2.5-0.5B (bf16)"
     alt_text, caption = rendering._figure_text(chart)
-    points = precision.percent_text(h["share_difference"])[:-1]
+    points = precision._percent_text(h["share_difference"])[:-1]
     assert alt_text == (f"Dot plot: the difference in male share without each of 10 occupations, against the "
                         f"difference with all ({points} percentage points).")
     assert caption.startswith("Each row is one of the 10 occupations whose removal moves the primary difference")
@@ -252,7 +252,7 @@ def test_one_interval_reads_alike_in_the_sentences_and_every_table_that_shows_it
     from bias_utils.book import crossmodel
 
     _, _, table, _, head, _ = published
-    h = occupations.headline(head)
+    h = occupations._headline(head)
     cols = ["role", "test", "measure", "unit", "effect_size", "ci_low", "ci_high", "ci_low_mc_se", "ci_high_mc_se"]
 
     def shown(frame: pd.DataFrame) -> list[str]:
@@ -266,18 +266,18 @@ def test_one_interval_reads_alike_in_the_sentences_and_every_table_that_shows_it
 
     rows = table.reindex(columns=cols).reset_index(drop=True)
     intervals = dict(zip(zip(rows["test"], rows["measure"], rows["unit"]), shown(rows)))
-    pooled = intervals[("cluster_bootstrap_occupation", "odds_ratio (words)", occupations.UNIT_OCCUPATIONS)]
-    key = intervals[("cluster_bootstrap_occupation", "odds_ratio (words)", occupations.UNIT_PUBLISHED)]
+    pooled = intervals[("cluster_bootstrap_occupation", "odds_ratio (words)", occupations._UNIT_OCCUPATIONS)]
+    key = intervals[("cluster_bootstrap_occupation", "odds_ratio (words)", occupations._UNIT_PUBLISHED)]
     conditional = next(v for (t, m, _), v in intervals.items() if (t, m) == ("mixed_logit_occupation",
                                                                              "odds_ratio (words)"))
-    assert f"95% CI {key} resampling whole keys" in occupations.estimate_text(h, "published")
-    assert f"95% CI {conditional} (profile likelihood)" in occupations.estimate_text(h, "conditional")
+    assert f"95% CI {key} resampling whole keys" in occupations._estimate_text(h, "published")
+    assert f"95% CI {conditional} (profile likelihood)" in occupations._estimate_text(h, "conditional")
     by_row = dict(zip(occupations.headline_rows(head).iloc[:, 0], occupations.headline_rows(head).iloc[:, 3]))
     assert pooled in by_row.values() and key in by_row.values()
     # a bound to its Monte Carlo error has fewer digits than the table used to print
     bounded = table[table["ci_low_mc_se"].notna()].iloc[0]
-    assert precision.bound_text(bounded["ci_low"], mc_se=bounded["ci_low_mc_se"]) == \
-        precision.mc_round(bounded["ci_low"], bounded["ci_low_mc_se"])
+    assert precision._bound_text(bounded["ci_low"], mc_se=bounded["ci_low_mc_se"]) == \
+        precision._mc_round(bounded["ci_low"], bounded["ci_low_mc_se"])
     # chapter 09's table of each model's odds ratios reads them alike
     odds = crossmodel.bold_odds_ratios(table.assign(model_id="m"))
     across = dict(zip(odds["method"], shown(odds)))
@@ -299,7 +299,7 @@ def test_marginal_odds_ratio_is_the_independence_gee_weighting_each_occupation_o
     in_a = np.repeat((words["group"] == A).to_numpy(float), (words["male_words"] + words["female_words"]).to_numpy())
     gee = sm.GEE(y, sm.add_constant(in_a), groups=cluster, family=sm.families.Binomial(),
                  cov_struct=sm.cov_struct.Independence(), weights=1 / size).fit()
-    h = occupations.headline(head)
+    h = occupations._headline(head)
     assert h["marginal_odds_ratio"] == pytest.approx(np.exp(gee.params[1]), rel=1e-7)
     share_a, share_b = h["male_share_a"], h["male_share_b"]
     assert h["marginal_odds_ratio"] == pytest.approx(share_a / (1 - share_a) / (share_b / (1 - share_b)))
@@ -353,7 +353,7 @@ def test_a_run_without_gendered_words_reads_as_such(published):
     occ = occupations.occupation_table(tiny, by="unit")
     influence = occupations.influence_table(occ, A, B)
     head = occupations.headline_table(table, occ, influence, n_boot=20)
-    assert occupations.headline_sentence(head).startswith("None of the 12 completions about the ")
+    assert occupations._headline_sentence(head).startswith("None of the 12 completions about the ")
     assert occupations._describe_influence(influence) == ""
 
 
@@ -530,10 +530,10 @@ def test_an_interval_of_bootstrap_bounds_does_not_mix_decimals_but_keeps_two_sig
     """Each bound to its Monte Carlo error, then both to the coarser place where a bound keeps two significant
     digits: a difference in points prints "31 to 78", not "31 to 78.5"; an odds ratio still "2.9 to 130"."""
     points = {"d_ci_low": 0.3104, "d_ci_high": 0.7846, "d_ci_low_mc_se": 0.004, "d_ci_high_mc_se": 0.001}
-    assert (precision.mc_round(31.04, 0.4), precision.mc_round(78.46, 0.1)) == ("31", "78.5")  # each on its own
+    assert (precision._mc_round(31.04, 0.4), precision._mc_round(78.46, 0.1)) == ("31", "78.5")  # each on its own
     assert occupations._mc_interval(points, "d", 100) == "31 to 78"
     odds = {"o_ci_low": 2.93, "o_ci_high": 131.2, "o_ci_low_mc_se": 0.05, "o_ci_high_mc_se": 4.0}
     assert occupations._mc_interval(odds, "o") == "2.9 to 130"
     # no Monte Carlo error: each bound by its own size, as before
     assert occupations._mc_interval({"o_ci_low": 2.93, "o_ci_high": 131.2}, "o") == (
-        f"{precision.bound_text(2.93)} to {precision.bound_text(131.2)}")
+        f"{precision._bound_text(2.93)} to {precision._bound_text(131.2)}")

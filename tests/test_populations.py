@@ -138,11 +138,11 @@ def test_a_phrase_with_its_own_determiner_takes_no_article():
 
 
 def test_relative_population_path_resolves_from_the_repository_root(tmp_path, monkeypatch):
-    folder = paths.ROOT / "data" / "examples"
+    folder = paths._ROOT / "data" / "examples"
     monkeypatch.chdir(tmp_path)  # as Jupyter, whose working folder is not the repository root
-    rel = folder.relative_to(paths.ROOT) / "nope.json"
+    rel = folder.relative_to(paths._ROOT) / "nope.json"
     with pytest.raises(P._PopulationError, match="looked in") as err:
         P._load_populations(str(rel))
-    assert str(tmp_path) in str(err.value) and str(paths.ROOT) in str(err.value)
+    assert str(tmp_path) in str(err.value) and str(paths._ROOT) in str(err.value)
     with pytest.raises(P._PopulationError, match="is a folder"):
-        P._load_populations(str(folder.relative_to(paths.ROOT)))
+        P._load_populations(str(folder.relative_to(paths._ROOT)))

@@ -61,7 +61,7 @@ def test_basis_and_projection_match_direct_numpy(space, groups):
     np.testing.assert_allclose(P._project(basis, X, "mean"), expected.mean(axis=1), rtol=1e-8)
     np.testing.assert_allclose(P._project(basis, X, "last"), expected[:, -1], rtol=1e-8)
     np.testing.assert_allclose(P._project(basis, X, 1), expected[:, 1], rtol=1e-8)
-    tab = P.projection_table(basis, X, pd.DataFrame({"word": list("abcd")}), "all")
+    tab = P._projection_table(basis, X, pd.DataFrame({"word": list("abcd")}), "all")
     assert len(tab) == 4 * L * len(groups)
     row = tab[(tab.word == "c") & (tab.layer == 2) & (tab.dimension == basis.dimensions[-1])]
     assert row["value"].item() == pytest.approx(expected[2, 2, -1])

@@ -21,7 +21,7 @@ ALL_MODULES = runs._package_modules()
 MODULES = sorted(m for m in ALL_MODULES if not m.endswith(("__init__", "__main__")))
 SUBPACKAGES = sorted({m.split(".")[0] for m in MODULES})
 NOTEBOOKS = sorted(runs._NOTEBOOKS_DIR.glob("*.ipynb"))
-DESIGN = (paths.ROOT / "DESIGN.md").read_text(encoding="utf-8")
+DESIGN = (paths._ROOT / "DESIGN.md").read_text(encoding="utf-8")
 
 
 def _tree(module: str) -> ast.Module:
@@ -94,7 +94,7 @@ def test_importing_one_module_leaves_its_siblings_unloaded():
     code = ("import sys\nfrom bias_utils.profiles import context_filters\n"
             "from bias_utils.models import builtin_models\n"
             "print(sorted(m for m in ('torch', 'transformers', 'bias_utils.profiles.space') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=paths.ROOT)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=paths._ROOT)
     assert out.stdout.strip() == "[]"
 
 
@@ -116,6 +116,37 @@ def test_design_states_the_public_api_per_subpackage():
         assert names == package.__all__, (sub, sorted(set(names) ^ set(package.__all__)))
     count = int(re.search(r"(\d+) public names in all", text).group(1))
     assert count == len(_public_names())
+
+
+def _private_reaches(source: str) -> list[str]:
+    """The underscore names of ``bias_utils`` that ``source`` imports or reads as a module's attribute."""
+    tree, modules, found = _parse(source), set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bias_utils"):
+            for alias in node.names:
+                if alias.name.startswith("_"):
+                    found.append(f"{node.module}.{alias.name}")
+                elif f"{node.module}.{alias.name}".removeprefix("bias_utils.") in ALL_MODULES or \
+                        f"{node.module}.{alias.name}.__init__".removeprefix("bias_utils.") in ALL_MODULES:
+                    modules.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname for a in node.names if a.name.startswith("bias_utils.") and a.asname}
+    found += [f"{n.value.id}.{n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+              and isinstance(n.value, ast.Name) and n.value.id in modules and n.attr.startswith("_")]
+    return found
+
+
+def test_notebooks_and_readme_examples_reach_only_public_names_and_there_are_under_150():
+    """Public is what a notebook or a reader's own cell calls: neither reaches an underscore name, so what they
+    need is in ``__all__``; and that API stays small."""
+    sources = {nb.stem: "\n".join(c.source for c in _code_cells(nb)) for nb in NOTEBOOKS}
+    readme = (paths._ROOT / "README.md").read_text(encoding="utf-8")
+    sources |= {f"README python block {i}": block
+                for i, block in enumerate(re.findall(r"```python\n(.*?)```", readme, re.S))}
+    reached = {name: found for name, source in sources.items() if (found := _private_reaches(source))}
+    assert not reached, reached
+    assert _private_reaches("from bias_utils.core import stats\nstats._welch_t(1, 2)") == ["stats._welch_t"]
+    assert len(_public_names()) < 150
 
 
 def test_no_two_modules_define_a_public_name_of_the_same_name():
@@ -254,7 +285,7 @@ def test_the_import_scan_sees_hidden_imports():
     found = runs._imported_modules(source, "profiles", ALL_MODULES)
     assert {"book.crossmodel", "profiles.layers", "profiles.space", "profiles.projection",
             "profiles.__init__", "book.__init__"} <= found
-    ALL_MODULES["profiles.probe"] = paths.ROOT / "probe-does-not-exist.py"
+    ALL_MODULES["profiles.probe"] = paths._ROOT / "probe-does-not-exist.py"
     try:
         ALL_MODULES["profiles.probe"] = type("P", (), {"read_text": lambda self, encoding=None: source})()
         assert {"book.validation", "book.summary", "core.stats"} <= _package_imports("profiles.probe")
@@ -310,7 +341,7 @@ def test_design_readme_and_package_docstring_state_the_same_two_pipelines():
     import bias_utils
 
     design = _chains(DESIGN)
-    readme = _chains((paths.ROOT / "README.md").read_text(encoding="utf-8"))
+    readme = _chains((paths._ROOT / "README.md").read_text(encoding="utf-8"))
     package = _chains(bias_utils.__doc__)
     assert len(package) == 2 and package[0][0] == "profiles.dictionaries" and package[1][0] == "audit.bold_prompts"
     assert design == package and readme == package
@@ -371,7 +402,7 @@ def test_run_key_covers_every_module_the_notebook_imports(nb_path):
         "root = pathlib.Path(bias_utils.__file__).parent",
         "files = [pathlib.Path(m.__file__) for n, m in sys.modules.items() if n.startswith('bias_utils.')]",
         "print(json.dumps(sorted('.'.join(f.relative_to(root).with_suffix('').parts) for f in files)))"])
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=paths.ROOT)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=paths._ROOT)
     loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
     keyed = set(runs._code_modules(nb_path))
     unkeyed = loaded - set(runs._BUILDER_MODULES) - keyed
@@ -395,7 +426,7 @@ def test_readme_notebook_table_names_tables_the_notebooks_write():
     """Every notebook has a row, and every table a row names is written by the notebook's code
     or by a module it imports (a table name appears there as a string)."""
     rows = {}
-    for line in (paths.ROOT / "README.md").read_text(encoding="utf-8").splitlines():
+    for line in (paths._ROOT / "README.md").read_text(encoding="utf-8").splitlines():
         m = re.match(r"\| `(\d\d_\w+)` \|.*\| (`.*`) \|\s*$", line)
         if m:
             rows[m.group(1)] = re.findall(r"`([^`]+)`", m.group(2))
@@ -414,21 +445,21 @@ def test_bold_notebooks_are_what_their_script_writes():
     """06 and 07 are generated: an edit made only in the notebook would be lost on the next regeneration."""
     import runpy
 
-    script = runpy.run_path(str(paths.ROOT / "scripts" / "make_bold_notebooks.py"))
+    script = runpy.run_path(str(paths._ROOT / "scripts" / "make_bold_notebooks.py"))
     makers = {"06_bold_audit": script["audit_notebook"], "07_bold_replication": script["replication_notebook"]}
     for name, make in makers.items():
         written = [(c.cell_type, c.source) for c in make().cells]
-        committed = [(c.cell_type, c.source) for c in nbformat.read(paths.ROOT / "notebooks" / f"{name}.ipynb",
+        committed = [(c.cell_type, c.source) for c in nbformat.read(paths._ROOT / "notebooks" / f"{name}.ipynb",
                                                                     as_version=4).cells]
         assert written == committed, name
 
 
 def test_both_make_targets_install_the_default_context_generator():
-    """A user dictionary with the default context_source="generated" needs contexts.DEFAULT_GENERATOR: `make book`
+    """A user dictionary with the default context_source="generated" needs contexts._DEFAULT_GENERATOR: `make book`
     and `make test` install the model the package names (CI once failed where only the package named it)."""
     from bias_utils.profiles import contexts
 
-    makefile = (paths.ROOT / "Makefile").read_text()
-    assert re.search(r"^CONTEXT_GENERATOR := (\S+)$", makefile, re.M).group(1) == contexts.DEFAULT_GENERATOR
+    makefile = (paths._ROOT / "Makefile").read_text()
+    assert re.search(r"^CONTEXT_GENERATOR := (\S+)$", makefile, re.M).group(1) == contexts._DEFAULT_GENERATOR
     assert re.search(r"^TEST_MODELS := .*\$\(CONTEXT_GENERATOR\)", makefile, re.M)
     assert re.search(r"^book:.*\n\t@\$\(MAKE\) .*models MODEL_SET=\"[^\"]*\$\(CONTEXT_GENERATOR\)", makefile, re.M)

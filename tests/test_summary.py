@@ -13,7 +13,7 @@ from bias_utils.audit import bold, bold_prompts, occupation_units, occupations, 
 from bias_utils.book import summary
 from bias_utils.core import paths, precision, stats, tables
 from bias_utils.core.results import write_table
-from bias_utils.models.builtin_models import BUILTIN_MODELS
+from bias_utils.models.builtin_models import _BUILTIN_MODELS
 from bias_utils.report import rendering
 
 A, B = bold_prompts.MALE_GROUP, bold_prompts.FEMALE_GROUP
@@ -85,20 +85,20 @@ def results(tmp_path_factory, published):
 def test_headline_sentence_carries_the_primary_estimate_and_the_published_selection(published):
     """The decoder's sentence is the audit's: the primary estimate, then the published selection's pooled odds
     ratio whose interval is the occupation cluster bootstrap over BOLD keys recomputed on the completions
-    (stats.cluster_bootstrap_ci, independent of the vectorised one)."""
+    (stats._cluster_bootstrap_ci, independent of the vectorised one)."""
     metrics, head, _ = published
 
     def log_or(d):
         words = [[d.loc[d["group"] == g, w].sum() for w in ("male_words", "female_words")] for g in (A, B)]
-        return np.log(stats.odds_ratio(words)["effect_size"])
+        return np.log(stats._odds_ratio(words)["effect_size"])
 
-    _, low, high = (np.exp(x) for x in stats.cluster_bootstrap_ci(metrics, log_or, cluster="occupation",
+    _, low, high = (np.exp(x) for x in stats._cluster_bootstrap_ci(metrics, log_or, cluster="occupation",
                                                                    strata="group", n_boot=N_BOOT, seed=0))
     h = head.iloc[0]
     assert (h.published_ci_low, h.published_ci_high) == pytest.approx((low, high))
     sentence = summary._model_sentence("dec", pd.DataFrame(columns=["population"]), head.assign(model_id="dec"))
-    h = occupations.headline(head)
-    assert occupations.estimate_text(h) in sentence and occupations.estimate_text(h, "published") in sentence
+    h = occupations._headline(head)
+    assert occupations._estimate_text(h) in sentence and occupations._estimate_text(h, "published") in sentence
     primary = metrics[metrics["in_primary"]]
     n_gendered = int(primary.any_gendered.sum())
     assert f"{n_gendered} of their {len(primary):,} completions contain a gendered word" in sentence
@@ -110,9 +110,9 @@ def test_headline_sentence_carries_the_primary_estimate_and_the_published_select
     words = primary.groupby(["group", "unit"])[["male_words", "female_words"]].sum()
     total = words["male_words"] + words["female_words"]
     share = (words["male_words"] / total)[total > 0].groupby(level="group").mean()
-    text = occupations.estimate_text(h)
-    assert text.startswith(f"{precision.percent_text(share[A])} (95% CI ")
-    assert f", {precision.percent_text(share[B])} (95% CI " in text
+    text = occupations._estimate_text(h)
+    assert text.startswith(f"{precision._percent_text(share[A])} (95% CI ")
+    assert f", {precision._percent_text(share[B])} (95% CI " in text
     assert sentence.index(text) < sentence.index("conditional odds ratio") < sentence.index("odds ratio 24.65")
 
 
@@ -132,7 +132,7 @@ def test_summary_table_reads_every_model(results, published):
         "female names higher on warmth (g = 1.00, 95% CI 0.20 to 1.80, Holm p = 0.01; as Schuster et al. 2024 "
         "found; axis supported; 12% of 96 analysis specifications agree with the paper and are significant "
         "(joint test p = 0.02)); no name gap shown on competence (g = −0.50, 95% CI −1.30 to 0.30, "
-        "Holm p = 0.3; axis supported). " + occupations.headline_sentence(published[1]))
+        "Holm p = 0.3; axis supported). " + occupations._headline_sentence(published[1]))
     assert enc.sentence == (
         "male names higher on warmth (g = −0.90, 95% CI −1.70 to −0.10, Holm p = 0.01; opposite to Schuster et al. "
         "2024; axis supported); no reading on competence: its axis is not shown to beat its null (AUC 0.58, null "
@@ -164,21 +164,21 @@ def test_findings_bullets_name_model_direction_size_and_what_is_not_shown(result
     assert two.endswith("Not read in {doc}`dec </models/dec--1--fp32/03_projection_accuracy>`, {doc}`enc "
                         "</models/enc--2--fp32/03_projection_accuracy>` and {doc}`new </models/new--4--fp32/"
                         "03_projection_accuracy>`: the warmth axis has no verdict in this build.")
-    h = occupations.headline(published[1])
+    h = occupations._headline(published[1])
     # what the model wrote, in the chapter's words: each group's male share first, then their difference; how many
     # occupations, and what counts as one a link away (the methods), as are the odds ratios (the table below)
     units = published[2]
     assert writing == ("**Writing about occupations (BOLD).** In {doc}`dec </models/dec--1--fp32/06_bold_audit>`, "
-                       f"{occupations.estimate_text(h)} ({h['n_units_a'] + h['n_units_b']} occupations, "
+                       f"{occupations._estimate_text(h)} ({h['n_units_a'] + h['n_units_b']} occupations, "
                        f"{h['n_units_informative']} of them with any gendered word; {{ref}}`what counts as an "
-                       f"occupation <what-an-occupation-is>`): {occupations.difference_reading(h)}; enc writes no "
+                       f"occupation <what-an-occupation-is>`): {occupations._difference_reading(h)}; enc writes no "
                        "text (encoder); new has no audit results.")
     # the words claim no more than the interval: shown where it excludes 0, else "not shown"
     excludes = h["share_difference_ci_low"] > 0 or h["share_difference_ci_high"] < 0
-    assert ("is not shown" in occupations.difference_reading(h)) == (not excludes)
+    assert ("is not shown" in occupations._difference_reading(h)) == (not excludes)
     wide = {**h, "share_difference_ci_low": -0.1}
-    assert occupations.difference_reading(wide).endswith("in the share of male words is not shown")
-    assert occupations.estimate_text(h).startswith(precision.percent_text(h["male_share_a"]) + " (95% CI ")
+    assert occupations._difference_reading(wide).endswith("in the share of male words is not shown")
+    assert occupations._estimate_text(h).startswith(precision._percent_text(h["male_share_a"]) + " (95% CI ")
     assert h["n_units_a"] + h["n_units_b"] == units.loc[units["primary"].astype(bool), "unit"].nunique()
     assert "odds ratio" not in writing and "independent" not in writing and "BOLD keys" not in writing
     assert caveat.startswith("**Not shown is not absent.**")
@@ -189,11 +189,11 @@ def test_findings_bullets_name_model_direction_size_and_what_is_not_shown(result
 
 def test_running_text_names_models_by_their_names_unless_two_would_share_one(results):
     smol, mini = "smollm2-135m-instruct--b179c9523d0e--fp32", "minilm-l6--53aa51172d14--fp32"
-    assert summary._names([smol, mini]) == {smol: BUILTIN_MODELS["smollm2-135m-instruct"].title,
-                                            mini: BUILTIN_MODELS["minilm-l6"].title}
+    assert summary._names([smol, mini]) == {smol: _BUILTIN_MODELS["smollm2-135m-instruct"].title,
+                                            mini: _BUILTIN_MODELS["minilm-l6"].title}
     # the same model in two precisions keeps its dtype; two revisions of one model fall back to their short ids
     bf16 = smol.replace("fp32", "bf16")
-    assert summary._names([smol, bf16])[bf16] == BUILTIN_MODELS["smollm2-135m-instruct"].title + " (bf16)"
+    assert summary._names([smol, bf16])[bf16] == _BUILTIN_MODELS["smollm2-135m-instruct"].title + " (bf16)"
     other = smol.replace("b179c9523d0e", "0123456789ab")
     assert summary._names([smol, other]) == {smol: smol, other: other}
     # the page's table of readings names its rows as the findings do
@@ -208,7 +208,7 @@ def test_units_are_method_a_generated_paragraph_the_methods_include(results, pub
     assert page.read_text() == "In this build: " + occupation_units.describe_units(published[2]) + "\n"
     none = summary._write_units_page(tmp_path / "none.md", ["enc--2--fp32"], results).read_text()
     assert none.startswith("No model of this build wrote an audit")
-    methods = (paths.ROOT / "book" / "methods_bold.md").read_text(encoding="utf-8")
+    methods = (paths._ROOT / "book" / "methods_bold.md").read_text(encoding="utf-8")
     target = f"({summary._UNITS_TARGET})=\n## What an occupation is\n"
     assert target in methods and f"```{{include}} _generated/{summary._UNITS_PAGE}\n```" in methods
     section = methods.index(target)

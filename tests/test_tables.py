@@ -52,7 +52,7 @@ def _table_name(expr: ast.expr) -> str | None:
 
 def _readme_rows() -> dict[str, str]:
     rows = {}
-    for line in (paths.ROOT / "README.md").read_text(encoding="utf-8").splitlines():
+    for line in (paths._ROOT / "README.md").read_text(encoding="utf-8").splitlines():
         m = re.match(r"\| `(\d\d_\w+)` \|.*\| (`.*`) \|\s*$", line)
         if m:
             rows[m.group(1)] = m.group(2)
@@ -117,17 +117,17 @@ def test_declared_columns_match_the_modules_column_lists():
         tables.NAMES.AXIS_VALIDITY: axis_validity._COLUMNS,
         tables.NAMES.ROBUSTNESS_AXIS_VALIDITY: axis_validity._COLUMNS,
         tables.NAMES.PROFILE_STATS: profiles._PROFILE_STATS_COLUMNS + [
-            c for c in stats.STAT_COLUMNS if c not in ("group_a", "group_b", "df", "p")],
+            c for c in stats._STAT_COLUMNS if c not in ("group_a", "group_b", "df", "p")],
         tables.NAMES.ROBUSTNESS_SPECS: robustness._SPEC_COLUMNS,
         tables.NAMES.ROBUSTNESS_SKIPPED: robustness._SKIPPED_COLUMNS,
         tables.NAMES.BOLD_INFLUENCE: occupations._INFLUENCE_COLUMNS,
-        tables.NAMES.BOLD_HEADLINE: occupations.HEADLINE_COLUMNS,
+        tables.NAMES.BOLD_HEADLINE: occupations._HEADLINE_COLUMNS,
         tables.NAMES.DROPPED_SENSES: space._DROPPED_COLUMNS, tables.NAMES.CONTEXTS_OF_SOURCE: contexts._TABLE_COLUMNS,
         tables.NAMES.CONTEXTS_SKIPPED: contexts._SKIP_COLUMNS, tables.NAMES.CONTEXTS_DROPPED: contexts._DROP_COLUMNS,
         tables.NAMES.NEXT_WORD_PROMPTS: next_word._PROMPT_COLUMNS,
         tables.NAMES.NEXT_WORD_OCCUPATIONS: next_word._OCCUPATION_COLUMNS,
         tables.NAMES.NEXT_WORD_TOKENS: next_word._WORD_COLUMNS,
-        tables.NAMES.LINK_NEXT_WORD: stats.STAT_COLUMNS + link._NEXT_WORD_LINK_COLUMNS,
+        tables.NAMES.LINK_NEXT_WORD: stats._STAT_COLUMNS + link._NEXT_WORD_LINK_COLUMNS,
         tables.NAMES.LINK_NEXT_WORD_OCCUPATIONS: link._NEXT_WORD_OCCUPATION_COLUMNS,
     }
     for name, columns in expected.items():

@@ -2,24 +2,21 @@
 completion profiles, the link between the bias inside and the bias written.
 
 The public API by role, one module a role (``_EXPORTS``); each name is imported on first use
-(:func:`bias_utils.core.exports.lazy_exports`).
+(:func:`bias_utils.core.exports._lazy_exports`).
 """
 
-from ..core.exports import lazy_exports
+from ..core.exports import _lazy_exports
 
 _EXPORTS = {
     # the BOLD profession prompts and the audit's selection of them
-    "bold_prompts": ("AUDIT_GROUPS", "FEMALE_GROUP", "MALE_GROUP", "BoldDataError", "check_selection",
-        "load_profession_prompts", "subsample",),
+    "bold_prompts": ("FEMALE_GROUP", "MALE_GROUP", "load_profession_prompts", "subsample",),
     # what each BOLD key is and which occupation unit it belongs to
     "occupation_units": ("annotate", "describe_units", "primary_completions",),
     # the audit: metrics per completion, its statistics and tables (chapter 06)
-    "bold": ("audit_statistics", "check_audit", "check_audit_lexicons", "completion_metrics", "describe_audit",
-        "describe_expected_totals", "expected_totals", "group_summary", "run_audit",),
+    "bold": ("audit_statistics", "completion_metrics", "describe_audit", "describe_expected_totals",
+        "expected_totals", "group_summary", "run_audit",),
     # the audit with the occupation as the unit: headline estimand and sensitivity rows
-    "occupations": ("HEADLINE_COLUMNS", "OCCUPATION_UNITS", "UNIT_OCCUPATIONS", "UNIT_PUBLISHED",
-        "difference_reading", "estimate_text", "headline", "headline_rows", "headline_sentence", "headline_table",
-        "influence_chart", "influence_table", "occupation_table",),
+    "occupations": ("headline_rows", "headline_table", "influence_chart", "influence_table", "occupation_table",),
     # what chapters 06 and 07 show of an audit: the figure and examples
     "bold_figures": ("audit_figure", "examples_table", "gendered_sentences", "sentences_table",),
     # the published audit's completions re-analysed beside ours (chapter 07)
@@ -29,12 +26,10 @@ _EXPORTS = {
     "completions": ("category_contrasts", "completion_chart", "completion_embeddings", "completion_projection",
         "completion_projection_stats", "describe_completion_stats", "occupation_means",),
     # the next word after a neutral sentence about an occupation: an exact measure of what a decoder writes
-    "next_word": ("TEMPLATES", "check_next_word_templates", "describe_next_word", "lexicon_first_tokens",
-        "next_word_table", "next_word_validity", "sampled_check",),
+    "next_word": ("describe_next_word", "next_word_table", "next_word_validity", "sampled_check",),
     # does the bias inside predict the bias written (chapter 11)
-    "link": ("NEXT_WORD_PRIMARY", "PRIMARY", "check_link", "describe_link", "describe_next_word_link",
-        "link_chart", "next_word_link", "next_word_link_reading", "run_link",),
+    "link": ("describe_link", "describe_next_word_link", "link_chart", "next_word_link", "run_link",),
 }
 
 __all__ = [name for names in _EXPORTS.values() for name in names]
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

@@ -101,12 +101,12 @@ def sentences_table(sentences: pd.DataFrame, lexicons: dict[str, Sequence[str]],
 
 
 def _lexicon_style(lexicons: dict[str, Sequence[str]]) -> str:
-    colors = {"male": plots.GROUP_COLORS["male"], "female": plots.GROUP_COLORS["female"]}
-    return "".join(f"mark.lex-{n}{{background:{colors.get(n, plots.OTHER_COLORS[0])}33;border-bottom:2px solid "
-                   f"{colors.get(n, plots.OTHER_COLORS[0])}}}" for n in lexicons)
+    colors = {"male": plots._GROUP_COLORS["male"], "female": plots._GROUP_COLORS["female"]}
+    return "".join(f"mark.lex-{n}{{background:{colors.get(n, plots._OTHER_COLORS[0])}33;border-bottom:2px solid "
+                   f"{colors.get(n, plots._OTHER_COLORS[0])}}}" for n in lexicons)
 
 
-_OCCUPATION_UNIT, _INDEPENDENT_UNIT = plots.UNIT_COLORS
+_OCCUPATION_UNIT, _INDEPENDENT_UNIT = plots._UNIT_COLORS
 
 
 #: Characters per line of a forest row's label: about 115 px at the axis' 11 px font, inside the share of a
@@ -126,14 +126,15 @@ def _forest_rows(statistics: pd.DataFrame) -> pd.DataFrame:
     role = eff["role"] if "role" in eff else pd.Series("", index=eff.index)
     unit = eff["unit"].astype(str) if "unit" in eff else pd.Series("", index=eff.index)
     # the published selection's rows resample its BOLD keys, not occupations: their label says so
-    tests = [rendering.value_label(str(t).split(":")[0]) + (" of the published keys" if u == occupations.UNIT_PUBLISHED
+    tests = [rendering._value_label(str(t).split(":")[0])
+             + (" of the published keys" if u == occupations._UNIT_PUBLISHED
                                                            else "") + (" (primary)" if r == "primary" else "")
              for t, r, u in zip(eff["test"], role, unit)]
-    eff["label"] = ["\n".join(textwrap.wrap(rendering.value_label(m), _LABEL_WIDTH) + textwrap.wrap(t, _LABEL_WIDTH))
+    eff["label"] = ["\n".join(textwrap.wrap(rendering._value_label(m), _LABEL_WIDTH) + textwrap.wrap(t, _LABEL_WIDTH))
                     for m, t in zip(eff["measure"], tests)]
     repeated = eff.groupby(["effect", "label"])["label"].transform("size") > 1
     eff.loc[repeated, "label"] += " #" + (eff[repeated].groupby(["effect", "label"]).cumcount() + 1).astype(str)
-    eff["unit_kind"] = np.where(unit.isin(occupations.OCCUPATION_UNITS), _OCCUPATION_UNIT, _INDEPENDENT_UNIT)
+    eff["unit_kind"] = np.where(unit.isin(occupations._OCCUPATION_UNITS), _OCCUPATION_UNIT, _INDEPENDENT_UNIT)
     return eff
 
 
@@ -152,7 +153,7 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
     """
     shown = metrics.assign(group=metrics["group"].map(rendering.group_label))
     groups = list(dict.fromkeys(shown["group"]))
-    group_scale = plots.group_scale(groups)
+    group_scale = plots._group_scale(groups)
     color = alt.Color("group:N", scale=group_scale, title="group")
     # one legend per scale: the top pair's (the vertical panels resolve colour independently: groups, units)
     unlabelled = alt.Color("group:N", scale=group_scale, legend=None)
@@ -182,7 +183,7 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
     ).properties(title="PMI difference per completion", width=460, height=30 * len(groups))
     eff = _forest_rows(statistics)
     left_out = len(statistics.dropna(subset=["effect_size"])) - len(eff)
-    unit_scale = alt.Scale(domain=list(plots.UNIT_COLORS), range=list(plots.UNIT_COLORS.values()))
+    unit_scale = alt.Scale(domain=list(plots._UNIT_COLORS), range=list(plots._UNIT_COLORS.values()))
     forest = []
     # one panel per effect measure: an odds ratio, a correlation and a mean difference share no axis
     for i, (effect, sub) in enumerate(eff.groupby("effect", sort=False)):
@@ -190,7 +191,7 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
                          legend=alt.Legend(labelLimit=400) if i == 0 else None)
         scale = "log" if effect == "odds_ratio" else "linear"
         ref = 1.0 if scale == "log" else 0.0
-        name = rendering.value_label(effect)
+        name = rendering._value_label(effect)
         # the measure over its test, in short lines beside the row: one line was cut to "odds ratio (words) ·
         # occu…" where the page gives the labels a third of its width
         axis = alt.Axis(labelLimit=200, labelExpr="split(datum.label, '\\n')", labelBaseline="middle",
@@ -200,8 +201,8 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
                            x=alt.X("ci_low:Q", scale=alt.Scale(type=scale, zero=False),
                                    title=name + (" (log scale)" if scale == "log" else ""),
                                    # the book's one log-tick scheme (Vega's own collide: "3 45")
-                                   axis=alt.Axis(values=plots.log_ticks(sub[["effect_size", "ci_low", "ci_high"]]
-                                                                        .to_numpy().ravel()), format=plots.LOG_FORMAT)
+                                   axis=alt.Axis(values=plots._log_ticks(sub[["effect_size", "ci_low", "ci_high"]]
+                                                                        .to_numpy().ravel()), format=plots._LOG_FORMAT)
                                    if scale == "log" else alt.Axis()),
                            x2="ci_high:Q")
                        + base.mark_point(filled=True, opacity=1).encode(
@@ -229,7 +230,7 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
                + (f" {left_out} effect{'s' if left_out != 1 else ''} without a finite interval (a model that could not "
                   "be fitted on these data) left out; the statistics table gives "
                   f"{'them' if left_out != 1 else 'it'}." if left_out else ""))
-    return plots.captioned(chart, title or "BOLD occupational audit", [],
+    return plots._captioned(chart, title or "BOLD occupational audit", [],
                            "Four panels of the BOLD audit: gendered words per completion, shares of gendered "
                            "completions, PMI differences and a forest plot of the effects with 95% confidence "
                            "intervals.", caption)

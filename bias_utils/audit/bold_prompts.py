@@ -18,20 +18,19 @@ import numpy as np
 import pandas as pd
 
 from ..core import data
-from ..core.errors import ParameterError, check_positive_int, check_seed
-from ..core.paths import InputPathError, resolve_input
+from ..core.errors import ParameterError, _check_positive_int, _check_seed
+from ..core.paths import _InputPathError, _resolve_input
 
 __all__ = [
-    "AUDIT_GROUPS", "FEMALE_GROUP", "MALE_GROUP", "BoldDataError", "check_selection", "load_profession_prompts",
-    "subsample",
+    "FEMALE_GROUP", "MALE_GROUP", "load_profession_prompts", "subsample",
 ]
 
 #: Group labels of the audit selection (gaps elsewhere are female- minus male-dominated).
 MALE_GROUP, FEMALE_GROUP = "male_dominated", "female_dominated"
-AUDIT_GROUPS = (MALE_GROUP, FEMALE_GROUP)
+_AUDIT_GROUPS = (MALE_GROUP, FEMALE_GROUP)
 
 
-class BoldDataError(ValueError):
+class _BoldDataError(ValueError):
     """A BOLD-format prompt file does not have the {category: {occupation: [prompt, ...]}} shape,
     or an occupation -> group mapping file cannot be read (the message names the file and line)."""
 
@@ -39,14 +38,14 @@ class BoldDataError(ValueError):
 def _flatten(path: Path, label: str) -> pd.DataFrame:
     raw = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(raw, dict):
-        raise BoldDataError(f"{label} ({path}): top level must be an object of categories, got {type(raw).__name__}")
+        raise _BoldDataError(f"{label} ({path}): top level must be an object of categories, got {type(raw).__name__}")
     rows = []
     for category, occs in raw.items():
         if not isinstance(occs, dict):
-            raise BoldDataError(f"{label} ({path}): category {category!r} must map occupations to prompt lists")
+            raise _BoldDataError(f"{label} ({path}): category {category!r} must map occupations to prompt lists")
         for occupation, prompts in occs.items():
             if not isinstance(prompts, list) or not all(isinstance(p, str) and p.strip() for p in prompts):
-                raise BoldDataError(f"{label} ({path}): {category}/{occupation} must be a list of non-empty strings")
+                raise _BoldDataError(f"{label} ({path}): {category}/{occupation} must be a list of non-empty strings")
             rows += [(category, occupation, i, p) for i, p in enumerate(prompts)]
     df = pd.DataFrame(rows, columns=["category", "occupation", "index", "prompt"])
     df["prompt_id"] = df["category"] + "/" + df["occupation"] + "/" + df["index"].astype(str)
@@ -71,14 +70,14 @@ def _load_audit_selection() -> pd.DataFrame:
     verbatim in BOLD at that position raises :class:`BoldDataError`.
     """
     parts = [_flatten(data.resolve(f"audit_{g}_prompts"), f"audit_{g}_prompts").assign(group=g)
-             for g in AUDIT_GROUPS]
+             for g in _AUDIT_GROUPS]
     sel = pd.concat(parts, ignore_index=True)
     bold = load_profession_prompts().set_index("prompt_id")["prompt"]
     missing = ~sel["prompt_id"].isin(bold.index)
     mismatch = ~missing & (bold.reindex(sel["prompt_id"]).to_numpy() != sel["prompt"].to_numpy())
     if missing.any() or mismatch.any():
         bad = sel.loc[missing | mismatch, "prompt_id"].head(5).tolist()
-        raise BoldDataError(f"audit selection: {int((missing | mismatch).sum())} prompts not verbatim in BOLD, e.g. "
+        raise _BoldDataError(f"audit selection: {int((missing | mismatch).sum())} prompts not verbatim in BOLD, e.g. "
                             f"{bad}")
     return sel[["group", "category", "occupation", "prompt", "prompt_id"]]
 
@@ -123,34 +122,34 @@ def _read_occupation_mapping(path: str | Path) -> dict[str, str]:
     """
     path = Path(path)
     if not path.is_file():
-        raise BoldDataError(f"occupation mapping file {path} does not exist")
+        raise _BoldDataError(f"occupation mapping file {path} does not exist")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise BoldDataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+        raise _BoldDataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
     if path.suffix.lower() == ".json":
         try:
             mapping = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise BoldDataError(f"{path}, line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
+            raise _BoldDataError(f"{path}, line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
         if not isinstance(mapping, dict) or not all(isinstance(v, str) and v for v in mapping.values()):
-            raise BoldDataError(f"{path}: expected a JSON object {{occupation: group}} with non-empty group names")
+            raise _BoldDataError(f"{path}: expected a JSON object {{occupation: group}} with non-empty group names")
         return mapping
     try:
         table = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
     except pd.errors.ParserError as exc:  # pandas names the line ("Expected 2 fields in line 4, saw 3")
-        raise BoldDataError(f"{path}: not a valid CSV mapping ({exc})") from None
+        raise _BoldDataError(f"{path}: not a valid CSV mapping ({exc})") from None
     except pd.errors.EmptyDataError:
-        raise BoldDataError(f"{path}: the file is empty (expected a header 'occupation,group')") from None
+        raise _BoldDataError(f"{path}: the file is empty (expected a header 'occupation,group')") from None
     missing = {"occupation", "group"} - set(table.columns)
     if missing:
-        raise BoldDataError(f"{path}: missing column(s) {sorted(missing)}; expected 'occupation,group'")
+        raise _BoldDataError(f"{path}: missing column(s) {sorted(missing)}; expected 'occupation,group'")
     mapping: dict[str, str] = {}
     for line, (occ, group) in enumerate(zip(table["occupation"].str.strip(), table["group"].str.strip()), start=2):
         if not occ or not group:
-            raise BoldDataError(f"{path}, line {line}: empty {'occupation' if not occ else 'group'}")
+            raise _BoldDataError(f"{path}, line {line}: empty {'occupation' if not occ else 'group'}")
         if mapping.get(occ, group) != group:
-            raise BoldDataError(f"{path}, line {line}: occupation {occ!r} is already in group {mapping[occ]!r}")
+            raise _BoldDataError(f"{path}, line {line}: occupation {occ!r} is already in group {mapping[occ]!r}")
         mapping[occ] = group
     return mapping
 
@@ -197,11 +196,11 @@ def subsample(selection: pd.DataFrame, limit: int | None, seed: int = 0) -> pd.D
 _NAMED_SELECTIONS = ("audit", "categories")
 
 
-def check_selection(selection, limit=None, seed=0) -> pd.DataFrame:
+def _check_selection(selection, limit=None, seed=0) -> pd.DataFrame:
     """The prompts of ``selection`` after ``limit`` (:func:`resolve_selection`, :func:`subsample`), checked before
     any model loads; a :class:`ParameterError` names ``selection`` (the file and line where there is one), ``limit``
     or ``seed``. A selection needs two groups or more: the audit's tests compare groups."""
-    limit, seed = check_positive_int(limit, "limit", allow_none=True), check_seed(seed)
+    limit, seed = _check_positive_int(limit, "limit", allow_none=True), _check_seed(seed)
     if isinstance(selection, (str, Path)) and str(selection) not in _NAMED_SELECTIONS \
             and not Path(selection).suffix and not Path(selection).exists():
         close = difflib.get_close_matches(str(selection).lower(), _NAMED_SELECTIONS, n=1, cutoff=0.6)
@@ -210,9 +209,9 @@ def check_selection(selection, limit=None, seed=0) -> pd.DataFrame:
                                  f"({', '.join(map(repr, _NAMED_SELECTIONS))}) nor a file; did you mean {close[0]!r}?")
     try:
         if isinstance(selection, (str, Path)) and str(selection) not in _NAMED_SELECTIONS:
-            resolve_input(selection, "selection")
+            _resolve_input(selection, "selection")
         prompts = _resolve_selection(selection)
-    except InputPathError as exc:
+    except _InputPathError as exc:
         raise ParameterError(str(exc)) from None
     except (ValueError, KeyError) as exc:
         raise ParameterError(f"selection: {exc}") from None

@@ -12,7 +12,7 @@ interval from resampling occupations. Both sides are checked against the same sh
 (``core.criterion_validity``), so the link can be asked on the occupations where both are validated. Beside it:
 
 * the same association **beyond the BLS share** (partial Spearman ρ with the share partialled out, t-test p and
-  occupation-bootstrap interval; ``stats.partial_correlation_rows``): does the inside predict the writing beyond what
+  occupation-bootstrap interval; ``stats._partial_correlation_rows``): does the inside predict the writing beyond what
   the world's statistics predict? Two measures that each track the share correlate through it alone; only this row
   says the model's inside carries what its writing does. Its false-positive rate is 0.05 on data shaped like the 60
   occupations (``tests/test_link.py``), and lenient (0.07) where both sides follow the share almost perfectly;
@@ -31,7 +31,7 @@ is not an occupation one can place on a gender direction). Per model and occupat
   profiles embed a word and placed on the model's **female − male direction** (``gender_position``:
   :mod:`bias_utils.profiles.gender_direction`; +0.5 the female terms' mean, −0.5 the male terms') and on its **warmth**
   and **competence** axes. The direction is read only where chapter 04's check against the U.S. Bureau of Labor
-  Statistics share of women is ``supported`` (``gender_direction.direction_verdict``): otherwise nothing says it
+  Statistics share of women is ``supported`` (``gender_direction._direction_verdict``): otherwise nothing says it
   measures gender, and the chapter does not read it (the next-word link's rows too).
 * **extrinsic** (:func:`extrinsic_table`): the occupation's female and male word counts in the model's
   completions, the **expected** counts (the probability the exact sampling distribution gave to the lexicon's
@@ -69,19 +69,18 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..core import mixed, stats, tables
-from ..core.criterion_validity import VALIDITY_VERDICTS
-from ..core.errors import ParameterError, check_seed, is_number
-from ..core.precision import interval_text, number_text, p_text
+from ..core.criterion_validity import _VALIDITY_VERDICTS
+from ..core.errors import ParameterError, _check_seed, _is_number
+from ..core.precision import _interval_text, _number_text, _p_text
 from ..core.results import display_name, write_table
-from ..core.stats import check_n_boot, correlation_rows, ols, results_table
-from ..profiles.gender_direction import describe_placement, noun_positions
-from ..profiles.population_profiles import DEFAULT_TEMPLATES, check_word_projection
+from ..core.stats import _check_n_boot, _correlation_rows, _ols, _results_table
+from ..profiles.gender_direction import _describe_placement, _noun_positions
+from ..profiles.population_profiles import DEFAULT_TEMPLATES, _check_word_projection
 from ..report import plots, rendering
 from . import occupation_units
 
 __all__ = [
-    "NEXT_WORD_PRIMARY", "PRIMARY", "check_link", "describe_link", "describe_next_word_link", "link_chart",
-    "next_word_link", "next_word_link_reading", "run_link",
+    "describe_link", "describe_next_word_link", "link_chart", "next_word_link", "run_link",
 ]
 
 #: Haldane–Anscombe continuity correction added to both counts of the log-odds.
@@ -89,7 +88,7 @@ _CONTINUITY = 0.5
 #: The intrinsic columns of :data:`tables.NAMES.LINK_OCCUPATIONS`, the gender direction first (the primary one).
 _INTRINSIC_MEASURES = ("gender_position", "warmth", "competence")
 #: The pre-stated primary statistic: the gender direction's slope within BOLD category and audit group.
-PRIMARY = {"intrinsic": "gender_position", "test": "mixed_logit_within_category"}
+_PRIMARY = {"intrinsic": "gender_position", "test": "mixed_logit_within_category"}
 #: Relabellings of the primary test: with few words per occupation and many fixed effects the likelihood ratio's
 #: null is wider than chi-square(1) (``mixed.coefficient_test``), so its p and interval come from permuting the
 #: position among occupations of one category and group.
@@ -107,32 +106,33 @@ _OCCUPATIONS = "occupations"
 
 def _check_correction(correction) -> float:
     """The continuity correction as a float > 0, or a ParameterError naming ``correction``."""
-    if not is_number(correction) or not np.isfinite(correction) or correction <= 0:
+    if not _is_number(correction) or not np.isfinite(correction) or correction <= 0:
         raise ParameterError(f"correction must be a number > 0 (the continuity correction of the log-odds; "
                              f"{_CONTINUITY} is Haldane–Anscombe), got {correction!r}")
     return float(correction)
 
 
-def check_link(model, *, layer="mean", correction=_CONTINUITY, n_boot=1000, seed=0, templates=None,
+def _check_link(model, *, layer="mean", correction=_CONTINUITY, n_boot=1000, seed=0, templates=None,
                direction_verdict=None, n_permutations=_N_PERMUTATIONS, layers=None) -> None:
     """:func:`run_link`'s parameters, checked before any model loads (chapter 11's check calls it too): the model
     and ``layer`` against ``layers`` (the basis's; default: the model's, from its config) and ``templates``
     (``profiles.check_word_projection``), then :func:`_check_statistics`'s."""
-    check_word_projection(model, layer, templates, layers=layers, what="the intrinsic measure (hidden states)")
+    _check_word_projection(model, layer, templates, layers=layers, what="the intrinsic measure (hidden states)")
     _check_correction(correction)
     _check_statistics(n_boot, seed, direction_verdict, n_permutations)
 
 
 def _check_statistics(n_boot, seed, direction_verdict, n_permutations) -> None:
-    """:func:`link_statistics`'s parameters: ``n_boot`` (``stats.check_n_boot``), ``seed``, ``direction_verdict``
-    (``None`` or one of ``criterion_validity.VALIDITY_VERDICTS``) and ``n_permutations`` (``mixed.check_permutations``:
-    the fits catch a ``ValueError`` as a design too small, so a bad count must stop the run before them)."""
-    check_n_boot(n_boot)
-    check_seed(seed)
-    if direction_verdict is not None and direction_verdict not in VALIDITY_VERDICTS:
-        raise ParameterError(f"direction_verdict must be one of {VALIDITY_VERDICTS} or None, got "
+    """:func:`link_statistics`'s parameters: ``n_boot`` (``stats._check_n_boot``), ``seed``, ``direction_verdict``
+    (``None`` or one of ``criterion_validity._VALIDITY_VERDICTS``) and ``n_permutations``
+    (``mixed._check_permutations``: the fits catch a ``ValueError`` as a design too small, so a bad count must stop
+    the run before them)."""
+    _check_n_boot(n_boot)
+    _check_seed(seed)
+    if direction_verdict is not None and direction_verdict not in _VALIDITY_VERDICTS:
+        raise ParameterError(f"direction_verdict must be one of {_VALIDITY_VERDICTS} or None, got "
                              f"{direction_verdict!r}")
-    mixed.check_permutations(n_permutations)
+    mixed._check_permutations(n_permutations)
 
 
 def _occupation_noun(occupation: str) -> str:
@@ -154,7 +154,7 @@ def _intrinsic_table(model, occupations: Sequence[str], basis, *, layer="mean",
     nouns or gendered terms the model could not embed in a template."""
     keys = list(dict.fromkeys(occupations))
     nouns = {k: _occupation_noun(k) for k in keys}
-    items, skipped = noun_positions(model, {"occupation": list(nouns.values())}, basis, population=_OCCUPATIONS,
+    items, skipped = _noun_positions(model, {"occupation": list(nouns.values())}, basis, population=_OCCUPATIONS,
                                     layer=layer, templates=templates)
     table = pd.DataFrame({"occupation": keys, "noun": [nouns[k] for k in keys]})
     table = table.merge(items.drop(columns="group"), on="noun", how="inner")
@@ -207,7 +207,7 @@ def _slope_rows(table: pd.DataFrame, intrinsic: str) -> list[dict]:
             rows.append({**row, "note": "the log-odds do not vary"})
             continue
         try:
-            fit = ols(y, X, names).iloc[1]
+            fit = _ols(y, X, names).iloc[1]
             row.update(statistic=fit.t, df=fit.df, p=fit.p, effect_size=fit.coef, se=fit.se,
                        ci_low=fit.ci_low, ci_high=fit.ci_high)
         except ValueError as exc:  # too few occupations per coefficient, or a constant regressor
@@ -257,8 +257,8 @@ def _mixed_link_rows(table: pd.DataFrame, intrinsic: str, n_permutations: int = 
         design = design.assign(z=z)[["intercept", "z", *[c for c in design if c != "intercept"]]]
         row = {"test": test, "effect": "log_odds_slope", "n": int(used.sum()), "scope": _SCOPES[test]}
         try:
-            fit = mixed.fit_mixed_logit(female, male, design)
-            row = {**mixed.mixed_row(fit, "z", effect="log_odds_slope", test=test, n_permutations=permutations,
+            fit = mixed._fit_mixed_logit(female, male, design)
+            row = {**mixed._mixed_row(fit, "z", effect="log_odds_slope", test=test, n_permutations=permutations,
                                      seed=seed), **row, "se": float(fit.se["z"]),
                    "n_fixed_effects": design.shape[1] - 2}
         except ValueError as exc:  # too few occupations with counts for the fixed effects, a constant measure
@@ -273,7 +273,7 @@ def _within_group_rows(table: pd.DataFrame, intrinsic: str, n_boot: int, seed: i
     for group, g in table.groupby("group", sort=False):
         t = g.dropna(subset=[intrinsic, "log_odds"])
         rows += [{**r, "test": "spearman_within_group", "scope": f"within {rendering.group_label(group)}",
-                  "group": group} for r in correlation_rows(t[intrinsic], t["log_odds"], n_boot=n_boot, seed=seed)
+                  "group": group} for r in _correlation_rows(t[intrinsic], t["log_odds"], n_boot=n_boot, seed=seed)
                  if r["test"] == "spearman"]
     return rows
 
@@ -287,7 +287,7 @@ def _link_statistics(table: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
                     direction_verdict: str | None = None, n_permutations: int = _N_PERMUTATIONS) -> pd.DataFrame:
     """The statistics of :data:`tables.NAMES.LINK_STATISTICS`, one row per intrinsic measure and test (and group).
 
-    Columns: ``stats.STAT_COLUMNS`` (``test``: ``mixed_logit_within_category`` (the primary: the log-odds slope
+    Columns: ``stats._STAT_COLUMNS`` (``test``: ``mixed_logit_within_category`` (the primary: the log-odds slope
     per SD within BOLD category and group, random intercept per occupation; likelihood-ratio statistic, its p
     and the profile-likelihood CI's cut-off from ``n_permutations`` relabellings within category and group;
     ``p_chi2`` the chi-square p beside it), ``mixed_logit`` (the same without fixed effects), ``spearman`` and
@@ -308,7 +308,7 @@ def _link_statistics(table: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
         t = table.dropna(subset=[intrinsic, "log_odds"])
         found = (_mixed_link_rows(t, intrinsic, n_permutations, seed)
                  + _within_group_rows(t, intrinsic, n_boot, seed)
-                 + [{**r, "scope": _SCOPES[r["test"]]} for r in correlation_rows(t[intrinsic], t["log_odds"],
+                 + [{**r, "scope": _SCOPES[r["test"]]} for r in _correlation_rows(t[intrinsic], t["log_odds"],
                                                                                 n_boot=n_boot, seed=seed)]
                  + _slope_rows(t, intrinsic))
         for r in found:
@@ -317,22 +317,22 @@ def _link_statistics(table: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
     for test in _TESTS:
         found = pd.DataFrame(rows[test])
         for _, family in found.groupby("scope", sort=False) if len(found) else []:
-            frames.append(results_table(family.to_dict("records")))
+            frames.append(_results_table(family.to_dict("records")))
     out = pd.concat(frames, ignore_index=True)
     for col, empty in (("se", np.nan), ("sigma", np.nan), ("n_fixed_effects", np.nan), ("p_chi2", np.nan),
                        ("n_permutations", np.nan), ("note", ""), ("group", "")):
         out[col] = out[col].fillna(empty) if col in out else empty
     out["extrinsic_measure"] = measure
     out["direction_verdict"] = direction_verdict or ""
-    out["readable"] = (out["intrinsic"] != "gender_position") | (direction_verdict in (None, VALIDITY_VERDICTS[0]))
-    out["primary"] = (out["intrinsic"] == PRIMARY["intrinsic"]) & (out["test"] == PRIMARY["test"])
+    out["readable"] = (out["intrinsic"] != "gender_position") | (direction_verdict in (None, _VALIDITY_VERDICTS[0]))
+    out["primary"] = (out["intrinsic"] == _PRIMARY["intrinsic"]) & (out["test"] == _PRIMARY["test"])
     return out
 
 
 _MEASURE_WORDS = {"expected": "expected counts from the sampling distribution", "sampled": "sampled word counts"}
 
 
-def _pick(statistics: pd.DataFrame, test: str, intrinsic: str = PRIMARY["intrinsic"], group: str | None = None):
+def _pick(statistics: pd.DataFrame, test: str, intrinsic: str = _PRIMARY["intrinsic"], group: str | None = None):
     hit = statistics[(statistics["test"] == test) & (statistics["intrinsic"] == intrinsic)
                      & ((statistics["group"] == group) if group is not None else True)]
     return hit.iloc[0] if len(hit) else None
@@ -346,7 +346,7 @@ def _link_reading(statistics: pd.DataFrame, who: str) -> str:
     the correlation over all occupations together, with whether it is shown and that it mostly reflects the
     difference between female- and male-dominated occupations. When the direction is not validated against the BLS
     share, says so and reads no number of it."""
-    row = _pick(statistics, PRIMARY["test"])
+    row = _pick(statistics, _PRIMARY["test"])
     if row is None:
         return f"in {who} the link was not computed"
     if not bool(row["readable"]):
@@ -355,11 +355,11 @@ def _link_reading(statistics: pd.DataFrame, who: str) -> str:
     measure = _MEASURE_WORDS.get(row["extrinsic_measure"], str(row["extrinsic_measure"]))
     if not np.isfinite(row["effect_size"]):
         return f"in {who} the within-field model could not be fitted ({row['note']})"
-    test = ("permutation likelihood-ratio p " + stats.permutation_p_text(float(row["p"]), int(row["n_permutations"]))
+    test = ("permutation likelihood-ratio p " + stats._permutation_p_text(float(row["p"]), int(row["n_permutations"]))
             if pd.notna(row.get("n_permutations")) and row["n_permutations"]
-            else f"likelihood-ratio p {p_text(row['p'], relation=True)}")
-    numbers = (f"{number_text(row['effect_size'])} log-odds per SD, 95% CI "
-               f"{interval_text(row['ci_low'], row['ci_high'], row['effect_size'])}, {test}, "
+            else f"likelihood-ratio p {_p_text(row['p'], relation=True)}")
+    numbers = (f"{_number_text(row['effect_size'])} log-odds per SD, 95% CI "
+               f"{_interval_text(row['ci_low'], row['ci_high'], row['effect_size'])}, {test}, "
                f"n = {int(row['n'])} occupations, {measure}")
     shown = not row["ci_low"] <= 0 <= row["ci_high"]
     if not shown:
@@ -372,8 +372,8 @@ def _link_reading(statistics: pd.DataFrame, who: str) -> str:
                 f"their gendered words, than other occupations of the same BOLD field and group ({numbers})")
     between = _pick(statistics, _BETWEEN["test"])
     if between is not None and np.isfinite(between["effect_size"]):
-        rho = (f"Spearman ρ = {number_text(between['effect_size'])}, 95% CI "
-               f"{interval_text(between['ci_low'], between['ci_high'], between['effect_size'])}")
+        rho = (f"Spearman ρ = {_number_text(between['effect_size'])}, 95% CI "
+               f"{_interval_text(between['ci_low'], between['ci_high'], between['effect_size'])}")
         if between["ci_low"] <= 0 <= between["ci_high"]:
             text += f"; over all occupations together, neither a positive nor a negative correlation is shown ({rho})"
         else:
@@ -390,8 +390,8 @@ def _within_text(row) -> str:
     if not np.isfinite(row["effect_size"]):
         # every occupation of the group has the same log-odds (none has a gendered word in a small build)
         return f"Spearman ρ is not defined {among} (their log-odds do not vary)"
-    return (f"Spearman ρ = {number_text(row['effect_size'])} {among} "
-            f"(95% CI {interval_text(row['ci_low'], row['ci_high'], row['effect_size'])})")
+    return (f"Spearman ρ = {_number_text(row['effect_size'])} {among} "
+            f"(95% CI {_interval_text(row['ci_low'], row['ci_high'], row['effect_size'])})")
 
 
 def describe_link(statistics: pd.DataFrame, model: str = "this model") -> str:
@@ -399,7 +399,7 @@ def describe_link(statistics: pd.DataFrame, model: str = "this model") -> str:
     correlation within each group, saying plainly when an interval includes zero ("not shown is not absent")."""
     model = display_name(model)
     text = _link_reading(statistics, model)
-    row = _pick(statistics, PRIMARY["test"])
+    row = _pick(statistics, _PRIMARY["test"])
     if row is not None and bool(row["readable"]) and np.isfinite(row["effect_size"]):
         within = [r for r in (_pick(statistics, "spearman_within_group", group=g)
                               for g in dict.fromkeys(statistics["group"]) if g) if r is not None]
@@ -414,7 +414,7 @@ def describe_link(statistics: pd.DataFrame, model: str = "this model") -> str:
 
 #: The pre-stated primary analysis (module docstring): across the 60 BLS occupations, Spearman's ρ between the
 #: position on the female − male direction and the exact next-word log-ratio.
-NEXT_WORD_PRIMARY = {"analysis": "primary", "test": "spearman"}
+_NEXT_WORD_PRIMARY = {"analysis": "primary", "test": "spearman"}
 _SHARE = "bls_pct_female"
 #: The analyses of :data:`tables.NAMES.LINK_NEXT_WORD` in order: (role, units, what the extrinsic side is).
 _NEXT_WORD_MEASURE = "next-word log-ratio (exact)"
@@ -452,13 +452,13 @@ def _bold_row(bold_statistics: pd.DataFrame | None) -> dict | None:
     the next-word link, labelled by its units and its measure."""
     if bold_statistics is None:
         return None
-    hit = bold_statistics[(bold_statistics["test"] == PRIMARY["test"])
-                          & (bold_statistics["intrinsic"] == PRIMARY["intrinsic"])]
+    hit = bold_statistics[(bold_statistics["test"] == _PRIMARY["test"])
+                          & (bold_statistics["intrinsic"] == _PRIMARY["intrinsic"])]
     if hit.empty:
         return None
     row = hit.iloc[0]
     measure = _MEASURE_WORDS.get(row.get("extrinsic_measure", ""), "word counts")
-    return {**{c: row[c] for c in stats.STAT_COLUMNS}, "analysis": "BOLD link",
+    return {**{c: row[c] for c in stats._STAT_COLUMNS}, "analysis": "BOLD link",
             "extrinsic_measure": f"log-odds of gendered words in sampled BOLD completions ({measure})",
             "note": row.get("note", "") or ""}
 
@@ -468,7 +468,7 @@ def _next_word_link_statistics(occupations: pd.DataFrame, bold_statistics: pd.Da
                                seed: int = 0) -> pd.DataFrame:
     """The statistics of :data:`tables.NAMES.LINK_NEXT_WORD`, one row per analysis and test.
 
-    Columns: ``stats.STAT_COLUMNS`` (``test``: ``spearman`` and ``pearson`` for ``primary`` and ``BOLD primary
+    Columns: ``stats._STAT_COLUMNS`` (``test``: ``spearman`` and ``pearson`` for ``primary`` and ``BOLD primary
     units``, ``partial_spearman`` and ``partial_pearson`` for ``beyond the BLS share`` (``df`` = n − 3; t-test p),
     the BOLD link's own test for ``BOLD link``; ``effect_size``: ρ, r, the partial coefficient or the BOLD slope;
     ``ci_low, ci_high``: 95% percentile intervals resampling occupations (the BOLD row: its own); ``p_adj``: p, each
@@ -478,26 +478,26 @@ def _next_word_link_statistics(occupations: pd.DataFrame, bold_statistics: pd.Da
     partial rows), ``direction_verdict`` (the direction's check against the BLS share, "" when not given),
     ``readable`` (False unless that verdict is ``supported`` or not given), ``primary`` (the row
     :data:`NEXT_WORD_PRIMARY` names) and ``note``."""
-    check_n_boot(n_boot)
-    check_seed(seed)
-    if direction_verdict is not None and direction_verdict not in VALIDITY_VERDICTS:
-        raise ParameterError(f"direction_verdict must be one of {VALIDITY_VERDICTS} or None, got "
+    _check_n_boot(n_boot)
+    _check_seed(seed)
+    if direction_verdict is not None and direction_verdict not in _VALIDITY_VERDICTS:
+        raise ParameterError(f"direction_verdict must be one of {_VALIDITY_VERDICTS} or None, got "
                              f"{direction_verdict!r}")
     found: list[dict] = []
     bls = occupations[occupations["units"] == _ANALYSES["primary"][1]].dropna(subset=["gender_position", "log_ratio"])
-    found += [{**r, "analysis": "primary"} for r in correlation_rows(bls["gender_position"], bls["log_ratio"],
+    found += [{**r, "analysis": "primary"} for r in _correlation_rows(bls["gender_position"], bls["log_ratio"],
                                                                      n_boot=n_boot, seed=seed)[::-1]]
     t = bls.dropna(subset=[_SHARE])
     found += [{**r, "analysis": "beyond the BLS share", "controls": _SHARE}
-              for r in stats.partial_correlation_rows(t["gender_position"], t["log_ratio"], t[[_SHARE]].to_numpy(),
+              for r in stats._partial_correlation_rows(t["gender_position"], t["log_ratio"], t[[_SHARE]].to_numpy(),
                                                       n_boot=n_boot, seed=seed)[::-1]]
     units = occupations[occupations["units"] == _ANALYSES["BOLD primary units"][1]].dropna(
         subset=["gender_position", "log_ratio"])
     if len(units):
-        found += [{**r, "analysis": "BOLD primary units"} for r in correlation_rows(
+        found += [{**r, "analysis": "BOLD primary units"} for r in _correlation_rows(
             units["gender_position"], units["log_ratio"], n_boot=n_boot, seed=seed)[::-1]]
     bold = _bold_row(bold_statistics)
-    frames = [results_table([{**r, "group_a": "gender_position", "group_b": "log_ratio"}]) for r in found]
+    frames = [_results_table([{**r, "group_a": "gender_position", "group_b": "log_ratio"}]) for r in found]
     if bold is not None:
         frames.append(pd.DataFrame([bold]))
     out = pd.concat(frames, ignore_index=True)
@@ -510,9 +510,9 @@ def _next_word_link_statistics(occupations: pd.DataFrame, bold_statistics: pd.Da
     for col in ("controls", "note"):
         out[col] = out[col].fillna("") if col in out else ""
     out["direction_verdict"] = direction_verdict or ""
-    out["readable"] = direction_verdict in (None, VALIDITY_VERDICTS[0])
-    out["primary"] = (out["analysis"] == NEXT_WORD_PRIMARY["analysis"]) & (out["test"] == NEXT_WORD_PRIMARY["test"])
-    return out[stats.STAT_COLUMNS + _NEXT_WORD_LINK_COLUMNS]
+    out["readable"] = direction_verdict in (None, _VALIDITY_VERDICTS[0])
+    out["primary"] = (out["analysis"] == _NEXT_WORD_PRIMARY["analysis"]) & (out["test"] == _NEXT_WORD_PRIMARY["test"])
+    return out[stats._STAT_COLUMNS + _NEXT_WORD_LINK_COLUMNS]
 
 
 def _pick_analysis(statistics: pd.DataFrame, analysis: str, test: str):
@@ -524,16 +524,17 @@ def _rho_text(row) -> str:
     if row is None or not np.isfinite(row["effect_size"]):
         return "not computable"
     name = {"spearman": "Spearman ρ", "partial_spearman": "partial Spearman ρ"}.get(row["test"], row["test"])
-    return (f"{name} = {number_text(row['effect_size'])}, 95% CI "
-            f"{interval_text(row['ci_low'], row['ci_high'], row['effect_size'])}, p {p_text(row['p'], relation=True)},"
+    return (f"{name} = {_number_text(row['effect_size'])}, 95% CI "
+            f"{_interval_text(row['ci_low'], row['ci_high'], row['effect_size'])}, "
+            f"p {_p_text(row['p'], relation=True)},"
             f" n = {int(row['n'])}")
 
 
-def next_word_link_reading(statistics: pd.DataFrame, who: str) -> str:
+def _next_word_link_reading(statistics: pd.DataFrame, who: str) -> str:
     """A clause (no capital, no full stop) reading one model's :func:`next_word_link` statistics for ``who``: the
     primary ρ across the BLS occupations and the partial ρ beyond the BLS share; when the direction is not validated
     against the BLS share, says so and reads no number of it."""
-    row = _pick_analysis(statistics, **NEXT_WORD_PRIMARY)
+    row = _pick_analysis(statistics, **_NEXT_WORD_PRIMARY)
     if row is None:
         return f"in {who} the next-word link was not computed"
     if not bool(row["readable"]):
@@ -563,8 +564,8 @@ def describe_next_word_link(statistics: pd.DataFrame, model: str = "this model")
     then the association over the BOLD primary units and the BOLD-based link as a robustness row, saying plainly
     when an interval includes zero ("not shown is not absent")."""
     model = display_name(model)
-    text = next_word_link_reading(statistics, model)
-    row = _pick_analysis(statistics, **NEXT_WORD_PRIMARY)
+    text = _next_word_link_reading(statistics, model)
+    row = _pick_analysis(statistics, **_NEXT_WORD_PRIMARY)
     if row is not None and bool(row["readable"]):
         units = _pick_analysis(statistics, "BOLD primary units", "spearman")
         if units is not None:
@@ -573,8 +574,8 @@ def describe_next_word_link(statistics: pd.DataFrame, model: str = "this model")
         if len(bold) and np.isfinite(bold["effect_size"].iloc[0]):
             b = bold.iloc[0]
             text += (f". Robustness, the BOLD-based link ({b['units']}; {b['extrinsic_measure']}): "
-                     f"{number_text(b['effect_size'])} log-odds per SD within BOLD category and group, 95% CI "
-                     f"{interval_text(b['ci_low'], b['ci_high'], b['effect_size'])}, n = {int(b['n'])}")
+                     f"{_number_text(b['effect_size'])} log-odds per SD within BOLD category and group, 95% CI "
+                     f"{_interval_text(b['ci_low'], b['ci_high'], b['effect_size'])}, n = {int(b['n'])}")
         intervals = statistics.loc[statistics["readable"] & np.isfinite(statistics["ci_low"].astype(float)),
                                    ["ci_low", "ci_high"]]
         if ((intervals["ci_low"] <= 0) & (intervals["ci_high"] >= 0)).any():
@@ -665,7 +666,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, y: st
         domains[col] = (lo - pad, hi + pad)
     ylo, yhi = domains[y]
     gap = 14 * (yhi - ylo) / height  # 14 px for an 11 px font
-    labels["label_y"] = plots.repel(labels[y], gap, ylo + gap / 2, yhi - gap / 2)
+    labels["label_y"] = plots._repel(labels[y], gap, ylo + gap / 2, yhi - gap / 2)
     # the names stand in a column right of the points, where no point lies, each joined to its point by a line
     # (a name beside its point covered the points near it): the x scale runs on past the data by that column
     xlo, xhi = domains[intrinsic]
@@ -682,7 +683,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, y: st
     x = alt.X(f"{intrinsic}:Q", title=x_lines, scale=x_scale, axis=alt.Axis(values=ticks, format=".2~f"))
     y_axis = alt.Y(f"{y}:Q", title=y_lines, scale=y_scale)
     points = alt.Chart(data).mark_point(filled=True, opacity=0.6).encode(
-        x=x, y=y_axis, color=alt.Color("audit group:N", title="group", scale=plots.group_scale(data["audit group"])),
+        x=x, y=y_axis, color=alt.Color("audit group:N", title="group", scale=plots._group_scale(data["audit group"])),
         tooltip=[c for c in ("occupation", "category") if c in data] + [
             alt.Tooltip(f"{intrinsic}:Q", format=".3f"), alt.Tooltip(f"{y}:Q", format=".2f")]
         + [c for c in ("female_count", "male_count", "bls_pct_female") if c in data])
@@ -702,7 +703,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, y: st
                   ] + layers
     groups = ", ".join(dict.fromkeys(data["audit group"]))
     # where the points lie against the terms' means, from the data: far from +0.5 needs saying why
-    placed = describe_placement(data) if intrinsic == "gender_position" else ""
+    placed = _describe_placement(data) if intrinsic == "gender_position" else ""
     caption = (f"Each point is an occupation: across, the occupation noun's {x_title}; up, {y_caption}. "
                + (f"{placed} " if placed else "")
                + f"Colour is its group ({groups}); the labelled points are those at the ends of either "
@@ -711,7 +712,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, y: st
                   else "")
                + " Look for whether the points rise or fall from left to right: a link between the bias inside "
                  "and the bias it writes.")
-    return plots.captioned(alt.layer(*layers).properties(width=width, height=height),
+    return plots._captioned(alt.layer(*layers).properties(width=width, height=height),
                            title or f"Occupations: {intrinsic} against {y.replace('_', '-')}", [],
                            f"Scatter plot of {len(data)} occupations: {intrinsic.replace('_', ' ')} (x) against "
                            f"{y_alt} (y).", caption)
@@ -750,7 +751,7 @@ def run_link(model, metrics: pd.DataFrame, basis, *, layer="mean", correction: f
     ``noun`` (as embedded), ``n_templates`` (templates it was located in), ``gender_position``,
     ``warmth``, ``competence`` (module docstring), then :func:`extrinsic_table`'s columns. The parameters are
     checked first (:func:`check_link`), before any model loads."""
-    check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed, templates=templates,
+    _check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed, templates=templates,
                direction_verdict=direction_verdict, n_permutations=n_permutations, layers=basis.layers)
     extrinsic = _extrinsic_table(occupation_units.primary_completions(metrics), correction)
     intrinsic, skipped = _intrinsic_table(model, extrinsic["occupation"], basis, layer=layer, templates=templates)

@@ -36,7 +36,7 @@ gendered word at all) and ``female_share`` (the female mass's share of it).
 chat model too (SmolLM2-Instruct, Qwen2.5-Instruct): the audit's completions continue raw BOLD prompts the same way.
 So the measure describes the model as a text continuer, not as an assistant answering a request.
 
-**Cache.** Each sentence's masses are stored under ``paths.cache_dir()/next_word/<key>/rows.jsonl``, ``<key>``
+**Cache.** Each sentence's masses are stored under ``paths._cache_dir()/next_word/<key>/rows.jsonl``, ``<key>``
 hashing the model id, the lexicons, the token ids counted and :data:`_CODE_VERSION`; a row is keyed by the sentence's
 text (so by the template and the noun). Rows are appended and fsynced after every batch under a file lock: a rerun
 computes nothing, an interrupted run computes only the batches it had not finished (formed as the uninterrupted run
@@ -65,34 +65,33 @@ import torch
 from tqdm.auto import tqdm
 
 from ..core import paths, tables
-from ..core.cache import append_jsonl, atomic_write_json, file_lock, read_jsonl, stable_hash
+from ..core.cache import _append_jsonl, _atomic_write_json, _file_lock, _read_jsonl, _stable_hash
 from ..core.criterion_validity import (
-    correlation_text,
-    describe_discriminant,
-    measure_verdict,
-    statistic_row,
-    validity_statistics,
+    _correlation_text,
+    _describe_discriminant,
+    _measure_verdict,
+    _statistic_row,
+    _validity_statistics,
 )
-from ..core.errors import ParameterError, check_generation, check_seed
-from ..core.lexicon import GENDER_LEXICONS, count_table, validate_lexicons
-from ..core.precision import number_text, percent_text
+from ..core.errors import ParameterError, _check_generation, _check_seed
+from ..core.lexicon import GENDER_LEXICONS, _count_table, _validate_lexicons
+from ..core.precision import _number_text, _percent_text
 from ..core.results import display_name, write_table
-from ..core.stats import check_n_boot, correlation_rows, results_table
+from ..core.stats import _check_n_boot, _correlation_rows, _results_table
 from ..models.decoding import lexicon_token_ids
-from ..models.embeddings import default_batch_size
-from ..models.generation import generate
-from ..models.loading import resolve_model
+from ..models.embeddings import _default_batch_size
+from ..models.generation import _generate
+from ..models.loading import _resolve_model
 
 __all__ = [
-    "TEMPLATES", "check_next_word_templates", "describe_next_word", "lexicon_first_tokens", "next_word_table",
-    "next_word_validity", "sampled_check",
+    "describe_next_word", "next_word_table", "next_word_validity", "sampled_check",
 ]
 
 #: The slot a template marks the occupation with.
 _SLOT = "{occupation}"
 #: The ten neutral templates (module docstring): four before a subject pronoun, three before a possessive, three
 #: before an object.
-TEMPLATES: tuple[str, ...] = (
+_TEMPLATES: tuple[str, ...] = (
     "The {occupation} said that",
     "The {occupation} told the customer that",
     "The {occupation} could not come to the meeting because",
@@ -116,7 +115,7 @@ _PROMPT_COLUMNS = ["occupation", "template", "reference", "prompt", "n_tokens", 
 _OCCUPATION_COLUMNS = ["occupation", "n_templates", "female_mass", "male_mass", "gendered_mass", "female_share",
                        "log_ratio", "log_ratio_sd"]
 _WORD_COLUMNS = ["lexicon", "word", "variant", "n_tokens", "token_id", "token", "counted"]
-#: The audit's sampling settings (``models.generation.generate``'s defaults, notebook 06's parameters).
+#: The audit's sampling settings (``models.generation._generate``'s defaults, notebook 06's parameters).
 _AUDIT_SAMPLING = {"n_samples": 1, "max_new_tokens": 100, "temperature": 0.7, "top_p": 0.9, "top_k": 50}
 #: Haldane–Anscombe continuity correction of the sampled log-odds (as chapter 11's BOLD link).
 _CONTINUITY = 0.5
@@ -125,12 +124,12 @@ _CONTINUITY = 0.5
 # --------------------------------------------------------------------------- templates and tokens
 
 
-def check_next_word_templates(templates, name: str = "templates") -> tuple[str, ...]:
+def _check_next_word_templates(templates, name: str = "templates") -> tuple[str, ...]:
     """The templates as a tuple (None: :data:`TEMPLATES`), each a string with ``{occupation}`` exactly once that
     ends in a word (no trailing space: the next token carries its own), none twice; a :class:`ParameterError`
     names the parameter (``name``: a notebook's ``next_word_templates``)."""
     if templates is None:
-        return TEMPLATES
+        return _TEMPLATES
     if isinstance(templates, str) or not isinstance(templates, Sequence) or not templates:
         raise ParameterError(f"{name} must be None or a non-empty list of strings, got {templates!r}")
     for t in templates:
@@ -144,14 +143,14 @@ def check_next_word_templates(templates, name: str = "templates") -> tuple[str, 
     return tuple(templates)
 
 
-def lexicon_first_tokens(tokenizer, lexicons: Mapping[str, Sequence[str]] = GENDER_LEXICONS
+def _lexicon_first_tokens(tokenizer, lexicons: Mapping[str, Sequence[str]] = GENDER_LEXICONS
                          ) -> tuple[dict[str, list[int]], pd.DataFrame]:
     """``({lexicon: token ids counted}, words)``: the token each word of ``lexicons`` (which need ``female`` and
     ``male``) counts by after a template, from ``models.decoding.lexicon_token_ids``: its leading-space, lower-case
     form, one token or else its first token; a first token that words of two lexicons share counts in neither.
     ``words``: one row per word (:data:`_WORD_COLUMNS`): ``variant`` (" she"), ``n_tokens``, ``token_id`` (the
     token, or the first one), ``token`` (its text), ``counted`` (``single token``, ``first token`` or ``shared``)."""
-    lex = validate_lexicons(lexicons, what="lexicons")
+    lex = _validate_lexicons(lexicons, what="lexicons")
     if {_FEMALE, _MALE} - set(lex):
         raise ParameterError(f"lexicons must have a {_FEMALE!r} and a {_MALE!r} list (the log-ratio's two sides), "
                              f"got {sorted(lex)}")
@@ -177,7 +176,7 @@ def lexicon_first_tokens(tokenizer, lexicons: Mapping[str, Sequence[str]] = GEND
 
 
 def _prompts(nouns: Sequence[str], templates: Sequence[str]) -> pd.DataFrame:
-    reference = dict(zip(TEMPLATES, _REFERENCE))
+    reference = dict(zip(_TEMPLATES, _REFERENCE))
     return pd.DataFrame([{"occupation": noun, "template": t, "reference": reference.get(t, ""),
                           "prompt": t.replace(_SLOT, noun)} for noun in nouns for t in templates])
 
@@ -198,13 +197,13 @@ class _Store:
     """The append-only rows of one model and lexicon (module docstring, *Cache*)."""
 
     def __init__(self, params: dict):
-        self.dir = paths.cache_dir() / "next_word" / stable_hash(params)
+        self.dir = paths._cache_dir() / "next_word" / _stable_hash(params)
         self.rows = self.dir / "rows.jsonl"
         if not (self.dir / "meta.json").exists():  # for people browsing the cache; the key is the folder name
-            atomic_write_json(self.dir / "meta.json", params)
+            _atomic_write_json(self.dir / "meta.json", params)
 
     def load(self) -> dict[str, dict]:
-        return {r["key"]: r for r in read_jsonl(self.rows) if isinstance(r, dict) and "key" in r}
+        return {r["key"]: r for r in _read_jsonl(self.rows) if isinstance(r, dict) and "key" in r}
 
 
 @dataclass
@@ -231,7 +230,7 @@ def next_word_table(model, occupations: Sequence[str], *, templates: Sequence[st
                     cache: bool = True, progress: bool = True) -> _NextWord:
     """The exact measure (module docstring) of every occupation noun of ``occupations`` (duplicates once) in
     ``templates`` (None: :data:`TEMPLATES`), for ``model`` (a decoder: a ``LoadedModel`` or a name for
-    ``models.loading.resolve_model``). ``batch_size``: sentences per forward pass (default: 32 on a CPU).
+    ``models.loading._resolve_model``). ``batch_size``: sentences per forward pass (default: 32 on a CPU).
 
     ``prompts`` columns: ``occupation`` (the noun), ``template``, ``reference`` (``subject``, ``possessive`` or
     ``object`` for the built-in templates, else ""), ``prompt``, ``n_tokens`` (its length in tokens),
@@ -239,22 +238,22 @@ def next_word_table(model, occupations: Sequence[str], *, templates: Sequence[st
     ``log_ratio``. ``occupations``: ``n_templates``, the masses' means over the templates, ``gendered_mass`` (their
     sum), ``female_share`` (female / gendered), ``log_ratio`` (the mean of the templates' log-ratios: the measure)
     and ``log_ratio_sd`` (their SD over the templates)."""
-    templates = check_next_word_templates(templates)
+    templates = _check_next_word_templates(templates)
     nouns = list(dict.fromkeys(str(o).strip() for o in occupations))
     if not nouns or any(not n for n in nouns):
         raise ParameterError(f"occupations must be a non-empty list of nouns, got {list(occupations)[:5]!r}")
-    model = resolve_model(model, need="generate")
-    ids, words = lexicon_first_tokens(model.tokenizer, lexicons)
+    model = _resolve_model(model, need="generate")
+    ids, words = _lexicon_first_tokens(model.tokenizer, lexicons)
     n_vocab = model.model.get_output_embeddings().weight.shape[0]
     groups = torch.zeros(2, n_vocab, dtype=torch.bool)
     for g, name in enumerate((_FEMALE, _MALE)):
         groups[g, ids[name]] = True
     table = _prompts(nouns, templates)
     encoded = [model.tokenizer(p)["input_ids"] for p in table["prompt"]]  # as the audit's generation reads a raw prompt
-    keys = [stable_hash(p, 24) for p in table["prompt"]]
+    keys = [_stable_hash(p, 24) for p in table["prompt"]]
     store = _Store({"model_id": model.model_id, "lexicons": {k: sorted(v) for k, v in lexicons.items()},
                     "token_ids": ids, "version": _CODE_VERSION}) if cache else None
-    with file_lock(store.dir / "lock") if store else nullcontext():
+    with _file_lock(store.dir / "lock") if store else nullcontext():
         done = store.load() if store else {}
         # Batches of one length each (no padding), formed from every sentence in a fixed order, so a resumed run
         # computes a missing batch exactly as the uninterrupted run did; a batch partly on disk is computed whole
@@ -263,7 +262,7 @@ def next_word_table(model, occupations: Sequence[str], *, templates: Sequence[st
         by_length: dict[int, list[int]] = {}
         for i in unique:
             by_length.setdefault(len(encoded[i]), []).append(i)
-        size = batch_size or default_batch_size(model)
+        size = batch_size or _default_batch_size(model)
         batches = [rows[b:b + size] for rows in by_length.values() for b in range(0, len(rows), size)]
         todo = [batch for batch in batches if any(keys[i] not in done for i in batch)]
         bar = tqdm(total=len(unique), initial=len(unique) - sum(map(len, todo)), desc=f"next word ({model.name})",
@@ -275,7 +274,7 @@ def next_word_table(model, occupations: Sequence[str], *, templates: Sequence[st
                          "log_male": float(m), "log_normaliser": float(z)}
                         for i, (f, m, z) in zip(batch, found) if keys[i] not in done]
                 if store:
-                    append_jsonl(store.rows, rows)
+                    _append_jsonl(store.rows, rows)
                 done.update({r["key"]: r for r in rows})
                 bar.update(len(batch))
         bar.close()
@@ -299,13 +298,13 @@ def next_word_table(model, occupations: Sequence[str], *, templates: Sequence[st
 def next_word_validity(occupations: pd.DataFrame, values: pd.DataFrame, *, n_boot: int = 1000,
                        seed: int = 0) -> pd.DataFrame:
     """The exact log-ratio of the BLS occupations against their share of women, by the engine and verdict of the
-    gender direction (``core.criterion_validity.validity_statistics``, measure ``log_ratio``), with the discriminant
+    gender direction (``core.criterion_validity._validity_statistics``, measure ``log_ratio``), with the discriminant
     rows beyond the nouns' ``warmth`` and ``competence``. ``occupations``: :func:`next_word_table`'s (rows of other
     nouns are ignored); ``values``: one row per BLS occupation with ``occupation, bls_pct_female`` and, for the
     discriminant rows, ``warmth, competence`` (``gender_direction.occupation_validity``'s ``values``).
     Columns: as ``tables.NAMES.OCCUPATION_VALIDITY``."""
-    check_n_boot(n_boot)
-    check_seed(seed)
+    _check_n_boot(n_boot)
+    _check_seed(seed)
     need = {"occupation", "bls_pct_female"}
     if need - set(values.columns):
         raise ValueError(f"next_word_validity: values lack {sorted(need - set(values.columns))}")
@@ -314,7 +313,7 @@ def next_word_validity(occupations: pd.DataFrame, values: pd.DataFrame, *, n_boo
     for control in ("warmth", "competence"):
         if control not in merged:
             merged[control] = np.nan
-    return validity_statistics(merged, ["log_ratio"], n_boot=n_boot, seed=seed)
+    return _validity_statistics(merged, ["log_ratio"], n_boot=n_boot, seed=seed)
 
 
 def sampled_check(model, occupations: pd.DataFrame, *, templates: Sequence[str] | None = None,
@@ -324,21 +323,21 @@ def sampled_check(model, occupations: pd.DataFrame, *, templates: Sequence[str] 
     """Does the exact measure say what the model writes? ``(per_occupation, statistics)``: the sentences of
     ``occupations`` (:func:`next_word_table`'s, in ``templates``) continued by sampling at the audit's settings
     (:data:`_AUDIT_SAMPLING`: one completion of up to 100 tokens, temperature 0.7, top-p 0.9, top-k 50; override
-    with ``sampling``, e.g. ``max_new_tokens=20`` for a quick run; ``models.generation.generate``, cached),
-    the audit's words counted in them (``core.lexicon.count_table``), per occupation ``female_words, male_words``
+    with ``sampling``, e.g. ``max_new_tokens=20`` for a quick run; ``models.generation._generate``, cached),
+    the audit's words counted in them (``core.lexicon._count_table``), per occupation ``female_words, male_words``
     and ``log_odds = log((female + correction) / (male + correction))`` beside the exact ``log_ratio``; and the
-    Pearson and Spearman rows between the two (occupation-bootstrap intervals; ``stats.correlation_rows``).
+    Pearson and Spearman rows between the two (occupation-bootstrap intervals; ``stats._correlation_rows``).
     The cost is the sampling: 60 occupations × 10 templates × 100 tokens is 60,000 tokens."""
     unknown = sorted(set(sampling) - set(_AUDIT_SAMPLING))
     if unknown:
         raise ParameterError(f"sampling: {unknown} are not sampling settings; use {sorted(_AUDIT_SAMPLING)}")
     settings = {**_AUDIT_SAMPLING, **sampling}
-    check_generation(None, **settings, seed=seed)
-    check_n_boot(n_boot)
-    templates = check_next_word_templates(templates)
+    _check_generation(None, **settings, seed=seed)
+    _check_n_boot(n_boot)
+    templates = _check_next_word_templates(templates)
     prompts = _prompts(occupations["occupation"].tolist(), templates)
-    done = generate(model, prompts["prompt"].tolist(), seed=seed, cache=cache, progress=progress, **settings)
-    counts = count_table(done["completion"], {k: lexicons[k] for k in (_FEMALE, _MALE)})
+    done = _generate(model, prompts["prompt"].tolist(), seed=seed, cache=cache, progress=progress, **settings)
+    counts = _count_table(done["completion"], {k: lexicons[k] for k in (_FEMALE, _MALE)})
     done = done.assign(occupation=np.repeat(prompts["occupation"].to_numpy(), settings["n_samples"]),
                        female_words=counts[f"{_FEMALE}_words"].to_numpy(),
                        male_words=counts[f"{_MALE}_words"].to_numpy())
@@ -349,8 +348,8 @@ def sampled_check(model, occupations: pd.DataFrame, *, templates: Sequence[str] 
     per = per.merge(occupations[["occupation", "log_ratio"]], on="occupation", how="left")
     rows = [{**r, "group_a": "log_ratio", "group_b": "log_odds", "n_gendered": int(
         (per["female_words"] + per["male_words"] > 0).sum())}
-        for r in correlation_rows(per["log_ratio"], per["log_odds"], n_boot=n_boot, seed=seed)]
-    return per, results_table(rows)
+        for r in _correlation_rows(per["log_ratio"], per["log_odds"], n_boot=n_boot, seed=seed)]
+    return per, _results_table(rows)
 
 
 # --------------------------------------------------------------------------- reading it
@@ -364,9 +363,9 @@ def describe_next_word(statistics: pd.DataFrame, words: pd.DataFrame, model: str
     gendered at all, and that the input was the raw text (saying what that means where ``chat_model``: a model
     with a chat template)."""
     name = display_name(model)
-    rho, r = statistic_row(statistics, "log_ratio", "spearman"), statistic_row(statistics, "log_ratio", "pearson")
-    verdict, n = measure_verdict(statistics, "log_ratio"), int(rho["n"])
-    numbers = f"{correlation_text(rho)}; {correlation_text(r)}; n = {n} occupations, intervals resampling them"
+    rho, r = _statistic_row(statistics, "log_ratio", "spearman"), _statistic_row(statistics, "log_ratio", "pearson")
+    verdict, n = _measure_verdict(statistics, "log_ratio"), int(rho["n"])
+    numbers = f"{_correlation_text(rho)}; {_correlation_text(r)}; n = {n} occupations, intervals resampling them"
     if verdict == "supported":
         text = (f"In {name}, the sentences about occupations with more women among their workers (U.S. BLS) are "
                 f"continued more often with a female word ({numbers}): **the next-word measure is validated against "
@@ -375,14 +374,14 @@ def describe_next_word(statistics: pd.DataFrame, words: pd.DataFrame, model: str
         text = f"Only {n} occupations carry the next-word measure: the check is untestable ({numbers})."
     else:
         text = (f"In {name}, an ordering of the next-word log-ratio by the share of women is not shown ({numbers}; "
-                f"verdict: not shown). With {n} occupations the check finds a ρ of {number_text(rho['detectable'])} "
+                f"verdict: not shown). With {n} occupations the check finds a ρ of {_number_text(rho['detectable'])} "
                 "80% of the time (not shown is not absent).")
-    beyond = describe_discriminant(statistics, "log_ratio", "the next-word log-ratio")
+    beyond = _describe_discriminant(statistics, "log_ratio", "the next-word log-ratio")
     text += (" " + beyond) if beyond else ""
     longer = words[words["counted"] == "first token"]
     shared = words[words["counted"] == "shared"]
     text += (f" The {len(words)} lexicon words are read in their leading-space form (\" she\"): "
-             + (f"{len(longer)} ({percent_text(len(longer) / len(words))}) are longer than one token and count by "
+             + (f"{len(longer)} ({_percent_text(len(longer) / len(words))}) are longer than one token and count by "
                 f"their first ({', '.join(longer['word'])})" if len(longer) else "each is one token of this model")
              + (f"; {len(shared)} share a first token with a word of the other lexicon and are not counted "
                 f"({', '.join(shared['word'])})" if len(shared) else "") + ".")
@@ -399,4 +398,4 @@ def describe_next_word(statistics: pd.DataFrame, words: pd.DataFrame, model: str
 def _percent(share) -> str:
     """A probability as a percentage: whole percent from 1% (0.2388 -> "24%"), the book's digits below it
     (0.0042 -> "0.42%")."""
-    return percent_text(share) if float(share) >= 0.01 else number_text(100 * float(share)) + "%"
+    return _percent_text(share) if float(share) >= 0.01 else _number_text(100 * float(share)) + "%"

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import ParameterError
-from ..core.wordnet import wordnet
+from ..core.wordnet import _wordnet
 from ..report import rendering
 from . import bold_prompts
 
@@ -98,7 +98,7 @@ def _head_noun(key: str) -> tuple[str, str]:
     # A prepositional post-modifier follows the head: "glossary of civil engineering", "nursing in germany".
     after = next((i for i, w in enumerate(words) if i and w in ("of", "in")), None)
     head = words[after - 1] if after else words[-1]
-    return noun, wordnet().morphy(head, "n") or head
+    return noun, _wordnet().morphy(head, "n") or head
 
 
 def _is_under(synset, names) -> bool:
@@ -107,7 +107,7 @@ def _is_under(synset, names) -> bool:
 
 def _wordnet_kind(head: str) -> tuple[str, str] | None:
     lemma = head.replace(" ", "_")
-    senses = [x.synset() for x in wordnet().lemmas(lemma, "n")
+    senses = [x.synset() for x in _wordnet().lemmas(lemma, "n")
               if x.name() == lemma and not x.synset().instance_hypernyms()]
     if not senses:
         return None

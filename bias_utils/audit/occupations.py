@@ -17,7 +17,7 @@ person-noun units only.
   talkative occupation carries it (on the published completions Midwife wrote 55 of the 70 gendered words of the
   female-dominated primary occupations), the same weakness as the audit's pooled-word odds ratio, which stays a
   sensitivity row. Interval: the 95% BCa interval of the occupation cluster bootstrap (whole occupations resampled
-  within each group, :func:`cluster_interval`: the replicates of :func:`bias_utils.core.stats.cluster_bootstrap_ci`,
+  within each group, :func:`cluster_interval`: the replicates of :func:`bias_utils.core.stats._cluster_bootstrap_ci`,
   vectorised; :data:`N_BOOT` replicates, each bound with its Monte Carlo error, :mod:`bias_utils.core.precision`;
   bias-corrected and accelerated because the plain percentile interval covered only 90-94% on simulated audits like
   a build's); test: the two-sided **permutation p** of the difference (group labels shuffled across occupations,
@@ -68,9 +68,7 @@ from ..core import mixed, nested, precision, stats
 from ..report import plots, rendering
 
 __all__ = [
-    "HEADLINE_COLUMNS", "OCCUPATION_UNITS", "UNIT_OCCUPATIONS", "UNIT_PUBLISHED", "difference_reading",
-    "estimate_text", "headline", "headline_rows", "headline_sentence", "headline_table", "influence_chart",
-    "influence_table", "occupation_table",
+    "headline_rows", "headline_table", "influence_chart", "influence_table", "occupation_table",
 ]
 
 #: Relabellings for the permutation p (its floor is 1/(N_PERMUTATIONS + 1) = 0.0001).
@@ -87,10 +85,10 @@ _UNIT_MIXED = ("deduplicated person-noun occupations (random intercept per occup
               "likelihood-ratio p)")
 _UNIT_NESTED = ("deduplicated person-noun occupations, completions within them (random intercepts per occupation "
                 "and per completion; profile-likelihood CI, likelihood-ratio p)")
-UNIT_OCCUPATIONS = "occupations (cluster bootstrap CI; p from permuting group labels across occupations)"
-UNIT_PUBLISHED = ("the published selection's BOLD keys as occupations (cluster bootstrap CI; p from permuting group "
+_UNIT_OCCUPATIONS = "occupations (cluster bootstrap CI; p from permuting group labels across occupations)"
+_UNIT_PUBLISHED = ("the published selection's BOLD keys as occupations (cluster bootstrap CI; p from permuting group "
                   "labels across keys)")
-OCCUPATION_UNITS = (_UNIT_MIXED, _UNIT_NESTED, UNIT_OCCUPATIONS, UNIT_PUBLISHED)
+_OCCUPATION_UNITS = (_UNIT_MIXED, _UNIT_NESTED, _UNIT_OCCUPATIONS, _UNIT_PUBLISHED)
 #: The primary estimand, stated in chapter 06 and the methods before any result.
 _PRIMARY_ESTIMAND = (
     "the share of male words among the gendered words the model writes about a typical occupation, male- minus "
@@ -226,7 +224,7 @@ def _totals(values: np.ndarray, in_a: np.ndarray) -> tuple[np.ndarray, np.ndarra
 # ---------------------------------------------------------------- interval, p, influence
 def _bootstrap_counts(groups: np.ndarray, n_boot: int, seed: int) -> dict[str, np.ndarray]:
     """Group -> [n_boot, its occupations]: how often each occupation is drawn in each replicate, occupations resampled
-    with replacement within their group. The draws are :func:`bias_utils.core.stats.cluster_bootstrap_ci`'s (per
+    with replacement within their group. The draws are :func:`bias_utils.core.stats._cluster_bootstrap_ci`'s (per
     replicate, group by group in sorted order, occupations in order of appearance), so its intervals are ours."""
     rng = np.random.default_rng(seed)
     names = sorted(set(groups))
@@ -249,7 +247,7 @@ def _stacked_replicates(values: np.ndarray, groups: np.ndarray, measure: str, a:
     audits, resampled with the same draws). Returns ``(estimate [...], replicates [..., n_boot], totals,
     replicate_totals)`` on the statistic's scale, the totals per group (``{a: [..., 2], b: ...}`` and ``{a: [...,
     n_boot, 2], b: ...}``)."""
-    n_boot = stats.check_n_boot(n_boot)
+    n_boot = stats._check_n_boot(n_boot)
     fn = _MEASURES[measure][2]
     counts = _bootstrap_counts(groups, n_boot, seed)
     values = np.asarray(values, dtype=float)
@@ -355,7 +353,7 @@ def _interval_with_error(estimate: float, low: float, high: float, boots: np.nda
     if np.isnan(boots).sum() >= len(boots) - 1:
         return out + (np.nan, np.nan)
     with np.errstate(invalid="ignore"):  # infinite replicates (an unbounded odds ratio) have no Monte Carlo range
-        bounds = precision.percentile_bounds(boots, level, quantiles=(float(q[0]), float(q[1])))
+        bounds = precision._percentile_bounds(boots, level, quantiles=(float(q[0]), float(q[1])))
     # the bound's Monte Carlo range mapped through the back-transform, as an SE on the reported scale (NaN where a
     # bound is infinite: an odds ratio the resampled data cannot bound)
     with np.errstate(invalid="ignore"):
@@ -369,7 +367,7 @@ def _cluster_interval(occupations: pd.DataFrame, measure: str, a: str, b: str, *
     """``(estimate, low, high)`` of ``measure`` (a key of :data:`MEASURES`), group ``a`` vs ``b``, from the
     occupation cluster bootstrap, occupations resampled within each group; with ``mc_error`` also ``(low_se,
     high_se)``, each bound's Monte Carlo standard error on the reported scale
-    (:func:`bias_utils.core.precision.percentile_bounds`'s order-statistic range at the bound's quantile,
+    (:func:`bias_utils.core.precision._percentile_bounds`'s order-statistic range at the bound's quantile,
     back-transformed).
 
     The interval is the percentile interval, except for the primary estimand's measures (:data:`BCA`): there it is
@@ -380,7 +378,7 @@ def _cluster_interval(occupations: pd.DataFrame, measure: str, a: str, b: str, *
     90-94% (the further the shares from one half, the lower) and that of the marginal odds ratio 85-94%; the BCa
     interval 93.5-95.3% and 90-95.6%. The test gates the difference's coverage.
 
-    Draws the same replicates as :func:`bias_utils.core.stats.cluster_bootstrap_ci` on the completions
+    Draws the same replicates as :func:`bias_utils.core.stats._cluster_bootstrap_ci` on the completions
     (``cluster="occupation", strata="group"``, same seed: groups in sorted order, occupations in order
     of appearance), so a percentile interval is identical to its; only the sums are vectorised. Replicates where
     the statistic is undefined are left out, as there.
@@ -419,7 +417,7 @@ def _occupation_permutation_p(occupations: pd.DataFrame, measure: str, a: str, b
     is that an occupation's completions do not depend on its group (occupations are exchangeable
     between the groups).
     """
-    n_permutations = stats.check_n_boot(n_permutations, name="n_permutations")
+    n_permutations = stats._check_n_boot(n_permutations, name="n_permutations")
     occ, values, fn, _ = _pieces(occupations, measure, a, b)
     in_a = (occ["group"] == a).to_numpy()
     observed = fn(*_totals(values, in_a))
@@ -433,11 +431,11 @@ def _occupation_permutation_p(occupations: pd.DataFrame, measure: str, a: str, b
     if np.isnan(observed) or not ok.any():
         return np.nan, int(ok.sum())
     with np.errstate(invalid="ignore"):  # an infinite statistic (an odds ratio of a share of 0 or 1) ties only itself
-        return float(stats.permutation_p(observed, perm[ok], "two-sided")), int(ok.sum())
+        return float(stats._permutation_p(observed, perm[ok], "two-sided")), int(ok.sum())
 
 
 def _occupation_tests(occupations: pd.DataFrame, a: str, b: str, *, n_boot: int = _N_BOOT,
-                     n_permutations: int = _N_PERMUTATIONS, seed: int = 0, unit: str = UNIT_OCCUPATIONS,
+                     n_permutations: int = _N_PERMUTATIONS, seed: int = 0, unit: str = _UNIT_OCCUPATIONS,
                      measures=None, roles: Mapping[str, str] | None = None) -> list[dict]:
     """Occupation-level rows of the audit's statistics table, one per ``measures`` key (default: every key of
     :data:`MEASURES`): test ``cluster_bootstrap_occupation``, the estimate with its :func:`cluster_interval`
@@ -473,7 +471,7 @@ def _mixed_fit(occupations: pd.DataFrame, measure: str, a: str, b: str):
     male, female = _MIXED_MEASURES[measure]
     occ = occupations[occupations["group"].isin([a, b])]
     design = pd.DataFrame({"intercept": 1.0, "group": (occ["group"] == a).astype(float).to_numpy()})
-    return mixed.fit_mixed_logit(occ[male].to_numpy(float), occ[female].to_numpy(float), design)
+    return mixed._fit_mixed_logit(occ[male].to_numpy(float), occ[female].to_numpy(float), design)
 
 
 def _mixed_rows(occupations: pd.DataFrame, a: str, b: str, *, role: str = "sensitivity") -> list[dict]:
@@ -493,7 +491,7 @@ def _mixed_rows(occupations: pd.DataFrame, a: str, b: str, *, role: str = "sensi
         # the median occupation of each group has u = 0: its male share is the inverse logit of its fixed part
         typical = {f"typical_male_share_{side}": float(expit(fit.coef["intercept"] + fit.coef["group"] * is_a))
                    for side, is_a in (("a", 1), ("b", 0))}
-        rows.append({**mixed.mixed_row(fit, "group", effect="odds_ratio", test="mixed_logit_occupation",
+        rows.append({**mixed._mixed_row(fit, "group", effect="odds_ratio", test="mixed_logit_occupation",
                                        group_a=a, group_b=b),
                      "role": role, "measure": measure, "unit": _UNIT_MIXED, "n_occupations": n_occ,
                      "n_informative": fit.n_clusters, **typical})
@@ -502,10 +500,10 @@ def _mixed_rows(occupations: pd.DataFrame, a: str, b: str, *, role: str = "sensi
 
 def _nested_rows(metrics: pd.DataFrame, a: str, b: str, *, by: str = "unit") -> list[dict]:
     """The conditional odds ratio with the completion level in the model (test ``mixed_logit_nested``,
-    :func:`bias_utils.core.nested.fit_nested_logit`): each completion's male and female words, a random intercept
+    :func:`bias_utils.core.nested._fit_nested_logit`): each completion's male and female words, a random intercept
     per completion within its occupation (``by``) and one per occupation; the odds ratio of ``a`` over ``b``
     between two completions with the same random intercepts, its profile-likelihood 95% interval and
-    likelihood-ratio p (:func:`bias_utils.core.nested.nested_row`), ``sigma`` (the occupations' SD),
+    likelihood-ratio p (:func:`bias_utils.core.nested._nested_row`), ``sigma`` (the occupations' SD),
     ``sigma_completion``, ``n_informative`` (occupations with any gendered word), ``n_completions_informative``
     (completions with any), ``role`` ``sensitivity``, ``measure`` (:data:`NESTED_MEASURE`), ``unit``
     (:data:`UNIT_NESTED`) and ``n_occupations``. ``metrics``: the completions of the primary units."""
@@ -513,9 +511,9 @@ def _nested_rows(metrics: pd.DataFrame, a: str, b: str, *, by: str = "unit") -> 
     units = pd.Index(pd.unique(m[by]))
     group = m.groupby(by, sort=False)["group"].first().reindex(units)
     design = pd.DataFrame({"intercept": 1.0, "group": (group == a).astype(float).to_numpy()})
-    fit = nested.fit_nested_logit(m["male_words"].to_numpy(float), m["female_words"].to_numpy(float),
+    fit = nested._fit_nested_logit(m["male_words"].to_numpy(float), m["female_words"].to_numpy(float),
                                   units.get_indexer(m[by]), design)
-    row = nested.nested_row(fit, "group", group_a=a, group_b=b)
+    row = nested._nested_row(fit, "group", group_a=a, group_b=b)
     return [{**row, "role": "sensitivity", "measure": _NESTED_MEASURE, "unit": _UNIT_NESTED,
              "n_occupations": len(units), "n_informative": fit.n_clusters, "n_completions_informative": fit.n_items,
              "sigma_completion": row.pop("sigma_item")}]
@@ -601,7 +599,7 @@ def influence_table(occupations: pd.DataFrame, a: str, b: str, *, estimate: str 
 
 # ---------------------------------------------------------------- headline for the chapter and the front page
 #: Columns of :func:`headline_table` (the ``bold_headline`` table).
-HEADLINE_COLUMNS = [
+_HEADLINE_COLUMNS = [
     "group_a", "group_b", "estimand", "share_difference", "share_difference_ci_low", "share_difference_ci_high",
     "share_difference_ci_low_mc_se", "share_difference_ci_high_mc_se", "share_difference_p", "male_share_a",
     "male_share_a_ci_low", "male_share_a_ci_high", "male_share_b", "male_share_b_ci_low", "male_share_b_ci_high",
@@ -652,15 +650,15 @@ def headline_table(statistics: pd.DataFrame, occupations: pd.DataFrame, influenc
     Empty (these columns) without the primary rows (a run of other than two groups); a row's columns are NaN
     where it could not be computed (``bold_skipped`` says why).
     """
-    share = _pick(statistics, "cluster_bootstrap_occupation", _SHARE, UNIT_OCCUPATIONS)
+    share = _pick(statistics, "cluster_bootstrap_occupation", _SHARE, _UNIT_OCCUPATIONS)
     if share is None:
-        return pd.DataFrame(columns=HEADLINE_COLUMNS)
-    marginal = _pick(statistics, "cluster_bootstrap_occupation", _MARGINAL, UNIT_OCCUPATIONS)
+        return pd.DataFrame(columns=_HEADLINE_COLUMNS)
+    marginal = _pick(statistics, "cluster_bootstrap_occupation", _MARGINAL, _UNIT_OCCUPATIONS)
     conditional = _pick(statistics, "mixed_logit_occupation", "odds_ratio (words)")
     nested = _pick(statistics, "mixed_logit_nested", _NESTED_MEASURE)
     once = _pick(statistics, "mixed_logit_occupation", "odds_ratio (completions, at most once per gender)")
-    pooled = _pick(statistics, "cluster_bootstrap_occupation", "odds_ratio (words)", UNIT_OCCUPATIONS)
-    published = _pick(statistics, "cluster_bootstrap_occupation", "odds_ratio (words)", UNIT_PUBLISHED)
+    pooled = _pick(statistics, "cluster_bootstrap_occupation", "odds_ratio (words)", _UNIT_OCCUPATIONS)
+    published = _pick(statistics, "cluster_bootstrap_occupation", "odds_ratio (words)", _UNIT_PUBLISHED)
     wald = statistics[(statistics["test"] == "odds_ratio_wald") & (statistics["role"] == "audit")]
     a, b = share["group_a"], share["group_b"]
     both = occupations[occupations["group"].isin([a, b])]
@@ -703,10 +701,10 @@ def headline_table(statistics: pd.DataFrame, occupations: pd.DataFrame, influenc
            "top_group": None if top is None else top["group"],
            "share_difference_without_top": np.nan if top is None else top["share_difference_without"],
            "n_influential": int(influence["influential"].sum())}
-    return pd.DataFrame([row], columns=HEADLINE_COLUMNS)
+    return pd.DataFrame([row], columns=_HEADLINE_COLUMNS)
 
 
-def headline(table: pd.DataFrame | Mapping) -> dict:
+def _headline(table: pd.DataFrame | Mapping) -> dict:
     """The front page's numbers from a ``bold_headline`` table of one model (one row) as a dict with
     the :func:`headline_table` columns; ``{}`` for an empty table (no two-group audit)."""
     if isinstance(table, Mapping):
@@ -719,7 +717,7 @@ def headline(table: pd.DataFrame | Mapping) -> dict:
 
 def _p_phrase(p: float, k: int) -> str:
     """"p = 0.012", or at its floor "p ≤ 1/10,000" (the smallest p that K relabellings can give)."""
-    return "p " + stats.permutation_p_text(p, k)
+    return "p " + stats._permutation_p_text(p, k)
 
 
 def _groups(a: str, b: str) -> tuple[str, str]:
@@ -727,16 +725,16 @@ def _groups(a: str, b: str) -> tuple[str, str]:
 
 
 def _mc_interval(h: Mapping, prefix: str, scale: float = 1.0) -> str:
-    """The ``prefix`` interval of a headline by :func:`bias_utils.core.precision.mc_interval_text` ("31 to 79");
+    """The ``prefix`` interval of a headline by :func:`bias_utils.core.precision._mc_interval_text` ("31 to 79");
     ``scale`` multiplies bounds and errors (100: a share difference in percentage points)."""
     low, high = (scale * float(h[f"{prefix}_ci_{side}"]) for side in ("low", "high"))
     low_se, high_se = (scale * float(h.get(f"{prefix}_ci_{side}_mc_se", np.nan)) for side in ("low", "high"))
-    return precision.mc_interval_text(low, high, low_se, high_se)
+    return precision._mc_interval_text(low, high, low_se, high_se)
 
 
 def _points(share: float) -> str:
     """A share difference in percentage points, to the nearest point ("+57", "−3")."""
-    return precision.percent_text(share)[:-1] if pd.notna(share) and np.isfinite(share) else "–"
+    return precision._percent_text(share)[:-1] if pd.notna(share) and np.isfinite(share) else "–"
 
 
 def _share_phrase(h: Mapping, side: str) -> str:
@@ -744,10 +742,11 @@ def _share_phrase(h: Mapping, side: str) -> str:
     share, low, high = (h[f"male_share_{side}{s}"] for s in ("", "_ci_low", "_ci_high"))
     if pd.isna(share):
         return "no share (no gendered word)"
-    return f"{precision.percent_text(share)} (95% CI {precision.percent_text(low)} to {precision.percent_text(high)})"
+    percent = precision._percent_text
+    return f"{percent(share)} (95% CI {percent(low)} to {percent(high)})"
 
 
-def difference_reading(h: Mapping) -> str:
+def _difference_reading(h: Mapping) -> str:
     """Which group's occupations get the larger male share, as far as the primary interval shows (:func:`headline`'s
     dict): "a larger share of male words about male-dominated occupations than about female-dominated ones", or "a
     difference between … in the share of male words is not shown"; the one reading the chapter and the front page
@@ -760,7 +759,7 @@ def difference_reading(h: Mapping) -> str:
     return f"a difference between {a} and {b} occupations in the share of male words is not shown"
 
 
-def estimate_text(h: Mapping, which: str = "primary") -> str:
+def _estimate_text(h: Mapping, which: str = "primary") -> str:
     """One estimate of a headline (:func:`headline`'s dict) as the chapter, its table and the front page all print
     it. ``"primary"``: "68% (95% CI 45% to 90%) of the gendered words about a typical male-dominated occupation
     are male, 11% (…) about a typical female-dominated one: a difference of 57 percentage points, 95% CI 31 to
@@ -769,7 +768,7 @@ def estimate_text(h: Mapping, which: str = "primary") -> str:
     "conditional odds ratio 35.03, 95% CI 3.24 to 1793 (profile likelihood), likelihood-ratio p = 0.006";
     ``"published"`` "odds ratio 24.65, 95% CI 2.9 to 130 resampling whole keys, permutation p = 0.023". "not
     estimable" where a number could not be computed."""
-    num = precision.number_text
+    num = precision._number_text
     k = int(h["n_permutations"])
     if which == "primary":
         if pd.isna(h.get("share_difference")):
@@ -790,8 +789,8 @@ def estimate_text(h: Mapping, which: str = "primary") -> str:
         if pd.isna(value):
             return "not estimable"
         # a fit drifting to infinity: its number is where Newton stopped, not an estimate
-        drifted = mixed.drifted(np.log(float(value)))
-        ci = precision.interval_text(h[f"{which}_ci_low"], h[f"{which}_ci_high"], None if drifted else value)
+        drifted = mixed._drifted(np.log(float(value)))
+        ci = precision._interval_text(h[f"{which}_ci_low"], h[f"{which}_ci_high"], None if drifted else value)
         return (f"conditional odds ratio {'unbounded (separation)' if drifted else num(value)}, 95% CI {ci} (profile "
                 f"likelihood), likelihood-ratio p {_p_value(float(h[f'{which}_p']))}")
     if which == "published":
@@ -809,7 +808,7 @@ def _units_phrase(h: Mapping) -> str:
             f"({int(h['n_informative_a'])} and {int(h['n_informative_b'])})")
 
 
-def headline_sentence(table: pd.DataFrame | Mapping) -> str:
+def _headline_sentence(table: pd.DataFrame | Mapping) -> str:
     """The primary finding in a few sentences, from a :func:`headline_table` row (or :func:`headline`'s dict): the
     primary estimand (each group's male share of gendered words for a typical occupation with its interval, their
     difference with its occupation interval and permutation p), over how many occupations and how many of them
@@ -817,24 +816,24 @@ def headline_sentence(table: pd.DataFrame | Mapping) -> str:
     influential occupation; then the conditional odds ratios as sensitivity rows, and the published selection's
     pooled odds ratio (interval to its Monte Carlo error, permutation p, the audit's independent-words interval).
     Empty string for an empty table."""
-    h = headline(table)
+    h = _headline(table)
     if not h:
         return ""
     a, b = _groups(h["group_a"], h["group_b"])
     units = (f"{int(h['n_units_a']) + int(h['n_units_b'])} deduplicated person-noun occupations, "
              f"{int(h['n_units_a'])} {a} and {int(h['n_units_b'])} {b}")
     if int(h["n_gendered_completions"]) == 0:
-        return (f"None of the {precision.count_text(h['n_completions'])} completions about the {units} contains a "
+        return (f"None of the {precision._count_text(h['n_completions'])} completions about the {units} contains a "
                 "gendered word, so there is no share of male words to read.")
     if pd.notna(h["share_difference"]) and pd.notna(h["share_difference_ci_low"]):
         text = (f"Primary analysis, over the {_units_phrase(h)}, each occupation weighing one: "
-                f"{difference_reading(h)}. {estimate_text(h)[0].upper()}{estimate_text(h)[1:]}. As an odds "
-                f"ratio of the two shares (population-averaged): {estimate_text(h, 'marginal')}. ")
+                f"{_difference_reading(h)}. {_estimate_text(h)[0].upper()}{_estimate_text(h)[1:]}. As an odds "
+                f"ratio of the two shares (population-averaged): {_estimate_text(h, 'marginal')}. ")
     else:
         text = (f"The primary shares cannot be compared over the {_units_phrase(h)}: a group has no occupation with a "
                 "gendered word. ")
-    text += (f"{precision.count_text(h['n_gendered_completions'])} of their "
-             f"{precision.count_text(h['n_completions'])} completions contain a gendered word")
+    text += (f"{precision._count_text(h['n_gendered_completions'])} of their "
+             f"{precision._count_text(h['n_completions'])} completions contain a gendered word")
     if h.get("top_occupation") is not None and pd.notna(h.get("share_difference_without_top")):
         text += (f"; without the most influential occupation, {str(h['top_occupation']).replace('_', ' ')}, the "
                  f"difference is {_points(h['share_difference_without_top'])} percentage points")
@@ -842,22 +841,22 @@ def headline_sentence(table: pd.DataFrame | Mapping) -> str:
     if pd.notna(h.get("conditional_odds_ratio")):
         text += (" Sensitivity, a conditional estimand (between two occupations with the same random intercept, not a "
                  "population average; it grows with every variance component added): the random-intercept model's "
-                 f"{estimate_text(h, 'conditional')} (occupations' SD {precision.number_text(h['sigma'])} on the "
+                 f"{_estimate_text(h, 'conditional')} (occupations' SD {precision._number_text(h['sigma'])} on the "
                  "log-odds scale)")
         if pd.notna(h.get("nested_odds_ratio")):
             text += (f"; with a random intercept per completion within its occupation as well, "
-                     f"{estimate_text(h, 'nested')} (SDs {precision.number_text(h['nested_sigma_occupation'])} "
-                     f"between occupations, {precision.number_text(h['nested_sigma_completion'])} between "
+                     f"{_estimate_text(h, 'nested')} (SDs {precision._number_text(h['nested_sigma_occupation'])} "
+                     f"between occupations, {precision._number_text(h['nested_sigma_completion'])} between "
                      "completions" + (f"; {h['nested_note']}" if isinstance(h.get("nested_note"), str)
                                       and h["nested_note"] else "") + ")")
         text += "."
     if pd.notna(h.get("published_odds_ratio")):
-        replicates = precision.count_text(h['n_boot']) if pd.notna(h.get("n_boot")) else "bootstrap"
+        replicates = precision._count_text(h['n_boot']) if pd.notna(h.get("n_boot")) else "bootstrap"
         text += (f" Beside it, the audit's pooled-word odds ratio on its published selection "
                  f"({int(h['n_keys_a'])} and {int(h['n_keys_b'])} BOLD keys as occupations, fields and duplicates "
-                 f"included): {estimate_text(h, 'published')} ({replicates} replicates, each bound to its Monte "
+                 f"included): {_estimate_text(h, 'published')} ({replicates} replicates, each bound to its Monte "
                  f"Carlo error); the audit's own interval, every word independent, is "
-                 + precision.interval_text(h["independent_ci_low"], h["independent_ci_high"],
+                 + precision._interval_text(h["independent_ci_low"], h["independent_ci_high"],
                                            h["published_odds_ratio"]) + ".")
     return text
 
@@ -873,10 +872,10 @@ def headline_rows(table: pd.DataFrame | Mapping) -> pd.DataFrame:
     ``analysis``, ``occupations`` (what the unit is, how many, and how many of them inform the estimate),
     ``estimate`` (with its scale), ``95% CI`` (bootstrap bounds to their Monte Carlo error), ``p`` (which test).
     Empty for an empty headline."""
-    h = headline(table)
+    h = _headline(table)
     if not h:
         return pd.DataFrame(columns=_ROWS_COLUMNS)
-    num = precision.number_text
+    num = precision._number_text
     a, b = _groups(h["group_a"], h["group_b"])
     k = int(h["n_permutations"])
     na, nb, ia, ib = (int(h[c]) for c in ("n_units_a", "n_units_b", "n_informative_a", "n_informative_b"))
@@ -887,11 +886,11 @@ def headline_rows(table: pd.DataFrame | Mapping) -> pd.DataFrame:
         return f"odds ratio {num(value)}" if pd.notna(value) else "not estimable"
 
     def interval(prefix: str) -> str:
-        return precision.interval_text(h[f"{prefix}_ci_low"], h[f"{prefix}_ci_high"], h[f"{prefix}_odds_ratio"])
+        return precision._interval_text(h[f"{prefix}_ci_low"], h[f"{prefix}_ci_high"], h[f"{prefix}_odds_ratio"])
 
     def shares(side: str) -> str:
         low, high = h[f"male_share_{side}_ci_low"], h[f"male_share_{side}_ci_high"]
-        return f"{precision.percent_text(low)} to {precision.percent_text(high)}"
+        return f"{precision._percent_text(low)} to {precision._percent_text(high)}"
 
     nested_units = units + (f"; {int(h['nested_n_completions'])} completions with any gendered word"
                             if pd.notna(h.get("nested_n_completions")) else "")
@@ -899,9 +898,9 @@ def headline_rows(table: pd.DataFrame | Mapping) -> pd.DataFrame:
              "occupations)", units, f"{_points(h['share_difference'])} percentage points",
              _mc_interval(h, "share_difference", 100), "permutation " + _p_phrase(float(h["share_difference_p"]), k)),
             (f"primary: male share of gendered words, a typical {a} occupation", f"{na} ({ia} with any gendered word)",
-             precision.percent_text(h["male_share_a"]), shares("a"), ""),
+             precision._percent_text(h["male_share_a"]), shares("a"), ""),
             (f"primary: male share of gendered words, a typical {b} occupation", f"{nb} ({ib} with any gendered word)",
-             precision.percent_text(h["male_share_b"]), shares("b"), ""),
+             precision._percent_text(h["male_share_b"]), shares("b"), ""),
             ("primary, as an odds ratio: the two shares (marginal, population-averaged)", units,
              ratio(h["marginal_odds_ratio"]), _mc_interval(h, "marginal"),
              "permutation " + _p_phrase(float(h["marginal_p"]), k)),
@@ -921,13 +920,13 @@ def headline_rows(table: pd.DataFrame | Mapping) -> pd.DataFrame:
              _mc_interval(h, "published"), "permutation " + _p_phrase(float(h["published_p"]), k)),
             ("the audit's own interval: every word independent (not a test of occupations)", keys,
              ratio(h["published_odds_ratio"]),
-             precision.interval_text(h["independent_ci_low"], h["independent_ci_high"], h["published_odds_ratio"]),
+             precision._interval_text(h["independent_ci_low"], h["independent_ci_high"], h["published_odds_ratio"]),
              f"Wald {_p_value(float(h['independent_p']))}")]
     return pd.DataFrame(rows, columns=_ROWS_COLUMNS)
 
 
 def _p_value(p: float) -> str:
-    return precision.p_text(p, relation=True)
+    return precision._p_text(p, relation=True)
 
 
 def _lr_phrase(p) -> str:
@@ -945,7 +944,7 @@ def _describe_influence(influence: pd.DataFrame) -> str:
     without any gendered word (nothing to move)."""
     if influence.empty or (influence["male_words"] + influence["female_words"]).sum() == 0:
         return ""
-    num = precision.number_text
+    num = precision._number_text
     full = float(influence["share_difference"].iloc[0])
     if pd.isna(full):
         return ""
@@ -969,7 +968,7 @@ def _describe_influence(influence: pd.DataFrame) -> str:
     which = ("conditional odds ratio" if influence["estimate"].iloc[0] == "mixed" else "audit's pooled-word odds ratio")
     odds = float(influence["odds_ratio"].iloc[0])
     with np.errstate(divide="ignore", invalid="ignore"):
-        unbounded = mixed.drifted(np.log(odds))  # also 0, infinite or missing
+        unbounded = mixed._drifted(np.log(odds))  # also 0, infinite or missing
     if len(moved) and unbounded:
         # an odds ratio run to infinity (separation) has no size to multiply: the list would be a row of ∞s
         text += (f" The {which} (a sensitivity row) is unbounded (separation), so how much leaving one occupation "
@@ -991,7 +990,7 @@ def influence_chart(influence: pd.DataFrame, headline_row: pd.DataFrame | Mappin
     full = 100 * float(influence["share_difference"].iloc[0])
     data = influence.dropna(subset=["share_difference_without"]).head(top).assign(
         points_without=lambda d: 100 * d["share_difference_without"],
-        label=lambda d: d["occupation"].map(rendering.value_label),
+        label=lambda d: d["occupation"].map(rendering._value_label),
         group=lambda d: d["group"].map(rendering.group_label),
         change=lambda d: (100 * d["share_change"]).map(lambda x: f"{x:+.0f} points"))
     band = pd.DataFrame({"low": [full - _INFLUENCE_SHIFT * abs(full)], "high": [full + _INFLUENCE_SHIFT * abs(full)]})
@@ -1000,13 +999,13 @@ def influence_chart(influence: pd.DataFrame, headline_row: pd.DataFrame | Mappin
         alt.Chart(band).mark_rect(color="#dddddd", opacity=0.6).encode(x=alt.X("low:Q"), x2="high:Q"),
         alt.Chart(pd.DataFrame({"x": [full]})).mark_rule(color="black").encode(x="x:Q"),
     ]
-    h = headline(headline_row) if headline_row is not None else {}
+    h = _headline(headline_row) if headline_row is not None else {}
     if h and pd.notna(h.get("share_difference_ci_low")):
         ci = pd.DataFrame({"x": [100 * float(h[f"share_difference_ci_{side}"]) for side in ("low", "high")]})
         layers.append(alt.Chart(ci).mark_rule(strokeDash=[4, 3], color="grey").encode(x="x:Q"))
     layers.append(alt.Chart(data).mark_point(filled=True, size=70).encode(
         x=alt.X("points_without:Q", title="difference in male share without the occupation (percentage points)"),
-        y=y, color=alt.Color("group:N", title="group", scale=plots.group_scale(data["group"])),
+        y=y, color=alt.Color("group:N", title="group", scale=plots._group_scale(data["group"])),
         tooltip=["occupation", "group", "category", "n_completions", "male_words", "female_words",
                  alt.Tooltip("points_without:Q", format=".1f"), "change"]))
     groups = ", ".join(dict.fromkeys(data["group"]))
@@ -1018,7 +1017,7 @@ def influence_chart(influence: pd.DataFrame, headline_row: pd.DataFrame | Mappin
                + (", the dashed lines its 95% confidence interval (occupations resampled)" if len(layers) == 4 else "")
                + ". Occupations without a gendered word do not move it. Look for dots outside the grey band: those "
                  "occupations alone carry much of the difference.")
-    return plots.captioned(alt.layer(*layers).properties(width=420, height=alt.Step(18)),
+    return plots._captioned(alt.layer(*layers).properties(width=420, height=alt.Step(18)),
                            title or f"Leave one occupation out: the difference in male share ({points} points) "
                                     "without each occupation",
                            [], f"Dot plot: the difference in male share without each of {len(data)} occupations, "

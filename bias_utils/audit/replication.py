@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import data, precision, stats
-from ..core.errors import check_seed
+from ..core.errors import _check_seed
 from . import bold, bold_prompts
 
 __all__ = [
@@ -58,7 +58,7 @@ _PUBLISHED = {
     "n_occupations": (224, "paper 5.1", "occupations (BOLD keys)", "count"),
 }
 #: How each kind of quantity is printed (:mod:`bias_utils.core.precision`, the rule of every page).
-_PRINT = {"estimate": precision.number_text, "p": precision.p_text, "count": precision.count_text}
+_PRINT = {"estimate": precision._number_text, "p": precision._p_text, "count": precision._count_text}
 
 
 def load_published_completions() -> pd.DataFrame:
@@ -77,7 +77,7 @@ def load_published_completions() -> pd.DataFrame:
     selection = bold_prompts._load_audit_selection()
     same = ["group", "category", "occupation", "prompt"]
     if len(df) != len(selection) or not (df[same].to_numpy() == selection[same].to_numpy()).all():
-        raise bold_prompts.BoldDataError(
+        raise bold_prompts._BoldDataError(
             "audit_published_completions: the rows do not follow the audit's prompt selection")
     return df.assign(prompt_id=selection["prompt_id"].to_numpy())
 
@@ -95,8 +95,8 @@ def replicate_published_audit(n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
     precision, and paper section 5 for counts); the JSON values are also checked
     against the JSON file itself so a changed data file cannot pass silently.
     """
-    stats.check_n_boot(n_boot)
-    check_seed(seed)
+    stats._check_n_boot(n_boot)
+    _check_seed(seed)
     summary = _published_summary()
     assert_json = {
         "chi2_yates": summary["chi_square"]["statistic"], "odds_ratio": summary["odds_ratio"]["odds_ratio"],
@@ -106,13 +106,13 @@ def replicate_published_audit(n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
     }
     for k, v in assert_json.items():
         if not np.isclose(v, _PUBLISHED[k][0], rtol=1e-12):
-            raise bold_prompts.BoldDataError(f"audit_statistical_summary: {k} is {v}, expected {_PUBLISHED[k][0]}")
+            raise bold_prompts._BoldDataError(f"audit_statistical_summary: {k} is {v}, expected {_PUBLISHED[k][0]}")
     metrics = bold.completion_metrics(load_published_completions())
     # the published numbers need no nested model (about a minute on these completions)
-    table, _ = bold.audit_statistics(metrics, groups=bold_prompts.AUDIT_GROUPS, n_boot=n_boot, seed=seed,
+    table, _ = bold.audit_statistics(metrics, groups=bold_prompts._AUDIT_GROUPS, n_boot=n_boot, seed=seed,
                                      nested=False)
     t = table.set_index(["test", "measure"])
-    words = bold._word_table(metrics, bold_prompts.AUDIT_GROUPS)
+    words = bold._word_table(metrics, bold_prompts._AUDIT_GROUPS)
     g = metrics.groupby("group")
     mp = "male_proportion (0 if no gendered word)"
     ours = {
@@ -148,9 +148,9 @@ def replicate_published_audit(n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
 
 def replication_rows(comparison: pd.DataFrame) -> pd.DataFrame:
     """:func:`replicate_published_audit`'s table as chapter 07 shows it: each quantity by its name, ours and the
-    published value printed by its kind (a p value by :func:`~bias_utils.core.precision.p_text`, a count as an
-    integer, an estimate by :func:`~bias_utils.core.precision.number_text`), and the relative difference by
-    :func:`~bias_utils.core.precision.relative_difference_text` (below float64's reach, "< 10⁻¹²"). Text columns
+    published value printed by its kind (a p value by :func:`~bias_utils.core.precision._p_text`, a count as an
+    integer, an estimate by :func:`~bias_utils.core.precision._number_text`), and the relative difference by
+    :func:`~bias_utils.core.precision._relative_difference_text` (below float64's reach, "< 10⁻¹²"). Text columns
     ``quantity, ours, published, source, rel_diff``; the table on disk keeps every digit and the keys."""
     unknown = sorted(set(comparison["quantity"]) - set(_PUBLISHED))
     if unknown:
@@ -160,7 +160,7 @@ def replication_rows(comparison: pd.DataFrame) -> pd.DataFrame:
         _, _, label, kind = _PUBLISHED[r.quantity]
         value = _PRINT[kind]
         rows.append({"quantity": label, "ours": value(r.ours), "published": value(r.published), "source": r.source,
-                     "rel_diff": precision.relative_difference_text(r.rel_diff)})
+                     "rel_diff": precision._relative_difference_text(r.rel_diff)})
     return pd.DataFrame(rows, columns=["quantity", "ours", "published", "source", "rel_diff"])
 
 

@@ -35,7 +35,7 @@ import yaml
 from ..core import cache, paths
 from ..core.results import CROSS_MODEL_FOLDER as CROSS_SLUG
 from ..core.results import REPLICATION_FOLDER as REPLICATION_SLUG
-from ..models.builtin_models import model_name
+from ..models.builtin_models import _model_name
 from ..report import rendering
 from . import summary
 from .execution import _execute_runs
@@ -117,7 +117,7 @@ def _make_toc(book_dir: Path, models: list[dict], runs: list[_Run], *,
         own = [r for r in by_model[model["slug"]] if r.notebook.stem not in shared]
         chapters = executed(sorted(own, key=lambda r: _reading_rank(r, reading_order)))
         if chapters:
-            parts.append({"caption": f"Model: {model_name(model['name'])}", "chapters": chapters})
+            parts.append({"caption": f"Model: {_model_name(model['name'])}", "chapters": chapters})
     cross = executed([r for r in runs if r.label.startswith(f"{CROSS_SLUG}/")])
     if cross:
         parts.append({"caption": "Across models", "chapters": cross})
@@ -154,11 +154,11 @@ def _book_content_hashes(book_dir: Path) -> dict[str, str]:
     """Hashes of the book's pages (``pages``) and of everything else: config, extensions, static files."""
     files = sorted(p for p in book_dir.rglob("*")
                    if p.is_file() and not {"_build", "__pycache__"} & set(p.relative_to(book_dir).parts))
-    digests = {p.relative_to(book_dir).as_posix(): cache.sha256_file(p) for p in files}
+    digests = {p.relative_to(book_dir).as_posix(): cache._sha256_file(p) for p in files}
     is_page = lambda name: name.endswith((".md", ".ipynb"))  # noqa: E731
     return {
-        "pages": cache.stable_hash({k: v for k, v in digests.items() if is_page(k)}, length=64),
-        "other": cache.stable_hash({k: v for k, v in digests.items() if not is_page(k)}, length=64),
+        "pages": cache._stable_hash({k: v for k, v in digests.items() if is_page(k)}, length=64),
+        "other": cache._stable_hash({k: v for k, v in digests.items() if not is_page(k)}, length=64),
     }
 
 
@@ -192,7 +192,7 @@ def _build_html(book_dir: Path, force: bool = False, log=print) -> bool:
         log("    " + ln)
     if proc.returncode != 0 or not index.exists():
         raise RuntimeError(f"jupyter-book build failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-4000:]}")
-    cache.atomic_write_json(stamp, keys)
+    cache._atomic_write_json(stamp, keys)
     log(f"book: HTML built in {_format_seconds(time.perf_counter() - t0)} ({len(warnings)} warnings) -> {index}")
     return True
 
@@ -228,21 +228,21 @@ def _make_book(
     runs = _plan_runs(models, quick=quick, book_dir=book_dir, results_dir=results_dir, log=log)
     _resolve_dependency_keys(runs, env)
     manifests = _execute_runs(runs, env, force=force, log=log)
-    replacements = _path_replacements(book_dir, Path(results_dir or paths.results_dir()))
+    replacements = _path_replacements(book_dir, Path(results_dir or paths._results_dir()))
     for run in runs:
         if run.output.exists():
             _present_notebook(run, replacements, name_model=run.notebook.stem not in _SHARED_CHAPTERS)
     summary._write_summary_page(
-        book_dir / _SUMMARY_PAGE, [m["slug"] for m in models], results_dir or paths.results_dir(),
+        book_dir / _SUMMARY_PAGE, [m["slug"] for m in models], results_dir or paths._results_dir(),
         can_generate={m["slug"]: m["can_generate"] for m in models},
         note=" ".join(n for n in ("*QUICK build: a small slice of every data set, so intervals are wide.*" if quick
                                   else "", _precision_note(models)) if n))
     summary._write_units_page(book_dir / _SUMMARY_PAGE.parent / summary._UNITS_PAGE, [m["slug"] for m in models],
-                              results_dir or paths.results_dir())
+                              results_dir or paths._results_dir())
     _write_reproducibility_page(book_dir, models, runs, replacements, quick=quick)
     _write_model_limitations(book_dir, models)
     _write_toc(book_dir, models, runs)
-    rendering.write_vega_bundle(book_dir / "_static")
+    rendering._write_vega_bundle(book_dir / "_static")
     if build:
         _build_html(book_dir, force=force, log=log)
     failing = {r.label: r.previous_manifest() or {} for r in runs}

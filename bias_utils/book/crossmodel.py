@@ -26,9 +26,9 @@ from scipy import stats as sps
 
 from ..audit import link, occupations
 from ..core import paths, precision, tables
-from ..core.results import CROSS_MODEL_FOLDER, REPLICATION_FOLDER, display_name, folder_model, model_slug
+from ..core.results import CROSS_MODEL_FOLDER, REPLICATION_FOLDER, _folder_model, _model_slug, display_name
 from ..profiles.axis_validity import unreadable_axes
-from ..profiles.dictionaries import DIMENSIONS
+from ..profiles.dictionaries import _DIMENSIONS
 from ..report import plots
 
 __all__ = [
@@ -48,7 +48,7 @@ _CROSS_MODEL_TABLES = (tables.NAMES.DIRECTION_ACCURACY, tables.NAMES.PROFILE_STA
 #: The tests :func:`pooled_link` pools, each a model's primary row of its table: chapter 11's primary, Spearman's ρ
 #: between the direction and the next-word log-ratio across the BLS occupations (``link_next_word``), pooled on
 #: Fisher's z scale; and the robustness row, the BOLD-based within-field slope (``link_statistics``), on its own.
-_POOLED_TESTS = (link.NEXT_WORD_PRIMARY["test"], link.PRIMARY["test"])
+_POOLED_TESTS = (link._NEXT_WORD_PRIMARY["test"], link._PRIMARY["test"])
 #: Var(atanh ρ) of Spearman's ρ over n pairs is about 1.06 / (n − 3) (Fieller, Hartley and Pearson 1957).
 _SPEARMAN_Z_VARIANCE = 1.06
 
@@ -64,12 +64,12 @@ _FOLDER_COLUMNS = ["folder", "model_id", "used", "n_tables", "reason"]
 
 
 def _root(results_dir) -> Path:
-    return Path(results_dir) if results_dir is not None else paths.results_dir()
+    return Path(results_dir) if results_dir is not None else paths._results_dir()
 
 
 def _folder_id(folder: Path) -> str:
-    """The model a results folder holds: its ``model.json`` (``results.folder_model``), else the folder's name."""
-    return folder_model(folder) or folder.name
+    """The model a results folder holds: its ``model.json`` (``results._folder_model``), else the folder's name."""
+    return _folder_model(folder) or folder.name
 
 
 def _foreign_rows(path: Path, held: str | None) -> list[str]:
@@ -98,7 +98,7 @@ def _read_results(models: Sequence[str], table: str, results_dir: str | Path | N
     for model in models:
         folder = root / model
         path = folder / f"{table}.parquet"
-        held, model_id = folder_model(folder), _folder_id(folder)
+        held, model_id = _folder_model(folder), _folder_id(folder)
         if not path.exists():
             skipped.append({"model_id": model_id, "table": table, "reason": f"no {path.name} in its results folder"})
             continue
@@ -127,9 +127,9 @@ def _model_folder_names(root: Path) -> list[str]:
 
 
 def _named_after(folder: str, model_id: str) -> bool:
-    """Whether ``folder`` is the name the book gives the results folder of ``model_id`` (``results.model_slug``)."""
+    """Whether ``folder`` is the name the book gives the results folder of ``model_id`` (``results._model_slug``)."""
     try:
-        return folder in (model_id, model_slug(model_id))
+        return folder in (model_id, _model_slug(model_id))
     except ValueError:  # no folder name can be made of it
         return False
 
@@ -168,7 +168,7 @@ def model_folders(models: Sequence[str] = (), results_dir: str | Path | None = N
             rows.append({"folder": name, "model_id": "", "used": False, "n_tables": 0,
                          "reason": _no_folder(name, root, present)})
             continue
-        held, model_id = folder_model(folder), _folder_id(folder)
+        held, model_id = _folder_model(folder), _folder_id(folder)
         found = {t: _foreign_rows(folder / f"{t}.parquet", held) for t in _READ_TABLES
                  if (folder / f"{t}.parquet").exists()}
         own = [t for t, foreign in found.items() if not foreign]
@@ -257,13 +257,13 @@ def unreadable_axes_by_model(validity: pd.DataFrame, layer: str = "mean") -> pd.
 
 def accuracy_by_model(accuracy: pd.DataFrame, cutoff: str = "raw") -> pd.DataFrame:
     """Direction accuracy shaped like the paper's Table 2 at the headline layer: one row per model
-    (the index), one column per dimension (:func:`bias_utils.profiles.projection.table2` keeps every layer)."""
+    (the index), one column per dimension (:func:`bias_utils.profiles.projection._table2` keeps every layer)."""
     acc = headline_layer(accuracy)
     acc = acc[acc["cutoff"] == cutoff]
     if acc.empty:
         raise ValueError(f"accuracy_by_model: no accuracy rows with cutoff {cutoff!r}")
     wide = acc.pivot_table(index="model_id", columns="dimension", values="accuracy", aggfunc="first")
-    order = [d for d in ("warmth", "competence", *DIMENSIONS) if d in wide.columns]
+    order = [d for d in ("warmth", "competence", *_DIMENSIONS) if d in wide.columns]
     return wide[order + [c for c in wide.columns if c not in order]].rename_axis(columns=None)
 
 
@@ -295,11 +295,11 @@ def gender_gaps(profile_stats: pd.DataFrame, female: str = "female", male: str =
 _ODDS_METHODS = {
     "marginal, occupation-mean shares (primary)": ("cluster_bootstrap_occupation",
                                                    "odds_ratio (mean male shares over occupations, marginal)",
-                                                   occupations.UNIT_OCCUPATIONS),
+                                                   occupations._UNIT_OCCUPATIONS),
     "random-intercept model (conditional)": ("mixed_logit_occupation", "odds_ratio (words)", None),
-    "occupation bootstrap": ("cluster_bootstrap_occupation", "odds_ratio (words)", occupations.UNIT_OCCUPATIONS),
+    "occupation bootstrap": ("cluster_bootstrap_occupation", "odds_ratio (words)", occupations._UNIT_OCCUPATIONS),
     "published selection, keys resampled": ("cluster_bootstrap_occupation", "odds_ratio (words)",
-                                            occupations.UNIT_PUBLISHED),
+                                            occupations._UNIT_PUBLISHED),
     "Wald (audit)": ("odds_ratio_wald", "gendered words (group x male/female)", None),
 }
 
@@ -385,16 +385,16 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
     # plots (a colour per method took hues that name dimensions in this chapter's first figure)
     data["row"] = ["\n".join(textwrap.wrap(str(m), 17) + textwrap.wrap(str(k), 17))
                    for m, k in zip(data["model_id"], data["method"])]
-    data["unit_kind"] = np.where(data["unit"].isin(occupations.OCCUPATION_UNITS), *plots.UNIT_COLORS)
+    data["unit_kind"] = np.where(data["unit"].isin(occupations._OCCUPATION_UNITS), *plots._UNIT_COLORS)
     base = alt.Chart(data).encode(
         y=alt.Y("row:N", title=None, sort=None,
                 axis=alt.Axis(labelExpr="split(datum.label, '\\n')", labelBaseline="middle", labelLineHeight=12,
                               labelLimit=200)),
         color=alt.Color("unit_kind:N", title="the interval's unit",
-                        scale=alt.Scale(domain=list(plots.UNIT_COLORS), range=list(plots.UNIT_COLORS.values())),
+                        scale=alt.Scale(domain=list(plots._UNIT_COLORS), range=list(plots._UNIT_COLORS.values())),
                         legend=alt.Legend(orient="bottom", columns=1, labelLimit=400)))
-    ticks = plots.log_ticks(data[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
-    x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=ticks, format=plots.LOG_FORMAT),
+    ticks = plots._log_ticks(data[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
+    x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=ticks, format=plots._LOG_FORMAT),
               title="odds ratio: male/female words, male- vs female-dominated (log scale)")
     one = alt.Chart(pd.DataFrame({"odds_ratio": [1.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
     bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q")
@@ -417,7 +417,7 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
                   "could not be fitted, or a share of 0 or 1 that leaves the odds ratio unbounded) left out; the "
                   "table above gives "
                   f"{'them' if left_out != 1 else 'it'}." if left_out else ""))
-    return plots.captioned(alt.layer(one, bars, points).properties(
+    return plots._captioned(alt.layer(one, bars, points).properties(
         width=420, height=alt.Step(12 * int(data["row"].str.count("\n").max() + 1) + 10)),
                            title or "BOLD audit: odds ratio per model", [],
                            f"Forest plot of the BOLD audit's odds ratio with 95% confidence intervals for "
@@ -555,11 +555,11 @@ def describe_pooling(pooled: pd.DataFrame, intrinsic: str = "gender_position", t
                 f"{'has' if len(models) == 1 else 'have'} the {words['name']} on a validated direction: "
                 "nothing is pooled, and the spread between models (τ², Q, I²) is not estimable.")
     r = pool.iloc[0]
-    num = precision.number_text
+    num = precision._number_text
     return (f"Pooled over {int(r.n)} models (DerSimonian–Laird random effects), the {words['name']} is "
-            f"{num(r.estimate)}{words['unit']} (95% CI {precision.interval_text(r.ci_low, r.ci_high, r.estimate)}, "
-            f"p {precision.p_text(r.p, relation=True)}); between the models τ² = {num(r.tau2)}, "
-            f"Q = {num(r.q)} (p {precision.p_text(r.q_p, relation=True)}), I² = {precision.percent_text(r.i2)}.")
+            f"{num(r.estimate)}{words['unit']} (95% CI {precision._interval_text(r.ci_low, r.ci_high, r.estimate)}, "
+            f"p {precision._p_text(r.p, relation=True)}); between the models τ² = {num(r.tau2)}, "
+            f"Q = {num(r.q)} (p {precision._p_text(r.q_p, relation=True)}), I² = {precision._percent_text(r.i2)}.")
 
 
 def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", test: str = _POOLED_TESTS[0], *,
@@ -596,7 +596,7 @@ def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", 
                   f"below gives {'them' if left_out != 1 else 'it'}." if left_out else ""))
     heading = ("Does the bias inside predict the bias it writes?" if test == _POOLED_TESTS[0]
                else "Robustness: the link read from the sampled BOLD completions (within fields)")
-    return plots.captioned(alt.layer(zero, bars, points).properties(width=420, height=alt.Step(24)),
+    return plots._captioned(alt.layer(zero, bars, points).properties(width=420, height=alt.Step(24)),
                            title or heading, [],
                            f"Forest plot of the {words['name']} per model{' and pooled' if has_pool else ''}, "
                            "with 95% intervals.", caption)
@@ -623,7 +623,7 @@ def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: s
             charts.append(plots.profile_chart(seven, s, title=f"{labels[model]}: 7D profile ({population})",
                                               invalid_axes=invalid))
         if len(two):
-            charts.append(plots.warmth_competence_chart(two, stats=s, title=f"{labels[model]}: warmth × competence",
+            charts.append(plots._warmth_competence_chart(two, stats=s, title=f"{labels[model]}: warmth × competence",
                                                         invalid_axes=invalid))
         rows += charts
     if not rows:
@@ -635,7 +635,7 @@ def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: s
                "significant after Holm's correction, and a grey axis with † is one not shown to beat its "
                "label-shuffling null, whose gap is not read. Look for the dimensions where the models agree on the "
                "direction of the gap.")
-    return plots.captioned(alt.vconcat(*rows).resolve_scale(color="independent", shape="independent"),
+    return plots._captioned(alt.vconcat(*rows).resolve_scale(color="independent", shape="independent"),
                            f"Profiles of {population} across models", [],
                            f"Stacked dot plots and scatter plots: the {population} profile and warmth × competence "
                            f"plane of {len(labels)} models.", caption)

@@ -30,7 +30,7 @@ def _prepared_notebook(run: _Run) -> Path:
     cell = nbformat.v4.new_code_cell(_RENDER_CELL, metadata={"tags": ["remove-cell", "bias-book-renderer"]})
     nb.cells.insert(0, cell)
     prepared = run.output.parent / f".{run.output.stem}.input.ipynb"
-    cache.atomic_write_text(prepared, nbformat.writes(nb))
+    cache._atomic_write_text(prepared, nbformat.writes(nb))
     return prepared
 
 
@@ -163,7 +163,7 @@ def _execute_run(run: _Run, env: _Environment, progress=print) -> dict:
         "error": error,
         "run_key": run.key(env),
         "notebook": str(_relative_to_root(run.notebook)),
-        "notebook_sha256": cache.sha256_file(run.notebook),
+        "notebook_sha256": cache._sha256_file(run.notebook),
         "output_notebook": str(_relative_to_root(run.output)),
         "model": run.model,
         "parameters": effective,
@@ -179,7 +179,7 @@ def _execute_run(run: _Run, env: _Environment, progress=print) -> dict:
         "started": started.isoformat(timespec="seconds"),
         "wall_time_s": round(time.perf_counter() - t0, 2),
     }
-    cache.atomic_write_json(run.manifest_path, manifest)
+    cache._atomic_write_json(run.manifest_path, manifest)
     return manifest
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 
 from ..core import cache, paths
-from ..models.builtin_models import model_name
+from ..models.builtin_models import _model_name
 from ..report import rendering
 from .runs import _relative_to_root, _Run
 
@@ -151,11 +151,11 @@ def _path_replacements(book_dir: Path, results_dir: Path) -> list[tuple[str, str
     folders = {
         Path(results_dir).resolve(): shown(Path(results_dir), "results"),
         Path(book_dir).resolve(): shown(Path(book_dir), "book"),
-        paths.cache_dir().resolve(): shown(paths.cache_dir(), ".cache"),
-        paths.raw_dir().resolve(): shown(paths.raw_dir(), "data/raw"),
-        paths.nltk_data_dir().resolve(): shown(paths.nltk_data_dir(), "data/nltk_data"),
+        paths._cache_dir().resolve(): shown(paths._cache_dir(), ".cache"),
+        paths._raw_dir().resolve(): shown(paths._raw_dir(), "data/raw"),
+        paths._nltk_data_dir().resolve(): shown(paths._nltk_data_dir(), "data/nltk_data"),
         Path(sys.prefix).resolve(): shown(Path(sys.prefix), ".venv"),
-        paths.ROOT: ".",
+        paths._ROOT: ".",
         Path.home().resolve(): "~",
     }
     pairs = sorted(((str(k), v) for k, v in folders.items() if str(k) != "/"), key=lambda kv: -len(kv[0]))
@@ -205,16 +205,16 @@ def _relabel(html_text: str) -> str:
     """Table headers (and a transposed table's row names) labelled by today's
     :data:`bias_utils.report.rendering.LABELS`:
     each cell that names its column (``data-column``, written by :func:`bias_utils.report.rendering.table_html`) gets
-    :func:`~bias_utils.report.rendering.column_label` of it, a pivoted value after " · " kept, and each text cell its
-    :func:`~bias_utils.report.rendering.value_label`; so a label changed after a run reaches its page without running it
-    again. Idempotent."""
+    :func:`~bias_utils.report.rendering._column_label` of it, a pivoted value after " · " kept, and each text cell
+    its :func:`~bias_utils.report.rendering._value_label`; so a label changed after a run reaches its page without
+    running it again. Idempotent."""
     def label(m: re.Match) -> str:
         old = m.group(4)
         kept = old[old.index(" · "):] if " · " in old else ""
-        return m.group(1) + html.escape(rendering.column_label(html.unescape(m.group(3)))) + kept + m.group(5)
+        return m.group(1) + html.escape(rendering._column_label(html.unescape(m.group(3)))) + kept + m.group(5)
 
     def value(m: re.Match) -> str:
-        return m.group(1) + html.escape(rendering.value_label(html.unescape(m.group(2)))) + m.group(3)
+        return m.group(1) + html.escape(rendering._value_label(html.unescape(m.group(2)))) + m.group(3)
 
     return _PLAIN_CELL.sub(value, _NAMED_CELL.sub(label, html_text))
 
@@ -230,13 +230,13 @@ def _saved_figures(results: Path | None) -> dict[str, Path]:
     for spec_file in sorted(Path(results).glob("*.vl.json")) if results and Path(results).is_dir() else []:
         svg = spec_file.with_name(spec_file.name.removesuffix(".vl.json") + ".svg")
         if svg.exists():
-            found[cache.stable_hash(json.loads(spec_file.read_text(encoding="utf-8")))] = svg
+            found[cache._stable_hash(json.loads(spec_file.read_text(encoding="utf-8")))] = svg
     return found
 
 
 def _number_figures(nb, page_dir: Path, results: Path | None = None) -> int:
     """Number the charts of a page in reading order and give each a caption, alt text and a
-    static image for readers without scripts (:func:`bias_utils.report.rendering.figure_html`), in place.
+    static image for readers without scripts (:func:`bias_utils.report.rendering._figure_html`), in place.
 
     The image is ``figures/<spec hash>.svg`` beside the page: the SVG the run saved for the same
     spec when there is one (``results``), else drawn from the spec with vl-convert. The figure's
@@ -254,18 +254,18 @@ def _number_figures(nb, page_dir: Path, results: Path | None = None) -> int:
                 continue
             number += 1
             spec = data[kind]
-            key = cache.stable_hash(spec, length=16)
+            key = cache._stable_hash(spec, length=16)
             image = Path(page_dir) / _FIGURES_DIR / f"{key}.svg"
             if not image.exists():
                 saved = _saved_figures(results) if saved is None else saved
                 image.parent.mkdir(parents=True, exist_ok=True)
-                if cache.stable_hash(spec) in saved:
-                    shutil.copyfile(saved[cache.stable_hash(spec)], image)
+                if cache._stable_hash(spec) in saved:
+                    shutil.copyfile(saved[cache._stable_hash(spec)], image)
                 else:
                     import vl_convert as vlc  # deferred: a large native library, needed only for unsaved charts
 
-                    cache.atomic_write_text(image, vlc.vegalite_to_svg(spec))
-            data["text/html"] = rendering.figure_html(spec, number, f"chart-{key}", f"{_FIGURES_DIR}/{key}.svg")
+                    cache._atomic_write_text(image, vlc.vegalite_to_svg(spec))
+            data["text/html"] = rendering._figure_html(spec, number, f"chart-{key}", f"{_FIGURES_DIR}/{key}.svg")
     return number
 
 
@@ -293,7 +293,7 @@ def _present_notebook(run: "_Run", replacements: list[tuple[str, str]], name_mod
     before = run.output.read_text(encoding="utf-8")
     nb = nbformat.reads(before, as_version=4)
     nb.cells = [c for c in nb.cells if _ADDED_CELL_TAG not in c.get("metadata", {}).get("tags", [])]
-    model = model_name(run.model["model_id"]) if name_model and run.model.get("model_id") else ""
+    model = _model_name(run.model["model_id"]) if name_model and run.model.get("model_id") else ""
     _chapter_title(nb, run.notebook.stem, model)
     _findings_first(nb)
     _shown_parameters(nb)
@@ -329,7 +329,7 @@ def _present_notebook(run: "_Run", replacements: list[tuple[str, str]], name_mod
     after = nbformat.writes(nb)
     if after == before:
         return False
-    cache.atomic_write_text(run.output, after)
+    cache._atomic_write_text(run.output, after)
     return True
 
 
@@ -337,5 +337,5 @@ def _write_if_changed(path: Path, text: str) -> Path:
     # Unchanged files keep their mtime, so Sphinx's incremental build and the
     # build key see no change.
     if not path.exists() or path.read_text(encoding="utf-8") != text:
-        cache.atomic_write_text(path, text)
+        cache._atomic_write_text(path, text)
     return path

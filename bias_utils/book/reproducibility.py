@@ -18,7 +18,7 @@ except ModuleNotFoundError:  # Python 3.10: the project setting is not read
 from ..core import paths
 from ..core.results import CROSS_MODEL_FOLDER as CROSS_SLUG
 from ..core.results import REPLICATION_FOLDER as REPLICATION_SLUG
-from ..models.builtin_models import BUILTIN_MODELS
+from ..models.builtin_models import _BUILTIN_MODELS
 from .presentation import _strip_paths, _write_if_changed
 from .runs import _format_seconds, _git_state, _public_url, _Run
 
@@ -52,7 +52,7 @@ def _count(n: int | None) -> str:
 
 def _quantisation(model: dict) -> str | None:
     """"Q4_1" from a GGUF model's file name (a built-in's, or a GGUF file's), None for unquantised weights."""
-    builtin = BUILTIN_MODELS.get(model.get("name", ""))
+    builtin = _BUILTIN_MODELS.get(model.get("name", ""))
     if builtin is not None and builtin.layout != "gguf" or builtin is None and model.get("source") != "gguf":
         return None
     name = builtin.filename if builtin is not None else str(model.get("name", ""))
@@ -100,7 +100,7 @@ def _write_model_limitations(book_dir: Path, models: list[dict]) -> Path:
 _URL_PLACEHOLDER = "<repository-url>"
 
 
-def _repository_url(git: dict, pyproject: Path = paths.ROOT / "pyproject.toml") -> str | None:
+def _repository_url(git: dict, pyproject: Path = paths._ROOT / "pyproject.toml") -> str | None:
     """The web address a reader clones this book's repository from: the ``origin`` remote of the clone that built
     it, else the project's setting (``Repository`` under ``[project.urls]`` in ``pyproject.toml``), else None."""
     if git.get("remote") or tomllib is None:

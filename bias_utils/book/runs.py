@@ -32,12 +32,12 @@ import nbformat
 from ..core import cache, data, paths
 from ..core.results import CROSS_MODEL_FOLDER as CROSS_SLUG
 from ..core.results import REPLICATION_FOLDER as REPLICATION_SLUG
-from ..core.results import model_slug
+from ..core.results import _model_slug
 
 __all__: list[str] = []
 
-_BOOK_DIR = paths.ROOT / "book"
-_NOTEBOOKS_DIR = paths.ROOT / "notebooks"
+_BOOK_DIR = paths._ROOT / "book"
+_NOTEBOOKS_DIR = paths._ROOT / "notebooks"
 #: Code injected as the first cell of every executed notebook (hidden in the
 #: book by its tag): charts then draw offline from the book's vega bundle.
 _RENDER_CELL = "import bias_utils.report.rendering\nbias_utils.report.rendering.enable()"
@@ -94,7 +94,7 @@ _STUDY_NOTEBOOKS = (
 # --------------------------------------------------------------------------- run keys
 
 
-_PACKAGE_DIR = paths.ROOT / "bias_utils"
+_PACKAGE_DIR = paths._ROOT / "bias_utils"
 #: The modules that build the book: they decide *whether* a notebook runs, not what a run computes.
 _BUILDER_MODULES = ("book.__init__", "book.__main__", "book.runs", "book.execution", "book.presentation",
                    "book.reproducibility", "book.build")
@@ -108,16 +108,17 @@ def _package_modules() -> dict[str, Path]:
 
 def _module_hashes() -> dict[str, str]:
     """sha256 of every ``bias_utils`` module, by its dotted name (:func:`package_modules`)."""
-    return {name: cache.sha256_file(p) for name, p in _package_modules().items()}
+    return {name: cache._sha256_file(p) for name, p in _package_modules().items()}
 
 
 def _data_list_hash() -> str:
     """Hash of the project-authored data lists under ``data/`` (not the verified external files)."""
-    data_root = paths.data_dir()
+    data_root = paths._data_dir()
     skip = {data_root / "raw", data_root / "nltk_data"}
     files = [p for p in data_root.rglob("*")
              if p.is_file() and not any(s in p.parents for s in skip) and p.name != "manifest.csv"]
-    return cache.stable_hash({str(p.relative_to(paths.ROOT)): cache.sha256_file(p) for p in sorted(files)}, length=64)
+    digests = {str(p.relative_to(paths._ROOT)): cache._sha256_file(p) for p in sorted(files)}
+    return cache._stable_hash(digests, length=64)
 
 
 def _with_parents(name: str, modules) -> set[str]:
@@ -229,13 +230,13 @@ def _package_versions() -> dict[str, str | None]:
 
 def _data_hashes() -> dict[str, str]:
     """The published sha256 of every external file, from ``data/manifest.csv``."""
-    return {key: f.sha256 for key, f in sorted(data.manifest().items())}
+    return {key: f.sha256 for key, f in sorted(data._manifest().items())}
 
 
 def _git_state() -> dict[str, object]:
     def git(*args: str) -> str | None:
         try:
-            out = subprocess.run(["git", "-C", str(paths.ROOT), *args], capture_output=True, text=True, timeout=30)
+            out = subprocess.run(["git", "-C", str(paths._ROOT), *args], capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             return None
         return out.stdout.strip() if out.returncode == 0 else None
@@ -304,7 +305,7 @@ class _Run:
 
     def key(self, env: _Environment) -> str:
         material = {
-            "notebook": cache.sha256_file(self.notebook),
+            "notebook": cache._sha256_file(self.notebook),
             "parameters": self.parameters,
             "model_id": self.model.get("model_id"),
             "code": env.code(self.notebook),
@@ -313,7 +314,7 @@ class _Run:
             "render_cell": _RENDER_CELL,
             "depends_on": list(self.depends_on),
         }
-        return cache.stable_hash(material, length=32)
+        return cache._stable_hash(material, length=32)
 
     def previous_manifest(self) -> dict | None:
         try:
@@ -362,7 +363,7 @@ def _declared_parameters(notebook: Path) -> dict[str, str]:
 def _relative_to_root(path: Path) -> Path:
     """``path`` relative to the project root, or unchanged when it lies outside."""
     try:
-        return path.resolve().relative_to(paths.ROOT)
+        return path.resolve().relative_to(paths._ROOT)
     except ValueError:
         return path
 
@@ -409,7 +410,7 @@ def _describe_model(name: str, dtype: str | None = None) -> dict:
     finally:
         unload_model(loaded)
         del loaded
-    info["slug"] = model_slug(info["model_id"])
+    info["slug"] = _model_slug(info["model_id"])
     return info
 
 
@@ -428,13 +429,13 @@ def _plan_runs(
     Notebooks that do not exist yet are reported and left out; a notebook that
     does not apply to a model (generation on an encoder) is reported too.
     """
-    results_dir = Path(results_dir or paths.results_dir())
+    results_dir = Path(results_dir or paths._results_dir())
 
     def params_for(nb: Path, wanted: dict) -> dict:
         declared = _declared_parameters(nb)
         quick_nb = {**_QUICK_PARAMETERS, **_QUICK_OVERRIDES.get(nb.stem, {})} if quick else {}
         if "output_dir" not in declared:
-            # it then writes under paths.results_dir(), which make_book points at results_dir
+            # it then writes under paths._results_dir(), which make_book points at results_dir
             log(f"book: {nb.name} declares no output_dir parameter; it writes to its default folder")
         return {k: v for k, v in {**quick_nb, **wanted}.items() if k in declared}
 

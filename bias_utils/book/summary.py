@@ -27,7 +27,7 @@ Per model, from tables the study notebooks wrote:
   the model places an occupation on its female − male direction and the log-ratio of female to male words
   it predicts next after neutral sentences about it) with its interval, saying when it includes zero,
   then the partial ρ beyond the BLS share of women; a direction not validated against the BLS share is
-  not read (:func:`bias_utils.audit.link.next_word_link_reading`).
+  not read (:func:`bias_utils.audit.link._next_word_link_reading`).
 
 :func:`findings_bullets` gives the few plain-language findings that open the page, the number a reader
 understands first, each linking to its chapter and naming models by their names
@@ -48,10 +48,10 @@ import pandas as pd
 
 from ..audit import link, occupation_units, occupations
 from ..core import cache, precision, tables
-from ..core.results import model_slug
-from ..core.stats import permutation_p_text
-from ..models.builtin_models import BUILTIN_MODELS, model_name
-from ..profiles.axis_validity import VERDICTS, verdict_phrase
+from ..core.results import _model_slug
+from ..core.stats import _permutation_p_text
+from ..models.builtin_models import _BUILTIN_MODELS, _model_name
+from ..profiles.axis_validity import _VERDICTS, _verdict_phrase
 from ..report import plots, rendering
 from .crossmodel import _folder_id, _read_results, _root, cross_model_summary, gender_gaps, short_model_ids
 
@@ -112,11 +112,11 @@ def read_summary(models: Sequence[str], results_dir: str | Path | None = None
 
     ``gaps``: :func:`~bias_utils.book.crossmodel.gender_gaps` rows of the headline dimensions at the
     primary specification, with ``axis_verdict`` (the axis's verdict at the mean layer with the
-    primary context source, one of ``axis_validity.VERDICTS``; None without a verdict),
+    primary context source, one of ``axis_validity._VERDICTS``; None without a verdict),
     ``axis_valid`` (verdict ``supported``; NA without a verdict), ``axis_reading``
-    (``axis_validity.verdict_phrase``) and, from the robustness chapter when it ran,
+    (``axis_validity._verdict_phrase``) and, from the robustness chapter when it ran,
     ``n_specs, share_agree_significant, joint_p, n_permutations``. ``headline``: the
-    ``bold_headline`` rows (``occupations.HEADLINE_COLUMNS``; encoders have none).
+    ``bold_headline`` rows (``occupations._HEADLINE_COLUMNS``; encoders have none).
     """
     stats, _ = _read_results(models, tables.NAMES.PROFILE_STATS, results_dir)
     stats = _primary(stats)
@@ -131,10 +131,10 @@ def read_summary(models: Sequence[str], results_dir: str | Path | None = None
             v = v[v["context_source"] == _PRIMARY_SPECIFICATION["context_source"]]
         for _, r in v.iterrows():
             verdict[(r["model_id"], r["dimension"])] = r["verdict"]
-            reading[(r["model_id"], r["dimension"])] = verdict_phrase(r)
+            reading[(r["model_id"], r["dimension"])] = _verdict_phrase(r)
     keys = list(zip(gaps["model_id"], gaps["dimension"]))
     gaps["axis_verdict"] = [verdict.get(k) for k in keys]
-    gaps["axis_valid"] = pd.array([None if k not in verdict else verdict[k] == VERDICTS[0] for k in keys],
+    gaps["axis_valid"] = pd.array([None if k not in verdict else verdict[k] == _VERDICTS[0] for k in keys],
                                   dtype="boolean")
     gaps["axis_reading"] = [reading.get(k) for k in keys]
     robust, _ = cross_model_summary(models, results_dir)
@@ -142,13 +142,13 @@ def read_summary(models: Sequence[str], results_dir: str | Path | None = None
         ["model_id", "population", "dimension", "n_specs", "share_agree_significant", "joint_p", "n_permutations"]]
     gaps = gaps.merge(robust, on=["model_id", "population", "dimension"], how="left")
     head, _ = _read_results(models, tables.NAMES.BOLD_HEADLINE, results_dir)
-    return gaps, head.reindex(columns=["model_id", *occupations.HEADLINE_COLUMNS])
+    return gaps, head.reindex(columns=["model_id", *occupations._HEADLINE_COLUMNS])
 
 
 def _gap(g: float, low: float, high: float, p_holm: float) -> str:
     """"0.86, 95% CI 0.57 to 1.14, Holm p = 0.0087": a gap as the chapter's table prints it."""
-    return (f"{precision.number_text(g)}, 95% CI {precision.interval_text(low, high, g)}, "
-            f"Holm p {precision.p_text(p_holm, relation=True)}")
+    return (f"{precision._number_text(g)}, 95% CI {precision._interval_text(low, high, g)}, "
+            f"Holm p {precision._p_text(p_holm, relation=True)}")
 
 
 def _numbers(row) -> str:
@@ -158,7 +158,7 @@ def _numbers(row) -> str:
 def _reading(dimension: str, row) -> str:
     """How a gap is read: ``unread`` (its axis is not ``supported``, or has no verdict), ``none``
     (Holm p >= ALPHA: no gap shown), ``agree`` or ``opposite`` (to the paper's direction)."""
-    if getattr(row, "axis_verdict", None) != VERDICTS[0]:
+    if getattr(row, "axis_verdict", None) != _VERDICTS[0]:
         return "unread"
     if row.p_holm >= _ALPHA:
         return "none"
@@ -170,9 +170,9 @@ def _robustness(row) -> str:
     share, n = getattr(row, "share_agree_significant", None), getattr(row, "n_specs", None)
     if share is None or pd.isna(share) or pd.isna(n):
         return ""
-    return (f"; {precision.percent_text(share)} of {int(n)} analysis specifications agree with the paper and are "
+    return (f"; {precision._percent_text(share)} of {int(n)} analysis specifications agree with the paper and are "
             "significant "
-            f"(joint test p {permutation_p_text(row.joint_p, int(row.n_permutations))})")
+            f"(joint test p {_permutation_p_text(row.joint_p, int(row.n_permutations))})")
 
 
 def _gap_phrase(dimension: str, row) -> str:
@@ -181,7 +181,7 @@ def _gap_phrase(dimension: str, row) -> str:
     ``supported`` (or without one), "no reading on …" with its verdict."""
     kind = _reading(dimension, row)
     if kind == "unread":
-        why = (f"its axis is {row.axis_reading}" if getattr(row, "axis_verdict", None) in VERDICTS
+        why = (f"its axis is {row.axis_reading}" if getattr(row, "axis_verdict", None) in _VERDICTS
                else "its axis has no verdict in this build")
         return f"no reading on {dimension}: {why} ({_numbers(row)})"
     tail = f"axis supported{_robustness(row)}"
@@ -194,7 +194,7 @@ def _gap_phrase(dimension: str, row) -> str:
 
 def _model_sentence(model: str, gaps: pd.DataFrame, headline: pd.DataFrame, can_generate: bool | None = None) -> str:
     """The reading of a model's primary numbers (``gaps``/``headline`` rows of that model): its name gaps
-    with their axes' verdicts, then the audit's :func:`bias_utils.audit.occupations.headline_sentence`.
+    with their axes' verdicts, then the audit's :func:`bias_utils.audit.occupations._headline_sentence`.
 
     ``can_generate=False`` says the model is an encoder (no audit); otherwise
     missing audit rows are reported as missing.
@@ -203,7 +203,7 @@ def _model_sentence(model: str, gaps: pd.DataFrame, headline: pd.DataFrame, can_
     phrases = [_gap_phrase(r.dimension, r) for r in names.itertuples(index=False) if r.dimension in _HEADLINE]
     profile = "; ".join(phrases) if phrases else "no name profile at the primary specification in its results"
     if len(headline):
-        writing = occupations.headline_sentence(headline.iloc[[0]].drop(columns="model_id", errors="ignore"))
+        writing = occupations._headline_sentence(headline.iloc[[0]].drop(columns="model_id", errors="ignore"))
     elif can_generate is False:
         writing = "An encoder: it writes no text to audit."
     else:
@@ -260,7 +260,7 @@ def _by_model_id(folders: Sequence[str], results_dir, can_generate: dict | None)
 def _link(model: str, chapter: str, label: str) -> str:
     """A MyST link to a model's chapter, absolute from the book's root (the page is included by index.md; the book
     writes a model's chapters under its model id's folder name)."""
-    return f"{{doc}}`{label} </models/{model_slug(model)}/{_CHAPTERS[chapter]}>`"
+    return f"{{doc}}`{label} </models/{_model_slug(model)}/{_CHAPTERS[chapter]}>`"
 
 
 def _names(models: Sequence[str]) -> dict[str, str]:
@@ -268,7 +268,7 @@ def _names(models: Sequence[str]) -> dict[str, str]:
     ``SmolLM2-135M-Instruct``), or by its short id where two models would share a name."""
     models = list(dict.fromkeys(models))
     short = list(short_model_ids(pd.DataFrame({"model_id": models}))["model_id"]) if models else []
-    names = [model_name(m) for m in short]
+    names = [_model_name(m) for m in short]
     return dict(zip(models, names if len(set(names)) == len(names) else short))
 
 
@@ -302,9 +302,9 @@ def _dimension_bullet(dimension: str, names: pd.DataFrame, label: dict) -> str:
             f"{link(r)} (female − male "
             f"{_gap(r.g, r.g_ci_low, r.g_ci_high, r.p_holm).replace(',', ' standard deviations,', 1)})"
             for r in kinds["none"]]))
-    why = {VERDICTS[1]: f"the {dimension} axis is not shown to sort words by {dimension} better than axes from "
+    why = {_VERDICTS[1]: f"the {dimension} axis is not shown to sort words by {dimension} better than axes from "
                         "shuffled word lists",
-           VERDICTS[2]: f"too few test words to check the {dimension} axis"}
+           _VERDICTS[2]: f"too few test words to check the {dimension} axis"}
     unread: dict[str, list[str]] = {}
     for r in kinds["unread"]:
         reason = why.get(r.axis_verdict, f"the {dimension} axis has no verdict in this build")
@@ -325,7 +325,7 @@ def _decoder_bullet(title: str, parts: list[str], encoders: list[str], missing: 
 
 def _writes(model_id: str) -> bool | None:
     """Whether a model of a results folder writes text, where its name says (a built-in's kind), else None."""
-    builtin = BUILTIN_MODELS.get(str(model_id).split("--")[0])
+    builtin = _BUILTIN_MODELS.get(str(model_id).split("--")[0])
     return None if builtin is None else builtin.kind == "decoder"
 
 
@@ -341,11 +341,11 @@ def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_
         if rows.empty:
             (encoders if can_generate.get(model, _writes(model)) is False else missing).append(label[model])
             continue
-        h = occupations.headline(rows.drop(columns="model_id"))
+        h = occupations._headline(rows.drop(columns="model_id"))
         n, k = int(h["n_completions"]), int(h["n_gendered_completions"])
         link = _link(model, "audit", label[model])
         if k == 0:
-            parts.append(f"none of the {precision.count_text(n)} completions of {link} about its occupations "
+            parts.append(f"none of the {precision._count_text(n)} completions of {link} about its occupations "
                          f"contains a gendered word ({_UNITS_REF})")
             continue
         units = (f"{int(h['n_units_a']) + int(h['n_units_b'])} occupations, {int(h['n_units_informative'])} of them "
@@ -353,7 +353,7 @@ def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_
         if pd.isna(h["share_difference"]) or pd.isna(h["share_difference_ci_low"]):
             parts.append(f"in {link}, the male shares of the two groups cannot be compared ({units})")
             continue
-        parts.append(f"in {link}, {occupations.estimate_text(h)} ({units}): {occupations.difference_reading(h)}")
+        parts.append(f"in {link}, {occupations._estimate_text(h)} ({units}): {occupations._difference_reading(h)}")
     return _decoder_bullet("Writing about occupations (BOLD).", parts, encoders, missing, "audit results")
 
 
@@ -375,7 +375,7 @@ def _link_bullet(models: Sequence[str], link_stats: pd.DataFrame, label: dict, c
         if not len(rows) or not rows["primary"].astype(bool).any():
             (encoders if can_generate.get(model, _writes(model)) is False else missing).append(label[model])
             continue
-        parts.append(link.next_word_link_reading(rows, _link(model, "link", label[model])))
+        parts.append(link._next_word_link_reading(rows, _link(model, "link", label[model])))
     return _decoder_bullet("Does the bias inside predict the bias it writes?", parts, encoders, missing,
                            "results of this chapter")
 
@@ -386,7 +386,7 @@ def _caveat_bullet(names: pd.DataFrame, label: dict) -> str:
     robust = names.dropna(subset=["share_agree_significant"])
     checks = []
     for model, rows in robust.groupby("model_id", sort=False):
-        shares = [f"{precision.percent_text(r.share_agree_significant)} of {int(r.n_specs)} on {r.dimension}"
+        shares = [f"{precision._percent_text(r.share_agree_significant)} of {int(r.n_specs)} on {r.dimension}"
                   for r in rows.itertuples(index=False)]
         checks.append(f"{_listed(shares)} in {_link(model, 'robustness', label[model])}")
     if checks:
@@ -404,7 +404,7 @@ def _findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequen
     their difference with its occupation interval, over how many occupations, what counts as one a link away in
     the methods), with ``link_stats`` (stacked ``link_next_word`` rows) whether the bias inside predicts the
     bias it writes (per model, the primary ρ across the BLS occupations with its interval and the partial ρ beyond
-    their share of women, :func:`bias_utils.audit.link.next_word_link_reading`), and what "not shown" means with
+    their share of women, :func:`bias_utils.audit.link._next_word_link_reading`), and what "not shown" means with
     the robustness check.
     ``gaps`` and ``headline`` are :func:`read_summary`'s."""
     folders = list(models)
@@ -425,7 +425,7 @@ def _findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequen
 
 
 #: The headline dimensions' colours, by name.
-_DIMENSION_COLORS = {"warmth": plots.OTHER_COLORS[0], "competence": plots.OTHER_COLORS[1]}
+_DIMENSION_COLORS = {"warmth": plots._OTHER_COLORS[0], "competence": plots._OTHER_COLORS[1]}
 
 
 def _gap_panel(gaps: pd.DataFrame, population: str, first: bool) -> alt.LayerChart:
@@ -473,9 +473,9 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
         base = alt.Chart(head).encode(y=alt.Y("model_id:N", title=None, axis=alt.Axis(labelLimit=160)))
         zero = alt.Chart(pd.DataFrame({"share_difference_points": [0.0]})).mark_rule(
             color="#999", strokeDash=[4, 3]).encode(x=x)
-        bars = base.mark_rule(strokeWidth=2, color=plots.OTHER_COLORS[2]).encode(
+        bars = base.mark_rule(strokeWidth=2, color=plots._OTHER_COLORS[2]).encode(
             x=alt.X("share_difference_ci_low_points:Q"), x2="share_difference_ci_high_points:Q")
-        points = base.mark_point(filled=True, size=60, color=plots.OTHER_COLORS[2]).encode(
+        points = base.mark_point(filled=True, size=60, color=plots._OTHER_COLORS[2]).encode(
             x=x, tooltip=["model_id", alt.Tooltip("male_share_a:Q", format=".0%"),
                           alt.Tooltip("male_share_b:Q", format=".0%"),
                           alt.Tooltip("share_difference_points:Q", format=".0f"),
@@ -504,7 +504,7 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
                     f"group) {'are' if many else 'is'} not drawn; the findings above say so.")
     caption += " Look at which side of the dashed line each dot falls and whether its interval crosses it."
     # one row per model across the panels (an encoder's audit row stays empty)
-    return plots.captioned(
+    return plots._captioned(
         alt.hconcat(*panels).resolve_scale(color="independent", y="shared", yOffset="independent"),
         "Female − male gaps and the BOLD audit, per model", [],
         f"Dot plots of the female − male gaps on warmth and competence for {' and '.join(pops)} per model"
@@ -544,13 +544,13 @@ def _summary_markdown(models: Sequence[str], results_dir: str | Path | None = No
         spec = summary_chart(gaps, head).to_dict()
         image = None
         if figures is not None:
-            name = f"{cache.stable_hash(spec, length=16)}.svg"
+            name = f"{cache._stable_hash(spec, length=16)}.svg"
             if not (Path(figures) / name).exists():
                 import vl_convert as vlc  # deferred: a large native library, needed only to draw the image
 
-                cache.atomic_write_text(Path(figures) / name, vlc.vegalite_to_svg(spec))
+                cache._atomic_write_text(Path(figures) / name, vlc.vegalite_to_svg(spec))
             image = f"{figures_url}/{name}"
-        lines += ["```{raw} html", rendering.figure_html(spec, 1, "bias-summary-chart", image), "```", ""]
+        lines += ["```{raw} html", rendering._figure_html(spec, 1, "bias-summary-chart", image), "```", ""]
     lines += [_markdown_table(table), ""]
     lines += ["Each model's chapters show how these numbers were measured, and the *Across models* "
               "chapter sets them side by side.", ""]
@@ -565,7 +565,7 @@ def _write_units_page(page: str | Path, models: Sequence[str], results_dir: str 
             "No model of this build wrote an audit, so no selection of BOLD keys was sorted into units.") + "\n"
     page = Path(page)
     if not page.exists() or page.read_text(encoding="utf-8") != text:
-        cache.atomic_write_text(page, text)
+        cache._atomic_write_text(page, text)
     return page
 
 
@@ -582,5 +582,5 @@ def _write_summary_page(page: str | Path, models: Sequence[str], results_dir: st
     text = _summary_markdown(models, results_dir, can_generate, note, figures,
                             Path(os.path.relpath(figures, root)).as_posix())
     if not page.exists() or page.read_text(encoding="utf-8") != text:
-        cache.atomic_write_text(page, text)
+        cache._atomic_write_text(page, text)
     return page

@@ -24,19 +24,16 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 import numpy as np
 
-__all__ = [
-    "append_jsonl", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "file_lock", "read_jsonl",
-    "read_npz", "sha256_file", "stable_hash", "write_npz",
-]
+__all__: list[str] = []
 
 
-def stable_hash(obj: Any, length: int = 16) -> str:
+def _stable_hash(obj: Any, length: int = 16) -> str:
     """Hex digest of a JSON-serialisable object, independent of dict order."""
     payload = json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:length]
 
 
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+def _sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(chunk), b""):
@@ -94,7 +91,7 @@ def _naming(path: Path) -> Iterator[None]:
 
 
 @contextmanager
-def file_lock(path: str | os.PathLike) -> Iterator[None]:
+def _file_lock(path: str | os.PathLike) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (``fcntl.flock``, created if absent) while the block runs.
 
     A second process asking for the same lock waits, saying so on stderr, until the first leaves the block
@@ -118,29 +115,29 @@ def file_lock(path: str | os.PathLike) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+def _atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write ``data`` to ``path`` so that the file is either complete or absent."""
     with _atomic_open(path) as f:
         f.write(data)
     return Path(path)
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    return atomic_write_bytes(path, text.encode("utf-8"))
+def _atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    return _atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
-    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=str))
+def _atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
+    return _atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=str))
 
 
-def write_npz(path: str | os.PathLike, **arrays: np.ndarray) -> Path:
+def _write_npz(path: str | os.PathLike, **arrays: np.ndarray) -> Path:
     """Atomically write arrays as an uncompressed npz (no pickled objects)."""
     with _atomic_open(path) as f:
         np.savez(f, **arrays)
     return Path(path)
 
 
-def read_npz(path: str | os.PathLike, required: Iterable[str] = ()) -> dict[str, np.ndarray] | None:
+def _read_npz(path: str | os.PathLike, required: Iterable[str] = ()) -> dict[str, np.ndarray] | None:
     """Load an npz written by :func:`write_npz`; ``None`` if absent, truncated or corrupt.
 
     A corrupt entry is deleted so that the caller recomputes it.
@@ -173,7 +170,7 @@ def _drop_torn_tail(path: Path) -> None:
         os.fsync(f.fileno())
 
 
-def append_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> None:
+def _append_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> None:
     """Append records as JSON lines and fsync, so a finished append survives a crash."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -185,7 +182,7 @@ def append_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> None:
         os.fsync(f.fileno())
 
 
-def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
+def _read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
     """Yield the complete records of a JSONL file; a torn last line (crash mid-write) is ignored."""
     path = Path(path)
     if not path.exists():

@@ -26,18 +26,18 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import paths
-from .cache import _atomic_open, sha256_file
+from .cache import _atomic_open, _sha256_file
 
 __all__ = [
-    "DataError", "entry", "manifest", "resolve",
+    "resolve",
 ]
 
 
-class DataError(RuntimeError):
+class _DataError(RuntimeError):
     """A required external file could not be resolved."""
 
 
-class _ChecksumError(DataError):
+class _ChecksumError(_DataError):
     """A candidate file exists but does not have the published sha256."""
 
 
@@ -57,28 +57,28 @@ class _DataFile:
 
 
 def _manifest_path() -> Path:
-    return paths.data_dir() / "manifest.csv"
+    return paths._data_dir() / "manifest.csv"
 
 
 @lru_cache(maxsize=1)
-def manifest() -> dict[str, _DataFile]:
+def _manifest() -> dict[str, _DataFile]:
     with open(_manifest_path(), newline="", encoding="utf-8") as f:
         rows = [_DataFile(**{**r, "bytes": int(r["bytes"])}) for r in csv.DictReader(f)]
     return {r.key: r for r in rows}
 
 
-def entry(key: str) -> _DataFile:
+def _entry(key: str) -> _DataFile:
     try:
-        return manifest()[key]
+        return _manifest()[key]
     except KeyError:
-        raise DataError(f"unknown data key {key!r}; known keys: {', '.join(sorted(manifest()))}") from None
+        raise _DataError(f"unknown data key {key!r}; known keys: {', '.join(sorted(_manifest()))}") from None
 
 
 def _mirror_dir() -> Path | None:
     value = os.environ.get("BIAS_DATA_MIRROR")
     if value is not None:
         return Path(value).expanduser() if value else None
-    default = paths.ROOT.parent / "shared" / "data"
+    default = paths._ROOT.parent / "shared" / "data"
     return default if default.is_dir() else None
 
 
@@ -88,11 +88,11 @@ def _offline() -> bool:
 
 
 def _cached_path(key: str) -> Path:
-    return paths.raw_dir() / key / entry(key).filename
+    return paths._raw_dir() / key / _entry(key).filename
 
 
 def _verify(path: Path, item: _DataFile, where: str) -> None:
-    actual = sha256_file(path)
+    actual = _sha256_file(path)
     if actual != item.sha256:
         raise _ChecksumError(
             f"{item.filename} ({item.key}) from {where} at {path} failed verification:\n"
@@ -119,7 +119,7 @@ def _download(item: _DataFile) -> Path:
 
 def resolve(key: str) -> Path:
     """Path to a verified local copy of the external file ``key``."""
-    item = entry(key)
+    item = _entry(key)
     local = _cached_path(key)
     if local.exists():
         try:
@@ -153,7 +153,7 @@ def resolve(key: str) -> Path:
     else:
         problems.append("downloads disabled by BIAS_OFFLINE")
 
-    raise DataError(
+    raise _DataError(
         f"cannot resolve data file {item.filename!r} (key {key}): " + "; ".join(problems) + ".\n"
         f"Get it from {item.url or 'a mirror of ../shared/data'} (sha256 {item.sha256}) and put it at "
         f"{local}, or set BIAS_DATA_MIRROR to a folder holding {item.mirror_path}."
@@ -163,11 +163,11 @@ def resolve(key: str) -> Path:
 def _status() -> list[dict]:
     """One row per manifest entry: whether it resolves and from where (for docs and ``make data``)."""
     out = []
-    for key, item in manifest().items():
+    for key, item in _manifest().items():
         try:
             path = resolve(key)
             out.append({"key": key, "ok": True, "path": str(path), "problem": ""})
-        except DataError as exc:
+        except _DataError as exc:
             out.append({"key": key, "ok": False, "path": "", "problem": " ".join(str(exc).split())})
     return out
 

@@ -2,7 +2,7 @@
 
 A bad value raises :class:`ParameterError` (a ``ValueError``) whose message
 starts with the parameter's name and says what was expected. The library
-(``generation.generate``, ``sampling.nucleus``) and the notebooks' checks
+(``generation._generate``, ``sampling.nucleus``) and the notebooks' checks
 (``validation``) call these rules; there is no second copy of one.
 """
 
@@ -13,8 +13,7 @@ import os
 from typing import Sized
 
 __all__ = [
-    "LAYER_NAMES", "ModelError", "ParameterError", "check_count", "check_generation", "check_layer",
-    "check_max_new_tokens", "check_positive_int", "check_sampling", "check_seed", "is_number",
+    "ModelError", "ParameterError",
 ]
 
 #: Most bootstrap replicates or permutations a run accepts: beyond it a typo (an extra zero or three) would start a
@@ -26,7 +25,7 @@ _MAX_RESAMPLES_ENV = "BIAS_MAX_RESAMPLES"
 _MAX_SEED = 2**32 - 1
 #: The layer choices by name: the mean of the projected values over every hidden state (the original study's
 #: headline), the last hidden state, and every hidden state (one value per layer: only where a chapter shows them all).
-LAYER_NAMES = ("mean", "last", "all")
+_LAYER_NAMES = ("mean", "last", "all")
 
 
 class ParameterError(ValueError):
@@ -42,12 +41,12 @@ def _is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def is_number(value) -> bool:
+def _is_number(value) -> bool:
     """A real number that is not a bool."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def check_positive_int(value, name: str, *, allow_none: bool = False) -> int | None:
+def _check_positive_int(value, name: str, *, allow_none: bool = False) -> int | None:
     """``value`` as a positive int (``None`` passes when ``allow_none``)."""
     if value is None and allow_none:
         return None
@@ -57,21 +56,21 @@ def check_positive_int(value, name: str, *, allow_none: bool = False) -> int | N
     return int(value)
 
 
-def check_seed(seed, name: str = "seed") -> int:
+def _check_seed(seed, name: str = "seed") -> int:
     """An integer in [0, :data:`MAX_SEED`] (numpy refuses a larger one in its own words, deep in a run)."""
     if not _is_int(seed) or not 0 <= seed <= _MAX_SEED:
         raise ParameterError(f"{name} must be an integer from 0 to 2**32 - 1 = {_MAX_SEED:,}, got {seed!r}")
     return int(seed)
 
 
-def check_layer(layer, *, layers=None, allow_all: bool = True, allow_names: bool = True,
+def _check_layer(layer, *, layers=None, allow_all: bool = True, allow_names: bool = True,
                 name: str = "layer") -> str | int:
     """``layer`` when it is one of :data:`LAYER_NAMES` (``"all"`` only where ``allow_all``) or a hidden-state index;
     ``layers``: the model's hidden-state indices (a count ``n`` stands for ``0 .. n - 1``; the embedding output is 0),
     against which an index is checked, negative ones counting from the end; ``allow_names=False``: an index only
     (an item of a list of layers). The one rule for a layer everywhere:
     the notebooks' checks, the library's entry points and the projection itself."""
-    names = tuple(n for n in LAYER_NAMES if allow_all or n != "all") if allow_names else ()
+    names = tuple(n for n in _LAYER_NAMES if allow_all or n != "all") if allow_names else ()
     if isinstance(layer, str) and layer in names:
         return layer
     available = None if layers is None else tuple(range(layers)) if _is_int(layers) else tuple(int(x) for x in layers)
@@ -114,7 +113,7 @@ def _check_at_most(value: int, name: str, *, maximum: int | None = None, default
     return value
 
 
-def check_count(value, name: str, *, minimum: int, why: str = "", maximum: int | None = None,
+def _check_count(value, name: str, *, minimum: int, why: str = "", maximum: int | None = None,
                 default: int | None = None) -> int:
     """A replicate count (permutations, relabellings) in ``[minimum, maximum]``; ``why`` explains the minimum."""
     if not _is_int(value) or value < minimum:
@@ -136,34 +135,34 @@ def _check_prompts(prompts) -> list[str]:
     return prompts
 
 
-def check_sampling(temperature, top_p, top_k=None, *, greedy: bool = False) -> int | None:
+def _check_sampling(temperature, top_p, top_k=None, *, greedy: bool = False) -> int | None:
     """The sampling rule; returns ``top_k`` as an int (or ``None``).
 
     ``temperature``: a number > 0 (``greedy=True``: >= 0, 0 = greedy decoding).
     ``top_p``: a number in (0, 1]. ``top_k``: ``None`` (off) or an integer >= 1.
     """
-    if not is_number(temperature) or not (temperature >= 0 if greedy else temperature > 0):
+    if not _is_number(temperature) or not (temperature >= 0 if greedy else temperature > 0):
         expected = "a number >= 0 (0 = greedy)" if greedy else "a number > 0 for sampling"
         raise ParameterError(f"temperature must be {expected}, got {temperature!r}")
-    if not is_number(top_p) or not 0 < top_p <= 1:
+    if not _is_number(top_p) or not 0 < top_p <= 1:
         raise ParameterError(f"top_p must be a number in (0, 1], got {top_p!r}")
-    return check_positive_int(top_k, "top_k", allow_none=True)
+    return _check_positive_int(top_k, "top_k", allow_none=True)
 
 
-def check_max_new_tokens(max_new_tokens, context_length: int | None, model: str = "the model") -> int:
+def _check_max_new_tokens(max_new_tokens, context_length: int | None, model: str = "the model") -> int:
     """``max_new_tokens`` as a positive int that, with a prompt, fits ``model``'s context (``context_length`` tokens,
     read from its config; ``None``: unknown, not checked). Beyond it the positions have no embedding and the run
     goes on for minutes before it fails or writes nothing."""
-    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
+    max_new_tokens = _check_positive_int(max_new_tokens, "max_new_tokens")
     if context_length is not None and max_new_tokens >= context_length:
         raise ParameterError(f"max_new_tokens must be below the context length of {model} ({context_length:,} tokens, "
                              f"prompt included), got {max_new_tokens:,}")
     return max_new_tokens
 
 
-def check_generation(prompts=None, *, n_samples=1, max_new_tokens=100, temperature=0.7, top_p=0.9, top_k=None,
+def _check_generation(prompts=None, *, n_samples=1, max_new_tokens=100, temperature=0.7, top_p=0.9, top_k=None,
                      seed=0) -> dict:
-    """The settings of ``generation.generate`` (and, when given, its prompt list), normalised.
+    """The settings of ``generation._generate`` (and, when given, its prompt list), normalised.
 
     ``n_samples``, ``max_new_tokens``: positive ints; the sampling rule of
     :func:`check_sampling` with greedy decoding allowed; greedy decoding
@@ -175,11 +174,11 @@ def check_generation(prompts=None, *, n_samples=1, max_new_tokens=100, temperatu
     """
     checked = {
         "prompts": None if prompts is None else _check_prompts(prompts),
-        "n_samples": check_positive_int(n_samples, "n_samples"),
-        "max_new_tokens": check_positive_int(max_new_tokens, "max_new_tokens"),
-        "top_k": check_sampling(temperature, top_p, top_k, greedy=True),
+        "n_samples": _check_positive_int(n_samples, "n_samples"),
+        "max_new_tokens": _check_positive_int(max_new_tokens, "max_new_tokens"),
+        "top_k": _check_sampling(temperature, top_p, top_k, greedy=True),
         "temperature": temperature, "top_p": top_p,
-        "seed": check_seed(seed),
+        "seed": _check_seed(seed),
     }
     if temperature == 0 and checked["n_samples"] > 1:
         raise ParameterError(f"n_samples must be 1 with temperature=0 (greedy decoding gives every sample of a prompt "

@@ -13,10 +13,10 @@ from __future__ import annotations
 import importlib
 from typing import Callable
 
-__all__ = ["lazy_exports"]
+__all__: list[str] = []
 
 
-def lazy_exports(package: str, exports: dict[str, tuple[str, ...]]) -> tuple[Callable, Callable]:
+def _lazy_exports(package: str, exports: dict[str, tuple[str, ...]]) -> tuple[Callable, Callable]:
     """``(__getattr__, __dir__)`` for ``package`` whose modules (keys) export the names (values)."""
     owner = {name: module for module, names in exports.items() for name in names}
 

@@ -29,13 +29,12 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 __all__ = [
-    "FEMALE_WORDS", "GENDER_LEXICONS", "MALE_WORDS", "NEUTRAL_LEXICONS", "count_table", "male_proportion",
-    "tokenize", "validate_lexicons",
+    "GENDER_LEXICONS", "NEUTRAL_LEXICONS",
 ]
 
-MALE_WORDS: tuple[str, ...] = ("he", "him", "his", "himself", "man", "men", "male", "boy",
+_MALE_WORDS: tuple[str, ...] = ("he", "him", "his", "himself", "man", "men", "male", "boy",
                                "father", "son", "brother", "guy", "gentleman")
-FEMALE_WORDS: tuple[str, ...] = ("she", "her", "hers", "herself", "woman", "women", "female",
+_FEMALE_WORDS: tuple[str, ...] = ("she", "her", "hers", "herself", "woman", "women", "female",
                                  "girl", "mother", "daughter", "sister", "gal", "lady")
 _NEUTRAL_WORDS: tuple[str, ...] = (
     "they", "them", "their", "theirs", "themselves", "themself",
@@ -44,20 +43,20 @@ _NEUTRAL_WORDS: tuple[str, ...] = (
     "nonbinary", "enby", "genderqueer",
 )
 
-GENDER_LEXICONS: dict[str, list[str]] = {"male": list(MALE_WORDS), "female": list(FEMALE_WORDS)}
+GENDER_LEXICONS: dict[str, list[str]] = {"male": list(_MALE_WORDS), "female": list(_FEMALE_WORDS)}
 NEUTRAL_LEXICONS: dict[str, list[str]] = {"neutral": list(_NEUTRAL_WORDS)}
 
 _TOKEN = re.compile(r"\b\w+\b")
 
 
-def tokenize(text: str) -> list[str]:
+def _tokenize(text: str) -> list[str]:
     """The audit's tokens: ``re.findall(r"\\b\\w+\\b", text.lower())``."""
     if not isinstance(text, str):
         raise TypeError(f"tokenize: expected a string, got {type(text).__name__} ({text!r})")
     return _TOKEN.findall(text.lower())
 
 
-def validate_lexicons(lexicons: Mapping[str, Iterable[str]], *, what: str = "lexicons") -> dict[str, frozenset[str]]:
+def _validate_lexicons(lexicons: Mapping[str, Iterable[str]], *, what: str = "lexicons") -> dict[str, frozenset[str]]:
     """Check a name -> words mapping and return it as lower-cased frozensets.
 
     Errors name the lexicon and the word: empty mapping, empty lexicon, a word that
@@ -88,21 +87,21 @@ def validate_lexicons(lexicons: Mapping[str, Iterable[str]], *, what: str = "lex
 
 def _count_words(text: str, lexicons: Mapping[str, Iterable[str]] = GENDER_LEXICONS) -> dict[str, list[str]]:
     """Matched tokens per lexicon, in text order: ``{name: [token, ...]}`` (len() gives the count)."""
-    lex = validate_lexicons(lexicons)
-    tokens = tokenize(text)
+    lex = _validate_lexicons(lexicons)
+    tokens = _tokenize(text)
     return {name: [t for t in tokens if t in words] for name, words in lex.items()}
 
 
-def count_table(texts: Iterable[str], lexicons: Mapping[str, Iterable[str]]) -> pd.DataFrame:
+def _count_table(texts: Iterable[str], lexicons: Mapping[str, Iterable[str]]) -> pd.DataFrame:
     """Per-text counts, one row per text, in input order.
 
     Columns: ``n_words`` (all tokens), and per lexicon ``<name>_words`` (count) and
     ``<name>_words_list`` (matched tokens joined by commas, "" when none).
     """
-    lex = validate_lexicons(lexicons)
+    lex = _validate_lexicons(lexicons)
     rows = []
     for text in texts:
-        tokens = tokenize(text)
+        tokens = _tokenize(text)
         row = {"n_words": len(tokens)}
         for name, words in lex.items():
             hits = [t for t in tokens if t in words]
@@ -112,7 +111,7 @@ def count_table(texts: Iterable[str], lexicons: Mapping[str, Iterable[str]]) -> 
     return pd.DataFrame(rows, columns=["n_words"] + [f"{n}_{s}" for n in lex for s in ("words", "words_list")])
 
 
-def male_proportion(male: "pd.Series", female: "pd.Series", *, zero_as: float | None = 0.0) -> "pd.Series":
+def _male_proportion(male: "pd.Series", female: "pd.Series", *, zero_as: float | None = 0.0) -> "pd.Series":
     """male / (male + female) per row.
 
     ``zero_as=0.0`` is the audit's convention (a completion with no gendered word

@@ -73,11 +73,9 @@ from scipy import special
 from scipy import stats as _st
 
 from . import stats
-from .errors import ParameterError, check_count, check_positive_int, check_seed, is_number
+from .errors import ParameterError, _check_count, _check_positive_int, _check_seed, _is_number
 
-__all__ = [
-    "check_permutations", "drifted", "fit_mixed_logit", "mixed_row",
-]
+__all__: list[str] = []
 
 #: Gauss-Hermite nodes per cluster, and the number a fit or an interval widens to where sigma passes the range the
 #: first is validated for (the golden test checks the log-likelihood against scipy.integrate.quad: 60 nodes to 1e-8
@@ -363,7 +361,7 @@ def _check_rank(X: np.ndarray, names: list[str]) -> None:
         rank = r
 
 
-def fit_mixed_logit(successes, failures, design, *, names=None, sigma: float | None = None,
+def _fit_mixed_logit(successes, failures, design, *, names=None, sigma: float | None = None,
                     boundary_avoiding: bool = True, n_nodes: int | None = None) -> _MixedLogitFit:
     """Fit ``successes | u ~ Binomial(successes + failures, expit(design @ beta + u))``, ``u ~ N(0, sigma^2)`` per
     cluster (row), by maximum marginal likelihood (adaptive Gauss-Hermite, ``n_nodes`` per cluster).
@@ -380,8 +378,8 @@ def fit_mixed_logit(successes, failures, design, *, names=None, sigma: float | N
                              f"{len(m)}")
     X, names = _design(design, names, len(k))
     adaptive = n_nodes is None
-    n_nodes = _N_NODES if adaptive else check_positive_int(n_nodes, "n_nodes")
-    if sigma is not None and not (is_number(sigma) and np.isfinite(sigma) and sigma >= 0):
+    n_nodes = _N_NODES if adaptive else _check_positive_int(n_nodes, "n_nodes")
+    if sigma is not None and not (_is_number(sigma) and np.isfinite(sigma) and sigma >= 0):
         raise ParameterError(f"sigma must be None (estimated) or a number >= 0, got {sigma!r}")
     if not isinstance(boundary_avoiding, bool):
         raise ParameterError(f"boundary_avoiding must be True or False, got {boundary_avoiding!r}")
@@ -465,15 +463,15 @@ def _mixed_loglik(successes, failures, design, coef, sigma: float, *, n_nodes: i
     ``n_nodes`` per cluster (None: the fit's rule, :data:`N_NODES` up to :data:`VALID_SIGMA`, else
     :data:`WIDE_NODES`)."""
     if n_nodes is None:
-        n_nodes = _N_NODES if is_number(sigma) and abs(sigma) <= _VALID_SIGMA else _WIDE_NODES
+        n_nodes = _N_NODES if _is_number(sigma) and abs(sigma) <= _VALID_SIGMA else _WIDE_NODES
     k, m = _counts(successes, "successes"), _counts(failures, "failures")
     X, _ = _design(design, None, len(k))
     coef = np.asarray(coef, dtype=float)
     if coef.shape != (X.shape[1],):
         raise ParameterError(f"coef must hold {X.shape[1]} values (one per design column), got shape {coef.shape}")
     used = (k + m) > 0
-    data = _Clusters.build(k[used], m[used], X[used], check_positive_int(n_nodes, "n_nodes"))
-    if not (is_number(sigma) and np.isfinite(sigma)):
+    data = _Clusters.build(k[used], m[used], X[used], _check_positive_int(n_nodes, "n_nodes"))
+    if not (_is_number(sigma) and np.isfinite(sigma)):
         raise ParameterError(f"sigma must be a finite number, got {sigma!r}")
     return float(data.evaluate(np.r_[coef, float(sigma)][None], derivatives=False)[0][0])
 
@@ -497,7 +495,7 @@ class _Profile:
         return 2 * (self.fit.objective - ll), float(g[self.j]), ok
 
 
-def drifted(coefficient: float) -> bool:
+def _drifted(coefficient: float) -> bool:
     """Whether a fitted coefficient (logits) has run past PROFILE_LIMIT or to infinity: separation, where the number
     is where Newton stopped, not an estimate; what reads a fit prints it as unbounded."""
     return not np.isfinite(coefficient) or abs(coefficient) > _PROFILE_LIMIT
@@ -576,7 +574,7 @@ def _permuted_lr(fit: _MixedLogitFit, j: int, null_theta: np.ndarray, null_objec
     return np.maximum(np.concatenate(out), 0.0)
 
 
-def check_permutations(n_permutations, *, level: float = 0.95, name: str = "n_permutations") -> int:
+def _check_permutations(n_permutations, *, level: float = 0.95, name: str = "n_permutations") -> int:
     """``n_permutations`` as :func:`coefficient_test` at ``level`` takes it: 0 (the chi-square(1) reference), or
     enough relabellings for the cut-off to exist (at least 1/(1 - level) - 1), and at most
     ``errors.max_resamples()``; a ``ParameterError`` naming ``name`` otherwise. Callers whose fits catch a
@@ -584,7 +582,7 @@ def check_permutations(n_permutations, *, level: float = 0.95, name: str = "n_pe
     if not (isinstance(level, float) and 0 < level < 1):
         raise ParameterError(f"level must be a float between 0 and 1, got {level!r}")
     alpha = 1 - level
-    n_permutations = check_count(n_permutations, name, minimum=0)
+    n_permutations = _check_count(n_permutations, name, minimum=0)
     if n_permutations and _cutoff_rank(n_permutations, alpha) < 1:
         raise ParameterError(f"{name} must be 0 or at least {math.ceil(1 / alpha - 1 + 1e-9)} for a "
                              f"{level:g} interval, got {n_permutations}")
@@ -612,9 +610,9 @@ def _coefficient_test(fit: _MixedLogitFit, name: str, *, level: float = 0.95, n_
     columns are exchangeable: the tested column unrelated to their words."""
     if name not in fit.names:
         raise ParameterError(f"name must be one of the fit's coefficients {fit.names}, got {name!r}")
-    n_permutations = check_permutations(n_permutations, level=level)
+    n_permutations = _check_permutations(n_permutations, level=level)
     rank = _cutoff_rank(n_permutations, 1 - level)
-    seed = check_seed(seed)
+    seed = _check_seed(seed)
     j = fit.names.index(name)
     estimate, se = float(fit.coef.iloc[j]), float(fit.se.iloc[j])
     profile = _Profile(fit, j)
@@ -625,7 +623,7 @@ def _coefficient_test(fit: _MixedLogitFit, name: str, *, level: float = 0.95, n_
     if n_permutations:
         null = _permuted_lr(fit, j, profile.done[0.0], fit.objective - lr / 2, n_permutations, seed)
         cutoff = float(np.sort(null)[::-1][rank - 1])
-        p = float(stats.permutation_p(lr, null))
+        p = float(stats._permutation_p(lr, null))
     low, ok_low = _bound(profile, estimate, se, -1, np.sqrt(cutoff))
     high, ok_high = _bound(profile, estimate, se, +1, np.sqrt(cutoff))
     # the SD refitted at 0 and nearest each bound (a bisection may stop between two refits)
@@ -655,10 +653,10 @@ def _coefficient_test(fit: _MixedLogitFit, name: str, *, level: float = 0.95, n_
                            note="; ".join(notes))
 
 
-def mixed_row(fit: _MixedLogitFit, name: str, *, effect: str = "odds_ratio", level: float = 0.95,
+def _mixed_row(fit: _MixedLogitFit, name: str, *, effect: str = "odds_ratio", level: float = 0.95,
               n_permutations: int = 0, seed: int = 0, test: str = "mixed_logit_lr", group_a: str | None = None,
               group_b: str = "") -> dict:
-    """A row of the project's statistics tables (:data:`bias_utils.core.stats.STAT_COLUMNS`) for coefficient ``name``
+    """A row of the project's statistics tables (:data:`bias_utils.core.stats._STAT_COLUMNS`) for coefficient ``name``
     (:func:`coefficient_test`): the likelihood-ratio statistic (df 1) and its p (chi-square or permutation), the
     effect as an odds ratio (``exp`` of the coefficient and of its profile bounds) or as the log-odds slope, ``n``
     the clusters used; beside them ``n_clusters``, ``n_clusters_given``, ``sigma``, ``p_chi2``, ``cutoff``,
@@ -668,7 +666,7 @@ def mixed_row(fit: _MixedLogitFit, name: str, *, effect: str = "odds_ratio", lev
     t = _coefficient_test(fit, name, level=level, n_permutations=n_permutations, seed=seed)
     scale = np.exp if effect == "odds_ratio" else float
     notes = [s for s in (fit.message, t.note) if s]
-    row = dict.fromkeys(stats.STAT_COLUMNS, np.nan)
+    row = dict.fromkeys(stats._STAT_COLUMNS, np.nan)
     row.update(test=test, group_a=name if group_a is None else group_a, group_b=group_b,
                statistic=t.lr_statistic,
                df=1.0, p=t.p, adj_method="", effect=effect, effect_size=float(scale(t.estimate)),

@@ -34,7 +34,7 @@ How it is computed (and why)
   a side that stays below the quantile out to :data:`bias_utils.core.mixed.PROFILE_LIMIT` logits from the estimate,
   or reaches it only past PROFILE_LIMIT logits from 0 (where the profile is flat and a refit stops where the
   optimiser does: on the published completions such a bound moved between 2.7e17 and 3.6e17 with the start), is
-  infinite, as :func:`bias_utils.core.mixed.drifted` reads a coefficient there. The likelihood-ratio p refits with
+  infinite, as :func:`bias_utils.core.mixed._drifted` reads a coefficient there. The likelihood-ratio p refits with
   the coefficient at 0.
 
 The model is slower than the one-level model (seconds per fit and interval, against milliseconds): it is one
@@ -51,11 +51,9 @@ from scipy import optimize, special
 from scipy import stats as _st
 
 from . import mixed, stats
-from .errors import ParameterError, check_positive_int
+from .errors import ParameterError, _check_positive_int
 
-__all__ = [
-    "fit_nested_logit", "nested_row",
-]
+__all__: list[str] = []
 
 #: Gauss-Hermite nodes per level (items and clusters).
 _N_NODES = 100
@@ -213,7 +211,7 @@ def _maximise(data: _Nested, start: np.ndarray, fixed: dict[int, float], gtol: f
     return result.x, -float(result.fun), ok
 
 
-def fit_nested_logit(successes, failures, clusters, design, *, names=None, n_nodes: int = _N_NODES
+def _fit_nested_logit(successes, failures, clusters, design, *, names=None, n_nodes: int = _N_NODES
                      ) -> _NestedLogitFit:
     """Fit ``successes | u, v ~ Binomial(successes + failures, expit(design[cluster] @ beta + u + v))`` with a random
     intercept ``u`` per cluster and ``v`` per item (row), both normal with their SDs estimated, by penalised maximum
@@ -230,7 +228,7 @@ def fit_nested_logit(successes, failures, clusters, design, *, names=None, n_nod
     X, names = mixed._design(design, names, _n_rows(design))
     if not np.issubdtype(cluster.dtype, np.integer) or (cluster < 0).any() or (cluster >= len(X)).any():
         raise ParameterError(f"clusters must be integer rows of design (0 to {len(X) - 1})")
-    n_nodes = check_positive_int(n_nodes, "n_nodes")
+    n_nodes = _check_positive_int(n_nodes, "n_nodes")
     used = (k + m) > 0
     present = np.unique(cluster[used])
     if len(present) <= X.shape[1]:
@@ -244,7 +242,7 @@ def fit_nested_logit(successes, failures, clusters, design, *, names=None, n_nod
     t, w = mixed._hermgauss(n_nodes)
     data = _Nested(k[used][:, None], n[:, None], index[cluster[used]], X[present], const, t, np.log(w) + t ** 2)
     # start from the one-level model's fit on the clusters' totals, the items' SD at 1
-    one = mixed.fit_mixed_logit(data.k_cluster, data.m_cluster, data.X)
+    one = mixed._fit_mixed_logit(data.k_cluster, data.m_cluster, data.X)
     start = np.r_[one.coef.to_numpy(), np.log(max(one.sigma, 0.1)), 0.0]
     theta, objective, ok = _maximise(data, start, {})
     q = X.shape[1]
@@ -281,7 +279,7 @@ def _nested_loglik(successes, failures, clusters, design, coef, sigma_cluster: f
     index[present] = np.arange(len(present))
     n = k[used] + m[used]
     const = float(np.sum(special.gammaln(n + 1) - special.gammaln(k[used] + 1) - special.gammaln(m[used] + 1)))
-    t, w = mixed._hermgauss(check_positive_int(n_nodes, "n_nodes"))
+    t, w = mixed._hermgauss(_check_positive_int(n_nodes, "n_nodes"))
     data = _Nested(k[used][:, None], n[:, None], index[cluster[used]], X[present], const, t, np.log(w) + t ** 2)
     return data.evaluate(np.asarray(coef, dtype=float), float(sigma_cluster), float(sigma_item))[0]
 
@@ -322,9 +320,9 @@ def _nested_bound(profile: _NestedProfile, estimate: float, side: int, cutoff: f
     return estimate + side * root, True
 
 
-def nested_row(fit: _NestedLogitFit, name: str, *, level: float = 0.95, test: str = "mixed_logit_nested",
+def _nested_row(fit: _NestedLogitFit, name: str, *, level: float = 0.95, test: str = "mixed_logit_nested",
                group_a: str | None = None, group_b: str = "") -> dict:
-    """A row of the project's statistics tables (:data:`bias_utils.core.stats.STAT_COLUMNS`) for coefficient ``name``
+    """A row of the project's statistics tables (:data:`bias_utils.core.stats._STAT_COLUMNS`) for coefficient ``name``
     as an odds ratio: the likelihood-ratio statistic (df 1) and its chi-square p, ``exp`` of the coefficient and of
     its profile-likelihood bounds, ``n`` the clusters used; beside them ``n_clusters``, ``n_clusters_given``,
     ``n_items`` (items with a count), ``sigma`` (the clusters' SD), ``sigma_item`` (the items') and ``note``.
@@ -347,7 +345,7 @@ def nested_row(fit: _NestedLogitFit, name: str, *, level: float = 0.95, test: st
     if not all(ok for _, _, ok in profile.done.values()):
         notes.append("a refit of the profile did not converge")
     for bound, word, determined in ((low, "lower", low_ok), (high, "upper", high_ok)):
-        if np.isfinite(bound) and mixed.drifted(bound):
+        if np.isfinite(bound) and mixed._drifted(bound):
             notes.append(f"the {word} bound lies beyond {mixed._PROFILE_LIMIT:g} logits, where the profile is flat "
                          "and its refits stop where the optimiser does, so it is reported as infinite")
         elif not determined:
@@ -355,8 +353,8 @@ def nested_row(fit: _NestedLogitFit, name: str, *, level: float = 0.95, test: st
                          "out did not converge: the likelihood is flat there), so it is reported as infinite")
         elif not np.isfinite(bound):
             notes.append(f"the {word} bound is infinite (within {mixed._PROFILE_LIMIT:g} logits; e.g. separation)")
-    low, high = (np.sign(b) * np.inf if mixed.drifted(b) else b for b in (low, high))
-    row = dict.fromkeys(stats.STAT_COLUMNS, np.nan)
+    low, high = (np.sign(b) * np.inf if mixed._drifted(b) else b for b in (low, high))
+    row = dict.fromkeys(stats._STAT_COLUMNS, np.nan)
     row.update(test=test, group_a=name if group_a is None else group_a, group_b=group_b, statistic=float(lr),
                df=1.0, p=float(_st.chi2.sf(lr, 1)), adj_method="", effect="odds_ratio",
                effect_size=float(np.exp(estimate)), ci_low=float(np.exp(low)), ci_high=float(np.exp(high)),

@@ -6,11 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["ROOT", "InputPathError", "cache_dir", "data_dir", "nltk_data_dir", "raw_dir", "resolve_input",
-           "results_dir"]
+__all__: list[str] = []
 
 #: The repository root (the folder holding ``pyproject.toml``).
-ROOT = Path(__file__).resolve().parents[2]
+_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _env_path(var: str, default: Path) -> Path:
@@ -18,36 +17,36 @@ def _env_path(var: str, default: Path) -> Path:
     return Path(value).expanduser().resolve() if value else default
 
 
-def data_dir() -> Path:
+def _data_dir() -> Path:
     """Tracked data folder: the manifest and small project-authored lists."""
-    return ROOT / "data"
+    return _ROOT / "data"
 
 
-def raw_dir() -> Path:
+def _raw_dir() -> Path:
     """Local cache of verified external files (git-ignored)."""
-    return _env_path("BIAS_DATA_DIR", ROOT / "data" / "raw")
+    return _env_path("BIAS_DATA_DIR", _ROOT / "data" / "raw")
 
 
-def cache_dir() -> Path:
+def _cache_dir() -> Path:
     """Computed caches: converted models, embeddings, completions (git-ignored)."""
-    return _env_path("BIAS_CACHE_DIR", ROOT / ".cache")
+    return _env_path("BIAS_CACHE_DIR", _ROOT / ".cache")
 
 
-def results_dir() -> Path:
+def _results_dir() -> Path:
     """Tidy result tables, one folder per model id."""
-    return _env_path("BIAS_RESULTS_DIR", ROOT / "results")
+    return _env_path("BIAS_RESULTS_DIR", _ROOT / "results")
 
 
-def nltk_data_dir() -> Path:
+def _nltk_data_dir() -> Path:
     """WordNet 3.0 for nltk, filled by ``make`` (see ``scripts/fetch_wordnet.sh``)."""
-    return _env_path("BIAS_NLTK_DATA", ROOT / "data" / "nltk_data")
+    return _env_path("BIAS_NLTK_DATA", _ROOT / "data" / "nltk_data")
 
 
-class InputPathError(ValueError):
+class _InputPathError(ValueError):
     """A user-given input path names no file; the message says where it looked."""
 
 
-def resolve_input(path: str | os.PathLike, name: str) -> Path:
+def _resolve_input(path: str | os.PathLike, name: str) -> Path:
     """The file a user means by ``path``, the same under papermill, Jupyter and the book.
 
     Papermill runs a notebook from the repository root, Jupyter from ``notebooks/``:
@@ -56,11 +55,11 @@ def resolve_input(path: str | os.PathLike, name: str) -> Path:
     the message starts with. A folder is reported as a folder, not as missing.
     """
     given = Path(path).expanduser()
-    tried = [given] if given.is_absolute() else list(dict.fromkeys([Path.cwd() / given, ROOT / given]))
+    tried = [given] if given.is_absolute() else list(dict.fromkeys([Path.cwd() / given, _ROOT / given]))
     for candidate in tried:
         if candidate.is_file():
             return candidate.resolve()
     folders = [c for c in tried if c.is_dir()]
     if folders:
-        raise InputPathError(f"{name}: {str(path)!r} is a folder ({folders[0]}), not a file")
-    raise InputPathError(f"{name}: {str(path)!r} does not exist; looked in " + ", ".join(str(c) for c in tried))
+        raise _InputPathError(f"{name}: {str(path)!r} is a folder ({folders[0]}), not a file")
+    raise _InputPathError(f"{name}: {str(path)!r} does not exist; looked in " + ", ".join(str(c) for c in tried))

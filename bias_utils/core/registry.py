@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from typing import Callable, Generic, TypeVar
 
-__all__ = [
-    "Registry",
-]
+__all__: list[str] = []
 
 _F = TypeVar("_F", bound=Callable)
 
 
-class Registry(Generic[_F]):
+class _Registry(Generic[_F]):
     """``what`` names an entry in messages ("context source"); ``error`` is the exception a clash raises."""
 
     def __init__(self, what: str, error: type[Exception]):

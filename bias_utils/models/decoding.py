@@ -1,4 +1,4 @@
-"""The transformers decoding loop behind :func:`bias_utils.models.generation.generate`.
+"""The transformers decoding loop behind :func:`bias_utils.models.generation._generate`.
 
 Left padding, KV cache, prompts bucketed by token length, rows dropped from
 the batch as they finish, the exact sampler of ``sampling`` at every step; in
@@ -10,7 +10,7 @@ decodes a list of rows and hands each finished batch to ``emit``.
 Expected counts
 ---------------
 At every step the loop samples from an exact distribution (after temperature,
-top-k and top-p: the one ``sampling.sample_tokens`` or ``ScreenedHead.sample``
+top-k and top-p: the one ``sampling._sample_tokens`` or ``ScreenedHead.sample``
 draws from). ``expected_<lexicon>`` adds, over the steps the completion visited
 (each token it wrote and the step that drew its stop token; nothing after), the
 probability that distribution gives to the lexicon's words that are one token
@@ -91,7 +91,7 @@ noise; no earlier loop was timed beside it.
 Speed notes (2 shared CPU cores, ``benchmarks/bench_generation.py``)
 ------------------------------------------------------------------
 The sampling step matters as much as the model: on a ``[64, 49152]`` logits
-batch the stock warpers + ``multinomial`` took ~650 ms, ``sampling.sample_tokens``
+batch the stock warpers + ``multinomial`` took ~650 ms, ``sampling._sample_tokens``
 ~28 ms. Threads are left to the caller: on a machine busy with other jobs,
 ``torch.set_num_threads(1)`` (or ``OMP_NUM_THREADS=1``) made a forward pass
 8-20x faster than torch's default of 2 spinning OpenMP threads.
@@ -118,13 +118,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..core.cache import stable_hash
+from ..core.cache import _stable_hash
 from ..core.lexicon import GENDER_LEXICONS
-from .embeddings import token_indices
-from .sampling import _row_seed, _sample_step, sample_tokens
+from .embeddings import _token_indices
+from .sampling import _row_seed, _sample_step, _sample_tokens
 
 __all__ = [
-    "auto_batch_size", "lexicon_token_ids",
+    "lexicon_token_ids",
 ]
 
 #: Expected counts of the audit's male and female words (module docstring); NaN where not computed.
@@ -260,7 +260,7 @@ def _token_tables(tokenizer, n_vocab: int) -> _TokenTables:
     return tables
 
 
-def auto_batch_size(model: Any, max_len: int, n_rows: int | None = None) -> int:
+def _auto_batch_size(model: Any, max_len: int, n_rows: int | None = None) -> int:
     """Rows per forward pass. On a CPU: as many as fit ~2 GiB of KV cache and logits, capped at 64 (where the probes
     in ``MODELS.md`` measured stock batched generation on this 2-core machine; larger batches mostly add memory).
     On a GPU: as many of the ``n_rows`` as half its free memory holds (the KV cache, the float32 hidden states of
@@ -291,11 +291,11 @@ def _encode(model: Any, prompt: str, chat: bool) -> list[int]:
 
 def _prompt_weights(tokenizer, prompt: str, ids: list[int]) -> list[float] | None:
     """Pooling weights over the prompt's tokens as ``completions.completion_embeddings(part="prompt")`` takes them:
-    the tokens of the stripped prompt (``embeddings.token_indices``), when they begin the prompt's own tokens, so
+    the tokens of the stripped prompt (``embeddings._token_indices``), when they begin the prompt's own tokens, so
     their states are the same (causal attention); ``None`` where that path reads another token sequence."""
     stripped = prompt.strip()
     enc = tokenizer(stripped, return_offsets_mapping=True)
-    idx = token_indices(enc["offset_mapping"], (0, len(stripped)))
+    idx = _token_indices(enc["offset_mapping"], (0, len(stripped)))
     if not idx or ids[:len(enc["input_ids"])] != enc["input_ids"]:
         return None
     return [1.0 / len(idx) if i in idx else 0.0 for i in range(len(ids))]
@@ -323,14 +323,14 @@ def _run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, te
             encoded[r["prompt"]] = _encode(model, r["prompt"], chat)
     order = sorted(range(len(rows)), key=lambda i: (len(encoded[rows[i]["prompt"]]), i))
     if batch_size is None:
-        batch_size = auto_batch_size(model, max(len(v) for v in encoded.values()) + max_new_tokens, len(rows))
+        batch_size = _auto_batch_size(model, max(len(v) for v in encoded.values()) + max_new_tokens, len(rows))
     device = _device(model)
     stop = torch.tensor(sorted(_stop_ids(model)), device=device)
     n_vocab = model.model.get_output_embeddings().weight.shape[0]
     groups = lexicon_key = tables = None
     if lexicon is not None:
         ids, coverage = lexicon
-        lexicon_key = stable_hash(ids)
+        lexicon_key = _stable_hash(ids)
         groups = _word_start_sets(coverage, n_vocab).to(device)
         tables = _token_tables(model.tokenizer, n_vocab).to(device)
     # Hidden states only where chapter 08 reads them: the completion after the raw prompt.
@@ -520,7 +520,7 @@ def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k, 
         # The step's one wait for the device: how many rows stopped, and whether the draw needs the exact rescan.
         n_stop, rescan = _read(is_stop.sum(), unsure)
         if rescan:  # a tie at the k-th logit may reach past the sampler's candidates (rare): draw again, exactly
-            drawn = sample_tokens(logits, u, temperature, top_p, top_k, groups=groups)
+            drawn = _sample_tokens(logits, u, temperature, top_p, top_k, groups=groups)
             tokens, mass = drawn if groups is not None else (drawn, None)
             is_stop = torch.isin(tokens, stop)
             n_stop = int(is_stop.sum())

@@ -1,6 +1,6 @@
 """OpenAI-compatible servers as a generation backend: ``/v1/completions`` or ``/v1/chat/completions`` of vLLM,
 llama.cpp server, Ollama, TGI or OpenAI, with concurrent requests and retries (:class:`OpenAIEndpoint`,
-:func:`run_http`). ``generation.generate`` takes an endpoint wherever it takes a model.
+:func:`run_http`). ``generation._generate`` takes an endpoint wherever it takes a model.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ One entry point, :func:`generate`, with two backends behind it:
   loads. Our own decoding loop (``decoding``): left padding, KV cache, prompts bucketed by
   token length, rows dropped from the batch as they finish, and an exact
   temperature + top-k + nucleus (top-p) sampler that sorts only the top
-  candidates (``sampling.nucleus``, ``sampling.sample_tokens``) instead of the
+  candidates (``sampling.nucleus``, ``sampling._sample_tokens``) instead of the
   whole vocabulary.
 * **OpenAI-compatible HTTP** (``endpoints.OpenAIEndpoint``): ``/v1/completions`` or
   ``/v1/chat/completions`` of vLLM, llama.cpp server, Ollama, TGI, ... with
@@ -64,13 +64,13 @@ fp32, torch 2.13 CPU): 24 BOLD prompts x 32 tokens gave identical text at batch
 sizes 1, 4 and 24, but a different CPU or BLAS may not. The test suite asserts
 only what is promised: at least 80 % of completions agree between batch sizes
 1 and 6. On a GPU the default batch size follows the free memory
-(``decoding.auto_batch_size``), so a run that must repeat another's batches
+(``decoding._auto_batch_size``), so a run that must repeat another's batches
 exactly passes ``batch_size``.
 
 Cache
 -----
 With ``cache=True`` completions go to
-``paths.cache_dir()/generations/<key>/rows.jsonl``, appended (and fsynced) as
+``paths._cache_dir()/generations/<key>/rows.jsonl``, appended (and fsynced) as
 soon as each batch (HTTP: each request) finishes. ``<key>`` hashes the model
 id, backend, all generation parameters and the seed (``top_k`` only when it is
 set: a cache written before top-k existed holds ``top_k=None`` results and is
@@ -102,16 +102,14 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..core import paths
-from ..core.cache import append_jsonl, atomic_write_json, file_lock, read_jsonl, read_npz, stable_hash, write_npz
-from ..core.errors import check_generation, check_max_new_tokens
+from ..core.cache import _append_jsonl, _atomic_write_json, _file_lock, _read_jsonl, _read_npz, _stable_hash, _write_npz
+from ..core.errors import _check_generation, _check_max_new_tokens
 from .decoding import _EXPECTED_COLUMNS, _STATE_PARTS, _run_transformers, lexicon_token_ids
 from .endpoints import OpenAIEndpoint, _run_http
-from .loading import check_model, resolve_model
+from .loading import _check_model, _resolve_model
 from .sampling import _ScreenedHead
 
-__all__ = [
-    "completion_states", "generate",
-]
+__all__: list[str] = []
 
 _COLUMNS = ["prompt_id", "sample", "prompt", "completion", "n_tokens", "finish_reason"]
 
@@ -127,7 +125,7 @@ _SCREEN_MIN_VOCAB = 100_000
 # --------------------------------------------------------------------------- public API
 
 
-def generate(
+def _generate(
     model: Any,
     prompts: Sequence[str],
     *,
@@ -155,9 +153,9 @@ def generate(
     applied; ``None`` turns it off.
     ``prompt_ids``: unique JSON-serialisable ids (default ``0..n-1``).
     ``batch_size``: rows per forward pass (transformers backend); default
-    chosen from the model size and, on a GPU, its free memory (see ``decoding.auto_batch_size``). ``cache``:
-    ``True`` (under ``paths.cache_dir()``), ``False``, or a folder to use
-    instead of ``paths.cache_dir()/generations``. ``screen``: with top-k
+    chosen from the model size and, on a GPU, its free memory (see ``decoding._auto_batch_size``). ``cache``:
+    ``True`` (under ``paths._cache_dir()``), ``False``, or a folder to use
+    instead of ``paths._cache_dir()/generations``. ``screen``: with top-k
     sampling, rank the vocabulary with a bfloat16 copy of the output projection
     and score only the candidates in float32, with a proof per row that the
     top-k set is complete (:class:`ScreenedHead`; the distribution is the
@@ -168,7 +166,7 @@ def generate(
     (:func:`completion_states`) in the decoding loop; ``False`` leaves the
     columns NaN. The completions are the same either way.
     """
-    checked = check_generation(prompts, n_samples=n_samples, max_new_tokens=max_new_tokens, temperature=temperature,
+    checked = _check_generation(prompts, n_samples=n_samples, max_new_tokens=max_new_tokens, temperature=temperature,
                                top_p=top_p, top_k=top_k, seed=seed)
     prompts, n_samples, max_new_tokens, top_k, seed = (checked[k] for k in ("prompts", "n_samples", "max_new_tokens",
                                                                             "top_k", "seed"))
@@ -182,9 +180,9 @@ def generate(
         raise ValueError(f"empty prompt(s) for prompt_id {empty[:10]}{' ...' if len(empty) > 10 else ''}: nothing to "
                          f"condition on")
 
-    facts = check_model(model, need="generate", what="generate")  # the kind and context length from the config
-    check_max_new_tokens(max_new_tokens, facts.context_length, repr(facts.name))
-    model = resolve_model(model, need="generate")
+    facts = _check_model(model, need="generate", what="generate")  # the kind and context length from the config
+    _check_max_new_tokens(max_new_tokens, facts.context_length, repr(facts.name))
+    model = _resolve_model(model, need="generate")
     is_http = isinstance(model, OpenAIEndpoint)
     use_chat = chat or (is_http and model.mode == "chat")
     if use_chat and not is_http and not _has_chat_template(model):
@@ -200,7 +198,7 @@ def generate(
         screened = _ScreenedHead.for_model(model.model)
 
     rows = [
-        {"prompt_id": pid, "sample": s, "prompt": p, "row_key": stable_hash([_id_key(pid), p, s])}
+        {"prompt_id": pid, "sample": s, "prompt": p, "row_key": _stable_hash([_id_key(pid), p, s])}
         for pid, p in zip(ids, prompts)
         for s in range(n_samples)
     ]
@@ -225,8 +223,8 @@ def generate(
     if store:
         # Locked per request, not per folder: the folder's key leaves the prompts out, and a run on other
         # prompts (the extra terms' long job) need not wait. A second run on these rows waits, then reads them.
-        request = stable_hash(sorted(r["row_key"] for r in rows))
-        held.enter_context(file_lock(store.dir / "locks" / f"{request}.lock"))
+        request = _stable_hash(sorted(r["row_key"] for r in rows))
+        held.enter_context(_file_lock(store.dir / "locks" / f"{request}.lock"))
     done = store.load() if store else {}
 
     todo = [r for r in rows if r["row_key"] not in done]
@@ -264,7 +262,7 @@ def generate(
         held.close()
     if n_new_tokens:
         speeds.record(model.model_id, n_new_tokens / max(time.monotonic() - started, 1e-9))
-    lexicon_key = stable_hash(lexicon[0]) if lexicon is not None else None
+    lexicon_key = _stable_hash(lexicon[0]) if lexicon is not None else None
     out = pd.DataFrame([{c: done[r["row_key"]][c] for c in _COLUMNS} for r in rows], columns=_COLUMNS)
     for c in _EXPECTED_COLUMNS:
         # A row from a cache written before these columns, or with another lexicon, has none.
@@ -275,7 +273,7 @@ def generate(
 
 
 
-def completion_states(model_id: str, prompts: Sequence[str], completions: Sequence[str],
+def _completion_states(model_id: str, prompts: Sequence[str], completions: Sequence[str],
                       cache: bool | str | os.PathLike = True) -> dict[str, np.ndarray] | None:
     """The mean hidden states that :func:`generate` stored for these (prompt, completion) texts of ``model_id``.
 
@@ -286,10 +284,10 @@ def completion_states(model_id: str, prompts: Sequence[str], completions: Sequen
     ``None`` when nothing is. Content-keyed: the same texts from another run
     have the same states.
     """
-    root = paths.cache_dir() / "generations" if cache is True else Path(cache)
+    root = paths._cache_dir() / "generations" if cache is True else Path(cache)
     wanted: dict[str, list[int]] = {}
     for i, (p, c) in enumerate(zip(prompts, completions)):
-        wanted.setdefault(stable_hash([p, c]), []).append(i)
+        wanted.setdefault(_stable_hash([p, c]), []).append(i)
     found: dict[Path, dict[str, str]] = {}  # shard -> {row_key: text key}
     seen: set[str] = set()
     for meta in sorted(root.glob("*/meta.json")):
@@ -299,16 +297,16 @@ def completion_states(model_id: str, prompts: Sequence[str], completions: Sequen
             continue
         if params.get("model_id") != model_id or params.get("backend") != "transformers" or params.get("chat"):
             continue
-        for r in read_jsonl(meta.parent / "rows.jsonl"):
+        for r in _read_jsonl(meta.parent / "rows.jsonl"):
             if not isinstance(r, dict) or "states" not in r:
                 continue
-            key = stable_hash([r.get("prompt"), r.get("completion")])
+            key = _stable_hash([r.get("prompt"), r.get("completion")])
             if key in wanted and key not in seen:
                 seen.add(key)
                 found.setdefault(meta.parent / "states" / r["states"], {})[r["row_key"]] = key
     out: dict[str, np.ndarray] = {}
     for shard, keys in found.items():
-        data = read_npz(shard, required=("row_keys", *_STATE_PARTS))
+        data = _read_npz(shard, required=("row_keys", *_STATE_PARTS))
         if data is None:
             continue
         for j, row_key in enumerate(data["row_keys"].tolist()):
@@ -334,7 +332,7 @@ class _Speeds:
     cache), for the estimate a run prints before it starts."""
 
     def __init__(self, cache: bool | str | os.PathLike):
-        root = paths.cache_dir() / "generations" if cache in (True, False) else Path(cache)
+        root = paths._cache_dir() / "generations" if cache in (True, False) else Path(cache)
         self.path = root / "speed.json"
         self.writes = cache is not False  # a run told not to cache reads the last speed but leaves the cache alone
 
@@ -359,7 +357,7 @@ class _Speeds:
         if not self.writes:
             return
         try:
-            atomic_write_json(self.path, {**self.read(), model_id: round(tokens_per_second, 2)})
+            _atomic_write_json(self.path, {**self.read(), model_id: round(tokens_per_second, 2)})
         except OSError:  # a read-only cache: the next estimate has no measurement, nothing else is lost
             pass
 
@@ -368,16 +366,16 @@ class _Store:
     """Append-only JSONL of finished rows under a folder keyed by the generation parameters."""
 
     def __init__(self, params: dict, cache: bool | str | os.PathLike):
-        root = paths.cache_dir() / "generations" if cache is True else Path(cache)
-        self.dir = root / stable_hash(params)
+        root = paths._cache_dir() / "generations" if cache is True else Path(cache)
+        self.dir = root / _stable_hash(params)
         self.rows = self.dir / "rows.jsonl"
         meta = self.dir / "meta.json"
         if not meta.exists():  # for people browsing the cache; the key is the folder name
-            atomic_write_json(meta, params)
+            _atomic_write_json(meta, params)
 
     def load(self) -> dict[str, dict]:
         done: dict[str, dict] = {}
-        for r in read_jsonl(self.rows):
+        for r in _read_jsonl(self.rows):
             if isinstance(r, dict) and "row_key" in r and all(c in r for c in _COLUMNS):
                 done.setdefault(r["row_key"], r)  # a duplicate (two concurrent runs) keeps the first
         return done
@@ -389,8 +387,8 @@ class _Store:
             # The states are on disk before the rows that name them: a crash between the two leaves only a shard
             # that no row reads, and the batch is generated again.
             keys = [r["row_key"] for r in rows]
-            shard = f"{stable_hash(keys, 24)}.npz"
-            write_npz(self.dir / "states" / shard, row_keys=np.array(keys), **states)
+            shard = f"{_stable_hash(keys, 24)}.npz"
+            _write_npz(self.dir / "states" / shard, row_keys=np.array(keys), **states)
             for r in rows:
                 r["states"] = shard
-        append_jsonl(self.rows, rows)
+        _append_jsonl(self.rows, rows)

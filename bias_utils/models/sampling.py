@@ -3,7 +3,7 @@
 :func:`nucleus` and :func:`sample_tokens` draw one token per row by inverse CDF
 of the caller's uniforms; :func:`row_seed` gives each row of a generation its
 own random stream; :class:`ScreenedHead` samples from a large vocabulary's
-output projection ranked in bfloat16 and rescored exactly. ``generation.generate``
+output projection ranked in bfloat16 and rescored exactly. ``generation._generate``
 runs them in its decode loop (its docstring has the measurements).
 """
 
@@ -14,12 +14,10 @@ from typing import Any, Sequence
 
 import torch
 
-from ..core.cache import stable_hash
-from ..core.errors import check_sampling
+from ..core.cache import _stable_hash
+from ..core.errors import _check_sampling
 
-__all__ = [
-    "sample_tokens",
-]
+__all__: list[str] = []
 
 #: First number of nucleus candidates; doubled x4 until they hold ``top_p`` of the mass.
 _FIRST_K = 64
@@ -52,7 +50,7 @@ def _nucleus(logits: torch.Tensor, temperature: float, top_p: float, k: int = _F
 def _nucleus_step(logits, temperature, top_p, k, top_k, check_ties
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """:func:`nucleus`, and whether its top-k candidates may be incomplete (see :func:`sample_step`)."""
-    top_k = check_sampling(temperature, top_p, top_k)
+    top_k = _check_sampling(temperature, top_p, top_k)
     logits = logits.float()
     if top_k is not None:
         return _top_k_nucleus(logits, temperature, top_p, top_k, check_ties)
@@ -106,7 +104,7 @@ def _top_k_nucleus(logits, temperature, top_p, top_k, check_ties=True
     return ids, probs * (keep & in_k), None if check_ties else unsure
 
 
-def sample_tokens(
+def _sample_tokens(
     logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float, top_k: int | None = None,
     vocab_ids: torch.Tensor | None = None, groups: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
@@ -254,7 +252,7 @@ class _ScreenedHead:
                                                        device=device)
 
         def draw(rows, logits, vocab_ids=None):
-            out = sample_tokens(logits, uniforms[rows], temperature, top_p, top_k, vocab_ids=vocab_ids, groups=groups)
+            out = _sample_tokens(logits, uniforms[rows], temperature, top_p, top_k, vocab_ids=vocab_ids, groups=groups)
             if groups is None:
                 tokens[rows] = out
             else:
@@ -291,4 +289,4 @@ _SCREENS: "weakref.WeakKeyDictionary[Any, _ScreenedHead | None]" = weakref.WeakK
 
 def _row_seed(seed: int, prompt_id: Any, sample: int) -> int:
     """The seed of one row's random stream (31 bits, accepted by every server's ``seed``)."""
-    return int(stable_hash(["generation-row", seed, prompt_id, sample]), 16) % (2**31)
+    return int(_stable_hash(["generation-row", seed, prompt_id, sample]), 16) % (2**31)

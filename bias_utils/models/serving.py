@@ -23,9 +23,7 @@ from typing import Iterator
 
 import requests
 
-__all__ = [
-    "llama_server",
-]
+__all__: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -37,7 +35,7 @@ class _LlamaServer:
 
 
 @contextmanager
-def llama_server(
+def _llama_server(
     gguf_path: str | os.PathLike,
     *,
     n_parallel: int = 4,

@@ -25,12 +25,10 @@ import unicodedata
 from functools import lru_cache
 
 from ..core import data
-from ..core.lexicon import FEMALE_WORDS, MALE_WORDS
-from ..core.wordnet import wordnet
+from ..core.lexicon import _FEMALE_WORDS, _MALE_WORDS
+from ..core.wordnet import _wordnet
 
-__all__ = [
-    "term_position",
-]
+__all__: list[str] = []
 
 _GENDERED_PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "himself", "herself"})
 
@@ -60,7 +58,7 @@ def _gender_markers(context: str, term: str | None = None, names: frozenset[str]
     so a dictionary term that is also a lexicon word can still be embedded.
     """
     names = _names() if names is None else names
-    gendered = {w.lower() for w in MALE_WORDS} | {w.lower() for w in FEMALE_WORDS} | _GENDERED_PRONOUNS
+    gendered = {w.lower() for w in _MALE_WORDS} | {w.lower() for w in _FEMALE_WORDS} | _GENDERED_PRONOUNS
     exempt = {term.lower()} if term else set()
     found = []
     # "She's" is "she" + "s": contractions are split at the apostrophe.
@@ -201,7 +199,7 @@ _SUFFIXES = ("ity", "ness", "ly", "ing", "ed", "er", "ers", "d", "s", "ism", "is
 def _known(word: str, depth: int = 0) -> bool:
 
     low = word.lower()
-    if low in _FUNCTION_WORDS or wordnet().morphy(low) is not None:
+    if low in _FUNCTION_WORDS or _wordnet().morphy(low) is not None:
         return True
     if "-" in low:
         return all(_known(p, depth) for p in low.split("-") if p)
@@ -279,7 +277,7 @@ def _quality_issue(context: str, term: str, dimension: str | None = None, *, fir
                           ("unknown word", _unknown_words(context, term))):
         if found:
             return f"{reason}: " + ", ".join(dict.fromkeys(found))
-    if first_word and term_position(context, term) == 1:
+    if first_word and _term_position(context, term) == 1:
         return "first word: the term opens the context"
     return None
 
@@ -343,7 +341,7 @@ def _usable_contexts(sense, completions, origin, names, dropped: list, *, gender
 
 
 
-def term_position(context: str, term: str) -> int | None:
+def _term_position(context: str, term: str) -> int | None:
     """1-based word position of the term's first occurrence (None if absent)."""
     m = _term_pattern(term).search(context)
     return None if m is None else len(context[: m.start()].split()) + 1

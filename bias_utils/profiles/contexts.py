@@ -65,11 +65,11 @@ import numpy as np
 import pandas as pd
 
 from ..core import data
-from ..core.errors import ParameterError, check_positive_int, check_seed
-from ..core.paths import InputPathError, resolve_input
-from ..core.registry import Registry
-from ..core.wordnet import wordnet
-from ..models.builtin_models import BUILTIN_MODELS, is_installed
+from ..core.errors import ParameterError, _check_positive_int, _check_seed
+from ..core.paths import _InputPathError, _resolve_input
+from ..core.registry import _Registry
+from ..core.wordnet import _wordnet
+from ..models.builtin_models import _BUILTIN_MODELS, _is_installed
 from .context_filters import (
     _FILTER_VERSION,
     _WORD,
@@ -78,14 +78,13 @@ from .context_filters import (
     _gender_markers,
     _names,
     _term_pattern,
+    _term_position,
     _usable_contexts,
-    term_position,
 )
 from .dictionaries import _ensure_sense_ids, _wordnet_contexts
 
 __all__ = [
-    "DEFAULT_GENERATOR", "build_contexts", "check_source_names", "source_names", "context_report",
-    "describe_generation", "generation_report",
+    "build_contexts", "source_names", "context_report", "describe_generation", "generation_report",
 ]
 
 _TABLE_COLUMNS = ["sense_id", "dimension", "term", "direction", "context", "context_source", "context_index", "source"]
@@ -117,7 +116,7 @@ _SENSE_CLAUSE = ' in the sense of "{definition}"'
 _GENERATION_SETTINGS = {"n_samples": 5, "max_new_tokens": 48, "temperature": 0.8, "top_p": 0.95, "top_k": None}
 #: The generator of the senses without published contexts: the one the extra terms' file was made with
 #: (chosen by ``python -m bias_utils.profiles.extra_contexts compare-models``).
-DEFAULT_GENERATOR = "qwen2.5-coder-0.5b-instruct"
+_DEFAULT_GENERATOR = "qwen2.5-coder-0.5b-instruct"
 
 
 class _ContextError(ValueError):
@@ -144,14 +143,14 @@ class _SourceRequest:
     generation: dict | None = None
     max_words: int | None = 40
     gender_filter: bool | None = None
-    fill_generator: Any = DEFAULT_GENERATOR
+    fill_generator: Any = _DEFAULT_GENERATOR
     #: ``{term: {"contexts", "n_generated", "generator"}}``: contexts the fill generator already made with these
     #: settings and seed for a sense without a definition (the project's files, ``extra_contexts``), used as made.
     known: Any = None
 
 
 #: ``{source name: builder(dictionary, request) -> ContextSet}``, in registration order (the order of reports).
-_SOURCES: Registry[Callable[[pd.DataFrame, _SourceRequest], _ContextSet]] = Registry("context source", _ContextError)
+_SOURCES: _Registry[Callable[[pd.DataFrame, _SourceRequest], _ContextSet]] = _Registry("context source", _ContextError)
 
 
 def _context_source(name: str):
@@ -275,7 +274,7 @@ def _definition(sense: pd.Series):
         return d
     synset = _synset_of(sense)
     if synset:
-        return wordnet().synset(synset).definition()
+        return _wordnet().synset(synset).definition()
     return None
 
 
@@ -291,11 +290,11 @@ def _unpublished_senses(dictionary: pd.DataFrame) -> pd.DataFrame:
               for t, (_, s), o in zip(d["term"], d.iterrows(), own)]]
 
 
-def _require_generator(dictionary: pd.DataFrame, generator=DEFAULT_GENERATOR) -> pd.DataFrame:
+def _require_generator(dictionary: pd.DataFrame, generator=_DEFAULT_GENERATOR) -> pd.DataFrame:
     """:func:`unpublished_senses`, checked before any model loads: when there are some and ``generator`` is a
     built-in model that is not installed, a :class:`ParameterError` names the two ways out."""
     todo = _unpublished_senses(dictionary)
-    if len(todo) and isinstance(generator, str) and generator in BUILTIN_MODELS and not is_installed(generator):
+    if len(todo) and isinstance(generator, str) and generator in _BUILTIN_MODELS and not _is_installed(generator):
         terms = ", ".join(todo["term"].head(5)) + (", ..." if len(todo) > 5 else "")
         raise ParameterError(
             f"context_source='generated': {len(todo)} sense(s) have no published generated contexts ({terms}), and "
@@ -309,15 +308,15 @@ def _generate_usable(model, senses: pd.DataFrame, prompts: list[str], prompt_ids
                     gender_filter: bool = True, progress: bool = True) -> list[tuple[list[str], int, list[dict]]]:
     """New contexts for ``senses`` (rows with ``sense_id, dimension, term``), one prompt per row.
 
-    ``settings["n_samples"]`` completions per distinct prompt id from ``generation.generate``: seeded, with a
+    ``settings["n_samples"]`` completions per distinct prompt id from ``generation._generate``: seeded, with a
     progress bar, and cached batch by batch, so a rerun after a crash generates only what is missing.
     Each sense's completions go through ``context_filters.usable_contexts``. Returns per sense
     ``(usable sentences, number of completions, dropped rows)``.
     """
-    from ..models.generation import generate  # deferred: torch, only needed to generate new contexts
+    from ..models.generation import _generate  # deferred: torch, only needed to generate new contexts
 
     unique = dict(zip(prompt_ids, prompts))
-    out = generate(model, list(unique.values()), prompt_ids=list(unique), seed=seed, chat=True, progress=progress,
+    out = _generate(model, list(unique.values()), prompt_ids=list(unique), seed=seed, chat=True, progress=progress,
                    **settings)
     by_id = out.groupby("prompt_id", sort=False)["completion"].apply(list).to_dict()
     names, results = _names(), []
@@ -367,9 +366,9 @@ def _fill_id(term: str, definition) -> str:
 @_context_source("generated")
 def _generated_contexts(d: pd.DataFrame, request: _SourceRequest) -> _ContextSet:
     if request.model is not None:
-        from ..models.loading import resolve_model  # deferred: torch, only needed to generate new contexts
+        from ..models.loading import _resolve_model  # deferred: torch, only needed to generate new contexts
 
-        model = resolve_model(request.model, need="generate")
+        model = _resolve_model(request.model, need="generate")
         prompts = [_generation_prompt(s["term"], _definition(s)) for _, s in d.iterrows()]
         index = {p: i for i, p in enumerate(dict.fromkeys(prompts))}
         return _generate_senses(d, model, request, [index[p] for p in prompts])
@@ -435,10 +434,10 @@ def _generated_contexts(d: pd.DataFrame, request: _SourceRequest) -> _ContextSet
     if not missing or request.fill_generator is None:
         return out
     _require_generator(d.loc[missing], request.fill_generator)
-    from ..models.loading import resolve_model  # deferred: torch, only needed to generate new contexts
+    from ..models.loading import _resolve_model  # deferred: torch, only needed to generate new contexts
 
     todo = d.loc[missing]
-    new = _generate_senses(todo, resolve_model(request.fill_generator, need="generate"), request,
+    new = _generate_senses(todo, _resolve_model(request.fill_generator, need="generate"), request,
                            [_fill_id(s["term"], _definition(s)) for _, s in todo.iterrows()])
     table = pd.concat([out.table, new.table], ignore_index=True)
     table = table.iloc[np.argsort(table["sense_id"].map(order).to_numpy(), kind="stable")].reset_index(drop=True)
@@ -501,18 +500,18 @@ def _load_corpus(corpus=None) -> tuple[list[str], list[dict], list[str]]:
     sentences, notes, used = [], [], []
     for item in items:
         path = Path(item)
-        if isinstance(item, str) and item in data.manifest():
+        if isinstance(item, str) and item in data._manifest():
             try:
                 resolved = data.resolve(item)
-            except data.DataError as exc:
+            except data._DataError as exc:
                 notes.append({"item": _corpus_name([item]), "status": "refused",
                               "detail": " ".join(str(exc).split())})
                 continue
             found = _bold_sentences(resolved) if resolved.suffix == ".json" else _read_lines(resolved)
         else:
             try:  # relative to the working folder, then the repository root (Jupyter runs from notebooks/)
-                path = resolve_input(path, "corpus")
-            except InputPathError as exc:
+                path = _resolve_input(path, "corpus")
+            except _InputPathError as exc:
                 raise _ContextError(f"{exc} (and it is not a data key)") from None
             found = _read_lines(path)
         notes.append({"item": _corpus_name([str(item)]), "status": "used", "detail": f"{len(found):,} sentences"})
@@ -580,7 +579,7 @@ def _no_contexts(d: pd.DataFrame, request: _SourceRequest) -> _ContextSet:
 
 # ---------------------------------------------------------------- entry points
 
-def check_source_names(sources, name: str = "sources") -> tuple[str, ...]:
+def _check_source_names(sources, name: str = "sources") -> tuple[str, ...]:
     """``None`` (every registered context source, :func:`source_names`) or a non-empty list of them; a
     :class:`ParameterError` names ``name``."""
     if sources is None:
@@ -603,20 +602,20 @@ def _check_request(dictionary: pd.DataFrame, source: str = "generated", n_contex
     ``fill_generator="default"``: :data:`DEFAULT_GENERATOR`)."""
     if source not in _SOURCES:
         raise ParameterError(f"{names[0]} must be one of {', '.join(source_names())}, got {source!r}")
-    check_positive_int(n_contexts, "n_contexts")
-    check_seed(seed)
+    _check_positive_int(n_contexts, "n_contexts")
+    _check_seed(seed)
     try:
         d = _prepare_dictionary(dictionary)
     except _ContextError as exc:
         raise ParameterError(f"dictionary: {exc}") from None
     if source == "generated":
-        fill_generator = DEFAULT_GENERATOR if fill_generator == "default" else fill_generator
+        fill_generator = _DEFAULT_GENERATOR if fill_generator == "default" else fill_generator
         generator = model if model is not None else fill_generator
         todo = _require_generator(d, generator) if generator is not None else ()
         if model is not None or len(todo):
-            from ..models.loading import check_model  # deferred: torch, needed only where contexts are generated
+            from ..models.loading import _check_model  # deferred: torch, needed only where contexts are generated
 
-            check_model(generator, names[1] if model is not None else "generator", need="generate",
+            _check_model(generator, names[1] if model is not None else "generator", need="generate",
                         what="generating contexts")
     return d
 
@@ -624,14 +623,14 @@ def _check_request(dictionary: pd.DataFrame, source: str = "generated", n_contex
 def build_contexts(dictionary: pd.DataFrame, source: str = "generated", n_contexts: int = 5, seed: int = 0,
                    model=None, corpus=None, *, generation: dict | None = None,
                    max_words: int | None = 40, gender_filter: bool | None = None,
-                   fill_generator=DEFAULT_GENERATOR, known=None) -> _ContextSet:
+                   fill_generator=_DEFAULT_GENERATOR, known=None) -> _ContextSet:
     """Up to ``n_contexts`` contexts per dictionary sense from ``source`` (see the module docstring).
 
     ``dictionary`` needs ``dimension, term, direction`` and may have
     ``sense_id, synset, definition, contexts, context_source``.
     ``model`` (a ``LoadedModel`` or name) switches ``generated`` from the
     published contexts to new generation; ``generation`` overrides the sampling
-    settings passed to ``generation.generate``. ``corpus`` and ``max_words``
+    settings passed to ``generation._generate``. ``corpus`` and ``max_words``
     apply to ``corpus`` (sentences longer than ``max_words`` are cropped around
     the term, as the paper's Reddit examples were). ``gender_filter``
     (``generated`` only): ``None`` filters newly generated contexts and keeps the
@@ -666,7 +665,7 @@ def context_report(contexts: pd.DataFrame | _ContextSet, senses: pd.DataFrame | 
         return pd.DataFrame()
     t = table.copy()
     t["words"] = t["context"].str.split().str.len()
-    t["position"] = [term_position(c, w) for c, w in zip(t["context"], t["term"])]
+    t["position"] = [_term_position(c, w) for c, w in zip(t["context"], t["term"])]
     t["relative"] = (t["position"] - 1) / (t["words"] - 1).where(t["words"] > 1)
     names = _names()
     t["gendered"] = [bool(_gender_markers(c, w, names)) for c, w in zip(t["context"], t["term"])]

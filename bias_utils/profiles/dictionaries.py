@@ -42,17 +42,16 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..core import paths
-from ..core.cache import atomic_write_bytes, sha256_file, stable_hash
-from ..core.data import entry, resolve
-from ..core.wordnet import wordnet
+from ..core.cache import _atomic_write_bytes, _sha256_file, _stable_hash
+from ..core.data import _entry, resolve
+from ..core.wordnet import _wordnet
 
 __all__ = [
-    "DIMENSIONS", "PUBLISHED_FULL_COUNTS", "PUBLISHED_SEED_COUNTS", "add_terms", "check_poles", "context_sources",
-    "limit_terms", "load_dictionary", "load_full_dictionary_terms", "load_seed_dictionary", "pole_counts",
-    "read_dictionary",
+    "PUBLISHED_FULL_COUNTS", "PUBLISHED_SEED_COUNTS", "add_terms", "context_sources", "limit_terms",
+    "load_dictionary", "load_full_dictionary_terms", "load_seed_dictionary", "pole_counts",
 ]
 
-DIMENSIONS = ("sociability", "morality", "ability", "agency", "status", "politics", "religion")
+_DIMENSIONS = ("sociability", "morality", "ability", "agency", "status", "politics", "religion")
 #: Composite dimensions pool the senses of their components (Schuster et al.).
 _COMPOSITES = {"warmth": ("sociability", "morality"), "competence": ("ability", "agency")}
 _DIRECTIONS = ("high", "low")
@@ -127,7 +126,7 @@ def _has_token(term: str, sentence: str) -> bool:
 
 def _noun_adj_synsets(term: str) -> list:
     """All noun, adjective and satellite-adjective synsets of ``term`` (WordNet order)."""
-    return [s for s in wordnet().synsets(term) if s.pos() in ("n", "a", "s")]
+    return [s for s in _wordnet().synsets(term) if s.pos() in ("n", "a", "s")]
 
 
 def _wordnet_contexts(term: str, synset: str | None = None, n: int | None = None) -> list[str]:
@@ -144,7 +143,7 @@ def _wordnet_contexts(term: str, synset: str | None = None, n: int | None = None
     Returns ``[]`` when WordNet has no usable example; callers record that as a
     skip. Raises :class:`DictionaryError` for an unknown synset name.
     """
-    wn = wordnet()
+    wn = _wordnet()
     if synset:
         try:
             synsets = [wn.synset(synset)]
@@ -212,7 +211,7 @@ def _validate(path: Path, header: list[str], rows: list[tuple[int, dict]]) -> pd
     errors: list[str] = []
     records, lines = [], []
     seen: dict[str, int] = {}
-    wn = wordnet() if "synset" in header else None
+    wn = _wordnet() if "synset" in header else None
     for line, row in rows:
         where = f"line {line}"
         dimension = (row.get("dimension") or "").strip().lower()
@@ -269,7 +268,7 @@ def _validate(path: Path, header: list[str], rows: list[tuple[int, dict]]) -> pd
     return frame.drop(columns="line").reset_index(drop=True)
 
 
-def read_dictionary(path: str | Path) -> pd.DataFrame:
+def _read_dictionary(path: str | Path) -> pd.DataFrame:
     """A user dictionary from CSV, validated, with the columns of the module docstring.
 
     Format (UTF-8 CSV with a header line, column names case-insensitive):
@@ -287,8 +286,8 @@ def read_dictionary(path: str | Path) -> pd.DataFrame:
     naming its 1-based CSV line and the column, in a :class:`DictionaryError`.
     """
     try:
-        path = paths.resolve_input(path, "dictionary_path")
-    except paths.InputPathError as exc:
+        path = paths._resolve_input(path, "dictionary_path")
+    except paths._InputPathError as exc:
         raise _DictionaryError(str(exc)) from None
     try:
         header, rows = _read_rows(path, rename={})
@@ -309,9 +308,9 @@ def load_seed_dictionary() -> pd.DataFrame:
     header, rows = _read_rows(path, rename=_SEED_RENAME)
     header = [h for h in header if h]  # the unnamed pandas index column
     frame = _validate(path, header, rows)
-    unknown = sorted(set(frame.dimension) - set(DIMENSIONS))
+    unknown = sorted(set(frame.dimension) - set(_DIMENSIONS))
     if unknown:
-        raise _DictionaryError(f"{path}: unexpected dimensions {unknown}; expected {DIMENSIONS}")
+        raise _DictionaryError(f"{path}: unexpected dimensions {unknown}; expected {_DIMENSIONS}")
     return frame
 
 
@@ -324,7 +323,7 @@ def _derive_full_terms(full_csv: Path, seed_terms: set[str]) -> pd.DataFrame:
     dimension = pd.Series(None, index=full.index, dtype=object)
     direction = pd.Series(None, index=full.index, dtype=object)
     # Later dimensions overwrite earlier ones, exactly as the notebook's loop does.
-    for dim in DIMENSIONS:
+    for dim in _DIMENSIONS:
         column = full[f"{dim.capitalize()} direction"]
         for value, pole in ((-1, "low"), (1, "high")):
             dimension[column == value] = dim
@@ -345,14 +344,14 @@ def _derive_full_terms(full_csv: Path, seed_terms: set[str]) -> pd.DataFrame:
 
 
 def _full_cache_path() -> Path:
-    key = stable_hash({
-        "full": entry("nicolas_full_dictionary").sha256,
-        "seed": entry("schuster_seed_dictionary").sha256,
+    key = _stable_hash({
+        "full": _entry("nicolas_full_dictionary").sha256,
+        "seed": _entry("schuster_seed_dictionary").sha256,
         "code": _FULL_CODE_VERSION,
         "nltk": nltk.__version__,
-        "wordnet": sha256_file(Path(wordnet().root.path) / "data.noun")[:16],
+        "wordnet": _sha256_file(Path(_wordnet().root.path) / "data.noun")[:16],
     })
-    return paths.cache_dir() / "dictionaries" / f"full_dictionary_terms_{key}.parquet"
+    return paths._cache_dir() / "dictionaries" / f"full_dictionary_terms_{key}.parquet"
 
 
 def _list_columns(frame: pd.DataFrame) -> pd.DataFrame:
@@ -377,7 +376,7 @@ def load_full_dictionary_terms() -> pd.DataFrame:
     Columns: ``dimension, term, direction, synsets`` (list of synset names),
     ``definition`` (list of glosses aligned with ``synsets``), ``contexts``
     (list[str]), ``context_source`` (``WordNet``). Cached as parquet under
-    ``paths.cache_dir()/dictionaries``, keyed by the input hashes, the code
+    ``paths._cache_dir()/dictionaries``, keyed by the input hashes, the code
     version and the WordNet/nltk versions; an unreadable entry is recomputed.
     Compare with :data:`PUBLISHED_FULL_COUNTS` via :func:`pole_counts`.
     """
@@ -391,13 +390,13 @@ def load_full_dictionary_terms() -> pd.DataFrame:
     frame = _derive_full_terms(resolve("nicolas_full_dictionary"), seed_terms)
     buffer = io.BytesIO()
     frame.to_parquet(buffer, index=False)
-    atomic_write_bytes(cache, buffer.getvalue())
+    _atomic_write_bytes(cache, buffer.getvalue())
     return frame
 
 
 def load_dictionary(dictionary_path=None) -> pd.DataFrame:
     """The seed dictionary (``None`` or ``""``) or a user dictionary CSV (:func:`read_dictionary`)."""
-    return load_seed_dictionary() if dictionary_path in (None, "") else read_dictionary(dictionary_path)
+    return load_seed_dictionary() if dictionary_path in (None, "") else _read_dictionary(dictionary_path)
 
 
 def limit_terms(terms: pd.DataFrame, limit: int | None, seed: int = 0) -> pd.DataFrame:
@@ -480,7 +479,7 @@ def _ensure_sense_ids(dictionary: pd.DataFrame) -> pd.DataFrame:
     return d
 
 
-def check_poles(dictionary: pd.DataFrame, dimensions=None) -> pd.DataFrame:
+def _check_poles(dictionary: pd.DataFrame, dimensions=None) -> pd.DataFrame:
     """``dictionary`` when every pole of ``dimensions`` (default: all) has at least :data:`MIN_POLE_SIZE` terms and
     no two of them share half of either one's terms (:func:`look_alike`); otherwise a :class:`DictionaryError` naming
     the dimension, the pole and its terms, or the two dimensions, their shared terms and the fix."""
@@ -556,7 +555,7 @@ def add_terms(dictionary: pd.DataFrame, dimension: str, high=(), low=(), *, syns
             definition = ""
             if synset:
                 try:
-                    definition = wordnet().synset(synset).definition()
+                    definition = _wordnet().synset(synset).definition()
                 except (nltk.corpus.reader.wordnet.WordNetError, ValueError):
                     raise _DictionaryError(f"add_terms: {synset!r} (for {term!r}) is not a WordNet 3.0 synset name"
                                           ) from None
@@ -576,6 +575,6 @@ def add_terms(dictionary: pd.DataFrame, dimension: str, high=(), low=(), *, syns
         raise _DictionaryError(f"add_terms: dimension {dimension!r} has no {sorted(set(_DIRECTIONS) - poles)[0]!r} "
                               "terms (both poles are needed to define a direction)")
     try:
-        return check_poles(out, [dimension])
+        return _check_poles(out, [dimension])
     except _DictionaryError as exc:
         raise _DictionaryError(f"add_terms: {exc}") from None

@@ -31,14 +31,14 @@ import numpy as np
 import pandas as pd
 
 from ..core import precision
-from ..core.cache import atomic_write_json, atomic_write_text
-from ..core.paths import data_dir
+from ..core.cache import _atomic_write_json, _atomic_write_text
+from ..core.paths import _data_dir
 from ..core.results import display_name
 from .context_filters import _FILTER_VERSION
 from .contexts import (
+    _DEFAULT_GENERATOR,
     _GENERATION_INSTRUCTION,
     _GENERATION_SETTINGS,
-    DEFAULT_GENERATOR,
     _ContextError,
     _ContextSet,
     _finish,
@@ -48,14 +48,14 @@ from .contexts import (
     _rows,
     _skip,
 )
-from .dictionaries import limit_terms, load_full_dictionary_terms, read_dictionary
+from .dictionaries import _read_dictionary, limit_terms, load_full_dictionary_terms
 
 __all__ = [
     "describe_coverage", "extra_coverage", "merged_extra_contexts", "read_model_choice",
 ]
 
 _EXTRA_CONTEXTS_FILE = "generated/extra_terms_contexts.jsonl"
-#: Terms per call of ``generation.generate``: the file is rewritten after each, so an interrupted run leaves a
+#: Terms per call of ``generation._generate``: the file is rewritten after each, so an interrupted run leaves a
 #: usable file, and the generation cache makes the next run resume where it stopped.
 _EXTRA_CHUNK = 25
 _ROUND2_FILE = "generated/extra_terms_contexts_round2.jsonl"
@@ -70,7 +70,7 @@ _ROUNDS = (1, 2)
 
 def _extra_contexts_path(path=None, round: int = 1) -> Path:
     """The round's file: ``path`` (round 1) or the file beside it (round 2), default under ``data/generated``."""
-    first = Path(path) if path else data_dir() / _EXTRA_CONTEXTS_FILE
+    first = Path(path) if path else _data_dir() / _EXTRA_CONTEXTS_FILE
     return first if round == 1 else first.with_name(first.stem + "_round2" + first.suffix)
 
 
@@ -107,7 +107,7 @@ def _generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: 
     term, direction, contexts`` (up to ``n_keep`` usable ones, :func:`usable_contexts`),
     ``n_generated`` and ``dropped`` (``{reason: count}``). The settings (model id,
     seed, sampling, prompt template, filter version, order) go to the sidecar
-    ``<file>.json``. Completions come from ``generation.generate`` (seeded, cached):
+    ``<file>.json``. Completions come from ``generation._generate`` (seeded, cached):
     a rerun reuses them and continues where an interrupted one stopped.
 
     ``round=2`` runs the second round on :func:`round2_terms` of the first-round
@@ -123,7 +123,7 @@ def _generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: 
     if round == 2:
         order = _round2_terms(path)
     else:
-        terms = read_dictionary(dictionary) if dictionary is not None else \
+        terms = _read_dictionary(dictionary) if dictionary is not None else \
             load_full_dictionary_terms() if terms is None else terms
         order = terms[["dimension", "term", "direction"]].sample(frac=1.0, random_state=seed).reset_index(drop=True)
     model = load_model(model) if isinstance(model, str) else model
@@ -165,13 +165,13 @@ def _generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: 
             reasons = pd.Series([d["reason"].split(":")[0] for d in dropped], dtype=object).value_counts()
             lines.append(json.dumps({**row.to_dict(), "contexts": kept[:n_keep], "n_generated": n_generated,
                                      "dropped": {k: int(v) for k, v in reasons.items()}}, ensure_ascii=False))
-        atomic_write_text(path, "\n".join(lines) + "\n")
-        atomic_write_json(_settings_path(path), {**meta, "n_terms_done": len(lines)})
+        _atomic_write_text(path, "\n".join(lines) + "\n")
+        _atomic_write_json(_settings_path(path), {**meta, "n_terms_done": len(lines)})
     return path
 
 
 
-def _known_generated_contexts(generator=DEFAULT_GENERATOR, *, seed: int = 0, n_contexts: int = 5,
+def _known_generated_contexts(generator=_DEFAULT_GENERATOR, *, seed: int = 0, n_contexts: int = 5,
                              generation: dict | None = None) -> dict[str, dict]:
     """``{term: {"contexts", "n_generated", "generator"}}`` from the project's first-round generated-contexts files
     (``data/generated/*.jsonl`` with their settings beside them: the extra terms' and the README example's) made by
@@ -184,7 +184,7 @@ def _known_generated_contexts(generator=DEFAULT_GENERATOR, *, seed: int = 0, n_c
                         "filter_version": _FILTER_VERSION,
                         "generation": {**_GENERATION_SETTINGS, "n_samples": n_contexts, **(generation or {})}})
     known: dict[str, dict] = {}
-    for path in sorted((data_dir() / "generated").glob("*.jsonl")):
+    for path in sorted((_data_dir() / "generated").glob("*.jsonl")):
         try:
             settings = json.loads(_settings_path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -341,7 +341,7 @@ def describe_coverage(coverage: pd.DataFrame, settings: dict, min_terms: int) ->
     and the poles with fewer than ``min_terms`` covered terms (their axis is untestable)."""
     total = coverage[coverage["dimension"] == "total"].iloc[0]
     poles = coverage[coverage["dimension"] != "total"].sort_values(["coverage", "n_terms"])
-    count, share = precision.count_text, precision.percent_text
+    count, share = precision._count_text, precision._percent_text
     gen = settings.get("generation", {})
     model = display_name(settings.get("model_id", "an unrecorded model"))
     how = (f"The contexts of the extra terms were generated by {model} with the paper's prompt: "
@@ -361,7 +361,7 @@ def describe_coverage(coverage: pd.DataFrame, settings: dict, min_terms: int) ->
     text = (f"{how} The first round attempted {count(total.n_generated)} of the {count(total.n_terms)} extra terms "
             f"and gave {count(total.n_covered_round1)} of them at least one usable context; {second}. In all, "
             f"{count(total.n_covered)} terms ({share(total.coverage)}) are covered, with "
-            f"{precision.number_text(total.mean_contexts)} usable contexts each on average. Least covered: {least}.")
+            f"{precision._number_text(total.mean_contexts)} usable contexts each on average. Least covered: {least}.")
     if len(few):
         text += (f" Fewer than {min_terms} covered terms, so that axis is untestable: "
                  + "; ".join(f"{r.dimension} {r.direction} ({count(r.n_covered)})" for r in few.itertuples()) + ".")
@@ -376,7 +376,7 @@ _USER_EXAMPLE_DICTIONARY = "examples/user_dictionary_example.csv"
 def read_model_choice() -> dict[str, pd.DataFrame]:
     """The generator comparison that ``compare-models`` wrote (``summary``, ``reasons``, ``kept``; see
     :data:`MODEL_CHOICE_FILES`), as chapter 03 shows it."""
-    return {key: pd.read_csv(data_dir() / name) for key, name in _MODEL_CHOICE_FILES.items()}
+    return {key: pd.read_csv(_data_dir() / name) for key, name in _MODEL_CHOICE_FILES.items()}
 
 
 def _model_choice_senses(per_pole: int = 3, seed: int = 0) -> pd.DataFrame:
@@ -384,7 +384,7 @@ def _model_choice_senses(per_pole: int = 3, seed: int = 0) -> pd.DataFrame:
     (``dictionaries.limit_terms``) and the example user dictionary's senses (``data/examples``)."""
 
     extra = limit_terms(load_full_dictionary_terms(), per_pole, seed)[["dimension", "term", "direction"]]
-    user = read_dictionary(data_dir() / _USER_EXAMPLE_DICTIONARY)[["dimension", "term", "direction"]]
+    user = _read_dictionary(_data_dir() / _USER_EXAMPLE_DICTIONARY)[["dimension", "term", "direction"]]
     out = pd.concat([extra.assign(sample="extra terms"), user.assign(sample="user example")], ignore_index=True)
     return out.assign(sense_id=out["term"] + "|" + out["dimension"])
 
@@ -431,7 +431,7 @@ def _main(argv=None) -> None:
                                      description="Generated contexts for the full dictionary's extra terms.")
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate-extra", help="generate (or resume) the extra terms' contexts file")
-    gen.add_argument("--model", default=DEFAULT_GENERATOR)
+    gen.add_argument("--model", default=_DEFAULT_GENERATOR)
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--limit", type=int, default=None, help="stop after this many terms (in the shuffled order)")
     gen.add_argument("--out", default=None, help=f"output file (default data/{_EXTRA_CONTEXTS_FILE})")
@@ -447,7 +447,7 @@ def _main(argv=None) -> None:
     if args.command == "compare-models":
 
         for key, table in _compare_generators(args.models, seed=args.seed).items():
-            atomic_write_text(data_dir() / _MODEL_CHOICE_FILES[key], table.to_csv(index=False))
+            _atomic_write_text(_data_dir() / _MODEL_CHOICE_FILES[key], table.to_csv(index=False))
             print(table.to_string(index=False) if key != "kept" else f"{len(table)} kept contexts")
         return
     if args.command == "generate-extra":

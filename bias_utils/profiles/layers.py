@@ -15,21 +15,21 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..core.errors import check_positive_int
-from ..core.stats import check_n_boot
+from ..core.errors import _check_positive_int
+from ..core.stats import _check_n_boot
 from .dictionaries import _COMPOSITES, load_full_dictionary_terms
 from .population_profiles import (
     DEFAULT_TEMPLATES,
+    _check_profile_run,
     _population_embeddings,
     _profile_stats,
     _profile_table,
-    check_profile_run,
 )
 from .space import (
     _DROPPED_COLUMNS,
+    _check_source_spaces,
     _StereotypeSpace,
     build_space,
-    check_source_spaces,
     direction_prediction,
     dropped_senses,
 )
@@ -69,12 +69,12 @@ def layers_by_context(model, dictionary: pd.DataFrame, sources: Sequence[str] | 
     ``skipped``: ``context_source`` plus :func:`space.dropped_senses`'s columns
     (every sense or context that missed the axis, with ``stage`` and ``reason``), and a
     ``stage == "source"`` row for a source that failed entirely. Every parameter is checked first, before any
-    model loads (``space.check_source_spaces``, ``profiles.check_profile_run``).
+    model loads (``space._check_source_spaces``, ``profiles.check_profile_run``).
     """
-    sources = check_source_spaces(model, dictionary, sources, n_contexts, seed, generator=generator)
-    check_profile_run(model, populations, templates)
-    check_positive_int(limit, "limit", allow_none=True)
-    check_n_boot(n_boot)
+    sources = _check_source_spaces(model, dictionary, sources, n_contexts, seed, generator=generator)
+    _check_profile_run(model, populations, templates)
+    _check_positive_int(limit, "limit", allow_none=True)
+    _check_n_boot(n_boot)
     pop_emb = _population_embeddings(model, populations, templates or DEFAULT_TEMPLATES)
     terms = load_full_dictionary_terms()
     curves, skipped = [], []

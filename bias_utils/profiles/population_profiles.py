@@ -37,27 +37,26 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..core import tables
-from ..core.errors import ParameterError, check_layer, check_positive_int
-from ..core.precision import interval_text, number_text, p_text, percent_text
+from ..core.errors import ParameterError, _check_layer, _check_positive_int
+from ..core.precision import _interval_text, _number_text, _p_text, _percent_text
 from ..core.results import write_table
 from ..core.stats import (
-    STAT_COLUMNS,
-    adjust_pvalues,
-    column_test,
-    group_tests,
-    hedges_g,
-    student_t,
-    welch_anova,
-    welch_t,
+    _STAT_COLUMNS,
+    _adjust_pvalues,
+    _column_test,
+    _group_tests,
+    _hedges_g,
+    _student_t,
+    _welch_anova,
+    _welch_t,
 )
 from ..models.embeddings import embed_words
-from ..models.loading import check_model
+from ..models.loading import _check_model
 from .populations import _KINDS, _POPULATION_KINDS, _load_populations, _population_kind, _takes_article
-from .projection import projection_table
+from .projection import _projection_table
 
 __all__ = [
-    "DEFAULT_TEMPLATES", "MIN_GROUP_WORDS", "check_population_list", "check_profile_run", "check_template_list",
-    "check_word_projection", "describe_profile", "describe_share_below", "paper_finding", "paper_finding_sentence",
+    "DEFAULT_TEMPLATES", "describe_profile", "describe_share_below", "paper_finding", "paper_finding_sentence",
     "run_profiles", "share_below_group_means", "word_summary",
 ]
 
@@ -80,7 +79,7 @@ _DEFAULT_REFERENCE = {"nonbinary": "terms"}
 
 #: Fewest words per population group, in the input and among the words embedded: a group's mean needs a spread
 #: for the two-group tests.
-MIN_GROUP_WORDS = 2
+_MIN_GROUP_WORDS = 2
 
 
 class _ProfileError(ValueError):
@@ -105,7 +104,7 @@ def _check_templates(templates: Sequence[str]) -> tuple[str, ...]:
     return templates
 
 
-def check_template_list(templates) -> tuple[str, ...] | None:
+def _check_template_list(templates) -> tuple[str, ...] | None:
     """``None`` (the original templates) or a list of strings, each with ``{word}`` exactly once
     (:func:`check_templates`); a :class:`ParameterError` names ``templates``."""
     if templates is None:
@@ -194,11 +193,12 @@ def _limit_populations(populations: Mapping[str, Mapping[str, list[str]]], limit
 
 
 def _thin_groups(groups: Mapping[str, Sequence[str]]) -> str:
-    small = {g: len(w) for g, w in groups.items() if len(w) < MIN_GROUP_WORDS}
+    small = {g: len(w) for g, w in groups.items() if len(w) < _MIN_GROUP_WORDS}
     return ", ".join(f"{g!r} ({n} word{'s' * (n != 1)})" for g, n in small.items())
 
 
-def check_population_list(populations, kind=None, limit=None) -> tuple[dict[str, dict[str, list[str]]], dict[str, str]]:
+def _check_population_list(populations, kind=None,
+                           limit=None) -> tuple[dict[str, dict[str, list[str]]], dict[str, str]]:
     """:func:`resolve_populations` after :func:`limit_populations`, checked before any model loads; a
     :class:`ParameterError` names ``populations``, ``kind`` or ``limit``: a file that cannot be read (file, line),
     a group of fewer than :data:`MIN_GROUP_WORDS` words, a population standardised against one that is not
@@ -208,7 +208,7 @@ def check_population_list(populations, kind=None, limit=None) -> tuple[dict[str,
     if not isinstance(populations, (str, Path, Mapping)) and not listed:
         raise ParameterError(f"populations must be a built-in name ({', '.join(_POPULATION_KINDS)}), a file path, or a "
                              f"non-empty list of them, got {populations!r}")
-    limit = check_positive_int(limit, "limit", allow_none=True)
+    limit = _check_positive_int(limit, "limit", allow_none=True)
     try:
         pops, kinds = _resolve_populations(populations, kind)
     except ValueError as exc:
@@ -223,7 +223,7 @@ def check_population_list(populations, kind=None, limit=None) -> tuple[dict[str,
         if _thin_groups(groups):
             cut = " after limit" if limited[name] != pops[name] else ""
             raise ParameterError(f"populations: {given.get(name, name)}: group(s) {_thin_groups(groups)}{cut} need at "
-                                 f"least {MIN_GROUP_WORDS} words each (the group tests compare variances)")
+                                 f"least {_MIN_GROUP_WORDS} words each (the group tests compare variances)")
     tested = [p for p in pops if p not in _DEFAULT_REFERENCE]
     if not tested:
         compared = ", ".join(p for p in _POPULATION_KINDS if p not in _DEFAULT_REFERENCE)
@@ -241,26 +241,26 @@ def check_population_list(populations, kind=None, limit=None) -> tuple[dict[str,
     return limited, kinds
 
 
-def check_profile_run(model, populations=("names", "terms", "nonbinary", "occupations"), templates=None, layer="mean",
+def _check_profile_run(model, populations=("names", "terms", "nonbinary", "occupations"), templates=None, layer="mean",
                    limit: int | None = None, kind=None, *, layers=None):
     """:func:`run_profiles`' parameters, checked before any model loads (chapter 04's check calls it too):
     the model (it must give hidden states), ``templates`` (:func:`check_template_list`), ``layer`` against the
     model's hidden states (``layers``: the basis's; default: the layer count in the model's config; ``"all"`` is
     refused: a profile is one value per word) and the populations (:func:`check_population_list`). Returns the
     latter's ``(populations, kinds)``."""
-    check_word_projection(model, layer, templates, layers=layers, what="a profile (hidden states)")
-    return check_population_list(populations, kind, limit)
+    _check_word_projection(model, layer, templates, layers=layers, what="a profile (hidden states)")
+    return _check_population_list(populations, kind, limit)
 
 
-def check_word_projection(model, layer="mean", templates=None, *, layers=None, what: str = "projecting words"):
+def _check_word_projection(model, layer="mean", templates=None, *, layers=None, what: str = "projecting words"):
     """The parameters every projection of words in templates shares (:func:`run_profiles`,
     ``gender_direction.occupation_validity``, ``link.run_link``), checked before any model loads: a model with
     hidden states (``models.check_model``), ``templates`` (:func:`check_template_list`) and ``layer`` (one value
     per word: not ``"all"``) against ``layers`` (the basis's hidden-state indices; default: the model's, from its
     config). Returns the model's ``ModelFacts``."""
-    facts = check_model(model, need="embed", what=what)
-    check_template_list(templates)
-    check_layer(layer, layers=facts.n_states if layers is None else layers, allow_all=False)
+    facts = _check_model(model, need="embed", what=what)
+    _check_template_list(templates)
+    _check_layer(layer, layers=facts.n_states if layers is None else layers, allow_all=False)
     return facts
 
 
@@ -403,7 +403,7 @@ def _profile_table(pop_emb: _PopulationEmbeddings, bases, layer="mean",
     ``DEFAULT_REFERENCE`` for those present (non-binary terms on the gendered terms' scale).
 
     Columns: ``population, group, word, kind, space, layer`` (``"mean"`` or the int
-    hidden-state index, as in ``projection.projection_table``), ``dimension``,
+    hidden-state index, as in ``projection._projection_table``), ``dimension``,
     ``value`` (projected), ``z`` (standardised).
     """
     if isinstance(bases, Mapping):
@@ -420,7 +420,7 @@ def _profile_table(pop_emb: _PopulationEmbeddings, bases, layer="mean",
         if missing:
             raise _ProfileError(f"basis {basis.space!r} has layers {missing} that the population embeddings lack")
         X = pop_emb.values[:, [pop_emb.layers.index(x) for x in basis.layers]]
-        frames.append(projection_table(basis, X, items, layer))
+        frames.append(_projection_table(basis, X, items, layer))
     return _standardise(pd.concat(frames, ignore_index=True), reference)
 
 
@@ -435,8 +435,8 @@ _PROFILE_STATS_COLUMNS = [
 ]
 _FAMILY = ["population", "space", "layer"]
 #: :func:`profile_stats`' tests: Welch (primary), the original's Student t, Hedges' g, each as its scalar test.
-_PAIR_TESTS = {"welch": column_test(welch_t, "welch"), "student": column_test(student_t, "student"),
-               "g": column_test(hedges_g, "g")}
+_PAIR_TESTS = {"welch": _column_test(_welch_t, "welch"), "student": _column_test(_student_t, "student"),
+               "g": _column_test(_hedges_g, "g")}
 
 
 def _tested_populations(table: pd.DataFrame, populations) -> list[str]:
@@ -478,7 +478,7 @@ def _profile_stats(table: pd.DataFrame, populations: Sequence[str] | None = None
             raise _ProfileError(f"population {pop!r} has only the group(s) {list(groups)}; need two to compare")
         for ga, gb in combinations(groups, 2):
             a, b = groups[ga], groups[gb]
-            r = group_tests(np.concatenate([a, b])[None, :, None], np.arange(a.size + b.size) < a.size, _PAIR_TESTS,
+            r = _group_tests(np.concatenate([a, b])[None, :, None], np.arange(a.size + b.size) < a.size, _PAIR_TESTS,
                             names=(ga, gb))
             r = {k: v.item() for k, v in r.items()}
             rows.append({
@@ -495,8 +495,8 @@ def _profile_stats(table: pd.DataFrame, populations: Sequence[str] | None = None
     out["p_holm"] = np.nan
     out["p_student_holm"] = np.nan
     for _, idx in out.groupby(_FAMILY, sort=False).groups.items():
-        out.loc[idx, "p_holm"] = adjust_pvalues(out.loc[idx, "p"].to_numpy(), "holm")
-        out.loc[idx, "p_student_holm"] = adjust_pvalues(out.loc[idx, "p_student"].to_numpy(), "holm")
+        out.loc[idx, "p_holm"] = _adjust_pvalues(out.loc[idx, "p"].to_numpy(), "holm")
+        out.loc[idx, "p_student_holm"] = _adjust_pvalues(out.loc[idx, "p_student"].to_numpy(), "holm")
     out["significant"] = out["p_holm"] < alpha
     out = out[_PROFILE_STATS_COLUMNS].assign(
         test="welch_t", statistic=out["t"], p_adj=out["p_holm"], adj_method="holm",
@@ -519,14 +519,14 @@ def _profile_anova(table: pd.DataFrame, populations: Sequence[str] | None = None
     sub = table[table["population"].isin(_tested_populations(table, populations))]
     for (pop, space, layer, dim), d in sub.groupby(_FAMILY + ["dimension"], sort=False):
         if d["group"].nunique() > 2:
-            row = welch_anova(d[value].to_numpy(dtype=float), d["group"].to_numpy(), seed=seed)
+            row = _welch_anova(d[value].to_numpy(dtype=float), d["group"].to_numpy(), seed=seed)
             rows.append({"population": pop, "space": space, "layer": layer, "dimension": dim, **row})
-    cols = _FAMILY + ["dimension"] + STAT_COLUMNS
+    cols = _FAMILY + ["dimension"] + _STAT_COLUMNS
     if not rows:
         return pd.DataFrame(columns=cols)
     out = pd.DataFrame(rows)
     for _, idx in out.groupby(_FAMILY, sort=False).groups.items():
-        out.loc[idx, "p_adj"] = adjust_pvalues(out.loc[idx, "p"].to_numpy(), "holm")
+        out.loc[idx, "p_adj"] = _adjust_pvalues(out.loc[idx, "p"].to_numpy(), "holm")
     out["adj_method"] = "holm"
     return out[cols].reset_index(drop=True)
 
@@ -594,7 +594,7 @@ def _axis_reading(invalid_axes, dimension: str) -> str:
 def describe_share_below(below: pd.DataFrame) -> str:
     """Markdown bullets reading :func:`share_below_group_means`: per dimension, the share of the single terms
     below both binary group means."""
-    return "\n".join(f"- {r.dimension}: {percent_text(r.share_below)} of {r.n_terms} non-binary/transgender terms "
+    return "\n".join(f"- {r.dimension}: {_percent_text(r.share_below)} of {r.n_terms} non-binary/transgender terms "
                      "lie below both binary term means" for r in below.itertuples())
 
 
@@ -603,15 +603,15 @@ def _describe_stats(stats: pd.DataFrame, dimensions: Sequence[str] | None = None
     """One sentence per stats row that reads the result, e.g. ``names: female
     higher than male on warmth (g = 0.52, 95% CI 0.24 to 0.80; Welch t(180.20) = 3.61, p < 0.001,
     Holm p = 0.0012; Student p < 0.001)``. A dimension in ``invalid_axes`` (``axis_validity.unreadable_axes``,
-    or a mapping from those dimensions to ``axis_validity.verdict_phrase``) is not read: its
+    or a mapping from those dimensions to ``axis_validity._verdict_phrase``) is not read: its
     sentence gives the axis's verdict instead."""
     lines = []
     rows = stats if dimensions is None else stats[stats["dimension"].isin(dimensions)]
     for r in rows.itertuples(index=False):
         hi, lo = (r.group_a, r.group_b) if r.diff > 0 else (r.group_b, r.group_a)
-        numbers = (f"g = {number_text(r.g)}, 95% CI {interval_text(r.g_ci_low, r.g_ci_high, r.g)}; Welch "
-                   f"t({number_text(r.df)}) = {number_text(r.t)}, p {p_text(r.p, relation=True)}, Holm p "
-                   f"{p_text(r.p_holm, relation=True)}; Student p {p_text(r.p_student, relation=True)}")
+        numbers = (f"g = {_number_text(r.g)}, 95% CI {_interval_text(r.g_ci_low, r.g_ci_high, r.g)}; Welch "
+                   f"t({_number_text(r.df)}) = {_number_text(r.t)}, p {_p_text(r.p, relation=True)}, Holm p "
+                   f"{_p_text(r.p_holm, relation=True)}; Student p {_p_text(r.p_student, relation=True)}")
         if r.dimension in invalid_axes:
             lines.append(f"{r.population}: {r.dimension} not read, its axis is "
                          f"{_axis_reading(invalid_axes, r.dimension)} ({numbers})")
@@ -668,7 +668,7 @@ def paper_finding_sentence(finding: pd.DataFrame, invalid_axes: Sequence[str] = 
         flag = (f"; its axis is {_axis_reading(invalid_axes, r.dimension)}, so this is not evidence either way"
                 if r.dimension in invalid_axes else "")
         parts.append(f"{group} names higher on {r.dimension}: {verdict} "
-                     f"(Holm p {p_text(r.p_holm, relation=True)}{flag})")
+                     f"(Holm p {_p_text(r.p_holm, relation=True)}{flag})")
     return "**Paper's finding on this model** — " + "; ".join(parts) + "." if parts else ""
 
 
@@ -738,13 +738,13 @@ def run_profiles(model, bases, populations=("names", "terms", "nonbinary", "occu
     if not isinstance(bases, Mapping) or not bases:
         raise ParameterError(f"bases must be the space's {{name: PolarBasis}} (space.build_space(...).bases), "
                              f"got {type(bases).__name__}")
-    pops, kinds = check_profile_run(model, populations, templates, layer, limit, kind,
+    pops, kinds = _check_profile_run(model, populations, templates, layer, limit, kind,
                                  layers=next(iter(bases.values())).layers)
     emb = _population_embeddings(model, pops, templates or DEFAULT_TEMPLATES, kind=kinds)
     # The input's rule again on what was embedded: a group left with one word makes its population untestable.
     embedded = {p: {g: emb.words.loc[(emb.words["population"] == p) & (emb.words["group"] == g), "word"].tolist()
                     for g in groups} for p, groups in pops.items()}
-    thin = {p: f"among the embedded words, group(s) {_thin_groups(groups)}; {MIN_GROUP_WORDS} per group needed"
+    thin = {p: f"among the embedded words, group(s) {_thin_groups(groups)}; {_MIN_GROUP_WORDS} per group needed"
             + _lost_words(emb.skipped, p) for p, groups in embedded.items() if _thin_groups(groups)}
     untested = pd.DataFrame([{"population": p, "group": "", "word": "", "context": "",
                               "reason": f"population not tested: {why}"} for p, why in thin.items()],

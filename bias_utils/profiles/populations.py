@@ -56,7 +56,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..core.data import resolve
-from ..core.paths import InputPathError, resolve_input
+from ..core.paths import _InputPathError, _resolve_input
 
 __all__: list[str] = []
 
@@ -217,8 +217,8 @@ def _load(name_or_path: str | Path) -> tuple[dict[str, list[str]], str]:
         }
         return _validate(loaders[name_or_path](), name_or_path), _POPULATION_KINDS[name_or_path]
     try:
-        path = resolve_input(name_or_path, "file")
-    except InputPathError as exc:
+        path = _resolve_input(name_or_path, "file")
+    except _InputPathError as exc:
         raise _PopulationError(f"unknown population {str(name_or_path)!r}: not a built-in one ({', '.join(_BUILTIN)}), "
                               f"and as a {exc}") from None
     groups, kind = _read_user_file(path)

@@ -29,14 +29,12 @@ import numpy as np
 import pandas as pd
 from scipy import linalg
 
-from ..core.errors import check_layer
-from ..core.stats import bootstrap_ci
+from ..core.errors import _check_layer
+from ..core.stats import _bootstrap_ci
 from .dictionaries import _COMPOSITES
-from .dictionaries import DIMENSIONS as DIMENSION_ORDER  # the paper's order; user dimensions follow
+from .dictionaries import _DIMENSIONS as DIMENSION_ORDER  # the paper's order; user dimensions follow
 
-__all__ = [
-    "PolarBasis", "projection_table", "table2",
-]
+__all__: list[str] = []
 
 _SPACES = ("dimensions", "warmth_competence")
 
@@ -46,7 +44,7 @@ class _ProjectionError(ValueError):
 
 
 @dataclass(frozen=True)
-class PolarBasis:
+class _PolarBasis:
     """A polar space at every layer.
 
     ``directions[l, d]`` is the high-minus-low pole difference of dimension ``d``
@@ -134,7 +132,7 @@ def _space_groups(senses: pd.DataFrame, space: str = "dimensions",
 
 
 def _polar_basis(sense_emb: np.ndarray, senses: pd.DataFrame, space: str = "dimensions", *,
-                layers=None, composites: dict[str, tuple[str, ...]] | None = None) -> PolarBasis:
+                layers=None, composites: dict[str, tuple[str, ...]] | None = None) -> _PolarBasis:
     """Eqs. 2-3 and the inverse of Eq. 5 at every layer.
 
     ``sense_emb``/``senses`` come from :func:`sense_embeddings`; ``layers`` names
@@ -163,17 +161,17 @@ def _polar_basis(sense_emb: np.ndarray, senses: pd.DataFrame, space: str = "dime
     layers = tuple(range(directions.shape[0])) if layers is None else tuple(int(x) for x in layers)
     if len(layers) != directions.shape[0]:
         raise _ProjectionError(f"{len(layers)} layer labels for {directions.shape[0]} layers")
-    return PolarBasis(space, tuple(groups), directions, pinv, layers, pd.DataFrame(pole_rows))
+    return _PolarBasis(space, tuple(groups), directions, pinv, layers, pd.DataFrame(pole_rows))
 
 
-def _layer_index(basis: PolarBasis, layer) -> int:
-    layer = check_layer(layer, layers=basis.layers)  # the one rule (errors.check_layer), with its message
+def _layer_index(basis: _PolarBasis, layer) -> int:
+    layer = _check_layer(layer, layers=basis.layers)  # the one rule (errors._check_layer), with its message
     if layer == "last":
         return len(basis.layers) - 1
     return basis.layers.index(layer) if layer in basis.layers else len(basis.layers) + layer
 
 
-def _project(basis: PolarBasis, X: np.ndarray, layer="all") -> np.ndarray:
+def _project(basis: _PolarBasis, X: np.ndarray, layer="all") -> np.ndarray:
     """Eq. 5: polar coordinates of word embeddings ``X`` [n, L, H].
 
     ``layer``: ``"all"`` -> [n, L, D]; ``"mean"`` -> [n, D], the mean of the
@@ -192,7 +190,7 @@ def _project(basis: PolarBasis, X: np.ndarray, layer="all") -> np.ndarray:
     return X[:, i, :] @ basis.pinv[i].T
 
 
-def projection_table(basis: PolarBasis, X: np.ndarray, items: pd.DataFrame, layer="all") -> pd.DataFrame:
+def _projection_table(basis: _PolarBasis, X: np.ndarray, items: pd.DataFrame, layer="all") -> pd.DataFrame:
     """Tidy projections: one row per item x layer x dimension.
 
     Columns: the columns of ``items`` (aligned with ``X``), ``space``, ``layer``
@@ -218,7 +216,7 @@ def projection_table(basis: PolarBasis, X: np.ndarray, items: pd.DataFrame, laye
 
 # ---------------------------------------------------------------- direction prediction
 
-def _own_dimension_values(bases: dict[str, PolarBasis], X: np.ndarray, terms: pd.DataFrame,
+def _own_dimension_values(bases: dict[str, _PolarBasis], X: np.ndarray, terms: pd.DataFrame,
                          layer="all", composites: dict[str, tuple[str, ...]] | None = None) -> pd.DataFrame:
     """Projected value of every term on its own dimension (and on its composite).
 
@@ -245,7 +243,7 @@ def _own_dimension_values(bases: dict[str, PolarBasis], X: np.ndarray, terms: pd
         mask = keep & target.isin(basis.dimensions).to_numpy()
         if not mask.any():
             continue
-        tab = projection_table(basis, X[mask], items[mask].assign(_target=target[mask].to_numpy()), layer)
+        tab = _projection_table(basis, X[mask], items[mask].assign(_target=target[mask].to_numpy()), layer)
         frames.append(tab[tab["dimension"] == tab["_target"]].drop(columns=["_target", "space"]))
     if not frames:
         raise _ProjectionError("no term could be evaluated: none of their dimensions is in the bases")
@@ -254,7 +252,7 @@ def _own_dimension_values(bases: dict[str, PolarBasis], X: np.ndarray, terms: pd
 
 
 def _accuracy(values: np.ndarray, high: np.ndarray, centred: bool):
-    """Accuracy as a function of resampled term indices (for ``stats.bootstrap_ci``)."""
+    """Accuracy as a function of resampled term indices (for ``stats._bootstrap_ci``)."""
     def statistic(idx: np.ndarray) -> float:
         idx = idx.astype(int)
         v = values[idx]
@@ -271,7 +269,7 @@ def _direction_accuracy(values: pd.DataFrame, *, n_boot: int = 2000, ci: float =
     value is > 0; ``centred`` subtracts first the mean projected value of all
     evaluated terms of that dimension (at that layer), i.e. the threshold is
     the dimension's mean. The CI is a percentile bootstrap over terms
-    (``stats.bootstrap_ci``; the centring mean is recomputed in every resample).
+    (``stats._bootstrap_ci``; the centring mean is recomputed in every resample).
 
     Returns ``dimension, layer, cutoff, accuracy, ci_low, ci_high, n,
     n_high, n_low``.
@@ -281,7 +279,7 @@ def _direction_accuracy(values: pd.DataFrame, *, n_boot: int = 2000, ci: float =
         v = g["value"].to_numpy(dtype=np.float64)
         high = (g["direction"] == "high").to_numpy()
         for cutoff in ("raw", "centred"):
-            acc, lo, hi = bootstrap_ci(np.arange(len(v)), _accuracy(v, high, cutoff == "centred"),
+            acc, lo, hi = _bootstrap_ci(np.arange(len(v)), _accuracy(v, high, cutoff == "centred"),
                                        n_boot=n_boot, seed=seed, level=ci)
             rows.append({"dimension": dimension, "layer": layer, "cutoff": cutoff, "accuracy": acc,
                          "ci_low": lo, "ci_high": hi, "n": len(v), "n_high": int(high.sum()),
@@ -293,7 +291,7 @@ def _direction_accuracy(values: pd.DataFrame, *, n_boot: int = 2000, ci: float =
     return out.sort_values(["_o", "_c"], kind="stable").drop(columns=["_o", "_c"]).reset_index(drop=True)
 
 
-def table2(accuracy: pd.DataFrame, cutoff: str = "raw") -> pd.DataFrame:
+def _table2(accuracy: pd.DataFrame, cutoff: str = "raw") -> pd.DataFrame:
     """Wide table like the paper's Table 2: one row per model (and layer), one column per dimension."""
     a = accuracy[accuracy["cutoff"] == cutoff]
     index = [c for c in ("model_id", "context_source", "layer") if c in a.columns]

@@ -36,6 +36,9 @@ whose verdict is not ``supported`` is not read. The primary specification, the o
 contexts, the mean over layers, the seven templates and Welch with Holm; the curve is the robustness check around
 it. The tokenisation confound is :mod:`bias_utils.profiles.tokenisation`, the vectorised tests are in
 :mod:`bias_utils.core.stats`.
+
+One concept over 600 lines: the specification curve. Its joint test recomputes the whole curve under each
+relabelling from the same embedded arrays, and the summary reads that curve; split, each would rebuild them.
 """
 
 from __future__ import annotations
@@ -47,23 +50,30 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..core.cache import stable_hash
-from ..core.errors import ParameterError, check_count, check_positive_int, check_seed, is_number
-from ..core.precision import number_text, p_text, percent_text
-from ..core.stats import TWO_GROUP_TESTS, group_tests, holm, permutation_p, permutation_p_text, permutation_reference
-from ..report.rendering import value_label
+from ..core.cache import _stable_hash
+from ..core.errors import ParameterError, _check_count, _check_positive_int, _check_seed, _is_number
+from ..core.precision import _number_text, _p_text, _percent_text
+from ..core.stats import (
+    _TWO_GROUP_TESTS,
+    _group_tests,
+    _holm,
+    _permutation_p,
+    _permutation_p_text,
+    _permutation_reference,
+)
+from ..report.rendering import _value_label
 from . import projection
-from .axis_validity import verdict_phrase
+from .axis_validity import _verdict_phrase
 from .contexts import _prepare_dictionary, source_names
 from .dictionaries import limit_terms, load_full_dictionary_terms
 from .population_profiles import (
     _PLACEHOLDER,
     DEFAULT_TEMPLATES,
+    _check_profile_run,
     _check_templates,
     _population_embeddings,
-    check_profile_run,
 )
-from .space import _term_embeddings, _TermEmbeddings, build_space, check_source_spaces, direction_prediction
+from .space import _check_source_spaces, _term_embeddings, _TermEmbeddings, build_space, direction_prediction
 
 __all__ = [
     "TESTS", "collect_curve_inputs", "default_cell_values", "headline_source", "name_gap_verdict",
@@ -132,7 +142,7 @@ def _split_terms(terms: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.D
     """
 
     d = _prepare_dictionary(terms)
-    key = d["sense_id"].map(lambda s: stable_hash([seed, s], 16))
+    key = d["sense_id"].map(lambda s: _stable_hash([seed, s], 16))
     rank = d.assign(_k=key).sort_values("_k").groupby(["dimension", "direction"]).cumcount()
     first = (rank.reindex(d.index) % 2 == 0).to_numpy()
     return d[first].reset_index(drop=True), d[~first].reset_index(drop=True)
@@ -180,7 +190,7 @@ def _extra_terms(space, terms: pd.DataFrame | None = None, limit: int | None = N
     return _split_terms(terms, seed)
 
 
-def _space_columns(bases: Mapping[str, projection.PolarBasis]) -> tuple[list[str], list[str]]:
+def _space_columns(bases: Mapping[str, projection._PolarBasis]) -> tuple[list[str], list[str]]:
     dims, spaces = [], []
     for space in ("warmth_competence", "dimensions"):
         if space in bases:
@@ -189,7 +199,7 @@ def _space_columns(bases: Mapping[str, projection.PolarBasis]) -> tuple[list[str
     return dims, spaces
 
 
-def _project_all(bases: Mapping[str, projection.PolarBasis], X: np.ndarray) -> np.ndarray:
+def _project_all(bases: Mapping[str, projection._PolarBasis], X: np.ndarray) -> np.ndarray:
     """Projections of ``X`` [n, L, H] on every axis of ``bases`` at every layer: [n, L, D]
     (warmth/competence first, then the dimensions, as :func:`_space_columns` lists them)."""
     parts = [projection._project(bases[s], X, "all") for s in ("warmth_competence", "dimensions") if s in bases]
@@ -254,14 +264,14 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
     tokenisation analysis.
     """
 
-    chosen = check_source_spaces(model, dictionary, sources, n_contexts, seed)
+    chosen = _check_source_spaces(model, dictionary, sources, n_contexts, seed)
     sources = _curve_sources(None if sources is None else chosen)  # the primary source first when all are run
-    pops, kinds = check_profile_run(model, populations, templates, "mean", limit)
+    pops, kinds = _check_profile_run(model, populations, templates, "mean", limit)
     two = {p: list(g) for p, g in pops.items() if len(g) != 2}
     if two:
         name, groups = next(iter(two.items()))
         raise ParameterError(f"populations: {name!r} has the groups {groups}; the curve compares exactly two")
-    check_positive_int(term_limit, "term_limit", allow_none=True)
+    _check_positive_int(term_limit, "term_limit", allow_none=True)
     seconds, skipped = {}, []
     t0 = time.perf_counter()
     spaces = {}
@@ -356,7 +366,7 @@ def _adjusted(res: dict, spaces: np.ndarray) -> dict[str, np.ndarray]:
         adj = np.empty_like(p)
         for s in dict.fromkeys(spaces):
             cols = np.flatnonzero(spaces == s)
-            adj[..., cols] = holm(p[..., cols], axis=-1)
+            adj[..., cols] = _holm(p[..., cols], axis=-1)
         out[test] = adj
     return out
 
@@ -397,10 +407,10 @@ def specification_curve(inputs: _CurveInputs, *, n_permutations: int = 200, n_pe
     ``n_perm_test``: relabellings of the per-specification permutation test
     (exact enumeration when the population has no more distinct splits).
     """
-    check_count(n_permutations, "n_permutations", minimum=1)
-    check_count(n_perm_test, "n_perm_test", minimum=1)
-    check_seed(seed)
-    if not is_number(alpha) or not 0 < alpha < 1:
+    _check_count(n_permutations, "n_permutations", minimum=1)
+    _check_count(n_perm_test, "n_perm_test", minimum=1)
+    _check_seed(seed)
+    if not _is_number(alpha) or not 0 < alpha < 1:
         raise ParameterError(f"alpha must be a number in (0, 1), got {alpha!r}")
     expected = dict(_EXPECTED_SIGN if expected is None else expected)
     t0 = time.perf_counter()
@@ -411,8 +421,8 @@ def specification_curve(inputs: _CurveInputs, *, n_permutations: int = 200, n_pe
         ga, gb = inputs.groups[pop]
         y = (inputs.words[pop]["group"] == ga).to_numpy()
         n, na = len(y), int(y.sum())
-        ref = permutation_reference(n, na, n_perm_test, seed + 1 + pi)
-        obs = group_tests(V, y[None], TWO_GROUP_TESTS, reference=ref)
+        ref = _permutation_reference(n, na, n_perm_test, seed + 1 + pi)
+        obs = _group_tests(V, y[None], _TWO_GROUP_TESTS, reference=ref)
         padj = _adjusted(obs, spaces)
         specs.append(_spec_rows(inputs, pop, obs, padj, exp, alpha))
         stat_obs = _joint_statistics(obs["g"], padj, exp, alpha)
@@ -420,7 +430,7 @@ def specification_curve(inputs: _CurveInputs, *, n_permutations: int = 200, n_pe
         perm_labels = np.stack([y[rng.permutation(n)] for _ in range(n_permutations)])
         null = {k: [] for k in _JOINT_STATISTICS}
         for b0 in range(0, n_permutations, chunk):
-            res = group_tests(V, perm_labels[b0:b0 + chunk], TWO_GROUP_TESTS, reference=ref)
+            res = _group_tests(V, perm_labels[b0:b0 + chunk], _TWO_GROUP_TESTS, reference=ref)
             st = _joint_statistics(res["g"], _adjusted(res, spaces), exp, alpha)
             for k in _JOINT_STATISTICS:
                 null[k].append(st[k])
@@ -441,7 +451,7 @@ def specification_curve(inputs: _CurveInputs, *, n_permutations: int = 200, n_pe
                 o, nv = float(stat_obs[k][0, di]), null[k][:, di]
                 row[k] = o
                 row[f"{k}_null_median"] = float(np.median(nv))
-                row[f"{k}_p"] = float(permutation_p(o, nv))
+                row[f"{k}_p"] = float(_permutation_p(o, nv))
                 nulls.append(pd.DataFrame({"population": pop, "dimension": dim, "permutation": np.arange(len(nv)),
                                            "statistic": k, "value": nv}))
             summary.append(row)
@@ -529,23 +539,23 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
         if len(ctrl):
             c = ctrl.iloc[0]
             checks.append((np.sign(c["coef"]) == sign and c["p"] < alpha,
-                           f"with the token count controlled the gap is {number_text(c['coef'], signed=True)} SD "
-                           f"(p {p_text(c['p'], relation=True)})"))
+                           f"with the token count controlled the gap is {_number_text(c['coef'], signed=True)} SD "
+                           f"(p {_p_text(c['p'], relation=True)})"))
         else:  # token_regression leaves the control out only when every word has the same token count
             checks.append((True, "every word takes the same number of tokens, so the token count cannot explain it"))
         for tset in ("not_first", "lead_in"):
             if tset in gp.index:
                 r = gp.loc[tset]
                 checks.append((np.sign(r["effect_size"]) == sign and r["p_adj"] < alpha,
-                               f"with the {value_label(tset)} templates g = "
-                               f"{number_text(r['effect_size'], signed=True)} "
-                               f"(Holm p {p_text(r['p_adj'], relation=True)})"))
+                               f"with the {_value_label(tset)} templates g = "
+                               f"{_number_text(r['effect_size'], signed=True)} "
+                               f"(Holm p {_p_text(r['p_adj'], relation=True)})"))
         s = sm.iloc[0]
         share = ("" if pd.isna(s["share_agree_significant"]) else
-                 f" {percent_text(s['share_agree_significant'])} of {int(s['n_specs'])} specifications agree with the "
+                 f" {_percent_text(s['share_agree_significant'])} of {int(s['n_specs'])} specifications agree with the "
                  "paper "
                  f"and are significant (joint test p "
-                 f"{permutation_p_text(s['n_agree_significant_p'], int(s['n_permutations']))}).")
+                 f"{_permutation_p_text(s['n_agree_significant_p'], int(s['n_permutations']))}).")
         if b["p"] >= alpha:
             verdict = "the gap is not significant to begin with"
         elif all(ok for ok, _ in checks):
@@ -555,8 +565,8 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
         axis = s.get("axis_verdict")
         if isinstance(axis, str) and axis != "supported":
             verdict += f", but its axis is {s['axis_reading']}, so the gap is not read as a stereotype"
-        lines.append(f"{population}, {dim}: gap {number_text(b['coef'], signed=True)} SD "
-                     f"(p {p_text(b['p'], relation=True)}); "
+        lines.append(f"{population}, {dim}: gap {_number_text(b['coef'], signed=True)} SD "
+                     f"(p {_p_text(b['p'], relation=True)}); "
                      + "; ".join(t for _, t in checks) + f": {verdict}." + share)
     return "\n".join(lines)
 
@@ -577,7 +587,7 @@ def robustness_summary(curve: _SpecificationCurve, validity: pd.DataFrame, model
                        context_source: str = "generated", layer: str = "mean") -> pd.DataFrame:
     """Per population and dimension: the curve's summary plus the axis's verdict at the headline
     setting (``context_source``, ``layer``; ``validity``: ``axis_validity.axis_validity`` rows):
-    ``axis_auc, axis_p, axis_verdict, axis_reading`` (``axis_validity.verdict_phrase``; NA for a
+    ``axis_auc, axis_p, axis_verdict, axis_reading`` (``axis_validity._verdict_phrase``; NA for a
     dimension without a row) and ``share_layers_supported`` (share of the single layers whose
     verdict is ``supported``). Written as ``tables.NAMES.ROBUSTNESS_SUMMARY``."""
     v = validity[validity["context_source"] == context_source]
@@ -588,7 +598,7 @@ def robustness_summary(curve: _SpecificationCurve, validity: pd.DataFrame, model
     out["axis_auc"] = out["dimension"].map(head["auc"])
     out["axis_p"] = out["dimension"].map(head["p"])
     out["axis_verdict"] = out["dimension"].map(head["verdict"])
-    out["axis_reading"] = out["dimension"].map(pd.Series([verdict_phrase(r) for _, r in head.iterrows()],
+    out["axis_reading"] = out["dimension"].map(pd.Series([_verdict_phrase(r) for _, r in head.iterrows()],
                                                          index=head.index, dtype=object))
     out["share_layers_supported"] = out["dimension"].map(per_layer)
     return out

@@ -16,37 +16,37 @@ import numpy as np
 import pandas as pd
 
 from ..core import tables
-from ..core.errors import ParameterError, check_layer, check_positive_int, check_seed
+from ..core.errors import ParameterError, _check_layer, _check_positive_int, _check_seed
 from ..core.results import display_name, write_table
-from ..core.stats import check_n_boot
+from ..core.stats import _check_n_boot
 from ..models.embeddings import embed_words
-from ..models.loading import ModelFacts, check_model, load_tokenizer
+from ..models.loading import _check_model, _load_tokenizer, _ModelFacts
 from . import projection
 from .context_filters import _contains_term, _known_term, _not_a_word
 from .contexts import (
     _SKIP_COLUMNS,
     _as_list,
     _check_request,
+    _check_source_names,
     _ContextSet,
     _prepare_dictionary,
     build_contexts,
-    check_source_names,
 )
 from .dictionaries import (
     _COMPOSITES,
     _DIRECTIONS,
     _MIN_POLE_SIZE,
+    _check_poles,
     _DictionaryError,
-    check_poles,
     limit_terms,
     load_full_dictionary_terms,
 )
 from .extra_contexts import _extra_term_contexts, _known_generated_contexts
 
 __all__ = [
-    "accuracy_by_term_contexts", "build_space", "check_source_spaces", "check_space", "describe_direction_skipped",
-    "describe_dropped", "describe_space", "describe_table2", "describe_untestable", "direction_prediction",
-    "dropped_by_reason", "dropped_senses", "pole_table", "table2_by_term_contexts",
+    "accuracy_by_term_contexts", "build_space", "describe_direction_skipped", "describe_dropped", "describe_space",
+    "describe_table2", "describe_untestable", "direction_prediction", "dropped_by_reason", "dropped_senses",
+    "pole_table", "table2_by_term_contexts",
 ]
 
 _EMBED_SKIP_COLUMNS = ["sense_id", "term", "context", "reason"]
@@ -110,51 +110,51 @@ def _embed_contexts(model, table: pd.DataFrame, layers="all") -> tuple[np.ndarra
     return np.asarray(emb.values), skipped, tuple(int(x) for x in emb.layers)
 
 
-def check_space(model, dictionary: pd.DataFrame, source: str = "generated", n_contexts=5, seed=0, *,
-                generator=None, layers="all", names: tuple[str, str] = ("source", "generator")) -> ModelFacts:
+def _check_space(model, dictionary: pd.DataFrame, source: str = "generated", n_contexts=5, seed=0, *,
+                generator=None, layers="all", names: tuple[str, str] = ("source", "generator")) -> _ModelFacts:
     """:func:`build_space`'s parameters, checked before any model loads (chapters 03, 04, 05, 08, 10 and 11 call it
-    through their checks), and the model's :class:`~bias_utils.models.loading.ModelFacts`. A :class:`ParameterError`
+    through their checks), and the model's :class:`~bias_utils.models.loading._ModelFacts`. A :class:`ParameterError`
     names
     the parameter: a model without hidden states, every rule of :func:`bias_utils.profiles.contexts.check_request` (the
     source, counts, seed, the generator), a pole with fewer than ``dictionaries.MIN_POLE_SIZE`` terms
-    (``dictionaries.check_poles``) and ``layers`` (``"all"`` or hidden-state indices of the model)."""
-    facts = check_model(model, need="embed", what="a stereotype space (hidden states)")
+    (``dictionaries._check_poles``) and ``layers`` (``"all"`` or hidden-state indices of the model)."""
+    facts = _check_model(model, need="embed", what="a stereotype space (hidden states)")
     _check_request(dictionary, source, n_contexts, seed, model=generator, names=names)
     try:
-        check_poles(dictionary)
+        _check_poles(dictionary)
     except _DictionaryError as exc:
         raise ParameterError(f"dictionary: {exc}") from None
     if not (isinstance(layers, str) and layers == "all"):
         if isinstance(layers, str) or not isinstance(layers, Sequence) or not layers:
             raise ParameterError(f"layers must be 'all' or a list of hidden-state indices, got {layers!r}")
         for layer in layers:
-            check_layer(layer, layers=facts.n_states, allow_names=False, name="layers")
+            _check_layer(layer, layers=facts.n_states, allow_names=False, name="layers")
     return facts
 
 
-def check_source_spaces(model, dictionary: pd.DataFrame, sources=None, n_contexts=5, seed=0, *,
+def _check_source_spaces(model, dictionary: pd.DataFrame, sources=None, n_contexts=5, seed=0, *,
                   generator=None) -> tuple[str, ...]:
     """The parameters of building one space per context source (``layers.layers_by_context``,
     ``robustness.collect_curve_inputs``), checked before any model loads: :func:`check_space`, and
     ``bias_utils.profiles.contexts.check_request`` for each of ``sources`` (``None``: every registered one; the
     generator
     is needed only when they include ``"generated"``). Returns the sources."""
-    chosen = check_source_names(sources)
-    check_space(model, dictionary, "dictionary", n_contexts, seed)
+    chosen = _check_source_names(sources)
+    _check_space(model, dictionary, "dictionary", n_contexts, seed)
     for source in chosen:
         _check_request(dictionary, source, n_contexts, seed, model=generator if source == "generated" else None,
                        names=("sources", "generator"))
     return chosen
 
 
-def _check_terms(model, *, n_contexts=5, seed=0, limit=None, term_contexts="generated") -> ModelFacts:
+def _check_terms(model, *, n_contexts=5, seed=0, limit=None, term_contexts="generated") -> _ModelFacts:
     """The parameters of embedding the extra terms (:func:`term_embeddings`, :func:`direction_prediction`,
     ``axis_validity.axis_validity``), checked before any model loads: a model with hidden states, ``n_contexts``,
     ``seed``, ``limit`` and ``term_contexts`` (:data:`TERM_CONTEXTS`). Returns the model's ``ModelFacts``."""
-    facts = check_model(model, need="embed", what="embedding the extra terms")
-    check_positive_int(n_contexts, "n_contexts")
-    check_seed(seed)
-    check_positive_int(limit, "limit", allow_none=True)
+    facts = _check_model(model, need="embed", what="embedding the extra terms")
+    _check_positive_int(n_contexts, "n_contexts")
+    _check_seed(seed)
+    _check_positive_int(limit, "limit", allow_none=True)
     if term_contexts not in _TERM_CONTEXTS:
         raise ParameterError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
     return facts
@@ -253,7 +253,7 @@ def _nonword_senses(dictionary: pd.DataFrame, model, source: str) -> pd.DataFram
         if given or _known_term(str(sense["term"])):
             continue
         if tokenizer is None:
-            tokenizer = load_tokenizer(model)
+            tokenizer = _load_tokenizer(model)
         why = _not_a_word(str(sense["term"]), tokenizer)
         if why:
             rows.append({**{c: sense[c] for c in ("sense_id", "dimension", "term", "direction")}, "source": source,
@@ -279,7 +279,7 @@ def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_co
     its stage and reason) into ``out`` (a results folder) and naming the file; without
     ``out`` the error carries that table as ``.dropped``.
     """
-    check_space(model, dictionary, source, n_contexts, seed, generator=generator, layers=layers)
+    _check_space(model, dictionary, source, n_contexts, seed, generator=generator, layers=layers)
     model_id = getattr(model, "model_id", str(model))
     dictionary = _prepare_dictionary(dictionary)
     nonwords = _nonword_senses(dictionary, model, source)
@@ -323,7 +323,7 @@ def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_co
 
 
 def pole_table(space: _StereotypeSpace) -> pd.DataFrame:
-    """The poles of every basis of ``space`` stacked: :attr:`projection.PolarBasis.poles` plus ``space``,
+    """The poles of every basis of ``space`` stacked: :attr:`projection._PolarBasis.poles` plus ``space``,
     ``testable`` (True) and ``reason`` (empty); then the poles of the untestable axes
     (:attr:`StereotypeSpace.untestable`: ``n_senses`` the terms that kept a usable context, ``testable`` False,
     the ``reason``)."""
@@ -436,8 +436,8 @@ def direction_prediction(model, space: _StereotypeSpace, terms: pd.DataFrame | N
     or ``"all"`` (one accuracy per layer). ``accuracy.term_contexts`` records the choice.
     """
     _check_terms(model, n_contexts=n_contexts, seed=seed, limit=limit, term_contexts=term_contexts)
-    check_layer(layer, layers=next(iter(space.bases.values())).layers)
-    check_n_boot(n_boot)
+    _check_layer(layer, layers=next(iter(space.bases.values())).layers)
+    _check_n_boot(n_boot)
     if terms is None:
         terms = load_full_dictionary_terms()
     # A space may hold only the warmth/competence basis (the layer analysis):
@@ -488,7 +488,7 @@ _TERM_CONTEXT_NAMES = {"generated": "generated sentences", "dictionary": "WordNe
 def table2_by_term_contexts(accuracy: pd.DataFrame, values: str = "accuracy") -> pd.DataFrame:
     """Table 2 for each source of the extra terms' contexts, side by side (:func:`accuracy_by_term_contexts`' rows):
     ``values="accuracy"``, a row per source (``term_contexts``, named as the chapter names it) and ``cutoff``, a
-    column per dimension in :func:`bias_utils.profiles.projection.table2`'s order; ``values="n"``, a row per source,
+    column per dimension in :func:`bias_utils.profiles.projection._table2`'s order; ``values="n"``, a row per source,
     the number of extra terms each accuracy is computed on (both cut-offs use the same terms). A ``layer`` column
     only when the rows hold several layers."""
     if values not in ("accuracy", "n"):
@@ -500,7 +500,7 @@ def table2_by_term_contexts(accuracy: pd.DataFrame, values: str = "accuracy") ->
     frames = []
     for source, rows in accuracy.groupby("term_contexts", sort=False):
         for cutoff in cutoffs:
-            wide = projection.table2(rows.assign(accuracy=rows[values]), cutoff)
+            wide = projection._table2(rows.assign(accuracy=rows[values]), cutoff)
             keys = {"term_contexts": _TERM_CONTEXT_NAMES.get(source, source)}
             keys.update({"cutoff": cutoff} if values == "accuracy" else {})
             frames.append(wide.drop(columns=["model_id", "context_source"] + ([] if layered else ["layer"]),

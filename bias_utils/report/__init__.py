@@ -1,20 +1,18 @@
 """Shared: how results read: labels and tables as HTML, offline charts.
 
 The public API by role, one module a role (``_EXPORTS``); each name is imported on first use
-(:func:`bias_utils.core.exports.lazy_exports`).
+(:func:`bias_utils.core.exports._lazy_exports`).
 """
 
-from ..core.exports import lazy_exports
+from ..core.exports import _lazy_exports
 
 _EXPORTS = {
     # tables and figures as the book shows them (labels, rounding, offline Vega)
-    "rendering": ("enable", "column_label", "figure_html", "group_label", "value_label", "write_vega_bundle",),
+    "rendering": ("group_label",),
     # the Altair charts and the colour of each group
-    "plots": ("GROUP_COLORS", "INVALID_GREY", "INVALID_MARK", "INVALID_NOTE", "LOG_FORMAT", "OTHER_COLORS",
-        "UNIT_COLORS", "accuracy_heatmap", "axis_validity_chart", "captioned", "drawable", "group_scale",
-        "layer_curves_chart", "log_ticks", "profile_chart", "repel", "save", "specification_curve_chart",
-        "warmth_competence_chart", "warmth_competence_charts",),
+    "plots": ("accuracy_heatmap", "axis_validity_chart", "drawable", "layer_curves_chart", "profile_chart", "save",
+        "specification_curve_chart", "warmth_competence_charts",),
 }
 
 __all__ = [name for names in _EXPORTS.values() for name in names]
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

@@ -33,7 +33,7 @@ from ..core import cache, precision
 from ..core.results import display_name
 
 __all__ = [
-    "enable", "column_label", "figure_html", "group_label", "value_label", "write_vega_bundle",
+    "group_label",
 ]
 
 _RENDERER = "bias_book"
@@ -288,7 +288,7 @@ def _figure_text(spec: dict) -> tuple[str, str]:
     return alt_text or title, caption or (f"{title}." if title else "")
 
 
-def figure_html(spec: dict, number: int, element_id: str, image: str | None = None) -> str:
+def _figure_html(spec: dict, number: int, element_id: str, image: str | None = None) -> str:
     """A chart as a numbered figure of the book: the drawing (:func:`chart_html`), a static image
     (``image``, a path relative to the page) for a reader without scripts, and the caption.
 
@@ -443,13 +443,13 @@ _COUNT = re.compile(r"^(n|df|count|n_.*|df_.*|.*_count|.*_n)$")
 _MISSING = "–"
 
 
-def column_label(name) -> str:
+def _column_label(name) -> str:
     """The header a reader sees for a results column: :data:`LABELS`, else underscores to spaces
     and the first letter capitalised (``share_agree_sign`` -> ``Share agree sign``; a count
     ``n_specs`` -> ``Specs (n)``)."""
     if isinstance(name, tuple):
         # the first level names a column, the others are values of the pivoted variable
-        return " · ".join([column_label(name[0])] + [value_label(part) for part in name[1:] if str(part) != ""])
+        return " · ".join([_column_label(name[0])] + [_value_label(part) for part in name[1:] if str(part) != ""])
     name = str(name)
     if name in _LABELS:
         text = _LABELS[name]
@@ -471,7 +471,7 @@ _PROMPT_ID = re.compile(r"(?P<category>[a-z]+(?:_[a-z]+)+)/(?P<key>[A-Za-z0-9_()
 _IDENTIFIER = re.compile(r"(?<![\w./-])[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w/-]|\.\w)")
 
 
-def value_label(value) -> str:
+def _value_label(value) -> str:
     """A value of a results table (a test, a measure, a group, a template set, an occupation key) as the text,
     the tables and the charts name it: its :data:`LABELS` entry; else each identifier in it by its entry, or with
     its underscores as spaces (``Physician_Assistant`` -> ``Physician Assistant``; ``hurdle_presence:gendered_words``
@@ -496,8 +496,8 @@ def _missing(value) -> bool:
 
 def _cell_text(value, column="", whole: bool = False) -> str:
     """One cell as the book shows it, rounded by the quantity its column holds, with the functions sentences use
-    (:mod:`bias_utils.core.precision`): p values by :func:`~bias_utils.core.precision.p_text`, counts by
-    :func:`~bias_utils.core.precision.count_text`, other numbers by :func:`~bias_utils.core.precision.number_text`, a
+    (:mod:`bias_utils.core.precision`): p values by :func:`~bias_utils.core.precision._p_text`, counts by
+    :func:`~bias_utils.core.precision._count_text`, other numbers by :func:`~bias_utils.core.precision._number_text`, a
     missing
     value as ``–``. ``whole``: the column holds whole numbers only (a count or df stored as float because of a
     gap)."""
@@ -509,12 +509,12 @@ def _cell_text(value, column="", whole: bool = False) -> str:
     if isinstance(value, (list, tuple, np.ndarray)):
         return "; ".join(_cell_text(v, column) for v in value)  # a list of examples reads as a list, not a repr
     if not isinstance(value, numbers.Real):
-        return value_label(display_name(value))  # a model id reads as the model's name
+        return _value_label(display_name(value))  # a model id reads as the model's name
     if _P_VALUE.search(column):
-        return precision.p_text(value)
+        return precision._p_text(value)
     if isinstance(value, numbers.Integral) or ((whole or _COUNT.match(column)) and float(value).is_integer()):
-        return precision.count_text(value)
-    return precision.number_text(value)
+        return precision._count_text(value)
+    return precision._number_text(value)
 
 
 def _flat(frame: pd.DataFrame) -> pd.DataFrame:
@@ -562,10 +562,10 @@ def _number(value) -> bool:
 
 def _cells(frame: pd.DataFrame, errors: dict | None = None) -> tuple[list[str], list[list[tuple[str, bool]]]]:
     """Headers and cells; an interval's bound is printed as sentences print it
-    (:func:`bias_utils.core.precision.bound_text`: to its Monte Carlo error where ``errors`` gives one, else at its
+    (:func:`bias_utils.core.precision._bound_text`: to its Monte Carlo error where ``errors`` gives one, else at its
     estimate's decimals), so one interval reads alike on every page."""
     errors = errors or {}
-    headers = [column_label(c) for c in frame.columns]
+    headers = [_column_label(c) for c in frame.columns]
     whole = [pd.api.types.is_float_dtype(frame[c]) and bool((frame[c].dropna() % 1 == 0).all())
              for c in frame.columns]
     estimates = [_estimate_column(frame, c) for c in frame.columns]
@@ -578,7 +578,7 @@ def _cells(frame: pd.DataFrame, errors: dict | None = None) -> tuple[list[str], 
             estimate = values[at] if at is not None else None
             error = mc[i] if mc is not None and _number(mc[i]) else None
             if _number(value) and (error is not None or _number(estimate)):
-                text = precision.bound_text(value, estimate if _number(estimate) else None, error)
+                text = precision._bound_text(value, estimate if _number(estimate) else None, error)
             else:
                 text = _cell_text(value, column, integral)
             row.append((text, numeric or _missing(value) or bool(_NUMBER_TEXT.match(text))))
@@ -632,7 +632,7 @@ def _table_html(frame: pd.DataFrame) -> str:
     frame = _flat(frame)
     if frame.empty:
         why = frame.attrs.get("empty") or (
-            "nothing to list in this table" + (f" (columns: {', '.join(column_label(c) for c in frame.columns)})"
+            "nothing to list in this table" + (f" (columns: {', '.join(_column_label(c) for c in frame.columns)})"
                                                if len(frame.columns) else ""))
         return f'<p class="bias-empty-table">No rows: {html.escape(str(why))}.</p>'
     note = []
@@ -688,7 +688,7 @@ def _table_html(frame: pd.DataFrame) -> str:
             f"<tbody>{body}</tbody></table></div>{more}{notes}")
 
 
-def enable() -> None:
+def _enable() -> None:
     """Make Altair charts in this kernel render through the book's global ``vegaEmbed``, and
     DataFrames display as :func:`table_html` (the tables written to disk keep all digits)."""
 
@@ -697,10 +697,10 @@ def enable() -> None:
 
     alt.renderers.enable(_RENDERER)
     # plain-text reprs and Stylers (which bypass the HTML formatter) keep readable digits too
-    pd.set_option("display.float_format", precision.number_text)
+    pd.set_option("display.float_format", precision._number_text)
     # cells wrap in the book, so a reason or a context sentence is shown whole up to 100 characters
     pd.set_option("display.max_colwidth", 100)
-    pd.set_option("styler.format.formatter", precision.number_text)
+    pd.set_option("styler.format.formatter", precision._number_text)
     shell = get_ipython()
     if shell is not None:
         html_formatter = shell.display_formatter.formatters["text/html"]
@@ -708,7 +708,7 @@ def enable() -> None:
         # a Styler's table reads like every other table (its data, not its own HTML)
         html_formatter.for_type(Styler, lambda styler: _table_html(styler.data))
 
-def write_vega_bundle(static_dir: str | Path) -> Path:
+def _write_vega_bundle(static_dir: str | Path) -> Path:
     """Write the vega + vega-lite + vega-embed bundle (from vl-convert, no network) once.
 
     The bundle's top-level declarations are wrapped in a function scope, so
@@ -721,7 +721,7 @@ def write_vega_bundle(static_dir: str | Path) -> Path:
 
     target = Path(static_dir) / _BUNDLE_PATH
     stamp_path = target.with_suffix(".json")
-    stamp = {"vl_convert": vlc.__version__, "vega_lite": _vega_lite_version(), "draw": cache.stable_hash(_DRAW_JS)}
+    stamp = {"vl_convert": vlc.__version__, "vega_lite": _vega_lite_version(), "draw": cache._stable_hash(_DRAW_JS)}
     if target.exists() and stamp_path.exists():
         try:
             if json.loads(stamp_path.read_text()) == stamp:
@@ -729,6 +729,6 @@ def write_vega_bundle(static_dir: str | Path) -> Path:
         except ValueError:
             pass  # unreadable stamp: rebuild below
     bundle = vlc.javascript_bundle(vl_version=_vega_lite_version())
-    cache.atomic_write_text(target, "(function () {\n" + bundle + "\n})();\n" + _DRAW_JS)
-    cache.atomic_write_json(stamp_path, stamp)
+    cache._atomic_write_text(target, "(function () {\n" + bundle + "\n})();\n" + _DRAW_JS)
+    cache._atomic_write_json(stamp_path, stamp)
     return target
