@@ -383,10 +383,11 @@ def _describe_model(name: str, dtype: str | None = None) -> dict:
     ``requested_dtype`` is what the build asked for (``None``: the default), passed to every notebook that loads
     the model; ``device`` is where this machine put it (``models.load_model``'s ``device_choice``)."""
     # deferred: torch, not needed when nothing has to run
-    from ..models.loading import BUILTIN_MODELS, load_model, unload_model
+    from ..models.builtin_models import _BUILTIN_MODELS
+    from ..models.loading import load_model, unload_model
 
     loaded = load_model(name, dtype=dtype)
-    builtin = BUILTIN_MODELS.get(name)
+    builtin = _BUILTIN_MODELS.get(name)
     try:
         info = {
             "name": name,
