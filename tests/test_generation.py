@@ -358,11 +358,11 @@ def test_batch_size_reproducibility(smol, bold_slice):
 
 _CHILD = """
 import json, sys
-from bias_utils.models.generation import generate
+from bias_utils.models.generation import _generate
 from bias_utils.models.loading import load_model
 prompts, ids = json.loads(sys.argv[1])
-generate(load_model(sys.argv[2]), prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2,
-         cache=sys.argv[3], progress=False)
+_generate(load_model(sys.argv[2]), prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2,
+          cache=sys.argv[3], progress=False)
 """
 
 

@@ -251,9 +251,9 @@ def test_an_encoder_cannot_generate():
 
 _FULL_CACHE_CHILD = """
 import resource, signal, sys
-from bias_utils.models.builtin_models import BUILTIN_MODELS, _builtin_weights
+from bias_utils.models.builtin_models import _BUILTIN_MODELS, _builtin_weights
 from bias_utils.models.loading import ModelError, _convert_gguf
-gguf = _builtin_weights(BUILTIN_MODELS["smollm2-135m-instruct"])
+gguf = _builtin_weights(_BUILTIN_MODELS["smollm2-135m-instruct"])
 # A file-size limit refuses the conversion's writes mid-file, as a full cache disk does.
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))

@@ -40,7 +40,7 @@ _BOOK_DIR = paths._ROOT / "book"
 _NOTEBOOKS_DIR = paths._ROOT / "notebooks"
 #: Code injected as the first cell of every executed notebook (hidden in the
 #: book by its tag): charts then draw offline from the book's vega bundle.
-_RENDER_CELL = "import bias_utils.report.rendering\nbias_utils.report.rendering.enable()"
+_RENDER_CELL = "import bias_utils.report.rendering\nbias_utils.report.rendering._enable()"
 
 #: Distributions whose versions enter the run key and the manifest.
 _PACKAGES = (
