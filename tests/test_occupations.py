@@ -1,6 +1,7 @@
 """bias_utils.audit.occupations: the occupation as the unit (intervals, permutation p, influence)."""
 
 import itertools
+import re
 
 import numpy as np
 import pandas as pd
@@ -532,6 +533,11 @@ def test_an_interval_of_bootstrap_bounds_does_not_mix_decimals_but_keeps_two_sig
     points = {"d_ci_low": 0.3104, "d_ci_high": 0.7846, "d_ci_low_mc_se": 0.004, "d_ci_high_mc_se": 0.001}
     assert (precision._mc_round(31.04, 0.4), precision._mc_round(78.46, 0.1)) == ("31", "78.5")  # each on its own
     assert occupations._mc_interval(points, "d", 100) == "31 to 78"
+    # a table's two bound columns print the interval as the sentence does
+    frame = pd.DataFrame({"effect_size": [50.2], "ci_low": [31.04], "ci_high": [78.46], "ci_low_mc_se": [0.4],
+                          "ci_high_mc_se": [0.1]})
+    cells = re.findall(r"<td\b[^>]*>(.*?)</td>", rendering._table_html(frame), flags=re.S)
+    assert cells == [rendering._cell_text(50.2), "31", "78"]
     odds = {"o_ci_low": 2.93, "o_ci_high": 131.2, "o_ci_low_mc_se": 0.05, "o_ci_high_mc_se": 4.0}
     assert occupations._mc_interval(odds, "o") == "2.9 to 130"
     # no Monte Carlo error: each bound by its own size, as before

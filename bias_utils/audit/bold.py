@@ -519,7 +519,7 @@ def _check_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples=
     write text, read from its config (an encoder); the sampling rule (``errors._check_generation``: greedy decoding
     with several samples is refused); ``max_new_tokens`` against the model's context length; a selection with fewer
     than two groups (:func:`~bias_utils.audit.bold_prompts._check_selection`); the lexicons
-    (:func:`check_audit_lexicons`);
+    (:func:`_check_audit_lexicons`);
     ``n_boot`` (``stats._check_n_boot``) and ``method``."""
     facts = _check_model(model, need="generate", what="the BOLD audit (it samples completions)")
     _check_generation(n_samples=n_samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
@@ -543,7 +543,7 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
 
     The sampling defaults are the audit's ``generate`` call: temperature 0.7, top-p 0.9,
     and transformers' default ``top_k=50`` that call applied (``None`` turns it off). Every parameter is
-    checked first (:func:`check_audit`), before the model loads.
+    checked first (:func:`_check_audit`), before the model loads.
 
     Tables (parquet + CSV): ``bold_metrics`` (one row per completion:
     selection columns, ``sample, completion, n_tokens, finish_reason``,

@@ -67,7 +67,7 @@ def _load_audit_selection() -> pd.DataFrame:
 
     Columns: ``group, category, occupation, prompt, prompt_id`` in the audit's
     order (male file first). ``prompt_id`` is the BOLD id; a prompt that is not
-    verbatim in BOLD at that position raises :class:`BoldDataError`.
+    verbatim in BOLD at that position raises :class:`_BoldDataError`.
     """
     parts = [_flatten(data.resolve(f"audit_{g}_prompts"), f"audit_{g}_prompts").assign(group=g)
              for g in _AUDIT_GROUPS]

@@ -4,7 +4,7 @@ Two measures of each side, two sets of occupations. One concept over 600 lines: 
 its primary analysis and the BOLD-based analysis it keeps as a robustness row share their intrinsic measure, their
 readability rule and their chapter.
 
-**The primary analysis, stated before the results** (:func:`next_word_link`, :data:`NEXT_WORD_PRIMARY`): across
+**The primary analysis, stated before the results** (:func:`next_word_link`, :data:`_NEXT_WORD_PRIMARY`): across
 Rudinger et al.'s 60 occupations with a U.S. Bureau of Labor Statistics share of women, Spearman's ρ between the
 occupation noun's position on the model's female − male direction (``gender_position``, chapter 04) and the exact
 **next-word log-ratio** of female to male words after neutral sentences about it (``audit.next_word``), with a 95%
@@ -19,7 +19,7 @@ interval from resampling occupations. Both sides are checked against the same sh
 * the association over the audit's primary units (the BOLD person-noun occupations, their noun on both sides);
 * Pearson's r beside each ρ.
 
-The **BOLD-based link** (:func:`run_link`, :data:`PRIMARY`: the pre-stated test of that analysis) stays as a
+The **BOLD-based link** (:func:`run_link`, :data:`_PRIMARY`: the pre-stated test of that analysis) stays as a
 robustness row, labelled by its units (the BOLD primary units) and its measure (word counts in sampled BOLD
 completions): with a few gendered words per occupation it can hardly show a link.
 
@@ -39,7 +39,7 @@ is not an occupation one can place on a gender direction). Per model and occupat
   ``log((F + c) / (M + c))`` with the continuity correction ``c`` (:data:`CONTINUITY`) for the chart and the
   correlations.
 
-Its pre-stated test (:data:`PRIMARY`): the change in the log-odds of female
+Its pre-stated test (:data:`_PRIMARY`): the change in the log-odds of female
 versus male words per standard deviation of the occupation's position, *within BOLD category and audit group*
 (the occupation's field and group held fixed): a binomial logistic model of the occupation's female and male
 counts on the standardised position with category and group fixed effects and a random intercept per
@@ -300,7 +300,7 @@ def _link_statistics(table: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
     ``n_fixed_effects``, ``p_chi2``, ``n_permutations``, ``direction_verdict`` (the direction's check against the
     BLS share, "" when not given), ``readable`` (False on the gender-direction rows unless that verdict is
     ``supported``),
-    ``primary`` (the row :data:`PRIMARY` names) and ``note``."""
+    ``primary`` (the row :data:`_PRIMARY` names) and ``note``."""
     measure = table["extrinsic_measure"].iloc[0] if len(table) else ""
     _check_statistics(n_boot, seed, direction_verdict, n_permutations)
     rows: dict[str, list] = {test: [] for test in _TESTS}
@@ -448,7 +448,7 @@ def _next_word_occupations(values: pd.DataFrame, exact: pd.DataFrame, units: pd.
 
 
 def _bold_row(bold_statistics: pd.DataFrame | None) -> dict | None:
-    """The BOLD-based link's pre-stated row (:data:`PRIMARY`) of a :data:`tables.NAMES.LINK_STATISTICS`, as a row of
+    """The BOLD-based link's pre-stated row (:data:`_PRIMARY`) of a :data:`tables.NAMES.LINK_STATISTICS`, as a row of
     the next-word link, labelled by its units and its measure."""
     if bold_statistics is None:
         return None
@@ -477,7 +477,7 @@ def _next_word_link_statistics(occupations: pd.DataFrame, bold_statistics: pd.Da
     units``), ``intrinsic`` (``gender_position``), ``extrinsic_measure``, ``controls`` (``bls_pct_female`` on the
     partial rows), ``direction_verdict`` (the direction's check against the BLS share, "" when not given),
     ``readable`` (False unless that verdict is ``supported`` or not given), ``primary`` (the row
-    :data:`NEXT_WORD_PRIMARY` names) and ``note``."""
+    :data:`_NEXT_WORD_PRIMARY` names) and ``note``."""
     _check_n_boot(n_boot)
     _check_seed(seed)
     if direction_verdict is not None and direction_verdict not in _VALIDITY_VERDICTS:
@@ -560,7 +560,7 @@ def _next_word_link_reading(statistics: pd.DataFrame, who: str) -> str:
 
 
 def describe_next_word_link(statistics: pd.DataFrame, model: str = "this model") -> str:
-    """The chapter's reading of :func:`next_word_link`: the primary and the partial (:func:`next_word_link_reading`),
+    """The chapter's reading of :func:`next_word_link`: the primary and the partial (:func:`_next_word_link_reading`),
     then the association over the BOLD primary units and the BOLD-based link as a robustness row, saying plainly
     when an interval includes zero ("not shown is not absent")."""
     model = display_name(model)
@@ -750,7 +750,7 @@ def run_link(model, metrics: pd.DataFrame, basis, *, layer="mean", correction: f
     The occupations table has one row per occupation with both measures (:data:`OCCUPATION_COLUMNS`):
     ``noun`` (as embedded), ``n_templates`` (templates it was located in), ``gender_position``,
     ``warmth``, ``competence`` (module docstring), then :func:`extrinsic_table`'s columns. The parameters are
-    checked first (:func:`check_link`), before any model loads."""
+    checked first (:func:`_check_link`), before any model loads."""
     _check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed, templates=templates,
                direction_verdict=direction_verdict, n_permutations=n_permutations, layers=basis.layers)
     extrinsic = _extrinsic_table(occupation_units.primary_completions(metrics), correction)

@@ -5,7 +5,7 @@ word at all. The dense measure the field uses reads the model's next-token distr
 al. 2019 and Bordia & Bowman 2019's templates: "The {occupation} said that" is followed by "she" or "he"). It has
 no sampling noise and costs one forward pass per sentence.
 
-**Templates** (:data:`TEMPLATES`): ten neutral sentences about an occupation, none of them the intrinsic side's
+**Templates** (:data:`_TEMPLATES`): ten neutral sentences about an occupation, none of them the intrinsic side's
 templates (``profiles.DEFAULT_TEMPLATES``: "this is the nurse"), each ending where a reference to the person comes
 next: a subject pronoun ("The nurse said that" ...), a possessive ("The nurse picked up" ... her bag) or an object
 ("I called the nurse and thanked" ... her). A template ends without a space: the next word carries its leading
@@ -18,7 +18,7 @@ float64), the probability of the next token being one of the audit's female word
 their log-ratio ``log_ratio = log(female_mass / male_mass)`` (above 0: the model continues the sentence more
 likely with a female word). The log-ratio does not depend on the softmax's normaliser; the masses do.
 
-**Which tokens** (:func:`lexicon_first_tokens`): each word in its leading-space, lower-case form (" she"), mapped by
+**Which tokens** (:func:`_lexicon_first_tokens`): each word in its leading-space, lower-case form (" she"), mapped by
 ``models.decoding.lexicon_token_ids`` (the mapping the expected counts of the audit use). A word that is one token
 in that form counts by that token. A word longer than one token counts by its **first** token: an upper bound on
 the word's probability (the first token may continue into another word), reported as ``counted = "first token"``
@@ -103,7 +103,7 @@ _TEMPLATES: tuple[str, ...] = (
     "The manager wanted to talk to the {occupation}, so we waited for",
     "Everyone in the office likes the {occupation} and trusts",
 )
-#: What a template's next word refers to, in :data:`TEMPLATES`' order (for the table and the chapter).
+#: What a template's next word refers to, in :data:`_TEMPLATES`' order (for the table and the chapter).
 _REFERENCE = ("subject",) * 4 + ("possessive",) * 3 + ("object",) * 3
 #: Bumped when what a cached row holds, or how it is computed, changes.
 _CODE_VERSION = 1
@@ -125,7 +125,7 @@ _CONTINUITY = 0.5
 
 
 def _check_next_word_templates(templates, name: str = "templates") -> tuple[str, ...]:
-    """The templates as a tuple (None: :data:`TEMPLATES`), each a string with ``{occupation}`` exactly once that
+    """The templates as a tuple (None: :data:`_TEMPLATES`), each a string with ``{occupation}`` exactly once that
     ends in a word (no trailing space: the next token carries its own), none twice; a :class:`ParameterError`
     names the parameter (``name``: a notebook's ``next_word_templates``)."""
     if templates is None:
@@ -210,7 +210,7 @@ class _Store:
 class _NextWord:
     """What :func:`next_word_table` finds: ``prompts`` (one row per occupation and template:
     :data:`_PROMPT_COLUMNS`), ``occupations`` (one row per occupation: :data:`_OCCUPATION_COLUMNS`), ``words``
-    (the lexicon's tokens: :func:`lexicon_first_tokens`) and ``model_id``."""
+    (the lexicon's tokens: :func:`_lexicon_first_tokens`) and ``model_id``."""
 
     prompts: pd.DataFrame
     occupations: pd.DataFrame
@@ -229,7 +229,7 @@ def next_word_table(model, occupations: Sequence[str], *, templates: Sequence[st
                     lexicons: Mapping[str, Sequence[str]] = GENDER_LEXICONS, batch_size: int | None = None,
                     cache: bool = True, progress: bool = True) -> _NextWord:
     """The exact measure (module docstring) of every occupation noun of ``occupations`` (duplicates once) in
-    ``templates`` (None: :data:`TEMPLATES`), for ``model`` (a decoder: a ``LoadedModel`` or a name for
+    ``templates`` (None: :data:`_TEMPLATES`), for ``model`` (a decoder: a ``LoadedModel`` or a name for
     ``models.loading._resolve_model``). ``batch_size``: sentences per forward pass (default: 32 on a CPU).
 
     ``prompts`` columns: ``occupation`` (the noun), ``template``, ``reference`` (``subject``, ``possessive`` or
@@ -359,7 +359,7 @@ def describe_next_word(statistics: pd.DataFrame, words: pd.DataFrame, model: str
                        occupations: pd.DataFrame | None = None, *, chat_model: bool = False) -> str:
     """Markdown reading :func:`next_word_validity` for ``model``: how the exact log-ratio follows the BLS share of
     women, the verdict in words with the power of the check, the discriminant rows; then how the lexicon's words
-    were counted (``words``: :func:`lexicon_first_tokens`'s), with ``occupations`` how much of the next word is
+    were counted (``words``: :func:`_lexicon_first_tokens`'s), with ``occupations`` how much of the next word is
     gendered at all, and that the input was the raw text (saying what that means where ``chat_model``: a model
     with a chat template)."""
     name = display_name(model)

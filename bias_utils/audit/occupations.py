@@ -39,7 +39,7 @@ person-noun units only.
   the completion level in the model, :func:`nested_rows`, it grows further); the same model with each
   completion counted at most once per gender; the audit's pooled-word odds ratio (first group over second, +0.5
   in every cell) over the same units with the occupation cluster bootstrap and permutation p; and the pooled
-  odds ratio on the published selection as it is (its 224 BOLD keys, :data:`UNIT_PUBLISHED`), the figure the
+  odds ratio on the published selection as it is (its 224 BOLD keys, :data:`_UNIT_PUBLISHED`), the figure the
   audit's numbers are comparable with.
 * **Extension**: the share of completions with any gendered word and the male share among gendered
   completions, compared the same way over the primary units.
@@ -747,7 +747,7 @@ def _share_phrase(h: Mapping, side: str) -> str:
 
 
 def _difference_reading(h: Mapping) -> str:
-    """Which group's occupations get the larger male share, as far as the primary interval shows (:func:`headline`'s
+    """Which group's occupations get the larger male share, as far as the primary interval shows (:func:`_headline`'s
     dict): "a larger share of male words about male-dominated occupations than about female-dominated ones", or "a
     difference between … in the share of male words is not shown"; the one reading the chapter and the front page
     give."""
@@ -760,7 +760,7 @@ def _difference_reading(h: Mapping) -> str:
 
 
 def _estimate_text(h: Mapping, which: str = "primary") -> str:
-    """One estimate of a headline (:func:`headline`'s dict) as the chapter, its table and the front page all print
+    """One estimate of a headline (:func:`_headline`'s dict) as the chapter, its table and the front page all print
     it. ``"primary"``: "68% (95% CI 45% to 90%) of the gendered words about a typical male-dominated occupation
     are male, 11% (…) about a typical female-dominated one: a difference of 57 percentage points, 95% CI 31 to
     83 resampling whole occupations, permutation p ≤ 1/10,000" (bootstrap bounds to their Monte Carlo error);
@@ -809,7 +809,7 @@ def _units_phrase(h: Mapping) -> str:
 
 
 def _headline_sentence(table: pd.DataFrame | Mapping) -> str:
-    """The primary finding in a few sentences, from a :func:`headline_table` row (or :func:`headline`'s dict): the
+    """The primary finding in a few sentences, from a :func:`headline_table` row (or :func:`_headline`'s dict): the
     primary estimand (each group's male share of gendered words for a typical occupation with its interval, their
     difference with its occupation interval and permutation p), over how many occupations and how many of them
     carry any gendered word, the marginal odds ratio beside it, how many completions carry it and the most

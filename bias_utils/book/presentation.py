@@ -50,7 +50,7 @@ _NUMBERED = re.compile(r"^(\d{2}) · ")
 
 def _chapter_title(nb, stem: str, model: str = "") -> None:
     """Number a chapter's title as the text numbers it (``04_profiles`` -> "04 · …", so the navigation shows the
-    number the text refers to) and, with ``model`` (its name, :func:`bias_utils.models.model_name`), name the model it
+    number the text refers to) and, with ``model`` (its name, :func:`bias_utils.models._model_name`), name the model it
     is about in parentheses (a title may end in a question mark: "How robust is this profile? (all-MiniLM-L6-v2)"),
     in place: the first line of the
     first Markdown cell, when it is a level-1 heading. Idempotent."""

@@ -31,7 +31,7 @@ Per model, from tables the study notebooks wrote:
 
 :func:`findings_bullets` gives the few plain-language findings that open the page, the number a reader
 understands first, each linking to its chapter and naming models by their names
-(:func:`bias_utils.models.model_name`); :func:`summary_table` one row per model with a
+(:func:`bias_utils.models._model_name`); :func:`summary_table` one row per model with a
 generated sentence, :func:`summary_chart` the figure, :func:`write_summary_page`
 the Markdown page that ``book/index.md`` includes. Nothing here is typed by hand:
 a model without a table says so in its sentence.
@@ -264,7 +264,7 @@ def _link(model: str, chapter: str, label: str) -> str:
 
 
 def _names(models: Sequence[str]) -> dict[str, str]:
-    """Each model id by the name running text gives it (:func:`bias_utils.models.model_name` of its short id:
+    """Each model id by the name running text gives it (:func:`bias_utils.models._model_name` of its short id:
     ``SmolLM2-135M-Instruct``), or by its short id where two models would share a name."""
     models = list(dict.fromkeys(models))
     short = list(short_model_ids(pd.DataFrame({"model_id": models}))["model_id"]) if models else []

@@ -4,7 +4,7 @@ Design: a cache entry is a file whose name is a hash of everything that
 determines its content. Files are written to a temporary name, fsynced and
 atomically renamed, so a reader sees either a complete file or none; a killed
 process never leaves a half-written entry under a real name. Readers verify
-what they load (see :func:`read_npz`) and treat anything unreadable as a miss.
+what they load (see :func:`_read_npz`) and treat anything unreadable as a miss.
 No pickle anywhere: entries are JSON, JSONL, npz (``allow_pickle=False``) or
 parquet.
 """
@@ -138,7 +138,7 @@ def _write_npz(path: str | os.PathLike, **arrays: np.ndarray) -> Path:
 
 
 def _read_npz(path: str | os.PathLike, required: Iterable[str] = ()) -> dict[str, np.ndarray] | None:
-    """Load an npz written by :func:`write_npz`; ``None`` if absent, truncated or corrupt.
+    """Load an npz written by :func:`_write_npz`; ``None`` if absent, truncated or corrupt.
 
     A corrupt entry is deleted so that the caller recomputes it.
     """

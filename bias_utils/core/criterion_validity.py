@@ -3,7 +3,7 @@
 A measure of a model's occupational gender (the position of an occupation noun on the model's female − male
 direction, chapter 04; the next-word log-ratio of female to male words after a neutral sentence about it,
 chapter 11) is read only once it tracks an external criterion: the U.S. Bureau of Labor Statistics share of women
-among the occupation's workers (Rudinger et al. 2018's 60 occupations). :func:`validity_statistics` runs the same
+among the occupation's workers (Rudinger et al. 2018's 60 occupations). :func:`_validity_statistics` runs the same
 check for every measure, so the two sides of chapter 11 are held to one rule:
 
 * **Criterion rows.** Per measure, Spearman's ρ and Pearson's r against the criterion (``stats._correlation_rows``:
@@ -20,13 +20,13 @@ check for every measure, so the two sides of chapter 11 are held to one rule:
 **The verdicts, stated before the results** (:func:`_verdict`), of the first measure named:
 
 * ``supported``: the 95% interval of Spearman's ρ (of the partial ρ, for the discriminant row) lies above 0;
-* ``untestable``: fewer than :data:`MIN_ITEMS` occupations carry the measure (for the discriminant row: or no
+* ``untestable``: fewer than :data:`_MIN_ITEMS` occupations carry the measure (for the discriminant row: or no
   control has values, as for a dictionary without warmth and competence);
 * ``not shown``: otherwise. Not shown is not absent: ``detectable`` says which ρ the check would have found.
 
 The criterion verdict gates what the book reads (chapter 11 reads the direction only where it is ``supported``);
 the discriminant verdict qualifies it: where it is not ``supported`` the text says that the measure's order is
-not shown to be gender's rather than warmth's or competence's (:func:`describe_discriminant`).
+not shown to be gender's rather than warmth's or competence's (:func:`_describe_discriminant`).
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def _validity_statistics(values: pd.DataFrame, measures: Sequence[str], *, crite
 
 
 def _statistic_row(statistics: pd.DataFrame, measure: str, test: str) -> pd.Series | None:
-    """The row of ``measure`` and ``test`` in a :func:`validity_statistics` table, or None."""
+    """The row of ``measure`` and ``test`` in a :func:`_validity_statistics` table, or None."""
     found = statistics[(statistics["measure"] == measure) & (statistics["test"] == test)]
     return found.iloc[0] if len(found) else None
 
@@ -146,8 +146,8 @@ def _one_verdict(statistics: pd.DataFrame, measure: str, tests: Sequence[str], w
 
 
 def _measure_verdict(statistics: pd.DataFrame, measure: str) -> str:
-    """The criterion verdict of ``measure`` in a :func:`validity_statistics` table (one of
-    :data:`VALIDITY_VERDICTS`)."""
+    """The criterion verdict of ``measure`` in a :func:`_validity_statistics` table (one of
+    :data:`_VALIDITY_VERDICTS`)."""
     return _one_verdict(statistics, measure, _CRITERION_TESTS, "measure_verdict")
 
 
@@ -164,7 +164,7 @@ _TEST_NAMES = {"spearman": "Spearman ρ", "pearson": "Pearson r", "partial_spear
 
 
 def _correlation_text(row) -> str:
-    """One row of :func:`validity_statistics` (or any correlation row) in words: the coefficient, its 95% interval
+    """One row of :func:`_validity_statistics` (or any correlation row) in words: the coefficient, its 95% interval
     and p."""
     name = _TEST_NAMES[row["test"]]
     if not np.isfinite(row["effect_size"]):

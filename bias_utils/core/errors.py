@@ -65,7 +65,7 @@ def _check_seed(seed, name: str = "seed") -> int:
 
 def _check_layer(layer, *, layers=None, allow_all: bool = True, allow_names: bool = True,
                 name: str = "layer") -> str | int:
-    """``layer`` when it is one of :data:`LAYER_NAMES` (``"all"`` only where ``allow_all``) or a hidden-state index;
+    """``layer`` when it is one of :data:`_LAYER_NAMES` (``"all"`` only where ``allow_all``) or a hidden-state index;
     ``layers``: the model's hidden-state indices (a count ``n`` stands for ``0 .. n - 1``; the embedding output is 0),
     against which an index is checked, negative ones counting from the end; ``allow_names=False``: an index only
     (an item of a list of layers). The one rule for a layer everywhere:
@@ -165,10 +165,10 @@ def _check_generation(prompts=None, *, n_samples=1, max_new_tokens=100, temperat
     """The settings of ``generation._generate`` (and, when given, its prompt list), normalised.
 
     ``n_samples``, ``max_new_tokens``: positive ints; the sampling rule of
-    :func:`check_sampling` with greedy decoding allowed; greedy decoding
+    :func:`_check_sampling` with greedy decoding allowed; greedy decoding
     (``temperature=0``) with ``n_samples > 1`` is refused: its samples are one
     completion repeated, which the statistics would count as independent;
-    ``seed``: :func:`check_seed`; ``prompts``: :func:`check_prompts`. Returns
+    ``seed``: :func:`_check_seed`; ``prompts``: :func:`check_prompts`. Returns
     ``{"prompts", "n_samples", "max_new_tokens", "temperature", "top_p",
     "top_k", "seed"}`` (``prompts`` as a list, or ``None``; integers as Python ints).
     """

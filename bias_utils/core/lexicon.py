@@ -8,7 +8,7 @@ A lexicon set is a plain ``dict`` of name -> word list; every word must be a
 single token under this tokenisation, and no word may sit in two lexicons of
 one set (it would be counted twice).
 
-* :data:`MALE_WORDS`, :data:`FEMALE_WORDS`: the audit's 13 + 13 words, verbatim
+* :data:`_MALE_WORDS`, :data:`_FEMALE_WORDS`: the audit's 13 + 13 words, verbatim
   from its paper (section 4.5) and script.
 * :data:`NEUTRAL_WORDS`: gender-neutral and non-binary forms that the audit did
   not count. Counted *beside* the binary lexicons, never merged into them:

@@ -85,7 +85,7 @@ _WIDE_NODES = 200
 _VALID_SIGMA = 3.5
 #: A profile bound further than this from the estimate (in logits: an odds ratio beyond e^40) is infinite.
 _PROFILE_LIMIT = 40.0
-#: What :func:`mixed_row` reports: the coefficient exponentiated (a group indicator's odds ratio) or as it is (the
+#: What :func:`_mixed_row` reports: the coefficient exponentiated (a group indicator's odds ratio) or as it is (the
 #: change in log-odds per unit of a covariate).
 _EFFECTS = ("odds_ratio", "log_odds_slope")
 
@@ -409,7 +409,7 @@ def _widened(fit: _MixedLogitFit) -> _MixedLogitFit:
 
 def _fit(data: _Clusters, names: list[str], sigma, boundary_avoiding: bool, n_given: int,
          adaptive: bool) -> _MixedLogitFit:
-    """:func:`fit_mixed_logit` on clusters already checked and built."""
+    """:func:`_fit_mixed_logit` on clusters already checked and built."""
     k = data.k
     q = data.X.shape[-1]
     beta_only, both = np.r_[np.ones(q, bool), False], np.ones(q + 1, bool)
@@ -458,7 +458,7 @@ def _wald_se(hess, free, q) -> np.ndarray:
 
 
 def _mixed_loglik(successes, failures, design, coef, sigma: float, *, n_nodes: int | None = None) -> float:
-    """The marginal log-likelihood of :func:`fit_mixed_logit`'s model (without the penalty), at coefficients ``coef``
+    """The marginal log-likelihood of :func:`_fit_mixed_logit`'s model (without the penalty), at coefficients ``coef``
     (in the design's column order) and random-intercept SD ``sigma`` (clusters without counts add 0), with
     ``n_nodes`` per cluster (None: the fit's rule, :data:`N_NODES` up to :data:`VALID_SIGMA`, else
     :data:`WIDE_NODES`)."""

@@ -268,7 +268,7 @@ def _n_rows(design) -> int:
 
 def _nested_loglik(successes, failures, clusters, design, coef, sigma_cluster: float, sigma_item: float, *,
                    n_nodes: int = _N_NODES) -> float:
-    """The marginal log-likelihood of :func:`fit_nested_logit`'s model (without the penalty) at coefficients ``coef``
+    """The marginal log-likelihood of :func:`_fit_nested_logit`'s model (without the penalty) at coefficients ``coef``
     and the two SDs (both >= 0)."""
     k, m = mixed._counts(successes, "successes"), mixed._counts(failures, "failures")
     cluster = np.asarray(clusters)

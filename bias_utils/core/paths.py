@@ -50,7 +50,7 @@ def _resolve_input(path: str | os.PathLike, name: str) -> Path:
     """The file a user means by ``path``, the same under papermill, Jupyter and the book.
 
     Papermill runs a notebook from the repository root, Jupyter from ``notebooks/``:
-    a relative path is tried against the working folder, then against :data:`ROOT`
+    a relative path is tried against the working folder, then against :data:`_ROOT`
     (so the README's ``data/examples/...`` works in both). ``name`` is the parameter
     the message starts with. A folder is reported as a folder, not as missing.
     """

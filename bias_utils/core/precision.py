@@ -1,17 +1,17 @@
 """The digits every number of the book is printed with: one function per quantity, used by sentences, tables
 and the front page alike, and the Monte Carlo error of a percentile bootstrap interval with the digits it allows.
 
-* :func:`number_text` an estimate (an effect size, a mean, a correlation, an odds ratio): two decimals, one from
+* :func:`_number_text` an estimate (an effect size, a mean, a correlation, an odds ratio): two decimals, one from
   100, none from 1,000 (with thousands separators), two significant digits below 0.01 and, from a million, times
   a power of ten (6.8 × 10²⁰⁰);
-* :func:`p_text` a p value: two significant digits, "< 0.001" below;
-* :func:`count_text` a count: an integer with thousands separators;
-* :func:`percent_text` a share as a whole percentage;
-* :func:`relative_difference_text` a relative difference between two computations of one number: "0", "< 10⁻¹²"
+* :func:`_p_text` a p value: two significant digits, "< 0.001" below;
+* :func:`_count_text` a count: an integer with thousands separators;
+* :func:`_percent_text` a share as a whole percentage;
+* :func:`_relative_difference_text` a relative difference between two computations of one number: "0", "< 10⁻¹²"
   where float64 rounding alone could make it (about 10⁻¹⁶ per operation), else two significant digits, times a
   power of ten below 0.001 (1.6 × 10⁻⁵);
-* :func:`interval_text` an interval's bounds at its estimate's decimals (never more than a bound's own size
-  warrants), so "0.95 to 1.41" and never "0.949 to 1.41"; :func:`bound_text` one bound by the same rule, or to its
+* :func:`_interval_text` an interval's bounds at its estimate's decimals (never more than a bound's own size
+  warrants), so "0.95 to 1.41" and never "0.949 to 1.41"; :func:`_bound_text` one bound by the same rule, or to its
   Monte Carlo error when it has one (a bootstrap bound), for sentences and a table's bound columns alike, so one
   interval reads the same on every page (14.2 beside an odds ratio of 199.6; 3.0 to 56 from few replicates).
 
@@ -27,7 +27,7 @@ standard error comes from the order statistics, without assuming a shape for the
   ``qB -+ 1.96 sqrt(B q (1 - q))`` (rounded outward, clipped to 1..B) bracket that quantile with about 95%
   probability: this is the bound's Monte Carlo 95% range, and its standard error is the range / 3.92.
 
-:func:`mc_round` then prints a number with only the digits that error allows.
+:func:`_mc_round` then prints a number with only the digits that error allows.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def _special(x) -> str:
 
 
 def _decimals(x: float) -> int:
-    """The decimals :func:`number_text` prints ``x`` with: 2 (0.01 <= |x| < 100), 1 (below 1,000), 0 (from 1,000),
+    """The decimals :func:`_number_text` prints ``x`` with: 2 (0.01 <= |x| < 100), 1 (below 1,000), 0 (from 1,000),
     two significant digits below 0.01 (0.0040: 4)."""
     size = abs(float(x))
     if size >= 1000:
@@ -134,7 +134,7 @@ def _scientific(x: float) -> str:
 def _relative_difference_text(x) -> str:
     """A relative difference |a − b| / |b| between two computations of one number: "0" when they are equal,
     "< 10⁻¹²" below :data:`FLOAT_NOISE` (float64 rounding alone gives such differences), two significant digits
-    times a power of ten below 0.001 ("1.6 × 10⁻⁵"), else :func:`number_text`; a missing one as "–"."""
+    times a power of ten below 0.001 ("1.6 × 10⁻⁵"), else :func:`_number_text`; a missing one as "–"."""
     if not _finite(x):
         return _special(x)
     x = abs(float(x))
@@ -148,7 +148,7 @@ def _relative_difference_text(x) -> str:
 def _interval_text(low, high, estimate=None, separator: str = " to ") -> str:
     """An interval's bounds at the decimals of its ``estimate`` (:func:`decimals`; without an estimate, of the
     bound nearer zero), each never with more decimals than its own size gives: "0.95 to 1.41" for 1.15, "3.2 to
-    1,793" for 199.6. A table's bound columns print each bound by the same rule (:func:`bound_text`)."""
+    1,793" for 199.6. A table's bound columns print each bound by the same rule (:func:`_bound_text`)."""
     values = [float(v) for v in (low, high) if _finite(v)]
     if estimate is None or not _finite(estimate):
         estimate = min(values, key=abs) if values else 1.0  # 2 decimals without any number
@@ -157,8 +157,8 @@ def _interval_text(low, high, estimate=None, separator: str = " to ") -> str:
 
 def _bound_text(bound, estimate=None, mc_se=None) -> str:
     """One bound of an interval as every page prints it: with its Monte Carlo SE (a bootstrap bound), the digits that
-    error allows (:func:`mc_round`: 3.0 and 56, not 3.02 and 55.51, from few replicates); else at its ``estimate``'s
-    decimals and never more than its own size gives, as :func:`interval_text` prints it (14.2, not 14.18, beside an
+    error allows (:func:`_mc_round`: 3.0 and 56, not 3.02 and 55.51, from few replicates); else at its ``estimate``'s
+    decimals and never more than its own size gives, as :func:`_interval_text` prints it (14.2, not 14.18, beside an
     odds ratio of 199.6); without either, by its own size. A sentence and a table print one interval alike."""
     if not _finite(bound):
         return _special(bound)
@@ -221,7 +221,7 @@ def _mc_round(value: float, se: float) -> str:
     """``value`` as text with the digits its Monte Carlo standard error ``se`` allows.
 
     Rule: the last digit kept is at the decade of the Monte Carlo 95% range, 10^floor(log10(3.92 se)), the
-    width that :func:`percentile_bounds` measures; the value is rounded half away from zero to that place and
+    width that :func:`_percentile_bounds` measures; the value is rounded half away from zero to that place and
     written without an exponent. So 58.3 with se 0.9 (range 3.5: units) prints "58", with se 4 (range 15.7: tens)
     "60", with se 0.02 (range 0.078: hundredths) "58.30". ``se == 0`` (no Monte Carlo error) gives 6 significant
     digits; a value that is not finite prints as Python writes it ("inf", "-inf", "nan")."""
@@ -238,7 +238,7 @@ def _mc_round(value: float, se: float) -> str:
 
 
 def _mc_place(value: float, se: float) -> int:
-    """The decimal place (a power of ten) :func:`mc_round` keeps for ``value`` with Monte Carlo SE ``se`` > 0."""
+    """The decimal place (a power of ten) :func:`_mc_round` keeps for ``value`` with Monte Carlo SE ``se`` > 0."""
     place = math.floor(math.log10(2 * _Z * se))
     if value != 0:  # never more digits than a float holds (17 significant)
         place = max(place, math.floor(math.log10(abs(value))) - 16)
@@ -254,15 +254,22 @@ def _rounded_at(value: float, place: int) -> str:
 
 
 def _mc_interval_text(low, high, low_se, high_se, separator: str = " to ") -> str:
-    """An interval of two Monte Carlo bounds as every page prints it: each bound at the place its own error allows
-    (:func:`mc_round`), then both at the coarser of the two places wherever a bound keeps two significant digits
+    """An interval of two Monte Carlo bounds as every page prints it (:func:`_mc_interval_bounds`), joined by
+    ``separator``."""
+    return separator.join(_mc_interval_bounds(low, high, low_se, high_se))
+
+
+def _mc_interval_bounds(low, high, low_se, high_se) -> tuple[str, str]:
+    """The two bounds of an interval as every page prints them: each bound at the place its own error allows
+    (:func:`_mc_round`), then both at the coarser of the two places wherever a bound keeps two significant digits
     there, so one interval does not mix decimals ("31 to 78", not "31 to 78.5") while an odds ratio keeps "2.9 to
     130"; no bound shows a digit its own error does not allow. Without finite errors, each bound by
-    :func:`bound_text`."""
+    :func:`_bound_text`. A sentence and a table's two columns print one interval alike."""
     bounds, errors = [float(low), float(high)], [float(low_se), float(high_se)]
     if not all(_finite(b) for b in bounds) or not all(_finite(e) and e > 0 for e in errors):
-        return separator.join(_bound_text(b, mc_se=e) for b, e in zip(bounds, errors))
+        return _bound_text(bounds[0], mc_se=errors[0]), _bound_text(bounds[1], mc_se=errors[1])
     own = [_mc_place(b, e) for b, e in zip(bounds, errors)]
     places = [max(p, min(max(own), math.floor(math.log10(abs(b))) - 1)) if b else p for b, p in zip(bounds, own)]
-    return separator.join(format(Decimal(_rounded_at(b, p)), ",f").replace("-", _MINUS)
-                          for b, p in zip(bounds, places))
+    low_text, high_text = (format(Decimal(_rounded_at(b, p)), ",f").replace("-", _MINUS)
+                           for b, p in zip(bounds, places))
+    return low_text, high_text

@@ -89,7 +89,7 @@ def _folder_model(folder: str | Path) -> str | None:
 def output_folder(model_id: str, output_dir: str | Path | None = None, results_dir: str | Path | None = None, *,
                   overwrite: bool | None = None) -> Path:
     """``output_dir`` if given, else ``<results_dir>/<model slug>/`` (``results_dir`` default:
-    :func:`bias_utils.core.paths._results_dir`); created, checked writable (:func:`check_writable`), and claimed for
+    :func:`bias_utils.core.paths._results_dir`); created, checked writable (:func:`_check_writable`), and claimed for
     ``model_id`` (:data:`MODEL_FILE`). A folder that holds another model's results is refused, naming the folder
     and both model ids, unless ``overwrite`` (default: the environment variable :data:`OVERWRITE_ENV` set to 1).
     ``model_id`` may also be one of :data:`RESERVED_FOLDERS` for the pages that belong to no single model."""
@@ -103,7 +103,7 @@ def output_folder(model_id: str, output_dir: str | Path | None = None, results_d
 
 
 def _check_folder_model(folder: str | Path, model: str, overwrite: bool | None = None) -> str | None:
-    """The model id ``folder`` holds (:func:`folder_model`), after checking that it is ``model``'s: a model id, or
+    """The model id ``folder`` holds (:func:`_folder_model`), after checking that it is ``model``'s: a model id, or
     a built-in's short name (compared with the name part of the id, before the model loads). Another model's
     folder is a :class:`ParameterError` naming the folder and both models, unless ``overwrite`` (default: the
     environment variable :data:`OVERWRITE_ENV` set to 1)."""

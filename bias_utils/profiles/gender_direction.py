@@ -11,7 +11,7 @@ male terms, and a noun's
 so 0 is midway, +0.5 the female terms' mean and −0.5 the male terms'. It is scale-free per layer, so the headline
 (``layer="mean"``, as the profiles) is its mean over all hidden states. The same nouns are placed on the model's
 **warmth** and **competence** axes (the ``warmth_competence`` basis of ``space.build_space``,
-``projection._projection_table`` at the same layer rule): :func:`noun_positions`.
+``projection._projection_table`` at the same layer rule): :func:`_noun_positions`.
 
 **Is it a gender direction?** A direction computed from 18 words can carry much besides gender. Garg et al. (2018)
 checked theirs against the world: occupation words sat nearer the female words where more of the occupation's
@@ -150,7 +150,7 @@ def _direction_verdict(statistics: pd.DataFrame) -> str:
 class _OccupationValidity:
     """Everything :func:`occupation_validity` finds: ``values`` (one row per noun of the occupations
     population: ``occupation, group, bls_pct_female, bls_year, n_templates`` (0: not embedded) and the
-    :data:`MEASURES`, NaN where not embedded), ``statistics`` (:func:`validity_statistics`), ``skipped``
+    :data:`MEASURES`, NaN where not embedded), ``statistics`` (:func:`_validity_statistics`), ``skipped``
     (``population, group, word, context, reason``: (noun, template) pairs not embedded)."""
 
     values: pd.DataFrame
@@ -159,7 +159,7 @@ class _OccupationValidity:
 
     @property
     def verdict(self) -> str:
-        """The direction's verdict (:func:`direction_verdict`)."""
+        """The direction's verdict (:func:`_direction_verdict`)."""
         return _direction_verdict(self.statistics)
 
     def write(self, folder: str | Path) -> list[Path]:
@@ -175,7 +175,7 @@ def occupation_validity(model, basis, *, layer="mean", templates: Sequence[str] 
     """The 60 BLS occupation nouns (``populations.load_populations("occupations")``) on ``model``'s
     female − male direction and on ``basis`` (its ``warmth_competence`` basis, or None: the direction alone,
     ``warmth`` and ``competence`` NaN) at ``layer`` in ``templates``
-    (:func:`noun_positions`), against the BLS share of women (:func:`validity_statistics`). The parameters are
+    (:func:`_noun_positions`), against the BLS share of women (:func:`_validity_statistics`). The parameters are
     checked first, before any model loads."""
     _check_word_projection(model, layer, templates, layers=None if basis is None else basis.layers,
                           what="the direction's check (hidden states)")
@@ -198,7 +198,7 @@ def occupation_validity(model, basis, *, layer="mean", templates: Sequence[str] 
 
 
 def describe_validity(statistics: pd.DataFrame, model: str = "this model", values: pd.DataFrame | None = None) -> str:
-    """Markdown reading :func:`validity_statistics`: how the nouns' position on the direction follows the share
+    """Markdown reading :func:`_validity_statistics`: how the nouns' position on the direction follows the share
     of women, the verdict in words (saying plainly "the direction is not validated for this model" when it is
     not ``supported``), with the power of the check, then the discriminant rows (whether it follows the share
     beyond warmth and competence, ``criterion_validity._describe_discriminant``); with ``values``
@@ -259,7 +259,7 @@ def validity_chart(values: pd.DataFrame, statistics: pd.DataFrame | None = None,
                    title: str | None = None) -> alt.LayerChart:
     """The occupation nouns as points: across, the BLS share of women; up, the position on the female − male
     direction; colour: the BLS majority group; labelled: the ``n_labels`` nouns at each end of the position.
-    ``statistics`` (:func:`validity_statistics`) puts the Spearman ρ and the verdict in the subtitle."""
+    ``statistics`` (:func:`_validity_statistics`) puts the Spearman ρ and the verdict in the subtitle."""
     data = values.dropna(subset=[_MEASURES[0], _SHARE]).reset_index(drop=True)
     if len(data) < 3:
         raise ValueError(f"validity_chart: {len(data)} nouns with a position; need 3")

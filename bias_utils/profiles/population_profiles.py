@@ -201,7 +201,7 @@ def _check_population_list(populations, kind=None,
                            limit=None) -> tuple[dict[str, dict[str, list[str]]], dict[str, str]]:
     """:func:`resolve_populations` after :func:`limit_populations`, checked before any model loads; a
     :class:`ParameterError` names ``populations``, ``kind`` or ``limit``: a file that cannot be read (file, line),
-    a group of fewer than :data:`MIN_GROUP_WORDS` words, a population standardised against one that is not
+    a group of fewer than :data:`_MIN_GROUP_WORDS` words, a population standardised against one that is not
     profiled (``"nonbinary"`` needs ``"terms"``, :data:`DEFAULT_REFERENCE`), nothing left to test, a tested
     population with one group."""
     listed = isinstance(populations, Sequence) and populations and all(isinstance(p, (str, Path)) for p in populations)
@@ -244,9 +244,9 @@ def _check_population_list(populations, kind=None,
 def _check_profile_run(model, populations=("names", "terms", "nonbinary", "occupations"), templates=None, layer="mean",
                    limit: int | None = None, kind=None, *, layers=None):
     """:func:`run_profiles`' parameters, checked before any model loads (chapter 04's check calls it too):
-    the model (it must give hidden states), ``templates`` (:func:`check_template_list`), ``layer`` against the
+    the model (it must give hidden states), ``templates`` (:func:`_check_template_list`), ``layer`` against the
     model's hidden states (``layers``: the basis's; default: the layer count in the model's config; ``"all"`` is
-    refused: a profile is one value per word) and the populations (:func:`check_population_list`). Returns the
+    refused: a profile is one value per word) and the populations (:func:`_check_population_list`). Returns the
     latter's ``(populations, kinds)``."""
     _check_word_projection(model, layer, templates, layers=layers, what="a profile (hidden states)")
     return _check_population_list(populations, kind, limit)
@@ -255,7 +255,7 @@ def _check_profile_run(model, populations=("names", "terms", "nonbinary", "occup
 def _check_word_projection(model, layer="mean", templates=None, *, layers=None, what: str = "projecting words"):
     """The parameters every projection of words in templates shares (:func:`run_profiles`,
     ``gender_direction.occupation_validity``, ``link.run_link``), checked before any model loads: a model with
-    hidden states (``models.check_model``), ``templates`` (:func:`check_template_list`) and ``layer`` (one value
+    hidden states (``models.check_model``), ``templates`` (:func:`_check_template_list`) and ``layer`` (one value
     per word: not ``"all"``) against ``layers`` (the basis's hidden-state indices; default: the model's, from its
     config). Returns the model's ``ModelFacts``."""
     facts = _check_model(model, need="embed", what=what)
@@ -732,8 +732,8 @@ def run_profiles(model, bases, populations=("names", "terms", "nonbinary", "occu
 
     ``bases``: the space's ``PolarBasis`` objects (``space.build_space(...).bases``).
     ``limit``: at most this many names per group (quick runs; terms stay whole). Every parameter is checked
-    first (:func:`check_profile_run`), before a word is embedded; a population whose group keeps fewer than
-    :data:`MIN_GROUP_WORDS` embedded words is not tested (a row of ``skipped`` says why).
+    first (:func:`_check_profile_run`), before a word is embedded; a population whose group keeps fewer than
+    :data:`_MIN_GROUP_WORDS` embedded words is not tested (a row of ``skipped`` says why).
     """
     if not isinstance(bases, Mapping) or not bases:
         raise ParameterError(f"bases must be the space's {{name: PolarBasis}} (space.build_space(...).bases), "

@@ -135,7 +135,7 @@ def _check_space(model, dictionary: pd.DataFrame, source: str = "generated", n_c
 def _check_source_spaces(model, dictionary: pd.DataFrame, sources=None, n_contexts=5, seed=0, *,
                   generator=None) -> tuple[str, ...]:
     """The parameters of building one space per context source (``layers.layers_by_context``,
-    ``robustness.collect_curve_inputs``), checked before any model loads: :func:`check_space`, and
+    ``robustness.collect_curve_inputs``), checked before any model loads: :func:`_check_space`, and
     ``bias_utils.profiles.contexts.check_request`` for each of ``sources`` (``None``: every registered one; the
     generator
     is needed only when they include ``"generated"``). Returns the sources."""
@@ -269,7 +269,7 @@ def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_co
     ``source`` defaults to ``"generated"``, the paper's main setting (Sec. 3.2)
     and the authors' ``projection.py``. ``generator``: a model (or name) to
     generate new contexts with when ``source == "generated"``; ``None`` uses the
-    published Llama-3 contexts. Every parameter is checked first (:func:`check_space`).
+    published Llama-3 contexts. Every parameter is checked first (:func:`_check_space`).
     A pole left with fewer than ``dictionaries.MIN_POLE_SIZE`` terms after the
     filters or the embedding makes its axis untestable (:func:`untestable_poles`,
     in :attr:`StereotypeSpace.untestable` and :func:`dropped_senses`): the space is

@@ -35,7 +35,7 @@ _THEME = "bias_profiles"
 _FEMALE, _MALE = "#7b3294", "#e08214"
 #: One colour per group in every figure, by the group's name (never by its position in a chart): the female side
 #: of every contrast purple, the male side orange (a colour-blind safe pair). Keyed by the display label
-#: (:func:`bias_utils.report.rendering.group_label`); :func:`group_scale` also accepts the tables' names.
+#: (:func:`bias_utils.report.rendering.group_label`); :func:`_group_scale` also accepts the tables' names.
 _GROUP_COLORS = {"female": _FEMALE, "male": _MALE, "female-dominated": _FEMALE, "male-dominated": _MALE,
                 "female-majority": _FEMALE, "male-majority": _MALE}
 #: The colour of an interval by what it treats as independent, in every forest plot: black where occupations (or
@@ -85,8 +85,8 @@ def _fixed_scale(values: Sequence[str], fixed: dict[str, str]) -> alt.Scale:
 
 
 def _group_color(group) -> str:
-    """The colour of a group in every chart: :data:`GROUP_COLORS` by its display label, else a colour of
-    :data:`OTHER_COLORS` chosen by its name (a hash), so it too is the same in every chart."""
+    """The colour of a group in every chart: :data:`_GROUP_COLORS` by its display label, else a colour of
+    :data:`_OTHER_COLORS` chosen by its name (a hash), so it too is the same in every chart."""
     label = rendering.group_label(group)
     if label in _GROUP_COLORS:
         return _GROUP_COLORS[label]
@@ -173,7 +173,7 @@ def _log_ticks(values, most: int = 7) -> list[float]:
     """The ticks of every log axis of the book (one scheme for one quantity): 1, 2 and 5 times the powers of ten
     from below the smallest of ``values`` (or 1) to above the largest (or 1); 1 and 3 times them, or the powers of
     ten alone (every second or third when there would still be more than ``most``), where the range is wider. 1
-    is always one of them. Print them with :data:`LOG_FORMAT`."""
+    is always one of them. Print them with :data:`_LOG_FORMAT`."""
     v = np.asarray(values, float)
     v = v[np.isfinite(v) & (v > 0)]
     low, high = (min(v.min(), 1.0), max(v.max(), 1.0)) if v.size else (1.0, 1.0)
@@ -366,7 +366,7 @@ def _warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = N
 
 def _term_callouts(tw: pd.DataFrame, x, y, bound: float, size: int) -> list:
     """The single terms as diamonds, their names in a column on the emptier side of the cluster, spaced so
-    no two overprint (:func:`repel`), each joined to its diamond by a thin line."""
+    no two overprint (:func:`_repel`), each joined to its diamond by a thin line."""
     right = tw["warmth"].mean() <= 0
     gap = 14 * 2 * bound / size  # 14 px of an 11 px font, in data units
     reach = 0.12 * bound
@@ -387,7 +387,7 @@ def _term_callouts(tw: pd.DataFrame, x, y, bound: float, size: int) -> list:
 def warmth_competence_charts(means: pd.DataFrame, nonbinary: pd.DataFrame | None = None, *,
                              stats: pd.DataFrame | None = None, title: str = "",
                              invalid_axes: Sequence[str] = ()) -> dict[str, alt.LayerChart]:
-    """One :func:`warmth_competence_chart` per population present, keyed by a file stem.
+    """One :func:`_warmth_competence_chart` per population present, keyed by a file stem.
 
     ``means``: ``profiles.group_means`` rows (any populations and groups; the
     ``warmth_competence`` space is taken). ``nonbinary``: ``profiles.nonbinary_table``

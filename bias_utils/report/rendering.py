@@ -3,10 +3,10 @@
 Altair's own HTML output fetches vega, vega-lite and vega-embed from a CDN
 (unusable offline), and its ``inline`` template repeats a ~900 kB bundle in
 every chart, which also breaks inside Jupyter Book pages. The book instead
-loads one bundle, once, from its static files (:func:`write_vega_bundle`,
+loads one bundle, once, from its static files (:func:`_write_vega_bundle`,
 referenced by ``html_js_files`` in ``book/_config.yml``), and every chart is a
 small HTML snippet that hands its spec to the global ``vegaEmbed``
-(:func:`chart_html`). :func:`enable` registers that snippet as an Altair
+(:func:`chart_html`). :func:`_enable` registers that snippet as an Altair
 renderer; :mod:`bias_utils.book.build` injects ``enable()`` into each notebook it
 executes, so study notebooks need no rendering code of their own.
 
@@ -50,7 +50,7 @@ def _vega_lite_version() -> str:
     return f"{major}.{minor}"
 
 
-# Loaded once per page with the vega bundle (:func:`write_vega_bundle`): ``window.biasDrawChart(id, spec)`` draws a
+# Loaded once per page with the vega bundle (:func:`_write_vega_bundle`): ``window.biasDrawChart(id, spec)`` draws a
 # chart at the width its box has, text at its own size. It draws, measures and redraws: side-by-side panels stack
 # below 700 px or when they do not fit, wrapped facets take fewer columns, panels narrow by what is still too wide
 # (to a floor), long axis labels are cut sooner, but a discrete y axis' labels break into lines (their rows grow to
@@ -239,7 +239,7 @@ def _compact(value):
 
 
 def _chart_html(spec: dict, element_id: str | None = None) -> str:
-    """An HTML snippet drawing ``spec`` with the page's ``biasDrawChart`` (in the bundle :func:`write_vega_bundle`
+    """An HTML snippet drawing ``spec`` with the page's ``biasDrawChart`` (in the bundle :func:`_write_vega_bundle`
     writes, with ``vegaEmbed``).
 
     The script waits for the document to be parsed, so it works whether the
@@ -315,7 +315,7 @@ alt.renderers.register(_RENDERER, _renderer)
 
 
 #: Column names of the results tables as a reader sees them; any other name is shown by
-#: :func:`column_label`'s rule (underscores to spaces, first letter capitalised).
+#: :func:`_column_label`'s rule (underscores to spaces, first letter capitalised).
 _LABELS = {
     "controls": "controlled for", "informative": "any gendered word", "n_informative": "with any gendered word",
     "male_word_share": "male share of gendered words",
@@ -497,9 +497,8 @@ def _missing(value) -> bool:
 def _cell_text(value, column="", whole: bool = False) -> str:
     """One cell as the book shows it, rounded by the quantity its column holds, with the functions sentences use
     (:mod:`bias_utils.core.precision`): p values by :func:`~bias_utils.core.precision._p_text`, counts by
-    :func:`~bias_utils.core.precision._count_text`, other numbers by :func:`~bias_utils.core.precision._number_text`, a
-    missing
-    value as ``–``. ``whole``: the column holds whole numbers only (a count or df stored as float because of a
+    :func:`~bias_utils.core.precision._count_text`, other numbers by :func:`~bias_utils.core.precision._number_text`,
+    a missing value as ``–``. ``whole``: the column holds whole numbers only (a count or df stored as float because of a
     gap)."""
     if _missing(value):
         return _MISSING
@@ -556,13 +555,22 @@ def _monte_carlo(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     return shown, errors
 
 
+def _interval_pairs(frame: pd.DataFrame, errors: dict) -> list[tuple[int, int]]:
+    """Positions of each ``*ci_low`` column and its ``*ci_high`` partner where both carry Monte Carlo errors."""
+    columns = [str(c) for c in frame.columns]
+    return [(j, columns.index(name[:-3] + "high")) for j, name in enumerate(columns)
+            if name.endswith("ci_low") and name[:-3] + "high" in columns
+            and frame.columns[j] in errors and frame.columns[columns.index(name[:-3] + "high")] in errors]
+
+
 def _number(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and not _missing(value)
 
 
 def _cells(frame: pd.DataFrame, errors: dict | None = None) -> tuple[list[str], list[list[tuple[str, bool]]]]:
-    """Headers and cells; an interval's bound is printed as sentences print it
-    (:func:`bias_utils.core.precision._bound_text`: to its Monte Carlo error where ``errors`` gives one, else at its
+    """Headers and cells; an interval's bound is printed as sentences print it: a pair of bounds with Monte Carlo
+    errors by :func:`bias_utils.core.precision._mc_interval_bounds` (one place for both), a lone bound by
+    :func:`bias_utils.core.precision._bound_text` (to its Monte Carlo error where ``errors`` gives one, else at its
     estimate's decimals), so one interval reads alike on every page."""
     errors = errors or {}
     headers = [_column_label(c) for c in frame.columns]
@@ -570,14 +578,20 @@ def _cells(frame: pd.DataFrame, errors: dict | None = None) -> tuple[list[str], 
              for c in frame.columns]
     estimates = [_estimate_column(frame, c) for c in frame.columns]
     se = [errors[c].to_numpy() if c in errors else None for c in frame.columns]
+    pairs = _interval_pairs(frame, errors)
     rows = []
     for i, values in enumerate(frame.itertuples(index=False, name=None)):
-        row = []
-        for column, value, integral, at, mc in zip(frame.columns, values, whole, estimates, se):
+        row, paired = [], {}
+        for lo, hi in pairs:  # both bounds of one interval at one place, as a sentence prints them
+            if all(_number(v) for v in (values[lo], values[hi], se[lo][i], se[hi][i])):
+                paired[lo], paired[hi] = precision._mc_interval_bounds(values[lo], values[hi], se[lo][i], se[hi][i])
+        for j, (column, value, integral, at, mc) in enumerate(zip(frame.columns, values, whole, estimates, se)):
             numeric = isinstance(value, numbers.Number) and not isinstance(value, (bool, np.bool_))
             estimate = values[at] if at is not None else None
             error = mc[i] if mc is not None and _number(mc[i]) else None
-            if _number(value) and (error is not None or _number(estimate)):
+            if j in paired:
+                text = paired[j]
+            elif _number(value) and (error is not None or _number(estimate)):
                 text = precision._bound_text(value, estimate if _number(estimate) else None, error)
             else:
                 text = _cell_text(value, column, integral)
@@ -623,7 +637,7 @@ def _phone_order(frame: pd.DataFrame) -> list[int]:
 def _table_html(frame: pd.DataFrame) -> str:
     """A DataFrame as the book shows it (the CSV on disk keeps every digit).
 
-    No row numbers (named index levels become columns), headers from :func:`column_label`,
+    No row numbers (named index levels become columns), headers from :func:`_column_label`,
     cells from :func:`cell_text` in cells that never wrap inside a number, missing values as
     ``–`` with a note under the table. A table of more than :data:`MAX_COLUMNS` columns and
     few rows is shown a row per column; a wider one scrolls inside its own box. An empty
