@@ -116,6 +116,8 @@ def test_design_states_the_public_api_per_subpackage():
         assert names == package.__all__, (sub, sorted(set(names) ^ set(package.__all__)))
     count = int(re.search(r"(\d+) public names in all", text).group(1))
     assert count == len(_public_names())
+    readme = (paths._ROOT / "README.md").read_text(encoding="utf-8")
+    assert int(re.search(r"own cell calls: (\d+) names", readme).group(1)) == count
 
 
 def _private_reaches(source: str) -> list[str]:
