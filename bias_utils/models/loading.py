@@ -97,7 +97,7 @@ class _LoadedModel:
         return self.model.base_model
 
 
-_DTYPES = {
+_TORCH_DTYPES = {
     "fp32": torch.float32,
     "float32": torch.float32,
     "bf16": torch.bfloat16,
@@ -107,7 +107,7 @@ _DTYPES = {
 }
 _DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 #: The names ``load_model(dtype=...)`` accepts (``None``, the default, is float32 on every device).
-_DTYPES = tuple(_DTYPES)
+_DTYPES = tuple(_TORCH_DTYPES)
 #: Largest share of a GPU's free memory the weights may take for the model to go on that GPU whole.
 _GPU_SHARE = 0.8
 
@@ -121,7 +121,7 @@ def _slug(text: str) -> str:
 def _parse_dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
     if isinstance(dtype, str):
         try:
-            return _DTYPES[dtype.lower()]
+            return _TORCH_DTYPES[dtype.lower()]
         except KeyError:
             raise ModelError(f"unknown dtype {dtype!r}; use one of {', '.join(_DTYPES)} or a torch.dtype") from None
     return dtype

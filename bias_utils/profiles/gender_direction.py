@@ -73,8 +73,6 @@ __all__ = [
 _MEASURES = ("gender_position", "warmth", "competence")
 #: Fewer embedded nouns than this leave the direction ``untestable`` (the engine's rule).
 _MIN_NOUNS = _MIN_ITEMS
-#: The power ``detectable`` is stated at.
-_POWER = _POWER
 _GENDERED_TERMS = "terms"
 _SHARE = "bls_pct_female"
 
