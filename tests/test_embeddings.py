@@ -276,6 +276,26 @@ def test_cache_hit_computes_nothing_and_corrupt_shard_is_recomputed(tmp_path, mo
         hook.remove()
 
 
+@pytest.mark.slow
+def test_a_pair_asked_for_twice_in_one_call_is_computed_once(isolated_cache):
+    """One term in two senses asks for the same (context, word) twice: one forward row, the same vector twice."""
+    m = load_model("minilm-l6")
+    seed = load_seed_dictionary()
+    contexts = _seed_contexts()[:6]
+    words = [t for t, cs in zip(seed.term, seed.contexts) for _ in cs][:6]
+    rows = []
+    hook = m.backbone().register_forward_hook(lambda mod, args, kwargs, out: rows.append(kwargs["input_ids"].shape[0]),
+                                              with_kwargs=True)
+    try:
+        twice = embed_words(m, contexts + contexts[:3], words + words[:3], batch_size=4, progress=False)
+    finally:
+        hook.remove()
+    assert twice.kept.all() and sum(rows) == 6
+    np.testing.assert_array_equal(twice.values[6:], twice.values[:3])
+    (index,) = isolated_cache.glob("embeddings/*/*/index.jsonl")
+    assert sum(len(json.loads(line)["keys"]) for line in index.read_text().splitlines()) == 6
+
+
 _TWO_RUNS_CHILD = """
 import sys, time
 from pathlib import Path

@@ -252,15 +252,20 @@ def embed_words(
     # A second run on the same cache waits here for the first, then finds its vectors instead of computing them.
     with _file_lock(folder / "lock") if cache and todo else nullcontext():
         cached = _load_cached(folder, {t[1] for t in todo}) if cache and todo else {}
-        pending = []
+        pending, first, twins = [], {}, []  # a pair asked for twice (one term in two senses) is computed once
         for i, key, idx, inputs in todo:
             if key in cached:
                 values[i] = cached[key]
+            elif key in first:
+                twins.append((i, first[key]))
             else:
+                first[key] = i
                 pending.append((i, key, idx, inputs))
         if pending:
             _compute(model, pending, layer_list, values, batch_size or _default_batch_size(model),
-                     folder if cache else None, progress, len(todo) - len(pending))
+                     folder if cache else None, progress, len(todo) - len(pending) - len(twins))
+        for i, j in twins:
+            values[i] = values[j]
     return _WordEmbeddings(
         values=values,
         layers=layer_list,
