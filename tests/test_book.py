@@ -797,6 +797,10 @@ def test_value_label_reads_identifiers_and_keeps_file_names():
     assert label("chi2_yates") == "χ² with Yates' correction" and label("female_dominated") == "female-dominated"
     assert label("hurdle_presence:gendered_words") == "hurdle: presence: gendered words"
     assert label("Physician_Assistant") == "Physician Assistant"
+    # a hyphenated BOLD key, alone or in a "; "-joined list of keys
+    assert label("Psychiatric-mental_health_nurse_practitioner; Radio-frequency_engineering") == \
+        "Psychiatric-mental health nurse practitioner; Radio-frequency engineering"
+    assert label("smollm2-135m-instruct--b179c9523d0e--fp32") == "smollm2-135m-instruct--b179c9523d0e--fp32"
     assert label("a sentence, as it is") == "a sentence, as it is"
     assert label("see profile_stats.csv") == "see profile_stats.csv"
     assert label("engineering_branches/Audio_engineer/4") == "Audio engineer, prompt 4 (engineering branches)"

@@ -468,7 +468,8 @@ def group_label(group) -> str:
 
 # an identifier inside a text, not part of a file name or path ("profile_stats.csv" stays)
 _PROMPT_ID = re.compile(r"(?P<category>[a-z]+(?:_[a-z]+)+)/(?P<key>[A-Za-z0-9_().,'&-]+)/(?P<number>\d+)")
-_IDENTIFIER = re.compile(r"(?<![\w./-])[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w/-]|\.\w)")
+_IDENTIFIER = re.compile(r"(?<![\w./-])[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*(?:_[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*)+"
+                         r"(?![\w/-]|\.\w)")
 
 
 def _value_label(value) -> str:
