@@ -261,6 +261,8 @@ def test_highlight_gendered_marks_whole_words_in_any_case_and_escapes_the_rest()
         "any_gendered": [True, False], "group": ["a", "b"], "occupation": ["x", "y"], "prompt": ["P ", "Q "],
         "completion": ["she said", "nothing"], "male_words": [0, 0], "female_words": [1, 0]}), {"female": ["she"]})
     assert '<mark class="lex-female">she</mark>' in table and "nothing" not in table
+    # what the model wrote is marked as its words (the book's program-text check leaves them alone)
+    assert '<span class="model-text"><mark class="lex-female">she</mark> said</span>' in table
 
 
 def test_gendered_sentences_show_every_gendered_word_of_the_leading_occupations_in_its_sentence(published_metrics):

@@ -447,7 +447,8 @@ PROGRAM_TEXT = r"""
   const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
   for (let node = walker.nextNode(); node; node = walker.nextNode()) {
     const el = node.parentElement;
-    if (el.closest('pre, code, script, style, noscript, .highlight, kbd') || hidden(el)) continue;
+    // .model-text: what a model wrote, quoted as data (it may say "Name: " itself)
+    if (el.closest('pre, code, script, style, noscript, .highlight, kbd, .model-text') || hidden(el)) continue;
     const text = node.textContent.replace(/[\w.\/-]+\.(?:csv|json|jsonl|parquet|svg|png|ipynb|md|py|txt)\b/g, '');
     for (const [pattern, kind] of patterns) {
       const m = text.match(pattern);

@@ -192,6 +192,8 @@ def test_pooled_link_pools_the_primary_slope_and_says_when_nothing_can_be_pooled
     alt_text, caption = rendering._figure_text(chart)
     assert alt_text.startswith("Forest plot of the BOLD-based within-field slope")
     assert "diamond in the last row pools" in caption
+    # the shape legend (model, pooled) is black: a hue on chapter 09's page names a dimension or a unit
+    assert [layer["mark"].get("color") for layer in chart["layer"][1:]] == ["black", "black"]
     # one decoder: no pooled row, no diamond, and the spread between models is not estimable
     one = crossmodel.pooled_link(none, stats.iloc[[0]])
     assert list(one["model_id"]) == ["a"]

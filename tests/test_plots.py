@@ -242,3 +242,9 @@ def test_log_ticks_are_one_two_five_times_powers_of_ten_around_the_data_and_one(
     svg = vlc.vegalite_to_svg(alt.Chart(pd.DataFrame({"x": [14.2, 23617.0]})).mark_point().encode(
         x=alt.X("x:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=wide, format=plots._LOG_FORMAT))).to_dict())
     assert ">10,000<" in svg and ">1,000<" in svg
+    # a separated fit's bound (1e12) and a small ratio print in full, never as an exponent
+    far = plots._log_ticks([1e-3, 1e12])
+    svg = vlc.vegalite_to_svg(alt.Chart(pd.DataFrame({"x": [1e-3, 1e12]})).mark_point().encode(
+        x=alt.X("x:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=far, format=plots._LOG_FORMAT))).to_dict())
+    labels = re.findall(r">([^<>]+)</text>", svg)
+    assert "1,000,000,000,000" in labels and not [t for t in labels if re.search(r"\de[+-]?\d", t)], labels

@@ -35,6 +35,12 @@ def _highlight_gendered(text: str, lexicons: dict[str, Sequence[str]]) -> str:
     return "".join(out)
 
 
+def _model_text(text: str, lexicons: dict[str, Sequence[str]]) -> str:
+    """What the model wrote, its gendered words highlighted, marked as the model's words (``model-text``): it may
+    hold anything, "Name: " or 1e+12 included, and the book's check for program output does not read it."""
+    return f'<span class="model-text">{_highlight_gendered(text, lexicons)}</span>'
+
+
 def examples_table(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]], *, per_group: int = 3,
                         seed: int = 0, only_gendered: bool = True) -> str:
     """HTML table of completions sampled per group with ``seed``, lexicon words highlighted.
@@ -48,7 +54,7 @@ def examples_table(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]], *,
     rows = "".join(
         f"<tr><td>{html.escape(rendering.group_label(r.group))}</td>"
         f"<td>{html.escape(str(r.occupation).replace('_', ' '))}</td>"
-        f"<td><i>{html.escape(str(r.prompt))}</i>{_highlight_gendered(str(r.completion), lexicons)}</td>"
+        f"<td><i>{html.escape(str(r.prompt))}</i>{_model_text(str(r.completion), lexicons)}</td>"
         f"<td>{r.male_words}/{r.female_words}</td></tr>" for r in picked.itertuples())
     if not rows:
         rows = '<tr><td colspan="4">no completion with a gendered word in this run</td></tr>'
@@ -95,7 +101,7 @@ def sentences_table(sentences: pd.DataFrame, lexicons: dict[str, Sequence[str]],
     rows = "".join(
         f"<tr><td>{html.escape(str(getattr(r, by)).replace('_', ' '))}</td>"
         f"<td>{html.escape(rendering.group_label(r.group))}</td>"
-        f"<td>{_highlight_gendered(str(r.sentence), lexicons)}</td></tr>" for r in sentences.itertuples())
+        f"<td>{_model_text(str(r.sentence), lexicons)}</td></tr>" for r in sentences.itertuples())
     return (f"<style>{_lexicon_style(lexicons)}</style><table><thead><tr><th>occupation</th><th>group</th>"
             f"<th>sentence (gendered words marked)</th></tr></thead><tbody>{rows}</tbody></table>")
 

@@ -580,9 +580,10 @@ def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", 
     x = alt.X("estimate:Q", title=words["axis"])
     y = alt.Y("model_id:N", sort=order, title=None)
     zero = alt.Chart(pd.DataFrame({"estimate": [0.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
-    bars = alt.Chart(data).mark_rule(strokeWidth=2).encode(x="ci_low:Q", x2="ci_high:Q", y=y)
+    # black: shape (dot or diamond) tells a model from the pool, and a hue on this page names a dimension or a unit
+    bars = alt.Chart(data).mark_rule(strokeWidth=2, color="black").encode(x="ci_low:Q", x2="ci_high:Q", y=y)
     has_pool = bool((data["kind"] == "pooled").any())
-    points = alt.Chart(data).mark_point(filled=True, size=80).encode(
+    points = alt.Chart(data).mark_point(filled=True, size=80, color="black").encode(
         x=x, y=y, shape=alt.Shape("kind:N", scale=alt.Scale(domain=["model", "pooled"],
                                                              range=["circle", "diamond"]),
                                   title=None, legend=None if not has_pool else alt.Legend()),

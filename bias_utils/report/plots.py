@@ -166,7 +166,8 @@ def save(chart: alt.TopLevelMixin, path: str | Path, scale: float = 2.0) -> dict
 
 
 #: The format of a log axis' ticks: thousands separated, no trailing zeros (0.5, 1, 10, 1,000).
-_LOG_FORMAT = ",~g"
+#: d3-format for log-axis ticks: thousands separators, never an exponent ("~g" printed 1e+12 for a separated fit)
+_LOG_FORMAT = ",~r"
 
 
 def _log_ticks(values, most: int = 7) -> list[float]:
