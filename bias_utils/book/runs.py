@@ -33,6 +33,7 @@ from ..core import cache, data, paths
 from ..core.results import CROSS_MODEL_FOLDER as CROSS_SLUG
 from ..core.results import REPLICATION_FOLDER as REPLICATION_SLUG
 from ..core.results import _model_slug
+from ..models.builtin_models import _BUILTIN_MODELS
 
 __all__: list[str] = []
 
@@ -383,7 +384,6 @@ def _describe_model(name: str, dtype: str | None = None) -> dict:
     ``requested_dtype`` is what the build asked for (``None``: the default), passed to every notebook that loads
     the model; ``device`` is where this machine put it (``models.load_model``'s ``device_choice``)."""
     # deferred: torch, not needed when nothing has to run
-    from ..models.builtin_models import _BUILTIN_MODELS
     from ..models.loading import load_model, unload_model
 
     loaded = load_model(name, dtype=dtype)

@@ -559,9 +559,10 @@ def _monte_carlo(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
 def _interval_pairs(frame: pd.DataFrame, errors: dict) -> list[tuple[int, int]]:
     """Positions of each ``*ci_low`` column and its ``*ci_high`` partner where both carry Monte Carlo errors."""
     columns = [str(c) for c in frame.columns]
-    return [(j, columns.index(name[:-3] + "high")) for j, name in enumerate(columns)
-            if name.endswith("ci_low") and name[:-3] + "high" in columns
-            and frame.columns[j] in errors and frame.columns[columns.index(name[:-3] + "high")] in errors]
+    with_error = {j for j, c in enumerate(frame.columns) if c in errors}
+    highs = {name[:-3] + "high": j for j, name in enumerate(columns) if name.endswith("ci_low")}
+    return [(low, k) for k, name in enumerate(columns) if (low := highs.get(name)) is not None
+            and {low, k} <= with_error]
 
 
 def _number(value) -> bool:
