@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 from collections import defaultdict
@@ -81,12 +80,8 @@ def _release_models_after_each_file():
     converted cache, in seconds."""
     yield
     loading = sys.modules.get("bias_utils.models.loading")
-    if loading is None:
-        return
-    for key in list(loading._LOADED):
-        if sys.getrefcount(loading._LOADED[key]) <= 2:  # the cache's own reference and getrefcount's argument
-            del loading._LOADED[key]
-    gc.collect()
+    if loading is not None:
+        loading._release_unheld()
 
 
 @pytest.fixture(scope="session")

@@ -167,3 +167,51 @@ def test_a_second_process_waits_for_the_lock(tmp_path):
     entered = float(second.stdout.splitlines()[0].split()[1])
     assert entered >= released
     assert "waiting for another run that is filling the same cache" in second.stderr
+
+
+_BUILD_CHILD = """
+import sys, time
+from pathlib import Path
+from bias_utils.core.cache import _build_folder
+
+def build(tmp):
+    with open(Path(sys.argv[1]).parent / "builds.log", "a") as f:
+        f.write(sys.argv[2] + "\\n")
+    print("building", flush=True)
+    time.sleep(1.0)
+    (tmp / "done").write_text(sys.argv[2])
+
+print(_build_folder(Path(sys.argv[1]), lambda t: (t / "done").exists(), build), flush=True)
+"""
+
+
+def test_a_folder_is_built_once_when_two_processes_ask(tmp_path):
+    target = tmp_path / "models" / "unzipped" / "m--abc"
+    target.parent.mkdir(parents=True)
+    first = subprocess.Popen([sys.executable, "-c", _BUILD_CHILD, str(target), "first"], stdout=subprocess.PIPE,
+                             text=True)
+    assert first.stdout.readline().strip() == "building"  # the first holds the lock and is building
+    second = subprocess.run([sys.executable, "-c", _BUILD_CHILD, str(target), "second"], capture_output=True,
+                            text=True, check=True)
+    first.wait()
+    assert (target.parent / "builds.log").read_text().split() == ["first"]
+    assert second.stdout.strip() == str(target)
+    assert (target / "done").read_text() == "first"
+    assert not list(target.parent.glob(".m--abc.*"))  # no temporary folder left behind
+
+
+def test_a_failed_build_leaves_no_folder_and_a_stale_one_is_replaced(tmp_path):
+    target = tmp_path / "m--abc"
+    target.mkdir()
+    (target / "half").write_text("an interrupted unpacking")
+
+    def fail(tmp):
+        (tmp / "done").write_text("x")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        cache._build_folder(target, lambda t: (t / "done").exists(), fail)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m--abc", "m--abc.lock"]
+    assert not (target / "done").exists()
+    cache._build_folder(target, lambda t: (t / "done").exists(), lambda tmp: (tmp / "done").write_text("y"))
+    assert sorted(p.name for p in target.iterdir()) == ["done"]  # the stale folder is gone, not merged

@@ -116,6 +116,24 @@ def test_unload_model_lets_the_weights_go():
     assert load_model("minilm-l6").model is not None  # loads afresh
 
 
+
+@pytest.mark.slow
+def test_models_nothing_holds_leave_the_cache_and_a_held_one_stays():
+    """What make test's per-file release relies on: a model only the cache holds is freed; one a caller holds stays
+    the cached object, so the next load_model returns it instead of loading a copy beside it."""
+    import gc
+    import weakref
+
+    from bias_utils.models import loading
+
+    held = load_model("minilm-l6")
+    dropped = weakref.ref(load_model("smollm2-135m-instruct").model)
+    gc.collect()
+    assert dropped() is not None  # still cached: only the cache holds it now
+    loading._release_unheld()
+    assert dropped() is None
+    assert load_model("minilm-l6") is held
+
 @pytest.mark.slow
 def test_minilm_builtin_and_same_weights_as_folder():
     m = load_model("minilm-l6")

