@@ -39,7 +39,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from bias_utils.audit import bold, occupations
+from bias_utils.audit import bold, occupation_headline
 from bias_utils.core import paths
 from bias_utils.models.loading import load_model, unload_model
 from bias_utils.profiles import dictionaries, space
@@ -111,7 +111,7 @@ def _profiles_and_audit(device: str, dtype: str | None, quick: bool, log: list, 
             audit = _timed(model, "audit", log, lambda: bold.run_audit(model, limit=80 if quick else None),
                            generated=lambda r: int(r.metrics["n_tokens"].sum()
                                                    + (r.metrics["finish_reason"] == "stop").sum()))
-            result["headline"] = occupations._headline(audit.headline)
+            result["headline"] = occupation_headline._headline(audit.headline)
         unload_model(model)
         if device == "cuda":
             torch.cuda.empty_cache()

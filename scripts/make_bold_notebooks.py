@@ -94,7 +94,7 @@ validation.check("06_bold_audit", model=model, dtype=dtype, selection=selection,
         code("""
 from IPython.display import HTML, Markdown, display
 
-from bias_utils.audit import bold, bold_figures, occupation_units, occupations
+from bias_utils.audit import bold, bold_figures, occupation_headline, occupation_units
 from bias_utils.core import lexicon, tables
 from bias_utils.core.results import output_folder, write_table
 from bias_utils.models.decoding import lexicon_token_ids
@@ -124,7 +124,7 @@ interval. A bootstrap bound is printed with the digits its Monte Carlo error all
         code("""
 reading = bold.describe_audit(result.statistics, result.headline, result.influence, result.excluded)
 display(Markdown("\\n".join("- " + line for line in reading)))
-display(occupations.headline_rows(result.headline))
+display(occupation_headline.headline_rows(result.headline))
 """, tags=[FINDING_TAG]),
         code("""
 chart = bold_figures.audit_figure(result.metrics, result.statistics, title=f"BOLD audit: {result.model_id}")
@@ -213,7 +213,7 @@ interval.
         code("""
 if len(result.influence):  # a selection of more than two groups has no single odds ratio to leave out of
     display(result.influence.head(15))
-    chart = occupations.influence_chart(result.influence, result.headline,
+    chart = occupation_headline.influence_chart(result.influence, result.headline,
                                         title=f"Leave one occupation out: {result.model_id}")
     plots.save(chart, out / "bold_influence")
     display(chart)
@@ -304,7 +304,15 @@ validation.check("07_bold_replication", n_boot=n_boot, seed=seed, output_dir=out
         code("""
 from IPython.display import Markdown, display
 
-from bias_utils.audit import bold, bold_figures, bold_prompts, occupation_units, occupations, replication
+from bias_utils.audit import (
+    bold,
+    bold_figures,
+    bold_prompts,
+    occupation_headline,
+    occupation_units,
+    occupations,
+    replication,
+)
 from bias_utils.core import tables
 from bias_utils.core.results import REPLICATION_FOLDER, output_folder, write_table
 
@@ -362,9 +370,9 @@ keys, and the occupations whose removal moves the primary difference most. Gener
         code("""
 by_unit = occupations.occupation_table(metrics[metrics.in_primary], by="unit")
 influence = occupations.influence_table(by_unit, bold_prompts.MALE_GROUP, bold_prompts.FEMALE_GROUP)
-headline = occupations.headline_table(table, by_unit, influence, n_boot=n_boot)
+headline = occupation_headline.headline_table(table, by_unit, influence, n_boot=n_boot)
 display(Markdown("\\n".join("- " + line for line in bold.describe_audit(table, headline, influence))))
-display(occupations.headline_rows(headline))
+display(occupation_headline.headline_rows(headline))
 influence.head(10)
 """),
         code("bold.group_summary(metrics)"),

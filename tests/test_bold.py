@@ -8,7 +8,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils.audit import bold, bold_figures, bold_prompts, occupation_units, occupations, replication
+from bias_utils.audit import (
+    bold,
+    bold_figures,
+    bold_prompts,
+    occupation_headline,
+    occupation_units,
+    occupations,
+    replication,
+)
 from bias_utils.core import lexicon, precision, stats
 from bias_utils.report import rendering
 
@@ -132,12 +140,12 @@ def test_describe_audit_reads_the_published_completions(published_metrics):
     m = occupation_units.annotate(published_metrics)
     units = occupations.occupation_table(m[m["in_primary"]], by="unit")
     influence = occupations.influence_table(units, bold_prompts.MALE_GROUP, bold_prompts.FEMALE_GROUP)
-    head = occupations.headline_table(table, units, influence, n_boot=40)
+    head = occupation_headline.headline_table(table, units, influence, n_boot=40)
     lines = bold.describe_audit(table, head, influence)
-    assert lines[0] == occupations._headline_sentence(head)
+    assert lines[0] == occupation_headline._headline_sentence(head)
     assert lines[0].startswith("Primary analysis, over the 88 deduplicated person-noun occupations")
     assert "resampling whole keys, permutation p = " in lines[0] and "(40 replicates" in lines[0]
-    assert lines[1] == occupations._describe_influence(influence)
+    assert lines[1] == occupation_headline._describe_influence(influence)
     assert lines[2].startswith("Other sensitivity rows (odds ratios, not the primary shares): counting each "
                                "completion at most once per gender (a talkative completion weighs as one), odds ratio ")
     assert "Holm-adjusted likelihood-ratio p" in lines[2] and "Holm-adjusted permutation p" in lines[2]
@@ -201,7 +209,7 @@ def test_run_audit_with_real_model(tmp_path):
     assert res.metrics["n_tokens"].between(0, 24).all()
     assert res.occupations["n_completions"].sum() == int(res.metrics["in_primary"].sum())
     assert set(res.occupations["occupation"]) == set(res.units.loc[res.units["primary"], "unit"])
-    assert list(pd.read_csv(tmp_path / "bold_headline.csv").columns) == occupations._HEADLINE_COLUMNS
+    assert list(pd.read_csv(tmp_path / "bold_headline.csv").columns) == occupation_headline._HEADLINE_COLUMNS
     assert list(res.influence.columns) == occupations._INFLUENCE_COLUMNS
     left_out = res.metrics[~res.metrics["in_primary"]]
     assert res.excluded["n_completions"].sum() == len(left_out)

@@ -8,7 +8,7 @@ import pytest
 from scipy import integrate, optimize, special
 from scipy import stats as st
 
-from bias_utils.audit import bold, bold_prompts, occupation_units, occupations, replication
+from bias_utils.audit import bold, bold_prompts, occupation_headline, occupation_units, occupations, replication
 from bias_utils.core import mixed, nested
 from bias_utils.core.errors import ParameterError
 
@@ -157,14 +157,14 @@ def test_the_audit_row_on_the_published_completions():
     table, _ = bold.audit_statistics(metrics, n_boot=50, n_permutations=99, nested=False)
     table = pd.concat([table, pd.DataFrame([row])], ignore_index=True)
     influence = occupations.influence_table(units, A, B)
-    h = occupations._headline(occupations.headline_table(table, units, influence, n_boot=50))
+    h = occupation_headline._headline(occupation_headline.headline_table(table, units, influence, n_boot=50))
     assert (h["nested_odds_ratio"], h["nested_ci_low"], h["nested_ci_high"], h["nested_p"]) == (
         row["effect_size"], row["ci_low"], row["ci_high"], row["p"])
     assert (h["nested_sigma_occupation"], h["nested_sigma_completion"]) == (row["sigma"], row["sigma_completion"])
-    text = occupations._headline_sentence(h)
+    text = occupation_headline._headline_sentence(h)
     assert ("with a random intercept per completion within its occupation as well, "
-            + occupations._estimate_text(h, "nested")) in text
-    shown = occupations.headline_rows(h).set_index("analysis")
+            + occupation_headline._estimate_text(h, "nested")) in text
+    shown = occupation_headline.headline_rows(h).set_index("analysis")
     nested_row = shown.loc["sensitivity (conditional): random intercepts per occupation and per completion, words"]
     assert nested_row["estimate"].startswith("odds ratio ") and nested_row["p"].startswith("likelihood-ratio p")
     assert nested_row["occupations"].endswith(f"; {row['n_completions_informative']} completions with any gendered "

@@ -9,7 +9,7 @@ import pytest
 import statsmodels.api as sm
 from scipy import stats as st
 
-from bias_utils.audit import bold, bold_prompts, occupation_units, occupations, replication
+from bias_utils.audit import bold, bold_prompts, occupation_headline, occupation_units, occupations, replication
 from bias_utils.core import mixed, precision, stats
 from bias_utils.report import rendering
 
@@ -27,7 +27,8 @@ def published():
     occ = occupations.occupation_table(metrics)
     units = occupations.occupation_table(metrics[metrics["in_primary"]], by="unit")
     influence = occupations.influence_table(units, A, B)
-    return metrics, occ, table, influence, occupations.headline_table(table, units, influence, n_boot=200), units
+    head = occupation_headline.headline_table(table, units, influence, n_boot=200)
+    return metrics, occ, table, influence, head, units
 
 
 def _share_difference(metrics: pd.DataFrame, by: str = "occupation") -> float:
@@ -110,7 +111,7 @@ def test_influence_is_the_statistic_recomputed_without_each_occupation(published
     assert -1 / 3 < blacksmith["relative_change"] < 0 and blacksmith["log_or_change"] < -np.log(4 / 3)
     moved = influence["share_change"].abs() > influence["share_difference"].abs() / 3
     assert (influence["influential"] == moved).all()
-    sentence = occupations._describe_influence(influence)
+    sentence = occupation_headline._describe_influence(influence)
     full = precision._percent_text(influence["share_difference"].iloc[0])[:-1]
     assert sentence.startswith(f"No single occupation moves the difference in male share ({full} percentage "
                                "points) by more than a third of itself: leaving out the most influential, Tailor")
@@ -119,7 +120,7 @@ def test_influence_is_the_statistic_recomputed_without_each_occupation(published
     assert sentence.endswith("The audit's pooled-word odds ratio (24.65, a sensitivity row) is multiplied or divided "
                              f"by more than 1.33 without {named}.")
     # an odds ratio run to infinity (separation, the QUICK build's) has no size to move: no list of ∞s
-    unbounded = occupations._describe_influence(influence.assign(odds_ratio=np.inf))
+    unbounded = occupation_headline._describe_influence(influence.assign(odds_ratio=np.inf))
     assert unbounded.endswith("The audit's pooled-word odds ratio (a sensitivity row) is unbounded (separation), so "
                               "how much leaving one occupation out moves it is not assessed.")
     assert "∞" not in unbounded
@@ -142,20 +143,20 @@ def test_mixed_influence_refits_the_conditional_model_without_each_occupation(pu
     midwife = influence.set_index("occupation").loc["midwife"]
     assert abs(midwife["log_or_change"]) < abs(midwife["pooled_log_or_change"])
     # the chart draws the primary difference without each occupation, in percentage points, with its interval
-    spec = occupations.influence_chart(influence, head, top=10).to_dict()
+    spec = occupation_headline.influence_chart(influence, head, top=10).to_dict()
     point = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "point")
     drawn = pd.DataFrame(spec["datasets"][point["data"]["name"]])
     assert drawn["points_without"].tolist() == pytest.approx(
         (100 * influence["share_difference_without"].head(10)).tolist())
     dashed = next(layer for layer in spec["layer"] if layer["mark"].get("strokeDash"))
-    h = occupations._headline(head)
+    h = occupation_headline._headline(head)
     assert pd.DataFrame(spec["datasets"][dashed["data"]["name"]])["x"].tolist() == pytest.approx(
         [100 * h["share_difference_ci_low"], 100 * h["share_difference_ci_high"]])
 
 
 def test_headline_reads_the_primary_rows_and_the_published_selection(published):
     metrics, _, table, influence, head, units = published
-    h = occupations._headline(head)
+    h = occupation_headline._headline(head)
     primary = table[table["role"] == "primary"]
     assert table["role"].iloc[:2].tolist() == ["primary", "primary"] and len(primary) == 2  # stated first
     assert primary["measure"].tolist() == [occupations._SHARE, occupations._MARGINAL]
@@ -191,26 +192,27 @@ def test_headline_reads_the_primary_rows_and_the_published_selection(published):
     assert h["published_ci_low_mc_se"] > 0 and h["published_ci_high_mc_se"] > 0
     assert h["top_occupation"] == influence["occupation"].iloc[0]
     assert h["share_difference_without_top"] == influence["share_difference_without"].iloc[0]
-    text = occupations._headline_sentence(head)
+    text = occupation_headline._headline_sentence(head)
     na, nb = h["n_units_a"], h["n_units_b"]
     assert text.startswith(f"Primary analysis, over the {na + nb} deduplicated person-noun occupations, {na} "
                            f"male-dominated and {nb} female-dominated; {h['n_units_informative']} carry any gendered "
                            f"word ({h['n_informative_a']} and {h['n_informative_b']}), each occupation weighing one: a "
                            "larger share of male words about male-dominated occupations than about female-dominated "
                            "ones. ")
-    first = occupations._estimate_text(h)
+    first = occupation_headline._estimate_text(h)
     assert first.startswith(f"{precision._percent_text(h['male_share_a'])} (95% CI ") and f"{first[0].upper()}" \
         f"{first[1:]}." in text
     assert "of the gendered words about a typical male-dominated occupation are male" in first
     assert f"a difference of {precision._percent_text(h['share_difference'])[:-1]} percentage points" in first
-    assert occupations._estimate_text(h, "marginal") in text and occupations._estimate_text(h, "conditional") in text
+    assert occupation_headline._estimate_text(h, "marginal") in text
+    assert occupation_headline._estimate_text(h, "conditional") in text
     assert text.index(first[1:]) < text.index("Sensitivity, a conditional estimand") < text.index("Beside it")
     low = precision._mc_round(h["published_ci_low"], h["published_ci_low_mc_se"])
     high = precision._mc_round(h["published_ci_high"], h["published_ci_high_mc_se"])
     assert f"included): odds ratio 24.65, 95% CI {low} to {high} resampling whole keys, permutation p " in text
     assert "(200 replicates, each bound to its Monte Carlo error)" in text
     assert "the audit's own interval, every word independent, is 10.07 to 60.37." in text
-    shown = occupations.headline_rows(head)
+    shown = occupation_headline.headline_rows(head)
     assert shown["analysis"].str.startswith("primary").tolist()[:4] == [True] * 4
     assert shown["analysis"].iloc[4].startswith("sensitivity (conditional)")
     assert shown["estimate"].iloc[0] == f"{precision._percent_text(h['share_difference'])[:-1]} percentage points"
@@ -222,16 +224,17 @@ def test_headline_reads_the_primary_rows_and_the_published_selection(published):
     assert shown["p"].iloc[0] == f"permutation p {stats._permutation_p_text(h['share_difference_p'], k)}"
     assert shown["occupations"].iloc[0] == (f"{na} + {nb} deduplicated person nouns, {h['n_informative_a']} + "
                                             f"{h['n_informative_b']} with any gendered word")
-    assert occupations._headline_sentence(head.iloc[0:0]) == "" and occupations._headline(head.iloc[0:0]) == {}
+    assert occupation_headline._headline_sentence(head.iloc[0:0]) == ""
+    assert occupation_headline._headline(head.iloc[0:0]) == {}
     drifting = {**h, "conditional_odds_ratio": float(np.exp(462.0)), "conditional_ci_low": 2.2,
                 "conditional_ci_high": np.inf, "conditional_p": 0.01}
     want = f"conditional odds ratio unbounded (separation), 95% CI {precision._interval_text(2.2, np.inf)} (profile"
-    assert occupations._estimate_text(drifting, "conditional").startswith(want)
+    assert occupation_headline._estimate_text(drifting, "conditional").startswith(want)
     with pytest.raises(ValueError, match="which must be"):
-        occupations._estimate_text(h, "odds")
+        occupation_headline._estimate_text(h, "odds")
     with pytest.raises(ValueError, match="one model"):
-        occupations._headline(pd.concat([head, head]))
-    chart = occupations.influence_chart(influence, head, top=10,
+        occupation_headline._headline(pd.concat([head, head]))
+    chart = occupation_headline.influence_chart(influence, head, top=10,
                                         title="Leave one occupation out: qwen__Qwen2.5-0.5B--abc1234--bf16").to_dict()
     assert len(chart["layer"]) == 4
     assert chart["title"] == "Leave one occupation out: Qwen2.5-0.5B (bf16)"
@@ -253,7 +256,7 @@ def test_one_interval_reads_alike_in_the_sentences_and_every_table_that_shows_it
     from bias_utils.book import crossmodel
 
     _, _, table, _, head, _ = published
-    h = occupations._headline(head)
+    h = occupation_headline._headline(head)
     cols = ["role", "test", "measure", "unit", "effect_size", "ci_low", "ci_high", "ci_low_mc_se", "ci_high_mc_se"]
 
     def shown(frame: pd.DataFrame) -> list[str]:
@@ -271,9 +274,10 @@ def test_one_interval_reads_alike_in_the_sentences_and_every_table_that_shows_it
     key = intervals[("cluster_bootstrap_occupation", "odds_ratio (words)", occupations._UNIT_PUBLISHED)]
     conditional = next(v for (t, m, _), v in intervals.items() if (t, m) == ("mixed_logit_occupation",
                                                                              "odds_ratio (words)"))
-    assert f"95% CI {key} resampling whole keys" in occupations._estimate_text(h, "published")
-    assert f"95% CI {conditional} (profile likelihood)" in occupations._estimate_text(h, "conditional")
-    by_row = dict(zip(occupations.headline_rows(head).iloc[:, 0], occupations.headline_rows(head).iloc[:, 3]))
+    assert f"95% CI {key} resampling whole keys" in occupation_headline._estimate_text(h, "published")
+    assert f"95% CI {conditional} (profile likelihood)" in occupation_headline._estimate_text(h, "conditional")
+    head_rows = occupation_headline.headline_rows(head)
+    by_row = dict(zip(head_rows.iloc[:, 0], head_rows.iloc[:, 3]))
     assert pooled in by_row.values() and key in by_row.values()
     # a bound to its Monte Carlo error has fewer digits than the table used to print
     bounded = table[table["ci_low_mc_se"].notna()].iloc[0]
@@ -300,7 +304,7 @@ def test_marginal_odds_ratio_is_the_independence_gee_weighting_each_occupation_o
     in_a = np.repeat((words["group"] == A).to_numpy(float), (words["male_words"] + words["female_words"]).to_numpy())
     gee = sm.GEE(y, sm.add_constant(in_a), groups=cluster, family=sm.families.Binomial(),
                  cov_struct=sm.cov_struct.Independence(), weights=1 / size).fit()
-    h = occupations._headline(head)
+    h = occupation_headline._headline(head)
     assert h["marginal_odds_ratio"] == pytest.approx(np.exp(gee.params[1]), rel=1e-7)
     share_a, share_b = h["male_share_a"], h["male_share_b"]
     assert h["marginal_odds_ratio"] == pytest.approx(share_a / (1 - share_a) / (share_b / (1 - share_b)))
@@ -353,9 +357,9 @@ def test_a_run_without_gendered_words_reads_as_such(published):
     assert skipped["test"].str.startswith("mixed_logit_occupation").any()  # nothing to fit: a recorded skip
     occ = occupations.occupation_table(tiny, by="unit")
     influence = occupations.influence_table(occ, A, B)
-    head = occupations.headline_table(table, occ, influence, n_boot=20)
-    assert occupations._headline_sentence(head).startswith("None of the 12 completions about the ")
-    assert occupations._describe_influence(influence) == ""
+    head = occupation_headline.headline_table(table, occ, influence, n_boot=20)
+    assert occupation_headline._headline_sentence(head).startswith("None of the 12 completions about the ")
+    assert occupation_headline._describe_influence(influence) == ""
 
 
 def test_permutation_p_against_full_enumeration():
@@ -378,7 +382,7 @@ def test_permutation_p_against_full_enumeration():
     big = pd.concat([occ_sep.assign(occupation=occ_sep["occupation"] + str(i)) for i in range(4)])
     p, k = occupations._occupation_permutation_p(big, OR, A, B, n_permutations=99, seed=0)
     assert p == 1 / 100
-    assert occupations._p_phrase(p, k) == "p ≤ 1/100"
+    assert occupation_headline._p_phrase(p, k) == "p ≤ 1/100"
 
 
 def _simulate(rng: np.random.Generator, mu_a: float, mu_b: float, g_a: int = 170, g_b: int = 50) -> pd.DataFrame:
@@ -451,7 +455,7 @@ def test_primary_permutation_p_sits_at_its_floor_and_says_so():
     for k in (99, 999):
         p, used = occupations._occupation_permutation_p(occ, occupations._SHARE, A, B, n_permutations=k, seed=2)
         assert used == k and p == 1 / (k + 1)
-        assert occupations._p_phrase(p, used) == f"p ≤ 1/{k + 1:,}"
+        assert occupation_headline._p_phrase(p, used) == f"p ≤ 1/{k + 1:,}"
     estimate, low, high = occupations._cluster_interval(occ, occupations._SHARE, A, B, n_boot=200)
     assert estimate == 1.0 and low == high == 1.0  # resampling cannot move a difference that is 1 everywhere
     p, used = occupations._occupation_permutation_p(occ, occupations._MARGINAL, A, B, n_permutations=99, seed=2)
@@ -532,14 +536,14 @@ def test_an_interval_of_bootstrap_bounds_does_not_mix_decimals_but_keeps_two_sig
     digits: a difference in points prints "31 to 78", not "31 to 78.5"; an odds ratio still "2.9 to 130"."""
     points = {"d_ci_low": 0.3104, "d_ci_high": 0.7846, "d_ci_low_mc_se": 0.004, "d_ci_high_mc_se": 0.001}
     assert (precision._mc_round(31.04, 0.4), precision._mc_round(78.46, 0.1)) == ("31", "78.5")  # each on its own
-    assert occupations._mc_interval(points, "d", 100) == "31 to 78"
+    assert occupation_headline._mc_interval(points, "d", 100) == "31 to 78"
     # a table's two bound columns print the interval as the sentence does
     frame = pd.DataFrame({"effect_size": [50.2], "ci_low": [31.04], "ci_high": [78.46], "ci_low_mc_se": [0.4],
                           "ci_high_mc_se": [0.1]})
     cells = re.findall(r"<td\b[^>]*>(.*?)</td>", rendering._table_html(frame), flags=re.S)
     assert cells == [rendering._cell_text(50.2), "31", "78"]
     odds = {"o_ci_low": 2.93, "o_ci_high": 131.2, "o_ci_low_mc_se": 0.05, "o_ci_high_mc_se": 4.0}
-    assert occupations._mc_interval(odds, "o") == "2.9 to 130"
+    assert occupation_headline._mc_interval(odds, "o") == "2.9 to 130"
     # no Monte Carlo error: each bound by its own size, as before
-    assert occupations._mc_interval({"o_ci_low": 2.93, "o_ci_high": 131.2}, "o") == (
+    assert occupation_headline._mc_interval({"o_ci_low": 2.93, "o_ci_high": 131.2}, "o") == (
         f"{precision._bound_text(2.93)} to {precision._bound_text(131.2)}")

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import vl_convert as vlc
 
-from bias_utils.audit import bold, bold_prompts, occupation_units, occupations, replication
+from bias_utils.audit import bold, bold_prompts, occupation_headline, occupation_units, occupations, replication
 from bias_utils.book import summary
 from bias_utils.core import paths, precision, stats, tables
 from bias_utils.core.results import write_table
@@ -49,7 +49,7 @@ def published():
                                                                 units))
     table, _ = bold.audit_statistics(metrics, n_boot=N_BOOT, n_permutations=N_PERM, nested=False)
     occ = occupations.occupation_table(metrics[metrics["in_primary"]], by="unit")
-    head = occupations.headline_table(table, occ, occupations.influence_table(occ, A, B), n_boot=N_BOOT)
+    head = occupation_headline.headline_table(table, occ, occupations.influence_table(occ, A, B), n_boot=N_BOOT)
     return metrics, head, units
 
 
@@ -97,8 +97,9 @@ def test_headline_sentence_carries_the_primary_estimate_and_the_published_select
     h = head.iloc[0]
     assert (h.published_ci_low, h.published_ci_high) == pytest.approx((low, high))
     sentence = summary._model_sentence("dec", pd.DataFrame(columns=["population"]), head.assign(model_id="dec"))
-    h = occupations._headline(head)
-    assert occupations._estimate_text(h) in sentence and occupations._estimate_text(h, "published") in sentence
+    h = occupation_headline._headline(head)
+    assert occupation_headline._estimate_text(h) in sentence
+    assert occupation_headline._estimate_text(h, "published") in sentence
     primary = metrics[metrics["in_primary"]]
     n_gendered = int(primary.any_gendered.sum())
     assert f"{n_gendered} of their {len(primary):,} completions contain a gendered word" in sentence
@@ -110,7 +111,7 @@ def test_headline_sentence_carries_the_primary_estimate_and_the_published_select
     words = primary.groupby(["group", "unit"])[["male_words", "female_words"]].sum()
     total = words["male_words"] + words["female_words"]
     share = (words["male_words"] / total)[total > 0].groupby(level="group").mean()
-    text = occupations._estimate_text(h)
+    text = occupation_headline._estimate_text(h)
     assert text.startswith(f"{precision._percent_text(share[A])} (95% CI ")
     assert f", {precision._percent_text(share[B])} (95% CI " in text
     assert sentence.index(text) < sentence.index("conditional odds ratio") < sentence.index("odds ratio 24.65")
@@ -132,7 +133,7 @@ def test_summary_table_reads_every_model(results, published):
         "female names higher on warmth (g = 1.00, 95% CI 0.20 to 1.80, Holm p = 0.01; as Schuster et al. 2024 "
         "found; axis supported; 12% of 96 analysis specifications agree with the paper and are significant "
         "(joint test p = 0.02)); no name gap shown on competence (g = −0.50, 95% CI −1.30 to 0.30, "
-        "Holm p = 0.3; axis supported). " + occupations._headline_sentence(published[1]))
+        "Holm p = 0.3; axis supported). " + occupation_headline._headline_sentence(published[1]))
     assert enc.sentence == (
         "male names higher on warmth (g = −0.90, 95% CI −1.70 to −0.10, Holm p = 0.01; opposite to Schuster et al. "
         "2024; axis supported); no reading on competence: its axis is not shown to beat its null (AUC 0.58, null "
@@ -164,21 +165,21 @@ def test_findings_bullets_name_model_direction_size_and_what_is_not_shown(result
     assert two.endswith("Not read in {doc}`dec </models/dec--1--fp32/03_projection_accuracy>`, {doc}`enc "
                         "</models/enc--2--fp32/03_projection_accuracy>` and {doc}`new </models/new--4--fp32/"
                         "03_projection_accuracy>`: the warmth axis has no verdict in this build.")
-    h = occupations._headline(published[1])
+    h = occupation_headline._headline(published[1])
     # what the model wrote, in the chapter's words: each group's male share first, then their difference; how many
     # occupations, and what counts as one a link away (the methods), as are the odds ratios (the table below)
     units = published[2]
     assert writing == ("**Writing about occupations (BOLD).** In {doc}`dec </models/dec--1--fp32/06_bold_audit>`, "
-                       f"{occupations._estimate_text(h)} ({h['n_units_a'] + h['n_units_b']} occupations, "
+                       f"{occupation_headline._estimate_text(h)} ({h['n_units_a'] + h['n_units_b']} occupations, "
                        f"{h['n_units_informative']} of them with any gendered word; {{ref}}`what counts as an "
-                       f"occupation <what-an-occupation-is>`): {occupations._difference_reading(h)}; enc writes no "
-                       "text (encoder); new has no audit results.")
+                       f"occupation <what-an-occupation-is>`): {occupation_headline._difference_reading(h)}; enc "
+                       "writes no text (encoder); new has no audit results.")
     # the words claim no more than the interval: shown where it excludes 0, else "not shown"
     excludes = h["share_difference_ci_low"] > 0 or h["share_difference_ci_high"] < 0
-    assert ("is not shown" in occupations._difference_reading(h)) == (not excludes)
+    assert ("is not shown" in occupation_headline._difference_reading(h)) == (not excludes)
     wide = {**h, "share_difference_ci_low": -0.1}
-    assert occupations._difference_reading(wide).endswith("in the share of male words is not shown")
-    assert occupations._estimate_text(h).startswith(precision._percent_text(h["male_share_a"]) + " (95% CI ")
+    assert occupation_headline._difference_reading(wide).endswith("in the share of male words is not shown")
+    assert occupation_headline._estimate_text(h).startswith(precision._percent_text(h["male_share_a"]) + " (95% CI ")
     assert h["n_units_a"] + h["n_units_b"] == units.loc[units["primary"].astype(bool), "unit"].nunique()
     assert "odds ratio" not in writing and "independent" not in writing and "BOLD keys" not in writing
     assert caveat.startswith("**Not shown is not absent.**")

@@ -108,7 +108,7 @@ def test_readme_lists_exactly_the_declared_tables_of_each_notebook():
 
 
 def test_declared_columns_match_the_modules_column_lists():
-    from bias_utils.audit import link, next_word, occupations
+    from bias_utils.audit import link, next_word, occupation_headline, occupations
     from bias_utils.core import stats
     from bias_utils.profiles import axis_validity, contexts, robustness, space
     from bias_utils.profiles import population_profiles as profiles
@@ -121,7 +121,7 @@ def test_declared_columns_match_the_modules_column_lists():
         tables.NAMES.ROBUSTNESS_SPECS: robustness._SPEC_COLUMNS,
         tables.NAMES.ROBUSTNESS_SKIPPED: robustness._SKIPPED_COLUMNS,
         tables.NAMES.BOLD_INFLUENCE: occupations._INFLUENCE_COLUMNS,
-        tables.NAMES.BOLD_HEADLINE: occupations._HEADLINE_COLUMNS,
+        tables.NAMES.BOLD_HEADLINE: occupation_headline._HEADLINE_COLUMNS,
         tables.NAMES.DROPPED_SENSES: space._DROPPED_COLUMNS, tables.NAMES.CONTEXTS_OF_SOURCE: contexts._TABLE_COLUMNS,
         tables.NAMES.CONTEXTS_SKIPPED: contexts._SKIP_COLUMNS, tables.NAMES.CONTEXTS_DROPPED: contexts._DROP_COLUMNS,
         tables.NAMES.NEXT_WORD_PROMPTS: next_word._PROMPT_COLUMNS,

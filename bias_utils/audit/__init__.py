@@ -15,8 +15,10 @@ _EXPORTS = {
     # the audit: metrics per completion, its statistics and tables (chapter 06)
     "bold": ("audit_statistics", "completion_metrics", "describe_audit", "describe_expected_totals",
         "expected_totals", "group_summary", "run_audit",),
-    # the audit with the occupation as the unit: headline estimand and sensitivity rows
-    "occupations": ("headline_rows", "headline_table", "influence_chart", "influence_table", "occupation_table",),
+    # the audit with the occupation as the unit: headline estimate, sensitivity rows, influence
+    "occupations": ("influence_table", "occupation_table",),
+    # the headline read for a reader: its table, sentences and rows, the influence chart
+    "occupation_headline": ("headline_rows", "headline_table", "influence_chart",),
     # what chapters 06 and 07 show of an audit: the figure and examples
     "bold_figures": ("audit_figure", "examples_table", "gendered_sentences", "sentences_table",),
     # the published audit's completions re-analysed beside ours (chapter 07)

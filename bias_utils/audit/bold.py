@@ -45,7 +45,7 @@ from ..core.errors import ParameterError, _check_generation, _check_max_new_toke
 from ..core.results import write_table
 from ..models.loading import _check_model
 from ..report import rendering
-from . import occupation_units, occupations
+from . import occupation_headline, occupation_units, occupations
 from .bold_prompts import (
     _check_selection,
 )
@@ -347,7 +347,7 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
                    influence: pd.DataFrame | None = None, excluded: pd.DataFrame | None = None) -> list[str]:
     """Sentences reading an audit, the primary analysis first.
 
-    From ``headline`` (:func:`bias_utils.audit.occupations._headline_sentence`): each group's male share of
+    From ``headline`` (:func:`bias_utils.audit.occupation_headline._headline_sentence`): each group's male share of
     gendered words for a typical occupation, their difference with its occupation interval and permutation p,
     the marginal odds ratio, how many occupations and completions carry it, the conditional odds ratios as
     sensitivity rows and the published selection's figure; from ``influence``
@@ -366,9 +366,9 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
     def groups(r) -> tuple[str, str]:
         return rendering.group_label(r["group_a"]), rendering.group_label(r["group_b"])
 
-    lines = [occupations._headline_sentence(headline) if headline is not None else "",
-             occupations._describe_influence(influence) if influence is not None else ""]
-    h = occupations._headline(headline) if headline is not None else {}
+    lines = [occupation_headline._headline_sentence(headline) if headline is not None else "",
+             occupation_headline._describe_influence(influence) if influence is not None else ""]
+    h = occupation_headline._headline(headline) if headline is not None else {}
     if excluded is not None and h:
         total = int(h["n_completions"]) + int(excluded["n_completions"].sum())
         lines.append(occupation_units._describe_excluded(excluded, total))
@@ -560,7 +560,7 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
     primary units as the unit (:mod:`bias_utils.audit.occupations`): ``bold_occupations`` (one row per
     deduplicated person-noun occupation, :func:`~bias_utils.audit.occupations.occupation_table` by ``unit``),
     ``bold_influence`` (leave one occupation out, :func:`~bias_utils.audit.occupations.influence_table`) and
-    ``bold_headline`` (one row, :func:`~bias_utils.audit.occupations.headline_table`); the last two are empty
+    ``bold_headline`` (one row, :func:`~bias_utils.audit.occupation_headline.headline_table`); the last two are empty
     (with their columns) for a selection of more than two groups.
     """
     # deferred: torch and transformers, which the replication of the published audit does not need
@@ -588,7 +588,7 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
     by_unit = _primary_units(metrics)
     influence = (occupations.influence_table(by_unit, *groups) if len(groups) == 2
                  else pd.DataFrame(columns=occupations._INFLUENCE_COLUMNS))  # no single odds ratio to leave out of
-    headline = occupations.headline_table(table, by_unit, influence, n_boot=n_boot)
+    headline = occupation_headline.headline_table(table, by_unit, influence, n_boot=n_boot)
     settings = dict(model_id=loaded.model_id, selection=selection if isinstance(selection, str) else "custom",
                     n_prompts=len(sel), n_samples=n_samples, seed=seed, max_new_tokens=max_new_tokens,
                     temperature=temperature, top_p=top_p, top_k=top_k, chat=chat, limit=limit, n_boot=n_boot,

@@ -46,7 +46,7 @@ from typing import Sequence
 import altair as alt
 import pandas as pd
 
-from ..audit import link, occupation_units, occupations
+from ..audit import link, occupation_headline, occupation_units
 from ..core import cache, precision, tables
 from ..core.results import _model_slug
 from ..core.stats import _permutation_p_text
@@ -116,7 +116,7 @@ def read_summary(models: Sequence[str], results_dir: str | Path | None = None
     ``axis_valid`` (verdict ``supported``; NA without a verdict), ``axis_reading``
     (``axis_validity._verdict_phrase``) and, from the robustness chapter when it ran,
     ``n_specs, share_agree_significant, joint_p, n_permutations``. ``headline``: the
-    ``bold_headline`` rows (``occupations._HEADLINE_COLUMNS``; encoders have none).
+    ``bold_headline`` rows (``occupation_headline._HEADLINE_COLUMNS``; encoders have none).
     """
     stats, _ = _read_results(models, tables.NAMES.PROFILE_STATS, results_dir)
     stats = _primary(stats)
@@ -142,7 +142,7 @@ def read_summary(models: Sequence[str], results_dir: str | Path | None = None
         ["model_id", "population", "dimension", "n_specs", "share_agree_significant", "joint_p", "n_permutations"]]
     gaps = gaps.merge(robust, on=["model_id", "population", "dimension"], how="left")
     head, _ = _read_results(models, tables.NAMES.BOLD_HEADLINE, results_dir)
-    return gaps, head.reindex(columns=["model_id", *occupations._HEADLINE_COLUMNS])
+    return gaps, head.reindex(columns=["model_id", *occupation_headline._HEADLINE_COLUMNS])
 
 
 def _gap(g: float, low: float, high: float, p_holm: float) -> str:
@@ -194,7 +194,7 @@ def _gap_phrase(dimension: str, row) -> str:
 
 def _model_sentence(model: str, gaps: pd.DataFrame, headline: pd.DataFrame, can_generate: bool | None = None) -> str:
     """The reading of a model's primary numbers (``gaps``/``headline`` rows of that model): its name gaps
-    with their axes' verdicts, then the audit's :func:`bias_utils.audit.occupations._headline_sentence`.
+    with their axes' verdicts, then the audit's :func:`bias_utils.audit.occupation_headline._headline_sentence`.
 
     ``can_generate=False`` says the model is an encoder (no audit); otherwise
     missing audit rows are reported as missing.
@@ -203,7 +203,7 @@ def _model_sentence(model: str, gaps: pd.DataFrame, headline: pd.DataFrame, can_
     phrases = [_gap_phrase(r.dimension, r) for r in names.itertuples(index=False) if r.dimension in _HEADLINE]
     profile = "; ".join(phrases) if phrases else "no name profile at the primary specification in its results"
     if len(headline):
-        writing = occupations._headline_sentence(headline.iloc[[0]].drop(columns="model_id", errors="ignore"))
+        writing = occupation_headline._headline_sentence(headline.iloc[[0]].drop(columns="model_id", errors="ignore"))
     elif can_generate is False:
         writing = "An encoder: it writes no text to audit."
     else:
@@ -341,7 +341,7 @@ def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_
         if rows.empty:
             (encoders if can_generate.get(model, _writes(model)) is False else missing).append(label[model])
             continue
-        h = occupations._headline(rows.drop(columns="model_id"))
+        h = occupation_headline._headline(rows.drop(columns="model_id"))
         n, k = int(h["n_completions"]), int(h["n_gendered_completions"])
         link = _link(model, "audit", label[model])
         if k == 0:
@@ -353,7 +353,8 @@ def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_
         if pd.isna(h["share_difference"]) or pd.isna(h["share_difference_ci_low"]):
             parts.append(f"in {link}, the male shares of the two groups cannot be compared ({units})")
             continue
-        parts.append(f"in {link}, {occupations._estimate_text(h)} ({units}): {occupations._difference_reading(h)}")
+        parts.append(f"in {link}, {occupation_headline._estimate_text(h)} ({units}): "
+                     f"{occupation_headline._difference_reading(h)}")
     return _decoder_bullet("Writing about occupations (BOLD).", parts, encoders, missing, "audit results")
 
 

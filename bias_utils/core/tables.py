@@ -242,7 +242,7 @@ class NAMES:
          "odds_ratio_without", "log_or_change", "relative_change", "odds_ratio_influential", "pooled_odds_ratio",
          "pooled_odds_ratio_without", "pooled_log_or_change"))
     BOLD_HEADLINE = _declare(
-        "bold_headline", "bias_utils.audit.occupations.headline_table", ("06_bold_audit",),
+        "bold_headline", "bias_utils.audit.occupation_headline.headline_table", ("06_bold_audit",),
         "the pre-stated primary estimand in one row (the male shares, their difference, the marginal odds ratio), "
         "its sensitivity rows and the published selection's figure beside it",
         ("group_a", "group_b", "estimand", "share_difference", "share_difference_ci_low", "share_difference_ci_high",
