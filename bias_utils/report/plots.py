@@ -192,7 +192,6 @@ def _log_ticks(values, most: int = 7) -> list[float]:
     return [round(10.0 ** k, 12) for k in below + inside + above]
 
 
-
 def _linear_ticks(low: float, high: float, most: int = 6) -> list[float]:
     """Ticks for a linear axis that shows ``[low, high]`` of its data and runs on past it (a column of labels): the
     multiples of the step 1, 2, 5 or 10 times a power of ten, the smallest that gives at most ``most`` ticks, inside
@@ -202,6 +201,7 @@ def _linear_ticks(low: float, high: float, most: int = 6) -> list[float]:
     step = next(base * m for m in (1, 2, 5, 10) if span / (base * m) <= most)
     first = np.ceil(low / step - 1e-9)  # a bound that is a multiple of the step is a tick
     return [round(float(k * step), 12) for k in np.arange(first, np.floor(high / step + 1e-9) + 1)]
+
 
 def _captioned(chart, heading: str, subtitle: Sequence[str], alt_text: str, caption: str):
     """``chart`` with its title (model ids shown by :func:`bias_utils.core.results.display_name`), its alt text
