@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numbers
 import os
-from typing import Sized
+from collections.abc import Iterable
 
 __all__ = [
     "ModelError", "ParameterError",
@@ -121,18 +121,32 @@ def _check_count(value, name: str, *, minimum: int, why: str = "", maximum: int 
     return _check_at_most(int(value), name, maximum=maximum, default=default)
 
 
-def _check_prompts(prompts) -> list[str]:
-    """A non-empty list of strings (one string is an error: it would be read as a list of characters)."""
-    if isinstance(prompts, str):
-        raise ParameterError(f"prompts must be a list of strings, not one string ({prompts[:40]!r}); wrap it in a list")
-    if isinstance(prompts, Sized) and len(prompts) == 0:
-        raise ParameterError("prompts is empty: nothing to generate from")
-    prompts = list(prompts)
-    # A number or None among the prompts would otherwise fail inside the tokenizer.
-    bad = next(((i, p) for i, p in enumerate(prompts) if not isinstance(p, str)), None)
+def _check_word_list(value, name: str, *, empty: str | None = None, strings: bool = True) -> list:
+    """``value`` (words, nouns, prompts, templates: any list the caller iterates) as a list; ``name``: the parameter.
+
+    One string (or ``bytes``) is refused: iterating it would read ``"nurse"`` as the five words n, u, r, s, e and
+    return a table for them without a word of warning. ``empty``: why an empty list cannot be used (``None``: an
+    empty list passes); ``strings``: every item must be a string (a number or ``None`` would otherwise fail deep in
+    a tokenizer or a lookup)."""
+    if isinstance(value, (str, bytes)):
+        short = len(value) <= 40
+        shown = repr(value) if short else f"{value[:40]!r}..."
+        fix = f"write [{value!r}]" if short and isinstance(value, str) else "wrap it in a list of strings"
+        raise ParameterError(f"{name} must be a list of strings, not one string: got {shown}; {fix}")
+    if not isinstance(value, Iterable):
+        raise ParameterError(f"{name} must be a list of strings, got {type(value).__name__} {value!r:.60}")
+    value = list(value)
+    if empty is not None and not value:
+        raise ParameterError(f"{name} is empty: {empty}")
+    bad = next(((i, v) for i, v in enumerate(value) if not isinstance(v, str)), None) if strings else None
     if bad is not None:
-        raise ParameterError(f"prompts must be a list of strings; item {bad[0]} is {bad[1]!r}")
-    return prompts
+        raise ParameterError(f"{name} must be a list of strings; item {bad[0]} is {bad[1]!r}")
+    return value
+
+
+def _check_prompts(prompts) -> list[str]:
+    """A non-empty list of strings (:func:`_check_word_list`)."""
+    return _check_word_list(prompts, "prompts", empty="nothing to generate from")
 
 
 def _check_sampling(temperature, top_p, top_k=None, *, greedy: bool = False) -> int | None:
