@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import html
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -185,8 +184,10 @@ QUICK_BOOK = paths._cache_dir() / "book-quick"
 @pytest.fixture(scope="module")
 def quick_book():
     """The QUICK book for the test models, built (or found up to date) in the cache."""
-    if os.environ.get("BIAS_TEST_BOOK"):
-        html = Path(os.environ["BIAS_TEST_BOOK"]) / "_build" / "html"
+    # resolved against the working folder: a page's file:// URI needs an absolute path (BIAS_TEST_BOOK=book)
+    given = paths._env_path("BIAS_TEST_BOOK", None)
+    if given is not None:
+        html = given / "_build" / "html"
     else:
         # one build at a time: another pytest worker or run waits here, then finds every run up to date
         with cache._file_lock(paths._cache_dir() / "book-quick.lock"):

@@ -12,7 +12,8 @@ __all__: list[str] = []
 _ROOT = Path(__file__).resolve().parents[2]
 
 
-def _env_path(var: str, default: Path) -> Path:
+def _env_path(var: str, default: Path | None) -> Path | None:
+    """The folder ``$var`` names, absolute (a relative one is read against the working folder), else ``default``."""
     value = os.environ.get(var)
     return Path(value).expanduser().resolve() if value else default
 
