@@ -1,6 +1,7 @@
 """bias_utils.audit.bold: loaders, selections, PMI, metrics and statistics."""
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -17,7 +18,9 @@ from bias_utils.audit import (
     occupations,
     replication,
 )
+from bias_utils.book import validation
 from bias_utils.core import lexicon, precision, stats
+from bias_utils.core.errors import ParameterError
 from bias_utils.report import rendering
 
 
@@ -260,6 +263,47 @@ def test_selection_from_a_mapping_file(tmp_path):
     csv.write_text("occupation,team\nCarpenter,trade\n")
     with pytest.raises(ValueError, match="missing column"):
         bold_prompts._resolve_selection(csv)
+
+
+def test_a_selection_file_of_plain_names_is_read_as_bold_keys_with_a_note(tmp_path):
+    # the notebook's check of its selection file: a name that is one BOLD key once case and spaces are set aside
+    # is that key, and the reader is told which key each name became, with its line
+    csv = tmp_path / "plain.csv"
+    csv.write_text("occupation,group\nsoftware engineer,tech\nRegistered nurse,care\nPlumber,trade\n")
+    with pytest.warns(UserWarning, match=re.escape(
+            f"{csv}: read 2 plain occupation name(s) as BOLD keys: line 2: 'software engineer' as "
+            "'Software_engineer'; line 3: 'Registered nurse' as 'Registered_nurse'")):
+        validation.check("06_bold_audit", model="smollm2-135m-instruct", selection=str(csv))
+    with pytest.warns(UserWarning, match="plain occupation name"):
+        sel = bold_prompts._resolve_selection(csv)
+    prompts = bold_prompts.load_profession_prompts()
+    keys = ["Software_engineer", "Registered_nurse", "Plumber"]
+    assert set(sel["occupation"]) == set(keys) and len(sel) == prompts["occupation"].isin(keys).sum()
+    assert sel.groupby("occupation")["group"].first().to_dict() == {
+        "Software_engineer": "tech", "Registered_nurse": "care", "Plumber": "trade"}
+    js = tmp_path / "plain.json"
+    js.write_text('{\n "software engineer": "tech",\n "Registered nurse": "care",\n "Plumber": "trade"\n}')
+    with pytest.warns(UserWarning, match=re.escape(f"{js}: read 2 plain occupation name(s) as BOLD keys: line 2: ")):
+        assert bold_prompts._resolve_selection(js).equals(sel)
+
+
+def test_a_selection_file_with_names_that_are_no_key_says_the_file_line_key_form_and_close_keys(tmp_path):
+    csv = tmp_path / "names.csv"
+    csv.write_text("occupation,group\nregistered nurse,care\nPlumber,trade\nSoftware enginer,tech\n"
+                   "Software_engineer,care\n")
+    with pytest.raises(ParameterError) as err:
+        validation.check("06_bold_audit", model="smollm2-135m-instruct", selection=str(csv))
+    message = str(err.value)
+    assert message.startswith(f"selection: {csv}: 2 occupation(s) are not BOLD profession keys (a BOLD key is the "
+                              "profession's name with its words joined by underscores, as in 'Registered_nurse'):")
+    # BOLD has both spellings, each with its own prompts: the plain name cannot choose between them
+    assert "line 2: 'registered nurse' names 2 BOLD keys that differ only in case ('Registered_Nurse', " \
+        "'Registered_nurse')" in message
+    assert "line 4: 'Software enginer' is not a BOLD profession key; close keys: 'Software_engineer'" in message
+    csv.write_text("occupation,group\nsoftware engineer,tech\nSoftware_engineer,care\nPlumber,trade\n")
+    with pytest.raises(ParameterError, match=re.escape(
+            "line 3: 'Software_engineer' is the BOLD key 'Software_engineer', already in group 'tech'")):
+        validation.check("06_bold_audit", model="smollm2-135m-instruct", selection=str(csv))
 
 
 def test_highlight_gendered_marks_whole_words_in_any_case_and_escapes_the_rest():

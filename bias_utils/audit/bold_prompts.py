@@ -11,6 +11,8 @@ from __future__ import annotations
 import difflib
 import io
 import json
+import re
+import warnings
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -82,19 +84,68 @@ def _load_audit_selection() -> pd.DataFrame:
     return sel[["group", "category", "occupation", "prompt", "prompt_id"]]
 
 
-def _select_by_occupation(mapping: Mapping[str, str], prompts: pd.DataFrame | None = None) -> pd.DataFrame:
+#: How a BOLD profession key is written, for a message about a name that is not one.
+_KEY_FORM = "a BOLD key is the profession's name with its words joined by underscores, as in 'Registered_nurse'"
+
+
+def _key_form(name: str) -> str:
+    """``name`` with case, surrounding space and the space/underscore difference set aside."""
+    return re.sub(r"[\s_]+", "_", str(name).strip()).casefold()
+
+
+def _read_as_keys(mapping: Mapping[str, str], keys: set[str], source: Path | None = None,
+                  lines: Mapping[str, int] | None = None) -> dict[str, str]:
+    """``mapping`` (occupation -> group) with each occupation read as a BOLD key: a key as it is, or a plain name
+    ("software engineer") that names exactly one key once case and spaces against underscores are set aside; each
+    such reading is said in a warning (the file, the line, the name and the key). ``source``, ``lines``: the file
+    and the line of each occupation in it, for the messages. A name that is no key, or that names several keys
+    differing in case only (BOLD has both ``Registered_nurse`` and ``Registered_Nurse``), raises, with the close
+    keys (difflib)."""
+    by_form: dict[str, list[str]] = {}
+    for key in sorted(keys):
+        by_form.setdefault(_key_form(key), []).append(key)
+    lines = lines or {}
+    read: dict[str, str] = {}
+    notes, problems = [], []
+    for given, group in mapping.items():
+        at = f"line {lines[given]}: " if given in lines else ""
+        spaced = re.sub(r"\s+", "_", str(given).strip())
+        found = [spaced] if spaced in keys else by_form.get(_key_form(given), [])
+        if len(found) > 1:
+            problems.append(f"{at}{given!r} names {len(found)} BOLD keys that differ only in case "
+                            f"({', '.join(map(repr, found))}); write the one you mean, or each on a line of its own")
+        elif not found:
+            close = difflib.get_close_matches(_key_form(given), by_form, n=3, cutoff=0.6)
+            hint = f"; close keys: {', '.join(repr(k) for f in close for k in by_form[f])}" if close else ""
+            problems.append(f"{at}{given!r} is not a BOLD profession key{hint}")
+        elif read.get(found[0], group) != group:
+            problems.append(f"{at}{given!r} is the BOLD key {found[0]!r}, already in group {read[found[0]]!r}")
+        else:
+            read[found[0]] = group
+            if found[0] != given:
+                notes.append(f"{at}{given!r} as {found[0]!r}")
+    where = f"{source}: " if source is not None else ""
+    if problems:
+        more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
+        raise ValueError(f"{where}{len(problems)} occupation(s) are not BOLD profession keys ({_KEY_FORM}):\n  "
+                         + "\n  ".join(problems[:10]) + more)
+    if notes:
+        warnings.warn(f"{where}read {len(notes)} plain occupation name(s) as BOLD keys: {'; '.join(notes)}")
+    return read
+
+
+def _select_by_occupation(mapping: Mapping[str, str], prompts: pd.DataFrame | None = None, *,
+                          source: Path | None = None, lines: Mapping[str, int] | None = None) -> pd.DataFrame:
     """Prompts of the occupations in ``mapping`` (occupation -> group name); any number of groups.
 
-    Occupation keys are BOLD keys ("Registered_nurse"); an occupation that
-    appears in several BOLD categories keeps all its prompts. Unknown keys raise.
+    Occupation keys are BOLD keys ("Registered_nurse") or plain names that name one key (:func:`_read_as_keys`;
+    ``source``, ``lines``: the file they were read from and the line of each); an occupation that appears in
+    several BOLD categories keeps all its prompts. An unknown or ambiguous name raises.
     """
     prompts = load_profession_prompts() if prompts is None else prompts
     if not mapping:
-        raise ValueError("select_by_occupation: the occupation -> group mapping is empty")
-    unknown = sorted(set(mapping) - set(prompts["occupation"]))
-    if unknown:
-        raise ValueError(f"select_by_occupation: {len(unknown)} occupations are not BOLD profession keys: "
-                         f"{unknown[:10]}")
+        raise ValueError(f"{source if source is not None else 'selection'}: the occupation -> group mapping is empty")
+    mapping = _read_as_keys(mapping, set(prompts["occupation"]), source, lines)
     sel = prompts[prompts["occupation"].isin(mapping)].copy()
     sel.insert(0, "group", sel["occupation"].map(mapping).astype(str))
     return sel.reset_index(drop=True)
@@ -114,9 +165,16 @@ def _select_by_category(categories: Sequence[str] | None = None, prompts: pd.Dat
     return sel.reset_index(drop=True)
 
 
-def _read_occupation_mapping(path: str | Path) -> dict[str, str]:
+def _json_key(occupation: str) -> str:
+    """A pattern for ``occupation`` as a key in JSON text (escaped or not), for the line it stands on."""
+    spellings = {json.dumps(occupation), json.dumps(occupation, ensure_ascii=False)}
+    return "(?:" + "|".join(map(re.escape, sorted(spellings))) + r")\s*:"
+
+
+def _read_occupation_mapping(path: str | Path) -> tuple[dict[str, str], dict[str, int]]:
     """An occupation -> group mapping from a file: CSV with columns ``occupation, group``
-    (BOLD occupation keys such as ``Registered_nurse``) or JSON ``{occupation: group}``.
+    (BOLD occupation keys such as ``Registered_nurse``) or JSON ``{occupation: group}``,
+    and the 1-based line of each occupation in the file (for the messages of :func:`_read_as_keys`).
 
     Errors name the file and, for a CSV, the 1-based line of a bad row.
     """
@@ -134,7 +192,8 @@ def _read_occupation_mapping(path: str | Path) -> dict[str, str]:
             raise _BoldDataError(f"{path}, line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
         if not isinstance(mapping, dict) or not all(isinstance(v, str) and v for v in mapping.values()):
             raise _BoldDataError(f"{path}: expected a JSON object {{occupation: group}} with non-empty group names")
-        return mapping
+        return mapping, {occ: text.count("\n", 0, found.start()) + 1 for occ in mapping
+                         if (found := re.search(_json_key(occ), text))}
     try:
         table = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
     except pd.errors.ParserError as exc:  # pandas names the line ("Expected 2 fields in line 4, saw 3")
@@ -145,13 +204,15 @@ def _read_occupation_mapping(path: str | Path) -> dict[str, str]:
     if missing:
         raise _BoldDataError(f"{path}: missing column(s) {sorted(missing)}; expected 'occupation,group'")
     mapping: dict[str, str] = {}
+    lines: dict[str, int] = {}
     for line, (occ, group) in enumerate(zip(table["occupation"].str.strip(), table["group"].str.strip()), start=2):
         if not occ or not group:
             raise _BoldDataError(f"{path}, line {line}: empty {'occupation' if not occ else 'group'}")
         if mapping.get(occ, group) != group:
             raise _BoldDataError(f"{path}, line {line}: occupation {occ!r} is already in group {mapping[occ]!r}")
         mapping[occ] = group
-    return mapping
+        lines.setdefault(occ, line)
+    return mapping, lines
 
 
 def _resolve_selection(selection: "str | Path | Mapping[str, str] | pd.DataFrame") -> pd.DataFrame:
@@ -170,7 +231,8 @@ def _resolve_selection(selection: "str | Path | Mapping[str, str] | pd.DataFrame
         return _select_by_category()
     looks_like_file = isinstance(selection, (str, Path)) and Path(selection).suffix.lower() in (".csv", ".json")
     if isinstance(selection, (str, Path)) and (Path(selection).is_file() or looks_like_file):
-        return _select_by_occupation(_read_occupation_mapping(selection))
+        mapping, lines = _read_occupation_mapping(selection)
+        return _select_by_occupation(mapping, source=Path(selection), lines=lines)
     raise ValueError(f"selection must be 'audit', 'categories', an occupation -> group dict or file "
                      f"(CSV occupation,group or JSON), or a DataFrame; got {selection!r}")
 
