@@ -24,9 +24,11 @@ one set (it would be counted twice).
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
+
+from .errors import ParameterError, _check_word_list
 
 __all__ = [
     "GENDER_LEXICONS", "NEUTRAL_LEXICONS",
@@ -56,32 +58,39 @@ def _tokenize(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
 
 
-def _validate_lexicons(lexicons: Mapping[str, Iterable[str]], *, what: str = "lexicons") -> dict[str, frozenset[str]]:
-    """Check a name -> words mapping and return it as lower-cased frozensets.
+def _validate_lexicons(lexicons: Mapping[str, Iterable[str]], *, what: str = "lexicons",
+                       required: Sequence[str] = (), why: str = "") -> dict[str, frozenset[str]]:
+    """Check a name -> words mapping and return it as lower-cased frozensets: the one rule for a lexicon set, the
+    audit's (``bold._check_audit_lexicons``) and the next word's (``next_word._check_next_word_lexicons``).
 
-    Errors name the lexicon and the word: empty mapping, empty lexicon, a word that
-    is not exactly one ``\\w+`` token, or a word listed in two lexicons.
+    A :class:`ParameterError` starting with ``what`` (the parameter: ``lexicons``, ``next_word_lexicons``) names the
+    lexicon and the word: empty mapping, a lexicon that is not a list of strings (``errors._check_word_list``: one
+    string would be read letter by letter), empty lexicon, a word that is not exactly one ``\\w+`` token, a word
+    listed in two lexicons, or a lexicon of ``required`` missing (``why``: what the caller needs it for).
     """
     if not isinstance(lexicons, Mapping) or not lexicons:
-        raise ValueError(f"{what}: expected a non-empty dict of name -> word list, got {lexicons!r}")
+        raise ParameterError(f"{what}: expected a non-empty dict of name -> word list, got {lexicons!r}")
     out: dict[str, frozenset[str]] = {}
     owner: dict[str, str] = {}
     for name, words in lexicons.items():
-        if isinstance(words, str):
-            raise ValueError(f"{what}[{name!r}]: expected a list of words, got the string {words!r}")
         clean = set()
-        for w in words:
-            lw = str(w).strip().lower()
+        for w in _check_word_list(words, f"{what}[{name!r}]"):
+            lw = w.strip().lower()
             if _TOKEN.fullmatch(lw) is None:
-                raise ValueError(f"{what}[{name!r}]: {w!r} is not a single \\w+ token, so it can never match "
-                                 "the audit tokenisation (split it into separate words)")
+                raise ParameterError(f"{what}[{name!r}]: {w!r} is not a single \\w+ token, so it can never match "
+                                     "the audit tokenisation (split it into separate words)")
             if lw in owner and owner[lw] != name:
-                raise ValueError(f"{what}: {lw!r} is in both {owner[lw]!r} and {name!r}; it would be counted twice")
+                raise ParameterError(f"{what}: {lw!r} is in both {owner[lw]!r} and {name!r}; it would be counted "
+                                     "twice")
             owner[lw] = name
             clean.add(lw)
         if not clean:
-            raise ValueError(f"{what}[{name!r}] is empty")
+            raise ParameterError(f"{what}[{name!r}] is empty")
         out[str(name)] = frozenset(clean)
+    missing = [name for name in required if name not in out]
+    if missing:
+        raise ParameterError(f"{what} must include {' and '.join(map(repr, required))}"
+                             + (f" ({why})" if why else "") + f"; got {sorted(out)}")
     return out
 
 
