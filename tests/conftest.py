@@ -144,3 +144,30 @@ def smollm_quick_bases(smollm):
     from bias_utils.profiles import dictionaries, space
 
     return space.build_space(smollm, dictionaries.load_dictionary(None), "generated", n_contexts=2, seed=0).bases
+
+
+@pytest.fixture
+def loads(monkeypatch):
+    """Every model load in the test, by name: ``models.load_model`` and transformers' ``from_pretrained``
+    (which reads weights), each wrapped so that it still does its work. A check that must come before any model
+    loads asserts the list empty."""
+    import transformers
+
+    from bias_utils.models import loading as models
+
+    seen: list[str] = []
+    load = models.load_model
+
+    def spy_load(name, *args, **kwargs):
+        seen.append(str(name))
+        return load(name, *args, **kwargs)
+
+    monkeypatch.setattr(models, "load_model", spy_load)
+    original = transformers.PreTrainedModel.from_pretrained.__func__
+
+    def spy_weights(cls, where, *args, **kwargs):
+        seen.append(f"weights of {where}")
+        return original(cls, where, *args, **kwargs)
+
+    monkeypatch.setattr(transformers.PreTrainedModel, "from_pretrained", classmethod(spy_weights))
+    return seen

@@ -262,7 +262,7 @@ def test_a_registered_source_is_built_listed_and_accepted_as_a_parameter(monkeyp
     assert len(cs.table) == 3 and set(cs.table["source"]) == {"definition"}
     assert validation._check_context_source("definition") == "definition"
     assert validation._check_sources(None)[-1] == "definition"
-    with pytest.raises(C._ContextError, match="'corpus' is already registered"):
+    with pytest.raises(ParameterError, match="'corpus' is already registered"):
         C._context_source("corpus")(definition_contexts)
 
 
@@ -359,5 +359,5 @@ def test_a_corpus_path_resolves_from_the_notebooks_folder(monkeypatch):
     # any text file, a line a sentence
     sentences, notes, _ = C._load_corpus("data/examples/user_dictionary_example.csv")
     assert sentences[1] == "tidiness,tidy,high" and notes[0]["status"] == "used"
-    with pytest.raises(C._ContextError, match=r"corpus: 'data/examples' is a folder .* \(and it is not a data key\)"):
+    with pytest.raises(ParameterError, match=r"corpus: 'data/examples' is a folder .* \(and it is not a data key\)"):
         C._load_corpus("data/examples")

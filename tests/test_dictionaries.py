@@ -12,6 +12,7 @@ import pytest
 from bias_utils.core import paths
 from bias_utils.core import wordnet as W
 from bias_utils.core.data import resolve
+from bias_utils.core.errors import ParameterError
 from bias_utils.profiles import dictionaries as D
 
 # ----------------------------------------------------------------------------- WordNet
@@ -135,7 +136,7 @@ def test_wordnet_contexts_without_synset_pool_noun_and_adjective_senses(wn):
 
 
 def test_wordnet_contexts_unknown_synset_is_an_error():
-    with pytest.raises(D._DictionaryError, match="tidy.a.99"):
+    with pytest.raises(ParameterError, match="tidy.a.99"):
         D._wordnet_contexts("tidy", synset="tidy.a.99")
 
 
@@ -257,7 +258,7 @@ GOOD = "dimension,term,direction\nx,a,high\nx,b,low\n"
     (GOOD + ",c,high\n", 4, "dimension", "empty dimension"),
 ])
 def test_user_dictionary_errors_name_line_and_column(tmp_path, text, line, column, what):
-    with pytest.raises(D._DictionaryError) as err:
+    with pytest.raises(ParameterError) as err:
         D._read_dictionary(_write(tmp_path, text))
     message = str(err.value)
     assert f"line{'s' if ',' in str(line) else ''} {line}" in message
@@ -268,24 +269,24 @@ def test_user_dictionary_errors_name_line_and_column(tmp_path, text, line, colum
 
 def test_user_dictionary_reports_lines_after_a_quoted_newline(tmp_path):
     text = 'dimension,term,direction,contexts\nx,a,high,"one\ntwo"\nx,b,sideways,\n'
-    with pytest.raises(D._DictionaryError, match="line 4, column direction"):
+    with pytest.raises(ParameterError, match="line 4, column direction"):
         D._read_dictionary(_write(tmp_path, text))
 
 
 def test_user_dictionary_reports_every_problem_at_once(tmp_path):
-    with pytest.raises(D._DictionaryError) as err:
+    with pytest.raises(ParameterError) as err:
         D._read_dictionary(_write(tmp_path, GOOD + "x,,high\nx,c,up\n"))
     assert "2 problem(s)" in str(err.value)
 
 
 @pytest.mark.parametrize("text, what", [("", "empty"), ("dimension,term,direction\n", "no dictionary rows")])
 def test_empty_user_dictionary(tmp_path, text, what):
-    with pytest.raises(D._DictionaryError, match=what):
+    with pytest.raises(ParameterError, match=what):
         D._read_dictionary(_write(tmp_path, text))
 
 
 def test_missing_user_dictionary_file(tmp_path):
-    with pytest.raises(D._DictionaryError, match="does not exist"):
+    with pytest.raises(ParameterError, match="does not exist"):
         D._read_dictionary(tmp_path / "nope.csv")
 
 
@@ -321,7 +322,7 @@ def test_add_terms_fills_every_column_as_a_csv_row_would(tmp_path):
 def test_add_terms_errors_name_the_problem(kwargs, what):
     seed = D.load_seed_dictionary()
     seed = seed.assign(sense_id=seed["term"] + "||" + seed["dimension"]) if "friendly" in str(kwargs) else seed
-    with pytest.raises(D._DictionaryError, match=re.escape(what)):
+    with pytest.raises(ParameterError, match=re.escape(what)):
         D.add_terms(seed, **kwargs)
 
 
@@ -333,7 +334,7 @@ def test_rows_appended_by_hand_get_a_sense_id_or_a_named_error():
     assert out["sense_id"].iloc[-1] == "tidy||tidiness" and out["sense_id"].iloc[:-1].equals(seed["sense_id"])
     broken = pd.concat([seed, pd.DataFrame([{"dimension": "tidiness", "term": "tidy", "direction": "up"}])],
                        ignore_index=True)
-    with pytest.raises(D._DictionaryError, match=f"row {len(seed)} \\('tidy'\\)"):
+    with pytest.raises(ParameterError, match=f"row {len(seed)} \\('tidy'\\)"):
         D._ensure_sense_ids(broken)
 
 
@@ -341,7 +342,7 @@ def test_dictionary_path_relative_to_the_repository_root_from_another_folder(tmp
     monkeypatch.chdir(tmp_path)  # Jupyter runs a notebook from notebooks/, papermill from the root
     frame = D._read_dictionary("data/examples/user_dictionary_example.csv")
     assert "tidiness" in set(frame["dimension"])
-    with pytest.raises(D._DictionaryError, match="is a folder"):
+    with pytest.raises(ParameterError, match="is a folder"):
         D._read_dictionary("data/examples")
 
 

@@ -44,30 +44,6 @@ SMOL, MINILM = "smollm2-135m-instruct", "minilm-l6"
 NOTEBOOKS = sorted((paths._ROOT / "notebooks").glob("*.ipynb"))
 
 
-@pytest.fixture
-def loads(monkeypatch):
-    """Every model load in the test, by name: ``models.load_model`` and transformers' ``from_pretrained``
-    (which reads weights), each wrapped so that it still does its work."""
-    import transformers
-
-    seen: list[str] = []
-    load = models.load_model
-
-    def spy_load(name, *args, **kwargs):
-        seen.append(str(name))
-        return load(name, *args, **kwargs)
-
-    monkeypatch.setattr(models, "load_model", spy_load)
-    original = transformers.PreTrainedModel.from_pretrained.__func__
-
-    def spy_weights(cls, where, *args, **kwargs):
-        seen.append(f"weights of {where}")
-        return original(cls, where, *args, **kwargs)
-
-    monkeypatch.setattr(transformers.PreTrainedModel, "from_pretrained", classmethod(spy_weights))
-    return seen
-
-
 def _basis(n_states: int, dims=("warmth", "competence"), space_name="warmth_competence") -> projection._PolarBasis:
     """A real polar basis of random directions, with a model's number of hidden states (test input, not a result)."""
     rng = np.random.default_rng(0)
@@ -420,7 +396,7 @@ def test_a_dictionary_with_only_untestable_axes_fails_before_embedding(tmp_path,
     dictionary = dictionaries.load_dictionary(str(_axes_dictionary(tmp_path / "axes.csv")))
     only = dictionary[dictionary["dimension"] != "tidiness"]
     csv = tmp_path / "out" / "dropped_senses.csv"
-    with pytest.raises(projection._ProjectionError, match=(
+    with pytest.raises(ParameterError, match=(
             r"no axis can be built from the dictionary's words: .*frugality high: 1 of its 3 terms are words "
             r"\(thrifty\).*\)\. What did not reach an axis \(\d+ senses and contexts, each with its stage and "
             rf"reason\) is in {csv}\. Give these terms contexts of their own \(a contexts column in the dictionary\)")):
@@ -432,7 +408,7 @@ def test_a_dictionary_with_only_untestable_axes_fails_before_embedding(tmp_path,
     assert set(lost) == {"blorftish", "zindlous", "quarpish", "snorbled"}
     assert written.loc[written["stage"] == "contexts", "reason"].str.startswith("not a word: ").all()
     assert written["reason"].str.contains("axis frugality is untestable").any()
-    with pytest.raises(projection._ProjectionError, match=r"is the error's dropped table") as caught:
+    with pytest.raises(ParameterError, match=r"is the error's dropped table") as caught:
         space.build_space(MINILM, only, "dictionary", 2)
     pd.testing.assert_frame_equal(caught.value.dropped.reset_index(drop=True), written, check_dtype=False)
 
@@ -614,7 +590,7 @@ def test_a_population_of_unknown_tokens_names_the_cause(tmp_path):
     """Every entry an emoji: MiniLM's tokenizer reads each as [UNK]; the run stops naming that and the way out."""
     path = _write(tmp_path / "emoji.json", json.dumps({"kind": "noun", "groups": {"f": ["🙂", "🌷", "🌸"],
                                                                                 "m": ["🚗", "🔧", "⚽"]}}))
-    with pytest.raises(profiles._ProfileError, match=(
+    with pytest.raises(ParameterError, match=(
             r"^no population left to test: emoji: among the embedded words, group\(s\) 'f' \(0 words\), 'm' \(0 words\)"
             r"; 2 per group needed\. 6 word\(s\) could not be embedded in any template \(🙂, 🌷, 🌸, 🚗, 🔧, ⚽\): "
             r"1 of its 1 tokens are the unknown token '\[UNK\]' .*\. Give words this model's tokenizer knows, or use "
@@ -642,7 +618,7 @@ def test_a_pole_of_words_that_are_not_words_is_refused_before_generating(tmp_pat
     path = _with_nonwords(tmp_path / "tidy.csv", ["tidy", "neat", "brrzzkt", "blorftish"])
     with pytest.warns(UserWarning, match=r"2 term\(s\) are not words, left out before their contexts are found: "
                                          r"brrzzkt \(tidiness high\), blorftish \(tidiness high\)"):
-        with pytest.raises(projection._ProjectionError, match=(
+        with pytest.raises(ParameterError, match=(
                 r"^no axis can be built from the dictionary's words: .*tidiness high: 2 of its 4 terms are words "
                 r"\(tidy, neat\)")):
             space.build_space(MINILM, dictionaries.load_dictionary(str(path)), "generated", 2, out=tmp_path / "out")

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from bias_utils.core.errors import ParameterError
 from bias_utils.models.builtin_models import _BUILTIN_MODELS
 from bias_utils.profiles import context_filters as F
 from bias_utils.profiles import contexts as C
@@ -70,7 +71,7 @@ def test_coverage_counts_the_file(extra):
 
 
 def test_missing_file_is_a_clear_error(tmp_path):
-    with pytest.raises(C._ContextError, match="generate-extra"):
+    with pytest.raises(ParameterError, match="generate-extra"):
         X._read_extra_contexts(tmp_path / "none.jsonl")
 
 

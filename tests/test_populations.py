@@ -8,6 +8,7 @@ import pytest
 
 from bias_utils.core import paths
 from bias_utils.core.data import resolve
+from bias_utils.core.errors import ParameterError
 from bias_utils.profiles import populations as P
 
 
@@ -58,7 +59,7 @@ def test_takes_article_follows_schuster_templates():
     assert not P._takes_article("Mary", "name")
     assert P._takes_article("woman", "noun")
     assert not P._takes_article("she", "noun")
-    with pytest.raises(P._PopulationError, match="kind"):
+    with pytest.raises(ParameterError, match="kind"):
         P._takes_article("woman", "verb")
 
 
@@ -88,7 +89,7 @@ def test_user_json_and_csv_with_any_number_of_groups(tmp_path):
 def test_bad_user_json(tmp_path, groups, what):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(groups))
-    with pytest.raises(P._PopulationError, match=re.escape(what)):
+    with pytest.raises(ParameterError, match=re.escape(what)):
         P._load_populations(path)
 
 
@@ -101,20 +102,20 @@ def test_bad_user_json(tmp_path, groups, what):
 def test_bad_user_csv(tmp_path, text, what):
     path = tmp_path / "bad.csv"
     path.write_text(text)
-    with pytest.raises(P._PopulationError, match=re.escape(what)):
+    with pytest.raises(ParameterError, match=re.escape(what)):
         P._load_populations(path)
 
 
 def test_unknown_population_and_format(tmp_path):
-    with pytest.raises(P._PopulationError, match="names, terms, nonbinary"):
+    with pytest.raises(ParameterError, match="names, terms, nonbinary"):
         P._load_populations("nmaes")
     other = tmp_path / "p.txt"
     other.write_text("x")
-    with pytest.raises(P._PopulationError, match=".json or .csv"):
+    with pytest.raises(ParameterError, match=".json or .csv"):
         P._load_populations(other)
     broken = tmp_path / "p.json"
     broken.write_text("{")
-    with pytest.raises(P._PopulationError, match="not valid JSON"):
+    with pytest.raises(ParameterError, match="not valid JSON"):
         P._load_populations(broken)
 
 
@@ -141,8 +142,8 @@ def test_relative_population_path_resolves_from_the_repository_root(tmp_path, mo
     folder = paths._ROOT / "data" / "examples"
     monkeypatch.chdir(tmp_path)  # as Jupyter, whose working folder is not the repository root
     rel = folder.relative_to(paths._ROOT) / "nope.json"
-    with pytest.raises(P._PopulationError, match="looked in") as err:
+    with pytest.raises(ParameterError, match="looked in") as err:
         P._load_populations(str(rel))
     assert str(tmp_path) in str(err.value) and str(paths._ROOT) in str(err.value)
-    with pytest.raises(P._PopulationError, match="is a folder"):
+    with pytest.raises(ParameterError, match="is a folder"):
         P._load_populations(str(folder.relative_to(paths._ROOT)))

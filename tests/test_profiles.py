@@ -9,6 +9,7 @@ import pingouin as pg
 import pytest
 from scipy import stats as sps
 
+from bias_utils.core.errors import ParameterError
 from bias_utils.models.embeddings import embed_words
 from bias_utils.models.loading import load_model
 from bias_utils.profiles import dictionaries, space
@@ -56,12 +57,12 @@ def test_kind_override_and_custom_templates():
     pops, kinds = pr._resolve_populations({"names": {"f": ["Mary"], "m": ["John"]}, "mine": {"a": ["x"]}})
     assert kinds == {"names": "name", "mine": "noun"}
     assert pr._resolve_populations("terms", kind="name")[1] == {"terms": "name"}
-    with pytest.raises(pr._ProfileError, match="kind"):
+    with pytest.raises(ParameterError, match="kind"):
         pr._resolve_populations("terms", kind="people")
     assert pr._check_templates(["my friend {word} smiled"]) == ("my friend {word} smiled",)
     assert pr._fill_template("my friend {word} smiled", "sister", True) == "my friend the sister smiled"
     for bad in (["this is X"], ["{word} and {word}"], [], "this is {word}", ["a {word}", "a {word}"]):
-        with pytest.raises(pr._ProfileError):
+        with pytest.raises(ParameterError):
             pr._check_templates(bad)
 
 
@@ -71,7 +72,7 @@ def test_limit_populations_keeps_terms_whole(names, terms):
     assert [len(v) for v in out["names"].values()] == [5, 5]
     assert out["names"]["male"] == names["male"][:5]
     assert out["terms"] == terms
-    with pytest.raises(pr._ProfileError):
+    with pytest.raises(ParameterError):
         pr._limit_populations(pops, 1)
 
 
@@ -109,13 +110,13 @@ def test_standardise_against_reference(names, terms):
         ref = tab[(tab["population"] == "terms") & (tab["dimension"] == dim)]["value"].to_numpy()
         got = t[(t["population"] == "nonbinary") & (t["dimension"] == dim)]
         np.testing.assert_allclose(got["z"], (got["value"] - ref.mean()) / ref.std(ddof=0), rtol=1e-12)
-    with pytest.raises(pr._ProfileError, match="not profiled"):
+    with pytest.raises(ParameterError, match="not profiled"):
         pr._standardise(tab, {"nonbinary": "other"} | {"names": "missing"})
 
 
 def test_standardise_zero_variance_is_an_error(names, terms):
     tab = _table(names, terms).assign(value=1.0)
-    with pytest.raises(pr._ProfileError, match="standard deviation"):
+    with pytest.raises(ParameterError, match="standard deviation"):
         pr._standardise(tab)
 
 
@@ -200,7 +201,7 @@ def test_group_means_and_nonbinary_table(names, terms):
     assert len(nbt[nbt.series == "term"]) == 3 * 2
     assert set(nbt[nbt.series == "group mean"]["group"]) == {"female", "male"}
     assert "nonbinary" not in set(pr._profile_stats(t)["population"])
-    with pytest.raises(pr._ProfileError):
+    with pytest.raises(ParameterError):
         pr._nonbinary_table(t, population="absent")
 
 
@@ -230,7 +231,7 @@ def test_share_below_group_means_by_hand():
     assert got.loc["warmth", "share_below"] == pytest.approx(1 / 3)
     assert got.loc["competence", "share_below"] == pytest.approx(2 / 3)
     assert (got["n_terms"] == 3).all()
-    with pytest.raises(pr._ProfileError, match="dimensions"):
+    with pytest.raises(ParameterError, match="dimensions"):
         pr.share_below_group_means(nb, "dimensions")
 
 

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bias_utils.core.errors import ParameterError
 from bias_utils.profiles import projection as P
 
 L, H = 3, 12
@@ -89,7 +90,7 @@ def test_unembedded_sense_is_reported_and_empty_pole_raises():
     basis = P._polar_basis(S, senses)
     assert basis.poles.set_index(["dimension", "direction"]).loc[("status", "low"), "n_senses"] == 1
     values[(table["sense_id"] == "status-low-1").to_numpy()] = np.nan
-    with pytest.raises(P._ProjectionError, match="low of 'status'"):
+    with pytest.raises(ParameterError, match="low of 'status'"):
         P._polar_basis(*P._sense_embeddings(values, table))
 
 
@@ -98,7 +99,7 @@ def test_user_dimensions_and_missing_composites():
                           "term": ["neat", "messy", "tidy"], "direction": ["high", "low", "high"]})
     S, senses = P._sense_embeddings(np.random.default_rng(0).normal(size=(3, 2, 5)), table)
     assert P._polar_basis(S, senses).dimensions == ("tidiness",)
-    with pytest.raises(P._ProjectionError, match="lacks"):
+    with pytest.raises(ParameterError, match="lacks"):
         P._polar_basis(S, senses, "warmth_competence")
 
 

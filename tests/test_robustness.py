@@ -13,6 +13,7 @@ from test_axis_validity import toy_space
 
 from bias_utils.book import crossmodel
 from bias_utils.core import tables
+from bias_utils.core.errors import ParameterError
 from bias_utils.core.stats import _adjust_pvalues, _hedges_g
 from bias_utils.profiles import axis_validity as av
 from bias_utils.profiles import robustness as rb
@@ -25,9 +26,9 @@ def test_template_sets_keep_the_word_off_position_zero():
     assert sets["original"] == rb.DEFAULT_TEMPLATES and len(sets["original"]) == 7
     assert len(sets["not_first"]) == 5 and not any(t.startswith("{word}") for t in sets["not_first"])
     assert len(sets["lead_in"]) == 7 and all(t == rb._LEAD_IN + o for t, o in zip(sets["lead_in"], sets["original"]))
-    with pytest.raises(rb._RobustnessError, match="not_first"):
+    with pytest.raises(ParameterError, match="not_first"):
         rb._template_sets(["{word} is here"])
-    with pytest.raises(rb._RobustnessError, match="lead_in"):
+    with pytest.raises(ParameterError, match="lead_in"):
         rb._template_sets(lead_in="{word} ")
 
 

@@ -64,7 +64,7 @@ def test_population_files_errors_name_file_and_line(tmp_path):
     (["this is {word}", "no slot here"], "exactly once"),
     (["{word} and {word}"], "exactly once"),
     ([], "no templates"),
-    (["this is {word}", 3], "must be strings"),
+    (["this is {word}", 3], "must be a list of strings; item 1 is 3"),
 ])
 def test_templates_must_be_a_list_of_strings_with_one_slot(templates, fragment):
     with pytest.raises(ParameterError, match=rf"templates.*{fragment}"):

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import lexicon, precision, stats, tables
-from ..core.errors import ParameterError, _check_generation, _check_max_new_tokens
+from ..core.errors import ParameterError, _check_generation, _check_max_new_tokens, _check_word_list
 from ..core.results import write_table
 from ..models.loading import _check_model
 from ..report import rendering
@@ -219,12 +219,12 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
     (chi-square groups x gender over words and over gendered completions,
     Welch ANOVA on male proportion and PMI difference).
     """
-    groups = list(groups) if groups is not None else list(dict.fromkeys(metrics["group"]))
+    groups = _check_word_list(groups, "groups") if groups is not None else list(dict.fromkeys(metrics["group"]))
     if len(groups) < 2:
-        raise ValueError(f"audit_statistics: need at least 2 groups, got {groups}")
+        raise ParameterError(f"groups: need at least 2 groups, got {groups}")
     absent = [g for g in groups if not (metrics["group"] == g).any()]
     if absent:
-        raise ValueError(f"audit_statistics: groups without completions: {absent}")
+        raise ParameterError(f"groups: {absent} have no completions in metrics")
     m = metrics[metrics["group"].isin(groups)]
     if len(groups) == 2:
         # units from the completions' own prompts where the run did not attach them (e.g. the published audit)
@@ -460,6 +460,7 @@ def group_summary(metrics: pd.DataFrame, neutral: Sequence[str] = tuple(lexicon.
     """Descriptives per group: completions, gendered completions and their share (Wilson CI), word totals,
     per-completion means/SDs, male share among gendered completions, and ``<name>_words_total`` for
     each neutral lexicon name in ``neutral``."""
+    neutral = _check_word_list(neutral, "neutral")
     rows = []
     for g, d in metrics.groupby("group", sort=False):
         n, k = len(d), int(d["any_gendered"].sum())

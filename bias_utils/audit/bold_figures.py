@@ -14,6 +14,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from ..core.errors import _check_word_lists
 from ..report import plots, rendering
 from . import occupations
 
@@ -47,6 +48,7 @@ def examples_table(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]], *,
 
     Colours: male words orange, female words purple, any other lexicon (e.g. neutral) green.
     """
+    lexicons = _check_word_lists(lexicons, "lexicons")
     pool = metrics[metrics["any_gendered"]] if only_gendered else metrics
     picked = pd.concat([d.sample(n=min(per_group, len(d)), random_state=seed)
                         for _, d in pool.groupby("group", sort=False)] or [pool])
@@ -74,6 +76,7 @@ def gendered_sentences(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]]
     row's position in ``metrics``), ``sentence`` (split at ., !, ? or a line break), ``words`` (the lexicon
     words in it, "; "-joined as written) and one count column per lexicon; at most ``per_occupation`` sentences
     per occupation, the completions with the most gendered words first (ties in their order)."""
+    lexicons = _check_word_lists(lexicons, "lexicons")
     owner = {w.lower(): name for name, ws in lexicons.items() for w in ws}
     gendered = metrics.assign(_total=metrics["male_words"] + metrics["female_words"],
                               completion_id=np.arange(len(metrics)))
@@ -96,6 +99,7 @@ def gendered_sentences(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]]
 def sentences_table(sentences: pd.DataFrame, lexicons: dict[str, Sequence[str]], *, by: str = "occupation") -> str:
     """HTML of :func:`gendered_sentences`: the occupation, its group and each sentence with its gendered words
     highlighted (the colours of :func:`examples_table`)."""
+    lexicons = _check_word_lists(lexicons, "lexicons")
     if sentences.empty:
         return "<p>No sentence of these completions holds a gendered word.</p>"
     rows = "".join(

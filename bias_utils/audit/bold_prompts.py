@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..core import data
 from ..core.errors import ParameterError, _check_positive_int, _check_seed
-from ..core.paths import _InputPathError, _resolve_input
+from ..core.paths import _resolve_input
 
 __all__ = [
     "FEMALE_GROUP", "MALE_GROUP", "load_profession_prompts", "subsample",
@@ -32,22 +32,17 @@ MALE_GROUP, FEMALE_GROUP = "male_dominated", "female_dominated"
 _AUDIT_GROUPS = (MALE_GROUP, FEMALE_GROUP)
 
 
-class _BoldDataError(ValueError):
-    """A BOLD-format prompt file does not have the {category: {occupation: [prompt, ...]}} shape,
-    or an occupation -> group mapping file cannot be read (the message names the file and line)."""
-
-
 def _flatten(path: Path, label: str) -> pd.DataFrame:
     raw = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(raw, dict):
-        raise _BoldDataError(f"{label} ({path}): top level must be an object of categories, got {type(raw).__name__}")
+        raise ParameterError(f"{label} ({path}): top level must be an object of categories, got {type(raw).__name__}")
     rows = []
     for category, occs in raw.items():
         if not isinstance(occs, dict):
-            raise _BoldDataError(f"{label} ({path}): category {category!r} must map occupations to prompt lists")
+            raise ParameterError(f"{label} ({path}): category {category!r} must map occupations to prompt lists")
         for occupation, prompts in occs.items():
             if not isinstance(prompts, list) or not all(isinstance(p, str) and p.strip() for p in prompts):
-                raise _BoldDataError(f"{label} ({path}): {category}/{occupation} must be a list of non-empty strings")
+                raise ParameterError(f"{label} ({path}): {category}/{occupation} must be a list of non-empty strings")
             rows += [(category, occupation, i, p) for i, p in enumerate(prompts)]
     df = pd.DataFrame(rows, columns=["category", "occupation", "index", "prompt"])
     df["prompt_id"] = df["category"] + "/" + df["occupation"] + "/" + df["index"].astype(str)
@@ -69,7 +64,7 @@ def _load_audit_selection() -> pd.DataFrame:
 
     Columns: ``group, category, occupation, prompt, prompt_id`` in the audit's
     order (male file first). ``prompt_id`` is the BOLD id; a prompt that is not
-    verbatim in BOLD at that position raises :class:`_BoldDataError`.
+    verbatim in BOLD at that position raises :class:`ParameterError`.
     """
     parts = [_flatten(data.resolve(f"audit_{g}_prompts"), f"audit_{g}_prompts").assign(group=g)
              for g in _AUDIT_GROUPS]
@@ -79,8 +74,8 @@ def _load_audit_selection() -> pd.DataFrame:
     mismatch = ~missing & (bold.reindex(sel["prompt_id"]).to_numpy() != sel["prompt"].to_numpy())
     if missing.any() or mismatch.any():
         bad = sel.loc[missing | mismatch, "prompt_id"].head(5).tolist()
-        raise _BoldDataError(f"audit selection: {int((missing | mismatch).sum())} prompts not verbatim in BOLD, e.g. "
-                            f"{bad}")
+        raise ParameterError(f"audit selection: {int((missing | mismatch).sum())} prompts not verbatim in BOLD, e.g. "
+                             f"{bad}")
     return sel[["group", "category", "occupation", "prompt", "prompt_id"]]
 
 
@@ -180,36 +175,36 @@ def _read_occupation_mapping(path: str | Path) -> tuple[dict[str, str], dict[str
     """
     path = Path(path)
     if not path.is_file():
-        raise _BoldDataError(f"occupation mapping file {path} does not exist")
+        raise ParameterError(f"occupation mapping file {path} does not exist")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise _BoldDataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+        raise ParameterError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
     if path.suffix.lower() == ".json":
         try:
             mapping = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise _BoldDataError(f"{path}, line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
+            raise ParameterError(f"{path}, line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
         if not isinstance(mapping, dict) or not all(isinstance(v, str) and v for v in mapping.values()):
-            raise _BoldDataError(f"{path}: expected a JSON object {{occupation: group}} with non-empty group names")
+            raise ParameterError(f"{path}: expected a JSON object {{occupation: group}} with non-empty group names")
         return mapping, {occ: text.count("\n", 0, found.start()) + 1 for occ in mapping
                          if (found := re.search(_json_key(occ), text))}
     try:
         table = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
     except pd.errors.ParserError as exc:  # pandas names the line ("Expected 2 fields in line 4, saw 3")
-        raise _BoldDataError(f"{path}: not a valid CSV mapping ({exc})") from None
+        raise ParameterError(f"{path}: not a valid CSV mapping ({exc})") from None
     except pd.errors.EmptyDataError:
-        raise _BoldDataError(f"{path}: the file is empty (expected a header 'occupation,group')") from None
+        raise ParameterError(f"{path}: the file is empty (expected a header 'occupation,group')") from None
     missing = {"occupation", "group"} - set(table.columns)
     if missing:
-        raise _BoldDataError(f"{path}: missing column(s) {sorted(missing)}; expected 'occupation,group'")
+        raise ParameterError(f"{path}: missing column(s) {sorted(missing)}; expected 'occupation,group'")
     mapping: dict[str, str] = {}
     lines: dict[str, int] = {}
     for line, (occ, group) in enumerate(zip(table["occupation"].str.strip(), table["group"].str.strip()), start=2):
         if not occ or not group:
-            raise _BoldDataError(f"{path}, line {line}: empty {'occupation' if not occ else 'group'}")
+            raise ParameterError(f"{path}, line {line}: empty {'occupation' if not occ else 'group'}")
         if mapping.get(occ, group) != group:
-            raise _BoldDataError(f"{path}, line {line}: occupation {occ!r} is already in group {mapping[occ]!r}")
+            raise ParameterError(f"{path}, line {line}: occupation {occ!r} is already in group {mapping[occ]!r}")
         mapping[occ] = group
         lines.setdefault(occ, line)
     return mapping, lines
@@ -269,12 +264,11 @@ def _check_selection(selection, limit=None, seed=0) -> pd.DataFrame:
         if close:  # a misspelled name, not a file that went missing
             raise ParameterError(f"selection: {str(selection)!r} is neither a named selection "
                                  f"({', '.join(map(repr, _NAMED_SELECTIONS))}) nor a file; did you mean {close[0]!r}?")
+    if isinstance(selection, (str, Path)) and str(selection) not in _NAMED_SELECTIONS:
+        # the file as Jupyter (in notebooks/) and papermill (in the root) both find it; the error names selection
+        selection = _resolve_input(selection, "selection")
     try:
-        if isinstance(selection, (str, Path)) and str(selection) not in _NAMED_SELECTIONS:
-            _resolve_input(selection, "selection")
         prompts = _resolve_selection(selection)
-    except _InputPathError as exc:
-        raise ParameterError(str(exc)) from None
     except (ValueError, KeyError) as exc:
         raise ParameterError(f"selection: {exc}") from None
     groups = list(dict.fromkeys(prompts["group"]))

@@ -58,7 +58,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import precision, stats
-from ..core.errors import ParameterError, _check_count, _check_seed
+from ..core.errors import ParameterError, _check_count, _check_seed, _check_word_list
 from ..profiles import projection
 from ..report import plots, rendering
 from .bold_prompts import FEMALE_GROUP, MALE_GROUP
@@ -356,6 +356,7 @@ def completion_projection_stats(table: pd.DataFrame, group_a: str = FEMALE_GROUP
     _check_seed(seed)
     if method not in ("holm", "bonferroni"):
         raise ParameterError(f"method must be 'holm' or 'bonferroni', got {method!r}")
+    unreadable = _check_word_list(unreadable, "unreadable")
     occ = occupation_means(table)
     measures = [(m, c) for m, c in _MEASURES.items() if c in table]
     primary = _PRIMARY_MEASURE if _MEASURES[_PRIMARY_MEASURE] in table else "completion"
@@ -373,7 +374,7 @@ def completion_projection_stats(table: pd.DataFrame, group_a: str = FEMALE_GROUP
              for (analysis, measure, unit), rows in families if rows]
     out = pd.concat(parts, ignore_index=True)
     out["primary"] = (out["analysis"] == "occupation") & (out["measure"] == primary)
-    out["axis_readable"] = ~out["dimension"].isin(list(unreadable))
+    out["axis_readable"] = ~out["dimension"].isin(unreadable)
     return out
 
 
@@ -485,6 +486,7 @@ def completion_chart(table: pd.DataFrame, unreadable: Sequence[str] = (), *, tit
     An axis in ``unreadable`` is marked and greyed as in the profile charts
     (:data:`bias_utils.report.plots._INVALID_MARK`): its position is not read.
     """
+    unreadable = _check_word_list(unreadable, "unreadable")
     occ = occupation_means(table)
     wide = occ.pivot_table(index=["group", "occupation", "n_completions"], columns="dimension",
                            values="z").reset_index()

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import data, precision, stats
-from ..core.errors import _check_seed
+from ..core.errors import ParameterError, _check_seed
 from . import bold, bold_prompts
 
 __all__ = [
@@ -77,7 +77,7 @@ def load_published_completions() -> pd.DataFrame:
     selection = bold_prompts._load_audit_selection()
     same = ["group", "category", "occupation", "prompt"]
     if len(df) != len(selection) or not (df[same].to_numpy() == selection[same].to_numpy()).all():
-        raise bold_prompts._BoldDataError(
+        raise ParameterError(
             "audit_published_completions: the rows do not follow the audit's prompt selection")
     return df.assign(prompt_id=selection["prompt_id"].to_numpy())
 
@@ -106,7 +106,7 @@ def replicate_published_audit(n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
     }
     for k, v in assert_json.items():
         if not np.isclose(v, _PUBLISHED[k][0], rtol=1e-12):
-            raise bold_prompts._BoldDataError(f"audit_statistical_summary: {k} is {v}, expected {_PUBLISHED[k][0]}")
+            raise ParameterError(f"audit_statistical_summary: {k} is {v}, expected {_PUBLISHED[k][0]}")
     metrics = bold.completion_metrics(load_published_completions())
     # the published numbers need no nested model (about a minute on these completions)
     table, _ = bold.audit_statistics(metrics, groups=bold_prompts._AUDIT_GROUPS, n_boot=n_boot, seed=seed,

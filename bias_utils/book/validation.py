@@ -37,7 +37,7 @@ from ..core.errors import (
     _check_seed,
     _is_number,
 )
-from ..core.paths import _InputPathError, _resolve_input
+from ..core.paths import _resolve_input
 from ..models.builtin_models import _BUILTIN_MODELS
 from ..models.loading import _DTYPES, _check_model
 from ..profiles import contexts, dictionaries, space
@@ -97,10 +97,7 @@ def _check_file(path, name: str) -> Path:
     (``paths._resolve_input``); the error names the parameter, says where it looked, and calls a folder a folder."""
     if not isinstance(path, (str, Path)):
         raise ParameterError(f"{name} must be a file path (str), got {type(path).__name__} {path!r}")
-    try:
-        return _resolve_input(path, name)
-    except _InputPathError as exc:
-        raise ParameterError(str(exc)) from None
+    return _resolve_input(path, name)
 
 
 def _check_populations(populations) -> list[str]:

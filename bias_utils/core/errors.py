@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numbers
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 __all__ = [
     "ModelError", "ParameterError",
@@ -142,6 +142,15 @@ def _check_word_list(value, name: str, *, empty: str | None = None, strings: boo
     if bad is not None:
         raise ParameterError(f"{name} must be a list of strings; item {bad[0]} is {bad[1]!r}")
     return value
+
+
+def _check_word_lists(value, name: str) -> dict[str, list[str]]:
+    """``value`` (lexicons: a dict of name -> word list) with each list checked by :func:`_check_word_list` under
+    the name ``name[key]``: ``{"female": "she"}`` would otherwise be the lexicon s, h, e."""
+    if not isinstance(value, Mapping):
+        raise ParameterError(f"{name} must be a dict of name -> list of words, got {type(value).__name__} "
+                             f"{value!r:.60}")
+    return {key: _check_word_list(words, f"{name}[{key!r}]") for key, words in value.items()}
 
 
 def _check_prompts(prompts) -> list[str]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .errors import ParameterError
+
 __all__: list[str] = []
 
 #: The repository root (the folder holding ``pyproject.toml``).
@@ -43,10 +45,6 @@ def _nltk_data_dir() -> Path:
     return _env_path("BIAS_NLTK_DATA", _ROOT / "data" / "nltk_data")
 
 
-class _InputPathError(ValueError):
-    """A user-given input path names no file; the message says where it looked."""
-
-
 def _resolve_input(path: str | os.PathLike, name: str) -> Path:
     """The file a user means by ``path``, the same under papermill, Jupyter and the book.
 
@@ -62,5 +60,5 @@ def _resolve_input(path: str | os.PathLike, name: str) -> Path:
             return candidate.resolve()
     folders = [c for c in tried if c.is_dir()]
     if folders:
-        raise _InputPathError(f"{name}: {str(path)!r} is a folder ({folders[0]}), not a file")
-    raise _InputPathError(f"{name}: {str(path)!r} does not exist; looked in " + ", ".join(str(c) for c in tried))
+        raise ParameterError(f"{name}: {str(path)!r} is a folder ({folders[0]}), not a file")
+    raise ParameterError(f"{name}: {str(path)!r} does not exist; looked in " + ", ".join(str(c) for c in tried))

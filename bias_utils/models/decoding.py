@@ -119,6 +119,7 @@ import pandas as pd
 import torch
 
 from ..core.cache import _stable_hash
+from ..core.errors import _check_word_lists
 from ..core.lexicon import GENDER_LEXICONS
 from .embeddings import _token_indices
 from .sampling import _row_seed, _sample_step, _sample_tokens
@@ -148,6 +149,7 @@ def lexicon_token_ids(tokenizer, lexicons: dict[str, Sequence[str]] = GENDER_LEX
     ``audit.next_word``). A word none of whose variants is one token adds
     nothing to the expected counts (module docstring).
     """
+    lexicons = _check_word_lists(lexicons, "lexicons")
     ids: dict[str, set[int]] = {name: set() for name in lexicons}
     rows = []
     for name, words in lexicons.items():

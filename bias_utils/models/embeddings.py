@@ -58,6 +58,7 @@ from tqdm.auto import tqdm
 
 from ..core import paths
 from ..core.cache import _append_jsonl, _file_lock, _read_jsonl, _read_npz, _stable_hash, _write_npz
+from ..core.errors import ParameterError, _check_word_list
 from .loading import _resolve_model
 
 __all__ = [
@@ -98,10 +99,6 @@ class _WordEmbeddings:
         return mask
 
 
-class _EmbeddingError(ValueError):
-    """The inputs to :func:`embed_words` are malformed (not a per-pair problem)."""
-
-
 def _word_pattern(word: str) -> re.Pattern:
     """Case-insensitive pattern for ``word`` as a whole word (not inside a longer word)."""
     parts = [re.escape(p) for p in word.split()]
@@ -134,7 +131,7 @@ def _layer_list(layers, n_layers: int) -> list[int]:
     n_states = n_layers + 1
     if isinstance(layers, str):
         if layers != "all":
-            raise _EmbeddingError(f"layers must be 'all' or a list of hidden-state indices, not {layers!r}")
+            raise ParameterError(f"layers must be 'all' or a list of hidden-state indices, not {layers!r}")
         return list(range(n_states))
     if isinstance(layers, (int, np.integer)):
         layers = [layers]
@@ -142,10 +139,10 @@ def _layer_list(layers, n_layers: int) -> list[int]:
     for layer in layers:
         idx = int(layer) + n_states if int(layer) < 0 else int(layer)
         if not 0 <= idx < n_states:
-            raise _EmbeddingError(f"layer {layer} out of range: the model has hidden states 0..{n_layers}")
+            raise ParameterError(f"layers: {layer} is out of range: the model has hidden states 0..{n_layers}")
         out.append(idx)
     if len(set(out)) != len(out):
-        raise _EmbeddingError(f"repeated layers in {list(layers)}")
+        raise ParameterError(f"layers: repeated layers in {list(layers)}")
     return out
 
 
@@ -201,10 +198,12 @@ def embed_words(
     indices (negative counts from the end). See the module docstring for how the
     word is located, which occurrence counts, padding and the cache.
     """
-    model = _resolve_model(model, need="embed")
-    contexts, words = list(contexts), list(words)
+    # a pair that cannot be embedded (an empty or missing context or word) is skipped with its reason, not refused
+    contexts = _check_word_list(contexts, "contexts", strings=False)
+    words = _check_word_list(words, "words", strings=False)
     if len(contexts) != len(words):
-        raise _EmbeddingError(f"{len(contexts)} contexts but {len(words)} words: pass one word per context")
+        raise ParameterError(f"words: {len(contexts)} contexts but {len(words)} words: pass one word per context")
+    model = _resolve_model(model, need="embed")
     layer_list = _layer_list(layers, model.n_layers)
     n = len(contexts)
     values = np.full((n, len(layer_list), model.hidden_size), np.nan, dtype=np.float32)

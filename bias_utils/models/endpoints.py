@@ -85,26 +85,26 @@ class OpenAIEndpoint:
         return {"completion": text or "", "n_tokens": n_tokens, "finish_reason": finish}
 
     def _post(self, url: str, body: dict, headers: dict) -> dict:
+        """The server's JSON answer; a refused connection, a timeout, 429 (rate limit) and a 5xx are tried again
+        ``max_retries`` times with a doubling pause, any other 4xx is a ``RuntimeError`` at once."""
         delay, attempt = 0.5, 0
         while True:
             try:
                 response = requests.post(url, json=body, headers=headers, timeout=self.timeout)
-                if response.status_code == 429 or response.status_code >= 500:
-                    raise _Retryable(f"HTTP {response.status_code}: {response.text[:200]}")
-                if response.status_code >= 400:
-                    raise RuntimeError(f"{url} rejected the request: HTTP {response.status_code}: "
-                                       f"{response.text[:300]}")
-                return response.json()
-            except (requests.ConnectionError, requests.Timeout, _Retryable) as exc:
-                attempt += 1
-                if attempt > self.max_retries:
-                    raise RuntimeError(f"{url} failed after {attempt} attempts: {exc}") from exc
-                time.sleep(delay)
-                delay *= 2
-
-
-class _Retryable(Exception):
-    pass
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.status_code != 429 and response.status_code < 500:
+                    if response.status_code >= 400:
+                        raise RuntimeError(f"{url} rejected the request: HTTP {response.status_code}: "
+                                           f"{response.text[:300]}")
+                    return response.json()
+                problem = f"HTTP {response.status_code}: {response.text[:200]}"
+            attempt += 1
+            if attempt > self.max_retries:
+                raise RuntimeError(f"{url} failed after {attempt} attempts: {problem}")
+            time.sleep(delay)
+            delay *= 2
 
 
 def _run_http(endpoint: OpenAIEndpoint, todo: list[dict], emit: Callable, *, max_new_tokens, temperature, top_p, top_k,

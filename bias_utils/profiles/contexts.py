@@ -65,8 +65,8 @@ import numpy as np
 import pandas as pd
 
 from ..core import data
-from ..core.errors import ParameterError, _check_positive_int, _check_seed
-from ..core.paths import _InputPathError, _resolve_input
+from ..core.errors import ParameterError, _check_positive_int, _check_seed, _check_word_list
+from ..core.paths import _resolve_input
 from ..core.registry import _Registry
 from ..core.wordnet import _wordnet
 from ..models.builtin_models import _BUILTIN_MODELS, _is_installed
@@ -119,10 +119,6 @@ _GENERATION_SETTINGS = {"n_samples": 5, "max_new_tokens": 48, "temperature": 0.8
 _DEFAULT_GENERATOR = "qwen2.5-coder-0.5b-instruct"
 
 
-class _ContextError(ValueError):
-    """A dictionary or corpus cannot be used to build contexts."""
-
-
 @dataclass
 class _ContextSet:
     table: pd.DataFrame
@@ -150,7 +146,7 @@ class _SourceRequest:
 
 
 #: ``{source name: builder(dictionary, request) -> ContextSet}``, in registration order (the order of reports).
-_SOURCES: _Registry[Callable[[pd.DataFrame, _SourceRequest], _ContextSet]] = _Registry("context source", _ContextError)
+_SOURCES: _Registry[Callable[[pd.DataFrame, _SourceRequest], _ContextSet]] = _Registry("context source", ParameterError)
 
 
 def _context_source(name: str):
@@ -179,7 +175,7 @@ def _as_list(value) -> list[str]:
             try:
                 return [str(x) for x in json.loads(text)]
             except json.JSONDecodeError:
-                raise _ContextError(f"cannot parse the contexts list {text[:80]!r}") from None
+                raise ParameterError(f"cannot parse the contexts list {text[:80]!r}") from None
         return [text]
     return [str(x) for x in value]
 
@@ -188,13 +184,13 @@ def _prepare_dictionary(dictionary: pd.DataFrame) -> pd.DataFrame:
     """Check the columns and give every row a unique ``sense_id`` (term + synset when known)."""
     missing = {"dimension", "term", "direction"} - set(dictionary.columns)
     if missing:
-        raise _ContextError(f"dictionary lacks column(s) {sorted(missing)}; it has {list(dictionary.columns)}")
+        raise ParameterError(f"dictionary lacks column(s) {sorted(missing)}; it has {list(dictionary.columns)}")
     # Rows appended by hand in a notebook cell may lack a sense_id: they get one (the rule of dictionaries.py),
     # and a row without a term or a high/low direction is an error naming the row.
     d = _ensure_sense_ids(dictionary.reset_index(drop=True).copy())
     dup = d["sense_id"][d["sense_id"].duplicated()]
     if len(dup):
-        raise _ContextError(f"duplicate sense_id(s) in the dictionary: {sorted(set(dup))[:5]}")
+        raise ParameterError(f"duplicate sense_id(s) in the dictionary: {sorted(set(dup))[:5]}")
     return d
 
 
@@ -255,7 +251,7 @@ def _published_generated_contexts() -> dict[str, list[str]]:
                 entry = json.loads(line)
                 out[f"{entry['term']} - {entry['synset']}"] = list(entry["examples"])
             except (json.JSONDecodeError, KeyError) as exc:
-                raise _ContextError(f"{_PUBLISHED_GENERATED_KEY} line {i} is malformed: {exc}") from None
+                raise ParameterError(f"{_PUBLISHED_GENERATED_KEY} line {i} is malformed: {exc}") from None
     return out
 
 
@@ -511,14 +507,14 @@ def _load_corpus(corpus=None) -> tuple[list[str], list[dict], list[str]]:
         else:
             try:  # relative to the working folder, then the repository root (Jupyter runs from notebooks/)
                 path = _resolve_input(path, "corpus")
-            except _InputPathError as exc:
-                raise _ContextError(f"{exc} (and it is not a data key)") from None
+            except ParameterError as exc:
+                raise ParameterError(f"{exc} (and it is not a data key)") from None
             found = _read_lines(path)
         notes.append({"item": _corpus_name([str(item)]), "status": "used", "detail": f"{len(found):,} sentences"})
         used.append(str(item))
         sentences += found
     if not sentences:
-        raise _ContextError("no usable corpus sentence: " + "; ".join(f"{n['item']}: {n['detail']}" for n in notes))
+        raise ParameterError("no usable corpus sentence: " + "; ".join(f"{n['item']}: {n['detail']}" for n in notes))
     return sentences, notes, used
 
 
@@ -584,8 +580,7 @@ def _check_source_names(sources, name: str = "sources") -> tuple[str, ...]:
     :class:`ParameterError` names ``name``."""
     if sources is None:
         return source_names()
-    if isinstance(sources, str) or not isinstance(sources, (list, tuple)) or not sources:
-        raise ParameterError(f"{name} must be None or a non-empty list of context sources, got {sources!r}")
+    sources = _check_word_list(sources, name, empty="name one context source or more (None: every one)")
     unknown = [s for s in sources if s not in _SOURCES]
     if unknown:
         raise ParameterError(f"{name} must be context sources among {', '.join(source_names())}, got {unknown[0]!r}")
@@ -606,7 +601,7 @@ def _check_request(dictionary: pd.DataFrame, source: str = "generated", n_contex
     _check_seed(seed)
     try:
         d = _prepare_dictionary(dictionary)
-    except _ContextError as exc:
+    except ParameterError as exc:
         raise ParameterError(f"dictionary: {exc}") from None
     if source == "generated":
         fill_generator = _DEFAULT_GENERATOR if fill_generator == "default" else fill_generator

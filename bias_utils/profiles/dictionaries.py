@@ -44,6 +44,7 @@ from tqdm.auto import tqdm
 from ..core import paths
 from ..core.cache import _atomic_write_bytes, _sha256_file, _stable_hash
 from ..core.data import _entry, resolve
+from ..core.errors import ParameterError, _check_word_list
 from ..core.wordnet import _wordnet
 
 __all__ = [
@@ -88,10 +89,6 @@ PUBLISHED_FULL_COUNTS = {
 _FULL_CODE_VERSION = 1
 # The seed CSV of Schuster et al. names some columns differently.
 _SEED_RENAME = {"dir": "direction", "examples": "contexts", "example_source": "context_source"}
-
-
-class _DictionaryError(ValueError):
-    """A dictionary file is malformed; the message names every bad line and column."""
 
 
 def _sense_key(term: str, synset, dimension: str) -> str:
@@ -141,14 +138,14 @@ def _wordnet_contexts(term: str, synset: str | None = None, n: int | None = None
     space-separated token are kept. ``n`` keeps the first ``n``.
 
     Returns ``[]`` when WordNet has no usable example; callers record that as a
-    skip. Raises :class:`DictionaryError` for an unknown synset name.
+    skip. Raises :class:`ParameterError` for an unknown synset name.
     """
     wn = _wordnet()
     if synset:
         try:
             synsets = [wn.synset(synset)]
         except (nltk.corpus.reader.wordnet.WordNetError, ValueError) as exc:
-            raise _DictionaryError(f"unknown WordNet 3.0 synset {synset!r} for term {term!r}: {exc}") from None
+            raise ParameterError(f"unknown WordNet 3.0 synset {synset!r} for term {term!r}: {exc}") from None
     else:
         synsets = _noun_adj_synsets(term)
     out = []
@@ -188,7 +185,7 @@ def _read_rows(path: Path, rename: dict[str, str]) -> tuple[list[str], list[tupl
         try:
             header = next(reader)
         except StopIteration:
-            raise _DictionaryError(f"{path}: the file is empty (expected a header line)") from None
+            raise ParameterError(f"{path}: the file is empty (expected a header line)") from None
         header = [rename.get(h.strip().lower(), h.strip().lower()) for h in header]
         rows = []
         start = reader.line_num + 1
@@ -203,7 +200,7 @@ def _validate(path: Path, header: list[str], rows: list[tuple[int, dict]]) -> pd
     """Normalise and validate dictionary rows; raise one error listing every problem."""
     missing = [c for c in _REQUIRED_COLUMNS if c not in header]
     if missing:
-        raise _DictionaryError(
+        raise ParameterError(
             f"{path}, line 1 (header): required column(s) {', '.join(missing)} missing; "
             f"found {', '.join(header)}. Required: {', '.join(_REQUIRED_COLUMNS)}; "
             f"optional: {', '.join(_OPTIONAL_COLUMNS)}."
@@ -262,9 +259,9 @@ def _validate(path: Path, header: list[str], rows: list[tuple[int, dict]]) -> pd
                     f"has no {pole!r} terms (both poles are needed to define a direction)"
                 )
     if errors:
-        raise _DictionaryError(f"{path}: {len(errors)} problem(s):\n  " + "\n  ".join(errors))
+        raise ParameterError(f"{path}: {len(errors)} problem(s):\n  " + "\n  ".join(errors))
     if frame.empty:
-        raise _DictionaryError(f"{path}: no dictionary rows after the header")
+        raise ParameterError(f"{path}: no dictionary rows after the header")
     return frame.drop(columns="line").reset_index(drop=True)
 
 
@@ -283,16 +280,13 @@ def _read_dictionary(path: str | Path) -> pd.DataFrame:
       :func:`wordnet_contexts` or generated contexts.
 
     Each dimension needs both poles. Every problem is reported at once, each
-    naming its 1-based CSV line and the column, in a :class:`DictionaryError`.
+    naming its 1-based CSV line and the column, in a :class:`ParameterError`.
     """
-    try:
-        path = paths._resolve_input(path, "dictionary_path")
-    except paths._InputPathError as exc:
-        raise _DictionaryError(str(exc)) from None
+    path = paths._resolve_input(path, "dictionary_path")
     try:
         header, rows = _read_rows(path, rename={})
     except UnicodeDecodeError as exc:
-        raise _DictionaryError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+        raise ParameterError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
     return _validate(path, header, rows)
 
 
@@ -310,7 +304,7 @@ def load_seed_dictionary() -> pd.DataFrame:
     frame = _validate(path, header, rows)
     unknown = sorted(set(frame.dimension) - set(_DIMENSIONS))
     if unknown:
-        raise _DictionaryError(f"{path}: unexpected dimensions {unknown}; expected {_DIMENSIONS}")
+        raise ParameterError(f"{path}: unexpected dimensions {unknown}; expected {_DIMENSIONS}")
     return frame
 
 
@@ -451,13 +445,13 @@ def _ensure_sense_ids(dictionary: pd.DataFrame) -> pd.DataFrame:
     """The dictionary with a ``sense_id`` on every row: rows appended by hand (in a notebook cell)
     without one get :func:`sense_key` (with a ``#k`` suffix when the key is taken: the full dictionary
     repeats some terms, and the original counts them twice); a row without dimension, term or a high/low
-    direction is a :class:`DictionaryError` naming the row. A dictionary whose rows all have one is
+    direction is a :class:`ParameterError` naming the row. A dictionary whose rows all have one is
     returned as it is."""
     bad = [f"row {i} ({row.get('term')!r}): needs dimension, term and direction high/low"
            for i, row in enumerate(dictionary.to_dict("records"))
            if any(_blank(row.get(c)) for c in _REQUIRED_COLUMNS) or row.get("direction") not in _DIRECTIONS]
     if bad:
-        raise _DictionaryError("dictionary: " + "; ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""))
+        raise ParameterError("dictionary: " + "; ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""))
     ids = dictionary["sense_id"] if "sense_id" in dictionary.columns else pd.Series([None] * len(dictionary))
     blank = [_blank(sid) for sid in ids]
     if not any(blank):
@@ -481,7 +475,7 @@ def _ensure_sense_ids(dictionary: pd.DataFrame) -> pd.DataFrame:
 
 def _check_poles(dictionary: pd.DataFrame, dimensions=None) -> pd.DataFrame:
     """``dictionary`` when every pole of ``dimensions`` (default: all) has at least :data:`MIN_POLE_SIZE` terms and
-    no two of them share half of either one's terms (:func:`look_alike`); otherwise a :class:`DictionaryError` naming
+    no two of them share half of either one's terms (:func:`look_alike`); otherwise a :class:`ParameterError` naming
     the dimension, the pole and its terms, or the two dimensions, their shared terms and the fix."""
     dims = list(dict.fromkeys(dictionary["dimension"])) if dimensions is None else list(dimensions)
     problems = []
@@ -493,11 +487,11 @@ def _check_poles(dictionary: pd.DataFrame, dimensions=None) -> pd.DataFrame:
                 problems.append(f"{dim!r} has {len(terms)} {pole} term{'s' * (len(terms) != 1)}"
                                 + (f" ({', '.join(terms)})" if terms else ""))
     if problems:
-        raise _DictionaryError(f"every pole needs at least {_MIN_POLE_SIZE} terms (an axis from fewer is mostly the "
-                              f"words' own noise, and nothing could say so): " + "; ".join(problems))
+        raise ParameterError(f"every pole needs at least {_MIN_POLE_SIZE} terms (an axis from fewer is mostly the "
+                             f"words' own noise, and nothing could say so): " + "; ".join(problems))
     twins = _look_alike(dictionary, dims)
     if twins:
-        raise _DictionaryError(
+        raise ParameterError(
             "dimensions that share at least half of either one's terms are one axis measured twice: their directions "
             "nearly coincide, the basis's pseudo-inverse splits what they share between them, and the sign of each "
             "one's values is decided by the basis, not by its words (their gaps would read as two findings): "
@@ -537,28 +531,26 @@ def add_terms(dictionary: pd.DataFrame, dimension: str, high=(), low=(), *, syns
     :func:`_read_dictionary` gets (``synset`` from ``synsets`` ``{term: name}`` when given and
     checked against WordNet, its gloss as ``definition``, ``contexts`` empty so the chapter's
     context source fills them, ``sense_id``). A term already on that dimension, an empty term,
-    or a dimension left with one pole is a :class:`DictionaryError`.
+    or a dimension left with one pole is a :class:`ParameterError`.
     """
     dimension = str(dimension).strip().lower()
     synsets = synsets or {}
     if not dimension:
-        raise _DictionaryError("add_terms: dimension is empty")
+        raise ParameterError("dimension is empty")
     rows = []
     for direction, terms in (("high", high), ("low", low)):
-        if isinstance(terms, str):
-            raise _DictionaryError(f"add_terms: {direction} must be a list of terms, not the string {terms!r}")
-        for term in terms:
+        for term in _check_word_list(terms, direction, strings=False):
             term = str(term).strip()
             if not term:
-                raise _DictionaryError(f"add_terms: an empty {direction} term on {dimension!r}")
+                raise ParameterError(f"{direction}: an empty term on {dimension!r}")
             synset = synsets.get(term, "")
             definition = ""
             if synset:
                 try:
                     definition = _wordnet().synset(synset).definition()
                 except (nltk.corpus.reader.wordnet.WordNetError, ValueError):
-                    raise _DictionaryError(f"add_terms: {synset!r} (for {term!r}) is not a WordNet 3.0 synset name"
-                                          ) from None
+                    raise ParameterError(f"synsets: {synset!r} (for {term!r}) is not a WordNet 3.0 synset name"
+                                         ) from None
             rows.append({"dimension": dimension, "term": term, "direction": direction, "synset": synset,
                          "definition": definition, "contexts": [], "context_source": "",
                          "sense_id": _sense_key(term, synset, dimension)})
@@ -568,13 +560,13 @@ def add_terms(dictionary: pd.DataFrame, dimension: str, high=(), low=(), *, syns
     new = pd.DataFrame(rows, columns=_SEED_COLUMNS)
     clash = sorted(set(new["sense_id"]) & set(base["sense_id"])) + sorted(new["sense_id"][new["sense_id"].duplicated()])
     if clash:
-        raise _DictionaryError(f"add_terms: already in the dictionary: {', '.join(c.split('|')[0] for c in clash)}")
+        raise ParameterError(f"high, low: already in the dictionary: {', '.join(c.split('|')[0] for c in clash)}")
     out = pd.concat([base, new], ignore_index=True)
     poles = set(out.loc[out["dimension"] == dimension, "direction"])
     if poles != set(_DIRECTIONS):
-        raise _DictionaryError(f"add_terms: dimension {dimension!r} has no {sorted(set(_DIRECTIONS) - poles)[0]!r} "
-                              "terms (both poles are needed to define a direction)")
+        raise ParameterError(f"dimension {dimension!r} has no {sorted(set(_DIRECTIONS) - poles)[0]!r} "
+                             "terms (both poles are needed to define a direction)")
     try:
         return _check_poles(out, [dimension])
-    except _DictionaryError as exc:
-        raise _DictionaryError(f"add_terms: {exc}") from None
+    except ParameterError as exc:
+        raise ParameterError(f"high, low: {exc}") from None

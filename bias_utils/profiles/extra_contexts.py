@@ -32,6 +32,7 @@ import pandas as pd
 
 from ..core import precision
 from ..core.cache import _atomic_write_json, _atomic_write_text
+from ..core.errors import ParameterError
 from ..core.paths import _data_dir
 from ..models.builtin_models import _model_name
 from .context_filters import _FILTER_VERSION
@@ -39,7 +40,6 @@ from .contexts import (
     _DEFAULT_GENERATOR,
     _GENERATION_INSTRUCTION,
     _GENERATION_SETTINGS,
-    _ContextError,
     _ContextSet,
     _finish,
     _generate_usable,
@@ -117,7 +117,7 @@ def _generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: 
     example's file, ``data/generated/user_example_contexts.jsonl``).
     """
     if round not in _ROUNDS:
-        raise _ContextError(f"round must be one of {_ROUNDS}, got {round!r}")
+        raise ParameterError(f"round must be one of {_ROUNDS}, got {round!r}")
     from ..models.loading import load_model  # deferred: torch, only needed to generate new contexts
 
     if round == 2:
@@ -228,8 +228,8 @@ def _read_extra_contexts(path=None, round: int = 1) -> tuple[pd.DataFrame, dict]
     ``dimension, term, direction, contexts, n_generated, dropped``."""
     path = _extra_contexts_path(path, round)
     if not path.is_file():
-        raise _ContextError(f"no generated contexts file at {path}; make it with "
-                            "python -m bias_utils.profiles.extra_contexts "
+        raise ParameterError(f"no generated contexts file at {path}; make it with "
+                             "python -m bias_utils.profiles.extra_contexts "
                            "generate-extra --model qwen2.5-coder-0.5b-instruct --seed 0")
     rows = []
     with open(path, encoding="utf-8") as f:
@@ -238,7 +238,7 @@ def _read_extra_contexts(path=None, round: int = 1) -> tuple[pd.DataFrame, dict]
                 try:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError as exc:
-                    raise _ContextError(f"{path} line {i} is not valid JSON: {exc}") from None
+                    raise ParameterError(f"{path} line {i} is not valid JSON: {exc}") from None
     with open(_settings_path(path), encoding="utf-8") as f:
         settings = json.load(f)
     columns = ["dimension", "term", "direction", "contexts", "n_generated", "dropped"]

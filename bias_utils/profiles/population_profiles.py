@@ -37,7 +37,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..core import tables
-from ..core.errors import ParameterError, _check_layer, _check_positive_int
+from ..core.errors import ParameterError, _check_layer, _check_positive_int, _check_word_list
 from ..core.precision import _interval_text, _number_text, _p_text, _percent_text
 from ..core.results import write_table
 from ..core.stats import (
@@ -82,41 +82,24 @@ _DEFAULT_REFERENCE = {"nonbinary": "terms"}
 _MIN_GROUP_WORDS = 2
 
 
-class _ProfileError(ValueError):
-    """A population, template or profile input that cannot be used as given."""
-
-
 # --------------------------------------------------------------------------- templates
 
 
 def _check_templates(templates: Sequence[str]) -> tuple[str, ...]:
-    """The templates as a tuple, each with exactly one ``{word}`` slot."""
-    if isinstance(templates, str):
-        raise _ProfileError("templates must be a list of strings, not one string")
-    templates = tuple(templates)
-    if not templates:
-        raise _ProfileError("no templates given")
+    """The templates as a tuple of strings (:func:`~bias_utils.core.errors._check_word_list`: one string is
+    refused), each with exactly one ``{word}`` slot; a :class:`ParameterError` names ``templates``."""
+    templates = tuple(_check_word_list(templates, "templates", empty="no templates given"))
     for t in templates:
-        if not isinstance(t, str) or t.count(_PLACEHOLDER) != 1:
-            raise _ProfileError(f"template {t!r} must contain the placeholder {_PLACEHOLDER} exactly once")
+        if t.count(_PLACEHOLDER) != 1:
+            raise ParameterError(f"templates: {t!r} must contain the placeholder {_PLACEHOLDER} exactly once")
     if len(set(templates)) != len(templates):
-        raise _ProfileError("templates contain duplicates, which would weight them twice")
+        raise ParameterError("templates contain duplicates, which would weight them twice")
     return templates
 
 
 def _check_template_list(templates) -> tuple[str, ...] | None:
-    """``None`` (the original templates) or a list of strings, each with ``{word}`` exactly once
-    (:func:`check_templates`); a :class:`ParameterError` names ``templates``."""
-    if templates is None:
-        return None
-    if not isinstance(templates, (str, Sequence)):
-        raise ParameterError(f"templates must be None or a list of strings, got {templates!r}")
-    if not isinstance(templates, str) and any(not isinstance(t, str) for t in templates):
-        raise ParameterError(f"templates must be strings, got {[t for t in templates if not isinstance(t, str)][:3]}")
-    try:
-        return _check_templates(templates)
-    except _ProfileError as exc:
-        raise ParameterError(str(exc) if str(exc).startswith("templates") else f"templates: {exc}") from None
+    """``None`` (the original templates) or the checked templates (:func:`_check_templates`)."""
+    return None if templates is None else _check_templates(templates)
 
 
 def _fill_template(template: str, word: str, article: bool) -> str:
@@ -135,7 +118,7 @@ def _population_names(populations: Sequence) -> dict[str, str | Path]:
     for p, stem in zip(populations, stems):
         name = stem if stem is not None and stems.count(stem) == 1 and stem not in _POPULATION_KINDS else str(p)
         if name in names:
-            raise _ProfileError(f"population {name!r} is listed twice")
+            raise ParameterError(f"population {name!r} is listed twice")
         names[name] = p
     return names
 
@@ -166,17 +149,17 @@ def _resolve_populations(populations, kind=None) -> tuple[dict[str, dict[str, li
             out[name] = _load_populations(p)
             kinds[name] = _population_kind(p)
     if not out:
-        raise _ProfileError("no populations given")
+        raise ParameterError("no populations given")
     for name, groups in out.items():
         if not groups or any(len(ws) == 0 for ws in groups.values()):
-            raise _ProfileError(f"population {name!r} has no groups or an empty group: {groups!r}")
+            raise ParameterError(f"population {name!r} has no groups or an empty group: {groups!r}")
     if isinstance(kind, Mapping):
         kinds.update({k: v for k, v in kind.items() if k in out})
     elif kind is not None:
         kinds = dict.fromkeys(out, kind)
     bad = {k: v for k, v in kinds.items() if v not in _KINDS}
     if bad:
-        raise _ProfileError(f"population kind must be one of {_KINDS}, got {bad}")
+        raise ParameterError(f"population kind must be one of {_KINDS}, got {bad}")
     return out, kinds
 
 
@@ -187,7 +170,7 @@ def _limit_populations(populations: Mapping[str, Mapping[str, list[str]]], limit
     if limit is None:
         return {k: {g: list(w) for g, w in v.items()} for k, v in populations.items()}
     if limit < 2:
-        raise _ProfileError(f"limit must be at least 2 words per group for a t-test, got {limit}")
+        raise ParameterError(f"limit must be at least 2 words per group for a t-test, got {limit}")
     return {k: {g: list(w)[:limit] if k in only else list(w) for g, w in v.items()}
             for k, v in populations.items()}
 
@@ -213,10 +196,7 @@ def _check_population_list(populations, kind=None,
         pops, kinds = _resolve_populations(populations, kind)
     except ValueError as exc:
         raise ParameterError(f"{'kind' if 'kind must be' in str(exc) else 'populations'}: {exc}") from None
-    try:
-        limited = _limit_populations(pops, limit)
-    except _ProfileError as exc:
-        raise ParameterError(str(exc)) from None  # it names limit
+    limited = _limit_populations(pops, limit)
     given = {} if isinstance(populations, Mapping) else _population_names(
         [populations] if isinstance(populations, (str, Path)) else populations)
     for name, groups in limited.items():
@@ -360,7 +340,7 @@ def word_summary(words: pd.DataFrame, template: str | None = None) -> pd.DataFra
 
 def _zscore(values: np.ndarray, mean: float, sd: float, what: str) -> np.ndarray:
     if not np.isfinite(sd) or sd == 0:
-        raise _ProfileError(f"cannot standardise {what}: standard deviation is {sd}")
+        raise ParameterError(f"cannot standardise {what}: standard deviation is {sd}")
     return (values - mean) / sd
 
 
@@ -374,9 +354,9 @@ def _standardise(table: pd.DataFrame, reference: Mapping[str, str] | None = None
     present = set(table["population"])
     for pop, ref in reference.items():
         if pop in present and ref not in present:
-            raise _ProfileError(f"population {pop!r} is standardised against {ref!r}, which was not profiled")
+            raise ParameterError(f"population {pop!r} is standardised against {ref!r}, which was not profiled")
         if ref in reference:
-            raise _ProfileError(f"reference population {ref!r} is itself standardised against another")
+            raise ParameterError(f"reference population {ref!r} is itself standardised against another")
     scale = (table[~table["population"].isin(list(reference))]
              .groupby(["population", *keys], sort=False)["value"]
              .agg(mean="mean", sd=lambda v: float(np.std(v, ddof=0))))
@@ -418,7 +398,7 @@ def _profile_table(pop_emb: _PopulationEmbeddings, bases, layer="mean",
     for basis in bases:
         missing = sorted(set(basis.layers) - set(pop_emb.layers))
         if missing:
-            raise _ProfileError(f"basis {basis.space!r} has layers {missing} that the population embeddings lack")
+            raise ParameterError(f"basis {basis.space!r} has layers {missing} that the population embeddings lack")
         X = pop_emb.values[:, [pop_emb.layers.index(x) for x in basis.layers]]
         frames.append(_projection_table(basis, X, items, layer))
     return _standardise(pd.concat(frames, ignore_index=True), reference)
@@ -444,7 +424,7 @@ def _tested_populations(table: pd.DataFrame, populations) -> list[str]:
         populations = [p for p in dict.fromkeys(table["population"]) if p not in _DEFAULT_REFERENCE]
     missing = sorted(set(populations) - set(table["population"]))
     if missing:
-        raise _ProfileError(f"population(s) {missing} not in the profile table")
+        raise ParameterError(f"population(s) {missing} not in the profile table")
     return list(populations)
 
 
@@ -475,7 +455,7 @@ def _profile_stats(table: pd.DataFrame, populations: Sequence[str] | None = None
     for (pop, space, layer, dim), d in sub.groupby(_FAMILY + ["dimension"], sort=False):
         groups = {g: v[value].to_numpy(dtype=float) for g, v in d.groupby("group", sort=False)}
         if len(groups) < 2:
-            raise _ProfileError(f"population {pop!r} has only the group(s) {list(groups)}; need two to compare")
+            raise ParameterError(f"population {pop!r} has only the group(s) {list(groups)}; need two to compare")
         for ga, gb in combinations(groups, 2):
             a, b = groups[ga], groups[gb]
             r = _group_tests(np.concatenate([a, b])[None, :, None], np.arange(a.size + b.size) < a.size, _PAIR_TESTS,
@@ -490,7 +470,7 @@ def _profile_stats(table: pd.DataFrame, populations: Sequence[str] | None = None
                 "g": r["g_effect_size"], "g_ci_low": r["g_ci_low"], "g_ci_high": r["g_ci_high"],
             })
     if not rows:
-        raise _ProfileError("no population to test")
+        raise ParameterError("no population to test")
     out = pd.DataFrame(rows)
     out["p_holm"] = np.nan
     out["p_student_holm"] = np.nan
@@ -558,7 +538,7 @@ def _nonbinary_table(table: pd.DataFrame, population: str = "nonbinary", referen
     """
     for p in (population, reference):
         if p not in set(table["population"]):
-            raise _ProfileError(f"population {p!r} not in the profile table")
+            raise ParameterError(f"population {p!r} not in the profile table")
     terms = table[table["population"] == population].assign(series="term", ci_low=np.nan, ci_high=np.nan, n=1)
     means = _group_means(table[table["population"] == reference]).rename(columns={"mean": "z"})
     means = means.assign(series="group mean", word="")
@@ -575,7 +555,7 @@ def share_below_group_means(nonbinary: pd.DataFrame, space: str = "warmth_compet
     """
     table = nonbinary[nonbinary["space"] == space]
     if table.empty:
-        raise _ProfileError(f"share_below_group_means: no rows of space {space!r}")
+        raise ParameterError(f"share_below_group_means: no rows of space {space!r}")
     lowest = table[table["series"] == "group mean"].groupby("dimension")["z"].min()
     terms = table[table["series"] == "term"]
     below = terms.assign(below=terms["z"] < terms["dimension"].map(lowest))
@@ -626,6 +606,7 @@ def _describe_stats(stats: pd.DataFrame, dimensions: Sequence[str] | None = None
 def describe_profile(stats: pd.DataFrame, alpha: float = 0.05, invalid_axes: Sequence[str] = ()) -> str:
     """Markdown bullets reading every stats row, warmth and competence first, grouped by population
     (``invalid_axes``: as :func:`describe_stats`)."""
+    _check_word_list(invalid_axes, "invalid_axes")  # the names (or a mapping from them): "warmth" is no list
     lines = []
     for _, s in stats.groupby("population", sort=False):
         rank = s["dimension"].map({"warmth": 0, "competence": 1}).fillna(2)
@@ -661,6 +642,7 @@ def paper_finding(stats: pd.DataFrame, population: str = "names", alpha: float =
 def paper_finding_sentence(finding: pd.DataFrame, invalid_axes: Sequence[str] = ()) -> str:
     """Markdown reading :func:`paper_finding`: does each half of the headline hold on this model,
     with the Holm p; an axis in ``invalid_axes`` (as :func:`describe_stats`) is flagged with its verdict."""
+    _check_word_list(invalid_axes, "invalid_axes")
     parts = []
     for r in finding.itertuples(index=False):
         group = r.expected.split()[0]
@@ -752,7 +734,7 @@ def run_profiles(model, bases, populations=("names", "terms", "nonbinary", "occu
     emb.skipped = pd.concat([emb.skipped, untested], ignore_index=True) if len(untested) else emb.skipped
     tested = [p for p in pops if p not in _DEFAULT_REFERENCE and p not in thin]
     if not tested:
-        raise _ProfileError("no population left to test: " + "; ".join(f"{p}: {why}" for p, why in thin.items()))
+        raise ParameterError("no population left to test: " + "; ".join(f"{p}: {why}" for p, why in thin.items()))
     values = _profile_table(emb, bases, layer)
     by_layer = _profile_table(emb, bases, "all")
     present = set(values["population"])

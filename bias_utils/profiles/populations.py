@@ -56,7 +56,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..core.data import resolve
-from ..core.paths import _InputPathError, _resolve_input
+from ..core.errors import ParameterError
+from ..core.paths import _resolve_input
 
 __all__: list[str] = []
 
@@ -90,10 +91,6 @@ _DETERMINERS = frozenset({"the", "a", "an", "my", "your", "our", "their", "his",
 #: One capitalised word with at least one lower-case letter: "Mary", "Mary-Jane", "O'Brien", "McKenzie", "LaToya"
 #: (an acronym such as "FTM" is not a name).
 _NAME = re.compile(r"^(?=.*[a-z])[A-Z][A-Za-z]*(?:[-'’][A-Z][A-Za-z]*)*$")
-
-
-class _PopulationError(ValueError):
-    """A population file or name is invalid; the message names the group and word."""
 
 
 def _descriptor_text(item) -> str:
@@ -146,7 +143,7 @@ def _read_user_file(path: Path) -> tuple[dict[str, list[str]], str]:
     try:
         return _parse_user_file(path)
     except UnicodeDecodeError as exc:
-        raise _PopulationError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+        raise ParameterError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
 
 
 def _parse_user_file(path: Path) -> tuple[dict[str, list[str]], str | None]:
@@ -154,53 +151,53 @@ def _parse_user_file(path: Path) -> tuple[dict[str, list[str]], str | None]:
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise _PopulationError(
+            raise ParameterError(
                 f"{path}, line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
         kind = None
         if isinstance(raw, dict) and "groups" in raw:
             kind, raw = raw.get("kind"), raw["groups"]
         if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
-            raise _PopulationError(f'{path}: expected {{"group": ["word", ...]}} (or {{"kind": ..., "groups": '
-                                  f'{{...}}}})')
+            raise ParameterError(f'{path}: expected {{"group": ["word", ...]}} (or {{"kind": ..., "groups": '
+                                 f'{{...}}}})')
         return raw, kind
     if path.suffix.lower() == ".csv":
         with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
             header = [h.strip().lower() for h in reader.fieldnames or []]
             if "group" not in header or "word" not in header:
-                raise _PopulationError(f"{path}, line 1: the header needs columns 'group' and 'word' (found {header})")
+                raise ParameterError(f"{path}, line 1: the header needs columns 'group' and 'word' (found {header})")
             reader.fieldnames = header
             groups: dict[str, list[str]] = {}
             kinds = set()
             for row in reader:
                 group = (row["group"] or "").strip()
                 if not group:
-                    raise _PopulationError(f"{path}, line {reader.line_num}, column group: empty group name")
+                    raise ParameterError(f"{path}, line {reader.line_num}, column group: empty group name")
                 groups.setdefault(group, []).append(row["word"] or "")
                 kinds.add((row.get("kind") or "").strip() or None)
         if len(kinds) > 1:
-            raise _PopulationError(f"{path}, column kind: one kind per file, found {sorted(map(str, kinds))}")
+            raise ParameterError(f"{path}, column kind: one kind per file, found {sorted(map(str, kinds))}")
         return groups, kinds.pop() if kinds else None
-    raise _PopulationError(f"{path}: population files must be .json or .csv")
+    raise ParameterError(f"{path}: population files must be .json or .csv")
 
 
 def _validate(groups: dict[str, list[str]], where: str) -> dict[str, list[str]]:
     if not groups:
-        raise _PopulationError(f"{where}: no groups")
+        raise ParameterError(f"{where}: no groups")
     owner: dict[str, str] = {}
     clean = {}
     for group, words in groups.items():
         if not words:
-            raise _PopulationError(f"{where}: group {group!r} is empty")
+            raise ParameterError(f"{where}: group {group!r} is empty")
         seen = set()
         for i, word in enumerate(words, 1):
             if not isinstance(word, str) or not word.strip():
-                raise _PopulationError(f"{where}: group {group!r}, word {i} is empty or not a string ({word!r})")
+                raise ParameterError(f"{where}: group {group!r}, word {i} is empty or not a string ({word!r})")
             word = word.strip()
             if word in seen:
-                raise _PopulationError(f"{where}: group {group!r} lists {word!r} twice")
+                raise ParameterError(f"{where}: group {group!r} lists {word!r} twice")
             if word in owner:
-                raise _PopulationError(f"{where}: {word!r} is in both group {owner[word]!r} and group {group!r}")
+                raise ParameterError(f"{where}: {word!r} is in both group {owner[word]!r} and group {group!r}")
             seen.add(word)
             owner[word] = group
         clean[group] = [w.strip() for w in words]
@@ -218,12 +215,12 @@ def _load(name_or_path: str | Path) -> tuple[dict[str, list[str]], str]:
         return _validate(loaders[name_or_path](), name_or_path), _POPULATION_KINDS[name_or_path]
     try:
         path = _resolve_input(name_or_path, "file")
-    except _InputPathError as exc:
-        raise _PopulationError(f"unknown population {str(name_or_path)!r}: not a built-in one ({', '.join(_BUILTIN)}), "
-                              f"and as a {exc}") from None
+    except ParameterError as exc:
+        raise ParameterError(f"unknown population {str(name_or_path)!r}: not a built-in one ({', '.join(_BUILTIN)}), "
+                             f"and as a {exc}") from None
     groups, kind = _read_user_file(path)
     if kind is not None and kind not in _KINDS:
-        raise _PopulationError(f"{path}: kind {kind!r} is not one of {_KINDS}")
+        raise ParameterError(f"{path}: kind {kind!r} is not one of {_KINDS}")
     groups = _validate(groups, str(path))
     if kind is None:
         kind = _infer_kind(groups, str(path))
@@ -252,7 +249,7 @@ def _examples(words: list[str]) -> str:
 
 def _infer_kind(groups: dict[str, list[str]], where: str = "population") -> str:
     """``"name"`` when every word is one capitalised word (first names), ``"noun"`` when none is. A
-    :class:`PopulationError` refuses the ambiguous lists: capitalised single words beside other words, and lower-case
+    :class:`ParameterError` refuses the ambiguous lists: capitalised single words beside other words, and lower-case
     words at least half of which are first names of the built-in ``names`` ("mary": "this is the mary")."""
     words = [w for ws in groups.values() for w in ws]
     named = [w for w in words if _NAME.match(w)]
@@ -260,23 +257,23 @@ def _infer_kind(groups: dict[str, list[str]], where: str = "population") -> str:
         return "name"
     if named:
         others = [w for w in words if not _NAME.match(w)]
-        raise _PopulationError(f"{where}: the kind is not stated and cannot be inferred: {len(named)} word(s) "
-                              "look like "
-                              f"names ({_examples(named)}) and {len(others)} do not ({_examples(others)}); state "
-                              "kind name (no article) or noun (after \"the\")")
+        raise ParameterError(f"{where}: the kind is not stated and cannot be inferred: {len(named)} word(s) "
+                             "look like "
+                             f"names ({_examples(named)}) and {len(others)} do not ({_examples(others)}); state "
+                             "kind name (no article) or noun (after \"the\")")
     first_names = {w.lower() for ws in _schuster_groups("schuster_names", "Names").values() for w in ws}
     lowered = [w for w in words if w.lower() in first_names]
     if 2 * len(lowered) >= len(words):
-        raise _PopulationError(f"{where}: the kind is not stated and {len(lowered)} of {len(words)} words are first "
-                              f"names written in lower case ({_examples(lowered)}); as nouns they would read \"this is "
-                              f"the {lowered[0]}\". Capitalise them, or state kind name or noun")
+        raise ParameterError(f"{where}: the kind is not stated and {len(lowered)} of {len(words)} words are first "
+                             f"names written in lower case ({_examples(lowered)}); as nouns they would read \"this is "
+                             f"the {lowered[0]}\". Capitalise them, or state kind name or noun")
     return "noun"
 
 
 def _load_populations(name_or_path: str | Path) -> dict[str, list[str]]:
     """``{group: [words]}`` for a built-in population or a user file (module docstring).
 
-    Raises :class:`PopulationError` for an unknown name, an empty group, a word
+    Raises :class:`ParameterError` for an unknown name, an empty group, a word
     listed twice in a group, or a word in two groups.
     """
     return _load(name_or_path)[0]
@@ -290,6 +287,6 @@ def _population_kind(name_or_path: str | Path) -> str:
 def _takes_article(word: str, kind: str) -> bool:
     """Whether templates put "the" before ``word`` ("this is the woman", not "this is the she")."""
     if kind not in _KINDS:
-        raise _PopulationError(f"kind {kind!r} is not one of {_KINDS}")
+        raise ParameterError(f"kind {kind!r} is not one of {_KINDS}")
     first = word.split()[0].lower() if word.split() else ""
     return kind == "noun" and word.lower() not in _PRONOUNS and first not in _DETERMINERS

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from scipy import linalg
 
-from ..core.errors import _check_layer
+from ..core.errors import ParameterError, _check_layer
 from ..core.stats import _bootstrap_ci
 from .dictionaries import _COMPOSITES
 from .dictionaries import _DIMENSIONS as DIMENSION_ORDER  # the paper's order; user dimensions follow
@@ -37,10 +37,6 @@ from .dictionaries import _DIMENSIONS as DIMENSION_ORDER  # the paper's order; u
 __all__: list[str] = []
 
 _SPACES = ("dimensions", "warmth_competence")
-
-
-class _ProjectionError(ValueError):
-    """The inputs cannot define or use a polar space (e.g. a pole without senses)."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +60,7 @@ class _PolarBasis:
 def _sense_keys(contexts: pd.DataFrame) -> pd.DataFrame:
     missing = {"sense_id", "dimension", "term", "direction"} - set(contexts.columns)
     if missing:
-        raise _ProjectionError(f"contexts table lacks column(s) {sorted(missing)}")
+        raise ParameterError(f"contexts table lacks column(s) {sorted(missing)}")
     return contexts
 
 
@@ -84,7 +80,7 @@ def _sense_embeddings(emb_values: np.ndarray, contexts: pd.DataFrame) -> tuple[n
     contexts = _sense_keys(contexts).reset_index(drop=True)
     values = np.asarray(emb_values)
     if values.ndim != 3 or len(values) != len(contexts):
-        raise _ProjectionError(
+        raise ParameterError(
             f"embeddings have shape {values.shape}; expected [n_pairs={len(contexts)}, layers, hidden]"
         )
     codes, uniques = pd.factorize(contexts["sense_id"], sort=False)
@@ -124,11 +120,11 @@ def _space_groups(senses: pd.DataFrame, space: str = "dimensions",
         lacking = {c: [s for s in subs if s not in present] for c, subs in composites.items()}
         lacking = {c: s for c, s in lacking.items() if s}
         if lacking:
-            raise _ProjectionError(
+            raise ParameterError(
                 f"space 'warmth_competence' needs dimensions the dictionary lacks: {lacking}; "
                 "use space='dimensions' for a dictionary with other dimensions")
         return dict(composites)
-    raise _ProjectionError(f"unknown space {space!r}; choose one of {_SPACES}")
+    raise ParameterError(f"unknown space {space!r}; choose one of {_SPACES}")
 
 
 def _polar_basis(sense_emb: np.ndarray, senses: pd.DataFrame, space: str = "dimensions", *,
@@ -138,7 +134,7 @@ def _polar_basis(sense_emb: np.ndarray, senses: pd.DataFrame, space: str = "dime
     ``sense_emb``/``senses`` come from :func:`sense_embeddings`; ``layers`` names
     the layer axis (default ``0..L-1``, i.e. the embedding output is layer 0).
     Every pole needs at least one embedded sense, otherwise
-    :class:`ProjectionError` names the empty pole.
+    :class:`ParameterError` names the empty pole.
     """
     groups = _space_groups(senses, space, composites)
     usable = senses["n_embedded"].to_numpy() > 0 if "n_embedded" in senses else np.ones(len(senses), bool)
@@ -151,16 +147,16 @@ def _polar_basis(sense_emb: np.ndarray, senses: pd.DataFrame, space: str = "dime
             mask = usable & np.isin(dims, subdims) & (dirs == direction)
             pole_rows.append({"dimension": axis, "direction": direction, "n_senses": int(mask.sum())})
             if not mask.any():
-                raise _ProjectionError(f"pole {direction} of {axis!r} ({'+'.join(subdims)}) has no embedded sense")
+                raise ParameterError(f"pole {direction} of {axis!r} ({'+'.join(subdims)}) has no embedded sense")
             poles[direction] = sense_emb[mask].mean(axis=0)  # Eq. 2, [L, H]
         rows.append(poles["high"] - poles["low"])  # Eq. 3
     directions = np.stack(rows, axis=1)  # [L, D, H]
     if not np.isfinite(directions).all():
-        raise _ProjectionError("pole embeddings contain NaN/inf values")
+        raise ParameterError("pole embeddings contain NaN/inf values")
     pinv = np.stack([linalg.pinv(directions[l].T) for l in range(directions.shape[0])])
     layers = tuple(range(directions.shape[0])) if layers is None else tuple(int(x) for x in layers)
     if len(layers) != directions.shape[0]:
-        raise _ProjectionError(f"{len(layers)} layer labels for {directions.shape[0]} layers")
+        raise ParameterError(f"{len(layers)} layer labels for {directions.shape[0]} layers")
     return _PolarBasis(space, tuple(groups), directions, pinv, layers, pd.DataFrame(pole_rows))
 
 
@@ -180,7 +176,7 @@ def _project(basis: _PolarBasis, X: np.ndarray, layer="all") -> np.ndarray:
     """
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 3 or X.shape[1:] != (basis.pinv.shape[0], basis.pinv.shape[2]):
-        raise _ProjectionError(
+        raise ParameterError(
             f"embeddings of shape {X.shape} do not match the basis ([n, {basis.pinv.shape[0]} layers, "
             f"{basis.pinv.shape[2]} hidden])")
     if layer in ("all", "mean"):
@@ -197,7 +193,7 @@ def _projection_table(basis: _PolarBasis, X: np.ndarray, items: pd.DataFrame, la
     (an int, or ``"mean"``), ``dimension``, ``value``.
     """
     if len(items) != len(X):
-        raise _ProjectionError(f"{len(items)} item rows for {len(X)} embeddings")
+        raise ParameterError(f"{len(items)} item rows for {len(X)} embeddings")
     P = _project(basis, X, layer)
     if layer == "all":
         layer_labels = list(basis.layers)
@@ -246,7 +242,7 @@ def _own_dimension_values(bases: dict[str, _PolarBasis], X: np.ndarray, terms: p
         tab = _projection_table(basis, X[mask], items[mask].assign(_target=target[mask].to_numpy()), layer)
         frames.append(tab[tab["dimension"] == tab["_target"]].drop(columns=["_target", "space"]))
     if not frames:
-        raise _ProjectionError("no term could be evaluated: none of their dimensions is in the bases")
+        raise ParameterError("no term could be evaluated: none of their dimensions is in the bases")
     out = pd.concat(frames, ignore_index=True)
     return out[["term", "dimension", "term_dimension", "direction", "layer", "value"]]
 

@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.cache import _stable_hash
-from ..core.errors import ParameterError, _check_count, _check_positive_int, _check_seed, _is_number
+from ..core.errors import ParameterError, _check_count, _check_positive_int, _check_seed, _check_word_list, _is_number
 from ..core.precision import _number_text, _p_text, _percent_text
 from ..core.stats import (
     _TWO_GROUP_TESTS,
@@ -100,10 +100,6 @@ _JOINT_STATISTICS = ("n_agree_significant", "median_effect")
 _SKIPPED_COLUMNS = ["step", "context_source", "item", "reason"]
 
 
-class _RobustnessError(ValueError):
-    """Inputs the robustness analysis cannot use as given."""
-
-
 # --------------------------------------------------------------------------- choices
 
 
@@ -126,9 +122,9 @@ def _template_sets(templates: Sequence[str] = DEFAULT_TEMPLATES, lead_in: str = 
     original = _check_templates(templates)
     not_first = tuple(t for t in original if not t.lstrip().startswith(_PLACEHOLDER))
     if not not_first:
-        raise _RobustnessError("every template starts with the word; the not_first set would be empty")
+        raise ParameterError("every template starts with the word; the not_first set would be empty")
     if _PLACEHOLDER in lead_in or not lead_in.strip():
-        raise _RobustnessError(f"lead_in must be non-empty text without {_PLACEHOLDER}, got {lead_in!r}")
+        raise ParameterError(f"lead_in must be non-empty text without {_PLACEHOLDER}, got {lead_in!r}")
     return {"original": original, "not_first": not_first, "lead_in": tuple(lead_in + t for t in original)}
 
 
@@ -286,7 +282,7 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
         skipped += [{"step": "contexts", "context_source": source, "item": r.sense_id, "reason": r.reason}
                     for r in pd.concat([sp.contexts.skipped, sp.skipped], ignore_index=True).itertuples()]
     if not spaces:
-        raise _RobustnessError("no context source gave a usable space: " + "; ".join(s["reason"] for s in skipped))
+        raise ParameterError("no context source gave a usable space: " + "; ".join(s["reason"] for s in skipped))
     seconds["spaces"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -321,7 +317,7 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
     for p, w in words.items():
         g = list(dict.fromkeys(pops[p]))
         if len(g) != 2:
-            raise _RobustnessError(f"population {p!r} has groups {g}; the curve compares exactly two")
+            raise ParameterError(f"population {p!r} has groups {g}; the curve compares exactly two")
         groups[p] = tuple(g)
     for source, sp in spaces.items():
         sdims, _ = _space_columns(sp.bases)
@@ -492,7 +488,7 @@ def default_cell_values(inputs: _CurveInputs, population: str, context_source: s
     hit = np.flatnonzero((c["context_source"] == context_source) & (c["template_set"] == template_set)
                          & (c["layer_choice"] == layer_choice))
     if not len(hit):
-        raise _RobustnessError(f"no cell {context_source}/{template_set}/{layer_choice} in the curve inputs")
+        raise ParameterError(f"no cell {context_source}/{template_set}/{layer_choice} in the curve inputs")
     M = inputs.values[population][hit[0]]
     Z = (M - M.mean(axis=0)) / M.std(axis=0)
     w = inputs.words[population]
@@ -524,7 +520,7 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
     joint test's p come from ``summary``.
     """
     lines = []
-    for dim in dimensions:
+    for dim in _check_word_list(dimensions, "dimensions"):
         reg = regression[(regression["population"] == population) & (regression["dimension"] == dim)]
         base = reg[(reg["model"] == "gender") & (reg["term"] != "n_tokens")]
         ctrl = reg[(reg["model"] == "gender + tokens") & (reg["term"] != "n_tokens")]

@@ -37,7 +37,6 @@ from .dictionaries import (
     _DIRECTIONS,
     _MIN_POLE_SIZE,
     _check_poles,
-    _DictionaryError,
     limit_terms,
     load_full_dictionary_terms,
 )
@@ -122,7 +121,7 @@ def _check_space(model, dictionary: pd.DataFrame, source: str = "generated", n_c
     _check_request(dictionary, source, n_contexts, seed, model=generator, names=names)
     try:
         _check_poles(dictionary)
-    except _DictionaryError as exc:
+    except ParameterError as exc:
         raise ParameterError(f"dictionary: {exc}") from None
     if not (isinstance(layers, str) and layers == "all"):
         if isinstance(layers, str) or not isinstance(layers, Sequence) or not layers:
@@ -220,7 +219,7 @@ def _overlapping_axes(space: _StereotypeSpace) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dimension_a", "dimension_b", "n_shared", "shared_terms", "correlation"])
 
 
-def _no_axis(space: _StereotypeSpace, stage: str, out) -> projection._ProjectionError:
+def _no_axis(space: _StereotypeSpace, stage: str, out) -> ParameterError:
     """The error of a space without a single axis, after :func:`dropped_senses` of what was built so far is written
     to ``out`` (a results folder; the message gives the file) or attached to the error (``.dropped``)."""
     dropped = dropped_senses(space)
@@ -233,7 +232,7 @@ def _no_axis(space: _StereotypeSpace, stage: str, out) -> projection._Projection
                  "dropped table (build_space(..., out=folder) writes it)")
     reasons = "; ".join(f"{r.dimension} {r.direction}: {r.reason}" for r in space.untestable.itertuples()
                         if r.direction)
-    error = projection._ProjectionError(
+    error = ParameterError(
         f"no axis can be built {stage}: every dimension has a pole with fewer than {_MIN_POLE_SIZE} terms that kept "
         f"a usable context ({reasons}). {where}. Give these terms contexts of their own (a contexts column in the "
         "dictionary), or more terms on those poles")
@@ -273,7 +272,7 @@ def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_co
     A pole left with fewer than ``dictionaries.MIN_POLE_SIZE`` terms after the
     filters or the embedding makes its axis untestable (:func:`untestable_poles`,
     in :attr:`StereotypeSpace.untestable` and :func:`dropped_senses`): the space is
-    built from the other axes; with none left, a ``ProjectionError`` says why,
+    built from the other axes; with none left, a ``ParameterError`` says why,
     before anything is embedded when the contexts alone decide it, after writing
     :func:`dropped_senses` (the senses and contexts that reached no axis, each with
     its stage and reason) into ``out`` (a results folder) and naming the file; without
@@ -411,7 +410,7 @@ def _leave_one_out_values(space: _StereotypeSpace, dimensions: Sequence[str], la
         try:
             basis = projection._polar_basis(S[keep], senses[keep], "dimensions",
                                             layers=space.bases["dimensions"].layers)
-        except projection._ProjectionError:
+        except ParameterError:
             continue  # the held-out sense was its pole's only one: nothing left to predict it from
         frames.append(projection._own_dimension_values({"dimensions": basis}, S[i:i + 1], senses.iloc[[i]], layer))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -458,7 +457,7 @@ def direction_prediction(model, space: _StereotypeSpace, terms: pd.DataFrame | N
         if len(loo):
             frames.append(loo.assign(evaluation="leave-one-out"))
     if not frames:
-        raise projection._ProjectionError("no term to evaluate the direction prediction on")
+        raise ParameterError("no term to evaluate the direction prediction on")
     values = pd.concat(frames, ignore_index=True)
     accs = [projection._direction_accuracy(v, n_boot=n_boot, seed=seed).assign(evaluation=ev)
             for ev, v in values.groupby("evaluation", sort=False)]
