@@ -18,7 +18,7 @@ Each (device, precision) runs in a cache folder of its own, so that none reads a
 stage, the seconds and the tokens through the model per second (a hook on the input embedding counts them, padding
 and prompts included; for the audit also the generated tokens per second), and per device and precision the largest
 difference of the profiles from the CPU's (per word, in SD units, and per group mean) and whether the audit's
-headline equals the CPU's, field by field. Everything also goes to ``--out`` as JSON, from which the README's
+headline equals the CPU's, field by field. Everything also goes to ``--out`` as JSON, from which benchmarks/README.md's
 figures are copied. ``--reference DIR`` reads the CPU's results from an earlier run (written there when missing),
 so the CPU stages run once per machine. ``--quick``: 12 names per group and 80 audit prompts per group, to try the
 script; its numbers are not the check.
