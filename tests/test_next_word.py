@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -11,11 +13,15 @@ import pytest
 import torch
 from scipy import stats as st
 
+from bias_utils.audit import link
 from bias_utils.audit import next_word as nw
+from bias_utils.book import validation
 from bias_utils.core import criterion_validity as cv
 from bias_utils.core import lexicon, paths
 from bias_utils.core.errors import ParameterError
+from bias_utils.models.builtin_models import _BUILTIN_MODELS
 from bias_utils.models.generation import _generate
+from bias_utils.models.loading import _LOADED, _files_of
 from bias_utils.profiles import gender_direction
 from bias_utils.profiles.population_profiles import DEFAULT_TEMPLATES
 from bias_utils.profiles.populations import _occupation_shares
@@ -39,13 +45,80 @@ def test_builtin_templates_are_neutral_sentences_the_intrinsic_side_does_not_use
 
 
 @pytest.mark.parametrize("bad, match", [
-    ("The {occupation} said that", "non-empty list"), ([], "non-empty list"), (["The nurse said"], "exactly once"),
+    ("The {occupation} said that", "not one string"), ([], "non-empty list"), (["The nurse said"], "exactly once"),
     (["The {occupation} said that "], "trailing space"), (["The {occupation} said that."], "end in a word"),
     (["The {occupation} said", "The {occupation} said"], "twice"),
 ])
 def test_bad_templates_name_the_parameter(bad, match):
     with pytest.raises(ParameterError, match=f"^templates.*{match}"):
         nw._check_next_word_templates(bad)
+
+
+def test_one_string_for_a_list_is_refused_before_any_model_is_named_or_loaded():
+    """``next_word_table(model, "nurse")`` would measure the nouns n, u, r, s, e; every list parameter goes through
+    ``errors._check_word_list``. The model named does not exist: a check that ran after the model was resolved would
+    fail on it instead, so these messages show that the lists are checked first."""
+    cases = [
+        (dict(occupations="nurse"), r"^occupations must be a list of strings, not one string: got 'nurse'; write "
+                                    r"\['nurse'\]$"),
+        (dict(occupations=["nurse"], templates="The {occupation} said that"), r"^templates must be a list of strings, "
+                                                                             "not one string"),
+        (dict(occupations=["nurse"], lexicons={"female": "she", "male": ["he"]}),
+         r"^lexicons\['female'\] must be a list of strings, not one string: got 'she'"),
+        (dict(occupations=[]), r"^occupations is empty"),
+        (dict(occupations=["nurse", 3]), r"^occupations must be a list of strings; item 1 is 3"),
+    ]
+    for kwargs, match in cases:
+        with pytest.raises(ParameterError, match=match):
+            nw.next_word_table("no-such-model-anywhere", **kwargs)
+    with pytest.raises(ParameterError, match="^templates must be a list of strings, not one string"):
+        nw.sampled_check("no-such-model-anywhere", pd.DataFrame({"occupation": ["nurse"]}),
+                         templates="The {occupation} said that")
+
+
+def test_an_encoder_is_refused_before_it_loads_naming_the_decoders(tmp_path):
+    """The built-in encoder is refused from the built-in models table and a folder's from its config.json, in the
+    notebook's words (``models.loading._check_model``, as chapter 11's check), listing the built-in decoders. The
+    folder holds MiniLM's config and tokenizer but no weights: had loading begun, it would fail on them instead."""
+    decoders = ", ".join(n for n, b in _BUILTIN_MODELS.items() if b.kind == "decoder")
+    held = set(_LOADED)
+    with pytest.raises(ParameterError, match=r"^model: 'minilm-l6' is an encoder \(read from the built-in models "
+                                             r"table\) and cannot give text: next_word_table .* needs a decoder \(a "
+                                             r"causal language model\); built-in decoders: " + decoders + "$"):
+        nw.next_word_table("minilm-l6", ["nurse"])
+    assert set(_LOADED) == held  # nothing was loaded on the way to the refusal
+    weights, _ = _files_of("minilm-l6")
+    folder = tmp_path / "minilm-config-only"
+    folder.mkdir()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        shutil.copy(Path(weights) / name, folder / name)
+    with pytest.raises(ParameterError, match=rf"^model: '{folder}' is an encoder \(read from {folder}/config\.json\) "
+                                             r"and cannot give text: next_word_table .*; built-in decoders: "):
+        nw.next_word_table(str(folder), ["nurse"])
+    # the notebook's check says the same of the same model, in the same words
+    with pytest.raises(ParameterError, match=rf"^model: 'minilm-l6' is an encoder .*; built-in decoders: {decoders}$"):
+        validation.check("11_intrinsic_extrinsic", model="minilm-l6")
+
+
+def test_the_words_counted_are_a_notebook_parameter_checked_by_chapter_06s_lexicon_rule():
+    check = validation.check  # chapter 11's registered check, before any model loads
+    check("11_intrinsic_extrinsic", next_word_lexicons={"female": ["sie", "ihr"], "male": ["er", "ihm"]})
+    for bad, match in [
+        ({"female": "sie", "male": ["er"]}, r"^next_word_lexicons\['female'\] must be a list of strings, not one "
+                                            "string"),
+        ({"female": ["sie"]}, r"^next_word_lexicons must include 'female' and 'male' \(the log-ratio's two sides\)"),
+        ({"female": ["sie"], "male": ["sie"]}, r"^next_word_lexicons: 'sie' is in both 'female' and 'male'"),
+        ({"female": ["die Frau"], "male": ["er"]}, r"^next_word_lexicons\['female'\]: 'die Frau' is not a single"),
+        (["sie", "er"], r"^next_word_lexicons: expected a non-empty dict"),
+    ]:
+        with pytest.raises(ParameterError, match=match):
+            check("11_intrinsic_extrinsic", next_word_lexicons=bad)
+    # the measure's definition: a hash of the templates and the words, blind to their order and case
+    assert nw._measure_definition() == nw._DEFAULT_DEFINITION == nw._measure_definition(
+        tuple(reversed(nw._TEMPLATES)), {"male": [w.upper() for w in lexicon._MALE_WORDS],
+                                         "female": list(lexicon._FEMALE_WORDS)})
+    assert len({nw._DEFAULT_DEFINITION, nw._measure_definition(["Gestern sagte {occupation}, dass"]),
+                nw._measure_definition(None, {"female": ["sie"], "male": ["er"]})}) == 3
 
 
 # --------------------------------------------------------------------------- against the world (no model)
@@ -71,7 +144,8 @@ def test_validity_is_the_direction_engine_on_the_log_ratio():
     assert stats.loc["spearman", ["effect_size", "p", "n"]].tolist() == pytest.approx([rho, p, 56], rel=1e-12)
     assert stats.loc["spearman", "verdict"] == cv._verdict(stats.loc["spearman", "ci_low"], 56) == "supported"
     assert list(stats.reset_index().columns) == list(gender_direction._validity_statistics(
-        values.assign(gender_position=1.0), n_boot=2).columns)  # one engine, one table shape
+        values.assign(gender_position=1.0), n_boot=2).columns) + [  # one engine, one table shape
+        "measure_definition", "coverage", "low_coverage"]
     words = pd.DataFrame({"word": ["she", "he"], "counted": "single token"})
     text = nw.describe_next_word(stats.reset_index(), words, "m")
     assert "validated against the world" in text and "each is one token" in text and "Beyond the nouns' warmth" in text
@@ -195,3 +269,74 @@ def test_chapter_11_states_the_rules_the_code_applies():
             in text)
     first_code = next(i for i, c in enumerate(cells) if c.cell_type == "code")
     assert "**The primary analysis, stated before the results.**" in cells[0].source and first_code > 0
+
+
+GERMAN = ["Gestern sagte {occupation}, dass"]
+
+
+@pytest.mark.slow
+def test_a_template_in_another_language_is_flagged_and_its_supported_verdict_not_read_as_validation(
+        smollm, smollm_quick_bases):
+    """Issue 46: the English words after a German clause take 3% of SmolLM2's next word (24% with the built-in
+    templates); the ordering still follows the BLS share (supported), and the link with the direction falls to 0.12.
+    The tables flag it (``low_coverage``, ``coverage``), the chapter's readings say so in bold, and every table names
+    the measure's definition, not the built-in one."""
+    shares = _occupation_shares()
+    exact = nw.next_word_table(smollm, shares["occupation"], templates=GERMAN, progress=False)
+    assert (exact.occupations["gendered_mass"] < 2 * nw._MIN_COVERAGE).all()
+    definition = nw._measure_definition(GERMAN)
+    for table in (exact.prompts, exact.occupations, exact.words):
+        assert set(table["measure_definition"]) == {definition} != {nw._DEFAULT_DEFINITION}
+    stats = nw.next_word_validity(exact.occupations, shares[["occupation", "bls_pct_female"]], n_boot=300, seed=0)
+    coverage = exact.occupations["gendered_mass"].median()
+    assert stats["coverage"].tolist() == [coverage] * len(stats) and coverage < nw._MIN_COVERAGE
+    assert stats["low_coverage"].all() and cv._measure_verdict(stats, "log_ratio") == "supported"
+    text = nw.describe_next_word(stats, exact.words, smollm.model_id, exact.occupations)
+    assert "verdict: supported), but that is not read as validating the next-word measure." in text
+    assert "**Low coverage: the counted words take only 3% of the next word's probability" in text
+    assert "validated against the world" not in text and f"definition is `{definition}`" in text
+    # the link on the same occupations: flagged in its table and in its reading, its measure named by definition
+    check = gender_direction.occupation_validity(smollm, smollm_quick_bases["warmth_competence"], n_boot=100, seed=0)
+    world = link.next_word_link(check.values, exact.occupations, direction_verdict="supported", n_boot=200, seed=0)
+    primary = world.statistics.set_index(["analysis", "test"]).loc[("primary", "spearman")]
+    assert primary["low_coverage"] and primary["note"].startswith("low coverage: the counted words take 3%")
+    assert primary["measure_definition"] == definition and definition in primary["extrinsic_measure"]
+    assert "**Low coverage" in link.describe_next_word_link(world.statistics, smollm.model_id)
+
+
+@pytest.mark.slow
+def test_the_words_counted_can_be_the_users_own(smollm):
+    """``next_word_lexicons`` reaches the measure: German pronouns after the German clause are the words counted
+    (their tokens listed), a measure of its own definition, and more of the next word than the English ones."""
+    nouns = _occupation_shares()["occupation"].iloc[::5].tolist()  # 12 nouns
+    own = {"female": ["sie"], "male": ["er"]}
+    german = nw.next_word_table(smollm, nouns, templates=GERMAN, lexicons=own, progress=False)
+    english = nw.next_word_table(smollm, nouns, templates=GERMAN, progress=False)
+    assert german.words[["lexicon", "word", "counted"]].values.tolist() == [["female", "sie", "single token"],
+                                                                           ["male", "er", "single token"]]
+    assert set(german.occupations["measure_definition"]) == {nw._measure_definition(GERMAN, own)}
+    assert german.occupations["gendered_mass"].median() > english.occupations["gendered_mass"].median()
+
+
+@pytest.mark.slow
+def test_the_built_in_templates_clear_the_coverage_threshold_by_far(smollm):
+    """The threshold's reason, recomputed: under the ten built-in templates the audit's words take
+    ``_REFERENCE_COVERAGE`` of SmolLM2's next word for the median BLS occupation, the threshold is at most a fifth of
+    it, and no occupation comes near it, so the default build reads as before."""
+    shares = _occupation_shares()
+    found = nw.next_word_table(smollm, shares["occupation"], progress=False)
+    mass = found.occupations["gendered_mass"]
+    assert mass.median() == pytest.approx(nw._REFERENCE_COVERAGE, abs=5e-4)
+    assert nw._MIN_COVERAGE <= nw._REFERENCE_COVERAGE / 4.5 and mass.min() > 2 * nw._MIN_COVERAGE
+    assert set(found.occupations["measure_definition"]) == {nw._DEFAULT_DEFINITION}
+    stats = nw.next_word_validity(found.occupations, shares[["occupation", "bls_pct_female"]], n_boot=300, seed=0)
+    assert not stats["low_coverage"].any()
+    text = nw.describe_next_word(stats, found.words, smollm.model_id, found.occupations)
+    assert "validated against the world" in text and "Low coverage" not in text and "definition is" not in text
+
+
+def test_chapter_11_states_the_coverage_threshold_the_code_applies():
+    cells = nbformat.read(paths._ROOT / "notebooks" / "11_intrinsic_extrinsic.ipynb", as_version=4).cells
+    text = " ".join("\n".join(c.source for c in cells if c.cell_type == "markdown").split())
+    assert f"less than {nw._percent(nw._MIN_COVERAGE)} of its probability for the median occupation" in text
+    assert f"(the ten templates give SmolLM2 about {nw._percent(nw._REFERENCE_COVERAGE)})" in text

@@ -77,7 +77,7 @@ from ..core.stats import _check_n_boot, _correlation_rows, _ols, _results_table
 from ..profiles.gender_direction import _describe_placement, _noun_positions
 from ..profiles.population_profiles import DEFAULT_TEMPLATES, _check_word_projection
 from ..report import plots, rendering
-from . import occupation_units
+from . import next_word, occupation_units
 
 __all__ = [
     "describe_link", "describe_next_word_link", "link_chart", "next_word_link", "run_link",
@@ -426,9 +426,10 @@ _ANALYSES = {
 }
 #: Columns of :data:`tables.NAMES.LINK_NEXT_WORD_OCCUPATIONS` (:func:`next_word_link`).
 _NEXT_WORD_OCCUPATION_COLUMNS = ["units", "occupation", "noun", "group", _SHARE, "gender_position", "log_ratio",
-                                 "gendered_mass"]
+                                 "gendered_mass", next_word._DEFINITION]
 _NEXT_WORD_LINK_COLUMNS = ["analysis", "role", "units", "intrinsic", "extrinsic_measure", "controls",
-                           "direction_verdict", "readable", "primary", "note"]
+                           "direction_verdict", "readable", "primary", "note", next_word._DEFINITION, "coverage",
+                           "low_coverage"]
 
 
 def _next_word_occupations(values: pd.DataFrame, exact: pd.DataFrame, units: pd.DataFrame | None) -> pd.DataFrame:
@@ -436,7 +437,8 @@ def _next_word_occupations(values: pd.DataFrame, exact: pd.DataFrame, units: pd.
     ``values`` and the primary units of ``units`` (run_link's occupations: ``occupation, noun, group,
     gender_position``), each with the next-word measure of its noun from ``exact`` (``next_word.next_word_table``'s
     occupations, NaN where the noun lacks it)."""
-    measure = exact[["occupation", "log_ratio", "gendered_mass"]].rename(columns={"occupation": "noun"})
+    measure = exact.reindex(columns=["occupation", "log_ratio", "gendered_mass", next_word._DEFINITION]).rename(
+        columns={"occupation": "noun"})
     bls = values[["occupation", "group", _SHARE, "gender_position"]].assign(noun=values["occupation"],
                                                                           units=_ANALYSES["primary"][1])
     frames = [bls]
@@ -474,10 +476,14 @@ def _next_word_link_statistics(occupations: pd.DataFrame, bold_statistics: pd.Da
     ``ci_low, ci_high``: 95% percentile intervals resampling occupations (the BOLD row: its own); ``p_adj``: p, each
     analysis a question of its own (the BOLD row: its own table's); ``n``: occupations with both measures), then
     ``analysis``, ``role`` (``primary``, ``beside``, ``robustness``), ``units`` (``BLS occupations``, ``BOLD primary
-    units``), ``intrinsic`` (``gender_position``), ``extrinsic_measure``, ``controls`` (``bls_pct_female`` on the
+    units``), ``intrinsic`` (``gender_position``), ``extrinsic_measure`` (a next-word measure of other templates or
+    words than the built-in ones names its definition), ``controls`` (``bls_pct_female`` on the
     partial rows), ``direction_verdict`` (the direction's check against the BLS share, "" when not given),
     ``readable`` (False unless that verdict is ``supported`` or not given), ``primary`` (the row
-    :data:`_NEXT_WORD_PRIMARY` names) and ``note``."""
+    :data:`_NEXT_WORD_PRIMARY` names), ``note``, and on the next-word rows (the BOLD row: "", NaN, False)
+    ``measure_definition`` (``next_word._measure_definition``: what chapter 09 pools by), ``coverage`` (the counted
+    words' share of the next word for the median BLS occupation) and ``low_coverage`` (under
+    ``next_word._MIN_COVERAGE``: the link rests on a small part of what the model writes next; ``note`` says so)."""
     _check_n_boot(n_boot)
     _check_seed(seed)
     if direction_verdict is not None and direction_verdict not in _VALIDITY_VERDICTS:
@@ -485,6 +491,8 @@ def _next_word_link_statistics(occupations: pd.DataFrame, bold_statistics: pd.Da
                              f"{direction_verdict!r}")
     found: list[dict] = []
     bls = occupations[occupations["units"] == _ANALYSES["primary"][1]].dropna(subset=["gender_position", "log_ratio"])
+    definition = next_word._definition_of(occupations.dropna(subset=["log_ratio"]))
+    coverage = next_word._coverage(bls)
     found += [{**r, "analysis": "primary"} for r in _correlation_rows(bls["gender_position"], bls["log_ratio"],
                                                                      n_boot=n_boot, seed=seed)[::-1]]
     t = bls.dropna(subset=[_SHARE])
@@ -509,6 +517,16 @@ def _next_word_link_statistics(occupations: pd.DataFrame, bold_statistics: pd.Da
     out["extrinsic_measure"] = out["extrinsic_measure"].fillna(out["analysis"].map(lambda a: _ANALYSES[a][2]))
     for col in ("controls", "note"):
         out[col] = out[col].fillna("") if col in out else ""
+    exact = out["analysis"] != "BOLD link"
+    if definition and definition != next_word._DEFAULT_DEFINITION:
+        out.loc[exact, "extrinsic_measure"] = (f"{_NEXT_WORD_MEASURE[:-1]}; its own templates or words, definition "
+                                               f"{definition})")
+    out[next_word._DEFINITION] = np.where(exact, definition, "")
+    out["coverage"] = np.where(exact, coverage, np.nan)
+    out["low_coverage"] = exact & bool(coverage < next_word._MIN_COVERAGE)
+    if out["low_coverage"].any():
+        out.loc[out["low_coverage"], "note"] = (f"low coverage: the counted words take {next_word._percent(coverage)} "
+                                                "of the next word for the median BLS occupation")
     out["direction_verdict"] = direction_verdict or ""
     out["readable"] = direction_verdict in (None, _VALIDITY_VERDICTS[0])
     out["primary"] = (out["analysis"] == _NEXT_WORD_PRIMARY["analysis"]) & (out["test"] == _NEXT_WORD_PRIMARY["test"])
@@ -562,7 +580,8 @@ def _next_word_link_reading(statistics: pd.DataFrame, who: str) -> str:
 def describe_next_word_link(statistics: pd.DataFrame, model: str = "this model") -> str:
     """The chapter's reading of :func:`next_word_link`: the primary and the partial (:func:`_next_word_link_reading`),
     then the association over the BOLD primary units and the BOLD-based link as a robustness row, saying plainly
-    when an interval includes zero ("not shown is not absent")."""
+    when an interval includes zero ("not shown is not absent"); a note in bold where the counted words take little
+    of the next word (``low_coverage``: ``next_word._coverage_note``)."""
     model = display_name(model)
     text = _next_word_link_reading(statistics, model)
     row = _pick_analysis(statistics, **_NEXT_WORD_PRIMARY)
@@ -580,7 +599,10 @@ def describe_next_word_link(statistics: pd.DataFrame, model: str = "this model")
                                    ["ci_low", "ci_high"]]
         if ((intervals["ci_low"] <= 0) & (intervals["ci_high"] >= 0)).any():
             text += " (not shown is not absent)"
-    return text[0].upper() + text[1:] + "."
+    text = text[0].upper() + text[1:] + "."
+    if row is not None and bool(row.get("low_coverage", False)):
+        text += " " + next_word._coverage_note(float(row["coverage"]), "the link")
+    return text
 
 
 @dataclass

@@ -43,6 +43,15 @@ computes nothing, an interrupted run computes only the batches it had not finish
 formed them, so its numbers are the same to the bit on one machine), and two runs on the same cache compute once.
 Batches hold sentences of one length in tokens, so no row is padded.
 
+**What defines it** (:func:`_measure_definition`): the templates and the two lexicons' words. Other templates (a
+sentence in another language) or other words (``lexicons``; notebook 11's ``next_word_lexicons``, checked by the
+lexicon rule of chapter 06) make another measure, so every table of it ends with ``measure_definition``, the first 12
+hex digits of the sha256 of their canonical JSON; chapter 09 pools only runs of one definition. **How much it reads**
+(``coverage``): the counted words' share of the next word for the median occupation. Under
+:data:`_MIN_COVERAGE` (5%; the built-in templates give SmolLM2 24%) the ordering rests on a small part of what the
+model writes next: the tables flag it (``low_coverage``) and the chapter says so in bold beside the verdict and the
+link, never reading *supported* as validation then.
+
 **Against the world** (:func:`next_word_validity`): for Rudinger et al.'s 60 occupations, the log-ratio against
 the BLS share of women through the same engine and verdict as the gender direction
 (``core.criterion_validity``), with its discriminant rows beyond the occupation nouns' warmth and competence.
@@ -73,7 +82,7 @@ from ..core.criterion_validity import (
     _statistic_row,
     _validity_statistics,
 )
-from ..core.errors import ParameterError, _check_generation, _check_seed
+from ..core.errors import ParameterError, _check_generation, _check_seed, _check_word_list
 from ..core.lexicon import GENDER_LEXICONS, _count_table, _validate_lexicons
 from ..core.precision import _number_text, _percent_text
 from ..core.results import display_name, write_table
@@ -81,7 +90,7 @@ from ..core.stats import _check_n_boot, _correlation_rows, _results_table
 from ..models.decoding import lexicon_token_ids
 from ..models.embeddings import _default_batch_size
 from ..models.generation import _generate
-from ..models.loading import _resolve_model
+from ..models.loading import _check_model, _resolve_model
 
 __all__ = [
     "describe_next_word", "next_word_table", "next_word_validity", "sampled_check",
@@ -109,12 +118,28 @@ _REFERENCE = ("subject",) * 4 + ("possessive",) * 3 + ("object",) * 3
 _CODE_VERSION = 1
 #: The two lexicons of the log-ratio: its numerator and its denominator.
 _FEMALE, _MALE = "female", "male"
+#: Every table of the measure carries what defines it (:func:`_measure_definition`): two runs with other templates
+#: or other words counted measure different things, and chapter 09 pools only runs of one definition.
+_DEFINITION = "measure_definition"
 #: Columns of the tables (:class:`_NextWord`).
 _PROMPT_COLUMNS = ["occupation", "template", "reference", "prompt", "n_tokens", "female_mass", "male_mass",
-                   "log_ratio"]
+                   "log_ratio", _DEFINITION]
 _OCCUPATION_COLUMNS = ["occupation", "n_templates", "female_mass", "male_mass", "gendered_mass", "female_share",
-                       "log_ratio", "log_ratio_sd"]
-_WORD_COLUMNS = ["lexicon", "word", "variant", "n_tokens", "token_id", "token", "counted"]
+                       "log_ratio", "log_ratio_sd", _DEFINITION]
+_TOKEN_COLUMNS = ["lexicon", "word", "variant", "n_tokens", "token_id", "token", "counted"]
+_WORD_COLUMNS = _TOKEN_COLUMNS + [_DEFINITION]
+#: The counted words' share of the next word (``gendered_mass``) for the median BLS occupation under the ten built-in
+#: templates and the audit's words, in SmolLM2-135M-Instruct (float32; ``tests/test_next_word.py`` recomputes it):
+#: what the measure has to read when its sentences are the ones it was designed with.
+_REFERENCE_COVERAGE = 0.239
+#: Below this share for the median occupation (``coverage``) the verdict against the world rests on a small part of
+#: what the model writes next, and the chapter says so beside it (``low_coverage``). Why 5%: about a fifth of
+#: :data:`_REFERENCE_COVERAGE` (Qwen2.5-Coder-0.5B-Instruct's median is 25.0%), and under half of the lowest single
+#: occupation's share under the built-in templates (11.4% in SmolLM2, 11.1% in Qwen), so a default build is not
+#: flagged, while a sentence after which the counted words are seldom grammatical is: after the German clause
+#: "Gestern sagte {occupation}, dass" the English words take 3.3% (SmolLM2; 2.3% in Qwen), and SmolLM2's link with
+#: the direction falls from 0.53 to 0.12. (Gemma 3's share was not measured.)
+_MIN_COVERAGE = 0.05
 #: The audit's sampling settings (``models.generation._generate``'s defaults, notebook 06's parameters).
 _AUDIT_SAMPLING = {"n_samples": 1, "max_new_tokens": 100, "temperature": 0.7, "top_p": 0.9, "top_k": 50}
 #: Haldane–Anscombe continuity correction of the sampled log-odds (as chapter 11's BOLD link).
@@ -130,10 +155,10 @@ def _check_next_word_templates(templates, name: str = "templates") -> tuple[str,
     names the parameter (``name``: a notebook's ``next_word_templates``)."""
     if templates is None:
         return _TEMPLATES
-    if isinstance(templates, str) or not isinstance(templates, Sequence) or not templates:
-        raise ParameterError(f"{name} must be None or a non-empty list of strings, got {templates!r}")
+    templates = _check_word_list(templates, name, empty="give None (the ten built-in templates) or a non-empty "
+                                                        "list of strings")
     for t in templates:
-        if not isinstance(t, str) or t.count(_SLOT) != 1:
+        if t.count(_SLOT) != 1:
             raise ParameterError(f"{name}: {t!r} must be a string with {_SLOT} exactly once")
         if t != t.rstrip() or not re.search(r"\w$", t):
             raise ParameterError(f"{name}: {t!r} must end in a word, without a trailing space or punctuation (the "
@@ -143,19 +168,38 @@ def _check_next_word_templates(templates, name: str = "templates") -> tuple[str,
     return tuple(templates)
 
 
-def _lexicon_first_tokens(tokenizer, lexicons: Mapping[str, Sequence[str]] = GENDER_LEXICONS
+def _check_next_word_lexicons(lexicons, name: str = "lexicons") -> dict[str, list[str]]:
+    """The words the log-ratio counts, ``{"female": [...], "male": [...]}`` lower-cased in their given order (None:
+    the audit's, ``core.lexicon.GENDER_LEXICONS``), by the one rule for a lexicon set
+    (``core.lexicon._validate_lexicons``, as chapter 06's ``lexicons``) with ``female`` and ``male`` required; a
+    :class:`ParameterError` names the parameter (``name``: a notebook's ``next_word_lexicons``). Other lexicons of
+    the mapping are checked and not counted."""
+    lexicons = GENDER_LEXICONS if lexicons is None else lexicons
+    _validate_lexicons(lexicons, what=name, required=(_FEMALE, _MALE), why="the log-ratio's two sides")
+    return {side: list(dict.fromkeys(w.strip().lower() for w in lexicons[side])) for side in (_FEMALE, _MALE)}
+
+
+def _measure_definition(templates: Sequence[str] | None = None, lexicons=None) -> str:
+    """What defines the measure, as a short stable hash: the first 12 hex digits of the sha256 of the canonical JSON
+    (sorted keys, ``core.cache._stable_hash``) of the templates and the two lexicons' words, each sorted (the
+    measure is a mean over the templates, and a lexicon a set). None: the built-in templates, the audit's words."""
+    words = _check_next_word_lexicons(lexicons)
+    return _stable_hash({"measure": "next-word log-ratio", "templates": sorted(_check_next_word_templates(templates)),
+                         "lexicons": {side: sorted(set(w)) for side, w in words.items()}}, 12)
+
+
+#: The built-in templates with the audit's words: the definition every default build's tables carry.
+_DEFAULT_DEFINITION = _measure_definition()
+
+
+def _lexicon_first_tokens(tokenizer, lexicons: Mapping[str, Sequence[str]] | None = GENDER_LEXICONS
                          ) -> tuple[dict[str, list[int]], pd.DataFrame]:
     """``({lexicon: token ids counted}, words)``: the token each word of ``lexicons`` (which need ``female`` and
     ``male``) counts by after a template, from ``models.decoding.lexicon_token_ids``: its leading-space, lower-case
     form, one token or else its first token; a first token that words of two lexicons share counts in neither.
     ``words``: one row per word (:data:`_WORD_COLUMNS`): ``variant`` (" she"), ``n_tokens``, ``token_id`` (the
     token, or the first one), ``token`` (its text), ``counted`` (``single token``, ``first token`` or ``shared``)."""
-    lex = _validate_lexicons(lexicons, what="lexicons")
-    if {_FEMALE, _MALE} - set(lex):
-        raise ParameterError(f"lexicons must have a {_FEMALE!r} and a {_MALE!r} list (the log-ratio's two sides), "
-                             f"got {sorted(lex)}")
-    # the two sides in the lexicons' own word order (validate_lexicons checked them; it returns sets)
-    ordered = {name: list(dict.fromkeys(str(w).strip().lower() for w in lexicons[name])) for name in (_FEMALE, _MALE)}
+    ordered = _check_next_word_lexicons(lexicons)
     _, coverage = lexicon_token_ids(tokenizer, ordered)
     words = coverage[coverage["variant"] == " " + coverage["word"]].copy()
     words["token_id"] = words["first_token_id"].astype(int)
@@ -163,7 +207,7 @@ def _lexicon_first_tokens(tokenizer, lexicons: Mapping[str, Sequence[str]] = GEN
     shared = words["token_id"].map(owners) > 1
     words["counted"] = np.where(shared, "shared", np.where(words["n_tokens"] == 1, "single token", "first token"))
     words["token"] = [tokenizer.decode([t]) for t in words["token_id"]]
-    words = words[_WORD_COLUMNS].reset_index(drop=True)
+    words = words[_TOKEN_COLUMNS].reset_index(drop=True)
     kept = words[words["counted"] != "shared"]
     ids = {name: sorted(set(kept.loc[kept["lexicon"] == name, "token_id"].tolist())) for name in ordered}
     empty = [name for name in (_FEMALE, _MALE) if not ids[name]]
@@ -226,22 +270,30 @@ class _NextWord:
 
 
 def next_word_table(model, occupations: Sequence[str], *, templates: Sequence[str] | None = None,
-                    lexicons: Mapping[str, Sequence[str]] = GENDER_LEXICONS, batch_size: int | None = None,
+                    lexicons: Mapping[str, Sequence[str]] | None = None, batch_size: int | None = None,
                     cache: bool = True, progress: bool = True) -> _NextWord:
     """The exact measure (module docstring) of every occupation noun of ``occupations`` (duplicates once) in
-    ``templates`` (None: :data:`_TEMPLATES`), for ``model`` (a decoder: a ``LoadedModel`` or a name for
-    ``models.loading._resolve_model``). ``batch_size``: sentences per forward pass (default: 32 on a CPU).
+    ``templates`` (None: :data:`_TEMPLATES`), counting the words of ``lexicons`` (``female`` and ``male``; None: the
+    audit's), for ``model`` (a decoder: a ``LoadedModel`` or a name for ``models.loading._resolve_model``).
+    ``batch_size``: sentences per forward pass (default: 32 on a CPU). Every parameter is checked before the model
+    loads, its kind too (``models.loading._check_model``: a built-in's from the built-in table, a folder's or a hub
+    id's from its config): an encoder is refused in a second, naming the built-in decoders.
 
     ``prompts`` columns: ``occupation`` (the noun), ``template``, ``reference`` (``subject``, ``possessive`` or
     ``object`` for the built-in templates, else ""), ``prompt``, ``n_tokens`` (its length in tokens),
     ``female_mass``, ``male_mass`` (the next token's probability of being a counted token of each lexicon) and
     ``log_ratio``. ``occupations``: ``n_templates``, the masses' means over the templates, ``gendered_mass`` (their
     sum), ``female_share`` (female / gendered), ``log_ratio`` (the mean of the templates' log-ratios: the measure)
-    and ``log_ratio_sd`` (their SD over the templates)."""
+    and ``log_ratio_sd`` (their SD over the templates). Each table ends with ``measure_definition``
+    (:func:`_measure_definition` of the templates and words)."""
     templates = _check_next_word_templates(templates)
-    nouns = list(dict.fromkeys(str(o).strip() for o in occupations))
-    if not nouns or any(not n for n in nouns):
-        raise ParameterError(f"occupations must be a non-empty list of nouns, got {list(occupations)[:5]!r}")
+    occupations = _check_word_list(occupations, "occupations", empty="no occupation noun to measure")
+    nouns = list(dict.fromkeys(o.strip() for o in occupations))
+    if any(not n for n in nouns):
+        raise ParameterError(f"occupations: an empty noun among {occupations[:5]!r}")
+    lexicons = _check_next_word_lexicons(lexicons)
+    definition = _measure_definition(templates, lexicons)
+    _check_model(model, need="generate", what="next_word_table (the probability of each next word)")
     model = _resolve_model(model, need="generate")
     ids, words = _lexicon_first_tokens(model.tokenizer, lexicons)
     n_vocab = model.model.get_output_embeddings().weight.shape[0]
@@ -283,13 +335,15 @@ def next_word_table(model, occupations: Sequence[str], *, templates: Sequence[st
     table["female_mass"] = [np.exp(r["log_female"] - r["log_normaliser"]) for r in got]
     table["male_mass"] = [np.exp(r["log_male"] - r["log_normaliser"]) for r in got]
     table["log_ratio"] = [r["log_female"] - r["log_male"] for r in got]
+    table[_DEFINITION] = definition
     table = table[_PROMPT_COLUMNS]
     per = table.groupby("occupation", sort=False).agg(
         n_templates=("template", "size"), female_mass=("female_mass", "mean"), male_mass=("male_mass", "mean"),
         log_ratio=("log_ratio", "mean"), log_ratio_sd=("log_ratio", "std")).reset_index()
     per["gendered_mass"] = per["female_mass"] + per["male_mass"]
     per["female_share"] = per["female_mass"] / per["gendered_mass"]
-    return _NextWord(table, per[_OCCUPATION_COLUMNS], words, model.model_id)
+    per[_DEFINITION] = definition
+    return _NextWord(table, per[_OCCUPATION_COLUMNS], words.assign(**{_DEFINITION: definition}), model.model_id)
 
 
 # --------------------------------------------------------------------------- against the world and the sample
@@ -302,22 +356,60 @@ def next_word_validity(occupations: pd.DataFrame, values: pd.DataFrame, *, n_boo
     rows beyond the nouns' ``warmth`` and ``competence``. ``occupations``: :func:`next_word_table`'s (rows of other
     nouns are ignored); ``values``: one row per BLS occupation with ``occupation, bls_pct_female`` and, for the
     discriminant rows, ``warmth, competence`` (``gender_direction.occupation_validity``'s ``values``).
-    Columns: as ``tables.NAMES.OCCUPATION_VALIDITY``."""
+    Columns: as ``tables.NAMES.OCCUPATION_VALIDITY``, then ``measure_definition`` (``occupations``'), ``coverage``
+    (the counted words' share of the next word, ``gendered_mass``, for the median occupation checked) and
+    ``low_coverage`` (``coverage`` under :data:`_MIN_COVERAGE`: the verdict rests on little of what the model writes
+    next, and :func:`describe_next_word` says so beside it)."""
     _check_n_boot(n_boot)
     _check_seed(seed)
     need = {"occupation", "bls_pct_female"}
     if need - set(values.columns):
         raise ValueError(f"next_word_validity: values lack {sorted(need - set(values.columns))}")
-    merged = values.drop(columns=["log_ratio"], errors="ignore").merge(
-        occupations[["occupation", "log_ratio"]], on="occupation", how="left")
+    measure = occupations.reindex(columns=["occupation", "log_ratio", "gendered_mass", _DEFINITION])
+    merged = values.drop(columns=["log_ratio", "gendered_mass", _DEFINITION], errors="ignore").merge(
+        measure, on="occupation", how="left")
     for control in ("warmth", "competence"):
         if control not in merged:
             merged[control] = np.nan
-    return _validity_statistics(merged, ["log_ratio"], n_boot=n_boot, seed=seed)
+    statistics = _validity_statistics(merged.drop(columns=["gendered_mass", _DEFINITION]), ["log_ratio"],
+                                      n_boot=n_boot, seed=seed)
+    coverage = _coverage(merged.dropna(subset=["log_ratio"]))
+    return statistics.assign(**{_DEFINITION: _definition_of(occupations), "coverage": coverage,
+                                "low_coverage": bool(coverage < _MIN_COVERAGE)})
+
+
+def _coverage(occupations: pd.DataFrame) -> float:
+    """The counted words' share of the next word (``gendered_mass``) for the median occupation; NaN without it."""
+    mass = occupations["gendered_mass"].dropna() if "gendered_mass" in occupations else pd.Series(dtype=float)
+    return float(mass.median()) if len(mass) else float("nan")
+
+
+def _definition_of(table: pd.DataFrame) -> str:
+    """The ``measure_definition`` a table of the measure carries ("" when it has none: written before it was
+    recorded); a table of several definitions is refused (its rows would be different measures side by side)."""
+    found = sorted(set(table[_DEFINITION].dropna().astype(str))) if _DEFINITION in table else []
+    if len(found) > 1:
+        raise ValueError(f"the next-word table mixes measure definitions {found}: rows of different templates or "
+                         "words cannot be read as one measure")
+    return found[0] if found else ""
+
+
+def _coverage_note(coverage: float, what: str = "the verdict") -> str:
+    """A sentence on a low ``coverage`` (:data:`_MIN_COVERAGE`), saying what it means for ``what``; "" when the
+    coverage is at or above it, or unknown."""
+    if not np.isfinite(coverage) or coverage >= _MIN_COVERAGE:
+        return ""
+    return (f"**Low coverage: the counted words take only {_percent(coverage)} of the next word's probability for "
+            f"the median occupation**, under the {_percent(_MIN_COVERAGE)} this book asks of the measure (the ten "
+            f"built-in templates give SmolLM2-135M-Instruct {_percent(_REFERENCE_COVERAGE)}): after these sentences "
+            "the model mostly writes other "
+            f"words, so {what} rests on a small part of what it writes next. Use templates that end where a "
+            "pronoun, a possessive or an object follows in the counted words' language, or count the words of that "
+            "language (`next_word_lexicons`).")
 
 
 def sampled_check(model, occupations: pd.DataFrame, *, templates: Sequence[str] | None = None,
-                  lexicons: Mapping[str, Sequence[str]] = GENDER_LEXICONS, correction: float = _CONTINUITY,
+                  lexicons: Mapping[str, Sequence[str]] | None = None, correction: float = _CONTINUITY,
                   n_boot: int = 1000, seed: int = 0, cache: bool = True, progress: bool = True,
                   **sampling) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Does the exact measure say what the model writes? ``(per_occupation, statistics)``: the sentences of
@@ -326,7 +418,8 @@ def sampled_check(model, occupations: pd.DataFrame, *, templates: Sequence[str] 
     with ``sampling``, e.g. ``max_new_tokens=20`` for a quick run; ``models.generation._generate``, cached),
     the audit's words counted in them (``core.lexicon._count_table``), per occupation ``female_words, male_words``
     and ``log_odds = log((female + correction) / (male + correction))`` beside the exact ``log_ratio``; and the
-    Pearson and Spearman rows between the two (occupation-bootstrap intervals; ``stats._correlation_rows``).
+    Pearson and Spearman rows between the two (occupation-bootstrap intervals; ``stats._correlation_rows``), each
+    with the ``measure_definition`` of ``templates`` and ``lexicons`` (None: the audit's words).
     The cost is the sampling: 60 occupations × 10 templates × 100 tokens is 60,000 tokens."""
     unknown = sorted(set(sampling) - set(_AUDIT_SAMPLING))
     if unknown:
@@ -335,9 +428,10 @@ def sampled_check(model, occupations: pd.DataFrame, *, templates: Sequence[str] 
     _check_generation(None, **settings, seed=seed)
     _check_n_boot(n_boot)
     templates = _check_next_word_templates(templates)
+    lexicons = _check_next_word_lexicons(lexicons)
     prompts = _prompts(occupations["occupation"].tolist(), templates)
     done = _generate(model, prompts["prompt"].tolist(), seed=seed, cache=cache, progress=progress, **settings)
-    counts = _count_table(done["completion"], {k: lexicons[k] for k in (_FEMALE, _MALE)})
+    counts = _count_table(done["completion"], lexicons)
     done = done.assign(occupation=np.repeat(prompts["occupation"].to_numpy(), settings["n_samples"]),
                        female_words=counts[f"{_FEMALE}_words"].to_numpy(),
                        male_words=counts[f"{_MALE}_words"].to_numpy())
@@ -349,7 +443,7 @@ def sampled_check(model, occupations: pd.DataFrame, *, templates: Sequence[str] 
     rows = [{**r, "group_a": "log_ratio", "group_b": "log_odds", "n_gendered": int(
         (per["female_words"] + per["male_words"] > 0).sum())}
         for r in _correlation_rows(per["log_ratio"], per["log_odds"], n_boot=n_boot, seed=seed)]
-    return per, _results_table(rows)
+    return per, _results_table(rows).assign(**{_DEFINITION: _measure_definition(templates, lexicons)})
 
 
 # --------------------------------------------------------------------------- reading it
@@ -361,12 +455,22 @@ def describe_next_word(statistics: pd.DataFrame, words: pd.DataFrame, model: str
     women, the verdict in words with the power of the check, the discriminant rows; then how the lexicon's words
     were counted (``words``: :func:`_lexicon_first_tokens`'s), with ``occupations`` how much of the next word is
     gendered at all, and that the input was the raw text (saying what that means where ``chat_model``: a model
-    with a chat template)."""
+    with a chat template). Where the counted words take little of the next word (``low_coverage``), a verdict of
+    *supported* is not read as validating the measure, and a note in bold says why; where the templates or the words
+    are not the built-in ones, it says so with the measure's definition."""
     name = display_name(model)
     rho, r = _statistic_row(statistics, "log_ratio", "spearman"), _statistic_row(statistics, "log_ratio", "pearson")
     verdict, n = _measure_verdict(statistics, "log_ratio"), int(rho["n"])
     numbers = f"{_correlation_text(rho)}; {_correlation_text(r)}; n = {n} occupations, intervals resampling them"
-    if verdict == "supported":
+    coverage = float(rho["coverage"]) if "coverage" in rho else float("nan")
+    if not np.isfinite(coverage) and occupations is not None:
+        coverage = _coverage(occupations)
+    low = _coverage_note(coverage)
+    if verdict == "supported" and low:
+        text = (f"In {name}, the sentences about occupations with more women among their workers (U.S. BLS) are "
+                f"continued more often with a female word ({numbers}; verdict: supported), but that is not read as "
+                f"validating the next-word measure. {low}")
+    elif verdict == "supported":
         text = (f"In {name}, the sentences about occupations with more women among their workers (U.S. BLS) are "
                 f"continued more often with a female word ({numbers}): **the next-word measure is validated against "
                 "the world** (verdict: supported).")
@@ -376,6 +480,8 @@ def describe_next_word(statistics: pd.DataFrame, words: pd.DataFrame, model: str
         text = (f"In {name}, an ordering of the next-word log-ratio by the share of women is not shown ({numbers}; "
                 f"verdict: not shown). With {n} occupations the check finds a ρ of {_number_text(rho['detectable'])} "
                 "80% of the time (not shown is not absent).")
+    if low and verdict != "supported":
+        text += f" {low}"
     beyond = _describe_discriminant(statistics, "log_ratio", "the next-word log-ratio")
     text += (" " + beyond) if beyond else ""
     longer = words[words["counted"] == "first token"]
@@ -389,6 +495,11 @@ def describe_next_word(statistics: pd.DataFrame, words: pd.DataFrame, model: str
         mass = occupations["gendered_mass"]
         text += (f" The gendered words take {_percent(mass.median())} of the next word's probability for the median "
                  f"occupation (from {_percent(mass.min())} to {_percent(mass.max())}).")
+    definition = str(rho[_DEFINITION]) if _DEFINITION in rho and pd.notna(rho[_DEFINITION]) else ""
+    if definition and definition != _DEFAULT_DEFINITION:
+        text += (f" The templates or the words counted are this run's own, not the book's ten templates and the "
+                 f"audit's words: the measure's definition is `{definition}` (`{_DEFAULT_DEFINITION}` for the "
+                 "built-in ones), and chapter 09 pools it only with runs of the same definition.")
     text += (" The sentences are the model's raw input, without a chat template"
              + (f": {name} is a chat model, and the measure describes it continuing a text, as the audit's "
                 "completions do, not answering a request." if chat_model else "."))

@@ -351,11 +351,13 @@ def _check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
                                context_source="generated", dictionary_path=None,
                                n_contexts=5, seed=0, layer="mean", correction=0.5, output_dir=None,
                                n_boot=1000, n_permutations=999, next_word_templates=None,
-                               sampled_check=False) -> None:
+                               next_word_lexicons=None, sampled_check=False) -> None:
     """Notebook 11's parameters: the notebook's floors for ``n_boot`` and ``n_permutations`` (their messages give
     the run-time estimate against the notebook's defaults), ``next_word_templates``
-    (``next_word._check_next_word_templates``), ``sampled_check`` (True or False), then ``link._check_link``; a
-    decoder (the chapter reads the completions chapter 06 wrote, and 06 refuses an encoder)."""
+    (``next_word._check_next_word_templates``), ``next_word_lexicons`` (``next_word._check_next_word_lexicons``:
+    chapter 06's rule for ``lexicons``, ``female`` and ``male`` required), ``sampled_check`` (True or False), then
+    ``link._check_link``; a decoder (the chapter reads the completions chapter 06 wrote, and 06 refuses an
+    encoder)."""
     if not isinstance(sampled_check, bool):
         raise ParameterError(f"sampled_check must be True or False, got {sampled_check!r}")
     _check_dtype(dtype)
@@ -364,6 +366,7 @@ def _check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
     _check_boot_count(n_boot, default=1000)
     _check_permutation_count(n_permutations, default=999)
     next_word._check_next_word_templates(next_word_templates, "next_word_templates")
+    next_word._check_next_word_lexicons(next_word_lexicons, "next_word_lexicons")
     link._check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed,
                     n_permutations=n_permutations, layers=facts.n_states)
 
