@@ -307,7 +307,8 @@ def test_chapter_09_reads_on_past_every_folder_it_cannot_use(tmp_path):
                                        "write them; nor a model.json")
     assert reasons["nowhere"].startswith(f"no folder {results / 'nowhere'}: models takes the names of results "
                                          "folders under results_dir, one per model (a model id")
-    assert reasons["nowhere"].endswith(f"; the folders there: empty, minilm, smol-copy, {SMOL_ID}")
+    # "empty" holds no results: not offered (it could only send the reader to another empty folder)
+    assert reasons["nowhere"].endswith(f"; the folders there that hold results: minilm, smol-copy, {SMOL_ID}")
     assert reasons["smollm2-135m-instruct"].endswith(f"; did you mean {SMOL_ID!r} (the results of "
                                                      "smollm2-135m-instruct)?")
     assert "**Models of this build** (1): smollm2-135m-instruct." in text
@@ -325,10 +326,100 @@ def test_chapter_09_reads_on_past_every_folder_it_cannot_use(tmp_path):
 
 
 def test_chapter_09_on_an_empty_results_folder_says_there_is_nothing_to_compare(tmp_path):
-    (tmp_path / "results").mkdir()
-    _, text = _chapter_09(tmp_path / "results", tmp_path / "cross")
-    assert "**No model's results to compare**: no folder under" in text
-    assert "Run chapters 03 and 04 for a model first" in text
+    """An empty results folder: the chapter says plainly that it holds no runs, naming it, and points at no table
+    (there is none: the missing tables' table is not shown, nor a sentence that sends the reader to it)."""
+    results = tmp_path / "results"
+    results.mkdir()
+    said = crossmodel.describe_folders(crossmodel.model_folders([], results), results)
+    assert said.startswith(f"**No runs to compare**: `{results}` holds no runs (no model's results folder is in it)")
+    _, text = _chapter_09(results, tmp_path / "cross")
+    assert said in text and "Run chapters 03 and 04 for a model first" in text
     assert "Models of this build:" not in text
+    assert "table of missing tables" not in text and "Tables a model of this build does not have" not in text
     assert pd.read_csv(tmp_path / "cross" / "model_folders.csv").empty
     assert pd.read_csv(tmp_path / "cross" / "gender_gaps.csv").empty
+
+
+def test_did_you_mean_offers_only_a_folder_that_holds_results(tmp_path):
+    """A failed run's folder (its model.json and the senses it dropped, nothing chapter 09 reads) is not what a
+    reader meant: it is neither suggested nor listed; a folder holding results is."""
+    from bias_utils.core.results import write_table
+    from bias_utils.profiles import space
+
+    results = tmp_path / "results"
+    failed = results / SMOL_ID
+    failed.mkdir(parents=True)
+    shutil.copy(QUICK / "model.json", failed / "model.json")
+    write_table(pd.DataFrame(columns=space._DROPPED_COLUMNS), failed / tables.NAMES.DROPPED_SENSES)
+    [reason] = crossmodel.model_folders(["smollm2-135m-instruct"], results)["reason"]
+    assert "did you mean" not in reason and repr(SMOL_ID) not in reason
+    assert reason.endswith("; no folder in results_dir holds results this chapter reads")
+    shutil.copytree(QUICK, results / "smol-run")  # the same model's results under another name
+    folders = crossmodel.model_folders(["smollm2-135m-instruct"], results)
+    assert folders["reason"].iloc[0].endswith("; did you mean 'smol-run' (the results of smollm2-135m-instruct)?")
+    assert "did you mean 'smol-run'" in crossmodel.describe_folders(folders, results)
+
+
+def test_pooled_link_pools_like_with_like_and_names_what_it_keeps_apart():
+    """Three models of the built-in next-word measure are pooled; one of other templates and one whose table does
+    not record its definition are kept apart, each with its reason, left out of the pool, the chart and the count,
+    and named in the sentence. The BOLD slope (no template defines it) pools as before."""
+    from bias_utils.audit.next_word import _DEFAULT_DEFINITION, _measure_definition
+
+    german = _measure_definition(["Gestern sagte {occupation}, dass"])
+    rho, n = np.array([0.53, 0.41, 0.67, 0.12, 0.3]), np.array([60, 60, 60, 60, 58])
+    nw = pd.DataFrame({
+        "model_id": ["a", "b", "c", "d", "e"], "intrinsic": "gender_position", "test": "spearman",
+        "analysis": "primary", "primary": True, "effect_size": rho, "ci_low": rho - 0.2, "ci_high": rho + 0.2, "n": n,
+        "readable": True, "units": "BLS occupations", "extrinsic_measure": "next-word log-ratio (exact)",
+        "measure_definition": [_DEFAULT_DEFINITION] * 3 + [german, np.nan]})
+    pooled = crossmodel.pooled_link(nw)
+    ref = combine_effects(np.arctanh(rho[:3]), 1.06 / (n[:3] - 3), method_re="dl")
+    pool = pooled.set_index("model_id").loc[crossmodel._POOLED]
+    assert (pool.n, pool.measure_definition, pool.kept_apart) == (3, _DEFAULT_DEFINITION, "")
+    assert pool.estimate == pytest.approx(np.tanh(ref.mean_effect_re), rel=1e-10)
+    apart = pooled.set_index("model_id")["kept_apart"]
+    assert (apart[["a", "b", "c"]] == "").all()
+    assert apart["d"].startswith(f"its next-word measure is defined by other templates or words (definition {german})"
+                                 f" than the pooled models' ({_DEFAULT_DEFINITION}, the built-in templates and the "
+                                 "audit's words)")
+    assert apart["e"].startswith("its table does not record what defines its next-word measure")
+    sentence = crossmodel.describe_pooling(pooled)
+    assert sentence.startswith("Pooled over 3 models")
+    assert f"**Kept apart: d**: {apart['d']}." in sentence and f"**Kept apart: e**: {apart['e']}." in sentence
+    drawn = crossmodel.link_forest_chart(pooled).to_dict()["datasets"].values()
+    assert {row.get("model_id") for rows in drawn for row in rows} - {None} == {"a", "b", "c", crossmodel._POOLED}
+    # tables written before the definition was recorded pool among themselves, as they did
+    old = crossmodel.pooled_link(nw.drop(columns="measure_definition"))
+    assert old.set_index("model_id").loc[crossmodel._POOLED, "n"] == 5 and (old["kept_apart"] == "").all()
+
+
+@pytest.mark.slow
+def test_chapter_09_keeps_a_run_of_other_templates_out_of_the_pool(tmp_path, smollm, smollm_quick_bases):
+    """Issue 46: a results folder holding SmolLM2's chapter 11 tables with a German template beside one with the
+    built-in templates (real runs, 12 BLS nouns): chapter 09's reading of the folders keeps the German run apart,
+    says why, and does not call its link the built-in next-word log-ratio."""
+    from bias_utils.audit import link
+    from bias_utils.audit import next_word as nw
+    from bias_utils.core.results import write_table
+    from bias_utils.profiles import gender_direction
+    from bias_utils.profiles.populations import _occupation_shares
+
+    nouns = _occupation_shares()["occupation"].iloc[::5].tolist()
+    check = gender_direction.occupation_validity(smollm, smollm_quick_bases["warmth_competence"], n_boot=100, seed=0)
+    results = tmp_path / "results"
+    for folder, templates in (("smol-builtin", None), ("smol-german", ["Gestern sagte {occupation}, dass"])):
+        exact = nw.next_word_table(smollm, nouns, templates=templates, progress=False)
+        world = link.next_word_link(check.values, exact.occupations, direction_verdict=check.verdict, n_boot=100)
+        write_table(world.statistics, results / folder / tables.NAMES.LINK_NEXT_WORD)
+    folders = crossmodel.model_folders([], results)
+    found, _ = crossmodel.read_all_results(list(folders["folder"]), results)
+    pooled = crossmodel.pooled_link(found[tables.NAMES.LINK_NEXT_WORD]).set_index("model_id")
+    assert crossmodel._POOLED not in pooled.index and pooled.loc["smol-builtin", "kept_apart"] == ""
+    german = nw._measure_definition(["Gestern sagte {occupation}, dass"])
+    assert pooled.loc["smol-german", "kept_apart"].startswith(
+        f"its next-word measure is defined by other templates or words (definition {german})")
+    assert pooled.loc["smol-german", "extrinsic_measure"] == (f"next-word log-ratio (exact; its own templates or "
+                                                              f"words, definition {german})")
+    assert pooled.loc["smol-builtin", "extrinsic_measure"] == "next-word log-ratio (exact)"
+    assert "**Kept apart: smol-german**: its next-word measure" in crossmodel.describe_pooling(pooled.reset_index())

@@ -25,6 +25,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..audit import link, occupations
+from ..audit.next_word import _DEFAULT_DEFINITION, _DEFINITION
 from ..core import paths, precision, tables
 from ..core.results import CROSS_MODEL_FOLDER, REPLICATION_FOLDER, _folder_model, _model_slug, display_name
 from ..profiles.axis_validity import unreadable_axes
@@ -134,15 +135,24 @@ def _named_after(folder: str, model_id: str) -> bool:
         return False
 
 
+def _holds_results(folder: Path) -> bool:
+    """Whether ``folder`` holds a table this chapter reads (:data:`_READ_TABLES`): a failed run's folder, with only
+    its ``model.json`` and a table of what it dropped, holds none."""
+    return any((folder / f"{t}.parquet").exists() for t in _READ_TABLES)
+
+
 def _no_folder(name: str, root: Path, present: list[str]) -> str:
-    """Why ``name`` names no folder: what ``models`` takes, the folder meant where one is close, what is there."""
+    """Why ``name`` names no folder: what ``models`` takes, the folder meant where one is close, what is there.
+    Only folders that hold results this chapter reads are suggested: a failed run's folder is no answer."""
+    present = [f for f in present if _holds_results(root / f)]
     ids = {f: _folder_id(root / f) for f in present}
     # a folder holding the model named (by its short name too), one named after its model first; else a near name
     meant = sorted((f for f, held in ids.items() if name in (held, held.split("--")[0], display_name(held))),
                    key=lambda f: f != ids[f])
     meant = meant or difflib.get_close_matches(name, present, n=1, cutoff=0.6)
     hint = (f"; did you mean {meant[0]!r} (the results of {display_name(ids[meant[0]])})?" if meant else
-            f"; the folders there: {', '.join(present)}" if present else "; results_dir holds no folder")
+            f"; the folders there that hold results: {', '.join(present)}" if present else
+            "; no folder in results_dir holds results this chapter reads")
     return (f"no folder {root / name}: models takes the names of results folders under results_dir, one per model "
             "(a model id, as chapters 03 and 04 name it: results/smollm2-135m-instruct--b179c9523d0e--fp32/)"
             + hint)
@@ -198,14 +208,18 @@ def model_folders(models: Sequence[str] = (), results_dir: str | Path | None = N
 
 def describe_folders(folders: pd.DataFrame, results_dir: str | Path | None = None) -> str:
     """Markdown reading :func:`model_folders`: the models the chapter compares (with the folder where it is named
-    apart from its model), then each folder not used and why; with none used, what to run first."""
+    apart from its model), then each folder not used and why; with none used, what to run first, and where
+    ``results_dir`` holds no folder at all, that it holds no runs (naming it)."""
     used = folders[folders["used"].astype(bool)]
     named = [display_name(r.model_id) + ("" if _named_after(r.folder, r.model_id) else f" (folder `{r.folder}`)")
              for r in used.itertuples()]
+    run_first = ("Run chapters 03 and 04 for a model first (`python -m bias_utils.book --models \"...\"`, or the "
+                 "notebooks with output_dir set to a folder there).")
     lines = [f"**Models of this build** ({len(named)}): {', '.join(named)}." if named else
-             f"**No model's results to compare**: no folder under {_root(results_dir)} holds results this chapter "
-             "can use, so every section below is empty. Run chapters 03 and 04 for a model first "
-             '(`python -m bias_utils.book --models "..."`, or the notebooks with output_dir set to a folder there).']
+             f"**No runs to compare**: `{_root(results_dir)}` holds no runs (no model's results folder is in it), "
+             f"so every section below is empty. {run_first}" if folders.empty else
+             f"**No model's results to compare**: no folder under `{_root(results_dir)}` holds results this chapter "
+             f"can use, so every section below is empty. {run_first}"]
     left = folders[~folders["used"].astype(bool)]
     if len(left):
         lines += ["", f"**Folders not used** ({len(left)}):"]
@@ -467,13 +481,17 @@ def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None)
     category and group, on its own scale with its Wald SE.
 
     A row its chapter does not read (the direction not validated against the BLS share: ``readable`` False) is not
-    pooled. Columns: ``intrinsic, test, model_id, estimate, ci_low, ci_high`` (95%: a model's row its own chapter's
-    interval, the very numbers chapter 11 prints, so one quantity has one interval in the book; the pooled row's is
-    normal on the pooled scale), ``se`` (what the pool weighs by, on that scale), ``n`` (occupations; the pooled
-    row: models), ``units``, ``extrinsic_measure``, then for the pooled row ``p, tau2, q, q_p, i2``. Rows without
-    an estimate are left out."""
+    pooled. Only like is pooled with like: a model whose next-word measure has another ``measure_definition``
+    (other templates or words counted: ``audit.next_word._measure_definition``) than the pooled models' (the
+    built-in one where a model has it, else the most common) is a row of its own, kept out of the pool with the
+    reason in ``kept_apart`` (:func:`_like_with_like`). Columns: ``intrinsic, test, model_id, estimate, ci_low,
+    ci_high`` (95%: a model's row its own chapter's interval, the very numbers chapter 11 prints, so one quantity has
+    one interval in the book; the pooled row's is normal on the pooled scale), ``se`` (what the pool weighs by, on
+    that scale), ``n`` (occupations; the pooled row: models), ``units``, ``extrinsic_measure``, then for the pooled
+    row ``p, tau2, q, q_p, i2``, then ``measure_definition`` ("" for the BOLD slope, which no template defines) and
+    ``kept_apart`` ("" for a row in the pool). Rows without an estimate are left out."""
     cols = ["intrinsic", "test", "model_id", "estimate", "ci_low", "ci_high", "se", "n", "units",
-            "extrinsic_measure", "p", "tau2", "q", "q_p", "i2"]
+            "extrinsic_measure", "p", "tau2", "q", "q_p", "i2", _DEFINITION, "kept_apart"]
     parts = []
     if len(next_word):
         parts.append(next_word[(next_word["test"] == _POOLED_TESTS[0]) & next_word["primary"].astype(bool)])
@@ -487,19 +505,25 @@ def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None)
         s = s[s["readable"].fillna(False).astype(bool)]
     if "se" not in s:  # the next-word table has none: its SE is Fisher's, below
         s["se"] = np.nan
+    # a table written before the definition was recorded reads "": unknown, so like nothing but itself
+    s[_DEFINITION] = (s[_DEFINITION] if _DEFINITION in s else pd.Series(
+        "", index=s.index)).fillna("").astype(str)
     spearman = s["test"] == _POOLED_TESTS[0]
     s.loc[spearman, "se"] = np.sqrt(_SPEARMAN_Z_VARIANCE / (s.loc[spearman, "n"].astype(float) - 3))
     s = s.dropna(subset=["effect_size", "se"])
     rows = []
     for (intrinsic, test), g in s.groupby(["intrinsic", "test"], sort=False):
         fisher = test == _POOLED_TESTS[0]
+        reference, apart = _like_with_like(g[_DEFINITION])
+        for r, why in zip(g.itertuples(index=False), apart):
+            rows.append({"intrinsic": intrinsic, "test": test, "model_id": r.model_id, "estimate": float(r.effect_size),
+                         "ci_low": float(r.ci_low), "ci_high": float(r.ci_high), "se": float(r.se), "n": int(r.n),
+                         "units": r.units, "extrinsic_measure": r.extrinsic_measure,
+                         _DEFINITION: getattr(r, _DEFINITION), "kept_apart": why})
+        g = g[[not why for why in apart]]
         y = g["effect_size"].to_numpy(float)
         y = np.arctanh(np.clip(y, -0.999999, 0.999999)) if fisher else y
         se = g["se"].to_numpy(float)
-        for r in g.itertuples(index=False):
-            rows.append({"intrinsic": intrinsic, "test": test, "model_id": r.model_id, "estimate": float(r.effect_size),
-                         "ci_low": float(r.ci_low), "ci_high": float(r.ci_high), "se": float(r.se), "n": int(r.n),
-                         "units": r.units, "extrinsic_measure": r.extrinsic_measure})
         if len(g) < 2:
             continue  # one model: nothing to pool, and no spread between models to estimate
         pool = _random_effects(y, se)
@@ -509,8 +533,30 @@ def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None)
                      "ci_high": float(back(pool["ci_high"])), "se": pool["se"], "n": pool["k"],
                      "units": "/".join(sorted(set(g["units"].dropna().astype(str)))) or None,
                      "extrinsic_measure": "/".join(sorted(set(g["extrinsic_measure"]))),
-                     **{k: pool[k] for k in ("p", "tau2", "q", "q_p", "i2")}})
+                     **{k: pool[k] for k in ("p", "tau2", "q", "q_p", "i2")},
+                     _DEFINITION: reference, "kept_apart": ""})
     return pd.DataFrame(rows, columns=cols)
+
+
+def _like_with_like(definitions: pd.Series) -> tuple[str, list[str]]:
+    """``(reference, reasons)``: the measure definition the pool keeps (the built-in one where a row has it, else
+    the most common, the first listed on a tie) and, per row of ``definitions``, why it is kept apart ("" when it is
+    the reference's)."""
+    counts = definitions.value_counts(sort=False)
+    reference = (_DEFAULT_DEFINITION if _DEFAULT_DEFINITION in counts.index
+                 else counts.index[int(np.argmax(counts.to_numpy()))] if len(counts) else "")
+    theirs = (f"{reference}, the built-in templates and the audit's words" if reference == _DEFAULT_DEFINITION
+              else reference or "not recorded")
+
+    def why(definition: str) -> str:
+        if definition == reference:
+            return ""
+        if not definition:
+            return (f"its table does not record what defines its next-word measure (written before chapter 11 "
+                    f"recorded it), so it cannot be pooled with measures of definition {theirs}: rerun its chapter 11")
+        return (f"its next-word measure is defined by other templates or words (definition {definition}) than the "
+                f"pooled models' ({theirs}): a different measure, not pooled with them")
+    return reference, [why(d) for d in definitions]
 
 
 #: Per pooled test: what its estimate is (a sentence's subject), its axis title, and what a chart's dot is.
@@ -545,29 +591,36 @@ _POOL_WORDS = {
 def describe_pooling(pooled: pd.DataFrame, intrinsic: str = "gender_position", test: str = _POOLED_TESTS[0]) -> str:
     """One sentence on the pooled statistic ``test`` of :func:`pooled_link` for ``intrinsic``: with two models or
     more the pooled estimate with its interval, τ², Q (its p) and I²; with fewer, that nothing is pooled and the
-    spread between models is not estimable."""
+    spread between models is not estimable; then each model kept apart (another measure) and why."""
     rows = pooled[(pooled["intrinsic"] == intrinsic) & (pooled["test"] == test)]
-    models = rows[rows["model_id"] != _POOLED]
+    apart = rows[rows["kept_apart"].fillna("").astype(bool)] if "kept_apart" in rows else rows.iloc[:0]
+    models = rows[(rows["model_id"] != _POOLED) & ~rows.index.isin(apart.index)]
     pool = rows[rows["model_id"] == _POOLED]
     words = _POOL_WORDS[test]
+    kept = "".join(f" **Kept apart: {display_name(r.model_id)}**: {r.kept_apart}." for r in apart.itertuples())
     if pool.empty:
         return (f"{len(models)} model{'' if len(models) == 1 else 's'} of this build "
-                f"{'has' if len(models) == 1 else 'have'} the {words['name']} on a validated direction: "
-                "nothing is pooled, and the spread between models (τ², Q, I²) is not estimable.")
+                f"{'has' if len(models) == 1 else 'have'} the {words['name']} on a validated direction"
+                + (" and one definition of the measure" if len(apart) else "")
+                + ": nothing is pooled, and the spread between models (τ², Q, I²) is not estimable." + kept)
     r = pool.iloc[0]
     num = precision._number_text
     return (f"Pooled over {int(r.n)} models (DerSimonian–Laird random effects), the {words['name']} is "
             f"{num(r.estimate)}{words['unit']} (95% CI {precision._interval_text(r.ci_low, r.ci_high, r.estimate)}, "
             f"p {precision._p_text(r.p, relation=True)}); between the models τ² = {num(r.tau2)}, "
-            f"Q = {num(r.q)} (p {precision._p_text(r.q_p, relation=True)}), I² = {precision._percent_text(r.i2)}.")
+            f"Q = {num(r.q)} (p {precision._p_text(r.q_p, relation=True)}), I² = {precision._percent_text(r.i2)}."
+            + kept)
 
 
 def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", test: str = _POOLED_TESTS[0], *,
                       title: str | None = None) -> alt.LayerChart:
     """Forest plot of :func:`pooled_link` rows for one intrinsic measure and test: each model's estimate
     with its 95% interval and, when the rows hold one, the pooled estimate last (a diamond); a rule marks 0
-    (no link)."""
+    (no link). A model kept apart (another measure: ``kept_apart``) is not drawn; :func:`describe_pooling` names
+    it."""
     data = pooled[(pooled["intrinsic"] == intrinsic) & (pooled["test"] == test)]
+    if "kept_apart" in data:  # another measure: not drawn beside the models it was not pooled with
+        data = data[~data["kept_apart"].fillna("").astype(bool)]
     if data.empty:
         raise ValueError(f"link_forest_chart: no {test} rows for {intrinsic}")
     axis = "female − male direction" if intrinsic == "gender_position" else f"{intrinsic.replace('_', ' ')} axis"
