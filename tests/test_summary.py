@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -82,10 +83,12 @@ def results(tmp_path_factory, published):
     return root
 
 
-def test_headline_sentence_carries_the_primary_estimate_and_the_published_selection(published):
-    """The decoder's sentence is the audit's: the primary estimate, then the published selection's pooled odds
-    ratio whose interval is the occupation cluster bootstrap over BOLD keys recomputed on the completions
-    (stats._cluster_bootstrap_ci, independent of the vectorised one)."""
+def test_a_models_reading_carries_each_studys_primary_estimate_in_at_most_80_words(published):
+    """A decoder's reading is each registered finding's primary estimate with its interval, in the chapter's
+    printing: the audit's difference in male share (percentage points, its occupation interval) and how many
+    completions carry a gendered word; the published selection's pooled odds ratio, whose interval is the occupation
+    cluster bootstrap over BOLD keys recomputed on the completions (stats._cluster_bootstrap_ci, independent of the
+    vectorised one), stays in its chapter."""
     metrics, head, _ = published
 
     def log_or(d):
@@ -96,25 +99,22 @@ def test_headline_sentence_carries_the_primary_estimate_and_the_published_select
                                                                    strata="group", n_boot=N_BOOT, seed=0))
     h = head.iloc[0]
     assert (h.published_ci_low, h.published_ci_high) == pytest.approx((low, high))
-    sentence = summary._model_sentence("dec", pd.DataFrame(columns=["population"]), head.assign(model_id="dec"))
+    page = summary._Page(["dec"], {"dec": "dec"}, {}, pd.DataFrame(columns=["model_id", "population"]),
+                         head.assign(model_id="dec"), pd.DataFrame(columns=["model_id"]))
+    reading = summary._model_reading(page, "dec")
     h = occupation_headline._headline(head)
-    assert occupation_headline._estimate_text(h) in sentence
-    assert occupation_headline._estimate_text(h, "published") in sentence
     primary = metrics[metrics["in_primary"]]
-    n_gendered = int(primary.any_gendered.sum())
-    assert f"{n_gendered} of their {len(primary):,} completions contain a gendered word" in sentence
-    # the audit's Wald interval, 10.07 to 60.37 as published, only labelled as the audit's
-    assert "the audit's own interval, every word independent, is 10.07 to 60.37." in sentence
-    assert sentence.startswith("no name profile at the primary specification in its results. Primary analysis, over "
-                               "the 88 deduplicated person-noun occupations")
-    # it leads with what the model wrote: each group's male share, recomputed here with pandas
+    assert reading == (
+        "Writing: male share of gendered words, male- minus female-dominated occupations: "
+        f"{occupation_headline._points(h['share_difference'])} points (95% CI "
+        f"{occupation_headline._mc_interval(h, 'share_difference', 100)}); {int(primary.any_gendered.sum())} of "
+        f"{len(primary):,} completions carry a gendered word.")
+    assert "odds ratio" not in reading and len(reading.split()) <= summary._READING_WORDS
+    # the difference is the groups' male shares recomputed here with pandas
     words = primary.groupby(["group", "unit"])[["male_words", "female_words"]].sum()
     total = words["male_words"] + words["female_words"]
     share = (words["male_words"] / total)[total > 0].groupby(level="group").mean()
-    text = occupation_headline._estimate_text(h)
-    assert text.startswith(f"{precision._percent_text(share[A])} (95% CI ")
-    assert f", {precision._percent_text(share[B])} (95% CI " in text
-    assert sentence.index(text) < sentence.index("conditional odds ratio") < sentence.index("odds ratio 24.65")
+    assert occupation_headline._points(h["share_difference"]) == precision._percent_text(share[A] - share[B])[:-1]
 
 
 def test_summary_table_reads_every_model(results, published):
@@ -129,63 +129,66 @@ def test_summary_table_reads_every_model(results, published):
     h = published[1].iloc[0]
     assert [getattr(dec, c) for c in summary._AUDIT_COLUMNS] == [h[c] for c in summary._AUDIT_COLUMNS]
     assert summary._AUDIT_COLUMNS[:3] == ["male_share_a", "male_share_b", "share_difference"]
-    assert dec.sentence == (
-        "female names higher on warmth (g = 1.00, 95% CI 0.20 to 1.80, Holm p = 0.01; as Schuster et al. 2024 "
-        "found; axis supported; 12% of 96 analysis specifications agree with the paper and are significant "
-        "(joint test p = 0.02)); no name gap shown on competence (g = −0.50, 95% CI −1.30 to 0.30, "
-        "Holm p = 0.3; axis supported). " + occupation_headline._headline_sentence(published[1]))
-    assert enc.sentence == (
-        "male names higher on warmth (g = −0.90, 95% CI −1.70 to −0.10, Holm p = 0.01; opposite to Schuster et al. "
-        "2024; axis supported); no reading on competence: its axis is not shown to beat its null (AUC 0.58, null "
-        "95% band 0.31–0.71, p = 0.21; n 40 high / 12 low; detectable AUC 0.71) (g = 1.20, 95% CI 0.40 to 2.00, "
-        "Holm p = 0.001). An encoder: it writes no text to audit.")
-    assert gone.sentence == "no name profile at the primary specification in its results. It has no BOLD audit results."
-    assert new.sentence.startswith("no reading on warmth: its axis has no verdict in this build (g = 0.70")
+    assert dec.sentence.startswith(
+        "Warmth: female names nearer the warm end, g = 1.00 (95% CI 0.20 to 1.80). Competence: no gap shown, "
+        "g = −0.50 (95% CI −1.30 to 0.30). Writing: male share of gendered words")
+    assert enc.sentence == ("Warmth: male names nearer the warm end, g = −0.90 (95% CI −1.70 to −0.10). Competence: "
+                            "not read (its axis is not validated). Writing: none (an encoder).")
+    assert gone.sentence == "No results of this build's chapters."
+    assert new.sentence == ("Warmth: not read (its axis is not validated). Competence: not read (its axis is not "
+                            "validated).")
+    assert all(len(t.split()) <= summary._READING_WORDS for t in table["sentence"])
     assert pd.isna(enc.share_difference) and pd.isna(enc.marginal_odds_ratio)
 
 
-def test_findings_bullets_name_model_direction_size_and_what_is_not_shown(results, published):
+def test_one_registration_adds_a_finding_and_its_clause_of_every_reading(results):
+    """A chapter's finding is one _register call: its bullet joins the findings and its clause each reading."""
+    models = ["dec--1--fp32", "enc--2--fp32"]
+    gaps, head = summary.read_summary(models, results)
+    extra = summary._Finding("extra", "profile", "An extra finding.", lambda page: "It says so.",
+                             lambda page, model: "Extra: 1 (95% CI 0 to 2)" if model.startswith("dec") else None)
+    before = list(summary._FINDINGS)
+    summary._register(extra)
+    try:
+        bullets = summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False}, results_dir=results)
+        assert "**An extra finding.** It says so." in bullets
+        table = summary.summary_table(models, results, {"enc--2--fp32": False})
+        assert table["sentence"].iloc[0].endswith(" Extra: 1 (95% CI 0 to 2).")
+        assert "Extra" not in table["sentence"].iloc[1]
+        with pytest.raises(ValueError, match="registered already"):
+            summary._register(extra)
+    finally:
+        summary._FINDINGS[:] = before
+
+
+def test_findings_bullets_say_in_words_which_model_shows_what(results, published):
+    """The findings list says in words (no estimate: the readings below carry them) which model shows what, each
+    model linked to its chapter, and a term a reader may not know linked to its definition on the page."""
     models = ["dec--1--fp32", "enc--2--fp32", "new--4--fp32"]
     gaps, head = summary.read_summary(models, results)
     warmth, competence, writing, caveat = summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False},
                                                                    results_dir=results)
     assert warmth == (
-        "**Warmth of first names.** Female first names sit closer to the warm end than male names in "
-        "{doc}`dec </models/dec--1--fp32/04_profiles>` (by 1.00 standard deviations, 95% CI 0.20 to 1.80, "
-        "Holm p = 0.01), as Schuster et al. 2024 found. Male first names sit closer to the warm end than female "
-        "names in {doc}`enc </models/enc--2--fp32/04_profiles>` (by 0.90 standard deviations, 95% CI 0.10 to 1.70, "
-        "Holm p = 0.01), the opposite of Schuster et al. 2024. Not read in "
-        "{doc}`new </models/new--4--fp32/03_projection_accuracy>`: the warmth axis has no verdict in this build.")
-    assert ("No gap is shown in {doc}`dec </models/dec--1--fp32/04_profiles>` (female − male −0.50 standard "
-            "deviations, 95% CI −1.30 to 0.30, Holm p = 0.3)") in competence
-    assert ("Not read in {doc}`enc </models/enc--2--fp32/03_projection_accuracy>`: the competence axis is not shown "
-            "to sort words by competence better than axes from shuffled word lists") in competence
-    # models whose axes are not read for the same reason share one clause
-    two = summary._findings_bullets(gaps.assign(axis_verdict=None), head, models)[0]
-    assert two.endswith("Not read in {doc}`dec </models/dec--1--fp32/03_projection_accuracy>`, {doc}`enc "
-                        "</models/enc--2--fp32/03_projection_accuracy>` and {doc}`new </models/new--4--fp32/"
-                        "03_projection_accuracy>`: the warmth axis has no verdict in this build.")
+        "**Warmth of first names.** Female first names sit nearer the warm end than male names in "
+        "{doc}`dec </models/dec--1--fp32/04_profiles>`, as Schuster et al. 2024 found. Male first names sit nearer "
+        "the warm end than female names in {doc}`enc </models/enc--2--fp32/04_profiles>`, the opposite of Schuster "
+        "et al. 2024. Not read in {doc}`new </models/new--4--fp32/03_projection_accuracy>`, whose warmth axis is "
+        "not validated.")
+    assert competence.startswith("**Competence of first names.** No gap is shown in {doc}`dec </models/dec--1--fp32/"
+                                 "04_profiles>`. Not read in {doc}`enc </models/enc--2--fp32/03_projection_accuracy>`")
     h = occupation_headline._headline(published[1])
-    # what the model wrote, in the chapter's words: each group's male share first, then their difference; how many
-    # occupations, and what counts as one a link away (the methods), as are the odds ratios (the table below)
-    units = published[2]
-    assert writing == ("**Writing about occupations (BOLD).** In {doc}`dec </models/dec--1--fp32/06_bold_audit>`, "
-                       f"{occupation_headline._estimate_text(h)} ({h['n_units_a'] + h['n_units_b']} occupations, "
-                       f"{h['n_units_informative']} of them with any gendered word; {{ref}}`what counts as an "
-                       f"occupation <what-an-occupation-is>`): {occupation_headline._difference_reading(h)}; enc "
-                       "writes no text (encoder); new has no audit results.")
-    # the words claim no more than the interval: shown where it excludes 0, else "not shown"
-    excludes = h["share_difference_ci_low"] > 0 or h["share_difference_ci_high"] < 0
-    assert ("is not shown" in occupation_headline._difference_reading(h)) == (not excludes)
-    wide = {**h, "share_difference_ci_low": -0.1}
-    assert occupation_headline._difference_reading(wide).endswith("in the share of male words is not shown")
-    assert occupation_headline._estimate_text(h).startswith(precision._percent_text(h["male_share_a"]) + " (95% CI ")
-    assert h["n_units_a"] + h["n_units_b"] == units.loc[units["primary"].astype(bool), "unit"].nunique()
-    assert "odds ratio" not in writing and "independent" not in writing and "BOLD keys" not in writing
+    assert writing == ("**Writing about occupations.** {doc}`dec </models/dec--1--fp32/06_bold_audit>` shows "
+                       f"{occupation_headline._difference_reading(h)}, though only {int(h['n_gendered_completions'])} "
+                       f"of {int(h['n_completions'])} completions carry a gendered word; enc writes no text (an "
+                       "encoder); new has no audit results.")
+    assert not re.search(r"\d\.\d", warmth + competence + writing)
     assert caveat.startswith("**Not shown is not absent.**")
-    # a clause per model, each share naming its dimension: a sentence that parses
-    assert caveat.endswith("the share of its specifications that agree with Schuster et al. 2024 and are significant "
-                           "is 12% of 96 on warmth in {doc}`dec </models/dec--1--fp32/10_robustness>`.")
+    linked = summary._with_terms(warmth)
+    assert "{term}`warm end <warm end>`" in linked and linked.count("{term}`warm end") == 1
+    assert "{term}`not validated <validated>`" in linked
+    # a term inside a link's text is left alone
+    assert summary._with_terms("{doc}`not shown </x>` not shown") == ("{doc}`not shown </x>` "
+                                                                      "{term}`not shown <not shown>`")
 
 
 def test_running_text_names_models_by_their_names_unless_two_would_share_one(results):
@@ -252,10 +255,12 @@ def test_summary_page_written_once(results, tmp_path):
     summary._write_summary_page(page, ["dec--1--fp32", "enc--2--fp32"], results, note="*QUICK build.*")
     text = page.read_text()
     assert text.startswith("## Findings\n\n- **Warmth of first names.**")
-    assert text.index("- **Writing about occupations (BOLD).**") < text.index(summary._primary_sentence())
-    assert text.index(summary._primary_sentence()) < text.index('id="bias-summary-chart"')
+    assert text.index("- **Writing about occupations.**") < text.index(summary._primary_sentence())
+    assert text.index(summary._primary_sentence()) < text.index("| model | reading |") < text.index(
+        'id="bias-summary-chart"')
     assert "*QUICK build.*" in text and "What this build found" not in text
-    assert "| dec | female names higher on warmth" in text and "| enc | male names higher" in text
+    assert "| dec | Warmth: female names nearer the {term}`warm end <warm end>`" in text
+    assert "| enc | Warmth: male names nearer the {term}`warm end <warm end>`" in text
     # the figure is numbered and captioned as a chapter's, with a static image the front page reaches
     assert '<figure class="bias-figure" id="figure-1"' in text and "<figcaption>" in text
     image = text.split('<noscript><img class="bias-figure-image" src="')[1].split('"')[0]
@@ -285,30 +290,33 @@ def test_link_bullet_gives_each_models_next_word_rho_and_says_when_its_interval_
     assert len(bullets) == 5 and bullets[-1].startswith("**Not shown is not absent.**")
     assert bullets[3] == (
         "**Does the bias inside predict the bias it writes?** In {doc}`dec </models/dec--1--fp32/"
-        "11_intrinsic_extrinsic>`, across the 60 BLS occupations, the occupations the model places nearer its "
-        "female terms are continued more often with a female word (Spearman ρ = 0.53, 95% CI 0.32 to 0.72, "
-        "p < 0.001, n = 60); beyond the BLS share of women, the inside still predicts the writing (partial "
-        "Spearman ρ = 0.39, 95% CI 0.13 to 0.62, p = 0.002, n = 60); in {doc}`new </models/new--4--fp32/"
-        "11_intrinsic_extrinsic>`, across the 60 BLS occupations, a link between where the model places an "
-        "occupation on its female − male direction and how it continues a sentence about it is not shown "
-        "(Spearman ρ = 0.05, 95% CI −0.20 to 0.30, p = 0.7, n = 60); beyond the BLS share of women, that the inside "
-        "predicts the writing is not shown (the two may agree only through the share both track) (partial Spearman "
-        "ρ = 0.02, 95% CI −0.25 to 0.28, p = 0.9, n = 60); enc writes no text (encoder).")
+        "11_intrinsic_extrinsic>`, the occupations it places nearer its female terms are continued more often with "
+        "a female word; in {doc}`new </models/new--4--fp32/11_intrinsic_extrinsic>`, where the model places an "
+        "occupation inside does not show in how it continues a sentence about it (not shown); enc writes no text "
+        "(an encoder).")
+    page = summary._page(models, results, {"enc--2--fp32": False}, gaps, head, rows)
+    assert summary._link_reading(page, "dec--1--fp32") == ("Inside and writing: ρ = 0.53 (95% CI 0.32 to 0.72) over "
+                                                           "60 occupations")
+    assert summary._link_reading(page, "new--4--fp32").endswith("over 60 occupations, not shown")
+    assert summary._link_reading(page, "enc--2--fp32") is None
     # a direction that failed the check against the BLS share is named as such, with no number
     unread = rows.assign(readable=rows["model_id"] == "dec--1--fp32",
                          direction_verdict=np.where(rows["model_id"] == "dec--1--fp32", "supported", "not shown"))
     clause = summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False}, unread)[3]
-    assert ("in {doc}`new </models/new--4--fp32/11_intrinsic_extrinsic>` the female − male direction is not shown "
-            "against the BLS share of women (chapter 04), so its link with the next word is not read") in clause
-    # no decoder: no bullet; a decoder without the chapter says so
+    assert ("in {doc}`new </models/new--4--fp32/11_intrinsic_extrinsic>` it is not read: its female − male "
+            "direction is not validated") in clause
+    assert summary._link_reading(summary._page(models, results, None, gaps, head, unread), "new--4--fp32") == (
+        "Inside and writing: not read (its female − male direction is not validated)")
+    # no decoder with the chapter's results: no bullet; a decoder without the chapter says so
     enc = gaps[gaps["model_id"] == "enc--2--fp32"]
-    assert len(summary._findings_bullets(enc, head.iloc[:0], ["enc--2--fp32"], {"enc--2--fp32": False}, rows)) == 4
+    assert len(summary._findings_bullets(enc, head.iloc[:0], ["enc--2--fp32"], {"enc--2--fp32": False}, rows)) == 3
     assert summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False}, rows.iloc[:3])[3].endswith(
-        "; enc writes no text (encoder); new has no results of this chapter.")
+        "; enc writes no text (an encoder); new has no results of this chapter.")
     # the page reads the chapter's table from each model's folder
     root = tmp_path / "results"
     shutil.copytree(results, root)
     write_table(rows.iloc[:3].drop(columns="model_id"), root / "dec--1--fp32" / tables.NAMES.LINK_NEXT_WORD)
     page = summary._summary_markdown(models, root, {"enc--2--fp32": False})
     assert "- **Does the bias inside predict the bias it writes?** In {doc}`dec </models/dec--1--fp32/" in page
-    assert page.index("- **Writing about occupations (BOLD).**") < page.index("- **Does the bias inside")
+    assert page.index("- **Writing about occupations.**") < page.index("- **Does the bias inside")
+    assert "{term}`ρ <Spearman's ρ>` = 0.53 (95% CI 0.32 to 0.72) over 60 occupations" in page

@@ -40,16 +40,18 @@ a model without a table says so in its sentence.
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 from ..audit import link, occupation_headline, occupation_units
 from ..core import cache, precision, tables
 from ..core.results import _model_slug
-from ..core.stats import _permutation_p_text
 from ..models.builtin_models import _BUILTIN_MODELS, _model_name
 from ..profiles.axis_validity import _VERDICTS, _verdict_phrase
 from ..report import plots, rendering
@@ -145,16 +147,6 @@ def read_summary(models: Sequence[str], results_dir: str | Path | None = None
     return gaps, head.reindex(columns=["model_id", *occupation_headline._HEADLINE_COLUMNS])
 
 
-def _gap(g: float, low: float, high: float, p_holm: float) -> str:
-    """"0.86, 95% CI 0.57 to 1.14, Holm p = 0.0087": a gap as the chapter's table prints it."""
-    return (f"{precision._number_text(g)}, 95% CI {precision._interval_text(low, high, g)}, "
-            f"Holm p {precision._p_text(p_holm, relation=True)}")
-
-
-def _numbers(row) -> str:
-    return "g = " + _gap(row.g, row.g_ci_low, row.g_ci_high, row.p_holm)
-
-
 def _reading(dimension: str, row) -> str:
     """How a gap is read: ``unread`` (its axis is not ``supported``, or has no verdict), ``none``
     (Holm p >= ALPHA: no gap shown), ``agree`` or ``opposite`` (to the paper's direction)."""
@@ -165,89 +157,10 @@ def _reading(dimension: str, row) -> str:
     return "agree" if ("female" if row.g > 0 else "male") == _HEADLINE[dimension] else "opposite"
 
 
-def _robustness(row) -> str:
-    """"; 12% of 96 analysis specifications agree … (joint test p = 0.030)" from the robustness chapter, or ""."""
-    share, n = getattr(row, "share_agree_significant", None), getattr(row, "n_specs", None)
-    if share is None or pd.isna(share) or pd.isna(n):
-        return ""
-    return (f"; {precision._percent_text(share)} of {int(n)} analysis specifications agree with the paper and are "
-            "significant "
-            f"(joint test p {_permutation_p_text(row.joint_p, int(row.n_permutations))})")
-
-
-def _gap_phrase(dimension: str, row) -> str:
-    """"female names higher on warmth (g = 1.58, 95% CI 0.69 to 2.48, Holm p = 0.002; as Schuster et al. 2024
-    found; axis supported; 40% of 96 …)", "no name gap shown on …", or, on an axis whose verdict is not
-    ``supported`` (or without one), "no reading on …" with its verdict."""
-    kind = _reading(dimension, row)
-    if kind == "unread":
-        why = (f"its axis is {row.axis_reading}" if getattr(row, "axis_verdict", None) in _VERDICTS
-               else "its axis has no verdict in this build")
-        return f"no reading on {dimension}: {why} ({_numbers(row)})"
-    tail = f"axis supported{_robustness(row)}"
-    if kind == "none":
-        return f"no name gap shown on {dimension} ({_numbers(row)}; {tail})"
-    higher = "female" if row.g > 0 else "male"
-    paper = f"as {_PAPER} found" if kind == "agree" else f"opposite to {_PAPER}"
-    return f"{higher} names higher on {dimension} ({_numbers(row)}; {paper}; {tail})"
-
-
-def _model_sentence(model: str, gaps: pd.DataFrame, headline: pd.DataFrame, can_generate: bool | None = None) -> str:
-    """The reading of a model's primary numbers (``gaps``/``headline`` rows of that model): its name gaps
-    with their axes' verdicts, then the audit's :func:`bias_utils.audit.occupation_headline._headline_sentence`.
-
-    ``can_generate=False`` says the model is an encoder (no audit); otherwise
-    missing audit rows are reported as missing.
-    """
-    names = gaps[gaps["population"] == "names"]
-    phrases = [_gap_phrase(r.dimension, r) for r in names.itertuples(index=False) if r.dimension in _HEADLINE]
-    profile = "; ".join(phrases) if phrases else "no name profile at the primary specification in its results"
-    if len(headline):
-        writing = occupation_headline._headline_sentence(headline.iloc[[0]].drop(columns="model_id", errors="ignore"))
-    elif can_generate is False:
-        writing = "An encoder: it writes no text to audit."
-    else:
-        writing = "It has no BOLD audit results."
-    return f"{profile}. {writing}"
-
-
-def summary_table(models: Sequence[str], results_dir: str | Path | None = None,
-                  can_generate: dict[str, bool] | None = None) -> pd.DataFrame:
-    """One row per model (:data:`SUMMARY_COLUMNS`), the model id shortened for reading.
-
-    ``can_generate`` (by model folder name) words the sentence of a model
-    without audit results; unknown models are inferred from the tables. A row is named by the model its
-    folder records (``crossmodel.model_folders``).
-    """
-    gaps, head = read_summary(models, results_dir)
-    models, can_generate = _by_model_id(models, results_dir, can_generate)
-    rows = []
-    for model in models:
-        g, h = gaps[gaps["model_id"] == model], head[head["model_id"] == model]
-        row = {"model_id": model}
-        for r in g.itertuples(index=False):
-            key = f"{r.population}_{r.dimension}"
-            row.update({f"{key}_g": r.g, f"{key}_ci_low": r.g_ci_low, f"{key}_ci_high": r.g_ci_high,
-                        f"{key}_p_holm": r.p_holm, f"{key}_verdict": r.axis_verdict})
-        if len(h):
-            row.update(h.iloc[0][_AUDIT_COLUMNS].to_dict())
-        row["sentence"] = _model_sentence(model, g, h, (can_generate or {}).get(model, _writes(model)))
-        rows.append(row)
-    table = pd.DataFrame(rows).reindex(columns=_SUMMARY_COLUMNS)
-    return short_model_ids(table) if len(table) else table
-
-
-# --------------------------------------------------------------------------- the findings that open the page
-
-
-def _primary_sentence() -> str:
-    """The one sentence naming the primary specification (the methods chapters state it before any result)."""
-    spec = _PRIMARY_SPECIFICATION
-    return (f"Each profile above is read at one primary specification: the {spec['context_source']} "
-            f"example sentences of {_PAPER} for the ends of each axis, the {spec['layer']} over all layers, the "
-            f"original's {spec['templates']} sentence templates, and Welch's t-test with "
-            f"{spec['adjustment'].capitalize()}'s correction; the robustness chapter varies these choices only to "
-            "check it.")
+def _writes(model_id: str) -> bool | None:
+    """Whether a model of a results folder writes text, where its name says (a built-in's kind), else None."""
+    builtin = _BUILTIN_MODELS.get(str(model_id).split("--")[0])
+    return None if builtin is None else builtin.kind == "decoder"
 
 
 def _by_model_id(folders: Sequence[str], results_dir, can_generate: dict | None) -> tuple[list[str], dict]:
@@ -276,86 +189,347 @@ def _listed(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _dimension_bullet(dimension: str, names: pd.DataFrame, label: dict) -> str:
-    pole, expected = _HIGH_POLE[dimension], _HEADLINE[dimension]
-    kinds: dict[str, list] = {"agree": [], "opposite": [], "none": [], "unread": []}
-    for r in names[names["dimension"] == dimension].itertuples(index=False):
-        kinds[_reading(dimension, r)].append(r)
-
-    def link(r) -> str:
-        return _link(r.model_id, "profile", label[r.model_id])
-
-    def sized(r) -> str:  # the gap of the higher group, so a male-higher gap reads positive
-        sign = 1 if r.g > 0 else -1
-        low, high = sorted((sign * r.g_ci_low, sign * r.g_ci_high))
-        return f"{link(r)} (by {_gap(sign * r.g, low, high, r.p_holm).replace(',', ' standard deviations,', 1)})"
-
-    parts = []
-    for kind, higher in (("agree", expected), ("opposite", "male" if expected == "female" else "female")):
-        if kinds[kind]:
-            lower = "male" if higher == "female" else "female"
-            paper = f"as {_PAPER} found" if kind == "agree" else f"the opposite of {_PAPER}"
-            parts.append(f"{higher.capitalize()} first names sit closer to the {pole} end than {lower} names in "
-                         f"{_listed([sized(r) for r in kinds[kind]])}, {paper}")
-    if kinds["none"]:
-        parts.append("No gap is shown in " + _listed([
-            f"{link(r)} (female − male "
-            f"{_gap(r.g, r.g_ci_low, r.g_ci_high, r.p_holm).replace(',', ' standard deviations,', 1)})"
-            for r in kinds["none"]]))
-    why = {_VERDICTS[1]: f"the {dimension} axis is not shown to sort words by {dimension} better than axes from "
-                        "shuffled word lists",
-           _VERDICTS[2]: f"too few test words to check the {dimension} axis"}
-    unread: dict[str, list[str]] = {}
-    for r in kinds["unread"]:
-        reason = why.get(r.axis_verdict, f"the {dimension} axis has no verdict in this build")
-        unread.setdefault(reason, []).append(_link(r.model_id, "axes", label[r.model_id]))
-    parts += [f"Not read in {_listed(links)}: {reason}" for reason, links in unread.items()]
-    return f"**{dimension.capitalize()} of first names.** " + ". ".join(parts) + "."
+# --------------------------------------------------------------------------- the findings, one registration each
 
 
-def _decoder_bullet(title: str, parts: list[str], encoders: list[str], missing: list[str], lacking: str) -> str:
-    """A bullet of clauses per decoder, then the encoders (they write nothing) and the models lacking the tables."""
+@dataclass(frozen=True)
+class _Page:
+    """What the findings read, for the models of one build: ``models`` (model ids, in the build's order), their
+    ``label`` (running text's names), ``can_generate`` (by model id; a missing model: its built-in kind), the name
+    ``gaps`` and audit ``headline`` (:func:`read_summary`) and the stacked ``link_next_word`` rows."""
+    models: list
+    label: dict
+    can_generate: dict
+    gaps: pd.DataFrame
+    headline: pd.DataFrame
+    link_stats: pd.DataFrame
+
+    def writes(self, model: str) -> bool | None:
+        return self.can_generate.get(model, _writes(model))
+
+    def rows(self, frame: pd.DataFrame, model: str) -> pd.DataFrame:
+        return frame[frame["model_id"] == model] if len(frame) else frame
+
+
+@dataclass(frozen=True)
+class _Finding:
+    """One finding of the front page, from one chapter (``chapter``, a key of :data:`_CHAPTERS`; its reading opens
+    that chapter too, :func:`_chapter_findings`): ``title`` heads its line in the findings list, ``bullet``
+    says in plain words (no estimate) what each model shows, linking each model to its chapter (None: nothing to say
+    in this build), and ``reading`` gives a model's clause of the per-model reading: the chapter's primary estimate
+    with its interval (None: the model has none). A new chapter's finding is one :func:`_register` call."""
+    key: str
+    chapter: str
+    title: str
+    bullet: Callable[[_Page], str | None]
+    reading: Callable[[_Page, str], str | None]
+
+
+#: The front page's findings in reading order (:func:`_register`).
+_FINDINGS: list[_Finding] = []
+
+
+def _register(finding: _Finding) -> _Finding:
+    """Add a finding to the front page (its bullet and its clause of every model's reading); one per chapter."""
+    if any(f.key == finding.key for f in _FINDINGS):
+        raise ValueError(f"a front-page finding {finding.key!r} is registered already")
+    _FINDINGS.append(finding)
+    return finding
+
+
+def _number(value: float) -> str:
+    return precision._number_text(value)
+
+
+def _interval(low: float, high: float, estimate: float) -> str:
+    return f"95% CI {precision._interval_text(low, high, estimate)}"
+
+
+# Study 1: the name gap on each headline dimension (chapter 04), read only on a validated axis (chapter 03)
+
+
+def _gap_reading(dimension: str) -> Callable[[_Page, str], str | None]:
+    def reading(page: _Page, model: str) -> str | None:
+        names = page.rows(page.gaps, model)
+        rows = names[(names["population"] == "names") & (names["dimension"] == dimension)] if len(names) else names
+        if not len(rows):
+            return None
+        r = next(rows.itertuples(index=False))
+        kind, title = _reading(dimension, r), dimension.capitalize()
+        if kind == "unread":
+            return f"{title}: not read (its axis is not validated)"
+        numbers = f"g = {_number(r.g)} ({_interval(r.g_ci_low, r.g_ci_high, r.g)})"
+        if kind == "none":
+            return f"{title}: no gap shown, {numbers}"
+        return f"{title}: {'female' if r.g > 0 else 'male'} names nearer the {_HIGH_POLE[dimension]} end, {numbers}"
+    return reading
+
+
+def _gap_bullet(dimension: str) -> Callable[[_Page], str | None]:
+    def bullet(page: _Page) -> str | None:
+        names = page.gaps[page.gaps["population"] == "names"] if len(page.gaps) else page.gaps
+        names = names[names["dimension"] == dimension] if len(names) else names
+        if not len(names):
+            return None
+        kinds: dict[str, list[str]] = {"agree": [], "opposite": [], "none": [], "unread": []}
+        for r in names.itertuples(index=False):
+            chapter = "axes" if _reading(dimension, r) == "unread" else "profile"
+            kinds[_reading(dimension, r)].append(_link(r.model_id, chapter, page.label[r.model_id]))
+        pole, expected = _HIGH_POLE[dimension], _HEADLINE[dimension]
+        other = "male" if expected == "female" else "female"
+        parts = []
+        if kinds["agree"]:
+            parts.append(f"{expected.capitalize()} first names sit nearer the {pole} end than {other} names in "
+                         f"{_listed(kinds['agree'])}, as {_PAPER} found")
+        if kinds["opposite"]:
+            parts.append(f"{other.capitalize()} first names sit nearer the {pole} end than {expected} names in "
+                         f"{_listed(kinds['opposite'])}, the opposite of {_PAPER}")
+        if kinds["none"]:
+            parts.append(f"no gap is shown in {_listed(kinds['none'])}")
+        if kinds["unread"]:
+            parts.append(f"not read in {_listed(kinds['unread'])}, whose {dimension} axis is not validated")
+        return " ".join(f"{p[0].upper()}{p[1:]}." for p in parts)
+    return bullet
+
+
+for _dimension in _HEADLINE:
+    _register(_Finding(_dimension, "profile", f"{_dimension.capitalize()} of first names.", _gap_bullet(_dimension),
+                       _gap_reading(_dimension)))
+
+
+# Study 2: what a decoder wrote about occupations (chapter 06)
+
+
+def _audit(page: _Page, model: str) -> dict | None:
+    rows = page.rows(page.headline, model)
+    return None if rows.empty else occupation_headline._headline(rows.drop(columns="model_id").iloc[[0]])
+
+
+def _compared(h: dict) -> bool:
+    return not (pd.isna(h["share_difference"]) or pd.isna(h["share_difference_ci_low"]))
+
+
+def _carry(h: dict) -> str:
+    """"67 of 657 completions carry a gendered word"."""
+    k, n = int(h["n_gendered_completions"]), int(h["n_completions"])
+    return f"{precision._count_text(k)} of {precision._count_text(n)} completions carry a gendered word"
+
+
+def _writing_reading(page: _Page, model: str) -> str | None:
+    h = _audit(page, model)
+    if h is None:
+        return "Writing: none (an encoder)" if page.writes(model) is False else None
+    if int(h["n_gendered_completions"]) == 0 or not _compared(h):
+        return f"Writing: the two groups' male shares cannot be compared; {_carry(h)}"
+    difference = occupation_headline._points(h["share_difference"])
+    interval = occupation_headline._mc_interval(h, "share_difference", 100)
+    return (f"Writing: male share of gendered words, male- minus female-dominated occupations: {difference} points "
+            f"(95% CI {interval}); {_carry(h)}")
+
+
+def _decoders(page: _Page, clause: Callable[[str, str], str | None], lacking: str) -> str | None:
+    """The clauses of the decoders (``clause(model, its name)``), then the encoders and those lacking the chapter's
+    table; None when no model has the chapter's results."""
+    parts, encoders, missing = [], [], []
+    for model in page.models:
+        text = clause(model, page.label[model])
+        if text is not None:
+            parts.append(text)
+        else:
+            (encoders if page.writes(model) is False else missing).append(page.label[model])
+    if not parts:
+        return None
     if encoders:
-        parts.append(f"{_listed(encoders)} {'writes' if len(encoders) == 1 else 'write'} no text (encoder)")
+        parts.append(f"{_listed(encoders)} {'writes' if len(encoders) == 1 else 'write'} no text (an encoder)")
     if missing:
         parts.append(f"{_listed(missing)} {'has' if len(missing) == 1 else 'have'} no {lacking}")
     text = "; ".join(parts)
-    return f"**{title}** {text[0].upper()}{text[1:]}."
+    return f"{text[0].upper()}{text[1:]}."
 
 
-def _writes(model_id: str) -> bool | None:
-    """Whether a model of a results folder writes text, where its name says (a built-in's kind), else None."""
-    builtin = _BUILTIN_MODELS.get(str(model_id).split("--")[0])
-    return None if builtin is None else builtin.kind == "decoder"
+def _writing_bullet(page: _Page) -> str | None:
+    def clause(model: str, label: str) -> str | None:
+        h = _audit(page, model)
+        if h is None:
+            return None
+        link = _link(model, "audit", label)
+        if int(h["n_gendered_completions"]) == 0:
+            return f"{link} writes no gendered word about its occupations"
+        if not _compared(h):
+            return f"in {link} the two groups of occupations cannot be compared"
+        return f"{link} shows {occupation_headline._difference_reading(h)}, though only {_carry(h)}"
+    return _decoders(page, clause, "audit results")
 
 
-def _writing_bullet(models: Sequence[str], head: pd.DataFrame, label: dict, can_generate: dict) -> str:
-    """What each decoder wrote about occupations, in the words of its chapter (:func:`~bias_utils.audit.occupations.
-    estimate_text`, the one producer of the primary estimate): each group's male share of gendered words for a
-    typical occupation with its interval, then their difference; over how many occupations (and what counts as
-    one, a link to the methods); then what the interval shows in words (:func:`~bias_utils.audit.occupations.
-    difference_reading`). The odds ratios are technical detail: the per-model table below and the chapter."""
-    parts, encoders, missing = [], [], []
-    for model in models:
-        rows = head[head["model_id"] == model]
-        if rows.empty:
-            (encoders if can_generate.get(model, _writes(model)) is False else missing).append(label[model])
+_register(_Finding("writing", "audit", "Writing about occupations.", _writing_bullet, _writing_reading))
+
+
+# The link between them (chapter 11): the next-word Spearman ρ across the BLS occupations
+
+
+def _link_row(page: _Page, model: str):
+    rows = page.rows(page.link_stats, model)
+    if not len(rows) or "primary" not in rows or not rows["primary"].astype(bool).any():
+        return None
+    return link._pick_analysis(rows, **link._NEXT_WORD_PRIMARY)
+
+
+def _link_shown(row) -> bool:
+    return bool(np.isfinite(row["ci_low"]) and (row["ci_low"] > 0 or row["ci_high"] < 0))
+
+
+def _link_reading(page: _Page, model: str) -> str | None:
+    row = _link_row(page, model)
+    if row is None:
+        return None
+    if not bool(row["readable"]):
+        return "Inside and writing: not read (its female − male direction is not validated)"
+    if not np.isfinite(row["effect_size"]):
+        return "Inside and writing: not computable"
+    return (f"Inside and writing: ρ = {_number(row['effect_size'])} "
+            f"({_interval(row['ci_low'], row['ci_high'], row['effect_size'])}) over {int(row['n'])} occupations"
+            + ("" if _link_shown(row) else ", not shown"))
+
+
+def _link_bullet(page: _Page) -> str | None:
+    def clause(model: str, label: str) -> str | None:
+        row = _link_row(page, model)
+        if row is None:
+            return None
+        link_ = _link(model, "link", label)
+        if not bool(row["readable"]) or not np.isfinite(row["effect_size"]):
+            return f"in {link_} it is not read: its female − male direction is not validated"
+        if not _link_shown(row):
+            return (f"in {link_}, where the model places an occupation inside does not show in how it continues a "
+                    "sentence about it (not shown)")
+        way = "nearer its female terms" if row["effect_size"] > 0 else "nearer its male terms"
+        return f"in {link_}, the occupations it places {way} are continued more often with a female word"
+    return _decoders(page, clause, "results of this chapter")
+
+
+_register(_Finding("link", "link", "Does the bias inside predict the bias it writes?", _link_bullet, _link_reading))
+
+
+def _caveat_bullet() -> str:
+    return ("**Not shown is not absent.** Where a finding says *not shown* or *not read*, this build could not tell; "
+            "it does not say that a model has no such bias.")
+
+
+# --------------------------------------------------------------------------- the terms the findings use
+
+#: The words of the findings a reader may not know, each linked to its entry in the front page's glossary
+#: ("How to read the numbers" in ``book/index.md``): (the pattern as it is printed, the glossary's term).
+_TERMS = [
+    (r"\bg(?= = )", "Hedges' g"), (r"95% CI", "95% CI"), (r"\bwarm end\b", "warm end"),
+    (r"\bcompetent end\b", "competent end"), (r"\bnot validated\b", "validated"), (r"\bnot shown\b", "not shown"),
+    (r"\bnot read\b", "not read"), (r"\bmale share\b", "male share"), (r"\bpoints\b", "points"),
+    (r"\bgendered word\b", "gendered word"), (r"ρ", "Spearman's ρ"), (r"\bfemale − male direction\b", "direction"),
+]
+
+
+def _with_terms(text: str) -> str:
+    """``text`` (MyST) with the first use of each glossary term (:data:`_TERMS`) linked to its definition, outside
+    roles already there."""
+    done = set()
+    pieces = re.split(r"(\{\w+\}`[^`]*`)", text)
+    for i, piece in enumerate(pieces):
+        if piece.startswith("{"):
             continue
-        h = occupation_headline._headline(rows.drop(columns="model_id"))
-        n, k = int(h["n_completions"]), int(h["n_gendered_completions"])
-        link = _link(model, "audit", label[model])
-        if k == 0:
-            parts.append(f"none of the {precision._count_text(n)} completions of {link} about its occupations "
-                         f"contains a gendered word ({_UNITS_REF})")
-            continue
-        units = (f"{int(h['n_units_a']) + int(h['n_units_b'])} occupations, {int(h['n_units_informative'])} of them "
-                 f"with any gendered word; {_UNITS_REF}")
-        if pd.isna(h["share_difference"]) or pd.isna(h["share_difference_ci_low"]):
-            parts.append(f"in {link}, the male shares of the two groups cannot be compared ({units})")
-            continue
-        parts.append(f"in {link}, {occupation_headline._estimate_text(h)} ({units}): "
-                     f"{occupation_headline._difference_reading(h)}")
-    return _decoder_bullet("Writing about occupations (BOLD).", parts, encoders, missing, "audit results")
+        for pattern, term in _TERMS:
+            if term in done:
+                continue
+            m = re.search(pattern, piece)
+            if m:
+                done.add(term)
+                piece = f"{piece[:m.start()]}{{term}}`{m.group(0)} <{term}>`{piece[m.end():]}"
+        pieces[i] = piece
+    # a term wrapped inside another's link text (none today) would nest roles: each role stays whole
+    return "".join(pieces)
+
+
+def _page(folders: Sequence[str], results_dir, can_generate: dict | None, gaps: pd.DataFrame,
+          headline: pd.DataFrame, link_stats: pd.DataFrame | None) -> _Page:
+    models, can_generate = _by_model_id(folders, results_dir, can_generate)
+    link_stats = link_stats if link_stats is not None else pd.DataFrame(columns=["model_id"])
+    return _Page(models, _names(models), can_generate or {}, gaps, headline, link_stats)
+
+
+def _model_reading(page: _Page, model: str) -> str:
+    """A model's reading: the clause of each registered finding (its chapter's primary estimate with its interval),
+    at most :data:`_READING_WORDS` words."""
+    clauses = [c for f in _FINDINGS if (c := f.reading(page, model)) is not None]
+    return ". ".join(clauses) + "." if clauses else "No results of this build's chapters."
+
+
+def _chapter_findings(stem: str, results: str | Path | None) -> list[str]:
+    """The sentences that open a chapter (``stem``, a notebook's) for the model whose results folder is
+    ``results``: the reading of each finding registered for that chapter, as the front page prints it; [] for a
+    chapter without one, or without results."""
+    chapter = {stem_: key for key, stem_ in _CHAPTERS.items()}.get(stem)
+    found = [f for f in _FINDINGS if f.chapter == chapter]
+    if not found or results is None or not Path(results).is_dir():
+        return []
+    folder, root = Path(results).name, Path(results).parent
+    gaps, head = read_summary([folder], root)
+    link_stats, _ = _read_results([folder], tables.NAMES.LINK_NEXT_WORD, root)
+    page = _page([folder], root, None, gaps, head, link_stats)
+    return [f"{clause}." for f in found if (clause := f.reading(page, page.models[0])) is not None]
+
+
+#: The most words of a model's reading on the front page (every sensitivity estimand lives in its chapter).
+_READING_WORDS = 80
+
+
+def _findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequence[str],
+                      can_generate: dict[str, bool] | None = None,
+                      link_stats: pd.DataFrame | None = None, results_dir: str | Path | None = None) -> list[str]:
+    """The findings that open the front page, in plain words, one per registered finding (:data:`_FINDINGS`: the
+    warmth and the competence of first names, writing about occupations, whether the bias inside predicts the bias
+    written), each linking each model to its chapter, then what "not shown" means. ``gaps`` and ``headline`` are
+    :func:`read_summary`'s, ``link_stats`` the stacked ``link_next_word`` rows."""
+    if not list(models):
+        return []
+    page = _page(models, results_dir, can_generate, gaps, headline, link_stats)
+    bullets = [f"**{f.title}** {text}" for f in _FINDINGS if (text := f.bullet(page)) is not None]
+    return bullets + [_caveat_bullet()]
+
+
+def summary_table(models: Sequence[str], results_dir: str | Path | None = None,
+                  can_generate: dict[str, bool] | None = None) -> pd.DataFrame:
+    """One row per model (:data:`SUMMARY_COLUMNS`), the model id shortened for reading; ``sentence`` is the model's
+    reading (:func:`_model_reading`: each registered finding's primary estimate with its interval).
+
+    ``can_generate`` (by model folder name) words the reading of a model
+    without audit results; unknown models are inferred from the tables. A row is named by the model its
+    folder records (``crossmodel.model_folders``).
+    """
+    gaps, head = read_summary(models, results_dir)
+    link_stats, _ = _read_results(models, tables.NAMES.LINK_NEXT_WORD, results_dir)
+    page = _page(models, results_dir, can_generate, gaps, head, link_stats)
+    rows = []
+    for model in page.models:
+        g, h = page.rows(gaps, model), page.rows(head, model)
+        row = {"model_id": model}
+        for r in g.itertuples(index=False):
+            key = f"{r.population}_{r.dimension}"
+            row.update({f"{key}_g": r.g, f"{key}_ci_low": r.g_ci_low, f"{key}_ci_high": r.g_ci_high,
+                        f"{key}_p_holm": r.p_holm, f"{key}_verdict": r.axis_verdict})
+        if len(h):
+            row.update(h.iloc[0][_AUDIT_COLUMNS].to_dict())
+        row["sentence"] = _model_reading(page, model)
+        rows.append(row)
+    table = pd.DataFrame(rows).reindex(columns=_SUMMARY_COLUMNS)
+    return short_model_ids(table) if len(table) else table
+
+
+def _primary_sentence() -> str:
+    """The one sentence naming the primary specification (the methods chapters state it before any result)."""
+    spec = _PRIMARY_SPECIFICATION
+    return (f"Each profile above is read at one primary specification: the {spec['context_source']} "
+            f"example sentences of {_PAPER} for the ends of each axis, the {spec['layer']} over all layers, the "
+            f"original's {spec['templates']} sentence templates, and Welch's t-test with "
+            f"{spec['adjustment'].capitalize()}'s correction; the robustness chapter varies these choices only to "
+            "check it.")
 
 
 def _units_paragraph(models: Sequence[str], results_dir) -> str:
@@ -367,59 +541,6 @@ def _units_paragraph(models: Sequence[str], results_dir) -> str:
     model = units["model_id"].iloc[0]
     first = units[units["model_id"] == model].drop(columns="model_id")
     return occupation_units.describe_units(first)
-
-
-def _link_bullet(models: Sequence[str], link_stats: pd.DataFrame, label: dict, can_generate: dict) -> str:
-    parts, encoders, missing = [], [], []
-    for model in models:
-        rows = link_stats[link_stats["model_id"] == model] if len(link_stats) else link_stats
-        if not len(rows) or not rows["primary"].astype(bool).any():
-            (encoders if can_generate.get(model, _writes(model)) is False else missing).append(label[model])
-            continue
-        parts.append(link._next_word_link_reading(rows, _link(model, "link", label[model])))
-    return _decoder_bullet("Does the bias inside predict the bias it writes?", parts, encoders, missing,
-                           "results of this chapter")
-
-
-def _caveat_bullet(names: pd.DataFrame, label: dict) -> str:
-    text = ("**Not shown is not absent.** \"No gap is shown\" and \"not read\" say that this build could not tell, "
-            "not that a model has no such bias.")
-    robust = names.dropna(subset=["share_agree_significant"])
-    checks = []
-    for model, rows in robust.groupby("model_id", sort=False):
-        shares = [f"{precision._percent_text(r.share_agree_significant)} of {int(r.n_specs)} on {r.dimension}"
-                  for r in rows.itertuples(index=False)]
-        checks.append(f"{_listed(shares)} in {_link(model, 'robustness', label[model])}")
-    if checks:
-        text += (" The robustness check varies the analysis choices (context source, layer, templates, test); the "
-                 f"share of its specifications that agree with {_PAPER} and are significant is {_listed(checks)}.")
-    return text
-
-
-def _findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequence[str],
-                     can_generate: dict[str, bool] | None = None,
-                     link_stats: pd.DataFrame | None = None, results_dir: str | Path | None = None) -> list[str]:
-    """The findings that open the front page, in plain words, each linking to its chapter (MyST ``{doc}``):
-    warmth and competence of first names (which models, which direction, how large, how sure, where an axis
-    is not read), writing about occupations (each group's male share of gendered words for a typical occupation,
-    their difference with its occupation interval, over how many occupations, what counts as one a link away in
-    the methods), with ``link_stats`` (stacked ``link_next_word`` rows) whether the bias inside predicts the
-    bias it writes (per model, the primary ρ across the BLS occupations with its interval and the partial ρ beyond
-    their share of women, :func:`bias_utils.audit.link._next_word_link_reading`), and what "not shown" means with
-    the robustness check.
-    ``gaps`` and ``headline`` are :func:`read_summary`'s."""
-    folders = list(models)
-    if not folders:
-        return []
-    models, can_generate = _by_model_id(folders, results_dir, can_generate)
-    label = _names(models)
-    names = gaps[gaps["population"] == "names"]
-    bullets = [_dimension_bullet(d, names, label) for d in _HEADLINE if (names["dimension"] == d).any()]
-    bullets.append(_writing_bullet(models, headline, label, can_generate or {}))
-    if link_stats is not None and any((can_generate or {}).get(m) is not False for m in models):
-        bullets.append(_link_bullet(models, link_stats, label, can_generate or {}))
-    bullets.append(_caveat_bullet(names, label))
-    return bullets
 
 
 # --------------------------------------------------------------------------- the figure and the page
@@ -516,7 +637,7 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
 def _markdown_table(table: pd.DataFrame) -> str:
     name = _names(table["model_id"])
     lines = ["| model | reading |", "|---|---|"]
-    lines += [f"| {name[r.model_id]} | {r.sentence} |" for r in table.itertuples(index=False)]
+    lines += [f"| {name[r.model_id]} | {_with_terms(r.sentence)} |" for r in table.itertuples(index=False)]
     return "\n".join(lines)
 
 
@@ -536,11 +657,12 @@ def _summary_markdown(models: Sequence[str], results_dir: str | Path | None = No
         return "\n".join(lines + ["No model was built in this run." + (f" {note}" if note else ""), ""])
     # the findings fill the first screen; the specification they were read at follows at once
     link_stats, _ = _read_results(models, tables.NAMES.LINK_NEXT_WORD, results_dir)
-    lines += [f"- {b}" for b in _findings_bullets(gaps, head, models, can_generate, link_stats, results_dir)] + [""]
+    lines += [f"- {_with_terms(b)}" for b in _findings_bullets(gaps, head, models, can_generate, link_stats,
+                                                                results_dir)] + [""]
     lines += [_primary_sentence(), ""]
     if note:
         lines += [note, ""]
-    lines += ["### The numbers per model", ""]
+    lines += ["### The numbers per model", "", _markdown_table(table), ""]
     if len(gaps.dropna(subset=["g"])):
         spec = summary_chart(gaps, head).to_dict()
         image = None
@@ -552,7 +674,6 @@ def _summary_markdown(models: Sequence[str], results_dir: str | Path | None = No
                 cache._atomic_write_text(Path(figures) / name, vlc.vegalite_to_svg(spec))
             image = f"{figures_url}/{name}"
         lines += ["```{raw} html", rendering._figure_html(spec, 1, "bias-summary-chart", image), "```", ""]
-    lines += [_markdown_table(table), ""]
     lines += ["Each model's chapters show how these numbers were measured, and the *Across models* "
               "chapter sets them side by side.", ""]
     return "\n".join(lines)
