@@ -402,10 +402,9 @@ def _coverage_note(coverage: float, what: str = "the verdict") -> str:
     return (f"**Low coverage: the counted words take only {_percent(coverage)} of the next word's probability for "
             f"the median occupation**, under the {_percent(_MIN_COVERAGE)} this book asks of the measure (the ten "
             f"built-in templates give SmolLM2-135M-Instruct {_percent(_REFERENCE_COVERAGE)}): after these sentences "
-            "the model mostly writes other "
-            f"words, so {what} rests on a small part of what it writes next. Use templates that end where a "
-            "pronoun, a possessive or an object follows in the counted words' language, or count the words of that "
-            "language (`next_word_lexicons`).")
+            f"the model mostly writes other words, so {what} rests on a small part of what it writes next. Use "
+            "templates that end where a pronoun, a possessive or an object follows in the counted words' language, "
+            "or count the words of that language (`next_word_lexicons`).")
 
 
 def sampled_check(model, occupations: pd.DataFrame, *, templates: Sequence[str] | None = None,
