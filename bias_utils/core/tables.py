@@ -281,29 +281,31 @@ class NAMES:
     NEXT_WORD_TOKENS = _declare(
         "next_word_tokens", "bias_utils.audit.next_word._lexicon_first_tokens", ("11_intrinsic_extrinsic",),
         "the token each lexicon word counts by after a template (one token, or its first; shared ones not counted)",
-        ("lexicon", "word", "variant", "n_tokens", "token_id", "token", "counted"))
+        ("lexicon", "word", "variant", "n_tokens", "token_id", "token", "counted", "measure_definition"))
     NEXT_WORD_PROMPTS = _declare(
         "next_word_prompts", "bias_utils.audit.next_word.next_word_table", ("11_intrinsic_extrinsic",),
         "per occupation noun and neutral template: the next word's probability of a female and of a male word, and "
         "their log-ratio",
-        ("occupation", "template", "reference", "prompt", "n_tokens", "female_mass", "male_mass", "log_ratio"))
+        ("occupation", "template", "reference", "prompt", "n_tokens", "female_mass", "male_mass", "log_ratio",
+         "measure_definition"))
     NEXT_WORD_OCCUPATIONS = _declare(
         "next_word_occupations", "bias_utils.audit.next_word.next_word_table", ("11_intrinsic_extrinsic",),
         "per occupation noun: the exact next-word measure (mean log-ratio over the templates, gendered mass)",
         ("occupation", "n_templates", "female_mass", "male_mass", "gendered_mass", "female_share", "log_ratio",
-         "log_ratio_sd"))
+         "log_ratio_sd", "measure_definition"))
     NEXT_WORD_VALIDITY = _declare(
         "next_word_validity", "bias_utils.audit.next_word.next_word_validity", ("11_intrinsic_extrinsic",),
         "the next-word log-ratio of the 60 BLS occupations against their share of women (the gender direction's "
         "engine and verdict) and its discriminant rows beyond warmth and competence",
         ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
-         "ci_low", "ci_high", "n", "measure", "controls", "detectable", "verdict"))
+         "ci_low", "ci_high", "n", "measure", "controls", "detectable", "verdict", "measure_definition", "coverage",
+         "low_coverage"))
     NEXT_WORD_SAMPLED_CHECK = _declare(
         "next_word_sampled_check", "bias_utils.audit.next_word.sampled_check", ("11_intrinsic_extrinsic",),
         "(with sampled_check) Spearman and Pearson between the exact next-word log-ratio and the log-odds of the "
         "audit's words in sampled continuations of the same sentences, for the 60 BLS occupations",
         ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
-         "ci_low", "ci_high", "n", "n_gendered"))
+         "ci_low", "ci_high", "n", "n_gendered", "measure_definition"))
     LINK_NEXT_WORD = _declare(
         "link_next_word", "bias_utils.audit.link._next_word_link_statistics", ("11_intrinsic_extrinsic",),
         "the link on the same occupations: the gender position against the next-word log-ratio across the 60 BLS "
@@ -311,11 +313,12 @@ class NAMES:
         "robustness row",
         ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
          "ci_low", "ci_high", "n", "analysis", "role", "units", "intrinsic", "extrinsic_measure", "controls",
-         "direction_verdict", "readable", "primary", "note"))
+         "direction_verdict", "readable", "primary", "note", "measure_definition", "coverage", "low_coverage"))
     LINK_NEXT_WORD_OCCUPATIONS = _declare(
         "link_next_word_occupations", "bias_utils.audit.link.next_word_link", ("11_intrinsic_extrinsic",),
         "per occupation of each set (BLS occupations, BOLD primary units): its gender position and next-word measure",
-        ("units", "occupation", "noun", "group", "bls_pct_female", "gender_position", "log_ratio", "gendered_mass"))
+        ("units", "occupation", "noun", "group", "bls_pct_female", "gender_position", "log_ratio", "gendered_mass",
+         "measure_definition"))
     LINK_OCCUPATIONS = _declare(
         "link_occupations", "bias_utils.audit.link.run_link", ("11_intrinsic_extrinsic",),
         "per occupation: the noun on the female-male direction and on warmth/competence, and the log-odds of female vs"
@@ -410,7 +413,7 @@ class NAMES:
         "link_pooled", "bias_utils.book.crossmodel.pooled_link", ("09_cross_model",),
         "each model's intrinsic-extrinsic link (the next-word primary; the BOLD slope) and their random-effects pool",
         ("intrinsic", "test", "model_id", "estimate", "ci_low", "ci_high", "se", "n", "units", "extrinsic_measure",
-         "p", "tau2", "q", "q_p", "i2"))
+         "p", "tau2", "q", "q_p", "i2", "measure_definition", "kept_apart"))
     INTRINSIC_EXTRINSIC = _declare(
         "intrinsic_extrinsic", "bias_utils.book.crossmodel.intrinsic_extrinsic", ("09_cross_model",),
         "profile gaps beside the audit's odds ratio per model",

@@ -390,6 +390,7 @@ _LABELS = {
     "female_count": "female words", "male_count": "male words", "log_odds": "log-odds, female vs male words",
     "axis_readable": "axis read", "difference": "difference", "weight": "weight", "sentence": "reading",
     "tau2": "τ²", "q": "Q", "q_p": "p of Q", "i2": "I²", "table": "table", "reason": "reason", "gap": "gap",
+    "measure_definition": "measure's definition", "kept_apart": "kept apart, why", "low_coverage": "low coverage",
     "axis_reading": "axis verdict, in words", "method": "method", "names_competence_gap": "names: competence gap",
     "names_warmth_gap": "names: warmth gap", "terms_competence_gap": "terms: competence gap",
     "terms_warmth_gap": "terms: warmth gap", "share_gendered_female_dominated": "share gendered, female-dominated",
