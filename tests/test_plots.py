@@ -268,3 +268,38 @@ def test_log_ticks_are_one_two_five_times_powers_of_ten_around_the_data_and_one(
         x=alt.X("x:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=far, format=plots._LOG_FORMAT))).to_dict())
     labels = re.findall(r">([^<>]+)</text>", svg)
     assert "1,000,000,000,000" in labels and not [t for t in labels if re.search(r"\de[+-]?\d", t)], labels
+
+
+def test_layer_curves_promise_a_band_only_where_they_draw_one():
+    """A measure without intervals (the female − male difference) gets no band and the caption says which rows have
+    one; no panel hands Vega a field without a finite value (its "Infinite extent" warning)."""
+    rows = [{"context_source": source, "layer": layer, "measure": measure, "dimension": dim, "value": 0.1 * layer,
+             "ci_low": 0.1 * layer - 0.05 if measure == "accuracy_raw" else np.nan,
+             "ci_high": 0.1 * layer + 0.05 if measure == "accuracy_raw" else np.nan}
+            for source in ("dictionary", "generated") for layer in range(3)
+            for measure in ("accuracy_raw", "female_minus_male") for dim in ("warmth", "competence")]
+    spec = plots.layer_curves_chart(pd.DataFrame(rows)).to_dict()
+    data = pd.DataFrame(next(iter(spec["datasets"].values())))
+    assert np.isfinite(data[["ci_low", "ci_high"]].to_numpy(float)).all()
+    moved = data[data["measure"] == rendering._column_label("female_minus_male")]
+    assert (moved["ci_low"] == moved["value"]).all() and (moved["ci_high"] == moved["value"]).all()
+    _, caption = rendering._figure_text(spec)
+    banded, plain = rendering._column_label("accuracy_raw"), rendering._column_label("female_minus_male")
+    assert (f"the shaded band its 95% confidence interval (on the {banded} row only; the {plain} row has none)"
+            in caption)
+    everywhere = plots.layer_curves_chart(pd.DataFrame(rows).query("measure == 'accuracy_raw'")).to_dict()
+    assert "row only" not in rendering._figure_text(everywhere)[1]
+
+
+def test_heatmap_caption_names_what_its_columns_are():
+    acc = pd.DataFrame({"cutoff": ["0.1"] * 2, "dimension": ["warmth", "competence"], "accuracy": [0.7, 0.4],
+                        "n": [10, 10], "model_id": ["generated contexts", "wordnet contexts"]})
+    _, caption = rendering._figure_text(plots.accuracy_heatmap(acc, columns="context source of the extra terms")
+                                        .to_dict())
+    assert "per dimension (rows) and context source of the extra terms and cut-off (columns)" in caption
+    assert "model and cut-off" in rendering._figure_text(plots.accuracy_heatmap(acc).to_dict())[1]
+
+
+def test_axis_labels_keep_a_gap_between_them():
+    """Tick labels never touch ("0.00.1" read as one number on a phone): Vega hides those closer than the gap."""
+    assert plots._theme()["config"]["axis"]["labelSeparation"] >= 4

@@ -63,8 +63,9 @@ def _theme() -> alt.theme.ThemeConfig:
         "config": {
             "font": _FONT,
             "view": {"stroke": None, "continuousWidth": 380, "continuousHeight": 260},
+            # labels at least 6 px apart (Vega hides the ones that would come closer): "0.00.1" read as one number
             "axis": {"labelFontSize": 11, "titleFontSize": 12, "titleFontWeight": "normal",
-                     "gridColor": "#e6e6e6", "domainColor": "#888", "tickColor": "#888"},
+                     "gridColor": "#e6e6e6", "domainColor": "#888", "tickColor": "#888", "labelSeparation": 6},
             "legend": {"labelFontSize": 11, "titleFontSize": 11, "orient": "bottom"},
             "header": {"labelFontSize": 12, "titleFontSize": 12},
             "title": {"fontSize": 14, "fontWeight": "normal", "anchor": "start"},
@@ -456,7 +457,14 @@ def layer_curves_chart(curves: pd.DataFrame, measures: Sequence[str] | None = No
     parts = [alt.Chart().mark_line(point=alt.OverlayMarkDef(size=18)).encode(
         x=x, y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)), color=colour,
         tooltip=["context_source", "layer", alt.Tooltip("value:Q", format=".3f")])]
+    banded: list[str] = []
     if {"ci_low", "ci_high"} <= set(data.columns) and data["ci_low"].notna().any():
+        has = data["ci_low"].notna() & data["ci_high"].notna()
+        banded = [m for m in measures if has[data["measure"] == m].any()]
+        # a row without an interval gets a band of no width at its line (a panel whose bounds are all missing would
+        # give Vega an infinite extent); the caption names the measures that have one
+        data = data.assign(ci_low=data["ci_low"].where(has, data["value"]),
+                           ci_high=data["ci_high"].where(has, data["value"]))
         parts.insert(0, alt.Chart().mark_area(opacity=0.15).encode(x=x, y="ci_low:Q", y2="ci_high:Q", color=colour))
     chart = (alt.layer(*parts, data=data).properties(width=260, height=150)
              .facet(row=alt.Row("measure:N", title=None, sort=measures),
@@ -464,7 +472,11 @@ def layer_curves_chart(curves: pd.DataFrame, measures: Sequence[str] | None = No
              .resolve_scale(y="independent"))
     caption = ("One panel per measure (rows) and dimension (columns); the x axis is the layer (0 = the embedding "
                "output), each line a context source (colour)"
-               + (", the shaded band its 95% confidence interval" if len(parts) > 1 else "")
+               + ("" if not banded else ", the shaded band its 95% confidence interval"
+                  + ("" if len(banded) == len(measures) else
+                     f" (on the {' and '.join(banded)} row{'s' if len(banded) > 1 else ''} only; the "
+                     f"{' and '.join(m for m in measures if m not in banded)} "
+                     f"row{'s have' if len(measures) - len(banded) > 1 else ' has'} none)"))
                + ". Each panel has its own y scale. Look for the layers where a measure peaks and whether the "
                  "context sources agree.")
     return _captioned(chart, title or "By layer and context source", [],
@@ -473,11 +485,12 @@ def layer_curves_chart(curves: pd.DataFrame, measures: Sequence[str] | None = No
 
 
 def accuracy_heatmap(accuracy: pd.DataFrame, *, title: str | None = None,
-                     invalid_axes: pd.DataFrame | Sequence[str] = ()) -> alt.LayerChart:
+                     invalid_axes: pd.DataFrame | Sequence[str] = (), columns: str = "model") -> alt.LayerChart:
     """Direction-prediction accuracy per dimension x model and cut-off (the paper's Table 2).
 
     ``accuracy``: ``projection.direction_accuracy`` rows (one layer) with
-    ``model_id`` (added by the caller when several models are stacked),
+    ``model_id`` (added by the caller when several models are stacked; ``columns`` says what it is, as the caption
+    names the columns: "model", or "context source" where a chapter stacks one model's context sources),
     ``cutoff, dimension, accuracy, n``. Colour is centred on 0.5 (not a baseline: with
     unbalanced poles the larger pole's share is). ``invalid_axes``: axes whose verdict is not
     ``supported``, as ``model_id, dimension`` pairs (``crossmodel.unreadable_axes_by_model``) or
@@ -510,8 +523,8 @@ def accuracy_heatmap(accuracy: pd.DataFrame, *, title: str | None = None,
                             alt.value("black")))
     caption = ("The share of the full dictionary's extra terms (words the seed dictionary that built the axis does "
                "not contain) whose pole (high or low) the axis predicts, per dimension (rows) and "
-               "model and cut-off (columns), printed in each cell; blue above 0.5, red below. 0.5 is not chance when a "
-               "dimension's poles are unbalanced (the larger pole's share is).")
+               f"{columns} and cut-off (columns), printed in each cell; blue above 0.5, red below. 0.5 is not chance "
+               "when a dimension's poles are unbalanced (the larger pole's share is).")
     if bad:
         caption += " Grey cells with † are axes not shown to beat their label-shuffling null (or untestable)."
     return _captioned((rect + text).properties(width=alt.Step(40), height=alt.Step(24)),
