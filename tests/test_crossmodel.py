@@ -97,6 +97,13 @@ def test_bold_odds_ratios_from_the_audit_table():
     clustered, independent = plots._UNIT_COLORS
     assert drawn == {m: independent if m == "Wald (audit)" else clustered for m in odds.method}
     assert ">3<" not in svg or 3 in ticks  # the ticks drawn are the scheme's
+    # the dashed line at 1 stays inside the plot (padded), not under the axis line at its edge
+    assert spec["layer"][0]["encoding"]["x"]["scale"]["padding"] > 0
+    # the side-by-side row's odds ratio is the primary estimand's, with its interval
+    side = crossmodel.intrinsic_extrinsic(pd.DataFrame(columns=["model_id", "population", "dimension", "gap"]), odds,
+                                          pd.DataFrame(), pd.DataFrame())
+    assert side.iloc[0][["odds_ratio", "or_ci_low", "or_ci_high"]].tolist() == odds.iloc[0][
+        ["odds_ratio", "ci_low", "ci_high"]].tolist()
 
 
 def test_read_all_results_stacks_every_table_and_lists_missing(tmp_path):

@@ -353,10 +353,11 @@ def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.Data
     (:mod:`bias_utils.audit.link`, chapter 11) and pooled across models by :func:`pooled_link`.
 
     Columns: ``model_id``; ``names_warmth_gap, names_competence_gap, terms_warmth_gap,
-    terms_competence_gap`` (standardised units); ``odds_ratio, or_ci_low, or_ci_high`` (occupation interval)
-    (Wald, the audit's); ``share_gendered_male_dominated, share_gendered_female_dominated``
-    (completions with any gendered word); ``completion_warmth_gap, completion_competence_gap``
-    (female- minus male-dominated completions, standardised) and their Holm p values.
+    terms_competence_gap`` (standardised units); ``odds_ratio, or_ci_low, or_ci_high`` (the primary estimand's
+    marginal odds ratio of the occupation-mean male shares, whole occupations resampled);
+    ``share_gendered_male_dominated, share_gendered_female_dominated`` (completions with any gendered word);
+    ``completion_warmth_gap, completion_competence_gap`` (female- minus male-dominated completions, standardised)
+    and their Holm p values.
     Models lacking a part get NaN there; which tables are missing is reported by
     :func:`read_results`.
     """
@@ -365,7 +366,8 @@ def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.Data
     wide.columns = [f"{pop}_{dim}_gap" for pop, dim in wide.columns]
     parts = [wide]
     if len(odds):
-        w = odds[odds["method"] == "occupation bootstrap"].set_index("model_id")
+        # the primary estimand's odds ratio (the one chapter 06 and the front page print), not the pooled words'
+        w = odds[odds["method"] == next(iter(_ODDS_METHODS))].set_index("model_id")
         parts.append(w[["odds_ratio", "ci_low", "ci_high"]].rename(columns={"ci_low": "or_ci_low",
                                                                              "ci_high": "or_ci_high"}))
     if len(summary):
@@ -408,10 +410,13 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
                         scale=alt.Scale(domain=list(plots._UNIT_COLORS), range=list(plots._UNIT_COLORS.values())),
                         legend=alt.Legend(orient="bottom", columns=1, labelLimit=400)))
     ticks = plots._log_ticks(data[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
-    x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=ticks, format=plots._LOG_FORMAT),
+    # padded: the dashed line at 1 stays inside the plot, not under the axis line at its edge
+    x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log", padding=12, nice=False),
+              axis=alt.Axis(values=ticks, format=plots._LOG_FORMAT),
               title="odds ratio: male/female words, male- vs female-dominated (log scale)")
     one = alt.Chart(pd.DataFrame({"odds_ratio": [1.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
-    bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q")
+    bars = base.mark_rule(strokeWidth=2).encode(
+        x=alt.X("ci_low:Q", scale=alt.Scale(type="log", padding=12, nice=False)), x2="ci_high:Q")
     points = base.mark_point(filled=True, size=70).encode(
         x=x, tooltip=["model_id", "method", alt.Tooltip("odds_ratio:Q", format=".2f"),
                       alt.Tooltip("ci_low:Q", format=".2f"), alt.Tooltip("ci_high:Q", format=".2f"), "n"])
@@ -630,7 +635,8 @@ def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", 
     left_out = len(data) - len(drawn)
     data = short_model_ids(drawn).assign(kind=lambda d: np.where(d["model_id"] == _POOLED, "pooled", "model"))
     order = list(data["model_id"])
-    x = alt.X("estimate:Q", title=words["axis"])
+    # padded, and 0 not pinned to an edge: the dashed line at 0 stays inside the plot, not under the axis line
+    x = alt.X("estimate:Q", title=words["axis"], scale=alt.Scale(zero=False, padding=12))
     y = alt.Y("model_id:N", sort=order, title=None)
     zero = alt.Chart(pd.DataFrame({"estimate": [0.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
     # black: shape (dot or diamond) tells a model from the pool, and a hue on this page names a dimension or a unit
