@@ -74,19 +74,19 @@ def test_link_chart_carries_alt_text_a_caption_and_the_display_name(metrics):
     alt_text, caption = rendering._figure_text(spec)
     assert alt_text == ("Scatter plot of 224 occupations: gender position (x) against the log-odds of female words "
                         "in the completions (y).")
-    assert "position on the female − male direction" in caption and "grey band its 95% confidence" in caption
+    assert "position on the female − male direction" in caption and "No line is drawn" in caption
     assert "(male-dominated, female-dominated)" in caption
     # the labelled occupations' names stand at least 12 px apart (at the top of the real chart four overprinted)
     labels = next(d for d in spec["datasets"].values() if d and "label_y" in d[0])
     assert len(labels) >= 8
-    domain = spec["layer"][2]["encoding"]["y"]["scale"]["domain"]
+    domain = spec["layer"][0]["encoding"]["y"]["scale"]["domain"]
     px = np.diff(np.sort([r["label_y"] for r in labels])) * spec["height"] / (domain[1] - domain[0])
     assert px.min() >= 12 - 1e-6
     # the names stand right of every point (beside its point a name covered its neighbours), inside the x scale
-    x_domain = spec["layer"][2]["encoding"]["x"]["scale"]["domain"]
+    x_domain = spec["layer"][0]["encoding"]["x"]["scale"]["domain"]
     assert min(r["label_x"] for r in labels) > table["gender_position"].max()
     assert max(r["label_x"] for r in labels) < x_domain[1]
-    assert max(spec["layer"][2]["encoding"]["x"]["axis"]["values"]) < min(r["label_x"] for r in labels)  # no tick
+    assert max(spec["layer"][0]["encoding"]["x"]["axis"]["values"]) < min(r["label_x"] for r in labels)  # no tick
 
 
 def test_link_chart_caption_says_where_the_points_lie_against_the_terms_means(metrics):
@@ -203,8 +203,12 @@ def test_link_statistics_agree_with_scipy_statsmodels_and_the_mixed_model_on_rea
     assert "is not shown against the BLS share of women" in text and re.search(r"\d\.\d", text) is None
     chart = link.link_chart(table).to_dict()
     marks = [layer["mark"]["type"] for layer in chart["layer"]]
-    assert marks[:4] == ["area", "line", "point", "rule"] and set(marks[4:]) == {"text"}  # band, line, points,
-    # leader lines, names
+    # points, leader lines, names; no pooled line: the BOLD-based link's pre-stated test is within field and group
+    assert marks[:2] == ["point", "rule"] and set(marks[2:]) == {"text"}
+    _, caption = rendering._figure_text(chart)
+    assert "No line is drawn" in caption and "within one colour" in caption
+    next_word = link.link_chart(table.assign(log_ratio=table["log_odds"]), y="log_ratio").to_dict()
+    assert [layer["mark"]["type"] for layer in next_word["layer"]][:2] == ["area", "line"]  # the fit and its band
 
 
 def _fields(rng, slope: float, sigma: float = 0.8, n_categories: int = 8, per_category: int = 8) -> pd.DataFrame:

@@ -666,9 +666,10 @@ _Y_TEXTS = {
 def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, y: str = "log_odds", n_labels: int = 4,
                title: str | None = None) -> alt.LayerChart:
     """The occupations as points (intrinsic measure against the extrinsic ``y``: ``log_odds`` of the BOLD
-    completions, or ``log_ratio``, the next-word measure; colour: the occupation's group), the least-squares line
-    with its 95% band; labelled: the ``n_labels`` occupations at each end of ``y`` and the two at the ends of the
-    intrinsic measure."""
+    completions, or ``log_ratio``, the next-word measure; colour: the occupation's group), for ``log_ratio`` the
+    least-squares line with its 95% band (for ``log_odds`` none: its pre-stated test is within BOLD category and
+    group, and a pooled line would draw the group difference); labelled: the ``n_labels`` occupations at each end of
+    ``y`` and the two at the ends of the intrinsic measure."""
     if y not in _Y_TEXTS:
         raise ValueError(f"link_chart: y must be one of {sorted(_Y_TEXTS)}, got {y!r}")
     y_lines, y_caption, y_alt = _Y_TEXTS[y]
@@ -712,7 +713,10 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, y: st
     text = alt.Chart(labels).mark_text(align="left", dx=3, fontSize=11).encode(
         x=alt.X("label_x:Q", scale=x_scale), y=alt.Y("label_y:Q", scale=y_scale), text="noun:N")
     layers = [points, leaders, text]
-    band_drawn = data[intrinsic].nunique() > 1
+    # the BOLD-based link's pre-stated test is within BOLD category and group: a line through all the occupations
+    # would draw mostly the difference between the groups, which that test sets aside
+    within = y == "log_odds"
+    band_drawn = data[intrinsic].nunique() > 1 and not within
     if band_drawn:
         band = _fit_band(data[intrinsic].to_numpy(float), data[y].to_numpy(float))
         bx = alt.X("x:Q", title=x_lines, scale=x_scale)
@@ -730,8 +734,11 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, y: st
                "axis, their names in a column on the right, each joined to its point by a thin line."
                + (" The line is the least-squares fit, the grey band its 95% confidence interval." if band_drawn
                   else "")
-               + " Look for whether the points rise or fall from left to right: a link between the bias inside "
-                 "and the bias it writes.")
+               + (" No line is drawn: the pre-stated test compares occupations within a BOLD category and group (the "
+                  "statistics beside it), and a line through all of them would mostly show the difference between "
+                  "the groups. Look for whether, within one colour, the points rise or fall from left to right."
+                  if within else " Look for whether the points rise or fall from left to right: a link between the "
+                  "bias inside and the bias it writes."))
     return plots._captioned(alt.layer(*layers).properties(width=width, height=height),
                            title or f"Occupations: {intrinsic} against {y.replace('_', '-')}", [],
                            f"Scatter plot of {len(data)} occupations: {intrinsic.replace('_', ' ')} (x) against "
