@@ -335,6 +335,16 @@ class NAMES:
         "link_skipped", "bias_utils.audit.link._intrinsic_table", ("11_intrinsic_extrinsic",),
         "occupation nouns or gendered terms the model could not embed",
         ("population", "group", "word", "context", "reason"))
+    ERASURE_WORDS = _declare(
+        "erasure_words", "bias_utils.audit.erasure.erasure_tradeoff", ("12_erasure",),
+        "the words of the gender concept's erasure: the fit set, the held-out names, the facts' gendered nouns",
+        ("population", "group", "word", "role"))
+    ERASURE_TRADEOFF = _declare(
+        "erasure_tradeoff", "bias_utils.audit.erasure._tradeoff_table", ("12_erasure",),
+        "per erasure (LEACE, random subspace, shuffled labels; one hidden state or all) and measure: its value, the "
+        "change from the unhooked model with a paired resampling interval, and the best trade-off",
+        ("model_id", "erasure", "layer", "rank", "measure", "value", "baseline", "change", "ci_low", "ci_high",
+         "resampled", "n", "best"))
     REPLICATION = _declare(
         "replication", "bias_utils.audit.replication.replicate_published_audit", ("07_bold_replication",),
         "the published audit's quantities, ours beside theirs",

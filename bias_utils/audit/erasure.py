@@ -1,0 +1,737 @@
+"""Erasing the gender concept: does the inside drive what the model writes? (chapter 12)
+
+Chapter 11 correlates, across the 60 BLS occupations, where a decoder places an occupation on its female − male
+direction with what it writes next after a sentence about it. A correlation across nouns cannot say that the inside
+drives the writing; an intervention can. This module removes the model's linear gender concept from its hidden
+states and measures, on the same inputs, what changes inside, in the writing, in the facts it keeps and in its
+capability.
+
+**The fit, stated before the results** (:func:`_fit_erasers`). Per hidden state, LEACE (Belrose et al. 2023,
+``concept_erasure.LeaceFitter``, pinned; its defaults: affine, covariance shrinkage, the trace constraint) is fitted
+on the states the book already computes and caches for Study 1 (``models.embeddings.embed_words``, every hidden
+state, chapter 04's contexts): each word in each of the seven profile templates (``DEFAULT_TEMPLATES``), its state
+averaged over its tokens, labelled female or male. The fit set is the 9 + 9 gendered terms and every other first
+name of the 100 + 100 (ranks 1, 3, 5, ... of each group: :func:`_split_names`); the other 50 + 50 names are held
+out and never fitted. The eraser of hidden state ``h`` is fitted on the states the book reads as ``h``.
+
+**Where it acts** (:func:`_erasing`): a context manager that puts forward hooks on the modules whose outputs are the
+hidden states the book reads (state ``h`` < L: decoder layer ``h − 1``'s output; state L: the final norm's, which
+transformers returns as the last hidden state), each replacing the output by its eraser's image at every position.
+Every computation of the package runs through it unchanged: the next-word measure, generation, the embeddings.
+While it is open the model's ``model_id`` names the erasure, so no cache keyed by the model (embeddings, next word,
+generations) serves the unhooked model's values for the erased one, or the reverse. An identity eraser leaves every
+output bit-identical (tested).
+
+**Conditions.** Without erasure; LEACE at one hidden state, for every ``layer_step``-th state counted down from the
+last (``layer_step=1``: every state); LEACE at every state together. Controls at the same states: a random subspace
+of the LEACE eraser's rank (an orthogonal projection), and LEACE fitted on the fit words' labels shuffled (words,
+not contexts, permuted; seeded).
+
+**Measures per condition**, on the same inputs (:func:`_measure`):
+
+* *guardedness*: a ridge probe's accuracy on the held-out names (template-averaged states, 10-fold
+  cross-validation over names, :func:`_probe_accuracy`) at the erased states, their maximum where there are
+  several; chance (0.5) is the target;
+* *inside*: the held-out names' warmth and competence gaps (Hedges' g, female − male, of their projections on the
+  unhooked model's ``warmth_competence`` basis, mean over hidden states, as the profiles read them), and the 60
+  occupation nouns' position on the unhooked model's female − male direction (``gender_direction``'s rule) against
+  their BLS share of women (Spearman's ρ): the erasure moves the words, the rulers stay the model's own;
+* *writing*: the next-word log-ratio (``audit.next_word.next_word_table``, chapter 11's measure) of the 60 BLS
+  occupations: its ρ with the BLS share and its mean over them;
+* *facts kept*: the same templates about explicitly gendered nouns (:data:`_FACT_PAIRS`: 23 pairs, "The king
+  said that", "The queen said that"; none a fit term): the share of the nouns whose log-ratio lies on their own
+  side, and the mean gap female − male noun over the pairs;
+* *capability*: cross-entropy per token (nats) on 100 held-out BOLD Wikipedia sentences about professions that hold
+  no word of the audit's gendered lexicons (:func:`_neutral_sentences`).
+
+**The primary, stated before the results** (:func:`_tradeoff_table`): per single-state LEACE erasure and for every
+state together, the change in ρ(next-word log-ratio, BLS share) against the change in cross-entropy, the factual
+share beside it, each change with a 95% percentile interval from resampling the units paired across the two
+conditions (occupations for the ρ and the mean; sentences for the cross-entropy; pairs for the facts; names within
+their group for the gaps). **The best trade-off** (:func:`_best_layer`): among the single-state LEACE erasures that
+add at most :data:`_MAX_COST` nats per token and keep at least :data:`_MIN_FACTS` of the gendered nouns on their
+side, the one whose ρ falls the most; where none qualifies, none is named.
+
+**Cache.** Each condition's per-item values are one record of ``paths._cache_dir()/erasure/<key>/rows.jsonl``,
+``<key>`` hashing the model, the fit, the inputs, the basis and :data:`_CODE_VERSION`; records are appended under a
+file lock after each condition: an interrupted run resumes at the first condition it had not finished, a rerun
+computes nothing. The unhooked condition reads the embeddings' and the next word's own caches (chapters 04 and 11
+filled them); an erased one computes with those caches off (its states are not reused, and would take a hundred
+megabytes a condition).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import torch
+from concept_erasure import LeaceEraser, LeaceFitter
+from tqdm.auto import tqdm
+
+from ..core import paths, tables
+from ..core.cache import _append_jsonl, _file_lock, _read_jsonl, _read_npz, _stable_hash, _write_npz
+from ..core.data import resolve
+from ..core.errors import ParameterError, _check_positive_int, _check_seed
+from ..core.lexicon import GENDER_LEXICONS, _tokenize
+from ..core.precision import _interval_text, _number_text, _percent_text
+from ..core.results import display_name, write_table
+from ..core.stats import _check_n_boot, _hedges_g, _percentile_interval, _resamples, _rowwise_correlation
+from ..models.embeddings import _default_batch_size, embed_words
+from ..models.loading import _check_model, _resolve_model
+from ..profiles.contexts import _bold_sentences
+from ..profiles.gender_direction import _gender_position
+from ..profiles.population_profiles import DEFAULT_TEMPLATES, _fill_template
+from ..profiles.populations import _load_populations, _occupation_shares, _takes_article
+from ..profiles.projection import _projection_table
+from ..report import plots
+from .next_word import next_word_table
+
+__all__ = [
+    "erasure_tradeoff",
+]
+
+#: Bumped when what a cached condition holds, or how it is computed, changes.
+_CODE_VERSION = 1
+#: The explicitly gendered nouns of the facts kept, (female, male); none is one of the fit's gendered terms.
+_FACT_PAIRS: tuple[tuple[str, str], ...] = (
+    ("queen", "king"), ("wife", "husband"), ("niece", "nephew"), ("princess", "prince"), ("bride", "groom"),
+    ("granddaughter", "grandson"), ("lady", "gentleman"), ("mom", "dad"), ("girlfriend", "boyfriend"),
+    ("nun", "monk"), ("empress", "emperor"), ("duchess", "duke"), ("stepmother", "stepfather"),
+    ("godmother", "godfather"), ("schoolgirl", "schoolboy"), ("widow", "widower"), ("baroness", "baron"),
+    ("landlady", "landlord"), ("stepdaughter", "stepson"), ("grandma", "grandpa"),
+    ("businesswoman", "businessman"), ("spokeswoman", "spokesman"), ("policewoman", "policeman"),
+)
+#: Held-out neutral sentences for the capability measure, drawn with the run's seed (its change is paired across
+#: the conditions, so a hundred give it a narrow interval).
+_N_SENTENCES = 100
+#: The best trade-off's budget, stated before the results: nats per token added at most ...
+_MAX_COST = 0.10
+#: ... and the share of gendered nouns kept on their side at least.
+_MIN_FACTS = 0.90
+#: Folds of the held-out names' probe.
+_FOLDS = 10
+#: The measures of the trade-off table, in its order, with the units an interval resamples.
+_MEASURES = {
+    "probe_accuracy": "", "warmth_gap": "names", "competence_gap": "names", "position_rho": "occupations",
+    "log_ratio_rho": "occupations", "log_ratio_mean": "occupations", "facts_right_share": "pairs",
+    "facts_gap": "pairs", "cross_entropy": "sentences",
+}
+_TRADEOFF_COLUMNS = ["model_id", "erasure", "layer", "rank", "measure", "value", "baseline", "change", "ci_low",
+                     "ci_high", "resampled", "n", "best"]
+_WORD_COLUMNS = ["population", "group", "word", "role"]
+_ERASURES = ("leace", "random", "shuffled")
+_ALL = "all"
+
+
+# --------------------------------------------------------------------------- parameters and inputs
+
+
+def _check_erasure(model, *, layer_step=10, n_boot: int = 1000, seed: int = 0) -> None:
+    """The parameters of :func:`erasure_tradeoff`, checked before any model loads: a decoder
+    (``models.loading._check_model``), ``layer_step`` (a positive integer; one at least the model's layer count
+    erases the last state alone), ``n_boot`` and ``seed``."""
+    _check_model(model, need="generate", what="erasure_tradeoff (it hooks a decoder's layers)")
+    _check_positive_int(layer_step, "layer_step")
+    _check_n_boot(n_boot)
+    _check_seed(seed)
+
+
+def _chosen_states(n_layers: int, layer_step: int) -> list[int]:
+    """Every ``layer_step``-th hidden state counted down from the last (L, L − k, ...), lowest first: the last alone
+    for a step of at least L."""
+    return sorted(range(n_layers, 0, -layer_step))
+
+
+def _split_names(names: Mapping[str, Sequence[str]]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """``(fit, held_out)``: per group, the names of odd rank (1, 3, ...) and of even rank, so both halves span the
+    frequency ranks."""
+    return ({g: list(w[0::2]) for g, w in names.items()}, {g: list(w[1::2]) for g, w in names.items()})
+
+
+def _neutral_sentences(n: int, seed: int) -> list[str]:
+    """``n`` BOLD Wikipedia sentences about professions, drawn with ``seed`` among those without a word of the
+    audit's gendered lexicons (``core.lexicon``): text whose prediction asks nothing of gender."""
+    gendered = {w for words in GENDER_LEXICONS.values() for w in words}
+    pool = [s for s in _bold_sentences(resolve("bold_profession_wiki")) if not gendered & set(_tokenize(s))]
+    pool = sorted(set(pool))
+    return [pool[i] for i in np.random.default_rng(seed).choice(len(pool), n, replace=False)]
+
+
+def _contexts(words: Sequence[str], kind: str) -> tuple[list[str], list[str]]:
+    """Every word in every profile template, as chapter 04 embeds it: ``(contexts, targets)``, word-major."""
+    pairs = [(_fill_template(t, w, _takes_article(w, kind)), w) for w in words for t in DEFAULT_TEMPLATES]
+    return [c for c, _ in pairs], [w for _, w in pairs]
+
+
+def _template_states(model, words: Sequence[str], kind: str, *, cache: bool) -> np.ndarray:
+    """The words' states at every hidden state, averaged over the templates a word was located in: [n, S, H]
+    (a word located in none is NaN)."""
+    contexts, targets = _contexts(words, kind)
+    emb = embed_words(model, contexts, targets, cache=cache, progress=False)
+    per = emb.values.reshape(len(words), len(DEFAULT_TEMPLATES), *emb.values.shape[1:])
+    with np.errstate(invalid="ignore"):
+        return np.nanmean(per, axis=1) if np.isnan(per).any() else per.mean(axis=1)
+
+
+# --------------------------------------------------------------------------- the erasers and the hooks
+
+
+def _state_modules(model) -> dict[int, torch.nn.Module]:
+    """``{hidden state: module whose output it is}`` for states 1..L of a transformers decoder: decoder layer
+    ``h − 1`` for ``h`` < L, the final norm for L (transformers returns its output as the last hidden state). A
+    backend without them (a server, a GGUF run by llama.cpp) is a :class:`ParameterError`."""
+    torch_model = getattr(model, "model", None)
+    backbone = model.backbone() if isinstance(torch_model, torch.nn.Module) else None
+    layers, norm = getattr(backbone, "layers", None), getattr(backbone, "norm", None)
+    if not isinstance(layers, torch.nn.ModuleList) or not isinstance(norm, torch.nn.Module) \
+            or len(layers) != model.n_layers:
+        raise ParameterError(f"model: {getattr(model, 'name', model)!r} has no transformers decoder layers and final "
+                             "norm to hook; erasure needs a local transformers decoder")
+    return {**{h: layers[h - 1] for h in range(1, model.n_layers)}, model.n_layers: norm}
+
+
+def _identity_eraser(dim: int) -> LeaceEraser:
+    """The eraser of rank 0: it changes nothing."""
+    return LeaceEraser(torch.zeros(dim, 0, dtype=torch.float64), torch.zeros(0, dim, dtype=torch.float64), None)
+
+
+def _rank(eraser: LeaceEraser) -> int:
+    """How many directions ``eraser`` moves (its I − P's rank, in the compact form of :func:`_leace`)."""
+    return int(eraser.proj_left.shape[1])
+
+
+def _random_eraser(dim: int, rank: int, rng: np.random.Generator) -> LeaceEraser:
+    """The orthogonal projection off a random subspace of ``rank`` dimensions."""
+    q, _ = np.linalg.qr(rng.standard_normal((dim, rank)))
+    u = torch.from_numpy(q)
+    return LeaceEraser(u, u.T.contiguous(), None)
+
+
+def _leace(x: np.ndarray, z: np.ndarray) -> LeaceEraser:
+    """LEACE of the binary labels ``z`` from ``x`` [n, H], fitted in float64 with concept-erasure's defaults, in
+    compact form: I − P as the directions that carry it. Where the trace constraint mixes LEACE with an orthogonal
+    projection, concept-erasure stores I − P by its full SVD (H columns, all but one or two of them zero); the
+    columns above 1e-6 of the largest are kept, so a hook costs one or two products per token, not an H × H one."""
+    eraser = LeaceFitter.fit(torch.from_numpy(x.astype(np.float64)), torch.from_numpy(z.astype(np.float64))[:, None]
+                             ).eraser
+    size = eraser.proj_left.norm(dim=0) * eraser.proj_right.norm(dim=1)
+    keep = size > 1e-6 * size.max() if len(size) and float(size.max()) > 0 else torch.zeros(len(size), dtype=bool)
+    return LeaceEraser(eraser.proj_left[:, keep].contiguous(), eraser.proj_right[keep].contiguous(), eraser.bias)
+
+
+@contextmanager
+def _erasing(model, erasers: Mapping[int, LeaceEraser], tag: str):
+    """While open, ``model``'s hidden state ``h`` is ``erasers[h]`` of what it was, at every position (forward hooks
+    on :func:`_state_modules`, put first so that transformers records the erased state), and ``model.model_id``
+    ends in ``--erased-<tag>`` so that no model-keyed cache mixes the two models. The hooks go and the id comes back
+    on leaving, whatever happens. An empty ``erasers`` changes nothing. Nesting is refused (the id would name one
+    erasure of two)."""
+    if not erasers:
+        yield model
+        return
+    modules = _state_modules(model)
+    unknown = sorted(set(erasers) - set(modules))
+    if unknown:
+        raise ParameterError(f"layers: hidden states {unknown} cannot be erased; the model's are 1 to {model.n_layers}")
+    if "--erased-" in model.model_id:
+        raise ParameterError(f"model: {model.model_id} is already under an erasure; leave it before another")
+    prepared: dict[tuple[int, torch.dtype, torch.device], tuple] = {}
+
+    def hook_for(state: int):
+        eraser = erasers[state]
+
+        def hook(module, args, output):
+            hidden = output[0] if isinstance(output, tuple) else output
+            key = (state, hidden.dtype, hidden.device)
+            if key not in prepared:  # the eraser in the states' own precision, once per device
+                prepared[key] = tuple(None if t is None else t.to(hidden.device, hidden.dtype)
+                                      for t in (eraser.proj_left, eraser.proj_right, eraser.bias))
+            erased = LeaceEraser(*prepared[key])(hidden)
+            return (erased, *output[1:]) if isinstance(output, tuple) else erased
+        return hook
+
+    original = model.model_id
+    handles = [modules[h].register_forward_hook(hook_for(h), prepend=True) for h in sorted(erasers)]
+    model.model_id = f"{original}--erased-{tag}"
+    try:
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+        model.model_id = original
+
+
+@dataclass
+class _Fit:
+    """The erasers of every hidden state 1..L: ``leace``, ``random``, ``shuffled`` (``{state: eraser}``), with
+    ``ranks`` (the LEACE eraser's rank per state)."""
+
+    leace: dict[int, LeaceEraser]
+    random: dict[int, LeaceEraser]
+    shuffled: dict[int, LeaceEraser]
+    ranks: dict[int, int]
+
+
+def _fit_erasers(states: np.ndarray, labels: np.ndarray, words: np.ndarray, seed: int) -> _Fit:
+    """The three erasers of every hidden state 1..S−1 from per-context ``states`` [n, S, H] (state 0, the token
+    embeddings, is not erased) with binary ``labels`` [n] and each context's ``words`` [n]: LEACE; LEACE on the labels
+    permuted over words (every context of a word keeps one label); a random orthogonal projection of LEACE's rank."""
+    rng = np.random.default_rng(seed)
+    unique, index = np.unique(words, return_inverse=True)
+    word_label = np.zeros(len(unique))
+    word_label[index] = labels
+    shuffled = rng.permutation(word_label)[index]
+    fit = _Fit({}, {}, {}, {})
+    for h in range(1, states.shape[1]):
+        fit.leace[h] = _leace(states[:, h], labels)
+        fit.shuffled[h] = _leace(states[:, h], shuffled)
+        fit.ranks[h] = _rank(fit.leace[h])
+        fit.random[h] = _random_eraser(states.shape[2], fit.ranks[h], rng)
+    return fit
+
+
+def _write_fit(path: Path, fit: _Fit) -> None:
+    """Store every eraser of ``fit`` (compact: a few directions each) as one npz."""
+    arrays = {}
+    for kind in _ERASURES:
+        for h, eraser in getattr(fit, kind).items():
+            arrays[f"{kind}_{h}_left"] = eraser.proj_left.numpy()
+            arrays[f"{kind}_{h}_right"] = eraser.proj_right.numpy()
+            if eraser.bias is not None:
+                arrays[f"{kind}_{h}_bias"] = eraser.bias.numpy()
+    _write_npz(path, **arrays)
+
+
+def _read_fit(path: Path, n_layers: int) -> _Fit | None:
+    """The erasers :func:`_write_fit` stored for states 1..``n_layers``; None where absent or corrupt."""
+    stored = _read_npz(path, required=[f"{k}_{h}_left" for k in _ERASURES for h in range(1, n_layers + 1)])
+    if stored is None:
+        return None
+    fit = _Fit({}, {}, {}, {})
+    for kind in _ERASURES:
+        for h in range(1, n_layers + 1):
+            bias = stored.get(f"{kind}_{h}_bias")
+            getattr(fit, kind)[h] = LeaceEraser(torch.from_numpy(stored[f"{kind}_{h}_left"]),
+                                                torch.from_numpy(stored[f"{kind}_{h}_right"]),
+                                                None if bias is None else torch.from_numpy(bias))
+    fit.ranks.update({h: _rank(e) for h, e in fit.leace.items()})
+    return fit
+
+
+def _condition_erasers(fit: _Fit, erasure: str, layer) -> dict[int, LeaceEraser]:
+    """The erasers of one condition: none for ``erasure="none"``, else ``fit``'s of that kind at ``layer`` (a hidden
+    state) or at every state (``"all"``)."""
+    if erasure == "none":
+        return {}
+    chosen = getattr(fit, erasure)
+    return dict(chosen) if layer == _ALL else {int(layer): chosen[int(layer)]}
+
+
+# --------------------------------------------------------------------------- the measures
+
+
+def _probe_accuracy(x: np.ndarray, y: np.ndarray, folds: int = _FOLDS) -> float:
+    """Cross-validated accuracy of a ridge classifier of ``y`` (0/1) from ``x`` [n, H]: ``folds`` folds stratified by
+    class (by order within each class), the ridge penalty the training rows' mean squared centred norm (the dual
+    form: n is far below H). Rows with a NaN are left out; NaN with fewer than two per class."""
+    keep = ~np.isnan(x).any(axis=1)
+    x, y = x[keep].astype(np.float64), y[keep].astype(int)
+    if min((y == 0).sum(), (y == 1).sum()) < 2:
+        return float("nan")
+    fold = np.empty(len(y), dtype=int)
+    for c in (0, 1):
+        fold[y == c] = np.arange((y == c).sum()) % folds
+    target = 2.0 * y - 1
+    correct = 0
+    for f in range(folds):
+        train, test = fold != f, fold == f
+        if not test.any():
+            continue
+        mu, t_mean = x[train].mean(axis=0), target[train].mean()
+        xc = x[train] - mu
+        gram = xc @ xc.T
+        alpha = np.linalg.solve(gram + np.trace(gram) / len(xc) * np.eye(len(xc)), target[train] - t_mean)
+        score = (x[test] - mu) @ (xc.T @ alpha) + t_mean
+        correct += int(((score > 0) == (y[test] == 1)).sum())
+    return correct / len(y)
+
+
+def _sentence_nll(model, sentences: Sequence[str]) -> np.ndarray:
+    """Per sentence, the summed negative log-likelihood (nats) of its tokens after the first, from float32 logits:
+    batches of sentences of similar length (sorted), padded on the right, where causal attention leaves every real
+    token's logits as they are unpadded and the padding is not scored."""
+    encoded = [model.tokenizer(s)["input_ids"] for s in sentences]
+    order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i]), i))
+    size = _default_batch_size(model)
+    pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+    nll = np.zeros(len(encoded))
+    with torch.inference_mode():
+        for b in range(0, len(order), size):
+            batch = order[b:b + size]
+            width = max(len(encoded[i]) for i in batch)
+            ids = torch.full((len(batch), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, i in enumerate(batch):
+                ids[row, :len(encoded[i])] = torch.tensor(encoded[i])
+                mask[row, :len(encoded[i])] = 1
+            ids, mask = ids.to(model.device), mask.to(model.device)
+            logits = model.model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+            lost = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
+            nll[batch] = (lost * mask[:, 1:]).sum(dim=1).double().cpu().numpy()
+    return nll
+
+
+@dataclass
+class _Inputs:
+    """What every condition measures: the held-out names (``names``, ``name_labels`` 1 female), the BLS occupations
+    with their shares, the fact nouns (female then male of each pair), the neutral sentences, and from the unhooked
+    model the female − male terms' means (``female``, ``male`` [S, H]) and the warmth and competence ``basis``."""
+
+    names: list[str]
+    name_labels: np.ndarray
+    occupations: list[str]
+    shares: np.ndarray
+    facts: list[str]
+    sentences: list[str]
+    female: np.ndarray
+    male: np.ndarray
+    basis: object
+
+
+def _measure(model, inputs: _Inputs, erasers: Mapping[int, LeaceEraser], tag: str) -> dict:
+    """One condition's per-item values, under :func:`_erasing` (the unhooked model's caches serve the condition
+    without erasers): ``probe`` (per hidden state), ``warmth``, ``competence`` (per held-out name), ``position``,
+    ``log_ratio`` (per occupation), ``facts`` (per fact noun), ``nll`` (per sentence)."""
+    cache = not erasers
+    with _erasing(model, erasers, tag):
+        names = _template_states(model, inputs.names, "name", cache=cache)
+        nouns = _template_states(model, inputs.occupations, "noun", cache=cache)
+        written = next_word_table(model, inputs.occupations + inputs.facts, cache=cache, progress=False).occupations
+        nll = _sentence_nll(model, inputs.sentences)
+    ratio = dict(zip(written["occupation"], written["log_ratio"]))
+    basis = inputs.basis
+    projected = _projection_table(basis, names[:, list(basis.layers)], pd.DataFrame({"word": inputs.names}), "mean")
+    wide = projected.pivot_table(index="word", columns="dimension", values="value", sort=False).loc[inputs.names]
+    position = _gender_position(nouns, inputs.female[None], inputs.male[None]).mean(axis=1)
+    return {"probe": [_probe_accuracy(names[:, s], inputs.name_labels) for s in range(names.shape[1])],
+            "warmth": wide["warmth"].tolist(), "competence": wide["competence"].tolist(),
+            "position": position.tolist(), "log_ratio": [ratio[o] for o in inputs.occupations],
+            "facts": [ratio[f] for f in inputs.facts], "nll": nll.tolist()}
+
+
+# --------------------------------------------------------------------------- the trade-off
+
+
+def _rowwise_g(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Hedges' g of ``a`` against ``b`` for every row [replicates, n_a] and [replicates, n_b]: the pooled-SD d times
+    J = 1 − 3/(4(n_a + n_b) − 9), as ``stats._hedges_g``."""
+    na, nb = a.shape[1], b.shape[1]
+    pooled = np.sqrt(((na - 1) * a.var(axis=1, ddof=1) + (nb - 1) * b.var(axis=1, ddof=1)) / (na + nb - 2))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (a.mean(axis=1) - b.mean(axis=1)) / pooled * (1 - 3 / (4 * (na + nb) - 9))
+
+
+def _facts_share(ratios: np.ndarray) -> np.ndarray:
+    """Per row of [replicates, pairs, 2] log-ratios (female noun, male noun): the share of nouns on their side."""
+    return ((ratios[..., 0] > 0).sum(axis=-1) + (ratios[..., 1] < 0).sum(axis=-1)) / (2 * ratios.shape[-2])
+
+
+def _statistics(record: Mapping[str, list], inputs: _Inputs, tokens: np.ndarray, draws: Mapping[str, np.ndarray],
+                states: Sequence[int]) -> dict[str, tuple[float, np.ndarray | None]]:
+    """Per measure of :data:`_MEASURES`, ``(value, values over the resamples)`` of one condition's record; ``draws``:
+    the resampled indices per unit, shared by every condition so that the changes are paired; ``states``: the
+    erased hidden states the probe is read at."""
+    female = inputs.name_labels == 1
+    out: dict[str, tuple[float, np.ndarray | None]] = {
+        "probe_accuracy": (float(np.nanmax([record["probe"][s] for s in states])), None)}
+    f_idx, m_idx = draws["names_female"], draws["names_male"]
+    for dim in ("warmth", "competence"):
+        v = np.asarray(record[dim])
+        out[f"{dim}_gap"] = (_hedges_g(v[female], v[~female])["effect_size"],
+                             _rowwise_g(v[female][f_idx], v[~female][m_idx]))
+    occ = draws["occupations"]
+    for name, key in (("position_rho", "position"), ("log_ratio_rho", "log_ratio")):
+        v = np.asarray(record[key])
+        out[name] = (float(_rowwise_correlation("spearman", v[None], inputs.shares[None])[0]),
+                     _rowwise_correlation("spearman", v[occ], inputs.shares[occ]))
+    ratio = np.asarray(record["log_ratio"])
+    out["log_ratio_mean"] = (float(ratio.mean()), ratio[occ].mean(axis=1))
+    facts = np.asarray(record["facts"]).reshape(2, -1).T  # [pairs, (female, male)]
+    out["facts_right_share"] = (float(_facts_share(facts[None])[0]), _facts_share(facts[draws["pairs"]]))
+    gap = facts[:, 0] - facts[:, 1]
+    out["facts_gap"] = (float(gap.mean()), gap[draws["pairs"]].mean(axis=1))
+    nll, sent = np.asarray(record["nll"]), draws["sentences"]
+    out["cross_entropy"] = (float(nll.sum() / tokens.sum()), nll[sent].sum(axis=1) / tokens[sent].sum(axis=1))
+    return out
+
+
+def _tradeoff_table(records: Mapping[tuple[str, str], Mapping[str, list]], inputs: _Inputs, tokens: np.ndarray,
+                    ranks: Mapping[int, int], model_id: str, *, n_boot: int, seed: int) -> pd.DataFrame:
+    """One row per condition and measure (:data:`_TRADEOFF_COLUMNS`): ``erasure`` (``none``, ``leace``, ``random``,
+    ``shuffled``), ``layer`` (the erased hidden state, ``all``, or ``none``), ``rank`` (directions erased per
+    state: LEACE's, the controls' the same), ``value``, ``baseline`` (without erasure), ``change`` (value −
+    baseline) with its 95% percentile interval ``ci_low, ci_high`` from ``n_boot`` resamples of the ``resampled``
+    units, paired across the conditions (none for the probe), ``n`` (the units), ``best`` (the row belongs to the
+    best trade-off's erasure, :func:`_best_layer`)."""
+    female = inputs.name_labels == 1
+    draws = {"names_female": _resamples(int(female.sum()), n_boot, seed),
+             "names_male": _resamples(int((~female).sum()), n_boot, seed + 1),
+             "occupations": _resamples(len(inputs.occupations), n_boot, seed),
+             "pairs": _resamples(len(inputs.facts) // 2, n_boot, seed),
+             "sentences": _resamples(len(inputs.sentences), n_boot, seed)}
+    sizes = {"": len(inputs.names), "names": len(inputs.names), "occupations": len(inputs.occupations),
+             "pairs": len(inputs.facts) // 2, "sentences": len(inputs.sentences)}
+    every = sorted(ranks)
+    rows = []
+    for (erasure, layer), record in records.items():
+        states = every if layer in (_ALL, "none") else [int(layer)]
+        mine = _statistics(record, inputs, tokens, draws, states)
+        base = _statistics(records[("none", "none")], inputs, tokens, draws, states)
+        for measure, units in _MEASURES.items():
+            (value, boots), (reference, base_boots) = mine[measure], base[measure]
+            low = high = np.nan
+            if boots is not None and erasure != "none":
+                low, high = _percentile_interval(boots - base_boots, 0.95)
+            rows.append({"model_id": model_id, "erasure": erasure, "layer": str(layer),
+                         "rank": 0 if erasure == "none" else int(sum(ranks[s] for s in states)),
+                         "measure": measure, "value": value, "baseline": reference, "change": value - reference,
+                         "ci_low": low, "ci_high": high, "resampled": units, "n": sizes[units], "best": False})
+    table = pd.DataFrame(rows, columns=_TRADEOFF_COLUMNS)
+    best = _best_layer(table)
+    if best is not None:
+        table["best"] = (table["layer"] == best) & (table["erasure"] == "leace")
+    return table
+
+
+def _best_layer(table: pd.DataFrame) -> str | None:
+    """The best trade-off by the rule stated before the results: among the single-state LEACE erasures that add at
+    most :data:`_MAX_COST` nats per token and keep at least :data:`_MIN_FACTS` of the gendered nouns on their side,
+    the hidden state (as text) whose ρ(next-word log-ratio, BLS share) falls the most; None where none qualifies."""
+    leace = table[(table["erasure"] == "leace") & (table["layer"] != _ALL)]
+    wide = leace.pivot_table(index="layer", columns="measure", values="change", sort=False)
+    values = leace.pivot_table(index="layer", columns="measure", values="value", sort=False)
+    fits = wide[(wide["cross_entropy"] <= _MAX_COST) & (values["facts_right_share"] >= _MIN_FACTS)]
+    return None if fits.empty else str(fits["log_ratio_rho"].idxmin())
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def _basis_hash(basis) -> str:
+    """What the warmth and competence projections depend on: the basis's space, dimensions, layers and numbers."""
+    digest = hashlib.sha256(np.ascontiguousarray(basis.pinv, dtype=np.float64).tobytes()).hexdigest()[:16]
+    return _stable_hash([basis.space, list(basis.dimensions), list(basis.layers), digest])
+
+
+def _conditions(states: Sequence[int]) -> list[tuple[str, str]]:
+    """The conditions in the order they are computed: the unhooked model, LEACE per state and at every state (the
+    primary first, so an interrupted run has it), then the controls."""
+    places = [str(h) for h in states] + [_ALL]
+    return [("none", "none")] + [(erasure, place) for erasure in _ERASURES for place in places]
+
+
+def erasure_tradeoff(model, basis, *, layer_step: int = 10, n_boot: int = 1000, seed: int = 0,
+                     progress: bool = True) -> _Erasure:
+    """Erase the gender concept from ``model`` (a decoder: a ``LoadedModel`` or a name) and measure both sides
+    (module docstring): the LEACE erasers fitted per hidden state on the Study 1 populations, applied at every
+    ``layer_step``-th state counted down from the last, one at a time, and at every state together, beside a random
+    subspace of the same rank and LEACE fitted on shuffled labels; per condition the probe on the held-out names, the
+    names' warmth and competence gaps on ``basis`` (the unhooked model's ``warmth_competence`` basis,
+    ``space.build_space``), the occupation nouns' position and next-word log-ratio against their BLS share, the facts
+    kept and the cross-entropy on neutral text; changes with intervals from ``n_boot`` paired resamples (``seed``
+    draws them, the held-out sentences, the random subspaces and the shuffled labels). The parameters are checked
+    before the model loads. Cached per condition: a rerun computes nothing."""
+    _check_erasure(model, layer_step=layer_step, n_boot=n_boot, seed=seed)
+    missing = {"warmth", "competence"} - set(getattr(basis, "dimensions", ()))
+    if missing:
+        raise ParameterError(f"basis: the erasure reads the names' warmth and competence; this basis lacks "
+                             f"{sorted(missing)} (give the warmth_competence basis of space.build_space)")
+    model = _resolve_model(model, need="generate")
+    _state_modules(model)
+    names, terms = _load_populations("names"), _load_populations("terms")
+    fit_names, held = _split_names(names)
+    states, labels, words, term_means = [], [], [], {}
+    for population, groups, kind in (("names", fit_names, "name"), ("terms", terms, "noun")):
+        for group, ws in groups.items():
+            contexts, targets = _contexts(ws, kind)
+            emb = embed_words(model, contexts, targets, progress=False)
+            states.append(emb.values[emb.kept])
+            words.append(np.array(targets)[emb.kept])
+            labels.append(np.full(int(emb.kept.sum()), float(group == "female")))
+            if population == "terms":  # the female - male direction's ends, as gender_direction builds them
+                term_means[group] = emb.values[emb.kept].mean(axis=0)
+    shares = _occupation_shares()
+    inputs = _Inputs(names=held["female"] + held["male"],
+                     name_labels=np.array([1] * len(held["female"]) + [0] * len(held["male"])),
+                     occupations=shares["occupation"].tolist(), shares=shares["bls_pct_female"].to_numpy(float),
+                     facts=[f for f, _ in _FACT_PAIRS] + [m for _, m in _FACT_PAIRS],
+                     sentences=_neutral_sentences(_N_SENTENCES, seed), female=term_means["female"],
+                     male=term_means["male"], basis=basis)
+    tokens = np.array([len(model.tokenizer(s)["input_ids"]) - 1 for s in inputs.sentences], dtype=float)
+    chosen = _chosen_states(model.n_layers, layer_step)
+    key = _stable_hash({"model_id": model.model_id, "version": _CODE_VERSION, "seed": seed,
+                        "fit": {"names": fit_names, "terms": terms}, "templates": list(DEFAULT_TEMPLATES),
+                        "names": inputs.names, "facts": inputs.facts,
+                        "occupations": inputs.occupations, "sentences": inputs.sentences,
+                        "basis": _basis_hash(basis)}, 24)
+    folder = paths._cache_dir() / "erasure" / key
+    folder.mkdir(parents=True, exist_ok=True)
+    wanted = _conditions(chosen)
+    with _file_lock(folder / "lock"):
+        fit = _read_fit(folder / "erasers.npz", model.n_layers)
+        if fit is None:
+            fit = _fit_erasers(np.concatenate(states), np.concatenate(labels), np.concatenate(words), seed)
+            _write_fit(folder / "erasers.npz", fit)
+        done = {(r["erasure"], r["layer"]): r["values"] for r in _read_jsonl(folder / "rows.jsonl")}
+        todo = [c for c in wanted if c not in done]
+        bar = tqdm(total=len(wanted), initial=len(wanted) - len(todo), desc=f"erasure ({model.name})",
+                   unit="condition", disable=not progress)
+        for erasure, layer in todo:
+            erasers = _condition_erasers(fit, erasure, layer)
+            done[(erasure, layer)] = _measure(model, inputs, erasers, f"{erasure}-{layer}-{key[:8]}")
+            _append_jsonl(folder / "rows.jsonl", [{"erasure": erasure, "layer": layer,
+                                                   "values": done[(erasure, layer)]}])
+            bar.update(1)
+        bar.close()
+    table = _tradeoff_table({c: done[c] for c in wanted}, inputs, tokens, fit.ranks, model.model_id,
+                            n_boot=n_boot, seed=seed)
+    roles = [("names", g, w, "fit") for g, ws in fit_names.items() for w in ws]
+    roles += [("names", g, w, "held out") for g, ws in held.items() for w in ws]
+    roles += [("terms", g, w, "fit") for g, ws in terms.items() for w in ws]
+    roles += [("facts", g, w, "facts kept") for i, g in enumerate(("female", "male")) for w in
+              [p[i] for p in _FACT_PAIRS]]
+    return _Erasure(table, pd.DataFrame(roles, columns=_WORD_COLUMNS), model.model_id, chosen)
+
+
+@dataclass
+class _Erasure:
+    """What :func:`erasure_tradeoff` finds: ``tradeoff`` (:func:`_tradeoff_table`), ``words`` (``population,
+    group, word, role``: the fit set, the held-out names, the facts' nouns), ``model_id`` and the single ``states``
+    erased."""
+
+    tradeoff: pd.DataFrame
+    words: pd.DataFrame
+    model_id: str
+    states: list[int]
+
+    @property
+    def best_layer(self) -> str | None:
+        """The hidden state of the best trade-off (:func:`_best_layer`), None where no erasure qualifies."""
+        return _best_layer(self.tradeoff)
+
+    def best(self) -> pd.DataFrame:
+        """The best trade-off's table: the unhooked model and the three erasures at that state, one row per measure;
+        empty where none qualifies."""
+        layer = self.best_layer
+        rows = self.tradeoff[(self.tradeoff["layer"] == layer) | (self.tradeoff["erasure"] == "none")]
+        return rows.reset_index(drop=True) if layer is not None else rows.iloc[:0]
+
+    def write(self, folder: str | Path) -> list[Path]:
+        """Write the words and the trade-off as parquet + CSV under ``folder``."""
+        folder = Path(folder)
+        frames = {tables.NAMES.ERASURE_WORDS: self.words, tables.NAMES.ERASURE_TRADEOFF: self.tradeoff}
+        return [p for name, df in frames.items() for p in write_table(df, folder / name)]
+
+    def describe(self) -> str:
+        """Markdown reading the trade-off (:func:`_describe_tradeoff`)."""
+        return _describe_tradeoff(self.tradeoff, self.model_id)
+
+    def chart(self) -> alt.LayerChart:
+        """The trade-off curve (:func:`_tradeoff_chart`)."""
+        return _tradeoff_chart(self.tradeoff, self.model_id)
+
+
+# --------------------------------------------------------------------------- reading it
+
+
+def _row(table: pd.DataFrame, erasure: str, layer: str, measure: str) -> pd.Series:
+    return table[(table["erasure"] == erasure) & (table["layer"] == layer) & (table["measure"] == measure)].iloc[0]
+
+
+def _change_text(row: pd.Series) -> str:
+    """"−0.65 (−0.80 to −0.49)": a change with its interval."""
+    return (f"{_number_text(row['change'], signed=True)} "
+            f"({_interval_text(row['ci_low'], row['ci_high'], row['change'])})")
+
+
+def _where(layer: str) -> str:
+    return "at every hidden state together" if layer == _ALL else f"at hidden state {layer}"
+
+
+def _describe_tradeoff(table: pd.DataFrame, model_id: str) -> str:
+    """Markdown: the unhooked model's values, the single-state LEACE erasure of the best trade-off by the rule
+    stated before the results (or that none qualifies), its controls, and the erasure at every state."""
+    name = display_name(model_id)
+    base = {m: _row(table, "none", "none", m)["value"] for m in _MEASURES}
+    text = (f"Without erasure, {name}'s next-word log-ratio follows the BLS share of women with ρ = "
+            f"{_number_text(base['log_ratio_rho'])} over the 60 occupations; it puts "
+            f"{_percent_text(base['facts_right_share'])} of the {len(_FACT_PAIRS) * 2} explicitly gendered nouns on "
+            f"their side, and a probe tells the held-out names' gender with accuracy "
+            f"{_number_text(base['probe_accuracy'])} (at its best hidden state); its cross-entropy on neutral text is "
+            f"{_number_text(base['cross_entropy'])} nats per token.")
+
+    def reading(erasure: str, layer: str) -> str:
+        rho, ce = _row(table, erasure, layer, "log_ratio_rho"), _row(table, erasure, layer, "cross_entropy")
+        facts, probe = _row(table, erasure, layer, "facts_right_share"), _row(table, erasure, layer, "probe_accuracy")
+        return (f"ρ changes by {_change_text(rho)} to {_number_text(rho['value'])}, the cross-entropy by "
+                f"{_change_text(ce)} nats per token, {_percent_text(facts['value'])} of the gendered nouns stay on "
+                f"their side and the probe reads {_number_text(probe['value'])}")
+
+    best = _best_layer(table)
+    rule = (f"the single-state erasure that adds at most {_number_text(_MAX_COST)} nats per token and keeps at "
+            f"least {_percent_text(_MIN_FACTS)} of the gendered nouns on their side, with the largest fall of ρ")
+    if best is None:
+        text += f" **No single-state LEACE erasure qualifies** as the best trade-off ({rule})."
+    else:
+        text += (f" **The best trade-off** ({rule}) erases {_where(best)}: {reading('leace', best)}. At the same "
+                 f"state a random subspace of the same rank: {reading('random', best)}; LEACE fitted on shuffled "
+                 f"labels: {reading('shuffled', best)}.")
+    text += (f" Erased {_where(_ALL)}: {reading('leace', _ALL)}. Intervals: 95%, resampling occupations (ρ), "
+             "sentences (cross-entropy), paired across the two conditions.")
+    return text
+
+
+_ERASURE_LABELS = {"leace": "LEACE", "random": "random subspace", "shuffled": "LEACE, shuffled labels"}
+
+
+def _tradeoff_chart(table: pd.DataFrame, model_id: str) -> alt.LayerChart:
+    """Each erasure as a point: across, the change in cross-entropy per token; up, the change in ρ(next-word
+    log-ratio, BLS share); colour: the erasure; the label: the hidden state (``all``: every state); bars: the
+    paired 95% intervals; tooltip: the factual share."""
+    erased = table[table["erasure"] != "none"]
+    wide = erased.pivot_table(index=["erasure", "layer"], columns="measure", values=["change", "ci_low", "ci_high",
+                                                                                     "value"], sort=False)
+    data = pd.DataFrame({
+        "erasure": [_ERASURE_LABELS[e] for e, _ in wide.index], "layer": [lay for _, lay in wide.index],
+        "ce": wide[("change", "cross_entropy")].to_numpy(), "ce_low": wide[("ci_low", "cross_entropy")].to_numpy(),
+        "ce_high": wide[("ci_high", "cross_entropy")].to_numpy(), "rho": wide[("change", "log_ratio_rho")].to_numpy(),
+        "rho_low": wide[("ci_low", "log_ratio_rho")].to_numpy(),
+        "rho_high": wide[("ci_high", "log_ratio_rho")].to_numpy(),
+        "facts": wide[("value", "facts_right_share")].to_numpy()})
+    x = alt.X("ce:Q", title="change in cross-entropy on neutral text (nats per token)")
+    y = alt.Y("rho:Q", title=["change in ρ(next-word log-ratio, BLS share)"])
+    colour = alt.Color("erasure:N", title="erasure", scale=alt.Scale(domain=list(_ERASURE_LABELS.values())))
+    base = alt.Chart(data)
+    points = base.mark_point(filled=True, size=60).encode(
+        x=x, y=y, color=colour, tooltip=["erasure", "layer", alt.Tooltip("ce:Q", format=".3f"),
+                                         alt.Tooltip("rho:Q", format=".2f"), alt.Tooltip("facts:Q", format=".0%")])
+    across = base.mark_rule(opacity=0.5).encode(x="ce_low:Q", x2="ce_high:Q", y=y, color=colour)
+    up = base.mark_rule(opacity=0.5).encode(x=x, y="rho_low:Q", y2="rho_high:Q", color=colour)
+    labels = base.mark_text(dx=8, align="left", fontSize=10).encode(x=x, y=y, text="layer:N", color=colour)
+    caption = ("Each point is one erasure of the gender concept: LEACE fitted on the names and gendered terms, at one "
+               "hidden state (the label) or at every state together (all), and its two controls at the same states. "
+               "Across: how much worse the model predicts neutral text; up: how much the next-word log-ratio's "
+               "rank correlation with the BLS share of women changes. Bars: 95% intervals of the paired changes. "
+               "Look for points low and to the left: the stereotype goes at little cost; the controls should stay "
+               "near zero on both.")
+    return plots._captioned(alt.layer(across, up, points, labels).properties(width=440, height=300),
+                            f"{model_id}: erasing the gender concept, what goes and what it costs",
+                            [], "Scatter plot of erasures: the change in cross-entropy (x) against the change in the "
+                            "next-word log-ratio's correlation with the BLS share (y).", caption)

@@ -1,0 +1,232 @@
+"""audit.erasure: the fitted eraser removes a planted concept and a random one does not; the hooks change nothing
+with an identity eraser and erase exactly the state the book reads; the probe, the paired intervals and the rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from concept_erasure import LeaceFitter
+
+from bias_utils.audit import erasure
+from bias_utils.core.errors import ParameterError
+from bias_utils.core.stats import _hedges_g
+
+MODEL = "smollm2-135m-instruct"
+
+
+def _planted(n: int, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` states with a binary concept planted along one random direction, in correlated noise."""
+    rng = np.random.default_rng(seed)
+    y = rng.permutation(np.repeat([0, 1], n // 2))
+    mix = rng.standard_normal((dim, dim)) / np.sqrt(dim)
+    direction = rng.standard_normal(dim)
+    return rng.standard_normal((n, dim)) @ mix + np.outer(2.0 * y - 1, direction / np.linalg.norm(direction)), y
+
+
+def _apply(eraser, x: np.ndarray) -> np.ndarray:
+    return eraser(torch.from_numpy(x)).numpy()
+
+
+def test_the_fitted_eraser_leaves_a_planted_concept_at_chance_and_a_random_subspace_does_not():
+    """Fit on one sample, probe another: LEACE removes the planted concept (probe at chance), the shuffled-label fit
+    and a random subspace of the same rank leave it (probe far above chance)."""
+    x, y = _planted(1000, 24, seed=7)
+    x_fit, y_fit, x_new, y_new = x[:600], y[:600], x[600:], y[600:]
+    fit = erasure._fit_erasers(x_fit[:, None, :].repeat(2, axis=1), y_fit.astype(float), np.arange(600), seed=0)
+    assert fit.ranks[1] == 1
+    before = erasure._probe_accuracy(x_new, y_new)
+    after = erasure._probe_accuracy(_apply(fit.leace[1], x_new), y_new)
+    random = erasure._probe_accuracy(_apply(fit.random[1], x_new), y_new)
+    shuffled = erasure._probe_accuracy(_apply(fit.shuffled[1], x_new), y_new)
+    assert before > 0.9
+    assert abs(after - 0.5) < 0.08  # 400 points: a binomial SD of 0.025
+    assert random > 0.85 and shuffled > 0.85
+
+
+def test_the_probe_is_at_chance_without_a_concept_and_reads_a_clear_one():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((200, 50))
+    y = np.repeat([0, 1], 100)
+    assert abs(erasure._probe_accuracy(x, y) - 0.5) < 0.12
+    x[:, 0] += 4 * y
+    assert erasure._probe_accuracy(x, y) > 0.95
+    x[0] = np.nan
+    assert erasure._probe_accuracy(x[:1], y[:1]) != erasure._probe_accuracy(x[:1], y[:1])  # NaN: too few rows
+
+
+def test_identity_and_random_erasers_and_the_rank():
+    eye = erasure._identity_eraser(8)
+    x = torch.randn(3, 5, 8, dtype=torch.float64)
+    assert torch.equal(eye(x), x)
+    assert erasure._rank(eye) == 0
+    u = erasure._random_eraser(8, 2, np.random.default_rng(0))
+    assert erasure._rank(u) == 2
+    # an orthogonal projection: applied twice, as once
+    once = u(x)
+    assert torch.allclose(u(once), once, atol=1e-12)
+
+
+def test_the_vectorised_g_is_stats_hedges_g():
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(0.3, 1, 50), rng.normal(0, 1.3, 47)
+    assert erasure._rowwise_g(a[None], b[None])[0] == pytest.approx(_hedges_g(a, b)["effect_size"], rel=1e-12)
+
+
+def test_the_chosen_states_count_down_from_the_last():
+    assert erasure._chosen_states(30, 10) == [10, 20, 30]
+    assert erasure._chosen_states(18, 10) == [8, 18]
+    assert erasure._chosen_states(4, 1) == [1, 2, 3, 4]
+    assert erasure._chosen_states(30, 100) == [30]
+
+
+def test_held_out_names_alternate_by_rank():
+    fit, held = erasure._split_names({"f": ["a", "b", "c", "d", "e"], "m": ["v", "w", "x", "y"]})
+    assert fit == {"f": ["a", "c", "e"], "m": ["v", "x"]} and held == {"f": ["b", "d"], "m": ["w", "y"]}
+
+
+def test_neutral_sentences_hold_no_gendered_word_and_are_drawn_by_the_seed():
+    first = erasure._neutral_sentences(20, seed=0)
+    assert len(set(first)) == 20 and first == erasure._neutral_sentences(20, seed=0)
+    assert first != erasure._neutral_sentences(20, seed=1)
+    assert not any({"he", "his", "she", "her", "man", "woman"} & set(s.lower().split()) for s in first)
+
+
+def _tradeoff_rows(changes: dict[str, tuple[float, float, float]]) -> pd.DataFrame:
+    """A trade-off table of single-state LEACE rows: state -> (change of ρ, change of cross-entropy, facts share)."""
+    rows = []
+    for layer, (rho, ce, facts) in changes.items():
+        for measure, change, value in (("log_ratio_rho", rho, 0.8 + rho), ("cross_entropy", ce, 4 + ce),
+                                       ("facts_right_share", facts - 1, facts)):
+            rows.append({"erasure": "leace", "layer": layer, "measure": measure, "change": change, "value": value})
+    return pd.DataFrame(rows)
+
+
+def test_the_best_trade_off_follows_the_rule_stated_in_advance():
+    table = _tradeoff_rows({"10": (-0.2, 0.05, 1.0), "20": (-0.5, 0.08, 0.95), "30": (-0.7, 0.5, 1.0),
+                            "all": (-0.9, 2.0, 0.5)})
+    assert erasure._best_layer(table) == "20"  # 30 falls more but costs more than the budget; all is not a state
+    table = _tradeoff_rows({"10": (-0.2, 0.05, 0.8), "20": (-0.5, 0.3, 1.0)})
+    assert erasure._best_layer(table) is None
+
+
+def test_the_paired_interval_of_a_change_in_rho_covers_the_truth_at_its_level():
+    """Simulation: 60 units, two measures of one criterion with different noise; the percentile interval of the
+    paired change in Spearman's ρ, resampling units, covers the change computed on a population of 200,000 in
+    about 95% of 300 samples."""
+    rng = np.random.default_rng(5)
+
+    def sample(n):
+        share = rng.uniform(0, 100, n)
+        return share, share + rng.normal(0, 25, n), share + rng.normal(0, 60, n)
+
+    big = sample(200_000)
+    rho = [erasure._rowwise_correlation("spearman", v[None], big[0][None])[0] for v in big[1:]]
+    truth = rho[1] - rho[0]
+    covered = 0
+    for i in range(300):
+        share, before, after = sample(60)
+        draws = erasure._resamples(60, 400, i)
+        boots = (erasure._rowwise_correlation("spearman", after[draws], share[draws])
+                 - erasure._rowwise_correlation("spearman", before[draws], share[draws]))
+        low, high = erasure._percentile_interval(boots, 0.95)
+        covered += low <= truth <= high
+    assert 0.90 <= covered / 300 <= 0.99
+
+
+def test_bad_parameters_are_refused_naming_them_before_a_model_loads():
+    with pytest.raises(ParameterError, match="layer_step"):
+        erasure._check_erasure(MODEL, layer_step=0)
+    with pytest.raises(ParameterError, match="n_boot"):
+        erasure._check_erasure(MODEL, n_boot=1)
+    with pytest.raises(ParameterError, match="model"):
+        erasure._check_erasure("minilm-l6")
+
+
+# --------------------------------------------------------------------------- with SmolLM2
+
+
+@pytest.fixture(scope="module")
+def smollm():
+    from bias_utils.models.loading import load_model
+
+    return load_model(MODEL)
+
+
+@pytest.mark.slow
+def test_an_identity_eraser_on_every_layer_leaves_every_output_bit_identical(smollm):
+    """The next word, the embeddings and generation through the hooks of identity erasers on every state equal the
+    unhooked model's to the bit, and the model's id says it is erased only while the hooks are on."""
+    from bias_utils.audit.next_word import next_word_table
+    from bias_utils.models.embeddings import embed_words
+    from bias_utils.models.generation import _generate
+
+    nouns = ["nurse", "carpenter"]
+    contexts, words = ["this is the nurse", "Mary is here"], ["nurse", "Mary"]
+    prompts = ["The nurse said that", "The carpenter picked up"]
+    erasers = {h: erasure._identity_eraser(smollm.hidden_size) for h in range(1, smollm.n_layers + 1)}
+    plain = (next_word_table(smollm, nouns, cache=False, progress=False).prompts,
+             embed_words(smollm, contexts, words, cache=False, progress=False).values,
+             _generate(smollm, prompts, max_new_tokens=6, seed=0, cache=False, progress=False))
+    original = smollm.model_id
+    with erasure._erasing(smollm, erasers, "identity") as hooked:
+        assert hooked.model_id == f"{original}--erased-identity"
+        erased = (next_word_table(hooked, nouns, cache=False, progress=False).prompts,
+                  embed_words(hooked, contexts, words, cache=False, progress=False).values,
+                  _generate(hooked, prompts, max_new_tokens=6, seed=0, cache=False, progress=False))
+    assert smollm.model_id == original
+    pd.testing.assert_frame_equal(plain[0], erased[0], check_exact=True)
+    assert np.array_equal(plain[1], erased[1])
+    assert plain[2]["completion"].tolist() == erased[2]["completion"].tolist()
+
+
+@pytest.mark.slow
+def test_the_hook_erases_the_very_state_the_book_reads(smollm):
+    """A LEACE eraser at hidden state h: the embeddings' states below h are the unhooked ones to the bit, state h is
+    the eraser's image of the unhooked state (the word's token mean commutes with the affine map), a later state
+    moved; at the last state (the final norm's output) the same."""
+    from bias_utils.models.embeddings import embed_words
+
+    contexts, words = ["this is the nurse", "that is Mary", "the person is the carpenter"], ["nurse", "Mary",
+                                                                                            "carpenter"]
+    plain = embed_words(smollm, contexts, words, cache=False, progress=False).values
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((40, smollm.hidden_size))
+    z = np.repeat([0.0, 1.0], 20)
+    x[z == 1, :5] += 3
+    fitted = LeaceFitter.fit(torch.from_numpy(x), torch.from_numpy(z)[:, None]).eraser
+    for h in (12, smollm.n_layers):
+        with erasure._erasing(smollm, {h: fitted}, f"test-{h}"):
+            hooked = embed_words(smollm, contexts, words, cache=False, progress=False).values
+        assert np.array_equal(hooked[:, :h], plain[:, :h])
+        expected = fitted(torch.from_numpy(plain[:, h].astype(np.float64))).numpy()
+        assert np.allclose(hooked[:, h], expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+        if h < smollm.n_layers:
+            assert not np.allclose(hooked[:, h + 1], plain[:, h + 1])
+
+
+@pytest.mark.slow
+def test_erasing_refuses_nesting_and_unknown_states(smollm):
+    eye = {1: erasure._identity_eraser(smollm.hidden_size)}
+    with pytest.raises(ParameterError, match="hidden states \\[0\\]"):
+        with erasure._erasing(smollm, {0: eye[1]}, "x"):
+            pass
+    with erasure._erasing(smollm, eye, "outer"):
+        with pytest.raises(ParameterError, match="already under an erasure"):
+            with erasure._erasing(smollm, eye, "inner"):
+                pass
+    assert "--erased-" not in smollm.model_id
+
+
+@pytest.mark.slow
+def test_the_padded_batches_score_each_sentence_as_it_alone_is_scored(smollm):
+    """The cross-entropy's batches, padded on the right, against one sentence per forward pass without padding."""
+    sentences = erasure._neutral_sentences(5, seed=0) + ["A short one."]
+    found = erasure._sentence_nll(smollm, sentences)
+    with torch.inference_mode():
+        for sentence, nll in zip(sentences, found):
+            ids = torch.tensor([smollm.tokenizer(sentence)["input_ids"]])
+            logp = torch.log_softmax(smollm.model(input_ids=ids).logits[0, :-1].double(), dim=-1)
+            alone = -logp.gather(1, ids[0, 1:, None]).sum().item()
+            assert nll == pytest.approx(alone, rel=1e-4)
