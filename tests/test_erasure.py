@@ -76,6 +76,7 @@ def test_the_vectorised_g_is_stats_hedges_g():
 
 def test_the_chosen_states_count_down_from_the_last():
     assert erasure._chosen_states(30, 10) == [10, 20, 30]
+    assert erasure._chosen_states(30, 15) == [15, 30]
     assert erasure._chosen_states(18, 10) == [8, 18]
     assert erasure._chosen_states(4, 1) == [1, 2, 3, 4]
     assert erasure._chosen_states(30, 100) == [30]
@@ -230,3 +231,31 @@ def test_the_padded_batches_score_each_sentence_as_it_alone_is_scored(smollm):
             logp = torch.log_softmax(smollm.model(input_ids=ids).logits[0, :-1].double(), dim=-1)
             alone = -logp.gather(1, ids[0, 1:, None]).sum().item()
             assert nll == pytest.approx(alone, rel=1e-4)
+
+
+def test_notebook_12_checks_its_parameters_before_a_model_loads():
+    from bias_utils.book import validation
+
+    validation.check("12_erasure", model=MODEL, layer_step=15, n_boot=1000)
+    with pytest.raises(ParameterError, match="layer_step"):
+        validation.check("12_erasure", model=MODEL, layer_step="10")
+    with pytest.raises(ParameterError, match="n_boot"):
+        validation.check("12_erasure", model=MODEL, n_boot=50)
+    with pytest.raises(ParameterError, match="model"):
+        validation.check("12_erasure", model="minilm-l6")
+
+
+def test_the_fitted_erasers_are_stored_and_read_back_exactly_and_a_corrupt_file_is_refitted(tmp_path):
+    x, y = _planted(300, 12, seed=2)
+    fit = erasure._fit_erasers(np.stack([x, 2 * x], axis=1), y.astype(float), np.arange(300), seed=0)
+    path = tmp_path / "erasers.npz"
+    erasure._write_fit(path, fit)
+    back = erasure._read_fit(path, 1)
+    probe = torch.from_numpy(x)
+    for kind in erasure._ERASURES:
+        assert torch.equal(getattr(back, kind)[1](probe), getattr(fit, kind)[1](probe))
+    assert back.ranks == fit.ranks
+    assert erasure._read_fit(path, 2) is None  # a state the file does not hold: fit again
+    erasure._write_fit(path, fit)
+    path.write_bytes(path.read_bytes()[:100])
+    assert erasure._read_fit(path, 1) is None

@@ -1,5 +1,5 @@
 """Study 2: the occupational audit on BOLD: prompts, units, the audit and its headline, the published replication,
-completion profiles, the link between the bias inside and the bias written.
+completion profiles, the link between the bias inside and the bias written, and the erasure of the gender concept.
 
 The public API by role, one module a role (``_EXPORTS``); each name is imported on first use
 (:func:`bias_utils.core.exports._lazy_exports`).
@@ -31,6 +31,8 @@ _EXPORTS = {
     "next_word": ("describe_next_word", "next_word_table", "next_word_validity", "sampled_check",),
     # does the bias inside predict the bias written (chapter 11)
     "link": ("describe_link", "describe_next_word_link", "link_chart", "next_word_link", "run_link",),
+    # does the inside drive what the model writes: the gender concept erased, both sides measured (chapter 12)
+    "erasure": ("erasure_tradeoff",),
 }
 
 __all__ = [name for names in _EXPORTS.values() for name in names]

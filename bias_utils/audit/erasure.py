@@ -58,6 +58,10 @@ file lock after each condition: an interrupted run resumes at the first conditio
 computes nothing. The unhooked condition reads the embeddings' and the next word's own caches (chapters 04 and 11
 filled them); an erased one computes with those caches off (its states are not reused, and would take a hundred
 megabytes a condition).
+
+One concept over 600 lines: one intervention and what it changes. The fit, the hooks, the measures and the trade-off
+share the fit set, the held-out names, the inputs and the cache key that names them; split, each part would re-derive
+which words were fitted and which inputs every condition was measured on.
 """
 
 from __future__ import annotations
@@ -133,7 +137,7 @@ _ALL = "all"
 # --------------------------------------------------------------------------- parameters and inputs
 
 
-def _check_erasure(model, *, layer_step=10, n_boot: int = 1000, seed: int = 0) -> None:
+def _check_erasure(model, *, layer_step=15, n_boot: int = 1000, seed: int = 0) -> None:
     """The parameters of :func:`erasure_tradeoff`, checked before any model loads: a decoder
     (``models.loading._check_model``), ``layer_step`` (a positive integer; one at least the model's layer count
     erases the last state alone), ``n_boot`` and ``seed``."""
@@ -537,7 +541,7 @@ def _conditions(states: Sequence[int]) -> list[tuple[str, str]]:
     return [("none", "none")] + [(erasure, place) for erasure in _ERASURES for place in places]
 
 
-def erasure_tradeoff(model, basis, *, layer_step: int = 10, n_boot: int = 1000, seed: int = 0,
+def erasure_tradeoff(model, basis, *, layer_step: int = 15, n_boot: int = 1000, seed: int = 0,
                      progress: bool = True) -> _Erasure:
     """Erase the gender concept from ``model`` (a decoder: a ``LoadedModel`` or a name) and measure both sides
     (module docstring): the LEACE erasers fitted per hidden state on the Study 1 populations, applied at every

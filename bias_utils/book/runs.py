@@ -57,9 +57,11 @@ _QUICK_PARAMETERS = {"limit": 12, "n_contexts": 2, "n_boot": 200, "n_samples": 1
 #: words are rare: the audit's full 100 new tokens are kept); the completion
 #: profiles use every completion the quick audit wrote; the profiles' axis null
 #: (in 04 and 08) and the robustness chapter keep 12 extra terms per dimension and pole, as
-#: chapter 03 does with ``limit`` (so all three share one embedding of them).
+#: chapter 03 does with ``limit`` (so all three share one embedding of them); the erasure erases the last hidden
+#: state alone and every state together (a step beyond the layer count).
 _QUICK_OVERRIDES = {"04_profiles": {"term_limit": 12}, "06_bold_audit": {"limit": 80},
-                   "08_completion_profiles": {"limit": None, "term_limit": 12}, "10_robustness": {"term_limit": 12}}
+                   "08_completion_profiles": {"limit": None, "term_limit": 12}, "10_robustness": {"term_limit": 12},
+                   "12_erasure": {"layer_step": 1000}}
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ _STUDY_NOTEBOOKS = (
     _NotebookSpec("06_bold_audit", "BOLD occupational audit", generates=True),
     _NotebookSpec("08_completion_profiles", "Stereotype profiles of the model's own completions", generates=True),
     _NotebookSpec("11_intrinsic_extrinsic", "Does the bias inside predict the bias it writes?", generates=True),
+    _NotebookSpec("12_erasure", "Erasing the concept", generates=True),
     _NotebookSpec("07_bold_replication", "Replication of the published audit", scope="once"),
     _NotebookSpec("09_cross_model", "Across models", scope="cross"),
 )

@@ -26,7 +26,7 @@ import inspect
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..audit import bold, link, next_word
+from ..audit import bold, erasure, link, next_word
 from ..audit.bold import _check_audit_lexicons
 from ..core import paths, results, stats
 from ..core.errors import (
@@ -369,6 +369,17 @@ def _check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
     next_word._check_next_word_lexicons(next_word_lexicons, "next_word_lexicons")
     link._check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed,
                     n_permutations=n_permutations, layers=facts.n_states)
+
+
+@_notebook("12_erasure")
+def _check_erasure_run(*, model="smollm2-135m-instruct", dtype=None, context_source="generated", dictionary_path=None,
+                       n_contexts=5, seed=0, layer_step=15, n_boot=1000, output_dir=None) -> None:
+    """Notebook 12's parameters: the notebook's floor for ``n_boot``, the space it projects the names on
+    (``space._check_space``), then ``erasure._check_erasure`` (a decoder it can hook, ``layer_step``)."""
+    _check_dtype(dtype)
+    _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts)
+    _check_boot_count(n_boot, default=1000)
+    erasure._check_erasure(model, layer_step=layer_step, n_boot=n_boot, seed=seed)
 
 
 @_notebook("09_cross_model")
