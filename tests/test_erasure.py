@@ -259,3 +259,54 @@ def test_the_fitted_erasers_are_stored_and_read_back_exactly_and_a_corrupt_file_
     erasure._write_fit(path, fit)
     path.write_bytes(path.read_bytes()[:100])
     assert erasure._read_fit(path, 1) is None
+
+
+def _records(rng, states=(1, 2)) -> tuple[dict, erasure._Inputs, np.ndarray]:
+    """Per-item values of every condition on small inputs: the unhooked model's, then each erasure's moved."""
+    n_names, n_occ, n_pairs, n_sent = 20, 30, 6, 12
+    shares = rng.uniform(0, 100, n_occ)
+    inputs = erasure._Inputs(names=[f"n{i}" for i in range(n_names)], name_labels=np.repeat([1, 0], n_names // 2),
+                             occupations=[f"o{i}" for i in range(n_occ)], shares=shares,
+                             facts=[f"f{i}" for i in range(2 * n_pairs)], sentences=[f"s{i}" for i in range(n_sent)],
+                             female=None, male=None, basis=None)
+
+    def record(shift: float) -> dict:
+        return {"probe": list(rng.uniform(0.5, 1, 4)), "warmth": list(rng.normal(0, 1, n_names)),
+                "competence": list(rng.normal(0, 1, n_names)),
+                "position": list(shares / 50 + rng.normal(0, 1, n_occ)),
+                "log_ratio": list((1 - shift) * shares / 50 + rng.normal(0, 0.5, n_occ)),
+                "facts": list(np.r_[rng.uniform(0.5, 2, n_pairs), -rng.uniform(0.5, 2, n_pairs)] * (1 - shift)),
+                "nll": list(rng.uniform(20, 40, n_sent) * (1 + shift / 10))}
+
+    records = {("none", "none"): record(0.0)}
+    for erasure_ in erasure._ERASURES:
+        for layer in [str(s) for s in states] + ["all"]:
+            records[(erasure_, layer)] = record(0.9 if erasure_ == "leace" and layer == "2" else 0.0)
+    return records, inputs, rng.integers(10, 30, n_sent).astype(float)
+
+
+def test_the_tradeoff_table_pairs_each_change_with_the_unhooked_model_and_reads_it(tmp_path):
+    records, inputs, tokens = _records(np.random.default_rng(0))
+    records[("random", "1")] = records[("none", "none")]  # a condition that changes nothing
+    table = erasure._tradeoff_table(records, inputs, tokens, {1: 1, 2: 1, 3: 1}, "m", n_boot=200, seed=0)
+    assert set(table["measure"]) == set(erasure._MEASURES) and list(table.columns) == erasure._TRADEOFF_COLUMNS
+    same = table[(table["erasure"] == "random") & (table["layer"] == "1") & (table["measure"] != "probe_accuracy")]
+    assert (same["change"] == 0).all() and (same["ci_low"] == 0).all() and (same["ci_high"] == 0).all()
+    base = table[table["erasure"] == "none"]
+    assert (base["change"] == 0).all() and base["ci_low"].isna().all()
+    # the nll of a sentence over its tokens, pooled: the cross-entropy is total nats over total tokens
+    ce = base[base["measure"] == "cross_entropy"]["value"].iloc[0]
+    assert ce == pytest.approx(sum(records[("none", "none")]["nll"]) / tokens.sum())
+    moved = table[(table["erasure"] == "leace") & (table["layer"] == "2")].set_index("measure")
+    assert moved.at["log_ratio_rho", "ci_high"] < 0 and moved.at["cross_entropy", "change"] > 0
+    assert table.loc[table["best"], "layer"].unique().tolist() in ([], [erasure._best_layer(table)])
+    result = erasure._Erasure(table, pd.DataFrame(columns=erasure._WORD_COLUMNS), "m", [1, 2])
+    text = result.describe()
+    assert "ρ = " in text and ("best trade-off" in text or "No single-state" in text)
+    assert result.chart().to_dict()["layer"]
+    written = result.write(tmp_path)
+    assert (tmp_path / "erasure_tradeoff.csv") in written
+    if result.best_layer is None:
+        assert result.best().empty
+    else:
+        assert set(result.best()["layer"]) == {"none", result.best_layer}
