@@ -41,11 +41,12 @@ __all__ = [
 #: Result tables read across models (``<name>.parquet`` in each model folder).
 #: ``robustness.robustness_summary`` (chapter 10): the curve's agreement and each axis's verdict.
 #: Chapter 11's per-model correlations and slopes (decoders only).
+#: Chapter 12's erasure trade-off (decoders only): the curves side by side.
 #: The per-model tables the cross-model chapter stacks.
 _CROSS_MODEL_TABLES = (tables.NAMES.DIRECTION_ACCURACY, tables.NAMES.PROFILE_STATS, tables.NAMES.PROFILE_GROUP_MEANS,
                        tables.NAMES.BOLD_STATISTICS, tables.NAMES.BOLD_GROUP_SUMMARY,
                        tables.NAMES.COMPLETION_PROJECTION_STATS, tables.NAMES.AXIS_VALIDITY,
-                       tables.NAMES.LINK_STATISTICS, tables.NAMES.LINK_NEXT_WORD)
+                       tables.NAMES.LINK_STATISTICS, tables.NAMES.LINK_NEXT_WORD, tables.NAMES.ERASURE_TRADEOFF)
 #: The tests :func:`pooled_link` pools, each a model's primary row of its table: chapter 11's primary, Spearman's ρ
 #: between the direction and the next-word log-ratio across the BLS occupations (``link_next_word``), pooled on
 #: Fisher's z scale; and the robustness row, the BOLD-based within-field slope (``link_statistics``), on its own.
