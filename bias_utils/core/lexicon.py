@@ -131,3 +131,11 @@ def _male_proportion(male: "pd.Series", female: "pd.Series", *, zero_as: float |
     total = male + female
     share = male / total.where(total > 0)
     return share if zero_as is None else share.fillna(zero_as)
+
+
+#: The next-word measure's reference to one person without a binary gender (``audit.next_word``), counted beside its
+#: female and male words: the "they" forms of :data:`_NEUTRAL_WORDS` (they, them, their, theirs, themselves,
+#: themself; singular "they" where a template's next word refers to one person) and, on a row of their own, its
+#: neopronouns (the ze and xe forms). Taken from that list so that the two never diverge.
+_THEY_WORDS: tuple[str, ...] = tuple(w for w in _NEUTRAL_WORDS if w.startswith("the"))
+_NEOPRONOUN_WORDS: tuple[str, ...] = tuple(w for w in _NEUTRAL_WORDS if w.startswith(("z", "x")))

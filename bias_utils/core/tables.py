@@ -285,14 +285,26 @@ class NAMES:
     NEXT_WORD_PROMPTS = _declare(
         "next_word_prompts", "bias_utils.audit.next_word.next_word_table", ("11_intrinsic_extrinsic",),
         "per occupation noun and neutral template: the next word's probability of a female and of a male word, and "
-        "their log-ratio",
+        "their log-ratio; of singular 'they' and of a neopronoun; whether the next word reads as one person",
         ("occupation", "template", "reference", "prompt", "n_tokens", "female_mass", "male_mass", "log_ratio",
-         "measure_definition"))
+         "neutral_mass", "neopronoun_mass", "singular", "measure_definition"))
     NEXT_WORD_OCCUPATIONS = _declare(
         "next_word_occupations", "bias_utils.audit.next_word.next_word_table", ("11_intrinsic_extrinsic",),
-        "per occupation noun: the exact next-word measure (mean log-ratio over the templates, gendered mass)",
+        "per occupation noun: the exact next-word measure (mean log-ratio over the templates, gendered mass); over the "
+        "templates that read as one person, the 'they' and neopronoun masses and the neutral share",
         ("occupation", "n_templates", "female_mass", "male_mass", "gendered_mass", "female_share", "log_ratio",
-         "log_ratio_sd", "measure_definition"))
+         "log_ratio_sd", "n_singular", "neutral_mass", "neopronoun_mass", "neutral_share", "measure_definition"))
+    NEXT_WORD_NEUTRAL_TOKENS = _declare(
+        "next_word_neutral_tokens", "bias_utils.audit.next_word.next_word_table", ("11_intrinsic_extrinsic",),
+        "the token each singular-'they' and neopronoun word counts by after a template (one token, or its first; "
+        "one the log-ratio's words count, or both lexicons share, not counted)",
+        ("lexicon", "word", "variant", "n_tokens", "token_id", "token", "counted", "neutral_definition"))
+    NEXT_WORD_NEUTRAL = _declare(
+        "next_word_neutral", "bias_utils.audit.next_word._neutral_statistics", ("11_intrinsic_extrinsic",),
+        "beyond the binary: the mean neutral share (BLS occupations, BOLD primary units), its Spearman rho with the "
+        "workforce's balance, it and the female and male masses against the BLS share of women, the neopronouns' mass",
+        ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
+         "ci_low", "ci_high", "n", "question", "units", "measure", "against", "neutral_definition"))
     NEXT_WORD_VALIDITY = _declare(
         "next_word_validity", "bias_utils.audit.next_word.next_word_validity", ("11_intrinsic_extrinsic",),
         "the next-word log-ratio of the 60 BLS occupations against their share of women (the gender direction's "
