@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import nbformat
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,7 +14,7 @@ from float32_bounds import log_probability_tolerance, log_ratio_tolerance, logit
 from scipy import stats as st
 
 from bias_utils.audit import next_word as nw
-from bias_utils.core import lexicon
+from bias_utils.core import lexicon, paths
 from bias_utils.core.stats import _bootstrap_ci
 from bias_utils.profiles.populations import _occupation_shares
 
@@ -224,3 +225,16 @@ def test_the_reading_says_each_number_of_the_table_and_reads_an_interval_across_
     assert "where the workforce is balanced (a BLS share of women near 50%) is not shown (Spearman ρ" in changed
     assert "More of it goes to" not in changed
 
+
+def test_chapter_11_states_the_template_rule_before_its_results():
+    """The method section names every template left out with the check's counts, as the code has them, before the cell
+    that computes the neutral share."""
+    cells = nbformat.read(paths._ROOT / "notebooks" / "11_intrinsic_extrinsic.ipynb", as_version=4).cells
+    stated = next(i for i, c in enumerate(cells) if "**Beyond the binary" in c.source)
+    computed = next(i for i, c in enumerate(cells) if c.cell_type == "code" and ".neutral_share(" in c.source)
+    assert stated < computed
+    text = " ".join(cells[stated].source.split())
+    for template in nw._PLURAL_TEMPLATES:
+        one, group, _ = nw._READING_CHECK[template]
+        assert f"\"{template.replace('{occupation}', 'nurse')}\" ({group} group, {one} one person)" in text
+    assert "Seven templates bind it to one" in text and len(nw._TEMPLATES) - len(nw._OPEN_TEMPLATES) == 7
