@@ -171,25 +171,43 @@ def test_presentation_tags_by_output():
     assert presentation._presentation_tag(code("x = 2", metadata={"tags": ["injected-parameters"]})) == "remove-cell"
 
 
-def test_key_finding_moves_after_the_opening_text():
+def test_a_chapter_opens_with_what_it_finds_and_its_figures():
+    """The title and first paragraph, then "What this chapter finds" (the sentences given, else the first the
+    key-finding cells printed) with the key figures; then the rest of the reading, the rest of the introduction and
+    the chapter's own sections (each closed on the page). Idempotent, and a second presentation starts from the
+    notebook's own text."""
     md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
     key = {"tags": [presentation._FINDING_TAG]}
+    figure = code("figure", metadata=key, outputs=[nbformat.v4.new_output(
+        "display_data", data={"application/vnd.vegalite.v5+json": {}, "text/plain": "chart"})])
+    printed = code("reading", metadata=key, outputs=[nbformat.v4.new_output(
+        "display_data", data={"text/markdown": "First 0.5 (95% CI 0.1 to 0.9). Second. Third. Fourth. Fifth. "
+                                               "Sixth.\n\n- a list"})])
     nb = nbformat.v4.new_notebook(cells=[
-        code("p = 1", metadata={"tags": ["parameters"]}), md("# Title"), code("a = load()"), md("## Method"),
-        code("figure", metadata=key), md("reading", metadata=key), code("more")])
-    presentation._findings_first(nb)
-    order = [c.source for c in nb.cells]
-    assert order == ["p = 1", "# Title", "figure", "reading", "a = load()", "## Method", "more"]
-    presentation._findings_first(nb)
-    assert [c.source for c in nb.cells] == order
-    # the opening Markdown run (the question, then how it is answered) stays before the finding
-    methods = nbformat.v4.new_notebook(cells=[code("p = 1"), md("# Title"), md("## How it is computed"),
-                                              code("a = load()"), md("reading", metadata=key)])
-    presentation._findings_first(methods)
-    assert [c.source for c in methods.cells] == ["p = 1", "# Title", "## How it is computed", "reading", "a = load()"]
-    plain = nbformat.v4.new_notebook(cells=[md("# T"), code("x")])
-    presentation._findings_first(plain)
-    assert [c.source for c in plain.cells] == ["# T", "x"]
+        code("p = 1", metadata={"tags": ["parameters"]}), md("# Title\n\nThe question.\n\nHow it is done."),
+        code("a = load()"), md("## Method"), md("## The finding", metadata=key), figure, printed, code("more")])
+    presentation._open_with_findings(nb, [])
+    order = [c.source.split("\n")[0] for c in nb.cells]
+    assert order == ["p = 1", "# Title", "## What this chapter finds", "figure", "## The reading in full",
+                     "### The finding", "reading", "## How this chapter works", "a = load()", "## Method", "more"]
+    assert nb.cells[1].source == "# Title\n\nThe question."
+    assert nb.cells[2].source == ("## What this chapter finds\n\nFirst 0.5 (95% CI 0.1 to 0.9). Second. Third. "
+                                  "Fourth. Fifth.")
+    assert nb.cells[7].source == "## How this chapter works\n\nHow it is done."
+    # presented again (the builder drops the cells it added first): the same page
+    nb.cells = [c for c in nb.cells if presentation._ADDED_CELL_TAG not in c.metadata.get("tags", [])]
+    presentation._open_with_findings(nb, ["Given 1 (95% CI 0 to 2)."])
+    assert [c.source.split("\n")[0] for c in nb.cells] == order
+    assert nb.cells[2].source == "## What this chapter finds\n\nGiven 1 (95% CI 0 to 2)."
+    assert nb.cells[5].source == "### The finding" and nb.cells[7].source.endswith("How it is done.")
+    plain = nbformat.v4.new_notebook(cells=[md("no title"), code("x")])
+    presentation._open_with_findings(plain, [])
+    assert [c.source for c in plain.cells] == ["no title", "x"]
+    # a chapter without a tagged finding opens with its figures
+    untagged = nbformat.v4.new_notebook(cells=[md("# T"), md("## Curves"), code("chart", outputs=figure.outputs)])
+    presentation._open_with_findings(untagged, [])
+    assert [c.source.split("\n")[0] for c in untagged.cells] == ["# T", "## What this chapter finds", "chart",
+                                                                 "## How this chapter works", "## Curves"]
 
 
 def test_headers_wrap_after_underscores_only():
@@ -826,3 +844,47 @@ def test_relabel_brings_todays_labels_to_an_executed_table():
     assert presentation._relabel(old) == shown and presentation._relabel(shown) == shown
     marked = '<td><mark class="lex-male">he</mark> said</td>'
     assert presentation._relabel(marked) == marked  # a cell with markup is a sentence, left as it is
+
+
+def test_a_quantised_models_dtype_says_its_weights_were_dequantised():
+    """The appendix's model card: a GGUF model's dtype says its quantised weights were dequantised to it (not "Q4_1
+    GGUF" beside "float32" with no word between them); an unquantised model's is its dtype."""
+    from bias_utils.book import reproducibility
+
+    smol = {"name": "smollm2-135m-instruct", "source": "builtin", "dtype": "float32"}
+    quantisation = reproducibility._quantisation(smol)
+    assert quantisation and reproducibility._dtype_cell(smol) == (
+        f"float32, the {quantisation} GGUF weights dequantised to it")
+    assert reproducibility._dtype_cell({"name": "minilm-l6", "source": "builtin", "dtype": "float32"}) == "float32"
+
+
+def test_a_chapters_sections_after_its_findings_are_closed(monkeypatch):
+    """The book's extension closes every top section of a chapter but "What this chapter finds" and the CSV links,
+    the heading its toggle; nested sections stay whole inside; a page without the opening is left as it is."""
+    monkeypatch.syspath_prepend(str(runs._BOOK_DIR / "_ext"))
+    import bias_book_sphinx
+
+    page = ('<section id="t"><h1>T</h1><p>x</p><section id="what-this-chapter-finds"><h2>W</h2><p>f</p></section>'
+            '<section id="how">\n<h2>How<a class="headerlink" href="#how">#</a></h2><p>m</p><section id="sub">'
+            '<h3>S</h3></section></section><section id="tables-of-this-chapter"><h2>Tables</h2></section></section>')
+    closed = bias_book_sphinx.closed_sections(page)
+    assert closed == page.replace(
+        '<section id="how">\n<h2>How<a class="headerlink" href="#how">#</a></h2>',
+        '<section id="how"><details class="bias-section"><summary><h2>How<a class="headerlink" href="#how">#</a>'
+        '</h2></summary>').replace("<h3>S</h3></section></section>", "<h3>S</h3></section></details></section>")
+    assert bias_book_sphinx.closed_sections(closed) == closed
+    other = page.replace("what-this-chapter-finds", "findings")
+    assert bias_book_sphinx.closed_sections(other) == other
+
+
+def test_chart_titles_name_a_model_as_the_front_page_does():
+    """A chart's title and description name the model as running text does (SmolLM2-135M-Instruct), not by its
+    folder name (smollm2-135m-instruct); its data stay as they are."""
+    spec = {"title": {"text": "smollm2-135m-instruct: occupations", "subtitle": ["of smollm2-135m-instruct."]},
+            "description": "Scatter plot for smollm2-135m-instruct-x.",
+            "data": {"values": [{"m": "smollm2-135m-instruct"}]},
+            "layer": [{"encoding": {"x": {"title": "smollm2-135m-instruct"}}}]}
+    named = presentation._named_titles(spec, {"smollm2-135m-instruct": "SmolLM2-135M-Instruct"})
+    assert named["title"] == {"text": "SmolLM2-135M-Instruct: occupations", "subtitle": ["of SmolLM2-135M-Instruct."]}
+    assert named["description"] == spec["description"]  # another name (…-x) is left alone
+    assert named["data"] == spec["data"] and named["layer"][0]["encoding"]["x"]["title"] == "SmolLM2-135M-Instruct"

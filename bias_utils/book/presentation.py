@@ -1,4 +1,5 @@
-"""How an executed notebook is presented in the book: the key finding first, cell tags, paths, CSV links;
+"""How an executed notebook is presented in the book: what the chapter finds first, its other sections closed, cell
+tags, paths, CSV links;
 and generated pages written only when their text changes."""
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from pathlib import Path
 import nbformat
 
 from ..core import cache, paths
+from ..core.results import display_name
 from ..models.builtin_models import _model_name
 from ..report import rendering
+from . import summary
 from .runs import _relative_to_root, _Run
 
 __all__: list[str] = []
@@ -26,23 +29,111 @@ __all__: list[str] = []
 _PRESENTATION_TAGS = ("remove-cell", "hide-cell", "hide-input", "remove-input")
 #: Marks cells the builder added to an executed notebook (replaced on every build).
 _ADDED_CELL_TAG = "bias-book-added"
-#: Marks a notebook's key figure and its reading: the page shows them right after the opening text.
+#: Marks a notebook's key figure and its reading: the page opens with them (:func:`_open_with_findings`).
 _FINDING_TAG = "key-finding"
 
 
-def _findings_first(nb) -> None:
-    """Move the cells tagged :data:`FINDING_TAG` (in their order) to just after the chapter's opening
-    Markdown, in place: the first Markdown cell and the Markdown cells that follow it directly (the question
-    and how it is answered, the primary analysis stated before any result). The page opens with the
-    method and then the chapter's finding, while the notebook itself still runs top to bottom. Idempotent."""
-    key = [c for c in nb.cells if _FINDING_TAG in c.get("metadata", {}).get("tags", [])]
-    if not key:
+#: The section a chapter opens with (:func:`_open_with_findings`): its primary numbers in at most
+#: :data:`_MOST_SENTENCES` sentences, then its figures. Every other section of a chapter is closed until the reader
+#: opens it (``book/_ext/bias_book_sphinx.py`` wraps each in a ``<details class="bias-section">``).
+_FINDS_HEADING = "What this chapter finds"
+#: The closed sections the opening adds: the rest of the chapter's introduction (its method) and the chapter's
+#: generated reading in full (the key-finding cells that are not figures).
+_METHOD_HEADING = "How this chapter works"
+_READING_HEADING = "The reading in full"
+_MOST_SENTENCES = 5
+#: Cell metadata keeping a Markdown cell's text as the notebook wrote it, before the opening split or demoted it.
+_ORIGINAL = "bias_book_original"
+_VEGA_LITE_PREFIX = "application/vnd.vegalite"
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z*(])")
+
+
+def _is_figure(cell) -> bool:
+    return cell.cell_type == "code" and any(k.startswith(_VEGA_LITE_PREFIX) for o in cell.get("outputs", [])
+                                            for k in o.get("data", {}))
+
+
+def _sentences(text: str, most: int = _MOST_SENTENCES) -> list[str]:
+    """The first ``most`` sentences of the first paragraph of Markdown ``text`` (a heading or a list ends it)."""
+    lines = []
+    for line in text.strip().splitlines():
+        if not line.strip() or line.lstrip().startswith(("#", "- ", "* ", "|", "```", ":::")):
+            if lines:
+                break
+            continue
+        lines.append(line.strip())
+    return [s.strip() for s in _SENTENCE_END.split(" ".join(lines)) if s.strip()][:most]
+
+
+def _reading_sentences(cells) -> list[str]:
+    """Fallback sentences of a chapter without a registered finding: the first sentences its key-finding cells
+    printed (generated from its tables as the chapter runs)."""
+    for cell in cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            text = output.get("data", {}).get("text/markdown") or (
+                output.get("text") if output.get("output_type") == "stream" and output.get("name") == "stdout"
+                else None)
+            found = _sentences("".join(text)) if text else []
+            if found:
+                return found
+    return []
+
+
+def _demoted(source: str) -> str:
+    """Markdown headings one level lower (``## A`` -> ``### A``), so they stay inside the section they are moved
+    into."""
+    return re.sub(r"^(#{2,5}) ", lambda m: m.group(1) + "# ", source, flags=re.M)
+
+
+def _open_with_findings(nb, sentences: list[str]) -> None:
+    """Arrange a chapter to open with what it finds, in place: its title and first paragraph, then a section
+    :data:`_FINDS_HEADING` with ``sentences`` (at most :data:`_MOST_SENTENCES`; without any, the first sentences
+    its key-finding cells printed) and the key-finding cells that draw a figure (in a chapter without a key finding,
+    every cell that draws one); then a section
+    :data:`_READING_HEADING` with the other key-finding cells, a section :data:`_METHOD_HEADING` with the rest of
+    the introduction, and the chapter's own sections. Every section but the first is closed on the page. A notebook
+    without a Markdown title is left as it is. Idempotent (a cell this adds carries :data:`_ADDED_CELL_TAG`, and the
+    builder drops those before presenting again)."""
+    first = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), None)
+    if first is None or not nb.cells[first].source.startswith("# "):
         return
-    rest = [c for c in nb.cells if _FINDING_TAG not in c.get("metadata", {}).get("tags", [])]
-    first = next((i for i, c in enumerate(rest) if c.cell_type == "markdown"), -1)
-    while 0 <= first < len(rest) - 1 and rest[first + 1].cell_type == "markdown":
-        first += 1
-    nb.cells = rest[:first + 1] + key + rest[first + 1:]
+    title = nb.cells[first]
+    # the text as the notebook wrote it (a second presentation starts from it again)
+    original = title.metadata.setdefault(_ORIGINAL, title.source)
+    # a chapter without a tagged finding opens with its figures
+    key = ([c for c in nb.cells if _FINDING_TAG in c.get("metadata", {}).get("tags", [])]
+           or [c for c in nb.cells if _is_figure(c)])
+    moved = {id(c) for c in key}
+    rest = [c for c in nb.cells[first + 1:] if id(c) not in moved]
+    before = [c for c in nb.cells[:first] if id(c) not in moved]
+    heading, _, body = original.partition("\n")
+    paragraphs = [p for p in re.split(r"\n\s*\n", body.strip()) if p.strip()]
+    lead = paragraphs[0] if paragraphs and not paragraphs[0].lstrip().startswith(("#", "- ", "* ", "|")) else ""
+    method = paragraphs[1:] if lead else paragraphs
+    title.source = heading + (f"\n\n{lead}" if lead else "")
+    said = [s for s in sentences if s][:_MOST_SENTENCES] or _reading_sentences(key)[:_MOST_SENTENCES]
+
+    def added(text: str, name: str):
+        return nbformat.v4.new_markdown_cell(text, id=f"bias-book-{name}", metadata={"tags": [_ADDED_CELL_TAG]})
+
+    finds = added(f"## {_FINDS_HEADING}\n\n" + (" ".join(said) if said else
+                                                  "This chapter's figures follow; each section below opens on a "
+                                                  "click."), "finds")
+    figures = [c for c in key if _is_figure(c)]
+    reading = [c for c in key if not _is_figure(c)]
+    for cell in reading:
+        if cell.cell_type == "markdown":
+            cell.source = _demoted(cell.metadata.setdefault(_ORIGINAL, cell.source))
+    cells = before + [title, finds] + figures
+    if reading:
+        cells += [added(f"## {_READING_HEADING}\n\nWhat the chapter's analysis says, generated from its tables.",
+                        "reading")] + reading
+    cells += [added(f"## {_METHOD_HEADING}\n\n" + ("\n\n".join(method) if method else
+                                                    "The steps behind the findings above, with this run's "
+                                                    "parameters."), "method")]
+    nb.cells = cells + rest
+
+
 
 
 _NUMBERED = re.compile(r"^(\d{2}) · ")
@@ -234,6 +325,32 @@ def _saved_figures(results: Path | None) -> dict[str, Path]:
     return found
 
 
+def _named_titles(value, names: dict[str, str]):
+    """A Vega-Lite spec with each model's shown name (``display_name``: ``smollm2-135m-instruct``) in its titles and
+    description replaced by the name running text gives it (``names``: ``SmolLM2-135M-Instruct``), as the front page
+    names it; its data are left as they are."""
+    def renamed(text):
+        if isinstance(text, str):
+            for shown, name in names.items():
+                text = re.sub(rf"(?<![\w.-]){re.escape(shown)}(?![\w-]|\.\w)", name, text)
+            return text
+        return [renamed(t) for t in text] if isinstance(text, list) else text
+
+    if isinstance(value, list):
+        return [_named_titles(v, names) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        if key in ("data", "datasets", "values"):
+            out[key] = item
+        elif key in ("title", "text", "subtitle", "description") and not isinstance(item, dict):
+            out[key] = renamed(item)
+        else:
+            out[key] = _named_titles(item, names)
+    return out
+
+
 def _number_figures(nb, page_dir: Path, results: Path | None = None) -> int:
     """Number the charts of a page in reading order and give each a caption, alt text and a
     static image for readers without scripts (:func:`bias_utils.report.rendering._figure_html`), in place.
@@ -241,7 +358,7 @@ def _number_figures(nb, page_dir: Path, results: Path | None = None) -> int:
     The image is ``figures/<spec hash>.svg`` beside the page: the SVG the run saved for the same
     spec when there is one (``results``), else drawn from the spec with vl-convert. The figure's
     HTML is rebuilt from the Vega-Lite spec each output carries, so a page numbers its figures
-    after :func:`findings_first` has moved them. Returns the number of figures.
+    after :func:`_open_with_findings` has moved them. Returns the number of figures.
     """
     saved, number = None, 0
     for cell in nb.cells:
@@ -281,8 +398,8 @@ def _table_links_cell(tables: list[Path], page_dir: Path):
 
 def _present_notebook(run: "_Run", replacements: list[tuple[str, str]], name_model: bool = True) -> bool:
     """Prepare an executed notebook for reading, in place: its numbered title, naming its model unless
-    ``name_model`` is False (:func:`chapter_title`), the key finding first (:func:`findings_first`), the run's
-    parameter values (:func:`shown_parameters`), no repr (:func:`drop_reprs`), tags, paths, numbered figures
+    ``name_model`` is False (:func:`chapter_title`), what the chapter finds first (:func:`_open_with_findings`), the
+    run's parameter values (:func:`shown_parameters`), no repr (:func:`drop_reprs`), tags, paths, numbered figures
     (:func:`number_figures`), CSV links.
 
     Idempotent (rewritten only when something changes); the run's manifest
@@ -295,7 +412,7 @@ def _present_notebook(run: "_Run", replacements: list[tuple[str, str]], name_mod
     nb.cells = [c for c in nb.cells if _ADDED_CELL_TAG not in c.get("metadata", {}).get("tags", [])]
     model = _model_name(run.model["model_id"]) if name_model and run.model.get("model_id") else ""
     _chapter_title(nb, run.notebook.stem, model)
-    _findings_first(nb)
+    _open_with_findings(nb, summary._chapter_findings(run.notebook.stem, run.results))
     _shown_parameters(nb)
     _drop_reprs(nb)
     for cell in nb.cells:
@@ -314,6 +431,13 @@ def _present_notebook(run: "_Run", replacements: list[tuple[str, str]], name_mod
             for o in cell.outputs:
                 if "text/html" in o.get("data", {}):
                     o["data"]["text/html"] = _break_headers(_relabel(o["data"]["text/html"]))
+    model_id = run.model.get("model_id")
+    if model_id and display_name(model_id) != _model_name(model_id):
+        names = {display_name(model_id): _model_name(model_id)}
+        for cell in nb.cells:
+            for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+                for kind in [k for k in output.get("data", {}) if k.startswith(_VEGA_LITE)]:
+                    output["data"][kind] = _named_titles(output["data"][kind], names)
     _number_figures(nb, run.output.parent, run.results)
     tables = []
     for name in (run.previous_manifest() or {}).get("tables", []):

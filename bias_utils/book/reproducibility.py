@@ -121,6 +121,13 @@ def _model_source(model: dict) -> str:
     return {"folder": "a local model folder", "gguf": "a local GGUF file"}.get(source, "not recorded")
 
 
+def _dtype_cell(model: dict) -> str:
+    """The dtype a model was analysed in; for a quantised GGUF, that its weights were dequantised to it ("float32,
+    the Q4_1 GGUF weights dequantised to it")."""
+    dtype, quantised = model.get("dtype", "not recorded"), _quantisation(model)
+    return f"{dtype}, the {quantised} GGUF weights dequantised to it" if quantised else dtype
+
+
 def _precision_note(models: list[dict]) -> str:
     """A sentence naming every model of the build that ran below float32 (from its identity, ``runs.describe_model``:
     its dtype and where it was placed); ``""`` when every model ran in float32, the default on every device."""
@@ -214,7 +221,7 @@ def _write_reproducibility_page(
                                     else "none"),
         "parameters": lambda m: _count(m.get("parameters")),
         "layers × hidden": lambda m: f"{m['layers']} × {m['hidden_size']}" if m.get("layers") else "not recorded",
-        "dtype": lambda m: m.get("dtype", "not recorded"),
+        "dtype": _dtype_cell,
         "device": lambda m: _code(m.get("device")),
         "weights sha256": lambda m: _code(m.get("weight_sha256")),
         "licence": lambda m: _cell(m.get("license") or "not recorded"),

@@ -1,40 +1,28 @@
 """The findings of one book build, for its front page, read from the models' results tables.
 
-Per model, from tables the study notebooks wrote:
+The page's findings are registered, one per chapter (:class:`_Finding`, :func:`_register`): each gives a bullet of
+the findings list in plain words (which model shows what, each model linked to its chapter, no estimate) and a
+clause of each model's reading, the chapter's primary estimate with its interval (the table of readings, at most
+:data:`_READING_WORDS` words a model; the same clauses open the chapter, :func:`_chapter_findings`). Every
+sensitivity estimand lives in its chapter. A term a reader may not know is linked to its definition in the front
+page's glossary ("How to read the numbers", :data:`_TERMS`). The findings registered here:
 
-* **Study 1, one primary specification** (:data:`PRIMARY_SPECIFICATION`, chapter 04's
-  ``profile_stats`` at the mean layer): the female − male gap of first names on warmth
-  and on competence, as Hedges' g with its 95% CI and the Holm-adjusted Welch p
-  (:func:`bias_utils.book.crossmodel.gender_gaps`).
-* **Each axis's verdict** (:mod:`bias_utils.profiles.axis_validity`, chapter 03): a gap is
-  read only on a ``supported`` axis; on one ``not shown`` to beat its null, or
-  ``untestable``, or without a verdict, it is reported as not read. The
-  robustness chapter's specification curve (``robustness_summary``) is the check
-  of the primary result: the share of specifications that agree with the paper and
-  are significant, with the joint test's p (:func:`bias_utils.book.crossmodel.cross_model_summary`).
-* **Study 2** (``bold_headline``, decoders only; :mod:`bias_utils.audit.occupations`):
-  the pre-stated primary estimand over the deduplicated person-noun occupations, what the model
-  wrote: the share of male words among the gendered words about a typical male- and a typical
-  female-dominated occupation, each with its interval, and their difference (occupation cluster
-  bootstrap, permutation p), with how many occupations carry any gendered word; in the table of
-  readings, the marginal odds ratio of the two shares beside it, then the audit's pooled-word odds
-  ratio on its published selection (occupation cluster bootstrap, permutation p) and the number of
-  completions with any gendered word. What the audit's BOLD keys are (``bold_units``: person nouns,
-  fields, duplicates; :mod:`bias_utils.audit.occupation_units`) is method: a paragraph the methods
-  chapter includes (:func:`write_units_page`), which the finding links.
-* **The link between them** (``link_next_word``, decoders only; :mod:`bias_utils.audit.link`, chapter 11):
-  per model, the pre-stated primary statistic (across the 60 BLS occupations, Spearman's ρ between where
-  the model places an occupation on its female − male direction and the log-ratio of female to male words
-  it predicts next after neutral sentences about it) with its interval, saying when it includes zero,
-  then the partial ρ beyond the BLS share of women; a direction not validated against the BLS share is
-  not read (:func:`bias_utils.audit.link._next_word_link_reading`).
+* **Warmth and competence of first names** (Study 1, chapter 04's ``profile_stats`` at the primary specification,
+  :data:`_PRIMARY_SPECIFICATION`): the female − male gap as Hedges' g with its 95% CI
+  (:func:`bias_utils.book.crossmodel.gender_gaps`), read only on an axis whose verdict
+  (:mod:`bias_utils.profiles.axis_validity`, chapter 03) is ``supported``; otherwise "not read".
+* **Writing about occupations** (Study 2, ``bold_headline``, decoders only; :mod:`bias_utils.audit.occupations`):
+  the pre-stated primary estimand, the difference in the male share of gendered words between a typical male- and
+  a typical female-dominated occupation (percentage points, whole occupations resampled), with how many
+  completions carry a gendered word. What the audit's BOLD keys are is method: a paragraph the methods chapter
+  includes (:func:`_write_units_page`).
+* **The link between them** (``link_next_word``, decoders only; :mod:`bias_utils.audit.link`, chapter 11): the
+  pre-stated Spearman ρ across the BLS occupations with its interval; a direction not validated against the BLS
+  share is not read.
 
-:func:`findings_bullets` gives the few plain-language findings that open the page, the number a reader
-understands first, each linking to its chapter and naming models by their names
-(:func:`bias_utils.models._model_name`); :func:`summary_table` one row per model with a
-generated sentence, :func:`summary_chart` the figure, :func:`write_summary_page`
-the Markdown page that ``book/index.md`` includes. Nothing here is typed by hand:
-a model without a table says so in its sentence.
+:func:`summary_table` gives one row per model with its reading, :func:`summary_chart` the figure,
+:func:`_write_summary_page` the Markdown page that ``book/index.md`` includes. Nothing here is typed by hand: a
+model without a table says so.
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@
 - A chart's static image (``figures/<hash>.svg`` beside its page, shown inside ``<noscript>``) is
   referenced from raw HTML, which Sphinx does not follow: the ``figures`` folders are copied into
   the site at the same place relative to their page.
+- A chapter (a page with a section ``what-this-chapter-finds``, which ``bias_utils.book.presentation`` gives every
+  executed notebook) opens with that section; each of its other top sections is wrapped in a closed
+  ``<details class="bias-section">`` whose summary is the section's heading, so the page is as long as its findings
+  and figures until a reader opens a section (``_static/book.js`` redraws the charts of a section on opening,
+  and opens the section a link points into).
 """
 
 import os
@@ -28,6 +33,45 @@ from pathlib import Path
 VEGA_BUNDLE = "vendor/vega-bundle.js"
 #: The theme's Font Awesome script tag (``<script defer src="…/fontawesome.js?digest=…"></script>``).
 ICON_SCRIPT = re.compile(r'<script\b[^>]*\bsrc="[^"]*/scripts/fontawesome\.js(?:\?[^"]*)?"[^>]*>\s*</script>\s*')
+
+
+#: The section a chapter opens with, and the sections that stay open beside it (the CSV links).
+OPEN_SECTIONS = ("what-this-chapter-finds", "tables-of-this-chapter")
+_SECTION_TAG = re.compile(r"<section\b[^>]*>|</section>")
+_SECTION_ID = re.compile(r'\bid="([^"]*)"')
+_SECTION_HEAD = re.compile(r"\s*(<h2\b.*?</h2>)", re.S)
+
+
+def closed_sections(body: str) -> str:
+    """``body`` with every second-level section of a chapter other than :data:`OPEN_SECTIONS` inside a closed
+    ``<details class="bias-section">`` (its heading the summary); a page without the opening section is returned as
+    it is. Idempotent."""
+    if 'id="what-this-chapter-finds"' not in body or 'class="bias-section"' in body:
+        return body
+    out, stack, last = [], [], 0
+    for m in _SECTION_TAG.finditer(body):
+        out.append(body[last:m.start()])
+        last = m.end()
+        if m.group(0) == "</section>":
+            wrapped = stack.pop() if stack else False
+            out.append("</details></section>" if wrapped else "</section>")
+            continue
+        head = _SECTION_HEAD.match(body, m.end())
+        ident = _SECTION_ID.search(m.group(0))
+        wrap = bool(head) and (ident is None or ident.group(1) not in OPEN_SECTIONS)
+        stack.append(wrap)
+        if wrap:
+            out.append(m.group(0) + '<details class="bias-section"><summary>' + head.group(1) + "</summary>")
+            last = head.end()
+        else:
+            out.append(m.group(0))
+    out.append(body[last:])
+    return "".join(out)
+
+
+def _close_sections(app, pagename, templatename, context, doctree):
+    if "body" in context:
+        context["body"] = closed_sections(context["body"])
 
 
 def _page_scripts(app, pagename, templatename, context, doctree):
@@ -100,6 +144,7 @@ def _copy_figures(app, exception):
 
 
 def setup(app):
+    app.connect("html-page-context", _close_sections, priority=800)
     app.connect("html-page-context", _page_scripts, priority=900)
     # before Sphinx's own SOURCE_DATE_EPOCH correction (priority 800)
     app.connect("config-inited", _copyright_year, priority=700)
