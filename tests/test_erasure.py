@@ -310,3 +310,22 @@ def test_the_tradeoff_table_pairs_each_change_with_the_unhooked_model_and_reads_
         assert result.best().empty
     else:
         assert set(result.best()["layer"]) == {"none", result.best_layer}
+
+
+def test_the_front_page_says_in_plain_words_what_the_erasure_found():
+    from bias_utils.book import summary
+
+    records, inputs, tokens = _records(np.random.default_rng(0))
+    table = erasure._tradeoff_table(records, inputs, tokens, {1: 1, 2: 1, 3: 1}, "dec", n_boot=200, seed=0)
+    # the rule's budget met at state 2: its cost halved, its facts kept
+    cost = (table["erasure"] == "leace") & (table["layer"] == "2") & (table["measure"] == "cross_entropy")
+    table.loc[cost, "change"] = 0.05
+    page = summary._Page(["dec"], {"dec": "Dec"}, {"dec": True}, pd.DataFrame(columns=["model_id"]),
+                         pd.DataFrame(columns=["model_id"]), pd.DataFrame(columns=["model_id"]), table)
+    bullet = summary._erasure_bullet(page)
+    assert "Dec" in bullet and "erasing the gender concept at one layer weakens how its next word follows" in bullet
+    everywhere = (table["erasure"] == "leace") & (table["layer"] == "all") & (table["measure"] == "facts_right_share")
+    table.loc[everywhere, "value"] = 0.5
+    assert "at every layer also loses" in summary._erasure_bullet(page)
+    table.loc[cost, "change"] = 1.0
+    assert "no single layer's erasure" in summary._erasure_bullet(page)

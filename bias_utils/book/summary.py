@@ -19,6 +19,10 @@ page's glossary ("How to read the numbers", :data:`_TERMS`). The findings regist
 * **The link between them** (``link_next_word``, decoders only; :mod:`bias_utils.audit.link`, chapter 11): the
   pre-stated Spearman ρ across the BLS occupations with its interval; a direction not validated against the BLS
   share is not read.
+* **Erasing the concept** (``erasure_tradeoff``, decoders only; :mod:`bias_utils.audit.erasure`, chapter 12): in
+  plain words, whether erasing the gender concept at the best trade-off's layer (the rule stated in advance) weakens
+  how the next word follows the share of women, and whether erasing it at every layer loses the facts. Its
+  estimates stay in its chapter: the trade-off is a curve, not one number for the reading.
 
 :func:`summary_table` gives one row per model with its reading, :func:`summary_chart` the figure,
 :func:`_write_summary_page` the Markdown page that ``book/index.md`` includes. Nothing here is typed by hand: a
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -37,7 +41,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ..audit import link, occupation_headline, occupation_units
+from ..audit import erasure, link, occupation_headline, occupation_units
 from ..core import cache, precision, tables
 from ..core.results import _model_slug
 from ..models.builtin_models import _BUILTIN_MODELS, _model_name
@@ -60,7 +64,7 @@ _FIGURES = "figures"
 #: The per-model chapters a finding links to (notebook stems; ``bias_utils.book.build`` writes each
 #: executed notebook to ``models/<model folder>/<stem>.ipynb``).
 _CHAPTERS = {"axes": "03_projection_accuracy", "profile": "04_profiles", "robustness": "10_robustness",
-            "audit": "06_bold_audit", "link": "11_intrinsic_extrinsic"}
+            "audit": "06_bold_audit", "link": "11_intrinsic_extrinsic", "erasure": "12_erasure"}
 
 #: The methods' section on what the audit counts as an occupation (a MyST target in ``book/methods_bold.md``), and
 #: the page of this build's counts it includes.
@@ -191,6 +195,8 @@ class _Page:
     gaps: pd.DataFrame
     headline: pd.DataFrame
     link_stats: pd.DataFrame
+    #: the stacked ``erasure_tradeoff`` rows (chapter 12)
+    erasure: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["model_id"]))
 
     def writes(self, model: str) -> bool | None:
         return self.can_generate.get(model, _writes(model))
@@ -398,6 +404,40 @@ def _link_bullet(page: _Page) -> str | None:
 _register(_Finding("link", "link", "Does the bias inside predict the bias it writes?", _link_bullet, _link_reading))
 
 
+# The erasure (chapter 12): does the inside drive what the model writes?
+
+
+def _erasure_bullet(page: _Page) -> str | None:
+    """Per decoder with chapter 12's table, in plain words: whether erasing its gender concept at the best trade-off's
+    hidden state (``audit.erasure._best_layer``, the rule stated in advance) weakens how its writing follows the
+    share of women, and whether erasing it everywhere also loses the gender of "the king ... he"."""
+    def clause(model: str, label: str) -> str | None:
+        rows = page.rows(page.erasure, model)
+        if not len(rows):
+            return None
+        link_ = _link(model, "erasure", label)
+        best = erasure._best_layer(rows)
+        everywhere = rows[(rows["erasure"] == "leace") & (rows["layer"] == "all")
+                          & (rows["measure"] == "facts_right_share")]
+        lost = bool(len(everywhere)) and float(everywhere["value"].iloc[0]) < erasure._MIN_FACTS
+        tail = (", and erasing it at every layer also loses whether \"the king\" is a he"
+                if lost else "")
+        if best is None:
+            return (f"in {link_}, no single layer's erasure of the model's gender concept weakens the stereotype "
+                    f"in its writing within the cost the chapter allows{tail}")
+        row = rows[(rows["erasure"] == "leace") & (rows["layer"] == best) & (rows["measure"] == "log_ratio_rho")]
+        shown = bool(len(row)) and float(row["ci_high"].iloc[0]) < 0
+        did = ("weakens how its next word follows the share of women in an occupation" if shown else
+               "is not shown to weaken how its next word follows the share of women in an occupation")
+        return (f"in {link_}, erasing the gender concept at one layer {did}, at little cost to its text and keeping "
+                f"the gender of words like king and queen{tail}")
+    return _decoders(page, clause, "results of this chapter")
+
+
+_register(_Finding("erasure", "erasure", "Does the inside drive what the model writes?", _erasure_bullet,
+                   lambda page, model: None))
+
+
 def _caveat_bullet() -> str:
     return ("**Not shown is not absent.** Where a finding says *not shown* or *not read*, this build could not tell; "
             "it does not say that a model has no such bias.")
@@ -439,7 +479,8 @@ def _page(folders: Sequence[str], results_dir, can_generate: dict | None, gaps: 
           headline: pd.DataFrame, link_stats: pd.DataFrame | None) -> _Page:
     models, can_generate = _by_model_id(folders, results_dir, can_generate)
     link_stats = link_stats if link_stats is not None else pd.DataFrame(columns=["model_id"])
-    return _Page(models, _names(models), can_generate or {}, gaps, headline, link_stats)
+    erased, _ = _read_results(list(folders), tables.NAMES.ERASURE_TRADEOFF, results_dir)
+    return _Page(models, _names(models), can_generate or {}, gaps, headline, link_stats, erased)
 
 
 def _model_reading(page: _Page, model: str) -> str:
