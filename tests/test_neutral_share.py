@@ -14,7 +14,7 @@ from float32_bounds import log_probability_tolerance, log_ratio_tolerance, logit
 from scipy import stats as st
 
 from bias_utils.audit import next_word as nw
-from bias_utils.core import lexicon, paths
+from bias_utils.core import lexicon, paths, tables
 from bias_utils.core.stats import _bootstrap_ci
 from bias_utils.profiles.populations import _occupation_shares
 
@@ -238,3 +238,26 @@ def test_chapter_11_states_the_template_rule_before_its_results():
         one, group, _ = nw._READING_CHECK[template]
         assert f"\"{template.replace('{occupation}', 'nurse')}\" ({group} group, {one} one person)" in text
     assert "Seven templates bind it to one" in text and len(nw._TEMPLATES) - len(nw._OPEN_TEMPLATES) == 7
+
+
+@pytest.mark.slow
+def test_chapter_09_sets_each_decoders_neutral_share_side_by_side(smollm_neutral):
+    """Chapter 09 stacks each model's ``next_word_neutral`` and sets the share over the BLS occupations, with its
+    interval and definition, beside the model's other writing measures; a model without the table gets NaN."""
+    from bias_utils.book import crossmodel
+
+    found, shares, primary = smollm_neutral
+    statistics = found.neutral_share(shares, primary, n_boot=200, seed=0).statistics
+    stacked = pd.concat([statistics.assign(model_id="instruct"), statistics.assign(
+        model_id="base", effect_size=statistics["effect_size"] / 2)], ignore_index=True)
+    gaps = pd.DataFrame({"model_id": ["instruct", "base", "encoder"], "population": "names", "dimension": "warmth",
+                         "gap": [0.1, 0.2, 0.3]})
+    side = crossmodel.intrinsic_extrinsic(gaps, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), stacked)
+    side = side.set_index("model_id")
+    share = statistics.iloc[0]
+    assert tuple(side.loc["instruct", ["neutral_share", "neutral_ci_low", "neutral_ci_high"]]) == (
+        share["effect_size"], share["ci_low"], share["ci_high"])
+    assert side.loc["base", "neutral_share"] == share["effect_size"] / 2 and np.isnan(side.loc["encoder",
+                                                                                               "neutral_share"])
+    assert side.loc["instruct", "neutral_definition"] == nw._DEFAULT_NEUTRAL_DEFINITION
+    assert tables._TABLES[tables.NAMES.INTRINSIC_EXTRINSIC].columns[-4:] == tuple(side.columns[-4:])

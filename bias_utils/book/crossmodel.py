@@ -25,7 +25,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..audit import link, occupations
-from ..audit.next_word import _DEFAULT_DEFINITION, _DEFINITION
+from ..audit.next_word import _BLS_UNITS, _DEFAULT_DEFINITION, _DEFINITION
 from ..core import paths, precision, tables
 from ..core.results import CROSS_MODEL_FOLDER, REPLICATION_FOLDER, _folder_model, _model_slug, display_name
 from ..profiles.axis_validity import unreadable_axes
@@ -42,11 +42,13 @@ __all__ = [
 #: ``robustness.robustness_summary`` (chapter 10): the curve's agreement and each axis's verdict.
 #: Chapter 11's per-model correlations and slopes (decoders only).
 #: Chapter 12's erasure trade-off (decoders only): the curves side by side.
+#: Chapter 11's neutral share (decoders only): how much of a reference to one person goes to "they", per model.
 #: The per-model tables the cross-model chapter stacks.
 _CROSS_MODEL_TABLES = (tables.NAMES.DIRECTION_ACCURACY, tables.NAMES.PROFILE_STATS, tables.NAMES.PROFILE_GROUP_MEANS,
                        tables.NAMES.BOLD_STATISTICS, tables.NAMES.BOLD_GROUP_SUMMARY,
                        tables.NAMES.COMPLETION_PROJECTION_STATS, tables.NAMES.AXIS_VALIDITY,
-                       tables.NAMES.LINK_STATISTICS, tables.NAMES.LINK_NEXT_WORD, tables.NAMES.ERASURE_TRADEOFF)
+                       tables.NAMES.LINK_STATISTICS, tables.NAMES.LINK_NEXT_WORD, tables.NAMES.ERASURE_TRADEOFF,
+                       tables.NAMES.NEXT_WORD_NEUTRAL)
 #: The tests :func:`pooled_link` pools, each a model's primary row of its table: chapter 11's primary, Spearman's ρ
 #: between the direction and the next-word log-ratio across the BLS occupations (``link_next_word``), pooled on
 #: Fisher's z scale; and the robustness row, the BOLD-based within-field slope (``link_statistics``), on its own.
@@ -345,7 +347,7 @@ def bold_odds_ratios(bold_stats: pd.DataFrame) -> pd.DataFrame:
 
 
 def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.DataFrame,
-                        completion_stats: pd.DataFrame) -> pd.DataFrame:
+                        completion_stats: pd.DataFrame, neutral: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per model: embedding gaps (female − male, names and terms) beside its writing.
 
     A description, not a test of the link: the gaps are about first names and gendered terms, the odds
@@ -358,7 +360,10 @@ def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.Data
     marginal odds ratio of the occupation-mean male shares, whole occupations resampled);
     ``share_gendered_male_dominated, share_gendered_female_dominated`` (completions with any gendered word);
     ``completion_warmth_gap, completion_competence_gap`` (female- minus male-dominated completions, standardised)
-    and their Holm p values.
+    and their Holm p values; with ``neutral`` (the stacked ``next_word_neutral`` tables, chapter 11) ``neutral_share,
+    neutral_ci_low, neutral_ci_high`` (the mean share of the reference to one person that goes to "they" over the BLS
+    occupations, occupation-bootstrap interval) and ``neutral_definition`` (two models compare like with like only
+    where it is the same: the same templates read as singular and the same words).
     Models lacking a part get NaN there; which tables are missing is reported by
     :func:`read_results`.
     """
@@ -383,6 +388,10 @@ def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.Data
             index="model_id", columns="dimension", values=["gap", "p_adj"], aggfunc="first")
         gap.columns = [f"completion_{dim}_{'gap' if v == 'gap' else 'p_holm'}" for v, dim in gap.columns]
         parts.append(gap)
+    if neutral is not None and len(neutral):
+        share = neutral[(neutral["question"] == "share") & (neutral["units"] == _BLS_UNITS)]
+        parts.append(share.set_index("model_id")[["effect_size", "ci_low", "ci_high", "neutral_definition"]].rename(
+            columns={"effect_size": "neutral_share", "ci_low": "neutral_ci_low", "ci_high": "neutral_ci_high"}))
     return pd.concat(parts, axis=1).rename_axis("model_id").reset_index()
 
 

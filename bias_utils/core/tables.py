@@ -438,11 +438,13 @@ class NAMES:
          "p", "tau2", "q", "q_p", "i2", "measure_definition", "kept_apart"))
     INTRINSIC_EXTRINSIC = _declare(
         "intrinsic_extrinsic", "bias_utils.book.crossmodel.intrinsic_extrinsic", ("09_cross_model",),
-        "profile gaps beside the audit's odds ratio per model",
+        "profile gaps beside the audit's odds ratio per model, and the share of a reference to one person that goes "
+        "to 'they'",
         ("model_id", "names_competence_gap", "names_warmth_gap", "terms_competence_gap", "terms_warmth_gap",
          "odds_ratio", "or_ci_low", "or_ci_high", "share_gendered_female_dominated",
          "share_gendered_male_dominated", "completion_competence_gap", "completion_warmth_gap",
-         "completion_competence_p_holm", "completion_warmth_p_holm"))
+         "completion_competence_p_holm", "completion_warmth_p_holm", "neutral_share", "neutral_ci_low",
+         "neutral_ci_high", "neutral_definition"))
     ROBUSTNESS_SKIPPED = _declare(
         "robustness_skipped", "bias_utils.profiles.robustness.collect_curve_inputs", ("10_robustness",),
         "items the specification curve skipped, per step and source",
