@@ -261,3 +261,26 @@ def test_chapter_09_sets_each_decoders_neutral_share_side_by_side(smollm_neutral
                                                                                                "neutral_share"])
     assert side.loc["instruct", "neutral_definition"] == nw._DEFAULT_NEUTRAL_DEFINITION
     assert tables._TABLES[tables.NAMES.INTRINSIC_EXTRINSIC].columns[-4:] == tuple(side.columns[-4:])
+
+
+@pytest.mark.slow
+def test_the_front_page_says_in_plain_words_that_a_decoder_writes_they_with_its_interval(smollm_neutral):
+    """One bullet per decoder in plain words (where "they" goes more, when that is shown) and one clause of its
+    reading with the share's interval, from its ``next_word_neutral`` table; a model without it says nothing."""
+    from bias_utils.book import summary
+
+    found, shares, primary = smollm_neutral
+    statistics = found.neutral_share(shares, primary, n_boot=200, seed=0).statistics
+    empty = pd.DataFrame(columns=["model_id"])
+    page = summary._Page(["dec", "old"], {"dec": "SmolLM2", "old": "Old"}, {}, empty.assign(population=[]), empty,
+                         empty, neutral=statistics.assign(model_id="dec"))
+    share = statistics.iloc[0]
+    assert summary._neutral_reading(page, "dec") == (
+        f"\"They\" for one person: {nw._percent(share['effect_size'])} (95% CI {nw._percent(share['ci_low'])} to "
+        f"{nw._percent(share['ci_high'])})")
+    assert summary._neutral_reading(page, "old") is None
+    bullet = summary._neutral_bullet(page)
+    assert "SmolLM2 </models/" in bullet and "writes \"they\" for part of what it says about one person" in bullet
+    assert ", more where an occupation's workers are about half women" in bullet  # SmolLM2: ρ 0.48, 0.25 to 0.65
+    assert bullet.endswith("Old has no results of this chapter.")
+    assert len(summary._model_reading(page, "dec").split()) <= 12

@@ -19,6 +19,10 @@ page's glossary ("How to read the numbers", :data:`_TERMS`). The findings regist
 * **The link between them** (``link_next_word``, decoders only; :mod:`bias_utils.audit.link`, chapter 11): the
   pre-stated Spearman ρ across the BLS occupations with its interval; a direction not validated against the BLS
   share is not read.
+* **"They" about one person** (``next_word_neutral``, decoders only; :mod:`bias_utils.audit.next_word`, chapter 11):
+  in plain words, that the decoder writes "they" about one person, more or less where an occupation's workers are
+  about half women when that is shown; its reading, the mean share of the reference to one person that goes to
+  "they" over the BLS occupations with its interval.
 * **Erasing the concept** (``erasure_tradeoff``, decoders only; :mod:`bias_utils.audit.erasure`, chapter 12): in
   plain words, whether erasing the gender concept at the best trade-off's layer (the rule stated in advance) weakens
   how the next word follows the share of women, and whether erasing it at every layer loses the facts. Its
@@ -41,7 +45,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ..audit import erasure, link, occupation_headline, occupation_units
+from ..audit import erasure, link, next_word, occupation_headline, occupation_units
 from ..core import cache, precision, tables
 from ..core.results import _model_slug
 from ..models.builtin_models import _BUILTIN_MODELS, _model_name
@@ -197,6 +201,8 @@ class _Page:
     link_stats: pd.DataFrame
     #: the stacked ``erasure_tradeoff`` rows (chapter 12)
     erasure: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["model_id"]))
+    #: the stacked ``next_word_neutral`` rows (chapter 11, beyond the binary)
+    neutral: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["model_id"]))
 
     def writes(self, model: str) -> bool | None:
         return self.can_generate.get(model, _writes(model))
@@ -404,6 +410,40 @@ def _link_bullet(page: _Page) -> str | None:
 _register(_Finding("link", "link", "Does the bias inside predict the bias it writes?", _link_bullet, _link_reading))
 
 
+# Beyond the binary (chapter 11): how much of what a decoder writes about one person goes to "they"
+
+
+def _neutral_row(page: _Page, question: str, model: str):
+    rows = page.rows(page.neutral, model)
+    return next_word._neutral_row(rows, question, "neutral_share") if len(rows) else None
+
+
+def _neutral_reading(page: _Page, model: str) -> str | None:
+    row = _neutral_row(page, "share", model)
+    if row is None:
+        return None
+    percent = next_word._percent
+    return (f"\"They\" for one person: {percent(row['effect_size'])} (95% CI {percent(row['ci_low'])} to "
+            f"{percent(row['ci_high'])})")
+
+
+def _neutral_bullet(page: _Page) -> str | None:
+    """Per decoder with the table, in plain words: it writes "they" about one person, and where (more where the
+    workforce is balanced, when that is shown)."""
+    def clause(model: str, label: str) -> str | None:
+        if _neutral_row(page, "share", model) is None:
+            return None
+        way = next_word._direction(_neutral_row(page, "balance", model))
+        where = {1: ", more where an occupation's workers are about half women", 0: "",
+                 -1: ", less where an occupation's workers are about half women"}[way]
+        return f"{_link(model, 'link', label)} writes \"they\" for part of what it says about one person{where}"
+    return _decoders(page, clause, "results of this chapter")
+
+
+_register(_Finding("neutral", "link", "Beyond she and he: \"they\" about one person.", _neutral_bullet,
+                   _neutral_reading))
+
+
 # The erasure (chapter 12): does the inside drive what the model writes?
 
 
@@ -480,7 +520,8 @@ def _page(folders: Sequence[str], results_dir, can_generate: dict | None, gaps: 
     models, can_generate = _by_model_id(folders, results_dir, can_generate)
     link_stats = link_stats if link_stats is not None else pd.DataFrame(columns=["model_id"])
     erased, _ = _read_results(list(folders), tables.NAMES.ERASURE_TRADEOFF, results_dir)
-    return _Page(models, _names(models), can_generate or {}, gaps, headline, link_stats, erased)
+    neutral, _ = _read_results(list(folders), tables.NAMES.NEXT_WORD_NEUTRAL, results_dir)
+    return _Page(models, _names(models), can_generate or {}, gaps, headline, link_stats, erased, neutral)
 
 
 def _model_reading(page: _Page, model: str) -> str:
