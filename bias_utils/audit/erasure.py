@@ -684,7 +684,8 @@ def _describe_tradeoff(table: pd.DataFrame, model_id: str) -> str:
     def reading(erasure: str, layer: str) -> str:
         rho, ce = _row(table, erasure, layer, "log_ratio_rho"), _row(table, erasure, layer, "cross_entropy")
         facts, probe = _row(table, erasure, layer, "facts_right_share"), _row(table, erasure, layer, "probe_accuracy")
-        return (f"ρ changes by {_change_text(rho)} to {_number_text(rho['value'])}, the cross-entropy by "
+        change = _change_text(rho) if rho["ci_high"] < 0 else _change_text(rho)[:-1] + "; a fall not shown)"
+        return (f"ρ changes by {change} to {_number_text(rho['value'])}, the cross-entropy by "
                 f"{_change_text(ce)} nats per token, {_percent_text(facts['value'])} of the gendered nouns stay on "
                 f"their side and the probe reads {_number_text(probe['value'])}")
 
