@@ -459,7 +459,7 @@ def next_word_table(model, occupations: Sequence[str], *, templates: Sequence[st
     table["log_ratio"] = [r["log_female"] - r["log_male"] for r in got]
     for name in _REFERENCE_LEXICONS:
         table[f"{name}_mass"] = [np.exp(r[f"log_{name}"] - r["log_normaliser"]) for r in got]
-    table["singular"] = ~table["template"].isin(list(_PLURAL_TEMPLATES))
+    table["singular"] = table["template"].isin(_singular_templates(templates))
     table[_DEFINITION] = definition
     table = table[_PROMPT_COLUMNS]
     per = table.groupby("occupation", sort=False).agg(
