@@ -28,6 +28,7 @@ in the tests that use these bounds.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -79,15 +80,16 @@ def state_tolerance(states: np.ndarray, model, n_tokens: int) -> np.ndarray:
     return TWO * layer_errors(model, n_tokens)[:, None] * norm
 
 
-def logit_errors(model, texts: list[str], top: int = 50, tokens=(), last_only: bool = False) -> np.ndarray:
+def logit_errors(model, texts: list[str], top: int | None = 50, tokens=(), last_only: bool = False) -> np.ndarray:
     """Per text, the bound on one computation's float32 error of a next-token logit: ``sqrt(N_L + d) u
     max_j |W_j|^T |h_t|`` over the positions ``t`` (the last alone with ``last_only``) and the tokens ``j`` that
     carry the probability read: the ``top`` likeliest there (those a sampler with top-k 50 draws from; the rest
-    carry next to nothing) and ``tokens`` (a lexicon's ids), from one forward pass of the text (the last normed
-    state ``h_t``, the output matrix ``W``). The logit is one more inner product of width ``d`` after the last
-    block."""
+    carry next to nothing; ``None``: the whole vocabulary, as a softmax's normaliser reads it) and ``tokens`` (a
+    lexicon's ids), from one forward pass of the text (the last normed state ``h_t``, the output matrix ``W``). The
+    logit is one more inner product of width ``d`` after the last block."""
     net = getattr(model, "model", model)
     weight = net.get_output_embeddings().weight.detach()
+    size = weight.abs()  # float32 is ample for a bound's scale
     c = net.config
     extra = torch.as_tensor(list(tokens), dtype=torch.long, device=weight.device)
     out = []
@@ -97,9 +99,10 @@ def logit_errors(model, texts: list[str], top: int = 50, tokens=(), last_only: b
             h = net.base_model(**enc).last_hidden_state[0]
             n_tokens = h.shape[0]
             h = h[-1:] if last_only else h
-            likeliest = (h @ weight.T).topk(top, dim=1).indices  # [T, top]
-            read = torch.cat([likeliest, extra.expand(len(h), -1)], dim=1)
-            scale = (weight[read].abs().double() * h.abs().double()[:, None, :]).sum(-1)
+            scale = h.abs() @ size.T  # [T, vocabulary]: |W_j|^T |h_t|
+            if top is not None:
+                likeliest = (h @ weight.T).topk(top, dim=1).indices
+                scale = scale.gather(1, torch.cat([likeliest, extra.expand(len(h), -1)], dim=1))
         eps = math.sqrt(accumulated_terms(model, c.num_hidden_layers, n_tokens) + c.hidden_size) * U32
         out.append(eps * float(scale.max()))
     return np.array(out)
@@ -138,3 +141,143 @@ def pooled_state_tolerance(token_states: np.ndarray, model, n_tokens: int) -> np
     cancellation can make smaller), plus the mean's own rounding (:func:`mean_tolerance`)."""
     token_states = np.asarray(token_states, dtype=np.float64)
     return state_tolerance(token_states, model, n_tokens).mean(axis=0) + mean_tolerance(token_states)
+
+
+def first_mlp_output(model) -> torch.nn.Linear:
+    """The first block's MLP output matrix (Llama's ``layers.0.mlp.down_proj``, BERT's ``layer.0.output.dense``):
+    the matrix a companion check scales, whose change every later hidden state carries."""
+    net = model.backbone() if hasattr(model, "backbone") else model
+    for name, module in net.named_modules():
+        if name.endswith(("layers.0.mlp.down_proj", "layer.0.output.dense")):
+            return module
+    raise LookupError(f"{type(net).__name__}: no first-block MLP output matrix")
+
+
+@contextmanager
+def scaled(weight: torch.Tensor, factor: float):
+    """A companion check's real change: ``weight`` multiplied by ``factor`` in place inside the block, and copied
+    back from a saved copy afterwards whatever happens (a loaded model is shared by the tests)."""
+    saved = weight.detach().clone()
+    try:
+        with torch.no_grad():
+            weight.mul_(factor)
+        yield weight
+    finally:
+        with torch.no_grad():
+            weight.copy_(saved)
+
+
+def rotated(rows: np.ndarray, angle: float, seed: int = 0) -> np.ndarray:
+    """Each row of ``rows`` (``[..., n]``) turned by ``angle`` radians, its norm kept, towards a random direction
+    orthogonal to it: a companion check's slightly rotated projection vector."""
+    rows = np.asarray(rows, dtype=np.float64)
+    noise = np.random.default_rng(seed).standard_normal(rows.shape)
+    unit = rows / np.linalg.norm(rows, axis=-1, keepdims=True)
+    noise -= (noise * unit).sum(-1, keepdims=True) * unit
+    noise *= np.linalg.norm(rows, axis=-1, keepdims=True) / np.linalg.norm(noise, axis=-1, keepdims=True)
+    return math.cos(angle) * rows + math.sin(angle) * noise
+
+
+def bound_ratio(got, ref, tol) -> float:
+    """The largest ``|got - ref| / tol`` over the elements (in float64; an element with no difference counts 0 even
+    where its bound is 0): at most 1 where a comparison holds, above 1 where a companion check's change is caught."""
+    diff = np.abs(np.asarray(got, dtype=np.float64) - np.asarray(ref, dtype=np.float64))
+    tol = np.broadcast_to(np.asarray(tol, dtype=np.float64), diff.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(diff > 0, diff / tol, 0.0)
+    return float(ratio.max()) if ratio.size else 0.0
+
+
+def pooled_projection_tolerance(token_states: np.ndarray, vectors: np.ndarray, model, n_tokens: int) -> np.ndarray:
+    """Per element ``[layers, k]`` of the mean of ``k_tokens`` token states ``[k_tokens, layers, hidden]`` projected
+    at each layer on that layer's own vectors ``[layers, hidden, k]`` (a basis's pseudo-inverse, transposed), for
+    two float32 computations of the states: the tokens' :func:`projection_tolerance` averaged (the error of a mean
+    is the mean of the errors) plus the mean's rounding (:func:`mean_tolerance`) seen through ``|v|``. The float64
+    projection itself adds next to nothing (``hidden * 2**-53`` of the same scale)."""
+    token_states = np.asarray(token_states, dtype=np.float64)
+    vectors = np.asarray(vectors, dtype=np.float64)
+    tokens = np.stack([projection_tolerance(token_states, v, model, n_tokens)[:, layer]
+                       for layer, v in enumerate(vectors)], axis=1)
+    return tokens.mean(axis=0) + np.einsum("lh,lhk->lk", mean_tolerance(token_states), np.abs(vectors))
+
+
+#: float64's unit roundoff, for the steps a pipeline takes in float64 after the model's float32 states.
+U64 = 2.0 ** -53
+
+
+def float64_projection_tolerance(states: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """Per element ``[n, k]`` of the mean over layers of ``states`` ``[n, layers, hidden]`` projected at each layer
+    on that layer's vectors ``[layers, hidden, k]``, both computations in float64 from the same states (an einsum
+    against a loop of matmuls): each sums ``hidden`` products then averages ``layers`` values, at most
+    ``hidden + layers`` roundings of ``2**-53`` of the componentwise scale ``|x_l|^T |v_l|`` (worst case: no BLAS
+    blocking to count on), twice."""
+    states = np.abs(np.asarray(states, dtype=np.float64))
+    vectors = np.abs(np.asarray(vectors, dtype=np.float64))
+    n_layers, hidden = vectors.shape[:2]
+    return TWO * (hidden + n_layers) * U64 * np.einsum("nlh,lhk->nk", states, vectors) / n_layers
+
+
+def standardised_tolerance(z, dv, sd: float, values=None) -> np.ndarray:
+    """Per value, the bound on ``|dz|`` for ``z = (v - mean v) / sd`` (population SD) when every ``v`` may move by at
+    most ``max(dv)``: to first order the value and the mean each move ``z`` by at most ``max(dv) / sd`` and the SD
+    moves by ``mean(z dv) <= mean|z| max(dv) <= max(dv)``, which moves ``z`` by ``|z| max(dv) / sd``: in all
+    ``(2 + |z|) max(dv) / sd``. It holds also for values centred on their own mean but divided by another set's SD
+    whose values move by no more. With ``values`` (the ``n`` values standardised) the float64 arithmetic of two
+    standardisations is added: the mean's and the variance's sums of ``n`` terms, ``n 2**-53 max|v|`` each."""
+    step = np.max(dv)
+    if values is not None:
+        values = np.asarray(values, dtype=np.float64)
+        step = step + TWO * len(values) * U64 * np.max(np.abs(values))
+    return (2 + np.abs(np.asarray(z, dtype=np.float64))) * step / sd
+
+
+def student_p_tolerance(a, b, da, db) -> float:
+    """The bound on ``|dp|`` of Student's two-sided pooled-variance t test of ``a`` against ``b`` when each value may
+    move by at most its ``da`` / ``db``, to first order: the difference of the means moves by at most
+    ``mean(da) + mean(db)``; each deviation from its group's mean by at most twice ``D = max(da, db)``, so the pooled
+    SD ``s_p = ||r|| / sqrt(n - 2)`` by at most ``2 D sqrt(n / (n - 2))``; hence ``|dt| <= (mean(da) + mean(db)) /
+    (s_p c) + |t| 2 D sqrt(n / (n - 2)) / s_p`` with ``c = sqrt(1/n_a + 1/n_b)``, and ``|dp| <= 2 pdf_t(|t|) |dt|``
+    (``p = 2 sf_t(|t|)``, ``n - 2`` degrees of freedom)."""
+    from scipy import stats as sps  # deferred: only the tests of statistics need it
+
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    da, db = np.broadcast_to(da, a.shape), np.broadcast_to(db, b.shape)
+    n = a.size + b.size
+    sp = math.sqrt((((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()) / (n - 2))
+    c = math.sqrt(1 / a.size + 1 / b.size)
+    t = (a.mean() - b.mean()) / (sp * c)
+    dt = (da.mean() + db.mean()) / (sp * c) + abs(t) * 2 * max(da.max(), db.max()) * math.sqrt(n / (n - 2)) / sp
+    return float(2 * sps.t.pdf(abs(t), n - 2) * dt)
+
+
+def token_states(model, text: str, positions=None) -> tuple[np.ndarray, int]:
+    """``[k, layers, hidden]``: the float32 hidden states of ``text``'s tokens at ``positions`` (every token when
+    None) from one forward pass of the loaded model's backbone on the text alone, and the text's length in tokens
+    (the ``n_tokens`` of the bounds): what :func:`pooled_state_tolerance` needs for a word's or a passage's mean."""
+    enc = model.tokenizer(text, return_tensors="pt").to(model.device)
+    with torch.inference_mode():
+        hidden = model.backbone()(**enc, output_hidden_states=True).hidden_states
+    n_tokens = enc["input_ids"].shape[1]
+    positions = list(range(n_tokens)) if positions is None else list(positions)
+    return torch.stack([h[0, positions].float() for h in hidden], dim=1).cpu().numpy(), n_tokens
+
+
+def pooled_state_norm_tolerance(token_states: np.ndarray, model, n_tokens: int) -> np.ndarray:
+    """Per layer ``[layers]``: the bound on the 2-norm of the difference of two float32 computations of the mean of
+    ``k`` token states ``[k, layers, hidden]``. :func:`state_tolerance`'s ``2 sqrt(N_l + 1) u ||h_l||`` bounds the
+    whole error vector of a state (its relative error), hence any element; the mean's errors add the tokens' bounds
+    averaged and the 2-norm of the mean's rounding (:func:`mean_tolerance`). For a quantity that reads the whole
+    vector (a norm, a pseudo-inverse, a projection) this is tighter than :func:`pooled_state_tolerance` summed over
+    the elements, by up to ``sqrt(hidden)``."""
+    token_states = np.asarray(token_states, dtype=np.float64)
+    return (state_tolerance(token_states, model, n_tokens)[..., 0].mean(axis=0)
+            + np.linalg.norm(mean_tolerance(token_states), axis=-1))
+
+
+def centred_standardised_tolerance(z, dc, sd: float) -> np.ndarray:
+    """Per value, the bound on ``|dz|`` for ``z = c / sd`` with ``c`` the values centred on their mean and ``sd`` their
+    population SD (the root mean square of ``c``), when each centred value may move by at most its ``dc`` (an error
+    common to all the values, such as one of the axis they are projected on, cancels in the centring and is counted
+    on ``c`` alone): ``sd`` moves by at most ``rms(dc) <= max(dc)``, so ``|dz| <= (dc + |z| max(dc)) / sd``."""
+    dc = np.asarray(dc, dtype=np.float64)
+    return (dc + np.abs(np.asarray(z, dtype=np.float64)) * dc.max()) / sd

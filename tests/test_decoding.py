@@ -145,23 +145,13 @@ def test_the_golden_bounds_catch_a_real_change(golden, tmp_path):
     unchanged = _golden_violations(golden, "raw", model, got, states)
     assert unchanged.pop("same") == 4 and max(unchanged.values()) <= 1, unchanged
 
-    weight = model.model.model.layers[0].mlp.down_proj.weight
-    kept = weight.detach().clone()
-    try:
-        with torch.no_grad():
-            weight.mul_(1.001)
+    with bounds.scaled(bounds.first_mlp_output(model).weight, 1.001):
         scaled = _golden_violations(golden, "raw", model, *_run_golden_case(golden, model, "raw",
                                                                             tmp_path / "scaled", n_rows=4))
-    finally:
-        with torch.no_grad():
-            weight.copy_(kept)
     assert scaled["same"] == 4 and min(scaled["prompt"], scaled["completion"]) > 1, scaled
 
-    vectors = _projections(model.hidden_size)
-    other = np.random.default_rng(1).standard_normal(vectors.shape)
-    other -= vectors * (vectors * other).sum(axis=0)
-    other /= np.linalg.norm(other, axis=0)
-    rotated = _golden_violations(golden, "raw", model, got, states, np.cos(1e-4) * vectors + np.sin(1e-4) * other)
+    turned = bounds.rotated(_projections(model.hidden_size).T, 1e-4, seed=1).T
+    rotated = _golden_violations(golden, "raw", model, got, states, turned)
     assert min(rotated["prompt"], rotated["completion"]) > 1, rotated
 
     hotter = {**golden, "settings": {**golden["settings"], "temperature": golden["settings"]["temperature"] * 1.002}}
