@@ -106,8 +106,8 @@ def test_a_models_reading_carries_each_studys_primary_estimate_in_at_most_80_wor
     primary = metrics[metrics["in_primary"]]
     assert reading == (
         "Writing: male share of gendered words, male- minus female-dominated occupations: "
-        f"{occupation_headline._points(h['share_difference'])} points (95% CI "
-        f"{occupation_headline._mc_interval(h, 'share_difference', 100)}); {int(primary.any_gendered.sum())} of "
+        f"{occupation_headline._points(h['share_difference'])} points, 95% CI "
+        f"{occupation_headline._mc_interval(h, 'share_difference', 100)}; {int(primary.any_gendered.sum())} of "
         f"{len(primary):,} completions carry a gendered word.")
     assert "odds ratio" not in reading and len(reading.split()) <= summary._READING_WORDS
     # the difference is the groups' male shares recomputed here with pandas
@@ -130,9 +130,9 @@ def test_summary_table_reads_every_model(results, published):
     assert [getattr(dec, c) for c in summary._AUDIT_COLUMNS] == [h[c] for c in summary._AUDIT_COLUMNS]
     assert summary._AUDIT_COLUMNS[:3] == ["male_share_a", "male_share_b", "share_difference"]
     assert dec.sentence.startswith(
-        "Warmth: female names nearer the warm end, g = 1.00 (95% CI 0.20 to 1.80). Competence: no gap shown, "
-        "g = −0.50 (95% CI −1.30 to 0.30). Writing: male share of gendered words")
-    assert enc.sentence == ("Warmth: male names nearer the warm end, g = −0.90 (95% CI −1.70 to −0.10). Competence: "
+        "Warmth: female names nearer the warm end, g = 1.00, 95% CI 0.20 to 1.80. Competence: no gap shown, "
+        "g = −0.50, 95% CI −1.30 to 0.30. Writing: male share of gendered words")
+    assert enc.sentence == ("Warmth: male names nearer the warm end, g = −0.90, 95% CI −1.70 to −0.10. Competence: "
                             "not read (its axis is not validated). Writing: none (an encoder).")
     assert gone.sentence == "No results of this build's chapters."
     assert new.sentence == ("Warmth: not read (its axis is not validated). Competence: not read (its axis is not "
@@ -295,8 +295,8 @@ def test_link_bullet_gives_each_models_next_word_rho_and_says_when_its_interval_
         "occupation inside does not show in how it continues a sentence about it (not shown); enc writes no text "
         "(an encoder).")
     page = summary._page(models, results, {"enc--2--fp32": False}, gaps, head, rows)
-    assert summary._link_reading(page, "dec--1--fp32") == ("Inside and writing: ρ = 0.53 (95% CI 0.32 to 0.72) over "
-                                                           "60 occupations")
+    assert summary._link_reading(page, "dec--1--fp32") == ("Inside and writing: ρ = 0.53, 95% CI 0.32 to 0.72, "
+                                                           "over 60 occupations")
     assert summary._link_reading(page, "new--4--fp32").endswith("over 60 occupations, not shown")
     assert summary._link_reading(page, "enc--2--fp32") is None
     # a direction that failed the check against the BLS share is named as such, with no number
@@ -319,4 +319,4 @@ def test_link_bullet_gives_each_models_next_word_rho_and_says_when_its_interval_
     page = summary._summary_markdown(models, root, {"enc--2--fp32": False})
     assert "- **Does the bias inside predict the bias it writes?** In {doc}`dec </models/dec--1--fp32/" in page
     assert page.index("- **Writing about occupations.**") < page.index("- **Does the bias inside")
-    assert "{term}`ρ <Spearman's ρ>` = 0.53 (95% CI 0.32 to 0.72) over 60 occupations" in page
+    assert "{term}`ρ <Spearman's ρ>` = 0.53, 95% CI 0.32 to 0.72, over 60 occupations" in page

@@ -258,7 +258,8 @@ def _gap_reading(dimension: str) -> Callable[[_Page, str], str | None]:
         kind, title = _reading(dimension, r), dimension.capitalize()
         if kind == "unread":
             return f"{title}: not read (its axis is not validated)"
-        numbers = f"g = {_number(r.g)} ({_interval(r.g_ci_low, r.g_ci_high, r.g)})"
+        # printed as the chapters print an estimate with its interval ("0.86, 95% CI 0.57 to 1.14")
+        numbers = f"g = {_number(r.g)}, {_interval(r.g_ci_low, r.g_ci_high, r.g)}"
         if kind == "none":
             return f"{title}: no gap shown, {numbers}"
         return f"{title}: {'female' if r.g > 0 else 'male'} names nearer the {_HIGH_POLE[dimension]} end, {numbers}"
@@ -323,8 +324,8 @@ def _writing_reading(page: _Page, model: str) -> str | None:
         return f"Writing: the two groups' male shares cannot be compared; {_carry(h)}"
     difference = occupation_headline._points(h["share_difference"])
     interval = occupation_headline._mc_interval(h, "share_difference", 100)
-    return (f"Writing: male share of gendered words, male- minus female-dominated occupations: {difference} points "
-            f"(95% CI {interval}); {_carry(h)}")
+    return (f"Writing: male share of gendered words, male- minus female-dominated occupations: {difference} points, "
+            f"95% CI {interval}; {_carry(h)}")
 
 
 def _decoders(page: _Page, clause: Callable[[str, str], str | None], lacking: str) -> str | None:
@@ -386,8 +387,8 @@ def _link_reading(page: _Page, model: str) -> str | None:
         return "Inside and writing: not read (its female − male direction is not validated)"
     if not np.isfinite(row["effect_size"]):
         return "Inside and writing: not computable"
-    return (f"Inside and writing: ρ = {_number(row['effect_size'])} "
-            f"({_interval(row['ci_low'], row['ci_high'], row['effect_size'])}) over {int(row['n'])} occupations"
+    return (f"Inside and writing: ρ = {_number(row['effect_size'])}, "
+            f"{_interval(row['ci_low'], row['ci_high'], row['effect_size'])}, over {int(row['n'])} occupations"
             + ("" if _link_shown(row) else ", not shown"))
 
 
@@ -620,7 +621,12 @@ def _units_paragraph(models: Sequence[str], results_dir) -> str:
 _DIMENSION_COLORS = {"warmth": plots._OTHER_COLORS[0], "competence": plots._OTHER_COLORS[1]}
 
 
-def _gap_panel(gaps: pd.DataFrame, population: str, first: bool) -> alt.LayerChart:
+#: The height of one model's row in every panel of the summary chart: a fixed height per panel (not a step) keeps
+#: the shared y scale one range in panels with and without a per-dimension offset (Vega warned of two).
+_ROW_HEIGHT = 40
+
+
+def _gap_panel(gaps: pd.DataFrame, population: str, first: bool, height: int) -> alt.LayerChart:
     """One population's gaps, its rows labelled with the models (every panel: on a phone they stack); the first
     panel carries the legend."""
     data = gaps[gaps["population"] == population]
@@ -639,7 +645,7 @@ def _gap_panel(gaps: pd.DataFrame, population: str, first: bool) -> alt.LayerCha
         tooltip=["model_id", "dimension", alt.Tooltip("g:Q", format=".2f"), alt.Tooltip("g_ci_low:Q", format=".2f"),
                  alt.Tooltip("g_ci_high:Q", format=".2f"), alt.Tooltip("p_holm:Q", format=".3f"), "axis_verdict"])
     return alt.layer(zero, bars, points).properties(
-        title=f"{population}: female − male", width=150, height=alt.Step(16))
+        title=f"{population}: female − male", width=150, height=height)
 
 
 def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChart:
@@ -652,7 +658,9 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
     gaps = gaps.assign(model_id=gaps["model_id"].map(name))
     if gaps.empty:
         raise ValueError("summary_chart: no profile gaps to draw")
-    panels = [_gap_panel(gaps, pop, first=i == 0)
+    height = _ROW_HEIGHT * len(set(gaps["model_id"]) | {name[m] for m in (headline["model_id"] if len(headline)
+                                                                           else [])})
+    panels = [_gap_panel(gaps, pop, first=i == 0, height=height)
               for i, pop in enumerate(p for p in _POPULATIONS if (gaps["population"] == p).any())]
     columns = ["share_difference", "share_difference_ci_low", "share_difference_ci_high"]
     estimated = headline.dropna(subset=columns) if len(headline) else headline
@@ -675,7 +683,7 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
                           alt.Tooltip("share_difference_ci_high_points:Q", format=".0f"), "n_units_informative",
                           "n_gendered_completions", "n_completions"])
         panels.append(alt.layer(zero, bars, points).properties(
-            title="BOLD audit: male share of gendered words", width=150, height=alt.Step(16)))
+            title="BOLD audit: male share of gendered words", width=150, height=height))
     pops = [p for p in _POPULATIONS if (gaps["population"] == p).any()]
     caption = (f"A row per model, named in every panel. In the {' and '.join(pops)} "
                f"panel{'s' if len(pops) > 1 else ''}, a dot is the "
