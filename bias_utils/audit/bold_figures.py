@@ -208,7 +208,10 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
                         labelLineHeight=12)
         base = alt.Chart(sub).encode(y=alt.Y("label:N", title=None, sort=None, axis=axis), color=unit)
         forest.append((base.mark_rule(strokeWidth=2).encode(
-                           x=alt.X("ci_low:Q", scale=alt.Scale(type=scale, zero=False),
+                           # a log scale has no zero to drop (Vega warned of one set); padded, so the dashed
+                           # reference line is drawn inside the plot, not under the axis line at its edge
+                           x=alt.X("ci_low:Q", scale=alt.Scale(type="log", padding=12) if scale == "log"
+                                   else alt.Scale(zero=False, padding=12),
                                    title=name + (" (log scale)" if scale == "log" else ""),
                                    # the book's one log-tick scheme (Vega's own collide: "3 45")
                                    axis=alt.Axis(values=plots._log_ticks(sub[["effect_size", "ci_low", "ci_high"]]
