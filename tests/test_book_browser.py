@@ -102,8 +102,12 @@ class Browser:
         found = []
         for ev in self.events:
             method, params = ev.get("method"), ev.get("params", {})
+            args = " ".join(str(a.get("value", a.get("description"))) for a in params.get("args", []))
             if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-                found.append("console: " + " ".join(str(a.get("value", a.get("description"))) for a in params["args"]))
+                found.append("console: " + args)
+            elif method == "Runtime.consoleAPICalled" and params.get("type") == "warning" and args.startswith("WARN"):
+                # Vega's logger: "WARN Infinite extent for field ci_low": a mark or band promised and not drawn
+                found.append("vega warning: " + args)
             elif method == "Runtime.exceptionThrown":
                 found.append("exception: " + json.dumps(params["exceptionDetails"])[:500])
             elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
@@ -159,7 +163,9 @@ class Browser:
 
 CHART_STATE = """
 (() => {
-  const charts = [...document.querySelectorAll('.bias-vega-chart')];
+  // a chart in a closed section is drawn when its section opens
+  const charts = [...document.querySelectorAll('.bias-vega-chart')]
+    .filter(el => !el.closest('details.bias-section:not([open])'));
   return charts.map(el => {
     const g = el.querySelector('svg.marks, canvas.marks, svg, canvas');
     const r = g ? g.getBoundingClientRect() : {width: 0, height: 0};
@@ -464,6 +470,76 @@ PROGRAM_TEXT = r"""
 ALLOWED_IDENTIFIERS = ["Q4_0", "Q4_1", "Q4_K_M", "Q5_K_M", "Q8_0"]
 
 
+#: Opens every closed section of a chapter (book/_ext) and returns how many there were.
+OPEN_SECTIONS = """
+(() => {
+  const closed = [...document.querySelectorAll('details.bias-section:not([open])')];
+  closed.forEach(d => { d.open = true; });
+  return closed.length;
+})()
+"""
+
+#: Every table of the article wider than the window, or wider than its box (so that it scrolls inside it).
+TABLE_WIDTHS = r"""
+(() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main');
+  const found = [];
+  for (const table of article.querySelectorAll('table')) {
+    if (!table.getClientRects().length || table.closest('details:not([open])')) continue;
+    const r = table.getBoundingClientRect();
+    const head = table.innerText.trim().slice(0, 60).replace(/\s+/g, ' ');
+    if (r.width > window.innerWidth + 1) found.push(`wider than the window: ${Math.round(r.width)} px "${head}"`);
+    let el = table.parentElement;
+    for (; el && el !== article; el = el.parentElement) {
+      if (['auto', 'scroll'].includes(getComputedStyle(el).overflowX) && el.scrollWidth > el.clientWidth + 1) {
+        found.push(`scrolls in its box: ${el.scrollWidth} > ${el.clientWidth} px "${head}"`);
+        break;
+      }
+    }
+  }
+  return found;
+})()
+"""
+
+#: Every dashed rule of every chart (a reference line) drawn on an edge of its plot, where an axis line is drawn
+#: over it: a vertical one at the plot's left or right, a horizontal one at its top or bottom.
+REFERENCE = r"""
+(() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main');
+  const found = [];
+  let checked = 0;
+  article.querySelectorAll('.bias-vega-chart').forEach((el, index) => {
+    const figure = el.closest('figure');
+    const caption = figure && figure.querySelector('.bias-figure-number');
+    const name = caption ? caption.innerText.replace(/\.$/, '') : (el.id || `chart ${index + 1}`);
+    const view = el._biasView;
+    if (!view) return;
+    (function walk(node, group) {
+      if (!node || !node.items) return;
+      if (node.marktype === 'group') {
+        if (node.role && !['frame', 'scope', 'mark'].includes(node.role)) return;
+        for (const it of node.items) (it.items || []).forEach(child => walk(child, it));
+        return;
+      }
+      if (node.marktype !== 'rule' || node.role !== 'mark' || !group) return;
+      for (const it of node.items) {
+        if (!it.strokeDash || it.opacity === 0) continue;
+        const x2 = it.x2 == null ? it.x : it.x2, y2 = it.y2 == null ? it.y : it.y2;
+        checked++;
+        const vertical = Math.abs((it.x || 0) - (x2 || 0)) < 0.5, horizontal = Math.abs((it.y || 0) - (y2 || 0)) < 0.5;
+        const at = (v, edge) => Math.abs((v || 0) - edge) < 1.5;
+        if (vertical && (at(it.x, 0) || at(it.x, group.width)))
+          found.push(`${name}: a dashed vertical line at x ${(it.x || 0).toFixed(1)} on the plot's edge`);
+        if (horizontal && !vertical && (at(it.y, 0) || at(it.y, group.height)))
+          found.push(`${name}: a dashed horizontal line at y ${(it.y || 0).toFixed(1)} on the plot's edge`);
+      }
+    })(view.scenegraph().root, null);
+  });
+  return {checked, found};
+})()
+"""
+
+
 def _read_pages(html: Path, browser: Browser, width: int, height: int, mobile: bool) -> dict[str, dict]:
     """Every page of the book at ``width``: what the tests below check, per page (``problems``: console errors,
     network requests, undrawn charts, machine paths, overflow and, on a phone, the reader's checks)."""
@@ -473,11 +549,19 @@ def _read_pages(html: Path, browser: Browser, width: int, height: int, mobile: b
         for page in book_pages(html):
             name = _page_name(html, page)
             browser.open(page.as_uri())
-            charts = wait_for_charts(browser)
+            wait_for_charts(browser)
+            # the page as it opens: its sections closed
+            closed = browser.evaluate("document.documentElement.scrollHeight")
             if mobile:
                 browser.screenshot(SCREENSHOTS / f"phone-{name}.png")
             else:
                 browser.screenshot(SCREENSHOTS / f"{name}.png", {"x": 0, "y": 0, "width": 1280, "height": 900})
+            # every check below reads the whole page: its sections opened (their charts drawn again to fit)
+            sections = browser.evaluate(OPEN_SECTIONS)
+            if sections:
+                time.sleep(0.6)
+            charts = wait_for_charts(browser)
+            browser.evaluate("window.biasFitTables && window.biasFitTables()")
             problems = browser.problems()
             problems += [f"chart not drawn: {c}" for c in charts
                          if not (c["drawn"] and c["width"] > 0 and c["height"] > 0)]
@@ -490,6 +574,8 @@ def _read_pages(html: Path, browser: Browser, width: int, height: int, mobile: b
             program = browser.evaluate(f"(() => {{ const ALLOWED = {json.dumps(ALLOWED_IDENTIFIERS)}; "
                                        f"return {PROGRAM_TEXT.strip()}; }})()")
             read[name] = {"problems": problems, "charts": browser.evaluate(CHARTS), "program": program,
+                          "closed_height": closed, "height": height, "sections": sections,
+                          "table_widths": browser.evaluate(TABLE_WIDTHS), "reference": browser.evaluate(REFERENCE),
                           "marks": browser.evaluate(MARKS), "tables": browser.evaluate(TABLES),
                           "text": browser.evaluate("(document.querySelector('article.bd-article') || "
                                                    "document.body).innerText")}
@@ -828,3 +914,110 @@ def test_every_page_reads_on_a_phone(phone):
     visible table, no sideways scrolling of the page (chart text size: above)."""
     failures = {name: r["problems"] for name, r in phone.items() if r["problems"]}
     assert failures == {}, json.dumps(failures, indent=1)
+
+
+# --------------------------------------------------------------------------- a book a reader takes in (issue 47)
+
+
+def _chapters(read: dict[str, dict]) -> dict[str, dict]:
+    """The executed notebooks' pages (every chapter of a model, the replication and the cross-model chapter)."""
+    return {name: r for name, r in read.items() if name.startswith("models_")}
+
+
+def test_no_vega_warning_on_any_page(wide, phone):
+    """Vega warns in the console where a chart encodes a field with no finite value ("Infinite extent for field
+    ci_low"): a band promised and not drawn. No page logs a Vega warning, at either width."""
+    for read in (wide, phone):
+        warned = {name: [p for p in r["problems"] if p.startswith("vega warning:")] for name, r in read.items()}
+        assert {k: v for k, v in warned.items() if v} == {}
+
+
+def test_no_table_is_wider_than_the_window_or_scrolls(wide, phone):
+    """At 1280 and at 390 px (every section opened), no table is wider than the window, and none scrolls inside the
+    text column: a results table that would shows its main columns with its CSV a click away, any other a row at a
+    time."""
+    for read in (wide, phone):
+        found = {name: r["table_widths"] for name, r in read.items() if r["table_widths"]}
+        assert found == {}, json.dumps(found, indent=1, ensure_ascii=False)
+
+
+def test_every_reference_line_is_drawn_where_it_can_be_seen(wide):
+    """A dashed reference line (no difference, chance, a null) is never drawn on the edge of its plot, under the
+    axis line."""
+    found = {name: r["reference"]["found"] for name, r in wide.items() if r["reference"]["found"]}
+    assert found == {}, json.dumps(found, indent=1, ensure_ascii=False)
+    assert sum(r["reference"]["checked"] for r in wide.values()) > 0, "no dashed reference line read in any chart"
+
+
+#: A chapter with its sections closed is at most this many phone screens (390 × 844) tall.
+MOST_SCREENS = 20
+
+
+def test_every_chapter_opens_with_its_findings_and_is_at_most_20_phone_screens(phone):
+    """Every chapter opens with "What this chapter finds" and, its other sections closed, is at most 20 phone
+    screens tall (each closed section opens on a click)."""
+    chapters = _chapters(phone)
+    assert chapters, "no chapter page found"
+    tall = {name: f"{r['closed_height'] / r['height']:.1f} screens"
+            for name, r in chapters.items() if r["closed_height"] > MOST_SCREENS * r["height"]}
+    assert tall == {}
+    opening = {name for name, r in chapters.items() if "What this chapter finds" not in r["text"]}
+    assert opening == set()
+    assert all(r["sections"] > 0 for r in chapters.values()), {n: r["sections"] for n, r in chapters.items()}
+
+
+FRONT = r"""
+(() => {
+  const section = document.getElementById('findings');
+  const bullets = [...section.querySelectorAll(':scope > ul > li')];
+  const table = [...document.querySelectorAll('article table')].find(t => /reading/.test(t.innerText));
+  const rows = table ? [...table.querySelectorAll('tbody tr')] : [];
+  const question = document.querySelector('article h1 ~ p');
+  const described = el => ({text: el.innerText,
+    terms: [...el.querySelectorAll('a[href*="#term-"]')].map(a => ({text: a.innerText.trim(),
+      target: a.getAttribute('href').split('#')[1], page: a.pathname.split('/').pop(),
+      defined: !!document.getElementById(a.getAttribute('href').split('#')[1])}))});
+  return {bullets: bullets.map(li => ({...described(li), bottom: li.getBoundingClientRect().bottom})),
+          readings: rows.map(tr => described(tr.querySelector('td:last-child'))),
+          question: question ? {text: question.innerText, bottom: question.getBoundingClientRect().bottom} : null};
+})()
+"""
+#: Words the front page's findings may use only where they link to their definition ("How to read the numbers").
+JARGON = {"g =": "Hedges' g", "95% CI": "95% CI", "ρ": "Spearman's ρ", "warm end": "warm end",
+          "competent end": "competent end", "not validated": "validated", "male share": "male share",
+          "gendered word": "gendered word", "points": "points"}
+#: Words the front page does without (they live in the chapters).
+UNDEFINED = ["Holm", "permutation p", "resampling whole occupations", "partial Spearman", "joint test",
+             "standard deviations", "odds ratio"]
+
+
+def test_front_page_reading_is_at_most_80_words_per_model_and_defines_its_terms(quick_book, browser):
+    """The front page: each model's reading at most 80 words (counted from the page), each term a finding uses
+    linked to its definition on the page, no estimand that lives in its chapter; on a phone the first screen shows
+    the question and the first two findings."""
+    browser.resize(390, 844, mobile=True)
+    try:
+        browser.open((quick_book / "index.html").as_uri())
+        wait_for_charts(browser)
+        phone_front = browser.evaluate(FRONT)
+        browser.screenshot(SCREENSHOTS / "phone-first-screen-index.png", {"x": 0, "y": 0, "width": 390, "height": 844})
+    finally:
+        browser.resize(1280, 900)
+    browser.open((quick_book / "index.html").as_uri())
+    front = browser.evaluate(FRONT)
+    assert front["readings"], "no table of readings on the front page"
+    words = {r["text"][:40]: len(r["text"].split()) for r in front["readings"]}
+    assert all(n <= 80 for n in words.values()), words
+    problems = []
+    for item in front["bullets"] + front["readings"]:
+        linked = {t["text"] for t in item["terms"]}
+        problems += [f"term without a defined target: {t}" for t in item["terms"] if not t["defined"]
+                     or t["page"] not in ("index.html", "")]
+        problems += [f'"{word}" not linked to its definition in "{item["text"][:60]}"'
+                     for word in JARGON if word in item["text"] and not any(word.split()[0] in t for t in linked)]
+        problems += [f'"{word}" on the front page: "{item["text"][:60]}"' for word in UNDEFINED if word in item["text"]]
+    assert problems == [], json.dumps(problems, indent=1, ensure_ascii=False)
+    # a phone's first screen: the question and the first two findings
+    assert phone_front["question"] and phone_front["question"]["bottom"] <= 844, phone_front["question"]
+    assert len(phone_front["bullets"]) >= 2 and phone_front["bullets"][1]["bottom"] <= 844, \
+        [b["bottom"] for b in phone_front["bullets"]]
