@@ -1,0 +1,130 @@
+"""Benchmark: chapter 12's erasure (``audit.erasure.erasure_tradeoff``) at its defaults against its floor.
+
+Work = what chapter 12 computes for one model in a book, after chapters 04 and 11: the conditions (the unhooked
+model, LEACE, a random subspace and shuffled-label LEACE at every ``layer_step``-th hidden state and at all of
+them), each measured on the same inputs, with the erasure's own cache empty and the caches the book's earlier chapters
+filled (the space's, the profiles' embeddings, the next word's) as a book leaves them: the cache folder is a fresh one
+whose subfolders, all but ``erasure``, link to the project's.
+
+Floor = the forward passes those conditions need and nothing else, in this process: per erased condition, the
+held-out names' and the occupation nouns' template contexts through the backbone with every hidden state (cut after
+the word, as the embeddings cut them), the next-word sentences of the occupations and the facts' nouns
+(``logits_to_keep=1``) and the neutral sentences with their full logits; for the unhooked condition the passes its
+caches do not serve (the facts' sentences and the neutral ones). Unpadded batches of one length, of the chapter's
+size, tokenised before the clock starts; run twice (before and after ours) and the faster kept, so that a burst of
+load from other jobs on the shared CPU does not flatter the ratio. ``ours / floor`` is the cost of the hooks, the
+fit, the probes, the bootstrap and the tables.
+
+With ``--conditions N`` only the last N conditions are computed: the erasure's cache starts with the project's
+records of the others (as a resumed run finds them), and the floor counts N erased conditions. On a loaded shared
+CPU a whole chapter (ours and two floors) takes an hour; N = 2 gives the ratio per condition in a quarter of it.
+
+Run: ``HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_erasure.py [--layer-step 15]
+[--conditions 2] [--threads 1]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from bias_utils.audit import erasure
+from bias_utils.audit.next_word import _TEMPLATES
+from bias_utils.core import paths
+from bias_utils.models.embeddings import _default_batch_size
+from bias_utils.models.loading import load_model
+from bias_utils.profiles import dictionaries, space
+from bias_utils.profiles.populations import _load_populations, _occupation_shares
+
+
+def _batches(m, texts: list[str], size: int) -> list[torch.Tensor]:
+    by_length: dict[int, list[list[int]]] = {}
+    for text in texts:
+        ids = m.tokenizer(text)["input_ids"]
+        by_length.setdefault(len(ids), []).append(ids)
+    return [torch.tensor(rows[b:b + size]) for rows in by_length.values() for b in range(0, len(rows), size)]
+
+
+def floor_seconds(m, n_erased: int, seed: int, unhooked: bool = True) -> float:
+    """Seconds of the forward passes the conditions need (module docstring)."""
+    size = _default_batch_size(m)
+    _, held = erasure._split_names(_load_populations("names"))
+    names = [w for ws in held.values() for w in ws]
+    occupations = _occupation_shares()["occupation"].tolist()
+    facts = [w for pair in erasure._FACT_PAIRS for w in pair]
+    # the embeddings cut a decoder's context after the word: the templates' text up to and including it
+    contexts = [c[:c.index(w) + len(w)] for words, kind in ((names, "name"), (occupations, "noun"))
+                for c, w in zip(*erasure._contexts(words, kind))]
+    states = _batches(m, contexts, size)
+    written = _batches(m, [t.replace("{occupation}", n) for n in occupations + facts for t in _TEMPLATES], size)
+    fact_sentences = _batches(m, [t.replace("{occupation}", n) for n in facts for t in _TEMPLATES], size)
+    neutral = _batches(m, erasure._neutral_sentences(erasure._N_SENTENCES, seed), size)
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        for condition in range(n_erased + int(unhooked)):
+            erased = condition > 0 or not unhooked
+            for ids in states if erased else []:
+                m.model.base_model(input_ids=ids, output_hidden_states=True)
+            for ids in written if erased else fact_sentences:
+                m.model(input_ids=ids, logits_to_keep=1)
+            for ids in neutral:
+                m.model(input_ids=ids).logits.float()
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--layer-step", type=int, default=15)
+    parser.add_argument("--conditions", type=int, default=None, help="compute only the last N conditions")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    m = load_model(args.model)
+    basis = space.build_space(m, dictionaries.load_dictionary(None), "generated", 5, 0).bases["warmth_competence"]
+    conditions = erasure._conditions(erasure._chosen_states(m.n_layers, args.layer_step))
+    kept = conditions[:-args.conditions] if args.conditions else []
+    n_erased, unhooked = len(conditions) - 1 - max(len(kept) - 1, 0), not kept
+    print(f"{m.model_id}: {n_erased} erased conditions{' + the unhooked one' if unhooked else ''} computed "
+          f"(layer_step {args.layer_step}, {len(kept)} read from the cache); torch "
+          f"threads {torch.get_num_threads()} on {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    real = paths._cache_dir()
+    with tempfile.TemporaryDirectory() as tmp:
+        for sub in real.iterdir():
+            if sub.is_dir() and sub.name != "erasure":
+                (Path(tmp) / sub.name).symlink_to(sub)
+            elif sub.name == "erasure" and kept:
+                for folder in sub.iterdir():
+                    records = [json.loads(line) for line in (folder / "rows.jsonl").read_text().splitlines()
+                               if line.strip()] if (folder / "rows.jsonl").exists() else []
+                    copy = Path(tmp) / "erasure" / folder.name
+                    copy.mkdir(parents=True)
+                    if (folder / "erasers.npz").exists():
+                        (copy / "erasers.npz").write_bytes((folder / "erasers.npz").read_bytes())
+                    (copy / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records
+                                                             if (r["erasure"], r["layer"]) in kept))
+        os.environ["BIAS_CACHE_DIR"] = tmp
+        floor_before = floor_seconds(m, n_erased, 0, unhooked)
+        t0 = time.perf_counter()
+        erasure.erasure_tradeoff(m, basis, layer_step=args.layer_step, progress=False)
+        ours = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        erasure.erasure_tradeoff(m, basis, layer_step=args.layer_step, progress=False)
+        rerun = time.perf_counter() - t0
+    floor = min(floor_before, floor_seconds(m, n_erased, 0, unhooked))
+    print(f"  ours (erasure_tradeoff, the conditions its cache lacks; the book's earlier caches warm): {ours:6.1f} s\n"
+          f"  floor (the forward passes alone, unpadded, batch {_default_batch_size(m)}): {floor:6.1f} s  -> "
+          f"ours / floor = {ours / floor:.2f}x\n"
+          f"  rerun (everything cached): {rerun:6.1f} s\n"
+          f"  load average after: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
