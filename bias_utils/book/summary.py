@@ -5,7 +5,9 @@ the findings list in plain words (which model shows what, each model linked to i
 clause of each model's reading, the chapter's primary estimate with its interval (the table of readings, at most
 :data:`_READING_WORDS` words a model; the same clauses open the chapter, :func:`_chapter_findings`). Every
 sensitivity estimand lives in its chapter. A term a reader may not know is linked to its definition in the front
-page's glossary ("How to read the numbers", :data:`_TERMS`). The findings registered here:
+page's glossary ("How to read the numbers", :data:`_TERMS`). One concept over 600 lines: the front page, one
+registry of findings that share the page's word budget per model and its glossary; a finding is a registration, so
+splitting them by chapter would split the budget's one check. The findings registered here:
 
 * **Warmth and competence of first names** (Study 1, chapter 04's ``profile_stats`` at the primary specification,
   :data:`_PRIMARY_SPECIFICATION`): the female − male gap as Hedges' g with its 95% CI
