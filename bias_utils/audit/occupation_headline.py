@@ -426,16 +426,19 @@ def influence_chart(influence: pd.DataFrame, headline_row: pd.DataFrame | Mappin
         change=lambda d: (100 * d["share_change"]).map(lambda x: f"{x:+.0f} points"))
     band = pd.DataFrame({"low": [full - _INFLUENCE_SHIFT * abs(full)], "high": [full + _INFLUENCE_SHIFT * abs(full)]})
     y = alt.Y("label:N", sort=None, title=None, axis=alt.Axis(labelLimit=220))
+    # padded so that a dashed interval bound at the data's extreme is drawn inside the plot, not under its edge
+    scale = alt.Scale(padding=12)
     layers = [
-        alt.Chart(band).mark_rect(color="#dddddd", opacity=0.6).encode(x=alt.X("low:Q"), x2="high:Q"),
-        alt.Chart(pd.DataFrame({"x": [full]})).mark_rule(color="black").encode(x="x:Q"),
+        alt.Chart(band).mark_rect(color="#dddddd", opacity=0.6).encode(x=alt.X("low:Q", scale=scale), x2="high:Q"),
+        alt.Chart(pd.DataFrame({"x": [full]})).mark_rule(color="black").encode(x=alt.X("x:Q", scale=scale)),
     ]
     h = _headline(headline_row) if headline_row is not None else {}
     if h and pd.notna(h.get("share_difference_ci_low")):
         ci = pd.DataFrame({"x": [100 * float(h[f"share_difference_ci_{side}"]) for side in ("low", "high")]})
-        layers.append(alt.Chart(ci).mark_rule(strokeDash=[4, 3], color="grey").encode(x="x:Q"))
+        layers.append(alt.Chart(ci).mark_rule(strokeDash=[4, 3], color="grey").encode(x=alt.X("x:Q", scale=scale)))
     layers.append(alt.Chart(data).mark_point(filled=True, size=70).encode(
-        x=alt.X("points_without:Q", title="difference in male share without the occupation (percentage points)"),
+        x=alt.X("points_without:Q", title="difference in male share without the occupation (percentage points)",
+                scale=scale),
         y=y, color=alt.Color("group:N", title="group", scale=plots._group_scale(data["group"])),
         tooltip=["occupation", "group", "category", "n_completions", "male_words", "female_words",
                  alt.Tooltip("points_without:Q", format=".1f"), "change"]))
