@@ -79,8 +79,9 @@ def test_neutral_mass_equals_transformers_full_forward_pass_in_float64(smollm, i
     """Golden: every sentence's neutral and neopronoun masses against transformers' own forward pass over the whole
     sentence (``model(**enc).logits``, one sentence at a time) and a float64 softmax, the tokens taken by hand from
     the tokenizer (each word's leading-space form, its first token). Tolerance: ``float32_bounds`` on the logits of
-    the tokens read, as a mass is bounded relative to itself; vocabulary 0 because both normalisers are summed in
-    float64 (ours a logsumexp over the float64 copy of the float32 logits, the reference a softmax in double).
+    every token (``top=None``: the normaliser sums them all), as a mass is bounded relative to itself; vocabulary 0
+    because both normalisers are summed in float64 (ours a logsumexp over the float64 copy of the float32 logits, the
+    reference a softmax in double).
     Companion: a real change, one counted word dropped or a template's last word changed, breaks it."""
     found = nw.next_word_table(smollm, NOUNS, batch_size=1, progress=False, cache=False).prompts
     tok = smollm.tokenizer
@@ -98,7 +99,7 @@ def test_neutral_mass_equals_transformers_full_forward_pass_in_float64(smollm, i
         return float(probs[counted].sum())
 
     prompts = found["prompt"].tolist()
-    tol = log_probability_tolerance(logit_errors(smollm, prompts, tokens=ids + neo, last_only=True), vocabulary=0)
+    tol = log_probability_tolerance(logit_errors(smollm, prompts, top=None, last_only=True), vocabulary=0)
     neutral = np.array([masses(p, ids) for p in prompts])
     neopronoun = np.array([masses(p, neo) for p in prompts])
     assert _ratio(found["neutral_mass"], neutral, tol * neutral) <= 1
@@ -129,8 +130,7 @@ def test_the_existing_next_word_tables_are_unchanged(smollm):
     found = nw.next_word_table(smollm, shares["occupation"], progress=False)  # the 60 nouns, batched as before
     before = pd.read_csv(BEFORE_PROMPTS)
     now = before[["occupation", "template"]].merge(found.prompts, on=["occupation", "template"], how="left")
-    ids, _ = nw._lexicon_first_tokens(smollm.tokenizer)
-    error = logit_errors(smollm, now["prompt"].tolist(), tokens=ids["female"] + ids["male"], last_only=True)
+    error = logit_errors(smollm, now["prompt"].tolist(), top=None, last_only=True)  # every logit the masses read
     mass_tol = log_probability_tolerance(error, vocabulary=0)
     assert _ratio(now["log_ratio"], before["log_ratio"], log_ratio_tolerance(error)) <= 1
     for side in ("female_mass", "male_mass"):
