@@ -262,16 +262,32 @@ def token_states(model, text: str, positions=None) -> tuple[np.ndarray, int]:
     return torch.stack([h[0, positions].float() for h in hidden], dim=1).cpu().numpy(), n_tokens
 
 
-def pooled_state_norm_tolerance(token_states: np.ndarray, model, n_tokens: int) -> np.ndarray:
-    """Per layer ``[layers]``: the bound on the 2-norm of the difference of two float32 computations of the mean of
-    ``k`` token states ``[k, layers, hidden]``. :func:`state_tolerance`'s ``2 sqrt(N_l + 1) u ||h_l||`` bounds the
-    whole error vector of a state (its relative error), hence any element; the mean's errors add the tokens' bounds
-    averaged and the 2-norm of the mean's rounding (:func:`mean_tolerance`). For a quantity that reads the whole
-    vector (a norm, a pseudo-inverse, a projection) this is tighter than :func:`pooled_state_tolerance` summed over
-    the elements, by up to ``sqrt(hidden)``."""
+def pooled_component_tolerance(token_states: np.ndarray, model, n_tokens: int) -> np.ndarray:
+    """Per element ``[layers, hidden]`` of the mean of ``k`` token states ``[k, layers, hidden]``, in the componentwise
+    model of :func:`projection_tolerance` (an element errs by ``sqrt(N_l + 1) u`` of its own size, which a
+    projection reads as ``|h|^T |v|``): twice that of the tokens' sizes averaged, ``2 sqrt(N_l + 1) u mean_k |h_k|``,
+    plus the mean's rounding (:func:`mean_tolerance`). To be read through a projection (summed against ``|v|``), not
+    element by element, where :func:`pooled_state_tolerance` holds."""
     token_states = np.asarray(token_states, dtype=np.float64)
-    return (state_tolerance(token_states, model, n_tokens)[..., 0].mean(axis=0)
-            + np.linalg.norm(mean_tolerance(token_states), axis=-1))
+    scale = np.abs(token_states).mean(axis=0)
+    return TWO * layer_errors(model, n_tokens)[:, None] * scale + mean_tolerance(token_states)
+
+
+def pseudo_inverse_projection_tolerance(basis: np.ndarray, d_basis: np.ndarray, states: np.ndarray,
+                                        d_states: np.ndarray) -> np.ndarray:
+    """Per element ``[n, k]`` of ``pinv(B) x`` for a basis ``B`` ``[hidden, k]`` of full column rank and states ``x``
+    ``[n, hidden]``, when ``B`` and ``x`` may move by at most ``d_basis`` and ``d_states`` per element: to first
+    order ``d(pinv(B) x) = pinv(B) dx - pinv(B) dB pinv(B) x + (B^T B)^-1 dB^T (x - B pinv(B) x)`` (the derivative of
+    the pseudo-inverse at full column rank), each term bounded with absolute values: ``|pinv(B)| dx + |pinv(B)| dB
+    |y| + |(B^T B)^-1| dB^T |r|`` with ``y = pinv(B) x`` and ``r`` the residual. Tighter than the normwise
+    ``||pinv(B)||^2 ||dB|| ||x||`` where the basis's errors and the states' residuals lie on other components."""
+    basis = np.asarray(basis, dtype=np.float64)
+    pinv = np.linalg.pinv(basis)  # [k, hidden]
+    gram_inverse = pinv @ pinv.T  # (B^T B)^-1 at full column rank
+    y = np.asarray(states, dtype=np.float64) @ pinv.T  # [n, k]
+    r = states - y @ basis.T  # [n, hidden]
+    return (np.asarray(d_states) @ np.abs(pinv).T + (np.abs(y) @ np.asarray(d_basis).T) @ np.abs(pinv).T
+            + (np.abs(r) @ d_basis) @ np.abs(gram_inverse).T)
 
 
 def centred_standardised_tolerance(z, dc, sd: float) -> np.ndarray:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 
+import float32_bounds as bounds
 import numpy as np
 import pandas as pd
 import pytest
@@ -188,16 +189,27 @@ def test_bls_correlations_equal_scipy_on_the_real_table(smollm, smollm_quick_bas
         assert by.loc[(measure, "spearman"), "n"] == 60
     rho = by.loc[("gender_position", "spearman")]
     assert check.verdict == ("supported" if rho["ci_low"] > 0 else "not shown")
-    # independent: the position of one noun by hand, from the profiles' own embeddings of the same words
+    # independent: the position of one noun by hand, from the profiles' own embeddings of the same words (read from
+    # the embedding cache the check wrote: the same float32 vectors), in float64 as the pipeline computes it
     emb = pr._population_embeddings(smollm, {"terms": _load_populations("terms"), "o": {"o": ["nurse"]}},
                                    kind="noun")
     group = emb.words["group"].to_numpy()
     f, m = emb.values[group == "female"].astype(float).mean(0), emb.values[group == "male"].astype(float).mean(0)
     x = emb.values[group == "o"][0].astype(float)
-    by_hand = np.mean([(x[i] - (f[i] + m[i]) / 2) @ (f[i] - m[i]) / ((f[i] - m[i]) @ (f[i] - m[i]))
-                       for i in range(x.shape[0])])
+
+    def by_hand(d):
+        return np.mean([(x[i] - (f[i] + m[i]) / 2) @ d[i] / (d[i] @ d[i]) for i in range(x.shape[0])])
+
+    # the bound: two float64 computations (the pipeline's einsums, this loop) of two sums over the hidden width (the
+    # numerator and |d|^2) and a mean over layers: twice float32_bounds.float64_projection_tolerance of x - mid on
+    # d / |d|^2, whose componentwise sums |x - mid|^T |d| count the cancellation in (x - mid) · d
+    d = f - m
+    unit = (d / (d * d).sum(-1, keepdims=True))[..., None]  # [layers, hidden, 1]
+    tol = 2 * bounds.float64_projection_tolerance((x - (f + m) / 2)[None], unit).item()
     nurse = values.set_index("occupation").loc["nurse", "gender_position"]
-    assert nurse == pytest.approx(by_hand, rel=1e-6)
+    assert abs(nurse - by_hand(d)) <= tol
+    # companion: the direction rotated by 1e-9 rad leaves the bound
+    assert abs(nurse - by_hand(bounds.rotated(d, 1e-9))) > tol
     sentence = gd.describe_validity(stats, smollm.model_id)
     assert f"Spearman ρ = {rho['effect_size']:.2f}".replace("-", "−") in sentence and "n = 60 occupations" in sentence
     assert ("not validated for this model" in sentence) == (check.verdict != "supported")

@@ -3,6 +3,7 @@ computations (numpy, scipy, pingouin, hand formulas); one slow end-to-end run.""
 
 import math
 
+import float32_bounds as bounds
 import numpy as np
 import pandas as pd
 import pingouin as pg
@@ -10,7 +11,7 @@ import pytest
 from scipy import stats as sps
 
 from bias_utils.core.errors import ParameterError
-from bias_utils.models.embeddings import embed_words
+from bias_utils.models.embeddings import _find_word, _token_indices, embed_words
 from bias_utils.models.loading import load_model
 from bias_utils.profiles import dictionaries, space
 from bias_utils.profiles import population_profiles as pr
@@ -268,6 +269,14 @@ def test_paper_finding_checks_direction_and_significance(names, terms):
 
 # ----------------------------------------------------------------- real model, small slice
 
+def _word_tolerance(model, context: str, word: str) -> np.ndarray:
+    """Per element ``[layers, hidden]``: how far two float32 computations of ``word``'s mean state in ``context`` may
+    differ (``float32_bounds.pooled_state_tolerance`` of its tokens' states, from a forward pass of the context)."""
+    offsets = model.tokenizer(context, return_offsets_mapping=True)["offset_mapping"]
+    tokens, n_tokens = bounds.token_states(model, context, _token_indices(offsets, _find_word(context, word)))
+    return bounds.pooled_state_tolerance(tokens, model, n_tokens)
+
+
 @pytest.mark.slow
 def test_end_to_end_minilm_small_slice(tmp_path):
     m = load_model("minilm-l6")
@@ -282,9 +291,17 @@ def test_end_to_end_minilm_small_slice(tmp_path):
     # the template average is the plain mean of the word's embeddings in the seven sentences
     sentences = ["this is the woman", "that is the woman", "there is the woman", "the person is the woman",
                  "here is the woman", "the woman is here", "the woman is there"]
-    direct = embed_words(m, sentences, ["woman"] * 7).values.mean(axis=0)
+    per_template = embed_words(m, sentences, ["woman"] * 7).values
+    direct = per_template.mean(axis=0)
     row = res.embeddings.words.index[res.embeddings.words["word"] == "woman"][0]
-    np.testing.assert_allclose(res.embeddings.values[row], direct, rtol=1e-4, atol=1e-5)
+    # two float32 computations of each template's word state (float32_bounds.pooled_state_tolerance of the word's
+    # tokens' states there, each 2 sqrt(N_l + 1) u ||h_l||) and of the float32 mean of the seven (mean_tolerance)
+    tol = np.mean([_word_tolerance(m, s, "woman") for s in sentences], axis=0) + bounds.mean_tolerance(per_template)
+    assert bounds.bound_ratio(res.embeddings.values[row], direct, tol) <= 1
+    # companion: with the first block's MLP output matrix scaled by 1.001 the template mean leaves the bound
+    with bounds.scaled(bounds.first_mlp_output(m).weight, 1.001):
+        changed = embed_words(m, sentences, ["woman"] * 7, cache=False, progress=False).values.mean(axis=0)
+    assert bounds.bound_ratio(changed, direct, tol) > 1
     assert res.embeddings.words.loc[row, "n_templates"] == 7
 
     # headline = mean over layers of the per-layer projections, then standardised
