@@ -729,7 +729,7 @@ def _tradeoff_chart(table: pd.DataFrame, model_id: str) -> alt.LayerChart:
                                          alt.Tooltip("rho:Q", format=".2f"), alt.Tooltip("facts:Q", format=".0%")])
     across = base.mark_rule(opacity=0.5).encode(x="ce_low:Q", x2="ce_high:Q", y=y, color=colour)
     up = base.mark_rule(opacity=0.5).encode(x=x, y="rho_low:Q", y2="rho_high:Q", color=colour)
-    labels = base.mark_text(dx=8, align="left", fontSize=10).encode(x=x, y=y, text="layer:N", color=colour)
+    labels = base.mark_text(dx=8, align="left", fontSize=11).encode(x=x, y=y, text="layer:N", color=colour)
     caption = ("Each point is one erasure of the gender concept: LEACE fitted on the names and gendered terms, at one "
                "hidden state (the label) or at every state together (all), and its two controls at the same states. "
                "Across: how much worse the model predicts neutral text; up: how much the next-word log-ratio's "
