@@ -81,22 +81,28 @@ def _projections(hidden_size: int) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=0)
 
 
-def _golden_violations(golden, case, model, got, states, vectors=None) -> dict[str, float]:
+def _count_rtol(golden, case, model, n_rows: int) -> np.ndarray:
+    """Per stored row, the expected counts' relative bound (below), from one forward pass of the stored text with
+    the model as it is."""
+    rows = golden["cases"][case]["rows"][:n_rows]
+    texts = [p + r["completion"] for p, r in zip(_golden_table(golden, len(rows))["prompt"], rows)]
+    settings = golden["settings"]
+    return bounds.log_probability_tolerance(bounds.logit_errors(model, texts, top=settings["top_k"]),
+                                            settings["temperature"])
+
+
+def _golden_violations(golden, case, model, got, states, vectors=None, rtol=None) -> dict[str, float]:
     """The largest ratio of |ours - stored| to its float32 bound, per compared quantity (at most 1 passes), over
     the rows whose completion is the stored one (``same``: their count; a changed token changes everything after).
 
     * expected counts: a sum over the steps of the probabilities of the lexicon's tokens, each of whose logs errs
       by at most twice its logit's bound over the temperature (``float32_bounds.log_probability_tolerance``), so a
-      count errs by that much relative to itself; the logits' bound comes from one forward pass of the stored text;
+      count errs by that much relative to itself (``rtol``: :func:`_count_rtol` of ``model`` when not given);
     * states: the mean hidden state at every layer times three unit vectors, within twice the componentwise bound
       of a state after that many blocks (``float32_bounds.projection_tolerance``)."""
     want = golden["cases"][case]
     rows = want["rows"][:len(got)]
-    settings = golden["settings"]
-    prompts = _golden_table(golden, len(rows))["prompt"].tolist()
-    texts = [p + r["completion"] for p, r in zip(prompts, rows)]
-    rtol = bounds.log_probability_tolerance(bounds.logit_errors(model, texts, top=settings["top_k"]),
-                                            settings["temperature"])
+    rtol = _count_rtol(golden, case, model, len(rows)) if rtol is None else rtol
     same = got["completion"].to_numpy() == np.array([r["completion"] for r in rows])
     out = {"same": int(same.sum())}
     for column in ("expected_male", "expected_female"):
@@ -104,7 +110,8 @@ def _golden_violations(golden, case, model, got, states, vectors=None) -> dict[s
         ratio = np.abs(got[column].to_numpy() - stored) / (rtol * stored + np.finfo(float).tiny)
         out[column] = float(np.max(ratio[same]))
     vectors = _projections(model.hidden_size) if vectors is None else vectors
-    n_tokens = max(len(model.tokenizer(t)["input_ids"]) for t in texts)
+    prompts = _golden_table(golden, len(rows))["prompt"]
+    n_tokens = max(len(model.tokenizer(p + r["completion"])["input_ids"]) for p, r in zip(prompts, rows))
     for part, values in want.get("states", {}).items():
         ours = states[part][same].astype(np.float64)
         tolerance = bounds.projection_tolerance(ours, vectors, model, n_tokens)
@@ -142,21 +149,22 @@ def test_the_golden_bounds_catch_a_real_change(golden, tmp_path):
     equality of the completions catches first: the temperature raised by 0.2% changes a completion."""
     model = _load(golden, "cpu")
     got, states = _run_golden_case(golden, model, "raw", tmp_path / "same", n_rows=4)
-    unchanged = _golden_violations(golden, "raw", model, got, states)
+    rtol = _count_rtol(golden, "raw", model, 4)  # the unchanged model's bound, for every run below
+    unchanged = _golden_violations(golden, "raw", model, got, states, rtol=rtol)
     assert unchanged.pop("same") == 4 and max(unchanged.values()) <= 1, unchanged
 
     with bounds.scaled(bounds.first_mlp_output(model).weight, 1.001):
         scaled = _golden_violations(golden, "raw", model, *_run_golden_case(golden, model, "raw",
-                                                                            tmp_path / "scaled", n_rows=4))
+                                                                            tmp_path / "scaled", n_rows=4), rtol=rtol)
     assert scaled["same"] == 4 and min(scaled["prompt"], scaled["completion"]) > 1, scaled
 
     turned = bounds.rotated(_projections(model.hidden_size).T, 1e-4, seed=1).T
-    rotated = _golden_violations(golden, "raw", model, got, states, turned)
+    rotated = _golden_violations(golden, "raw", model, got, states, turned, rtol=rtol)
     assert min(rotated["prompt"], rotated["completion"]) > 1, rotated
 
     hotter = {**golden, "settings": {**golden["settings"], "temperature": golden["settings"]["temperature"] * 1.002}}
     warm = _golden_violations(golden, "raw", model, *_run_golden_case(hotter, model, "raw", tmp_path / "hot",
-                                                                      n_rows=4))
+                                                                      n_rows=4), rtol=rtol)
     assert warm["same"] < 4, warm
 
 
