@@ -5,6 +5,7 @@ import hashlib
 import pytest
 
 from bias_utils.core import data
+from bias_utils.core.errors import DataError
 
 
 def _sha256(path):
@@ -30,7 +31,7 @@ def test_corrupted_mirror_copy_is_refused_naming_file_and_hashes(isolated_data, 
     content[10] ^= 0x01  # one flipped bit
     bad.write_bytes(bytes(content))
     monkeypatch.setenv("BIAS_DATA_MIRROR", str(mirror))
-    with pytest.raises(data._ChecksumError) as err:
+    with pytest.raises(DataError, match="failed verification") as err:
         data.resolve("schuster_names")
     message = str(err.value)
     assert "names.json" in message
@@ -51,7 +52,7 @@ def test_damaged_local_copy_is_replaced_from_the_mirror(isolated_data, real_mirr
 def test_missing_file_without_mirror_or_network_says_what_to_fetch_and_where(isolated_data, monkeypatch):
     monkeypatch.setenv("BIAS_DATA_MIRROR", "")
     item = data._entry("bold_gender_prompts")
-    with pytest.raises(data._DataError) as err:
+    with pytest.raises(DataError) as err:
         data.resolve("bold_gender_prompts")
     message = str(err.value)
     assert item.url in message
@@ -62,7 +63,7 @@ def test_missing_file_without_mirror_or_network_says_what_to_fetch_and_where(iso
 
 def test_mirror_without_the_file_and_no_url_names_the_mirror_path(isolated_data, tmp_path, monkeypatch):
     monkeypatch.setenv("BIAS_DATA_MIRROR", str(tmp_path / "empty_mirror"))
-    with pytest.raises(data._DataError, match="derived/nicolas2021_additional_terms_wordnet_examples.csv"):
+    with pytest.raises(DataError, match="derived/nicolas2021_additional_terms_wordnet_examples.csv"):
         data.resolve("derived_additional_terms")
 
 
@@ -74,7 +75,7 @@ def test_real_mirror_profession_wiki_now_verifies(isolated_data, real_mirror):
 
 
 def test_unknown_key_lists_known_keys():
-    with pytest.raises(data._DataError, match="schuster_seed_dictionary"):
+    with pytest.raises(DataError, match="schuster_seed_dictionary"):
         data.resolve("no_such_dataset")
 
 

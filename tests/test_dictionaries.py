@@ -12,7 +12,7 @@ import pytest
 from bias_utils.core import paths
 from bias_utils.core import wordnet as W
 from bias_utils.core.data import resolve
-from bias_utils.core.errors import ParameterError
+from bias_utils.core.errors import DataError, ParameterError
 from bias_utils.profiles import dictionaries as D
 
 # ----------------------------------------------------------------------------- WordNet
@@ -40,7 +40,7 @@ def fresh_wordnet(monkeypatch):
 
 def test_missing_wordnet_says_to_run_make_wordnet(tmp_path, monkeypatch, fresh_wordnet):
     monkeypatch.setenv("BIAS_NLTK_DATA", str(tmp_path / "nltk_data"))
-    with pytest.raises(W._WordNetError) as err:
+    with pytest.raises(DataError) as err:
         W._wordnet()
     assert "make wordnet" in str(err.value) and "nltk.download('wordnet'" in str(err.value)
     assert "lexnames" in str(err.value)
@@ -54,7 +54,7 @@ def test_other_wordnet_version_is_refused(tmp_path, monkeypatch, fresh_wordnet):
     # Same length, so byte offsets stay valid: only the version in the header changes.
     (target / "data.adj").write_bytes(adj.replace(b"WordNet 3.0 Copyright", b"WordNet 3.1 Copyright", 1))
     monkeypatch.setenv("BIAS_NLTK_DATA", str(tmp_path / "nltk_data"))
-    with pytest.raises(W._WordNetError, match="WordNet 3.1"):
+    with pytest.raises(DataError, match="WordNet 3.1"):
         W._wordnet()
 
 

@@ -8,8 +8,8 @@ The public API by role, one module a role (``_EXPORTS``); each name is imported 
 from .exports import _lazy_exports
 
 _EXPORTS = {
-    # ParameterError, ModelError and the value rules every layer shares
-    "errors": ("ModelError", "ParameterError",),
+    # the errors a user can meet and the value rules every layer shares
+    "errors": ("DataError", "ModelError", "ParameterError",),
     # verified external files (manifest, cache, mirror, download)
     "data": ("resolve",),
     # where results land: a folder per model, tables as parquet + CSV

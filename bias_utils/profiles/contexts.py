@@ -65,7 +65,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import data
-from ..core.errors import ParameterError, _check_positive_int, _check_seed, _check_word_list
+from ..core.errors import DataError, ParameterError, _check_positive_int, _check_seed, _check_word_list
 from ..core.paths import _resolve_input
 from ..core.registry import _Registry
 from ..core.wordnet import _wordnet
@@ -499,7 +499,7 @@ def _load_corpus(corpus=None) -> tuple[list[str], list[dict], list[str]]:
         if isinstance(item, str) and item in data._manifest():
             try:
                 resolved = data.resolve(item)
-            except data._DataError as exc:
+            except DataError as exc:
                 notes.append({"item": _corpus_name([item]), "status": "refused",
                               "detail": " ".join(str(exc).split())})
                 continue
