@@ -1,11 +1,11 @@
 """One string where a list is expected is refused at every public entry point that takes a list of words.
 
 ``next_word_table(model, "nurse")`` once measured the "occupations" n, u, r, s, e: a string is itself a sequence of
-strings, so nothing downstream noticed. Each entry point that takes words, nouns, terms, prompts, templates,
-context sources, lexicons or axis names is called here as a user would call it with one string instead, the model
-given by name: the refusal (``errors._check_word_list``) must be a ``ParameterError`` whose message starts with the
-parameter's name and says that a list was expected, before any model loads (the ``loads`` spy stays empty).
-"""
+strings, so nothing downstream noticed. Each entry point that takes words, nouns, terms, prompts, templates, context
+sources, lexicons, axis names, model folders or chart columns is called here as a user would call it with one string
+instead, the model given by name: the refusal (``errors._check_word_list``) must be a ``ParameterError`` whose
+message starts with the parameter's name and says that a list was expected, before any model loads (the ``loads``
+spy stays empty)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ import pandas as pd
 import pytest
 
 from bias_utils.audit import bold, bold_figures, completions, link
-from bias_utils.book import validation
+from bias_utils.book import crossmodel, summary, validation
 from bias_utils.core.errors import ParameterError, _check_word_list, _check_word_lists
 from bias_utils.models import decoding, embeddings
 from bias_utils.models.builtin_models import _BUILTIN_MODELS, _builtin_weights
 from bias_utils.profiles import dictionaries, gender_direction, layers, projection, robustness
 from bias_utils.profiles import population_profiles as profiles
+from bias_utils.report import plots
 
 SMOL, MINILM = "smollm2-135m-instruct", "minilm-l6"
 SEED = dictionaries.load_seed_dictionary()
@@ -108,6 +109,14 @@ def _cases() -> list:
             projected, unreadable="warmth"), "unreadable", "warmth"),
         ("run_link templates", lambda tok: link.run_link(SMOL, pd.DataFrame(), smol_basis, templates="this is {word}"),
          "templates", "this is {word}"),
+        # the book's cross-model pages and charts
+        ("model_folders models", lambda tok: crossmodel.model_folders(SMOL), "models", SMOL),
+        ("cross_model_summary models", lambda tok: crossmodel.cross_model_summary(SMOL), "models", SMOL),
+        ("summary_table models", lambda tok: summary.summary_table(SMOL), "models", SMOL),
+        ("drawable columns", lambda tok: plots.drawable(pd.DataFrame({"ci_low": [0.1]}), "ci_low"), "columns",
+         "ci_low"),
+        ("layer_curves_chart measures", lambda tok: plots.layer_curves_chart(pd.DataFrame(
+            {"measure": ["accuracy"]}), "accuracy"), "measures", "accuracy"),
         # a notebook's parameters cell
         ("04_profiles templates", lambda tok: validation.check("04_profiles", model=MINILM, templates="this is {word}"),
          "templates", "this is {word}"),

@@ -27,6 +27,7 @@ from scipy import stats as sps
 from ..audit import link, occupations
 from ..audit.next_word import _BLS_UNITS, _DEFAULT_DEFINITION, _DEFINITION
 from ..core import paths, precision, tables
+from ..core.errors import _check_word_list
 from ..core.results import CROSS_MODEL_FOLDER, REPLICATION_FOLDER, _folder_model, _model_slug, display_name
 from ..profiles.axis_validity import unreadable_axes
 from ..profiles.dictionaries import _DIMENSIONS
@@ -99,7 +100,7 @@ def _read_results(models: Sequence[str], table: str, results_dir: str | Path | N
     """
     root = _root(results_dir)
     frames, skipped = [], []
-    for model in models:
+    for model in _check_word_list(models, "models"):
         folder = root / model
         path = folder / f"{table}.parquet"
         held, model_id = _folder_model(folder), _folder_id(folder)
@@ -172,6 +173,7 @@ def model_folders(models: Sequence[str] = (), results_dir: str | Path | None = N
     (a model is read from the folder named after it, as the book writes it, else from the first listed).
     Columns: ``folder, model_id, used, n_tables`` (the tables it holds that the chapter reads), ``reason`` (empty
     when used)."""
+    models = _check_word_list(models, "models")
     root = _root(results_dir)
     present = _model_folder_names(root)
     rows = []

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import cache
+from ..core.errors import ParameterError, _check_word_list
 from ..core.results import display_name
 from . import rendering
 
@@ -108,7 +109,7 @@ def drawable(frame: pd.DataFrame, columns: Sequence[str], log: bool = False) -> 
     """The rows of ``frame`` a chart can place: every one of ``columns`` finite (and, on a log axis, above 0).
     A degenerate fit (an odds ratio of infinity, an interval from 0 to infinity) has no place on an axis; the
     chart's caption says how many rows it leaves out, and its table keeps them."""
-    values = frame[list(columns)].apply(pd.to_numeric, errors="coerce").to_numpy(float)
+    values = frame[_check_word_list(columns, "columns")].apply(pd.to_numeric, errors="coerce").to_numpy(float)
     keep = np.isfinite(values).all(axis=1) & ((values > 0).all(axis=1) if log else True)
     return frame[keep]
 
@@ -444,9 +445,10 @@ def layer_curves_chart(curves: pd.DataFrame, measures: Sequence[str] | None = No
     ``curves``: ``layers.layers_by_context`` output (columns ``context_source,
     layer, measure, dimension, value``, optional ``ci_low, ci_high``).
     """
-    data = curves if measures is None else curves[curves["measure"].isin(measures)]
+    data = curves if measures is None else curves[curves["measure"].isin(_check_word_list(measures, "measures"))]
     if data.empty:
-        raise ValueError(f"layer_curves_chart: no rows for measures {measures}")
+        raise ParameterError(f"measures: no rows of curves for {measures}; its measures are "
+                             f"{sorted(curves['measure'].unique())}")
     measures = [rendering._column_label(m) for m in dict.fromkeys(data["measure"])]
     data = data.assign(layer=data["layer"].astype(int), measure=data["measure"].map(rendering._column_label))
     scale = _fixed_scale(data["context_source"], _SOURCE_COLORS)
