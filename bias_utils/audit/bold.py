@@ -146,17 +146,10 @@ def _check_audit_lexicons(lexicons: Mapping[str, Iterable[str]] | None = None,
     """The audit's lexicons as ``(gender, neutral)`` lower-cased word sets (``None``: the defaults), or a
     :class:`ParameterError` naming ``lexicons`` or ``neutral_lexicons``: ``lexicon._validate_lexicons``'s rules,
     ``male`` and ``female`` among the gender lexicons (the audit's binary measure), no word in both kinds."""
-    def validated(name: str, given, default) -> dict:
-        try:
-            return lexicon._validate_lexicons(default if given is None else given, what=name)
-        except (ValueError, TypeError) as exc:
-            raise ParameterError(str(exc) if str(exc).startswith(name) else f"{name}: {exc}") from None
-
-    gender = validated("lexicons", lexicons, lexicon.GENDER_LEXICONS)
-    neutral = validated("neutral_lexicons", neutral_lexicons, lexicon.NEUTRAL_LEXICONS)
-    if not {"male", "female"} <= set(gender):
-        raise ParameterError(f"lexicons must include 'male' and 'female' (the audit's binary measure); got "
-                             f"{sorted(gender)}")
+    gender = lexicon._validate_lexicons(lexicon.GENDER_LEXICONS if lexicons is None else lexicons,
+                                        required=("male", "female"), why="the audit's binary measure")
+    neutral = lexicon._validate_lexicons(lexicon.NEUTRAL_LEXICONS if neutral_lexicons is None else neutral_lexicons,
+                                         what="neutral_lexicons")
     overlap = {w for ws in gender.values() for w in ws} & {w for ws in neutral.values() for w in ws}
     if overlap:
         raise ParameterError(f"neutral_lexicons share words with the gender lexicons: {sorted(overlap)}")
