@@ -338,7 +338,8 @@ def test_gendered_sentences_show_every_gendered_word_of_the_leading_occupations_
 
 def test_audit_figure_gives_each_effect_measure_its_own_axis_and_readable_rows():
     """Real BOLD tables (60 completions of SmolLM2's audit, its 18 statistics): one forest panel per effect
-    measure; rows named by measure and test, each coloured by the unit its interval assumes (the occupation in
+    measure, a difference of means split by what its measure counts (PMI bits, words, shares: one axis mixed them,
+    issue 47); rows named by measure and test, each coloured by the unit its interval assumes (the occupation in
     black, independent words or completions in grey); readable groups; the model's display name in the title;
     alt text and caption."""
     tables = Path(__file__).parent / "fixtures" / "tables"
@@ -351,8 +352,15 @@ def test_audit_figure_gives_each_effect_measure_its_own_axis_and_readable_rows()
     forest = spec["vconcat"][2:]
     x_titles = [panel["layer"][0]["encoding"]["x"]["title"] for panel in forest]
     effects = list(dict.fromkeys(statistics.dropna(subset=["effect_size"])["effect"]))
-    assert len(x_titles) == len(effects) == 8 and x_titles[0] == "odds ratio (log scale)"
+    assert len(effects) == 8 and x_titles[0] == "odds ratio (log scale)"
     assert "Cramér's V" in x_titles and "rank-biserial correlation" in x_titles
+    # the fixture's five mean differences: two of PMI, one of words per completion, two of shares
+    assert len(x_titles) == len(effects) + 2
+    assert {"mean difference (PMI, bits)", "mean difference (words per completion)",
+            "mean difference (share, 0 to 1)"} <= set(x_titles)
+    for panel in forest:
+        measures = {r["measure"] for r in spec["datasets"][panel["data"]["name"]]}
+        assert len({"pmi" in m for m in measures}) == 1, measures  # PMI and shares never on one axis
     rows = [r for d in spec["datasets"].values() for r in d if "label" in r]
     labels = [r["label"] for r in rows]
     # the measure, then its test, in lines short enough for the share of a phone's width labels get

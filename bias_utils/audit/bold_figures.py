@@ -124,10 +124,25 @@ _OCCUPATION_UNIT, _INDEPENDENT_UNIT = plots._UNIT_COLORS
 _LABEL_WIDTH = 17
 
 
+def _measure_unit(effect: str, measure: str) -> str:
+    """What an effect's numbers count, for its panel's axis title: a difference of means is in its measure's unit
+    (PMI in bits, words per completion, or a share), which one axis cannot mix; other effects carry no unit
+    (an odds ratio, a correlation, a standardised difference) or one of their own (a difference of shares)."""
+    if effect != "mean_difference":
+        return ""
+    measure = measure.lower()
+    if "pmi" in measure:
+        return "PMI, bits"
+    if "per completion" in measure:
+        return "words per completion"
+    return "share, 0 to 1"
+
+
 def _forest_rows(statistics: pd.DataFrame) -> pd.DataFrame:
     """The effects with a readable row label (the measure, then its test, "(primary)" on the primary analysis,
-    wrapped into lines of :data:`_LABEL_WIDTH` characters joined by newlines) and the unit their interval treats
-    as independent."""
+    wrapped into lines of :data:`_LABEL_WIDTH` characters joined by newlines), the unit their interval treats
+    as independent, and ``panel``: the effect and, for a difference of means, its measure's unit
+    (:func:`_measure_unit`), one forest panel each."""
     eff = statistics.dropna(subset=["effect_size"])
     # an odds ratio sits on a log axis: one of infinity, or an interval reaching 0 or infinity, has no place on it
     on_log = eff["effect"] == "odds_ratio"
@@ -145,6 +160,7 @@ def _forest_rows(statistics: pd.DataFrame) -> pd.DataFrame:
     repeated = eff.groupby(["effect", "label"])["label"].transform("size") > 1
     eff.loc[repeated, "label"] += " #" + (eff[repeated].groupby(["effect", "label"]).cumcount() + 1).astype(str)
     eff["unit_kind"] = np.where(unit.isin(occupations._OCCUPATION_UNITS), _OCCUPATION_UNIT, _INDEPENDENT_UNIT)
+    eff["measure_unit"] = [_measure_unit(e, str(m)) for e, m in zip(eff["effect"], eff["measure"])]
     return eff
 
 
@@ -195,13 +211,14 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
     left_out = len(statistics.dropna(subset=["effect_size"])) - len(eff)
     unit_scale = alt.Scale(domain=list(plots._UNIT_COLORS), range=list(plots._UNIT_COLORS.values()))
     forest = []
-    # one panel per effect measure: an odds ratio, a correlation and a mean difference share no axis
-    for i, (effect, sub) in enumerate(eff.groupby("effect", sort=False)):
+    # one panel per effect measure and unit: an odds ratio, a correlation, a difference of shares and one of PMIs
+    # share no axis
+    for i, ((effect, measure_unit), sub) in enumerate(eff.groupby(["effect", "measure_unit"], sort=False)):
         unit = alt.Color("unit_kind:N", title="the interval's unit", scale=unit_scale,
                          legend=alt.Legend(labelLimit=400) if i == 0 else None)
         scale = "log" if effect == "odds_ratio" else "linear"
         ref = 1.0 if scale == "log" else 0.0
-        name = rendering._value_label(effect)
+        name = rendering._value_label(effect) + (f" ({measure_unit})" if measure_unit else "")
         # the measure over its test, in short lines beside the row: one line was cut to "odds ratio (words) ·
         # occu…" where the page gives the labels a third of its width
         axis = alt.Axis(labelLimit=200, labelExpr="split(datum.label, '\\n')", labelBaseline="middle",
@@ -235,7 +252,8 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
                f"among those, the male share), per prompt group (colour as in the legend: {', '.join(groups)}). "
                "Middle: the PMI difference of each completion (a tick per completion; most are zero). Bottom: every "
                "effect of the audit with its 95% confidence interval (the horizontal line), one panel per effect "
-               "measure, each row naming the measure and its test; the dashed line is no difference (1 for an odds "
+               "measure and unit (a difference of means in PMI bits, in words per completion or in a share), each "
+               "row naming the measure and its test; the dashed line is no difference (1 for an odds "
                f"ratio, 0 otherwise); differences are {rendering.group_label(a_name)} minus "
                f"{rendering.group_label(b_name)}. Black rows take the occupation as the unit (the primary analysis "
                "is marked); grey rows treat every word or completion as independent, as the published audit did, "
