@@ -192,6 +192,7 @@ def test_pooled_link_pools_the_primary_slope_and_says_when_nothing_can_be_pooled
     # a model's row carries the interval its own chapter prints (one quantity, one interval in the book)
     assert pooled.loc[(primary, "a"), ["ci_low", "ci_high"]].tolist() == [0.25, 0.8]
     assert pooled.loc[(primary, "b"), ["ci_low", "ci_high"]].tolist() == [-0.3, 0.55]
+    assert (pooled["se_scale"] == "log-odds per SD of the position").all()  # the SE says its unit (issue 47)
     sentence = crossmodel.describe_pooling(crossmodel.pooled_link(none, stats), test=primary)
     assert sentence.startswith("Pooled over 2 models (DerSimonian–Laird random effects), the BOLD-based "
                                "within-field slope (chapter 11's robustness row) is ")
@@ -234,6 +235,7 @@ def test_pooled_next_word_link_pools_spearman_on_fishers_z_as_statsmodels_does()
     assert (pool.ci_low, pool.ci_high) == pytest.approx(
         np.tanh(ref.mean_effect_re + np.array([-1, 1]) * 1.959963984540054 * ref.sd_eff_w_re), rel=1e-9)
     assert pooled.loc["a", ["ci_low", "ci_high"]].tolist() == [0.32, 0.72]
+    assert (pooled["se_scale"] == "Fisher's z (atanh of ρ)").all()
     assert crossmodel.describe_pooling(pooled.reset_index()).startswith(
         "Pooled over 3 models (DerSimonian–Laird random effects), the Spearman ρ between the direction and the "
         "next-word log-ratio across the BLS occupations (chapter 11's primary) is ")

@@ -56,6 +56,8 @@ _CROSS_MODEL_TABLES = (tables.NAMES.DIRECTION_ACCURACY, tables.NAMES.PROFILE_STA
 _POOLED_TESTS = (link._NEXT_WORD_PRIMARY["test"], link._PRIMARY["test"])
 #: Var(atanh ρ) of Spearman's ρ over n pairs is about 1.06 / (n − 3) (Fieller, Hartley and Pearson 1957).
 _SPEARMAN_Z_VARIANCE = 1.06
+#: The scale each pooled test's SE is on (a reader comparing 0.14 with 0.46 must know they are not one unit).
+_SE_SCALES = {_POOLED_TESTS[0]: "Fisher's z (atanh of ρ)", _POOLED_TESTS[1]: "log-odds per SD of the position"}
 
 _SKIPPED_COLUMNS = ["model_id", "table", "reason"]
 #: Every per-model table the chapter reads (its own and the front page's, :mod:`bias_utils.book.summary`).
@@ -504,11 +506,11 @@ def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None)
     reason in ``kept_apart`` (:func:`_like_with_like`). Columns: ``intrinsic, test, model_id, estimate, ci_low,
     ci_high`` (95%: a model's row its own chapter's interval, the very numbers chapter 11 prints, so one quantity has
     one interval in the book; the pooled row's is normal on the pooled scale), ``se`` (what the pool weighs by, on
-    that scale), ``n`` (occupations; the pooled row: models), ``units``, ``extrinsic_measure``, then for the pooled
-    row ``p, tau2, q, q_p, i2``, then ``measure_definition`` ("" for the BOLD slope, which no template defines) and
-    ``kept_apart`` ("" for a row in the pool). Rows without an estimate are left out."""
-    cols = ["intrinsic", "test", "model_id", "estimate", "ci_low", "ci_high", "se", "n", "units",
-            "extrinsic_measure", "p", "tau2", "q", "q_p", "i2", _DEFINITION, "kept_apart"]
+    that scale), ``se_scale`` (which scale: :data:`_SE_SCALES`), ``n`` (occupations; the pooled row: models),
+    ``units``, ``extrinsic_measure``, then for the pooled row ``p, tau2, q, q_p, i2``, then ``measure_definition``
+    ("" for the BOLD slope, which no template defines) and ``kept_apart`` ("" for a row in the pool). Rows without an
+    estimate are left out."""
+    cols = list(tables._table(tables.NAMES.LINK_POOLED).columns)
     parts = []
     if len(next_word):
         parts.append(next_word[(next_word["test"] == _POOLED_TESTS[0]) & next_word["primary"].astype(bool)])
@@ -552,7 +554,7 @@ def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None)
                      "extrinsic_measure": "/".join(sorted(set(g["extrinsic_measure"]))),
                      **{k: pool[k] for k in ("p", "tau2", "q", "q_p", "i2")},
                      _DEFINITION: reference, "kept_apart": ""})
-    return pd.DataFrame(rows, columns=cols)
+    return pd.DataFrame(rows, columns=cols).assign(se_scale=lambda f: f["test"].map(_SE_SCALES))[cols]
 
 
 def _like_with_like(definitions: pd.Series) -> tuple[str, list[str]]:

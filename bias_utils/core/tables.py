@@ -434,8 +434,8 @@ class NAMES:
     LINK_POOLED = _declare(
         "link_pooled", "bias_utils.book.crossmodel.pooled_link", ("09_cross_model",),
         "each model's intrinsic-extrinsic link (the next-word primary; the BOLD slope) and their random-effects pool",
-        ("intrinsic", "test", "model_id", "estimate", "ci_low", "ci_high", "se", "n", "units", "extrinsic_measure",
-         "p", "tau2", "q", "q_p", "i2", "measure_definition", "kept_apart"))
+        ("intrinsic", "test", "model_id", "estimate", "ci_low", "ci_high", "se", "se_scale", "n", "units",
+         "extrinsic_measure", "p", "tau2", "q", "q_p", "i2", "measure_definition", "kept_apart"))
     INTRINSIC_EXTRINSIC = _declare(
         "intrinsic_extrinsic", "bias_utils.book.crossmodel.intrinsic_extrinsic", ("09_cross_model",),
         "profile gaps beside the audit's odds ratio per model, and the share of a reference to one person that goes "
