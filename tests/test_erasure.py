@@ -143,6 +143,11 @@ def test_bad_parameters_are_refused_naming_them_before_a_model_loads():
         erasure._check_erasure(MODEL, n_boot=1)
     with pytest.raises(ParameterError, match="model"):
         erasure._check_erasure("minilm-l6")
+    with pytest.raises(ParameterError, match=r"^limit must be None or at least 10 .* got 9$"):
+        erasure._check_erasure(MODEL, limit=9)
+    with pytest.raises(ParameterError, match="^limit"):
+        erasure._check_erasure(MODEL, limit="12")
+    erasure._check_erasure(MODEL, limit=10)
 
 
 # --------------------------------------------------------------------------- with SmolLM2

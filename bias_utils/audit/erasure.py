@@ -121,6 +121,8 @@ _MAX_COST = 0.10
 _MIN_FACTS = 0.90
 #: Folds of the held-out names' probe.
 _FOLDS = 10
+#: The smallest ``limit`` (occupations, sentences, held-out names per group and fact pairs) a run accepts.
+_MIN_LIMIT = _FOLDS
 #: The measures of the trade-off table, in its order, with the units an interval resamples.
 _MEASURES = {
     "probe_accuracy": "", "warmth_gap": "names", "competence_gap": "names", "position_rho": "occupations",
@@ -137,12 +139,16 @@ _ALL = "all"
 # --------------------------------------------------------------------------- parameters and inputs
 
 
-def _check_erasure(model, *, layer_step=15, n_boot: int = 1000, seed: int = 0) -> None:
+def _check_erasure(model, *, layer_step=15, n_boot: int = 1000, seed: int = 0, limit=None) -> None:
     """The parameters of :func:`erasure_tradeoff`, checked before any model loads: a decoder
     (``models.loading._check_model``), ``layer_step`` (a positive integer; one at least the model's layer count
-    erases the last state alone), ``n_boot`` and ``seed``."""
+    erases the last state alone), ``n_boot``, ``seed`` and ``limit`` (None or an integer of at least
+    :data:`_MIN_LIMIT`)."""
     _check_model(model, need="generate", what="erasure_tradeoff (it hooks a decoder's layers)")
     _check_positive_int(layer_step, "layer_step")
+    if limit is not None and (_check_positive_int(limit, "limit") < _MIN_LIMIT):
+        raise ParameterError(f"limit must be None or at least {_MIN_LIMIT} (a rank correlation and a 10-fold probe "
+                             f"over fewer occupations or names per group say nothing), got {limit}")
     _check_n_boot(n_boot)
     _check_seed(seed)
 
@@ -542,7 +548,7 @@ def _conditions(states: Sequence[int]) -> list[tuple[str, str]]:
 
 
 def erasure_tradeoff(model, basis, *, layer_step: int = 15, n_boot: int = 1000, seed: int = 0,
-                     progress: bool = True) -> _Erasure:
+                     limit: int | None = None, progress: bool = True) -> _Erasure:
     """Erase the gender concept from ``model`` (a decoder: a ``LoadedModel`` or a name) and measure both sides
     (module docstring): the LEACE erasers fitted per hidden state on the Study 1 populations, applied at every
     ``layer_step``-th state counted down from the last, one at a time, and at every state together, beside a random
@@ -550,9 +556,11 @@ def erasure_tradeoff(model, basis, *, layer_step: int = 15, n_boot: int = 1000, 
     names' warmth and competence gaps on ``basis`` (the unhooked model's ``warmth_competence`` basis,
     ``space.build_space``), the occupation nouns' position and next-word log-ratio against their BLS share, the facts
     kept and the cross-entropy on neutral text; changes with intervals from ``n_boot`` paired resamples (``seed``
-    draws them, the held-out sentences, the random subspaces and the shuffled labels). The parameters are checked
-    before the model loads. Cached per condition: a rerun computes nothing."""
-    _check_erasure(model, layer_step=layer_step, n_boot=n_boot, seed=seed)
+    draws them, the held-out sentences, the random subspaces and the shuffled labels). ``limit``: None measures
+    every BLS occupation, neutral sentence, held-out name and fact pair; a number, the first that many of each (a
+    quick look: the fit stays whole). The parameters are checked before the model loads. Cached per condition: a
+    rerun computes nothing."""
+    _check_erasure(model, layer_step=layer_step, n_boot=n_boot, seed=seed, limit=limit)
     missing = {"warmth", "competence"} - set(getattr(basis, "dimensions", ()))
     if missing:
         raise ParameterError(f"basis: the erasure reads the names' warmth and competence; this basis lacks "
@@ -561,6 +569,8 @@ def erasure_tradeoff(model, basis, *, layer_step: int = 15, n_boot: int = 1000, 
     _state_modules(model)
     names, terms = _load_populations("names"), _load_populations("terms")
     fit_names, held = _split_names(names)
+    held = {g: ws[:limit] for g, ws in held.items()}
+    pairs = _FACT_PAIRS[:limit]
     states, labels, words, term_means = [], [], [], {}
     for population, groups, kind in (("names", fit_names, "name"), ("terms", terms, "noun")):
         for group, ws in groups.items():
@@ -571,13 +581,13 @@ def erasure_tradeoff(model, basis, *, layer_step: int = 15, n_boot: int = 1000, 
             labels.append(np.full(int(emb.kept.sum()), float(group == "female")))
             if population == "terms":  # the female - male direction's ends, as gender_direction builds them
                 term_means[group] = emb.values[emb.kept].mean(axis=0)
-    shares = _occupation_shares()
+    shares = _occupation_shares().head(limit)
     inputs = _Inputs(names=held["female"] + held["male"],
                      name_labels=np.array([1] * len(held["female"]) + [0] * len(held["male"])),
                      occupations=shares["occupation"].tolist(), shares=shares["bls_pct_female"].to_numpy(float),
-                     facts=[f for f, _ in _FACT_PAIRS] + [m for _, m in _FACT_PAIRS],
-                     sentences=_neutral_sentences(_N_SENTENCES, seed), female=term_means["female"],
-                     male=term_means["male"], basis=basis)
+                     facts=[f for f, _ in pairs] + [m for _, m in pairs],
+                     sentences=_neutral_sentences(min(_N_SENTENCES, limit or _N_SENTENCES), seed),
+                     female=term_means["female"], male=term_means["male"], basis=basis)
     tokens = np.array([len(model.tokenizer(s)["input_ids"]) - 1 for s in inputs.sentences], dtype=float)
     chosen = _chosen_states(model.n_layers, layer_step)
     key = _stable_hash({"model_id": model.model_id, "version": _CODE_VERSION, "seed": seed,
@@ -610,7 +620,7 @@ def erasure_tradeoff(model, basis, *, layer_step: int = 15, n_boot: int = 1000, 
     roles += [("names", g, w, "held out") for g, ws in held.items() for w in ws]
     roles += [("terms", g, w, "fit") for g, ws in terms.items() for w in ws]
     roles += [("facts", g, w, "facts kept") for i, g in enumerate(("female", "male")) for w in
-              [p[i] for p in _FACT_PAIRS]]
+              [p[i] for p in pairs]]
     return _Erasure(table, pd.DataFrame(roles, columns=_WORD_COLUMNS), model.model_id, chosen)
 
 
@@ -674,9 +684,11 @@ def _describe_tradeoff(table: pd.DataFrame, model_id: str) -> str:
     stated before the results (or that none qualifies), its controls, and the erasure at every state."""
     name = display_name(model_id)
     base = {m: _row(table, "none", "none", m)["value"] for m in _MEASURES}
+    n_occupations = int(_row(table, "none", "none", "log_ratio_rho")["n"])
+    n_nouns = 2 * int(_row(table, "none", "none", "facts_right_share")["n"])
     text = (f"Without erasure, {name}'s next-word log-ratio follows the BLS share of women with ρ = "
-            f"{_number_text(base['log_ratio_rho'])} over the 60 occupations; it puts "
-            f"{_percent_text(base['facts_right_share'])} of the {len(_FACT_PAIRS) * 2} explicitly gendered nouns on "
+            f"{_number_text(base['log_ratio_rho'])} over the {n_occupations} occupations; it puts "
+            f"{_percent_text(base['facts_right_share'])} of the {n_nouns} explicitly gendered nouns on "
             f"their side, and a probe tells the held-out names' gender with accuracy "
             f"{_number_text(base['probe_accuracy'])} (at its best hidden state); its cross-entropy on neutral text is "
             f"{_number_text(base['cross_entropy'])} nats per token.")

@@ -373,13 +373,13 @@ def _check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
 
 @_notebook("12_erasure")
 def _check_erasure_run(*, model="smollm2-135m-instruct", dtype=None, context_source="generated", dictionary_path=None,
-                       n_contexts=5, seed=0, layer_step=15, n_boot=1000, output_dir=None) -> None:
+                       n_contexts=5, seed=0, layer_step=15, n_boot=1000, limit=None, output_dir=None) -> None:
     """Notebook 12's parameters: the notebook's floor for ``n_boot``, the space it projects the names on
-    (``space._check_space``), then ``erasure._check_erasure`` (a decoder it can hook, ``layer_step``)."""
+    (``space._check_space``), then ``erasure._check_erasure`` (a decoder it can hook, ``layer_step``, ``limit``)."""
     _check_dtype(dtype)
     _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts)
     _check_boot_count(n_boot, default=1000)
-    erasure._check_erasure(model, layer_step=layer_step, n_boot=n_boot, seed=seed)
+    erasure._check_erasure(model, layer_step=layer_step, n_boot=n_boot, seed=seed, limit=limit)
 
 
 @_notebook("09_cross_model")
