@@ -191,6 +191,16 @@ def test_link_statistics_agree_with_scipy_statsmodels_and_the_mixed_model_on_rea
     else:
         assert "the difference between female- and male-dominated occupations" in sentence
     assert "within each group, Spearman ρ " in sentence
+    # the mixed models' n reconciled with the table (issue 47: 75, 88 and 33 were printed unexplained)
+    counted = int(((table["female_count"] + table["male_count"]) > 0).sum())
+    sampled = int(((table["female_words"] + table["male_words"]) > 0).sum())
+    assert 0 < counted < len(table)
+    for test in ("mixed_logit", "mixed_logit_within_category"):
+        row = pooled.loc[("gender_position", test)]
+        assert (row["n"], row["n_occupations"], row["n_sampled"]) == (counted, len(table), sampled)
+    assert (f"n = {counted} of the {len(table)} occupations, those whose sampled word counts are above 0"
+            in sentence)
+    assert link._counted_units(primary) == f"BOLD primary units with a count above 0 ({counted} of {len(table)})"
     constant = [g for g, t in table.groupby("group") if t["log_odds"].nunique() == 1]
     assert sentence.count("is not defined among the") == len(constant)
     shown = link.describe_link(stats_, "smollm2-135m-instruct--b179c9523d0e--fp32")

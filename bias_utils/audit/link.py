@@ -255,7 +255,11 @@ def _mixed_link_rows(table: pd.DataFrame, intrinsic: str, n_permutations: int = 
             ("mixed_logit_within_category", _fixed_effects(table, used), n_permutations),
             ("mixed_logit", pd.DataFrame({"intercept": np.ones(len(table))}, index=table.index), 0)):
         design = design.assign(z=z)[["intercept", "z", *[c for c in design if c != "intercept"]]]
-        row = {"test": test, "effect": "log_odds_slope", "n": int(used.sum()), "scope": _SCOPES[test]}
+        # n: the occupations with a count above 0 (a binomial model learns nothing from the others), beside how many
+        # the table holds and how many have a sampled gendered word, so that a reader can reconcile 75, 88 and 33
+        row = {"test": test, "effect": "log_odds_slope", "n": int(used.sum()), "scope": _SCOPES[test],
+               "n_occupations": len(table), "n_sampled": int(((table["male_words"] + table["female_words"]) > 0).sum())
+               if {"male_words", "female_words"} <= set(table) else np.nan}
         try:
             fit = mixed._fit_mixed_logit(female, male, design)
             row = {**mixed._mixed_row(fit, "z", effect="log_odds_slope", test=test, n_permutations=permutations,
@@ -338,6 +342,19 @@ def _pick(statistics: pd.DataFrame, test: str, intrinsic: str = _PRIMARY["intrin
     return hit.iloc[0] if len(hit) else None
 
 
+def _counted_text(row, measure: str) -> str:
+    """``n = 75 of the 88 occupations whose expected counts ... are above 0 (33 have a sampled gendered word)``: a
+    mixed model's ``n`` reconciled with the occupations it was given (``n_occupations``) and, for expected counts,
+    those with a sampled gendered word (``n_sampled``); ``n = 88 occupations, <measure>`` where every one counts."""
+    n, total = int(row["n"]), row.get("n_occupations")
+    if total is None or pd.isna(total) or int(total) == n:
+        return f"n = {n} occupations, {measure}"
+    sampled = row.get("n_sampled")
+    also = (f"; {int(sampled)} have a sampled gendered word" if measure == _MEASURE_WORDS["expected"]
+            and sampled is not None and pd.notna(sampled) else "")
+    return f"n = {n} of the {int(total)} occupations, those whose {measure} are above 0{also}"
+
+
 def _link_reading(statistics: pd.DataFrame, who: str) -> str:
     """A clause (no capital, no full stop) reading one model's ``link_statistics`` for ``who`` (a model name or a
     link to its chapter), each number after the plain words that say what it is about: first the primary
@@ -360,7 +377,7 @@ def _link_reading(statistics: pd.DataFrame, who: str) -> str:
             else f"likelihood-ratio p {_p_text(row['p'], relation=True)}")
     numbers = (f"{_number_text(row['effect_size'])} log-odds per SD, 95% CI "
                f"{_interval_text(row['ci_low'], row['ci_high'], row['effect_size'])}, {test}, "
-               f"n = {int(row['n'])} occupations, {measure}")
+               f"{_counted_text(row, measure)}")
     shown = not row["ci_low"] <= 0 <= row["ci_high"]
     if not shown:
         text = (f"in {who}, where the model places an occupation on its female − male direction is not shown to "
@@ -449,6 +466,16 @@ def _next_word_occupations(values: pd.DataFrame, exact: pd.DataFrame, units: pd.
     return table[_NEXT_WORD_OCCUPATION_COLUMNS]
 
 
+def _counted_units(row) -> str:
+    """The units of a BOLD-based link's row (``link_statistics``): the BOLD primary units, and how many of them have
+    a count above 0 where not all do ("BOLD primary units with a count above 0 (75 of 88)")."""
+    total = row.get("n_occupations")
+    units = _ANALYSES["BOLD link"][1]
+    if total is None or pd.isna(total) or int(total) == int(row["n"]):
+        return units
+    return f"{units} with a count above 0 ({int(row['n'])} of {int(total)})"
+
+
 def _bold_row(bold_statistics: pd.DataFrame | None) -> dict | None:
     """The BOLD-based link's pre-stated row (:data:`_PRIMARY`) of a :data:`tables.NAMES.LINK_STATISTICS`, as a row of
     the next-word link, labelled by its units and its measure."""
@@ -460,7 +487,7 @@ def _bold_row(bold_statistics: pd.DataFrame | None) -> dict | None:
         return None
     row = hit.iloc[0]
     measure = _MEASURE_WORDS.get(row.get("extrinsic_measure", ""), "word counts")
-    return {**{c: row[c] for c in stats._STAT_COLUMNS}, "analysis": "BOLD link",
+    return {**{c: row[c] for c in stats._STAT_COLUMNS}, "analysis": "BOLD link", "units": _counted_units(row),
             "extrinsic_measure": f"log-odds of gendered words in sampled BOLD completions ({measure})",
             "note": row.get("note", "") or ""}
 
@@ -510,7 +537,9 @@ def _next_word_link_statistics(occupations: pd.DataFrame, bold_statistics: pd.Da
         frames.append(pd.DataFrame([bold]))
     out = pd.concat(frames, ignore_index=True)
     out["role"] = out["analysis"].map(lambda a: _ANALYSES[a][0])
-    out["units"] = out["analysis"].map(lambda a: _ANALYSES[a][1])
+    # the BOLD link's units say how many of the primary units its count reaches (_bold_row)
+    units = out["analysis"].map(lambda a: _ANALYSES[a][1])
+    out["units"] = out["units"].fillna(units) if "units" in out else units
     out["intrinsic"] = "gender_position"
     if "extrinsic_measure" not in out:
         out["extrinsic_measure"] = np.nan

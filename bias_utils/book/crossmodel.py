@@ -516,7 +516,9 @@ def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None)
         parts.append(next_word[(next_word["test"] == _POOLED_TESTS[0]) & next_word["primary"].astype(bool)])
     if link_stats is not None and len(link_stats):
         robust = link_stats[link_stats["test"] == _POOLED_TESTS[1]]
-        parts.append(robust if "units" in robust else robust.assign(units="BOLD primary units"))
+        if "units" not in robust:  # how many of the primary units the model's count reaches (link._bold_row)
+            robust = robust.assign(units=[link._counted_units(r) for _, r in robust.iterrows()])
+        parts.append(robust)
     if not parts:
         return pd.DataFrame(columns=cols)
     s = pd.concat(parts, ignore_index=True)
