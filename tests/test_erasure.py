@@ -3,6 +3,8 @@ with an identity eraser and erase exactly the state the book reads; the probe, t
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -185,6 +187,34 @@ def test_an_identity_eraser_on_every_layer_leaves_every_output_bit_identical(smo
     pd.testing.assert_frame_equal(plain[0], erased[0], check_exact=True)
     assert np.array_equal(plain[1], erased[1])
     assert plain[2]["completion"].tolist() == erased[2]["completion"].tolist()
+
+
+@pytest.mark.slow
+def test_replaying_the_blocks_below_the_erased_state_equals_computing_them_to_the_bit(smollm):
+    """An erasure at state 15 and at the last state: the next-word table and the cross-entropy, started from the
+    recorded unhooked state there, equal the ones computed through every block; a replay that does not follow its
+    recording call by call (other inputs) is refused; the blocks' own forward comes back afterwards."""
+    inputs = SimpleNamespace(occupations=["nurse", "carpenter", "pilot"], facts=["king", "queen"],
+                             sentences=["The hospital opened a new wing last year.", "Bridges need inspections."])
+    states = [15, smollm.n_layers]
+    with erasure._recording(smollm, states) as recorded:
+        plain = erasure._writing_passes(smollm, inputs)
+    rng = np.random.default_rng(0)
+    for state in states:
+        eraser = {state: erasure._random_eraser(smollm.hidden_size, 2, rng)}
+        with erasure._erasing(smollm, eraser, "computed"):
+            computed = erasure._writing_passes(smollm, inputs)
+        with erasure._erasing(smollm, eraser, "replayed"), erasure._replaying(smollm, state, recorded[state]):
+            replayed = erasure._writing_passes(smollm, inputs)
+        pd.testing.assert_frame_equal(computed[0], replayed[0], check_exact=True)
+        assert np.array_equal(computed[1], replayed[1])
+        assert not np.array_equal(computed[1], plain[1])  # the erasure changed something to compare
+    other = SimpleNamespace(occupations=["nurse"], facts=[], sentences=["A much longer sentence than before here."])
+    with pytest.raises(RuntimeError, match="erasure replay at hidden state 15"), \
+            erasure._replaying(smollm, 15, recorded[15][:1]):
+        erasure._writing_passes(smollm, other)
+    assert all("forward" not in vars(m) for m in smollm.backbone().layers)
+    assert np.array_equal(erasure._writing_passes(smollm, inputs)[1], plain[1])
 
 
 @pytest.mark.slow

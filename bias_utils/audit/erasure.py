@@ -59,6 +59,12 @@ computes nothing. The unhooked condition reads the embeddings' and the next word
 filled them); an erased one computes with those caches off (its states are not reused, and would take a hundred
 megabytes a condition).
 
+**Nothing computed twice** (:func:`_recording`, :func:`_replaying`). An erasure at one hidden state ``s`` leaves every
+block below it as it was: its next-word passes and its cross-entropy passes start from the state ``s`` that one
+unhooked recording pass computed on the same batches, instead of recomputing the blocks below ``s`` for each of the
+three erasures there. The replayed values equal the recomputed ones to the bit (a test: the same kernels on the same
+batches). The names' and nouns' passes read every hidden state, so they run whole.
+
 One concept over 600 lines: one intervention and what it changes. The fit, the hooks, the measures and the trade-off
 share the fit set, the held-out names, the inputs and the cache key that names them; split, each part would re-derive
 which words were fitted and which inputs every condition was measured on.
@@ -67,7 +73,7 @@ which words were fitted and which inputs every condition was measured on.
 from __future__ import annotations
 
 import hashlib
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -278,6 +284,65 @@ def _erasing(model, erasers: Mapping[int, LeaceEraser], tag: str):
         model.model_id = original
 
 
+@contextmanager
+def _recording(model, states: Sequence[int]):
+    """While open, every forward pass of ``model`` appends, for each hidden state of ``states``, the state as the
+    unhooked model computes it to ``{state: [one tensor per pass]}`` (yielded), in the order of the passes."""
+    modules = _state_modules(model)
+    found: dict[int, list[torch.Tensor]] = {s: [] for s in states}
+
+    def hook_for(state: int):
+        def hook(module, args, output):
+            found[state].append((output[0] if isinstance(output, tuple) else output).detach().clone())
+        return hook
+
+    handles = [modules[s].register_forward_hook(hook_for(s)) for s in states]
+    try:
+        yield found
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextmanager
+def _replaying(model, state: int, recorded: Sequence[torch.Tensor]):
+    """While open, ``model`` computes nothing below hidden state ``state``: the decoder blocks before it pass their
+    input through, and the module whose output is ``state`` returns, pass by pass, the state :func:`_recording` took
+    on the same batches (the eraser hooked there still erases it); the blocks above run as usual. A pass whose batch
+    does not match the recorded one's shape, or one pass more than were recorded, is a ``RuntimeError``: the
+    replay must follow the recording call by call."""
+    backbone = model.backbone()
+    at = _state_modules(model)[state]
+    below = list(backbone.layers[:state - 1]) if state < model.n_layers else list(backbone.layers)
+    passes = iter(recorded)
+
+    def through(hidden_states, *args, **kwargs):
+        return hidden_states
+
+    def replay(hidden_states, *args, **kwargs):
+        stored = next(passes, None)
+        if stored is None or stored.shape != hidden_states.shape:
+            raise RuntimeError(f"erasure replay at hidden state {state}: a pass of shape {tuple(hidden_states.shape)} "
+                               f"where the recording holds {None if stored is None else tuple(stored.shape)}")
+        return stored
+
+    for module in below:
+        module.forward = through
+    at.forward = replay
+    try:
+        yield
+    finally:
+        for module in [*below, at]:
+            del module.forward  # the class's own forward again
+
+
+def _writing_passes(model, inputs) -> tuple[pd.DataFrame, np.ndarray]:
+    """The next-word table of the occupations and the fact nouns (caches off) and the sentences' cross-entropy: the
+    passes :func:`_recording` records and :func:`_replaying` replays, in this one order."""
+    written = next_word_table(model, inputs.occupations + inputs.facts, cache=False, progress=False).occupations
+    return written, _sentence_nll(model, inputs.sentences)
+
+
 @dataclass
 class _Fit:
     """The erasers of every hidden state 1..L: ``leace``, ``random``, ``shuffled`` (``{state: eraser}``), with
@@ -415,16 +480,22 @@ class _Inputs:
     basis: object
 
 
-def _measure(model, inputs: _Inputs, erasers: Mapping[int, LeaceEraser], tag: str) -> dict:
+def _measure(model, inputs: _Inputs, erasers: Mapping[int, LeaceEraser], tag: str,
+             prefix: tuple[int, Sequence[torch.Tensor]] | None = None) -> dict:
     """One condition's per-item values, under :func:`_erasing` (the unhooked model's caches serve the condition
     without erasers): ``probe`` (per hidden state), ``warmth``, ``competence`` (per held-out name), ``position``,
-    ``log_ratio`` (per occupation), ``facts`` (per fact noun), ``nll`` (per sentence)."""
+    ``log_ratio`` (per occupation), ``facts`` (per fact noun), ``nll`` (per sentence). ``prefix``: ``(state,
+    recorded)``, the writing passes start from the unhooked state there (:func:`_replaying`)."""
     cache = not erasers
     with _erasing(model, erasers, tag):
         names = _template_states(model, inputs.names, "name", cache=cache)
         nouns = _template_states(model, inputs.occupations, "noun", cache=cache)
-        written = next_word_table(model, inputs.occupations + inputs.facts, cache=cache, progress=False).occupations
-        nll = _sentence_nll(model, inputs.sentences)
+        if cache:
+            written = next_word_table(model, inputs.occupations + inputs.facts, progress=False).occupations
+            nll = _sentence_nll(model, inputs.sentences)
+        else:
+            with _replaying(model, *prefix) if prefix is not None else nullcontext():
+                written, nll = _writing_passes(model, inputs)
     ratio = dict(zip(written["occupation"], written["log_ratio"]))
     basis = inputs.basis
     projected = _projection_table(basis, names[:, list(basis.layers)], pd.DataFrame({"word": inputs.names}), "mean")
@@ -605,11 +676,18 @@ def erasure_tradeoff(model, basis, *, layer_step: int = 15, n_boot: int = 1000, 
             _write_fit(folder / "erasers.npz", fit)
         done = {(r["erasure"], r["layer"]): r["values"] for r in _read_jsonl(folder / "rows.jsonl")}
         todo = [c for c in wanted if c not in done]
+        # the three erasures at one state share its unhooked blocks below: recorded once, replayed for each
+        single = sorted({int(layer) for erasure, layer in todo if erasure != "none" and layer != _ALL})
+        recorded: dict[int, list[torch.Tensor]] = {}
+        if single:
+            with _recording(model, single) as recorded:
+                _writing_passes(model, inputs)
         bar = tqdm(total=len(wanted), initial=len(wanted) - len(todo), desc=f"erasure ({model.name})",
                    unit="condition", disable=not progress)
         for erasure, layer in todo:
             erasers = _condition_erasers(fit, erasure, layer)
-            done[(erasure, layer)] = _measure(model, inputs, erasers, f"{erasure}-{layer}-{key[:8]}")
+            prefix = (int(layer), recorded[int(layer)]) if erasure != "none" and layer != _ALL else None
+            done[(erasure, layer)] = _measure(model, inputs, erasers, f"{erasure}-{layer}-{key[:8]}", prefix)
             _append_jsonl(folder / "rows.jsonl", [{"erasure": erasure, "layer": layer,
                                                    "values": done[(erasure, layer)]}])
             bar.update(1)
