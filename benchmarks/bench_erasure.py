@@ -6,14 +6,16 @@ them), each measured on the same inputs, with the erasure's own cache empty and 
 filled (the space's, the profiles' embeddings, the next word's) as a book leaves them: the cache folder is a fresh one
 whose subfolders, all but ``erasure``, link to the project's.
 
-Floor = the forward passes those conditions need and nothing else, in this process: per erased condition, the
-held-out names' and the occupation nouns' template contexts through the backbone with every hidden state (cut after
-the word, as the embeddings cut them), the next-word sentences of the occupations and the facts' nouns
-(``logits_to_keep=1``) and the neutral sentences with their full logits; for the unhooked condition the passes its
-caches do not serve (the facts' sentences and the neutral ones). Unpadded batches of one length, of the chapter's
-size, tokenised before the clock starts; run twice (before and after ours) and the faster kept, so that a burst of
-load from other jobs on the shared CPU does not flatter the ratio. ``ours / floor`` is the cost of the hooks, the
-fit, the probes, the bootstrap and the tables.
+Floor = the forward passes those conditions need and nothing else, in this process: per erased condition, the held-
+out names' and the occupation nouns' template contexts through the backbone with every hidden state (cut after the
+word, as the embeddings cut them), the next-word sentences of the occupations and the facts' nouns
+(``logits_to_keep=1``) and the neutral sentences with their full logits; for an erasure at one hidden state ``s``
+those writing passes run only the blocks above ``s`` (from the unhooked state there, computed before the clock), and
+one unhooked pass of them is counted once for all such conditions (the state below has to be computed once); for the
+unhooked condition the passes its caches do not serve (the facts' sentences and the neutral ones). Unpadded batches
+of one length, of the chapter's size, tokenised before the clock starts; run twice (before and after ours) and the
+faster kept, so that a burst of load from other jobs on the shared CPU does not flatter the ratio. ``ours / floor``
+is the cost of the hooks, the fit, the probes, the bootstrap and the tables.
 
 With ``--conditions N`` only the last N conditions are computed: the erasure's cache starts with the project's
 records of the others (as a resumed run finds them), and the floor counts N erased conditions. On a loaded shared
@@ -33,6 +35,7 @@ import time
 from pathlib import Path
 
 import torch
+from transformers.masking_utils import create_causal_mask
 
 from bias_utils.audit import erasure
 from bias_utils.audit.next_word import _TEMPLATES
@@ -51,8 +54,23 @@ def _batches(m, texts: list[str], size: int) -> list[torch.Tensor]:
     return [torch.tensor(rows[b:b + size]) for rows in by_length.values() for b in range(0, len(rows), size)]
 
 
-def floor_seconds(m, n_erased: int, seed: int, unhooked: bool = True) -> float:
-    """Seconds of the forward passes the conditions need (module docstring)."""
+def _above(m, hidden: torch.Tensor, state: int, keep: int) -> torch.Tensor:
+    """The logits (the last ``keep`` positions; 0: all) from hidden state ``state`` ``[B, T, H]`` upward: the decoder
+    blocks above it, the final norm (none at the last state, the norm's own output) and the head."""
+    backbone = m.backbone()
+    if state < m.n_layers:
+        positions = torch.arange(hidden.shape[1])[None]
+        rotary = backbone.rotary_emb(hidden, position_ids=positions)
+        mask = create_causal_mask(config=backbone.config, inputs_embeds=hidden, attention_mask=None,
+                                  past_key_values=None, position_ids=positions)
+        for layer in backbone.layers[state:]:
+            hidden = layer(hidden, attention_mask=mask, position_embeddings=rotary, position_ids=positions)
+        hidden = backbone.norm(hidden)
+    return m.model.lm_head(hidden[:, -keep:] if keep else hidden)
+
+
+def floor_seconds(m, conditions: list[tuple[str, str]], seed: int) -> float:
+    """Seconds of the forward passes ``conditions`` need (module docstring)."""
     size = _default_batch_size(m)
     _, held = erasure._split_names(_load_populations("names"))
     names = [w for ws in held.values() for w in ws]
@@ -65,13 +83,25 @@ def floor_seconds(m, n_erased: int, seed: int, unhooked: bool = True) -> float:
     written = _batches(m, [t.replace("{occupation}", n) for n in occupations + facts for t in _TEMPLATES], size)
     fact_sentences = _batches(m, [t.replace("{occupation}", n) for n in facts for t in _TEMPLATES], size)
     neutral = _batches(m, erasure._neutral_sentences(erasure._N_SENTENCES, seed), size)
+    single = sorted({int(layer) for kind, layer in conditions if kind != "none" and layer != erasure._ALL})
+    with torch.inference_mode():  # the unhooked states the single-state conditions start from, before the clock
+        start = {s: ([m.model.base_model(input_ids=ids, output_hidden_states=True).hidden_states[s] for ids in written],
+                     [m.model.base_model(input_ids=ids, output_hidden_states=True).hidden_states[s] for ids in neutral])
+                 for s in single}
     t0 = time.perf_counter()
     with torch.inference_mode():
-        for condition in range(n_erased + int(unhooked)):
-            erased = condition > 0 or not unhooked
-            for ids in states if erased else []:
+        for ids in (written + neutral) if single else []:  # the one unhooked pass they share
+            m.model(input_ids=ids, logits_to_keep=1)
+        for kind, layer in conditions:
+            for ids in states if kind != "none" else []:
                 m.model.base_model(input_ids=ids, output_hidden_states=True)
-            for ids in written if erased else fact_sentences:
+            if kind != "none" and layer != erasure._ALL:
+                for hidden in start[int(layer)][0]:
+                    _above(m, hidden, int(layer), 1)
+                for hidden in start[int(layer)][1]:
+                    _above(m, hidden, int(layer), 0).float()
+                continue
+            for ids in written if kind != "none" else fact_sentences:
                 m.model(input_ids=ids, logits_to_keep=1)
             for ids in neutral:
                 m.model(input_ids=ids).logits.float()
@@ -91,7 +121,8 @@ def main() -> None:
     basis = space.build_space(m, dictionaries.load_dictionary(None), "generated", 5, 0).bases["warmth_competence"]
     conditions = erasure._conditions(erasure._chosen_states(m.n_layers, args.layer_step))
     kept = conditions[:-args.conditions] if args.conditions else []
-    n_erased, unhooked = len(conditions) - 1 - max(len(kept) - 1, 0), not kept
+    computed = [c for c in conditions if c not in kept]
+    n_erased, unhooked = sum(kind != "none" for kind, _ in computed), ("none", "none") in computed
     print(f"{m.model_id}: {n_erased} erased conditions{' + the unhooked one' if unhooked else ''} computed "
           f"(layer_step {args.layer_step}, {len(kept)} read from the cache); torch "
           f"threads {torch.get_num_threads()} on {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
@@ -111,14 +142,14 @@ def main() -> None:
                     (copy / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records
                                                              if (r["erasure"], r["layer"]) in kept))
         os.environ["BIAS_CACHE_DIR"] = tmp
-        floor_before = floor_seconds(m, n_erased, 0, unhooked)
+        floor_before = floor_seconds(m, computed, 0)
         t0 = time.perf_counter()
         erasure.erasure_tradeoff(m, basis, layer_step=args.layer_step, progress=False)
         ours = time.perf_counter() - t0
         t0 = time.perf_counter()
         erasure.erasure_tradeoff(m, basis, layer_step=args.layer_step, progress=False)
         rerun = time.perf_counter() - t0
-    floor = min(floor_before, floor_seconds(m, n_erased, 0, unhooked))
+    floor = min(floor_before, floor_seconds(m, computed, 0))
     print(f"  ours (erasure_tradeoff, the conditions its cache lacks; the book's earlier caches warm): {ours:6.1f} s\n"
           f"  floor (the forward passes alone, unpadded, batch {_default_batch_size(m)}): {floor:6.1f} s  -> "
           f"ours / floor = {ours / floor:.2f}x\n"
