@@ -171,6 +171,17 @@ def test_presentation_tags_by_output():
     assert presentation._presentation_tag(code("x = 2", metadata={"tags": ["injected-parameters"]})) == "remove-cell"
 
 
+def test_a_reading_that_opens_with_a_list_gives_its_items_sentences():
+    """Chapters 03, 07 and 08 print their reading as a list, one item per axis or finding: the opening reads its
+    items (it read past them to a footnote sentence, or to nothing); a paragraph before a list is read as before."""
+    reading = ("- **warmth**: supported (AUC 0.71, p ≤ 1/201). Raw accuracy 0.62 against its baseline 0.55.\n"
+               "- **competence**: not shown (AUC 0.52).\n\n3 of 9 axes get a different verdict.")
+    assert presentation._sentences(reading) == ["**warmth**: supported (AUC 0.71, p ≤ 1/201).",
+                                                "Raw accuracy 0.62 against its baseline 0.55.",
+                                                "**competence**: not shown (AUC 0.52)."]
+    assert presentation._sentences("Text 0.5. More.\n\n- a list") == ["Text 0.5.", "More."]
+
+
 def test_a_chapter_opens_with_what_it_finds_and_its_figures():
     """The title and first paragraph, then "What this chapter finds" (the sentences given, else the first the
     key-finding cells printed) with the key figures; then the rest of the reading, the rest of the introduction and

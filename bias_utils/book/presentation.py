@@ -54,14 +54,19 @@ def _is_figure(cell) -> bool:
 
 
 def _sentences(text: str, most: int = _MOST_SENTENCES) -> list[str]:
-    """The first ``most`` sentences of the first paragraph of Markdown ``text`` (a heading or a list ends it)."""
-    lines = []
+    """The first ``most`` sentences of the first paragraph of Markdown ``text`` (a heading or a table ends it); a
+    text that opens with a bulleted list (a chapter's reading, one item per finding) gives its items' sentences."""
+    lines, listing = [], None
     for line in text.strip().splitlines():
-        if not line.strip() or line.lstrip().startswith(("#", "- ", "* ", "|", "```", ":::")):
+        stripped = line.strip()
+        bullet = stripped.startswith(("- ", "* "))
+        if listing is None and stripped:
+            listing = bullet
+        if not stripped or stripped.startswith(("#", "|", "```", ":::")) or (bullet and not listing):
             if lines:
                 break
             continue
-        lines.append(line.strip())
+        lines.append(stripped[2:] if bullet else stripped)
     return [s.strip() for s in _SENTENCE_END.split(" ".join(lines)) if s.strip()][:most]
 
 
