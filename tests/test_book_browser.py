@@ -737,7 +737,10 @@ def test_a_quantity_printed_on_two_pages_is_printed_the_same(wide):
     def decimals(s: str) -> int:
         return len(s.split(".")[1]) if "." in s else 0
 
-    found = [(name, text, numbers) for name, r in wide.items() for text, numbers in _printed(r["text"])]
+    # an exact zero with an interval of one point ("0 (0 to 0)": a random erasure that moves no rank on a QUICK
+    # build's 12 occupations) is no rounding, so it cannot be a coarser print of another page's small estimate
+    found = [(name, text, numbers) for name, r in wide.items() for text, numbers in _printed(r["text"])
+             if any(value(n) != 0 or decimals(n) for n in numbers)]
     assert found, "no estimate with an interval found in the book's text"
     differ = set()
     for i, (page_a, text_a, a) in enumerate(found):
