@@ -64,7 +64,7 @@ block below it as it was: its next-word passes and its cross-entropy passes star
 unhooked recording pass computed on the same batches, instead of recomputing the blocks below ``s`` for each of the
 three erasures there. The replayed values equal the recomputed ones to the bit (a test: the same kernels on the same
 batches). The names' and nouns' passes read every hidden state, so they run whole. The recording stays in memory for
-the run: about 27 MB per erased state for SmolLM2 (0.8 GB with ``layer_step=1``).
+the run: about 29 MB per erased state for SmolLM2 (0.9 GB with ``layer_step=1``).
 
 One concept over 600 lines: one intervention and what it changes. The fit, the hooks, the measures and the trade-off
 share the fit set, the held-out names, the inputs and the cache key that names them; split, each part would re-derive
