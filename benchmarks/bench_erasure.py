@@ -84,10 +84,13 @@ def floor_seconds(m, conditions: list[tuple[str, str]], seed: int) -> float:
     fact_sentences = _batches(m, [t.replace("{occupation}", n) for n in facts for t in _TEMPLATES], size)
     neutral = _batches(m, erasure._neutral_sentences(erasure._N_SENTENCES, seed), size)
     single = sorted({int(layer) for kind, layer in conditions if kind != "none" and layer != erasure._ALL})
+    start: dict[int, tuple[list, list]] = {s: ([], []) for s in single}
     with torch.inference_mode():  # the unhooked states the single-state conditions start from, before the clock
-        start = {s: ([m.model.base_model(input_ids=ids, output_hidden_states=True).hidden_states[s] for ids in written],
-                     [m.model.base_model(input_ids=ids, output_hidden_states=True).hidden_states[s] for ids in neutral])
-                 for s in single}
+        for k, batches in enumerate((written, neutral)):
+            for ids in batches if single else []:
+                states_of = m.model.base_model(input_ids=ids, output_hidden_states=True).hidden_states
+                for s in single:
+                    start[s][k].append(states_of[s])
     t0 = time.perf_counter()
     with torch.inference_mode():
         for ids in (written + neutral) if single else []:  # the one unhooked pass they share

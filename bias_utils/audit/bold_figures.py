@@ -141,8 +141,8 @@ def _measure_unit(effect: str, measure: str) -> str:
 def _forest_rows(statistics: pd.DataFrame) -> pd.DataFrame:
     """The effects with a readable row label (the measure, then its test, "(primary)" on the primary analysis,
     wrapped into lines of :data:`_LABEL_WIDTH` characters joined by newlines), the unit their interval treats
-    as independent, and ``panel``: the effect and, for a difference of means, its measure's unit
-    (:func:`_measure_unit`), one forest panel each."""
+    as independent, and ``measure_unit`` (:func:`_measure_unit`): with the effect, it names the row's forest
+    panel."""
     eff = statistics.dropna(subset=["effect_size"])
     # an odds ratio sits on a log axis: one of infinity, or an interval reaching 0 or infinity, has no place on it
     on_log = eff["effect"] == "odds_ratio"

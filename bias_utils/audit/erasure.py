@@ -337,10 +337,11 @@ def _replaying(model, state: int, recorded: Sequence[torch.Tensor]):
             del module.forward  # the class's own forward again
 
 
-def _writing_passes(model, inputs) -> tuple[pd.DataFrame, np.ndarray]:
-    """The next-word table of the occupations and the fact nouns (caches off) and the sentences' cross-entropy: the
-    passes :func:`_recording` records and :func:`_replaying` replays, in this one order."""
-    written = next_word_table(model, inputs.occupations + inputs.facts, cache=False, progress=False).occupations
+def _writing_passes(model, inputs, cache: bool = False) -> tuple[pd.DataFrame, np.ndarray]:
+    """The next-word table of the occupations and the fact nouns and the sentences' cross-entropy: the passes
+    :func:`_recording` records and :func:`_replaying` replays, in this one order (``cache``: the next word's own
+    cache, for the unhooked model only)."""
+    written = next_word_table(model, inputs.occupations + inputs.facts, cache=cache, progress=False).occupations
     return written, _sentence_nll(model, inputs.sentences)
 
 
@@ -491,12 +492,8 @@ def _measure(model, inputs: _Inputs, erasers: Mapping[int, LeaceEraser], tag: st
     with _erasing(model, erasers, tag):
         names = _template_states(model, inputs.names, "name", cache=cache)
         nouns = _template_states(model, inputs.occupations, "noun", cache=cache)
-        if cache:
-            written = next_word_table(model, inputs.occupations + inputs.facts, progress=False).occupations
-            nll = _sentence_nll(model, inputs.sentences)
-        else:
-            with _replaying(model, *prefix) if prefix is not None else nullcontext():
-                written, nll = _writing_passes(model, inputs)
+        with _replaying(model, *prefix) if prefix is not None else nullcontext():
+            written, nll = _writing_passes(model, inputs, cache)
     ratio = dict(zip(written["occupation"], written["log_ratio"]))
     basis = inputs.basis
     projected = _projection_table(basis, names[:, list(basis.layers)], pd.DataFrame({"word": inputs.names}), "mean")
