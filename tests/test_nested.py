@@ -123,6 +123,10 @@ def test_fit_maximises_the_penalised_likelihood_and_the_interval_reaches_the_cut
     assert row["p"] == pytest.approx(st.chi2.sf(row["statistic"], 1))
     for bound in (row["ci_low"], row["ci_high"]):
         assert profile_lr(np.log(bound)) == pytest.approx(st.chi2.ppf(0.95, 1), abs=0.02)  # xtol 0.01 logits
+        # both crossings lie inside the cap, and Brent's bracket puts each within 2 XTOL of the independent root
+        root = optimize.brentq(lambda b: profile_lr(b) - st.chi2.ppf(0.95, 1), np.log(bound) - 0.1,
+                               np.log(bound) + 0.1, xtol=1e-4)
+        assert abs(np.log(bound)) < mixed._PROFILE_LIMIT and abs(np.log(bound) - root) <= 2 * nested._XTOL + 1e-4
 
 
 def test_bad_input_is_named():
@@ -135,6 +139,43 @@ def test_bad_input_is_named():
         nested._fit_nested_logit([1, -1, 2], [0, 1, 1], [0, 1, 2], X)
     with pytest.raises(ParameterError, match="need more than"):
         nested._fit_nested_logit([1, 0, 0, 0], [0, 0, 0, 0], [0, 1, 2, 3], X)
+
+
+@pytest.fixture(scope="module")
+def published_fit():
+    """The nested model on the published completions' primary units (as the audit row fits it)."""
+    metrics = bold.completion_metrics(occupation_units.annotate(replication.load_published_completions(), "audit"))
+    m = metrics[metrics["in_primary"] & metrics["group"].isin([A, B])]
+    units = pd.Index(pd.unique(m["unit"]))
+    group = m.groupby("unit", sort=False)["group"].first().reindex(units)
+    design = pd.DataFrame({"intercept": 1.0, "group": (group == A).astype(float).to_numpy()})
+    return nested._fit_nested_logit(m["male_words"].to_numpy(float), m["female_words"].to_numpy(float),
+                                    units.get_indexer(m["unit"]), design)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("start", ["the estimate", "perturbed", "from the ridge"])
+def test_a_flat_ridge_past_the_cap_is_infinite_whatever_the_start(published_fit, start):
+    """On the published completions the upper profile is a flat ridge: its refits past the estimate stop where the
+    optimiser does (a Brent root there moved between e^37 and e^40 with the machine). Decided at the cap, the bound
+    is infinite from any warm start: the estimate's fit, a start 0.3 off in every parameter, or a path that refits
+    the cap and the ridge straight from the estimate first."""
+    fit, j = published_fit, 1
+    estimate, cutoff = float(fit.coef.iloc[j]), float(st.chi2.ppf(0.95, 1))
+    profile = nested._NestedProfile(fit, j)
+    if start == "perturbed":
+        theta, lr, ok = profile.done[estimate]
+        profile.done[estimate] = (theta + 0.3, lr, ok)
+    elif start == "from the ridge":
+        profile(mixed._PROFILE_LIMIT)
+        profile(25.0)
+    assert 0 < estimate < nested.mixed._HUGE < mixed._PROFILE_LIMIT
+    assert nested._nested_bound(profile, estimate, +1, cutoff) == (np.inf, True)
+    assert profile(mixed._PROFILE_LIMIT) < cutoff
+    ridge = [b for b, (_, _, ok) in profile.done.items() if b > estimate + 1 and not ok]
+    assert ridge, "no refit on the upper side failed to converge: the ridge this test is about is gone"
+    row = nested._nested_row(fit, "group")
+    assert row["ci_high"] == np.inf and "the upper bound lies beyond 40 logits" in row["note"]
 
 
 @pytest.mark.slow

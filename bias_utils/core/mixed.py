@@ -46,9 +46,9 @@ How it is computed (and why)
 * **Profile-likelihood interval** for one coefficient: the other coefficients and ``sigma`` are refitted with the
   coefficient held fixed, and the signed root of the likelihood-ratio statistic is solved for the chi-square(1)
   quantile by a bracketed Newton step (its slope is the constrained score). A side whose profile stays below the
-  quantile out to ``PROFILE_LIMIT`` logits has an infinite bound (separation: the data allow any value there), said
-  in the note. The likelihood-ratio p refits with the coefficient at 0, so the interval excludes 0 exactly when
-  ``p < 1 - level``.
+  quantile at the cap, ``PROFILE_LIMIT`` logits from 0, has an infinite bound (separation: the data allow any value
+  there), said in the note. The likelihood-ratio p refits with the coefficient at 0, so the interval excludes 0
+  exactly when ``p < 1 - level``.
 * **Small samples** (:func:`coefficient_test`'s ``n_permutations``): with few words per cluster and many fixed
   effects (chapter 11's design: a covariate within ten categories, tests/test_mixed.py's design (c)) the LR's null
   distribution is wider than chi-square(1), even with sigma known, and the chi-square test rejects a true null in
@@ -83,7 +83,7 @@ __all__: list[str] = []
 _N_NODES = 60
 _WIDE_NODES = 200
 _VALID_SIGMA = 3.5
-#: A profile bound further than this from the estimate (in logits: an odds ratio beyond e^40) is infinite.
+#: The cap: a profile bound further than this from 0 (in logits: an odds ratio beyond e^40) is infinite.
 _PROFILE_LIMIT = 40.0
 #: What :func:`_mixed_row` reports: the coefficient exponentiated (a group indicator's odds ratio) or as it is (the
 #: change in log-odds per unit of a covariate).
@@ -503,7 +503,9 @@ def _drifted(coefficient: float) -> bool:
 
 def _bound(profile: _Profile, estimate: float, se: float, side: int, target: float) -> tuple[float, bool]:
     """The b on ``side`` (+1 above, -1 below) where the signed root sqrt(LR) reaches ``target``; inf where it never
-    does within PROFILE_LIMIT. Newton steps in the root (nearly linear in b) on the distance d from the estimate,
+    does before the cap, PROFILE_LIMIT logits from 0 on that side (where :func:`_drifted` reads a coefficient as
+    unbounded): the profile evaluated at the cap decides it, so the answer does not hang on where a refit on a flat
+    ridge past the cap stops. Newton steps in the root (nearly linear in b) on the distance d from the estimate,
     bisecting inside a known bracket; without one, d at most doubles (plus one) per step. An estimate that drifted
     past PROFILE_LIMIT (separation) is searched from PROFILE_LIMIT, where the profile is as flat as at the estimate:
     from the estimate itself the side towards 0 would end PROFILE_LIMIT logits short of where it rises."""
@@ -516,8 +518,11 @@ def _bound(profile: _Profile, estimate: float, se: float, side: int, target: flo
             # lies wholly beyond it, unbounded away from 0 and not found towards 0 (searching from here put both
             # bounds at PROFILE_LIMIT itself, an "interval" e^40 to e^40)
             return (side * np.inf if side * estimate > 0 else np.nan), ok
+    limit = _PROFILE_LIMIT - side * estimate  # the distance to the cap
+    if limit <= 0:
+        return side * np.inf, True
     inner, outer, ok_all = 0.0, None, True
-    d = min(se * target if np.isfinite(se) and se > 0 else 1.0, _PROFILE_LIMIT)
+    d = min(se * target if np.isfinite(se) and se > 0 else 1.0, limit)
     for _ in range(100):
         lr, score, ok = profile(estimate + side * d)
         ok_all &= ok
@@ -531,9 +536,9 @@ def _bound(profile: _Profile, estimate: float, se: float, side: int, target: flo
         slope = -side * score / root if root > 0 else 0.0  # d root / d d
         new = d + (target - root) / slope if slope > 0 else np.nan
         if outer is None:
-            if d >= _PROFILE_LIMIT:
+            if d >= limit:
                 return side * np.inf, ok_all
-            far = min(2 * d + 1.0, _PROFILE_LIMIT)
+            far = min(2 * d + 1.0, limit)
             d = new if np.isfinite(new) and d < new <= far else far
         else:
             d = new if np.isfinite(new) and inner < new < outer else 0.5 * (inner + outer)
@@ -647,7 +652,7 @@ def _coefficient_test(fit: _MixedLogitFit, name: str, *, level: float = 0.95, n_
                          f"{_PROFILE_LIMIT:g}")
         elif not np.isfinite(bound):
             notes.append(f"the {word} bound is infinite: the profile likelihood never falls by the cut-off on that "
-                         f"side (within {_PROFILE_LIMIT:g} logits; e.g. separation)")
+                         f"side (within {_PROFILE_LIMIT:g} logits of 0; e.g. separation)")
     return _CoefficientTest(name=name, estimate=estimate, se=se, ci_low=float(low), ci_high=float(high), level=level,
                            lr_statistic=float(lr), p=p, p_chi2=p_chi2, cutoff=cutoff, n_permutations=n_permutations,
                            note="; ".join(notes))

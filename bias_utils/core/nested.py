@@ -30,12 +30,13 @@ How it is computed (and why)
   so both SDs stay positive and are optimised on the log scale by BFGS with the exact gradient (posterior moments at
   the nodes). There is no plain-ML option: an SD of 0 is the one-level model.
 * **Profile-likelihood interval** for one coefficient (the others and both SDs refitted with it held fixed, warm
-  started), its bounds found by Brent's method on the likelihood-ratio statistic against the chi-square(1) quantile;
-  a side that stays below the quantile out to :data:`bias_utils.core.mixed.PROFILE_LIMIT` logits from the estimate,
-  or reaches it only past PROFILE_LIMIT logits from 0 (where the profile is flat and a refit stops where the
-  optimiser does: on the published completions such a bound moved between 2.7e17 and 3.6e17 with the start), is
-  infinite, as :func:`bias_utils.core.mixed._drifted` reads a coefficient there. The likelihood-ratio p refits with
-  the coefficient at 0.
+  started), its bounds found by Brent's method on the likelihood-ratio statistic against the chi-square(1) quantile,
+  decided at the cap: a side whose profile is still below the quantile at :data:`bias_utils.core.mixed.PROFILE_LIMIT`
+  logits from 0 (an odds ratio past e^40, where :func:`bias_utils.core.mixed._drifted` reads a coefficient as
+  unbounded) is infinite. Out there the profile is flat and its refits stop where the optimiser does (on the published
+  completions a Brent root on that ridge moved between e^37 and e^40 with the machine), but a refit that stops short
+  only overstates the LR, so "still inside at the cap" is decided the same way on every machine. The likelihood-ratio
+  p refits with the coefficient at 0.
 
 The model is slower than the one-level model (seconds per fit and interval, against milliseconds): it is one
 sensitivity row of chapter 06, not a tool for permutation or leave-one-out loops.
@@ -292,32 +293,47 @@ class _NestedProfile:
         self.fit, self.j, self.calls = fit, j, 0
         self.done: dict[float, tuple[np.ndarray, float, bool]] = {
             float(fit.coef.iloc[j]): (np.delete(fit._theta, j), 0.0, True)}
+        self.tried: set[tuple[float, float]] = set()
 
-    def __call__(self, b: float) -> float:
+    def __call__(self, b: float, start: float | None = None) -> float:
+        """The LR at b. ``start`` (a b done) warm-starts the refit instead of the nearest b done; a b already done
+        whose refit did not converge is refitted from a ``start`` not tried yet, and the better refit (the lower LR:
+        one that stops short of the optimum only overstates it) is kept."""
         b = float(b)
-        if b not in self.done:
-            nearest = min(self.done, key=lambda c: abs(c - b))
-            theta, objective, ok = _maximise(self.fit._data, self.done[nearest][0], {self.j: b}, _PROFILE_GTOL)
+        origin = min(self.done, key=lambda c: abs(c - b)) if start is None else float(start)
+        if b not in self.done or (origin != b and not self.done[b][2] and (b, origin) not in self.tried):
+            theta, objective, ok = _maximise(self.fit._data, self.done[origin][0], {self.j: b}, _PROFILE_GTOL)
             self.calls += 1
-            self.done[b] = (theta, 2 * (self.fit.objective - objective), ok)
+            self.tried.add((b, origin))
+            lr = 2 * (self.fit.objective - objective)
+            if b not in self.done or lr < self.done[b][1]:
+                self.done[b] = (theta, lr, ok)
         return self.done[b][1]
 
 
 def _nested_bound(profile: _NestedProfile, estimate: float, side: int, cutoff: float) -> tuple[float, bool]:
-    """``(b, determined)``: the b on ``side`` where the profile's LR reaches ``cutoff`` (Brent's method inside the first
-    bracket of steps 0.5, 1.5, 3.5, ... logits out); infinite where it stays below out to PROFILE_LIMIT, and where
-    only the refit at PROFILE_LIMIT closed the bracket and it did not converge (a flat ridge out there: the bound is
-    not determined, ``False``; a root found there would be where the optimiser stopped)."""
-    inner, d = 0.0, 0.5
-    while profile(estimate + side * d) < cutoff:  # the estimate itself is at LR 0
-        if d >= mixed._PROFILE_LIMIT:
-            return side * np.inf, True
-        inner, d = d, min(2 * d + 0.5, mixed._PROFILE_LIMIT)
-    if not np.isfinite(profile(estimate + side * d)) or (
-            d >= mixed._PROFILE_LIMIT and not profile.done[float(estimate + side * d)][2]):
-        return side * np.inf, False
-    root = optimize.brentq(lambda x: profile(estimate + side * x) - cutoff, inner, d, xtol=_XTOL)
-    return estimate + side * root, True
+    """``(b, determined)``: the b on ``side`` where the profile's LR reaches ``cutoff``, decided at the cap.
+
+    Steps of 0.5, 1.5, 3.5, ... logits out from the estimate, the last one at the cap itself (``side`` x PROFILE_LIMIT
+    logits from 0, where :func:`bias_utils.core.mixed._drifted` reads a coefficient as unbounded), each refit warm-
+    started from the step before (whatever was refitted there before). A refit that stops short of its optimum
+    overstates the LR, so a step below the cut-off is inside the interval whether or not its refit converged: a
+    profile still inside at the cap is infinite there on every machine, wherever an optimiser stops on the flat
+    ridge out there. Otherwise the first step past the cut-off closes a bracket and Brent's method finds the
+    crossing to XTOL logits; where that step is the cap and its refit did not converge, the bound is not determined
+    (``False``, reported infinite)."""
+    cap = side * mixed._PROFILE_LIMIT
+    inner, d = estimate, 0.5
+    while True:
+        b = cap if side * (estimate + side * d) >= mixed._PROFILE_LIMIT else estimate + side * d
+        if profile(b, start=inner) < cutoff:  # the estimate itself is at LR 0
+            if b == cap:
+                return side * np.inf, True
+            inner, d = b, 2 * d + 0.5
+            continue
+        if not np.isfinite(profile(b)) or (b == cap and not profile.done[float(b)][2]):
+            return side * np.inf, False
+        return optimize.brentq(lambda x: profile(x) - cutoff, *sorted((inner, b)), xtol=_XTOL), True
 
 
 def _nested_row(fit: _NestedLogitFit, name: str, *, level: float = 0.95, test: str = "mixed_logit_nested",
@@ -339,21 +355,17 @@ def _nested_row(fit: _NestedLogitFit, name: str, *, level: float = 0.95, test: s
     profile = _NestedProfile(fit, j)
     lr = max(profile(0.0), 0.0)
     cutoff = float(_st.chi2.ppf(level, 1))
-    start = float(np.clip(estimate, -mixed._PROFILE_LIMIT, mixed._PROFILE_LIMIT))
-    (low, low_ok), (high, high_ok) = (_nested_bound(profile, start, side, cutoff) for side in (-1, 1))
+    (low, low_ok), (high, high_ok) = (_nested_bound(profile, estimate, side, cutoff) for side in (-1, 1))
     notes = [fit.message] if fit.message else []
     if not all(ok for _, _, ok in profile.done.values()):
         notes.append("a refit of the profile did not converge")
     for bound, word, determined in ((low, "lower", low_ok), (high, "upper", high_ok)):
-        if np.isfinite(bound) and mixed._drifted(bound):
-            notes.append(f"the {word} bound lies beyond {mixed._PROFILE_LIMIT:g} logits, where the profile is flat "
-                         "and its refits stop where the optimiser does, so it is reported as infinite")
-        elif not determined:
+        if not determined:
             notes.append(f"the {word} bound is not determined (the profile's refit {mixed._PROFILE_LIMIT:g} logits "
                          "out did not converge: the likelihood is flat there), so it is reported as infinite")
         elif not np.isfinite(bound):
-            notes.append(f"the {word} bound is infinite (within {mixed._PROFILE_LIMIT:g} logits; e.g. separation)")
-    low, high = (np.sign(b) * np.inf if mixed._drifted(b) else b for b in (low, high))
+            notes.append(f"the {word} bound lies beyond {mixed._PROFILE_LIMIT:g} logits: the profile there is still "
+                         "inside the cut-off (flat, e.g. separation), so it is reported as infinite")
     row = dict.fromkeys(stats._STAT_COLUMNS, np.nan)
     row.update(test=test, group_a=name if group_a is None else group_a, group_b=group_b, statistic=float(lr),
                df=1.0, p=float(_st.chi2.sf(lr, 1)), adj_method="", effect="odds_ratio",
