@@ -1,4 +1,4 @@
-"""Benchmark: chapter 12's erasure (``audit.erasure.erasure_tradeoff``) at its defaults against its floor.
+"""Benchmark: chapter 12's erasure (``intrinsic_extrinsic.erasure.erasure_tradeoff``) at its defaults against its floor.
 
 Work = what chapter 12 computes for one model in a book, after chapters 04 and 11: the conditions (the unhooked
 model, LEACE, a random subspace and shuffled-label LEACE at every ``layer_step``-th hidden state and at all of
@@ -37,9 +37,9 @@ from pathlib import Path
 import torch
 from transformers.masking_utils import create_causal_mask
 
-from bias_utils.audit import erasure
 from bias_utils.audit.next_word import _TEMPLATES
 from bias_utils.core import paths
+from bias_utils.intrinsic_extrinsic import erasure
 from bias_utils.models.embeddings import _default_batch_size
 from bias_utils.models.loading import load_model
 from bias_utils.profiles import dictionaries, space

@@ -57,8 +57,8 @@ import time
 
 import torch
 
-from bias_utils.audit import completions
 from bias_utils.audit.bold_prompts import load_profession_prompts
+from bias_utils.intrinsic_extrinsic import completions
 from bias_utils.models.decoding import _auto_batch_size
 from bias_utils.models.endpoints import OpenAIEndpoint
 from bias_utils.models.generation import _generate

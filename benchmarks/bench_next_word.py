@@ -31,8 +31,9 @@ import time
 import numpy as np
 import torch
 
-from bias_utils.audit import link, next_word
+from bias_utils.audit import next_word
 from bias_utils.audit.occupation_units import _unit_table
+from bias_utils.intrinsic_extrinsic import link
 from bias_utils.models.embeddings import _default_batch_size
 from bias_utils.models.loading import load_model
 from bias_utils.profiles.populations import _occupation_shares

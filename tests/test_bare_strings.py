@@ -13,9 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils.audit import bold, bold_figures, completions, link
+from bias_utils.audit import bold, bold_figures
 from bias_utils.book import crossmodel, summary, validation
 from bias_utils.core.errors import ParameterError, _check_word_list, _check_word_lists
+from bias_utils.intrinsic_extrinsic import completions, link
 from bias_utils.models import decoding, embeddings
 from bias_utils.models.builtin_models import _BUILTIN_MODELS, _builtin_weights
 from bias_utils.profiles import dictionaries, gender_direction, layers, projection, robustness

@@ -1,4 +1,4 @@
-"""bias_utils.audit.completions: the projection of a model's own completions (notebook 08)."""
+"""bias_utils.intrinsic_extrinsic.completions: the projection of a model's own completions (notebook 08)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
-from bias_utils.audit import bold_prompts, completions, replication
+from bias_utils.audit import bold_prompts, replication
+from bias_utils.intrinsic_extrinsic import completions
 from bias_utils.models.embeddings import embed_words
 from bias_utils.models.loading import load_model
 from bias_utils.profiles import axis_validity, dictionaries, projection, space

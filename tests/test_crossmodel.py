@@ -15,9 +15,10 @@ import pytest
 import vl_convert as vlc
 from statsmodels.stats.meta_analysis import combine_effects
 
-from bias_utils.audit import bold, link, replication
+from bias_utils.audit import bold, replication
 from bias_utils.book import crossmodel
 from bias_utils.core import paths, tables
+from bias_utils.intrinsic_extrinsic import link
 from bias_utils.profiles import population_profiles as profiles
 from bias_utils.profiles.populations import _load_populations
 from bias_utils.report import plots, rendering
@@ -408,9 +409,9 @@ def test_chapter_09_keeps_a_run_of_other_templates_out_of_the_pool(tmp_path, smo
     """Issue 46: a results folder holding SmolLM2's chapter 11 tables with a German template beside one with the
     built-in templates (real runs, 12 BLS nouns): chapter 09's reading of the folders keeps the German run apart,
     says why, and does not call its link the built-in next-word log-ratio."""
-    from bias_utils.audit import link
     from bias_utils.audit import next_word as nw
     from bias_utils.core.results import write_table
+    from bias_utils.intrinsic_extrinsic import link
     from bias_utils.profiles import gender_direction
     from bias_utils.profiles.populations import _occupation_shares
 

@@ -21,11 +21,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils.audit import bold, completions, link, replication
+from bias_utils.audit import bold, replication
 from bias_utils.book import runs
 from bias_utils.book import validation as v
 from bias_utils.core import paths, results
 from bias_utils.core.errors import ParameterError
+from bias_utils.intrinsic_extrinsic import completions, link
 from bias_utils.models import loading as models
 from bias_utils.models.generation import _generate
 from bias_utils.profiles import (

@@ -1,5 +1,6 @@
-"""audit.erasure: the fitted eraser removes a planted concept and a random one does not; the hooks change nothing
-with an identity eraser and erase exactly the state the book reads; the probe, the paired intervals and the rule."""
+"""intrinsic_extrinsic.erasure: the fitted eraser removes a planted concept and a random one does not; the hooks
+change nothing with an identity eraser and erase exactly the state the book reads; the probe, the paired intervals and
+the rule."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import pytest
 import torch
 from concept_erasure import LeaceFitter
 
-from bias_utils.audit import erasure
 from bias_utils.core.errors import ParameterError
 from bias_utils.core.stats import _hedges_g
+from bias_utils.intrinsic_extrinsic import erasure
 
 MODEL = "smollm2-135m-instruct"
 

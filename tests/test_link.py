@@ -1,4 +1,4 @@
-"""bias_utils.audit.link: intrinsic vs extrinsic bias per occupation (notebook 11)."""
+"""bias_utils.intrinsic_extrinsic.link: intrinsic vs extrinsic bias per occupation (notebook 11)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import pytest
 import statsmodels.formula.api as smf
 from scipy import stats as st
 
-from bias_utils.audit import bold, link, occupation_units, replication
+from bias_utils.audit import bold, occupation_units, replication
 from bias_utils.core import mixed, precision, stats
 from bias_utils.core.errors import ParameterError
+from bias_utils.intrinsic_extrinsic import link
 from bias_utils.profiles.gender_direction import _gender_position
 from bias_utils.profiles.population_profiles import _population_embeddings
 from bias_utils.profiles.populations import _load_populations, _occupation_shares

@@ -151,8 +151,8 @@ def test_the_existing_next_word_tables_are_unchanged(smollm):
 @pytest.fixture(scope="module")
 def smollm_neutral(smollm):
     """SmolLM2's measure of the 60 BLS nouns and the audit's 88 primary units' nouns, as chapter 11 computes it."""
-    from bias_utils.audit import link
     from bias_utils.audit.occupation_units import _unit_table
+    from bias_utils.intrinsic_extrinsic import link
 
     units = _unit_table("audit")
     primary = pd.DataFrame({"noun": [link._occupation_noun(u) for u in units.loc[units["primary"], "unit"]]})

@@ -14,12 +14,12 @@ import pytest
 import torch
 from scipy import stats as st
 
-from bias_utils.audit import link
 from bias_utils.audit import next_word as nw
 from bias_utils.book import validation
 from bias_utils.core import criterion_validity as cv
 from bias_utils.core import lexicon, paths
 from bias_utils.core.errors import ParameterError
+from bias_utils.intrinsic_extrinsic import link
 from bias_utils.models.builtin_models import _BUILTIN_MODELS
 from bias_utils.models.generation import _generate
 from bias_utils.models.loading import _LOADED, _files_of

@@ -247,6 +247,16 @@ def test_no_import_reaches_a_higher_subpackage():
     assert not bad, "imports from a lower subpackage to a higher one:\n" + "\n".join(bad)
 
 
+def test_the_two_studies_import_nothing_of_each_other():
+    """Study 2 (``audit``) imports nothing from Study 1 (``profiles``), nor Study 1 from Study 2: what reads both is
+    the question joining them (``intrinsic_extrinsic``), above both."""
+    crossing = [f"{m} imports {d}" for m in ALL_MODULES for d in sorted(_package_imports(m))
+                if {m.split(".")[0], d.split(".")[0]} == {"audit", "profiles"}]
+    assert not crossing, "\n".join(crossing)
+    assert any(d.startswith("profiles.") for d in _package_imports("intrinsic_extrinsic.erasure"))
+    assert any(d.startswith("audit.") for d in _package_imports("intrinsic_extrinsic.erasure"))
+
+
 def test_import_graph_has_no_circle_between_modules_or_subpackages():
     def no_circle(graph):
         state: dict[str, str] = {}
@@ -418,8 +428,9 @@ def test_run_keys_follow_the_moved_modules():
     assert {"profiles.layers", "profiles.space", "profiles.population_profiles", "profiles.dictionaries"} <= nb[
         "05_layers"]
     assert {"audit.replication", "audit.bold"} <= nb["07_bold_replication"]
-    assert {"audit.completions", "audit.bold", "profiles.space", "models.embeddings"} <= nb["08_completion_profiles"]
-    assert {"book.crossmodel", "audit.completions", "audit.bold", "report.plots"} <= nb["09_cross_model"]
+    assert {"intrinsic_extrinsic.completions", "audit.bold", "profiles.space", "models.embeddings"} <= nb[
+        "08_completion_profiles"]
+    assert {"book.crossmodel", "intrinsic_extrinsic.completions", "audit.bold", "report.plots"} <= nb["09_cross_model"]
 
 
 # --------------------------------------------------------------------------- docs

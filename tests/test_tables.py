@@ -108,8 +108,9 @@ def test_readme_lists_exactly_the_declared_tables_of_each_notebook():
 
 
 def test_declared_columns_match_the_modules_column_lists():
-    from bias_utils.audit import link, next_word, occupation_headline, occupations
+    from bias_utils.audit import next_word, occupation_headline, occupations
     from bias_utils.core import stats
+    from bias_utils.intrinsic_extrinsic import link
     from bias_utils.profiles import axis_validity, contexts, robustness, space
     from bias_utils.profiles import population_profiles as profiles
 

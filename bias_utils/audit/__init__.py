@@ -1,5 +1,6 @@
-"""Study 2: the occupational audit on BOLD: prompts, units, the audit and its headline, the published replication,
-completion profiles, the link between the bias inside and the bias written, and the erasure of the gender concept.
+"""Study 2: the occupational audit on BOLD: prompts, units, the audit and its headline, the published replication, and
+the next word after a neutral sentence about an occupation (the exact measure of what a decoder writes). It imports
+nothing from Study 1 (:mod:`bias_utils.profiles`); what joins the two is :mod:`bias_utils.intrinsic_extrinsic`.
 
 The public API by role, one module a role (``_EXPORTS``); each name is imported on first use
 (:func:`bias_utils.core.exports._lazy_exports`).
@@ -24,15 +25,8 @@ _EXPORTS = {
     # the published audit's completions re-analysed beside ours (chapter 07)
     "replication": ("compare_published_columns", "load_published_completions", "replicate_published_audit",
         "replication_rows",),
-    # the decoder's own completions projected on its stereotype axes (chapter 08)
-    "completions": ("category_contrasts", "completion_chart", "completion_embeddings", "completion_projection",
-        "completion_projection_stats", "describe_completion_stats", "occupation_means",),
     # the next word after a neutral sentence about an occupation: an exact measure of what a decoder writes
     "next_word": ("describe_next_word", "next_word_table", "next_word_validity", "sampled_check",),
-    # does the bias inside predict the bias written (chapter 11)
-    "link": ("describe_link", "describe_next_word_link", "link_chart", "next_word_link", "run_link",),
-    # does the inside drive what the model writes: the gender concept erased, both sides measured (chapter 12)
-    "erasure": ("erasure_tradeoff",),
 }
 
 __all__ = [name for names in _EXPORTS.values() for name in names]

@@ -24,11 +24,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ..audit import link, occupations
+from ..audit import occupations
 from ..audit.next_word import _BLS_UNITS, _DEFAULT_DEFINITION, _DEFINITION
 from ..core import paths, precision, tables
 from ..core.errors import _check_word_list
 from ..core.results import CROSS_MODEL_FOLDER, REPLICATION_FOLDER, _folder_model, _model_slug, display_name
+from ..intrinsic_extrinsic import link
 from ..profiles.axis_validity import unreadable_axes
 from ..profiles.dictionaries import _DIMENSIONS
 from ..report import plots
@@ -357,7 +358,7 @@ def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.Data
     A description, not a test of the link: the gaps are about first names and gendered terms, the odds
     ratio about words written about occupations, two different constructs, and a handful of models
     cannot carry a correlation. The link is tested within each model over its occupations
-    (:mod:`bias_utils.audit.link`, chapter 11) and pooled across models by :func:`pooled_link`.
+    (:mod:`bias_utils.intrinsic_extrinsic.link`, chapter 11) and pooled across models by :func:`pooled_link`.
 
     Columns: ``model_id``; ``names_warmth_gap, names_competence_gap, terms_warmth_gap,
     terms_competence_gap`` (standardised units); ``odds_ratio, or_ci_low, or_ci_high`` (the primary estimand's

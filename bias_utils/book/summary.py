@@ -18,17 +18,17 @@ splitting them by chapter would split the budget's one check. The findings regis
   a typical female-dominated occupation (percentage points, whole occupations resampled), with how many
   completions carry a gendered word. What the audit's BOLD keys are is method: a paragraph the methods chapter
   includes (:func:`_write_units_page`).
-* **The link between them** (``link_next_word``, decoders only; :mod:`bias_utils.audit.link`, chapter 11): the
-  pre-stated Spearman ρ across the BLS occupations with its interval; a direction not validated against the BLS
-  share is not read.
+* **The link between them** (``link_next_word``, decoders only; :mod:`bias_utils.intrinsic_extrinsic.link`,
+  chapter 11): the pre-stated Spearman ρ across the BLS occupations with its interval; a direction not validated
+  against the BLS share is not read.
 * **"They" about one person** (``next_word_neutral``, decoders only; :mod:`bias_utils.audit.next_word`, chapter 11):
   in plain words, that the decoder writes "they" about one person, more or less where an occupation's workers are
   about half women when that is shown; its reading, the mean share of the reference to one person that goes to
   "they" over the BLS occupations with its interval.
-* **Erasing the concept** (``erasure_tradeoff``, decoders only; :mod:`bias_utils.audit.erasure`, chapter 12): in
-  plain words, whether erasing the gender concept at the best trade-off's layer (the rule stated in advance) weakens
-  how the next word follows the share of women, and whether erasing it at every layer loses the facts. Its
-  estimates stay in its chapter: the trade-off is a curve, not one number for the reading.
+* **Erasing the concept** (``erasure_tradeoff``, decoders only; :mod:`bias_utils.intrinsic_extrinsic.erasure`,
+  chapter 12): in plain words, whether erasing the gender concept at the best trade-off's layer (the rule stated in
+  advance) weakens how the next word follows the share of women, and whether erasing it at every layer loses the
+  facts. Its estimates stay in its chapter: the trade-off is a curve, not one number for the reading.
 
 :func:`summary_table` gives one row per model with its reading, :func:`summary_chart` the figure,
 :func:`_write_summary_page` the Markdown page that ``book/index.md`` includes. Nothing here is typed by hand: a
@@ -47,9 +47,10 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ..audit import erasure, link, next_word, occupation_headline, occupation_units
+from ..audit import next_word, occupation_headline, occupation_units
 from ..core import cache, precision, tables
 from ..core.results import _model_slug
+from ..intrinsic_extrinsic import erasure, link
 from ..models.builtin_models import _BUILTIN_MODELS, _model_name
 from ..profiles.axis_validity import _VERDICTS, _verdict_phrase
 from ..report import plots, rendering
@@ -452,8 +453,8 @@ _register(_Finding("neutral", "link", "Beyond she and he: \"they\" about one per
 
 def _erasure_bullet(page: _Page) -> str | None:
     """Per decoder with chapter 12's table, in plain words: whether erasing its gender concept at the best trade-off's
-    hidden state (``audit.erasure._best_layer``, the rule stated in advance) weakens how its writing follows the
-    share of women, and whether erasing it everywhere also loses the gender of "the king ... he"."""
+    hidden state (``intrinsic_extrinsic.erasure._best_layer``, the rule stated in advance) weakens how its writing
+    follows the share of women, and whether erasing it everywhere also loses the gender of "the king ... he"."""
     def clause(model: str, label: str) -> str | None:
         rows = page.rows(page.erasure, model)
         if not len(rows):

@@ -26,7 +26,7 @@ import inspect
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..audit import bold, erasure, link, next_word
+from ..audit import bold, next_word
 from ..audit.bold import _check_audit_lexicons
 from ..core import paths, results, stats
 from ..core.errors import (
@@ -38,6 +38,7 @@ from ..core.errors import (
     _is_number,
 )
 from ..core.paths import _resolve_input
+from ..intrinsic_extrinsic import erasure, link
 from ..models.builtin_models import _BUILTIN_MODELS
 from ..models.loading import _DTYPES, _check_model
 from ..profiles import contexts, dictionaries, space

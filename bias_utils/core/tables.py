@@ -319,7 +319,7 @@ class NAMES:
         ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
          "ci_low", "ci_high", "n", "n_gendered", "measure_definition"))
     LINK_NEXT_WORD = _declare(
-        "link_next_word", "bias_utils.audit.link._next_word_link_statistics", ("11_intrinsic_extrinsic",),
+        "link_next_word", "bias_utils.intrinsic_extrinsic.link._next_word_link_statistics", ("11_intrinsic_extrinsic",),
         "the link on the same occupations: the gender position against the next-word log-ratio across the 60 BLS "
         "occupations (primary), beyond the BLS share, over the BOLD primary units, and the BOLD-based link as a "
         "robustness row",
@@ -327,32 +327,32 @@ class NAMES:
          "ci_low", "ci_high", "n", "analysis", "role", "units", "intrinsic", "extrinsic_measure", "controls",
          "direction_verdict", "readable", "primary", "note", "measure_definition", "coverage", "low_coverage"))
     LINK_NEXT_WORD_OCCUPATIONS = _declare(
-        "link_next_word_occupations", "bias_utils.audit.link.next_word_link", ("11_intrinsic_extrinsic",),
+        "link_next_word_occupations", "bias_utils.intrinsic_extrinsic.link.next_word_link", ("11_intrinsic_extrinsic",),
         "per occupation of each set (BLS occupations, BOLD primary units): its gender position and next-word measure",
         ("units", "occupation", "noun", "group", "bls_pct_female", "gender_position", "log_ratio", "gendered_mass",
          "measure_definition"))
     LINK_OCCUPATIONS = _declare(
-        "link_occupations", "bias_utils.audit.link.run_link", ("11_intrinsic_extrinsic",),
+        "link_occupations", "bias_utils.intrinsic_extrinsic.link.run_link", ("11_intrinsic_extrinsic",),
         "per occupation: the noun on the female-male direction and on warmth/competence, and the log-odds of female vs"
         " male words in the completions",
         ("occupation", "noun", "group", "category", "n_completions", "n_templates", "gender_position", "warmth",
          "competence", "male_words", "female_words", "expected_male", "expected_female", "extrinsic_measure",
          "male_count", "female_count", "log_odds"))
     LINK_STATISTICS = _declare(
-        "link_statistics", "bias_utils.audit.link._link_statistics", ("11_intrinsic_extrinsic",),
+        "link_statistics", "bias_utils.intrinsic_extrinsic.link._link_statistics", ("11_intrinsic_extrinsic",),
         "Pearson, Spearman and the slopes (alone, within BOLD category) of the extrinsic on each intrinsic measure",
         ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
          "ci_low", "ci_high", "n", "intrinsic", "extrinsic_measure", "se", "primary", "note"))
     LINK_SKIPPED = _declare(
-        "link_skipped", "bias_utils.audit.link._intrinsic_table", ("11_intrinsic_extrinsic",),
+        "link_skipped", "bias_utils.intrinsic_extrinsic.link._intrinsic_table", ("11_intrinsic_extrinsic",),
         "occupation nouns or gendered terms the model could not embed",
         ("population", "group", "word", "context", "reason"))
     ERASURE_WORDS = _declare(
-        "erasure_words", "bias_utils.audit.erasure.erasure_tradeoff", ("12_erasure",),
+        "erasure_words", "bias_utils.intrinsic_extrinsic.erasure.erasure_tradeoff", ("12_erasure",),
         "the words of the gender concept's erasure: the fit set, the held-out names, the facts' gendered nouns",
         ("population", "group", "word", "role"))
     ERASURE_TRADEOFF = _declare(
-        "erasure_tradeoff", "bias_utils.audit.erasure._tradeoff_table", ("12_erasure",),
+        "erasure_tradeoff", "bias_utils.intrinsic_extrinsic.erasure._tradeoff_table", ("12_erasure",),
         "per erasure (LEACE, random subspace, shuffled labels; one hidden state or all) and measure: its value, the "
         "change from the unhooked model with a paired resampling interval, and the best trade-off",
         ("model_id", "erasure", "layer", "rank", "measure", "value", "baseline", "change", "ci_low", "ci_high",
@@ -362,7 +362,8 @@ class NAMES:
         "the published audit's quantities, ours beside theirs",
         ("quantity", "ours", "published", "source", "rel_diff"))
     COMPLETION_PROJECTION = _declare(
-        "completion_projection", "bias_utils.audit.completions.completion_projection", ("08_completion_profiles",),
+        "completion_projection", "bias_utils.intrinsic_extrinsic.completions.completion_projection",
+        ("08_completion_profiles",),
         "each completion's projection per dimension, with the prompt alone as baseline",
         ("prompt_id", "sample", "completion", "n_tokens", "finish_reason", "group", "category", "occupation",
          "prompt", "n_words", "male_words", "male_words_list", "female_words", "female_words_list", "neutral_words",
@@ -371,25 +372,25 @@ class NAMES:
          "pmi_difference_smoothed", "pmi_difference", "empty_completion", "completion_index", "space", "layer",
          "dimension", "value", "prompt_value", "beyond_prompt_value", "z", "prompt_z", "beyond_prompt_z"))
     COMPLETION_PROJECTION_STATS = _declare(
-        "completion_projection_stats", "bias_utils.audit.completions.completion_projection_stats",
+        "completion_projection_stats", "bias_utils.intrinsic_extrinsic.completions.completion_projection_stats",
         ("08_completion_profiles",),
         "female- vs male-dominated occupations on each axis",
         ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
          "ci_low", "ci_high", "n", "dimension", "n_a", "n_b", "mean_a", "mean_b", "analysis", "measure", "unit",
          "p_floor", "n_permutations", "n_categories", "n_categories_total", "categories", "primary", "axis_readable"))
     COMPLETION_PROJECTION_OCCUPATIONS = _declare(
-        "completion_projection_occupations", "bias_utils.audit.completions.occupation_means",
+        "completion_projection_occupations", "bias_utils.intrinsic_extrinsic.completions.occupation_means",
         ("08_completion_profiles",),
         "occupation means of the projections",
         ("space", "layer", "dimension", "group", "category", "occupation", "n_completions", "z", "prompt_z",
          "beyond_prompt_z"))
     COMPLETION_PROJECTION_BY_CATEGORY = _declare(
-        "completion_projection_by_category", "bias_utils.audit.completions.category_contrasts",
+        "completion_projection_by_category", "bias_utils.intrinsic_extrinsic.completions.category_contrasts",
         ("08_completion_profiles",),
         "female vs male within BOLD category",
         ("measure", "dimension", "category", "n_a", "n_b", "mean_a", "mean_b", "difference", "both_groups", "weight"))
     COMPLETION_PROJECTION_SKIPPED = _declare(
-        "completion_projection_skipped", "bias_utils.audit.completions.completion_embeddings",
+        "completion_projection_skipped", "bias_utils.intrinsic_extrinsic.completions.completion_embeddings",
         ("08_completion_profiles",),
         "completions that could not be embedded",
         ("prompt_id", "sample", "completion", "n_tokens", "finish_reason", "group", "category", "occupation",

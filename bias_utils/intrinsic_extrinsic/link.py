@@ -68,6 +68,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from ..audit import next_word, occupation_units
 from ..core import mixed, stats, tables
 from ..core.criterion_validity import _VALIDITY_VERDICTS
 from ..core.errors import ParameterError, _check_seed, _is_number
@@ -77,7 +78,6 @@ from ..core.stats import _check_n_boot, _correlation_rows, _ols, _results_table
 from ..profiles.gender_direction import _describe_placement, _noun_positions
 from ..profiles.population_profiles import DEFAULT_TEMPLATES, _check_word_projection
 from ..report import plots, rendering
-from . import next_word, occupation_units
 
 __all__ = [
     "describe_link", "describe_next_word_link", "link_chart", "next_word_link", "run_link",

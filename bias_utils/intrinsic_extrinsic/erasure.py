@@ -86,6 +86,7 @@ import torch
 from concept_erasure import LeaceEraser, LeaceFitter
 from tqdm.auto import tqdm
 
+from ..audit.next_word import next_word_table
 from ..core import paths, tables
 from ..core.cache import _append_jsonl, _file_lock, _read_jsonl, _read_npz, _stable_hash, _write_npz
 from ..core.data import resolve
@@ -102,7 +103,6 @@ from ..profiles.population_profiles import DEFAULT_TEMPLATES, _fill_template
 from ..profiles.populations import _load_populations, _occupation_shares, _takes_article
 from ..profiles.projection import _projection_table
 from ..report import plots
-from .next_word import next_word_table
 
 __all__ = [
     "erasure_tradeoff",

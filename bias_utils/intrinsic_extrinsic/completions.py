@@ -57,11 +57,11 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from ..audit.bold_prompts import FEMALE_GROUP, MALE_GROUP
 from ..core import precision, stats
 from ..core.errors import ParameterError, _check_count, _check_seed, _check_word_list
 from ..profiles import projection
 from ..report import plots, rendering
-from .bold_prompts import FEMALE_GROUP, MALE_GROUP
 
 __all__ = [
     "category_contrasts", "completion_chart", "completion_embeddings", "completion_projection",
