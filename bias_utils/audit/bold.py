@@ -42,7 +42,7 @@ import pandas as pd
 
 from ..core import lexicon, precision, stats, tables
 from ..core.errors import ParameterError, _check_generation, _check_max_new_tokens, _check_word_list
-from ..core.results import write_table
+from ..core.results import write_tables
 from ..models.loading import _check_model
 from ..report import rendering
 from . import occupation_headline, occupation_units, occupations
@@ -495,14 +495,13 @@ class _AuditResult:
 
     def write(self, folder: str | Path) -> list[Path]:
         """Write every table as parquet + CSV under ``folder``; returns the files."""
-        folder = Path(folder)
-        frames = {tables.NAMES.BOLD_METRICS: self.metrics, tables.NAMES.BOLD_STATISTICS: self.statistics,
-                  tables.NAMES.BOLD_GROUP_SUMMARY: self.summary,
-                  tables.NAMES.BOLD_SKIPPED: self.skipped.astype({c: str for c in self.skipped.columns}),
-                  tables.NAMES.BOLD_OCCUPATIONS: self.occupations, tables.NAMES.BOLD_INFLUENCE: self.influence,
-                  tables.NAMES.BOLD_HEADLINE: self.headline, tables.NAMES.BOLD_UNITS: self.units,
-                  tables.NAMES.BOLD_UNIT_COUNTS: self.unit_counts, tables.NAMES.BOLD_EXCLUDED: self.excluded}
-        return [p for name, df in frames.items() for p in write_table(df, folder / name)]
+        return write_tables(folder, {
+            tables.NAMES.BOLD_METRICS: self.metrics, tables.NAMES.BOLD_STATISTICS: self.statistics,
+            tables.NAMES.BOLD_GROUP_SUMMARY: self.summary,
+            tables.NAMES.BOLD_SKIPPED: self.skipped.astype({c: str for c in self.skipped.columns}),
+            tables.NAMES.BOLD_OCCUPATIONS: self.occupations, tables.NAMES.BOLD_INFLUENCE: self.influence,
+            tables.NAMES.BOLD_HEADLINE: self.headline, tables.NAMES.BOLD_UNITS: self.units,
+            tables.NAMES.BOLD_UNIT_COUNTS: self.unit_counts, tables.NAMES.BOLD_EXCLUDED: self.excluded})
 
 
 def _check_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples=1, seed=0, max_new_tokens=100,

@@ -221,3 +221,41 @@ def _read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
                 yield json.loads(line)
             except json.JSONDecodeError:
                 continue
+
+
+class RecordStore:
+    """The one resumable store under every long computation (generation, the next word, the erasure's conditions):
+    records appended as JSON lines to ``<root>/<hash of params>/rows.jsonl`` and read back by their key.
+
+    The folder's name is the key of everything that determines the records (``params``, hashed to ``hash_length``
+    characters; ``meta.json`` beside the rows holds them, for people browsing the cache). An append is fsynced, so
+    what was appended survives a crash and an interrupted run resumes where it stopped; a record missing a
+    ``required`` field (one written by an older version) is skipped; two runs that raced keep the first copy of a
+    key (both computed the same record). A caller holds :meth:`lock` while it reads, computes and appends, so a
+    second run waits and then reads instead of computing again."""
+
+    def __init__(self, root: str | os.PathLike, params: Any, key: str | Callable[[dict], Any], *,
+                 required: Iterable[str] = (), hash_length: int = 16):
+        self.dir = Path(root) / _stable_hash(params, hash_length)
+        self.rows = self.dir / "rows.jsonl"
+        self.key = (lambda r: r[key]) if isinstance(key, str) else key
+        self.required = ((key,) if isinstance(key, str) else ()) + tuple(required)
+        if not (self.dir / "meta.json").exists():
+            _atomic_write_json(self.dir / "meta.json", params)
+
+    def lock(self, name: str = "lock"):
+        """The store's lock file ``name`` (a context manager): one computation of these records at a time."""
+        return _file_lock(self.dir / name)
+
+    def load(self) -> dict[Any, dict]:
+        """The complete records on disk by key (the first copy of a key)."""
+        done: dict[Any, dict] = {}
+        for r in _read_jsonl(self.rows):
+            if isinstance(r, dict) and all(c in r for c in self.required):
+                done.setdefault(self.key(r), r)
+        return done
+
+    def append(self, records: list[dict]) -> None:
+        """Append ``records`` (nothing for none)."""
+        if records:
+            _append_jsonl(self.rows, records)

@@ -14,6 +14,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
+from typing import Mapping
 
 import pandas as pd
 
@@ -127,6 +128,13 @@ def write_table(df: pd.DataFrame, path_stem: str | Path) -> tuple[Path, Path]:
     df.to_parquet(buf, index=False)
     return (_atomic_write_bytes(stem.with_suffix(".parquet"), buf.getvalue()),
             _atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False)))
+
+
+def write_tables(folder: str | Path, frames: Mapping[str, pd.DataFrame]) -> list[Path]:
+    """Write each of ``frames`` (table name -> table) as parquet + CSV under ``folder`` (:func:`write_table`);
+    returns every file written. The one ``.write`` of every result class."""
+    folder = Path(folder)
+    return [p for name, df in frames.items() for p in write_table(df, folder / name)]
 
 
 def _read_table(path_stem: str | Path) -> pd.DataFrame:

@@ -102,7 +102,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..core import paths
-from ..core.cache import _append_jsonl, _atomic_write_json, _file_lock, _read_jsonl, _read_npz, _stable_hash, _write_npz
+from ..core.cache import RecordStore, _atomic_write_json, _read_jsonl, _read_npz, _stable_hash, _write_npz
 from ..core.errors import _check_generation, _check_max_new_tokens
 from .decoding import _EXPECTED_COLUMNS, _STATE_PARTS, _run_transformers, lexicon_token_ids
 from .endpoints import OpenAIEndpoint, _run_http
@@ -224,7 +224,7 @@ def _generate(
         # Locked per request, not per folder: the folder's key leaves the prompts out, and a run on other
         # prompts (the extra terms' long job) need not wait. A second run on these rows waits, then reads them.
         request = _stable_hash(sorted(r["row_key"] for r in rows))
-        held.enter_context(_file_lock(store.dir / "locks" / f"{request}.lock"))
+        held.enter_context(store.lock(f"locks/{request}.lock"))
     done = store.load() if store else {}
 
     todo = [r for r in rows if r["row_key"] not in done]
@@ -362,28 +362,16 @@ class _Speeds:
             pass
 
 
-class _Store:
-    """Append-only JSONL of finished rows under a folder keyed by the generation parameters."""
+class _Store(RecordStore):
+    """The generation's rows under a folder keyed by its parameters; a batch's hidden states go to an npz shard that
+    its rows name."""
 
     def __init__(self, params: dict, cache: bool | str | os.PathLike):
-        root = paths._cache_dir() / "generations" if cache is True else Path(cache)
-        self.dir = root / _stable_hash(params)
-        self.rows = self.dir / "rows.jsonl"
-        meta = self.dir / "meta.json"
-        if not meta.exists():  # for people browsing the cache; the key is the folder name
-            _atomic_write_json(meta, params)
-
-    def load(self) -> dict[str, dict]:
-        done: dict[str, dict] = {}
-        for r in _read_jsonl(self.rows):
-            if isinstance(r, dict) and "row_key" in r and all(c in r for c in _COLUMNS):
-                done.setdefault(r["row_key"], r)  # a duplicate (two concurrent runs) keeps the first
-        return done
+        super().__init__(paths._cache_dir() / "generations" if cache is True else Path(cache), params, "row_key",
+                         required=_COLUMNS)
 
     def append(self, rows: list[dict], states: dict[str, np.ndarray] | None = None) -> None:
-        if not rows:
-            return
-        if states:
+        if rows and states:
             # The states are on disk before the rows that name them: a crash between the two leaves only a shard
             # that no row reads, and the batch is generated again.
             keys = [r["row_key"] for r in rows]
@@ -391,4 +379,4 @@ class _Store:
             _write_npz(self.dir / "states" / shard, row_keys=np.array(keys), **states)
             for r in rows:
                 r["states"] = shard
-        _append_jsonl(self.rows, rows)
+        super().append(rows)

@@ -58,7 +58,7 @@ from ..core.criterion_validity import _statistic_row as _row
 from ..core.criterion_validity import _validity_statistics as _criterion_statistics
 from ..core.errors import _check_seed
 from ..core.precision import _number_text
-from ..core.results import display_name, write_table
+from ..core.results import display_name, write_tables
 from ..core.stats import _check_n_boot
 from ..report import plots
 from .population_profiles import DEFAULT_TEMPLATES, _check_word_projection, _population_embeddings
@@ -162,10 +162,8 @@ class _OccupationValidity:
 
     def write(self, folder: str | Path) -> list[Path]:
         """Write the values and the statistics as parquet + CSV under ``folder``."""
-        folder = Path(folder)
-        written = {tables.NAMES.OCCUPATION_VALIDITY_VALUES: self.values,
-                   tables.NAMES.OCCUPATION_VALIDITY: self.statistics}
-        return [p for name, df in written.items() for p in write_table(df, folder / name)]
+        return write_tables(folder, {tables.NAMES.OCCUPATION_VALIDITY_VALUES: self.values,
+                                     tables.NAMES.OCCUPATION_VALIDITY: self.statistics})
 
 
 def occupation_validity(model, basis, *, layer="mean", templates: Sequence[str] = DEFAULT_TEMPLATES,
