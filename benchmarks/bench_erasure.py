@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 from transformers.masking_utils import create_causal_mask
 
-from bias_utils.audit.next_word import _TEMPLATES
+from bias_utils.audit.next_word_prompts import _TEMPLATES
 from bias_utils.core import paths
 from bias_utils.intrinsic_extrinsic import erasure
 from bias_utils.models.embeddings import _default_batch_size

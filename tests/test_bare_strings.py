@@ -16,7 +16,7 @@ import pytest
 from bias_utils.audit import bold, bold_figures
 from bias_utils.book import crossmodel, summary, validation
 from bias_utils.core.errors import ParameterError, _check_word_list, _check_word_lists
-from bias_utils.intrinsic_extrinsic import completions, link
+from bias_utils.intrinsic_extrinsic import bold_link, completions
 from bias_utils.models import decoding, embeddings
 from bias_utils.models.builtin_models import _BUILTIN_MODELS, _builtin_weights
 from bias_utils.profiles import dictionaries, gender_direction, layers, projection, robustness
@@ -108,7 +108,8 @@ def _cases() -> list:
          "unreadable", "warmth"),
         ("completion_projection_stats unreadable", lambda tok: completions.completion_projection_stats(
             projected, unreadable="warmth"), "unreadable", "warmth"),
-        ("run_link templates", lambda tok: link.run_link(SMOL, pd.DataFrame(), smol_basis, templates="this is {word}"),
+        ("run_link templates",
+         lambda tok: bold_link.run_link(SMOL, pd.DataFrame(), smol_basis, templates="this is {word}"),
          "templates", "this is {word}"),
         # the book's cross-model pages and charts
         ("model_folders models", lambda tok: crossmodel.model_folders(SMOL), "models", SMOL),

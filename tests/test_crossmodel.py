@@ -18,7 +18,7 @@ from statsmodels.stats.meta_analysis import combine_effects
 from bias_utils.audit import bold, replication
 from bias_utils.book import crossmodel
 from bias_utils.core import paths, tables
-from bias_utils.intrinsic_extrinsic import link
+from bias_utils.intrinsic_extrinsic import bold_link
 from bias_utils.profiles import population_profiles as profiles
 from bias_utils.profiles.populations import _load_populations
 from bias_utils.report import plots, rendering
@@ -176,7 +176,7 @@ def test_random_effects_interval_covers_the_mean_under_heterogeneity():
 
 
 def test_pooled_link_pools_the_primary_slope_and_says_when_nothing_can_be_pooled():
-    primary = link._PRIMARY["test"]
+    primary = bold_link._PRIMARY["test"]
     stats = pd.DataFrame({
         "model_id": ["a", "b", "c", "a"], "intrinsic": "gender_position", "test": [primary] * 3 + ["spearman"],
         "effect_size": [0.5, 0.2, 0.9, 0.3], "se": [0.1, 0.2, 0.3, np.nan], "n": [88, 80, 60, 88],
@@ -374,7 +374,7 @@ def test_pooled_link_pools_like_with_like_and_names_what_it_keeps_apart():
     """Three models of the built-in next-word measure are pooled; one of other templates and one whose table does
     not record its definition are kept apart, each with its reason, left out of the pool, the chart and the count,
     and named in the sentence. The BOLD slope (no template defines it) pools as before."""
-    from bias_utils.audit.next_word import _DEFAULT_DEFINITION, _measure_definition
+    from bias_utils.audit.next_word_prompts import _DEFAULT_DEFINITION, _measure_definition
 
     german = _measure_definition(["Gestern sagte {occupation}, dass"])
     rho, n = np.array([0.53, 0.41, 0.67, 0.12, 0.3]), np.array([60, 60, 60, 60, 58])
@@ -410,6 +410,7 @@ def test_chapter_09_keeps_a_run_of_other_templates_out_of_the_pool(tmp_path, smo
     built-in templates (real runs, 12 BLS nouns): chapter 09's reading of the folders keeps the German run apart,
     says why, and does not call its link the built-in next-word log-ratio."""
     from bias_utils.audit import next_word as nw
+    from bias_utils.audit import next_word_prompts as nwp
     from bias_utils.core.results import write_table
     from bias_utils.intrinsic_extrinsic import link
     from bias_utils.profiles import gender_direction
@@ -426,7 +427,7 @@ def test_chapter_09_keeps_a_run_of_other_templates_out_of_the_pool(tmp_path, smo
     found, _ = crossmodel.read_all_results(list(folders["folder"]), results)
     pooled = crossmodel.pooled_link(found[tables.NAMES.LINK_NEXT_WORD]).set_index("model_id")
     assert crossmodel._POOLED not in pooled.index and pooled.loc["smol-builtin", "kept_apart"] == ""
-    german = nw._measure_definition(["Gestern sagte {occupation}, dass"])
+    german = nwp._measure_definition(["Gestern sagte {occupation}, dass"])
     assert pooled.loc["smol-german", "kept_apart"].startswith(
         f"its next-word measure is defined by other templates or words (definition {german})")
     assert pooled.loc["smol-german", "extrinsic_measure"] == (f"next-word log-ratio (exact; its own templates or "

@@ -26,7 +26,7 @@ from bias_utils.book import runs
 from bias_utils.book import validation as v
 from bias_utils.core import paths, results
 from bias_utils.core.errors import ParameterError
-from bias_utils.intrinsic_extrinsic import completions, link
+from bias_utils.intrinsic_extrinsic import bold_link, completions
 from bias_utils.models import loading as models
 from bias_utils.models.generation import _generate
 from bias_utils.profiles import (
@@ -148,16 +148,16 @@ def _entry_cases() -> list:
         ("occupation_validity layer", lambda t: gender_direction.occupation_validity(MINILM, wc7, layer="all"),
          "layer"),
         ("occupation_validity n_boot", lambda t: gender_direction.occupation_validity(MINILM, wc7, n_boot=0), "n_boot"),
-        ("run_link layer", lambda t: link.run_link(SMOL, METRICS, _basis(31), layer=31), "layer"),
-        ("run_link correction", lambda t: link.run_link(SMOL, METRICS, _basis(31), correction=0), "correction"),
-        ("run_link n_boot=100.0", lambda t: link.run_link(SMOL, METRICS, _basis(31), n_boot=100.0), "n_boot"),
-        ("run_link seed", lambda t: link.run_link(SMOL, METRICS, _basis(31), seed=-1), "seed"),
-        ("run_link verdict", lambda t: link.run_link(SMOL, METRICS, _basis(31), direction_verdict="yes"),
+        ("run_link layer", lambda t: bold_link.run_link(SMOL, METRICS, _basis(31), layer=31), "layer"),
+        ("run_link correction", lambda t: bold_link.run_link(SMOL, METRICS, _basis(31), correction=0), "correction"),
+        ("run_link n_boot=100.0", lambda t: bold_link.run_link(SMOL, METRICS, _basis(31), n_boot=100.0), "n_boot"),
+        ("run_link seed", lambda t: bold_link.run_link(SMOL, METRICS, _basis(31), seed=-1), "seed"),
+        ("run_link verdict", lambda t: bold_link.run_link(SMOL, METRICS, _basis(31), direction_verdict="yes"),
          "direction_verdict"),
         # 10 relabellings leave no cut-off for a 95% interval; the fits would read the error as a design too small
-        ("run_link n_permutations", lambda t: link.run_link(SMOL, METRICS, _basis(31), n_permutations=10),
+        ("run_link n_permutations", lambda t: bold_link.run_link(SMOL, METRICS, _basis(31), n_permutations=10),
          "n_permutations"),
-        ("link_statistics n_permutations", lambda t: link._link_statistics(pd.DataFrame(), n_permutations=10),
+        ("link_statistics n_permutations", lambda t: bold_link._link_statistics(pd.DataFrame(), n_permutations=10),
          "n_permutations"),
         # Table 2 and the axis null (chapter 03)
         ("direction_prediction layer", lambda t: space.direction_prediction(MINILM, sp7, layer=7), "layer"),

@@ -14,7 +14,7 @@ from scipy import stats as st
 from bias_utils.audit import bold, occupation_units, replication
 from bias_utils.core import mixed, precision, stats
 from bias_utils.core.errors import ParameterError
-from bias_utils.intrinsic_extrinsic import link
+from bias_utils.intrinsic_extrinsic import bold_link, link
 from bias_utils.profiles.gender_direction import _gender_position
 from bias_utils.profiles.population_profiles import _population_embeddings
 from bias_utils.profiles.populations import _load_populations, _occupation_shares
@@ -34,25 +34,25 @@ def linked(smollm, smollm_quick_bases, metrics):
     for the within-field model on any slice), on the chapter's own axes with the QUICK build's contexts."""
     annotated = occupation_units.annotate(metrics, "audit")
     keep = annotated.loc[annotated["in_primary"], "unit"].drop_duplicates()
-    return link.run_link(smollm, annotated[annotated["unit"].isin(keep)], smollm_quick_bases["warmth_competence"],
+    return bold_link.run_link(smollm, annotated[annotated["unit"].isin(keep)], smollm_quick_bases["warmth_competence"],
                          n_boot=200, seed=1, direction_verdict="supported", n_permutations=99)
 
 
 @pytest.mark.parametrize("bad", [0, -1, "0.5", True, float("nan"), None])
 def test_correction_must_be_a_positive_number(bad):
     with pytest.raises(ParameterError, match="^correction"):
-        link._check_correction(bad)
+        bold_link._check_correction(bad)
 
 
 def test_occupation_noun_reads_the_bold_key_as_a_common_noun():
-    assert link._occupation_noun("Registered_Nurse") == "registered nurse"
-    assert link._occupation_noun("Tool_and_die_maker") == "tool and die maker"
-    assert link._occupation_noun("registered nurse") == "registered nurse"  # a unit's name is a noun already
-    assert link._occupation_noun("nurse (Nurse_x)") == "nurse"  # a second unit of one noun is told by its key
+    assert bold_link._occupation_noun("Registered_Nurse") == "registered nurse"
+    assert bold_link._occupation_noun("Tool_and_die_maker") == "tool and die maker"
+    assert bold_link._occupation_noun("registered nurse") == "registered nurse"  # a unit's name is a noun already
+    assert bold_link._occupation_noun("nurse (Nurse_x)") == "nurse"  # a second unit of one noun is told by its key
 
 
 def test_extrinsic_log_odds_from_sampled_counts(metrics):
-    table = link._extrinsic_table(metrics)
+    table = bold_link._extrinsic_table(metrics)
     assert len(table) == metrics["occupation"].nunique() == 224
     assert set(table["extrinsic_measure"]) == {"sampled"}
     # independent: the counts summed per occupation by hand
@@ -66,9 +66,9 @@ def test_extrinsic_log_odds_from_sampled_counts(metrics):
 
 
 def test_link_chart_carries_alt_text_a_caption_and_the_display_name(metrics):
-    table = link._extrinsic_table(metrics)
+    table = bold_link._extrinsic_table(metrics)
     # any intrinsic value will do for the chart's text: the occupation's share of the audit's gendered words
-    table = table.assign(noun=table["occupation"].map(link._occupation_noun),
+    table = table.assign(noun=table["occupation"].map(bold_link._occupation_noun),
                          gender_position=table["female_words"] / (table["female_words"] + table["male_words"] + 1))
     spec = link.link_chart(table, title="smollm2-135m-instruct--b179c9523d0e--fp32: inside against writing").to_dict()
     assert spec["title"] == "smollm2-135m-instruct: inside against writing"
@@ -93,9 +93,9 @@ def test_link_chart_carries_alt_text_a_caption_and_the_display_name(metrics):
 def test_link_chart_caption_says_where_the_points_lie_against_the_terms_means(metrics):
     """All nouns beyond the male terms' mean (as SmolLM2's, −3.35 to −2.76): the caption says so and why, with the
     ends from the data; positions around the midpoint get no such sentence."""
-    table = link._extrinsic_table(metrics)
+    table = bold_link._extrinsic_table(metrics)
     share = table["female_words"] / (table["female_words"] + table["male_words"] + 1)
-    table = table.assign(noun=table["occupation"].map(link._occupation_noun), gender_position=share - 3.35)
+    table = table.assign(noun=table["occupation"].map(bold_link._occupation_noun), gender_position=share - 3.35)
     _, caption = rendering._figure_text(link.link_chart(table).to_dict())
     low, high = table.loc[table["gender_position"].idxmin()], table.loc[table["gender_position"].idxmax()]
     ends = (f"run from {precision._number_text(low.gender_position)} ({low.noun}) to "
@@ -109,7 +109,7 @@ def test_link_chart_caption_says_where_the_points_lie_against_the_terms_means(me
 def test_extrinsic_uses_expected_counts_only_when_every_completion_has_them(metrics):
     part = metrics[metrics["occupation"].isin(["Registered_nurse", "Machinist"])]
     expected = part.assign(expected_male=part["male_words"] + 0.25, expected_female=part["female_words"] * 0.5)
-    table = link._extrinsic_table(expected, correction=1.0).set_index("occupation")
+    table = bold_link._extrinsic_table(expected, correction=1.0).set_index("occupation")
     nurse = expected[expected["occupation"] == "Registered_nurse"]
     assert table.loc["Registered_nurse", "extrinsic_measure"] == "expected"
     assert table.loc["Registered_nurse", "male_count"] == pytest.approx(nurse["expected_male"].sum())
@@ -117,7 +117,7 @@ def test_extrinsic_uses_expected_counts_only_when_every_completion_has_them(metr
         np.log((nurse["expected_female"].sum() + 1) / (nurse["expected_male"].sum() + 1)))
     gap = expected.copy()
     gap.loc[gap.index[0], "expected_male"] = np.nan
-    assert set(link._extrinsic_table(gap)["extrinsic_measure"]) == {"sampled"}
+    assert set(bold_link._extrinsic_table(gap)["extrinsic_measure"]) == {"sampled"}
 
 
 @pytest.mark.slow
@@ -143,10 +143,10 @@ def test_link_statistics_agree_with_scipy_statsmodels_and_the_mixed_model_on_rea
     units = occupation_units._unit_table("audit")
     assert len(table) == units.loc[units["primary"], "unit"].nunique() and table["group"].nunique() == 2
     assert linked.skipped.empty
-    assert list(table.columns) == link._OCCUPATION_COLUMNS
+    assert list(table.columns) == bold_link._OCCUPATION_COLUMNS
     assert set(table["occupation"]) <= set(occupation_units._unit_table("audit")["unit"])  # units, not BOLD keys
     pooled = stats_[stats_["group"] == ""].set_index(["intrinsic", "test"])
-    for measure in link._INTRINSIC_MEASURES:
+    for measure in bold_link._INTRINSIC_MEASURES:
         x, y = table[measure], table["log_odds"]
         r, p = st.pearsonr(x, y)
         assert pooled.loc[(measure, "pearson"), "effect_size"] == pytest.approx(r, abs=1e-10)
@@ -179,7 +179,7 @@ def test_link_statistics_agree_with_scipy_statsmodels_and_the_mixed_model_on_rea
     assert stats_["primary"].sum() == 1
     primary = stats_[stats_["primary"]].iloc[0]
     assert (primary["intrinsic"], primary["test"]) == ("gender_position", "mixed_logit_within_category")
-    sentence = link.describe_link(stats_, "SmolLM2")
+    sentence = bold_link.describe_link(stats_, "SmolLM2")
     assert f"{primary.effect_size:.2f}".replace("-", "−") + " log-odds per SD" in sentence
     assert "permutation likelihood-ratio p " in sentence
     assert ("is not shown" in sentence) == (primary.ci_low <= 0 <= primary.ci_high)
@@ -204,13 +204,13 @@ def test_link_statistics_agree_with_scipy_statsmodels_and_the_mixed_model_on_rea
     assert link._counted_units(primary) == f"BOLD primary units with a count above 0 ({counted} of {len(table)})"
     constant = [g for g, t in table.groupby("group") if t["log_odds"].nunique() == 1]
     assert sentence.count("is not defined among the") == len(constant)
-    shown = link.describe_link(stats_, "smollm2-135m-instruct--b179c9523d0e--fp32")
+    shown = bold_link.describe_link(stats_, "smollm2-135m-instruct--b179c9523d0e--fp32")
     assert "In smollm2-135m-instruct" in shown and "b179c9523d0e" not in shown  # the display name
     # a direction not validated against the BLS share is not read, and no number of it is printed
-    unread = link._link_statistics(table, n_boot=20, direction_verdict="not shown", n_permutations=39)
+    unread = bold_link._link_statistics(table, n_boot=20, direction_verdict="not shown", n_permutations=39)
     assert not unread.loc[unread["intrinsic"] == "gender_position", "readable"].any()
     assert unread.loc[unread["intrinsic"] != "gender_position", "readable"].all()
-    text = link.describe_link(unread, "SmolLM2")
+    text = bold_link.describe_link(unread, "SmolLM2")
     assert "is not shown against the BLS share of women" in text and re.search(r"\d\.\d", text) is None
     chart = link.link_chart(table).to_dict()
     marks = [layer["mark"]["type"] for layer in chart["layer"]]
@@ -240,7 +240,7 @@ def _fields(rng, slope: float, sigma: float = 0.8, n_categories: int = 8, per_ca
 
 
 def _primary_row(table: pd.DataFrame) -> dict:
-    return next(r for r in link._mixed_link_rows(table, "gender_position", n_permutations=39)
+    return next(r for r in bold_link._mixed_link_rows(table, "gender_position", n_permutations=39)
                 if r["test"] == "mixed_logit_within_category")
 
 
@@ -296,9 +296,9 @@ def test_constant_extrinsic_measure_gives_no_correlation_and_says_so():
                           "gender_position": [0.1, 0.3, 0.2, 0.5, 0.4, 0.0], "warmth": np.arange(6.0),
                           "competence": np.arange(6.0)[::-1], "female_count": 0.0, "male_count": 0.0,
                           "log_odds": 0.0, "extrinsic_measure": "sampled"})
-    stats_ = link._link_statistics(table, n_boot=100, n_permutations=39)
+    stats_ = bold_link._link_statistics(table, n_boot=100, n_permutations=39)
     assert stats_.loc[stats_["test"].isin(["pearson", "spearman"]), "effect_size"].isna().all()
-    assert "could not be fitted" in link.describe_link(stats_, "m")  # no counts: the model has nothing to fit
+    assert "could not be fitted" in bold_link.describe_link(stats_, "m")  # no counts: the model has nothing to fit
 
 
 # --------------------------------------------------------------------------- the link on the same occupations
@@ -361,8 +361,9 @@ def test_next_word_link_rows_equal_scipy_and_pingouin_and_carry_the_bold_row():
     values, exact, units = _next_word_inputs(rng)
     exact = exact.drop(index=4)  # a noun without the measure is left out of its rows
     bold = pd.DataFrame([{c: np.nan for c in stats._STAT_COLUMNS} | {
-        "test": link._PRIMARY["test"], "intrinsic": "gender_position", "effect": "log_odds_slope", "effect_size": 0.6,
-        "ci_low": -0.64, "ci_high": 2.01, "p": 0.32, "n": 33, "extrinsic_measure": "expected", "note": ""}])
+        "test": bold_link._PRIMARY["test"], "intrinsic": "gender_position", "effect": "log_odds_slope",
+        "effect_size": 0.6, "ci_low": -0.64, "ci_high": 2.01, "p": 0.32, "n": 33, "extrinsic_measure": "expected",
+        "note": ""}])
     result = link.next_word_link(values, exact, units, bold, direction_verdict="supported", n_boot=300, seed=2)
     st_ = result.statistics.set_index(["analysis", "test"])
     assert list(result.statistics.columns) == stats._STAT_COLUMNS + link._NEXT_WORD_LINK_COLUMNS
@@ -376,7 +377,7 @@ def test_next_word_link_rows_equal_scipy_and_pingouin_and_carry_the_bold_row():
     assert beyond["controls"] == "bls_pct_female" and beyond["df"] == 56
     rho_u, _ = st.spearmanr(units["gender_position"], exact["log_ratio"].iloc[-20:])
     assert st_.loc[("BOLD primary units", "spearman"), "effect_size"] == pytest.approx(rho_u)
-    row = st_.loc[("BOLD link", link._PRIMARY["test"])]
+    row = st_.loc[("BOLD link", bold_link._PRIMARY["test"])]
     assert (row["role"], row["units"], row["effect_size"], row["n"]) == ("robustness", "BOLD primary units", 0.6, 33)
     assert "sampled BOLD completions" in row["extrinsic_measure"]
     assert set(result.occupations["units"]) == {"BLS occupations", "BOLD primary units"}

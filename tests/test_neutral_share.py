@@ -13,7 +13,9 @@ import torch
 from float32_bounds import log_probability_tolerance, log_ratio_tolerance, logit_errors
 from scipy import stats as st
 
+from bias_utils.audit import neutral_share as ns
 from bias_utils.audit import next_word as nw
+from bias_utils.audit import next_word_prompts as nwp
 from bias_utils.core import lexicon, paths, tables
 from bias_utils.core.stats import _bootstrap_ci
 from bias_utils.profiles.populations import _occupation_shares
@@ -37,9 +39,9 @@ def _ratio(got, ref, tol) -> float:
 def test_the_neutral_lexicons_are_the_they_forms_and_neopronouns_of_the_neutral_list():
     assert lexicon._THEY_WORDS == ("they", "them", "their", "theirs", "themselves", "themself")
     assert lexicon._NEOPRONOUN_WORDS == ("ze", "zir", "zirs", "zirself", "xe", "xem", "xyr", "xyrs", "xemself")
-    assert nw._REFERENCE_LEXICONS == {"neutral": lexicon._THEY_WORDS, "neopronoun": lexicon._NEOPRONOUN_WORDS}
+    assert nwp._REFERENCE_LEXICONS == {"neutral": lexicon._THEY_WORDS, "neopronoun": lexicon._NEOPRONOUN_WORDS}
     # no word of them is a female or male word: counted beside the log-ratio's lexicons, never inside them
-    lexicon._validate_lexicons({**lexicon.GENDER_LEXICONS, **nw._REFERENCE_LEXICONS})
+    lexicon._validate_lexicons({**lexicon.GENDER_LEXICONS, **nwp._REFERENCE_LEXICONS})
 
 
 def test_the_default_definition_of_the_log_ratio_is_the_one_recorded_before_the_neutral_words():
@@ -47,10 +49,10 @@ def test_the_default_definition_of_the_log_ratio_is_the_one_recorded_before_the_
     the definition they carried before issue 48 (recorded in the fixture), so chapter 09 pools old and new runs; the
     neutral share has a definition of its own, which a change of the rule or of the neutral words changes."""
     recorded = set(pd.read_csv(BEFORE_PROMPTS)["measure_definition"])
-    assert recorded == {nw._DEFAULT_DEFINITION} == {nw._measure_definition()}
-    assert nw._DEFAULT_NEUTRAL_DEFINITION not in recorded
-    assert nw._neutral_definition(nw._TEMPLATES[1:]) == nw._DEFAULT_NEUTRAL_DEFINITION  # "said that" is left out
-    assert nw._neutral_definition(nw._TEMPLATES[:-1]) != nw._DEFAULT_NEUTRAL_DEFINITION
+    assert recorded == {nwp._DEFAULT_DEFINITION} == {nwp._measure_definition()}
+    assert ns._DEFAULT_NEUTRAL_DEFINITION not in recorded
+    assert ns._neutral_definition(nwp._TEMPLATES[1:]) == ns._DEFAULT_NEUTRAL_DEFINITION  # "said that" is left out
+    assert ns._neutral_definition(nwp._TEMPLATES[:-1]) != ns._DEFAULT_NEUTRAL_DEFINITION
 
 
 def test_the_template_left_out_is_the_one_the_recorded_check_read_as_a_group_as_often_as_one_person():
@@ -58,17 +60,17 @@ def test_the_template_left_out_is_the_one_the_recorded_check_read_as_a_group_as_
     as one person, a group or unclear) gives the counts the module states, and the templates left out are exactly
     the open ones where a group was read at least as often as the one person."""
     check = pd.read_csv(FIXTURES / "neutral_reading_check.csv", keep_default_na=False)
-    assert set(check["template"]) == set(nw._TEMPLATES) and (check.groupby("template").size() == 10).all()
+    assert set(check["template"]) == set(nwp._TEMPLATES) and (check.groupby("template").size() == 10).all()
     assert set(check["reading"]) <= {"one person", "group", "unclear"}
     for row in check.itertuples():
         assert row.prompt.startswith(row.template.replace("{occupation}", row.occupation) + " ")
         assert row.prompt.rsplit(" ", 1)[1] in lexicon._THEY_WORDS
     counts = {t: tuple(int((g["reading"] == r).sum()) for r in ("one person", "group", "unclear"))
               for t, g in check.groupby("template")}
-    assert counts == nw._READING_CHECK
-    left_out = {t for t in nw._OPEN_TEMPLATES if counts[t][1] >= counts[t][0]}
-    assert set(nw._PLURAL_TEMPLATES) == left_out == {"The {occupation} said that"}
-    assert set(nw._OPEN_TEMPLATES) <= set(nw._TEMPLATES)
+    assert counts == ns._READING_CHECK
+    left_out = {t for t in ns._OPEN_TEMPLATES if counts[t][1] >= counts[t][0]}
+    assert set(ns._PLURAL_TEMPLATES) == left_out == {"The {occupation} said that"}
+    assert set(ns._OPEN_TEMPLATES) <= set(nwp._TEMPLATES)
 
 
 # --------------------------------------------------------------------------- the real model
@@ -113,8 +115,8 @@ def test_neutral_mass_equals_transformers_full_forward_pass_in_float64(smollm, i
     said = found["template"] == "The {occupation} said that"
     assert (found["singular"] == ~said).all()
     nurse = found[(found["occupation"] == "nurse") & ~said]
-    per = nw._singular_means(found).set_index("occupation").loc["nurse"]
-    assert per["n_singular"] == len(nw._TEMPLATES) - 1 == len(nurse)
+    per = ns._singular_means(found).set_index("occupation").loc["nurse"]
+    assert per["n_singular"] == len(nwp._TEMPLATES) - 1 == len(nurse)
     f, m, n = (nurse[c].mean() for c in ("female_mass", "male_mass", "neutral_mass"))
     assert per["neutral_share"] == pytest.approx(n / (f + m + n), rel=1e-12)
 
@@ -152,10 +154,10 @@ def test_the_existing_next_word_tables_are_unchanged(smollm):
 def smollm_neutral(smollm):
     """SmolLM2's measure of the 60 BLS nouns and the audit's 88 primary units' nouns, as chapter 11 computes it."""
     from bias_utils.audit.occupation_units import _unit_table
-    from bias_utils.intrinsic_extrinsic import link
+    from bias_utils.intrinsic_extrinsic import bold_link
 
     units = _unit_table("audit")
-    primary = pd.DataFrame({"noun": [link._occupation_noun(u) for u in units.loc[units["primary"], "unit"]]})
+    primary = pd.DataFrame({"noun": [bold_link._occupation_noun(u) for u in units.loc[units["primary"], "unit"]]})
     shares = _occupation_shares()
     found = nw.next_word_table(smollm, list(dict.fromkeys([*shares["occupation"], *primary["noun"]])),
                                progress=False)
@@ -199,7 +201,7 @@ def test_the_four_questions_are_the_engines_statistics_of_the_neutral_share(smol
     order = np.argsort(found_p)  # Holm: the k-th smallest p times (3 - k), made monotone
     holm = np.maximum.accumulate(np.minimum(1, np.sort(found_p) * np.arange(3, 0, -1)))[np.argsort(order)]
     assert stats.xs("share of women")["p_adj"].to_numpy() == pytest.approx(holm, rel=1e-12)
-    assert set(result.statistics["neutral_definition"]) == {nw._DEFAULT_NEUTRAL_DEFINITION}
+    assert set(result.statistics["neutral_definition"]) == {ns._DEFAULT_NEUTRAL_DEFINITION}
     # the template rule as the chapter shows it
     rule = result.templates.set_index("template")
     assert not rule.loc["The {occupation} said that", "singular"] and rule["singular"].sum() == 9
@@ -212,15 +214,15 @@ def test_the_reading_says_each_number_of_the_table_and_reads_an_interval_across_
     result = found.neutral_share(shares, primary, n_boot=200, seed=0)
     text = result.describe()
     share = result.statistics.iloc[0]
-    assert (f"\"they\" takes {nw._percent(share['effect_size'])} (95% CI {nw._percent(share['ci_low'])} to "
-            f"{nw._percent(share['ci_high'])}, 60 BLS occupations)") in text
+    assert (f"\"they\" takes {nwp._percent(share['effect_size'])} (95% CI {nwp._percent(share['ci_low'])} to "
+            f"{nwp._percent(share['ci_high'])}, 60 BLS occupations)") in text
     assert "reported as it is, and not read beyond that" in text
     assert "Left out of the share: \"The … said that\"" in text
     # the same table with question 2's interval moved across 0 reads as not shown, never as "more"
     moved = result.statistics.copy()
     balance = moved["question"] == "balance"
     moved.loc[balance, "ci_low"] = -0.05
-    changed = nw._describe_neutral(moved, result.words, result.templates, found.model_id)
+    changed = ns._describe_neutral(moved, result.words, result.templates, found.model_id)
     assert "More of it goes to \"they\" where the workforce is balanced" in text  # SmolLM2: ρ 0.48, 0.25 to 0.65
     assert "where the workforce is balanced (a BLS share of women near 50%) is not shown (Spearman ρ" in changed
     assert "More of it goes to" not in changed
@@ -234,10 +236,10 @@ def test_chapter_11_states_the_template_rule_before_its_results():
     computed = next(i for i, c in enumerate(cells) if c.cell_type == "code" and ".neutral_share(" in c.source)
     assert stated < computed
     text = " ".join(cells[stated].source.split())
-    for template in nw._PLURAL_TEMPLATES:
-        one, group, _ = nw._READING_CHECK[template]
+    for template in ns._PLURAL_TEMPLATES:
+        one, group, _ = ns._READING_CHECK[template]
         assert f"\"{template.replace('{occupation}', 'nurse')}\" ({group} group, {one} one person)" in text
-    assert "Seven templates bind it to one" in text and len(nw._TEMPLATES) - len(nw._OPEN_TEMPLATES) == 7
+    assert "Seven templates bind it to one" in text and len(nwp._TEMPLATES) - len(ns._OPEN_TEMPLATES) == 7
 
 
 @pytest.mark.slow
@@ -259,7 +261,7 @@ def test_chapter_09_sets_each_decoders_neutral_share_side_by_side(smollm_neutral
         share["effect_size"], share["ci_low"], share["ci_high"])
     assert side.loc["base", "neutral_share"] == share["effect_size"] / 2 and np.isnan(side.loc["encoder",
                                                                                                "neutral_share"])
-    assert side.loc["instruct", "neutral_definition"] == nw._DEFAULT_NEUTRAL_DEFINITION
+    assert side.loc["instruct", "neutral_definition"] == ns._DEFAULT_NEUTRAL_DEFINITION
     assert tables._TABLES[tables.NAMES.INTRINSIC_EXTRINSIC].columns[-4:] == tuple(side.columns[-4:])
 
 
@@ -276,8 +278,8 @@ def test_the_front_page_says_in_plain_words_that_a_decoder_writes_they_with_its_
                          empty, neutral=statistics.assign(model_id="dec"))
     share = statistics.iloc[0]
     assert summary._neutral_reading(page, "dec") == (
-        f"\"They\" for one person: {nw._percent(share['effect_size'])} (95% CI {nw._percent(share['ci_low'])} to "
-        f"{nw._percent(share['ci_high'])})")
+        f"\"They\" for one person: {nwp._percent(share['effect_size'])} (95% CI {nwp._percent(share['ci_low'])} to "
+        f"{nwp._percent(share['ci_high'])})")
     assert summary._neutral_reading(page, "old") is None
     bullet = summary._neutral_bullet(page)
     assert "SmolLM2 </models/" in bullet and "writes \"they\" for part of what it says about one person" in bullet

@@ -15,6 +15,7 @@ import torch
 from scipy import stats as st
 
 from bias_utils.audit import next_word as nw
+from bias_utils.audit import next_word_prompts as nwp
 from bias_utils.book import validation
 from bias_utils.core import criterion_validity as cv
 from bias_utils.core import lexicon, paths
@@ -34,10 +35,10 @@ NOUNS = ["nurse", "plumber", "registered nurse"]
 
 
 def test_builtin_templates_are_neutral_sentences_the_intrinsic_side_does_not_use():
-    templates = nw._check_next_word_templates(None)
-    assert templates == nw._TEMPLATES and len(templates) >= 8
-    assert len(nw._REFERENCE) == len(templates)
-    assert set(nw._REFERENCE) == {"subject", "possessive", "object"}
+    templates = nwp._check_next_word_templates(None)
+    assert templates == nwp._TEMPLATES and len(templates) >= 8
+    assert len(nwp._REFERENCE) == len(templates)
+    assert set(nwp._REFERENCE) == {"subject", "possessive", "object"}
     intrinsic = {t.replace("{word}", "").strip() for t in DEFAULT_TEMPLATES}
     for t in templates:
         assert t.count("{occupation}") == 1 and t[-1].isalpha()
@@ -52,7 +53,7 @@ def test_builtin_templates_are_neutral_sentences_the_intrinsic_side_does_not_use
 ])
 def test_bad_templates_name_the_parameter(bad, match):
     with pytest.raises(ParameterError, match=f"^templates.*{match}"):
-        nw._check_next_word_templates(bad)
+        nwp._check_next_word_templates(bad)
 
 
 def test_one_string_for_a_list_is_refused_before_any_model_is_named_or_loaded():
@@ -115,11 +116,11 @@ def test_the_words_counted_are_a_notebook_parameter_checked_by_chapter_06s_lexic
         with pytest.raises(ParameterError, match=match):
             check("11_intrinsic_extrinsic", next_word_lexicons=bad)
     # the measure's definition: a hash of the templates and the words, blind to their order and case
-    assert nw._measure_definition() == nw._DEFAULT_DEFINITION == nw._measure_definition(
-        tuple(reversed(nw._TEMPLATES)), {"male": [w.upper() for w in lexicon._MALE_WORDS],
+    assert nwp._measure_definition() == nwp._DEFAULT_DEFINITION == nwp._measure_definition(
+        tuple(reversed(nwp._TEMPLATES)), {"male": [w.upper() for w in lexicon._MALE_WORDS],
                                          "female": list(lexicon._FEMALE_WORDS)})
-    assert len({nw._DEFAULT_DEFINITION, nw._measure_definition(["Gestern sagte {occupation}, dass"]),
-                nw._measure_definition(None, {"female": ["sie"], "male": ["er"]})}) == 3
+    assert len({nwp._DEFAULT_DEFINITION, nwp._measure_definition(["Gestern sagte {occupation}, dass"]),
+                nwp._measure_definition(None, {"female": ["sie"], "male": ["er"]})}) == 3
 
 
 # --------------------------------------------------------------------------- against the world (no model)
@@ -159,20 +160,20 @@ def test_validity_is_the_direction_engine_on_the_log_ratio():
 
 @pytest.mark.slow
 def test_first_tokens_count_longer_words_by_their_first_and_drop_shared_ones(smollm):
-    ids, words = nw._lexicon_first_tokens(smollm.tokenizer)
+    ids, words = nwp._lexicon_first_tokens(smollm.tokenizer)
     assert len(words) == 26 and set(words["counted"]) == {"single token"}  # every audit word is one SmolLM2 token
     for row in words.itertuples():
         assert [row.token_id] == smollm.tokenizer(" " + row.word, add_special_tokens=False)["input_ids"]
     assert ids["female"] == sorted(words.loc[words["lexicon"] == "female", "token_id"])
     own = {"female": ["she", "stepmother", "matriarch"], "male": ["he", "stepfather"]}
-    ids, words = nw._lexicon_first_tokens(smollm.tokenizer, own)
+    ids, words = nwp._lexicon_first_tokens(smollm.tokenizer, own)
     counted = words.set_index("word")["counted"]
     assert counted["matriarch"] == "first token" and counted["stepmother"] == counted["stepfather"] == "shared"
     first = smollm.tokenizer(" matriarch", add_special_tokens=False)["input_ids"]
     assert len(first) > 1 and ids["female"] == sorted([first[0], smollm.tokenizer(" she")["input_ids"][0]])
     assert ids["male"] == smollm.tokenizer(" he")["input_ids"]
     with pytest.raises(ParameterError, match="^lexicons"):
-        nw._lexicon_first_tokens(smollm.tokenizer, {"female": ["she"], "neutral": ["they"]})
+        nwp._lexicon_first_tokens(smollm.tokenizer, {"female": ["she"], "neutral": ["they"]})
 
 
 def _golden_violations(model, table: pd.DataFrame, ids: dict) -> tuple[float, float]:
@@ -204,8 +205,8 @@ def test_log_ratio_equals_transformers_full_forward_pass_in_float64(smollm, isol
     kernel blocking) is held to the same bound. The companion: the first block's MLP output matrix scaled by 1.01
     breaks the log-ratio's bound (1.001 moves it by 0.4 of the bound; the batched run's rounding, by 0.0014)."""
     found = nw.next_word_table(smollm, NOUNS, batch_size=1, progress=False, cache=False)
-    ids, _ = nw._lexicon_first_tokens(smollm.tokenizer)
-    assert len(found.prompts) == len(NOUNS) * len(nw._TEMPLATES)
+    ids, _ = nwp._lexicon_first_tokens(smollm.tokenizer)
+    assert len(found.prompts) == len(NOUNS) * len(nwp._TEMPLATES)
     ratio, mass = _golden_violations(smollm, found.prompts, ids)
     assert ratio <= 1 and mass <= 1, (ratio, mass)
     batched = nw.next_word_table(smollm, NOUNS, progress=False, cache=False).prompts
@@ -248,7 +249,7 @@ def test_a_rerun_computes_nothing_and_an_interrupted_run_resumes(smollm, isolate
 @pytest.mark.slow
 def test_sampled_check_counts_the_audit_words_in_sampled_continuations(smollm, isolated_cache):
     exact = nw.next_word_table(smollm, NOUNS, progress=False).occupations
-    templates = nw._TEMPLATES[:2]
+    templates = nwp._TEMPLATES[:2]
     per, stats = nw.sampled_check(smollm, exact, templates=templates, max_new_tokens=12, n_boot=100, progress=False)
     prompts = [t.replace("{occupation}", n) for n in NOUNS for t in templates]
     done = _generate(smollm, prompts, max_new_tokens=12, temperature=0.7, top_p=0.9, top_k=50, progress=False)
@@ -270,7 +271,7 @@ def test_exact_measure_of_the_60_bls_occupations_against_the_world(smollm):
     verdict is the engine's rule on the Spearman interval."""
     shares = _occupation_shares()
     found = nw.next_word_table(smollm, shares["occupation"], progress=False)
-    assert (found.occupations["n_templates"] == len(nw._TEMPLATES)).all() and len(found.occupations) == 60
+    assert (found.occupations["n_templates"] == len(nwp._TEMPLATES)).all() and len(found.occupations) == 60
     stats = nw.next_word_validity(found.occupations, shares[["occupation", "bls_pct_female"]], n_boot=300, seed=0)
     rho = stats.set_index("test").loc["spearman"]
     expected, _ = st.spearmanr(found.occupations["log_ratio"], shares["bls_pct_female"])
@@ -305,9 +306,9 @@ def test_a_template_in_another_language_is_flagged_and_its_supported_verdict_not
     shares = _occupation_shares()
     exact = nw.next_word_table(smollm, shares["occupation"], templates=GERMAN, progress=False)
     assert (exact.occupations["gendered_mass"] < 2 * nw._MIN_COVERAGE).all()
-    definition = nw._measure_definition(GERMAN)
+    definition = nwp._measure_definition(GERMAN)
     for table in (exact.prompts, exact.occupations, exact.words):
-        assert set(table["measure_definition"]) == {definition} != {nw._DEFAULT_DEFINITION}
+        assert set(table["measure_definition"]) == {definition} != {nwp._DEFAULT_DEFINITION}
     stats = nw.next_word_validity(exact.occupations, shares[["occupation", "bls_pct_female"]], n_boot=300, seed=0)
     coverage = exact.occupations["gendered_mass"].median()
     assert stats["coverage"].tolist() == [coverage] * len(stats) and coverage < nw._MIN_COVERAGE
@@ -335,7 +336,7 @@ def test_the_words_counted_can_be_the_users_own(smollm):
     english = nw.next_word_table(smollm, nouns, templates=GERMAN, progress=False)
     assert german.words[["lexicon", "word", "counted"]].values.tolist() == [["female", "sie", "single token"],
                                                                            ["male", "er", "single token"]]
-    assert set(german.occupations["measure_definition"]) == {nw._measure_definition(GERMAN, own)}
+    assert set(german.occupations["measure_definition"]) == {nwp._measure_definition(GERMAN, own)}
     assert german.occupations["gendered_mass"].median() > english.occupations["gendered_mass"].median()
 
 
@@ -349,7 +350,7 @@ def test_the_built_in_templates_clear_the_coverage_threshold_by_far(smollm):
     mass = found.occupations["gendered_mass"]
     assert mass.median() == pytest.approx(nw._REFERENCE_COVERAGE, abs=5e-4)
     assert nw._MIN_COVERAGE <= nw._REFERENCE_COVERAGE / 4.5 and mass.min() > 2 * nw._MIN_COVERAGE
-    assert set(found.occupations["measure_definition"]) == {nw._DEFAULT_DEFINITION}
+    assert set(found.occupations["measure_definition"]) == {nwp._DEFAULT_DEFINITION}
     stats = nw.next_word_validity(found.occupations, shares[["occupation", "bls_pct_female"]], n_boot=300, seed=0)
     assert not stats["low_coverage"].any()
     text = nw.describe_next_word(stats, found.words, smollm.model_id, found.occupations)
@@ -359,5 +360,5 @@ def test_the_built_in_templates_clear_the_coverage_threshold_by_far(smollm):
 def test_chapter_11_states_the_coverage_threshold_the_code_applies():
     cells = nbformat.read(paths._ROOT / "notebooks" / "11_intrinsic_extrinsic.ipynb", as_version=4).cells
     text = " ".join("\n".join(c.source for c in cells if c.cell_type == "markdown").split())
-    assert f"less than {nw._percent(nw._MIN_COVERAGE)} of its probability for the median occupation" in text
-    assert f"(the ten templates give SmolLM2 about {nw._percent(nw._REFERENCE_COVERAGE)})" in text
+    assert f"less than {nwp._percent(nw._MIN_COVERAGE)} of its probability for the median occupation" in text
+    assert f"(the ten templates give SmolLM2 about {nwp._percent(nw._REFERENCE_COVERAGE)})" in text

@@ -108,7 +108,7 @@ def test_readme_lists_exactly_the_declared_tables_of_each_notebook():
 
 
 def test_declared_columns_match_the_modules_column_lists():
-    from bias_utils.audit import next_word, occupation_headline, occupations
+    from bias_utils.audit import next_word, next_word_prompts, occupation_headline, occupations
     from bias_utils.core import stats
     from bias_utils.intrinsic_extrinsic import link
     from bias_utils.profiles import axis_validity, contexts, robustness, space
@@ -127,7 +127,7 @@ def test_declared_columns_match_the_modules_column_lists():
         tables.NAMES.CONTEXTS_SKIPPED: contexts._SKIP_COLUMNS, tables.NAMES.CONTEXTS_DROPPED: contexts._DROP_COLUMNS,
         tables.NAMES.NEXT_WORD_PROMPTS: next_word._PROMPT_COLUMNS,
         tables.NAMES.NEXT_WORD_OCCUPATIONS: next_word._OCCUPATION_COLUMNS,
-        tables.NAMES.NEXT_WORD_TOKENS: next_word._WORD_COLUMNS,
+        tables.NAMES.NEXT_WORD_TOKENS: next_word_prompts._WORD_COLUMNS,
         tables.NAMES.LINK_NEXT_WORD: stats._STAT_COLUMNS + link._NEXT_WORD_LINK_COLUMNS,
         tables.NAMES.LINK_NEXT_WORD_OCCUPATIONS: link._NEXT_WORD_OCCUPATION_COLUMNS,
     }

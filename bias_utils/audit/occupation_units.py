@@ -88,9 +88,17 @@ _DISCIPLINE = "knowledge_domain.n.01"
 _EVENT_FILES = ("noun.time", "noun.event")
 
 
+def _key_noun(key: str) -> str:
+    """A BOLD key as a lower-case phrase: underscores as spaces, runs of white space as one (``Registered_Nurse`` ->
+    ``registered nurse``); the one rule for a key's noun (:func:`_head_noun`; chapter 11's
+    ``intrinsic_extrinsic.bold_link._occupation_noun``)."""
+    return " ".join(str(key).replace("_", " ").split()).lower()
+
+
 def _head_noun(key: str) -> tuple[str, str]:
-    """``(noun, head)`` of a BOLD key: the key as a lower-case phrase and its head noun, singular."""
-    noun = " ".join(str(key).replace("_", " ").split()).lower()
+    """``(noun, head)`` of a BOLD key: the key as a lower-case phrase (:func:`_key_noun`) and its head noun,
+    singular."""
+    noun = _key_noun(key)
     words = [w.strip(",;:()\"'") for w in noun.split()]
     words = [w for w in words if w]
     if not words:

@@ -25,11 +25,12 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..audit import occupations
-from ..audit.next_word import _BLS_UNITS, _DEFAULT_DEFINITION, _DEFINITION
+from ..audit.neutral_share import _BLS_UNITS
+from ..audit.next_word_prompts import _DEFAULT_DEFINITION, _DEFINITION
 from ..core import paths, precision, tables
 from ..core.errors import _check_word_list
 from ..core.results import CROSS_MODEL_FOLDER, REPLICATION_FOLDER, _folder_model, _model_slug, display_name
-from ..intrinsic_extrinsic import link
+from ..intrinsic_extrinsic import bold_link, link
 from ..profiles.axis_validity import unreadable_axes
 from ..profiles.dictionaries import _DIMENSIONS
 from ..report import plots
@@ -54,7 +55,7 @@ _CROSS_MODEL_TABLES = (tables.NAMES.DIRECTION_ACCURACY, tables.NAMES.PROFILE_STA
 #: The tests :func:`pooled_link` pools, each a model's primary row of its table: chapter 11's primary, Spearman's ρ
 #: between the direction and the next-word log-ratio across the BLS occupations (``link_next_word``), pooled on
 #: Fisher's z scale; and the robustness row, the BOLD-based within-field slope (``link_statistics``), on its own.
-_POOLED_TESTS = (link._NEXT_WORD_PRIMARY["test"], link._PRIMARY["test"])
+_POOLED_TESTS = (link._NEXT_WORD_PRIMARY["test"], bold_link._PRIMARY["test"])
 #: Var(atanh ρ) of Spearman's ρ over n pairs is about 1.06 / (n − 3) (Fieller, Hartley and Pearson 1957).
 _SPEARMAN_Z_VARIANCE = 1.06
 #: The scale each pooled test's SE is on (a reader comparing 0.14 with 0.46 must know they are not one unit).
@@ -502,7 +503,7 @@ def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None)
 
     A row its chapter does not read (the direction not validated against the BLS share: ``readable`` False) is not
     pooled. Only like is pooled with like: a model whose next-word measure has another ``measure_definition``
-    (other templates or words counted: ``audit.next_word._measure_definition``) than the pooled models' (the
+    (other templates or words counted: ``audit.next_word_prompts._measure_definition``) than the pooled models' (the
     built-in one where a model has it, else the most common) is a row of its own, kept out of the pool with the
     reason in ``kept_apart`` (:func:`_like_with_like`). Columns: ``intrinsic, test, model_id, estimate, ci_low,
     ci_high`` (95%: a model's row its own chapter's interval, the very numbers chapter 11 prints, so one quantity has

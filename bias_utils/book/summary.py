@@ -21,7 +21,7 @@ splitting them by chapter would split the budget's one check. The findings regis
 * **The link between them** (``link_next_word``, decoders only; :mod:`bias_utils.intrinsic_extrinsic.link`,
   chapter 11): the pre-stated Spearman ρ across the BLS occupations with its interval; a direction not validated
   against the BLS share is not read.
-* **"They" about one person** (``next_word_neutral``, decoders only; :mod:`bias_utils.audit.next_word`, chapter 11):
+* **"They" about one person** (``next_word_neutral``, decoders only; :mod:`bias_utils.audit.neutral_share`, chapter 11):
   in plain words, that the decoder writes "they" about one person, more or less where an occupation's workers are
   about half women when that is shown; its reading, the mean share of the reference to one person that goes to
   "they" over the BLS occupations with its interval.
@@ -47,7 +47,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ..audit import next_word, occupation_headline, occupation_units
+from ..audit import neutral_share, next_word_prompts, occupation_headline, occupation_units
 from ..core import cache, precision, tables
 from ..core.results import _model_slug
 from ..intrinsic_extrinsic import erasure, link
@@ -419,14 +419,14 @@ _register(_Finding("link", "link", "Does the bias inside predict the bias it wri
 
 def _neutral_row(page: _Page, question: str, model: str):
     rows = page.rows(page.neutral, model)
-    return next_word._neutral_row(rows, question, "neutral_share") if len(rows) else None
+    return neutral_share._neutral_row(rows, question, "neutral_share") if len(rows) else None
 
 
 def _neutral_reading(page: _Page, model: str) -> str | None:
     row = _neutral_row(page, "share", model)
     if row is None:
         return None
-    percent = next_word._percent
+    percent = next_word_prompts._percent
     return (f"\"They\" for one person: {percent(row['effect_size'])} (95% CI {percent(row['ci_low'])} to "
             f"{percent(row['ci_high'])})")
 
@@ -437,7 +437,7 @@ def _neutral_bullet(page: _Page) -> str | None:
     def clause(model: str, label: str) -> str | None:
         if _neutral_row(page, "share", model) is None:
             return None
-        way = next_word._direction(_neutral_row(page, "balance", model))
+        way = neutral_share._direction(_neutral_row(page, "balance", model))
         where = {1: ", more where an occupation's workers are about half women", 0: "",
                  -1: ", less where an occupation's workers are about half women"}[way]
         return f"{_link(model, 'link', label)} writes \"they\" for part of what it says about one person{where}"

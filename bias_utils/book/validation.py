@@ -11,7 +11,7 @@ This is the top of the package: only notebooks and scripts import it.
 One rule per parameter, in one place: these checks call the very checks the
 library's entry points run on entry (``bold._check_audit`` for ``run_audit``,
 ``space._check_space`` for ``build_space``, ``profiles.check_profiles`` for
-``run_profiles``, ``link._check_link`` for ``run_link``, ...), which reuse the
+``run_profiles``, ``bold_link._check_link`` for ``run_link``, ...), which reuse the
 package's readers and the value rules of ``errors`` (counts, seeds, layers,
 sampling); what a notebook adds is its own floors (``MIN_N_BOOT``,
 ``MIN_N_PERMUTATIONS``) and the files it reads (``dictionary_path``, ``corpus``).
@@ -26,7 +26,7 @@ import inspect
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..audit import bold, next_word
+from ..audit import bold, next_word_prompts
 from ..audit.bold import _check_audit_lexicons
 from ..core import paths, results, stats
 from ..core.errors import (
@@ -38,7 +38,7 @@ from ..core.errors import (
     _is_number,
 )
 from ..core.paths import _resolve_input
-from ..intrinsic_extrinsic import erasure, link
+from ..intrinsic_extrinsic import bold_link, erasure
 from ..models.builtin_models import _BUILTIN_MODELS
 from ..models.loading import _DTYPES, _check_model
 from ..profiles import contexts, dictionaries, space
@@ -353,12 +353,12 @@ def _check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
                                n_contexts=5, seed=0, layer="mean", correction=0.5, output_dir=None,
                                n_boot=1000, n_permutations=999, next_word_templates=None,
                                next_word_lexicons=None, sampled_check=False) -> None:
-    """Notebook 11's parameters: the notebook's floors for ``n_boot`` and ``n_permutations`` (their messages give
-    the run-time estimate against the notebook's defaults), ``next_word_templates``
-    (``next_word._check_next_word_templates``), ``next_word_lexicons`` (``next_word._check_next_word_lexicons``:
-    chapter 06's rule for ``lexicons``, ``female`` and ``male`` required), ``sampled_check`` (True or False), then
-    ``link._check_link``; a decoder (the chapter reads the completions chapter 06 wrote, and 06 refuses an
-    encoder)."""
+    """Notebook 11's parameters: the notebook's floors for ``n_boot`` and ``n_permutations`` (their messages give the
+    run-time estimate against the notebook's defaults), ``next_word_templates``
+    (``next_word_prompts._check_next_word_templates``), ``next_word_lexicons``
+    (``next_word_prompts._check_next_word_lexicons``: chapter 06's rule for ``lexicons``, ``female`` and ``male``
+    required), ``sampled_check`` (True or False), then ``bold_link._check_link``; a decoder (the chapter reads the
+    completions chapter 06 wrote, and 06 refuses an encoder)."""
     if not isinstance(sampled_check, bool):
         raise ParameterError(f"sampled_check must be True or False, got {sampled_check!r}")
     _check_dtype(dtype)
@@ -366,9 +366,9 @@ def _check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
     facts = _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts)
     _check_boot_count(n_boot, default=1000)
     _check_permutation_count(n_permutations, default=999)
-    next_word._check_next_word_templates(next_word_templates, "next_word_templates")
-    next_word._check_next_word_lexicons(next_word_lexicons, "next_word_lexicons")
-    link._check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed,
+    next_word_prompts._check_next_word_templates(next_word_templates, "next_word_templates")
+    next_word_prompts._check_next_word_lexicons(next_word_lexicons, "next_word_lexicons")
+    bold_link._check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed,
                     n_permutations=n_permutations, layers=facts.n_states)
 
 

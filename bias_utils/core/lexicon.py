@@ -61,7 +61,7 @@ def _tokenize(text: str) -> list[str]:
 def _validate_lexicons(lexicons: Mapping[str, Iterable[str]], *, what: str = "lexicons",
                        required: Sequence[str] = (), why: str = "") -> dict[str, frozenset[str]]:
     """Check a name -> words mapping and return it as lower-cased frozensets: the one rule for a lexicon set, the
-    audit's (``bold._check_audit_lexicons``) and the next word's (``next_word._check_next_word_lexicons``).
+    audit's (``bold._check_audit_lexicons``) and the next word's (``next_word_prompts._check_next_word_lexicons``).
 
     A :class:`ParameterError` starting with ``what`` (the parameter: ``lexicons``, ``next_word_lexicons``) names the
     lexicon and the word: empty mapping, a lexicon that is not a list of strings (``errors._check_word_list``: one

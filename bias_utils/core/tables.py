@@ -279,7 +279,7 @@ class NAMES:
         "tests or completions the audit skipped",
         ("test", "reason", "prompt_id", "sample"))
     NEXT_WORD_TOKENS = _declare(
-        "next_word_tokens", "bias_utils.audit.next_word._lexicon_first_tokens", ("11_intrinsic_extrinsic",),
+        "next_word_tokens", "bias_utils.audit.next_word_prompts._lexicon_first_tokens", ("11_intrinsic_extrinsic",),
         "the token each lexicon word counts by after a template (one token, or its first; shared ones not counted)",
         ("lexicon", "word", "variant", "n_tokens", "token_id", "token", "counted", "measure_definition"))
     NEXT_WORD_PROMPTS = _declare(
@@ -300,7 +300,7 @@ class NAMES:
         "one the log-ratio's words count, or both lexicons share, not counted)",
         ("lexicon", "word", "variant", "n_tokens", "token_id", "token", "counted", "neutral_definition"))
     NEXT_WORD_NEUTRAL = _declare(
-        "next_word_neutral", "bias_utils.audit.next_word._neutral_statistics", ("11_intrinsic_extrinsic",),
+        "next_word_neutral", "bias_utils.audit.neutral_share._neutral_statistics", ("11_intrinsic_extrinsic",),
         "beyond the binary: the mean neutral share (BLS occupations, BOLD primary units), its Spearman rho with the "
         "workforce's balance, it and the female and male masses against the BLS share of women, the neopronouns' mass",
         ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
@@ -332,19 +332,19 @@ class NAMES:
         ("units", "occupation", "noun", "group", "bls_pct_female", "gender_position", "log_ratio", "gendered_mass",
          "measure_definition"))
     LINK_OCCUPATIONS = _declare(
-        "link_occupations", "bias_utils.intrinsic_extrinsic.link.run_link", ("11_intrinsic_extrinsic",),
+        "link_occupations", "bias_utils.intrinsic_extrinsic.bold_link.run_link", ("11_intrinsic_extrinsic",),
         "per occupation: the noun on the female-male direction and on warmth/competence, and the log-odds of female vs"
         " male words in the completions",
         ("occupation", "noun", "group", "category", "n_completions", "n_templates", "gender_position", "warmth",
          "competence", "male_words", "female_words", "expected_male", "expected_female", "extrinsic_measure",
          "male_count", "female_count", "log_odds"))
     LINK_STATISTICS = _declare(
-        "link_statistics", "bias_utils.intrinsic_extrinsic.link._link_statistics", ("11_intrinsic_extrinsic",),
+        "link_statistics", "bias_utils.intrinsic_extrinsic.bold_link._link_statistics", ("11_intrinsic_extrinsic",),
         "Pearson, Spearman and the slopes (alone, within BOLD category) of the extrinsic on each intrinsic measure",
         ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
          "ci_low", "ci_high", "n", "intrinsic", "extrinsic_measure", "se", "primary", "note"))
     LINK_SKIPPED = _declare(
-        "link_skipped", "bias_utils.intrinsic_extrinsic.link._intrinsic_table", ("11_intrinsic_extrinsic",),
+        "link_skipped", "bias_utils.intrinsic_extrinsic.bold_link._intrinsic_table", ("11_intrinsic_extrinsic",),
         "occupation nouns or gendered terms the model could not embed",
         ("population", "group", "word", "context", "reason"))
     ERASURE_WORDS = _declare(

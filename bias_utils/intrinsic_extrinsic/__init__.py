@@ -13,8 +13,10 @@ _EXPORTS = {
     # the decoder's own completions projected on its stereotype axes (chapter 08)
     "completions": ("category_contrasts", "completion_chart", "completion_embeddings", "completion_projection",
         "completion_projection_stats", "describe_completion_stats", "occupation_means",),
-    # does the bias inside predict the bias written (chapter 11)
-    "link": ("describe_link", "describe_next_word_link", "link_chart", "next_word_link", "run_link",),
+    # the BOLD-based link, chapter 11's robustness row: the inside against word counts in sampled completions
+    "bold_link": ("describe_link", "run_link",),
+    # does the bias inside predict the bias written (chapter 11): the next-word link and the chart of either link
+    "link": ("describe_next_word_link", "link_chart", "next_word_link",),
     # does the inside drive what the model writes: the gender concept erased, both sides measured (chapter 12)
     "erasure": ("erasure_tradeoff",),
 }

@@ -234,7 +234,7 @@ def _check_profile_run(model, populations=("names", "terms", "nonbinary", "occup
 
 def _check_word_projection(model, layer="mean", templates=None, *, layers=None, what: str = "projecting words"):
     """The parameters every projection of words in templates shares (:func:`run_profiles`,
-    ``gender_direction.occupation_validity``, ``link.run_link``), checked before any model loads: a model with
+    ``gender_direction.occupation_validity``, ``bold_link.run_link``), checked before any model loads: a model with
     hidden states (``models.check_model``), ``templates`` (:func:`_check_template_list`) and ``layer`` (one value
     per word: not ``"all"``) against ``layers`` (the basis's hidden-state indices; default: the model's, from its
     config). Returns the model's ``ModelFacts``."""
