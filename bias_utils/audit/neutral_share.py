@@ -35,7 +35,7 @@ from ..core import tables
 from ..core.cache import _stable_hash
 from ..core.criterion_validity import _correlation_text
 from ..core.errors import _check_seed
-from ..core.results import display_name, write_table
+from ..core.results import display_name, write_tables
 from ..core.stats import _STAT_COLUMNS, _bootstrap_ci, _check_n_boot, _correlation_rows, _results_table
 from .next_word_prompts import (
     _REFERENCE_LEXICONS,
@@ -189,7 +189,7 @@ class _NeutralShare:
 
     def write(self, folder: str | Path) -> list[Path]:
         """Write the statistics as parquet + CSV under ``folder`` (the words are written with the measure's tables)."""
-        return write_table(self.statistics, Path(folder) / tables.NAMES.NEXT_WORD_NEUTRAL)
+        return write_tables(folder, {tables.NAMES.NEXT_WORD_NEUTRAL: self.statistics})
 
     def describe(self, model: str | None = None) -> str:
         """Markdown reading the four questions for ``model`` (default: this run's): :func:`_describe_neutral`."""

@@ -47,7 +47,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..core import tables
-from ..core.cache import _append_jsonl, _file_lock, _stable_hash
+from ..core.cache import _stable_hash
 from ..core.criterion_validity import (
     _correlation_text,
     _describe_discriminant,
@@ -58,7 +58,7 @@ from ..core.criterion_validity import (
 from ..core.errors import ParameterError, _check_generation, _check_seed, _check_word_list
 from ..core.lexicon import _count_table
 from ..core.precision import _number_text, _percent_text
-from ..core.results import display_name, write_table
+from ..core.results import display_name, write_tables
 from ..core.stats import _check_n_boot, _correlation_rows, _results_table
 from ..models.embeddings import _default_batch_size
 from ..models.generation import _generate
@@ -87,7 +87,7 @@ from .next_word_prompts import (
     _measure_definition,
     _percent,
     _prompts,
-    _Store,
+    _store,
 )
 
 __all__ = [
@@ -135,10 +135,9 @@ class _NextWord:
 
     def write(self, folder: str | Path) -> list[Path]:
         """Write the four tables as parquet + CSV under ``folder``."""
-        folder = Path(folder)
-        frames = {tables.NAMES.NEXT_WORD_PROMPTS: self.prompts, tables.NAMES.NEXT_WORD_OCCUPATIONS: self.occupations,
-                  tables.NAMES.NEXT_WORD_TOKENS: self.words, tables.NAMES.NEXT_WORD_NEUTRAL_TOKENS: self.neutral_words}
-        return [p for name, df in frames.items() for p in write_table(df, folder / name)]
+        return write_tables(folder, {
+            tables.NAMES.NEXT_WORD_PROMPTS: self.prompts, tables.NAMES.NEXT_WORD_OCCUPATIONS: self.occupations,
+            tables.NAMES.NEXT_WORD_TOKENS: self.words, tables.NAMES.NEXT_WORD_NEUTRAL_TOKENS: self.neutral_words})
 
     def neutral_share(self, values: pd.DataFrame, units: pd.DataFrame | None = None, *, n_boot: int = 1000,
                       seed: int = 0) -> _NeutralShare:
@@ -193,9 +192,9 @@ def next_word_table(model, occupations: Sequence[str], *, templates: Sequence[st
     table = _prompts(nouns, templates)
     encoded = [model.tokenizer(p)["input_ids"] for p in table["prompt"]]  # as the audit's generation reads a raw prompt
     keys = [_stable_hash(p, 24) for p in table["prompt"]]
-    store = _Store({"model_id": model.model_id, "lexicons": {k: sorted(v) for k, v in lexicons.items()},
+    store = _store({"model_id": model.model_id, "lexicons": {k: sorted(v) for k, v in lexicons.items()},
                     "token_ids": ids, "neutral_token_ids": neutral_ids, "version": _CODE_VERSION}) if cache else None
-    with _file_lock(store.dir / "lock") if store else nullcontext():
+    with store.lock() if store else nullcontext():
         done = store.load() if store else {}
         # Batches of one length each (no padding), formed from every sentence in a fixed order, so a resumed run
         # computes a missing batch exactly as the uninterrupted run did; a batch partly on disk is computed whole
@@ -218,7 +217,7 @@ def next_word_table(model, occupations: Sequence[str], *, templates: Sequence[st
                          "log_neopronoun": float(x)}
                         for i, (f, m, z, n, x) in zip(batch, found) if keys[i] not in done]
                 if store:
-                    _append_jsonl(store.rows, rows)
+                    store.append(rows)
                 done.update({r["key"]: r for r in rows})
                 bar.update(len(batch))
         bar.close()

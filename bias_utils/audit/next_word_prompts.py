@@ -60,7 +60,7 @@ import pandas as pd
 import torch
 
 from ..core import paths
-from ..core.cache import _atomic_write_json, _read_jsonl, _stable_hash
+from ..core.cache import RecordStore, _stable_hash
 from ..core.errors import ParameterError, _check_word_list
 from ..core.lexicon import _NEOPRONOUN_WORDS, _THEY_WORDS, GENDER_LEXICONS, _validate_lexicons
 from ..core.precision import _number_text, _percent_text
@@ -205,17 +205,9 @@ def _log_masses(model, prompt_ids: list[list[int]], groups: torch.Tensor,
                      dim=1).cpu().numpy()
 
 
-class _Store:
-    """The append-only rows of one model and lexicon (module docstring, *Cache*)."""
-
-    def __init__(self, params: dict):
-        self.dir = paths._cache_dir() / "next_word" / _stable_hash(params)
-        self.rows = self.dir / "rows.jsonl"
-        if not (self.dir / "meta.json").exists():  # for people browsing the cache; the key is the folder name
-            _atomic_write_json(self.dir / "meta.json", params)
-
-    def load(self) -> dict[str, dict]:
-        return {r["key"]: r for r in _read_jsonl(self.rows) if isinstance(r, dict) and "key" in r}
+def _store(params: dict) -> RecordStore:
+    """The append-only rows of one model and lexicon, by sentence key (module docstring, *Cache*)."""
+    return RecordStore(paths._cache_dir() / "next_word", params, "key")
 
 
 def _percent(share) -> str:

@@ -60,7 +60,7 @@ from ..core import mixed, stats, tables
 from ..core.criterion_validity import _VALIDITY_VERDICTS
 from ..core.errors import ParameterError, _check_seed, _is_number
 from ..core.precision import _interval_text, _number_text, _p_text
-from ..core.results import display_name, write_table
+from ..core.results import display_name, write_tables
 from ..core.stats import _check_n_boot, _correlation_rows, _ols, _results_table
 from ..profiles.gender_direction import _noun_positions
 from ..profiles.population_profiles import DEFAULT_TEMPLATES, _check_word_projection
@@ -429,10 +429,9 @@ class _LinkResult:
 
     def write(self, folder: str | Path) -> list[Path]:
         """Write the three tables as parquet + CSV under ``folder``."""
-        folder = Path(folder)
-        frames = {tables.NAMES.LINK_OCCUPATIONS: self.occupations, tables.NAMES.LINK_STATISTICS: self.statistics,
-                  tables.NAMES.LINK_SKIPPED: self.skipped}
-        return [p for name, df in frames.items() for p in write_table(df, folder / name)]
+        return write_tables(folder, {tables.NAMES.LINK_OCCUPATIONS: self.occupations,
+                                     tables.NAMES.LINK_STATISTICS: self.statistics,
+                                     tables.NAMES.LINK_SKIPPED: self.skipped})
 
 
 def run_link(model, metrics: pd.DataFrame, basis, *, layer="mean", correction: float = _CONTINUITY,

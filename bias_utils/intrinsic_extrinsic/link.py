@@ -40,7 +40,7 @@ from ..core import stats, tables
 from ..core.criterion_validity import _VALIDITY_VERDICTS
 from ..core.errors import ParameterError, _check_seed
 from ..core.precision import _interval_text, _number_text, _p_text
-from ..core.results import display_name, write_table
+from ..core.results import display_name, write_tables
 from ..core.stats import _check_n_boot, _correlation_rows, _results_table
 from ..profiles.gender_direction import _describe_placement
 from ..report import plots, rendering
@@ -268,10 +268,8 @@ class _NextWordLink:
 
     def write(self, folder: str | Path) -> list[Path]:
         """Write both tables as parquet + CSV under ``folder``."""
-        folder = Path(folder)
-        frames = {tables.NAMES.LINK_NEXT_WORD_OCCUPATIONS: self.occupations,
-                  tables.NAMES.LINK_NEXT_WORD: self.statistics}
-        return [p for name, df in frames.items() for p in write_table(df, folder / name)]
+        return write_tables(folder, {tables.NAMES.LINK_NEXT_WORD_OCCUPATIONS: self.occupations,
+                                     tables.NAMES.LINK_NEXT_WORD: self.statistics})
 
 
 def next_word_link(values: pd.DataFrame, exact: pd.DataFrame, units: pd.DataFrame | None = None,
