@@ -76,7 +76,6 @@ _CHAPTERS = {"axes": "03_projection_accuracy", "profile": "04_profiles", "robust
 #: The methods' section on what the audit counts as an occupation (a MyST target in ``book/methods_bold.md``), and
 #: the page of this build's counts it includes.
 _UNITS_TARGET = "what-an-occupation-is"
-_UNITS_REF = f"{{ref}}`what counts as an occupation <{_UNITS_TARGET}>`"
 _UNITS_PAGE = "units.md"
 
 #: The ``bold_headline`` columns the summary table carries: the primary shares and their difference, the marginal

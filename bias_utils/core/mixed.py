@@ -290,8 +290,8 @@ class _MixedLogitFit:
     sigma_fixed: bool
     n_nodes: int
     adaptive: bool
-    _data: _Clusters = field(repr=False)
-    _theta: np.ndarray = field(repr=False)
+    data: _Clusters = field(repr=False)
+    theta: np.ndarray = field(repr=False)
 
 
 @dataclass
@@ -401,7 +401,7 @@ def _valid_sigma(n_nodes: int) -> float:
 
 def _widened(fit: _MixedLogitFit) -> _MixedLogitFit:
     """The same fit with :data:`WIDE_NODES` nodes per cluster (sigma beyond the range the default is validated for)."""
-    data = fit._data
+    data = fit.data
     k, n, X = data.k, data.n, data.X[0]
     return _fit(_Clusters.build(k, n - k, X, _WIDE_NODES), fit.names, fit.sigma if fit.sigma_fixed else None,
                 fit.boundary_avoiding, fit.n_clusters_given, False)
@@ -444,7 +444,7 @@ def _fit(data: _Clusters, names: list[str], sigma, boundary_avoiding: bool, n_gi
                          sigma=float(theta[-1]), loglik=float(loglik), objective=float(objective),
                          boundary_avoiding=penalty, converged=ok, message="; ".join(messages),
                          n_clusters=len(k), n_clusters_given=n_given, sigma_fixed=sigma is not None,
-                         n_nodes=len(data.nodes), adaptive=adaptive, _data=data, _theta=theta)
+                         n_nodes=len(data.nodes), adaptive=adaptive, data=data, theta=theta)
 
 
 def _wald_se(hess, free, q) -> np.ndarray:
@@ -484,13 +484,13 @@ class _Profile:
         self.fit, self.j = fit, j
         self.free = np.r_[np.ones(len(fit.names), bool), not fit.sigma_fixed]
         self.free[j] = False
-        self.done: dict[float, np.ndarray] = {fit.coef.iloc[j]: fit._theta}
+        self.done: dict[float, np.ndarray] = {fit.coef.iloc[j]: fit.theta}
 
     def __call__(self, b: float) -> tuple[float, float, bool]:
         """(LR statistic 2(l_hat - l_p(b)), the constrained score d l_p / db, converged)."""
         start = self.done[min(self.done, key=lambda c: abs(c - b))].copy()
         start[self.j] = b
-        theta, ll, g, _, ok = _one(self.fit._data, start, self.free, self.fit.boundary_avoiding, _maximise)
+        theta, ll, g, _, ok = _one(self.fit.data, start, self.free, self.fit.boundary_avoiding, _maximise)
         self.done[b] = theta
         return 2 * (self.fit.objective - ll), float(g[self.j]), ok
 
@@ -557,7 +557,7 @@ def _permuted_lr(fit: _MixedLogitFit, j: int, null_theta: np.ndarray, null_objec
     """The LR statistic of coefficient j with its column permuted within strata (clusters alike in every other
     column), each refitted from the null fit (the null model does not hold the column, so its fit is shared); the
     permuted designs are fitted side by side, a block at a time."""
-    data = fit._data
+    data = fit.data
     X = data.X[0]
     _, stratum = np.unique(np.delete(X, j, axis=1), axis=0, return_inverse=True)
     strata = [idx for idx in (np.flatnonzero(stratum == s) for s in range(stratum.max() + 1)) if len(idx) > 1]

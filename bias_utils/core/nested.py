@@ -181,8 +181,8 @@ class _NestedLogitFit:
     n_clusters_given: int
     n_items: int
     n_items_given: int
-    _data: _Nested = field(repr=False)
-    _theta: np.ndarray = field(repr=False)
+    data: _Nested = field(repr=False)
+    theta: np.ndarray = field(repr=False)
 
 
 def _objective(data: _Nested, theta: np.ndarray, fixed: dict[int, float]):
@@ -260,7 +260,7 @@ def _fit_nested_logit(successes, failures, clusters, design, *, names=None, n_no
                            sigma_item=float(s_item), loglik=float(objective - theta[q] - theta[q + 1]),
                            objective=objective, converged=ok, message="; ".join(messages),
                            n_clusters=len(present), n_clusters_given=len(X), n_items=int(used.sum()),
-                           n_items_given=len(k), _data=data, _theta=theta)
+                           n_items_given=len(k), data=data, theta=theta)
 
 
 def _n_rows(design) -> int:
@@ -292,7 +292,7 @@ class _NestedProfile:
     def __init__(self, fit: _NestedLogitFit, j: int):
         self.fit, self.j, self.calls = fit, j, 0
         self.done: dict[float, tuple[np.ndarray, float, bool]] = {
-            float(fit.coef.iloc[j]): (np.delete(fit._theta, j), 0.0, True)}
+            float(fit.coef.iloc[j]): (np.delete(fit.theta, j), 0.0, True)}
         self.tried: set[tuple[float, float]] = set()
 
     def __call__(self, b: float, start: float | None = None) -> float:
@@ -302,7 +302,7 @@ class _NestedProfile:
         b = float(b)
         origin = min(self.done, key=lambda c: abs(c - b)) if start is None else float(start)
         if b not in self.done or (origin != b and not self.done[b][2] and (b, origin) not in self.tried):
-            theta, objective, ok = _maximise(self.fit._data, self.done[origin][0], {self.j: b}, _PROFILE_GTOL)
+            theta, objective, ok = _maximise(self.fit.data, self.done[origin][0], {self.j: b}, _PROFILE_GTOL)
             self.calls += 1
             self.tried.add((b, origin))
             lr = 2 * (self.fit.objective - objective)

@@ -60,8 +60,6 @@ __all__ = [
 
 #: The table chapter 03 writes in the model's results folder; every later chapter reads it.
 _VERDICTS = ("supported", "not shown", "untestable")
-#: The old raw-accuracy gate's verdict (``raw_verdict``), kept to show how verdicts change.
-_RAW_VERDICTS = ("passed", "failed", "untested")
 #: Fewest covered extra terms per pole for a verdict other than ``untestable``.
 MIN_POLE_TERMS = 10
 #: Columns of :func:`axis_validity` (:func:`_validity_table` without ``term_contexts``).

@@ -58,7 +58,6 @@ _EXTRA_CONTEXTS_FILE = "generated/extra_terms_contexts.jsonl"
 #: Terms per call of ``generation._generate``: the file is rewritten after each, so an interrupted run leaves a
 #: usable file, and the generation cache makes the next run resume where it stopped.
 _EXTRA_CHUNK = 25
-_ROUND2_FILE = "generated/extra_terms_contexts_round2.jsonl"
 #: The second round's prompt: the paper's instruction, asking for the word exactly as written.
 _RETRY_INSTRUCTION = (
     'Write one short sentence that contains the exact word "{term}", spelled exactly like that and not changed '

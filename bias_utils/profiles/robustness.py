@@ -82,7 +82,6 @@ __all__ = [
 
 #: The context source of the primary specification (the paper's main setting): first in the curve, the headline.
 _PRIMARY_SOURCE = "generated"
-_LAYER_CHOICES = ("mean", "last", "middle", "best")
 TESTS = ("student", "welch", "permutation")
 #: The ``test`` column of each test choice, as in the project's statistics tables.
 _TEST_NAMES = {"student": "student_t", "welch": "welch_t", "permutation": "permutation_mean_diff"}
