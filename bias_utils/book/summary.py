@@ -73,9 +73,7 @@ _FIGURES = "figures"
 _CHAPTERS = {"axes": "03_projection_accuracy", "profile": "04_profiles", "robustness": "10_robustness",
             "audit": "06_bold_audit", "link": "11_intrinsic_extrinsic", "erasure": "12_erasure"}
 
-#: The methods' section on what the audit counts as an occupation (a MyST target in ``book/methods_bold.md``), and
-#: the page of this build's counts it includes.
-_UNITS_TARGET = "what-an-occupation-is"
+#: The page of this build's counts that the methods' section on what the audit counts as an occupation includes.
 _UNITS_PAGE = "units.md"
 
 #: The ``bold_headline`` columns the summary table carries: the primary shares and their difference, the marginal
