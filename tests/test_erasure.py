@@ -13,7 +13,7 @@ import torch
 from concept_erasure import LeaceFitter
 
 from bias_utils.core.errors import ParameterError
-from bias_utils.core.stats import _hedges_g
+from bias_utils.core.stats import _hedges_g, _rowwise_g
 from bias_utils.intrinsic_extrinsic import erasure
 
 MODEL = "smollm2-135m-instruct"
@@ -74,7 +74,7 @@ def test_identity_and_random_erasers_and_the_rank():
 def test_the_vectorised_g_is_stats_hedges_g():
     rng = np.random.default_rng(1)
     a, b = rng.normal(0.3, 1, 50), rng.normal(0, 1.3, 47)
-    assert erasure._rowwise_g(a[None], b[None])[0] == pytest.approx(_hedges_g(a, b)["effect_size"], rel=1e-12)
+    assert _rowwise_g(a[None], b[None])[0] == pytest.approx(_hedges_g(a, b)["effect_size"], rel=1e-12)
 
 
 def test_the_chosen_states_count_down_from_the_last():

@@ -94,7 +94,7 @@ from ..core.errors import ParameterError, _check_positive_int, _check_seed
 from ..core.lexicon import GENDER_LEXICONS, _tokenize
 from ..core.precision import _interval_text, _number_text, _percent_text
 from ..core.results import display_name, write_table
-from ..core.stats import _check_n_boot, _hedges_g, _percentile_interval, _resamples, _rowwise_correlation
+from ..core.stats import _check_n_boot, _hedges_g, _percentile_interval, _resamples, _rowwise_correlation, _rowwise_g
 from ..models.embeddings import _default_batch_size, embed_words
 from ..models.loading import _check_model, _resolve_model
 from ..profiles.contexts import _bold_sentences
@@ -506,15 +506,6 @@ def _measure(model, inputs: _Inputs, erasers: Mapping[int, LeaceEraser], tag: st
 
 
 # --------------------------------------------------------------------------- the trade-off
-
-
-def _rowwise_g(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Hedges' g of ``a`` against ``b`` for every row [replicates, n_a] and [replicates, n_b]: the pooled-SD d times
-    J = 1 − 3/(4(n_a + n_b) − 9), as ``stats._hedges_g``."""
-    na, nb = a.shape[1], b.shape[1]
-    pooled = np.sqrt(((na - 1) * a.var(axis=1, ddof=1) + (nb - 1) * b.var(axis=1, ddof=1)) / (na + nb - 2))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (a.mean(axis=1) - b.mean(axis=1)) / pooled * (1 - 3 / (4 * (na + nb) - 9))
 
 
 def _facts_share(ratios: np.ndarray) -> np.ndarray:
