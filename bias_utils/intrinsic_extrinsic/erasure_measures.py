@@ -27,11 +27,11 @@ from concept_erasure import LeaceEraser
 from ..audit.next_word import next_word_table
 from ..core.data import resolve
 from ..core.lexicon import GENDER_LEXICONS, _tokenize
-from ..models.embeddings import _default_batch_size, embed_words
+from ..models.embeddings import _default_batch_size
 from ..models.hooks import _erasing, _replaying
 from ..profiles.contexts import _bold_sentences
 from ..profiles.gender_direction import _gender_position
-from ..profiles.population_profiles import DEFAULT_TEMPLATES, _fill_template
+from ..profiles.population_profiles import DEFAULT_TEMPLATES, _fill_template, _population_embeddings
 from ..profiles.populations import _takes_article
 from ..profiles.projection import _projection_table
 from .erasers import _probe_accuracy
@@ -74,13 +74,16 @@ def _contexts(words: Sequence[str], kind: str) -> tuple[list[str], list[str]]:
 
 
 def _template_states(model, words: Sequence[str], kind: str, *, cache: bool) -> np.ndarray:
-    """The words' states at every hidden state, averaged over the templates a word was located in: [n, S, H]
-    (a word located in none is NaN)."""
-    contexts, targets = _contexts(words, kind)
-    emb = embed_words(model, contexts, targets, cache=cache, progress=False)
-    per = emb.values.reshape(len(words), len(DEFAULT_TEMPLATES), *emb.values.shape[1:])
-    with np.errstate(invalid="ignore"):
-        return np.nanmean(per, axis=1) if np.isnan(per).any() else per.mean(axis=1)
+    """The words' states at every hidden state, averaged over the templates a word was located in, as chapter 04's
+    profiles average them (``population_profiles._population_embeddings``): [n, S, H] in the order of ``words`` (a
+    word located in none is NaN)."""
+    emb = _population_embeddings(model, {"words": {"all": list(words)}}, kind=kind, cache=cache, progress=False)
+    row = dict(zip(emb.words["word"], range(len(emb.words))))
+    states = np.full((len(words), *emb.values.shape[1:]), np.nan, dtype=emb.values.dtype)
+    for i, word in enumerate(words):
+        if word in row:
+            states[i] = emb.values[row[word]]
+    return states
 
 
 def _writing_passes(model, inputs, cache: bool = False) -> tuple[pd.DataFrame, np.ndarray]:
