@@ -39,7 +39,7 @@ from transformers.masking_utils import create_causal_mask
 
 from bias_utils.audit.next_word_prompts import _TEMPLATES
 from bias_utils.core import paths
-from bias_utils.intrinsic_extrinsic import erasure
+from bias_utils.intrinsic_extrinsic import erasers, erasure, erasure_measures
 from bias_utils.models.embeddings import _default_batch_size
 from bias_utils.models.loading import load_model
 from bias_utils.profiles import dictionaries, space
@@ -72,18 +72,18 @@ def _above(m, hidden: torch.Tensor, state: int, keep: int) -> torch.Tensor:
 def floor_seconds(m, conditions: list[tuple[str, str]], seed: int) -> float:
     """Seconds of the forward passes ``conditions`` need (module docstring)."""
     size = _default_batch_size(m)
-    _, held = erasure._split_names(_load_populations("names"))
+    _, held = erasure_measures._split_names(_load_populations("names"))
     names = [w for ws in held.values() for w in ws]
     occupations = _occupation_shares()["occupation"].tolist()
-    facts = [w for pair in erasure._FACT_PAIRS for w in pair]
+    facts = [w for pair in erasure_measures._FACT_PAIRS for w in pair]
     # the embeddings cut a decoder's context after the word: the templates' text up to and including it
     contexts = [c[:c.index(w) + len(w)] for words, kind in ((names, "name"), (occupations, "noun"))
-                for c, w in zip(*erasure._contexts(words, kind))]
+                for c, w in zip(*erasure_measures._contexts(words, kind))]
     states = _batches(m, contexts, size)
     written = _batches(m, [t.replace("{occupation}", n) for n in occupations + facts for t in _TEMPLATES], size)
     fact_sentences = _batches(m, [t.replace("{occupation}", n) for n in facts for t in _TEMPLATES], size)
-    neutral = _batches(m, erasure._neutral_sentences(erasure._N_SENTENCES, seed), size)
-    single = sorted({int(layer) for kind, layer in conditions if kind != "none" and layer != erasure._ALL})
+    neutral = _batches(m, erasure_measures._neutral_sentences(erasure_measures._N_SENTENCES, seed), size)
+    single = sorted({int(layer) for kind, layer in conditions if kind != "none" and layer != erasers._ALL})
     start: dict[int, tuple[list, list]] = {s: ([], []) for s in single}
     with torch.inference_mode():  # the unhooked states the single-state conditions start from, before the clock
         for k, batches in enumerate((written, neutral)):
@@ -98,7 +98,7 @@ def floor_seconds(m, conditions: list[tuple[str, str]], seed: int) -> float:
         for kind, layer in conditions:
             for ids in states if kind != "none" else []:
                 m.model.base_model(input_ids=ids, output_hidden_states=True)
-            if kind != "none" and layer != erasure._ALL:
+            if kind != "none" and layer != erasers._ALL:
                 for hidden in start[int(layer)][0]:
                     _above(m, hidden, int(layer), 1)
                 for hidden in start[int(layer)][1]:

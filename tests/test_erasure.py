@@ -1,6 +1,6 @@
-"""intrinsic_extrinsic.erasure: the fitted eraser removes a planted concept and a random one does not; the hooks
-change nothing with an identity eraser and erase exactly the state the book reads; the probe, the paired intervals and
-the rule."""
+"""intrinsic_extrinsic.erasure, its erasers and measures, and models.hooks: the fitted eraser removes a planted
+concept and a random one does not; the hooks change nothing with an identity eraser and erase exactly the state the
+book reads; the probe, the paired intervals and the rule."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import torch
 from concept_erasure import LeaceFitter
 
 from bias_utils.core.errors import ParameterError
-from bias_utils.core.stats import _hedges_g
-from bias_utils.intrinsic_extrinsic import erasure
+from bias_utils.core.stats import _hedges_g, _rowwise_g
+from bias_utils.intrinsic_extrinsic import erasers, erasure, erasure_measures
+from bias_utils.models import hooks
 
 MODEL = "smollm2-135m-instruct"
 
@@ -37,12 +38,12 @@ def test_the_fitted_eraser_leaves_a_planted_concept_at_chance_and_a_random_subsp
     and a random subspace of the same rank leave it (probe far above chance)."""
     x, y = _planted(1000, 24, seed=7)
     x_fit, y_fit, x_new, y_new = x[:600], y[:600], x[600:], y[600:]
-    fit = erasure._fit_erasers(x_fit[:, None, :].repeat(2, axis=1), y_fit.astype(float), np.arange(600), seed=0)
+    fit = erasers._fit_erasers(x_fit[:, None, :].repeat(2, axis=1), y_fit.astype(float), np.arange(600), seed=0)
     assert fit.ranks[1] == 1
-    before = erasure._probe_accuracy(x_new, y_new)
-    after = erasure._probe_accuracy(_apply(fit.leace[1], x_new), y_new)
-    random = erasure._probe_accuracy(_apply(fit.random[1], x_new), y_new)
-    shuffled = erasure._probe_accuracy(_apply(fit.shuffled[1], x_new), y_new)
+    before = erasers._probe_accuracy(x_new, y_new)
+    after = erasers._probe_accuracy(_apply(fit.leace[1], x_new), y_new)
+    random = erasers._probe_accuracy(_apply(fit.random[1], x_new), y_new)
+    shuffled = erasers._probe_accuracy(_apply(fit.shuffled[1], x_new), y_new)
     assert before > 0.9
     assert abs(after - 0.5) < 0.08  # 400 points: a binomial SD of 0.025
     assert random > 0.85 and shuffled > 0.85
@@ -52,20 +53,20 @@ def test_the_probe_is_at_chance_without_a_concept_and_reads_a_clear_one():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((200, 50))
     y = np.repeat([0, 1], 100)
-    assert abs(erasure._probe_accuracy(x, y) - 0.5) < 0.12
+    assert abs(erasers._probe_accuracy(x, y) - 0.5) < 0.12
     x[:, 0] += 4 * y
-    assert erasure._probe_accuracy(x, y) > 0.95
+    assert erasers._probe_accuracy(x, y) > 0.95
     x[0] = np.nan
-    assert erasure._probe_accuracy(x[:1], y[:1]) != erasure._probe_accuracy(x[:1], y[:1])  # NaN: too few rows
+    assert erasers._probe_accuracy(x[:1], y[:1]) != erasers._probe_accuracy(x[:1], y[:1])  # NaN: too few rows
 
 
 def test_identity_and_random_erasers_and_the_rank():
-    eye = erasure._identity_eraser(8)
+    eye = erasers._identity_eraser(8)
     x = torch.randn(3, 5, 8, dtype=torch.float64)
     assert torch.equal(eye(x), x)
-    assert erasure._rank(eye) == 0
-    u = erasure._random_eraser(8, 2, np.random.default_rng(0))
-    assert erasure._rank(u) == 2
+    assert erasers._rank(eye) == 0
+    u = erasers._random_eraser(8, 2, np.random.default_rng(0))
+    assert erasers._rank(u) == 2
     # an orthogonal projection: applied twice, as once
     once = u(x)
     assert torch.allclose(u(once), once, atol=1e-12)
@@ -74,7 +75,7 @@ def test_identity_and_random_erasers_and_the_rank():
 def test_the_vectorised_g_is_stats_hedges_g():
     rng = np.random.default_rng(1)
     a, b = rng.normal(0.3, 1, 50), rng.normal(0, 1.3, 47)
-    assert erasure._rowwise_g(a[None], b[None])[0] == pytest.approx(_hedges_g(a, b)["effect_size"], rel=1e-12)
+    assert _rowwise_g(a[None], b[None])[0] == pytest.approx(_hedges_g(a, b)["effect_size"], rel=1e-12)
 
 
 def test_the_chosen_states_count_down_from_the_last():
@@ -86,14 +87,14 @@ def test_the_chosen_states_count_down_from_the_last():
 
 
 def test_held_out_names_alternate_by_rank():
-    fit, held = erasure._split_names({"f": ["a", "b", "c", "d", "e"], "m": ["v", "w", "x", "y"]})
+    fit, held = erasure_measures._split_names({"f": ["a", "b", "c", "d", "e"], "m": ["v", "w", "x", "y"]})
     assert fit == {"f": ["a", "c", "e"], "m": ["v", "x"]} and held == {"f": ["b", "d"], "m": ["w", "y"]}
 
 
 def test_neutral_sentences_hold_no_gendered_word_and_are_drawn_by_the_seed():
-    first = erasure._neutral_sentences(20, seed=0)
-    assert len(set(first)) == 20 and first == erasure._neutral_sentences(20, seed=0)
-    assert first != erasure._neutral_sentences(20, seed=1)
+    first = erasure_measures._neutral_sentences(20, seed=0)
+    assert len(set(first)) == 20 and first == erasure_measures._neutral_sentences(20, seed=0)
+    assert first != erasure_measures._neutral_sentences(20, seed=1)
     assert not any({"he", "his", "she", "her", "man", "woman"} & set(s.lower().split()) for s in first)
 
 
@@ -174,12 +175,12 @@ def test_an_identity_eraser_on_every_layer_leaves_every_output_bit_identical(smo
     nouns = ["nurse", "carpenter"]
     contexts, words = ["this is the nurse", "Mary is here"], ["nurse", "Mary"]
     prompts = ["The nurse said that", "The carpenter picked up"]
-    erasers = {h: erasure._identity_eraser(smollm.hidden_size) for h in range(1, smollm.n_layers + 1)}
+    identity = {h: erasers._identity_eraser(smollm.hidden_size) for h in range(1, smollm.n_layers + 1)}
     plain = (next_word_table(smollm, nouns, cache=False, progress=False).prompts,
              embed_words(smollm, contexts, words, cache=False, progress=False).values,
              _generate(smollm, prompts, max_new_tokens=6, seed=0, cache=False, progress=False))
     original = smollm.model_id
-    with erasure._erasing(smollm, erasers, "identity") as hooked:
+    with hooks._erasing(smollm, identity, "identity") as hooked:
         assert hooked.model_id == f"{original}--erased-identity"
         erased = (next_word_table(hooked, nouns, cache=False, progress=False).prompts,
                   embed_words(hooked, contexts, words, cache=False, progress=False).values,
@@ -198,24 +199,24 @@ def test_replaying_the_blocks_below_the_erased_state_equals_computing_them_to_th
     inputs = SimpleNamespace(occupations=["nurse", "carpenter", "pilot"], facts=["king", "queen"],
                              sentences=["The hospital opened a new wing last year.", "Bridges need inspections."])
     states = [15, smollm.n_layers]
-    with erasure._recording(smollm, states) as recorded:
-        plain = erasure._writing_passes(smollm, inputs)
+    with hooks._recording(smollm, states) as recorded:
+        plain = erasure_measures._writing_passes(smollm, inputs)
     rng = np.random.default_rng(0)
     for state in states:
-        eraser = {state: erasure._random_eraser(smollm.hidden_size, 2, rng)}
-        with erasure._erasing(smollm, eraser, "computed"):
-            computed = erasure._writing_passes(smollm, inputs)
-        with erasure._erasing(smollm, eraser, "replayed"), erasure._replaying(smollm, state, recorded[state]):
-            replayed = erasure._writing_passes(smollm, inputs)
+        eraser = {state: erasers._random_eraser(smollm.hidden_size, 2, rng)}
+        with hooks._erasing(smollm, eraser, "computed"):
+            computed = erasure_measures._writing_passes(smollm, inputs)
+        with hooks._erasing(smollm, eraser, "replayed"), hooks._replaying(smollm, state, recorded[state]):
+            replayed = erasure_measures._writing_passes(smollm, inputs)
         pd.testing.assert_frame_equal(computed[0], replayed[0], check_exact=True)
         assert np.array_equal(computed[1], replayed[1])
         assert not np.array_equal(computed[1], plain[1])  # the erasure changed something to compare
     other = SimpleNamespace(occupations=["nurse"], facts=[], sentences=["A much longer sentence than before here."])
     with pytest.raises(RuntimeError, match="erasure replay at hidden state 15"), \
-            erasure._replaying(smollm, 15, recorded[15][:1]):
-        erasure._writing_passes(smollm, other)
+            hooks._replaying(smollm, 15, recorded[15][:1]):
+        erasure_measures._writing_passes(smollm, other)
     assert all("forward" not in vars(m) for m in smollm.backbone().layers)
-    assert np.array_equal(erasure._writing_passes(smollm, inputs)[1], plain[1])
+    assert np.array_equal(erasure_measures._writing_passes(smollm, inputs)[1], plain[1])
 
 
 @pytest.mark.slow
@@ -234,7 +235,7 @@ def test_the_hook_erases_the_very_state_the_book_reads(smollm):
     x[z == 1, :5] += 3
     fitted = LeaceFitter.fit(torch.from_numpy(x), torch.from_numpy(z)[:, None]).eraser
     for h in (12, smollm.n_layers):
-        with erasure._erasing(smollm, {h: fitted}, f"test-{h}"):
+        with hooks._erasing(smollm, {h: fitted}, f"test-{h}"):
             hooked = embed_words(smollm, contexts, words, cache=False, progress=False).values
         assert np.array_equal(hooked[:, :h], plain[:, :h])
         expected = fitted(torch.from_numpy(plain[:, h].astype(np.float64))).numpy()
@@ -245,13 +246,13 @@ def test_the_hook_erases_the_very_state_the_book_reads(smollm):
 
 @pytest.mark.slow
 def test_erasing_refuses_nesting_and_unknown_states(smollm):
-    eye = {1: erasure._identity_eraser(smollm.hidden_size)}
+    eye = {1: erasers._identity_eraser(smollm.hidden_size)}
     with pytest.raises(ParameterError, match="hidden states \\[0\\]"):
-        with erasure._erasing(smollm, {0: eye[1]}, "x"):
+        with hooks._erasing(smollm, {0: eye[1]}, "x"):
             pass
-    with erasure._erasing(smollm, eye, "outer"):
+    with hooks._erasing(smollm, eye, "outer"):
         with pytest.raises(ParameterError, match="already under an erasure"):
-            with erasure._erasing(smollm, eye, "inner"):
+            with hooks._erasing(smollm, eye, "inner"):
                 pass
     assert "--erased-" not in smollm.model_id
 
@@ -259,8 +260,8 @@ def test_erasing_refuses_nesting_and_unknown_states(smollm):
 @pytest.mark.slow
 def test_the_padded_batches_score_each_sentence_as_it_alone_is_scored(smollm):
     """The cross-entropy's batches, padded on the right, against one sentence per forward pass without padding."""
-    sentences = erasure._neutral_sentences(5, seed=0) + ["A short one."]
-    found = erasure._sentence_nll(smollm, sentences)
+    sentences = erasure_measures._neutral_sentences(5, seed=0) + ["A short one."]
+    found = erasure_measures._sentence_nll(smollm, sentences)
     with torch.inference_mode():
         for sentence, nll in zip(sentences, found):
             ids = torch.tensor([smollm.tokenizer(sentence)["input_ids"]])
@@ -283,28 +284,29 @@ def test_notebook_12_checks_its_parameters_before_a_model_loads():
 
 def test_the_fitted_erasers_are_stored_and_read_back_exactly_and_a_corrupt_file_is_refitted(tmp_path):
     x, y = _planted(300, 12, seed=2)
-    fit = erasure._fit_erasers(np.stack([x, 2 * x], axis=1), y.astype(float), np.arange(300), seed=0)
+    fit = erasers._fit_erasers(np.stack([x, 2 * x], axis=1), y.astype(float), np.arange(300), seed=0)
     path = tmp_path / "erasers.npz"
-    erasure._write_fit(path, fit)
-    back = erasure._read_fit(path, 1)
+    erasers._write_fit(path, fit)
+    back = erasers._read_fit(path, 1)
     probe = torch.from_numpy(x)
-    for kind in erasure._ERASURES:
+    for kind in erasers._ERASURES:
         assert torch.equal(getattr(back, kind)[1](probe), getattr(fit, kind)[1](probe))
     assert back.ranks == fit.ranks
-    assert erasure._read_fit(path, 2) is None  # a state the file does not hold: fit again
-    erasure._write_fit(path, fit)
+    assert erasers._read_fit(path, 2) is None  # a state the file does not hold: fit again
+    erasers._write_fit(path, fit)
     path.write_bytes(path.read_bytes()[:100])
-    assert erasure._read_fit(path, 1) is None
+    assert erasers._read_fit(path, 1) is None
 
 
-def _records(rng, states=(1, 2)) -> tuple[dict, erasure._Inputs, np.ndarray]:
+def _records(rng, states=(1, 2)) -> tuple[dict, erasure_measures._Inputs, np.ndarray]:
     """Per-item values of every condition on small inputs: the unhooked model's, then each erasure's moved."""
     n_names, n_occ, n_pairs, n_sent = 20, 30, 6, 12
     shares = rng.uniform(0, 100, n_occ)
-    inputs = erasure._Inputs(names=[f"n{i}" for i in range(n_names)], name_labels=np.repeat([1, 0], n_names // 2),
-                             occupations=[f"o{i}" for i in range(n_occ)], shares=shares,
-                             facts=[f"f{i}" for i in range(2 * n_pairs)], sentences=[f"s{i}" for i in range(n_sent)],
-                             female=None, male=None, basis=None)
+    inputs = erasure_measures._Inputs(names=[f"n{i}" for i in range(n_names)],
+                                      name_labels=np.repeat([1, 0], n_names // 2),
+                                      occupations=[f"o{i}" for i in range(n_occ)], shares=shares,
+                                      facts=[f"f{i}" for i in range(2 * n_pairs)],
+                                      sentences=[f"s{i}" for i in range(n_sent)], female=None, male=None, basis=None)
 
     def record(shift: float) -> dict:
         return {"probe": list(rng.uniform(0.5, 1, 4)), "warmth": list(rng.normal(0, 1, n_names)),
@@ -315,7 +317,7 @@ def _records(rng, states=(1, 2)) -> tuple[dict, erasure._Inputs, np.ndarray]:
                 "nll": list(rng.uniform(20, 40, n_sent) * (1 + shift / 10))}
 
     records = {("none", "none"): record(0.0)}
-    for erasure_ in erasure._ERASURES:
+    for erasure_ in erasers._ERASURES:
         for layer in [str(s) for s in states] + ["all"]:
             records[(erasure_, layer)] = record(0.9 if erasure_ == "leace" and layer == "2" else 0.0)
     return records, inputs, rng.integers(10, 30, n_sent).astype(float)

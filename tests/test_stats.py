@@ -85,6 +85,14 @@ def test_cohens_d_forms_and_hedges_g():
         stats._cohens_d([1, 1, 1], [1, 1])
 
 
+def test_the_rowwise_g_is_the_scalar_g_to_the_bit():
+    """One computation of Hedges' g (``_hedges``): resampled rows give each row's scalar g exactly."""
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(0.4, 1, (30, 23)), rng.normal(0, 1.5, (30, 31))
+    rows = stats._rowwise_g(a, b)
+    assert all(rows[i] == stats._hedges_g(a[i], b[i])["effect_size"] for i in range(len(a)))
+
+
 def test_bad_groups_name_the_problem():
     with pytest.raises(ValueError, match="group 'b'.*1 values"):
         stats._welch_t(A, [1.0])

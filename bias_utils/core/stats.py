@@ -129,15 +129,28 @@ def _cohens_d(a, b, *, kind: str = "pooled", group_a: str = "a", group_b: str = 
                 ci=_d_ci(d, a.size, b.size), n=a.size + b.size, group_a=group_a, group_b=group_b)
 
 
-def _hedges_g(a, b, *, group_a: str = "a", group_b: str = "b") -> dict:
-    """Hedges' g: pooled-SD d times the small-sample factor J = 1 - 3/(4(na+nb) - 9), with 95% CI."""
-    row = _cohens_d(a, b, kind="pooled", group_a=group_a, group_b=group_b)
-    n = row["n"]
+def _hedges(diff, va, vb, na: int, nb: int) -> tuple:
+    """Hedges' g from two groups' moments, elementwise over arrays (or on scalars): ``diff`` mean a - mean b,
+    ``va, vb`` their ddof-1 variances, ``na, nb`` their sizes; ``(g, ci_low, ci_high)``: the pooled-SD d
+    (SD = sqrt(((na-1)va + (nb-1)vb) / (na+nb-2))) times the small-sample factor J = 1 - 3/(4(na+nb) - 9), and
+    the normal-approximation 95% CI of d (:func:`_d_ci`'s SE) times J. The one computation of g: the scalar row
+    (:func:`_hedges_g`), the vectorised engine (:func:`_hedges_test`) and the resampled rows (:func:`_rowwise_g`)
+    call it, so their numbers agree to the bit. A zero pooled SD gives an infinite or NaN d, without a warning."""
+    n = na + nb
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = diff / np.sqrt(((na - 1) * va + (nb - 1) * vb) / (n - 2))
     j = 1 - 3 / (4 * n - 9)
-    na = len(a)
-    lo, hi = _d_ci(row["effect_size"], na, n - na)
-    row.update(test="hedges_g", effect="hedges_g", effect_size=float(row["effect_size"] * j),
-               ci_low=float(lo * j), ci_high=float(hi * j))
+    se_d = np.sqrt(n / (na * nb) + d**2 / (2 * n))
+    return d * j, (d - _Z975 * se_d) * j, (d + _Z975 * se_d) * j
+
+
+def _hedges_g(a, b, *, group_a: str = "a", group_b: str = "b") -> dict:
+    """Hedges' g: pooled-SD d times the small-sample factor J = 1 - 3/(4(na+nb) - 9), with 95% CI (:func:`_hedges`;
+    :func:`_cohens_d` checks the groups and gives the row)."""
+    row = _cohens_d(a, b, kind="pooled", group_a=group_a, group_b=group_b)
+    a, b = _values(a, group_a), _values(b, group_b)
+    g, lo, hi = _hedges(a.mean() - b.mean(), a.var(ddof=1), b.var(ddof=1), a.size, b.size)
+    row.update(test="hedges_g", effect="hedges_g", effect_size=float(g), ci_low=float(lo), ci_high=float(hi))
     return row
 
 
@@ -418,6 +431,13 @@ def _rowwise_correlation(method: str, a: np.ndarray, b: np.ndarray) -> np.ndarra
     return _rowwise_pearson(a, b)
 
 
+def _rowwise_g(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Hedges' g of ``a`` against ``b`` for every row [replicates, n_a] and [replicates, n_b]: the pooled-SD d times
+    J = 1 − 3/(4(n_a + n_b) − 9), as ``stats._hedges_g`` (:func:`_hedges`)."""
+    return _hedges(a.mean(axis=1) - b.mean(axis=1), a.var(axis=1, ddof=1), b.var(axis=1, ddof=1), a.shape[1],
+                   b.shape[1])[0]
+
+
 def _correlation_rows(x, y, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> list[dict]:
     """Pearson and Spearman rows (:data:`_STAT_COLUMNS`) of ``x`` against ``y``: the coefficient as
     ``statistic`` and ``effect_size``, scipy's p, and a percentile interval from resampling the pairs
@@ -613,13 +633,11 @@ def _welch_test(s: _GroupSample) -> dict[str, np.ndarray]:
 
 
 def _hedges_test(s: _GroupSample) -> dict[str, np.ndarray]:
-    """``g, g_low, g_high``: Hedges' g with its normal-approximation 95% CI, as :func:`_hedges_g`."""
-    diff, sp2, n = s.pooled()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        d = diff / np.sqrt(sp2)
-    j = 1 - 3 / (4 * n - 9)
-    se_d = np.sqrt(n / (s.na * s.nb) + d**2 / (2 * n))
-    return {"g": d * j, "g_low": (d - _Z975 * se_d) * j, "g_high": (d + _Z975 * se_d) * j}
+    """``g, g_low, g_high``: Hedges' g with its normal-approximation 95% CI, as :func:`_hedges_g` (:func:`_hedges`
+    of the standardised columns' moments)."""
+    _, ma, mb, va, vb = s.moments
+    g, low, high = _hedges(ma - mb, va, vb, s.na, s.nb)
+    return {"g": g, "g_low": low, "g_high": high}
 
 
 def _permutation_test(reference: tuple[np.ndarray, bool]) -> Callable[[_GroupSample], dict[str, np.ndarray]]:

@@ -6,18 +6,18 @@ drives the writing; an intervention can. This module removes the model's linear 
 states and measures, on the same inputs, what changes inside, in the writing, in the facts it keeps and in its
 capability.
 
-**The fit, stated before the results** (:func:`_fit_erasers`). Per hidden state, LEACE (Belrose et al. 2023,
-``concept_erasure.LeaceFitter``, pinned; its defaults: affine, covariance shrinkage, the trace constraint) is fitted
-on the states the book already computes and caches for Study 1 (``models.embeddings.embed_words``, every hidden
-state, chapter 04's contexts): each word in each of the seven profile templates (``DEFAULT_TEMPLATES``), its state
-averaged over its tokens, labelled female or male. The fit set is the 9 + 9 gendered terms and every other first
-name of the 100 + 100 (ranks 1, 3, 5, ... of each group: :func:`_split_names`); the other 50 + 50 names are held
+**The fit, stated before the results** (:func:`erasers._fit_erasers`). Per hidden state, LEACE (Belrose et al. 2023,
+``concept_erasure.LeaceFitter``, pinned; its defaults: affine, covariance shrinkage, the trace constraint) is fitted on
+the states the book already computes and caches for Study 1 (``models.embeddings.embed_words``, every hidden state,
+chapter 04's contexts): each word in each of the seven profile templates (``DEFAULT_TEMPLATES``), its state averaged
+over its tokens, labelled female or male. The fit set is the 9 + 9 gendered terms and every other first name of the
+100 + 100 (ranks 1, 3, 5, ... of each group: :func:`erasure_measures._split_names`); the other 50 + 50 names are held
 out and never fitted. The eraser of hidden state ``h`` is fitted on the states the book reads as ``h``.
 
-**Where it acts** (:func:`_erasing`): a context manager that puts forward hooks on the modules whose outputs are the
-hidden states the book reads (state ``h`` < L: decoder layer ``h − 1``'s output; state L: the final norm's, which
-transformers returns as the last hidden state), each replacing the output by its eraser's image at every position.
-Every computation of the package runs through it unchanged: the next-word measure, generation, the embeddings.
+**Where it acts** (:func:`models.hooks._erasing`): a context manager that puts forward hooks on the modules whose
+outputs are the hidden states the book reads (state ``h`` < L: decoder layer ``h − 1``'s output; state L: the final
+norm's, which transformers returns as the last hidden state), each replacing the output by its eraser's image at every
+position. Every computation of the package runs through it unchanged: the next-word measure, generation, the embeddings.
 While it is open the model's ``model_id`` names the erasure, so no cache keyed by the model (embeddings, next word,
 generations) serves the unhooked model's values for the erased one, or the reverse. An identity eraser leaves every
 output bit-identical (tested).
@@ -27,10 +27,10 @@ last (``layer_step=1``: every state); LEACE at every state together. Controls at
 of the LEACE eraser's rank (an orthogonal projection), and LEACE fitted on the fit words' labels shuffled (words,
 not contexts, permuted; seeded).
 
-**Measures per condition**, on the same inputs (:func:`_measure`):
+**Measures per condition**, on the same inputs (:func:`erasure_measures._measure`):
 
 * *guardedness*: a ridge probe's accuracy on the held-out names (template-averaged states, 10-fold
-  cross-validation over names, :func:`_probe_accuracy`) at the erased states, their maximum where there are
+  cross-validation over names, :func:`erasers._probe_accuracy`) at the erased states, their maximum where there are
   several; chance (0.5) is the target;
 * *inside*: the held-out names' warmth and competence gaps (Hedges' g, female − male, of their projections on the
   unhooked model's ``warmth_competence`` basis, mean over hidden states, as the profiles read them), and the 60
@@ -38,11 +38,11 @@ not contexts, permuted; seeded).
   their BLS share of women (Spearman's ρ): the erasure moves the words, the rulers stay the model's own;
 * *writing*: the next-word log-ratio (``audit.next_word.next_word_table``, chapter 11's measure) of the 60 BLS
   occupations: its ρ with the BLS share and its mean over them;
-* *facts kept*: the same templates about explicitly gendered nouns (:data:`_FACT_PAIRS`: 23 pairs, "The king
-  said that", "The queen said that"; none a fit term): the share of the nouns whose log-ratio lies on their own
+* *facts kept*: the same templates about explicitly gendered nouns (:data:`erasure_measures._FACT_PAIRS`: 23 pairs, "The
+  king said that", "The queen said that"; none a fit term): the share of the nouns whose log-ratio lies on their own
   side, and the mean gap female − male noun over the pairs;
 * *capability*: cross-entropy per token (nats) on 100 held-out BOLD Wikipedia sentences about professions that hold
-  no word of the audit's gendered lexicons (:func:`_neutral_sentences`).
+  no word of the audit's gendered lexicons (:func:`erasure_measures._neutral_sentences`).
 
 **The primary, stated before the results** (:func:`_tradeoff_table`): per single-state LEACE erasure and for every
 state together, the change in ρ(next-word log-ratio, BLS share) against the change in cross-entropy, the factual
@@ -59,22 +59,22 @@ computes nothing. The unhooked condition reads the embeddings' and the next word
 filled them); an erased one computes with those caches off (its states are not reused, and would take a hundred
 megabytes a condition).
 
-**Nothing computed twice** (:func:`_recording`, :func:`_replaying`). An erasure at one hidden state ``s`` leaves every
-block below it as it was: its next-word passes and its cross-entropy passes start from the state ``s`` that one
-unhooked recording pass computed on the same batches, instead of recomputing the blocks below ``s`` for each of the
-three erasures there. The replayed values equal the recomputed ones to the bit (a test: the same kernels on the same
-batches). The names' and nouns' passes read every hidden state, so they run whole. The recording stays in memory for
-the run: about 29 MB per erased state for SmolLM2 (0.9 GB with ``layer_step=1``).
+**Nothing computed twice** (:func:`models.hooks._recording`, :func:`models.hooks._replaying`). An erasure at one hidden
+state ``s`` leaves every block below it as it was: its next-word passes and its cross-entropy passes start from the
+state ``s`` that one unhooked recording pass computed on the same batches, instead of recomputing the blocks below ``s``
+for each of the three erasures there. The replayed values equal the recomputed ones to the bit (a test: the same kernels
+on the same batches). The names' and nouns' passes read every hidden state, so they run whole. The recording stays in
+memory for the run: about 29 MB per erased state for SmolLM2 (0.9 GB with ``layer_step=1``).
 
-One concept over 600 lines: one intervention and what it changes. The fit, the hooks, the measures and the trade-off
-share the fit set, the held-out names, the inputs and the cache key that names them; split, each part would re-derive
-which words were fitted and which inputs every condition was measured on.
+Where each part lives: the hooks, which know nothing of gender, in ``models.hooks``; the erasers, their fit and
+the probe in ``intrinsic_extrinsic.erasers``; the inputs and the measure of one condition in
+``intrinsic_extrinsic.erasure_measures``; here the parameters, the conditions, their statistics, the trade-off and
+its rule, and the run that names the fit set and the inputs in one cache key.
 """
 
 from __future__ import annotations
 
 import hashlib
-from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -83,26 +83,31 @@ import altair as alt
 import numpy as np
 import pandas as pd
 import torch
-from concept_erasure import LeaceEraser, LeaceFitter
 from tqdm.auto import tqdm
 
-from ..audit.next_word import next_word_table
 from ..core import paths, tables
-from ..core.cache import _append_jsonl, _file_lock, _read_jsonl, _read_npz, _stable_hash, _write_npz
-from ..core.data import resolve
+from ..core.cache import _append_jsonl, _file_lock, _read_jsonl, _stable_hash
 from ..core.errors import ParameterError, _check_positive_int, _check_seed
-from ..core.lexicon import GENDER_LEXICONS, _tokenize
 from ..core.precision import _interval_text, _number_text, _percent_text
 from ..core.results import display_name, write_table
-from ..core.stats import _check_n_boot, _hedges_g, _percentile_interval, _resamples, _rowwise_correlation
-from ..models.embeddings import _default_batch_size, embed_words
+from ..core.stats import _check_n_boot, _hedges_g, _percentile_interval, _resamples, _rowwise_correlation, _rowwise_g
+from ..models.embeddings import embed_words
+from ..models.hooks import _recording, _state_modules
 from ..models.loading import _check_model, _resolve_model
-from ..profiles.contexts import _bold_sentences
-from ..profiles.gender_direction import _gender_position
-from ..profiles.population_profiles import DEFAULT_TEMPLATES, _fill_template
-from ..profiles.populations import _load_populations, _occupation_shares, _takes_article
-from ..profiles.projection import _projection_table
+from ..profiles.population_profiles import DEFAULT_TEMPLATES
+from ..profiles.populations import _load_populations, _occupation_shares
 from ..report import plots
+from .erasers import _ALL, _ERASURES, _FOLDS, _condition_erasers, _fit_erasers, _read_fit, _write_fit
+from .erasure_measures import (
+    _FACT_PAIRS,
+    _N_SENTENCES,
+    _contexts,
+    _Inputs,
+    _measure,
+    _neutral_sentences,
+    _split_names,
+    _writing_passes,
+)
 
 __all__ = [
     "erasure_tradeoff",
@@ -110,24 +115,10 @@ __all__ = [
 
 #: Bumped when what a cached condition holds, or how it is computed, changes.
 _CODE_VERSION = 1
-#: The explicitly gendered nouns of the facts kept, (female, male); none is one of the fit's gendered terms.
-_FACT_PAIRS: tuple[tuple[str, str], ...] = (
-    ("queen", "king"), ("wife", "husband"), ("niece", "nephew"), ("princess", "prince"), ("bride", "groom"),
-    ("granddaughter", "grandson"), ("lady", "gentleman"), ("mom", "dad"), ("girlfriend", "boyfriend"),
-    ("nun", "monk"), ("empress", "emperor"), ("duchess", "duke"), ("stepmother", "stepfather"),
-    ("godmother", "godfather"), ("schoolgirl", "schoolboy"), ("widow", "widower"), ("baroness", "baron"),
-    ("landlady", "landlord"), ("stepdaughter", "stepson"), ("grandma", "grandpa"),
-    ("businesswoman", "businessman"), ("spokeswoman", "spokesman"), ("policewoman", "policeman"),
-)
-#: Held-out neutral sentences for the capability measure, drawn with the run's seed (its change is paired across
-#: the conditions, so a hundred give it a narrow interval).
-_N_SENTENCES = 100
 #: The best trade-off's budget, stated before the results: nats per token added at most ...
 _MAX_COST = 0.10
 #: ... and the share of gendered nouns kept on their side at least.
 _MIN_FACTS = 0.90
-#: Folds of the held-out names' probe.
-_FOLDS = 10
 #: The smallest ``limit`` (occupations, sentences, held-out names per group and fact pairs) a run accepts.
 _MIN_LIMIT = _FOLDS
 #: The measures of the trade-off table, in its order, with the units an interval resamples.
@@ -139,11 +130,9 @@ _MEASURES = {
 _TRADEOFF_COLUMNS = ["model_id", "erasure", "layer", "rank", "measure", "value", "baseline", "change", "ci_low",
                      "ci_high", "resampled", "n", "best"]
 _WORD_COLUMNS = ["population", "group", "word", "role"]
-_ERASURES = ("leace", "random", "shuffled")
-_ALL = "all"
 
 
-# --------------------------------------------------------------------------- parameters and inputs
+# --------------------------------------------------------------------------- parameters
 
 
 def _check_erasure(model, *, layer_step=15, n_boot: int = 1000, seed: int = 0, limit=None) -> None:
@@ -166,355 +155,7 @@ def _chosen_states(n_layers: int, layer_step: int) -> list[int]:
     return sorted(range(n_layers, 0, -layer_step))
 
 
-def _split_names(names: Mapping[str, Sequence[str]]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-    """``(fit, held_out)``: per group, the names of odd rank (1, 3, ...) and of even rank, so both halves span the
-    frequency ranks."""
-    return ({g: list(w[0::2]) for g, w in names.items()}, {g: list(w[1::2]) for g, w in names.items()})
-
-
-def _neutral_sentences(n: int, seed: int) -> list[str]:
-    """``n`` BOLD Wikipedia sentences about professions, drawn with ``seed`` among those without a word of the
-    audit's gendered lexicons (``core.lexicon``): text whose prediction asks nothing of gender."""
-    gendered = {w for words in GENDER_LEXICONS.values() for w in words}
-    pool = [s for s in _bold_sentences(resolve("bold_profession_wiki")) if not gendered & set(_tokenize(s))]
-    pool = sorted(set(pool))
-    return [pool[i] for i in np.random.default_rng(seed).choice(len(pool), n, replace=False)]
-
-
-def _contexts(words: Sequence[str], kind: str) -> tuple[list[str], list[str]]:
-    """Every word in every profile template, as chapter 04 embeds it: ``(contexts, targets)``, word-major."""
-    pairs = [(_fill_template(t, w, _takes_article(w, kind)), w) for w in words for t in DEFAULT_TEMPLATES]
-    return [c for c, _ in pairs], [w for _, w in pairs]
-
-
-def _template_states(model, words: Sequence[str], kind: str, *, cache: bool) -> np.ndarray:
-    """The words' states at every hidden state, averaged over the templates a word was located in: [n, S, H]
-    (a word located in none is NaN)."""
-    contexts, targets = _contexts(words, kind)
-    emb = embed_words(model, contexts, targets, cache=cache, progress=False)
-    per = emb.values.reshape(len(words), len(DEFAULT_TEMPLATES), *emb.values.shape[1:])
-    with np.errstate(invalid="ignore"):
-        return np.nanmean(per, axis=1) if np.isnan(per).any() else per.mean(axis=1)
-
-
-# --------------------------------------------------------------------------- the erasers and the hooks
-
-
-def _state_modules(model) -> dict[int, torch.nn.Module]:
-    """``{hidden state: module whose output it is}`` for states 1..L of a transformers decoder: decoder layer
-    ``h − 1`` for ``h`` < L, the final norm for L (transformers returns its output as the last hidden state). A
-    backend without them (a server, a GGUF run by llama.cpp) is a :class:`ParameterError`."""
-    torch_model = getattr(model, "model", None)
-    backbone = model.backbone() if isinstance(torch_model, torch.nn.Module) else None
-    layers, norm = getattr(backbone, "layers", None), getattr(backbone, "norm", None)
-    if not isinstance(layers, torch.nn.ModuleList) or not isinstance(norm, torch.nn.Module) \
-            or len(layers) != model.n_layers:
-        raise ParameterError(f"model: {getattr(model, 'name', model)!r} has no transformers decoder layers and final "
-                             "norm to hook; erasure needs a local transformers decoder")
-    return {**{h: layers[h - 1] for h in range(1, model.n_layers)}, model.n_layers: norm}
-
-
-def _identity_eraser(dim: int) -> LeaceEraser:
-    """The eraser of rank 0: it changes nothing."""
-    return LeaceEraser(torch.zeros(dim, 0, dtype=torch.float64), torch.zeros(0, dim, dtype=torch.float64), None)
-
-
-def _rank(eraser: LeaceEraser) -> int:
-    """How many directions ``eraser`` moves (its I − P's rank, in the compact form of :func:`_leace`)."""
-    return int(eraser.proj_left.shape[1])
-
-
-def _random_eraser(dim: int, rank: int, rng: np.random.Generator) -> LeaceEraser:
-    """The orthogonal projection off a random subspace of ``rank`` dimensions."""
-    q, _ = np.linalg.qr(rng.standard_normal((dim, rank)))
-    u = torch.from_numpy(q)
-    return LeaceEraser(u, u.T.contiguous(), None)
-
-
-def _leace(x: np.ndarray, z: np.ndarray) -> LeaceEraser:
-    """LEACE of the binary labels ``z`` from ``x`` [n, H], fitted in float64 with concept-erasure's defaults, in
-    compact form: I − P as the directions that carry it. Where the trace constraint mixes LEACE with an orthogonal
-    projection, concept-erasure stores I − P by its full SVD (H columns, all but one or two of them zero); the
-    columns above 1e-6 of the largest are kept, so a hook costs one or two products per token, not an H × H one."""
-    eraser = LeaceFitter.fit(torch.from_numpy(x.astype(np.float64)), torch.from_numpy(z.astype(np.float64))[:, None]
-                             ).eraser
-    size = eraser.proj_left.norm(dim=0) * eraser.proj_right.norm(dim=1)
-    keep = size > 1e-6 * size.max() if len(size) and float(size.max()) > 0 else torch.zeros(len(size), dtype=bool)
-    return LeaceEraser(eraser.proj_left[:, keep].contiguous(), eraser.proj_right[keep].contiguous(), eraser.bias)
-
-
-@contextmanager
-def _erasing(model, erasers: Mapping[int, LeaceEraser], tag: str):
-    """While open, ``model``'s hidden state ``h`` is ``erasers[h]`` of what it was, at every position (forward hooks
-    on :func:`_state_modules`, put first so that transformers records the erased state), and ``model.model_id``
-    ends in ``--erased-<tag>`` so that no model-keyed cache mixes the two models. The hooks go and the id comes back
-    on leaving, whatever happens. An empty ``erasers`` changes nothing. Nesting is refused (the id would name one
-    erasure of two)."""
-    if not erasers:
-        yield model
-        return
-    modules = _state_modules(model)
-    unknown = sorted(set(erasers) - set(modules))
-    if unknown:
-        raise ParameterError(f"layers: hidden states {unknown} cannot be erased; the model's are 1 to {model.n_layers}")
-    if "--erased-" in model.model_id:
-        raise ParameterError(f"model: {model.model_id} is already under an erasure; leave it before another")
-    prepared: dict[tuple[int, torch.dtype, torch.device], tuple] = {}
-
-    def hook_for(state: int):
-        eraser = erasers[state]
-
-        def hook(module, args, output):
-            hidden = output[0] if isinstance(output, tuple) else output
-            key = (state, hidden.dtype, hidden.device)
-            if key not in prepared:  # the eraser in the states' own precision, once per device
-                prepared[key] = tuple(None if t is None else t.to(hidden.device, hidden.dtype)
-                                      for t in (eraser.proj_left, eraser.proj_right, eraser.bias))
-            erased = LeaceEraser(*prepared[key])(hidden)
-            return (erased, *output[1:]) if isinstance(output, tuple) else erased
-        return hook
-
-    original = model.model_id
-    handles = [modules[h].register_forward_hook(hook_for(h), prepend=True) for h in sorted(erasers)]
-    model.model_id = f"{original}--erased-{tag}"
-    try:
-        yield model
-    finally:
-        for handle in handles:
-            handle.remove()
-        model.model_id = original
-
-
-@contextmanager
-def _recording(model, states: Sequence[int]):
-    """While open, every forward pass of ``model`` appends, for each hidden state of ``states``, the state as the
-    unhooked model computes it to ``{state: [one tensor per pass]}`` (yielded), in the order of the passes."""
-    modules = _state_modules(model)
-    found: dict[int, list[torch.Tensor]] = {s: [] for s in states}
-
-    def hook_for(state: int):
-        def hook(module, args, output):
-            found[state].append((output[0] if isinstance(output, tuple) else output).detach().clone())
-        return hook
-
-    handles = [modules[s].register_forward_hook(hook_for(s)) for s in states]
-    try:
-        yield found
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
-@contextmanager
-def _replaying(model, state: int, recorded: Sequence[torch.Tensor]):
-    """While open, ``model`` computes nothing below hidden state ``state``: the decoder blocks before it pass their
-    input through, and the module whose output is ``state`` returns, pass by pass, the state :func:`_recording` took
-    on the same batches (the eraser hooked there still erases it); the blocks above run as usual. A pass whose batch
-    does not match the recorded one's shape, or one pass more than were recorded, is a ``RuntimeError``: the
-    replay must follow the recording call by call."""
-    backbone = model.backbone()
-    at = _state_modules(model)[state]
-    below = list(backbone.layers[:state - 1]) if state < model.n_layers else list(backbone.layers)
-    passes = iter(recorded)
-
-    def through(hidden_states, *args, **kwargs):
-        return hidden_states
-
-    def replay(hidden_states, *args, **kwargs):
-        stored = next(passes, None)
-        if stored is None or stored.shape != hidden_states.shape:
-            raise RuntimeError(f"erasure replay at hidden state {state}: a pass of shape {tuple(hidden_states.shape)} "
-                               f"where the recording holds {None if stored is None else tuple(stored.shape)}")
-        return stored
-
-    for module in below:
-        module.forward = through
-    at.forward = replay
-    try:
-        yield
-    finally:
-        for module in [*below, at]:
-            del module.forward  # the class's own forward again
-
-
-def _writing_passes(model, inputs, cache: bool = False) -> tuple[pd.DataFrame, np.ndarray]:
-    """The next-word table of the occupations and the fact nouns and the sentences' cross-entropy: the passes
-    :func:`_recording` records and :func:`_replaying` replays, in this one order (``cache``: the next word's own
-    cache, for the unhooked model only)."""
-    written = next_word_table(model, inputs.occupations + inputs.facts, cache=cache, progress=False).occupations
-    return written, _sentence_nll(model, inputs.sentences)
-
-
-@dataclass
-class _Fit:
-    """The erasers of every hidden state 1..L: ``leace``, ``random``, ``shuffled`` (``{state: eraser}``), with
-    ``ranks`` (the LEACE eraser's rank per state)."""
-
-    leace: dict[int, LeaceEraser]
-    random: dict[int, LeaceEraser]
-    shuffled: dict[int, LeaceEraser]
-    ranks: dict[int, int]
-
-
-def _fit_erasers(states: np.ndarray, labels: np.ndarray, words: np.ndarray, seed: int) -> _Fit:
-    """The three erasers of every hidden state 1..S−1 from per-context ``states`` [n, S, H] (state 0, the token
-    embeddings, is not erased) with binary ``labels`` [n] and each context's ``words`` [n]: LEACE; LEACE on the labels
-    permuted over words (every context of a word keeps one label); a random orthogonal projection of LEACE's rank."""
-    rng = np.random.default_rng(seed)
-    unique, index = np.unique(words, return_inverse=True)
-    word_label = np.zeros(len(unique))
-    word_label[index] = labels
-    shuffled = rng.permutation(word_label)[index]
-    fit = _Fit({}, {}, {}, {})
-    for h in range(1, states.shape[1]):
-        fit.leace[h] = _leace(states[:, h], labels)
-        fit.shuffled[h] = _leace(states[:, h], shuffled)
-        fit.ranks[h] = _rank(fit.leace[h])
-        fit.random[h] = _random_eraser(states.shape[2], fit.ranks[h], rng)
-    return fit
-
-
-def _write_fit(path: Path, fit: _Fit) -> None:
-    """Store every eraser of ``fit`` (compact: a few directions each) as one npz."""
-    arrays = {}
-    for kind in _ERASURES:
-        for h, eraser in getattr(fit, kind).items():
-            arrays[f"{kind}_{h}_left"] = eraser.proj_left.numpy()
-            arrays[f"{kind}_{h}_right"] = eraser.proj_right.numpy()
-            if eraser.bias is not None:
-                arrays[f"{kind}_{h}_bias"] = eraser.bias.numpy()
-    _write_npz(path, **arrays)
-
-
-def _read_fit(path: Path, n_layers: int) -> _Fit | None:
-    """The erasers :func:`_write_fit` stored for states 1..``n_layers``; None where absent or corrupt."""
-    stored = _read_npz(path, required=[f"{k}_{h}_left" for k in _ERASURES for h in range(1, n_layers + 1)])
-    if stored is None:
-        return None
-    fit = _Fit({}, {}, {}, {})
-    for kind in _ERASURES:
-        for h in range(1, n_layers + 1):
-            bias = stored.get(f"{kind}_{h}_bias")
-            getattr(fit, kind)[h] = LeaceEraser(torch.from_numpy(stored[f"{kind}_{h}_left"]),
-                                                torch.from_numpy(stored[f"{kind}_{h}_right"]),
-                                                None if bias is None else torch.from_numpy(bias))
-    fit.ranks.update({h: _rank(e) for h, e in fit.leace.items()})
-    return fit
-
-
-def _condition_erasers(fit: _Fit, erasure: str, layer) -> dict[int, LeaceEraser]:
-    """The erasers of one condition: none for ``erasure="none"``, else ``fit``'s of that kind at ``layer`` (a hidden
-    state) or at every state (``"all"``)."""
-    if erasure == "none":
-        return {}
-    chosen = getattr(fit, erasure)
-    return dict(chosen) if layer == _ALL else {int(layer): chosen[int(layer)]}
-
-
-# --------------------------------------------------------------------------- the measures
-
-
-def _probe_accuracy(x: np.ndarray, y: np.ndarray, folds: int = _FOLDS) -> float:
-    """Cross-validated accuracy of a ridge classifier of ``y`` (0/1) from ``x`` [n, H]: ``folds`` folds stratified by
-    class (by order within each class), the ridge penalty the training rows' mean squared centred norm (the dual
-    form: n is far below H). Rows with a NaN are left out; NaN with fewer than two per class."""
-    keep = ~np.isnan(x).any(axis=1)
-    x, y = x[keep].astype(np.float64), y[keep].astype(int)
-    if min((y == 0).sum(), (y == 1).sum()) < 2:
-        return float("nan")
-    fold = np.empty(len(y), dtype=int)
-    for c in (0, 1):
-        fold[y == c] = np.arange((y == c).sum()) % folds
-    target = 2.0 * y - 1
-    correct = 0
-    for f in range(folds):
-        train, test = fold != f, fold == f
-        if not test.any():
-            continue
-        mu, t_mean = x[train].mean(axis=0), target[train].mean()
-        xc = x[train] - mu
-        gram = xc @ xc.T
-        alpha = np.linalg.solve(gram + np.trace(gram) / len(xc) * np.eye(len(xc)), target[train] - t_mean)
-        score = (x[test] - mu) @ (xc.T @ alpha) + t_mean
-        correct += int(((score > 0) == (y[test] == 1)).sum())
-    return correct / len(y)
-
-
-def _sentence_nll(model, sentences: Sequence[str]) -> np.ndarray:
-    """Per sentence, the summed negative log-likelihood (nats) of its tokens after the first, from float32 logits:
-    batches of sentences of similar length (sorted), padded on the right, where causal attention leaves every real
-    token's logits as they are unpadded and the padding is not scored."""
-    encoded = [model.tokenizer(s)["input_ids"] for s in sentences]
-    order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i]), i))
-    size = _default_batch_size(model)
-    pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
-    nll = np.zeros(len(encoded))
-    with torch.inference_mode():
-        for b in range(0, len(order), size):
-            batch = order[b:b + size]
-            width = max(len(encoded[i]) for i in batch)
-            ids = torch.full((len(batch), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, i in enumerate(batch):
-                ids[row, :len(encoded[i])] = torch.tensor(encoded[i])
-                mask[row, :len(encoded[i])] = 1
-            ids, mask = ids.to(model.device), mask.to(model.device)
-            logits = model.model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
-            lost = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
-            nll[batch] = (lost * mask[:, 1:]).sum(dim=1).double().cpu().numpy()
-    return nll
-
-
-@dataclass
-class _Inputs:
-    """What every condition measures: the held-out names (``names``, ``name_labels`` 1 female), the BLS occupations
-    with their shares, the fact nouns (female then male of each pair), the neutral sentences, and from the unhooked
-    model the female − male terms' means (``female``, ``male`` [S, H]) and the warmth and competence ``basis``."""
-
-    names: list[str]
-    name_labels: np.ndarray
-    occupations: list[str]
-    shares: np.ndarray
-    facts: list[str]
-    sentences: list[str]
-    female: np.ndarray
-    male: np.ndarray
-    basis: object
-
-
-def _measure(model, inputs: _Inputs, erasers: Mapping[int, LeaceEraser], tag: str,
-             prefix: tuple[int, Sequence[torch.Tensor]] | None = None) -> dict:
-    """One condition's per-item values, under :func:`_erasing` (the unhooked model's caches serve the condition
-    without erasers): ``probe`` (per hidden state), ``warmth``, ``competence`` (per held-out name), ``position``,
-    ``log_ratio`` (per occupation), ``facts`` (per fact noun), ``nll`` (per sentence). ``prefix``: ``(state,
-    recorded)``, the writing passes start from the unhooked state there (:func:`_replaying`)."""
-    cache = not erasers
-    with _erasing(model, erasers, tag):
-        names = _template_states(model, inputs.names, "name", cache=cache)
-        nouns = _template_states(model, inputs.occupations, "noun", cache=cache)
-        with _replaying(model, *prefix) if prefix is not None else nullcontext():
-            written, nll = _writing_passes(model, inputs, cache)
-    ratio = dict(zip(written["occupation"], written["log_ratio"]))
-    basis = inputs.basis
-    projected = _projection_table(basis, names[:, list(basis.layers)], pd.DataFrame({"word": inputs.names}), "mean")
-    wide = projected.pivot_table(index="word", columns="dimension", values="value", sort=False).loc[inputs.names]
-    position = _gender_position(nouns, inputs.female[None], inputs.male[None]).mean(axis=1)
-    return {"probe": [_probe_accuracy(names[:, s], inputs.name_labels) for s in range(names.shape[1])],
-            "warmth": wide["warmth"].tolist(), "competence": wide["competence"].tolist(),
-            "position": position.tolist(), "log_ratio": [ratio[o] for o in inputs.occupations],
-            "facts": [ratio[f] for f in inputs.facts], "nll": nll.tolist()}
-
-
 # --------------------------------------------------------------------------- the trade-off
-
-
-def _rowwise_g(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Hedges' g of ``a`` against ``b`` for every row [replicates, n_a] and [replicates, n_b]: the pooled-SD d times
-    J = 1 − 3/(4(n_a + n_b) − 9), as ``stats._hedges_g``."""
-    na, nb = a.shape[1], b.shape[1]
-    pooled = np.sqrt(((na - 1) * a.var(axis=1, ddof=1) + (nb - 1) * b.var(axis=1, ddof=1)) / (na + nb - 2))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (a.mean(axis=1) - b.mean(axis=1)) / pooled * (1 - 3 / (4 * (na + nb) - 9))
 
 
 def _facts_share(ratios: np.ndarray) -> np.ndarray:

@@ -271,10 +271,12 @@ class _PopulationEmbeddings:
 
 
 def _population_embeddings(model, populations, templates: Sequence[str] = DEFAULT_TEMPLATES,
-                          layers="all", kind=None) -> _PopulationEmbeddings:
+                          layers="all", kind=None, *, cache: bool = True, progress: bool = True
+                          ) -> _PopulationEmbeddings:
     """Embed every population word in every template and average over templates.
 
-    ``populations`` and ``kind``: see :func:`resolve_populations`.
+    ``populations`` and ``kind``: see :func:`resolve_populations`. ``cache`` and ``progress``: ``embed_words``'s
+    (chapter 12's erasure embeds with its cache off while the model is hooked).
     """
     templates = _check_templates(templates)
     pops, kinds = _resolve_populations(populations, kind)
@@ -287,7 +289,7 @@ def _population_embeddings(model, populations, templates: Sequence[str] = DEFAUL
                 for t in templates:
                     contexts.append(_fill_template(t, word, article))
                     targets.append(word)
-    emb = embed_words(model, contexts, targets, layers=layers)
+    emb = embed_words(model, contexts, targets, layers=layers, cache=cache, progress=progress)
     values = np.asarray(emb.values, dtype=np.float32)
     n_t = len(templates)
     per_word = values.reshape(len(rows), n_t, *values.shape[1:])
