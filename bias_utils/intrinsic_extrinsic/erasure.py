@@ -86,10 +86,10 @@ import torch
 from tqdm.auto import tqdm
 
 from ..core import paths, tables
-from ..core.cache import _append_jsonl, _file_lock, _read_jsonl, _stable_hash
+from ..core.cache import RecordStore, _stable_hash
 from ..core.errors import ParameterError, _check_positive_int, _check_seed
 from ..core.precision import _interval_text, _number_text, _percent_text
-from ..core.results import display_name, write_table
+from ..core.results import display_name, write_tables
 from ..core.stats import _check_n_boot, _hedges_g, _percentile_interval, _resamples, _rowwise_correlation, _rowwise_g
 from ..models.embeddings import embed_words
 from ..models.hooks import _recording, _state_modules
@@ -300,20 +300,19 @@ def erasure_tradeoff(model, basis, *, layer_step: int = 15, n_boot: int = 1000, 
                      female=term_means["female"], male=term_means["male"], basis=basis)
     tokens = np.array([len(model.tokenizer(s)["input_ids"]) - 1 for s in inputs.sentences], dtype=float)
     chosen = _chosen_states(model.n_layers, layer_step)
-    key = _stable_hash({"model_id": model.model_id, "version": _CODE_VERSION, "seed": seed,
-                        "fit": {"names": fit_names, "terms": terms}, "templates": list(DEFAULT_TEMPLATES),
-                        "names": inputs.names, "facts": inputs.facts,
-                        "occupations": inputs.occupations, "sentences": inputs.sentences,
-                        "basis": _basis_hash(basis)}, 24)
-    folder = paths._cache_dir() / "erasure" / key
-    folder.mkdir(parents=True, exist_ok=True)
+    store = RecordStore(paths._cache_dir() / "erasure", {
+        "model_id": model.model_id, "version": _CODE_VERSION, "seed": seed, "fit": {"names": fit_names, "terms": terms},
+        "templates": list(DEFAULT_TEMPLATES), "names": inputs.names, "facts": inputs.facts,
+        "occupations": inputs.occupations, "sentences": inputs.sentences, "basis": _basis_hash(basis)},
+        lambda r: (r["erasure"], r["layer"]), required=("erasure", "layer", "values"), hash_length=24)
+    key = store.dir.name
     wanted = _conditions(chosen)
-    with _file_lock(folder / "lock"):
-        fit = _read_fit(folder / "erasers.npz", model.n_layers)
+    with store.lock():
+        fit = _read_fit(store.dir / "erasers.npz", model.n_layers)
         if fit is None:
             fit = _fit_erasers(np.concatenate(states), np.concatenate(labels), np.concatenate(words), seed)
-            _write_fit(folder / "erasers.npz", fit)
-        done = {(r["erasure"], r["layer"]): r["values"] for r in _read_jsonl(folder / "rows.jsonl")}
+            _write_fit(store.dir / "erasers.npz", fit)
+        done = {condition: r["values"] for condition, r in store.load().items()}
         todo = [c for c in wanted if c not in done]
         # the three erasures at one state share its unhooked blocks below: recorded once, replayed for each
         single = sorted({int(layer) for erasure, layer in todo if erasure != "none" and layer != _ALL})
@@ -327,8 +326,7 @@ def erasure_tradeoff(model, basis, *, layer_step: int = 15, n_boot: int = 1000, 
             erasers = _condition_erasers(fit, erasure, layer)
             prefix = (int(layer), recorded[int(layer)]) if erasure != "none" and layer != _ALL else None
             done[(erasure, layer)] = _measure(model, inputs, erasers, f"{erasure}-{layer}-{key[:8]}", prefix)
-            _append_jsonl(folder / "rows.jsonl", [{"erasure": erasure, "layer": layer,
-                                                   "values": done[(erasure, layer)]}])
+            store.append([{"erasure": erasure, "layer": layer, "values": done[(erasure, layer)]}])
             bar.update(1)
         bar.close()
     table = _tradeoff_table({c: done[c] for c in wanted}, inputs, tokens, fit.ranks, model.model_id,
@@ -366,9 +364,8 @@ class _Erasure:
 
     def write(self, folder: str | Path) -> list[Path]:
         """Write the words and the trade-off as parquet + CSV under ``folder``."""
-        folder = Path(folder)
-        frames = {tables.NAMES.ERASURE_WORDS: self.words, tables.NAMES.ERASURE_TRADEOFF: self.tradeoff}
-        return [p for name, df in frames.items() for p in write_table(df, folder / name)]
+        return write_tables(folder, {tables.NAMES.ERASURE_WORDS: self.words,
+                                     tables.NAMES.ERASURE_TRADEOFF: self.tradeoff})
 
     def describe(self) -> str:
         """Markdown reading the trade-off (:func:`_describe_tradeoff`)."""
