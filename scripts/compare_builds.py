@@ -19,7 +19,8 @@ terms share a sign (a norm, a softmax's denominator); a value that lost digits t
 near numbers, a correlation near 0) can pass it by the factor it lost. So a cell beyond the tolerance is named, not
 judged: a summation order amplified by cancellation, or a difference the order does not explain (a sampled token
 that flipped, an optimiser that stopped elsewhere, a rank that swapped); the report lists each for a reader to
-tell which. ``--atol`` keeps exact zeros from failing on 1e-17 of float64 noise.
+tell which. ``--atol`` keeps exact zeros from failing on 1e-17 of float64 noise. A column of wall-clock seconds
+(:data:`MACHINE_COLUMNS`) measures the machine and is not compared.
 
 Exits 0 when nothing differs beyond tolerance, 1 otherwise (2 for a usage error).
 """
@@ -38,6 +39,8 @@ EPS32 = 2.0 ** -24
 LONGEST_REDUCTION = 1536
 RTOL = LONGEST_REDUCTION * EPS32
 ATOL = 1e-9
+#: Columns that measure the machine, not the model (wall-clock seconds): reported, never compared.
+MACHINE_COLUMNS = ("seconds",)
 
 
 def _tables(root: Path) -> dict[str, Path]:
@@ -48,26 +51,45 @@ def _numeric(s: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
 
 
+def _same_cell(p, q) -> bool:
+    """Two cells of a text or list column: equal, or both missing."""
+    if isinstance(p, (list, tuple, np.ndarray)) or isinstance(q, (list, tuple, np.ndarray)):
+        p, q = np.asarray(p, dtype=object), np.asarray(q, dtype=object)
+        return p.shape == q.shape and all(_same_cell(a, b) for a, b in zip(p.ravel(), q.ravel()))
+    if pd.isna(p) or pd.isna(q):
+        return bool(pd.isna(p) and pd.isna(q))
+    return bool(p == q)
+
+
 def compare_tables(a: pd.DataFrame, b: pd.DataFrame, rtol: float, atol: float) -> dict:
     """Counts of identical, within-tolerance and differing cells, and the differing cells (row, column, a, b)."""
-    out = {"identical": 0, "within": 0, "beyond": [], "structure": ""}
+    out = {"identical": 0, "within": 0, "beyond": [], "structure": "", "machine": [], "largest": (0.0, "")}
     if list(a.columns) != list(b.columns) or len(a) != len(b):
         out["structure"] = (f"columns or rows differ: {len(a)} x {list(a.columns)} against {len(b)} x "
                             f"{list(b.columns)}")
         return out
     for col in a.columns:
         x, y = a[col], b[col]
+        if col in MACHINE_COLUMNS:
+            out["machine"].append(col)
+            continue
         if _numeric(x) and _numeric(y):
             u, v = x.to_numpy(dtype=float), y.to_numpy(dtype=float)
             same = (u == v) | (np.isnan(u) & np.isnan(v))
-            close = np.abs(u - v) <= atol + rtol * np.maximum(np.abs(u), np.abs(v))
+            with np.errstate(invalid="ignore"):  # inf - inf: not close, and the same when both are one infinity
+                close = np.abs(u - v) <= atol + rtol * np.maximum(np.abs(u), np.abs(v))
             close &= np.isfinite(u) & np.isfinite(v)
             out["identical"] += int(same.sum())
             out["within"] += int((close & ~same).sum())
+            if (close & ~same).any():
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    rel = np.where(close & ~same, np.abs(u - v) / np.maximum(np.abs(u), np.abs(v)), 0.0)
+                i = int(np.nanargmax(rel))
+                if rel[i] > out["largest"][0]:
+                    out["largest"] = (float(rel[i]), f"row {i}, {col}: {u[i]!r} | {v[i]!r}")
             bad = np.flatnonzero(~same & ~close)
         else:
-            same = np.array([(p == q) or (pd.isna(p) and pd.isna(q)) if np.isscalar(p) or p is None
-                             else bool(np.all(np.asarray(p) == np.asarray(q))) for p, q in zip(x, y)])
+            same = np.array([_same_cell(p, q) for p, q in zip(x, y)], dtype=bool)
             out["identical"] += int(same.sum())
             bad = np.flatnonzero(~same)
         out["beyond"] += [(int(i), col, x.iloc[i], y.iloc[i]) for i in bad]
@@ -78,6 +100,7 @@ def compare(root_a: Path, root_b: Path, rtol: float = RTOL, atol: float = ATOL, 
     """The report as text, and the number of tables with a cell beyond tolerance or a different structure."""
     ta, tb = _tables(root_a), _tables(root_b)
     lines, failing, totals = [], 0, {"identical": 0, "within": 0, "beyond": 0}
+    largest = (0.0, "")
     for name in sorted(set(ta) | set(tb)):
         if name not in ta or name not in tb:
             lines.append(f"{name}: only in {'B' if name not in ta else 'A'}")
@@ -87,6 +110,10 @@ def compare(root_a: Path, root_b: Path, rtol: float = RTOL, atol: float = ATOL, 
         totals["identical"] += r["identical"]
         totals["within"] += r["within"]
         totals["beyond"] += len(r["beyond"])
+        if r["largest"][0] > largest[0]:
+            largest = (r["largest"][0], f"{name}, {r['largest'][1]}")
+        if r["machine"]:
+            lines.append(f"{name}: {', '.join(r['machine'])} measure the machine, not compared")
         if r["structure"]:
             lines.append(f"{name}: {r['structure']}")
             failing += 1
@@ -102,6 +129,8 @@ def compare(root_a: Path, root_b: Path, rtol: float = RTOL, atol: float = ATOL, 
     head = (f"{len(set(ta) | set(tb))} tables; cells identical to the bit: {totals['identical']}, within tolerance "
             f"(rtol {rtol:.2g}, atol {atol:.2g}): {totals['within']}, beyond: {totals['beyond']}; tables failing: "
             f"{failing}")
+    if largest[0]:
+        head += f"\nlargest relative difference within tolerance: {largest[0]:.2g} ({largest[1]})"
     return "\n".join([head] + lines), failing
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 
 from bias_utils.core import paths
 
-_spec = importlib.util.spec_from_file_location("compare_builds", paths._ROOT / "scripts" / "compare_builds.py")
+_spec = importlib.util.spec_from_file_location("compare_builds", paths.ROOT / "scripts" / "compare_builds.py")
 compare_builds = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(compare_builds)
 
@@ -47,11 +47,12 @@ def test_a_summation_orders_rounding_passes_and_a_real_change_is_named(tmp_path)
 
 
 def test_tables_in_one_build_only_and_other_shapes_are_named(tmp_path):
-    _write(tmp_path / "a", "t", pd.DataFrame({"x": [1.0, np.nan, np.inf]}))
-    _write(tmp_path / "b", "t", pd.DataFrame({"x": [1.0, np.nan, np.inf]}))
+    _write(tmp_path / "a", "t", pd.DataFrame({"x": [1.0, np.nan, np.inf], "seconds": [1.0, 2.0, 3.0]}))
+    _write(tmp_path / "b", "t", pd.DataFrame({"x": [1.0, np.nan, np.inf], "seconds": [9.0, 2.0, 3.0]}))
     _write(tmp_path / "b", "extra", pd.DataFrame({"x": [1.0]}))
     text, failing = compare_builds.compare(tmp_path / "a", tmp_path / "b")
     assert failing == 1 and "m/extra: only in B" in text and "identical to the bit: 3" in text
+    assert "m/t: seconds measure the machine, not compared" in text  # wall-clock time is no result
     _write(tmp_path / "b", "t", pd.DataFrame({"x": [1.0, np.nan]}))
     text, _ = compare_builds.compare(tmp_path / "a", tmp_path / "b")
     assert "m/t: columns or rows differ" in text
