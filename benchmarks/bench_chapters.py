@@ -53,7 +53,7 @@ def chapter_10(m, dictionary, args) -> None:
                                                      limit=args.limit, term_limit=None)
     robustness.specification_curve(inputs, n_permutations=200)
     for sp in extras["spaces"].values():
-        axis_validity._validity_table(sp, extras["terms"], n_permutations=200)
+        axis_validity.validity_table(sp, extras["terms"], n_permutations=200)
     tokenisation.token_table(m, extras["population_embeddings"]["original"].words)
 
 
@@ -61,11 +61,11 @@ CHAPTERS = {"03": chapter_03, "05": chapter_05, "10": chapter_10}
 
 
 class Recorder:
-    """Wraps the embedding engine's batch loop (``embeddings._compute``, looked up at each call) to keep every
+    """Wraps the embedding engine's batch loop (``embeddings.compute``, looked up at each call) to keep every
     pair it computes and the seconds it spends; the real loop runs unchanged."""
 
     def __init__(self, embeddings):
-        self.embeddings, self.compute = embeddings, embeddings._compute
+        self.embeddings, self.compute = embeddings, embeddings.compute
         self.pending: list = []
         self.seconds = 0.0
 
@@ -76,25 +76,25 @@ class Recorder:
         self.seconds += time.perf_counter() - t0
 
     def __enter__(self):
-        self.embeddings._compute = self
+        self.embeddings.compute = self
         return self
 
     def __exit__(self, *exc):
-        self.embeddings._compute = self.compute
+        self.embeddings.compute = self.compute
 
     def floor(self, model) -> float:
         """Seconds to embed the distinct recorded pairs once, in one call, without a cache."""
         import numpy as np
 
-        from bias_utils.models.embeddings import _default_batch_size, _layer_list
+        from bias_utils.models.embeddings import default_batch_size, layer_indices
 
         distinct: dict = {}  # key -> (row, key, token indices, inputs): each pair once, at its own row
         for _, key, idx, inputs in self.pending:
             distinct.setdefault(key, (len(distinct), key, idx, inputs))
-        layers = _layer_list("all", model.n_layers)
+        layers = layer_indices("all", model.n_layers)
         values = np.empty((len(distinct), len(layers), model.hidden_size), dtype=np.float32)
         t0 = time.perf_counter()
-        self.compute(model, list(distinct.values()), layers, values, _default_batch_size(model), None, False, 0)
+        self.compute(model, list(distinct.values()), layers, values, default_batch_size(model), None, False, 0)
         return time.perf_counter() - t0
 
 
@@ -115,7 +115,7 @@ def main() -> None:
                 for sub in ("models", "dictionaries"):
                     if (real_cache / sub).exists():
                         os.symlink(real_cache / sub, Path(tmp) / sub)
-                os.environ["BIAS_CACHE_DIR"] = tmp  # read by paths._cache_dir() at every call
+                os.environ["BIAS_CACHE_DIR"] = tmp  # read by paths.cache_dir() at every call
                 from bias_utils.models import embeddings
                 from bias_utils.models.loading import load_model
                 from bias_utils.profiles import dictionaries

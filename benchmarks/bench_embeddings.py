@@ -37,7 +37,7 @@ import time
 import numpy as np
 import torch
 
-from bias_utils.models.embeddings import _default_batch_size, _find_word, _token_indices, embed_words
+from bias_utils.models.embeddings import default_batch_size, embed_words, find_word, token_indices
 from bias_utils.models.loading import load_model
 from bias_utils.profiles.dictionaries import load_seed_dictionary
 
@@ -52,11 +52,11 @@ def reference(m, contexts, words, layers) -> np.ndarray:
     backbone = m.backbone()
     with torch.inference_mode():
         for k, (context, word) in enumerate(zip(contexts, words)):
-            span = _find_word(context, word)
+            span = find_word(context, word)
             if span is None:
                 continue
             enc = m.tokenizer(context, return_tensors="pt", return_offsets_mapping=True, truncation=True)
-            idx = _token_indices(enc.pop("offset_mapping")[0].tolist(), span)
+            idx = token_indices(enc.pop("offset_mapping")[0].tolist(), span)
             hs = backbone(**enc, output_hidden_states=True).hidden_states
             out[k] = torch.stack([hs[layer][0, idx].mean(0) for layer in layers]).numpy()
     return out
@@ -66,16 +66,16 @@ def floor_seconds(m, contexts, words) -> float:
     """Seconds of the backbone's forward passes alone over ours' tokens, without padding."""
     by_length: dict[int, list[list[int]]] = {}
     for context, word in zip(contexts, words):
-        span = _find_word(context, word)
+        span = find_word(context, word)
         if span is None:
             continue
         enc = m.tokenizer(context, return_offsets_mapping=True, truncation=True)
-        idx = _token_indices(enc["offset_mapping"], span)
+        idx = token_indices(enc["offset_mapping"], span)
         if not idx:
             continue
         ids = enc["input_ids"][:max(idx) + 1] if m.kind == "decoder" else enc["input_ids"]
         by_length.setdefault(len(ids), []).append(ids)
-    size = _default_batch_size(m)
+    size = default_batch_size(m)
     batches = [torch.tensor(rows[b:b + size]) for rows in by_length.values() for b in range(0, len(rows), size)]
     backbone = m.backbone()
     t0 = time.perf_counter()

@@ -37,13 +37,13 @@ from pathlib import Path
 import torch
 from transformers.masking_utils import create_causal_mask
 
-from bias_utils.audit.next_word_prompts import _TEMPLATES
+from bias_utils.audit.next_word_prompts import TEMPLATES
 from bias_utils.core import paths
 from bias_utils.intrinsic_extrinsic import erasers, erasure, erasure_measures
-from bias_utils.models.embeddings import _default_batch_size
+from bias_utils.models.embeddings import default_batch_size
 from bias_utils.models.loading import load_model
 from bias_utils.profiles import dictionaries, space
-from bias_utils.profiles.populations import _load_populations, _occupation_shares
+from bias_utils.profiles.populations import load_populations, occupation_shares
 
 
 def _batches(m, texts: list[str], size: int) -> list[torch.Tensor]:
@@ -71,19 +71,19 @@ def _above(m, hidden: torch.Tensor, state: int, keep: int) -> torch.Tensor:
 
 def floor_seconds(m, conditions: list[tuple[str, str]], seed: int) -> float:
     """Seconds of the forward passes ``conditions`` need (module docstring)."""
-    size = _default_batch_size(m)
-    _, held = erasure_measures._split_names(_load_populations("names"))
+    size = default_batch_size(m)
+    _, held = erasure_measures.split_names(load_populations("names"))
     names = [w for ws in held.values() for w in ws]
-    occupations = _occupation_shares()["occupation"].tolist()
-    facts = [w for pair in erasure_measures._FACT_PAIRS for w in pair]
+    occupations = occupation_shares()["occupation"].tolist()
+    facts = [w for pair in erasure_measures.FACT_PAIRS for w in pair]
     # the embeddings cut a decoder's context after the word: the templates' text up to and including it
     contexts = [c[:c.index(w) + len(w)] for words, kind in ((names, "name"), (occupations, "noun"))
-                for c, w in zip(*erasure_measures._contexts(words, kind))]
+                for c, w in zip(*erasure_measures.template_contexts(words, kind))]
     states = _batches(m, contexts, size)
-    written = _batches(m, [t.replace("{occupation}", n) for n in occupations + facts for t in _TEMPLATES], size)
-    fact_sentences = _batches(m, [t.replace("{occupation}", n) for n in facts for t in _TEMPLATES], size)
-    neutral = _batches(m, erasure_measures._neutral_sentences(erasure_measures._N_SENTENCES, seed), size)
-    single = sorted({int(layer) for kind, layer in conditions if kind != "none" and layer != erasers._ALL})
+    written = _batches(m, [t.replace("{occupation}", n) for n in occupations + facts for t in TEMPLATES], size)
+    fact_sentences = _batches(m, [t.replace("{occupation}", n) for n in facts for t in TEMPLATES], size)
+    neutral = _batches(m, erasure_measures.neutral_sentences(erasure_measures.N_SENTENCES, seed), size)
+    single = sorted({int(layer) for kind, layer in conditions if kind != "none" and layer != erasers.ALL})
     start: dict[int, tuple[list, list]] = {s: ([], []) for s in single}
     with torch.inference_mode():  # the unhooked states the single-state conditions start from, before the clock
         for k, batches in enumerate((written, neutral)):
@@ -98,7 +98,7 @@ def floor_seconds(m, conditions: list[tuple[str, str]], seed: int) -> float:
         for kind, layer in conditions:
             for ids in states if kind != "none" else []:
                 m.model.base_model(input_ids=ids, output_hidden_states=True)
-            if kind != "none" and layer != erasers._ALL:
+            if kind != "none" and layer != erasers.ALL:
                 for hidden in start[int(layer)][0]:
                     _above(m, hidden, int(layer), 1)
                 for hidden in start[int(layer)][1]:
@@ -122,14 +122,14 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     m = load_model(args.model)
     basis = space.build_space(m, dictionaries.load_dictionary(None), "generated", 5, 0).bases["warmth_competence"]
-    conditions = erasure._conditions(erasure._chosen_states(m.n_layers, args.layer_step))
+    conditions = erasure.conditions(erasure.chosen_states(m.n_layers, args.layer_step))
     kept = conditions[:-args.conditions] if args.conditions else []
     computed = [c for c in conditions if c not in kept]
     n_erased, unhooked = sum(kind != "none" for kind, _ in computed), ("none", "none") in computed
     print(f"{m.model_id}: {n_erased} erased conditions{' + the unhooked one' if unhooked else ''} computed "
           f"(layer_step {args.layer_step}, {len(kept)} read from the cache); torch "
           f"threads {torch.get_num_threads()} on {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
-    real = paths._cache_dir()
+    real = paths.cache_dir()
     with tempfile.TemporaryDirectory() as tmp:
         for sub in real.iterdir():
             if sub.is_dir() and sub.name != "erasure":
@@ -154,7 +154,7 @@ def main() -> None:
         rerun = time.perf_counter() - t0
     floor = min(floor_before, floor_seconds(m, computed, 0))
     print(f"  ours (erasure_tradeoff, the conditions its cache lacks; the book's earlier caches warm): {ours:6.1f} s\n"
-          f"  floor (the forward passes alone, unpadded, batch {_default_batch_size(m)}): {floor:6.1f} s  -> "
+          f"  floor (the forward passes alone, unpadded, batch {default_batch_size(m)}): {floor:6.1f} s  -> "
           f"ours / floor = {ours / floor:.2f}x\n"
           f"  rerun (everything cached): {rerun:6.1f} s\n"
           f"  load average after: {os.getloadavg()[0]:.1f}")

@@ -30,7 +30,7 @@ with transformers' default top-k), all in one process:
     stored;
 (i) the statistics' bookkeeping alone, per step, without the forward pass: the
     state sums and the token classification of 64 rows (random tokens and
-    states; ``decoding._StateSums`` with its per-token tables);
+    states; ``decoding.StateSums`` with its per-token tables);
 (e) the compute floor: the forward passes alone for the same rows and the same
     number of tokens per row as (b) produced, in the same batches, with the
     KV cache, rows leaving as they reach their count, and a trivial sampler
@@ -59,12 +59,12 @@ import torch
 
 from bias_utils.audit.bold_prompts import load_profession_prompts
 from bias_utils.intrinsic_extrinsic import completions
-from bias_utils.models.decoding import _auto_batch_size
+from bias_utils.models.decoding import auto_batch_size
 from bias_utils.models.endpoints import OpenAIEndpoint
-from bias_utils.models.generation import _generate
+from bias_utils.models.generation import generate
 from bias_utils.models.loading import load_model
-from bias_utils.models.sampling import _sample_tokens
-from bias_utils.models.serving import _llama_server
+from bias_utils.models.sampling import sample_tokens
+from bias_utils.models.serving import llama_server
 
 SETTINGS = dict(max_new_tokens=100, temperature=0.7, top_p=0.9, top_k=50)
 
@@ -90,7 +90,7 @@ def baseline_loop(m, prompts: list[str]) -> tuple[int, float]:
 def ours(m, prompts: list[str], batch_size: int | None, screen: bool | str = "auto", cache=False,
          statistics: bool = True):
     start = time.perf_counter()
-    df = _generate(m, prompts, seed=0, batch_size=batch_size, cache=cache, progress=False, screen=screen,
+    df = generate(m, prompts, seed=0, batch_size=batch_size, cache=cache, progress=False, screen=screen,
                   statistics=statistics, **SETTINGS)
     return _sampled_tokens(df), time.perf_counter() - start, df
 
@@ -111,7 +111,7 @@ def forward_floor(m, prompts: list[str], steps: list[int], batch_size: int | Non
     encoded = [m.tokenizer(p)["input_ids"] for p in prompts]
     order = sorted(range(len(prompts)), key=lambda i: (len(encoded[i]), i))
     if batch_size is None:
-        batch_size = _auto_batch_size(m, max(map(len, encoded)) + SETTINGS["max_new_tokens"], len(prompts))
+        batch_size = auto_batch_size(m, max(map(len, encoded)) + SETTINGS["max_new_tokens"], len(prompts))
     pad = m.tokenizer.pad_token_id or 0
     start = time.perf_counter()
     for b in range(0, len(order), batch_size):
@@ -142,15 +142,15 @@ def forward_floor(m, prompts: list[str], steps: list[int], batch_size: int | Non
 
 def bookkeeping_step(m, n: int = 64, steps: int = 80) -> float:
     """CPU milliseconds per step of the state sums and token classification alone (no forward pass)."""
-    from bias_utils.models.decoding import _StateSums, _token_tables
+    from bias_utils.models.decoding import StateSums, token_tables
 
     gen = torch.Generator().manual_seed(0)
     n_states, width = m.n_layers + 1, 12
     ids = torch.randint(m.tokenizer.vocab_size, (steps, n), generator=gen).to(m.device)
     hidden = [tuple(torch.randn(n, 1, m.hidden_size, generator=gen).to(m.device) for _ in range(n_states))
               for _ in range(4)]
-    tables = _token_tables(m.tokenizer, m.model.get_output_embeddings().weight.shape[0]).to(m.device)
-    sums = _StateSums(n, tables, [[1.0 / width] * width] * n, m.device)
+    tables = token_tables(m.tokenizer, m.model.get_output_embeddings().weight.shape[0]).to(m.device)
+    sums = StateSums(n, tables, [[1.0 / width] * width] * n, m.device)
     sums.read_prompt(tuple(torch.randn(n, width, m.hidden_size, generator=gen).to(m.device)
                            for _ in range(n_states)), width)
     start = time.process_time()
@@ -162,11 +162,11 @@ def bookkeeping_step(m, n: int = 64, steps: int = 80) -> float:
 
 
 def served(m, prompts: list[str], parallel: int) -> tuple[int, float]:
-    with _llama_server(m.gguf_path, n_parallel=parallel, ctx_per_slot=256, n_threads=torch.get_num_threads()) as srv:
+    with llama_server(m.gguf_path, n_parallel=parallel, ctx_per_slot=256, n_threads=torch.get_num_threads()) as srv:
         endpoint = OpenAIEndpoint(srv.base_url, parallel=parallel)
-        _generate(endpoint, prompts[:parallel], seed=99, max_new_tokens=8, cache=False, progress=False)  # warm-up
+        generate(endpoint, prompts[:parallel], seed=99, max_new_tokens=8, cache=False, progress=False)  # warm-up
         start = time.perf_counter()
-        df = _generate(endpoint, prompts, seed=0, cache=False, progress=False, **SETTINGS)
+        df = generate(endpoint, prompts, seed=0, cache=False, progress=False, **SETTINGS)
         return _sampled_tokens(df), time.perf_counter() - start
 
 
@@ -186,7 +186,7 @@ def sampler_step(m, prompts: list[str], repeats: int = 10) -> tuple[float, float
         return torch.multinomial(torch.softmax(top_p(None, top_k(None, temp(None, logits.clone()))), dim=-1), 1)
 
     def mine():
-        return _sample_tokens(logits, uniforms, SETTINGS["temperature"], SETTINGS["top_p"], SETTINGS["top_k"])
+        return sample_tokens(logits, uniforms, SETTINGS["temperature"], SETTINGS["top_p"], SETTINGS["top_k"])
 
     times = {}
     for name, fn in (("stock", stock), ("ours", mine)):
@@ -205,7 +205,7 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--n-prompts", type=int, default=64)
     parser.add_argument("--baseline-prompts", type=int, default=8)
-    parser.add_argument("--batch-size", type=int, default=None, help="default: decoding._auto_batch_size")
+    parser.add_argument("--batch-size", type=int, default=None, help="default: decoding.auto_batch_size")
     parser.add_argument("--parallel", type=int, default=16, help="llama.cpp server slots")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads for torch and llama.cpp alike (default: torch's choice); on a machine "
@@ -221,12 +221,12 @@ def main() -> None:
 
     # A fresh cache for (b), (g) and (h): the states (b) stores, a cold embedding cache for (h)'s re-embedding.
     os.environ["BIAS_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-generation-")
-    _generate(m, prompts[:8], seed=99, max_new_tokens=8, cache=False, progress=False)  # warm-up
+    generate(m, prompts[:8], seed=99, max_new_tokens=8, cache=False, progress=False)  # warm-up
     rows = []
     n, t = baseline_loop(m, prompts[: args.baseline_prompts])
     rows.append((f"(a) one prompt per model.generate ({args.baseline_prompts} prompts)", n, t))
     n, t, df = ours(m, prompts, args.batch_size, cache=True)
-    rows.append(("(b) bias_utils.models.generation._generate", n, t))
+    rows.append(("(b) bias_utils.models.generation.generate", n, t))
     n, t, bare = ours(m, prompts, args.batch_size, cache=tempfile.mkdtemp(prefix="bench-bare-"), statistics=False)
     rows.append(("(g) the same, statistics=False (no counts, no states)", n, t))
     same_bare = int((bare["completion"] == df["completion"]).sum())

@@ -1,7 +1,7 @@
 """Benchmark: the exact next-word measure (``audit.next_word.next_word_table``) of the default build's occupations.
 
 Work = what chapter 11 computes for one model: the 60 BLS occupation nouns and the nouns of the audit's primary
-units (the BOLD person-noun occupations), each in the ten templates (``next_word_prompts._TEMPLATES``), with
+units (the BOLD person-noun occupations), each in the ten templates (``next_word_prompts.TEMPLATES``), with
 ``cache=False`` so every sentence is computed.
 
 Floor = what this machine can do at best for the same work: the decoder's forward passes alone
@@ -12,7 +12,7 @@ after a warm-up; the floor runs twice (before and after ours) and the faster is 
 jobs on the shared CPU does not flatter the ratio.
 
 Neutral = what counting singular "they" and the neopronouns beside the female and male words adds (issue 48): the
-gathered log-sum-exps of their tokens (``next_word_prompts._log_masses``' ``extra``), timed alone on float64 logits of
+gathered log-sum-exps of their tokens (``next_word_prompts.log_masses``' ``extra``), timed alone on float64 logits of
 the run's batch shapes; it is part of ours, and its share of ours says how much the two lexicons cost (the issue asked
 for at most 10%).
 
@@ -32,18 +32,18 @@ import numpy as np
 import torch
 
 from bias_utils.audit import next_word, next_word_prompts
-from bias_utils.audit.occupation_units import _unit_table
+from bias_utils.audit.occupation_units import unit_table
 from bias_utils.intrinsic_extrinsic import bold_link
-from bias_utils.models.embeddings import _default_batch_size
+from bias_utils.models.embeddings import default_batch_size
 from bias_utils.models.loading import load_model
-from bias_utils.profiles.populations import _occupation_shares
+from bias_utils.profiles.populations import occupation_shares
 
 
 def default_nouns() -> list[str]:
     """The 60 BLS nouns and the nouns of the audit's primary units, as chapter 11 asks for them."""
-    units = _unit_table("audit")
-    primary = [bold_link._occupation_noun(u) for u in units.loc[units["primary"], "unit"]]
-    return list(dict.fromkeys(list(_occupation_shares()["occupation"]) + primary)), len(primary)
+    units = unit_table("audit")
+    primary = [bold_link.occupation_noun(u) for u in units.loc[units["primary"], "unit"]]
+    return list(dict.fromkeys(list(occupation_shares()["occupation"]) + primary)), len(primary)
 
 
 def floor_seconds(m, sentences: list[str], batch_size: int) -> float:
@@ -64,11 +64,11 @@ def floor_seconds(m, sentences: list[str], batch_size: int) -> float:
 def neutral_seconds(m, sentences: list[str], batch_size: int) -> float:
     """Seconds of the neutral lexicons' own work over the run's batches: the log-sum-exp of each lexicon's counted
     tokens, on random float64 logits of each batch's shape (the forward pass that gives the real ones is ours')."""
-    found = next_word.next_word_table(m, ["nurse"], templates=next_word_prompts._TEMPLATES[:1], cache=False,
+    found = next_word.next_word_table(m, ["nurse"], templates=next_word_prompts.TEMPLATES[:1], cache=False,
                                       progress=False)
     words = found.neutral_words[found.neutral_words["counted"] != "shared"]
     extra = [sorted(set(words.loc[words["lexicon"] == name, "token_id"]))
-             for name in next_word_prompts._REFERENCE_LEXICONS]
+             for name in next_word_prompts.REFERENCE_LEXICONS]
     n_vocab = m.model.get_output_embeddings().weight.shape[0]
     lengths: dict[int, int] = {}
     for s in sentences:
@@ -102,10 +102,10 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     m = load_model(args.model)
     nouns, n_units = default_nouns()
-    sentences = [t.replace("{occupation}", n) for n in nouns for t in next_word_prompts._TEMPLATES]
-    size = _default_batch_size(m)
+    sentences = [t.replace("{occupation}", n) for n in nouns for t in next_word_prompts.TEMPLATES]
+    size = default_batch_size(m)
     print(f"{m.model_id}: {len(nouns)} nouns (60 BLS + {n_units} primary units, {60 + n_units - len(nouns)} shared) "
-          f"x {len(next_word_prompts._TEMPLATES)} templates = {len(sentences)} sentences; batch {size}; torch threads "
+          f"x {len(next_word_prompts.TEMPLATES)} templates = {len(sentences)} sentences; batch {size}; torch threads "
           f"{torch.get_num_threads()} on {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     next_word.next_word_table(m, nouns[:8], cache=False, progress=False)  # warm-up
     floor_before = floor_seconds(m, sentences, size)

@@ -25,9 +25,9 @@ from bias_utils.profiles.dictionaries import load_full_dictionary_terms, load_se
 def main(models):
     published = C.build_contexts(load_seed_dictionary(), "generated").table
     print("published Llama-3 contexts:", len(published), "starting with the term:",
-          sum(F._term_position(c, w) == 1 for c, w in zip(published.context, published.term)))
+          sum(F.term_position(c, w) == 1 for c, w in zip(published.context, published.term)))
     t = C.build_contexts(load_full_dictionary_terms(), "dictionary", 5).table
-    t["first"] = [F._term_position(c, w) == 1 for c, w in zip(t.context, t.term)]
+    t["first"] = [F.term_position(c, w) == 1 for c, w in zip(t.context, t.term)]
     print("extra terms' WordNet examples:", len(t), "starting with the term:", int(t["first"].sum()))
     counts = t.groupby("sense_id")["first"].agg(["sum", "size"])
     ids = counts[(counts["sum"] >= 1) & (counts["size"] - counts["sum"] >= 2)].index[:120]

@@ -111,7 +111,7 @@ def _profiles_and_audit(device: str, dtype: str | None, quick: bool, log: list, 
             audit = _timed(model, "audit", log, lambda: bold.run_audit(model, limit=80 if quick else None),
                            generated=lambda r: int(r.metrics["n_tokens"].sum()
                                                    + (r.metrics["finish_reason"] == "stop").sum()))
-            result["headline"] = occupation_headline._headline(audit.headline)
+            result["headline"] = occupation_headline.headline(audit.headline)
         unload_model(model)
         if device == "cuda":
             torch.cuda.empty_cache()
@@ -165,7 +165,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reference", type=Path, default=None,
                         help="folder of the CPU's results: read when present, written when missing")
-    parser.add_argument("--out", type=Path, default=paths._results_dir() / "gpu_check.json")
+    parser.add_argument("--out", type=Path, default=paths.results_dir() / "gpu_check.json")
     parser.add_argument("--quick", action="store_true", help="a small slice, to try the script (not the check)")
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS),
                         help="the built-in models to check (a machine that can take only one; the audit runs with "
@@ -180,7 +180,7 @@ def main() -> int:
     print(f"gpu-check on {torch.cuda.get_device_name(0)}; torch {torch.__version__} (CUDA {torch.version.cuda}); "
           f"{os.cpu_count()} CPU cores" + (" -- QUICK: a slice, not the check" if args.quick else ""), flush=True)
     log: list = []
-    converted = (paths._cache_dir() / "models").resolve()
+    converted = (paths.cache_dir() / "models").resolve()
     converted.mkdir(parents=True, exist_ok=True)
     reference = _load_reference(args.reference, args.models) if args.reference else None
     report = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda,

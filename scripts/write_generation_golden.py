@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from bias_utils.audit.bold_prompts import load_profession_prompts
-from bias_utils.models.generation import _completion_states, _generate
+from bias_utils.models.generation import completion_states, generate
 from bias_utils.models.loading import load_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,12 +62,12 @@ def main() -> None:
         n = {"raw": N_PROMPTS, "chat": N_CHAT, "screened": N_SCREENED}[name]
         prompts, ids = table["prompt"].head(n).tolist(), table["prompt_id"].head(n).tolist()
         with tempfile.TemporaryDirectory() as cache:
-            out = _generate(model, prompts, prompt_ids=ids, cache=cache, progress=False, **case, **SETTINGS)
+            out = generate(model, prompts, prompt_ids=ids, cache=cache, progress=False, **case, **SETTINGS)
             rows = out[["prompt_id", "completion", "n_tokens", "finish_reason", "expected_male",
                         "expected_female"]].to_dict("records")
             entry = {**case, "rows": rows}
             if not case["chat"]:
-                states = _completion_states(model.model_id, prompts, out["completion"].tolist(), cache=cache)
+                states = completion_states(model.model_id, prompts, out["completion"].tolist(), cache=cache)
                 entry["states"] = {part: np.einsum("nlh,hk->nlk", states[part].astype(np.float64),
                                                    vectors).tolist() for part in ("completion", "prompt")}
         record["cases"][name] = entry

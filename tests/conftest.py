@@ -108,7 +108,7 @@ def isolated_data(tmp_path, monkeypatch):
 
 @pytest.fixture
 def isolated_cache(tmp_path, monkeypatch):
-    """An empty ``paths._cache_dir()`` under ``tmp_path`` (computed caches start cold)."""
+    """An empty ``paths.cache_dir()`` under ``tmp_path`` (computed caches start cold)."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("BIAS_CACHE_DIR", str(cache))
     return cache
@@ -117,9 +117,9 @@ def isolated_cache(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def wn():
     """The project's WordNet 3.0 reader."""
-    from bias_utils.core.wordnet import _wordnet
+    from bias_utils.core.wordnet import wordnet
 
-    return _wordnet()
+    return wordnet()
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from scipy import stats as sps
 
 from bias_utils.profiles import axis_validity as av
 from bias_utils.profiles import projection
-from bias_utils.profiles.space import _StereotypeSpace, _TermEmbeddings
+from bias_utils.profiles.space import StereotypeSpace, TermEmbeddings
 
 # ----------------------------------------------------------------- a hand-sized space
 
@@ -34,10 +34,10 @@ def toy_space(rng, L=2, H=6, n_terms=6):
                               "direction": direction, "n_contexts": 1, "n_embedded": 1})
                 X.append(s * centre[dim][None] + 1.5 * rng.normal(size=(L, H)))
     senses, S = pd.DataFrame(rows), np.stack(emb)
-    bases = {sp: projection._polar_basis(S, senses, sp) for sp in ("dimensions", "warmth_competence")}
-    space = _StereotypeSpace(bases, senses, None, pd.DataFrame(), "toy", "generated", S)
+    bases = {sp: projection.polar_basis(S, senses, sp) for sp in ("dimensions", "warmth_competence")}
+    space = StereotypeSpace(bases, senses, None, pd.DataFrame(), "toy", "generated", S)
     terms = pd.DataFrame(terms)
-    return space, _TermEmbeddings(np.stack(X), terms, terms, pd.DataFrame())
+    return space, TermEmbeddings(np.stack(X), terms, terms, pd.DataFrame())
 
 
 def test_pinv_row_matches_scipy_pinv():
@@ -54,12 +54,12 @@ def test_pinv_row_matches_scipy_pinv():
 def test_validity_table_against_the_plain_polar_basis_path():
     space, terms = toy_space(np.random.default_rng(8), n_terms=10)
     K = 30
-    got = av._validity_table(space, terms, n_permutations=K, seed=11)
-    assert len(got) == 6 * 3 and set(got["verdict"]) <= set(av._VERDICTS)
+    got = av.validity_table(space, terms, n_permutations=K, seed=11)
+    assert len(got) == 6 * 3 and set(got["verdict"]) <= set(av.VERDICTS)
     # redo it independently: same label draws, every sense relabelled, full polar_basis, project, scipy's U
     rng = np.random.default_rng(11)
     for name, basis in space.bases.items():
-        groups = projection._space_groups(space.senses, name)
+        groups = projection.space_groups(space.senses, name)
         for d, axis in enumerate(basis.dimensions):
             idx = np.flatnonzero(space.senses["dimension"].isin(groups[axis]).to_numpy())
             draws = av._shuffled_high(space.senses, idx, K, rng)
@@ -67,7 +67,7 @@ def test_validity_table_against_the_plain_polar_basis_path():
             high = (terms.table.loc[sel, "direction"] == "high").to_numpy()
 
             def stats(b):
-                v = projection._project(b, terms.X[sel], "all")[:, :, d]
+                v = projection.project(b, terms.X[sel], "all")[:, :, d]
                 v = np.column_stack([v, v.mean(axis=1)])  # the layers, then their mean
                 u = [sps.mannwhitneyu(v[high, j], v[~high, j]).statistic / (high.sum() * (~high).sum())
                      for j in range(v.shape[1])]
@@ -77,7 +77,7 @@ def test_validity_table_against_the_plain_polar_basis_path():
             for h in draws:
                 senses = space.senses.copy()
                 senses.loc[idx, "direction"] = np.where(h, "high", "low")
-                a, r = stats(projection._polar_basis(space.sense_emb, senses, name))
+                a, r = stats(projection.polar_basis(space.sense_emb, senses, name))
                 null_auc.append(a)
                 null_raw.append(r)
             null_auc, null_raw = np.array(null_auc), np.array(null_raw)  # [K, L + 1]
@@ -97,17 +97,17 @@ def test_validity_table_against_the_plain_polar_basis_path():
 def test_an_axis_without_terms_is_untestable_not_missing():
     space, terms = toy_space(np.random.default_rng(8), n_terms=10)
     keep = (terms.table["dimension"] != "agency").to_numpy()
-    got = av._validity_table(space, _TermEmbeddings(terms.X[keep], terms.table[keep], terms.table[keep],
+    got = av.validity_table(space, TermEmbeddings(terms.X[keep], terms.table[keep], terms.table[keep],
                                                   pd.DataFrame()), n_permutations=20)
     agency = got[got.dimension == "agency"]
     assert len(agency) == 3 and (agency["verdict"] == "untestable").all()
     assert (agency[["n_high", "n_low"]] == 0).all().all() and agency["auc"].isna().all()
     assert (agency["raw_verdict"] == "untested").all()
     assert "agency" in av.unreadable_axes(got)
-    phrase = av._verdict_phrase(agency.iloc[0])
+    phrase = av.verdict_phrase(agency.iloc[0])
     assert phrase == "untestable (0 covered high-pole terms and 0 covered low-pole terms; 10 per pole needed)"
     # the other axes keep their own permutations: dropping agency's terms changes nothing else
-    full = av._validity_table(space, terms, n_permutations=20)
+    full = av.validity_table(space, terms, n_permutations=20)
     pd.testing.assert_frame_equal(got[got.dimension == "sociability"].reset_index(drop=True),
                                   full[full.dimension == "sociability"].reset_index(drop=True))
 
@@ -174,13 +174,13 @@ def test_untestable_below_ten_terms_a_pole_and_the_phrases():
     res = av._auc_null_test(values, high)
     assert res["verdict"] == "untestable" and res["p"] < 0.05  # a strong AUC, but too few low-pole terms
     row = {k: (v.item() if isinstance(v, np.ndarray) else v) for k, v in res.items()}
-    assert av._verdict_phrase(row) == "untestable (9 covered low-pole terms; 10 per pole needed)"
-    assert av._verdict_phrase({**row, "n_low": 1}) == "untestable (1 covered low-pole term; 10 per pole needed)"
+    assert av.verdict_phrase(row) == "untestable (9 covered low-pole terms; 10 per pole needed)"
+    assert av.verdict_phrase({**row, "n_low": 1}) == "untestable (1 covered low-pole term; 10 per pole needed)"
     row.update(n_low=10, verdict="supported", p=1 / 200, auc=0.861, null_low=0.31, null_high=0.712)
-    assert av._verdict_phrase(row) == ("supported (AUC 0.86, null 95% band 0.31–0.71, p ≤ 1/200, "
+    assert av.verdict_phrase(row) == ("supported (AUC 0.86, null 95% band 0.31–0.71, p ≤ 1/200, "
                                       "n 40 high / 10 low)")
     row.update(verdict="not shown", p=0.21, auc=0.58, detectable_auc=0.714)
-    assert av._verdict_phrase(row) == ("not shown to beat its null (AUC 0.58, null 95% band 0.31–0.71, p = 0.21; "
+    assert av.verdict_phrase(row) == ("not shown to beat its null (AUC 0.58, null 95% band 0.31–0.71, p = 0.21; "
                                       "n 40 high / 10 low; detectable AUC 0.71)")
 
 
@@ -207,7 +207,7 @@ def test_axis_validity_on_smollm2_matches_an_independent_auc():
     sp = build_space(m, load_dictionary(), "generated")
     got = av.axis_validity(m, sp, limit=12, n_permutations=20)
     assert list(got.columns) == av._COLUMNS and len(got) == 9 * (m.n_layers + 2)
-    assert set(got["verdict"]) <= set(av._VERDICTS) and (got["term_contexts"] == "generated").all()
+    assert set(got["verdict"]) <= set(av.VERDICTS) and (got["term_contexts"] == "generated").all()
     # Table 2's own values of the same terms (same limit, seed and coverage rule), U from scipy
     values = direction_prediction(m, sp, limit=12, layer="mean", n_boot=10).values
     values = values[values["evaluation"] == "extra terms"]

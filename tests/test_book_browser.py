@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 TEST_MODELS = ["smollm2-135m-instruct", "minilm-l6"]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-SCREENSHOTS = runs._BOOK_DIR / "_build" / "screenshots"
+SCREENSHOTS = runs.BOOK_DIR / "_build" / "screenshots"
 
 
 class Browser:
@@ -184,7 +184,7 @@ def wait_for_charts(browser: Browser, timeout: float = 30) -> list[dict]:
             return charts
 
 
-QUICK_BOOK = paths._cache_dir() / "book-quick"
+QUICK_BOOK = paths.cache_dir() / "book-quick"
 
 
 @pytest.fixture(scope="module")
@@ -196,9 +196,9 @@ def quick_book():
         html = given / "_build" / "html"
     else:
         # one build at a time: another pytest worker or run waits here, then finds every run up to date
-        with cache._file_lock(paths._cache_dir() / "book-quick.lock"):
+        with cache.file_lock(paths.cache_dir() / "book-quick.lock"):
             book._make_book(TEST_MODELS, quick=True, book_dir=QUICK_BOOK,
-                           results_dir=paths._cache_dir() / "book-quick-results")
+                           results_dir=paths.cache_dir() / "book-quick-results")
         html = QUICK_BOOK / "_build" / "html"
     assert (html / "index.html").exists()
     return html
@@ -229,7 +229,7 @@ def book_pages(html: Path) -> list[Path]:
 
 def machine_paths() -> list[str]:
     """Absolute paths that must not appear in a page: the checkout and the home directory."""
-    return [str(paths._ROOT), str(Path.home()) + "/"]
+    return [str(paths.ROOT), str(Path.home()) + "/"]
 
 
 #: Horizontal overflow in the article: the article itself, and any box inside it (a table's

@@ -16,9 +16,9 @@ from bias_utils.core import cache
 
 
 def test_stable_hash_ignores_dict_order_and_sees_values():
-    assert cache._stable_hash({"a": 1, "b": [1, 2]}) == cache._stable_hash({"b": [1, 2], "a": 1})
-    assert cache._stable_hash({"a": 1}) != cache._stable_hash({"a": 2})
-    assert cache._stable_hash({"t": 0.7}) != cache._stable_hash({"t": 0.70001})
+    assert cache.stable_hash({"a": 1, "b": [1, 2]}) == cache.stable_hash({"b": [1, 2], "a": 1})
+    assert cache.stable_hash({"a": 1}) != cache.stable_hash({"a": 2})
+    assert cache.stable_hash({"t": 0.7}) != cache.stable_hash({"t": 0.70001})
 
 
 def test_sha256_file_matches_hashlib(tmp_path):
@@ -27,13 +27,13 @@ def test_sha256_file_matches_hashlib(tmp_path):
     p = tmp_path / "f.bin"
     data = os.urandom(3 * (1 << 20) + 17)  # spans several read chunks
     p.write_bytes(data)
-    assert cache._sha256_file(p) == hashlib.sha256(data).hexdigest()
+    assert cache.sha256_file(p) == hashlib.sha256(data).hexdigest()
 
 
 def test_atomic_write_leaves_no_temp_files(tmp_path):
     target = tmp_path / "sub" / "x.json"
-    cache._atomic_write_json(target, {"k": [1, 2]})
-    cache._atomic_write_json(target, {"k": [3]})
+    cache.atomic_write_json(target, {"k": [1, 2]})
+    cache.atomic_write_json(target, {"k": [3]})
     assert json.loads(target.read_text()) == {"k": [3]}
     assert [p.name for p in target.parent.iterdir()] == ["x.json"]
 
@@ -41,41 +41,41 @@ def test_atomic_write_leaves_no_temp_files(tmp_path):
 def test_npz_roundtrip_and_corruption_is_a_miss(tmp_path):
     path = tmp_path / "e.npz"
     values = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
-    cache._write_npz(path, values=values, ids=np.array(["a", "b"]))
-    got = cache._read_npz(path, required=["values", "ids"])
+    cache.write_npz(path, values=values, ids=np.array(["a", "b"]))
+    got = cache.read_npz(path, required=["values", "ids"])
     np.testing.assert_array_equal(got["values"], values)
     assert list(got["ids"]) == ["a", "b"]
 
-    assert cache._read_npz(path, required=["missing"]) is None  # incomplete entry is a miss ...
+    assert cache.read_npz(path, required=["missing"]) is None  # incomplete entry is a miss ...
     assert not path.exists()  # ... and is removed so the caller recomputes it
 
-    cache._write_npz(path, values=values)
+    cache.write_npz(path, values=values)
     raw = path.read_bytes()
     path.write_bytes(raw[: len(raw) // 2])  # truncated, as after a crash on a non-atomic writer
-    assert cache._read_npz(path) is None and not path.exists()
+    assert cache.read_npz(path) is None and not path.exists()
 
     big = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
-    cache._write_npz(path, values=big)
+    cache.write_npz(path, values=big)
     raw = bytearray(path.read_bytes())
     raw[len(raw) // 2] ^= 0xFF  # the middle of a one-array npz is array data: only the zip CRC can catch it
     path.write_bytes(bytes(raw))
-    assert cache._read_npz(path) is None
+    assert cache.read_npz(path) is None
 
 
 def test_read_npz_never_unpickles(tmp_path):
     path = tmp_path / "obj.npz"
     np.savez(path, obj=np.array([{"a": 1}], dtype=object))  # an object array needs pickle to load
-    assert cache._read_npz(path) is None
+    assert cache.read_npz(path) is None
 
 
 def test_jsonl_torn_tail_is_ignored_then_repaired(tmp_path):
     path = tmp_path / "rows.jsonl"
-    cache._append_jsonl(path, [{"i": 0}, {"i": 1}])
+    cache.append_jsonl(path, [{"i": 0}, {"i": 1}])
     with open(path, "a") as f:
         f.write('{"i": 2, "text": "half wri')  # a crash mid-write
-    assert [r["i"] for r in cache._read_jsonl(path)] == [0, 1]
-    cache._append_jsonl(path, [{"i": 2}])
-    assert [r["i"] for r in cache._read_jsonl(path)] == [0, 1, 2]
+    assert [r["i"] for r in cache.read_jsonl(path)] == [0, 1]
+    cache.append_jsonl(path, [{"i": 2}])
+    assert [r["i"] for r in cache.read_jsonl(path)] == [0, 1, 2]
 
 
 def test_jsonl_survives_sigkill_mid_stream(tmp_path):
@@ -86,7 +86,7 @@ def test_jsonl_survives_sigkill_mid_stream(tmp_path):
         from bias_utils.core import cache
         i = 0
         while True:
-            cache._append_jsonl({str(path)!r}, [{{"i": i, "pad": "x" * 5000}}])
+            cache.append_jsonl({str(path)!r}, [{{"i": i, "pad": "x" * 5000}}])
             i += 1
         """
     )
@@ -96,11 +96,11 @@ def test_jsonl_survives_sigkill_mid_stream(tmp_path):
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    rows = list(cache._read_jsonl(path))
+    rows = list(cache.read_jsonl(path))
     assert len(rows) > 10
     assert [r["i"] for r in rows] == list(range(len(rows)))
-    cache._append_jsonl(path, [{"i": len(rows)}])
-    assert [r["i"] for r in cache._read_jsonl(path)] == list(range(len(rows) + 1))
+    cache.append_jsonl(path, [{"i": len(rows)}])
+    assert [r["i"] for r in cache.read_jsonl(path)] == list(range(len(rows) + 1))
 
 
 def test_atomic_open_veto_keeps_the_old_file(tmp_path):
@@ -112,7 +112,7 @@ def test_atomic_open_veto_keeps_the_old_file(tmp_path):
         raise ValueError("checksum mismatch")
 
     with pytest.raises(ValueError, match="checksum"):
-        with cache._atomic_open(target, verify=reject) as f:
+        with cache.atomic_open(target, verify=reject) as f:
             f.write(b"new")
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["f.txt"]
@@ -121,14 +121,14 @@ def test_atomic_open_veto_keeps_the_old_file(tmp_path):
 _FULL_DISK_CHILD = """
 import resource, signal, sys
 import pandas as pd
-from bias_utils.core.cache import _append_jsonl
+from bias_utils.core.cache import append_jsonl
 from bias_utils.core.results import write_table
 # A file-size limit makes the kernel refuse the write mid-file (EFBIG), as a full disk does (ENOSPC): an
 # OSError from inside write() that carries no file name of its own.
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
 for write in (lambda: write_table(pd.DataFrame({"x": range(5000)}), sys.argv[1] + "/profile_stats"),
-              lambda: _append_jsonl(sys.argv[1] + "/rows.jsonl", [{"x": "y" * 10000}])):
+              lambda: append_jsonl(sys.argv[1] + "/rows.jsonl", [{"x": "y" * 10000}])):
     try:
         write()
     except OSError as exc:
@@ -148,8 +148,8 @@ def test_a_failed_write_names_the_file(tmp_path):
 
 _LOCK_CHILD = """
 import sys, time
-from bias_utils.core.cache import _file_lock
-with _file_lock(sys.argv[1]):
+from bias_utils.core.cache import file_lock
+with file_lock(sys.argv[1]):
     print("in", time.time(), flush=True)
     time.sleep(float(sys.argv[2]))
     print("out", time.time(), flush=True)
@@ -172,7 +172,7 @@ def test_a_second_process_waits_for_the_lock(tmp_path):
 _BUILD_CHILD = """
 import sys, time
 from pathlib import Path
-from bias_utils.core.cache import _build_folder
+from bias_utils.core.cache import build_folder
 
 def build(tmp):
     with open(Path(sys.argv[1]).parent / "builds.log", "a") as f:
@@ -181,7 +181,7 @@ def build(tmp):
     time.sleep(1.0)
     (tmp / "done").write_text(sys.argv[2])
 
-print(_build_folder(Path(sys.argv[1]), lambda t: (t / "done").exists(), build), flush=True)
+print(build_folder(Path(sys.argv[1]), lambda t: (t / "done").exists(), build), flush=True)
 """
 
 
@@ -210,8 +210,8 @@ def test_a_failed_build_leaves_no_folder_and_a_stale_one_is_replaced(tmp_path):
         raise OSError(28, "No space left on device")
 
     with pytest.raises(OSError, match="No space left"):
-        cache._build_folder(target, lambda t: (t / "done").exists(), fail)
+        cache.build_folder(target, lambda t: (t / "done").exists(), fail)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m--abc", "m--abc.lock"]
     assert not (target / "done").exists()
-    cache._build_folder(target, lambda t: (t / "done").exists(), lambda tmp: (tmp / "done").write_text("y"))
+    cache.build_folder(target, lambda t: (t / "done").exists(), lambda tmp: (tmp / "done").write_text("y"))
     assert sorted(p.name for p in target.iterdir()) == ["done"]  # the stale folder is gone, not merged

@@ -45,7 +45,7 @@ def basis(smollm):
     small = dictionary[dictionary.dimension.isin(["sociability", "morality", "ability", "agency"])]
     # the fewest distinct terms an axis takes (a term can have several senses, so rows are not terms)
     small = small.drop_duplicates(["dimension", "direction", "term"])
-    small = small.groupby(["dimension", "direction"]).head(dictionaries._MIN_POLE_SIZE)
+    small = small.groupby(["dimension", "direction"]).head(dictionaries.MIN_POLE_SIZE)
     return space.build_space(smollm, small, "dictionary", n_contexts=2, seed=0).bases["warmth_competence"]
 
 
@@ -110,7 +110,7 @@ def test_chapter_functions_on_a_real_slice(smollm, published, basis):
         """The table against the independent projections on ``pinv_*`` and prompt states ``own``: the largest
         ratio of each comparison's difference to its bound, over the dimensions."""
         direct = np.mean([values[:-1][:, i] @ pinv_direct[i].T for i in range(len(basis.layers))], axis=0)
-        mine = projection._project(replace(basis, pinv=pinv_own), own, layer="mean")
+        mine = projection.project(replace(basis, pinv=pinv_own), own, layer="mean")
         out = dict.fromkeys(["prompt_value", "value", "z", "beyond_prompt_z"], 0.0)
         for j, dim in enumerate(basis.dimensions):
             d = table[table.dimension == dim]
@@ -242,7 +242,7 @@ def test_permutation_floor_and_unreadable_axes_in_the_reading():
 
     verdict = pd.Series({"verdict": "not shown", "auc": 0.55, "null_low": 0.4, "null_high": 0.7, "p": 0.3,
                          "n_permutations": 200, "n_high": 20, "n_low": 20, "detectable_auc": 0.7})
-    unreadable = {"competence": axis_validity._verdict_phrase(verdict)}
+    unreadable = {"competence": axis_validity.verdict_phrase(verdict)}
     flagged = completions.completion_projection_stats(table, n_boot=2, n_permutations=99, unreadable=list(unreadable))
     assert flagged.loc[flagged.dimension == "competence", "axis_readable"].eq(False).all()
     read = completions.describe_completion_stats(flagged, unreadable)
@@ -250,11 +250,11 @@ def test_permutation_floor_and_unreadable_axes_in_the_reading():
                         "interpreted (the numbers stay in the table below).")
     assert all("competence" not in line for line in read[:-1])
     chart = completions.completion_chart(table, list(unreadable), title="minilm-l6--0a1b2c3d4e5f--fp32").to_dict()
-    assert chart["encoding"]["y"]["title"].endswith(plots._INVALID_MARK)
-    assert chart["title"] == {"text": "minilm-l6", "subtitle": [plots._INVALID_NOTE]}
+    assert chart["encoding"]["y"]["title"].endswith(plots.INVALID_MARK)
+    assert chart["title"] == {"text": "minilm-l6", "subtitle": [plots.INVALID_NOTE]}
     alt_text, caption = rendering._figure_text(chart)
     assert alt_text.startswith("Scatter plot of ") and "occupations' completion means on warmth (x)" in alt_text
-    assert "size the number of completions" in caption and caption.endswith(plots._INVALID_NOTE + ".")
+    assert "size the number of completions" in caption and caption.endswith(plots.INVALID_NOTE + ".")
 
 
 def test_completion_projection_requires_two_occupations_per_group():
@@ -276,11 +276,11 @@ def test_stored_states_equal_the_re_embedding_where_it_reads_the_same_text(smoll
     rows leave the bound, the companion check of one token of one context changed. The prompts' states agree on
     every row. A cache written before the states existed falls back to the re-embedding.
     """
-    from bias_utils.core.cache import _read_jsonl
-    from bias_utils.models.generation import _generate
+    from bias_utils.core.cache import read_jsonl
+    from bias_utils.models.generation import generate
 
-    sel = bold_prompts._resolve_selection("audit").iloc[::97].head(16)
-    gen = _generate(smollm, sel["prompt"].tolist(), prompt_ids=sel["prompt_id"].tolist(), max_new_tokens=40,
+    sel = bold_prompts.resolve_selection("audit").iloc[::97].head(16)
+    gen = generate(smollm, sel["prompt"].tolist(), prompt_ids=sel["prompt_id"].tolist(), max_new_tokens=40,
                    progress=False).merge(sel[["prompt_id", "group", "occupation"]], on="prompt_id")
     assert set(gen["finish_reason"]) == {"stop", "length"}  # the extra forward step and a stopped row
     values, layers, skipped, stored = completions.completion_embeddings(smollm, gen, with_source=True)
@@ -302,9 +302,9 @@ def test_stored_states_equal_the_re_embedding_where_it_reads_the_same_text(smoll
     # a cache from before the states: same completions, NaN expected counts, and the re-embedding
     (rows_file,) = isolated_cache.glob("generations/*/rows.jsonl")
     old = [{k: v for k, v in r.items() if k not in {"states", "expected_male", "expected_female", "lexicon_key"}}
-           for r in _read_jsonl(rows_file)]
+           for r in read_jsonl(rows_file)]
     rows_file.write_text("".join(json.dumps(r) + "\n" for r in old), encoding="utf-8")
-    again = _generate(smollm, sel["prompt"].tolist(), prompt_ids=sel["prompt_id"].tolist(), max_new_tokens=40,
+    again = generate(smollm, sel["prompt"].tolist(), prompt_ids=sel["prompt_id"].tolist(), max_new_tokens=40,
                      progress=False)
     assert again["completion"].tolist() == gen["completion"].tolist()
     assert again[["expected_male", "expected_female"]].isna().all().all()

@@ -8,7 +8,7 @@ import pytest
 from bias_utils.core.errors import ParameterError
 from bias_utils.profiles import context_filters as F
 from bias_utils.profiles import contexts as C
-from bias_utils.profiles.dictionaries import _read_dictionary, _wordnet_contexts, load_seed_dictionary
+from bias_utils.profiles.dictionaries import load_seed_dictionary, read_dictionary, wordnet_contexts
 
 
 @pytest.fixture(scope="module")
@@ -30,13 +30,13 @@ def test_user_terms_without_contexts_get_wordnet_examples_and_misses_are_reporte
     path = tmp_path / "user.csv"
     path.write_text("dimension,term,direction\ntidiness,tidy,high\ntidiness,messy,low\ntidiness,zxqv,low\n")
     try:
-        d = _read_dictionary(path)
+        d = read_dictionary(path)
     except Exception:  # a dictionary reader may reject unknown words; build the frame directly then
         d = pd.DataFrame({"dimension": ["tidiness"] * 3, "term": ["tidy", "messy", "zxqv"],
                           "direction": ["high", "low", "low"]})
     cs = C.build_contexts(d, "dictionary", n_contexts=3)
     tidy = cs.table[cs.table.term == "tidy"]["context"].tolist()
-    assert tidy == _wordnet_contexts("tidy", None)[:3] and tidy
+    assert tidy == wordnet_contexts("tidy", None)[:3] and tidy
     assert set(cs.table["context_source"]) == {"WordNet"}
     assert cs.skipped["term"].tolist() == ["zxqv"]
     assert "no dictionary or WordNet example" in cs.skipped["reason"].item()
@@ -72,11 +72,11 @@ def test_published_generated_contexts_are_the_authors_first_five(seed):
 
 def test_published_generated_contexts_can_be_filtered_for_gender(seed):
     # Count the gendered contexts independently of gender_markers.
-    from bias_utils.core.lexicon import _FEMALE_WORDS, _MALE_WORDS
+    from bias_utils.core.lexicon import FEMALE_WORDS, MALE_WORDS
 
     rows = seed[seed.term.isin(["sexist"]) | (seed.index < 40)]
     cs = C.build_contexts(rows, "generated", n_contexts=5, gender_filter=True)
-    gendered = {w.lower() for w in _MALE_WORDS + _FEMALE_WORDS} | F._GENDERED_PRONOUNS
+    gendered = {w.lower() for w in MALE_WORDS + FEMALE_WORDS} | F._GENDERED_PRONOUNS
     published = _published()
 
     def words(c):  # letters and inner hyphens; an apostrophe ends a word ("women's" -> "women", "s")
@@ -85,18 +85,19 @@ def test_published_generated_contexts_can_be_filtered_for_gender(seed):
     for _, r in rows.iterrows():
         kept = cs.table[cs.table.sense_id == r.sense_id]["context"].tolist()
         clean = [c for c in published[(r.term, r.synset)]
-                 if not ({w.lower() for w in words(c)} - {r.term}) & gendered and not words(c) & F._names()]
+                 if not ({w.lower() for w in words(c)} - {r.term}) & gendered and not words(c) & F.known_names()]
         assert kept == clean[:5]
     assert len(cs.dropped) > 0
 
 
 def test_gender_filter_drops_offending_sentence():
-    assert F._gender_markers("The teacher praised her diligence.", "diligence") == ["her"]
-    assert F._gender_markers("Mary showed great diligence.", "diligence") == ["Mary"]
-    assert F._gender_markers("The team showed great diligence.", "diligence") == []
+    assert F.gender_markers("The teacher praised her diligence.", "diligence") == ["her"]
+    assert F.gender_markers("Mary showed great diligence.", "diligence") == ["Mary"]
+    assert F.gender_markers("The team showed great diligence.", "diligence") == []
     dropped = []
     sense = pd.Series({"sense_id": "s", "term": "diligence"})
-    kept = F._filter_generated(sense, ["The team showed diligence.", "He showed diligence."], "m", F._names(), dropped)
+    kept = F.filter_generated(sense, ["The team showed diligence.", "He showed diligence."], "m", F.known_names(),
+                              dropped)
     assert kept == ["The team showed diligence."]
     assert dropped[0]["reason"] == "gendered: he"
 
@@ -147,7 +148,7 @@ def test_context_report_counts(seed):
     assert rep["mean_words"] == pytest.approx(t.context.str.split().str.len().mean())
     first = t.iloc[0]
     words = first.context.lower().split()
-    assert F._term_position(first.context, first.term) == next(i + 1 for i, w in enumerate(words) if first.term in w)
+    assert F.term_position(first.context, first.term) == next(i + 1 for i, w in enumerate(words) if first.term in w)
 
 
 def test_bad_input_is_named():
@@ -167,7 +168,7 @@ def test_generated_with_smollm2(seed):
                           generation={"max_new_tokens": 32})
     assert set(cs.table["sense_id"]) | set(cs.skipped["sense_id"]) == set(rows["sense_id"])
     for _, r in cs.table.iterrows():
-        assert F._contains_term(r.context, r.term) and not F._gender_markers(r.context, r.term)
+        assert F.contains_term(r.context, r.term) and not F.gender_markers(r.context, r.term)
     assert (cs.table["context_source"] == model.model_id).all()
 
 
@@ -218,9 +219,9 @@ def test_invented_words_and_words_containing_the_term_are_dropped():
                            "inclusivity") == []
     sense = {"sense_id": "rakish", "term": "rakish", "dimension": "morality"}
     dropped = []
-    kept = F._usable_contexts(sense, ["That person's a krakish.", "Cherubbi, my frigidity makes you feel dry.",
+    kept = F.usable_contexts(sense, ["That person's a krakish.", "Cherubbi, my frigidity makes you feel dry.",
                                      "The rakish smile drew a few laughs.", "The rakish smile drew a few laughs."],
-                             "m", F._names(), dropped)
+                             "m", F.known_names(), dropped)
     assert kept == ["The rakish smile drew a few laughs."]
     assert [d["reason"] for d in dropped] == ["inside a longer word: krakish", "no sentence containing the term",
                                               "duplicate"]
@@ -229,7 +230,7 @@ def test_invented_words_and_words_containing_the_term_are_dropped():
 def test_first_word_and_contracted_pronouns():
     assert _reason("Snotty the cat was whacking at the door.", "snotty") == "first word"
     assert _reason("Snotty the cat was whacking at the door.", "snotty", first_word=False) is None
-    assert F._gender_markers("She's a snotty cat.", "snotty") == ["she"]
+    assert F.gender_markers("She's a snotty cat.", "snotty") == ["she"]
 
 
 def test_quality_filters_keep_the_published_contexts():
@@ -255,7 +256,7 @@ def test_a_registered_source_is_built_listed_and_accepted_as_a_parameter(monkeyp
         rows = [{"sense_id": s.sense_id, "dimension": s.dimension, "term": s.term, "direction": s.direction,
                  "context": f"To be {s.term} is a trait.", "context_source": "test", "context_index": 0,
                  "source": "definition"} for s in d.head(request.n_contexts).itertuples()]
-        return C._ContextSet(pd.DataFrame(rows, columns=C._TABLE_COLUMNS))
+        return C.ContextSet(pd.DataFrame(rows, columns=C._TABLE_COLUMNS))
 
     assert C.source_names()[-1] == "definition"
     cs = C.build_contexts(load_seed_dictionary().head(4), "definition", n_contexts=3)
@@ -271,7 +272,7 @@ def test_a_registered_source_is_built_listed_and_accepted_as_a_parameter(monkeyp
 def test_a_missing_generator_is_a_parameter_error_naming_both_ways_out():
     # gemma-3-270m is a built-in whose weights are not installed here; nothing may load before the error.
     code = ("import sys\nfrom bias_utils.profiles import contexts as C, dictionaries as D\n"
-            "d = D._read_dictionary('data/examples/user_dictionary_example.csv')\n"
+            "d = D.read_dictionary('data/examples/user_dictionary_example.csv')\n"
             "try:\n    C.build_contexts(d, 'generated', fill_generator='gemma-3-270m')\n"
             "except C.ParameterError as e:\n    print(e)\n"
             "print('loaded:', sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n")
@@ -281,15 +282,15 @@ def test_a_missing_generator_is_a_parameter_error_naming_both_ways_out():
     from bias_utils.core import paths
     from bias_utils.models import builtin_models
 
-    if builtin_models._is_installed("gemma-3-270m"):
+    if builtin_models.is_installed("gemma-3-270m"):
         pytest.skip("gemma-3-270m is installed here")
-    out = subprocess.run([sys.executable, "-c", code], cwd=paths._ROOT, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", code], cwd=paths.ROOT, capture_output=True, text=True,
                          check=True).stdout
     assert "8 sense(s) have no published generated contexts (tidy, neat" in out
     assert "python -m bias_utils.models install gemma-3-270m" in out and 'context_source="dictionary"' in out
     assert "loaded: []" in out
     # without a fill generator the senses are skipped with their reason, as before
-    d = _read_dictionary("data/examples/user_dictionary_example.csv")
+    d = read_dictionary("data/examples/user_dictionary_example.csv")
     cs = C.build_contexts(d, "generated", fill_generator=None)
     assert cs.table.empty and len(cs.skipped) == 8 and cs.generated.empty
 
@@ -308,10 +309,10 @@ def test_senses_without_published_contexts_are_generated_with_the_extra_terms_pr
 
     # a fresh generation cache beside the converted models of the real one
     (tmp_path / "cache").mkdir()
-    (tmp_path / "cache" / "models").symlink_to(paths._cache_dir() / "models", target_is_directory=True)
+    (tmp_path / "cache" / "models").symlink_to(paths.cache_dir() / "models", target_is_directory=True)
     monkeypatch.setenv("BIAS_CACHE_DIR", str(tmp_path / "cache"))
     generation = {"n_samples": 2, "max_new_tokens": 24}
-    user = _read_dictionary("data/examples/user_dictionary_example.csv")
+    user = read_dictionary("data/examples/user_dictionary_example.csv")
     user = user[user["term"].isin(["tidy", "messy"])]
     mixed = pd.concat([seed.head(2), user], ignore_index=True)
     cs = C.build_contexts(mixed, "generated", n_contexts=2, fill_generator="smollm2-135m-instruct",
@@ -326,9 +327,9 @@ def test_senses_without_published_contexts_are_generated_with_the_extra_terms_pr
     kept = cs.table[cs.table["term"].isin(["tidy", "messy"])].groupby("term").size()
     assert report.set_index("term")["n_kept"].to_dict() == {t: int(kept.get(t, 0)) for t in ["tidy", "messy"]}
     for r in cs.table[cs.table["term"].isin(["tidy", "messy"])].itertuples():
-        assert F._contains_term(r.context, r.term) and not F._gender_markers(r.context, r.term)
+        assert F.contains_term(r.context, r.term) and not F.gender_markers(r.context, r.term)
     record = cs.notes.set_index("item").loc["generator", "detail"]
-    assert '"prompt_template"' in record and f'"filter_version": {F._FILTER_VERSION}' in record
+    assert '"prompt_template"' in record and f'"filter_version": {F.FILTER_VERSION}' in record
     # The extra terms' generation of the same words (no definition: the same prompt) finds every completion in the
     # cache and keeps the same contexts.
     rows = next((tmp_path / "cache" / "generations").glob("*/rows.jsonl"))
@@ -355,7 +356,7 @@ def test_rows_appended_by_hand_without_a_sense_id_get_contexts(seed):
 def test_a_corpus_path_resolves_from_the_notebooks_folder(monkeypatch):
     from bias_utils.core import paths
 
-    monkeypatch.chdir(paths._ROOT / "notebooks")  # Jupyter's working folder; the path is relative to the root
+    monkeypatch.chdir(paths.ROOT / "notebooks")  # Jupyter's working folder; the path is relative to the root
     # any text file, a line a sentence
     sentences, notes, _ = C._load_corpus("data/examples/user_dictionary_example.csv")
     assert sentences[1] == "tidiness,tidy,high" and notes[0]["status"] == "used"

@@ -20,14 +20,14 @@ from bias_utils.book import crossmodel
 from bias_utils.core import paths, tables
 from bias_utils.intrinsic_extrinsic import bold_link
 from bias_utils.profiles import population_profiles as profiles
-from bias_utils.profiles.populations import _load_populations
+from bias_utils.profiles.populations import load_populations
 from bias_utils.report import plots, rendering
 
 
 def test_read_results_records_missing_tables(tmp_path):
     (tmp_path / "a").mkdir()
     pd.DataFrame({"x": [1, 2]}).to_parquet(tmp_path / "a" / "t.parquet")
-    stacked, skipped = crossmodel._read_results(["a", "b"], "t", tmp_path)
+    stacked, skipped = crossmodel.read_results(["a", "b"], "t", tmp_path)
     assert stacked["model_id"].tolist() == ["a", "a"] and stacked["x"].tolist() == [1, 2]
     assert skipped[["model_id", "table"]].values.tolist() == [["b", "t"]]
     assert "no t.parquet" in skipped["reason"].iloc[0]
@@ -90,12 +90,12 @@ def test_bold_odds_ratios_from_the_audit_table():
     assert "dashed line marks 1" in caption and "resamples those occupations" in caption
     # the book's one log-tick scheme, not one tick per integer
     ticks = spec["layer"][0]["encoding"]["x"]["axis"]["values"]
-    assert ticks == plots._log_ticks(odds[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
+    assert ticks == plots.log_ticks(odds[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
     svg = vlc.vegalite_to_svg(spec)
     assert "smollm2-135m-instruct" in svg and "b179c9523d0e" not in svg
     # the colour is the interval's unit: only the audit's Wald interval treats words as independent
     drawn = {r["method"]: r["unit_kind"] for rows in spec["datasets"].values() for r in rows if "unit_kind" in r}
-    clustered, independent = plots._UNIT_COLORS
+    clustered, independent = plots.UNIT_COLORS
     assert drawn == {m: independent if m == "Wald (audit)" else clustered for m in odds.method}
     assert ">3<" not in svg or 3 in ticks  # the ticks drawn are the scheme's
     # the dashed line at 1 stays inside the plot (padded), not under the axis line at its edge
@@ -176,7 +176,7 @@ def test_random_effects_interval_covers_the_mean_under_heterogeneity():
 
 
 def test_pooled_link_pools_the_primary_slope_and_says_when_nothing_can_be_pooled():
-    primary = bold_link._PRIMARY["test"]
+    primary = bold_link.PRIMARY["test"]
     stats = pd.DataFrame({
         "model_id": ["a", "b", "c", "a"], "intrinsic": "gender_position", "test": [primary] * 3 + ["spearman"],
         "effect_size": [0.5, 0.2, 0.9, 0.3], "se": [0.1, 0.2, 0.3, np.nan], "n": [88, 80, 60, 88],
@@ -245,14 +245,14 @@ def test_pooled_next_word_link_pools_spearman_on_fishers_z_as_statsmodels_does()
 def test_profile_grid_titles_each_model_by_its_display_name_and_captions_the_grid():
     rng = np.random.default_rng(2)
     rows = [("names", group, w, space, "mean", d, rng.normal())
-            for group, words in _load_populations("names").items() for w in words[:20]
+            for group, words in load_populations("names").items() for w in words[:20]
             for space, dims in (("dimensions", ["warmth", "competence", "agency"]),
                                 ("warmth_competence", ["warmth", "competence"])) for d in dims]
     table = profiles._standardise(pd.DataFrame(rows, columns=["population", "group", "word", "space", "layer",
                                                               "dimension", "value"]))
     models = ["smollm2-135m-instruct--b179c9523d0e--fp32", "minilm-l6--0a1b2c3d4e5f--fp32"]
     means = pd.concat([profiles._group_means(table).assign(model_id=m) for m in models])
-    stats = pd.concat([profiles._profile_stats(table).assign(model_id=m) for m in models])
+    stats = pd.concat([profiles.profile_stats(table).assign(model_id=m) for m in models])
     spec = crossmodel.profile_grid(means, stats).to_dict()
     assert [panel["title"]["text"] if isinstance(panel["title"], dict) else panel["title"]
             for panel in spec["vconcat"]] == ["smollm2-135m-instruct: 7D profile (names)",
@@ -276,10 +276,10 @@ def _chapter_09(results: Path, out: Path, *args: str) -> tuple[str, str]:
     """Chapter 09 under papermill on ``results``; ``(its error output, its outputs' text)``."""
     executed = out.parent / f"{out.name}.ipynb"
     proc = subprocess.run([sys.executable, "-m", "papermill", "--log-level", "ERROR",
-                           str(paths._ROOT / "notebooks" / "09_cross_model.ipynb"), str(executed),
+                           str(paths.ROOT / "notebooks" / "09_cross_model.ipynb"), str(executed),
                            "-p", "results_dir", str(results), "-p", "output_dir", str(out), *args],
                           capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(paths._ROOT)})
+                          env={**os.environ, "PYTHONPATH": str(paths.ROOT)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     nb = json.loads(executed.read_text(encoding="utf-8"))
     outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]
@@ -360,7 +360,7 @@ def test_did_you_mean_offers_only_a_folder_that_holds_results(tmp_path):
     failed = results / SMOL_ID
     failed.mkdir(parents=True)
     shutil.copy(QUICK / "model.json", failed / "model.json")
-    write_table(pd.DataFrame(columns=space._DROPPED_COLUMNS), failed / tables.NAMES.DROPPED_SENSES)
+    write_table(pd.DataFrame(columns=space.DROPPED_COLUMNS), failed / tables.NAMES.DROPPED_SENSES)
     [reason] = crossmodel.model_folders(["smollm2-135m-instruct"], results)["reason"]
     assert "did you mean" not in reason and repr(SMOL_ID) not in reason
     assert reason.endswith("; no folder in results_dir holds results this chapter reads")
@@ -374,24 +374,24 @@ def test_pooled_link_pools_like_with_like_and_names_what_it_keeps_apart():
     """Three models of the built-in next-word measure are pooled; one of other templates and one whose table does
     not record its definition are kept apart, each with its reason, left out of the pool, the chart and the count,
     and named in the sentence. The BOLD slope (no template defines it) pools as before."""
-    from bias_utils.audit.next_word_prompts import _DEFAULT_DEFINITION, _measure_definition
+    from bias_utils.audit.next_word_prompts import DEFAULT_DEFINITION, measure_definition
 
-    german = _measure_definition(["Gestern sagte {occupation}, dass"])
+    german = measure_definition(["Gestern sagte {occupation}, dass"])
     rho, n = np.array([0.53, 0.41, 0.67, 0.12, 0.3]), np.array([60, 60, 60, 60, 58])
     nw = pd.DataFrame({
         "model_id": ["a", "b", "c", "d", "e"], "intrinsic": "gender_position", "test": "spearman",
         "analysis": "primary", "primary": True, "effect_size": rho, "ci_low": rho - 0.2, "ci_high": rho + 0.2, "n": n,
         "readable": True, "units": "BLS occupations", "extrinsic_measure": "next-word log-ratio (exact)",
-        "measure_definition": [_DEFAULT_DEFINITION] * 3 + [german, np.nan]})
+        "measure_definition": [DEFAULT_DEFINITION] * 3 + [german, np.nan]})
     pooled = crossmodel.pooled_link(nw)
     ref = combine_effects(np.arctanh(rho[:3]), 1.06 / (n[:3] - 3), method_re="dl")
     pool = pooled.set_index("model_id").loc[crossmodel._POOLED]
-    assert (pool.n, pool.measure_definition, pool.kept_apart) == (3, _DEFAULT_DEFINITION, "")
+    assert (pool.n, pool.measure_definition, pool.kept_apart) == (3, DEFAULT_DEFINITION, "")
     assert pool.estimate == pytest.approx(np.tanh(ref.mean_effect_re), rel=1e-10)
     apart = pooled.set_index("model_id")["kept_apart"]
     assert (apart[["a", "b", "c"]] == "").all()
     assert apart["d"].startswith(f"its next-word measure is defined by other templates or words (definition {german})"
-                                 f" than the pooled models' ({_DEFAULT_DEFINITION}, the built-in templates and the "
+                                 f" than the pooled models' ({DEFAULT_DEFINITION}, the built-in templates and the "
                                  "audit's words)")
     assert apart["e"].startswith("its table does not record what defines its next-word measure")
     sentence = crossmodel.describe_pooling(pooled)
@@ -414,9 +414,9 @@ def test_chapter_09_keeps_a_run_of_other_templates_out_of_the_pool(tmp_path, smo
     from bias_utils.core.results import write_table
     from bias_utils.intrinsic_extrinsic import link
     from bias_utils.profiles import gender_direction
-    from bias_utils.profiles.populations import _occupation_shares
+    from bias_utils.profiles.populations import occupation_shares
 
-    nouns = _occupation_shares()["occupation"].iloc[::5].tolist()
+    nouns = occupation_shares()["occupation"].iloc[::5].tolist()
     check = gender_direction.occupation_validity(smollm, smollm_quick_bases["warmth_competence"], n_boot=100, seed=0)
     results = tmp_path / "results"
     for folder, templates in (("smol-builtin", None), ("smol-german", ["Gestern sagte {occupation}, dass"])):
@@ -427,7 +427,7 @@ def test_chapter_09_keeps_a_run_of_other_templates_out_of_the_pool(tmp_path, smo
     found, _ = crossmodel.read_all_results(list(folders["folder"]), results)
     pooled = crossmodel.pooled_link(found[tables.NAMES.LINK_NEXT_WORD]).set_index("model_id")
     assert crossmodel._POOLED not in pooled.index and pooled.loc["smol-builtin", "kept_apart"] == ""
-    german = nwp._measure_definition(["Gestern sagte {occupation}, dass"])
+    german = nwp.measure_definition(["Gestern sagte {occupation}, dass"])
     assert pooled.loc["smol-german", "kept_apart"].startswith(
         f"its next-word measure is defined by other templates or words (definition {german})")
     assert pooled.loc["smol-german", "extrinsic_measure"] == (f"next-word log-ratio (exact; its own templates or "

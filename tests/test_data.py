@@ -13,7 +13,7 @@ def _sha256(path):
 
 
 def test_resolves_from_mirror_into_local_cache_and_verifies(isolated_data, real_mirror, monkeypatch):
-    item = data._entry("schuster_terms")
+    item = data.entry("schuster_terms")
     path = data.resolve("schuster_terms")
     assert path == isolated_data / "schuster_terms" / "terms.json"
     assert _sha256(path) == item.sha256 == _sha256(real_mirror / item.mirror_path)
@@ -23,7 +23,7 @@ def test_resolves_from_mirror_into_local_cache_and_verifies(isolated_data, real_
 
 
 def test_corrupted_mirror_copy_is_refused_naming_file_and_hashes(isolated_data, real_mirror, tmp_path, monkeypatch):
-    item = data._entry("schuster_names")
+    item = data.entry("schuster_names")
     mirror = tmp_path / "mirror"
     bad = mirror / item.mirror_path
     bad.parent.mkdir(parents=True)
@@ -41,7 +41,7 @@ def test_corrupted_mirror_copy_is_refused_naming_file_and_hashes(isolated_data, 
 
 
 def test_damaged_local_copy_is_replaced_from_the_mirror(isolated_data, real_mirror):
-    item = data._entry("schuster_terms")
+    item = data.entry("schuster_terms")
     path = data.resolve("schuster_terms")
     path.write_bytes(path.read_bytes()[:-5])
     with pytest.warns(UserWarning, match="damaged cached copy"):
@@ -51,7 +51,7 @@ def test_damaged_local_copy_is_replaced_from_the_mirror(isolated_data, real_mirr
 
 def test_missing_file_without_mirror_or_network_says_what_to_fetch_and_where(isolated_data, monkeypatch):
     monkeypatch.setenv("BIAS_DATA_MIRROR", "")
-    item = data._entry("bold_gender_prompts")
+    item = data.entry("bold_gender_prompts")
     with pytest.raises(DataError) as err:
         data.resolve("bold_gender_prompts")
     message = str(err.value)
@@ -69,7 +69,7 @@ def test_mirror_without_the_file_and_no_url_names_the_mirror_path(isolated_data,
 
 def test_real_mirror_profession_wiki_now_verifies(isolated_data, real_mirror):
     # The mirror's copy was once one byte off and refused; it is now the published file.
-    item = data._entry("bold_profession_wiki")
+    item = data.entry("bold_profession_wiki")
     assert _sha256(real_mirror / item.mirror_path) == item.sha256
     assert _sha256(data.resolve("bold_profession_wiki")) == item.sha256
 
@@ -87,14 +87,14 @@ def test_offline_switch(monkeypatch, value, expected):
 
 def test_status_reports_every_manifest_entry(isolated_data, real_mirror, capsys):
     rows = {r["key"]: r for r in data._status()}
-    assert set(rows) == set(data._manifest())
+    assert set(rows) == set(data.manifest())
     assert [k for k, r in rows.items() if not r["ok"]] == []
     assert data._print_status() == 0
     assert "bold_profession_wiki" in capsys.readouterr().out
 
 
 def test_status_reports_a_corrupt_mirror_copy(isolated_data, real_mirror, tmp_path, monkeypatch):
-    item = data._entry("schuster_terms")
+    item = data.entry("schuster_terms")
     copy = tmp_path / "mirror" / item.mirror_path
     copy.parent.mkdir(parents=True)
     copy.write_bytes((real_mirror / item.mirror_path).read_bytes() + b" ")

@@ -25,8 +25,8 @@ import torch
 from bias_utils.audit.bold_prompts import load_profession_prompts
 from bias_utils.models import decoding
 from bias_utils.models.embeddings import embed_words
-from bias_utils.models.generation import _completion_states, _generate
-from bias_utils.models.sampling import _sample_step, _sample_tokens
+from bias_utils.models.generation import completion_states, generate
+from bias_utils.models.sampling import sample_step, sample_tokens
 
 GOLDEN = Path(__file__).parent / "fixtures" / "generation_golden.json"
 CASES = ("raw", "chat", "screened")
@@ -67,11 +67,11 @@ def _run_golden_case(golden, model, case, cache, n_rows=None):
     table = _golden_table(golden, len(rows))
     assert table["prompt_id"].tolist() == [r["prompt_id"] for r in rows]
     prompts = table["prompt"].tolist()
-    got = _generate(model, prompts, prompt_ids=table["prompt_id"].tolist(), cache=cache, progress=False,
+    got = generate(model, prompts, prompt_ids=table["prompt_id"].tolist(), cache=cache, progress=False,
                    chat=want["chat"], screen=want["screen"], **golden["settings"])
     states = None
     if "states" in want:
-        states = _completion_states(model.model_id, prompts, got["completion"].tolist(), cache=cache)
+        states = completion_states(model.model_id, prompts, got["completion"].tolist(), cache=cache)
     return got, states
 
 
@@ -196,11 +196,11 @@ def test_token_tables_classify_tokens_as_decoding_the_text_did(golden, name):
     from bias_utils.models import builtin_models
     from bias_utils.models.loading import load_model
 
-    if not builtin_models._is_installed(name):
+    if not builtin_models.is_installed(name):
         pytest.skip(f"{name} is not installed (python -m bias_utils.models install {name})")
     model = load_model(name, device="cpu")
     tok = model.tokenizer
-    tables = decoding._token_tables(tok, model.model.get_output_embeddings().weight.shape[0])
+    tables = decoding.token_tables(tok, model.model.get_output_embeddings().weight.shape[0])
     texts = [r["completion"] for case in golden["cases"].values() for r in case["rows"]]
     texts += ["\n\n, - \"Quoted\" cafe and naive", "  ...) and then 'he' said", " \t-\n--x", ",\n\n", "\n- **Bold**",
               "“Quoted” café 日本語 🙂"]
@@ -235,17 +235,17 @@ def test_sample_step_flags_a_top_k_tie_that_sample_tokens_rescans():
     tie = torch.zeros(1, 40, dtype=torch.bool)
     tie[0, 10:25] = True
     u = torch.tensor([0.9], dtype=torch.float64)
-    _, partial, unsure = _sample_step(wide, u, 0.7, 1.0, top_k=2, groups=tie)
+    _, partial, unsure = sample_step(wide, u, 0.7, 1.0, top_k=2, groups=tie)
     assert bool(unsure)
-    exact, mass = _sample_tokens(wide, u, 0.7, 1.0, top_k=2, groups=tie)
+    exact, mass = sample_tokens(wide, u, 0.7, 1.0, top_k=2, groups=tie)
     share = 15 * np.exp(-1 / 0.7) / (1 + 15 * np.exp(-1 / 0.7))  # the 15 tied tokens against the top one
     np.testing.assert_allclose(mass.item(), share, rtol=1e-12)
     assert partial.item() < share and 10 <= exact.item() < 25  # u = 0.9 > 1 - share: a tied token
     u = torch.tensor([0.9, 0.95], dtype=torch.float64)
     plain = torch.arange(40, dtype=torch.float32).repeat(2, 1)
-    ids, mass, unsure = _sample_step(plain, u, 0.7, 0.9, top_k=5, groups=torch.ones(1, 40, dtype=torch.bool))
+    ids, mass, unsure = sample_step(plain, u, 0.7, 0.9, top_k=5, groups=torch.ones(1, 40, dtype=torch.bool))
     assert not bool(unsure)
-    assert ids.tolist() == _sample_tokens(plain, u, 0.7, 0.9, top_k=5).tolist()
+    assert ids.tolist() == sample_tokens(plain, u, 0.7, 0.9, top_k=5).tolist()
     np.testing.assert_allclose(mass.numpy(), 1.0)
 
 
@@ -256,15 +256,15 @@ def _assert_same_decoding(whole, split, n_prompts: int, n_tokens: int, same_kern
     """The split model writes the whole one's completions, with its expected counts: equal where both run the same
     kernels on the same inputs (the CPU's layers, wherever the weights wait), else within float32's bound."""
     prompts = load_profession_prompts()["prompt"].iloc[::997].head(n_prompts).tolist()
-    a = _generate(whole, prompts, max_new_tokens=n_tokens, cache=False, progress=False)
-    b = _generate(split, prompts, max_new_tokens=n_tokens, cache=False, progress=False)
+    a = generate(whole, prompts, max_new_tokens=n_tokens, cache=False, progress=False)
+    b = generate(split, prompts, max_new_tokens=n_tokens, cache=False, progress=False)
     assert a["completion"].tolist() == b["completion"].tolist()
     counts = ["expected_male", "expected_female"]
     if same_kernels:
         np.testing.assert_array_equal(a[counts], b[counts])
         return
     texts = [p + c for p, c in zip(prompts, a["completion"])]
-    rtol = bounds.log_probability_tolerance(bounds.logit_errors(whole, texts), temperature=0.7)  # _generate's
+    rtol = bounds.log_probability_tolerance(bounds.logit_errors(whole, texts), temperature=0.7)  # generate's
     assert (np.abs(a[counts].to_numpy() - b[counts].to_numpy()) <= rtol[:, None] * a[counts].to_numpy()).all()
 
 
@@ -314,9 +314,9 @@ def test_cuda_sampler_draws_what_the_cpu_draws(golden):
     groups = _word_start_sets(lexicon_token_ids(model.tokenizer)[1], logits.shape[1])
     u = torch.rand(len(prompts), dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     for top_p, top_k in ((0.9, 50), (0.95, None), (1.0, 7)):
-        cpu_ids, cpu_mass = _sample_tokens(logits, u, 0.7, top_p, top_k, groups=groups)
-        gpu_ids, gpu_mass = _sample_tokens(logits.cuda(), u.cuda(), 0.7, top_p, top_k, groups=groups.cuda())
-        step_ids, step_mass, _ = _sample_step(logits.cuda(), u.cuda(), 0.7, top_p, top_k, groups=groups.cuda())
+        cpu_ids, cpu_mass = sample_tokens(logits, u, 0.7, top_p, top_k, groups=groups)
+        gpu_ids, gpu_mass = sample_tokens(logits.cuda(), u.cuda(), 0.7, top_p, top_k, groups=groups.cuda())
+        step_ids, step_mass, _ = sample_step(logits.cuda(), u.cuda(), 0.7, top_p, top_k, groups=groups.cuda())
         assert gpu_ids.device.type == "cuda"
         assert cpu_ids.tolist() == gpu_ids.tolist() == step_ids.tolist()
         np.testing.assert_allclose(gpu_mass.cpu().numpy(), cpu_mass.numpy(), rtol=0, atol=1e-12)

@@ -20,7 +20,7 @@ from bias_utils.profiles import dictionaries as D
 
 def test_wordnet_is_3_0_from_the_project_folder(wn):
     assert wn.get_version() == "3.0"
-    assert str(paths._nltk_data_dir()) in wn.root.path
+    assert str(paths.nltk_data_dir()) in wn.root.path
     # A satellite sense that nltk >= 3.9.2 would number differently.
     assert wn.synset("friendly.s.02").definition() == "inclined to help or support; not antagonistic or hostile"
 
@@ -28,20 +28,20 @@ def test_wordnet_is_3_0_from_the_project_folder(wn):
 @pytest.fixture
 def fresh_wordnet(monkeypatch):
     """Run ``wordnet()`` uncached against a folder the test chooses; restore afterwards."""
-    W._wordnet.cache_clear()
+    W.wordnet.cache_clear()
 
     def no_download(*args, **kwargs):
         raise AssertionError("wordnet() must never download")
 
     monkeypatch.setattr(nltk, "download", no_download)
     yield
-    W._wordnet.cache_clear()
+    W.wordnet.cache_clear()
 
 
 def test_missing_wordnet_says_to_run_make_wordnet(tmp_path, monkeypatch, fresh_wordnet):
     monkeypatch.setenv("BIAS_NLTK_DATA", str(tmp_path / "nltk_data"))
     with pytest.raises(DataError) as err:
-        W._wordnet()
+        W.wordnet()
     assert "make wordnet" in str(err.value) and "nltk.download('wordnet'" in str(err.value)
     assert "lexnames" in str(err.value)
 
@@ -55,7 +55,7 @@ def test_other_wordnet_version_is_refused(tmp_path, monkeypatch, fresh_wordnet):
     (target / "data.adj").write_bytes(adj.replace(b"WordNet 3.0 Copyright", b"WordNet 3.1 Copyright", 1))
     monkeypatch.setenv("BIAS_NLTK_DATA", str(tmp_path / "nltk_data"))
     with pytest.raises(DataError, match="WordNet 3.1"):
-        W._wordnet()
+        W.wordnet()
 
 
 # ----------------------------------------------------------------------------- seed dictionary
@@ -73,7 +73,7 @@ def test_seed_counts_equal_the_paper(seed_dictionary):
     assert counts == D.PUBLISHED_SEED_COUNTS
     table = D.pole_counts(seed_dictionary, D.PUBLISHED_SEED_COUNTS)
     assert (table.difference == 0).all()
-    assert set(seed_dictionary.dimension) == set(D._DIMENSIONS)
+    assert set(seed_dictionary.dimension) == set(D.DIMENSIONS)
 
 
 def test_seed_columns_match_the_source_file(seed_dictionary):
@@ -101,9 +101,9 @@ def test_all_455_seed_synsets_resolve_with_the_csv_definitions(wn):
 
 
 def test_composites_are_built_from_dimensions():
-    assert D._DIMENSIONS == ("sociability", "morality", "ability", "agency", "status", "politics", "religion")
-    assert all(set(parts) <= set(D._DIMENSIONS) for parts in D._COMPOSITES.values())
-    assert D._COMPOSITES == {"warmth": ("sociability", "morality"), "competence": ("ability", "agency")}
+    assert D.DIMENSIONS == ("sociability", "morality", "ability", "agency", "status", "politics", "religion")
+    assert all(set(parts) <= set(D.DIMENSIONS) for parts in D.COMPOSITES.values())
+    assert D.COMPOSITES == {"warmth": ("sociability", "morality"), "competence": ("ability", "agency")}
 
 
 # ----------------------------------------------------------------------------- WordNet contexts
@@ -112,12 +112,12 @@ def test_composites_are_built_from_dimensions():
 def test_wordnet_contexts_replace_the_synonym_and_keep_the_term():
     # correct.a.01 (lemmas correct, right): "the correct answer" becomes "the right answer" for the term
     # "right", Schuster et al.'s replace_wn_terms example. Hand-written from WordNet 3.0's five examples.
-    assert D._wordnet_contexts("right", synset="correct.a.01") == [
+    assert D.wordnet_contexts("right", synset="correct.a.01") == [
         "the right answer", "the right version", "the right answer", "took the right road", "the right decision",
     ]
     # aloof.s.01: the head word "aloof" is replaced by the term; "he was upstage with strangers" has
     # neither word and is dropped.
-    assert D._wordnet_contexts("distant", synset="aloof.s.01") == ["stood apart with distant dignity",
+    assert D.wordnet_contexts("distant", synset="aloof.s.01") == ["stood apart with distant dignity",
                                                                     "a distant smile"]
 
 
@@ -131,13 +131,13 @@ def test_wordnet_contexts_without_synset_pool_noun_and_adjective_senses(wn):
                 e = e.replace(head, term) if term not in e and head in e else e
                 expected += [e] if term in e.split(" ") else []
     assert "a nicely tidy beard" in expected  # from kempt.s.01 by the replacement rule
-    assert D._wordnet_contexts(term) == expected
-    assert D._wordnet_contexts(term, n=1) == expected[:1]
+    assert D.wordnet_contexts(term) == expected
+    assert D.wordnet_contexts(term, n=1) == expected[:1]
 
 
 def test_wordnet_contexts_unknown_synset_is_an_error():
     with pytest.raises(ParameterError, match="tidy.a.99"):
-        D._wordnet_contexts("tidy", synset="tidy.a.99")
+        D.wordnet_contexts("tidy", synset="tidy.a.99")
 
 
 # ----------------------------------------------------------------------------- full dictionary
@@ -200,7 +200,7 @@ def _write(tmp_path, text, name="dict.csv"):
 
 
 def test_load_dictionary_pole_counts_and_context_sources_of_a_user_dictionary():
-    path = paths._data_dir() / "examples" / "user_dictionary_example.csv"
+    path = paths.data_dir() / "examples" / "user_dictionary_example.csv"
     frame = D.load_dictionary(path)
     raw = pd.read_csv(path)
     counts = D.pole_counts(frame)
@@ -223,11 +223,11 @@ def test_limit_terms_keeps_at_most_limit_per_pole_in_original_order(seed_diction
 
 
 def test_example_user_dictionary_adds_a_new_dimension():
-    frame = D._read_dictionary(paths._data_dir() / "examples" / "user_dictionary_example.csv")
+    frame = D.read_dictionary(paths.data_dir() / "examples" / "user_dictionary_example.csv")
     assert set(frame.dimension) == {"tidiness"}
     assert set(frame.direction) == {"high", "low"}
     assert (frame.contexts.map(len) == 0).all() and (frame.context_source == "").all()
-    assert all(D._wordnet_contexts(t) for t in frame.term)  # every example term has WordNet contexts
+    assert all(D.wordnet_contexts(t) for t in frame.term)  # every example term has WordNet contexts
 
 
 def test_user_dictionary_context_formats_and_synset_definition(tmp_path, wn):
@@ -237,7 +237,7 @@ def test_user_dictionary_context_formats_and_synset_definition(tmp_path, wn):
         "tidiness,neat,high,,\"['a neat desk']\"\n"
         "tidiness,messy,low,,a messy desk|  messy hair \n"
     ))
-    frame = D._read_dictionary(path)
+    frame = D.read_dictionary(path)
     assert list(frame.contexts) == [["a tidy room", "so tidy"], ["a neat desk"], ["a messy desk", "messy hair"]]
     assert frame.definition[0] == wn.synset("tidy.a.01").definition()
     assert list(frame.context_source) == ["user"] * 3
@@ -259,7 +259,7 @@ GOOD = "dimension,term,direction\nx,a,high\nx,b,low\n"
 ])
 def test_user_dictionary_errors_name_line_and_column(tmp_path, text, line, column, what):
     with pytest.raises(ParameterError) as err:
-        D._read_dictionary(_write(tmp_path, text))
+        D.read_dictionary(_write(tmp_path, text))
     message = str(err.value)
     assert f"line{'s' if ',' in str(line) else ''} {line}" in message
     assert (re.search(f"columns? {re.escape(column)}", message)
@@ -270,24 +270,24 @@ def test_user_dictionary_errors_name_line_and_column(tmp_path, text, line, colum
 def test_user_dictionary_reports_lines_after_a_quoted_newline(tmp_path):
     text = 'dimension,term,direction,contexts\nx,a,high,"one\ntwo"\nx,b,sideways,\n'
     with pytest.raises(ParameterError, match="line 4, column direction"):
-        D._read_dictionary(_write(tmp_path, text))
+        D.read_dictionary(_write(tmp_path, text))
 
 
 def test_user_dictionary_reports_every_problem_at_once(tmp_path):
     with pytest.raises(ParameterError) as err:
-        D._read_dictionary(_write(tmp_path, GOOD + "x,,high\nx,c,up\n"))
+        D.read_dictionary(_write(tmp_path, GOOD + "x,,high\nx,c,up\n"))
     assert "2 problem(s)" in str(err.value)
 
 
 @pytest.mark.parametrize("text, what", [("", "empty"), ("dimension,term,direction\n", "no dictionary rows")])
 def test_empty_user_dictionary(tmp_path, text, what):
     with pytest.raises(ParameterError, match=what):
-        D._read_dictionary(_write(tmp_path, text))
+        D.read_dictionary(_write(tmp_path, text))
 
 
 def test_missing_user_dictionary_file(tmp_path):
     with pytest.raises(ParameterError, match="does not exist"):
-        D._read_dictionary(tmp_path / "nope.csv")
+        D.read_dictionary(tmp_path / "nope.csv")
 
 
 # ----------------------------------------------------------------------------- trying words in a cell
@@ -302,12 +302,12 @@ def test_add_terms_fills_every_column_as_a_csv_row_would(tmp_path):
     assert added["dimension"].eq("tidiness").all()
     assert added["sense_id"].tolist()[:4] == ["tidy|tidy.a.01|tidiness", "neat||tidiness", "orderly||tidiness",
                                               "messy||tidiness"]
-    assert added.iloc[0]["definition"] == D._wordnet().synset("tidy.a.01").definition()
+    assert added.iloc[0]["definition"] == D.wordnet().synset("tidy.a.01").definition()
     assert all(list(c) == [] for c in added["contexts"])
     # the same row from a CSV gets the same sense_id (one rule)
     csv = tmp_path / "d.csv"
     csv.write_text("dimension,term,direction\ntidiness,neat,high\ntidiness,messy,low\n")
-    assert D._read_dictionary(csv)["sense_id"].tolist() == ["neat||tidiness", "messy||tidiness"]
+    assert D.read_dictionary(csv)["sense_id"].tolist() == ["neat||tidiness", "messy||tidiness"]
 
 
 @pytest.mark.parametrize("kwargs, what", [
@@ -330,27 +330,27 @@ def test_rows_appended_by_hand_get_a_sense_id_or_a_named_error():
     seed = D.load_seed_dictionary()
     by_hand = pd.concat([seed, pd.DataFrame([{"dimension": "tidiness", "term": "tidy", "direction": "high"}])],
                         ignore_index=True)
-    out = D._ensure_sense_ids(by_hand)
+    out = D.ensure_sense_ids(by_hand)
     assert out["sense_id"].iloc[-1] == "tidy||tidiness" and out["sense_id"].iloc[:-1].equals(seed["sense_id"])
     broken = pd.concat([seed, pd.DataFrame([{"dimension": "tidiness", "term": "tidy", "direction": "up"}])],
                        ignore_index=True)
     with pytest.raises(ParameterError, match=f"row {len(seed)} \\('tidy'\\)"):
-        D._ensure_sense_ids(broken)
+        D.ensure_sense_ids(broken)
 
 
 def test_dictionary_path_relative_to_the_repository_root_from_another_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # Jupyter runs a notebook from notebooks/, papermill from the root
-    frame = D._read_dictionary("data/examples/user_dictionary_example.csv")
+    frame = D.read_dictionary("data/examples/user_dictionary_example.csv")
     assert "tidiness" in set(frame["dimension"])
     with pytest.raises(ParameterError, match="is a folder"):
-        D._read_dictionary("data/examples")
+        D.read_dictionary("data/examples")
 
 
 def test_the_trying_words_cell_as_shipped_leaves_the_dictionary_unchanged():
     seed = D.load_seed_dictionary()
     out = D.add_terms(seed, "sociability", high=[], low=[])
     pd.testing.assert_frame_equal(out, seed)  # values, index and dtypes
-    user = D._read_dictionary("data/examples/user_dictionary_example.csv")
+    user = D.read_dictionary("data/examples/user_dictionary_example.csv")
     pd.testing.assert_frame_equal(D.add_terms(user, "sociability", high=[], low=[]), user)
 
 
@@ -359,5 +359,5 @@ def test_a_row_appended_by_hand_repeating_a_sense_gets_a_numbered_id():
     first = seed.iloc[0]
     again = pd.DataFrame([{"dimension": first["dimension"], "term": first["term"], "direction": first["direction"],
                            "synset": first["synset"]}])
-    out = D._ensure_sense_ids(pd.concat([seed, again], ignore_index=True))
+    out = D.ensure_sense_ids(pd.concat([seed, again], ignore_index=True))
     assert out["sense_id"].iloc[-1] == first["sense_id"] + "#2" and out["sense_id"].is_unique

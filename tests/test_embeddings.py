@@ -22,7 +22,7 @@ import torch
 from float32_bounds import bound_ratio, first_mlp_output, mean_tolerance, pooled_state_tolerance, scaled, token_states
 
 from bias_utils.models import builtin_models
-from bias_utils.models.embeddings import _find_word, _token_indices, embed_words
+from bias_utils.models.embeddings import embed_words, find_word, token_indices
 from bias_utils.models.loading import _LoadedModel, load_model
 from bias_utils.profiles.dictionaries import load_seed_dictionary
 
@@ -89,15 +89,15 @@ def _assert_a_scaled_block_is_caught(m: _LoadedModel, context: str, positions: l
     ],
 )
 def test_find_word(context, word, span):
-    assert _find_word(context, word) == span
+    assert find_word(context, word) == span
 
 
 def test_token_indices_ignores_special_tokens_and_counts_leading_space():
     # [BOS] This Ġis ĠMary . -- offsets as a byte-level BPE tokenizer reports them.
     offsets = [(0, 0), (0, 4), (4, 7), (7, 12), (12, 13)]
-    assert _token_indices(offsets, (8, 12)) == [3]
-    assert _token_indices(offsets, (0, 4)) == [1]
-    assert _token_indices([(0, 0), (0, 1), (1, 2)], (2, 3)) == []
+    assert token_indices(offsets, (8, 12)) == [3]
+    assert token_indices(offsets, (0, 4)) == [1]
+    assert token_indices([(0, 0), (0, 1), (1, 2)], (2, 3)) == []
 
 
 def test_unequal_lengths_rejected():
@@ -164,7 +164,7 @@ def test_sentencepiece_alignment_matches_sentencepiece_library():
         enc = m.tokenizer(context, return_offsets_mapping=True)
         pieces = m.tokenizer.convert_ids_to_tokens(enc["input_ids"])
         assert pieces[0] == "<s>" and pieces[1:] == sp.encode_as_pieces(context)  # the wrap is faithful
-        idx = _token_indices(enc["offset_mapping"], _find_word(context, word))
+        idx = token_indices(enc["offset_mapping"], find_word(context, word))
         # Independent reading: the chosen pieces spell the first occurrence of the word.
         spelled = "".join(pieces[i] for i in idx).replace("▁", " ").strip()
         start = context.lower().index(word.lower())
@@ -184,7 +184,7 @@ def test_sentencepiece_batched_equals_direct(side):
         m.tokenizer.padding_side = "right"
     for k, (context, word) in enumerate(SP_CASES):
         enc = m.tokenizer(context, return_offsets_mapping=True)
-        idx = _token_indices(enc["offset_mapping"], _find_word(context, word))
+        idx = token_indices(enc["offset_mapping"], find_word(context, word))
         _within(got.values[k], *_direct(m, context, idx))
         # Layer 0 is the token embedding itself: the mean of the pieces' embedding rows, a lookup (exact) and a mean
         # (float32_bounds.mean_tolerance: at most k + 1 roundings per computation).
@@ -200,7 +200,7 @@ def test_sentencepiece_batched_equals_direct(side):
 # --------------------------------------------------------------------------- real models
 
 
-def _check_model(m: _LoadedModel, cases) -> None:
+def check_model(m: _LoadedModel, cases) -> None:
     contexts = [c for c, _, _ in cases] + [MISSING[0]]
     words = [w for _, w, _ in cases] + [MISSING[1]]
     refs = [_direct(m, c, pos) for c, _, pos in cases]  # (states, tolerance)
@@ -226,7 +226,7 @@ def _check_model(m: _LoadedModel, cases) -> None:
 @pytest.mark.slow
 def test_smollm2_byte_level_bpe_alignment_and_batching():
     m = load_model("smollm2-135m-instruct")
-    _check_model(m, SMOLLM2_CASES)
+    check_model(m, SMOLLM2_CASES)
     # Layer 0 is the token embedding: check the located tokens by name.
     got = embed_words(m, ["This is Mary.", "an open-minded curiosity"], ["Mary", "open-minded"], layers=[0],
                       cache=False, progress=False)
@@ -243,19 +243,19 @@ def test_smollm2_byte_level_bpe_alignment_and_batching():
 @pytest.mark.slow
 def test_minilm_wordpiece_alignment_and_batching():
     m = load_model("minilm-l6")
-    _check_model(m, MINILM_CASES)
+    check_model(m, MINILM_CASES)
 
 
 @pytest.mark.slow
 def test_gemma_sentencepiece_tokenizer_when_installed():
-    if not builtin_models._is_installed("gemma-3-270m"):
+    if not builtin_models.is_installed("gemma-3-270m"):
         pytest.skip("gemma-3-270m is not installed "
                     "(make test installs only smollm2-135m-instruct, minilm-l6 and the context generator)")
     tok = load_model("gemma-3-270m").tokenizer
     for context, word, pieces in [("This is Mary.", "Mary", ["▁Mary"]), ("MARY met Mary", "mary", None),
                                   ("an open-minded curiosity", "open-minded", None)]:
         enc = tok(context, return_offsets_mapping=True)
-        idx = _token_indices(enc["offset_mapping"], _find_word(context, word))
+        idx = token_indices(enc["offset_mapping"], find_word(context, word))
         got = tok.convert_ids_to_tokens([enc["input_ids"][i] for i in idx])
         assert "".join(got).replace("▁", " ").strip().lower() == word.lower()
         assert pieces is None or got == pieces
@@ -295,7 +295,7 @@ def test_cache_hit_computes_nothing_and_corrupt_shard_is_recomputed(tmp_path, mo
         # a recomputed pair (in another batch) that differs from its stored vector does so within its tokens' bound
         for k in np.flatnonzero(first.kept & (again.values != first.values).any(axis=(1, 2))):
             enc = m.tokenizer(contexts[k], return_offsets_mapping=True)
-            idx = _token_indices(enc["offset_mapping"], _find_word(contexts[k], words[k]))
+            idx = token_indices(enc["offset_mapping"], find_word(contexts[k], words[k]))
             _within(again.values[k], first.values[k], _direct(m, contexts[k], idx)[1])
     finally:
         hook.remove()
@@ -352,8 +352,8 @@ def test_two_runs_on_one_cache_compute_once(tmp_path):
 
     cache = tmp_path / "cache"
     cache.mkdir()
-    (cache / "models").symlink_to(paths._cache_dir() / "models", target_is_directory=True)
-    env = {**os.environ, "BIAS_CACHE_DIR": str(cache), "PYTHONPATH": str(paths._ROOT)}
+    (cache / "models").symlink_to(paths.cache_dir() / "models", target_is_directory=True)
+    env = {**os.environ, "BIAS_CACHE_DIR": str(cache), "PYTHONPATH": str(paths.ROOT)}
     go = tmp_path / "go"
     runs = [subprocess.Popen([sys.executable, "-c", _TWO_RUNS_CHILD, str(tmp_path / f"run{k}.npy"), str(go)],
                              env=env, stderr=subprocess.PIPE, text=True) for k in (0, 1)]

@@ -28,7 +28,7 @@ from bias_utils.core import paths, results
 from bias_utils.core.errors import ParameterError
 from bias_utils.intrinsic_extrinsic import bold_link, completions
 from bias_utils.models import loading as models
-from bias_utils.models.generation import _generate
+from bias_utils.models.generation import generate
 from bias_utils.profiles import (
     axis_validity,
     contexts,
@@ -42,23 +42,23 @@ from bias_utils.profiles import (
 from bias_utils.profiles import population_profiles as profiles
 
 SMOL, MINILM = "smollm2-135m-instruct", "minilm-l6"
-NOTEBOOKS = sorted((paths._ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((paths.ROOT / "notebooks").glob("*.ipynb"))
 
 
-def _basis(n_states: int, dims=("warmth", "competence"), space_name="warmth_competence") -> projection._PolarBasis:
+def _basis(n_states: int, dims=("warmth", "competence"), space_name="warmth_competence") -> projection.PolarBasis:
     """A real polar basis of random directions, with a model's number of hidden states (test input, not a result)."""
     rng = np.random.default_rng(0)
     directions = rng.normal(size=(n_states, len(dims), 8))
     pinv = np.stack([np.linalg.pinv(d.T) for d in directions])
     poles = pd.DataFrame([{"dimension": d, "direction": p, "n_senses": 3} for d in dims for p in ("high", "low")])
-    return projection._PolarBasis(space_name, tuple(dims), directions, pinv, tuple(range(n_states)), poles)
+    return projection.PolarBasis(space_name, tuple(dims), directions, pinv, tuple(range(n_states)), poles)
 
 
-def _space(n_states: int) -> space._StereotypeSpace:
+def _space(n_states: int) -> space.StereotypeSpace:
     basis = _basis(n_states, ("sociability", "ability"), "dimensions")
     senses = pd.DataFrame({"sense_id": ["a", "b"], "dimension": ["sociability", "ability"], "term": ["a", "b"],
                            "direction": ["high", "low"], "n_contexts": 1, "n_embedded": 1})
-    return space._StereotypeSpace({"dimensions": basis}, senses, contexts._ContextSet(pd.DataFrame()), pd.DataFrame(),
+    return space.StereotypeSpace({"dimensions": basis}, senses, contexts.ContextSet(pd.DataFrame()), pd.DataFrame(),
                                  MINILM, "dictionary", np.zeros((2, n_states, 8)))
 
 
@@ -105,11 +105,11 @@ def _entry_cases() -> list:
         ("run_audit top_p=2", lambda t: bold.run_audit(SMOL, top_p=2, limit=4), "top_p"),
         ("run_audit method", lambda t: bold.run_audit(SMOL, method="fdr", limit=4), "method"),
         # generation
-        ("generate seed=-1", lambda t: _generate(SMOL, ["A nurse is"], seed=-1, cache=False), "seed"),
-        ("generate encoder", lambda t: _generate(MINILM, ["A nurse is"], cache=False), "model"),
-        ("generate context", lambda t: _generate(SMOL, ["A nurse is"], max_new_tokens=9000, cache=False),
+        ("generate seed=-1", lambda t: generate(SMOL, ["A nurse is"], seed=-1, cache=False), "seed"),
+        ("generate encoder", lambda t: generate(MINILM, ["A nurse is"], cache=False), "model"),
+        ("generate context", lambda t: generate(SMOL, ["A nurse is"], max_new_tokens=9000, cache=False),
          "max_new_tokens"),
-        ("generate greedy", lambda t: _generate(SMOL, ["A"], temperature=0, n_samples=3, cache=False), "n_samples"),
+        ("generate greedy", lambda t: generate(SMOL, ["A"], temperature=0, n_samples=3, cache=False), "n_samples"),
         # the space (chapters 03, 04, 08, 11)
         ("build_space source", lambda t: space.build_space(MINILM, SEED, "web"), "source"),
         ("build_space n_contexts=0", lambda t: space.build_space(MINILM, SEED, "dictionary", 0), "n_contexts"),
@@ -226,7 +226,7 @@ BAD = {
 
 
 def _notebook_parameters() -> list[tuple[str, str]]:
-    return [(nb.stem, name) for nb in NOTEBOOKS for name in runs._declared_parameters(nb)]
+    return [(nb.stem, name) for nb in NOTEBOOKS for name in runs.declared_parameters(nb)]
 
 
 @pytest.mark.parametrize("notebook, name", _notebook_parameters())
@@ -242,7 +242,7 @@ def test_seed_layer_and_greedy_rules_are_one_rule_everywhere():
     """The early check and the projection give the same rule and the same message for a layer."""
     basis = _basis(7)
     with pytest.raises(ParameterError) as late:
-        projection._project(basis, np.zeros((1, 7, 8)), 99)
+        projection.project(basis, np.zeros((1, 7, 8)), 99)
     with pytest.raises(ParameterError) as early:
         v.check("03_projection_accuracy", model=MINILM, layer=99, context_source="dictionary")
     assert str(late.value) == str(early.value)
@@ -258,10 +258,10 @@ def test_seed_layer_and_greedy_rules_are_one_rule_everywhere():
 def test_facts_read_from_the_files_agree_with_the_builtin_table(name, loads):
     """The GGUF header (SmolLM2) and the folder's config.json (MiniLM) give the layer count, kind and context length
     the built-in table declares, read without loading weights."""
-    from bias_utils.models.builtin_models import _BUILTIN_MODELS, _builtin_weights
+    from bias_utils.models.builtin_models import BUILTIN_MODELS, builtin_weights
 
-    b = _BUILTIN_MODELS[name]
-    facts = models._model_facts(str(_builtin_weights(b)))
+    b = BUILTIN_MODELS[name]
+    facts = models._model_facts(str(builtin_weights(b)))
     assert (facts.kind, facts.n_layers, facts.context_length) == (b.kind, b.n_layers, b.context_length)
     assert facts.n_states == b.n_layers + 1 and not loads
 
@@ -278,7 +278,7 @@ def test_a_kind_not_stated_is_inferred_and_said(tmp_path, content, kind):
 
     path = _write(tmp_path / "groups.json", json.dumps(content))
     with pytest.warns(UserWarning, match=rf"does not state its kind; .*read as {kind}s"):
-        assert populations._population_kind(str(path)) == kind
+        assert populations.population_kind(str(path)) == kind
 
 
 @pytest.mark.parametrize("content, fragment", [
@@ -321,7 +321,7 @@ def test_a_folder_of_another_model_is_refused_and_tables_carry_the_model(tmp_pat
         v.check("04_profiles", model=SMOL, output_dir=str(tmp_path / "out"))  # before the model loads
     monkeypatch.setenv(results._OVERWRITE_ENV, "1")
     results.output_folder("smollm2-135m-instruct--b179c9523d0e--fp32", tmp_path / "out")
-    assert results._folder_model(folder) == "smollm2-135m-instruct--b179c9523d0e--fp32"
+    assert results.folder_model(folder) == "smollm2-135m-instruct--b179c9523d0e--fp32"
 
 
 # --------------------------------------------------------------------------- contexts a user gave, or the project has
@@ -343,15 +343,15 @@ def test_user_contexts_are_used_under_generated():
 
 def test_the_readme_example_needs_no_generation(loads):
     """The example's senses have contexts in the project's files (same generator, prompt, settings, seed)."""
-    from bias_utils.profiles.extra_contexts import _known_generated_contexts
+    from bias_utils.profiles.extra_contexts import known_generated_contexts
 
     user = dictionaries.load_dictionary("data/examples/user_dictionary_example.csv")
-    built = contexts.build_contexts(user, "generated", known=_known_generated_contexts())
+    built = contexts.build_contexts(user, "generated", known=known_generated_contexts())
     report = contexts.generation_report(built)
     assert report["term"].tolist() == user["term"].tolist() and (report["n_kept"] > 0).all()
     assert not loads
     # other settings: the files do not apply
-    assert _known_generated_contexts(seed=1) == {} and _known_generated_contexts(n_contexts=3) == {}
+    assert known_generated_contexts(seed=1) == {} and known_generated_contexts(n_contexts=3) == {}
 
 
 # --------------------------------------------------------------------------- untestable axes (MiniLM)
@@ -423,11 +423,11 @@ def test_chapter_03_writes_what_reached_no_axis_before_it_stops(tmp_path):
     only = [line for line in dictionary.read_text(encoding="utf-8").splitlines() if not line.startswith("tidiness,")]
     _write(dictionary, "\n".join(only) + "\n")
     proc = subprocess.run([sys.executable, "-m", "papermill", "--log-level", "ERROR",
-                           str(paths._ROOT / "notebooks" / "03_projection_accuracy.ipynb"), str(tmp_path / "03.ipynb"),
+                           str(paths.ROOT / "notebooks" / "03_projection_accuracy.ipynb"), str(tmp_path / "03.ipynb"),
                            "-p", "model", MINILM, "-p", "dictionary_path", str(dictionary), "-p", "context_source",
                            "dictionary", "-p", "n_contexts", "2", "-p", "output_dir", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=600,
-                          env={**__import__("os").environ, "PYTHONPATH": str(paths._ROOT)})
+                          env={**__import__("os").environ, "PYTHONPATH": str(paths.ROOT)})
     assert proc.returncode != 0
     csv = tmp_path / "out" / "dropped_senses.csv"
     assert f"is in {csv}. Give these terms contexts of their own" in proc.stderr + proc.stdout
@@ -467,11 +467,11 @@ def test_two_dimensions_sharing_most_terms_are_refused_before_any_embedding(tmp_
 def test_chapter_04_stops_at_its_check_on_look_alike_dimensions_and_writes_no_profile(tmp_path):
     path = _twins(tmp_path / "twins.csv", 5)
     proc = subprocess.run([sys.executable, "-m", "papermill", "--log-level", "ERROR",
-                           str(paths._ROOT / "notebooks" / "04_profiles.ipynb"), str(tmp_path / "04.ipynb"),
+                           str(paths.ROOT / "notebooks" / "04_profiles.ipynb"), str(tmp_path / "04.ipynb"),
                            "-p", "model", MINILM, "-p", "dictionary_path", str(path), "-p", "context_source",
                            "dictionary", "-p", "output_dir", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=600,
-                          env={**__import__("os").environ, "PYTHONPATH": str(paths._ROOT)})
+                          env={**__import__("os").environ, "PYTHONPATH": str(paths.ROOT)})
     assert proc.returncode != 0
     assert ("ParameterError: dictionary_path: dimensions that share at least half of either one's terms are one axis "
             "measured twice") in proc.stderr + proc.stdout
@@ -496,9 +496,9 @@ def test_axes_that_share_a_few_terms_get_a_warning_with_their_correlation(tmp_pa
 def test_papermill_with_a_misspelled_parameter_stops_at_the_check(tmp_path):
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "papermill", "--log-level", "ERROR",
-                           str(paths._ROOT / "notebooks" / "04_profiles.ipynb"), str(tmp_path / "out.ipynb"),
+                           str(paths.ROOT / "notebooks" / "04_profiles.ipynb"), str(tmp_path / "out.ipynb"),
                            "-p", "modle", MINILM], capture_output=True, text=True, timeout=300,
-                          env={**__import__("os").environ, "PYTHONPATH": str(paths._ROOT)})
+                          env={**__import__("os").environ, "PYTHONPATH": str(paths.ROOT)})
     assert proc.returncode != 0
     assert "ParameterError: modle: not a parameter of this notebook (did you mean 'model'?); its parameters are " \
            "model, dtype, context_source" in proc.stderr + proc.stdout
@@ -523,10 +523,10 @@ def test_a_misspelled_selection_name_says_which_one_was_meant(loads):
 def _without_tokenizer(folder: Path, *keep: str) -> str:
     """A model folder with MiniLM's config and weights (links) but none of its tokenizer files (``keep``: files
     written empty-handed, e.g. a tokenizer_config.json that names no vocabulary)."""
-    from bias_utils.models.builtin_models import _BUILTIN_MODELS, _builtin_weights
+    from bias_utils.models.builtin_models import BUILTIN_MODELS, builtin_weights
 
     folder.mkdir()
-    weights = _builtin_weights(_BUILTIN_MODELS[MINILM])
+    weights = builtin_weights(BUILTIN_MODELS[MINILM])
     for name in ("config.json", "model.safetensors"):
         (folder / name).symlink_to(weights / name)
     for name in keep:
@@ -575,9 +575,9 @@ def test_the_kind_of_a_population_file_is_said_once_per_run(tmp_path):
     path = str(_write(tmp_path / "groups.json", json.dumps({"f": ["woman", "girl"], "m": ["man", "boy"]})))
     with pytest.warns(UserWarning) as said:
         v.check("04_profiles", model=MINILM, populations=[path], context_source="dictionary")
-        profiles._check_profile_run(MINILM, [path])
+        profiles.check_profile_run(MINILM, [path])
         profiles._resolve_populations([path])
-        populations._load_populations(path)
+        populations.load_populations(path)
     assert [str(w.message) for w in said if "does not state its kind" in str(w.message)] == [
         f"{path}: the file does not state its kind; no word is a capitalised single word, so they are read as nouns, "
         "after \"the\" (\"this is the woman\") (state it with a kind column, or {\"kind\": \"name\" or \"noun\", "

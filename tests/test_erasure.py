@@ -13,7 +13,7 @@ import torch
 from concept_erasure import LeaceFitter
 
 from bias_utils.core.errors import ParameterError
-from bias_utils.core.stats import _hedges_g, _rowwise_g
+from bias_utils.core.stats import hedges_g, rowwise_g
 from bias_utils.intrinsic_extrinsic import erasers, erasure, erasure_measures
 from bias_utils.models import hooks
 
@@ -38,12 +38,12 @@ def test_the_fitted_eraser_leaves_a_planted_concept_at_chance_and_a_random_subsp
     and a random subspace of the same rank leave it (probe far above chance)."""
     x, y = _planted(1000, 24, seed=7)
     x_fit, y_fit, x_new, y_new = x[:600], y[:600], x[600:], y[600:]
-    fit = erasers._fit_erasers(x_fit[:, None, :].repeat(2, axis=1), y_fit.astype(float), np.arange(600), seed=0)
+    fit = erasers.fit_erasers(x_fit[:, None, :].repeat(2, axis=1), y_fit.astype(float), np.arange(600), seed=0)
     assert fit.ranks[1] == 1
-    before = erasers._probe_accuracy(x_new, y_new)
-    after = erasers._probe_accuracy(_apply(fit.leace[1], x_new), y_new)
-    random = erasers._probe_accuracy(_apply(fit.random[1], x_new), y_new)
-    shuffled = erasers._probe_accuracy(_apply(fit.shuffled[1], x_new), y_new)
+    before = erasers.probe_accuracy(x_new, y_new)
+    after = erasers.probe_accuracy(_apply(fit.leace[1], x_new), y_new)
+    random = erasers.probe_accuracy(_apply(fit.random[1], x_new), y_new)
+    shuffled = erasers.probe_accuracy(_apply(fit.shuffled[1], x_new), y_new)
     assert before > 0.9
     assert abs(after - 0.5) < 0.08  # 400 points: a binomial SD of 0.025
     assert random > 0.85 and shuffled > 0.85
@@ -53,11 +53,11 @@ def test_the_probe_is_at_chance_without_a_concept_and_reads_a_clear_one():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((200, 50))
     y = np.repeat([0, 1], 100)
-    assert abs(erasers._probe_accuracy(x, y) - 0.5) < 0.12
+    assert abs(erasers.probe_accuracy(x, y) - 0.5) < 0.12
     x[:, 0] += 4 * y
-    assert erasers._probe_accuracy(x, y) > 0.95
+    assert erasers.probe_accuracy(x, y) > 0.95
     x[0] = np.nan
-    assert erasers._probe_accuracy(x[:1], y[:1]) != erasers._probe_accuracy(x[:1], y[:1])  # NaN: too few rows
+    assert erasers.probe_accuracy(x[:1], y[:1]) != erasers.probe_accuracy(x[:1], y[:1])  # NaN: too few rows
 
 
 def test_identity_and_random_erasers_and_the_rank():
@@ -75,26 +75,26 @@ def test_identity_and_random_erasers_and_the_rank():
 def test_the_vectorised_g_is_stats_hedges_g():
     rng = np.random.default_rng(1)
     a, b = rng.normal(0.3, 1, 50), rng.normal(0, 1.3, 47)
-    assert _rowwise_g(a[None], b[None])[0] == pytest.approx(_hedges_g(a, b)["effect_size"], rel=1e-12)
+    assert rowwise_g(a[None], b[None])[0] == pytest.approx(hedges_g(a, b)["effect_size"], rel=1e-12)
 
 
 def test_the_chosen_states_count_down_from_the_last():
-    assert erasure._chosen_states(30, 10) == [10, 20, 30]
-    assert erasure._chosen_states(30, 15) == [15, 30]
-    assert erasure._chosen_states(18, 10) == [8, 18]
-    assert erasure._chosen_states(4, 1) == [1, 2, 3, 4]
-    assert erasure._chosen_states(30, 100) == [30]
+    assert erasure.chosen_states(30, 10) == [10, 20, 30]
+    assert erasure.chosen_states(30, 15) == [15, 30]
+    assert erasure.chosen_states(18, 10) == [8, 18]
+    assert erasure.chosen_states(4, 1) == [1, 2, 3, 4]
+    assert erasure.chosen_states(30, 100) == [30]
 
 
 def test_held_out_names_alternate_by_rank():
-    fit, held = erasure_measures._split_names({"f": ["a", "b", "c", "d", "e"], "m": ["v", "w", "x", "y"]})
+    fit, held = erasure_measures.split_names({"f": ["a", "b", "c", "d", "e"], "m": ["v", "w", "x", "y"]})
     assert fit == {"f": ["a", "c", "e"], "m": ["v", "x"]} and held == {"f": ["b", "d"], "m": ["w", "y"]}
 
 
 def test_neutral_sentences_hold_no_gendered_word_and_are_drawn_by_the_seed():
-    first = erasure_measures._neutral_sentences(20, seed=0)
-    assert len(set(first)) == 20 and first == erasure_measures._neutral_sentences(20, seed=0)
-    assert first != erasure_measures._neutral_sentences(20, seed=1)
+    first = erasure_measures.neutral_sentences(20, seed=0)
+    assert len(set(first)) == 20 and first == erasure_measures.neutral_sentences(20, seed=0)
+    assert first != erasure_measures.neutral_sentences(20, seed=1)
     assert not any({"he", "his", "she", "her", "man", "woman"} & set(s.lower().split()) for s in first)
 
 
@@ -111,9 +111,10 @@ def _tradeoff_rows(changes: dict[str, tuple[float, float, float]]) -> pd.DataFra
 def test_the_best_trade_off_follows_the_rule_stated_in_advance():
     table = _tradeoff_rows({"10": (-0.2, 0.05, 1.0), "20": (-0.5, 0.08, 0.95), "30": (-0.7, 0.5, 1.0),
                             "all": (-0.9, 2.0, 0.5)})
-    assert erasure._best_layer(table) == "20"  # 30 falls more but costs more than the budget; all is not a state
+    # 30 falls more but costs more than the budget; all is not a state
+    assert erasure.best_tradeoff_layer(table) == "20"
     table = _tradeoff_rows({"10": (-0.2, 0.05, 0.8), "20": (-0.5, 0.3, 1.0)})
-    assert erasure._best_layer(table) is None
+    assert erasure.best_tradeoff_layer(table) is None
 
 
 def test_the_paired_interval_of_a_change_in_rho_covers_the_truth_at_its_level():
@@ -127,31 +128,31 @@ def test_the_paired_interval_of_a_change_in_rho_covers_the_truth_at_its_level():
         return share, share + rng.normal(0, 25, n), share + rng.normal(0, 60, n)
 
     big = sample(200_000)
-    rho = [erasure._rowwise_correlation("spearman", v[None], big[0][None])[0] for v in big[1:]]
+    rho = [erasure.rowwise_correlation("spearman", v[None], big[0][None])[0] for v in big[1:]]
     truth = rho[1] - rho[0]
     covered = 0
     for i in range(300):
         share, before, after = sample(60)
-        draws = erasure._resamples(60, 400, i)
-        boots = (erasure._rowwise_correlation("spearman", after[draws], share[draws])
-                 - erasure._rowwise_correlation("spearman", before[draws], share[draws]))
-        low, high = erasure._percentile_interval(boots, 0.95)
+        draws = erasure.resamples(60, 400, i)
+        boots = (erasure.rowwise_correlation("spearman", after[draws], share[draws])
+                 - erasure.rowwise_correlation("spearman", before[draws], share[draws]))
+        low, high = erasure.percentile_interval(boots, 0.95)
         covered += low <= truth <= high
     assert 0.90 <= covered / 300 <= 0.99
 
 
 def test_bad_parameters_are_refused_naming_them_before_a_model_loads():
     with pytest.raises(ParameterError, match="layer_step"):
-        erasure._check_erasure(MODEL, layer_step=0)
+        erasure.check_erasure(MODEL, layer_step=0)
     with pytest.raises(ParameterError, match="n_boot"):
-        erasure._check_erasure(MODEL, n_boot=1)
+        erasure.check_erasure(MODEL, n_boot=1)
     with pytest.raises(ParameterError, match="model"):
-        erasure._check_erasure("minilm-l6")
+        erasure.check_erasure("minilm-l6")
     with pytest.raises(ParameterError, match=r"^limit must be None or at least 10 .* got 9$"):
-        erasure._check_erasure(MODEL, limit=9)
+        erasure.check_erasure(MODEL, limit=9)
     with pytest.raises(ParameterError, match="^limit"):
-        erasure._check_erasure(MODEL, limit="12")
-    erasure._check_erasure(MODEL, limit=10)
+        erasure.check_erasure(MODEL, limit="12")
+    erasure.check_erasure(MODEL, limit=10)
 
 
 # --------------------------------------------------------------------------- with SmolLM2
@@ -170,7 +171,7 @@ def test_an_identity_eraser_on_every_layer_leaves_every_output_bit_identical(smo
     unhooked model's to the bit, and the model's id says it is erased only while the hooks are on."""
     from bias_utils.audit.next_word import next_word_table
     from bias_utils.models.embeddings import embed_words
-    from bias_utils.models.generation import _generate
+    from bias_utils.models.generation import generate
 
     nouns = ["nurse", "carpenter"]
     contexts, words = ["this is the nurse", "Mary is here"], ["nurse", "Mary"]
@@ -178,13 +179,13 @@ def test_an_identity_eraser_on_every_layer_leaves_every_output_bit_identical(smo
     identity = {h: erasers._identity_eraser(smollm.hidden_size) for h in range(1, smollm.n_layers + 1)}
     plain = (next_word_table(smollm, nouns, cache=False, progress=False).prompts,
              embed_words(smollm, contexts, words, cache=False, progress=False).values,
-             _generate(smollm, prompts, max_new_tokens=6, seed=0, cache=False, progress=False))
+             generate(smollm, prompts, max_new_tokens=6, seed=0, cache=False, progress=False))
     original = smollm.model_id
-    with hooks._erasing(smollm, identity, "identity") as hooked:
+    with hooks.erasing(smollm, identity, "identity") as hooked:
         assert hooked.model_id == f"{original}--erased-identity"
         erased = (next_word_table(hooked, nouns, cache=False, progress=False).prompts,
                   embed_words(hooked, contexts, words, cache=False, progress=False).values,
-                  _generate(hooked, prompts, max_new_tokens=6, seed=0, cache=False, progress=False))
+                  generate(hooked, prompts, max_new_tokens=6, seed=0, cache=False, progress=False))
     assert smollm.model_id == original
     pd.testing.assert_frame_equal(plain[0], erased[0], check_exact=True)
     assert np.array_equal(plain[1], erased[1])
@@ -199,24 +200,24 @@ def test_replaying_the_blocks_below_the_erased_state_equals_computing_them_to_th
     inputs = SimpleNamespace(occupations=["nurse", "carpenter", "pilot"], facts=["king", "queen"],
                              sentences=["The hospital opened a new wing last year.", "Bridges need inspections."])
     states = [15, smollm.n_layers]
-    with hooks._recording(smollm, states) as recorded:
-        plain = erasure_measures._writing_passes(smollm, inputs)
+    with hooks.recording(smollm, states) as recorded:
+        plain = erasure_measures.writing_passes(smollm, inputs)
     rng = np.random.default_rng(0)
     for state in states:
         eraser = {state: erasers._random_eraser(smollm.hidden_size, 2, rng)}
-        with hooks._erasing(smollm, eraser, "computed"):
-            computed = erasure_measures._writing_passes(smollm, inputs)
-        with hooks._erasing(smollm, eraser, "replayed"), hooks._replaying(smollm, state, recorded[state]):
-            replayed = erasure_measures._writing_passes(smollm, inputs)
+        with hooks.erasing(smollm, eraser, "computed"):
+            computed = erasure_measures.writing_passes(smollm, inputs)
+        with hooks.erasing(smollm, eraser, "replayed"), hooks.replaying(smollm, state, recorded[state]):
+            replayed = erasure_measures.writing_passes(smollm, inputs)
         pd.testing.assert_frame_equal(computed[0], replayed[0], check_exact=True)
         assert np.array_equal(computed[1], replayed[1])
         assert not np.array_equal(computed[1], plain[1])  # the erasure changed something to compare
     other = SimpleNamespace(occupations=["nurse"], facts=[], sentences=["A much longer sentence than before here."])
     with pytest.raises(RuntimeError, match="erasure replay at hidden state 15"), \
-            hooks._replaying(smollm, 15, recorded[15][:1]):
-        erasure_measures._writing_passes(smollm, other)
+            hooks.replaying(smollm, 15, recorded[15][:1]):
+        erasure_measures.writing_passes(smollm, other)
     assert all("forward" not in vars(m) for m in smollm.backbone().layers)
-    assert np.array_equal(erasure_measures._writing_passes(smollm, inputs)[1], plain[1])
+    assert np.array_equal(erasure_measures.writing_passes(smollm, inputs)[1], plain[1])
 
 
 @pytest.mark.slow
@@ -235,7 +236,7 @@ def test_the_hook_erases_the_very_state_the_book_reads(smollm):
     x[z == 1, :5] += 3
     fitted = LeaceFitter.fit(torch.from_numpy(x), torch.from_numpy(z)[:, None]).eraser
     for h in (12, smollm.n_layers):
-        with hooks._erasing(smollm, {h: fitted}, f"test-{h}"):
+        with hooks.erasing(smollm, {h: fitted}, f"test-{h}"):
             hooked = embed_words(smollm, contexts, words, cache=False, progress=False).values
         assert np.array_equal(hooked[:, :h], plain[:, :h])
         expected = fitted(torch.from_numpy(plain[:, h].astype(np.float64))).numpy()
@@ -248,11 +249,11 @@ def test_the_hook_erases_the_very_state_the_book_reads(smollm):
 def test_erasing_refuses_nesting_and_unknown_states(smollm):
     eye = {1: erasers._identity_eraser(smollm.hidden_size)}
     with pytest.raises(ParameterError, match="hidden states \\[0\\]"):
-        with hooks._erasing(smollm, {0: eye[1]}, "x"):
+        with hooks.erasing(smollm, {0: eye[1]}, "x"):
             pass
-    with hooks._erasing(smollm, eye, "outer"):
+    with hooks.erasing(smollm, eye, "outer"):
         with pytest.raises(ParameterError, match="already under an erasure"):
-            with hooks._erasing(smollm, eye, "inner"):
+            with hooks.erasing(smollm, eye, "inner"):
                 pass
     assert "--erased-" not in smollm.model_id
 
@@ -260,7 +261,7 @@ def test_erasing_refuses_nesting_and_unknown_states(smollm):
 @pytest.mark.slow
 def test_the_padded_batches_score_each_sentence_as_it_alone_is_scored(smollm):
     """The cross-entropy's batches, padded on the right, against one sentence per forward pass without padding."""
-    sentences = erasure_measures._neutral_sentences(5, seed=0) + ["A short one."]
+    sentences = erasure_measures.neutral_sentences(5, seed=0) + ["A short one."]
     found = erasure_measures._sentence_nll(smollm, sentences)
     with torch.inference_mode():
         for sentence, nll in zip(sentences, found):
@@ -284,25 +285,25 @@ def test_notebook_12_checks_its_parameters_before_a_model_loads():
 
 def test_the_fitted_erasers_are_stored_and_read_back_exactly_and_a_corrupt_file_is_refitted(tmp_path):
     x, y = _planted(300, 12, seed=2)
-    fit = erasers._fit_erasers(np.stack([x, 2 * x], axis=1), y.astype(float), np.arange(300), seed=0)
+    fit = erasers.fit_erasers(np.stack([x, 2 * x], axis=1), y.astype(float), np.arange(300), seed=0)
     path = tmp_path / "erasers.npz"
-    erasers._write_fit(path, fit)
-    back = erasers._read_fit(path, 1)
+    erasers.write_fit(path, fit)
+    back = erasers.read_fit(path, 1)
     probe = torch.from_numpy(x)
-    for kind in erasers._ERASURES:
+    for kind in erasers.ERASURES:
         assert torch.equal(getattr(back, kind)[1](probe), getattr(fit, kind)[1](probe))
     assert back.ranks == fit.ranks
-    assert erasers._read_fit(path, 2) is None  # a state the file does not hold: fit again
-    erasers._write_fit(path, fit)
+    assert erasers.read_fit(path, 2) is None  # a state the file does not hold: fit again
+    erasers.write_fit(path, fit)
     path.write_bytes(path.read_bytes()[:100])
-    assert erasers._read_fit(path, 1) is None
+    assert erasers.read_fit(path, 1) is None
 
 
-def _records(rng, states=(1, 2)) -> tuple[dict, erasure_measures._Inputs, np.ndarray]:
+def _records(rng, states=(1, 2)) -> tuple[dict, erasure_measures.Inputs, np.ndarray]:
     """Per-item values of every condition on small inputs: the unhooked model's, then each erasure's moved."""
     n_names, n_occ, n_pairs, n_sent = 20, 30, 6, 12
     shares = rng.uniform(0, 100, n_occ)
-    inputs = erasure_measures._Inputs(names=[f"n{i}" for i in range(n_names)],
+    inputs = erasure_measures.Inputs(names=[f"n{i}" for i in range(n_names)],
                                       name_labels=np.repeat([1, 0], n_names // 2),
                                       occupations=[f"o{i}" for i in range(n_occ)], shares=shares,
                                       facts=[f"f{i}" for i in range(2 * n_pairs)],
@@ -317,7 +318,7 @@ def _records(rng, states=(1, 2)) -> tuple[dict, erasure_measures._Inputs, np.nda
                 "nll": list(rng.uniform(20, 40, n_sent) * (1 + shift / 10))}
 
     records = {("none", "none"): record(0.0)}
-    for erasure_ in erasers._ERASURES:
+    for erasure_ in erasers.ERASURES:
         for layer in [str(s) for s in states] + ["all"]:
             records[(erasure_, layer)] = record(0.9 if erasure_ == "leace" and layer == "2" else 0.0)
     return records, inputs, rng.integers(10, 30, n_sent).astype(float)
@@ -337,7 +338,7 @@ def test_the_tradeoff_table_pairs_each_change_with_the_unhooked_model_and_reads_
     assert ce == pytest.approx(sum(records[("none", "none")]["nll"]) / tokens.sum())
     moved = table[(table["erasure"] == "leace") & (table["layer"] == "2")].set_index("measure")
     assert moved.at["log_ratio_rho", "ci_high"] < 0 and moved.at["cross_entropy", "change"] > 0
-    assert table.loc[table["best"], "layer"].unique().tolist() in ([], [erasure._best_layer(table)])
+    assert table.loc[table["best"], "layer"].unique().tolist() in ([], [erasure.best_tradeoff_layer(table)])
     result = erasure._Erasure(table, pd.DataFrame(columns=erasure._WORD_COLUMNS), "m", [1, 2])
     text = result.describe()
     assert "ρ = " in text and ("best trade-off" in text or "No single-state" in text)

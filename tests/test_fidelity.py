@@ -174,13 +174,13 @@ def test_default_profile_equals_independent_computation(model_name, seed_diction
     propagated from float32 (``_independent_profile``; the module docstring gives the measured shares); the
     companion: one sense of ability left out of its pole moves ability beyond it."""
     from bias_utils.models.loading import load_model
-    from bias_utils.profiles.dictionaries import _MIN_POLE_SIZE
-    from bias_utils.profiles.populations import _load_populations
+    from bias_utils.profiles.dictionaries import MIN_POLE_SIZE
+    from bias_utils.profiles.populations import load_populations
 
     # The fewest terms a pole may have (one sense each), the first eight names per group.
     dictionary = (seed_dictionary.drop_duplicates(["dimension", "direction", "term"])
-                  .groupby(["dimension", "direction"], sort=False).head(_MIN_POLE_SIZE).reset_index(drop=True))
-    names = {g: ws[:8] for g, ws in _load_populations("names").items()}
+                  .groupby(["dimension", "direction"], sort=False).head(MIN_POLE_SIZE).reset_index(drop=True))
+    names = {g: ws[:8] for g, ws in load_populations("names").items()}
     loaded = load_model(model_name)
 
     sp = space.build_space(loaded, dictionary)  # every default: generated contexts, 5 per sense

@@ -16,10 +16,10 @@ from statsmodels.stats.multitest import multipletests
 
 from bias_utils.core import criterion_validity as cv
 from bias_utils.core import data, paths
-from bias_utils.core.stats import _correlation_rows
+from bias_utils.core.stats import correlation_rows
 from bias_utils.profiles import gender_direction as gd
 from bias_utils.profiles import population_profiles as pr
-from bias_utils.profiles.populations import _load_populations, _occupation_shares, _population_kind
+from bias_utils.profiles.populations import load_populations, occupation_shares, population_kind
 
 
 def _tsv_rows() -> list[dict]:
@@ -33,12 +33,12 @@ def test_occupations_population_is_the_60_bls_nouns_split_at_half_women():
     assert len(rows) == 60
     female = [r["occupation"] for r in rows if float(r["bls_pct_female"]) >= 50]
     male = [r["occupation"] for r in rows if float(r["bls_pct_female"]) < 50]
-    groups = _load_populations("occupations")
+    groups = load_populations("occupations")
     assert groups == {"female-majority": female, "male-majority": male}
     assert (len(female), len(male)) == (31, 29)  # the counts chapter 04's method section states
     assert {"nurse", "secretary", "hairdresser"} <= set(female) and {"plumber", "engineer"} <= set(male)
-    assert _population_kind("occupations") == "noun"
-    shares = _occupation_shares()
+    assert population_kind("occupations") == "noun"
+    shares = occupation_shares()
     assert shares["occupation"].tolist() == [r["occupation"] for r in rows]
     assert shares["bls_pct_female"].tolist() == [float(r["bls_pct_female"]) for r in rows]
     assert set(shares["bls_year"]) == {2015, 2016}
@@ -146,7 +146,7 @@ def test_discriminant_row_separates_gender_from_warmth():
 
 def test_verdict_has_its_stated_false_positive_rate_and_power():
     """Simulation: 60 pairs from a bivariate normal, the rule on the interval ``validity_statistics`` reads
-    (``stats._correlation_rows``). With no association the direction is called supported in about 2.5% of 200
+    (``stats.correlation_rows``). With no association the direction is called supported in about 2.5% of 200
     samples (one side of a 95% interval); at the Spearman ρ that ``detectable_correlation`` names for 60 nouns, in
     about 80% of them."""
     rng = np.random.default_rng(17)
@@ -160,7 +160,7 @@ def test_verdict_has_its_stated_false_positive_rate_and_power():
         for i in range(runs):
             x = rng.standard_normal(n)
             y = r * x + np.sqrt(1 - r ** 2) * rng.standard_normal(n)
-            [rho] = [row for row in _correlation_rows(x, y, n_boot=200, seed=i) if row["test"] == "spearman"]
+            [rho] = [row for row in correlation_rows(x, y, n_boot=200, seed=i) if row["test"] == "spearman"]
             hits += cv._verdict(rho["ci_low"], n) == "supported"
         rate[rho_s] = hits / runs
     assert rate[0.0] <= 0.05, rate
@@ -191,7 +191,7 @@ def test_bls_correlations_equal_scipy_on_the_real_table(smollm, smollm_quick_bas
     assert check.verdict == ("supported" if rho["ci_low"] > 0 else "not shown")
     # independent: the position of one noun by hand, from the profiles' own embeddings of the same words (read from
     # the embedding cache the check wrote: the same float32 vectors), in float64 as the pipeline computes it
-    emb = pr._population_embeddings(smollm, {"terms": _load_populations("terms"), "o": {"o": ["nurse"]}},
+    emb = pr.population_embeddings(smollm, {"terms": load_populations("terms"), "o": {"o": ["nurse"]}},
                                    kind="noun")
     group = emb.words["group"].to_numpy()
     f, m = emb.values[group == "female"].astype(float).mean(0), emb.values[group == "male"].astype(float).mean(0)
@@ -240,8 +240,8 @@ def test_adding_occupations_leaves_the_other_populations_profiles_unchanged(smol
 
 def test_chapter_04_states_the_rule_the_code_applies():
     """The chapter's method section gives the verdict's threshold and the power as the code has them."""
-    cells = json.loads((paths._ROOT / "notebooks" / "04_profiles.ipynb").read_text(encoding="utf-8"))["cells"]
+    cells = json.loads((paths.ROOT / "notebooks" / "04_profiles.ipynb").read_text(encoding="utf-8"))["cells"]
     text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
     assert f"fewer than {gd._MIN_NOUNS} nouns could be embedded" in text
-    assert f"finds {int(gd._POWER * 100)}% of the time" in text
+    assert f"finds {int(gd.POWER * 100)}% of the time" in text
     assert "95% interval of Spearman's ρ between the position and the BLS share lies above 0" in text

@@ -29,9 +29,9 @@ from bias_utils.book import runs
 from bias_utils.core import lexicon, paths
 from bias_utils.models.decoding import lexicon_token_ids
 from bias_utils.models.endpoints import OpenAIEndpoint
-from bias_utils.models.generation import _generate
-from bias_utils.models.sampling import _nucleus, _row_seed, _sample_tokens, _ScreenedHead
-from bias_utils.models.serving import _llama_server
+from bias_utils.models.generation import generate
+from bias_utils.models.sampling import ScreenedHead, _nucleus, row_seed, sample_tokens
+from bias_utils.models.serving import llama_server
 
 MODEL = "smollm2-135m-instruct"
 
@@ -52,7 +52,7 @@ def smol():
 
 @pytest.fixture(scope="module")
 def server(smol):
-    with _llama_server(smol.gguf_path, n_parallel=4, ctx_per_slot=256) as srv:
+    with llama_server(smol.gguf_path, n_parallel=4, ctx_per_slot=256) as srv:
         yield srv
 
 
@@ -69,18 +69,18 @@ def backend(request, smol):
 
 def test_empty_prompt_is_an_error_naming_it():
     with pytest.raises(ValueError, match=r"empty prompt.*\['b'\]"):
-        _generate(MODEL, ["A nurse is", "  "], prompt_ids=["a", "b"], cache=False)
+        generate(MODEL, ["A nurse is", "  "], prompt_ids=["a", "b"], cache=False)
 
 
 def test_duplicate_ids_and_bad_parameters_are_errors():
     with pytest.raises(ValueError, match="unique"):
-        _generate(MODEL, ["x", "y"], prompt_ids=[1, 1], cache=False)
+        generate(MODEL, ["x", "y"], prompt_ids=[1, 1], cache=False)
     with pytest.raises(ValueError, match="top_p"):
-        _generate(MODEL, ["x"], top_p=0, cache=False)
+        generate(MODEL, ["x"], top_p=0, cache=False)
     with pytest.raises(ValueError, match="mode"):
         OpenAIEndpoint("http://127.0.0.1:1", mode="edit")
     with pytest.raises(ValueError, match="top_k"):
-        _generate(MODEL, ["x"], top_k=0, cache=False)
+        generate(MODEL, ["x"], top_k=0, cache=False)
 
 
 def test_default_sampling_is_the_audits_generate_call():
@@ -88,10 +88,10 @@ def test_default_sampling_is_the_audits_generate_call():
     from transformers import GenerationConfig
 
     assert GenerationConfig._get_default_generation_params()["top_k"] == 50
-    for fn in (_generate, bold.run_audit):
+    for fn in (generate, bold.run_audit):
         params = inspect.signature(fn).parameters
         assert (params["temperature"].default, params["top_p"].default, params["top_k"].default) == (0.7, 0.9, 50)
-    declared = runs._declared_parameters(paths._ROOT / "notebooks" / "06_bold_audit.ipynb")
+    declared = runs.declared_parameters(paths.ROOT / "notebooks" / "06_bold_audit.ipynb")
     assert (declared["temperature"], declared["top_p"], declared["top_k"]) == ("0.7", "0.9", "50")
 
 
@@ -135,7 +135,7 @@ def test_sampler_matches_direct_softmax_top_p(smol, bold_slice, temperature, top
     # empirical frequencies of many draws vs the exact renormalised nucleus probabilities
     gen = torch.Generator().manual_seed(0)
     batch = logits[None].expand(200, -1).contiguous()
-    draws = torch.cat([_sample_tokens(batch, torch.rand(200, generator=gen, dtype=torch.float64), temperature,
+    draws = torch.cat([sample_tokens(batch, torch.rand(200, generator=gen, dtype=torch.float64), temperature,
                                      top_p) for _ in range(25)])
     assert set(draws.tolist()) <= set(kept_ref.tolist())
     expected = p_ref[kept_ref] / p_ref[kept_ref].sum() * len(draws)
@@ -191,7 +191,7 @@ def test_top_k_sampler_matches_float64_and_transformers(smol, bold_slice, temper
 
     gen = torch.Generator().manual_seed(0)
     batch = logits[None].expand(64, -1).contiguous()
-    draws = _sample_tokens(batch, torch.rand(64, generator=gen, dtype=torch.float64), temperature, top_p, top_k)
+    draws = sample_tokens(batch, torch.rand(64, generator=gen, dtype=torch.float64), temperature, top_p, top_k)
     assert set(draws.tolist()) <= set(kept_ref.tolist())
 
 
@@ -242,9 +242,9 @@ def test_widening_path_is_exercised(smol, bold_slice):
 def test_same_seed_identical_different_seed_differs(backend, bold_slice):
     prompts, ids = bold_slice
     kw = dict(prompt_ids=ids[:4], n_samples=2, max_new_tokens=12, cache=False, progress=False)
-    a = _generate(backend, prompts[:4], seed=3, **kw)
-    b = _generate(backend, prompts[:4], seed=3, **kw)
-    c = _generate(backend, prompts[:4], seed=4, **kw)
+    a = generate(backend, prompts[:4], seed=3, **kw)
+    b = generate(backend, prompts[:4], seed=3, **kw)
+    c = generate(backend, prompts[:4], seed=4, **kw)
     assert list(a.columns) == ["prompt_id", "sample", "prompt", "completion", "n_tokens", "finish_reason",
                                "expected_male", "expected_female"]
     # a server returns no sampling distribution, so no expected counts
@@ -261,7 +261,7 @@ def test_same_seed_identical_different_seed_differs(backend, bold_slice):
 @pytest.mark.slow
 def test_length_finish_counts_tokens(backend, bold_slice):
     prompts, ids = bold_slice
-    df = _generate(backend, prompts[:3], prompt_ids=ids[:3], max_new_tokens=8, temperature=0.7, seed=1, cache=False,
+    df = generate(backend, prompts[:3], prompt_ids=ids[:3], max_new_tokens=8, temperature=0.7, seed=1, cache=False,
                   progress=False)
     long = df[df["finish_reason"] == "length"]
     assert len(long) >= 2
@@ -271,7 +271,7 @@ def test_length_finish_counts_tokens(backend, bold_slice):
 
 @pytest.mark.slow
 def test_chat_short_answer_stops_without_template_tokens(backend):
-    df = _generate(backend, ["Answer with one word: what colour is snow?"], chat=True, max_new_tokens=40,
+    df = generate(backend, ["Answer with one word: what colour is snow?"], chat=True, max_new_tokens=40,
                   temperature=0, cache=False, progress=False)
     row = df.iloc[0]
     assert row["finish_reason"] == "stop" and 0 < row["n_tokens"] < 40
@@ -282,22 +282,22 @@ def test_chat_short_answer_stops_without_template_tokens(backend):
 def test_cache_resume_and_parameter_keys(backend, bold_slice, tmp_path):
     prompts, ids = bold_slice
     kw = dict(prompt_ids=ids[:4], n_samples=2, max_new_tokens=8, seed=5, cache=tmp_path, progress=False)
-    full = _generate(backend, prompts[:4], **kw)
+    full = generate(backend, prompts[:4], **kw)
     (rows_file,) = tmp_path.glob("*/rows.jsonl")
     lines = rows_file.read_text().splitlines(keepends=True)
     assert len(lines) == 8
     # a run that died after three rows, in the middle of writing the fourth
     rows_file.write_text("".join(lines[:3]) + lines[3][:20])
-    resumed = _generate(backend, prompts[:4], **kw)
+    resumed = generate(backend, prompts[:4], **kw)
     pd.testing.assert_frame_equal(resumed, full)
     keys = [json.loads(line)["row_key"] for line in rows_file.read_text().splitlines()]
     assert len(keys) == 8 == len(set(keys))
     # another parameter → another cache entry, not a reuse
-    _generate(backend, prompts[:1], prompt_ids=ids[:1], max_new_tokens=8, seed=5, top_p=0.8, cache=tmp_path,
+    generate(backend, prompts[:1], prompt_ids=ids[:1], max_new_tokens=8, seed=5, top_p=0.8, cache=tmp_path,
              progress=False)
     assert len(list(tmp_path.glob("*/rows.jsonl"))) == 2
     # top_k=None is another key too; its key carries no top_k, like caches written before top-k existed
-    _generate(backend, prompts[:1], prompt_ids=ids[:1], max_new_tokens=8, seed=5, top_k=None, cache=tmp_path,
+    generate(backend, prompts[:1], prompt_ids=ids[:1], max_new_tokens=8, seed=5, top_k=None, cache=tmp_path,
              progress=False)
     metas = [json.loads(m.read_text()) for m in tmp_path.glob("*/meta.json")]
     assert len(metas) == 3
@@ -311,7 +311,7 @@ def test_cache_resume_and_parameter_keys(backend, bold_slice, tmp_path):
 def test_greedy_batched_matches_model_generate(smol, bold_slice):
     """Left padding, positions, KV cache and prompt stripping: greedy output equals HF generate per prompt."""
     prompts, ids = bold_slice
-    ours = _generate(smol, prompts[:4], prompt_ids=ids[:4], max_new_tokens=10, temperature=0, batch_size=4,
+    ours = generate(smol, prompts[:4], prompt_ids=ids[:4], max_new_tokens=10, temperature=0, batch_size=4,
                     cache=False, progress=False)
     tok = smol.tokenizer
     for prompt, (_, row) in zip(prompts[:4], ours.iterrows()):
@@ -328,7 +328,7 @@ def test_greedy_batched_matches_model_generate(smol, bold_slice):
 @pytest.mark.slow
 def test_chat_template_is_applied_like_model_generate(smol):
     question = "Name one profession."
-    ours = _generate(smol, [question], chat=True, max_new_tokens=12, temperature=0, cache=False, progress=False)
+    ours = generate(smol, [question], chat=True, max_new_tokens=12, temperature=0, cache=False, progress=False)
     enc = smol.tokenizer.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True,
                                              return_tensors="pt", return_dict=True)
     out = smol.model.generate(**enc, do_sample=False, max_new_tokens=12, pad_token_id=smol.tokenizer.pad_token_id)
@@ -340,7 +340,7 @@ def test_chat_template_is_applied_like_model_generate(smol):
 def test_chat_without_template_is_an_error(smol):
     base = dataclasses.replace(smol, has_chat_template=False)
     with pytest.raises(ValueError, match="no chat template"):
-        _generate(base, ["A nurse is"], chat=True, cache=False)
+        generate(base, ["A nurse is"], chat=True, cache=False)
 
 
 @pytest.mark.slow
@@ -349,8 +349,8 @@ def test_batch_size_reproducibility(smol, bold_slice):
     logits differs with the batch shape: completions mostly agree (>= 80 %), which is all the docs promise."""
     prompts, ids = bold_slice
     kw = dict(prompt_ids=ids[:6], max_new_tokens=16, seed=11, cache=False, progress=False)
-    one = _generate(smol, prompts[:6], batch_size=1, **kw)
-    six = _generate(smol, prompts[:6], batch_size=6, **kw)
+    one = generate(smol, prompts[:6], batch_size=1, **kw)
+    six = generate(smol, prompts[:6], batch_size=6, **kw)
     assert (one["completion"] == six["completion"]).mean() >= 0.8
 
 
@@ -358,10 +358,10 @@ def test_batch_size_reproducibility(smol, bold_slice):
 
 _CHILD = """
 import json, sys
-from bias_utils.models.generation import _generate
+from bias_utils.models.generation import generate
 from bias_utils.models.loading import load_model
 prompts, ids = json.loads(sys.argv[1])
-_generate(load_model(sys.argv[2]), prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2,
+generate(load_model(sys.argv[2]), prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2,
           cache=sys.argv[3], progress=False)
 """
 
@@ -371,7 +371,7 @@ def _child_mid_run(tmp_path):
     still runs): ``(child, prompts, ids)``."""
     df = load_profession_prompts().iloc[::613].head(16)
     prompts, ids = df["prompt"].tolist(), df["prompt_id"].tolist()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(paths._ROOT)}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(paths.ROOT)}
     child = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps([prompts, ids]), MODEL, str(tmp_path)],
                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 600
@@ -393,11 +393,11 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(smol, tmp_path):
     before = len(rows_file.read_text().splitlines())
     assert 2 <= before < 16
 
-    resumed = _generate(smol, prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2, cache=tmp_path,
+    resumed = generate(smol, prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2, cache=tmp_path,
                        progress=False)
     records = [json.loads(line) for line in rows_file.read_text().splitlines()]
     assert sorted((r["prompt_id"], r["sample"]) for r in records) == sorted((i, 0) for i in ids)
-    uninterrupted = _generate(smol, prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2, cache=False,
+    uninterrupted = generate(smol, prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2, cache=False,
                              progress=False)
     pd.testing.assert_frame_equal(resumed, uninterrupted)
 
@@ -414,7 +414,7 @@ def smol_hidden(smol, bold_slice):
 @pytest.mark.slow
 def test_screen_bound_covers_the_bfloat16_error_on_every_token(smol, smol_hidden):
     """ScreenedHead's worst-case bound holds for all 49,152 tokens at every real hidden state (float64 reference)."""
-    screen = _ScreenedHead.for_model(smol.model)
+    screen = ScreenedHead.for_model(smol.model)
     h = smol_hidden
     exact = h.double().numpy() @ screen.weight.double().numpy().T
     approx = (h.to(torch.bfloat16) @ screen.low.T).double().numpy()
@@ -428,14 +428,14 @@ def test_screen_bound_covers_the_bfloat16_error_on_every_token(smol, smol_hidden
 def test_screened_sampling_draws_what_full_logits_draw(smol, smol_hidden):
     """Every stage (narrow candidates, wider ones, the full float32 fallback) gives sample_tokens' draw."""
     weight = smol.model.get_output_embeddings().weight.detach()
-    screen = _ScreenedHead(weight, widths=(100, 200))  # on these states: 8, 62 and 3 rows per stage
+    screen = ScreenedHead(weight, widths=(100, 200))  # on these states: 8, 62 and 3 rows per stage
     h = smol_hidden
     gen = torch.Generator().manual_seed(1)
     with torch.inference_mode():
         full = h @ weight.T
         for temperature, top_p in [(0.7, 0.9), (1.6, 0.95)]:
             u = torch.rand(h.shape[0], generator=gen, dtype=torch.float64)
-            expected = _sample_tokens(full, u, temperature, top_p, 50)
+            expected = sample_tokens(full, u, temperature, top_p, 50)
             assert torch.equal(screen.sample(h, u, temperature, top_p, 50), expected)
     assert min(screen.rows_by_stage.values()) > 0
 
@@ -444,13 +444,13 @@ def test_screened_sampling_draws_what_full_logits_draw(smol, smol_hidden):
 def test_screen_keeps_completions_and_is_in_the_cache_key(smol, bold_slice, tmp_path):
     prompts, ids = bold_slice
     kw = dict(prompt_ids=ids, seed=3, max_new_tokens=24, progress=False, cache=tmp_path)
-    screened = _generate(smol, prompts, screen=True, **kw)
-    plain = _generate(smol, prompts, screen=False, **kw)
+    screened = generate(smol, prompts, screen=True, **kw)
+    plain = generate(smol, prompts, screen=False, **kw)
     assert screened["completion"].tolist() == plain["completion"].tolist()
     # two keys (speed.json aside): a screened cache is never read as an unscreened one
     assert len([p for p in tmp_path.iterdir() if p.is_dir()]) == 2
     with pytest.raises(ValueError, match="screen"):
-        _generate(smol, prompts, screen="yes", **kw)
+        generate(smol, prompts, screen="yes", **kw)
 
 
 # --------------------------------------------------------------------------- expected counts (issue 21)
@@ -511,7 +511,7 @@ def test_expected_mass_is_the_probability_of_the_sampled_distribution(smol, smol
     """The mass equals the lexicon's probability under transformers' own warpers (full head and ScreenedHead)."""
     groups = _lexicon_groups(smol)
     weight = smol.model.get_output_embeddings().weight.detach()
-    screen = _ScreenedHead(weight, widths=(100, 200))
+    screen = ScreenedHead(weight, widths=(100, 200))
     prompts = load_profession_prompts().set_index("prompt_id").loc[GENDERED_PROMPTS[:4], "prompt"]
     with torch.inference_mode():
         gendered = [smol.model.base_model(**smol.tokenizer(p, return_tensors="pt")).last_hidden_state[0]
@@ -523,8 +523,8 @@ def test_expected_mass_is_the_probability_of_the_sampled_distribution(smol, smol
         full = h @ weight.T
         for temperature, top_p, top_k in [(0.7, 0.9, 50), (1.6, 0.95, 50), (1.0, 1.0, None)]:
             u = torch.rand(h.shape[0], generator=gen, dtype=torch.float64)
-            tokens, mass = _sample_tokens(full, u, temperature, top_p, top_k, groups=groups)
-            assert torch.equal(tokens, _sample_tokens(full, u, temperature, top_p, top_k))  # the draw is unchanged
+            tokens, mass = sample_tokens(full, u, temperature, top_p, top_k, groups=groups)
+            assert torch.equal(tokens, sample_tokens(full, u, temperature, top_p, top_k))  # the draw is unchanged
             warped = full.clone()
             from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
@@ -540,7 +540,7 @@ def test_expected_mass_is_the_probability_of_the_sampled_distribution(smol, smol
                 assert torch.equal(s_tokens, tokens)
                 np.testing.assert_allclose(s_mass.numpy(), mass.numpy(), rtol=1e-5, atol=1e-9)
         assert largest > 0.05  # some real states put real mass on the lexicon, so the check has teeth
-        greedy, g_mass = _sample_tokens(full, None, 0, 1.0, None, groups=groups)
+        greedy, g_mass = sample_tokens(full, None, 0, 1.0, None, groups=groups)
         assert torch.equal(g_mass, groups[:, greedy].T.double())
     assert min(screen.rows_by_stage.values()) > 0
 
@@ -557,7 +557,7 @@ def test_expected_counts_agree_with_sampled_counts(smol):
     counts where a lexicon token starts a longer word ("He" + "phaestus"); chapter 06 shows both totals.
     """
     # the decode loop: generate keeps no token ids
-    from bias_utils.models.decoding import _decode_batch, _stop_ids, _token_tables
+    from bias_utils.models.decoding import _decode_batch, _stop_ids, token_tables
 
     prompts = load_profession_prompts().set_index("prompt_id").loc[GENDERED_PROMPTS, "prompt"]
     rows = [(pid, s) for pid in GENDERED_PROMPTS for s in range(16)]
@@ -572,7 +572,7 @@ def test_expected_counts_agree_with_sampled_counts(smol):
         groups[g, sorted(spaced[name])] = True
         groups[2 + g, sorted(bare[name])] = True
     uniforms = torch.stack([torch.rand(64, dtype=torch.float64, generator=torch.Generator().manual_seed(
-        _row_seed(1, pid, s))) for pid, s in rows])
+        row_seed(1, pid, s))) for pid, s in rows])
     encoded = [smol.tokenizer(prompts[pid])["input_ids"] for pid, _ in rows]
 
     def count(prompt: list[int], ids: list[int], name: str) -> int:
@@ -586,7 +586,7 @@ def test_expected_counts_agree_with_sampled_counts(smol):
         return n
 
     expected, sampled = np.zeros(2), np.zeros(2)
-    stop, tables = torch.tensor(sorted(_stop_ids(smol))), _token_tables(smol.tokenizer, groups.shape[1])
+    stop, tables = torch.tensor(sorted(_stop_ids(smol))), token_tables(smol.tokenizer, groups.shape[1])
     for b in range(0, len(rows), 64):
         new, _, mass, _ = _decode_batch(smol, encoded[b:b + 64], uniforms[b:b + 64], stop, 0.7, 0.9, 50,
                                         groups=groups, tables=tables)
@@ -602,15 +602,15 @@ def test_expected_counts_agree_with_sampled_counts(smol):
 @pytest.mark.slow
 def test_a_second_run_on_the_same_rows_waits_for_the_first_and_computes_nothing(smol, tmp_path, capfd):
     """While one process is filling the cache for these prompts, a second ``generate`` on the same rows waits
-    for its lock (cache._file_lock, per request) and then reads the rows: each is stored once."""
+    for its lock (cache.file_lock, per request) and then reads the rows: each is stored once."""
     child, prompts, ids = _child_mid_run(tmp_path)
-    second = _generate(smol, prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2, cache=tmp_path,
+    second = generate(smol, prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2, cache=tmp_path,
                       progress=False)
     assert child.wait() == 0
     assert "waiting for another run" in capfd.readouterr().err
     (rows_file,) = tmp_path.glob("*/rows.jsonl")
     keys = [json.loads(line)["row_key"] for line in rows_file.read_text().splitlines()]
     assert len(keys) == len(set(keys)) == 16
-    again = _generate(smol, prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2, cache=tmp_path,
+    again = generate(smol, prompts, prompt_ids=ids, max_new_tokens=16, seed=7, batch_size=2, cache=tmp_path,
                      progress=False)
     pd.testing.assert_frame_equal(second, again)

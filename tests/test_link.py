@@ -15,9 +15,9 @@ from bias_utils.audit import bold, occupation_units, replication
 from bias_utils.core import mixed, precision, stats
 from bias_utils.core.errors import ParameterError
 from bias_utils.intrinsic_extrinsic import bold_link, link
-from bias_utils.profiles.gender_direction import _gender_position
-from bias_utils.profiles.population_profiles import _population_embeddings
-from bias_utils.profiles.populations import _load_populations, _occupation_shares
+from bias_utils.profiles.gender_direction import gender_position
+from bias_utils.profiles.population_profiles import population_embeddings
+from bias_utils.profiles.populations import load_populations, occupation_shares
 from bias_utils.report import rendering
 
 
@@ -45,10 +45,10 @@ def test_correction_must_be_a_positive_number(bad):
 
 
 def test_occupation_noun_reads_the_bold_key_as_a_common_noun():
-    assert bold_link._occupation_noun("Registered_Nurse") == "registered nurse"
-    assert bold_link._occupation_noun("Tool_and_die_maker") == "tool and die maker"
-    assert bold_link._occupation_noun("registered nurse") == "registered nurse"  # a unit's name is a noun already
-    assert bold_link._occupation_noun("nurse (Nurse_x)") == "nurse"  # a second unit of one noun is told by its key
+    assert bold_link.occupation_noun("Registered_Nurse") == "registered nurse"
+    assert bold_link.occupation_noun("Tool_and_die_maker") == "tool and die maker"
+    assert bold_link.occupation_noun("registered nurse") == "registered nurse"  # a unit's name is a noun already
+    assert bold_link.occupation_noun("nurse (Nurse_x)") == "nurse"  # a second unit of one noun is told by its key
 
 
 def test_extrinsic_log_odds_from_sampled_counts(metrics):
@@ -68,7 +68,7 @@ def test_extrinsic_log_odds_from_sampled_counts(metrics):
 def test_link_chart_carries_alt_text_a_caption_and_the_display_name(metrics):
     table = bold_link._extrinsic_table(metrics)
     # any intrinsic value will do for the chart's text: the occupation's share of the audit's gendered words
-    table = table.assign(noun=table["occupation"].map(bold_link._occupation_noun),
+    table = table.assign(noun=table["occupation"].map(bold_link.occupation_noun),
                          gender_position=table["female_words"] / (table["female_words"] + table["male_words"] + 1))
     spec = link.link_chart(table, title="smollm2-135m-instruct--b179c9523d0e--fp32: inside against writing").to_dict()
     assert spec["title"] == "smollm2-135m-instruct: inside against writing"
@@ -95,11 +95,11 @@ def test_link_chart_caption_says_where_the_points_lie_against_the_terms_means(me
     ends from the data; positions around the midpoint get no such sentence."""
     table = bold_link._extrinsic_table(metrics)
     share = table["female_words"] / (table["female_words"] + table["male_words"] + 1)
-    table = table.assign(noun=table["occupation"].map(bold_link._occupation_noun), gender_position=share - 3.35)
+    table = table.assign(noun=table["occupation"].map(bold_link.occupation_noun), gender_position=share - 3.35)
     _, caption = rendering._figure_text(link.link_chart(table).to_dict())
     low, high = table.loc[table["gender_position"].idxmin()], table.loc[table["gender_position"].idxmax()]
-    ends = (f"run from {precision._number_text(low.gender_position)} ({low.noun}) to "
-            f"{precision._number_text(high.gender_position)} ({high.noun})")
+    ends = (f"run from {precision.number_text(low.gender_position)} ({low.noun}) to "
+            f"{precision.number_text(high.gender_position)} ({high.noun})")
     assert ends in caption and "all beyond the male terms' mean (−0.5)" in caption
     assert "no neutral point for occupation nouns" in caption
     _, centred = rendering._figure_text(link.link_chart(table.assign(gender_position=share - 0.5)).to_dict())
@@ -122,11 +122,11 @@ def test_extrinsic_uses_expected_counts_only_when_every_completion_has_them(metr
 
 @pytest.mark.slow
 def test_gender_position_puts_the_gendered_terms_at_plus_and_minus_half(smollm):
-    terms = _load_populations("terms")
-    emb = _population_embeddings(smollm, {"terms": terms, "occupations": {"o": ["nurse", "welder"]}}, kind="noun")
+    terms = load_populations("terms")
+    emb = population_embeddings(smollm, {"terms": terms, "occupations": {"o": ["nurse", "welder"]}}, kind="noun")
     groups = emb.words["group"].to_numpy()
     female, male, occ = emb.values[groups == "female"], emb.values[groups == "male"], emb.values[groups == "o"]
-    pos = _gender_position(emb.values, female, male)
+    pos = gender_position(emb.values, female, male)
     assert pos[groups == "female"].mean(axis=0) == pytest.approx(np.full(pos.shape[1], 0.5), abs=1e-6)
     assert pos[groups == "male"].mean(axis=0) == pytest.approx(np.full(pos.shape[1], -0.5), abs=1e-6)
     # independent: per layer, the scalar projection on the unit direction, over the distance of the means
@@ -140,11 +140,11 @@ def test_gender_position_puts_the_gendered_terms_at_plus_and_minus_half(smollm):
 @pytest.mark.slow
 def test_link_statistics_agree_with_scipy_statsmodels_and_the_mixed_model_on_real_data(linked):
     table, stats_ = linked.occupations, linked.statistics
-    units = occupation_units._unit_table("audit")
+    units = occupation_units.unit_table("audit")
     assert len(table) == units.loc[units["primary"], "unit"].nunique() and table["group"].nunique() == 2
     assert linked.skipped.empty
     assert list(table.columns) == bold_link._OCCUPATION_COLUMNS
-    assert set(table["occupation"]) <= set(occupation_units._unit_table("audit")["unit"])  # units, not BOLD keys
+    assert set(table["occupation"]) <= set(occupation_units.unit_table("audit")["unit"])  # units, not BOLD keys
     pooled = stats_[stats_["group"] == ""].set_index(["intrinsic", "test"])
     for measure in bold_link._INTRINSIC_MEASURES:
         x, y = table[measure], table["log_odds"]
@@ -167,7 +167,7 @@ def test_link_statistics_agree_with_scipy_statsmodels_and_the_mixed_model_on_rea
             assert got["se"] == pytest.approx(fit.bse["z"], rel=1e-8)
             assert (got["ci_low"], got["ci_high"]) == pytest.approx(tuple(fit.conf_int().loc["z"]), rel=1e-8)
         # the mixed model without fixed effects, fitted here on the counts directly
-        direct = mixed._fit_mixed_logit(table["female_count"], table["male_count"],
+        direct = mixed.fit_mixed_logit(table["female_count"], table["male_count"],
                                        pd.DataFrame({"intercept": 1.0, "z": frame["z"].to_numpy()}))
         got = pooled.loc[(measure, "mixed_logit")]
         assert got["effect_size"] == pytest.approx(direct.coef["z"], rel=1e-6)
@@ -201,7 +201,7 @@ def test_link_statistics_agree_with_scipy_statsmodels_and_the_mixed_model_on_rea
         assert (row["n"], row["n_occupations"], row["n_sampled"]) == (counted, len(table), sampled)
     assert (f"n = {counted} of the {len(table)} occupations, those whose sampled word counts are above 0"
             in sentence)
-    assert link._counted_units(primary) == f"BOLD primary units with a count above 0 ({counted} of {len(table)})"
+    assert link.counted_units(primary) == f"BOLD primary units with a count above 0 ({counted} of {len(table)})"
     constant = [g for g, t in table.groupby("group") if t["log_odds"].nunique() == 1]
     assert sentence.count("is not defined among the") == len(constant)
     shown = bold_link.describe_link(stats_, "smollm2-135m-instruct--b179c9523d0e--fp32")
@@ -274,7 +274,7 @@ def test_bootstrap_interval_covers_a_known_correlation():
     rho, spearman = 0.4, 6 / np.pi * np.arcsin(0.4 / 2)
     hits = {"pearson": 0, "spearman": 0}
     for i in range(100):
-        for row in stats._correlation_rows(*_bivariate(rng, 80, rho), n_boot=200, seed=i):
+        for row in stats.correlation_rows(*_bivariate(rng, 80, rho), n_boot=200, seed=i):
             truth = rho if row["test"] == "pearson" else spearman
             hits[row["test"]] += row["ci_low"] <= truth <= row["ci_high"]
     assert 85 <= hits["pearson"] <= 100 and 85 <= hits["spearman"] <= 100, hits
@@ -285,7 +285,7 @@ def test_bootstrap_interval_rarely_excludes_zero_under_independence():
     rng = np.random.default_rng(11)
     false = {"pearson": 0, "spearman": 0}
     for i in range(100):
-        for row in stats._correlation_rows(*_bivariate(rng, 80, 0.0), n_boot=200, seed=i):
+        for row in stats.correlation_rows(*_bivariate(rng, 80, 0.0), n_boot=200, seed=i):
             false[row["test"]] += not row["ci_low"] <= 0 <= row["ci_high"]
     assert false["pearson"] <= 12 and false["spearman"] <= 12, false
 
@@ -308,7 +308,7 @@ def _shaped(rng, replicates: int, inside: float = 0.45, writing: float = 1.1) ->
     """Data shaped like the primary analysis: the 60 real BLS shares; an inside measure and a writing measure that
     each follow the (standardised) share, with independent noise, so the inside carries nothing beyond the share.
     ``inside`` 0.45 gives a Spearman ρ of about 0.4 with the share (SmolLM2's direction), ``writing`` 1.1 about 0.7."""
-    share = _occupation_shares()["bls_pct_female"].to_numpy(float)
+    share = occupation_shares()["bls_pct_female"].to_numpy(float)
     z = (share - share.mean()) / share.std()
     return (inside * z + rng.standard_normal((replicates, len(z))),
             writing * z + rng.standard_normal((replicates, len(z))))
@@ -319,21 +319,21 @@ def test_partial_association_beyond_the_share_is_calibrated():
     (4,000 replicates; both partial tests) falls below 0.05 in 0.05 ± 0.015 of them (± 4.4 standard errors), and the
     interval the chapter reads (the partial Spearman ρ's occupation bootstrap: 300 replicates × 300 resamples)
     excludes 0 in 0.05 ± 0.04 of them. Vectorised over replicates with the functions the row is computed by
-    (``stats._rowwise_partial``, ``stats._partial_p``, ``stats._resamples``); the marginal association the two share
+    (``stats._rowwise_partial``, ``stats._partial_p``, ``stats.resamples``); the marginal association the two share
     through the share is large, so a plain correlation would be a false positive almost always."""
     rng = np.random.default_rng(38)
-    share = _occupation_shares()["bls_pct_female"].to_numpy(float)
+    share = occupation_shares()["bls_pct_female"].to_numpy(float)
     n = len(share)
     inside, writing = _shaped(rng, 4000)
     controls = np.broadcast_to(share[None, :, None], (4000, n, 1))
     for method in ("pearson", "spearman"):
         p = stats._partial_p(stats._rowwise_partial(method, inside, writing, controls), n, 1)
         assert abs((p < 0.05).mean() - 0.05) <= 0.015, (method, (p < 0.05).mean())
-    plain = stats._rowwise_correlation("spearman", inside[:300], writing[:300])
+    plain = stats.rowwise_correlation("spearman", inside[:300], writing[:300])
     assert np.median(plain) > 0.2  # the confounded association the partial row must not read as a link
     replicates, n_boot = 300, 300
     inside, writing = inside[:replicates], writing[:replicates]
-    draws = stats._resamples(n, n_boot, seed=0)
+    draws = stats.resamples(n, n_boot, seed=0)
     boots = stats._rowwise_partial("spearman", inside[:, draws].reshape(-1, n), writing[:, draws].reshape(-1, n),
                                    np.broadcast_to(share[draws][None, ..., None], (replicates, n_boot, n, 1))
                                    .reshape(-1, n, 1)).reshape(replicates, n_boot)
@@ -342,9 +342,9 @@ def test_partial_association_beyond_the_share_is_calibrated():
 
 
 def _next_word_inputs(rng, n=60, units=20):
-    share = _occupation_shares()["bls_pct_female"].to_numpy(float)
+    share = occupation_shares()["bls_pct_female"].to_numpy(float)
     position = share / 50 + rng.standard_normal(n)
-    values = pd.DataFrame({"occupation": _occupation_shares()["occupation"], "group": "g", "bls_pct_female": share,
+    values = pd.DataFrame({"occupation": occupation_shares()["occupation"], "group": "g", "bls_pct_female": share,
                            "gender_position": position})
     unit_nouns = [f"unit {i}" for i in range(units)]
     unit_table = pd.DataFrame({"occupation": [f"Unit_{i}" for i in range(units)], "noun": unit_nouns, "group": "h",
@@ -360,13 +360,13 @@ def test_next_word_link_rows_equal_scipy_and_pingouin_and_carry_the_bold_row():
     rng = np.random.default_rng(3)
     values, exact, units = _next_word_inputs(rng)
     exact = exact.drop(index=4)  # a noun without the measure is left out of its rows
-    bold = pd.DataFrame([{c: np.nan for c in stats._STAT_COLUMNS} | {
-        "test": bold_link._PRIMARY["test"], "intrinsic": "gender_position", "effect": "log_odds_slope",
+    bold = pd.DataFrame([{c: np.nan for c in stats.STAT_COLUMNS} | {
+        "test": bold_link.PRIMARY["test"], "intrinsic": "gender_position", "effect": "log_odds_slope",
         "effect_size": 0.6, "ci_low": -0.64, "ci_high": 2.01, "p": 0.32, "n": 33, "extrinsic_measure": "expected",
         "note": ""}])
     result = link.next_word_link(values, exact, units, bold, direction_verdict="supported", n_boot=300, seed=2)
     st_ = result.statistics.set_index(["analysis", "test"])
-    assert list(result.statistics.columns) == stats._STAT_COLUMNS + link._NEXT_WORD_LINK_COLUMNS
+    assert list(result.statistics.columns) == stats.STAT_COLUMNS + link._NEXT_WORD_LINK_COLUMNS
     assert result.statistics["primary"].sum() == 1 and st_.loc[("primary", "spearman"), "primary"]
     bls = values.merge(exact.rename(columns={"occupation": "noun"}), left_on="occupation", right_on="noun")
     rho, p = st.spearmanr(bls["gender_position"], bls["log_ratio"])
@@ -377,7 +377,7 @@ def test_next_word_link_rows_equal_scipy_and_pingouin_and_carry_the_bold_row():
     assert beyond["controls"] == "bls_pct_female" and beyond["df"] == 56
     rho_u, _ = st.spearmanr(units["gender_position"], exact["log_ratio"].iloc[-20:])
     assert st_.loc[("BOLD primary units", "spearman"), "effect_size"] == pytest.approx(rho_u)
-    row = st_.loc[("BOLD link", bold_link._PRIMARY["test"])]
+    row = st_.loc[("BOLD link", bold_link.PRIMARY["test"])]
     assert (row["role"], row["units"], row["effect_size"], row["n"]) == ("robustness", "BOLD primary units", 0.6, 33)
     assert "sampled BOLD completions" in row["extrinsic_measure"]
     assert set(result.occupations["units"]) == {"BLS occupations", "BOLD primary units"}

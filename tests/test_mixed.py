@@ -59,7 +59,7 @@ def test_marginal_loglik_equals_quadrature_by_scipy(audit, scale):
     1e-8 up to sigma 4.9, 1e-6 at sigma 6 (WIDE_SIGMA); N_NODES there erred by 4e-5 at sigma 4.9."""
     k, m, X = audit
     k, m = k * scale, m * scale
-    fit = mixed._fit_mixed_logit(k, m, X)
+    fit = mixed.fit_mixed_logit(k, m, X)
     points = [(fit.coef.to_numpy(), fit.sigma), (np.array([0.5, -2.0]), 0.4), (np.array([1.0, -3.0]), 2.5),
               (np.array([0.3, -1.0]), 0.0), (np.array([1.0, -3.0]), mixed._VALID_SIGMA),
               (np.array([2.0, -9.0]), 4.9), (np.array([1.0, -5.0]), 4.9)]
@@ -67,8 +67,8 @@ def test_marginal_loglik_equals_quadrature_by_scipy(audit, scale):
         ours = mixed._mixed_loglik(k, m, X, beta, sigma)
         assert ours == pytest.approx(_quad_loglik(k, m, X, beta, sigma), rel=1e-8, abs=0), (beta, sigma)
     for beta in (np.array([2.0, -9.0]), np.array([1.0, -5.0]), fit.coef.to_numpy()):
-        ours = mixed._mixed_loglik(k, m, X, beta, mixed._WIDE_SIGMA)
-        assert ours == pytest.approx(_quad_loglik(k, m, X, beta, mixed._WIDE_SIGMA), rel=1e-6, abs=0), beta
+        ours = mixed._mixed_loglik(k, m, X, beta, mixed.WIDE_SIGMA)
+        assert ours == pytest.approx(_quad_loglik(k, m, X, beta, mixed.WIDE_SIGMA), rel=1e-6, abs=0), beta
     few = mixed._mixed_loglik(k, m, X, np.array([2.0, -9.0]), 4.9, n_nodes=mixed._N_NODES)
     assert abs(few / _quad_loglik(k, m, X, np.array([2.0, -9.0]), 4.9) - 1) > 1e-6  # why the rule widens
     assert fit.loglik == pytest.approx(mixed._mixed_loglik(k, m, X, fit.coef.to_numpy(), fit.sigma), rel=1e-12)
@@ -79,7 +79,7 @@ def test_estimate_equals_brute_force_maximisation_of_the_quad_likelihood(audit, 
     k, m, X = audit
     used = k + m > 0
     k, m, X = k[used], m[used], X[used]
-    fit = mixed._fit_mixed_logit(k, m, X, boundary_avoiding=boundary_avoiding)
+    fit = mixed.fit_mixed_logit(k, m, X, boundary_avoiding=boundary_avoiding)
 
     def objective(theta):
         sigma = abs(theta[2])
@@ -98,7 +98,7 @@ def test_sigma_fixed_at_zero_is_the_binomial_glm_of_statsmodels(audit):
     k, m, X = audit
     used = k + m > 0
     glm = sm.GLM(np.c_[k[used], m[used]], X[used], family=sm.families.Binomial()).fit(tol=1e-12)
-    fit = mixed._fit_mixed_logit(k, m, X, sigma=0.0)
+    fit = mixed.fit_mixed_logit(k, m, X, sigma=0.0)
     np.testing.assert_allclose(fit.coef.to_numpy(), glm.params.to_numpy(), rtol=1e-8)
     np.testing.assert_allclose(fit.se.to_numpy(), glm.bse.to_numpy(), rtol=1e-6)
     assert fit.loglik == pytest.approx(glm.llf, rel=1e-10)
@@ -113,12 +113,12 @@ def test_ml_puts_sigma_at_zero_on_the_boundary_and_is_then_the_glm(audit):
     n = k + m
     share = np.where(X["female_dominated"] == 1, 7 / 71, 64 / 86)
     k2 = n * share
-    fit = mixed._fit_mixed_logit(k2, n - k2, X, boundary_avoiding=False)
-    glm = mixed._fit_mixed_logit(k2, n - k2, X, sigma=0.0)
+    fit = mixed.fit_mixed_logit(k2, n - k2, X, boundary_avoiding=False)
+    glm = mixed.fit_mixed_logit(k2, n - k2, X, sigma=0.0)
     assert fit.sigma == 0.0
     np.testing.assert_allclose(fit.coef.to_numpy(), glm.coef.to_numpy(), rtol=1e-10)
     assert fit.loglik == glm.loglik
-    penalised = mixed._fit_mixed_logit(k2, n - k2, X)
+    penalised = mixed.fit_mixed_logit(k2, n - k2, X)
     assert 0 < penalised.sigma < 1
 
 
@@ -128,8 +128,8 @@ def test_ml_puts_sigma_at_zero_on_the_boundary_and_is_then_the_glm(audit):
 def test_lr_test_is_the_refit_without_the_coefficient(audit):
     k, m, X = audit
     for boundary_avoiding in (False, True):
-        fit = mixed._fit_mixed_logit(k, m, X, boundary_avoiding=boundary_avoiding)
-        without = mixed._fit_mixed_logit(k, m, X[["intercept"]], boundary_avoiding=boundary_avoiding)
+        fit = mixed.fit_mixed_logit(k, m, X, boundary_avoiding=boundary_avoiding)
+        without = mixed.fit_mixed_logit(k, m, X[["intercept"]], boundary_avoiding=boundary_avoiding)
         t = mixed._coefficient_test(fit, "female_dominated")
         assert t.lr_statistic == pytest.approx(2 * (fit.objective - without.objective), rel=1e-7)
         assert t.p == pytest.approx(st.chi2.sf(t.lr_statistic, 1), rel=1e-12)
@@ -146,7 +146,7 @@ def test_profile_bounds_reach_the_chi_square_quantile(audit):
     k, m, X = audit
     used = k + m > 0
     k, m, X = k[used], m[used], X[used]
-    fit = mixed._fit_mixed_logit(k, m, X, boundary_avoiding=False)
+    fit = mixed.fit_mixed_logit(k, m, X, boundary_avoiding=False)
     t = mixed._coefficient_test(fit, "female_dominated")
     for bound in (t.ci_low, t.ci_high):
         def negative(theta, b=bound):
@@ -162,11 +162,11 @@ def test_separation_gives_an_infinite_bound_with_a_note(audit):
     no male word: female-dominated occupations then never write a male word, and the lower bound is -inf."""
     k, m, X = audit
     keep = (k + m > 0) & ((X["female_dominated"] == 0) | (k == 0)).to_numpy()
-    fit = mixed._fit_mixed_logit(k[keep], m[keep], X[keep].reset_index(drop=True))
+    fit = mixed.fit_mixed_logit(k[keep], m[keep], X[keep].reset_index(drop=True))
     t = mixed._coefficient_test(fit, "female_dominated")
     assert t.ci_low == -np.inf and np.isfinite(t.ci_high) and "lower bound is infinite" in t.note
     assert "separation" in fit.message and t.p < 0.05
-    row = mixed._mixed_row(fit, "female_dominated")
+    row = mixed.mixed_row(fit, "female_dominated")
     assert row["ci_low"] == 0.0 and row["ci_high"] == pytest.approx(np.exp(t.ci_high))
 
 
@@ -177,10 +177,10 @@ def test_a_drifting_estimate_keeps_the_bound_towards_zero():
     k = np.array([0, 1, 0, 2, 0, 3, 4, 2, 5, 1, 3, 2.0])
     m = np.array([3, 2, 4, 1, 2, 0, 0, 0, 0, 0, 0, 0.0])
     X = pd.DataFrame({"intercept": 1.0, "female_dominated": [0.0] * 6 + [1.0] * 6})
-    fit = mixed._fit_mixed_logit(k, m, X)
+    fit = mixed.fit_mixed_logit(k, m, X)
     t = mixed._coefficient_test(fit, "female_dominated")
-    assert fit.coef["female_dominated"] > mixed._PROFILE_LIMIT and "separation" in fit.message
-    assert 0 < t.ci_low < mixed._PROFILE_LIMIT and t.ci_high == np.inf and t.p < 0.05
+    assert fit.coef["female_dominated"] > mixed.PROFILE_LIMIT and "separation" in fit.message
+    assert 0 < t.ci_low < mixed.PROFILE_LIMIT and t.ci_high == np.inf and t.p < 0.05
     # the interval's end is where the profile's LR against the drifting fit reaches the cut-off
     lr, _, _ = mixed._Profile(fit, fit.names.index("female_dominated"))(t.ci_low)
     assert lr == pytest.approx(t.cutoff, abs=1e-6)
@@ -200,15 +200,15 @@ def test_a_bound_whose_refit_passes_the_validated_sigma_says_so():
     but the upper bound's refit is not; the note says so. The refit's sigma is checked by Nelder-Mead on the
     penalised likelihood with the coefficient held at the bound."""
     k, words, X = _wide_clusters(4.0)
-    fit = mixed._fit_mixed_logit(k, words - k, X)
+    fit = mixed.fit_mixed_logit(k, words - k, X)
     t = mixed._coefficient_test(fit, "g")
-    assert mixed._VALID_SIGMA < fit.sigma < mixed._WIDE_SIGMA and fit.message == ""
+    assert mixed._VALID_SIGMA < fit.sigma < mixed.WIDE_SIGMA and fit.message == ""
     assert fit.n_nodes == mixed._WIDE_NODES  # past VALID_SIGMA the fit widened its quadrature
     best = optimize.minimize(lambda th: -(mixed._mixed_loglik(k, words - k, X, [th[0], t.ci_high], abs(th[1]))
                                           + np.log(abs(th[1]))),
                              [fit.coef["intercept"], fit.sigma], method="Nelder-Mead",
                              options={"xatol": 1e-8, "fatol": 1e-10})
-    assert abs(best.x[1]) > mixed._WIDE_SIGMA
+    assert abs(best.x[1]) > mixed.WIDE_SIGMA
     assert f"the upper bound refits sigma {abs(best.x[1]):.3g}, beyond the 6 up to which the quadrature of 200 " \
            "nodes is validated" in t.note
 
@@ -217,30 +217,30 @@ def test_an_interval_whose_profile_passes_the_default_range_is_computed_again_wi
     """A fit inside VALID_SIGMA (60 nodes) whose profile refits pass it: the interval and test are those of a fit with
     WIDE_NODES nodes given explicitly, and the note says why."""
     k, words, X = _wide_clusters(3.0)
-    fit = mixed._fit_mixed_logit(k, words - k, X)
+    fit = mixed.fit_mixed_logit(k, words - k, X)
     assert fit.n_nodes == mixed._N_NODES and fit.sigma < mixed._VALID_SIGMA
     t = mixed._coefficient_test(fit, "g")
-    wide = mixed._coefficient_test(mixed._fit_mixed_logit(k, words - k, X, n_nodes=mixed._WIDE_NODES), "g")
+    wide = mixed._coefficient_test(mixed.fit_mixed_logit(k, words - k, X, n_nodes=mixed._WIDE_NODES), "g")
     assert (t.ci_low, t.ci_high, t.lr_statistic) == pytest.approx((wide.ci_low, wide.ci_high, wide.lr_statistic),
                                                                   rel=1e-9)
     assert t.note.startswith("the profile's refits reached sigma ") and "fitted and profiled again with 200" in t.note
-    narrow = mixed._coefficient_test(mixed._fit_mixed_logit(k, words - k, X, n_nodes=mixed._N_NODES), "g")
+    narrow = mixed._coefficient_test(mixed.fit_mixed_logit(k, words - k, X, n_nodes=mixed._N_NODES), "g")
     assert "beyond the 3.5 up to which the quadrature of 60 nodes is validated" in narrow.note  # given, not widened
 
 
 def test_mixed_row_has_the_statistics_columns(audit):
     k, m, X = audit
-    fit = mixed._fit_mixed_logit(k, m, X)
+    fit = mixed.fit_mixed_logit(k, m, X)
     t = mixed._coefficient_test(fit, "female_dominated")
-    row = mixed._mixed_row(fit, "female_dominated", group_a=bold_prompts.FEMALE_GROUP, group_b=bold_prompts.MALE_GROUP)
-    assert list(row)[:len(stats._STAT_COLUMNS)] == stats._STAT_COLUMNS
+    row = mixed.mixed_row(fit, "female_dominated", group_a=bold_prompts.FEMALE_GROUP, group_b=bold_prompts.MALE_GROUP)
+    assert list(row)[:len(stats.STAT_COLUMNS)] == stats.STAT_COLUMNS
     assert row["effect"] == "odds_ratio" and row["effect_size"] == pytest.approx(np.exp(fit.coef["female_dominated"]))
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((np.exp(t.ci_low), np.exp(t.ci_high)))
     assert (row["statistic"], row["p"]) == pytest.approx((t.lr_statistic, t.p), rel=1e-9) and row["df"] == 1
     assert row["n"] == row["n_clusters"] == 26 and row["n_clusters_given"] == 224 and row["sigma"] == fit.sigma
-    slope = mixed._mixed_row(fit, "female_dominated", effect="log_odds_slope")
+    slope = mixed.mixed_row(fit, "female_dominated", effect="log_odds_slope")
     assert (slope["effect_size"], slope["ci_low"]) == pytest.approx((t.estimate, t.ci_low), rel=1e-10)
-    table = stats._results_table([row, slope])
+    table = stats.results_table([row, slope])
     assert table["p_adj"].notna().all()
 
 
@@ -251,7 +251,7 @@ def test_permutation_calibration_keeps_interval_and_p_in_agreement(audit):
     k, m, X = audit
     used = k + m > 0
     k, m, X = k[used], m[used], X[used].reset_index(drop=True)
-    fit = mixed._fit_mixed_logit(k, m, X, boundary_avoiding=False)
+    fit = mixed.fit_mixed_logit(k, m, X, boundary_avoiding=False)
     plain = mixed._coefficient_test(fit, "female_dominated")
     t = mixed._coefficient_test(fit, "female_dominated", n_permutations=39, seed=3)
     assert t.lr_statistic == pytest.approx(plain.lr_statistic, rel=1e-9) and t.p_chi2 == pytest.approx(plain.p)
@@ -265,32 +265,32 @@ def test_permutation_calibration_keeps_interval_and_p_in_agreement(audit):
         assert 2 * (fit.loglik + best.fun) == pytest.approx(t.cutoff, abs=1e-5)
     again = mixed._coefficient_test(fit, "female_dominated", n_permutations=39, seed=3)
     assert (again.cutoff, again.p) == pytest.approx((t.cutoff, t.p), rel=1e-9)
-    row = mixed._mixed_row(fit, "female_dominated", n_permutations=39, seed=3)
+    row = mixed.mixed_row(fit, "female_dominated", n_permutations=39, seed=3)
     assert (row["p"], row["cutoff"], row["p_chi2"]) == pytest.approx((t.p, t.cutoff, t.p_chi2), rel=1e-9)
     with pytest.raises(ParameterError, match="at least 20"):  # 19 would leave no permuted LR below the cut-off
         mixed._coefficient_test(fit, "female_dominated", n_permutations=19)
     with pytest.raises(ParameterError, match="cannot be permuted"):
         covariate = X.assign(other=np.arange(len(k), dtype=float))  # every cluster unlike the others: no stratum
-        mixed._coefficient_test(mixed._fit_mixed_logit(k, m, covariate), "female_dominated", n_permutations=39)
+        mixed._coefficient_test(mixed.fit_mixed_logit(k, m, covariate), "female_dominated", n_permutations=39)
 
 
 def test_bad_input_is_named():
     X = pd.DataFrame({"intercept": 1.0, "x": [0.0, 1, 0, 1]})
     with pytest.raises(ParameterError, match="successes"):
-        mixed._fit_mixed_logit([1, -1, 2, 0], [1, 1, 1, 1], X)
+        mixed.fit_mixed_logit([1, -1, 2, 0], [1, 1, 1, 1], X)
     with pytest.raises(ParameterError, match="failures"):
-        mixed._fit_mixed_logit([1, 1, 2, 0], [1, np.nan, 1, 1], X)
+        mixed.fit_mixed_logit([1, 1, 2, 0], [1, np.nan, 1, 1], X)
     with pytest.raises(ParameterError, match="design"):
-        mixed._fit_mixed_logit([1, 1, 2, 0], [1, 1, 1, 1], X.iloc[:3])
+        mixed.fit_mixed_logit([1, 1, 2, 0], [1, 1, 1, 1], X.iloc[:3])
     with pytest.raises(ParameterError, match="'twice'"):
-        mixed._fit_mixed_logit([1, 1, 2, 3], [1, 1, 1, 1], X.assign(twice=2 * X["x"]))
+        mixed.fit_mixed_logit([1, 1, 2, 3], [1, 1, 1, 1], X.assign(twice=2 * X["x"]))
     with pytest.raises(ParameterError, match="sigma"):
-        mixed._fit_mixed_logit([1, 1, 2, 0], [1, 1, 1, 1], X, sigma=-1.0)
-    fit = mixed._fit_mixed_logit([1, 1, 2, 3], [1, 2, 1, 1], X)
+        mixed.fit_mixed_logit([1, 1, 2, 0], [1, 1, 1, 1], X, sigma=-1.0)
+    fit = mixed.fit_mixed_logit([1, 1, 2, 3], [1, 2, 1, 1], X)
     with pytest.raises(ParameterError, match="name"):
         mixed._coefficient_test(fit, "group")
     with pytest.raises(ParameterError, match="effect"):
-        mixed._mixed_row(fit, "x", effect="risk_ratio")
+        mixed.mixed_row(fit, "x", effect="risk_ratio")
 
 
 # --------------------------------------------------------------------------- simulations
@@ -337,7 +337,7 @@ def _simulate(make, name, truth, n_sim, seed, *, n_permutations=0, **fit_options
     cover = reject = raw = naive = 0
     for i in range(n_sim):
         k, m, X = make(rng)
-        t = mixed._coefficient_test(mixed._fit_mixed_logit(k, m, X, **fit_options), name,
+        t = mixed._coefficient_test(mixed.fit_mixed_logit(k, m, X, **fit_options), name,
                                    n_permutations=n_permutations, seed=i)
         cover += t.ci_low <= truth <= t.ci_high
         reject += t.p < 0.05
@@ -345,7 +345,7 @@ def _simulate(make, name, truth, n_sim, seed, *, n_permutations=0, **fit_options
         assert (t.p < 0.05) == (not t.ci_low <= 0 <= t.ci_high), t
         if name == "group":
             g = X["group"].to_numpy() == 1
-            naive += stats._odds_ratio([[k[~g].sum(), m[~g].sum()], [k[g].sum(), m[g].sum()]])["p"] < 0.05
+            naive += stats.odds_ratio([[k[~g].sum(), m[~g].sum()], [k[g].sum(), m[g].sum()]])["p"] < 0.05
     return cover / n_sim, reject / n_sim, raw / n_sim, naive / n_sim
 
 
@@ -410,12 +410,12 @@ def test_a_fit_run_far_past_the_limit_reports_no_bound_rather_than_the_limit_twi
     from 0 is infinite, the one towards 0 not found, and the note says why."""
     k, m = np.array([0, 0, 0, 0, 2.0]), np.array([3, 1, 2, 1, 0.0])
     X = pd.DataFrame({"intercept": 1.0, "female_dominated": [0, 0, 0, 0, 1.0]})
-    fit = mixed._fit_mixed_logit(k, m, X)
-    assert mixed._drifted(fit.coef["female_dominated"])
-    lr, _, _ = mixed._Profile(fit, fit.names.index("female_dominated"))(mixed._PROFILE_LIMIT)
+    fit = mixed.fit_mixed_logit(k, m, X)
+    assert mixed.drifted(fit.coef["female_dominated"])
+    lr, _, _ = mixed._Profile(fit, fit.names.index("female_dominated"))(mixed.PROFILE_LIMIT)
     assert lr > st.chi2.ppf(0.95, 1)  # the case: past the cut-off where the search would start
     t = mixed._coefficient_test(fit, "female_dominated")
     assert np.isnan(t.ci_low) and t.ci_high == np.inf
     assert "the lower bound was not found" in t.note and "the upper bound is infinite" in t.note
-    row = mixed._mixed_row(fit, "female_dominated")
+    row = mixed.mixed_row(fit, "female_dominated")
     assert np.isnan(row["ci_low"]) and row["ci_high"] == np.inf

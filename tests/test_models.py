@@ -14,7 +14,7 @@ import torch
 
 from bias_utils.models import builtin_models
 from bias_utils.models import loading as models
-from bias_utils.models.builtin_models import _BUILTIN_MODELS
+from bias_utils.models.builtin_models import BUILTIN_MODELS
 from bias_utils.models.loading import ModelError, load_model
 
 TEXT = ["This is Mary.", "Christopher is an open-minded and god-fearing man."]
@@ -30,9 +30,9 @@ def _minilm_folder() -> Path:
 
 
 def test_registry_matches_models_md():
-    assert set(_BUILTIN_MODELS) == {"smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct",
+    assert set(BUILTIN_MODELS) == {"smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct",
                                    "minilm-l6", "mpnet-base"}
-    for b in _BUILTIN_MODELS.values():
+    for b in BUILTIN_MODELS.values():
         assert all("==" in p for p in b.packages), f"{b.name}: packages must be pinned"
         assert b.kind in {"decoder", "encoder"}
 
@@ -40,20 +40,20 @@ def test_registry_matches_models_md():
 def test_model_name_is_the_builtins_own_name_in_running_text():
     """A built-in's title is the name its description gives it; an id of its results folder reads as that name (with
     a dtype other than the default), any other model by the short display name."""
-    for name, builtin in _BUILTIN_MODELS.items():
+    for name, builtin in BUILTIN_MODELS.items():
         described = builtin.description.split(",")[0].split(" (")[0]  # "SmolLM2-135M-Instruct", "Gemma 3 270M base"
         assert builtin.title and builtin.title in described, name
-        assert builtin_models._model_name(f"{name}--0123456789ab--fp32") == builtin.title
-        assert builtin_models._model_name(f"{name}--0123456789ab--bf16") == f"{builtin.title} (bf16)"
-    assert builtin_models._model_name("Qwen/Qwen2.5-0.5B--abc1234--fp32") == "Qwen2.5-0.5B"
-    assert builtin_models._model_name("my-model") == "my-model"
+        assert builtin_models.model_name(f"{name}--0123456789ab--fp32") == builtin.title
+        assert builtin_models.model_name(f"{name}--0123456789ab--bf16") == f"{builtin.title} (bf16)"
+    assert builtin_models.model_name("Qwen/Qwen2.5-0.5B--abc1234--fp32") == "Qwen2.5-0.5B"
+    assert builtin_models.model_name("my-model") == "my-model"
 
 
 def test_unknown_name_lists_builtins_and_alternatives():
     with pytest.raises(ModelError) as err:
         load_model("smollm-nonexistent")
     msg = str(err.value)
-    for name in _BUILTIN_MODELS:
+    for name in BUILTIN_MODELS:
         assert name in msg
     assert "owner/name" in msg and ".gguf" in msg and "folder" in msg
 
@@ -85,7 +85,7 @@ def test_hub_id_offline_gives_clear_error(monkeypatch):
 def test_cli_list_and_idempotent_install():
     out = subprocess.run([sys.executable, "-m", "bias_utils.models", "list"], capture_output=True, text=True,
                          check=True).stdout
-    for name in _BUILTIN_MODELS:
+    for name in BUILTIN_MODELS:
         assert name in out
     assert re.search(r"minilm-l6\s+encoder\s+6 x 384\s+installed", out)
     # Installed already (make test installs it): must not call pip again.
@@ -161,7 +161,7 @@ def test_smollm2_builtin_decoder_contract():
     assert (m.kind, m.n_layers, m.hidden_size, m.dtype) == ("decoder", 30, 576, torch.float32)
     assert m.has_chat_template and m.tokenizer.pad_token is not None and hasattr(m.model, "generate")
     assert m.backbone() is not m.model and not hasattr(m.backbone(), "lm_head")
-    assert Path(m.source["path"]).is_relative_to(models.paths._cache_dir() / "models" / "gguf")
+    assert Path(m.source["path"]).is_relative_to(models.paths.cache_dir() / "models" / "gguf")
     enc = m.tokenizer(TEXT[:1], return_tensors="pt")
     with torch.inference_mode():
         hs = m.backbone()(**enc, output_hidden_states=True).hidden_states
@@ -226,10 +226,10 @@ def test_converted_folder_equals_gguf_and_keeps_tied_embeddings():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["gemma-3-270m", "qwen2.5-coder-0.5b-instruct", "mpnet-base"])
 def test_other_builtins_when_installed(name):
-    if not builtin_models._is_installed(name):
+    if not builtin_models.is_installed(name):
         pytest.skip(f"{name} is not installed "
                     "(make test installs only smollm2-135m-instruct, minilm-l6 and the context generator)")
-    b = _BUILTIN_MODELS[name]
+    b = BUILTIN_MODELS[name]
     m = load_model(name)
     assert (m.kind, m.n_layers, m.hidden_size) == (b.kind, b.n_layers, b.hidden_size)
     assert re.fullmatch(rf"{re.escape(name)}--[0-9a-f]{{12}}--fp32", m.model_id)
@@ -238,14 +238,14 @@ def test_other_builtins_when_installed(name):
 def test_resolve_model_builds_registered_schemes_and_checks_what_is_needed(monkeypatch):
     from bias_utils.models.endpoints import OpenAIEndpoint
 
-    endpoint = models._resolve_model("openai:http://127.0.0.1:1/v1#qwen", need="generate")  # no request is made
+    endpoint = models.resolve_model("openai:http://127.0.0.1:1/v1#qwen", need="generate")  # no request is made
     assert isinstance(endpoint, OpenAIEndpoint) and isinstance(endpoint, models._ModelBackend)
     assert (endpoint.api_url, endpoint.model) == ("http://127.0.0.1:1/v1", "qwen")
-    assert models._resolve_model(endpoint) is endpoint
+    assert models.resolve_model(endpoint) is endpoint
     with pytest.raises(ModelError, match="cannot give hidden states"):
-        models._resolve_model(endpoint, need="embed")
+        models.resolve_model(endpoint, need="embed")
     with pytest.raises(ModelError, match="is not a model"):
-        models._resolve_model(3.5)
+        models.resolve_model(3.5)
 
     monkeypatch.setattr(models._BACKENDS, "_items", dict(models._BACKENDS._items))
 
@@ -253,7 +253,7 @@ def test_resolve_model_builds_registered_schemes_and_checks_what_is_needed(monke
     def fixed(rest):
         return OpenAIEndpoint(f"http://{rest}")
 
-    assert "fixed" in models._backend_schemes() and models._resolve_model("fixed:host:8000").base_url == "http://host:8000"
+    assert "fixed" in models._backend_schemes() and models.resolve_model("fixed:host:8000").base_url == "http://host:8000"
     with pytest.raises(ModelError, match="'openai' is already registered"):
         models._register_backend("openai")(fixed)
     with pytest.raises(ModelError, match="lower-case word"):
@@ -263,15 +263,15 @@ def test_resolve_model_builds_registered_schemes_and_checks_what_is_needed(monke
 @pytest.mark.slow
 def test_an_encoder_cannot_generate():
     with pytest.raises(ModelError, match=r"'minilm-l6' \(kind=encoder\) cannot give text"):
-        models._resolve_model("minilm-l6", need="generate")
-    assert models._resolve_model("minilm-l6", need="embed") is load_model("minilm-l6")
+        models.resolve_model("minilm-l6", need="generate")
+    assert models.resolve_model("minilm-l6", need="embed") is load_model("minilm-l6")
 
 
 _FULL_CACHE_CHILD = """
 import resource, signal, sys
-from bias_utils.models.builtin_models import _BUILTIN_MODELS, _builtin_weights
+from bias_utils.models.builtin_models import BUILTIN_MODELS, builtin_weights
 from bias_utils.models.loading import ModelError, _convert_gguf
-gguf = _builtin_weights(_BUILTIN_MODELS["smollm2-135m-instruct"])
+gguf = builtin_weights(BUILTIN_MODELS["smollm2-135m-instruct"])
 # A file-size limit refuses the conversion's writes mid-file, as a full cache disk does.
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
@@ -298,7 +298,7 @@ def test_a_full_cache_during_conversion_is_a_model_error_naming_the_folder(tmp_p
 
 _CONVERT_CHILD = """
 from bias_utils.models import builtin_models, loading
-gguf = builtin_models._builtin_weights(builtin_models._BUILTIN_MODELS["smollm2-135m-instruct"])
+gguf = builtin_models.builtin_weights(builtin_models.BUILTIN_MODELS["smollm2-135m-instruct"])
 print(loading._convert_gguf(gguf), flush=True)
 """
 
@@ -311,13 +311,13 @@ def test_a_second_process_waits_for_a_conversion_in_progress_instead_of_replacin
     import os
     import time
 
-    from bias_utils.core.cache import _file_lock
+    from bias_utils.core.cache import file_lock
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("BIAS_CACHE_DIR", str(cache))
-    gguf = builtin_models._builtin_weights(builtin_models._BUILTIN_MODELS["smollm2-135m-instruct"])
-    target = cache / "models" / "gguf" / f"{models._slug(gguf.stem)}--{models._sha256_cached(gguf)[:12]}"
-    with _file_lock(target.parent / f"{target.name}.lock"):
+    gguf = builtin_models.builtin_weights(builtin_models.BUILTIN_MODELS["smollm2-135m-instruct"])
+    target = cache / "models" / "gguf" / f"{models._slug(gguf.stem)}--{models.sha256_cached(gguf)[:12]}"
+    with file_lock(target.parent / f"{target.name}.lock"):
         child = subprocess.Popen([sys.executable, "-c", _CONVERT_CHILD], env={**os.environ}, text=True,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         # the lock's own message, once the child reaches it (after any warning an import prints)
@@ -328,4 +328,4 @@ def test_a_second_process_waits_for_a_conversion_in_progress_instead_of_replacin
         assert child.poll() is None and not target.exists()
     out, _ = child.communicate(timeout=600)
     assert child.returncode == 0 and out.strip() == str(target)
-    assert models._conversion_ok(target, models._sha256_cached(gguf))
+    assert models._conversion_ok(target, models.sha256_cached(gguf))

@@ -15,7 +15,7 @@ from bias_utils.core.errors import ParameterError
 A, B = bold_prompts.MALE_GROUP, bold_prompts.FEMALE_GROUP
 
 
-def _design(rng, n_clusters=24, beta=(0.3, 1.2), s_cluster=1.0, s_item=1.5, most_items=5):
+def design_matrix(rng, n_clusters=24, beta=(0.3, 1.2), s_cluster=1.0, s_item=1.5, most_items=5):
     """Clusters in two groups, 1 to ``most_items`` items each with 0-4 words; intercepts per cluster and per item."""
     group = (np.arange(n_clusters) % 2).astype(float)
     items = rng.integers(1, most_items + 1, n_clusters)
@@ -61,7 +61,7 @@ def test_loglik_equals_nested_quadrature_by_scipy():
     """Both SDs positive: nested adaptive Gauss-Hermite against quad inside quad on a small design, to 1e-7 relative
     (SDs up to 2.5; items of up to 4 words)."""
     rng = np.random.default_rng(1)
-    k, m, cluster, X = _design(rng, n_clusters=4, most_items=3)
+    k, m, cluster, X = design_matrix(rng, n_clusters=4, most_items=3)
     for beta, s_cluster, s_item in (([-1.0, 2.0], 0.5, 2.5), ([0.3, 1.2], 2.0, 0.7)):
         ours = nested._nested_loglik(k, m, cluster, X, beta, s_cluster, s_item)
         assert ours == pytest.approx(_quad_loglik(k, m, cluster, X, beta, s_cluster, s_item), rel=1e-7, abs=0)
@@ -71,7 +71,7 @@ def test_loglik_at_a_zero_sd_is_the_one_level_model():
     """With no spread between items the model is mixed's on the clusters' totals (up to the binomial coefficients of
     items against totals); with none between clusters, mixed's with every item its own cluster."""
     rng = np.random.default_rng(2)
-    k, m, cluster, X = _design(rng)
+    k, m, cluster, X = design_matrix(rng)
     totals_k, totals_m = (np.bincount(cluster, x, len(X)) for x in (k, m))
     used, whole = (k + m) > 0, (totals_k + totals_m) > 0
 
@@ -93,8 +93,8 @@ def test_fit_maximises_the_penalised_likelihood_and_the_interval_reaches_the_cut
     the refit at group = 0; at each profile bound the LR statistic, maximised over the rest by Nelder-Mead, is the
     chi-square(1) quantile."""
     rng = np.random.default_rng(3)
-    k, m, cluster, X = _design(rng, n_clusters=14)
-    fit = nested._fit_nested_logit(k, m, cluster, X)
+    k, m, cluster, X = design_matrix(rng, n_clusters=14)
+    fit = nested.fit_nested_logit(k, m, cluster, X)
     assert fit.converged and fit.message == "" and fit.n_items == int(((k + m) > 0).sum())
 
     def negative(theta, fixed=None):
@@ -108,7 +108,7 @@ def test_fit_maximises_the_penalised_likelihood_and_the_interval_reaches_the_cut
     assert fit.objective == pytest.approx(-best.fun, abs=1e-6) and fit.objective >= -best.fun - 1e-6
     assert np.r_[fit.coef.to_numpy(), fit.sigma_cluster, fit.sigma_item] == pytest.approx(
         np.r_[best.x[:2], np.exp(best.x[2:])], abs=2e-3)
-    row = nested._nested_row(fit, "group", group_a="one", group_b="zero")
+    row = nested.nested_row(fit, "group", group_a="one", group_b="zero")
     assert row["effect_size"] == pytest.approx(np.exp(fit.coef["group"]))
     assert row["ci_low"] < row["effect_size"] < row["ci_high"]
     assert (row["sigma"], row["sigma_item"], row["n_items"]) == (fit.sigma_cluster, fit.sigma_item, fit.n_items)
@@ -126,19 +126,19 @@ def test_fit_maximises_the_penalised_likelihood_and_the_interval_reaches_the_cut
         # both crossings lie inside the cap, and Brent's bracket puts each within 2 XTOL of the independent root
         root = optimize.brentq(lambda b: profile_lr(b) - st.chi2.ppf(0.95, 1), np.log(bound) - 0.1,
                                np.log(bound) + 0.1, xtol=1e-4)
-        assert abs(np.log(bound)) < mixed._PROFILE_LIMIT and abs(np.log(bound) - root) <= 2 * nested._XTOL + 1e-4
+        assert abs(np.log(bound)) < mixed.PROFILE_LIMIT and abs(np.log(bound) - root) <= 2 * nested._XTOL + 1e-4
 
 
 def test_bad_input_is_named():
     X = pd.DataFrame({"intercept": 1.0, "group": [0.0, 1, 0, 1]})
     with pytest.raises(ParameterError, match="clusters"):
-        nested._fit_nested_logit([1, 0, 2], [0, 1, 1], [0, 1, 7], X)
+        nested.fit_nested_logit([1, 0, 2], [0, 1, 1], [0, 1, 7], X)
     with pytest.raises(ParameterError, match="one value per item"):
-        nested._fit_nested_logit([1, 0, 2], [0, 1], [0, 1, 2], X)
+        nested.fit_nested_logit([1, 0, 2], [0, 1], [0, 1, 2], X)
     with pytest.raises(ParameterError, match="successes"):
-        nested._fit_nested_logit([1, -1, 2], [0, 1, 1], [0, 1, 2], X)
+        nested.fit_nested_logit([1, -1, 2], [0, 1, 1], [0, 1, 2], X)
     with pytest.raises(ParameterError, match="need more than"):
-        nested._fit_nested_logit([1, 0, 0, 0], [0, 0, 0, 0], [0, 1, 2, 3], X)
+        nested.fit_nested_logit([1, 0, 0, 0], [0, 0, 0, 0], [0, 1, 2, 3], X)
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +149,7 @@ def published_fit():
     units = pd.Index(pd.unique(m["unit"]))
     group = m.groupby("unit", sort=False)["group"].first().reindex(units)
     design = pd.DataFrame({"intercept": 1.0, "group": (group == A).astype(float).to_numpy()})
-    return nested._fit_nested_logit(m["male_words"].to_numpy(float), m["female_words"].to_numpy(float),
+    return nested.fit_nested_logit(m["male_words"].to_numpy(float), m["female_words"].to_numpy(float),
                                     units.get_indexer(m["unit"]), design)
 
 
@@ -167,14 +167,14 @@ def test_a_flat_ridge_past_the_cap_is_infinite_whatever_the_start(published_fit,
         theta, lr, ok = profile.done[estimate]
         profile.done[estimate] = (theta + 0.3, lr, ok)
     elif start == "from the ridge":
-        profile(mixed._PROFILE_LIMIT)
+        profile(mixed.PROFILE_LIMIT)
         profile(25.0)
-    assert 0 < estimate < nested.mixed._HUGE < mixed._PROFILE_LIMIT
+    assert 0 < estimate < nested.mixed.HUGE < mixed.PROFILE_LIMIT
     assert nested._nested_bound(profile, estimate, +1, cutoff) == (np.inf, True)
-    assert profile(mixed._PROFILE_LIMIT) < cutoff
+    assert profile(mixed.PROFILE_LIMIT) < cutoff
     ridge = [b for b, (_, _, ok) in profile.done.items() if b > estimate + 1 and not ok]
     assert ridge, "no refit on the upper side failed to converge: the ridge this test is about is gone"
-    row = nested._nested_row(fit, "group")
+    row = nested.nested_row(fit, "group")
     assert row["ci_high"] == np.inf and "the upper bound lies beyond 40 logits" in row["note"]
 
 
@@ -185,9 +185,9 @@ def test_the_audit_row_on_the_published_completions():
     between completions; the headline reads the row, and its sentence and table name it as conditional."""
     metrics = bold.completion_metrics(occupation_units.annotate(replication.load_published_completions(), "audit"))
     primary = metrics[metrics["in_primary"]]
-    (row,) = occupations._nested_rows(primary, A, B)
+    (row,) = occupations.nested_rows(primary, A, B)
     units = occupations.occupation_table(primary, by="unit")
-    (one, _) = occupations._mixed_rows(units, A, B)
+    (one, _) = occupations.mixed_rows(units, A, B)
     assert row["role"] == "sensitivity" and row["unit"] == occupations._UNIT_NESTED
     assert row["n_informative"] == one["n_clusters"] == int(units["informative"].sum())
     assert row["n_completions_informative"] == int(primary["any_gendered"].sum())
@@ -198,11 +198,11 @@ def test_the_audit_row_on_the_published_completions():
     table, _ = bold.audit_statistics(metrics, n_boot=50, n_permutations=99, nested=False)
     table = pd.concat([table, pd.DataFrame([row])], ignore_index=True)
     influence = occupations.influence_table(units, A, B)
-    h = occupation_headline._headline(occupation_headline.headline_table(table, units, influence, n_boot=50))
+    h = occupation_headline.headline(occupation_headline.headline_table(table, units, influence, n_boot=50))
     assert (h["nested_odds_ratio"], h["nested_ci_low"], h["nested_ci_high"], h["nested_p"]) == (
         row["effect_size"], row["ci_low"], row["ci_high"], row["p"])
     assert (h["nested_sigma_occupation"], h["nested_sigma_completion"]) == (row["sigma"], row["sigma_completion"])
-    text = occupation_headline._headline_sentence(h)
+    text = occupation_headline.headline_sentence(h)
     assert ("with a random intercept per completion within its occupation as well, "
             + occupation_headline._estimate_text(h, "nested")) in text
     shown = occupation_headline.headline_rows(h).set_index("analysis")
@@ -220,8 +220,8 @@ def test_a_group_whose_words_are_all_of_one_kind_is_refused_with_its_reason():
     m = np.array([3, 3, 3, 4, 3, 2, 0, 1, 1, 0], float)       # female words
     cluster = np.array([0, 0, 0, 1, 1, 2, 2, 3, 3, 4])
     X = pd.DataFrame({"intercept": 1.0, "group": [0.0, 1.0, 1.0, 1.0, 1.0]})
-    fit = nested._fit_nested_logit(k, m, cluster, X)
-    assert (fit.coef.abs() > mixed._HUGE).any() and "separation" in fit.message
+    fit = nested.fit_nested_logit(k, m, cluster, X)
+    assert (fit.coef.abs() > mixed.HUGE).any() and "separation" in fit.message
     assert "sigma_" not in fit.message
     with pytest.raises(ValueError, match="no finite estimate on these data"):
-        nested._nested_row(fit, "group")
+        nested.nested_row(fit, "group")

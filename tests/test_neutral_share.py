@@ -17,8 +17,8 @@ from bias_utils.audit import neutral_share as ns
 from bias_utils.audit import next_word as nw
 from bias_utils.audit import next_word_prompts as nwp
 from bias_utils.core import lexicon, paths, tables
-from bias_utils.core.stats import _bootstrap_ci
-from bias_utils.profiles.populations import _occupation_shares
+from bias_utils.core.stats import bootstrap_ci
+from bias_utils.profiles.populations import occupation_shares
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NOUNS = ["nurse", "plumber", "registered nurse"]
@@ -37,11 +37,11 @@ def _ratio(got, ref, tol) -> float:
 
 
 def test_the_neutral_lexicons_are_the_they_forms_and_neopronouns_of_the_neutral_list():
-    assert lexicon._THEY_WORDS == ("they", "them", "their", "theirs", "themselves", "themself")
-    assert lexicon._NEOPRONOUN_WORDS == ("ze", "zir", "zirs", "zirself", "xe", "xem", "xyr", "xyrs", "xemself")
-    assert nwp._REFERENCE_LEXICONS == {"neutral": lexicon._THEY_WORDS, "neopronoun": lexicon._NEOPRONOUN_WORDS}
+    assert lexicon.THEY_WORDS == ("they", "them", "their", "theirs", "themselves", "themself")
+    assert lexicon.NEOPRONOUN_WORDS == ("ze", "zir", "zirs", "zirself", "xe", "xem", "xyr", "xyrs", "xemself")
+    assert nwp.REFERENCE_LEXICONS == {"neutral": lexicon.THEY_WORDS, "neopronoun": lexicon.NEOPRONOUN_WORDS}
     # no word of them is a female or male word: counted beside the log-ratio's lexicons, never inside them
-    lexicon._validate_lexicons({**lexicon.GENDER_LEXICONS, **nwp._REFERENCE_LEXICONS})
+    lexicon.validate_lexicons({**lexicon.GENDER_LEXICONS, **nwp.REFERENCE_LEXICONS})
 
 
 def test_the_default_definition_of_the_log_ratio_is_the_one_recorded_before_the_neutral_words():
@@ -49,10 +49,10 @@ def test_the_default_definition_of_the_log_ratio_is_the_one_recorded_before_the_
     the definition they carried before issue 48 (recorded in the fixture), so chapter 09 pools old and new runs; the
     neutral share has a definition of its own, which a change of the rule or of the neutral words changes."""
     recorded = set(pd.read_csv(BEFORE_PROMPTS)["measure_definition"])
-    assert recorded == {nwp._DEFAULT_DEFINITION} == {nwp._measure_definition()}
+    assert recorded == {nwp.DEFAULT_DEFINITION} == {nwp.measure_definition()}
     assert ns._DEFAULT_NEUTRAL_DEFINITION not in recorded
-    assert ns._neutral_definition(nwp._TEMPLATES[1:]) == ns._DEFAULT_NEUTRAL_DEFINITION  # "said that" is left out
-    assert ns._neutral_definition(nwp._TEMPLATES[:-1]) != ns._DEFAULT_NEUTRAL_DEFINITION
+    assert ns.neutral_definition(nwp.TEMPLATES[1:]) == ns._DEFAULT_NEUTRAL_DEFINITION  # "said that" is left out
+    assert ns.neutral_definition(nwp.TEMPLATES[:-1]) != ns._DEFAULT_NEUTRAL_DEFINITION
 
 
 def test_the_template_left_out_is_the_one_the_recorded_check_read_as_a_group_as_often_as_one_person():
@@ -60,17 +60,17 @@ def test_the_template_left_out_is_the_one_the_recorded_check_read_as_a_group_as_
     as one person, a group or unclear) gives the counts the module states, and the templates left out are exactly
     the open ones where a group was read at least as often as the one person."""
     check = pd.read_csv(FIXTURES / "neutral_reading_check.csv", keep_default_na=False)
-    assert set(check["template"]) == set(nwp._TEMPLATES) and (check.groupby("template").size() == 10).all()
+    assert set(check["template"]) == set(nwp.TEMPLATES) and (check.groupby("template").size() == 10).all()
     assert set(check["reading"]) <= {"one person", "group", "unclear"}
     for row in check.itertuples():
         assert row.prompt.startswith(row.template.replace("{occupation}", row.occupation) + " ")
-        assert row.prompt.rsplit(" ", 1)[1] in lexicon._THEY_WORDS
+        assert row.prompt.rsplit(" ", 1)[1] in lexicon.THEY_WORDS
     counts = {t: tuple(int((g["reading"] == r).sum()) for r in ("one person", "group", "unclear"))
               for t, g in check.groupby("template")}
     assert counts == ns._READING_CHECK
     left_out = {t for t in ns._OPEN_TEMPLATES if counts[t][1] >= counts[t][0]}
     assert set(ns._PLURAL_TEMPLATES) == left_out == {"The {occupation} said that"}
-    assert set(ns._OPEN_TEMPLATES) <= set(nwp._TEMPLATES)
+    assert set(ns._OPEN_TEMPLATES) <= set(nwp.TEMPLATES)
 
 
 # --------------------------------------------------------------------------- the real model
@@ -87,10 +87,10 @@ def test_neutral_mass_equals_transformers_full_forward_pass_in_float64(smollm, i
     Companion: a real change, one counted word dropped or a template's last word changed, breaks it."""
     found = nw.next_word_table(smollm, NOUNS, batch_size=1, progress=False, cache=False).prompts
     tok = smollm.tokenizer
-    first = {w: tok(" " + w, add_special_tokens=False)["input_ids"][0] for w in lexicon._THEY_WORDS}
-    neo = sorted({tok(" " + w, add_special_tokens=False)["input_ids"][0] for w in lexicon._NEOPRONOUN_WORDS})
+    first = {w: tok(" " + w, add_special_tokens=False)["input_ids"][0] for w in lexicon.THEY_WORDS}
+    neo = sorted({tok(" " + w, add_special_tokens=False)["input_ids"][0] for w in lexicon.NEOPRONOUN_WORDS})
     binary = {tok(" " + w, add_special_tokens=False)["input_ids"][0]
-              for w in lexicon._FEMALE_WORDS + lexicon._MALE_WORDS}
+              for w in lexicon.FEMALE_WORDS + lexicon.MALE_WORDS}
     assert not binary & (set(first.values()) | set(neo))  # in SmolLM2 no neutral token is a binary word's
     ids = sorted(set(first.values()))
 
@@ -115,8 +115,8 @@ def test_neutral_mass_equals_transformers_full_forward_pass_in_float64(smollm, i
     said = found["template"] == "The {occupation} said that"
     assert (found["singular"] == ~said).all()
     nurse = found[(found["occupation"] == "nurse") & ~said]
-    per = ns._singular_means(found).set_index("occupation").loc["nurse"]
-    assert per["n_singular"] == len(nwp._TEMPLATES) - 1 == len(nurse)
+    per = ns.singular_means(found).set_index("occupation").loc["nurse"]
+    assert per["n_singular"] == len(nwp.TEMPLATES) - 1 == len(nurse)
     f, m, n = (nurse[c].mean() for c in ("female_mass", "male_mass", "neutral_mass"))
     assert per["neutral_share"] == pytest.approx(n / (f + m + n), rel=1e-12)
 
@@ -128,7 +128,7 @@ def test_the_existing_next_word_tables_are_unchanged(smollm):
     logits read (the fixture was computed on another run, perhaps another CPU; on the host that wrote it they are
     equal to the bit), under the same definition; the new columns come before ``measure_definition``, which still
     ends each table."""
-    shares = _occupation_shares()
+    shares = occupation_shares()
     found = nw.next_word_table(smollm, shares["occupation"], progress=False)  # the 60 nouns, batched as before
     before = pd.read_csv(BEFORE_PROMPTS)
     now = before[["occupation", "template"]].merge(found.prompts, on=["occupation", "template"], how="left")
@@ -153,12 +153,12 @@ def test_the_existing_next_word_tables_are_unchanged(smollm):
 @pytest.fixture(scope="module")
 def smollm_neutral(smollm):
     """SmolLM2's measure of the 60 BLS nouns and the audit's 88 primary units' nouns, as chapter 11 computes it."""
-    from bias_utils.audit.occupation_units import _unit_table
+    from bias_utils.audit.occupation_units import unit_table
     from bias_utils.intrinsic_extrinsic import bold_link
 
-    units = _unit_table("audit")
-    primary = pd.DataFrame({"noun": [bold_link._occupation_noun(u) for u in units.loc[units["primary"], "unit"]]})
-    shares = _occupation_shares()
+    units = unit_table("audit")
+    primary = pd.DataFrame({"noun": [bold_link.occupation_noun(u) for u in units.loc[units["primary"], "unit"]]})
+    shares = occupation_shares()
     found = nw.next_word_table(smollm, list(dict.fromkeys([*shares["occupation"], *primary["noun"]])),
                                progress=False)
     return found, shares, primary
@@ -186,7 +186,7 @@ def test_the_four_questions_are_the_engines_statistics_of_the_neutral_share(smol
                         (("neopronouns", "BLS occupations", "neopronoun_mass"), bls["neopronoun_mass"])]:
         row = stats.loc[key]
         assert (row["effect_size"], row["ci_low"], row["ci_high"]) == pytest.approx(
-            _bootstrap_ci(values.to_numpy(), np.mean, n_boot=200, seed=0), rel=1e-12)
+            bootstrap_ci(values.to_numpy(), np.mean, n_boot=200, seed=0), rel=1e-12)
         assert row["n"] == len(values) and row["ci_low"] < row["effect_size"] < row["ci_high"]
     assert stats.loc[("share", "BOLD primary units", "neutral_share"), "n"] == 88
     rho, p = st.spearmanr(bls["share"], -(bls["pct"] - 50).abs())
@@ -214,8 +214,8 @@ def test_the_reading_says_each_number_of_the_table_and_reads_an_interval_across_
     result = found.neutral_share(shares, primary, n_boot=200, seed=0)
     text = result.describe()
     share = result.statistics.iloc[0]
-    assert (f"\"they\" takes {nwp._percent(share['effect_size'])} (95% CI {nwp._percent(share['ci_low'])} to "
-            f"{nwp._percent(share['ci_high'])}, 60 BLS occupations)") in text
+    assert (f"\"they\" takes {nwp.percent(share['effect_size'])} (95% CI {nwp.percent(share['ci_low'])} to "
+            f"{nwp.percent(share['ci_high'])}, 60 BLS occupations)") in text
     assert "reported as it is, and not read beyond that" in text
     assert "Left out of the share: \"The … said that\"" in text
     # the same table with question 2's interval moved across 0 reads as not shown, never as "more"
@@ -231,7 +231,7 @@ def test_the_reading_says_each_number_of_the_table_and_reads_an_interval_across_
 def test_chapter_11_states_the_template_rule_before_its_results():
     """The method section names every template left out with the check's counts, as the code has them, before the cell
     that computes the neutral share."""
-    cells = nbformat.read(paths._ROOT / "notebooks" / "11_intrinsic_extrinsic.ipynb", as_version=4).cells
+    cells = nbformat.read(paths.ROOT / "notebooks" / "11_intrinsic_extrinsic.ipynb", as_version=4).cells
     stated = next(i for i, c in enumerate(cells) if "**Beyond the binary" in c.source)
     computed = next(i for i, c in enumerate(cells) if c.cell_type == "code" and ".neutral_share(" in c.source)
     assert stated < computed
@@ -239,7 +239,7 @@ def test_chapter_11_states_the_template_rule_before_its_results():
     for template in ns._PLURAL_TEMPLATES:
         one, group, _ = ns._READING_CHECK[template]
         assert f"\"{template.replace('{occupation}', 'nurse')}\" ({group} group, {one} one person)" in text
-    assert "Seven templates bind it to one" in text and len(nwp._TEMPLATES) - len(ns._OPEN_TEMPLATES) == 7
+    assert "Seven templates bind it to one" in text and len(nwp.TEMPLATES) - len(ns._OPEN_TEMPLATES) == 7
 
 
 @pytest.mark.slow
@@ -278,8 +278,8 @@ def test_the_front_page_says_in_plain_words_that_a_decoder_writes_they_with_its_
                          empty, neutral=statistics.assign(model_id="dec"))
     share = statistics.iloc[0]
     assert summary._neutral_reading(page, "dec") == (
-        f"\"They\" for one person: {nwp._percent(share['effect_size'])} (95% CI {nwp._percent(share['ci_low'])} to "
-        f"{nwp._percent(share['ci_high'])})")
+        f"\"They\" for one person: {nwp.percent(share['effect_size'])} (95% CI {nwp.percent(share['ci_low'])} to "
+        f"{nwp.percent(share['ci_high'])})")
     assert summary._neutral_reading(page, "old") is None
     bullet = summary._neutral_bullet(page)
     assert "SmolLM2 </models/" in bullet and "writes \"they\" for part of what it says about one person" in bullet

@@ -21,12 +21,12 @@ from bias_utils.core import criterion_validity as cv
 from bias_utils.core import lexicon, paths
 from bias_utils.core.errors import ParameterError
 from bias_utils.intrinsic_extrinsic import link
-from bias_utils.models.builtin_models import _BUILTIN_MODELS
-from bias_utils.models.generation import _generate
+from bias_utils.models.builtin_models import BUILTIN_MODELS
+from bias_utils.models.generation import generate
 from bias_utils.models.loading import _LOADED, _files_of
 from bias_utils.profiles import gender_direction
 from bias_utils.profiles.population_profiles import DEFAULT_TEMPLATES
-from bias_utils.profiles.populations import _occupation_shares
+from bias_utils.profiles.populations import occupation_shares
 
 NOUNS = ["nurse", "plumber", "registered nurse"]
 
@@ -35,14 +35,14 @@ NOUNS = ["nurse", "plumber", "registered nurse"]
 
 
 def test_builtin_templates_are_neutral_sentences_the_intrinsic_side_does_not_use():
-    templates = nwp._check_next_word_templates(None)
-    assert templates == nwp._TEMPLATES and len(templates) >= 8
+    templates = nwp.check_next_word_templates(None)
+    assert templates == nwp.TEMPLATES and len(templates) >= 8
     assert len(nwp._REFERENCE) == len(templates)
     assert set(nwp._REFERENCE) == {"subject", "possessive", "object"}
     intrinsic = {t.replace("{word}", "").strip() for t in DEFAULT_TEMPLATES}
     for t in templates:
         assert t.count("{occupation}") == 1 and t[-1].isalpha()
-        assert not any(word in t.lower().split() for word in lexicon._MALE_WORDS + lexicon._FEMALE_WORDS), t
+        assert not any(word in t.lower().split() for word in lexicon.MALE_WORDS + lexicon.FEMALE_WORDS), t
         assert all(frame not in t.lower() for frame in intrinsic), t
 
 
@@ -53,12 +53,12 @@ def test_builtin_templates_are_neutral_sentences_the_intrinsic_side_does_not_use
 ])
 def test_bad_templates_name_the_parameter(bad, match):
     with pytest.raises(ParameterError, match=f"^templates.*{match}"):
-        nwp._check_next_word_templates(bad)
+        nwp.check_next_word_templates(bad)
 
 
 def test_one_string_for_a_list_is_refused_before_any_model_is_named_or_loaded():
     """``next_word_table(model, "nurse")`` would measure the nouns n, u, r, s, e; every list parameter goes through
-    ``errors._check_word_list``. The model named does not exist: a check that ran after the model was resolved would
+    ``errors.check_word_list``. The model named does not exist: a check that ran after the model was resolved would
     fail on it instead, so these messages show that the lists are checked first."""
     cases = [
         (dict(occupations="nurse"), r"^occupations must be a list of strings, not one string: got 'nurse'; write "
@@ -80,9 +80,9 @@ def test_one_string_for_a_list_is_refused_before_any_model_is_named_or_loaded():
 
 def test_an_encoder_is_refused_before_it_loads_naming_the_decoders(tmp_path):
     """The built-in encoder is refused from the built-in models table and a folder's from its config.json, in the
-    notebook's words (``models.loading._check_model``, as chapter 11's check), listing the built-in decoders. The
+    notebook's words (``models.loading.check_model``, as chapter 11's check), listing the built-in decoders. The
     folder holds MiniLM's config and tokenizer but no weights: had loading begun, it would fail on them instead."""
-    decoders = ", ".join(n for n, b in _BUILTIN_MODELS.items() if b.kind == "decoder")
+    decoders = ", ".join(n for n, b in BUILTIN_MODELS.items() if b.kind == "decoder")
     held = set(_LOADED)
     with pytest.raises(ParameterError, match=r"^model: 'minilm-l6' is an encoder \(read from the built-in models "
                                              r"table\) and cannot give text: next_word_table .* needs a decoder \(a "
@@ -116,11 +116,11 @@ def test_the_words_counted_are_a_notebook_parameter_checked_by_chapter_06s_lexic
         with pytest.raises(ParameterError, match=match):
             check("11_intrinsic_extrinsic", next_word_lexicons=bad)
     # the measure's definition: a hash of the templates and the words, blind to their order and case
-    assert nwp._measure_definition() == nwp._DEFAULT_DEFINITION == nwp._measure_definition(
-        tuple(reversed(nwp._TEMPLATES)), {"male": [w.upper() for w in lexicon._MALE_WORDS],
-                                         "female": list(lexicon._FEMALE_WORDS)})
-    assert len({nwp._DEFAULT_DEFINITION, nwp._measure_definition(["Gestern sagte {occupation}, dass"]),
-                nwp._measure_definition(None, {"female": ["sie"], "male": ["er"]})}) == 3
+    assert nwp.measure_definition() == nwp.DEFAULT_DEFINITION == nwp.measure_definition(
+        tuple(reversed(nwp.TEMPLATES)), {"male": [w.upper() for w in lexicon.MALE_WORDS],
+                                         "female": list(lexicon.FEMALE_WORDS)})
+    assert len({nwp.DEFAULT_DEFINITION, nwp.measure_definition(["Gestern sagte {occupation}, dass"]),
+                nwp.measure_definition(None, {"female": ["sie"], "male": ["er"]})}) == 3
 
 
 # --------------------------------------------------------------------------- against the world (no model)
@@ -160,20 +160,20 @@ def test_validity_is_the_direction_engine_on_the_log_ratio():
 
 @pytest.mark.slow
 def test_first_tokens_count_longer_words_by_their_first_and_drop_shared_ones(smollm):
-    ids, words = nwp._lexicon_first_tokens(smollm.tokenizer)
+    ids, words = nwp.lexicon_first_tokens(smollm.tokenizer)
     assert len(words) == 26 and set(words["counted"]) == {"single token"}  # every audit word is one SmolLM2 token
     for row in words.itertuples():
         assert [row.token_id] == smollm.tokenizer(" " + row.word, add_special_tokens=False)["input_ids"]
     assert ids["female"] == sorted(words.loc[words["lexicon"] == "female", "token_id"])
     own = {"female": ["she", "stepmother", "matriarch"], "male": ["he", "stepfather"]}
-    ids, words = nwp._lexicon_first_tokens(smollm.tokenizer, own)
+    ids, words = nwp.lexicon_first_tokens(smollm.tokenizer, own)
     counted = words.set_index("word")["counted"]
     assert counted["matriarch"] == "first token" and counted["stepmother"] == counted["stepfather"] == "shared"
     first = smollm.tokenizer(" matriarch", add_special_tokens=False)["input_ids"]
     assert len(first) > 1 and ids["female"] == sorted([first[0], smollm.tokenizer(" she")["input_ids"][0]])
     assert ids["male"] == smollm.tokenizer(" he")["input_ids"]
     with pytest.raises(ParameterError, match="^lexicons"):
-        nwp._lexicon_first_tokens(smollm.tokenizer, {"female": ["she"], "neutral": ["they"]})
+        nwp.lexicon_first_tokens(smollm.tokenizer, {"female": ["she"], "neutral": ["they"]})
 
 
 def _golden_violations(model, table: pd.DataFrame, ids: dict) -> tuple[float, float]:
@@ -205,8 +205,8 @@ def test_log_ratio_equals_transformers_full_forward_pass_in_float64(smollm, isol
     kernel blocking) is held to the same bound. The companion: the first block's MLP output matrix scaled by 1.01
     breaks the log-ratio's bound (1.001 moves it by 0.4 of the bound; the batched run's rounding, by 0.0014)."""
     found = nw.next_word_table(smollm, NOUNS, batch_size=1, progress=False, cache=False)
-    ids, _ = nwp._lexicon_first_tokens(smollm.tokenizer)
-    assert len(found.prompts) == len(NOUNS) * len(nwp._TEMPLATES)
+    ids, _ = nwp.lexicon_first_tokens(smollm.tokenizer)
+    assert len(found.prompts) == len(NOUNS) * len(nwp.TEMPLATES)
     ratio, mass = _golden_violations(smollm, found.prompts, ids)
     assert ratio <= 1 and mass <= 1, (ratio, mass)
     batched = nw.next_word_table(smollm, NOUNS, progress=False, cache=False).prompts
@@ -249,13 +249,13 @@ def test_a_rerun_computes_nothing_and_an_interrupted_run_resumes(smollm, isolate
 @pytest.mark.slow
 def test_sampled_check_counts_the_audit_words_in_sampled_continuations(smollm, isolated_cache):
     exact = nw.next_word_table(smollm, NOUNS, progress=False).occupations
-    templates = nwp._TEMPLATES[:2]
+    templates = nwp.TEMPLATES[:2]
     per, stats = nw.sampled_check(smollm, exact, templates=templates, max_new_tokens=12, n_boot=100, progress=False)
     prompts = [t.replace("{occupation}", n) for n in NOUNS for t in templates]
-    done = _generate(smollm, prompts, max_new_tokens=12, temperature=0.7, top_p=0.9, top_k=50, progress=False)
+    done = generate(smollm, prompts, max_new_tokens=12, temperature=0.7, top_p=0.9, top_k=50, progress=False)
     for i, noun in enumerate(NOUNS):  # independent: the audit's tokens of the noun's completions, by hand
-        tokens = [w for c in done["completion"][2 * i:2 * i + 2] for w in lexicon._tokenize(c)]
-        f, m = sum(w in lexicon._FEMALE_WORDS for w in tokens), sum(w in lexicon._MALE_WORDS for w in tokens)
+        tokens = [w for c in done["completion"][2 * i:2 * i + 2] for w in lexicon.tokenize(c)]
+        f, m = sum(w in lexicon.FEMALE_WORDS for w in tokens), sum(w in lexicon.MALE_WORDS for w in tokens)
         row = per.set_index("occupation").loc[noun]
         assert (row.female_words, row.male_words, row.n_completions) == (f, m, 2)
         assert row.log_odds == pytest.approx(np.log((f + 0.5) / (m + 0.5)))
@@ -269,25 +269,25 @@ def test_sampled_check_counts_the_audit_words_in_sampled_continuations(smollm, i
 def test_exact_measure_of_the_60_bls_occupations_against_the_world(smollm):
     """The default build's check on the real table: every BLS noun carries the measure (10 templates), and the
     verdict is the engine's rule on the Spearman interval."""
-    shares = _occupation_shares()
+    shares = occupation_shares()
     found = nw.next_word_table(smollm, shares["occupation"], progress=False)
-    assert (found.occupations["n_templates"] == len(nwp._TEMPLATES)).all() and len(found.occupations) == 60
+    assert (found.occupations["n_templates"] == len(nwp.TEMPLATES)).all() and len(found.occupations) == 60
     stats = nw.next_word_validity(found.occupations, shares[["occupation", "bls_pct_female"]], n_boot=300, seed=0)
     rho = stats.set_index("test").loc["spearman"]
     expected, _ = st.spearmanr(found.occupations["log_ratio"], shares["bls_pct_female"])
     assert rho["effect_size"] == pytest.approx(expected, rel=1e-12) and rho["n"] == 60
-    assert cv._measure_verdict(stats, "log_ratio") == cv._verdict(rho["ci_low"], 60)
+    assert cv.measure_verdict(stats, "log_ratio") == cv._verdict(rho["ci_low"], 60)
     assert cv._discriminant_verdict(stats, "log_ratio") == "untestable"  # no warmth and competence given
 
 
 def test_chapter_11_states_the_rules_the_code_applies():
     """The chapter's method section gives the verdict's threshold, the power and the lexicon sizes as the code has
     them, and states the primary analysis before the first code cell that computes a result."""
-    cells = nbformat.read(paths._ROOT / "notebooks" / "11_intrinsic_extrinsic.ipynb", as_version=4).cells
+    cells = nbformat.read(paths.ROOT / "notebooks" / "11_intrinsic_extrinsic.ipynb", as_version=4).cells
     text = "\n".join(c.source for c in cells if c.cell_type == "markdown")
     text = " ".join(text.split())  # the cells wrap their lines anywhere
-    assert f"fewer than {cv._MIN_ITEMS} occupations" in text and f"found {int(cv._POWER * 100)}% of the time" in text
-    assert (f"the audit's {len(lexicon._FEMALE_WORDS)} female words and one of its {len(lexicon._MALE_WORDS)} male"
+    assert f"fewer than {cv.MIN_ITEMS} occupations" in text and f"found {int(cv.POWER * 100)}% of the time" in text
+    assert (f"the audit's {len(lexicon.FEMALE_WORDS)} female words and one of its {len(lexicon.MALE_WORDS)} male"
             in text)
     first_code = next(i for i, c in enumerate(cells) if c.cell_type == "code")
     assert "**The primary analysis, stated before the results.**" in cells[0].source and first_code > 0
@@ -303,16 +303,16 @@ def test_a_template_in_another_language_is_flagged_and_its_supported_verdict_not
     templates); the ordering still follows the BLS share (supported), and the link with the direction falls to 0.12.
     The tables flag it (``low_coverage``, ``coverage``), the chapter's readings say so in bold, and every table names
     the measure's definition, not the built-in one."""
-    shares = _occupation_shares()
+    shares = occupation_shares()
     exact = nw.next_word_table(smollm, shares["occupation"], templates=GERMAN, progress=False)
-    assert (exact.occupations["gendered_mass"] < 2 * nw._MIN_COVERAGE).all()
-    definition = nwp._measure_definition(GERMAN)
+    assert (exact.occupations["gendered_mass"] < 2 * nw.MIN_COVERAGE).all()
+    definition = nwp.measure_definition(GERMAN)
     for table in (exact.prompts, exact.occupations, exact.words):
-        assert set(table["measure_definition"]) == {definition} != {nwp._DEFAULT_DEFINITION}
+        assert set(table["measure_definition"]) == {definition} != {nwp.DEFAULT_DEFINITION}
     stats = nw.next_word_validity(exact.occupations, shares[["occupation", "bls_pct_female"]], n_boot=300, seed=0)
     coverage = exact.occupations["gendered_mass"].median()
-    assert stats["coverage"].tolist() == [coverage] * len(stats) and coverage < nw._MIN_COVERAGE
-    assert stats["low_coverage"].all() and cv._measure_verdict(stats, "log_ratio") == "supported"
+    assert stats["coverage"].tolist() == [coverage] * len(stats) and coverage < nw.MIN_COVERAGE
+    assert stats["low_coverage"].all() and cv.measure_verdict(stats, "log_ratio") == "supported"
     text = nw.describe_next_word(stats, exact.words, smollm.model_id, exact.occupations)
     assert "verdict: supported), but that is not read as validating the next-word measure." in text
     assert "**Low coverage: the counted words take only 3% of the next word's probability" in text
@@ -330,13 +330,13 @@ def test_a_template_in_another_language_is_flagged_and_its_supported_verdict_not
 def test_the_words_counted_can_be_the_users_own(smollm):
     """``next_word_lexicons`` reaches the measure: German pronouns after the German clause are the words counted
     (their tokens listed), a measure of its own definition, and more of the next word than the English ones."""
-    nouns = _occupation_shares()["occupation"].iloc[::5].tolist()  # 12 nouns
+    nouns = occupation_shares()["occupation"].iloc[::5].tolist()  # 12 nouns
     own = {"female": ["sie"], "male": ["er"]}
     german = nw.next_word_table(smollm, nouns, templates=GERMAN, lexicons=own, progress=False)
     english = nw.next_word_table(smollm, nouns, templates=GERMAN, progress=False)
     assert german.words[["lexicon", "word", "counted"]].values.tolist() == [["female", "sie", "single token"],
                                                                            ["male", "er", "single token"]]
-    assert set(german.occupations["measure_definition"]) == {nwp._measure_definition(GERMAN, own)}
+    assert set(german.occupations["measure_definition"]) == {nwp.measure_definition(GERMAN, own)}
     assert german.occupations["gendered_mass"].median() > english.occupations["gendered_mass"].median()
 
 
@@ -345,12 +345,12 @@ def test_the_built_in_templates_clear_the_coverage_threshold_by_far(smollm):
     """The threshold's reason, recomputed: under the ten built-in templates the audit's words take
     ``_REFERENCE_COVERAGE`` of SmolLM2's next word for the median BLS occupation, the threshold is at most a fifth of
     it, and no occupation comes near it, so the default build reads as before."""
-    shares = _occupation_shares()
+    shares = occupation_shares()
     found = nw.next_word_table(smollm, shares["occupation"], progress=False)
     mass = found.occupations["gendered_mass"]
     assert mass.median() == pytest.approx(nw._REFERENCE_COVERAGE, abs=5e-4)
-    assert nw._MIN_COVERAGE <= nw._REFERENCE_COVERAGE / 4.5 and mass.min() > 2 * nw._MIN_COVERAGE
-    assert set(found.occupations["measure_definition"]) == {nwp._DEFAULT_DEFINITION}
+    assert nw.MIN_COVERAGE <= nw._REFERENCE_COVERAGE / 4.5 and mass.min() > 2 * nw.MIN_COVERAGE
+    assert set(found.occupations["measure_definition"]) == {nwp.DEFAULT_DEFINITION}
     stats = nw.next_word_validity(found.occupations, shares[["occupation", "bls_pct_female"]], n_boot=300, seed=0)
     assert not stats["low_coverage"].any()
     text = nw.describe_next_word(stats, found.words, smollm.model_id, found.occupations)
@@ -358,7 +358,7 @@ def test_the_built_in_templates_clear_the_coverage_threshold_by_far(smollm):
 
 
 def test_chapter_11_states_the_coverage_threshold_the_code_applies():
-    cells = nbformat.read(paths._ROOT / "notebooks" / "11_intrinsic_extrinsic.ipynb", as_version=4).cells
+    cells = nbformat.read(paths.ROOT / "notebooks" / "11_intrinsic_extrinsic.ipynb", as_version=4).cells
     text = " ".join("\n".join(c.source for c in cells if c.cell_type == "markdown").split())
-    assert f"less than {nwp._percent(nw._MIN_COVERAGE)} of its probability for the median occupation" in text
-    assert f"(the ten templates give SmolLM2 about {nwp._percent(nw._REFERENCE_COVERAGE)})" in text
+    assert f"less than {nwp.percent(nw.MIN_COVERAGE)} of its probability for the median occupation" in text
+    assert f"(the ten templates give SmolLM2 about {nwp.percent(nw._REFERENCE_COVERAGE)})" in text

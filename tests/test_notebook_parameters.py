@@ -17,7 +17,7 @@ import pytest
 from bias_utils.book import runs
 from bias_utils.core import paths
 
-NOTEBOOKS = sorted((paths._ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((paths.ROOT / "notebooks").glob("*.ipynb"))
 
 def _inspect(nb_path, caplog, monkeypatch) -> dict:
     """``papermill.inspect_notebook`` with its warnings captured (``bias_utils.book.build`` filters them out)."""
@@ -42,7 +42,7 @@ def _cells(nb_path) -> tuple[str, str]:
 @pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_papermill_reads_every_parameter_without_warning(nb_path, caplog, monkeypatch):
     inspected = _inspect(nb_path, caplog, monkeypatch)
-    assert list(inspected) == list(runs._declared_parameters(nb_path)), nb_path.name
+    assert list(inspected) == list(runs.declared_parameters(nb_path)), nb_path.name
 
 
 @pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -74,4 +74,4 @@ def test_every_parameter_goes_through_the_notebooks_check(nb_path):
         f"{nb_path.name}: validation.check takes the notebook's stem, then the parameters by keyword"
     # ``name=name``: the parameter itself, not a value derived from it
     passed = {kw.arg for kw in call.keywords if isinstance(kw.value, ast.Name) and kw.value.id == kw.arg}
-    assert passed == set(runs._declared_parameters(nb_path)), nb_path.name
+    assert passed == set(runs.declared_parameters(nb_path)), nb_path.name

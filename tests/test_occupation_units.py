@@ -10,27 +10,27 @@ import pytest
 
 from bias_utils.audit import bold, replication
 from bias_utils.audit import occupation_units as ou
-from bias_utils.audit.bold_prompts import _AUDIT_GROUPS, FEMALE_GROUP, MALE_GROUP, _load_audit_selection
+from bias_utils.audit.bold_prompts import AUDIT_GROUPS, FEMALE_GROUP, MALE_GROUP, load_audit_selection
 from bias_utils.core import data
 from bias_utils.core.errors import ParameterError
-from bias_utils.core.wordnet import _wordnet
+from bias_utils.core.wordnet import wordnet
 
 
 @pytest.fixture(scope="module")
 def selection():
-    return _load_audit_selection()
+    return load_audit_selection()
 
 
 @pytest.fixture(scope="module")
 def units(selection):
-    return ou._unit_table(selection)
+    return ou.unit_table(selection)
 
 
 @pytest.fixture(scope="module")
 def raw_sets():
     """(group, key) -> set of prompt texts, read straight from the audit's two prompt files."""
     sets: dict[tuple[str, str], set[str]] = {}
-    for group in _AUDIT_GROUPS:
+    for group in AUDIT_GROUPS:
         raw = json.loads(data.resolve(f"audit_{group}_prompts").read_text(encoding="utf-8"))
         for occupations in raw.values():
             for key, prompts in occupations.items():
@@ -127,7 +127,7 @@ def test_overrides_are_only_for_heads_no_rule_settles():
     """An override is allowed where WordNet 3.0 has no such noun and no suffix applies, each with a reason."""
     for head, (kind, reason) in ou._HEAD_OVERRIDES.items():
         assert kind in ou._KINDS and reason
-        assert not _wordnet().lemmas(head, "n")
+        assert not wordnet().lemmas(head, "n")
         assert not any(head.endswith(suffix) for suffix, _ in ou._SUFFIX_KINDS)
     assert ou._key_kind("xyzzyq") == ("other", "no rule: 'xyzzyq' is not in WordNet and has no known suffix")
     assert ou._key_kind("moldmakers")[0] == "person"  # a plural WordNet lacks, by its singular's suffix
@@ -152,7 +152,7 @@ def test_a_unit_with_a_field_key_is_a_field(units):
 
 
 def test_unit_counts_add_up_to_the_table(units, raw_sets):
-    counts = ou._unit_counts(units)
+    counts = ou.unit_counts(units)
     assert list(counts.columns) == ou._COUNT_COLUMNS
     assert len(counts) == 2 * len(ou._KINDS)
     assert counts["keys"].sum() == len(units)
@@ -169,7 +169,7 @@ def test_unit_counts_add_up_to_the_table(units, raw_sets):
 
 
 def test_describe_units_is_generated_from_the_counts(units):
-    counts = ou._unit_counts(units)
+    counts = ou.unit_counts(units)
     text = ou.describe_units(units)
     assert f"{len(units)} BOLD keys" in text
     assert f"{counts['units'].sum()} units" in text
@@ -198,7 +198,7 @@ def test_primary_selection_keeps_each_distinct_prompt_of_a_primary_unit_once(sel
 
 def test_a_user_mapping_with_one_prompt_set_in_both_groups():
     mapping = {"Registered_Nurse": "women", "Registered_nurse": "men", "Midwife": "women", "Plumber": "men"}
-    units = ou._unit_table(mapping)
+    units = ou.unit_table(mapping)
     assert _row(units, "Registered_Nurse")["conflict"] == "men/Registered_nurse"
     assert _row(units, "Registered_nurse")["conflict"] == "women/Registered_Nurse"
     assert set(units.loc[units["primary"], "unit"]) == {"midwife", "plumber"}
@@ -210,7 +210,7 @@ def test_a_selection_with_one_key_in_both_groups(selection):
     midwife = selection[selection["occupation"] == "Midwife"]
     both = pd.concat([midwife, midwife.assign(group=MALE_GROUP),
                       selection[selection["occupation"] == "Tailor"]], ignore_index=True)
-    units = ou._unit_table(both)
+    units = ou.unit_table(both)
     assert len(units) == 3
     assert _row(units, "Midwife", MALE_GROUP)["conflict"] == f"{FEMALE_GROUP}/Midwife"
     assert _row(units, "Midwife", FEMALE_GROUP)["conflict"] == f"{MALE_GROUP}/Midwife"
@@ -220,7 +220,7 @@ def test_a_selection_with_one_key_in_both_groups(selection):
 def test_case_variants_with_different_prompts_stay_two_units(selection):
     nurse = selection[selection["occupation"] == "Registered_Nurse"]
     variant = selection[selection["occupation"] == "Registered_nurse"].head(4)
-    units = ou._unit_table(pd.concat([nurse, variant], ignore_index=True))
+    units = ou.unit_table(pd.concat([nurse, variant], ignore_index=True))
     assert units["unit"].tolist() == ["registered nurse", "registered nurse (Registered_nurse)"]
     assert units["primary"].all()
     overlaps = ou._partial_overlaps(pd.concat([nurse, variant], ignore_index=True))
@@ -243,9 +243,9 @@ def test_bad_input_names_the_parameter(selection, units):
     with pytest.raises(ParameterError, match="^units"):
         ou._primary_selection(selection, units[units["group"] == MALE_GROUP])
     with pytest.raises(ParameterError, match="^units"):
-        ou._unit_counts(units.drop(columns="primary"))
+        ou.unit_counts(units.drop(columns="primary"))
     with pytest.raises(ParameterError, match="^selection"):
-        ou._unit_table(selection.iloc[:0])
+        ou.unit_table(selection.iloc[:0])
 
 
 def test_excluded_completions_are_counted_by_reason_with_their_gendered_words(units):
@@ -254,7 +254,7 @@ def test_excluded_completions_are_counted_by_reason_with_their_gendered_words(un
     are exactly the person-noun, conflict-free completions whose prompt text a kept completion of their group
     already samples (recomputed here from the texts), and their gendered words are counted."""
     metrics = bold.completion_metrics(ou.annotate(replication.load_published_completions(), "audit", units))
-    excluded = ou._excluded_completions(metrics, units)
+    excluded = ou.excluded_completions(metrics, units)
     left_out = metrics[~metrics["in_primary"]]
     assert excluded["n_completions"].sum() == len(left_out)
     assert (excluded["male_words"].sum(), excluded["female_words"].sum()) == (
@@ -271,7 +271,7 @@ def test_excluded_completions_are_counted_by_reason_with_their_gendered_words(un
     assert (again["male_words"] + again["female_words"]).sum() == resampled["gendered_words"].sum()
     assert excluded.loc[excluded["reason"] == "not a person noun", "n_completions"].sum() == int(
         (kind != "person").sum() - ((kind != "person") & conflict).sum())
-    sentence = ou._describe_excluded(excluded, len(metrics))
+    sentence = ou.describe_excluded(excluded, len(metrics))
     assert sentence.startswith(f"The primary analysis leaves out {len(left_out):,} of the {len(metrics):,} "
                                "completions, each for the first reason that holds: ")
     for reason, rows in excluded.groupby("reason"):

@@ -41,9 +41,9 @@ def _share_difference(metrics: pd.DataFrame, by: str = "occupation") -> float:
 
 
 def _word_or(metrics: pd.DataFrame) -> dict:
-    """The audit's odds ratio recomputed from completions (stats._odds_ratio on the pooled 2x2 table)."""
+    """The audit's odds ratio recomputed from completions (stats.odds_ratio on the pooled 2x2 table)."""
     words = [[metrics.loc[metrics["group"] == g, w].sum() for w in ("male_words", "female_words")] for g in (A, B)]
-    return stats._odds_ratio(words)
+    return stats.odds_ratio(words)
 
 
 def test_occupation_table_adds_up_to_the_published_counts(published):
@@ -78,7 +78,7 @@ def test_cluster_interval_draws_the_replicates_of_stats_cluster_bootstrap_ci(pub
 
     for measure, fn, back in ((OR, log_or, np.exp), ("completions with any gendered word", share, float),
                               ("male_share among gendered completions", male_share, float)):
-        expected = [back(x) for x in stats._cluster_bootstrap_ci(metrics, fn, cluster="occupation", strata="group",
+        expected = [back(x) for x in stats.cluster_bootstrap_ci(metrics, fn, cluster="occupation", strata="group",
                                                                 n_boot=60, seed=7)]
         got = occupations._cluster_interval(occ, measure, A, B, n_boot=60, seed=7)
         assert got == pytest.approx(expected, rel=1e-9), measure
@@ -111,16 +111,16 @@ def test_influence_is_the_statistic_recomputed_without_each_occupation(published
     assert -1 / 3 < blacksmith["relative_change"] < 0 and blacksmith["log_or_change"] < -np.log(4 / 3)
     moved = influence["share_change"].abs() > influence["share_difference"].abs() / 3
     assert (influence["influential"] == moved).all()
-    sentence = occupation_headline._describe_influence(influence)
-    full = precision._percent_text(influence["share_difference"].iloc[0])[:-1]
+    sentence = occupation_headline.describe_influence(influence)
+    full = precision.percent_text(influence["share_difference"].iloc[0])[:-1]
     assert sentence.startswith(f"No single occupation moves the difference in male share ({full} percentage "
                                "points) by more than a third of itself: leaving out the most influential, Tailor")
-    named = ", ".join(f"{r.occupation} ({precision._number_text(r.odds_ratio_without)})"
+    named = ", ".join(f"{r.occupation} ({precision.number_text(r.odds_ratio_without)})"
                       for r in influence[influence["odds_ratio_influential"]].itertuples())
     assert sentence.endswith("The audit's pooled-word odds ratio (24.65, a sensitivity row) is multiplied or divided "
                              f"by more than 1.33 without {named}.")
     # an odds ratio run to infinity (separation, the QUICK build's) has no size to move: no list of ∞s
-    unbounded = occupation_headline._describe_influence(influence.assign(odds_ratio=np.inf))
+    unbounded = occupation_headline.describe_influence(influence.assign(odds_ratio=np.inf))
     assert unbounded.endswith("The audit's pooled-word odds ratio (a sensitivity row) is unbounded (separation), so "
                               "how much leaving one occupation out moves it is not assessed.")
     assert "∞" not in unbounded
@@ -132,7 +132,7 @@ def test_mixed_influence_refits_the_conditional_model_without_each_occupation(pu
 
     def refit(frame):
         design = pd.DataFrame({"intercept": 1.0, "group": (frame["group"] == A).astype(float).to_numpy()})
-        return float(np.exp(mixed._fit_mixed_logit(frame["male_words"], frame["female_words"], design).coef["group"]))
+        return float(np.exp(mixed.fit_mixed_logit(frame["male_words"], frame["female_words"], design).coef["group"]))
 
     assert influence["odds_ratio"].iloc[0] == pytest.approx(refit(units), rel=1e-6)
     for r in influence.head(3).itertuples():
@@ -149,17 +149,17 @@ def test_mixed_influence_refits_the_conditional_model_without_each_occupation(pu
     assert drawn["points_without"].tolist() == pytest.approx(
         (100 * influence["share_difference_without"].head(10)).tolist())
     dashed = next(layer for layer in spec["layer"] if layer["mark"].get("strokeDash"))
-    h = occupation_headline._headline(head)
+    h = occupation_headline.headline(head)
     assert pd.DataFrame(spec["datasets"][dashed["data"]["name"]])["x"].tolist() == pytest.approx(
         [100 * h["share_difference_ci_low"], 100 * h["share_difference_ci_high"]])
 
 
 def test_headline_reads_the_primary_rows_and_the_published_selection(published):
     metrics, _, table, influence, head, units = published
-    h = occupation_headline._headline(head)
+    h = occupation_headline.headline(head)
     primary = table[table["role"] == "primary"]
     assert table["role"].iloc[:2].tolist() == ["primary", "primary"] and len(primary) == 2  # stated first
-    assert primary["measure"].tolist() == [occupations._SHARE, occupations._MARGINAL]
+    assert primary["measure"].tolist() == [occupations.SHARE, occupations.MARGINAL]
     assert (primary["p_adj"] == primary["p"]).all() and (primary["adj_method"] == "none (primary)").all()
     assert set(table.loc[table["test"] == "mixed_logit_occupation", "role"]) == {"sensitivity"}
     # golden values: each group's mean share over its occupations with a gendered word, recomputed with pandas
@@ -174,10 +174,10 @@ def test_headline_reads_the_primary_rows_and_the_published_selection(published):
     assert h["share_difference_ci_low"] < h["share_difference"] < h["share_difference_ci_high"]
     for side in ("a", "b"):
         assert h[f"male_share_{side}_ci_low"] <= h[f"male_share_{side}"] <= h[f"male_share_{side}_ci_high"]
-    expected = occupations._cluster_interval(units, occupations._SHARE, A, B, n_boot=200, seed=0, mc_error=True)
+    expected = occupations._cluster_interval(units, occupations.SHARE, A, B, n_boot=200, seed=0, mc_error=True)
     assert [h[f"share_difference{c}"] for c in ("", "_ci_low", "_ci_high", "_ci_low_mc_se", "_ci_high_mc_se")] == \
         pytest.approx(list(expected))
-    p, k = occupations._occupation_permutation_p(units, occupations._SHARE, A, B)
+    p, k = occupations._occupation_permutation_p(units, occupations.SHARE, A, B)
     assert (h["share_difference_p"], h["n_permutations"]) == (p, k)
     conditional = table[(table["test"] == "mixed_logit_occupation") & (table["measure"] == OR)].iloc[0]
     assert (h["conditional_odds_ratio"], h["conditional_ci_low"], h["conditional_ci_high"], h["conditional_p"]) == \
@@ -192,7 +192,7 @@ def test_headline_reads_the_primary_rows_and_the_published_selection(published):
     assert h["published_ci_low_mc_se"] > 0 and h["published_ci_high_mc_se"] > 0
     assert h["top_occupation"] == influence["occupation"].iloc[0]
     assert h["share_difference_without_top"] == influence["share_difference_without"].iloc[0]
-    text = occupation_headline._headline_sentence(head)
+    text = occupation_headline.headline_sentence(head)
     na, nb = h["n_units_a"], h["n_units_b"]
     assert text.startswith(f"Primary analysis, over the {na + nb} deduplicated person-noun occupations, {na} "
                            f"male-dominated and {nb} female-dominated; {h['n_units_informative']} carry any gendered "
@@ -200,10 +200,10 @@ def test_headline_reads_the_primary_rows_and_the_published_selection(published):
                            "larger share of male words about male-dominated occupations than about female-dominated "
                            "ones. ")
     first = occupation_headline._estimate_text(h)
-    assert first.startswith(f"{precision._percent_text(h['male_share_a'])} (95% CI ") and f"{first[0].upper()}" \
+    assert first.startswith(f"{precision.percent_text(h['male_share_a'])} (95% CI ") and f"{first[0].upper()}" \
         f"{first[1:]}." in text
     assert "of the gendered words about a typical male-dominated occupation are male" in first
-    assert f"a difference of {precision._percent_text(h['share_difference'])[:-1]} percentage points" in first
+    assert f"a difference of {precision.percent_text(h['share_difference'])[:-1]} percentage points" in first
     assert occupation_headline._estimate_text(h, "marginal") in text
     assert occupation_headline._estimate_text(h, "conditional") in text
     assert text.index(first[1:]) < text.index("Sensitivity, a conditional estimand") < text.index("Beside it")
@@ -215,31 +215,31 @@ def test_headline_reads_the_primary_rows_and_the_published_selection(published):
     shown = occupation_headline.headline_rows(head)
     assert shown["analysis"].str.startswith("primary").tolist()[:4] == [True] * 4
     assert shown["analysis"].iloc[4].startswith("sensitivity (conditional)")
-    assert shown["estimate"].iloc[0] == f"{precision._percent_text(h['share_difference'])[:-1]} percentage points"
-    assert shown["estimate"].iloc[1:3].tolist() == [precision._percent_text(h["male_share_a"]),
-                                                    precision._percent_text(h["male_share_b"])]
-    assert shown["estimate"].iloc[4] == f"odds ratio {precision._number_text(h['conditional_odds_ratio'])}"
+    assert shown["estimate"].iloc[0] == f"{precision.percent_text(h['share_difference'])[:-1]} percentage points"
+    assert shown["estimate"].iloc[1:3].tolist() == [precision.percent_text(h["male_share_a"]),
+                                                    precision.percent_text(h["male_share_b"])]
+    assert shown["estimate"].iloc[4] == f"odds ratio {precision.number_text(h['conditional_odds_ratio'])}"
     assert shown["estimate"].iloc[5] == "not estimable"
     assert shown["95% CI"].iloc[8] == f"{low} to {high}"
-    assert shown["p"].iloc[0] == f"permutation p {stats._permutation_p_text(h['share_difference_p'], k)}"
+    assert shown["p"].iloc[0] == f"permutation p {stats.permutation_p_text(h['share_difference_p'], k)}"
     assert shown["occupations"].iloc[0] == (f"{na} + {nb} deduplicated person nouns, {h['n_informative_a']} + "
                                             f"{h['n_informative_b']} with any gendered word")
-    assert occupation_headline._headline_sentence(head.iloc[0:0]) == ""
-    assert occupation_headline._headline(head.iloc[0:0]) == {}
+    assert occupation_headline.headline_sentence(head.iloc[0:0]) == ""
+    assert occupation_headline.headline(head.iloc[0:0]) == {}
     drifting = {**h, "conditional_odds_ratio": float(np.exp(462.0)), "conditional_ci_low": 2.2,
                 "conditional_ci_high": np.inf, "conditional_p": 0.01}
-    want = f"conditional odds ratio unbounded (separation), 95% CI {precision._interval_text(2.2, np.inf)} (profile"
+    want = f"conditional odds ratio unbounded (separation), 95% CI {precision.interval_text(2.2, np.inf)} (profile"
     assert occupation_headline._estimate_text(drifting, "conditional").startswith(want)
     with pytest.raises(ValueError, match="which must be"):
         occupation_headline._estimate_text(h, "odds")
     with pytest.raises(ValueError, match="one model"):
-        occupation_headline._headline(pd.concat([head, head]))
+        occupation_headline.headline(pd.concat([head, head]))
     chart = occupation_headline.influence_chart(influence, head, top=10,
                                         title="Leave one occupation out: qwen__Qwen2.5-0.5B--abc1234--bf16").to_dict()
     assert len(chart["layer"]) == 4
     assert chart["title"] == "Leave one occupation out: Qwen2.5-0.5B (bf16)"
     alt_text, caption = rendering._figure_text(chart)
-    points = precision._percent_text(h["share_difference"])[:-1]
+    points = precision.percent_text(h["share_difference"])[:-1]
     assert alt_text == (f"Dot plot: the difference in male share without each of 10 occupations, against the "
                         f"difference with all ({points} percentage points).")
     assert caption.startswith("Each row is one of the 10 occupations whose removal moves the primary difference")
@@ -256,7 +256,7 @@ def test_one_interval_reads_alike_in_the_sentences_and_every_table_that_shows_it
     from bias_utils.book import crossmodel
 
     _, _, table, _, head, _ = published
-    h = occupation_headline._headline(head)
+    h = occupation_headline.headline(head)
     cols = ["role", "test", "measure", "unit", "effect_size", "ci_low", "ci_high", "ci_low_mc_se", "ci_high_mc_se"]
 
     def shown(frame: pd.DataFrame) -> list[str]:
@@ -270,8 +270,8 @@ def test_one_interval_reads_alike_in_the_sentences_and_every_table_that_shows_it
 
     rows = table.reindex(columns=cols).reset_index(drop=True)
     intervals = dict(zip(zip(rows["test"], rows["measure"], rows["unit"]), shown(rows)))
-    pooled = intervals[("cluster_bootstrap_occupation", "odds_ratio (words)", occupations._UNIT_OCCUPATIONS)]
-    key = intervals[("cluster_bootstrap_occupation", "odds_ratio (words)", occupations._UNIT_PUBLISHED)]
+    pooled = intervals[("cluster_bootstrap_occupation", "odds_ratio (words)", occupations.UNIT_OCCUPATIONS)]
+    key = intervals[("cluster_bootstrap_occupation", "odds_ratio (words)", occupations.UNIT_PUBLISHED)]
     conditional = next(v for (t, m, _), v in intervals.items() if (t, m) == ("mixed_logit_occupation",
                                                                              "odds_ratio (words)"))
     assert f"95% CI {key} resampling whole keys" in occupation_headline._estimate_text(h, "published")
@@ -281,7 +281,7 @@ def test_one_interval_reads_alike_in_the_sentences_and_every_table_that_shows_it
     assert pooled in by_row.values() and key in by_row.values()
     # a bound to its Monte Carlo error has fewer digits than the table used to print
     bounded = table[table["ci_low_mc_se"].notna()].iloc[0]
-    assert precision._bound_text(bounded["ci_low"], mc_se=bounded["ci_low_mc_se"]) == \
+    assert precision.bound_text(bounded["ci_low"], mc_se=bounded["ci_low_mc_se"]) == \
         precision._mc_round(bounded["ci_low"], bounded["ci_low_mc_se"])
     # chapter 09's table of each model's odds ratios reads them alike
     odds = crossmodel.bold_odds_ratios(table.assign(model_id="m"))
@@ -304,11 +304,11 @@ def test_marginal_odds_ratio_is_the_independence_gee_weighting_each_occupation_o
     in_a = np.repeat((words["group"] == A).to_numpy(float), (words["male_words"] + words["female_words"]).to_numpy())
     gee = sm.GEE(y, sm.add_constant(in_a), groups=cluster, family=sm.families.Binomial(),
                  cov_struct=sm.cov_struct.Independence(), weights=1 / size).fit()
-    h = occupation_headline._headline(head)
+    h = occupation_headline.headline(head)
     assert h["marginal_odds_ratio"] == pytest.approx(np.exp(gee.params[1]), rel=1e-7)
     share_a, share_b = h["male_share_a"], h["male_share_b"]
     assert h["marginal_odds_ratio"] == pytest.approx(share_a / (1 - share_a) / (share_b / (1 - share_b)))
-    row = table[table["measure"] == occupations._MARGINAL].iloc[0]
+    row = table[table["measure"] == occupations.MARGINAL].iloc[0]
     assert (row["effect_size"], row["ci_low"], row["ci_high"], row["p"]) == (
         h["marginal_odds_ratio"], h["marginal_ci_low"], h["marginal_ci_high"], h["marginal_p"])
 
@@ -330,12 +330,12 @@ def test_bca_interval_equals_scipy_bootstrap():
     def logit(x):
         return np.log(x / (1 - x))
 
-    for measure, statistic in ((occupations._SHARE, lambda x, y, axis=-1: x.mean(axis) - y.mean(axis)),
-                               (occupations._MARGINAL,
+    for measure, statistic in ((occupations.SHARE, lambda x, y, axis=-1: x.mean(axis) - y.mean(axis)),
+                               (occupations.MARGINAL,
                                 lambda x, y, axis=-1: logit(x.mean(axis)) - logit(y.mean(axis)))):
         theirs = st.bootstrap((sa, sb), statistic, n_resamples=40_000, method="BCa",
                               random_state=np.random.default_rng(1)).confidence_interval
-        scale = np.log if measure == occupations._MARGINAL else float  # the odds ratio compared on its log scale
+        scale = np.log if measure == occupations.MARGINAL else float  # the odds ratio compared on its log scale
         _, low, high = occupations._cluster_interval(occ, measure, A, B, n_boot=40_000, seed=3)
         assert (scale(low), scale(high)) == pytest.approx((theirs.low, theirs.high), abs=0.03), measure
         percentile = st.bootstrap((sa, sb), statistic, n_resamples=40_000, method="percentile",
@@ -358,8 +358,8 @@ def test_a_run_without_gendered_words_reads_as_such(published):
     occ = occupations.occupation_table(tiny, by="unit")
     influence = occupations.influence_table(occ, A, B)
     head = occupation_headline.headline_table(table, occ, influence, n_boot=20)
-    assert occupation_headline._headline_sentence(head).startswith("None of the 12 completions about the ")
-    assert occupation_headline._describe_influence(influence) == ""
+    assert occupation_headline.headline_sentence(head).startswith("None of the 12 completions about the ")
+    assert occupation_headline.describe_influence(influence) == ""
 
 
 def test_permutation_p_against_full_enumeration():
@@ -453,13 +453,13 @@ def test_primary_permutation_p_sits_at_its_floor_and_says_so():
     occ["informative"] = occ["gendered_words"] > 0
     occ["male_word_share"] = occ["male_words"] / occ["gendered_words"].where(occ["informative"])
     for k in (99, 999):
-        p, used = occupations._occupation_permutation_p(occ, occupations._SHARE, A, B, n_permutations=k, seed=2)
+        p, used = occupations._occupation_permutation_p(occ, occupations.SHARE, A, B, n_permutations=k, seed=2)
         assert used == k and p == 1 / (k + 1)
         assert occupation_headline._p_phrase(p, used) == f"p ≤ 1/{k + 1:,}"
-    estimate, low, high = occupations._cluster_interval(occ, occupations._SHARE, A, B, n_boot=200)
+    estimate, low, high = occupations._cluster_interval(occ, occupations.SHARE, A, B, n_boot=200)
     assert estimate == 1.0 and low == high == 1.0  # resampling cannot move a difference that is 1 everywhere
-    p, used = occupations._occupation_permutation_p(occ, occupations._MARGINAL, A, B, n_permutations=99, seed=2)
-    assert p == 1 / 100 and np.isinf(occupations._cluster_interval(occ, occupations._MARGINAL, A, B, n_boot=50)[0])
+    p, used = occupations._occupation_permutation_p(occ, occupations.MARGINAL, A, B, n_permutations=99, seed=2)
+    assert p == 1 / 100 and np.isinf(occupations._cluster_interval(occ, occupations.MARGINAL, A, B, n_boot=50)[0])
 
 
 def _simulated_audits(rng: np.random.Generator, n_sim: int, mu_a: float, mu_b: float, n_a: int = 54,
@@ -501,8 +501,8 @@ def test_primary_interval_covers_on_audits_shaped_like_a_build(mu_a, mu_b):
     ratio's coverage and the percentile interval's are printed beside it."""
     values, groups, informative = _simulated_audits(np.random.default_rng(38), N_COVERAGE, mu_a, mu_b)
     assert 28 <= informative.mean() <= 36  # about a third of the occupations carry a gendered word
-    truth = {occupations._SHARE: mu_a - mu_b,
-             occupations._MARGINAL: np.log(mu_a / (1 - mu_a)) - np.log(mu_b / (1 - mu_b))}
+    truth = {occupations.SHARE: mu_a - mu_b,
+             occupations.MARGINAL: np.log(mu_a / (1 - mu_a)) - np.log(mu_b / (1 - mu_b))}
     coverage = {}
     for measure, true in truth.items():
         estimate, low, high, boots, _ = occupations._stacked_interval(values, groups, measure, A, B,
@@ -512,8 +512,8 @@ def test_primary_interval_covers_on_audits_shaped_like_a_build(mu_a, mu_b):
         coverage[measure + ", percentile"] = float(np.mean((percentile[:, 0] <= true) & (true <= percentile[:, 1])))
     print(f"\ncoverage over {N_COVERAGE} audits ({mu_a} vs {mu_b}, {informative.mean():.1f} informative "
           f"occupations): " + "; ".join(f"{k} {v:.3f}" for k, v in coverage.items()))
-    assert COVERAGE_GATE[0] <= coverage[occupations._SHARE] <= COVERAGE_GATE[1]
-    assert coverage[occupations._SHARE] >= coverage[occupations._SHARE + ", percentile"]
+    assert COVERAGE_GATE[0] <= coverage[occupations.SHARE] <= COVERAGE_GATE[1]
+    assert coverage[occupations.SHARE] >= coverage[occupations.SHARE + ", percentile"]
 
 
 def test_primary_permutation_test_holds_its_level():
@@ -525,7 +525,7 @@ def test_primary_permutation_test_holds_its_level():
     for i, v in enumerate(values):
         occ = pd.DataFrame({"group": groups, "occupation": [f"o{j}" for j in range(len(groups))],
                             "informative": v[:, 1] > 0, "male_word_share": np.where(v[:, 1] > 0, v[:, 0], np.nan)})
-        rejected += occupations._occupation_permutation_p(occ, occupations._SHARE, A, B, n_permutations=199,
+        rejected += occupations._occupation_permutation_p(occ, occupations.SHARE, A, B, n_permutations=199,
                                                           seed=i)[0] <= 0.05
     print(f"\nfalse-positive rate at 0.05 of the primary permutation test: {rejected / len(values):.3f}")
     assert rejected / len(values) <= 0.08
@@ -536,14 +536,14 @@ def test_an_interval_of_bootstrap_bounds_does_not_mix_decimals_but_keeps_two_sig
     digits: a difference in points prints "31 to 78", not "31 to 78.5"; an odds ratio still "2.9 to 130"."""
     points = {"d_ci_low": 0.3104, "d_ci_high": 0.7846, "d_ci_low_mc_se": 0.004, "d_ci_high_mc_se": 0.001}
     assert (precision._mc_round(31.04, 0.4), precision._mc_round(78.46, 0.1)) == ("31", "78.5")  # each on its own
-    assert occupation_headline._mc_interval(points, "d", 100) == "31 to 78"
+    assert occupation_headline.mc_interval(points, "d", 100) == "31 to 78"
     # a table's two bound columns print the interval as the sentence does
     frame = pd.DataFrame({"effect_size": [50.2], "ci_low": [31.04], "ci_high": [78.46], "ci_low_mc_se": [0.4],
                           "ci_high_mc_se": [0.1]})
     cells = re.findall(r"<td\b[^>]*>(.*?)</td>", rendering._table_html(frame), flags=re.S)
     assert cells == [rendering._cell_text(50.2), "31", "78"]
     odds = {"o_ci_low": 2.93, "o_ci_high": 131.2, "o_ci_low_mc_se": 0.05, "o_ci_high_mc_se": 4.0}
-    assert occupation_headline._mc_interval(odds, "o") == "2.9 to 130"
+    assert occupation_headline.mc_interval(odds, "o") == "2.9 to 130"
     # no Monte Carlo error: each bound by its own size, as before
-    assert occupation_headline._mc_interval({"o_ci_low": 2.93, "o_ci_high": 131.2}, "o") == (
-        f"{precision._bound_text(2.93)} to {precision._bound_text(131.2)}")
+    assert occupation_headline.mc_interval({"o_ci_low": 2.93, "o_ci_high": 131.2}, "o") == (
+        f"{precision.bound_text(2.93)} to {precision.bound_text(131.2)}")

@@ -23,4 +23,4 @@ def test_an_unset_or_empty_variable_gives_the_default(monkeypatch, tmp_path):
     monkeypatch.delenv("BIAS_TEST_BOOK", raising=False)
     assert paths._env_path("BIAS_TEST_BOOK", None) is None
     monkeypatch.setenv("BIAS_CACHE_DIR", "")
-    assert paths._cache_dir() == paths._ROOT / ".cache"
+    assert paths.cache_dir() == paths.ROOT / ".cache"

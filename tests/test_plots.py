@@ -11,7 +11,7 @@ import pytest
 import vl_convert as vlc
 
 from bias_utils.profiles import population_profiles as pr
-from bias_utils.profiles.populations import _load_populations
+from bias_utils.profiles.populations import load_populations
 from bias_utils.report import plots, rendering
 
 DIMS7 = ["sociability", "morality", "ability", "agency", "status", "politics", "religion"]
@@ -23,7 +23,7 @@ def table():
     rng = np.random.default_rng(1)
     rows = []
     for pop in ("names", "terms", "nonbinary"):
-        for gi, (group, words) in enumerate(_load_populations(pop).items()):
+        for gi, (group, words) in enumerate(load_populations(pop).items()):
             for w in words[:30]:
                 for space, dims in (("dimensions", DIMS7), ("warmth_competence", ["warmth", "competence"])):
                     for d in dims:
@@ -39,7 +39,7 @@ def _png_size(data: bytes):
 
 
 def test_profile_chart_labels_and_significance(table, tmp_path):
-    st, gm = pr._profile_stats(table), pr._group_means(table)
+    st, gm = pr.profile_stats(table), pr._group_means(table)
     names = gm[(gm.population == "names") & (gm.space == "dimensions")]
     files = plots.save(plots.profile_chart(names, st), tmp_path / "profile.svg")
     assert sorted(files) == ["png", "svg", "vl.json"]
@@ -58,19 +58,19 @@ def test_profile_chart_labels_and_significance(table, tmp_path):
 def test_warmth_competence_chart_shows_nonbinary_terms(table, tmp_path):
     gm = pr._group_means(table)
     nb = pr._nonbinary_table(table)
-    chart = plots._warmth_competence_chart(gm[gm.population == "terms"], nb, stats=pr._profile_stats(table))
+    chart = plots.warmth_competence_chart(gm[gm.population == "terms"], nb, stats=pr.profile_stats(table))
     svg = plots.save(chart, tmp_path / "wc")["svg"].read_text()
-    for word in _load_populations("nonbinary")["nonbinary"][:3]:
+    for word in load_populations("nonbinary")["nonbinary"][:3]:
         assert f">{word}<" in svg
     assert "high warmth" in svg
-    st = pr._profile_stats(table)
+    st = pr.profile_stats(table)
     names_only = st[st.population == "names"].assign(p_holm=0.0)
-    chart = plots._warmth_competence_chart(gm[gm.population == "terms"], stats=names_only)
+    chart = plots.warmth_competence_chart(gm[gm.population == "terms"], stats=names_only)
     assert "(* names)" not in plots.save(chart, tmp_path / "wc_terms")["svg"].read_text()
-    chart = plots._warmth_competence_chart(gm[gm.population == "names"], stats=names_only)
+    chart = plots.warmth_competence_chart(gm[gm.population == "names"], stats=names_only)
     assert "high warmth → (* names)" in plots.save(chart, tmp_path / "wc_names")["svg"].read_text()
     with pytest.raises(ValueError, match="competence"):
-        plots._warmth_competence_chart(gm[gm.dimension == "warmth"])
+        plots.warmth_competence_chart(gm[gm.dimension == "warmth"])
 
 
 def test_profile_chart_refuses_mixed_populations(table):
@@ -112,7 +112,7 @@ def test_repel_is_the_nearest_placement_with_the_gap(seed):
     n = int(rng.integers(1, 9))
     values = rng.normal(0, 1, n) * rng.choice([0.05, 1.0])
     gap, low, high = 0.2, -1.5, 1.5
-    got = plots._repel(values, gap, low, high)
+    got = plots.repel(values, gap, low, high)
     order = np.argsort(values, kind="stable")
     assert np.all(np.diff(got[order]) >= gap - 1e-9) and got.min() >= low - 1e-9 and got.max() <= high + 1e-9
     cons = [{"type": "ineq", "fun": (lambda p, i=i: p[order[i + 1]] - p[order[i]] - gap)} for i in range(n - 1)]
@@ -127,7 +127,7 @@ def test_nonbinary_term_names_never_overprint(table, tmp_path):
     """The single terms cluster (on the real chart 17 names sat within a few pixels): their names stand in a
     column at least one line apart, each joined to its diamond."""
     gm, nb = pr._group_means(table), pr._nonbinary_table(table)
-    chart = plots._warmth_competence_chart(gm[gm.population == "terms"], nb)
+    chart = plots.warmth_competence_chart(gm[gm.population == "terms"], nb)
     spec = json.loads(plots.save(chart, tmp_path / "wc")["vl.json"].read_text())
     rows = next(d for d in spec["datasets"].values() if d and "label_y" in d[0])
     assert {r["word"] for r in rows} == set(nb.loc[nb["series"] == "term", "word"])
@@ -168,38 +168,38 @@ def _fills(svg: str) -> set[str]:
 
 def test_invalid_axes_are_greyed_and_never_starred(table, tmp_path):
     """An axis that fails its null is drawn grey with a dagger, loses its star, and the subtitle says why."""
-    st, gm = pr._profile_stats(table), pr._group_means(table)
+    st, gm = pr.profile_stats(table), pr._group_means(table)
     names = gm[(gm.population == "names") & (gm.space == "dimensions")]
     st = st.assign(p_holm=0.0)  # every axis would be starred
     svg = plots.save(plots.profile_chart(names, st, invalid_axes=["sociability", "not-a-dimension"]),
                      tmp_path / "p")["svg"].read_text()
     assert ">high sociability †<" in svg and ">low sociability †<" in svg and "sociability *" not in svg
-    assert ">high morality *<" in svg and plots._INVALID_NOTE in svg
-    assert plots._INVALID_GREY in _fills(svg)
+    assert ">high morality *<" in svg and plots.INVALID_NOTE in svg
+    assert plots.INVALID_GREY in _fills(svg)
     plain = plots.save(plots.profile_chart(names, st), tmp_path / "q")["svg"].read_text()
-    assert plots._INVALID_GREY not in _fills(plain) and plots._INVALID_NOTE not in plain
+    assert plots.INVALID_GREY not in _fills(plain) and plots.INVALID_NOTE not in plain
     wc = gm[(gm.population == "names") & (gm.space == "warmth_competence")]
-    svg = plots.save(plots._warmth_competence_chart(wc, stats=st, invalid_axes=["competence"]),
+    svg = plots.save(plots.warmth_competence_chart(wc, stats=st, invalid_axes=["competence"]),
                      tmp_path / "wc")["svg"].read_text()
-    assert "high competence → †" in svg and "high warmth → (* names)" in svg and plots._INVALID_NOTE in svg
+    assert "high competence → †" in svg and "high warmth → (* names)" in svg and plots.INVALID_NOTE in svg
     acc = pd.DataFrame([("m", c, d, 0.7, 40) for c in ("raw", "centred") for d in ("status", "religion")],
                        columns=["model_id", "cutoff", "dimension", "accuracy", "n"])
     bad = pd.DataFrame({"model_id": ["m"], "dimension": ["religion"]})
     svg = plots.save(plots.accuracy_heatmap(acc, invalid_axes=bad), tmp_path / "h")["svg"].read_text()
-    assert svg.count(">0.70†<") == 2 and svg.count(">0.70<") == 2 and plots._INVALID_NOTE in svg
+    assert svg.count(">0.70†<") == 2 and svg.count(">0.70<") == 2 and plots.INVALID_NOTE in svg
     every_row = plots.save(plots.accuracy_heatmap(acc, invalid_axes=["status"]), tmp_path / "r")["svg"].read_text()
     assert every_row.count(">0.70†<") == 2
 
 
 def test_every_chart_has_alt_text_and_a_caption_that_explains_its_marks(table):
-    st, gm = pr._profile_stats(table), pr._group_means(table)
+    st, gm = pr.profile_stats(table), pr._group_means(table)
     names = gm[(gm.population == "names") & (gm.space == "dimensions")]
     profile = json.loads(plots.profile_chart(names, st, title="minilm-l6--53aa51172d14--fp32: names").to_json())
     assert profile["title"] == "minilm-l6: names"
     alt_text, caption = rendering._figure_text(profile)
     assert "95% confidence interval" in caption and "Holm" in caption
     assert alt_text.startswith("Dot plot") and "names groups (female, male)" in alt_text
-    charts = [plots._warmth_competence_chart(gm[gm.population == "terms"]),
+    charts = [plots.warmth_competence_chart(gm[gm.population == "terms"]),
               plots.accuracy_heatmap(pd.DataFrame({"cutoff": ["0.1"] * 2, "dimension": ["warmth", "competence"],
                                                    "accuracy": [0.8, 0.4], "n": [10, 10]})),
               plots.layer_curves_chart(pd.DataFrame({"context_source": ["dictionary"] * 2, "layer": [0, 1],
@@ -213,13 +213,13 @@ def test_every_chart_has_alt_text_and_a_caption_that_explains_its_marks(table):
 
 
 def test_a_group_has_one_colour_by_its_name_never_by_its_position():
-    female = plots._group_scale(["female_dominated", "male_dominated"])
-    male_first = plots._group_scale(["male-dominated", "female-dominated"])
+    female = plots.group_scale(["female_dominated", "male_dominated"])
+    male_first = plots.group_scale(["male-dominated", "female-dominated"])
     assert female.domain == ["female-dominated", "male-dominated"]  # the display labels the data must hold
     assert dict(zip(female.domain, female.range)) == dict(zip(male_first.domain, male_first.range))
     assert plots._group_color("female-majority") == plots._group_color("female") != plots._group_color("male")
     # a group without a fixed colour gets one by its name: the same in any chart
-    assert plots._group_scale(["nonbinary", "male"]).range[0] == plots._group_scale(["female", "nonbinary"]).range[1]
+    assert plots.group_scale(["nonbinary", "male"]).range[0] == plots.group_scale(["female", "nonbinary"]).range[1]
 
 
 def test_linear_ticks_are_the_fewest_round_steps_inside_the_data():
@@ -229,7 +229,7 @@ def test_linear_ticks_are_the_fewest_round_steps_inside_the_data():
     cases = [(0.0, 1.0), (-0.35, 0.62), (0.4963, 0.5041), (-120.0, 3.0)] + [
         tuple(sorted(rng.normal(0, 10.0 ** rng.integers(-3, 3), 2))) for _ in range(200)]
     for low, high in cases:
-        ticks = plots._linear_ticks(low, high)
+        ticks = plots.linear_ticks(low, high)
         steps = np.diff(ticks)
         step = steps[0]
         mantissa = step / 10 ** np.floor(np.log10(step) + 1e-9)
@@ -239,7 +239,7 @@ def test_linear_ticks_are_the_fewest_round_steps_inside_the_data():
         assert np.allclose(np.array(ticks) / step, np.round(np.array(ticks) / step), atol=1e-6)
         smaller = {1: 0.5, 2: 0.5, 5: 0.4}[round(mantissa)] * step  # the next round step down
         assert (high - low) / smaller > 6 - 1e-9 or np.floor(high / smaller) - np.ceil(low / smaller) + 1 > 6
-    assert plots._linear_ticks(0.0, 1.0) == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    assert plots.linear_ticks(0.0, 1.0) == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
 
 
 def test_log_ticks_are_one_two_five_times_powers_of_ten_around_the_data_and_one():
@@ -252,20 +252,20 @@ def test_log_ticks_are_one_two_five_times_powers_of_ten_around_the_data_and_one(
 
     for values, allowed in (([10.07, 24.65, 60.37], {1, 2, 5}), ([0.2, 3, np.nan, 0], {1, 2, 5}),
                             ([14.2, 199.6, 23617], {1}), ([1e-4, 1e7], {1})):
-        ticks = plots._log_ticks(values)
+        ticks = plots.log_ticks(values)
         finite = [v for v in values if np.isfinite(v) and v > 0]
         assert 1.0 in ticks and len(ticks) <= 7 and ticks == sorted(ticks), (values, ticks)
         assert mantissas(ticks) == allowed, (values, ticks)
         assert min(ticks) <= 10 * min(finite + [1]) and max(ticks) >= max(finite + [1]) / 10, (values, ticks)
-    assert plots._log_ticks([]) == [1.0]
-    wide = plots._log_ticks([14.2, 199.6, 23617])
+    assert plots.log_ticks([]) == [1.0]
+    wide = plots.log_ticks([14.2, 199.6, 23617])
     svg = vlc.vegalite_to_svg(alt.Chart(pd.DataFrame({"x": [14.2, 23617.0]})).mark_point().encode(
-        x=alt.X("x:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=wide, format=plots._LOG_FORMAT))).to_dict())
+        x=alt.X("x:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=wide, format=plots.LOG_FORMAT))).to_dict())
     assert ">10,000<" in svg and ">1,000<" in svg
     # a separated fit's bound (1e12) and a small ratio print in full, never as an exponent
-    far = plots._log_ticks([1e-3, 1e12])
+    far = plots.log_ticks([1e-3, 1e12])
     svg = vlc.vegalite_to_svg(alt.Chart(pd.DataFrame({"x": [1e-3, 1e12]})).mark_point().encode(
-        x=alt.X("x:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=far, format=plots._LOG_FORMAT))).to_dict())
+        x=alt.X("x:Q", scale=alt.Scale(type="log"), axis=alt.Axis(values=far, format=plots.LOG_FORMAT))).to_dict())
     labels = re.findall(r">([^<>]+)</text>", svg)
     assert "1,000,000,000,000" in labels and not [t for t in labels if re.search(r"\de[+-]?\d", t)], labels
 
@@ -281,10 +281,10 @@ def test_layer_curves_promise_a_band_only_where_they_draw_one():
     spec = plots.layer_curves_chart(pd.DataFrame(rows)).to_dict()
     data = pd.DataFrame(next(iter(spec["datasets"].values())))
     assert np.isfinite(data[["ci_low", "ci_high"]].to_numpy(float)).all()
-    moved = data[data["measure"] == rendering._column_label("female_minus_male")]
+    moved = data[data["measure"] == rendering.column_label("female_minus_male")]
     assert (moved["ci_low"] == moved["value"]).all() and (moved["ci_high"] == moved["value"]).all()
     _, caption = rendering._figure_text(spec)
-    banded, plain = rendering._column_label("accuracy_raw"), rendering._column_label("female_minus_male")
+    banded, plain = rendering.column_label("accuracy_raw"), rendering.column_label("female_minus_male")
     assert (f"the shaded band its 95% confidence interval (on the {banded} row only; the {plain} row has none)"
             in caption)
     everywhere = plots.layer_curves_chart(pd.DataFrame(rows).query("measure == 'accuracy_raw'")).to_dict()

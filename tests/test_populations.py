@@ -13,7 +13,7 @@ from bias_utils.profiles import populations as P
 
 
 def test_names_are_the_ssa_century_table_in_rank_order():
-    names = P._load_populations("names")
+    names = P.load_populations("names")
     assert list(names) == ["female", "male"]
     assert [len(v) for v in names.values()] == [100, 100]
     # Independent source: the SSA national files recomputed for 1923-2022 (PROVENANCE.md: male order
@@ -23,22 +23,22 @@ def test_names_are_the_ssa_century_table_in_rank_order():
     assert names["male"] == list(window[window.sex == "M"].name)
     assert set(names["female"]) == set(window[window.sex == "F"].name)
     assert names["female"][0] == "Mary" and names["male"][0] == "James"
-    assert P._population_kind("names") == "name"
+    assert P.population_kind("names") == "name"
 
 
 def test_terms_are_weat_7_and_8_without_object_and_possessive_pronouns():
-    terms = P._load_populations("terms")
+    terms = P.load_populations("terms")
     weat = json.loads(resolve("weat_word_sets").read_text())
     for group, keys, dropped in (("female", ("female_terms", "female_terms_2"), {"her", "hers"}),
                                  ("male", ("male_terms", "male_terms_2"), {"his", "him"})):
         expected = set(weat[keys[0]]) | set(weat[keys[1]])
         assert set(terms[group]) == expected - dropped
         assert len(terms[group]) == 9
-    assert P._population_kind("terms") == "noun"
+    assert P.population_kind("terms") == "noun"
 
 
 def test_nonbinary_terms_follow_the_documented_rule():
-    groups = P._load_populations("nonbinary")
+    groups = P.load_populations("nonbinary")
     assert list(groups) == ["nonbinary", "transgender"]
     source = json.loads(resolve("holisticbias_descriptors").read_text())["gender_and_sex"]
     for group, bucket in (("nonbinary", "non_binary_or_gnc"), ("transgender", "transgender")):
@@ -52,29 +52,29 @@ def test_nonbinary_terms_follow_the_documented_rule():
     assert "transgender" in groups["transgender"]
     for excluded in ("FTM", "trans female", "gender neutral", "feminine-of-center", *P._NONBINARY_EXCLUDED):
         assert all(excluded not in g for g in groups.values())
-    assert P._population_kind("nonbinary") == "noun"
+    assert P.population_kind("nonbinary") == "noun"
 
 
 def test_takes_article_follows_schuster_templates():
-    assert not P._takes_article("Mary", "name")
-    assert P._takes_article("woman", "noun")
-    assert not P._takes_article("she", "noun")
+    assert not P.takes_article("Mary", "name")
+    assert P.takes_article("woman", "noun")
+    assert not P.takes_article("she", "noun")
     with pytest.raises(ParameterError, match="kind"):
-        P._takes_article("woman", "verb")
+        P.takes_article("woman", "verb")
 
 
 def test_user_json_and_csv_with_any_number_of_groups(tmp_path):
     plain = tmp_path / "p.json"
     plain.write_text(json.dumps({"a": ["x", "y"], "b": ["z"], "c": ["w"]}))
-    assert P._load_populations(plain) == {"a": ["x", "y"], "b": ["z"], "c": ["w"]}
-    assert P._population_kind(plain) == "noun"
+    assert P.load_populations(plain) == {"a": ["x", "y"], "b": ["z"], "c": ["w"]}
+    assert P.population_kind(plain) == "noun"
     kinded = tmp_path / "k.json"
     kinded.write_text(json.dumps({"kind": "name", "groups": {"a": ["Ann"], "b": ["Bob"]}}))
-    assert P._population_kind(kinded) == "name"
+    assert P.population_kind(kinded) == "name"
     table = tmp_path / "p.csv"
     table.write_text("group,word,kind\na,Ann,name\nb,Bob,name\nb,Carl,name\n")
-    assert P._load_populations(table) == {"a": ["Ann"], "b": ["Bob", "Carl"]}
-    assert P._population_kind(table) == "name"
+    assert P.load_populations(table) == {"a": ["Ann"], "b": ["Bob", "Carl"]}
+    assert P.population_kind(table) == "name"
 
 
 @pytest.mark.parametrize("groups, what", [
@@ -90,7 +90,7 @@ def test_bad_user_json(tmp_path, groups, what):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(groups))
     with pytest.raises(ParameterError, match=re.escape(what)):
-        P._load_populations(path)
+        P.load_populations(path)
 
 
 @pytest.mark.parametrize("text, what", [
@@ -103,47 +103,47 @@ def test_bad_user_csv(tmp_path, text, what):
     path = tmp_path / "bad.csv"
     path.write_text(text)
     with pytest.raises(ParameterError, match=re.escape(what)):
-        P._load_populations(path)
+        P.load_populations(path)
 
 
 def test_unknown_population_and_format(tmp_path):
     with pytest.raises(ParameterError, match="names, terms, nonbinary"):
-        P._load_populations("nmaes")
+        P.load_populations("nmaes")
     other = tmp_path / "p.txt"
     other.write_text("x")
     with pytest.raises(ParameterError, match=".json or .csv"):
-        P._load_populations(other)
+        P.load_populations(other)
     broken = tmp_path / "p.json"
     broken.write_text("{")
     with pytest.raises(ParameterError, match="not valid JSON"):
-        P._load_populations(broken)
+        P.load_populations(broken)
 
 
 def test_kind_is_inferred_when_a_file_does_not_give_it(tmp_path):
     names = tmp_path / "names.json"
     names.write_text(json.dumps({"female": ["Mary", "Mary-Jane"], "male": ["John", "O'Neil"]}))
-    assert P._population_kind(names) == "name"
+    assert P.population_kind(names) == "name"
     phrases = tmp_path / "phrases.csv"
     phrases.write_text("group,word\nfemale,the old lady\nfemale,aunt\nmale,uncle\nmale,old man\n")
-    assert P._population_kind(phrases) == "noun"
+    assert P.population_kind(phrases) == "noun"
     # a given kind wins over the inference
     table = tmp_path / "k.csv"
     table.write_text("group,word,kind\na,Rose,noun\nb,Lily,noun\n")
-    assert P._population_kind(table) == "noun"
+    assert P.population_kind(table) == "noun"
 
 
 def test_a_phrase_with_its_own_determiner_takes_no_article():
-    assert not P._takes_article("the old lady", "noun")
-    assert not P._takes_article("my aunt", "noun")
-    assert P._takes_article("old lady", "noun")
+    assert not P.takes_article("the old lady", "noun")
+    assert not P.takes_article("my aunt", "noun")
+    assert P.takes_article("old lady", "noun")
 
 
 def test_relative_population_path_resolves_from_the_repository_root(tmp_path, monkeypatch):
-    folder = paths._ROOT / "data" / "examples"
+    folder = paths.ROOT / "data" / "examples"
     monkeypatch.chdir(tmp_path)  # as Jupyter, whose working folder is not the repository root
-    rel = folder.relative_to(paths._ROOT) / "nope.json"
+    rel = folder.relative_to(paths.ROOT) / "nope.json"
     with pytest.raises(ParameterError, match="looked in") as err:
-        P._load_populations(str(rel))
-    assert str(tmp_path) in str(err.value) and str(paths._ROOT) in str(err.value)
+        P.load_populations(str(rel))
+    assert str(tmp_path) in str(err.value) and str(paths.ROOT) in str(err.value)
     with pytest.raises(ParameterError, match="is a folder"):
-        P._load_populations(str(folder.relative_to(paths._ROOT)))
+        P.load_populations(str(folder.relative_to(paths.ROOT)))

@@ -34,7 +34,7 @@ def test_order_statistic_se_matches_the_spread_over_seeds(audit_words):
     distribution lumpy."""
     n_runs, n_boot = 200, 1000
     rng = np.random.default_rng(2024)
-    runs = [precision._percentile_bounds(_bootstrap_odds_ratios(audit_words, n_boot, rng)) for _ in range(n_runs)]
+    runs = [precision.percentile_bounds(_bootstrap_odds_ratios(audit_words, n_boot, rng)) for _ in range(n_runs)]
     for bound, se in (("low", "low_se"), ("high", "high_se")):
         spread = np.std([getattr(r, bound) for r in runs], ddof=1)
         estimated = np.mean([getattr(r, se) for r in runs])
@@ -49,7 +49,7 @@ def test_bounds_are_the_order_statistics_of_the_rule():
     statistics at qB -+ 1.96 sqrt(B q (1-q)), over 3.92; NaN replicates left out."""
     rng = np.random.default_rng(0)
     values = rng.gamma(2.0, size=1000)
-    out = precision._percentile_bounds(np.r_[values, np.nan, np.nan], level=0.95)
+    out = precision.percentile_bounds(np.r_[values, np.nan, np.nan], level=0.95)
     assert out.n_replicates == 1000
     assert (out.low, out.high) == tuple(np.percentile(values, [2.5, 97.5], method="inverted_cdf"))
     x = np.sort(values)
@@ -59,7 +59,7 @@ def test_bounds_are_the_order_statistics_of_the_rule():
         assert se == pytest.approx((x[hi - 1] - x[lo - 1]) / 3.92, rel=1e-4)
     # 10,000 replicates: qB = 250 exactly, however 0.025 * 10000 rounds in floating point
     many = np.arange(1, 10_001, dtype=float)
-    assert precision._percentile_bounds(many[::-1]).low == 250.0
+    assert precision.percentile_bounds(many[::-1]).low == 250.0
 
 
 def _by_rule(value: float, se: float) -> str:
@@ -87,30 +87,30 @@ def test_mc_round_edges():
         with pytest.raises(ParameterError, match="se"):
             precision._mc_round(1.0, bad)
     with pytest.raises(ParameterError, match="replicates"):
-        precision._percentile_bounds(np.ones((3, 3)))
+        precision.percentile_bounds(np.ones((3, 3)))
     with pytest.raises(ParameterError, match="level"):
-        precision._percentile_bounds(np.arange(10.0), level=95)
+        precision.percentile_bounds(np.arange(10.0), level=95)
 
 
 def test_one_rule_per_quantity():
     """Each quantity by its own rule, the same wherever it is printed (golden strings by hand)."""
-    assert [precision._number_text(x) for x in (0.8549, 0.8551, -0.12, 15.4, 199.64, 1793.2, 0.004, 0, -0.0001)] == \
+    assert [precision.number_text(x) for x in (0.8549, 0.8551, -0.12, 15.4, 199.64, 1793.2, 0.004, 0, -0.0001)] == \
         ["0.85", "0.86", "−0.12", "15.40", "199.6", "1,793", "0.0040", "0", "−0.00010"]
-    assert precision._number_text(12) == "12" and precision._number_text(float("nan")) == "–"
-    assert precision._number_text(6.789e200) == "6.8 × 10²⁰⁰" and precision._number_text(-2.5e-7) == "−0.00000025"
-    assert precision._interval_text(0.3, 6.789e200, 2.1) == "0.30 to 6.8 × 10²⁰⁰"
-    assert precision._number_text(0.5, signed=True) == "+0.50" and precision._number_text(-0.5, signed=True) == "−0.50"
-    assert [precision._p_text(p) for p in (0.0087, 0.00087, 0.21, 1.0, 0.05, 0.001)] == \
+    assert precision.number_text(12) == "12" and precision.number_text(float("nan")) == "–"
+    assert precision.number_text(6.789e200) == "6.8 × 10²⁰⁰" and precision.number_text(-2.5e-7) == "−0.00000025"
+    assert precision.interval_text(0.3, 6.789e200, 2.1) == "0.30 to 6.8 × 10²⁰⁰"
+    assert precision.number_text(0.5, signed=True) == "+0.50" and precision.number_text(-0.5, signed=True) == "−0.50"
+    assert [precision.p_text(p) for p in (0.0087, 0.00087, 0.21, 1.0, 0.05, 0.001)] == \
         ["0.0087", "< 0.001", "0.21", "1", "0.05", "0.001"]
-    assert precision._p_text(0.0087, relation=True) == "= 0.0087"
-    assert precision._p_text(1e-9, relation=True) == "< 0.001"
-    assert [precision._count_text(n) for n in (1525, 1525.0, 12, 1234567)] == ["1,525", "1,525", "12", "1,234,567"]
-    assert precision._percent_text(0.714) == "71%"
+    assert precision.p_text(0.0087, relation=True) == "= 0.0087"
+    assert precision.p_text(1e-9, relation=True) == "< 0.001"
+    assert [precision.count_text(n) for n in (1525, 1525.0, 12, 1234567)] == ["1,525", "1,525", "12", "1,234,567"]
+    assert precision.percent_text(0.714) == "71%"
     # an interval at its estimate's decimals, never more than a bound's own size gives
-    assert precision._interval_text(0.949, 1.41, 1.15) == "0.95 to 1.41"
-    assert precision._interval_text(3.24, 1793.0, 199.6) == "3.2 to 1,793"
-    assert precision._interval_text(-0.84, -0.28, -0.56) == "−0.84 to −0.28"
-    assert precision._interval_text(0.31, 0.69, 0.5, "–") == "0.31–0.69"
+    assert precision.interval_text(0.949, 1.41, 1.15) == "0.95 to 1.41"
+    assert precision.interval_text(3.24, 1793.0, 199.6) == "3.2 to 1,793"
+    assert precision.interval_text(-0.84, -0.28, -0.56) == "−0.84 to −0.28"
+    assert precision.interval_text(0.31, 0.69, 0.5, "–") == "0.31–0.69"
     # a relative difference: exact, float64 rounding, two significant digits times a power of ten, or a number
-    assert [precision._relative_difference_text(x) for x in (0, 1.4e-16, -2.2e-13, 1.6e-5, 0.00096, 0.25, np.nan)] \
+    assert [precision.relative_difference_text(x) for x in (0, 1.4e-16, -2.2e-13, 1.6e-5, 0.00096, 0.25, np.nan)] \
         == ["0", "< 10⁻¹²", "< 10⁻¹²", "1.6 × 10⁻⁵", "9.6 × 10⁻⁴", "0.25", "–"]

@@ -11,21 +11,21 @@ import pytest
 from scipy import stats as sps
 
 from bias_utils.core.errors import ParameterError
-from bias_utils.models.embeddings import _find_word, _token_indices, embed_words
+from bias_utils.models.embeddings import embed_words, find_word, token_indices
 from bias_utils.models.loading import load_model
 from bias_utils.profiles import dictionaries, space
 from bias_utils.profiles import population_profiles as pr
-from bias_utils.profiles.populations import _load_populations, _takes_article
+from bias_utils.profiles.populations import load_populations, takes_article
 
 
 @pytest.fixture(scope="module")
 def names():
-    return _load_populations("names")
+    return load_populations("names")
 
 
 @pytest.fixture(scope="module")
 def terms():
-    return _load_populations("terms")
+    return load_populations("terms")
 
 
 # ----------------------------------------------------------------- templates
@@ -37,7 +37,7 @@ def test_default_templates_are_the_original_seven():
 
 def _sentences(pop, word):
     pops, kinds = pr._resolve_populations(pop)
-    return [pr._fill_template(t, word, _takes_article(word, kinds[pop])) for t in pr.DEFAULT_TEMPLATES]
+    return [pr.fill_template(t, word, takes_article(word, kinds[pop])) for t in pr.DEFAULT_TEMPLATES]
 
 
 def test_article_rule_names_nouns_pronouns():
@@ -49,7 +49,7 @@ def test_article_rule_names_nouns_pronouns():
         "here is the woman", "the woman is here", "the woman is there"]
     assert _sentences("terms", "she")[0] == "this is she" and _sentences("terms", "he")[-1] == "he is there"
     pops, kinds = pr._resolve_populations(["terms", "nonbinary"])
-    with_article = {w for g in pops["terms"].values() for w in g if _takes_article(w, kinds["terms"])}
+    with_article = {w for g in pops["terms"].values() for w in g if takes_article(w, kinds["terms"])}
     assert with_article == set(pops["terms"]["female"] + pops["terms"]["male"]) - {"she", "he"}
     assert _sentences("nonbinary", "nonbinary")[5] == "the nonbinary is here"
 
@@ -60,11 +60,11 @@ def test_kind_override_and_custom_templates():
     assert pr._resolve_populations("terms", kind="name")[1] == {"terms": "name"}
     with pytest.raises(ParameterError, match="kind"):
         pr._resolve_populations("terms", kind="people")
-    assert pr._check_templates(["my friend {word} smiled"]) == ("my friend {word} smiled",)
-    assert pr._fill_template("my friend {word} smiled", "sister", True) == "my friend the sister smiled"
+    assert pr.check_templates(["my friend {word} smiled"]) == ("my friend {word} smiled",)
+    assert pr.fill_template("my friend {word} smiled", "sister", True) == "my friend the sister smiled"
     for bad in (["this is X"], ["{word} and {word}"], [], "this is {word}", ["a {word}", "a {word}"]):
         with pytest.raises(ParameterError):
-            pr._check_templates(bad)
+            pr.check_templates(bad)
 
 
 def test_limit_populations_keeps_terms_whole(names, terms):
@@ -134,7 +134,7 @@ def _hedges_g_by_hand(a, b):
 
 def test_profile_stats_against_scipy_and_hand(names, terms):
     tab = pr._standardise(_table(names, terms))
-    st = pr._profile_stats(tab)
+    st = pr.profile_stats(tab)
     assert set(pr._PROFILE_STATS_COLUMNS) <= set(st.columns)
     assert len(st) == 4 and not st.duplicated(["population", "dimension"]).any()
     for r in st.itertuples():
@@ -162,7 +162,7 @@ def test_profile_stats_against_scipy_and_hand(names, terms):
 
 def test_standardising_does_not_change_the_tests(names, terms):
     tab = pr._standardise(_table(names, terms))
-    on_z, on_raw = pr._profile_stats(tab), pr._profile_stats(tab, value="value")
+    on_z, on_raw = pr.profile_stats(tab), pr.profile_stats(tab, value="value")
     for col in ("t", "p", "t_student", "p_student", "g"):
         np.testing.assert_allclose(on_z[col], on_raw[col], rtol=1e-9)
 
@@ -174,7 +174,7 @@ def test_more_than_two_groups_path(names):
             for g, ws in groups.items() for w in ws for dim in ("status", "politics")]
     tab = pr._standardise(pd.DataFrame(rows, columns=["population", "group", "word", "kind", "space",
                                                      "layer", "dimension", "value"]))
-    st = pr._profile_stats(tab)
+    st = pr.profile_stats(tab)
     assert len(st) == 2 * 3 and set(zip(st.group_a, st.group_b)) == {("a", "b"), ("a", "c"), ("b", "c")}
     np.testing.assert_allclose(st["p_holm"], pg.multicomp(st["p"].to_numpy(), method="holm")[1])
     an = pr._profile_anova(tab)
@@ -201,7 +201,7 @@ def test_group_means_and_nonbinary_table(names, terms):
     assert set(nbt["series"]) == {"term", "group mean"}
     assert len(nbt[nbt.series == "term"]) == 3 * 2
     assert set(nbt[nbt.series == "group mean"]["group"]) == {"female", "male"}
-    assert "nonbinary" not in set(pr._profile_stats(t)["population"])
+    assert "nonbinary" not in set(pr.profile_stats(t)["population"])
     with pytest.raises(ParameterError):
         pr._nonbinary_table(t, population="absent")
 
@@ -237,7 +237,7 @@ def test_share_below_group_means_by_hand():
 
 
 def test_describe_stats_reads_direction(names, terms):
-    st = pr._profile_stats(pr._standardise(_table(names, terms, shift=1.0)))
+    st = pr.profile_stats(pr._standardise(_table(names, terms, shift=1.0)))
     line = pr._describe_stats(st, ["warmth"])[0]
     assert line.startswith("names: female higher than male on warmth")
     unread = pr._describe_stats(st, ["warmth"], invalid_axes=["warmth"])[0]
@@ -248,22 +248,22 @@ def test_paper_finding_checks_direction_and_significance(names, terms):
     t = _table(names, terms, shift=1.0)  # female names up on warmth
     t.loc[(t.group == "male") & (t.dimension == "competence"), "value"] += 1.0  # male names up on competence
     z = pr._standardise(t)
-    f = pr.paper_finding(pr._profile_stats(z)).set_index("dimension")
+    f = pr.paper_finding(pr.profile_stats(z)).set_index("dimension")
     assert f.loc["warmth", "holds"] and f.loc["competence", "holds"]
     for dim in ("warmth", "competence"):  # female minus male of the standardised values, computed directly
         d = z[(z.population == "names") & (z.dimension == dim)]
         assert f.loc[dim, "diff"] == pytest.approx(d[d.group == "female"].z.mean() - d[d.group == "male"].z.mean())
     assert f.loc["warmth", "g"] > 0 > f.loc["competence", "g"]
     swapped = t.assign(group=t["group"].map({"female": "male", "male": "female"}))
-    assert not pr.paper_finding(pr._profile_stats(pr._standardise(swapped)))["holds"].any()
+    assert not pr.paper_finding(pr.profile_stats(pr._standardise(swapped)))["holds"].any()
     sentence = pr.paper_finding_sentence(f.reset_index(), invalid_axes=["competence"])
     assert "female names higher on warmth: yes" in sentence and "male names higher on competence: yes" in sentence
     flag = "not shown to beat its label-shuffling null"
     assert sentence.count(flag) == 1 and sentence.index("competence") < sentence.index(flag)
     reading = {"competence": "untestable (3 covered low-pole terms; 10 per pole needed)"}
     assert f"its axis is {reading['competence']}, so" in pr.paper_finding_sentence(f.reset_index(), reading)
-    assert pr.paper_finding_sentence(pr.paper_finding(pr._profile_stats(pr._standardise(swapped)))).count(": no") == 2
-    text = pr.describe_profile(pr._profile_stats(z))
+    assert pr.paper_finding_sentence(pr.paper_finding(pr.profile_stats(pr._standardise(swapped)))).count(": no") == 2
+    text = pr.describe_profile(pr.profile_stats(z))
     assert text.splitlines()[0].startswith("- names: female higher than male on warmth")
 
 
@@ -273,7 +273,7 @@ def _word_tolerance(model, context: str, word: str) -> np.ndarray:
     """Per element ``[layers, hidden]``: how far two float32 computations of ``word``'s mean state in ``context`` may
     differ (``float32_bounds.pooled_state_tolerance`` of its tokens' states, from a forward pass of the context)."""
     offsets = model.tokenizer(context, return_offsets_mapping=True)["offset_mapping"]
-    tokens, n_tokens = bounds.token_states(model, context, _token_indices(offsets, _find_word(context, word)))
+    tokens, n_tokens = bounds.token_states(model, context, token_indices(offsets, find_word(context, word)))
     return bounds.pooled_state_tolerance(tokens, model, n_tokens)
 
 

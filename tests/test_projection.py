@@ -10,7 +10,7 @@ from bias_utils.profiles import projection as P
 L, H = 3, 12
 
 
-def _contexts(rng):
+def template_contexts(rng):
     """Senses of all 7 dimensions with 1-3 contexts each; one context row unembeddable (NaN)."""
     rows = []
     for d in P.DIMENSION_ORDER:
@@ -49,20 +49,20 @@ def _direct_basis(table, values, groups):
 ])
 def test_basis_and_projection_match_direct_numpy(space, groups):
     rng = np.random.default_rng(7)
-    table, values = _contexts(rng)
-    S, senses = P._sense_embeddings(values, table)
-    basis = P._polar_basis(S, senses, space)
+    table, values = template_contexts(rng)
+    S, senses = P.sense_embeddings(values, table)
+    basis = P.polar_basis(S, senses, space)
     A, pinv = _direct_basis(table, values, groups)
     np.testing.assert_allclose(basis.directions, A, rtol=1e-10)
     np.testing.assert_allclose(basis.pinv, pinv, rtol=1e-8, atol=1e-10)
 
     X = rng.normal(size=(4, L, H))
     expected = np.stack([[pinv[l] @ X[n, l] for l in range(L)] for n in range(4)])  # Eq. 5
-    np.testing.assert_allclose(P._project(basis, X, "all"), expected, rtol=1e-8)
-    np.testing.assert_allclose(P._project(basis, X, "mean"), expected.mean(axis=1), rtol=1e-8)
-    np.testing.assert_allclose(P._project(basis, X, "last"), expected[:, -1], rtol=1e-8)
-    np.testing.assert_allclose(P._project(basis, X, 1), expected[:, 1], rtol=1e-8)
-    tab = P._projection_table(basis, X, pd.DataFrame({"word": list("abcd")}), "all")
+    np.testing.assert_allclose(P.project(basis, X, "all"), expected, rtol=1e-8)
+    np.testing.assert_allclose(P.project(basis, X, "mean"), expected.mean(axis=1), rtol=1e-8)
+    np.testing.assert_allclose(P.project(basis, X, "last"), expected[:, -1], rtol=1e-8)
+    np.testing.assert_allclose(P.project(basis, X, 1), expected[:, 1], rtol=1e-8)
+    tab = P.projection_table(basis, X, pd.DataFrame({"word": list("abcd")}), "all")
     assert len(tab) == 4 * L * len(groups)
     row = tab[(tab.word == "c") & (tab.layer == 2) & (tab.dimension == basis.dimensions[-1])]
     assert row["value"].item() == pytest.approx(expected[2, 2, -1])
@@ -72,35 +72,35 @@ def test_direction_vectors_are_recovered_by_projection():
     # pinv(A^T) A^T = I when the D direction vectors are independent: each basis
     # vector projects to 1 on its own dimension and 0 elsewhere.
     rng = np.random.default_rng(1)
-    table, values = _contexts(rng)
-    basis = P._polar_basis(*P._sense_embeddings(values, table))
-    proj = P._project(basis, np.transpose(basis.directions, (1, 0, 2)), "all")  # [D, L, D]
+    table, values = template_contexts(rng)
+    basis = P.polar_basis(*P.sense_embeddings(values, table))
+    proj = P.project(basis, np.transpose(basis.directions, (1, 0, 2)), "all")  # [D, L, D]
     for l in range(L):
         np.testing.assert_allclose(proj[:, l, :], np.eye(len(basis.dimensions)), atol=1e-8)
 
 
 def test_unembedded_sense_is_reported_and_empty_pole_raises():
     rng = np.random.default_rng(3)
-    table, values = _contexts(rng)
+    table, values = template_contexts(rng)
     lone = table["sense_id"] == "status-low-0"
     values[lone.to_numpy()] = np.nan
-    S, senses = P._sense_embeddings(values, table)
+    S, senses = P.sense_embeddings(values, table)
     assert senses.set_index("sense_id").loc["status-low-0", "n_embedded"] == 0
     assert np.isnan(S[senses.sense_id == "status-low-0"]).all()
-    basis = P._polar_basis(S, senses)
+    basis = P.polar_basis(S, senses)
     assert basis.poles.set_index(["dimension", "direction"]).loc[("status", "low"), "n_senses"] == 1
     values[(table["sense_id"] == "status-low-1").to_numpy()] = np.nan
     with pytest.raises(ParameterError, match="low of 'status'"):
-        P._polar_basis(*P._sense_embeddings(values, table))
+        P.polar_basis(*P.sense_embeddings(values, table))
 
 
 def test_user_dimensions_and_missing_composites():
     table = pd.DataFrame({"sense_id": ["a", "b", "c"], "dimension": ["tidiness"] * 3,
                           "term": ["neat", "messy", "tidy"], "direction": ["high", "low", "high"]})
-    S, senses = P._sense_embeddings(np.random.default_rng(0).normal(size=(3, 2, 5)), table)
-    assert P._polar_basis(S, senses).dimensions == ("tidiness",)
+    S, senses = P.sense_embeddings(np.random.default_rng(0).normal(size=(3, 2, 5)), table)
+    assert P.polar_basis(S, senses).dimensions == ("tidiness",)
     with pytest.raises(ParameterError, match="lacks"):
-        P._polar_basis(S, senses, "warmth_competence")
+        P.polar_basis(S, senses, "warmth_competence")
 
 
 def test_direction_accuracy_against_hand_computation():
@@ -110,12 +110,12 @@ def test_direction_accuracy_against_hand_computation():
         "layer": "mean",
         "value": [0.5, 0.2, -0.1, -0.4, 0.3, -0.6],
     })
-    acc = P._direction_accuracy(values, n_boot=500).set_index("cutoff")
+    acc = P.direction_accuracy(values, n_boot=500).set_index("cutoff")
     # raw: predicted high for >0 -> H,H,L | L,H,L -> correct 2 + 2 = 4/6
     assert acc.loc["raw", "accuracy"] == pytest.approx(4 / 6)
     # centred: mean = -0.01667 -> H,H,L | L,H,L -> also 4/6; shift values to separate the cut-offs
     shifted = values.assign(value=values["value"] + 0.25)
-    acc2 = P._direction_accuracy(shifted, n_boot=500).set_index("cutoff")
+    acc2 = P.direction_accuracy(shifted, n_boot=500).set_index("cutoff")
     # raw on shifted: 0.75,0.45,0.15 | -0.15,0.55,-0.35 -> H,H,H | L,H,L -> 3 + 2 = 5/6
     assert acc2.loc["raw", "accuracy"] == pytest.approx(5 / 6)
     # centring removes a constant shift: back to 4/6
@@ -126,14 +126,14 @@ def test_direction_accuracy_against_hand_computation():
 
 def test_own_dimension_values_pick_own_and_composite_axes():
     rng = np.random.default_rng(5)
-    table, values = _contexts(rng)
-    S, senses = P._sense_embeddings(values, table)
-    bases = {sp: P._polar_basis(S, senses, sp) for sp in P._SPACES}
+    table, values = template_contexts(rng)
+    S, senses = P.sense_embeddings(values, table)
+    bases = {sp: P.polar_basis(S, senses, sp) for sp in P._SPACES}
     terms = pd.DataFrame({"term": ["x", "y"], "dimension": ["morality", "status"], "direction": ["high", "low"]})
     X = rng.normal(size=(2, L, H))
-    out = P._own_dimension_values(bases, X, terms, "mean")
+    out = P.own_dimension_values(bases, X, terms, "mean")
     assert sorted(out["dimension"]) == ["morality", "status", "warmth"]
-    expected = P._project(bases["warmth_competence"], X[:1], "mean")[0, 0]
+    expected = P.project(bases["warmth_competence"], X[:1], "mean")[0, 0]
     assert out.set_index("dimension").loc["warmth", "value"] == pytest.approx(expected)
 
 
@@ -142,7 +142,7 @@ def test_dropped_senses_summary_counts_per_stage_and_reason():
 
     dropped = pd.DataFrame({"sense_id": ["a|1", "a|1", "b|2", "c|3"], "term": ["a", "a", "b", "c"],
                             "context": ["x", "y", "", "z"], "stage": ["filter", "filter", "contexts", "filter"],
-                            "reason": ["meta", "meta", "no context", "gendered"]}, columns=space._DROPPED_COLUMNS)
+                            "reason": ["meta", "meta", "no context", "gendered"]}, columns=space.DROPPED_COLUMNS)
     counts = space.dropped_by_reason(dropped).set_index(["stage", "reason"])["n"].to_dict()
     assert counts == {("contexts", "no context"): 1, ("filter", "gendered"): 1, ("filter", "meta"): 2}
     # a sentence, never a line ending in a colon with nothing after it

@@ -6,8 +6,8 @@ import re
 
 from bias_utils.core import paths
 
-README = (paths._ROOT / "README.md").read_text(encoding="utf-8")
-BENCHMARKS = paths._ROOT / "benchmarks" / "README.md"
+README = (paths.ROOT / "README.md").read_text(encoding="utf-8")
+BENCHMARKS = paths.ROOT / "benchmarks" / "README.md"
 
 
 def test_readme_gives_the_two_commands_in_its_first_20_lines():
@@ -43,7 +43,7 @@ def test_benchmarks_readme_holds_the_time_tables():
 
 def test_benchmarks_readme_names_each_benchmark_script():
     text = BENCHMARKS.read_text(encoding="utf-8")
-    for script in sorted((paths._ROOT / "benchmarks").glob("bench_*.py")):
+    for script in sorted((paths.ROOT / "benchmarks").glob("bench_*.py")):
         assert f"`{script.name}`" in text, f"benchmarks/README.md does not say what {script.name} measures"
 
 

@@ -15,11 +15,11 @@ def test_write_table_roundtrips_exact_types_and_writes_csv(tmp_path):
 
 
 def test_model_slug_maps_hub_ids_and_refuses_reserved_names():
-    assert results._model_slug("HuggingFaceTB/SmolLM2-135M@abc:fp32") == "HuggingFaceTB__SmolLM2-135M__abc__fp32"
-    assert results._model_slug("minilm-l6--53aa51172d14--fp32") == "minilm-l6--53aa51172d14--fp32"
+    assert results.model_slug("HuggingFaceTB/SmolLM2-135M@abc:fp32") == "HuggingFaceTB__SmolLM2-135M__abc__fp32"
+    assert results.model_slug("minilm-l6--53aa51172d14--fp32") == "minilm-l6--53aa51172d14--fp32"
     for bad in (*results._RESERVED_FOLDERS, "///"):
         with pytest.raises(ValueError, match="folder name"):
-            results._model_slug(bad)
+            results.model_slug(bad)
 
 
 def test_output_folder_defaults_to_results_per_model(tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ from test_axis_validity import toy_space
 from bias_utils.book import crossmodel
 from bias_utils.core import tables
 from bias_utils.core.errors import ParameterError
-from bias_utils.core.stats import _adjust_pvalues, _hedges_g
+from bias_utils.core.stats import adjust_pvalues, hedges_g
 from bias_utils.profiles import axis_validity as av
 from bias_utils.profiles import robustness as rb
 from bias_utils.profiles import tokenisation
@@ -81,10 +81,10 @@ def test_specification_grid_against_scipy_and_holm():
         p_s = [sps.ttest_ind(V[c, y, d], V[c, ~y, d]).pvalue for d in range(3)]
         np.testing.assert_allclose(welch.loc[["warmth", "competence", "sociability"], "p"], p_w, rtol=1e-9)
         # Holm within a space: warmth and competence together, sociability alone
-        np.testing.assert_allclose(welch.loc[["warmth", "competence"], "p_adj"], _adjust_pvalues(p_w[:2]), rtol=1e-9)
+        np.testing.assert_allclose(welch.loc[["warmth", "competence"], "p_adj"], adjust_pvalues(p_w[:2]), rtol=1e-9)
         np.testing.assert_allclose(welch.loc["sociability", "p_adj"], p_w[2], rtol=1e-9)
-        np.testing.assert_allclose(student.loc[["warmth", "competence"], "p_adj"], _adjust_pvalues(p_s[:2]), rtol=1e-9)
-        g = _hedges_g(V[c, y, 0], V[c, ~y, 0])
+        np.testing.assert_allclose(student.loc[["warmth", "competence"], "p_adj"], adjust_pvalues(p_s[:2]), rtol=1e-9)
+        g = hedges_g(V[c, y, 0], V[c, ~y, 0])
         assert welch.loc["warmth", "effect_size"] == pytest.approx(g["effect_size"])
     # agreement counted by hand: expected sign and significant after correction
     for dim, sign in (("warmth", 1), ("competence", -1)):
@@ -167,7 +167,7 @@ def test_curve_inputs_match_the_profile_pipeline_minilm():
     # the default cell equals notebook 04's statistics on the same space and embeddings
     sp = extras["spaces"]["generated"]
     pe = extras["population_embeddings"]["original"]
-    stats = profiles._profile_stats(profiles._profile_table(pe, sp.bases, "mean"), populations=["names"])
+    stats = profiles.profile_stats(profiles.profile_table(pe, sp.bases, "mean"), populations=["names"])
     ours = curve.specs[(curve.specs.context_source == "generated") & (curve.specs.template_set == "original")
                        & (curve.specs.layer_choice == "mean") & (curve.specs.test_choice == "welch")
                        & (curve.specs.population == "names")].set_index("dimension")
@@ -177,7 +177,7 @@ def test_curve_inputs_match_the_profile_pipeline_minilm():
     # the axis null's observed raw accuracy is Table 2's raw accuracy (space.direction_prediction)
     from bias_utils.profiles.space import direction_prediction
 
-    null = av._validity_table(sp, extras["terms"], n_permutations=20)
+    null = av.validity_table(sp, extras["terms"], n_permutations=20)
     for d in range(7):  # the null's Gram solve reproduces polar_basis's pseudo-inverse on real directions
         np.testing.assert_allclose(av._pinv_row(sp.bases["dimensions"].directions, d),
                                    sp.bases["dimensions"].pinv[:, d],
@@ -227,7 +227,7 @@ def test_specification_curve_and_axis_validity_charts(tmp_path):
     assert plots.save(chart, tmp_path / "curve")["svg"].stat().st_size > 0
 
     space, terms = toy_space(np.random.default_rng(8))
-    validity = av._validity_table(space, terms, n_permutations=20)
+    validity = av.validity_table(space, terms, n_permutations=20)
     spec = json.loads(plots.axis_validity_chart(validity).to_json())
     shown = next(iter(spec["datasets"].values()))
     assert "mean" not in {str(r["layer"]) for r in shown} and len(shown) == len(validity[validity.layer != "mean"])
@@ -246,13 +246,13 @@ def test_summary_and_cross_model_table(tmp_path):
     V[:, y, 0] += 3.0
     curve = rb.specification_curve(_inputs(V, y), n_permutations=20, n_perm_test=200)
     space, terms = toy_space(np.random.default_rng(8), n_terms=10)
-    validity = av._validity_table(space, terms, n_permutations=20)
+    validity = av.validity_table(space, terms, n_permutations=20)
     summary = rb.robustness_summary(curve, validity, "toy")
     head = validity[(validity.layer == "mean")].set_index("dimension")
     for r in summary.itertuples():
         if r.dimension in head.index:
             assert r.axis_verdict == head.loc[r.dimension, "verdict"] and r.axis_auc == head.loc[r.dimension, "auc"]
-            assert r.axis_reading == av._verdict_phrase(head.loc[r.dimension])
+            assert r.axis_reading == av.verdict_phrase(head.loc[r.dimension])
             single = validity[(validity.dimension == r.dimension) & (validity.layer != "mean")]
             assert r.share_layers_supported == pytest.approx((single["verdict"] == "supported").mean())
         else:  # the toy space has no such axis: unknown, not a verdict

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import json
 import re
 import subprocess
@@ -21,7 +22,7 @@ ALL_MODULES = runs._package_modules()
 MODULES = sorted(m for m in ALL_MODULES if not m.endswith(("__init__", "__main__")))
 SUBPACKAGES = sorted({m.split(".")[0] for m in MODULES})
 NOTEBOOKS = sorted(runs._NOTEBOOKS_DIR.glob("*.ipynb"))
-DESIGN = (paths._ROOT / "DESIGN.md").read_text(encoding="utf-8")
+DESIGN = (paths.ROOT / "DESIGN.md").read_text(encoding="utf-8")
 
 
 def _tree(module: str) -> ast.Module:
@@ -96,7 +97,7 @@ def test_importing_one_module_leaves_its_siblings_unloaded():
     code = ("import sys\nfrom bias_utils.profiles import context_filters\n"
             "from bias_utils.models import builtin_models\n"
             "print(sorted(m for m in ('torch', 'transformers', 'bias_utils.profiles.space') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=paths._ROOT)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=paths.ROOT)
     assert out.stdout.strip() == "[]"
 
 
@@ -118,7 +119,7 @@ def test_design_states_the_public_api_per_subpackage():
         assert names == package.__all__, (sub, sorted(set(names) ^ set(package.__all__)))
     count = int(re.search(r"(\d+) public names in all", text).group(1))
     assert count == len(_public_names())
-    readme = (paths._ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (paths.ROOT / "README.md").read_text(encoding="utf-8")
     assert int(re.search(r"own cell calls: (\d+) names", readme).group(1)) == count
 
 
@@ -155,7 +156,7 @@ def test_notebooks_and_readme_examples_reach_only_public_names_and_there_are_at_
     they need is in the API; and that API stays small: at most 151 names (149 before chapter 12 added its one entry
     point, ``erasure_tradeoff``, and the data layer's errors became one public ``DataError``)."""
     sources = {nb.stem: "\n".join(c.source for c in _code_cells(nb)) for nb in NOTEBOOKS}
-    readme = (paths._ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (paths.ROOT / "README.md").read_text(encoding="utf-8")
     sources |= {f"README python block {i}": block
                 for i, block in enumerate(re.findall(r"```python\n(.*?)```", readme, re.S))}
     reached = {name: found for name, source in sources.items() if (found := _api_reaches(source))}
@@ -191,14 +192,15 @@ def test_a_name_used_outside_its_module_has_no_underscore():
     PLC2701 hold the same for attributes and imports as code is written). What a reader's cell may call is the
     smaller ``__all__``."""
     sources = {f"bias_utils.{m}": (ALL_MODULES[m].read_text(encoding="utf-8"), m) for m in ALL_MODULES}
-    sources |= {str(p.relative_to(paths._ROOT)): (p.read_text(encoding="utf-8"), "")
-                for folder in ("scripts", "benchmarks") for p in sorted((paths._ROOT / folder).glob("*.py"))}
+    sources |= {str(p.relative_to(paths.ROOT)): (p.read_text(encoding="utf-8"), "")
+                for folder in ("scripts", "benchmarks") for p in sorted((paths.ROOT / folder).glob("*.py"))}
     sources |= {nb.stem: ("\n".join(c.source for c in _code_cells(nb)), "") for nb in NOTEBOOKS}
     reached = {name: found for name, (source, module) in sources.items() if (found := _private_reaches(source, module))}
     assert not reached, reached
-    assert _private_reaches("from ..core.cache import _file_lock\n", "audit.bold") == [
-        "bias_utils.core.cache._file_lock"]
-    assert _private_reaches("from . import stats\nstats._welch_t(1, 2)", "core.mixed") == ["stats._welch_t"]
+    # a module's own name, reached from outside by a relative import or as an attribute, is found
+    assert _private_reaches("from ..core.cache import _drop_torn_tail\n", "audit.bold") == [
+        "bias_utils.core.cache._drop_torn_tail"]
+    assert _private_reaches("from . import stats\nstats._check_tests(1)", "core.mixed") == ["stats._check_tests"]
 
 
 def test_no_two_modules_define_a_public_name_of_the_same_name():
@@ -347,7 +349,7 @@ def test_the_import_scan_sees_hidden_imports():
     found = runs._imported_modules(source, "profiles", ALL_MODULES)
     assert {"book.crossmodel", "profiles.layers", "profiles.space", "profiles.projection",
             "profiles.__init__", "book.__init__"} <= found
-    ALL_MODULES["profiles.probe"] = paths._ROOT / "probe-does-not-exist.py"
+    ALL_MODULES["profiles.probe"] = paths.ROOT / "probe-does-not-exist.py"
     try:
         ALL_MODULES["profiles.probe"] = type("P", (), {"read_text": lambda self, encoding=None: source})()
         assert {"book.validation", "book.summary", "core.stats"} <= _package_imports("profiles.probe")
@@ -403,7 +405,7 @@ def test_design_readme_and_package_docstring_state_the_same_two_pipelines():
     import bias_utils
 
     design = _chains(DESIGN)
-    readme = _chains((paths._ROOT / "README.md").read_text(encoding="utf-8"))
+    readme = _chains((paths.ROOT / "README.md").read_text(encoding="utf-8"))
     package = _chains(bias_utils.__doc__)
     assert len(package) == 2 and package[0][0] == "profiles.dictionaries" and package[1][0] == "audit.bold_prompts"
     assert design == package and readme == package
@@ -415,7 +417,7 @@ def test_design_readme_and_package_docstring_state_the_same_two_pipelines():
 
 @pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_parameters_cell_lists_only_parameters_the_notebook_uses(nb_path):
-    declared = runs._declared_parameters(nb_path)
+    declared = runs.declared_parameters(nb_path)
     used = set()
     for cell in _code_cells(nb_path):
         if "parameters" in cell.metadata.get("tags", []):
@@ -443,11 +445,11 @@ def test_notebooks_show_tables_and_sentences_not_program_output(nb_path):
 
 
 def test_quick_overrides_only_name_declared_parameters():
-    declared = {nb.stem: set(runs._declared_parameters(nb)) for nb in NOTEBOOKS}
+    declared = {nb.stem: set(runs.declared_parameters(nb)) for nb in NOTEBOOKS}
     for stem, overrides in runs._QUICK_OVERRIDES.items():
         assert stem in declared, f"QUICK_OVERRIDES names {stem}, which is not a notebook"
         assert set(overrides) <= declared[stem], (stem, set(overrides) - declared[stem])
-    for name in runs._QUICK_PARAMETERS:
+    for name in runs.QUICK_PARAMETERS:
         assert any(name in d for d in declared.values()), f"no notebook declares the QUICK parameter {name!r}"
 
 
@@ -464,7 +466,7 @@ def test_run_key_covers_every_module_the_notebook_imports(nb_path):
         "root = pathlib.Path(bias_utils.__file__).parent",
         "files = [pathlib.Path(m.__file__) for n, m in sys.modules.items() if n.startswith('bias_utils.')]",
         "print(json.dumps(sorted('.'.join(f.relative_to(root).with_suffix('').parts) for f in files)))"])
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=paths._ROOT)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=paths.ROOT)
     loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
     keyed = set(runs._code_modules(nb_path))
     unkeyed = loaded - set(runs._BUILDER_MODULES) - keyed
@@ -489,7 +491,7 @@ def test_readme_notebook_table_names_tables_the_notebooks_write():
     """Every notebook has a row, and every table a row names is written by the notebook's code
     or by a module it imports (a table name appears there as a string)."""
     rows = {}
-    for line in (paths._ROOT / "README.md").read_text(encoding="utf-8").splitlines():
+    for line in (paths.ROOT / "README.md").read_text(encoding="utf-8").splitlines():
         m = re.match(r"\| `(\d\d_\w+)` \|.*\| (`.*`) \|\s*$", line)
         if m:
             rows[m.group(1)] = re.findall(r"`([^`]+)`", m.group(2))
@@ -508,21 +510,72 @@ def test_bold_notebooks_are_what_their_script_writes():
     """06 and 07 are generated: an edit made only in the notebook would be lost on the next regeneration."""
     import runpy
 
-    script = runpy.run_path(str(paths._ROOT / "scripts" / "make_bold_notebooks.py"))
+    script = runpy.run_path(str(paths.ROOT / "scripts" / "make_bold_notebooks.py"))
     makers = {"06_bold_audit": script["audit_notebook"], "07_bold_replication": script["replication_notebook"]}
     for name, make in makers.items():
         written = [(c.cell_type, c.source) for c in make().cells]
-        committed = [(c.cell_type, c.source) for c in nbformat.read(paths._ROOT / "notebooks" / f"{name}.ipynb",
+        committed = [(c.cell_type, c.source) for c in nbformat.read(paths.ROOT / "notebooks" / f"{name}.ipynb",
                                                                     as_version=4).cells]
         assert written == committed, name
 
 
 def test_both_make_targets_install_the_default_context_generator():
-    """A user dictionary with the default context_source="generated" needs contexts._DEFAULT_GENERATOR: `make book`
+    """A user dictionary with the default context_source="generated" needs contexts.DEFAULT_GENERATOR: `make book`
     and `make test` install the model the package names (CI once failed where only the package named it)."""
     from bias_utils.profiles import contexts
 
-    makefile = (paths._ROOT / "Makefile").read_text()
-    assert re.search(r"^CONTEXT_GENERATOR := (\S+)$", makefile, re.M).group(1) == contexts._DEFAULT_GENERATOR
+    makefile = (paths.ROOT / "Makefile").read_text()
+    assert re.search(r"^CONTEXT_GENERATOR := (\S+)$", makefile, re.M).group(1) == contexts.DEFAULT_GENERATOR
     assert re.search(r"^TEST_MODELS := .*\$\(CONTEXT_GENERATOR\)", makefile, re.M)
     assert re.search(r"^book:.*\n\t@\$\(MAKE\) .*models MODEL_SET=\"[^\"]*\$\(CONTEXT_GENERATOR\)", makefile, re.M)
+
+
+_ROLE = re.compile(r":(?:func|data|class|mod|meth|attr|obj):`~?([\w.]+?)(?:\(\))?`")
+
+
+def _resolves(ref: str, module: str, tree: ast.Module) -> bool:
+    """Whether a docstring's reference names something that exists: a dotted path from ``bias_utils``, a module's
+    name (its last part) with an attribute, or a name of ``module`` itself; a private name may be cited without its
+    underscore (``PROFILE_LIMIT`` for ``_PROFILE_LIMIT``); a dataclass field or an attribute its class sets counts."""
+    parts = ref.split(".")
+    if importlib.util.find_spec(parts[0]) is not None and parts[0] != "bias_utils":
+        return True  # the standard library or a dependency (``ast``, ``numpy.linalg``)
+    starts = [parts] if parts[0] == "bias_utils" else [
+        ["bias_utils", *module.split("."), *parts], *(["bias_utils", *m.split("."), *parts[1:]]
+                                                     for m in ALL_MODULES if m.rsplit(".", 1)[-1] == parts[0]),
+        ["bias_utils", *parts]]
+    for path in starts:
+        for k in range(len(path), 1, -1):
+            name = ".".join(path[:k])
+            if name.removeprefix("bias_utils.") not in ALL_MODULES and \
+                    f"{name}.__init__".removeprefix("bias_utils.") not in ALL_MODULES:
+                continue
+            obj = importlib.import_module(name)
+            for attr in path[k:]:
+                fields = getattr(obj, "__dataclass_fields__", {})
+                obj = next((getattr(obj, a) for a in (attr, f"_{attr}") if hasattr(obj, a)),
+                           fields.get(attr) or fields.get(f"_{attr}"))
+                if obj is None:
+                    break
+            else:
+                return True
+            break
+    last = parts[-1]  # an attribute a class of this module sets on itself, or a method
+    return any(isinstance(n, ast.Attribute) and n.attr in (last, f"_{last}") and isinstance(n.value, ast.Name)
+               and n.value.id == "self" for n in ast.walk(tree)) or any(
+        isinstance(n, ast.FunctionDef) and n.name in (last, f"_{last}") for n in ast.walk(tree))
+
+
+def test_docstrings_cite_names_that_exist():
+    """A ``:func:``/``:data:``/``:class:``/``:mod:`` reference in a docstring names a function, constant, class or
+    module that exists (a renamed or removed name leaves a reader searching for what is not there)."""
+    stale = []
+    for module in MODULES:
+        tree = _tree(module)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                stale += [f"{module}: {ref}" for ref in _ROLE.findall(ast.get_docstring(node) or "")
+                          if not _resolves(ref, module, tree)]
+    assert not stale, "\n".join(stale)
+    assert not _resolves("gone_function", "core.stats", _tree("core.stats"))
+    assert _resolves("mixed.PROFILE_LIMIT", "core.nested", _tree("core.nested"))

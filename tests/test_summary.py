@@ -14,7 +14,7 @@ from bias_utils.audit import bold, bold_prompts, occupation_headline, occupation
 from bias_utils.book import summary
 from bias_utils.core import paths, precision, stats, tables
 from bias_utils.core.results import write_table
-from bias_utils.models.builtin_models import _BUILTIN_MODELS
+from bias_utils.models.builtin_models import BUILTIN_MODELS
 from bias_utils.report import rendering
 
 A, B = bold_prompts.MALE_GROUP, bold_prompts.FEMALE_GROUP
@@ -45,7 +45,7 @@ def _validity(dimensions, verdicts, layers, sources=None):
 def published():
     """The published audit's completions (with their units), its headline table from the audit's own statistics,
     and its unit table."""
-    units = occupation_units._unit_table("audit")
+    units = occupation_units.unit_table("audit")
     metrics = bold.completion_metrics(occupation_units.annotate(replication.load_published_completions(), "audit",
                                                                 units))
     table, _ = bold.audit_statistics(metrics, n_boot=N_BOOT, n_permutations=N_PERM, nested=False)
@@ -87,34 +87,35 @@ def test_a_models_reading_carries_each_studys_primary_estimate_in_at_most_80_wor
     """A decoder's reading is each registered finding's primary estimate with its interval, in the chapter's
     printing: the audit's difference in male share (percentage points, its occupation interval) and how many
     completions carry a gendered word; the published selection's pooled odds ratio, whose interval is the occupation
-    cluster bootstrap over BOLD keys recomputed on the completions (stats._cluster_bootstrap_ci, independent of the
+    cluster bootstrap over BOLD keys recomputed on the completions (stats.cluster_bootstrap_ci, independent of the
     vectorised one), stays in its chapter."""
     metrics, head, _ = published
 
     def log_or(d):
         words = [[d.loc[d["group"] == g, w].sum() for w in ("male_words", "female_words")] for g in (A, B)]
-        return np.log(stats._odds_ratio(words)["effect_size"])
+        return np.log(stats.odds_ratio(words)["effect_size"])
 
-    _, low, high = (np.exp(x) for x in stats._cluster_bootstrap_ci(metrics, log_or, cluster="occupation",
+    _, low, high = (np.exp(x) for x in stats.cluster_bootstrap_ci(metrics, log_or, cluster="occupation",
                                                                    strata="group", n_boot=N_BOOT, seed=0))
     h = head.iloc[0]
     assert (h.published_ci_low, h.published_ci_high) == pytest.approx((low, high))
     page = summary._Page(["dec"], {"dec": "dec"}, {}, pd.DataFrame(columns=["model_id", "population"]),
                          head.assign(model_id="dec"), pd.DataFrame(columns=["model_id"]))
     reading = summary._model_reading(page, "dec")
-    h = occupation_headline._headline(head)
+    h = occupation_headline.headline(head)
     primary = metrics[metrics["in_primary"]]
     assert reading == (
         "Writing: male share of gendered words, male- minus female-dominated occupations: "
-        f"{occupation_headline._points(h['share_difference'])} points, 95% CI "
-        f"{occupation_headline._mc_interval(h, 'share_difference', 100)}; {int(primary.any_gendered.sum())} of "
+        f"{occupation_headline.percentage_points(h['share_difference'])} points, 95% CI "
+        f"{occupation_headline.mc_interval(h, 'share_difference', 100)}; {int(primary.any_gendered.sum())} of "
         f"{len(primary):,} completions carry a gendered word.")
     assert "odds ratio" not in reading and len(reading.split()) <= summary._READING_WORDS
     # the difference is the groups' male shares recomputed here with pandas
     words = primary.groupby(["group", "unit"])[["male_words", "female_words"]].sum()
     total = words["male_words"] + words["female_words"]
     share = (words["male_words"] / total)[total > 0].groupby(level="group").mean()
-    assert occupation_headline._points(h["share_difference"]) == precision._percent_text(share[A] - share[B])[:-1]
+    want = precision.percent_text(share[A] - share[B])[:-1]
+    assert occupation_headline.percentage_points(h["share_difference"]) == want
 
 
 def test_summary_table_reads_every_model(results, published):
@@ -176,9 +177,9 @@ def test_findings_bullets_say_in_words_which_model_shows_what(results, published
         "not validated.")
     assert competence.startswith("**Competence of first names.** No gap is shown in {doc}`dec </models/dec--1--fp32/"
                                  "04_profiles>`. Not read in {doc}`enc </models/enc--2--fp32/03_projection_accuracy>`")
-    h = occupation_headline._headline(published[1])
+    h = occupation_headline.headline(published[1])
     assert writing == ("**Writing about occupations.** {doc}`dec </models/dec--1--fp32/06_bold_audit>` shows "
-                       f"{occupation_headline._difference_reading(h)}, though only {int(h['n_gendered_completions'])} "
+                       f"{occupation_headline.difference_reading(h)}, though only {int(h['n_gendered_completions'])} "
                        f"of {int(h['n_completions'])} completions carry a gendered word; enc writes no text (an "
                        "encoder); new has no audit results.")
     assert not re.search(r"\d\.\d", warmth + competence + writing)
@@ -193,11 +194,11 @@ def test_findings_bullets_say_in_words_which_model_shows_what(results, published
 
 def test_running_text_names_models_by_their_names_unless_two_would_share_one(results):
     smol, mini = "smollm2-135m-instruct--b179c9523d0e--fp32", "minilm-l6--53aa51172d14--fp32"
-    assert summary._names([smol, mini]) == {smol: _BUILTIN_MODELS["smollm2-135m-instruct"].title,
-                                            mini: _BUILTIN_MODELS["minilm-l6"].title}
+    assert summary._names([smol, mini]) == {smol: BUILTIN_MODELS["smollm2-135m-instruct"].title,
+                                            mini: BUILTIN_MODELS["minilm-l6"].title}
     # the same model in two precisions keeps its dtype; two revisions of one model fall back to their short ids
     bf16 = smol.replace("fp32", "bf16")
-    assert summary._names([smol, bf16])[bf16] == _BUILTIN_MODELS["smollm2-135m-instruct"].title + " (bf16)"
+    assert summary._names([smol, bf16])[bf16] == BUILTIN_MODELS["smollm2-135m-instruct"].title + " (bf16)"
     other = smol.replace("b179c9523d0e", "0123456789ab")
     assert summary._names([smol, other]) == {smol: smol, other: other}
     # the page's table of readings names its rows as the findings do
@@ -208,15 +209,15 @@ def test_running_text_names_models_by_their_names_unless_two_would_share_one(res
 def test_units_are_method_a_generated_paragraph_the_methods_include(results, published, tmp_path):
     """What counts as an occupation is written for the methods chapter (which includes it under the target the
     front page links), from the build's own unit table, not a finding of the front page."""
-    page = summary._write_units_page(tmp_path / "units.md", ["dec--1--fp32", "enc--2--fp32"], results)
+    page = summary.write_units_page(tmp_path / "units.md", ["dec--1--fp32", "enc--2--fp32"], results)
     assert page.read_text() == "In this build: " + occupation_units.describe_units(published[2]) + "\n"
-    none = summary._write_units_page(tmp_path / "none.md", ["enc--2--fp32"], results).read_text()
+    none = summary.write_units_page(tmp_path / "none.md", ["enc--2--fp32"], results).read_text()
     assert none.startswith("No model of this build wrote an audit")
-    methods = (paths._ROOT / "book" / "methods_bold.md").read_text(encoding="utf-8")
-    target = f"({summary._UNITS_TARGET})=\n## What an occupation is\n"
-    assert target in methods and f"```{{include}} _generated/{summary._UNITS_PAGE}\n```" in methods
+    methods = (paths.ROOT / "book" / "methods_bold.md").read_text(encoding="utf-8")
+    target = "(what-an-occupation-is)=\n## What an occupation is\n"
+    assert target in methods and f"```{{include}} _generated/{summary.UNITS_PAGE}\n```" in methods
     section = methods.index(target)
-    assert section < methods.index(f"_generated/{summary._UNITS_PAGE}") < methods.index("\n## ", section + len(target))
+    assert section < methods.index(f"_generated/{summary.UNITS_PAGE}") < methods.index("\n## ", section + len(target))
 
 
 def test_summary_chart_draws_gaps_and_the_occupation_interval(results):
@@ -252,7 +253,7 @@ def test_summary_chart_draws_gaps_and_the_occupation_interval(results):
 
 def test_summary_page_written_once(results, tmp_path):
     page = tmp_path / "_generated" / "summary.md"
-    summary._write_summary_page(page, ["dec--1--fp32", "enc--2--fp32"], results, note="*QUICK build.*")
+    summary.write_summary_page(page, ["dec--1--fp32", "enc--2--fp32"], results, note="*QUICK build.*")
     text = page.read_text()
     assert text.startswith("## Findings\n\n- **Warmth of first names.**")
     assert text.index("- **Writing about occupations.**") < text.index(summary._primary_sentence())
@@ -266,7 +267,7 @@ def test_summary_page_written_once(results, tmp_path):
     image = text.split('<noscript><img class="bias-figure-image" src="')[1].split('"')[0]
     assert image.startswith("_generated/figures/") and (tmp_path / image).read_text().startswith("<svg")
     stamp = page.stat().st_mtime_ns
-    summary._write_summary_page(page, ["dec--1--fp32", "enc--2--fp32"], results, note="*QUICK build.*")
+    summary.write_summary_page(page, ["dec--1--fp32", "enc--2--fp32"], results, note="*QUICK build.*")
     assert page.stat().st_mtime_ns == stamp
     assert "No model was built" in summary._summary_markdown([], results)
     assert summary._findings_bullets(*summary.read_summary([], results), []) == []

@@ -52,7 +52,7 @@ def _table_name(expr: ast.expr) -> str | None:
 
 def _readme_rows() -> dict[str, str]:
     rows = {}
-    for line in (paths._ROOT / "README.md").read_text(encoding="utf-8").splitlines():
+    for line in (paths.ROOT / "README.md").read_text(encoding="utf-8").splitlines():
         m = re.match(r"\| `(\d\d_\w+)` \|.*\| (`.*`) \|\s*$", line)
         if m:
             rows[m.group(1)] = m.group(2)
@@ -80,7 +80,7 @@ def test_a_notebook_writes_only_declared_tables_by_their_constant(nb_path):
         assert not isinstance(expr, (ast.Constant, ast.JoinedStr)), (
             f"{nb_path.stem} types a table name: {ast.unparse(expr)}; use a bias_utils.core.tables constant")
         name = _table_name(expr)
-        assert name is None or nb_path.stem in tables._table(name).notebooks, (nb_path.stem, name)
+        assert name is None or nb_path.stem in tables.table(name).notebooks, (nb_path.stem, name)
 
 
 @pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -90,7 +90,7 @@ def test_written_tables_are_declared_and_declared_tables_are_written(nb_path):
     for expr in _written(nb_path):
         name = _table_name(expr)
         if name is not None:
-            assert nb_path.stem in tables._table(name).notebooks, f"{nb_path.stem} writes {name!r}, not declared for it"
+            assert nb_path.stem in tables.table(name).notebooks, f"{nb_path.stem} writes {name!r}, not declared for it"
     modules = runs._package_modules()
     code = _code(nb_path) + "\n".join(modules[m].read_text(encoding="utf-8")
                                       for m in runs._code_modules(nb_path) if m != "core.tables")
@@ -118,17 +118,17 @@ def test_declared_columns_match_the_modules_column_lists():
         tables.NAMES.AXIS_VALIDITY: axis_validity._COLUMNS,
         tables.NAMES.ROBUSTNESS_AXIS_VALIDITY: axis_validity._COLUMNS,
         tables.NAMES.PROFILE_STATS: profiles._PROFILE_STATS_COLUMNS + [
-            c for c in stats._STAT_COLUMNS if c not in ("group_a", "group_b", "df", "p")],
+            c for c in stats.STAT_COLUMNS if c not in ("group_a", "group_b", "df", "p")],
         tables.NAMES.ROBUSTNESS_SPECS: robustness._SPEC_COLUMNS,
         tables.NAMES.ROBUSTNESS_SKIPPED: robustness._SKIPPED_COLUMNS,
-        tables.NAMES.BOLD_INFLUENCE: occupations._INFLUENCE_COLUMNS,
-        tables.NAMES.BOLD_HEADLINE: occupation_headline._HEADLINE_COLUMNS,
-        tables.NAMES.DROPPED_SENSES: space._DROPPED_COLUMNS, tables.NAMES.CONTEXTS_OF_SOURCE: contexts._TABLE_COLUMNS,
-        tables.NAMES.CONTEXTS_SKIPPED: contexts._SKIP_COLUMNS, tables.NAMES.CONTEXTS_DROPPED: contexts._DROP_COLUMNS,
+        tables.NAMES.BOLD_INFLUENCE: occupations.INFLUENCE_COLUMNS,
+        tables.NAMES.BOLD_HEADLINE: occupation_headline.HEADLINE_COLUMNS,
+        tables.NAMES.DROPPED_SENSES: space.DROPPED_COLUMNS, tables.NAMES.CONTEXTS_OF_SOURCE: contexts._TABLE_COLUMNS,
+        tables.NAMES.CONTEXTS_SKIPPED: contexts.SKIP_COLUMNS, tables.NAMES.CONTEXTS_DROPPED: contexts._DROP_COLUMNS,
         tables.NAMES.NEXT_WORD_PROMPTS: next_word._PROMPT_COLUMNS,
         tables.NAMES.NEXT_WORD_OCCUPATIONS: next_word._OCCUPATION_COLUMNS,
         tables.NAMES.NEXT_WORD_TOKENS: next_word_prompts._WORD_COLUMNS,
-        tables.NAMES.LINK_NEXT_WORD: stats._STAT_COLUMNS + link._NEXT_WORD_LINK_COLUMNS,
+        tables.NAMES.LINK_NEXT_WORD: stats.STAT_COLUMNS + link._NEXT_WORD_LINK_COLUMNS,
         tables.NAMES.LINK_NEXT_WORD_OCCUPATIONS: link._NEXT_WORD_OCCUPATION_COLUMNS,
     }
     for name, columns in expected.items():
@@ -141,8 +141,8 @@ def test_a_real_table_has_its_declared_columns():
 
 
 def test_a_family_name_finds_its_declaration_and_unknown_names_fail():
-    assert tables._table("contexts_generated").name == tables.NAMES.CONTEXTS_OF_SOURCE
-    assert tables._table("poles").producer == "bias_utils.profiles.space.pole_table"
+    assert tables.table("contexts_generated").name == tables.NAMES.CONTEXTS_OF_SOURCE
+    assert tables.table("poles").producer == "bias_utils.profiles.space.pole_table"
     with pytest.raises(KeyError, match="no results table"):
-        tables._table("contexts")
+        tables.table("contexts")
     assert "`contexts_<source>`" in tables._readme_cell("02_contexts")

@@ -29,13 +29,13 @@ PAPERMILL = [sys.executable, "-m", "papermill", "--log-level", "ERROR"]
 
 
 def _env(**extra) -> dict:
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(paths._ROOT), **extra}
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(paths.ROOT), **extra}
 
 
 def _run(notebook: str, out_dir: Path, *args: str, env: dict | None = None) -> Path:
     """Run a notebook under papermill; fail with the tail of its error output."""
     executed = out_dir / f"{notebook}.ipynb"
-    proc = subprocess.run([*PAPERMILL, str(paths._ROOT / "notebooks" / f"{notebook}.ipynb"), str(executed), *args],
+    proc = subprocess.run([*PAPERMILL, str(paths.ROOT / "notebooks" / f"{notebook}.ipynb"), str(executed), *args],
                           env=env or _env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"{notebook} failed:\n{proc.stderr[-3000:]}"
     return executed
@@ -95,7 +95,7 @@ def _user_dictionary(tmp_path: Path, results: Path) -> list[str]:
 def _declared_only(notebook: str, args: list[str]) -> list[str]:
     """The ``-p name value`` triples of ``args`` that ``notebook`` declares: a parameter it does not have stops it
     (01 has no ``context_source``, ``limit`` or ``n_contexts``; 05 no ``context_source``)."""
-    declared = runs._declared_parameters(paths._ROOT / "notebooks" / f"{notebook}.ipynb")
+    declared = runs.declared_parameters(paths.ROOT / "notebooks" / f"{notebook}.ipynb")
     return [a for i in range(0, len(args), 3) if args[i + 1] in declared for a in args[i:i + 3]]
 
 
@@ -146,7 +146,7 @@ run_audit(sys.argv[1], selection="audit", limit=6, max_new_tokens=6, seed=5, bat
 def _cache_with_models(root: Path) -> Path:
     """A fresh cache folder that shares only the converted models of the real one."""
     root.mkdir()
-    (root / "models").symlink_to(paths._cache_dir() / "models", target_is_directory=True)
+    (root / "models").symlink_to(paths.cache_dir() / "models", target_is_directory=True)
     return root
 
 
@@ -201,7 +201,7 @@ def test_readme_example_dictionary_through_03_and_04_with_default_parameters(tmp
               "-p", "n_permutations", "100"]
     executed = _run("03_projection_accuracy", tmp_path, *common, "-p", "limit", "3", "-p", "n_boot", "100")
     assert "Traceback" not in _outputs(executed)
-    user = dictionaries._read_dictionary(paths._ROOT / EXAMPLE_DICTIONARY)
+    user = dictionaries.read_dictionary(paths.ROOT / EXAMPLE_DICTIONARY)
     poles = pd.read_csv(results / "poles.csv")
     tidiness = poles[(poles["dimension"] == "tidiness") & (poles["space"] == "dimensions")]
     # every user term got contexts (generated and kept) and sits on its pole
@@ -237,11 +237,11 @@ def _jupyter_run(notebook: str, tmp_path: Path, edit, monkeypatch) -> None:
     import nbformat
     from nbclient import NotebookClient
 
-    nb = nbformat.read(paths._ROOT / "notebooks" / f"{notebook}.ipynb", as_version=4)
+    nb = nbformat.read(paths.ROOT / "notebooks" / f"{notebook}.ipynb", as_version=4)
     edit(nb.cells)
-    monkeypatch.setenv("PYTHONPATH", str(paths._ROOT))  # the kernel imports this checkout's package
+    monkeypatch.setenv("PYTHONPATH", str(paths.ROOT))  # the kernel imports this checkout's package
     NotebookClient(nb, timeout=900, kernel_name="python3",
-                   resources={"metadata": {"path": str(paths._ROOT / "notebooks")}}).execute()
+                   resources={"metadata": {"path": str(paths.ROOT / "notebooks")}}).execute()
     nbformat.write(nb, tmp_path / f"{notebook}.ipynb")
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, errors
@@ -276,7 +276,7 @@ def test_jupyter_trying_words_cell_edited(tmp_path, monkeypatch):
 
     from bias_utils.profiles import dictionaries
 
-    cells = nbformat.read(paths._ROOT / "notebooks" / "03_projection_accuracy.ipynb", as_version=4).cells
+    cells = nbformat.read(paths.ROOT / "notebooks" / "03_projection_accuracy.ipynb", as_version=4).cells
     if not any("try-words" in c.get("metadata", {}).get("tags", []) for c in cells):
         pytest.skip("notebook 03 has no cell tagged try-words yet (helper E adds it; issue 24 item 2)")
     results = tmp_path / "results"

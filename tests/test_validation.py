@@ -15,14 +15,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bias_utils.audit.bold_prompts import _check_selection
+from bias_utils.audit.bold_prompts import check_selection
 from bias_utils.book import runs
 from bias_utils.book import validation as v
 from bias_utils.core import errors, stats
 from bias_utils.core.errors import ParameterError
-from bias_utils.models.generation import _generate
+from bias_utils.models.generation import generate
 from bias_utils.models.loading import ModelError, load_model
-from bias_utils.profiles.population_profiles import _check_template_list
+from bias_utils.profiles.population_profiles import check_template_list
 
 SMOL = "smollm2-135m-instruct"
 LATIN1 = "groupe,mot\nfemme,\xe9l\xe8ve\n".encode("latin-1")
@@ -68,13 +68,13 @@ def test_population_files_errors_name_file_and_line(tmp_path):
 ])
 def test_templates_must_be_a_list_of_strings_with_one_slot(templates, fragment):
     with pytest.raises(ParameterError, match=rf"templates.*{fragment}"):
-        _check_template_list(templates)
+        check_template_list(templates)
 
 
 @pytest.mark.parametrize("fn, value, name", [
     (v._check_boot_count, 0, "n_boot"), (v._check_boot_count, 50, "n_boot"), (v._check_boot_count, "1000", "n_boot"),
-    (errors._check_seed, -1, "seed"), (errors._check_seed, 1.5, "seed"), (errors._check_seed, True, "seed"),
-    (v._check_limit, 0, "limit"), (errors._check_layer, "first", "layer"), (errors._check_layer, 2.0, "layer"),
+    (errors.check_seed, -1, "seed"), (errors.check_seed, 1.5, "seed"), (errors.check_seed, True, "seed"),
+    (v._check_limit, 0, "limit"), (errors.check_layer, "first", "layer"), (errors.check_layer, 2.0, "layer"),
     (v._check_context_source, "wiki", "context_source"),
 ])
 def test_scalar_parameters_are_named(fn, value, name):
@@ -87,14 +87,14 @@ def test_n_boot_too_small_is_rejected_by_every_bootstrap():
     frame = pd.DataFrame({"c": np.repeat(np.arange(10), 2), "y": x})
     for n_boot in (0, 1, -5):
         with pytest.raises(ValueError, match=r"^n_boot must be an integer >= 2"):
-            stats._bootstrap_ci(x, n_boot=n_boot)
+            stats.bootstrap_ci(x, n_boot=n_boot)
         with pytest.raises(ValueError, match=r"^n_boot must be an integer >= 2"):
-            stats._cluster_bootstrap_ci(frame, lambda d: d["y"].mean(), cluster="c", n_boot=n_boot)
+            stats.cluster_bootstrap_ci(frame, lambda d: d["y"].mean(), cluster="c", n_boot=n_boot)
         with pytest.raises(ValueError, match=r"^n_boot must be an integer >= 2"):
-            stats._welch_anova(x, np.repeat(["a", "b"], 10), n_boot=n_boot)
+            stats.welch_anova(x, np.repeat(["a", "b"], 10), n_boot=n_boot)
         with pytest.raises(ValueError, match=r"^n_boot must be an integer >= 2"):
-            stats._chi2_table([[10, 20], [20, 10]], n_boot=n_boot)
-    _, lo, hi = stats._bootstrap_ci(x, n_boot=40)
+            stats.chi2_table([[10, 20], [20, 10]], n_boot=n_boot)
+    _, lo, hi = stats.bootstrap_ci(x, n_boot=40)
     assert np.isfinite([lo, hi]).all() and lo < hi
 
 
@@ -118,24 +118,24 @@ def test_dictionary_path_errors_name_file_line_and_column(tmp_path):
 
 def test_selection_errors_name_file_and_line(tmp_path):
     with pytest.raises(ParameterError, match=r"selection: '.*typo\.csv' does not exist; looked in "):
-        _check_selection(str(tmp_path / "typo.csv"))
+        check_selection(str(tmp_path / "typo.csv"))
     bad_json = _write(tmp_path / "map.json", '{\n "Registered_nurse": "care",\n "Carpenter": trade\n}')
     with pytest.raises(ParameterError, match=r"selection: .*map\.json, line 3, column \d+: not valid JSON"):
-        _check_selection(str(bad_json))
+        check_selection(str(bad_json))
     bad_csv = _write(tmp_path / "map.csv", "occupation,group\nRegistered_nurse,care\nCarpenter,\n")
     with pytest.raises(ParameterError, match=r"selection: .*map\.csv, line 3: empty group"):
-        _check_selection(str(bad_csv))
+        check_selection(str(bad_csv))
     ragged = _write(tmp_path / "ragged.csv", "occupation,group\nRegistered_nurse,care\nCarpenter,trade,extra\n")
     with pytest.raises(ParameterError, match=r"selection: .*ragged\.csv.*line 3"):
-        _check_selection(str(ragged))
+        check_selection(str(ragged))
     latin = _write(tmp_path / "latin.csv", "occupation,group\nCarpenter,m\xe9tier\n".encode("latin-1"))
     with pytest.raises(ParameterError, match=r"selection: .*latin\.csv: not UTF-8"):
-        _check_selection(str(latin))
+        check_selection(str(latin))
     with pytest.raises(ParameterError, match="selection: .*not BOLD profession keys"):
-        _check_selection({"Astronaut_pilot": "x"})
+        check_selection({"Astronaut_pilot": "x"})
     good = _write(tmp_path / "good.csv", "occupation,group\nRegistered_nurse,care\nPlumber,trade\n")
-    _check_selection(str(good))
-    _check_selection("audit")
+    check_selection(str(good))
+    check_selection("audit")
 
 
 def test_lexicons_are_checked():
@@ -157,7 +157,7 @@ def test_lexicons_are_checked():
 ])
 def test_generation_settings_are_named(kw, name):
     with pytest.raises(ParameterError, match=rf"^{name}"):
-        errors._check_generation(["A nurse is"], **kw)
+        errors.check_generation(["A nurse is"], **kw)
 
 
 def test_parameter_error_is_one_class():
@@ -168,7 +168,7 @@ def test_parameter_error_is_one_class():
 def test_generate_rejects_a_bad_top_k_as_a_parameter_error(top_k):
     # Before any model is loaded: the model is a name, reaching the loader would take seconds.
     with pytest.raises(ParameterError, match=rf"^top_k must be None or a positive integer, got {top_k!r}"):
-        _generate(SMOL, ["A nurse is"], top_k=top_k, cache=False)
+        generate(SMOL, ["A nurse is"], top_k=top_k, cache=False)
 
 
 def test_replicate_counts_have_a_ceiling_and_say_what_the_floor_is_for():
@@ -204,15 +204,15 @@ def test_a_run_asks_for_more_replicates_through_the_environment(monkeypatch):
 def test_generate_rejects_bad_prompts_before_loading_a_model():
     # The model is a name: reaching the loader would take seconds; these fail at the boundary.
     with pytest.raises(ParameterError, match="prompts is empty"):
-        _generate(SMOL, [], cache=False)
+        generate(SMOL, [], cache=False)
     with pytest.raises(ParameterError, match="prompts must be a list of strings, not one string"):
-        _generate(SMOL, "A nurse is", cache=False)
+        generate(SMOL, "A nurse is", cache=False)
     with pytest.raises(ParameterError, match=r"prompts must be a list of strings; item 1 is 3"):
-        _generate(SMOL, ["A nurse is", 3], cache=False)
+        generate(SMOL, ["A nurse is", 3], cache=False)
     with pytest.raises(ParameterError, match=r"max_new_tokens must be a positive integer, got 10\.0"):
-        _generate(SMOL, ["A nurse is"], max_new_tokens=10.0, cache=False)
+        generate(SMOL, ["A nurse is"], max_new_tokens=10.0, cache=False)
     with pytest.raises(ParameterError, match="temperature"):
-        _generate(SMOL, ["A nurse is"], temperature="hot", cache=False)
+        generate(SMOL, ["A nurse is"], temperature="hot", cache=False)
 
 
 # --------------------------------------------------------------------------- one check per notebook
@@ -342,7 +342,7 @@ def test_byte_level_bpe_has_no_unknown_words_smollm2():
 @pytest.mark.slow
 def test_dropped_senses_lists_every_sense_that_misses_the_axis(tmp_path):
     from bias_utils.profiles import space
-    from bias_utils.profiles.dictionaries import _read_dictionary
+    from bias_utils.profiles.dictionaries import read_dictionary
 
     path = _write(tmp_path / "tidy.csv", "dimension,term,direction,contexts\n"
                   'tidiness,neat,high,"[""She keeps a neat desk."", ""The neat room.""]"\n'
@@ -353,10 +353,10 @@ def test_dropped_senses_lists_every_sense_that_misses_the_axis(tmp_path):
                   'tidiness,messy,low,"[""The room is messy."", ""A messy desk.""]"\n'
                   'tidiness,sloppy,low,"[""Sloppy work again."", ""A sloppy job.""]"\n'
                   'tidiness,untidy,low,"[""An untidy shed.""]"\n')  # three usable terms per pole (the axis rule)
-    d = _read_dictionary(path)
+    d = read_dictionary(path)
     sp = space.build_space(load_model("minilm-l6"), d, "dictionary", n_contexts=2)
     dropped = space.dropped_senses(sp)
-    assert list(dropped.columns) == space._DROPPED_COLUMNS
+    assert list(dropped.columns) == space.DROPPED_COLUMNS
     by_term = dropped.groupby("term")["stage"].apply(set).to_dict()
     assert by_term["🙂"] == {"embedding", "axis"}
     assert "contexts" in by_term["blorpish"]
@@ -372,7 +372,7 @@ def test_a_user_dictionary_with_generated_contexts_needs_an_installed_generator(
     from bias_utils.models import builtin_models
 
     missing = "gemma-3-270m"
-    if builtin_models._is_installed(missing):
+    if builtin_models.is_installed(missing):
         pytest.skip(f"{missing} is installed here")
     example = "data/examples/user_dictionary_example.csv"
     v.check("03_projection_accuracy", dictionary_path=example)  # installed by make test
@@ -390,10 +390,10 @@ def test_notebooks_that_compare_sources_need_the_generator_only_for_generated(mo
     from bias_utils.models import builtin_models
     from bias_utils.profiles import contexts
 
-    missing = next((m for m in ("gemma-3-270m", "mpnet-base") if not builtin_models._is_installed(m)), None)
+    missing = next((m for m in ("gemma-3-270m", "mpnet-base") if not builtin_models.is_installed(m)), None)
     if missing is None:
         pytest.skip("every stand-in built-in is installed here")
-    monkeypatch.setattr(contexts, "_DEFAULT_GENERATOR", missing)
+    monkeypatch.setattr(contexts, "DEFAULT_GENERATOR", missing)
     example = "data/examples/user_dictionary_example.csv"
     for check in (partial(v.check, "05_layers"), partial(v.check, "10_robustness")):
         check(dictionary_path=example, sources=["dictionary", "none"])

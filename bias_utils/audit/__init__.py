@@ -3,10 +3,10 @@ the next word after a neutral sentence about an occupation (the exact measure of
 nothing from Study 1 (:mod:`bias_utils.profiles`); what joins the two is :mod:`bias_utils.intrinsic_extrinsic`.
 
 The public API by role, one module a role (``_EXPORTS``); each name is imported on first use
-(:func:`bias_utils.core.exports._lazy_exports`).
+(:func:`bias_utils.core.exports.lazy_exports`).
 """
 
-from ..core.exports import _lazy_exports
+from ..core.exports import lazy_exports
 
 _EXPORTS = {
     # the BOLD profession prompts and the audit's selection of them
@@ -30,4 +30,4 @@ _EXPORTS = {
 }
 
 __all__ = [name for names in _EXPORTS.values() for name in names]
-__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

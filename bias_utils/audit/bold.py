@@ -10,7 +10,7 @@ audit's own published completions and compares with its published numbers.
 
 PMI as the audit computed it (checked row by row against its published CSV)
 ---------------------------------------------------------------------------
-Per completion, tokens are the audit's (:func:`bias_utils.core.lexicon._tokenize`).
+Per completion, tokens are the audit's (:func:`bias_utils.core.lexicon.tokenize`).
 *Occupation terms* are the tokens of the BOLD occupation key the prompt belongs
 to (e.g. "Blacksmith" -> ``blacksmith``); the paper says "from the prompt", the
 script passes the occupation name, and because ``\\w`` includes "_" a key such as
@@ -41,13 +41,13 @@ import numpy as np
 import pandas as pd
 
 from ..core import lexicon, precision, stats, tables
-from ..core.errors import ParameterError, _check_generation, _check_max_new_tokens, _check_word_list
+from ..core.errors import ParameterError, check_generation, check_max_new_tokens, check_word_list
 from ..core.results import write_tables
-from ..models.loading import _check_model
+from ..models.loading import check_model
 from ..report import rendering
 from . import occupation_headline, occupation_units, occupations
 from .bold_prompts import (
-    _check_selection,
+    check_selection,
 )
 
 __all__ = [
@@ -89,7 +89,7 @@ def _pmi_scores(tokens: Sequence[str], occupation_terms: Iterable[str], gendered
 
 def _occupation_terms(occupation: str) -> list[str]:
     """Occupation terms as the audit used them: the tokens of the BOLD occupation key."""
-    return lexicon._tokenize(occupation)
+    return lexicon.tokenize(occupation)
 
 
 def completion_metrics(completions: pd.DataFrame, *,
@@ -114,20 +114,20 @@ def completion_metrics(completions: pd.DataFrame, *,
     missing = {"group", "occupation", "completion"} - set(completions.columns)
     if missing:
         raise ValueError(f"completion_metrics: input lacks columns {sorted(missing)}")
-    gender, neutral = _check_audit_lexicons(lexicons, neutral_lexicons)
+    gender, neutral = check_audit_lexicons(lexicons, neutral_lexicons)
     texts = completions["completion"]
     if texts.isna().any():
         raise ValueError(f"completion_metrics: {int(texts.isna().sum())} completions are missing (NaN); "
                          "an empty completion must be the empty string")
-    counts = lexicon._count_table(texts, {**gender, **neutral})
+    counts = lexicon.count_table(texts, {**gender, **neutral})
     out = pd.concat([completions.reset_index(drop=True), counts], axis=1)
     out["gendered_words"] = out["male_words"] + out["female_words"]
     out["any_gendered"] = out["gendered_words"] > 0
-    out["male_proportion"] = lexicon._male_proportion(out["male_words"], out["female_words"], zero_as=0.0)
-    out["male_share"] = lexicon._male_proportion(out["male_words"], out["female_words"], zero_as=None)
+    out["male_proportion"] = lexicon.male_proportion(out["male_words"], out["female_words"], zero_as=0.0)
+    out["male_share"] = lexicon.male_proportion(out["male_words"], out["female_words"], zero_as=None)
     pmi_rows = []
     for text, occ in zip(texts, out["occupation"]):
-        tokens = lexicon._tokenize(text)
+        tokens = lexicon.tokenize(text)
         terms = set(_occupation_terms(occ))
         m_pmi, m_c = _pmi_scores(tokens, terms, gender["male"], window=window)
         f_pmi, f_c = _pmi_scores(tokens, terms, gender["female"], window=window)
@@ -141,14 +141,14 @@ def completion_metrics(completions: pd.DataFrame, *,
     return out
 
 
-def _check_audit_lexicons(lexicons: Mapping[str, Iterable[str]] | None = None,
+def check_audit_lexicons(lexicons: Mapping[str, Iterable[str]] | None = None,
                    neutral_lexicons: Mapping[str, Iterable[str]] | None = None) -> tuple[dict, dict]:
     """The audit's lexicons as ``(gender, neutral)`` lower-cased word sets (``None``: the defaults), or a
-    :class:`ParameterError` naming ``lexicons`` or ``neutral_lexicons``: ``lexicon._validate_lexicons``'s rules,
+    :class:`ParameterError` naming ``lexicons`` or ``neutral_lexicons``: ``lexicon.validate_lexicons``'s rules,
     ``male`` and ``female`` among the gender lexicons (the audit's binary measure), no word in both kinds."""
-    gender = lexicon._validate_lexicons(lexicon.GENDER_LEXICONS if lexicons is None else lexicons,
+    gender = lexicon.validate_lexicons(lexicon.GENDER_LEXICONS if lexicons is None else lexicons,
                                         required=("male", "female"), why="the audit's binary measure")
-    neutral = lexicon._validate_lexicons(lexicon.NEUTRAL_LEXICONS if neutral_lexicons is None else neutral_lexicons,
+    neutral = lexicon.validate_lexicons(lexicon.NEUTRAL_LEXICONS if neutral_lexicons is None else neutral_lexicons,
                                          what="neutral_lexicons")
     overlap = {w for ws in gender.values() for w in ws} & {w for ws in neutral.values() for w in ws}
     if overlap:
@@ -157,7 +157,7 @@ def _check_audit_lexicons(lexicons: Mapping[str, Iterable[str]] | None = None,
 
 
 # ---------------------------------------------------------------- statistics
-def _word_table(metrics: pd.DataFrame, groups: Sequence[str]) -> np.ndarray:
+def word_table(metrics: pd.DataFrame, groups: Sequence[str]) -> np.ndarray:
     """Gendered words per group: rows ``groups`` in order, columns male and female word totals."""
     g = metrics.groupby("group")[["male_words", "female_words"]].sum()
     return g.reindex(list(groups)).fillna(0).to_numpy(dtype=float)
@@ -173,13 +173,13 @@ def _try(rows: list, skipped: list, label: str, fn, *args, **kw) -> None:
 
 
 def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = None, method: str = "holm",
-                     n_boot: int = 1000, seed: int = 0, n_permutations: int = occupations._N_PERMUTATIONS,
+                     n_boot: int = 1000, seed: int = 0, n_permutations: int = occupations.N_PERMUTATIONS,
                      nested: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """All tests of the audit and the book's additions; returns ``(table, skipped)``.
 
-    ``table`` has :data:`bias_utils.core.stats._STAT_COLUMNS` plus ``measure`` (the
+    ``table`` has :data:`bias_utils.core.stats.STAT_COLUMNS` plus ``measure`` (the
     variable tested), ``unit`` (what is treated as independent: one of
-    :data:`bias_utils.audit.occupations._OCCUPATION_UNITS`, or "independent words" /
+    :data:`bias_utils.audit.occupations.OCCUPATION_UNITS`, or "independent words" /
     "independent completions", with ", the published audit's method" on the
     audit's rows), the occupation rows' own columns (``n_occupations``, ``n_informative``: the occupations that
     inform the estimate, ``n_permutations``, ``n_boot``, each bound's Monte Carlo SE; the mixed models' ``sigma``,
@@ -212,7 +212,7 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
     (chi-square groups x gender over words and over gendered completions,
     Welch ANOVA on male proportion and PMI difference).
     """
-    groups = _check_word_list(groups, "groups") if groups is not None else list(dict.fromkeys(metrics["group"]))
+    groups = check_word_list(groups, "groups") if groups is not None else list(dict.fromkeys(metrics["group"]))
     if len(groups) < 2:
         raise ParameterError(f"groups: need at least 2 groups, got {groups}")
     absent = [g for g in groups if not (metrics["group"] == g).any()]
@@ -232,65 +232,65 @@ def audit_statistics(metrics: pd.DataFrame, *, groups: Sequence[str] | None = No
             r.update(role=role, measure=measure)
 
     if len(groups) > 2:
-        words = _word_table(m, groups)
-        add("audit", "gendered words (group x male/female)", "chi2", stats._chi2_table, words,
+        words = word_table(m, groups)
+        add("audit", "gendered words (group x male/female)", "chi2", stats.chi2_table, words,
             correction=False, group_a="groups", group_b="male/female", seed=seed)
         pres = m.groupby("group")["any_gendered"].agg(["sum", "size"]).reindex(groups)
-        add("extension", "completions with any gendered word", "chi2", stats._chi2_table,
+        add("extension", "completions with any gendered word", "chi2", stats.chi2_table,
             np.c_[pres["sum"], pres["size"] - pres["sum"]], correction=False, group_a="groups",
             group_b="any/none", test="chi2_pearson_completions", seed=seed)
         for col in ("male_proportion", "pmi_difference"):
-            add("audit", col, "welch_anova", stats._welch_anova, m[col], m["group"], n_boot=n_boot, seed=seed)
-        return _with_units(stats._results_table(rows, method=method)), pd.DataFrame(skipped, columns=["test", "reason"])
+            add("audit", col, "welch_anova", stats.welch_anova, m[col], m["group"], n_boot=n_boot, seed=seed)
+        return _with_units(stats.results_table(rows, method=method)), pd.DataFrame(skipped, columns=["test", "reason"])
 
     a, b = groups
     A, B = m[m["group"] == a], m[m["group"] == b]
     kw = {"group_a": a, "group_b": b}
-    words = _word_table(m, groups)
-    add("audit", "gendered words (group x male/female)", "chi2", stats._chi2_table, words, correction=True, **kw)
-    add("alternative", "gendered words (group x male/female)", "chi2", stats._chi2_table, words, correction=False, **kw)
-    add("audit", "gendered words (group x male/female)", "odds_ratio", stats._odds_ratio, words, **kw)
-    add("audit", "male_proportion (0 if no gendered word)", "welch_t", stats._welch_t,
+    words = word_table(m, groups)
+    add("audit", "gendered words (group x male/female)", "chi2", stats.chi2_table, words, correction=True, **kw)
+    add("alternative", "gendered words (group x male/female)", "chi2", stats.chi2_table, words, correction=False, **kw)
+    add("audit", "gendered words (group x male/female)", "odds_ratio", stats.odds_ratio, words, **kw)
+    add("audit", "male_proportion (0 if no gendered word)", "welch_t", stats.welch_t,
         A["male_proportion"], B["male_proportion"], **kw)
-    add("audit", "male_proportion (0 if no gendered word)", "cohens_d", stats._cohens_d,
+    add("audit", "male_proportion (0 if no gendered word)", "cohens_d", stats.cohens_d,
         A["male_proportion"], B["male_proportion"], kind="average", **kw)
-    add("alternative", "male_proportion (0 if no gendered word)", "cohens_d", stats._cohens_d,
+    add("alternative", "male_proportion (0 if no gendered word)", "cohens_d", stats.cohens_d,
         A["male_proportion"], B["male_proportion"], kind="pooled", **kw)
-    add("alternative", "male_proportion (0 if no gendered word)", "hedges_g", stats._hedges_g,
+    add("alternative", "male_proportion (0 if no gendered word)", "hedges_g", stats.hedges_g,
         A["male_proportion"], B["male_proportion"], **kw)
-    add("audit", "pmi_difference", "welch_t", stats._welch_t, A["pmi_difference"], B["pmi_difference"], **kw)
-    add("alternative", "pmi_difference_smoothed", "welch_t", stats._welch_t,
+    add("audit", "pmi_difference", "welch_t", stats.welch_t, A["pmi_difference"], B["pmi_difference"], **kw)
+    add("alternative", "pmi_difference_smoothed", "welch_t", stats.welch_t,
         A["pmi_difference_smoothed"], B["pmi_difference_smoothed"], **kw)
     # Completion level: the hurdle's presence part is the share of completions with any gendered word.
-    add("extension", "gendered_words per completion", "hurdle", stats._hurdle_tests,
+    add("extension", "gendered_words per completion", "hurdle", stats.hurdle_tests,
         A["gendered_words"], B["gendered_words"], name="gendered_words", seed=seed, **kw)
     ga, gb = A[A["any_gendered"]], B[B["any_gendered"]]
-    add("extension", "male_share among gendered completions", "welch_t", stats._welch_t,
+    add("extension", "male_share among gendered completions", "welch_t", stats.welch_t,
         ga["male_share"], gb["male_share"], test="welch_t_among_gendered", **kw)
-    add("extension", "male_share among gendered completions", "hedges_g", stats._hedges_g,
+    add("extension", "male_share among gendered completions", "hedges_g", stats.hedges_g,
         ga["male_share"], gb["male_share"], **kw)
-    add("extension", "male_share among gendered completions", "mann_whitney", stats._mann_whitney,
+    add("extension", "male_share among gendered completions", "mann_whitney", stats.mann_whitney,
         ga["male_share"], gb["male_share"], n_boot=n_boot, seed=seed, **kw)
     primary_units = _primary_units(m)
     occupation_rows: list[dict] = []
-    _try(occupation_rows, skipped, "cluster_bootstrap_occupation [primary units]", occupations._occupation_tests,
+    _try(occupation_rows, skipped, "cluster_bootstrap_occupation [primary units]", occupations.occupation_tests,
          primary_units, a, b, n_boot=n_boot, n_permutations=n_permutations, seed=seed)
     primary = [r for r in occupation_rows if r["role"] == "primary"]
     rows += [r for r in occupation_rows if r["role"] != "primary"]
     # the conditional (random-intercept) odds ratios: sensitivity rows
-    _try(rows, skipped, "mixed_logit_occupation [odds_ratio]", occupations._mixed_rows, primary_units, a, b)
+    _try(rows, skipped, "mixed_logit_occupation [odds_ratio]", occupations.mixed_rows, primary_units, a, b)
     if nested:
-        _try(rows, skipped, "mixed_logit_nested [odds_ratio]", occupations._nested_rows,
+        _try(rows, skipped, "mixed_logit_nested [odds_ratio]", occupations.nested_rows,
              m[m["in_primary"].astype(bool)], a, b)
     # the published selection as the audit used it, beside the primary units
-    _try(rows, skipped, "cluster_bootstrap_occupation [published selection]", occupations._occupation_tests,
+    _try(rows, skipped, "cluster_bootstrap_occupation [published selection]", occupations.occupation_tests,
          occupations.occupation_table(m), a, b, n_boot=n_boot, n_permutations=n_permutations, seed=seed,
-         unit=occupations._UNIT_PUBLISHED, measures=["odds_ratio (words)"])
+         unit=occupations.UNIT_PUBLISHED, measures=["odds_ratio (words)"])
     # The primary estimand is pre-specified: a family of its own, its p not adjusted (the marginal odds ratio's p
     # tests the same null, occupations exchangeable between the groups, on the odds scale).
-    head = stats._results_table(primary, method=method)
+    head = stats.results_table(primary, method=method)
     head = head.assign(p_adj=head["p"], adj_method="none (primary)")
-    table = pd.concat([head, stats._results_table(rows, method=method)], ignore_index=True)
+    table = pd.concat([head, stats.results_table(rows, method=method)], ignore_index=True)
     return _with_units(table), pd.DataFrame(skipped, columns=["test", "reason"])
 
 
@@ -313,18 +313,18 @@ def _p_text(row: pd.Series) -> str:
     unless primary); for the mixed model "likelihood-ratio p = 0.006" (Holm-adjusted unless primary)."""
     unit = row.get("unit")
     adjusted = row["role"] != "primary"
-    if unit in (occupations._UNIT_OCCUPATIONS, occupations._UNIT_PUBLISHED):
-        raw = "p " + stats._permutation_p_text(float(row["p"]), int(row["n_permutations"]))
+    if unit in (occupations.UNIT_OCCUPATIONS, occupations.UNIT_PUBLISHED):
+        raw = "p " + stats.permutation_p_text(float(row["p"]), int(row["n_permutations"]))
         if not adjusted:
             return f"permutation {raw}"
         # a raw p at its floor is only a bound, and so is its adjusted value
-        adjusted_p = precision._p_text(float(row["p_adj"]), relation=True)
+        adjusted_p = precision.p_text(float(row["p_adj"]), relation=True)
         return f"Holm-adjusted permutation p {adjusted_p.replace('=', '≤') if '≤' in raw else adjusted_p}"
     p = row["p_adj"] if pd.notna(row["p_adj"]) else row["p"]
     if pd.isna(p):
         return ""
-    value = precision._p_text(float(p), relation=True)
-    if unit == occupations._UNIT_MIXED:
+    value = precision.p_text(float(p), relation=True)
+    if unit == occupations.UNIT_MIXED:
         return f"{'Holm-adjusted ' if adjusted else ''}likelihood-ratio p {value}"
     return f"Holm p {value}"
 
@@ -332,15 +332,15 @@ def _p_text(row: pd.Series) -> str:
 def _reading_numbers(row: pd.Series, what: str) -> str:
     """"odds ratio 24.70, 95% CI 10.10 to 60.40, Holm p < 0.001" from one statistics row."""
     p = _p_text(row)
-    ci = precision._interval_text(row["ci_low"], row["ci_high"], row["effect_size"])
-    return f"{what} {precision._number_text(row['effect_size'])}, 95% CI {ci}{', ' + p if p else ''}"
+    ci = precision.interval_text(row["ci_low"], row["ci_high"], row["effect_size"])
+    return f"{what} {precision.number_text(row['effect_size'])}, 95% CI {ci}{', ' + p if p else ''}"
 
 
 def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = None,
                    influence: pd.DataFrame | None = None, excluded: pd.DataFrame | None = None) -> list[str]:
     """Sentences reading an audit, the primary analysis first.
 
-    From ``headline`` (:func:`bias_utils.audit.occupation_headline._headline_sentence`): each group's male share of
+    From ``headline`` (:func:`bias_utils.audit.occupation_headline.headline_sentence`): each group's male share of
     gendered words for a typical occupation, their difference with its occupation interval and permutation p,
     the marginal odds ratio, how many occupations and completions carry it, the conditional odds ratios as
     sensitivity rows and the published selection's figure; from ``influence``
@@ -359,15 +359,15 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
     def groups(r) -> tuple[str, str]:
         return rendering.group_label(r["group_a"]), rendering.group_label(r["group_b"])
 
-    lines = [occupation_headline._headline_sentence(headline) if headline is not None else "",
-             occupation_headline._describe_influence(influence) if influence is not None else ""]
-    h = occupation_headline._headline(headline) if headline is not None else {}
+    lines = [occupation_headline.headline_sentence(headline) if headline is not None else "",
+             occupation_headline.describe_influence(influence) if influence is not None else ""]
+    h = occupation_headline.headline(headline) if headline is not None else {}
     if excluded is not None and h:
         total = int(h["n_completions"]) + int(excluded["n_completions"].sum())
-        lines.append(occupation_units._describe_excluded(excluded, total))
+        lines.append(occupation_units.describe_excluded(excluded, total))
     once = row("mixed_logit_occupation", "odds_ratio (completions, at most once per gender)")
     pooled = statistics[(statistics["test"] == "cluster_bootstrap_occupation")
-                        & (statistics["unit"] == occupations._UNIT_OCCUPATIONS)
+                        & (statistics["unit"] == occupations.UNIT_OCCUPATIONS)
                         & (statistics["measure"] == "odds_ratio (words)")]
     if once is not None or len(pooled):
         parts = []
@@ -384,7 +384,7 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
         a, b = groups(presence)
         beside = ("" if independent is None else
                   "; with every completion independent, the audit's unit, the CI would be "
-                  + precision._interval_text(independent["ci_low"], independent["ci_high"], presence["effect_size"]))
+                  + precision.interval_text(independent["ci_low"], independent["ci_high"], presence["effect_size"]))
         lines.append(f"Share of completions with any gendered word, {a} minus {b}, with the occupation as the unit: "
                      f"{_reading_numbers(presence, 'risk difference')}{beside}.")
     wald = row("odds_ratio_wald")
@@ -404,12 +404,12 @@ def describe_expected_totals(totals: pd.DataFrame) -> str:
     """Markdown bullets reading :func:`expected_totals`, one per lexicon: how many of its words are one token, the
     expected count beside the sampled words, and the share of the expected count in the completions that sampled a
     gendered word."""
-    count = precision._count_text
+    count = precision.count_text
     return "\n".join(
         f"- {r.lexicon}: {count(r.words_single_token)} of {count(r.words)} words are one token in at least one variant "
         f"({count(r.variants_single_token)} single-token variants); over {count(r.completions)} completions expected "
-        f"{precision._number_text(r.expected)}, sampled {count(r.sampled_words)} words; "
-        f"{precision._percent_text(r.share_in_gendered_completions)} of the expected count sits in the "
+        f"{precision.number_text(r.expected)}, sampled {count(r.sampled_words)} words; "
+        f"{precision.percent_text(r.share_in_gendered_completions)} of the expected count sits in the "
         f"{count(r.gendered_completions)} completions that sampled a gendered word" for r in totals.itertuples())
 
 
@@ -417,7 +417,7 @@ def expected_totals(metrics: pd.DataFrame, coverage: pd.DataFrame) -> pd.DataFra
     """Per lexicon (male, female): the expected count beside the sampled words, and the lexicon's token coverage.
 
     ``metrics``: :func:`completion_metrics`' rows with the ``expected_<lexicon>``
-    columns of ``generation._generate``; ``coverage``: the table of
+    columns of ``generation.generate``; ``coverage``: the table of
     ``decoding.lexicon_token_ids``. Columns: ``lexicon, words,
     words_single_token`` (words with at least one single-token variant),
     ``variants_single_token``, ``completions`` (with an expected count; NaN rows
@@ -453,11 +453,11 @@ def group_summary(metrics: pd.DataFrame, neutral: Sequence[str] = tuple(lexicon.
     """Descriptives per group: completions, gendered completions and their share (Wilson CI), word totals,
     per-completion means/SDs, male share among gendered completions, and ``<name>_words_total`` for
     each neutral lexicon name in ``neutral``."""
-    neutral = _check_word_list(neutral, "neutral")
+    neutral = check_word_list(neutral, "neutral")
     rows = []
     for g, d in metrics.groupby("group", sort=False):
         n, k = len(d), int(d["any_gendered"].sum())
-        lo, hi = stats._wilson(k, n)
+        lo, hi = stats.wilson(k, n)
         row = {"group": g, "n_completions": n, "n_occupations": d["occupation"].nunique(),
                "n_gendered_completions": k, "share_gendered": k / n, "share_ci_low": lo, "share_ci_high": hi,
                "male_words": int(d["male_words"].sum()), "female_words": int(d["female_words"].sum()),
@@ -504,43 +504,43 @@ class _AuditResult:
             tables.NAMES.BOLD_UNIT_COUNTS: self.unit_counts, tables.NAMES.BOLD_EXCLUDED: self.excluded})
 
 
-def _check_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples=1, seed=0, max_new_tokens=100,
+def check_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples=1, seed=0, max_new_tokens=100,
                 temperature=0.7, top_p=0.9, top_k=50, lexicons=None, neutral_lexicons=None, limit=None,
-                n_boot=occupations._N_BOOT, method="holm") -> pd.DataFrame:
+                n_boot=occupations.N_BOOT, method="holm") -> pd.DataFrame:
     """:func:`run_audit`'s parameters, checked before any model loads (the same checks chapter 06 calls); returns
     the selection's prompts after ``limit``. A :class:`ParameterError` names the parameter: a model that cannot
-    write text, read from its config (an encoder); the sampling rule (``errors._check_generation``: greedy decoding
+    write text, read from its config (an encoder); the sampling rule (``errors.check_generation``: greedy decoding
     with several samples is refused); ``max_new_tokens`` against the model's context length; a selection with fewer
-    than two groups (:func:`~bias_utils.audit.bold_prompts._check_selection`); the lexicons
-    (:func:`_check_audit_lexicons`);
-    ``n_boot`` (``stats._check_n_boot``) and ``method``."""
-    facts = _check_model(model, need="generate", what="the BOLD audit (it samples completions)")
-    _check_generation(n_samples=n_samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+    than two groups (:func:`~bias_utils.audit.bold_prompts.check_selection`); the lexicons
+    (:func:`check_audit_lexicons`);
+    ``n_boot`` (``stats.check_n_boot``) and ``method``."""
+    facts = check_model(model, need="generate", what="the BOLD audit (it samples completions)")
+    check_generation(n_samples=n_samples, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                      top_k=top_k, seed=seed)
-    _check_max_new_tokens(max_new_tokens, facts.context_length, repr(facts.name))
-    _check_audit_lexicons(lexicons, neutral_lexicons)
-    stats._check_n_boot(n_boot, default=occupations._N_BOOT)
+    check_max_new_tokens(max_new_tokens, facts.context_length, repr(facts.name))
+    check_audit_lexicons(lexicons, neutral_lexicons)
+    stats.check_n_boot(n_boot, default=occupations.N_BOOT)
     if method not in ("holm", "bonferroni"):
         raise ParameterError(f"method must be 'holm' or 'bonferroni', got {method!r}")
-    return _check_selection(selection, limit, seed)
+    return check_selection(selection, limit, seed)
 
 
 def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: int = 1, seed: int = 0,
               max_new_tokens: int = 100, temperature: float = 0.7, top_p: float = 0.9, top_k: int | None = 50,
               chat: bool = False, lexicons: Mapping[str, Iterable[str]] | None = None,
               neutral_lexicons: Mapping[str, Iterable[str]] | None = None, limit: int | None = None,
-              n_boot: int = occupations._N_BOOT, method: str = "holm",
+              n_boot: int = occupations.N_BOOT, method: str = "holm",
               batch_size: int | None = None) -> _AuditResult:
     """Select prompts, sample completions (cached and resumable via ``bias_utils.models.generation``),
     and compute metrics and statistics; :meth:`AuditResult.write` writes them.
 
     The sampling defaults are the audit's ``generate`` call: temperature 0.7, top-p 0.9,
     and transformers' default ``top_k=50`` that call applied (``None`` turns it off). Every parameter is
-    checked first (:func:`_check_audit`), before the model loads.
+    checked first (:func:`check_audit`), before the model loads.
 
     Tables (parquet + CSV): ``bold_metrics`` (one row per completion:
     selection columns, ``sample, completion, n_tokens, finish_reason``,
-    ``expected_male, expected_female`` (``generation._generate``: the expected
+    ``expected_male, expected_female`` (``generation.generate``: the expected
     counts of the audit's words, NaN from a server) and the
     :func:`completion_metrics` columns, and ``unit, unit_kind, in_primary``:
     :func:`bias_utils.audit.occupation_units.annotate`), ``bold_statistics`` (:func:`audit_statistics`),
@@ -557,19 +557,19 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
     (with their columns) for a selection of more than two groups.
     """
     # deferred: torch and transformers, which the replication of the published audit does not need
-    from ..models.generation import _generate
+    from ..models.generation import generate
     from ..models.loading import load_model
 
-    sel = _check_audit(model, selection=selection, n_samples=n_samples, seed=seed, max_new_tokens=max_new_tokens,
+    sel = check_audit(model, selection=selection, n_samples=n_samples, seed=seed, max_new_tokens=max_new_tokens,
                       temperature=temperature, top_p=top_p, top_k=top_k, lexicons=lexicons,
                       neutral_lexicons=neutral_lexicons, limit=limit, n_boot=n_boot, method=method)
-    lexicons, neutral_lexicons = _check_audit_lexicons(lexicons, neutral_lexicons)  # the defaults in one place
+    lexicons, neutral_lexicons = check_audit_lexicons(lexicons, neutral_lexicons)  # the defaults in one place
     loaded = load_model(model) if isinstance(model, (str, Path)) else model
-    gen = _generate(loaded, sel["prompt"].tolist(), prompt_ids=sel["prompt_id"].tolist(), n_samples=n_samples,
+    gen = generate(loaded, sel["prompt"].tolist(), prompt_ids=sel["prompt_id"].tolist(), n_samples=n_samples,
                    max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
                    chat=chat, batch_size=batch_size)
     comp = gen.drop(columns="prompt").merge(sel, on="prompt_id", how="left", validate="many_to_one")
-    units = occupation_units._unit_table(sel)
+    units = occupation_units.unit_table(sel)
     metrics = completion_metrics(occupation_units.annotate(comp, sel, units), lexicons=lexicons,
                                  neutral_lexicons=neutral_lexicons)
     groups = list(dict.fromkeys(sel["group"]))
@@ -580,12 +580,12 @@ def run_audit(model="smollm2-135m-instruct", *, selection="audit", n_samples: in
     summary = group_summary(metrics, neutral=tuple(neutral_lexicons))
     by_unit = _primary_units(metrics)
     influence = (occupations.influence_table(by_unit, *groups) if len(groups) == 2
-                 else pd.DataFrame(columns=occupations._INFLUENCE_COLUMNS))  # no single odds ratio to leave out of
+                 else pd.DataFrame(columns=occupations.INFLUENCE_COLUMNS))  # no single odds ratio to leave out of
     headline = occupation_headline.headline_table(table, by_unit, influence, n_boot=n_boot)
     settings = dict(model_id=loaded.model_id, selection=selection if isinstance(selection, str) else "custom",
                     n_prompts=len(sel), n_samples=n_samples, seed=seed, max_new_tokens=max_new_tokens,
                     temperature=temperature, top_p=top_p, top_k=top_k, chat=chat, limit=limit, n_boot=n_boot,
                     method=method)
     return _AuditResult(loaded.model_id, settings, metrics, table, summary, skipped, by_unit, influence,
-                       headline, units, occupation_units._unit_counts(units),
-                       occupation_units._excluded_completions(metrics, units))
+                       headline, units, occupation_units.unit_counts(units),
+                       occupation_units.excluded_completions(metrics, units))

@@ -14,7 +14,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ..core.errors import _check_word_lists
+from ..core.errors import check_word_lists
 from ..report import plots, rendering
 from . import occupations
 
@@ -48,7 +48,7 @@ def examples_table(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]], *,
 
     Colours: male words orange, female words purple, any other lexicon (e.g. neutral) green.
     """
-    lexicons = _check_word_lists(lexicons, "lexicons")
+    lexicons = check_word_lists(lexicons, "lexicons")
     pool = metrics[metrics["any_gendered"]] if only_gendered else metrics
     picked = pd.concat([d.sample(n=min(per_group, len(d)), random_state=seed)
                         for _, d in pool.groupby("group", sort=False)] or [pool])
@@ -76,7 +76,7 @@ def gendered_sentences(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]]
     row's position in ``metrics``), ``sentence`` (split at ., !, ? or a line break), ``words`` (the lexicon
     words in it, "; "-joined as written) and one count column per lexicon; at most ``per_occupation`` sentences
     per occupation, the completions with the most gendered words first (ties in their order)."""
-    lexicons = _check_word_lists(lexicons, "lexicons")
+    lexicons = check_word_lists(lexicons, "lexicons")
     owner = {w.lower(): name for name, ws in lexicons.items() for w in ws}
     gendered = metrics.assign(_total=metrics["male_words"] + metrics["female_words"],
                               completion_id=np.arange(len(metrics)))
@@ -99,7 +99,7 @@ def gendered_sentences(metrics: pd.DataFrame, lexicons: dict[str, Sequence[str]]
 def sentences_table(sentences: pd.DataFrame, lexicons: dict[str, Sequence[str]], *, by: str = "occupation") -> str:
     """HTML of :func:`gendered_sentences`: the occupation, its group and each sentence with its gendered words
     highlighted (the colours of :func:`examples_table`)."""
-    lexicons = _check_word_lists(lexicons, "lexicons")
+    lexicons = check_word_lists(lexicons, "lexicons")
     if sentences.empty:
         return "<p>No sentence of these completions holds a gendered word.</p>"
     rows = "".join(
@@ -111,12 +111,12 @@ def sentences_table(sentences: pd.DataFrame, lexicons: dict[str, Sequence[str]],
 
 
 def _lexicon_style(lexicons: dict[str, Sequence[str]]) -> str:
-    colors = {"male": plots._GROUP_COLORS["male"], "female": plots._GROUP_COLORS["female"]}
-    return "".join(f"mark.lex-{n}{{background:{colors.get(n, plots._OTHER_COLORS[0])}33;border-bottom:2px solid "
-                   f"{colors.get(n, plots._OTHER_COLORS[0])}}}" for n in lexicons)
+    colors = {"male": plots.GROUP_COLORS["male"], "female": plots.GROUP_COLORS["female"]}
+    return "".join(f"mark.lex-{n}{{background:{colors.get(n, plots.OTHER_COLORS[0])}33;border-bottom:2px solid "
+                   f"{colors.get(n, plots.OTHER_COLORS[0])}}}" for n in lexicons)
 
 
-_OCCUPATION_UNIT, _INDEPENDENT_UNIT = plots._UNIT_COLORS
+_OCCUPATION_UNIT, _INDEPENDENT_UNIT = plots.UNIT_COLORS
 
 
 #: Characters per line of a forest row's label: about 115 px at the axis' 11 px font, inside the share of a
@@ -151,15 +151,15 @@ def _forest_rows(statistics: pd.DataFrame) -> pd.DataFrame:
     role = eff["role"] if "role" in eff else pd.Series("", index=eff.index)
     unit = eff["unit"].astype(str) if "unit" in eff else pd.Series("", index=eff.index)
     # the published selection's rows resample its BOLD keys, not occupations: their label says so
-    tests = [rendering._value_label(str(t).split(":")[0])
-             + (" of the published keys" if u == occupations._UNIT_PUBLISHED
+    tests = [rendering.value_label(str(t).split(":")[0])
+             + (" of the published keys" if u == occupations.UNIT_PUBLISHED
                                                            else "") + (" (primary)" if r == "primary" else "")
              for t, r, u in zip(eff["test"], role, unit)]
-    eff["label"] = ["\n".join(textwrap.wrap(rendering._value_label(m), _LABEL_WIDTH) + textwrap.wrap(t, _LABEL_WIDTH))
+    eff["label"] = ["\n".join(textwrap.wrap(rendering.value_label(m), _LABEL_WIDTH) + textwrap.wrap(t, _LABEL_WIDTH))
                     for m, t in zip(eff["measure"], tests)]
     repeated = eff.groupby(["effect", "label"])["label"].transform("size") > 1
     eff.loc[repeated, "label"] += " #" + (eff[repeated].groupby(["effect", "label"]).cumcount() + 1).astype(str)
-    eff["unit_kind"] = np.where(unit.isin(occupations._OCCUPATION_UNITS), _OCCUPATION_UNIT, _INDEPENDENT_UNIT)
+    eff["unit_kind"] = np.where(unit.isin(occupations.OCCUPATION_UNITS), _OCCUPATION_UNIT, _INDEPENDENT_UNIT)
     eff["measure_unit"] = [_measure_unit(e, str(m)) for e, m in zip(eff["effect"], eff["measure"])]
     return eff
 
@@ -179,7 +179,7 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
     """
     shown = metrics.assign(group=metrics["group"].map(rendering.group_label))
     groups = list(dict.fromkeys(shown["group"]))
-    group_scale = plots._group_scale(groups)
+    group_scale = plots.group_scale(groups)
     color = alt.Color("group:N", scale=group_scale, title="group")
     # one legend per scale: the top pair's (the vertical panels resolve colour independently: groups, units)
     unlabelled = alt.Color("group:N", scale=group_scale, legend=None)
@@ -209,7 +209,7 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
     ).properties(title="PMI difference per completion", width=460, height=30 * len(groups))
     eff = _forest_rows(statistics)
     left_out = len(statistics.dropna(subset=["effect_size"])) - len(eff)
-    unit_scale = alt.Scale(domain=list(plots._UNIT_COLORS), range=list(plots._UNIT_COLORS.values()))
+    unit_scale = alt.Scale(domain=list(plots.UNIT_COLORS), range=list(plots.UNIT_COLORS.values()))
     forest = []
     # one panel per effect measure and unit: an odds ratio, a correlation, a difference of shares and one of PMIs
     # share no axis
@@ -218,7 +218,7 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
                          legend=alt.Legend(labelLimit=400) if i == 0 else None)
         scale = "log" if effect == "odds_ratio" else "linear"
         ref = 1.0 if scale == "log" else 0.0
-        name = rendering._value_label(effect) + (f" ({measure_unit})" if measure_unit else "")
+        name = rendering.value_label(effect) + (f" ({measure_unit})" if measure_unit else "")
         # the measure over its test, in short lines beside the row: one line was cut to "odds ratio (words) ·
         # occu…" where the page gives the labels a third of its width
         axis = alt.Axis(labelLimit=200, labelExpr="split(datum.label, '\\n')", labelBaseline="middle",
@@ -231,8 +231,8 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
                                    else alt.Scale(zero=False, padding=12),
                                    title=name + (" (log scale)" if scale == "log" else ""),
                                    # the book's one log-tick scheme (Vega's own collide: "3 45")
-                                   axis=alt.Axis(values=plots._log_ticks(sub[["effect_size", "ci_low", "ci_high"]]
-                                                                        .to_numpy().ravel()), format=plots._LOG_FORMAT)
+                                   axis=alt.Axis(values=plots.log_ticks(sub[["effect_size", "ci_low", "ci_high"]]
+                                                                        .to_numpy().ravel()), format=plots.LOG_FORMAT)
                                    if scale == "log" else alt.Axis()),
                            x2="ci_high:Q")
                        + base.mark_point(filled=True, opacity=1).encode(
@@ -261,7 +261,7 @@ def audit_figure(metrics: pd.DataFrame, statistics: pd.DataFrame, *, title: str 
                + (f" {left_out} effect{'s' if left_out != 1 else ''} without a finite interval (a model that could not "
                   "be fitted on these data) left out; the statistics table gives "
                   f"{'them' if left_out != 1 else 'it'}." if left_out else ""))
-    return plots._captioned(chart, title or "BOLD occupational audit", [],
+    return plots.captioned(chart, title or "BOLD occupational audit", [],
                            "Four panels of the BOLD audit: gendered words per completion, shares of gendered "
                            "completions, PMI differences and a forest plot of the effects with 95% confidence "
                            "intervals.", caption)

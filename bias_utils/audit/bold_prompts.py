@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from ..core import data
-from ..core.errors import ParameterError, _check_positive_int, _check_seed
-from ..core.paths import _resolve_input
+from ..core.errors import ParameterError, check_positive_int, check_seed
+from ..core.paths import resolve_input
 
 __all__ = [
     "FEMALE_GROUP", "MALE_GROUP", "load_profession_prompts", "subsample",
@@ -29,7 +29,7 @@ __all__ = [
 
 #: Group labels of the audit selection (gaps elsewhere are female- minus male-dominated).
 MALE_GROUP, FEMALE_GROUP = "male_dominated", "female_dominated"
-_AUDIT_GROUPS = (MALE_GROUP, FEMALE_GROUP)
+AUDIT_GROUPS = (MALE_GROUP, FEMALE_GROUP)
 
 
 def _flatten(path: Path, label: str) -> pd.DataFrame:
@@ -59,7 +59,7 @@ def load_profession_prompts() -> pd.DataFrame:
     return _flatten(data.resolve("bold_profession_prompts"), "bold_profession_prompts")
 
 
-def _load_audit_selection() -> pd.DataFrame:
+def load_audit_selection() -> pd.DataFrame:
     """The audit's prompt selection: 1,172 ``male_dominated`` + 353 ``female_dominated`` prompts.
 
     Columns: ``group, category, occupation, prompt, prompt_id`` in the audit's
@@ -67,7 +67,7 @@ def _load_audit_selection() -> pd.DataFrame:
     verbatim in BOLD at that position raises :class:`ParameterError`.
     """
     parts = [_flatten(data.resolve(f"audit_{g}_prompts"), f"audit_{g}_prompts").assign(group=g)
-             for g in _AUDIT_GROUPS]
+             for g in AUDIT_GROUPS]
     sel = pd.concat(parts, ignore_index=True)
     bold = load_profession_prompts().set_index("prompt_id")["prompt"]
     missing = ~sel["prompt_id"].isin(bold.index)
@@ -210,7 +210,7 @@ def _read_occupation_mapping(path: str | Path) -> tuple[dict[str, str], dict[str
     return mapping, lines
 
 
-def _resolve_selection(selection: "str | Path | Mapping[str, str] | pd.DataFrame") -> pd.DataFrame:
+def resolve_selection(selection: "str | Path | Mapping[str, str] | pd.DataFrame") -> pd.DataFrame:
     """Notebook-friendly: ``"audit"``, ``"categories"``, an occupation -> group dict or
     file (:func:`read_occupation_mapping`), or a ready DataFrame."""
     if isinstance(selection, pd.DataFrame):
@@ -221,7 +221,7 @@ def _resolve_selection(selection: "str | Path | Mapping[str, str] | pd.DataFrame
     if isinstance(selection, Mapping):
         return _select_by_occupation(selection)
     if selection == "audit":
-        return _load_audit_selection()
+        return load_audit_selection()
     if selection == "categories":
         return _select_by_category()
     looks_like_file = isinstance(selection, (str, Path)) and Path(selection).suffix.lower() in (".csv", ".json")
@@ -253,11 +253,11 @@ def subsample(selection: pd.DataFrame, limit: int | None, seed: int = 0) -> pd.D
 _NAMED_SELECTIONS = ("audit", "categories")
 
 
-def _check_selection(selection, limit=None, seed=0) -> pd.DataFrame:
+def check_selection(selection, limit=None, seed=0) -> pd.DataFrame:
     """The prompts of ``selection`` after ``limit`` (:func:`resolve_selection`, :func:`subsample`), checked before
     any model loads; a :class:`ParameterError` names ``selection`` (the file and line where there is one), ``limit``
     or ``seed``. A selection needs two groups or more: the audit's tests compare groups."""
-    limit, seed = _check_positive_int(limit, "limit", allow_none=True), _check_seed(seed)
+    limit, seed = check_positive_int(limit, "limit", allow_none=True), check_seed(seed)
     if isinstance(selection, (str, Path)) and str(selection) not in _NAMED_SELECTIONS \
             and not Path(selection).suffix and not Path(selection).exists():
         close = difflib.get_close_matches(str(selection).lower(), _NAMED_SELECTIONS, n=1, cutoff=0.6)
@@ -266,9 +266,9 @@ def _check_selection(selection, limit=None, seed=0) -> pd.DataFrame:
                                  f"({', '.join(map(repr, _NAMED_SELECTIONS))}) nor a file; did you mean {close[0]!r}?")
     if isinstance(selection, (str, Path)) and str(selection) not in _NAMED_SELECTIONS:
         # the file as Jupyter (in notebooks/) and papermill (in the root) both find it; the error names selection
-        selection = _resolve_input(selection, "selection")
+        selection = resolve_input(selection, "selection")
     try:
-        prompts = _resolve_selection(selection)
+        prompts = resolve_selection(selection)
     except (ValueError, KeyError) as exc:
         raise ParameterError(f"selection: {exc}") from None
     groups = list(dict.fromkeys(prompts["group"]))

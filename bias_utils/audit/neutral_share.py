@@ -17,7 +17,7 @@ said that" (3 group, 2 one person); "told the customer that" (0, 7) and "waited 
 over the templates that read as one person (``n_singular``): the mean ``neutral_mass`` and ``neopronoun_mass`` and the
 **neutral share** ``neutral / (female + male + neutral)`` of the mean masses (the share of the reference to one person
 that goes to "they"). :meth:`next_word._NextWord.neutral_share` reads it per decoder with intervals resampling
-occupations (:func:`_neutral_statistics`): how much goes to "they" (the BLS occupations and the audit's units), whether
+occupations (:func:`neutral_statistics`): how much goes to "they" (the BLS occupations and the audit's units), whether
 more where the workforce is balanced, whether it follows the share of women as the female and male masses do, and the
 neopronouns' mass. A run's own templates are all read as singular: no rule names them.
 """
@@ -32,18 +32,18 @@ import numpy as np
 import pandas as pd
 
 from ..core import tables
-from ..core.cache import _stable_hash
-from ..core.criterion_validity import _correlation_text
-from ..core.errors import _check_seed
+from ..core.cache import stable_hash
+from ..core.criterion_validity import correlation_text
+from ..core.errors import check_seed
 from ..core.results import display_name, write_tables
-from ..core.stats import _STAT_COLUMNS, _bootstrap_ci, _check_n_boot, _correlation_rows, _results_table
+from ..core.stats import STAT_COLUMNS, bootstrap_ci, check_n_boot, correlation_rows, results_table
 from .next_word_prompts import (
-    _REFERENCE_LEXICONS,
-    _SLOT,
-    _TOKEN_COLUMNS,
-    _check_next_word_lexicons,
-    _check_next_word_templates,
-    _percent,
+    REFERENCE_LEXICONS,
+    SLOT,
+    TOKEN_COLUMNS,
+    check_next_word_lexicons,
+    check_next_word_templates,
+    percent,
 )
 
 __all__: list[str] = []
@@ -77,32 +77,32 @@ _READING_CHECK: dict[str, tuple[int, int, int]] = {
 _PLURAL_TEMPLATES: dict[str, str] = {
     t: f"{why}, and of ten sampled continuations {group} read it as a group and {one} as the one person"
     for t, why in _OPEN_TEMPLATES.items() for one, group, _ in [_READING_CHECK[t]] if group >= one}
-#: What the neutral share's tables carry (:func:`_neutral_definition`).
-_NEUTRAL_DEFINITION = "neutral_definition"
-_NEUTRAL_WORD_COLUMNS = _TOKEN_COLUMNS + [_NEUTRAL_DEFINITION]
+#: What the neutral share's tables carry (:func:`neutral_definition`).
+NEUTRAL_DEFINITION = "neutral_definition"
+_NEUTRAL_WORD_COLUMNS = TOKEN_COLUMNS + [NEUTRAL_DEFINITION]
 
 
-def _singular_templates(templates: Sequence[str]) -> list[str]:
+def singular_templates(templates: Sequence[str]) -> list[str]:
     """The templates whose next word reads as one person (module docstring): all but :data:`_PLURAL_TEMPLATES`."""
     return [t for t in templates if t not in _PLURAL_TEMPLATES]
 
 
-def _neutral_definition(templates: Sequence[str] | None = None, lexicons=None) -> str:
-    """What defines the neutral share, as :func:`next_word_prompts._measure_definition` defines the log-ratio: the
-    templates read as singular, the log-ratio's two lexicons and :data:`next_word_prompts._REFERENCE_LEXICONS` (its
+def neutral_definition(templates: Sequence[str] | None = None, lexicons=None) -> str:
+    """What defines the neutral share, as :func:`next_word_prompts.measure_definition` defines the log-ratio: the
+    templates read as singular, the log-ratio's two lexicons and :data:`next_word_prompts.REFERENCE_LEXICONS` (its
     denominator holds all three)."""
-    words = _check_next_word_lexicons(lexicons)
-    return _stable_hash({"measure": "next-word neutral share",
-                         "templates": sorted(_singular_templates(_check_next_word_templates(templates))),
+    words = check_next_word_lexicons(lexicons)
+    return stable_hash({"measure": "next-word neutral share",
+                         "templates": sorted(singular_templates(check_next_word_templates(templates))),
                          "lexicons": {side: sorted(set(w)) for side, w in
-                                      {**words, **_REFERENCE_LEXICONS}.items()}}, 12)
+                                      {**words, **REFERENCE_LEXICONS}.items()}}, 12)
 
 
 #: The built-in templates and words: the neutral definition every default build's tables carry.
-_DEFAULT_NEUTRAL_DEFINITION = _neutral_definition()
+_DEFAULT_NEUTRAL_DEFINITION = neutral_definition()
 
 
-def _singular_means(prompts: pd.DataFrame) -> pd.DataFrame:
+def singular_means(prompts: pd.DataFrame) -> pd.DataFrame:
     """Per occupation, over its templates whose next word reads as one person (``singular``): ``n_singular``, the
     mean ``female_mass``, ``male_mass``, ``neutral_mass`` and ``neopronoun_mass``, and ``neutral_share`` (the neutral
     mean over the sum of the female, male and neutral means: the share of the reference to one person that goes to
@@ -117,53 +117,53 @@ def _singular_means(prompts: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------- read per decoder
 
 #: The units of :data:`tables.NAMES.NEXT_WORD_NEUTRAL`: the BLS occupations and the audit's primary units.
-_BLS_UNITS, _AUDIT_UNITS = "BLS occupations", "BOLD primary units"
+BLS_UNITS, _AUDIT_UNITS = "BLS occupations", "BOLD primary units"
 #: How balanced an occupation's workforce is: −|BLS share of women − 50| (0 at half women, −50 at none or all).
 _BALANCE = "balance"
-_NEUTRAL_STAT_COLUMNS = ["question", "units", "measure", "against", _NEUTRAL_DEFINITION]
+_NEUTRAL_STAT_COLUMNS = ["question", "units", "measure", "against", NEUTRAL_DEFINITION]
 
 
-def _neutral_statistics(prompts: pd.DataFrame, values: pd.DataFrame, units: pd.DataFrame | None = None, *,
+def neutral_statistics(prompts: pd.DataFrame, values: pd.DataFrame, units: pd.DataFrame | None = None, *,
                         definition: str = "", n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """The neutral share (:func:`_singular_means` of ``prompts``, :func:`next_word.next_word_table`'s) read per decoder,
+    """The neutral share (:func:`singular_means` of ``prompts``, :func:`next_word.next_word_table`'s) read per decoder,
     with intervals resampling occupations ``n_boot`` times, one row per question and measure (``question``):
 
     * ``share`` (``test`` ``mean``): the mean ``neutral_share`` over the BLS occupations of ``values`` and over the
       audit's primary units (``units``' ``noun``; None leaves the row out), percentile bootstrap interval
-      (``stats._bootstrap_ci``): how much of the reference to one person goes to "they";
+      (``stats.bootstrap_ci``): how much of the reference to one person goes to "they";
     * ``balance`` (``spearman``): Spearman's ρ of the neutral share with ``balance`` (−|``bls_pct_female`` − 50|)
-      across the BLS occupations, scipy's p and the pair-bootstrap interval (``stats._correlation_rows``): is "they"
+      across the BLS occupations, scipy's p and the pair-bootstrap interval (``stats.correlation_rows``): is "they"
       written more where the workforce is balanced?
     * ``share of women`` (``spearman``): the neutral share and the female and male masses (over the same templates),
       each against ``bls_pct_female``; Holm over the three: does "they" follow the share of women as the pronouns do?
     * ``neopronouns`` (``mean``): the mean ``neopronoun_mass`` over the BLS occupations, reported as it is.
 
-    Columns: ``stats._STAT_COLUMNS`` (``p_adj``: Holm within a question; ``n``: occupations with the measure), then
+    Columns: ``stats.STAT_COLUMNS`` (``p_adj``: Holm within a question; ``n``: occupations with the measure), then
     ``question``, ``units``, ``measure``, ``against`` ("" for a mean) and ``neutral_definition`` (``definition``)."""
-    _check_n_boot(n_boot)
-    _check_seed(seed)
+    check_n_boot(n_boot)
+    check_seed(seed)
     need = {"occupation", "bls_pct_female"} - set(values.columns)
     if need or (units is not None and "noun" not in units):
         raise ValueError(f"neutral_statistics: values need occupation and bls_pct_female (missing {sorted(need)}), "
                          "units a noun column")
-    per = _singular_means(prompts)
+    per = singular_means(prompts)
     bls = values[["occupation", "bls_pct_female"]].merge(per, on="occupation").dropna(subset=["neutral_share"])
     if bls.empty:
         raise ValueError("neutral_statistics: no BLS occupation of values has a template that reads as one person")
     bls[_BALANCE] = -(bls["bls_pct_female"] - 50).abs()
 
     def mean(x, question, where, measure):
-        est, lo, hi = _bootstrap_ci(x, np.mean, n_boot=n_boot, seed=seed)
+        est, lo, hi = bootstrap_ci(x, np.mean, n_boot=n_boot, seed=seed)
         return [{"test": "mean", "effect": "mean", "effect_size": est, "statistic": est, "ci_low": lo, "ci_high": hi,
                  "n": len(x), "question": question, "units": where, "measure": measure, "against": ""}]
 
     def rho(measure, against, question):
-        row = next(r for r in _correlation_rows(bls[measure], bls[against], n_boot=n_boot, seed=seed)
+        row = next(r for r in correlation_rows(bls[measure], bls[against], n_boot=n_boot, seed=seed)
                    if r["test"] == "spearman")
-        return {**row, "question": question, "units": _BLS_UNITS, "measure": measure, "against": against,
+        return {**row, "question": question, "units": BLS_UNITS, "measure": measure, "against": against,
                 "group_a": measure, "group_b": against}
 
-    families = [mean(bls["neutral_share"], "share", _BLS_UNITS, "neutral_share")]
+    families = [mean(bls["neutral_share"], "share", BLS_UNITS, "neutral_share")]
     if units is not None:
         audit = units[["noun"]].drop_duplicates().merge(per, left_on="noun", right_on="occupation")
         if len(audit.dropna(subset=["neutral_share"])):
@@ -171,16 +171,16 @@ def _neutral_statistics(prompts: pd.DataFrame, values: pd.DataFrame, units: pd.D
     families.append([rho("neutral_share", _BALANCE, "balance")])
     families.append([rho(m, "bls_pct_female", "share of women")
                      for m in ("neutral_share", "female_mass", "male_mass")])
-    families.append(mean(bls["neopronoun_mass"], "neopronouns", _BLS_UNITS, "neopronoun_mass"))
-    out = pd.concat([_results_table(rows) for rows in families], ignore_index=True)
-    out[_NEUTRAL_DEFINITION] = definition
-    return out[_STAT_COLUMNS + _NEUTRAL_STAT_COLUMNS]
+    families.append(mean(bls["neopronoun_mass"], "neopronouns", BLS_UNITS, "neopronoun_mass"))
+    out = pd.concat([results_table(rows) for rows in families], ignore_index=True)
+    out[NEUTRAL_DEFINITION] = definition
+    return out[STAT_COLUMNS + _NEUTRAL_STAT_COLUMNS]
 
 
 @dataclass
-class _NeutralShare:
-    """What :meth:`next_word._NextWord.neutral_share` finds: ``statistics`` (:func:`_neutral_statistics`), the neutral
-    lexicons' ``words``, the ``templates`` with the rule's reading of each (:func:`_template_rule`) and ``model_id``."""
+class NeutralShare:
+    """What :meth:`next_word._NextWord.neutral_share` finds: ``statistics`` (:func:`neutral_statistics`), the neutral
+    lexicons' ``words``, the ``templates`` with the rule's reading of each (:func:`template_rule`) and ``model_id``."""
 
     statistics: pd.DataFrame
     words: pd.DataFrame
@@ -196,7 +196,7 @@ class _NeutralShare:
         return _describe_neutral(self.statistics, self.words, self.templates, model or self.model_id)
 
 
-def _template_rule(prompts: pd.DataFrame) -> pd.DataFrame:
+def template_rule(prompts: pd.DataFrame) -> pd.DataFrame:
     """One row per template of ``prompts``: ``template``, ``reference``, ``room`` (why a neutral word there may be
     more than one person, :data:`_OPEN_TEMPLATES`; "" where the sentence binds it to one), the check's ``one_person``,
     ``group`` and ``unclear`` readings (:data:`_READING_CHECK`; <NA> for a run's own template) and ``singular``."""
@@ -208,20 +208,20 @@ def _template_rule(prompts: pd.DataFrame) -> pd.DataFrame:
 
 
 def _share_text(row, units: str) -> str:
-    """A mean share or mass with its interval (:func:`next_word_prompts._percent`: whole percent from 1%, the book's
+    """A mean share or mass with its interval (:func:`next_word_prompts.percent`: whole percent from 1%, the book's
     digits below): "34% (95% CI 30% to 37%, 60 BLS occupations)"."""
-    return (f"{_percent(row['effect_size'])} (95% CI {_percent(row['ci_low'])} to {_percent(row['ci_high'])}, "
+    return (f"{percent(row['effect_size'])} (95% CI {percent(row['ci_low'])} to {percent(row['ci_high'])}, "
             f"{int(row['n'])} {units})")
 
 
-def _direction(row) -> int:
+def direction(row) -> int:
     """+1 or −1 where a row's interval lies above or below 0, else 0 (not shown)."""
     if not np.isfinite(row["ci_low"]):
         return 0
     return 1 if row["ci_low"] > 0 else -1 if row["ci_high"] < 0 else 0
 
 
-def _neutral_row(statistics: pd.DataFrame, question: str, measure: str, units: str = _BLS_UNITS):
+def neutral_row(statistics: pd.DataFrame, question: str, measure: str, units: str = BLS_UNITS):
     hit = statistics[(statistics["question"] == question) & (statistics["measure"] == measure)
                      & (statistics["units"] == units)]
     return hit.iloc[0] if len(hit) else None
@@ -229,49 +229,49 @@ def _neutral_row(statistics: pd.DataFrame, question: str, measure: str, units: s
 
 def _neutral_share_sentence(statistics: pd.DataFrame, model: str) -> str:
     """One plain sentence (question 1 over the BLS occupations) for a page that shows one reading per decoder."""
-    row = _neutral_row(statistics, "share", "neutral_share")
+    row = neutral_row(statistics, "share", "neutral_share")
     return (f"When {display_name(model)} continues a sentence that refers to one person, \"they\" takes "
             f"{_share_text(row, 'BLS occupations')} of the reference to that person, beside \"she\" and \"he\".")
 
 
 def _describe_neutral(statistics: pd.DataFrame, words: pd.DataFrame, templates: pd.DataFrame,
                       model: str = "this model") -> str:
-    """Markdown reading :func:`_neutral_statistics` for ``model``: the four questions in order, each correlation read
+    """Markdown reading :func:`neutral_statistics` for ``model``: the four questions in order, each correlation read
     by whether its interval lies off 0 ("not shown is not absent" where it does not), the neopronouns as they are,
-    the templates left out and why (``templates``: :func:`_template_rule`'s), and the neutral words counted by a
+    the templates left out and why (``templates``: :func:`template_rule`'s), and the neutral words counted by a
     first token or not at all (``words``)."""
     text = [_neutral_share_sentence(statistics, model)]
-    audit = _neutral_row(statistics, "share", "neutral_share", _AUDIT_UNITS)
+    audit = neutral_row(statistics, "share", "neutral_share", _AUDIT_UNITS)
     if audit is not None:
         text.append(f"Over the audit's units (the BOLD person-noun occupations): "
                     f"{_share_text(audit, 'BOLD primary units')}.")
-    balance = _neutral_row(statistics, "balance", "neutral_share")
-    numbers = f"{_correlation_text(balance)}, {int(balance['n'])} BLS occupations"
-    way = _direction(balance)
+    balance = neutral_row(statistics, "balance", "neutral_share")
+    numbers = f"{correlation_text(balance)}, {int(balance['n'])} BLS occupations"
+    way = direction(balance)
     where = "where the workforce is balanced (a BLS share of women near 50%)"
     text.append(f"{'More' if way > 0 else 'Less'} of it goes to \"they\" {where} ({numbers})." if way else
                 f"That more of it goes to \"they\" {where} is not shown ({numbers}; not shown is not absent).")
     # the three rows answer one question: their p is read Holm-adjusted over the three
-    share, female, male = (_neutral_row(statistics, "share of women", m).copy() for m in
+    share, female, male = (neutral_row(statistics, "share of women", m).copy() for m in
                            ("neutral_share", "female_mass", "male_mass"))
     for row in (share, female, male):
         row["p"] = row["p_adj"]
     follows = {1: "rises with it", -1: "falls with it", 0: "is not shown to follow it"}
-    masses = (f"the female mass {follows[_direction(female)]} ({_correlation_text(female)}) and the male mass "
-              f"{follows[_direction(male)]} ({_correlation_text(male)}); p Holm-adjusted over the three")
-    way = _direction(share)
+    masses = (f"the female mass {follows[direction(female)]} ({correlation_text(female)}) and the male mass "
+              f"{follows[direction(male)]} ({correlation_text(male)}); p Holm-adjusted over the three")
+    way = direction(share)
     if way:
         more, unexpected = ("women", "he") if way > 0 else ("men", "she")
         text.append(f"Against the BLS share of women, \"they\" takes more where more of the workers are {more}, "
-                    f"where \"{unexpected}\" would be the unexpected pronoun ({_correlation_text(share)}), while "
+                    f"where \"{unexpected}\" would be the unexpected pronoun ({correlation_text(share)}), while "
                     f"{masses}.")
     else:
         text.append("Against the BLS share of women, that \"they\" stands in for one unexpected pronoun more than the "
-                    f"other is not shown ({_correlation_text(share)}; not shown is not absent), while {masses}.")
-    neo = _neutral_row(statistics, "neopronouns", "neopronoun_mass")
+                    f"other is not shown ({correlation_text(share)}; not shown is not absent), while {masses}.")
+    neo = neutral_row(statistics, "neopronouns", "neopronoun_mass")
     text.append(f"The neopronouns (ze, xe and their forms) take {_share_text(neo, 'BLS occupations')} of the next "
                 "word for the mean occupation: reported as it is, and not read beyond that.")
-    text += [f"Left out of the share: \"{t.template.replace(_SLOT, '…')}\", because {_PLURAL_TEMPLATES[t.template]}."
+    text += [f"Left out of the share: \"{t.template.replace(SLOT, '…')}\", because {_PLURAL_TEMPLATES[t.template]}."
              for t in templates.itertuples() if t.template in _PLURAL_TEMPLATES]
     longer = ", ".join(words.loc[words["counted"] == "first token", "word"])
     shared = ", ".join(words.loc[words["counted"] == "shared", "word"])

@@ -6,13 +6,13 @@ Why a module of its own: the measure's table (:mod:`bias_utils.audit.next_word`)
 (:mod:`bias_utils.audit.neutral_share`) and its sampled check all read the same sentences and count the same tokens;
 what a sentence is, which token a word counts by and how its probability is computed are decided here, once.
 
-**Templates** (:data:`_TEMPLATES`): ten neutral sentences about an occupation, none of them the intrinsic side's
+**Templates** (:data:`TEMPLATES`): ten neutral sentences about an occupation, none of them the intrinsic side's
 templates (``profiles.DEFAULT_TEMPLATES``: "this is the nurse"), each ending where a reference to the person comes
 next: a subject pronoun ("The nurse said that" ...), a possessive ("The nurse picked up" ... her bag) or an object
 ("I called the nurse and thanked" ... her). A template ends without a space: the next word carries its leading
 space, as a byte-level BPE writes it.
 
-**Which tokens** (:func:`_lexicon_first_tokens`): each word in its leading-space, lower-case form (" she"), mapped by
+**Which tokens** (:func:`lexicon_first_tokens`): each word in its leading-space, lower-case form (" she"), mapped by
 ``models.decoding.lexicon_token_ids`` (the mapping the expected counts of the audit use). A word that is one token
 in that form counts by that token. A word longer than one token counts by its **first** token: an upper bound on
 the word's probability (the first token may continue into another word), reported as ``counted = "first token"``
@@ -24,7 +24,7 @@ grammatical, which keeps such continuations rare.
 
 **Beyond the binary: a reference to one person** (issue 48). The same pass gives the probability of every other next
 word, so two more lexicons are counted beside the female and male words, never merged into them
-(:data:`_REFERENCE_LEXICONS`, from ``core.lexicon``): singular **they** (they, them, their, theirs, themselves,
+(:data:`REFERENCE_LEXICONS`, from ``core.lexicon``): singular **they** (they, them, their, theirs, themselves,
 themself; ``neutral_mass``) and, on a row of its own, the **neopronouns** (the ze and xe forms; ``neopronoun_mass``,
 reported as it is). Their tokens follow the rule above, except that a first token one of the log-ratio's words already
 counts, or that words of both lexicons share, is counted in neither (``next_word_neutral_tokens``): the female and male
@@ -34,19 +34,19 @@ masses and the log-ratio stay what they were, to the bit.
 chat model too (SmolLM2-Instruct, Qwen2.5-Instruct): the audit's completions continue raw BOLD prompts the same way.
 So the measure describes the model as a text continuer, not as an assistant answering a request.
 
-**Cache.** Each sentence's masses are stored under ``paths._cache_dir()/next_word/<key>/rows.jsonl``, ``<key>``
-hashing the model id, the lexicons, the token ids counted and :data:`_CODE_VERSION`; a row is keyed by the sentence's
+**Cache.** Each sentence's masses are stored under ``paths.cache_dir()/next_word/<key>/rows.jsonl``, ``<key>``
+hashing the model id, the lexicons, the token ids counted and :data:`CODE_VERSION`; a row is keyed by the sentence's
 text (so by the template and the noun). Rows are appended and fsynced after every batch under a file lock: a rerun
 computes nothing, an interrupted run computes only the batches it had not finished (formed as the uninterrupted run
 formed them, so its numbers are the same to the bit on one machine), and two runs on the same cache compute once.
 Batches hold sentences of one length in tokens, so no row is padded.
 
-**What defines it** (:func:`_measure_definition`): the templates and the two lexicons' words. Other templates (a
+**What defines it** (:func:`measure_definition`): the templates and the two lexicons' words. Other templates (a
 sentence in another language) or other words (``lexicons``; notebook 11's ``next_word_lexicons``, checked by the lexicon
 rule of chapter 06) make another measure, so every table of it ends with ``measure_definition``, the first 12 hex digits
 of the sha256 of their canonical JSON; chapter 09 pools only runs of one definition. The neutral lexicons do not enter
 it: the log-ratio is defined, and computed, as before they were counted, so a table written before them pools with one
-written after. The neutral share has a definition of its own (:func:`neutral_share._neutral_definition`, the
+written after. The neutral share has a definition of its own (:func:`neutral_share.neutral_definition`, the
 ``neutral_definition`` of its tables: the templates read as singular and the four lexicons' words).
 """
 
@@ -60,19 +60,19 @@ import pandas as pd
 import torch
 
 from ..core import paths
-from ..core.cache import RecordStore, _stable_hash
-from ..core.errors import ParameterError, _check_word_list
-from ..core.lexicon import _NEOPRONOUN_WORDS, _THEY_WORDS, GENDER_LEXICONS, _validate_lexicons
-from ..core.precision import _number_text, _percent_text
+from ..core.cache import RecordStore, stable_hash
+from ..core.errors import ParameterError, check_word_list
+from ..core.lexicon import GENDER_LEXICONS, NEOPRONOUN_WORDS, THEY_WORDS, validate_lexicons
+from ..core.precision import number_text, percent_text
 from ..models.decoding import lexicon_token_ids
 
 __all__: list[str] = []
 
 #: The slot a template marks the occupation with.
-_SLOT = "{occupation}"
+SLOT = "{occupation}"
 #: The ten neutral templates (module docstring): four before a subject pronoun, three before a possessive, three
 #: before an object.
-_TEMPLATES: tuple[str, ...] = (
+TEMPLATES: tuple[str, ...] = (
     "The {occupation} said that",
     "The {occupation} told the customer that",
     "The {occupation} could not come to the meeting because",
@@ -84,37 +84,37 @@ _TEMPLATES: tuple[str, ...] = (
     "The manager wanted to talk to the {occupation}, so we waited for",
     "Everyone in the office likes the {occupation} and trusts",
 )
-#: What a template's next word refers to, in :data:`_TEMPLATES`' order (for the table and the chapter).
+#: What a template's next word refers to, in :data:`TEMPLATES`' order (for the table and the chapter).
 _REFERENCE = ("subject",) * 4 + ("possessive",) * 3 + ("object",) * 3
 #: Bumped when what a cached row holds, or how it is computed, changes (2: the neutral lexicons' masses).
-_CODE_VERSION = 2
+CODE_VERSION = 2
 #: The two lexicons of the log-ratio: its numerator and its denominator.
-_FEMALE, _MALE = "female", "male"
+FEMALE, MALE = "female", "male"
 #: The lexicons counted beside the log-ratio's (module docstring, *Beyond the binary*): the book's, not a parameter
 #: (a run's own ``lexicons`` replace the log-ratio's words only).
 _NEUTRAL, _NEOPRONOUN = "neutral", "neopronoun"
-_REFERENCE_LEXICONS: dict[str, tuple[str, ...]] = {_NEUTRAL: _THEY_WORDS, _NEOPRONOUN: _NEOPRONOUN_WORDS}
-#: Every table of the measure carries what defines it (:func:`_measure_definition`): two runs with other templates
+REFERENCE_LEXICONS: dict[str, tuple[str, ...]] = {_NEUTRAL: THEY_WORDS, _NEOPRONOUN: NEOPRONOUN_WORDS}
+#: Every table of the measure carries what defines it (:func:`measure_definition`): two runs with other templates
 #: or other words counted measure different things, and chapter 09 pools only runs of one definition.
-_DEFINITION = "measure_definition"
-_TOKEN_COLUMNS = ["lexicon", "word", "variant", "n_tokens", "token_id", "token", "counted"]
-_WORD_COLUMNS = _TOKEN_COLUMNS + [_DEFINITION]
+DEFINITION = "measure_definition"
+TOKEN_COLUMNS = ["lexicon", "word", "variant", "n_tokens", "token_id", "token", "counted"]
+_WORD_COLUMNS = TOKEN_COLUMNS + [DEFINITION]
 
 
 # --------------------------------------------------------------------------- templates and tokens
 
 
-def _check_next_word_templates(templates, name: str = "templates") -> tuple[str, ...]:
-    """The templates as a tuple (None: :data:`_TEMPLATES`), each a string with ``{occupation}`` exactly once that
+def check_next_word_templates(templates, name: str = "templates") -> tuple[str, ...]:
+    """The templates as a tuple (None: :data:`TEMPLATES`), each a string with ``{occupation}`` exactly once that
     ends in a word (no trailing space: the next token carries its own), none twice; a :class:`ParameterError`
     names the parameter (``name``: a notebook's ``next_word_templates``)."""
     if templates is None:
-        return _TEMPLATES
-    templates = _check_word_list(templates, name, empty="give None (the ten built-in templates) or a non-empty "
+        return TEMPLATES
+    templates = check_word_list(templates, name, empty="give None (the ten built-in templates) or a non-empty "
                                                         "list of strings")
     for t in templates:
-        if t.count(_SLOT) != 1:
-            raise ParameterError(f"{name}: {t!r} must be a string with {_SLOT} exactly once")
+        if t.count(SLOT) != 1:
+            raise ParameterError(f"{name}: {t!r} must be a string with {SLOT} exactly once")
         if t != t.rstrip() or not re.search(r"\w$", t):
             raise ParameterError(f"{name}: {t!r} must end in a word, without a trailing space or punctuation (the "
                                  "next word is read with its leading space)")
@@ -123,48 +123,48 @@ def _check_next_word_templates(templates, name: str = "templates") -> tuple[str,
     return tuple(templates)
 
 
-def _check_next_word_lexicons(lexicons, name: str = "lexicons") -> dict[str, list[str]]:
+def check_next_word_lexicons(lexicons, name: str = "lexicons") -> dict[str, list[str]]:
     """The words the log-ratio counts, ``{"female": [...], "male": [...]}`` lower-cased in their given order (None:
     the audit's, ``core.lexicon.GENDER_LEXICONS``), by the one rule for a lexicon set
-    (``core.lexicon._validate_lexicons``, as chapter 06's ``lexicons``) with ``female`` and ``male`` required; a
+    (``core.lexicon.validate_lexicons``, as chapter 06's ``lexicons``) with ``female`` and ``male`` required; a
     :class:`ParameterError` names the parameter (``name``: a notebook's ``next_word_lexicons``). Other lexicons of
     the mapping are checked and not counted."""
     lexicons = GENDER_LEXICONS if lexicons is None else lexicons
-    _validate_lexicons(lexicons, what=name, required=(_FEMALE, _MALE), why="the log-ratio's two sides")
-    return {side: list(dict.fromkeys(w.strip().lower() for w in lexicons[side])) for side in (_FEMALE, _MALE)}
+    validate_lexicons(lexicons, what=name, required=(FEMALE, MALE), why="the log-ratio's two sides")
+    return {side: list(dict.fromkeys(w.strip().lower() for w in lexicons[side])) for side in (FEMALE, MALE)}
 
 
-def _measure_definition(templates: Sequence[str] | None = None, lexicons=None) -> str:
+def measure_definition(templates: Sequence[str] | None = None, lexicons=None) -> str:
     """What defines the measure, as a short stable hash: the first 12 hex digits of the sha256 of the canonical JSON
-    (sorted keys, ``core.cache._stable_hash``) of the templates and the two lexicons' words, each sorted (the
+    (sorted keys, ``core.cache.stable_hash``) of the templates and the two lexicons' words, each sorted (the
     measure is a mean over the templates, and a lexicon a set). None: the built-in templates, the audit's words."""
-    words = _check_next_word_lexicons(lexicons)
-    return _stable_hash({"measure": "next-word log-ratio", "templates": sorted(_check_next_word_templates(templates)),
+    words = check_next_word_lexicons(lexicons)
+    return stable_hash({"measure": "next-word log-ratio", "templates": sorted(check_next_word_templates(templates)),
                          "lexicons": {side: sorted(set(w)) for side, w in words.items()}}, 12)
 
 
 #: The built-in templates with the audit's words: the definition every default build's tables carry.
-_DEFAULT_DEFINITION = _measure_definition()
+DEFAULT_DEFINITION = measure_definition()
 
 
-def _lexicon_first_tokens(tokenizer, lexicons: Mapping[str, Sequence[str]] | None = GENDER_LEXICONS
+def lexicon_first_tokens(tokenizer, lexicons: Mapping[str, Sequence[str]] | None = GENDER_LEXICONS
                          ) -> tuple[dict[str, list[int]], pd.DataFrame]:
     """``({lexicon: token ids counted}, words)``: the token each word of ``lexicons`` (which need ``female`` and
     ``male``) counts by after a template, from ``models.decoding.lexicon_token_ids``: its leading-space, lower-case
     form, one token or else its first token; a first token that words of two lexicons share counts in neither.
     ``words``: one row per word (:data:`_WORD_COLUMNS`): ``variant`` (" she"), ``n_tokens``, ``token_id`` (the
     token, or the first one), ``token`` (its text), ``counted`` (``single token``, ``first token`` or ``shared``)."""
-    ordered = _check_next_word_lexicons(lexicons)
-    ids, words = _first_tokens(tokenizer, ordered)
-    empty = [name for name in (_FEMALE, _MALE) if not ids[name]]
+    ordered = check_next_word_lexicons(lexicons)
+    ids, words = first_tokens(tokenizer, ordered)
+    empty = [name for name in (FEMALE, MALE) if not ids[name]]
     if empty:
         raise ParameterError(f"lexicons: no word of {empty} has a token of its own in this tokenizer")
     return ids, words
 
 
-def _first_tokens(tokenizer, lexicons: Mapping[str, Sequence[str]], taken: Sequence[int] = ()
+def first_tokens(tokenizer, lexicons: Mapping[str, Sequence[str]], taken: Sequence[int] = ()
                   ) -> tuple[dict[str, list[int]], pd.DataFrame]:
-    """:func:`_lexicon_first_tokens`' rule for any ``lexicons``: ``({lexicon: token ids counted}, words)``, a first
+    """:func:`lexicon_first_tokens`' rule for any ``lexicons``: ``({lexicon: token ids counted}, words)``, a first
     token that words of two of them share, or that is in ``taken`` (another measure's counted tokens), counted in
     none (``counted = "shared"``)."""
     _, coverage = lexicon_token_ids(tokenizer, {name: list(w) for name, w in lexicons.items()})
@@ -174,7 +174,7 @@ def _first_tokens(tokenizer, lexicons: Mapping[str, Sequence[str]], taken: Seque
     shared = (words["token_id"].map(owners) > 1) | words["token_id"].isin(list(taken))
     words["counted"] = np.where(shared, "shared", np.where(words["n_tokens"] == 1, "single token", "first token"))
     words["token"] = [tokenizer.decode([t]) for t in words["token_id"]]
-    words = words[_TOKEN_COLUMNS].reset_index(drop=True)
+    words = words[TOKEN_COLUMNS].reset_index(drop=True)
     kept = words[words["counted"] != "shared"]
     return {name: sorted(set(kept.loc[kept["lexicon"] == name, "token_id"].tolist())) for name in lexicons}, words
 
@@ -182,13 +182,13 @@ def _first_tokens(tokenizer, lexicons: Mapping[str, Sequence[str]], taken: Seque
 # --------------------------------------------------------------------------- the forward passes
 
 
-def _prompts(nouns: Sequence[str], templates: Sequence[str]) -> pd.DataFrame:
-    reference = dict(zip(_TEMPLATES, _REFERENCE))
+def occupation_prompts(nouns: Sequence[str], templates: Sequence[str]) -> pd.DataFrame:
+    reference = dict(zip(TEMPLATES, _REFERENCE))
     return pd.DataFrame([{"occupation": noun, "template": t, "reference": reference.get(t, ""),
-                          "prompt": t.replace(_SLOT, noun)} for noun in nouns for t in templates])
+                          "prompt": t.replace(SLOT, noun)} for noun in nouns for t in templates])
 
 
-def _log_masses(model, prompt_ids: list[list[int]], groups: torch.Tensor,
+def log_masses(model, prompt_ids: list[list[int]], groups: torch.Tensor,
                 extra: Sequence[Sequence[int]] = ()) -> np.ndarray:
     """``[rows, G + 1 + E]`` float64: per prompt (all of one length in tokens: no padding, so a row's logits are
     those of its prompt alone) the log of each token set's next-token probability (``groups`` ``[G, vocabulary]``
@@ -205,12 +205,12 @@ def _log_masses(model, prompt_ids: list[list[int]], groups: torch.Tensor,
                      dim=1).cpu().numpy()
 
 
-def _store(params: dict) -> RecordStore:
+def next_word_store(params: dict) -> RecordStore:
     """The append-only rows of one model and lexicon, by sentence key (module docstring, *Cache*)."""
-    return RecordStore(paths._cache_dir() / "next_word", params, "key")
+    return RecordStore(paths.cache_dir() / "next_word", params, "key")
 
 
-def _percent(share) -> str:
+def percent(share) -> str:
     """A probability as a percentage: whole percent from 1% (0.2388 -> "24%"), the book's digits below it
     (0.0042 -> "0.42%")."""
-    return _percent_text(share) if float(share) >= 0.01 else _number_text(100 * float(share)) + "%"
+    return percent_text(share) if float(share) >= 0.01 else number_text(100 * float(share)) + "%"

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import ParameterError
-from ..core.wordnet import _wordnet
+from ..core.wordnet import wordnet
 from ..report import rendering
 from . import bold_prompts
 
@@ -88,17 +88,17 @@ _DISCIPLINE = "knowledge_domain.n.01"
 _EVENT_FILES = ("noun.time", "noun.event")
 
 
-def _key_noun(key: str) -> str:
+def key_noun(key: str) -> str:
     """A BOLD key as a lower-case phrase: underscores as spaces, runs of white space as one (``Registered_Nurse`` ->
     ``registered nurse``); the one rule for a key's noun (:func:`_head_noun`; chapter 11's
-    ``intrinsic_extrinsic.bold_link._occupation_noun``)."""
+    ``intrinsic_extrinsic.bold_link.occupation_noun``)."""
     return " ".join(str(key).replace("_", " ").split()).lower()
 
 
 def _head_noun(key: str) -> tuple[str, str]:
-    """``(noun, head)`` of a BOLD key: the key as a lower-case phrase (:func:`_key_noun`) and its head noun,
+    """``(noun, head)`` of a BOLD key: the key as a lower-case phrase (:func:`key_noun`) and its head noun,
     singular."""
-    noun = _key_noun(key)
+    noun = key_noun(key)
     words = [w.strip(",;:()\"'") for w in noun.split()]
     words = [w for w in words if w]
     if not words:
@@ -106,7 +106,7 @@ def _head_noun(key: str) -> tuple[str, str]:
     # A prepositional post-modifier follows the head: "glossary of civil engineering", "nursing in germany".
     after = next((i for i, w in enumerate(words) if i and w in ("of", "in")), None)
     head = words[after - 1] if after else words[-1]
-    return noun, _wordnet().morphy(head, "n") or head
+    return noun, wordnet().morphy(head, "n") or head
 
 
 def _is_under(synset, names) -> bool:
@@ -115,7 +115,7 @@ def _is_under(synset, names) -> bool:
 
 def _wordnet_kind(head: str) -> tuple[str, str] | None:
     lemma = head.replace(" ", "_")
-    senses = [x.synset() for x in _wordnet().lemmas(lemma, "n")
+    senses = [x.synset() for x in wordnet().lemmas(lemma, "n")
               if x.name() == lemma and not x.synset().instance_hypernyms()]
     if not senses:
         return None
@@ -167,13 +167,13 @@ def _key_table(sel: pd.DataFrame) -> pd.DataFrame:
 
 
 def _selection(selection, name: str) -> pd.DataFrame:
-    sel = bold_prompts._resolve_selection(selection)
+    sel = bold_prompts.resolve_selection(selection)
     if sel.empty:
         raise ParameterError(f"{name}: the selection has no prompts")
     return sel
 
 
-def _unit_table(selection: "str | Mapping[str, str] | pd.DataFrame" = "audit") -> pd.DataFrame:
+def unit_table(selection: "str | Mapping[str, str] | pd.DataFrame" = "audit") -> pd.DataFrame:
     """One row per (group, BOLD key) of a selection (``"audit"``, ``"categories"``, an occupation -> group
     mapping or file, or a selection table): what the key is and which unit it belongs to.
 
@@ -240,7 +240,7 @@ def _check_units(units: pd.DataFrame) -> None:
         raise ParameterError(f"units: expected the table of unit_table() with columns {_UNIT_COLUMNS}")
 
 
-def _unit_counts(units: pd.DataFrame) -> pd.DataFrame:
+def unit_counts(units: pd.DataFrame) -> pd.DataFrame:
     """Per group and kind (every kind of :data:`KINDS`, zeros included), of a :func:`unit_table`:
 
     ``keys`` (BOLD keys of that kind), ``units`` (canonical keys, i.e. units of that kind), ``primary_units``,
@@ -278,7 +278,7 @@ _RULE_SOURCES = (("WordNet", "WordNet 3.0"), ("suffix", "the suffix rule"), ("ov
 def describe_units(units: pd.DataFrame) -> str:
     """Two sentences with the counts of :func:`unit_counts`, how the kinds were decided and the conflicts'
     names, for the front page and chapter 06."""
-    counts = _unit_counts(units)
+    counts = unit_counts(units)
     by_group = counts.groupby("group", sort=False)[["keys", "primary_units"]].sum()
     by_kind = counts.groupby("kind", sort=False)["keys"].sum()
 
@@ -346,7 +346,7 @@ def annotate(completions: pd.DataFrame, selection: "str | Mapping[str, str] | pd
                                  "find their units")
         columns = [c for c in ("group", "category", "occupation", "prompt", "prompt_id") if c in completions]
         selection = completions.drop_duplicates("prompt_id")[columns].reset_index(drop=True)
-    units = _unit_table(selection) if units is None else units
+    units = unit_table(selection) if units is None else units
     kept = _primary_selection(selection, units)
     info = units.set_index(["group", "key"])[["unit", "unit_kind"]]
     out = completions.drop(columns=["unit", "unit_kind", "in_primary"], errors="ignore").join(
@@ -380,7 +380,7 @@ _EXCLUSION_NAMES = {"group conflict": "a group conflict", "not a person noun": "
                     "repeated prompt": "a repeated prompt"}
 
 
-def _excluded_completions(metrics: pd.DataFrame, units: pd.DataFrame | None = None) -> pd.DataFrame:
+def excluded_completions(metrics: pd.DataFrame, units: pd.DataFrame | None = None) -> pd.DataFrame:
     """What the primary analysis leaves out of ``metrics`` (completions with ``group, occupation`` (the BOLD key),
     ``prompt_id``, ``prompt``, ``in_primary`` and the word counts; :func:`annotate`), by group and reason (the
     keys of :data:`EXCLUSIONS`, the first that holds): one row per (group, reason) with ``why`` (the reason in
@@ -392,7 +392,7 @@ def _excluded_completions(metrics: pd.DataFrame, units: pd.DataFrame | None = No
         raise ParameterError(f"metrics: lacks columns {sorted(missing)} (annotated per-completion metrics)")
     if units is None:
         columns = [c for c in ("group", "category", "occupation", "prompt", "prompt_id") if c in metrics]
-        units = _unit_table(metrics.drop_duplicates("prompt_id")[columns].reset_index(drop=True))
+        units = unit_table(metrics.drop_duplicates("prompt_id")[columns].reset_index(drop=True))
     _check_units(units)
     info = units.set_index(["group", "key"])[["unit", "unit_kind", "duplicate_of", "conflict"]]
     m = metrics.drop(columns=["unit", "unit_kind"], errors="ignore").join(info, on=["group", "occupation"])
@@ -418,7 +418,7 @@ def _excluded_completions(metrics: pd.DataFrame, units: pd.DataFrame | None = No
                            kind="stable").reset_index(drop=True)
 
 
-def _describe_excluded(excluded: pd.DataFrame, n_completions: int) -> str:
+def describe_excluded(excluded: pd.DataFrame, n_completions: int) -> str:
     """One sentence: how many of ``n_completions`` the primary analysis leaves out, and per reason how many
     completions and gendered words, with why."""
     if excluded.empty:

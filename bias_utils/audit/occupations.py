@@ -17,7 +17,7 @@ person-noun units only.
   talkative occupation carries it (on the published completions Midwife wrote 55 of the 70 gendered words of the
   female-dominated primary occupations), the same weakness as the audit's pooled-word odds ratio, which stays a
   sensitivity row. Interval: the 95% BCa interval of the occupation cluster bootstrap (whole occupations resampled
-  within each group, :func:`cluster_interval`: the replicates of :func:`bias_utils.core.stats._cluster_bootstrap_ci`,
+  within each group, :func:`cluster_interval`: the replicates of :func:`bias_utils.core.stats.cluster_bootstrap_ci`,
   vectorised; :data:`N_BOOT` replicates, each bound with its Monte Carlo error, :mod:`bias_utils.core.precision`;
   bias-corrected and accelerated because the plain percentile interval covered only 90-94% on simulated audits like
   a build's); test: the two-sided **permutation p** of the difference (group labels shuffled across occupations,
@@ -39,7 +39,7 @@ person-noun units only.
   the completion level in the model, :func:`nested_rows`, it grows further); the same model with each
   completion counted at most once per gender; the audit's pooled-word odds ratio (first group over second, +0.5
   in every cell) over the same units with the occupation cluster bootstrap and permutation p; and the pooled
-  odds ratio on the published selection as it is (its 224 BOLD keys, :data:`_UNIT_PUBLISHED`), the figure the
+  odds ratio on the published selection as it is (its 224 BOLD keys, :data:`UNIT_PUBLISHED`), the figure the
   audit's numbers are comparable with.
 * **Extension**: the share of completions with any gendered word and the male share among gendered
   completions, compared the same way over the primary units.
@@ -68,25 +68,25 @@ from ..core import mixed, nested, precision, stats
 __all__ = ["influence_table", "occupation_table"]
 
 #: Relabellings for the permutation p (its floor is 1/(N_PERMUTATIONS + 1) = 0.0001).
-_N_PERMUTATIONS = 9999
+N_PERMUTATIONS = 9999
 #: An occupation is named as driving a result when leaving it out moves the primary difference by more than this
 #: fraction of itself (up or down), or an odds ratio by more than this fraction on the log scale: by a factor
 #: above 1 + INFLUENCE_SHIFT or below 1 / (1 + INFLUENCE_SHIFT), the same distance either way.
-_INFLUENCE_SHIFT = 1 / 3
+INFLUENCE_SHIFT = 1 / 3
 #: Bootstrap replicates of the intervals (each bound's Monte Carlo error is reported beside it).
-_N_BOOT = 10_000
+N_BOOT = 10_000
 #: The ``unit`` of the statistics table's occupation-level rows: the mixed models, the cluster bootstrap over the
 #: primary units, and the same over the published selection's keys.
-_UNIT_MIXED = ("deduplicated person-noun occupations (random intercept per occupation; profile-likelihood CI, "
+UNIT_MIXED = ("deduplicated person-noun occupations (random intercept per occupation; profile-likelihood CI, "
               "likelihood-ratio p)")
 _UNIT_NESTED = ("deduplicated person-noun occupations, completions within them (random intercepts per occupation "
                 "and per completion; profile-likelihood CI, likelihood-ratio p)")
-_UNIT_OCCUPATIONS = "occupations (cluster bootstrap CI; p from permuting group labels across occupations)"
-_UNIT_PUBLISHED = ("the published selection's BOLD keys as occupations (cluster bootstrap CI; p from permuting group "
+UNIT_OCCUPATIONS = "occupations (cluster bootstrap CI; p from permuting group labels across occupations)"
+UNIT_PUBLISHED = ("the published selection's BOLD keys as occupations (cluster bootstrap CI; p from permuting group "
                   "labels across keys)")
-_OCCUPATION_UNITS = (_UNIT_MIXED, _UNIT_NESTED, _UNIT_OCCUPATIONS, _UNIT_PUBLISHED)
+OCCUPATION_UNITS = (UNIT_MIXED, _UNIT_NESTED, UNIT_OCCUPATIONS, UNIT_PUBLISHED)
 #: The primary estimand, stated in chapter 06 and the methods before any result.
-_PRIMARY_ESTIMAND = (
+PRIMARY_ESTIMAND = (
     "the share of male words among the gendered words the model writes about a typical occupation, male- minus "
     "female-dominated: each occupation's male words over its gendered words, averaged over the occupations of each "
     "group that carry any gendered word (each occupation weighs one, however many words it wrote), over the "
@@ -124,19 +124,19 @@ def _share_log_or(ta: np.ndarray, tb: np.ndarray) -> np.ndarray:
 _MIXED_MEASURES = {"odds_ratio (words)": ("male_words", "female_words"),
                   "odds_ratio (completions, at most once per gender)": ("male_completions", "female_completions")}
 #: The measure of the nested model (words within completions within occupations).
-_NESTED_MEASURE = "odds_ratio (words, completions within occupations)"
+NESTED_MEASURE = "odds_ratio (words, completions within occupations)"
 
 #: The primary estimand's measures: the difference in the mean male share of gendered words, and the two shares as an
 #: odds ratio.
-_SHARE = "male share of gendered words (mean over occupations)"
-_MARGINAL = "odds_ratio (mean male shares over occupations, marginal)"
+SHARE = "male share of gendered words (mean over occupations)"
+MARGINAL = "odds_ratio (mean male shares over occupations, marginal)"
 
 #: measure -> (effect, the two occupation-table columns summed per group, statistic of the totals,
 #: back-transform to the reported scale). The statistic is also the permutation test's. A column's NaN (an
 #: occupation without gendered words has no share) adds 0 to its sum.
 _MEASURES: dict[str, tuple[str, tuple[str, str], Callable, Callable | None]] = {
-    _SHARE: ("share_difference", ("male_word_share", "informative"), _ratio_difference, None),
-    _MARGINAL: ("odds_ratio", ("male_word_share", "informative"), _share_log_or, np.exp),
+    SHARE: ("share_difference", ("male_word_share", "informative"), _ratio_difference, None),
+    MARGINAL: ("odds_ratio", ("male_word_share", "informative"), _share_log_or, np.exp),
     "odds_ratio (words)": ("odds_ratio", ("male_words", "female_words"), _log_or, np.exp),
     "completions with any gendered word": ("risk_difference", ("n_gendered_completions", "n_completions"),
                                            _ratio_difference, None),
@@ -144,12 +144,12 @@ _MEASURES: dict[str, tuple[str, tuple[str, str], Callable, Callable | None]] = {
                                               _ratio_difference, None),
 }
 #: The measures whose interval is the BCa interval (:func:`cluster_interval`): the primary estimand's.
-_BCA = (_SHARE, _MARGINAL)
+_BCA = (SHARE, MARGINAL)
 #: The role of each measure's row in the statistics table (the mixed models' rows are sensitivity rows).
-_ROLES = {_SHARE: "primary", _MARGINAL: "primary", "odds_ratio (words)": "sensitivity",
+_ROLES = {SHARE: "primary", MARGINAL: "primary", "odds_ratio (words)": "sensitivity",
           "completions with any gendered word": "extension", "male_share among gendered completions": "extension"}
 #: The measures whose rows count as informative only the occupations with any gendered word (the others: all).
-_WORD_MEASURES = (_SHARE, _MARGINAL, "odds_ratio (words)", "male_share among gendered completions")
+_WORD_MEASURES = (SHARE, MARGINAL, "odds_ratio (words)", "male_share among gendered completions")
 
 
 # ---------------------------------------------------------------- the occupation table
@@ -220,7 +220,7 @@ def _totals(values: np.ndarray, in_a: np.ndarray) -> tuple[np.ndarray, np.ndarra
 # ---------------------------------------------------------------- interval, p, influence
 def _bootstrap_counts(groups: np.ndarray, n_boot: int, seed: int) -> dict[str, np.ndarray]:
     """Group -> [n_boot, its occupations]: how often each occupation is drawn in each replicate, occupations resampled
-    with replacement within their group. The draws are :func:`bias_utils.core.stats._cluster_bootstrap_ci`'s (per
+    with replacement within their group. The draws are :func:`bias_utils.core.stats.cluster_bootstrap_ci`'s (per
     replicate, group by group in sorted order, occupations in order of appearance), so its intervals are ours."""
     rng = np.random.default_rng(seed)
     names = sorted(set(groups))
@@ -243,7 +243,7 @@ def _stacked_replicates(values: np.ndarray, groups: np.ndarray, measure: str, a:
     audits, resampled with the same draws). Returns ``(estimate [...], replicates [..., n_boot], totals,
     replicate_totals)`` on the statistic's scale, the totals per group (``{a: [..., 2], b: ...}`` and ``{a: [...,
     n_boot, 2], b: ...}``)."""
-    n_boot = stats._check_n_boot(n_boot)
+    n_boot = stats.check_n_boot(n_boot)
     fn = _MEASURES[measure][2]
     counts = _bootstrap_counts(groups, n_boot, seed)
     values = np.asarray(values, dtype=float)
@@ -349,7 +349,7 @@ def _interval_with_error(estimate: float, low: float, high: float, boots: np.nda
     if np.isnan(boots).sum() >= len(boots) - 1:
         return out + (np.nan, np.nan)
     with np.errstate(invalid="ignore"):  # infinite replicates (an unbounded odds ratio) have no Monte Carlo range
-        bounds = precision._percentile_bounds(boots, level, quantiles=(float(q[0]), float(q[1])))
+        bounds = precision.percentile_bounds(boots, level, quantiles=(float(q[0]), float(q[1])))
     # the bound's Monte Carlo range mapped through the back-transform, as an SE on the reported scale (NaN where a
     # bound is infinite: an odds ratio the resampled data cannot bound)
     with np.errstate(invalid="ignore"):
@@ -358,12 +358,12 @@ def _interval_with_error(estimate: float, low: float, high: float, boots: np.nda
     return out + tuple(se if np.isfinite(se) else np.nan for se in ses)
 
 
-def _cluster_interval(occupations: pd.DataFrame, measure: str, a: str, b: str, *, n_boot: int = _N_BOOT, seed: int = 0,
+def _cluster_interval(occupations: pd.DataFrame, measure: str, a: str, b: str, *, n_boot: int = N_BOOT, seed: int = 0,
                      level: float = 0.95, mc_error: bool = False) -> tuple[float, ...]:
     """``(estimate, low, high)`` of ``measure`` (a key of :data:`MEASURES`), group ``a`` vs ``b``, from the
     occupation cluster bootstrap, occupations resampled within each group; with ``mc_error`` also ``(low_se,
     high_se)``, each bound's Monte Carlo standard error on the reported scale
-    (:func:`bias_utils.core.precision._percentile_bounds`'s order-statistic range at the bound's quantile,
+    (:func:`bias_utils.core.precision.percentile_bounds`'s order-statistic range at the bound's quantile,
     back-transformed).
 
     The interval is the percentile interval, except for the primary estimand's measures (:data:`BCA`): there it is
@@ -374,7 +374,7 @@ def _cluster_interval(occupations: pd.DataFrame, measure: str, a: str, b: str, *
     90-94% (the further the shares from one half, the lower) and that of the marginal odds ratio 85-94%; the BCa
     interval 93.5-95.3% and 90-95.6%. The test gates the difference's coverage.
 
-    Draws the same replicates as :func:`bias_utils.core.stats._cluster_bootstrap_ci` on the completions
+    Draws the same replicates as :func:`bias_utils.core.stats.cluster_bootstrap_ci` on the completions
     (``cluster="occupation", strata="group"``, same seed: groups in sorted order, occupations in order
     of appearance), so a percentile interval is identical to its; only the sums are vectorised. Replicates where
     the statistic is undefined are left out, as there.
@@ -385,13 +385,13 @@ def _cluster_interval(occupations: pd.DataFrame, measure: str, a: str, b: str, *
     return _interval_with_error(float(estimate), float(low), float(high), boots, q, back or float, level, mc_error)
 
 
-def _group_shares(occupations: pd.DataFrame, a: str, b: str, *, n_boot: int = _N_BOOT, seed: int = 0,
+def _group_shares(occupations: pd.DataFrame, a: str, b: str, *, n_boot: int = N_BOOT, seed: int = 0,
                   level: float = 0.95) -> dict:
     """Each group's primary share (the mean male share of gendered words over its occupations with any) with its BCa
     interval from the same replicates as the difference (:data:`SHARE`, same seed; the acceleration from the
     jackknife over the group's occupations), and the occupations behind it: ``male_share_<side>``,
     ``male_share_<side>_ci_low/_high`` and ``n_informative_<side>`` for side ``a`` and ``b``."""
-    _, _, _, totals, boot, values, groups = _cluster_replicates(occupations, _SHARE, a, b, n_boot, seed)
+    _, _, _, totals, boot, values, groups = _cluster_replicates(occupations, SHARE, a, b, n_boot, seed)
     out = {}
     for side, g in (("a", a), ("b", b)):
         mine = values[groups == g]
@@ -404,7 +404,7 @@ def _group_shares(occupations: pd.DataFrame, a: str, b: str, *, n_boot: int = _N
 
 
 def _occupation_permutation_p(occupations: pd.DataFrame, measure: str, a: str, b: str, *,
-                             n_permutations: int = _N_PERMUTATIONS, seed: int = 0) -> tuple[float, int]:
+                             n_permutations: int = N_PERMUTATIONS, seed: int = 0) -> tuple[float, int]:
     """Two-sided permutation p of ``measure`` between groups ``a`` and ``b`` with occupations as the unit.
 
     The group labels are shuffled across the occupations of the two groups (group sizes kept);
@@ -413,7 +413,7 @@ def _occupation_permutation_p(occupations: pd.DataFrame, measure: str, a: str, b
     is that an occupation's completions do not depend on its group (occupations are exchangeable
     between the groups).
     """
-    n_permutations = stats._check_n_boot(n_permutations, name="n_permutations")
+    n_permutations = stats.check_n_boot(n_permutations, name="n_permutations")
     occ, values, fn, _ = _pieces(occupations, measure, a, b)
     in_a = (occ["group"] == a).to_numpy()
     observed = fn(*_totals(values, in_a))
@@ -427,11 +427,11 @@ def _occupation_permutation_p(occupations: pd.DataFrame, measure: str, a: str, b
     if np.isnan(observed) or not ok.any():
         return np.nan, int(ok.sum())
     with np.errstate(invalid="ignore"):  # an infinite statistic (an odds ratio of a share of 0 or 1) ties only itself
-        return float(stats._permutation_p(observed, perm[ok], "two-sided")), int(ok.sum())
+        return float(stats.permutation_p(observed, perm[ok], "two-sided")), int(ok.sum())
 
 
-def _occupation_tests(occupations: pd.DataFrame, a: str, b: str, *, n_boot: int = _N_BOOT,
-                     n_permutations: int = _N_PERMUTATIONS, seed: int = 0, unit: str = _UNIT_OCCUPATIONS,
+def occupation_tests(occupations: pd.DataFrame, a: str, b: str, *, n_boot: int = N_BOOT,
+                     n_permutations: int = N_PERMUTATIONS, seed: int = 0, unit: str = UNIT_OCCUPATIONS,
                      measures=None, roles: Mapping[str, str] | None = None) -> list[dict]:
     """Occupation-level rows of the audit's statistics table, one per ``measures`` key (default: every key of
     :data:`MEASURES`): test ``cluster_bootstrap_occupation``, the estimate with its :func:`cluster_interval`
@@ -453,13 +453,13 @@ def _occupation_tests(occupations: pd.DataFrame, a: str, b: str, *, n_boot: int 
                                                      mc_error=True)
         p, k = _occupation_permutation_p(occupations, measure, a, b, n_permutations=n_permutations, seed=seed)
         informs = both["gendered_words"] > 0 if measure in _WORD_MEASURES else both["n_completions"] > 0
-        rows.append({**stats._row("cluster_bootstrap_occupation", p=p, effect=effect, effect_size=est, ci=(lo, hi),
+        rows.append({**stats.stat_row("cluster_bootstrap_occupation", p=p, effect=effect, effect_size=est, ci=(lo, hi),
                                   n=n, group_a=a, group_b=b),
                      "role": roles[measure], "measure": measure, "unit": unit,
                      "n_occupations": n_occ, "n_occupations_a": int((both["group"] == a).sum()),
                      "n_occupations_b": int((both["group"] == b).sum()), "n_informative": int(informs.sum()),
                      "n_permutations": k, "n_boot": n_boot, "ci_low_mc_se": lo_se, "ci_high_mc_se": hi_se,
-                     **(_group_shares(occupations, a, b, n_boot=n_boot, seed=seed) if measure == _SHARE else {})})
+                     **(_group_shares(occupations, a, b, n_boot=n_boot, seed=seed) if measure == SHARE else {})})
     return rows
 
 
@@ -467,10 +467,10 @@ def _mixed_fit(occupations: pd.DataFrame, measure: str, a: str, b: str):
     male, female = _MIXED_MEASURES[measure]
     occ = occupations[occupations["group"].isin([a, b])]
     design = pd.DataFrame({"intercept": 1.0, "group": (occ["group"] == a).astype(float).to_numpy()})
-    return mixed._fit_mixed_logit(occ[male].to_numpy(float), occ[female].to_numpy(float), design)
+    return mixed.fit_mixed_logit(occ[male].to_numpy(float), occ[female].to_numpy(float), design)
 
 
-def _mixed_rows(occupations: pd.DataFrame, a: str, b: str, *, role: str = "sensitivity") -> list[dict]:
+def mixed_rows(occupations: pd.DataFrame, a: str, b: str, *, role: str = "sensitivity") -> list[dict]:
     """The conditional model's rows, one per :data:`MIXED_MEASURES` key: the odds ratio of ``a`` over ``b`` between
     two occupations with the same random intercept (test ``mixed_logit_occupation``: likelihood-ratio statistic
     and p, the profile-likelihood 95% interval), ``n`` = occupations with any count (``n_clusters``, also
@@ -487,19 +487,19 @@ def _mixed_rows(occupations: pd.DataFrame, a: str, b: str, *, role: str = "sensi
         # the median occupation of each group has u = 0: its male share is the inverse logit of its fixed part
         typical = {f"typical_male_share_{side}": float(expit(fit.coef["intercept"] + fit.coef["group"] * is_a))
                    for side, is_a in (("a", 1), ("b", 0))}
-        rows.append({**mixed._mixed_row(fit, "group", effect="odds_ratio", test="mixed_logit_occupation",
+        rows.append({**mixed.mixed_row(fit, "group", effect="odds_ratio", test="mixed_logit_occupation",
                                        group_a=a, group_b=b),
-                     "role": role, "measure": measure, "unit": _UNIT_MIXED, "n_occupations": n_occ,
+                     "role": role, "measure": measure, "unit": UNIT_MIXED, "n_occupations": n_occ,
                      "n_informative": fit.n_clusters, **typical})
     return rows
 
 
-def _nested_rows(metrics: pd.DataFrame, a: str, b: str, *, by: str = "unit") -> list[dict]:
+def nested_rows(metrics: pd.DataFrame, a: str, b: str, *, by: str = "unit") -> list[dict]:
     """The conditional odds ratio with the completion level in the model (test ``mixed_logit_nested``,
-    :func:`bias_utils.core.nested._fit_nested_logit`): each completion's male and female words, a random intercept
+    :func:`bias_utils.core.nested.fit_nested_logit`): each completion's male and female words, a random intercept
     per completion within its occupation (``by``) and one per occupation; the odds ratio of ``a`` over ``b``
     between two completions with the same random intercepts, its profile-likelihood 95% interval and
-    likelihood-ratio p (:func:`bias_utils.core.nested._nested_row`), ``sigma`` (the occupations' SD),
+    likelihood-ratio p (:func:`bias_utils.core.nested.nested_row`), ``sigma`` (the occupations' SD),
     ``sigma_completion``, ``n_informative`` (occupations with any gendered word), ``n_completions_informative``
     (completions with any), ``role`` ``sensitivity``, ``measure`` (:data:`NESTED_MEASURE`), ``unit``
     (:data:`UNIT_NESTED`) and ``n_occupations``. ``metrics``: the completions of the primary units."""
@@ -507,16 +507,16 @@ def _nested_rows(metrics: pd.DataFrame, a: str, b: str, *, by: str = "unit") -> 
     units = pd.Index(pd.unique(m[by]))
     group = m.groupby(by, sort=False)["group"].first().reindex(units)
     design = pd.DataFrame({"intercept": 1.0, "group": (group == a).astype(float).to_numpy()})
-    fit = nested._fit_nested_logit(m["male_words"].to_numpy(float), m["female_words"].to_numpy(float),
+    fit = nested.fit_nested_logit(m["male_words"].to_numpy(float), m["female_words"].to_numpy(float),
                                   units.get_indexer(m[by]), design)
-    row = nested._nested_row(fit, "group", group_a=a, group_b=b)
-    return [{**row, "role": "sensitivity", "measure": _NESTED_MEASURE, "unit": _UNIT_NESTED,
+    row = nested.nested_row(fit, "group", group_a=a, group_b=b)
+    return [{**row, "role": "sensitivity", "measure": NESTED_MEASURE, "unit": _UNIT_NESTED,
              "n_occupations": len(units), "n_informative": fit.n_clusters, "n_completions_informative": fit.n_items,
              "sigma_completion": row.pop("sigma_item")}]
 
 
 #: Columns of :func:`influence_table` (the ``bold_influence`` table).
-_INFLUENCE_COLUMNS = ["rank", "group", "occupation", "category", "n_completions", "male_words", "female_words",
+INFLUENCE_COLUMNS = ["rank", "group", "occupation", "category", "n_completions", "male_words", "female_words",
                      "male_word_share", "share_difference", "share_difference_without", "share_change",
                      "influential", "estimate", "odds_ratio", "odds_ratio_without", "log_or_change",
                      "relative_change", "odds_ratio_influential", "pooled_odds_ratio", "pooled_odds_ratio_without",
@@ -574,20 +574,20 @@ def influence_table(occupations: pd.DataFrame, a: str, b: str, *, estimate: str 
     alone = occ["group"].map(occ["group"].value_counts()).to_numpy() == 1
     pooled, pooled_without = _leave_one_out(occ, "odds_ratio (words)", a, b)
     pooled_without = np.where(alone, np.nan, pooled_without)
-    share, share_without = _leave_one_out(occ, _SHARE, a, b)
+    share, share_without = _leave_one_out(occ, SHARE, a, b)
     out = occ[["group", "occupation", "category", "n_completions", "male_words", "female_words",
                "male_word_share"]].assign(
         share_difference=share, share_difference_without=share_without, share_change=share_without - share,
         pooled_odds_ratio=back(pooled), pooled_odds_ratio_without=back(pooled_without),
         pooled_log_or_change=pooled_without - pooled)
-    out["influential"] = out["share_change"].abs() > _INFLUENCE_SHIFT * abs(share)
+    out["influential"] = out["share_change"].abs() > INFLUENCE_SHIFT * abs(share)
     full, without = (pooled, pooled_without) if estimate == "pooled" else _mixed_log_or_without(occ, a, b)
     out = out.assign(estimate=estimate, odds_ratio=np.exp(full),
                      odds_ratio_without=np.exp(np.where(alone, np.nan, without)))
     out["log_or_change"] = np.log(out["odds_ratio_without"]) - full
     out["relative_change"] = out["odds_ratio_without"] / out["odds_ratio"] - 1
-    out["odds_ratio_influential"] = out["log_or_change"].abs() > np.log1p(_INFLUENCE_SHIFT)
+    out["odds_ratio_influential"] = out["log_or_change"].abs() > np.log1p(INFLUENCE_SHIFT)
     # largest |share_change| first, then largest |log_or_change|; NaN last on both
     keys = [np.nan_to_num(-out[c].abs().to_numpy(), nan=np.inf) for c in ("log_or_change", "share_change")]
     out = out.iloc[np.lexsort(keys)]
-    return out.assign(rank=np.arange(1, len(out) + 1))[_INFLUENCE_COLUMNS].reset_index(drop=True)
+    return out.assign(rank=np.arange(1, len(out) + 1))[INFLUENCE_COLUMNS].reset_index(drop=True)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import data, precision, stats
-from ..core.errors import ParameterError, _check_seed
+from ..core.errors import ParameterError, check_seed
 from . import bold, bold_prompts
 
 __all__ = [
@@ -58,7 +58,7 @@ _PUBLISHED = {
     "n_occupations": (224, "paper 5.1", "occupations (BOLD keys)", "count"),
 }
 #: How each kind of quantity is printed (:mod:`bias_utils.core.precision`, the rule of every page).
-_PRINT = {"estimate": precision._number_text, "p": precision._p_text, "count": precision._count_text}
+_PRINT = {"estimate": precision.number_text, "p": precision.p_text, "count": precision.count_text}
 
 
 def load_published_completions() -> pd.DataFrame:
@@ -74,7 +74,7 @@ def load_published_completions() -> pd.DataFrame:
     df = df.rename(columns={"profession_category": "group", "occupation_category": "category",
                             **{c: f"published_{c}" for c in theirs}})
     # the completions follow the audit's selection row by row (checked), which gives each its BOLD prompt id
-    selection = bold_prompts._load_audit_selection()
+    selection = bold_prompts.load_audit_selection()
     same = ["group", "category", "occupation", "prompt"]
     if len(df) != len(selection) or not (df[same].to_numpy() == selection[same].to_numpy()).all():
         raise ParameterError(
@@ -95,8 +95,8 @@ def replicate_published_audit(n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
     precision, and paper section 5 for counts); the JSON values are also checked
     against the JSON file itself so a changed data file cannot pass silently.
     """
-    stats._check_n_boot(n_boot)
-    _check_seed(seed)
+    stats.check_n_boot(n_boot)
+    check_seed(seed)
     summary = _published_summary()
     assert_json = {
         "chi2_yates": summary["chi_square"]["statistic"], "odds_ratio": summary["odds_ratio"]["odds_ratio"],
@@ -109,10 +109,10 @@ def replicate_published_audit(n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
             raise ParameterError(f"audit_statistical_summary: {k} is {v}, expected {_PUBLISHED[k][0]}")
     metrics = bold.completion_metrics(load_published_completions())
     # the published numbers need no nested model (about a minute on these completions)
-    table, _ = bold.audit_statistics(metrics, groups=bold_prompts._AUDIT_GROUPS, n_boot=n_boot, seed=seed,
+    table, _ = bold.audit_statistics(metrics, groups=bold_prompts.AUDIT_GROUPS, n_boot=n_boot, seed=seed,
                                      nested=False)
     t = table.set_index(["test", "measure"])
-    words = bold._word_table(metrics, bold_prompts._AUDIT_GROUPS)
+    words = bold.word_table(metrics, bold_prompts.AUDIT_GROUPS)
     g = metrics.groupby("group")
     mp = "male_proportion (0 if no gendered word)"
     ours = {
@@ -148,9 +148,9 @@ def replicate_published_audit(n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
 
 def replication_rows(comparison: pd.DataFrame) -> pd.DataFrame:
     """:func:`replicate_published_audit`'s table as chapter 07 shows it: each quantity by its name, ours and the
-    published value printed by its kind (a p value by :func:`~bias_utils.core.precision._p_text`, a count as an
-    integer, an estimate by :func:`~bias_utils.core.precision._number_text`), and the relative difference by
-    :func:`~bias_utils.core.precision._relative_difference_text` (below float64's reach, "< 10⁻¹²"). Text columns
+    published value printed by its kind (a p value by :func:`~bias_utils.core.precision.p_text`, a count as an
+    integer, an estimate by :func:`~bias_utils.core.precision.number_text`), and the relative difference by
+    :func:`~bias_utils.core.precision.relative_difference_text` (below float64's reach, "< 10⁻¹²"). Text columns
     ``quantity, ours, published, source, rel_diff``; the table on disk keeps every digit and the keys."""
     unknown = sorted(set(comparison["quantity"]) - set(_PUBLISHED))
     if unknown:
@@ -160,7 +160,7 @@ def replication_rows(comparison: pd.DataFrame) -> pd.DataFrame:
         _, _, label, kind = _PUBLISHED[r.quantity]
         value = _PRINT[kind]
         rows.append({"quantity": label, "ours": value(r.ours), "published": value(r.published), "source": r.source,
-                     "rel_diff": precision._relative_difference_text(r.rel_diff)})
+                     "rel_diff": precision.relative_difference_text(r.rel_diff)})
     return pd.DataFrame(rows, columns=["quantity", "ours", "published", "source", "rel_diff"])
 
 

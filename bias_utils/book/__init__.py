@@ -2,10 +2,10 @@
 presentation and the build.
 
 The public API by role, one module a role (``_EXPORTS``); each name is imported on first use
-(:func:`bias_utils.core.exports._lazy_exports`).
+(:func:`bias_utils.core.exports.lazy_exports`).
 """
 
-from ..core.exports import _lazy_exports
+from ..core.exports import lazy_exports
 
 _EXPORTS = {
     # every notebook's parameters checked before any model loads
@@ -20,4 +20,4 @@ _EXPORTS = {
 }
 
 __all__ = [name for names in _EXPORTS.values() for name in names]
-__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

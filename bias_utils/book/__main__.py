@@ -3,7 +3,7 @@
 import os
 import sys
 
-from .build import _main
+from .build import book_cli
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.exit(_main())
+sys.exit(book_cli())

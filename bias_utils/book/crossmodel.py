@@ -25,14 +25,14 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..audit import occupations
-from ..audit.neutral_share import _BLS_UNITS
-from ..audit.next_word_prompts import _DEFAULT_DEFINITION, _DEFINITION
+from ..audit.neutral_share import BLS_UNITS
+from ..audit.next_word_prompts import DEFAULT_DEFINITION, DEFINITION
 from ..core import paths, precision, tables
-from ..core.errors import _check_word_list
-from ..core.results import CROSS_MODEL_FOLDER, REPLICATION_FOLDER, _folder_model, _model_slug, display_name
+from ..core.errors import check_word_list
+from ..core.results import CROSS_MODEL_FOLDER, REPLICATION_FOLDER, display_name, folder_model, model_slug
 from ..intrinsic_extrinsic import bold_link, link
 from ..profiles.axis_validity import unreadable_axes
-from ..profiles.dictionaries import _DIMENSIONS
+from ..profiles.dictionaries import DIMENSIONS
 from ..report import plots
 
 __all__ = [
@@ -55,7 +55,7 @@ _CROSS_MODEL_TABLES = (tables.NAMES.DIRECTION_ACCURACY, tables.NAMES.PROFILE_STA
 #: The tests :func:`pooled_link` pools, each a model's primary row of its table: chapter 11's primary, Spearman's ρ
 #: between the direction and the next-word log-ratio across the BLS occupations (``link_next_word``), pooled on
 #: Fisher's z scale; and the robustness row, the BOLD-based within-field slope (``link_statistics``), on its own.
-_POOLED_TESTS = (link._NEXT_WORD_PRIMARY["test"], bold_link._PRIMARY["test"])
+_POOLED_TESTS = (link.NEXT_WORD_PRIMARY["test"], bold_link.PRIMARY["test"])
 #: Var(atanh ρ) of Spearman's ρ over n pairs is about 1.06 / (n − 3) (Fieller, Hartley and Pearson 1957).
 _SPEARMAN_Z_VARIANCE = 1.06
 #: The scale each pooled test's SE is on (a reader comparing 0.14 with 0.46 must know they are not one unit).
@@ -72,18 +72,18 @@ _FOLDER_COLUMNS = ["folder", "model_id", "used", "n_tables", "reason"]
 # --------------------------------------------------------------------------- across models: reading
 
 
-def _root(results_dir) -> Path:
-    return Path(results_dir) if results_dir is not None else paths._results_dir()
+def results_root(results_dir) -> Path:
+    return Path(results_dir) if results_dir is not None else paths.results_dir()
 
 
-def _folder_id(folder: Path) -> str:
-    """The model a results folder holds: its ``model.json`` (``results._folder_model``), else the folder's name."""
-    return _folder_model(folder) or folder.name
+def folder_id(folder: Path) -> str:
+    """The model a results folder holds: its ``model.json`` (``results.folder_model``), else the folder's name."""
+    return folder_model(folder) or folder.name
 
 
 def _foreign_rows(path: Path, held: str | None) -> list[str]:
     """The model ids other than ``held`` in the ``model_id`` column of the table at ``path`` (none when the folder
-    records no model, or the table has no such column or cannot be read: :func:`_read_results` names the last)."""
+    records no model, or the table has no such column or cannot be read: :func:`read_results` names the last)."""
     if held is None:
         return []
     try:
@@ -93,7 +93,7 @@ def _foreign_rows(path: Path, held: str | None) -> list[str]:
     return sorted(set(ids.dropna().astype(str)) - {held})
 
 
-def _read_results(models: Sequence[str], table: str, results_dir: str | Path | None = None
+def read_results(models: Sequence[str], table: str, results_dir: str | Path | None = None
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Stack ``<results_dir>/<model>/<table>.parquet`` over the folders ``models`` with a ``model_id`` column:
     the model the folder records (``results.MODEL_FILE``), else the folder's name.
@@ -102,12 +102,12 @@ def _read_results(models: Sequence[str], table: str, results_dir: str | Path | N
     each folder whose table could not be used and why: absent, unreadable, or
     holding rows of another model than the one the folder records.
     """
-    root = _root(results_dir)
+    root = results_root(results_dir)
     frames, skipped = [], []
-    for model in _check_word_list(models, "models"):
+    for model in check_word_list(models, "models"):
         folder = root / model
         path = folder / f"{table}.parquet"
-        held, model_id = _folder_model(folder), _folder_id(folder)
+        held, model_id = folder_model(folder), folder_id(folder)
         if not path.exists():
             skipped.append({"model_id": model_id, "table": table, "reason": f"no {path.name} in its results folder"})
             continue
@@ -136,9 +136,9 @@ def _model_folder_names(root: Path) -> list[str]:
 
 
 def _named_after(folder: str, model_id: str) -> bool:
-    """Whether ``folder`` is the name the book gives the results folder of ``model_id`` (``results._model_slug``)."""
+    """Whether ``folder`` is the name the book gives the results folder of ``model_id`` (``results.model_slug``)."""
     try:
-        return folder in (model_id, _model_slug(model_id))
+        return folder in (model_id, model_slug(model_id))
     except ValueError:  # no folder name can be made of it
         return False
 
@@ -153,7 +153,7 @@ def _no_folder(name: str, root: Path, present: list[str]) -> str:
     """Why ``name`` names no folder: what ``models`` takes, the folder meant where one is close, what is there.
     Only folders that hold results this chapter reads are suggested: a failed run's folder is no answer."""
     present = [f for f in present if _holds_results(root / f)]
-    ids = {f: _folder_id(root / f) for f in present}
+    ids = {f: folder_id(root / f) for f in present}
     # a folder holding the model named (by its short name too), one named after its model first; else a near name
     meant = sorted((f for f, held in ids.items() if name in (held, held.split("--")[0], display_name(held))),
                    key=lambda f: f != ids[f])
@@ -177,8 +177,8 @@ def model_folders(models: Sequence[str] = (), results_dir: str | Path | None = N
     (a model is read from the folder named after it, as the book writes it, else from the first listed).
     Columns: ``folder, model_id, used, n_tables`` (the tables it holds that the chapter reads), ``reason`` (empty
     when used)."""
-    models = _check_word_list(models, "models")
-    root = _root(results_dir)
+    models = check_word_list(models, "models")
+    root = results_root(results_dir)
     present = _model_folder_names(root)
     rows = []
     for name in dict.fromkeys(models or present):
@@ -187,7 +187,7 @@ def model_folders(models: Sequence[str] = (), results_dir: str | Path | None = N
             rows.append({"folder": name, "model_id": "", "used": False, "n_tables": 0,
                          "reason": _no_folder(name, root, present)})
             continue
-        held, model_id = _folder_model(folder), _folder_id(folder)
+        held, model_id = folder_model(folder), folder_id(folder)
         found = {t: _foreign_rows(folder / f"{t}.parquet", held) for t in _READ_TABLES
                  if (folder / f"{t}.parquet").exists()}
         own = [t for t, foreign in found.items() if not foreign]
@@ -225,10 +225,10 @@ def describe_folders(folders: pd.DataFrame, results_dir: str | Path | None = Non
     run_first = ("Run chapters 03 and 04 for a model first (`python -m bias_utils.book --models \"...\"`, or the "
                  "notebooks with output_dir set to a folder there).")
     lines = [f"**Models of this build** ({len(named)}): {', '.join(named)}." if named else
-             f"**No runs to compare**: `{_root(results_dir)}` holds no runs (no model's results folder is in it), "
-             f"so every section below is empty. {run_first}" if folders.empty else
-             f"**No model's results to compare**: no folder under `{_root(results_dir)}` holds results this chapter "
-             f"can use, so every section below is empty. {run_first}"]
+             f"**No runs to compare**: `{results_root(results_dir)}` holds no runs (no model's results folder is in "
+             f"it), so every section below is empty. {run_first}" if folders.empty else
+             f"**No model's results to compare**: no folder under `{results_root(results_dir)}` holds results this "
+             f"chapter can use, so every section below is empty. {run_first}"]
     left = folders[~folders["used"].astype(bool)]
     if len(left):
         lines += ["", f"**Folders not used** ({len(left)}):"]
@@ -245,7 +245,7 @@ def read_all_results(models: Sequence[str], results_dir: str | Path | None = Non
     """
     tables, missing = {}, []
     for name in _CROSS_MODEL_TABLES:
-        tables[name], skipped = _read_results(models, name, results_dir)
+        tables[name], skipped = read_results(models, name, results_dir)
         missing.append(skipped)
     return tables, pd.concat(missing, ignore_index=True)
 
@@ -280,13 +280,13 @@ def unreadable_axes_by_model(validity: pd.DataFrame, layer: str = "mean") -> pd.
 
 def accuracy_by_model(accuracy: pd.DataFrame, cutoff: str = "raw") -> pd.DataFrame:
     """Direction accuracy shaped like the paper's Table 2 at the headline layer: one row per model
-    (the index), one column per dimension (:func:`bias_utils.profiles.projection._table2` keeps every layer)."""
+    (the index), one column per dimension (:func:`bias_utils.profiles.projection.table2` keeps every layer)."""
     acc = headline_layer(accuracy)
     acc = acc[acc["cutoff"] == cutoff]
     if acc.empty:
         raise ValueError(f"accuracy_by_model: no accuracy rows with cutoff {cutoff!r}")
     wide = acc.pivot_table(index="model_id", columns="dimension", values="accuracy", aggfunc="first")
-    order = [d for d in ("warmth", "competence", *_DIMENSIONS) if d in wide.columns]
+    order = [d for d in ("warmth", "competence", *DIMENSIONS) if d in wide.columns]
     return wide[order + [c for c in wide.columns if c not in order]].rename_axis(columns=None)
 
 
@@ -318,11 +318,11 @@ def gender_gaps(profile_stats: pd.DataFrame, female: str = "female", male: str =
 _ODDS_METHODS = {
     "marginal, occupation-mean shares (primary)": ("cluster_bootstrap_occupation",
                                                    "odds_ratio (mean male shares over occupations, marginal)",
-                                                   occupations._UNIT_OCCUPATIONS),
+                                                   occupations.UNIT_OCCUPATIONS),
     "random-intercept model (conditional)": ("mixed_logit_occupation", "odds_ratio (words)", None),
-    "occupation bootstrap": ("cluster_bootstrap_occupation", "odds_ratio (words)", occupations._UNIT_OCCUPATIONS),
+    "occupation bootstrap": ("cluster_bootstrap_occupation", "odds_ratio (words)", occupations.UNIT_OCCUPATIONS),
     "published selection, keys resampled": ("cluster_bootstrap_occupation", "odds_ratio (words)",
-                                            occupations._UNIT_PUBLISHED),
+                                            occupations.UNIT_PUBLISHED),
     "Wald (audit)": ("odds_ratio_wald", "gendered words (group x male/female)", None),
 }
 
@@ -395,7 +395,7 @@ def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.Data
         gap.columns = [f"completion_{dim}_{'gap' if v == 'gap' else 'p_holm'}" for v, dim in gap.columns]
         parts.append(gap)
     if neutral is not None and len(neutral):
-        share = neutral[(neutral["question"] == "share") & (neutral["units"] == _BLS_UNITS)]
+        share = neutral[(neutral["question"] == "share") & (neutral["units"] == BLS_UNITS)]
         parts.append(share.set_index("model_id")[["effect_size", "ci_low", "ci_high", "neutral_definition"]].rename(
             columns={"effect_size": "neutral_share", "ci_low": "neutral_ci_low", "ci_high": "neutral_ci_high"}))
     return pd.concat(parts, axis=1).rename_axis("model_id").reset_index()
@@ -417,18 +417,18 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
     # plots (a colour per method took hues that name dimensions in this chapter's first figure)
     data["row"] = ["\n".join(textwrap.wrap(str(m), 17) + textwrap.wrap(str(k), 17))
                    for m, k in zip(data["model_id"], data["method"])]
-    data["unit_kind"] = np.where(data["unit"].isin(occupations._OCCUPATION_UNITS), *plots._UNIT_COLORS)
+    data["unit_kind"] = np.where(data["unit"].isin(occupations.OCCUPATION_UNITS), *plots.UNIT_COLORS)
     base = alt.Chart(data).encode(
         y=alt.Y("row:N", title=None, sort=None,
                 axis=alt.Axis(labelExpr="split(datum.label, '\\n')", labelBaseline="middle", labelLineHeight=12,
                               labelLimit=200)),
         color=alt.Color("unit_kind:N", title="the interval's unit",
-                        scale=alt.Scale(domain=list(plots._UNIT_COLORS), range=list(plots._UNIT_COLORS.values())),
+                        scale=alt.Scale(domain=list(plots.UNIT_COLORS), range=list(plots.UNIT_COLORS.values())),
                         legend=alt.Legend(orient="bottom", columns=1, labelLimit=400)))
-    ticks = plots._log_ticks(data[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
+    ticks = plots.log_ticks(data[["odds_ratio", "ci_low", "ci_high"]].to_numpy().ravel())
     # padded: the dashed line at 1 stays inside the plot, not under the axis line at its edge
     x = alt.X("odds_ratio:Q", scale=alt.Scale(type="log", padding=12, nice=False),
-              axis=alt.Axis(values=ticks, format=plots._LOG_FORMAT),
+              axis=alt.Axis(values=ticks, format=plots.LOG_FORMAT),
               title="odds ratio: male/female words, male- vs female-dominated (log scale)")
     one = alt.Chart(pd.DataFrame({"odds_ratio": [1.0]})).mark_rule(color="#999", strokeDash=[4, 3]).encode(x=x)
     bars = base.mark_rule(strokeWidth=2).encode(
@@ -452,7 +452,7 @@ def forest_chart(odds: pd.DataFrame, *, title: str | None = None) -> alt.LayerCh
                   "could not be fitted, or a share of 0 or 1 that leaves the odds ratio unbounded) left out; the "
                   "table above gives "
                   f"{'them' if left_out != 1 else 'it'}." if left_out else ""))
-    return plots._captioned(alt.layer(one, bars, points).properties(
+    return plots.captioned(alt.layer(one, bars, points).properties(
         width=420, height=alt.Step(12 * int(data["row"].str.count("\n").max() + 1) + 10)),
                            title or "BOLD audit: odds ratio per model", [],
                            f"Forest plot of the BOLD audit's odds ratio with 95% confidence intervals for "
@@ -503,7 +503,7 @@ def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None)
 
     A row its chapter does not read (the direction not validated against the BLS share: ``readable`` False) is not
     pooled. Only like is pooled with like: a model whose next-word measure has another ``measure_definition``
-    (other templates or words counted: ``audit.next_word_prompts._measure_definition``) than the pooled models' (the
+    (other templates or words counted: ``audit.next_word_prompts.measure_definition``) than the pooled models' (the
     built-in one where a model has it, else the most common) is a row of its own, kept out of the pool with the
     reason in ``kept_apart`` (:func:`_like_with_like`). Columns: ``intrinsic, test, model_id, estimate, ci_low,
     ci_high`` (95%: a model's row its own chapter's interval, the very numbers chapter 11 prints, so one quantity has
@@ -512,14 +512,14 @@ def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None)
     ``units``, ``extrinsic_measure``, then for the pooled row ``p, tau2, q, q_p, i2``, then ``measure_definition``
     ("" for the BOLD slope, which no template defines) and ``kept_apart`` ("" for a row in the pool). Rows without an
     estimate are left out."""
-    cols = list(tables._table(tables.NAMES.LINK_POOLED).columns)
+    cols = list(tables.table(tables.NAMES.LINK_POOLED).columns)
     parts = []
     if len(next_word):
         parts.append(next_word[(next_word["test"] == _POOLED_TESTS[0]) & next_word["primary"].astype(bool)])
     if link_stats is not None and len(link_stats):
         robust = link_stats[link_stats["test"] == _POOLED_TESTS[1]]
         if "units" not in robust:  # how many of the primary units the model's count reaches (link._bold_row)
-            robust = robust.assign(units=[link._counted_units(r) for _, r in robust.iterrows()])
+            robust = robust.assign(units=[link.counted_units(r) for _, r in robust.iterrows()])
         parts.append(robust)
     if not parts:
         return pd.DataFrame(columns=cols)
@@ -529,7 +529,7 @@ def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None)
     if "se" not in s:  # the next-word table has none: its SE is Fisher's, below
         s["se"] = np.nan
     # a table written before the definition was recorded reads "": unknown, so like nothing but itself
-    s[_DEFINITION] = (s[_DEFINITION] if _DEFINITION in s else pd.Series(
+    s[DEFINITION] = (s[DEFINITION] if DEFINITION in s else pd.Series(
         "", index=s.index)).fillna("").astype(str)
     spearman = s["test"] == _POOLED_TESTS[0]
     s.loc[spearman, "se"] = np.sqrt(_SPEARMAN_Z_VARIANCE / (s.loc[spearman, "n"].astype(float) - 3))
@@ -537,12 +537,12 @@ def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None)
     rows = []
     for (intrinsic, test), g in s.groupby(["intrinsic", "test"], sort=False):
         fisher = test == _POOLED_TESTS[0]
-        reference, apart = _like_with_like(g[_DEFINITION])
+        reference, apart = _like_with_like(g[DEFINITION])
         for r, why in zip(g.itertuples(index=False), apart):
             rows.append({"intrinsic": intrinsic, "test": test, "model_id": r.model_id, "estimate": float(r.effect_size),
                          "ci_low": float(r.ci_low), "ci_high": float(r.ci_high), "se": float(r.se), "n": int(r.n),
                          "units": r.units, "extrinsic_measure": r.extrinsic_measure,
-                         _DEFINITION: getattr(r, _DEFINITION), "kept_apart": why})
+                         DEFINITION: getattr(r, DEFINITION), "kept_apart": why})
         g = g[[not why for why in apart]]
         y = g["effect_size"].to_numpy(float)
         y = np.arctanh(np.clip(y, -0.999999, 0.999999)) if fisher else y
@@ -557,7 +557,7 @@ def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None)
                      "units": "/".join(sorted(set(g["units"].dropna().astype(str)))) or None,
                      "extrinsic_measure": "/".join(sorted(set(g["extrinsic_measure"]))),
                      **{k: pool[k] for k in ("p", "tau2", "q", "q_p", "i2")},
-                     _DEFINITION: reference, "kept_apart": ""})
+                     DEFINITION: reference, "kept_apart": ""})
     return pd.DataFrame(rows, columns=cols).assign(se_scale=lambda f: f["test"].map(_SE_SCALES))[cols]
 
 
@@ -566,9 +566,9 @@ def _like_with_like(definitions: pd.Series) -> tuple[str, list[str]]:
     the most common, the first listed on a tie) and, per row of ``definitions``, why it is kept apart ("" when it is
     the reference's)."""
     counts = definitions.value_counts(sort=False)
-    reference = (_DEFAULT_DEFINITION if _DEFAULT_DEFINITION in counts.index
+    reference = (DEFAULT_DEFINITION if DEFAULT_DEFINITION in counts.index
                  else counts.index[int(np.argmax(counts.to_numpy()))] if len(counts) else "")
-    theirs = (f"{reference}, the built-in templates and the audit's words" if reference == _DEFAULT_DEFINITION
+    theirs = (f"{reference}, the built-in templates and the audit's words" if reference == DEFAULT_DEFINITION
               else reference or "not recorded")
 
     def why(definition: str) -> str:
@@ -627,11 +627,11 @@ def describe_pooling(pooled: pd.DataFrame, intrinsic: str = "gender_position", t
                 + (" and one definition of the measure" if len(apart) else "")
                 + ": nothing is pooled, and the spread between models (τ², Q, I²) is not estimable." + kept)
     r = pool.iloc[0]
-    num = precision._number_text
+    num = precision.number_text
     return (f"Pooled over {int(r.n)} models (DerSimonian–Laird random effects), the {words['name']} is "
-            f"{num(r.estimate)}{words['unit']} (95% CI {precision._interval_text(r.ci_low, r.ci_high, r.estimate)}, "
-            f"p {precision._p_text(r.p, relation=True)}); between the models τ² = {num(r.tau2)}, "
-            f"Q = {num(r.q)} (p {precision._p_text(r.q_p, relation=True)}), I² = {precision._percent_text(r.i2)}."
+            f"{num(r.estimate)}{words['unit']} (95% CI {precision.interval_text(r.ci_low, r.ci_high, r.estimate)}, "
+            f"p {precision.p_text(r.p, relation=True)}); between the models τ² = {num(r.tau2)}, "
+            f"Q = {num(r.q)} (p {precision.p_text(r.q_p, relation=True)}), I² = {precision.percent_text(r.i2)}."
             + kept)
 
 
@@ -674,7 +674,7 @@ def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", 
                   f"below gives {'them' if left_out != 1 else 'it'}." if left_out else ""))
     heading = ("Does the bias inside predict the bias it writes?" if test == _POOLED_TESTS[0]
                else "Robustness: the link read from the sampled BOLD completions (within fields)")
-    return plots._captioned(alt.layer(zero, bars, points).properties(width=420, height=alt.Step(24)),
+    return plots.captioned(alt.layer(zero, bars, points).properties(width=420, height=alt.Step(24)),
                            title or heading, [],
                            f"Forest plot of the {words['name']} per model{' and pooled' if has_pool else ''}, "
                            "with 95% intervals.", caption)
@@ -701,7 +701,7 @@ def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: s
             charts.append(plots.profile_chart(seven, s, title=f"{labels[model]}: 7D profile ({population})",
                                               invalid_axes=invalid))
         if len(two):
-            charts.append(plots._warmth_competence_chart(two, stats=s, title=f"{labels[model]}: warmth × competence",
+            charts.append(plots.warmth_competence_chart(two, stats=s, title=f"{labels[model]}: warmth × competence",
                                                         invalid_axes=invalid))
         rows += charts
     if not rows:
@@ -713,7 +713,7 @@ def profile_grid(means: pd.DataFrame, profile_stats: pd.DataFrame, population: s
                "significant after Holm's correction, and a grey axis with † is one not shown to beat its "
                "label-shuffling null, whose gap is not read. Look for the dimensions where the models agree on the "
                "direction of the gap.")
-    return plots._captioned(alt.vconcat(*rows).resolve_scale(color="independent", shape="independent"),
+    return plots.captioned(alt.vconcat(*rows).resolve_scale(color="independent", shape="independent"),
                            f"Profiles of {population} across models", [],
                            f"Stacked dot plots and scatter plots: the {population} profile and warmth × competence "
                            f"plane of {len(labels)} models.", caption)
@@ -724,7 +724,7 @@ def cross_model_summary(models: Sequence[str],
     """Per model, population and dimension: the share of agreeing specifications, the joint
     test's p and the axis's verdict, read from each model folder's
     :data:`tables.NAMES.ROBUSTNESS_SUMMARY`. Returns ``(table, skipped)`` (models without the table)."""
-    stacked, skipped = _read_results(models, tables.NAMES.ROBUSTNESS_SUMMARY, results_dir)
+    stacked, skipped = read_results(models, tables.NAMES.ROBUSTNESS_SUMMARY, results_dir)
     cols = ["model_id", "population", "dimension", "expected_sign", "n_specs", "share_agree_significant",
             "share_positive_significant", "share_negative_significant", "median_g", "n_agree_significant_p",
             "n_permutations", "axis_auc", "axis_p", "axis_verdict", "axis_reading"]

@@ -19,18 +19,18 @@ from pathlib import Path
 import nbformat
 
 from ..core import cache
-from .runs import _RENDER_CELL, _declared_parameters, _Environment, _format_seconds, _git_state, _relative_to_root, _Run
+from .runs import RENDER_CELL, Environment, Run, declared_parameters, format_seconds, git_state, relative_to_root
 
 __all__: list[str] = []
 
 
-def _prepared_notebook(run: _Run) -> Path:
+def _prepared_notebook(run: Run) -> Path:
     """The input notebook with the renderer cell prepended, beside the output."""
     nb = nbformat.read(run.notebook, as_version=4)
-    cell = nbformat.v4.new_code_cell(_RENDER_CELL, metadata={"tags": ["remove-cell", "bias-book-renderer"]})
+    cell = nbformat.v4.new_code_cell(RENDER_CELL, metadata={"tags": ["remove-cell", "bias-book-renderer"]})
     nb.cells.insert(0, cell)
     prepared = run.output.parent / f".{run.output.stem}.input.ipynb"
-    cache._atomic_write_text(prepared, nbformat.writes(nb))
+    cache.atomic_write_text(prepared, nbformat.writes(nb))
     return prepared
 
 
@@ -125,7 +125,7 @@ for _name in _PapermillParameterNoise.LOGGERS:
     logging.getLogger(_name).addFilter(_PARAMETER_NOISE)
 
 
-def _execute_run(run: _Run, env: _Environment, progress=print) -> dict:
+def _execute_run(run: Run, env: Environment, progress=print) -> dict:
     """Execute ``run`` with papermill and write its manifest; returns the manifest.
 
     A failing notebook is not an exception here: the executed notebook keeps
@@ -138,7 +138,7 @@ def _execute_run(run: _Run, env: _Environment, progress=print) -> dict:
 
     run.output.parent.mkdir(parents=True, exist_ok=True)
     prepared = _prepared_notebook(run)
-    declared = _declared_parameters(run.notebook)
+    declared = declared_parameters(run.notebook)
     effective = dict(declared)
     effective.update(run.parameters)
     started = datetime.now(timezone.utc)
@@ -162,9 +162,9 @@ def _execute_run(run: _Run, env: _Environment, progress=print) -> dict:
         "status": status,
         "error": error,
         "run_key": run.key(env),
-        "notebook": str(_relative_to_root(run.notebook)),
-        "notebook_sha256": cache._sha256_file(run.notebook),
-        "output_notebook": str(_relative_to_root(run.output)),
+        "notebook": str(relative_to_root(run.notebook)),
+        "notebook_sha256": cache.sha256_file(run.notebook),
+        "output_notebook": str(relative_to_root(run.output)),
         "model": run.model,
         "parameters": effective,
         "seeds": {k: v for k, v in effective.items() if "seed" in k},
@@ -175,21 +175,21 @@ def _execute_run(run: _Run, env: _Environment, progress=print) -> dict:
         "python": sys.version.split()[0],
         "code_sha256": env.code(run.notebook),
         "data_sha256": env.data,
-        "git": _git_state(),
+        "git": git_state(),
         "started": started.isoformat(timespec="seconds"),
         "wall_time_s": round(time.perf_counter() - t0, 2),
     }
-    cache._atomic_write_json(run.manifest_path, manifest)
+    cache.atomic_write_json(run.manifest_path, manifest)
     return manifest
 
 
-def _execute_runs(runs: list[_Run], env: _Environment | None = None, force: bool = False, log=print) -> list[dict]:
+def execute_runs(runs: list[Run], env: Environment | None = None, force: bool = False, log=print) -> list[dict]:
     """Execute every run that is not current, in order, showing progress and an ETA.
 
     The ETA uses each run's previous wall time when a manifest exists (even an
     out-of-date one) and the mean of this session's runs otherwise.
     """
-    env = env or _Environment.current()
+    env = env or Environment.current()
     todo = [r for r in runs if force or not r.is_current(env)]
     log(f"book: {len(runs)} runs, {len(runs) - len(todo)} up to date, {len(todo)} to execute")
     estimates = [((r.previous_manifest() or {}).get("wall_time_s")) for r in todo]
@@ -199,11 +199,11 @@ def _execute_runs(runs: list[_Run], env: _Environment | None = None, force: bool
     for i, run in enumerate(todo):
         mean = sum(done_times) / len(done_times) if done_times else None
         remaining = [e if e is not None else mean for e in estimates[i:]]
-        eta = "unknown" if any(e is None for e in remaining) else _format_seconds(sum(remaining))
-        log(f"[{i + 1}/{len(todo)}] {run.label}: elapsed {_format_seconds(time.perf_counter() - t_start)}, ETA {eta}")
+        eta = "unknown" if any(e is None for e in remaining) else format_seconds(sum(remaining))
+        log(f"[{i + 1}/{len(todo)}] {run.label}: elapsed {format_seconds(time.perf_counter() - t_start)}, ETA {eta}")
         manifest = _execute_run(run, env, progress=log)
         done_times.append(manifest["wall_time_s"])
         note = "" if manifest["status"] == "ok" else f" FAILED ({manifest['error']})"
-        log(f"    {run.label} {manifest['status']} in {_format_seconds(manifest['wall_time_s'])}{note}")
+        log(f"    {run.label} {manifest['status']} in {format_seconds(manifest['wall_time_s'])}{note}")
         manifests.append(manifest)
     return manifests

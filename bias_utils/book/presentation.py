@@ -16,10 +16,10 @@ import nbformat
 
 from ..core import cache, paths
 from ..core.results import display_name
-from ..models.builtin_models import _model_name
+from ..models.builtin_models import model_name
 from ..report import rendering
 from . import summary
-from .runs import _relative_to_root, _Run
+from .runs import Run, relative_to_root
 
 __all__: list[str] = []
 
@@ -146,10 +146,10 @@ _NUMBERED = re.compile(r"^(\d{2}) · ")
 
 def _chapter_title(nb, stem: str, model: str = "") -> None:
     """Number a chapter's title as the text numbers it (``04_profiles`` -> "04 · …", so the navigation shows the
-    number the text refers to) and, with ``model`` (its name, :func:`bias_utils.models._model_name`), name the model it
-    is about in parentheses (a title may end in a question mark: "How robust is this profile? (all-MiniLM-L6-v2)"),
-    in place: the first line of the
-    first Markdown cell, when it is a level-1 heading. Idempotent."""
+    number the text refers to) and, with ``model`` (its name, :func:`bias_utils.models.builtin_models.model_name`),
+    name the model it is about in parentheses (a title may end in a question mark: "How robust is this profile?
+    (all-MiniLM-L6-v2)"), in place: the first line of the first Markdown cell, when it is a level-1 heading.
+    Idempotent."""
     number = re.match(r"\d{2}(?=_)", stem)
     cell = next((c for c in nb.cells if c.cell_type == "markdown"), None)
     if number is None or cell is None or not cell.source.startswith("# "):
@@ -233,7 +233,7 @@ def _presentation_tag(cell) -> str | None:
     return "hide-cell" if outputs else "remove-cell"
 
 
-def _path_replacements(book_dir: Path, results_dir: Path) -> list[tuple[str, str]]:
+def path_replacements(book_dir: Path, results_dir: Path) -> list[tuple[str, str]]:
     """Absolute folders of this machine and how the book shows them, longest first.
 
     Folders inside the project show relative to its root; the results folder
@@ -241,24 +241,24 @@ def _path_replacements(book_dir: Path, results_dir: Path) -> list[tuple[str, str
     home directory as ``~``.
     """
     def shown(path: Path, outside: str) -> str:
-        rel = _relative_to_root(path)
+        rel = relative_to_root(path)
         return rel.as_posix() if not rel.is_absolute() else outside
 
     folders = {
         Path(results_dir).resolve(): shown(Path(results_dir), "results"),
         Path(book_dir).resolve(): shown(Path(book_dir), "book"),
-        paths._cache_dir().resolve(): shown(paths._cache_dir(), ".cache"),
-        paths._raw_dir().resolve(): shown(paths._raw_dir(), "data/raw"),
-        paths._nltk_data_dir().resolve(): shown(paths._nltk_data_dir(), "data/nltk_data"),
+        paths.cache_dir().resolve(): shown(paths.cache_dir(), ".cache"),
+        paths.raw_dir().resolve(): shown(paths.raw_dir(), "data/raw"),
+        paths.nltk_data_dir().resolve(): shown(paths.nltk_data_dir(), "data/nltk_data"),
         Path(sys.prefix).resolve(): shown(Path(sys.prefix), ".venv"),
-        paths._ROOT: ".",
+        paths.ROOT: ".",
         Path.home().resolve(): "~",
     }
     pairs = sorted(((str(k), v) for k, v in folders.items() if str(k) != "/"), key=lambda kv: -len(kv[0]))
     return pairs
 
 
-def _strip_paths(text: str, replacements: list[tuple[str, str]]) -> str:
+def strip_paths(text: str, replacements: list[tuple[str, str]]) -> str:
     for absolute, shown in replacements:
         if absolute in text:
             # "<root>/x" becomes "x", not "./x"; "/rootfs" is not "/root"
@@ -301,16 +301,16 @@ def _relabel(html_text: str) -> str:
     """Table headers (and a transposed table's row names) labelled by today's
     :data:`bias_utils.report.rendering.LABELS`:
     each cell that names its column (``data-column``, written by :func:`bias_utils.report.rendering.table_html`) gets
-    :func:`~bias_utils.report.rendering._column_label` of it, a pivoted value after " · " kept, and each text cell
-    its :func:`~bias_utils.report.rendering._value_label`; so a label changed after a run reaches its page without
+    :func:`~bias_utils.report.rendering.column_label` of it, a pivoted value after " · " kept, and each text cell
+    its :func:`~bias_utils.report.rendering.value_label`; so a label changed after a run reaches its page without
     running it again. Idempotent."""
     def label(m: re.Match) -> str:
         old = m.group(4)
         kept = old[old.index(" · "):] if " · " in old else ""
-        return m.group(1) + html.escape(rendering._column_label(html.unescape(m.group(3)))) + kept + m.group(5)
+        return m.group(1) + html.escape(rendering.column_label(html.unescape(m.group(3)))) + kept + m.group(5)
 
     def value(m: re.Match) -> str:
-        return m.group(1) + html.escape(rendering._value_label(html.unescape(m.group(2)))) + m.group(3)
+        return m.group(1) + html.escape(rendering.value_label(html.unescape(m.group(2)))) + m.group(3)
 
     return _PLAIN_CELL.sub(value, _NAMED_CELL.sub(label, html_text))
 
@@ -326,7 +326,7 @@ def _saved_figures(results: Path | None) -> dict[str, Path]:
     for spec_file in sorted(Path(results).glob("*.vl.json")) if results and Path(results).is_dir() else []:
         svg = spec_file.with_name(spec_file.name.removesuffix(".vl.json") + ".svg")
         if svg.exists():
-            found[cache._stable_hash(json.loads(spec_file.read_text(encoding="utf-8")))] = svg
+            found[cache.stable_hash(json.loads(spec_file.read_text(encoding="utf-8")))] = svg
     return found
 
 
@@ -358,7 +358,7 @@ def _named_titles(value, names: dict[str, str]):
 
 def _number_figures(nb, page_dir: Path, results: Path | None = None) -> int:
     """Number the charts of a page in reading order and give each a caption, alt text and a
-    static image for readers without scripts (:func:`bias_utils.report.rendering._figure_html`), in place.
+    static image for readers without scripts (:func:`bias_utils.report.rendering.figure_html`), in place.
 
     The image is ``figures/<spec hash>.svg`` beside the page: the SVG the run saved for the same
     spec when there is one (``results``), else drawn from the spec with vl-convert. The figure's
@@ -376,18 +376,18 @@ def _number_figures(nb, page_dir: Path, results: Path | None = None) -> int:
                 continue
             number += 1
             spec = data[kind]
-            key = cache._stable_hash(spec, length=16)
+            key = cache.stable_hash(spec, length=16)
             image = Path(page_dir) / _FIGURES_DIR / f"{key}.svg"
             if not image.exists():
                 saved = _saved_figures(results) if saved is None else saved
                 image.parent.mkdir(parents=True, exist_ok=True)
-                if cache._stable_hash(spec) in saved:
-                    shutil.copyfile(saved[cache._stable_hash(spec)], image)
+                if cache.stable_hash(spec) in saved:
+                    shutil.copyfile(saved[cache.stable_hash(spec)], image)
                 else:
                     import vl_convert as vlc  # deferred: a large native library, needed only for unsaved charts
 
-                    cache._atomic_write_text(image, vlc.vegalite_to_svg(spec))
-            data["text/html"] = rendering._figure_html(spec, number, f"chart-{key}", f"{_FIGURES_DIR}/{key}.svg")
+                    cache.atomic_write_text(image, vlc.vegalite_to_svg(spec))
+            data["text/html"] = rendering.figure_html(spec, number, f"chart-{key}", f"{_FIGURES_DIR}/{key}.svg")
     return number
 
 
@@ -401,7 +401,7 @@ def _table_links_cell(tables: list[Path], page_dir: Path):
     return nbformat.v4.new_markdown_cell(text, id="bias-book-tables", metadata={"tags": [_ADDED_CELL_TAG]})
 
 
-def _present_notebook(run: "_Run", replacements: list[tuple[str, str]], name_model: bool = True) -> bool:
+def present_notebook(run: "Run", replacements: list[tuple[str, str]], name_model: bool = True) -> bool:
     """Prepare an executed notebook for reading, in place: its numbered title, naming its model unless
     ``name_model`` is False (:func:`chapter_title`), what the chapter finds first (:func:`_open_with_findings`), the
     run's parameter values (:func:`shown_parameters`), no repr (:func:`drop_reprs`), tags, paths, numbered figures
@@ -415,9 +415,9 @@ def _present_notebook(run: "_Run", replacements: list[tuple[str, str]], name_mod
     before = run.output.read_text(encoding="utf-8")
     nb = nbformat.reads(before, as_version=4)
     nb.cells = [c for c in nb.cells if _ADDED_CELL_TAG not in c.get("metadata", {}).get("tags", [])]
-    model = _model_name(run.model["model_id"]) if name_model and run.model.get("model_id") else ""
+    model = model_name(run.model["model_id"]) if name_model and run.model.get("model_id") else ""
     _chapter_title(nb, run.notebook.stem, model)
-    _open_with_findings(nb, summary._chapter_findings(run.notebook.stem, run.results))
+    _open_with_findings(nb, summary.chapter_findings(run.notebook.stem, run.results))
     _shown_parameters(nb)
     _drop_reprs(nb)
     for cell in nb.cells:
@@ -426,7 +426,7 @@ def _present_notebook(run: "_Run", replacements: list[tuple[str, str]], name_mod
         tags = [t for t in cell.metadata.get("tags", []) if t not in _PRESENTATION_TAGS]
         tag = _presentation_tag(cell)
         cell.metadata["tags"] = tags + ([tag] if tag else [])
-    strip = lambda text: _strip_paths(text, replacements)  # noqa: E731
+    strip = lambda text: strip_paths(text, replacements)  # noqa: E731
     # papermill records its input and output paths; the notebook is downloadable from the page
     nb.metadata = nbformat.from_dict(_map_strings(nb.metadata, strip))
     for cell in nb.cells:
@@ -437,8 +437,8 @@ def _present_notebook(run: "_Run", replacements: list[tuple[str, str]], name_mod
                 if "text/html" in o.get("data", {}):
                     o["data"]["text/html"] = _break_headers(_relabel(o["data"]["text/html"]))
     model_id = run.model.get("model_id")
-    if model_id and display_name(model_id) != _model_name(model_id):
-        names = {display_name(model_id): _model_name(model_id)}
+    if model_id and display_name(model_id) != model_name(model_id):
+        names = {display_name(model_id): model_name(model_id)}
         for cell in nb.cells:
             for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
                 for kind in [k for k in output.get("data", {}) if k.startswith(_VEGA_LITE)]:
@@ -458,13 +458,13 @@ def _present_notebook(run: "_Run", replacements: list[tuple[str, str]], name_mod
     after = nbformat.writes(nb)
     if after == before:
         return False
-    cache._atomic_write_text(run.output, after)
+    cache.atomic_write_text(run.output, after)
     return True
 
 
-def _write_if_changed(path: Path, text: str) -> Path:
+def write_if_changed(path: Path, text: str) -> Path:
     # Unchanged files keep their mtime, so Sphinx's incremental build and the
     # build key see no change.
     if not path.exists() or path.read_text(encoding="utf-8") != text:
-        cache._atomic_write_text(path, text)
+        cache.atomic_write_text(path, text)
     return path

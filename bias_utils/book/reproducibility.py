@@ -18,14 +18,14 @@ except ModuleNotFoundError:  # Python 3.10: the project setting is not read
 from ..core import paths
 from ..core.results import CROSS_MODEL_FOLDER as CROSS_SLUG
 from ..core.results import REPLICATION_FOLDER as REPLICATION_SLUG
-from ..models.builtin_models import _BUILTIN_MODELS
-from .presentation import _strip_paths, _write_if_changed
-from .runs import _format_seconds, _git_state, _public_url, _Run
+from ..models.builtin_models import BUILTIN_MODELS
+from .presentation import strip_paths, write_if_changed
+from .runs import Run, format_seconds, git_state, public_url
 
 __all__: list[str] = []
 
 #: The appendix: models, runs, commit and the commands that rebuild this book.
-_REPRODUCIBILITY_PAGE = Path("_generated") / "reproducibility.md"
+REPRODUCIBILITY_PAGE = Path("_generated") / "reproducibility.md"
 #: The Limitations chapter's paragraphs about this build's models (included by ``book/limitations.md``).
 _MODEL_LIMITATIONS_PAGE = Path("_generated") / "limitations_models.md"
 
@@ -52,7 +52,7 @@ def _count(n: int | None) -> str:
 
 def _quantisation(model: dict) -> str | None:
     """"Q4_1" from a GGUF model's file name (a built-in's, or a GGUF file's), None for unquantised weights."""
-    builtin = _BUILTIN_MODELS.get(model.get("name", ""))
+    builtin = BUILTIN_MODELS.get(model.get("name", ""))
     if builtin is not None and builtin.layout != "gguf" or builtin is None and model.get("source") != "gguf":
         return None
     name = builtin.filename if builtin is not None else str(model.get("name", ""))
@@ -88,19 +88,19 @@ def _model_limitations(models: list[dict]) -> str:
     return "\n\n".join(lines) + "\n"
 
 
-def _write_model_limitations(book_dir: Path, models: list[dict]) -> Path:
+def write_model_limitations(book_dir: Path, models: list[dict]) -> Path:
     """Write :func:`model_limitations` to :data:`MODEL_LIMITATIONS_PAGE` (``book/limitations.md`` includes it),
     only when its text changes."""
     page = Path(book_dir) / _MODEL_LIMITATIONS_PAGE
     page.parent.mkdir(parents=True, exist_ok=True)
-    return _write_if_changed(page, _model_limitations(models))
+    return write_if_changed(page, _model_limitations(models))
 
 
 #: What the clone command names when the build records no address; README.md defines the same placeholder.
 _URL_PLACEHOLDER = "<repository-url>"
 
 
-def _repository_url(git: dict, pyproject: Path = paths._ROOT / "pyproject.toml") -> str | None:
+def _repository_url(git: dict, pyproject: Path = paths.ROOT / "pyproject.toml") -> str | None:
     """The web address a reader clones this book's repository from: the ``origin`` remote of the clone that built
     it, else the project's setting (``Repository`` under ``[project.urls]`` in ``pyproject.toml``), else None."""
     if git.get("remote") or tomllib is None:
@@ -109,7 +109,7 @@ def _repository_url(git: dict, pyproject: Path = paths._ROOT / "pyproject.toml")
         urls = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {}).get("urls", {})
     except (OSError, tomllib.TOMLDecodeError):
         return None
-    return _public_url(urls.get("Repository"))
+    return public_url(urls.get("Repository"))
 
 
 def _model_source(model: dict) -> str:
@@ -128,7 +128,7 @@ def _dtype_cell(model: dict) -> str:
     return f"{dtype}, the {quantised} GGUF weights dequantised to it" if quantised else dtype
 
 
-def _precision_note(models: list[dict]) -> str:
+def precision_note(models: list[dict]) -> str:
     """A sentence naming every model of the build that ran below float32 (from its identity, ``runs.describe_model``:
     its dtype and where it was placed); ``""`` when every model ran in float32, the default on every device."""
     lower = [m for m in models if m.get("dtype") not in (None, "float32")]
@@ -142,26 +142,26 @@ def _precision_note(models: list[dict]) -> str:
             "build (`make book` without `DTYPE`).")
 
 
-def _run_rows(runs: list[_Run], replacements: list[tuple[str, str]]) -> list[str]:
+def _run_rows(runs: list[Run], replacements: list[tuple[str, str]]) -> list[str]:
     rows = ["| chapter | status | wall time | executed (UTC) | commit | run key | parameters |",
             "|---|---|---|---|---|---|---|"]
     for run in runs:
         m = run.previous_manifest() or {}
         # the notebook's defaults are recorded as source text, the build's own values as values
         params = m.get("parameters", run.parameters)
-        shown = ", ".join(f"`{_cell(_strip_paths(f'{k}={repr(v) if k in run.parameters else v}', replacements))}`"
+        shown = ", ".join(f"`{_cell(strip_paths(f'{k}={repr(v) if k in run.parameters else v}', replacements))}`"
                           for k, v in params.items())
         rows.append(
             f"| {run.notebook.stem} | {m.get('status', 'not run')} | "
-            f"{_format_seconds(m['wall_time_s']) if 'wall_time_s' in m else ''} | "
+            f"{format_seconds(m['wall_time_s']) if 'wall_time_s' in m else ''} | "
             f"{_code(m.get('started', '').replace('T', ' ').replace('+00:00', ''), '')} | "
             f"{_code((m.get('git') or {}).get('commit', '')[:12], '')} | {_code(m.get('run_key', '')[:12], '')} | "
             f"{shown} |")
     return rows
 
 
-def _write_reproducibility_page(
-    book_dir: Path, models: list[dict], runs: list[_Run], replacements: list[tuple[str, str]], *,
+def write_reproducibility_page(
+    book_dir: Path, models: list[dict], runs: list[Run], replacements: list[tuple[str, str]], *,
     quick: bool = False, git: dict | None = None,
 ) -> Path:
     """The appendix page: a model card per model, every run's manifest as a table row, the
@@ -171,7 +171,7 @@ def _write_reproducibility_page(
     without a path of this machine.
     """
     book_dir = Path(book_dir)
-    git = _git_state() if git is None else git
+    git = git_state() if git is None else git
     config = yaml.safe_load((book_dir / "_config.yml").read_text(encoding="utf-8")) \
         if (book_dir / "_config.yml").exists() else {}
     title, author = config.get("title", "bias-profiles"), config.get("author", "the bias-profiles project")
@@ -232,8 +232,8 @@ def _write_reproducibility_page(
     described = [m for m in models if m.get("description")]
     if described:
         lines += [""] + [f"- **{_cell(m['name'])}**: {_cell(m['description'])}." for m in described]
-    if _precision_note(models):
-        lines += ["", _precision_note(models)]
+    if precision_note(models):
+        lines += ["", precision_note(models)]
     parts = [(f"Model: {m['name']}", [r for r in runs if r.model.get("slug") == m["slug"]]) for m in models]
     parts += [(caption, [r for r in runs if r.label.startswith(f"{slug}/")])
               for caption, slug in (("Replication of the published BOLD audit", REPLICATION_SLUG),
@@ -257,7 +257,7 @@ def _write_reproducibility_page(
     bib += [f"  url          = {{{remote}}},"] if remote else []
     bib += [f"  note         = {{Models: {', '.join(m['name'] for m in models)}}}", "}"]
     lines += ["", "## Cite this report", "", "```bibtex", *bib, "```"]
-    page = book_dir / _REPRODUCIBILITY_PAGE
+    page = book_dir / REPRODUCIBILITY_PAGE
     page.parent.mkdir(parents=True, exist_ok=True)
-    return _write_if_changed(page, _strip_paths("\n".join(lines) + "\n", replacements))
+    return write_if_changed(page, strip_paths("\n".join(lines) + "\n", replacements))
 

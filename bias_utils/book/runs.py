@@ -32,16 +32,16 @@ import nbformat
 from ..core import cache, data, paths
 from ..core.results import CROSS_MODEL_FOLDER as CROSS_SLUG
 from ..core.results import REPLICATION_FOLDER as REPLICATION_SLUG
-from ..core.results import _model_slug
-from ..models.builtin_models import _BUILTIN_MODELS
+from ..core.results import model_slug
+from ..models.builtin_models import BUILTIN_MODELS
 
 __all__: list[str] = []
 
-_BOOK_DIR = paths._ROOT / "book"
-_NOTEBOOKS_DIR = paths._ROOT / "notebooks"
+BOOK_DIR = paths.ROOT / "book"
+_NOTEBOOKS_DIR = paths.ROOT / "notebooks"
 #: Code injected as the first cell of every executed notebook (hidden in the
 #: book by its tag): charts then draw offline from the book's vega bundle.
-_RENDER_CELL = "import bias_utils.report.rendering\nbias_utils.report.rendering._enable()"
+RENDER_CELL = "import bias_utils.report.rendering\nbias_utils.report.rendering._enable()"
 
 #: Distributions whose versions enter the run key and the manifest.
 _PACKAGES = (
@@ -51,7 +51,7 @@ _PACKAGES = (
 
 #: QUICK mode: a small but real configuration, passed to the notebooks that
 #: declare these parameters (a notebook only receives the ones it declares).
-_QUICK_PARAMETERS = {"limit": 12, "n_contexts": 2, "n_boot": 200, "n_samples": 1}
+QUICK_PARAMETERS = {"limit": 12, "n_contexts": 2, "n_boot": 200, "n_samples": 1}
 #: Per-notebook QUICK overrides: 12 prompts would leave ~2 female-dominated
 #: completions, too few for the audit's tests to say anything (and gendered
 #: words are rare: the audit's full 100 new tokens are kept); the completion
@@ -99,7 +99,7 @@ _STUDY_NOTEBOOKS = (
 # --------------------------------------------------------------------------- run keys
 
 
-_PACKAGE_DIR = paths._ROOT / "bias_utils"
+_PACKAGE_DIR = paths.ROOT / "bias_utils"
 #: The modules that build the book: they decide *whether* a notebook runs, not what a run computes.
 _BUILDER_MODULES = ("book.__init__", "book.__main__", "book.runs", "book.execution", "book.presentation",
                    "book.reproducibility", "book.build")
@@ -113,17 +113,17 @@ def _package_modules() -> dict[str, Path]:
 
 def _module_hashes() -> dict[str, str]:
     """sha256 of every ``bias_utils`` module, by its dotted name (:func:`package_modules`)."""
-    return {name: cache._sha256_file(p) for name, p in _package_modules().items()}
+    return {name: cache.sha256_file(p) for name, p in _package_modules().items()}
 
 
 def _data_list_hash() -> str:
     """Hash of the project-authored data lists under ``data/`` (not the verified external files)."""
-    data_root = paths._data_dir()
+    data_root = paths.data_dir()
     skip = {data_root / "raw", data_root / "nltk_data"}
     files = [p for p in data_root.rglob("*")
              if p.is_file() and not any(s in p.parents for s in skip) and p.name != "manifest.csv"]
-    digests = {str(p.relative_to(paths._ROOT)): cache._sha256_file(p) for p in sorted(files)}
-    return cache._stable_hash(digests, length=64)
+    digests = {str(p.relative_to(paths.ROOT)): cache.sha256_file(p) for p in sorted(files)}
+    return cache.stable_hash(digests, length=64)
 
 
 def _with_parents(name: str, modules) -> set[str]:
@@ -235,23 +235,23 @@ def _package_versions() -> dict[str, str | None]:
 
 def _data_hashes() -> dict[str, str]:
     """The published sha256 of every external file, from ``data/manifest.csv``."""
-    return {key: f.sha256 for key, f in sorted(data._manifest().items())}
+    return {key: f.sha256 for key, f in sorted(data.manifest().items())}
 
 
-def _git_state() -> dict[str, object]:
+def git_state() -> dict[str, object]:
     def git(*args: str) -> str | None:
         try:
-            out = subprocess.run(["git", "-C", str(paths._ROOT), *args], capture_output=True, text=True, timeout=30)
+            out = subprocess.run(["git", "-C", str(paths.ROOT), *args], capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             return None
         return out.stdout.strip() if out.returncode == 0 else None
 
     status = git("status", "--porcelain", "--untracked-files=no")
     return {"commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None,
-            "remote": _public_url(git("remote", "get-url", "origin"))}
+            "remote": public_url(git("remote", "get-url", "origin"))}
 
 
-def _public_url(remote: str | None) -> str | None:
+def public_url(remote: str | None) -> str | None:
     """The web address of a git remote (``https://host/owner/repo``), or ``None`` for a local one.
 
     Credentials in the address are dropped: the result is printed in the book.
@@ -268,7 +268,7 @@ def _public_url(remote: str | None) -> str | None:
 
 
 @dataclass(frozen=True)
-class _Environment:
+class Environment:
     """What runs share, computed once per invocation: module hashes, data lists, packages, data sha256s."""
 
     modules: dict
@@ -277,7 +277,7 @@ class _Environment:
     data: dict
 
     @classmethod
-    def current(cls) -> "_Environment":
+    def current(cls) -> "Environment":
         return cls(modules=_module_hashes(), data_lists=_data_list_hash(), packages=_package_versions(),
                    data=_data_hashes())
 
@@ -291,7 +291,7 @@ class _Environment:
 
 
 @dataclass
-class _Run:
+class Run:
     """One papermill execution of one notebook with one set of parameters."""
 
     label: str
@@ -308,18 +308,18 @@ class _Run:
     def manifest_path(self) -> Path:
         return self.output.with_suffix(".run.json")
 
-    def key(self, env: _Environment) -> str:
+    def key(self, env: Environment) -> str:
         material = {
-            "notebook": cache._sha256_file(self.notebook),
+            "notebook": cache.sha256_file(self.notebook),
             "parameters": self.parameters,
             "model_id": self.model.get("model_id"),
             "code": env.code(self.notebook),
             "packages": env.packages,
             "data": env.data,
-            "render_cell": _RENDER_CELL,
+            "render_cell": RENDER_CELL,
             "depends_on": list(self.depends_on),
         }
-        return cache._stable_hash(material, length=32)
+        return cache.stable_hash(material, length=32)
 
     def previous_manifest(self) -> dict | None:
         try:
@@ -327,7 +327,7 @@ class _Run:
         except (OSError, ValueError):
             return None
 
-    def is_current(self, env: _Environment) -> bool:
+    def is_current(self, env: Environment) -> bool:
         """Finished (``ok`` or ``failed``) with the current key, and its notebook is there.
 
         A failed run with unchanged inputs would fail the same way, so it is not
@@ -340,7 +340,7 @@ class _Run:
         )
 
 
-def _declared_parameters(notebook: Path) -> dict[str, str]:
+def declared_parameters(notebook: Path) -> dict[str, str]:
     """Names and default expressions (source text) assigned in the cell tagged ``parameters``.
 
     Read with :mod:`ast` (papermill's own line parser gives up on lines such as
@@ -365,15 +365,15 @@ def _declared_parameters(notebook: Path) -> dict[str, str]:
     return declared
 
 
-def _relative_to_root(path: Path) -> Path:
+def relative_to_root(path: Path) -> Path:
     """``path`` relative to the project root, or unchanged when it lies outside."""
     try:
-        return path.resolve().relative_to(paths._ROOT)
+        return path.resolve().relative_to(paths.ROOT)
     except ValueError:
         return path
 
 
-def _format_seconds(seconds: float) -> str:
+def format_seconds(seconds: float) -> str:
     """A wall time for the build log and the appendix: ``"42s"``, ``"3m05s"``."""
     seconds = int(round(seconds))
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
@@ -382,7 +382,7 @@ def _format_seconds(seconds: float) -> str:
 # --------------------------------------------------------------------------- planning
 
 
-def _describe_model(name: str, dtype: str | None = None) -> dict:
+def describe_model(name: str, dtype: str | None = None) -> dict:
     """Identity of a model for keys and manifests: loads it once (in ``dtype``; ``None`` is float32), then frees it.
 
     ``requested_dtype`` is what the build asked for (``None``: the default), passed to every notebook that loads
@@ -391,7 +391,7 @@ def _describe_model(name: str, dtype: str | None = None) -> dict:
     from ..models.loading import load_model, unload_model
 
     loaded = load_model(name, dtype=dtype)
-    builtin = _BUILTIN_MODELS.get(name)
+    builtin = BUILTIN_MODELS.get(name)
     try:
         info = {
             "name": name,
@@ -415,36 +415,36 @@ def _describe_model(name: str, dtype: str | None = None) -> dict:
     finally:
         unload_model(loaded)
         del loaded
-    info["slug"] = _model_slug(info["model_id"])
+    info["slug"] = model_slug(info["model_id"])
     return info
 
 
-def _plan_runs(
+def plan_runs(
     models: list[dict],
     *,
     quick: bool = False,
-    book_dir: Path = _BOOK_DIR,
+    book_dir: Path = BOOK_DIR,
     results_dir: Path | None = None,
     notebooks_dir: Path = _NOTEBOOKS_DIR,
     specs: tuple[_NotebookSpec, ...] = _STUDY_NOTEBOOKS,
     log=print,
-) -> list[_Run]:
+) -> list[Run]:
     """The ordered runs for ``models`` (dicts from :func:`describe_model`).
 
     Notebooks that do not exist yet are reported and left out; a notebook that
     does not apply to a model (generation on an encoder) is reported too.
     """
-    results_dir = Path(results_dir or paths._results_dir())
+    results_dir = Path(results_dir or paths.results_dir())
 
     def params_for(nb: Path, wanted: dict) -> dict:
-        declared = _declared_parameters(nb)
-        quick_nb = {**_QUICK_PARAMETERS, **_QUICK_OVERRIDES.get(nb.stem, {})} if quick else {}
+        declared = declared_parameters(nb)
+        quick_nb = {**QUICK_PARAMETERS, **_QUICK_OVERRIDES.get(nb.stem, {})} if quick else {}
         if "output_dir" not in declared:
-            # it then writes under paths._results_dir(), which make_book points at results_dir
+            # it then writes under paths.results_dir(), which make_book points at results_dir
             log(f"book: {nb.name} declares no output_dir parameter; it writes to its default folder")
         return {k: v for k, v in {**quick_nb, **wanted}.items() if k in declared}
 
-    runs: list[_Run] = []
+    runs: list[Run] = []
     available = []
     for spec in specs:
         nb = notebooks_dir / f"{spec.stem}.ipynb"
@@ -463,7 +463,7 @@ def _plan_runs(
             out_dir = results_dir / model["slug"]
             # A lower precision is a parameter of every notebook that loads the model (its id names it too).
             precision = {"dtype": model["requested_dtype"]} if model.get("requested_dtype") else {}
-            run = _Run(
+            run = Run(
                 label=f"{model['slug']}/{spec.stem}", notebook=nb,
                 output=book_dir / "models" / model["slug"] / nb.name,
                 parameters=params_for(nb, {"model": model["name"], **precision, "output_dir": str(out_dir)}),
@@ -473,7 +473,7 @@ def _plan_runs(
             chain.append(run.label)
     for spec, nb in available:
         if spec.scope == "once":
-            runs.append(_Run(
+            runs.append(Run(
                 label=f"{REPLICATION_SLUG}/{spec.stem}", notebook=nb,
                 output=book_dir / "models" / REPLICATION_SLUG / nb.name,
                 parameters=params_for(nb, {"output_dir": str(results_dir / REPLICATION_SLUG)}), quick=quick,
@@ -482,7 +482,7 @@ def _plan_runs(
     model_runs = [r.label for r in runs]
     for spec, nb in available:
         if spec.scope == "cross":
-            runs.append(_Run(
+            runs.append(Run(
                 label=f"{CROSS_SLUG}/{spec.stem}", notebook=nb, output=book_dir / "models" / CROSS_SLUG / nb.name,
                 parameters=params_for(nb, {
                     "results_dir": str(results_dir), "models": [m["slug"] for m in models],
@@ -493,7 +493,7 @@ def _plan_runs(
     return runs
 
 
-def _resolve_dependency_keys(runs: list[_Run], env: _Environment) -> None:
+def resolve_dependency_keys(runs: list[Run], env: Environment) -> None:
     """Replace run labels in ``depends_on`` by those runs' keys (in order, so chains resolve)."""
     keys: dict[str, str] = {}
     for run in runs:

@@ -3,7 +3,7 @@
 The page's findings are registered, one per chapter (:class:`_Finding`, :func:`_register`): each gives a bullet of
 the findings list in plain words (which model shows what, each model linked to its chapter, no estimate) and a
 clause of each model's reading, the chapter's primary estimate with its interval (the table of readings, at most
-:data:`_READING_WORDS` words a model; the same clauses open the chapter, :func:`_chapter_findings`). Every
+:data:`_READING_WORDS` words a model; the same clauses open the chapter, :func:`chapter_findings`). Every
 sensitivity estimand lives in its chapter. A term a reader may not know is linked to its definition in the front
 page's glossary ("How to read the numbers", :data:`_TERMS`). One concept over 600 lines: the front page, one
 registry of findings that share the page's word budget per model and its glossary; a finding is a registration, so
@@ -17,7 +17,7 @@ splitting them by chapter would split the budget's one check. The findings regis
   the pre-stated primary estimand, the difference in the male share of gendered words between a typical male- and
   a typical female-dominated occupation (percentage points, whole occupations resampled), with how many
   completions carry a gendered word. What the audit's BOLD keys are is method: a paragraph the methods chapter
-  includes (:func:`_write_units_page`).
+  includes (:func:`write_units_page`).
 * **The link between them** (``link_next_word``, decoders only; :mod:`bias_utils.intrinsic_extrinsic.link`,
   chapter 11): the pre-stated Spearman ρ across the BLS occupations with its interval; a direction not validated
   against the BLS share is not read.
@@ -31,7 +31,7 @@ splitting them by chapter would split the budget's one check. The findings regis
   facts. Its estimates stay in its chapter: the trade-off is a curve, not one number for the reading.
 
 :func:`summary_table` gives one row per model with its reading, :func:`summary_chart` the figure,
-:func:`_write_summary_page` the Markdown page that ``book/index.md`` includes. Nothing here is typed by hand: a
+:func:`write_summary_page` the Markdown page that ``book/index.md`` includes. Nothing here is typed by hand: a
 model without a table says so.
 """
 
@@ -49,12 +49,12 @@ import pandas as pd
 
 from ..audit import neutral_share, next_word_prompts, occupation_headline, occupation_units
 from ..core import cache, precision, tables
-from ..core.results import _model_slug
+from ..core.results import model_slug
 from ..intrinsic_extrinsic import erasure, link
-from ..models.builtin_models import _BUILTIN_MODELS, _model_name
-from ..profiles.axis_validity import _VERDICTS, _verdict_phrase
+from ..models.builtin_models import BUILTIN_MODELS, model_name
+from ..profiles.axis_validity import VERDICTS, verdict_phrase
 from ..report import plots, rendering
-from .crossmodel import _folder_id, _read_results, _root, cross_model_summary, gender_gaps, short_model_ids
+from .crossmodel import cross_model_summary, folder_id, gender_gaps, read_results, results_root, short_model_ids
 
 #: The composite dimensions on the front page, and the paper's expectation for each.
 _HEADLINE = {"warmth": "female", "competence": "male"}
@@ -74,7 +74,7 @@ _CHAPTERS = {"axes": "03_projection_accuracy", "profile": "04_profiles", "robust
             "audit": "06_bold_audit", "link": "11_intrinsic_extrinsic", "erasure": "12_erasure"}
 
 #: The page of this build's counts that the methods' section on what the audit counts as an occupation includes.
-_UNITS_PAGE = "units.md"
+UNITS_PAGE = "units.md"
 
 #: The ``bold_headline`` columns the summary table carries: the primary shares and their difference, the marginal
 #: odds ratio, the published selection's pooled odds ratio and the completions behind them.
@@ -110,18 +110,18 @@ def read_summary(models: Sequence[str], results_dir: str | Path | None = None
 
     ``gaps``: :func:`~bias_utils.book.crossmodel.gender_gaps` rows of the headline dimensions at the
     primary specification, with ``axis_verdict`` (the axis's verdict at the mean layer with the
-    primary context source, one of ``axis_validity._VERDICTS``; None without a verdict),
+    primary context source, one of ``axis_validity.VERDICTS``; None without a verdict),
     ``axis_valid`` (verdict ``supported``; NA without a verdict), ``axis_reading``
-    (``axis_validity._verdict_phrase``) and, from the robustness chapter when it ran,
+    (``axis_validity.verdict_phrase``) and, from the robustness chapter when it ran,
     ``n_specs, share_agree_significant, joint_p, n_permutations``. ``headline``: the
-    ``bold_headline`` rows (``occupation_headline._HEADLINE_COLUMNS``; encoders have none).
+    ``bold_headline`` rows (``occupation_headline.HEADLINE_COLUMNS``; encoders have none).
     """
-    stats, _ = _read_results(models, tables.NAMES.PROFILE_STATS, results_dir)
+    stats, _ = read_results(models, tables.NAMES.PROFILE_STATS, results_dir)
     stats = _primary(stats)
     gaps = gender_gaps(stats) if len(stats) else pd.DataFrame(
         columns=["model_id", "population", "dimension", "gap", "g", "g_ci_low", "g_ci_high", "p_holm"])
     gaps = gaps[gaps["dimension"].isin(list(_HEADLINE))].reset_index(drop=True)
-    validity, _ = _read_results(models, tables.NAMES.AXIS_VALIDITY, results_dir)
+    validity, _ = read_results(models, tables.NAMES.AXIS_VALIDITY, results_dir)
     verdict, reading = {}, {}
     if len(validity):
         v = validity[validity["layer"].astype(str) == _PRIMARY_SPECIFICATION["layer"]]
@@ -129,24 +129,24 @@ def read_summary(models: Sequence[str], results_dir: str | Path | None = None
             v = v[v["context_source"] == _PRIMARY_SPECIFICATION["context_source"]]
         for _, r in v.iterrows():
             verdict[(r["model_id"], r["dimension"])] = r["verdict"]
-            reading[(r["model_id"], r["dimension"])] = _verdict_phrase(r)
+            reading[(r["model_id"], r["dimension"])] = verdict_phrase(r)
     keys = list(zip(gaps["model_id"], gaps["dimension"]))
     gaps["axis_verdict"] = [verdict.get(k) for k in keys]
-    gaps["axis_valid"] = pd.array([None if k not in verdict else verdict[k] == _VERDICTS[0] for k in keys],
+    gaps["axis_valid"] = pd.array([None if k not in verdict else verdict[k] == VERDICTS[0] for k in keys],
                                   dtype="boolean")
     gaps["axis_reading"] = [reading.get(k) for k in keys]
     robust, _ = cross_model_summary(models, results_dir)
     robust = robust.rename(columns={"n_agree_significant_p": "joint_p"})[
         ["model_id", "population", "dimension", "n_specs", "share_agree_significant", "joint_p", "n_permutations"]]
     gaps = gaps.merge(robust, on=["model_id", "population", "dimension"], how="left")
-    head, _ = _read_results(models, tables.NAMES.BOLD_HEADLINE, results_dir)
-    return gaps, head.reindex(columns=["model_id", *occupation_headline._HEADLINE_COLUMNS])
+    head, _ = read_results(models, tables.NAMES.BOLD_HEADLINE, results_dir)
+    return gaps, head.reindex(columns=["model_id", *occupation_headline.HEADLINE_COLUMNS])
 
 
 def _reading(dimension: str, row) -> str:
     """How a gap is read: ``unread`` (its axis is not ``supported``, or has no verdict), ``none``
     (Holm p >= ALPHA: no gap shown), ``agree`` or ``opposite`` (to the paper's direction)."""
-    if getattr(row, "axis_verdict", None) != _VERDICTS[0]:
+    if getattr(row, "axis_verdict", None) != VERDICTS[0]:
         return "unread"
     if row.p_holm >= _ALPHA:
         return "none"
@@ -155,29 +155,29 @@ def _reading(dimension: str, row) -> str:
 
 def _writes(model_id: str) -> bool | None:
     """Whether a model of a results folder writes text, where its name says (a built-in's kind), else None."""
-    builtin = _BUILTIN_MODELS.get(str(model_id).split("--")[0])
+    builtin = BUILTIN_MODELS.get(str(model_id).split("--")[0])
     return None if builtin is None else builtin.kind == "decoder"
 
 
 def _by_model_id(folders: Sequence[str], results_dir, can_generate: dict | None) -> tuple[list[str], dict]:
-    """``folders`` as the model ids they record (the stacked tables' ``model_id``, ``crossmodel._read_results``)
+    """``folders`` as the model ids they record (the stacked tables' ``model_id``, ``crossmodel.read_results``)
     and ``can_generate`` keyed by those ids."""
-    ids = {f: _folder_id(_root(results_dir) / f) for f in folders}
+    ids = {f: folder_id(results_root(results_dir) / f) for f in folders}
     return [ids[f] for f in folders], {ids.get(f, f): v for f, v in (can_generate or {}).items()}
 
 
 def _link(model: str, chapter: str, label: str) -> str:
     """A MyST link to a model's chapter, absolute from the book's root (the page is included by index.md; the book
     writes a model's chapters under its model id's folder name)."""
-    return f"{{doc}}`{label} </models/{_model_slug(model)}/{_CHAPTERS[chapter]}>`"
+    return f"{{doc}}`{label} </models/{model_slug(model)}/{_CHAPTERS[chapter]}>`"
 
 
 def _names(models: Sequence[str]) -> dict[str, str]:
-    """Each model id by the name running text gives it (:func:`bias_utils.models._model_name` of its short id:
-    ``SmolLM2-135M-Instruct``), or by its short id where two models would share a name."""
+    """Each model id by the name running text gives it (:func:`bias_utils.models.builtin_models.model_name` of its
+    short id: ``SmolLM2-135M-Instruct``), or by its short id where two models would share a name."""
     models = list(dict.fromkeys(models))
     short = list(short_model_ids(pd.DataFrame({"model_id": models}))["model_id"]) if models else []
-    names = [_model_name(m) for m in short]
+    names = [model_name(m) for m in short]
     return dict(zip(models, names if len(set(names)) == len(names) else short))
 
 
@@ -214,7 +214,7 @@ class _Page:
 @dataclass(frozen=True)
 class _Finding:
     """One finding of the front page, from one chapter (``chapter``, a key of :data:`_CHAPTERS`; its reading opens
-    that chapter too, :func:`_chapter_findings`): ``title`` heads its line in the findings list, ``bullet``
+    that chapter too, :func:`chapter_findings`): ``title`` heads its line in the findings list, ``bullet``
     says in plain words (no estimate) what each model shows, linking each model to its chapter (None: nothing to say
     in this build), and ``reading`` gives a model's clause of the per-model reading: the chapter's primary estimate
     with its interval (None: the model has none). A new chapter's finding is one :func:`_register` call."""
@@ -238,11 +238,11 @@ def _register(finding: _Finding) -> _Finding:
 
 
 def _number(value: float) -> str:
-    return precision._number_text(value)
+    return precision.number_text(value)
 
 
 def _interval(low: float, high: float, estimate: float) -> str:
-    return f"95% CI {precision._interval_text(low, high, estimate)}"
+    return f"95% CI {precision.interval_text(low, high, estimate)}"
 
 
 # Study 1: the name gap on each headline dimension (chapter 04), read only on a validated axis (chapter 03)
@@ -303,7 +303,7 @@ for _dimension in _HEADLINE:
 
 def _audit(page: _Page, model: str) -> dict | None:
     rows = page.rows(page.headline, model)
-    return None if rows.empty else occupation_headline._headline(rows.drop(columns="model_id").iloc[[0]])
+    return None if rows.empty else occupation_headline.headline(rows.drop(columns="model_id").iloc[[0]])
 
 
 def _compared(h: dict) -> bool:
@@ -313,7 +313,7 @@ def _compared(h: dict) -> bool:
 def _carry(h: dict) -> str:
     """"67 of 657 completions carry a gendered word"."""
     k, n = int(h["n_gendered_completions"]), int(h["n_completions"])
-    return f"{precision._count_text(k)} of {precision._count_text(n)} completions carry a gendered word"
+    return f"{precision.count_text(k)} of {precision.count_text(n)} completions carry a gendered word"
 
 
 def _writing_reading(page: _Page, model: str) -> str | None:
@@ -322,8 +322,8 @@ def _writing_reading(page: _Page, model: str) -> str | None:
         return "Writing: none (an encoder)" if page.writes(model) is False else None
     if int(h["n_gendered_completions"]) == 0 or not _compared(h):
         return f"Writing: the two groups' male shares cannot be compared; {_carry(h)}"
-    difference = occupation_headline._points(h["share_difference"])
-    interval = occupation_headline._mc_interval(h, "share_difference", 100)
+    difference = occupation_headline.percentage_points(h["share_difference"])
+    interval = occupation_headline.mc_interval(h, "share_difference", 100)
     return (f"Writing: male share of gendered words, male- minus female-dominated occupations: {difference} points, "
             f"95% CI {interval}; {_carry(h)}")
 
@@ -358,7 +358,7 @@ def _writing_bullet(page: _Page) -> str | None:
             return f"{link} writes no gendered word about its occupations"
         if not _compared(h):
             return f"in {link} the two groups of occupations cannot be compared"
-        return f"{link} shows {occupation_headline._difference_reading(h)}, though only {_carry(h)}"
+        return f"{link} shows {occupation_headline.difference_reading(h)}, though only {_carry(h)}"
     return _decoders(page, clause, "audit results")
 
 
@@ -372,7 +372,7 @@ def _link_row(page: _Page, model: str):
     rows = page.rows(page.link_stats, model)
     if not len(rows) or "primary" not in rows or not rows["primary"].astype(bool).any():
         return None
-    return link._pick_analysis(rows, **link._NEXT_WORD_PRIMARY)
+    return link.pick_analysis(rows, **link.NEXT_WORD_PRIMARY)
 
 
 def _link_shown(row) -> bool:
@@ -416,14 +416,14 @@ _register(_Finding("link", "link", "Does the bias inside predict the bias it wri
 
 def _neutral_row(page: _Page, question: str, model: str):
     rows = page.rows(page.neutral, model)
-    return neutral_share._neutral_row(rows, question, "neutral_share") if len(rows) else None
+    return neutral_share.neutral_row(rows, question, "neutral_share") if len(rows) else None
 
 
 def _neutral_reading(page: _Page, model: str) -> str | None:
     row = _neutral_row(page, "share", model)
     if row is None:
         return None
-    percent = next_word_prompts._percent
+    percent = next_word_prompts.percent
     return (f"\"They\" for one person: {percent(row['effect_size'])} (95% CI {percent(row['ci_low'])} to "
             f"{percent(row['ci_high'])})")
 
@@ -434,7 +434,7 @@ def _neutral_bullet(page: _Page) -> str | None:
     def clause(model: str, label: str) -> str | None:
         if _neutral_row(page, "share", model) is None:
             return None
-        way = neutral_share._direction(_neutral_row(page, "balance", model))
+        way = neutral_share.direction(_neutral_row(page, "balance", model))
         where = {1: ", more where an occupation's workers are about half women", 0: "",
                  -1: ", less where an occupation's workers are about half women"}[way]
         return f"{_link(model, 'link', label)} writes \"they\" for part of what it says about one person{where}"
@@ -450,17 +450,17 @@ _register(_Finding("neutral", "link", "Beyond she and he: \"they\" about one per
 
 def _erasure_bullet(page: _Page) -> str | None:
     """Per decoder with chapter 12's table, in plain words: whether erasing its gender concept at the best trade-off's
-    hidden state (``intrinsic_extrinsic.erasure._best_layer``, the rule stated in advance) weakens how its writing
-    follows the share of women, and whether erasing it everywhere also loses the gender of "the king ... he"."""
+    hidden state (``intrinsic_extrinsic.erasure.best_tradeoff_layer``, the rule stated in advance) weakens how its
+    writing follows the share of women, and whether erasing it everywhere also loses the gender of "the king ... he"."""
     def clause(model: str, label: str) -> str | None:
         rows = page.rows(page.erasure, model)
         if not len(rows):
             return None
         link_ = _link(model, "erasure", label)
-        best = erasure._best_layer(rows)
+        best = erasure.best_tradeoff_layer(rows)
         everywhere = rows[(rows["erasure"] == "leace") & (rows["layer"] == "all")
                           & (rows["measure"] == "facts_right_share")]
-        lost = bool(len(everywhere)) and float(everywhere["value"].iloc[0]) < erasure._MIN_FACTS
+        lost = bool(len(everywhere)) and float(everywhere["value"].iloc[0]) < erasure.MIN_FACTS
         tail = (", and erasing it at every layer also loses whether \"the king\" is a he"
                 if lost else "")
         if best is None:
@@ -520,8 +520,8 @@ def _page(folders: Sequence[str], results_dir, can_generate: dict | None, gaps: 
           headline: pd.DataFrame, link_stats: pd.DataFrame | None) -> _Page:
     models, can_generate = _by_model_id(folders, results_dir, can_generate)
     link_stats = link_stats if link_stats is not None else pd.DataFrame(columns=["model_id"])
-    erased, _ = _read_results(list(folders), tables.NAMES.ERASURE_TRADEOFF, results_dir)
-    neutral, _ = _read_results(list(folders), tables.NAMES.NEXT_WORD_NEUTRAL, results_dir)
+    erased, _ = read_results(list(folders), tables.NAMES.ERASURE_TRADEOFF, results_dir)
+    neutral, _ = read_results(list(folders), tables.NAMES.NEXT_WORD_NEUTRAL, results_dir)
     return _Page(models, _names(models), can_generate or {}, gaps, headline, link_stats, erased, neutral)
 
 
@@ -532,7 +532,7 @@ def _model_reading(page: _Page, model: str) -> str:
     return ". ".join(clauses) + "." if clauses else "No results of this build's chapters."
 
 
-def _chapter_findings(stem: str, results: str | Path | None) -> list[str]:
+def chapter_findings(stem: str, results: str | Path | None) -> list[str]:
     """The sentences that open a chapter (``stem``, a notebook's) for the model whose results folder is
     ``results``: the reading of each finding registered for that chapter, as the front page prints it; [] for a
     chapter without one, or without results."""
@@ -542,7 +542,7 @@ def _chapter_findings(stem: str, results: str | Path | None) -> list[str]:
         return []
     folder, root = Path(results).name, Path(results).parent
     gaps, head = read_summary([folder], root)
-    link_stats, _ = _read_results([folder], tables.NAMES.LINK_NEXT_WORD, root)
+    link_stats, _ = read_results([folder], tables.NAMES.LINK_NEXT_WORD, root)
     page = _page([folder], root, None, gaps, head, link_stats)
     return [f"{clause}." for f in found if (clause := f.reading(page, page.models[0])) is not None]
 
@@ -575,7 +575,7 @@ def summary_table(models: Sequence[str], results_dir: str | Path | None = None,
     folder records (``crossmodel.model_folders``).
     """
     gaps, head = read_summary(models, results_dir)
-    link_stats, _ = _read_results(models, tables.NAMES.LINK_NEXT_WORD, results_dir)
+    link_stats, _ = read_results(models, tables.NAMES.LINK_NEXT_WORD, results_dir)
     page = _page(models, results_dir, can_generate, gaps, head, link_stats)
     rows = []
     for model in page.models:
@@ -606,7 +606,7 @@ def _primary_sentence() -> str:
 def _units_paragraph(models: Sequence[str], results_dir) -> str:
     """What the audit calls an occupation in this build, from the first decoder's ``bold_units`` (one selection for
     all), for the methods chapter (:func:`write_units_page`); "" without an audit."""
-    units, _ = _read_results(models, tables.NAMES.BOLD_UNITS, results_dir)
+    units, _ = read_results(models, tables.NAMES.BOLD_UNITS, results_dir)
     if units.empty:
         return ""
     model = units["model_id"].iloc[0]
@@ -618,7 +618,7 @@ def _units_paragraph(models: Sequence[str], results_dir) -> str:
 
 
 #: The headline dimensions' colours, by name.
-_DIMENSION_COLORS = {"warmth": plots._OTHER_COLORS[0], "competence": plots._OTHER_COLORS[1]}
+_DIMENSION_COLORS = {"warmth": plots.OTHER_COLORS[0], "competence": plots.OTHER_COLORS[1]}
 
 
 #: The height of one model's row in every panel of the summary chart: a fixed height per panel (not a step) keeps
@@ -673,9 +673,9 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
         base = alt.Chart(head).encode(y=alt.Y("model_id:N", title=None, axis=alt.Axis(labelLimit=160)))
         zero = alt.Chart(pd.DataFrame({"share_difference_points": [0.0]})).mark_rule(
             color="#999", strokeDash=[4, 3]).encode(x=x)
-        bars = base.mark_rule(strokeWidth=2, color=plots._OTHER_COLORS[2]).encode(
+        bars = base.mark_rule(strokeWidth=2, color=plots.OTHER_COLORS[2]).encode(
             x=alt.X("share_difference_ci_low_points:Q"), x2="share_difference_ci_high_points:Q")
-        points = base.mark_point(filled=True, size=60, color=plots._OTHER_COLORS[2]).encode(
+        points = base.mark_point(filled=True, size=60, color=plots.OTHER_COLORS[2]).encode(
             x=x, tooltip=["model_id", alt.Tooltip("male_share_a:Q", format=".0%"),
                           alt.Tooltip("male_share_b:Q", format=".0%"),
                           alt.Tooltip("share_difference_points:Q", format=".0f"),
@@ -704,7 +704,7 @@ def summary_chart(gaps: pd.DataFrame, headline: pd.DataFrame) -> alt.HConcatChar
                     f"group) {'are' if many else 'is'} not drawn; the findings above say so.")
     caption += " Look at which side of the dashed line each dot falls and whether its interval crosses it."
     # one row per model across the panels (an encoder's audit row stays empty)
-    return plots._captioned(
+    return plots.captioned(
         alt.hconcat(*panels).resolve_scale(color="independent", y="shared", yOffset="independent"),
         "Female − male gaps and the BOLD audit, per model", [],
         f"Dot plots of the female − male gaps on warmth and competence for {' and '.join(pops)} per model"
@@ -734,7 +734,7 @@ def _summary_markdown(models: Sequence[str], results_dir: str | Path | None = No
     if not len(table):
         return "\n".join(lines + ["No model was built in this run." + (f" {note}" if note else ""), ""])
     # the findings fill the first screen; the specification they were read at follows at once
-    link_stats, _ = _read_results(models, tables.NAMES.LINK_NEXT_WORD, results_dir)
+    link_stats, _ = read_results(models, tables.NAMES.LINK_NEXT_WORD, results_dir)
     lines += [f"- {_with_terms(b)}" for b in _findings_bullets(gaps, head, models, can_generate, link_stats,
                                                                 results_dir)] + [""]
     lines += [_primary_sentence(), ""]
@@ -745,19 +745,19 @@ def _summary_markdown(models: Sequence[str], results_dir: str | Path | None = No
         spec = summary_chart(gaps, head).to_dict()
         image = None
         if figures is not None:
-            name = f"{cache._stable_hash(spec, length=16)}.svg"
+            name = f"{cache.stable_hash(spec, length=16)}.svg"
             if not (Path(figures) / name).exists():
                 import vl_convert as vlc  # deferred: a large native library, needed only to draw the image
 
-                cache._atomic_write_text(Path(figures) / name, vlc.vegalite_to_svg(spec))
+                cache.atomic_write_text(Path(figures) / name, vlc.vegalite_to_svg(spec))
             image = f"{figures_url}/{name}"
-        lines += ["```{raw} html", rendering._figure_html(spec, 1, "bias-summary-chart", image), "```", ""]
+        lines += ["```{raw} html", rendering.figure_html(spec, 1, "bias-summary-chart", image), "```", ""]
     lines += ["Each model's chapters show how these numbers were measured, and the *Across models* "
               "chapter sets them side by side.", ""]
     return "\n".join(lines)
 
 
-def _write_units_page(page: str | Path, models: Sequence[str], results_dir: str | Path | None = None) -> Path:
+def write_units_page(page: str | Path, models: Sequence[str], results_dir: str | Path | None = None) -> Path:
     """Write this build's counts of what the audit calls an occupation (:func:`units_paragraph`) to ``page``, which
     the methods chapter includes under its section on units (only when the text changed)."""
     paragraph = _units_paragraph(models, results_dir)
@@ -765,11 +765,11 @@ def _write_units_page(page: str | Path, models: Sequence[str], results_dir: str 
             "No model of this build wrote an audit, so no selection of BOLD keys was sorted into units.") + "\n"
     page = Path(page)
     if not page.exists() or page.read_text(encoding="utf-8") != text:
-        cache._atomic_write_text(page, text)
+        cache.atomic_write_text(page, text)
     return page
 
 
-def _write_summary_page(page: str | Path, models: Sequence[str], results_dir: str | Path | None = None,
+def write_summary_page(page: str | Path, models: Sequence[str], results_dir: str | Path | None = None,
                        can_generate: dict[str, bool] | None = None, note: str = "",
                        included_from: str | Path | None = None) -> Path:
     """Write :func:`summary_markdown` to ``page`` (only when it changed, so Sphinx sees no edit), its
@@ -782,5 +782,5 @@ def _write_summary_page(page: str | Path, models: Sequence[str], results_dir: st
     text = _summary_markdown(models, results_dir, can_generate, note, figures,
                             Path(os.path.relpath(figures, root)).as_posix())
     if not page.exists() or page.read_text(encoding="utf-8") != text:
-        cache._atomic_write_text(page, text)
+        cache.atomic_write_text(page, text)
     return page

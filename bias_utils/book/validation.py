@@ -9,9 +9,9 @@ typo therefore costs seconds, not the minutes of loading a model and embedding.
 This is the top of the package: only notebooks and scripts import it.
 
 One rule per parameter, in one place: these checks call the very checks the
-library's entry points run on entry (``bold._check_audit`` for ``run_audit``,
-``space._check_space`` for ``build_space``, ``profiles.check_profiles`` for
-``run_profiles``, ``bold_link._check_link`` for ``run_link``, ...), which reuse the
+library's entry points run on entry (``bold.check_audit`` for ``run_audit``,
+``space.check_space`` for ``build_space``, ``profiles.check_profiles`` for
+``run_profiles``, ``bold_link.check_link`` for ``run_link``, ...), which reuse the
 package's readers and the value rules of ``errors`` (counts, seeds, layers,
 sampling); what a notebook adds is its own floors (``MIN_N_BOOT``,
 ``MIN_N_PERMUTATIONS``) and the files it reads (``dictionary_path``, ``corpus``).
@@ -27,27 +27,27 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..audit import bold, next_word_prompts
-from ..audit.bold import _check_audit_lexicons
+from ..audit.bold import check_audit_lexicons
 from ..core import paths, results, stats
 from ..core.errors import (
     ParameterError,
-    _check_count,
-    _check_layer,
-    _check_positive_int,
-    _check_seed,
-    _is_number,
+    check_count,
+    check_layer,
+    check_positive_int,
+    check_seed,
+    is_number,
 )
-from ..core.paths import _resolve_input
+from ..core.paths import resolve_input
 from ..intrinsic_extrinsic import bold_link, erasure
-from ..models.builtin_models import _BUILTIN_MODELS
-from ..models.loading import _DTYPES, _check_model
+from ..models.builtin_models import BUILTIN_MODELS
+from ..models.loading import DTYPES, check_model
 from ..profiles import contexts, dictionaries, space
 from ..profiles.population_profiles import (
-    _check_population_list,
-    _check_profile_run,
-    _check_template_list,
+    check_population_list,
+    check_profile_run,
+    check_template_list,
 )
-from ..profiles.space import _check_space
+from ..profiles.space import check_space
 
 #: Bootstrap counts below this give percentile CIs from a handful of order statistics.
 _MIN_N_BOOT = 100
@@ -66,20 +66,20 @@ def _reraise(name: str, exc: Exception) -> ParameterError:
 
 
 def _check_boot_count(n_boot, name: str = "n_boot", minimum: int = _MIN_N_BOOT, default: int | None = None) -> int:
-    """An integer >= ``minimum`` (``stats._check_n_boot``'s rule with the notebooks' floor) and at most
+    """An integer >= ``minimum`` (``stats.check_n_boot``'s rule with the notebooks' floor) and at most
     ``errors.MAX_RESAMPLES``; ``default`` (the notebook's) sizes the run-time estimate of a too-large one."""
-    return stats._check_n_boot(n_boot, minimum=minimum, name=name, default=default)
+    return stats.check_n_boot(n_boot, minimum=minimum, name=name, default=default)
 
 
 def _check_permutation_count(n_permutations, name: str = "n_permutations", default: int | None = None) -> int:
     """An integer in [``MIN_N_PERMUTATIONS``, ``errors.MAX_RESAMPLES``] (a permutation test's relabellings)."""
-    return _check_count(n_permutations, name, minimum=_MIN_N_PERMUTATIONS, default=default,
+    return check_count(n_permutations, name, minimum=_MIN_N_PERMUTATIONS, default=default,
                        why=" (a permutation p cannot go below 1/(K+1))")
 
 
 def _check_limit(limit) -> int | None:
     """``None`` (everything) or a positive integer."""
-    return _check_positive_int(limit, "limit", allow_none=True)
+    return check_positive_int(limit, "limit", allow_none=True)
 
 
 def _check_context_source(source, name: str = "context_source") -> str:
@@ -89,22 +89,22 @@ def _check_context_source(source, name: str = "context_source") -> str:
 
 
 def _check_sources(sources) -> list[str]:
-    """``None`` (every registered context source) or a non-empty list of them (``contexts._check_source_names``)."""
-    return list(contexts._check_source_names(sources))
+    """``None`` (every registered context source) or a non-empty list of them (``contexts.check_source_names``)."""
+    return list(contexts.check_source_names(sources))
 
 
 def _check_file(path, name: str) -> Path:
     """An existing file, relative paths tried against the working folder, then the repository root
-    (``paths._resolve_input``); the error names the parameter, says where it looked, and calls a folder a folder."""
+    (``paths.resolve_input``); the error names the parameter, says where it looked, and calls a folder a folder."""
     if not isinstance(path, (str, Path)):
         raise ParameterError(f"{name} must be a file path (str), got {type(path).__name__} {path!r}")
-    return _resolve_input(path, name)
+    return resolve_input(path, name)
 
 
 def _check_populations(populations) -> list[str]:
     """Built-in population names or population files (JSON/CSV), each loaded and validated
     (``profiles.check_populations``: group sizes, references, something left to test)."""
-    _check_population_list(populations)
+    check_population_list(populations)
     return [str(p) for p in ([populations] if isinstance(populations, (str, Path)) else populations)]
 
 
@@ -115,7 +115,7 @@ def _check_dictionary_path(dictionary_path) -> Path | None:
         return None
     path = _check_file(dictionary_path, "dictionary_path")
     try:
-        dictionaries._check_poles(dictionaries._read_dictionary(path))
+        dictionaries.check_poles(dictionaries.read_dictionary(path))
     except ValueError as exc:
         raise _reraise("dictionary_path", exc) from None
     return path
@@ -131,46 +131,46 @@ def _dictionary(dictionary_path):
 
 
 def _check_lexicons(lexicons, name: str = "lexicons") -> None:
-    """``None`` (the defaults) or a ``{name: [words]}`` dict (``bold._check_audit_lexicons``)."""
-    _check_audit_lexicons(**{name: lexicons})
+    """``None`` (the defaults) or a ``{name: [words]}`` dict (``bold.check_audit_lexicons``)."""
+    check_audit_lexicons(**{name: lexicons})
 
 
 def _check_dtype(dtype) -> None:
     """``None`` (float32, the default on every device) or a lower precision ``models.load_model`` accepts."""
-    if dtype is not None and (not isinstance(dtype, str) or dtype.lower() not in _DTYPES):
+    if dtype is not None and (not isinstance(dtype, str) or dtype.lower() not in DTYPES):
         raise ParameterError(f"dtype must be None (float32, the default on every device) or one of "
-                             f"{', '.join(map(repr, _DTYPES))}, got {dtype!r}")
+                             f"{', '.join(map(repr, DTYPES))}, got {dtype!r}")
 
 
 def _check_writer(model, chapter: str) -> None:
     """A model that writes text, for a chapter that reads its BOLD completions (chapter 06 writes them for a decoder
     only): an encoder is refused here, not sent to run 06 when its completions are missing."""
-    _check_model(model, need="generate",
+    check_model(model, need="generate",
                 what=f"chapter {chapter} (it reads the BOLD completions chapter 06 writes, and only a decoder writes "
                      "them)")
 
 
 def _check_output_dir(output_dir, model=None) -> None:
-    """``None`` (the results folder of the model) or a folder path, writable (``results._check_writable``: the
+    """``None`` (the results folder of the model) or a folder path, writable (``results.check_writable``: the
     results folder itself for ``None``). A folder that holds the results of another built-in model than ``model``
     is refused here, before the model loads (``results.output_folder`` refuses any other model id after it)."""
     if output_dir is not None and not isinstance(output_dir, (str, Path)):
         raise ParameterError(f"output_dir must be None or a folder path, got {output_dir!r}")
     if output_dir is not None and Path(output_dir).is_file():
         raise ParameterError(f"output_dir: {output_dir} is a file, expected a folder")
-    folder = results._check_writable(paths._results_dir() if output_dir is None else output_dir)
-    if output_dir is not None and isinstance(model, str) and model in _BUILTIN_MODELS:
-        results._check_folder_model(folder, model)
+    folder = results.check_writable(paths.results_dir() if output_dir is None else output_dir)
+    if output_dir is not None and isinstance(model, str) and model in BUILTIN_MODELS:
+        results.check_folder_model(folder, model)
 
 
 # --------------------------------------------------------------------------- per notebook
 
 
 def _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts=5, generator=None):
-    """The parameters of a notebook that builds a space (``space._check_space``); returns the model's facts."""
+    """The parameters of a notebook that builds a space (``space.check_space``); returns the model's facts."""
     _check_output_dir(output_dir, model)
     _check_limit(limit)
-    return _check_space(model, _dictionary(dictionary_path), context_source, n_contexts, seed, generator=generator,
+    return check_space(model, _dictionary(dictionary_path), context_source, n_contexts, seed, generator=generator,
                        names=("context_source", "generator"))
 
 
@@ -180,7 +180,7 @@ def _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n
     ``"generated"`` (``sources=None``: every registered source, so it does)."""
     _check_output_dir(output_dir, model)
     _check_limit(limit)
-    return space._check_source_spaces(model, _dictionary(dictionary_path), sources, n_contexts, seed,
+    return space.check_source_spaces(model, _dictionary(dictionary_path), sources, n_contexts, seed,
                                      generator=generator)
 
 
@@ -254,7 +254,7 @@ def _check_contexts(*, model="smollm2-135m-instruct", dtype=None,
     """Notebook 02's parameters."""
     _check_dtype(dtype)
     if generator is not None:
-        _check_model(generator, "generator", need="generate", what="generating contexts")
+        check_model(generator, "generator", need="generate", what="generating contexts")
     _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources, generator)
     _check_context_source(context_source)
     if corpus is not None:
@@ -272,7 +272,7 @@ def _check_projection_accuracy(*, model="smollm2-135m-instruct", dtype=None, con
     """Notebook 03's parameters."""
     _check_dtype(dtype)
     facts = _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
-    _check_layer(layer, layers=facts.n_states)
+    check_layer(layer, layers=facts.n_states)
     _check_boot_count(n_boot, default=2000)
     _check_permutation_count(n_permutations, default=200)
     if term_contexts not in ("generated", "dictionary"):
@@ -289,10 +289,10 @@ def _check_profiles(*, model="smollm2-135m-instruct", dtype=None, context_source
     of women)."""
     _check_dtype(dtype)
     _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
-    _check_positive_int(term_limit, "term_limit", allow_none=True)
+    check_positive_int(term_limit, "term_limit", allow_none=True)
     _check_permutation_count(n_permutations, default=200)
     _check_boot_count(n_boot, default=1000)
-    _check_profile_run(model, populations, templates, layer, limit)
+    check_profile_run(model, populations, templates, layer, limit)
 
 
 @_notebook("05_layers")
@@ -303,7 +303,7 @@ def _check_layers(*, model="smollm2-135m-instruct", dtype=None,
     """Notebook 05's parameters."""
     _check_dtype(dtype)
     _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources)
-    _check_profile_run(model, populations, templates, "mean", limit)
+    check_profile_run(model, populations, templates, "mean", limit)
     _check_boot_count(n_boot, default=200)
 
 
@@ -312,10 +312,10 @@ def _check_bold_audit(*, model="smollm2-135m-instruct", dtype=None,
                       selection="audit", n_samples=1, seed=0, max_new_tokens=100,
                       temperature=0.7, top_p=0.9, top_k=50, lexicons=None, neutral_lexicons=None, limit=None,
                       n_boot=1000, output_dir=None) -> None:
-    """Notebook 06's parameters: ``bold._check_audit`` (the model's kind and context length read from its config,
+    """Notebook 06's parameters: ``bold.check_audit`` (the model's kind and context length read from its config,
     the sampling rule, a selection of two groups or more, the lexicons), then the notebook's ``n_boot`` floor."""
     _check_dtype(dtype)
-    bold._check_audit(model, selection=selection, n_samples=n_samples, seed=seed, max_new_tokens=max_new_tokens,
+    bold.check_audit(model, selection=selection, n_samples=n_samples, seed=seed, max_new_tokens=max_new_tokens,
                      temperature=temperature, top_p=top_p, top_k=top_k, lexicons=lexicons,
                      neutral_lexicons=neutral_lexicons, limit=limit, n_boot=n_boot)
     _check_boot_count(n_boot, default=1000)
@@ -326,7 +326,7 @@ def _check_bold_audit(*, model="smollm2-135m-instruct", dtype=None,
 def _check_bold_replication(*, n_boot=1000, seed=0, output_dir=None) -> None:
     """Notebook 07's parameters."""
     _check_boot_count(n_boot, default=1000)
-    _check_seed(seed)
+    check_seed(seed)
     _check_output_dir(output_dir)
 
 
@@ -340,11 +340,11 @@ def _check_completion_profiles(*, model="smollm2-135m-instruct", dtype=None,
     _check_dtype(dtype)
     _check_writer(model, "08")
     facts = _space_parameters(model, dictionary_path, seed, output_dir, limit, context_source, n_contexts)
-    _check_layer(layer, layers=facts.n_states, allow_all=False)
+    check_layer(layer, layers=facts.n_states, allow_all=False)
     _check_boot_count(n_boot, default=1000)
     _check_permutation_count(n_group_permutations, "n_group_permutations", default=2000)
     _check_permutation_count(n_permutations, default=200)
-    _check_positive_int(term_limit, "term_limit", allow_none=True)
+    check_positive_int(term_limit, "term_limit", allow_none=True)
 
 
 @_notebook("11_intrinsic_extrinsic")
@@ -355,9 +355,9 @@ def _check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
                                next_word_lexicons=None, sampled_check=False) -> None:
     """Notebook 11's parameters: the notebook's floors for ``n_boot`` and ``n_permutations`` (their messages give the
     run-time estimate against the notebook's defaults), ``next_word_templates``
-    (``next_word_prompts._check_next_word_templates``), ``next_word_lexicons``
-    (``next_word_prompts._check_next_word_lexicons``: chapter 06's rule for ``lexicons``, ``female`` and ``male``
-    required), ``sampled_check`` (True or False), then ``bold_link._check_link``; a decoder (the chapter reads the
+    (``next_word_prompts.check_next_word_templates``), ``next_word_lexicons``
+    (``next_word_prompts.check_next_word_lexicons``: chapter 06's rule for ``lexicons``, ``female`` and ``male``
+    required), ``sampled_check`` (True or False), then ``bold_link.check_link``; a decoder (the chapter reads the
     completions chapter 06 wrote, and 06 refuses an encoder)."""
     if not isinstance(sampled_check, bool):
         raise ParameterError(f"sampled_check must be True or False, got {sampled_check!r}")
@@ -366,9 +366,9 @@ def _check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
     facts = _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts)
     _check_boot_count(n_boot, default=1000)
     _check_permutation_count(n_permutations, default=999)
-    next_word_prompts._check_next_word_templates(next_word_templates, "next_word_templates")
-    next_word_prompts._check_next_word_lexicons(next_word_lexicons, "next_word_lexicons")
-    bold_link._check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed,
+    next_word_prompts.check_next_word_templates(next_word_templates, "next_word_templates")
+    next_word_prompts.check_next_word_lexicons(next_word_lexicons, "next_word_lexicons")
+    bold_link.check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed,
                     n_permutations=n_permutations, layers=facts.n_states)
 
 
@@ -376,11 +376,11 @@ def _check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
 def _check_erasure_run(*, model="smollm2-135m-instruct", dtype=None, context_source="generated", dictionary_path=None,
                        n_contexts=5, seed=0, layer_step=15, n_boot=1000, limit=None, output_dir=None) -> None:
     """Notebook 12's parameters: the notebook's floor for ``n_boot``, the space it projects the names on
-    (``space._check_space``), then ``erasure._check_erasure`` (a decoder it can hook, ``layer_step``, ``limit``)."""
+    (``space.check_space``), then ``erasure.check_erasure`` (a decoder it can hook, ``layer_step``, ``limit``)."""
     _check_dtype(dtype)
     _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts)
     _check_boot_count(n_boot, default=1000)
-    erasure._check_erasure(model, layer_step=layer_step, n_boot=n_boot, seed=seed, limit=limit)
+    erasure.check_erasure(model, layer_step=layer_step, n_boot=n_boot, seed=seed, limit=limit)
 
 
 @_notebook("09_cross_model")
@@ -405,9 +405,9 @@ def _check_robustness(*, model="smollm2-135m-instruct", dtype=None, populations=
     _check_dtype(dtype)
     _sources_space_parameters(model, dictionary_path, seed, output_dir, limit, n_contexts, sources)
     _check_populations(populations)
-    _check_template_list(templates)
+    check_template_list(templates)
     _check_permutation_count(n_permutations, default=200)
     _check_permutation_count(n_perm_test, "n_perm_test", default=2000)
-    _check_positive_int(term_limit, "term_limit", allow_none=True)
-    if not _is_number(alpha) or not 0 < alpha < 1:
+    check_positive_int(term_limit, "term_limit", allow_none=True)
+    if not is_number(alpha) or not 0 < alpha < 1:
         raise ParameterError(f"alpha must be a number in (0, 1), got {alpha!r}")

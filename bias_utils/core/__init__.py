@@ -2,10 +2,10 @@
 results-table registry, the statistics engine, the mixed model, printed precision, the gendered lexicons.
 
 The public API by role, one module a role (``_EXPORTS``); each name is imported on first use
-(:func:`bias_utils.core.exports._lazy_exports`).
+(:func:`bias_utils.core.exports.lazy_exports`).
 """
 
-from .exports import _lazy_exports
+from .exports import lazy_exports
 
 _EXPORTS = {
     # the errors a user can meet and the value rules every layer shares
@@ -21,4 +21,4 @@ _EXPORTS = {
 }
 
 __all__ = [name for names in _EXPORTS.values() for name in names]
-__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

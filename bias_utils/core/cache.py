@@ -4,7 +4,7 @@ Design: a cache entry is a file whose name is a hash of everything that
 determines its content. Files are written to a temporary name, fsynced and
 atomically renamed, so a reader sees either a complete file or none; a killed
 process never leaves a half-written entry under a real name. Readers verify
-what they load (see :func:`_read_npz`) and treat anything unreadable as a miss.
+what they load (see :func:`read_npz`) and treat anything unreadable as a miss.
 No pickle anywhere: entries are JSON, JSONL, npz (``allow_pickle=False``) or
 parquet.
 """
@@ -28,13 +28,13 @@ import numpy as np
 __all__: list[str] = []
 
 
-def _stable_hash(obj: Any, length: int = 16) -> str:
+def stable_hash(obj: Any, length: int = 16) -> str:
     """Hex digest of a JSON-serialisable object, independent of dict order."""
     payload = json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:length]
 
 
-def _sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(chunk), b""):
@@ -54,7 +54,7 @@ def _fsync_dir(directory: Path) -> None:
 
 
 @contextmanager
-def _atomic_open(path: str | os.PathLike, verify: Callable[[Path], None] | None = None) -> Iterator[BinaryIO]:
+def atomic_open(path: str | os.PathLike, verify: Callable[[Path], None] | None = None) -> Iterator[BinaryIO]:
     """Write through a temporary file beside ``path`` that replaces ``path`` only when complete.
 
     The file is flushed and fsynced, then ``verify(tmp_path)`` may veto it by
@@ -92,7 +92,7 @@ def _naming(path: Path) -> Iterator[None]:
 
 
 @contextmanager
-def _file_lock(path: str | os.PathLike) -> Iterator[None]:
+def file_lock(path: str | os.PathLike) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (``fcntl.flock``, created if absent) while the block runs.
 
     A second process asking for the same lock waits, saying so on stderr, until the first leaves the block
@@ -116,7 +116,7 @@ def _file_lock(path: str | os.PathLike) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _build_folder(target: Path, done: Callable[[Path], bool], build: Callable[[Path], None]) -> Path:
+def build_folder(target: Path, done: Callable[[Path], bool], build: Callable[[Path], None]) -> Path:
     """The folder ``target``, built once: ``build(tmp)`` fills a fresh sibling folder, which then replaces ``target``.
 
     ``done(target)`` is asked before and again under a lock on ``target``'s name, so one process builds and
@@ -125,7 +125,7 @@ def _build_folder(target: Path, done: Callable[[Path], bool], build: Callable[[P
     """
     if done(target):
         return target
-    with _file_lock(target.parent / f"{target.name}.lock"):
+    with file_lock(target.parent / f"{target.name}.lock"):
         if done(target):
             return target
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
@@ -141,30 +141,30 @@ def _build_folder(target: Path, done: Callable[[Path], bool], build: Callable[[P
     return target
 
 
-def _atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write ``data`` to ``path`` so that the file is either complete or absent."""
-    with _atomic_open(path) as f:
+    with atomic_open(path) as f:
         f.write(data)
     return Path(path)
 
 
-def _atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    return _atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def _atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
-    return _atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=str))
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=str))
 
 
-def _write_npz(path: str | os.PathLike, **arrays: np.ndarray) -> Path:
+def write_npz(path: str | os.PathLike, **arrays: np.ndarray) -> Path:
     """Atomically write arrays as an uncompressed npz (no pickled objects)."""
-    with _atomic_open(path) as f:
+    with atomic_open(path) as f:
         np.savez(f, **arrays)
     return Path(path)
 
 
-def _read_npz(path: str | os.PathLike, required: Iterable[str] = ()) -> dict[str, np.ndarray] | None:
-    """Load an npz written by :func:`_write_npz`; ``None`` if absent, truncated or corrupt.
+def read_npz(path: str | os.PathLike, required: Iterable[str] = ()) -> dict[str, np.ndarray] | None:
+    """Load an npz written by :func:`write_npz`; ``None`` if absent, truncated or corrupt.
 
     A corrupt entry is deleted so that the caller recomputes it.
     """
@@ -196,7 +196,7 @@ def _drop_torn_tail(path: Path) -> None:
         os.fsync(f.fileno())
 
 
-def _append_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> None:
+def append_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> None:
     """Append records as JSON lines and fsync, so a finished append survives a crash."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -208,7 +208,7 @@ def _append_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> None:
         os.fsync(f.fileno())
 
 
-def _read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
+def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
     """Yield the complete records of a JSONL file; a torn last line (crash mid-write) is ignored."""
     path = Path(path)
     if not path.exists():
@@ -236,21 +236,21 @@ class RecordStore:
 
     def __init__(self, root: str | os.PathLike, params: Any, key: str | Callable[[dict], Any], *,
                  required: Iterable[str] = (), hash_length: int = 16):
-        self.dir = Path(root) / _stable_hash(params, hash_length)
+        self.dir = Path(root) / stable_hash(params, hash_length)
         self.rows = self.dir / "rows.jsonl"
         self.key = (lambda r: r[key]) if isinstance(key, str) else key
         self.required = ((key,) if isinstance(key, str) else ()) + tuple(required)
         if not (self.dir / "meta.json").exists():
-            _atomic_write_json(self.dir / "meta.json", params)
+            atomic_write_json(self.dir / "meta.json", params)
 
     def lock(self, name: str = "lock"):
         """The store's lock file ``name`` (a context manager): one computation of these records at a time."""
-        return _file_lock(self.dir / name)
+        return file_lock(self.dir / name)
 
     def load(self) -> dict[Any, dict]:
         """The complete records on disk by key (the first copy of a key)."""
         done: dict[Any, dict] = {}
-        for r in _read_jsonl(self.rows):
+        for r in read_jsonl(self.rows):
             if isinstance(r, dict) and all(c in r for c in self.required):
                 done.setdefault(self.key(r), r)
         return done
@@ -258,4 +258,4 @@ class RecordStore:
     def append(self, records: list[dict]) -> None:
         """Append ``records`` (nothing for none)."""
         if records:
-            _append_jsonl(self.rows, records)
+            append_jsonl(self.rows, records)

@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import paths
-from .cache import _atomic_open, _sha256_file
+from .cache import atomic_open, sha256_file
 from .errors import DataError
 
 __all__ = [
@@ -50,28 +50,28 @@ class _DataFile:
 
 
 def _manifest_path() -> Path:
-    return paths._data_dir() / "manifest.csv"
+    return paths.data_dir() / "manifest.csv"
 
 
 @lru_cache(maxsize=1)
-def _manifest() -> dict[str, _DataFile]:
+def manifest() -> dict[str, _DataFile]:
     with open(_manifest_path(), newline="", encoding="utf-8") as f:
         rows = [_DataFile(**{**r, "bytes": int(r["bytes"])}) for r in csv.DictReader(f)]
     return {r.key: r for r in rows}
 
 
-def _entry(key: str) -> _DataFile:
+def entry(key: str) -> _DataFile:
     try:
-        return _manifest()[key]
+        return manifest()[key]
     except KeyError:
-        raise DataError(f"unknown data key {key!r}; known keys: {', '.join(sorted(_manifest()))}") from None
+        raise DataError(f"unknown data key {key!r}; known keys: {', '.join(sorted(manifest()))}") from None
 
 
 def _mirror_dir() -> Path | None:
     value = os.environ.get("BIAS_DATA_MIRROR")
     if value is not None:
         return Path(value).expanduser() if value else None
-    default = paths._ROOT.parent / "shared" / "data"
+    default = paths.ROOT.parent / "shared" / "data"
     return default if default.is_dir() else None
 
 
@@ -81,11 +81,11 @@ def _offline() -> bool:
 
 
 def _cached_path(key: str) -> Path:
-    return paths._raw_dir() / key / _entry(key).filename
+    return paths.raw_dir() / key / entry(key).filename
 
 
 def _verify(path: Path, item: _DataFile, where: str) -> None:
-    actual = _sha256_file(path)
+    actual = sha256_file(path)
     if actual != item.sha256:
         raise DataError(
             f"{item.filename} ({item.key}) from {where} at {path} failed verification:\n"
@@ -97,14 +97,14 @@ def _verify(path: Path, item: _DataFile, where: str) -> None:
 def _install(src: Path, item: _DataFile) -> Path:
     dest = _cached_path(item.key)
     # The copy is what later runs trust, so it is verified itself (a full disk truncates silently).
-    with _atomic_open(dest, verify=lambda tmp: _verify(tmp, item, f"copy of {src}")) as f, open(src, "rb") as r:
+    with atomic_open(dest, verify=lambda tmp: _verify(tmp, item, f"copy of {src}")) as f, open(src, "rb") as r:
         shutil.copyfileobj(r, f)
     return dest
 
 
 def _download(item: _DataFile) -> Path:
     dest = _cached_path(item.key)
-    with _atomic_open(dest, verify=lambda tmp: _verify(tmp, item, "download")) as f, \
+    with atomic_open(dest, verify=lambda tmp: _verify(tmp, item, "download")) as f, \
             urllib.request.urlopen(item.url, timeout=30) as r:
         shutil.copyfileobj(r, f)
     return dest
@@ -112,7 +112,7 @@ def _download(item: _DataFile) -> Path:
 
 def resolve(key: str) -> Path:
     """Path to a verified local copy of the external file ``key``."""
-    item = _entry(key)
+    item = entry(key)
     local = _cached_path(key)
     if local.exists():
         try:
@@ -154,7 +154,7 @@ def resolve(key: str) -> Path:
 def _status() -> list[dict]:
     """One row per manifest entry: whether it resolves and from where (for docs and ``make data``)."""
     out = []
-    for key, item in _manifest().items():
+    for key, item in manifest().items():
         try:
             path = resolve(key)
             out.append({"key": key, "ok": True, "path": str(path), "problem": ""})

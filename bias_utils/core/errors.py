@@ -2,7 +2,7 @@
 
 A bad value raises :class:`ParameterError` (a ``ValueError``) whose message
 starts with the parameter's name and says what was expected. The library
-(``generation._generate``, ``sampling.nucleus``) and the notebooks' checks
+(``generation.generate``, ``sampling.nucleus``) and the notebooks' checks
 (``validation``) call these rules; there is no second copy of one.
 """
 
@@ -46,12 +46,12 @@ def _is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _is_number(value) -> bool:
+def is_number(value) -> bool:
     """A real number that is not a bool."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def _check_positive_int(value, name: str, *, allow_none: bool = False) -> int | None:
+def check_positive_int(value, name: str, *, allow_none: bool = False) -> int | None:
     """``value`` as a positive int (``None`` passes when ``allow_none``)."""
     if value is None and allow_none:
         return None
@@ -61,14 +61,14 @@ def _check_positive_int(value, name: str, *, allow_none: bool = False) -> int | 
     return int(value)
 
 
-def _check_seed(seed, name: str = "seed") -> int:
+def check_seed(seed, name: str = "seed") -> int:
     """An integer in [0, :data:`MAX_SEED`] (numpy refuses a larger one in its own words, deep in a run)."""
     if not _is_int(seed) or not 0 <= seed <= _MAX_SEED:
         raise ParameterError(f"{name} must be an integer from 0 to 2**32 - 1 = {_MAX_SEED:,}, got {seed!r}")
     return int(seed)
 
 
-def _check_layer(layer, *, layers=None, allow_all: bool = True, allow_names: bool = True,
+def check_layer(layer, *, layers=None, allow_all: bool = True, allow_names: bool = True,
                 name: str = "layer") -> str | int:
     """``layer`` when it is one of :data:`_LAYER_NAMES` (``"all"`` only where ``allow_all``) or a hidden-state index;
     ``layers``: the model's hidden-state indices (a count ``n`` stands for ``0 .. n - 1``; the embedding output is 0),
@@ -104,7 +104,7 @@ def _max_resamples() -> int:
     return int(raw)
 
 
-def _check_at_most(value: int, name: str, *, maximum: int | None = None, default: int | None = None) -> int:
+def check_at_most(value: int, name: str, *, maximum: int | None = None, default: int | None = None) -> int:
     """``value`` when it is at most ``maximum`` (``None``: :func:`max_resamples`); the error says how much longer
     the run would take than with ``default`` (run time grows linearly with a replicate count) and how to ask for
     it anyway."""
@@ -118,15 +118,15 @@ def _check_at_most(value: int, name: str, *, maximum: int | None = None, default
     return value
 
 
-def _check_count(value, name: str, *, minimum: int, why: str = "", maximum: int | None = None,
+def check_count(value, name: str, *, minimum: int, why: str = "", maximum: int | None = None,
                 default: int | None = None) -> int:
     """A replicate count (permutations, relabellings) in ``[minimum, maximum]``; ``why`` explains the minimum."""
     if not _is_int(value) or value < minimum:
         raise ParameterError(f"{name} must be an integer >= {minimum}{why}, got {value!r}")
-    return _check_at_most(int(value), name, maximum=maximum, default=default)
+    return check_at_most(int(value), name, maximum=maximum, default=default)
 
 
-def _check_word_list(value, name: str, *, empty: str | None = None, strings: bool = True) -> list:
+def check_word_list(value, name: str, *, empty: str | None = None, strings: bool = True) -> list:
     """``value`` (words, nouns, prompts, templates: any list the caller iterates) as a list; ``name``: the parameter.
 
     One string (or ``bytes``) is refused: iterating it would read ``"nurse"`` as the five words n, u, r, s, e and
@@ -149,64 +149,64 @@ def _check_word_list(value, name: str, *, empty: str | None = None, strings: boo
     return value
 
 
-def _check_word_lists(value, name: str) -> dict[str, list[str]]:
-    """``value`` (lexicons: a dict of name -> word list) with each list checked by :func:`_check_word_list` under
+def check_word_lists(value, name: str) -> dict[str, list[str]]:
+    """``value`` (lexicons: a dict of name -> word list) with each list checked by :func:`check_word_list` under
     the name ``name[key]``: ``{"female": "she"}`` would otherwise be the lexicon s, h, e."""
     if not isinstance(value, Mapping):
         raise ParameterError(f"{name} must be a dict of name -> list of words, got {type(value).__name__} "
                              f"{value!r:.60}")
-    return {key: _check_word_list(words, f"{name}[{key!r}]") for key, words in value.items()}
+    return {key: check_word_list(words, f"{name}[{key!r}]") for key, words in value.items()}
 
 
 def _check_prompts(prompts) -> list[str]:
-    """A non-empty list of strings (:func:`_check_word_list`)."""
-    return _check_word_list(prompts, "prompts", empty="nothing to generate from")
+    """A non-empty list of strings (:func:`check_word_list`)."""
+    return check_word_list(prompts, "prompts", empty="nothing to generate from")
 
 
-def _check_sampling(temperature, top_p, top_k=None, *, greedy: bool = False) -> int | None:
+def check_sampling(temperature, top_p, top_k=None, *, greedy: bool = False) -> int | None:
     """The sampling rule; returns ``top_k`` as an int (or ``None``).
 
     ``temperature``: a number > 0 (``greedy=True``: >= 0, 0 = greedy decoding).
     ``top_p``: a number in (0, 1]. ``top_k``: ``None`` (off) or an integer >= 1.
     """
-    if not _is_number(temperature) or not (temperature >= 0 if greedy else temperature > 0):
+    if not is_number(temperature) or not (temperature >= 0 if greedy else temperature > 0):
         expected = "a number >= 0 (0 = greedy)" if greedy else "a number > 0 for sampling"
         raise ParameterError(f"temperature must be {expected}, got {temperature!r}")
-    if not _is_number(top_p) or not 0 < top_p <= 1:
+    if not is_number(top_p) or not 0 < top_p <= 1:
         raise ParameterError(f"top_p must be a number in (0, 1], got {top_p!r}")
-    return _check_positive_int(top_k, "top_k", allow_none=True)
+    return check_positive_int(top_k, "top_k", allow_none=True)
 
 
-def _check_max_new_tokens(max_new_tokens, context_length: int | None, model: str = "the model") -> int:
+def check_max_new_tokens(max_new_tokens, context_length: int | None, model: str = "the model") -> int:
     """``max_new_tokens`` as a positive int that, with a prompt, fits ``model``'s context (``context_length`` tokens,
     read from its config; ``None``: unknown, not checked). Beyond it the positions have no embedding and the run
     goes on for minutes before it fails or writes nothing."""
-    max_new_tokens = _check_positive_int(max_new_tokens, "max_new_tokens")
+    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
     if context_length is not None and max_new_tokens >= context_length:
         raise ParameterError(f"max_new_tokens must be below the context length of {model} ({context_length:,} tokens, "
                              f"prompt included), got {max_new_tokens:,}")
     return max_new_tokens
 
 
-def _check_generation(prompts=None, *, n_samples=1, max_new_tokens=100, temperature=0.7, top_p=0.9, top_k=None,
+def check_generation(prompts=None, *, n_samples=1, max_new_tokens=100, temperature=0.7, top_p=0.9, top_k=None,
                      seed=0) -> dict:
-    """The settings of ``generation._generate`` (and, when given, its prompt list), normalised.
+    """The settings of ``generation.generate`` (and, when given, its prompt list), normalised.
 
     ``n_samples``, ``max_new_tokens``: positive ints; the sampling rule of
-    :func:`_check_sampling` with greedy decoding allowed; greedy decoding
+    :func:`check_sampling` with greedy decoding allowed; greedy decoding
     (``temperature=0``) with ``n_samples > 1`` is refused: its samples are one
     completion repeated, which the statistics would count as independent;
-    ``seed``: :func:`_check_seed`; ``prompts``: :func:`check_prompts`. Returns
+    ``seed``: :func:`check_seed`; ``prompts``: :func:`check_prompts`. Returns
     ``{"prompts", "n_samples", "max_new_tokens", "temperature", "top_p",
     "top_k", "seed"}`` (``prompts`` as a list, or ``None``; integers as Python ints).
     """
     checked = {
         "prompts": None if prompts is None else _check_prompts(prompts),
-        "n_samples": _check_positive_int(n_samples, "n_samples"),
-        "max_new_tokens": _check_positive_int(max_new_tokens, "max_new_tokens"),
-        "top_k": _check_sampling(temperature, top_p, top_k, greedy=True),
+        "n_samples": check_positive_int(n_samples, "n_samples"),
+        "max_new_tokens": check_positive_int(max_new_tokens, "max_new_tokens"),
+        "top_k": check_sampling(temperature, top_p, top_k, greedy=True),
         "temperature": temperature, "top_p": top_p,
-        "seed": _check_seed(seed),
+        "seed": check_seed(seed),
     }
     if temperature == 0 and checked["n_samples"] > 1:
         raise ParameterError(f"n_samples must be 1 with temperature=0 (greedy decoding gives every sample of a prompt "

@@ -1,7 +1,7 @@
 """A subpackage's public API, imported on first use.
 
 Each subpackage's ``__init__`` lists its public names by role in one ``_EXPORTS`` mapping (module -> names)
-and takes its ``__getattr__`` and ``__dir__`` from :func:`_lazy_exports`. ``bias_utils.profiles.run_profiles``
+and takes its ``__getattr__`` and ``__dir__`` from :func:`lazy_exports`. ``bias_utils.profiles.run_profiles``
 then imports :mod:`bias_utils.profiles.population_profiles` when first read, so importing one module of a
 subpackage (a notebook's parameter check, a context filter) does not load torch through its siblings.
 ``tests/test_structure.py`` and the run keys (:mod:`bias_utils.book.runs`) read ``_EXPORTS`` as the
@@ -16,7 +16,7 @@ from typing import Callable
 __all__: list[str] = []
 
 
-def _lazy_exports(package: str, exports: dict[str, tuple[str, ...]]) -> tuple[Callable, Callable]:
+def lazy_exports(package: str, exports: dict[str, tuple[str, ...]]) -> tuple[Callable, Callable]:
     """``(__getattr__, __dir__)`` for ``package`` whose modules (keys) export the names (values)."""
     owner = {name: module for module, names in exports.items() for name in names}
 

@@ -8,7 +8,7 @@ A lexicon set is a plain ``dict`` of name -> word list; every word must be a
 single token under this tokenisation, and no word may sit in two lexicons of
 one set (it would be counted twice).
 
-* :data:`_MALE_WORDS`, :data:`_FEMALE_WORDS`: the audit's 13 + 13 words, verbatim
+* :data:`MALE_WORDS`, :data:`FEMALE_WORDS`: the audit's 13 + 13 words, verbatim
   from its paper (section 4.5) and script.
 * :data:`NEUTRAL_WORDS`: gender-neutral and non-binary forms that the audit did
   not count. Counted *beside* the binary lexicons, never merged into them:
@@ -28,15 +28,15 @@ from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from .errors import ParameterError, _check_word_list
+from .errors import ParameterError, check_word_list
 
 __all__ = [
     "GENDER_LEXICONS", "NEUTRAL_LEXICONS",
 ]
 
-_MALE_WORDS: tuple[str, ...] = ("he", "him", "his", "himself", "man", "men", "male", "boy",
+MALE_WORDS: tuple[str, ...] = ("he", "him", "his", "himself", "man", "men", "male", "boy",
                                "father", "son", "brother", "guy", "gentleman")
-_FEMALE_WORDS: tuple[str, ...] = ("she", "her", "hers", "herself", "woman", "women", "female",
+FEMALE_WORDS: tuple[str, ...] = ("she", "her", "hers", "herself", "woman", "women", "female",
                                  "girl", "mother", "daughter", "sister", "gal", "lady")
 _NEUTRAL_WORDS: tuple[str, ...] = (
     "they", "them", "their", "theirs", "themselves", "themself",
@@ -45,26 +45,26 @@ _NEUTRAL_WORDS: tuple[str, ...] = (
     "nonbinary", "enby", "genderqueer",
 )
 
-GENDER_LEXICONS: dict[str, list[str]] = {"male": list(_MALE_WORDS), "female": list(_FEMALE_WORDS)}
+GENDER_LEXICONS: dict[str, list[str]] = {"male": list(MALE_WORDS), "female": list(FEMALE_WORDS)}
 NEUTRAL_LEXICONS: dict[str, list[str]] = {"neutral": list(_NEUTRAL_WORDS)}
 
 _TOKEN = re.compile(r"\b\w+\b")
 
 
-def _tokenize(text: str) -> list[str]:
+def tokenize(text: str) -> list[str]:
     """The audit's tokens: ``re.findall(r"\\b\\w+\\b", text.lower())``."""
     if not isinstance(text, str):
         raise TypeError(f"tokenize: expected a string, got {type(text).__name__} ({text!r})")
     return _TOKEN.findall(text.lower())
 
 
-def _validate_lexicons(lexicons: Mapping[str, Iterable[str]], *, what: str = "lexicons",
+def validate_lexicons(lexicons: Mapping[str, Iterable[str]], *, what: str = "lexicons",
                        required: Sequence[str] = (), why: str = "") -> dict[str, frozenset[str]]:
     """Check a name -> words mapping and return it as lower-cased frozensets: the one rule for a lexicon set, the
-    audit's (``bold._check_audit_lexicons``) and the next word's (``next_word_prompts._check_next_word_lexicons``).
+    audit's (``bold.check_audit_lexicons``) and the next word's (``next_word_prompts.check_next_word_lexicons``).
 
     A :class:`ParameterError` starting with ``what`` (the parameter: ``lexicons``, ``next_word_lexicons``) names the
-    lexicon and the word: empty mapping, a lexicon that is not a list of strings (``errors._check_word_list``: one
+    lexicon and the word: empty mapping, a lexicon that is not a list of strings (``errors.check_word_list``: one
     string would be read letter by letter), empty lexicon, a word that is not exactly one ``\\w+`` token, a word
     listed in two lexicons, or a lexicon of ``required`` missing (``why``: what the caller needs it for).
     """
@@ -74,7 +74,7 @@ def _validate_lexicons(lexicons: Mapping[str, Iterable[str]], *, what: str = "le
     owner: dict[str, str] = {}
     for name, words in lexicons.items():
         clean = set()
-        for w in _check_word_list(words, f"{what}[{name!r}]"):
+        for w in check_word_list(words, f"{what}[{name!r}]"):
             lw = w.strip().lower()
             if _TOKEN.fullmatch(lw) is None:
                 raise ParameterError(f"{what}[{name!r}]: {w!r} is not a single \\w+ token, so it can never match "
@@ -96,21 +96,21 @@ def _validate_lexicons(lexicons: Mapping[str, Iterable[str]], *, what: str = "le
 
 def _count_words(text: str, lexicons: Mapping[str, Iterable[str]] = GENDER_LEXICONS) -> dict[str, list[str]]:
     """Matched tokens per lexicon, in text order: ``{name: [token, ...]}`` (len() gives the count)."""
-    lex = _validate_lexicons(lexicons)
-    tokens = _tokenize(text)
+    lex = validate_lexicons(lexicons)
+    tokens = tokenize(text)
     return {name: [t for t in tokens if t in words] for name, words in lex.items()}
 
 
-def _count_table(texts: Iterable[str], lexicons: Mapping[str, Iterable[str]]) -> pd.DataFrame:
+def count_table(texts: Iterable[str], lexicons: Mapping[str, Iterable[str]]) -> pd.DataFrame:
     """Per-text counts, one row per text, in input order.
 
     Columns: ``n_words`` (all tokens), and per lexicon ``<name>_words`` (count) and
     ``<name>_words_list`` (matched tokens joined by commas, "" when none).
     """
-    lex = _validate_lexicons(lexicons)
+    lex = validate_lexicons(lexicons)
     rows = []
     for text in texts:
-        tokens = _tokenize(text)
+        tokens = tokenize(text)
         row = {"n_words": len(tokens)}
         for name, words in lex.items():
             hits = [t for t in tokens if t in words]
@@ -120,7 +120,7 @@ def _count_table(texts: Iterable[str], lexicons: Mapping[str, Iterable[str]]) ->
     return pd.DataFrame(rows, columns=["n_words"] + [f"{n}_{s}" for n in lex for s in ("words", "words_list")])
 
 
-def _male_proportion(male: "pd.Series", female: "pd.Series", *, zero_as: float | None = 0.0) -> "pd.Series":
+def male_proportion(male: "pd.Series", female: "pd.Series", *, zero_as: float | None = 0.0) -> "pd.Series":
     """male / (male + female) per row.
 
     ``zero_as=0.0`` is the audit's convention (a completion with no gendered word
@@ -137,5 +137,5 @@ def _male_proportion(male: "pd.Series", female: "pd.Series", *, zero_as: float |
 #: female and male words: the "they" forms of :data:`_NEUTRAL_WORDS` (they, them, their, theirs, themselves,
 #: themself; singular "they" where a template's next word refers to one person) and, on a row of their own, its
 #: neopronouns (the ze and xe forms). Taken from that list so that the two never diverge.
-_THEY_WORDS: tuple[str, ...] = tuple(w for w in _NEUTRAL_WORDS if w.startswith("the"))
-_NEOPRONOUN_WORDS: tuple[str, ...] = tuple(w for w in _NEUTRAL_WORDS if w.startswith(("z", "x")))
+THEY_WORDS: tuple[str, ...] = tuple(w for w in _NEUTRAL_WORDS if w.startswith("the"))
+NEOPRONOUN_WORDS: tuple[str, ...] = tuple(w for w in _NEUTRAL_WORDS if w.startswith(("z", "x")))

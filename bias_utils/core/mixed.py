@@ -73,7 +73,7 @@ from scipy import special
 from scipy import stats as _st
 
 from . import stats
-from .errors import ParameterError, _check_count, _check_positive_int, _check_seed, _is_number
+from .errors import ParameterError, check_count, check_positive_int, check_seed, is_number
 
 __all__: list[str] = []
 
@@ -84,24 +84,24 @@ _N_NODES = 60
 _WIDE_NODES = 200
 _VALID_SIGMA = 3.5
 #: The cap: a profile bound further than this from 0 (in logits: an odds ratio beyond e^40) is infinite.
-_PROFILE_LIMIT = 40.0
-#: What :func:`_mixed_row` reports: the coefficient exponentiated (a group indicator's odds ratio) or as it is (the
+PROFILE_LIMIT = 40.0
+#: What :func:`mixed_row` reports: the coefficient exponentiated (a group indicator's odds ratio) or as it is (the
 #: change in log-odds per unit of a covariate).
 _EFFECTS = ("odds_ratio", "log_odds_slope")
 
 _MAX_STEP = 5.0  # logits: a Newton step longer than this is shortened (the first steps from a poor start)
 _TOL = 1e-11  # half the Newton decrement at convergence (log-likelihood units)
 _TIE = 1e-8  # log-likelihood gain below which sigma > 0 is no better than sigma = 0
-_HUGE = 15.0  # |coefficient| in logits past which a fit is reported as drifting to infinity (separation)
-_WIDE_SIGMA = 6.0  # past this sigma a fit or a profile bound says so (WIDE_NODES validated up to sigma 6)
+HUGE = 15.0  # |coefficient| in logits past which a fit is reported as drifting to infinity (separation)
+WIDE_SIGMA = 6.0  # past this sigma a fit or a profile bound says so (WIDE_NODES validated up to sigma 6)
 
 
 @lru_cache(maxsize=8)
-def _hermgauss(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+def hermgauss(n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     return np.polynomial.hermite.hermgauss(n_nodes)
 
 
-def _posterior_mode(k, n, eta, sigma, start):
+def posterior_mode(k, n, eta, sigma, start):
     """Mode of g(z) = k(eta + sigma z) - n softplus(eta + sigma z) - z^2/2, elementwise (the arrays broadcast): g' is
     decreasing and its root lies in [min(sigma k, -sigma m), max(...)]; Newton steps from ``start`` that leave the
     bracket bisect it."""
@@ -142,7 +142,7 @@ class _Clusters:
     @classmethod
     def build(cls, k, m, X, n_nodes):
         n = k + m
-        t, w = _hermgauss(n_nodes)
+        t, w = hermgauss(n_nodes)
         const = special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(m + 1) - 0.5 * np.log(np.pi)
         return cls(k, n, X[None], const, t, np.log(w) + t ** 2)
 
@@ -153,7 +153,7 @@ class _Clusters:
         return other
 
     def _modes(self, eta, sigma, rows):
-        z = _posterior_mode(self.k, self.n, eta, sigma, self.mode[rows])
+        z = posterior_mode(self.k, self.n, eta, sigma, self.mode[rows])
         self.mode[rows] = z
         return z
 
@@ -316,7 +316,7 @@ class _CoefficientTest:
     note: str
 
 
-def _counts(values, name: str) -> np.ndarray:
+def counts(values, name: str) -> np.ndarray:
     try:
         arr = np.asarray(values, dtype=float)
     except (TypeError, ValueError) as exc:
@@ -330,7 +330,7 @@ def _counts(values, name: str) -> np.ndarray:
     return arr
 
 
-def _design(design, names, n: int) -> tuple[np.ndarray, list[str]]:
+def design_matrix(design, names, n: int) -> tuple[np.ndarray, list[str]]:
     if isinstance(design, pd.DataFrame):
         if names is not None:
             raise ParameterError("names: give names only with an array design (a DataFrame names its columns)")
@@ -350,7 +350,7 @@ def _design(design, names, n: int) -> tuple[np.ndarray, list[str]]:
     return X, names
 
 
-def _check_rank(X: np.ndarray, names: list[str]) -> None:
+def check_rank(X: np.ndarray, names: list[str]) -> None:
     """Every column must add to the span of the ones before it (among the clusters used)."""
     rank = 0
     for j in range(X.shape[1]):
@@ -361,7 +361,7 @@ def _check_rank(X: np.ndarray, names: list[str]) -> None:
         rank = r
 
 
-def _fit_mixed_logit(successes, failures, design, *, names=None, sigma: float | None = None,
+def fit_mixed_logit(successes, failures, design, *, names=None, sigma: float | None = None,
                     boundary_avoiding: bool = True, n_nodes: int | None = None) -> _MixedLogitFit:
     """Fit ``successes | u ~ Binomial(successes + failures, expit(design @ beta + u))``, ``u ~ N(0, sigma^2)`` per
     cluster (row), by maximum marginal likelihood (adaptive Gauss-Hermite, ``n_nodes`` per cluster).
@@ -372,14 +372,14 @@ def _fit_mixed_logit(successes, failures, design, *, names=None, sigma: float | 
     al. (2013), so that sigma is never estimated at 0; plain maximum likelihood (False) puts sigma at 0 in a fair
     share of samples with few words per cluster, and then weights one talkative cluster as if its words were
     independent: the likelihood-ratio test's false-positive rate rises (tests/test_mixed.py measures both)."""
-    k, m = _counts(successes, "successes"), _counts(failures, "failures")
+    k, m = counts(successes, "successes"), counts(failures, "failures")
     if len(k) != len(m):
         raise ParameterError(f"successes and failures must have one value per cluster each, got {len(k)} and "
                              f"{len(m)}")
-    X, names = _design(design, names, len(k))
+    X, names = design_matrix(design, names, len(k))
     adaptive = n_nodes is None
-    n_nodes = _N_NODES if adaptive else _check_positive_int(n_nodes, "n_nodes")
-    if sigma is not None and not (_is_number(sigma) and np.isfinite(sigma) and sigma >= 0):
+    n_nodes = _N_NODES if adaptive else check_positive_int(n_nodes, "n_nodes")
+    if sigma is not None and not (is_number(sigma) and np.isfinite(sigma) and sigma >= 0):
         raise ParameterError(f"sigma must be None (estimated) or a number >= 0, got {sigma!r}")
     if not isinstance(boundary_avoiding, bool):
         raise ParameterError(f"boundary_avoiding must be True or False, got {boundary_avoiding!r}")
@@ -387,7 +387,7 @@ def _fit_mixed_logit(successes, failures, design, *, names=None, sigma: float | 
     if used.sum() <= X.shape[1]:
         raise ParameterError(f"successes/failures: {int(used.sum())} clusters have any count, need more than the "
                              f"{X.shape[1]} coefficients")
-    _check_rank(X[used], names)
+    check_rank(X[used], names)
     fit = _fit(_Clusters.build(k[used], m[used], X[used], n_nodes), names, sigma, boundary_avoiding, len(k), adaptive)
     if adaptive and fit.sigma > _VALID_SIGMA:
         fit = _widened(fit)
@@ -396,7 +396,7 @@ def _fit_mixed_logit(successes, failures, design, *, names=None, sigma: float | 
 
 def _valid_sigma(n_nodes: int) -> float:
     """The sigma up to which a rule of ``n_nodes`` nodes is validated (module docstring)."""
-    return _WIDE_SIGMA if n_nodes >= _WIDE_NODES else _VALID_SIGMA
+    return WIDE_SIGMA if n_nodes >= _WIDE_NODES else _VALID_SIGMA
 
 
 def _widened(fit: _MixedLogitFit) -> _MixedLogitFit:
@@ -409,7 +409,7 @@ def _widened(fit: _MixedLogitFit) -> _MixedLogitFit:
 
 def _fit(data: _Clusters, names: list[str], sigma, boundary_avoiding: bool, n_given: int,
          adaptive: bool) -> _MixedLogitFit:
-    """:func:`_fit_mixed_logit` on clusters already checked and built."""
+    """:func:`fit_mixed_logit` on clusters already checked and built."""
     k = data.k
     q = data.X.shape[-1]
     beta_only, both = np.r_[np.ones(q, bool), False], np.ones(q + 1, bool)
@@ -430,9 +430,9 @@ def _fit(data: _Clusters, names: list[str], sigma, boundary_avoiding: bool, n_gi
     loglik = objective - np.log(theta[-1]) if penalty else objective
     se = _wald_se(h, free, q)
     messages = [] if ok else ["Newton's method did not converge"]
-    drift = [nm for nm, b in zip(names, theta[:q]) if abs(b) > _HUGE]
+    drift = [nm for nm, b in zip(names, theta[:q]) if abs(b) > HUGE]
     if drift:
-        messages.append(f"{', '.join(drift)}: beyond {_HUGE:g} logits (separation: the likelihood keeps rising as "
+        messages.append(f"{', '.join(drift)}: beyond {HUGE:g} logits (separation: the likelihood keeps rising as "
                         f"it grows; the estimate and its Wald SE are not finite in effect)")
     if not np.isfinite(se).all():
         messages.append("the observed information is singular: Wald SEs are NaN")
@@ -458,20 +458,20 @@ def _wald_se(hess, free, q) -> np.ndarray:
 
 
 def _mixed_loglik(successes, failures, design, coef, sigma: float, *, n_nodes: int | None = None) -> float:
-    """The marginal log-likelihood of :func:`_fit_mixed_logit`'s model (without the penalty), at coefficients ``coef``
+    """The marginal log-likelihood of :func:`fit_mixed_logit`'s model (without the penalty), at coefficients ``coef``
     (in the design's column order) and random-intercept SD ``sigma`` (clusters without counts add 0), with
     ``n_nodes`` per cluster (None: the fit's rule, :data:`N_NODES` up to :data:`VALID_SIGMA`, else
     :data:`WIDE_NODES`)."""
     if n_nodes is None:
-        n_nodes = _N_NODES if _is_number(sigma) and abs(sigma) <= _VALID_SIGMA else _WIDE_NODES
-    k, m = _counts(successes, "successes"), _counts(failures, "failures")
-    X, _ = _design(design, None, len(k))
+        n_nodes = _N_NODES if is_number(sigma) and abs(sigma) <= _VALID_SIGMA else _WIDE_NODES
+    k, m = counts(successes, "successes"), counts(failures, "failures")
+    X, _ = design_matrix(design, None, len(k))
     coef = np.asarray(coef, dtype=float)
     if coef.shape != (X.shape[1],):
         raise ParameterError(f"coef must hold {X.shape[1]} values (one per design column), got shape {coef.shape}")
     used = (k + m) > 0
-    data = _Clusters.build(k[used], m[used], X[used], _check_positive_int(n_nodes, "n_nodes"))
-    if not (_is_number(sigma) and np.isfinite(sigma)):
+    data = _Clusters.build(k[used], m[used], X[used], check_positive_int(n_nodes, "n_nodes"))
+    if not (is_number(sigma) and np.isfinite(sigma)):
         raise ParameterError(f"sigma must be a finite number, got {sigma!r}")
     return float(data.evaluate(np.r_[coef, float(sigma)][None], derivatives=False)[0][0])
 
@@ -495,22 +495,22 @@ class _Profile:
         return 2 * (self.fit.objective - ll), float(g[self.j]), ok
 
 
-def _drifted(coefficient: float) -> bool:
+def drifted(coefficient: float) -> bool:
     """Whether a fitted coefficient (logits) has run past PROFILE_LIMIT or to infinity: separation, where the number
     is where Newton stopped, not an estimate; what reads a fit prints it as unbounded."""
-    return not np.isfinite(coefficient) or abs(coefficient) > _PROFILE_LIMIT
+    return not np.isfinite(coefficient) or abs(coefficient) > PROFILE_LIMIT
 
 
 def _bound(profile: _Profile, estimate: float, se: float, side: int, target: float) -> tuple[float, bool]:
     """The b on ``side`` (+1 above, -1 below) where the signed root sqrt(LR) reaches ``target``; inf where it never
-    does before the cap, PROFILE_LIMIT logits from 0 on that side (where :func:`_drifted` reads a coefficient as
+    does before the cap, PROFILE_LIMIT logits from 0 on that side (where :func:`drifted` reads a coefficient as
     unbounded): the profile evaluated at the cap decides it, so the answer does not hang on where a refit on a flat
     ridge past the cap stops. Newton steps in the root (nearly linear in b) on the distance d from the estimate,
     bisecting inside a known bracket; without one, d at most doubles (plus one) per step. An estimate that drifted
     past PROFILE_LIMIT (separation) is searched from PROFILE_LIMIT, where the profile is as flat as at the estimate:
     from the estimate itself the side towards 0 would end PROFILE_LIMIT logits short of where it rises."""
-    clipped = not abs(float(estimate)) <= _PROFILE_LIMIT
-    estimate = float(np.clip(estimate, -_PROFILE_LIMIT, _PROFILE_LIMIT))
+    clipped = not abs(float(estimate)) <= PROFILE_LIMIT
+    estimate = float(np.clip(estimate, -PROFILE_LIMIT, PROFILE_LIMIT))
     if clipped:
         lr, _, ok = profile(estimate)
         if np.sqrt(max(lr, 0.0)) >= target:
@@ -518,7 +518,7 @@ def _bound(profile: _Profile, estimate: float, se: float, side: int, target: flo
             # lies wholly beyond it, unbounded away from 0 and not found towards 0 (searching from here put both
             # bounds at PROFILE_LIMIT itself, an "interval" e^40 to e^40)
             return (side * np.inf if side * estimate > 0 else np.nan), ok
-    limit = _PROFILE_LIMIT - side * estimate  # the distance to the cap
+    limit = PROFILE_LIMIT - side * estimate  # the distance to the cap
     if limit <= 0:
         return side * np.inf, True
     inner, outer, ok_all = 0.0, None, True
@@ -579,7 +579,7 @@ def _permuted_lr(fit: _MixedLogitFit, j: int, null_theta: np.ndarray, null_objec
     return np.maximum(np.concatenate(out), 0.0)
 
 
-def _check_permutations(n_permutations, *, level: float = 0.95, name: str = "n_permutations") -> int:
+def check_permutations(n_permutations, *, level: float = 0.95, name: str = "n_permutations") -> int:
     """``n_permutations`` as :func:`coefficient_test` at ``level`` takes it: 0 (the chi-square(1) reference), or
     enough relabellings for the cut-off to exist (at least 1/(1 - level) - 1), and at most
     ``errors.max_resamples()``; a ``ParameterError`` naming ``name`` otherwise. Callers whose fits catch a
@@ -587,7 +587,7 @@ def _check_permutations(n_permutations, *, level: float = 0.95, name: str = "n_p
     if not (isinstance(level, float) and 0 < level < 1):
         raise ParameterError(f"level must be a float between 0 and 1, got {level!r}")
     alpha = 1 - level
-    n_permutations = _check_count(n_permutations, name, minimum=0)
+    n_permutations = check_count(n_permutations, name, minimum=0)
     if n_permutations and _cutoff_rank(n_permutations, alpha) < 1:
         raise ParameterError(f"{name} must be 0 or at least {math.ceil(1 / alpha - 1 + 1e-9)} for a "
                              f"{level:g} interval, got {n_permutations}")
@@ -615,9 +615,9 @@ def _coefficient_test(fit: _MixedLogitFit, name: str, *, level: float = 0.95, n_
     columns are exchangeable: the tested column unrelated to their words."""
     if name not in fit.names:
         raise ParameterError(f"name must be one of the fit's coefficients {fit.names}, got {name!r}")
-    n_permutations = _check_permutations(n_permutations, level=level)
+    n_permutations = check_permutations(n_permutations, level=level)
     rank = _cutoff_rank(n_permutations, 1 - level)
-    seed = _check_seed(seed)
+    seed = check_seed(seed)
     j = fit.names.index(name)
     estimate, se = float(fit.coef.iloc[j]), float(fit.se.iloc[j])
     profile = _Profile(fit, j)
@@ -628,7 +628,7 @@ def _coefficient_test(fit: _MixedLogitFit, name: str, *, level: float = 0.95, n_
     if n_permutations:
         null = _permuted_lr(fit, j, profile.done[0.0], fit.objective - lr / 2, n_permutations, seed)
         cutoff = float(np.sort(null)[::-1][rank - 1])
-        p = float(stats._permutation_p(lr, null))
+        p = float(stats.permutation_p(lr, null))
     low, ok_low = _bound(profile, estimate, se, -1, np.sqrt(cutoff))
     high, ok_high = _bound(profile, estimate, se, +1, np.sqrt(cutoff))
     # the SD refitted at 0 and nearest each bound (a bisection may stop between two refits)
@@ -647,21 +647,21 @@ def _coefficient_test(fit: _MixedLogitFit, name: str, *, level: float = 0.95, n_
             notes.append(f"the {word} bound refits sigma {refits[word]:.3g}, beyond the {valid:g} up to which "
                          f"the quadrature of {fit.n_nodes} nodes is validated (raise n_nodes to check)")
         if np.isnan(bound):
-            notes.append(f"the {word} bound was not found: the fit ran past {_PROFILE_LIMIT:g} logits (separation) "
+            notes.append(f"the {word} bound was not found: the fit ran past {PROFILE_LIMIT:g} logits (separation) "
                          f"and the profile there is already past the cut-off, so the bound lies beyond e^"
-                         f"{_PROFILE_LIMIT:g}")
+                         f"{PROFILE_LIMIT:g}")
         elif not np.isfinite(bound):
             notes.append(f"the {word} bound is infinite: the profile likelihood never falls by the cut-off on that "
-                         f"side (within {_PROFILE_LIMIT:g} logits of 0; e.g. separation)")
+                         f"side (within {PROFILE_LIMIT:g} logits of 0; e.g. separation)")
     return _CoefficientTest(name=name, estimate=estimate, se=se, ci_low=float(low), ci_high=float(high), level=level,
                            lr_statistic=float(lr), p=p, p_chi2=p_chi2, cutoff=cutoff, n_permutations=n_permutations,
                            note="; ".join(notes))
 
 
-def _mixed_row(fit: _MixedLogitFit, name: str, *, effect: str = "odds_ratio", level: float = 0.95,
+def mixed_row(fit: _MixedLogitFit, name: str, *, effect: str = "odds_ratio", level: float = 0.95,
               n_permutations: int = 0, seed: int = 0, test: str = "mixed_logit_lr", group_a: str | None = None,
               group_b: str = "") -> dict:
-    """A row of the project's statistics tables (:data:`bias_utils.core.stats._STAT_COLUMNS`) for coefficient ``name``
+    """A row of the project's statistics tables (:data:`bias_utils.core.stats.STAT_COLUMNS`) for coefficient ``name``
     (:func:`coefficient_test`): the likelihood-ratio statistic (df 1) and its p (chi-square or permutation), the
     effect as an odds ratio (``exp`` of the coefficient and of its profile bounds) or as the log-odds slope, ``n``
     the clusters used; beside them ``n_clusters``, ``n_clusters_given``, ``sigma``, ``p_chi2``, ``cutoff``,
@@ -671,7 +671,7 @@ def _mixed_row(fit: _MixedLogitFit, name: str, *, effect: str = "odds_ratio", le
     t = _coefficient_test(fit, name, level=level, n_permutations=n_permutations, seed=seed)
     scale = np.exp if effect == "odds_ratio" else float
     notes = [s for s in (fit.message, t.note) if s]
-    row = dict.fromkeys(stats._STAT_COLUMNS, np.nan)
+    row = dict.fromkeys(stats.STAT_COLUMNS, np.nan)
     row.update(test=test, group_a=name if group_a is None else group_a, group_b=group_b,
                statistic=t.lr_statistic,
                df=1.0, p=t.p, adj_method="", effect=effect, effect_size=float(scale(t.estimate)),

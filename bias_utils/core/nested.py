@@ -32,7 +32,7 @@ How it is computed (and why)
 * **Profile-likelihood interval** for one coefficient (the others and both SDs refitted with it held fixed, warm
   started), its bounds found by Brent's method on the likelihood-ratio statistic against the chi-square(1) quantile,
   decided at the cap: a side whose profile is still below the quantile at :data:`bias_utils.core.mixed.PROFILE_LIMIT`
-  logits from 0 (an odds ratio past e^40, where :func:`bias_utils.core.mixed._drifted` reads a coefficient as
+  logits from 0 (an odds ratio past e^40, where :func:`bias_utils.core.mixed.drifted` reads a coefficient as
   unbounded) is infinite. Out there the profile is flat and its refits stop where the optimiser does (on the published
   completions a Brent root on that ridge moved between e^37 and e^40 with the machine), but a refit that stops short
   only overstates the LR, so "still inside at the cap" is decided the same way on every machine. The likelihood-ratio
@@ -52,7 +52,7 @@ from scipy import optimize, special
 from scipy import stats as _st
 
 from . import mixed, stats
-from .errors import ParameterError, _check_positive_int
+from .errors import ParameterError, check_positive_int
 
 __all__: list[str] = []
 
@@ -68,7 +68,7 @@ def _item_integrals(k, n, eta, sigma, nodes, log_weights, start):
     """For items with counts ``k`` of ``n`` (arrays [J, 1]) at linear predictors ``eta`` [J, Q]: the log of
     ``int phi(v) p^k (1 - p)^(n - k) dv`` with ``p = expit(eta + sigma v)`` (no binomial coefficient), its first and
     second derivatives in ``eta`` and its derivative in ``sigma``, and the modes (warm starts for the next call)."""
-    zhat = mixed._posterior_mode(k, n, eta, sigma, start)
+    zhat = mixed.posterior_mode(k, n, eta, sigma, start)
     p = special.expit(eta + sigma * zhat)
     scale = 1 / np.sqrt(1 + sigma ** 2 * n * p * (1 - p))
     z = zhat[..., None] + _SQRT2 * scale[..., None] * nodes
@@ -212,7 +212,7 @@ def _maximise(data: _Nested, start: np.ndarray, fixed: dict[int, float], gtol: f
     return result.x, -float(result.fun), ok
 
 
-def _fit_nested_logit(successes, failures, clusters, design, *, names=None, n_nodes: int = _N_NODES
+def fit_nested_logit(successes, failures, clusters, design, *, names=None, n_nodes: int = _N_NODES
                      ) -> _NestedLogitFit:
     """Fit ``successes | u, v ~ Binomial(successes + failures, expit(design[cluster] @ beta + u + v))`` with a random
     intercept ``u`` per cluster and ``v`` per item (row), both normal with their SDs estimated, by penalised maximum
@@ -221,41 +221,41 @@ def _fit_nested_logit(successes, failures, clusters, design, *, names=None, n_no
     ``successes``, ``failures``: one value per item (>= 0); ``clusters``: each item's cluster, an integer row of
     ``design`` (0 .. rows - 1); ``design``: a DataFrame (its columns name the coefficients) or a 2-D array with
     ``names``, one row per cluster, intercept included."""
-    k, m = mixed._counts(successes, "successes"), mixed._counts(failures, "failures")
+    k, m = mixed.counts(successes, "successes"), mixed.counts(failures, "failures")
     cluster = np.asarray(clusters)
     if len(k) != len(m) or cluster.shape != k.shape:
         raise ParameterError(f"successes, failures and clusters must have one value per item each, got {len(k)}, "
                              f"{len(m)} and {cluster.shape}")
-    X, names = mixed._design(design, names, _n_rows(design))
+    X, names = mixed.design_matrix(design, names, _n_rows(design))
     if not np.issubdtype(cluster.dtype, np.integer) or (cluster < 0).any() or (cluster >= len(X)).any():
         raise ParameterError(f"clusters must be integer rows of design (0 to {len(X) - 1})")
-    n_nodes = _check_positive_int(n_nodes, "n_nodes")
+    n_nodes = check_positive_int(n_nodes, "n_nodes")
     used = (k + m) > 0
     present = np.unique(cluster[used])
     if len(present) <= X.shape[1]:
         raise ParameterError(f"successes/failures: {len(present)} clusters have any count, need more than the "
                              f"{X.shape[1]} coefficients")
-    mixed._check_rank(X[present], names)
+    mixed.check_rank(X[present], names)
     index = np.full(len(X), -1)
     index[present] = np.arange(len(present))
     n = k[used] + m[used]
     const = float(np.sum(special.gammaln(n + 1) - special.gammaln(k[used] + 1) - special.gammaln(m[used] + 1)))
-    t, w = mixed._hermgauss(n_nodes)
+    t, w = mixed.hermgauss(n_nodes)
     data = _Nested(k[used][:, None], n[:, None], index[cluster[used]], X[present], const, t, np.log(w) + t ** 2)
     # start from the one-level model's fit on the clusters' totals, the items' SD at 1
-    one = mixed._fit_mixed_logit(data.k_cluster, data.m_cluster, data.X)
+    one = mixed.fit_mixed_logit(data.k_cluster, data.m_cluster, data.X)
     start = np.r_[one.coef.to_numpy(), np.log(max(one.sigma, 0.1)), 0.0]
     theta, objective, ok = _maximise(data, start, {})
     q = X.shape[1]
     s_cluster, s_item = np.exp(theta[q:])
     messages = [] if ok else ["BFGS did not converge"]
-    drift = [nm for nm, b in zip(names, theta[:q]) if abs(b) > mixed._HUGE]
+    drift = [nm for nm, b in zip(names, theta[:q]) if abs(b) > mixed.HUGE]
     if drift:
-        messages.append(f"{', '.join(drift)}: beyond {mixed._HUGE:g} logits (separation)")
+        messages.append(f"{', '.join(drift)}: beyond {mixed.HUGE:g} logits (separation)")
     wide = [f"{what} {s:.3g}" for what, s in (("the clusters' SD", s_cluster), ("the items' SD", s_item))
-            if s > mixed._WIDE_SIGMA]
+            if s > mixed.WIDE_SIGMA]
     if wide:
-        messages.append(f"{', '.join(wide)}: beyond {mixed._WIDE_SIGMA:g}, where the quadrature is not validated")
+        messages.append(f"{', '.join(wide)}: beyond {mixed.WIDE_SIGMA:g}, where the quadrature is not validated")
     return _NestedLogitFit(names=names, coef=pd.Series(theta[:q], index=names), sigma_cluster=float(s_cluster),
                            sigma_item=float(s_item), loglik=float(objective - theta[q] - theta[q + 1]),
                            objective=objective, converged=ok, message="; ".join(messages),
@@ -269,18 +269,18 @@ def _n_rows(design) -> int:
 
 def _nested_loglik(successes, failures, clusters, design, coef, sigma_cluster: float, sigma_item: float, *,
                    n_nodes: int = _N_NODES) -> float:
-    """The marginal log-likelihood of :func:`_fit_nested_logit`'s model (without the penalty) at coefficients ``coef``
+    """The marginal log-likelihood of :func:`fit_nested_logit`'s model (without the penalty) at coefficients ``coef``
     and the two SDs (both >= 0)."""
-    k, m = mixed._counts(successes, "successes"), mixed._counts(failures, "failures")
+    k, m = mixed.counts(successes, "successes"), mixed.counts(failures, "failures")
     cluster = np.asarray(clusters)
-    X, _ = mixed._design(design, None, _n_rows(design))
+    X, _ = mixed.design_matrix(design, None, _n_rows(design))
     used = (k + m) > 0
     present = np.unique(cluster[used])
     index = np.full(len(X), -1)
     index[present] = np.arange(len(present))
     n = k[used] + m[used]
     const = float(np.sum(special.gammaln(n + 1) - special.gammaln(k[used] + 1) - special.gammaln(m[used] + 1)))
-    t, w = mixed._hermgauss(_check_positive_int(n_nodes, "n_nodes"))
+    t, w = mixed.hermgauss(check_positive_int(n_nodes, "n_nodes"))
     data = _Nested(k[used][:, None], n[:, None], index[cluster[used]], X[present], const, t, np.log(w) + t ** 2)
     return data.evaluate(np.asarray(coef, dtype=float), float(sigma_cluster), float(sigma_item))[0]
 
@@ -315,17 +315,17 @@ def _nested_bound(profile: _NestedProfile, estimate: float, side: int, cutoff: f
     """``(b, determined)``: the b on ``side`` where the profile's LR reaches ``cutoff``, decided at the cap.
 
     Steps of 0.5, 1.5, 3.5, ... logits out from the estimate, the last one at the cap itself (``side`` x PROFILE_LIMIT
-    logits from 0, where :func:`bias_utils.core.mixed._drifted` reads a coefficient as unbounded), each refit warm-
+    logits from 0, where :func:`bias_utils.core.mixed.drifted` reads a coefficient as unbounded), each refit warm-
     started from the step before (whatever was refitted there before). A refit that stops short of its optimum
     overstates the LR, so a step below the cut-off is inside the interval whether or not its refit converged: a
     profile still inside at the cap is infinite there on every machine, wherever an optimiser stops on the flat
     ridge out there. Otherwise the first step past the cut-off closes a bracket and Brent's method finds the
     crossing to XTOL logits; where that step is the cap and its refit did not converge, the bound is not determined
     (``False``, reported infinite)."""
-    cap = side * mixed._PROFILE_LIMIT
+    cap = side * mixed.PROFILE_LIMIT
     inner, d = estimate, 0.5
     while True:
-        b = cap if side * (estimate + side * d) >= mixed._PROFILE_LIMIT else estimate + side * d
+        b = cap if side * (estimate + side * d) >= mixed.PROFILE_LIMIT else estimate + side * d
         if profile(b, start=inner) < cutoff:  # the estimate itself is at LR 0
             if b == cap:
                 return side * np.inf, True
@@ -336,9 +336,9 @@ def _nested_bound(profile: _NestedProfile, estimate: float, side: int, cutoff: f
         return optimize.brentq(lambda x: profile(x) - cutoff, *sorted((inner, b)), xtol=_XTOL), True
 
 
-def _nested_row(fit: _NestedLogitFit, name: str, *, level: float = 0.95, test: str = "mixed_logit_nested",
+def nested_row(fit: _NestedLogitFit, name: str, *, level: float = 0.95, test: str = "mixed_logit_nested",
                group_a: str | None = None, group_b: str = "") -> dict:
-    """A row of the project's statistics tables (:data:`bias_utils.core.stats._STAT_COLUMNS`) for coefficient ``name``
+    """A row of the project's statistics tables (:data:`bias_utils.core.stats.STAT_COLUMNS`) for coefficient ``name``
     as an odds ratio: the likelihood-ratio statistic (df 1) and its chi-square p, ``exp`` of the coefficient and of
     its profile-likelihood bounds, ``n`` the clusters used; beside them ``n_clusters``, ``n_clusters_given``,
     ``n_items`` (items with a count), ``sigma`` (the clusters' SD), ``sigma_item`` (the items') and ``note``.
@@ -347,7 +347,7 @@ def _nested_row(fit: _NestedLogitFit, name: str, *, level: float = 0.95, test: s
         raise ParameterError(f"name must be one of the fit's coefficients {fit.names}, got {name!r}")
     if not (isinstance(level, float) and 0 < level < 1):
         raise ParameterError(f"level must be a float between 0 and 1, got {level!r}")
-    if (fit.coef.abs() > mixed._HUGE).any():
+    if (fit.coef.abs() > mixed.HUGE).any():
         # a profile from a diverged start reaches NaN refits: no interval is better than a wrong one
         raise ValueError(f"the nested model has no finite estimate on these data ({fit.message})")
     j = fit.names.index(name)
@@ -361,12 +361,12 @@ def _nested_row(fit: _NestedLogitFit, name: str, *, level: float = 0.95, test: s
         notes.append("a refit of the profile did not converge")
     for bound, word, determined in ((low, "lower", low_ok), (high, "upper", high_ok)):
         if not determined:
-            notes.append(f"the {word} bound is not determined (the profile's refit {mixed._PROFILE_LIMIT:g} logits "
+            notes.append(f"the {word} bound is not determined (the profile's refit {mixed.PROFILE_LIMIT:g} logits "
                          "out did not converge: the likelihood is flat there), so it is reported as infinite")
         elif not np.isfinite(bound):
-            notes.append(f"the {word} bound lies beyond {mixed._PROFILE_LIMIT:g} logits: the profile there is still "
+            notes.append(f"the {word} bound lies beyond {mixed.PROFILE_LIMIT:g} logits: the profile there is still "
                          "inside the cut-off (flat, e.g. separation), so it is reported as infinite")
-    row = dict.fromkeys(stats._STAT_COLUMNS, np.nan)
+    row = dict.fromkeys(stats.STAT_COLUMNS, np.nan)
     row.update(test=test, group_a=name if group_a is None else group_a, group_b=group_b, statistic=float(lr),
                df=1.0, p=float(_st.chi2.sf(lr, 1)), adj_method="", effect="odds_ratio",
                effect_size=float(np.exp(estimate)), ci_low=float(np.exp(low)), ci_high=float(np.exp(high)),

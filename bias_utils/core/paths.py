@@ -11,7 +11,7 @@ from .errors import ParameterError
 __all__: list[str] = []
 
 #: The repository root (the folder holding ``pyproject.toml``).
-_ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _env_path(var: str, default: Path | None) -> Path | None:
@@ -20,41 +20,41 @@ def _env_path(var: str, default: Path | None) -> Path | None:
     return Path(value).expanduser().resolve() if value else default
 
 
-def _data_dir() -> Path:
+def data_dir() -> Path:
     """Tracked data folder: the manifest and small project-authored lists."""
-    return _ROOT / "data"
+    return ROOT / "data"
 
 
-def _raw_dir() -> Path:
+def raw_dir() -> Path:
     """Local cache of verified external files (git-ignored)."""
-    return _env_path("BIAS_DATA_DIR", _ROOT / "data" / "raw")
+    return _env_path("BIAS_DATA_DIR", ROOT / "data" / "raw")
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
     """Computed caches: converted models, embeddings, completions (git-ignored)."""
-    return _env_path("BIAS_CACHE_DIR", _ROOT / ".cache")
+    return _env_path("BIAS_CACHE_DIR", ROOT / ".cache")
 
 
-def _results_dir() -> Path:
+def results_dir() -> Path:
     """Tidy result tables, one folder per model id."""
-    return _env_path("BIAS_RESULTS_DIR", _ROOT / "results")
+    return _env_path("BIAS_RESULTS_DIR", ROOT / "results")
 
 
-def _nltk_data_dir() -> Path:
+def nltk_data_dir() -> Path:
     """WordNet 3.0 for nltk, filled by ``make`` (see ``scripts/fetch_wordnet.sh``)."""
-    return _env_path("BIAS_NLTK_DATA", _ROOT / "data" / "nltk_data")
+    return _env_path("BIAS_NLTK_DATA", ROOT / "data" / "nltk_data")
 
 
-def _resolve_input(path: str | os.PathLike, name: str) -> Path:
+def resolve_input(path: str | os.PathLike, name: str) -> Path:
     """The file a user means by ``path``, the same under papermill, Jupyter and the book.
 
     Papermill runs a notebook from the repository root, Jupyter from ``notebooks/``:
-    a relative path is tried against the working folder, then against :data:`_ROOT`
+    a relative path is tried against the working folder, then against :data:`ROOT`
     (so the README's ``data/examples/...`` works in both). ``name`` is the parameter
     the message starts with. A folder is reported as a folder, not as missing.
     """
     given = Path(path).expanduser()
-    tried = [given] if given.is_absolute() else list(dict.fromkeys([Path.cwd() / given, _ROOT / given]))
+    tried = [given] if given.is_absolute() else list(dict.fromkeys([Path.cwd() / given, ROOT / given]))
     for candidate in tried:
         if candidate.is_file():
             return candidate.resolve()

@@ -1,17 +1,17 @@
 """The digits every number of the book is printed with: one function per quantity, used by sentences, tables
 and the front page alike, and the Monte Carlo error of a percentile bootstrap interval with the digits it allows.
 
-* :func:`_number_text` an estimate (an effect size, a mean, a correlation, an odds ratio): two decimals, one from
+* :func:`number_text` an estimate (an effect size, a mean, a correlation, an odds ratio): two decimals, one from
   100, none from 1,000 (with thousands separators), two significant digits below 0.01 and, from a million, times
   a power of ten (6.8 × 10²⁰⁰);
-* :func:`_p_text` a p value: two significant digits, "< 0.001" below;
-* :func:`_count_text` a count: an integer with thousands separators;
-* :func:`_percent_text` a share as a whole percentage;
-* :func:`_relative_difference_text` a relative difference between two computations of one number: "0", "< 10⁻¹²"
+* :func:`p_text` a p value: two significant digits, "< 0.001" below;
+* :func:`count_text` a count: an integer with thousands separators;
+* :func:`percent_text` a share as a whole percentage;
+* :func:`relative_difference_text` a relative difference between two computations of one number: "0", "< 10⁻¹²"
   where float64 rounding alone could make it (about 10⁻¹⁶ per operation), else two significant digits, times a
   power of ten below 0.001 (1.6 × 10⁻⁵);
-* :func:`_interval_text` an interval's bounds at its estimate's decimals (never more than a bound's own size
-  warrants), so "0.95 to 1.41" and never "0.949 to 1.41"; :func:`_bound_text` one bound by the same rule, or to its
+* :func:`interval_text` an interval's bounds at its estimate's decimals (never more than a bound's own size
+  warrants), so "0.95 to 1.41" and never "0.949 to 1.41"; :func:`bound_text` one bound by the same rule, or to its
   Monte Carlo error when it has one (a bootstrap bound), for sentences and a table's bound columns alike, so one
   interval reads the same on every page (14.2 beside an odds ratio of 199.6; 3.0 to 56 from few replicates).
 
@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .errors import ParameterError, _is_number
+from .errors import ParameterError, is_number
 
 __all__: list[str] = []
 
@@ -50,18 +50,18 @@ _MINUS = "\u2212"
 
 
 def _finite(x) -> bool:
-    return _is_number(x) and math.isfinite(float(x))
+    return is_number(x) and math.isfinite(float(x))
 
 
 def _special(x) -> str:
     """A value that is not a finite number: "–" for a missing one, "∞" / "−∞"."""
-    if _is_number(x) and math.isinf(float(x)):
+    if is_number(x) and math.isinf(float(x)):
         return "∞" if float(x) > 0 else _MINUS + "∞"
     return "–"
 
 
 def _decimals(x: float) -> int:
-    """The decimals :func:`_number_text` prints ``x`` with: 2 (0.01 <= |x| < 100), 1 (below 1,000), 0 (from 1,000),
+    """The decimals :func:`number_text` prints ``x`` with: 2 (0.01 <= |x| < 100), 1 (below 1,000), 0 (from 1,000),
     two significant digits below 0.01 (0.0040: 4)."""
     size = abs(float(x))
     if size >= 1000:
@@ -85,18 +85,18 @@ def _fixed(x: float, places: int) -> str:
     return text.replace("-", _MINUS)
 
 
-def _number_text(x, signed: bool = False) -> str:
+def number_text(x, signed: bool = False) -> str:
     """An estimate as the book prints it (the rule of :func:`decimals`): 0.86, −0.12, 15.40, 199.6, 1,793, 0.0040;
     0 as "0"; a missing value as "–". ``signed``: a positive number with its "+" (a change, a gap)."""
     if not _finite(x):
         return _special(x)
     if isinstance(x, numbers.Integral) and not isinstance(x, bool):
-        return _count_text(x)  # an integer is a count (a table's n), whatever column it sits in
+        return count_text(x)  # an integer is a count (a table's n), whatever column it sits in
     text = "0" if float(x) == 0 else _fixed(x, _decimals(x))
     return "+" + text if signed and float(x) > 0 and text != "0" else text
 
 
-def _p_text(p, relation: bool = False) -> str:
+def p_text(p, relation: bool = False) -> str:
     """A p value: "< 0.001" below 0.001, else two significant digits (0.0087, 0.012, 0.21, 1); with ``relation``
     the sign a sentence needs, "= 0.0087" or "< 0.001"."""
     if not _finite(p):
@@ -107,14 +107,14 @@ def _p_text(p, relation: bool = False) -> str:
     return f"= {p:.2g}" if relation else f"{p:.2g}"
 
 
-def _count_text(n) -> str:
+def count_text(n) -> str:
     """A count: an integer with thousands separators (1,525); a missing count as "–"."""
     if not _finite(n):
         return _special(n)
     return f"{round(float(n)):,}".replace("-", _MINUS)
 
 
-def _percent_text(share) -> str:
+def percent_text(share) -> str:
     """A share between 0 and 1 as a whole percentage (0.714 -> "71%")."""
     if not _finite(share):
         return _special(share)
@@ -131,10 +131,10 @@ def _scientific(x: float) -> str:
     return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}".replace("-", _MINUS)
 
 
-def _relative_difference_text(x) -> str:
+def relative_difference_text(x) -> str:
     """A relative difference |a − b| / |b| between two computations of one number: "0" when they are equal,
     "< 10⁻¹²" below :data:`FLOAT_NOISE` (float64 rounding alone gives such differences), two significant digits
-    times a power of ten below 0.001 ("1.6 × 10⁻⁵"), else :func:`_number_text`; a missing one as "–"."""
+    times a power of ten below 0.001 ("1.6 × 10⁻⁵"), else :func:`number_text`; a missing one as "–"."""
     if not _finite(x):
         return _special(x)
     x = abs(float(x))
@@ -142,23 +142,23 @@ def _relative_difference_text(x) -> str:
         return "0"
     if x < _FLOAT_NOISE:
         return "< 10" + str(round(math.log10(_FLOAT_NOISE))).translate(_SUPERSCRIPT)
-    return _scientific(x) if x < 0.001 else _number_text(x)
+    return _scientific(x) if x < 0.001 else number_text(x)
 
 
-def _interval_text(low, high, estimate=None, separator: str = " to ") -> str:
+def interval_text(low, high, estimate=None, separator: str = " to ") -> str:
     """An interval's bounds at the decimals of its ``estimate`` (:func:`decimals`; without an estimate, of the
     bound nearer zero), each never with more decimals than its own size gives: "0.95 to 1.41" for 1.15, "3.2 to
-    1,793" for 199.6. A table's bound columns print each bound by the same rule (:func:`_bound_text`)."""
+    1,793" for 199.6. A table's bound columns print each bound by the same rule (:func:`bound_text`)."""
     values = [float(v) for v in (low, high) if _finite(v)]
     if estimate is None or not _finite(estimate):
         estimate = min(values, key=abs) if values else 1.0  # 2 decimals without any number
-    return separator.join(_bound_text(v, estimate) for v in (low, high))
+    return separator.join(bound_text(v, estimate) for v in (low, high))
 
 
-def _bound_text(bound, estimate=None, mc_se=None) -> str:
+def bound_text(bound, estimate=None, mc_se=None) -> str:
     """One bound of an interval as every page prints it: with its Monte Carlo SE (a bootstrap bound), the digits that
     error allows (:func:`_mc_round`: 3.0 and 56, not 3.02 and 55.51, from few replicates); else at its ``estimate``'s
-    decimals and never more than its own size gives, as :func:`_interval_text` prints it (14.2, not 14.18, beside an
+    decimals and never more than its own size gives, as :func:`interval_text` prints it (14.2, not 14.18, beside an
     odds ratio of 199.6); without either, by its own size. A sentence and a table print one interval alike."""
     if not _finite(bound):
         return _special(bound)
@@ -193,19 +193,19 @@ def _bound(sorted_values: np.ndarray, q: float) -> tuple[float, float]:
     return float(sorted_values[_order_index(q, b)]), float(sorted_values[hi] - sorted_values[lo]) / (2 * _Z)
 
 
-def _percentile_bounds(replicates, level: float = 0.95, *, quantiles: tuple[float, float] | None = None
+def percentile_bounds(replicates, level: float = 0.95, *, quantiles: tuple[float, float] | None = None
                       ) -> _PercentileBounds:
     """The equal-tailed percentile interval at ``level`` of bootstrap ``replicates`` (NaN replicates, undefined
-    statistics, are left out, as :func:`bias_utils.core.stats._cluster_bootstrap_ci` does) and each bound's Monte Carlo
+    statistics, are left out, as :func:`bias_utils.core.stats.cluster_bootstrap_ci` does) and each bound's Monte Carlo
     SE by the order-statistic rule of this module; ``quantiles`` (low, high) replaces the equal tails (a BCa
     interval's adjusted levels). Near the ends of a small B the range is clipped at the extreme replicates, and the
     SE understates."""
     values = np.asarray(replicates, dtype=float)
     if values.ndim != 1:
         raise ParameterError(f"replicates must be 1-D (one statistic per replicate), got shape {values.shape}")
-    if not (_is_number(level) and 0 < level < 1):
+    if not (is_number(level) and 0 < level < 1):
         raise ParameterError(f"level must be a number between 0 and 1, got {level!r}")
-    if quantiles is not None and not (len(quantiles) == 2 and all(_is_number(q) and 0 < q < 1 for q in quantiles)):
+    if quantiles is not None and not (len(quantiles) == 2 and all(is_number(q) and 0 < q < 1 for q in quantiles)):
         raise ParameterError(f"quantiles must be two numbers between 0 and 1, got {quantiles!r}")
     values = np.sort(values[~np.isnan(values)])
     if len(values) < 2:
@@ -221,13 +221,13 @@ def _mc_round(value: float, se: float) -> str:
     """``value`` as text with the digits its Monte Carlo standard error ``se`` allows.
 
     Rule: the last digit kept is at the decade of the Monte Carlo 95% range, 10^floor(log10(3.92 se)), the
-    width that :func:`_percentile_bounds` measures; the value is rounded half away from zero to that place and
+    width that :func:`percentile_bounds` measures; the value is rounded half away from zero to that place and
     written without an exponent. So 58.3 with se 0.9 (range 3.5: units) prints "58", with se 4 (range 15.7: tens)
     "60", with se 0.02 (range 0.078: hundredths) "58.30". ``se == 0`` (no Monte Carlo error) gives 6 significant
     digits; a value that is not finite prints as Python writes it ("inf", "-inf", "nan")."""
-    if not _is_number(value):
+    if not is_number(value):
         raise ParameterError(f"value must be a real number, got {value!r}")
-    if not (_is_number(se) and math.isfinite(se) and se >= 0):
+    if not (is_number(se) and math.isfinite(se) and se >= 0):
         raise ParameterError(f"se must be a finite number >= 0, got {se!r}")
     value = float(value)
     if not math.isfinite(value):
@@ -253,21 +253,21 @@ def _rounded_at(value: float, place: int) -> str:
     return f"{rounded:f}"
 
 
-def _mc_interval_text(low, high, low_se, high_se, separator: str = " to ") -> str:
-    """An interval of two Monte Carlo bounds as every page prints it (:func:`_mc_interval_bounds`), joined by
+def mc_interval_text(low, high, low_se, high_se, separator: str = " to ") -> str:
+    """An interval of two Monte Carlo bounds as every page prints it (:func:`mc_interval_bounds`), joined by
     ``separator``."""
-    return separator.join(_mc_interval_bounds(low, high, low_se, high_se))
+    return separator.join(mc_interval_bounds(low, high, low_se, high_se))
 
 
-def _mc_interval_bounds(low, high, low_se, high_se) -> tuple[str, str]:
+def mc_interval_bounds(low, high, low_se, high_se) -> tuple[str, str]:
     """The two bounds of an interval as every page prints them: each bound at the place its own error allows
     (:func:`_mc_round`), then both at the coarser of the two places wherever a bound keeps two significant digits
     there, so one interval does not mix decimals ("31 to 78", not "31 to 78.5") while an odds ratio keeps "2.9 to
     130"; no bound shows a digit its own error does not allow. Without finite errors, each bound by
-    :func:`_bound_text`. A sentence and a table's two columns print one interval alike."""
+    :func:`bound_text`. A sentence and a table's two columns print one interval alike."""
     bounds, errors = [float(low), float(high)], [float(low_se), float(high_se)]
     if not all(_finite(b) for b in bounds) or not all(_finite(e) and e > 0 for e in errors):
-        return _bound_text(bounds[0], mc_se=errors[0]), _bound_text(bounds[1], mc_se=errors[1])
+        return bound_text(bounds[0], mc_se=errors[0]), bound_text(bounds[1], mc_se=errors[1])
     own = [_mc_place(b, e) for b, e in zip(bounds, errors)]
     places = [max(p, min(max(own), math.floor(math.log10(abs(b))) - 1)) if b else p for b, p in zip(bounds, own)]
     low_text, high_text = (format(Decimal(_rounded_at(b, p)), ",f").replace("-", _MINUS)

@@ -15,7 +15,7 @@ __all__: list[str] = []
 _F = TypeVar("_F", bound=Callable)
 
 
-class _Registry(Generic[_F]):
+class Registry(Generic[_F]):
     """``what`` names an entry in messages ("context source"); ``error`` is the exception a clash raises."""
 
     def __init__(self, what: str, error: type[Exception]):

@@ -19,7 +19,7 @@ from typing import Mapping
 import pandas as pd
 
 from . import paths
-from .cache import _atomic_write_bytes, _atomic_write_json, _atomic_write_text
+from .cache import atomic_write_bytes, atomic_write_json, atomic_write_text
 from .errors import ParameterError
 
 __all__ = [
@@ -56,7 +56,7 @@ def display_name(model_id: str) -> str:
     return _MODEL_ID.sub(shown, str(model_id))
 
 
-def _model_slug(model_id: str) -> str:
+def model_slug(model_id: str) -> str:
     """A folder name for a model id (hub ids contain ``/``, paths other separators)."""
     slug = re.sub(r"[^A-Za-z0-9._+-]+", "__", str(model_id)).strip("_")
     if not slug or slug in _RESERVED_FOLDERS:
@@ -64,7 +64,7 @@ def _model_slug(model_id: str) -> str:
     return slug
 
 
-def _check_writable(folder: str | Path, name: str = "output_dir") -> Path:
+def check_writable(folder: str | Path, name: str = "output_dir") -> Path:
     """``folder``, created if needed, once a probe file could be written and removed there; else a
     :class:`ParameterError` naming ``name``, the folder and why (a read-only disk, no permission), before any work
     whose results would have nowhere to go."""
@@ -79,7 +79,7 @@ def _check_writable(folder: str | Path, name: str = "output_dir") -> Path:
     return folder
 
 
-def _folder_model(folder: str | Path) -> str | None:
+def folder_model(folder: str | Path) -> str | None:
     """The model id a results folder holds (its :data:`MODEL_FILE`), or ``None`` (none recorded, unreadable)."""
     try:
         return str(json.loads((Path(folder) / _MODEL_FILE).read_text(encoding="utf-8"))["model_id"])
@@ -90,25 +90,25 @@ def _folder_model(folder: str | Path) -> str | None:
 def output_folder(model_id: str, output_dir: str | Path | None = None, results_dir: str | Path | None = None, *,
                   overwrite: bool | None = None) -> Path:
     """``output_dir`` if given, else ``<results_dir>/<model slug>/`` (``results_dir`` default:
-    :func:`bias_utils.core.paths._results_dir`); created, checked writable (:func:`_check_writable`), and claimed for
+    :func:`bias_utils.core.paths.results_dir`); created, checked writable (:func:`check_writable`), and claimed for
     ``model_id`` (:data:`MODEL_FILE`). A folder that holds another model's results is refused, naming the folder
     and both model ids, unless ``overwrite`` (default: the environment variable :data:`OVERWRITE_ENV` set to 1).
     ``model_id`` may also be one of :data:`RESERVED_FOLDERS` for the pages that belong to no single model."""
-    name = model_id if model_id in _RESERVED_FOLDERS else _model_slug(model_id)
-    folder = _check_writable(Path(output_dir) if output_dir else Path(results_dir or paths._results_dir()) / name)
+    name = model_id if model_id in _RESERVED_FOLDERS else model_slug(model_id)
+    folder = check_writable(Path(output_dir) if output_dir else Path(results_dir or paths.results_dir()) / name)
     if model_id in _RESERVED_FOLDERS:
         return folder
-    if _check_folder_model(folder, model_id, overwrite) != model_id:
-        _atomic_write_json(folder / _MODEL_FILE, {"model_id": model_id})
+    if check_folder_model(folder, model_id, overwrite) != model_id:
+        atomic_write_json(folder / _MODEL_FILE, {"model_id": model_id})
     return folder
 
 
-def _check_folder_model(folder: str | Path, model: str, overwrite: bool | None = None) -> str | None:
-    """The model id ``folder`` holds (:func:`_folder_model`), after checking that it is ``model``'s: a model id, or
+def check_folder_model(folder: str | Path, model: str, overwrite: bool | None = None) -> str | None:
+    """The model id ``folder`` holds (:func:`folder_model`), after checking that it is ``model``'s: a model id, or
     a built-in's short name (compared with the name part of the id, before the model loads). Another model's
     folder is a :class:`ParameterError` naming the folder and both models, unless ``overwrite`` (default: the
     environment variable :data:`OVERWRITE_ENV` set to 1)."""
-    held = _folder_model(folder)
+    held = folder_model(folder)
     overwrite = os.environ.get(_OVERWRITE_ENV, "").strip() == "1" if overwrite is None else overwrite
     if held is not None and model not in (held, held.split("--")[0]) and not overwrite:
         raise ParameterError(f"output_dir: {folder} holds the results of {held}; this run is of {model} and would "
@@ -120,14 +120,14 @@ def write_table(df: pd.DataFrame, path_stem: str | Path) -> tuple[Path, Path]:
     """Write ``<stem>.parquet`` and ``<stem>.csv`` atomically; returns both paths. In a model's results folder
     (:func:`output_folder`) a table without a ``model_id`` column gets one, first: the folder's model."""
     stem = Path(path_stem)
-    model_id = _folder_model(stem.parent)
+    model_id = folder_model(stem.parent)
     if model_id is not None and "model_id" not in df.columns:
         df = df.copy()
         df.insert(0, "model_id", model_id)
     buf = io.BytesIO()
     df.to_parquet(buf, index=False)
-    return (_atomic_write_bytes(stem.with_suffix(".parquet"), buf.getvalue()),
-            _atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False)))
+    return (atomic_write_bytes(stem.with_suffix(".parquet"), buf.getvalue()),
+            atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False)))
 
 
 def write_tables(folder: str | Path, frames: Mapping[str, pd.DataFrame]) -> list[Path]:

@@ -1,8 +1,8 @@
 """Statistical tests that always come with an effect size, a confidence interval and n.
 
-Every public test returns one *row*: a plain dict with the columns of :data:`_STAT_COLUMNS` (``test, group_a,
+Every public test returns one *row*: a plain dict with the columns of :data:`STAT_COLUMNS` (``test, group_a,
 group_b, statistic, df, p, p_adj, adj_method, effect, effect_size, ci_low, ci_high, n``). Collect rows with
-:func:`_results_table`, which builds the tidy DataFrame and fills ``p_adj`` with a multiple-comparison correction
+:func:`results_table`, which builds the tidy DataFrame and fills ``p_adj`` with a multiple-comparison correction
 over the whole family (Holm by default).
 
 Conventions the book uses (and why)
@@ -19,13 +19,13 @@ Conventions the book uses (and why)
 * **Odds ratio**: +0.5 is added to *every* cell (Haldane-Anscombe), as the audit did, and the CI is Wald on the log
   scale: exp(log OR +- 1.96 SE), SE = sqrt(sum 1/(cell+0.5)).
 * **t tests**: the effect is the mean difference (a - b) with the matching t CI; standardised effects are separate
-  rows (:func:`_cohens_d`, :func:`_hedges_g`).
-* **Many tests at once**: :func:`_group_tests` is the one engine for two-group tests: it runs a dict of tests on
+  rows (:func:`cohens_d`, :func:`hedges_g`).
+* **Many tests at once**: :func:`group_tests` is the one engine for two-group tests: it runs a dict of tests on
   every column of a [cells, n, dimensions] array for many label rows. The vectorised Student, Welch, Hedges' g and
-  permutation tests (the specification curve and its joint null) equal the scalar tests here; :func:`_column_test`
-  runs a scalar test in it (``profiles.profile_stats``). :func:`_holm` is the one Holm rule, vectorised
-  (:func:`_adjust_pvalues` calls it); :func:`_permutation_p` the one permutation p with its floor.
-* **Correlated observations**: completions of one occupation are not independent; :func:`_cluster_bootstrap_ci`
+  permutation tests (the specification curve and its joint null) equal the scalar tests here; :func:`column_test`
+  runs a scalar test in it (``profiles.profile_stats``). :func:`holm` is the one Holm rule, vectorised
+  (:func:`adjust_pvalues` calls it); :func:`permutation_p` the one permutation p with its floor.
+* **Correlated observations**: completions of one occupation are not independent; :func:`cluster_bootstrap_ci`
   resamples whole clusters (occupations) within each group, which is the CI the book prefers for completion-level
   quantities.
 
@@ -46,19 +46,19 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
-from .errors import ParameterError, _check_at_most
-from .precision import _p_text
+from .errors import ParameterError, check_at_most
+from .precision import p_text
 
 __all__: list[str] = []
 
-_STAT_COLUMNS = [
+STAT_COLUMNS = [
     "test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method",
     "effect", "effect_size", "ci_low", "ci_high", "n",
 ]
 _Z975 = _st.norm.ppf(0.975)
 
 
-def _row(test: str, *, statistic=np.nan, df=np.nan, p=np.nan, effect: str = "",
+def stat_row(test: str, *, statistic=np.nan, df=np.nan, p=np.nan, effect: str = "",
          effect_size=np.nan, ci=(np.nan, np.nan), n=0, group_a="a", group_b="b") -> dict:
     return {
         "test": test, "group_a": group_a, "group_b": group_b,
@@ -88,17 +88,17 @@ def _t_test(a, b, equal_var: bool, test: str, group_a: str, group_b: str) -> dic
         raise ValueError(f"{test}: both groups ({group_a!r}, {group_b!r}) are constant; t is undefined")
     res = _st.ttest_ind(a, b, equal_var=equal_var)
     ci = res.confidence_interval(0.95)
-    return _row(test, statistic=res.statistic, df=res.df, p=res.pvalue,
+    return stat_row(test, statistic=res.statistic, df=res.df, p=res.pvalue,
                 effect="mean_difference", effect_size=a.mean() - b.mean(),
                 ci=(ci.low, ci.high), n=a.size + b.size, group_a=group_a, group_b=group_b)
 
 
-def _welch_t(a, b, *, test: str = "welch_t", group_a: str = "a", group_b: str = "b") -> dict:
+def welch_t(a, b, *, test: str = "welch_t", group_a: str = "a", group_b: str = "b") -> dict:
     """Welch's unequal-variance t test of mean(a) - mean(b); df Welch-Satterthwaite."""
     return _t_test(a, b, False, test, group_a, group_b)
 
 
-def _student_t(a, b, *, test: str = "student_t", group_a: str = "a", group_b: str = "b") -> dict:
+def student_t(a, b, *, test: str = "student_t", group_a: str = "a", group_b: str = "b") -> dict:
     """Student's pooled-variance t test of mean(a) - mean(b)."""
     return _t_test(a, b, True, test, group_a, group_b)
 
@@ -108,7 +108,7 @@ def _d_ci(d: float, na: int, nb: int, scale: float = 1.0) -> tuple[float, float]
     return d - _Z975 * se, d + _Z975 * se
 
 
-def _cohens_d(a, b, *, kind: str = "pooled", group_a: str = "a", group_b: str = "b") -> dict:
+def cohens_d(a, b, *, kind: str = "pooled", group_a: str = "a", group_b: str = "b") -> dict:
     """Cohen's d of a - b.
 
     ``kind="pooled"``: SD = sqrt(((na-1)va + (nb-1)vb) / (na+nb-2)) (the book's primary d). ``kind="average"``: SD =
@@ -125,7 +125,7 @@ def _cohens_d(a, b, *, kind: str = "pooled", group_a: str = "a", group_b: str = 
     if sd == 0:
         raise ValueError(f"cohens_d: both groups ({group_a!r}, {group_b!r}) have zero variance; d is undefined")
     d = (a.mean() - b.mean()) / sd
-    return _row(f"cohens_d_{kind}", effect=f"cohens_d_{kind}", effect_size=d,
+    return stat_row(f"cohens_d_{kind}", effect=f"cohens_d_{kind}", effect_size=d,
                 ci=_d_ci(d, a.size, b.size), n=a.size + b.size, group_a=group_a, group_b=group_b)
 
 
@@ -134,7 +134,7 @@ def _hedges(diff, va, vb, na: int, nb: int) -> tuple:
     ``va, vb`` their ddof-1 variances, ``na, nb`` their sizes; ``(g, ci_low, ci_high)``: the pooled-SD d
     (SD = sqrt(((na-1)va + (nb-1)vb) / (na+nb-2))) times the small-sample factor J = 1 - 3/(4(na+nb) - 9), and
     the normal-approximation 95% CI of d (:func:`_d_ci`'s SE) times J. The one computation of g: the scalar row
-    (:func:`_hedges_g`), the vectorised engine (:func:`_hedges_test`) and the resampled rows (:func:`_rowwise_g`)
+    (:func:`hedges_g`), the vectorised engine (:func:`_hedges_test`) and the resampled rows (:func:`rowwise_g`)
     call it, so their numbers agree to the bit. A zero pooled SD gives an infinite or NaN d, without a warning."""
     n = na + nb
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -144,17 +144,17 @@ def _hedges(diff, va, vb, na: int, nb: int) -> tuple:
     return d * j, (d - _Z975 * se_d) * j, (d + _Z975 * se_d) * j
 
 
-def _hedges_g(a, b, *, group_a: str = "a", group_b: str = "b") -> dict:
+def hedges_g(a, b, *, group_a: str = "a", group_b: str = "b") -> dict:
     """Hedges' g: pooled-SD d times the small-sample factor J = 1 - 3/(4(na+nb) - 9), with 95% CI (:func:`_hedges`;
-    :func:`_cohens_d` checks the groups and gives the row)."""
-    row = _cohens_d(a, b, kind="pooled", group_a=group_a, group_b=group_b)
+    :func:`cohens_d` checks the groups and gives the row)."""
+    row = cohens_d(a, b, kind="pooled", group_a=group_a, group_b=group_b)
     a, b = _values(a, group_a), _values(b, group_b)
     g, lo, hi = _hedges(a.mean() - b.mean(), a.var(ddof=1), b.var(ddof=1), a.size, b.size)
     row.update(test="hedges_g", effect="hedges_g", effect_size=float(g), ci_low=float(lo), ci_high=float(hi))
     return row
 
 
-def _mann_whitney(a, b, *, test: str = "mann_whitney", group_a: str = "a", group_b: str = "b",
+def mann_whitney(a, b, *, test: str = "mann_whitney", group_a: str = "a", group_b: str = "b",
                  n_boot: int = 2000, seed: int = 0) -> dict:
     """Two-sided Mann-Whitney U; effect = rank-biserial r = 2U/(na*nb) - 1 (a > b positive), percentile bootstrap CI."""
     a, b = _values(a, group_a, 1), _values(b, group_b, 1)
@@ -165,7 +165,7 @@ def _mann_whitney(a, b, *, test: str = "mann_whitney", group_a: str = "a", group
     boots = np.array([np.sign(rng.choice(a, a.size)[:, None] - rng.choice(b, b.size)[None, :]).mean()
                       for _ in range(n_boot)])
     lo, hi = np.percentile(boots, [2.5, 97.5])
-    return _row(test, statistic=res.statistic, p=res.pvalue, effect="rank_biserial",
+    return stat_row(test, statistic=res.statistic, p=res.pvalue, effect="rank_biserial",
                 effect_size=rbc, ci=(lo, hi), n=a.size + b.size, group_a=group_a, group_b=group_b)
 
 
@@ -187,21 +187,21 @@ def _cramers_v(t: np.ndarray) -> float:
     return float(np.sqrt(chi2 / (t.sum() * (min(t.shape) - 1))))
 
 
-def _check_n_boot(n_boot, *, minimum: int | None = None, name: str = "n_boot", default: int | None = None) -> int:
+def check_n_boot(n_boot, *, minimum: int | None = None, name: str = "n_boot", default: int | None = None) -> int:
     """``n_boot`` as an int, or a ``ParameterError`` naming it. Fewer than two replicates cannot give an
     interval (0 gives NaN); callers that report CIs ask for more with ``minimum`` (the notebooks: 100). At most
     ``errors.max_resamples()`` (``default`` sizes the message's run-time estimate)."""
     least = max(2, minimum or 0)
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < least:
         raise ParameterError(f"{name} must be an integer >= {least} for a percentile bootstrap CI, got {n_boot!r}")
-    return _check_at_most(int(n_boot), name, default=default)
+    return check_at_most(int(n_boot), name, default=default)
 
 
 def _table_bootstrap_ci(t: np.ndarray, n_boot: int, seed: int):
     """Percentile CI of Cramér's V by multinomial resampling of the observed table.
 
     Degenerate draws (an empty margin, V undefined) are left out of the percentile set."""
-    n_boot = _check_n_boot(n_boot)
+    n_boot = check_n_boot(n_boot)
     rng = np.random.default_rng(seed)
     n = int(t.sum())
     draws = rng.multinomial(n, (t / t.sum()).ravel(), size=n_boot).reshape(n_boot, *t.shape).astype(float)
@@ -215,7 +215,7 @@ def _table_bootstrap_ci(t: np.ndarray, n_boot: int, seed: int):
     return tuple(np.percentile(v, [2.5, 97.5]))
 
 
-def _chi2_table(table, *, correction: bool = True, test: str | None = None,
+def chi2_table(table, *, correction: bool = True, test: str | None = None,
                group_a: str = "rows", group_b: str = "columns", n_boot: int = 1000, seed: int = 0) -> dict:
     """Chi-square test of independence on an r x k table of counts.
 
@@ -227,11 +227,11 @@ def _chi2_table(table, *, correction: bool = True, test: str | None = None,
     yates = correction and t.shape == (2, 2)
     name = test or ("chi2_yates" if yates else "chi2_pearson")
     lo, hi = _table_bootstrap_ci(t, n_boot, seed)
-    return _row(name, statistic=res.statistic, df=res.dof, p=res.pvalue, effect="cramers_v",
+    return stat_row(name, statistic=res.statistic, df=res.dof, p=res.pvalue, effect="cramers_v",
                 effect_size=_cramers_v(t), ci=(lo, hi), n=int(t.sum()), group_a=group_a, group_b=group_b)
 
 
-def _odds_ratio(table, *, add: float = 0.5, test: str = "odds_ratio_wald",
+def odds_ratio(table, *, add: float = 0.5, test: str = "odds_ratio_wald",
                group_a: str = "row 1", group_b: str = "row 2") -> dict:
     """Odds ratio (a/b)/(c/d) of the 2x2 table [[a, b], [c, d]] with ``add`` added to every cell.
 
@@ -248,12 +248,12 @@ def _odds_ratio(table, *, add: float = 0.5, test: str = "odds_ratio_wald",
     log_or = np.log(c[0, 0] * c[1, 1] / (c[0, 1] * c[1, 0]))
     se = np.sqrt((1 / c).sum())
     z = log_or / se
-    return _row(test, statistic=z, p=2 * _st.norm.sf(abs(z)), effect="odds_ratio",
+    return stat_row(test, statistic=z, p=2 * _st.norm.sf(abs(z)), effect="odds_ratio",
                 effect_size=np.exp(log_or), ci=(np.exp(log_or - _Z975 * se), np.exp(log_or + _Z975 * se)),
                 n=int(t.sum()), group_a=group_a, group_b=group_b)
 
 
-def _wilson(x: int, n: int) -> tuple[float, float]:
+def wilson(x: int, n: int) -> tuple[float, float]:
     p = x / n
     centre = (p + _Z975**2 / (2 * n)) / (1 + _Z975**2 / n)
     half = _Z975 * np.sqrt(p * (1 - p) / n + _Z975**2 / (4 * n**2)) / (1 + _Z975**2 / n)
@@ -274,16 +274,16 @@ def _proportion_test(x_a: int, n_a: int, x_b: int, n_b: int, *, test: str = "two
     se = np.sqrt(pool * (1 - pool) * (1 / n_a + 1 / n_b))
     z = (pa - pb) / se if se > 0 else np.nan
     p = 2 * _st.norm.sf(abs(z)) if se > 0 else 1.0
-    la, ua = _wilson(x_a, n_a)
-    lb, ub = _wilson(x_b, n_b)
+    la, ua = wilson(x_a, n_a)
+    lb, ub = wilson(x_b, n_b)
     d = pa - pb
     lo = d - np.sqrt((pa - la) ** 2 + (ub - pb) ** 2)
     hi = d + np.sqrt((ua - pa) ** 2 + (pb - lb) ** 2)
-    return _row(test, statistic=z, p=p, effect="risk_difference", effect_size=d, ci=(lo, hi),
+    return stat_row(test, statistic=z, p=p, effect="risk_difference", effect_size=d, ci=(lo, hi),
                 n=n_a + n_b, group_a=group_a, group_b=group_b)
 
 
-def _hurdle_tests(a, b, *, group_a: str = "a", group_b: str = "b", name: str = "count",
+def hurdle_tests(a, b, *, group_a: str = "a", group_b: str = "b", name: str = "count",
                  seed: int = 0) -> list[dict]:
     """Two-part (hurdle) view of zero-inflated non-negative values.
 
@@ -294,21 +294,21 @@ def _hurdle_tests(a, b, *, group_a: str = "a", group_b: str = "b", name: str = "
     rows = [_proportion_test(int((a > 0).sum()), a.size, int((b > 0).sum()), b.size,
                             test=f"hurdle_presence:{name}", group_a=group_a, group_b=group_b)]
     nz_a, nz_b = a[a > 0], b[b > 0]
-    rows.append(_welch_t(nz_a, nz_b, test=f"hurdle_intensity_welch:{name}", group_a=group_a, group_b=group_b))
-    rows.append(_mann_whitney(nz_a, nz_b, test=f"hurdle_intensity_mwu:{name}", group_a=group_a,
+    rows.append(welch_t(nz_a, nz_b, test=f"hurdle_intensity_welch:{name}", group_a=group_a, group_b=group_b))
+    rows.append(mann_whitney(nz_a, nz_b, test=f"hurdle_intensity_mwu:{name}", group_a=group_a,
                              group_b=group_b, seed=seed))
     return rows
 
 
 # ---------------------------------------------------------------- more than two groups
-def _welch_anova(values, groups, *, test: str = "welch_anova", n_boot: int = 1000, seed: int = 0) -> dict:
+def welch_anova(values, groups, *, test: str = "welch_anova", n_boot: int = 1000, seed: int = 0) -> dict:
     """One-way Welch ANOVA (pingouin) across any number of groups.
 
     Effect: eta squared (SS_between / SS_total) with a percentile bootstrap CI resampling observations within
     groups."""
     import pingouin as pg  # deferred: pingouin pulls in statsmodels and takes seconds to import
 
-    n_boot = _check_n_boot(n_boot)
+    n_boot = check_n_boot(n_boot)
     df = pd.DataFrame({"y": np.asarray(values, dtype=float), "g": np.asarray(groups)})
     sizes = df.groupby("g").size()
     if len(sizes) < 2 or (sizes < 2).any():
@@ -329,15 +329,15 @@ def _welch_anova(values, groups, *, test: str = "welch_anova", n_boot: int = 100
         idx = np.concatenate([rng.choice(ix, ix.size) for ix in idx_by])
         boots.append(eta2(y[idx], codes[idx]))
     lo, hi = np.nanpercentile(boots, [2.5, 97.5])
-    return _row(test, statistic=res["F"], df=res["ddof1"], p=res["p_unc"] if "p_unc" in res else res["p-unc"],
+    return stat_row(test, statistic=res["F"], df=res["ddof1"], p=res["p_unc"] if "p_unc" in res else res["p-unc"],
                 effect="eta_squared", effect_size=eta2(y, codes), ci=(lo, hi), n=len(df),
                 group_a="all", group_b="all")
 
 
 # ---------------------------------------------------------------- corrections and bootstrap
-def _holm(p: np.ndarray, axis: int = -1) -> np.ndarray:
+def holm(p: np.ndarray, axis: int = -1) -> np.ndarray:
     """Holm-adjusted p values along ``axis`` (no NaN allowed), vectorised over the other axes
-    (:func:`_adjust_pvalues` is the NaN-aware 1-D entry point and calls this)."""
+    (:func:`adjust_pvalues` is the NaN-aware 1-D entry point and calls this)."""
     p = np.moveaxis(np.asarray(p, dtype=float), axis, -1)
     m = p.shape[-1]
     order = np.argsort(p, axis=-1, kind="stable")
@@ -348,21 +348,21 @@ def _holm(p: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.moveaxis(out, -1, axis)
 
 
-def _adjust_pvalues(p: Sequence[float], method: str = "holm") -> np.ndarray:
+def adjust_pvalues(p: Sequence[float], method: str = "holm") -> np.ndarray:
     """Family-wise corrected p values (``"holm"`` or ``"bonferroni"``); NaN entries stay NaN and are not counted."""
     if method not in ("holm", "bonferroni"):
         raise ValueError(f"adjust_pvalues: method must be 'holm' or 'bonferroni', got {method!r}")
     p = np.asarray(p, dtype=float)
     out, ok = np.full_like(p, np.nan), ~np.isnan(p)
     if ok.any():
-        out[ok] = _holm(p[ok]) if method == "holm" else np.minimum(p[ok] * int(ok.sum()), 1.0)
+        out[ok] = holm(p[ok]) if method == "holm" else np.minimum(p[ok] * int(ok.sum()), 1.0)
     return out
 
 
 _TIE = 1e-12  # null statistics equal to the observed one up to rounding count as reaching it
 
 
-def _permutation_p(observed, null, alternative: str = "greater") -> np.ndarray:
+def permutation_p(observed, null, alternative: str = "greater") -> np.ndarray:
     """The permutation p ``(1 + #{null reaching observed}) / (1 + K)`` over the last axis of ``null`` [..., K]
     (``observed`` [...]): never below its floor ``1 / (K + 1)``, because the observed labelling is one of the
     possible ones. ``alternative``: ``"greater"`` (null >= observed) or ``"two-sided"`` (|null| >= |observed|);
@@ -377,41 +377,41 @@ def _permutation_p(observed, null, alternative: str = "greater") -> np.ndarray:
     return (1 + count) / (null.shape[-1] + 1)
 
 
-def _permutation_p_text(p: float, n_permutations: int) -> str:
+def permutation_p_text(p: float, n_permutations: int) -> str:
     """A permutation p ``(1 + count) / (K + 1)`` as text: at its floor ``1 / (K + 1)`` (it says only that no
     permutation reached the observed statistic) ``"≤ 1/201"``, else ``"= 0.21"`` or ``"< 0.001"``
-    (:func:`bias_utils.core.precision._p_text`)."""
+    (:func:`bias_utils.core.precision.p_text`)."""
     if p <= (1 + 1e-9) / (n_permutations + 1):
         return f"≤ 1/{n_permutations + 1:,}"
-    return _p_text(p, relation=True)
+    return p_text(p, relation=True)
 
 
-def _results_table(rows: Iterable[dict], *, method: str = "holm") -> pd.DataFrame:
-    """Tidy table of test rows (:data:`_STAT_COLUMNS` first, extra keys kept) with ``p_adj`` over the family."""
+def results_table(rows: Iterable[dict], *, method: str = "holm") -> pd.DataFrame:
+    """Tidy table of test rows (:data:`STAT_COLUMNS` first, extra keys kept) with ``p_adj`` over the family."""
     df = pd.DataFrame(list(rows))
-    for c in _STAT_COLUMNS:
+    for c in STAT_COLUMNS:
         if c not in df:
             df[c] = np.nan
-    df["p_adj"] = _adjust_pvalues(df["p"].to_numpy(dtype=float), method)
+    df["p_adj"] = adjust_pvalues(df["p"].to_numpy(dtype=float), method)
     df["adj_method"] = np.where(df["p"].notna(), method, "")
-    extra = [c for c in df.columns if c not in _STAT_COLUMNS]
-    return df[_STAT_COLUMNS + extra].reset_index(drop=True)
+    extra = [c for c in df.columns if c not in STAT_COLUMNS]
+    return df[STAT_COLUMNS + extra].reset_index(drop=True)
 
 
-def _percentile_interval(boots: np.ndarray, level: float) -> tuple[float, float]:
+def percentile_interval(boots: np.ndarray, level: float) -> tuple[float, float]:
     tail = (1 - level) / 2 * 100
     lo, hi = np.nanpercentile(boots, [tail, 100 - tail])
     return float(lo), float(hi)
 
 
-def _bootstrap_ci(values, statistic: Callable[[np.ndarray], float] = np.mean, *, n_boot: int = 2000,
+def bootstrap_ci(values, statistic: Callable[[np.ndarray], float] = np.mean, *, n_boot: int = 2000,
                  seed: int = 0, level: float = 0.95) -> tuple[float, float, float]:
     """Percentile bootstrap of ``statistic`` over i.i.d. observations: ``(estimate, low, high)``."""
-    n_boot = _check_n_boot(n_boot)
+    n_boot = check_n_boot(n_boot)
     x = _values(values, "values", 1)
     rng = np.random.default_rng(seed)
     boots = np.array([statistic(rng.choice(x, x.size)) for _ in range(n_boot)])
-    return (float(statistic(x)), *_percentile_interval(boots, level))
+    return (float(statistic(x)), *percentile_interval(boots, level))
 
 
 def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -424,33 +424,33 @@ def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(constant, np.nan, np.clip(r, -1.0, 1.0))
 
 
-def _rowwise_correlation(method: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def rowwise_correlation(method: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Pearson's r, or Spearman's ρ (Pearson's r of the average ranks, as scipy), of every row pair."""
     if method == "spearman":
         a, b = _st.rankdata(a, axis=1), _st.rankdata(b, axis=1)
     return _rowwise_pearson(a, b)
 
 
-def _rowwise_g(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def rowwise_g(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Hedges' g of ``a`` against ``b`` for every row [replicates, n_a] and [replicates, n_b]: the pooled-SD d times
-    J = 1 − 3/(4(n_a + n_b) − 9), as ``stats._hedges_g`` (:func:`_hedges`)."""
+    J = 1 − 3/(4(n_a + n_b) − 9), as ``stats.hedges_g`` (:func:`_hedges`)."""
     return _hedges(a.mean(axis=1) - b.mean(axis=1), a.var(axis=1, ddof=1), b.var(axis=1, ddof=1), a.shape[1],
                    b.shape[1])[0]
 
 
-def _correlation_rows(x, y, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> list[dict]:
-    """Pearson and Spearman rows (:data:`_STAT_COLUMNS`) of ``x`` against ``y``: the coefficient as
+def correlation_rows(x, y, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> list[dict]:
+    """Pearson and Spearman rows (:data:`STAT_COLUMNS`) of ``x`` against ``y``: the coefficient as
     ``statistic`` and ``effect_size``, scipy's p, and a percentile interval from resampling the pairs
-    (the units, e.g. occupations) with replacement, ``n_boot`` times (the resamples :func:`_bootstrap_ci` draws
+    (the units, e.g. occupations) with replacement, ``n_boot`` times (the resamples :func:`bootstrap_ci` draws
     over the pair indices with this seed; a resample with a constant side is left out). Fewer than 3 pairs, or
     a constant ``x`` or ``y``, give NaN."""
-    n_boot = _check_n_boot(n_boot)
+    n_boot = check_n_boot(n_boot)
     x, y = np.asarray(x, float), np.asarray(y, float)
     n = len(x)
-    draws = _resamples(n, n_boot, seed)
+    draws = resamples(n, n_boot, seed)
     rows = []
     for method in ("pearson", "spearman"):
-        est = float(_rowwise_correlation(method, x[None], y[None])[0]) if n >= 3 else np.nan
+        est = float(rowwise_correlation(method, x[None], y[None])[0]) if n >= 3 else np.nan
         if np.isnan(est):
             rows.append({"test": method, "effect": "r" if method == "pearson" else "rho", "effect_size": np.nan,
                          "statistic": np.nan, "p": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n": n})
@@ -458,7 +458,7 @@ def _correlation_rows(x, y, *, n_boot: int = 1000, seed: int = 0, level: float =
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             est, p = (float(v) for v in (_st.pearsonr if method == "pearson" else _st.spearmanr)(x, y))
-        lo, hi = _percentile_interval(_rowwise_correlation(method, x[draws], y[draws]), level)
+        lo, hi = percentile_interval(rowwise_correlation(method, x[draws], y[draws]), level)
         rows.append({"test": method, "effect": "r" if method == "pearson" else "rho", "effect_size": est,
                      "statistic": est, "p": p, "ci_low": lo, "ci_high": hi, "n": n})
     return rows
@@ -490,28 +490,28 @@ def _partial_p(r: np.ndarray, n: int, k: int) -> np.ndarray:
     return 2 * _st.t.sf(np.abs(t), df)
 
 
-def _resamples(n: int, n_boot: int, seed: int) -> np.ndarray:
-    """[n_boot, n] unit indices drawn with replacement: the resamples :func:`_correlation_rows` and
-    :func:`_partial_correlation_rows` draw with this seed."""
+def resamples(n: int, n_boot: int, seed: int) -> np.ndarray:
+    """[n_boot, n] unit indices drawn with replacement: the resamples :func:`correlation_rows` and
+    :func:`partial_correlation_rows` draw with this seed."""
     rng = np.random.default_rng(seed)
     index = np.arange(n, dtype=float)
     return np.array([rng.choice(index, n) for _ in range(n_boot)], dtype=int) if n else np.zeros((n_boot, 0), int)
 
 
-def _partial_correlation_rows(x, y, controls, *, n_boot: int = 1000, seed: int = 0,
+def partial_correlation_rows(x, y, controls, *, n_boot: int = 1000, seed: int = 0,
                              level: float = 0.95) -> list[dict]:
-    """Partial Pearson and Spearman rows (:data:`_STAT_COLUMNS`; ``test``: ``partial_pearson``,
+    """Partial Pearson and Spearman rows (:data:`STAT_COLUMNS`; ``test``: ``partial_pearson``,
     ``partial_spearman``) of ``x`` against ``y`` with ``controls`` (a [n] or [n, k] array, or a DataFrame) held
     fixed: does ``x`` carry ``y`` beyond what the controls carry? The coefficient (the correlation of the two
     sides' residuals on the controls; Spearman on ranks) as ``statistic`` and ``effect_size``; ``df`` = n − 2 − k
     and the t-test's p (:func:`_partial_p`); a percentile interval from resampling the units ``n_boot`` times
-    (the resamples :func:`_correlation_rows` draws with this seed; a resample with a constant residual is left
+    (the resamples :func:`correlation_rows` draws with this seed; a resample with a constant residual is left
     out). With no controls the rows are the plain correlations. Fewer than k + 3 units give NaN."""
-    n_boot = _check_n_boot(n_boot)
+    n_boot = check_n_boot(n_boot)
     x, y = np.asarray(x, float), np.asarray(y, float)
     z = np.asarray(controls, float).reshape(len(x), -1)
     n, k = z.shape
-    draws = _resamples(n, n_boot, seed)
+    draws = resamples(n, n_boot, seed)
     rows = []
     for method in ("pearson", "spearman"):
         row = {"test": f"partial_{method}", "effect": "partial r" if method == "pearson" else "partial rho",
@@ -521,13 +521,13 @@ def _partial_correlation_rows(x, y, controls, *, n_boot: int = 1000, seed: int =
             rows.append({**row, "effect_size": np.nan, "statistic": np.nan, "p": np.nan, "ci_low": np.nan,
                          "ci_high": np.nan})
             continue
-        lo, hi = _percentile_interval(_rowwise_partial(method, x[draws], y[draws], z[draws]), level)
+        lo, hi = percentile_interval(_rowwise_partial(method, x[draws], y[draws], z[draws]), level)
         rows.append({**row, "effect_size": est, "statistic": est, "p": float(_partial_p(np.array(est), n, k)),
                      "ci_low": lo, "ci_high": hi})
     return rows
 
 
-def _cluster_bootstrap_ci(data: pd.DataFrame, statistic: Callable[[pd.DataFrame], float], *, cluster: str,
+def cluster_bootstrap_ci(data: pd.DataFrame, statistic: Callable[[pd.DataFrame], float], *, cluster: str,
                          strata: str | None = None, n_boot: int = 1000, seed: int = 0,
                          level: float = 0.95) -> tuple[float, float, float]:
     """Percentile bootstrap that resamples whole clusters (e.g. occupations) with replacement.
@@ -535,7 +535,7 @@ def _cluster_bootstrap_ci(data: pd.DataFrame, statistic: Callable[[pd.DataFrame]
     With ``strata`` (e.g. the group column) clusters are resampled within each stratum, so every replicate keeps the
     number of occupations per group. ``statistic(df)`` gets the resampled rows; replicates where it is undefined
     (NaN) are excluded. Returns ``(estimate, low, high)``."""
-    n_boot = _check_n_boot(n_boot)
+    n_boot = check_n_boot(n_boot)
     if cluster not in data or (strata is not None and strata not in data):
         raise KeyError(f"cluster_bootstrap_ci: column {cluster!r}{' or ' + repr(strata) if strata else ''} not in data")
     rng = np.random.default_rng(seed)
@@ -561,7 +561,7 @@ def _cluster_bootstrap_ci(data: pd.DataFrame, statistic: Callable[[pd.DataFrame]
 
 
 # ---------------------------------------------------------------- vectorised two-group tests and regression
-def _permutation_reference(n: int, n_a: int, n_permutations: int, seed: int = 0) -> tuple[np.ndarray, bool]:
+def permutation_reference(n: int, n_a: int, n_permutations: int, seed: int = 0) -> tuple[np.ndarray, bool]:
     """Label matrices for the permutation test: ``(R [K, n] bool, exact)``. When the number of distinct splits
     ``C(n, n_a)`` is at most ``n_permutations`` every split is enumerated (``exact=True``, the observed one among
     them); otherwise ``n_permutations`` random relabellings."""
@@ -579,7 +579,7 @@ def _permutation_reference(n: int, n_a: int, n_permutations: int, seed: int = 0)
 
 @dataclass
 class _GroupSample:
-    """What a test of :func:`_group_tests` sees: values ``V`` [C, n, D] as given, label rows [P, n]
+    """What a test of :func:`group_tests` sees: values ``V`` [C, n, D] as given, label rows [P, n]
     (True = group a), group sizes and names, and the :attr:`moments` every vectorised test shares."""
 
     V: np.ndarray
@@ -614,7 +614,7 @@ def _mean_difference_test(s: _GroupSample) -> dict[str, np.ndarray]:
 
 
 def _student_test(s: _GroupSample) -> dict[str, np.ndarray]:
-    """``t_student, df_student, p_student``, as :func:`_student_t`."""
+    """``t_student, df_student, p_student``, as :func:`student_t`."""
     diff, sp2, n = s.pooled()
     with np.errstate(divide="ignore", invalid="ignore"):
         t = diff / np.sqrt(sp2 * (1 / s.na + 1 / s.nb))
@@ -622,7 +622,7 @@ def _student_test(s: _GroupSample) -> dict[str, np.ndarray]:
 
 
 def _welch_test(s: _GroupSample) -> dict[str, np.ndarray]:
-    """``t_welch, df_welch, p_welch``, as :func:`_welch_t`."""
+    """``t_welch, df_welch, p_welch``, as :func:`welch_t`."""
     _, ma, mb, va, vb = s.moments
     na, nb = s.na, s.nb
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -633,7 +633,7 @@ def _welch_test(s: _GroupSample) -> dict[str, np.ndarray]:
 
 
 def _hedges_test(s: _GroupSample) -> dict[str, np.ndarray]:
-    """``g, g_low, g_high``: Hedges' g with its normal-approximation 95% CI, as :func:`_hedges_g` (:func:`_hedges`
+    """``g, g_low, g_high``: Hedges' g with its normal-approximation 95% CI, as :func:`hedges_g` (:func:`_hedges`
     of the standardised columns' moments)."""
     _, ma, mb, va, vb = s.moments
     g, low, high = _hedges(ma - mb, va, vb, s.na, s.nb)
@@ -641,7 +641,7 @@ def _hedges_test(s: _GroupSample) -> dict[str, np.ndarray]:
 
 
 def _permutation_test(reference: tuple[np.ndarray, bool]) -> Callable[[_GroupSample], dict[str, np.ndarray]]:
-    """``p_permutation`` against ``reference`` (:func:`_permutation_reference`): the share of its relabellings
+    """``p_permutation`` against ``reference`` (:func:`permutation_reference`): the share of its relabellings
     whose |mean difference| reaches the observed one; ``(1 + count) / (K + 1)``, or ``count / K`` when exact."""
     R, exact = reference
 
@@ -658,8 +658,8 @@ def _permutation_test(reference: tuple[np.ndarray, bool]) -> Callable[[_GroupSam
     return test
 
 
-def _column_test(test: Callable[..., dict], name: str) -> Callable[[_GroupSample], dict[str, np.ndarray]]:
-    """A scalar test of this module (``welch_t``, ``hedges_g``, ...) as a :func:`_group_tests` test, run on every
+def column_test(test: Callable[..., dict], name: str) -> Callable[[_GroupSample], dict[str, np.ndarray]]:
+    """A scalar test of this module (``welch_t``, ``hedges_g``, ...) as a :func:`group_tests` test, run on every
     label row and column of the values as given (exactly its numbers): its row's ``statistic, df, p,
     effect_size, ci_low, ci_high`` as arrays ``<name>_<field>`` [P, C, D]."""
     fields = ("statistic", "df", "p", "effect_size", "ci_low", "ci_high")
@@ -676,20 +676,20 @@ def _column_test(test: Callable[..., dict], name: str) -> Callable[[_GroupSample
 
 
 #: The vectorised tests of the specification curve (its permutation test needs a reference).
-_TWO_GROUP_TESTS = {"mean_difference": _mean_difference_test, "hedges_g": _hedges_test, "student": _student_test,
+TWO_GROUP_TESTS = {"mean_difference": _mean_difference_test, "hedges_g": _hedges_test, "student": _student_test,
                    "welch": _welch_test}
 
 
-def _group_tests(V: np.ndarray, labels: np.ndarray,
+def group_tests(V: np.ndarray, labels: np.ndarray,
                 tests: Mapping[str, Callable[[_GroupSample], Mapping[str, np.ndarray]]] | None = None, *,
                 reference: tuple[np.ndarray, bool] | None = None, names: tuple[str, str] = ("a", "b")) -> dict:
     """The one engine for two-group tests (compare fairlearn's ``MetricFrame(metrics=...)``): every test of
-    ``tests`` (name -> function of a :class:`GroupSample`, default :data:`_TWO_GROUP_TESTS`) on every column of
+    ``tests`` (name -> function of a :class:`GroupSample`, default :data:`TWO_GROUP_TESTS`) on every column of
     ``V`` [C, n, D] for each label row of ``labels`` [P, n] (True = group a, the same group sizes in every
     row, each at least 2); ``reference`` adds :func:`permutation_test`. Returns the tests' arrays [P, C, D]
     in one dict. The default tests give ``diff`` (mean a - mean b of the standardised columns), ``g, g_low,
     g_high``, ``t_student, df_student, p_student``, ``t_welch, df_welch, p_welch``, equal to the scalar
-    tests here; :func:`_column_test` runs a scalar test itself (exactly its numbers)."""
+    tests here; :func:`column_test` runs a scalar test itself (exactly its numbers)."""
     V = np.asarray(V, dtype=np.float64)
     labels = np.atleast_2d(np.asarray(labels, bool))
     if V.ndim != 3 or labels.shape[1] != V.shape[1]:
@@ -697,14 +697,14 @@ def _group_tests(V: np.ndarray, labels: np.ndarray,
     na, nb = int(labels[0].sum()), V.shape[1] - int(labels[0].sum())
     if na < 2 or nb < 2 or (labels.sum(axis=1) != na).any():
         raise ValueError(f"every label row needs the same group sizes, each at least 2 (got {na} and {nb})")
-    tests = dict(_TWO_GROUP_TESTS if tests is None else tests)
+    tests = dict(TWO_GROUP_TESTS if tests is None else tests)
     if reference is not None:
         tests["permutation"] = _permutation_test(reference)
     sample = _GroupSample(V, labels, na, nb, tuple(names))
     return {k: v for test in tests.values() for k, v in test(sample).items()}
 
 
-def _ols(y: np.ndarray, X: np.ndarray, names: Sequence[str]) -> pd.DataFrame:
+def ols(y: np.ndarray, X: np.ndarray, names: Sequence[str]) -> pd.DataFrame:
     """Least squares with classical (homoskedastic) standard errors.
 
     ``X`` [n, k] must include the intercept column if one is wanted. Columns: ``term, coef, se, t, df, p, ci_low,

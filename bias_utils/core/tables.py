@@ -48,7 +48,7 @@ def _declare(name: str, producer: str, notebooks: tuple[str, ...], about: str, c
     return name
 
 
-def _table(stem: str) -> _Table:
+def table(stem: str) -> _Table:
     """The declaration of a table by its file stem (``contexts_generated`` finds ``contexts_{source}``)."""
     if stem in _TABLES:
         return _TABLES[stem]
@@ -142,25 +142,25 @@ class NAMES:
         ("dimension", "direction", "n_terms", "n_generated", "n_covered_round1", "n_round2", "n_covered_round2",
          "n_covered", "coverage", "mean_contexts"))
     PROFILE_STATS = _declare(
-        "profile_stats", "bias_utils.profiles.population_profiles._profile_stats", ("04_profiles",),
+        "profile_stats", "bias_utils.profiles.population_profiles.profile_stats", ("04_profiles",),
         "female vs male per population and dimension: Welch and Student t, Hedges' g with CI, Holm",
         ("population", "space", "layer", "dimension", "group_a", "group_b", "n_a", "n_b", "mean_a", "mean_b",
          "sd_a", "sd_b", "diff", "t", "df", "p", "p_holm", "t_student", "df_student", "p_student", "p_student_holm",
          "g", "g_ci_low", "g_ci_high", "significant", "test", "statistic", "p_adj", "adj_method", "effect",
          "effect_size", "ci_low", "ci_high", "n"))
     PROFILE_STATS_BY_LAYER = _declare(
-        "profile_stats_by_layer", "bias_utils.profiles.population_profiles._profile_stats", ("04_profiles",),
+        "profile_stats_by_layer", "bias_utils.profiles.population_profiles.profile_stats", ("04_profiles",),
         "profile_stats at every layer",
         ("population", "space", "layer", "dimension", "group_a", "group_b", "n_a", "n_b", "mean_a", "mean_b",
          "sd_a", "sd_b", "diff", "t", "df", "p", "p_holm", "t_student", "df_student", "p_student", "p_student_holm",
          "g", "g_ci_low", "g_ci_high", "significant", "test", "statistic", "p_adj", "adj_method", "effect",
          "effect_size", "ci_low", "ci_high", "n"))
     PROFILE_VALUES = _declare(
-        "profile_values", "bias_utils.profiles.population_profiles._profile_table", ("04_profiles",),
+        "profile_values", "bias_utils.profiles.population_profiles.profile_table", ("04_profiles",),
         "each word's projected and standardised value per dimension",
         ("population", "group", "word", "kind", "space", "layer", "dimension", "value", "z"))
     PROFILE_VALUES_BY_LAYER = _declare(
-        "profile_values_by_layer", "bias_utils.profiles.population_profiles._profile_table", ("04_profiles",),
+        "profile_values_by_layer", "bias_utils.profiles.population_profiles.profile_table", ("04_profiles",),
         "profile_values at every layer",
         ("population", "group", "word", "kind", "space", "layer", "dimension", "value", "z"))
     PROFILE_GROUP_MEANS = _declare(
@@ -177,11 +177,11 @@ class NAMES:
         "non-binary terms on the binary terms' scale",
         ("series", "population", "group", "word", "space", "layer", "dimension", "z", "ci_low", "ci_high", "n"))
     PROFILE_WORDS = _declare(
-        "profile_words", "bias_utils.profiles.population_profiles._population_embeddings", ("04_profiles",),
+        "profile_words", "bias_utils.profiles.population_profiles.population_embeddings", ("04_profiles",),
         "each population word: kind, article, templates embedded",
         ("population", "group", "word", "kind", "article", "n_templates", "warning"))
     PROFILE_SKIPPED = _declare(
-        "profile_skipped", "bias_utils.profiles.population_profiles._population_embeddings", ("04_profiles",),
+        "profile_skipped", "bias_utils.profiles.population_profiles.population_embeddings", ("04_profiles",),
         "(word, template) pairs that could not be embedded",
         ("population", "group", "word", "context", "reason"))
     OCCUPATION_VALIDITY = _declare(
@@ -261,16 +261,16 @@ class NAMES:
          "n_keys_a", "n_keys_b", "independent_ci_low", "independent_ci_high", "independent_p", "n_permutations",
          "n_boot", "top_occupation", "top_group", "share_difference_without_top", "n_influential"))
     BOLD_UNITS = _declare(
-        "bold_units", "bias_utils.audit.occupation_units._unit_table", ("06_bold_audit",),
+        "bold_units", "bias_utils.audit.occupation_units.unit_table", ("06_bold_audit",),
         "what each BOLD key of the selection is: its kind, its unit, duplicates, group conflicts, primary",
         ("group", "key", "categories", "n_prompts", "n_distinct_prompts", "noun", "head", "kind", "kind_rule", "unit",
          "unit_kind", "duplicate_of", "conflict", "primary"))
     BOLD_UNIT_COUNTS = _declare(
-        "bold_unit_counts", "bias_utils.audit.occupation_units._unit_counts", ("06_bold_audit",),
+        "bold_unit_counts", "bias_utils.audit.occupation_units.unit_counts", ("06_bold_audit",),
         "per group and kind: BOLD keys, units, primary units, duplicates, conflicts",
         ("group", "kind", "keys", "units", "primary_units", "duplicate_keys", "conflict_units"))
     BOLD_EXCLUDED = _declare(
-        "bold_excluded", "bias_utils.audit.occupation_units._excluded_completions", ("06_bold_audit",),
+        "bold_excluded", "bias_utils.audit.occupation_units.excluded_completions", ("06_bold_audit",),
         "the completions the primary analysis leaves out, by group and reason, with their gendered words",
         ("group", "reason", "why", "keys", "n_keys", "n_completions", "n_gendered_completions", "male_words",
          "female_words"))
@@ -279,7 +279,7 @@ class NAMES:
         "tests or completions the audit skipped",
         ("test", "reason", "prompt_id", "sample"))
     NEXT_WORD_TOKENS = _declare(
-        "next_word_tokens", "bias_utils.audit.next_word_prompts._lexicon_first_tokens", ("11_intrinsic_extrinsic",),
+        "next_word_tokens", "bias_utils.audit.next_word_prompts.lexicon_first_tokens", ("11_intrinsic_extrinsic",),
         "the token each lexicon word counts by after a template (one token, or its first; shared ones not counted)",
         ("lexicon", "word", "variant", "n_tokens", "token_id", "token", "counted", "measure_definition"))
     NEXT_WORD_PROMPTS = _declare(
@@ -300,7 +300,7 @@ class NAMES:
         "one the log-ratio's words count, or both lexicons share, not counted)",
         ("lexicon", "word", "variant", "n_tokens", "token_id", "token", "counted", "neutral_definition"))
     NEXT_WORD_NEUTRAL = _declare(
-        "next_word_neutral", "bias_utils.audit.neutral_share._neutral_statistics", ("11_intrinsic_extrinsic",),
+        "next_word_neutral", "bias_utils.audit.neutral_share.neutral_statistics", ("11_intrinsic_extrinsic",),
         "beyond the binary: the mean neutral share (BLS occupations, BOLD primary units), its Spearman rho with the "
         "workforce's balance, it and the female and male masses against the BLS share of women, the neopronouns' mass",
         ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
@@ -408,7 +408,7 @@ class NAMES:
         ("model_id", "context_source", "term_contexts", "evaluation", "layer", "dimension", "cutoff", "accuracy",
          "ci_low", "ci_high", "n", "n_high", "n_low"))
     AXIS_VALIDITY_ALL_MODELS = _declare(
-        "axis_validity_all_models", "bias_utils.book.crossmodel._read_results", ("09_cross_model",),
+        "axis_validity_all_models", "bias_utils.book.crossmodel.read_results", ("09_cross_model",),
         "axis_validity of every model",
         ("model_id", "context_source", "term_contexts", "space", "dimension", "layer", "auc", "null_mean",
          "null_low", "null_high", "p", "p_floor", "n_high", "n_low", "n_terms", "n_permutations", "detectable_auc",

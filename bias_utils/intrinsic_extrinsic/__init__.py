@@ -4,10 +4,10 @@ bias it writes (Study 2, :mod:`bias_utils.audit`)? The decoder's own completions
 the gender concept, with its controls and its cost (chapter 12).
 
 The public API by role, one module a role (``_EXPORTS``); each name is imported on first use
-(:func:`bias_utils.core.exports._lazy_exports`).
+(:func:`bias_utils.core.exports.lazy_exports`).
 """
 
-from ..core.exports import _lazy_exports
+from ..core.exports import lazy_exports
 
 _EXPORTS = {
     # the decoder's own completions projected on its stereotype axes (chapter 08)
@@ -22,4 +22,4 @@ _EXPORTS = {
 }
 
 __all__ = [name for names in _EXPORTS.values() for name in names]
-__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -7,7 +7,7 @@ next word; this earlier analysis reads word counts in the audit's completions, w
 test (a mixed logistic model within BOLD category and group), its robustness rows and its reading. The primary link
 takes its pre-stated row as a labelled robustness row.
 
-The **BOLD-based link** (:func:`run_link`, :data:`_PRIMARY`: the pre-stated test of that analysis) stays as a
+The **BOLD-based link** (:func:`run_link`, :data:`PRIMARY`: the pre-stated test of that analysis) stays as a
 robustness row, labelled by its units (the BOLD primary units) and its measure (word counts in sampled BOLD
 completions): with a few gendered words per occupation it can hardly show a link.
 
@@ -27,7 +27,7 @@ is not an occupation one can place on a gender direction). Per model and occupat
   ``log((F + c) / (M + c))`` with the continuity correction ``c`` (:data:`CONTINUITY`) for the chart and the
   correlations.
 
-Its pre-stated test (:data:`_PRIMARY`): the change in the log-odds of female
+Its pre-stated test (:data:`PRIMARY`): the change in the log-odds of female
 versus male words per standard deviation of the occupation's position, *within BOLD category and audit group*
 (the occupation's field and group held fixed): a binomial logistic model of the occupation's female and male
 counts on the standardised position with category and group fixed effects and a random intercept per
@@ -55,15 +55,15 @@ import numpy as np
 import pandas as pd
 
 from ..audit import occupation_units
-from ..audit.next_word import _CONTINUITY
+from ..audit.next_word import CONTINUITY
 from ..core import mixed, stats, tables
-from ..core.criterion_validity import _VALIDITY_VERDICTS
-from ..core.errors import ParameterError, _check_seed, _is_number
-from ..core.precision import _interval_text, _number_text, _p_text
+from ..core.criterion_validity import VALIDITY_VERDICTS
+from ..core.errors import ParameterError, check_seed, is_number
+from ..core.precision import interval_text, number_text, p_text
 from ..core.results import display_name, write_tables
-from ..core.stats import _check_n_boot, _correlation_rows, _ols, _results_table
-from ..profiles.gender_direction import _noun_positions
-from ..profiles.population_profiles import DEFAULT_TEMPLATES, _check_word_projection
+from ..core.stats import check_n_boot, correlation_rows, ols, results_table
+from ..profiles.gender_direction import noun_positions
+from ..profiles.population_profiles import DEFAULT_TEMPLATES, check_word_projection
 from ..report import rendering
 
 __all__ = [
@@ -73,7 +73,7 @@ __all__ = [
 #: The intrinsic columns of :data:`tables.NAMES.LINK_OCCUPATIONS`, the gender direction first (the primary one).
 _INTRINSIC_MEASURES = ("gender_position", "warmth", "competence")
 #: The pre-stated primary statistic: the gender direction's slope within BOLD category and audit group.
-_PRIMARY = {"intrinsic": "gender_position", "test": "mixed_logit_within_category"}
+PRIMARY = {"intrinsic": "gender_position", "test": "mixed_logit_within_category"}
 #: Relabellings of the primary test: with few words per occupation and many fixed effects the likelihood ratio's
 #: null is wider than chi-square(1) (``mixed.coefficient_test``), so its p and interval come from permuting the
 #: position among occupations of one category and group.
@@ -91,42 +91,42 @@ _OCCUPATIONS = "occupations"
 
 def _check_correction(correction) -> float:
     """The continuity correction as a float > 0, or a ParameterError naming ``correction``."""
-    if not _is_number(correction) or not np.isfinite(correction) or correction <= 0:
+    if not is_number(correction) or not np.isfinite(correction) or correction <= 0:
         raise ParameterError(f"correction must be a number > 0 (the continuity correction of the log-odds; "
-                             f"{_CONTINUITY} is Haldane–Anscombe), got {correction!r}")
+                             f"{CONTINUITY} is Haldane–Anscombe), got {correction!r}")
     return float(correction)
 
 
-def _check_link(model, *, layer="mean", correction=_CONTINUITY, n_boot=1000, seed=0, templates=None,
+def check_link(model, *, layer="mean", correction=CONTINUITY, n_boot=1000, seed=0, templates=None,
                direction_verdict=None, n_permutations=_N_PERMUTATIONS, layers=None) -> None:
     """:func:`run_link`'s parameters, checked before any model loads (chapter 11's check calls it too): the model
     and ``layer`` against ``layers`` (the basis's; default: the model's, from its config) and ``templates``
     (``profiles.check_word_projection``), then :func:`_check_statistics`'s."""
-    _check_word_projection(model, layer, templates, layers=layers, what="the intrinsic measure (hidden states)")
+    check_word_projection(model, layer, templates, layers=layers, what="the intrinsic measure (hidden states)")
     _check_correction(correction)
     _check_statistics(n_boot, seed, direction_verdict, n_permutations)
 
 
 def _check_statistics(n_boot, seed, direction_verdict, n_permutations) -> None:
-    """:func:`link_statistics`'s parameters: ``n_boot`` (``stats._check_n_boot``), ``seed``, ``direction_verdict``
-    (``None`` or one of ``criterion_validity._VALIDITY_VERDICTS``) and ``n_permutations``
-    (``mixed._check_permutations``: the fits catch a ``ValueError`` as a design too small, so a bad count must stop
+    """:func:`link_statistics`'s parameters: ``n_boot`` (``stats.check_n_boot``), ``seed``, ``direction_verdict``
+    (``None`` or one of ``criterion_validity.VALIDITY_VERDICTS``) and ``n_permutations``
+    (``mixed.check_permutations``: the fits catch a ``ValueError`` as a design too small, so a bad count must stop
     the run before them)."""
-    _check_n_boot(n_boot)
-    _check_seed(seed)
-    if direction_verdict is not None and direction_verdict not in _VALIDITY_VERDICTS:
-        raise ParameterError(f"direction_verdict must be one of {_VALIDITY_VERDICTS} or None, got "
+    check_n_boot(n_boot)
+    check_seed(seed)
+    if direction_verdict is not None and direction_verdict not in VALIDITY_VERDICTS:
+        raise ParameterError(f"direction_verdict must be one of {VALIDITY_VERDICTS} or None, got "
                              f"{direction_verdict!r}")
-    mixed._check_permutations(n_permutations)
+    mixed.check_permutations(n_permutations)
 
 
-def _occupation_noun(occupation: str) -> str:
+def occupation_noun(occupation: str) -> str:
     """The noun for a BOLD occupation key or unit: underscores as spaces, lower case, a unit name's "(Key)"
     suffix dropped (``Registered_Nurse`` -> ``registered nurse``), so it reads as a common noun in the templates
-    ("this is the registered nurse"). The noun is the audit's rule for a key (``occupation_units._key_noun``, which
+    ("this is the registered nurse"). The noun is the audit's rule for a key (``occupation_units.key_noun``, which
     its head noun reads too) after the suffix is dropped: on every BOLD key and every unit name of the audit's and
     the categories' selections it gives what this function gave before it called that rule."""
-    return occupation_units._key_noun(re.sub(r"\s*\([^)]*\)$", "", str(occupation)))
+    return occupation_units.key_noun(re.sub(r"\s*\([^)]*\)$", "", str(occupation)))
 
 
 # --------------------------------------------------------------------------- intrinsic
@@ -140,8 +140,8 @@ def _intrinsic_table(model, occupations: Sequence[str], basis, *, layer="mean",
     ``"last"``, or a hidden-state index); ``skipped``: ``population, group, word, context, reason`` of the
     nouns or gendered terms the model could not embed in a template."""
     keys = list(dict.fromkeys(occupations))
-    nouns = {k: _occupation_noun(k) for k in keys}
-    items, skipped = _noun_positions(model, {"occupation": list(nouns.values())}, basis, population=_OCCUPATIONS,
+    nouns = {k: occupation_noun(k) for k in keys}
+    items, skipped = noun_positions(model, {"occupation": list(nouns.values())}, basis, population=_OCCUPATIONS,
                                     layer=layer, templates=templates)
     table = pd.DataFrame({"occupation": keys, "noun": [nouns[k] for k in keys]})
     table = table.merge(items.drop(columns="group"), on="noun", how="inner")
@@ -151,7 +151,7 @@ def _intrinsic_table(model, occupations: Sequence[str], basis, *, layer="mean",
 # --------------------------------------------------------------------------- extrinsic
 
 
-def _extrinsic_table(metrics: pd.DataFrame, correction: float = _CONTINUITY) -> pd.DataFrame:
+def _extrinsic_table(metrics: pd.DataFrame, correction: float = CONTINUITY) -> pd.DataFrame:
     """One row per occupation of the audit's per-completion table (``bold_metrics``): ``occupation, group,
     category`` (the first listed BOLD category), ``n_completions``, the sampled ``male_words, female_words``,
     the expected ``expected_male, expected_female`` (NaN when the completions lack them),
@@ -194,7 +194,7 @@ def _slope_rows(table: pd.DataFrame, intrinsic: str) -> list[dict]:
             rows.append({**row, "note": "the log-odds do not vary"})
             continue
         try:
-            fit = _ols(y, X, names).iloc[1]
+            fit = ols(y, X, names).iloc[1]
             row.update(statistic=fit.t, df=fit.df, p=fit.p, effect_size=fit.coef, se=fit.se,
                        ci_low=fit.ci_low, ci_high=fit.ci_high)
         except ValueError as exc:  # too few occupations per coefficient, or a constant regressor
@@ -248,8 +248,8 @@ def _mixed_link_rows(table: pd.DataFrame, intrinsic: str, n_permutations: int = 
                "n_occupations": len(table), "n_sampled": int(((table["male_words"] + table["female_words"]) > 0).sum())
                if {"male_words", "female_words"} <= set(table) else np.nan}
         try:
-            fit = mixed._fit_mixed_logit(female, male, design)
-            row = {**mixed._mixed_row(fit, "z", effect="log_odds_slope", test=test, n_permutations=permutations,
+            fit = mixed.fit_mixed_logit(female, male, design)
+            row = {**mixed.mixed_row(fit, "z", effect="log_odds_slope", test=test, n_permutations=permutations,
                                      seed=seed), **row, "se": float(fit.se["z"]),
                    "n_fixed_effects": design.shape[1] - 2}
         except ValueError as exc:  # too few occupations with counts for the fixed effects, a constant measure
@@ -264,7 +264,7 @@ def _within_group_rows(table: pd.DataFrame, intrinsic: str, n_boot: int, seed: i
     for group, g in table.groupby("group", sort=False):
         t = g.dropna(subset=[intrinsic, "log_odds"])
         rows += [{**r, "test": "spearman_within_group", "scope": f"within {rendering.group_label(group)}",
-                  "group": group} for r in _correlation_rows(t[intrinsic], t["log_odds"], n_boot=n_boot, seed=seed)
+                  "group": group} for r in correlation_rows(t[intrinsic], t["log_odds"], n_boot=n_boot, seed=seed)
                  if r["test"] == "spearman"]
     return rows
 
@@ -278,7 +278,7 @@ def _link_statistics(table: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
                     direction_verdict: str | None = None, n_permutations: int = _N_PERMUTATIONS) -> pd.DataFrame:
     """The statistics of :data:`tables.NAMES.LINK_STATISTICS`, one row per intrinsic measure and test (and group).
 
-    Columns: ``stats._STAT_COLUMNS`` (``test``: ``mixed_logit_within_category`` (the primary: the log-odds slope
+    Columns: ``stats.STAT_COLUMNS`` (``test``: ``mixed_logit_within_category`` (the primary: the log-odds slope
     per SD within BOLD category and group, random intercept per occupation; likelihood-ratio statistic, its p
     and the profile-likelihood CI's cut-off from ``n_permutations`` relabellings within category and group;
     ``p_chi2`` the chi-square p beside it), ``mixed_logit`` (the same without fixed effects), ``spearman`` and
@@ -291,7 +291,7 @@ def _link_statistics(table: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
     ``n_fixed_effects``, ``p_chi2``, ``n_permutations``, ``direction_verdict`` (the direction's check against the
     BLS share, "" when not given), ``readable`` (False on the gender-direction rows unless that verdict is
     ``supported``),
-    ``primary`` (the row :data:`_PRIMARY` names) and ``note``."""
+    ``primary`` (the row :data:`PRIMARY` names) and ``note``."""
     measure = table["extrinsic_measure"].iloc[0] if len(table) else ""
     _check_statistics(n_boot, seed, direction_verdict, n_permutations)
     rows: dict[str, list] = {test: [] for test in _TESTS}
@@ -299,7 +299,7 @@ def _link_statistics(table: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
         t = table.dropna(subset=[intrinsic, "log_odds"])
         found = (_mixed_link_rows(t, intrinsic, n_permutations, seed)
                  + _within_group_rows(t, intrinsic, n_boot, seed)
-                 + [{**r, "scope": _SCOPES[r["test"]]} for r in _correlation_rows(t[intrinsic], t["log_odds"],
+                 + [{**r, "scope": _SCOPES[r["test"]]} for r in correlation_rows(t[intrinsic], t["log_odds"],
                                                                                 n_boot=n_boot, seed=seed)]
                  + _slope_rows(t, intrinsic))
         for r in found:
@@ -308,22 +308,22 @@ def _link_statistics(table: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
     for test in _TESTS:
         found = pd.DataFrame(rows[test])
         for _, family in found.groupby("scope", sort=False) if len(found) else []:
-            frames.append(_results_table(family.to_dict("records")))
+            frames.append(results_table(family.to_dict("records")))
     out = pd.concat(frames, ignore_index=True)
     for col, empty in (("se", np.nan), ("sigma", np.nan), ("n_fixed_effects", np.nan), ("p_chi2", np.nan),
                        ("n_permutations", np.nan), ("note", ""), ("group", "")):
         out[col] = out[col].fillna(empty) if col in out else empty
     out["extrinsic_measure"] = measure
     out["direction_verdict"] = direction_verdict or ""
-    out["readable"] = (out["intrinsic"] != "gender_position") | (direction_verdict in (None, _VALIDITY_VERDICTS[0]))
-    out["primary"] = (out["intrinsic"] == _PRIMARY["intrinsic"]) & (out["test"] == _PRIMARY["test"])
+    out["readable"] = (out["intrinsic"] != "gender_position") | (direction_verdict in (None, VALIDITY_VERDICTS[0]))
+    out["primary"] = (out["intrinsic"] == PRIMARY["intrinsic"]) & (out["test"] == PRIMARY["test"])
     return out
 
 
-_MEASURE_WORDS = {"expected": "expected counts from the sampling distribution", "sampled": "sampled word counts"}
+MEASURE_WORDS = {"expected": "expected counts from the sampling distribution", "sampled": "sampled word counts"}
 
 
-def _pick(statistics: pd.DataFrame, test: str, intrinsic: str = _PRIMARY["intrinsic"], group: str | None = None):
+def _pick(statistics: pd.DataFrame, test: str, intrinsic: str = PRIMARY["intrinsic"], group: str | None = None):
     hit = statistics[(statistics["test"] == test) & (statistics["intrinsic"] == intrinsic)
                      & ((statistics["group"] == group) if group is not None else True)]
     return hit.iloc[0] if len(hit) else None
@@ -337,7 +337,7 @@ def _counted_text(row, measure: str) -> str:
     if total is None or pd.isna(total) or int(total) == n:
         return f"n = {n} occupations, {measure}"
     sampled = row.get("n_sampled")
-    also = (f"; {int(sampled)} have a sampled gendered word" if measure == _MEASURE_WORDS["expected"]
+    also = (f"; {int(sampled)} have a sampled gendered word" if measure == MEASURE_WORDS["expected"]
             and sampled is not None and pd.notna(sampled) else "")
     return f"n = {n} of the {int(total)} occupations, those whose {measure} are above 0{also}"
 
@@ -350,20 +350,20 @@ def _link_reading(statistics: pd.DataFrame, who: str) -> str:
     the correlation over all occupations together, with whether it is shown and that it mostly reflects the
     difference between female- and male-dominated occupations. When the direction is not validated against the BLS
     share, says so and reads no number of it."""
-    row = _pick(statistics, _PRIMARY["test"])
+    row = _pick(statistics, PRIMARY["test"])
     if row is None:
         return f"in {who} the link was not computed"
     if not bool(row["readable"]):
         return (f"in {who} the female − male direction is {row['direction_verdict']} against the BLS share of women "
                 "(chapter 04), so where it places an occupation, and its link with the writing, are not read")
-    measure = _MEASURE_WORDS.get(row["extrinsic_measure"], str(row["extrinsic_measure"]))
+    measure = MEASURE_WORDS.get(row["extrinsic_measure"], str(row["extrinsic_measure"]))
     if not np.isfinite(row["effect_size"]):
         return f"in {who} the within-field model could not be fitted ({row['note']})"
-    test = ("permutation likelihood-ratio p " + stats._permutation_p_text(float(row["p"]), int(row["n_permutations"]))
+    test = ("permutation likelihood-ratio p " + stats.permutation_p_text(float(row["p"]), int(row["n_permutations"]))
             if pd.notna(row.get("n_permutations")) and row["n_permutations"]
-            else f"likelihood-ratio p {_p_text(row['p'], relation=True)}")
-    numbers = (f"{_number_text(row['effect_size'])} log-odds per SD, 95% CI "
-               f"{_interval_text(row['ci_low'], row['ci_high'], row['effect_size'])}, {test}, "
+            else f"likelihood-ratio p {p_text(row['p'], relation=True)}")
+    numbers = (f"{number_text(row['effect_size'])} log-odds per SD, 95% CI "
+               f"{interval_text(row['ci_low'], row['ci_high'], row['effect_size'])}, {test}, "
                f"{_counted_text(row, measure)}")
     shown = not row["ci_low"] <= 0 <= row["ci_high"]
     if not shown:
@@ -376,8 +376,8 @@ def _link_reading(statistics: pd.DataFrame, who: str) -> str:
                 f"their gendered words, than other occupations of the same BOLD field and group ({numbers})")
     between = _pick(statistics, _BETWEEN["test"])
     if between is not None and np.isfinite(between["effect_size"]):
-        rho = (f"Spearman ρ = {_number_text(between['effect_size'])}, 95% CI "
-               f"{_interval_text(between['ci_low'], between['ci_high'], between['effect_size'])}")
+        rho = (f"Spearman ρ = {number_text(between['effect_size'])}, 95% CI "
+               f"{interval_text(between['ci_low'], between['ci_high'], between['effect_size'])}")
         if between["ci_low"] <= 0 <= between["ci_high"]:
             text += f"; over all occupations together, neither a positive nor a negative correlation is shown ({rho})"
         else:
@@ -394,8 +394,8 @@ def _within_text(row) -> str:
     if not np.isfinite(row["effect_size"]):
         # every occupation of the group has the same log-odds (none has a gendered word in a small build)
         return f"Spearman ρ is not defined {among} (their log-odds do not vary)"
-    return (f"Spearman ρ = {_number_text(row['effect_size'])} {among} "
-            f"(95% CI {_interval_text(row['ci_low'], row['ci_high'], row['effect_size'])})")
+    return (f"Spearman ρ = {number_text(row['effect_size'])} {among} "
+            f"(95% CI {interval_text(row['ci_low'], row['ci_high'], row['effect_size'])})")
 
 
 def describe_link(statistics: pd.DataFrame, model: str = "this model") -> str:
@@ -403,7 +403,7 @@ def describe_link(statistics: pd.DataFrame, model: str = "this model") -> str:
     correlation within each group, saying plainly when an interval includes zero ("not shown is not absent")."""
     model = display_name(model)
     text = _link_reading(statistics, model)
-    row = _pick(statistics, _PRIMARY["test"])
+    row = _pick(statistics, PRIMARY["test"])
     if row is not None and bool(row["readable"]) and np.isfinite(row["effect_size"]):
         within = [r for r in (_pick(statistics, "spearman_within_group", group=g)
                               for g in dict.fromkeys(statistics["group"]) if g) if r is not None]
@@ -434,7 +434,7 @@ class _LinkResult:
                                      tables.NAMES.LINK_SKIPPED: self.skipped})
 
 
-def run_link(model, metrics: pd.DataFrame, basis, *, layer="mean", correction: float = _CONTINUITY,
+def run_link(model, metrics: pd.DataFrame, basis, *, layer="mean", correction: float = CONTINUITY,
              n_boot: int = 1000, seed: int = 0, templates: Sequence[str] = DEFAULT_TEMPLATES,
              direction_verdict: str | None = None, n_permutations: int = _N_PERMUTATIONS) -> _LinkResult:
     """Intrinsic and extrinsic bias per primary occupation of ``metrics`` (the audit's ``bold_metrics``;
@@ -445,8 +445,8 @@ def run_link(model, metrics: pd.DataFrame, basis, *, layer="mean", correction: f
     The occupations table has one row per occupation with both measures (:data:`OCCUPATION_COLUMNS`):
     ``noun`` (as embedded), ``n_templates`` (templates it was located in), ``gender_position``,
     ``warmth``, ``competence`` (module docstring), then :func:`extrinsic_table`'s columns. The parameters are
-    checked first (:func:`_check_link`), before any model loads."""
-    _check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed, templates=templates,
+    checked first (:func:`check_link`), before any model loads."""
+    check_link(model, layer=layer, correction=correction, n_boot=n_boot, seed=seed, templates=templates,
                direction_verdict=direction_verdict, n_permutations=n_permutations, layers=basis.layers)
     extrinsic = _extrinsic_table(occupation_units.primary_completions(metrics), correction)
     intrinsic, skipped = _intrinsic_table(model, extrinsic["occupation"], basis, layer=layer, templates=templates)

@@ -4,8 +4,8 @@ decoders only).
 Each completion is embedded in its context (prompt + completion) and its
 embedding is the mean hidden state over the completion's tokens (for a causal
 model every such state has read the prompt). The states come from the decoding
-pass that wrote the completion (``generation._generate`` stores them beside its
-cache; :func:`bias_utils.models.generation._completion_states`); a completion from an
+pass that wrote the completion (``generation.generate`` stores them beside its
+cache; :func:`bias_utils.models.generation.completion_states`); a completion from an
 older cache is embedded again (:mod:`bias_utils.models.embeddings` with the completion
 as the "word" in ``prompt + " " + completion``). It is projected onto the model's
 warmth/competence basis at every layer and averaged over layers, exactly as the
@@ -21,7 +21,7 @@ What the chapter tests, and why
   draws. Completions are averaged per occupation; female- and male-dominated
   occupations are compared with Welch's t and Hedges' g on these means (Holm
   over the two axes), and the difference of occupation means gets an
-  occupation bootstrap interval (:func:`bias_utils.core.stats._cluster_bootstrap_ci`,
+  occupation bootstrap interval (:func:`bias_utils.core.stats.cluster_bootstrap_ci`,
   occupations resampled within each group). The completion-level test is kept in
   the table as ``completions_as_independent``, for comparison only.
 * **Topic held fixed.** Female- and male-dominated occupations sit in different
@@ -59,7 +59,7 @@ import pandas as pd
 
 from ..audit.bold_prompts import FEMALE_GROUP, MALE_GROUP
 from ..core import precision, stats
-from ..core.errors import ParameterError, _check_count, _check_seed, _check_word_list
+from ..core.errors import ParameterError, check_count, check_seed, check_word_list
 from ..profiles import projection
 from ..report import plots, rendering
 
@@ -94,8 +94,8 @@ def completion_embeddings(model, completions: pd.DataFrame, layers="all", part: 
     came from the stored states.
 
     ``stored`` (with ``layers="all"``): take the states that
-    :func:`bias_utils.models.generation._generate` kept while it wrote the completion
-    (:func:`bias_utils.models.generation._completion_states`), and embed only the rest
+    :func:`bias_utils.models.generation.generate` kept while it wrote the completion
+    (:func:`bias_utils.models.generation.completion_states`), and embed only the rest
     again. The two agree wherever the re-embedding reads the tokens the model
     wrote; where the completion began with whitespace the re-embedding joins it
     to the prompt with one space (module docstring of ``generation``, *Hidden
@@ -103,15 +103,15 @@ def completion_embeddings(model, completions: pd.DataFrame, layers="all", part: 
     """
     # deferred: torch; crossmodel imports this module for its table names
     from ..models.embeddings import embed_words
-    from ..models.loading import _check_model, _resolve_model
+    from ..models.loading import check_model, resolve_model
 
-    _check_model(model, need="embed", what="projecting completions (hidden states)")
+    check_model(model, need="embed", what="projecting completions (hidden states)")
     missing = {"prompt", "completion"} - set(completions.columns)
     if missing:
         raise ParameterError(f"completions lacks columns {sorted(missing)}")
     if part not in ("completion", "prompt"):
         raise ParameterError(f"part must be 'completion' or 'prompt', got {part!r}")
-    model = _resolve_model(model, need="embed")
+    model = resolve_model(model, need="embed")
     table = completions.reset_index(drop=True)
     if part == "completion":
         # Leading punctuation glued to the prompt's last word cannot start a whole-word
@@ -122,9 +122,9 @@ def completion_embeddings(model, completions: pd.DataFrame, layers="all", part: 
         targets = contexts = table["prompt"].fillna("").str.strip()
     values, found = None, np.zeros(len(table), dtype=bool)
     if stored and isinstance(layers, str) and layers == "all" and len(table):
-        from ..models.generation import _completion_states  # deferred: torch
+        from ..models.generation import completion_states  # deferred: torch
 
-        states = _completion_states(model.model_id, table["prompt"].tolist(), table["completion"].tolist())
+        states = completion_states(model.model_id, table["prompt"].tolist(), table["completion"].tolist())
         if states is not None:
             values = states[part]
             found = ~np.isnan(values).any(axis=(1, 2))
@@ -145,7 +145,7 @@ def completion_embeddings(model, completions: pd.DataFrame, layers="all", part: 
     return (*out, found) if with_source else out
 
 
-def completion_projection(basis: projection._PolarBasis, values: np.ndarray, completions: pd.DataFrame,
+def completion_projection(basis: projection.PolarBasis, values: np.ndarray, completions: pd.DataFrame,
                           layer="mean", prompt_values: np.ndarray | None = None) -> pd.DataFrame:
     """Tidy projections of completion embeddings, standardised per dimension.
 
@@ -168,13 +168,13 @@ def completion_projection(basis: projection._PolarBasis, values: np.ndarray, com
         bad |= np.isnan(prompt_values).any(axis=(1, 2))
     kept = ~bad
     items = completions.reset_index(drop=True).assign(completion_index=np.arange(len(completions)))
-    table = projection._projection_table(basis, values[kept], items[kept], layer=layer)
+    table = projection.projection_table(basis, values[kept], items[kept], layer=layer)
     keys = [table["layer"], table["dimension"]]
     sd = table["value"].groupby(keys).transform(lambda v: v.std(ddof=0))
     if (sd == 0).any():
         raise ValueError("completion_projection: a dimension has zero spread over the completions")
     if prompt_values is not None:
-        table["prompt_value"] = projection._projection_table(basis, prompt_values[kept], items[kept],
+        table["prompt_value"] = projection.projection_table(basis, prompt_values[kept], items[kept],
                                                             layer=layer)["value"].to_numpy()
         table["beyond_prompt_value"] = table["value"] - table["prompt_value"]
     for measure, column in _MEASURES.items():
@@ -264,11 +264,11 @@ def _occupation_rows(occ: pd.DataFrame, column: str, group_a: str, group_b: str,
     rows = []
     for dim, d in occ.groupby("dimension", sort=False):
         a, b = _group_values(d, column, group_a, group_b, "occupations")
-        est, low, high = stats._cluster_bootstrap_ci(d, gap, cluster="occupation", strata="group", n_boot=n_boot,
+        est, low, high = stats.cluster_bootstrap_ci(d, gap, cluster="occupation", strata="group", n_boot=n_boot,
                                                     seed=seed)
         common = {"dimension": dim, "n_a": len(a), "n_b": len(b), "mean_a": a.mean(), "mean_b": b.mean()}
-        rows += [{**stats._welch_t(a, b, group_a=group_a, group_b=group_b), **common},
-                 {**stats._hedges_g(a, b, group_a=group_a, group_b=group_b), **common},
+        rows += [{**stats.welch_t(a, b, group_a=group_a, group_b=group_b), **common},
+                 {**stats.hedges_g(a, b, group_a=group_a, group_b=group_b), **common},
                  {"test": "cluster_bootstrap_occupation", "group_a": group_a, "group_b": group_b,
                   "effect": "mean_difference", "effect_size": est, "ci_low": low, "ci_high": high,
                   "n": len(a) + len(b), **common}]
@@ -293,7 +293,7 @@ def _within_category_rows(cells: pd.DataFrame, column: str, group_a: str, group_
         for c in np.unique(category):
             perms[:, category == c] = rng.permuted(perms[:, category == c], axis=1)
         null = _fixed_effects_gap(v, perms, category)
-        p = float(stats._permutation_p(est, null, "two-sided"))
+        p = float(stats.permutation_p(est, null, "two-sided"))
         counts = d.groupby(["category", "group"]).size()
         listed = "; ".join(f"{c} ({counts.get((c, group_a), 0)} vs {counts.get((c, group_b), 0)})" for c in names)
         rows.append({"test": "permutation_within_category", "group_a": group_a, "group_b": group_b,
@@ -310,8 +310,8 @@ def _completion_rows(table: pd.DataFrame, group_a: str, group_b: str) -> list:
     for dim, d in table.groupby("dimension", sort=False):
         a, b = _group_values(d, "z", group_a, group_b, "completions")
         common = {"dimension": dim, "n_a": len(a), "n_b": len(b), "mean_a": a.mean(), "mean_b": b.mean()}
-        rows += [{**stats._welch_t(a, b, group_a=group_a, group_b=group_b), **common},
-                 {**stats._hedges_g(a, b, group_a=group_a, group_b=group_b), **common}]
+        rows += [{**stats.welch_t(a, b, group_a=group_a, group_b=group_b), **common},
+                 {**stats.hedges_g(a, b, group_a=group_a, group_b=group_b), **common}]
     return rows
 
 
@@ -323,7 +323,7 @@ def completion_projection_stats(table: pd.DataFrame, group_a: str = FEMALE_GROUP
     ``table``: :func:`completion_projection`'s rows (columns ``group,
     occupation``; ``category`` for the within-category analysis; the
     ``prompt_z`` columns for the prompt baseline). Rows follow
-    :data:`bias_utils.core.stats._STAT_COLUMNS` plus ``analysis`` (:data:`ANALYSES`),
+    :data:`bias_utils.core.stats.STAT_COLUMNS` plus ``analysis`` (:data:`ANALYSES`),
     ``measure`` (:data:`MEASURES`), ``unit``, ``dimension, n_a, n_b`` (units per
     group), ``mean_a, mean_b`` (unit means on the completion's scale),
     ``primary`` (the occupation-level completion rows, which come first),
@@ -351,12 +351,12 @@ def completion_projection_stats(table: pd.DataFrame, group_a: str = FEMALE_GROUP
     within one analysis and measure (``method``). A positive effect means
     ``group_a`` sits towards the high pole.
     """
-    stats._check_n_boot(n_boot)
-    _check_count(n_permutations, "n_permutations", minimum=1)
-    _check_seed(seed)
+    stats.check_n_boot(n_boot)
+    check_count(n_permutations, "n_permutations", minimum=1)
+    check_seed(seed)
     if method not in ("holm", "bonferroni"):
         raise ParameterError(f"method must be 'holm' or 'bonferroni', got {method!r}")
-    unreadable = _check_word_list(unreadable, "unreadable")
+    unreadable = check_word_list(unreadable, "unreadable")
     occ = occupation_means(table)
     measures = [(m, c) for m, c in _MEASURES.items() if c in table]
     primary = _PRIMARY_MEASURE if _MEASURES[_PRIMARY_MEASURE] in table else "completion"
@@ -370,7 +370,7 @@ def completion_projection_stats(table: pd.DataFrame, group_a: str = FEMALE_GROUP
                      for m, c in measures]
     families.append((("completions_as_independent", "completion", "completion"),
                      _completion_rows(table, group_a, group_b)))
-    parts = [stats._results_table(rows, method=method).assign(analysis=analysis, measure=measure, unit=unit)
+    parts = [stats.results_table(rows, method=method).assign(analysis=analysis, measure=measure, unit=unit)
              for (analysis, measure, unit), rows in families if rows]
     out = pd.concat(parts, ignore_index=True)
     out["primary"] = (out["analysis"] == "occupation") & (out["measure"] == primary)
@@ -380,10 +380,10 @@ def completion_projection_stats(table: pd.DataFrame, group_a: str = FEMALE_GROUP
 
 def _p_text(row: pd.Series) -> str:
     """"Welch p = 0.025, Holm p = 0.040"; a permutation p at its floor reads "≤ 1/(K+1)" (and Holm "≤")."""
-    holm = precision._p_text(float(row["p_adj"]), relation=True)
+    holm = precision.p_text(float(row["p_adj"]), relation=True)
     if pd.isna(row.get("n_permutations", np.nan)):
-        return f"Welch p {precision._p_text(float(row['p']), relation=True)}, Holm p {holm}"
-    p = stats._permutation_p_text(float(row["p"]), int(row["n_permutations"]))
+        return f"Welch p {precision.p_text(float(row['p']), relation=True)}, Holm p {holm}"
+    p = stats.permutation_p_text(float(row["p"]), int(row["n_permutations"]))
     return f"permutation p {p}, Holm p {holm.replace('=', '≤') if p.startswith('≤') else holm}"
 
 
@@ -398,11 +398,11 @@ def _shown(interval: pd.Series, test: pd.Series) -> bool:
 def _reading(interval: pd.Series, test: pd.Series, dim: str, who: str) -> str:
     """"<who> sit 0.83 SD warmer (occupation bootstrap 95% CI 0.21 to 1.50), Welch p = ..., Holm p = ..."
     (without the parenthesis for a row that has no interval)."""
-    num = precision._number_text
+    num = precision.number_text
     more, less = _SIDES.get(dim, (f"higher on {dim}", f"lower on {dim}"))
     size = abs(float(interval["effect_size"]))
     ci = (f" (occupation bootstrap 95% CI "
-          f"{precision._interval_text(interval['ci_low'], interval['ci_high'], interval['effect_size'])})"
+          f"{precision.interval_text(interval['ci_low'], interval['ci_high'], interval['effect_size'])})"
           if np.isfinite(float(interval["ci_low"])) else "")
     return (f"{'' if _shown(interval, test) else 'a difference is not shown: '}{who} sit "
             f"{num(size)} SD {more if interval['effect_size'] > 0 else less}{ci}, "
@@ -418,7 +418,7 @@ def describe_completion_stats(result: pd.DataFrame, unreadable: Mapping[str, str
     floor, no interval) and how many categories have both groups; last, the completion-level test,
     labelled as treating completions as independent. A table without prompt values reads the whole
     completion as primary. An axis in ``unreadable`` (``{dimension: why}``, why = its
-    :func:`bias_utils.profiles.axis_validity._verdict_phrase`) gets one sentence saying why and no number.
+    :func:`bias_utils.profiles.axis_validity.verdict_phrase`) gets one sentence saying why and no number.
     "Not shown" is never read as "no difference".
     """
     unreadable = dict(unreadable or {})
@@ -445,8 +445,8 @@ def describe_completion_stats(result: pd.DataFrame, unreadable: Mapping[str, str
         lines.append(
             f"**{dim}** (primary, stated before the results: {what}, occupation means, {int(occ['n_a'])} {a} vs "
             f"{int(occ['n_b'])} {b} occupations): {_reading(occ, t, dim, f'completions about {a} occupations')}; "
-            f"Hedges' g {precision._number_text(g['effect_size'])} (95% CI "
-            f"{precision._interval_text(g['ci_low'], g['ci_high'], g['effect_size'])}).")
+            f"Hedges' g {precision.number_text(g['effect_size'])} (95% CI "
+            f"{precision.interval_text(g['ci_low'], g['ci_high'], g['effect_size'])}).")
         whole, prompt = (pick("occupation", m, "cluster_bootstrap_occupation", dim) for m in ("completion", "prompt"))
         if primary == "beyond_prompt" and whole is not None and prompt is not None:
             wt, pt = (pick("occupation", m, "welch_t", dim) for m in ("completion", "prompt"))
@@ -470,12 +470,12 @@ def describe_completion_stats(result: pd.DataFrame, unreadable: Mapping[str, str
             lines.append(
                 f"{dim}, within BOLD category (topic held fixed; categories with occupations of both groups: "
                 f"{int(within['n_categories'])} of {int(within['n_categories_total'])}, "
-                f"{rendering._value_label(within['categories'])}): "
+                f"{rendering.value_label(within['categories'])}): "
                 f"{_reading(within, within, dim, f'{a} occupations')}.")
         ct, cg = (pick("completions_as_independent", "completion", test, dim) for test in ("welch_t", "hedges_g"))
         lines.append(
             f"{dim}, for comparison only, treating the {int(ct['n'])} completions as independent (which they are "
-            f"not: completions of one occupation share topic and prompt): g {precision._number_text(cg['effect_size'])}"
+            f"not: completions of one occupation share topic and prompt): g {precision.number_text(cg['effect_size'])}"
             f", {_p_text(ct)}; this is not the test read here.")
     return lines
 
@@ -484,9 +484,9 @@ def completion_chart(table: pd.DataFrame, unreadable: Sequence[str] = (), *, tit
     """Each occupation (the mean of its completions) on the warmth × competence plane, coloured by group.
 
     An axis in ``unreadable`` is marked and greyed as in the profile charts
-    (:data:`bias_utils.report.plots._INVALID_MARK`): its position is not read.
+    (:data:`bias_utils.report.plots.INVALID_MARK`): its position is not read.
     """
-    unreadable = _check_word_list(unreadable, "unreadable")
+    unreadable = check_word_list(unreadable, "unreadable")
     occ = occupation_means(table)
     wide = occ.pivot_table(index=["group", "occupation", "n_completions"], columns="dimension",
                            values="z").reset_index()
@@ -497,14 +497,14 @@ def completion_chart(table: pd.DataFrame, unreadable: Sequence[str] = (), *, tit
     def axis(dim: str) -> tuple[str, alt.Axis]:
         text = f"← low {dim} · high {dim} → (occupation mean, standardised)"
         if dim in unreadable:
-            return text + plots._INVALID_MARK, alt.Axis(titleColor=plots._INVALID_GREY)
+            return text + plots.INVALID_MARK, alt.Axis(titleColor=plots.INVALID_GREY)
         return text, alt.Axis()
 
     (x_title, x_axis), (y_title, y_axis) = axis("warmth"), axis("competence")
     chart = alt.Chart(wide).mark_point(opacity=0.6, filled=True).encode(
         x=alt.X("warmth:Q", title=x_title, axis=x_axis),
         y=alt.Y("competence:Q", title=y_title, axis=y_axis),
-        color=alt.Color("group:N", title="occupations", scale=plots._group_scale(wide["group"])),
+        color=alt.Color("group:N", title="occupations", scale=plots.group_scale(wide["group"])),
         size=alt.Size("n_completions:Q", title="completions"),
         tooltip=["occupation", "group", "n_completions", alt.Tooltip("warmth:Q", format=".2f"),
                  alt.Tooltip("competence:Q", format=".2f")],
@@ -514,8 +514,8 @@ def completion_chart(table: pd.DataFrame, unreadable: Sequence[str] = (), *, tit
                f"to right) and competence (bottom to top), standardised; colour is its audit group ({groups}), size "
                "the number of completions. Look for whether the groups' clouds sit apart along either axis.")
     if unreadable:
-        caption += " " + plots._INVALID_NOTE + "."
-    return plots._captioned(chart, title or "Occupations on the warmth and competence axes",
-                           [plots._INVALID_NOTE] if unreadable else [],
+        caption += " " + plots.INVALID_NOTE + "."
+    return plots.captioned(chart, title or "Occupations on the warmth and competence axes",
+                           [plots.INVALID_NOTE] if unreadable else [],
                            f"Scatter plot of {len(wide)} occupations' completion means on warmth (x) and competence "
                            f"(y), coloured by group ({groups}).", caption)

@@ -1,12 +1,12 @@
 """The erasers of chapter 12's erasure and their fit: LEACE per hidden state and its two controls.
 
-Per hidden state three erasers, fitted once per run on the fit set's states (:func:`_fit_erasers`): LEACE (Belrose
+Per hidden state three erasers, fitted once per run on the fit set's states (:func:`fit_erasers`): LEACE (Belrose
 et al. 2023, ``concept_erasure.LeaceFitter``, pinned; its defaults: affine, covariance shrinkage, the trace
 constraint) of the binary gender labels; LEACE of the labels shuffled over words; and the orthogonal projection off a
 random subspace of LEACE's rank. Each is kept in compact form (I − P as the few directions it moves), so a hook costs
 one or two products per token and the whole fit is stored as one small npz beside the run's records
-(:func:`_write_fit`, :func:`_read_fit`). :func:`_condition_erasers` says which of them a condition applies, and
-:func:`_probe_accuracy` is the guardedness check every condition reports: can a ridge probe still tell the held-out
+(:func:`write_fit`, :func:`read_fit`). :func:`condition_erasers` says which of them a condition applies, and
+:func:`probe_accuracy` is the guardedness check every condition reports: can a ridge probe still tell the held-out
 names' gender.
 
 Apart from the conditions and the trade-off (``intrinsic_extrinsic.erasure``) because the fit is one computation
@@ -23,14 +23,14 @@ import numpy as np
 import torch
 from concept_erasure import LeaceEraser, LeaceFitter
 
-from ..core.cache import _read_npz, _write_npz
+from ..core.cache import read_npz, write_npz
 
 __all__: list[str] = []
 
 #: Folds of the held-out names' probe.
-_FOLDS = 10
-_ERASURES = ("leace", "random", "shuffled")
-_ALL = "all"
+FOLDS = 10
+ERASURES = ("leace", "random", "shuffled")
+ALL = "all"
 
 
 def _identity_eraser(dim: int) -> LeaceEraser:
@@ -73,7 +73,7 @@ class _Fit:
     ranks: dict[int, int]
 
 
-def _fit_erasers(states: np.ndarray, labels: np.ndarray, words: np.ndarray, seed: int) -> _Fit:
+def fit_erasers(states: np.ndarray, labels: np.ndarray, words: np.ndarray, seed: int) -> _Fit:
     """The three erasers of every hidden state 1..S−1 from per-context ``states`` [n, S, H] (state 0, the token
     embeddings, is not erased) with binary ``labels`` [n] and each context's ``words`` [n]: LEACE; LEACE on the labels
     permuted over words (every context of a word keeps one label); a random orthogonal projection of LEACE's rank."""
@@ -91,25 +91,25 @@ def _fit_erasers(states: np.ndarray, labels: np.ndarray, words: np.ndarray, seed
     return fit
 
 
-def _write_fit(path: Path, fit: _Fit) -> None:
+def write_fit(path: Path, fit: _Fit) -> None:
     """Store every eraser of ``fit`` (compact: a few directions each) as one npz."""
     arrays = {}
-    for kind in _ERASURES:
+    for kind in ERASURES:
         for h, eraser in getattr(fit, kind).items():
             arrays[f"{kind}_{h}_left"] = eraser.proj_left.numpy()
             arrays[f"{kind}_{h}_right"] = eraser.proj_right.numpy()
             if eraser.bias is not None:
                 arrays[f"{kind}_{h}_bias"] = eraser.bias.numpy()
-    _write_npz(path, **arrays)
+    write_npz(path, **arrays)
 
 
-def _read_fit(path: Path, n_layers: int) -> _Fit | None:
-    """The erasers :func:`_write_fit` stored for states 1..``n_layers``; None where absent or corrupt."""
-    stored = _read_npz(path, required=[f"{k}_{h}_left" for k in _ERASURES for h in range(1, n_layers + 1)])
+def read_fit(path: Path, n_layers: int) -> _Fit | None:
+    """The erasers :func:`write_fit` stored for states 1..``n_layers``; None where absent or corrupt."""
+    stored = read_npz(path, required=[f"{k}_{h}_left" for k in ERASURES for h in range(1, n_layers + 1)])
     if stored is None:
         return None
     fit = _Fit({}, {}, {}, {})
-    for kind in _ERASURES:
+    for kind in ERASURES:
         for h in range(1, n_layers + 1):
             bias = stored.get(f"{kind}_{h}_bias")
             getattr(fit, kind)[h] = LeaceEraser(torch.from_numpy(stored[f"{kind}_{h}_left"]),
@@ -119,16 +119,16 @@ def _read_fit(path: Path, n_layers: int) -> _Fit | None:
     return fit
 
 
-def _condition_erasers(fit: _Fit, erasure: str, layer) -> dict[int, LeaceEraser]:
+def condition_erasers(fit: _Fit, erasure: str, layer) -> dict[int, LeaceEraser]:
     """The erasers of one condition: none for ``erasure="none"``, else ``fit``'s of that kind at ``layer`` (a hidden
     state) or at every state (``"all"``)."""
     if erasure == "none":
         return {}
     chosen = getattr(fit, erasure)
-    return dict(chosen) if layer == _ALL else {int(layer): chosen[int(layer)]}
+    return dict(chosen) if layer == ALL else {int(layer): chosen[int(layer)]}
 
 
-def _probe_accuracy(x: np.ndarray, y: np.ndarray, folds: int = _FOLDS) -> float:
+def probe_accuracy(x: np.ndarray, y: np.ndarray, folds: int = FOLDS) -> float:
     """Cross-validated accuracy of a ridge classifier of ``y`` (0/1) from ``x`` [n, H]: ``folds`` folds stratified by
     class (by order within each class), the ridge penalty the training rows' mean squared centred norm (the dual
     form: n is far below H). Rows with a NaN are left out; NaN with fewer than two per class."""

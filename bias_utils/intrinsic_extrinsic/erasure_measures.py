@@ -1,16 +1,16 @@
 """What each condition of chapter 12's erasure is measured on, and the measure itself.
 
-The inputs every condition shares (:class:`_Inputs`): the held-out names (every other name of each group,
-:func:`_split_names`), the 60 BLS occupations, the explicitly gendered nouns of the facts kept (:data:`_FACT_PAIRS`)
-and the neutral sentences of the capability measure (:func:`_neutral_sentences`), with the unhooked model's
-female − male terms' means and the warmth and competence basis. :func:`_measure` takes one condition's per-item
-values on them under its erasers (``models.hooks._erasing``): the words' states in the profile templates
+The inputs every condition shares (:class:`Inputs`): the held-out names (every other name of each group,
+:func:`split_names`), the 60 BLS occupations, the explicitly gendered nouns of the facts kept (:data:`FACT_PAIRS`)
+and the neutral sentences of the capability measure (:func:`neutral_sentences`), with the unhooked model's
+female − male terms' means and the warmth and competence basis. :func:`measure_condition` takes one condition's per-item
+values on them under its erasers (``models.hooks.erasing``): the words' states in the profile templates
 (:func:`_template_states`, as chapter 04 embeds them), the next word after the occupations and the fact nouns and the
-sentences' cross-entropy (:func:`_writing_passes`, :func:`_sentence_nll`), the passes an erasure at one state may
-replay from the unhooked state below it (``models.hooks._replaying``).
+sentences' cross-entropy (:func:`writing_passes`, :func:`_sentence_nll`), the passes an erasure at one state may
+replay from the unhooked state below it (``models.hooks.replaying``).
 
 Apart from the conditions, their statistics and the trade-off (``intrinsic_extrinsic.erasure``), which read these
-values, and from the erasers (``intrinsic_extrinsic.erasers``), which :func:`_measure` only applies.
+values, and from the erasers (``intrinsic_extrinsic.erasers``), which :func:`measure_condition` only applies.
 """
 
 from __future__ import annotations
@@ -26,20 +26,20 @@ from concept_erasure import LeaceEraser
 
 from ..audit.next_word import next_word_table
 from ..core.data import resolve
-from ..core.lexicon import GENDER_LEXICONS, _tokenize
-from ..models.embeddings import _default_batch_size
-from ..models.hooks import _erasing, _replaying
-from ..profiles.contexts import _bold_sentences
-from ..profiles.gender_direction import _gender_position
-from ..profiles.population_profiles import DEFAULT_TEMPLATES, _fill_template, _population_embeddings
-from ..profiles.populations import _takes_article
-from ..profiles.projection import _projection_table
-from .erasers import _probe_accuracy
+from ..core.lexicon import GENDER_LEXICONS, tokenize
+from ..models.embeddings import default_batch_size
+from ..models.hooks import erasing, replaying
+from ..profiles.contexts import bold_sentences
+from ..profiles.gender_direction import gender_position
+from ..profiles.population_profiles import DEFAULT_TEMPLATES, fill_template, population_embeddings
+from ..profiles.populations import takes_article
+from ..profiles.projection import projection_table
+from .erasers import probe_accuracy
 
 __all__: list[str] = []
 
 #: The explicitly gendered nouns of the facts kept, (female, male); none is one of the fit's gendered terms.
-_FACT_PAIRS: tuple[tuple[str, str], ...] = (
+FACT_PAIRS: tuple[tuple[str, str], ...] = (
     ("queen", "king"), ("wife", "husband"), ("niece", "nephew"), ("princess", "prince"), ("bride", "groom"),
     ("granddaughter", "grandson"), ("lady", "gentleman"), ("mom", "dad"), ("girlfriend", "boyfriend"),
     ("nun", "monk"), ("empress", "emperor"), ("duchess", "duke"), ("stepmother", "stepfather"),
@@ -49,35 +49,35 @@ _FACT_PAIRS: tuple[tuple[str, str], ...] = (
 )
 #: Held-out neutral sentences for the capability measure, drawn with the run's seed (its change is paired across
 #: the conditions, so a hundred give it a narrow interval).
-_N_SENTENCES = 100
+N_SENTENCES = 100
 
 
-def _split_names(names: Mapping[str, Sequence[str]]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+def split_names(names: Mapping[str, Sequence[str]]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """``(fit, held_out)``: per group, the names of odd rank (1, 3, ...) and of even rank, so both halves span the
     frequency ranks."""
     return ({g: list(w[0::2]) for g, w in names.items()}, {g: list(w[1::2]) for g, w in names.items()})
 
 
-def _neutral_sentences(n: int, seed: int) -> list[str]:
+def neutral_sentences(n: int, seed: int) -> list[str]:
     """``n`` BOLD Wikipedia sentences about professions, drawn with ``seed`` among those without a word of the
     audit's gendered lexicons (``core.lexicon``): text whose prediction asks nothing of gender."""
     gendered = {w for words in GENDER_LEXICONS.values() for w in words}
-    pool = [s for s in _bold_sentences(resolve("bold_profession_wiki")) if not gendered & set(_tokenize(s))]
+    pool = [s for s in bold_sentences(resolve("bold_profession_wiki")) if not gendered & set(tokenize(s))]
     pool = sorted(set(pool))
     return [pool[i] for i in np.random.default_rng(seed).choice(len(pool), n, replace=False)]
 
 
-def _contexts(words: Sequence[str], kind: str) -> tuple[list[str], list[str]]:
+def template_contexts(words: Sequence[str], kind: str) -> tuple[list[str], list[str]]:
     """Every word in every profile template, as chapter 04 embeds it: ``(contexts, targets)``, word-major."""
-    pairs = [(_fill_template(t, w, _takes_article(w, kind)), w) for w in words for t in DEFAULT_TEMPLATES]
+    pairs = [(fill_template(t, w, takes_article(w, kind)), w) for w in words for t in DEFAULT_TEMPLATES]
     return [c for c, _ in pairs], [w for _, w in pairs]
 
 
 def _template_states(model, words: Sequence[str], kind: str, *, cache: bool) -> np.ndarray:
     """The words' states at every hidden state, averaged over the templates a word was located in, as chapter 04's
-    profiles average them (``population_profiles._population_embeddings``): [n, S, H] in the order of ``words`` (a
+    profiles average them (``population_profiles.population_embeddings``): [n, S, H] in the order of ``words`` (a
     word located in none is NaN)."""
-    emb = _population_embeddings(model, {"words": {"all": list(words)}}, kind=kind, cache=cache, progress=False)
+    emb = population_embeddings(model, {"words": {"all": list(words)}}, kind=kind, cache=cache, progress=False)
     row = dict(zip(emb.words["word"], range(len(emb.words))))
     states = np.full((len(words), *emb.values.shape[1:]), np.nan, dtype=emb.values.dtype)
     for i, word in enumerate(words):
@@ -86,9 +86,9 @@ def _template_states(model, words: Sequence[str], kind: str, *, cache: bool) -> 
     return states
 
 
-def _writing_passes(model, inputs, cache: bool = False) -> tuple[pd.DataFrame, np.ndarray]:
+def writing_passes(model, inputs, cache: bool = False) -> tuple[pd.DataFrame, np.ndarray]:
     """The next-word table of the occupations and the fact nouns and the sentences' cross-entropy: the passes
-    :func:`models.hooks._recording` records and :func:`models.hooks._replaying` replays, in this one order (``cache``:
+    :func:`models.hooks.recording` records and :func:`models.hooks.replaying` replays, in this one order (``cache``:
     the next word's own cache, for the unhooked model only)."""
     written = next_word_table(model, inputs.occupations + inputs.facts, cache=cache, progress=False).occupations
     return written, _sentence_nll(model, inputs.sentences)
@@ -100,7 +100,7 @@ def _sentence_nll(model, sentences: Sequence[str]) -> np.ndarray:
     token's logits as they are unpadded and the padding is not scored."""
     encoded = [model.tokenizer(s)["input_ids"] for s in sentences]
     order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i]), i))
-    size = _default_batch_size(model)
+    size = default_batch_size(model)
     pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
     nll = np.zeros(len(encoded))
     with torch.inference_mode():
@@ -120,7 +120,7 @@ def _sentence_nll(model, sentences: Sequence[str]) -> np.ndarray:
 
 
 @dataclass
-class _Inputs:
+class Inputs:
     """What every condition measures: the held-out names (``names``, ``name_labels`` 1 female), the BLS occupations
     with their shares, the fact nouns (female then male of each pair), the neutral sentences, and from the unhooked
     model the female − male terms' means (``female``, ``male`` [S, H]) and the warmth and competence ``basis``."""
@@ -136,24 +136,24 @@ class _Inputs:
     basis: object
 
 
-def _measure(model, inputs: _Inputs, erasers: Mapping[int, LeaceEraser], tag: str,
+def measure_condition(model, inputs: Inputs, erasers: Mapping[int, LeaceEraser], tag: str,
              prefix: tuple[int, Sequence[torch.Tensor]] | None = None) -> dict:
-    """One condition's per-item values, under :func:`models.hooks._erasing` (the unhooked model's caches serve the
+    """One condition's per-item values, under :func:`models.hooks.erasing` (the unhooked model's caches serve the
     condition without erasers): ``probe`` (per hidden state), ``warmth``, ``competence`` (per held-out name),
     ``position``, ``log_ratio`` (per occupation), ``facts`` (per fact noun), ``nll`` (per sentence). ``prefix``:
-    ``(state, recorded)``, the writing passes start from the unhooked state there (:func:`models.hooks._replaying`)."""
+    ``(state, recorded)``, the writing passes start from the unhooked state there (:func:`models.hooks.replaying`)."""
     cache = not erasers
-    with _erasing(model, erasers, tag):
+    with erasing(model, erasers, tag):
         names = _template_states(model, inputs.names, "name", cache=cache)
         nouns = _template_states(model, inputs.occupations, "noun", cache=cache)
-        with _replaying(model, *prefix) if prefix is not None else nullcontext():
-            written, nll = _writing_passes(model, inputs, cache)
+        with replaying(model, *prefix) if prefix is not None else nullcontext():
+            written, nll = writing_passes(model, inputs, cache)
     ratio = dict(zip(written["occupation"], written["log_ratio"]))
     basis = inputs.basis
-    projected = _projection_table(basis, names[:, list(basis.layers)], pd.DataFrame({"word": inputs.names}), "mean")
+    projected = projection_table(basis, names[:, list(basis.layers)], pd.DataFrame({"word": inputs.names}), "mean")
     wide = projected.pivot_table(index="word", columns="dimension", values="value", sort=False).loc[inputs.names]
-    position = _gender_position(nouns, inputs.female[None], inputs.male[None]).mean(axis=1)
-    return {"probe": [_probe_accuracy(names[:, s], inputs.name_labels) for s in range(names.shape[1])],
+    position = gender_position(nouns, inputs.female[None], inputs.male[None]).mean(axis=1)
+    return {"probe": [probe_accuracy(names[:, s], inputs.name_labels) for s in range(names.shape[1])],
             "warmth": wide["warmth"].tolist(), "competence": wide["competence"].tolist(),
             "position": position.tolist(), "log_ratio": [ratio[o] for o in inputs.occupations],
             "facts": [ratio[f] for f in inputs.facts], "nll": nll.tolist()}

@@ -5,7 +5,7 @@ the BOLD-based analysis it keeps as a robustness row (:mod:`bias_utils.intrinsic
 intrinsic measure, their readability rule and their chapter; the chart of the occupations (:func:`link_chart`) draws
 either.
 
-**The primary analysis, stated before the results** (:func:`next_word_link`, :data:`_NEXT_WORD_PRIMARY`): across
+**The primary analysis, stated before the results** (:func:`next_word_link`, :data:`NEXT_WORD_PRIMARY`): across
 Rudinger et al.'s 60 occupations with a U.S. Bureau of Labor Statistics share of women, Spearman's ρ between the
 occupation noun's position on the model's female − male direction (``gender_position``, chapter 04) and the exact
 **next-word log-ratio** of female to male words after neutral sentences about it (``audit.next_word``), with a 95%
@@ -13,14 +13,14 @@ interval from resampling occupations. Both sides are checked against the same sh
 (``core.criterion_validity``), so the link can be asked on the occupations where both are validated. Beside it:
 
 * the same association **beyond the BLS share** (partial Spearman ρ with the share partialled out, t-test p and
-  occupation-bootstrap interval; ``stats._partial_correlation_rows``): does the inside predict the writing beyond what
+  occupation-bootstrap interval; ``stats.partial_correlation_rows``): does the inside predict the writing beyond what
   the world's statistics predict? Two measures that each track the share correlate through it alone; only this row
   says the model's inside carries what its writing does. Its false-positive rate is 0.05 on data shaped like the 60
   occupations (``tests/test_link.py``), and lenient (0.07) where both sides follow the share almost perfectly;
 * the association over the audit's primary units (the BOLD person-noun occupations, their noun on both sides);
 * Pearson's r beside each ρ.
 
-The **BOLD-based link** (:func:`bias_utils.intrinsic_extrinsic.bold_link.run_link`, ``bold_link._PRIMARY``: the
+The **BOLD-based link** (:func:`bias_utils.intrinsic_extrinsic.bold_link.run_link`, ``bold_link.PRIMARY``: the
 pre-stated test of that analysis) stays as a robustness row, labelled by its units (the BOLD primary units) and its
 measure (word counts in sampled BOLD completions): with a few gendered words per occupation it can hardly show a link.
 """
@@ -37,14 +37,14 @@ from scipy import stats as sps
 
 from ..audit import next_word, next_word_prompts
 from ..core import stats, tables
-from ..core.criterion_validity import _VALIDITY_VERDICTS
-from ..core.errors import ParameterError, _check_seed
-from ..core.precision import _interval_text, _number_text, _p_text
+from ..core.criterion_validity import VALIDITY_VERDICTS
+from ..core.errors import ParameterError, check_seed
+from ..core.precision import interval_text, number_text, p_text
 from ..core.results import display_name, write_tables
-from ..core.stats import _check_n_boot, _correlation_rows, _results_table
-from ..profiles.gender_direction import _describe_placement
+from ..core.stats import check_n_boot, correlation_rows, results_table
+from ..profiles.gender_direction import describe_placement
 from ..report import plots, rendering
-from .bold_link import _MEASURE_WORDS, _PRIMARY
+from .bold_link import MEASURE_WORDS, PRIMARY
 
 __all__ = [
     "describe_next_word_link", "link_chart", "next_word_link",
@@ -54,7 +54,7 @@ __all__ = [
 
 #: The pre-stated primary analysis (module docstring): across the 60 BLS occupations, Spearman's ρ between the
 #: position on the female − male direction and the exact next-word log-ratio.
-_NEXT_WORD_PRIMARY = {"analysis": "primary", "test": "spearman"}
+NEXT_WORD_PRIMARY = {"analysis": "primary", "test": "spearman"}
 _SHARE = "bls_pct_female"
 #: The analyses of :data:`tables.NAMES.LINK_NEXT_WORD` in order: (role, units, what the extrinsic side is).
 _NEXT_WORD_MEASURE = "next-word log-ratio (exact)"
@@ -66,9 +66,9 @@ _ANALYSES = {
 }
 #: Columns of :data:`tables.NAMES.LINK_NEXT_WORD_OCCUPATIONS` (:func:`next_word_link`).
 _NEXT_WORD_OCCUPATION_COLUMNS = ["units", "occupation", "noun", "group", _SHARE, "gender_position", "log_ratio",
-                                 "gendered_mass", next_word_prompts._DEFINITION]
+                                 "gendered_mass", next_word_prompts.DEFINITION]
 _NEXT_WORD_LINK_COLUMNS = ["analysis", "role", "units", "intrinsic", "extrinsic_measure", "controls",
-                           "direction_verdict", "readable", "primary", "note", next_word_prompts._DEFINITION,
+                           "direction_verdict", "readable", "primary", "note", next_word_prompts.DEFINITION,
                            "coverage", "low_coverage"]
 
 
@@ -77,7 +77,7 @@ def _next_word_occupations(values: pd.DataFrame, exact: pd.DataFrame, units: pd.
     ``values`` and the primary units of ``units`` (``bold_link.run_link``'s occupations: ``occupation, noun, group,
     gender_position``), each with the next-word measure of its noun from ``exact`` (``next_word.next_word_table``'s
     occupations, NaN where the noun lacks it)."""
-    measure = exact.reindex(columns=["occupation", "log_ratio", "gendered_mass", next_word_prompts._DEFINITION]).rename(
+    measure = exact.reindex(columns=["occupation", "log_ratio", "gendered_mass", next_word_prompts.DEFINITION]).rename(
         columns={"occupation": "noun"})
     bls = values[["occupation", "group", _SHARE, "gender_position"]].assign(noun=values["occupation"],
                                                                           units=_ANALYSES["primary"][1])
@@ -89,7 +89,7 @@ def _next_word_occupations(values: pd.DataFrame, exact: pd.DataFrame, units: pd.
     return table[_NEXT_WORD_OCCUPATION_COLUMNS]
 
 
-def _counted_units(row) -> str:
+def counted_units(row) -> str:
     """The units of a BOLD-based link's row (``bold_link._link_statistics``): the BOLD primary units, and how many of
     them have a count above 0 where not all do ("BOLD primary units with a count above 0 (75 of 88)")."""
     total = row.get("n_occupations")
@@ -100,17 +100,17 @@ def _counted_units(row) -> str:
 
 
 def _bold_row(bold_statistics: pd.DataFrame | None) -> dict | None:
-    """The BOLD-based link's pre-stated row (:data:`bold_link._PRIMARY`) of a :data:`tables.NAMES.LINK_STATISTICS`, as a
+    """The BOLD-based link's pre-stated row (:data:`bold_link.PRIMARY`) of a :data:`tables.NAMES.LINK_STATISTICS`, as a
     row of the next-word link, labelled by its units and its measure."""
     if bold_statistics is None:
         return None
-    hit = bold_statistics[(bold_statistics["test"] == _PRIMARY["test"])
-                          & (bold_statistics["intrinsic"] == _PRIMARY["intrinsic"])]
+    hit = bold_statistics[(bold_statistics["test"] == PRIMARY["test"])
+                          & (bold_statistics["intrinsic"] == PRIMARY["intrinsic"])]
     if hit.empty:
         return None
     row = hit.iloc[0]
-    measure = _MEASURE_WORDS.get(row.get("extrinsic_measure", ""), "word counts")
-    return {**{c: row[c] for c in stats._STAT_COLUMNS}, "analysis": "BOLD link", "units": _counted_units(row),
+    measure = MEASURE_WORDS.get(row.get("extrinsic_measure", ""), "word counts")
+    return {**{c: row[c] for c in stats.STAT_COLUMNS}, "analysis": "BOLD link", "units": counted_units(row),
             "extrinsic_measure": f"log-odds of gendered words in sampled BOLD completions ({measure})",
             "note": row.get("note", "") or ""}
 
@@ -120,7 +120,7 @@ def _next_word_link_statistics(occupations: pd.DataFrame, bold_statistics: pd.Da
                                seed: int = 0) -> pd.DataFrame:
     """The statistics of :data:`tables.NAMES.LINK_NEXT_WORD`, one row per analysis and test.
 
-    Columns: ``stats._STAT_COLUMNS`` (``test``: ``spearman`` and ``pearson`` for ``primary`` and ``BOLD primary
+    Columns: ``stats.STAT_COLUMNS`` (``test``: ``spearman`` and ``pearson`` for ``primary`` and ``BOLD primary
     units``, ``partial_spearman`` and ``partial_pearson`` for ``beyond the BLS share`` (``df`` = n − 3; t-test p),
     the BOLD link's own test for ``BOLD link``; ``effect_size``: ρ, r, the partial coefficient or the BOLD slope;
     ``ci_low, ci_high``: 95% percentile intervals resampling occupations (the BOLD row: its own); ``p_adj``: p, each
@@ -130,32 +130,32 @@ def _next_word_link_statistics(occupations: pd.DataFrame, bold_statistics: pd.Da
     words than the built-in ones names its definition), ``controls`` (``bls_pct_female`` on the
     partial rows), ``direction_verdict`` (the direction's check against the BLS share, "" when not given),
     ``readable`` (False unless that verdict is ``supported`` or not given), ``primary`` (the row
-    :data:`_NEXT_WORD_PRIMARY` names), ``note``, and on the next-word rows (the BOLD row: "", NaN, False)
-    ``measure_definition`` (``next_word_prompts._measure_definition``: what chapter 09 pools by), ``coverage`` (the
+    :data:`NEXT_WORD_PRIMARY` names), ``note``, and on the next-word rows (the BOLD row: "", NaN, False)
+    ``measure_definition`` (``next_word_prompts.measure_definition``: what chapter 09 pools by), ``coverage`` (the
     counted words' share of the next word for the median BLS occupation) and ``low_coverage`` (under
-    ``next_word._MIN_COVERAGE``: the link rests on a small part of what the model writes next; ``note`` says so)."""
-    _check_n_boot(n_boot)
-    _check_seed(seed)
-    if direction_verdict is not None and direction_verdict not in _VALIDITY_VERDICTS:
-        raise ParameterError(f"direction_verdict must be one of {_VALIDITY_VERDICTS} or None, got "
+    ``next_word.MIN_COVERAGE``: the link rests on a small part of what the model writes next; ``note`` says so)."""
+    check_n_boot(n_boot)
+    check_seed(seed)
+    if direction_verdict is not None and direction_verdict not in VALIDITY_VERDICTS:
+        raise ParameterError(f"direction_verdict must be one of {VALIDITY_VERDICTS} or None, got "
                              f"{direction_verdict!r}")
     found: list[dict] = []
     bls = occupations[occupations["units"] == _ANALYSES["primary"][1]].dropna(subset=["gender_position", "log_ratio"])
-    definition = next_word._definition_of(occupations.dropna(subset=["log_ratio"]))
-    coverage = next_word._coverage(bls)
-    found += [{**r, "analysis": "primary"} for r in _correlation_rows(bls["gender_position"], bls["log_ratio"],
+    definition = next_word.definition_of(occupations.dropna(subset=["log_ratio"]))
+    coverage = next_word.gendered_coverage(bls)
+    found += [{**r, "analysis": "primary"} for r in correlation_rows(bls["gender_position"], bls["log_ratio"],
                                                                      n_boot=n_boot, seed=seed)[::-1]]
     t = bls.dropna(subset=[_SHARE])
     found += [{**r, "analysis": "beyond the BLS share", "controls": _SHARE}
-              for r in stats._partial_correlation_rows(t["gender_position"], t["log_ratio"], t[[_SHARE]].to_numpy(),
+              for r in stats.partial_correlation_rows(t["gender_position"], t["log_ratio"], t[[_SHARE]].to_numpy(),
                                                       n_boot=n_boot, seed=seed)[::-1]]
     units = occupations[occupations["units"] == _ANALYSES["BOLD primary units"][1]].dropna(
         subset=["gender_position", "log_ratio"])
     if len(units):
-        found += [{**r, "analysis": "BOLD primary units"} for r in _correlation_rows(
+        found += [{**r, "analysis": "BOLD primary units"} for r in correlation_rows(
             units["gender_position"], units["log_ratio"], n_boot=n_boot, seed=seed)[::-1]]
     bold = _bold_row(bold_statistics)
-    frames = [_results_table([{**r, "group_a": "gender_position", "group_b": "log_ratio"}]) for r in found]
+    frames = [results_table([{**r, "group_a": "gender_position", "group_b": "log_ratio"}]) for r in found]
     if bold is not None:
         frames.append(pd.DataFrame([bold]))
     out = pd.concat(frames, ignore_index=True)
@@ -170,23 +170,23 @@ def _next_word_link_statistics(occupations: pd.DataFrame, bold_statistics: pd.Da
     for col in ("controls", "note"):
         out[col] = out[col].fillna("") if col in out else ""
     exact = out["analysis"] != "BOLD link"
-    if definition and definition != next_word_prompts._DEFAULT_DEFINITION:
+    if definition and definition != next_word_prompts.DEFAULT_DEFINITION:
         out.loc[exact, "extrinsic_measure"] = (f"{_NEXT_WORD_MEASURE[:-1]}; its own templates or words, definition "
                                                f"{definition})")
-    out[next_word_prompts._DEFINITION] = np.where(exact, definition, "")
+    out[next_word_prompts.DEFINITION] = np.where(exact, definition, "")
     out["coverage"] = np.where(exact, coverage, np.nan)
-    out["low_coverage"] = exact & bool(coverage < next_word._MIN_COVERAGE)
+    out["low_coverage"] = exact & bool(coverage < next_word.MIN_COVERAGE)
     if out["low_coverage"].any():
         out.loc[out["low_coverage"], "note"] = (f"low coverage: the counted words take "
-                                                f"{next_word_prompts._percent(coverage)} "
+                                                f"{next_word_prompts.percent(coverage)} "
                                                 "of the next word for the median BLS occupation")
     out["direction_verdict"] = direction_verdict or ""
-    out["readable"] = direction_verdict in (None, _VALIDITY_VERDICTS[0])
-    out["primary"] = (out["analysis"] == _NEXT_WORD_PRIMARY["analysis"]) & (out["test"] == _NEXT_WORD_PRIMARY["test"])
-    return out[stats._STAT_COLUMNS + _NEXT_WORD_LINK_COLUMNS]
+    out["readable"] = direction_verdict in (None, VALIDITY_VERDICTS[0])
+    out["primary"] = (out["analysis"] == NEXT_WORD_PRIMARY["analysis"]) & (out["test"] == NEXT_WORD_PRIMARY["test"])
+    return out[stats.STAT_COLUMNS + _NEXT_WORD_LINK_COLUMNS]
 
 
-def _pick_analysis(statistics: pd.DataFrame, analysis: str, test: str):
+def pick_analysis(statistics: pd.DataFrame, analysis: str, test: str):
     hit = statistics[(statistics["analysis"] == analysis) & (statistics["test"] == test)]
     return hit.iloc[0] if len(hit) else None
 
@@ -195,9 +195,9 @@ def _rho_text(row) -> str:
     if row is None or not np.isfinite(row["effect_size"]):
         return "not computable"
     name = {"spearman": "Spearman ρ", "partial_spearman": "partial Spearman ρ"}.get(row["test"], row["test"])
-    return (f"{name} = {_number_text(row['effect_size'])}, 95% CI "
-            f"{_interval_text(row['ci_low'], row['ci_high'], row['effect_size'])}, "
-            f"p {_p_text(row['p'], relation=True)},"
+    return (f"{name} = {number_text(row['effect_size'])}, 95% CI "
+            f"{interval_text(row['ci_low'], row['ci_high'], row['effect_size'])}, "
+            f"p {p_text(row['p'], relation=True)},"
             f" n = {int(row['n'])}")
 
 
@@ -205,7 +205,7 @@ def _next_word_link_reading(statistics: pd.DataFrame, who: str) -> str:
     """A clause (no capital, no full stop) reading one model's :func:`next_word_link` statistics for ``who``: the
     primary ρ across the BLS occupations and the partial ρ beyond the BLS share; when the direction is not validated
     against the BLS share, says so and reads no number of it."""
-    row = _pick_analysis(statistics, **_NEXT_WORD_PRIMARY)
+    row = pick_analysis(statistics, **NEXT_WORD_PRIMARY)
     if row is None:
         return f"in {who} the next-word link was not computed"
     if not bool(row["readable"]):
@@ -220,7 +220,7 @@ def _next_word_link_reading(statistics: pd.DataFrame, who: str) -> str:
         text = (f"in {who}, across the {int(row['n'])} BLS occupations, a link between where the model places an "
                 f"occupation on its female − male direction and how it continues a sentence about it is not shown "
                 f"({_rho_text(row)})")
-    beyond = _pick_analysis(statistics, "beyond the BLS share", "partial_spearman")
+    beyond = pick_analysis(statistics, "beyond the BLS share", "partial_spearman")
     if beyond is not None and np.isfinite(beyond["effect_size"]):
         carried = np.isfinite(beyond["ci_low"]) and beyond["ci_low"] > 0
         text += ("; beyond the BLS share of women, " + (
@@ -234,27 +234,27 @@ def describe_next_word_link(statistics: pd.DataFrame, model: str = "this model")
     """The chapter's reading of :func:`next_word_link`: the primary and the partial (:func:`_next_word_link_reading`),
     then the association over the BOLD primary units and the BOLD-based link as a robustness row, saying plainly
     when an interval includes zero ("not shown is not absent"); a note in bold where the counted words take little
-    of the next word (``low_coverage``: ``next_word._coverage_note``)."""
+    of the next word (``low_coverage``: ``next_word.coverage_note``)."""
     model = display_name(model)
     text = _next_word_link_reading(statistics, model)
-    row = _pick_analysis(statistics, **_NEXT_WORD_PRIMARY)
+    row = pick_analysis(statistics, **NEXT_WORD_PRIMARY)
     if row is not None and bool(row["readable"]):
-        units = _pick_analysis(statistics, "BOLD primary units", "spearman")
+        units = pick_analysis(statistics, "BOLD primary units", "spearman")
         if units is not None:
             text += f". Over the audit's BOLD primary units (their noun on both sides): {_rho_text(units)}"
         bold = statistics[statistics["analysis"] == "BOLD link"]
         if len(bold) and np.isfinite(bold["effect_size"].iloc[0]):
             b = bold.iloc[0]
             text += (f". Robustness, the BOLD-based link ({b['units']}; {b['extrinsic_measure']}): "
-                     f"{_number_text(b['effect_size'])} log-odds per SD within BOLD category and group, 95% CI "
-                     f"{_interval_text(b['ci_low'], b['ci_high'], b['effect_size'])}, n = {int(b['n'])}")
+                     f"{number_text(b['effect_size'])} log-odds per SD within BOLD category and group, 95% CI "
+                     f"{interval_text(b['ci_low'], b['ci_high'], b['effect_size'])}, n = {int(b['n'])}")
         intervals = statistics.loc[statistics["readable"] & np.isfinite(statistics["ci_low"].astype(float)),
                                    ["ci_low", "ci_high"]]
         if ((intervals["ci_low"] <= 0) & (intervals["ci_high"] >= 0)).any():
             text += " (not shown is not absent)"
     text = text[0].upper() + text[1:] + "."
     if row is not None and bool(row.get("low_coverage", False)):
-        text += " " + next_word._coverage_note(float(row["coverage"]), "the link")
+        text += " " + next_word.coverage_note(float(row["coverage"]), "the link")
     return text
 
 
@@ -340,11 +340,11 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, y: st
         domains[col] = (lo - pad, hi + pad)
     ylo, yhi = domains[y]
     gap = 14 * (yhi - ylo) / height  # 14 px for an 11 px font
-    labels["label_y"] = plots._repel(labels[y], gap, ylo + gap / 2, yhi - gap / 2)
+    labels["label_y"] = plots.repel(labels[y], gap, ylo + gap / 2, yhi - gap / 2)
     # the names stand in a column right of the points, where no point lies, each joined to its point by a line
     # (a name beside its point covered the points near it): the x scale runs on past the data by that column
     xlo, xhi = domains[intrinsic]
-    ticks = plots._linear_ticks(xlo, xhi)  # only under the points
+    ticks = plots.linear_ticks(xlo, xhi)  # only under the points
     domains[intrinsic] = (xlo, xhi + (xhi - xlo) * column / (width - column))
     labels["label_x"] = xhi + (xhi - xlo) * 8 / (width - column)
     axis_title = {"gender_position": "position on the female − male direction (+0.5 = female terms' mean)"}
@@ -355,7 +355,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, y: st
     x = alt.X(f"{intrinsic}:Q", title=x_lines, scale=x_scale, axis=alt.Axis(values=ticks, format=".2~f"))
     y_axis = alt.Y(f"{y}:Q", title=y_lines, scale=y_scale)
     points = alt.Chart(data).mark_point(filled=True, opacity=0.6).encode(
-        x=x, y=y_axis, color=alt.Color("audit group:N", title="group", scale=plots._group_scale(data["audit group"])),
+        x=x, y=y_axis, color=alt.Color("audit group:N", title="group", scale=plots.group_scale(data["audit group"])),
         tooltip=[c for c in ("occupation", "category") if c in data] + [
             alt.Tooltip(f"{intrinsic}:Q", format=".3f"), alt.Tooltip(f"{y}:Q", format=".2f")]
         + [c for c in ("female_count", "male_count", "bls_pct_female") if c in data])
@@ -378,7 +378,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, y: st
                   ] + layers
     groups = ", ".join(dict.fromkeys(data["audit group"]))
     # where the points lie against the terms' means, from the data: far from +0.5 needs saying why
-    placed = _describe_placement(data) if intrinsic == "gender_position" else ""
+    placed = describe_placement(data) if intrinsic == "gender_position" else ""
     caption = (f"Each point is an occupation: across, the occupation noun's {x_title}; up, {y_caption}. "
                + (f"{placed} " if placed else "")
                + f"Colour is its group ({groups}); the labelled points are those at the ends of either "
@@ -390,7 +390,7 @@ def link_chart(table: pd.DataFrame, intrinsic: str = "gender_position", *, y: st
                   "the groups. Look for whether, within one colour, the points rise or fall from left to right."
                   if within else " Look for whether the points rise or fall from left to right: a link between the "
                   "bias inside and the bias it writes."))
-    return plots._captioned(alt.layer(*layers).properties(width=width, height=height),
+    return plots.captioned(alt.layer(*layers).properties(width=width, height=height),
                            title or f"Occupations: {intrinsic} against {y.replace('_', '-')}", [],
                            f"Scatter plot of {len(data)} occupations: {intrinsic.replace('_', ' ')} (x) against "
                            f"{y_alt} (y).", caption)

@@ -2,6 +2,6 @@
 
 import sys
 
-from .loading import _main
+from .loading import models_cli
 
-sys.exit(_main())
+sys.exit(models_cli())

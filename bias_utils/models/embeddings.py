@@ -32,13 +32,13 @@ first token. Batched results equal one-at-a-time results within 1e-5 in fp32
 (tested).
 
 Cache. Results are stored under
-``paths._cache_dir()/embeddings/<model_id>/<layer set>/`` as one npz shard per
+``paths.cache_dir()/embeddings/<model_id>/<layer set>/`` as one npz shard per
 batch plus an append-only index (``index.jsonl``) naming the pair keys of each
 shard. A pair's key is ``stable_hash([context, word])``. A rerun computes nothing
 already cached; an interrupted run keeps every finished batch; a shard that is
-truncated or corrupt is detected by :func:`bias_utils.core.cache._read_npz`, deleted
+truncated or corrupt is detected by :func:`bias_utils.core.cache.read_npz`, deleted
 and recomputed. Reading and filling a folder happen under its lock
-(:func:`bias_utils.core.cache._file_lock`): a second run on the same cache waits for the
+(:func:`bias_utils.core.cache.file_lock`): a second run on the same cache waits for the
 first and then reads its vectors instead of computing them again.
 """
 
@@ -57,9 +57,9 @@ import torch
 from tqdm.auto import tqdm
 
 from ..core import paths
-from ..core.cache import _append_jsonl, _file_lock, _read_jsonl, _read_npz, _stable_hash, _write_npz
-from ..core.errors import ParameterError, _check_word_list
-from .loading import _resolve_model
+from ..core.cache import append_jsonl, file_lock, read_jsonl, read_npz, stable_hash, write_npz
+from ..core.errors import ParameterError, check_word_list
+from .loading import resolve_model
 
 __all__ = [
     "embed_words",
@@ -105,13 +105,13 @@ def _word_pattern(word: str) -> re.Pattern:
     return re.compile(r"(?<!\w)" + r"\s+".join(parts) + r"(?!\w)", flags=re.IGNORECASE)
 
 
-def _find_word(context: str, word: str) -> tuple[int, int] | None:
+def find_word(context: str, word: str) -> tuple[int, int] | None:
     """Character span ``(start, end)`` of the first occurrence of ``word`` in ``context``, or None."""
     match = _word_pattern(word).search(context)
     return match.span() if match else None
 
 
-def _token_indices(offsets: Sequence[tuple[int, int]], span: tuple[int, int]) -> list[int]:
+def token_indices(offsets: Sequence[tuple[int, int]], span: tuple[int, int]) -> list[int]:
     """Indices of the tokens whose character offsets overlap ``span``; empty offsets never count."""
     start, end = span
     return [i for i, (s, e) in enumerate(offsets) if e > s and s < end and e > start]
@@ -127,7 +127,7 @@ def _max_length(loaded) -> int:
     return min(limits) if limits else 512
 
 
-def _layer_list(layers, n_layers: int) -> list[int]:
+def layer_indices(layers, n_layers: int) -> list[int]:
     n_states = n_layers + 1
     if isinstance(layers, str):
         if layers != "all":
@@ -146,28 +146,28 @@ def _layer_list(layers, n_layers: int) -> list[int]:
     return out
 
 
-def _default_batch_size(loaded) -> int:
+def default_batch_size(loaded) -> int:
     """32 on a CPU (throughput flattens beyond it here), 128 on an accelerator."""
     return 32 if loaded.device.type == "cpu" else 128
 
 
 def _cache_dir(model_id: str, layers: list[int]) -> Path:
-    return paths._cache_dir() / "embeddings" / model_id / f"{_CACHE_VERSION}-layers-{_stable_hash(layers, 12)}"
+    return paths.cache_dir() / "embeddings" / model_id / f"{_CACHE_VERSION}-layers-{stable_hash(layers, 12)}"
 
 
 def _pair_key(context: str, word: str) -> str:
-    return _stable_hash([context, word], length=24)
+    return stable_hash([context, word], length=24)
 
 
 def _load_cached(folder: Path, wanted: set[str]) -> dict[str, np.ndarray]:
     """Cached vectors for the wanted keys; a corrupt shard is deleted and its keys become misses."""
     shards: dict[str, list[str]] = {}
-    for record in _read_jsonl(folder / "index.jsonl"):
+    for record in read_jsonl(folder / "index.jsonl"):
         if wanted.intersection(record.get("keys", ())):
             shards[record["shard"]] = record["keys"]
     found: dict[str, np.ndarray] = {}
     for shard in shards:
-        data = _read_npz(folder / shard, required=("keys", "values"))
+        data = read_npz(folder / shard, required=("keys", "values"))
         if data is None:
             continue
         for key, vec in zip(data["keys"].tolist(), data["values"]):
@@ -193,18 +193,18 @@ def embed_words(
     """Embedding of ``words[i]`` in ``contexts[i]`` at each selected layer, averaged over its tokens.
 
     ``model``: a :class:`~bias_utils.models.loading.LoadedModel` or a name for
-    :func:`~bias_utils.models.loading._resolve_model` (a backend without hidden states,
+    :func:`~bias_utils.models.loading.resolve_model` (a backend without hidden states,
     such as a server, is a ``ModelError``). ``layers``: ``"all"`` or hidden-state
     indices (negative counts from the end). See the module docstring for how the
     word is located, which occurrence counts, padding and the cache.
     """
     # a pair that cannot be embedded (an empty or missing context or word) is skipped with its reason, not refused
-    contexts = _check_word_list(contexts, "contexts", strings=False)
-    words = _check_word_list(words, "words", strings=False)
+    contexts = check_word_list(contexts, "contexts", strings=False)
+    words = check_word_list(words, "words", strings=False)
     if len(contexts) != len(words):
         raise ParameterError(f"words: {len(contexts)} contexts but {len(words)} words: pass one word per context")
-    model = _resolve_model(model, need="embed")
-    layer_list = _layer_list(layers, model.n_layers)
+    model = resolve_model(model, need="embed")
+    layer_list = layer_indices(layers, model.n_layers)
     n = len(contexts)
     values = np.full((n, len(layer_list), model.hidden_size), np.nan, dtype=np.float32)
     n_tokens = np.zeros(n, dtype=np.int64)
@@ -218,7 +218,7 @@ def embed_words(
     spans: dict[int, tuple[int, int]] = {}
     for i, (context, word) in enumerate(zip(contexts, words)):
         reason = _check_pair(context, word)
-        if reason is None and (span := _find_word(context, word)) is None:
+        if reason is None and (span := find_word(context, word)) is None:
             reason = f"word {word!r} not found in its context"
         if reason is None:
             spans[i] = span
@@ -230,7 +230,7 @@ def embed_words(
     fields = [k for k in encodings if k != "offset_mapping"]
     for j, i in enumerate(located):
         ids, offsets = encodings["input_ids"][j], encodings["offset_mapping"][j]
-        idx = _token_indices(offsets, spans[i])
+        idx = token_indices(offsets, spans[i])
         truncated = len(ids) >= max_len and spans[i][1] > max(e for _, e in offsets)
         unknown = _unknown_reason(tok, [ids[k] for k in idx], words[i])
         if not idx or truncated:
@@ -249,7 +249,7 @@ def embed_words(
 
     folder = _cache_dir(model.model_id, layer_list)
     # A second run on the same cache waits here for the first, then finds its vectors instead of computing them.
-    with _file_lock(folder / "lock") if cache and todo else nullcontext():
+    with file_lock(folder / "lock") if cache and todo else nullcontext():
         cached = _load_cached(folder, {t[1] for t in todo}) if cache and todo else {}
         pending, first, twins = [], {}, []  # a pair asked for twice (one term in two senses) is computed once
         for i, key, idx, inputs in todo:
@@ -261,7 +261,7 @@ def embed_words(
                 first[key] = i
                 pending.append((i, key, idx, inputs))
         if pending:
-            _compute(model, pending, layer_list, values, batch_size or _default_batch_size(model),
+            compute(model, pending, layer_list, values, batch_size or default_batch_size(model),
                      folder if cache else None, progress, len(todo) - len(pending) - len(twins))
         for i, j in twins:
             values[i] = values[j]
@@ -319,7 +319,7 @@ def _pad(batch, side: str, pad_id: int) -> dict[str, torch.Tensor]:
     return out
 
 
-def _compute(model, pending, layer_list, values, batch_size, folder, progress, n_cached) -> None:
+def compute(model, pending, layer_list, values, batch_size, folder, progress, n_cached) -> None:
     tok = model.tokenizer
     backbone = model.backbone()
     decoder = model.kind == "decoder"
@@ -354,8 +354,8 @@ def _compute(model, pending, layer_list, values, batch_size, folder, progress, n
                 values[i] = pooled[row]
             if folder is not None:
                 keys = [key for _, key, *_ in batch]
-                shard = f"{_stable_hash(keys, 24)}.npz"
-                _write_npz(folder / shard, keys=np.array(keys), values=pooled)
-                _append_jsonl(folder / "index.jsonl", [{"shard": shard, "keys": keys}])
+                shard = f"{stable_hash(keys, 24)}.npz"
+                write_npz(folder / shard, keys=np.array(keys), values=pooled)
+                append_jsonl(folder / "index.jsonl", [{"shard": shard, "keys": keys}])
             bar.update(len(batch))
     bar.close()

@@ -1,6 +1,6 @@
 """OpenAI-compatible servers as a generation backend: ``/v1/completions`` or ``/v1/chat/completions`` of vLLM,
 llama.cpp server, Ollama, TGI or OpenAI, with concurrent requests and retries (:class:`OpenAIEndpoint`,
-:func:`run_http`). ``generation._generate`` takes an endpoint wherever it takes a model.
+:func:`run_http`). ``generation.generate`` takes an endpoint wherever it takes a model.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import requests
 
-from .sampling import _row_seed
+from .sampling import row_seed
 
 __all__ = [
     "OpenAIEndpoint",
@@ -107,7 +107,7 @@ class OpenAIEndpoint:
             delay *= 2
 
 
-def _run_http(endpoint: OpenAIEndpoint, todo: list[dict], emit: Callable, *, max_new_tokens, temperature, top_p, top_k,
+def run_http(endpoint: OpenAIEndpoint, todo: list[dict], emit: Callable, *, max_new_tokens, temperature, top_p, top_k,
              seed, chat) -> None:
     """Complete every row of ``todo`` with ``endpoint.parallel`` concurrent requests; ``emit([row])`` as each finishes.
 
@@ -116,7 +116,7 @@ def _run_http(endpoint: OpenAIEndpoint, todo: list[dict], emit: Callable, *, max
     def one(row: dict) -> dict:
         out = endpoint.complete(
             row["prompt"], chat=chat, max_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-            seed=_row_seed(seed, row["prompt_id"], row["sample"]),
+            seed=row_seed(seed, row["prompt_id"], row["sample"]),
         )
         return {**row, **out}
 

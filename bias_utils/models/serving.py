@@ -35,7 +35,7 @@ class _LlamaServer:
 
 
 @contextmanager
-def _llama_server(
+def llama_server(
     gguf_path: str | os.PathLike,
     *,
     n_parallel: int = 4,

@@ -4,7 +4,7 @@ An axis of the stereotype space is *read* (a profile gap on it is reported as a
 stereotype) only when it orders the full dictionary's extra terms by pole better
 than axes built from shuffled seed labels do. This module is the one place that
 decides it; chapters 03, 04, 08, 09, 10, every chart and the front page call
-:func:`unreadable_axes` / :func:`_verdict_phrase` on the table :func:`axis_validity` writes.
+:func:`unreadable_axes` / :func:`verdict_phrase` on the table :func:`axis_validity` writes.
 
 **Statistic.** The rank AUC of the extra terms' projections against their pole
 labels (high = positive; Mann-Whitney U / (n_high n_low), ties count 0.5). The
@@ -20,7 +20,7 @@ the axis's direction is replaced by their difference (Eq. 3; the other axes stay
 and the axis's row of the pseudo-inverse is recomputed, batched over permutations
 and layers (:func:`pinv_row`); the terms are re-projected.
 
-**Verdicts** (:data:`_VERDICTS`), per space, dimension and layer:
+**Verdicts** (:data:`VERDICTS`), per space, dimension and layer:
 
 * ``supported``: ``p < alpha`` with ``p = (1 + #{null AUC >= observed}) / (1 + K)``
   (its floor ``p_floor = 1 / (K + 1)``; printed "≤ p_floor" there);
@@ -47,9 +47,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ..core.errors import ParameterError, _check_count, _is_number
-from ..core.precision import _interval_text, _number_text
-from ..core.stats import _permutation_p, _permutation_p_text
+from ..core.errors import ParameterError, check_count, is_number
+from ..core.precision import interval_text, number_text
+from ..core.stats import permutation_p, permutation_p_text
 from . import projection
 from .dictionaries import load_full_dictionary_terms
 
@@ -59,10 +59,10 @@ __all__ = [
 ]
 
 #: The table chapter 03 writes in the model's results folder; every later chapter reads it.
-_VERDICTS = ("supported", "not shown", "untestable")
+VERDICTS = ("supported", "not shown", "untestable")
 #: Fewest covered extra terms per pole for a verdict other than ``untestable``.
 MIN_POLE_TERMS = 10
-#: Columns of :func:`axis_validity` (:func:`_validity_table` without ``term_contexts``).
+#: Columns of :func:`axis_validity` (:func:`validity_table` without ``term_contexts``).
 _COLUMNS = ["model_id", "context_source", "term_contexts", "space", "dimension", "layer", "auc", "null_mean",
            "null_low", "null_high", "p", "p_floor", "n_high", "n_low", "n_terms", "n_permutations",
            "detectable_auc", "verdict", "raw_accuracy", "majority_share", "raw_p", "raw_verdict"]
@@ -107,13 +107,13 @@ def _auc_null_test(values: np.ndarray, high: np.ndarray, alpha: float = 0.05) ->
         c = int(np.ceil(alpha * (K + 1) - 1e-9)) - 2
         detectable = -np.sort(-null, axis=-1)[..., c] if c >= 0 else nan
         out.update(auc=obs, null_mean=null.mean(axis=-1), null_low=np.percentile(null, 2.5, axis=-1),
-                   null_high=np.percentile(null, 97.5, axis=-1), p=_permutation_p(obs, null),
+                   null_high=np.percentile(null, 97.5, axis=-1), p=permutation_p(obs, null),
                    detectable_auc=detectable)
     else:
         out.update(auc=nan, null_mean=nan, null_low=nan, null_high=nan, p=nan, detectable_auc=nan)
     if n_high + n_low:
         raw = ((values > 0) == high.reshape((-1,) + (1,) * (values.ndim - 1))).mean(axis=0)
-        out.update(raw_accuracy=raw[..., 0], raw_p=_permutation_p(raw[..., 0], raw[..., 1:]))
+        out.update(raw_accuracy=raw[..., 0], raw_p=permutation_p(raw[..., 0], raw[..., 1:]))
         out["raw_verdict"] = np.where(out["raw_p"] < alpha, "passed", "failed")
     else:
         out.update(raw_accuracy=nan, raw_p=nan, raw_verdict=np.full(shape, "untested"))
@@ -157,7 +157,7 @@ def _pinv_row(directions: np.ndarray, d: int) -> np.ndarray:
     return np.einsum("...f,...fh->...h", coef, A)
 
 
-def _null_projections(space, basis: projection._PolarBasis, d: int, members, X: np.ndarray, rng,
+def _null_projections(space, basis: projection.PolarBasis, d: int, members, X: np.ndarray, rng,
                       n_permutations: int, chunk: int) -> np.ndarray:
     """Projections [n, L, K + 1] of ``X`` [n, L, H] on axis ``d`` of ``basis`` (index 0) and on
     its ``n_permutations`` rebuilds from shuffled seed labels of the ``members`` dimensions."""
@@ -178,7 +178,7 @@ def _null_projections(space, basis: projection._PolarBasis, d: int, members, X: 
     return np.stack([X[:, li] @ W[:, li].T for li in range(len(basis.layers))], axis=1)
 
 
-def _validity_table(space, terms, *, n_permutations: int = 200, seed: int = 0, alpha: float = 0.05,
+def validity_table(space, terms, *, n_permutations: int = 200, seed: int = 0, alpha: float = 0.05,
                    chunk: int = 50) -> pd.DataFrame:
     """:func:`auc_null_test` of every axis of every basis of ``space`` at every layer and the
     mean over layers (``layer`` = hidden-state index or ``"mean"``, the mean of the
@@ -193,7 +193,7 @@ def _validity_table(space, terms, *, n_permutations: int = 200, seed: int = 0, a
     X, table = terms.X[ok], terms.table[ok].reset_index(drop=True)
     rows = []
     for space_name, basis in space.bases.items():
-        groups = projection._space_groups(space.senses, space_name)
+        groups = projection.space_groups(space.senses, space_name)
         labels = [*map(str, basis.layers), "mean"]
         for d, axis in enumerate(basis.dimensions):
             sel = table["dimension"].isin(groups[axis]).to_numpy()
@@ -216,25 +216,25 @@ def _validity_table(space, terms, *, n_permutations: int = 200, seed: int = 0, a
 
 def axis_validity(model, space, *, n_contexts: int = 5, seed: int = 0, limit: int | None = None,
                   n_permutations: int = 200, alpha: float = 0.05, term_contexts: str = "generated") -> pd.DataFrame:
-    """:func:`_validity_table` of ``space`` on the full dictionary's extra terms of the
+    """:func:`validity_table` of ``space`` on the full dictionary's extra terms of the
     dimensions that feed its axes, embedded in ``term_contexts`` by
     ``space.term_embeddings`` (the same terms, order and coverage rule as Table 2's
     ``space.direction_prediction`` with the same ``limit`` and ``seed``, so the
     embeddings come from its cache). One row per (space, dimension, layer): :data:`COLUMNS`.
     """
     # deferred: space loads torch and transformers; the readers of the table (crossmodel, summary) do not need them.
-    from .space import _check_terms, _term_embeddings
+    from .space import check_terms, term_embeddings
 
-    _check_terms(model, n_contexts=n_contexts, seed=seed, limit=limit, term_contexts=term_contexts)
-    _check_count(n_permutations, "n_permutations", minimum=1)
-    if not _is_number(alpha) or not 0 < alpha < 1:
+    check_terms(model, n_contexts=n_contexts, seed=seed, limit=limit, term_contexts=term_contexts)
+    check_count(n_permutations, "n_permutations", minimum=1)
+    if not is_number(alpha) or not 0 < alpha < 1:
         raise ParameterError(f"alpha must be a number in (0, 1), got {alpha!r}")
 
-    members = {m for name in space.bases for ms in projection._space_groups(space.senses, name).values() for m in ms}
+    members = {m for name in space.bases for ms in projection.space_groups(space.senses, name).values() for m in ms}
     terms = load_full_dictionary_terms()
-    emb = _term_embeddings(model, terms[terms["dimension"].isin(members)], n_contexts=n_contexts, seed=seed,
+    emb = term_embeddings(model, terms[terms["dimension"].isin(members)], n_contexts=n_contexts, seed=seed,
                           term_contexts=term_contexts, limit=limit)
-    table = _validity_table(space, emb, n_permutations=n_permutations, seed=seed, alpha=alpha)
+    table = validity_table(space, emb, n_permutations=n_permutations, seed=seed, alpha=alpha)
     table.insert(2, "term_contexts", term_contexts)
     return table[_COLUMNS]
 
@@ -270,7 +270,7 @@ def _pole_terms(n: int, pole: str) -> str:
     return f"{n} covered {pole}-pole term{'' if n == 1 else 's'}"
 
 
-def _verdict_phrase(row) -> str:
+def verdict_phrase(row) -> str:
     """The sentence fragment a chapter prints for one axis (a row of :func:`axis_validity`), e.g.
     ``supported (AUC 0.86, null 95% band 0.31–0.71, p ≤ 0.00498, n 120 high / 80 low)``,
     ``not shown to beat its null (AUC 0.58, null 95% band 0.35–0.74, p = 0.21; n 40 high / 12 low;
@@ -280,19 +280,19 @@ def _verdict_phrase(row) -> str:
     if r["verdict"] == "untestable":
         short = [_pole_terms(n, pole) for n, pole in ((nh, "high"), (nl, "low")) if n < MIN_POLE_TERMS]
         return f"untestable ({' and '.join(short)}; {MIN_POLE_TERMS} per pole needed)"
-    band = _interval_text(r["null_low"], r["null_high"], r["auc"], "–")
-    numbers = (f"AUC {_number_text(r['auc'])}, null 95% band {band}, "
-               f"p {_permutation_p_text(r['p'], int(r['n_permutations']))}")
+    band = interval_text(r["null_low"], r["null_high"], r["auc"], "–")
+    numbers = (f"AUC {number_text(r['auc'])}, null 95% band {band}, "
+               f"p {permutation_p_text(r['p'], int(r['n_permutations']))}")
     if r["verdict"] == "supported":
         return f"supported ({numbers}, n {nh} high / {nl} low)"
-    detectable = (f"detectable AUC {_number_text(r['detectable_auc'])}" if pd.notna(r["detectable_auc"])
+    detectable = (f"detectable AUC {number_text(r['detectable_auc'])}" if pd.notna(r["detectable_auc"])
                   else f"no AUC could reach significance with {int(r['n_permutations'])} permutations")
     return f"not shown to beat its null ({numbers}; n {nh} high / {nl} low; {detectable})"
 
 
 def verdict_table(table: pd.DataFrame, layer="mean") -> pd.DataFrame:
     """Per axis at ``layer``: ``space, dimension, auc, null_low, null_high, p, n_high, n_low,
-    detectable_auc, verdict, reading`` (:func:`_verdict_phrase`) beside the old gate's
+    detectable_auc, verdict, reading`` (:func:`verdict_phrase`) beside the old gate's
     ``raw_accuracy, majority_share, raw_p, raw_verdict``. With several context sources or
     term contexts in ``table``, one row per combination (those columns first)."""
     rows = _at_layer(table, layer)
@@ -300,15 +300,15 @@ def verdict_table(table: pd.DataFrame, layer="mean") -> pd.DataFrame:
     cols = keys + ["space", "dimension", "auc", "null_low", "null_high", "p", "n_high", "n_low", "detectable_auc",
                    "verdict", "raw_accuracy", "majority_share", "raw_p", "raw_verdict"]
     out = rows[cols].reset_index(drop=True)
-    out.insert(out.columns.get_loc("verdict") + 1, "reading", [_verdict_phrase(r) for _, r in rows.iterrows()])
+    out.insert(out.columns.get_loc("verdict") + 1, "reading", [verdict_phrase(r) for _, r in rows.iterrows()])
     return out
 
 
 def describe_verdicts(verdicts: pd.DataFrame) -> str:
     """Markdown reading :func:`verdict_table`: a bullet per axis, its verdict beside the old raw-accuracy gate's
     (raw accuracy against the larger pole's share), then how many axes the two gates judge differently."""
-    num = _number_text
-    changed = int(((verdicts["verdict"] == _VERDICTS[0]) != (verdicts["raw_verdict"] == "passed")).sum())
+    num = number_text
+    changed = int(((verdicts["verdict"] == VERDICTS[0]) != (verdicts["raw_verdict"] == "passed")).sum())
     lines = [f"- **{r.dimension}**: {r.reading}. Raw accuracy {num(r.raw_accuracy)} against its baseline "
              f"{num(r.majority_share)} (the larger pole's share); the old raw-accuracy gate: {r.raw_verdict}."
              for r in verdicts.itertuples()]

@@ -25,44 +25,44 @@ import unicodedata
 from functools import lru_cache
 
 from ..core import data
-from ..core.lexicon import _FEMALE_WORDS, _MALE_WORDS
-from ..core.wordnet import _wordnet
+from ..core.lexicon import FEMALE_WORDS, MALE_WORDS
+from ..core.wordnet import wordnet
 
 __all__: list[str] = []
 
 _GENDERED_PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "himself", "herself"})
 
-_WORD = re.compile(r"[A-Za-z]+(?:['’-][A-Za-z]+)*")
+WORD = re.compile(r"[A-Za-z]+(?:['’-][A-Za-z]+)*")
 
 
-def _term_pattern(term: str) -> re.Pattern:
+def term_pattern(term: str) -> re.Pattern:
     """The term as a whole word (not inside a longer word), case-insensitive."""
     return re.compile(r"(?<![A-Za-z0-9])" + re.escape(term) + r"(?![A-Za-z0-9])", re.IGNORECASE)
 
 
-def _contains_term(context: str, term: str) -> bool:
-    return bool(_term_pattern(term).search(context))
+def contains_term(context: str, term: str) -> bool:
+    return bool(term_pattern(term).search(context))
 
 
-def _names() -> frozenset[str]:
+def known_names() -> frozenset[str]:
     with open(data.resolve("schuster_names"), encoding="utf-8") as f:
         groups = json.load(f)
     return frozenset(n for names in groups.values() for n in names)
 
 
-def _gender_markers(context: str, term: str | None = None, names: frozenset[str] | None = None) -> list[str]:
+def gender_markers(context: str, term: str | None = None, names: frozenset[str] | None = None) -> list[str]:
     """Gendered words (``lexicon``), gendered pronouns and first names in ``context``.
 
     Lexicon words and pronouns match case-insensitively; names only when
     capitalised (so "will" or "may" are not names). The term itself is exempt,
     so a dictionary term that is also a lexicon word can still be embedded.
     """
-    names = _names() if names is None else names
-    gendered = {w.lower() for w in _MALE_WORDS} | {w.lower() for w in _FEMALE_WORDS} | _GENDERED_PRONOUNS
+    names = known_names() if names is None else names
+    gendered = {w.lower() for w in MALE_WORDS} | {w.lower() for w in FEMALE_WORDS} | _GENDERED_PRONOUNS
     exempt = {term.lower()} if term else set()
     found = []
     # "She's" is "she" + "s": contractions are split at the apostrophe.
-    for tok in (p for w in _WORD.findall(context) for p in re.split(r"['’]", w) if p):
+    for tok in (p for w in WORD.findall(context) for p in re.split(r"['’]", w) if p):
         low = tok.lower()
         if low in exempt:
             continue
@@ -75,7 +75,7 @@ def _gender_markers(context: str, term: str | None = None, names: frozenset[str]
 
 
 #: Bump when a filter changes: the extra terms' data file records it.
-_FILTER_VERSION = 2
+FILTER_VERSION = 2
 
 #: Words that make a context talk about language or the task instead of using the term ("Cleaner is a single
 #: sentence that uses the word "clean" without any gendered pronouns."). The term itself is exempt.
@@ -172,7 +172,7 @@ def _identity_markers(context: str, term: str, dimension: str | None = None) -> 
         if axis == own_axis or descriptor.lower() == term.lower():
             continue
         for m in pattern.finditer(context):
-            if not _term_pattern(term).fullmatch(m.group(0)):
+            if not term_pattern(term).fullmatch(m.group(0)):
                 found.append(f"{descriptor} ({axis})")
                 break
     return found
@@ -180,8 +180,8 @@ def _identity_markers(context: str, term: str, dimension: str | None = None) -> 
 
 def _meta_markers(context: str, term: str) -> list[str]:
     """Signs that ``context`` talks about the word, the task or the assistant instead of using the term."""
-    exempt = {w.lower() for w in _WORD.findall(term)}
-    found = sorted({t.lower() for t in _WORD.findall(context) if t.lower() in _META_WORDS and t.lower() not in exempt})
+    exempt = {w.lower() for w in WORD.findall(term)}
+    found = sorted({t.lower() for t in WORD.findall(context) if t.lower() in _META_WORDS and t.lower() not in exempt})
     found += [m.group(0).lower() for p in _META_PATTERNS if (m := p.search(context))]
     if re.search(r"[\"“'‘]" + re.escape(term) + r"[\"”'’]", context, re.IGNORECASE):
         found.append(f'"{term}" in quotes')
@@ -199,7 +199,7 @@ _SUFFIXES = ("ity", "ness", "ly", "ing", "ed", "er", "ers", "d", "s", "ism", "is
 def _known(word: str, depth: int = 0) -> bool:
 
     low = word.lower()
-    if low in _FUNCTION_WORDS or _wordnet().morphy(low) is not None:
+    if low in _FUNCTION_WORDS or wordnet().morphy(low) is not None:
         return True
     if "-" in low:
         return all(_known(p, depth) for p in low.split("-") if p)
@@ -217,17 +217,17 @@ def _known(word: str, depth: int = 0) -> bool:
 _MIN_NONWORD_PIECES = 3
 
 
-def _known_term(term: str) -> bool:
+def known_term(term: str) -> bool:
     """Every word of ``term`` is :func:`known` (WordNet, its inflections and compounds, or a function word)."""
-    words = _WORD.findall(term)
+    words = WORD.findall(term)
     return bool(words) and all(_known(w) for w in words)
 
 
-def _not_a_word(term: str, tokenizer) -> str | None:
+def not_a_word(term: str, tokenizer) -> str | None:
     """Why ``term`` is not a word to WordNet or to the model (its pieces as ``tokenizer`` splits it, written as in a
     sentence), or ``None``: a term whose every word is :func:`known` is a word; one that is not is marked when the
     tokenizer has no word for it either, splitting it into :data:`MIN_NONWORD_PIECES` pieces or more."""
-    if _known_term(term):
+    if known_term(term):
         return None
     pieces = [p.replace("Ġ", "").replace("▁", "") for p in tokenizer.tokenize(" " + term)]
     pieces = [p for p in pieces if p.strip()]
@@ -244,7 +244,7 @@ def _unknown_words(context: str, term: str) -> list[str]:
     """Words of ``context`` that are neither WordNet lemmas (any inflection, :data:`_SUFFIXES`, two run
     together) nor :data:`FUNCTION_WORDS`: invented or misspelled words ("hypervigilacism") and names the
     gender filter's list does not hold ("Cherubbi")."""
-    exempt = {w.lower() for w in _WORD.findall(term)}
+    exempt = {w.lower() for w in WORD.findall(term)}
     found = []
     for tok in _LETTERS.findall(context):
         # café -> cafe; letters of other scripts stay and make the word unknown.
@@ -258,7 +258,7 @@ def _unknown_words(context: str, term: str) -> list[str]:
 
 def _inside_longer_word(text: str, term: str) -> str | None:
     """The longer word containing the term when the term never appears on its own ("Frigidness")."""
-    if _contains_term(text, term):
+    if contains_term(text, term):
         return None
     m = re.search(r"[A-Za-z]*" + re.escape(term) + r"[A-Za-z]*", text, re.IGNORECASE)
     return m.group(0) if m else None
@@ -277,7 +277,7 @@ def _quality_issue(context: str, term: str, dimension: str | None = None, *, fir
                           ("unknown word", _unknown_words(context, term))):
         if found:
             return f"{reason}: " + ", ".join(dict.fromkeys(found))
-    if first_word and _term_position(context, term) == 1:
+    if first_word and term_position(context, term) == 1:
         return "first word: the term opens the context"
     return None
 
@@ -286,10 +286,10 @@ def _parse_generated(completion: str, term: str) -> str | None:
     """The first sentence of a completion that contains the term, without quotes or labels."""
     for sentence in re.split(r"(?<=[.!?])\s+|\n+", completion.strip()):
         label = re.match(r"^[^:]{0,40}:\s*", sentence)  # "Here is a sentence: ..." style lead-ins
-        if label and not _contains_term(label.group(0), term):
+        if label and not contains_term(label.group(0), term):
             sentence = sentence[label.end():]
         sentence = sentence.strip().strip('"“”*').strip()
-        if sentence and _contains_term(sentence, term):
+        if sentence and contains_term(sentence, term):
             return sentence
     return None
 
@@ -299,12 +299,12 @@ def _drop(sense, context, origin, reason) -> dict:
             "reason": reason}
 
 
-def _filter_generated(sense, candidates, origin, names, dropped: list, check=None) -> list[str]:
+def filter_generated(sense, candidates, origin, names, dropped: list, check=None) -> list[str]:
     """Keep the candidates without gender markers (``names=None``: no gender check) and, with ``check``,
     without a quality issue."""
     kept = []
     for c in candidates:
-        markers = _gender_markers(c, sense["term"], names) if names is not None else []
+        markers = gender_markers(c, sense["term"], names) if names is not None else []
         reason = "gendered: " + ", ".join(sorted(set(markers))) if markers else (check(c, sense) if check else None)
         if reason:
             dropped.append(_drop(sense, c, origin, reason))
@@ -313,7 +313,7 @@ def _filter_generated(sense, candidates, origin, names, dropped: list, check=Non
     return kept
 
 
-def _usable_contexts(sense, completions, origin, names, dropped: list, *, gender_filter: bool = True,
+def usable_contexts(sense, completions, origin, names, dropped: list, *, gender_filter: bool = True,
                     first_word: bool = True) -> list[str]:
     """The usable sentences of a sense's completions, in order; every other one is a row of ``dropped``.
 
@@ -337,11 +337,11 @@ def _usable_contexts(sense, completions, origin, names, dropped: list, *, gender
     def check(context, s):
         return _quality_issue(context, s["term"], s["dimension"], first_word=first_word)
 
-    return _filter_generated(sense, candidates, origin, names if gender_filter else None, dropped, check)
+    return filter_generated(sense, candidates, origin, names if gender_filter else None, dropped, check)
 
 
 
-def _term_position(context: str, term: str) -> int | None:
+def term_position(context: str, term: str) -> int | None:
     """1-based word position of the term's first occurrence (None if absent)."""
-    m = _term_pattern(term).search(context)
+    m = term_pattern(term).search(context)
     return None if m is None else len(context[: m.start()].split()) + 1

@@ -34,7 +34,7 @@ lists them in registration order, which is the order of reports:
   pipeline): with ``model=None`` the published Llama-3-8B-Instruct contexts
   (keyed by term + synset), used as the authors' ``projection.py`` uses them:
   the first ``n_contexts`` per sense, unfiltered. A sense without published
-  contexts (every user term) gets new ones from :data:`_DEFAULT_GENERATOR`, the
+  contexts (every user term) gets new ones from :data:`DEFAULT_GENERATOR`, the
   extra terms' generator, with the same prompt, filters, cache and settings
   (``fill_generator``; :func:`generation_report` counts them per sense). With a model, new contexts
   are sampled from it with :data:`GENERATION_INSTRUCTION` and filtered by
@@ -65,30 +65,30 @@ import numpy as np
 import pandas as pd
 
 from ..core import data
-from ..core.errors import DataError, ParameterError, _check_positive_int, _check_seed, _check_word_list
-from ..core.paths import _resolve_input
-from ..core.registry import _Registry
-from ..core.wordnet import _wordnet
-from ..models.builtin_models import _BUILTIN_MODELS, _is_installed
+from ..core.errors import DataError, ParameterError, check_positive_int, check_seed, check_word_list
+from ..core.paths import resolve_input
+from ..core.registry import Registry
+from ..core.wordnet import wordnet
+from ..models.builtin_models import BUILTIN_MODELS, is_installed
 from .context_filters import (
-    _FILTER_VERSION,
-    _WORD,
-    _contains_term,
-    _filter_generated,
-    _gender_markers,
-    _names,
-    _term_pattern,
-    _term_position,
-    _usable_contexts,
+    FILTER_VERSION,
+    WORD,
+    contains_term,
+    filter_generated,
+    gender_markers,
+    known_names,
+    term_pattern,
+    term_position,
+    usable_contexts,
 )
-from .dictionaries import _ensure_sense_ids, _wordnet_contexts
+from .dictionaries import ensure_sense_ids, wordnet_contexts
 
 __all__ = [
     "build_contexts", "source_names", "context_report", "describe_generation", "generation_report",
 ]
 
 _TABLE_COLUMNS = ["sense_id", "dimension", "term", "direction", "context", "context_source", "context_index", "source"]
-_SKIP_COLUMNS = ["sense_id", "dimension", "term", "direction", "source", "reason"]
+SKIP_COLUMNS = ["sense_id", "dimension", "term", "direction", "source", "reason"]
 _DROP_COLUMNS = ["sense_id", "term", "context", "context_source", "reason"]
 #: :func:`generation_report`: the contexts generated now for a sense and those kept (after the filters, at most
 #: ``n_contexts``); ``generator`` is the model id, or :data:`GIVEN` for a sense whose contexts the dictionary gives
@@ -105,7 +105,7 @@ _PUBLISHED_GENERATED_KEY = "schuster_generated_contexts"
 #: The paper describes (Sec. 3.2) but does not publish its prompt: gender-neutral contexts, no names, no
 #: gender-specific pronouns, with the WordNet definition when the sense is known. This wording follows that
 #: description; ``{sense}`` is filled with :data:`SENSE_CLAUSE` or left empty.
-_GENERATION_INSTRUCTION = (
+GENERATION_INSTRUCTION = (
     'Write one sentence that uses the word "{term}"{sense}. Do not use any names and do not use gender-specific '
     "pronouns such as he, she, him, her, his or hers; refer to people in a gender-neutral way. "
     "Reply with the sentence only."
@@ -113,16 +113,16 @@ _GENERATION_INSTRUCTION = (
 _SENSE_CLAUSE = ' in the sense of "{definition}"'
 #: Sampling settings for newly generated contexts (``build_contexts`` with a model, and the extra terms' file).
 # No top-k: the paper says nothing of one, and the extra terms' data file was generated without it.
-_GENERATION_SETTINGS = {"n_samples": 5, "max_new_tokens": 48, "temperature": 0.8, "top_p": 0.95, "top_k": None}
+GENERATION_SETTINGS = {"n_samples": 5, "max_new_tokens": 48, "temperature": 0.8, "top_p": 0.95, "top_k": None}
 #: The generator of the senses without published contexts: the one the extra terms' file was made with
 #: (chosen by ``python -m bias_utils.profiles.extra_contexts compare-models``).
-_DEFAULT_GENERATOR = "qwen2.5-coder-0.5b-instruct"
+DEFAULT_GENERATOR = "qwen2.5-coder-0.5b-instruct"
 
 
 @dataclass
-class _ContextSet:
+class ContextSet:
     table: pd.DataFrame
-    skipped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_SKIP_COLUMNS))
+    skipped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SKIP_COLUMNS))
     dropped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_DROP_COLUMNS))
     notes: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["item", "status", "detail"]))
     generated: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_GENERATED_COLUMNS))
@@ -139,14 +139,14 @@ class _SourceRequest:
     generation: dict | None = None
     max_words: int | None = 40
     gender_filter: bool | None = None
-    fill_generator: Any = _DEFAULT_GENERATOR
+    fill_generator: Any = DEFAULT_GENERATOR
     #: ``{term: {"contexts", "n_generated", "generator"}}``: contexts the fill generator already made with these
     #: settings and seed for a sense without a definition (the project's files, ``extra_contexts``), used as made.
     known: Any = None
 
 
 #: ``{source name: builder(dictionary, request) -> ContextSet}``, in registration order (the order of reports).
-_SOURCES: _Registry[Callable[[pd.DataFrame, _SourceRequest], _ContextSet]] = _Registry("context source", ParameterError)
+_SOURCES: Registry[Callable[[pd.DataFrame, _SourceRequest], ContextSet]] = Registry("context source", ParameterError)
 
 
 def _context_source(name: str):
@@ -164,7 +164,7 @@ def source_names() -> tuple[str, ...]:
     return _SOURCES.names()
 
 
-def _as_list(value) -> list[str]:
+def as_list(value) -> list[str]:
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return []
     if isinstance(value, str):
@@ -180,34 +180,34 @@ def _as_list(value) -> list[str]:
     return [str(x) for x in value]
 
 
-def _prepare_dictionary(dictionary: pd.DataFrame) -> pd.DataFrame:
+def prepare_dictionary(dictionary: pd.DataFrame) -> pd.DataFrame:
     """Check the columns and give every row a unique ``sense_id`` (term + synset when known)."""
     missing = {"dimension", "term", "direction"} - set(dictionary.columns)
     if missing:
         raise ParameterError(f"dictionary lacks column(s) {sorted(missing)}; it has {list(dictionary.columns)}")
     # Rows appended by hand in a notebook cell may lack a sense_id: they get one (the rule of dictionaries.py),
     # and a row without a term or a high/low direction is an error naming the row.
-    d = _ensure_sense_ids(dictionary.reset_index(drop=True).copy())
+    d = ensure_sense_ids(dictionary.reset_index(drop=True).copy())
     dup = d["sense_id"][d["sense_id"].duplicated()]
     if len(dup):
         raise ParameterError(f"duplicate sense_id(s) in the dictionary: {sorted(set(dup))[:5]}")
     return d
 
 
-def _rows(sense: pd.Series, contexts: list[str], origin, source: str) -> list[dict]:
+def context_rows(sense: pd.Series, contexts: list[str], origin, source: str) -> list[dict]:
     origins = origin if isinstance(origin, list) else [origin] * len(contexts)
     return [{"sense_id": sense["sense_id"], "dimension": sense["dimension"], "term": sense["term"],
              "direction": sense["direction"], "context": c, "context_source": o, "context_index": i, "source": source}
             for i, (c, o) in enumerate(zip(contexts, origins))]
 
 
-def _skip(sense: pd.Series, source: str, reason: str) -> dict:
+def skip(sense: pd.Series, source: str, reason: str) -> dict:
     return {"sense_id": sense["sense_id"], "dimension": sense["dimension"], "term": sense["term"],
             "direction": sense["direction"], "source": source, "reason": reason}
 
 
-def _finish(rows, skipped, dropped=(), notes=()) -> _ContextSet:
-    return _ContextSet(pd.DataFrame(rows, columns=_TABLE_COLUMNS), pd.DataFrame(skipped, columns=_SKIP_COLUMNS),
+def finish(rows, skipped, dropped=(), notes=()) -> ContextSet:
+    return ContextSet(pd.DataFrame(rows, columns=_TABLE_COLUMNS), pd.DataFrame(skipped, columns=SKIP_COLUMNS),
                       pd.DataFrame(list(dropped), columns=_DROP_COLUMNS),
                       pd.DataFrame(list(notes), columns=["item", "status", "detail"]))
 
@@ -220,22 +220,22 @@ def _synset_of(sense: pd.Series):
 
 
 @_context_source("dictionary")
-def _dictionary_contexts(d: pd.DataFrame, request: _SourceRequest) -> _ContextSet:
+def _dictionary_contexts(d: pd.DataFrame, request: _SourceRequest) -> ContextSet:
     n = request.n_contexts
     rows, skipped = [], []
     for _, sense in d.iterrows():
-        own = _as_list(sense["contexts"]) if "contexts" in d.columns else []
-        own = [c for c in own if _contains_term(c, sense["term"])]
+        own = as_list(sense["contexts"]) if "contexts" in d.columns else []
+        own = [c for c in own if contains_term(c, sense["term"])]
         origin = (sense["context_source"] if "context_source" in d.columns
                   and isinstance(sense["context_source"], str) else "dictionary")
         if not own:
-            own = [c for c in _wordnet_contexts(sense["term"], _synset_of(sense)) if _contains_term(c, sense["term"])]
+            own = [c for c in wordnet_contexts(sense["term"], _synset_of(sense)) if contains_term(c, sense["term"])]
             origin = "WordNet"
         if own:
-            rows += _rows(sense, own[:n], origin, "dictionary")
+            rows += context_rows(sense, own[:n], origin, "dictionary")
         else:
-            skipped.append(_skip(sense, "dictionary", "no dictionary or WordNet example contains the term"))
-    return _finish(rows, skipped)
+            skipped.append(skip(sense, "dictionary", "no dictionary or WordNet example contains the term"))
+    return finish(rows, skipped)
 
 
 # ---------------------------------------------------------------- generated
@@ -255,22 +255,22 @@ def _published_generated_contexts() -> dict[str, list[str]]:
     return out
 
 
-def _generation_prompt(term: str, definition=None) -> str:
+def generation_prompt(term: str, definition=None) -> str:
     sense = _SENSE_CLAUSE.format(definition=definition) if isinstance(definition, str) and definition else ""
-    return _GENERATION_INSTRUCTION.format(term=term, sense=sense)
+    return GENERATION_INSTRUCTION.format(term=term, sense=sense)
 
 
 def _definition(sense: pd.Series):
     d = sense.get("definition")
     if isinstance(d, str) and d.startswith("["):
-        d = (_as_list(d) or [None])[0]
+        d = (as_list(d) or [None])[0]
     elif not isinstance(d, str) and d is not None and not (isinstance(d, float) and np.isnan(d)):
         d = (list(d) or [None])[0]
     if isinstance(d, str) and d:
         return d
     synset = _synset_of(sense)
     if synset:
-        return _wordnet().synset(synset).definition()
+        return wordnet().synset(synset).definition()
     return None
 
 
@@ -278,19 +278,19 @@ def _unpublished_senses(dictionary: pd.DataFrame) -> pd.DataFrame:
     """The senses of ``dictionary`` without published generated contexts (term + synset) and without contexts of
     their own that contain the term: those the ``generated`` source has to generate (none in the seed dictionary;
     every row of a user dictionary that gives no sentences)."""
-    d = _prepare_dictionary(dictionary)
+    d = prepare_dictionary(dictionary)
     published = _published_generated_contexts()
-    own = [any(_contains_term(c, s["term"]) for c in _as_list(s["contexts"])) if "contexts" in d.columns else False
+    own = [any(contains_term(c, s["term"]) for c in as_list(s["contexts"])) if "contexts" in d.columns else False
            for _, s in d.iterrows()]
     return d[[f"{t} - {_synset_of(s)}" not in published and not o
               for t, (_, s), o in zip(d["term"], d.iterrows(), own)]]
 
 
-def _require_generator(dictionary: pd.DataFrame, generator=_DEFAULT_GENERATOR) -> pd.DataFrame:
+def _require_generator(dictionary: pd.DataFrame, generator=DEFAULT_GENERATOR) -> pd.DataFrame:
     """:func:`unpublished_senses`, checked before any model loads: when there are some and ``generator`` is a
     built-in model that is not installed, a :class:`ParameterError` names the two ways out."""
     todo = _unpublished_senses(dictionary)
-    if len(todo) and isinstance(generator, str) and generator in _BUILTIN_MODELS and not _is_installed(generator):
+    if len(todo) and isinstance(generator, str) and generator in BUILTIN_MODELS and not is_installed(generator):
         terms = ", ".join(todo["term"].head(5)) + (", ..." if len(todo) > 5 else "")
         raise ParameterError(
             f"context_source='generated': {len(todo)} sense(s) have no published generated contexts ({terms}), and "
@@ -300,39 +300,39 @@ def _require_generator(dictionary: pd.DataFrame, generator=_DEFAULT_GENERATOR) -
     return todo
 
 
-def _generate_usable(model, senses: pd.DataFrame, prompts: list[str], prompt_ids: list, *, seed: int, settings: dict,
+def generate_usable(model, senses: pd.DataFrame, prompts: list[str], prompt_ids: list, *, seed: int, settings: dict,
                     gender_filter: bool = True, progress: bool = True) -> list[tuple[list[str], int, list[dict]]]:
     """New contexts for ``senses`` (rows with ``sense_id, dimension, term``), one prompt per row.
 
-    ``settings["n_samples"]`` completions per distinct prompt id from ``generation._generate``: seeded, with a
+    ``settings["n_samples"]`` completions per distinct prompt id from ``generation.generate``: seeded, with a
     progress bar, and cached batch by batch, so a rerun after a crash generates only what is missing.
     Each sense's completions go through ``context_filters.usable_contexts``. Returns per sense
     ``(usable sentences, number of completions, dropped rows)``.
     """
-    from ..models.generation import _generate  # deferred: torch, only needed to generate new contexts
+    from ..models.generation import generate  # deferred: torch, only needed to generate new contexts
 
     unique = dict(zip(prompt_ids, prompts))
-    out = _generate(model, list(unique.values()), prompt_ids=list(unique), seed=seed, chat=True, progress=progress,
+    out = generate(model, list(unique.values()), prompt_ids=list(unique), seed=seed, chat=True, progress=progress,
                    **settings)
     by_id = out.groupby("prompt_id", sort=False)["completion"].apply(list).to_dict()
-    names, results = _names(), []
+    names, results = known_names(), []
     for sense, pid in zip(senses.to_dict("records"), prompt_ids):
         dropped: list[dict] = []
-        kept = _usable_contexts(sense, by_id.get(pid, []), model.model_id, names, dropped,
+        kept = usable_contexts(sense, by_id.get(pid, []), model.model_id, names, dropped,
                                gender_filter=gender_filter)
         results.append((kept, len(by_id.get(pid, [])), dropped))
     return results
 
 
-def _generate_senses(d: pd.DataFrame, model, request: _SourceRequest, prompt_ids: list) -> _ContextSet:
+def _generate_senses(d: pd.DataFrame, model, request: _SourceRequest, prompt_ids: list) -> ContextSet:
     """The ``generated`` source's new contexts for the senses of ``d``, with the per-sense counts and the
     settings record (a row of ``notes``)."""
-    settings = {**_GENERATION_SETTINGS, "n_samples": request.n_contexts, **(request.generation or {})}
-    prompts = [_generation_prompt(s["term"], _definition(s)) for _, s in d.iterrows()]
+    settings = {**GENERATION_SETTINGS, "n_samples": request.n_contexts, **(request.generation or {})}
+    prompts = [generation_prompt(s["term"], _definition(s)) for _, s in d.iterrows()]
     print(f"contexts: {len(d)} sense(s) without published contexts ({', '.join(d['term'].head(6))}"
           f"{', ...' if len(d) > 6 else ''}) get {settings['n_samples']} generated each from {model.model_id}, "
           f"{len(set(prompt_ids))} prompt(s) of at most {settings['max_new_tokens']} new tokens")
-    results = _generate_usable(model, d, prompts, prompt_ids, seed=request.seed, settings=settings,
+    results = generate_usable(model, d, prompts, prompt_ids, seed=request.seed, settings=settings,
                               gender_filter=request.gender_filter is not False)
     rows, skipped, dropped, counts = [], [], [], []
     for (_, sense), (kept, n_generated, drops) in zip(d.iterrows(), results):
@@ -340,14 +340,14 @@ def _generate_senses(d: pd.DataFrame, model, request: _SourceRequest, prompt_ids
         counts.append({**{c: sense[c] for c in _GENERATED_COLUMNS[:4]}, "generator": model.model_id,
                        "n_generated": n_generated, "n_kept": len(kept[:request.n_contexts])})
         if kept:
-            rows += _rows(sense, kept[:request.n_contexts], model.model_id, "generated")
+            rows += context_rows(sense, kept[:request.n_contexts], model.model_id, "generated")
         else:
-            skipped.append(_skip(sense, "generated", f"none of {n_generated} generated contexts was usable "
+            skipped.append(skip(sense, "generated", f"none of {n_generated} generated contexts was usable "
                                  "(see dropped)"))
     record = {"model_id": model.model_id, "seed": request.seed, "generation": settings, "chat": True,
-              "prompt_template": _GENERATION_INSTRUCTION, "sense_clause": _SENSE_CLAUSE,
-              "filter_version": _FILTER_VERSION}
-    out = _finish(rows, skipped, dropped, [{"item": "generator", "status": "used",
+              "prompt_template": GENERATION_INSTRUCTION, "sense_clause": _SENSE_CLAUSE,
+              "filter_version": FILTER_VERSION}
+    out = finish(rows, skipped, dropped, [{"item": "generator", "status": "used",
                                             "detail": json.dumps(record, sort_keys=True)}])
     out.generated = pd.DataFrame(counts, columns=_GENERATED_COLUMNS)
     return out
@@ -360,17 +360,17 @@ def _fill_id(term: str, definition) -> str:
 
 
 @_context_source("generated")
-def _generated_contexts(d: pd.DataFrame, request: _SourceRequest) -> _ContextSet:
+def _generated_contexts(d: pd.DataFrame, request: _SourceRequest) -> ContextSet:
     if request.model is not None:
-        from ..models.loading import _resolve_model  # deferred: torch, only needed to generate new contexts
+        from ..models.loading import resolve_model  # deferred: torch, only needed to generate new contexts
 
-        model = _resolve_model(request.model, need="generate")
-        prompts = [_generation_prompt(s["term"], _definition(s)) for _, s in d.iterrows()]
+        model = resolve_model(request.model, need="generate")
+        prompts = [generation_prompt(s["term"], _definition(s)) for _, s in d.iterrows()]
         index = {p: i for i, p in enumerate(dict.fromkeys(prompts))}
         return _generate_senses(d, model, request, [index[p] for p in prompts])
     published = _published_generated_contexts()
     origin = "Meta-Llama-3-8B-Instruct (published)"
-    names = _names()
+    names = known_names()
     rows, skipped, dropped, missing = [], [], [], []
     for i, sense in d.iterrows():
         found = published.get(f"{sense['term']} - {_synset_of(sense)}")
@@ -379,23 +379,23 @@ def _generated_contexts(d: pd.DataFrame, request: _SourceRequest) -> _ContextSet
             continue
         # As the authors' code: the first n, whatever they contain (a context without the term
         # becomes a recorded skip when it is embedded).
-        kept = _filter_generated(sense, found, origin, names, dropped) if request.gender_filter else list(found)
+        kept = filter_generated(sense, found, origin, names, dropped) if request.gender_filter else list(found)
         if kept:
-            rows += _rows(sense, kept[:request.n_contexts], origin, "generated")
+            rows += context_rows(sense, kept[:request.n_contexts], origin, "generated")
         else:
-            skipped.append(_skip(sense, "generated", "every published context was dropped by the gender filter"))
+            skipped.append(skip(sense, "generated", "every published context was dropped by the gender filter"))
     # A user's own sentences for a sense without published contexts are its contexts, as given (none generated).
     own, notes, counts = [], [], []
     for i in missing:
         sense = d.loc[i]
-        given = _as_list(sense["contexts"]) if "contexts" in d.columns else []
-        usable = [c for c in given if _contains_term(c, sense["term"])]
+        given = as_list(sense["contexts"]) if "contexts" in d.columns else []
+        usable = [c for c in given if contains_term(c, sense["term"])]
         dropped += [{"sense_id": sense["sense_id"], "term": sense["term"], "context": c, "context_source": "user",
                      "reason": "the dictionary's own context does not contain the term"}
                     for c in given if c not in usable]
         if usable:
             own.append(i)
-            rows += _rows(sense, usable[:request.n_contexts], _own_origin(sense), "generated")
+            rows += context_rows(sense, usable[:request.n_contexts], _own_origin(sense), "generated")
             counts.append({**{c: sense[c] for c in _GENERATED_COLUMNS[:4]}, "generator": _GIVEN,
                            "n_generated": len(given), "n_kept": len(usable[:request.n_contexts])})
     if own:
@@ -410,9 +410,9 @@ def _generated_contexts(d: pd.DataFrame, request: _SourceRequest) -> _ContextSet
         counts.append({**{c: sense[c] for c in _GENERATED_COLUMNS[:4]}, "generator": entry["generator"],
                        "n_generated": entry["n_generated"], "n_kept": len(kept)})
         if kept:
-            rows += _rows(sense, kept, entry["generator"], "generated")
+            rows += context_rows(sense, kept, entry["generator"], "generated")
         else:
-            skipped.append(_skip(sense, "generated", f"none of {entry['n_generated']} generated contexts was usable "
+            skipped.append(skip(sense, "generated", f"none of {entry['n_generated']} generated contexts was usable "
                                  "(the project's generated-contexts file)"))
     if made:
         notes.append({"item": "project generated contexts", "status": "used",
@@ -421,19 +421,19 @@ def _generated_contexts(d: pd.DataFrame, request: _SourceRequest) -> _ContextSet
                                 f"used as made, not generated again ({', '.join(d.loc[made, 'term'].head(8))})"})
         missing = [i for i in missing if i not in made]
     if missing and request.fill_generator is None:
-        skipped += [_skip(sense, "generated", "no published generated context for this term + synset; pass model= "
+        skipped += [skip(sense, "generated", "no published generated context for this term + synset; pass model= "
                           "or fill_generator= to generate new ones") for _, sense in d.loc[missing].iterrows()]
     order = {sid: k for k, sid in enumerate(d["sense_id"])}
     rows.sort(key=lambda r: order[r["sense_id"]])  # the dictionary's order, wherever a sense's contexts came from
-    out = _finish(rows, skipped, dropped, notes)
+    out = finish(rows, skipped, dropped, notes)
     out.generated = pd.DataFrame(counts, columns=_GENERATED_COLUMNS)
     if not missing or request.fill_generator is None:
         return out
     _require_generator(d.loc[missing], request.fill_generator)
-    from ..models.loading import _resolve_model  # deferred: torch, only needed to generate new contexts
+    from ..models.loading import resolve_model  # deferred: torch, only needed to generate new contexts
 
     todo = d.loc[missing]
-    new = _generate_senses(todo, _resolve_model(request.fill_generator, need="generate"), request,
+    new = _generate_senses(todo, resolve_model(request.fill_generator, need="generate"), request,
                            [_fill_id(s["term"], _definition(s)) for _, s in todo.iterrows()])
     table = pd.concat([out.table, new.table], ignore_index=True)
     table = table.iloc[np.argsort(table["sense_id"].map(order).to_numpy(), kind="stable")].reset_index(drop=True)
@@ -450,7 +450,7 @@ def _own_origin(sense: pd.Series) -> str:
     return origin if isinstance(origin, str) and origin else "user (the dictionary's own)"
 
 
-def generation_report(contexts: _ContextSet) -> pd.DataFrame:
+def generation_report(contexts: ContextSet) -> pd.DataFrame:
     """Per sense whose contexts were generated now: how many were generated and how many kept
     (:data:`GENERATED_COLUMNS`; empty when every sense had published contexts or another source)."""
     return contexts.generated.reset_index(drop=True)
@@ -477,7 +477,7 @@ def describe_generation(report: pd.DataFrame) -> str:
 
 # ---------------------------------------------------------------- corpus
 
-def _bold_sentences(path: Path) -> list[str]:
+def bold_sentences(path: Path) -> list[str]:
     with open(path, encoding="utf-8") as f:
         nested = json.load(f)
     return [s for pages in nested.values() for sents in pages.values() for s in sents if isinstance(s, str)]
@@ -496,17 +496,17 @@ def _load_corpus(corpus=None) -> tuple[list[str], list[dict], list[str]]:
     sentences, notes, used = [], [], []
     for item in items:
         path = Path(item)
-        if isinstance(item, str) and item in data._manifest():
+        if isinstance(item, str) and item in data.manifest():
             try:
                 resolved = data.resolve(item)
             except DataError as exc:
                 notes.append({"item": _corpus_name([item]), "status": "refused",
                               "detail": " ".join(str(exc).split())})
                 continue
-            found = _bold_sentences(resolved) if resolved.suffix == ".json" else _read_lines(resolved)
+            found = bold_sentences(resolved) if resolved.suffix == ".json" else _read_lines(resolved)
         else:
             try:  # relative to the working folder, then the repository root (Jupyter runs from notebooks/)
-                path = _resolve_input(path, "corpus")
+                path = resolve_input(path, "corpus")
             except ParameterError as exc:
                 raise ParameterError(f"{exc} (and it is not a data key)") from None
             found = _read_lines(path)
@@ -537,80 +537,80 @@ def _crop(sentence: str, term: str, max_words: int | None) -> str:
     words = sentence.split()
     if max_words is None or len(words) <= max_words:
         return sentence
-    m = _term_pattern(term).search(sentence)
+    m = term_pattern(term).search(sentence)
     at = len(sentence[: m.start()].split()) if m else 0
     start = max(0, min(at - max_words // 2, len(words) - max_words))
     return " ".join(words[start: start + max_words])
 
 
 @_context_source("corpus")
-def _corpus_contexts(d: pd.DataFrame, request: _SourceRequest) -> _ContextSet:
+def _corpus_contexts(d: pd.DataFrame, request: _SourceRequest) -> ContextSet:
     n, max_words = request.n_contexts, request.max_words
     sentences, notes, used = _load_corpus(request.corpus)
     index: dict[str, list[int]] = {}
     for i, s in enumerate(sentences):
-        for w in set(t.lower() for t in _WORD.findall(s)):
+        for w in set(t.lower() for t in WORD.findall(s)):
             index.setdefault(w, []).append(i)
     origin, corpus_name = " + ".join(used), _corpus_name(used)
     rng = np.random.default_rng(request.seed)
     rows, skipped = [], []
     for _, sense in d.iterrows():
         term = sense["term"]
-        first = _WORD.findall(term.lower())
+        first = WORD.findall(term.lower())
         candidates = index.get(first[0], []) if first else []
-        hits = [i for i in candidates if _contains_term(sentences[i], term)]
+        hits = [i for i in candidates if contains_term(sentences[i], term)]
         if not hits:
-            skipped.append(_skip(sense, "corpus", f"the term does not occur in the corpus ({corpus_name})"))
+            skipped.append(skip(sense, "corpus", f"the term does not occur in the corpus ({corpus_name})"))
             continue
         pick = rng.choice(hits, size=min(n, len(hits)), replace=False)
-        rows += _rows(sense, [_crop(sentences[i], term, max_words) for i in pick], origin, "corpus")
-    return _finish(rows, skipped, notes=notes)
+        rows += context_rows(sense, [_crop(sentences[i], term, max_words) for i in pick], origin, "corpus")
+    return finish(rows, skipped, notes=notes)
 
 
 @_context_source("none")
-def _no_contexts(d: pd.DataFrame, request: _SourceRequest) -> _ContextSet:
-    rows = [r for _, s in d.iterrows() for r in _rows(s, [s["term"]], "term only", "none")]
-    return _finish(rows, [])
+def _no_contexts(d: pd.DataFrame, request: _SourceRequest) -> ContextSet:
+    rows = [r for _, s in d.iterrows() for r in context_rows(s, [s["term"]], "term only", "none")]
+    return finish(rows, [])
 
 
 # ---------------------------------------------------------------- entry points
 
-def _check_source_names(sources, name: str = "sources") -> tuple[str, ...]:
+def check_source_names(sources, name: str = "sources") -> tuple[str, ...]:
     """``None`` (every registered context source, :func:`source_names`) or a non-empty list of them; a
     :class:`ParameterError` names ``name``."""
     if sources is None:
         return source_names()
-    sources = _check_word_list(sources, name, empty="name one context source or more (None: every one)")
+    sources = check_word_list(sources, name, empty="name one context source or more (None: every one)")
     unknown = [s for s in sources if s not in _SOURCES]
     if unknown:
         raise ParameterError(f"{name} must be context sources among {', '.join(source_names())}, got {unknown[0]!r}")
     return tuple(sources)
 
 
-def _check_request(dictionary: pd.DataFrame, source: str = "generated", n_contexts=5, seed=0, *, model=None,
+def check_request(dictionary: pd.DataFrame, source: str = "generated", n_contexts=5, seed=0, *, model=None,
                    fill_generator="default", names: tuple[str, str] = ("source", "model")) -> pd.DataFrame:
     """:func:`build_contexts`' parameters, checked before any model loads, and the prepared dictionary
     (:func:`prepare_dictionary`). A :class:`ParameterError` names the parameter (``names``: what the caller calls
     the source and the generating model, e.g. ``("context_source", "generator")``): an unknown source, a count or
     seed out of range, a dictionary without its columns, and with ``"generated"`` a generator that cannot write
     text (read from its config) or a built-in one that is not installed (:func:`require_generator`;
-    ``fill_generator="default"``: :data:`_DEFAULT_GENERATOR`)."""
+    ``fill_generator="default"``: :data:`DEFAULT_GENERATOR`)."""
     if source not in _SOURCES:
         raise ParameterError(f"{names[0]} must be one of {', '.join(source_names())}, got {source!r}")
-    _check_positive_int(n_contexts, "n_contexts")
-    _check_seed(seed)
+    check_positive_int(n_contexts, "n_contexts")
+    check_seed(seed)
     try:
-        d = _prepare_dictionary(dictionary)
+        d = prepare_dictionary(dictionary)
     except ParameterError as exc:
         raise ParameterError(f"dictionary: {exc}") from None
     if source == "generated":
-        fill_generator = _DEFAULT_GENERATOR if fill_generator == "default" else fill_generator
+        fill_generator = DEFAULT_GENERATOR if fill_generator == "default" else fill_generator
         generator = model if model is not None else fill_generator
         todo = _require_generator(d, generator) if generator is not None else ()
         if model is not None or len(todo):
-            from ..models.loading import _check_model  # deferred: torch, needed only where contexts are generated
+            from ..models.loading import check_model  # deferred: torch, needed only where contexts are generated
 
-            _check_model(generator, names[1] if model is not None else "generator", need="generate",
+            check_model(generator, names[1] if model is not None else "generator", need="generate",
                         what="generating contexts")
     return d
 
@@ -618,14 +618,14 @@ def _check_request(dictionary: pd.DataFrame, source: str = "generated", n_contex
 def build_contexts(dictionary: pd.DataFrame, source: str = "generated", n_contexts: int = 5, seed: int = 0,
                    model=None, corpus=None, *, generation: dict | None = None,
                    max_words: int | None = 40, gender_filter: bool | None = None,
-                   fill_generator=_DEFAULT_GENERATOR, known=None) -> _ContextSet:
+                   fill_generator=DEFAULT_GENERATOR, known=None) -> ContextSet:
     """Up to ``n_contexts`` contexts per dictionary sense from ``source`` (see the module docstring).
 
     ``dictionary`` needs ``dimension, term, direction`` and may have
     ``sense_id, synset, definition, contexts, context_source``.
     ``model`` (a ``LoadedModel`` or name) switches ``generated`` from the
     published contexts to new generation; ``generation`` overrides the sampling
-    settings passed to ``generation._generate``. ``corpus`` and ``max_words``
+    settings passed to ``generation.generate``. ``corpus`` and ``max_words``
     apply to ``corpus`` (sentences longer than ``max_words`` are cropped around
     the term, as the paper's Reddit examples were). ``gender_filter``
     (``generated`` only): ``None`` filters newly generated contexts and keeps the
@@ -639,13 +639,13 @@ def build_contexts(dictionary: pd.DataFrame, source: str = "generated", n_contex
     them again. Every parameter is checked first (:func:`check_request`),
     before any model loads.
     """
-    d = _check_request(dictionary, source, n_contexts, seed, model=model, fill_generator=fill_generator)
+    d = check_request(dictionary, source, n_contexts, seed, model=model, fill_generator=fill_generator)
     request = _SourceRequest(n_contexts, seed, model, corpus, generation, max_words, gender_filter, fill_generator,
                             known)
     return _SOURCES[source](d, request)
 
 
-def context_report(contexts: pd.DataFrame | _ContextSet, senses: pd.DataFrame | None = None) -> pd.DataFrame:
+def context_report(contexts: pd.DataFrame | ContextSet, senses: pd.DataFrame | None = None) -> pd.DataFrame:
     """Properties of the contexts per source (the paper's Figure 2).
 
     Columns: ``source, n_senses, n_contexts, contexts_per_sense`` (mean over
@@ -654,16 +654,16 @@ def context_report(contexts: pd.DataFrame | _ContextSet, senses: pd.DataFrame | 
     index), ``mean_relative_position`` (0 = first word, 1 = last word),
     ``share_gendered`` (contexts with a gendered word, pronoun or name).
     """
-    skipped = contexts.skipped if isinstance(contexts, _ContextSet) else None
-    table = contexts.table if isinstance(contexts, _ContextSet) else contexts
+    skipped = contexts.skipped if isinstance(contexts, ContextSet) else None
+    table = contexts.table if isinstance(contexts, ContextSet) else contexts
     if table.empty:
         return pd.DataFrame()
     t = table.copy()
     t["words"] = t["context"].str.split().str.len()
-    t["position"] = [_term_position(c, w) for c, w in zip(t["context"], t["term"])]
+    t["position"] = [term_position(c, w) for c, w in zip(t["context"], t["term"])]
     t["relative"] = (t["position"] - 1) / (t["words"] - 1).where(t["words"] > 1)
-    names = _names()
-    t["gendered"] = [bool(_gender_markers(c, w, names)) for c, w in zip(t["context"], t["term"])]
+    names = known_names()
+    t["gendered"] = [bool(gender_markers(c, w, names)) for c, w in zip(t["context"], t["term"])]
     g = t.groupby("source", sort=False)
     out = pd.DataFrame({
         "n_senses": g["sense_id"].nunique(),

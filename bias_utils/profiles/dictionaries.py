@@ -5,7 +5,7 @@ Every loader returns one row per *sense* (a term in one WordNet sense on one
 dimension) with these columns:
 
 ``dimension``
-    lower-case dimension name; the built-in ones are :data:`_DIMENSIONS`.
+    lower-case dimension name; the built-in ones are :data:`DIMENSIONS`.
 ``term``
     the word as it appears in its contexts (lower case for the built-ins).
 ``direction``
@@ -42,24 +42,24 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..core import paths
-from ..core.cache import _atomic_write_bytes, _sha256_file, _stable_hash
-from ..core.data import _entry, resolve
-from ..core.errors import ParameterError, _check_word_list
-from ..core.wordnet import _wordnet
+from ..core.cache import atomic_write_bytes, sha256_file, stable_hash
+from ..core.data import entry, resolve
+from ..core.errors import ParameterError, check_word_list
+from ..core.wordnet import wordnet
 
 __all__ = [
     "PUBLISHED_FULL_COUNTS", "PUBLISHED_SEED_COUNTS", "add_terms", "context_sources", "limit_terms",
     "load_dictionary", "load_full_dictionary_terms", "load_seed_dictionary", "pole_counts",
 ]
 
-_DIMENSIONS = ("sociability", "morality", "ability", "agency", "status", "politics", "religion")
+DIMENSIONS = ("sociability", "morality", "ability", "agency", "status", "politics", "religion")
 #: Composite dimensions pool the senses of their components (Schuster et al.).
-_COMPOSITES = {"warmth": ("sociability", "morality"), "competence": ("ability", "agency")}
-_DIRECTIONS = ("high", "low")
+COMPOSITES = {"warmth": ("sociability", "morality"), "competence": ("ability", "agency")}
+DIRECTIONS = ("high", "low")
 
 _REQUIRED_COLUMNS = ("dimension", "term", "direction")
 #: Fewest terms on a pole of a dimension a user adds (the seed dictionary has at least 10).
-_MIN_POLE_SIZE = 3
+MIN_POLE_SIZE = 3
 _OPTIONAL_COLUMNS = ("synset", "definition", "contexts", "context_source")
 _SEED_COLUMNS = ("dimension", "term", "direction", "synset", "definition", "contexts", "context_source", "sense_id")
 _FULL_COLUMNS = ("dimension", "term", "direction", "synsets", "definition", "contexts", "context_source")
@@ -123,10 +123,10 @@ def _has_token(term: str, sentence: str) -> bool:
 
 def _noun_adj_synsets(term: str) -> list:
     """All noun, adjective and satellite-adjective synsets of ``term`` (WordNet order)."""
-    return [s for s in _wordnet().synsets(term) if s.pos() in ("n", "a", "s")]
+    return [s for s in wordnet().synsets(term) if s.pos() in ("n", "a", "s")]
 
 
-def _wordnet_contexts(term: str, synset: str | None = None, n: int | None = None) -> list[str]:
+def wordnet_contexts(term: str, synset: str | None = None, n: int | None = None) -> list[str]:
     """WordNet example sentences usable as contexts for ``term``.
 
     With ``synset`` (an nltk synset name such as ``"tidy.a.01"``) only that
@@ -140,7 +140,7 @@ def _wordnet_contexts(term: str, synset: str | None = None, n: int | None = None
     Returns ``[]`` when WordNet has no usable example; callers record that as a
     skip. Raises :class:`ParameterError` for an unknown synset name.
     """
-    wn = _wordnet()
+    wn = wordnet()
     if synset:
         try:
             synsets = [wn.synset(synset)]
@@ -208,7 +208,7 @@ def _validate(path: Path, header: list[str], rows: list[tuple[int, dict]]) -> pd
     errors: list[str] = []
     records, lines = [], []
     seen: dict[str, int] = {}
-    wn = _wordnet() if "synset" in header else None
+    wn = wordnet() if "synset" in header else None
     for line, row in rows:
         where = f"line {line}"
         dimension = (row.get("dimension") or "").strip().lower()
@@ -220,7 +220,7 @@ def _validate(path: Path, header: list[str], rows: list[tuple[int, dict]]) -> pd
             errors.append(f"{where}, column dimension: empty dimension")
         if not term:
             errors.append(f"{where}, column term: empty term")
-        if direction not in _DIRECTIONS:
+        if direction not in DIRECTIONS:
             errors.append(f"{where}, column direction: {row.get('direction')!r} is not 'high' or 'low'")
         try:
             contexts = _parse_contexts(row.get("contexts") or "")
@@ -250,9 +250,9 @@ def _validate(path: Path, header: list[str], rows: list[tuple[int, dict]]) -> pd
         lines.append(line)
     frame = pd.DataFrame(records, columns=_SEED_COLUMNS)
     frame["line"] = lines
-    for dimension, group in frame[frame.direction.isin(_DIRECTIONS) & (frame.dimension != "")].groupby("dimension"):
+    for dimension, group in frame[frame.direction.isin(DIRECTIONS) & (frame.dimension != "")].groupby("dimension"):
         poles = set(group.direction)
-        for pole in _DIRECTIONS:
+        for pole in DIRECTIONS:
             if pole not in poles:
                 errors.append(
                     f"lines {', '.join(map(str, group.line))}, column direction: dimension {dimension!r} "
@@ -265,7 +265,7 @@ def _validate(path: Path, header: list[str], rows: list[tuple[int, dict]]) -> pd
     return frame.drop(columns="line").reset_index(drop=True)
 
 
-def _read_dictionary(path: str | Path) -> pd.DataFrame:
+def read_dictionary(path: str | Path) -> pd.DataFrame:
     """A user dictionary from CSV, validated, with the columns of the module docstring.
 
     Format (UTF-8 CSV with a header line, column names case-insensitive):
@@ -282,7 +282,7 @@ def _read_dictionary(path: str | Path) -> pd.DataFrame:
     Each dimension needs both poles. Every problem is reported at once, each
     naming its 1-based CSV line and the column, in a :class:`ParameterError`.
     """
-    path = paths._resolve_input(path, "dictionary_path")
+    path = paths.resolve_input(path, "dictionary_path")
     try:
         header, rows = _read_rows(path, rename={})
     except UnicodeDecodeError as exc:
@@ -302,9 +302,9 @@ def load_seed_dictionary() -> pd.DataFrame:
     header, rows = _read_rows(path, rename=_SEED_RENAME)
     header = [h for h in header if h]  # the unnamed pandas index column
     frame = _validate(path, header, rows)
-    unknown = sorted(set(frame.dimension) - set(_DIMENSIONS))
+    unknown = sorted(set(frame.dimension) - set(DIMENSIONS))
     if unknown:
-        raise ParameterError(f"{path}: unexpected dimensions {unknown}; expected {_DIMENSIONS}")
+        raise ParameterError(f"{path}: unexpected dimensions {unknown}; expected {DIMENSIONS}")
     return frame
 
 
@@ -317,7 +317,7 @@ def _derive_full_terms(full_csv: Path, seed_terms: set[str]) -> pd.DataFrame:
     dimension = pd.Series(None, index=full.index, dtype=object)
     direction = pd.Series(None, index=full.index, dtype=object)
     # Later dimensions overwrite earlier ones, exactly as the notebook's loop does.
-    for dim in _DIMENSIONS:
+    for dim in DIMENSIONS:
         column = full[f"{dim.capitalize()} direction"]
         for value, pole in ((-1, "low"), (1, "high")):
             dimension[column == value] = dim
@@ -327,7 +327,7 @@ def _derive_full_terms(full_csv: Path, seed_terms: set[str]) -> pd.DataFrame:
     for idx in tqdm(full.index[keep], desc="full-dictionary terms: WordNet examples", leave=False):
         term = terms[idx]
         synsets = _noun_adj_synsets(term)
-        contexts = _wordnet_contexts(term)
+        contexts = wordnet_contexts(term)
         if contexts:
             records.append({
                 "dimension": dimension[idx], "term": term, "direction": direction[idx],
@@ -338,14 +338,14 @@ def _derive_full_terms(full_csv: Path, seed_terms: set[str]) -> pd.DataFrame:
 
 
 def _full_cache_path() -> Path:
-    key = _stable_hash({
-        "full": _entry("nicolas_full_dictionary").sha256,
-        "seed": _entry("schuster_seed_dictionary").sha256,
+    key = stable_hash({
+        "full": entry("nicolas_full_dictionary").sha256,
+        "seed": entry("schuster_seed_dictionary").sha256,
         "code": _FULL_CODE_VERSION,
         "nltk": nltk.__version__,
-        "wordnet": _sha256_file(Path(_wordnet().root.path) / "data.noun")[:16],
+        "wordnet": sha256_file(Path(wordnet().root.path) / "data.noun")[:16],
     })
-    return paths._cache_dir() / "dictionaries" / f"full_dictionary_terms_{key}.parquet"
+    return paths.cache_dir() / "dictionaries" / f"full_dictionary_terms_{key}.parquet"
 
 
 def _list_columns(frame: pd.DataFrame) -> pd.DataFrame:
@@ -361,7 +361,7 @@ def load_full_dictionary_terms() -> pd.DataFrame:
     Procedure (Schuster et al., ``setting_up_dictionaries.ipynb``), run here on
     the OSF "Full Dictionaries.csv" copy (key ``nicolas_full_dictionary``):
     term = lower-cased ``original word``; dimension/direction from
-    ``<Dim> direction`` = +1 (high) / -1 (low), looping over :data:`_DIMENSIONS`
+    ``<Dim> direction`` = +1 (high) / -1 (low), looping over :data:`DIMENSIONS`
     in order so that a later dimension overwrites an earlier one; terms already
     in the seed dictionary dropped; contexts = :func:`wordnet_contexts` over all
     noun/adjective/satellite synsets; terms without contexts dropped. The OSF
@@ -370,7 +370,7 @@ def load_full_dictionary_terms() -> pd.DataFrame:
     Columns: ``dimension, term, direction, synsets`` (list of synset names),
     ``definition`` (list of glosses aligned with ``synsets``), ``contexts``
     (list[str]), ``context_source`` (``WordNet``). Cached as parquet under
-    ``paths._cache_dir()/dictionaries``, keyed by the input hashes, the code
+    ``paths.cache_dir()/dictionaries``, keyed by the input hashes, the code
     version and the WordNet/nltk versions; an unreadable entry is recomputed.
     Compare with :data:`PUBLISHED_FULL_COUNTS` via :func:`pole_counts`.
     """
@@ -384,13 +384,13 @@ def load_full_dictionary_terms() -> pd.DataFrame:
     frame = _derive_full_terms(resolve("nicolas_full_dictionary"), seed_terms)
     buffer = io.BytesIO()
     frame.to_parquet(buffer, index=False)
-    _atomic_write_bytes(cache, buffer.getvalue())
+    atomic_write_bytes(cache, buffer.getvalue())
     return frame
 
 
 def load_dictionary(dictionary_path=None) -> pd.DataFrame:
-    """The seed dictionary (``None`` or ``""``) or a user dictionary CSV (:func:`_read_dictionary`)."""
-    return load_seed_dictionary() if dictionary_path in (None, "") else _read_dictionary(dictionary_path)
+    """The seed dictionary (``None`` or ``""``) or a user dictionary CSV (:func:`read_dictionary`)."""
+    return load_seed_dictionary() if dictionary_path in (None, "") else read_dictionary(dictionary_path)
 
 
 def limit_terms(terms: pd.DataFrame, limit: int | None, seed: int = 0) -> pd.DataFrame:
@@ -441,7 +441,7 @@ def _blank(value) -> bool:
             or (isinstance(value, str) and not value.strip()))
 
 
-def _ensure_sense_ids(dictionary: pd.DataFrame) -> pd.DataFrame:
+def ensure_sense_ids(dictionary: pd.DataFrame) -> pd.DataFrame:
     """The dictionary with a ``sense_id`` on every row: rows appended by hand (in a notebook cell)
     without one get :func:`sense_key` (with a ``#k`` suffix when the key is taken: the full dictionary
     repeats some terms, and the original counts them twice); a row without dimension, term or a high/low
@@ -449,7 +449,7 @@ def _ensure_sense_ids(dictionary: pd.DataFrame) -> pd.DataFrame:
     returned as it is."""
     bad = [f"row {i} ({row.get('term')!r}): needs dimension, term and direction high/low"
            for i, row in enumerate(dictionary.to_dict("records"))
-           if any(_blank(row.get(c)) for c in _REQUIRED_COLUMNS) or row.get("direction") not in _DIRECTIONS]
+           if any(_blank(row.get(c)) for c in _REQUIRED_COLUMNS) or row.get("direction") not in DIRECTIONS]
     if bad:
         raise ParameterError("dictionary: " + "; ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""))
     ids = dictionary["sense_id"] if "sense_id" in dictionary.columns else pd.Series([None] * len(dictionary))
@@ -473,7 +473,7 @@ def _ensure_sense_ids(dictionary: pd.DataFrame) -> pd.DataFrame:
     return d
 
 
-def _check_poles(dictionary: pd.DataFrame, dimensions=None) -> pd.DataFrame:
+def check_poles(dictionary: pd.DataFrame, dimensions=None) -> pd.DataFrame:
     """``dictionary`` when every pole of ``dimensions`` (default: all) has at least :data:`MIN_POLE_SIZE` terms and
     no two of them share half of either one's terms (:func:`look_alike`); otherwise a :class:`ParameterError` naming
     the dimension, the pole and its terms, or the two dimensions, their shared terms and the fix."""
@@ -481,13 +481,13 @@ def _check_poles(dictionary: pd.DataFrame, dimensions=None) -> pd.DataFrame:
     problems = []
     for dim in dims:
         rows = dictionary[dictionary["dimension"] == dim]
-        for pole in _DIRECTIONS:
+        for pole in DIRECTIONS:
             terms = rows.loc[rows["direction"] == pole, "term"].tolist()
-            if len(terms) < _MIN_POLE_SIZE:
+            if len(terms) < MIN_POLE_SIZE:
                 problems.append(f"{dim!r} has {len(terms)} {pole} term{'s' * (len(terms) != 1)}"
                                 + (f" ({', '.join(terms)})" if terms else ""))
     if problems:
-        raise ParameterError(f"every pole needs at least {_MIN_POLE_SIZE} terms (an axis from fewer is mostly the "
+        raise ParameterError(f"every pole needs at least {MIN_POLE_SIZE} terms (an axis from fewer is mostly the "
                              f"words' own noise, and nothing could say so): " + "; ".join(problems))
     twins = _look_alike(dictionary, dims)
     if twins:
@@ -500,7 +500,7 @@ def _check_poles(dictionary: pd.DataFrame, dimensions=None) -> pd.DataFrame:
     return dictionary
 
 
-#: Two dimensions that share at least this share of the terms of either one are refused (:func:`_check_poles`);
+#: Two dimensions that share at least this share of the terms of either one are refused (:func:`check_poles`);
 #: a smaller overlap is a warning with the correlation of their values (``space.build_space``).
 _MAX_SHARED = 0.5
 
@@ -528,7 +528,7 @@ def add_terms(dictionary: pd.DataFrame, dimension: str, high=(), low=(), *, syns
     """``dictionary`` with ``high`` and ``low`` terms added on ``dimension`` (existing or new).
 
     The cell a researcher edits to try words: each new row gets every column a CSV row of
-    :func:`_read_dictionary` gets (``synset`` from ``synsets`` ``{term: name}`` when given and
+    :func:`read_dictionary` gets (``synset`` from ``synsets`` ``{term: name}`` when given and
     checked against WordNet, its gloss as ``definition``, ``contexts`` empty so the chapter's
     context source fills them, ``sense_id``). A term already on that dimension, an empty term,
     or a dimension left with one pole is a :class:`ParameterError`.
@@ -539,7 +539,7 @@ def add_terms(dictionary: pd.DataFrame, dimension: str, high=(), low=(), *, syns
         raise ParameterError("dimension is empty")
     rows = []
     for direction, terms in (("high", high), ("low", low)):
-        for term in _check_word_list(terms, direction, strings=False):
+        for term in check_word_list(terms, direction, strings=False):
             term = str(term).strip()
             if not term:
                 raise ParameterError(f"{direction}: an empty term on {dimension!r}")
@@ -547,14 +547,14 @@ def add_terms(dictionary: pd.DataFrame, dimension: str, high=(), low=(), *, syns
             definition = ""
             if synset:
                 try:
-                    definition = _wordnet().synset(synset).definition()
+                    definition = wordnet().synset(synset).definition()
                 except (nltk.corpus.reader.wordnet.WordNetError, ValueError):
                     raise ParameterError(f"synsets: {synset!r} (for {term!r}) is not a WordNet 3.0 synset name"
                                          ) from None
             rows.append({"dimension": dimension, "term": term, "direction": direction, "synset": synset,
                          "definition": definition, "contexts": [], "context_source": "",
                          "sense_id": _sense_key(term, synset, dimension)})
-    base = _ensure_sense_ids(dictionary)
+    base = ensure_sense_ids(dictionary)
     if not rows:  # the trying-words cell as shipped: the dictionary as loaded
         return base
     new = pd.DataFrame(rows, columns=_SEED_COLUMNS)
@@ -563,10 +563,10 @@ def add_terms(dictionary: pd.DataFrame, dimension: str, high=(), low=(), *, syns
         raise ParameterError(f"high, low: already in the dictionary: {', '.join(c.split('|')[0] for c in clash)}")
     out = pd.concat([base, new], ignore_index=True)
     poles = set(out.loc[out["dimension"] == dimension, "direction"])
-    if poles != set(_DIRECTIONS):
-        raise ParameterError(f"dimension {dimension!r} has no {sorted(set(_DIRECTIONS) - poles)[0]!r} "
+    if poles != set(DIRECTIONS):
+        raise ParameterError(f"dimension {dimension!r} has no {sorted(set(DIRECTIONS) - poles)[0]!r} "
                              "terms (both poles are needed to define a direction)")
     try:
-        return _check_poles(out, [dimension])
+        return check_poles(out, [dimension])
     except ParameterError as exc:
         raise ParameterError(f"high, low: {exc}") from None

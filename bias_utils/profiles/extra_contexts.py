@@ -31,31 +31,31 @@ import numpy as np
 import pandas as pd
 
 from ..core import precision
-from ..core.cache import _atomic_write_json, _atomic_write_text
+from ..core.cache import atomic_write_json, atomic_write_text
 from ..core.errors import ParameterError
-from ..core.paths import _data_dir
-from ..models.builtin_models import _model_name
-from .context_filters import _FILTER_VERSION
+from ..core.paths import data_dir
+from ..models.builtin_models import model_name
+from .context_filters import FILTER_VERSION
 from .contexts import (
-    _DEFAULT_GENERATOR,
-    _GENERATION_INSTRUCTION,
-    _GENERATION_SETTINGS,
-    _ContextSet,
-    _finish,
-    _generate_usable,
-    _generation_prompt,
-    _prepare_dictionary,
-    _rows,
-    _skip,
+    DEFAULT_GENERATOR,
+    GENERATION_INSTRUCTION,
+    GENERATION_SETTINGS,
+    ContextSet,
+    context_rows,
+    finish,
+    generate_usable,
+    generation_prompt,
+    prepare_dictionary,
+    skip,
 )
-from .dictionaries import _read_dictionary, limit_terms, load_full_dictionary_terms
+from .dictionaries import limit_terms, load_full_dictionary_terms, read_dictionary
 
 __all__ = [
     "describe_coverage", "extra_coverage", "merged_extra_contexts", "read_model_choice",
 ]
 
 _EXTRA_CONTEXTS_FILE = "generated/extra_terms_contexts.jsonl"
-#: Terms per call of ``generation._generate``: the file is rewritten after each, so an interrupted run leaves a
+#: Terms per call of ``generation.generate``: the file is rewritten after each, so an interrupted run leaves a
 #: usable file, and the generation cache makes the next run resume where it stopped.
 _EXTRA_CHUNK = 25
 #: The second round's prompt: the paper's instruction, asking for the word exactly as written.
@@ -69,7 +69,7 @@ _ROUNDS = (1, 2)
 
 def _extra_contexts_path(path=None, round: int = 1) -> Path:
     """The round's file: ``path`` (round 1) or the file beside it (round 2), default under ``data/generated``."""
-    first = Path(path) if path else _data_dir() / _EXTRA_CONTEXTS_FILE
+    first = Path(path) if path else data_dir() / _EXTRA_CONTEXTS_FILE
     return first if round == 1 else first.with_name(first.stem + "_round2" + first.suffix)
 
 
@@ -80,7 +80,7 @@ def _settings_path(path: Path) -> Path:
 def _extra_term_prompt(term: str) -> str:
     """The paper's instruction without a definition: the full dictionary does not say which sense a term has
     (Sec. 3.2 adds WordNet definitions for the seed dictionary only)."""
-    return _generation_prompt(term)
+    return generation_prompt(term)
 
 
 def _retry_prompt(term: str) -> str:
@@ -103,10 +103,10 @@ def _generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: 
     Terms (default ``dictionaries.load_full_dictionary_terms()``) are processed in
     an order shuffled with ``seed``, so a file cut short covers every dimension and
     pole evenly; ``limit`` stops after that many terms. Each line: ``dimension,
-    term, direction, contexts`` (up to ``n_keep`` usable ones, :func:`usable_contexts`),
+    term, direction, contexts`` (up to ``n_keep`` usable ones, :func:`context_filters.usable_contexts`),
     ``n_generated`` and ``dropped`` (``{reason: count}``). The settings (model id,
     seed, sampling, prompt template, filter version, order) go to the sidecar
-    ``<file>.json``. Completions come from ``generation._generate`` (seeded, cached):
+    ``<file>.json``. Completions come from ``generation.generate`` (seeded, cached):
     a rerun reuses them and continues where an interrupted one stopped.
 
     ``round=2`` runs the second round on :func:`round2_terms` of the first-round
@@ -122,20 +122,20 @@ def _generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: 
     if round == 2:
         order = _round2_terms(path)
     else:
-        terms = _read_dictionary(dictionary) if dictionary is not None else \
+        terms = read_dictionary(dictionary) if dictionary is not None else \
             load_full_dictionary_terms() if terms is None else terms
         order = terms[["dimension", "term", "direction"]].sample(frac=1.0, random_state=seed).reset_index(drop=True)
     model = load_model(model) if isinstance(model, str) else model
-    settings = {**_GENERATION_SETTINGS, **(generation or {})}
+    settings = {**GENERATION_SETTINGS, **(generation or {})}
     n_total = len(order)
     if limit is not None:
         order = order.head(limit)
     prompt = _retry_prompt if round == 2 else _extra_term_prompt
     path = _extra_contexts_path(path, round)
     meta = {"model_id": model.model_id, "seed": seed, "generation": settings, "chat": True,
-            "prompt_template": _RETRY_INSTRUCTION if round == 2 else _GENERATION_INSTRUCTION,
+            "prompt_template": _RETRY_INSTRUCTION if round == 2 else GENERATION_INSTRUCTION,
             "sense_clause": "none (the extra terms have no known sense)",
-            "filter_version": _FILTER_VERSION, "n_keep": n_keep, "chunk": chunk,
+            "filter_version": FILTER_VERSION, "n_keep": n_keep, "chunk": chunk,
             "order": ("the first round's terms without a usable context, in its order" if round == 2 else
                       "terms shuffled with pandas sample(frac=1, random_state=seed)"),
             "command": ("python -m bias_utils.profiles.extra_contexts generate-extra "
@@ -153,7 +153,7 @@ def _generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: 
         results = {}
         if len(todo):
             senses = todo.assign(sense_id=todo["term"])
-            results = dict(zip(todo["term"], _generate_usable(model, senses, [prompt(t) for t in todo["term"]],
+            results = dict(zip(todo["term"], generate_usable(model, senses, [prompt(t) for t in todo["term"]],
                                                              list(todo["term"]), seed=seed, settings=settings,
                                                              progress=progress)))
         for _, row in part.iterrows():
@@ -164,13 +164,13 @@ def _generate_extra_contexts(model, terms: pd.DataFrame | None = None, *, seed: 
             reasons = pd.Series([d["reason"].split(":")[0] for d in dropped], dtype=object).value_counts()
             lines.append(json.dumps({**row.to_dict(), "contexts": kept[:n_keep], "n_generated": n_generated,
                                      "dropped": {k: int(v) for k, v in reasons.items()}}, ensure_ascii=False))
-        _atomic_write_text(path, "\n".join(lines) + "\n")
-        _atomic_write_json(_settings_path(path), {**meta, "n_terms_done": len(lines)})
+        atomic_write_text(path, "\n".join(lines) + "\n")
+        atomic_write_json(_settings_path(path), {**meta, "n_terms_done": len(lines)})
     return path
 
 
 
-def _known_generated_contexts(generator=_DEFAULT_GENERATOR, *, seed: int = 0, n_contexts: int = 5,
+def known_generated_contexts(generator=DEFAULT_GENERATOR, *, seed: int = 0, n_contexts: int = 5,
                              generation: dict | None = None) -> dict[str, dict]:
     """``{term: {"contexts", "n_generated", "generator"}}`` from the project's first-round generated-contexts files
     (``data/generated/*.jsonl`` with their settings beside them: the extra terms' and the README example's) made by
@@ -179,11 +179,11 @@ def _known_generated_contexts(generator=_DEFAULT_GENERATOR, *, seed: int = 0, n_
     what generating them again would give, so ``contexts.build_contexts(known=...)`` uses them as made. Files made
     otherwise are not read."""
     name = generator if isinstance(generator, str) else getattr(generator, "model_id", None)
-    wanted = _identity({"seed": seed, "chat": True, "prompt_template": _GENERATION_INSTRUCTION,
-                        "filter_version": _FILTER_VERSION,
-                        "generation": {**_GENERATION_SETTINGS, "n_samples": n_contexts, **(generation or {})}})
+    wanted = _identity({"seed": seed, "chat": True, "prompt_template": GENERATION_INSTRUCTION,
+                        "filter_version": FILTER_VERSION,
+                        "generation": {**GENERATION_SETTINGS, "n_samples": n_contexts, **(generation or {})}})
     known: dict[str, dict] = {}
-    for path in sorted((_data_dir() / "generated").glob("*.jsonl")):
+    for path in sorted((data_dir() / "generated").glob("*.jsonl")):
         try:
             settings = json.loads(_settings_path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -272,7 +272,7 @@ def merged_extra_contexts(path=None) -> tuple[pd.DataFrame, dict]:
     return pd.DataFrame(rows, columns=list(first.columns)), {**settings, "round2": settings2}
 
 
-def _extra_term_contexts(terms: pd.DataFrame, n_contexts: int = 5, path=None) -> _ContextSet:
+def extra_term_contexts(terms: pd.DataFrame, n_contexts: int = 5, path=None) -> ContextSet:
     """Contexts for ``terms`` from the generated file, as a :class:`ContextSet`.
 
     A term missing from the file, or with no usable context in it, is a row of
@@ -282,17 +282,17 @@ def _extra_term_contexts(terms: pd.DataFrame, n_contexts: int = 5, path=None) ->
     found = {(r.dimension, r.term): r for r in table.itertuples()}
     origin = settings["model_id"]
     rows, skipped = [], []
-    for _, sense in _prepare_dictionary(terms).iterrows():
+    for _, sense in prepare_dictionary(terms).iterrows():
         entry = found.get((sense["dimension"], sense["term"]))
         if entry is None:
-            skipped.append(_skip(sense, "generated", "not in the generated contexts file (generation not run for it)"))
+            skipped.append(skip(sense, "generated", "not in the generated contexts file (generation not run for it)"))
         elif not entry.contexts:
-            skipped.append(_skip(sense, "generated", f"none of {entry.n_generated} generated contexts "
+            skipped.append(skip(sense, "generated", f"none of {entry.n_generated} generated contexts "
                                  f"({entry.round} round{'s' if entry.round > 1 else ''}) was usable "
                                  f"({', '.join(f'{k} {v}' for k, v in entry.dropped.items())})"))
         else:
-            rows += _rows(sense, list(entry.contexts)[:n_contexts], origin, "generated")
-    return _finish(rows, skipped)
+            rows += context_rows(sense, list(entry.contexts)[:n_contexts], origin, "generated")
+    return finish(rows, skipped)
 
 
 def extra_coverage(terms: pd.DataFrame | None = None, path=None) -> pd.DataFrame:
@@ -340,9 +340,9 @@ def describe_coverage(coverage: pd.DataFrame, settings: dict, min_terms: int) ->
     and the poles with fewer than ``min_terms`` covered terms (their axis is untestable)."""
     total = coverage[coverage["dimension"] == "total"].iloc[0]
     poles = coverage[coverage["dimension"] != "total"].sort_values(["coverage", "n_terms"])
-    count, share = precision._count_text, precision._percent_text
+    count, share = precision.count_text, precision.percent_text
     gen = settings.get("generation", {})
-    model = _model_name(settings.get("model_id", "an unrecorded model"))  # the name the book gives it elsewhere
+    model = model_name(settings.get("model_id", "an unrecorded model"))  # the name the book gives it elsewhere
     how = (f"The contexts of the extra terms were generated by {model} with the paper's prompt: "
            f"{count(gen.get('n_samples'))} samples per term at temperature {gen.get('temperature')}, nucleus "
            f"top-p {gen.get('top_p')}" + ("" if gen.get("top_k") is None else f", top-k {gen['top_k']}")
@@ -360,7 +360,7 @@ def describe_coverage(coverage: pd.DataFrame, settings: dict, min_terms: int) ->
     text = (f"{how} The first round attempted {count(total.n_generated)} of the {count(total.n_terms)} extra terms "
             f"and gave {count(total.n_covered_round1)} of them at least one usable context; {second}. In all, "
             f"{count(total.n_covered)} terms ({share(total.coverage)}) are covered, with "
-            f"{precision._number_text(total.mean_contexts)} usable contexts each on average. Least covered: {least}.")
+            f"{precision.number_text(total.mean_contexts)} usable contexts each on average. Least covered: {least}.")
     if len(few):
         text += (f" Fewer than {min_terms} covered terms, so that axis is untestable: "
                  + "; ".join(f"{r.dimension} {r.direction} ({count(r.n_covered)})" for r in few.itertuples()) + ".")
@@ -375,7 +375,7 @@ _USER_EXAMPLE_DICTIONARY = "examples/user_dictionary_example.csv"
 def read_model_choice() -> dict[str, pd.DataFrame]:
     """The generator comparison that ``compare-models`` wrote (``summary``, ``reasons``, ``kept``; see
     :data:`MODEL_CHOICE_FILES`), as chapter 03 shows it."""
-    return {key: pd.read_csv(_data_dir() / name) for key, name in _MODEL_CHOICE_FILES.items()}
+    return {key: pd.read_csv(data_dir() / name) for key, name in _MODEL_CHOICE_FILES.items()}
 
 
 def _model_choice_senses(per_pole: int = 3, seed: int = 0) -> pd.DataFrame:
@@ -383,14 +383,15 @@ def _model_choice_senses(per_pole: int = 3, seed: int = 0) -> pd.DataFrame:
     (``dictionaries.limit_terms``) and the example user dictionary's senses (``data/examples``)."""
 
     extra = limit_terms(load_full_dictionary_terms(), per_pole, seed)[["dimension", "term", "direction"]]
-    user = _read_dictionary(_data_dir() / _USER_EXAMPLE_DICTIONARY)[["dimension", "term", "direction"]]
+    user = read_dictionary(data_dir() / _USER_EXAMPLE_DICTIONARY)[["dimension", "term", "direction"]]
     out = pd.concat([extra.assign(sample="extra terms"), user.assign(sample="user example")], ignore_index=True)
     return out.assign(sense_id=out["term"] + "|" + out["dimension"])
 
 
 def _compare_generators(models, senses: pd.DataFrame | None = None, *, n_samples: int = 3, seed: int = 0,
                        progress: bool = True) -> dict[str, pd.DataFrame]:
-    """Generate ``n_samples`` contexts per sense with each model and filter them (:func:`usable_contexts`).
+    """Generate ``n_samples`` contexts per sense with each model and filter them
+    (:func:`context_filters.usable_contexts`).
 
     Returns ``summary`` (``model_id, n_senses, n_generated, n_kept, share_kept,
     n_covered`` (senses with >= 1 kept), ``share_covered, n_first_word``),
@@ -403,9 +404,9 @@ def _compare_generators(models, senses: pd.DataFrame | None = None, *, n_samples
     summary, reasons, kept_rows = [], [], []
     for name in models:
         model = load_model(name) if isinstance(name, str) else name
-        settings = {**_GENERATION_SETTINGS, "n_samples": n_samples}
+        settings = {**GENERATION_SETTINGS, "n_samples": n_samples}
         prompts = [_extra_term_prompt(t) for t in senses["term"]]
-        results = _generate_usable(model, senses, prompts, list(range(len(senses))), seed=seed, settings=settings,
+        results = generate_usable(model, senses, prompts, list(range(len(senses))), seed=seed, settings=settings,
                                   progress=progress)
         dropped = [d for _, _, drops in results for d in drops]
         n_kept, n_covered = sum(len(k) for k, _, _ in results), sum(bool(k) for k, _, _ in results)
@@ -430,7 +431,7 @@ def _main(argv=None) -> None:
                                      description="Generated contexts for the full dictionary's extra terms.")
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate-extra", help="generate (or resume) the extra terms' contexts file")
-    gen.add_argument("--model", default=_DEFAULT_GENERATOR)
+    gen.add_argument("--model", default=DEFAULT_GENERATOR)
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--limit", type=int, default=None, help="stop after this many terms (in the shuffled order)")
     gen.add_argument("--out", default=None, help=f"output file (default data/{_EXTRA_CONTEXTS_FILE})")
@@ -446,7 +447,7 @@ def _main(argv=None) -> None:
     if args.command == "compare-models":
 
         for key, table in _compare_generators(args.models, seed=args.seed).items():
-            _atomic_write_text(_data_dir() / _MODEL_CHOICE_FILES[key], table.to_csv(index=False))
+            atomic_write_text(data_dir() / _MODEL_CHOICE_FILES[key], table.to_csv(index=False))
             print(table.to_string(index=False) if key != "kept" else f"{len(table)} kept contexts")
         return
     if args.command == "generate-extra":

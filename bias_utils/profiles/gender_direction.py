@@ -11,13 +11,13 @@ male terms, and a noun's
 so 0 is midway, +0.5 the female terms' mean and −0.5 the male terms'. It is scale-free per layer, so the headline
 (``layer="mean"``, as the profiles) is its mean over all hidden states. The same nouns are placed on the model's
 **warmth** and **competence** axes (the ``warmth_competence`` basis of ``space.build_space``,
-``projection._projection_table`` at the same layer rule): :func:`_noun_positions`.
+``projection.projection_table`` at the same layer rule): :func:`noun_positions`.
 
 **Is it a gender direction?** A direction computed from 18 words can carry much besides gender. Garg et al. (2018)
 checked theirs against the world: occupation words sat nearer the female words where more of the occupation's
 workers are women. :func:`occupation_validity` does the same with the 60 occupation nouns of Rudinger et al. (2018)
 and their U.S. Bureau of Labor Statistics share of women (``populations.occupation_shares``), through the one
-engine that checks every measure of the book against the world (``core.criterion_validity._validity_statistics``;
+engine that checks every measure of the book against the world (``core.criterion_validity.validity_statistics``;
 chapter 11's next-word measure goes through it too). Per measure (``gender_position``, ``warmth``,
 ``competence``): Spearman's ρ and Pearson's r against ``bls_pct_female`` (scipy's p, and a 95% percentile
 interval from resampling occupations), Holm over the three measures within a test; and the direction's
@@ -48,22 +48,22 @@ import pandas as pd
 
 from ..core import tables
 from ..core.criterion_validity import (
-    _MIN_ITEMS,
-    _POWER,
-    _correlation_text,
-    _describe_discriminant,
-    _measure_verdict,
+    MIN_ITEMS,
+    POWER,
+    correlation_text,
+    describe_discriminant,
+    measure_verdict,
 )
-from ..core.criterion_validity import _statistic_row as _row
-from ..core.criterion_validity import _validity_statistics as _criterion_statistics
-from ..core.errors import _check_seed
-from ..core.precision import _number_text
+from ..core.criterion_validity import statistic_row as _row
+from ..core.criterion_validity import validity_statistics as _criterion_statistics
+from ..core.errors import check_seed
+from ..core.precision import number_text
 from ..core.results import display_name, write_tables
-from ..core.stats import _check_n_boot
+from ..core.stats import check_n_boot
 from ..report import plots
-from .population_profiles import DEFAULT_TEMPLATES, _check_word_projection, _population_embeddings
-from .populations import _OCCUPATION_GROUPS, _load_populations, _occupation_shares
-from .projection import _projection_table
+from .population_profiles import DEFAULT_TEMPLATES, check_word_projection, population_embeddings
+from .populations import OCCUPATION_GROUPS, load_populations, occupation_shares
+from .projection import projection_table
 
 __all__ = [
     "describe_validity", "occupation_validity", "validity_chart",
@@ -72,12 +72,12 @@ __all__ = [
 #: The measures placed against the BLS share; the first is the direction the verdict is about.
 _MEASURES = ("gender_position", "warmth", "competence")
 #: Fewer embedded nouns than this leave the direction ``untestable`` (the engine's rule).
-_MIN_NOUNS = _MIN_ITEMS
+_MIN_NOUNS = MIN_ITEMS
 _GENDERED_TERMS = "terms"
 _SHARE = "bls_pct_female"
 
 
-def _gender_position(values: np.ndarray, female: np.ndarray, male: np.ndarray) -> np.ndarray:
+def gender_position(values: np.ndarray, female: np.ndarray, male: np.ndarray) -> np.ndarray:
     """Per item and layer, the position on the female − male direction (module docstring).
 
     ``values`` [n, L, H]; ``female``, ``male`` [k, L, H] the gendered terms. Returns [n, L]."""
@@ -96,7 +96,7 @@ def _at_layer(per_layer: np.ndarray, layers: Sequence[int], layer) -> np.ndarray
     return per_layer[:, int(layer) if int(layer) < 0 else list(layers).index(int(layer))]
 
 
-def _noun_positions(model, groups: Mapping[str, Sequence[str]], basis, *, population: str = "nouns", layer="mean",
+def noun_positions(model, groups: Mapping[str, Sequence[str]], basis, *, population: str = "nouns", layer="mean",
                    templates: Sequence[str] = DEFAULT_TEMPLATES) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(table, skipped)`` for the nouns of ``groups`` (``{group: [nouns]}``, named ``population``): one row
     per embedded noun with ``group, noun, n_templates, gender_position`` and one column per dimension of
@@ -107,7 +107,7 @@ def _noun_positions(model, groups: Mapping[str, Sequence[str]], basis, *, popula
     template is absent from ``table``)."""
     if population == _GENDERED_TERMS:
         raise ValueError(f"noun_positions: population {population!r} is the gendered terms' own name")
-    emb = _population_embeddings(model, {_GENDERED_TERMS: _load_populations(_GENDERED_TERMS), population: groups},
+    emb = population_embeddings(model, {_GENDERED_TERMS: load_populations(_GENDERED_TERMS), population: groups},
                                 templates, kind="noun")
     words = emb.words
     is_term = words["population"] == _GENDERED_TERMS
@@ -116,13 +116,13 @@ def _noun_positions(model, groups: Mapping[str, Sequence[str]], basis, *, popula
     own = (~is_term).to_numpy()
     X = emb.values[own]
     items = words.loc[own, ["group", "word", "n_templates"]].reset_index(drop=True)
-    items["gender_position"] = _at_layer(_gender_position(X, female, male), emb.layers, layer)
+    items["gender_position"] = _at_layer(gender_position(X, female, male), emb.layers, layer)
     if basis is None:
         return items.rename(columns={"word": "noun"}), emb.skipped
     missing = sorted(set(basis.layers) - set(emb.layers))
     if missing:
         raise ValueError(f"noun_positions: the basis has layers {missing} that the embeddings lack")
-    projected = _projection_table(basis, X[:, [emb.layers.index(x) for x in basis.layers]], items[["word"]], layer)
+    projected = projection_table(basis, X[:, [emb.layers.index(x) for x in basis.layers]], items[["word"]], layer)
     wide = projected.pivot_table(index="word", columns="dimension", values="value", aggfunc="first")
     items = items.join(wide[list(basis.dimensions)], on="word")
     return items.rename(columns={"word": "noun"}), emb.skipped
@@ -132,7 +132,7 @@ def _noun_positions(model, groups: Mapping[str, Sequence[str]], basis, *, popula
 
 
 def _validity_statistics(values: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """The statistics of :data:`tables.NAMES.OCCUPATION_VALIDITY`: ``criterion_validity._validity_statistics`` of
+    """The statistics of :data:`tables.NAMES.OCCUPATION_VALIDITY`: ``criterion_validity.validity_statistics`` of
     the :data:`_MEASURES` (the direction first) against ``bls_pct_female``, the direction's discriminant rows beyond
     ``warmth`` and ``competence`` (its columns are documented there)."""
     return _criterion_statistics(values, _MEASURES, n_boot=n_boot, seed=seed)
@@ -140,8 +140,8 @@ def _validity_statistics(values: pd.DataFrame, *, n_boot: int = 1000, seed: int 
 
 def _direction_verdict(statistics: pd.DataFrame) -> str:
     """The direction's verdict in an :data:`tables.NAMES.OCCUPATION_VALIDITY` (one of
-    ``criterion_validity._VALIDITY_VERDICTS``); chapter 11 reads a model's direction only when it is ``supported``."""
-    return _measure_verdict(statistics, _MEASURES[0])
+    ``criterion_validity.VALIDITY_VERDICTS``); chapter 11 reads a model's direction only when it is ``supported``."""
+    return measure_verdict(statistics, _MEASURES[0])
 
 
 @dataclass
@@ -171,15 +171,15 @@ def occupation_validity(model, basis, *, layer="mean", templates: Sequence[str] 
     """The 60 BLS occupation nouns (``populations.load_populations("occupations")``) on ``model``'s
     female − male direction and on ``basis`` (its ``warmth_competence`` basis, or None: the direction alone,
     ``warmth`` and ``competence`` NaN) at ``layer`` in ``templates``
-    (:func:`_noun_positions`), against the BLS share of women (:func:`_validity_statistics`). The parameters are
+    (:func:`noun_positions`), against the BLS share of women (:func:`_validity_statistics`). The parameters are
     checked first, before any model loads."""
-    _check_word_projection(model, layer, templates, layers=None if basis is None else basis.layers,
+    check_word_projection(model, layer, templates, layers=None if basis is None else basis.layers,
                           what="the direction's check (hidden states)")
-    _check_n_boot(n_boot)
-    _check_seed(seed)
-    shares = _occupation_shares()
-    groups = _load_populations("occupations")
-    found, skipped = _noun_positions(model, groups, basis, population="occupations", layer=layer,
+    check_n_boot(n_boot)
+    check_seed(seed)
+    shares = occupation_shares()
+    groups = load_populations("occupations")
+    found, skipped = noun_positions(model, groups, basis, population="occupations", layer=layer,
                                     templates=templates)
     group_of = {w: g for g, ws in groups.items() for w in ws}
     values = shares[["occupation", _SHARE, "bls_year"]].assign(group=shares["occupation"].map(group_of))
@@ -197,13 +197,13 @@ def describe_validity(statistics: pd.DataFrame, model: str = "this model", value
     """Markdown reading :func:`_validity_statistics`: how the nouns' position on the direction follows the share
     of women, the verdict in words (saying plainly "the direction is not validated for this model" when it is
     not ``supported``), with the power of the check, then the discriminant rows (whether it follows the share
-    beyond warmth and competence, ``criterion_validity._describe_discriminant``); with ``values``
+    beyond warmth and competence, ``criterion_validity.describe_discriminant``); with ``values``
     (:class:`OccupationValidity`'s), where the positions lie against the gendered terms' means; then warmth and
     competence as described."""
     model = display_name(model)
     rho, r = _row(statistics, _MEASURES[0], "spearman"), _row(statistics, _MEASURES[0], "pearson")
     verdict, n = _direction_verdict(statistics), int(rho["n"])
-    numbers = f"{_correlation_text(rho)}; {_correlation_text(r)}; n = {n} occupations, intervals resampling them"
+    numbers = f"{correlation_text(rho)}; {correlation_text(r)}; n = {n} occupations, intervals resampling them"
     if verdict == "untestable":
         text = (f"Only {n} of the occupation nouns could be embedded in {model}, fewer than the {_MIN_NOUNS} the "
                 "check needs: **the direction is not validated for this model** (verdict: untestable), and chapter "
@@ -218,12 +218,12 @@ def describe_validity(statistics: pd.DataFrame, model: str = "this model", value
                    "an ordering of the nouns by the share of women is not shown")
         text = (f"In {model}, {finding} ({numbers}): **the direction is not validated for this model** (verdict: "
                 f"not shown), and chapter 11 does not read its position. With {n} nouns the check finds a ρ of "
-                f"{_number_text(rho['detectable'])} {int(_POWER * 100)}% of the time (not shown is not absent).")
-    if verdict != "untestable" and (beyond := _describe_discriminant(statistics, _MEASURES[0], "the direction")):
+                f"{number_text(rho['detectable'])} {int(POWER * 100)}% of the time (not shown is not absent).")
+    if verdict != "untestable" and (beyond := describe_discriminant(statistics, _MEASURES[0], "the direction")):
         text += " " + beyond
-    if values is not None and (placed := _describe_placement(values)):
+    if values is not None and (placed := describe_placement(values)):
         text += " " + placed
-    described = [f"{m}: {_correlation_text(row)}" for m in _MEASURES[1:]
+    described = [f"{m}: {correlation_text(row)}" for m in _MEASURES[1:]
                  if (row := _row(statistics, m, "spearman")) is not None]
     if described:
         text += (" Described, not a verdict (nothing says how they should follow the share of women): "
@@ -231,7 +231,7 @@ def describe_validity(statistics: pd.DataFrame, model: str = "this model", value
     return text
 
 
-def _describe_placement(values: pd.DataFrame) -> str:
+def describe_placement(values: pd.DataFrame) -> str:
     """Where the occupation nouns lie against the terms' means (±0.5), from their ``gender_position`` (and
     ``noun``, else ``occupation``): "The nouns' positions run from −3.35 (nurse) to −2.76 (welder), all beyond
     the male terms' mean (−0.5): …" says why a chart's points all sit far from +0.5 when they do (the order can
@@ -241,8 +241,8 @@ def _describe_placement(values: pd.DataFrame) -> str:
         return ""
     low, high = placed.iloc[0], placed.iloc[-1]
     name = "noun" if "noun" in placed else "occupation"
-    text = (f"The nouns' positions run from {_number_text(low[_MEASURES[0]])} ({low[name]}) to "
-            f"{_number_text(high[_MEASURES[0]])} ({high[name]})")
+    text = (f"The nouns' positions run from {number_text(low[_MEASURES[0]])} ({low[name]}) to "
+            f"{number_text(high[_MEASURES[0]])} ({high[name]})")
     if high[_MEASURES[0]] < -0.5 or low[_MEASURES[0]] > 0.5:
         side = "male" if high[_MEASURES[0]] < -0.5 else "female"
         sign = "−" if side == "male" else "+"
@@ -266,11 +266,11 @@ def validity_chart(values: pd.DataFrame, statistics: pd.DataFrame | None = None,
     pad = 0.05 * (hi - lo or 1.0)
     y_scale = alt.Scale(domain=(lo - pad, hi + pad), nice=False)
     gap = 14 * (hi - lo + 2 * pad) / height  # 14 px for an 11 px font
-    labels["label_y"] = plots._repel(labels[_MEASURES[0]], gap, lo - pad + gap / 2, hi + pad - gap / 2)
+    labels["label_y"] = plots.repel(labels[_MEASURES[0]], gap, lo - pad + gap / 2, hi + pad - gap / 2)
     x = alt.X(f"{_SHARE}:Q", title="women among its workers (U.S. BLS, %)", scale=alt.Scale(domain=(0, 100)))
     y = alt.Y(f"{_MEASURES[0]}:Q", title=["position on the female − male direction", "(+0.5 = female terms' mean)"],
               scale=y_scale, axis=alt.Axis(format=".2~f"))
-    colour = alt.Color("group:N", title="BLS majority", scale=plots._group_scale(_OCCUPATION_GROUPS))
+    colour = alt.Color("group:N", title="BLS majority", scale=plots.group_scale(OCCUPATION_GROUPS))
     points = alt.Chart(data).mark_point(filled=True, opacity=0.7).encode(
         x=x, y=y, color=colour,
         tooltip=["occupation", alt.Tooltip(f"{_SHARE}:Q", format=".1f"),
@@ -284,7 +284,7 @@ def validity_chart(values: pd.DataFrame, statistics: pd.DataFrame | None = None,
     subtitle = []
     if statistics is not None:
         rho = _row(statistics, _MEASURES[0], "spearman")
-        subtitle = [f"{_correlation_text(rho)}; verdict: {rho['verdict']}"]
+        subtitle = [f"{correlation_text(rho)}; verdict: {rho['verdict']}"]
     caption = ("Each point is one of the occupation nouns of Rudinger et al. (2018): across, the share of women among "
                "its U.S. workers (Bureau of Labor Statistics, 2015/2016); up, where the model places the noun on its "
                "female − male direction (0 midway between the 9 female and 9 male terms' means, +0.5 the female "
@@ -292,7 +292,7 @@ def validity_chart(values: pd.DataFrame, statistics: pd.DataFrame | None = None,
                "(a thin line joins a name moved to clear another to its point). Look for whether the points rise "
                "from left to right: a direction that carries gender places occupations held mostly by women nearer "
                "the female terms.")
-    return plots._captioned(alt.layer(points, leaders, *text).properties(width=440, height=height),
+    return plots.captioned(alt.layer(points, leaders, *text).properties(width=440, height=height),
                            title or "Occupations: the female − male direction against the share of women", subtitle,
                            f"Scatter plot of {len(data)} occupation nouns: the share of women among their workers "
                            "(x) against their position on the model's female − male direction (y).", caption)

@@ -15,21 +15,21 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..core.errors import _check_positive_int
-from ..core.stats import _check_n_boot
-from .dictionaries import _COMPOSITES, load_full_dictionary_terms
+from ..core.errors import check_positive_int
+from ..core.stats import check_n_boot
+from .dictionaries import COMPOSITES, load_full_dictionary_terms
 from .population_profiles import (
     DEFAULT_TEMPLATES,
-    _check_profile_run,
-    _population_embeddings,
-    _profile_stats,
-    _profile_table,
+    check_profile_run,
+    population_embeddings,
+    profile_stats,
+    profile_table,
 )
 from .space import (
-    _DROPPED_COLUMNS,
-    _check_source_spaces,
-    _StereotypeSpace,
+    DROPPED_COLUMNS,
+    StereotypeSpace,
     build_space,
+    check_source_spaces,
     direction_prediction,
     dropped_senses,
 )
@@ -39,14 +39,14 @@ __all__ = [
 ]
 
 
-def _gender_difference_by_layer(space: _StereotypeSpace, pop_emb, population: str = "names") -> pd.DataFrame:
+def _gender_difference_by_layer(space: StereotypeSpace, pop_emb, population: str = "names") -> pd.DataFrame:
     """Female-minus-male difference of standardised projections at every layer
     (``profiles.profile_table`` + ``profiles.profile_stats``, Welch t with Holm per layer).
 
     Columns: ``population, space, layer, dimension, group_a, group_b, diff, t, p, p_holm, g, g_ci_low, g_ci_high``.
     """
-    table = _profile_table(pop_emb, space.bases, layer="all")
-    stats = _profile_stats(table, populations=[population])
+    table = profile_table(pop_emb, space.bases, layer="all")
+    stats = profile_stats(table, populations=[population])
     return stats[["population", "space", "layer", "dimension", "group_a", "group_b", "diff", "t", "p", "p_holm",
                   "g", "g_ci_low", "g_ci_high"]]
 
@@ -69,13 +69,13 @@ def layers_by_context(model, dictionary: pd.DataFrame, sources: Sequence[str] | 
     ``skipped``: ``context_source`` plus :func:`space.dropped_senses`'s columns
     (every sense or context that missed the axis, with ``stage`` and ``reason``), and a
     ``stage == "source"`` row for a source that failed entirely. Every parameter is checked first, before any
-    model loads (``space._check_source_spaces``, ``profiles.check_profile_run``).
+    model loads (``space.check_source_spaces``, ``profiles.check_profile_run``).
     """
-    sources = _check_source_spaces(model, dictionary, sources, n_contexts, seed, generator=generator)
-    _check_profile_run(model, populations, templates)
-    _check_positive_int(limit, "limit", allow_none=True)
-    _check_n_boot(n_boot)
-    pop_emb = _population_embeddings(model, populations, templates or DEFAULT_TEMPLATES)
+    sources = check_source_spaces(model, dictionary, sources, n_contexts, seed, generator=generator)
+    check_profile_run(model, populations, templates)
+    check_positive_int(limit, "limit", allow_none=True)
+    check_n_boot(n_boot)
+    pop_emb = population_embeddings(model, populations, templates or DEFAULT_TEMPLATES)
     terms = load_full_dictionary_terms()
     curves, skipped = [], []
     for source in tqdm(sources, desc="context sources"):
@@ -88,11 +88,11 @@ def layers_by_context(model, dictionary: pd.DataFrame, sources: Sequence[str] | 
         skipped.append(dropped_senses(space).assign(context_source=source))
         if "warmth_competence" not in space.bases:
             continue
-        wc = _StereotypeSpace({"warmth_competence": space.bases["warmth_competence"]}, space.senses, space.contexts,
+        wc = StereotypeSpace({"warmth_competence": space.bases["warmth_competence"]}, space.senses, space.contexts,
                              space.skipped, space.model_id, source, space.sense_emb)
         acc = direction_prediction(model, wc, terms, n_contexts=n_contexts, layer="all", limit=limit, seed=seed,
                                    n_boot=n_boot).accuracy
-        acc = acc[acc["dimension"].isin(list(_COMPOSITES))]
+        acc = acc[acc["dimension"].isin(list(COMPOSITES))]
         curves.append(pd.DataFrame({"model_id": space.model_id, "context_source": source, "layer": acc["layer"],
                                     "measure": "accuracy_" + acc["cutoff"], "dimension": acc["dimension"],
                                     "value": acc["accuracy"], "ci_low": acc["ci_low"], "ci_high": acc["ci_high"],
@@ -106,6 +106,6 @@ def layers_by_context(model, dictionary: pd.DataFrame, sources: Sequence[str] | 
                 "ci_low": diff[lo] if lo else np.nan, "ci_high": diff[hi] if hi else np.nan,
                 "p_holm": diff["p_holm"]}))
     curves = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
-    columns = ["context_source", *_DROPPED_COLUMNS]
+    columns = ["context_source", *DROPPED_COLUMNS]
     skipped = pd.concat(skipped, ignore_index=True)[columns] if skipped else pd.DataFrame(columns=columns)
     return curves, skipped

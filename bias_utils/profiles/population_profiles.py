@@ -37,23 +37,23 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..core import tables
-from ..core.errors import ParameterError, _check_layer, _check_positive_int, _check_word_list
-from ..core.precision import _interval_text, _number_text, _p_text, _percent_text
+from ..core.errors import ParameterError, check_layer, check_positive_int, check_word_list
+from ..core.precision import interval_text, number_text, p_text, percent_text
 from ..core.results import write_table
 from ..core.stats import (
-    _STAT_COLUMNS,
-    _adjust_pvalues,
-    _column_test,
-    _group_tests,
-    _hedges_g,
-    _student_t,
-    _welch_anova,
-    _welch_t,
+    STAT_COLUMNS,
+    adjust_pvalues,
+    column_test,
+    group_tests,
+    hedges_g,
+    student_t,
+    welch_anova,
+    welch_t,
 )
 from ..models.embeddings import embed_words
-from ..models.loading import _check_model
-from .populations import _KINDS, _POPULATION_KINDS, _load_populations, _population_kind, _takes_article
-from .projection import _projection_table
+from ..models.loading import check_model
+from .populations import KINDS, POPULATION_KINDS, load_populations, population_kind, takes_article
+from .projection import projection_table
 
 __all__ = [
     "DEFAULT_TEMPLATES", "describe_profile", "describe_share_below", "paper_finding", "paper_finding_sentence",
@@ -61,7 +61,7 @@ __all__ = [
 ]
 
 #: The placeholder a template marks the word with.
-_PLACEHOLDER = "{word}"
+PLACEHOLDER = "{word}"
 
 #: The original study's seven templates (``utils.TEMPLATES``), with the word's slot marked.
 DEFAULT_TEMPLATES: tuple[str, ...] = (
@@ -85,26 +85,26 @@ _MIN_GROUP_WORDS = 2
 # --------------------------------------------------------------------------- templates
 
 
-def _check_templates(templates: Sequence[str]) -> tuple[str, ...]:
-    """The templates as a tuple of strings (:func:`~bias_utils.core.errors._check_word_list`: one string is
+def check_templates(templates: Sequence[str]) -> tuple[str, ...]:
+    """The templates as a tuple of strings (:func:`~bias_utils.core.errors.check_word_list`: one string is
     refused), each with exactly one ``{word}`` slot; a :class:`ParameterError` names ``templates``."""
-    templates = tuple(_check_word_list(templates, "templates", empty="no templates given"))
+    templates = tuple(check_word_list(templates, "templates", empty="no templates given"))
     for t in templates:
-        if t.count(_PLACEHOLDER) != 1:
-            raise ParameterError(f"templates: {t!r} must contain the placeholder {_PLACEHOLDER} exactly once")
+        if t.count(PLACEHOLDER) != 1:
+            raise ParameterError(f"templates: {t!r} must contain the placeholder {PLACEHOLDER} exactly once")
     if len(set(templates)) != len(templates):
         raise ParameterError("templates contain duplicates, which would weight them twice")
     return templates
 
 
-def _check_template_list(templates) -> tuple[str, ...] | None:
-    """``None`` (the original templates) or the checked templates (:func:`_check_templates`)."""
-    return None if templates is None else _check_templates(templates)
+def check_template_list(templates) -> tuple[str, ...] | None:
+    """``None`` (the original templates) or the checked templates (:func:`check_templates`)."""
+    return None if templates is None else check_templates(templates)
 
 
-def _fill_template(template: str, word: str, article: bool) -> str:
+def fill_template(template: str, word: str, article: bool) -> str:
     """The template with the word in its slot, after "the" if ``article``."""
-    return template.replace(_PLACEHOLDER, f"the {word}" if article else word)
+    return template.replace(PLACEHOLDER, f"the {word}" if article else word)
 
 
 # --------------------------------------------------------------------------- populations
@@ -116,7 +116,7 @@ def _population_names(populations: Sequence) -> dict[str, str | Path]:
     stems = [Path(str(p)).stem if Path(str(p)).suffix else None for p in populations]
     names: dict[str, str | Path] = {}
     for p, stem in zip(populations, stems):
-        name = stem if stem is not None and stems.count(stem) == 1 and stem not in _POPULATION_KINDS else str(p)
+        name = stem if stem is not None and stems.count(stem) == 1 and stem not in POPULATION_KINDS else str(p)
         if name in names:
             raise ParameterError(f"population {name!r} is listed twice")
         names[name] = p
@@ -142,12 +142,12 @@ def _resolve_populations(populations, kind=None) -> tuple[dict[str, dict[str, li
     kinds: dict[str, str] = {}
     if isinstance(populations, Mapping):
         out = {str(k): {str(g): list(ws) for g, ws in v.items()} for k, v in populations.items()}
-        kinds = {k: _POPULATION_KINDS.get(k, "noun") for k in out}
+        kinds = {k: POPULATION_KINDS.get(k, "noun") for k in out}
     else:
         out = {}
         for name, p in _population_names(populations).items():
-            out[name] = _load_populations(p)
-            kinds[name] = _population_kind(p)
+            out[name] = load_populations(p)
+            kinds[name] = population_kind(p)
     if not out:
         raise ParameterError("no populations given")
     for name, groups in out.items():
@@ -157,9 +157,9 @@ def _resolve_populations(populations, kind=None) -> tuple[dict[str, dict[str, li
         kinds.update({k: v for k, v in kind.items() if k in out})
     elif kind is not None:
         kinds = dict.fromkeys(out, kind)
-    bad = {k: v for k, v in kinds.items() if v not in _KINDS}
+    bad = {k: v for k, v in kinds.items() if v not in KINDS}
     if bad:
-        raise ParameterError(f"population kind must be one of {_KINDS}, got {bad}")
+        raise ParameterError(f"population kind must be one of {KINDS}, got {bad}")
     return out, kinds
 
 
@@ -180,7 +180,7 @@ def _thin_groups(groups: Mapping[str, Sequence[str]]) -> str:
     return ", ".join(f"{g!r} ({n} word{'s' * (n != 1)})" for g, n in small.items())
 
 
-def _check_population_list(populations, kind=None,
+def check_population_list(populations, kind=None,
                            limit=None) -> tuple[dict[str, dict[str, list[str]]], dict[str, str]]:
     """:func:`resolve_populations` after :func:`limit_populations`, checked before any model loads; a
     :class:`ParameterError` names ``populations``, ``kind`` or ``limit``: a file that cannot be read (file, line),
@@ -189,9 +189,9 @@ def _check_population_list(populations, kind=None,
     population with one group."""
     listed = isinstance(populations, Sequence) and populations and all(isinstance(p, (str, Path)) for p in populations)
     if not isinstance(populations, (str, Path, Mapping)) and not listed:
-        raise ParameterError(f"populations must be a built-in name ({', '.join(_POPULATION_KINDS)}), a file path, or a "
+        raise ParameterError(f"populations must be a built-in name ({', '.join(POPULATION_KINDS)}), a file path, or a "
                              f"non-empty list of them, got {populations!r}")
-    limit = _check_positive_int(limit, "limit", allow_none=True)
+    limit = check_positive_int(limit, "limit", allow_none=True)
     try:
         pops, kinds = _resolve_populations(populations, kind)
     except ValueError as exc:
@@ -206,7 +206,7 @@ def _check_population_list(populations, kind=None,
                                  f"least {_MIN_GROUP_WORDS} words each (the group tests compare variances)")
     tested = [p for p in pops if p not in _DEFAULT_REFERENCE]
     if not tested:
-        compared = ", ".join(p for p in _POPULATION_KINDS if p not in _DEFAULT_REFERENCE)
+        compared = ", ".join(p for p in POPULATION_KINDS if p not in _DEFAULT_REFERENCE)
         raise ParameterError(f"populations: nothing to test in {list(pops)}: {', '.join(map(repr, pops))} only "
                              f"stand(s) on another population's scale; add a population whose groups are compared "
                              f"({compared} or a file)")
@@ -221,26 +221,26 @@ def _check_population_list(populations, kind=None,
     return limited, kinds
 
 
-def _check_profile_run(model, populations=("names", "terms", "nonbinary", "occupations"), templates=None, layer="mean",
+def check_profile_run(model, populations=("names", "terms", "nonbinary", "occupations"), templates=None, layer="mean",
                    limit: int | None = None, kind=None, *, layers=None):
     """:func:`run_profiles`' parameters, checked before any model loads (chapter 04's check calls it too):
-    the model (it must give hidden states), ``templates`` (:func:`_check_template_list`), ``layer`` against the
+    the model (it must give hidden states), ``templates`` (:func:`check_template_list`), ``layer`` against the
     model's hidden states (``layers``: the basis's; default: the layer count in the model's config; ``"all"`` is
-    refused: a profile is one value per word) and the populations (:func:`_check_population_list`). Returns the
+    refused: a profile is one value per word) and the populations (:func:`check_population_list`). Returns the
     latter's ``(populations, kinds)``."""
-    _check_word_projection(model, layer, templates, layers=layers, what="a profile (hidden states)")
-    return _check_population_list(populations, kind, limit)
+    check_word_projection(model, layer, templates, layers=layers, what="a profile (hidden states)")
+    return check_population_list(populations, kind, limit)
 
 
-def _check_word_projection(model, layer="mean", templates=None, *, layers=None, what: str = "projecting words"):
+def check_word_projection(model, layer="mean", templates=None, *, layers=None, what: str = "projecting words"):
     """The parameters every projection of words in templates shares (:func:`run_profiles`,
     ``gender_direction.occupation_validity``, ``bold_link.run_link``), checked before any model loads: a model with
-    hidden states (``models.check_model``), ``templates`` (:func:`_check_template_list`) and ``layer`` (one value
+    hidden states (``models.check_model``), ``templates`` (:func:`check_template_list`) and ``layer`` (one value
     per word: not ``"all"``) against ``layers`` (the basis's hidden-state indices; default: the model's, from its
     config). Returns the model's ``ModelFacts``."""
-    facts = _check_model(model, need="embed", what=what)
-    _check_template_list(templates)
-    _check_layer(layer, layers=facts.n_states if layers is None else layers, allow_all=False)
+    facts = check_model(model, need="embed", what=what)
+    check_template_list(templates)
+    check_layer(layer, layers=facts.n_states if layers is None else layers, allow_all=False)
     return facts
 
 
@@ -270,7 +270,7 @@ class _PopulationEmbeddings:
     model_id: str
 
 
-def _population_embeddings(model, populations, templates: Sequence[str] = DEFAULT_TEMPLATES,
+def population_embeddings(model, populations, templates: Sequence[str] = DEFAULT_TEMPLATES,
                           layers="all", kind=None, *, cache: bool = True, progress: bool = True
                           ) -> _PopulationEmbeddings:
     """Embed every population word in every template and average over templates.
@@ -278,16 +278,16 @@ def _population_embeddings(model, populations, templates: Sequence[str] = DEFAUL
     ``populations`` and ``kind``: see :func:`resolve_populations`. ``cache`` and ``progress``: ``embed_words``'s
     (chapter 12's erasure embeds with its cache off while the model is hooked).
     """
-    templates = _check_templates(templates)
+    templates = check_templates(templates)
     pops, kinds = _resolve_populations(populations, kind)
     rows, contexts, targets = [], [], []
     for pop, groups in pops.items():
         for group, words in groups.items():
             for word in dict.fromkeys(words):  # a repeated word would count twice in its group
-                article = _takes_article(word, kinds[pop])
+                article = takes_article(word, kinds[pop])
                 rows.append((pop, group, word, kinds[pop], article))
                 for t in templates:
-                    contexts.append(_fill_template(t, word, article))
+                    contexts.append(fill_template(t, word, article))
                     targets.append(word)
     emb = embed_words(model, contexts, targets, layers=layers, cache=cache, progress=progress)
     values = np.asarray(emb.values, dtype=np.float32)
@@ -336,7 +336,7 @@ def word_summary(words: pd.DataFrame, template: str | None = None) -> pd.DataFra
                                                          min_templates=("n_templates", "min"))
     if template is not None:
         first = words.groupby(["population", "group"]).first()
-        summary["example"] = [_fill_template(template, w, bool(a)) for w, a in zip(first["word"], first["article"])]
+        summary["example"] = [fill_template(template, w, bool(a)) for w, a in zip(first["word"], first["article"])]
     return summary
 
 
@@ -373,7 +373,7 @@ def _standardise(table: pd.DataFrame, reference: Mapping[str, str] | None = None
     return out
 
 
-def _profile_table(pop_emb: _PopulationEmbeddings, bases, layer="mean",
+def profile_table(pop_emb: _PopulationEmbeddings, bases, layer="mean",
                   reference: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Projected and standardised values, one row per (word, space, dimension, layer).
 
@@ -385,7 +385,7 @@ def _profile_table(pop_emb: _PopulationEmbeddings, bases, layer="mean",
     ``DEFAULT_REFERENCE`` for those present (non-binary terms on the gendered terms' scale).
 
     Columns: ``population, group, word, kind, space, layer`` (``"mean"`` or the int
-    hidden-state index, as in ``projection._projection_table``), ``dimension``,
+    hidden-state index, as in ``projection.projection_table``), ``dimension``,
     ``value`` (projected), ``z`` (standardised).
     """
     if isinstance(bases, Mapping):
@@ -402,7 +402,7 @@ def _profile_table(pop_emb: _PopulationEmbeddings, bases, layer="mean",
         if missing:
             raise ParameterError(f"basis {basis.space!r} has layers {missing} that the population embeddings lack")
         X = pop_emb.values[:, [pop_emb.layers.index(x) for x in basis.layers]]
-        frames.append(_projection_table(basis, X, items, layer))
+        frames.append(projection_table(basis, X, items, layer))
     return _standardise(pd.concat(frames, ignore_index=True), reference)
 
 
@@ -417,8 +417,8 @@ _PROFILE_STATS_COLUMNS = [
 ]
 _FAMILY = ["population", "space", "layer"]
 #: :func:`profile_stats`' tests: Welch (primary), the original's Student t, Hedges' g, each as its scalar test.
-_PAIR_TESTS = {"welch": _column_test(_welch_t, "welch"), "student": _column_test(_student_t, "student"),
-               "g": _column_test(_hedges_g, "g")}
+_PAIR_TESTS = {"welch": column_test(welch_t, "welch"), "student": column_test(student_t, "student"),
+               "g": column_test(hedges_g, "g")}
 
 
 def _tested_populations(table: pd.DataFrame, populations) -> list[str]:
@@ -430,7 +430,7 @@ def _tested_populations(table: pd.DataFrame, populations) -> list[str]:
     return list(populations)
 
 
-def _profile_stats(table: pd.DataFrame, populations: Sequence[str] | None = None, value: str = "z",
+def profile_stats(table: pd.DataFrame, populations: Sequence[str] | None = None, value: str = "z",
                   alpha: float = 0.05) -> pd.DataFrame:
     """Group comparisons per (population, space, layer, dimension).
 
@@ -460,7 +460,7 @@ def _profile_stats(table: pd.DataFrame, populations: Sequence[str] | None = None
             raise ParameterError(f"population {pop!r} has only the group(s) {list(groups)}; need two to compare")
         for ga, gb in combinations(groups, 2):
             a, b = groups[ga], groups[gb]
-            r = _group_tests(np.concatenate([a, b])[None, :, None], np.arange(a.size + b.size) < a.size, _PAIR_TESTS,
+            r = group_tests(np.concatenate([a, b])[None, :, None], np.arange(a.size + b.size) < a.size, _PAIR_TESTS,
                             names=(ga, gb))
             r = {k: v.item() for k, v in r.items()}
             rows.append({
@@ -477,8 +477,8 @@ def _profile_stats(table: pd.DataFrame, populations: Sequence[str] | None = None
     out["p_holm"] = np.nan
     out["p_student_holm"] = np.nan
     for _, idx in out.groupby(_FAMILY, sort=False).groups.items():
-        out.loc[idx, "p_holm"] = _adjust_pvalues(out.loc[idx, "p"].to_numpy(), "holm")
-        out.loc[idx, "p_student_holm"] = _adjust_pvalues(out.loc[idx, "p_student"].to_numpy(), "holm")
+        out.loc[idx, "p_holm"] = adjust_pvalues(out.loc[idx, "p"].to_numpy(), "holm")
+        out.loc[idx, "p_student_holm"] = adjust_pvalues(out.loc[idx, "p_student"].to_numpy(), "holm")
     out["significant"] = out["p_holm"] < alpha
     out = out[_PROFILE_STATS_COLUMNS].assign(
         test="welch_t", statistic=out["t"], p_adj=out["p_holm"], adj_method="holm",
@@ -501,14 +501,14 @@ def _profile_anova(table: pd.DataFrame, populations: Sequence[str] | None = None
     sub = table[table["population"].isin(_tested_populations(table, populations))]
     for (pop, space, layer, dim), d in sub.groupby(_FAMILY + ["dimension"], sort=False):
         if d["group"].nunique() > 2:
-            row = _welch_anova(d[value].to_numpy(dtype=float), d["group"].to_numpy(), seed=seed)
+            row = welch_anova(d[value].to_numpy(dtype=float), d["group"].to_numpy(), seed=seed)
             rows.append({"population": pop, "space": space, "layer": layer, "dimension": dim, **row})
-    cols = _FAMILY + ["dimension"] + _STAT_COLUMNS
+    cols = _FAMILY + ["dimension"] + STAT_COLUMNS
     if not rows:
         return pd.DataFrame(columns=cols)
     out = pd.DataFrame(rows)
     for _, idx in out.groupby(_FAMILY, sort=False).groups.items():
-        out.loc[idx, "p_adj"] = _adjust_pvalues(out.loc[idx, "p"].to_numpy(), "holm")
+        out.loc[idx, "p_adj"] = adjust_pvalues(out.loc[idx, "p"].to_numpy(), "holm")
     out["adj_method"] = "holm"
     return out[cols].reset_index(drop=True)
 
@@ -576,7 +576,7 @@ def _axis_reading(invalid_axes, dimension: str) -> str:
 def describe_share_below(below: pd.DataFrame) -> str:
     """Markdown bullets reading :func:`share_below_group_means`: per dimension, the share of the single terms
     below both binary group means."""
-    return "\n".join(f"- {r.dimension}: {_percent_text(r.share_below)} of {r.n_terms} non-binary/transgender terms "
+    return "\n".join(f"- {r.dimension}: {percent_text(r.share_below)} of {r.n_terms} non-binary/transgender terms "
                      "lie below both binary term means" for r in below.itertuples())
 
 
@@ -585,15 +585,15 @@ def _describe_stats(stats: pd.DataFrame, dimensions: Sequence[str] | None = None
     """One sentence per stats row that reads the result, e.g. ``names: female
     higher than male on warmth (g = 0.52, 95% CI 0.24 to 0.80; Welch t(180.20) = 3.61, p < 0.001,
     Holm p = 0.0012; Student p < 0.001)``. A dimension in ``invalid_axes`` (``axis_validity.unreadable_axes``,
-    or a mapping from those dimensions to ``axis_validity._verdict_phrase``) is not read: its
+    or a mapping from those dimensions to ``axis_validity.verdict_phrase``) is not read: its
     sentence gives the axis's verdict instead."""
     lines = []
     rows = stats if dimensions is None else stats[stats["dimension"].isin(dimensions)]
     for r in rows.itertuples(index=False):
         hi, lo = (r.group_a, r.group_b) if r.diff > 0 else (r.group_b, r.group_a)
-        numbers = (f"g = {_number_text(r.g)}, 95% CI {_interval_text(r.g_ci_low, r.g_ci_high, r.g)}; Welch "
-                   f"t({_number_text(r.df)}) = {_number_text(r.t)}, p {_p_text(r.p, relation=True)}, Holm p "
-                   f"{_p_text(r.p_holm, relation=True)}; Student p {_p_text(r.p_student, relation=True)}")
+        numbers = (f"g = {number_text(r.g)}, 95% CI {interval_text(r.g_ci_low, r.g_ci_high, r.g)}; Welch "
+                   f"t({number_text(r.df)}) = {number_text(r.t)}, p {p_text(r.p, relation=True)}, Holm p "
+                   f"{p_text(r.p_holm, relation=True)}; Student p {p_text(r.p_student, relation=True)}")
         if r.dimension in invalid_axes:
             lines.append(f"{r.population}: {r.dimension} not read, its axis is "
                          f"{_axis_reading(invalid_axes, r.dimension)} ({numbers})")
@@ -608,7 +608,7 @@ def _describe_stats(stats: pd.DataFrame, dimensions: Sequence[str] | None = None
 def describe_profile(stats: pd.DataFrame, alpha: float = 0.05, invalid_axes: Sequence[str] = ()) -> str:
     """Markdown bullets reading every stats row, warmth and competence first, grouped by population
     (``invalid_axes``: as :func:`describe_stats`)."""
-    _check_word_list(invalid_axes, "invalid_axes")  # the names (or a mapping from them): "warmth" is no list
+    check_word_list(invalid_axes, "invalid_axes")  # the names (or a mapping from them): "warmth" is no list
     lines = []
     for _, s in stats.groupby("population", sort=False):
         rank = s["dimension"].map({"warmth": 0, "competence": 1}).fillna(2)
@@ -644,7 +644,7 @@ def paper_finding(stats: pd.DataFrame, population: str = "names", alpha: float =
 def paper_finding_sentence(finding: pd.DataFrame, invalid_axes: Sequence[str] = ()) -> str:
     """Markdown reading :func:`paper_finding`: does each half of the headline hold on this model,
     with the Holm p; an axis in ``invalid_axes`` (as :func:`describe_stats`) is flagged with its verdict."""
-    _check_word_list(invalid_axes, "invalid_axes")
+    check_word_list(invalid_axes, "invalid_axes")
     parts = []
     for r in finding.itertuples(index=False):
         group = r.expected.split()[0]
@@ -652,7 +652,7 @@ def paper_finding_sentence(finding: pd.DataFrame, invalid_axes: Sequence[str] = 
         flag = (f"; its axis is {_axis_reading(invalid_axes, r.dimension)}, so this is not evidence either way"
                 if r.dimension in invalid_axes else "")
         parts.append(f"{group} names higher on {r.dimension}: {verdict} "
-                     f"(Holm p {_p_text(r.p_holm, relation=True)}{flag})")
+                     f"(Holm p {p_text(r.p_holm, relation=True)}{flag})")
     return "**Paper's finding on this model** — " + "; ".join(parts) + "." if parts else ""
 
 
@@ -716,15 +716,15 @@ def run_profiles(model, bases, populations=("names", "terms", "nonbinary", "occu
 
     ``bases``: the space's ``PolarBasis`` objects (``space.build_space(...).bases``).
     ``limit``: at most this many names per group (quick runs; terms stay whole). Every parameter is checked
-    first (:func:`_check_profile_run`), before a word is embedded; a population whose group keeps fewer than
+    first (:func:`check_profile_run`), before a word is embedded; a population whose group keeps fewer than
     :data:`_MIN_GROUP_WORDS` embedded words is not tested (a row of ``skipped`` says why).
     """
     if not isinstance(bases, Mapping) or not bases:
         raise ParameterError(f"bases must be the space's {{name: PolarBasis}} (space.build_space(...).bases), "
                              f"got {type(bases).__name__}")
-    pops, kinds = _check_profile_run(model, populations, templates, layer, limit, kind,
+    pops, kinds = check_profile_run(model, populations, templates, layer, limit, kind,
                                  layers=next(iter(bases.values())).layers)
-    emb = _population_embeddings(model, pops, templates or DEFAULT_TEMPLATES, kind=kinds)
+    emb = population_embeddings(model, pops, templates or DEFAULT_TEMPLATES, kind=kinds)
     # The input's rule again on what was embedded: a group left with one word makes its population untestable.
     embedded = {p: {g: emb.words.loc[(emb.words["population"] == p) & (emb.words["group"] == g), "word"].tolist()
                     for g in groups} for p, groups in pops.items()}
@@ -737,11 +737,11 @@ def run_profiles(model, bases, populations=("names", "terms", "nonbinary", "occu
     tested = [p for p in pops if p not in _DEFAULT_REFERENCE and p not in thin]
     if not tested:
         raise ParameterError("no population left to test: " + "; ".join(f"{p}: {why}" for p, why in thin.items()))
-    values = _profile_table(emb, bases, layer)
-    by_layer = _profile_table(emb, bases, "all")
+    values = profile_table(emb, bases, layer)
+    by_layer = profile_table(emb, bases, "all")
     present = set(values["population"])
     nonbinary = None
     if {"nonbinary", "terms"} <= present and "terms" not in thin:
         nonbinary = _nonbinary_table(values)
-    return _ProfileResult(emb, values, by_layer, _profile_stats(values, tested), _profile_stats(by_layer, tested),
+    return _ProfileResult(emb, values, by_layer, profile_stats(values, tested), profile_stats(by_layer, tested),
                          _profile_anova(values, tested), _group_means(values), nonbinary, emb.skipped)

@@ -57,18 +57,18 @@ import pandas as pd
 
 from ..core.data import resolve
 from ..core.errors import ParameterError
-from ..core.paths import _resolve_input
+from ..core.paths import resolve_input
 
 __all__: list[str] = []
 
-_KINDS = ("name", "noun")
+KINDS = ("name", "noun")
 #: Template kind of the built-in populations (see the module docstring).
-_POPULATION_KINDS = {"names": "name", "terms": "noun", "nonbinary": "noun", "occupations": "noun"}
-_BUILTIN = tuple(_POPULATION_KINDS)
+POPULATION_KINDS = {"names": "name", "terms": "noun", "nonbinary": "noun", "occupations": "noun"}
+_BUILTIN = tuple(POPULATION_KINDS)
 #: The ``occupations`` population's split: a noun whose BLS share of women is at least this (percent) is
 #: ``female-majority``, any other ``male-majority`` (the groups of :data:`OCCUPATION_GROUPS`, in this order).
 _MAJORITY_PCT = 50.0
-_OCCUPATION_GROUPS = ("female-majority", "male-majority")
+OCCUPATION_GROUPS = ("female-majority", "male-majority")
 
 # A template word must be one lower-case token: letters with at most one inner hyphen. This
 # excludes multi-word descriptors ("trans female", "gender neutral"), abbreviations ("FTM",
@@ -119,7 +119,7 @@ def _nonbinary_terms() -> dict[str, list[str]]:
     return groups
 
 
-def _occupation_shares() -> pd.DataFrame:
+def occupation_shares() -> pd.DataFrame:
     """Rudinger et al.'s (2018) occupation statistics, one row per noun in the file's order: ``occupation``,
     ``bls_pct_female`` (U.S. Bureau of Labor Statistics, percent of workers who are women), ``bls_year``
     (2015 or 2016), ``bergsma_pct_female`` (Bergsma & Lin's 2006 text-based estimate, kept as published)."""
@@ -128,10 +128,10 @@ def _occupation_shares() -> pd.DataFrame:
 
 
 def _occupation_groups() -> dict[str, list[str]]:
-    table = _occupation_shares()
+    table = occupation_shares()
     female = table["bls_pct_female"] >= _MAJORITY_PCT
-    return {_OCCUPATION_GROUPS[0]: table.loc[female, "occupation"].tolist(),
-            _OCCUPATION_GROUPS[1]: table.loc[~female, "occupation"].tolist()}
+    return {OCCUPATION_GROUPS[0]: table.loc[female, "occupation"].tolist(),
+            OCCUPATION_GROUPS[1]: table.loc[~female, "occupation"].tolist()}
 
 
 def _schuster_groups(key: str, suffix: str) -> dict[str, list[str]]:
@@ -205,22 +205,22 @@ def _validate(groups: dict[str, list[str]], where: str) -> dict[str, list[str]]:
 
 
 def _load(name_or_path: str | Path) -> tuple[dict[str, list[str]], str]:
-    if isinstance(name_or_path, str) and name_or_path in _POPULATION_KINDS:
+    if isinstance(name_or_path, str) and name_or_path in POPULATION_KINDS:
         loaders = {
             "names": lambda: _schuster_groups("schuster_names", "Names"),
             "terms": lambda: _schuster_groups("schuster_terms", "Terms"),
             "nonbinary": _nonbinary_terms,
             "occupations": _occupation_groups,
         }
-        return _validate(loaders[name_or_path](), name_or_path), _POPULATION_KINDS[name_or_path]
+        return _validate(loaders[name_or_path](), name_or_path), POPULATION_KINDS[name_or_path]
     try:
-        path = _resolve_input(name_or_path, "file")
+        path = resolve_input(name_or_path, "file")
     except ParameterError as exc:
         raise ParameterError(f"unknown population {str(name_or_path)!r}: not a built-in one ({', '.join(_BUILTIN)}), "
                              f"and as a {exc}") from None
     groups, kind = _read_user_file(path)
-    if kind is not None and kind not in _KINDS:
-        raise ParameterError(f"{path}: kind {kind!r} is not one of {_KINDS}")
+    if kind is not None and kind not in KINDS:
+        raise ParameterError(f"{path}: kind {kind!r} is not one of {KINDS}")
     groups = _validate(groups, str(path))
     if kind is None:
         kind = _infer_kind(groups, str(path))
@@ -270,7 +270,7 @@ def _infer_kind(groups: dict[str, list[str]], where: str = "population") -> str:
     return "noun"
 
 
-def _load_populations(name_or_path: str | Path) -> dict[str, list[str]]:
+def load_populations(name_or_path: str | Path) -> dict[str, list[str]]:
     """``{group: [words]}`` for a built-in population or a user file (module docstring).
 
     Raises :class:`ParameterError` for an unknown name, an empty group, a word
@@ -279,14 +279,14 @@ def _load_populations(name_or_path: str | Path) -> dict[str, list[str]]:
     return _load(name_or_path)[0]
 
 
-def _population_kind(name_or_path: str | Path) -> str:
+def population_kind(name_or_path: str | Path) -> str:
     """``"name"`` (no article in templates) or ``"noun"`` (takes "the"); see the module docstring."""
     return _load(name_or_path)[1]
 
 
-def _takes_article(word: str, kind: str) -> bool:
+def takes_article(word: str, kind: str) -> bool:
     """Whether templates put "the" before ``word`` ("this is the woman", not "this is the she")."""
-    if kind not in _KINDS:
-        raise ParameterError(f"kind {kind!r} is not one of {_KINDS}")
+    if kind not in KINDS:
+        raise ParameterError(f"kind {kind!r} is not one of {KINDS}")
     first = word.split()[0].lower() if word.split() else ""
     return kind == "noun" and word.lower() not in _PRONOUNS and first not in _DETERMINERS

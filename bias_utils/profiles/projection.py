@@ -14,7 +14,7 @@ As in the authors' code the basis is built and pseudo-inverted separately at
 every layer. Two spaces exist: the fine-grained ``"dimensions"`` (the
 dictionary's own dimensions, 7 for the SCM dictionaries) and
 ``"warmth_competence"``, whose poles pool the senses of their subdimensions
-(``dictionaries._COMPOSITES``).
+(``dictionaries.COMPOSITES``).
 
 Direction prediction (``direction_accuracy``) checks the space against the
 full dictionary's extra terms: predicted direction = sign of a term's
@@ -29,10 +29,10 @@ import numpy as np
 import pandas as pd
 from scipy import linalg
 
-from ..core.errors import ParameterError, _check_layer
-from ..core.stats import _bootstrap_ci
-from .dictionaries import _COMPOSITES
-from .dictionaries import _DIMENSIONS as DIMENSION_ORDER  # the paper's order; user dimensions follow
+from ..core.errors import ParameterError, check_layer
+from ..core.stats import bootstrap_ci
+from .dictionaries import COMPOSITES
+from .dictionaries import DIMENSIONS as DIMENSION_ORDER  # the paper's order; user dimensions follow
 
 __all__: list[str] = []
 
@@ -40,7 +40,7 @@ _SPACES = ("dimensions", "warmth_competence")
 
 
 @dataclass(frozen=True)
-class _PolarBasis:
+class PolarBasis:
     """A polar space at every layer.
 
     ``directions[l, d]`` is the high-minus-low pole difference of dimension ``d``
@@ -64,7 +64,7 @@ def _sense_keys(contexts: pd.DataFrame) -> pd.DataFrame:
     return contexts
 
 
-def _sense_embeddings(emb_values: np.ndarray, contexts: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+def sense_embeddings(emb_values: np.ndarray, contexts: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     """Eq. 1: average the per-context word embeddings of every sense.
 
     ``emb_values`` is [n_pairs, L, H] aligned row by row with ``contexts`` (one
@@ -109,13 +109,13 @@ def _ordered_dimensions(dims) -> list[str]:
     return [d for d in DIMENSION_ORDER if d in present] + [d for d in present if d not in DIMENSION_ORDER]
 
 
-def _space_groups(senses: pd.DataFrame, space: str = "dimensions",
+def space_groups(senses: pd.DataFrame, space: str = "dimensions",
                  composites: dict[str, tuple[str, ...]] | None = None) -> dict[str, tuple[str, ...]]:
     """Which dictionary dimensions feed each axis of ``space``."""
     if space == "dimensions":
         return {d: (d,) for d in _ordered_dimensions(senses["dimension"])}
     if space == "warmth_competence":
-        composites = _COMPOSITES if composites is None else composites
+        composites = COMPOSITES if composites is None else composites
         present = set(senses["dimension"])
         lacking = {c: [s for s in subs if s not in present] for c, subs in composites.items()}
         lacking = {c: s for c, s in lacking.items() if s}
@@ -127,8 +127,8 @@ def _space_groups(senses: pd.DataFrame, space: str = "dimensions",
     raise ParameterError(f"unknown space {space!r}; choose one of {_SPACES}")
 
 
-def _polar_basis(sense_emb: np.ndarray, senses: pd.DataFrame, space: str = "dimensions", *,
-                layers=None, composites: dict[str, tuple[str, ...]] | None = None) -> _PolarBasis:
+def polar_basis(sense_emb: np.ndarray, senses: pd.DataFrame, space: str = "dimensions", *,
+                layers=None, composites: dict[str, tuple[str, ...]] | None = None) -> PolarBasis:
     """Eqs. 2-3 and the inverse of Eq. 5 at every layer.
 
     ``sense_emb``/``senses`` come from :func:`sense_embeddings`; ``layers`` names
@@ -136,7 +136,7 @@ def _polar_basis(sense_emb: np.ndarray, senses: pd.DataFrame, space: str = "dime
     Every pole needs at least one embedded sense, otherwise
     :class:`ParameterError` names the empty pole.
     """
-    groups = _space_groups(senses, space, composites)
+    groups = space_groups(senses, space, composites)
     usable = senses["n_embedded"].to_numpy() > 0 if "n_embedded" in senses else np.ones(len(senses), bool)
     dims = senses["dimension"].to_numpy()
     dirs = senses["direction"].to_numpy()
@@ -157,17 +157,17 @@ def _polar_basis(sense_emb: np.ndarray, senses: pd.DataFrame, space: str = "dime
     layers = tuple(range(directions.shape[0])) if layers is None else tuple(int(x) for x in layers)
     if len(layers) != directions.shape[0]:
         raise ParameterError(f"{len(layers)} layer labels for {directions.shape[0]} layers")
-    return _PolarBasis(space, tuple(groups), directions, pinv, layers, pd.DataFrame(pole_rows))
+    return PolarBasis(space, tuple(groups), directions, pinv, layers, pd.DataFrame(pole_rows))
 
 
-def _layer_index(basis: _PolarBasis, layer) -> int:
-    layer = _check_layer(layer, layers=basis.layers)  # the one rule (errors._check_layer), with its message
+def _layer_index(basis: PolarBasis, layer) -> int:
+    layer = check_layer(layer, layers=basis.layers)  # the one rule (errors.check_layer), with its message
     if layer == "last":
         return len(basis.layers) - 1
     return basis.layers.index(layer) if layer in basis.layers else len(basis.layers) + layer
 
 
-def _project(basis: _PolarBasis, X: np.ndarray, layer="all") -> np.ndarray:
+def project(basis: PolarBasis, X: np.ndarray, layer="all") -> np.ndarray:
     """Eq. 5: polar coordinates of word embeddings ``X`` [n, L, H].
 
     ``layer``: ``"all"`` -> [n, L, D]; ``"mean"`` -> [n, D], the mean of the
@@ -186,7 +186,7 @@ def _project(basis: _PolarBasis, X: np.ndarray, layer="all") -> np.ndarray:
     return X[:, i, :] @ basis.pinv[i].T
 
 
-def _projection_table(basis: _PolarBasis, X: np.ndarray, items: pd.DataFrame, layer="all") -> pd.DataFrame:
+def projection_table(basis: PolarBasis, X: np.ndarray, items: pd.DataFrame, layer="all") -> pd.DataFrame:
     """Tidy projections: one row per item x layer x dimension.
 
     Columns: the columns of ``items`` (aligned with ``X``), ``space``, ``layer``
@@ -194,7 +194,7 @@ def _projection_table(basis: _PolarBasis, X: np.ndarray, items: pd.DataFrame, la
     """
     if len(items) != len(X):
         raise ParameterError(f"{len(items)} item rows for {len(X)} embeddings")
-    P = _project(basis, X, layer)
+    P = project(basis, X, layer)
     if layer == "all":
         layer_labels = list(basis.layers)
     else:
@@ -212,7 +212,7 @@ def _projection_table(basis: _PolarBasis, X: np.ndarray, items: pd.DataFrame, la
 
 # ---------------------------------------------------------------- direction prediction
 
-def _own_dimension_values(bases: dict[str, _PolarBasis], X: np.ndarray, terms: pd.DataFrame,
+def own_dimension_values(bases: dict[str, PolarBasis], X: np.ndarray, terms: pd.DataFrame,
                          layer="all", composites: dict[str, tuple[str, ...]] | None = None) -> pd.DataFrame:
     """Projected value of every term on its own dimension (and on its composite).
 
@@ -225,7 +225,7 @@ def _own_dimension_values(bases: dict[str, _PolarBasis], X: np.ndarray, terms: p
     Columns: ``term, dimension`` (the evaluated axis), ``term_dimension``
     (the dictionary's), ``direction, layer, value``.
     """
-    composites = _COMPOSITES if composites is None else composites
+    composites = COMPOSITES if composites is None else composites
     parent = {sub: comp for comp, subs in composites.items() for sub in subs}
     keep = np.isfinite(np.asarray(X, dtype=np.float64)).all(axis=(1, 2))
     items = terms.reset_index(drop=True)[["term", "dimension", "direction"]].rename(
@@ -239,7 +239,7 @@ def _own_dimension_values(bases: dict[str, _PolarBasis], X: np.ndarray, terms: p
         mask = keep & target.isin(basis.dimensions).to_numpy()
         if not mask.any():
             continue
-        tab = _projection_table(basis, X[mask], items[mask].assign(_target=target[mask].to_numpy()), layer)
+        tab = projection_table(basis, X[mask], items[mask].assign(_target=target[mask].to_numpy()), layer)
         frames.append(tab[tab["dimension"] == tab["_target"]].drop(columns=["_target", "space"]))
     if not frames:
         raise ParameterError("no term could be evaluated: none of their dimensions is in the bases")
@@ -248,7 +248,7 @@ def _own_dimension_values(bases: dict[str, _PolarBasis], X: np.ndarray, terms: p
 
 
 def _accuracy(values: np.ndarray, high: np.ndarray, centred: bool):
-    """Accuracy as a function of resampled term indices (for ``stats._bootstrap_ci``)."""
+    """Accuracy as a function of resampled term indices (for ``stats.bootstrap_ci``)."""
     def statistic(idx: np.ndarray) -> float:
         idx = idx.astype(int)
         v = values[idx]
@@ -257,7 +257,7 @@ def _accuracy(values: np.ndarray, high: np.ndarray, centred: bool):
     return statistic
 
 
-def _direction_accuracy(values: pd.DataFrame, *, n_boot: int = 2000, ci: float = 0.95, seed: int = 0) -> pd.DataFrame:
+def direction_accuracy(values: pd.DataFrame, *, n_boot: int = 2000, ci: float = 0.95, seed: int = 0) -> pd.DataFrame:
     """Accuracy of predicting each term's direction from the sign of its projection.
 
     ``values`` comes from :func:`own_dimension_values` (columns ``dimension,
@@ -265,7 +265,7 @@ def _direction_accuracy(values: pd.DataFrame, *, n_boot: int = 2000, ci: float =
     value is > 0; ``centred`` subtracts first the mean projected value of all
     evaluated terms of that dimension (at that layer), i.e. the threshold is
     the dimension's mean. The CI is a percentile bootstrap over terms
-    (``stats._bootstrap_ci``; the centring mean is recomputed in every resample).
+    (``stats.bootstrap_ci``; the centring mean is recomputed in every resample).
 
     Returns ``dimension, layer, cutoff, accuracy, ci_low, ci_high, n,
     n_high, n_low``.
@@ -275,19 +275,19 @@ def _direction_accuracy(values: pd.DataFrame, *, n_boot: int = 2000, ci: float =
         v = g["value"].to_numpy(dtype=np.float64)
         high = (g["direction"] == "high").to_numpy()
         for cutoff in ("raw", "centred"):
-            acc, lo, hi = _bootstrap_ci(np.arange(len(v)), _accuracy(v, high, cutoff == "centred"),
+            acc, lo, hi = bootstrap_ci(np.arange(len(v)), _accuracy(v, high, cutoff == "centred"),
                                        n_boot=n_boot, seed=seed, level=ci)
             rows.append({"dimension": dimension, "layer": layer, "cutoff": cutoff, "accuracy": acc,
                          "ci_low": lo, "ci_high": hi, "n": len(v), "n_high": int(high.sum()),
                          "n_low": int(len(v) - high.sum())})
     out = pd.DataFrame(rows)
-    order = {d: i for i, d in enumerate(list(DIMENSION_ORDER) + list(_COMPOSITES))}
+    order = {d: i for i, d in enumerate(list(DIMENSION_ORDER) + list(COMPOSITES))}
     out["_o"] = out["dimension"].map(order).fillna(len(order))
     out["_c"] = (out["cutoff"] == "centred").astype(int)
     return out.sort_values(["_o", "_c"], kind="stable").drop(columns=["_o", "_c"]).reset_index(drop=True)
 
 
-def _table2(accuracy: pd.DataFrame, cutoff: str = "raw") -> pd.DataFrame:
+def table2(accuracy: pd.DataFrame, cutoff: str = "raw") -> pd.DataFrame:
     """Wide table like the paper's Table 2: one row per model (and layer), one column per dimension."""
     a = accuracy[accuracy["cutoff"] == cutoff]
     index = [c for c in ("model_id", "context_source", "layer") if c in a.columns]

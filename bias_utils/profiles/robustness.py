@@ -9,7 +9,7 @@ with a **specification curve** (Simonsohn, Simmons & Nelson 2020). Every combina
 * layer: the mean over all hidden states (the original's headline), the last, the middle one, or per dimension the
   layer whose direction accuracy is best on a fixed half of the extra terms (``space.direction_prediction`` with
   ``layer="all"`` on the half chosen by :func:`split_terms`; the other half reports the chosen layer's held-out
-  accuracy) (:data:`LAYER_CHOICES`);
+  accuracy) (``mean``, ``last``, ``middle``, ``best``);
 * template set (:func:`template_sets`): the original seven templates; the five where the word is not the first word;
   the seven behind the neutral lead-in :data:`LEAD_IN`, so the word is never the first token;
 * test: Student t, Welch t, a permutation test of the mean difference (:data:`TESTS`).
@@ -50,30 +50,30 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..core.cache import _stable_hash
-from ..core.errors import ParameterError, _check_count, _check_positive_int, _check_seed, _check_word_list, _is_number
-from ..core.precision import _number_text, _p_text, _percent_text
+from ..core.cache import stable_hash
+from ..core.errors import ParameterError, check_count, check_positive_int, check_seed, check_word_list, is_number
+from ..core.precision import number_text, p_text, percent_text
 from ..core.stats import (
-    _TWO_GROUP_TESTS,
-    _group_tests,
-    _holm,
-    _permutation_p,
-    _permutation_p_text,
-    _permutation_reference,
+    TWO_GROUP_TESTS,
+    group_tests,
+    holm,
+    permutation_p,
+    permutation_p_text,
+    permutation_reference,
 )
-from ..report.rendering import _value_label
+from ..report.rendering import value_label
 from . import projection
-from .axis_validity import _verdict_phrase
-from .contexts import _prepare_dictionary, source_names
+from .axis_validity import verdict_phrase
+from .contexts import prepare_dictionary, source_names
 from .dictionaries import limit_terms, load_full_dictionary_terms
 from .population_profiles import (
-    _PLACEHOLDER,
     DEFAULT_TEMPLATES,
-    _check_profile_run,
-    _check_templates,
-    _population_embeddings,
+    PLACEHOLDER,
+    check_profile_run,
+    check_templates,
+    population_embeddings,
 )
-from .space import _check_source_spaces, _term_embeddings, _TermEmbeddings, build_space, direction_prediction
+from .space import TermEmbeddings, build_space, check_source_spaces, direction_prediction, term_embeddings
 
 __all__ = [
     "TESTS", "collect_curve_inputs", "default_cell_values", "headline_source", "name_gap_verdict",
@@ -118,12 +118,12 @@ def headline_source(spaces: Mapping[str, object]) -> str:
 def _template_sets(templates: Sequence[str] = DEFAULT_TEMPLATES, lead_in: str = _LEAD_IN) -> dict[str, tuple[str, ...]]:
     """The three template sets: ``original``, ``not_first`` (templates whose word
     slot is not at the start) and ``lead_in`` (every original behind ``lead_in``)."""
-    original = _check_templates(templates)
-    not_first = tuple(t for t in original if not t.lstrip().startswith(_PLACEHOLDER))
+    original = check_templates(templates)
+    not_first = tuple(t for t in original if not t.lstrip().startswith(PLACEHOLDER))
     if not not_first:
         raise ParameterError("every template starts with the word; the not_first set would be empty")
-    if _PLACEHOLDER in lead_in or not lead_in.strip():
-        raise ParameterError(f"lead_in must be non-empty text without {_PLACEHOLDER}, got {lead_in!r}")
+    if PLACEHOLDER in lead_in or not lead_in.strip():
+        raise ParameterError(f"lead_in must be non-empty text without {PLACEHOLDER}, got {lead_in!r}")
     return {"original": original, "not_first": not_first, "lead_in": tuple(lead_in + t for t in original)}
 
 
@@ -136,8 +136,8 @@ def _split_terms(terms: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.D
     poles' proportions and the split does not depend on row order.
     """
 
-    d = _prepare_dictionary(terms)
-    key = d["sense_id"].map(lambda s: _stable_hash([seed, s], 16))
+    d = prepare_dictionary(terms)
+    key = d["sense_id"].map(lambda s: stable_hash([seed, s], 16))
     rank = d.assign(_k=key).sort_values("_k").groupby(["dimension", "direction"]).cumcount()
     first = (rank.reindex(d.index) % 2 == 0).to_numpy()
     return d[first].reset_index(drop=True), d[~first].reset_index(drop=True)
@@ -185,7 +185,7 @@ def _extra_terms(space, terms: pd.DataFrame | None = None, limit: int | None = N
     return _split_terms(terms, seed)
 
 
-def _space_columns(bases: Mapping[str, projection._PolarBasis]) -> tuple[list[str], list[str]]:
+def _space_columns(bases: Mapping[str, projection.PolarBasis]) -> tuple[list[str], list[str]]:
     dims, spaces = [], []
     for space in ("warmth_competence", "dimensions"):
         if space in bases:
@@ -194,14 +194,14 @@ def _space_columns(bases: Mapping[str, projection._PolarBasis]) -> tuple[list[st
     return dims, spaces
 
 
-def _project_all(bases: Mapping[str, projection._PolarBasis], X: np.ndarray) -> np.ndarray:
+def _project_all(bases: Mapping[str, projection.PolarBasis], X: np.ndarray) -> np.ndarray:
     """Projections of ``X`` [n, L, H] on every axis of ``bases`` at every layer: [n, L, D]
     (warmth/competence first, then the dimensions, as :func:`_space_columns` lists them)."""
-    parts = [projection._project(bases[s], X, "all") for s in ("warmth_competence", "dimensions") if s in bases]
+    parts = [projection.project(bases[s], X, "all") for s in ("warmth_competence", "dimensions") if s in bases]
     return np.concatenate(parts, axis=2)
 
 
-def _best_layers(model, space, selection: pd.DataFrame, terms: _TermEmbeddings, held_out: pd.DataFrame,
+def _best_layers(model, space, selection: pd.DataFrame, terms: TermEmbeddings, held_out: pd.DataFrame,
                 n_contexts: int = 5, seed: int = 0) -> pd.DataFrame:
     """Per dimension of ``space``, the layer with the best raw direction accuracy on ``selection``
     (``space.direction_prediction(layer="all")``; ties go to the earlier layer) and that layer's
@@ -214,7 +214,7 @@ def _best_layers(model, space, selection: pd.DataFrame, terms: _TermEmbeddings, 
                                n_boot=20).accuracy
     acc = acc[(acc["cutoff"] == "raw") & (acc["evaluation"] == "extra terms")]
     keep = terms.table["sense_id"].isin(held_out["sense_id"]).to_numpy() & (terms.table["n_embedded"] > 0).to_numpy()
-    held = projection._own_dimension_values(space.bases, terms.X[keep], terms.table[keep], "all")
+    held = projection.own_dimension_values(space.bases, terms.X[keep], terms.table[keep], "all")
     rows = []
     for dim, a in acc.groupby("dimension", sort=False):
         a = a.sort_values("layer", kind="stable")
@@ -259,14 +259,14 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
     tokenisation analysis.
     """
 
-    chosen = _check_source_spaces(model, dictionary, sources, n_contexts, seed)
+    chosen = check_source_spaces(model, dictionary, sources, n_contexts, seed)
     sources = _curve_sources(None if sources is None else chosen)  # the primary source first when all are run
-    pops, kinds = _check_profile_run(model, populations, templates, "mean", limit)
+    pops, kinds = check_profile_run(model, populations, templates, "mean", limit)
     two = {p: list(g) for p, g in pops.items() if len(g) != 2}
     if two:
         name, groups = next(iter(two.items()))
         raise ParameterError(f"populations: {name!r} has the groups {groups}; the curve compares exactly two")
-    _check_positive_int(term_limit, "term_limit", allow_none=True)
+    check_positive_int(term_limit, "term_limit", allow_none=True)
     seconds, skipped = {}, []
     t0 = time.perf_counter()
     spaces = {}
@@ -288,7 +288,7 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
     first = next(iter(spaces.values()))
     selection, held_out = _extra_terms(first, terms, term_limit, seed)
     term_table = pd.concat([selection, held_out], ignore_index=True)
-    term_emb = _term_embeddings(model, term_table, n_contexts=n_contexts, seed=seed, term_contexts="dictionary")
+    term_emb = term_embeddings(model, term_table, n_contexts=n_contexts, seed=seed, term_contexts="dictionary")
     skipped += [{"step": "extra terms", "context_source": "", "item": r.sense_id, "reason": r.reason}
                 for r in term_emb.skipped.itertuples()]
     best = pd.concat([_best_layers(model, sp, selection, term_emb, held_out, n_contexts, seed)
@@ -297,7 +297,7 @@ def collect_curve_inputs(model, dictionary: pd.DataFrame, populations=("names", 
 
     t0 = time.perf_counter()
     sets = _template_sets(templates)
-    pop_embs = {name: _population_embeddings(model, pops, tpl, kind=kinds) for name, tpl in sets.items()}
+    pop_embs = {name: population_embeddings(model, pops, tpl, kind=kinds) for name, tpl in sets.items()}
     seconds["populations"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -361,7 +361,7 @@ def _adjusted(res: dict, spaces: np.ndarray) -> dict[str, np.ndarray]:
         adj = np.empty_like(p)
         for s in dict.fromkeys(spaces):
             cols = np.flatnonzero(spaces == s)
-            adj[..., cols] = _holm(p[..., cols], axis=-1)
+            adj[..., cols] = holm(p[..., cols], axis=-1)
         out[test] = adj
     return out
 
@@ -402,10 +402,10 @@ def specification_curve(inputs: _CurveInputs, *, n_permutations: int = 200, n_pe
     ``n_perm_test``: relabellings of the per-specification permutation test
     (exact enumeration when the population has no more distinct splits).
     """
-    _check_count(n_permutations, "n_permutations", minimum=1)
-    _check_count(n_perm_test, "n_perm_test", minimum=1)
-    _check_seed(seed)
-    if not _is_number(alpha) or not 0 < alpha < 1:
+    check_count(n_permutations, "n_permutations", minimum=1)
+    check_count(n_perm_test, "n_perm_test", minimum=1)
+    check_seed(seed)
+    if not is_number(alpha) or not 0 < alpha < 1:
         raise ParameterError(f"alpha must be a number in (0, 1), got {alpha!r}")
     expected = dict(_EXPECTED_SIGN if expected is None else expected)
     t0 = time.perf_counter()
@@ -416,8 +416,8 @@ def specification_curve(inputs: _CurveInputs, *, n_permutations: int = 200, n_pe
         ga, gb = inputs.groups[pop]
         y = (inputs.words[pop]["group"] == ga).to_numpy()
         n, na = len(y), int(y.sum())
-        ref = _permutation_reference(n, na, n_perm_test, seed + 1 + pi)
-        obs = _group_tests(V, y[None], _TWO_GROUP_TESTS, reference=ref)
+        ref = permutation_reference(n, na, n_perm_test, seed + 1 + pi)
+        obs = group_tests(V, y[None], TWO_GROUP_TESTS, reference=ref)
         padj = _adjusted(obs, spaces)
         specs.append(_spec_rows(inputs, pop, obs, padj, exp, alpha))
         stat_obs = _joint_statistics(obs["g"], padj, exp, alpha)
@@ -425,7 +425,7 @@ def specification_curve(inputs: _CurveInputs, *, n_permutations: int = 200, n_pe
         perm_labels = np.stack([y[rng.permutation(n)] for _ in range(n_permutations)])
         null = {k: [] for k in _JOINT_STATISTICS}
         for b0 in range(0, n_permutations, chunk):
-            res = _group_tests(V, perm_labels[b0:b0 + chunk], _TWO_GROUP_TESTS, reference=ref)
+            res = group_tests(V, perm_labels[b0:b0 + chunk], TWO_GROUP_TESTS, reference=ref)
             st = _joint_statistics(res["g"], _adjusted(res, spaces), exp, alpha)
             for k in _JOINT_STATISTICS:
                 null[k].append(st[k])
@@ -446,7 +446,7 @@ def specification_curve(inputs: _CurveInputs, *, n_permutations: int = 200, n_pe
                 o, nv = float(stat_obs[k][0, di]), null[k][:, di]
                 row[k] = o
                 row[f"{k}_null_median"] = float(np.median(nv))
-                row[f"{k}_p"] = float(_permutation_p(o, nv))
+                row[f"{k}_p"] = float(permutation_p(o, nv))
                 nulls.append(pd.DataFrame({"population": pop, "dimension": dim, "permutation": np.arange(len(nv)),
                                            "statistic": k, "value": nv}))
             summary.append(row)
@@ -519,7 +519,7 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
     joint test's p come from ``summary``.
     """
     lines = []
-    for dim in _check_word_list(dimensions, "dimensions"):
+    for dim in check_word_list(dimensions, "dimensions"):
         reg = regression[(regression["population"] == population) & (regression["dimension"] == dim)]
         base = reg[(reg["model"] == "gender") & (reg["term"] != "n_tokens")]
         ctrl = reg[(reg["model"] == "gender + tokens") & (reg["term"] != "n_tokens")]
@@ -534,23 +534,23 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
         if len(ctrl):
             c = ctrl.iloc[0]
             checks.append((np.sign(c["coef"]) == sign and c["p"] < alpha,
-                           f"with the token count controlled the gap is {_number_text(c['coef'], signed=True)} SD "
-                           f"(p {_p_text(c['p'], relation=True)})"))
+                           f"with the token count controlled the gap is {number_text(c['coef'], signed=True)} SD "
+                           f"(p {p_text(c['p'], relation=True)})"))
         else:  # token_regression leaves the control out only when every word has the same token count
             checks.append((True, "every word takes the same number of tokens, so the token count cannot explain it"))
         for tset in ("not_first", "lead_in"):
             if tset in gp.index:
                 r = gp.loc[tset]
                 checks.append((np.sign(r["effect_size"]) == sign and r["p_adj"] < alpha,
-                               f"with the {_value_label(tset)} templates g = "
-                               f"{_number_text(r['effect_size'], signed=True)} "
-                               f"(Holm p {_p_text(r['p_adj'], relation=True)})"))
+                               f"with the {value_label(tset)} templates g = "
+                               f"{number_text(r['effect_size'], signed=True)} "
+                               f"(Holm p {p_text(r['p_adj'], relation=True)})"))
         s = sm.iloc[0]
         share = ("" if pd.isna(s["share_agree_significant"]) else
-                 f" {_percent_text(s['share_agree_significant'])} of {int(s['n_specs'])} specifications agree with the "
+                 f" {percent_text(s['share_agree_significant'])} of {int(s['n_specs'])} specifications agree with the "
                  "paper "
                  f"and are significant (joint test p "
-                 f"{_permutation_p_text(s['n_agree_significant_p'], int(s['n_permutations']))}).")
+                 f"{permutation_p_text(s['n_agree_significant_p'], int(s['n_permutations']))}).")
         if b["p"] >= alpha:
             verdict = "the gap is not significant to begin with"
         elif all(ok for ok, _ in checks):
@@ -560,8 +560,8 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
         axis = s.get("axis_verdict")
         if isinstance(axis, str) and axis != "supported":
             verdict += f", but its axis is {s['axis_reading']}, so the gap is not read as a stereotype"
-        lines.append(f"{population}, {dim}: gap {_number_text(b['coef'], signed=True)} SD "
-                     f"(p {_p_text(b['p'], relation=True)}); "
+        lines.append(f"{population}, {dim}: gap {number_text(b['coef'], signed=True)} SD "
+                     f"(p {p_text(b['p'], relation=True)}); "
                      + "; ".join(t for _, t in checks) + f": {verdict}." + share)
     return "\n".join(lines)
 
@@ -582,7 +582,7 @@ def robustness_summary(curve: _SpecificationCurve, validity: pd.DataFrame, model
                        context_source: str = "generated", layer: str = "mean") -> pd.DataFrame:
     """Per population and dimension: the curve's summary plus the axis's verdict at the headline
     setting (``context_source``, ``layer``; ``validity``: ``axis_validity.axis_validity`` rows):
-    ``axis_auc, axis_p, axis_verdict, axis_reading`` (``axis_validity._verdict_phrase``; NA for a
+    ``axis_auc, axis_p, axis_verdict, axis_reading`` (``axis_validity.verdict_phrase``; NA for a
     dimension without a row) and ``share_layers_supported`` (share of the single layers whose
     verdict is ``supported``). Written as ``tables.NAMES.ROBUSTNESS_SUMMARY``."""
     v = validity[validity["context_source"] == context_source]
@@ -593,7 +593,7 @@ def robustness_summary(curve: _SpecificationCurve, validity: pd.DataFrame, model
     out["axis_auc"] = out["dimension"].map(head["auc"])
     out["axis_p"] = out["dimension"].map(head["p"])
     out["axis_verdict"] = out["dimension"].map(head["verdict"])
-    out["axis_reading"] = out["dimension"].map(pd.Series([_verdict_phrase(r) for _, r in head.iterrows()],
+    out["axis_reading"] = out["dimension"].map(pd.Series([verdict_phrase(r) for _, r in head.iterrows()],
                                                          index=head.index, dtype=object))
     out["share_layers_supported"] = out["dimension"].map(per_layer)
     return out

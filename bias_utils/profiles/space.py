@@ -16,31 +16,31 @@ import numpy as np
 import pandas as pd
 
 from ..core import tables
-from ..core.errors import ParameterError, _check_layer, _check_positive_int, _check_seed
+from ..core.errors import ParameterError, check_layer, check_positive_int, check_seed
 from ..core.results import display_name, write_table
-from ..core.stats import _check_n_boot
+from ..core.stats import check_n_boot
 from ..models.embeddings import embed_words
-from ..models.loading import _check_model, _load_tokenizer, _ModelFacts
+from ..models.loading import ModelFacts, check_model, load_tokenizer
 from . import projection
-from .context_filters import _contains_term, _known_term, _not_a_word
+from .context_filters import contains_term, known_term, not_a_word
 from .contexts import (
-    _SKIP_COLUMNS,
-    _as_list,
-    _check_request,
-    _check_source_names,
-    _ContextSet,
-    _prepare_dictionary,
+    SKIP_COLUMNS,
+    ContextSet,
+    as_list,
     build_contexts,
+    check_request,
+    check_source_names,
+    prepare_dictionary,
 )
 from .dictionaries import (
-    _COMPOSITES,
-    _DIRECTIONS,
-    _MIN_POLE_SIZE,
-    _check_poles,
+    COMPOSITES,
+    DIRECTIONS,
+    MIN_POLE_SIZE,
+    check_poles,
     limit_terms,
     load_full_dictionary_terms,
 )
-from .extra_contexts import _extra_term_contexts, _known_generated_contexts
+from .extra_contexts import extra_term_contexts, known_generated_contexts
 
 __all__ = [
     "accuracy_by_term_contexts", "build_space", "describe_direction_skipped", "describe_dropped", "describe_space",
@@ -50,7 +50,7 @@ __all__ = [
 
 _EMBED_SKIP_COLUMNS = ["sense_id", "term", "context", "reason"]
 #: Columns of :func:`dropped_senses`.
-_DROPPED_COLUMNS = ["sense_id", "term", "context", "stage", "reason"]
+DROPPED_COLUMNS = ["sense_id", "term", "context", "stage", "reason"]
 #: What the extra terms can be embedded in (:func:`term_embeddings`).
 _TERM_CONTEXTS = ("generated", "dictionary")
 #: Columns of :attr:`StereotypeSpace.untestable` (:func:`untestable_poles`).
@@ -58,7 +58,7 @@ _UNTESTABLE_COLUMNS = ["space", "dimension", "direction", "n_terms", "n_usable",
 
 
 @dataclass
-class _StereotypeSpace:
+class StereotypeSpace:
     """Polar bases of one model, dictionary and context source.
 
     ``bases``: ``{"dimensions": PolarBasis, "warmth_competence": PolarBasis}``
@@ -74,7 +74,7 @@ class _StereotypeSpace:
 
     bases: dict
     senses: pd.DataFrame
-    contexts: _ContextSet
+    contexts: ContextSet
     skipped: pd.DataFrame
     model_id: str
     source: str
@@ -82,7 +82,7 @@ class _StereotypeSpace:
     untestable: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_UNTESTABLE_COLUMNS))
 
 
-def describe_space(sp: _StereotypeSpace) -> str:
+def describe_space(sp: StereotypeSpace) -> str:
     """A sentence naming what a space holds: its model, context source, the axes of each basis and the layers,
     e.g. "smollm2-135m-instruct, generated contexts: 7 axes (sociability, …, religion) and 2 composites (warmth,
     competence), at each of 31 hidden states (0 to 30)"."""
@@ -109,51 +109,51 @@ def _embed_contexts(model, table: pd.DataFrame, layers="all") -> tuple[np.ndarra
     return np.asarray(emb.values), skipped, tuple(int(x) for x in emb.layers)
 
 
-def _check_space(model, dictionary: pd.DataFrame, source: str = "generated", n_contexts=5, seed=0, *,
-                generator=None, layers="all", names: tuple[str, str] = ("source", "generator")) -> _ModelFacts:
+def check_space(model, dictionary: pd.DataFrame, source: str = "generated", n_contexts=5, seed=0, *,
+                generator=None, layers="all", names: tuple[str, str] = ("source", "generator")) -> ModelFacts:
     """:func:`build_space`'s parameters, checked before any model loads (chapters 03, 04, 05, 08, 10 and 11 call it
-    through their checks), and the model's :class:`~bias_utils.models.loading._ModelFacts`. A :class:`ParameterError`
+    through their checks), and the model's :class:`~bias_utils.models.loading.ModelFacts`. A :class:`ParameterError`
     names
     the parameter: a model without hidden states, every rule of :func:`bias_utils.profiles.contexts.check_request` (the
     source, counts, seed, the generator), a pole with fewer than ``dictionaries.MIN_POLE_SIZE`` terms
-    (``dictionaries._check_poles``) and ``layers`` (``"all"`` or hidden-state indices of the model)."""
-    facts = _check_model(model, need="embed", what="a stereotype space (hidden states)")
-    _check_request(dictionary, source, n_contexts, seed, model=generator, names=names)
+    (``dictionaries.check_poles``) and ``layers`` (``"all"`` or hidden-state indices of the model)."""
+    facts = check_model(model, need="embed", what="a stereotype space (hidden states)")
+    check_request(dictionary, source, n_contexts, seed, model=generator, names=names)
     try:
-        _check_poles(dictionary)
+        check_poles(dictionary)
     except ParameterError as exc:
         raise ParameterError(f"dictionary: {exc}") from None
     if not (isinstance(layers, str) and layers == "all"):
         if isinstance(layers, str) or not isinstance(layers, Sequence) or not layers:
             raise ParameterError(f"layers must be 'all' or a list of hidden-state indices, got {layers!r}")
         for layer in layers:
-            _check_layer(layer, layers=facts.n_states, allow_names=False, name="layers")
+            check_layer(layer, layers=facts.n_states, allow_names=False, name="layers")
     return facts
 
 
-def _check_source_spaces(model, dictionary: pd.DataFrame, sources=None, n_contexts=5, seed=0, *,
+def check_source_spaces(model, dictionary: pd.DataFrame, sources=None, n_contexts=5, seed=0, *,
                   generator=None) -> tuple[str, ...]:
     """The parameters of building one space per context source (``layers.layers_by_context``,
-    ``robustness.collect_curve_inputs``), checked before any model loads: :func:`_check_space`, and
+    ``robustness.collect_curve_inputs``), checked before any model loads: :func:`check_space`, and
     ``bias_utils.profiles.contexts.check_request`` for each of ``sources`` (``None``: every registered one; the
     generator
     is needed only when they include ``"generated"``). Returns the sources."""
-    chosen = _check_source_names(sources)
-    _check_space(model, dictionary, "dictionary", n_contexts, seed)
+    chosen = check_source_names(sources)
+    check_space(model, dictionary, "dictionary", n_contexts, seed)
     for source in chosen:
-        _check_request(dictionary, source, n_contexts, seed, model=generator if source == "generated" else None,
+        check_request(dictionary, source, n_contexts, seed, model=generator if source == "generated" else None,
                        names=("sources", "generator"))
     return chosen
 
 
-def _check_terms(model, *, n_contexts=5, seed=0, limit=None, term_contexts="generated") -> _ModelFacts:
+def check_terms(model, *, n_contexts=5, seed=0, limit=None, term_contexts="generated") -> ModelFacts:
     """The parameters of embedding the extra terms (:func:`term_embeddings`, :func:`direction_prediction`,
     ``axis_validity.axis_validity``), checked before any model loads: a model with hidden states, ``n_contexts``,
     ``seed``, ``limit`` and ``term_contexts`` (:data:`TERM_CONTEXTS`). Returns the model's ``ModelFacts``."""
-    facts = _check_model(model, need="embed", what="embedding the extra terms")
-    _check_positive_int(n_contexts, "n_contexts")
-    _check_seed(seed)
-    _check_positive_int(limit, "limit", allow_none=True)
+    facts = check_model(model, need="embed", what="embedding the extra terms")
+    check_positive_int(n_contexts, "n_contexts")
+    check_seed(seed)
+    check_positive_int(limit, "limit", allow_none=True)
     if term_contexts not in _TERM_CONTEXTS:
         raise ParameterError(f"term_contexts must be 'generated' or 'dictionary', got {term_contexts!r}")
     return facts
@@ -170,17 +170,17 @@ def _untestable_poles(dictionary: pd.DataFrame, usable: pd.DataFrame, what: str 
         usable = usable[usable["n_embedded"] > 0]
     rows = []
     for dim in dict.fromkeys(dictionary["dimension"]):
-        for pole in _DIRECTIONS:
+        for pole in DIRECTIONS:
             given = dictionary.loc[(dictionary["dimension"] == dim) & (dictionary["direction"] == pole), "term"]
             kept = list(dict.fromkeys(usable.loc[(usable["dimension"] == dim) & (usable["direction"] == pole), "term"]))
-            if len(kept) < _MIN_POLE_SIZE:
+            if len(kept) < MIN_POLE_SIZE:
                 rows.append({"space": "dimensions", "dimension": dim, "direction": pole,
                              "n_terms": given.nunique(), "n_usable": len(kept), "usable_terms": ", ".join(kept),
                              "reason": f"{len(kept)} of its {given.nunique()} terms {what} "
-                                       f"({', '.join(kept) or 'none'}); {_MIN_POLE_SIZE} per pole needed"})
+                                       f"({', '.join(kept) or 'none'}); {MIN_POLE_SIZE} per pole needed"})
     lost = {r["dimension"] for r in rows}
     present = set(dictionary["dimension"])
-    for composite, members in _COMPOSITES.items():
+    for composite, members in COMPOSITES.items():
         if set(members) <= present and lost & set(members):
             rows.append({"space": "warmth_competence", "dimension": composite, "direction": "", "n_terms": 0,
                          "n_usable": 0, "usable_terms": "",
@@ -188,7 +188,7 @@ def _untestable_poles(dictionary: pd.DataFrame, usable: pd.DataFrame, what: str 
     return pd.DataFrame(rows, columns=_UNTESTABLE_COLUMNS)
 
 
-def describe_untestable(space: _StereotypeSpace) -> str:
+def describe_untestable(space: StereotypeSpace) -> str:
     """One sentence per untestable axis of ``space`` (empty when every axis was built): which pole lost its
     terms, and that the axis is left out of the space, its profiles and tests."""
     lines = []
@@ -199,7 +199,7 @@ def describe_untestable(space: _StereotypeSpace) -> str:
     return "\n".join(lines)
 
 
-def _overlapping_axes(space: _StereotypeSpace) -> pd.DataFrame:
+def _overlapping_axes(space: StereotypeSpace) -> pd.DataFrame:
     """Pairs of axes of ``space``'s ``dimensions`` basis that share terms, with the Pearson correlation of their
     values over the space's own senses (projected at the mean over layers): two axes built from mostly the same
     words measure mostly the same thing, and their gaps are not two findings. Columns ``dimension_a, dimension_b,
@@ -208,7 +208,7 @@ def _overlapping_axes(space: _StereotypeSpace) -> pd.DataFrame:
     terms = {d: set(senses.loc[senses["dimension"] == d, "term"]) for d in (basis.dimensions if basis else ())}
     rows = []
     usable = senses["n_embedded"].to_numpy() > 0
-    values = projection._project(basis, space.sense_emb[usable], "mean") if basis is not None else None
+    values = projection.project(basis, space.sense_emb[usable], "mean") if basis is not None else None
     for i, a in enumerate(terms):
         for j, b in list(enumerate(terms))[i + 1:]:
             shared = sorted(terms[a] & terms[b])
@@ -219,7 +219,7 @@ def _overlapping_axes(space: _StereotypeSpace) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dimension_a", "dimension_b", "n_shared", "shared_terms", "correlation"])
 
 
-def _no_axis(space: _StereotypeSpace, stage: str, out) -> ParameterError:
+def _no_axis(space: StereotypeSpace, stage: str, out) -> ParameterError:
     """The error of a space without a single axis, after :func:`dropped_senses` of what was built so far is written
     to ``out`` (a results folder; the message gives the file) or attached to the error (``.dropped``)."""
     dropped = dropped_senses(space)
@@ -233,7 +233,7 @@ def _no_axis(space: _StereotypeSpace, stage: str, out) -> ParameterError:
     reasons = "; ".join(f"{r.dimension} {r.direction}: {r.reason}" for r in space.untestable.itertuples()
                         if r.direction)
     error = ParameterError(
-        f"no axis can be built {stage}: every dimension has a pole with fewer than {_MIN_POLE_SIZE} terms that kept "
+        f"no axis can be built {stage}: every dimension has a pole with fewer than {MIN_POLE_SIZE} terms that kept "
         f"a usable context ({reasons}). {where}. Give these terms contexts of their own (a contexts column in the "
         "dictionary), or more terms on those poles")
     error.dropped = dropped
@@ -245,30 +245,30 @@ def _nonword_senses(dictionary: pd.DataFrame, model, source: str) -> pd.DataFram
     (``context_filters.not_a_word`` with ``model``'s tokenizer, read without loading weights), as rows of a
     ``ContextSet.skipped`` table with the reason; a sense with contexts of its own that contain the term is the
     user's word and is kept. Empty without a candidate (every term known to WordNet)."""
-    own = ([any(_contains_term(c, t) for c in _as_list(x)) for t, x in zip(dictionary["term"], dictionary["contexts"])]
+    own = ([any(contains_term(c, t) for c in as_list(x)) for t, x in zip(dictionary["term"], dictionary["contexts"])]
            if "contexts" in dictionary else [False] * len(dictionary))
     rows, tokenizer = [], None
     for (_, sense), given in zip(dictionary.iterrows(), own):
-        if given or _known_term(str(sense["term"])):
+        if given or known_term(str(sense["term"])):
             continue
         if tokenizer is None:
-            tokenizer = _load_tokenizer(model)
-        why = _not_a_word(str(sense["term"]), tokenizer)
+            tokenizer = load_tokenizer(model)
+        why = not_a_word(str(sense["term"]), tokenizer)
         if why:
             rows.append({**{c: sense[c] for c in ("sense_id", "dimension", "term", "direction")}, "source": source,
                          "reason": f"{why}: left out before its contexts are found (give it contexts of its own, "
                                    "sentences that use it, to keep it)"})
-    return pd.DataFrame(rows, columns=_SKIP_COLUMNS)
+    return pd.DataFrame(rows, columns=SKIP_COLUMNS)
 
 
 def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_contexts: int = 5, seed: int = 0,
-                *, corpus=None, generator=None, layers="all", out: str | Path | None = None) -> _StereotypeSpace:
+                *, corpus=None, generator=None, layers="all", out: str | Path | None = None) -> StereotypeSpace:
     """Contexts -> embeddings -> sense embeddings -> polar bases (Eqs. 1-3, 5) at every layer.
 
     ``source`` defaults to ``"generated"``, the paper's main setting (Sec. 3.2)
     and the authors' ``projection.py``. ``generator``: a model (or name) to
     generate new contexts with when ``source == "generated"``; ``None`` uses the
-    published Llama-3 contexts. Every parameter is checked first (:func:`_check_space`).
+    published Llama-3 contexts. Every parameter is checked first (:func:`check_space`).
     A pole left with fewer than ``dictionaries.MIN_POLE_SIZE`` terms after the
     filters or the embedding makes its axis untestable (:func:`untestable_poles`,
     in :attr:`StereotypeSpace.untestable` and :func:`dropped_senses`): the space is
@@ -278,42 +278,42 @@ def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_co
     its stage and reason) into ``out`` (a results folder) and naming the file; without
     ``out`` the error carries that table as ``.dropped``.
     """
-    _check_space(model, dictionary, source, n_contexts, seed, generator=generator, layers=layers)
+    check_space(model, dictionary, source, n_contexts, seed, generator=generator, layers=layers)
     model_id = getattr(model, "model_id", str(model))
-    dictionary = _prepare_dictionary(dictionary)
+    dictionary = prepare_dictionary(dictionary)
     nonwords = _nonword_senses(dictionary, model, source)
     words = dictionary[~dictionary["sense_id"].isin(set(nonwords["sense_id"]))]
     if len(nonwords):
         warnings.warn(f"{len(nonwords)} term(s) are not words, left out before their contexts are found: "
                       + ", ".join(f"{r.term} ({r.dimension} {r.direction})" for r in nonwords.itertuples())
-                      + f"; a pole left with fewer than {_MIN_POLE_SIZE} terms makes its axis untestable",
+                      + f"; a pole left with fewer than {MIN_POLE_SIZE} terms makes its axis untestable",
                       stacklevel=2)
     before = _untestable_poles(dictionary, words, "are words")
     if set(dictionary["dimension"]) <= set(before["dimension"]):  # no axis whatever the contexts: nothing generated
-        contexts = _ContextSet(words[["sense_id", "dimension", "term", "direction"]], nonwords)  # no context sought
-        raise _no_axis(_StereotypeSpace({}, pd.DataFrame(), contexts, pd.DataFrame(columns=_EMBED_SKIP_COLUMNS),
+        contexts = ContextSet(words[["sense_id", "dimension", "term", "direction"]], nonwords)  # no context sought
+        raise _no_axis(StereotypeSpace({}, pd.DataFrame(), contexts, pd.DataFrame(columns=_EMBED_SKIP_COLUMNS),
                                         model_id, source, np.empty(0), before), "from the dictionary's words", out)
-    known = _known_generated_contexts(seed=seed, n_contexts=n_contexts) if source == "generated" else None
+    known = known_generated_contexts(seed=seed, n_contexts=n_contexts) if source == "generated" else None
     contexts = build_contexts(words, source, n_contexts, seed, model=generator, corpus=corpus, known=known)
     contexts.skipped = pd.concat([contexts.skipped, nonwords], ignore_index=True) if len(nonwords) \
         else contexts.skipped
     early = _untestable_poles(dictionary, contexts.table)
     if set(dictionary["dimension"]) <= set(early["dimension"]):
         unembedded = pd.DataFrame(columns=_EMBED_SKIP_COLUMNS)
-        raise _no_axis(_StereotypeSpace({}, pd.DataFrame(), contexts, unembedded, model_id, source, np.empty(0), early),
+        raise _no_axis(StereotypeSpace({}, pd.DataFrame(), contexts, unembedded, model_id, source, np.empty(0), early),
                        "from the contexts", out)
     values, skipped, layer_ids = _embed_contexts(model, contexts.table, layers)
-    S, senses = projection._sense_embeddings(values, contexts.table)
+    S, senses = projection.sense_embeddings(values, contexts.table)
     untestable = _untestable_poles(dictionary, senses)
     if set(dictionary["dimension"]) <= set(untestable["dimension"]):
-        raise _no_axis(_StereotypeSpace({}, senses, contexts, skipped, model_id, source, S, untestable),
+        raise _no_axis(StereotypeSpace({}, senses, contexts, skipped, model_id, source, S, untestable),
                        "from the embedded contexts", out)
     keep = ~senses["dimension"].isin(set(untestable["dimension"])).to_numpy()
     S, senses = S[keep], senses[keep].reset_index(drop=True)
-    bases = {"dimensions": projection._polar_basis(S, senses, "dimensions", layers=layer_ids)}
-    if all(d in set(senses["dimension"]) for subs in _COMPOSITES.values() for d in subs):
-        bases["warmth_competence"] = projection._polar_basis(S, senses, "warmth_competence", layers=layer_ids)
-    space = _StereotypeSpace(bases, senses, contexts, skipped, model_id, source, S, untestable)
+    bases = {"dimensions": projection.polar_basis(S, senses, "dimensions", layers=layer_ids)}
+    if all(d in set(senses["dimension"]) for subs in COMPOSITES.values() for d in subs):
+        bases["warmth_competence"] = projection.polar_basis(S, senses, "warmth_competence", layers=layer_ids)
+    space = StereotypeSpace(bases, senses, contexts, skipped, model_id, source, S, untestable)
     for r in _overlapping_axes(space).itertuples():
         warnings.warn(f"axes {r.dimension_a} and {r.dimension_b} share {r.n_shared} term(s) ({r.shared_terms}); their "
                       f"values correlate r = {r.correlation:.2f} over the dictionary's senses, so their gaps are not "
@@ -321,8 +321,8 @@ def build_space(model, dictionary: pd.DataFrame, source: str = "generated", n_co
     return space
 
 
-def pole_table(space: _StereotypeSpace) -> pd.DataFrame:
-    """The poles of every basis of ``space`` stacked: :attr:`projection._PolarBasis.poles` plus ``space``,
+def pole_table(space: StereotypeSpace) -> pd.DataFrame:
+    """The poles of every basis of ``space`` stacked: :attr:`projection.PolarBasis.poles` plus ``space``,
     ``testable`` (True) and ``reason`` (empty); then the poles of the untestable axes
     (:attr:`StereotypeSpace.untestable`: ``n_senses`` the terms that kept a usable context, ``testable`` False,
     the ``reason``)."""
@@ -333,7 +333,7 @@ def pole_table(space: _StereotypeSpace) -> pd.DataFrame:
 
 
 @dataclass
-class _TermEmbeddings:
+class TermEmbeddings:
     """Extra terms embedded once (:func:`term_embeddings`): ``X`` [n, L, H] (Eq. 4, averaged over
     contexts) aligned with ``table`` (``projection.sense_embeddings``'s, ``n_embedded == 0`` = not
     embedded); ``terms``: the terms asked for after the coverage rule and ``limit``; ``skipped``:
@@ -345,9 +345,9 @@ class _TermEmbeddings:
     skipped: pd.DataFrame
 
 
-def _term_embeddings(model, terms: pd.DataFrame, *, n_contexts: int = 5, seed: int = 0,
+def term_embeddings(model, terms: pd.DataFrame, *, n_contexts: int = 5, seed: int = 0,
                     term_contexts: str = "generated", limit: int | None = None,
-                    contexts_file=None) -> _TermEmbeddings:
+                    contexts_file=None) -> TermEmbeddings:
     """Embed extra terms in their contexts, the first ``n_contexts`` per term (the one place that does).
 
     ``term_contexts``: ``"generated"`` (Table 2's: the gender-neutral contexts of
@@ -358,10 +358,10 @@ def _term_embeddings(model, terms: pd.DataFrame, *, n_contexts: int = 5, seed: i
     samples among the terms that have one, so a quick run evaluates as many terms
     as it would with WordNet contexts.
     """
-    _check_terms(model, n_contexts=n_contexts, seed=seed, limit=limit, term_contexts=term_contexts)
+    check_terms(model, n_contexts=n_contexts, seed=seed, limit=limit, term_contexts=term_contexts)
     skipped = []
     if term_contexts == "generated" and len(terms):
-        ctx = _extra_term_contexts(terms, n_contexts, contexts_file)
+        ctx = extra_term_contexts(terms, n_contexts, contexts_file)
         skipped.append(ctx.skipped.assign(context=""))
         terms = terms[terms["term"].isin(set(ctx.table["term"]))]
     terms = limit_terms(terms, limit, seed)
@@ -375,14 +375,14 @@ def _term_embeddings(model, terms: pd.DataFrame, *, n_contexts: int = 5, seed: i
             skipped.append(ctx.skipped.assign(context=""))
         values, emb_skipped, _ = _embed_contexts(model, ctx.table)
         skipped.append(emb_skipped)
-        X, table = projection._sense_embeddings(values, ctx.table)  # Eq. 4: average over contexts
+        X, table = projection.sense_embeddings(values, ctx.table)  # Eq. 4: average over contexts
         unembedded = table[table["n_embedded"] == 0]
         if len(unembedded):
             skipped.append(unembedded[["sense_id", "term"]].assign(context="", reason="no context could be embedded"))
     skipped = [s for s in skipped if len(s)]
     skipped = (pd.concat(skipped, ignore_index=True)[_EMBED_SKIP_COLUMNS] if skipped
                else pd.DataFrame(columns=_EMBED_SKIP_COLUMNS))
-    return _TermEmbeddings(X, table, terms, skipped)
+    return TermEmbeddings(X, table, terms, skipped)
 
 
 @dataclass
@@ -398,7 +398,7 @@ class _DirectionResult:
     skipped: pd.DataFrame
 
 
-def _leave_one_out_values(space: _StereotypeSpace, dimensions: Sequence[str], layer="mean") -> pd.DataFrame:
+def _leave_one_out_values(space: StereotypeSpace, dimensions: Sequence[str], layer="mean") -> pd.DataFrame:
     """Own-dimension value of every dictionary sense of ``dimensions``, each projected
     on a basis built without it (for dimensions without extra terms, e.g. a user's)."""
     S, senses = space.sense_emb, space.senses
@@ -408,15 +408,15 @@ def _leave_one_out_values(space: _StereotypeSpace, dimensions: Sequence[str], la
         keep = np.ones(len(senses), bool)
         keep[i] = False
         try:
-            basis = projection._polar_basis(S[keep], senses[keep], "dimensions",
+            basis = projection.polar_basis(S[keep], senses[keep], "dimensions",
                                             layers=space.bases["dimensions"].layers)
         except ParameterError:
             continue  # the held-out sense was its pole's only one: nothing left to predict it from
-        frames.append(projection._own_dimension_values({"dimensions": basis}, S[i:i + 1], senses.iloc[[i]], layer))
+        frames.append(projection.own_dimension_values({"dimensions": basis}, S[i:i + 1], senses.iloc[[i]], layer))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def direction_prediction(model, space: _StereotypeSpace, terms: pd.DataFrame | None = None, *, n_contexts: int = 5,
+def direction_prediction(model, space: StereotypeSpace, terms: pd.DataFrame | None = None, *, n_contexts: int = 5,
                          layer="mean", limit: int | None = None, seed: int = 0, n_boot: int = 2000,
                          term_contexts: str = "generated", contexts_file=None) -> _DirectionResult:
     """Predict each extra term's direction from the sign of its projection (Sec. 3.3, Table 2).
@@ -434,22 +434,22 @@ def direction_prediction(model, space: _StereotypeSpace, terms: pd.DataFrame | N
     ``"mean"`` (mean over layers, the original's headline), ``"last"``, an int,
     or ``"all"`` (one accuracy per layer). ``accuracy.term_contexts`` records the choice.
     """
-    _check_terms(model, n_contexts=n_contexts, seed=seed, limit=limit, term_contexts=term_contexts)
-    _check_layer(layer, layers=next(iter(space.bases.values())).layers)
-    _check_n_boot(n_boot)
+    check_terms(model, n_contexts=n_contexts, seed=seed, limit=limit, term_contexts=term_contexts)
+    check_layer(layer, layers=next(iter(space.bases.values())).layers)
+    check_n_boot(n_boot)
     if terms is None:
         terms = load_full_dictionary_terms()
     # A space may hold only the warmth/competence basis (the layer analysis):
     # then the terms of the composites' member dimensions are the ones it can predict.
     own = list(space.bases["dimensions"].dimensions) if "dimensions" in space.bases else []
     composite_members = ([d for comp in space.bases["warmth_competence"].dimensions
-                          for d in _COMPOSITES[comp]]
+                          for d in COMPOSITES[comp]]
                          if "warmth_competence" in space.bases else [])
-    emb = _term_embeddings(model, terms[terms["dimension"].isin(own + composite_members)], n_contexts=n_contexts,
+    emb = term_embeddings(model, terms[terms["dimension"].isin(own + composite_members)], n_contexts=n_contexts,
                           seed=seed, term_contexts=term_contexts, limit=limit, contexts_file=contexts_file)
     terms, frames = emb.terms, []
     if len(emb.table):
-        frames.append(projection._own_dimension_values(space.bases, emb.X, emb.table, layer)
+        frames.append(projection.own_dimension_values(space.bases, emb.X, emb.table, layer)
                       .assign(evaluation="extra terms"))
     loo_dims = [d for d in own if d not in set(terms["dimension"])]
     if loo_dims:
@@ -459,7 +459,7 @@ def direction_prediction(model, space: _StereotypeSpace, terms: pd.DataFrame | N
     if not frames:
         raise ParameterError("no term to evaluate the direction prediction on")
     values = pd.concat(frames, ignore_index=True)
-    accs = [projection._direction_accuracy(v, n_boot=n_boot, seed=seed).assign(evaluation=ev)
+    accs = [projection.direction_accuracy(v, n_boot=n_boot, seed=seed).assign(evaluation=ev)
             for ev, v in values.groupby("evaluation", sort=False)]
     acc = pd.concat(accs, ignore_index=True)
     acc.insert(0, "term_contexts", term_contexts)
@@ -470,7 +470,7 @@ def direction_prediction(model, space: _StereotypeSpace, terms: pd.DataFrame | N
     return _DirectionResult(acc[cols], values, emb.skipped)
 
 
-def accuracy_by_term_contexts(model, space: _StereotypeSpace, result: _DirectionResult, *, term_contexts: str,
+def accuracy_by_term_contexts(model, space: StereotypeSpace, result: _DirectionResult, *, term_contexts: str,
                               **kwargs) -> pd.DataFrame:
     """``result``'s accuracy (computed with ``term_contexts``) followed by the same prediction with the
     extra terms in each other :data:`TERM_CONTEXTS` source (Table 2 side by side). ``kwargs``: the other
@@ -487,7 +487,7 @@ _TERM_CONTEXT_NAMES = {"generated": "generated sentences", "dictionary": "WordNe
 def table2_by_term_contexts(accuracy: pd.DataFrame, values: str = "accuracy") -> pd.DataFrame:
     """Table 2 for each source of the extra terms' contexts, side by side (:func:`accuracy_by_term_contexts`' rows):
     ``values="accuracy"``, a row per source (``term_contexts``, named as the chapter names it) and ``cutoff``, a
-    column per dimension in :func:`bias_utils.profiles.projection._table2`'s order; ``values="n"``, a row per source,
+    column per dimension in :func:`bias_utils.profiles.projection.table2`'s order; ``values="n"``, a row per source,
     the number of extra terms each accuracy is computed on (both cut-offs use the same terms). A ``layer`` column
     only when the rows hold several layers."""
     if values not in ("accuracy", "n"):
@@ -499,7 +499,7 @@ def table2_by_term_contexts(accuracy: pd.DataFrame, values: str = "accuracy") ->
     frames = []
     for source, rows in accuracy.groupby("term_contexts", sort=False):
         for cutoff in cutoffs:
-            wide = projection._table2(rows.assign(accuracy=rows[values]), cutoff)
+            wide = projection.table2(rows.assign(accuracy=rows[values]), cutoff)
             keys = {"term_contexts": _TERM_CONTEXT_NAMES.get(source, source)}
             keys.update({"cutoff": cutoff} if values == "accuracy" else {})
             frames.append(wide.drop(columns=["model_id", "context_source"] + ([] if layered else ["layer"]),
@@ -523,7 +523,7 @@ def describe_table2(accuracy: pd.DataFrame) -> str:
             "centred: the mean over the evaluated terms), a column per dimension.")
 
 
-def dropped_senses(space: _StereotypeSpace) -> pd.DataFrame:
+def dropped_senses(space: StereotypeSpace) -> pd.DataFrame:
     """Every sense or context of ``space``'s dictionary that did not reach the axis, with the reason.
 
     Columns ``sense_id, term, context, stage, reason``: ``stage`` is ``contexts``
@@ -560,8 +560,8 @@ def dropped_senses(space: _StereotypeSpace) -> pd.DataFrame:
             add(lost.assign(context="", reason=f"axis {r.dimension} is untestable (its {r.direction} pole: "
                                                f"{r.reason}): the sense is left out"), "axis")
     if not frames:
-        return pd.DataFrame(columns=_DROPPED_COLUMNS)
-    return pd.concat(frames, ignore_index=True)[_DROPPED_COLUMNS]
+        return pd.DataFrame(columns=DROPPED_COLUMNS)
+    return pd.concat(frames, ignore_index=True)[DROPPED_COLUMNS]
 
 
 def dropped_by_reason(dropped: pd.DataFrame) -> pd.DataFrame:

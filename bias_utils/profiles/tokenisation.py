@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..core.stats import _ols
-from ..models.embeddings import _find_word, _token_indices
-from .population_profiles import DEFAULT_TEMPLATES, _fill_template
+from ..core.stats import ols
+from ..models.embeddings import find_word, token_indices
+from .population_profiles import DEFAULT_TEMPLATES, fill_template
 
 __all__ = [
     "token_regression", "token_shares", "token_table",
@@ -25,11 +25,11 @@ __all__ = [
 def _word_token_count(tokenizer, context: str, word: str) -> int:
     """Number of subword tokens ``word`` takes at its first occurrence in ``context`` (as ``embeddings`` locates it)."""
 
-    span = _find_word(context, word)
+    span = find_word(context, word)
     if span is None:
         raise ValueError(f"word {word!r} not found in {context!r}")
     enc = tokenizer(context, return_offsets_mapping=True)
-    return len(_token_indices(enc["offset_mapping"], span))
+    return len(token_indices(enc["offset_mapping"], span))
 
 
 def token_table(model, words: pd.DataFrame, template: str = DEFAULT_TEMPLATES[0]) -> pd.DataFrame:
@@ -39,7 +39,7 @@ def token_table(model, words: pd.DataFrame, template: str = DEFAULT_TEMPLATES[0]
 
     out = words.copy()
     article = out["article"] if "article" in out else pd.Series(False, index=out.index)
-    out["context"] = [_fill_template(template, w, bool(a)) for w, a in zip(out["word"], article)]
+    out["context"] = [fill_template(template, w, bool(a)) for w, a in zip(out["word"], article)]
     out["n_tokens"] = [_word_token_count(model.tokenizer, c, w) for c, w in zip(out["context"], out["word"])]
     return out
 
@@ -75,7 +75,7 @@ def token_regression(values: pd.DataFrame, tokens: pd.DataFrame, group_a: str = 
         if min(a[one].sum(), (1 - a[one]).sum()) >= 2:
             fits.append(("one-token words", np.column_stack([np.ones(one.sum()), a[one]]), ["intercept", group_a], one))
         for name, X, names, keep in fits:
-            fit = _ols(d["z"].to_numpy()[keep], X, names)
+            fit = ols(d["z"].to_numpy()[keep], X, names)
             rows.append(fit[fit["term"] != "intercept"].assign(population=pop, dimension=dim, model=name, n=len(X)))
     out = pd.concat(rows, ignore_index=True)
     return out[["population", "dimension", "model", "term", "coef", "se", "t", "df", "p", "ci_low", "ci_high", "n"]]

@@ -1,10 +1,10 @@
 """Shared: how results read: labels and tables as HTML, offline charts.
 
 The public API by role, one module a role (``_EXPORTS``); each name is imported on first use
-(:func:`bias_utils.core.exports._lazy_exports`).
+(:func:`bias_utils.core.exports.lazy_exports`).
 """
 
-from ..core.exports import _lazy_exports
+from ..core.exports import lazy_exports
 
 _EXPORTS = {
     # tables and figures as the book shows them (labels, rounding, offline Vega)
@@ -15,4 +15,4 @@ _EXPORTS = {
 }
 
 __all__ = [name for names in _EXPORTS.values() for name in names]
-__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

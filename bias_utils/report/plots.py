@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import cache
-from ..core.errors import ParameterError, _check_word_list
+from ..core.errors import ParameterError, check_word_list
 from ..core.results import display_name
 from . import rendering
 
@@ -36,14 +36,14 @@ _THEME = "bias_profiles"
 _FEMALE, _MALE = "#7b3294", "#e08214"
 #: One colour per group in every figure, by the group's name (never by its position in a chart): the female side
 #: of every contrast purple, the male side orange (a colour-blind safe pair). Keyed by the display label
-#: (:func:`bias_utils.report.rendering.group_label`); :func:`_group_scale` also accepts the tables' names.
-_GROUP_COLORS = {"female": _FEMALE, "male": _MALE, "female-dominated": _FEMALE, "male-dominated": _MALE,
+#: (:func:`bias_utils.report.rendering.group_label`); :func:`group_scale` also accepts the tables' names.
+GROUP_COLORS = {"female": _FEMALE, "male": _MALE, "female-dominated": _FEMALE, "male-dominated": _MALE,
                 "female-majority": _FEMALE, "male-majority": _MALE}
 #: The colour of an interval by what it treats as independent, in every forest plot: black where occupations (or
 #: the published selection's keys) are the unit, grey where every word or completion is; greys, so that no hue of
 #: a page's other figures takes a second meaning.
-_UNIT_COLORS = {"occupations (clustered)": "black", "independent words or completions": "#999999"}
-_OTHER_COLORS = ["#1b9e77", "#377eb8", "#e7298a", "#66a61e", "#a6761d", "#666666"]
+UNIT_COLORS = {"occupations (clustered)": "black", "independent words or completions": "#999999"}
+OTHER_COLORS = ["#1b9e77", "#377eb8", "#e7298a", "#66a61e", "#a6761d", "#666666"]
 #: Fixed colours per context source, far apart in hue and lightness (corpus and dictionary were
 #: two blue-greens); a source registered later takes the next unused colour.
 _SOURCE_COLORS = {"generated": "#e7298a", "dictionary": "#377eb8", "corpus": "#a6761d", "none": "#666666"}
@@ -70,7 +70,7 @@ def _theme() -> alt.theme.ThemeConfig:
             "legend": {"labelFontSize": 11, "titleFontSize": 11, "orient": "bottom"},
             "header": {"labelFontSize": 12, "titleFontSize": 12},
             "title": {"fontSize": 14, "fontWeight": "normal", "anchor": "start"},
-            "range": {"category": _OTHER_COLORS},
+            "range": {"category": OTHER_COLORS},
         }
     }
 
@@ -82,21 +82,21 @@ def _pole_labels(dimension: str) -> tuple[str, str]:
 
 def _fixed_scale(values: Sequence[str], fixed: dict[str, str]) -> alt.Scale:
     values = list(dict.fromkeys(values))
-    others = iter([c for c in _OTHER_COLORS if c not in fixed.values()] + _OTHER_COLORS)
+    others = iter([c for c in OTHER_COLORS if c not in fixed.values()] + OTHER_COLORS)
     return alt.Scale(domain=values, range=[fixed.get(str(v).lower()) or next(others) for v in values])
 
 
 def _group_color(group) -> str:
-    """The colour of a group in every chart: :data:`_GROUP_COLORS` by its display label, else a colour of
-    :data:`_OTHER_COLORS` chosen by its name (a hash), so it too is the same in every chart."""
+    """The colour of a group in every chart: :data:`GROUP_COLORS` by its display label, else a colour of
+    :data:`OTHER_COLORS` chosen by its name (a hash), so it too is the same in every chart."""
     label = rendering.group_label(group)
-    if label in _GROUP_COLORS:
-        return _GROUP_COLORS[label]
-    others = [c for c in _OTHER_COLORS if c not in _GROUP_COLORS.values()]
-    return others[int(cache._stable_hash(label), 16) % len(others)]
+    if label in GROUP_COLORS:
+        return GROUP_COLORS[label]
+    others = [c for c in OTHER_COLORS if c not in GROUP_COLORS.values()]
+    return others[int(cache.stable_hash(label), 16) % len(others)]
 
 
-def _group_scale(groups: Sequence[str]) -> alt.Scale:
+def group_scale(groups: Sequence[str]) -> alt.Scale:
     """A colour scale over groups' display labels (:func:`bias_utils.report.rendering.group_label`; the chart's data
     must
     hold the labels), each in its :func:`group_color`."""
@@ -109,12 +109,12 @@ def drawable(frame: pd.DataFrame, columns: Sequence[str], log: bool = False) -> 
     """The rows of ``frame`` a chart can place: every one of ``columns`` finite (and, on a log axis, above 0).
     A degenerate fit (an odds ratio of infinity, an interval from 0 to infinity) has no place on an axis; the
     chart's caption says how many rows it leaves out, and its table keeps them."""
-    values = frame[_check_word_list(columns, "columns")].apply(pd.to_numeric, errors="coerce").to_numpy(float)
+    values = frame[check_word_list(columns, "columns")].apply(pd.to_numeric, errors="coerce").to_numpy(float)
     keep = np.isfinite(values).all(axis=1) & ((values > 0).all(axis=1) if log else True)
     return frame[keep]
 
 
-def _repel(values, gap: float, low: float, high: float) -> np.ndarray:
+def repel(values, gap: float, low: float, high: float) -> np.ndarray:
     """Label positions on one axis, in ``values``' order: at least ``gap`` apart and, among such
     placements, the nearest to the values in squared distance, kept within ``[low, high]`` (when the
     labels cannot all fit, the gap wins over ``high``).
@@ -161,22 +161,22 @@ def save(chart: alt.TopLevelMixin, path: str | Path, scale: float = 2.0) -> dict
         stem = stem.with_suffix("")
     spec = chart.to_json()
     return {
-        "svg": cache._atomic_write_text(stem.with_name(stem.name + ".svg"), vlc.vegalite_to_svg(spec)),
-        "png": cache._atomic_write_bytes(stem.with_name(stem.name + ".png"), vlc.vegalite_to_png(spec, scale=scale)),
-        "vl.json": cache._atomic_write_text(stem.with_name(stem.name + ".vl.json"), spec),
+        "svg": cache.atomic_write_text(stem.with_name(stem.name + ".svg"), vlc.vegalite_to_svg(spec)),
+        "png": cache.atomic_write_bytes(stem.with_name(stem.name + ".png"), vlc.vegalite_to_png(spec, scale=scale)),
+        "vl.json": cache.atomic_write_text(stem.with_name(stem.name + ".vl.json"), spec),
     }
 
 
 #: The format of a log axis' ticks: thousands separated, no trailing zeros (0.5, 1, 10, 1,000).
 #: d3-format for log-axis ticks: thousands separators, never an exponent ("~g" printed 1e+12 for a separated fit)
-_LOG_FORMAT = ",~r"
+LOG_FORMAT = ",~r"
 
 
-def _log_ticks(values, most: int = 7) -> list[float]:
+def log_ticks(values, most: int = 7) -> list[float]:
     """The ticks of every log axis of the book (one scheme for one quantity): 1, 2 and 5 times the powers of ten
     from below the smallest of ``values`` (or 1) to above the largest (or 1); 1 and 3 times them, or the powers of
     ten alone (every second or third when there would still be more than ``most``), where the range is wider. 1
-    is always one of them. Print them with :data:`_LOG_FORMAT`."""
+    is always one of them. Print them with :data:`LOG_FORMAT`."""
     v = np.asarray(values, float)
     v = v[np.isfinite(v) & (v > 0)]
     low, high = (min(v.min(), 1.0), max(v.max(), 1.0)) if v.size else (1.0, 1.0)
@@ -194,7 +194,7 @@ def _log_ticks(values, most: int = 7) -> list[float]:
     return [round(10.0 ** k, 12) for k in below + inside + above]
 
 
-def _linear_ticks(low: float, high: float, most: int = 6) -> list[float]:
+def linear_ticks(low: float, high: float, most: int = 6) -> list[float]:
     """Ticks for a linear axis that shows ``[low, high]`` of its data and runs on past it (a column of labels): the
     multiples of the step 1, 2, 5 or 10 times a power of ten, the smallest that gives at most ``most`` ticks, inside
     ``[low, high]`` only. Vega's own ticks would continue under the labels."""
@@ -205,14 +205,14 @@ def _linear_ticks(low: float, high: float, most: int = 6) -> list[float]:
     return [round(float(k * step), 12) for k in np.arange(first, np.floor(high / step + 1e-9) + 1)]
 
 
-def _captioned(chart, heading: str, subtitle: Sequence[str], alt_text: str, caption: str):
+def captioned(chart, heading: str, subtitle: Sequence[str], alt_text: str, caption: str):
     """``chart`` with its title (model ids shown by :func:`bias_utils.core.results.display_name`), its alt text
     and the caption the book prints under it (what to look for, legend and error bars), both in
     Vega-Lite's ``description`` as :func:`bias_utils.report.rendering.figure_text` reads them (``usermeta``
     would be refused once the chart is composed with others)."""
     heading = display_name(heading)
     title = alt.TitleParams(heading, subtitle=list(subtitle)) if subtitle else heading
-    return chart.properties(title=title, description=display_name(alt_text) + rendering._CAPTION_SEPARATOR + caption)
+    return chart.properties(title=title, description=display_name(alt_text) + rendering.CAPTION_SEPARATOR + caption)
 
 
 def _one(frame: pd.DataFrame, column: str, what: str):
@@ -226,9 +226,9 @@ def _one(frame: pd.DataFrame, column: str, what: str):
 
 
 #: Marks an axis whose verdict (``axis_validity``) is not "supported": not shown to beat its null, or untestable.
-_INVALID_MARK = " †"
-_INVALID_NOTE = "† axis not shown to beat its label-shuffling null (or untestable): its gap is greyed and not read"
-_INVALID_GREY = "#bbbbbb"
+INVALID_MARK = " †"
+INVALID_NOTE = "† axis not shown to beat its label-shuffling null (or untestable): its gap is greyed and not read"
+INVALID_GREY = "#bbbbbb"
 
 
 def profile_chart(means: pd.DataFrame, stats: pd.DataFrame | None = None, *, title: str | None = None,
@@ -254,7 +254,7 @@ def profile_chart(means: pd.DataFrame, stats: pd.DataFrame | None = None, *, tit
         sig = set(s.loc[s["p_holm"] < alpha, "dimension"]) - set(invalid)
 
     def mark(d: str) -> str:
-        return _INVALID_MARK if d in invalid else " *" if d in sig else ""
+        return INVALID_MARK if d in invalid else " *" if d in sig else ""
 
     low = {d: _pole_labels(d)[0] + mark(d) for d in dims}
     high = {d: _pole_labels(d)[1] + mark(d) for d in dims}
@@ -263,12 +263,12 @@ def profile_chart(means: pd.DataFrame, stats: pd.DataFrame | None = None, *, tit
     x = alt.X("mean:Q", title="standardised projected value (mean, 95% CI)",
               scale=alt.Scale(domain=[-bound, bound]))
     in_invalid = f"indexof({json.dumps(invalid)}, datum.dimension) >= 0"
-    group_colour = alt.Color("group:N", title=pop, scale=_group_scale(means["group"]))
-    colour = alt.condition(in_invalid, alt.value(_INVALID_GREY), group_colour)
+    group_colour = alt.Color("group:N", title=pop, scale=group_scale(means["group"]))
+    colour = alt.condition(in_invalid, alt.value(INVALID_GREY), group_colour)
     weight = {"condition": {"test": f"indexof({json.dumps(sorted(sig))}, datum.value) >= 0", "value": "bold"},
               "value": "normal"}
     label_colour = {"condition": {"test": f"indexof({json.dumps(invalid)}, datum.value) >= 0",
-                                  "value": _INVALID_GREY}, "value": "black"}
+                                  "value": INVALID_GREY}, "value": "black"}
 
     def y_axis(orient: str, labels: dict) -> alt.Y:
         return alt.Y("dimension:N", sort=dims, title=None, axis=alt.Axis(
@@ -293,14 +293,14 @@ def profile_chart(means: pd.DataFrame, stats: pd.DataFrame | None = None, *, tit
                f"groups' intervals lie apart: a star and bold pole names mark a difference significant after Holm's "
                f"correction (α = {alpha:g}).")
     if invalid:
-        caption += " " + _INVALID_NOTE + "."
+        caption += " " + INVALID_NOTE + "."
     chart = alt.layer(rule, lines, points, bars).resolve_axis(y="independent").properties(height=34 * len(dims))
-    return _captioned(chart, title or f"Stereotype profile: {pop}", [_INVALID_NOTE] if invalid else [],
+    return captioned(chart, title or f"Stereotype profile: {pop}", [INVALID_NOTE] if invalid else [],
                    f"Dot plot: mean position of the {pop} groups ({groups}) on {len(dims)} stereotype dimensions "
                    f"({', '.join(dims)}), with 95% confidence intervals.", caption)
 
 
-def _warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = None, *,
+def warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = None, *,
                             stats: pd.DataFrame | None = None, title: str | None = None,
                             alpha: float = 0.05, invalid_axes: Sequence[str] = ()) -> alt.LayerChart:
     """The 2D warmth x competence plane (the paper's Figures 3 and 4).
@@ -337,7 +337,7 @@ def _warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = N
     def axis_title(d: str) -> tuple[str, alt.Axis]:
         text = f"← low {d} · high {d} →"
         if d in invalid:
-            return text + _INVALID_MARK, alt.Axis(titleColor=_INVALID_GREY)
+            return text + INVALID_MARK, alt.Axis(titleColor=INVALID_GREY)
         return text + starred.get(d, ""), alt.Axis()
 
     (x_title, x_axis), (y_title, y_axis) = axis_title("warmth"), axis_title("competence")
@@ -348,7 +348,7 @@ def _warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = N
     def y(field: str) -> alt.Y:
         return alt.Y(field, scale=scale, title=y_title, axis=y_axis)
 
-    colour = alt.Color("group:N", title="group", scale=_group_scale(wide["group"]))
+    colour = alt.Color("group:N", title="group", scale=group_scale(wide["group"]))
     base = alt.Chart(wide)
     zero = pd.DataFrame({"v": [0.0]})
     layers = [
@@ -370,23 +370,23 @@ def _warmth_competence_chart(means: pd.DataFrame, terms: pd.DataFrame | None = N
                + ". Look at which side of zero each group falls and whether the bars overlap; a star in an axis "
                  "title names the populations whose groups differ on it after Holm's correction.")
     if invalid:
-        caption += " " + _INVALID_NOTE + "."
+        caption += " " + INVALID_NOTE + "."
     pops = ", ".join(map(str, dict.fromkeys(wide["population"])))
-    return _captioned(alt.layer(*layers).properties(width=size, height=size), title or "Warmth and competence",
-                   [_INVALID_NOTE] if invalid else [],
+    return captioned(alt.layer(*layers).properties(width=size, height=size), title or "Warmth and competence",
+                   [INVALID_NOTE] if invalid else [],
                    f"Scatter plot of group means ({pops}) on warmth (x) and competence (y) with 95% confidence "
                    "intervals.", caption)
 
 
 def _term_callouts(tw: pd.DataFrame, x, y, bound: float, size: int) -> list:
     """The single terms as diamonds, their names in a column on the emptier side of the cluster, spaced so
-    no two overprint (:func:`_repel`), each joined to its diamond by a thin line."""
+    no two overprint (:func:`repel`), each joined to its diamond by a thin line."""
     right = tw["warmth"].mean() <= 0
     gap = 14 * 2 * bound / size  # 14 px of an 11 px font, in data units
     reach = 0.12 * bound
     labels = tw.assign(
         label_x=tw["warmth"].max() + reach if right else tw["warmth"].min() - reach,
-        label_y=_repel(tw["competence"], gap, -bound + gap / 2, bound - gap / 2))
+        label_y=repel(tw["competence"], gap, -bound + gap / 2, bound - gap / 2))
     base = alt.Chart(labels)
     return [base.mark_rule(color="#999", strokeWidth=0.6).encode(x=x("warmth:Q"), y=y("competence:Q"),
                                                                    x2="label_x:Q", y2="label_y:Q"),
@@ -401,7 +401,7 @@ def _term_callouts(tw: pd.DataFrame, x, y, bound: float, size: int) -> list:
 def warmth_competence_charts(means: pd.DataFrame, nonbinary: pd.DataFrame | None = None, *,
                              stats: pd.DataFrame | None = None, title: str = "",
                              invalid_axes: Sequence[str] = ()) -> dict[str, alt.LayerChart]:
-    """One :func:`_warmth_competence_chart` per population present, keyed by a file stem.
+    """One :func:`warmth_competence_chart` per population present, keyed by a file stem.
 
     ``means``: ``profiles.group_means`` rows (any populations and groups; the
     ``warmth_competence`` space is taken). ``nonbinary``: ``profiles.nonbinary_table``
@@ -421,7 +421,7 @@ def warmth_competence_charts(means: pd.DataFrame, nonbinary: pd.DataFrame | None
         slug = re.sub(r"[^\w.-]+", "_", str(pop))
         stem = "warmth_competence_nonbinary" if with_terms else f"warmth_competence_{slug}"
         label = f"{pop} and {', '.join(sorted(term_pops))} terms" if with_terms else str(pop)
-        charts[stem] = _warmth_competence_chart(wc[wc["population"] == pop], terms if with_terms else None,
+        charts[stem] = warmth_competence_chart(wc[wc["population"] == pop], terms if with_terms else None,
                                                stats=stats, title=f"{title}: {label}" if title else label,
                                                invalid_axes=invalid_axes)
     return charts
@@ -445,12 +445,12 @@ def layer_curves_chart(curves: pd.DataFrame, measures: Sequence[str] | None = No
     ``curves``: ``layers.layers_by_context`` output (columns ``context_source,
     layer, measure, dimension, value``, optional ``ci_low, ci_high``).
     """
-    data = curves if measures is None else curves[curves["measure"].isin(_check_word_list(measures, "measures"))]
+    data = curves if measures is None else curves[curves["measure"].isin(check_word_list(measures, "measures"))]
     if data.empty:
         raise ParameterError(f"measures: no rows of curves for {measures}; its measures are "
                              f"{sorted(curves['measure'].unique())}")
-    measures = [rendering._column_label(m) for m in dict.fromkeys(data["measure"])]
-    data = data.assign(layer=data["layer"].astype(int), measure=data["measure"].map(rendering._column_label))
+    measures = [rendering.column_label(m) for m in dict.fromkeys(data["measure"])]
+    data = data.assign(layer=data["layer"].astype(int), measure=data["measure"].map(rendering.column_label))
     scale = _fixed_scale(data["context_source"], _SOURCE_COLORS)
     x = alt.X("layer:Q", title="layer (0 = embedding output)")
     # the legend's swatches in the lines' full colour, not the bands' pale fill
@@ -481,7 +481,7 @@ def layer_curves_chart(curves: pd.DataFrame, measures: Sequence[str] | None = No
                      f"row{'s have' if len(measures) - len(banded) > 1 else ' has'} none)"))
                + ". Each panel has its own y scale. Look for the layers where a measure peaks and whether the "
                  "context sources agree.")
-    return _captioned(chart, title or "By layer and context source", [],
+    return captioned(chart, title or "By layer and context source", [],
                    f"Line charts of {', '.join(map(str, dict.fromkeys(data['measure'])))} across layers, one line per "
                    "context source.", caption)
 
@@ -506,7 +506,7 @@ def accuracy_heatmap(accuracy: pd.DataFrame, *, title: str | None = None,
     else:
         bad = {(m, d) for m in data["model_id"] for d in invalid_axes}
     data["invalid"] = [(m, d) in bad for m, d in zip(data["model_id"], data["dimension"])]
-    data["label"] = [f"{a:.2f}" + (_INVALID_MARK.strip() if i else "")
+    data["label"] = [f"{a:.2f}" + (INVALID_MARK.strip() if i else "")
                      for a, i in zip(data["accuracy"], data["invalid"])]
     data["row"] = data["model_id"].astype(str) + " · " + data["cutoff"].astype(str)
     dims = _ordered(data["dimension"])
@@ -529,8 +529,8 @@ def accuracy_heatmap(accuracy: pd.DataFrame, *, title: str | None = None,
                "when a dimension's poles are unbalanced (the larger pole's share is).")
     if bad:
         caption += " Grey cells with † are axes not shown to beat their label-shuffling null (or untestable)."
-    return _captioned((rect + text).properties(width=alt.Step(40), height=alt.Step(24)),
-                   title or "Direction-prediction accuracy", [_INVALID_NOTE] if bad else [],
+    return captioned((rect + text).properties(width=alt.Step(40), height=alt.Step(24)),
+                   title or "Direction-prediction accuracy", [INVALID_NOTE] if bad else [],
                    f"Heat map of direction-prediction accuracy for {len(dims)} dimensions.", caption)
 
 
@@ -587,10 +587,10 @@ def specification_curve_chart(specs: pd.DataFrame, population: str, dimension: s
                                            color=colour),
         base.mark_point(filled=True, size=18).encode(x=x, y="effect_size:Q", color=colour, tooltip=tips),
     ).properties(width=max(360, 4 * len(s)), height=180)
-    rows = [{"rank": r, "choice": f"{label}: {rendering._value_label(getattr(t, col))}", "status": st}
+    rows = [{"rank": r, "choice": f"{label}: {rendering.value_label(getattr(t, col))}", "status": st}
             for t, r, st in zip(s.itertuples(), s["rank"], s["status"]) for col, label in _SPEC_CHOICES]
     matrix = pd.DataFrame(rows)
-    order = [f"{label}: {rendering._value_label(v)}" for col, label in _SPEC_CHOICES for v in dict.fromkeys(specs[col])]
+    order = [f"{label}: {rendering.value_label(v)}" for col, label in _SPEC_CHOICES for v in dict.fromkeys(specs[col])]
     bottom = alt.Chart(matrix).mark_square(size=10).encode(
         x=x, y=alt.Y("choice:N", sort=order, title=None), color=colour
     ).properties(width=max(360, 4 * len(s)), height=alt.Step(11))
@@ -601,7 +601,7 @@ def specification_curve_chart(specs: pd.DataFrame, population: str, dimension: s
                "colour says whether it is significant after Holm's correction and in which direction. Below: a dot "
                "marks the analysis choices of the specification above it. Look for how much of the curve lies on one "
                "side of zero and which choices sit at its ends.")
-    return _captioned(alt.vconcat(top, bottom, spacing=4),
+    return captioned(alt.vconcat(top, bottom, spacing=4),
                    title or f"Specification curve: {population}, {dimension} ({direction})", [],
                    f"Specification curve of {len(s)} effect sizes for {population} on {dimension}, with the choices "
                    "behind each.", caption)
@@ -641,6 +641,6 @@ def axis_validity_chart(validity: pd.DataFrame, *, title: str | None = None, col
                "band the 95% range and the dashed line the mean of the label-shuffling null. Filled dots: layers "
                "where the axis beats its null (verdict supported); open dots: not shown; grey: untestable. Look for "
                "axes whose line stays above the band.")
-    return _captioned(chart, title or f"Axis validity: AUC against a shuffled-label null ({source} contexts)", [],
+    return captioned(chart, title or f"Axis validity: AUC against a shuffled-label null ({source} contexts)", [],
                    f"Line charts of the extra terms' AUC by layer for {data['dimension'].nunique()} axes against a "
                    "shuffled-label null band.", caption)

@@ -3,7 +3,7 @@
 Altair's own HTML output fetches vega, vega-lite and vega-embed from a CDN
 (unusable offline), and its ``inline`` template repeats a ~900 kB bundle in
 every chart, which also breaks inside Jupyter Book pages. The book instead
-loads one bundle, once, from its static files (:func:`_write_vega_bundle`,
+loads one bundle, once, from its static files (:func:`write_vega_bundle`,
 referenced by ``html_js_files`` in ``book/_config.yml``), and every chart is a
 small HTML snippet that hands its spec to the global ``vegaEmbed``
 (:func:`chart_html`). :func:`_enable` registers that snippet as an Altair
@@ -50,7 +50,7 @@ def _vega_lite_version() -> str:
     return f"{major}.{minor}"
 
 
-# Loaded once per page with the vega bundle (:func:`_write_vega_bundle`): ``window.biasDrawChart(id, spec)`` draws a
+# Loaded once per page with the vega bundle (:func:`write_vega_bundle`): ``window.biasDrawChart(id, spec)`` draws a
 # chart at the width its box has, text at its own size. It draws, measures and redraws: side-by-side panels stack
 # below 700 px or when they do not fit, wrapped facets take fewer columns, panels narrow by what is still too wide
 # (to a floor), long axis labels are cut sooner, but a discrete y axis' labels break into lines (their rows grow to
@@ -239,7 +239,7 @@ def _compact(value):
 
 
 def _chart_html(spec: dict, element_id: str | None = None) -> str:
-    """An HTML snippet drawing ``spec`` with the page's ``biasDrawChart`` (in the bundle :func:`_write_vega_bundle`
+    """An HTML snippet drawing ``spec`` with the page's ``biasDrawChart`` (in the bundle :func:`write_vega_bundle`
     writes, with ``vegaEmbed``).
 
     The script waits for the document to be parsed, so it works whether the
@@ -269,7 +269,7 @@ def _chart_html(spec: dict, element_id: str | None = None) -> str:
 
 
 #: Between a chart's alt text and its caption in its Vega-Lite ``description`` (set by :mod:`bias_utils.report.plots`).
-_CAPTION_SEPARATOR = "\n\n"
+CAPTION_SEPARATOR = "\n\n"
 
 
 def _figure_text(spec: dict) -> tuple[str, str]:
@@ -284,11 +284,11 @@ def _figure_text(spec: dict) -> tuple[str, str]:
     # a chart without a title of its own is named by its panels' titles
     panels = [title_of(v) for key in ("hconcat", "vconcat", "concat") for v in spec.get(key, [])]
     title = display_name(title_of(spec) or "; ".join(t for t in panels if t))
-    alt_text, _, caption = str(spec.get("description", "")).partition(_CAPTION_SEPARATOR)
+    alt_text, _, caption = str(spec.get("description", "")).partition(CAPTION_SEPARATOR)
     return alt_text or title, caption or (f"{title}." if title else "")
 
 
-def _figure_html(spec: dict, number: int, element_id: str, image: str | None = None) -> str:
+def figure_html(spec: dict, number: int, element_id: str, image: str | None = None) -> str:
     """A chart as a numbered figure of the book: the drawing (:func:`chart_html`), a static image
     (``image``, a path relative to the page) for a reader without scripts, and the caption.
 
@@ -315,7 +315,7 @@ alt.renderers.register(_RENDERER, _renderer)
 
 
 #: Column names of the results tables as a reader sees them; any other name is shown by
-#: :func:`_column_label`'s rule (underscores to spaces, first letter capitalised).
+#: :func:`column_label`'s rule (underscores to spaces, first letter capitalised).
 _LABELS = {
     "controls": "controlled for", "informative": "any gendered word", "n_informative": "with any gendered word",
     "male_word_share": "male share of gendered words",
@@ -454,13 +454,13 @@ _COUNT = re.compile(r"^(n|df|count|n_.*|df_.*|.*_count|.*_n)$")
 _MISSING = "–"
 
 
-def _column_label(name) -> str:
+def column_label(name) -> str:
     """The header a reader sees for a results column: :data:`LABELS`, else underscores to spaces
     and the first letter capitalised (``share_agree_sign`` -> ``Share agree sign``; a count
     ``n_specs`` -> ``Specs (n)``)."""
     if isinstance(name, tuple):
         # the first level names a column, the others are values of the pivoted variable
-        return " · ".join([_column_label(name[0])] + [_value_label(part) for part in name[1:] if str(part) != ""])
+        return " · ".join([column_label(name[0])] + [value_label(part) for part in name[1:] if str(part) != ""])
     name = str(name)
     if name in _LABELS:
         text = _LABELS[name]
@@ -483,7 +483,7 @@ _IDENTIFIER = re.compile(r"(?<![\w./-])[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*(?:
                          r"(?![\w/-]|\.\w)")
 
 
-def _value_label(value) -> str:
+def value_label(value) -> str:
     """A value of a results table (a test, a measure, a group, a template set, an occupation key) as the text,
     the tables and the charts name it: its :data:`LABELS` entry; else each identifier in it by its entry, or with
     its underscores as spaces (``Physician_Assistant`` -> ``Physician Assistant``; ``hurdle_presence:gendered_words``
@@ -508,8 +508,8 @@ def _missing(value) -> bool:
 
 def _cell_text(value, column="", whole: bool = False) -> str:
     """One cell as the book shows it, rounded by the quantity its column holds, with the functions sentences use
-    (:mod:`bias_utils.core.precision`): p values by :func:`~bias_utils.core.precision._p_text`, counts by
-    :func:`~bias_utils.core.precision._count_text`, other numbers by :func:`~bias_utils.core.precision._number_text`,
+    (:mod:`bias_utils.core.precision`): p values by :func:`~bias_utils.core.precision.p_text`, counts by
+    :func:`~bias_utils.core.precision.count_text`, other numbers by :func:`~bias_utils.core.precision.number_text`,
     a missing value as ``–``. ``whole``: the column holds whole numbers only (a count or df stored as float because of a
     gap)."""
     if _missing(value):
@@ -520,12 +520,12 @@ def _cell_text(value, column="", whole: bool = False) -> str:
     if isinstance(value, (list, tuple, np.ndarray)):
         return "; ".join(_cell_text(v, column) for v in value)  # a list of examples reads as a list, not a repr
     if not isinstance(value, numbers.Real):
-        return _value_label(display_name(value))  # a model id reads as the model's name
+        return value_label(display_name(value))  # a model id reads as the model's name
     if _P_VALUE.search(column):
-        return precision._p_text(value)
+        return precision.p_text(value)
     if isinstance(value, numbers.Integral) or ((whole or _COUNT.match(column)) and float(value).is_integer()):
-        return precision._count_text(value)
-    return precision._number_text(value)
+        return precision.count_text(value)
+    return precision.number_text(value)
 
 
 def _flat(frame: pd.DataFrame) -> pd.DataFrame:
@@ -582,11 +582,11 @@ def _number(value) -> bool:
 
 def _cells(frame: pd.DataFrame, errors: dict | None = None) -> tuple[list[str], list[list[tuple[str, bool]]]]:
     """Headers and cells; an interval's bound is printed as sentences print it: a pair of bounds with Monte Carlo
-    errors by :func:`bias_utils.core.precision._mc_interval_bounds` (one place for both), a lone bound by
-    :func:`bias_utils.core.precision._bound_text` (to its Monte Carlo error where ``errors`` gives one, else at its
+    errors by :func:`bias_utils.core.precision.mc_interval_bounds` (one place for both), a lone bound by
+    :func:`bias_utils.core.precision.bound_text` (to its Monte Carlo error where ``errors`` gives one, else at its
     estimate's decimals), so one interval reads alike on every page."""
     errors = errors or {}
-    headers = [_column_label(c) for c in frame.columns]
+    headers = [column_label(c) for c in frame.columns]
     whole = [pd.api.types.is_float_dtype(frame[c]) and bool((frame[c].dropna() % 1 == 0).all())
              for c in frame.columns]
     estimates = [_estimate_column(frame, c) for c in frame.columns]
@@ -597,7 +597,7 @@ def _cells(frame: pd.DataFrame, errors: dict | None = None) -> tuple[list[str], 
         row, paired = [], {}
         for lo, hi in pairs:  # both bounds of one interval at one place, as a sentence prints them
             if all(_number(v) for v in (values[lo], values[hi], se[lo][i], se[hi][i])):
-                paired[lo], paired[hi] = precision._mc_interval_bounds(values[lo], values[hi], se[lo][i], se[hi][i])
+                paired[lo], paired[hi] = precision.mc_interval_bounds(values[lo], values[hi], se[lo][i], se[hi][i])
         for j, (column, value, integral, at, mc) in enumerate(zip(frame.columns, values, whole, estimates, se)):
             numeric = isinstance(value, numbers.Number) and not isinstance(value, (bool, np.bool_))
             estimate = values[at] if at is not None else None
@@ -605,7 +605,7 @@ def _cells(frame: pd.DataFrame, errors: dict | None = None) -> tuple[list[str], 
             if j in paired:
                 text = paired[j]
             elif _number(value) and (error is not None or _number(estimate)):
-                text = precision._bound_text(value, estimate if _number(estimate) else None, error)
+                text = precision.bound_text(value, estimate if _number(estimate) else None, error)
             else:
                 text = _cell_text(value, column, integral)
             row.append((text, numeric or _missing(value) or bool(_NUMBER_TEXT.match(text))))
@@ -650,7 +650,7 @@ def _phone_order(frame: pd.DataFrame) -> list[int]:
 def _table_html(frame: pd.DataFrame) -> str:
     """A DataFrame as the book shows it (the CSV on disk keeps every digit).
 
-    No row numbers (named index levels become columns), headers from :func:`_column_label`,
+    No row numbers (named index levels become columns), headers from :func:`column_label`,
     cells from :func:`cell_text` in cells that never wrap inside a number, missing values as
     ``–`` with a note under the table. A table of more than :data:`MAX_COLUMNS` columns and
     few rows is shown a row per column; a wider one scrolls inside its own box. An empty
@@ -659,7 +659,7 @@ def _table_html(frame: pd.DataFrame) -> str:
     frame = _flat(frame)
     if frame.empty:
         why = frame.attrs.get("empty") or (
-            "nothing to list in this table" + (f" (columns: {', '.join(_column_label(c) for c in frame.columns)})"
+            "nothing to list in this table" + (f" (columns: {', '.join(column_label(c) for c in frame.columns)})"
                                                if len(frame.columns) else ""))
         return f'<p class="bias-empty-table">No rows: {html.escape(str(why))}.</p>'
     note = []
@@ -724,10 +724,10 @@ def _enable() -> None:
 
     alt.renderers.enable(_RENDERER)
     # plain-text reprs and Stylers (which bypass the HTML formatter) keep readable digits too
-    pd.set_option("display.float_format", precision._number_text)
+    pd.set_option("display.float_format", precision.number_text)
     # cells wrap in the book, so a reason or a context sentence is shown whole up to 100 characters
     pd.set_option("display.max_colwidth", 100)
-    pd.set_option("styler.format.formatter", precision._number_text)
+    pd.set_option("styler.format.formatter", precision.number_text)
     shell = get_ipython()
     if shell is not None:
         html_formatter = shell.display_formatter.formatters["text/html"]
@@ -735,7 +735,7 @@ def _enable() -> None:
         # a Styler's table reads like every other table (its data, not its own HTML)
         html_formatter.for_type(Styler, lambda styler: _table_html(styler.data))
 
-def _write_vega_bundle(static_dir: str | Path) -> Path:
+def write_vega_bundle(static_dir: str | Path) -> Path:
     """Write the vega + vega-lite + vega-embed bundle (from vl-convert, no network) once.
 
     The bundle's top-level declarations are wrapped in a function scope, so
@@ -748,7 +748,7 @@ def _write_vega_bundle(static_dir: str | Path) -> Path:
 
     target = Path(static_dir) / _BUNDLE_PATH
     stamp_path = target.with_suffix(".json")
-    stamp = {"vl_convert": vlc.__version__, "vega_lite": _vega_lite_version(), "draw": cache._stable_hash(_DRAW_JS)}
+    stamp = {"vl_convert": vlc.__version__, "vega_lite": _vega_lite_version(), "draw": cache.stable_hash(_DRAW_JS)}
     if target.exists() and stamp_path.exists():
         try:
             if json.loads(stamp_path.read_text()) == stamp:
@@ -756,6 +756,6 @@ def _write_vega_bundle(static_dir: str | Path) -> Path:
         except ValueError:
             pass  # unreadable stamp: rebuild below
     bundle = vlc.javascript_bundle(vl_version=_vega_lite_version())
-    cache._atomic_write_text(target, "(function () {\n" + bundle + "\n})();\n" + _DRAW_JS)
-    cache._atomic_write_json(stamp_path, stamp)
+    cache.atomic_write_text(target, "(function () {\n" + bundle + "\n})();\n" + _DRAW_JS)
+    cache.atomic_write_json(stamp_path, stamp)
     return target
