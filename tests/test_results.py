@@ -36,3 +36,12 @@ def test_display_name_drops_hash_owner_and_default_dtype_wherever_an_id_stands()
     assert results.display_name("BOLD audit: minilm-l6--53aa51172d14--fp32 (mean layer)") == \
         "BOLD audit: minilm-l6 (mean layer)"
     assert results.display_name("names--warmth") == "names--warmth"  # no weight hash: not a model id
+
+
+def test_first_row_matches_every_given_column_and_none_matches_any():
+    from bias_utils.core.results import first_row
+    t = pd.DataFrame({"test": ["a", "b", "b"], "measure": ["x", "x", "y"], "value": [1, 2, 3]})
+    assert first_row(t, test="b")["value"] == 2
+    assert first_row(t, test="b", measure="y")["value"] == 3
+    assert first_row(t, test="b", measure=None)["value"] == 2
+    assert first_row(t, test="c") is None and first_row(t.iloc[:0], test="a") is None

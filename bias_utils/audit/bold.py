@@ -42,7 +42,7 @@ import pandas as pd
 
 from ..core import lexicon, precision, stats, tables
 from ..core.errors import ParameterError, check_generation, check_max_new_tokens, check_word_list
-from ..core.results import write_tables
+from ..core.results import first_row, write_tables
 from ..models.loading import check_model
 from ..report import rendering
 from . import occupation_headline, occupation_units, occupations
@@ -352,9 +352,8 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
     compute are left out (they are in ``skipped``).
     """
     def row(test: str, measure: str | None = None):
-        hit = statistics[(statistics["test"] == test)
-                         & (statistics["measure"] == measure if measure else True)]
-        return hit.iloc[0] if len(hit) and pd.notna(hit.iloc[0]["effect_size"]) else None
+        hit = first_row(statistics, test=test, measure=measure or None)
+        return hit if hit is not None and pd.notna(hit["effect_size"]) else None
 
     def groups(r) -> tuple[str, str]:
         return rendering.group_label(r["group_a"]), rendering.group_label(r["group_b"])

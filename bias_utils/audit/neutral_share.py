@@ -35,7 +35,7 @@ from ..core import tables
 from ..core.cache import stable_hash
 from ..core.criterion_validity import correlation_text
 from ..core.errors import check_seed
-from ..core.results import display_name, write_tables
+from ..core.results import display_name, first_row, write_tables
 from ..core.stats import STAT_COLUMNS, bootstrap_ci, check_n_boot, correlation_rows, results_table
 from .next_word_prompts import (
     REFERENCE_LEXICONS,
@@ -222,9 +222,7 @@ def direction(row) -> int:
 
 
 def neutral_row(statistics: pd.DataFrame, question: str, measure: str, units: str = BLS_UNITS):
-    hit = statistics[(statistics["question"] == question) & (statistics["measure"] == measure)
-                     & (statistics["units"] == units)]
-    return hit.iloc[0] if len(hit) else None
+    return first_row(statistics, question=question, measure=measure, units=units)
 
 
 def _neutral_share_sentence(statistics: pd.DataFrame, model: str) -> str:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import mixed, precision, stats
+from ..core.results import first_row
 from ..report import plots, rendering
 from .occupations import (
     INFLUENCE_SHIFT,
@@ -47,9 +48,7 @@ HEADLINE_COLUMNS = [
 
 
 def _pick(statistics: pd.DataFrame, test: str, measure: str, unit: str | None = None) -> pd.Series | None:
-    s = statistics
-    hit = s[(s["test"] == test) & (s["measure"] == measure) & ((s["unit"] == unit) if unit else True)]
-    return hit.iloc[0] if len(hit) else None
+    return first_row(statistics, test=test, measure=measure, unit=unit or None)
 
 
 def headline_table(statistics: pd.DataFrame, occupations: pd.DataFrame, influence: pd.DataFrame,

@@ -38,6 +38,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from .precision import interval_text, number_text, p_text
+from .results import first_row
 from .stats import correlation_rows, partial_correlation_rows, results_table
 
 __all__: list[str] = []
@@ -134,8 +135,7 @@ def validity_statistics(values: pd.DataFrame, measures: Sequence[str], *, criter
 
 def statistic_row(statistics: pd.DataFrame, measure: str, test: str) -> pd.Series | None:
     """The row of ``measure`` and ``test`` in a :func:`validity_statistics` table, or None."""
-    found = statistics[(statistics["measure"] == measure) & (statistics["test"] == test)]
-    return found.iloc[0] if len(found) else None
+    return first_row(statistics, measure=measure, test=test)
 
 
 def _one_verdict(statistics: pd.DataFrame, measure: str, tests: Sequence[str], what: str) -> str:

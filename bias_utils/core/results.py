@@ -140,3 +140,13 @@ def write_tables(folder: str | Path, frames: Mapping[str, pd.DataFrame]) -> list
 def _read_table(path_stem: str | Path) -> pd.DataFrame:
     """Read a table written by :func:`write_table` (parquet, exact types)."""
     return pd.read_parquet(Path(path_stem).with_suffix(".parquet"))
+
+
+def first_row(table: pd.DataFrame, **match) -> pd.Series | None:
+    """The first row of ``table`` whose columns equal ``match`` (``first_row(stats, test="welch_t",
+    measure=None)``: a value of None matches any), or None where no row does. The one row picker of every reading."""
+    hit = table
+    for column, value in match.items():
+        if value is not None:
+            hit = hit[hit[column] == value]
+    return hit.iloc[0] if len(hit) else None

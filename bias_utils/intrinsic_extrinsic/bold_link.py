@@ -60,7 +60,7 @@ from ..core import mixed, stats, tables
 from ..core.criterion_validity import VALIDITY_VERDICTS
 from ..core.errors import ParameterError, check_seed, is_number
 from ..core.precision import interval_text, number_text, p_text
-from ..core.results import display_name, write_tables
+from ..core.results import display_name, first_row, write_tables
 from ..core.stats import check_n_boot, correlation_rows, ols, results_table
 from ..profiles.gender_direction import noun_positions
 from ..profiles.population_profiles import DEFAULT_TEMPLATES, check_word_projection
@@ -324,9 +324,7 @@ MEASURE_WORDS = {"expected": "expected counts from the sampling distribution", "
 
 
 def _pick(statistics: pd.DataFrame, test: str, intrinsic: str = PRIMARY["intrinsic"], group: str | None = None):
-    hit = statistics[(statistics["test"] == test) & (statistics["intrinsic"] == intrinsic)
-                     & ((statistics["group"] == group) if group is not None else True)]
-    return hit.iloc[0] if len(hit) else None
+    return first_row(statistics, test=test, intrinsic=intrinsic, group=group)
 
 
 def _counted_text(row, measure: str) -> str:

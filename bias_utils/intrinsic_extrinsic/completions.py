@@ -60,6 +60,7 @@ import pandas as pd
 from ..audit.bold_prompts import FEMALE_GROUP, MALE_GROUP
 from ..core import precision, stats
 from ..core.errors import ParameterError, check_count, check_seed, check_word_list
+from ..core.results import first_row
 from ..profiles import projection
 from ..report import plots, rendering
 
@@ -424,9 +425,7 @@ def describe_completion_stats(result: pd.DataFrame, unreadable: Mapping[str, str
     unreadable = dict(unreadable or {})
 
     def pick(analysis: str, measure: str, test: str, dim: str):
-        hit = result[(result["analysis"] == analysis) & (result["measure"] == measure)
-                     & (result["test"] == test) & (result["dimension"] == dim)]
-        return hit.iloc[0] if len(hit) else None
+        return first_row(result, analysis=analysis, measure=measure, test=test, dimension=dim)
 
     primary_rows = result[result["primary"].astype(bool)]
     primary = primary_rows["measure"].iloc[0] if len(primary_rows) else "completion"

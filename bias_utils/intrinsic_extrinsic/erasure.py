@@ -89,7 +89,7 @@ from ..core import paths, tables
 from ..core.cache import RecordStore, stable_hash
 from ..core.errors import ParameterError, check_positive_int, check_seed
 from ..core.precision import interval_text, number_text, percent_text
-from ..core.results import display_name, write_tables
+from ..core.results import display_name, first_row, write_tables
 from ..core.stats import check_n_boot, hedges_g, percentile_interval, resamples, rowwise_correlation, rowwise_g
 from ..models.embeddings import embed_words
 from ..models.hooks import recording, state_modules
@@ -380,7 +380,7 @@ class _Erasure:
 
 
 def _row(table: pd.DataFrame, erasure: str, layer: str, measure: str) -> pd.Series:
-    return table[(table["erasure"] == erasure) & (table["layer"] == layer) & (table["measure"] == measure)].iloc[0]
+    return first_row(table, erasure=erasure, layer=layer, measure=measure)
 
 
 def _change_text(row: pd.Series) -> str:

@@ -40,7 +40,7 @@ from ..core import stats, tables
 from ..core.criterion_validity import VALIDITY_VERDICTS
 from ..core.errors import ParameterError, check_seed
 from ..core.precision import interval_text, number_text, p_text
-from ..core.results import display_name, write_tables
+from ..core.results import display_name, first_row, write_tables
 from ..core.stats import check_n_boot, correlation_rows, results_table
 from ..profiles.gender_direction import describe_placement
 from ..report import plots, rendering
@@ -187,8 +187,7 @@ def _next_word_link_statistics(occupations: pd.DataFrame, bold_statistics: pd.Da
 
 
 def pick_analysis(statistics: pd.DataFrame, analysis: str, test: str):
-    hit = statistics[(statistics["analysis"] == analysis) & (statistics["test"] == test)]
-    return hit.iloc[0] if len(hit) else None
+    return first_row(statistics, analysis=analysis, test=test)
 
 
 def _rho_text(row) -> str:
