@@ -155,6 +155,18 @@ def test_bad_parameters_are_refused_naming_them_before_a_model_loads():
     erasure.check_erasure(MODEL, limit=10)
 
 
+@pytest.mark.parametrize("n_boot", [2, 10, 99])
+def test_the_library_door_refuses_the_resamples_the_notebook_refuses(n_boot):
+    """erasure_tradeoff with n_boot=2 published "95%" intervals that excluded their own estimate; the library
+    call now has the notebook's floor, refused before the model loads (no basis is looked at)."""
+    from bias_utils.book import validation
+
+    with pytest.raises(ParameterError, match=rf"^n_boot must be an integer >= 100 .* got {n_boot}$"):
+        erasure.erasure_tradeoff(MODEL, None, n_boot=n_boot)
+    with pytest.raises(ParameterError, match=rf"got {n_boot}$"):
+        validation.check("12_erasure", model=MODEL, n_boot=n_boot)
+
+
 # --------------------------------------------------------------------------- with SmolLM2
 
 

@@ -13,7 +13,7 @@ library's entry points run on entry (``bold.check_audit`` for ``run_audit``,
 ``space.check_space`` for ``build_space``, ``profiles.check_profiles`` for
 ``run_profiles``, ``bold_link.check_link`` for ``run_link``, ...), which reuse the
 package's readers and the value rules of ``errors`` (counts, seeds, layers,
-sampling); what a notebook adds is its own floors (``MIN_N_BOOT``,
+sampling); what a notebook adds is its own floors (``stats.MIN_N_BOOT``,
 ``MIN_N_PERMUTATIONS``) and the files it reads (``dictionary_path``, ``corpus``).
 """
 
@@ -49,9 +49,6 @@ from ..profiles.population_profiles import (
 )
 from ..profiles.space import check_space
 
-#: Bootstrap counts below this give percentile CIs from a handful of order statistics.
-_MIN_N_BOOT = 100
-
 #: Below this a permutation p cannot go under 1/101, and its floor decides more verdicts than the data.
 _MIN_N_PERMUTATIONS = 100
 
@@ -65,7 +62,7 @@ def _reraise(name: str, exc: Exception) -> ParameterError:
 # --------------------------------------------------------------------------- single parameters
 
 
-def _check_boot_count(n_boot, name: str = "n_boot", minimum: int = _MIN_N_BOOT, default: int | None = None) -> int:
+def _check_boot_count(n_boot, name: str = "n_boot", minimum: int = stats.MIN_N_BOOT, default: int | None = None) -> int:
     """An integer >= ``minimum`` (``stats.check_n_boot``'s rule with the notebooks' floor) and at most
     ``errors.MAX_RESAMPLES``; ``default`` (the notebook's) sizes the run-time estimate of a too-large one."""
     return stats.check_n_boot(n_boot, minimum=minimum, name=name, default=default)

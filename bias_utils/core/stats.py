@@ -187,6 +187,11 @@ def _cramers_v(t: np.ndarray) -> float:
     return float(np.sqrt(chi2 / (t.sum() * (min(t.shape) - 1))))
 
 
+#: Bootstrap counts below this give percentile CIs from a handful of order statistics: the floor of every function
+#: that publishes a 95% interval (the notebooks' parameter checks and the library calls behind them alike).
+MIN_N_BOOT = 100
+
+
 def check_n_boot(n_boot, *, minimum: int | None = None, name: str = "n_boot", default: int | None = None) -> int:
     """``n_boot`` as an int, or a ``ParameterError`` naming it. Fewer than two replicates cannot give an
     interval (0 gives NaN); callers that report CIs ask for more with ``minimum`` (the notebooks: 100). At most

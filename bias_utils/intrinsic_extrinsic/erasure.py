@@ -90,7 +90,15 @@ from ..core.cache import RecordStore, stable_hash
 from ..core.errors import ParameterError, check_positive_int, check_seed
 from ..core.precision import interval_text, number_text, percent_text
 from ..core.results import display_name, first_row, write_tables
-from ..core.stats import check_n_boot, hedges_g, percentile_interval, resamples, rowwise_correlation, rowwise_g
+from ..core.stats import (
+    MIN_N_BOOT,
+    check_n_boot,
+    hedges_g,
+    percentile_interval,
+    resamples,
+    rowwise_correlation,
+    rowwise_g,
+)
 from ..models.embeddings import embed_words
 from ..models.hooks import recording, state_modules
 from ..models.loading import check_model, resolve_model
@@ -138,14 +146,14 @@ _WORD_COLUMNS = ["population", "group", "word", "role"]
 def check_erasure(model, *, layer_step=15, n_boot: int = 1000, seed: int = 0, limit=None) -> None:
     """The parameters of :func:`erasure_tradeoff`, checked before any model loads: a decoder
     (``models.loading.check_model``), ``layer_step`` (a positive integer; one at least the model's layer count
-    erases the last state alone), ``n_boot``, ``seed`` and ``limit`` (None or an integer of at least
-    :data:`_MIN_LIMIT`)."""
+    erases the last state alone), ``n_boot`` (at least ``stats.MIN_N_BOOT``), ``seed`` and ``limit`` (None or an
+    integer of at least :data:`_MIN_LIMIT`)."""
     check_model(model, need="generate", what="erasure_tradeoff (it hooks a decoder's layers)")
     check_positive_int(layer_step, "layer_step")
     if limit is not None and (check_positive_int(limit, "limit") < _MIN_LIMIT):
         raise ParameterError(f"limit must be None or at least {_MIN_LIMIT} (a rank correlation and a 10-fold probe "
                              f"over fewer occupations or names per group say nothing), got {limit}")
-    check_n_boot(n_boot)
+    check_n_boot(n_boot, minimum=MIN_N_BOOT)  # the notebook's floor: both doors publish the same 95% intervals
     check_seed(seed)
 
 
