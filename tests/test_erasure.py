@@ -12,6 +12,7 @@ import pytest
 import torch
 from concept_erasure import LeaceFitter
 
+from bias_utils.core import paths
 from bias_utils.core.errors import ParameterError
 from bias_utils.core.stats import hedges_g, rowwise_g
 from bias_utils.intrinsic_extrinsic import erasers, erasure, erasure_measures
@@ -165,6 +166,23 @@ def test_the_library_door_refuses_the_resamples_the_notebook_refuses(n_boot):
         erasure.erasure_tradeoff(MODEL, None, n_boot=n_boot)
     with pytest.raises(ParameterError, match=rf"got {n_boot}$"):
         validation.check("12_erasure", model=MODEL, n_boot=n_boot)
+
+
+@pytest.mark.parametrize("rows", [None, [("sociability", t, "high") for t in ("friendly", "warm", "sociable")]
+                                  + [("sociability", t, "low") for t in ("cold", "distant", "unfriendly")]])
+def test_a_dictionary_without_warmth_or_competence_is_refused_at_the_parameter_check(tmp_path, rows):
+    """Chapter 12 with a dictionary that has no warmth and competence axes (the example's one "tidiness"
+    dimension, or sociability alone) loaded the model and built the space before a bare KeyError
+    'warmth_competence'; the parameter check now refuses it, naming the dictionary and what it lacks."""
+    from bias_utils.book import validation
+
+    path = paths.ROOT / "data" / "examples" / "user_dictionary_example.csv"
+    if rows is not None:
+        path = tmp_path / "sociability.csv"
+        path.write_text("dimension,term,direction\n" + "".join(f"{d},{t},{s}\n" for d, t, s in rows))
+    with pytest.raises(ParameterError, match=rf"^dictionary_path: {path} cannot give the warmth and competence "
+                                             r"axes .* lacks: .*'competence': \['ability', 'agency'\]"):
+        validation.check("12_erasure", model=MODEL, dictionary_path=str(path))
 
 
 # --------------------------------------------------------------------------- with SmolLM2

@@ -41,7 +41,7 @@ from ..core.paths import resolve_input
 from ..intrinsic_extrinsic import bold_link, erasure
 from ..models.builtin_models import BUILTIN_MODELS
 from ..models.loading import DTYPES, check_model
-from ..profiles import contexts, dictionaries, space
+from ..profiles import contexts, dictionaries, projection, space
 from ..profiles.population_profiles import (
     check_population_list,
     check_profile_run,
@@ -373,9 +373,16 @@ def _check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
 def _check_erasure_run(*, model="smollm2-135m-instruct", dtype=None, context_source="generated", dictionary_path=None,
                        n_contexts=5, seed=0, layer_step=15, n_boot=1000, limit=None, output_dir=None) -> None:
     """Notebook 12's parameters: the notebook's floor for ``n_boot``, the space it projects the names on
-    (``space.check_space``), then ``erasure.check_erasure`` (a decoder it can hook, ``layer_step``, ``limit``)."""
+    (``space.check_space``) with the warmth and competence axes the erasure reads, then ``erasure.check_erasure``
+    (a decoder it can hook, ``layer_step``, ``limit``)."""
     _check_dtype(dtype)
     _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts)
+    try:
+        projection.space_groups(_dictionary(dictionary_path), "warmth_competence")
+    except ParameterError as exc:
+        raise ParameterError(f"dictionary_path: {dictionary_path or 'the seed dictionary'} cannot give the warmth "
+                             f"and competence axes chapter 12 reads the names on ({exc}); give a dictionary with "
+                             "sociability, morality, ability and agency") from None
     _check_boot_count(n_boot, default=1000)
     erasure.check_erasure(model, layer_step=layer_step, n_boot=n_boot, seed=seed, limit=limit)
 
