@@ -116,6 +116,11 @@ def test_the_best_trade_off_follows_the_rule_stated_in_advance():
     assert erasure.best_tradeoff_layer(table) == "20"
     table = _tradeoff_rows({"10": (-0.2, 0.05, 0.8), "20": (-0.5, 0.3, 1.0)})
     assert erasure.best_tradeoff_layer(table) is None
+    # issue 58: with layer_step=1000 or limit=10 the rule named a state where ρ rose (+0.18); a rise or no change
+    # is never the best, and a fall beside it still is
+    assert erasure.best_tradeoff_layer(_tradeoff_rows({"29": (0.18, 0.02, 1.0)})) is None
+    assert erasure.best_tradeoff_layer(_tradeoff_rows({"15": (0.0, 0.02, 1.0), "29": (0.18, 0.02, 1.0)})) is None
+    assert erasure.best_tradeoff_layer(_tradeoff_rows({"15": (-0.01, 0.02, 1.0), "29": (0.18, 0.0, 1.0)})) == "15"
 
 
 def test_the_paired_interval_of_a_change_in_rho_covers_the_truth_at_its_level():

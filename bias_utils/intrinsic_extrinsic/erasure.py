@@ -50,7 +50,8 @@ share beside it, each change with a 95% percentile interval from resampling the 
 conditions (occupations for the ρ and the mean; sentences for the cross-entropy; pairs for the facts; names within
 their group for the gaps). **The best trade-off** (:func:`best_tradeoff_layer`): among the single-state LEACE erasures
 that add at most :data:`_MAX_COST` nats per token and keep at least :data:`MIN_FACTS` of the gendered nouns on their
-side, the one whose ρ falls the most; where none qualifies, none is named.
+side, the one whose ρ falls the most (a state where ρ does not fall never qualifies); where none qualifies, none
+is named.
 
 **Cache.** Each condition's per-item values are one record of ``paths.cache_dir()/erasure/<key>/rows.jsonl``,
 ``<key>`` hashing the model, the fit, the inputs, the basis and :data:`_CODE_VERSION`; records are appended under a
@@ -241,11 +242,13 @@ def _tradeoff_table(records: Mapping[tuple[str, str], Mapping[str, list]], input
 def best_tradeoff_layer(table: pd.DataFrame) -> str | None:
     """The best trade-off by the rule stated before the results: among the single-state LEACE erasures that add at
     most :data:`_MAX_COST` nats per token and keep at least :data:`MIN_FACTS` of the gendered nouns on their side,
-    the hidden state (as text) whose ρ(next-word log-ratio, BLS share) falls the most; None where none qualifies."""
+    the hidden state (as text) whose ρ(next-word log-ratio, BLS share) falls the most; None where none qualifies. A
+    state where ρ does not fall (its change 0 or above) is never named: a "best" erasure that raises ρ is none."""
     leace = table[(table["erasure"] == "leace") & (table["layer"] != ALL)]
     wide = leace.pivot_table(index="layer", columns="measure", values="change", sort=False)
     values = leace.pivot_table(index="layer", columns="measure", values="value", sort=False)
-    fits = wide[(wide["cross_entropy"] <= _MAX_COST) & (values["facts_right_share"] >= MIN_FACTS)]
+    fits = wide[(wide["cross_entropy"] <= _MAX_COST) & (values["facts_right_share"] >= MIN_FACTS)
+                & (wide["log_ratio_rho"] < 0)]
     return None if fits.empty else str(fits["log_ratio_rho"].idxmin())
 
 
@@ -425,7 +428,8 @@ def _describe_tradeoff(table: pd.DataFrame, model_id: str) -> str:
 
     best = best_tradeoff_layer(table)
     rule = (f"the single-state erasure that adds at most {number_text(_MAX_COST)} nats per token and keeps at "
-            f"least {percent_text(MIN_FACTS)} of the gendered nouns on their side, with the largest fall of ρ")
+            f"least {percent_text(MIN_FACTS)} of the gendered nouns on their side, with the largest fall of ρ, if ρ "
+            "falls at all")
     if best is None:
         text += f" **No single-state LEACE erasure qualifies** as the best trade-off ({rule})."
     else:
