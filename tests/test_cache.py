@@ -3,11 +3,13 @@
 import errno
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -215,3 +217,29 @@ def test_a_failed_build_leaves_no_folder_and_a_stale_one_is_replaced(tmp_path):
     assert not (target / "done").exists()
     cache.build_folder(target, lambda t: (t / "done").exists(), lambda tmp: (tmp / "done").write_text("y"))
     assert sorted(p.name for p in target.iterdir()) == ["done"]  # the stale folder is gone, not merged
+
+
+def test_a_record_store_skips_debris_inside_its_file_says_where_and_rewrites_it(tmp_path):
+    """Issue 58: a half record followed by a newline inside rows.jsonl was skipped silently and stayed in the file.
+    The store names the file and line, keeps every record, and rewrites the file without the debris (a torn last
+    line, a write in progress, is left to the next append as before)."""
+    from bias_utils.core.cache import RecordStore
+
+    store = RecordStore(tmp_path, {"model": "m"}, "key", required=("value",))
+    store.append([{"key": "a", "value": 1}, {"key": "b", "value": 2}])
+    good = store.rows.read_text()
+    store.rows.write_text(good + '{"key": "c", "va\n' + '{"key": "d", "value": 4}\n')
+    where = rf"^{re.escape(str(store.rows))}: line 3 holds no record .* rewritten without it$"
+    with pytest.warns(UserWarning, match=where):
+        done = store.load()
+    assert sorted(done) == ["a", "b", "d"] and done["d"]["value"] == 4
+    assert store.rows.read_text() == good + '{"key": "d", "value": 4}\n'
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the debris is gone: a second load is silent
+        assert sorted(store.load()) == ["a", "b", "d"]
+    store.rows.write_text(store.rows.read_text() + '{"key": "e", "val')  # a torn tail: no warning, no rewrite
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert sorted(store.load()) == ["a", "b", "d"]
+    store.append([{"key": "e", "value": 5}])
+    assert sorted(store.load()) == ["a", "b", "d", "e"]

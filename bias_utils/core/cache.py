@@ -18,6 +18,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 import zipfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -248,14 +249,47 @@ class RecordStore:
         return file_lock(self.dir / name)
 
     def load(self) -> dict[Any, dict]:
-        """The complete records on disk by key (the first copy of a key)."""
+        """The complete records on disk by key (the first copy of a key). A complete line that is no record (debris
+        of a write a crash cut short, or an edit) is skipped with a warning naming the file and the line, and the
+        file is rewritten without it, so the debris does not stay."""
         done: dict[Any, dict] = {}
-        for r in read_jsonl(self.rows):
+        bad = []
+        for number, line in enumerate(_complete_lines(self.rows), 1):
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                bad.append(number)
+                continue
             if isinstance(r, dict) and all(c in r for c in self.required):
                 done.setdefault(self.key(r), r)
+        if bad:
+            many = len(bad) > 1
+            where = f"line{'s' if many else ''} {', '.join(map(str, bad))} hold{'' if many else 's'}"
+            warnings.warn(f"{self.rows}: {where} "
+                          "no record (a write cut short?); skipped, and the file rewritten without it", stacklevel=2)
+            with file_lock(self.dir / "rows.lock"):  # an append waits: nothing it writes is lost
+                lines = _complete_lines(self.rows)
+                atomic_write_text(self.rows, "".join(ln for ln in lines if _is_json(ln)))
         return done
 
     def append(self, records: list[dict]) -> None:
         """Append ``records`` (nothing for none)."""
         if records:
-            append_jsonl(self.rows, records)
+            with file_lock(self.dir / "rows.lock"):
+                append_jsonl(self.rows, records)
+
+
+def _complete_lines(path: Path) -> list[str]:
+    """The lines of a JSONL file that end in a newline (a torn last line is a write in progress or cut short)."""
+    if not path.exists():
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [line for line in f if line.endswith("\n")]
+
+
+def _is_json(line: str) -> bool:
+    try:
+        json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return True
