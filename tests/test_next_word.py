@@ -78,6 +78,20 @@ def test_one_string_for_a_list_is_refused_before_any_model_is_named_or_loaded():
                          templates="The {occupation} said that")
 
 
+def test_plural_nouns_are_refused_before_a_model_is_named_or_loaded():
+    """Issue 58: next_word_table(m, ["nurses", "engineers"]) published a neutral share of 0.94 / 0.96 as "they about
+    one person", where after a plural subject "they" is plain plural. WordNet reads the last word's inflection; the
+    60 BLS nouns, singular nouns ending in s and multi-word nouns pass."""
+    with pytest.raises(ParameterError, match=r"^occupations: 'nurses' \(of 'nurse'\), 'engineers' \(of 'engineer'\) "
+                                             r"read as plural; .* give the singular nouns$"):
+        nw.next_word_table("no-such-model-anywhere", ["nurses", "engineers", "actress"])
+    with pytest.raises(ParameterError, match=r"^occupations: 'registered nurses' \(of 'nurse'\)"):
+        nw.next_word_table("no-such-model-anywhere", ["registered nurses"])
+    singular = list(occupation_shares()["occupation"]) + ["actress", "boss", "waitress", "registered nurse"]
+    assert len(singular) == 64
+    nwp.check_singular_nouns(singular)
+
+
 def test_an_encoder_is_refused_before_it_loads_naming_the_decoders(tmp_path):
     """The built-in encoder is refused from the built-in models table and a folder's from its config.json, in the
     notebook's words (``models.loading.check_model``, as chapter 11's check), listing the built-in decoders. The

@@ -64,6 +64,7 @@ from ..core.cache import RecordStore, stable_hash
 from ..core.errors import ParameterError, check_word_list
 from ..core.lexicon import GENDER_LEXICONS, NEOPRONOUN_WORDS, THEY_WORDS, validate_lexicons
 from ..core.precision import number_text, percent_text
+from ..core.wordnet import wordnet
 from ..models.decoding import lexicon_token_ids
 
 __all__: list[str] = []
@@ -102,6 +103,23 @@ _WORD_COLUMNS = TOKEN_COLUMNS + [DEFINITION]
 
 
 # --------------------------------------------------------------------------- templates and tokens
+
+
+def check_singular_nouns(nouns: Sequence[str], name: str = "occupations") -> None:
+    """Refuse a plural noun (its last word read by WordNet's ``morphy`` as an inflected form: "nurses" of
+    "nurse"). After a plural subject "they" is plain plural, so the neutral share would not measure "they" about one
+    person, and a gendered pronoun after "the nurses" is rare for another reason than the stereotype."""
+    wn = wordnet()
+    plural = {}
+    for noun in nouns:
+        last = noun.split()[-1].lower()
+        base = wn.morphy(last, "n")
+        if base is not None and base != last:
+            plural[noun] = base
+    if plural:
+        raise ParameterError(f"{name}: {', '.join(f'{n!r} (of {b!r})' for n, b in plural.items())} read as plural; "
+                             "after a plural subject 'they' is plain plural, so the measure of 'they' about one "
+                             "person would not hold: give the singular nouns")
 
 
 def check_next_word_templates(templates, name: str = "templates") -> tuple[str, ...]:
