@@ -78,7 +78,7 @@ def test_one_string_for_a_list_is_refused_before_any_model_is_named_or_loaded():
                          templates="The {occupation} said that")
 
 
-def test_plural_nouns_are_refused_before_a_model_is_named_or_loaded():
+def test_plural_nouns_and_names_are_refused_before_a_model_is_named_or_loaded():
     """Issue 58: next_word_table(m, ["nurses", "engineers"]) published a neutral share of 0.94 / 0.96 as "they about
     one person", where after a plural subject "they" is plain plural. WordNet reads the last word's inflection; the
     60 BLS nouns, singular nouns ending in s and multi-word nouns pass."""
@@ -89,7 +89,10 @@ def test_plural_nouns_are_refused_before_a_model_is_named_or_loaded():
         nw.next_word_table("no-such-model-anywhere", ["registered nurses"])
     singular = list(occupation_shares()["occupation"]) + ["actress", "boss", "waitress", "registered nurse"]
     assert len(singular) == 64
-    nwp.check_singular_nouns(singular)
+    nwp.check_occupation_nouns(singular + ["CEO", "IT specialist"])
+    # names: no article before a name, so the noun templates refuse them
+    with pytest.raises(ParameterError, match=r"^occupations: 'Mary', 'John' look like names; the templates put 'the'"):
+        nw.next_word_table("no-such-model-anywhere", ["Mary", "John", "nurse"])
 
 
 def test_an_encoder_is_refused_before_it_loads_naming_the_decoders(tmp_path):

@@ -81,7 +81,7 @@ from .next_word_prompts import (
     REFERENCE_LEXICONS,
     check_next_word_lexicons,
     check_next_word_templates,
-    check_singular_nouns,
+    check_occupation_nouns,
     first_tokens,
     lexicon_first_tokens,
     log_masses,
@@ -180,7 +180,7 @@ def next_word_table(model, occupations: Sequence[str], *, templates: Sequence[st
     nouns = list(dict.fromkeys(o.strip() for o in occupations))
     if any(not n for n in nouns):
         raise ParameterError(f"occupations: an empty noun among {occupations[:5]!r}")
-    check_singular_nouns(nouns)
+    check_occupation_nouns(nouns)
     lexicons = check_next_word_lexicons(lexicons)
     definition = measure_definition(templates, lexicons)
     check_model(model, need="generate", what="next_word_table (the probability of each next word)")

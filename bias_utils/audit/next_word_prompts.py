@@ -105,10 +105,17 @@ _WORD_COLUMNS = TOKEN_COLUMNS + [DEFINITION]
 # --------------------------------------------------------------------------- templates and tokens
 
 
-def check_singular_nouns(nouns: Sequence[str], name: str = "occupations") -> None:
-    """Refuse a plural noun (its last word read by WordNet's ``morphy`` as an inflected form: "nurses" of
-    "nurse"). After a plural subject "they" is plain plural, so the neutral share would not measure "they" about one
-    person, and a gendered pronoun after "the nurses" is rare for another reason than the stereotype."""
+def check_occupation_nouns(nouns: Sequence[str], name: str = "occupations") -> None:
+    """Refuse what the templates cannot hold: a name (a capitalised word that is no acronym: the templates put "the"
+    before the noun, "The Mary said that"), and a plural noun (its last word read by WordNet's ``morphy`` as an
+    inflected form: "nurses" of "nurse"). After a plural subject "they" is plain plural, so the neutral share would
+    not measure "they" about one person, and a gendered pronoun after "the nurses" is rare for another reason than
+    the stereotype."""
+    names = [n for n in nouns if n[:1].isupper() and not n.split()[0].isupper()]
+    if names:
+        raise ParameterError(f"{name}: {', '.join(map(repr, names))} look like names; the templates put 'the' "
+                             "before an occupation noun ('The Mary said that'): give lowercase occupation nouns (a "
+                             "name's gender is chapter 04's profiles, not this measure)")
     wn = wordnet()
     plural = {}
     for noun in nouns:
