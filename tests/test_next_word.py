@@ -16,11 +16,12 @@ from scipy import stats as st
 
 from bias_utils.audit import next_word as nw
 from bias_utils.audit import next_word_prompts as nwp
+from bias_utils.audit import occupation_units, replication
 from bias_utils.book import validation
 from bias_utils.core import criterion_validity as cv
 from bias_utils.core import lexicon, paths
 from bias_utils.core.errors import ParameterError
-from bias_utils.intrinsic_extrinsic import link
+from bias_utils.intrinsic_extrinsic import bold_link, link
 from bias_utils.models.builtin_models import BUILTIN_MODELS
 from bias_utils.models.generation import generate
 from bias_utils.models.loading import _LOADED, _files_of
@@ -78,21 +79,16 @@ def test_one_string_for_a_list_is_refused_before_any_model_is_named_or_loaded():
                          templates="The {occupation} said that")
 
 
-def test_plural_nouns_and_names_are_refused_before_a_model_is_named_or_loaded():
-    """Issue 58: next_word_table(m, ["nurses", "engineers"]) published a neutral share of 0.94 / 0.96 as "they about
-    one person", where after a plural subject "they" is plain plural. WordNet reads the last word's inflection; the
-    60 BLS nouns, singular nouns ending in s and multi-word nouns pass."""
-    with pytest.raises(ParameterError, match=r"^occupations: 'nurses' \(of 'nurse'\), 'engineers' \(of 'engineer'\) "
-                                             r"read as plural; .* give the singular nouns$"):
-        nw.next_word_table("no-such-model-anywhere", ["nurses", "engineers", "actress"])
-    with pytest.raises(ParameterError, match=r"^occupations: 'registered nurses' \(of 'nurse'\)"):
-        nw.next_word_table("no-such-model-anywhere", ["registered nurses"])
-    singular = list(occupation_shares()["occupation"]) + ["actress", "boss", "waitress", "registered nurse"]
-    assert len(singular) == 64
-    nwp.check_occupation_nouns(singular + ["CEO", "IT specialist"])
-    # names: no article before a name, so the noun templates refuse them
+def test_names_are_refused_before_a_model_is_named_or_loaded():
+    """Issue 58: next_word_table(m, ["Mary", "John"]) wrote "The Mary said that" for every prompt, with no warning.
+    A capitalised word that is no acronym is refused; the 60 BLS nouns, the audit's 213 BOLD unit nouns (lower case,
+    from their keys) and acronyms pass."""
     with pytest.raises(ParameterError, match=r"^occupations: 'Mary', 'John' look like names; the templates put 'the'"):
         nw.next_word_table("no-such-model-anywhere", ["Mary", "John", "nurse"])
+    units = occupation_units.annotate(replication.load_published_completions(), "audit")["unit"]
+    nouns = list(occupation_shares()["occupation"]) + sorted({bold_link.occupation_noun(u) for u in units})
+    assert len(nouns) == 60 + 213
+    nwp.check_occupation_nouns(nouns + ["CEO", "IT specialist"])
 
 
 def test_an_encoder_is_refused_before_it_loads_naming_the_decoders(tmp_path):
