@@ -287,7 +287,8 @@ def _nested_loglik(successes, failures, clusters, design, coef, sigma_cluster: f
 
 class _NestedProfile:
     """The profile of the fit's objective in coefficient j: LR statistic 2(objective - profile objective) at b, each
-    b refitted once (warm-started from the nearest b done), so a root search sees one function."""
+    b refitted once (warm-started from the nearest b done, or from a named start), so a root search sees one
+    function; a refit that did not converge may be redone from another start, the lower LR kept."""
 
     def __init__(self, fit: _NestedLogitFit, j: int):
         self.fit, self.j, self.calls = fit, j, 0
