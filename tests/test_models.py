@@ -120,14 +120,16 @@ def test_unload_model_lets_the_weights_go():
 @pytest.mark.slow
 def test_models_nothing_holds_leave_the_cache_and_a_held_one_stays():
     """What make test's per-file release relies on: a model only the cache holds is freed; one a caller holds stays
-    the cached object, so the next load_model returns it instead of loading a copy beside it."""
+    the cached object, so the next load_model returns it instead of loading a copy beside it. The model let go is
+    MiniLM loaded from its folder, a cache entry no fixture holds: SmolLM2 was, and in one process
+    (TEST_WORKERS=0) the session's ``smollm`` fixture holds it, so it stayed whatever the release did."""
     import gc
     import weakref
 
     from bias_utils.models import loading
 
     held = load_model("minilm-l6")
-    dropped = weakref.ref(load_model("smollm2-135m-instruct").model)
+    dropped = weakref.ref(load_model(str(_minilm_folder())).model)
     gc.collect()
     assert dropped() is not None  # still cached: only the cache holds it now
     loading._release_unheld()
