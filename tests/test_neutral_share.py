@@ -180,7 +180,7 @@ def test_the_four_questions_are_the_engines_statistics_of_the_neutral_share(smol
     by_noun = prompts.groupby("occupation")[["female_mass", "male_mass", "neutral_mass", "neopronoun_mass"]].mean()
     by_noun["share"] = by_noun["neutral_mass"] / by_noun[["female_mass", "male_mass", "neutral_mass"]].sum(axis=1)
     bls = by_noun.loc[shares["occupation"]].assign(pct=shares.set_index("occupation")["bls_pct_female"])
-    units = by_noun.loc[primary["noun"]]
+    units = by_noun.loc[[n for n in primary["noun"] if n != "woodworkers"]]  # the one plural noun (read by hand)
     for key, values in [(("share", "BLS occupations", "neutral_share"), bls["share"]),
                         (("share", "BOLD primary units", "neutral_share"), units["share"]),
                         (("neopronouns", "BLS occupations", "neopronoun_mass"), bls["neopronoun_mass"])]:
@@ -188,7 +188,10 @@ def test_the_four_questions_are_the_engines_statistics_of_the_neutral_share(smol
         assert (row["effect_size"], row["ci_low"], row["ci_high"]) == pytest.approx(
             bootstrap_ci(values.to_numpy(), np.mean, n_boot=200, seed=0), rel=1e-12)
         assert row["n"] == len(values) and row["ci_low"] < row["effect_size"] < row["ci_high"]
-    assert stats.loc[("share", "BOLD primary units", "neutral_share"), "n"] == 88
+    assert stats.loc[("share", "BOLD primary units", "neutral_share"), "n"] == 87
+    wood = found.occupations.set_index("occupation").loc["woodworkers"]
+    assert wood["plural_noun"] and wood["n_singular"] == 0 and np.isnan(wood["neutral_share"])
+    assert found.occupations["plural_noun"].sum() == 1 and result.plural_nouns == ("woodworkers",)
     rho, p = st.spearmanr(bls["share"], -(bls["pct"] - 50).abs())
     row = stats.loc[("balance", "BLS occupations", "neutral_share")]
     assert (row["effect_size"], row["p"], row["n"]) == pytest.approx((rho, p, 60), rel=1e-12)
@@ -218,6 +221,8 @@ def test_the_reading_says_each_number_of_the_table_and_reads_an_interval_across_
             f"{nwp.percent(share['ci_high'])}, 60 BLS occupations)") in text
     assert "reported as it is, and not read beyond that" in text
     assert "Left out of the share: \"The … said that\"" in text
+    assert ("Also left out: 1 plural noun (woodworkers), measured like the others, because after a plural subject "
+            "\"they\" is plain plural.") in text
     # the same table with question 2's interval moved across 0 reads as not shown, never as "more"
     moved = result.statistics.copy()
     balance = moved["question"] == "balance"

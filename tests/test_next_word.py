@@ -91,6 +91,18 @@ def test_names_are_refused_before_a_model_is_named_or_loaded():
     nwp.check_occupation_nouns(nouns + ["CEO", "IT specialist"])
 
 
+def test_a_plural_noun_is_told_by_its_head_nouns_inflection():
+    """Issue 58: "nurses" was published as "they" about one person. A plural is the head noun's inflection (the word
+    before "of", else the last), by WordNet or, for a head WordNet lacks, a person suffix plus s; of the 60 BLS nouns
+    none is plural, and of the audit's 213 unit nouns only "woodworkers" (read by hand)."""
+    plural = ["nurses", "engineers", "woodworkers", "moldmakers", "bus drivers", "midwives", "chairmen"]
+    singular = ["nurse", "road foreman of engines", "boss", "actress", "physics teacher", "news anchor", "glass blower"]
+    assert [occupation_units.plural_noun(n) for n in plural + singular] == [True] * 7 + [False] * 7
+    units = occupation_units.annotate(replication.load_published_completions(), "audit")["unit"]
+    nouns = list(occupation_shares()["occupation"]) + sorted({bold_link.occupation_noun(u) for u in units})
+    assert [n for n in nouns if occupation_units.plural_noun(n)] == ["woodworkers"]
+
+
 def test_an_encoder_is_refused_before_it_loads_naming_the_decoders(tmp_path):
     """The built-in encoder is refused from the built-in models table and a folder's from its config.json, in the
     notebook's words (``models.loading.check_model``, as chapter 11's check), listing the built-in decoders. The

@@ -180,12 +180,14 @@ def neutral_statistics(prompts: pd.DataFrame, values: pd.DataFrame, units: pd.Da
 @dataclass
 class NeutralShare:
     """What :meth:`next_word._NextWord.neutral_share` finds: ``statistics`` (:func:`neutral_statistics`), the neutral
-    lexicons' ``words``, the ``templates`` with the rule's reading of each (:func:`template_rule`) and ``model_id``."""
+    lexicons' ``words``, the ``templates`` with the rule's reading of each (:func:`template_rule`), ``model_id`` and
+    the ``plural_nouns`` read (measured, left out of the share: their "they" is plain plural)."""
 
     statistics: pd.DataFrame
     words: pd.DataFrame
     templates: pd.DataFrame
     model_id: str
+    plural_nouns: tuple[str, ...] = ()
 
     def write(self, folder: str | Path) -> list[Path]:
         """Write the statistics as parquet + CSV under ``folder`` (the words are written with the measure's tables)."""
@@ -193,7 +195,8 @@ class NeutralShare:
 
     def describe(self, model: str | None = None) -> str:
         """Markdown reading the four questions for ``model`` (default: this run's): :func:`_describe_neutral`."""
-        return _describe_neutral(self.statistics, self.words, self.templates, model or self.model_id)
+        return _describe_neutral(self.statistics, self.words, self.templates, model or self.model_id,
+                                 self.plural_nouns)
 
 
 def template_rule(prompts: pd.DataFrame) -> pd.DataFrame:
@@ -233,11 +236,11 @@ def _neutral_share_sentence(statistics: pd.DataFrame, model: str) -> str:
 
 
 def _describe_neutral(statistics: pd.DataFrame, words: pd.DataFrame, templates: pd.DataFrame,
-                      model: str = "this model") -> str:
+                      model: str = "this model", plural_nouns: Sequence[str] = ()) -> str:
     """Markdown reading :func:`neutral_statistics` for ``model``: the four questions in order, each correlation read
     by whether its interval lies off 0 ("not shown is not absent" where it does not), the neopronouns as they are,
-    the templates left out and why (``templates``: :func:`template_rule`'s), and the neutral words counted by a
-    first token or not at all (``words``)."""
+    the templates and ``plural_nouns`` left out and why (``templates``: :func:`template_rule`'s), and the neutral
+    words counted by a first token or not at all (``words``)."""
     text = [_neutral_share_sentence(statistics, model)]
     audit = neutral_row(statistics, "share", "neutral_share", _AUDIT_UNITS)
     if audit is not None:
@@ -271,6 +274,10 @@ def _describe_neutral(statistics: pd.DataFrame, words: pd.DataFrame, templates: 
                 "word for the mean occupation: reported as it is, and not read beyond that.")
     text += [f"Left out of the share: \"{t.template.replace(SLOT, '…')}\", because {_PLURAL_TEMPLATES[t.template]}."
              for t in templates.itertuples() if t.template in _PLURAL_TEMPLATES]
+    if len(plural_nouns):
+        text.append(f"Also left out: {len(plural_nouns)} plural noun{'s' if len(plural_nouns) > 1 else ''} "
+                    f"({', '.join(plural_nouns)}), measured like the others, because after a plural subject \"they\" "
+                    "is plain plural.")
     longer = ", ".join(words.loc[words["counted"] == "first token", "word"])
     shared = ", ".join(words.loc[words["counted"] == "shared", "word"])
     parts = ([f"{longer} count by their first token (an upper bound on the word)"] if longer else []) + (

@@ -90,6 +90,7 @@ from .next_word_prompts import (
     occupation_prompts,
     percent,
 )
+from .occupation_units import plural_noun
 
 __all__ = [
     "describe_next_word", "next_word_table", "next_word_validity", "sampled_check",
@@ -99,8 +100,8 @@ __all__ = [
 _PROMPT_COLUMNS = ["occupation", "template", "reference", "prompt", "n_tokens", "female_mass", "male_mass",
                    "log_ratio", "neutral_mass", "neopronoun_mass", "singular", DEFINITION]
 _OCCUPATION_COLUMNS = ["occupation", "n_templates", "female_mass", "male_mass", "gendered_mass", "female_share",
-                       "log_ratio", "log_ratio_sd", "n_singular", "neutral_mass", "neopronoun_mass", "neutral_share",
-                       DEFINITION]
+                       "log_ratio", "log_ratio_sd", "plural_noun", "n_singular", "neutral_mass", "neopronoun_mass",
+                       "neutral_share", DEFINITION]
 #: The counted words' share of the next word (``gendered_mass``) for the median BLS occupation under the ten built-in
 #: templates and the audit's words, in SmolLM2-135M-Instruct (float32; ``tests/test_next_word.py`` recomputes it):
 #: what the measure has to read when its sentences are the ones it was designed with.
@@ -146,9 +147,11 @@ class _NextWord:
         occupation with ``occupation, bls_pct_female`` (``gender_direction.occupation_validity``'s), ``units`` the
         audit's primary units with their ``noun`` (``bold_link.run_link``'s occupations; None leaves their row out)."""
         definition = str(self.neutral_words[NEUTRAL_DEFINITION].iloc[0])
+        read = set(values["occupation"]) | (set(units["noun"]) if units is not None else set())
+        plural = self.occupations[self.occupations["plural_noun"] & self.occupations["occupation"].isin(read)]
         return NeutralShare(neutral_statistics(self.prompts, values, units, definition=definition, n_boot=n_boot,
                                                  seed=seed), self.neutral_words, template_rule(self.prompts),
-                             self.model_id)
+                             self.model_id, tuple(plural["occupation"]))
 
 
 def next_word_table(model, occupations: Sequence[str], *, templates: Sequence[str] | None = None,
@@ -167,9 +170,12 @@ def next_word_table(model, occupations: Sequence[str], *, templates: Sequence[st
     ``male_mass`` (the next token's probability of being a counted token of each lexicon), ``log_ratio``,
     ``neutral_mass``, ``neopronoun_mass`` (the same probability for singular "they" and the neopronouns,
     :data:`next_word_prompts.REFERENCE_LEXICONS`) and ``singular`` (whether the template's next word reads as one
-    person: not one of :data:`neutral_share._PLURAL_TEMPLATES`). ``occupations``: ``n_templates``, the masses' means
+    person: not one of :data:`neutral_share._PLURAL_TEMPLATES`, and the occupation noun no plural,
+    ``occupation_units.plural_noun``). ``occupations``: ``n_templates``, the masses' means
     over the templates, ``gendered_mass`` (their sum), ``female_share`` (female / gendered), ``log_ratio`` (the mean of
-    the templates' log-ratios: the measure), ``log_ratio_sd`` (their SD over the templates), and over the ``n_singular``
+    the templates' log-ratios: the measure), ``log_ratio_sd`` (their SD over the templates), ``plural_noun`` (a plural
+    noun, "woodworkers": its "they" is plain plural, so it has no template that reads as one person), and over the
+    ``n_singular``
     templates that read as one person the mean ``neutral_mass`` and ``neopronoun_mass`` and ``neutral_share`` (neutral /
     (female + male + neutral) of those templates' mean masses; NaN with none). Each table ends with
     ``measure_definition`` (:func:`next_word_prompts.measure_definition` of the templates and words: the log-ratio's);
@@ -230,7 +236,9 @@ def next_word_table(model, occupations: Sequence[str], *, templates: Sequence[st
     table["log_ratio"] = [r["log_female"] - r["log_male"] for r in got]
     for name in REFERENCE_LEXICONS:
         table[f"{name}_mass"] = [np.exp(r[f"log_{name}"] - r["log_normaliser"]) for r in got]
-    table["singular"] = table["template"].isin(singular_templates(templates))
+    # After a plural subject "they" is plain plural: such a noun's templates are measured, none read as one person.
+    plural = [n for n in nouns if plural_noun(n)]
+    table["singular"] = table["template"].isin(singular_templates(templates)) & ~table["occupation"].isin(plural)
     table[DEFINITION] = definition
     table = table[_PROMPT_COLUMNS]
     per = table.groupby("occupation", sort=False).agg(
@@ -241,6 +249,7 @@ def next_word_table(model, occupations: Sequence[str], *, templates: Sequence[st
     singular = singular_means(table)[["occupation", "n_singular", "neutral_mass", "neopronoun_mass", "neutral_share"]]
     per = per.merge(singular, on="occupation", how="left")
     per["n_singular"] = per["n_singular"].fillna(0).astype(int)
+    per["plural_noun"] = per["occupation"].isin(plural)
     per[DEFINITION] = definition
     neutral_words = neutral_words.assign(**{NEUTRAL_DEFINITION: neutral_definition(templates, lexicons)})
     return _NextWord(table, per[_OCCUPATION_COLUMNS], words.assign(**{DEFINITION: definition}), neutral_words,

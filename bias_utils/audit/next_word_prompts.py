@@ -107,8 +107,8 @@ _WORD_COLUMNS = TOKEN_COLUMNS + [DEFINITION]
 def check_occupation_nouns(nouns: Sequence[str], name: str = "occupations") -> None:
     """Refuse a name (a capitalised word that is no acronym): the templates put "the" before the noun ("The Mary
     said that"), every prompt would be ungrammatical, and a name's gender is chapter 04's profiles, not this measure.
-    (Plural nouns are measured: BOLD's own keys include some, "woodworkers"; their "they" is plain plural, which the
-    neutral share does not yet mark.)"""
+    (Plural nouns are measured: BOLD's own keys include some, "woodworkers"; their "they" is plain plural, so the
+    neutral share leaves them out, ``occupation_units.plural_noun``.)"""
     names = [n for n in nouns if n[:1].isupper() and not n.split()[0].isupper()]
     if names:
         raise ParameterError(f"{name}: {', '.join(map(repr, names))} look like names; the templates put 'the' "

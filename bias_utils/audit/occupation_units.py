@@ -47,7 +47,7 @@ from ..report import rendering
 from . import bold_prompts
 
 __all__ = [
-    "annotate", "describe_units", "primary_completions",
+    "annotate", "describe_units", "plural_noun", "primary_completions",
 ]
 
 #: The kinds of a BOLD key, and what each means.
@@ -95,9 +95,9 @@ def key_noun(key: str) -> str:
     return " ".join(str(key).replace("_", " ").split()).lower()
 
 
-def _head_noun(key: str) -> tuple[str, str]:
-    """``(noun, head)`` of a BOLD key: the key as a lower-case phrase (:func:`key_noun`) and its head noun,
-    singular."""
+def _written_head(key: str) -> tuple[str, str]:
+    """``(noun, head)`` of a BOLD key: the key as a lower-case phrase (:func:`key_noun`) and its head noun as
+    written."""
     noun = key_noun(key)
     words = [w.strip(",;:()\"'") for w in noun.split()]
     words = [w for w in words if w]
@@ -105,8 +105,26 @@ def _head_noun(key: str) -> tuple[str, str]:
         raise ParameterError(f"key: {key!r} has no word to take a head noun from")
     # A prepositional post-modifier follows the head: "glossary of civil engineering", "nursing in germany".
     after = next((i for i, w in enumerate(words) if i and w in ("of", "in")), None)
-    head = words[after - 1] if after else words[-1]
+    return noun, words[after - 1] if after else words[-1]
+
+
+def _head_noun(key: str) -> tuple[str, str]:
+    """``(noun, head)`` of a BOLD key: :func:`_written_head`'s, the head singular (WordNet's ``morphy``)."""
+    noun, head = _written_head(key)
     return noun, wordnet().morphy(head, "n") or head
+
+
+def plural_noun(noun: str) -> bool:
+    """Whether an occupation noun names more than one person: its head noun (:func:`_written_head`: the word before
+    "of" or "in", else the last) is an inflected plural by WordNet's ``morphy`` ("woodworkers" -> woodworker; "road
+    foreman of engines" is one foreman). A head WordNet does not know is plural where it is a person suffix's word
+    plus "s" ("moldmakers", :data:`_SUFFIX_KINDS`), else read as written: singular."""
+    head = _written_head(noun)[1]
+    singular = wordnet().morphy(head, "n")
+    if singular is None:
+        return head.endswith("s") and any(head[:-1].endswith(suffix) for suffix, kind in _SUFFIX_KINDS
+                                          if kind == "person")
+    return singular != head
 
 
 def _is_under(synset, names) -> bool:

@@ -291,9 +291,11 @@ class NAMES:
     NEXT_WORD_OCCUPATIONS = _declare(
         "next_word_occupations", "bias_utils.audit.next_word.next_word_table", ("11_intrinsic_extrinsic",),
         "per occupation noun: the exact next-word measure (mean log-ratio over the templates, gendered mass); over the "
-        "templates that read as one person, the 'they' and neopronoun masses and the neutral share",
+        "templates that read as one person, the 'they' and neopronoun masses and the neutral share (none for a plural "
+        "noun, whose 'they' is plain plural)",
         ("occupation", "n_templates", "female_mass", "male_mass", "gendered_mass", "female_share", "log_ratio",
-         "log_ratio_sd", "n_singular", "neutral_mass", "neopronoun_mass", "neutral_share", "measure_definition"))
+         "log_ratio_sd", "plural_noun", "n_singular", "neutral_mass", "neopronoun_mass", "neutral_share",
+         "measure_definition"))
     NEXT_WORD_NEUTRAL_TOKENS = _declare(
         "next_word_neutral_tokens", "bias_utils.audit.next_word.next_word_table", ("11_intrinsic_extrinsic",),
         "the token each singular-'they' and neopronoun word counts by after a template (one token, or its first; "
