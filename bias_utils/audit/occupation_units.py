@@ -47,7 +47,7 @@ from ..report import rendering
 from . import bold_prompts
 
 __all__ = [
-    "annotate", "describe_units", "plural_noun", "primary_completions",
+    "annotate", "describe_units", "primary_completions",
 ]
 
 #: The kinds of a BOLD key, and what each means.
