@@ -17,7 +17,7 @@ from scipy import stats as st
 from bias_utils.audit import next_word as nw
 from bias_utils.audit import next_word_prompts as nwp
 from bias_utils.audit import occupation_units, replication
-from bias_utils.book import validation
+from bias_utils.book import crossmodel, validation
 from bias_utils.core import criterion_validity as cv
 from bias_utils.core import lexicon, paths
 from bias_utils.core.errors import ParameterError
@@ -322,7 +322,7 @@ GERMAN = ["Gestern sagte {occupation}, dass"]
 
 
 @pytest.mark.slow
-def test_a_template_in_another_language_is_flagged_and_its_supported_verdict_not_read_as_validation(
+def test_a_template_in_another_language_is_flagged_and_its_verdicts_read_low_coverage(
         smollm, smollm_quick_bases):
     """Issue 46: the English words after a German clause take 3% of SmolLM2's next word (24% with the built-in
     templates); the ordering still follows the BLS share (supported), and the link with the direction falls to 0.12.
@@ -337,10 +337,31 @@ def test_a_template_in_another_language_is_flagged_and_its_supported_verdict_not
     stats = nw.next_word_validity(exact.occupations, shares[["occupation", "bls_pct_female"]], n_boot=300, seed=0)
     coverage = exact.occupations["gendered_mass"].median()
     assert stats["coverage"].tolist() == [coverage] * len(stats) and coverage < nw.MIN_COVERAGE
-    assert stats["low_coverage"].all() and cv.measure_verdict(stats, "log_ratio") == "supported"
+    # issue 58: the ordering's interval lies above 0, but a verdict the book does not read is not "supported"
+    rho = stats[(stats["measure"] == "log_ratio") & (stats["test"] == "spearman")].iloc[0]
+    assert rho["ci_low"] > 0 and stats["low_coverage"].all()
+    assert cv.measure_verdict(stats, "log_ratio") == cv.LOW_COVERAGE and not stats["verdict"].isin(
+        ["supported", "not shown"]).any()
     text = nw.describe_next_word(stats, exact.words, smollm.model_id, exact.occupations)
-    assert "verdict: supported), but that is not read as validating the next-word measure." in text
+    assert "is measured (Spearman ρ" in text and "and not read (verdict: low coverage)." in text
     assert "**Low coverage: the counted words take only 3% of the next word's probability" in text
+    assert "supported" not in text
+    # the "they" paragraph of the same run says that its share rests on little of the next word
+    neutral = exact.neutral_share(shares[["occupation", "bls_pct_female"]], n_boot=200, seed=0)
+    assert "**Low coverage" in neutral.describe() and "rests on a small part" in neutral.describe()
+    assert set(neutral.statistics["templates"]) == {'"Gestern sagte …, dass"'}
+    # chapter 09 sets it beside a default run's share only with a note naming both measures in words
+    default = nw.next_word_table(smollm, shares["occupation"], progress=False).neutral_share(
+        shares[["occupation", "bls_pct_female"]], n_boot=200, seed=0)
+    assert "Low coverage" not in default.describe() and set(default.statistics["templates"]) == {
+        "the book's 10 templates"}
+    stacked = pd.concat([neutral.statistics.assign(model_id="german"), default.statistics.assign(model_id="english")])
+    gaps = pd.DataFrame(columns=["model_id", "population", "dimension", "gap"])
+    side = crossmodel.intrinsic_extrinsic(gaps, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), stacked)
+    note = crossmodel.describe_neutral_definitions(side)
+    assert note.startswith("**The \"they\" shares above are 2 different measures**")
+    assert "german (\"Gestern sagte …, dass\", definition" in note and "english (the book's 10 templates" in note
+    assert crossmodel.describe_neutral_definitions(side[side["model_id"] == "english"]) == ""
     assert "validated against the world" not in text and f"definition is `{definition}`" in text
     # the link on the same occupations: flagged in its table and in its reading, its measure named by definition
     check = gender_direction.occupation_validity(smollm, smollm_quick_bases["warmth_competence"], n_boot=100, seed=0)
@@ -349,6 +370,11 @@ def test_a_template_in_another_language_is_flagged_and_its_supported_verdict_not
     assert primary["low_coverage"] and primary["note"].startswith("low coverage: the counted words take 3%")
     assert primary["measure_definition"] == definition and definition in primary["extrinsic_measure"]
     assert "**Low coverage" in link.describe_next_word_link(world.statistics, smollm.model_id)
+    # beyond warmth and competence too: the discriminant rows ran and are not read
+    beyond = nw.next_word_validity(exact.occupations, check.values, n_boot=200, seed=0)
+    assert set(beyond.loc[beyond["test"].str.startswith("partial"), "verdict"]) == {cv.LOW_COVERAGE}
+    assert "is not read, as the criterion is not (discriminant verdict: low coverage)" in nw.describe_next_word(
+        beyond, exact.words, smollm.model_id)
 
 
 @pytest.mark.slow

@@ -40,6 +40,7 @@ from ..core.stats import STAT_COLUMNS, bootstrap_ci, check_n_boot, correlation_r
 from .next_word_prompts import (
     REFERENCE_LEXICONS,
     SLOT,
+    TEMPLATES,
     TOKEN_COLUMNS,
     check_next_word_lexicons,
     check_next_word_templates,
@@ -120,7 +121,15 @@ def singular_means(prompts: pd.DataFrame) -> pd.DataFrame:
 BLS_UNITS, _AUDIT_UNITS = "BLS occupations", "BOLD primary units"
 #: How balanced an occupation's workforce is: −|BLS share of women − 50| (0 at half women, −50 at none or all).
 _BALANCE = "balance"
-_NEUTRAL_STAT_COLUMNS = ["question", "units", "measure", "against", NEUTRAL_DEFINITION]
+_NEUTRAL_STAT_COLUMNS = ["question", "units", "measure", "against", NEUTRAL_DEFINITION, "templates"]
+
+
+def templates_in_words(templates: Sequence[str]) -> str:
+    """The templates a measure ran on, for a reader: "the book's ten templates", or a run's own, quoted with "…" for
+    the occupation ("\"Gestern sagte …, dass\""): a definition hash tells two measures apart, these words say how."""
+    if set(templates) == set(TEMPLATES):
+        return f"the book's {len(TEMPLATES)} templates"
+    return "; ".join(f"\"{t.replace(SLOT, '…')}\"" for t in dict.fromkeys(templates))
 
 
 def neutral_statistics(prompts: pd.DataFrame, values: pd.DataFrame, units: pd.DataFrame | None = None, *,
@@ -139,7 +148,8 @@ def neutral_statistics(prompts: pd.DataFrame, values: pd.DataFrame, units: pd.Da
     * ``neopronouns`` (``mean``): the mean ``neopronoun_mass`` over the BLS occupations, reported as it is.
 
     Columns: ``stats.STAT_COLUMNS`` (``p_adj``: Holm within a question; ``n``: occupations with the measure), then
-    ``question``, ``units``, ``measure``, ``against`` ("" for a mean) and ``neutral_definition`` (``definition``)."""
+    ``question``, ``units``, ``measure``, ``against`` ("" for a mean), ``neutral_definition`` (``definition``) and
+    ``templates`` (:func:`templates_in_words` of the prompts')."""
     check_n_boot(n_boot)
     check_seed(seed)
     need = {"occupation", "bls_pct_female"} - set(values.columns)
@@ -174,6 +184,7 @@ def neutral_statistics(prompts: pd.DataFrame, values: pd.DataFrame, units: pd.Da
     families.append(mean(bls["neopronoun_mass"], "neopronouns", BLS_UNITS, "neopronoun_mass"))
     out = pd.concat([results_table(rows) for rows in families], ignore_index=True)
     out[NEUTRAL_DEFINITION] = definition
+    out["templates"] = templates_in_words(prompts["template"].unique())
     return out[STAT_COLUMNS + _NEUTRAL_STAT_COLUMNS]
 
 
@@ -181,13 +192,15 @@ def neutral_statistics(prompts: pd.DataFrame, values: pd.DataFrame, units: pd.Da
 class NeutralShare:
     """What :meth:`next_word._NextWord.neutral_share` finds: ``statistics`` (:func:`neutral_statistics`), the neutral
     lexicons' ``words``, the ``templates`` with the rule's reading of each (:func:`template_rule`), ``model_id`` and
-    the ``plural_nouns`` read (measured, left out of the share: their "they" is plain plural)."""
+    the ``plural_nouns`` read (measured, left out of the share: their "they" is plain plural) and ``coverage_note``
+    (``next_word.coverage_note`` of the she, he and "they" words' share of the next word: "" where it is enough)."""
 
     statistics: pd.DataFrame
     words: pd.DataFrame
     templates: pd.DataFrame
     model_id: str
     plural_nouns: tuple[str, ...] = ()
+    coverage_note: str = ""
 
     def write(self, folder: str | Path) -> list[Path]:
         """Write the statistics as parquet + CSV under ``folder`` (the words are written with the measure's tables)."""
@@ -195,8 +208,9 @@ class NeutralShare:
 
     def describe(self, model: str | None = None) -> str:
         """Markdown reading the four questions for ``model`` (default: this run's): :func:`_describe_neutral`."""
-        return _describe_neutral(self.statistics, self.words, self.templates, model or self.model_id,
+        text = _describe_neutral(self.statistics, self.words, self.templates, model or self.model_id,
                                  self.plural_nouns)
+        return f"{text} {self.coverage_note}" if self.coverage_note else text
 
 
 def template_rule(prompts: pd.DataFrame) -> pd.DataFrame:

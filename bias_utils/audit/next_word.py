@@ -49,6 +49,8 @@ from tqdm.auto import tqdm
 from ..core import tables
 from ..core.cache import stable_hash
 from ..core.criterion_validity import (
+    LOW_COVERAGE,
+    VALIDITY_VERDICTS,
     correlation_text,
     describe_discriminant,
     measure_verdict,
@@ -149,9 +151,15 @@ class _NextWord:
         definition = str(self.neutral_words[NEUTRAL_DEFINITION].iloc[0])
         read = set(values["occupation"]) | (set(units["noun"]) if units is not None else set())
         plural = self.occupations[self.occupations["plural_noun"] & self.occupations["occupation"].isin(read)]
+        # the share's denominator is the she, he and "they" words: how much of the next word they take decides
+        # whether the share says much about what the model writes
+        per = singular_means(self.prompts)
+        per = per[per["occupation"].isin(values["occupation"])]
+        covered = (per["female_mass"] + per["male_mass"] + per["neutral_mass"]).median() if len(per) else np.nan
         return NeutralShare(neutral_statistics(self.prompts, values, units, definition=definition, n_boot=n_boot,
                                                  seed=seed), self.neutral_words, template_rule(self.prompts),
-                             self.model_id, tuple(plural["occupation"]))
+                             self.model_id, tuple(plural["occupation"]),
+                             coverage_note(covered, "the share of \"they\""))
 
 
 def next_word_table(model, occupations: Sequence[str], *, templates: Sequence[str] | None = None,
@@ -268,8 +276,9 @@ def next_word_validity(occupations: pd.DataFrame, values: pd.DataFrame, *, n_boo
     discriminant rows, ``warmth, competence`` (``gender_direction.occupation_validity``'s ``values``).
     Columns: as ``tables.NAMES.OCCUPATION_VALIDITY``, then ``measure_definition`` (``occupations``'), ``coverage``
     (the counted words' share of the next word, ``gendered_mass``, for the median occupation checked) and
-    ``low_coverage`` (``coverage`` under :data:`MIN_COVERAGE`: the verdict rests on little of what the model writes
-    next, and :func:`describe_next_word` says so beside it)."""
+    ``low_coverage`` (``coverage`` under :data:`MIN_COVERAGE`: the check rests on little of what the model writes
+    next; its verdicts, criterion and discriminant, read ``low coverage`` instead of ``supported`` or ``not shown``,
+    and :func:`describe_next_word` says why)."""
     check_n_boot(n_boot)
     check_seed(seed)
     need = {"occupation", "bls_pct_female"}
@@ -284,6 +293,9 @@ def next_word_validity(occupations: pd.DataFrame, values: pd.DataFrame, *, n_boo
     statistics = validity_statistics(merged.drop(columns=["gendered_mass", DEFINITION]), ["log_ratio"],
                                       n_boot=n_boot, seed=seed)
     coverage = gendered_coverage(merged.dropna(subset=["log_ratio"]))
+    if coverage < MIN_COVERAGE:
+        # a verdict the book does not read is not "supported" (nor "not shown"): the check ran on too little
+        statistics.loc[statistics["verdict"].isin(VALIDITY_VERDICTS[:2]), "verdict"] = LOW_COVERAGE
     return statistics.assign(**{DEFINITION: definition_of(occupations), "coverage": coverage,
                                 "low_coverage": bool(coverage < MIN_COVERAGE)})
 
@@ -365,8 +377,8 @@ def describe_next_word(statistics: pd.DataFrame, words: pd.DataFrame, model: str
     women, the verdict in words with the power of the check, the discriminant rows; then how the lexicon's words were
     counted (``words``: :func:`next_word_prompts.lexicon_first_tokens`'s), with ``occupations`` how much of the next
     word is gendered at all, and that the input was the raw text (saying what that means where ``chat_model``: a model
-    with a chat template). Where the counted words take little of the next word (``low_coverage``), a verdict of
-    *supported* is not read as validating the measure, and a note in bold says why; where the templates or the words are
+    with a chat template). Where the counted words take little of the next word (verdict ``low coverage``), the
+    check is not read, and a note in bold says why; where the templates or the words are
     not the built-in ones, it says so with the measure's definition."""
     name = display_name(model)
     rho, r = statistic_row(statistics, "log_ratio", "spearman"), statistic_row(statistics, "log_ratio", "pearson")
@@ -376,10 +388,9 @@ def describe_next_word(statistics: pd.DataFrame, words: pd.DataFrame, model: str
     if not np.isfinite(coverage) and occupations is not None:
         coverage = gendered_coverage(occupations)
     low = coverage_note(coverage)
-    if verdict == "supported" and low:
-        text = (f"In {name}, the sentences about occupations with more women among their workers (U.S. BLS) are "
-                f"continued more often with a female word ({numbers}; verdict: supported), but that is not read as "
-                f"validating the next-word measure. {low}")
+    if verdict == LOW_COVERAGE:
+        text = (f"In {name}, how the next-word log-ratio follows the share of women among an occupation's workers "
+                f"(U.S. BLS) is measured ({numbers}) and not read (verdict: low coverage). {low}")
     elif verdict == "supported":
         text = (f"In {name}, the sentences about occupations with more women among their workers (U.S. BLS) are "
                 f"continued more often with a female word ({numbers}): **the next-word measure is validated against "
@@ -390,7 +401,7 @@ def describe_next_word(statistics: pd.DataFrame, words: pd.DataFrame, model: str
         text = (f"In {name}, an ordering of the next-word log-ratio by the share of women is not shown ({numbers}; "
                 f"verdict: not shown). With {n} occupations the check finds a ρ of {number_text(rho['detectable'])} "
                 "80% of the time (not shown is not absent).")
-    if low and verdict != "supported":
+    if low and verdict != LOW_COVERAGE:
         text += f" {low}"
     beyond = describe_discriminant(statistics, "log_ratio", "the next-word log-ratio")
     text += (" " + beyond) if beyond else ""

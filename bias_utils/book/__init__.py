@@ -12,9 +12,9 @@ _EXPORTS = {
     "validation": ("check",),
     # results stacked across models and pooled (chapter 09)
     "crossmodel": ("accuracy_by_model", "bold_odds_ratios", "cross_model_summary", "describe_folders",
-        "describe_pooling", "forest_chart", "gender_gaps", "headline_layer", "intrinsic_extrinsic",
-        "link_forest_chart", "model_folders", "pooled_link", "profile_grid", "read_all_results", "short_model_ids",
-        "unreadable_axes_by_model",),
+        "describe_neutral_definitions", "describe_pooling", "forest_chart", "gender_gaps", "headline_layer",
+        "intrinsic_extrinsic", "link_forest_chart", "model_folders", "pooled_link", "profile_grid", "read_all_results",
+        "short_model_ids", "unreadable_axes_by_model",),
     # the front page: findings generated from the results tables
     "summary": ("read_summary", "summary_chart", "summary_table",),
 }

@@ -36,8 +36,9 @@ from ..profiles.dictionaries import DIMENSIONS
 from ..report import plots
 
 __all__ = [
-    "accuracy_by_model", "bold_odds_ratios", "cross_model_summary", "describe_folders", "describe_pooling",
-    "forest_chart", "gender_gaps", "headline_layer", "intrinsic_extrinsic", "link_forest_chart", "model_folders",
+    "accuracy_by_model", "bold_odds_ratios", "cross_model_summary", "describe_folders", "describe_neutral_definitions",
+    "describe_pooling", "forest_chart", "gender_gaps", "headline_layer", "intrinsic_extrinsic", "link_forest_chart",
+    "model_folders",
     "pooled_link", "profile_grid", "read_all_results", "short_model_ids", "unreadable_axes_by_model",
 ]
 
@@ -368,8 +369,9 @@ def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.Data
     ``completion_warmth_gap, completion_competence_gap`` (female- minus male-dominated completions, standardised)
     and their Holm p values; with ``neutral`` (the stacked ``next_word_neutral`` tables, chapter 11) ``neutral_share,
     neutral_ci_low, neutral_ci_high`` (the mean share of the reference to one person that goes to "they" over the BLS
-    occupations, occupation-bootstrap interval) and ``neutral_definition`` (two models compare like with like only
-    where it is the same: the same templates read as singular and the same words).
+    occupations, occupation-bootstrap interval), ``neutral_definition`` (two models compare like with like only
+    where it is the same: the same templates read as singular and the same words) and ``neutral_templates`` (the
+    templates in words; "" for a table written before they were recorded; :func:`describe_neutral_definitions`).
     Models lacking a part get NaN there; which tables are missing is reported by
     :func:`read_results`.
     """
@@ -396,9 +398,28 @@ def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.Data
         parts.append(gap)
     if neutral is not None and len(neutral):
         share = neutral[(neutral["question"] == "share") & (neutral["units"] == BLS_UNITS)]
-        parts.append(share.set_index("model_id")[["effect_size", "ci_low", "ci_high", "neutral_definition"]].rename(
-            columns={"effect_size": "neutral_share", "ci_low": "neutral_ci_low", "ci_high": "neutral_ci_high"}))
+        share = share.assign(templates=share.get("templates", ""))
+        parts.append(share.set_index("model_id")[["effect_size", "ci_low", "ci_high", "neutral_definition",
+                                                  "templates"]].rename(
+            columns={"effect_size": "neutral_share", "ci_low": "neutral_ci_low", "ci_high": "neutral_ci_high",
+                     "templates": "neutral_templates"}))
     return pd.concat(parts, axis=1).rename_axis("model_id").reset_index()
+
+
+def describe_neutral_definitions(side: pd.DataFrame) -> str:
+    """A sentence under :func:`intrinsic_extrinsic`'s table where its "they" shares are of more than one definition
+    (other templates or words: another language's share of 1% is no measure of the same thing as the book's 34%),
+    naming each model's templates in words; "" where they are one measure."""
+    if "neutral_definition" not in side:
+        return ""
+    rows = side.dropna(subset=["neutral_share"])
+    if rows["neutral_definition"].nunique() < 2:
+        return ""
+    groups = [f"{', '.join(display_name(m) for m in d['model_id'])} "
+              f"({d['neutral_templates'].iloc[0] or 'templates not recorded'}, definition {definition})"
+              for definition, d in rows.groupby("neutral_definition", sort=False)]
+    return (f"**The \"they\" shares above are {len(groups)} different measures**, not one measured "
+            f"{len(groups)} ways: {'; '.join(groups)}. A share is compared only with a share of its own definition.")
 
 
 # --------------------------------------------------------------------------- across models: charts

@@ -22,7 +22,9 @@ check for every measure, so the two sides of chapter 11 are held to one rule:
 * ``supported``: the 95% interval of Spearman's ρ (of the partial ρ, for the discriminant row) lies above 0;
 * ``untestable``: fewer than :data:`MIN_ITEMS` occupations carry the measure (for the discriminant row: or no
   control has values, as for a dictionary without warmth and competence);
-* ``not shown``: otherwise. Not shown is not absent: ``detectable`` says which ρ the check would have found.
+* ``not shown``: otherwise. Not shown is not absent: ``detectable`` says which ρ the check would have found;
+* ``low coverage``: set by a measure that knows how much of what it reads its words cover (the next word,
+  ``audit.next_word.next_word_validity``) where they cover too little: the check ran and is not read.
 
 The criterion verdict gates what the book reads (chapter 11 reads the direction only where it is ``supported``);
 the discriminant verdict qualifies it: where it is not ``supported`` the text says that the measure's order is
@@ -43,7 +45,9 @@ from .stats import correlation_rows, partial_correlation_rows, results_table
 
 __all__: list[str] = []
 
-VALIDITY_VERDICTS = ("supported", "not shown", "untestable")
+VALIDITY_VERDICTS = ("supported", "not shown", "untestable", "low coverage")
+#: The verdict of a check whose measure covers too little of what it reads (module docstring).
+LOW_COVERAGE = VALIDITY_VERDICTS[3]
 #: Fewer occupations with the measure than this leave it ``untestable``.
 MIN_ITEMS = 10
 #: The power ``detectable`` is stated at.
@@ -192,6 +196,9 @@ def describe_discriminant(statistics: pd.DataFrame, measure: str, what: str = "t
                 "gender, not only what those axes carry (discriminant verdict: supported).")
     if verdict == "untestable":
         return f"Beyond the nouns' {controls}, the check is untestable ({numbers}; fewer than {MIN_ITEMS} nouns)."
+    if verdict == LOW_COVERAGE:
+        return (f"Beyond the nouns' {controls}, the check ran ({numbers}) and is not read, as the criterion is not "
+                "(discriminant verdict: low coverage).")
     return (f"Beyond the nouns' {controls}, that {what} follows the share of women is **not shown** ({numbers}; "
             f"the check finds a partial ρ of {number_text(row['detectable'])} {int(POWER * 100)}% of the time): "
             f"its order may be carried by {controls} rather than by gender (discriminant verdict: not shown).")

@@ -306,7 +306,7 @@ class NAMES:
         "beyond the binary: the mean neutral share (BLS occupations, BOLD primary units), its Spearman rho with the "
         "workforce's balance, it and the female and male masses against the BLS share of women, the neopronouns' mass",
         ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
-         "ci_low", "ci_high", "n", "question", "units", "measure", "against", "neutral_definition"))
+         "ci_low", "ci_high", "n", "question", "units", "measure", "against", "neutral_definition", "templates"))
     NEXT_WORD_VALIDITY = _declare(
         "next_word_validity", "bias_utils.audit.next_word.next_word_validity", ("11_intrinsic_extrinsic",),
         "the next-word log-ratio of the 60 BLS occupations against their share of women (the gender direction's "
@@ -447,7 +447,7 @@ class NAMES:
          "odds_ratio", "or_ci_low", "or_ci_high", "share_gendered_female_dominated",
          "share_gendered_male_dominated", "completion_competence_gap", "completion_warmth_gap",
          "completion_competence_p_holm", "completion_warmth_p_holm", "neutral_share", "neutral_ci_low",
-         "neutral_ci_high", "neutral_definition"))
+         "neutral_ci_high", "neutral_definition", "neutral_templates"))
     ROBUSTNESS_SKIPPED = _declare(
         "robustness_skipped", "bias_utils.profiles.robustness.collect_curve_inputs", ("10_robustness",),
         "items the specification curve skipped, per step and source",
