@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import html
 import io
 import json
 import re
@@ -12,13 +13,14 @@ import urllib.parse
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pandas as pd
 import pytest
 
 from bias_utils.book import build as book
 from bias_utils.book import execution, presentation, reproducibility, runs
 from bias_utils.core import cache, data, paths, precision, results, tables
-from bias_utils.report import rendering
+from bias_utils.report import rendering, table_html
 
 FIXTURE = Path(__file__).parent / "fixtures" / "book" / "tiny.ipynb"
 
@@ -126,7 +128,7 @@ def test_executed_notebook_is_presented_for_reading(tiny, tmp_path):
 
     executed = nbformat.read(run.output, as_version=4)
     tags = {c.source.splitlines()[0]: c.metadata.get("tags", []) for c in executed.cells if c.cell_type == "code"}
-    assert "remove-cell" in tags["import bias_utils.report.rendering"]
+    assert "remove-cell" in tags["import bias_utils.report.table_html"]
     assert "remove-cell" in tags["# Parameters"]  # papermill's injected cell
     assert "hide-cell" in tags["x = 1"]  # the parameters cell, behind a toggle
     assert "hide-input" in tags["from pathlib import Path"]  # the chart shows, its code folds away
@@ -513,7 +515,7 @@ def test_code_modules_follow_imports_transitively(tmp_path):
 
 
 def test_tables_in_the_book_show_readable_digits():
-    rendering._enable()
+    table_html.enable()
     try:
         html = pd.DataFrame({"g": [1.58444], "p": [0.0000123], "n": [12]}).to_html()
         styled = pd.DataFrame({"g": [1.58444], "n": [12]}).style.to_html()
@@ -602,38 +604,74 @@ def _html_cells(html: str, tag: str) -> list[str]:
 
 def test_table_formatter_rounds_by_quantity_on_the_bold_statistics():
     """A real BOLD statistics table (18 columns): readable headers, no index, p, counts and effects each
-    rounded by their own rule, NaN as a dash with its note, numbers in cells that do not wrap."""
+    rounded by their own rule, an interval's two bounds in one column, NaN as a dash with its note, numbers in cells
+    that do not wrap; the columns that carry the estimate first (issue 57: the chapter hid Measure and the adjusted
+    p)."""
     frame = pd.read_csv(TABLES / "bold_statistics.csv")
-    html = rendering._table_html(frame)
+    html = table_html.table_html(frame)
     headers = _html_cells(html, "th")
-    assert headers[:3] == ["Test", "Group A", "Group B"]  # no index column before them
-    assert {"p (adjusted)", "Effect size", "95% CI low", "Permutations"} <= set(headers)
+    # no index column before them: what the row is (test and measure; both groups are one pair for every row), the
+    # estimate, its interval, the adjusted p the verdicts read
+    assert headers[:5] == ["Test", "Measure", "Effect size", "95% CI", "p (adjusted)"]
+    assert {"Group A", "p", "Permutations"} <= set(headers) and len(headers) == frame.shape[1] - 1
     assert not [h for h in headers if "_" in h]
     cells = _html_cells(html, "td")
-    assert len(cells) == frame.size
+    assert len(cells) == frame.size - len(frame)
     primary = dict(zip(headers, cells[:len(headers)]))
     # the primary row: permutation p 0.0087, odds ratio 15.375022 [3.187831, 61.580228], n 1525, 9999 permutations
-    assert (primary["p"], primary["Effect size"], primary["95% CI low"], primary["95% CI high"]) == \
-        ("0.0087", "15.38", "3.19", "61.58")
+    assert (primary["p"], primary["Effect size"], primary["95% CI"]) == ("0.0087", "15.38", "3.19 to 61.58")
     assert (primary["n"], primary["Permutations"], primary["Statistic"]) == ("1,525", "9,999", "–")
     chi2 = dict(zip(headers, cells[len(headers):2 * len(headers)]))
     assert (chi2["p"], chi2["df"], chi2["Statistic"]) == ("&lt; 0.001", "1", "124.3")  # 7.3e-29; df 1.0
     assert "nan" not in html.lower() and "None" not in html
     assert "– no value" in html
     assert 'class="bias-table bias-table-wide"' in html  # 18 rows, 18 columns: scrolls in its own box
-    assert '<td class="num">15.38</td>' in html and '<td class="bias-detail">primary</td>' in html
+    assert '<td class="num" data-role="estimate">15.38</td>' in html and '<td class="bias-detail">primary</td>' in html
     # a phone shows five columns: what the row is, the estimate, its interval and p; the CSV a click away has all
     shown = re.findall(r'<th(?! class="bias-detail")[^>]*>([^<]*)</th>', html)
-    assert shown == ["Test", "p", "Effect size", "95% CI low", "95% CI high"]
+    assert shown == headers[:5]
+    assert re.findall(r'<th[^>]*data-role="([a-z]+)"', html) == ["label", "label", "estimate", "interval"]
     link = re.search(r'href="data:text/csv;charset=utf-8,([^"]*)"', html).group(1)
     whole = pd.read_csv(io.StringIO(urllib.parse.unquote(link)))
     assert list(whole.columns) == list(frame.columns) and len(whole) == len(frame)
-    assert "5 of its 18 columns on this screen" in html
+    assert "5 of its 17 columns on this screen" in html
+
+
+def _phone_columns(frame: pd.DataFrame) -> list[str]:
+    page = table_html.table_html(frame)
+    return [html.unescape(h) for h in re.findall(r'<th(?! class="bias-detail")[^>]*>([^<]*)</th>', page)]
+
+
+def test_a_table_shows_what_its_rows_are_its_estimate_and_interval_before_anything_else():
+    """Issue 57: tables fitted the window by hiding their estimates (chapter 12's best trade-off showed 36 rows of
+    unlabelled intervals: Measure, Value and Change hidden; chapter 04's group statistics hid g and the dimension;
+    chapter 09's odds ratios hid Method). The columns a phone, or a table too wide for the article, keeps are what
+    the row is (the text columns that tell the rows apart), the estimate the interval bounds, the interval in one
+    column, the verdict, then p, adjusted first."""
+    rng = np.random.default_rng(0)
+    erasure = pd.DataFrame({"erasure": ["none", "leace", "random", "shuffled"] * 2, "layer": ["", "15", "15", "15"] * 2,
+                            "rank": [0, 1, 1, 1] * 2, "measure": ["log_ratio_rho"] * 4 + ["cross_entropy"] * 4,
+                            "value": rng.normal(size=8), "change": rng.normal(size=8), "ci_low": -1.0, "ci_high": 1.0,
+                            "resampled": "occupations", "n": 60})
+    assert _phone_columns(erasure) == ["Erasure", "Layer", "Measure", "Change", "95% CI"]
+    groups = pd.DataFrame({"population": ["names", "names", "terms", "terms"], "space": "warmth_competence",
+                           "layer": "mean", "dimension": ["warmth", "competence"] * 2, "group_a": "female",
+                           "group_b": "male", "n_a": 50, "n_b": 50, "mean_a": 0.1, "mean_b": 0.0, "diff": 0.1,
+                           "t": 1.0, "df": 98.0, "p": 0.3, "p_holm": 0.6, "g": 0.2, "g_ci_low": -0.2, "g_ci_high": 0.6,
+                           "significant": False, "effect_size": 0.2, "ci_low": -0.2, "ci_high": 0.6})
+    assert _phone_columns(groups) == ["Population", "Dimension", "Hedges' g", "g, 95% CI", "Significant"]
+    odds = pd.DataFrame({"model_id": ["smollm2-135m-instruct"] * 3, "method": ["a", "b", "c"], "unit": "occupation",
+                         "odds_ratio": [17.0, 20.0, 199.6], "ci_low": [3.2, 4.0, 14.2], "ci_high": [82.0, 90.0, 900.0],
+                         "p": 0.01, "n": 60})
+    assert _phone_columns(odds)[:4] == ["Method", "Odds ratio", "95% CI", "p"]  # one model: its name is no label
+    page = table_html.table_html(erasure)
+    assert re.findall(r'<td[^>]*data-role="([a-z]+)"', page)[:5] == ["label", "label", "label", "estimate",
+                                                                     "interval"]
 
 
 def test_table_formatter_turns_a_wide_short_table_and_an_empty_one_into_something_readable():
     summary = pd.read_csv(TABLES / "robustness_summary.csv").head(2)  # 2 rows, 25 columns
-    html = rendering._table_html(summary)
+    html = table_html.table_html(summary)
     assert "bias-table-transposed" in html
     # the dimension tells the two rows apart: it heads the columns, every other field is a row
     assert _html_cells(html, "th") == ["", "warmth", "competence"]
@@ -645,25 +683,25 @@ def test_table_formatter_turns_a_wide_short_table_and_an_empty_one_into_somethin
     assert len(rows) == summary.shape[1] - 1
 
     empty = pd.read_csv(TABLES / "bold_statistics.csv").head(0)
-    assert rendering._table_html(empty).startswith('<p class="bias-empty-table">No rows: ')
-    assert "<table" not in rendering._table_html(empty)
+    assert table_html.table_html(empty).startswith('<p class="bias-empty-table">No rows: ')
+    assert "<table" not in table_html.table_html(empty)
     empty.attrs["empty"] = "no occupation was left out"
-    assert rendering._table_html(empty) == '<p class="bias-empty-table">No rows: no occupation was left out.</p>'
+    assert table_html.table_html(empty) == '<p class="bias-empty-table">No rows: no occupation was left out.</p>'
 
 
 def test_table_formatter_keeps_named_index_levels_and_flattens_pivoted_columns():
     frame = pd.read_csv(TABLES / "robustness_summary.csv").head(2)
     pivot = frame.pivot_table(index=["population", "dimension"], columns="axis_verdict", values="median_g")
-    html = rendering._table_html(pivot)
+    html = table_html.table_html(pivot)
     assert _html_cells(html, "th") == ["Population", "Dimension", "Supported"]
     assert _html_cells(html, "td")[:3] == ["names", "competence", "−0.59"]
     assert rendering.column_label(("median_g", "warmth")) == "Median g · warmth"
     assert [rendering.column_label(c) for c in ("p_holm", "n_specs", "n_agree_significant_p", "share_agree_sign")] \
         == ["p (Holm)", "Specifications", "Joint test p", "Share agreeing in sign"]
-    assert [rendering._cell_text(v, c) for v, c in ((0.00049, "p"), (0.0123, "p_adj"), (1.0, "p"), (-0.0043, "g"),
+    assert [table_html.cell_text(v, c) for v, c in ((0.00049, "p"), (0.0123, "p_adj"), (1.0, "p"), (-0.0043, "g"),
                                                    (12345.6, "value"), (True, "significant"), (None, "x"))] == \
         ["< 0.001", "0.012", "1", "−0.0043", "12,346", "yes", "–"]
-    assert rendering._cell_text("minilm-l6--53aa51172d14--fp32", "model_id") == "minilm-l6"
+    assert table_html.cell_text("minilm-l6--53aa51172d14--fp32", "model_id") == "minilm-l6"
 
 
 def test_a_tables_interval_reads_as_the_sentences_print_it():
@@ -674,17 +712,18 @@ def test_a_tables_interval_reads_as_the_sentences_print_it():
     # a large odds ratio beside the real rows, so a bound loses a digit to its estimate
     frame = pd.concat([stats, stats.iloc[[0]].assign(effect_size=199.64, ci_low=14.183, ci_high=23617.2)],
                       ignore_index=True)[["test", "effect_size", "ci_low", "ci_high", "p"]]
-    headers = _html_cells(rendering._table_html(frame), "th")
-    cells = _html_cells(rendering._table_html(frame), "td")
+    headers = _html_cells(table_html.table_html(frame), "th")
+    cells = _html_cells(table_html.table_html(frame), "td")
     width = len(headers)
-    low, high = headers.index("95% CI low"), headers.index("95% CI high")
+    ci = headers.index("95% CI")
     for i, r in enumerate(frame.itertuples(index=False)):
         row = cells[i * width:(i + 1) * width]
-        assert f"{row[low]} to {row[high]}" == precision.interval_text(r.ci_low, r.ci_high, r.effect_size), r
-    assert cells[-width:][low:high + 1] == ["14.2", "23,617"]
-    # a prefixed pair bounds its own estimate: g's interval at g's decimals
+        assert row[ci] == precision.interval_text(r.ci_low, r.ci_high, r.effect_size), r
+    assert cells[-width:][ci] == "14.2 to 23,617"
+    # a prefixed pair bounds its own estimate: g's interval at g's decimals; a lone bound keeps its own column
     gaps = pd.DataFrame({"g": [199.6], "g_ci_low": [14.18], "g_ci_high": [250.04], "ci_low": [0.123]})
-    assert _html_cells(rendering._table_html(gaps), "td") == ["199.6", "14.2", "250.0", "0.12"]
+    assert _html_cells(table_html.table_html(gaps), "td") == ["199.6", "14.2 to 250.0", "0.12"]
+    assert _html_cells(table_html.table_html(gaps), "th") == ["Hedges&#x27; g", "g, 95% CI", "95% CI low"]
 
 
 def test_enable_registers_the_table_formatter_in_an_ipython_shell():
@@ -693,7 +732,7 @@ def test_enable_registers_the_table_formatter_in_an_ipython_shell():
     shell = InteractiveShell.instance()
     formatter = shell.display_formatter.formatters["text/html"]
     try:
-        rendering._enable()
+        table_html.enable()
         data, _ = shell.display_formatter.format(pd.read_csv(TABLES / "robustness_summary.csv"))
         styled, _ = shell.display_formatter.format(pd.read_csv(TABLES / "bold_statistics.csv").style.hide(axis="index"))
     finally:
@@ -834,7 +873,7 @@ def test_value_label_reads_identifiers_and_keeps_file_names():
     assert label("see profile_stats.csv") == "see profile_stats.csv"
     assert label("engineering_branches/Audio_engineer/4") == "Audio engineer, prompt 4 (engineering branches)"
     assert label("data/raw_files/x_y/3.csv") == "data/raw_files/x_y/3.csv"  # a path is not a prompt id
-    assert rendering._cell_text("odds_ratio (completions)", "measure") == "odds ratio (completions)"
+    assert table_html.cell_text("odds_ratio (completions)", "measure") == "odds ratio (completions)"
 
 
 def test_model_limitations_come_from_the_model_cards():
@@ -850,7 +889,7 @@ def test_model_limitations_come_from_the_model_cards():
 
 
 def test_relabel_brings_todays_labels_to_an_executed_table():
-    shown = rendering._table_html(pd.DataFrame({"test": ["chi2_yates"], "median_g": [0.5]}))
+    shown = table_html.table_html(pd.DataFrame({"test": ["chi2_yates"], "median_g": [0.5]}))
     old = shown.replace(">Median g<", ">Median_g<").replace("χ² with Yates&#x27; correction", "chi2_yates")
     assert presentation._relabel(old) == shown and presentation._relabel(shown) == shown
     marked = '<td><mark class="lex-male">he</mark> said</td>'

@@ -699,10 +699,24 @@ TABLES = r"""
     return {columns: head.length, transposed: el.classList.contains('bias-table-transposed'),
             scrolls: el.scrollWidth > el.clientWidth + 1,
             csv: !!(more && more.classList.contains('bias-table-more') && more.getClientRects().length),
-            head: head.map(th => th.innerText).join(' | ').slice(0, 120)};
+            head: head.map(th => th.innerText).join(' | ').slice(0, 120),
+            // a cell of a column that carries the estimate (table_html's data-role) that the page does not show
+            hidden_roles: [...new Set([...el.querySelectorAll('tbody tr:first-child [data-role]')]
+              .filter(td => !td.getClientRects().length || getComputedStyle(td).display === 'none')
+              .map(td => td.getAttribute('data-role')))]};
   });
 })()
 """
+
+
+def test_no_table_hides_what_its_rows_are_its_estimate_or_its_interval(wide, phone):
+    """Issue 57: tables fitted the window by hiding their estimates (4,641 cells at 1280 px). At both widths, with
+    the sections open, every column that says what a row is, its estimate, its interval or its verdict is shown."""
+    hidden = {f"{width}: {name}": [f"{t['head']} (hides {', '.join(t['hidden_roles'])})" for t in r["tables"]
+                                   if t["hidden_roles"]]
+              for width, pages in (("1280 px", wide), ("390 px", phone)) for name, r in pages.items()}
+    assert {k: v for k, v in hidden.items() if v} == {}
+    assert sum(t["columns"] for r in wide.values() for t in r["tables"]) > 0
 
 
 def test_a_table_on_a_phone_shows_its_main_columns_and_offers_the_rest(phone):
@@ -819,8 +833,10 @@ def test_every_column_a_chapter_shows_has_a_label(quick_book):
         for column in re.findall(r'data-column="([^"]*)"', page.read_text(encoding="utf-8")):
             shown.setdefault(html.unescape(column), page.relative_to(quick_book).as_posix())
     assert shown, "no table of the book names its columns"
+    # an interval's two bounds print in one column ("g_ci"), labelled by its low bound's entry
     unlabelled = {column: page for column, page in sorted(shown.items())
-                  if (column in declared or "_" in column) and column not in rendering._LABELS}
+                  if (column in declared or "_" in column) and column not in rendering._LABELS
+                  and not (column.endswith("_ci") and f"{column}_low" in rendering._LABELS)}
     assert unlabelled == {}, json.dumps(unlabelled, indent=1)
 
 

@@ -11,7 +11,7 @@ from scipy import stats as st
 
 from bias_utils.audit import bold, bold_prompts, occupation_headline, occupation_units, occupations, replication
 from bias_utils.core import mixed, precision, stats
-from bias_utils.report import rendering
+from bias_utils.report import rendering, table_html
 
 A, B = bold_prompts.MALE_GROUP, bold_prompts.FEMALE_GROUP
 OR = "odds_ratio (words)"
@@ -261,12 +261,12 @@ def test_one_interval_reads_alike_in_the_sentences_and_every_table_that_shows_it
 
     def shown(frame: pd.DataFrame) -> list[str]:
         """Each row's interval as the book's table shows it ("3.1 to 120")."""
-        page = rendering._table_html(frame)
+        page = table_html.table_html(frame)
         heads = [html.unescape(c) for c in re.findall(r"<th\b[^>]*>(.*?)</th>", page, flags=re.S)]
         cells = [html.unescape(c) for c in re.findall(r"<td\b[^>]*>(.*?)</td>", page, flags=re.S)]
-        low, high, width = heads.index("95% CI low"), heads.index("95% CI high"), len(heads)
+        ci, width = heads.index("95% CI"), len(heads)
         assert "Ci low mc se" not in page and "mc se" not in page.lower()  # the SE decides digits, unshown
-        return [f"{cells[i + low]} to {cells[i + high]}" for i in range(0, len(cells), width)]
+        return [cells[i + ci] for i in range(0, len(cells), width)]
 
     rows = table.reindex(columns=cols).reset_index(drop=True)
     intervals = dict(zip(zip(rows["test"], rows["measure"], rows["unit"]), shown(rows)))
@@ -537,11 +537,11 @@ def test_an_interval_of_bootstrap_bounds_does_not_mix_decimals_but_keeps_two_sig
     points = {"d_ci_low": 0.3104, "d_ci_high": 0.7846, "d_ci_low_mc_se": 0.004, "d_ci_high_mc_se": 0.001}
     assert (precision._mc_round(31.04, 0.4), precision._mc_round(78.46, 0.1)) == ("31", "78.5")  # each on its own
     assert occupation_headline.mc_interval(points, "d", 100) == "31 to 78"
-    # a table's two bound columns print the interval as the sentence does
+    # a table's two bound columns print the interval as the sentence does, in one column
     frame = pd.DataFrame({"effect_size": [50.2], "ci_low": [31.04], "ci_high": [78.46], "ci_low_mc_se": [0.4],
                           "ci_high_mc_se": [0.1]})
-    cells = re.findall(r"<td\b[^>]*>(.*?)</td>", rendering._table_html(frame), flags=re.S)
-    assert cells == [rendering._cell_text(50.2), "31", "78"]
+    cells = re.findall(r"<td\b[^>]*>(.*?)</td>", table_html.table_html(frame), flags=re.S)
+    assert cells == [table_html.cell_text(50.2), "31 to 78"]
     odds = {"o_ci_low": 2.93, "o_ci_high": 131.2, "o_ci_low_mc_se": 0.05, "o_ci_high_mc_se": 4.0}
     assert occupation_headline.mc_interval(odds, "o") == "2.9 to 130"
     # no Monte Carlo error: each bound by its own size, as before

@@ -169,7 +169,7 @@ def test_direction_skips_in_a_sentence_without_per_term_detail():
 
 def test_table2_side_by_side_per_context_of_the_extra_terms():
     from bias_utils.profiles import space
-    from bias_utils.report import rendering
+    from bias_utils.report import table_html
 
     rng = np.random.default_rng(3)
     dims = ["sociability", "warmth", "religion"]
@@ -193,7 +193,7 @@ def test_table2_side_by_side_per_context_of_the_extra_terms():
     assert n.set_index("term_contexts").loc["WordNet examples", "religion"] == \
         both.query("term_contexts == 'dictionary' and dimension == 'religion'")["n"].iloc[0]
     # as the chapter shows it: headed by what each column holds, no column named by a value of another
-    page = rendering._table_html(acc)
+    page = table_html.table_html(acc)
     assert "Extra terms&#x27; contexts" in page and "<th>dictionary</th>" not in page and "Context source" not in page
     assert "seed senses' generated contexts, at the mean layer" in space.describe_table2(both)
     with pytest.raises(ValueError, match="values"):

@@ -7,7 +7,7 @@ import float32_bounds as bounds
 import pytest
 
 from bias_utils.audit import bold, replication
-from bias_utils.report import rendering
+from bias_utils.report import table_html
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,7 @@ def test_replication_rows_print_each_quantity_by_its_kind(rep):
             power = int(exponent.translate(str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹", "0123456789")))
             assert abs(float(mantissa) * 10 ** -power - rel) <= 0.05 * 10 ** -power, (key, rel)
     # the chapter's table: neither a p written out in zeros nor a count with decimals
-    page = rendering._table_html(shown)
+    page = table_html.table_html(shown)
     assert "0.0000" not in page and not re.search(r">\d+\.00<", page) and "table male" not in page
     with pytest.raises(ValueError, match="quantities"):
         replication.replication_rows(rep.assign(quantity="new_number"))

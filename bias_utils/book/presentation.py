@@ -294,13 +294,13 @@ def _break_headers(html: str) -> str:
 
 _NAMED_CELL = re.compile(r'(<(th|td)\b[^>]*\bdata-column="([^"]*)"[^>]*>)(.*?)(</\2>)', re.S)
 # a text cell of a DataFrame table (not a number, no markup inside: a highlighted sentence stays as it is)
-_PLAIN_CELL = re.compile(r"(<td>)([^<]*)(</td>)")
+_PLAIN_CELL = re.compile(r'(<td(?: data-role="[a-z]+")?>)([^<]*)(</td>)')
 
 
 def _relabel(html_text: str) -> str:
     """Table headers (and a transposed table's row names) labelled by today's
     :data:`bias_utils.report.rendering.LABELS`:
-    each cell that names its column (``data-column``, written by :func:`bias_utils.report.rendering.table_html`) gets
+    each cell that names its column (``data-column``, written by :func:`bias_utils.report.table_html.table_html`) gets
     :func:`~bias_utils.report.rendering.column_label` of it, a pivoted value after " · " kept, and each text cell
     its :func:`~bias_utils.report.rendering.value_label`; so a label changed after a run reaches its page without
     running it again. Idempotent."""

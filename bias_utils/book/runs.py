@@ -41,7 +41,7 @@ BOOK_DIR = paths.ROOT / "book"
 _NOTEBOOKS_DIR = paths.ROOT / "notebooks"
 #: Code injected as the first cell of every executed notebook (hidden in the
 #: book by its tag): charts then draw offline from the book's vega bundle.
-RENDER_CELL = "import bias_utils.report.rendering\nbias_utils.report.rendering._enable()"
+RENDER_CELL = "import bias_utils.report.table_html\nbias_utils.report.table_html.enable()"
 
 #: Distributions whose versions enter the run key and the manifest.
 _PACKAGES = (

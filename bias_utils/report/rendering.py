@@ -6,12 +6,12 @@ every chart, which also breaks inside Jupyter Book pages. The book instead
 loads one bundle, once, from its static files (:func:`write_vega_bundle`,
 referenced by ``html_js_files`` in ``book/_config.yml``), and every chart is a
 small HTML snippet that hands its spec to the global ``vegaEmbed``
-(:func:`chart_html`). :func:`_enable` registers that snippet as an Altair
+(:func:`chart_html`). ``table_html.enable`` registers that snippet as an Altair
 renderer; :mod:`bias_utils.book.build` injects ``enable()`` into each notebook it
 executes, so study notebooks need no rendering code of their own.
 
-One concept over 600 lines: how the book shows a table or a figure (labels, rounding by quantity, the offline
-Vega bundle, captions and static images); tables and figures share the label map and the page-width rules.
+How the book shows a figure (the offline Vega bundle, captions and static images) and the label map that figures
+and tables (:mod:`bias_utils.report.table_html`) share.
 """
 
 from __future__ import annotations
@@ -19,24 +19,20 @@ from __future__ import annotations
 import html
 import json
 import math
-import numbers
 import re
-import urllib.parse
 import uuid
 from pathlib import Path
 
 import altair as alt
-import numpy as np
-import pandas as pd
 
-from ..core import cache, precision
+from ..core import cache
 from ..core.results import display_name
 
 __all__ = [
     "group_label",
 ]
 
-_RENDERER = "bias_book"
+RENDERER = "bias_book"
 #: Bundle file, relative to the book's ``_static`` folder.
 _BUNDLE_PATH = "vendor/vega-bundle.js"
 # SVG rather than canvas: text stays text (selectable, and its size, labels and colours can be checked).
@@ -311,7 +307,7 @@ def _renderer(spec: dict, **_metadata) -> dict:
     return {"text/html": _chart_html(spec), f"application/vnd.vegalite.v{major}+json": spec}
 
 
-alt.renderers.register(_RENDERER, _renderer)
+alt.renderers.register(RENDERER, _renderer)
 
 
 #: Column names of the results tables as a reader sees them; any other name is shown by
@@ -439,19 +435,8 @@ _LABELS = {
     "male_dominated": "male-dominated", "female_dominated": "female-dominated",
     "not_first": "not-first", "lead_in": "lead-in",
 }
-#: Above this many columns a table is shown a row per column (when it has few rows) or scrolls in its own box.
-_MAX_COLUMNS = 12
-#: On a phone a table shows this many of its columns (the others on a wider screen, and all in the CSV a click away):
-#: about 70 px each in the 358 px a phone leaves the article; :func:`_phone_order` says which.
-_PHONE_COLUMNS = 5
-#: Columns a phone's reader can do without while the estimate, its interval and its p are shown: the test's
-#: statistic and bookkeeping (a table's CSV keeps them).
-_DETAIL = re.compile(r"^(statistic|df|df_.*|se|.*_se|adj_method|n_boot|n_permutations|p_floor|raw_p|sd|sd_.*|"
-                     r"mean_.*|t_student|df_student|p_student.*|effect|note|notes|unit|role|"
-                     r".*_mc_se)$")
-_P_VALUE = re.compile(r"(^|_)p($|_)")
-_COUNT = re.compile(r"^(n|df|count|n_.*|df_.*|.*_count|.*_n)$")
-_MISSING = "–"
+P_VALUE = re.compile(r"(^|_)p($|_)")
+
 
 
 def column_label(name) -> str:
@@ -466,7 +451,10 @@ def column_label(name) -> str:
         text = _LABELS[name]
         # a label that starts with a symbol (n, p, df, g) keeps its case
         return text[:1].upper() + text[1:] if len(re.split(r"[\s,]", text)[0]) > 2 else text
-    count = name.startswith("n_") and not _P_VALUE.search(name)
+    if re.fullmatch(r"(.+_)?ci", name):  # an interval's two bounds in one column: the low bound's label, less "low"
+        low = column_label(f"{name}_low")
+        return low[:-len(" low")] if low.endswith(" low") else low
+    count = name.startswith("n_") and not P_VALUE.search(name)
     text = display_name(name[2:] if count else name).replace("_", " ").strip() + (" (n)" if count else "")
     return text[:1].upper() + text[1:]
 
@@ -498,242 +486,6 @@ def value_label(value) -> str:
     return _IDENTIFIER.sub(lambda m: _LABELS.get(m.group(0), m.group(0).replace("_", " ")), text)
 
 
-
-def _missing(value) -> bool:
-    try:
-        return value is None or bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False  # an array or list in a cell
-
-
-def _cell_text(value, column="", whole: bool = False) -> str:
-    """One cell as the book shows it, rounded by the quantity its column holds, with the functions sentences use
-    (:mod:`bias_utils.core.precision`): p values by :func:`~bias_utils.core.precision.p_text`, counts by
-    :func:`~bias_utils.core.precision.count_text`, other numbers by :func:`~bias_utils.core.precision.number_text`,
-    a missing value as ``–``. ``whole``: the column holds whole numbers only (a count or df stored as float because of a
-    gap)."""
-    if _missing(value):
-        return _MISSING
-    column = str(column[-1] if isinstance(column, tuple) else column)
-    if isinstance(value, (bool, np.bool_)):
-        return "yes" if value else "no"
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return "; ".join(_cell_text(v, column) for v in value)  # a list of examples reads as a list, not a repr
-    if not isinstance(value, numbers.Real):
-        return value_label(display_name(value))  # a model id reads as the model's name
-    if _P_VALUE.search(column):
-        return precision.p_text(value)
-    if isinstance(value, numbers.Integral) or ((whole or _COUNT.match(column)) and float(value).is_integer()):
-        return precision.count_text(value)
-    return precision.number_text(value)
-
-
-def _flat(frame: pd.DataFrame) -> pd.DataFrame:
-    """Index levels a reader needs become columns; a default row number is dropped."""
-    index = frame.index
-    named = any(name is not None for name in index.names)
-    if named or not (pd.api.types.is_integer_dtype(index.dtype) or isinstance(index, pd.RangeIndex)):
-        frame = frame.reset_index(names=[name if name is not None else "" for name in index.names])
-    return frame.reset_index(drop=True)
-
-
-#: An interval's bound column (``ci_low``, ``g_ci_high``, ``marginal_ci_low``) and, by its prefix, its estimate's.
-_BOUND = re.compile(r"^(?P<prefix>.*?)_?ci_(?:low|high)$")
-#: The estimate beside unprefixed ``ci_low, ci_high`` (a statistics row's effect size, an odds ratio table's ratio).
-_ESTIMATES = ("effect_size", "odds_ratio", "estimate")
-
-
-def _estimate_column(frame: pd.DataFrame, column) -> int | None:
-    """The position of the estimate whose interval ``column`` bounds, or None: ``g`` for ``g_ci_low``,
-    ``marginal_odds_ratio`` for ``marginal_ci_low``, ``effect_size`` (or ``odds_ratio``, ``estimate``) for
-    ``ci_low``."""
-    match = _BOUND.match(str(column[-1] if isinstance(column, tuple) else column))
-    if match is None:
-        return None
-    prefix = match["prefix"]
-    names = [prefix, f"{prefix}_odds_ratio", f"{prefix}_estimate"] if prefix else list(_ESTIMATES)
-    columns = [str(c[-1] if isinstance(c, tuple) else c) for c in frame.columns]
-    return next((columns.index(n) for n in names if n in columns), None)
-
-
-def _monte_carlo(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
-    """``frame`` without its bounds' Monte Carlo SE columns (``ci_low_mc_se`` beside ``ci_low``), and those SEs by
-    bound column: they decide a bound's digits, as in a sentence, and are not a column a reader needs (the CSV keeps
-    them)."""
-    columns = {str(c): c for c in frame.columns}
-    errors = {columns[name[:-len("_mc_se")]]: frame[c] for name, c in columns.items()
-              if name.endswith("_mc_se") and _BOUND.match(name[:-len("_mc_se")]) and name[:-len("_mc_se")] in columns}
-    shown = frame.drop(columns=[columns[f"{str(b)}_mc_se"] for b in errors]) if errors else frame
-    return shown, errors
-
-
-def _interval_pairs(frame: pd.DataFrame, errors: dict) -> list[tuple[int, int]]:
-    """Positions of each ``*ci_low`` column and its ``*ci_high`` partner where both carry Monte Carlo errors."""
-    columns = [str(c) for c in frame.columns]
-    with_error = {j for j, c in enumerate(frame.columns) if c in errors}
-    highs = {name[:-3] + "high": j for j, name in enumerate(columns) if name.endswith("ci_low")}
-    return [(low, k) for k, name in enumerate(columns) if (low := highs.get(name)) is not None
-            and {low, k} <= with_error]
-
-
-def _number(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and not _missing(value)
-
-
-def _cells(frame: pd.DataFrame, errors: dict | None = None) -> tuple[list[str], list[list[tuple[str, bool]]]]:
-    """Headers and cells; an interval's bound is printed as sentences print it: a pair of bounds with Monte Carlo
-    errors by :func:`bias_utils.core.precision.mc_interval_bounds` (one place for both), a lone bound by
-    :func:`bias_utils.core.precision.bound_text` (to its Monte Carlo error where ``errors`` gives one, else at its
-    estimate's decimals), so one interval reads alike on every page."""
-    errors = errors or {}
-    headers = [column_label(c) for c in frame.columns]
-    whole = [pd.api.types.is_float_dtype(frame[c]) and bool((frame[c].dropna() % 1 == 0).all())
-             for c in frame.columns]
-    estimates = [_estimate_column(frame, c) for c in frame.columns]
-    se = [errors[c].to_numpy() if c in errors else None for c in frame.columns]
-    pairs = _interval_pairs(frame, errors)
-    rows = []
-    for i, values in enumerate(frame.itertuples(index=False, name=None)):
-        row, paired = [], {}
-        for lo, hi in pairs:  # both bounds of one interval at one place, as a sentence prints them
-            if all(_number(v) for v in (values[lo], values[hi], se[lo][i], se[hi][i])):
-                paired[lo], paired[hi] = precision.mc_interval_bounds(values[lo], values[hi], se[lo][i], se[hi][i])
-        for j, (column, value, integral, at, mc) in enumerate(zip(frame.columns, values, whole, estimates, se)):
-            numeric = isinstance(value, numbers.Number) and not isinstance(value, (bool, np.bool_))
-            estimate = values[at] if at is not None else None
-            error = mc[i] if mc is not None and _number(mc[i]) else None
-            if j in paired:
-                text = paired[j]
-            elif _number(value) and (error is not None or _number(estimate)):
-                text = precision.bound_text(value, estimate if _number(estimate) else None, error)
-            else:
-                text = _cell_text(value, column, integral)
-            row.append((text, numeric or _missing(value) or bool(_NUMBER_TEXT.match(text))))
-        rows.append(row)
-    return headers, rows
-
-
-def _row_key(frame: pd.DataFrame) -> int | None:
-    """The first text column whose values tell the rows apart (the headers of a transposed table), or None."""
-    return next((i for i, c in enumerate(frame.columns) if not pd.api.types.is_numeric_dtype(frame[c])
-                 and frame[c].astype(str).is_unique), None)
-
-
-def _transposed(key: int, headers: list[str], rows: list[list]) -> tuple[list[str], list[list]]:
-    """A row per column, headed by the values of the ``key`` column."""
-    return [""] + [row[key][0] for row in rows], [[(h, False)] + [row[j] for row in rows]
-                                                 for j, h in enumerate(headers) if j != key]
-
-
-#: A cell's text that reads as one number (a formatted p, a count, a power of ten): it never wraps, whatever its
-#: column's type.
-_NUMBER_TEXT = re.compile(r"^[-−+<≤>≥‹]?\s*[0-9][0-9.,]*[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]*(\s*[×x]\s*10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)?%?$")
-
-
-def _phone_order(frame: pd.DataFrame) -> list[int]:
-    """The columns in the order a phone shows them: what the row is (its first text column), its estimate (the
-    first other number), the interval, the p values, then the other columns, details (:data:`_DETAIL`) last."""
-    names = [str(c) for c in frame.columns]
-    numeric = [pd.api.types.is_numeric_dtype(frame[c]) for c in frame.columns]
-    detail = [bool(_DETAIL.match(n)) for n in names]
-    interval = [bool(re.search(r"(^|_)ci_(low|high)$", n)) for n in names]
-    p = [bool(_P_VALUE.search(n)) for n in names]
-    count = [bool(_COUNT.match(n)) for n in names]
-    plain = [j for j in range(len(names)) if not detail[j]]
-    label = [j for j in plain if not numeric[j]][:1]
-    estimate = [j for j in plain if numeric[j] and not (interval[j] or p[j] or count[j])][:1]
-    first = label + estimate + [j for j in plain if interval[j]] + [j for j in plain if p[j]]
-    rest = [j for j in plain if j not in first]
-    return first + rest + [j for j in range(len(names)) if detail[j]]
-
-
-def _table_html(frame: pd.DataFrame) -> str:
-    """A DataFrame as the book shows it (the CSV on disk keeps every digit).
-
-    No row numbers (named index levels become columns), headers from :func:`column_label`,
-    cells from :func:`cell_text` in cells that never wrap inside a number, missing values as
-    ``–`` with a note under the table. A table of more than :data:`MAX_COLUMNS` columns and
-    few rows is shown a row per column; a wider one scrolls inside its own box. An empty
-    table is a sentence (``frame.attrs["empty"]`` says why, when the caller knows).
-    """
-    frame = _flat(frame)
-    if frame.empty:
-        why = frame.attrs.get("empty") or (
-            "nothing to list in this table" + (f" (columns: {', '.join(column_label(c) for c in frame.columns)})"
-                                               if len(frame.columns) else ""))
-        return f'<p class="bias-empty-table">No rows: {html.escape(str(why))}.</p>'
-    note = []
-    limit = pd.get_option("display.max_rows")
-    if limit and len(frame) > limit:
-        shown = pd.get_option("display.min_rows") or 10
-        note.append(f"The first {shown:,} of {len(frame):,} rows; the CSV of this chapter has them all.")
-        frame = frame.head(shown)
-    frame, errors = _monte_carlo(frame)
-    headers, rows = _cells(frame, errors)
-    columns = [str(c[0] if isinstance(c, tuple) else c) for c in frame.columns]
-    key = _row_key(frame)
-    transposed = len(headers) > _MAX_COLUMNS and len(rows) <= 6 and key is not None
-    if transposed:
-        headers, rows = _transposed(key, headers, rows)
-        # each row now names a column, the header row names the rows
-        columns = [""] + [c for j, c in enumerate(columns) if j != key]
-        rows = [[(t, n, columns[i + 1] if k == 0 else "") for k, (t, n) in enumerate(row)]
-                for i, row in enumerate(rows)]
-        columns = [""] * len(headers)
-    else:
-        rows = [[(t, n, "") for t, n in row] for row in rows]
-    if any(cell[0] == _MISSING for row in rows for cell in row):
-        note.append(frame.attrs.get("missing") or "– no value: the quantity does not apply to this row or "
-                                                  "could not be computed (see the chapter's text).")
-    # data-column: the results column a header shows, so the label map can be checked against what is shown
-    def named(column: str) -> str:
-        return f' data-column="{html.escape(column)}"' if column else ""
-
-    # on a phone: the first _PHONE_COLUMNS columns that are not details; the rest on a wider screen and in the CSV
-    phone = set(range(len(headers)))
-    more = ""
-    if not transposed and len(headers) > _PHONE_COLUMNS:
-        phone = set(_phone_order(frame)[:_PHONE_COLUMNS])
-        csv = frame.to_csv(index=False)
-        more = (f'<p class="bias-table-more">{_PHONE_COLUMNS} of its {len(headers)} columns on this screen: '
-                f'<a download="table.csv" href="data:text/csv;charset=utf-8,{urllib.parse.quote(csv)}">'
-                "the whole table as CSV</a>, or a wider screen.</p>")
-
-    def cls(j: int, numeric: bool) -> str:
-        names = (["num"] if numeric else []) + ([] if j in phone else ["bias-detail"])
-        return f' class="{" ".join(names)}"' if names else ""
-
-    head = "".join(f"<th{cls(j, False)}{named(c)}>{html.escape(h)}</th>"
-                   for j, (h, c) in enumerate(zip(headers, columns)))
-    body = "".join(
-        "<tr>" + "".join(f"<td{cls(j, numeric)}>{html.escape(t)}</td>" if numeric
-                         else f"<td{cls(j, False)}{named(c)}>{html.escape(t)}</td>"
-                         for j, (t, numeric, c) in enumerate(row)) + "</tr>" for row in rows)
-    kind = " bias-table-transposed" if transposed else " bias-table-wide" if len(headers) > _MAX_COLUMNS else ""
-    notes = "".join(f'<p class="bias-table-note">{html.escape(n)}</p>' for n in note)
-    return (f'<div class="bias-table{kind}"><table class="dataframe bias-dataframe"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table></div>{more}{notes}")
-
-
-def _enable() -> None:
-    """Make Altair charts in this kernel render through the book's global ``vegaEmbed``, and
-    DataFrames display as :func:`table_html` (the tables written to disk keep all digits)."""
-
-    from IPython import get_ipython  # deferred: only a kernel has a display formatter
-    from pandas.io.formats.style import Styler  # deferred: loads jinja2, needed only in a kernel
-
-    alt.renderers.enable(_RENDERER)
-    # plain-text reprs and Stylers (which bypass the HTML formatter) keep readable digits too
-    pd.set_option("display.float_format", precision.number_text)
-    # cells wrap in the book, so a reason or a context sentence is shown whole up to 100 characters
-    pd.set_option("display.max_colwidth", 100)
-    pd.set_option("styler.format.formatter", precision.number_text)
-    shell = get_ipython()
-    if shell is not None:
-        html_formatter = shell.display_formatter.formatters["text/html"]
-        html_formatter.for_type(pd.DataFrame, _table_html)
-        # a Styler's table reads like every other table (its data, not its own HTML)
-        html_formatter.for_type(Styler, lambda styler: _table_html(styler.data))
 
 def write_vega_bundle(static_dir: str | Path) -> Path:
     """Write the vega + vega-lite + vega-embed bundle (from vl-convert, no network) once.
