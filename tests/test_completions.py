@@ -257,6 +257,29 @@ def test_permutation_floor_and_unreadable_axes_in_the_reading():
     assert "size the number of completions" in caption and caption.endswith(plots.INVALID_NOTE + ".")
 
 
+def test_not_shown_beside_an_interval_that_excludes_0_names_what_decides_it():
+    """Issue 57: chapter 08 called a warmth gap "not shown" beside "0.61 SD colder (95% CI −1.18 to −0.06)": the
+    verdict followed a Holm p of 0.097 and the printed interval was unadjusted. Planted: the same row with its Holm p
+    moved above 0.05 says that the correction decides and labels the interval unadjusted; with its interval moved
+    across 0 it is plainly not shown; left as it is, it is shown."""
+    table = _clustered(np.random.default_rng(2), 1, {"a": (0.0, 6, 6), "b": (0.5, 6, 6)}, occupation_sd=0.2)
+    table = pd.concat([table.assign(dimension="warmth"), table.assign(dimension="competence")], ignore_index=True)
+    table.loc[table.group == FEMALE, "z"] += 3
+    result = completions.completion_projection_stats(table, n_boot=50, n_permutations=99)
+    first = completions.describe_completion_stats(result)[0]
+    assert "not shown" not in first and ", unadjusted)" in first
+    primary = (result.analysis == "occupation") & (result.measure == "completion") & (result.dimension == "warmth")
+    holm = result.copy()
+    holm.loc[primary & (holm.test == "welch_t"), "p_adj"] = 0.097
+    first = completions.describe_completion_stats(holm)[0]
+    assert ("a difference is not shown after Holm's correction over the dimensions (the unadjusted interval excludes "
+            "0; the Holm p, which decides, does not reach 0.05)") in first
+    across = holm.copy()
+    across.loc[primary & (across.test == "cluster_bootstrap_occupation"), "ci_low"] = -0.5
+    first = completions.describe_completion_stats(across)[0]
+    assert "a difference is not shown: " in first and "after Holm" not in first
+
+
 def test_completion_projection_requires_two_occupations_per_group():
     table = pd.DataFrame({"dimension": "warmth", "space": "warmth_competence", "layer": "mean",
                           "group": [FEMALE] * 3 + [MALE] * 2, "occupation": ["n", "n", "m", "e", "e"],

@@ -388,26 +388,37 @@ def _p_text(row: pd.Series) -> str:
     return f"permutation p {p}, Holm p {holm.replace('=', '≤') if p.startswith('≤') else holm}"
 
 
+def _excludes_zero(interval: pd.Series) -> bool:
+    """Whether a row's interval lies off 0 (a row without one: True, its test alone decides)."""
+    low, high = float(interval["ci_low"]), float(interval["ci_high"])
+    return low > 0 or high < 0 if np.isfinite(low) and np.isfinite(high) else True
+
+
 def _shown(interval: pd.Series, test: pd.Series) -> bool:
     """A gap is read as shown only when its test's Holm p is below 0.05 and its interval, where it has one,
     excludes 0."""
-    low, high = float(interval["ci_low"]), float(interval["ci_high"])
-    excludes = low > 0 or high < 0 if np.isfinite(low) and np.isfinite(high) else True
-    return excludes and bool(test["p_adj"] < 0.05)
+    return _excludes_zero(interval) and bool(test["p_adj"] < 0.05)
 
 
 def _reading(interval: pd.Series, test: pd.Series, dim: str, who: str) -> str:
-    """"<who> sit 0.83 SD warmer (occupation bootstrap 95% CI 0.21 to 1.50), Welch p = ..., Holm p = ..."
-    (without the parenthesis for a row that has no interval)."""
+    """"<who> sit 0.83 SD warmer (occupation bootstrap 95% CI 0.21 to 1.50, unadjusted), Welch p = ..., Holm p = ..."
+    (without the parenthesis for a row that has no interval). The verdict is Holm's and the interval is not: where
+    they disagree (the interval lies off 0, the Holm p does not reach 0.05) the sentence says that the correction
+    decides it, so the reader does not read "not shown" against an interval that excludes 0."""
     num = precision.number_text
     more, less = _SIDES.get(dim, (f"higher on {dim}", f"lower on {dim}"))
     size = abs(float(interval["effect_size"]))
     ci = (f" (occupation bootstrap 95% CI "
-          f"{precision.interval_text(interval['ci_low'], interval['ci_high'], interval['effect_size'])})"
+          f"{precision.interval_text(interval['ci_low'], interval['ci_high'], interval['effect_size'])}, unadjusted)"
           if np.isfinite(float(interval["ci_low"])) else "")
-    return (f"{'' if _shown(interval, test) else 'a difference is not shown: '}{who} sit "
-            f"{num(size)} SD {more if interval['effect_size'] > 0 else less}{ci}, "
-            f"{_p_text(test)}")
+    if _shown(interval, test):
+        verdict = ""
+    elif _excludes_zero(interval) and np.isfinite(float(interval["ci_low"])):
+        verdict = ("a difference is not shown after Holm's correction over the dimensions (the unadjusted interval "
+                   "excludes 0; the Holm p, which decides, does not reach 0.05): ")
+    else:
+        verdict = "a difference is not shown: "
+    return f"{verdict}{who} sit {num(size)} SD {more if interval['effect_size'] > 0 else less}{ci}, {_p_text(test)}"
 
 
 def describe_completion_stats(result: pd.DataFrame, unreadable: Mapping[str, str] | None = None) -> list[str]:
@@ -445,7 +456,7 @@ def describe_completion_stats(result: pd.DataFrame, unreadable: Mapping[str, str
             f"**{dim}** (primary, stated before the results: {what}, occupation means, {int(occ['n_a'])} {a} vs "
             f"{int(occ['n_b'])} {b} occupations): {_reading(occ, t, dim, f'completions about {a} occupations')}; "
             f"Hedges' g {precision.number_text(g['effect_size'])} (95% CI "
-            f"{precision.interval_text(g['ci_low'], g['ci_high'], g['effect_size'])}).")
+            f"{precision.interval_text(g['ci_low'], g['ci_high'], g['effect_size'])}, unadjusted).")
         whole, prompt = (pick("occupation", m, "cluster_bootstrap_occupation", dim) for m in ("completion", "prompt"))
         if primary == "beyond_prompt" and whole is not None and prompt is not None:
             wt, pt = (pick("occupation", m, "welch_t", dim) for m in ("completion", "prompt"))
