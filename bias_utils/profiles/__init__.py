@@ -28,7 +28,7 @@ _EXPORTS = {
     # the female - male direction and its check against workforce shares
     "gender_direction": ("describe_validity", "occupation_validity", "validity_chart",),
     # accuracy and the gender difference on every layer and context source
-    "layers": ("layers_by_context",),
+    "layers": ("describe_layers", "layers_by_context",),
     # the tokenisation confound: subword tokens per word by group
     "tokenisation": ("token_regression", "token_shares", "token_table",),
     # the specification curve and the per-model robustness summary

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from ..core import precision
 from ..core.errors import check_positive_int
 from ..core.stats import check_n_boot
 from .dictionaries import COMPOSITES, load_full_dictionary_terms
@@ -35,7 +36,7 @@ from .space import (
 )
 
 __all__ = [
-    "layers_by_context",
+    "describe_layers", "layers_by_context",
 ]
 
 
@@ -109,3 +110,29 @@ def layers_by_context(model, dictionary: pd.DataFrame, sources: Sequence[str] | 
     columns = ["context_source", *DROPPED_COLUMNS]
     skipped = pd.concat(skipped, ignore_index=True)[columns] if skipped else pd.DataFrame(columns=columns)
     return curves, skipped
+
+
+def describe_layers(curves: pd.DataFrame, context_source: str = "generated") -> str:
+    """Where in the model the names' gap is largest (chapter 05's first screen), from :func:`layers_by_context`'s
+    ``curves``: per dimension, the hidden state of the largest |Hedges' g| with ``context_source``'s contexts (the
+    first source in the table where it has none), its g and 95% interval, and on how many states the interval lies
+    off 0. Each state's interval is its own, not adjusted over the states, and the sentence says so; "" without
+    curves."""
+    g = curves[curves["measure"] == "hedges_g"] if len(curves) else curves
+    if g.empty:
+        return ""
+    source = context_source if context_source in set(g["context_source"]) else str(g["context_source"].iloc[0])
+    g = g[g["context_source"] == source]
+    n_states = g["layer"].nunique()
+    parts = []
+    for dimension, rows in g.groupby("dimension", sort=False):
+        top = rows.loc[rows["value"].abs().idxmax()]
+        off = int(((rows["ci_low"] > 0) | (rows["ci_high"] < 0)).sum())
+        side = "female" if top["value"] > 0 else "male"
+        parts.append(f"on {dimension} at hidden state {int(top['layer'])} of {n_states - 1} (g "
+                     f"{precision.number_text(top['value'])}, 95% CI "
+                     f"{precision.interval_text(top['ci_low'], top['ci_high'], top['value'])}, toward the {side} "
+                     f"names' side; the interval lies off 0 at {off} of {n_states} states)")
+    return (f"With the {source} contexts, the female − male gap of first names is largest "
+            + "; ".join(parts) + ". Each state's interval is its own, not adjusted over the states: the profile's "
+            "reading is the mean over the states (chapter *Stereotype profiles*).")
