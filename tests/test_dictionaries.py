@@ -13,6 +13,7 @@ from bias_utils.core import paths
 from bias_utils.core import wordnet as W
 from bias_utils.core.data import resolve
 from bias_utils.core.errors import DataError, ParameterError
+from bias_utils.profiles import dictionaries
 from bias_utils.profiles import dictionaries as D
 
 # ----------------------------------------------------------------------------- WordNet
@@ -361,3 +362,23 @@ def test_a_row_appended_by_hand_repeating_a_sense_gets_a_numbered_id():
                            "synset": first["synset"]}])
     out = D.ensure_sense_ids(pd.concat([seed, again], ignore_index=True))
     assert out["sense_id"].iloc[-1] == first["sense_id"] + "#2" and out["sense_id"].is_unique
+
+
+def test_chapter_01_opens_with_the_counts_against_the_papers():
+    """Issue 57: chapter 01 opened with "figures follow". Its first sentence says the seed dictionary's senses
+    against Table 1 pole by pole (all 14 match), and names each pole that differs on a planted table."""
+    counts = dictionaries.pole_counts(dictionaries.load_seed_dictionary(), dictionaries.PUBLISHED_SEED_COUNTS)
+    total = sum(dictionaries.PUBLISHED_SEED_COUNTS.values())
+    assert dictionaries.describe_counts(counts) == (
+        f"The seed dictionary has {total} senses against the paper's {total}: 14 of its 14 poles match the "
+        "published count, every one.")
+    planted = counts.copy()
+    planted.loc[0, "found"] -= 2
+    planted["difference"] = planted["found"] - planted["published"]
+    first = planted.iloc[0]
+    assert dictionaries.describe_counts(planted).endswith(
+        f"13 of its 14 poles match the published count, and 1 differs ({first['dimension']} {first['direction']} "
+        f"{int(first['found'])} against {int(first['published'])}).")
+    own = dictionaries.pole_counts(dictionaries.load_seed_dictionary())
+    assert dictionaries.describe_counts(own, "This dictionary") == (
+        f"This dictionary has {total} senses on 14 poles of 7 dimensions (no published counts to compare).")

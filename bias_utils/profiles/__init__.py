@@ -10,7 +10,8 @@ from ..core.exports import lazy_exports
 _EXPORTS = {
     # the SCM seed and full dictionaries and a user's own
     "dictionaries": ("PUBLISHED_FULL_COUNTS", "PUBLISHED_SEED_COUNTS", "add_terms", "context_sources",
-        "limit_terms", "load_dictionary", "load_full_dictionary_terms", "load_seed_dictionary", "pole_counts",),
+        "describe_counts", "limit_terms", "load_dictionary", "load_full_dictionary_terms", "load_seed_dictionary",
+        "pole_counts",),
     # context sentences per sense from a registry of sources
     "contexts": ("build_contexts", "source_names", "context_report", "describe_generation", "generation_report",),
     # the extra terms' generated-contexts files and their two rounds

@@ -48,7 +48,7 @@ from ..core.errors import ParameterError, check_word_list
 from ..core.wordnet import wordnet
 
 __all__ = [
-    "PUBLISHED_FULL_COUNTS", "PUBLISHED_SEED_COUNTS", "add_terms", "context_sources", "limit_terms",
+    "PUBLISHED_FULL_COUNTS", "PUBLISHED_SEED_COUNTS", "add_terms", "context_sources", "describe_counts", "limit_terms",
     "load_dictionary", "load_full_dictionary_terms", "load_seed_dictionary", "pole_counts",
 ]
 
@@ -423,6 +423,23 @@ def pole_counts(frame: pd.DataFrame, published: dict[tuple[str, str], int] | Non
     table = pd.concat([table, pd.DataFrame([total])], ignore_index=True)
     table["difference"] = table.found - table.published
     return table
+
+
+def describe_counts(counts: pd.DataFrame, what: str = "The seed dictionary", unit: str = "senses") -> str:
+    """One sentence on :func:`pole_counts`' table (chapter 01's first screen): the ``unit`` found against the paper's
+    count, how many poles match it and where the others differ; without published counts (a user's dictionary), the
+    count as found."""
+    poles = counts[counts["dimension"] != "total"]
+    if "published" not in counts:
+        dims = poles.groupby("dimension", sort=False)["found"].sum()
+        return (f"{what} has {int(poles['found'].sum()):,} {unit} on {len(poles)} poles of {len(dims)} dimensions "
+                "(no published counts to compare).")
+    off = poles[poles["difference"] != 0]
+    where = "; ".join(f"{r.dimension} {r.direction} {int(r.found)} against {int(r.published)}"
+                      for r in off.itertuples())
+    return (f"{what} has {int(poles['found'].sum()):,} {unit} against the paper's {int(poles['published'].sum()):,}: "
+            f"{len(poles) - len(off)} of its {len(poles)} poles match the published count"
+            + (f", and {len(off)} differ{'s' if len(off) == 1 else ''} ({where})." if len(off) else ", every one."))
 
 
 def context_sources(dictionary: pd.DataFrame) -> pd.DataFrame:
