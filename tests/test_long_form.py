@@ -1,0 +1,221 @@
+"""The long-form measure (``audit.long_form``): its counts against a hand count, a planted share recovered through the
+real generation engine from a toy server, the engine's cache and resume rules, the checks before a model loads, and
+the real model."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bias_utils.audit import long_form as lf
+from bias_utils.core import tables
+from bias_utils.core.errors import ParameterError
+from bias_utils.models.endpoints import OpenAIEndpoint
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+# --------------------------------------------------------------------------- counts
+
+
+def test_counts_equal_a_hand_count_on_five_texts():
+    """Golden: five texts whose words were counted by hand (``tests/fixtures/long_form_hand_count.csv``): the audit's
+    tokenisation ("SHE'S" is she, "his/her" both, "Herbert" and "Theyre" neither), the neopronouns among the neutral
+    words and on their own, the "they" forms on their own."""
+    hand = pd.read_csv(FIXTURES / "long_form_hand_count.csv")
+    found = lf.text_counts(hand["text"])
+    columns = ["female_words", "male_words", "neutral_words", "they_words", "neopronoun_words"]
+    assert found[columns].to_dict("records") == hand[columns].to_dict("records")
+    assert found["any_gendered"].tolist() == [True, True, False, True, True]
+    assert found.loc[4, "female_words_list"] == "her,she,sister,lady"
+
+
+def test_an_instruction_takes_an_before_a_vowel_letter():
+    assert lf.instruction_text("Write a short biography of a {occupation}.", "engineer") == (
+        "Write a short biography of an engineer.")
+    assert lf.instruction_text("A {occupation} at work.", "accountant") == "An accountant at work."
+    assert lf.instruction_text("Tell a story about a {occupation}.", "nurse") == "Tell a story about a nurse."
+    assert lf.instruction_text("Write about the {occupation}.", "engineer") == "Write about the engineer."
+
+
+# --------------------------------------------------------------------------- a toy model with a planted share
+
+#: The planted shares per occupation: female among the gendered words, "they" among all three, and the chance that a
+#: text has no pronoun at all.
+_PLANTED = {"nurse": (0.9, 0.1), "baker": (0.6, 0.3), "plumber": (0.2, 0.0), "chef": (0.4, 0.2),
+            "janitor": (0.1, 0.1), "teacher": (0.75, 0.05)}
+_SILENT = 0.25
+_PRONOUNS = 8
+
+
+class _Toy(BaseHTTPRequestHandler):
+    """An OpenAI-compatible chat server whose texts follow :data:`_PLANTED`: each text draws, from the request's seed,
+    whether it has pronouns (1 - :data:`_SILENT`), then :data:`_PRONOUNS` pronouns, each "they" with the planted
+    probability and otherwise female with the planted share. It counts the requests it answers."""
+
+    requests = 0
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        prompt = body["messages"][0]["content"]
+        noun = next(n for n in _PLANTED if re.search(rf"\b{n}\b", prompt))
+        female, they = _PLANTED[noun]
+        rng = np.random.default_rng(body["seed"])
+        words = []
+        if rng.random() >= _SILENT:
+            for _ in range(_PRONOUNS):
+                u = rng.random()
+                words.append("they" if u < they else "she" if rng.random() < female else "he")
+        text = f"The {noun} works all day. " + " ".join(f"Then {w} rests." for w in words)
+        type(self).requests += 1
+        out = json.dumps({"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
+                          "usage": {"completion_tokens": len(text.split())}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def toy():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Toy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _Toy.requests = 0
+    try:
+        yield OpenAIEndpoint(f"http://127.0.0.1:{server.server_port}", mode="chat", parallel=4)
+    finally:
+        server.shutdown()
+
+
+def test_a_planted_share_is_recovered_within_its_interval(toy, isolated_cache):
+    """Planted: a toy model whose female share, "they" share and share of texts with a gendered word per occupation
+    are known; the measure, through the real generation engine (the HTTP backend, its seeds and cache), recovers
+    them within its intervals resampling the occupation's texts (as often as 95% intervals do), close to each, and in
+    the planted order."""
+    found = lf.long_form_table(toy, list(_PLANTED), n_samples=20, n_boot=1000, progress=False).occupations
+    assert found["n_texts"].tolist() == [60] * len(_PLANTED)
+    truth = pd.DataFrame([{"occupation": n, "female_share": f, "they_share": t,
+                           "any_gendered_share": (1 - _SILENT) * (1 - t ** _PRONOUNS)}
+                          for n, (f, t) in _PLANTED.items()])
+    merged = found.merge(truth, on="occupation", suffixes=("", "_planted"))
+    covered = []
+    for share in ("female_share", "they_share", "any_gendered_share"):
+        planted, low, high = merged[f"{share}_planted"], merged[f"{share}_ci_low"], merged[f"{share}_ci_high"]
+        covered += ((low <= planted) & (planted <= high)).tolist()
+        assert (merged[share] - planted).abs().max() < 0.1
+    # 95% intervals: of these 18, 17.1 cover on average; 16 or more do with probability 0.94 (binomial)
+    assert sum(covered) >= 16, covered
+    assert merged["female_share"].rank().tolist() == merged["female_share_planted"].rank().tolist()
+
+
+def test_an_interrupted_run_resumes_and_a_rerun_asks_the_model_nothing(toy, isolated_cache):
+    """The audit's engine and cache: a rerun reads every text from the cache (the server is asked nothing), and a
+    run whose cache lost its last rows (as a run stopped mid-way leaves it) asks only for those, with the texts of an
+    uninterrupted run."""
+    nouns = ["nurse", "plumber"]
+    first = lf.long_form_table(toy, nouns, n_samples=3, progress=False)
+    assert _Toy.requests == 2 * 3 * 3
+    again = lf.long_form_table(toy, nouns, n_samples=3, progress=False)
+    assert _Toy.requests == 18
+    pd.testing.assert_frame_equal(again.texts, first.texts)
+    rows = next((isolated_cache / "generations").glob("*/rows.jsonl"))
+    lines = rows.read_text(encoding="utf-8").splitlines(keepends=True)
+    rows.write_text("".join(lines[:11]), encoding="utf-8")
+    resumed = lf.long_form_table(toy, nouns, n_samples=3, progress=False)
+    assert _Toy.requests == 18 + 7
+    pd.testing.assert_frame_equal(resumed.texts, first.texts)
+    pd.testing.assert_frame_equal(resumed.occupations, first.occupations)
+
+
+def test_the_reading_says_plainly_whether_the_next_word_predicts_the_long_form(toy, isolated_cache):
+    """The primary (ρ of the long-form female share with the next-word log-ratio) read both ways: a next word that
+    orders the toy's occupations as its planted shares do predicts the long form; one that orders them the other way
+    predicts the reverse; each sentence, the chapter's and the front page's, says which, from the table."""
+    measure = lf.long_form_table(toy, list(_PLANTED), n_samples=10, progress=False)
+    planted = np.array([f for f, _ in _PLANTED.values()])
+    values = pd.DataFrame({"occupation": list(_PLANTED), "group": "female", "bls_pct_female": 100 * planted})
+    for sign, said in ((1, "predicts the female share"), (-1, "predicts the reverse of the female share")):
+        exact = pd.DataFrame({"occupation": list(_PLANTED), "log_ratio": sign * np.log(planted / (1 - planted)),
+                              "neutral_share": [t for _, t in _PLANTED.values()]})
+        link = measure.link(exact, values, n_boot=200)
+        row = link.statistics[link.statistics["primary"]].iloc[0]
+        assert row["effect_size"] == pytest.approx(sign * 1.0) and lf.predicts(row) == sign
+        assert lf.front_page_clause(link.statistics, "[SmolLM2](x)") == (
+            f"in [SmolLM2](x), the next word {said} of what it writes at length")
+        text = link.describe()
+        assert ("**The next word predicts what" in text) == (sign == 1)
+        assert "For each of 6 occupations the model wrote 10 seeded samples of each of 3 instructions" in text
+        assert "through its chat template" in text and "up to 80 new tokens" in text
+    share = link.statistics[link.statistics["test"] == "share of texts"].iloc[0]
+    assert share["n"] == 180 and share["effect_size"] == pytest.approx(measure.texts["any_gendered"].mean())
+
+
+# --------------------------------------------------------------------------- bad input, before the model loads
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"instructions": ["Write a short biography of a nurse."]}, r"instructions: .* has no \{occupation\}"),
+    ({"instructions": []}, r"instructions is empty"),
+    ({"instructions": "Write about a {occupation}."}, r"instructions must be a list of strings, not one string"),
+    ({"instructions": ["About a {occupation} and {name}."]}, r"instructions: .* a field other than"),
+    ({"instructions": ["A {occupation}.", "A {occupation}."]}, r"listed twice"),
+    ({"n_samples": 0}, r"n_samples must be a positive integer, got 0"),
+    ({"max_new_tokens": 0}, r"max_new_tokens must be a positive integer"),
+])
+def test_bad_input_is_a_parameter_error_before_the_model_loads(kwargs, message, loads):
+    with pytest.raises(ParameterError, match=message):
+        lf.long_form_table("smollm2-135m-instruct", ["nurse"], **kwargs)
+    assert loads == []
+
+
+def test_a_model_that_cannot_generate_is_refused_before_it_loads(loads):
+    with pytest.raises(ParameterError, match=r"model: 'minilm-l6' is an encoder .* the long-form measure"):
+        lf.long_form_table("minilm-l6", ["nurse"])
+    with pytest.raises(ParameterError, match=r"occupations is empty"):
+        lf.long_form_table("smollm2-135m-instruct", [])
+    assert loads == []
+
+
+def test_the_notebook_parameters_say_their_own_names():
+    with pytest.raises(ParameterError, match=r"^long_form_n_samples must be a positive integer"):
+        lf.check_long_form(None, 0, prefix="long_form_")
+    with pytest.raises(ParameterError, match=r"^long_form_instructions: .* has no"):
+        lf.check_long_form(["Write."], prefix="long_form_")
+    assert lf.check_long_form() == lf.INSTRUCTIONS
+
+
+# --------------------------------------------------------------------------- the real model
+
+
+@pytest.mark.slow
+def test_smollm2_writes_through_its_chat_template_and_the_tables_are_as_declared(smollm, isolated_cache, tmp_path):
+    """The real decoder: the texts go through SmolLM2's chat template (its first words answer the instruction, they
+    do not continue it), every table has its declared columns, and the link's primary row is the one stated."""
+    found = lf.long_form_table(smollm, ["nurse", "carpenter", "engineer"], n_samples=2, max_new_tokens=24,
+                               n_boot=200, progress=False)
+    assert found.chat and len(found.texts) == 3 * len(lf.INSTRUCTIONS) * 2
+    assert (found.texts["n_tokens"] > 0).all()
+    assert found.texts["prompt"].str.contains("an engineer").sum() == 2 * len(lf.INSTRUCTIONS)
+    values = pd.DataFrame({"occupation": ["nurse", "carpenter", "engineer"], "group": ["female", "male", "male"],
+                           "bls_pct_female": [90.0, 1.5, 12.0]})
+    exact = pd.DataFrame({"occupation": ["nurse", "carpenter", "engineer"], "log_ratio": [1.0, -2.0, -1.0],
+                          "neutral_share": [0.1, 0.2, 0.3]})
+    link = found.link(exact, values, n_boot=200)
+    found.write(tmp_path)
+    link.write(tmp_path)
+    for name in (tables.NAMES.LONG_FORM_TEXTS, tables.NAMES.LONG_FORM_OCCUPATIONS, tables.NAMES.LONG_FORM_LINK,
+                 tables.NAMES.LONG_FORM_LINK_OCCUPATIONS):
+        assert tuple(pd.read_parquet(tmp_path / f"{name}.parquet").columns) == tables.table(name).columns
+    primary = link.statistics[link.statistics["primary"]]
+    assert primary[["analysis", "test", "x", "y"]].values.tolist() == [["primary", "spearman", "log_ratio",
+                                                                        "female_share"]]
