@@ -186,9 +186,14 @@ def test_a_model_that_cannot_generate_is_refused_before_it_loads(loads):
     assert loads == []
 
 
-def test_the_notebook_parameters_say_their_own_names():
+def test_the_notebook_parameters_say_their_own_names(loads):
+    from bias_utils.book import validation
+
     with pytest.raises(ParameterError, match=r"^long_form_n_samples must be a positive integer"):
-        lf.check_long_form(None, 0, prefix="long_form_")
+        validation.check("11_intrinsic_extrinsic", long_form_n_samples=0)
+    with pytest.raises(ParameterError, match=r"^long_form must be True or False"):
+        validation.check("11_intrinsic_extrinsic", long_form="yes")
+    assert loads == []
     with pytest.raises(ParameterError, match=r"^long_form_instructions: .* has no"):
         lf.check_long_form(["Write."], prefix="long_form_")
     assert lf.check_long_form() == lf.INSTRUCTIONS
@@ -219,3 +224,23 @@ def test_smollm2_writes_through_its_chat_template_and_the_tables_are_as_declared
     primary = link.statistics[link.statistics["primary"]]
     assert primary[["analysis", "test", "x", "y"]].values.tolist() == [["primary", "spearman", "log_ratio",
                                                                         "female_share"]]
+
+
+def test_chapter_11_states_the_long_forms_primary_before_computing_it():
+    """The section's heading cell names the primary analysis (the code's :data:`LONG_FORM_PRIMARY`: Spearman's ρ of the
+    long-form female share with the next-word log-ratio) before the cell that computes it, and the notebook's
+    defaults are the module's."""
+    import nbformat
+
+    from bias_utils.core import paths
+
+    cells = nbformat.read(paths.ROOT / "notebooks" / "11_intrinsic_extrinsic.ipynb", as_version=4).cells
+    stated = next(i for i, c in enumerate(cells) if "## What it writes at length" in c.source)
+    computed = next(i for i, c in enumerate(cells) if c.cell_type == "code" and "long_form_table(" in c.source)
+    assert stated < computed
+    text = " ".join(cells[stated].source.split())
+    assert "The primary analysis, stated before the results: across the BLS occupations, Spearman's ρ" in text
+    assert lf.LONG_FORM_PRIMARY == {"analysis": "primary", "test": "spearman"}
+    parameters = next(c.source for c in cells if "parameters" in c.metadata.get("tags", []))
+    assert f"long_form_n_samples: int = {lf.N_SAMPLES} " in parameters
+    assert f"long_form_max_new_tokens: int = {lf.MAX_NEW_TOKENS} " in parameters
