@@ -97,19 +97,19 @@ THEY_READING = {"one person": 0, "group": 0, "unclear": 0}
 _TEXT_COLUMNS = ["occupation", "instruction", "sample", "prompt", "completion", "n_tokens", "finish_reason", "n_words",
                  "female_words", "male_words", "neutral_words", "they_words", "neopronoun_words", "female_words_list",
                  "male_words_list", "neutral_words_list", "any_gendered", LONG_FORM_DEFINITION]
-_SHARES = {"female_share": "the female share of the gendered words",
-           "they_share": "the \"they\" share of the gendered and \"they\" words",
-           "any_gendered_share": "the share of texts with a gendered word"}
+#: The shares per occupation (:func:`_shares`), each with its interval.
+_SHARES = ("female_share", "they_share", "any_gendered_share")
 _OCCUPATION_COLUMNS = (["occupation", "n_texts", "n_tokens", "female_words", "male_words", "they_words",
                         "neopronoun_words", "neutral_words"]
                        + [f"{s}{part}" for s in _SHARES for part in ("", "_ci_low", "_ci_high")]
                        + [LONG_FORM_DEFINITION])
-#: The analyses of :data:`tables.NAMES.LONG_FORM_LINK`: (x, y, what it asks).
+#: The analyses of :data:`tables.NAMES.LONG_FORM_LINK`, each (x, y): does the next word predict the long form (the
+#: primary), each against the BLS share of women, and the long form's "they" against the next word's neutral share.
 _ANALYSES = {
-    "primary": ("log_ratio", "female_share", "does the next word predict the long form"),
-    "long form and the world": ("bls_pct_female", "female_share", "the long form against the BLS share of women"),
-    "next word and the world": ("bls_pct_female", "log_ratio", "the next word against the BLS share of women"),
-    "they": ("neutral_share", "they_share", "the long form's \"they\" against the next word's neutral share"),
+    "primary": ("log_ratio", "female_share"),
+    "long form and the world": ("bls_pct_female", "female_share"),
+    "next word and the world": ("bls_pct_female", "log_ratio"),
+    "they": ("neutral_share", "they_share"),
 }
 _LINK_COLUMNS = ["analysis", "x", "y", "units", "primary", LONG_FORM_DEFINITION]
 _LINK_OCCUPATION_COLUMNS = ["occupation", "group", "bls_pct_female", "log_ratio", "neutral_share", "female_share",
@@ -156,7 +156,7 @@ def instruction_text(instruction: str, noun: str) -> str:
     """The instruction about ``noun``: "a {occupation}" becomes "an" before a vowel letter (the 14 such BLS nouns,
     "an engineer", all take it; a noun spoken with a consonant first, "a unionist", would need its own wording)."""
     article = "an" if noun[:1].lower() in "aeiou" else "a"
-    return re.sub(r"\b([Aa]) (?=\{occupation\})", lambda m: ("A" if m.group(1) == "A" else "a") + article[1:] + " ",
+    return re.sub(r"\b([Aa]) (?=\{occupation\})", lambda m: m.group(1) + article[1:] + " ",
                   instruction).format(occupation=noun)
 
 
@@ -289,8 +289,9 @@ def _link_statistics(table: pd.DataFrame, texts: pd.DataFrame, *, n_boot: int, s
     occupations. Columns: ``stats.STAT_COLUMNS`` (``group_a``, ``group_b``: the two measures), ``analysis``, ``x``,
     ``y``, ``units``, ``primary`` (the row :data:`LONG_FORM_PRIMARY` names) and ``long_form_definition``."""
     rows = []
-    for analysis, (x, y, _) in _ANALYSES.items():
-        both = table.dropna(subset=[x, y])
+    for analysis, (x, y) in _ANALYSES.items():
+        # the two against the world on the same occupations: those with a long-form share
+        both = table.dropna(subset=[x, y, "female_share"] if x == "bls_pct_female" else [x, y])
         rows += [{**r, "group_a": x, "group_b": y, "analysis": analysis, "x": x, "y": y}
                  for r in correlation_rows(both[x], both[y], n_boot=n_boot, seed=seed)[::-1]]
     for measure in ("female_share", "they_share", "any_gendered_share", "neutral_share"):
