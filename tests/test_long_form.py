@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from bias_utils.audit import long_form as lf
-from bias_utils.core import tables
+from bias_utils.core import lexicon, tables
 from bias_utils.core.errors import ParameterError
 from bias_utils.models.endpoints import OpenAIEndpoint
 
@@ -42,6 +42,19 @@ def test_an_instruction_takes_an_before_a_vowel_letter():
     assert lf.instruction_text("A {occupation} at work.", "accountant") == "An accountant at work."
     assert lf.instruction_text("Tell a story about a {occupation}.", "nurse") == "Tell a story about a nurse."
     assert lf.instruction_text("Write about the {occupation}.", "engineer") == "Write about the engineer."
+
+
+def test_the_hand_check_of_they_gives_the_counts_the_module_states():
+    """The recorded reading (``tests/fixtures/long_form_they_check.csv``: 30 "they" forms of SmolLM2's default texts,
+    each in its context, read as the one person, a group or unclear) gives :data:`THEY_READING`, and the chapter's
+    sentence says it."""
+    check = pd.read_csv(FIXTURES / "long_form_they_check.csv")
+    assert len(check) == 30 and set(check["instruction"]) <= set(lf.INSTRUCTIONS)
+    assert set(check["word"]) <= set(lexicon.THEY_WORDS)
+    assert all(f"[[{w}]]" in c.lower() for w, c in zip(check["word"], check["context"]))
+    assert check["reading"].value_counts().to_dict() == {k: v for k, v in lf.THEY_READING.items() if v}
+    assert lf.they_reading_text().startswith('of 30 "they" forms in SmolLM2-135M-Instruct\'s texts read by hand, 19 '
+                                             "referred to the one person the instruction named, 7 to a group")
 
 
 # --------------------------------------------------------------------------- a toy model with a planted share

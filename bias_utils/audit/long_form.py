@@ -90,9 +90,12 @@ MAX_NEW_TOKENS = 80
 LONG_FORM_DEFINITION = "long_form_definition"
 #: The pre-stated primary analysis (module docstring).
 LONG_FORM_PRIMARY = {"analysis": "primary", "test": "spearman"}
-#: The hand check of what the "they" forms refer to in SmolLM2-135M-Instruct's default texts (seed 0): of the forms
-#: read, how many referred to the one person the instruction named, to a group, and to neither clearly.
-THEY_READING = {"one person": 0, "group": 0, "unclear": 0}
+#: The hand check of what the "they" forms refer to in SmolLM2-135M-Instruct's default texts (seed 0, float32 on this
+#: project's CPU: 408 forms in 116 of its 360 texts): 30 forms drawn at random (numpy seed 0), each read in its text
+#: as the one person the instruction named ("The planner starts their day"), a group ("The team of technicians had
+#: just finished their shift, and ... they prepared") or neither clearly. Most that were the one person came from "a
+#: day in the life", which SmolLM2 often writes about the occupation in general.
+THEY_READING = {"one person": 19, "group": 7, "unclear": 4}
 
 _TEXT_COLUMNS = ["occupation", "instruction", "sample", "prompt", "completion", "n_tokens", "finish_reason", "n_words",
                  "female_words", "male_words", "neutral_words", "they_words", "neopronoun_words", "female_words_list",
@@ -437,10 +440,10 @@ class _LongFormLink:
         x = alt.X("log_ratio:Q", title=["next-word log-ratio of female", "to male words"])
         y = alt.Y("female_share:Q", title=["female share of the gendered", "words in its longer texts"],
                   scale=alt.Scale(domain=[0, 1]))
-        bars = alt.Chart(data).mark_rule(opacity=0.35).encode(x=x, y="female_share_ci_low:Q",
-                                                                y2="female_share_ci_high:Q",
-                                                                color=alt.Color("bls_pct_female:Q", legend=None))
-        points = alt.Chart(data).mark_circle(size=60, opacity=0.85).encode(
+        bars = alt.Chart(data).mark_rule(color="#999", opacity=0.5).encode(x=x, y="female_share_ci_low:Q",
+                                                                         y2="female_share_ci_high:Q")
+        # outlined: the diverging scale's middle, the balanced occupations, is pale on a white page
+        points = alt.Chart(data).mark_circle(size=60, opacity=0.9, stroke="#555", strokeWidth=0.6).encode(
             x=x, y=y, color=alt.Color("bls_pct_female:Q", title=["BLS share of", "women (%)"],
                                       scale=alt.Scale(scheme="purpleorange", reverse=True, domain=[0, 100])),
             tooltip=["occupation", alt.Tooltip("log_ratio:Q", format=".2f"),
@@ -449,9 +452,10 @@ class _LongFormLink:
         caption = (f"Each point is one of {len(data)} occupations: across, the log-ratio of the probability that the "
                    "next word after a neutral sentence about it is a female rather than a male word; up, the female "
                    "share of the gendered words in the texts the model wrote about one person in it, with its 95% "
-                   "interval resampling those texts (the thin line); the colour is the occupation's U.S. BLS share "
-                   f"of women. Spearman's ρ = {number_text(row['effect_size'])}. Look for whether the points rise "
-                   "from left to right: the next word predicting what the model writes at length.")
+                   "interval resampling those texts (the thin grey line); the colour is the occupation's U.S. BLS "
+                   "share of women, purple the most women, orange the fewest. Spearman's ρ = "
+                   f"{number_text(row['effect_size'])}. Look for whether the points rise from left to right: the next "
+                   "word predicting what the model writes at length.")
         return plots.captioned((bars + points).properties(width=420, height=300),
                                title or f"{self.measure.model_id}: the next word against the long form", [],
                                f"Scatter plot of {len(data)} occupations: the next-word log-ratio (x) against the "
