@@ -1,5 +1,6 @@
 """Study 2: the occupational audit on BOLD: prompts, units, the audit and its headline, the published replication, and
-the next word after a neutral sentence about an occupation (the exact measure of what a decoder writes). It imports
+the next word after a neutral sentence about an occupation (the exact measure of what a decoder writes) and what it
+writes at length about one person in an occupation. It imports
 nothing from Study 1 (:mod:`bias_utils.profiles`); what joins the two is :mod:`bias_utils.intrinsic_extrinsic`.
 
 The public API by role, one module a role (``_EXPORTS``); each name is imported on first use
@@ -27,6 +28,8 @@ _EXPORTS = {
         "replication_rows",),
     # the next word after a neutral sentence about an occupation: an exact measure of what a decoder writes
     "next_word": ("describe_next_word", "next_word_table", "next_word_validity", "sampled_check",),
+    # what a decoder writes at length about one person in an occupation, and whether the next word predicts it
+    "long_form": ("long_form_table",),
 }
 
 __all__ = [name for names in _EXPORTS.values() for name in names]

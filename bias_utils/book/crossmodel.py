@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ..audit import occupations
+from ..audit import long_form, occupations
 from ..audit.neutral_share import BLS_UNITS
 from ..audit.next_word_prompts import DEFAULT_DEFINITION, DEFINITION
 from ..core import paths, precision, tables
@@ -52,7 +52,7 @@ _CROSS_MODEL_TABLES = (tables.NAMES.DIRECTION_ACCURACY, tables.NAMES.PROFILE_STA
                        tables.NAMES.BOLD_STATISTICS, tables.NAMES.BOLD_GROUP_SUMMARY,
                        tables.NAMES.COMPLETION_PROJECTION_STATS, tables.NAMES.AXIS_VALIDITY,
                        tables.NAMES.LINK_STATISTICS, tables.NAMES.LINK_NEXT_WORD, tables.NAMES.ERASURE_TRADEOFF,
-                       tables.NAMES.NEXT_WORD_NEUTRAL)
+                       tables.NAMES.NEXT_WORD_NEUTRAL, tables.NAMES.LONG_FORM_LINK)
 #: The tests :func:`pooled_link` pools, each a model's primary row of its table: chapter 11's primary, Spearman's ρ
 #: between the direction and the next-word log-ratio across the BLS occupations (``link_next_word``), pooled on
 #: Fisher's z scale; and the robustness row, the BOLD-based within-field slope (``link_statistics``), on its own.
@@ -514,13 +514,16 @@ def _random_effects(estimates, se) -> dict:
 _POOLED = "pooled (random effects)"
 
 
-def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None) -> pd.DataFrame:
+def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None,
+                at_length: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per intrinsic measure and :data:`_POOLED_TESTS` test, one row per model and, with two models or more, a
     pooled row (``model_id`` = :data:`_POOLED`) from :func:`_random_effects`: chapter 11's primary, Spearman's ρ
     across the BLS occupations (the ``primary`` row of ``next_word``, stacked ``link_next_word`` tables), pooled on
     Fisher's z scale (SE √(1.06 / (n − 3)); the pooled estimate and interval transformed back to ρ); and, from
     ``link_stats`` (stacked ``link_statistics``) when given, the robustness row: the BOLD-based slope per SD within
-    category and group, on its own scale with its Wald SE.
+    category and group, on its own scale with its Wald SE; and from ``at_length`` (stacked ``long_form_link``) when
+    given, the long form's primary, Spearman's ρ of the next-word log-ratio with the long-form female share
+    (``intrinsic`` :data:`_NEXT_WORD`: here the next word is the predictor), pooled like chapter 11's primary.
 
     A row its chapter does not read (the direction not validated against the BLS share: ``readable`` False) is not
     pooled. Only like is pooled with like: a model whose next-word measure has another ``measure_definition``
@@ -542,6 +545,10 @@ def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None)
         if "units" not in robust:  # how many of the primary units the model's count reaches (link._bold_row)
             robust = robust.assign(units=[link.counted_units(r) for _, r in robust.iterrows()])
         parts.append(robust)
+    if at_length is not None and len(at_length):
+        rows = at_length[at_length["primary"].astype(bool)]
+        parts.append(rows.assign(intrinsic=_NEXT_WORD, readable=True, units=BLS_UNITS, extrinsic_measure=(
+            "long-form female share"), **{DEFINITION: rows[long_form.LONG_FORM_DEFINITION]}))
     if not parts:
         return pd.DataFrame(columns=cols)
     s = pd.concat(parts, ignore_index=True)
@@ -558,7 +565,7 @@ def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None)
     rows = []
     for (intrinsic, test), g in s.groupby(["intrinsic", "test"], sort=False):
         fisher = test == _POOLED_TESTS[0]
-        reference, apart = _like_with_like(g[DEFINITION])
+        reference, apart = _like_with_like(g[DEFINITION], intrinsic == _NEXT_WORD)
         for r, why in zip(g.itertuples(index=False), apart):
             rows.append({"intrinsic": intrinsic, "test": test, "model_id": r.model_id, "estimate": float(r.effect_size),
                          "ci_low": float(r.ci_low), "ci_high": float(r.ci_high), "se": float(r.se), "n": int(r.n),
@@ -582,14 +589,18 @@ def pooled_link(next_word: pd.DataFrame, link_stats: pd.DataFrame | None = None)
     return pd.DataFrame(rows, columns=cols).assign(se_scale=lambda f: f["test"].map(_SE_SCALES))[cols]
 
 
-def _like_with_like(definitions: pd.Series) -> tuple[str, list[str]]:
+def _like_with_like(definitions: pd.Series, at_length: bool = False) -> tuple[str, list[str]]:
     """``(reference, reasons)``: the measure definition the pool keeps (the built-in one where a row has it, else
     the most common, the first listed on a tie) and, per row of ``definitions``, why it is kept apart ("" when it is
-    the reference's)."""
+    the reference's); ``at_length``: the definitions are the long form's."""
     counts = definitions.value_counts(sort=False)
-    reference = (DEFAULT_DEFINITION if DEFAULT_DEFINITION in counts.index
+    builtin = long_form.long_form_definition() if at_length else DEFAULT_DEFINITION
+    reference = (builtin if builtin in counts.index
                  else counts.index[int(np.argmax(counts.to_numpy()))] if len(counts) else "")
-    theirs = (f"{reference}, the built-in templates and the audit's words" if reference == DEFAULT_DEFINITION
+    own = ("instructions, samples or length", "its long form") if at_length else ("templates or words",
+                                                                                  "its next-word measure")
+    theirs = (f"{reference}, the built-in " + ("instructions, samples and length" if at_length else
+                                               "templates and the audit's words") if reference == builtin
               else reference or "not recorded")
 
     def why(definition: str) -> str:
@@ -598,13 +609,28 @@ def _like_with_like(definitions: pd.Series) -> tuple[str, list[str]]:
         if not definition:
             return (f"its table does not record what defines its next-word measure (written before chapter 11 "
                     f"recorded it), so it cannot be pooled with measures of definition {theirs}: rerun its chapter 11")
-        return (f"its next-word measure is defined by other templates or words (definition {definition}) than the "
-                f"pooled models' ({theirs}): a different measure, not pooled with them")
+        return (f"{own[1]} is defined by other {own[0]} (definition {definition}) than the pooled models' "
+                f"({theirs}): a different measure, not pooled with them")
     return reference, [why(d) for d in definitions]
 
 
-#: Per pooled test: what its estimate is (a sentence's subject), its axis title, and what a chart's dot is.
+#: The ``intrinsic`` of the long form's pooled rows: the next word, as the predictor of what is written at length.
+_NEXT_WORD = "next_word_log_ratio"
+#: Per pooled test (and the long form's, by its ``intrinsic``): what its estimate is (a sentence's subject), its axis
+#: title, and what a chart's dot is.
 _POOL_WORDS = {
+    _NEXT_WORD: {
+        "name": "Spearman ρ between the next-word log-ratio and the long-form female share across the BLS "
+                "occupations (the long form's primary)",
+        "axis": "Spearman ρ: next-word log-ratio against the long-form female share (BLS occupations)",
+        "dot": "the Spearman correlation, across the BLS occupations, between the log-ratio of female to male words "
+               "the model predicts next after neutral sentences about an occupation and the female share of the "
+               "gendered words in the texts it wrote at length about one person in it (chapter 11), the line its "
+               "95% bootstrap interval as the model's own chapter gives it. ",
+        "pool": "The diamond in the last row pools the models (DerSimonian–Laird random effects on Fisher's z "
+                "scale, each ρ weighted by 1.06 / (n − 3); a normal interval transformed back). ",
+        "unit": "",
+    },
     _POOLED_TESTS[0]: {
         "name": "Spearman ρ between the direction and the next-word log-ratio across the BLS occupations (chapter "
                 "11's primary)",
@@ -640,11 +666,12 @@ def describe_pooling(pooled: pd.DataFrame, intrinsic: str = "gender_position", t
     apart = rows[rows["kept_apart"].fillna("").astype(bool)] if "kept_apart" in rows else rows.iloc[:0]
     models = rows[(rows["model_id"] != _POOLED) & ~rows.index.isin(apart.index)]
     pool = rows[rows["model_id"] == _POOLED]
-    words = _POOL_WORDS[test]
+    words = _POOL_WORDS[intrinsic if intrinsic == _NEXT_WORD else test]
     kept = "".join(f" **Kept apart: {display_name(r.model_id)}**: {r.kept_apart}." for r in apart.itertuples())
     if pool.empty:
         return (f"{len(models)} model{'' if len(models) == 1 else 's'} of this build "
-                f"{'has' if len(models) == 1 else 'have'} the {words['name']} on a validated direction"
+                f"{'has' if len(models) == 1 else 'have'} the {words['name']}"
+                + ("" if intrinsic == _NEXT_WORD else " on a validated direction")
                 + (" and one definition of the measure" if len(apart) else "")
                 + ": nothing is pooled, and the spread between models (τ², Q, I²) is not estimable." + kept)
     r = pool.iloc[0]
@@ -668,7 +695,7 @@ def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", 
     if data.empty:
         raise ValueError(f"link_forest_chart: no {test} rows for {intrinsic}")
     axis = "female − male direction" if intrinsic == "gender_position" else f"{intrinsic.replace('_', ' ')} axis"
-    words = {k: v.format(axis=axis) for k, v in _POOL_WORDS[test].items()}
+    words = {k: v.format(axis=axis) for k, v in _POOL_WORDS[intrinsic if intrinsic == _NEXT_WORD else test].items()}
     # a model without a finite interval has nothing to draw: left out, counted in the caption
     drawn = plots.drawable(data, ["estimate", "ci_low", "ci_high"])
     left_out = len(data) - len(drawn)
@@ -693,7 +720,8 @@ def link_forest_chart(pooled: pd.DataFrame, intrinsic: str = "gender_position", 
                + (" and whether the models agree with each other." if has_pool else ".")
                + (f" {left_out} model{'s' if left_out != 1 else ''} without a finite interval left out; the table "
                   f"below gives {'them' if left_out != 1 else 'it'}." if left_out else ""))
-    heading = ("Does the bias inside predict the bias it writes?" if test == _POOLED_TESTS[0]
+    heading = ("Does the next word predict what it writes at length?" if intrinsic == _NEXT_WORD
+               else "Does the bias inside predict the bias it writes?" if test == _POOLED_TESTS[0]
                else "Robustness: the link read from the sampled BOLD completions (within fields)")
     return plots.captioned(alt.layer(zero, bars, points).properties(width=420, height=alt.Step(24)),
                            title or heading, [],

@@ -59,9 +59,11 @@ QUICK_PARAMETERS = {"limit": 12, "n_contexts": 2, "n_boot": 200, "n_samples": 1}
 #: (in 04 and 08) and the robustness chapter keep 12 extra terms per dimension and pole, as
 #: chapter 03 does with ``limit`` (so all three share one embedding of them); the erasure erases the last hidden
 #: state alone and every state together (a step beyond the layer count), on ``limit`` of each of its inputs (its
-#: seven conditions took 6 of the QUICK book's 14.5 minutes over every input).
+#: seven conditions took 6 of the QUICK book's 14.5 minutes over every input); chapter 11's long form writes one
+#: sample of each instruction, up to 40 tokens (a quarter of the default's 28,800 new tokens).
 _QUICK_OVERRIDES = {"04_profiles": {"term_limit": 12}, "06_bold_audit": {"limit": 80},
                    "08_completion_profiles": {"limit": None, "term_limit": 12}, "10_robustness": {"term_limit": 12},
+                   "11_intrinsic_extrinsic": {"long_form_n_samples": 1, "long_form_max_new_tokens": 40},
                    "12_erasure": {"layer_step": 1000}}
 
 

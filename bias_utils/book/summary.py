@@ -25,6 +25,9 @@ splitting them by chapter would split the budget's one check. The findings regis
   in plain words, that the decoder writes "they" about one person, more or less where an occupation's workers are
   about half women when that is shown; its reading, the mean share of the reference to one person that goes to
   "they" over the BLS occupations with its interval.
+* **The next word and the long form** (``long_form_link``, decoders only; :mod:`bias_utils.audit.long_form`, chapter
+  11): whether the next word predicts the female share of what the decoder writes at length, said plainly either way;
+  its estimates stay in its chapter.
 * **Erasing the concept** (``erasure_tradeoff``, decoders only; :mod:`bias_utils.intrinsic_extrinsic.erasure`,
   chapter 12): in plain words, whether erasing the gender concept at the best trade-off's layer (the rule stated in
   advance) weakens how the next word follows the share of women, and whether erasing it at every layer loses the
@@ -47,7 +50,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ..audit import neutral_share, next_word_prompts, occupation_headline, occupation_units
+from ..audit import long_form, neutral_share, next_word_prompts, occupation_headline, occupation_units
 from ..core import cache, precision, tables
 from ..core.results import model_slug
 from ..intrinsic_extrinsic import erasure, link
@@ -203,6 +206,8 @@ class _Page:
     erasure: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["model_id"]))
     #: the stacked ``next_word_neutral`` rows (chapter 11, beyond the binary)
     neutral: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["model_id"]))
+    #: the stacked ``long_form_link`` rows (chapter 11, the long form)
+    long_form: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["model_id"]))
 
     def writes(self, model: str) -> bool | None:
         return self.can_generate.get(model, _writes(model))
@@ -445,6 +450,12 @@ _register(_Finding("neutral", "link", "Beyond she and he: \"they\" about one per
                    _neutral_reading))
 
 
+_register(_Finding("long_form", "link", "Does the next word predict what it writes at length?", lambda page: _decoders(
+    page, lambda model, label: long_form.front_page_clause(page.rows(page.long_form, model),
+                                                           _link(model, "link", label)), "results of this chapter"),
+    lambda page, model: None))  # its estimates stay in its chapter: the reading's word budget is the primaries'
+
+
 # The erasure (chapter 12): does the inside drive what the model writes?
 
 
@@ -522,7 +533,8 @@ def _page(folders: Sequence[str], results_dir, can_generate: dict | None, gaps: 
     link_stats = link_stats if link_stats is not None else pd.DataFrame(columns=["model_id"])
     erased, _ = read_results(list(folders), tables.NAMES.ERASURE_TRADEOFF, results_dir)
     neutral, _ = read_results(list(folders), tables.NAMES.NEXT_WORD_NEUTRAL, results_dir)
-    return _Page(models, _names(models), can_generate or {}, gaps, headline, link_stats, erased, neutral)
+    at_length, _ = read_results(list(folders), tables.NAMES.LONG_FORM_LINK, results_dir)
+    return _Page(models, _names(models), can_generate or {}, gaps, headline, link_stats, erased, neutral, at_length)
 
 
 def _model_reading(page: _Page, model: str) -> str:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..audit import bold, next_word_prompts
+from ..audit import long_form as long_form_measure
 from ..audit.bold import check_audit_lexicons
 from ..core import paths, results, stats
 from ..core.errors import (
@@ -349,15 +350,21 @@ def _check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
                                context_source="generated", dictionary_path=None,
                                n_contexts=5, seed=0, layer="mean", correction=0.5, output_dir=None,
                                n_boot=1000, n_permutations=999, next_word_templates=None,
-                               next_word_lexicons=None, sampled_check=False) -> None:
+                               next_word_lexicons=None, sampled_check=False, long_form=True,
+                               long_form_instructions=None, long_form_n_samples=long_form_measure.N_SAMPLES,
+                               long_form_max_new_tokens=long_form_measure.MAX_NEW_TOKENS) -> None:
     """Notebook 11's parameters: the notebook's floors for ``n_boot`` and ``n_permutations`` (their messages give the
     run-time estimate against the notebook's defaults), ``next_word_templates``
     (``next_word_prompts.check_next_word_templates``), ``next_word_lexicons``
     (``next_word_prompts.check_next_word_lexicons``: chapter 06's rule for ``lexicons``, ``female`` and ``male``
-    required), ``sampled_check`` (True or False), then ``bold_link.check_link``; a decoder (the chapter reads the
-    completions chapter 06 wrote, and 06 refuses an encoder)."""
-    if not isinstance(sampled_check, bool):
-        raise ParameterError(f"sampled_check must be True or False, got {sampled_check!r}")
+    required), ``sampled_check`` and ``long_form`` (True or False), the long form's instructions, samples and length
+    (``long_form.check_long_form``), then ``bold_link.check_link``; a decoder (the chapter reads the completions
+    chapter 06 wrote, and 06 refuses an encoder)."""
+    for flag, value in (("sampled_check", sampled_check), ("long_form", long_form)):
+        if not isinstance(value, bool):
+            raise ParameterError(f"{flag} must be True or False, got {value!r}")
+    long_form_measure.check_long_form(long_form_instructions, long_form_n_samples, long_form_max_new_tokens,
+                                      prefix="long_form_")
     _check_dtype(dtype)
     _check_writer(model, "11")
     facts = _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts)

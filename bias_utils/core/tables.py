@@ -349,6 +349,33 @@ class NAMES:
         "link_skipped", "bias_utils.intrinsic_extrinsic.bold_link._intrinsic_table", ("11_intrinsic_extrinsic",),
         "occupation nouns or gendered terms the model could not embed",
         ("population", "group", "word", "context", "reason"))
+    LONG_FORM_TEXTS = _declare(
+        "long_form_texts", "bias_utils.audit.long_form.long_form_table", ("11_intrinsic_extrinsic",),
+        "per text the model wrote at length about one person in an occupation: its instruction, sample and counts of "
+        "the audit's female, male and neutral words, the 'they' forms and the neopronouns",
+        ("occupation", "instruction", "sample", "prompt", "completion", "n_tokens", "finish_reason", "n_words",
+         "female_words", "male_words", "neutral_words", "they_words", "neopronoun_words", "female_words_list",
+         "male_words_list", "neutral_words_list", "any_gendered", "long_form_definition"))
+    LONG_FORM_OCCUPATIONS = _declare(
+        "long_form_occupations", "bias_utils.audit.long_form.long_form_table", ("11_intrinsic_extrinsic",),
+        "per occupation: the long form's female share, 'they' share and share of texts with a gendered word, each with "
+        "an interval resampling its texts",
+        ("occupation", "n_texts", "n_tokens", "female_words", "male_words", "they_words", "neopronoun_words",
+         "neutral_words", "female_share", "female_share_ci_low", "female_share_ci_high", "they_share",
+         "they_share_ci_low", "they_share_ci_high", "any_gendered_share", "any_gendered_share_ci_low",
+         "any_gendered_share_ci_high", "long_form_definition"))
+    LONG_FORM_LINK = _declare(
+        "long_form_link", "bias_utils.audit.long_form._link_statistics", ("11_intrinsic_extrinsic",),
+        "does the next word predict the long form: Spearman and Pearson of the long-form female share with the "
+        "next-word log-ratio (primary), each with the BLS share, the 'they' share with the next word's neutral share; "
+        "the mean shares; intervals resampling occupations",
+        ("test", "group_a", "group_b", "statistic", "df", "p", "p_adj", "adj_method", "effect", "effect_size",
+         "ci_low", "ci_high", "n", "analysis", "x", "y", "units", "primary", "long_form_definition"))
+    LONG_FORM_LINK_OCCUPATIONS = _declare(
+        "long_form_link_occupations", "bias_utils.audit.long_form._link_occupations", ("11_intrinsic_extrinsic",),
+        "per BLS occupation: its share of women, next-word log-ratio and neutral share beside its long-form shares",
+        ("occupation", "group", "bls_pct_female", "log_ratio", "neutral_share", "female_share", "female_share_ci_low",
+         "female_share_ci_high", "they_share", "any_gendered_share", "n_texts", "long_form_definition"))
     ERASURE_WORDS = _declare(
         "erasure_words", "bias_utils.intrinsic_extrinsic.erasure.erasure_tradeoff", ("12_erasure",),
         "the words of the gender concept's erasure: the fit set, the held-out names, the facts' gendered nouns",
