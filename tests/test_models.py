@@ -111,7 +111,7 @@ def test_install_uses_the_environments_uv_else_its_pip(tmp_path, monkeypatch):
     assert builtin_models._installer() == [str(python), "-m", "pip", "install", "--disable-pip-version-check"]
     uv = python.with_name("uv")
     uv.touch(mode=0o755)
-    assert builtin_models._installer() == [str(uv), "pip", "install", "--python", str(python)]
+    assert builtin_models._installer() == [str(uv), "pip", "install", "--python", str(python), "--compile-bytecode"]
 
 
 @pytest.mark.slow

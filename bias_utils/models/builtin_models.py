@@ -202,7 +202,7 @@ def _installer() -> list[str]:
     """The install command for this interpreter's environment: its ``uv`` beside it, else its pip."""
     uv = Path(sys.executable).with_name("uv")
     if uv.is_file() and os.access(uv, os.X_OK):
-        return [str(uv), "pip", "install", "--python", sys.executable]
+        return [str(uv), "pip", "install", "--python", sys.executable, "--compile-bytecode"]  # as pip does
     return [sys.executable, "-m", "pip", "install", "--disable-pip-version-check"]
 
 
