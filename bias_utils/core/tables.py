@@ -352,10 +352,11 @@ class NAMES:
         "the words of the gender concept's erasure: the fit set, the held-out names, the facts' gendered nouns",
         ("population", "group", "word", "role"))
     ERASURE_TRADEOFF = _declare(
-        "erasure_tradeoff", "bias_utils.intrinsic_extrinsic.erasure._tradeoff_table", ("12_erasure",),
+        "erasure_tradeoff", "bias_utils.intrinsic_extrinsic.erasure_statistics.tradeoff_table", ("12_erasure",),
         "per erasure (LEACE, random subspace, shuffled labels; one hidden state or all) and measure: its value, the "
-        "change from the unhooked model with a paired resampling interval, and the best trade-off",
-        ("model_id", "erasure", "layer", "rank", "measure", "value", "baseline", "change", "ci_low", "ci_high",
+        "change from the unhooked model with a paired resampling interval, the stereotype and the fact removed, and "
+        "the best trade-off",
+        ("model_id", "erasure", "layer", "depth", "rank", "measure", "value", "baseline", "change", "ci_low", "ci_high",
          "resampled", "n", "best"))
     REPLICATION = _declare(
         "replication", "bias_utils.audit.replication.replicate_published_audit", ("07_bold_replication",),
