@@ -19,7 +19,7 @@ cost of the hooks, the recording, the fit, the probes, the bootstrap and the tab
 computed: the LEACE curve, then the controls at the states it picked.
 
 Run: ``HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_erasure.py [--layer-step 3]
-[--threads 1]``
+[--threads 1] [--show]``
 """
 
 from __future__ import annotations
@@ -117,6 +117,7 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--layer-step", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    parser.add_argument("--show", action="store_true", help="print the curve and the chapter's first screen too")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -145,6 +146,8 @@ def main() -> None:
           f"ours / floor = {ours / floor:.2f}x\n"
           f"  rerun (everything cached): {rerun:6.1f} s\n"
           f"  load average after: {os.getloadavg()[0]:.1f}")
+    if args.show:
+        print(result.curve().to_string(), "\n", result.describe(), sep="\n")
 
 
 if __name__ == "__main__":

@@ -447,8 +447,18 @@ def test_the_tradeoff_table_pairs_each_change_with_the_unhooked_model_and_reads_
     assert moved.at["fact_removed", "ci_low"] == pytest.approx(0.95)
     assert moved.at["stereotype_removed", "ci_low"] < 0.8 < moved.at["stereotype_removed", "ci_high"]
     assert table.loc[table["best"], "layer"].unique().tolist() == ["5"]
-    result = erasure._Erasure(table, pd.DataFrame(columns=erasure._WORD_COLUMNS), "m", [1, 2])
+    probe = erasure_statistics.probe_table(records, "m")
+    assert len(probe) == 7 * len(records) and probe.loc[probe["erasure"] == "none", "accuracy"].tolist() == \
+        records[("none", "none")]["probe"]
+    result = erasure._Erasure(table, pd.DataFrame(columns=erasure._WORD_COLUMNS), "m", [1, 2], probe)
     assert (result.best_layer, result.largest_layer) == ("5", "2")
+    by_state = result.probe_by_state()
+    assert list(by_state.columns) == ["without erasure", "LEACE at state 2", "LEACE at state 5", "LEACE at every state"]
+    assert by_state.index.tolist() == list(range(7))
+    unhooked = records[("none", "none")]["probe"]
+    assert (f"Inside: without erasure a probe reads the held-out names' gender at state 2 with accuracy "
+            f"{erasure_reading.number_text(unhooked[2])} (at its best, state {int(np.argmax(unhooked))}") \
+        in result.describe()
     assert set(result.best()["layer"]) == {"none", "2", "5"}
     curve = result.curve().set_index(["erasure", "hidden state"])
     assert curve.at[("LEACE", "5"), "selective"] and not curve.at[("LEACE", "2"), "selective"]

@@ -358,6 +358,10 @@ class NAMES:
         "the best trade-off",
         ("model_id", "erasure", "layer", "depth", "rank", "measure", "value", "baseline", "change", "ci_low", "ci_high",
          "resampled", "n", "best"))
+    ERASURE_PROBE = _declare(
+        "erasure_probe", "bias_utils.intrinsic_extrinsic.erasure_statistics.probe_table", ("12_erasure",),
+        "per erasure and hidden state: a ridge probe's cross-validated accuracy on the held-out names' gender",
+        ("model_id", "erasure", "layer", "state", "accuracy"))
     REPLICATION = _declare(
         "replication", "bias_utils.audit.replication.replicate_published_audit", ("07_bold_replication",),
         "the published audit's quantities, ours beside theirs",

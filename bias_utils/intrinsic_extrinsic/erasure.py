@@ -113,8 +113,8 @@ from .erasure_measures import (
     split_names,
     template_contexts,
 )
-from .erasure_reading import curve_table, describe_tradeoff, tradeoff_chart
-from .erasure_statistics import best_tradeoff_layer, largest_effect_layer, picked_layers, tradeoff_table
+from .erasure_reading import curve_table, describe_tradeoff, probe_by_state, tradeoff_chart
+from .erasure_statistics import best_tradeoff_layer, largest_effect_layer, picked_layers, probe_table, tradeoff_table
 
 __all__ = [
     "erasure_tradeoff",
@@ -241,7 +241,8 @@ def erasure_tradeoff(model, basis, *, layer_step: int = 3, n_boot: int = 1000, s
     roles += [("terms", g, w, "fit") for g, ws in terms.items() for w in ws]
     roles += [("facts", g, w, "facts kept") for i, g in enumerate(("female", "male")) for w in
               [p[i] for p in pairs]]
-    return _Erasure(table, pd.DataFrame(roles, columns=_WORD_COLUMNS), model.model_id, chosen)
+    return _Erasure(table, pd.DataFrame(roles, columns=_WORD_COLUMNS), model.model_id, chosen,
+                    probe_table({c: done[c] for c in wanted}, model.model_id))
 
 
 class _Run:
@@ -282,13 +283,15 @@ class _Run:
 @dataclass
 class _Erasure:
     """What :func:`erasure_tradeoff` finds: ``tradeoff`` (``erasure_statistics.tradeoff_table``), ``words``
-    (``population, group, word, role``: the fit set, the held-out names, the facts' nouns), ``model_id`` and the
-    single ``states`` erased."""
+    (``population, group, word, role``: the fit set, the held-out names, the facts' nouns), ``model_id``, the
+    single ``states`` erased and the held-out names' ``probe`` at every hidden state of every condition
+    (``erasure_statistics.probe_table``)."""
 
     tradeoff: pd.DataFrame
     words: pd.DataFrame
     model_id: str
     states: list[int]
+    probe: pd.DataFrame
 
     @property
     def best_layer(self) -> str | None:
@@ -312,14 +315,19 @@ class _Erasure:
         """The curve and its controls, one row per erasure (``erasure_reading.curve_table``)."""
         return curve_table(self.tradeoff)
 
+    def probe_by_state(self) -> pd.DataFrame:
+        """The held-out names' probe at every hidden state, without erasure and under LEACE at the states the chapter
+        reads and at every state (``erasure_reading.probe_by_state``)."""
+        return probe_by_state(self.probe, picked_layers(self.tradeoff))
+
     def write(self, folder: str | Path) -> list[Path]:
-        """Write the words and the trade-off as parquet + CSV under ``folder``."""
-        return write_tables(folder, {tables.NAMES.ERASURE_WORDS: self.words,
-                                     tables.NAMES.ERASURE_TRADEOFF: self.tradeoff})
+        """Write the words, the trade-off and the probe as parquet + CSV under ``folder``."""
+        return write_tables(folder, {tables.NAMES.ERASURE_WORDS: self.words, tables.NAMES.ERASURE_TRADEOFF:
+                                     self.tradeoff, tables.NAMES.ERASURE_PROBE: self.probe})
 
     def describe(self) -> str:
-        """Markdown reading the trade-off (``erasure_reading.describe_tradeoff``)."""
-        return describe_tradeoff(self.tradeoff, self.model_id)
+        """Markdown reading the trade-off and the probe (``erasure_reading.describe_tradeoff``)."""
+        return describe_tradeoff(self.tradeoff, self.model_id, self.probe)
 
     def chart(self) -> alt.LayerChart:
         """The trade-off chart (``erasure_reading.tradeoff_chart``)."""

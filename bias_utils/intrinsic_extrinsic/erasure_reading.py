@@ -79,9 +79,10 @@ def _rule_text() -> str:
             f"{percent_text(MIN_FACTS)} of the gendered nouns on their side, with the largest fall of ρ, if ρ falls")
 
 
-def describe_tradeoff(table: pd.DataFrame, model_id: str) -> str:
+def describe_tradeoff(table: pd.DataFrame, model_id: str, probe: pd.DataFrame | None = None) -> str:
     """Markdown, the chapter's first screen: the unhooked model; the curve's largest effect with its controls, the
-    stereotype and the fact it removes; the rule's state; the erasure at every state; which erasures are selective;
+    stereotype and the fact it removes, and what it does inside (:func:`_inside`, with ``probe``,
+    ``erasure_statistics.probe_table``); the rule's state; the erasure at every state; which erasures are selective;
     the rule's history."""
     name = display_name(model_id)
     base = {m: _row(table, "none", "none", m)["value"] for m in
@@ -119,6 +120,8 @@ def describe_tradeoff(table: pd.DataFrame, model_id: str) -> str:
                 f"{_change_text(r)} at {_cost(table, e, largest)}" for e, r in controls) + ".")
         if largest not in shown and shown:
             text += f" The fall is shown at {'state' if len(shown) == 1 else 'states'} {', '.join(shown)}."
+        if probe is not None:
+            text += _inside(table, probe, largest)
     text += _rule_reading(table, best, largest)
     everywhere = _row(table, "leace", ALL, "log_ratio_rho")
     if everywhere is not None:
@@ -136,6 +139,27 @@ def describe_tradeoff(table: pd.DataFrame, model_id: str) -> str:
              "the largest effect, so this page reads both. Intervals: 95%, resampling occupations (ρ, slope), pairs "
              "(fact), sentences (cross-entropy), paired across the two conditions.")
     return text
+
+
+def _inside(table: pd.DataFrame, probe: pd.DataFrame, layer: str) -> str:
+    """What the erasure at ``layer`` does inside: the held-out names' probe there before and after, and the
+    occupations' position ρ before and after, with why a position read on the unhooked model's ruler may rise."""
+    unhooked = probe[probe["erasure"] == "none"].set_index("state")["accuracy"]
+    after = first_row(probe, erasure="leace", layer=layer, state=int(layer))
+    position = _row(table, "leace", layer, "position_rho")
+    shuffled = _row(table, "shuffled", layer, "position_rho")
+    best = int(unhooked.idxmax())
+    return (f" Inside: without erasure a probe reads the held-out names' gender at state {layer} with accuracy "
+            f"{number_text(unhooked[int(layer)])} (at its best, state {best}, {number_text(unhooked[best])}); with "
+            f"LEACE there, {number_text(after['accuracy'])} (chance 0.5). The occupations' position on the female − "
+            f"male direction follows the BLS share with ρ {number_text(position['baseline'])} before and "
+            f"{number_text(position['value'])} after"
+            + (f" ({number_text(shuffled['value'])} after shuffled-label LEACE)" if shuffled is not None else "")
+            + ". That position is read on the unhooked model's direction, averaged over every hidden state: it says "
+            "where the erased nouns now lie on the old ruler. LEACE, fitted on names and terms and not on these nouns, "
+            "removes the gender concept's linear trace, not every spread of the nouns along that ruler, so the "
+            "position can rise or fall without the concept coming back; the probe, not the position, says whether "
+            "the concept is gone.")
 
 
 def _rule_reading(table: pd.DataFrame, best: str | None, largest: str | None) -> str:
@@ -201,6 +225,20 @@ def curve_table(table: pd.DataFrame) -> pd.DataFrame:
                      "Δ cross-entropy (nats/token)": _change_text(ce),
                      "selective": is_selective(table, erasure, layer)})
     return pd.DataFrame(rows)
+
+
+def probe_by_state(probe: pd.DataFrame, layers: list[str]) -> pd.DataFrame:
+    """The held-out names' probe accuracy at every hidden state (rows): without erasure, and under LEACE at each of
+    ``layers`` and at every state together (columns)."""
+    kept = probe[(probe["erasure"] == "none") | ((probe["erasure"] == "leace") & probe["layer"].isin([*layers, ALL]))]
+    names = {layer: "without erasure" if layer == "none" else f"LEACE {_where_short(layer)}" for layer in kept["layer"]}
+    wide = kept.assign(condition=kept["layer"].map(names)).pivot_table(index="state", columns="condition",
+                                                                       values="accuracy", sort=False)
+    return wide.rename_axis(index="hidden state", columns=None)
+
+
+def _where_short(layer: str) -> str:
+    return "at every state" if layer == ALL else f"at state {layer}"
 
 
 def tradeoff_chart(table: pd.DataFrame, model_id: str) -> alt.LayerChart:

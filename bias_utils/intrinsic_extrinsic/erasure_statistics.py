@@ -153,6 +153,16 @@ def tradeoff_table(records: Mapping[tuple[str, str], Mapping[str, list]], inputs
     return table
 
 
+def probe_table(records: Mapping[tuple[str, str], Mapping[str, list]], model_id: str) -> pd.DataFrame:
+    """Per condition (``erasure``, ``layer``) and hidden ``state`` 0..L, the held-out names' probe ``accuracy``
+    (``erasers.probe_accuracy``): where the unhooked model's names' gender is decodable, and where an erasure leaves
+    it."""
+    return pd.DataFrame([{"model_id": model_id, "erasure": erasure, "layer": str(layer), "state": state,
+                          "accuracy": accuracy} for (erasure, layer), record in records.items()
+                         for state, accuracy in enumerate(record["probe"])],
+                        columns=["model_id", "erasure", "layer", "state", "accuracy"])
+
+
 def _single_leace(table: pd.DataFrame, values: str = "change") -> pd.DataFrame:
     """The single-state LEACE erasures, one row per hidden state (as text), one column per measure."""
     leace = table[(table["erasure"] == "leace") & (table["layer"] != ALL)]
