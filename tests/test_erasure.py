@@ -310,6 +310,35 @@ def test_the_replay_equals_computing_on_a_second_architecture():
 
 
 @pytest.mark.slow
+def test_a_small_run_reads_its_curve_resumes_where_it_stopped_and_a_rerun_computes_nothing(smollm, isolated_cache):
+    """erasure_tradeoff on SmolLM2 with the last state alone (layer_step 1000) and ten of each input: the curve
+    first, then the controls and the selective eraser at the states it picked and at every state; a run stopped
+    after three conditions resumes with the rest and gives the same table to the bit; a rerun appends nothing."""
+    from bias_utils.profiles import dictionaries, space
+
+    seed = dictionaries.load_dictionary(None)
+    terms = dictionaries.limit_terms(seed[seed["dimension"].isin(["sociability", "morality", "ability", "agency"])], 8)
+    basis = space.build_space(smollm, terms, "dictionary", 1, 0).bases["warmth_competence"]
+    result = erasure.erasure_tradeoff(smollm, basis, layer_step=1000, limit=10, n_boot=100, progress=False)
+    picked = erasure_statistics.picked_layers(result.tradeoff)
+    ran = list(dict.fromkeys(zip(result.tradeoff["erasure"], result.tradeoff["layer"])))
+    assert ran == erasure.conditions([smollm.n_layers], picked)
+    assert set(result.probe["state"]) == set(range(smollm.n_layers + 1))
+    assert "LEACE was applied at 1 single hidden states of 30 (30)" in result.describe()
+    rows = next((isolated_cache / "erasure").iterdir()) / "rows.jsonl"
+    lines = rows.read_text().splitlines()
+    assert len(lines) == len(ran)
+    rows.write_text("".join(line + "\n" for line in lines[:3]))  # stopped after three conditions
+    resumed = erasure.erasure_tradeoff(smollm, basis, layer_step=1000, limit=10, n_boot=100, progress=False)
+    pd.testing.assert_frame_equal(resumed.tradeoff, result.tradeoff, check_exact=True)
+    assert len(rows.read_text().splitlines()) == len(ran)
+    before = rows.read_bytes()
+    again = erasure.erasure_tradeoff(smollm, basis, layer_step=1000, limit=10, n_boot=100, progress=False)
+    assert rows.read_bytes() == before
+    pd.testing.assert_frame_equal(again.tradeoff, result.tradeoff, check_exact=True)
+
+
+@pytest.mark.slow
 def test_the_hook_erases_the_very_state_the_book_reads(smollm):
     """A LEACE eraser at hidden state h: the embeddings' states below h are the unhooked ones to the bit, state h is
     the eraser's image of the unhooked state (the word's token mean commutes with the affine map), a later state
@@ -535,3 +564,58 @@ def test_the_front_page_says_when_no_state_shows_an_effect_and_when_everything_e
     table.loc[everywhere, "value"] = 0.5
     assert summary._erasure_bullet(_page(table)).endswith("and erasing it at every layer also loses whether "
                                                           "\"the king\" is a he.")
+
+
+def test_the_selective_eraser_removes_a_planted_stereotype_on_the_other_half_and_spares_the_fact():
+    """Planted: occupation contexts whose states carry their BLS majority along one direction and the fact (the
+    gendered terms' direction) along another, correlated with it. Fitted on one half, the eraser leaves the other
+    half's majority at chance for a probe off the fact direction (along it, where the two are entangled, it is
+    spared), neither moves nor reads a state along the fact direction, and the two fits are the two halves' (each
+    fitted without the other's nouns)."""
+    rng = np.random.default_rng(4)
+    n_occ, per, dim = 60, 7, 16
+    shares = rng.uniform(0, 100, n_occ)
+    occupation = np.repeat(np.arange(n_occ), per)
+    fact = np.zeros(dim)
+    fact[0] = 1.0
+    stereotype = np.zeros(dim)
+    stereotype[:2] = [0.6, 0.8]  # entangled: partly along the fact direction
+    label = 2.0 * (shares[occupation] > 50) - 1
+    x = rng.standard_normal((len(occupation), dim)) + 3 * np.outer(label, stereotype)
+    states = np.stack([x, x], axis=1)  # hidden states 0 and 1
+    first, second = erasers.selective_erasers(states, occupation, shares, fact[None].repeat(2, axis=0), [1])
+    half = erasers.halves(shares)
+    assert half.sum() == 30 and np.array_equal(np.sort(shares[half]), np.sort(shares)[0::2])
+    other = ~half[occupation]
+    y = (label[other] > 0).astype(int)
+    assert erasers.probe_accuracy(x[other], y) > 0.95
+    erased = _apply(first[1], x[other])
+    off_fact = erased - np.outer(erased @ fact, fact)
+    assert abs(erasers.probe_accuracy(off_fact, y) - 0.5) < 0.12  # gone from the complement of the fact ...
+    assert erasers.probe_accuracy(erased, y) > 0.8  # ... and kept where it runs along the fact: that is spared
+    moved = _apply(first[1], x) - x
+    assert np.abs(moved @ fact).max() < 1e-10  # nothing moves along the fact
+    shifted = x + 5.0 * fact
+    assert np.allclose(_apply(first[1], shifted) - _apply(first[1], x), 5.0 * fact, atol=1e-10)  # nor is it read
+    changed = states.copy()
+    changed[other] += rng.standard_normal(changed[other].shape)  # the second half's nouns, other states
+    refit = erasers.selective_erasers(changed, occupation, shares, fact[None].repeat(2, axis=0), [1])
+    assert torch.equal(refit[0][1].proj_right, first[1].proj_right)  # the first fit saw the first half alone
+    assert not torch.equal(refit[1][1].proj_right, second[1].proj_right)
+    assert not torch.equal(second[1].proj_right, first[1].proj_right)
+
+
+def test_a_cross_fitted_record_takes_each_occupation_from_the_fit_that_did_not_see_it():
+    first = {"log_ratio": [1.0, 2.0, 3.0], "position": [0.1, 0.2, 0.3], "nll": [10.0, 20.0], "probe": [0.5, 0.9]}
+    second = {"log_ratio": [-1.0, -2.0, -3.0], "position": [-0.1, -0.2, -0.3], "nll": [30.0, 40.0],
+              "probe": [0.7, 0.6]}
+    merged = erasure_measures.cross_fitted(first, second, np.array([True, False, True]))
+    assert merged == {"log_ratio": [-1.0, 2.0, -3.0], "position": [-0.1, 0.2, -0.3], "nll": [20.0, 30.0],
+                      "probe": [0.6, 0.75]}
+
+
+def test_the_conditions_run_the_curve_first_then_the_controls_where_it_picked():
+    assert erasure.conditions([10, 20]) == [("none", "none"), ("leace", "10"), ("leace", "20"), ("leace", "all"),
+                                            ("random", "all"), ("shuffled", "all"), ("selective", "all")]
+    assert erasure.conditions([10, 20], ["10"])[4:] == [("random", "10"), ("shuffled", "10"), ("selective", "10"),
+                                                        ("random", "all"), ("shuffled", "all"), ("selective", "all")]

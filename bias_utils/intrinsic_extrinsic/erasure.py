@@ -27,7 +27,10 @@ every ``layer_step``-th state counted down from the last (the default 3: ten sta
 state); LEACE at every state together. Then the controls, at the states the chapter reads, which the LEACE curve picks
 (``erasure_statistics.picked_layers``: the state the rule names and the curve's largest effect), and at every state
 together: a random subspace of the LEACE eraser's rank (an orthogonal projection), and LEACE fitted on the fit words'
-labels shuffled (words, not contexts, permuted; seeded).
+labels shuffled (words, not contexts, permuted; seeded). At the same places, the eraser meant to remove the stereotype
+and spare the fact (``erasers.selective_erasers``, 2DAMA's idea): LEACE of the occupation nouns' BLS majority with
+the gendered terms' female − male direction projected out first and left alone, fitted on half the occupations and
+measured on the other half, both ways (``erasure_measures.cross_fitted``): never on the nouns it was fitted on.
 
 **Measures per condition**, on the same inputs (:func:`erasure_measures.measure_condition`):
 
@@ -101,12 +104,24 @@ from ..models.hooks import state_modules
 from ..models.loading import check_model, resolve_model
 from ..profiles.population_profiles import DEFAULT_TEMPLATES
 from ..profiles.populations import load_populations, occupation_shares
-from .erasers import ALL, FOLDS, condition_erasers, fit_erasers, read_fit, write_fit
+from .erasers import (
+    ALL,
+    FOLDS,
+    SELECTIVE,
+    at_layer,
+    condition_erasers,
+    fit_erasers,
+    halves,
+    read_fit,
+    selective_erasers,
+    write_fit,
+)
 from .erasure_measures import (
     FACT_PAIRS,
     N_SENTENCES,
     Inputs,
     Unhooked,
+    cross_fitted,
     measure_condition,
     neutral_sentences,
     record_unhooked,
@@ -166,9 +181,9 @@ def conditions(states: Sequence[int], picked: Sequence[str] = ()) -> list[tuple[
     """The conditions in the order they are computed: the unhooked model, LEACE at each of ``states`` and at every
     state together (the primary curve first, so an interrupted run has it), then the controls at the ``picked``
     states (``erasure_statistics.picked_layers`` of the curve: the rule's and the largest effect's) and at every
-    state together."""
+    state together, with the selective eraser, cross-fitted, at the same places."""
     leace = [("leace", str(h)) for h in states] + [("leace", ALL)]
-    return [("none", "none"), *leace, *[(e, place) for place in [*picked, ALL] for e in _CONTROLS]]
+    return [("none", "none"), *leace, *[(e, place) for place in [*picked, ALL] for e in (*_CONTROLS, SELECTIVE)]]
 
 
 def erasure_tradeoff(model, basis, *, layer_step: int = 3, n_boot: int = 1000, seed: int = 0,
@@ -225,7 +240,8 @@ def erasure_tradeoff(model, basis, *, layer_step: int = 3, n_boot: int = 1000, s
             fit = fit_erasers(np.concatenate(states), np.concatenate(labels), np.concatenate(words), seed)
             write_fit(store.dir / "erasers.npz", fit)
         done = {condition: r["values"] for condition, r in store.load().items()}
-        run = _Run(model, inputs, fit, store, done, progress)
+        run = _Run(model, inputs, fit, store, done, progress,
+                   lambda: _fit_selective(model, inputs, term_means["female"] - term_means["male"]))
         curve = conditions(chosen)
         run.compute(curve)
         # the controls' places depend on the curve: its point estimates pick them (one resample: no interval read)
@@ -245,13 +261,25 @@ def erasure_tradeoff(model, basis, *, layer_step: int = 3, n_boot: int = 1000, s
                     probe_table({c: done[c] for c in wanted}, model.model_id))
 
 
+def _fit_selective(model, inputs: Inputs, fact: np.ndarray) -> tuple[dict, dict]:
+    """The selective erasers of every hidden state (``erasers.selective_erasers``), fitted on the occupation nouns in
+    the profile templates (their states as the book caches them) with ``fact`` [S, H] the direction spared."""
+    contexts, targets = template_contexts(inputs.occupations, "noun")
+    emb = embed_words(model, contexts, targets, progress=False)
+    index = np.repeat(np.arange(len(inputs.occupations)), len(DEFAULT_TEMPLATES))
+    return selective_erasers(emb.values[emb.kept], index[emb.kept], inputs.shares, fact,
+                             range(1, model.n_layers + 1))
+
+
 class _Run:
     """The conditions of one run as they are computed: each appended to the ``store`` when done (``done`` holds
     every record, cached or new); the unhooked passes that the single-state conditions start from are recorded once
-    per state, for the states the conditions still to compute need."""
+    per state, for the states the conditions still to compute need; the selective erasers are fitted
+    (``fit_selective``) when a condition first needs them."""
 
-    def __init__(self, model, inputs: Inputs, fit, store: RecordStore, done: dict, progress: bool):
+    def __init__(self, model, inputs: Inputs, fit, store: RecordStore, done: dict, progress: bool, fit_selective):
         self.model, self.inputs, self.fit, self.store, self.done = model, inputs, fit, store, done
+        self.fit_selective, self.selective = fit_selective, None
         self.unhooked: dict[int, Unhooked] = {}
         self.bar = tqdm(desc=f"erasure ({model.name})", unit="condition", disable=not progress)
         self.key = store.dir.name[:8]
@@ -268,10 +296,16 @@ class _Run:
             recorded = record_unhooked(self.model, self.inputs, single)
             self.unhooked.update({s: recorded for s in single})
         for erasure, layer in todo:
-            erasers = condition_erasers(self.fit, erasure, layer)
             start = (int(layer), self.unhooked[int(layer)]) if erasure != "none" and layer != ALL else None
-            self.done[(erasure, layer)] = measure_condition(self.model, self.inputs, erasers,
-                                                            f"{erasure}-{layer}-{self.key}", start)
+            tag = f"{erasure}-{layer}-{self.key}"
+            if erasure == SELECTIVE:
+                self.selective = self.selective or self.fit_selective()
+                first, second = (measure_condition(self.model, self.inputs, at_layer(half, layer), f"{tag}-{k}", start)
+                                 for k, half in enumerate(self.selective))
+                self.done[(erasure, layer)] = cross_fitted(first, second, halves(self.inputs.shares))
+            else:
+                self.done[(erasure, layer)] = measure_condition(self.model, self.inputs,
+                                                                condition_erasers(self.fit, erasure, layer), tag, start)
             self.store.append([{"erasure": erasure, "layer": layer, "values": self.done[(erasure, layer)]}])
             self.bar.update(1)
 

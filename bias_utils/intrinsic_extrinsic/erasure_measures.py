@@ -190,3 +190,15 @@ def measure_condition(model, inputs: Inputs, erasers: Mapping[int, LeaceEraser],
             "warmth": wide["warmth"].tolist(), "competence": wide["competence"].tolist(),
             "position": position.tolist(), "log_ratio": [ratio[o] for o in inputs.occupations],
             "facts": [ratio[f] for f in inputs.facts], "nll": nll.tolist()}
+
+
+def cross_fitted(first: Mapping[str, list], second: Mapping[str, list], first_half: np.ndarray) -> dict:
+    """One record of a cross-fitted condition from its two runs (``first``: under the eraser fitted on the first
+    half of the occupations, ``second``: on the second): each occupation's ``position`` and ``log_ratio`` from the
+    run whose eraser was not fitted on it (``first_half``: True for the first half's occupations); every other value
+    (names, facts, sentences) the mean of the two runs."""
+    out = {}
+    for key, values in first.items():
+        a, b = np.asarray(values, dtype=float), np.asarray(second[key], dtype=float)
+        out[key] = (np.where(first_half, b, a) if key in ("position", "log_ratio") else (a + b) / 2).tolist()
+    return out

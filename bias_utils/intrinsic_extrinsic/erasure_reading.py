@@ -23,7 +23,8 @@ from .erasure_statistics import MAX_COST, MIN_FACTS, best_tradeoff_layer, is_sel
 
 __all__: list[str] = []
 
-_ERASURE_LABELS = {"leace": "LEACE", "random": "random subspace", "shuffled": "LEACE, shuffled labels"}
+_ERASURE_LABELS = {"leace": "LEACE", "random": "random subspace", "shuffled": "LEACE, shuffled labels",
+                   "selective": "selective LEACE, cross-fitted"}
 _CONTROL_NAMES = {"random": "a random subspace of the same rank", "shuffled": "LEACE fitted on shuffled labels"}
 #: The rule's history, said in the chapter: what its first version named that it no longer does (issue 58).
 _FIRST_RULE_ROSE = 0.18
@@ -118,6 +119,7 @@ def describe_tradeoff(table: pd.DataFrame, model_id: str, probe: pd.DataFrame | 
             text += (" At the same state " + " and ".join(
                 f"{_CONTROL_NAMES[e]} changes ρ by "
                 f"{_change_text(r)} at {_cost(table, e, largest)}" for e, r in controls) + ".")
+        text += _selective_reading(table, largest)
         if largest not in shown and shown:
             text += f" The fall is shown at {'state' if len(shown) == 1 else 'states'} {', '.join(shown)}."
         if probe is not None:
@@ -160,6 +162,19 @@ def _inside(table: pd.DataFrame, probe: pd.DataFrame, layer: str) -> str:
             "removes the gender concept's linear trace, not every spread of the nouns along that ruler, so the "
             "position can rise or fall without the concept coming back; the probe, not the position, says whether "
             "the concept is gone.")
+
+
+def _selective_reading(table: pd.DataFrame, layer: str) -> str:
+    """The eraser meant to be selective at ``layer``: what it removes of each, and whether it is selective."""
+    rho = _row(table, "selective", layer, "log_ratio_rho")
+    if rho is None:
+        return ""
+    return (f" The eraser meant to spare the fact (LEACE of the occupations' BLS majority with the gendered terms' "
+            f"female − male direction spared, fitted on half the occupations and measured on the other half, both "
+            f"ways) changes ρ there by {_change_text(rho)} and removes "
+            f"{_share_text(_row(table, 'selective', layer, 'stereotype_removed'))} of the stereotype and "
+            f"{_share_text(_row(table, 'selective', layer, 'fact_removed'))} of the fact: "
+            f"{'selective' if is_selective(table, 'selective', layer) else 'not selective'}.")
 
 
 def _rule_reading(table: pd.DataFrame, best: str | None, largest: str | None) -> str:
