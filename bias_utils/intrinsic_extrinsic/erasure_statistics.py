@@ -108,11 +108,12 @@ def _derived(mine: dict, base: dict) -> dict[str, tuple[float, np.ndarray]]:
 def tradeoff_table(records: Mapping[tuple[str, str], Mapping[str, list]], inputs: Inputs, tokens: np.ndarray,
                    ranks: Mapping[int, int], model_id: str, *, n_boot: int, seed: int) -> pd.DataFrame:
     """One row per condition and measure (:data:`TRADEOFF_COLUMNS`): ``erasure`` (``none``, ``leace``, ``random``,
-    ``shuffled``), ``layer`` (the erased hidden state, ``all``, or ``none``), ``depth`` (the model's hidden states
-    above the token embeddings, L: ``layer`` / ``depth`` is how far up the model it is), ``rank`` (directions erased per
-    state: LEACE's, the controls' the same), ``value``, ``baseline`` (without erasure), ``change`` (value −
-    baseline) with its 95% percentile interval ``ci_low, ci_high`` from ``n_boot`` resamples of the ``resampled``
-    units, paired across the conditions (none for the probe), ``n`` (the units; the occupations for the
+    ``shuffled``, ``selective``), ``layer`` (the erased hidden state, ``all``, or ``none``), ``depth`` (the model's
+    hidden states above the token embeddings, L: ``layer`` / ``depth`` is how far up the model it is), ``rank``
+    (LEACE's directions erased per state, summed over the erased states: the controls erase as many; the selective
+    eraser, fitted on other labels, is not counted apart), ``value``, ``baseline`` (without erasure), ``change``
+    (value − baseline) with its 95% percentile interval ``ci_low, ci_high`` from ``n_boot`` resamples of the
+    ``resampled`` units, paired across the conditions (none for the probe), ``n`` (the units; the occupations for the
     selectivity), ``best`` (the row belongs to the best trade-off's erasure, :func:`best_tradeoff_layer`). The
     shares removed and the selectivity are changes themselves: their ``baseline`` is 0, their ``change`` their
     ``value`` and the interval theirs."""
