@@ -479,7 +479,14 @@ def test_the_tradeoff_table_pairs_each_change_with_the_unhooked_model_and_reads_
     probe = erasure_statistics.probe_table(records, "m")
     assert len(probe) == 7 * len(records) and probe.loc[probe["erasure"] == "none", "accuracy"].tolist() == \
         records[("none", "none")]["probe"]
-    result = erasure._Erasure(table, pd.DataFrame(columns=erasure._WORD_COLUMNS), "m", [1, 2], probe)
+    x, y = _planted(200, 8, seed=1)
+    fit = erasers.fit_erasers(np.repeat(x[:, None], 7, axis=1), y.astype(float), np.arange(200), seed=0)
+    result = erasure._Erasure(table, pd.DataFrame(columns=erasure._WORD_COLUMNS), "m", [1, 2], probe, fit)
+    # the erasers of one condition, as issue 55's long form takes them: the fit's own
+    assert result.erasers("leace", result.largest_layer) == {2: fit.leace[2]}
+    assert result.erasers("shuffled", "all") == fit.shuffled and result.erasers("leace", None) == {}
+    with pytest.raises(ParameterError, match="^erasure must be one of"):
+        result.erasers("selective", "5")
     assert (result.best_layer, result.largest_layer) == ("5", "2")
     by_state = result.probe_by_state()
     assert list(by_state.columns) == ["without erasure", "LEACE at state 2", "LEACE at state 5", "LEACE at every state"]

@@ -106,6 +106,7 @@ from ..profiles.population_profiles import DEFAULT_TEMPLATES
 from ..profiles.populations import load_populations, occupation_shares
 from .erasers import (
     ALL,
+    ERASURES,
     FOLDS,
     SELECTIVE,
     at_layer,
@@ -258,7 +259,7 @@ def erasure_tradeoff(model, basis, *, layer_step: int = 3, n_boot: int = 1000, s
     roles += [("facts", g, w, "facts kept") for i, g in enumerate(("female", "male")) for w in
               [p[i] for p in pairs]]
     return _Erasure(table, pd.DataFrame(roles, columns=_WORD_COLUMNS), model.model_id, chosen,
-                    probe_table({c: done[c] for c in wanted}, model.model_id))
+                    probe_table({c: done[c] for c in wanted}, model.model_id), fit)
 
 
 def _fit_selective(model, inputs: Inputs, fact: np.ndarray) -> tuple[dict, dict]:
@@ -318,14 +319,27 @@ class _Run:
 class _Erasure:
     """What :func:`erasure_tradeoff` finds: ``tradeoff`` (``erasure_statistics.tradeoff_table``), ``words``
     (``population, group, word, role``: the fit set, the held-out names, the facts' nouns), ``model_id``, the
-    single ``states`` erased and the held-out names' ``probe`` at every hidden state of every condition
-    (``erasure_statistics.probe_table``)."""
+    single ``states`` erased, the held-out names' ``probe`` at every hidden state of every condition
+    (``erasure_statistics.probe_table``) and the ``fit`` (``erasers.fit_erasers``: LEACE and its controls at every
+    state, which :meth:`erasers` hands out)."""
 
     tradeoff: pd.DataFrame
     words: pd.DataFrame
     model_id: str
     states: list[int]
     probe: pd.DataFrame
+    fit: object = None
+
+    def erasers(self, erasure: str, layer: str | None) -> dict:
+        """The erasers of one condition, for ``models.hooks.erasing`` (another measure under the same erasure, such as
+        the long form's): ``erasure`` one of ``erasers.ERASURES``, ``layer`` a hidden state as text or ``"all"``
+        (:attr:`best_layer` or :attr:`largest_layer` name the chapter's two); None or ``"none"`` gives no eraser."""
+        if layer is None or erasure == "none":
+            return {}
+        if erasure not in ERASURES:
+            raise ParameterError(f"erasure must be one of {list(ERASURES)} (the selective eraser is two fits, one per "
+                                 f"half of the occupations), got {erasure!r}")
+        return condition_erasers(self.fit, erasure, layer)
 
     @property
     def best_layer(self) -> str | None:
