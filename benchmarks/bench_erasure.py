@@ -12,11 +12,12 @@ word, as the embeddings cut them), the next-word sentences of the occupations an
 (``logits_to_keep=1``) and the neutral sentences with their full logits; for an erasure at one hidden state ``s``
 every one of those passes runs only the blocks above ``s`` (from the unhooked state there, computed before the clock),
 and one unhooked run of them all is counted once for all such conditions (the states below have to be computed once);
-for the unhooked condition the passes its caches do not serve (the facts' sentences and the neutral ones). Unpadded
+the selective eraser's passes twice (two fits, each measured on every input); for the unhooked condition the passes
+its caches do not serve (the facts' sentences and the neutral ones). Unpadded
 batches of one length, of the chapter's size, tokenised before the clock starts; run twice after ours and the faster
 kept, so that a burst of load from other jobs on the shared CPU does not flatter the ratio. ``ours / floor`` is the
 cost of the hooks, the recording, the fit, the probes, the bootstrap and the tables. The conditions are the ones ours
-computed: the LEACE curve, then the controls at the states it picked.
+computed: the LEACE curve, then the controls and the selective eraser at the states it picked.
 
 Run: ``HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_erasure.py [--layer-step 3]
 [--threads 1] [--show]``
@@ -97,7 +98,8 @@ def floor_seconds(m, conditions: list[tuple[str, str]], seed: int) -> float:
             m.model.base_model(input_ids=ids, output_hidden_states=True)
         for ids in (written + neutral) if single else []:
             m.model(input_ids=ids, logits_to_keep=1)
-        for kind, layer in conditions:
+        # the selective eraser is two fits, each measured on every input: its passes run twice
+        for kind, layer in [c for c in conditions for _ in range(2 if c[0] == erasers.SELECTIVE else 1)]:
             if kind != "none" and layer != erasers.ALL:
                 for k, keep in enumerate((None, 1, 0)):
                     for hidden in start[int(layer)][k]:

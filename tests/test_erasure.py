@@ -495,6 +495,8 @@ def test_the_tradeoff_table_pairs_each_change_with_the_unhooked_model_and_reads_
     assert (f"Inside: without erasure a probe reads the held-out names' gender at state 2 with accuracy "
             f"{erasure_reading.number_text(unhooked[2])} (at its best, state {int(np.argmax(unhooked))}") \
         in result.describe()
+    weak = unhooked[2] < max(unhooked) - 0.1
+    assert weak == ("less well than at its best state before any erasure" in result.describe())
     assert set(result.best()["layer"]) == {"none", "2", "5"}
     curve = result.curve().set_index(["erasure", "hidden state"])
     assert curve.at[("LEACE", "5"), "selective"] and not curve.at[("LEACE", "2"), "selective"]
@@ -545,7 +547,9 @@ def test_a_largest_effect_the_rule_does_not_name_is_what_the_front_page_and_the_
            f"{after}, a change of −" in text
     assert "At the same state a random subspace of the same rank changes ρ by 0 (0 to 0) at 0 nats per token" in text
     assert "95% (95% to 95%) of the fact: not selective" in text
-    assert "names hidden state 5, where ρ changes by" in text and "Selective: LEACE at hidden state 5 of 6" in text
+    assert "names hidden state 5, where ρ changes by" in text
+    assert ("the difference's interval above 0): LEACE at hidden state 5 of 6 (83% of the way up), 50% of the "
+            "stereotype and 0% of the fact.") in text
     assert "The rule changed once since this chapter's first version" in text
     # the fall at the rule's state not shown: the front page still leads with the shown effect elsewhere
     small = {**_PLANTS, ("leace", "5"): (0.02, 0.0, 0.005)}

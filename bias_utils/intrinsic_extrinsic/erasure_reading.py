@@ -26,6 +26,9 @@ __all__: list[str] = []
 _ERASURE_LABELS = {"leace": "LEACE", "random": "random subspace", "shuffled": "LEACE, shuffled labels",
                    "selective": "selective LEACE, cross-fitted"}
 _CONTROL_NAMES = {"random": "a random subspace of the same rank", "shuffled": "LEACE fitted on shuffled labels"}
+#: How far below its best state the unhooked probe may read at a state before its reading there after an erasure says
+#: little (accuracy; a tenth of the way from chance to perfect, twice).
+_WEAK_PROBE = 0.1
 #: The rule's history, said in the chapter: what its first version named that it no longer does (issue 58).
 _FIRST_RULE_ROSE = 0.18
 
@@ -130,11 +133,7 @@ def describe_tradeoff(table: pd.DataFrame, model_id: str, probe: pd.DataFrame | 
         kept = _row(table, "leace", ALL, "facts_right_share")["value"]
         text += (f" Erased {_where(table, ALL)}: ρ changes by {_change_text(everywhere)} at "
                  f"{_cost(table, 'leace', ALL)}, {percent_text(kept)} of the gendered nouns stay on their side.")
-    selective = [(e, lay) for e, lay in dict.fromkeys(zip(table["erasure"], table["layer"])) if e != "none"
-                 and is_selective(table, e, lay)]
-    text += (" **No erasure measured is selective**: none removes more of the stereotype than of the fact."
-             if not selective else " Selective: " + ", ".join(f"{_ERASURE_LABELS[e]} {_where(table, lay)}"
-                                                             for e, lay in selective) + ".")
+    text += _selective_list(table)
     text += (f" *The rule changed once since this chapter's first version*: that version could name a state where ρ "
              f"rose (it named one where ρ rose by {number_text(_FIRST_RULE_ROSE)} on a two-point grid); since then a "
              "state where ρ does not fall never qualifies. Because the rule weighs cost and facts, it need not name "
@@ -151,10 +150,13 @@ def _inside(table: pd.DataFrame, probe: pd.DataFrame, layer: str) -> str:
     position = _row(table, "leace", layer, "position_rho")
     shuffled = _row(table, "shuffled", layer, "position_rho")
     best = int(unhooked.idxmax())
+    weak = "" if unhooked[int(layer)] >= unhooked[best] - _WEAK_PROBE else (
+        " The probe reads the names' gender there less well than at its best state before any erasure, so what it "
+        "reads after says little about that state.")
     return (f" Inside: without erasure a probe reads the held-out names' gender at state {layer} with accuracy "
             f"{number_text(unhooked[int(layer)])} (at its best, state {best}, {number_text(unhooked[best])}); with "
-            f"LEACE there, {number_text(after['accuracy'])} (chance 0.5). The occupations' position on the female − "
-            f"male direction follows the BLS share with ρ {number_text(position['baseline'])} before and "
+            f"LEACE there, {number_text(after['accuracy'])} (chance 0.5).{weak} The occupations' position on the "
+            f"female − male direction follows the BLS share with ρ {number_text(position['baseline'])} before and "
             f"{number_text(position['value'])} after"
             + (f" ({number_text(shuffled['value'])} after shuffled-label LEACE)" if shuffled is not None else "")
             + ". That position is read on the unhooked model's direction, averaged over every hidden state: it says "
@@ -162,6 +164,21 @@ def _inside(table: pd.DataFrame, probe: pd.DataFrame, layer: str) -> str:
             "removes the gender concept's linear trace, not every spread of the nouns along that ruler, so the "
             "position can rise or fall without the concept coming back; the probe, not the position, says whether "
             "the concept is gone.")
+
+
+def _selective_list(table: pd.DataFrame) -> str:
+    """Which erasures meant to remove something are selective (LEACE and the selective eraser; the controls are not
+    candidates), each with how much of the stereotype and of the fact it removes: a selective erasure may remove
+    little of either."""
+    selective = [(e, lay) for e, lay in dict.fromkeys(zip(table["erasure"], table["layer"]))
+                 if e in ("leace", "selective") and is_selective(table, e, lay)]
+    if not selective:
+        return " **No erasure measured is selective**: none removes more of the stereotype than of the fact."
+    return (" Selective (more of the stereotype removed than of the fact, the difference's interval above 0): " +
+            "; ".join(f"{_ERASURE_LABELS[e]} {_where(table, lay)}, "
+                      f"{percent_text(_row(table, e, lay, 'stereotype_removed')['value'])} of the stereotype and "
+                      f"{percent_text(_row(table, e, lay, 'fact_removed')['value'])} of the fact"
+                      for e, lay in selective) + ".")
 
 
 def _selective_reading(table: pd.DataFrame, layer: str) -> str:
