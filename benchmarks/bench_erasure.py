@@ -1,34 +1,31 @@
 """Benchmark: chapter 12's erasure (``intrinsic_extrinsic.erasure.erasure_tradeoff``) at its defaults against its floor.
 
 Work = what chapter 12 computes for one model in a book, after chapters 04 and 11: the conditions (the unhooked
-model, LEACE, a random subspace and shuffled-label LEACE at every ``layer_step``-th hidden state and at all of
-them), each measured on the same inputs, with the erasure's own cache empty and the caches the book's earlier chapters
-filled (the space's, the profiles' embeddings, the next word's) as a book leaves them: the cache folder is a fresh one
-whose subfolders, all but ``erasure``, link to the project's.
+model, LEACE at every ``layer_step``-th hidden state and at all of them, a random subspace and shuffled-label LEACE at
+the states the curve picks and at all of them), each measured on the same inputs, with the erasure's own cache empty
+and the caches the book's earlier chapters filled (the space's, the profiles' embeddings, the next word's) as a book
+leaves them: the cache folder is a fresh one whose subfolders, all but ``erasure``, link to the project's.
 
 Floor = the forward passes those conditions need and nothing else, in this process: per erased condition, the held-
 out names' and the occupation nouns' template contexts through the backbone with every hidden state (cut after the
 word, as the embeddings cut them), the next-word sentences of the occupations and the facts' nouns
 (``logits_to_keep=1``) and the neutral sentences with their full logits; for an erasure at one hidden state ``s``
-those writing passes run only the blocks above ``s`` (from the unhooked state there, computed before the clock), and
-one unhooked pass of them is counted once for all such conditions (the state below has to be computed once); for the
-unhooked condition the passes its caches do not serve (the facts' sentences and the neutral ones). Unpadded batches
-of one length, of the chapter's size, tokenised before the clock starts; run twice (before and after ours) and the
-faster kept, so that a burst of load from other jobs on the shared CPU does not flatter the ratio. ``ours / floor``
-is the cost of the hooks, the fit, the probes, the bootstrap and the tables.
+every one of those passes runs only the blocks above ``s`` (from the unhooked state there, computed before the clock),
+and one unhooked run of them all is counted once for all such conditions (the states below have to be computed once);
+the selective eraser's passes twice (two fits, each measured on every input); for the unhooked condition the passes
+its caches do not serve (the facts' sentences and the neutral ones). Unpadded
+batches of one length, of the chapter's size, tokenised before the clock starts; run twice after ours and the faster
+kept, so that a burst of load from other jobs on the shared CPU does not flatter the ratio. ``ours / floor`` is the
+cost of the hooks, the recording, the fit, the probes, the bootstrap and the tables. The conditions are the ones ours
+computed: the LEACE curve, then the controls and the selective eraser at the states it picked.
 
-With ``--conditions N`` only the last N conditions are computed: the erasure's cache starts with the project's
-records of the others (as a resumed run finds them), and the floor counts N erased conditions. On a loaded shared
-CPU a whole chapter (ours and two floors) takes an hour; N = 2 gives the ratio per condition in a quarter of it.
-
-Run: ``HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_erasure.py [--layer-step 15]
-[--conditions 2] [--threads 1]``
+Run: ``HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_erasure.py [--layer-step 3]
+[--threads 1] [--show]``
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
@@ -54,9 +51,10 @@ def _batches(m, texts: list[str], size: int) -> list[torch.Tensor]:
     return [torch.tensor(rows[b:b + size]) for rows in by_length.values() for b in range(0, len(rows), size)]
 
 
-def _above(m, hidden: torch.Tensor, state: int, keep: int) -> torch.Tensor:
-    """The logits (the last ``keep`` positions; 0: all) from hidden state ``state`` ``[B, T, H]`` upward: the decoder
-    blocks above it, the final norm (none at the last state, the norm's own output) and the head."""
+def _above(m, hidden: torch.Tensor, state: int, keep: int | None) -> torch.Tensor:
+    """From hidden state ``state`` ``[B, T, H]`` upward: the decoder blocks above it, the final norm (none at the last
+    state, the norm's own output), then the head on the last ``keep`` positions (0: all; None: no head, the last
+    hidden state)."""
     backbone = m.backbone()
     if state < m.n_layers:
         positions = torch.arange(hidden.shape[1])[None]
@@ -66,6 +64,8 @@ def _above(m, hidden: torch.Tensor, state: int, keep: int) -> torch.Tensor:
         for layer in backbone.layers[state:]:
             hidden = layer(hidden, attention_mask=mask, position_embeddings=rotary, position_ids=positions)
         hidden = backbone.norm(hidden)
+    if keep is None:
+        return hidden
     return m.model.lm_head(hidden[:, -keep:] if keep else hidden)
 
 
@@ -84,26 +84,29 @@ def floor_seconds(m, conditions: list[tuple[str, str]], seed: int) -> float:
     fact_sentences = _batches(m, [t.replace("{occupation}", n) for n in facts for t in TEMPLATES], size)
     neutral = _batches(m, erasure_measures.neutral_sentences(erasure_measures.N_SENTENCES, seed), size)
     single = sorted({int(layer) for kind, layer in conditions if kind != "none" and layer != erasers.ALL})
-    start: dict[int, tuple[list, list]] = {s: ([], []) for s in single}
+    # per state: the unhooked states of the template passes, the next-word passes and the neutral ones
+    start: dict[int, tuple[list, list, list]] = {s: ([], [], []) for s in single}
     with torch.inference_mode():  # the unhooked states the single-state conditions start from, before the clock
-        for k, batches in enumerate((written, neutral)):
+        for k, batches in enumerate((states, written, neutral)):
             for ids in batches if single else []:
                 states_of = m.model.base_model(input_ids=ids, output_hidden_states=True).hidden_states
                 for s in single:
                     start[s][k].append(states_of[s])
     t0 = time.perf_counter()
     with torch.inference_mode():
-        for ids in (written + neutral) if single else []:  # the one unhooked pass they share
+        for ids in states if single else []:  # the one unhooked run they share
+            m.model.base_model(input_ids=ids, output_hidden_states=True)
+        for ids in (written + neutral) if single else []:
             m.model(input_ids=ids, logits_to_keep=1)
-        for kind, layer in conditions:
+        # the selective eraser is two fits, each measured on every input: its passes run twice
+        for kind, layer in [c for c in conditions for _ in range(2 if c[0] == erasers.SELECTIVE else 1)]:
+            if kind != "none" and layer != erasers.ALL:
+                for k, keep in enumerate((None, 1, 0)):
+                    for hidden in start[int(layer)][k]:
+                        _above(m, hidden, int(layer), keep)
+                continue
             for ids in states if kind != "none" else []:
                 m.model.base_model(input_ids=ids, output_hidden_states=True)
-            if kind != "none" and layer != erasers.ALL:
-                for hidden in start[int(layer)][0]:
-                    _above(m, hidden, int(layer), 1)
-                for hidden in start[int(layer)][1]:
-                    _above(m, hidden, int(layer), 0).float()
-                continue
             for ids in written if kind != "none" else fact_sentences:
                 m.model(input_ids=ids, logits_to_keep=1)
             for ids in neutral:
@@ -114,50 +117,39 @@ def floor_seconds(m, conditions: list[tuple[str, str]], seed: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m-instruct")
-    parser.add_argument("--layer-step", type=int, default=15)
-    parser.add_argument("--conditions", type=int, default=None, help="compute only the last N conditions")
+    parser.add_argument("--layer-step", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    parser.add_argument("--show", action="store_true", help="print the curve and the chapter's first screen too")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     m = load_model(args.model)
     basis = space.build_space(m, dictionaries.load_dictionary(None), "generated", 5, 0).bases["warmth_competence"]
-    conditions = erasure.conditions(erasure.chosen_states(m.n_layers, args.layer_step))
-    kept = conditions[:-args.conditions] if args.conditions else []
-    computed = [c for c in conditions if c not in kept]
-    n_erased, unhooked = sum(kind != "none" for kind, _ in computed), ("none", "none") in computed
-    print(f"{m.model_id}: {n_erased} erased conditions{' + the unhooked one' if unhooked else ''} computed "
-          f"(layer_step {args.layer_step}, {len(kept)} read from the cache); torch "
-          f"threads {torch.get_num_threads()} on {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print(f"{m.model_id}: layer_step {args.layer_step}; torch threads {torch.get_num_threads()} on {os.cpu_count()} "
+          f"CPUs, load average {os.getloadavg()[0]:.1f}")
     real = paths.cache_dir()
     with tempfile.TemporaryDirectory() as tmp:
         for sub in real.iterdir():
             if sub.is_dir() and sub.name != "erasure":
                 (Path(tmp) / sub.name).symlink_to(sub)
-            elif sub.name == "erasure" and kept:
-                for folder in sub.iterdir():
-                    records = [json.loads(line) for line in (folder / "rows.jsonl").read_text().splitlines()
-                               if line.strip()] if (folder / "rows.jsonl").exists() else []
-                    copy = Path(tmp) / "erasure" / folder.name
-                    copy.mkdir(parents=True)
-                    if (folder / "erasers.npz").exists():
-                        (copy / "erasers.npz").write_bytes((folder / "erasers.npz").read_bytes())
-                    (copy / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records
-                                                             if (r["erasure"], r["layer"]) in kept))
         os.environ["BIAS_CACHE_DIR"] = tmp
-        floor_before = floor_seconds(m, computed, 0)
         t0 = time.perf_counter()
-        erasure.erasure_tradeoff(m, basis, layer_step=args.layer_step, progress=False)
+        result = erasure.erasure_tradeoff(m, basis, layer_step=args.layer_step, progress=False)
         ours = time.perf_counter() - t0
         t0 = time.perf_counter()
         erasure.erasure_tradeoff(m, basis, layer_step=args.layer_step, progress=False)
         rerun = time.perf_counter() - t0
-    floor = min(floor_before, floor_seconds(m, computed, 0))
-    print(f"  ours (erasure_tradeoff, the conditions its cache lacks; the book's earlier caches warm): {ours:6.1f} s\n"
+    computed = list(dict.fromkeys(zip(result.tradeoff["erasure"], result.tradeoff["layer"])))
+    floor = min(floor_seconds(m, computed, 0) for _ in range(2))
+    print(f"  {sum(kind != 'none' for kind, _ in computed)} erased conditions + the unhooked one: the curve at "
+          f"{result.states}, the controls at {sorted({lay for kind, lay in computed if kind == 'random'})}\n"
+          f"  ours (erasure_tradeoff, cold; the book's earlier caches warm): {ours:6.1f} s\n"
           f"  floor (the forward passes alone, unpadded, batch {default_batch_size(m)}): {floor:6.1f} s  -> "
           f"ours / floor = {ours / floor:.2f}x\n"
           f"  rerun (everything cached): {rerun:6.1f} s\n"
           f"  load average after: {os.getloadavg()[0]:.1f}")
+    if args.show:
+        print(result.curve().to_string(), "\n", result.describe(), sep="\n")
 
 
 if __name__ == "__main__":

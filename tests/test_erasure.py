@@ -14,8 +14,8 @@ from concept_erasure import LeaceFitter
 
 from bias_utils.core import paths
 from bias_utils.core.errors import ParameterError
-from bias_utils.core.stats import hedges_g, rowwise_g
-from bias_utils.intrinsic_extrinsic import erasers, erasure, erasure_measures
+from bias_utils.core.stats import hedges_g, percentile_interval, resamples, rowwise_correlation, rowwise_g
+from bias_utils.intrinsic_extrinsic import erasers, erasure, erasure_measures, erasure_reading, erasure_statistics
 from bias_utils.models import hooks
 
 MODEL = "smollm2-135m-instruct"
@@ -82,6 +82,8 @@ def test_the_vectorised_g_is_stats_hedges_g():
 def test_the_chosen_states_count_down_from_the_last():
     assert erasure.chosen_states(30, 10) == [10, 20, 30]
     assert erasure.chosen_states(30, 15) == [15, 30]
+    # the default: every third state, ten points on a 30-state decoder (issue 54)
+    assert erasure.chosen_states(30, 3) == list(range(3, 31, 3))
     assert erasure.chosen_states(18, 10) == [8, 18]
     assert erasure.chosen_states(4, 1) == [1, 2, 3, 4]
     assert erasure.chosen_states(30, 100) == [30]
@@ -134,15 +136,15 @@ def test_the_paired_interval_of_a_change_in_rho_covers_the_truth_at_its_level():
         return share, share + rng.normal(0, 25, n), share + rng.normal(0, 60, n)
 
     big = sample(200_000)
-    rho = [erasure.rowwise_correlation("spearman", v[None], big[0][None])[0] for v in big[1:]]
+    rho = [rowwise_correlation("spearman", v[None], big[0][None])[0] for v in big[1:]]
     truth = rho[1] - rho[0]
     covered = 0
     for i in range(300):
         share, before, after = sample(60)
-        draws = erasure.resamples(60, 400, i)
-        boots = (erasure.rowwise_correlation("spearman", after[draws], share[draws])
-                 - erasure.rowwise_correlation("spearman", before[draws], share[draws]))
-        low, high = erasure.percentile_interval(boots, 0.95)
+        draws = resamples(60, 400, i)
+        boots = (rowwise_correlation("spearman", after[draws], share[draws])
+                 - rowwise_correlation("spearman", before[draws], share[draws]))
+        low, high = percentile_interval(boots, 0.95)
         covered += low <= truth <= high
     assert 0.90 <= covered / 300 <= 0.99
 
@@ -227,32 +229,113 @@ def test_an_identity_eraser_on_every_layer_leaves_every_output_bit_identical(smo
     assert plain[2]["completion"].tolist() == erased[2]["completion"].tolist()
 
 
-@pytest.mark.slow
-def test_replaying_the_blocks_below_the_erased_state_equals_computing_them_to_the_bit(smollm):
-    """An erasure at state 15 and at the last state: the next-word table and the cross-entropy, started from the
-    recorded unhooked state there, equal the ones computed through every block; a replay that does not follow its
-    recording call by call (other inputs) is refused; the blocks' own forward comes back afterwards."""
-    inputs = SimpleNamespace(occupations=["nurse", "carpenter", "pilot"], facts=["king", "queen"],
-                             sentences=["The hospital opened a new wing last year.", "Bridges need inspections."])
-    states = [15, smollm.n_layers]
-    with hooks.recording(smollm, states) as recorded:
-        plain = erasure_measures.writing_passes(smollm, inputs)
+def _replay_inputs() -> SimpleNamespace:
+    return SimpleNamespace(names=["Mary", "John", "Linda", "James"], occupations=["nurse", "carpenter", "pilot"],
+                           facts=["king", "queen"],
+                           sentences=["The hospital opened a new wing last year.", "Bridges need inspections."])
+
+
+def _assert_replay_equals_computing(model, states):
+    """Every pass of a condition (the names' and nouns' template states at every hidden state, the next word, the
+    cross-entropy), started from the recorded unhooked state at each of ``states``, equals the same passes computed
+    through every block, to the bit; and the erasure changed something to compare."""
+    inputs = _replay_inputs()
+    unhooked = erasure_measures.record_unhooked(model, inputs, states)
     rng = np.random.default_rng(0)
     for state in states:
-        eraser = {state: erasers._random_eraser(smollm.hidden_size, 2, rng)}
-        with hooks.erasing(smollm, eraser, "computed"):
-            computed = erasure_measures.writing_passes(smollm, inputs)
-        with hooks.erasing(smollm, eraser, "replayed"), hooks.replaying(smollm, state, recorded[state]):
-            replayed = erasure_measures.writing_passes(smollm, inputs)
-        pd.testing.assert_frame_equal(computed[0], replayed[0], check_exact=True)
-        assert np.array_equal(computed[1], replayed[1])
-        assert not np.array_equal(computed[1], plain[1])  # the erasure changed something to compare
-    other = SimpleNamespace(occupations=["nurse"], facts=[], sentences=["A much longer sentence than before here."])
-    with pytest.raises(RuntimeError, match="erasure replay at hidden state 15"), \
-            hooks.replaying(smollm, 15, recorded[15][:1]):
-        erasure_measures.writing_passes(smollm, other)
-    assert all("forward" not in vars(m) for m in smollm.backbone().layers)
-    assert np.array_equal(erasure_measures.writing_passes(smollm, inputs)[1], plain[1])
+        eraser = {state: erasers._random_eraser(model.hidden_size, 2, rng)}
+        with hooks.erasing(model, eraser, "computed"):
+            computed = erasure_measures._passes(model, inputs, cache=False)
+        with hooks.erasing(model, eraser, "replayed"):
+            replayed = erasure_measures._passes(model, inputs, cache=False, start=(state, unhooked))
+        for a, b in (computed[0], replayed[0]), (computed[1], replayed[1]):
+            assert np.array_equal(a, b, equal_nan=True)
+        pd.testing.assert_frame_equal(computed[2], replayed[2], check_exact=True)
+        assert np.array_equal(computed[3], replayed[3])
+        assert not np.allclose(computed[0][:, state], unhooked.names[:, state], equal_nan=True)
+    return inputs, unhooked
+
+
+@pytest.mark.slow
+def test_replaying_the_blocks_below_the_erased_state_equals_computing_them_to_the_bit(smollm):
+    """An erasure at state 15 and at the last state: all of a condition's passes, started from the recorded unhooked
+    state there, equal the ones computed through every block (issue 54: the names' and nouns' passes too)."""
+    _assert_replay_equals_computing(smollm, [15, smollm.n_layers])
+
+
+@pytest.mark.slow
+def test_a_replay_that_does_not_follow_its_recording_is_refused_and_the_forward_comes_back(smollm):
+    """Issue 54: a batch of the recorded shape with other ids (the names reordered), a pass more than recorded and
+    passes left unused are each a RuntimeError; a forward put on a block's instance (as accelerate's device_map
+    does) is the one there afterwards, and the class's own comes back where there was none."""
+    inputs = _replay_inputs()
+    unhooked = erasure_measures.record_unhooked(smollm, inputs, [15])
+    reordered = SimpleNamespace(**{**vars(inputs), "names": ["John", "Mary", "James", "Linda"]})
+    assert [len(n) for n in reordered.names] == [len(n) for n in inputs.names]
+    with pytest.raises(RuntimeError, match=r"hidden state 15: pass 1 has input ids of shape .* other ids"), \
+            hooks.replaying(smollm, unhooked.recorded, 15):
+        erasure_measures._passes(smollm, reordered, cache=False)
+    with pytest.raises(RuntimeError, match=r"pass \d+ has input ids of shape \(1, \d+\) where the recording holds "
+                                           "none"), hooks.replaying(smollm, unhooked.recorded, 15):
+        erasure_measures._passes(smollm, inputs, cache=False)
+        erasure_measures._sentence_nll(smollm, ["Roads need repairs."])
+    with pytest.raises(RuntimeError, match=r"hidden state 15: \d+ of the \d+ recorded passes were not replayed"), \
+            hooks.replaying(smollm, unhooked.recorded, 15):
+        erasure_measures._template_states(smollm, inputs.names, "name", cache=False)
+    layers = smollm.backbone().layers
+    own = layers[3].forward  # a forward on the instance, where accelerate puts its own
+
+    def instance_forward(*args, **kwargs):
+        return own(*args, **kwargs)
+
+    layers[3].forward = instance_forward
+    try:
+        with hooks.replaying(smollm, unhooked.recorded, 15):
+            erasure_measures._passes(smollm, inputs, cache=False)
+        assert vars(layers[3])["forward"] is instance_forward
+    finally:
+        del layers[3].forward
+    assert all("forward" not in vars(m) for m in [*layers, smollm.backbone().norm])
+    again = erasure_measures._passes(smollm, inputs, cache=False)
+    assert np.array_equal(again[0], unhooked.names, equal_nan=True)
+
+
+@pytest.mark.slow
+def test_the_replay_equals_computing_on_a_second_architecture():
+    """Qwen2 (qwen2.5-coder-0.5b-instruct, 24 layers): the same to-the-bit check at a middle and the last state."""
+    from bias_utils.models.loading import load_model
+
+    qwen = load_model("qwen2.5-coder-0.5b-instruct")
+    _assert_replay_equals_computing(qwen, [qwen.n_layers // 2, qwen.n_layers])
+
+
+@pytest.mark.slow
+def test_a_small_run_reads_its_curve_resumes_where_it_stopped_and_a_rerun_computes_nothing(smollm, isolated_cache):
+    """erasure_tradeoff on SmolLM2 with the last state alone (layer_step 1000) and ten of each input: the curve
+    first, then the controls and the selective eraser at the states it picked and at every state; a run stopped
+    after three conditions resumes with the rest and gives the same table to the bit; a rerun appends nothing."""
+    from bias_utils.profiles import dictionaries, space
+
+    seed = dictionaries.load_dictionary(None)
+    terms = dictionaries.limit_terms(seed[seed["dimension"].isin(["sociability", "morality", "ability", "agency"])], 8)
+    basis = space.build_space(smollm, terms, "dictionary", 1, 0).bases["warmth_competence"]
+    result = erasure.erasure_tradeoff(smollm, basis, layer_step=1000, limit=10, n_boot=100, progress=False)
+    picked = erasure_statistics.picked_layers(result.tradeoff)
+    ran = list(dict.fromkeys(zip(result.tradeoff["erasure"], result.tradeoff["layer"])))
+    assert ran == erasure.conditions([smollm.n_layers], picked)
+    assert set(result.probe["state"]) == set(range(smollm.n_layers + 1))
+    assert "LEACE was applied at 1 single hidden states of 30 (30)" in result.describe()
+    rows = next((isolated_cache / "erasure").iterdir()) / "rows.jsonl"
+    lines = rows.read_text().splitlines()
+    assert len(lines) == len(ran)
+    rows.write_text("".join(line + "\n" for line in lines[:3]))  # stopped after three conditions
+    resumed = erasure.erasure_tradeoff(smollm, basis, layer_step=1000, limit=10, n_boot=100, progress=False)
+    pd.testing.assert_frame_equal(resumed.tradeoff, result.tradeoff, check_exact=True)
+    assert len(rows.read_text().splitlines()) == len(ran)
+    before = rows.read_bytes()
+    again = erasure.erasure_tradeoff(smollm, basis, layer_step=1000, limit=10, n_boot=100, progress=False)
+    assert rows.read_bytes() == before
+    pd.testing.assert_frame_equal(again.tradeoff, result.tradeoff, check_exact=True)
 
 
 @pytest.mark.slow
@@ -334,36 +417,48 @@ def test_the_fitted_erasers_are_stored_and_read_back_exactly_and_a_corrupt_file_
     assert erasers.read_fit(path, 1) is None
 
 
-def _records(rng, states=(1, 2)) -> tuple[dict, erasure_measures.Inputs, np.ndarray]:
-    """Per-item values of every condition on small inputs: the unhooked model's, then each erasure's moved."""
-    n_names, n_occ, n_pairs, n_sent = 20, 30, 6, 12
+def _records(plants: dict, states=(1, 2, 3, 4, 5, 6), n_occ: int = 60, seed: int = 0
+             ) -> tuple[dict, erasure_measures.Inputs, np.ndarray]:
+    """Per-item values of every condition on small inputs, with known effects planted: ``plants`` maps
+    ``(erasure, layer)`` to ``(stereotype, fact, cost)``, the share of the log-ratio's slope on the BLS share taken
+    away (its noise kept), the share of every fact noun's log-ratio taken away, and the factor added to every
+    sentence's nll; every other condition is the unhooked model's values."""
+    rng = np.random.default_rng(seed)
+    n_names, n_pairs, n_sent = 20, 6, 12
     shares = rng.uniform(0, 100, n_occ)
     inputs = erasure_measures.Inputs(names=[f"n{i}" for i in range(n_names)],
-                                      name_labels=np.repeat([1, 0], n_names // 2),
-                                      occupations=[f"o{i}" for i in range(n_occ)], shares=shares,
-                                      facts=[f"f{i}" for i in range(2 * n_pairs)],
-                                      sentences=[f"s{i}" for i in range(n_sent)], female=None, male=None, basis=None)
+                                     name_labels=np.repeat([1, 0], n_names // 2),
+                                     occupations=[f"o{i}" for i in range(n_occ)], shares=shares,
+                                     facts=[f"f{i}" for i in range(2 * n_pairs)],
+                                     sentences=[f"s{i}" for i in range(n_sent)], female=None, male=None, basis=None)
+    noise, facts = rng.normal(0, 0.2, n_occ), np.r_[rng.uniform(0.5, 2, n_pairs), -rng.uniform(0.5, 2, n_pairs)]
+    nll = rng.uniform(20, 40, n_sent)
+    base = {"probe": list(rng.uniform(0.5, 1, len(states) + 1)), "warmth": list(rng.normal(0, 1, n_names)),
+            "competence": list(rng.normal(0, 1, n_names)), "position": list(shares / 50 + rng.normal(0, 1, n_occ))}
 
-    def record(shift: float) -> dict:
-        return {"probe": list(rng.uniform(0.5, 1, 4)), "warmth": list(rng.normal(0, 1, n_names)),
-                "competence": list(rng.normal(0, 1, n_names)),
-                "position": list(shares / 50 + rng.normal(0, 1, n_occ)),
-                "log_ratio": list((1 - shift) * shares / 50 + rng.normal(0, 0.5, n_occ)),
-                "facts": list(np.r_[rng.uniform(0.5, 2, n_pairs), -rng.uniform(0.5, 2, n_pairs)] * (1 - shift)),
-                "nll": list(rng.uniform(20, 40, n_sent) * (1 + shift / 10))}
+    def record(stereotype: float, fact: float, cost: float) -> dict:
+        return {**base, "log_ratio": list((1 - stereotype) * shares / 50 + noise), "facts": list((1 - fact) * facts),
+                "nll": list(nll * (1 + cost))}
 
-    records = {("none", "none"): record(0.0)}
+    records = {("none", "none"): record(0, 0, 0)}
     for erasure_ in erasers.ERASURES:
         for layer in [str(s) for s in states] + ["all"]:
-            records[(erasure_, layer)] = record(0.9 if erasure_ == "leace" and layer == "2" else 0.0)
+            records[(erasure_, layer)] = record(*plants.get((erasure_, layer), (0, 0, 0)))
     return records, inputs, rng.integers(10, 30, n_sent).astype(float)
 
 
+#: Planted: at state 2 LEACE takes most of the stereotype and more of the fact, at a cost above the rule's budget
+#: (the largest effect, entangled); at state 5 a smaller part of the stereotype and none of the fact, within the
+#: budget (the rule's state, selective); everywhere together most of both.
+_PLANTS = {("leace", "2"): (0.8, 0.95, 0.1), ("leace", "5"): (0.5, 0.0, 0.005), ("leace", "all"): (0.9, 0.9, 0.5)}
+
+
 def test_the_tradeoff_table_pairs_each_change_with_the_unhooked_model_and_reads_it(tmp_path):
-    records, inputs, tokens = _records(np.random.default_rng(0))
-    records[("random", "1")] = records[("none", "none")]  # a condition that changes nothing
-    table = erasure._tradeoff_table(records, inputs, tokens, {1: 1, 2: 1, 3: 1}, "m", n_boot=200, seed=0)
-    assert set(table["measure"]) == set(erasure._MEASURES) and list(table.columns) == erasure._TRADEOFF_COLUMNS
+    records, inputs, tokens = _records(_PLANTS)
+    table = erasure_statistics.tradeoff_table(records, inputs, tokens, {h: 1 for h in range(1, 7)}, "m", n_boot=200,
+                                              seed=0)
+    assert set(table["measure"]) == set(erasure_statistics.MEASURES)
+    assert list(table.columns) == erasure_statistics.TRADEOFF_COLUMNS and set(table["depth"]) == {6}
     same = table[(table["erasure"] == "random") & (table["layer"] == "1") & (table["measure"] != "probe_accuracy")]
     assert (same["change"] == 0).all() and (same["ci_low"] == 0).all() and (same["ci_high"] == 0).all()
     base = table[table["erasure"] == "none"]
@@ -372,34 +467,166 @@ def test_the_tradeoff_table_pairs_each_change_with_the_unhooked_model_and_reads_
     ce = base[base["measure"] == "cross_entropy"]["value"].iloc[0]
     assert ce == pytest.approx(sum(records[("none", "none")]["nll"]) / tokens.sum())
     moved = table[(table["erasure"] == "leace") & (table["layer"] == "2")].set_index("measure")
-    assert moved.at["log_ratio_rho", "ci_high"] < 0 and moved.at["cross_entropy", "change"] > 0
-    assert table.loc[table["best"], "layer"].unique().tolist() in ([], [erasure.best_tradeoff_layer(table)])
-    result = erasure._Erasure(table, pd.DataFrame(columns=erasure._WORD_COLUMNS), "m", [1, 2])
-    text = result.describe()
-    assert "ρ = " in text and ("best trade-off" in text or "No single-state" in text)
+    assert moved.at["log_ratio_rho", "ci_high"] < 0 and moved.at["cross_entropy", "change"] == pytest.approx(ce / 10)
+    # the slope per 100 points of share, by least squares (numpy's polyfit, an independent computation)
+    slope = 100 * np.polyfit(inputs.shares, records[("none", "none")]["log_ratio"], 1)[0]
+    assert moved.at["stereotype_slope", "baseline"] == pytest.approx(slope, rel=1e-9)
+    # the fact gap: every noun's log-ratio scaled by 0.05 takes 95% of the gap, in every resample alike
+    assert moved.at["fact_removed", "value"] == pytest.approx(0.95)
+    assert moved.at["fact_removed", "ci_low"] == pytest.approx(0.95)
+    assert moved.at["stereotype_removed", "ci_low"] < 0.8 < moved.at["stereotype_removed", "ci_high"]
+    assert table.loc[table["best"], "layer"].unique().tolist() == ["5"]
+    probe = erasure_statistics.probe_table(records, "m")
+    assert len(probe) == 7 * len(records) and probe.loc[probe["erasure"] == "none", "accuracy"].tolist() == \
+        records[("none", "none")]["probe"]
+    x, y = _planted(200, 8, seed=1)
+    fit = erasers.fit_erasers(np.repeat(x[:, None], 7, axis=1), y.astype(float), np.arange(200), seed=0)
+    result = erasure._Erasure(table, pd.DataFrame(columns=erasure._WORD_COLUMNS), "m", [1, 2], probe, fit)
+    # the erasers of one condition, as issue 55's long form takes them: the fit's own
+    assert result.erasers("leace", result.largest_layer) == {2: fit.leace[2]}
+    assert result.erasers("shuffled", "all") == fit.shuffled and result.erasers("leace", None) == {}
+    with pytest.raises(ParameterError, match="^erasure must be one of"):
+        result.erasers("selective", "5")
+    assert (result.best_layer, result.largest_layer) == ("5", "2")
+    by_state = result.probe_by_state()
+    assert list(by_state.columns) == ["without erasure", "LEACE at state 2", "LEACE at state 5", "LEACE at every state"]
+    assert by_state.index.tolist() == list(range(7))
+    unhooked = records[("none", "none")]["probe"]
+    assert (f"Inside: without erasure a probe reads the held-out names' gender at state 2 with accuracy "
+            f"{erasure_reading.number_text(unhooked[2])} (at its best, state {int(np.argmax(unhooked))}") \
+        in result.describe()
+    weak = unhooked[2] < max(unhooked) - 0.1
+    assert weak == ("less well than at its best state before any erasure" in result.describe())
+    assert set(result.best()["layer"]) == {"none", "2", "5"}
+    curve = result.curve().set_index(["erasure", "hidden state"])
+    assert curve.at[("LEACE", "5"), "selective"] and not curve.at[("LEACE", "2"), "selective"]
+    assert curve.at[("LEACE", "2"), "fact removed"] == "95% (95% to 95%)"
     assert result.chart().to_dict()["layer"]
     written = result.write(tmp_path)
     assert (tmp_path / "erasure_tradeoff.csv") in written
-    if result.best_layer is None:
-        assert result.best().empty
-    else:
-        assert set(result.best()["layer"]) == {"none", result.best_layer}
 
 
-def test_the_front_page_says_in_plain_words_what_the_erasure_found():
+def test_a_planted_selective_concept_is_found_selective_and_an_entangled_one_is_not():
+    records, inputs, tokens = _records(_PLANTS)
+    table = erasure_statistics.tradeoff_table(records, inputs, tokens, {h: 1 for h in range(1, 7)}, "m", n_boot=200,
+                                              seed=0)
+    assert erasure_statistics.is_selective(table, "leace", "5")
+    assert not erasure_statistics.is_selective(table, "leace", "2")  # entangled: more of the fact goes
+    assert not erasure_statistics.is_selective(table, "leace", "all")  # both alike: no difference shown
+    assert not erasure_statistics.is_selective(table, "random", "5")  # nothing removed
+
+
+def _page(table):
     from bias_utils.book import summary
 
-    records, inputs, tokens = _records(np.random.default_rng(0))
-    table = erasure._tradeoff_table(records, inputs, tokens, {1: 1, 2: 1, 3: 1}, "dec", n_boot=200, seed=0)
-    # the rule's budget met at state 2: its cost halved, its facts kept
-    cost = (table["erasure"] == "leace") & (table["layer"] == "2") & (table["measure"] == "cross_entropy")
-    table.loc[cost, "change"] = 0.05
-    page = summary._Page(["dec"], {"dec": "Dec"}, {"dec": True}, pd.DataFrame(columns=["model_id"]),
+    return summary._Page(["dec"], {"dec": "Dec"}, {"dec": True}, pd.DataFrame(columns=["model_id"]),
                          pd.DataFrame(columns=["model_id"]), pd.DataFrame(columns=["model_id"]), table)
-    bullet = summary._erasure_bullet(page)
-    assert "Dec" in bullet and "erasing the gender concept at one layer weakens how its next word follows" in bullet
+
+
+def test_a_largest_effect_the_rule_does_not_name_is_what_the_front_page_and_the_chapter_say():
+    """Issue 54's acceptance: state 2 shows the largest effect, the rule names state 5; both sentences lead with
+    state 2 (where, ρ before and after, the cost as nats and as a share, the fact removed, the controls) and name the
+    rule's state after it."""
+    from bias_utils.book import summary
+
+    records, inputs, tokens = _records(_PLANTS)
+    table = erasure_statistics.tradeoff_table(records, inputs, tokens, {h: 1 for h in range(1, 7)}, "dec", n_boot=200,
+                                              seed=0)
+    rho = table[(table["erasure"] == "leace") & (table["layer"] == "2")
+                & (table["measure"] == "log_ratio_rho")].iloc[0]
+    before, after = erasure_reading.number_text(rho["baseline"]), erasure_reading.number_text(rho["value"])
+    bullet = summary._erasure_bullet(_page(table))
+    assert bullet.startswith("In {doc}`Dec </models/dec/12_erasure>`, erasing the gender concept at hidden state 2 of "
+                             "6 (33% of the way up) weakens how its next word follows the share of women in an "
+                             f"occupation, ρ from {before} to {after}, at +")
+    assert "(+10% of its cross-entropy), but it also removes 95% of the gap between words like queen and king" in bullet
+    assert "a random subspace and shuffled labels there change ρ by 0 and 0" in bullet
+    assert bullet.endswith("the rule stated in advance names state 5, where the fall is shown.")
+    text = erasure_reading.describe_tradeoff(table, "dec")
+    assert f"**The curve's largest effect** is at hidden state 2 of 6 (33% of the way up): ρ goes from {before} to " \
+           f"{after}, a change of −" in text
+    assert "At the same state a random subspace of the same rank changes ρ by 0 (0 to 0) at 0 nats per token" in text
+    assert "95% (95% to 95%) of the fact: not selective" in text
+    assert "names hidden state 5, where ρ changes by" in text
+    assert ("the difference's interval above 0): LEACE at hidden state 5 of 6 (83% of the way up), 50% of the "
+            "stereotype and 0% of the fact.") in text
+    assert "The rule changed once since this chapter's first version" in text
+    # the fall at the rule's state not shown: the front page still leads with the shown effect elsewhere
+    small = {**_PLANTS, ("leace", "5"): (0.02, 0.0, 0.005)}
+    records, inputs, tokens = _records(small)
+    table = erasure_statistics.tradeoff_table(records, inputs, tokens, {h: 1 for h in range(1, 7)}, "dec", n_boot=200,
+                                              seed=0)
+    assert erasure_statistics.best_tradeoff_layer(table) == "5"
+    bullet = summary._erasure_bullet(_page(table))
+    assert "at hidden state 2 of 6 (33% of the way up) weakens" in bullet
+    assert bullet.endswith("names state 5, where the fall is not shown.")
+
+
+def test_the_front_page_says_when_no_state_shows_an_effect_and_when_everything_erased_loses_the_facts():
+    from bias_utils.book import summary
+
+    records, inputs, tokens = _records({("leace", "3"): (0.01, 0.0, 0.5), ("leace", "all"): (0.9, 0.9, 0.5)})
+    table = erasure_statistics.tradeoff_table(records, inputs, tokens, {h: 1 for h in range(1, 7)}, "dec", n_boot=200,
+                                              seed=0)
+    bullet = summary._erasure_bullet(_page(table))
+    assert "erasing the gender concept at no single hidden state is shown to weaken" in bullet
+    assert "(the largest fall, at hidden state 3 of 6" in bullet and "no state meets the rule" in bullet
     everywhere = (table["erasure"] == "leace") & (table["layer"] == "all") & (table["measure"] == "facts_right_share")
     table.loc[everywhere, "value"] = 0.5
-    assert "at every layer also loses" in summary._erasure_bullet(page)
-    table.loc[cost, "change"] = 1.0
-    assert "no single layer's erasure" in summary._erasure_bullet(page)
+    assert summary._erasure_bullet(_page(table)).endswith("and erasing it at every layer also loses whether "
+                                                          "\"the king\" is a he.")
+
+
+def test_the_selective_eraser_removes_a_planted_stereotype_on_the_other_half_and_spares_the_fact():
+    """Planted: occupation contexts whose states carry their BLS majority along one direction and the fact (the
+    gendered terms' direction) along another, correlated with it. Fitted on one half, the eraser leaves the other
+    half's majority at chance for a probe off the fact direction (along it, where the two are entangled, it is
+    spared), neither moves nor reads a state along the fact direction, and the two fits are the two halves' (each
+    fitted without the other's nouns)."""
+    rng = np.random.default_rng(4)
+    n_occ, per, dim = 60, 7, 16
+    shares = rng.uniform(0, 100, n_occ)
+    occupation = np.repeat(np.arange(n_occ), per)
+    fact = np.zeros(dim)
+    fact[0] = 1.0
+    stereotype = np.zeros(dim)
+    stereotype[:2] = [0.6, 0.8]  # entangled: partly along the fact direction
+    label = 2.0 * (shares[occupation] > 50) - 1
+    x = rng.standard_normal((len(occupation), dim)) + 3 * np.outer(label, stereotype)
+    states = np.stack([x, x], axis=1)  # hidden states 0 and 1
+    first, second = erasers.selective_erasers(states, occupation, shares, fact[None].repeat(2, axis=0), [1])
+    half = erasers.halves(shares)
+    assert half.sum() == 30 and np.array_equal(np.sort(shares[half]), np.sort(shares)[0::2])
+    other = ~half[occupation]
+    y = (label[other] > 0).astype(int)
+    assert erasers.probe_accuracy(x[other], y) > 0.95
+    erased = _apply(first[1], x[other])
+    off_fact = erased - np.outer(erased @ fact, fact)
+    assert abs(erasers.probe_accuracy(off_fact, y) - 0.5) < 0.12  # gone from the complement of the fact ...
+    assert erasers.probe_accuracy(erased, y) > 0.8  # ... and kept where it runs along the fact: that is spared
+    moved = _apply(first[1], x) - x
+    assert np.abs(moved @ fact).max() < 1e-10  # nothing moves along the fact
+    shifted = x + 5.0 * fact
+    assert np.allclose(_apply(first[1], shifted) - _apply(first[1], x), 5.0 * fact, atol=1e-10)  # nor is it read
+    changed = states.copy()
+    changed[other] += rng.standard_normal(changed[other].shape)  # the second half's nouns, other states
+    refit = erasers.selective_erasers(changed, occupation, shares, fact[None].repeat(2, axis=0), [1])
+    assert torch.equal(refit[0][1].proj_right, first[1].proj_right)  # the first fit saw the first half alone
+    assert not torch.equal(refit[1][1].proj_right, second[1].proj_right)
+    assert not torch.equal(second[1].proj_right, first[1].proj_right)
+
+
+def test_a_cross_fitted_record_takes_each_occupation_from_the_fit_that_did_not_see_it():
+    first = {"log_ratio": [1.0, 2.0, 3.0], "position": [0.1, 0.2, 0.3], "nll": [10.0, 20.0], "probe": [0.5, 0.9]}
+    second = {"log_ratio": [-1.0, -2.0, -3.0], "position": [-0.1, -0.2, -0.3], "nll": [30.0, 40.0],
+              "probe": [0.7, 0.6]}
+    merged = erasure_measures.cross_fitted(first, second, np.array([True, False, True]))
+    assert merged == {"log_ratio": [-1.0, 2.0, -3.0], "position": [-0.1, 0.2, -0.3], "nll": [20.0, 30.0],
+                      "probe": [0.6, 0.75]}
+
+
+def test_the_conditions_run_the_curve_first_then_the_controls_where_it_picked():
+    assert erasure.conditions([10, 20]) == [("none", "none"), ("leace", "10"), ("leace", "20"), ("leace", "all"),
+                                            ("random", "all"), ("shuffled", "all"), ("selective", "all")]
+    assert erasure.conditions([10, 20], ["10"])[4:] == [("random", "10"), ("shuffled", "10"), ("selective", "10"),
+                                                        ("random", "all"), ("shuffled", "all"), ("selective", "all")]

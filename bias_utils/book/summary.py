@@ -29,9 +29,10 @@ splitting them by chapter would split the budget's one check. The findings regis
   11): whether the next word predicts the female share of what the decoder writes at length, said plainly either way;
   its estimates stay in its chapter.
 * **Erasing the concept** (``erasure_tradeoff``, decoders only; :mod:`bias_utils.intrinsic_extrinsic.erasure`,
-  chapter 12): in plain words, whether erasing the gender concept at the best trade-off's layer (the rule stated in
-  advance) weakens how the next word follows the share of women, and whether erasing it at every layer loses the
-  facts. Its estimates stay in its chapter: the trade-off is a curve, not one number for the reading.
+  chapter 12): in plain words, the curve's largest effect (where in the model, ρ before and after, the cost in nats
+  per token and as a share of the cross-entropy, the share of the fact removed, what the controls did there), the
+  state the rule stated in advance names where it is another, and whether erasing it at every layer loses the
+  facts. Its intervals stay in its chapter: the trade-off is a curve, not one number for the reading.
 
 :func:`summary_table` gives one row per model with its reading, :func:`summary_chart` the figure,
 :func:`write_summary_page` the Markdown page that ``book/index.md`` includes. Nothing here is typed by hand: a
@@ -53,7 +54,7 @@ import pandas as pd
 from ..audit import long_form, neutral_share, next_word_prompts, occupation_headline, occupation_units
 from ..core import cache, precision, tables
 from ..core.results import model_slug
-from ..intrinsic_extrinsic import erasure, link
+from ..intrinsic_extrinsic import erasure_reading, erasure_statistics, link
 from ..models.builtin_models import BUILTIN_MODELS, model_name
 from ..profiles.axis_validity import VERDICTS, verdict_phrase
 from ..report import plots, rendering
@@ -460,29 +461,19 @@ _register(_Finding("long_form", "link", "Does the next word predict what it writ
 
 
 def _erasure_bullet(page: _Page) -> str | None:
-    """Per decoder with chapter 12's table, in plain words: whether erasing its gender concept at the best trade-off's
-    hidden state (``intrinsic_extrinsic.erasure.best_tradeoff_layer``, the rule stated in advance) weakens how its
-    writing follows the share of women, and whether erasing it everywhere also loses the gender of "the king ... he"."""
+    """Per decoder with chapter 12's table, in plain words (``intrinsic_extrinsic.erasure_reading.front_page_clause``):
+    where the curve's largest effect is, how much of the stereotype in its writing goes, what it costs, how much of
+    the fact goes and what the controls did, the rule's state where it names another; and whether erasing the concept
+    everywhere also loses the gender of "the king ... he"."""
     def clause(model: str, label: str) -> str | None:
         rows = page.rows(page.erasure, model)
         if not len(rows):
             return None
-        link_ = _link(model, "erasure", label)
-        best = erasure.best_tradeoff_layer(rows)
         everywhere = rows[(rows["erasure"] == "leace") & (rows["layer"] == "all")
                           & (rows["measure"] == "facts_right_share")]
-        lost = bool(len(everywhere)) and float(everywhere["value"].iloc[0]) < erasure.MIN_FACTS
-        tail = (", and erasing it at every layer also loses whether \"the king\" is a he"
-                if lost else "")
-        if best is None:
-            return (f"in {link_}, no single layer's erasure of the model's gender concept weakens the stereotype "
-                    f"in its writing within the cost the chapter allows{tail}")
-        row = rows[(rows["erasure"] == "leace") & (rows["layer"] == best) & (rows["measure"] == "log_ratio_rho")]
-        shown = bool(len(row)) and float(row["ci_high"].iloc[0]) < 0
-        did = ("weakens how its next word follows the share of women in an occupation" if shown else
-               "is not shown to weaken how its next word follows the share of women in an occupation")
-        return (f"in {link_}, erasing the gender concept at one layer {did}, at little cost to its text and keeping "
-                f"the gender of words like king and queen{tail}")
+        lost = bool(len(everywhere)) and float(everywhere["value"].iloc[0]) < erasure_statistics.MIN_FACTS
+        tail = ", and erasing it at every layer also loses whether \"the king\" is a he" if lost else ""
+        return erasure_reading.front_page_clause(rows, _link(model, "erasure", label)) + tail
     return _decoders(page, clause, "results of this chapter")
 
 

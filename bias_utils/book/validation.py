@@ -378,7 +378,7 @@ def _check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
 
 @_notebook("12_erasure")
 def _check_erasure_run(*, model="smollm2-135m-instruct", dtype=None, context_source="generated", dictionary_path=None,
-                       n_contexts=5, seed=0, layer_step=15, n_boot=1000, limit=None, output_dir=None) -> None:
+                       n_contexts=5, seed=0, layer_step=3, n_boot=1000, limit=None, output_dir=None) -> None:
     """Notebook 12's parameters: the notebook's floor for ``n_boot``, the space it projects the names on
     (``space.check_space``) with the warmth and competence axes the erasure reads, then ``erasure.check_erasure``
     (a decoder it can hook, ``layer_step``, ``limit``)."""

@@ -381,11 +381,16 @@ class NAMES:
         "the words of the gender concept's erasure: the fit set, the held-out names, the facts' gendered nouns",
         ("population", "group", "word", "role"))
     ERASURE_TRADEOFF = _declare(
-        "erasure_tradeoff", "bias_utils.intrinsic_extrinsic.erasure._tradeoff_table", ("12_erasure",),
+        "erasure_tradeoff", "bias_utils.intrinsic_extrinsic.erasure_statistics.tradeoff_table", ("12_erasure",),
         "per erasure (LEACE, random subspace, shuffled labels; one hidden state or all) and measure: its value, the "
-        "change from the unhooked model with a paired resampling interval, and the best trade-off",
-        ("model_id", "erasure", "layer", "rank", "measure", "value", "baseline", "change", "ci_low", "ci_high",
+        "change from the unhooked model with a paired resampling interval, the stereotype and the fact removed, and "
+        "the best trade-off",
+        ("model_id", "erasure", "layer", "depth", "rank", "measure", "value", "baseline", "change", "ci_low", "ci_high",
          "resampled", "n", "best"))
+    ERASURE_PROBE = _declare(
+        "erasure_probe", "bias_utils.intrinsic_extrinsic.erasure_statistics.probe_table", ("12_erasure",),
+        "per erasure and hidden state: a ridge probe's cross-validated accuracy on the held-out names' gender",
+        ("model_id", "erasure", "layer", "state", "accuracy"))
     REPLICATION = _declare(
         "replication", "bias_utils.audit.replication.replicate_published_audit", ("07_bold_replication",),
         "the published audit's quantities, ours beside theirs",

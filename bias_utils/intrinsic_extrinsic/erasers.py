@@ -30,7 +30,11 @@ __all__: list[str] = []
 #: Folds of the held-out names' probe.
 FOLDS = 10
 ERASURES = ("leace", "random", "shuffled")
+#: The eraser meant to remove the stereotype and spare the fact (:func:`selective_erasers`), cross-fitted.
+SELECTIVE = "selective"
 ALL = "all"
+#: The BLS share of women above which an occupation is majority female: the selective eraser's label.
+_MAJORITY = 50.0
 
 
 def _identity_eraser(dim: int) -> LeaceEraser:
@@ -119,13 +123,52 @@ def read_fit(path: Path, n_layers: int) -> _Fit | None:
     return fit
 
 
+def _spared(eraser: LeaceEraser, direction: np.ndarray) -> LeaceEraser:
+    """``eraser`` restricted to the complement of ``direction``: it neither reads nor moves a state along it
+    (I − P becomes Q (I − P) Q, Q the projection off the direction)."""
+    f = torch.from_numpy(direction / np.linalg.norm(direction)).to(eraser.proj_left.dtype)
+    left = eraser.proj_left - torch.outer(f, f @ eraser.proj_left)
+    right = eraser.proj_right - torch.outer(eraser.proj_right @ f, f)
+    return LeaceEraser(left.contiguous(), right.contiguous(), eraser.bias)
+
+
+def halves(shares: np.ndarray) -> np.ndarray:
+    """The selective eraser's cross-fitting halves of the occupations: True for the first, every other occupation
+    in the order of their BLS share (ranks 1, 3, 5, ...), so both halves span the shares."""
+    first = np.zeros(len(shares), dtype=bool)
+    first[np.argsort(shares, kind="stable")[0::2]] = True
+    return first
+
+
+def selective_erasers(states: np.ndarray, occupation: np.ndarray, shares: np.ndarray, fact: np.ndarray,
+                      layers) -> tuple[dict[int, LeaceEraser], dict[int, LeaceEraser]]:
+    """The erasers meant to remove the stereotype and spare the fact (2DAMA's idea, Limisiewicz et al. 2025): per
+    hidden state ``h`` of ``layers``, LEACE of the occupations' BLS majority (share above :data:`_MAJORITY`) from
+    the occupation nouns' per-context ``states`` [n, S, H] (``occupation`` [n]: each context's occupation index
+    into ``shares``) with the fact direction ``fact[h]`` (the gendered terms' female − male mean) projected out
+    first, and the eraser then restricted to its complement (:func:`_spared`). Two fits, cross-fitted
+    (:func:`halves`): ``(fitted on the first half, fitted on the second)``; each measures the other half's
+    occupations, never the nouns it was fitted on."""
+    first = halves(shares)[occupation]
+    label = (shares[occupation] > _MAJORITY).astype(float)
+    out: tuple[dict, dict] = ({}, {})
+    for h in layers:
+        f = fact[h] / np.linalg.norm(fact[h])
+        x = states[:, h] - np.outer(states[:, h] @ f, f)
+        for k, rows in enumerate((first, ~first)):
+            out[k][h] = _spared(_leace(x[rows], label[rows]), fact[h])
+    return out
+
+
 def condition_erasers(fit: _Fit, erasure: str, layer) -> dict[int, LeaceEraser]:
-    """The erasers of one condition: none for ``erasure="none"``, else ``fit``'s of that kind at ``layer`` (a hidden
-    state) or at every state (``"all"``)."""
-    if erasure == "none":
-        return {}
-    chosen = getattr(fit, erasure)
-    return dict(chosen) if layer == ALL else {int(layer): chosen[int(layer)]}
+    """The erasers of one condition: none for ``erasure="none"``, else ``fit``'s of that kind at ``layer``
+    (:func:`at_layer`)."""
+    return {} if erasure == "none" else at_layer(getattr(fit, erasure), layer)
+
+
+def at_layer(erasers: dict[int, LeaceEraser], layer) -> dict[int, LeaceEraser]:
+    """Of per-state ``erasers``, the one at ``layer`` (a hidden state), or all of them (``"all"``)."""
+    return dict(erasers) if layer == ALL else {int(layer): erasers[int(layer)]}
 
 
 def probe_accuracy(x: np.ndarray, y: np.ndarray, folds: int = FOLDS) -> float:

@@ -6,8 +6,9 @@ and the neutral sentences of the capability measure (:func:`neutral_sentences`),
 female − male terms' means and the warmth and competence basis. :func:`measure_condition` takes one condition's per-item
 values on them under its erasers (``models.hooks.erasing``): the words' states in the profile templates
 (:func:`_template_states`, as chapter 04 embeds them), the next word after the occupations and the fact nouns and the
-sentences' cross-entropy (:func:`writing_passes`, :func:`_sentence_nll`), the passes an erasure at one state may
-replay from the unhooked state below it (``models.hooks.replaying``).
+sentences' cross-entropy (:func:`writing_passes`, :func:`_sentence_nll`). An erasure at one hidden state starts every
+one of those passes from the unhooked state there (:func:`record_unhooked`, ``models.hooks.replaying``): the blocks
+below it compute what they computed without the erasure.
 
 Apart from the conditions, their statistics and the trade-off (``intrinsic_extrinsic.erasure``), which read these
 values, and from the erasers (``intrinsic_extrinsic.erasers``), which :func:`measure_condition` only applies.
@@ -28,7 +29,7 @@ from ..audit.next_word import next_word_table
 from ..core.data import resolve
 from ..core.lexicon import GENDER_LEXICONS, tokenize
 from ..models.embeddings import default_batch_size
-from ..models.hooks import erasing, replaying
+from ..models.hooks import Recording, erasing, recording, replaying
 from ..profiles.contexts import bold_sentences
 from ..profiles.gender_direction import gender_position
 from ..profiles.population_profiles import DEFAULT_TEMPLATES, fill_template, population_embeddings
@@ -136,18 +137,50 @@ class Inputs:
     basis: object
 
 
-def measure_condition(model, inputs: Inputs, erasers: Mapping[int, LeaceEraser], tag: str,
-             prefix: tuple[int, Sequence[torch.Tensor]] | None = None) -> dict:
-    """One condition's per-item values, under :func:`models.hooks.erasing` (the unhooked model's caches serve the
-    condition without erasers): ``probe`` (per hidden state), ``warmth``, ``competence`` (per held-out name),
-    ``position``, ``log_ratio`` (per occupation), ``facts`` (per fact noun), ``nll`` (per sentence). ``prefix``:
-    ``(state, recorded)``, the writing passes start from the unhooked state there (:func:`models.hooks.replaying`)."""
-    cache = not erasers
-    with erasing(model, erasers, tag):
+@dataclass
+class Unhooked:
+    """The unhooked passes a single-state condition starts from (:func:`record_unhooked`): their ``recorded`` input
+    ids and states, and the held-out names' and occupation nouns' template states at every hidden state (``names``,
+    ``nouns`` [n, S, H]), which serve the states below the erased one."""
+
+    recorded: Recording
+    names: np.ndarray
+    nouns: np.ndarray
+
+
+def _passes(model, inputs: Inputs, cache: bool, start: tuple[int, Unhooked] | None = None
+            ) -> tuple[np.ndarray, np.ndarray, pd.DataFrame, np.ndarray]:
+    """Every forward pass of one condition, in the one order :func:`record_unhooked` records: the names' and the
+    nouns' template states [n, S, H], then the writing passes. ``start``: ``(state, unhooked)``, every pass starts
+    from the unhooked state there (:func:`models.hooks.replaying`), and the names' and nouns' states below it, which
+    an erasure there leaves as they were, are the unhooked ones."""
+    with replaying(model, start[1].recorded, start[0]) if start is not None else nullcontext():
         names = _template_states(model, inputs.names, "name", cache=cache)
         nouns = _template_states(model, inputs.occupations, "noun", cache=cache)
-        with replaying(model, *prefix) if prefix is not None else nullcontext():
-            written, nll = writing_passes(model, inputs, cache)
+        written, nll = writing_passes(model, inputs, cache)
+    if start is not None:
+        state, unhooked = start
+        names[:, :state], nouns[:, :state] = unhooked.names[:, :state], unhooked.nouns[:, :state]
+    return names, nouns, written, nll
+
+
+def record_unhooked(model, inputs: Inputs, states: Sequence[int]) -> Unhooked:
+    """One unhooked run of every pass of a condition, recording ``states`` (``models.hooks.recording``): what the
+    single-state conditions at those states start from. Its caches are off, so that its batches are the ones the
+    replays run."""
+    with recording(model, states) as recorded:
+        names, nouns, _, _ = _passes(model, inputs, cache=False)
+    return Unhooked(recorded, names, nouns)
+
+
+def measure_condition(model, inputs: Inputs, erasers: Mapping[int, LeaceEraser], tag: str,
+                      start: tuple[int, Unhooked] | None = None) -> dict:
+    """One condition's per-item values, under :func:`models.hooks.erasing` (the unhooked model's caches serve the
+    condition without erasers): ``probe`` (per hidden state), ``warmth``, ``competence`` (per held-out name),
+    ``position``, ``log_ratio`` (per occupation), ``facts`` (per fact noun), ``nll`` (per sentence). ``start``:
+    ``(state, unhooked)``, the passes start from the unhooked state there (:func:`_passes`)."""
+    with erasing(model, erasers, tag):
+        names, nouns, written, nll = _passes(model, inputs, not erasers, start)
     ratio = dict(zip(written["occupation"], written["log_ratio"]))
     basis = inputs.basis
     projected = projection_table(basis, names[:, list(basis.layers)], pd.DataFrame({"word": inputs.names}), "mean")
@@ -157,3 +190,15 @@ def measure_condition(model, inputs: Inputs, erasers: Mapping[int, LeaceEraser],
             "warmth": wide["warmth"].tolist(), "competence": wide["competence"].tolist(),
             "position": position.tolist(), "log_ratio": [ratio[o] for o in inputs.occupations],
             "facts": [ratio[f] for f in inputs.facts], "nll": nll.tolist()}
+
+
+def cross_fitted(first: Mapping[str, list], second: Mapping[str, list], first_half: np.ndarray) -> dict:
+    """One record of a cross-fitted condition from its two runs (``first``: under the eraser fitted on the first
+    half of the occupations, ``second``: on the second): each occupation's ``position`` and ``log_ratio`` from the
+    run whose eraser was not fitted on it (``first_half``: True for the first half's occupations); every other value
+    (names, facts, sentences) the mean of the two runs."""
+    out = {}
+    for key, values in first.items():
+        a, b = np.asarray(values, dtype=float), np.asarray(second[key], dtype=float)
+        out[key] = (np.where(first_half, b, a) if key in ("position", "log_ratio") else (a + b) / 2).tolist()
+    return out

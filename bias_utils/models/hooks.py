@@ -8,10 +8,10 @@ word, generation, the embeddings) runs through the change unaltered. Three hooks
 * :func:`erasing` replaces states by an eraser's image (an affine map in ``concept_erasure``'s ``LeaceEraser``
   form, I − P as a few directions and a bias) at every position, and renames the model while it is open so that no
   model-keyed cache mixes the erased model with the unhooked one;
-* :func:`recording` keeps the unhooked states of every forward pass;
+* :func:`recording` keeps the input ids and the unhooked states of every forward pass;
 * :func:`replaying` serves them back, pass by pass, instead of running the blocks below a state, so that several
   interventions at one state share the unhooked computation below it (equal to the bit: the same kernels on the same
-  batches).
+  batches), checking that each pass has the recorded pass's input ids.
 
 They know nothing of what is erased; chapter 12's erasure of the gender concept (``intrinsic_extrinsic.erasure``)
 fits the erasers and calls them.
@@ -20,6 +20,7 @@ fits the erasers and calls them.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import torch
@@ -86,19 +87,37 @@ def erasing(model, erasers: Mapping[int, LeaceEraser], tag: str):
         model.model_id = original
 
 
+@dataclass
+class Recording:
+    """What :func:`recording` kept of a run of forward passes, in their order: each pass's input ``ids`` and, per
+    recorded hidden state, its unhooked value (``states``: ``{state: [one tensor per pass]}``)."""
+
+    ids: list[torch.Tensor] = field(default_factory=list)
+    states: dict[int, list[torch.Tensor]] = field(default_factory=dict)
+
+
+def _input_ids(args: tuple, kwargs: dict) -> torch.Tensor:
+    """The token ids an input embedding was called with (positionally in every transformers decoder we hook)."""
+    return args[0] if args else next(iter(kwargs.values()))
+
+
 @contextmanager
 def recording(model, states: Sequence[int]):
-    """While open, every forward pass of ``model`` appends, for each hidden state of ``states``, the state as the
-    unhooked model computes it to ``{state: [one tensor per pass]}`` (yielded), in the order of the passes."""
+    """While open, every forward pass of ``model`` appends its input ids and, for each hidden state of ``states``, the
+    state as the unhooked model computes it to the :class:`Recording` yielded, in the order of the passes."""
     modules = state_modules(model)
-    found: dict[int, list[torch.Tensor]] = {s: [] for s in states}
+    found = Recording([], {s: [] for s in states})
+
+    def keep_ids(module, args, kwargs):
+        found.ids.append(_input_ids(args, kwargs).detach().clone())
 
     def hook_for(state: int):
         def hook(module, args, output):
-            found[state].append((output[0] if isinstance(output, tuple) else output).detach().clone())
+            found.states[state].append((output[0] if isinstance(output, tuple) else output).detach().clone())
         return hook
 
-    handles = [modules[s].register_forward_hook(hook_for(s)) for s in states]
+    handles = [model.backbone().get_input_embeddings().register_forward_pre_hook(keep_ids, with_kwargs=True)]
+    handles += [modules[s].register_forward_hook(hook_for(s)) for s in states]
     try:
         yield found
     finally:
@@ -107,32 +126,50 @@ def recording(model, states: Sequence[int]):
 
 
 @contextmanager
-def replaying(model, state: int, recorded: Sequence[torch.Tensor]):
+def replaying(model, recorded: Recording, state: int):
     """While open, ``model`` computes nothing below hidden state ``state``: the decoder blocks before it pass their
     input through, and the module whose output is ``state`` returns, pass by pass, the state :func:`recording` took
-    on the same batches (the eraser hooked there still erases it); the blocks above run as usual. A pass whose batch
-    does not match the recorded one's shape, or one pass more than were recorded, is a ``RuntimeError``: the
-    replay must follow the recording call by call."""
+    (the eraser hooked there still erases it); the blocks above run as usual. The replay must follow the recording
+    call by call, or it would serve one batch's states to another: a pass whose input ids differ from the recorded
+    pass's (a reordered batch of equal shape included), a pass more than were recorded, or leaving with recorded passes
+    unused is a ``RuntimeError``. The forward each block had (its class's, or one a library such as accelerate put on
+    the instance) comes back on leaving."""
     backbone = model.backbone()
     at = state_modules(model)[state]
     below = list(backbone.layers[:state - 1]) if state < model.n_layers else list(backbone.layers)
-    passes = iter(recorded)
+    served = recorded.states[state]
+    count = [0, 0]  # passes whose ids were checked, passes served
+
+    def check_ids(module, args, kwargs):
+        ids, n = _input_ids(args, kwargs), count[0]
+        if n >= len(recorded.ids) or not torch.equal(recorded.ids[n].to(ids.device), ids):
+            have = "none" if n >= len(recorded.ids) else f"other ids, shape {tuple(recorded.ids[n].shape)}"
+            raise RuntimeError(f"erasure replay at hidden state {state}: pass {n + 1} has input ids of shape "
+                               f"{tuple(ids.shape)} where the recording holds {have}")
+        count[0] += 1
 
     def through(hidden_states, *args, **kwargs):
         return hidden_states
 
     def replay(hidden_states, *args, **kwargs):
-        stored = next(passes, None)
-        if stored is None or stored.shape != hidden_states.shape:
-            raise RuntimeError(f"erasure replay at hidden state {state}: a pass of shape {tuple(hidden_states.shape)} "
-                               f"where the recording holds {None if stored is None else tuple(stored.shape)}")
-        return stored
+        stored = served[count[1]]
+        count[1] += 1
+        return stored.to(hidden_states.device)
 
+    saved = {module: vars(module).get("forward") for module in [*below, at]}
+    handle = backbone.get_input_embeddings().register_forward_pre_hook(check_ids, with_kwargs=True)
     for module in below:
         module.forward = through
     at.forward = replay
     try:
         yield
+        if count[0] != len(recorded.ids):
+            raise RuntimeError(f"erasure replay at hidden state {state}: {len(recorded.ids) - count[0]} of the "
+                               f"{len(recorded.ids)} recorded passes were not replayed")
     finally:
-        for module in [*below, at]:
-            del module.forward  # the class's own forward again
+        handle.remove()
+        for module, forward in saved.items():
+            if forward is None:
+                del module.forward  # the class's own forward again
+            else:
+                module.forward = forward
