@@ -163,7 +163,7 @@ def test_the_reading_says_plainly_whether_the_next_word_predicts_the_long_form(t
         link = measure.link(exact, values, n_boot=200)
         row = link.statistics[link.statistics["primary"]].iloc[0]
         assert row["effect_size"] == pytest.approx(sign * 1.0) and lf.predicts(row) == sign
-        assert lf.front_page_clause(link.statistics, "[SmolLM2](x)") == (
+        assert lf.at_length_clause(link.statistics, "[SmolLM2](x)") == (
             f"in [SmolLM2](x), the next word {said} of what it writes at length")
         text = link.describe()
         assert ("**The next word predicts what" in text) == (sign == 1)

@@ -397,7 +397,7 @@ def describe_long_form(statistics: pd.DataFrame, texts: pd.DataFrame, model: str
     return text
 
 
-def front_page_clause(statistics: pd.DataFrame, link: str) -> str | None:
+def at_length_clause(statistics: pd.DataFrame, link: str) -> str | None:
     """The front page's plain words for one model (``link``: its name linked to the chapter); None without the
     table."""
     row = first_row(statistics, **LONG_FORM_PRIMARY) if len(statistics) else None

@@ -452,7 +452,7 @@ _register(_Finding("neutral", "link", "Beyond she and he: \"they\" about one per
 
 
 _register(_Finding("long_form", "link", "Does the next word predict what it writes at length?", lambda page: _decoders(
-    page, lambda model, label: long_form.front_page_clause(page.rows(page.long_form, model),
+    page, lambda model, label: long_form.at_length_clause(page.rows(page.long_form, model),
                                                            _link(model, "link", label)), "results of this chapter"),
     lambda page, model: None))  # its estimates stay in its chapter: the reading's word budget is the primaries'
 
