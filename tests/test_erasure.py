@@ -324,7 +324,7 @@ def test_a_small_run_reads_its_curve_resumes_where_it_stopped_and_a_rerun_comput
     ran = list(dict.fromkeys(zip(result.tradeoff["erasure"], result.tradeoff["layer"])))
     assert ran == erasure.conditions([smollm.n_layers], picked)
     assert set(result.probe["state"]) == set(range(smollm.n_layers + 1))
-    assert "LEACE was applied at 1 single hidden states of 30 (30)" in result.describe()
+    assert "LEACE was applied at 1 single hidden state of 30 (30)" in result.describe()
     rows = next((isolated_cache / "erasure").iterdir()) / "rows.jsonl"
     lines = rows.read_text().splitlines()
     assert len(lines) == len(ran)
@@ -551,6 +551,7 @@ def test_a_largest_effect_the_rule_does_not_name_is_what_the_front_page_and_the_
     assert ("the difference's interval above 0): LEACE at hidden state 5 of 6 (83% of the way up), 50% of the "
             "stereotype and 0% of the fact.") in text
     assert "The rule changed once since this chapter's first version" in text
+    assert "LEACE was applied at 6 single hidden states of 6 (1, 2, 3, 4, 5, 6) and at all of them together" in text
     # the fall at the rule's state not shown: the front page still leads with the shown effect elsewhere
     small = {**_PLANTS, ("leace", "5"): (0.02, 0.0, 0.005)}
     records, inputs, tokens = _records(small)

@@ -101,7 +101,8 @@ def describe_tradeoff(table: pd.DataFrame, model_id: str, probe: pd.DataFrame | 
             f"(the *fact*), {percent_text(base['facts_right_share'])} of the {n_nouns} nouns on their side; a probe "
             f"tells the held-out names' gender with accuracy {number_text(base['probe_accuracy'])} (at its best "
             f"hidden state); its cross-entropy on neutral text is {number_text(base['cross_entropy'])} nats per "
-            f"token. LEACE was applied at {len(singles)} single hidden states of {_depth(table)} "
+            f"token. LEACE was applied at {len(singles)} single hidden state{'' if len(singles) == 1 else 's'} of "
+            f"{_depth(table)} "
             f"({', '.join(singles)}) and at all of them together.")
     largest, best = largest_effect_layer(table), best_tradeoff_layer(table)
     shown = [lay for lay in singles if _falls(table, lay)]
