@@ -362,3 +362,18 @@ def test_a_corpus_path_resolves_from_the_notebooks_folder(monkeypatch):
     assert sentences[1] == "tidiness,tidy,high" and notes[0]["status"] == "used"
     with pytest.raises(ParameterError, match=r"corpus: 'data/examples' is a folder .* \(and it is not a data key\)"):
         C._load_corpus("data/examples")
+
+
+def test_chapter_02_opens_with_the_selected_sources_coverage():
+    """Issue 57: chapter 02 opened with "figures follow". Its first sentence reads the report's row of the selected
+    source (every number the table's: senses covered of all, contexts per sense, senses without, gendered contexts
+    as a count) and the other sources' coverage; a planted uncovered sense is counted and pointed to."""
+    report = pd.DataFrame({"source": ["generated", "dictionary"], "n_senses": [450, 455], "n_contexts": [2200, 1000],
+                           "senses_without": [5, 0], "contexts_per_sense": [2200 / 450, 1000 / 455],
+                           "share_gendered": [11 / 2200, 0.2]})
+    assert C.describe_report(report, "generated") == (
+        "The generated contexts (this run's) cover 450 of 455 senses, 4.89 contexts per covered sense, and leave 5 "
+        "without one (listed below); 11 of its 2,200 contexts carry a gendered word, pronoun or name. Senses covered "
+        "by the other sources: dictionary 455 of 455.")
+    assert "leave 0 without one; 200 of its 1,000" in C.describe_report(report, "dictionary")
+    assert C.describe_report(report, "corpus") == ""

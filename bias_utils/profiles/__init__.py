@@ -13,7 +13,8 @@ _EXPORTS = {
         "describe_counts", "limit_terms", "load_dictionary", "load_full_dictionary_terms", "load_seed_dictionary",
         "pole_counts",),
     # context sentences per sense from a registry of sources
-    "contexts": ("build_contexts", "source_names", "context_report", "describe_generation", "generation_report",),
+    "contexts": ("build_contexts", "source_names", "context_report", "describe_generation", "describe_report",
+        "generation_report",),
     # the extra terms' generated-contexts files and their two rounds
     "extra_contexts": ("describe_coverage", "extra_coverage", "merged_extra_contexts", "read_model_choice",),
     # a model's stereotype space and the direction-prediction task (Table 2)

@@ -64,7 +64,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from ..core import data
+from ..core import data, precision
 from ..core.errors import DataError, ParameterError, check_positive_int, check_seed, check_word_list
 from ..core.paths import resolve_input
 from ..core.registry import Registry
@@ -84,7 +84,8 @@ from .context_filters import (
 from .dictionaries import ensure_sense_ids, wordnet_contexts
 
 __all__ = [
-    "build_contexts", "source_names", "context_report", "describe_generation", "generation_report",
+    "build_contexts", "source_names", "context_report", "describe_generation", "describe_report",
+    "generation_report",
 ]
 
 _TABLE_COLUMNS = ["sense_id", "dimension", "term", "direction", "context", "context_source", "context_index", "source"]
@@ -678,3 +679,22 @@ def context_report(contexts: pd.DataFrame | ContextSet, senses: pd.DataFrame | N
     n_skipped = skipped.groupby("source").size() if skipped is not None and len(skipped) else pd.Series(dtype=int)
     out.insert(3, "senses_without", out["source"].map(n_skipped).fillna(0).astype(int))
     return out
+
+
+def describe_report(report: pd.DataFrame, source: str) -> str:
+    """Chapter 02's first sentence, from :func:`context_report`'s table: how many senses the selected ``source``
+    covers, with how many contexts each, how many it leaves without one, and the share of its contexts that carry a
+    gendered word, pronoun or name; then the other sources' coverage in a clause. "" without the source's row."""
+    rows = report.set_index("source") if len(report) else report
+    if source not in rows.index:
+        return ""
+    r = rows.loc[source]
+    total = int(r["n_senses"]) + int(r["senses_without"])
+    others = "; ".join(f"{name} {int(o['n_senses'])} of {int(o['n_senses']) + int(o['senses_without'])}"
+                       for name, o in rows.drop(index=source).iterrows())
+    return (f"The {source} contexts (this run's) cover {int(r['n_senses'])} of {total} senses, "
+            f"{precision.number_text(r['contexts_per_sense'])} contexts per covered sense, and leave "
+            f"{int(r['senses_without'])} without one{' (listed below)' if int(r['senses_without']) else ''}; "
+            f"{precision.count_text(r['share_gendered'] * r['n_contexts'])} of its "
+            f"{precision.count_text(r['n_contexts'])} contexts carry a gendered word, pronoun or name."
+            + (f" Senses covered by the other sources: {others}." if others else ""))
