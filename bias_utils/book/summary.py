@@ -493,7 +493,8 @@ def _caveat_bullet() -> str:
 _TERMS = [
     (r"\bg(?= = )", "Hedges' g"), (r"95% CI", "95% CI"), (r"\bwarm end\b", "warm end"),
     (r"\bcompetent end\b", "competent end"), (r"\bnot validated\b", "validated"), (r"\bnot shown\b", "not shown"),
-    (r"\bnot read\b", "not read"), (r"\bmale share\b", "male share"), (r"\bpoints\b", "points"),
+    (r"\bnot read\b", "not read"), (r"\bfemale share\b", "female share"), (r"\bmale share\b", "male share"),
+    (r"\bpoints\b", "points"),
     (r"\bgendered word\b", "gendered word"), (r"ρ", "Spearman's ρ"), (r"\bfemale − male direction\b", "direction"),
 ]
 
