@@ -157,8 +157,8 @@ def test_notebooks_and_readme_examples_reach_only_public_names_and_there_are_at_
     point, ``erasure_tradeoff``, and the data layer's errors became one public ``DataError``; 152 when chapter 09
     said in words that two "they" shares are two measures, ``describe_neutral_definitions``; 153 when chapter 05's
     first screen said where the gap is largest, ``describe_layers``; 154 when chapter 01's said its counts against
-    the paper's, ``describe_counts``; 155 when chapter 11's long form added its one, ``long_form_table``; 156 when chapter 02's first screen said its
-    contexts' coverage, ``describe_report``)."""
+    the paper's, ``describe_counts``; 155 when chapter 11's long form added its one, ``long_form_table``; 156 when
+    chapter 02's first screen said its contexts' coverage, ``describe_report``)."""
     sources = {nb.stem: "\n".join(c.source for c in _code_cells(nb)) for nb in NOTEBOOKS}
     readme = (paths.ROOT / "README.md").read_text(encoding="utf-8")
     sources |= {f"README python block {i}": block
