@@ -68,8 +68,11 @@ test: $(DEPS) $(WORDNET) chromium
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
-# Lint and unit tests only: no model, no browser; its many short tests spread over the workers one by one.
+# Lint and the short tests: no model loaded, no browser, no simulation (tests marked slow); the tokenizers and the
+# context generator's published contexts still come from the test models' packages. Its many short tests spread over
+# the workers one by one.
 test-fast: $(DEPS) $(WORDNET)
+	@$(MAKE) --no-print-directory models MODEL_SET="$(TEST_MODELS)"
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -m "not slow and not browser" -n $(TEST_WORKERS) $(PYTEST_ARGS)
 

@@ -51,6 +51,7 @@ def test_pinv_row_matches_scipy_pinv():
     np.testing.assert_allclose(av._pinv_row(A[:1, :1], 2)[0, 0], linalg.pinv(A[0, 0].T)[2], atol=1e-8)
 
 
+@pytest.mark.slow
 def test_validity_table_against_the_plain_polar_basis_path():
     space, terms = toy_space(np.random.default_rng(8), n_terms=10)
     K = 30

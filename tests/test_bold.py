@@ -110,6 +110,7 @@ def test_empty_and_missing_completions():
         bold.completion_metrics(df.fillna(""), lexicons={"m": ["he"], "f": ["she"]})
 
 
+@pytest.mark.slow
 def test_audit_statistics_two_and_more_groups(published_metrics):
     table, skipped = bold.audit_statistics(published_metrics, n_boot=40, nested=False)
     assert skipped.empty
@@ -135,6 +136,7 @@ def test_small_sample_records_skips_not_errors(published_metrics):
     assert "welch_t" in set(table["test"])
 
 
+@pytest.mark.slow
 def test_describe_audit_reads_the_published_completions(published_metrics):
     """The reading states the primary estimand first, then its sensitivity rows, then the audit's own odds ratio
     (24.65, Wald 95% CI 10.07 to 60.37; recomputed in test_replication) labelled as its method, and leaves out
@@ -168,6 +170,7 @@ def test_describe_audit_reads_the_published_completions(published_metrics):
     assert bold.describe_audit(table.iloc[0:0]) == []
 
 
+@pytest.mark.slow
 def test_statistics_label_their_unit_and_keep_the_audit_family(published_metrics):
     """The primary row comes first and is its own family (p_adj = p); every row says what it treats as
     independent; Holm over the other rows is what stats.adjust_pvalues gives on their p values."""

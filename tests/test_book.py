@@ -487,6 +487,7 @@ def test_model_slug_rejects_reserved_and_maps_repo_ids():
         results.model_slug(results.CROSS_MODEL_FOLDER)
 
 
+@pytest.mark.slow
 def test_vega_bundle_written_once(tmp_path):
     target = rendering.write_vega_bundle(tmp_path)
     text = target.read_text()

@@ -211,6 +211,7 @@ def _rejection_rates(table: pd.DataFrame, **kw) -> dict[str, float]:
     return tests.groupby("analysis").p.apply(lambda p: float((p < 0.05).mean())).to_dict()
 
 
+@pytest.mark.slow
 def test_occupation_level_test_holds_alpha_where_the_completion_level_test_does_not():
     rates = _rejection_rates(_clustered(np.random.default_rng(0), 300, {"all": (0.0, 20, 40)}).drop(
         columns="category"))
@@ -218,6 +219,7 @@ def test_occupation_level_test_holds_alpha_where_the_completion_level_test_does_
     assert rates["completions_as_independent"] >= 0.2
 
 
+@pytest.mark.slow
 def test_within_category_test_holds_alpha_where_topic_confounds_the_occupation_test():
     topic = {"nursing": (1.0, 8, 2), "health": (0.3, 5, 4), "computing": (-0.3, 3, 8), "engineering": (-1.0, 2, 10)}
     rates = _rejection_rates(_clustered(np.random.default_rng(1), 200, topic, occupation_sd=0.5), n_permutations=99)

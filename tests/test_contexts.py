@@ -233,6 +233,7 @@ def test_first_word_and_contracted_pronouns():
     assert F.gender_markers("She's a snotty cat.", "snotty") == ["she"]
 
 
+@pytest.mark.slow
 def test_quality_filters_keep_the_published_contexts():
     # The authors' Llama-3 contexts are the quality the filters aim at: almost all must pass.
     from bias_utils.profiles.dictionaries import load_seed_dictionary
@@ -269,6 +270,7 @@ def test_a_registered_source_is_built_listed_and_accepted_as_a_parameter(monkeyp
 
 # ------------------------------------------------------------ generated contexts for senses without published ones
 
+@pytest.mark.slow
 def test_a_missing_generator_is_a_parameter_error_naming_both_ways_out():
     # gemma-3-270m is a built-in whose weights are not installed here; nothing may load before the error.
     code = ("import sys\nfrom bias_utils.profiles import contexts as C, dictionaries as D\n"

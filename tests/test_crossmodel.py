@@ -64,6 +64,7 @@ def test_short_model_ids_only_when_unambiguous():
     assert crossmodel.short_model_ids(clash)["model_id"].tolist() == ["a--123--fp32", "a--123--bf16"]
 
 
+@pytest.mark.slow
 def test_bold_odds_ratios_from_the_audit_table():
     """On the published completions: the audit's Wald OR (published 24.65 [10.07, 60.37]) and the cluster bootstrap."""
     metrics = bold.completion_metrics(replication.load_published_completions())
@@ -290,6 +291,7 @@ def _chapter_09(results: Path, out: Path, *args: str) -> tuple[str, str]:
     return proc.stderr, text
 
 
+@pytest.mark.slow
 def test_chapter_09_reads_on_past_every_folder_it_cannot_use(tmp_path):
     """A QUICK build's partial folder beside a copy of it, another model's folder holding SmolLM2's tables, an empty
     folder, and two names of no folder (one a model's short name): the chapter names each folder it leaves out and
@@ -335,6 +337,7 @@ def test_chapter_09_reads_on_past_every_folder_it_cannot_use(tmp_path):
     assert "No model in this book has BOLD results." in text  # the QUICK build stopped before chapter 06
 
 
+@pytest.mark.slow
 def test_chapter_09_on_an_empty_results_folder_says_there_is_nothing_to_compare(tmp_path):
     """An empty results folder: the chapter says plainly that it holds no runs, naming it, and points at no table
     (there is none: the missing tables' table is not shown, nor a sentence that sends the reader to it)."""

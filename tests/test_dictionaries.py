@@ -47,6 +47,7 @@ def test_missing_wordnet_says_to_run_make_wordnet(tmp_path, monkeypatch, fresh_w
     assert "lexnames" in str(err.value)
 
 
+@pytest.mark.slow
 def test_other_wordnet_version_is_refused(tmp_path, monkeypatch, fresh_wordnet):
     source = W._wordnet_dir()
     target = tmp_path / "nltk_data" / "corpora" / "wordnet"

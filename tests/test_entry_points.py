@@ -465,6 +465,7 @@ def test_two_dimensions_sharing_most_terms_are_refused_before_any_embedding(tmp_
     assert not loads
 
 
+@pytest.mark.slow
 def test_chapter_04_stops_at_its_check_on_look_alike_dimensions_and_writes_no_profile(tmp_path):
     path = _twins(tmp_path / "twins.csv", 5)
     proc = subprocess.run([sys.executable, "-m", "papermill", "--log-level", "ERROR",

@@ -34,6 +34,7 @@ def _apply(eraser, x: np.ndarray) -> np.ndarray:
     return eraser(torch.from_numpy(x)).numpy()
 
 
+@pytest.mark.slow
 def test_the_fitted_eraser_leaves_a_planted_concept_at_chance_and_a_random_subspace_does_not():
     """Fit on one sample, probe another: LEACE removes the planted concept (probe at chance), the shuffled-label fit
     and a random subspace of the same rank leave it (probe far above chance)."""
@@ -125,6 +126,7 @@ def test_the_best_trade_off_follows_the_rule_stated_in_advance():
     assert erasure.best_tradeoff_layer(_tradeoff_rows({"15": (-0.01, 0.02, 1.0), "29": (0.18, 0.0, 1.0)})) == "15"
 
 
+@pytest.mark.slow
 def test_the_paired_interval_of_a_change_in_rho_covers_the_truth_at_its_level():
     """Simulation: 60 units, two measures of one criterion with different noise; the percentile interval of the
     paired change in Spearman's ρ, resampling units, covers the change computed on a population of 200,000 in

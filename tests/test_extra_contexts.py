@@ -28,6 +28,7 @@ def test_extra_contexts_file_records_its_settings(extra):
     assert X._extra_contexts_path().stat().st_size < 2_000_000
 
 
+@pytest.mark.slow
 def test_extra_contexts_file_rows_are_usable_contexts_of_real_terms(extra):
     table, settings = extra
     assert len(table) == settings["n_terms_done"] and table["term"].is_unique

@@ -144,6 +144,7 @@ def test_discriminant_row_separates_gender_from_warmth():
     assert "untestable here" in gd.describe_validity(alone, "m")
 
 
+@pytest.mark.slow
 def test_verdict_has_its_stated_false_positive_rate_and_power():
     """Simulation: 60 pairs from a bivariate normal, the rule on the interval ``validity_statistics`` reads
     (``stats.correlation_rows``). With no association the direction is called supported in about 2.5% of 200

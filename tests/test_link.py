@@ -267,6 +267,7 @@ def _bivariate(rng, n: int, rho: float) -> tuple[np.ndarray, np.ndarray]:
     return x, rho * x + np.sqrt(1 - rho ** 2) * rng.standard_normal(n)
 
 
+@pytest.mark.slow
 def test_bootstrap_interval_covers_a_known_correlation():
     """Simulation: 100 samples of 80 pairs with ρ = 0.4; Pearson's and Spearman's population values
     ((6/π)·asin(ρ/2) for a bivariate normal) fall inside about 95% of the intervals."""
@@ -280,6 +281,7 @@ def test_bootstrap_interval_covers_a_known_correlation():
     assert 85 <= hits["pearson"] <= 100 and 85 <= hits["spearman"] <= 100, hits
 
 
+@pytest.mark.slow
 def test_bootstrap_interval_rarely_excludes_zero_under_independence():
     """Simulation: independent pairs; an interval excluding 0 (a false positive) in about 5% of 100 samples."""
     rng = np.random.default_rng(11)
@@ -314,6 +316,7 @@ def _shaped(rng, replicates: int, inside: float = 0.45, writing: float = 1.1) ->
             writing * z + rng.standard_normal((replicates, len(z))))
 
 
+@pytest.mark.slow
 def test_partial_association_beyond_the_share_is_calibrated():
     """Simulation of the beyond-the-BLS-share row when the inside carries no information beyond the share: its p
     (4,000 replicates; both partial tests) falls below 0.05 in 0.05 ± 0.015 of them (± 4.4 standard errors), and the

@@ -75,6 +75,7 @@ def test_marginal_loglik_equals_quadrature_by_scipy(audit, scale):
 
 
 @pytest.mark.parametrize("boundary_avoiding", [False, True], ids=["ml", "penalised"])
+@pytest.mark.slow
 def test_estimate_equals_brute_force_maximisation_of_the_quad_likelihood(audit, boundary_avoiding):
     k, m, X = audit
     used = k + m > 0
@@ -403,6 +404,7 @@ def test_simulation_covariate_within_categories():
     assert 0.90 <= coverage <= 0.98 and fpr <= MAX_FPR
 
 
+@pytest.mark.slow
 def test_a_fit_run_far_past_the_limit_reports_no_bound_rather_than_the_limit_twice():
     """Four male-dominated occupations writing only male words, one female-dominated writing only female words: the
     fit runs to about 1,000 logits with an SD near 80 (the QUICK build's), and the profile at PROFILE_LIMIT is

@@ -212,6 +212,7 @@ def test_the_audit_row_on_the_published_completions():
                                               "word")
 
 
+@pytest.mark.slow
 def test_a_group_whose_words_are_all_of_one_kind_is_refused_with_its_reason():
     """The QUICK build's shape: the one informative occupation of group B has only female words, so the group's
     coefficient runs off (quasi-separation). nested_row refuses with the reason in words (the audit records it as a

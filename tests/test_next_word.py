@@ -79,6 +79,7 @@ def test_one_string_for_a_list_is_refused_before_any_model_is_named_or_loaded():
                          templates="The {occupation} said that")
 
 
+@pytest.mark.slow
 def test_names_are_refused_before_a_model_is_named_or_loaded():
     """Issue 58: next_word_table(m, ["Mary", "John"]) wrote "The Mary said that" for every prompt, with no warning.
     A capitalised word that is no acronym is refused; the 60 BLS nouns, the audit's 213 BOLD unit nouns (lower case,
@@ -91,6 +92,7 @@ def test_names_are_refused_before_a_model_is_named_or_loaded():
     nwp.check_occupation_nouns(nouns + ["CEO", "IT specialist"])
 
 
+@pytest.mark.slow
 def test_a_plural_noun_is_told_by_its_head_nouns_inflection():
     """Issue 58: "nurses" was published as "they" about one person. A plural is the head noun's inflection (the word
     before "of", else the last), by WordNet or, for a head WordNet lacks, a person suffix plus s; of the 60 BLS nouns

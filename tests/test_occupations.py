@@ -61,6 +61,7 @@ def test_occupation_table_adds_up_to_the_published_counts(published):
     assert occ["informative"].sum() == 26 and occ.loc[~occ["informative"], "male_word_share"].isna().all()
 
 
+@pytest.mark.slow
 def test_cluster_interval_draws_the_replicates_of_stats_cluster_bootstrap_ci(published):
     """Same seed, same replicates: the vectorised interval equals the completion-level one."""
     metrics, occ, *_ = published
@@ -313,6 +314,7 @@ def test_marginal_odds_ratio_is_the_independence_gee_weighting_each_occupation_o
         h["marginal_odds_ratio"], h["marginal_ci_low"], h["marginal_ci_high"], h["marginal_p"])
 
 
+@pytest.mark.slow
 def test_bca_interval_equals_scipy_bootstrap():
     """The primary intervals are BCa (bias-corrected and accelerated, the acceleration from the jackknife within each
     group): equal to scipy.stats.bootstrap(method="BCa") on two samples up to the Monte Carlo error of 40,000
@@ -400,6 +402,7 @@ def _simulate(rng: np.random.Generator, mu_a: float, mu_b: float, g_a: int = 170
                          "female_words": rng.poisson(n * rate * (1 - share))})
 
 
+@pytest.mark.slow
 def test_occupation_interval_covers_the_true_odds_ratio_and_wald_does_not():
     rng = np.random.default_rng(2024)
     mu_a, mu_b = 0.7, 0.3
@@ -417,6 +420,7 @@ def test_occupation_interval_covers_the_true_odds_ratio_and_wald_does_not():
     assert wald_coverage <= coverage - 0.15
 
 
+@pytest.mark.slow
 def test_permutation_p_holds_its_level_where_the_audit_test_does_not():
     """No group difference (the same mean male share): the occupation permutation test rejects at
     about 5%, the Wald test of the pooled words far more often."""
@@ -493,6 +497,7 @@ N_BOOT_SIM = 999
 
 
 @pytest.mark.parametrize("mu_a, mu_b", [(0.82, 0.15), (0.5, 0.5)], ids=["build-like", "no-difference"])
+@pytest.mark.slow
 def test_primary_interval_covers_on_audits_shaped_like_a_build(mu_a, mu_b):
     """The headline's 95% interval (BCa, occupations resampled) covers the true difference in mean male share at
     about 95% over N_COVERAGE simulated audits (_simulated_audits: 88 occupations of which about 32 carry a few
@@ -516,6 +521,7 @@ def test_primary_interval_covers_on_audits_shaped_like_a_build(mu_a, mu_b):
     assert coverage[occupations.SHARE] >= coverage[occupations.SHARE + ", percentile"]
 
 
+@pytest.mark.slow
 def test_primary_permutation_test_holds_its_level():
     """No group difference (both groups' occupations share a mean male share of 0.5): over 400 simulated audits the
     permutation test of the difference in mean share rejects at the 5% level in about 5% of them (gate 0.08: a true

@@ -166,6 +166,7 @@ def _fills(svg: str) -> set[str]:
     return set(re.findall(r'fill="(#[0-9a-fA-F]{6})"', svg)) | set(re.findall(r'stroke="(#[0-9a-fA-F]{6})"', svg))
 
 
+@pytest.mark.slow
 def test_invalid_axes_are_greyed_and_never_starred(table, tmp_path):
     """An axis that fails its null is drawn grey with a dagger, loses its star, and the subtitle says why."""
     st, gm = pr.profile_stats(table), pr._group_means(table)

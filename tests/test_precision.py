@@ -28,6 +28,7 @@ def _bootstrap_odds_ratios(words, n_boot, rng):
     return a * d / (b * c)
 
 
+@pytest.mark.slow
 def test_order_statistic_se_matches_the_spread_over_seeds(audit_words):
     """One run's order-statistic SE against the SD of the bound over 200 runs with other seeds (1,000 replicates
     each, the book's old setting): within 20% for both bounds, although Midwife's copies make the bootstrap

@@ -50,6 +50,7 @@ def _misprinted(rep) -> list[str]:
                   if abs(r[k] - float(printed)) > _printed_tolerance(printed, r[k])]
 
 
+@pytest.mark.slow
 def test_replication_agrees_to_three_significant_digits(rep, monkeypatch):
     assert list(rep.columns[:3]) == ["quantity", "ours", "published"]
     assert _misprinted(rep) == []

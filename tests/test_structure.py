@@ -91,6 +91,7 @@ def test_each_subpackage_lists_its_modules_public_names_by_role(sub):
         getattr(package, "no_such_name")
 
 
+@pytest.mark.slow
 def test_importing_one_module_leaves_its_siblings_unloaded():
     """The subpackages import their API on first use: a notebook's parameter check or a context filter does not
     load torch through a sibling."""

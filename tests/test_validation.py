@@ -218,6 +218,7 @@ def test_generate_rejects_bad_prompts_before_loading_a_model():
 # --------------------------------------------------------------------------- one check per notebook
 
 
+@pytest.mark.slow
 def test_each_notebook_check_names_the_bad_parameter(tmp_path):
     v.check("01_dictionaries")
     v.check("02_contexts")

@@ -405,6 +405,8 @@ def _release_unheld() -> None:
 
     Why: a pytest worker that kept every model of every file it ran reached 6.9 GB on a clean clone.
     """
+    if not _LOADED:
+        return  # a full collection costs about a second in a process that imported torch and transformers
     held = {key: weakref.ref(model) for key, model in _LOADED.items()}
     _LOADED.clear()
     gc.collect()  # a network's reference cycles are freed here, not when the cache lets go
