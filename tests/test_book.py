@@ -982,3 +982,14 @@ def test_chart_titles_name_a_model_as_the_front_page_does():
     assert named["title"] == {"text": "SmolLM2-135M-Instruct: occupations", "subtitle": ["of SmolLM2-135M-Instruct."]}
     assert named["description"] == spec["description"]  # another name (…-x) is left alone
     assert named["data"] == spec["data"] and named["layer"][0]["encoding"]["x"]["title"] == "SmolLM2-135M-Instruct"
+
+
+def test_generated_text_names_every_model_as_the_front_page_does_outside_code():
+    """A chapter's generated sentences name each model of the build as the front page does (the cross-model chapter
+    names several), outside code spans, where a command keeps the name it runs with; a results folder stays."""
+    names = {"smollm2-135m-instruct": "SmolLM2-135M-Instruct", "minilm-l6": "all-MiniLM-L6-v2"}
+    text = ("In smollm2-135m-instruct, the occupations ...; minilm-l6's axes; run `-p model smollm2-135m-instruct`; "
+            "results/smollm2-135m-instruct--b179c9523d0e--fp32/x.csv; minilm-l6-v2")
+    assert presentation._named_prose(text, names) == (
+        "In SmolLM2-135M-Instruct, the occupations ...; all-MiniLM-L6-v2's axes; run `-p model "
+        "smollm2-135m-instruct`; results/smollm2-135m-instruct--b179c9523d0e--fp32/x.csv; minilm-l6-v2")

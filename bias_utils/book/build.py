@@ -36,9 +36,10 @@ import yaml
 from ..core import cache, paths
 from ..core.results import CROSS_MODEL_FOLDER as CROSS_SLUG
 from ..core.results import REPLICATION_FOLDER as REPLICATION_SLUG
+from ..core.results import display_name
 from ..models.builtin_models import model_name
 from ..report import rendering
-from . import summary
+from . import findings, summary
 from .execution import execute_runs
 from .presentation import path_replacements, present_notebook, write_if_changed
 from .reproducibility import (
@@ -232,9 +233,12 @@ def _make_book(
     resolve_dependency_keys(runs, env)
     manifests = execute_runs(runs, env, force=force, log=log)
     replacements = path_replacements(book_dir, Path(results_dir or paths.results_dir()))
+    # every chapter names every model as the front page does (the cross-model chapter all of them)
+    names = {display_name(model): name
+             for model, name in findings.model_names([m["model_id"] for m in models]).items()}
     for run in runs:
         if run.output.exists():
-            present_notebook(run, replacements, name_model=run.notebook.stem not in _SHARED_CHAPTERS)
+            present_notebook(run, replacements, name_model=run.notebook.stem not in _SHARED_CHAPTERS, names=names)
     summary.write_summary_page(
         book_dir / _SUMMARY_PAGE, [m["slug"] for m in models], results_dir or paths.results_dir(),
         can_generate={m["slug"]: m["can_generate"] for m in models},
