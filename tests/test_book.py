@@ -410,6 +410,12 @@ def test_reproducibility_page_from_the_manifests(tmp_path, monkeypatch):
     mtime = page.stat().st_mtime_ns
     reproducibility.write_reproducibility_page(book_dir, models, planned, replacements, quick=True, git=git)
     assert page.stat().st_mtime_ns == mtime
+    # a run executed outside a git checkout records no commit, and its row says none
+    manifest(planned[3], git={"commit": None})
+    unversioned = reproducibility.write_reproducibility_page(book_dir, models, planned, replacements, quick=True,
+                                                             git=git).read_text()
+    assert "| c_once | ok | 1m15s | `2026-11-24 21:05:09` |  | `kkkkkkkkkkkk` |" in unversioned
+    planned[3].manifest_path.unlink()
 
     text = reproducibility.write_reproducibility_page(book_dir, models, planned, replacements,
                                            git={"commit": commit, "dirty": True, "remote": None}).read_text()

@@ -155,7 +155,8 @@ def _run_rows(runs: list[Run], replacements: list[tuple[str, str]]) -> list[str]
             f"| {run.notebook.stem} | {m.get('status', 'not run')} | "
             f"{format_seconds(m['wall_time_s']) if 'wall_time_s' in m else ''} | "
             f"{_code(m.get('started', '').replace('T', ' ').replace('+00:00', ''), '')} | "
-            f"{_code((m.get('git') or {}).get('commit', '')[:12], '')} | {_code(m.get('run_key', '')[:12], '')} | "
+            # a run outside a git checkout records no commit (None)
+            f"{_code(((m.get('git') or {}).get('commit') or '')[:12], '')} | {_code(m.get('run_key', '')[:12], '')} | "
             f"{shown} |")
     return rows
 
