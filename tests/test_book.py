@@ -999,3 +999,25 @@ def test_generated_text_names_every_model_as_the_front_page_does_outside_code():
     assert presentation._named_prose(text, names) == (
         "In SmolLM2-135M-Instruct, the occupations ...; all-MiniLM-L6-v2's axes; run `-p model "
         "smollm2-135m-instruct`; results/smollm2-135m-instruct--b179c9523d0e--fp32/x.csv; minilm-l6-v2")
+
+
+def test_a_shell_command_wraps_between_words_not_at_a_hyphen(monkeypatch):
+    """In a bash block each word with a hyphen becomes one inline box (it wraps whole, as ``bias-profiles``, never
+    as "bias-" and "profiles" on two lines a reader would copy as two commands); markup, words without a hyphen and
+    other blocks are left alone; idempotent."""
+    monkeypatch.syspath_prepend(str(runs.BOOK_DIR / "_ext"))
+    import bias_book_sphinx
+
+    block = ('<div class="highlight-bash notranslate"><div class="highlight"><pre><span></span>git<span class="w"> '
+             '</span>clone<span class="w"> </span>&lt;repository-url&gt;<span class="w"> </span>bias-profiles\n'
+             '<span class="s2">"smollm2-135m-instruct minilm-l6"</span> QUICK=1\n</pre></div></div>')
+    other = '<div class="highlight-python notranslate"><pre>a-b</pre></div>'
+    out = bias_book_sphinx.unbroken_words(block + other)
+    assert out == (
+        '<div class="highlight-bash notranslate"><div class="highlight"><pre><span></span>git<span class="w"> '
+        '</span>clone<span class="w"> </span><span class="bias-word">&lt;repository-url&gt;</span><span class="w"> '
+        '</span><span class="bias-word">bias-profiles</span>\n<span class="s2"><span class="bias-word">'
+        '"smollm2-135m-instruct</span> <span class="bias-word">minilm-l6"</span></span> QUICK=1\n</pre></div></div>'
+        + other)
+    assert bias_book_sphinx.unbroken_words(out) == out
+    assert ".bias-word { display: inline-block" in (runs.BOOK_DIR / "_static" / "book.css").read_text()

@@ -25,6 +25,9 @@
   :data:`MODEL_PART`, as ``bias_utils.book.build`` captions them): the last chapter of one model leads to the page
   after the models' parts (the cross-model chapter), not into another model's first chapter, and a model's first
   chapter back to the page before them.
+- A shell command wraps at a space on a narrow screen, never at a hyphen inside a word (``bias-profiles``,
+  ``smollm2-135m-instruct``: a wrapped line a reader copies would run as two commands): in a bash block each word with
+  a hyphen is one inline box (:func:`unbroken_words`), broken inside only when it is longer than a line.
 """
 
 import os
@@ -73,9 +76,24 @@ def closed_sections(body: str) -> str:
     return "".join(out)
 
 
+_BASH_BLOCK = re.compile(r'(<div class="highlight-(?:bash|shell)\b[^"]*">.*?</pre>)', re.S)
+_HYPHENATED = re.compile(r"(?<![\w&;-])([^\s<>]*\w-[^\s<>]+)(?=\s|<|$)")
+
+
+def unbroken_words(body: str) -> str:
+    """``body`` with each word that holds a hyphen, in the text of a bash block, wrapped in a ``bias-word`` span (an
+    inline box in ``_static/book.css``); markup and other blocks are left as they are. Idempotent."""
+    def block(m: re.Match) -> str:
+        parts = re.split(r"(<[^>]*>)", m.group(1))
+        words = [p if p.startswith("<") else _HYPHENATED.sub(r'<span class="bias-word">\1</span>', p) for p in parts]
+        return "".join(words)
+
+    return body if 'class="bias-word"' in body else _BASH_BLOCK.sub(block, body)
+
+
 def _close_sections(app, pagename, templatename, context, doctree):
     if "body" in context:
-        context["body"] = closed_sections(context["body"])
+        context["body"] = unbroken_words(closed_sections(context["body"]))
 
 
 def _page_scripts(app, pagename, templatename, context, doctree):
