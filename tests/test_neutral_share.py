@@ -283,7 +283,8 @@ def test_the_front_page_says_in_plain_words_that_a_decoder_writes_they_with_its_
                          empty, neutral=statistics.assign(model_id="dec"))
     share = statistics.iloc[0]
     assert findings._neutral_reading(page, "dec") == (
-        f"\"They\" for one person: {nwp.percent(share['effect_size'])} (95% CI {nwp.percent(share['ci_low'])} to "
+        f"\"They\" for one person: {nwp.percent(share['effect_size'])} of she/he/they (95% CI "
+        f"{nwp.percent(share['ci_low'])} to "
         f"{nwp.percent(share['ci_high'])})")
     assert findings._neutral_reading(page, "old") is None
     bullet = findings._neutral_bullet(page)
@@ -296,4 +297,4 @@ def test_the_front_page_says_in_plain_words_that_a_decoder_writes_they_with_its_
     assert (", more where an occupation's workers are about half women (ρ = "
             f"{precision.number_text(balance['effect_size'])}, 95% CI ") in bullet
     assert bullet.endswith("Old has no results of this chapter.")
-    assert len(findings.model_reading(page, "dec").split()) <= 12
+    assert len(findings.model_reading(page, "dec").split()) <= 13

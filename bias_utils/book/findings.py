@@ -389,17 +389,18 @@ def _neutral_row(page: Page, question: str, model: str):
     return neutral_share.neutral_row(rows, question, "neutral_share") if len(rows) else None
 
 
-def _they_share(row) -> str:
-    """"34% (95% CI 30% to 38%)": the neutral share as chapter 11 prints it."""
+def _they_share(row, of: str = "") -> str:
+    """"34% (95% CI 30% to 38%)": the neutral share as chapter 11 prints it, ``of`` (what it is a share of) after the
+    estimate."""
     percent = next_word_prompts.percent
-    return f"{percent(row['effect_size'])} (95% CI {percent(row['ci_low'])} to {percent(row['ci_high'])})"
+    return f"{percent(row['effect_size'])}{of} (95% CI {percent(row['ci_low'])} to {percent(row['ci_high'])})"
 
 
 def _neutral_reading(page: Page, model: str) -> str | None:
     row = _neutral_row(page, "share", model)
     if row is None:
         return None
-    return f"\"They\" for one person: {_they_share(row)}"
+    return f"\"They\" for one person: {_they_share(row, ' of she/he/they')}"
 
 
 def _neutral_bullet(page: Page) -> str | None:
