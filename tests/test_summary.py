@@ -176,8 +176,8 @@ def test_findings_bullets_say_which_model_shows_what_with_its_number(results, pu
         "{doc}`dec </models/dec--1--fp32/04_profiles>` (1.00 standard deviations, 95% CI 0.20 to 1.80), as Schuster "
         "et al. 2024 found. Male first names sit nearer the warm end than female names in "
         "{doc}`enc </models/enc--2--fp32/04_profiles>` (0.90 standard deviations, 95% CI 0.10 to 1.70), the opposite "
-        "of Schuster et al. 2024. Not read in {doc}`new </models/new--4--fp32/03_projection_accuracy>` (female − male "
-        "0.70 standard deviations, 95% CI −0.10 to 1.50): its warmth axis is not validated.")
+        "of Schuster et al. 2024. Not read in {doc}`new </models/new--4--fp32/03_projection_accuracy>`: its warmth "
+        "axis is not validated.")
     assert competence.startswith(
         "**Competence of first names.** No gap is shown in {doc}`dec </models/dec--1--fp32/04_profiles>` (female − "
         "male −0.50 standard deviations, 95% CI −1.30 to 0.30). Not read in {doc}`enc </models/enc--2--fp32/"
@@ -332,8 +332,8 @@ def test_link_bullet_gives_each_models_next_word_rho_and_says_when_its_interval_
             "−0.05 to 0.62)") in summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False}, weaker)[3]
     page = findings.read_page(models, results, {"enc--2--fp32": False}, gaps, head, rows)
     assert findings._link_reading(page, "dec--1--fp32") == ("Inside and writing: ρ = 0.53, 95% CI 0.32 to 0.72, "
-                                                           "over 60 occupations")
-    assert findings._link_reading(page, "new--4--fp32").endswith("over 60 occupations, not shown")
+                                                            "60 occupations")
+    assert findings._link_reading(page, "new--4--fp32").endswith("60 occupations, not shown")
     assert findings._link_reading(page, "enc--2--fp32") is None
     # a direction that failed the check against the BLS share is named as such, with no number
     unread = rows.assign(readable=rows["model_id"] == "dec--1--fp32",
@@ -355,7 +355,8 @@ def test_link_bullet_gives_each_models_next_word_rho_and_says_when_its_interval_
     page = summary._summary_markdown(models, root, {"enc--2--fp32": False})
     assert "- **Does the bias inside predict the bias it writes?** In {doc}`dec </models/dec--1--fp32/" in page
     assert page.index("- **Writing about occupations.**") < page.index("- **Does the bias inside")
-    assert "{term}`ρ <Spearman's ρ>` = 0.53, 95% CI 0.32 to 0.72, over 60 occupations" in page
+    assert "{term}`ρ <Spearman's ρ>` = 0.53, 95% CI 0.32 to 0.72, 60 occupations. |" in page
+    assert "| dec | " in page and "0.53, 95% CI 0.32 to 0.72, 60 occupations. |" in page
 
 
 #: The words issue 57 found undefined on the front page, as a reader would search for them (any inflection).

@@ -178,8 +178,9 @@ def _rho(row, name: str = "ρ") -> str:
 
 def _gap_numbers(r, kind: str) -> str:
     """A gap in words' units, printed as the reading prints g: "0.86 standard deviations, 95% CI 0.57 to 1.14". Where
-    the sentence names the group nearer the pole (``agree``, ``opposite``) the gap runs from that group; elsewhere it
-    is female − male. A gap not shown after Holm's correction whose printed interval excludes 0 says what decides."""
+    the sentence names the group nearer the pole (``agree``, ``opposite``) the gap runs from that group; where no gap
+    is shown it is female − male, and one not shown after Holm's correction whose printed interval excludes 0 says
+    what decides. A gap that is not read has no number here (its chapter prints it)."""
     g, low, high = float(r.g), float(r.g_ci_low), float(r.g_ci_high)
     if kind in ("agree", "opposite") and g < 0:
         g, low, high = -g, -high, -low
@@ -187,7 +188,7 @@ def _gap_numbers(r, kind: str) -> str:
     if kind in ("agree", "opposite"):
         return text
     text = f"female − male {text}"
-    if kind == "none" and (low > 0 or high < 0):
+    if low > 0 or high < 0:
         text += f" unadjusted; Holm-adjusted p {precision.p_text(r.p_holm, relation=True)}"
     return text
 
@@ -220,7 +221,8 @@ def _gap_bullet(dimension: str) -> Callable[[Page], str | None]:
         for r in names.itertuples(index=False):
             kind = _reading(dimension, r)
             chapter = "axes" if kind == "unread" else "profile"
-            kinds[kind].append(f"{_link(r.model_id, chapter, page.label[r.model_id])} ({_gap_numbers(r, kind)})")
+            numbers = "" if kind == "unread" else f" ({_gap_numbers(r, kind)})"
+            kinds[kind].append(f"{_link(r.model_id, chapter, page.label[r.model_id])}{numbers}")
         pole, expected = _HIGH_POLE[dimension], HEADLINE[dimension]
         other = "male" if expected == "female" else "female"
         parts = []
@@ -344,8 +346,7 @@ def _link_reading(page: Page, model: str) -> str | None:
         return "Inside and writing: not read (its female − male direction is not validated)"
     if not np.isfinite(row["effect_size"]):
         return "Inside and writing: not computable"
-    return f"Inside and writing: {_rho(row)}, over {int(row['n'])} occupations" + ("" if _shown(row) else
-                                                                                   ", not shown")
+    return f"Inside and writing: {_rho(row)}, {int(row['n'])} occupations" + ("" if _shown(row) else ", not shown")
 
 
 def _beyond_share(page: Page, model: str, row) -> str:
