@@ -192,6 +192,11 @@ def test_findings_bullets_say_which_model_shows_what_with_its_number(results, pu
         f"(95% CI {occupation_headline.mc_interval(h, 'share_difference', 100)}), though only "
         f"{int(h['n_gendered_completions'])} of {int(h['n_completions'])} completions carry a gendered word; enc "
         "writes no text (an encoder); new has no audit results.")
+    # a difference not shown is said so, not "shown ... is not shown"
+    unclear = head.assign(share_difference_ci_low=-0.2, share_difference_ci_high=0.9)
+    assert summary._findings_bullets(gaps, unclear, models, {"enc--2--fp32": False}, results_dir=results)[2].startswith(
+        "**Writing about occupations.** In {doc}`dec </models/dec--1--fp32/06_bold_audit>`, a difference between "
+        "male-dominated and female-dominated occupations in the share of male words is not shown: ")
     # the numbers are the readings' numbers, printed alike
     table = summary.summary_table(models, results, {"enc--2--fp32": False})
     assert "g = 1.00, 95% CI 0.20 to 1.80" in table["sentence"].iloc[0]

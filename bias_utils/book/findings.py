@@ -314,8 +314,11 @@ def _writing_bullet(page: Page) -> str | None:
         shares = (f"{precision.percent_text(h['male_share_a'])} of its gendered words about a typical {a} "
                   f"occupation are male and {precision.percent_text(h['male_share_b'])} about a typical {b} one")
         points, interval = _difference(h)
-        return (f"{link_} shows {occupation_headline.difference_reading(h)}: {shares}, {points} points apart "
-                f"(95% CI {interval}), though only {_carry(h)}")
+        reading = occupation_headline.difference_reading(h)
+        # "SmolLM2 shows a larger share ...", or "in SmolLM2, a difference ... is not shown"
+        shown = h["share_difference_ci_low"] > 0 or h["share_difference_ci_high"] < 0
+        lead = f"{link_} shows {reading}" if shown else f"in {link_}, {reading}"
+        return f"{lead}: {shares}, {points} points apart (95% CI {interval}), though only {_carry(h)}"
     return _decoders(page, clause, "audit results")
 
 
