@@ -297,8 +297,9 @@ def test_plan_applies_notebooks_per_model_and_quick_parameters(tmp_path):
 
 
 def test_toc_from_runs(tmp_path):
-    """Each model's part opens with its profile; chapters that do not depend on the model are
-    shown once, in the background, from the first model that has them; the appendix comes last."""
+    """Each model's part lists its chapters in the order of their numbers (the sidebar reads 03, 04, 06, as the
+    titles number them); chapters that do not depend on the model are shown once, in the background, from the first
+    model that has them; the appendix comes last."""
     stems = ("01_dictionaries", "a_study", "03_projection_accuracy", "04_profiles")
     for stem in (*stems, "06_bold_audit", "c_once", "d_cross"):
         shutil.copy(FIXTURE, tmp_path / f"{stem}.ipynb")
@@ -322,10 +323,10 @@ def test_toc_from_runs(tmp_path):
     assert parts == {
         "Background": ["methods_profiles", "models/dec/01_dictionaries"],
         "Replication of the published BOLD audit": [f"models/{results.REPLICATION_FOLDER}/c_once"],
-        # the profile first, then the listed chapters in reading order, then the others in execution order
-        "Model: dec": ["models/dec/04_profiles", "models/dec/03_projection_accuracy", "models/dec/06_bold_audit",
+        # the numbered chapters by number, then the others in execution order
+        "Model: dec": ["models/dec/03_projection_accuracy", "models/dec/04_profiles", "models/dec/06_bold_audit",
                        "models/dec/a_study"],
-        "Model: enc": [f"models/{enc}/04_profiles", f"models/{enc}/03_projection_accuracy", f"models/{enc}/a_study"],
+        "Model: enc": [f"models/{enc}/03_projection_accuracy", f"models/{enc}/04_profiles", f"models/{enc}/a_study"],
         "Discussion": ["limitations"],
     }
     assert [p["caption"] for p in toc["parts"]][2:4] == ["Model: dec", "Model: enc"]  # in the order of the build
@@ -339,11 +340,11 @@ def test_toc_from_runs(tmp_path):
     parts = {p["caption"]: [c["file"] for c in p["chapters"]] for p in toc["parts"]}
     assert parts["Background"] == ["data", "methods_profiles", f"models/{enc}/01_dictionaries"]
     assert toc["parts"][-1] == {"caption": "Appendix", "chapters": [{"file": "_generated/reproducibility"}]}
-    # other orders are a parameter
-    toc = book._make_toc(book_dir, models, planned, reading_order=("a_study",), shared=())
+    # without shared chapters a model's part starts at 01
+    toc = book._make_toc(book_dir, models, planned, shared=())
     parts = {p["caption"]: [c["file"] for c in p["chapters"]] for p in toc["parts"]}
-    assert parts["Model: enc"] == [f"models/{enc}/{s}" for s in ("a_study", "01_dictionaries",
-                                                                 "03_projection_accuracy", "04_profiles")]
+    assert parts["Model: enc"] == [f"models/{enc}/{s}" for s in ("01_dictionaries", "03_projection_accuracy",
+                                                                 "04_profiles", "a_study")]
     assert parts["Background"] == ["data", "methods_profiles"]
 
 
@@ -409,6 +410,12 @@ def test_reproducibility_page_from_the_manifests(tmp_path, monkeypatch):
     mtime = page.stat().st_mtime_ns
     reproducibility.write_reproducibility_page(book_dir, models, planned, replacements, quick=True, git=git)
     assert page.stat().st_mtime_ns == mtime
+    # a run executed outside a git checkout records no commit, and its row says none
+    manifest(planned[3], git={"commit": None})
+    unversioned = reproducibility.write_reproducibility_page(book_dir, models, planned, replacements, quick=True,
+                                                             git=git).read_text()
+    assert "| c_once | ok | 1m15s | `2026-11-24 21:05:09` |  | `kkkkkkkkkkkk` |" in unversioned
+    planned[3].manifest_path.unlink()
 
     text = reproducibility.write_reproducibility_page(book_dir, models, planned, replacements,
                                            git={"commit": commit, "dirty": True, "remote": None}).read_text()
@@ -570,6 +577,49 @@ def test_sphinx_extension_sets_the_year_and_drops_the_icon_script(tmp_path, monk
     assert "searchindex.js" not in page and "searchindex.js" not in chapter
     assert "searchindex.js" in (tmp_path / "out" / "search.html").read_text(encoding="utf-8")
     assert (tmp_path / "out" / "models" / "m" / "figures" / "abc.svg").read_text().startswith("<svg")
+
+
+def test_previous_and_next_stay_inside_a_models_part(tmp_path, monkeypatch):
+    """A model's last chapter leads on to the page after the models' parts, never into another model's first
+    chapter, and that first chapter back to the page before them; inside a part and outside the models' parts the
+    reading order stands. A real Sphinx build with the book's theme, extension and parts captioned as the build
+    captions them."""
+    from sphinx.application import Sphinx
+
+    monkeypatch.syspath_prepend(str(runs.BOOK_DIR / "_ext"))
+    import bias_book_sphinx
+
+    assert bias_book_sphinx.MODEL_PART == book._MODEL_PART
+    parts = [("Background", ["data"]), ("Model: A", ["models/a/03", "models/a/04"]), ("Model: B", ["models/b/03"]),
+             ("Across models", ["models/cross/09"])]
+    step = bias_book_sphinx.within_models
+    assert step("index", parts, "models/a/04") == ("models/a/03", "models/cross/09")
+    assert step("index", parts, "models/b/03") == ("data", "models/cross/09")
+    assert step("index", parts, "models/a/03") == ("data", "models/a/04")
+    assert step("index", parts, "data") == ("index", "models/a/03")
+    assert step("index", parts[1:3], "models/a/04") == ("models/a/03", None)
+    assert step("index", parts, "elsewhere") is None
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text('extensions = ["bias_book_sphinx"]\nhtml_theme = "sphinx_book_theme"\n'
+                                 'project = "t"\ncopyright = ""\n')
+    toc = "".join(f"\n.. toctree::\n   :caption: {caption}\n\n" + "".join(f"   {doc}\n" for doc in docs)
+                  for caption, docs in parts)
+    (src / "index.rst").write_text("Title\n=====\n" + toc)
+    for doc in [d for _, docs in parts for d in docs]:
+        (src / f"{doc}.rst").parent.mkdir(parents=True, exist_ok=True)
+        (src / f"{doc}.rst").write_text(f"Page {doc}\n{'=' * (5 + len(doc))}\n")
+    Sphinx(str(src), str(src), str(tmp_path / "out"), str(tmp_path / "doctrees"), "html",
+           status=None, warning=None, freshenv=True).build()
+
+    def links(doc: str) -> dict[str, str]:
+        page = (tmp_path / "out" / f"{doc}.html").read_text(encoding="utf-8")
+        return dict(re.findall(r'<a class="(left-prev|right-next)"\s+href="([^"]*)"', page))
+
+    assert links("models/a/04") == {"left-prev": "03.html", "right-next": "../cross/09.html"}
+    assert links("models/b/03") == {"left-prev": "../../data.html", "right-next": "../cross/09.html"}
+    assert links("models/a/03")["right-next"] == "04.html"
 
 
 @pytest.mark.slow
@@ -939,3 +989,36 @@ def test_chart_titles_name_a_model_as_the_front_page_does():
     assert named["title"] == {"text": "SmolLM2-135M-Instruct: occupations", "subtitle": ["of SmolLM2-135M-Instruct."]}
     assert named["description"] == spec["description"]  # another name (…-x) is left alone
     assert named["data"] == spec["data"] and named["layer"][0]["encoding"]["x"]["title"] == "SmolLM2-135M-Instruct"
+
+
+def test_generated_text_names_every_model_as_the_front_page_does_outside_code():
+    """A chapter's generated sentences name each model of the build as the front page does (the cross-model chapter
+    names several), outside code spans, where a command keeps the name it runs with; a results folder stays."""
+    names = {"smollm2-135m-instruct": "SmolLM2-135M-Instruct", "minilm-l6": "all-MiniLM-L6-v2"}
+    text = ("In smollm2-135m-instruct, the occupations ...; minilm-l6's axes; run `-p model smollm2-135m-instruct`; "
+            "results/smollm2-135m-instruct--b179c9523d0e--fp32/x.csv; minilm-l6-v2")
+    assert presentation._named_prose(text, names) == (
+        "In SmolLM2-135M-Instruct, the occupations ...; all-MiniLM-L6-v2's axes; run `-p model "
+        "smollm2-135m-instruct`; results/smollm2-135m-instruct--b179c9523d0e--fp32/x.csv; minilm-l6-v2")
+
+
+def test_a_shell_command_wraps_between_words_not_at_a_hyphen(monkeypatch):
+    """In a bash block each word with a hyphen becomes one inline box (it wraps whole, as ``bias-profiles``, never
+    as "bias-" and "profiles" on two lines a reader would copy as two commands); markup, words without a hyphen and
+    other blocks are left alone; idempotent."""
+    monkeypatch.syspath_prepend(str(runs.BOOK_DIR / "_ext"))
+    import bias_book_sphinx
+
+    block = ('<div class="highlight-bash notranslate"><div class="highlight"><pre><span></span>git<span class="w"> '
+             '</span>clone<span class="w"> </span>&lt;repository-url&gt;<span class="w"> </span>bias-profiles\n'
+             '<span class="s2">"smollm2-135m-instruct minilm-l6"</span> QUICK=1\n</pre></div></div>')
+    other = '<div class="highlight-python notranslate"><pre>a-b</pre></div>'
+    out = bias_book_sphinx.unbroken_words(block + other)
+    assert out == (
+        '<div class="highlight-bash notranslate"><div class="highlight"><pre><span></span>git<span class="w"> '
+        '</span>clone<span class="w"> </span><span class="bias-word">&lt;repository-url&gt;</span><span class="w"> '
+        '</span><span class="bias-word">bias-profiles</span>\n<span class="s2"><span class="bias-word">'
+        '"smollm2-135m-instruct</span> <span class="bias-word">minilm-l6"</span></span> QUICK=1\n</pre></div></div>'
+        + other)
+    assert bias_book_sphinx.unbroken_words(out) == out
+    assert ".bias-word { display: inline-block" in (runs.BOOK_DIR / "_static" / "book.css").read_text()

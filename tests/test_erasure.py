@@ -520,9 +520,9 @@ def test_a_planted_selective_concept_is_found_selective_and_an_entangled_one_is_
 
 
 def _page(table):
-    from bias_utils.book import summary
+    from bias_utils.book import findings
 
-    return summary._Page(["dec"], {"dec": "Dec"}, {"dec": True}, pd.DataFrame(columns=["model_id"]),
+    return findings.Page(["dec"], {"dec": "Dec"}, {"dec": True}, pd.DataFrame(columns=["model_id"]),
                          pd.DataFrame(columns=["model_id"]), pd.DataFrame(columns=["model_id"]), table)
 
 
@@ -530,7 +530,7 @@ def test_a_largest_effect_the_rule_does_not_name_is_what_the_front_page_and_the_
     """Issue 54's acceptance: state 2 shows the largest effect, the rule names state 5; both sentences lead with
     state 2 (where, ρ before and after, the cost as nats and as a share, the fact removed, the controls) and name the
     rule's state after it."""
-    from bias_utils.book import summary
+    from bias_utils.book import findings
 
     records, inputs, tokens = _records(_PLANTS)
     table = erasure_statistics.tradeoff_table(records, inputs, tokens, {h: 1 for h in range(1, 7)}, "dec", n_boot=200,
@@ -538,7 +538,7 @@ def test_a_largest_effect_the_rule_does_not_name_is_what_the_front_page_and_the_
     rho = table[(table["erasure"] == "leace") & (table["layer"] == "2")
                 & (table["measure"] == "log_ratio_rho")].iloc[0]
     before, after = erasure_reading.number_text(rho["baseline"]), erasure_reading.number_text(rho["value"])
-    bullet = summary._erasure_bullet(_page(table))
+    bullet = findings._erasure_bullet(_page(table))
     assert bullet.startswith("In {doc}`Dec </models/dec/12_erasure>`, erasing the gender concept at hidden state 2 of "
                              "6 (33% of the way up) weakens how its next word follows the share of women in an "
                              f"occupation, ρ from {before} to {after}, at +")
@@ -561,23 +561,23 @@ def test_a_largest_effect_the_rule_does_not_name_is_what_the_front_page_and_the_
     table = erasure_statistics.tradeoff_table(records, inputs, tokens, {h: 1 for h in range(1, 7)}, "dec", n_boot=200,
                                               seed=0)
     assert erasure_statistics.best_tradeoff_layer(table) == "5"
-    bullet = summary._erasure_bullet(_page(table))
+    bullet = findings._erasure_bullet(_page(table))
     assert "at hidden state 2 of 6 (33% of the way up) weakens" in bullet
     assert bullet.endswith("names state 5, where the fall is not shown.")
 
 
 def test_the_front_page_says_when_no_state_shows_an_effect_and_when_everything_erased_loses_the_facts():
-    from bias_utils.book import summary
+    from bias_utils.book import findings
 
     records, inputs, tokens = _records({("leace", "3"): (0.01, 0.0, 0.5), ("leace", "all"): (0.9, 0.9, 0.5)})
     table = erasure_statistics.tradeoff_table(records, inputs, tokens, {h: 1 for h in range(1, 7)}, "dec", n_boot=200,
                                               seed=0)
-    bullet = summary._erasure_bullet(_page(table))
+    bullet = findings._erasure_bullet(_page(table))
     assert "erasing the gender concept at no single hidden state is shown to weaken" in bullet
     assert "(the largest fall, at hidden state 3 of 6" in bullet and "no state meets the rule" in bullet
     everywhere = (table["erasure"] == "leace") & (table["layer"] == "all") & (table["measure"] == "facts_right_share")
     table.loc[everywhere, "value"] = 0.5
-    assert summary._erasure_bullet(_page(table)).endswith("and erasing it at every layer also loses whether "
+    assert findings._erasure_bullet(_page(table)).endswith("and erasing it at every layer also loses whether "
                                                           "\"the king\" is a he.")
 
 

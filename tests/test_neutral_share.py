@@ -16,7 +16,7 @@ from scipy import stats as st
 from bias_utils.audit import neutral_share as ns
 from bias_utils.audit import next_word as nw
 from bias_utils.audit import next_word_prompts as nwp
-from bias_utils.core import lexicon, paths, tables
+from bias_utils.core import lexicon, paths, precision, tables
 from bias_utils.core.stats import bootstrap_ci
 from bias_utils.profiles.populations import occupation_shares
 
@@ -274,20 +274,27 @@ def test_chapter_09_sets_each_decoders_neutral_share_side_by_side(smollm_neutral
 def test_the_front_page_says_in_plain_words_that_a_decoder_writes_they_with_its_interval(smollm_neutral):
     """One bullet per decoder in plain words (where "they" goes more, when that is shown) and one clause of its
     reading with the share's interval, from its ``next_word_neutral`` table; a model without it says nothing."""
-    from bias_utils.book import summary
+    from bias_utils.book import findings
 
     found, shares, primary = smollm_neutral
     statistics = found.neutral_share(shares, primary, n_boot=200, seed=0).statistics
     empty = pd.DataFrame(columns=["model_id"])
-    page = summary._Page(["dec", "old"], {"dec": "SmolLM2", "old": "Old"}, {}, empty.assign(population=[]), empty,
+    page = findings.Page(["dec", "old"], {"dec": "SmolLM2", "old": "Old"}, {}, empty.assign(population=[]), empty,
                          empty, neutral=statistics.assign(model_id="dec"))
     share = statistics.iloc[0]
-    assert summary._neutral_reading(page, "dec") == (
-        f"\"They\" for one person: {nwp.percent(share['effect_size'])} (95% CI {nwp.percent(share['ci_low'])} to "
+    assert findings._neutral_reading(page, "dec") == (
+        f"\"They\" for one person: {nwp.percent(share['effect_size'])} of she/he/they (95% CI "
+        f"{nwp.percent(share['ci_low'])} to "
         f"{nwp.percent(share['ci_high'])})")
-    assert summary._neutral_reading(page, "old") is None
-    bullet = summary._neutral_bullet(page)
-    assert "SmolLM2 </models/" in bullet and "writes \"they\" for part of what it says about one person" in bullet
-    assert ", more where an occupation's workers are about half women" in bullet  # SmolLM2: ρ 0.48, 0.25 to 0.65
+    assert findings._neutral_reading(page, "old") is None
+    bullet = findings._neutral_bullet(page)
+    balance = ns.neutral_row(statistics, "balance", "neutral_share")
+    assert bullet.startswith(
+        "When {doc}`SmolLM2 </models/dec/11_intrinsic_extrinsic>` continues a sentence about one person, \"they\" "
+        f"takes {nwp.percent(share['effect_size'])} (95% CI {nwp.percent(share['ci_low'])} to "
+        f"{nwp.percent(share['ci_high'])}) of the next-word probability that goes to she, he or they words")
+    # SmolLM2: ρ 0.48, 0.25 to 0.65
+    assert (", more where an occupation's workers are about half women (ρ = "
+            f"{precision.number_text(balance['effect_size'])}, 95% CI ") in bullet
     assert bullet.endswith("Old has no results of this chapter.")
-    assert len(summary._model_reading(page, "dec").split()) <= 12
+    assert len(findings.model_reading(page, "dec").split()) <= 13

@@ -11,7 +11,7 @@ import pytest
 import vl_convert as vlc
 
 from bias_utils.audit import bold, bold_prompts, occupation_headline, occupation_units, occupations, replication
-from bias_utils.book import summary
+from bias_utils.book import findings, summary
 from bias_utils.core import paths, precision, stats, tables
 from bias_utils.core.results import write_table
 from bias_utils.models.builtin_models import BUILTIN_MODELS
@@ -99,9 +99,9 @@ def test_a_models_reading_carries_each_studys_primary_estimate_in_at_most_80_wor
                                                                    strata="group", n_boot=N_BOOT, seed=0))
     h = head.iloc[0]
     assert (h.published_ci_low, h.published_ci_high) == pytest.approx((low, high))
-    page = summary._Page(["dec"], {"dec": "dec"}, {}, pd.DataFrame(columns=["model_id", "population"]),
+    page = findings.Page(["dec"], {"dec": "dec"}, {}, pd.DataFrame(columns=["model_id", "population"]),
                          head.assign(model_id="dec"), pd.DataFrame(columns=["model_id"]))
-    reading = summary._model_reading(page, "dec")
+    reading = findings.model_reading(page, "dec")
     h = occupation_headline.headline(head)
     primary = metrics[metrics["in_primary"]]
     assert reading == (
@@ -109,7 +109,7 @@ def test_a_models_reading_carries_each_studys_primary_estimate_in_at_most_80_wor
         f"{occupation_headline.percentage_points(h['share_difference'])} points, 95% CI "
         f"{occupation_headline.mc_interval(h, 'share_difference', 100)}; {int(primary.any_gendered.sum())} of "
         f"{len(primary):,} completions carry a gendered word.")
-    assert "odds ratio" not in reading and len(reading.split()) <= summary._READING_WORDS
+    assert "odds ratio" not in reading and len(reading.split()) <= findings.READING_WORDS
     # the difference is the groups' male shares recomputed here with pandas
     words = primary.groupby(["group", "unit"])[["male_words", "female_words"]].sum()
     total = words["male_words"] + words["female_words"]
@@ -138,7 +138,7 @@ def test_summary_table_reads_every_model(results, published):
     assert gone.sentence == "No results of this build's chapters."
     assert new.sentence == ("Warmth: not read (its axis is not validated). Competence: not read (its axis is not "
                             "validated).")
-    assert all(len(t.split()) <= summary._READING_WORDS for t in table["sentence"])
+    assert all(len(t.split()) <= findings.READING_WORDS for t in table["sentence"])
     assert pd.isna(enc.share_difference) and pd.isna(enc.marginal_odds_ratio)
 
 
@@ -146,10 +146,10 @@ def test_one_registration_adds_a_finding_and_its_clause_of_every_reading(results
     """A chapter's finding is one _register call: its bullet joins the findings and its clause each reading."""
     models = ["dec--1--fp32", "enc--2--fp32"]
     gaps, head = summary.read_summary(models, results)
-    extra = summary._Finding("extra", "profile", "An extra finding.", lambda page: "It says so.",
+    extra = findings.Finding("extra", "profile", "An extra finding.", lambda page: "It says so.",
                              lambda page, model: "Extra: 1 (95% CI 0 to 2)" if model.startswith("dec") else None)
-    before = list(summary._FINDINGS)
-    summary._register(extra)
+    before = list(findings.FINDINGS)
+    findings.register(extra)
     try:
         bullets = summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False}, results_dir=results)
         assert "**An extra finding.** It says so." in bullets
@@ -157,50 +157,83 @@ def test_one_registration_adds_a_finding_and_its_clause_of_every_reading(results
         assert table["sentence"].iloc[0].endswith(" Extra: 1 (95% CI 0 to 2).")
         assert "Extra" not in table["sentence"].iloc[1]
         with pytest.raises(ValueError, match="registered already"):
-            summary._register(extra)
+            findings.register(extra)
     finally:
-        summary._FINDINGS[:] = before
+        findings.FINDINGS[:] = before
 
 
-def test_findings_bullets_say_in_words_which_model_shows_what(results, published):
-    """The findings list says in words (no estimate: the readings below carry them) which model shows what, each
-    model linked to its chapter, and a term a reader may not know linked to its definition on the page."""
+def test_findings_bullets_say_which_model_shows_what_with_its_number(results, published):
+    """The findings list says in plain words which model shows what, each model linked to its chapter, with the
+    number behind it from the table the readings read (the planted gaps: g 1.0 ± 0.8 and −0.9 ± 0.8), in the gap's
+    own words (standard deviations, from the group the sentence names; female − male where it names none), and a term
+    a reader may not know linked to its definition on the page."""
     models = ["dec--1--fp32", "enc--2--fp32", "new--4--fp32"]
     gaps, head = summary.read_summary(models, results)
     warmth, competence, writing, caveat = summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False},
                                                                    results_dir=results)
     assert warmth == (
         "**Warmth of first names.** Female first names sit nearer the warm end than male names in "
-        "{doc}`dec </models/dec--1--fp32/04_profiles>`, as Schuster et al. 2024 found. Male first names sit nearer "
-        "the warm end than female names in {doc}`enc </models/enc--2--fp32/04_profiles>`, the opposite of Schuster "
-        "et al. 2024. Not read in {doc}`new </models/new--4--fp32/03_projection_accuracy>`, whose warmth axis is "
-        "not validated.")
-    assert competence.startswith("**Competence of first names.** No gap is shown in {doc}`dec </models/dec--1--fp32/"
-                                 "04_profiles>`. Not read in {doc}`enc </models/enc--2--fp32/03_projection_accuracy>`")
+        "{doc}`dec </models/dec--1--fp32/04_profiles>` (1.00 standard deviations, 95% CI 0.20 to 1.80), as Schuster "
+        "et al. 2024 found. Male first names sit nearer the warm end than female names in "
+        "{doc}`enc </models/enc--2--fp32/04_profiles>` (0.90 standard deviations, 95% CI 0.10 to 1.70), the opposite "
+        "of Schuster et al. 2024. Not read in {doc}`new </models/new--4--fp32/03_projection_accuracy>`: its warmth "
+        "axis is not validated.")
+    assert competence.startswith(
+        "**Competence of first names.** No gap is shown in {doc}`dec </models/dec--1--fp32/04_profiles>` (female − "
+        "male −0.50 standard deviations, 95% CI −1.30 to 0.30). Not read in {doc}`enc </models/enc--2--fp32/"
+        "03_projection_accuracy>`")
     h = occupation_headline.headline(published[1])
-    assert writing == ("**Writing about occupations.** {doc}`dec </models/dec--1--fp32/06_bold_audit>` shows "
-                       f"{occupation_headline.difference_reading(h)}, though only {int(h['n_gendered_completions'])} "
-                       f"of {int(h['n_completions'])} completions carry a gendered word; enc writes no text (an "
-                       "encoder); new has no audit results.")
-    assert not re.search(r"\d\.\d", warmth + competence + writing)
+    points = occupation_headline.percentage_points(h["share_difference"])
+    assert writing == (
+        "**Writing about occupations.** {doc}`dec </models/dec--1--fp32/06_bold_audit>` shows "
+        f"{occupation_headline.difference_reading(h)}: {precision.percent_text(h['male_share_a'])} of its gendered "
+        "words about a typical male-dominated occupation are male and "
+        f"{precision.percent_text(h['male_share_b'])} about a typical female-dominated one, {points} points apart "
+        f"(95% CI {occupation_headline.mc_interval(h, 'share_difference', 100)}), though only "
+        f"{int(h['n_gendered_completions'])} of {int(h['n_completions'])} completions carry a gendered word; enc "
+        "writes no text (an encoder); new has no audit results.")
+    # a difference not shown is said so, not "shown ... is not shown"
+    unclear = head.assign(share_difference_ci_low=-0.2, share_difference_ci_high=0.9)
+    assert summary._findings_bullets(gaps, unclear, models, {"enc--2--fp32": False}, results_dir=results)[2].startswith(
+        "**Writing about occupations.** In {doc}`dec </models/dec--1--fp32/06_bold_audit>`, a difference between "
+        "male-dominated and female-dominated occupations in the share of male words is not shown: ")
+    # the numbers are the readings' numbers, printed alike
+    table = summary.summary_table(models, results, {"enc--2--fp32": False})
+    assert "g = 1.00, 95% CI 0.20 to 1.80" in table["sentence"].iloc[0]
+    assert f"{points} points, 95% CI {occupation_headline.mc_interval(h, 'share_difference', 100)}" in \
+        table["sentence"].iloc[0]
     assert caveat.startswith("**Not shown is not absent.**")
     linked = summary._with_terms(warmth)
     assert "{term}`warm end <warm end>`" in linked and linked.count("{term}`warm end") == 1
     assert "{term}`not validated <validated>`" in linked
-    # a term inside a link's text is left alone
+    assert "{term}`standard deviations <standard deviations>`" in linked
+    # a term inside a link's text is left alone, and a term inside another term's span is not linked again
     assert summary._with_terms("{doc}`not shown </x>` not shown") == ("{doc}`not shown </x>` "
                                                                       "{term}`not shown <not shown>`")
+    assert summary._with_terms("partial ρ = 0.39 and ρ = 0.53") == (
+        "{term}`partial ρ <partial ρ>` = 0.39 and {term}`ρ <Spearman's ρ>` = 0.53")
+
+
+def test_a_gap_not_shown_after_holms_correction_names_what_decides_it():
+    """A gap whose unadjusted interval excludes 0 but whose Holm-adjusted p is 0.05 or more is "not shown", and its
+    sentence says that the printed interval is unadjusted and gives the adjusted p that decides it."""
+    row = pd.Series({"g": -0.61, "g_ci_low": -1.18, "g_ci_high": -0.06, "p_holm": 0.097})
+    row = next(pd.DataFrame([row]).itertuples(index=False))
+    assert findings._gap_numbers(row, "none") == ("female − male −0.61 standard deviations, 95% CI −1.18 to −0.06 "
+                                                  "unadjusted; Holm-adjusted p = 0.097")
+    inside = row._replace(g_ci_high=0.05)
+    assert findings._gap_numbers(inside, "none") == "female − male −0.61 standard deviations, 95% CI −1.18 to 0.05"
 
 
 def test_running_text_names_models_by_their_names_unless_two_would_share_one(results):
     smol, mini = "smollm2-135m-instruct--b179c9523d0e--fp32", "minilm-l6--53aa51172d14--fp32"
-    assert summary._names([smol, mini]) == {smol: BUILTIN_MODELS["smollm2-135m-instruct"].title,
+    assert findings.model_names([smol, mini]) == {smol: BUILTIN_MODELS["smollm2-135m-instruct"].title,
                                             mini: BUILTIN_MODELS["minilm-l6"].title}
     # the same model in two precisions keeps its dtype; two revisions of one model fall back to their short ids
     bf16 = smol.replace("fp32", "bf16")
-    assert summary._names([smol, bf16])[bf16] == BUILTIN_MODELS["smollm2-135m-instruct"].title + " (bf16)"
+    assert findings.model_names([smol, bf16])[bf16] == BUILTIN_MODELS["smollm2-135m-instruct"].title + " (bf16)"
     other = smol.replace("b179c9523d0e", "0123456789ab")
-    assert summary._names([smol, other]) == {smol: smol, other: other}
+    assert findings.model_names([smol, other]) == {smol: smol, other: other}
     # the page's table of readings names its rows as the findings do
     table = summary.summary_table(["dec--1--fp32"], results).assign(model_id="smollm2-135m-instruct")
     assert summary._markdown_table(table).splitlines()[2].startswith("| SmolLM2-135M-Instruct | ")
@@ -256,8 +289,9 @@ def test_summary_page_written_once(results, tmp_path):
     summary.write_summary_page(page, ["dec--1--fp32", "enc--2--fp32"], results, note="*QUICK build.*")
     text = page.read_text()
     assert text.startswith("## Findings\n\n- **Warmth of first names.**")
-    assert text.index("- **Writing about occupations.**") < text.index(summary._primary_sentence())
-    assert text.index(summary._primary_sentence()) < text.index("| model | reading |") < text.index(
+    primary = summary._with_terms(summary._primary_sentence())
+    assert text.index("- **Writing about occupations.**") < text.index(primary)
+    assert text.index(primary) < text.index("| model | reading |") < text.index(
         'id="bias-summary-chart"')
     assert "*QUICK build.*" in text and "What this build found" not in text
     assert "| dec | Warmth: female names nearer the {term}`warm end <warm end>`" in text
@@ -292,21 +326,27 @@ def test_link_bullet_gives_each_models_next_word_rho_and_says_when_its_interval_
     assert bullets[3] == (
         "**Does the bias inside predict the bias it writes?** In {doc}`dec </models/dec--1--fp32/"
         "11_intrinsic_extrinsic>`, the occupations it places nearer its female terms are continued more often with "
-        "a female word; in {doc}`new </models/new--4--fp32/11_intrinsic_extrinsic>`, where the model places an "
-        "occupation inside does not show in how it continues a sentence about it (not shown); enc writes no text "
-        "(an encoder).")
-    page = summary._page(models, results, {"enc--2--fp32": False}, gaps, head, rows)
-    assert summary._link_reading(page, "dec--1--fp32") == ("Inside and writing: ρ = 0.53, 95% CI 0.32 to 0.72, "
-                                                           "over 60 occupations")
-    assert summary._link_reading(page, "new--4--fp32").endswith("over 60 occupations, not shown")
-    assert summary._link_reading(page, "enc--2--fp32") is None
+        "a female word (ρ = 0.53, 95% CI 0.32 to 0.72, over 60 occupations), and it holds beyond their share of women "
+        "in the workforce (partial ρ = 0.39, 95% CI 0.13 to 0.62); in {doc}`new </models/new--4--fp32/"
+        "11_intrinsic_extrinsic>`, where the model places an occupation inside does not show in how it continues a "
+        "sentence about it (ρ = 0.05, 95% CI −0.20 to 0.30, over 60 occupations: not shown); enc writes no text (an "
+        "encoder).")
+    # a partial ρ whose interval includes 0 is said to be not shown
+    weaker = rows.assign(ci_low=np.where(rows["test"] == "partial_spearman", -0.05, rows["ci_low"]))
+    assert ("but that it holds beyond their share of women in the workforce is not shown (partial ρ = 0.39, 95% CI "
+            "−0.05 to 0.62)") in summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False}, weaker)[3]
+    page = findings.read_page(models, results, {"enc--2--fp32": False}, gaps, head, rows)
+    assert findings._link_reading(page, "dec--1--fp32") == ("Inside and writing: ρ = 0.53, 95% CI 0.32 to 0.72, "
+                                                            "60 occupations")
+    assert findings._link_reading(page, "new--4--fp32").endswith("60 occupations, not shown")
+    assert findings._link_reading(page, "enc--2--fp32") is None
     # a direction that failed the check against the BLS share is named as such, with no number
     unread = rows.assign(readable=rows["model_id"] == "dec--1--fp32",
                          direction_verdict=np.where(rows["model_id"] == "dec--1--fp32", "supported", "not shown"))
     clause = summary._findings_bullets(gaps, head, models, {"enc--2--fp32": False}, unread)[3]
     assert ("in {doc}`new </models/new--4--fp32/11_intrinsic_extrinsic>` it is not read: its female − male "
             "direction is not validated") in clause
-    assert summary._link_reading(summary._page(models, results, None, gaps, head, unread), "new--4--fp32") == (
+    assert findings._link_reading(findings.read_page(models, results, None, gaps, head, unread), "new--4--fp32") == (
         "Inside and writing: not read (its female − male direction is not validated)")
     # no decoder with the chapter's results: no bullet; a decoder without the chapter says so
     enc = gaps[gaps["model_id"] == "enc--2--fp32"]
@@ -320,4 +360,74 @@ def test_link_bullet_gives_each_models_next_word_rho_and_says_when_its_interval_
     page = summary._summary_markdown(models, root, {"enc--2--fp32": False})
     assert "- **Does the bias inside predict the bias it writes?** In {doc}`dec </models/dec--1--fp32/" in page
     assert page.index("- **Writing about occupations.**") < page.index("- **Does the bias inside")
-    assert "{term}`ρ <Spearman's ρ>` = 0.53, 95% CI 0.32 to 0.72, over 60 occupations" in page
+    assert "{term}`ρ <Spearman's ρ>` = 0.53, 95% CI 0.32 to 0.72, 60 occupations. |" in page
+    assert "| dec | " in page and "0.53, 95% CI 0.32 to 0.72, 60 occupations. |" in page
+
+
+#: The words issue 57 found undefined on the front page, as a reader would search for them (any inflection).
+ISSUE_TERMS = {"build": r"\bbuild\b", "completions": r"\bcompletions?\b", "encoder": r"\bencoders?\b",
+               "female terms": r"\bfemale terms\b", "gender concept": r"\bgender concept\b",
+               "erasing": r"\beras(?:ing|ed|ure)\b", "layer": r"\blayers?\b|\bhidden states?\b",
+               "next word": r"\bnext[ -]word\b", "templates": r"\btemplates?\b",
+               "primary specification": r"\bprimary specification\b", "Welch's t-test": r"\bWelch's t-test\b",
+               "Holm's correction": r"\bHolm's correction\b|\bHolm-adjusted\b", "little cost": r"\blittle cost\b"}
+
+
+def _unlinked_first_uses(markdown: str) -> dict[str, str]:
+    """Each term of :data:`ISSUE_TERMS` whose first use in ``markdown`` (outside a role's target) is not the text of
+    a ``{term}`` role, with what surrounds it; a term the page does not use is left out."""
+    roles = list(re.finditer(r"\{(\w+)\}`([^`<]*?)(?:\s*<[^`]*>)?`", markdown))
+    shown, inside = [], []
+    last = 0
+    for m in roles:  # the page's text as a reader sees it, each character marked inside a term's link or not
+        shown.append(markdown[last:m.start()])
+        inside += [False] * (m.start() - last)
+        shown.append(m.group(2))
+        inside += [m.group(1) == "term"] * len(m.group(2))
+        last = m.end()
+    shown.append(markdown[last:])
+    inside += [False] * (len(markdown) - last)
+    text = "".join(shown)
+    found = {}
+    for term, pattern in ISSUE_TERMS.items():
+        m = re.search(pattern, text, re.I)
+        if m and not all(inside[m.start():m.end()]):
+            found[term] = text[max(0, m.start() - 40):m.end() + 20]
+    return {t: found[t] for t in found} | {"(terms used)": sorted(
+        t for t, p in ISSUE_TERMS.items() if re.search(p, text, re.I))}
+
+
+def test_every_term_the_issue_lists_is_linked_at_its_first_use_on_the_page(results, tmp_path):
+    """The front page's generated findings link each term issue 57 listed (build, completions, encoder, female
+    terms, ...) to its glossary entry at its first use; the planted build uses at least nine of them."""
+    root = tmp_path / "results"
+    shutil.copytree(results, root)
+    rows = pd.DataFrame({"test": ["spearman", "partial_spearman"], "analysis": ["primary", "beyond the BLS share"],
+                         "intrinsic": "gender_position", "primary": [True, False], "readable": True,
+                         "direction_verdict": "supported", "effect_size": [0.53, 0.39], "ci_low": [0.32, 0.13],
+                         "ci_high": [0.72, 0.62], "p": [1e-5, 0.002], "n": [60, 60], "note": "",
+                         "extrinsic_measure": "next-word log-ratio (exact)"})
+    write_table(rows, root / "dec--1--fp32" / tables.NAMES.LINK_NEXT_WORD)
+    page = summary._summary_markdown(["dec--1--fp32", "enc--2--fp32"], root, {"enc--2--fp32": False})
+    found = _unlinked_first_uses(page)
+    used = found.pop("(terms used)")
+    assert found == {}
+    assert len(used) >= 9, used
+    # the check fails on a page whose first use of a term is plain text
+    assert "templates" in _unlinked_first_uses("Seven templates, then {term}`templates <templates>`.")
+    assert "templates" not in _unlinked_first_uses("Seven {term}`templates <templates>`, then templates.")
+
+
+def test_every_term_the_page_links_is_an_entry_of_the_glossary():
+    """Each glossary term the front page links (summary._TERMS) is an entry of the glossary in book/index.md, so no
+    link of the page lands nowhere; and each entry of the glossary is a term the page can link, or is linked by hand
+    in index.md (the second name of a two-name entry aside)."""
+    index = (paths.ROOT / "book" / "index.md").read_text(encoding="utf-8")
+    block = index.split("```{glossary}\n", 1)[1].split("```", 1)[0]
+    entries = {line for line in block.splitlines() if line.strip() and not line.startswith(" ")}
+    linked = {term for _, term in summary._TERMS}
+    assert linked <= entries, linked - entries
+    by_hand = set(re.findall(r"\{term\}`([^`<]+)`", index.split("```{glossary}")[0]))
+    assert by_hand == {"build"}
+    # the second name of an entry with two ("completion", "completions") is reached through the first
+    assert entries - linked - by_hand <= {"completions", "male terms"}

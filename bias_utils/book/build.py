@@ -10,7 +10,7 @@
    inputs change.
 2. The executed notebooks are prepared for reading
    (:mod:`~bias_utils.book.presentation`).
-3. ``book/_toc.yml`` (each model's part opens with its profile; the chapters
+3. ``book/_toc.yml`` (each model's part in the order of its chapters' numbers; the chapters
    that do not depend on the model appear once, in the background) and the
    reproducibility appendix (:mod:`~bias_utils.book.reproducibility`) are generated
    from the manifests, the vega bundle is written once into
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,9 +36,10 @@ import yaml
 from ..core import cache, paths
 from ..core.results import CROSS_MODEL_FOLDER as CROSS_SLUG
 from ..core.results import REPLICATION_FOLDER as REPLICATION_SLUG
+from ..core.results import display_name
 from ..models.builtin_models import model_name
 from ..report import rendering
-from . import summary
+from . import findings, summary
 from .execution import execute_runs
 from .presentation import path_replacements, present_notebook, write_if_changed
 from .reproducibility import (
@@ -77,26 +79,28 @@ def _file_entry(book_dir: Path, path: Path) -> str:
     return path.relative_to(book_dir).with_suffix("").as_posix()
 
 
-#: The reading order of a model's part: its profile first, then how far the profile can be
-#: trusted, then what the model writes. Chapters not listed follow in execution order.
-_MODEL_READING_ORDER = ("04_profiles", "03_projection_accuracy", "10_robustness", "05_layers",
-                       "06_bold_audit", "08_completion_profiles", "11_intrinsic_extrinsic")
 #: Chapters whose content does not depend on the model (it only names their results folder):
 #: executed for every model (later chapters read their tables) but shown once, in the
 #: background part, from the first model of the build.
 _SHARED_CHAPTERS = ("01_dictionaries", "02_contexts")
+#: The caption of a model's part begins so; the book's Sphinx extension (``book/_ext``) finds the model parts by it.
+_MODEL_PART = "Model: "
+#: A chapter's number: the two digits its notebook's name starts with, which its title and the text refer to.
+_CHAPTER_NUMBER = re.compile(r"^(\d{2})_")
 
 
-def _reading_rank(run: Run, order: tuple[str, ...]) -> int:
-    stem = run.notebook.stem
-    return order.index(stem) if stem in order else len(order)
+def _by_number(run: Run) -> tuple[int, int]:
+    """A run's place in its part: its chapter number (a notebook without one after the numbered, in execution
+    order)."""
+    number = _CHAPTER_NUMBER.match(run.notebook.stem)
+    return (0, int(number.group(1))) if number else (1, 0)
 
 
 def _make_toc(book_dir: Path, models: list[dict], runs: list[Run], *,
-             reading_order: tuple[str, ...] = _MODEL_READING_ORDER,
              shared: tuple[str, ...] = _SHARED_CHAPTERS) -> dict:
-    """The ``_toc.yml`` structure: background (with the chapters shared by every model),
-    replication, one part per model (its profile first), cross-model, closing, reproducibility."""
+    """The ``_toc.yml`` structure: background (with the chapters shared by every model), replication, one part per
+    model (its chapters in the order of their numbers, so the sidebar reads 03, 04, 05, …), cross-model, closing,
+    reproducibility. A model's part is captioned :data:`_MODEL_PART` and its name."""
     def present(names):
         return [{"file": n} for n in names if (book_dir / f"{n}.md").exists()]
 
@@ -115,9 +119,9 @@ def _make_toc(book_dir: Path, models: list[dict], runs: list[Run], *,
         parts.append({"caption": "Replication of the published BOLD audit", "chapters": replication})
     for model in models:
         own = [r for r in by_model[model["slug"]] if r.notebook.stem not in shared]
-        chapters = executed(sorted(own, key=lambda r: _reading_rank(r, reading_order)))
+        chapters = executed(sorted(own, key=_by_number))
         if chapters:
-            parts.append({"caption": f"Model: {model_name(model['name'])}", "chapters": chapters})
+            parts.append({"caption": f"{_MODEL_PART}{model_name(model['name'])}", "chapters": chapters})
     cross = executed([r for r in runs if r.label.startswith(f"{CROSS_SLUG}/")])
     if cross:
         parts.append({"caption": "Across models", "chapters": cross})
@@ -229,9 +233,12 @@ def _make_book(
     resolve_dependency_keys(runs, env)
     manifests = execute_runs(runs, env, force=force, log=log)
     replacements = path_replacements(book_dir, Path(results_dir or paths.results_dir()))
+    # every chapter names every model as the front page does (the cross-model chapter all of them)
+    names = {display_name(model): name
+             for model, name in findings.model_names([m["model_id"] for m in models]).items()}
     for run in runs:
         if run.output.exists():
-            present_notebook(run, replacements, name_model=run.notebook.stem not in _SHARED_CHAPTERS)
+            present_notebook(run, replacements, name_model=run.notebook.stem not in _SHARED_CHAPTERS, names=names)
     summary.write_summary_page(
         book_dir / _SUMMARY_PAGE, [m["slug"] for m in models], results_dir or paths.results_dir(),
         can_generate={m["slug"]: m["can_generate"] for m in models},

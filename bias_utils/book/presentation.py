@@ -330,15 +330,21 @@ def _saved_figures(results: Path | None) -> dict[str, Path]:
     return found
 
 
+def _renamed(text: str, names: dict[str, str]) -> str:
+    """``text`` with each model's shown name (``display_name``: ``smollm2-135m-instruct``) replaced by the name
+    running text gives it (``names``: ``SmolLM2-135M-Instruct``), as a whole word only (a results folder
+    ``smollm2-135m-instruct--b179c9523d0e--fp32`` or a file name stays)."""
+    for shown, name in names.items():
+        text = re.sub(rf"(?<![\w.-]){re.escape(shown)}(?![\w-]|\.\w)", name, text)
+    return text
+
+
 def _named_titles(value, names: dict[str, str]):
-    """A Vega-Lite spec with each model's shown name (``display_name``: ``smollm2-135m-instruct``) in its titles and
-    description replaced by the name running text gives it (``names``: ``SmolLM2-135M-Instruct``), as the front page
-    names it; its data are left as they are."""
+    """A Vega-Lite spec with each model's shown name in its titles and description (its alt text and caption)
+    replaced by its name (:func:`_renamed`), as the front page names it; its data are left as they are."""
     def renamed(text):
         if isinstance(text, str):
-            for shown, name in names.items():
-                text = re.sub(rf"(?<![\w.-]){re.escape(shown)}(?![\w-]|\.\w)", name, text)
-            return text
+            return _renamed(text, names)
         return [renamed(t) for t in text] if isinstance(text, list) else text
 
     if isinstance(value, list):
@@ -354,6 +360,13 @@ def _named_titles(value, names: dict[str, str]):
         else:
             out[key] = _named_titles(item, names)
     return out
+
+
+def _named_prose(text: str, names: dict[str, str]) -> str:
+    """Markdown ``text`` with each model named as :func:`_renamed` names it, outside code spans (a command keeps its
+    model's shown name)."""
+    return "".join(piece if piece.startswith("`") else _renamed(piece, names)
+                   for piece in re.split(r"(`[^`]*`)", text))
 
 
 def _number_figures(nb, page_dir: Path, results: Path | None = None) -> int:
@@ -401,11 +414,13 @@ def _table_links_cell(tables: list[Path], page_dir: Path):
     return nbformat.v4.new_markdown_cell(text, id="bias-book-tables", metadata={"tags": [_ADDED_CELL_TAG]})
 
 
-def present_notebook(run: "Run", replacements: list[tuple[str, str]], name_model: bool = True) -> bool:
+def present_notebook(run: "Run", replacements: list[tuple[str, str]], name_model: bool = True,
+                     names: dict[str, str] | None = None) -> bool:
     """Prepare an executed notebook for reading, in place: its numbered title, naming its model unless
     ``name_model`` is False (:func:`chapter_title`), what the chapter finds first (:func:`_open_with_findings`), the
-    run's parameter values (:func:`shown_parameters`), no repr (:func:`drop_reprs`), tags, paths, numbered figures
-    (:func:`number_figures`), CSV links.
+    run's parameter values (:func:`shown_parameters`), no repr (:func:`drop_reprs`), tags, paths, every model named
+    as the front page names it in its charts' titles and captions and in the generated text (``names``: each model of
+    the build by its shown name; default: the run's model), numbered figures (:func:`number_figures`), CSV links.
 
     Idempotent (rewritten only when something changes); the run's manifest
     lists the CSV tables it wrote, which are copied to ``tables/`` beside the
@@ -437,12 +452,15 @@ def present_notebook(run: "Run", replacements: list[tuple[str, str]], name_model
                 if "text/html" in o.get("data", {}):
                     o["data"]["text/html"] = _break_headers(_relabel(o["data"]["text/html"]))
     model_id = run.model.get("model_id")
-    if model_id and display_name(model_id) != model_name(model_id):
-        names = {display_name(model_id): model_name(model_id)}
-        for cell in nb.cells:
-            for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
-                for kind in [k for k in output.get("data", {}) if k.startswith(_VEGA_LITE)]:
-                    output["data"][kind] = _named_titles(output["data"][kind], names)
+    if names is None:
+        names = {display_name(model_id): model_name(model_id)} if model_id else {}
+    names = {shown: name for shown, name in names.items() if shown != name}
+    for output in [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])] if names else []:
+        data = output.get("data", {})
+        for kind in [k for k in data if k.startswith(_VEGA_LITE)]:
+            data[kind] = _named_titles(data[kind], names)
+        if "text/markdown" in data:
+            data["text/markdown"] = _named_prose("".join(data["text/markdown"]), names)
     _number_figures(nb, run.output.parent, run.results)
     tables = []
     for name in (run.previous_manifest() or {}).get("tables", []):

@@ -18,7 +18,7 @@ except ModuleNotFoundError:  # Python 3.10: the project setting is not read
 from ..core import paths
 from ..core.results import CROSS_MODEL_FOLDER as CROSS_SLUG
 from ..core.results import REPLICATION_FOLDER as REPLICATION_SLUG
-from ..models.builtin_models import BUILTIN_MODELS
+from ..models.builtin_models import BUILTIN_MODELS, model_name
 from .presentation import strip_paths, write_if_changed
 from .runs import Run, format_seconds, git_state, public_url
 
@@ -155,7 +155,8 @@ def _run_rows(runs: list[Run], replacements: list[tuple[str, str]]) -> list[str]
             f"| {run.notebook.stem} | {m.get('status', 'not run')} | "
             f"{format_seconds(m['wall_time_s']) if 'wall_time_s' in m else ''} | "
             f"{_code(m.get('started', '').replace('T', ' ').replace('+00:00', ''), '')} | "
-            f"{_code((m.get('git') or {}).get('commit', '')[:12], '')} | {_code(m.get('run_key', '')[:12], '')} | "
+            # a run outside a git checkout records no commit (None)
+            f"{_code(((m.get('git') or {}).get('commit') or '')[:12], '')} | {_code(m.get('run_key', '')[:12], '')} | "
             f"{shown} |")
     return rows
 
@@ -226,7 +227,7 @@ def write_reproducibility_page(
         "weights sha256": lambda m: _code(m.get("weight_sha256")),
         "licence": lambda m: _cell(m.get("license") or "not recorded"),
     }
-    lines += ["| | " + " | ".join(_cell(m["name"]) for m in models) + " |",
+    lines += ["| | " + " | ".join(_cell(model_name(m["name"])) for m in models) + " |",
               "|---|" + "---|" * len(models)]
     lines += [f"| {field} | " + " | ".join(str(value(m)) for m in models) + " |" for field, value in fields.items()]
     described = [m for m in models if m.get("description")]
@@ -234,7 +235,8 @@ def write_reproducibility_page(
         lines += [""] + [f"- **{_cell(m['name'])}**: {_cell(m['description'])}." for m in described]
     if precision_note(models):
         lines += ["", precision_note(models)]
-    parts = [(f"Model: {m['name']}", [r for r in runs if r.model.get("slug") == m["slug"]]) for m in models]
+    # headed as the table of contents captions a model's part (its name, as the front page gives it)
+    parts = [(f"Model: {model_name(m['name'])}", [r for r in runs if r.model.get("slug") == m["slug"]]) for m in models]
     parts += [(caption, [r for r in runs if r.label.startswith(f"{slug}/")])
               for caption, slug in (("Replication of the published BOLD audit", REPLICATION_SLUG),
                                     ("Across models", CROSS_SLUG))]

@@ -21,6 +21,13 @@
   ``<details class="bias-section">`` whose summary is the section's heading, so the page is as long as its findings
   and figures until a reader opens a section (``_static/book.js`` redraws the charts of a section on opening,
   and opens the section a link points into).
+- "Previous" and "next" stay inside a model's part of the table of contents (a part captioned
+  :data:`MODEL_PART`, as ``bias_utils.book.build`` captions them): the last chapter of one model leads to the page
+  after the models' parts (the cross-model chapter), not into another model's first chapter, and a model's first
+  chapter back to the page before them.
+- A shell command wraps at a space on a narrow screen, never at a hyphen inside a word (``bias-profiles``,
+  ``smollm2-135m-instruct``: a wrapped line a reader copies would run as two commands): in a bash block each word with
+  a hyphen is one inline box (:func:`unbroken_words`), broken inside only when it is longer than a line.
 """
 
 import os
@@ -69,9 +76,24 @@ def closed_sections(body: str) -> str:
     return "".join(out)
 
 
+_BASH_BLOCK = re.compile(r'(<div class="highlight-(?:bash|shell)\b[^"]*">.*?</pre>)', re.S)
+_HYPHENATED = re.compile(r"(?<![\w&;-])([^\s<>]*\w-[^\s<>]+)(?=\s|<|$)")
+
+
+def unbroken_words(body: str) -> str:
+    """``body`` with each word that holds a hyphen, in the text of a bash block, wrapped in a ``bias-word`` span (an
+    inline box in ``_static/book.css``); markup and other blocks are left as they are. Idempotent."""
+    def block(m: re.Match) -> str:
+        parts = re.split(r"(<[^>]*>)", m.group(1))
+        words = [p if p.startswith("<") else _HYPHENATED.sub(r'<span class="bias-word">\1</span>', p) for p in parts]
+        return "".join(words)
+
+    return body if 'class="bias-word"' in body else _BASH_BLOCK.sub(block, body)
+
+
 def _close_sections(app, pagename, templatename, context, doctree):
     if "body" in context:
-        context["body"] = closed_sections(context["body"])
+        context["body"] = unbroken_words(closed_sections(context["body"]))
 
 
 def _page_scripts(app, pagename, templatename, context, doctree):
@@ -86,6 +108,53 @@ def _page_scripts(app, pagename, templatename, context, doctree):
     if "bias-vega-chart" not in context.get("body", ""):
         unique = [s for s in unique if not str(getattr(s, "filename", s) or "").endswith(VEGA_BUNDLE)]
     context["script_files"] = unique
+
+
+#: How ``bias_utils.book.build`` begins the caption of a model's part of the table of contents.
+MODEL_PART = "Model: "
+
+
+def within_models(root: str, parts: list[tuple[str, list[str]]], docname: str
+                  ) -> tuple[str | None, str | None] | None:
+    """The pages "previous" and "next" lead to from ``docname`` in the reading order (``root``, then each of
+    ``parts``: a caption and its pages), except across two model parts: a model part's first page leads back to the
+    page before the run of model parts, its last page on to the page after it (None: no page after it). None for a
+    page outside the parts."""
+    order = [root] + [doc for _, docs in parts for doc in docs]
+    if docname not in order[1:]:
+        return None
+    caption = {doc: c for c, docs in parts for doc in docs}
+    model = lambda doc: caption.get(doc, "").startswith(MODEL_PART)  # noqa: E731
+    i = order.index(docname)
+
+    def step(j: int, way: int) -> str | None:
+        if model(docname) and 0 <= j < len(order) and model(order[j]) and caption[order[j]] != caption[docname]:
+            while 0 <= j < len(order) and model(order[j]):
+                j += way
+        return order[j] if 0 <= j < len(order) else None
+
+    return step(i - 1, -1), step(i + 1, 1)
+
+
+def _toc_parts(app) -> list[tuple[str, list[str]]]:
+    """The root document's toctrees (one per part of ``_toc.yml``): each caption and its pages, in order."""
+    from sphinx import addnodes
+
+    doctree = app.env.get_doctree(app.config.root_doc)
+    return [(node.get("caption") or "", [doc for _, doc in node["entries"]])
+            for node in doctree.findall(addnodes.toctree)]
+
+
+def _neighbours(app, pagename, templatename, context, doctree):
+    found = within_models(app.config.root_doc, _toc_parts(app), pagename)
+    if found is None:
+        return
+    for key, target in zip(("prev", "next"), found):
+        if target is None:
+            context[key] = None
+        elif target in app.env.titles:
+            context[key] = {"link": app.builder.get_relative_uri(pagename, target),
+                            "title": app.builder.render_partial(app.env.titles[target])["title"]}
 
 
 def build_year() -> int:
@@ -145,6 +214,7 @@ def _copy_figures(app, exception):
 
 def setup(app):
     app.connect("html-page-context", _close_sections, priority=800)
+    app.connect("html-page-context", _neighbours)
     app.connect("html-page-context", _page_scripts, priority=900)
     # before Sphinx's own SOURCE_DATE_EPOCH correction (priority 800)
     app.connect("config-inited", _copyright_year, priority=700)
