@@ -222,7 +222,7 @@ BAD = {
     "neutral_lexicons": {}, "n_group_permutations": 1, "correction": 0, "results_dir": "nowhere", "models": "x",
     "n_perm_test": 1, "alpha": 2, "dtype": "int8", "next_word_templates": ["no slot"], "sampled_check": "yes",
     "next_word_lexicons": {"female": "she"}, "layer_step": 0, "long_form": "yes", "long_form_instructions": ["no slot"],
-    "long_form_n_samples": 0, "long_form_max_new_tokens": 0,
+    "long_form_n_samples": 0, "long_form_max_new_tokens": 0, "long_form_erasure": "yes",
 }
 
 

@@ -344,7 +344,7 @@ def they_reading_text() -> str:
             f"{THEY_READING['unclear']} to neither clearly")
 
 
-def _procedure(texts: pd.DataFrame, chat: bool, max_new_tokens: int) -> str:
+def procedure_text(texts: pd.DataFrame, chat: bool, max_new_tokens: int) -> str:
     """How the texts were written, from the texts themselves."""
     instructions = list(dict.fromkeys(texts["instruction"]))
     n_samples = int(texts["sample"].max()) + 1
@@ -365,7 +365,7 @@ def describe_long_form(statistics: pd.DataFrame, texts: pd.DataFrame, model: str
     name = display_name(model)
     pick = lambda analysis, test="spearman": first_row(statistics, analysis=analysis, test=test)  # noqa: E731
     carried = pick("texts with a gendered word", "share of texts")
-    text = (_procedure(texts, chat, max_new_tokens) + f"Of its {count_text(int(carried['n']))} texts, "
+    text = (procedure_text(texts, chat, max_new_tokens) + f"Of its {count_text(int(carried['n']))} texts, "
             f"{_share_text(carried)} carry a gendered word (intervals resampling occupations). ")
     row = pick("primary")
     shown = predicts(row)
