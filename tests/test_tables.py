@@ -108,7 +108,7 @@ def test_readme_lists_exactly_the_declared_tables_of_each_notebook():
 
 
 def test_declared_columns_match_the_modules_column_lists():
-    from bias_utils.audit import long_form, next_word, next_word_prompts, occupation_headline, occupations
+    from bias_utils.audit import next_word, next_word_prompts, occupation_headline, occupations
     from bias_utils.core import stats
     from bias_utils.intrinsic_extrinsic import erasure_long_form, link
     from bias_utils.profiles import axis_validity, contexts, robustness, space
@@ -131,7 +131,7 @@ def test_declared_columns_match_the_modules_column_lists():
         tables.NAMES.LINK_NEXT_WORD: stats.STAT_COLUMNS + link._NEXT_WORD_LINK_COLUMNS,
         tables.NAMES.LINK_NEXT_WORD_OCCUPATIONS: link._NEXT_WORD_OCCUPATION_COLUMNS,
         tables.NAMES.ERASURE_LONG_FORM: erasure_long_form._COLUMNS,
-        tables.NAMES.ERASURE_LONG_FORM_TEXTS: ["erasure", "layer", *long_form._TEXT_COLUMNS],
+        tables.NAMES.ERASURE_LONG_FORM_TEXTS: erasure_long_form._TEXT_COLUMNS,
     }
     for name, columns in expected.items():
         assert tables._TABLES[name].columns == tuple(columns), name

@@ -79,7 +79,9 @@ Where each part lives: the hooks, which know nothing of gender, in ``models.hook
 the probe in ``intrinsic_extrinsic.erasers``; the inputs and the measure of one condition in
 ``intrinsic_extrinsic.erasure_measures``; the statistics, the rule and the largest effect in
 ``intrinsic_extrinsic.erasure_statistics``; the sentences and the chart in ``intrinsic_extrinsic.erasure_reading``;
-here the parameters, the conditions and the run that names the fit set and the inputs in one cache key.
+chapter 11's long form written again under the erasures the chapter reads (:meth:`_Erasure.long_form`) in
+``intrinsic_extrinsic.erasure_long_form``; here the parameters, the conditions and the run that names the fit set and
+the inputs in one cache key.
 """
 
 from __future__ import annotations

@@ -79,6 +79,8 @@ CONTROL = "random"
 _COLUMNS = ["model_id", "erasure", "layer", "role", "measure", "value", "value_ci_low", "value_ci_high", "baseline",
             "change", "ci_low", "ci_high", "beyond_control", "beyond_control_ci_low", "beyond_control_ci_high", "n",
             "n_texts", "resampled", long_form.LONG_FORM_DEFINITION]
+#: The texts of every condition: the condition, then chapter 11's columns.
+_TEXT_COLUMNS = ["erasure", "layer", *long_form.TEXT_COLUMNS]
 
 
 def check_long_form_erasure(instructions=None, n_samples=ERASED_SAMPLES, max_new_tokens=long_form.MAX_NEW_TOKENS, *,
@@ -364,9 +366,9 @@ def long_form_under_erasure(model, erasure, *, occupations: Sequence[str], instr
     model = resolve_model(model, need="generate")
     conditions = plan(erasure.largest_layer, erasure.best_layer)
     roles = {layer: role for _, layer, role in conditions}
-    empty = pd.DataFrame(columns=_COLUMNS)
     if len(conditions) == 1:
-        return _LongFormErasure(empty, pd.DataFrame(), model.model_id, False, max_new_tokens, model.n_layers)
+        return _LongFormErasure(pd.DataFrame(columns=_COLUMNS), pd.DataFrame(columns=_TEXT_COLUMNS), model.model_id,
+                                False, max_new_tokens, model.n_layers)
     forms = texts_under(model, {(e, layer): erasure.erasers(e, layer) for e, layer, _ in conditions},
                         list(occupations), instructions=instructions, n_samples=n_samples,
                         max_new_tokens=max_new_tokens, seed=seed, n_boot=n_boot, cache=cache, progress=progress)
@@ -376,7 +378,7 @@ def long_form_under_erasure(model, erasure, *, occupations: Sequence[str], instr
                            "bls_pct_female": shares.loc[list(occupations), "bls_pct_female"].to_numpy(float),
                            "log_ratio": exact.loc[list(occupations), "log_ratio"].to_numpy(float)})
     table = long_form_erasure_table(forms, roles, values, model.model_id, n_boot=n_boot, seed=seed)
-    texts = pd.concat([f.texts.assign(erasure=e, layer=layer) for (e, layer), f in forms.items()], ignore_index=True)
-    texts = texts[["erasure", "layer", *[c for c in texts.columns if c not in ("erasure", "layer")]]]
+    texts = pd.concat([f.texts.assign(erasure=e, layer=layer) for (e, layer), f in forms.items()],
+                      ignore_index=True)[_TEXT_COLUMNS]
     chat = next(iter(forms.values())).chat
     return _LongFormErasure(table, texts, model.model_id, chat, max_new_tokens, model.n_layers)
