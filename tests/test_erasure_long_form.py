@@ -39,9 +39,11 @@ def _form(female_share: np.ndarray, gendered: np.ndarray, values: pd.DataFrame) 
                            texts=pd.DataFrame({lf.LONG_FORM_DEFINITION: ["planted"] * len(values)}))
 
 
-def _planted(effect: bool, seed: int, values: pd.DataFrame, layers=("15",)) -> dict:
-    """Long forms whose female share follows the BLS share without erasure and under the random control; under
-    LEACE it follows it (``effect`` False: drawn as the control is) or not at all (``effect``)."""
+def _planted(effect: str, seed: int, values: pd.DataFrame, layers=("15",)) -> dict:
+    """Long forms whose female share follows the BLS share without erasure and under the random control, 80% of their
+    texts with a gendered word; under LEACE, ``effect`` ``"null"``: drawn as the control is; ``"both"``: the share
+    follows it not at all and 60% of the texts have a gendered word; ``"gendered"``: the share follows it, 30% of
+    the texts have a gendered word."""
     rng = np.random.default_rng(seed)
     bls = values["bls_pct_female"].to_numpy(float) / 100
     n = len(bls)
@@ -51,8 +53,9 @@ def _planted(effect: bool, seed: int, values: pd.DataFrame, layers=("15",)) -> d
 
     forms = {("none", "none"): _form(follows(), np.full(n, 0.8), values)}
     for layer in layers:
-        leace = rng.uniform(0, 1, n) if effect else follows()
-        forms[("leace", layer)] = _form(leace, np.full(n, 0.6 if effect else 0.8), values)
+        leace = rng.uniform(0, 1, n) if effect == "both" else follows()
+        gendered = {"null": 0.8, "both": 0.6, "gendered": 0.3}[effect]
+        forms[("leace", layer)] = _form(leace, np.full(n, gendered), values)
         forms[("random", layer)] = _form(follows(), np.full(n, 0.8), values)
     return forms
 
@@ -91,7 +94,7 @@ def test_the_changes_are_paired_on_the_occupations_with_a_share_in_every_conditi
     other's; a change is its value minus the unhooked value on the same occupations; LEACE's difference from its
     control is the two changes' difference; the unhooked rows have no change interval."""
     values = _values()
-    forms = _planted(True, 0, values, layers=("15", "30"))
+    forms = _planted("both", 0, values, layers=("15", "30"))
     forms[("leace", "15")].occupations.loc[[0, 1], "female_share"] = np.nan
     forms[("none", "none")].occupations.loc[[2], "female_share"] = np.nan
     table = elf.long_form_erasure_table(forms, {"15": "largest", "30": "named"}, values, "m", n_boot=200, seed=0)
@@ -124,51 +127,72 @@ def test_a_planted_effect_is_found_beyond_its_control_and_a_planted_null_is_not(
     difference from the random control is below 0 in nearly every run, and under a LEACE drawn as its control is, the
     95% interval of the difference includes 0 about as often as it should."""
     values = _values()
-    found = {True: [], False: []}
+    found = {"both": [], "null": []}
     for effect in found:
         for seed in range(60):
             table = elf.long_form_erasure_table(_planted(effect, seed, values), {"15": "largest"}, values, "m",
                                                 n_boot=200, seed=seed)
             row = _rows(table, "leace", "15").loc["rho_bls"]
             found[effect].append(elf._shown(row))
-    assert np.mean(np.array(found[True]) == -1) >= 0.95
+    assert np.mean(np.array(found["both"]) == -1) >= 0.95
     # 95% intervals: a false "shown" in 5% of runs; 9 or more of 60 has probability about 0.01 (binomial)
-    assert np.mean(np.array(found[False]) != 0) <= 8 / 60
+    assert np.mean(np.array(found["null"]) != 0) <= 8 / 60
 
 
 # --------------------------------------------------------------------------- the reading
 
 
 def test_the_reading_says_plainly_whether_the_erasure_moved_the_long_form_beyond_its_control():
-    """Planted tables: an effect at state 15 read as moving the long form beyond its control there, with no "not
-    shown"; a null read as not shown, with the largest difference and where; a state chapter 12 did not give said;
-    no state at all said."""
-    values = _values()
-    moved = elf.long_form_erasure_table(_planted(True, 1, values, ("15", "30")), {"15": "largest", "30": "named"},
-                                        values, "smollm2-135m-instruct--abcdef123456--fp32", n_boot=500, seed=0)
-    text = elf.describe_long_form_erasure(moved, "smollm2-135m-instruct--abcdef123456--fp32", "", depth=30)
+    """Planted tables: an effect at states 15 and 30 read as moving the long form beyond its control, in both measures,
+    with no "not shown"; fewer gendered words alone read as moving it, the ρ as not shown; a null read as not shown,
+    with the largest difference and where; a ρ of equal shares said not computed; a state chapter 12 did not give
+    said; no state at all said."""
+    values, model = _values(), "smollm2-135m-instruct--abcdef123456--fp32"
+    moved = elf.long_form_erasure_table(_planted("both", 1, values, ("15", "30")), {"15": "largest", "30": "named"},
+                                        values, model, n_boot=500, seed=0)
+    text = elf.describe_long_form_erasure(moved, model, "", depth=30)
     assert "**Erasing the gender concept moves what smollm2-135m-instruct writes at length beyond its random " \
-           "control**, the most at hidden state" in text
-    assert "LEACE at hidden state 15 of 30, 50% of the way up (where the next word moves most) weakens " \
-           "how the long form follows the BLS share beyond its random control" in text
-    assert "(the state chapter 12's rule names)" in text
+           "control.** How the female share of its gendered words follows the BLS share (ρ) moves the most at " \
+           "hidden state" in text
+    assert "LEACE at hidden state 15 of 30, 50% of the way up (where the next word moves most): the share of texts " \
+           "with a gendered word goes from 80% to 60%, a change of −20 points (95% CI −20 to −20), where a random " \
+           "subspace of the same rank changes it by 0 points (95% CI 0 to 0); LEACE beyond its control −20 points " \
+           "(95% CI −20 to −20): it falls beyond its random control." in text
+    assert "LEACE at hidden state 30 of 30, 100% of the way up (the state chapter 12's rule names)" in text
+    assert text.count("LEACE beyond its control") == 4 and text.count("it falls beyond its random control") == 4
     assert "under 5 conditions" in text and "not shown" not in text
     assert "no named erasure" not in text and "no largest effect" not in text
     row = _rows(moved, "leace", "15").loc["rho_bls"]
-    assert f"ρ goes from {elf.number_text(row['baseline'])} to {elf.number_text(row['value'])}" in text
+    assert f"ρ with the BLS share, over the 60 occupations with a gendered word in all three conditions, goes from " \
+           f"{elf.number_text(row['baseline'])} to {elf.number_text(row['value'])}" in text
 
-    null = elf.long_form_erasure_table(_planted(False, 3, values), {"15": "both"}, values, "m", n_boot=500, seed=0)
+    fewer = elf.long_form_erasure_table(_planted("gendered", 2, values), {"15": "both"}, values, "m", n_boot=500,
+                                        seed=0)
+    text = elf.describe_long_form_erasure(fewer, "m", "", depth=30)
+    assert "**Erasing the gender concept moves what m writes at length beyond its random control.** How the female " \
+           "share of its gendered words follows the BLS share (ρ) is not shown to move beyond the control at any " \
+           "state read; the largest difference, at hidden state 15 of 30, 50% of the way up, is" in text
+    assert "The share of its texts with a gendered word moves the most at hidden state 15 of 30, 50% of the way up: " \
+           "LEACE's change minus the random subspace's is −50 points (95% CI −50 to −50)." in text
+
+    null = elf.long_form_erasure_table(_planted("null", 3, values), {"15": "both"}, values, "m", n_boot=500, seed=0)
     text = elf.describe_long_form_erasure(null, "m", "", depth=30)
     row = _rows(null, "leace", "15").loc["rho_bls"]
     assert row["beyond_control_ci_low"] < 0 < row["beyond_control_ci_high"]
     assert "**No erasure is shown to move what m writes at length beyond its random control** (not shown is not " \
-           "absent); the largest difference, at hidden state 15 of 30, 50% of the way up, is" in text
-    assert "(where the next word moves most, and the state chapter 12's rule names) is not shown to move" in text
+           "absent). How the female share of its gendered words follows the BLS share (ρ) is not shown" in text
+    assert "(where the next word moves most, and the state chapter 12's rule names)" in text
+    assert "it is not shown to move beyond its random control (not shown is not absent)" in text
 
-    largest_only = elf.long_form_erasure_table(_planted(False, 3, values), {"15": "largest"}, values, "m", n_boot=200,
-                                               seed=0)
-    assert "No state meets chapter 12's rule, so there is no named erasure to write under." in \
-        elf.describe_long_form_erasure(largest_only, "m")
+    equal = _planted("null", 4, values)
+    equal[("none", "none")].occupations["female_share"] = 1.0
+    equal = elf.long_form_erasure_table(equal, {"15": "largest"}, values, "m", n_boot=200, seed=0)
+    text = elf.describe_long_form_erasure(equal, "m")
+    assert "ρ with the BLS share cannot be compared over the 60 occupations with a gendered word in all three " \
+           "conditions" in text
+    assert "How the female share of its gendered words follows the BLS share (ρ) cannot be compared with the control " \
+           "at any state read." in text
+    assert "No state meets chapter 12's rule, so there is no named erasure to write under." in text
     assert elf.describe_long_form_erasure(pd.DataFrame(columns=elf._COLUMNS), "m").startswith(
         "Chapter 12 gives no state to write m's long form under")
 

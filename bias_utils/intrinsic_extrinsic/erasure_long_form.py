@@ -227,21 +227,28 @@ def _row(table: pd.DataFrame, erasure: str, layer: str, measure: str) -> pd.Seri
     return first_row(table, erasure=erasure, layer=layer, measure=measure)
 
 
+def _points(share, signed: bool = False) -> str:
+    """A share, or a change of one, in whole percentage points: "45", "+3" (``signed``), "−65"."""
+    text = count_text(100 * share)
+    return "+" + text if signed and np.isfinite(share) and round(100 * share) > 0 else text
+
+
 def _change(row: pd.Series, column: str = "change") -> str:
-    """A change with its interval, "−0.30 (95% CI −0.55 to −0.05)"; or, ``column`` ``beyond_control``, LEACE's
-    difference from its control."""
+    """A change with its interval, "−0.30 (95% CI −0.55 to −0.05)", a share's in percentage points; or, ``column``
+    ``beyond_control``, LEACE's difference from its control."""
     low, high = ("ci_low", "ci_high") if column == "change" else (f"{column}_ci_low", f"{column}_ci_high")
+    if row["measure"] == "any_gendered_share":
+        return f"{_points(row[column], signed=True)} points (95% CI {_points(row[low])} to {_points(row[high])})"
     return f"{number_text(row[column], signed=True)} (95% CI {interval_text(row[low], row[high], row[column])})"
 
 
-def _points(share_gap) -> str:
-    """A gap between two shares in whole percentage points: "45", "−3"."""
-    return count_text(100 * float(share_gap))
-
-
-def _shown(row: pd.Series) -> int:
-    """Whether LEACE's difference from its control is shown: -1 below 0, 1 above 0, 0 where its interval includes 0."""
+def _shown(row: pd.Series) -> int | None:
+    """Whether LEACE's difference from its control is shown: -1 below 0, 1 above 0, 0 where its interval includes 0,
+    None where either change is not computed (a ρ of equal shares, too few occupations) or has no interval."""
     low, high = row["beyond_control_ci_low"], row["beyond_control_ci_high"]
+    if not all(np.isfinite(row[c]) for c in ("change", "beyond_control", "beyond_control_ci_low",
+                                             "beyond_control_ci_high")):
+        return None
     return -1 if high < 0 else 1 if low > 0 else 0
 
 
@@ -253,34 +260,72 @@ def _where(layer: str, depth: int | None) -> str:
                                          if depth else "")
 
 
+#: What each measure the reading reads is, in its sentences.
+_READ = {"rho_bls": "How the female share of its gendered words follows the BLS share (ρ)",
+         "any_gendered_share": "The share of its texts with a gendered word"}
+
+
+def _verdict(row: pd.Series) -> str:
+    return {-1: "falls beyond its random control", 1: "rises beyond its random control",
+            0: "is not shown to move beyond its random control (not shown is not absent)",
+            None: "cannot be compared with its random control here"}[_shown(row)]
+
+
 def _state_text(table: pd.DataFrame, layer: str, depth: int | None) -> str:
-    """What LEACE and its control at ``layer`` do to the long form: the primary, the majority gap, the texts with a
-    gendered word."""
-    rho, ctrl = _row(table, "leace", layer, "rho_bls"), _row(table, CONTROL, layer, "rho_bls")
-    gap, ctrl_gap = _row(table, "leace", layer, "majority_gap"), _row(table, CONTROL, layer, "majority_gap")
-    carried = _row(table, "leace", layer, "any_gendered_share")
-    ctrl_carried = _row(table, CONTROL, layer, "any_gendered_share")
-    verdict = {-1: "weakens how the long form follows the BLS share beyond its random control",
-               1: "strengthens how the long form follows the BLS share beyond its random control",
-               0: "is not shown to move how the long form follows the BLS share beyond its random control "
-                  "(not shown is not absent)"}[_shown(rho)]
-    return (f" LEACE {_where(layer, depth)} ({ROLES[rho['role']]}) {verdict}: over the "
-            f"{count_text(int(rho['n']))} occupations with a gendered word in all three conditions, ρ goes from "
-            f"{number_text(rho['baseline'])} to {number_text(rho['value'])}, a change of {_change(rho)}, where a "
-            f"random subspace of the same rank changes it by {_change(ctrl)}; LEACE beyond its control: "
-            f"{_change(rho, 'beyond_control')}. The female-majority occupations' female share minus the male-majority "
-            f"ones' is {_points(gap['baseline'])} percentage points without erasure and {_points(gap['value'])} with "
-            f"it (random: {_points(ctrl_gap['value'])}); the share of texts with a gendered word goes from "
-            f"{percent_text(carried['baseline'])} to {percent_text(carried['value'])} (random: "
-            f"{percent_text(ctrl_carried['value'])}).")
+    """What LEACE and its control at ``layer`` do to the long form: the texts with a gendered word, the primary ρ,
+    the majority gap."""
+    carried, ctrl_carried = (_row(table, e, layer, "any_gendered_share") for e in ("leace", CONTROL))
+    rho, ctrl = (_row(table, e, layer, "rho_bls") for e in ("leace", CONTROL))
+    gap, ctrl_gap = (_row(table, e, layer, "majority_gap") for e in ("leace", CONTROL))
+    text = (f" LEACE {_where(layer, depth)} ({ROLES[rho['role']]}): the share of texts with a gendered word goes "
+            f"from {percent_text(carried['baseline'])} to {percent_text(carried['value'])}, a change of "
+            f"{_change(carried)}, where a random subspace of the same rank changes it by {_change(ctrl_carried)}; "
+            f"LEACE beyond its control {_change(carried, 'beyond_control')}: it {_verdict(carried)}.")
+    where = f"over the {count_text(int(rho['n']))} occupations with a gendered word in all three conditions"
+    if _shown(rho) is None or not np.isfinite(ctrl["change"]):
+        text += (f" ρ with the BLS share cannot be compared {where}: the unhooked, erased or random texts give "
+                 "them equal female shares.")
+    else:
+        text += (f" ρ with the BLS share, {where}, goes from {number_text(rho['baseline'])} to "
+                 f"{number_text(rho['value'])}, a change of {_change(rho)}, where the random subspace changes it by "
+                 f"{_change(ctrl)}; LEACE beyond its control {_change(rho, 'beyond_control')}: it {_verdict(rho)}.")
+    return text + (f" The female-majority occupations' female share minus the male-majority ones' is "
+                   f"{_points(gap['baseline'])} percentage points without erasure and {_points(gap['value'])} with "
+                   f"it (random: {_points(ctrl_gap['value'])}).")
+
+
+def _answer(table: pd.DataFrame, name: str, layers: list[str], depth: int | None) -> str:
+    """The plain answer: whether an erasure moves the long form beyond its random control, and per measure of
+    :data:`_READ` where it moves the most (or the largest difference, not shown)."""
+    found = {m: [r for r in (_row(table, "leace", layer, m) for layer in layers) if _shown(r) is not None]
+             for m in _READ}
+    moved = {m: [r for r in rows if _shown(r) != 0] for m, rows in found.items()}
+    if any(moved.values()):
+        text = f"**Erasing the gender concept moves what {name} writes at length beyond its random control.**"
+    else:
+        text = (f"**No erasure is shown to move what {name} writes at length beyond its random control** (not shown "
+                "is not absent).")
+    for measure, what in _READ.items():
+        if moved[measure]:
+            most = max(moved[measure], key=lambda r: abs(r["beyond_control"]))
+            text += (f" {what} moves the most {_where(most['layer'], depth)}: LEACE's change minus "
+                     f"the random subspace's is {_change(most, 'beyond_control')}.")
+        elif found[measure]:
+            most = max(found[measure], key=lambda r: abs(r["beyond_control"]))
+            text += (f" {what} is not shown to move beyond the control at any state read; the largest "
+                     f"difference, {_where(most['layer'], depth)}, is {_change(most, 'beyond_control')}.")
+        else:
+            text += f" {what} cannot be compared with the control at any state read."
+    return text
 
 
 def describe_long_form_erasure(table: pd.DataFrame, model_id: str, procedure: str = "",
                                depth: int | None = None) -> str:
     """Markdown reading :func:`long_form_erasure_table` for ``model_id``: how the texts were written (``procedure``,
     ``audit.long_form.procedure_text``), the unhooked long form, then in plain words whether an erasure moves it
-    beyond its random control and where the most, then each state's erasure, and a note for each state chapter 12
-    did not give (``depth``: the model's hidden states, to say how far up a state is)."""
+    beyond its random control, and where the most, in the share of texts with a gendered word and in how the female
+    share follows the BLS share (the primary); then each state's erasure, and a note for each state chapter 12 did not
+    give (``depth``: the model's hidden states, to say how far up a state is)."""
     name = display_name(model_id)
     if not len(table):
         return (f"Chapter 12 gives no state to write {name}'s long form under: ρ falls at no single hidden state on "
@@ -290,26 +335,15 @@ def describe_long_form_erasure(table: pd.DataFrame, model_id: str, procedure: st
                         "erasure, and LEACE with a random subspace of its rank at each state below. ")
     rho, nxt = _row(table, "none", "none", "rho_bls"), _row(table, "none", "none", "rho_next_word")
     fem, male = (_row(table, "none", "none", f"female_share_{g}_majority") for g in ("female", "male"))
-    any_ = _row(table, "none", "none", "any_gendered_share")
+    carried = _row(table, "none", "none", "any_gendered_share")
     text += (f"Without erasure, the female share of the gendered words {name} writes follows the BLS share of women "
              f"with ρ = {number_text(rho['value'])} (95% CI {interval_text(rho['value_ci_low'], rho['value_ci_high'])}"
              f") over the {count_text(int(rho['n']))} occupations with a gendered word, and its unhooked next word's "
              f"log-ratio with ρ = {number_text(nxt['value'])} (95% CI "
              f"{interval_text(nxt['value_ci_low'], nxt['value_ci_high'])}); the female share is "
              f"{percent_text(fem['value'])} in the female-majority occupations and {percent_text(male['value'])} in "
-             f"the male-majority ones; {percent_text(any_['value'])} of its texts carry a gendered word. ")
-    rows = [_row(table, "leace", layer, "rho_bls") for layer in layers]
-    moved = [r for r in rows if _shown(r) != 0]
-    if moved:
-        most = max(moved, key=lambda r: abs(r["beyond_control"]))
-        text += (f"**Erasing the gender concept moves what {name} writes at length beyond its random control**, "
-                 f"the most {_where(most['layer'], depth)}: LEACE's change in ρ(long form, BLS share) minus the random "
-                 f"subspace's there is {_change(most, 'beyond_control')}.")
-    elif rows:
-        most = max(rows, key=lambda r: abs(r["beyond_control"]))
-        text += (f"**No erasure is shown to move what {name} writes at length beyond its random control** (not shown "
-                 f"is not absent); the largest difference, {_where(most['layer'], depth)}, is "
-                 f"{_change(most, 'beyond_control')}.")
+             f"the male-majority ones; {percent_text(carried['value'])} of its texts carry a gendered word. ")
+    text += _answer(table, name, layers, depth)
     for layer in layers:
         text += _state_text(table, layer, depth)
     roles = set(table["role"])
