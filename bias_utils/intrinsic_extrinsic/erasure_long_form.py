@@ -29,7 +29,10 @@ resampling occupations paired across the conditions: the same occupations in all
 with a gendered word in each (a share needs one), so a change is never the other occupations'.
 
 **The reading** (:func:`describe_long_form_erasure`): whether an erasure moves the long form beyond its random control
-(the difference's interval excludes 0), where it moves it most; "not shown" only where that interval includes 0.
+(the difference's interval excludes 0) in either of two measures, and where it moves each most: the primary ρ with the
+BLS share, and the share of texts with a gendered word (an erasure that breaks the text, or stops the model naming a
+gender, moves what it writes while leaving too few gendered words for a ρ). "Not shown" only where that interval
+includes 0; a ρ over equal shares is said not computed.
 """
 
 from __future__ import annotations
