@@ -26,7 +26,7 @@ from bias_utils.book import runs
 from bias_utils.book import validation as v
 from bias_utils.core import paths, results
 from bias_utils.core.errors import ParameterError
-from bias_utils.intrinsic_extrinsic import bold_link, completions
+from bias_utils.intrinsic_extrinsic import bold_link, completions, erasure_long_form
 from bias_utils.models import loading as models
 from bias_utils.models.generation import generate
 from bias_utils.profiles import (
@@ -193,6 +193,13 @@ def _entry_cases() -> list:
         ("completion_projection_stats n_boot", lambda t: completions.completion_projection_stats(
             pd.DataFrame(), n_boot=1), "n_boot"),
         ("replicate n_boot", lambda t: replication.replicate_published_audit(n_boot=1), "n_boot"),
+        # the long form under erasure: its settings and nouns before any text is written
+        ("long form under erasure instructions", lambda t: erasure_long_form.long_form_under_erasure(
+            SMOL, None, occupations=["nurse"], instructions=["no slot"]), "instructions"),
+        ("long form under erasure n_samples", lambda t: erasure_long_form.long_form_under_erasure(
+            SMOL, None, occupations=["nurse"], n_samples=0), "n_samples"),
+        ("long form under erasure occupations", lambda t: erasure_long_form.long_form_under_erasure(
+            SMOL, None, occupations=["wizard"]), "occupations"),
         ("replicate seed", lambda t: replication.replicate_published_audit(seed=2**32), "seed"),
         # folders
         ("output_folder not writable", lambda t: results.output_folder(
@@ -222,7 +229,7 @@ BAD = {
     "neutral_lexicons": {}, "n_group_permutations": 1, "correction": 0, "results_dir": "nowhere", "models": "x",
     "n_perm_test": 1, "alpha": 2, "dtype": "int8", "next_word_templates": ["no slot"], "sampled_check": "yes",
     "next_word_lexicons": {"female": "she"}, "layer_step": 0, "long_form": "yes", "long_form_instructions": ["no slot"],
-    "long_form_n_samples": 0, "long_form_max_new_tokens": 0,
+    "long_form_n_samples": 0, "long_form_max_new_tokens": 0, "long_form_erasure": "yes",
 }
 
 

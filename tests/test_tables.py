@@ -110,7 +110,7 @@ def test_readme_lists_exactly_the_declared_tables_of_each_notebook():
 def test_declared_columns_match_the_modules_column_lists():
     from bias_utils.audit import next_word, next_word_prompts, occupation_headline, occupations
     from bias_utils.core import stats
-    from bias_utils.intrinsic_extrinsic import link
+    from bias_utils.intrinsic_extrinsic import erasure_long_form, link
     from bias_utils.profiles import axis_validity, contexts, robustness, space
     from bias_utils.profiles import population_profiles as profiles
 
@@ -130,6 +130,8 @@ def test_declared_columns_match_the_modules_column_lists():
         tables.NAMES.NEXT_WORD_TOKENS: next_word_prompts._WORD_COLUMNS,
         tables.NAMES.LINK_NEXT_WORD: stats.STAT_COLUMNS + link._NEXT_WORD_LINK_COLUMNS,
         tables.NAMES.LINK_NEXT_WORD_OCCUPATIONS: link._NEXT_WORD_OCCUPATION_COLUMNS,
+        tables.NAMES.ERASURE_LONG_FORM: erasure_long_form._COLUMNS,
+        tables.NAMES.ERASURE_LONG_FORM_TEXTS: erasure_long_form._TEXT_COLUMNS,
     }
     for name, columns in expected.items():
         assert tables._TABLES[name].columns == tuple(columns), name

@@ -97,7 +97,7 @@ LONG_FORM_PRIMARY = {"analysis": "primary", "test": "spearman"}
 #: day in the life", which SmolLM2 often writes about the occupation in general.
 THEY_READING = {"one person": 19, "group": 7, "unclear": 4}
 
-_TEXT_COLUMNS = ["occupation", "instruction", "sample", "prompt", "completion", "n_tokens", "finish_reason", "n_words",
+TEXT_COLUMNS = ["occupation", "instruction", "sample", "prompt", "completion", "n_tokens", "finish_reason", "n_words",
                  "female_words", "male_words", "neutral_words", "they_words", "neopronoun_words", "female_words_list",
                  "male_words_list", "neutral_words_list", "any_gendered", LONG_FORM_DEFINITION]
 #: The shares per occupation (:func:`_shares`), each with its interval.
@@ -205,7 +205,7 @@ def _occupation_table(texts: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFra
 
 @dataclass
 class _LongForm:
-    """What :func:`long_form_table` finds: ``texts`` (one row per text: :data:`_TEXT_COLUMNS`), ``occupations`` (one
+    """What :func:`long_form_table` finds: ``texts`` (one row per text: :data:`TEXT_COLUMNS`), ``occupations`` (one
     row per occupation: :data:`_OCCUPATION_COLUMNS`), the ``model_id``, whether the texts went through a chat
     template (``chat``) and the most new tokens a text could have (``max_new_tokens``)."""
 
@@ -268,7 +268,7 @@ def long_form_table(model, occupations: Sequence[str], *, instructions: Sequence
     texts["occupation"] = np.repeat([n for n, _ in plan], n_samples)
     texts["instruction"] = np.repeat([i for _, i in plan], n_samples)
     texts[LONG_FORM_DEFINITION] = long_form_definition(instructions, n_samples, max_new_tokens)
-    texts = texts[_TEXT_COLUMNS]
+    texts = texts[TEXT_COLUMNS]
     return _LongForm(texts, _occupation_table(texts, n_boot, seed), model.model_id, chat, max_new_tokens)
 
 
@@ -344,7 +344,7 @@ def they_reading_text() -> str:
             f"{THEY_READING['unclear']} to neither clearly")
 
 
-def _procedure(texts: pd.DataFrame, chat: bool, max_new_tokens: int) -> str:
+def procedure_text(texts: pd.DataFrame, chat: bool, max_new_tokens: int) -> str:
     """How the texts were written, from the texts themselves."""
     instructions = list(dict.fromkeys(texts["instruction"]))
     n_samples = int(texts["sample"].max()) + 1
@@ -365,7 +365,7 @@ def describe_long_form(statistics: pd.DataFrame, texts: pd.DataFrame, model: str
     name = display_name(model)
     pick = lambda analysis, test="spearman": first_row(statistics, analysis=analysis, test=test)  # noqa: E731
     carried = pick("texts with a gendered word", "share of texts")
-    text = (_procedure(texts, chat, max_new_tokens) + f"Of its {count_text(int(carried['n']))} texts, "
+    text = (procedure_text(texts, chat, max_new_tokens) + f"Of its {count_text(int(carried['n']))} texts, "
             f"{_share_text(carried)} carry a gendered word (intervals resampling occupations). ")
     row = pick("primary")
     shown = predicts(row)

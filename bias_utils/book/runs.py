@@ -60,11 +60,13 @@ QUICK_PARAMETERS = {"limit": 12, "n_contexts": 2, "n_boot": 200, "n_samples": 1}
 #: chapter 03 does with ``limit`` (so all three share one embedding of them); the erasure erases the last hidden
 #: state alone and every state together (a step beyond the layer count), on ``limit`` of each of its inputs (its
 #: seven conditions took 6 of the QUICK book's 14.5 minutes over every input); chapter 11's long form writes one
-#: sample of each instruction, up to 40 tokens (a quarter of the default's 28,800 new tokens).
+#: sample of each instruction, up to 40 tokens (a quarter of the default's 28,800 new tokens); chapter 12 writes the
+#: long form under erasure (off by default: its cost) on its ``limit`` occupations at chapter 11's QUICK length, so
+#: that its unhooked texts are chapter 11's (at most 5 conditions x 12 texts x 40 tokens).
 _QUICK_OVERRIDES = {"04_profiles": {"term_limit": 12}, "06_bold_audit": {"limit": 80},
                    "08_completion_profiles": {"limit": None, "term_limit": 12}, "10_robustness": {"term_limit": 12},
                    "11_intrinsic_extrinsic": {"long_form_n_samples": 1, "long_form_max_new_tokens": 40},
-                   "12_erasure": {"layer_step": 1000}}
+                   "12_erasure": {"layer_step": 1000, "long_form_erasure": True, "long_form_max_new_tokens": 40}}
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from ..core.errors import (
     is_number,
 )
 from ..core.paths import resolve_input
-from ..intrinsic_extrinsic import bold_link, erasure
+from ..intrinsic_extrinsic import bold_link, erasure, erasure_long_form
 from ..models.builtin_models import BUILTIN_MODELS
 from ..models.loading import DTYPES, check_model
 from ..profiles import contexts, dictionaries, projection, space
@@ -378,10 +378,18 @@ def _check_intrinsic_extrinsic(*, model="smollm2-135m-instruct", dtype=None,
 
 @_notebook("12_erasure")
 def _check_erasure_run(*, model="smollm2-135m-instruct", dtype=None, context_source="generated", dictionary_path=None,
-                       n_contexts=5, seed=0, layer_step=3, n_boot=1000, limit=None, output_dir=None) -> None:
-    """Notebook 12's parameters: the notebook's floor for ``n_boot``, the space it projects the names on
-    (``space.check_space``) with the warmth and competence axes the erasure reads, then ``erasure.check_erasure``
-    (a decoder it can hook, ``layer_step``, ``limit``)."""
+                       n_contexts=5, seed=0, layer_step=3, n_boot=1000, limit=None, output_dir=None,
+                       long_form_erasure=False, long_form_instructions=None,
+                       long_form_n_samples=erasure_long_form.ERASED_SAMPLES,
+                       long_form_max_new_tokens=long_form_measure.MAX_NEW_TOKENS) -> None:
+    """Notebook 12's parameters: ``long_form_erasure`` (True or False) and the long form's instructions, samples and
+    length (``erasure_long_form.check_long_form_erasure``: chapter 11's rule), the notebook's floor for ``n_boot``,
+    the space it projects the names on (``space.check_space``) with the warmth and competence axes the erasure reads,
+    then ``erasure.check_erasure`` (a decoder it can hook, ``layer_step``, ``limit``)."""
+    if not isinstance(long_form_erasure, bool):
+        raise ParameterError(f"long_form_erasure must be True or False, got {long_form_erasure!r}")
+    erasure_long_form.check_long_form_erasure(long_form_instructions, long_form_n_samples, long_form_max_new_tokens,
+                                              prefix="long_form_")
     _check_dtype(dtype)
     _space_parameters(model, dictionary_path, seed, output_dir, None, context_source, n_contexts)
     try:

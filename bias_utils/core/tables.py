@@ -391,6 +391,23 @@ class NAMES:
         "erasure_probe", "bias_utils.intrinsic_extrinsic.erasure_statistics.probe_table", ("12_erasure",),
         "per erasure and hidden state: a ridge probe's cross-validated accuracy on the held-out names' gender",
         ("model_id", "erasure", "layer", "state", "accuracy"))
+    ERASURE_LONG_FORM = _declare(
+        "erasure_long_form", "bias_utils.intrinsic_extrinsic.erasure_long_form.long_form_erasure_table",
+        ("12_erasure",),
+        "the long form under LEACE and its random control at the states chapter 12 reads: per condition and measure "
+        "(its female share's rho with the BLS share and the next word, the majority gap, texts with a gendered "
+        "word) the value, the change from the unhooked model and LEACE's beyond its control, intervals resampling "
+        "occupations paired",
+        ("model_id", "erasure", "layer", "role", "measure", "value", "value_ci_low", "value_ci_high", "baseline",
+         "change", "ci_low", "ci_high", "beyond_control", "beyond_control_ci_low", "beyond_control_ci_high", "n",
+         "n_texts", "resampled", "long_form_definition"))
+    ERASURE_LONG_FORM_TEXTS = _declare(
+        "erasure_long_form_texts", "bias_utils.intrinsic_extrinsic.erasure_long_form.long_form_under_erasure",
+        ("12_erasure",),
+        "per condition (erasure, hidden state) and text: the long form's text and counts, as long_form_texts",
+        ("erasure", "layer", "occupation", "instruction", "sample", "prompt", "completion", "n_tokens",
+         "finish_reason", "n_words", "female_words", "male_words", "neutral_words", "they_words", "neopronoun_words",
+         "female_words_list", "male_words_list", "neutral_words_list", "any_gendered", "long_form_definition"))
     REPLICATION = _declare(
         "replication", "bias_utils.audit.replication.replicate_published_audit", ("07_bold_replication",),
         "the published audit's quantities, ours beside theirs",

@@ -79,13 +79,15 @@ Where each part lives: the hooks, which know nothing of gender, in ``models.hook
 the probe in ``intrinsic_extrinsic.erasers``; the inputs and the measure of one condition in
 ``intrinsic_extrinsic.erasure_measures``; the statistics, the rule and the largest effect in
 ``intrinsic_extrinsic.erasure_statistics``; the sentences and the chart in ``intrinsic_extrinsic.erasure_reading``;
-here the parameters, the conditions and the run that names the fit set and the inputs in one cache key.
+chapter 11's long form written again under the erasures the chapter reads (:meth:`_Erasure.long_form`) in
+``intrinsic_extrinsic.erasure_long_form``; here the parameters, the conditions and the run that names the fit set and
+the inputs in one cache key.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -117,6 +119,7 @@ from .erasers import (
     selective_erasers,
     write_fit,
 )
+from .erasure_long_form import long_form_under_erasure
 from .erasure_measures import (
     FACT_PAIRS,
     N_SENTENCES,
@@ -259,7 +262,7 @@ def erasure_tradeoff(model, basis, *, layer_step: int = 3, n_boot: int = 1000, s
     roles += [("facts", g, w, "facts kept") for i, g in enumerate(("female", "male")) for w in
               [p[i] for p in pairs]]
     return _Erasure(table, pd.DataFrame(roles, columns=_WORD_COLUMNS), model.model_id, chosen,
-                    probe_table({c: done[c] for c in wanted}, model.model_id), fit)
+                    probe_table({c: done[c] for c in wanted}, model.model_id), fit, list(inputs.occupations))
 
 
 def _fit_selective(model, inputs: Inputs, fact: np.ndarray) -> tuple[dict, dict]:
@@ -320,8 +323,8 @@ class _Erasure:
     """What :func:`erasure_tradeoff` finds: ``tradeoff`` (``erasure_statistics.tradeoff_table``), ``words``
     (``population, group, word, role``: the fit set, the held-out names, the facts' nouns), ``model_id``, the
     single ``states`` erased, the held-out names' ``probe`` at every hidden state of every condition
-    (``erasure_statistics.probe_table``) and the ``fit`` (``erasers.fit_erasers``: LEACE and its controls at every
-    state, which :meth:`erasers` hands out)."""
+    (``erasure_statistics.probe_table``), the ``fit`` (``erasers.fit_erasers``: LEACE and its controls at every
+    state, which :meth:`erasers` hands out) and the BLS ``occupations`` it measured."""
 
     tradeoff: pd.DataFrame
     words: pd.DataFrame
@@ -329,6 +332,7 @@ class _Erasure:
     states: list[int]
     probe: pd.DataFrame
     fit: object = None
+    occupations: list[str] = field(default_factory=list)
 
     def erasers(self, erasure: str, layer: str | None) -> dict:
         """The erasers of one condition, for ``models.hooks.erasing`` (another measure under the same erasure, such as
@@ -367,6 +371,14 @@ class _Erasure:
         """The held-out names' probe at every hidden state, without erasure and under LEACE at the states the chapter
         reads and at every state (``erasure_reading.probe_by_state``)."""
         return probe_by_state(self.probe, picked_layers(self.tradeoff))
+
+    def long_form(self, model, **settings):
+        """What ``model`` (the decoder this erasure was fitted on) writes at length about one person in each of
+        :attr:`occupations` under LEACE and its random control at :attr:`largest_layer` and :attr:`best_layer`,
+        beside the unhooked model: ``erasure_long_form.long_form_under_erasure``, whose keyword ``settings``
+        (``instructions``, ``n_samples``, ``max_new_tokens``, ``seed``, ``n_boot``, ``cache``, ``progress``) it
+        takes."""
+        return long_form_under_erasure(model, self, occupations=self.occupations, **settings)
 
     def write(self, folder: str | Path) -> list[Path]:
         """Write the words, the trade-off and the probe as parquet + CSV under ``folder``."""
