@@ -467,7 +467,7 @@ class NAMES:
         ("model_id", "method", "odds_ratio", "ci_low", "ci_high", "ci_low_mc_se", "ci_high_mc_se", "p",
          "n_occupations", "n_informative", "n", "unit"))
     LINK_POOLED = _declare(
-        "link_pooled", "bias_utils.book.crossmodel.pooled_link", ("09_cross_model",),
+        "link_pooled", "bias_utils.book.pooling.pooled_link", ("09_cross_model",),
         "each model's intrinsic-extrinsic link (the next-word primary; the BOLD slope) and their random-effects pool",
         ("intrinsic", "test", "model_id", "estimate", "ci_low", "ci_high", "se", "se_scale", "n", "units",
          "extrinsic_measure", "p", "tau2", "q", "q_p", "i2", "measure_definition", "kept_apart"))
