@@ -16,6 +16,8 @@ _EXPORTS = {
         "model_folders", "profile_grid", "read_all_results", "short_model_ids", "unreadable_axes_by_model",),
     # the per-model links between the bias inside and the bias written, pooled by random effects (chapter 09)
     "pooling": ("describe_pooling", "link_forest_chart", "pooled_link",),
+    # chapter 12's erasure curves side by side on relative depth (chapter 09)
+    "crossmodel_erasure": ("describe_erasure_curves", "erasure_curves", "erasure_curves_chart",),
     # the front page: findings generated from the results tables
     "summary": ("read_summary", "summary_chart", "summary_table",),
 }

@@ -7,8 +7,9 @@ none). A folder the chapter cannot use (missing, empty, another model's tables, 
 row of :func:`model_folders` with the reason, and a table a model does not have (an encoder has no BOLD
 results) is a row in the returned ``skipped`` table with a reason, never a silent gap.
 
-The per-model links between the bias inside and the bias written, pooled across the models, are
-``book.pooling``'s.
+What the chapter makes of the stacked tables beyond reading them side by side has a module each: ``book.pooling``
+pools the per-model links between the bias inside and the bias written, and ``book.crossmodel_erasure`` sets chapter
+12's erasure curves side by side on relative depth.
 """
 
 from __future__ import annotations
