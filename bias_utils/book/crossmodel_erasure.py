@@ -28,10 +28,10 @@ _MEASURES = {"log_ratio_rho": "rho", "stereotype_removed": "stereotype", "fact_r
 _SHARES = ("stereotype_removed", "fact_removed", "selectivity")
 CURVE_COLUMNS = [
     "model_id", "layer", "depth", "relative_depth",
-    "rho_baseline", "rho_change", "rho_ci_low", "rho_ci_high",
     "stereotype_removed", "stereotype_ci_low", "stereotype_ci_high",
     "fact_removed", "fact_ci_low", "fact_ci_high",
     "selectivity", "selectivity_ci_low", "selectivity_ci_high", "selective",
+    "rho_baseline", "rho_change", "rho_ci_low", "rho_ci_high",
     "cross_entropy_baseline", "cross_entropy_change", "cross_entropy_ci_low", "cross_entropy_ci_high",
 ]
 #: The two panels of :func:`erasure_curves_chart`, as their headers read: the column each draws.
@@ -43,12 +43,12 @@ def erasure_curves(tradeoff: pd.DataFrame) -> pd.DataFrame:
     """Per model and LEACE erasure (one hidden state, or ``all`` of them together) of the stacked ``erasure_tradeoff``
     tables (chapter 12), one row (:data:`CURVE_COLUMNS`): ``layer`` (the erased state as text, or ``all``), ``depth``
     (the model's hidden states above the token embeddings), ``relative_depth`` (``layer`` / ``depth``; NaN for
-    ``all``); ``rho_baseline`` and ``rho_change`` (ρ of the next-word log-ratio with the BLS share without erasure,
-    and its change) with the change's 95% paired interval ``rho_ci_low, rho_ci_high``; ``stereotype_removed`` (the
-    share of the log-ratio's slope on the BLS share removed), ``fact_removed`` (the share of the female − male noun
-    gap removed) and ``selectivity`` (the first minus the second), each with its interval; ``selective`` (the
-    selectivity and its interval above 0, ``erasure_statistics.is_selective``; missing where the table has no
-    selectivity row); ``cross_entropy_baseline`` and ``cross_entropy_change`` (nats per token on neutral text) with
+    ``all``); ``stereotype_removed`` (the share of the next-word log-ratio's slope on the BLS share removed),
+    ``fact_removed`` (the share of the female − male noun gap removed) and ``selectivity`` (the first minus the
+    second), each with its 95% paired interval; ``selective`` (the selectivity and its interval above 0,
+    ``erasure_statistics.is_selective``; missing where the table has no selectivity row); ``rho_baseline`` and
+    ``rho_change`` (ρ of the next-word log-ratio with the BLS share without erasure, and its change) with the
+    change's interval; ``cross_entropy_baseline`` and ``cross_entropy_change`` (nats per token on neutral text) with
     its interval. A measure a model's table lacks (written before it was measured) is NaN. Models in the order read,
     states from the lowest, ``all`` last."""
     leace = tradeoff[tradeoff["erasure"] == "leace"] if len(tradeoff) else tradeoff
