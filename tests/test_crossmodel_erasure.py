@@ -79,6 +79,7 @@ def test_the_curves_place_each_erased_state_on_its_models_depth():
     old = curves[curves["model_id"] == QWEN]
     assert old["selective"].isna().all() and old["selectivity"].isna().all()
     assert crossmodel_erasure.erasure_curves(stacked.iloc[:0]).empty
+    assert crossmodel_erasure.erasure_curves(pd.DataFrame(columns=["model_id"])).empty  # no model has one
 
 
 def test_the_sentence_reads_the_largest_removal_where_the_rule_names_another_state():
@@ -103,19 +104,22 @@ def test_the_sentence_reads_the_largest_removal_where_the_rule_names_another_sta
 
 
 def test_the_sentence_says_where_the_models_disagree_and_what_a_model_without_a_removal_shows():
-    """Gemma's largest removal in the lower third of its depth, Qwen's in the upper; SmolLM2 removes no share of the
-    stereotype's slope that its interval shows, but its ρ falls at state 15: said, not left out."""
+    """Gemma's largest removal in the lower third of its depth, Qwen's in the upper; at no single state does SmolLM2
+    remove a share of the stereotype's slope that its interval shows, but its ρ falls at state 15 and erasing every
+    state together removes both: said, not left out."""
     stacked = pd.concat([
         _tradeoff(GEMMA, 18, {"3": {"stereotype": (0.6, 0.4, 0.8), "fact": (0.7, 0.6, 0.8)}}),
         _tradeoff(QWEN, 24, {"21": {"stereotype": (0.5, 0.2, 0.8)}, "9": {"stereotype": (0.3, 0.1, 0.5)}}),
-        _tradeoff(SMOL, 30, {"15": {"stereotype": (0.2, -0.1, 0.5), "rho": (-0.3, -0.5, -0.1)}})])
+        _tradeoff(SMOL, 30, {"15": {"stereotype": (0.2, -0.1, 0.5), "rho": (-0.3, -0.5, -0.1)},
+                             "all": {"stereotype": (0.9, 0.8, 1.0), "fact": (0.95, 0.9, 1.0)}})])
     text = crossmodel_erasure.describe_erasure_curves(crossmodel_erasure.erasure_curves(stacked))
     assert "in gemma-3-270m, at hidden state 3 of 18 (17% of the way up), 60% (40% to 80%) of the stereotype" in text
     assert "in qwen2.5-coder-0.5b-instruct, at hidden state 21 of 24 (88% of the way up), 50% (20% to 80%)" in text
     assert ("in smollm2-135m-instruct no single-state erasure is shown to remove the stereotype (its largest removal, "
             "20% (−10% to 50%), is at hidden state 15 of 30 (50% of the way up), with 0% (−5% to 5%) of the fact), "
             "though its ρ with the BLS share is shown to fall at hidden state 15 of 30 (50% of the way up), a change "
-            "of −0.30.") in text
+            "of −0.30; erased at every hidden state together it loses 90% (80% to 100%) of the stereotype and 95% "
+            "(90% to 100%) of the fact.") in text
     assert text.endswith("The models' largest removals of the stereotype lie in different thirds of their depth: the "
                          "lower third in gemma-3-270m; the upper third in qwen2.5-coder-0.5b-instruct.")
     assert ("Selective (more of the stereotype removed than of the fact, the difference's interval above 0): "

@@ -106,14 +106,18 @@ def _peak(own: pd.DataFrame) -> tuple[pd.Series | None, bool]:
     return pool.loc[pool["stereotype_removed"].idxmax()], bool(len(shown))
 
 
-def _rho_falls(own: pd.DataFrame) -> str:
-    """Where ρ of the next-word log-ratio with the BLS share is shown to fall (chapter 12's effect), for a model whose
-    stereotype slope no state is shown to remove: another measure of the same stereotype, not to be left unsaid."""
+def _shown_elsewhere(own: pd.DataFrame) -> str:
+    """For a model whose stereotype slope no single state is shown to remove, what is shown all the same: where ρ of
+    the next-word log-ratio with the BLS share falls (chapter 12's effect, another measure of the same stereotype),
+    and what erasing every state together removes where that is shown; neither is left unsaid."""
     falls = own[(own["layer"] != ALL) & (own["rho_ci_high"] < 0)]
-    if falls.empty:
-        return ""
-    return (", though its ρ with the BLS share is shown to fall " + " and ".join(
+    text = "" if falls.empty else (", though its ρ with the BLS share is shown to fall " + " and ".join(
         f"{_where(r)}, a change of {number_text(r.rho_change, signed=True)}" for r in falls.itertuples()))
+    everywhere = own[(own["layer"] == ALL) & (own["stereotype_ci_low"] > 0)]
+    for r in everywhere.itertuples():
+        text += (f"; erased {_where(r)} it loses {_share(r, 'stereotype')} of the stereotype and {_share(r, 'fact')} "
+                 "of the fact")
+    return text
 
 
 def _names(models) -> str:
@@ -143,7 +147,7 @@ def describe_erasure_curves(curves: pd.DataFrame) -> str:
         else:
             clauses.append(f"in {name} no single-state erasure is shown to remove the stereotype (its largest "
                            f"removal, {_share(row, 'stereotype')}, is {_where(row)}, with {_share(row, 'fact')} of the "
-                           f"fact)" + _rho_falls(own))
+                           f"fact)" + _shown_elsewhere(own))
     text = ("Where erasing the gender concept at one hidden state removes the most of the stereotype (the next-word "
             "log-ratio's slope on the BLS share; among the states whose 95% interval lies above 0): "
             + "; ".join(clauses) + ".")
