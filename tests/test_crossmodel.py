@@ -16,7 +16,7 @@ import vl_convert as vlc
 from statsmodels.stats.meta_analysis import combine_effects
 
 from bias_utils.audit import bold, replication
-from bias_utils.book import crossmodel
+from bias_utils.book import crossmodel, pooling
 from bias_utils.core import paths, tables
 from bias_utils.intrinsic_extrinsic import bold_link
 from bias_utils.profiles import population_profiles as profiles
@@ -149,18 +149,18 @@ def test_random_effects_agree_with_statsmodels_and_metafor_on_the_bcg_trials():
     a, b, c, d = BCG.T
     y = np.log(a / (a + b) / (c / (c + d)))
     v = 1 / a - 1 / (a + b) + 1 / c - 1 / (c + d)
-    got = crossmodel._random_effects(y, np.sqrt(v))
+    got = pooling._random_effects(y, np.sqrt(v))
     ref = combine_effects(y, v, method_re="dl")
     assert got["estimate"] == pytest.approx(ref.mean_effect_re, rel=1e-10)
     assert got["se"] == pytest.approx(ref.sd_eff_w_re, rel=1e-10)
     assert (got["tau2"], got["q"], got["i2"]) == pytest.approx((ref.tau2, ref.q, ref.i2), rel=1e-10)
     # metafor::rma(measure = "RR", method = "DL") as published: -0.7141 (SE 0.1787), tau^2 0.3088
     assert (got["estimate"], got["se"], got["tau2"]) == pytest.approx((-0.7141, 0.1787, 0.3088), abs=1e-4)
-    one = crossmodel._random_effects([0.2], [0.1])
+    one = pooling._random_effects([0.2], [0.1])
     assert (one["estimate"], one["ci_low"]) == pytest.approx((0.2, 0.2 - 1.96 * 0.1), abs=1e-3)
     assert np.isnan([one["tau2"], one["q"], one["q_p"], one["i2"]]).all()  # no spread to estimate from one model
     with pytest.raises(ValueError, match="standard errors"):
-        crossmodel._random_effects([0.1, 0.2], [0.1, 0.0])
+        pooling._random_effects([0.1, 0.2], [0.1, 0.0])
 
 
 def test_random_effects_interval_covers_the_mean_under_heterogeneity():
@@ -171,7 +171,7 @@ def test_random_effects_interval_covers_the_mean_under_heterogeneity():
     for _ in range(400):
         se = rng.uniform(0.05, 0.2, 20)
         y = 0.3 + rng.normal(0, np.sqrt(0.02), 20) + rng.normal(0, se)
-        r = crossmodel._random_effects(y, se)
+        r = pooling._random_effects(y, se)
         covered += r["ci_low"] <= 0.3 <= r["ci_high"]
     assert 0.89 <= covered / 400 <= 0.99, covered
 
@@ -185,32 +185,32 @@ def test_pooled_link_pools_the_primary_slope_and_says_when_nothing_can_be_pooled
         "ci_low": [0.25, -0.3, 0.4, 0.1], "ci_high": [0.8, 0.55, 1.6, 0.5],
         "readable": [True, True, False, True], "extrinsic_measure": "expected"})
     none = stats.iloc[:0].assign(primary=pd.Series(dtype=bool))  # no next-word table: the BOLD slope alone
-    pooled = crossmodel.pooled_link(none, stats).set_index(["test", "model_id"])
+    pooled = pooling.pooled_link(none, stats).set_index(["test", "model_id"])
     # c is not read; the link table's own Spearman row (the between-occupation ρ) is not the next-word primary
-    assert set(pooled.index) == {(primary, "a"), (primary, "b"), (primary, crossmodel._POOLED)}
-    slope = crossmodel._random_effects([0.5, 0.2], [0.1, 0.2])
-    row = pooled.loc[(primary, crossmodel._POOLED)]
+    assert set(pooled.index) == {(primary, "a"), (primary, "b"), (primary, pooling._POOLED)}
+    slope = pooling._random_effects([0.5, 0.2], [0.1, 0.2])
+    row = pooled.loc[(primary, pooling._POOLED)]
     assert (row.estimate, row.tau2, row.n) == pytest.approx((slope["estimate"], slope["tau2"], 2))
     # a model's row carries the interval its own chapter prints (one quantity, one interval in the book)
     assert pooled.loc[(primary, "a"), ["ci_low", "ci_high"]].tolist() == [0.25, 0.8]
     assert pooled.loc[(primary, "b"), ["ci_low", "ci_high"]].tolist() == [-0.3, 0.55]
     assert (pooled["se_scale"] == "log-odds per SD of the position").all()  # the SE says its unit (issue 47)
-    sentence = crossmodel.describe_pooling(crossmodel.pooled_link(none, stats), test=primary)
+    sentence = pooling.describe_pooling(pooling.pooled_link(none, stats), test=primary)
     assert sentence.startswith("Pooled over 2 models (DerSimonian–Laird random effects), the BOLD-based "
                                "within-field slope (chapter 11's robustness row) is ")
-    chart = crossmodel.link_forest_chart(crossmodel.pooled_link(none, stats), test=primary).to_dict()
+    chart = pooling.link_forest_chart(pooling.pooled_link(none, stats), test=primary).to_dict()
     alt_text, caption = rendering._figure_text(chart)
     assert alt_text.startswith("Forest plot of the BOLD-based within-field slope")
     assert "diamond in the last row pools" in caption
     # the shape legend (model, pooled) is black: a hue on chapter 09's page names a dimension or a unit
     assert [layer["mark"].get("color") for layer in chart["layer"][1:]] == ["black", "black"]
     # one decoder: no pooled row, no diamond, and the spread between models is not estimable
-    one = crossmodel.pooled_link(none, stats.iloc[[0]])
+    one = pooling.pooled_link(none, stats.iloc[[0]])
     assert list(one["model_id"]) == ["a"]
-    assert crossmodel.describe_pooling(one, test=primary) == (
+    assert pooling.describe_pooling(one, test=primary) == (
         "1 model of this build has the BOLD-based within-field slope (chapter 11's robustness row) on a validated "
         "direction: nothing is pooled, and the spread between models (τ², Q, I²) is not estimable.")
-    alt_text, caption = rendering._figure_text(crossmodel.link_forest_chart(one, test=primary).to_dict())
+    alt_text, caption = rendering._figure_text(pooling.link_forest_chart(one, test=primary).to_dict())
     assert "With one model nothing is pooled." in caption and "diamond" not in caption and "pooled" not in alt_text
 
 
@@ -229,16 +229,16 @@ def test_pooled_next_word_link_pools_spearman_on_fishers_z_as_statsmodels_does()
         "ci_low": [0.32, 0.05, 0.5, 0.1, 0.4, 0.8], "ci_high": [0.72, 0.52, 0.84, 0.6, 0.73, 0.95],
         "n": [*n, 60, 88, 60], "readable": [True, True, True, True, True, False],
         "units": "BLS occupations", "extrinsic_measure": "next-word log-ratio (exact)"})
-    pooled = crossmodel.pooled_link(nw).set_index("model_id")
-    assert list(pooled.index) == ["a", "b", "c", crossmodel._POOLED] and (pooled["test"] == "spearman").all()
+    pooled = pooling.pooled_link(nw).set_index("model_id")
+    assert list(pooled.index) == ["a", "b", "c", pooling._POOLED] and (pooled["test"] == "spearman").all()
     ref = combine_effects(np.arctanh(rho), 1.06 / (n - 3), method_re="dl")
-    pool = pooled.loc[crossmodel._POOLED]
+    pool = pooled.loc[pooling._POOLED]
     assert pool.estimate == pytest.approx(np.tanh(ref.mean_effect_re), rel=1e-10)
     assert (pool.ci_low, pool.ci_high) == pytest.approx(
         np.tanh(ref.mean_effect_re + np.array([-1, 1]) * 1.959963984540054 * ref.sd_eff_w_re), rel=1e-9)
     assert pooled.loc["a", ["ci_low", "ci_high"]].tolist() == [0.32, 0.72]
     assert (pooled["se_scale"] == "Fisher's z (atanh of ρ)").all()
-    assert crossmodel.describe_pooling(pooled.reset_index()).startswith(
+    assert pooling.describe_pooling(pooled.reset_index()).startswith(
         "Pooled over 3 models (DerSimonian–Laird random effects), the Spearman ρ between the direction and the "
         "next-word log-ratio across the BLS occupations (chapter 11's primary) is ")
 
@@ -386,9 +386,9 @@ def test_pooled_link_pools_like_with_like_and_names_what_it_keeps_apart():
         "analysis": "primary", "primary": True, "effect_size": rho, "ci_low": rho - 0.2, "ci_high": rho + 0.2, "n": n,
         "readable": True, "units": "BLS occupations", "extrinsic_measure": "next-word log-ratio (exact)",
         "measure_definition": [DEFAULT_DEFINITION] * 3 + [german, np.nan]})
-    pooled = crossmodel.pooled_link(nw)
+    pooled = pooling.pooled_link(nw)
     ref = combine_effects(np.arctanh(rho[:3]), 1.06 / (n[:3] - 3), method_re="dl")
-    pool = pooled.set_index("model_id").loc[crossmodel._POOLED]
+    pool = pooled.set_index("model_id").loc[pooling._POOLED]
     assert (pool.n, pool.measure_definition, pool.kept_apart) == (3, DEFAULT_DEFINITION, "")
     assert pool.estimate == pytest.approx(np.tanh(ref.mean_effect_re), rel=1e-10)
     apart = pooled.set_index("model_id")["kept_apart"]
@@ -397,14 +397,14 @@ def test_pooled_link_pools_like_with_like_and_names_what_it_keeps_apart():
                                  f" than the pooled models' ({DEFAULT_DEFINITION}, the built-in templates and the "
                                  "audit's words)")
     assert apart["e"].startswith("its table does not record what defines its next-word measure")
-    sentence = crossmodel.describe_pooling(pooled)
+    sentence = pooling.describe_pooling(pooled)
     assert sentence.startswith("Pooled over 3 models")
     assert f"**Kept apart: d**: {apart['d']}." in sentence and f"**Kept apart: e**: {apart['e']}." in sentence
-    drawn = crossmodel.link_forest_chart(pooled).to_dict()["datasets"].values()
-    assert {row.get("model_id") for rows in drawn for row in rows} - {None} == {"a", "b", "c", crossmodel._POOLED}
+    drawn = pooling.link_forest_chart(pooled).to_dict()["datasets"].values()
+    assert {row.get("model_id") for rows in drawn for row in rows} - {None} == {"a", "b", "c", pooling._POOLED}
     # tables written before the definition was recorded pool among themselves, as they did
-    old = crossmodel.pooled_link(nw.drop(columns="measure_definition"))
-    assert old.set_index("model_id").loc[crossmodel._POOLED, "n"] == 5 and (old["kept_apart"] == "").all()
+    old = pooling.pooled_link(nw.drop(columns="measure_definition"))
+    assert old.set_index("model_id").loc[pooling._POOLED, "n"] == 5 and (old["kept_apart"] == "").all()
 
 
 @pytest.mark.slow
@@ -428,12 +428,12 @@ def test_chapter_09_keeps_a_run_of_other_templates_out_of_the_pool(tmp_path, smo
         write_table(world.statistics, results / folder / tables.NAMES.LINK_NEXT_WORD)
     folders = crossmodel.model_folders([], results)
     found, _ = crossmodel.read_all_results(list(folders["folder"]), results)
-    pooled = crossmodel.pooled_link(found[tables.NAMES.LINK_NEXT_WORD]).set_index("model_id")
-    assert crossmodel._POOLED not in pooled.index and pooled.loc["smol-builtin", "kept_apart"] == ""
+    pooled = pooling.pooled_link(found[tables.NAMES.LINK_NEXT_WORD]).set_index("model_id")
+    assert pooling._POOLED not in pooled.index and pooled.loc["smol-builtin", "kept_apart"] == ""
     german = nwp.measure_definition(["Gestern sagte {occupation}, dass"])
     assert pooled.loc["smol-german", "kept_apart"].startswith(
         f"its next-word measure is defined by other templates or words (definition {german})")
     assert pooled.loc["smol-german", "extrinsic_measure"] == (f"next-word log-ratio (exact; its own templates or "
                                                               f"words, definition {german})")
     assert pooled.loc["smol-builtin", "extrinsic_measure"] == "next-word log-ratio (exact)"
-    assert "**Kept apart: smol-german**: its next-word measure" in crossmodel.describe_pooling(pooled.reset_index())
+    assert "**Kept apart: smol-german**: its next-word measure" in pooling.describe_pooling(pooled.reset_index())

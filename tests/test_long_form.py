@@ -174,10 +174,10 @@ def test_the_reading_says_plainly_whether_the_next_word_predicts_the_long_form(t
 
 
 def test_chapter_09_sets_each_models_long_form_rho_side_by_side_and_pools_it(toy, isolated_cache):
-    """Chapter 09 (``crossmodel.pooled_link``'s ``at_length``): each model's long-form primary with its chapter's own
+    """Chapter 09 (``pooling.pooled_link``'s ``at_length``): each model's long-form primary with its chapter's own
     interval, their random-effects pool on Fisher's z (two models of one n: equal weights, so the pool is the mean z,
     computed here by hand), and a model whose long form has other instructions kept apart, saying so."""
-    from bias_utils.book import crossmodel
+    from bias_utils.book import pooling
 
     values = pd.DataFrame({"occupation": list(_PLANTED), "group": "female",
                            "bls_pct_female": [100 * f for f, _ in _PLANTED.values()]})
@@ -189,16 +189,16 @@ def test_chapter_09_sets_each_models_long_form_rho_side_by_side_and_pools_it(toy
                                                     values, n_boot=200)
     stacked = pd.concat([one.statistics.assign(model_id="a"), one.statistics.assign(
         model_id="b", effect_size=0.2), other.statistics.assign(model_id="c")], ignore_index=True)
-    pooled = crossmodel.pooled_link(pd.DataFrame(), at_length=stacked).set_index("model_id")
+    pooled = pooling.pooled_link(pd.DataFrame(), at_length=stacked).set_index("model_id")
     assert set(pooled["intrinsic"]) == {"next_word_log_ratio"}
     primary = one.statistics[one.statistics["primary"]].iloc[0]
     assert tuple(pooled.loc["a", ["estimate", "ci_low", "ci_high"]]) == tuple(primary[["effect_size", "ci_low",
                                                                                       "ci_high"]])
     by_hand = np.tanh(np.mean(np.arctanh([primary["effect_size"], 0.2])))
-    assert pooled.loc[crossmodel._POOLED, "estimate"] == pytest.approx(by_hand, abs=1e-12)
+    assert pooled.loc[pooling._POOLED, "estimate"] == pytest.approx(by_hand, abs=1e-12)
     assert pooled.loc["c", "kept_apart"].startswith("its long form is defined by other instructions, samples or "
                                                     "length")
-    text = crossmodel.describe_pooling(pooled.reset_index(), intrinsic="next_word_log_ratio")
+    text = pooling.describe_pooling(pooled.reset_index(), intrinsic="next_word_log_ratio")
     assert text.startswith("Pooled over 2 models (DerSimonian–Laird random effects), the Spearman ρ between the "
                            "next-word log-ratio and the long-form female share")
     assert "Kept apart" in text

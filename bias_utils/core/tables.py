@@ -484,7 +484,7 @@ class NAMES:
         ("model_id", "method", "odds_ratio", "ci_low", "ci_high", "ci_low_mc_se", "ci_high_mc_se", "p",
          "n_occupations", "n_informative", "n", "unit"))
     LINK_POOLED = _declare(
-        "link_pooled", "bias_utils.book.crossmodel.pooled_link", ("09_cross_model",),
+        "link_pooled", "bias_utils.book.pooling.pooled_link", ("09_cross_model",),
         "each model's intrinsic-extrinsic link (the next-word primary; the BOLD slope) and their random-effects pool",
         ("intrinsic", "test", "model_id", "estimate", "ci_low", "ci_high", "se", "se_scale", "n", "units",
          "extrinsic_measure", "p", "tau2", "q", "q_p", "i2", "measure_definition", "kept_apart"))
@@ -497,6 +497,14 @@ class NAMES:
          "share_gendered_male_dominated", "completion_competence_gap", "completion_warmth_gap",
          "completion_competence_p_holm", "completion_warmth_p_holm", "neutral_share", "neutral_ci_low",
          "neutral_ci_high", "neutral_definition", "neutral_templates"))
+    ERASURE_CURVES = _declare(
+        "erasure_curves", "bias_utils.book.crossmodel_erasure.erasure_curves", ("09_cross_model",),
+        "per model and LEACE erasure (one hidden state, or all): its relative depth, the shares of the stereotype and "
+        "of the fact removed and their difference, the change in rho, with intervals, and the change in cross-entropy",
+        ("model_id", "layer", "depth", "relative_depth", "stereotype_removed", "stereotype_ci_low",
+         "stereotype_ci_high", "fact_removed", "fact_ci_low", "fact_ci_high", "selectivity", "selectivity_ci_low",
+         "selectivity_ci_high", "selective", "rho_baseline", "rho_change", "rho_ci_low", "rho_ci_high",
+         "cross_entropy_baseline", "cross_entropy_change", "cross_entropy_ci_low", "cross_entropy_ci_high"))
     ROBUSTNESS_SKIPPED = _declare(
         "robustness_skipped", "bias_utils.profiles.robustness.collect_curve_inputs", ("10_robustness",),
         "items the specification curve skipped, per step and source",

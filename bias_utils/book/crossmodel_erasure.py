@@ -1,0 +1,235 @@
+"""Across models (notebook ``09_cross_model``): chapter 12's erasure curves side by side on relative depth.
+
+Each decoder's chapter 12 erases its linear gender concept with LEACE at single hidden states and at all of them
+(``intrinsic_extrinsic.erasure_statistics.tradeoff_table``). The models have different numbers of hidden states, so a
+state is placed by its *relative depth*, the state over the model's hidden states above the token embeddings (state 15
+of 30 and state 12 of 24 both lie halfway up). Per model and erased state: :func:`erasure_curves` the table,
+:func:`erasure_curves_chart` the stereotype and the fact removed along the depth, and
+:func:`describe_erasure_curves` the cross-model answer in words, all from the stacked ``erasure_tradeoff`` tables.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from ..core.precision import number_text, percent_text
+from ..core.results import display_name
+from ..intrinsic_extrinsic.erasers import ALL
+from ..intrinsic_extrinsic.erasure_statistics import is_selective
+from ..report import plots
+
+__all__ = ["describe_erasure_curves", "erasure_curves", "erasure_curves_chart"]
+
+#: The trade-off table's measures the curves read, each with the prefix of its columns in :func:`erasure_curves`.
+_MEASURES = {"log_ratio_rho": "rho", "stereotype_removed": "stereotype", "fact_removed": "fact",
+             "selectivity": "selectivity", "cross_entropy": "cross_entropy"}
+#: The shares removed are changes themselves (their baseline 0): the table keeps their value, the others' change.
+_SHARES = ("stereotype_removed", "fact_removed", "selectivity")
+CURVE_COLUMNS = [
+    "model_id", "layer", "depth", "relative_depth",
+    "stereotype_removed", "stereotype_ci_low", "stereotype_ci_high",
+    "fact_removed", "fact_ci_low", "fact_ci_high",
+    "selectivity", "selectivity_ci_low", "selectivity_ci_high", "selective",
+    "rho_baseline", "rho_change", "rho_ci_low", "rho_ci_high",
+    "cross_entropy_baseline", "cross_entropy_change", "cross_entropy_ci_low", "cross_entropy_ci_high",
+]
+#: The two panels of :func:`erasure_curves_chart`, as their headers read: the column each draws.
+_PANELS = {"stereotype removed": "stereotype", "fact removed": "fact"}
+_THIRDS = ("lower", "middle", "upper")
+
+
+def erasure_curves(tradeoff: pd.DataFrame) -> pd.DataFrame:
+    """Per model and LEACE erasure (one hidden state, or ``all`` of them together) of the stacked ``erasure_tradeoff``
+    tables (chapter 12), one row (:data:`CURVE_COLUMNS`): ``layer`` (the erased state as text, or ``all``), ``depth``
+    (the model's hidden states above the token embeddings), ``relative_depth`` (``layer`` / ``depth``; NaN for
+    ``all``); ``stereotype_removed`` (the share of the next-word log-ratio's slope on the BLS share removed),
+    ``fact_removed`` (the share of the female − male noun gap removed) and ``selectivity`` (the first minus the
+    second), each with its 95% paired interval; ``selective`` (the selectivity and its interval above 0,
+    ``erasure_statistics.is_selective``; missing where the table has no selectivity row); ``rho_baseline`` and
+    ``rho_change`` (ρ of the next-word log-ratio with the BLS share without erasure, and its change) with the
+    change's interval; ``cross_entropy_baseline`` and ``cross_entropy_change`` (nats per token on neutral text) with
+    its interval. A measure a model's table lacks (written before it was measured) is NaN. Models in the order read,
+    states from the lowest, ``all`` last."""
+    leace = tradeoff[tradeoff["erasure"] == "leace"] if len(tradeoff) else tradeoff
+    rows = []
+    for model, own in leace.groupby("model_id", sort=False):
+        depth = int(own["depth"].iloc[0])
+        places = sorted(dict.fromkeys(own["layer"].astype(str)), key=lambda s: (s == ALL, int(s) if s != ALL else 0))
+        for layer in places:
+            here = own[own["layer"].astype(str) == layer].drop_duplicates("measure").set_index("measure")
+            row = {"model_id": model, "layer": layer, "depth": depth,
+                   "relative_depth": float("nan") if layer == ALL else int(layer) / depth}
+            for measure, prefix in _MEASURES.items():
+                got = here.loc[measure] if measure in here.index else pd.Series(dtype=float)
+                if measure in _SHARES:  # named as the table names them: stereotype_removed, fact_removed, selectivity
+                    row[measure] = got.get("value", float("nan"))
+                else:
+                    row[f"{prefix}_baseline"] = got.get("baseline", float("nan"))
+                    row[f"{prefix}_change"] = got.get("change", float("nan"))
+                row[f"{prefix}_ci_low"] = got.get("ci_low", float("nan"))
+                row[f"{prefix}_ci_high"] = got.get("ci_high", float("nan"))
+            row["selective"] = is_selective(own, "leace", layer) if "selectivity" in here.index else pd.NA
+            rows.append(row)
+    table = pd.DataFrame(rows, columns=CURVE_COLUMNS)
+    return table.astype({"selective": "boolean"})
+
+
+def _where(row) -> str:
+    """"at hidden state 15 of 30 (50% of the way up)", or "at every hidden state together", as chapter 12 says it."""
+    if row.layer == ALL:
+        return "at every hidden state together"
+    return f"at hidden state {row.layer} of {int(row.depth)} ({percent_text(row.relative_depth)} of the way up)"
+
+
+def _share(row, prefix: str) -> str:
+    """"72% (60% to 81%)": a share removed with its interval."""
+    value = row.stereotype_removed if prefix == "stereotype" else row.fact_removed
+    return f"{percent_text(value)} ({percent_text(getattr(row, f'{prefix}_ci_low'))} to " \
+           f"{percent_text(getattr(row, f'{prefix}_ci_high'))})"
+
+
+def _third(row) -> str:
+    """The third of the model's depth a state lies in: lower up to a third, middle up to two thirds, upper above
+    (in whole numbers, so that state 10 of 30 is in the lower third)."""
+    return _THIRDS[min(2, max(0, -(-3 * int(row.layer) // int(row.depth)) - 1))]
+
+
+def _peak(own: pd.DataFrame) -> tuple[pd.Series | None, bool]:
+    """``(row, shown)``: a model's single state that removes the most of the stereotype among those whose interval
+    lies above 0 (``shown``), else among all; None where no single state has the stereotype measured."""
+    singles = own[own["layer"] != ALL].dropna(subset=["stereotype_removed"])
+    shown = singles[singles["stereotype_ci_low"] > 0]
+    pool = shown if len(shown) else singles
+    if pool.empty:
+        return None, False
+    return pool.loc[pool["stereotype_removed"].idxmax()], bool(len(shown))
+
+
+def _shown_elsewhere(own: pd.DataFrame) -> str:
+    """For a model whose stereotype slope no single state is shown to remove, what is shown all the same: where ρ of
+    the next-word log-ratio with the BLS share falls (chapter 12's effect, another measure of the same stereotype),
+    and what erasing every state together removes where that is shown; neither is left unsaid."""
+    falls = own[(own["layer"] != ALL) & (own["rho_ci_high"] < 0)]
+    text = "" if falls.empty else (", though its ρ with the BLS share is shown to fall " + " and ".join(
+        f"{_where(r)}, a change of {number_text(r.rho_change, signed=True)}" for r in falls.itertuples()))
+    everywhere = own[(own["layer"] == ALL) & (own["stereotype_ci_low"] > 0)]
+    for r in everywhere.itertuples():
+        text += (f"; erased {_where(r)} it loses {_share(r, 'stereotype')} of the stereotype and {_share(r, 'fact')} "
+                 "of the fact")
+    return text
+
+
+def _names(models) -> str:
+    names = [display_name(m) for m in models]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def describe_erasure_curves(curves: pd.DataFrame) -> str:
+    """Markdown, the cross-model answer from :func:`erasure_curves`: per model, the single hidden state where LEACE
+    removes the most of the stereotype (among the states whose interval lies above 0; where none does, that no state
+    is shown to remove it and where the largest removal is), placed on the model's depth, with how much of the
+    stereotype and of the fact it removes there; which models' erasures are selective (more of the stereotype removed
+    than of the fact, the difference's interval above 0); and whether the models' largest removals lie in the same
+    third of their depth."""
+    if curves.empty:
+        return "No model of this build has chapter 12's erasure curve."
+    clauses, peaks = [], {}
+    for model, own in curves.groupby("model_id", sort=False):
+        row, shown = _peak(own)
+        name = display_name(model)
+        if row is None:
+            clauses.append(f"{name}'s table holds no single-state erasure measured on the stereotype")
+        elif shown:
+            peaks[model] = row
+            clauses.append(f"in {name}, {_where(row)}, {_share(row, 'stereotype')} of the stereotype and "
+                           f"{_share(row, 'fact')} of the fact")
+        else:
+            clauses.append(f"in {name} no single-state erasure is shown to remove the stereotype (its largest "
+                           f"removal, {_share(row, 'stereotype')}, is {_where(row)}, with {_share(row, 'fact')} of the "
+                           f"fact)" + _shown_elsewhere(own))
+    text = ("Where erasing the gender concept at one hidden state removes the most of the stereotype (the next-word "
+            "log-ratio's slope on the BLS share; among the states whose 95% interval lies above 0): "
+            + "; ".join(clauses) + ".")
+    return text + _selective(curves) + _depths(peaks, curves["model_id"].nunique())
+
+
+def _selective(curves: pd.DataFrame) -> str:
+    """Which models' LEACE erasures are selective, and which tables cannot say."""
+    unmeasured = [m for m, own in curves.groupby("model_id", sort=False) if own["selective"].isna().all()]
+    found = curves[curves["selective"].fillna(False).astype(bool)]
+    if found.empty:
+        text = (f" **No model's erasure{' measured for it' if unmeasured else ''} is selective**: at no state does "
+                "LEACE remove more of the stereotype than of the fact with the difference's interval above 0")
+    else:
+        text = " Selective (more of the stereotype removed than of the fact, the difference's interval above 0): " + \
+            "; ".join(f"{display_name(model)} " + ", and ".join(
+                f"{_where(r)}, {percent_text(r.stereotype_removed)} of the stereotype and "
+                f"{percent_text(r.fact_removed)} of the fact" for r in own.itertuples())
+                for model, own in found.groupby("model_id", sort=False))
+    if unmeasured:
+        tables = "its table" if len(unmeasured) == 1 else "their tables"
+        text += f" ({_names(unmeasured)}: no selectivity in {tables}, written before chapter 12 measured it)"
+    return text + "."
+
+
+def _depths(peaks: dict[str, pd.Series], n_models: int) -> str:
+    """Whether the models' largest shown removals lie in the same third of their depth."""
+    if n_models < 2:
+        return ""
+    if len(peaks) < 2:
+        return (" Fewer than two models show a removal of the stereotype, so where it lies is not compared across "
+                "them.")
+    thirds = {m: _third(r) for m, r in peaks.items()}
+    if len(set(thirds.values())) > 1:
+        return (" The models' largest removals of the stereotype lie in different thirds of their depth: "
+                + "; ".join(f"the {t} third in {_names([m for m in thirds if thirds[m] == t])}"
+                            for t in _THIRDS if t in thirds.values()) + ".")
+    which = ("both models" if n_models == 2 else f"all {n_models} models") if len(peaks) == n_models else \
+        f"the {len(peaks)} models of {n_models} that show one ({_names(peaks)})"
+    return (f" In {which} the largest removal of the stereotype lies in the {next(iter(thirds.values()))} third of "
+            "their depth.")
+
+
+def erasure_curves_chart(curves: pd.DataFrame) -> alt.FacetChart:
+    """Two panels, "stereotype removed" and "fact removed": per model (colour, one line each) the share LEACE removes
+    at each single hidden state, across the state's relative depth, with its 95% interval (a bar). Erasing every state
+    together has no depth and is not drawn (:func:`erasure_curves` holds it)."""
+    singles = plots.drawable(curves[curves["layer"] != ALL], ["relative_depth"])
+    models = [display_name(m) for m in dict.fromkeys(singles["model_id"])]
+    long = pd.concat([singles.assign(panel=panel, model=singles["model_id"].map(display_name),
+                                     share=singles["stereotype_removed" if prefix == "stereotype" else "fact_removed"],
+                                     low=singles[f"{prefix}_ci_low"], high=singles[f"{prefix}_ci_high"])
+                      for panel, prefix in _PANELS.items()], ignore_index=True)
+    long = plots.drawable(long, ["share"])[["model", "layer", "depth", "relative_depth", "panel", "share", "low",
+                                            "high"]]
+    if long.empty:
+        raise ValueError("erasure_curves_chart: no single-state erasure with a share removed to draw")
+    x = alt.X("relative_depth:Q", title="relative depth (state / states)",
+              scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format=".0%"))
+    y = alt.Y("share:Q", title="share removed", axis=alt.Axis(format=".0%"))
+    colour = alt.Color("model:N", title="model", scale=alt.Scale(domain=models,
+                                                                 range=plots.OTHER_COLORS[:len(models)]),
+                       legend=alt.Legend(symbolOpacity=1, symbolStrokeWidth=3))
+    zero = alt.Chart().mark_rule(color="#999", strokeDash=[4, 3]).encode(y=alt.datum(0))
+    bars = alt.Chart().transform_filter("isValid(datum.low) && isValid(datum.high)").mark_rule(
+        opacity=0.5).encode(x=x, y="low:Q", y2="high:Q", color=colour)
+    lines = alt.Chart().mark_line(point=alt.OverlayMarkDef(filled=True, size=40)).encode(
+        x=x, y=y, color=colour, tooltip=["model", "layer", "depth", alt.Tooltip("relative_depth:Q", format=".0%"),
+                                         alt.Tooltip("share:Q", format=".0%"), alt.Tooltip("low:Q", format=".0%"),
+                                         alt.Tooltip("high:Q", format=".0%")])
+    chart = alt.layer(zero, bars, lines, data=long).properties(width=240, height=200).facet(
+        column=alt.Column("panel:N", title=None, sort=list(_PANELS)))
+    left_out = int(curves["layer"].eq(ALL).sum())
+    caption = ("Two panels: \"stereotype removed\", the share of the next-word log-ratio's slope on the BLS share of "
+               "women that LEACE removes, and \"fact removed\", the share of the gap between female and male nouns "
+               "such as queen and king it removes. Across: the erased hidden state as a share of the model's hidden "
+               "states (its relative depth, so that models of different depths line up); one line per model, its "
+               f"colour named in the legend ({', '.join(models)}); a bar is the 95% interval resampling occupations "
+               "(stereotype) or noun pairs (fact); the dashed line is 0, nothing removed."
+               + (f" Erasing every state together has no depth and is not drawn: the table below gives it for "
+                  f"{'each model' if left_out > 1 else 'the model'}." if left_out else "")
+               + " Look at where each model's stereotype curve peaks, and whether its fact curve peaks with it.")
+    return plots.captioned(chart, "Erasing the gender concept: the curves side by side on relative depth", [],
+                           f"Line charts of the share of the stereotype and of the fact that LEACE removes at each "
+                           f"hidden state against relative depth, one line per model ({', '.join(models)}).", caption)
