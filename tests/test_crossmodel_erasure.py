@@ -92,7 +92,8 @@ def test_the_sentence_reads_the_largest_removal_where_the_rule_names_another_sta
     text = crossmodel_erasure.describe_erasure_curves(crossmodel_erasure.erasure_curves(table))
     assert ("in smollm2-135m-instruct, at hidden state 9 of 30 (30% of the way up), 80% (60% to 95%) of the stereotype "
             "and 90% (80% to 97%) of the fact.") in text
-    assert ("Selective (more of the stereotype removed than of the fact, the difference's interval above 0): "
+    assert ("Selective LEACE erasures (more of the stereotype removed than of the fact, the difference's interval "
+            "above 0): "
             "smollm2-135m-instruct at hidden state 24 of 30 (80% of the way up), 30% of the stereotype and 0% of the "
             "fact.") in text
     assert "third" not in text  # one model: nothing across models to say
@@ -122,10 +123,37 @@ def test_the_sentence_says_where_the_models_disagree_and_what_a_model_without_a_
             "(90% to 100%) of the fact.") in text
     assert text.endswith("The models' largest removals of the stereotype lie in different thirds of their depth: the "
                          "lower third in gemma-3-270m; the upper third in qwen2.5-coder-0.5b-instruct.")
-    assert ("Selective (more of the stereotype removed than of the fact, the difference's interval above 0): "
+    assert ("Selective LEACE erasures (more of the stereotype removed than of the fact, the difference's interval "
+            "above 0): "
             "qwen2.5-coder-0.5b-instruct at hidden state 9 of 24 (38% of the way up), 30% of the stereotype and 0% of "
             "the fact, and at hidden state 21 of 24 (88% of the way up), 50% of the stereotype and 0% of the fact.") \
         in text
+
+
+def test_the_eraser_meant_to_spare_the_fact_is_read_beside_leace():
+    """No LEACE state is selective, but the selective eraser is, at the last state: the table holds its rows, the
+    sentence says both (a "no erasure is selective" that left it out would contradict chapter 12), and the chart draws
+    LEACE alone."""
+    entangled = {"9": {"stereotype": (0.8, 0.6, 0.95), "fact": (0.9, 0.8, 0.97)}}
+    table = _tradeoff(GEMMA, 18, entangled)
+    spared = _tradeoff(GEMMA, 18, {"18": {"stereotype": (0.11, 0.05, 0.2), "fact": (0.01, 0.0, 0.02)}})
+    spared = spared[spared["layer"].isin(["9", "18"])].assign(erasure="selective")
+    curves = crossmodel_erasure.erasure_curves(pd.concat([table, spared]))
+    assert list(curves["erasure"]) == ["leace"] * 7 + ["selective"] * 2
+    assert list(curves.loc[curves["selective"].astype(bool), ["erasure", "layer"]].itertuples(index=False)) == [
+        ("selective", "18")]
+    text = crossmodel_erasure.describe_erasure_curves(curves)
+    assert "**No model's LEACE erasure is selective**" in text
+    assert ("The eraser meant to spare the fact (chapter 12's LEACE of the occupations' BLS majority with the gendered "
+            "terms' direction spared, cross-fitted): in gemma-3-270m it is selective at hidden state 18 of 18 (100% of "
+            "the way up): 11% (5% to 20%) of the stereotype and 1% (0% to 2%) of the fact.") in text
+    assert "at hidden state 9 of 18 (50% of the way up), 80% (60% to 95%) of the stereotype" in text
+    not_spared = crossmodel_erasure.erasure_curves(pd.concat([table, spared[spared["layer"] == "9"]]))
+    assert ("in gemma-3-270m it is not selective at any state it was run at (state 9)"
+            in crossmodel_erasure.describe_erasure_curves(not_spared))
+    spec = crossmodel_erasure.erasure_curves_chart(curves).to_dict()
+    drawn = pd.DataFrame(next(iter(spec["datasets"].values())))
+    assert len(drawn) == 2 * 6  # LEACE's six single states in each panel, no selective row
 
 
 def test_the_sentence_says_the_models_agree_only_where_the_table_does():
@@ -135,7 +163,7 @@ def test_the_sentence_says_the_models_agree_only_where_the_table_does():
     text = crossmodel_erasure.describe_erasure_curves(crossmodel_erasure.erasure_curves(stacked))
     assert text.endswith("In all 3 models the largest removal of the stereotype lies in the middle third of their "
                          "depth.")
-    assert ("**No model's erasure measured for it is selective**: at no state does LEACE remove more of the "
+    assert ("**No model's LEACE erasure measured for it is selective**: at no state does LEACE remove more of the "
             "stereotype than of the fact with the difference's interval above 0 (qwen2.5-coder-0.5b-instruct: no "
             "selectivity in its table, written before chapter 12 measured it).") in text
     # one model's largest removal moved to the upper third: no longer all in one

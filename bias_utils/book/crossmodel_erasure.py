@@ -26,8 +26,11 @@ _MEASURES = {"log_ratio_rho": "rho", "stereotype_removed": "stereotype", "fact_r
              "selectivity": "selectivity", "cross_entropy": "cross_entropy"}
 #: The shares removed are changes themselves (their baseline 0): the table keeps their value, the others' change.
 _SHARES = ("stereotype_removed", "fact_removed", "selectivity")
+#: The erasures the curves hold: LEACE (the curve) and the eraser meant to spare the fact (chapter 12's selective
+#: eraser, cross-fitted), where a table has it; the random and shuffled controls stay in chapter 12.
+_ERASURES = {"leace": "LEACE", "selective": "the eraser meant to spare the fact"}
 CURVE_COLUMNS = [
-    "model_id", "layer", "depth", "relative_depth",
+    "model_id", "erasure", "layer", "depth", "relative_depth",
     "stereotype_removed", "stereotype_ci_low", "stereotype_ci_high",
     "fact_removed", "fact_ci_low", "fact_ci_high",
     "selectivity", "selectivity_ci_low", "selectivity_ci_high", "selective",
@@ -40,8 +43,9 @@ _THIRDS = ("lower", "middle", "upper")
 
 
 def erasure_curves(tradeoff: pd.DataFrame) -> pd.DataFrame:
-    """Per model and LEACE erasure (one hidden state, or ``all`` of them together) of the stacked ``erasure_tradeoff``
-    tables (chapter 12), one row (:data:`CURVE_COLUMNS`): ``layer`` (the erased state as text, or ``all``), ``depth``
+    """Per model and erasure (``erasure``: LEACE, and chapter 12's selective eraser where its table has it; one hidden
+    state, or ``all`` of them together) of the stacked ``erasure_tradeoff`` tables (chapter 12), one row
+    (:data:`CURVE_COLUMNS`): ``layer`` (the erased state as text, or ``all``), ``depth``
     (the model's hidden states above the token embeddings), ``relative_depth`` (``layer`` / ``depth``; NaN for
     ``all``); ``stereotype_removed`` (the share of the next-word log-ratio's slope on the BLS share removed),
     ``fact_removed`` (the share of the female − male noun gap removed) and ``selectivity`` (the first minus the
@@ -50,15 +54,17 @@ def erasure_curves(tradeoff: pd.DataFrame) -> pd.DataFrame:
     ``rho_change`` (ρ of the next-word log-ratio with the BLS share without erasure, and its change) with the
     change's interval; ``cross_entropy_baseline`` and ``cross_entropy_change`` (nats per token on neutral text) with
     its interval. A measure a model's table lacks (written before it was measured) is NaN. Models in the order read,
-    states from the lowest, ``all`` last."""
-    leace = tradeoff[tradeoff["erasure"] == "leace"] if len(tradeoff) else tradeoff
+    LEACE first, states from the lowest, ``all`` last."""
+    if not len(tradeoff):
+        return pd.DataFrame(columns=CURVE_COLUMNS).astype({"selective": "boolean"})
+    kept = tradeoff[tradeoff["erasure"].isin(list(_ERASURES))]
     rows = []
-    for model, own in leace.groupby("model_id", sort=False):
+    for (model, erasure), own in kept.groupby(["model_id", "erasure"], sort=False):
         depth = int(own["depth"].iloc[0])
         places = sorted(dict.fromkeys(own["layer"].astype(str)), key=lambda s: (s == ALL, int(s) if s != ALL else 0))
         for layer in places:
             here = own[own["layer"].astype(str) == layer].drop_duplicates("measure").set_index("measure")
-            row = {"model_id": model, "layer": layer, "depth": depth,
+            row = {"model_id": model, "erasure": erasure, "layer": layer, "depth": depth,
                    "relative_depth": float("nan") if layer == ALL else int(layer) / depth}
             for measure, prefix in _MEASURES.items():
                 got = here.loc[measure] if measure in here.index else pd.Series(dtype=float)
@@ -69,9 +75,13 @@ def erasure_curves(tradeoff: pd.DataFrame) -> pd.DataFrame:
                     row[f"{prefix}_change"] = got.get("change", float("nan"))
                 row[f"{prefix}_ci_low"] = got.get("ci_low", float("nan"))
                 row[f"{prefix}_ci_high"] = got.get("ci_high", float("nan"))
-            row["selective"] = is_selective(own, "leace", layer) if "selectivity" in here.index else pd.NA
+            row["selective"] = is_selective(own, erasure, layer) if "selectivity" in here.index else pd.NA
             rows.append(row)
     table = pd.DataFrame(rows, columns=CURVE_COLUMNS)
+    order = {e: i for i, e in enumerate(_ERASURES)}
+    table = table.sort_values("erasure", key=lambda e: e.map(order), kind="stable")
+    models = {m: i for i, m in enumerate(dict.fromkeys(table["model_id"]))}
+    table = table.sort_values("model_id", key=lambda m: m.map(models), kind="stable").reset_index(drop=True)
     return table.astype({"selective": "boolean"})
 
 
@@ -134,6 +144,8 @@ def describe_erasure_curves(curves: pd.DataFrame) -> str:
     third of their depth."""
     if curves.empty:
         return "No model of this build has chapter 12's erasure curve."
+    spared = curves[curves["erasure"] == "selective"]
+    curves = curves[curves["erasure"] == "leace"]
     clauses, peaks = [], {}
     for model, own in curves.groupby("model_id", sort=False):
         row, shown = _peak(own)
@@ -151,7 +163,7 @@ def describe_erasure_curves(curves: pd.DataFrame) -> str:
     text = ("Where erasing the gender concept at one hidden state removes the most of the stereotype (the next-word "
             "log-ratio's slope on the BLS share; among the states whose 95% interval lies above 0): "
             + "; ".join(clauses) + ".")
-    return text + _selective(curves) + _depths(peaks, curves["model_id"].nunique())
+    return text + _selective(curves) + _spared(spared) + _depths(peaks, curves["model_id"].nunique())
 
 
 def _selective(curves: pd.DataFrame) -> str:
@@ -159,10 +171,11 @@ def _selective(curves: pd.DataFrame) -> str:
     unmeasured = [m for m, own in curves.groupby("model_id", sort=False) if own["selective"].isna().all()]
     found = curves[curves["selective"].fillna(False).astype(bool)]
     if found.empty:
-        text = (f" **No model's erasure{' measured for it' if unmeasured else ''} is selective**: at no state does "
-                "LEACE remove more of the stereotype than of the fact with the difference's interval above 0")
+        text = (f" **No model's LEACE erasure{' measured for it' if unmeasured else ''} is selective**: at no state "
+                "does LEACE remove more of the stereotype than of the fact with the difference's interval above 0")
     else:
-        text = " Selective (more of the stereotype removed than of the fact, the difference's interval above 0): " + \
+        text = (" Selective LEACE erasures (more of the stereotype removed than of the fact, the difference's interval "
+                "above 0): ") + \
             "; ".join(f"{display_name(model)} " + ", and ".join(
                 f"{_where(r)}, {percent_text(r.stereotype_removed)} of the stereotype and "
                 f"{percent_text(r.fact_removed)} of the fact" for r in own.itertuples())
@@ -171,6 +184,26 @@ def _selective(curves: pd.DataFrame) -> str:
         tables = "its table" if len(unmeasured) == 1 else "their tables"
         text += f" ({_names(unmeasured)}: no selectivity in {tables}, written before chapter 12 measured it)"
     return text + "."
+
+
+def _spared(spared: pd.DataFrame) -> str:
+    """What the eraser meant to spare the fact did, per model that ran it: where it is selective, or that it is not
+    at any state it was measured at (chapter 12 runs it only at the states it reads)."""
+    if spared.empty:
+        return ""
+    parts = []
+    for model, own in spared.groupby("model_id", sort=False):
+        found = own[own["selective"].fillna(False).astype(bool)]
+        if found.empty:
+            places = ", ".join("every state together" if r.layer == ALL else f"state {r.layer}"
+                               for r in own.itertuples())
+            parts.append(f"in {display_name(model)} it is not selective at any state it was run at ({places})")
+        else:
+            parts.append(f"in {display_name(model)} it is selective " + ", and ".join(
+                f"{_where(r)}: {_share(r, 'stereotype')} of the stereotype and {_share(r, 'fact')} of the fact"
+                for r in found.itertuples()))
+    return (" The eraser meant to spare the fact (chapter 12's LEACE of the occupations' BLS majority with the "
+            "gendered terms' direction spared, cross-fitted): " + "; ".join(parts) + ".")
 
 
 def _depths(peaks: dict[str, pd.Series], n_models: int) -> str:
@@ -195,6 +228,7 @@ def erasure_curves_chart(curves: pd.DataFrame) -> alt.FacetChart:
     """Two panels, "stereotype removed" and "fact removed": per model (colour, one line each) the share LEACE removes
     at each single hidden state, across the state's relative depth, with its 95% interval (a bar). Erasing every state
     together has no depth and is not drawn (:func:`erasure_curves` holds it)."""
+    curves = curves[curves["erasure"] == "leace"]
     singles = plots.drawable(curves[curves["layer"] != ALL], ["relative_depth"])
     models = [display_name(m) for m in dict.fromkeys(singles["model_id"])]
     long = pd.concat([singles.assign(panel=panel, model=singles["model_id"].map(display_name),

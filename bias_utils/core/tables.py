@@ -499,9 +499,10 @@ class NAMES:
          "neutral_ci_high", "neutral_definition", "neutral_templates"))
     ERASURE_CURVES = _declare(
         "erasure_curves", "bias_utils.book.crossmodel_erasure.erasure_curves", ("09_cross_model",),
-        "per model and LEACE erasure (one hidden state, or all): its relative depth, the shares of the stereotype and "
+        "per model and erasure (LEACE, and the eraser meant to spare the fact where run; one hidden state, or all): "
+        "its relative depth, the shares of the stereotype and "
         "of the fact removed and their difference, the change in rho, with intervals, and the change in cross-entropy",
-        ("model_id", "layer", "depth", "relative_depth", "stereotype_removed", "stereotype_ci_low",
+        ("model_id", "erasure", "layer", "depth", "relative_depth", "stereotype_removed", "stereotype_ci_low",
          "stereotype_ci_high", "fact_removed", "fact_ci_low", "fact_ci_high", "selectivity", "selectivity_ci_low",
          "selectivity_ci_high", "selective", "rho_baseline", "rho_change", "rho_ci_low", "rho_ci_high",
          "cross_entropy_baseline", "cross_entropy_change", "cross_entropy_ci_low", "cross_entropy_ci_high"))
