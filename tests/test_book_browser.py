@@ -577,6 +577,7 @@ def _read_pages(html: Path, browser: Browser, width: int, height: int, mobile: b
                           "closed_height": closed, "height": height, "sections": sections,
                           "table_widths": browser.evaluate(TABLE_WIDTHS), "reference": browser.evaluate(REFERENCE),
                           "marks": browser.evaluate(MARKS), "tables": browser.evaluate(TABLES),
+                          "table_quantities": browser.evaluate(TABLE_QUANTITIES),
                           "text": browser.evaluate("(document.querySelector('article.bd-article') || "
                                                    "document.body).innerText")}
     finally:
@@ -732,38 +733,90 @@ def test_a_table_on_a_phone_shows_its_main_columns_and_offers_the_rest(phone):
 
 
 _NUMBER = r"[−-]?\d[\d,]*(?:\.\d+)?"
-#: An estimate and its interval as the book prints them: "1.82, 95% CI 0.89 to 2.75", "0.18 (95% CI −0.24 to 0.64".
+#: An estimate and its interval as the book prints them: "1.82, 95% CI 0.89 to 2.75", "0.18 (95% CI −0.24 to 0.64",
+#: and the p printed with it in the same clause, with what names it ("Holm p = 0.018", "permutation p ≤ 1/10,000").
 _ESTIMATE = re.compile(rf"({_NUMBER})\s*(?:\(|,|;)\s*(?:95% (?:CI|confidence interval)[:,]?\s*)?({_NUMBER})\s*"
-                       rf"(?:to|–)\s*({_NUMBER})")
+                       rf"(?:to|–)\s*({_NUMBER})(?:[^.;()]{{0,60}}?\b((?:[A-Za-z-]+ )?p) ?([=≤<]) ?([\d.,/]+\d))?")
+#: Each row of a visible results table with one estimate and one interval (table_html's data-role) as the sentences
+#: print a quantity: "24.78 (3.9 to 130)".
+TABLE_QUANTITIES = r"""
+(() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main');
+  const rows = [];
+  for (const tr of article.querySelectorAll('.bias-table tbody tr')) {
+    if (!tr.getClientRects().length) continue;
+    const est = tr.querySelectorAll('[data-role="estimate"]'), ci = tr.querySelectorAll('[data-role="interval"]');
+    if (est.length === 1 && ci.length === 1) rows.push(`${est[0].textContent.trim()} (${ci[0].textContent.trim()})`);
+  }
+  return rows;
+})()
+"""
 
 
-def _printed(page_text: str) -> list[tuple[str, tuple[str, str, str]]]:
-    return [(m.group(0), m.groups()) for m in _ESTIMATE.finditer(page_text)]
+def _printed(page_text: str) -> list[tuple[str, tuple[str, str, str], str | None]]:
+    """Each estimate with its interval a text prints: the text, its three numbers and the p printed with it
+    ("Holm p = 0.018"; None without one)."""
+    return [(m.group(0), m.groups()[:3], f"{m.group(4)} {m.group(5)} {m.group(6)}" if m.group(6) else None)
+            for m in _ESTIMATE.finditer(page_text)]
+
+
+def _value(s: str) -> float:
+    return float(s.replace("−", "-").replace(",", ""))
+
+
+def _decimals(s: str) -> int:
+    return len(s.split(".")[1]) if "." in s else 0
+
+
+def _significant(s: str) -> int:
+    return len(s.replace("−", "").replace("-", "").replace(",", "").replace(".", "").lstrip("0"))
+
+
+def _printed_two_ways(found: list[tuple[str, str, tuple[str, str, str], str | None]]) -> set[str]:
+    """Of ``(page, text, numbers, p)`` quantities, those two pages print two ways: the same three numbers (each
+    within the rounding of the coarser print) printed differently, or with two different p values (or one labelled
+    adjusted and one not); and one estimate of four significant digits or more ("24.78") printed with two intervals
+    that are not one interval rounded two ways."""
+    def same(a, b) -> bool:
+        return all(abs(_value(x) - _value(y)) <= 0.5 * 10 ** -min(_decimals(x), _decimals(y)) + 1e-9
+                   for x, y in zip(a, b))
+
+    differ = set()
+    for i, (page_a, text_a, a, p_a) in enumerate(found):
+        for page_b, text_b, b, p_b in found[i + 1:]:
+            if page_a == page_b:
+                continue
+            if same(a, b):
+                if a != b:
+                    differ.add(f"printed two ways: {page_a}: {text_a!r} / {page_b}: {text_b!r}")
+                elif p_a and p_b and p_a != p_b:
+                    differ.add(f"two p values: {page_a}: {text_a!r} / {page_b}: {text_b!r}")
+            elif a[0] == b[0] and _significant(a[0]) >= 4:
+                differ.add(f"two intervals: {page_a}: {text_a!r} / {page_b}: {text_b!r}")
+    return differ
 
 
 def test_a_quantity_printed_on_two_pages_is_printed_the_same(wide):
-    """One rounding rule: an estimate with its interval that two pages print (the same three numbers, each within
-    the rounding of the coarser print) is printed identically: not "14.2 (3.0 to 56)" on one page and "14.18
-    (3.02 to 55.51)" on another."""
-    def value(s: str) -> float:
-        return float(s.replace("−", "-").replace(",", ""))
-
-    def decimals(s: str) -> int:
-        return len(s.split(".")[1]) if "." in s else 0
-
+    """One quantity, one print (issue 57, item 4): an estimate with its interval that two pages print, in a sentence
+    or in a results table's row (an estimate of three significant digits or more there: "0.50 (0 to 1)" would match
+    any estimate near 0.50; the same three numbers, each within the rounding of the coarser print), is printed
+    identically, not "14.2 (3.0 to 56)" on one page and "14.18 (3.02 to 55.51)" on another; with one p where both
+    print one ("Holm p = 0.018" is not "p = 0.0025"); and an estimate of four significant digits or more is printed
+    with one interval. The check fails on planted prints of each fault."""
+    planted = [("a", *t) for t in _printed("an odds ratio of 24.78, 95% CI 3.85 to 129.8, Holm p = 0.018")] + \
+        [("b", *t) for t in _printed("24.78 (3.9 to 130), p = 0.0025")] + \
+        [("c", *t) for t in _printed("24.78, 95% CI 3.85 to 129.8, p = 0.0025")] + \
+        [("d", *t) for t in _printed("24.78, 95% CI 1.2 to 33.5")]
+    assert {d.split(":")[0] for d in _printed_two_ways(planted)} == {"printed two ways", "two p values",
+                                                                     "two intervals"}
     # an exact zero with an interval of one point ("0 (0 to 0)": a random erasure that moves no rank on a QUICK
     # build's 12 occupations) is no rounding, so it cannot be a coarser print of another page's small estimate
-    found = [(name, text, numbers) for name, r in wide.items() for text, numbers in _printed(r["text"])
-             if any(value(n) != 0 or decimals(n) for n in numbers)]
+    found = [(name, text, numbers, p) for name, r in wide.items()
+             for text, numbers, p in _printed(r["text"]) + [t for q in r["table_quantities"] for t in _printed(q)
+                                                            if _significant(t[1][0]) >= 3]
+             if any(_value(n) != 0 or _decimals(n) for n in numbers)]
     assert found, "no estimate with an interval found in the book's text"
-    differ = set()
-    for i, (page_a, text_a, a) in enumerate(found):
-        for page_b, text_b, b in found[i + 1:]:
-            if page_a == page_b or text_a == text_b:
-                continue
-            if all(abs(value(x) - value(y)) <= 0.5 * 10 ** -min(decimals(x), decimals(y)) + 1e-9
-                   for x, y in zip(a, b)):
-                differ.add(f"{page_a}: {text_a!r} / {page_b}: {text_b!r}")
+    differ = _printed_two_ways(found)
     assert differ == set(), json.dumps(sorted(differ), indent=1, ensure_ascii=False)
 
 
