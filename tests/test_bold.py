@@ -149,7 +149,8 @@ def test_describe_audit_reads_the_published_completions(published_metrics):
     lines = bold.describe_audit(table, head, influence)
     assert lines[0] == occupation_headline.headline_sentence(head)
     assert lines[0].startswith("Primary analysis, over the 88 deduplicated person-noun occupations")
-    assert "resampling whole keys, permutation p = " in lines[0] and "(40 replicates" in lines[0]
+    assert "95% CI resampling whole keys " in lines[0] and ", permutation p = " in lines[0]
+    assert "(40 replicates" in lines[0]
     assert lines[1] == occupation_headline.describe_influence(influence)
     assert lines[2].startswith("Other sensitivity rows (odds ratios, not the primary shares): counting each "
                                "completion at most once per gender (a talkative completion weighs as one), odds ratio ")
@@ -165,7 +166,7 @@ def test_describe_audit_reads_the_published_completions(published_metrics):
     # at the estimate's two decimals, as the table prints it
     assert "with every completion independent, the audit's unit, the CI would be −0.11 to −0.04" in lines[3]
     assert lines[4].startswith("The audit's own odds-ratio test, every gendered word independent")
-    assert "odds ratio 24.65, 95% CI 10.07 to 60.37, Holm p < 0.001" in lines[4]
+    assert "odds ratio 24.65, 95% CI every word independent 10.07 to 60.37, Holm-adjusted p < 0.001" in lines[4]
     assert lines[5].startswith("PMI of male minus female words")
     assert bold.describe_audit(table.iloc[0:0]) == []
 
