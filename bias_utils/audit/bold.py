@@ -333,7 +333,11 @@ def _reading_numbers(row: pd.Series, what: str, ci_name: str = "") -> str:
     """"odds ratio 24.70, 95% CI 10.10 to 60.40, Holm-adjusted p < 0.001" from one statistics row; ``ci_name``
     (:data:`occupation_headline.CI_NAMES`) names the interval before its bounds."""
     p = _p_text(row)
-    ci = precision.interval_text(row["ci_low"], row["ci_high"], row["effect_size"])
+    # a bootstrap interval's bounds to their Monte Carlo error, as the statistics table prints them (chapter 07 read
+    # "2.21 to 151.1" beside its table's "2 to 200")
+    errors = [row.get(f"ci_{side}_mc_se", np.nan) for side in ("low", "high")]
+    ci = (precision.mc_interval_text(row["ci_low"], row["ci_high"], *errors) if all(pd.notna(e) for e in errors)
+          else precision.interval_text(row["ci_low"], row["ci_high"], row["effect_size"]))
     name = f"{ci_name} " if ci_name else ""
     return f"{what} {precision.number_text(row['effect_size'])}, 95% CI {name}{ci}{', ' + p if p else ''}"
 
