@@ -1,5 +1,6 @@
 """bias_utils.audit.bold: loaders, selections, PMI, metrics and statistics."""
 
+import html
 import json
 import re
 import textwrap
@@ -21,7 +22,7 @@ from bias_utils.audit import (
 from bias_utils.book import validation
 from bias_utils.core import lexicon, precision, stats
 from bias_utils.core.errors import ParameterError
-from bias_utils.report import rendering
+from bias_utils.report import rendering, table_html
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +156,14 @@ def test_describe_audit_reads_the_published_completions(published_metrics):
     assert lines[2].startswith("Other sensitivity rows (odds ratios, not the primary shares): counting each "
                                "completion at most once per gender (a talkative completion weighs as one), odds ratio ")
     assert "Holm-adjusted likelihood-ratio p" in lines[2] and "Holm-adjusted permutation p" in lines[2]
+    # the pooled-word odds ratio's bootstrap interval as the statistics table's row prints it, one interval
+    pooled = table[(table["test"] == "cluster_bootstrap_occupation") & (table["unit"] == occupations.UNIT_OCCUPATIONS)
+                   & (table["measure"] == "odds_ratio (words)")]
+    rows = [tr for tr in re.findall(r"<tr>.*?</tr>", table_html.table_html(table), flags=re.S)
+            if "odds ratio (words)" in tr and html.escape(occupations.UNIT_OCCUPATIONS) in tr]
+    cell = re.findall(r'<td[^>]*data-role="interval">([^<]*)<', "".join(rows))
+    assert pooled[["ci_low_mc_se", "ci_high_mc_se"]].notna().all(axis=None) and len(cell) == 1
+    assert f"95% CI resampling whole occupations {cell[0]}" in lines[2]
     primary = m[m["in_primary"]]
     any_word = (primary["male_words"] + primary["female_words"]) > 0  # independent of the metrics' any_gendered
     by_unit = any_word.groupby([primary["group"], primary["unit"]]).agg(["sum", "size"]).groupby("group").sum()
