@@ -380,7 +380,7 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
             parts.append("counting each completion at most once per gender (a talkative completion weighs as one), "
                          + _reading_numbers(once, "odds ratio"))
         if len(pooled):
-            parts.append("the audit's pooled-word odds ratio over the same occupations, resampling whole occupations, "
+            parts.append("the audit's pooled-word odds ratio over the same occupations, "
                          + _reading_numbers(pooled.iloc[0], "odds ratio", occupation_headline.CI_OCCUPATIONS))
         lines.append("Other sensitivity rows (odds ratios, not the primary shares): " + "; ".join(parts) + ".")
     presence = row("cluster_bootstrap_occupation", "completions with any gendered word")
