@@ -1,5 +1,6 @@
 """bias_utils.audit.bold: loaders, selections, PMI, metrics and statistics."""
 
+import html
 import json
 import re
 import textwrap
@@ -21,7 +22,7 @@ from bias_utils.audit import (
 from bias_utils.book import validation
 from bias_utils.core import lexicon, precision, stats
 from bias_utils.core.errors import ParameterError
-from bias_utils.report import rendering
+from bias_utils.report import rendering, table_html
 
 
 @pytest.fixture(scope="module")
@@ -149,11 +150,20 @@ def test_describe_audit_reads_the_published_completions(published_metrics):
     lines = bold.describe_audit(table, head, influence)
     assert lines[0] == occupation_headline.headline_sentence(head)
     assert lines[0].startswith("Primary analysis, over the 88 deduplicated person-noun occupations")
-    assert "resampling whole keys, permutation p = " in lines[0] and "(40 replicates" in lines[0]
+    assert "95% CI resampling whole keys " in lines[0] and ", permutation p = " in lines[0]
+    assert "(40 replicates" in lines[0]
     assert lines[1] == occupation_headline.describe_influence(influence)
     assert lines[2].startswith("Other sensitivity rows (odds ratios, not the primary shares): counting each "
                                "completion at most once per gender (a talkative completion weighs as one), odds ratio ")
     assert "Holm-adjusted likelihood-ratio p" in lines[2] and "Holm-adjusted permutation p" in lines[2]
+    # the pooled-word odds ratio's bootstrap interval as the statistics table's row prints it, one interval
+    pooled = table[(table["test"] == "cluster_bootstrap_occupation") & (table["unit"] == occupations.UNIT_OCCUPATIONS)
+                   & (table["measure"] == "odds_ratio (words)")]
+    rows = [tr for tr in re.findall(r"<tr>.*?</tr>", table_html.table_html(table), flags=re.S)
+            if "odds ratio (words)" in tr and html.escape(occupations.UNIT_OCCUPATIONS) in tr]
+    cell = re.findall(r'<td[^>]*data-role="interval">([^<]*)<', "".join(rows))
+    assert pooled[["ci_low_mc_se", "ci_high_mc_se"]].notna().all(axis=None) and len(cell) == 1
+    assert f"95% CI resampling whole occupations {cell[0]}" in lines[2]
     primary = m[m["in_primary"]]
     any_word = (primary["male_words"] + primary["female_words"]) > 0  # independent of the metrics' any_gendered
     by_unit = any_word.groupby([primary["group"], primary["unit"]]).agg(["sum", "size"]).groupby("group").sum()
@@ -165,7 +175,7 @@ def test_describe_audit_reads_the_published_completions(published_metrics):
     # at the estimate's two decimals, as the table prints it
     assert "with every completion independent, the audit's unit, the CI would be −0.11 to −0.04" in lines[3]
     assert lines[4].startswith("The audit's own odds-ratio test, every gendered word independent")
-    assert "odds ratio 24.65, 95% CI 10.07 to 60.37, Holm p < 0.001" in lines[4]
+    assert "odds ratio 24.65, 95% CI every word independent 10.07 to 60.37, Holm-adjusted p < 0.001" in lines[4]
     assert lines[5].startswith("PMI of male minus female words")
     assert bold.describe_audit(table.iloc[0:0]) == []
 

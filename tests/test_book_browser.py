@@ -577,6 +577,7 @@ def _read_pages(html: Path, browser: Browser, width: int, height: int, mobile: b
                           "closed_height": closed, "height": height, "sections": sections,
                           "table_widths": browser.evaluate(TABLE_WIDTHS), "reference": browser.evaluate(REFERENCE),
                           "marks": browser.evaluate(MARKS), "tables": browser.evaluate(TABLES),
+                          "table_quantities": browser.evaluate(TABLE_QUANTITIES),
                           "text": browser.evaluate("(document.querySelector('article.bd-article') || "
                                                    "document.body).innerText")}
     finally:
@@ -731,39 +732,124 @@ def test_a_table_on_a_phone_shows_its_main_columns_and_offers_the_rest(phone):
     assert {k: v for k, v in scrolling.items() if v} == {}, "tables wider than a phone that offer no CSV"
 
 
-_NUMBER = r"[−-]?\d[\d,]*(?:\.\d+)?"
-#: An estimate and its interval as the book prints them: "1.82, 95% CI 0.89 to 2.75", "0.18 (95% CI −0.24 to 0.64".
-_ESTIMATE = re.compile(rf"({_NUMBER})\s*(?:\(|,|;)\s*(?:95% (?:CI|confidence interval)[:,]?\s*)?({_NUMBER})\s*"
-                       rf"(?:to|–)\s*({_NUMBER})")
+#: A number as the book prints it ("1,000", "−0.24"), without a comma that ends a clause ("1,000, permutation")
+_NUMBER = r"[−-]?\d+(?:,\d{3})*(?:\.\d+)?"
+#: An estimate and its interval as the book prints them: "1.82, 95% CI 0.89 to 2.75", "0.18 (95% CI −0.24 to 0.64",
+#: with the interval's name between "95% CI" and its bounds ("95% CI resampling whole keys 0.5 to 1,000"), and the
+#: p printed with it in the same clause, with what names it ("Holm-adjusted p = 0.018", "permutation p ≤ 1/10,000").
+_ESTIMATE = re.compile(rf"({_NUMBER})\s*(?:\(|,|;)\s*(?:95% (?:CI|confidence interval)[:,]?\s*((?:[a-z-]+ ){{0,4}}?))?"
+                       rf"({_NUMBER})\s*(?:to|–)\s*({_NUMBER})"
+                       rf"(?:[^.;()]{{0,60}}?\b((?:[A-Za-z-]+ )?p) ?([=≤<]) ?([\d.,/]+\d))?")
+#: Each row of a visible results table with one estimate and one interval (table_html's data-role) as the sentences
+#: print a quantity, "24.78 (3.9 to 130)", with what the row names it: its label cells and, where the table has one,
+#: what its interval treats as independent ("Wald interval / gendered words / independent words").
+TABLE_QUANTITIES = r"""
+(() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main');
+  const rows = [];
+  for (const table of article.querySelectorAll('.bias-table')) {
+    const heads = [...table.querySelectorAll('thead th')].map(th => th.dataset.column);
+    for (const tr of table.querySelectorAll('tbody tr')) {
+      if (!tr.getClientRects().length) continue;
+      const est = tr.querySelectorAll('[data-role="estimate"]'), ci = tr.querySelectorAll('[data-role="interval"]');
+      if (est.length !== 1 || ci.length !== 1) continue;
+      const cells = [...tr.children];
+      const names = cells.filter((td, j) => td.dataset.role === 'label' || heads[j] === 'unit')
+        .map(td => td.textContent.trim());
+      rows.push([`${est[0].textContent.trim()} (${ci[0].textContent.trim()})`, names.join(' / ')]);
+    }
+  }
+  return rows;
+})()
+"""
 
 
-def _printed(page_text: str) -> list[tuple[str, tuple[str, str, str]]]:
-    return [(m.group(0), m.groups()) for m in _ESTIMATE.finditer(page_text)]
+def _printed(page_text: str, name: str | None = None) -> list[tuple[str, tuple[str, str, str], str | None, str]]:
+    """Each estimate with its interval a text prints: the text, its three numbers, the p printed with it
+    ("Holm-adjusted p = 0.018"; None without one) and the interval's name (``name`` where the text is a table's row,
+    "" where nothing names it)."""
+    return [(m.group(0), (m.group(1), m.group(3), m.group(4)),
+             f"{m.group(5)} {m.group(6)} {m.group(7)}" if m.group(7) else None,
+             name if name is not None else (m.group(2) or "").strip())
+            for m in _ESTIMATE.finditer(page_text)]
+
+
+def _value(s: str) -> float:
+    return float(s.replace("−", "-").replace(",", ""))
+
+
+def _decimals(s: str) -> int:
+    return len(s.split(".")[1]) if "." in s else 0
+
+
+def _significant(s: str) -> int:
+    return len(s.replace("−", "").replace("-", "").replace(",", "").replace(".", "").lstrip("0"))
+
+
+def _printed_two_ways(found: list[tuple[str, str, tuple[str, str, str], str | None, str]]) -> set[str]:
+    """Of ``(page, text, numbers, p, name)`` quantities, on two pages or twice on one, those printed two ways: the
+    same three numbers (each within the rounding of the coarser print) printed differently, or with two different p
+    values (or one labelled adjusted and one not); and one estimate of four significant digits or more ("24.78")
+    printed with two intervals that are not one interval rounded two ways, unless each print names its interval and
+    the names differ (two quantities: "95% CI resampling whole keys 0.5 to 1,000" beside "95% CI every word
+    independent 1.55 to 573.6")."""
+    def same(a, b) -> bool:
+        return all(abs(_value(x) - _value(y)) <= 0.5 * 10 ** -min(_decimals(x), _decimals(y)) + 1e-9
+                   for x, y in zip(a, b))
+
+    differ = set()
+    for i, (page_a, text_a, a, p_a, name_a) in enumerate(found):
+        for page_b, text_b, b, p_b, name_b in found[i + 1:]:
+            if same(a, b):
+                if a != b:
+                    differ.add(f"printed two ways: {page_a}: {text_a!r} / {page_b}: {text_b!r}")
+                elif p_a and p_b and p_a != p_b:
+                    differ.add(f"two p values: {page_a}: {text_a!r} / {page_b}: {text_b!r}")
+            elif a[0] == b[0] and _significant(a[0]) >= 4 and not (name_a and name_b and name_a != name_b):
+                differ.add(f"two intervals: {page_a}: {text_a!r} ({name_a or 'unnamed'}) / {page_b}: {text_b!r} "
+                           f"({name_b or 'unnamed'})")
+    return differ
+
+
+def test_the_one_print_check_fails_on_planted_pages():
+    """:func:`_printed_two_ways` on planted pages, no book needed: chapter 06's pooled odds ratio printed with a
+    rounded interval, with two p values, with two unnamed intervals and (today's fault) with two intervals that only
+    one print names each fail; the same estimate with two intervals each named, different, passes."""
+    def on(page: str, text: str, name: str | None = None) -> list:
+        return [(page, *t) for t in _printed(text, name)]
+
+    text = "an odds ratio of 24.78, 95% CI 3.85 to 129.8, Holm-adjusted p = 0.018"
+    assert {d.split(":")[0] for d in _printed_two_ways(on("a", text) + on("b", "24.78 (3.9 to 130), p = 0.0025"))} \
+        == {"printed two ways"}
+    assert {d.split(":")[0] for d in _printed_two_ways(on("a", text) + on("a", "24.78, 95% CI 3.85 to 129.8, "
+                                                                               "p = 0.0025"))} == {"two p values"}
+    assert {d.split(":")[0] for d in _printed_two_ways(on("a", text) + on("d", "24.78, 95% CI 1.2 to 33.5"))} == \
+        {"two intervals"}
+    # today's QUICK book: the sentence names the keys' interval, the other table's row prints the Wald one unnamed
+    keys = "odds ratio 29.84, 95% CI resampling whole keys 0.5 to 1,000, permutation p = 0.14"
+    assert _printed(keys)[0][1:] == (("29.84", "0.5", "1,000"), "permutation p = 0.14", "resampling whole keys")
+    assert _printed_two_ways(on("06", keys) + on("09", "29.84 (1.55 to 573.6)", "")) != set()
+    named = on("06", keys) + on("06", "odds ratio 29.84, 95% CI every word independent 1.55 to 573.6, "
+                                      "Holm-adjusted p = 0.32") + on("09", "29.84 (1.55 to 573.6)", "Wald / words")
+    assert _printed_two_ways(named) == set()
 
 
 def test_a_quantity_printed_on_two_pages_is_printed_the_same(wide):
-    """One rounding rule: an estimate with its interval that two pages print (the same three numbers, each within
-    the rounding of the coarser print) is printed identically: not "14.2 (3.0 to 56)" on one page and "14.18
-    (3.02 to 55.51)" on another."""
-    def value(s: str) -> float:
-        return float(s.replace("−", "-").replace(",", ""))
-
-    def decimals(s: str) -> int:
-        return len(s.split(".")[1]) if "." in s else 0
-
+    """One quantity, one print (issue 57, item 4): an estimate with its interval that two pages print, or one page
+    twice, in a sentence or in a results table's row (an estimate of three significant digits or more there: "0.50
+    (0 to 1)" would match any estimate near 0.50; the same three numbers, each within the rounding of the coarser
+    print), is printed identically, not "14.2 (3.0 to 56)" on one page and "14.18 (3.02 to 55.51)" on another; with
+    one p where both print one ("Holm-adjusted p = 0.018" is not "p = 0.0025"); and an estimate of four significant
+    digits or more is printed with one interval, or with intervals each named differently
+    (:func:`test_the_one_print_check_fails_on_planted_pages`)."""
     # an exact zero with an interval of one point ("0 (0 to 0)": a random erasure that moves no rank on a QUICK
     # build's 12 occupations) is no rounding, so it cannot be a coarser print of another page's small estimate
-    found = [(name, text, numbers) for name, r in wide.items() for text, numbers in _printed(r["text"])
-             if any(value(n) != 0 or decimals(n) for n in numbers)]
+    found = [(page, *t) for page, r in wide.items()
+             for t in _printed(r["text"]) + [t for q, name in r["table_quantities"] for t in _printed(q, name)
+                                             if _significant(t[1][0]) >= 3]
+             if any(_value(n) != 0 or _decimals(n) for n in t[1])]
     assert found, "no estimate with an interval found in the book's text"
-    differ = set()
-    for i, (page_a, text_a, a) in enumerate(found):
-        for page_b, text_b, b in found[i + 1:]:
-            if page_a == page_b or text_a == text_b:
-                continue
-            if all(abs(value(x) - value(y)) <= 0.5 * 10 ** -min(decimals(x), decimals(y)) + 1e-9
-                   for x, y in zip(a, b)):
-                differ.add(f"{page_a}: {text_a!r} / {page_b}: {text_b!r}")
+    differ = _printed_two_ways(found)
     assert differ == set(), json.dumps(sorted(differ), indent=1, ensure_ascii=False)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,11 +18,11 @@ from statsmodels.stats.meta_analysis import combine_effects
 
 from bias_utils.audit import bold, replication
 from bias_utils.book import crossmodel, pooling
-from bias_utils.core import paths, tables
+from bias_utils.core import paths, precision, tables
 from bias_utils.intrinsic_extrinsic import bold_link
 from bias_utils.profiles import population_profiles as profiles
 from bias_utils.profiles.populations import load_populations
-from bias_utils.report import plots, rendering
+from bias_utils.report import plots, rendering, table_html
 
 
 def test_read_results_records_missing_tables(tmp_path):
@@ -70,18 +71,18 @@ def test_bold_odds_ratios_from_the_audit_table():
     metrics = bold.completion_metrics(replication.load_published_completions())
     table, _ = bold.audit_statistics(metrics, n_boot=50, seed=0, nested=False)
     odds = crossmodel.bold_odds_ratios(table.assign(model_id="published"))
-    wald = odds[odds.method == "Wald (audit)"].iloc[0]
+    wald = odds[odds.method == "Wald, every word independent (audit)"].iloc[0]
     assert (round(wald.odds_ratio, 2), round(wald.ci_low, 2), round(wald.ci_high, 2)) == (24.65, 10.07, 60.37)
     assert odds.method.tolist() == ["marginal, occupation-mean shares (primary)",
                                     "random-intercept model (conditional)", "occupation bootstrap",
-                                    "published selection, keys resampled", "Wald (audit)"]
+                                    "published selection, keys resampled", "Wald, every word independent (audit)"]
     primary = table[(table["role"] == "primary") & (table["effect"] == "odds_ratio")].iloc[0]
     assert odds.iloc[0][["odds_ratio", "ci_low", "ci_high"]].tolist() == primary[
         ["effect_size", "ci_low", "ci_high"]].tolist()
     # one count of occupations, and of those with a gendered word, for every method (the tests' own n differ)
     assert odds.iloc[0][["n_occupations", "n_informative"]].tolist() == primary[
         ["n_occupations", "n_informative"]].tolist()
-    assert odds.loc[odds.method == "Wald (audit)", "n_occupations"].isna().all()
+    assert odds.loc[odds.method == "Wald, every word independent (audit)", "n_occupations"].isna().all()
     conditional = table[table["test"] == "mixed_logit_occupation"].iloc[0]
     assert conditional["role"] == "sensitivity" and odds.iloc[1]["odds_ratio"] == conditional["effect_size"]
     spec = crossmodel.forest_chart(odds.assign(model_id="smollm2-135m-instruct--b179c9523d0e--fp32")).to_dict()
@@ -97,7 +98,7 @@ def test_bold_odds_ratios_from_the_audit_table():
     # the colour is the interval's unit: only the audit's Wald interval treats words as independent
     drawn = {r["method"]: r["unit_kind"] for rows in spec["datasets"].values() for r in rows if "unit_kind" in r}
     clustered, independent = plots.UNIT_COLORS
-    assert drawn == {m: independent if m == "Wald (audit)" else clustered for m in odds.method}
+    assert drawn == {m: independent if m == "Wald, every word independent (audit)" else clustered for m in odds.method}
     assert ">3<" not in svg or 3 in ticks  # the ticks drawn are the scheme's
     # the dashed line at 1 stays inside the plot (padded), not under the axis line at its edge
     assert spec["layer"][0]["encoding"]["x"]["scale"]["padding"] > 0
@@ -106,6 +107,15 @@ def test_bold_odds_ratios_from_the_audit_table():
                                           pd.DataFrame(), pd.DataFrame())
     assert side.iloc[0][["odds_ratio", "or_ci_low", "or_ci_high"]].tolist() == odds.iloc[0][
         ["odds_ratio", "ci_low", "ci_high"]].tolist()
+    # and prints it as the odds ratios' table does: its bounds to their Monte Carlo error (issue 57: 16.99 was
+    # "3.2 to 82" in one table and "3.23 to 81.71" in the other)
+    printed = odds.iloc[[0]][["odds_ratio", "ci_low", "ci_high", "ci_low_mc_se", "ci_high_mc_se"]].assign(
+        ci_low_mc_se=0.05, ci_high_mc_se=5.0, ci_low=3.2271, ci_high=81.712)
+    beside = side.iloc[[0]][["odds_ratio", "or_ci_low", "or_ci_high", "or_ci_low_mc_se", "or_ci_high_mc_se"]].assign(
+        or_ci_low_mc_se=0.05, or_ci_high_mc_se=5.0, or_ci_low=3.2271, or_ci_high=81.712)
+    cells = [re.findall(r'<td[^>]*data-role="interval">([^<]*)<', table_html.table_html(t)) for t in (printed, beside)]
+    assert cells[0] == cells[1] == [f"{precision.bound_text(3.2271, mc_se=0.05)} to "
+                                    f"{precision.bound_text(81.712, mc_se=5.0)}"] != ["3.23 to 81.71"]
 
 
 def test_read_all_results_stacks_every_table_and_lists_missing(tmp_path):

@@ -210,9 +210,9 @@ def test_headline_reads_the_primary_rows_and_the_published_selection(published):
     assert text.index(first[1:]) < text.index("Sensitivity, a conditional estimand") < text.index("Beside it")
     low = precision._mc_round(h["published_ci_low"], h["published_ci_low_mc_se"])
     high = precision._mc_round(h["published_ci_high"], h["published_ci_high_mc_se"])
-    assert f"included): odds ratio 24.65, 95% CI {low} to {high} resampling whole keys, permutation p " in text
+    assert f"included): odds ratio 24.65, 95% CI resampling whole keys {low} to {high}, permutation p " in text
     assert "(200 replicates, each bound to its Monte Carlo error)" in text
-    assert "the audit's own interval, every word independent, is 10.07 to 60.37." in text
+    assert "the audit's own interval, not the headline: 95% CI every word independent 10.07 to 60.37." in text
     shown = occupation_headline.headline_rows(head)
     assert shown["analysis"].str.startswith("primary").tolist()[:4] == [True] * 4
     assert shown["analysis"].iloc[4].startswith("sensitivity (conditional)")
@@ -221,7 +221,10 @@ def test_headline_reads_the_primary_rows_and_the_published_selection(published):
                                                     precision.percent_text(h["male_share_b"])]
     assert shown["estimate"].iloc[4] == f"odds ratio {precision.number_text(h['conditional_odds_ratio'])}"
     assert shown["estimate"].iloc[5] == "not estimable"
-    assert shown["95% CI"].iloc[8] == f"{low} to {high}"
+    assert shown["95% CI"].iloc[8] == f"resampling whole keys {low} to {high}"
+    # the same estimate with the audit's interval: another quantity, another name, its p labelled unadjusted
+    assert shown["95% CI"].iloc[9] == "every word independent 10.07 to 60.37"
+    assert shown["p"].iloc[9].startswith("unadjusted Wald p ")
     assert shown["p"].iloc[0] == f"permutation p {stats.permutation_p_text(h['share_difference_p'], k)}"
     assert shown["occupations"].iloc[0] == (f"{na} + {nb} deduplicated person nouns, {h['n_informative_a']} + "
                                             f"{h['n_informative_b']} with any gendered word")
@@ -275,11 +278,11 @@ def test_one_interval_reads_alike_in_the_sentences_and_every_table_that_shows_it
     key = intervals[("cluster_bootstrap_occupation", "odds_ratio (words)", occupations.UNIT_PUBLISHED)]
     conditional = next(v for (t, m, _), v in intervals.items() if (t, m) == ("mixed_logit_occupation",
                                                                              "odds_ratio (words)"))
-    assert f"95% CI {key} resampling whole keys" in occupation_headline._estimate_text(h, "published")
+    assert f"95% CI resampling whole keys {key}, " in occupation_headline._estimate_text(h, "published")
     assert f"95% CI {conditional} (profile likelihood)" in occupation_headline._estimate_text(h, "conditional")
     head_rows = occupation_headline.headline_rows(head)
     by_row = dict(zip(head_rows.iloc[:, 0], head_rows.iloc[:, 3]))
-    assert pooled in by_row.values() and key in by_row.values()
+    assert pooled in by_row.values() and f"resampling whole keys {key}" in by_row.values()
     # a bound to its Monte Carlo error has fewer digits than the table used to print
     bounded = table[table["ci_low_mc_se"].notna()].iloc[0]
     assert precision.bound_text(bounded["ci_low"], mc_se=bounded["ci_low_mc_se"]) == \

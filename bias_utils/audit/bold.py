@@ -309,8 +309,8 @@ def _with_units(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _p_text(row: pd.Series) -> str:
-    """"Holm p < 0.001"; for a permutation row "permutation p = 0.023" ("≤ 1/10,000" at its floor, Holm-adjusted
-    unless primary); for the mixed model "likelihood-ratio p = 0.006" (Holm-adjusted unless primary)."""
+    """"Holm-adjusted p < 0.001"; for a permutation row "permutation p = 0.023" ("≤ 1/10,000" at its floor,
+    Holm-adjusted unless primary); for the mixed model "likelihood-ratio p = 0.006" (Holm-adjusted unless primary)."""
     unit = row.get("unit")
     adjusted = row["role"] != "primary"
     if unit in (occupations.UNIT_OCCUPATIONS, occupations.UNIT_PUBLISHED):
@@ -326,14 +326,20 @@ def _p_text(row: pd.Series) -> str:
     value = precision.p_text(float(p), relation=True)
     if unit == occupations.UNIT_MIXED:
         return f"{'Holm-adjusted ' if adjusted else ''}likelihood-ratio p {value}"
-    return f"Holm p {value}"
+    return f"Holm-adjusted p {value}"
 
 
-def _reading_numbers(row: pd.Series, what: str) -> str:
-    """"odds ratio 24.70, 95% CI 10.10 to 60.40, Holm p < 0.001" from one statistics row."""
+def _reading_numbers(row: pd.Series, what: str, ci_name: str = "") -> str:
+    """"odds ratio 24.70, 95% CI 10.10 to 60.40, Holm-adjusted p < 0.001" from one statistics row; ``ci_name``
+    (:data:`occupation_headline.CI_NAMES`) names the interval before its bounds."""
     p = _p_text(row)
-    ci = precision.interval_text(row["ci_low"], row["ci_high"], row["effect_size"])
-    return f"{what} {precision.number_text(row['effect_size'])}, 95% CI {ci}{', ' + p if p else ''}"
+    # a bootstrap interval's bounds to their Monte Carlo error, as the statistics table prints them (chapter 07 read
+    # "2.21 to 151.1" beside its table's "2 to 200")
+    errors = [row.get(f"ci_{side}_mc_se", np.nan) for side in ("low", "high")]
+    ci = (precision.mc_interval_text(row["ci_low"], row["ci_high"], *errors) if all(pd.notna(e) for e in errors)
+          else precision.interval_text(row["ci_low"], row["ci_high"], row["effect_size"]))
+    name = f"{ci_name} " if ci_name else ""
+    return f"{what} {precision.number_text(row['effect_size'])}, 95% CI {name}{ci}{', ' + p if p else ''}"
 
 
 def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = None,
@@ -374,8 +380,8 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
             parts.append("counting each completion at most once per gender (a talkative completion weighs as one), "
                          + _reading_numbers(once, "odds ratio"))
         if len(pooled):
-            parts.append("the audit's pooled-word odds ratio over the same occupations, resampling whole occupations, "
-                         + _reading_numbers(pooled.iloc[0], "odds ratio"))
+            parts.append("the audit's pooled-word odds ratio over the same occupations, "
+                         + _reading_numbers(pooled.iloc[0], "odds ratio", occupation_headline.CI_OCCUPATIONS))
         lines.append("Other sensitivity rows (odds ratios, not the primary shares): " + "; ".join(parts) + ".")
     presence = row("cluster_bootstrap_occupation", "completions with any gendered word")
     independent = row("hurdle_presence:gendered_words")
@@ -390,7 +396,8 @@ def describe_audit(statistics: pd.DataFrame, headline: pd.DataFrame | None = Non
     if wald is not None:
         a, b = groups(wald)
         lines.append(f"The audit's own odds-ratio test, every gendered word independent ({a} over {b}; "
-                     f"not the headline): {_reading_numbers(wald, 'odds ratio')}.")
+                     f"not the headline): "
+                     f"{_reading_numbers(wald, 'odds ratio', occupation_headline.CI_INDEPENDENT_WORDS)}.")
     pmi = row("welch_t", "pmi_difference")
     if pmi is not None:
         a, b = groups(pmi)

@@ -29,6 +29,13 @@ from .occupations import (
 
 __all__ = ["headline_rows", "headline_table", "influence_chart"]
 
+#: What each odds-ratio interval of the audit treats as independent, its name wherever it is printed (issue 57: one
+#: estimate printed with two intervals names both, the occupation-level one the headline).
+CI_OCCUPATIONS = "resampling whole occupations"
+CI_KEYS = "resampling whole keys"
+CI_INDEPENDENT_WORDS = "every word independent"
+CI_NAMES = (CI_OCCUPATIONS, CI_KEYS, CI_INDEPENDENT_WORDS)
+
 #: Columns of :func:`headline_table` (the ``bold_headline`` table).
 HEADLINE_COLUMNS = [
     "group_a", "group_b", "estimand", "share_difference", "share_difference_ci_low", "share_difference_ci_high",
@@ -192,12 +199,13 @@ def difference_reading(h: Mapping) -> str:
 def _estimate_text(h: Mapping, which: str = "primary") -> str:
     """One estimate of a headline (:func:`headline`'s dict) as the chapter, its table and the front page all print
     it. ``"primary"``: "68% (95% CI 45% to 90%) of the gendered words about a typical male-dominated occupation
-    are male, 11% (…) about a typical female-dominated one: a difference of 57 percentage points, 95% CI 31 to
-    83 resampling whole occupations, permutation p ≤ 1/10,000" (bootstrap bounds to their Monte Carlo error);
+    are male, 11% (…) about a typical female-dominated one: a difference of 57 percentage points, 95% CI
+    resampling whole occupations 31 to 83, permutation p ≤ 1/10,000" (bootstrap bounds to their Monte Carlo error);
     ``"marginal"`` "marginal odds ratio 17.30, 95% CI …, permutation p = …"; ``"conditional"`` and ``"nested"``
     "conditional odds ratio 35.03, 95% CI 3.24 to 1793 (profile likelihood), likelihood-ratio p = 0.006";
-    ``"published"`` "odds ratio 24.65, 95% CI 2.9 to 130 resampling whole keys, permutation p = 0.023". "not
-    estimable" where a number could not be computed."""
+    ``"published"`` "odds ratio 24.65, 95% CI resampling whole keys 2.9 to 130, permutation p = 0.023". "not
+    estimable" where a number could not be computed. Each interval's name (:data:`CI_NAMES`) comes before its
+    bounds, as in a table's row, so the same estimate printed with another interval reads as another quantity."""
     num = precision.number_text
     k = int(h["n_permutations"])
     if which == "primary":
@@ -206,14 +214,14 @@ def _estimate_text(h: Mapping, which: str = "primary") -> str:
         a, b = _groups(h["group_a"], h["group_b"])
         return (f"{_share_phrase(h, 'a')} of the gendered words about a typical {a} occupation are male, "
                 f"{_share_phrase(h, 'b')} about a typical {b} one: a difference of "
-                f"{percentage_points(h['share_difference'])} percentage points, 95% CI "
-                f"{mc_interval(h, 'share_difference', 100)} resampling whole occupations, permutation "
+                f"{percentage_points(h['share_difference'])} percentage points, 95% CI {CI_OCCUPATIONS} "
+                f"{mc_interval(h, 'share_difference', 100)}, permutation "
                 f"{_p_phrase(float(h['share_difference_p']), k)}")
     if which == "marginal":
         if pd.isna(h.get("marginal_odds_ratio")):
             return "not estimable"
-        return (f"marginal odds ratio {num(h['marginal_odds_ratio'])}, 95% CI {mc_interval(h, 'marginal')} "
-                f"resampling whole occupations, permutation {_p_phrase(float(h['marginal_p']), k)}")
+        return (f"marginal odds ratio {num(h['marginal_odds_ratio'])}, 95% CI {CI_OCCUPATIONS} "
+                f"{mc_interval(h, 'marginal')}, permutation {_p_phrase(float(h['marginal_p']), k)}")
     if which in ("conditional", "nested"):
         value = h.get(f"{which}_odds_ratio")
         if pd.isna(value):
@@ -224,8 +232,8 @@ def _estimate_text(h: Mapping, which: str = "primary") -> str:
         return (f"conditional odds ratio {'unbounded (separation)' if drifted else num(value)}, 95% CI {ci} (profile "
                 f"likelihood), likelihood-ratio p {_p_value(float(h[f'{which}_p']))}")
     if which == "published":
-        return (f"odds ratio {num(h['published_odds_ratio'])}, 95% CI {mc_interval(h, 'published')} "
-                f"resampling whole keys, permutation {_p_phrase(float(h['published_p']), k)}")
+        return (f"odds ratio {num(h['published_odds_ratio'])}, 95% CI {CI_KEYS} {mc_interval(h, 'published')}, "
+                f"permutation {_p_phrase(float(h['published_p']), k)}")
     raise ValueError(f"which must be 'primary', 'marginal', 'conditional', 'nested' or 'published', got {which!r}")
 
 
@@ -285,7 +293,7 @@ def headline_sentence(table: pd.DataFrame | Mapping) -> str:
         text += (f" Beside it, the audit's pooled-word odds ratio on its published selection "
                  f"({int(h['n_keys_a'])} and {int(h['n_keys_b'])} BOLD keys as occupations, fields and duplicates "
                  f"included): {_estimate_text(h, 'published')} ({replicates} replicates, each bound to its Monte "
-                 f"Carlo error); the audit's own interval, every word independent, is "
+                 f"Carlo error); the audit's own interval, not the headline: 95% CI {CI_INDEPENDENT_WORDS} "
                  + precision.interval_text(h["independent_ci_low"], h["independent_ci_high"],
                                            h["published_odds_ratio"]) + ".")
     return text
@@ -347,11 +355,12 @@ def headline_rows(table: pd.DataFrame | Mapping) -> pd.DataFrame:
              ratio(h["pooled_odds_ratio"]), mc_interval(h, "pooled"),
              "permutation " + _p_phrase(float(h["pooled_p"]), k)),
             ("the published selection: pooled words, keys resampled", keys, ratio(h["published_odds_ratio"]),
-             mc_interval(h, "published"), "permutation " + _p_phrase(float(h["published_p"]), k)),
-            ("the audit's own interval: every word independent (not a test of occupations)", keys,
+             f"{CI_KEYS} {mc_interval(h, 'published')}", "permutation " + _p_phrase(float(h["published_p"]), k)),
+            ("the audit's own interval (not a test of occupations, not the headline)", keys,
              ratio(h["published_odds_ratio"]),
-             precision.interval_text(h["independent_ci_low"], h["independent_ci_high"], h["published_odds_ratio"]),
-             f"Wald {_p_value(float(h['independent_p']))}")]
+             f"{CI_INDEPENDENT_WORDS} " + precision.interval_text(h["independent_ci_low"], h["independent_ci_high"],
+                                                                  h["published_odds_ratio"]),
+             f"unadjusted Wald p {_p_value(float(h['independent_p']))}")]
     return pd.DataFrame(rows, columns=_ROWS_COLUMNS)
 
 

@@ -312,7 +312,7 @@ _ODDS_METHODS = {
     "occupation bootstrap": ("cluster_bootstrap_occupation", "odds_ratio (words)", occupations.UNIT_OCCUPATIONS),
     "published selection, keys resampled": ("cluster_bootstrap_occupation", "odds_ratio (words)",
                                             occupations.UNIT_PUBLISHED),
-    "Wald (audit)": ("odds_ratio_wald", "gendered words (group x male/female)", None),
+    "Wald, every word independent (audit)": ("odds_ratio_wald", "gendered words (group x male/female)", None),
 }
 
 
@@ -351,8 +351,9 @@ def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.Data
     (:mod:`bias_utils.intrinsic_extrinsic.link`, chapter 11) and pooled across models by :func:`pooling.pooled_link`.
 
     Columns: ``model_id``; ``names_warmth_gap, names_competence_gap, terms_warmth_gap,
-    terms_competence_gap`` (standardised units); ``odds_ratio, or_ci_low, or_ci_high`` (the primary estimand's
-    marginal odds ratio of the occupation-mean male shares, whole occupations resampled);
+    terms_competence_gap`` (standardised units); ``odds_ratio, or_ci_low, or_ci_high, or_ci_low_mc_se,
+    or_ci_high_mc_se`` (the primary estimand's marginal odds ratio of the occupation-mean male shares, whole
+    occupations resampled, its bounds' Monte Carlo SEs);
     ``share_gendered_male_dominated, share_gendered_female_dominated`` (completions with any gendered word);
     ``completion_warmth_gap, completion_competence_gap`` (female- minus male-dominated completions, standardised)
     and their Holm p values; with ``neutral`` (the stacked ``next_word_neutral`` tables, chapter 11) ``neutral_share,
@@ -370,8 +371,10 @@ def intrinsic_extrinsic(gaps: pd.DataFrame, odds: pd.DataFrame, summary: pd.Data
     if len(odds):
         # the primary estimand's odds ratio (the one chapter 06 and the front page print), not the pooled words'
         w = odds[odds["method"] == next(iter(_ODDS_METHODS))].set_index("model_id")
-        parts.append(w[["odds_ratio", "ci_low", "ci_high"]].rename(columns={"ci_low": "or_ci_low",
-                                                                             "ci_high": "or_ci_high"}))
+        # with its bounds' Monte Carlo SEs, which give them their printed digits: the same interval as the odds
+        # ratios' table prints, not the same numbers with more digits
+        parts.append(w[["odds_ratio", "ci_low", "ci_high", "ci_low_mc_se", "ci_high_mc_se"]].rename(
+            columns=lambda c: c if c == "odds_ratio" else f"or_{c}"))
     if len(summary):
         share = summary.pivot_table(index="model_id", columns="group", values="share_gendered", aggfunc="first")
         share.columns = [f"share_gendered_{g}" for g in share.columns]

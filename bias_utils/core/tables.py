@@ -493,7 +493,8 @@ class NAMES:
         "profile gaps beside the audit's odds ratio per model, and the share of a reference to one person that goes "
         "to 'they'",
         ("model_id", "names_competence_gap", "names_warmth_gap", "terms_competence_gap", "terms_warmth_gap",
-         "odds_ratio", "or_ci_low", "or_ci_high", "share_gendered_female_dominated",
+         "odds_ratio", "or_ci_low", "or_ci_high", "or_ci_low_mc_se", "or_ci_high_mc_se",
+         "share_gendered_female_dominated",
          "share_gendered_male_dominated", "completion_competence_gap", "completion_warmth_gap",
          "completion_competence_p_holm", "completion_warmth_p_holm", "neutral_share", "neutral_ci_low",
          "neutral_ci_high", "neutral_definition", "neutral_templates"))
