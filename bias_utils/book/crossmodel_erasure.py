@@ -243,7 +243,8 @@ def erasure_curves_chart(curves: pd.DataFrame) -> alt.FacetChart:
               scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format=".0%"))
     y = alt.Y("share:Q", title="share removed", axis=alt.Axis(format=".0%"))
     colour = alt.Color("model:N", title="model", scale=alt.Scale(domain=models,
-                                                                 range=plots.OTHER_COLORS[:len(models)]),
+                                                                 range=[plots.MODEL_COLORS[i % len(plots.MODEL_COLORS)]
+                                                                        for i in range(len(models))]),
                        legend=alt.Legend(symbolOpacity=1, symbolStrokeWidth=3))
     zero = alt.Chart().mark_rule(color="#999", strokeDash=[4, 3]).encode(y=alt.datum(0))
     bars = alt.Chart().transform_filter("isValid(datum.low) && isValid(datum.high)").mark_rule(

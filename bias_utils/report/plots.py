@@ -44,6 +44,10 @@ GROUP_COLORS = {"female": _FEMALE, "male": _MALE, "female-dominated": _FEMALE, "
 #: a page's other figures takes a second meaning.
 UNIT_COLORS = {"occupations (clustered)": "black", "independent words or completions": "#999999"}
 OTHER_COLORS = ["#1b9e77", "#377eb8", "#e7298a", "#66a61e", "#a6761d", "#666666"]
+#: One colour per model where a chart draws models side by side (chapter 09's erasure curves): hues none of the
+#: colours above take (dark red, mustard, dark brown, slate), so that on a page beside the dimensions' and the
+#: groups' colours none means two things.
+MODEL_COLORS = ["#b2182b", "#e6ab02", "#8c510a", "#4d4d4d"]
 #: Fixed colours per context source, far apart in hue and lightness (corpus and dictionary were
 #: two blue-greens); a source registered later takes the next unused colour.
 _SOURCE_COLORS = {"generated": "#e7298a", "dictionary": "#377eb8", "corpus": "#a6761d", "none": "#666666"}
