@@ -223,6 +223,55 @@ def test_a_chapter_opens_with_what_it_finds_and_its_figures():
                                                                  "## How this chapter works", "## Curves"]
 
 
+def _first_screen_text(nb) -> str:
+    """What the first screen of a presented chapter states: its cells up to "The reading in full" (every later
+    section is closed), their Markdown and the text their outputs print, as a reader sees the words."""
+    cut = next(i for i, c in enumerate(nb.cells) if c.source.startswith(f"## {presentation._READING_HEADING}"))
+    texts = [c.source if c.cell_type == "markdown" else " ".join(presentation._output_text(o) for o in c.outputs)
+             for c in nb.cells[:cut]]
+    return presentation._plain(" ".join(texts))
+
+
+@pytest.mark.parametrize("registered", [True, False])
+def test_a_finding_is_stated_once_on_the_first_screen(registered):
+    """Chapter 12's reading cell prints its Markdown and draws its chart: the figure opens the chapter, and the
+    sentences the first screen states (the registered finding's, or, for a chapter without one such as 03 or 09, the
+    first ones the key-finding cells printed) were printed a second time under it. Each is now stated once there;
+    the cell's text moves to "The reading in full", with a printed note that states nothing of the first screen left
+    beside its figure. Presented again: the same page."""
+    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    key = {"tags": [presentation._FINDING_TAG]}
+    reading = ("Without erasure, m's ρ = 0.66 over the 12 occupations. **At no single hidden state does erasing "
+               "the gender concept lower ρ.** Erased at every state: ρ changes by +0.04 (−0.56 to 0.78).")
+    chart = nbformat.v4.new_output("display_data", data={"application/vnd.vegalite.v5+json": {}, "text/plain": "c"})
+    note = nbformat.v4.new_output("stream", name="stdout", text="The table below holds 3 rows.\n")
+    figure = code("display(Markdown(result.describe()))\nchart", metadata=key, outputs=[
+        nbformat.v4.new_output("display_data", data={"text/markdown": reading, "text/plain": "<md>"}), chart, note])
+    nb = nbformat.v4.new_notebook(cells=[md("# Title\n\nThe question."), md("## What goes", metadata=key), figure,
+                                         code("more")])
+    said = ["Without erasure, M's ρ = 0.66 over the 12 occupations.",  # named as the front page names the model
+            "**At no single hidden state does erasing the gender concept lower ρ.**"] if registered else []
+    presentation._open_with_findings(nb, said)
+    screen = _first_screen_text(nb)
+    for sentence in ["At no single hidden state does erasing the gender concept lower ρ.",
+                     "over the 12 occupations."]:
+        assert screen.count(sentence) == 1, sentence
+    assert ("Erased at every state" in screen) is not registered  # the fallback states the reading's first five
+    assert "The table below holds 3 rows." in screen  # a note the first screen does not state stays by its figure
+    order = [c.source.split("\n")[0] for c in nb.cells]
+    assert order == ["# Title", "## What this chapter finds", "display(Markdown(result.describe()))",
+                     "## The reading in full", "### What goes", "", "## How this chapter works", "more"]
+    moved = nb.cells[5]
+    assert [o["data"]["text/markdown"] for o in moved.outputs] == [reading]
+    assert presentation._ADDED_CELL_TAG in moved.metadata["tags"]
+    assert [o.get("output_type") for o in nb.cells[2].outputs] == ["display_data", "stream"]  # the chart, the note
+    # presented again (the builder drops the cells it added first): the same page
+    again = nbformat.from_dict(json.loads(json.dumps(nb)))
+    again.cells = [c for c in again.cells if presentation._ADDED_CELL_TAG not in c.metadata.get("tags", [])]
+    presentation._open_with_findings(again, said)
+    assert nbformat.writes(again) == nbformat.writes(nb)
+
+
 def test_headers_wrap_after_underscores_only():
     html = ('<table><thead><tr><th class="col_heading level0">share_agree_significant</th>'
             '<th>p_<b>adj_x</b></th></tr></thead><tbody><tr><td>a_b</td></tr></tbody></table>')

@@ -45,6 +45,9 @@ _MOST_SENTENCES = 5
 #: Cell metadata keeping a Markdown cell's text as the notebook wrote it, before the opening split or demoted it.
 _ORIGINAL = "bias_book_original"
 _VEGA_LITE_PREFIX = "application/vnd.vegalite"
+#: Cell metadata holding the text outputs the opening moved out of a figure cell into "The reading in full", so that
+#: a second presentation finds them there and moves them again (:func:`_reading_outputs`).
+_MOVED_OUTPUTS = "bias_book_moved_outputs"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z*(])")
 
 
@@ -70,18 +73,40 @@ def _sentences(text: str, most: int = _MOST_SENTENCES) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(" ".join(lines)) if s.strip()][:most]
 
 
+def _output_text(output) -> str:
+    """The text an output reads as: its Markdown, or what the cell printed; "" for a figure, a table or a log."""
+    text = output.get("data", {}).get("text/markdown") or (
+        output.get("text") if output.get("output_type") == "stream" and output.get("name") == "stdout" else None)
+    return "".join(text) if text else ""
+
+
 def _reading_sentences(cells) -> list[str]:
     """Fallback sentences of a chapter without a registered finding: the first sentences its key-finding cells
-    printed (generated from its tables as the chapter runs)."""
+    printed (generated from its tables as the chapter runs), the ones an earlier presentation moved included."""
     for cell in cells:
-        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
-            text = output.get("data", {}).get("text/markdown") or (
-                output.get("text") if output.get("output_type") == "stream" and output.get("name") == "stdout"
-                else None)
-            found = _sentences("".join(text)) if text else []
+        outputs = [*cell.metadata.get(_MOVED_OUTPUTS, []), *cell.get("outputs", [])] if cell.cell_type == "code" else []
+        for output in outputs:
+            found = _sentences(_output_text(output))
             if found:
                 return found
     return []
+
+
+def _plain(text: str) -> str:
+    """Markdown ``text`` as a reader sees its words: no emphasis marks, one space between words."""
+    return " ".join(re.sub(r"[*_`]", "", text).split())
+
+
+def _reading_outputs(cell, said: list[str]) -> list:
+    """The text outputs of a figure ``cell`` that state a sentence the first screen states (``said``), taken out of
+    the cell (in place; kept in its metadata, so that a second presentation gives the same ones): the first screen
+    shows the figure under ``said``, and the text goes to "The reading in full" instead of saying it twice."""
+    if _MOVED_OUTPUTS not in cell.metadata:
+        stated = [_plain(s) for s in said]
+        moved = [o for o in cell.outputs if (text := _plain(_output_text(o))) and any(s in text for s in stated)]
+        cell.metadata[_MOVED_OUTPUTS] = moved
+        cell.outputs = [o for o in cell.outputs if not any(o is m for m in moved)]
+    return cell.metadata[_MOVED_OUTPUTS]
 
 
 def _demoted(source: str) -> str:
@@ -125,7 +150,12 @@ def _open_with_findings(nb, sentences: list[str]) -> None:
                                                   "This chapter's figures follow; each section below opens on a "
                                                   "click."), "finds")
     figures = [c for c in key if _is_figure(c)]
-    reading = [c for c in key if not _is_figure(c)]
+    # the figures' text after the other reading cells: a second presentation finds the figures moved up, and the
+    # page stays the same
+    reading = [c for c in key if not _is_figure(c)] + [
+        nbformat.v4.new_code_cell("", id=f"bias-book-reading-{i}", metadata={"tags": [_ADDED_CELL_TAG]},
+                                  outputs=[nbformat.from_dict(o) for o in moved])
+        for i, cell in enumerate(figures) if (moved := _reading_outputs(cell, said))]
     for cell in reading:
         if cell.cell_type == "markdown":
             cell.source = _demoted(cell.metadata.setdefault(_ORIGINAL, cell.source))
@@ -446,6 +476,9 @@ def present_notebook(run: "Run", replacements: list[tuple[str, str]], name_model
     nb.metadata = nbformat.from_dict(_map_strings(nb.metadata, strip))
     for cell in nb.cells:
         cell.source = strip(cell.source)
+        if _MOVED_OUTPUTS in cell.metadata:
+            cell.metadata[_MOVED_OUTPUTS] = [nbformat.from_dict(_map_strings(o, strip))
+                                             for o in cell.metadata[_MOVED_OUTPUTS]]
         if "outputs" in cell:
             cell.outputs = [nbformat.from_dict(_map_strings(o, strip)) for o in cell.outputs]
             for o in cell.outputs:
@@ -455,6 +488,10 @@ def present_notebook(run: "Run", replacements: list[tuple[str, str]], name_model
     if names is None:
         names = {display_name(model_id): model_name(model_id)} if model_id else {}
     names = {shown: name for shown, name in names.items() if shown != name}
+    for cell in [c for c in nb.cells if c.cell_type == "markdown"] if names else []:
+        # the opening's sentences, read from the outputs before they were named
+        if _ADDED_CELL_TAG in cell.metadata.get("tags", []):
+            cell.source = _named_prose(cell.source, names)
     for output in [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])] if names else []:
         data = output.get("data", {})
         for kind in [k for k in data if k.startswith(_VEGA_LITE)]:
