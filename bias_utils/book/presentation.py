@@ -120,7 +120,9 @@ def _open_with_findings(nb, sentences: list[str]) -> None:
     :data:`_FINDS_HEADING` with ``sentences`` (at most :data:`_MOST_SENTENCES`; without any, the first sentences
     its key-finding cells printed) and the key-finding cells that draw a figure (in a chapter without a key finding,
     every cell that draws one); then a section
-    :data:`_READING_HEADING` with the other key-finding cells, a section :data:`_METHOD_HEADING` with the rest of
+    :data:`_READING_HEADING` with the other key-finding cells and the text a figure cell printed that states a
+    sentence of the opening (:func:`_reading_outputs`: the finding is stated once on the first screen), a section
+    :data:`_METHOD_HEADING` with the rest of
     the introduction, and the chapter's own sections. Every section but the first is closed on the page. A notebook
     without a Markdown title is left as it is. Idempotent (a cell this adds carries :data:`_ADDED_CELL_TAG`, and the
     builder drops those before presenting again)."""
