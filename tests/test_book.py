@@ -236,34 +236,39 @@ def _first_screen_text(nb) -> str:
 def test_a_finding_is_stated_once_on_the_first_screen(registered):
     """Chapter 12's reading cell prints its Markdown and draws its chart: the figure opens the chapter, and the
     sentences the first screen states (the registered finding's, or, for a chapter without one such as 03 or 09, the
-    first ones the key-finding cells printed) were printed a second time under it. Each is now stated once there;
-    the cell's text moves to "The reading in full", with a printed note that states nothing of the first screen left
-    beside its figure. Presented again: the same page."""
+    first ones the key-finding cells printed) were printed a second time under it; chapter 09's pooled link was
+    printed again under its forest plot. Each is now stated once there; the cells' text moves to "The reading in
+    full", while a printed note that states nothing of the first screen stays beside its figure. Presented again:
+    the same page."""
     md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
     key = {"tags": [presentation._FINDING_TAG]}
+    pooled = "1 model of this build has ρ: nothing is pooled."
     reading = ("Without erasure, m's ρ = 0.66 over the 12 occupations. **At no single hidden state does erasing "
-               "the gender concept lower ρ.** Erased at every state: ρ changes by +0.04 (−0.56 to 0.78).")
+               f"the gender concept lower ρ.** Erased at every state: ρ changes by +0.04 (−0.56 to 0.78). {pooled}")
     chart = nbformat.v4.new_output("display_data", data={"application/vnd.vegalite.v5+json": {}, "text/plain": "c"})
     note = nbformat.v4.new_output("stream", name="stdout", text="The table below holds 3 rows.\n")
     figure = code("display(Markdown(result.describe()))\nchart", metadata=key, outputs=[
         nbformat.v4.new_output("display_data", data={"text/markdown": reading, "text/plain": "<md>"}), chart, note])
+    forest = code("display(Markdown(describe_pooling(pooled)))", metadata=key, outputs=[
+        nbformat.v4.new_output("display_data", data={"text/markdown": pooled, "text/plain": "<md>"}), chart])
     nb = nbformat.v4.new_notebook(cells=[md("# Title\n\nThe question."), md("## What goes", metadata=key), figure,
-                                         code("more")])
-    said = ["Without erasure, M's ρ = 0.66 over the 12 occupations.",  # named as the front page names the model
-            "**At no single hidden state does erasing the gender concept lower ρ.**"] if registered else []
+                                         forest, code("more")])
+    # named as the front page names the model; a sentence that starts with a number joins the one before it
+    said = ["Without erasure, M's ρ = 0.66 over the 12 occupations.",
+            f"**At no single hidden state does erasing the gender concept lower ρ.** {pooled}"] if registered else []
     presentation._open_with_findings(nb, said)
     screen = _first_screen_text(nb)
     for sentence in ["At no single hidden state does erasing the gender concept lower ρ.",
-                     "over the 12 occupations."]:
+                     "over the 12 occupations.", pooled]:
         assert screen.count(sentence) == 1, sentence
     assert ("Erased at every state" in screen) is not registered  # the fallback states the reading's first five
     assert "The table below holds 3 rows." in screen  # a note the first screen does not state stays by its figure
     order = [c.source.split("\n")[0] for c in nb.cells]
     assert order == ["# Title", "## What this chapter finds", "display(Markdown(result.describe()))",
-                     "## The reading in full", "### What goes", "", "## How this chapter works", "more"]
-    moved = nb.cells[5]
-    assert [o["data"]["text/markdown"] for o in moved.outputs] == [reading]
-    assert presentation._ADDED_CELL_TAG in moved.metadata["tags"]
+                     "display(Markdown(describe_pooling(pooled)))", "## The reading in full", "### What goes", "", "",
+                     "## How this chapter works", "more"]
+    assert [o["data"]["text/markdown"] for c in nb.cells[6:8] for o in c.outputs] == [reading, pooled]
+    assert all(presentation._ADDED_CELL_TAG in c.metadata["tags"] for c in nb.cells[6:8])
     assert [o.get("output_type") for o in nb.cells[2].outputs] == ["display_data", "stream"]  # the chart, the note
     # presented again (the builder drops the cells it added first): the same page
     again = nbformat.from_dict(json.loads(json.dumps(nb)))

@@ -49,6 +49,8 @@ _VEGA_LITE_PREFIX = "application/vnd.vegalite"
 #: a second presentation finds them there and moves them again (:func:`_reading_outputs`).
 _MOVED_OUTPUTS = "bias_book_moved_outputs"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z*(])")
+#: Where a sentence may end when a text is compared with what the first screen says ("... above 0. 1 model ...").
+_ANY_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def _is_figure(cell) -> bool:
@@ -102,8 +104,9 @@ def _reading_outputs(cell, said: list[str]) -> list:
     the cell (in place; kept in its metadata, so that a second presentation gives the same ones): the first screen
     shows the figure under ``said``, and the text goes to "The reading in full" instead of saying it twice."""
     if _MOVED_OUTPUTS not in cell.metadata:
-        stated = [_plain(s) for s in said]
-        moved = [o for o in cell.outputs if (text := _plain(_output_text(o))) and any(s in text for s in stated)]
+        stated = _plain(" ".join(said))
+        moved = [o for o in cell.outputs
+                 if any(s in stated for s in _ANY_SENTENCE_END.split(_plain(_output_text(o))) if s)]
         cell.metadata[_MOVED_OUTPUTS] = moved
         cell.outputs = [o for o in cell.outputs if not any(o is m for m in moved)]
     return cell.metadata[_MOVED_OUTPUTS]
