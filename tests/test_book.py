@@ -256,6 +256,7 @@ def test_a_finding_is_stated_once_on_the_first_screen(registered):
     # named as the front page names the model; a sentence that starts with a number joins the one before it
     said = ["Without erasure, M's ρ = 0.66 over the 12 occupations.",
             f"**At no single hidden state does erasing the gender concept lower ρ.** {pooled}"] if registered else []
+    planted = json.dumps(nb)
     presentation._open_with_findings(nb, said)
     screen = _first_screen_text(nb)
     for sentence in ["At no single hidden state does erasing the gender concept lower ρ.",
@@ -275,6 +276,13 @@ def test_a_finding_is_stated_once_on_the_first_screen(registered):
     again.cells = [c for c in again.cells if presentation._ADDED_CELL_TAG not in c.metadata.get("tags", [])]
     presentation._open_with_findings(again, said)
     assert nbformat.writes(again) == nbformat.writes(nb)
+    # and with other sentences (a finding registered since, or no longer): decided again on every output
+    other = [] if registered else ["Something else 0.5."]
+    again.cells = [c for c in again.cells if presentation._ADDED_CELL_TAG not in c.metadata.get("tags", [])]
+    presentation._open_with_findings(again, other)
+    fresh = nbformat.from_dict(json.loads(planted))
+    presentation._open_with_findings(fresh, other)
+    assert nbformat.writes(again) == nbformat.writes(fresh)
 
 
 def test_headers_wrap_after_underscores_only():

@@ -45,8 +45,8 @@ _MOST_SENTENCES = 5
 #: Cell metadata keeping a Markdown cell's text as the notebook wrote it, before the opening split or demoted it.
 _ORIGINAL = "bias_book_original"
 _VEGA_LITE_PREFIX = "application/vnd.vegalite"
-#: Cell metadata holding the text outputs the opening moved out of a figure cell into "The reading in full", so that
-#: a second presentation finds them there and moves them again (:func:`_reading_outputs`).
+#: Cell metadata holding the text outputs the opening moved out of a figure cell into "The reading in full", each with
+#: its place among the cell's outputs, so that a second presentation starts from them all (:func:`_reading_outputs`).
 _MOVED_OUTPUTS = "bias_book_moved_outputs"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z*(])")
 #: Where a sentence may end when a text is compared with what the first screen says ("... above 0. 1 model ...").
@@ -86,7 +86,8 @@ def _reading_sentences(cells) -> list[str]:
     """Fallback sentences of a chapter without a registered finding: the first sentences its key-finding cells
     printed (generated from its tables as the chapter runs), the ones an earlier presentation moved included."""
     for cell in cells:
-        outputs = [*cell.metadata.get(_MOVED_OUTPUTS, []), *cell.get("outputs", [])] if cell.cell_type == "code" else []
+        outputs = ([*(m["output"] for m in cell.metadata.get(_MOVED_OUTPUTS, [])), *cell.get("outputs", [])]
+                   if cell.cell_type == "code" else [])
         for output in outputs:
             found = _sentences(_output_text(output))
             if found:
@@ -101,15 +102,19 @@ def _plain(text: str) -> str:
 
 def _reading_outputs(cell, said: list[str]) -> list:
     """The text outputs of a figure ``cell`` that state a sentence the first screen states (``said``), taken out of
-    the cell (in place; kept in its metadata, so that a second presentation gives the same ones): the first screen
-    shows the figure under ``said``, and the text goes to "The reading in full" instead of saying it twice."""
-    if _MOVED_OUTPUTS not in cell.metadata:
-        stated = _plain(" ".join(said))
-        moved = [o for o in cell.outputs
-                 if any(s in stated for s in _ANY_SENTENCE_END.split(_plain(_output_text(o))) if s)]
-        cell.metadata[_MOVED_OUTPUTS] = moved
-        cell.outputs = [o for o in cell.outputs if not any(o is m for m in moved)]
-    return cell.metadata[_MOVED_OUTPUTS]
+    the cell in place: the first screen shows the figure under ``said``, and the text goes to "The reading in full"
+    instead of saying it twice. What an earlier presentation took out (kept in the cell's metadata with its place)
+    is put back first, so that a second presentation decides again on the same outputs."""
+    outputs = list(cell.outputs)
+    for earlier in cell.metadata.pop(_MOVED_OUTPUTS, []):
+        outputs.insert(earlier["at"], earlier["output"])
+    stated = _plain(" ".join(said))
+    at = [i for i, o in enumerate(outputs)
+          if any(s in stated for s in _ANY_SENTENCE_END.split(_plain(_output_text(o))) if s)]
+    cell.outputs = [o for i, o in enumerate(outputs) if i not in at]
+    if at:
+        cell.metadata[_MOVED_OUTPUTS] = [{"at": i, "output": outputs[i]} for i in at]
+    return [outputs[i] for i in at]
 
 
 def _demoted(source: str) -> str:
@@ -482,8 +487,8 @@ def present_notebook(run: "Run", replacements: list[tuple[str, str]], name_model
     for cell in nb.cells:
         cell.source = strip(cell.source)
         if _MOVED_OUTPUTS in cell.metadata:
-            cell.metadata[_MOVED_OUTPUTS] = [nbformat.from_dict(_map_strings(o, strip))
-                                             for o in cell.metadata[_MOVED_OUTPUTS]]
+            cell.metadata[_MOVED_OUTPUTS] = [nbformat.from_dict(_map_strings(m, strip))
+                                             for m in cell.metadata[_MOVED_OUTPUTS]]
         if "outputs" in cell:
             cell.outputs = [nbformat.from_dict(_map_strings(o, strip)) for o in cell.outputs]
             for o in cell.outputs:
