@@ -285,6 +285,31 @@ def test_a_finding_is_stated_once_on_the_first_screen(registered):
     assert nbformat.writes(again) == nbformat.writes(fresh)
 
 
+def test_a_chapter_without_a_registered_finding_opens_with_its_answer_on_every_presentation():
+    """Chapter 09 has no registered finding: it opens with the first sentences its key-finding cells print, its
+    answer (the erasure curves, then the pooled link), printed by a cell after a chart of the findings side by side
+    and before the forest plot that prints the pooled link again. The opening moves the figures up; presented again,
+    the chapter still opens with its answer, and the pooled link is stated once on the first screen."""
+    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    key = {"tags": [presentation._FINDING_TAG]}
+    chart = nbformat.v4.new_output("display_data", data={"application/vnd.vegalite.v5+json": {}, "text/plain": "c"})
+    pooled = "1 model of this build has ρ: nothing is pooled."
+    answer = f"In m, at hidden state 9 of 30, 80% (60% to 95%) of the stereotype. {pooled}"
+    printed = lambda text: nbformat.v4.new_output("display_data", data={"text/markdown": text})  # noqa: E731
+    nb = nbformat.v4.new_notebook(cells=[
+        md("# Across models\n\nSide by side."), md("## The findings side by side", metadata=key),
+        code("summary_chart", metadata=key, outputs=[chart]), code("answer", metadata=key, outputs=[printed(answer)]),
+        md("## Pooled", metadata=key), code("forest", metadata=key, outputs=[printed(pooled), chart]), code("rest")])
+    presentation._open_with_findings(nb, [])
+    first = nb.cells[1].source
+    assert first == f"## {presentation._FINDS_HEADING}\n\n{answer}"
+    assert _first_screen_text(nb).count(pooled) == 1
+    for _ in range(2):
+        nb.cells = [c for c in nb.cells if presentation._ADDED_CELL_TAG not in c.metadata.get("tags", [])]
+        presentation._open_with_findings(nb, [])
+        assert nb.cells[1].source == first and _first_screen_text(nb).count(pooled) == 1
+
+
 def test_headers_wrap_after_underscores_only():
     html = ('<table><thead><tr><th class="col_heading level0">share_agree_significant</th>'
             '<th>p_<b>adj_x</b></th></tr></thead><tbody><tr><td>a_b</td></tr></tbody></table>')

@@ -48,6 +48,9 @@ _VEGA_LITE_PREFIX = "application/vnd.vegalite"
 #: Cell metadata holding the text outputs the opening moved out of a figure cell into "The reading in full", each with
 #: its place among the cell's outputs, so that a second presentation starts from them all (:func:`_reading_outputs`).
 _MOVED_OUTPUTS = "bias_book_moved_outputs"
+#: Cell metadata holding a key-finding cell's rank among them in the notebook as written: the opening moves the figures
+#: up, and a second presentation reads the key cells in the first one's order (the first sentences they printed too).
+_KEY_ORDER = "bias_book_key_order"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z*(])")
 #: Where a sentence may end when a text is compared with what the first screen says ("... above 0. 1 model ...").
 _ANY_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -82,13 +85,20 @@ def _output_text(output) -> str:
     return "".join(text) if text else ""
 
 
+def _all_outputs(cell) -> list:
+    """A code cell's outputs as its run wrote them: the ones the opening moved out (:func:`_reading_outputs`) put back
+    in their places."""
+    outputs = list(cell.get("outputs", []))
+    for earlier in cell.metadata.get(_MOVED_OUTPUTS, []):
+        outputs.insert(earlier["at"], earlier["output"])
+    return outputs
+
+
 def _reading_sentences(cells) -> list[str]:
     """Fallback sentences of a chapter without a registered finding: the first sentences its key-finding cells
     printed (generated from its tables as the chapter runs), the ones an earlier presentation moved included."""
     for cell in cells:
-        outputs = ([*(m["output"] for m in cell.metadata.get(_MOVED_OUTPUTS, [])), *cell.get("outputs", [])]
-                   if cell.cell_type == "code" else [])
-        for output in outputs:
+        for output in _all_outputs(cell) if cell.cell_type == "code" else []:
             found = _sentences(_output_text(output))
             if found:
                 return found
@@ -105,9 +115,8 @@ def _reading_outputs(cell, said: list[str]) -> list:
     the cell in place: the first screen shows the figure under ``said``, and the text goes to "The reading in full"
     instead of saying it twice. What an earlier presentation took out (kept in the cell's metadata with its place)
     is put back first, so that a second presentation decides again on the same outputs."""
-    outputs = list(cell.outputs)
-    for earlier in cell.metadata.pop(_MOVED_OUTPUTS, []):
-        outputs.insert(earlier["at"], earlier["output"])
+    outputs = _all_outputs(cell)
+    cell.metadata.pop(_MOVED_OUTPUTS, None)
     stated = _plain(" ".join(said))
     at = [i for i, o in enumerate(outputs)
           if any(s in stated for s in _ANY_SENTENCE_END.split(_plain(_output_text(o))) if s)]
@@ -143,6 +152,9 @@ def _open_with_findings(nb, sentences: list[str]) -> None:
     # a chapter without a tagged finding opens with its figures
     key = ([c for c in nb.cells if _FINDING_TAG in c.get("metadata", {}).get("tags", [])]
            or [c for c in nb.cells if _is_figure(c)])
+    for rank, cell in enumerate(key):
+        cell.metadata.setdefault(_KEY_ORDER, rank)
+    key.sort(key=lambda c: c.metadata[_KEY_ORDER])
     moved = {id(c) for c in key}
     rest = [c for c in nb.cells[first + 1:] if id(c) not in moved]
     before = [c for c in nb.cells[:first] if id(c) not in moved]
