@@ -39,8 +39,14 @@ def _marks(svg: str) -> list[dict]:
 
 def _legend(svg: str) -> dict[str, str]:
     return dict((label, fill) for fill, label in re.findall(
-        r'fill="(#[0-9a-f]{6})" stroke="#[0-9a-f]{6}" stroke-width="2" opacity="1"/></g>'
+        r'fill="(#[0-9a-f]{6})"(?: fill-opacity="1")? stroke="#[0-9a-f]{6}" stroke-width="2" opacity="1"/></g>'
         r'<g class="mark-text role-legend-label"[^>]*><text[^>]*>([^<]+)</text>', svg))
+
+
+def _zero_lines(svg: str) -> list[float]:
+    """How far below the top of its panel each dashed line at 0 is drawn."""
+    return [float(y) for y in re.findall(r'<line transform="translate\([-\d.]+,([-\d.]+)\)"[^>]*stroke-dasharray',
+                                         svg)]
 
 
 def _boxes(svg: str) -> list[tuple[str, float, float, float, float]]:
@@ -104,6 +110,12 @@ def test_the_dense_curve_is_a_line_per_panel_with_its_controls_as_points_and_no_
     assert "random subspace (grey, squares) at hidden states 9 and 24 and every state together" in caption
     assert "LEACE (green, a line through circles, every state together a circle apart) at hidden states 3, 6" in \
         caption
+    # one legend, each erasure in its colour and its shape (two legends of one field made Vega warn)
+    assert len(re.findall(r'aria-roledescription="legend"', svg)) == 1
+    points = spec["vconcat"][0]["layer"][-1]["encoding"]
+    assert points["shape"]["legend"] == points["color"]["legend"]  # Vega warns where one of the two is disabled
+    # the dashed 0 inside each panel, not on its edge where the axis is drawn
+    assert len(_zero_lines(svg)) >= 3 and all(1.5 < y < 120 - 1.5 for y in _zero_lines(svg))
     boxes = _boxes(svg)
     assert {"9", "24", "all", "LEACE", "erased hidden state"} <= {b[0] for b in boxes}
     assert _overlapping(boxes) == []
@@ -116,6 +128,8 @@ def test_a_curve_without_controls_draws_and_names_none():
     spec = erasure_reading.tradeoff_chart(table, SMOL).to_dict()
     svg = vlc.vegalite_to_svg(spec)
     assert {m["erasure"] for m in _marks(svg)} == {"LEACE"} and list(_legend(svg)) == ["LEACE"]
+    # every cost above 0: the cost panel's dashed 0 is drawn inside it all the same, not on its axis
+    assert len(_zero_lines(svg)) >= 3 and all(1.5 < y < 120 - 1.5 for y in _zero_lines(svg))
     _, caption = rendering._figure_text(spec)
     assert not any(label in caption for label in CONTROLS.values())
     with pytest.raises(ValueError, match="no erasure"):

@@ -332,11 +332,12 @@ def tradeoff_chart(table: pd.DataFrame, model_id: str) -> alt.VConcatChart:
     ticks = [*singles, apart] if (rows["layer"] == "all").any() else singles
     margin = max(1.0, _depth(table) / 20)
     scale = alt.Scale(domain=[min(ticks) - margin, max(ticks) + margin], nice=False)
-    colour = alt.Color("erasure:N", title="erasure", scale=alt.Scale(
-        domain=drawn, range=[_ERASURE_MARKS[e][0] for e in drawn]),
-        legend=alt.Legend(symbolOpacity=1, symbolStrokeWidth=2, columns=2, columnPadding=24))
-    shape = alt.Shape("erasure:N", scale=alt.Scale(domain=drawn, range=[_ERASURE_MARKS[e][1] for e in drawn]),
-                      legend=None)
+    # one legend for both: each erasure's symbol in its colour and shape
+    legend = alt.Legend(symbolOpacity=1, symbolStrokeWidth=2, columns=2, columnPadding=24)
+    colour = alt.Color("erasure:N", title="erasure", legend=legend,
+                       scale=alt.Scale(domain=drawn, range=[_ERASURE_MARKS[e][0] for e in drawn]))
+    shape = alt.Shape("erasure:N", title="erasure", legend=legend,
+                      scale=alt.Scale(domain=drawn, range=[_ERASURE_MARKS[e][1] for e in drawn]))
     tooltip = ["erasure", alt.Tooltip("layer:N", title="hidden state"), "panel",
                alt.Tooltip("estimate:Q", format=".3f"), alt.Tooltip("low:Q", format=".3f"),
                alt.Tooltip("high:Q", format=".3f")]
@@ -345,7 +346,10 @@ def tradeoff_chart(table: pd.DataFrame, model_id: str) -> alt.VConcatChart:
         share = measure != "cross_entropy"
         x = alt.X("at:Q", title="erased hidden state" if not share else None, scale=scale,
                   axis=alt.Axis(values=ticks, labelExpr=f"datum.value == {apart} ? 'all' : datum.label"))
-        y = alt.Y("estimate:Q", title=panel, axis=alt.Axis(format=".0%" if share else ".2f"))
+        # padded, so that the dashed 0 of a panel whose estimates are all above it is not drawn on its edge
+        y = alt.Y("estimate:Q", title=panel if share else ["cost: Δ cross-entropy", "(nats per token)"],
+                  axis=alt.Axis(format=".0%" if share else ".2f"),
+                  scale=alt.Scale(padding=8))
         zero, bars, line = curve_layers(x, y, colour, tooltip)
         points = alt.Chart().transform_filter("!datum.curve").mark_point(filled=True, size=60, opacity=1).encode(
             x=x, y=y, color=colour, shape=shape, tooltip=tooltip)
