@@ -223,6 +223,93 @@ def test_a_chapter_opens_with_what_it_finds_and_its_figures():
                                                                  "## How this chapter works", "## Curves"]
 
 
+def _first_screen_text(nb) -> str:
+    """What the first screen of a presented chapter states: its cells up to "The reading in full" (every later
+    section is closed), their Markdown and the text their outputs print, as a reader sees the words."""
+    cut = next(i for i, c in enumerate(nb.cells) if c.source.startswith(f"## {presentation._READING_HEADING}"))
+    texts = [c.source if c.cell_type == "markdown" else " ".join(presentation._output_text(o) for o in c.outputs)
+             for c in nb.cells[:cut]]
+    return presentation._plain(" ".join(texts))
+
+
+@pytest.mark.parametrize("registered", [True, False])
+def test_a_finding_is_stated_once_on_the_first_screen(registered):
+    """Chapter 12's reading cell prints its Markdown and draws its chart: the figure opens the chapter, and the
+    sentences the first screen states (the registered finding's, or, for a chapter without one such as 03 or 09, the
+    first ones the key-finding cells printed) were printed a second time under it; chapter 09's pooled link was
+    printed again under its forest plot. Each is now stated once there; the cells' text moves to "The reading in
+    full", while a printed note that states nothing of the first screen stays beside its figure. Presented again:
+    the same page."""
+    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    key = {"tags": [presentation._FINDING_TAG]}
+    pooled = "1 model of this build has ρ: nothing is pooled."
+    reading = ("Without erasure, m's ρ = 0.66 over the 12 occupations. **At no single hidden state does erasing "
+               f"the gender concept lower ρ.** Erased at every state: ρ changes by +0.04 (−0.56 to 0.78). {pooled}")
+    chart = nbformat.v4.new_output("display_data", data={"application/vnd.vegalite.v5+json": {}, "text/plain": "c"})
+    note = nbformat.v4.new_output("stream", name="stdout", text="The table below holds 3 rows.\n")
+    figure = code("display(Markdown(result.describe()))\nchart", metadata=key, outputs=[
+        nbformat.v4.new_output("display_data", data={"text/markdown": reading, "text/plain": "<md>"}), chart, note])
+    forest = code("display(Markdown(describe_pooling(pooled)))", metadata=key, outputs=[
+        nbformat.v4.new_output("display_data", data={"text/markdown": pooled, "text/plain": "<md>"}), chart])
+    nb = nbformat.v4.new_notebook(cells=[md("# Title\n\nThe question."), md("## What goes", metadata=key), figure,
+                                         forest, code("more")])
+    # named as the front page names the model; a sentence that starts with a number joins the one before it
+    said = ["Without erasure, M's ρ = 0.66 over the 12 occupations.",
+            f"**At no single hidden state does erasing the gender concept lower ρ.** {pooled}"] if registered else []
+    planted = json.dumps(nb)
+    presentation._open_with_findings(nb, said)
+    screen = _first_screen_text(nb)
+    for sentence in ["At no single hidden state does erasing the gender concept lower ρ.",
+                     "over the 12 occupations.", pooled]:
+        assert screen.count(sentence) == 1, sentence
+    assert ("Erased at every state" in screen) is not registered  # the fallback states the reading's first five
+    assert "The table below holds 3 rows." in screen  # a note the first screen does not state stays by its figure
+    order = [c.source.split("\n")[0] for c in nb.cells]
+    assert order == ["# Title", "## What this chapter finds", "display(Markdown(result.describe()))",
+                     "display(Markdown(describe_pooling(pooled)))", "## The reading in full", "### What goes", "", "",
+                     "## How this chapter works", "more"]
+    assert [o["data"]["text/markdown"] for c in nb.cells[6:8] for o in c.outputs] == [reading, pooled]
+    assert all(presentation._ADDED_CELL_TAG in c.metadata["tags"] for c in nb.cells[6:8])
+    assert [o.get("output_type") for o in nb.cells[2].outputs] == ["display_data", "stream"]  # the chart, the note
+    # presented again (the builder drops the cells it added first): the same page
+    again = nbformat.from_dict(json.loads(json.dumps(nb)))
+    again.cells = [c for c in again.cells if presentation._ADDED_CELL_TAG not in c.metadata.get("tags", [])]
+    presentation._open_with_findings(again, said)
+    assert nbformat.writes(again) == nbformat.writes(nb)
+    # and with other sentences (a finding registered since, or no longer): decided again on every output
+    other = [] if registered else ["Something else 0.5."]
+    again.cells = [c for c in again.cells if presentation._ADDED_CELL_TAG not in c.metadata.get("tags", [])]
+    presentation._open_with_findings(again, other)
+    fresh = nbformat.from_dict(json.loads(planted))
+    presentation._open_with_findings(fresh, other)
+    assert nbformat.writes(again) == nbformat.writes(fresh)
+
+
+def test_a_chapter_without_a_registered_finding_opens_with_its_answer_on_every_presentation():
+    """Chapter 09 has no registered finding: it opens with the first sentences its key-finding cells print, its
+    answer (the erasure curves, then the pooled link), printed by a cell after a chart of the findings side by side
+    and before the forest plot that prints the pooled link again. The opening moves the figures up; presented again,
+    the chapter still opens with its answer, and the pooled link is stated once on the first screen."""
+    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    key = {"tags": [presentation._FINDING_TAG]}
+    chart = nbformat.v4.new_output("display_data", data={"application/vnd.vegalite.v5+json": {}, "text/plain": "c"})
+    pooled = "1 model of this build has ρ: nothing is pooled."
+    answer = f"In m, at hidden state 9 of 30, 80% (60% to 95%) of the stereotype. {pooled}"
+    printed = lambda text: nbformat.v4.new_output("display_data", data={"text/markdown": text})  # noqa: E731
+    nb = nbformat.v4.new_notebook(cells=[
+        md("# Across models\n\nSide by side."), md("## The findings side by side", metadata=key),
+        code("summary_chart", metadata=key, outputs=[chart]), code("answer", metadata=key, outputs=[printed(answer)]),
+        md("## Pooled", metadata=key), code("forest", metadata=key, outputs=[printed(pooled), chart]), code("rest")])
+    presentation._open_with_findings(nb, [])
+    first = nb.cells[1].source
+    assert first == f"## {presentation._FINDS_HEADING}\n\n{answer}"
+    assert _first_screen_text(nb).count(pooled) == 1
+    for _ in range(2):
+        nb.cells = [c for c in nb.cells if presentation._ADDED_CELL_TAG not in c.metadata.get("tags", [])]
+        presentation._open_with_findings(nb, [])
+        assert nb.cells[1].source == first and _first_screen_text(nb).count(pooled) == 1
+
+
 def test_headers_wrap_after_underscores_only():
     html = ('<table><thead><tr><th class="col_heading level0">share_agree_significant</th>'
             '<th>p_<b>adj_x</b></th></tr></thead><tbody><tr><td>a_b</td></tr></tbody></table>')

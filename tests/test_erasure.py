@@ -504,7 +504,7 @@ def test_the_tradeoff_table_pairs_each_change_with_the_unhooked_model_and_reads_
     curve = result.curve().set_index(["erasure", "hidden state"])
     assert curve.at[("LEACE", "5"), "selective"] and not curve.at[("LEACE", "2"), "selective"]
     assert curve.at[("LEACE", "2"), "fact removed"] == "95% (95% to 95%)"
-    assert result.chart().to_dict()["layer"]
+    assert len(result.chart().to_dict()["vconcat"]) == 3
     written = result.write(tmp_path)
     assert (tmp_path / "erasure_tradeoff.csv") in written
 

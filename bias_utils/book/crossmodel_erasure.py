@@ -16,6 +16,7 @@ import pandas as pd
 from ..core.precision import number_text, percent_text
 from ..core.results import display_name
 from ..intrinsic_extrinsic.erasers import ALL
+from ..intrinsic_extrinsic.erasure_reading import curve_layers
 from ..intrinsic_extrinsic.erasure_statistics import is_selective
 from ..report import plots
 
@@ -246,13 +247,10 @@ def erasure_curves_chart(curves: pd.DataFrame) -> alt.FacetChart:
                                                                  range=[plots.MODEL_COLORS[i % len(plots.MODEL_COLORS)]
                                                                         for i in range(len(models))]),
                        legend=alt.Legend(symbolOpacity=1, symbolStrokeWidth=3))
-    zero = alt.Chart().mark_rule(color="#999", strokeDash=[4, 3]).encode(y=alt.datum(0))
-    bars = alt.Chart().transform_filter("isValid(datum.low) && isValid(datum.high)").mark_rule(
-        opacity=0.5).encode(x=x, y="low:Q", y2="high:Q", color=colour)
-    lines = alt.Chart().mark_line(point=alt.OverlayMarkDef(filled=True, size=40)).encode(
-        x=x, y=y, color=colour, tooltip=["model", "layer", "depth", alt.Tooltip("relative_depth:Q", format=".0%"),
-                                         alt.Tooltip("share:Q", format=".0%"), alt.Tooltip("low:Q", format=".0%"),
-                                         alt.Tooltip("high:Q", format=".0%")])
+    tooltip = ["model", "layer", "depth", alt.Tooltip("relative_depth:Q", format=".0%"),
+               alt.Tooltip("share:Q", format=".0%"), alt.Tooltip("low:Q", format=".0%"),
+               alt.Tooltip("high:Q", format=".0%")]
+    zero, bars, lines = curve_layers(x, y, colour, tooltip)
     chart = alt.layer(zero, bars, lines, data=long).properties(width=240, height=200).facet(
         column=alt.Column("panel:N", title=None, sort=list(_PANELS)))
     left_out = int(curves["layer"].eq(ALL).sum())

@@ -45,7 +45,15 @@ _MOST_SENTENCES = 5
 #: Cell metadata keeping a Markdown cell's text as the notebook wrote it, before the opening split or demoted it.
 _ORIGINAL = "bias_book_original"
 _VEGA_LITE_PREFIX = "application/vnd.vegalite"
+#: Cell metadata holding the text outputs the opening moved out of a figure cell into "The reading in full", each with
+#: its place among the cell's outputs, so that a second presentation starts from them all (:func:`_reading_outputs`).
+_MOVED_OUTPUTS = "bias_book_moved_outputs"
+#: Cell metadata holding a key-finding cell's rank among them in the notebook as written: the opening moves the figures
+#: up, and a second presentation reads the key cells in the first one's order (the first sentences they printed too).
+_KEY_ORDER = "bias_book_key_order"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z*(])")
+#: Where a sentence may end when a text is compared with what the first screen says ("... above 0. 1 model ...").
+_ANY_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def _is_figure(cell) -> bool:
@@ -70,18 +78,52 @@ def _sentences(text: str, most: int = _MOST_SENTENCES) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(" ".join(lines)) if s.strip()][:most]
 
 
+def _output_text(output) -> str:
+    """The text an output reads as: its Markdown, or what the cell printed; "" for a figure, a table or a log."""
+    text = output.get("data", {}).get("text/markdown") or (
+        output.get("text") if output.get("output_type") == "stream" and output.get("name") == "stdout" else None)
+    return "".join(text) if text else ""
+
+
+def _all_outputs(cell) -> list:
+    """A code cell's outputs as its run wrote them: the ones the opening moved out (:func:`_reading_outputs`) put back
+    in their places."""
+    outputs = list(cell.get("outputs", []))
+    for earlier in cell.metadata.get(_MOVED_OUTPUTS, []):
+        outputs.insert(earlier["at"], earlier["output"])
+    return outputs
+
+
 def _reading_sentences(cells) -> list[str]:
     """Fallback sentences of a chapter without a registered finding: the first sentences its key-finding cells
-    printed (generated from its tables as the chapter runs)."""
+    printed (generated from its tables as the chapter runs), the ones an earlier presentation moved included."""
     for cell in cells:
-        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
-            text = output.get("data", {}).get("text/markdown") or (
-                output.get("text") if output.get("output_type") == "stream" and output.get("name") == "stdout"
-                else None)
-            found = _sentences("".join(text)) if text else []
+        for output in _all_outputs(cell) if cell.cell_type == "code" else []:
+            found = _sentences(_output_text(output))
             if found:
                 return found
     return []
+
+
+def _plain(text: str) -> str:
+    """Markdown ``text`` as a reader sees its words: no emphasis marks, one space between words."""
+    return " ".join(re.sub(r"[*_`]", "", text).split())
+
+
+def _reading_outputs(cell, said: list[str]) -> list:
+    """The text outputs of a figure ``cell`` that state a sentence the first screen states (``said``), taken out of
+    the cell in place: the first screen shows the figure under ``said``, and the text goes to "The reading in full"
+    instead of saying it twice. What an earlier presentation took out (kept in the cell's metadata with its place)
+    is put back first, so that a second presentation decides again on the same outputs."""
+    outputs = _all_outputs(cell)
+    cell.metadata.pop(_MOVED_OUTPUTS, None)
+    stated = _plain(" ".join(said))
+    at = [i for i, o in enumerate(outputs)
+          if any(s in stated for s in _ANY_SENTENCE_END.split(_plain(_output_text(o))) if s)]
+    cell.outputs = [o for i, o in enumerate(outputs) if i not in at]
+    if at:
+        cell.metadata[_MOVED_OUTPUTS] = [{"at": i, "output": outputs[i]} for i in at]
+    return [outputs[i] for i in at]
 
 
 def _demoted(source: str) -> str:
@@ -95,7 +137,9 @@ def _open_with_findings(nb, sentences: list[str]) -> None:
     :data:`_FINDS_HEADING` with ``sentences`` (at most :data:`_MOST_SENTENCES`; without any, the first sentences
     its key-finding cells printed) and the key-finding cells that draw a figure (in a chapter without a key finding,
     every cell that draws one); then a section
-    :data:`_READING_HEADING` with the other key-finding cells, a section :data:`_METHOD_HEADING` with the rest of
+    :data:`_READING_HEADING` with the other key-finding cells and the text a figure cell printed that states a
+    sentence of the opening (:func:`_reading_outputs`: the finding is stated once on the first screen), a section
+    :data:`_METHOD_HEADING` with the rest of
     the introduction, and the chapter's own sections. Every section but the first is closed on the page. A notebook
     without a Markdown title is left as it is. Idempotent (a cell this adds carries :data:`_ADDED_CELL_TAG`, and the
     builder drops those before presenting again)."""
@@ -108,6 +152,9 @@ def _open_with_findings(nb, sentences: list[str]) -> None:
     # a chapter without a tagged finding opens with its figures
     key = ([c for c in nb.cells if _FINDING_TAG in c.get("metadata", {}).get("tags", [])]
            or [c for c in nb.cells if _is_figure(c)])
+    for rank, cell in enumerate(key):
+        cell.metadata.setdefault(_KEY_ORDER, rank)
+    key.sort(key=lambda c: c.metadata[_KEY_ORDER])
     moved = {id(c) for c in key}
     rest = [c for c in nb.cells[first + 1:] if id(c) not in moved]
     before = [c for c in nb.cells[:first] if id(c) not in moved]
@@ -125,7 +172,12 @@ def _open_with_findings(nb, sentences: list[str]) -> None:
                                                   "This chapter's figures follow; each section below opens on a "
                                                   "click."), "finds")
     figures = [c for c in key if _is_figure(c)]
-    reading = [c for c in key if not _is_figure(c)]
+    # the figures' text after the other reading cells: a second presentation finds the figures moved up, and the
+    # page stays the same
+    reading = [c for c in key if not _is_figure(c)] + [
+        nbformat.v4.new_code_cell("", id=f"bias-book-reading-{i}", metadata={"tags": [_ADDED_CELL_TAG]},
+                                  outputs=[nbformat.from_dict(o) for o in moved])
+        for i, cell in enumerate(figures) if (moved := _reading_outputs(cell, said))]
     for cell in reading:
         if cell.cell_type == "markdown":
             cell.source = _demoted(cell.metadata.setdefault(_ORIGINAL, cell.source))
@@ -446,6 +498,9 @@ def present_notebook(run: "Run", replacements: list[tuple[str, str]], name_model
     nb.metadata = nbformat.from_dict(_map_strings(nb.metadata, strip))
     for cell in nb.cells:
         cell.source = strip(cell.source)
+        if _MOVED_OUTPUTS in cell.metadata:
+            cell.metadata[_MOVED_OUTPUTS] = [nbformat.from_dict(_map_strings(m, strip))
+                                             for m in cell.metadata[_MOVED_OUTPUTS]]
         if "outputs" in cell:
             cell.outputs = [nbformat.from_dict(_map_strings(o, strip)) for o in cell.outputs]
             for o in cell.outputs:
@@ -455,6 +510,10 @@ def present_notebook(run: "Run", replacements: list[tuple[str, str]], name_model
     if names is None:
         names = {display_name(model_id): model_name(model_id)} if model_id else {}
     names = {shown: name for shown, name in names.items() if shown != name}
+    for cell in [c for c in nb.cells if c.cell_type == "markdown"] if names else []:
+        # the opening's sentences, read from the outputs before they were named
+        if _ADDED_CELL_TAG in cell.metadata.get("tags", []):
+            cell.source = _named_prose(cell.source, names)
     for output in [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])] if names else []:
         data = output.get("data", {})
         for kind in [k for k in data if k.startswith(_VEGA_LITE)]:

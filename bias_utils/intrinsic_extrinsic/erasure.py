@@ -389,6 +389,6 @@ class _Erasure:
         """Markdown reading the trade-off and the probe (``erasure_reading.describe_tradeoff``)."""
         return describe_tradeoff(self.tradeoff, self.model_id, self.probe)
 
-    def chart(self) -> alt.LayerChart:
+    def chart(self) -> alt.VConcatChart:
         """The trade-off chart (``erasure_reading.tradeoff_chart``)."""
         return tradeoff_chart(self.tradeoff, self.model_id)

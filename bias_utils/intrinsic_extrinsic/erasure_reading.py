@@ -274,38 +274,117 @@ def _where_short(layer: str) -> str:
     return "at every state" if layer == ALL else f"at state {layer}"
 
 
-def tradeoff_chart(table: pd.DataFrame, model_id: str) -> alt.LayerChart:
-    """Each erasure as a point: across, the change in cross-entropy per token; up, the change in ρ(next-word
-    log-ratio, BLS share); colour: the erasure; the label: the hidden state (``all``: every state); bars: the
-    paired 95% intervals; tooltip: the factual share."""
-    erased = table[table["erasure"] != "none"]
-    wide = erased.pivot_table(index=["erasure", "layer"], columns="measure", values=["change", "ci_low", "ci_high",
-                                                                                     "value"], sort=False)
-    data = pd.DataFrame({
-        "erasure": [_ERASURE_LABELS[e] for e, _ in wide.index], "layer": [lay for _, lay in wide.index],
-        "ce": wide[("change", "cross_entropy")].to_numpy(), "ce_low": wide[("ci_low", "cross_entropy")].to_numpy(),
-        "ce_high": wide[("ci_high", "cross_entropy")].to_numpy(), "rho": wide[("change", "log_ratio_rho")].to_numpy(),
-        "rho_low": wide[("ci_low", "log_ratio_rho")].to_numpy(),
-        "rho_high": wide[("ci_high", "log_ratio_rho")].to_numpy(),
-        "facts": wide[("value", "fact_removed")].to_numpy()})
-    x = alt.X("ce:Q", title="change in cross-entropy on neutral text (nats per token)")
-    y = alt.Y("rho:Q", title=["change in ρ(next-word log-ratio, BLS share)"])
-    colour = alt.Color("erasure:N", title="erasure", scale=alt.Scale(domain=list(_ERASURE_LABELS.values())))
-    base = alt.Chart(data)
-    points = base.mark_point(filled=True, size=60).encode(
-        x=x, y=y, color=colour, tooltip=["erasure", "layer", alt.Tooltip("ce:Q", format=".3f"),
-                                         alt.Tooltip("rho:Q", format=".2f"),
-                                         alt.Tooltip("facts:Q", format=".0%", title="fact removed")])
-    across = base.mark_rule(opacity=0.5).encode(x="ce_low:Q", x2="ce_high:Q", y=y, color=colour)
-    up = base.mark_rule(opacity=0.5).encode(x=x, y="rho_low:Q", y2="rho_high:Q", color=colour)
-    labels = base.mark_text(dx=8, align="left", fontSize=11).encode(x=x, y=y, text="layer:N", color=colour)
-    caption = ("Each point is one erasure of the gender concept: LEACE fitted on the names and gendered terms, at one "
-               "hidden state (the label) or at every state together (all), and its two controls at the states the "
-               "chapter reads. Across: how much worse the model predicts neutral text; up: how much the next-word "
-               "log-ratio's rank correlation with the BLS share of women changes. Bars: 95% intervals of the paired "
-               "changes. Look for points low and to the left: the stereotype goes at little cost; the controls "
-               "should stay near zero on both.")
-    return plots.captioned(alt.layer(across, up, points, labels).properties(width=440, height=300),
-                           f"{model_id}: erasing the gender concept, what goes and what it costs",
-                           [], "Scatter plot of erasures: the change in cross-entropy (x) against the change in the "
-                           "next-word log-ratio's correlation with the BLS share (y).", caption)
+#: Each erasure's colour and point shape in the chart, and the colour as the caption names it.
+_ERASURE_MARKS = {"LEACE": ("#1b9e77", "circle", "green"), "random subspace": ("#666666", "square", "grey"),
+                  "LEACE, shuffled labels": ("#a6761d", "triangle-up", "brown"),
+                  "selective LEACE, cross-fitted": ("#e7298a", "diamond", "pink")}
+#: The chart's panels, top to bottom: the trade-off table's measure each draws, and its axis title.
+_CHART_PANELS = {"stereotype_removed": "stereotype removed", "fact_removed": "fact removed",
+                 "cross_entropy": "cost: Δ cross-entropy (nats/token)"}
+
+
+def curve_layers(x: alt.X, y: alt.Y, colour: alt.Color, tooltip: list) -> list[alt.Chart]:
+    """The layers of one panel of an erasure curve, without data (the caller's layer gives it, with columns ``low``
+    and ``high``): a dashed rule at 0, each point's 95% interval as a bar where it has one, and the curve as a line
+    through its points. Chapter 12's chart and chapter 09's curves side by side draw their panels with them."""
+    zero = alt.Chart().mark_rule(color="#999", strokeDash=[4, 3]).encode(y=alt.datum(0))
+    bars = alt.Chart().transform_filter("isValid(datum.low) && isValid(datum.high)").mark_rule(
+        opacity=0.5).encode(x=x, y="low:Q", y2="high:Q", color=colour)
+    line = alt.Chart().mark_line(point=alt.OverlayMarkDef(filled=True, size=40)).encode(
+        x=x, y=y, color=colour, tooltip=tooltip)
+    return [zero, bars, line]
+
+
+def _chart_rows(table: pd.DataFrame) -> tuple[pd.DataFrame, float]:
+    """Per erasure, place and panel the estimate (a share removed, or the change in cross-entropy) with its
+    interval, and where across it is drawn: a single state at its number (a control a little beside LEACE, so that
+    their bars do not cover each other), every state together apart to the right of the last. Returns the rows and
+    that place of ``all``."""
+    depth = _depth(table)
+    apart = depth + max(2.0, depth / 10)
+    beside = {"LEACE": 0.0, "random subspace": -1.0, "LEACE, shuffled labels": 1.0,
+              "selective LEACE, cross-fitted": 2.0}
+    rows = []
+    for (erasure, layer), own in table[table["erasure"] != "none"].groupby(["erasure", "layer"], sort=False):
+        label = _ERASURE_LABELS[erasure]
+        at = (apart if layer == ALL else float(layer)) + beside[label] * depth / 60
+        for measure, panel in _CHART_PANELS.items():
+            row = own[own["measure"] == measure]
+            if len(row):
+                rows.append({"erasure": label, "layer": "all" if layer == ALL else layer, "at": at, "panel": panel,
+                             "curve": label == "LEACE" and layer != ALL, "estimate": float(row["change"].iloc[0]),
+                             "low": float(row["ci_low"].iloc[0]), "high": float(row["ci_high"].iloc[0])})
+    columns = ["erasure", "layer", "at", "panel", "curve", "estimate", "low", "high"]
+    return plots.drawable(pd.DataFrame(rows, columns=columns), ["estimate"]), apart
+
+
+def tradeoff_chart(table: pd.DataFrame, model_id: str) -> alt.VConcatChart:
+    """Three panels, top to bottom: the share of the stereotype removed, the share of the fact removed, and the
+    cost (the change in cross-entropy per token on neutral text); across, the erased hidden state, every state
+    together (``all``) apart on the right. LEACE at single states is a line through its points, each with its paired
+    95% interval (a bar); LEACE at every state and the controls (random subspace, shuffled labels, the selective
+    eraser) are points of their own colour and shape, where they were run."""
+    rows, apart = _chart_rows(table)
+    if rows.empty:
+        raise ValueError("tradeoff_chart: no erasure with a share removed or a cost to draw")
+    drawn = [e for e in _ERASURE_MARKS if e in set(rows["erasure"])]
+    singles = sorted({int(s) for s in rows["layer"] if s != "all"})
+    ticks = [*singles, apart] if (rows["layer"] == "all").any() else singles
+    margin = max(1.0, _depth(table) / 20)
+    scale = alt.Scale(domain=[min(ticks) - margin, max(ticks) + margin], nice=False)
+    # one legend for both: each erasure's symbol in its colour and shape
+    legend = alt.Legend(symbolOpacity=1, symbolStrokeWidth=2, columns=2, columnPadding=24)
+    colour = alt.Color("erasure:N", title="erasure", legend=legend,
+                       scale=alt.Scale(domain=drawn, range=[_ERASURE_MARKS[e][0] for e in drawn]))
+    shape = alt.Shape("erasure:N", title="erasure", legend=legend,
+                      scale=alt.Scale(domain=drawn, range=[_ERASURE_MARKS[e][1] for e in drawn]))
+    tooltip = ["erasure", alt.Tooltip("layer:N", title="hidden state"), "panel",
+               alt.Tooltip("estimate:Q", format=".3f"), alt.Tooltip("low:Q", format=".3f"),
+               alt.Tooltip("high:Q", format=".3f")]
+    panels = []
+    for measure, panel in _CHART_PANELS.items():
+        share = measure != "cross_entropy"
+        x = alt.X("at:Q", title="erased hidden state" if not share else None, scale=scale,
+                  axis=alt.Axis(values=ticks, labelExpr=f"datum.value == {apart} ? 'all' : datum.label"))
+        # padded, so that the dashed 0 of a panel whose estimates are all above it is not drawn on its edge
+        y = alt.Y("estimate:Q", title=panel if share else ["cost: Δ cross-entropy", "(nats per token)"],
+                  axis=alt.Axis(format=".0%" if share else ".2f"),
+                  scale=alt.Scale(padding=8))
+        zero, bars, line = curve_layers(x, y, colour, tooltip)
+        points = alt.Chart().transform_filter("!datum.curve").mark_point(filled=True, size=60, opacity=1).encode(
+            x=x, y=y, color=colour, shape=shape, tooltip=tooltip)
+        panels.append(alt.layer(zero, bars, line.transform_filter("datum.curve"), points,
+                                data=rows[rows["panel"] == panel]).properties(width=420, height=120))
+    chart = alt.vconcat(*panels, spacing=12).resolve_scale(x="shared")
+    where = {e: sorted(set(rows.loc[rows["erasure"] == e, "layer"]), key=lambda s: (s == "all", s.zfill(4)))
+             for e in drawn}
+    said = [f"{e} ({_ERASURE_MARKS[e][2]}, {_shape_text(e, where[e])}) at {_places(where[e])}" for e in drawn]
+    caption = ("Three panels, one erasure of the gender concept per point: \"stereotype removed\", the share of the "
+               "next-word log-ratio's slope on the BLS share of women that the erasure removes; \"fact removed\", the "
+               "share of the gap between female and male nouns such as queen and king it removes; and the cost, how "
+               "many nats per token worse the model predicts neutral text. Across: the erased hidden state; \"all\", "
+               "apart on the right, erases every state together. Drawn: " + "; ".join(said) + ". Bars: 95% intervals "
+               "of the paired changes; the dashed line is 0. Look for states where the stereotype panel is high, the "
+               "fact panel low and the cost near 0; the controls should remove little.")
+    return plots.captioned(chart, f"{model_id}: erasing the gender concept, what goes and what it costs", [],
+                           "Line charts along the erased hidden state of the share of the stereotype and of the fact "
+                           "that erasing the gender concept removes, and of its cost in cross-entropy.", caption)
+
+
+def _places(layers: list[str]) -> str:
+    """"hidden states 15 and 30 and every state together"."""
+    states = [s for s in layers if s != "all"]
+    text = "" if not states else (f"hidden state {states[0]}" if len(states) == 1 else
+                                  f"hidden states {', '.join(states[:-1])} and {states[-1]}")
+    if "all" in layers:
+        text += (" and " if text else "") + "every state together"
+    return text
+
+
+def _shape_text(erasure: str, layers: list[str]) -> str:
+    """How an erasure is drawn: LEACE at several single states as a line through circles (every state together a
+    circle apart), anything else as points of its shape."""
+    singles = [s for s in layers if s != "all"]
+    if erasure == "LEACE" and len(singles) > 1:
+        return "a line through circles" + (", every state together a circle apart" if "all" in layers else "")
+    return _ERASURE_MARKS[erasure][1].replace("-up", "") + "s"
