@@ -130,6 +130,19 @@ def test_the_sentence_says_where_the_models_disagree_and_what_a_model_without_a_
         in text
 
 
+def test_an_erasure_shown_to_strengthen_the_stereotype_is_said_so():
+    """The QUICK book's one state removed −42% (−123% to −9%) of the stereotype: read as its "largest removal" alone it
+    passed for a small one; the sentence says the erasure is shown to strengthen it there."""
+    table = _tradeoff(SMOL, 30, {"30": {"stereotype": (-0.42, -1.23, -0.09), "fact": (0.18, 0.16, 0.2)}}, step=1000)
+    text = crossmodel_erasure.describe_erasure_curves(crossmodel_erasure.erasure_curves(table))
+    assert ("in smollm2-135m-instruct no single-state erasure is shown to remove the stereotype (its largest removal, "
+            "−42% (−123% to −9%), is at hidden state 30 of 30 (100% of the way up), with 18% (16% to 20%) of the "
+            "fact); it is shown to strengthen the stereotype instead at hidden state 30 of 30 (100% of the way up) "
+            "(−42% (−123% to −9%) of it removed)") in text
+    neutral = _tradeoff(SMOL, 30, {}, step=1000)
+    assert "strengthen" not in crossmodel_erasure.describe_erasure_curves(crossmodel_erasure.erasure_curves(neutral))
+
+
 def test_the_eraser_meant_to_spare_the_fact_is_read_beside_leace():
     """No LEACE state is selective, but the selective eraser is, at the last state: the table holds its rows, the
     sentence says both (a "no erasure is selective" that left it out would contradict chapter 12), and the chart draws

@@ -131,6 +131,16 @@ def _shown_elsewhere(own: pd.DataFrame) -> str:
     return text
 
 
+def _strengthened(own: pd.DataFrame) -> str:
+    """The single states where the erasure is shown to *add* to the stereotype (a share removed whose interval lies
+    below 0): a negative "largest removal" read alone would pass for a small one."""
+    up = own[(own["layer"] != ALL) & (own["stereotype_ci_high"] < 0)]
+    if up.empty:
+        return ""
+    return "; it is shown to strengthen the stereotype instead " + " and ".join(
+        f"{_where(r)} ({_share(r, 'stereotype')} of it removed)" for r in up.itertuples())
+
+
 def _names(models) -> str:
     names = [display_name(m) for m in models]
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
@@ -160,7 +170,7 @@ def describe_erasure_curves(curves: pd.DataFrame) -> str:
         else:
             clauses.append(f"in {name} no single-state erasure is shown to remove the stereotype (its largest "
                            f"removal, {_share(row, 'stereotype')}, is {_where(row)}, with {_share(row, 'fact')} of the "
-                           f"fact)" + _shown_elsewhere(own))
+                           f"fact)" + _strengthened(own) + _shown_elsewhere(own))
     text = ("Where erasing the gender concept at one hidden state removes the most of the stereotype (the next-word "
             "log-ratio's slope on the BLS share; among the states whose 95% interval lies above 0): "
             + "; ".join(clauses) + ".")
