@@ -237,24 +237,28 @@ def test_the_chart_draws_a_line_per_model_in_each_panel_in_its_legends_colour():
 
 @pytest.mark.slow
 def test_a_real_chapter_12_table_reads_as_its_curve(smollm, smollm_quick_bases, isolated_cache):
-    """SmolLM2's own erasure table (LEACE at states 15 and 30 and at all, ten of each input): one curve row per LEACE
-    erasure, each value the table's own, placed at 50% and 100% of its depth; its sentence and chart are made."""
+    """SmolLM2's own erasure table (LEACE at states 15 and 30 and at all, ten of each input; the selective eraser
+    where chapter 12 ran it): one curve row per LEACE and selective erasure, each value the table's own, LEACE placed
+    at 50% and 100% of its depth; its sentence and chart are made."""
     from bias_utils.intrinsic_extrinsic import erasure
 
     table = erasure.erasure_tradeoff(smollm, smollm_quick_bases["warmth_competence"], layer_step=15, limit=10,
                                      n_boot=100, progress=False).tradeoff
-    curves = crossmodel_erasure.erasure_curves(table).set_index("layer")
-    assert list(curves.index) == ["15", "30", "all"]
-    assert curves["relative_depth"].tolist()[:2] == [0.5, 1.0] and set(curves["depth"]) == {smollm.n_layers}
-    for layer, row in curves.iterrows():
-        own = table[(table["erasure"] == "leace") & (table["layer"] == layer)].set_index("measure")
+    all_curves = crossmodel_erasure.erasure_curves(table)
+    ran = table.loc[table["erasure"] == "selective", "layer"].drop_duplicates()
+    assert list(all_curves.loc[all_curves["erasure"] == "selective", "layer"]) == list(ran)
+    for _, row in all_curves.iterrows():
+        own = table[(table["erasure"] == row["erasure"]) & (table["layer"] == row["layer"])].set_index("measure")
         assert row["stereotype_removed"] == own.at["stereotype_removed", "value"]
         assert row["fact_ci_high"] == own.at["fact_removed", "ci_high"]
         assert row["rho_change"] == own.at["log_ratio_rho", "change"]
         assert row["cross_entropy_ci_low"] == own.at["cross_entropy", "ci_low"]
-        assert row["selective"] == erasure_statistics.is_selective(table, "leace", layer)
-    text = crossmodel_erasure.describe_erasure_curves(curves.reset_index())
+        assert row["selective"] == erasure_statistics.is_selective(table, row["erasure"], row["layer"])
+    curves = all_curves[all_curves["erasure"] == "leace"].set_index("layer")
+    assert list(curves.index) == ["15", "30", "all"]
+    assert curves["relative_depth"].tolist()[:2] == [0.5, 1.0] and set(curves["depth"]) == {smollm.n_layers}
+    text = crossmodel_erasure.describe_erasure_curves(all_curves)
     assert text.startswith("Where erasing the gender concept at one hidden state removes the most of the stereotype")
     assert "in smollm2-135m-instruct" in text and "third" not in text
-    svg = vlc.vegalite_to_svg(crossmodel_erasure.erasure_curves_chart(curves.reset_index()).to_dict())
+    svg = vlc.vegalite_to_svg(crossmodel_erasure.erasure_curves_chart(all_curves).to_dict())
     assert [m for m, _ in _lines(svg)] == ["smollm2-135m-instruct"] * 2
