@@ -236,10 +236,11 @@ def test_the_chart_draws_a_line_per_model_in_each_panel_in_its_legends_colour():
 
 
 @pytest.mark.slow
-def test_a_real_chapter_12_table_reads_as_its_curve(smollm, smollm_quick_bases, isolated_cache):
+def test_a_real_chapter_12_table_reads_as_its_curve(smollm, smollm_quick_bases):
     """SmolLM2's own erasure table (LEACE at states 15 and 30 and at all, ten of each input; the selective eraser
     where chapter 12 ran it): one curve row per LEACE and selective erasure, each value the table's own, LEACE placed
-    at 50% and 100% of its depth; its sentence and chart are made."""
+    at 50% and 100% of its depth; its sentence and chart are made. The table comes from the
+    suite's erasure cache, so test_erasure_chart.py's test of the same table computes it once between them."""
     from bias_utils.intrinsic_extrinsic import erasure
 
     table = erasure.erasure_tradeoff(smollm, smollm_quick_bases["warmth_competence"], layer_step=15, limit=10,

@@ -137,10 +137,11 @@ def test_a_curve_without_controls_draws_and_names_none():
 
 
 @pytest.mark.slow
-def test_a_real_chapter_12_table_is_drawn_as_its_curve(smollm, smollm_quick_bases, isolated_cache):
+def test_a_real_chapter_12_table_is_drawn_as_its_curve(smollm, smollm_quick_bases):
     """SmolLM2's own erasure table (LEACE at states 15 and 30 and at all, its controls where the curve picks, ten of
     each input): a LEACE line in each panel; each control drawn at exactly the places the table ran it; each drawn
-    estimate the table's own; no text on text."""
+    estimate the table's own; no text on text. The table comes from the
+    suite's erasure cache, so test_crossmodel_erasure.py's test of the same table computes it once between them."""
     from bias_utils.intrinsic_extrinsic import erasure
 
     table = erasure.erasure_tradeoff(smollm, smollm_quick_bases["warmth_competence"], layer_step=15, limit=10,
