@@ -15,33 +15,21 @@ Run: ``HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 PYTHONPATH=. .venv/bin/python benchmar
 
 from __future__ import annotations
 
-import argparse
 import os
-import tempfile
 import time
 
 import numpy as np
 import torch
-from bench_generation import forward_floor
+from bench_long_form import chat_floor, cold_model
 from concept_erasure import LeaceEraser
 
 from bias_utils.audit import long_form
 from bias_utils.intrinsic_extrinsic import erasure_long_form
-from bias_utils.models.decoding import auto_batch_size
-from bias_utils.models.loading import load_model
 from bias_utils.profiles.populations import occupation_shares
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="smollm2-135m-instruct")
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
-    parser.add_argument("--limit", type=int, default=None, help="the first N occupations only (default: all 60)")
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    os.environ["BIAS_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench_erasure_long_form_")
-    m = load_model(args.model)
+    args, m = cold_model(__doc__.splitlines()[0], "bench_erasure_long_form_")
     nouns = occupation_shares()["occupation"].head(args.limit).tolist()
     middle = m.n_layers // 2
     # the orthogonal projection off one random direction, in LEACE's form (what erasers' random control is)
@@ -62,11 +50,7 @@ def main() -> None:
         print(f"  {name}: {timed[name][0]:6.1f} s, {len(found.texts)} texts, {tokens:,} new tokens, "
               f"{tokens / timed[name][0]:.0f} tokens/s")
     seconds, found = timed[list(timed)[-1]]
-    templated = [m.tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
-                                                  tokenize=False) for p in found.texts["prompt"]]
-    steps = [max(1, int(n)) for n in found.texts["n_tokens"]]
-    longest = max(len(m.tokenizer(t)["input_ids"]) for t in templated) + long_form.MAX_NEW_TOKENS
-    n_tokens, floor = forward_floor(m, templated, steps, auto_batch_size(m, longest, len(templated)))
+    n_tokens, floor = chat_floor(m, found.texts)
     print(f"  floor (forward passes alone, {n_tokens:,} tokens): {floor:6.1f} s  -> erased / floor = "
           f"{seconds / floor:.2f}\n  load average after: {os.getloadavg()[0]:.1f}")
 

@@ -52,16 +52,32 @@ def section(m, values: pd.DataFrame, exact: pd.DataFrame):
     return time.perf_counter() - t0, found
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def cold_model(description: str, prefix: str):
+    """``(args, model)``: the long-form benchmarks' options (``--model``, ``--threads``, ``--limit``) parsed, torch's
+    threads set, the caches pointed at a fresh folder (every text computed cold) and the model loaded."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--limit", type=int, default=None, help="the first N occupations only (default: all 60)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    os.environ["BIAS_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench_long_form_")
-    m = load_model(args.model)
+    os.environ["BIAS_CACHE_DIR"] = tempfile.mkdtemp(prefix=prefix)
+    return args, load_model(args.model)
+
+
+def chat_floor(m, texts: pd.DataFrame) -> tuple[int, float]:
+    """``bench_generation.forward_floor`` for long-form ``texts`` (their ``prompt`` through the chat template, their
+    ``n_tokens`` new tokens each): ``(tokens, seconds)``."""
+    templated = [m.tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
+                                                  tokenize=False) for p in texts["prompt"]]
+    steps = [max(1, int(n)) for n in texts["n_tokens"]]
+    longest = max(len(m.tokenizer(t)["input_ids"]) for t in templated) + long_form.MAX_NEW_TOKENS
+    return forward_floor(m, templated, steps, auto_batch_size(m, longest, len(templated)))
+
+
+def main() -> None:
+    args, m = cold_model(__doc__.splitlines()[0], "bench_long_form_")
     values = bls_values().head(args.limit)
     exact = next_word.next_word_table(m, list(values["occupation"]), progress=False).occupations
     print(f"{m.model_id}: {len(values)} occupations x {len(long_form.INSTRUCTIONS)} instructions x "
@@ -69,11 +85,7 @@ def main() -> None:
           f"{torch.get_num_threads()} on {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     cold, found = section(m, values, exact)
     warm, _ = section(m, values, exact)
-    templated = [m.tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
-                                                  tokenize=False) for p in found.texts["prompt"]]
-    steps = [max(1, int(n)) for n in found.texts["n_tokens"]]
-    longest = max(len(m.tokenizer(t)["input_ids"]) for t in templated) + long_form.MAX_NEW_TOKENS
-    n_tokens, floor = forward_floor(m, templated, steps, auto_batch_size(m, longest, len(templated)))
+    n_tokens, floor = chat_floor(m, found.texts)
     print(f"  cold section: {cold:6.1f} s  ({found.texts['n_tokens'].sum():,} new tokens, "
           f"{found.texts['n_tokens'].sum() / cold:.0f} tokens/s)\n"
           f"  warm section (every text cached): {warm:6.1f} s\n"
