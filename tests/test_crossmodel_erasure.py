@@ -82,52 +82,69 @@ def test_the_curves_place_each_erased_state_on_its_models_depth():
     assert crossmodel_erasure.erasure_curves(pd.DataFrame(columns=["model_id"])).empty  # no model has one
 
 
-def test_the_sentence_reads_the_largest_removal_where_the_rule_names_another_state():
-    """The rule stated in advance names state 24 (within its budget); the largest removal is at state 9: the
-    sentence reads state 9 on the depth, with the stereotype and the fact it removes, and lists state 24 as
-    selective."""
+def test_the_sentence_reads_the_largest_effect_where_the_rule_names_another_state():
+    """The rule stated in advance names state 24 (within its budget); the largest effect (ρ's largest fall) is at
+    state 9: the sentence reads state 9 on the depth, with the stereotype and the fact it removes, and lists state 24
+    as selective."""
     table = _tradeoff(SMOL, 30, _LARGEST_NOT_THE_RULES)
     assert erasure_statistics.best_tradeoff_layer(table) == "24"
     assert erasure_statistics.largest_effect_layer(table) == "9"
     text = crossmodel_erasure.describe_erasure_curves(crossmodel_erasure.erasure_curves(table))
-    assert ("in smollm2-135m-instruct, at hidden state 9 of 30 (30% of the way up), 80% (60% to 95%) of the stereotype "
-            "and 90% (80% to 97%) of the fact.") in text
+    assert ("in smollm2-135m-instruct, at hidden state 9 of 30 (30% of the way up), ρ falls by 0.50 (0.30 to 0.70), "
+            "with 80% (60% to 95%) of the stereotype and 90% (80% to 97%) of the fact removed.") in text
     assert ("Selective LEACE erasures (more of the stereotype removed than of the fact, the difference's interval "
             "above 0): "
             "smollm2-135m-instruct at hidden state 24 of 30 (80% of the way up), 30% of the stereotype and 0% of the "
             "fact.") in text
     assert "third" not in text  # one model: nothing across models to say
-    # a larger removal whose interval crosses 0 does not displace a shown one, and no "not shown" is said
-    wide = {**_LARGEST_NOT_THE_RULES, "12": {"stereotype": (0.9, -0.2, 1.5)}}
+    # a larger fall whose interval reaches 0 is named as chapter 12 names it, and the shown falls are not left out
+    wide = {**_LARGEST_NOT_THE_RULES, "12": {"rho": (-0.9, -1.9, 0.1)}}
     text = crossmodel_erasure.describe_erasure_curves(crossmodel_erasure.erasure_curves(_tradeoff(SMOL, 30, wide)))
-    assert "at hidden state 9 of 30 (30% of the way up), 80% (60% to 95%) of the stereotype" in text
-    assert "is shown" not in text and "not shown" not in text
+    assert ("in smollm2-135m-instruct the largest fall of ρ, 0.90 (−0.10 to 1.90) at hidden state 12 of 30 (40% of the "
+            "way up) (with 2% (−10% to 14%) of the stereotype and 0% (−5% to 5%) of the fact removed), is not shown "
+            "(its interval reaches 0); ρ is shown to fall at hidden state 9 of 30 (30% of the way up), by 0.50 (0.30 "
+            "to 0.70) and at hidden state 24 of 30 (80% of the way up), by 0.15 (0.05 to 0.25).") in text
 
 
-def test_the_sentence_says_where_the_models_disagree_and_what_a_model_without_a_removal_shows():
-    """Gemma's largest removal in the lower third of its depth, Qwen's in the upper; at no single state does SmolLM2
-    remove a share of the stereotype's slope that its interval shows, but its ρ falls at state 15 and erasing every
-    state together removes both: said, not left out."""
+def test_chapter_09_names_the_state_chapter_12_names_where_the_slope_peaks_elsewhere():
+    """One rule for the largest effect in the book: state 6 removes more of the stereotype's slope, state 21 lowers ρ
+    the most; chapter 12 (``largest_effect_layer``) and chapter 09's sentence both name state 21."""
+    table = _tradeoff(QWEN, 24, {"6": {"stereotype": (0.9, 0.7, 1.0), "rho": (-0.1, -0.2, -0.02)},
+                                 "21": {"stereotype": (0.4, 0.2, 0.6), "rho": (-0.6, -0.8, -0.4)}})
+    assert erasure_statistics.largest_effect_layer(table) == "21"
+    text = crossmodel_erasure.describe_erasure_curves(crossmodel_erasure.erasure_curves(table))
+    assert "in qwen2.5-coder-0.5b-instruct, at hidden state 21 of 24 (88% of the way up), ρ falls by 0.60" in text
+    assert "hidden state 6 of 24" not in text.split(".")[0]
+
+
+def test_the_sentence_says_where_the_models_disagree_and_what_a_model_without_a_shown_effect_shows():
+    """Gemma's largest effect in the lower third of its depth, Qwen's in the upper; at no single state does SmolLM2
+    lower ρ by a fall its interval shows, but its slope loses a share at state 15 and erasing every state together
+    removes both: said, not left out."""
     stacked = pd.concat([
-        _tradeoff(GEMMA, 18, {"3": {"stereotype": (0.6, 0.4, 0.8), "fact": (0.7, 0.6, 0.8)}}),
-        _tradeoff(QWEN, 24, {"21": {"stereotype": (0.5, 0.2, 0.8)}, "9": {"stereotype": (0.3, 0.1, 0.5)}}),
-        _tradeoff(SMOL, 30, {"15": {"stereotype": (0.2, -0.1, 0.5), "rho": (-0.3, -0.5, -0.1)},
+        _tradeoff(GEMMA, 18, {"3": {"stereotype": (0.6, 0.4, 0.8), "fact": (0.7, 0.6, 0.8),
+                                    "rho": (-0.4, -0.6, -0.2)}}),
+        _tradeoff(QWEN, 24, {"21": {"stereotype": (0.5, 0.2, 0.8), "rho": (-0.3, -0.5, -0.1)},
+                             "9": {"stereotype": (0.3, 0.1, 0.5), "rho": (-0.1, -0.2, -0.02)}}),
+        _tradeoff(SMOL, 30, {"15": {"stereotype": (0.4, 0.1, 0.7), "rho": (-0.2, -0.45, 0.05)},
                              "all": {"stereotype": (0.9, 0.8, 1.0), "fact": (0.95, 0.9, 1.0)}})])
     text = crossmodel_erasure.describe_erasure_curves(crossmodel_erasure.erasure_curves(stacked))
-    assert "in gemma-3-270m, at hidden state 3 of 18 (17% of the way up), 60% (40% to 80%) of the stereotype" in text
-    assert "in qwen2.5-coder-0.5b-instruct, at hidden state 21 of 24 (88% of the way up), 50% (20% to 80%)" in text
-    assert ("in smollm2-135m-instruct no single-state erasure is shown to remove the stereotype (its largest removal, "
-            "20% (−10% to 50%), is at hidden state 15 of 30 (50% of the way up), with 0% (−5% to 5%) of the fact), "
-            "though its ρ with the BLS share is shown to fall at hidden state 15 of 30 (50% of the way up), a change "
-            "of −0.30; erased at every hidden state together it loses 90% (80% to 100%) of the stereotype and 95% "
-            "(90% to 100%) of the fact.") in text
-    assert text.endswith("The models' largest removals of the stereotype lie in different thirds of their depth: the "
+    assert ("in gemma-3-270m, at hidden state 3 of 18 (17% of the way up), ρ falls by 0.40 (0.20 to 0.60), with 60% "
+            "(40% to 80%) of the stereotype") in text
+    assert "in qwen2.5-coder-0.5b-instruct, at hidden state 21 of 24 (88% of the way up), ρ falls by 0.30" in text
+    assert ("in smollm2-135m-instruct no single-state erasure is shown to lower ρ (its largest fall, 0.20 (−0.05 to "
+            "0.45), is at hidden state 15 of 30 (50% of the way up), with 40% (10% to 70%) of the stereotype and 0% "
+            "(−5% to 5%) of the fact removed), though the stereotype's slope is shown to lose 40% (10% to 70%) at "
+            "hidden state 15 of 30 (50% of the way up); erased at every hidden state together it loses 90% (80% to "
+            "100%) of the stereotype and 95% (90% to 100%) of the fact.") in text
+    assert text.endswith("The models' largest effects lie in different thirds of their depth: the "
                          "lower third in gemma-3-270m; the upper third in qwen2.5-coder-0.5b-instruct.")
     assert ("Selective LEACE erasures (more of the stereotype removed than of the fact, the difference's interval "
             "above 0): "
             "qwen2.5-coder-0.5b-instruct at hidden state 9 of 24 (38% of the way up), 30% of the stereotype and 0% of "
-            "the fact, and at hidden state 21 of 24 (88% of the way up), 50% of the stereotype and 0% of the fact.") \
-        in text
+            "the fact, and at hidden state 21 of 24 (88% of the way up), 50% of the stereotype and 0% of the fact; "
+            "smollm2-135m-instruct at hidden state 15 of 30 (50% of the way up), 40% of the stereotype and 0% of the "
+            "fact.") in text
 
 
 def test_an_erasure_shown_to_strengthen_the_stereotype_is_said_so():
@@ -135,10 +152,8 @@ def test_an_erasure_shown_to_strengthen_the_stereotype_is_said_so():
     passed for a small one; the sentence says the erasure is shown to strengthen it there."""
     table = _tradeoff(SMOL, 30, {"30": {"stereotype": (-0.42, -1.23, -0.09), "fact": (0.18, 0.16, 0.2)}}, step=1000)
     text = crossmodel_erasure.describe_erasure_curves(crossmodel_erasure.erasure_curves(table))
-    assert ("in smollm2-135m-instruct no single-state erasure is shown to remove the stereotype (its largest removal, "
-            "−42% (−123% to −9%), is at hidden state 30 of 30 (100% of the way up), with 18% (16% to 20%) of the "
-            "fact); it is shown to strengthen the stereotype instead at hidden state 30 of 30 (100% of the way up) "
-            "(−42% (−123% to −9%) of it removed)") in text
+    assert ("in smollm2-135m-instruct ρ falls at no single erased state; it is shown to strengthen the stereotype "
+            "instead at hidden state 30 of 30 (100% of the way up) (−42% (−123% to −9%) of it removed)") in text
     neutral = _tradeoff(SMOL, 30, {}, step=1000)
     assert "strengthen" not in crossmodel_erasure.describe_erasure_curves(crossmodel_erasure.erasure_curves(neutral))
 
@@ -147,7 +162,7 @@ def test_the_eraser_meant_to_spare_the_fact_is_read_beside_leace():
     """No LEACE state is selective, but the selective eraser is, at the last state: the table holds its rows, the
     sentence says both (a "no erasure is selective" that left it out would contradict chapter 12), and the chart draws
     LEACE alone."""
-    entangled = {"9": {"stereotype": (0.8, 0.6, 0.95), "fact": (0.9, 0.8, 0.97)}}
+    entangled = {"9": {"stereotype": (0.8, 0.6, 0.95), "fact": (0.9, 0.8, 0.97), "rho": (-0.5, -0.7, -0.3)}}
     table = _tradeoff(GEMMA, 18, entangled)
     spared = _tradeoff(GEMMA, 18, {"18": {"stereotype": (0.11, 0.05, 0.2), "fact": (0.01, 0.0, 0.02)}})
     spared = spared[spared["layer"].isin(["9", "18"])].assign(erasure="selective")
@@ -160,7 +175,7 @@ def test_the_eraser_meant_to_spare_the_fact_is_read_beside_leace():
     assert ("The eraser meant to spare the fact (chapter 12's LEACE of the occupations' BLS majority with the gendered "
             "terms' direction spared, cross-fitted): in gemma-3-270m it is selective at hidden state 18 of 18 (100% of "
             "the way up): 11% (5% to 20%) of the stereotype and 1% (0% to 2%) of the fact.") in text
-    assert "at hidden state 9 of 18 (50% of the way up), 80% (60% to 95%) of the stereotype" in text
+    assert "at hidden state 9 of 18 (50% of the way up), ρ falls by 0.50 (0.30 to 0.70), with 80% (60% to 95%)" in text
     not_spared = crossmodel_erasure.erasure_curves(pd.concat([table, spared[spared["layer"] == "9"]]))
     assert ("in gemma-3-270m it is not selective at any state it was run at (state 9)"
             in crossmodel_erasure.describe_erasure_curves(not_spared))
@@ -170,12 +185,11 @@ def test_the_eraser_meant_to_spare_the_fact_is_read_beside_leace():
 
 
 def test_the_sentence_says_the_models_agree_only_where_the_table_does():
-    middle = {"stereotype": (0.5, 0.3, 0.7), "fact": (0.6, 0.5, 0.7)}
+    middle = {"stereotype": (0.5, 0.3, 0.7), "fact": (0.6, 0.5, 0.7), "rho": (-0.3, -0.5, -0.1)}
     stacked = pd.concat([_tradeoff(SMOL, 30, {"15": middle}), _tradeoff(GEMMA, 18, {"9": middle}),
                          _tradeoff(QWEN, 24, {"12": middle}, selectivity=False)])
     text = crossmodel_erasure.describe_erasure_curves(crossmodel_erasure.erasure_curves(stacked))
-    assert text.endswith("In all 3 models the largest removal of the stereotype lies in the middle third of their "
-                         "depth.")
+    assert text.endswith("In all 3 models the largest effect lies in the middle third of their depth.")
     assert ("**No model's LEACE erasure measured for it is selective**: at no state does LEACE remove more of the "
             "stereotype than of the fact with the difference's interval above 0 (qwen2.5-coder-0.5b-instruct: no "
             "selectivity in its table, written before chapter 12 measured it).") in text
@@ -259,7 +273,7 @@ def test_a_real_chapter_12_table_reads_as_its_curve(smollm, smollm_quick_bases):
     assert list(curves.index) == ["15", "30", "all"]
     assert curves["relative_depth"].tolist()[:2] == [0.5, 1.0] and set(curves["depth"]) == {smollm.n_layers}
     text = crossmodel_erasure.describe_erasure_curves(all_curves)
-    assert text.startswith("Where erasing the gender concept at one hidden state removes the most of the stereotype")
+    assert text.startswith("Where erasing the gender concept at one hidden state weakens the stereotype the most")
     assert "in smollm2-135m-instruct" in text and "third" not in text
     svg = vlc.vegalite_to_svg(crossmodel_erasure.erasure_curves_chart(all_curves).to_dict())
     assert [m for m, _ in _lines(svg)] == ["smollm2-135m-instruct"] * 2

@@ -17,7 +17,7 @@ from ..core.precision import number_text, percent_text
 from ..core.results import display_name
 from ..intrinsic_extrinsic.erasers import ALL
 from ..intrinsic_extrinsic.erasure_reading import curve_layers
-from ..intrinsic_extrinsic.erasure_statistics import is_selective
+from ..intrinsic_extrinsic.erasure_statistics import is_selective, largest_fall
 from ..report import plots
 
 __all__ = ["describe_erasure_curves", "erasure_curves", "erasure_curves_chart"]
@@ -107,23 +107,29 @@ def _third(row) -> str:
 
 
 def _peak(own: pd.DataFrame) -> tuple[pd.Series | None, bool]:
-    """``(row, shown)``: a model's single state that removes the most of the stereotype among those whose interval
-    lies above 0 (``shown``), else among all; None where no single state has the stereotype measured."""
-    singles = own[own["layer"] != ALL].dropna(subset=["stereotype_removed"])
-    shown = singles[singles["stereotype_ci_low"] > 0]
-    pool = shown if len(shown) else singles
-    if pool.empty:
+    """``(row, shown)``: a model's single state where ρ of the next-word log-ratio with the BLS share falls the most
+    (chapter 12's rule, ``erasure_statistics.largest_fall``), and whether the fall's interval lies below 0; None where
+    ρ falls at no single state."""
+    singles = own[own["layer"] != ALL].dropna(subset=["rho_change"])
+    layer = largest_fall(singles.set_index("layer")["rho_change"])
+    if layer is None:
         return None, False
-    return pool.loc[pool["stereotype_removed"].idxmax()], bool(len(shown))
+    row = singles[singles["layer"] == layer].iloc[0]
+    return row, bool(row.rho_ci_high < 0)
+
+
+def _fall(row) -> str:
+    """"0.54 (0.34 to 0.77)": the fall of ρ at a state (minus its change), with its interval."""
+    return f"{number_text(-row.rho_change)} ({number_text(-row.rho_ci_high)} to {number_text(-row.rho_ci_low)})"
 
 
 def _shown_elsewhere(own: pd.DataFrame) -> str:
-    """For a model whose stereotype slope no single state is shown to remove, what is shown all the same: where ρ of
-    the next-word log-ratio with the BLS share falls (chapter 12's effect, another measure of the same stereotype),
-    and what erasing every state together removes where that is shown; neither is left unsaid."""
-    falls = own[(own["layer"] != ALL) & (own["rho_ci_high"] < 0)]
-    text = "" if falls.empty else (", though its ρ with the BLS share is shown to fall " + " and ".join(
-        f"{_where(r)}, a change of {number_text(r.rho_change, signed=True)}" for r in falls.itertuples()))
+    """For a model where no single state is shown to lower ρ, what is shown all the same: the single states where the
+    share of the stereotype's slope removed lies above 0 (another measure of the same stereotype), and what erasing
+    every state together removes where that is shown; neither is left unsaid."""
+    removes = own[(own["layer"] != ALL) & (own["stereotype_ci_low"] > 0)]
+    text = "" if removes.empty else (", though the stereotype's slope is shown to lose " + " and ".join(
+        f"{_share(r, 'stereotype')} {_where(r)}" for r in removes.itertuples()))
     everywhere = own[(own["layer"] == ALL) & (own["stereotype_ci_low"] > 0)]
     for r in everywhere.itertuples():
         text += (f"; erased {_where(r)} it loses {_share(r, 'stereotype')} of the stereotype and {_share(r, 'fact')} "
@@ -147,12 +153,12 @@ def _names(models) -> str:
 
 
 def describe_erasure_curves(curves: pd.DataFrame) -> str:
-    """Markdown, the cross-model answer from :func:`erasure_curves`: per model, the single hidden state where LEACE
-    removes the most of the stereotype (among the states whose interval lies above 0; where none does, that no state
-    is shown to remove it and where the largest removal is), placed on the model's depth, with how much of the
-    stereotype and of the fact it removes there; which models' erasures are selective (more of the stereotype removed
-    than of the fact, the difference's interval above 0); and whether the models' largest removals lie in the same
-    third of their depth."""
+    """Markdown, the cross-model answer from :func:`erasure_curves`: per model, chapter 12's largest effect (the single
+    hidden state where LEACE lowers ρ of the next-word log-ratio with the BLS share the most,
+    ``erasure_statistics.largest_fall``; where its fall's interval reaches 0, that no state is shown to lower ρ, and
+    what is shown instead), placed on the model's depth, with how much of the stereotype and of the fact it removes
+    there; which models' erasures are selective (more of the stereotype removed than of the fact, the difference's
+    interval above 0); and whether the models' largest shown effects lie in the same third of their depth."""
     if curves.empty:
         return "No model of this build has chapter 12's erasure curve."
     spared = curves[curves["erasure"] == "selective"]
@@ -162,17 +168,27 @@ def describe_erasure_curves(curves: pd.DataFrame) -> str:
         row, shown = _peak(own)
         name = display_name(model)
         if row is None:
-            clauses.append(f"{name}'s table holds no single-state erasure measured on the stereotype")
+            measured = own[own["layer"] != ALL]["rho_change"].notna().any()
+            clauses.append(f"in {name} ρ falls at no single erased state" + _strengthened(own) + _shown_elsewhere(own)
+                           if measured else f"{name}'s table holds no single-state erasure measured on ρ")
         elif shown:
             peaks[model] = row
-            clauses.append(f"in {name}, {_where(row)}, {_share(row, 'stereotype')} of the stereotype and "
-                           f"{_share(row, 'fact')} of the fact")
+            clauses.append(f"in {name}, {_where(row)}, ρ falls by {_fall(row)}, with {_share(row, 'stereotype')} of "
+                           f"the stereotype and {_share(row, 'fact')} of the fact removed")
         else:
-            clauses.append(f"in {name} no single-state erasure is shown to remove the stereotype (its largest "
-                           f"removal, {_share(row, 'stereotype')}, is {_where(row)}, with {_share(row, 'fact')} of the "
-                           f"fact)" + _strengthened(own) + _shown_elsewhere(own))
-    text = ("Where erasing the gender concept at one hidden state removes the most of the stereotype (the next-word "
-            "log-ratio's slope on the BLS share; among the states whose 95% interval lies above 0): "
+            removed = (f"with {_share(row, 'stereotype')} of the stereotype and {_share(row, 'fact')} of the fact "
+                       "removed")
+            falls = own[(own["layer"] != ALL) & (own["rho_ci_high"] < 0)]
+            if falls.empty:
+                clauses.append(f"in {name} no single-state erasure is shown to lower ρ (its largest fall, {_fall(row)},"
+                               f" is {_where(row)}, {removed})" + _strengthened(own) + _shown_elsewhere(own))
+            else:
+                clauses.append(f"in {name} the largest fall of ρ, {_fall(row)} {_where(row)} ({removed}), is not shown"
+                               " (its interval reaches 0); ρ is shown to fall " + " and ".join(
+                                   f"{_where(r)}, by {_fall(r)}" for r in falls.itertuples()))
+    text = ("Where erasing the gender concept at one hidden state weakens the stereotype the most (chapter 12's rule: "
+            "the state where ρ of the next-word log-ratio with the BLS share falls the most), and how much of the "
+            "stereotype (the log-ratio's slope on the BLS share) and of the fact it removes there: "
             + "; ".join(clauses) + ".")
     return text + _selective(curves) + _spared(spared) + _depths(peaks, curves["model_id"].nunique())
 
@@ -218,20 +234,20 @@ def _spared(spared: pd.DataFrame) -> str:
 
 
 def _depths(peaks: dict[str, pd.Series], n_models: int) -> str:
-    """Whether the models' largest shown removals lie in the same third of their depth."""
+    """Whether the models' largest shown effects (falls of ρ) lie in the same third of their depth."""
     if n_models < 2:
         return ""
     if len(peaks) < 2:
-        return (" Fewer than two models show a removal of the stereotype, so where it lies is not compared across "
+        return (" Fewer than two models show a fall of ρ at one state, so where it lies is not compared across "
                 "them.")
     thirds = {m: _third(r) for m, r in peaks.items()}
     if len(set(thirds.values())) > 1:
-        return (" The models' largest removals of the stereotype lie in different thirds of their depth: "
+        return (" The models' largest effects lie in different thirds of their depth: "
                 + "; ".join(f"the {t} third in {_names([m for m in thirds if thirds[m] == t])}"
                             for t in _THIRDS if t in thirds.values()) + ".")
     which = ("both models" if n_models == 2 else f"all {n_models} models") if len(peaks) == n_models else \
         f"the {len(peaks)} models of {n_models} that show one ({_names(peaks)})"
-    return (f" In {which} the largest removal of the stereotype lies in the {next(iter(thirds.values()))} third of "
+    return (f" In {which} the largest effect lies in the {next(iter(thirds.values()))} third of "
             "their depth.")
 
 

@@ -183,12 +183,20 @@ def best_tradeoff_layer(table: pd.DataFrame) -> str | None:
     return None if fits.empty else str(fits["log_ratio_rho"].idxmin())
 
 
+def largest_fall(rho_changes: pd.Series) -> str | None:
+    """The book's one rule for a curve's largest effect, whatever it costs, on one model's single-state erasures:
+    ``rho_changes`` (the change of ρ(next-word log-ratio, BLS share), indexed by hidden state as text) -> the state
+    where ρ falls the most; None where it falls at no state. Chapter 12, the front page and chapter 09's cross-model
+    sentence all name the state this returns."""
+    falls = rho_changes[rho_changes < 0]
+    return None if falls.empty else str(falls.idxmin())
+
+
 def largest_effect_layer(table: pd.DataFrame) -> str | None:
-    """The curve's largest effect, whatever it costs: the single-state LEACE erasure (its hidden state as text) whose
-    ρ(next-word log-ratio, BLS share) falls the most; None where ρ falls at no state."""
+    """The curve's largest effect (:func:`largest_fall`) among the single-state LEACE erasures of a trade-off
+    table."""
     wide = _single_leace(table)
-    falls = wide[wide["log_ratio_rho"] < 0] if len(wide) else wide
-    return None if falls.empty else str(falls["log_ratio_rho"].idxmin())
+    return largest_fall(wide["log_ratio_rho"]) if len(wide) else None
 
 
 def picked_layers(table: pd.DataFrame) -> list[str]:
