@@ -518,6 +518,10 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
     first word (``not_first``, ``lead_in``); the share of agreeing specifications and the
     joint test's p come from ``summary``.
     """
+    # The regression's gap is the female − male difference of positions z-scored over the whole population: its
+    # unit names that SD, so that it is not read as Hedges' g (divided by the SD within each group; chapter 04 and the
+    # front page), a different number of the same words.
+    unit = f"SD of all {population}"
     lines = []
     for dim in check_word_list(dimensions, "dimensions"):
         reg = regression[(regression["population"] == population) & (regression["dimension"] == dim)]
@@ -534,7 +538,7 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
         if len(ctrl):
             c = ctrl.iloc[0]
             checks.append((np.sign(c["coef"]) == sign and c["p"] < alpha,
-                           f"with the token count controlled the gap is {number_text(c['coef'], signed=True)} SD "
+                           f"with the token count controlled the gap is {number_text(c['coef'], signed=True)} {unit} "
                            f"(p {p_text(c['p'], relation=True)})"))
         else:  # token_regression leaves the control out only when every word has the same token count
             checks.append((True, "every word takes the same number of tokens, so the token count cannot explain it"))
@@ -560,7 +564,7 @@ def name_gap_verdict(summary: pd.DataFrame, regression: pd.DataFrame, gaps: pd.D
         axis = s.get("axis_verdict")
         if isinstance(axis, str) and axis != "supported":
             verdict += f", but its axis is {s['axis_reading']}, so the gap is not read as a stereotype"
-        lines.append(f"{population}, {dim}: gap {number_text(b['coef'], signed=True)} SD "
+        lines.append(f"{population}, {dim}: gap {number_text(b['coef'], signed=True)} {unit} "
                      f"(p {p_text(b['p'], relation=True)}); "
                      + "; ".join(t for _, t in checks) + f": {verdict}." + share)
     return "\n".join(lines)
