@@ -280,7 +280,7 @@ def test_a_replay_that_does_not_follow_its_recording_is_refused_and_the_forward_
     with pytest.raises(RuntimeError, match=r"pass \d+ has input ids of shape \(1, \d+\) where the recording holds "
                                            "none"), hooks.replaying(smollm, unhooked.recorded, 15):
         erasure_measures._passes(smollm, inputs, cache=False)
-        erasure_measures._sentence_nll(smollm, ["Roads need repairs."])
+        erasure_measures.sentence_nll(smollm, ["Roads need repairs."])
     with pytest.raises(RuntimeError, match=r"hidden state 15: \d+ of the \d+ recorded passes were not replayed"), \
             hooks.replaying(smollm, unhooked.recorded, 15):
         erasure_measures._template_states(smollm, inputs.names, "name", cache=False)
@@ -383,7 +383,7 @@ def test_erasing_refuses_nesting_and_unknown_states(smollm):
 def test_the_padded_batches_score_each_sentence_as_it_alone_is_scored(smollm):
     """The cross-entropy's batches, padded on the right, against one sentence per forward pass without padding."""
     sentences = erasure_measures.neutral_sentences(5, seed=0) + ["A short one."]
-    found = erasure_measures._sentence_nll(smollm, sentences)
+    found = erasure_measures.sentence_nll(smollm, sentences)
     with torch.inference_mode():
         for sentence, nll in zip(sentences, found):
             ids = torch.tensor([smollm.tokenizer(sentence)["input_ids"]])

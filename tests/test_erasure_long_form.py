@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from bias_utils.audit import long_form as lf
 from bias_utils.core import tables
@@ -197,6 +198,31 @@ def test_the_reading_says_plainly_whether_the_erasure_moved_the_long_form_beyond
         "Chapter 12 gives no state to write m's long form under")
 
 
+def test_texts_that_read_as_broken_to_the_unhooked_model_are_flagged_beside_the_erasure():
+    """Planted nats per token: LEACE's texts at state 15 read 2 nats per token more surprising than the unhooked and
+    the random subspace's texts: the table carries the change over every occupation and the reading flags it; where
+    LEACE's texts read as its control's, no flag; a table without the measure says nothing of it."""
+    values = _values()
+    forms = _planted("gendered", 5, values)
+    rng = np.random.default_rng(5)
+    plain = {c: pd.Series(3.0 + rng.normal(0, 0.3, 60), index=values["occupation"]) for c in forms}
+    broken = {**plain, ("leace", "15"): plain[("leace", "15")] + 2.0}
+    table = elf.long_form_erasure_table(forms, {"15": "both"}, values, "m", n_boot=500, seed=0, nats=broken)
+    row = _rows(table, "leace", "15").loc["text_nats"]
+    assert row["n"] == 60 and row["value"] == pytest.approx(broken[("leace", "15")].mean())
+    assert row["beyond_control"] == pytest.approx(row["value"] - _rows(table, "random", "15").loc["text_nats", "value"])
+    assert row["beyond_control_ci_low"] > 1.5
+    text = elf.describe_long_form_erasure(table, "m", "", depth=30)
+    assert (f"To the unhooked model, LEACE's texts read at {elf.number_text(row['value'])} nats per token, against "
+            f"{elf.number_text(row['baseline'])} without erasure") in text
+    assert "**LEACE's texts are shown to read as more broken than its control's**" in text
+    same = elf.long_form_erasure_table(forms, {"15": "both"}, values, "m", n_boot=500, seed=0, nats=plain)
+    assert "more broken" not in elf.describe_long_form_erasure(same, "m", "", depth=30)
+    bare = elf.long_form_erasure_table(forms, {"15": "both"}, values, "m", n_boot=500, seed=0)
+    assert _rows(bare, "leace", "15").loc["text_nats", ["value", "ci_low"]].isna().all()
+    assert "nats per token" not in elf.describe_long_form_erasure(bare, "m", "", depth=30)
+
+
 # --------------------------------------------------------------------------- with SmolLM2
 
 
@@ -240,3 +266,15 @@ def test_the_hooks_are_on_while_it_writes_and_the_unhooked_texts_are_chapter_11s
     assert len(tags) == 3
     folders = {p.parent.name for p in (isolated_cache / "generations").glob("*/rows.jsonl")}
     assert len(folders) == 3  # the unhooked model's, the identity's, the random subspace's
+    # each text's nats per token, against one unbatched forward pass of transformers on it alone; words shuffled read
+    # as more surprising on the whole
+    nats = elf.text_nats(smollm, unhooked)
+    assert list(nats.index) == nouns
+    ids = smollm.tokenizer(unhooked["completion"].iloc[0], return_tensors="pt")["input_ids"]
+    with torch.inference_mode():
+        logits = smollm.model(input_ids=ids).logits[0, :-1].double()
+    direct = torch.nn.functional.cross_entropy(logits, ids[0, 1:]).item()
+    assert nats.iloc[0] == pytest.approx(direct, rel=1e-4)
+    shuffled = unhooked.assign(completion=[" ".join(np.random.default_rng(0).permutation(c.split()))
+                                           for c in unhooked["completion"]])
+    assert elf.text_nats(smollm, shuffled).mean() > nats.mean() + 0.5

@@ -56,6 +56,7 @@ from ..models.hooks import erasing
 from ..models.loading import resolve_model
 from ..profiles.populations import OCCUPATION_GROUPS, load_populations, occupation_shares
 from .erasers import ALL
+from .erasure_measures import sentence_nll
 
 __all__: list[str] = []
 
@@ -72,6 +73,8 @@ LONG_FORM_MEASURES = {
     "female_share_male_majority": "mean long-form female share over the male-majority occupations",
     "majority_gap": "the female-majority occupations' mean female share minus the male-majority ones'",
     "any_gendered_share": "share of the texts with a gendered word (mean over occupations)",
+    "text_nats": "mean nats per token of the texts alone under the unhooked model (mean over occupations): how "
+                 "broken they read to it",
 }
 #: Which place each condition reads (:func:`plan`).
 ROLES = {"none": "without erasure", "largest": "where the next word moves most",
@@ -82,6 +85,8 @@ CONTROL = "random"
 _COLUMNS = ["model_id", "erasure", "layer", "role", "measure", "value", "value_ci_low", "value_ci_high", "baseline",
             "change", "ci_low", "ci_high", "beyond_control", "beyond_control_ci_low", "beyond_control_ci_high", "n",
             "n_texts", "resampled", long_form.LONG_FORM_DEFINITION]
+#: The measures over every occupation (the others need a gendered word in the texts of each condition compared).
+_EVERY_OCCUPATION = ("any_gendered_share", "text_nats")
 #: The texts of every condition: the condition, then chapter 11's columns.
 _TEXT_COLUMNS = ["erasure", "layer", *long_form.TEXT_COLUMNS]
 
@@ -133,15 +138,30 @@ def texts_under(model, conditions: Mapping[tuple[str, str], Mapping], nouns: Seq
     return found
 
 
+def text_nats(model, texts: pd.DataFrame) -> pd.Series:
+    """Per occupation of ``texts`` (``audit.long_form``'s columns), the mean over its texts of each text's nats per
+    token under the unhooked ``model``, the text read alone (``erasure_measures.sentence_nll``: every token after the
+    first, over their count): an erasure that breaks what the model writes makes its texts surprising to the model
+    it erased, so a fall in gendered words beside a rise here is in part a fall in text. A text of one token or none
+    is NaN."""
+    model = resolve_model(model)
+    completions = texts["completion"].fillna("").astype(str).tolist()
+    scored = [len(model.tokenizer(c)["input_ids"]) - 1 for c in completions]
+    nll = sentence_nll(model, completions)
+    per_token = pd.Series([n / k if k > 0 else np.nan for n, k in zip(nll, scored)], index=texts.index)
+    return per_token.groupby(texts["occupation"], sort=False).mean()
+
+
 # --------------------------------------------------------------------------- the statistics
 
 
 def _measures(share: np.ndarray, gendered: np.ndarray, values: pd.DataFrame, kept: np.ndarray,
-              draws: np.ndarray, every: np.ndarray) -> dict[str, tuple[float, np.ndarray]]:
+              draws: np.ndarray, every: np.ndarray, nats: np.ndarray) -> dict[str, tuple[float, np.ndarray]]:
     """Per measure of :data:`LONG_FORM_MEASURES`, ``(value, values over the resamples)`` of one condition: ``share`` and
     ``gendered`` its long-form female share and share of texts with a gendered word per occupation (``values``'
     order), ``kept`` the occupations the shares' measures are paired on, ``draws`` [R, kept] and ``every`` [R, all]
-    the resampled positions."""
+    the resampled positions; ``nats`` the texts' mean nats per token under the unhooked model per occupation (NaN
+    where not measured)."""
     bls, ratio = values["bls_pct_female"].to_numpy(float)[kept], values["log_ratio"].to_numpy(float)[kept]
     female = (values["group"] == OCCUPATION_GROUPS[0]).to_numpy()[kept]
     f = share[kept]
@@ -156,6 +176,8 @@ def _measures(share: np.ndarray, gendered: np.ndarray, values: pd.DataFrame, kep
     out["majority_gap"] = tuple(a - b for a, b in zip(out["female_share_female_majority"],
                                                       out["female_share_male_majority"]))
     out["any_gendered_share"] = (float(gendered.mean()), gendered[every].mean(1))
+    out["text_nats"] = ((float(nats.mean()), nats[every].mean(1)) if np.isfinite(nats).all() else
+                        (np.nan, np.full(len(every), np.nan)))
     return out
 
 
@@ -165,10 +187,12 @@ def _interval(boots: np.ndarray) -> tuple[float, float]:
 
 
 def long_form_erasure_table(forms: Mapping[tuple[str, str], object], roles: Mapping[str, str],
-                            values: pd.DataFrame, model_id: str, *, n_boot: int, seed: int) -> pd.DataFrame:
+                            values: pd.DataFrame, model_id: str, *, n_boot: int, seed: int,
+                            nats: Mapping[tuple[str, str], pd.Series] | None = None) -> pd.DataFrame:
     """One row per condition of ``forms`` and measure of :data:`LONG_FORM_MEASURES` (module docstring). ``roles``:
     each erased state's role (:data:`ROLES`); ``values``: one row per occupation with ``occupation, group,
-    bls_pct_female, log_ratio`` (the unhooked next word).
+    bls_pct_female, log_ratio`` (the unhooked next word); ``nats``: per condition, its texts' mean nats per token
+    under the unhooked model per occupation (:func:`text_nats`; None: the ``text_nats`` rows are NaN).
 
     Columns: ``model_id``, ``erasure`` (``none``, ``leace``, ``random``), ``layer`` (the erased hidden state, or
     ``none``), ``role``, ``measure``, ``value`` with ``value_ci_low, value_ci_high`` (95%, resampling its
@@ -183,6 +207,7 @@ def long_form_erasure_table(forms: Mapping[tuple[str, str], object], roles: Mapp
     per = {c: f.occupations.set_index("occupation").reindex(order) for c, f in forms.items()}
     shares = {c: p["female_share"].to_numpy(float) for c, p in per.items()}
     gendered = {c: p["any_gendered_share"].to_numpy(float) for c, p in per.items()}
+    surprise = {c: nats[c].reindex(order).to_numpy(float) if nats else np.full(len(order), np.nan) for c in per}
     ratio = np.isfinite(values["log_ratio"].to_numpy(float))
     every = resamples(len(order), n_boot, seed)
     base = ("none", "none")
@@ -195,7 +220,7 @@ def long_form_erasure_table(forms: Mapping[tuple[str, str], object], roles: Mapp
             low, high = _interval(boots)
             row = {"model_id": model_id, "erasure": condition[0], "layer": condition[1], "role": role,
                    "measure": measure, "value": value, "value_ci_low": low, "value_ci_high": high,
-                   "n": len(order) if measure == "any_gendered_share" else n, "n_texts": n_texts,
+                   "n": len(order) if measure in _EVERY_OCCUPATION else n, "n_texts": n_texts,
                    "resampled": "occupations", long_form.LONG_FORM_DEFINITION: definition}
             if reference is None:
                 row |= {"baseline": value, "change": 0.0}
@@ -211,12 +236,13 @@ def long_form_erasure_table(forms: Mapping[tuple[str, str], object], roles: Mapp
 
     kept = np.isfinite(shares[base]) & ratio
     add(base, "none", _measures(shares[base], gendered[base], values, kept, resamples(int(kept.sum()), n_boot, seed),
-                                every), None, None, int(kept.sum()), len(forms[base].texts))
+                                every, surprise[base]), None, None, int(kept.sum()), len(forms[base].texts))
     for layer in dict.fromkeys(lay for e, lay in forms if e != "none"):
         pair = [c for c in (("leace", layer), (CONTROL, layer)) if c in forms]
         kept = np.logical_and.reduce([np.isfinite(shares[c]) for c in (base, *pair)]) & ratio
         draws = resamples(int(kept.sum()), n_boot, seed)
-        found = {c: _measures(shares[c], gendered[c], values, kept, draws, every) for c in (base, *pair)}
+        found = {c: _measures(shares[c], gendered[c], values, kept, draws, every, surprise[c])
+                 for c in (base, *pair)}
         for c in pair:
             control = found.get((CONTROL, layer)) if c[0] == "leace" else None
             add(c, roles[layer], found[c], found[base], control, int(kept.sum()), len(forms[c].texts))
@@ -280,6 +306,7 @@ def _state_text(table: pd.DataFrame, layer: str, depth: int | None) -> str:
     carried, ctrl_carried = (_row(table, e, layer, "any_gendered_share") for e in ("leace", CONTROL))
     rho, ctrl = (_row(table, e, layer, "rho_bls") for e in ("leace", CONTROL))
     gap, ctrl_gap = (_row(table, e, layer, "majority_gap") for e in ("leace", CONTROL))
+    nats, ctrl_nats = (_row(table, e, layer, "text_nats") for e in ("leace", CONTROL))
     text = (f" LEACE {_where(layer, depth)} ({ROLES[rho['role']]}): the share of texts with a gendered word goes "
             f"from {percent_text(carried['baseline'])} to {percent_text(carried['value'])}, a change of "
             f"{_change(carried)}, where a random subspace of the same rank changes it by {_change(ctrl_carried)}; "
@@ -292,9 +319,24 @@ def _state_text(table: pd.DataFrame, layer: str, depth: int | None) -> str:
         text += (f" ρ with the BLS share, {where}, goes from {number_text(rho['baseline'])} to "
                  f"{number_text(rho['value'])}, a change of {_change(rho)}, where the random subspace changes it by "
                  f"{_change(ctrl)}; LEACE beyond its control {_change(rho, 'beyond_control')}: it {_verdict(rho)}.")
-    return text + (f" The female-majority occupations' female share minus the male-majority ones' is "
-                   f"{_points(gap['baseline'])} percentage points without erasure and {_points(gap['value'])} with "
-                   f"it (random: {_points(ctrl_gap['value'])}).")
+    text += (f" The female-majority occupations' female share minus the male-majority ones' is "
+             f"{_points(gap['baseline'])} percentage points without erasure and {_points(gap['value'])} with "
+             f"it (random: {_points(ctrl_gap['value'])}).")
+    return text + _broken(nats, ctrl_nats)
+
+
+def _broken(nats: pd.Series | None, ctrl: pd.Series | None) -> str:
+    """How surprising LEACE's texts at a state are to the unhooked model beside its control's, and, where they are
+    shown to be more so, that the erasure breaks the text (its gendered-word changes are then partly that)."""
+    if nats is None or ctrl is None or not np.isfinite(nats["value"]):
+        return ""
+    text = (f" To the unhooked model, LEACE's texts read at {number_text(nats['value'])} nats per token, against "
+            f"{number_text(nats['baseline'])} without erasure and {number_text(ctrl['value'])} under the random "
+            f"subspace; beyond its control {_change(nats, 'beyond_control')}")
+    if _shown(nats) == 1:
+        return text + (": **LEACE's texts are shown to read as more broken than its control's**, so part of what it "
+                       "takes from the texts' gender is the text itself.")
+    return text + "."
 
 
 def _answer(table: pd.DataFrame, name: str, layers: list[str], depth: int | None) -> str:
@@ -414,7 +456,9 @@ def long_form_under_erasure(model, erasure, *, occupations: Sequence[str], instr
     values = pd.DataFrame({"occupation": list(occupations), "group": [group[o] for o in occupations],
                            "bls_pct_female": shares.loc[list(occupations), "bls_pct_female"].to_numpy(float),
                            "log_ratio": exact.loc[list(occupations), "log_ratio"].to_numpy(float)})
-    table = long_form_erasure_table(forms, roles, values, model.model_id, n_boot=n_boot, seed=seed)
+    # scored outside every hook: the unhooked model reads each condition's texts
+    nats = {c: text_nats(model, f.texts) for c, f in forms.items()}
+    table = long_form_erasure_table(forms, roles, values, model.model_id, n_boot=n_boot, seed=seed, nats=nats)
     texts = pd.concat([f.texts.assign(erasure=e, layer=layer) for (e, layer), f in forms.items()],
                       ignore_index=True)[_TEXT_COLUMNS]
     chat = next(iter(forms.values())).chat

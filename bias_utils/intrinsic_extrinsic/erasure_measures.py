@@ -6,7 +6,7 @@ and the neutral sentences of the capability measure (:func:`neutral_sentences`),
 female − male terms' means and the warmth and competence basis. :func:`measure_condition` takes one condition's per-item
 values on them under its erasers (``models.hooks.erasing``): the words' states in the profile templates
 (:func:`_template_states`, as chapter 04 embeds them), the next word after the occupations and the fact nouns and the
-sentences' cross-entropy (:func:`writing_passes`, :func:`_sentence_nll`). An erasure at one hidden state starts every
+sentences' cross-entropy (:func:`writing_passes`, :func:`sentence_nll`). An erasure at one hidden state starts every
 one of those passes from the unhooked state there (:func:`record_unhooked`, ``models.hooks.replaying``): the blocks
 below it compute what they computed without the erasure.
 
@@ -92,10 +92,10 @@ def writing_passes(model, inputs, cache: bool = False) -> tuple[pd.DataFrame, np
     :func:`models.hooks.recording` records and :func:`models.hooks.replaying` replays, in this one order (``cache``:
     the next word's own cache, for the unhooked model only)."""
     written = next_word_table(model, inputs.occupations + inputs.facts, cache=cache, progress=False).occupations
-    return written, _sentence_nll(model, inputs.sentences)
+    return written, sentence_nll(model, inputs.sentences)
 
 
-def _sentence_nll(model, sentences: Sequence[str]) -> np.ndarray:
+def sentence_nll(model, sentences: Sequence[str]) -> np.ndarray:
     """Per sentence, the summed negative log-likelihood (nats) of its tokens after the first, from float32 logits:
     batches of sentences of similar length (sorted), padded on the right, where causal attention leaves every real
     token's logits as they are unpadded and the padding is not scored."""
