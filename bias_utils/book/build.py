@@ -258,8 +258,11 @@ def _make_book(
     failing = {label: m for label, m in failing.items() if m.get("status") != "ok"}
     log(f"book: done in {format_seconds(time.perf_counter() - t0)}; executed {len(manifests)} of {len(runs)} runs")
     for label, m in failing.items():
-        log(f"book: FAILED {label}: {m.get('error', 'no manifest')} (its chapter shows the traceback; "
-            "it runs again when its inputs change, or with --force)")
+        if m.get("status") == "skipped":
+            log(f"book: SKIPPED {label}: {m['error']} (it runs once that run succeeds)")
+        else:
+            log(f"book: FAILED {label}: {m.get('error', 'no manifest')} (its chapter shows the traceback; "
+                "it runs again when its inputs change, or with --force)")
     return 1 if failing else 0
 
 

@@ -232,9 +232,14 @@ def _chains(todo: list[Run], estimates: dict[str, float]) -> dict[str, float]:
     return chain
 
 
+def _cores() -> int:
+    """The CPUs this process may use (macOS has no affinity call: all of them there)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def default_jobs() -> int:
     """Runs side by side by default: 2 where this process may use two CPUs or more, else 1."""
-    return 2 if len(os.sched_getaffinity(0)) >= 2 else 1
+    return 2 if _cores() >= 2 else 1
 
 
 def execute_runs(runs: list[Run], env: Environment | None = None, force: bool = False, log=print,
@@ -248,7 +253,7 @@ def execute_runs(runs: list[Run], env: Environment | None = None, force: bool = 
     """
     env = env or Environment.current()
     todo = [r for r in runs if force or not r.is_current(env)]
-    threads = max(1, len(os.sched_getaffinity(0)) // jobs)
+    threads = max(1, _cores() // jobs)
     lanes = f", {jobs} side by side ({threads} torch thread{'s' if threads > 1 else ''} each)" if jobs > 1 else ""
     log(f"book: {len(runs)} runs, {len(runs) - len(todo)} up to date, {len(todo)} to execute{lanes}")
     previous = {r.label: (r.previous_manifest() or {}).get("wall_time_s") for r in todo}

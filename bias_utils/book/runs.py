@@ -97,8 +97,9 @@ class _NotebookSpec:
 #: (08 also the hidden states 06's decoding stored in the generation cache); 12 reads chapter 11's long-form texts
 #: from the generation cache when it writes the long form under erasure (generating them itself would batch other
 #: prompts together, and a padded batch may change a sampled token); 09 reads every other run's tables (its
-#: dependencies are set in :func:`plan_runs`). 03, 04, 05, 10, 11 and 12 build the same space from the embedding
-#: cache, whose lock serialises its filling; 01, 02, 06 and 07 read only the data.
+#: dependencies are set in :func:`plan_runs`). 03, 04, 05, 10, 11 and 12 read and fill one embedding cache, under
+#: its lock (a second run waits, then reads what the first wrote); on a cold cache the schedule decides which of them
+#: embeds a shared pair first, in which batch. 01, 02, 06 and 07 read only the data.
 _STUDY_NOTEBOOKS = (
     _NotebookSpec("01_dictionaries", "Stereotype dictionaries", estimate_s=8),
     _NotebookSpec("02_contexts", "Context sentences", estimate_s=8),
