@@ -44,6 +44,8 @@ TEST_WORKERS ?= 2
 XDIST = -n $(TEST_WORKERS) $(if $(filter-out 0,$(TEST_WORKERS)),--dist loadfile --no-loadscope-reorder,)
 # A lower precision for every model (bfloat16 or float16); empty: float32, the default on every device.
 DTYPE ?=
+# Notebooks `make book` runs side by side (empty: 2 on two CPUs or more, else 1; 1: one after another).
+JOBS ?=
 PYTEST_ARGS ?=
 
 export HF_HUB_OFFLINE ?= 1
@@ -54,7 +56,8 @@ export TOKENIZERS_PARALLELISM := false
 
 book: $(DEPS) $(WORDNET) chromium
 	@$(MAKE) --no-print-directory models MODEL_SET="$(sort $(BOOK_MODELS) $(CONTEXT_GENERATOR))"
-	$(PY) -m bias_utils.book --models "$(BOOK_MODELS)" $(if $(QUICK),--quick,) $(if $(DTYPE),--dtype $(DTYPE),)
+	$(PY) -m bias_utils.book --models "$(BOOK_MODELS)" $(if $(QUICK),--quick,) $(if $(DTYPE),--dtype $(DTYPE),) \
+	  $(if $(JOBS),--jobs $(JOBS),)
 
 # Commits the built HTML (as it is: no rebuild) to $(PUBLISH_BRANCH) and pushes it to
 # $(PUBLISH_REMOTE); only the push needs the network.

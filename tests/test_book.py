@@ -356,7 +356,7 @@ def _fixture_specs(notebooks_dir: Path):
         shutil.copy(FIXTURE, notebooks_dir / f"{stem}.ipynb")
     return (
         runs._NotebookSpec("a_study", "A"),
-        runs._NotebookSpec("b_generate", "B", generates=True),
+        runs._NotebookSpec("b_generate", "B", generates=True, reads=("a_study", "e_missing")),
         runs._NotebookSpec("c_once", "C", scope="once"),
         runs._NotebookSpec("d_cross", "D", scope="cross"),
         runs._NotebookSpec("e_missing", "E"),
@@ -376,8 +376,10 @@ def test_plan_applies_notebooks_per_model_and_quick_parameters(tmp_path):
     first = planned[0]
     # only declared parameters are passed: the fixture declares limit but not n_contexts or n_boot
     assert first.parameters == {"limit": runs.QUICK_PARAMETERS["limit"], "output_dir": str(tmp_path / "r" / "dec")}
-    assert planned[1].depends_on == ("dec/a_study",)
-    assert planned[-1].depends_on == tuple(labels[:-1])
+    # b reads a (and a chapter not written yet, left to the notebook to report); a reads nothing
+    assert planned[1].depends_on == planned[1].after == ("dec/a_study",)
+    assert planned[0].after == planned[2].after == ()
+    assert planned[-1].depends_on == planned[-1].after == tuple(labels[:-1])
     env = runs.Environment(modules={}, data_lists="d", packages={}, data={})
     runs.resolve_dependency_keys(planned, env)
     assert planned[1].depends_on == (planned[0].key(env),)

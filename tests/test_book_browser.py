@@ -198,8 +198,9 @@ def quick_book():
     else:
         # one build at a time: another pytest worker or run waits here, then finds every run up to date
         with cache.file_lock(paths.cache_dir() / "book-quick.lock"):
+            # one run at a time: the suite's other worker holds the second core
             book._make_book(TEST_MODELS, quick=True, book_dir=QUICK_BOOK,
-                           results_dir=paths.cache_dir() / "book-quick-results")
+                           results_dir=paths.cache_dir() / "book-quick-results", jobs=1)
         html = QUICK_BOOK / "_build" / "html"
     assert (html / "index.html").exists()
     return html

@@ -40,7 +40,7 @@ from ..core.results import display_name
 from ..models.builtin_models import model_name
 from ..report import rendering
 from . import findings, summary
-from .execution import execute_runs
+from .execution import default_jobs, execute_runs
 from .presentation import path_replacements, present_notebook, write_if_changed
 from .reproducibility import (
     REPRODUCIBILITY_PAGE,
@@ -213,11 +213,13 @@ def _make_book(
     force: bool = False,
     build: bool = True,
     dtype: str | None = None,
+    jobs: int = 1,
     log=print,
 ) -> int:
     """Run the notebooks for ``model_names`` and build the book; returns a process exit code. ``dtype``: ``None``
     (float32, the default on every device) or a lower precision for every model (``models.DTYPES``), said on the
-    front page and in the reproducibility appendix."""
+    front page and in the reproducibility appendix. ``jobs``: how many runs side by side
+    (:func:`~bias_utils.book.execution.execute_runs`)."""
     t0 = time.perf_counter()
     book_dir = Path(book_dir)
     if results_dir is not None:
@@ -231,7 +233,7 @@ def _make_book(
         models.append(describe_model(name, dtype))
     runs = plan_runs(models, quick=quick, book_dir=book_dir, results_dir=results_dir, log=log)
     resolve_dependency_keys(runs, env)
-    manifests = execute_runs(runs, env, force=force, log=log)
+    manifests = execute_runs(runs, env, force=force, log=log, jobs=jobs)
     replacements = path_replacements(book_dir, Path(results_dir or paths.results_dir()))
     # every chapter names every model as the front page does (the cross-model chapter all of them)
     names = {display_name(model): name
@@ -256,8 +258,11 @@ def _make_book(
     failing = {label: m for label, m in failing.items() if m.get("status") != "ok"}
     log(f"book: done in {format_seconds(time.perf_counter() - t0)}; executed {len(manifests)} of {len(runs)} runs")
     for label, m in failing.items():
-        log(f"book: FAILED {label}: {m.get('error', 'no manifest')} (its chapter shows the traceback; "
-            "it runs again when its inputs change, or with --force)")
+        if m.get("status") == "skipped":
+            log(f"book: SKIPPED {label}: {m['error']} (it runs once that run succeeds)")
+        else:
+            log(f"book: FAILED {label}: {m.get('error', 'no manifest')} (its chapter shows the traceback; "
+                "it runs again when its inputs change, or with --force)")
     return 1 if failing else 0
 
 
@@ -273,10 +278,16 @@ def book_cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default=None,
                         help="a lower precision for every model, bfloat16 or float16 (default: float32 on every "
                              "device; models.load_model rejects an unknown name before anything loads)")
+    parser.add_argument("--jobs", type=int, default=default_jobs(),
+                        help="notebooks run side by side, each kernel on cores // jobs torch threads; a chapter waits "
+                             "for those whose tables it reads (default: 2 on two CPUs or more, else 1; 1: one after "
+                             "another, as planned)")
     args = parser.parse_args(argv)
     names = args.models.split()
     if not names:
         parser.error("--models is empty")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be 1 or more, not {args.jobs}")
     return _make_book(names, quick=args.quick, book_dir=args.book_dir, results_dir=args.results_dir,
-                     force=args.force, build=not args.no_build, dtype=args.dtype)
+                     force=args.force, build=not args.no_build, dtype=args.dtype, jobs=args.jobs)
 

@@ -1,18 +1,28 @@
-"""Executing a planned run with papermill and writing its manifest.
+"""Executing the planned runs with papermill, one or several at a time, and writing their manifests.
 
 A run's notebook is executed with the renderer cell prepended (charts draw
 offline), its kernel's progress bars are forwarded to the build log, and its
 manifest (``<notebook>.run.json``) records the status, run key, parameters,
 seeds, tables written, package versions, commit and wall time.
+
+Lanes. With ``jobs`` > 1 up to that many kernels run side by side, each with ``cores // jobs`` torch threads
+(``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` in its environment): a run starts once every run it reads from
+(``Run.after``) has succeeded, the one with the longest chain of runs still waiting on it first (each run's
+previous wall time, else its chapter's estimate). A run whose dependency failed or was skipped is skipped, with a
+manifest that says which; it runs again next time. With ``jobs=1`` the runs execute in the planned order, in this
+process's thread and environment.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -55,8 +65,8 @@ class _ProgressForwarder:
     else on stderr stays in the executed notebook only.
     """
 
-    def __init__(self, log=print, interval: float = 10.0, clock=time.monotonic):
-        self.log, self.interval, self.clock = log, interval, clock
+    def __init__(self, log=print, interval: float = 10.0, clock=time.monotonic, prefix: str = "      "):
+        self.log, self.interval, self.clock, self.prefix = log, interval, clock, prefix
         self.last_time = clock()
         self.running_shown = False
 
@@ -66,10 +76,10 @@ class _ProgressForwarder:
             latest, now = re.sub(r"\s+", " ", bars[-1]), self.clock()
             finished = bool(re.search(r"(^|\s|:)100%\|", latest))
             if finished and self.running_shown:
-                self.log("      " + latest)
+                self.log(self.prefix + latest)
                 self.last_time, self.running_shown = now, False
             elif not finished and now - self.last_time >= self.interval:
-                self.log("      " + latest)
+                self.log(self.prefix + latest)
                 self.last_time, self.running_shown = now, True
         return len(text)
 
@@ -77,8 +87,9 @@ class _ProgressForwarder:
         pass
 
 
-def _ipc_kernel_manager(folder: Path):
-    """A kernel manager class that talks to the kernel over IPC sockets in ``folder``, not TCP.
+def _ipc_kernel_manager(folder: Path, cwd: Path, env: dict | None = None):
+    """A kernel manager class that talks to the kernel over IPC sockets in ``folder``, not TCP, and starts it in
+    ``cwd`` with ``env`` (``None``: this process's environment).
 
     The default TCP transport without keys makes every ipykernel (7+) start with
     a warning that its traffic is unencrypted; IPC sockets in a private
@@ -98,6 +109,14 @@ def _ipc_kernel_manager(folder: Path):
         @default("ip")
         def _default_ip(self):
             return str(Path(folder) / "kernel")
+
+        async def _async_pre_start_kernel(self, **kw):
+            # the kernel's folder is set here, not by papermill's cwd: that changes this whole process's
+            # folder, which runs side by side would share
+            kw.setdefault("cwd", str(cwd))
+            if env is not None:
+                kw["env"] = env
+            return await super()._async_pre_start_kernel(**kw)
 
         async def _async_interrupt_kernel(self):
             # jupyter_client interrupts before every shutdown; papermill shuts down an idle
@@ -125,8 +144,10 @@ for _name in _PapermillParameterNoise.LOGGERS:
     logging.getLogger(_name).addFilter(_PARAMETER_NOISE)
 
 
-def _execute_run(run: Run, env: Environment, progress=print) -> dict:
-    """Execute ``run`` with papermill and write its manifest; returns the manifest.
+def _execute_run(run: Run, env: Environment, progress=print, kernel_env: dict | None = None,
+                 prefix: str = "      ") -> dict:
+    """Execute ``run`` with papermill and write its manifest; returns the manifest. ``kernel_env``: the kernel's
+    environment (``None``: this process's); ``prefix`` begins its progress lines.
 
     A failing notebook is not an exception here: the executed notebook keeps
     the traceback (and appears in the book as such), the manifest records
@@ -149,8 +170,9 @@ def _execute_run(run: Run, env: Environment, progress=print) -> dict:
         with tempfile.TemporaryDirectory(prefix="bias-kernel-") as sockets:
             papermill.execute_notebook(
                 str(prepared), str(run.output), parameters=run.parameters, kernel_name="python3",
-                cwd=str(run.notebook.parent), progress_bar=sys.stderr.isatty(), log_output=False,
-                stderr_file=_ProgressForwarder(progress), kernel_manager_class=_ipc_kernel_manager(Path(sockets)),
+                progress_bar=sys.stderr.isatty() and kernel_env is None, log_output=False,
+                stderr_file=_ProgressForwarder(progress, prefix=prefix),
+                kernel_manager_class=_ipc_kernel_manager(Path(sockets), run.notebook.parent.resolve(), kernel_env),
             )
     except PapermillExecutionError as exc:
         status, error = "failed", f"cell {exc.cell_index}: {exc.ename}: {exc.evalue}"
@@ -183,27 +205,135 @@ def _execute_run(run: Run, env: Environment, progress=print) -> dict:
     return manifest
 
 
-def execute_runs(runs: list[Run], env: Environment | None = None, force: bool = False, log=print) -> list[dict]:
-    """Execute every run that is not current, in order, showing progress and an ETA.
+def _skipped(run: Run, env: Environment, failed: str) -> dict:
+    """Record ``run`` as skipped because ``failed`` (a run it reads from) did not succeed; an output left by an
+    earlier run goes, so the book does not show a chapter its inputs no longer give."""
+    run.output.unlink(missing_ok=True)
+    manifest = {"label": run.label, "status": "skipped", "error": f"skipped: {failed} did not succeed",
+                "run_key": run.key(env), "notebook": str(relative_to_root(run.notebook)), "model": run.model,
+                "depends_on": list(run.depends_on), "git": git_state(),
+                "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "wall_time_s": 0.0}
+    cache.atomic_write_json(run.manifest_path, manifest)
+    return manifest
+
+
+def _chains(todo: list[Run], estimates: dict[str, float]) -> dict[str, float]:
+    """Each run's longest chain: its own estimate plus the longest chain of the runs in ``todo`` that wait on it."""
+    waiting = {r.label: [d for d in todo if r.label in d.after] for r in todo}
+    chain: dict[str, float] = {}
+
+    def length(run: Run) -> float:
+        if run.label not in chain:
+            chain[run.label] = estimates[run.label] + max((length(d) for d in waiting[run.label]), default=0.0)
+        return chain[run.label]
+
+    for run in todo:
+        length(run)
+    return chain
+
+
+def _cores() -> int:
+    """The CPUs this process may use (macOS has no affinity call: all of them there)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def default_jobs() -> int:
+    """Runs side by side by default: 2 where this process may use two CPUs or more, else 1."""
+    return 2 if _cores() >= 2 else 1
+
+
+def execute_runs(runs: list[Run], env: Environment | None = None, force: bool = False, log=print,
+                 jobs: int = 1) -> list[dict]:
+    """Execute every run that is not current, ``jobs`` at a time (see the module's docstring), showing progress
+    and an ETA; returns the manifests written, skipped runs' included, in the order the runs ended.
 
     The ETA uses each run's previous wall time when a manifest exists (even an
-    out-of-date one) and the mean of this session's runs otherwise.
+    out-of-date one) and the mean of this session's runs otherwise (with lanes: the chapters' estimates, and the
+    sum divided by the lanes).
     """
     env = env or Environment.current()
     todo = [r for r in runs if force or not r.is_current(env)]
-    log(f"book: {len(runs)} runs, {len(runs) - len(todo)} up to date, {len(todo)} to execute")
-    estimates = [((r.previous_manifest() or {}).get("wall_time_s")) for r in todo]
+    threads = max(1, _cores() // jobs)
+    lanes = f", {jobs} side by side ({threads} torch thread{'s' if threads > 1 else ''} each)" if jobs > 1 else ""
+    log(f"book: {len(runs)} runs, {len(runs) - len(todo)} up to date, {len(todo)} to execute{lanes}")
+    previous = {r.label: (r.previous_manifest() or {}).get("wall_time_s") for r in todo}
+    # a current run that failed keeps its dependants from running; a run to execute has no state (None) until it ends
+    status = {r.label: None if r in todo else (r.previous_manifest() or {}).get("status") for r in runs}
+    if jobs > 1:
+        estimates = {label: t if t is not None else next(r.estimate_s for r in todo if r.label == label)
+                     for label, t in previous.items()}
+        chain = _chains(todo, estimates)
+        pending = sorted(todo, key=lambda r: -chain[r.label])  # stable: ties keep the planned order
+        kernel_env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    else:
+        estimates, pending, kernel_env = dict(previous), list(todo), None
+    lock = threading.Lock()
+
+    def say(line: str) -> None:
+        with lock:
+            log(line)
+
     done_times: list[float] = []
     t_start = time.perf_counter()
-    manifests = []
-    for i, run in enumerate(todo):
+    manifests: list[dict] = []
+    started = 0
+
+    def start_line(run: Run) -> str:
+        nonlocal started
+        started += 1
         mean = sum(done_times) / len(done_times) if done_times else None
-        remaining = [e if e is not None else mean for e in estimates[i:]]
-        eta = "unknown" if any(e is None for e in remaining) else format_seconds(sum(remaining))
-        log(f"[{i + 1}/{len(todo)}] {run.label}: elapsed {format_seconds(time.perf_counter() - t_start)}, ETA {eta}")
-        manifest = _execute_run(run, env, progress=log)
+        remaining = [estimates[r.label] if estimates[r.label] is not None else mean for r in [run, *pending]]
+        eta = "unknown" if any(e is None for e in remaining) else format_seconds(sum(remaining) / jobs)
+        clock = f"started at {datetime.now().strftime('%H:%M:%S')}, " if jobs > 1 else ""
+        return (f"[{started}/{len(todo)}] {run.label}: {clock}elapsed {format_seconds(time.perf_counter() - t_start)}"
+                f", ETA {eta}")
+
+    def finish(run: Run, manifest: dict) -> None:
+        status[run.label] = manifest["status"]
+        manifests.append(manifest)
+        if manifest["status"] == "skipped":
+            say(f"    {run.label} skipped ({manifest['error']})")
+            return
         done_times.append(manifest["wall_time_s"])
         note = "" if manifest["status"] == "ok" else f" FAILED ({manifest['error']})"
-        log(f"    {run.label} {manifest['status']} in {format_seconds(manifest['wall_time_s'])}{note}")
-        manifests.append(manifest)
+        clock = f" (ended {datetime.now().strftime('%H:%M:%S')})" if jobs > 1 else ""
+        say(f"    {run.label} {manifest['status']} in {format_seconds(manifest['wall_time_s'])}{clock}{note}")
+
+    def blocked(run: Run) -> str | None:
+        return next((d for d in run.after if status.get(d) in ("failed", "skipped")), None)
+
+    def ready(run: Run) -> bool:
+        return all(status.get(d, "ok") == "ok" for d in run.after)
+
+    def skip_blocked() -> None:
+        for run in list(pending):
+            failed = blocked(run)
+            if failed is not None:
+                pending.remove(run)
+                finish(run, _skipped(run, env, failed))
+
+    if jobs == 1:
+        while pending:
+            skip_blocked()
+            run = next((r for r in pending if ready(r)), None)
+            if run is None:
+                break
+            pending.remove(run)
+            say(start_line(run))
+            finish(run, _execute_run(run, env, progress=say))
+        return manifests
+
+    running: dict = {}
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="book-lane") as pool:
+        while pending or running:
+            skip_blocked()
+            for run in [r for r in pending if ready(r)][:jobs - len(running)]:
+                pending.remove(run)
+                say(start_line(run))
+                running[pool.submit(_execute_run, run, env, say, kernel_env, f"      {run.label}: ")] = run
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                finish(running.pop(future), future.result())
     return manifests

@@ -9,7 +9,8 @@
    file, the parameters, the model id, the source of the ``bias_utils``
    modules the notebook imports (transitively) and the tracked data lists,
    the package versions, the sha256s in ``data/manifest.csv`` and the keys of
-   the runs it reads from (earlier notebooks of the same model).
+   the runs it reads from (the chapters whose tables it reads, ``_NotebookSpec.reads``; they
+   run first, and chapters that read nothing of each other may run side by side).
    A run counts as done only once its manifest (``<notebook>.run.json``)
    records that key, so an interrupted run is executed again next time and
    nothing half-written is trusted. A run that failed stays failed until its
@@ -75,28 +76,46 @@ class _NotebookSpec:
 
     ``scope`` is ``"model"`` (run per model), ``"once"`` (model-independent) or
     ``"cross"`` (reads every model's results). ``generates`` marks notebooks
-    that need a model able to generate text.
+    that need a model able to generate text. ``reads``: the chapters of the same model whose tables (or whose
+    cache, where reading it instead of computing it again is what keeps the numbers a sequential build gives) the
+    notebook reads, so it waits for them; ``reads_if``: ``(chapter, parameter)`` pairs read only when that
+    parameter of the run is true. Chapters that merely fill one cache (the same embeddings) need not wait: the
+    cache's lock makes the second wait for the first and then read. ``estimate_s``: its wall time in seconds on the
+    default build (SmolLM2, one torch thread), the scheduler's guess until a manifest records one.
     """
 
     stem: str
     title: str
     scope: str = "model"
     generates: bool = False
+    reads: tuple[str, ...] = ()
+    reads_if: tuple[tuple[str, str], ...] = ()
+    estimate_s: float = 60.0
 
 
+#: What each reads (found in the notebooks and the library calls they make): 08 and 11 read 06's BOLD metrics
+#: (08 also the hidden states 06's decoding stored in the generation cache); 12 reads chapter 11's long-form texts
+#: from the generation cache when it writes the long form under erasure (generating them itself would batch other
+#: prompts together, and a padded batch may change a sampled token); 09 reads every other run's tables (its
+#: dependencies are set in :func:`plan_runs`). 03, 04, 05, 10, 11 and 12 read and fill one embedding cache, under
+#: its lock (a second run waits, then reads what the first wrote); on a cold cache the schedule decides which of them
+#: embeds a shared pair first, in which batch. 01, 02, 06 and 07 read only the data.
 _STUDY_NOTEBOOKS = (
-    _NotebookSpec("01_dictionaries", "Stereotype dictionaries"),
-    _NotebookSpec("02_contexts", "Context sentences"),
-    _NotebookSpec("03_projection_accuracy", "Projection and direction accuracy"),
-    _NotebookSpec("04_profiles", "Stereotype profiles"),
-    _NotebookSpec("05_layers", "Layers and context sources"),
-    _NotebookSpec("10_robustness", "How robust is this profile?"),
-    _NotebookSpec("06_bold_audit", "BOLD occupational audit", generates=True),
-    _NotebookSpec("08_completion_profiles", "Stereotype profiles of the model's own completions", generates=True),
-    _NotebookSpec("11_intrinsic_extrinsic", "Does the bias inside predict the bias it writes?", generates=True),
-    _NotebookSpec("12_erasure", "Erasing the concept", generates=True),
-    _NotebookSpec("07_bold_replication", "Replication of the published audit", scope="once"),
-    _NotebookSpec("09_cross_model", "Across models", scope="cross"),
+    _NotebookSpec("01_dictionaries", "Stereotype dictionaries", estimate_s=8),
+    _NotebookSpec("02_contexts", "Context sentences", estimate_s=8),
+    _NotebookSpec("03_projection_accuracy", "Projection and direction accuracy", estimate_s=187),
+    _NotebookSpec("04_profiles", "Stereotype profiles", estimate_s=37),
+    _NotebookSpec("05_layers", "Layers and context sources", estimate_s=91),
+    _NotebookSpec("10_robustness", "How robust is this profile?", estimate_s=147),
+    _NotebookSpec("06_bold_audit", "BOLD occupational audit", generates=True, estimate_s=816),
+    _NotebookSpec("08_completion_profiles", "Stereotype profiles of the model's own completions", generates=True,
+                  reads=("06_bold_audit",), estimate_s=27),
+    _NotebookSpec("11_intrinsic_extrinsic", "Does the bias inside predict the bias it writes?", generates=True,
+                  reads=("06_bold_audit",), estimate_s=200),
+    _NotebookSpec("12_erasure", "Erasing the concept", generates=True,
+                  reads_if=(("11_intrinsic_extrinsic", "long_form_erasure"),), estimate_s=203),
+    _NotebookSpec("07_bold_replication", "Replication of the published audit", scope="once", estimate_s=27),
+    _NotebookSpec("09_cross_model", "Across models", scope="cross", estimate_s=5),
 )
 
 
@@ -307,6 +326,11 @@ class Run:
     quick: bool = False
     #: The folder the run writes its tables to (its CSVs are linked from its page).
     results: Path | None = None
+    #: The labels of the runs that must have succeeded before this one starts (``depends_on`` names them until
+    #: :func:`resolve_dependency_keys` puts their keys there).
+    after: tuple[str, ...] = ()
+    #: The wall time the scheduler assumes until a manifest records one (seconds).
+    estimate_s: float = 60.0
 
     @property
     def manifest_path(self) -> Path:
@@ -448,6 +472,14 @@ def plan_runs(
             log(f"book: {nb.name} declares no output_dir parameter; it writes to its default folder")
         return {k: v for k, v in {**quick_nb, **wanted}.items() if k in declared}
 
+    def reads(spec: _NotebookSpec, parameters: dict, nb: Path) -> list[str]:
+        declared = declared_parameters(nb)
+        wanted = list(spec.reads)
+        for stem, name in spec.reads_if:
+            value = parameters[name] if name in parameters else ast.literal_eval(declared.get(name, "False"))
+            wanted += [stem] if value else []
+        return wanted
+
     runs: list[Run] = []
     available = []
     for spec in specs:
@@ -457,7 +489,7 @@ def plan_runs(
         else:
             log(f"book: {nb.name} does not exist yet; its chapter is left out")
     for model in models:
-        chain: list[str] = []
+        planned: dict[str, str] = {}  # this model's chapters so far: stem -> label
         for spec, nb in available:
             if spec.scope != "model":
                 continue
@@ -467,21 +499,23 @@ def plan_runs(
             out_dir = results_dir / model["slug"]
             # A lower precision is a parameter of every notebook that loads the model (its id names it too).
             precision = {"dtype": model["requested_dtype"]} if model.get("requested_dtype") else {}
+            parameters = params_for(nb, {"model": model["name"], **precision, "output_dir": str(out_dir)})
+            # a chapter read that is not planned for this model (not written yet) leaves the notebook to say so
+            needs = tuple(planned[stem] for stem in reads(spec, parameters, nb) if stem in planned)
             run = Run(
                 label=f"{model['slug']}/{spec.stem}", notebook=nb,
-                output=book_dir / "models" / model["slug"] / nb.name,
-                parameters=params_for(nb, {"model": model["name"], **precision, "output_dir": str(out_dir)}),
-                model=model, depends_on=tuple(chain), quick=quick, results=out_dir,
+                output=book_dir / "models" / model["slug"] / nb.name, parameters=parameters,
+                model=model, depends_on=needs, after=needs, quick=quick, results=out_dir, estimate_s=spec.estimate_s,
             )
             runs.append(run)
-            chain.append(run.label)
+            planned[spec.stem] = run.label
     for spec, nb in available:
         if spec.scope == "once":
             runs.append(Run(
                 label=f"{REPLICATION_SLUG}/{spec.stem}", notebook=nb,
                 output=book_dir / "models" / REPLICATION_SLUG / nb.name,
                 parameters=params_for(nb, {"output_dir": str(results_dir / REPLICATION_SLUG)}), quick=quick,
-                results=results_dir / REPLICATION_SLUG,
+                results=results_dir / REPLICATION_SLUG, estimate_s=spec.estimate_s,
             ))
     model_runs = [r.label for r in runs]
     for spec, nb in available:
@@ -492,7 +526,8 @@ def plan_runs(
                     "results_dir": str(results_dir), "models": [m["slug"] for m in models],
                     "output_dir": str(results_dir / CROSS_SLUG),
                 }),
-                depends_on=tuple(model_runs), quick=quick, results=results_dir / CROSS_SLUG,
+                depends_on=tuple(model_runs), after=tuple(model_runs), quick=quick, results=results_dir / CROSS_SLUG,
+                estimate_s=spec.estimate_s,
             ))
     return runs
 

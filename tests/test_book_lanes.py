@@ -1,0 +1,154 @@
+"""The book's runs side by side: the chapters each waits for (read from the notebooks), and the scheduler on tiny
+real notebooks (overlap, waiting, skipping after a failure, the planned order with one lane)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from bias_utils.book import build, execution, runs
+
+_MODELS = [{"name": "smollm2-135m-instruct", "model_id": "dec@1", "slug": "dec", "can_generate": True},
+           {"name": "minilm-l6", "model_id": "enc@1", "slug": "enc", "can_generate": False}]
+
+
+def _after(quick: bool) -> dict[str, tuple[str, ...]]:
+    planned = runs.plan_runs(_MODELS, quick=quick, book_dir=Path("/nonexistent/book"),
+                             results_dir=Path("/nonexistent/results"), log=lambda *_: None)
+    return {r.label: r.after for r in planned}
+
+
+def test_each_chapter_waits_only_for_the_chapters_it_reads():
+    """Planted from reading the notebooks: 08 and 11 read 06's BOLD metrics; 12 reads 11's long-form texts only
+    where it writes the long form under erasure (QUICK: yes, the default: no); 09 reads every other run; the
+    chapters that build the space from the shared embedding cache wait for nothing."""
+    default, quick = _after(False), _after(True)
+    for after in (default, quick):
+        for stem in ("01_dictionaries", "02_contexts", "03_projection_accuracy", "04_profiles", "05_layers",
+                     "10_robustness", "06_bold_audit"):
+            assert after[f"dec/{stem}"] == () and after.get(f"enc/{stem}", ()) == ()
+        assert after["dec/08_completion_profiles"] == ("dec/06_bold_audit",)
+        assert after["dec/11_intrinsic_extrinsic"] == ("dec/06_bold_audit",)
+        assert after["published-audit/07_bold_replication"] == ()
+        assert set(after["cross-model/09_cross_model"]) == set(after) - {"cross-model/09_cross_model"}
+        assert not any(label.startswith("enc/") and label.endswith(("06_bold_audit", "08_completion_profiles"))
+                       for label in after)
+    assert default["dec/12_erasure"] == ()
+    assert quick["dec/12_erasure"] == ("dec/11_intrinsic_extrinsic",)
+
+
+def test_run_keys_follow_only_what_a_run_reads():
+    """08's key changes with 06's (it reads 06's tables); 04's does not change with 03's (it reads none of them);
+    09's changes with every run's."""
+    env = runs.Environment(modules={}, data_lists="d", packages={}, data={})
+
+    def keys(changed: str | None) -> dict[str, str]:
+        planned = runs.plan_runs(_MODELS[:1], book_dir=Path("/nonexistent/book"),
+                                 results_dir=Path("/nonexistent/r"), log=lambda *_: None)
+        for run in planned:
+            if run.notebook.stem == changed:
+                run.parameters = {**run.parameters, "seed": 7}
+        runs.resolve_dependency_keys(planned, env)
+        return {r.notebook.stem: r.key(env) for r in planned}
+
+    base, new_06, new_03 = keys(None), keys("06_bold_audit"), keys("03_projection_accuracy")
+    assert new_06["06_bold_audit"] != base["06_bold_audit"]
+    assert new_06["08_completion_profiles"] != base["08_completion_profiles"]
+    assert new_06["11_intrinsic_extrinsic"] != base["11_intrinsic_extrinsic"]
+    assert new_06["04_profiles"] == base["04_profiles"] and new_06["12_erasure"] == base["12_erasure"]
+    changed = {stem for stem in base if new_03[stem] != base[stem]}
+    assert changed == {"03_projection_accuracy", "09_cross_model"}
+
+
+def test_the_longest_chain_starts_first():
+    """06 (the sampled generation) waits on nothing but has 11 and then 09 behind it: it goes first on the default
+    build's estimates, before 03, the longest chapter that has only 09 behind it."""
+    planned = runs.plan_runs(_MODELS, book_dir=Path("/nonexistent/book"), results_dir=Path("/nonexistent/r"),
+                             log=lambda *_: None)
+    chain = execution._chains(planned, {r.label: r.estimate_s for r in planned})
+    first = max(planned, key=lambda r: chain[r.label])
+    assert first.label == "dec/06_bold_audit"
+    assert chain[first.label] == 816 + 200 + 5
+    assert chain["dec/03_projection_accuracy"] == 187 + 5
+
+
+# --------------------------------------------------------------------------- the scheduler on tiny notebooks
+
+_BODY = """import json, os, time
+start = time.time()
+time.sleep(sleep)
+if fail:
+    raise RuntimeError("planted failure")
+open(os.path.join(out, name + ".json"), "w").write(json.dumps(
+    {"start": start, "end": time.time(), "threads": os.environ.get("OMP_NUM_THREADS"), "cwd": os.getcwd()}))
+"""
+
+
+def _tiny_runs(tmp_path: Path, spec: dict[str, dict]) -> list[runs.Run]:
+    """A run per entry ``name: {"sleep": s, "fail": bool, "after": (...)}`` of a two-cell notebook that sleeps, then
+    fails or writes its start and end times, its thread count and its folder into ``<tmp>/out/<name>.json``."""
+    (tmp_path / "out").mkdir()
+    planned = []
+    for name, s in spec.items():
+        nb = nbformat.v4.new_notebook()
+        params = nbformat.v4.new_code_cell("sleep = 0\nfail = False\nout = ''\nname = ''",
+                                           metadata={"tags": ["parameters"]})
+        nb.cells = [params, nbformat.v4.new_code_cell(_BODY)]
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        folder = tmp_path / "notebooks" / name
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / f"{name}.ipynb")
+        after = tuple(f"m/{a}" for a in s.get("after", ()))
+        planned.append(runs.Run(
+            label=f"m/{name}", notebook=folder / f"{name}.ipynb", output=tmp_path / "book" / f"{name}.ipynb",
+            parameters={"sleep": s.get("sleep", 0), "fail": s.get("fail", False), "out": str(tmp_path / "out"),
+                        "name": name}, depends_on=after, after=after))
+    return planned
+
+
+def _times(tmp_path: Path, name: str) -> dict:
+    return json.loads((tmp_path / "out" / f"{name}.json").read_text())
+
+
+def test_two_lanes_overlap_and_a_dependant_waits(tmp_path):
+    planned = _tiny_runs(tmp_path, {"a": {"sleep": 3}, "b": {"sleep": 3}, "c": {"after": ("a",)}})
+    lines = []
+    manifests = execution.execute_runs(planned, runs.Environment.current(), log=lines.append, jobs=2)
+    assert sorted(m["status"] for m in manifests) == ["ok"] * 3
+    a, b, c = (_times(tmp_path, n) for n in "abc")
+    assert a["start"] < b["end"] and b["start"] < a["end"]  # side by side
+    assert c["start"] >= a["end"]
+    threads = str(max(1, len(os.sched_getaffinity(0)) // 2))
+    assert {a["threads"], b["threads"], c["threads"]} == {threads}
+    assert a["cwd"] == str((tmp_path / "notebooks" / "a").resolve())  # each kernel in its notebook's folder
+    assert os.getcwd() != a["cwd"]
+    # every start and end line names its run and the clock
+    starts = [ln for ln in lines if ": started at " in ln]
+    ends = [ln for ln in lines if " ok in " in ln and "(ended " in ln]
+    assert sorted(ln.split("] ")[1].split(":")[0] for ln in starts) == ["m/a", "m/b", "m/c"]
+    assert sorted(ln.split()[0] for ln in ends) == ["m/a", "m/b", "m/c"]
+
+
+def test_one_lane_runs_in_order_and_a_failure_skips_its_dependants(tmp_path):
+    planned = _tiny_runs(tmp_path, {"f": {"fail": True}, "g": {"after": ("f",)}, "h": {}})
+    planned[1].output.parent.mkdir(parents=True, exist_ok=True)
+    planned[1].output.write_text("{}")  # an earlier run's chapter: it must not stay in the book
+    manifests = execution.execute_runs(planned, runs.Environment.current(), log=lambda *_: None, jobs=1)
+    assert [(m["label"], m["status"]) for m in manifests] == [("m/f", "failed"), ("m/g", "skipped"), ("m/h", "ok")]
+    skipped = json.loads(planned[1].manifest_path.read_text())
+    assert skipped["error"] == "skipped: m/f did not succeed" and not planned[1].output.exists()
+    assert not (tmp_path / "out" / "g.json").exists()
+    # a failed run stays failed while its inputs are unchanged, and its dependant stays skipped
+    again = execution.execute_runs(planned, runs.Environment.current(), log=lambda *_: None, jobs=2)
+    assert [(m["label"], m["status"]) for m in again] == [("m/g", "skipped")]
+    assert _times(tmp_path, "h")["threads"] == os.environ.get("OMP_NUM_THREADS")  # one lane: this environment
+
+
+def test_jobs_below_one_is_refused_before_any_model_loads(capsys):
+    with pytest.raises(SystemExit):
+        build.book_cli(["--models", "smollm2-135m-instruct", "--jobs", "0"])
+    assert "--jobs must be 1 or more, not 0" in capsys.readouterr().err
