@@ -22,23 +22,26 @@ def _after(quick: bool) -> dict[str, tuple[str, ...]]:
     return {r.label: r.after for r in planned}
 
 
-def test_each_chapter_waits_only_for_the_chapters_it_reads():
-    """Planted from reading the notebooks: 08 and 11 read 06's BOLD metrics; 12 reads 11's long-form texts only
-    where it writes the long form under erasure (QUICK: yes, the default: no); 09 reads every other run; the
-    chapters that build the space from the shared embedding cache wait for nothing."""
+def test_each_chapter_waits_for_the_chapters_it_reads_and_a_models_embedding_chapters_keep_their_order():
+    """Planted from reading the notebooks: 08 and 11 read 06's BOLD metrics; 12 reads 11's long-form texts where it
+    writes the long form under erasure (QUICK); 09 reads every other run. 03, 04, 05, 10, 08, 11 and 12 fill one
+    embedding cache per model, so each waits for the one before it (a cold cache is then filled as a sequential
+    build fills it); 06 waits for nothing, nor does another model's first embedding chapter."""
     default, quick = _after(False), _after(True)
     for after in (default, quick):
-        for stem in ("01_dictionaries", "02_contexts", "03_projection_accuracy", "04_profiles", "05_layers",
-                     "10_robustness", "06_bold_audit"):
+        for stem in ("01_dictionaries", "02_contexts", "03_projection_accuracy", "06_bold_audit"):
             assert after[f"dec/{stem}"] == () and after.get(f"enc/{stem}", ()) == ()
-        assert after["dec/08_completion_profiles"] == ("dec/06_bold_audit",)
-        assert after["dec/11_intrinsic_extrinsic"] == ("dec/06_bold_audit",)
+        for model in ("dec", "enc"):
+            assert after[f"{model}/04_profiles"] == (f"{model}/03_projection_accuracy",)
+            assert after[f"{model}/05_layers"] == (f"{model}/04_profiles",)
+            assert after[f"{model}/10_robustness"] == (f"{model}/05_layers",)
+        assert after["dec/08_completion_profiles"] == ("dec/06_bold_audit", "dec/10_robustness")
+        assert after["dec/11_intrinsic_extrinsic"] == ("dec/06_bold_audit", "dec/08_completion_profiles")
+        assert after["dec/12_erasure"] == ("dec/11_intrinsic_extrinsic",)
         assert after["published-audit/07_bold_replication"] == ()
         assert set(after["cross-model/09_cross_model"]) == set(after) - {"cross-model/09_cross_model"}
         assert not any(label.startswith("enc/") and label.endswith(("06_bold_audit", "08_completion_profiles"))
                        for label in after)
-    assert default["dec/12_erasure"] == ()
-    assert quick["dec/12_erasure"] == ("dec/11_intrinsic_extrinsic",)
 
 
 def test_run_keys_follow_only_what_a_run_reads():
@@ -65,15 +68,15 @@ def test_run_keys_follow_only_what_a_run_reads():
 
 
 def test_the_longest_chain_starts_first():
-    """06 (the sampled generation) waits on nothing but has 11 and then 09 behind it: it goes first on the default
-    build's estimates, before 03, the longest chapter that has only 09 behind it."""
+    """06 (the sampled generation) waits on nothing but has 08, 11, 12 and then 09 behind it: it goes first on the
+    default build's estimates, before 03, whose chain runs through the embedding chapters to the same tail."""
     planned = runs.plan_runs(_MODELS, book_dir=Path("/nonexistent/book"), results_dir=Path("/nonexistent/r"),
                              log=lambda *_: None)
     chain = execution._chains(planned, {r.label: r.estimate_s for r in planned})
     first = max(planned, key=lambda r: chain[r.label])
     assert first.label == "dec/06_bold_audit"
-    assert chain[first.label] == 816 + 200 + 5
-    assert chain["dec/03_projection_accuracy"] == 187 + 5
+    assert chain[first.label] == 816 + 27 + 200 + 203 + 5
+    assert chain["dec/03_projection_accuracy"] == 187 + 37 + 91 + 147 + 27 + 200 + 203 + 5
 
 
 # --------------------------------------------------------------------------- the scheduler on tiny notebooks
@@ -114,25 +117,34 @@ def _times(tmp_path: Path, name: str) -> dict:
     return json.loads((tmp_path / "out" / f"{name}.json").read_text())
 
 
+@pytest.mark.slow  # kernels started one after another: about 20 s
 def test_two_lanes_overlap_and_a_dependant_waits(tmp_path):
-    planned = _tiny_runs(tmp_path, {"a": {"sleep": 3}, "b": {"sleep": 3}, "c": {"after": ("a",)}})
+    """a and b side by side; c after a, while b still runs; d after b and c, with nothing left beside it: it alone
+    gets every core."""
+    planned = _tiny_runs(tmp_path, {"a": {"sleep": 2}, "b": {"sleep": 10}, "c": {"after": ("a",)},
+                                    "d": {"after": ("b", "c")}})
     lines = []
     manifests = execution.execute_runs(planned, runs.Environment.current(), log=lines.append, jobs=2)
-    assert sorted(m["status"] for m in manifests) == ["ok"] * 3
-    a, b, c = (_times(tmp_path, n) for n in "abc")
+    assert sorted(m["status"] for m in manifests) == ["ok"] * 4
+    a, b, c, d = (_times(tmp_path, n) for n in "abcd")
     assert a["start"] < b["end"] and b["start"] < a["end"]  # side by side
-    assert c["start"] >= a["end"]
-    threads = str(max(1, len(os.sched_getaffinity(0)) // 2))
-    assert {a["threads"], b["threads"], c["threads"]} == {threads}
+    assert c["start"] >= a["end"] and c["end"] < b["end"] and d["start"] >= b["end"]
+    cores = len(os.sched_getaffinity(0))
+    assert {a["threads"], b["threads"], c["threads"]} == {str(max(1, cores // 2))}
+    assert d["threads"] == str(cores)
     assert a["cwd"] == str((tmp_path / "notebooks" / "a").resolve())  # each kernel in its notebook's folder
     assert os.getcwd() != a["cwd"]
     # every start and end line names its run and the clock
     starts = [ln for ln in lines if ": started at " in ln]
     ends = [ln for ln in lines if " ok in " in ln and "(ended " in ln]
-    assert sorted(ln.split("] ")[1].split(":")[0] for ln in starts) == ["m/a", "m/b", "m/c"]
-    assert sorted(ln.split()[0] for ln in ends) == ["m/a", "m/b", "m/c"]
+    assert sorted(ln.split("] ")[1].split(":")[0] for ln in starts) == ["m/a", "m/b", "m/c", "m/d"]
+    assert sorted(ln.split()[0] for ln in ends) == ["m/a", "m/b", "m/c", "m/d"]
+    if cores > 1:
+        assert [ln for ln in starts if "nothing can run beside it" in ln] == [
+            next(ln for ln in starts if "] m/d:" in ln)]
 
 
+@pytest.mark.slow
 def test_one_lane_runs_in_order_and_a_failure_skips_its_dependants(tmp_path):
     planned = _tiny_runs(tmp_path, {"f": {"fail": True}, "g": {"after": ("f",)}, "h": {}})
     planned[1].output.parent.mkdir(parents=True, exist_ok=True)

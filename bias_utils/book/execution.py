@@ -8,7 +8,8 @@ seeds, tables written, package versions, commit and wall time.
 Lanes. With ``jobs`` > 1 up to that many kernels run side by side, each with ``cores // jobs`` torch threads
 (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` in its environment): a run starts once every run it reads from
 (``Run.after``) has succeeded, the one with the longest chain of runs still waiting on it first (each run's
-previous wall time, else its chapter's estimate). A run whose dependency failed or was skipped is skipped, with a
+previous wall time, else its chapter's estimate); a run that starts with nothing beside it and that every other
+waiting run waits on gets every core. A run whose dependency failed or was skipped is skipped, with a
 manifest that says which; it runs again next time. With ``jobs=1`` the runs execute in the planned order, in this
 process's thread and environment.
 """
@@ -232,6 +233,21 @@ def _chains(todo: list[Run], estimates: dict[str, float]) -> dict[str, float]:
     return chain
 
 
+def _waits_on(todo: list[Run]) -> dict[str, set[str]]:
+    """Per run to execute, the labels of every run it waits for, directly or through others (``Run.after``)."""
+    after = {r.label: set(r.after) for r in todo}
+    found: dict[str, set[str]] = {}
+
+    def ancestors(label: str) -> set[str]:
+        if label not in found:
+            found[label] = set()
+            for d in after.get(label, ()):
+                found[label] |= {d} | ancestors(d)
+        return found[label]
+
+    return {r.label: ancestors(r.label) for r in todo}
+
+
 def _cores() -> int:
     """The CPUs this process may use (macOS has no affinity call: all of them there)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -324,13 +340,20 @@ def execute_runs(runs: list[Run], env: Environment | None = None, force: bool = 
         return manifests
 
     running: dict = {}
+    waits_on = _waits_on(todo)
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="book-lane") as pool:
         while pending or running:
             skip_blocked()
             for run in [r for r in pending if ready(r)][:jobs - len(running)]:
                 pending.remove(run)
-                say(start_line(run))
-                running[pool.submit(_execute_run, run, env, say, kernel_env, f"      {run.label}: ")] = run
+                # a run that every other waiting run waits on, started with nothing beside it, has the machine to
+                # itself until it ends: it gets every core (the build's tail, 08 -> 11 -> 12 -> 09, runs so)
+                alone = not running and all(run.label in waits_on[r.label] for r in pending)
+                threads_now = _cores() if alone else threads
+                say(start_line(run) + (f" ({threads_now} torch threads: nothing can run beside it)"
+                                       if alone and threads_now != threads else ""))
+                lane_env = {**kernel_env, "OMP_NUM_THREADS": str(threads_now), "MKL_NUM_THREADS": str(threads_now)}
+                running[pool.submit(_execute_run, run, env, say, lane_env, f"      {run.label}: ")] = run
             if not running:
                 break
             finished, _ = wait(running, return_when=FIRST_COMPLETED)

@@ -79,9 +79,12 @@ class _NotebookSpec:
     that need a model able to generate text. ``reads``: the chapters of the same model whose tables (or whose
     cache, where reading it instead of computing it again is what keeps the numbers a sequential build gives) the
     notebook reads, so it waits for them; ``reads_if``: ``(chapter, parameter)`` pairs read only when that
-    parameter of the run is true. Chapters that merely fill one cache (the same embeddings) need not wait: the
-    cache's lock makes the second wait for the first and then read. ``estimate_s``: its wall time in seconds on the
-    default build (SmolLM2, one torch thread), the scheduler's guess until a manifest records one.
+    parameter of the run is true. ``embeds``: the notebook reads and fills the model's embedding cache; such
+    chapters of one model run one after another in the planned order (a run waits for the one before it, but its key
+    does not name it), so that on a cold cache each pair is embedded by the same chapter, in the same batch, as in a
+    sequential build: the embedding engine batches the pairs a call needs, and a float32 batch of other rows may
+    differ in the last bits. ``estimate_s``: its wall time in seconds on the default build (SmolLM2, one torch
+    thread), the scheduler's guess until a manifest records one.
     """
 
     stem: str
@@ -90,6 +93,7 @@ class _NotebookSpec:
     generates: bool = False
     reads: tuple[str, ...] = ()
     reads_if: tuple[tuple[str, str], ...] = ()
+    embeds: bool = False
     estimate_s: float = 60.0
 
 
@@ -97,23 +101,22 @@ class _NotebookSpec:
 #: (08 also the hidden states 06's decoding stored in the generation cache); 12 reads chapter 11's long-form texts
 #: from the generation cache when it writes the long form under erasure (generating them itself would batch other
 #: prompts together, and a padded batch may change a sampled token); 09 reads every other run's tables (its
-#: dependencies are set in :func:`plan_runs`). 03, 04, 05, 10, 11 and 12 read and fill one embedding cache, under
-#: its lock (a second run waits, then reads what the first wrote); on a cold cache the schedule decides which of them
-#: embeds a shared pair first, in which batch. 01, 02, 06 and 07 read only the data.
+#: dependencies are set in :func:`plan_runs`). 03, 04, 05, 10, 08, 11 and 12 read and fill one embedding cache
+#: (``embeds``), so they keep their order; 06, the longest, runs beside them. 01, 02, 06 and 07 read only the data.
 _STUDY_NOTEBOOKS = (
     _NotebookSpec("01_dictionaries", "Stereotype dictionaries", estimate_s=8),
     _NotebookSpec("02_contexts", "Context sentences", estimate_s=8),
-    _NotebookSpec("03_projection_accuracy", "Projection and direction accuracy", estimate_s=187),
-    _NotebookSpec("04_profiles", "Stereotype profiles", estimate_s=37),
-    _NotebookSpec("05_layers", "Layers and context sources", estimate_s=91),
-    _NotebookSpec("10_robustness", "How robust is this profile?", estimate_s=147),
+    _NotebookSpec("03_projection_accuracy", "Projection and direction accuracy", embeds=True, estimate_s=187),
+    _NotebookSpec("04_profiles", "Stereotype profiles", embeds=True, estimate_s=37),
+    _NotebookSpec("05_layers", "Layers and context sources", embeds=True, estimate_s=91),
+    _NotebookSpec("10_robustness", "How robust is this profile?", embeds=True, estimate_s=147),
     _NotebookSpec("06_bold_audit", "BOLD occupational audit", generates=True, estimate_s=816),
     _NotebookSpec("08_completion_profiles", "Stereotype profiles of the model's own completions", generates=True,
-                  reads=("06_bold_audit",), estimate_s=27),
+                  reads=("06_bold_audit",), embeds=True, estimate_s=27),
     _NotebookSpec("11_intrinsic_extrinsic", "Does the bias inside predict the bias it writes?", generates=True,
-                  reads=("06_bold_audit",), estimate_s=200),
+                  reads=("06_bold_audit",), embeds=True, estimate_s=200),
     _NotebookSpec("12_erasure", "Erasing the concept", generates=True,
-                  reads_if=(("11_intrinsic_extrinsic", "long_form_erasure"),), estimate_s=203),
+                  reads_if=(("11_intrinsic_extrinsic", "long_form_erasure"),), embeds=True, estimate_s=203),
     _NotebookSpec("07_bold_replication", "Replication of the published audit", scope="once", estimate_s=27),
     _NotebookSpec("09_cross_model", "Across models", scope="cross", estimate_s=5),
 )
@@ -490,6 +493,7 @@ def plan_runs(
             log(f"book: {nb.name} does not exist yet; its chapter is left out")
     for model in models:
         planned: dict[str, str] = {}  # this model's chapters so far: stem -> label
+        embedded: tuple[str, ...] = ()  # the last chapter of this model that embeds, as a one-label tuple
         for spec, nb in available:
             if spec.scope != "model":
                 continue
@@ -505,10 +509,12 @@ def plan_runs(
             run = Run(
                 label=f"{model['slug']}/{spec.stem}", notebook=nb,
                 output=book_dir / "models" / model["slug"] / nb.name, parameters=parameters,
-                model=model, depends_on=needs, after=needs, quick=quick, results=out_dir, estimate_s=spec.estimate_s,
+                model=model, depends_on=needs, after=tuple(dict.fromkeys(needs + (embedded if spec.embeds else ()))),
+                quick=quick, results=out_dir, estimate_s=spec.estimate_s,
             )
             runs.append(run)
             planned[spec.stem] = run.label
+            embedded = (run.label,) if spec.embeds else embedded
     for spec, nb in available:
         if spec.scope == "once":
             runs.append(Run(
