@@ -15,7 +15,7 @@ import torch
 from concept_erasure import LeaceFitter
 
 from bias_utils.book import runs
-from bias_utils.core import paths
+from bias_utils.core import cache, paths
 from bias_utils.core.errors import ParameterError
 from bias_utils.core.stats import hedges_g, percentile_interval, resamples, rowwise_correlation, rowwise_g
 from bias_utils.intrinsic_extrinsic import erasers, erasure, erasure_measures, erasure_reading, erasure_statistics
@@ -334,20 +334,21 @@ def test_a_small_run_reads_its_curve_resumes_where_it_stopped_and_a_rerun_comput
     assert ran == erasure.conditions([smollm.n_layers], picked)
     assert set(result.probe["state"]) == set(range(smollm.n_layers + 1))
     assert "LEACE was applied at 1 single hidden state of 30 (30)" in result.describe()
-    lines = (result.cache / "rows.jsonl").read_text().splitlines()
+    with cache.file_lock(result.cache / "lock"):  # the store's own lock: another worker may be appending to it
+        lines = (result.cache / "rows.jsonl").read_text().splitlines()
     keys = [(r["erasure"], r["layer"]) for r in map(json.loads, lines)]
     assert len(keys) == len(set(keys)) and set(ran) <= set(keys)  # whoever computed a condition first, once
-    cache = tmp_path / "cache"
-    (cache / "erasure").mkdir(parents=True)
+    root = tmp_path / "cache"
+    (root / "erasure").mkdir(parents=True)
     for folder in paths.cache_dir().iterdir():
         if folder.name != "erasure":
-            (cache / folder.name).symlink_to(folder)
-    copy = cache / "erasure" / result.cache.name
+            (root / folder.name).symlink_to(folder)
+    copy = root / "erasure" / result.cache.name
     shutil.copytree(result.cache, copy, ignore=shutil.ignore_patterns("rows.jsonl", "*lock"))
     line = dict(zip(keys, lines))
     rows = copy / "rows.jsonl"
     rows.write_text("".join(line[c] + "\n" for c in ran[:-1]))  # stopped before its last condition
-    monkeypatch.setenv("BIAS_CACHE_DIR", str(cache))
+    monkeypatch.setenv("BIAS_CACHE_DIR", str(root))
     resumed = erasure.erasure_tradeoff(smollm, basis, **quick)
     assert resumed.cache == copy
     pd.testing.assert_frame_equal(resumed.tradeoff, result.tradeoff, check_exact=True)
