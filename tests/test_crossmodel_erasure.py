@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import vl_convert as vlc
 
-from bias_utils.book import crossmodel_erasure
+from bias_utils.book import crossmodel_erasure, runs
 from bias_utils.core import tables
 from bias_utils.intrinsic_extrinsic import erasure_statistics
 from bias_utils.report import rendering
@@ -251,13 +251,15 @@ def test_the_chart_draws_a_line_per_model_in_each_panel_in_its_legends_colour():
 
 @pytest.mark.slow
 def test_a_real_chapter_12_table_reads_as_its_curve(smollm, smollm_quick_bases):
-    """SmolLM2's own erasure table (LEACE at states 15 and 30 and at all, ten of each input; the selective eraser
-    where chapter 12 ran it): one curve row per LEACE and selective erasure, each value the table's own, LEACE placed
-    at 50% and 100% of its depth; its sentence and chart are made. The table comes from the
-    suite's erasure cache, so test_erasure_chart.py's test of the same table computes it once between them."""
+    """SmolLM2's own erasure table (LEACE at states 15 and 30 and at all, the QUICK book's ``limit`` of each input;
+    the selective eraser where chapter 12 ran it): one curve row per LEACE and selective erasure, each value the
+    table's own, LEACE placed at 50% and 100% of its depth; its sentence and chart are made. The table comes from the
+    suite's erasure cache, so test_erasure_chart.py's test of the same table computes it once between them, and the
+    QUICK book's chapter 12 (the same inputs) shares its conditions at the last state and at all."""
     from bias_utils.intrinsic_extrinsic import erasure
 
-    table = erasure.erasure_tradeoff(smollm, smollm_quick_bases["warmth_competence"], layer_step=15, limit=10,
+    table = erasure.erasure_tradeoff(smollm, smollm_quick_bases["warmth_competence"], layer_step=15,
+                                     limit=runs.QUICK_PARAMETERS["limit"],
                                      n_boot=100, progress=False).tradeoff
     all_curves = crossmodel_erasure.erasure_curves(table)
     ran = table.loc[table["erasure"] == "selective", "layer"].drop_duplicates()

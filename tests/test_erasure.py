@@ -4,6 +4,8 @@ book reads; the probe, the paired intervals and the rule."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from types import SimpleNamespace
 
 import numpy as np
@@ -12,7 +14,8 @@ import pytest
 import torch
 from concept_erasure import LeaceFitter
 
-from bias_utils.core import paths
+from bias_utils.book import runs
+from bias_utils.core import cache, paths
 from bias_utils.core.errors import ParameterError
 from bias_utils.core.stats import hedges_g, percentile_interval, resamples, rowwise_correlation, rowwise_g
 from bias_utils.intrinsic_extrinsic import erasers, erasure, erasure_measures, erasure_reading, erasure_statistics
@@ -312,31 +315,46 @@ def test_the_replay_equals_computing_on_a_second_architecture():
 
 
 @pytest.mark.slow
-def test_a_small_run_reads_its_curve_resumes_where_it_stopped_and_a_rerun_computes_nothing(smollm, isolated_cache):
-    """erasure_tradeoff on SmolLM2 with the last state alone (layer_step 1000) and ten of each input: the curve
-    first, then the controls and the selective eraser at the states it picked and at every state; a run stopped
-    before its last condition resumes with that one alone and gives the same table to the bit (stopping earlier
+def test_a_small_run_reads_its_curve_resumes_where_it_stopped_and_a_rerun_computes_nothing(smollm, tmp_path,
+                                                                                            monkeypatch):
+    """erasure_tradeoff on SmolLM2 as the QUICK book's chapter 12 runs it (the last state alone, layer_step 1000, and
+    its ``limit`` of each input, so the suite computes these conditions once between the book and its tests): the
+    curve first, then the controls and the selective eraser at the states it picked and at every state, each
+    condition's record once in its store; a copy of the store stopped before its last condition (in a cache whose
+    other folders are the suite's) resumes with that one alone and gives the same table to the bit (stopping earlier
     would test the same code at the cost of computing the conditions between twice); a rerun appends nothing."""
     from bias_utils.profiles import dictionaries, space
 
-    seed = dictionaries.load_dictionary(None)
-    terms = dictionaries.limit_terms(seed[seed["dimension"].isin(["sociability", "morality", "ability", "agency"])], 8)
-    basis = space.build_space(smollm, terms, "dictionary", 1, 0).bases["warmth_competence"]
-    result = erasure.erasure_tradeoff(smollm, basis, layer_step=1000, limit=10, n_boot=100, progress=False)
+    # the QUICK book's basis, as conftest's smollm_quick_bases builds it (this module's smollm is its own instance)
+    basis = space.build_space(smollm, dictionaries.load_dictionary(None), "generated", 2, 0).bases["warmth_competence"]
+    quick = {"layer_step": 1000, "limit": runs.QUICK_PARAMETERS["limit"], "n_boot": 100, "progress": False}
+    result = erasure.erasure_tradeoff(smollm, basis, **quick)
     picked = erasure_statistics.picked_layers(result.tradeoff)
     ran = list(dict.fromkeys(zip(result.tradeoff["erasure"], result.tradeoff["layer"])))
     assert ran == erasure.conditions([smollm.n_layers], picked)
     assert set(result.probe["state"]) == set(range(smollm.n_layers + 1))
     assert "LEACE was applied at 1 single hidden state of 30 (30)" in result.describe()
-    rows = next((isolated_cache / "erasure").iterdir()) / "rows.jsonl"
-    lines = rows.read_text().splitlines()
-    assert len(lines) == len(ran)
-    rows.write_text("".join(line + "\n" for line in lines[:-1]))  # stopped before its last condition
-    resumed = erasure.erasure_tradeoff(smollm, basis, layer_step=1000, limit=10, n_boot=100, progress=False)
+    with cache.file_lock(result.cache / "lock"):  # the store's own lock: another worker may be appending to it
+        lines = (result.cache / "rows.jsonl").read_text().splitlines()
+    keys = [(r["erasure"], r["layer"]) for r in map(json.loads, lines)]
+    assert len(keys) == len(set(keys)) and set(ran) <= set(keys)  # whoever computed a condition first, once
+    root = tmp_path / "cache"
+    (root / "erasure").mkdir(parents=True)
+    for folder in paths.cache_dir().iterdir():
+        if folder.name != "erasure":
+            (root / folder.name).symlink_to(folder)
+    copy = root / "erasure" / result.cache.name
+    shutil.copytree(result.cache, copy, ignore=shutil.ignore_patterns("rows.jsonl", "*lock"))
+    line = dict(zip(keys, lines))
+    rows = copy / "rows.jsonl"
+    rows.write_text("".join(line[c] + "\n" for c in ran[:-1]))  # stopped before its last condition
+    monkeypatch.setenv("BIAS_CACHE_DIR", str(root))
+    resumed = erasure.erasure_tradeoff(smollm, basis, **quick)
+    assert resumed.cache == copy
     pd.testing.assert_frame_equal(resumed.tradeoff, result.tradeoff, check_exact=True)
     assert len(rows.read_text().splitlines()) == len(ran)
     before = rows.read_bytes()
-    again = erasure.erasure_tradeoff(smollm, basis, layer_step=1000, limit=10, n_boot=100, progress=False)
+    again = erasure.erasure_tradeoff(smollm, basis, **quick)
     assert rows.read_bytes() == before
     pd.testing.assert_frame_equal(again.tradeoff, result.tradeoff, check_exact=True)
 

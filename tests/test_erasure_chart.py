@@ -11,6 +11,7 @@ import pytest
 import vl_convert as vlc
 from test_crossmodel_erasure import _LARGEST_NOT_THE_RULES, SMOL, _tradeoff
 
+from bias_utils.book import runs
 from bias_utils.intrinsic_extrinsic import erasure_reading
 from bias_utils.report import rendering
 
@@ -138,13 +139,15 @@ def test_a_curve_without_controls_draws_and_names_none():
 
 @pytest.mark.slow
 def test_a_real_chapter_12_table_is_drawn_as_its_curve(smollm, smollm_quick_bases):
-    """SmolLM2's own erasure table (LEACE at states 15 and 30 and at all, its controls where the curve picks, ten of
-    each input): a LEACE line in each panel; each control drawn at exactly the places the table ran it; each drawn
-    estimate the table's own; no text on text. The table comes from the
-    suite's erasure cache, so test_crossmodel_erasure.py's test of the same table computes it once between them."""
+    """SmolLM2's own erasure table (LEACE at states 15 and 30 and at all, its controls where the curve picks, the QUICK
+    book's ``limit`` of each input): a LEACE line in each panel; each control drawn at exactly the places the table ran
+    it; each drawn estimate the table's own; no text on text. The table comes from the suite's erasure cache, so
+    test_crossmodel_erasure.py's test of the same table computes it once between them, and the QUICK book's chapter 12
+    (the same inputs) and test_erasure.py's resumed run share its conditions at the last state and at all."""
     from bias_utils.intrinsic_extrinsic import erasure
 
-    table = erasure.erasure_tradeoff(smollm, smollm_quick_bases["warmth_competence"], layer_step=15, limit=10,
+    table = erasure.erasure_tradeoff(smollm, smollm_quick_bases["warmth_competence"], layer_step=15,
+                                     limit=runs.QUICK_PARAMETERS["limit"],
                                      n_boot=100, progress=False).tradeoff
     svg = vlc.vegalite_to_svg(erasure_reading.tradeoff_chart(table, smollm.model_id).to_dict())
     marks = _marks(svg)

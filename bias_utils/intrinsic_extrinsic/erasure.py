@@ -262,7 +262,8 @@ def erasure_tradeoff(model, basis, *, layer_step: int = 3, n_boot: int = 1000, s
     roles += [("facts", g, w, "facts kept") for i, g in enumerate(("female", "male")) for w in
               [p[i] for p in pairs]]
     return _Erasure(table, pd.DataFrame(roles, columns=_WORD_COLUMNS), model.model_id, chosen,
-                    probe_table({c: done[c] for c in wanted}, model.model_id), fit, list(inputs.occupations))
+                    probe_table({c: done[c] for c in wanted}, model.model_id), fit, list(inputs.occupations),
+                    store.dir)
 
 
 def _fit_selective(model, inputs: Inputs, fact: np.ndarray) -> tuple[dict, dict]:
@@ -324,7 +325,8 @@ class _Erasure:
     (``population, group, word, role``: the fit set, the held-out names, the facts' nouns), ``model_id``, the
     single ``states`` erased, the held-out names' ``probe`` at every hidden state of every condition
     (``erasure_statistics.probe_table``), the ``fit`` (``erasers.fit_erasers``: LEACE and its controls at every
-    state, which :meth:`erasers` hands out) and the BLS ``occupations`` it measured."""
+    state, which :meth:`erasers` hands out), the BLS ``occupations`` it measured and the ``cache`` folder of its
+    records (``paths.cache_dir()/erasure/<key>``: a test copies it to resume a run stopped short)."""
 
     tradeoff: pd.DataFrame
     words: pd.DataFrame
@@ -333,6 +335,7 @@ class _Erasure:
     probe: pd.DataFrame
     fit: object = None
     occupations: list[str] = field(default_factory=list)
+    cache: Path | None = None
 
     def erasers(self, erasure: str, layer: str | None) -> dict:
         """The erasers of one condition, for ``models.hooks.erasing`` (another measure under the same erasure, such as
