@@ -61,13 +61,26 @@ QUICK_PARAMETERS = {"limit": 12, "n_contexts": 2, "n_boot": 200, "n_samples": 1}
 #: chapter 03 does with ``limit`` (so all three share one embedding of them); the erasure erases the last hidden
 #: state alone and every state together (a step beyond the layer count), on ``limit`` of each of its inputs (its
 #: seven conditions took 6 of the QUICK book's 14.5 minutes over every input); chapter 11's long form writes one
-#: sample of each instruction, up to 40 tokens (a quarter of the default's 28,800 new tokens); chapter 12 writes the
-#: long form under erasure (off by default: its cost) on its ``limit`` occupations at chapter 11's QUICK length, so
-#: that its unhooked texts are chapter 11's (at most 5 conditions x 12 texts x 40 tokens).
+#: sample of the first instruction (the biography, the one chapter 12 writes under erasure), up to 40 tokens (a
+#: twelfth of the default's 28,800 new tokens), and 199 relabellings for its primary test (the default 999 set the
+#: p's floor for a reader; a QUICK page only needs the test run); chapter 12 writes the long form under erasure (off
+#: by default: its cost) on its ``limit`` occupations at chapter 11's QUICK length, so that its unhooked texts are
+#: chapter 11's (at most 5 conditions x 12 texts x 40 tokens).
 _QUICK_OVERRIDES = {"04_profiles": {"term_limit": 12}, "06_bold_audit": {"limit": 80},
                    "08_completion_profiles": {"limit": None, "term_limit": 12}, "10_robustness": {"term_limit": 12},
-                   "11_intrinsic_extrinsic": {"long_form_n_samples": 1, "long_form_max_new_tokens": 40},
+                   "11_intrinsic_extrinsic": {"long_form_n_samples": 1, "long_form_max_new_tokens": 40,
+                                              "n_permutations": 199},
                    "12_erasure": {"layer_step": 1000, "long_form_erasure": True, "long_form_max_new_tokens": 40}}
+
+
+def _quick_overrides(stem: str) -> dict:
+    """A notebook's QUICK overrides (:data:`_QUICK_OVERRIDES`), with chapter 11's first long-form instruction."""
+    found = dict(_QUICK_OVERRIDES.get(stem, {}))
+    if stem == "11_intrinsic_extrinsic":
+        from ..audit.long_form import INSTRUCTIONS  # deferred: it imports torch, which planning a build does not need
+
+        found["long_form_instructions"] = [INSTRUCTIONS[0]]
+    return found
 
 
 @dataclass(frozen=True)
@@ -469,7 +482,7 @@ def plan_runs(
 
     def params_for(nb: Path, wanted: dict) -> dict:
         declared = declared_parameters(nb)
-        quick_nb = {**QUICK_PARAMETERS, **_QUICK_OVERRIDES.get(nb.stem, {})} if quick else {}
+        quick_nb = {**QUICK_PARAMETERS, **_quick_overrides(nb.stem)} if quick else {}
         if "output_dir" not in declared:
             # it then writes under paths.results_dir(), which make_book points at results_dir
             log(f"book: {nb.name} declares no output_dir parameter; it writes to its default folder")
