@@ -4,7 +4,8 @@ For each model (``--models``, a decoder's chapters 03, 04, 05, 10, 06, 08, 11, 1
 the build's order) this script measures, in one process:
 
 * **cold**: the chapter's library calls as its notebook makes them at its default parameters (``--limit N``: the
-  first N of each input, see ``limited``), its statistics included, its charts and cell output left out, model loading
+  first N of each input, as the QUICK book: chapter 06 at least 80 prompts per group and chapter 08 every completion
+  of that audit, chapter 12 at least 10), its statistics included, its charts and cell output left out, model loading
   not timed. The chapters share one fresh cache folder per model (``BIAS_CACHE_DIR``, its ``models`` and
   ``dictionaries`` linked to the real cache), run in the build's order: each chapter's own cache is empty and the
   earlier chapters' are warm, as in a cold ``make book``. Every batch the embedding engine computes for its cache is
@@ -49,6 +50,8 @@ from bias_utils.models.embeddings import default_batch_size
 DECODER_ORDER = ("03", "04", "05", "10", "06", "08", "11", "12")  # book/runs.py's order: 10 before 06
 ENCODER_ORDER = ("03", "04", "05", "10")
 ERASURE_MIN_LIMIT = 10  # chapter 12 refuses a smaller limit
+# a smaller audit can leave a group without an occupation unit (the QUICK book's chapter 06 takes 80 for this)
+AUDIT_MIN_LIMIT = 80
 
 
 def limited(args, quick_value=None):
@@ -109,7 +112,8 @@ def chapter_10(m, dictionary, args, done) -> list:
 def chapter_06(m, dictionary, args, done) -> list:
     from bias_utils.audit import bold
 
-    result = bold.run_audit(m, limit=args.limit)  # every default of the notebook is run_audit's
+    # every default of the notebook is run_audit's
+    result = bold.run_audit(m, limit=limited(args, max(args.limit or 0, AUDIT_MIN_LIMIT)))
     done["metrics"] = metrics = result.metrics
     steps = (metrics["n_tokens"] + (metrics["finish_reason"] == "stop")).tolist()
     return [lambda: forward_floor(m, metrics["prompt"].tolist(), steps, None)[1]]
@@ -120,7 +124,8 @@ def chapter_08(m, dictionary, args, done) -> list:
     from bias_utils.intrinsic_extrinsic import completions
     from bias_utils.profiles import axis_validity, space
 
-    texts = bold_prompts.subsample(occupation_units.primary_completions(done["metrics"]), args.limit, 0)
+    # as the QUICK book: every completion of the (limited) audit
+    texts = bold_prompts.subsample(occupation_units.primary_completions(done["metrics"]), None, 0)
     sp = space.build_space(m, dictionary, "generated", 5, 0)
     axis_validity.axis_validity(m, sp, n_contexts=5, seed=0, limit=limited(args), n_permutations=200)
     values, *_ = completions.completion_embeddings(m, texts, with_source=True)
@@ -210,7 +215,8 @@ class Recorder:
 
 
 def measure(name: str, chapters: list[str], args, real_cache: Path) -> dict:
-    """``{chapter: (cold seconds, floor seconds, pairs computed, distinct pairs)}`` for one model (module docstring)."""
+    """``{chapter: (cold seconds, floor seconds, pairs computed, distinct pairs)}``, or ``"failed (Error)"``, for one
+    model (module docstring)."""
     from bias_utils.models import embeddings
     from bias_utils.models.loading import load_model
     from bias_utils.profiles import dictionaries
@@ -226,7 +232,12 @@ def measure(name: str, chapters: list[str], args, real_cache: Path) -> dict:
         for chapter in [c for c in order if c in chapters]:
             with Recorder(embeddings) as recorder:
                 t0 = time.perf_counter()
-                floors = CHAPTERS[chapter](m, dictionary, args, done)
+                try:
+                    floors = CHAPTERS[chapter](m, dictionary, args, done)
+                except Exception as error:  # the table still shows the other chapters, this one as failed
+                    print(f"{m.name} {chapter} failed: {error!r}", flush=True)
+                    measured[chapter] = f"failed ({type(error).__name__})"
+                    continue
                 cold = time.perf_counter() - t0
             floor = recorder.floor(m) + sum(f() for f in floors)
             distinct = len({p[1] for p in recorder.pending})
@@ -244,7 +255,7 @@ def read_build(folder: Path) -> list[dict]:
         slug, notebook = manifest["label"].split("/")
         rows.append({"slug": slug, "chapter": notebook[:2], "notebook": notebook,
                      "model": (manifest.get("model") or {}).get("name"), "wall": float(manifest["wall_time_s"])})
-    return sorted(rows, key=lambda r: (r["chapter"], r["slug"]))
+    return sorted(rows, key=lambda r: (r["model"] is None, r["slug"], r["chapter"]))  # each model's, then the rest
 
 
 def table(build: list[dict], runs: list[dict], args) -> str:
@@ -258,9 +269,11 @@ def table(build: list[dict], runs: list[dict], args) -> str:
              "wall / floor |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in build:
         wall = "—" if r["wall"] is None else f"{r['wall']:.1f} s"
-        share = f"{r['wall'] / total:.0%}" if r["wall"] and total else "—"
+        share = f"{r['wall'] / total:.1%}" if r["wall"] and total else "—"
         got = by_model.get(r["model"], {}).get(r["chapter"])
-        if got is None:
+        if isinstance(got, str):
+            cells = ["—", got, "—", "—"]
+        elif got is None:
             cells = ["—", "0 (no model pass)" if r["model"] is None or r["chapter"] in ("01", "02") else "not run",
                      "—", "—"]
         else:
@@ -290,8 +303,9 @@ def main() -> None:
     runs = [measure(name, args.chapters, args, real_cache) for name in args.models]
     build = read_build(args.build) if args.build else []
     if args.limit is not None:
-        print(f"\n--limit {args.limit}: this run's cold and floor are of the first {args.limit} of each input, not "
-              f"the default build's; wall / floor is left out")
+        print(f"\n--limit {args.limit}: this run's cold and floor are of the first {args.limit} of each input "
+              f"(chapter 06: {max(args.limit, AUDIT_MIN_LIMIT)} prompts per group, 12: "
+              f"{max(args.limit, ERASURE_MIN_LIMIT)}), not the default build's; wall / floor is left out")
     print(f"load average {os.getloadavg()[0]:.1f} at the end\n\n{table(build, runs, args)}")
 
 
