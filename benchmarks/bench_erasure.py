@@ -69,20 +69,23 @@ def _above(m, hidden: torch.Tensor, state: int, keep: int | None) -> torch.Tenso
     return m.model.lm_head(hidden[:, -keep:] if keep else hidden)
 
 
-def floor_seconds(m, conditions: list[tuple[str, str]], seed: int) -> float:
-    """Seconds of the forward passes ``conditions`` need (module docstring)."""
+def floor_seconds(m, conditions: list[tuple[str, str]], seed: int, limit: int | None = None) -> float:
+    """Seconds of the forward passes ``conditions`` need (module docstring) on the inputs ``erasure_tradeoff`` measures
+    at ``limit`` (None: all; a number, the first that many held-out names per group, occupations, fact pairs and
+    neutral sentences)."""
     size = default_batch_size(m)
     _, held = erasure_measures.split_names(load_populations("names"))
-    names = [w for ws in held.values() for w in ws]
-    occupations = occupation_shares()["occupation"].tolist()
-    facts = [w for pair in erasure_measures.FACT_PAIRS for w in pair]
+    names = [w for ws in held.values() for w in ws[:limit]]
+    occupations = occupation_shares()["occupation"].head(limit).tolist()
+    facts = [w for pair in erasure_measures.FACT_PAIRS[:limit] for w in pair]
     # the embeddings cut a decoder's context after the word: the templates' text up to and including it
     contexts = [c[:c.index(w) + len(w)] for words, kind in ((names, "name"), (occupations, "noun"))
                 for c, w in zip(*erasure_measures.template_contexts(words, kind))]
     states = _batches(m, contexts, size)
     written = _batches(m, [t.replace("{occupation}", n) for n in occupations + facts for t in TEMPLATES], size)
     fact_sentences = _batches(m, [t.replace("{occupation}", n) for n in facts for t in TEMPLATES], size)
-    neutral = _batches(m, erasure_measures.neutral_sentences(erasure_measures.N_SENTENCES, seed), size)
+    n_sentences = min(erasure_measures.N_SENTENCES, limit or erasure_measures.N_SENTENCES)
+    neutral = _batches(m, erasure_measures.neutral_sentences(n_sentences, seed), size)
     single = sorted({int(layer) for kind, layer in conditions if kind != "none" and layer != erasers.ALL})
     # per state: the unhooked states of the template passes, the next-word passes and the neutral ones
     start: dict[int, tuple[list, list, list]] = {s: ([], [], []) for s in single}
