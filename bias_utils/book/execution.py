@@ -253,11 +253,6 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def default_jobs() -> int:
-    """Runs side by side by default: 2 where this process may use two CPUs or more, else 1."""
-    return 2 if _cores() >= 2 else 1
-
-
 def execute_runs(runs: list[Run], env: Environment | None = None, force: bool = False, log=print,
                  jobs: int = 1) -> list[dict]:
     """Execute every run that is not current, ``jobs`` at a time (see the module's docstring), showing progress
