@@ -44,8 +44,8 @@ TEST_WORKERS ?= 2
 XDIST = -n $(TEST_WORKERS) $(if $(filter-out 0,$(TEST_WORKERS)),--dist loadfile --no-loadscope-reorder,)
 # A lower precision for every model (bfloat16 or float16); empty: float32, the default on every device.
 DTYPE ?=
-# Notebooks `make book` runs side by side (empty: 1, one after another; 2 is faster on two cores, but chapter 06
-# then samples on one torch thread and its completions differ from a sequential build's in a few tokens).
+# Notebooks `make book` runs side by side (empty: 2 where there are two cores or more; 1: one after another). The
+# results are the same either way: models.generation samples text on one torch thread in any lane.
 JOBS ?=
 PYTEST_ARGS ?=
 

@@ -307,6 +307,48 @@ def test_cache_resume_and_parameter_keys(backend, bold_slice, tmp_path):
 # --------------------------------------------------------------------------- transformers backend specifics
 
 
+def test_cpu_sampling_runs_on_the_pinned_threads_whatever_the_process_count(smol, bold_slice, tmp_path, monkeypatch):
+    """The decoding loop's forward passes see GENERATION_THREADS torch threads (so the text does not depend on the
+    machine's cores or the build's lanes), the caller's count comes back after, and another count is another
+    cache entry."""
+    from bias_utils.models import generation
+
+    prompts, ids = bold_slice
+    seen: list[int] = []
+    hook = smol.model.register_forward_hook(lambda *_: seen.append(torch.get_num_threads()))
+    before = torch.get_num_threads()
+    kw = dict(prompt_ids=ids[:2], max_new_tokens=3, cache=tmp_path, progress=False)
+    try:
+        torch.set_num_threads(2)
+        generate(smol, prompts[:2], **kw)
+        assert seen and set(seen) == {generation.GENERATION_THREADS} == {1}
+        assert torch.get_num_threads() == 2
+        seen.clear()
+        monkeypatch.setenv("BIAS_GENERATION_THREADS", "2")
+        generate(smol, prompts[:2], **kw)
+        assert set(seen) == {2}
+        monkeypatch.setenv("BIAS_GENERATION_THREADS", "two")
+        with pytest.raises(ValueError, match="BIAS_GENERATION_THREADS must be a positive integer"):
+            generate(smol, prompts[:2], **kw)
+    finally:
+        hook.remove()
+        torch.set_num_threads(before)
+    metas = [json.loads(m.read_text()) for m in tmp_path.glob("*/meta.json")]
+    assert sorted(m["cpu_threads"] for m in metas) == [1, 2]
+
+
+def test_a_result_setting_enters_the_run_key_and_only_when_set(monkeypatch):
+    planned = runs.Run(label="m/06", notebook=paths.ROOT / "notebooks" / "06_bold_audit.ipynb",
+                       output=paths.cache_dir() / "x.ipynb", parameters={})
+    monkeypatch.delenv("BIAS_GENERATION_THREADS", raising=False)
+    default = runs.Environment.current()
+    assert default.settings == {}
+    monkeypatch.setenv("BIAS_GENERATION_THREADS", "4")
+    four = runs.Environment.current()
+    assert four.settings == {"BIAS_GENERATION_THREADS": "4"}
+    assert planned.key(default) != planned.key(four)
+
+
 @pytest.mark.slow
 def test_greedy_batched_matches_model_generate(smol, bold_slice):
     """Left padding, positions, KV cache and prompt stripping: greedy output equals HF generate per prompt."""

@@ -213,13 +213,13 @@ def _make_book(
     force: bool = False,
     build: bool = True,
     dtype: str | None = None,
-    jobs: int = 1,
+    jobs: int | None = None,
     log=print,
 ) -> int:
     """Run the notebooks for ``model_names`` and build the book; returns a process exit code. ``dtype``: ``None``
     (float32, the default on every device) or a lower precision for every model (``models.DTYPES``), said on the
     front page and in the reproducibility appendix. ``jobs``: how many runs side by side
-    (:func:`~bias_utils.book.execution.execute_runs`)."""
+    (:func:`~bias_utils.book.execution.execute_runs`; ``None``: its default)."""
     t0 = time.perf_counter()
     book_dir = Path(book_dir)
     if results_dir is not None:
@@ -278,19 +278,16 @@ def book_cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default=None,
                         help="a lower precision for every model, bfloat16 or float16 (default: float32 on every "
                              "device; models.load_model rejects an unknown name before anything loads)")
-    # Not 2 by default: chapter 06's sampled completions depend on the torch thread count to the bit (a float32
-    # reduction split otherwise flips a token now and then), and two lanes run 06 on one thread: a faster build (on
-    # 2 cores 20 min 51 s against 24 min 17 s) whose BOLD tables differ from a sequential build's in the tokens sampled.
-    parser.add_argument("--jobs", type=int, default=1,
+    parser.add_argument("--jobs", type=int, default=None,
                         help="notebooks run side by side, each kernel on cores // jobs torch threads; a chapter waits "
-                             "for those whose tables it reads (default 1: one after another, as planned; 2 is faster "
-                             "on two cores, but chapter 06 then samples on one torch thread, so its completions differ "
-                             "from a sequential build's in a few tokens)")
+                             "for those whose tables it reads (default: 2 where there are two cores or more; 1 runs "
+                             "them one after another, as planned, with the same results: text is sampled on one "
+                             "torch thread either way)")
     args = parser.parse_args(argv)
     names = args.models.split()
     if not names:
         parser.error("--models is empty")
-    if args.jobs < 1:
+    if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs must be 1 or more, not {args.jobs}")
     return _make_book(names, quick=args.quick, book_dir=args.book_dir, results_dir=args.results_dir,
                      force=args.force, build=not args.no_build, dtype=args.dtype, jobs=args.jobs)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -49,6 +50,9 @@ _PACKAGES = (
     "bias-profiles", "torch", "transformers", "gguf", "numpy", "pandas", "pyarrow", "scipy",
     "pingouin", "altair", "vl-convert-python", "nltk", "papermill", "jupyter-book",
 )
+#: Environment variables that change what a run computes (``models.generation``'s sampling threads): when set, they
+#: enter the run key and the manifest.
+RESULT_SETTINGS = ("BIAS_GENERATION_THREADS",)
 
 #: QUICK mode: a small but real configuration, passed to the notebooks that
 #: declare these parameters (a notebook only receives the ones it declares).
@@ -308,17 +312,20 @@ def public_url(remote: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class Environment:
-    """What runs share, computed once per invocation: module hashes, data lists, packages, data sha256s."""
+    """What runs share, computed once per invocation: module hashes, data lists, packages, data sha256s, and the
+    environment variables that change results (:data:`RESULT_SETTINGS`, those set)."""
 
     modules: dict
     data_lists: str
     packages: dict
     data: dict
+    settings: dict = field(default_factory=dict)
 
     @classmethod
     def current(cls) -> "Environment":
+        settings = {name: os.environ[name] for name in RESULT_SETTINGS if os.environ.get(name, "").strip()}
         return cls(modules=_module_hashes(), data_lists=_data_list_hash(), packages=_package_versions(),
-                   data=_data_hashes())
+                   data=_data_hashes(), settings=settings)
 
     def code(self, notebook: Path) -> dict[str, str]:
         """Hashes of the modules ``notebook`` depends on, plus the data lists."""
@@ -363,6 +370,8 @@ class Run:
             "render_cell": RENDER_CELL,
             "depends_on": list(self.depends_on),
         }
+        if env.settings:  # absent when none is set: the keys of builds made before settings were recorded
+            material["settings"] = env.settings
         return cache.stable_hash(material, length=32)
 
     def previous_manifest(self) -> dict | None:

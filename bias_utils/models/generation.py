@@ -55,6 +55,16 @@ missing batch exactly as the uninterrupted run would: with the same prompts,
 settings, batch size, torch version and thread count, completions are
 byte-identical (tested, including after SIGKILL + resume).
 
+Threads. On a CPU the decoding loop runs on :data:`GENERATION_THREADS` torch
+thread(s), 1 by default, whatever the process's own count: matrix kernels split
+their sums by thread count, and the BOLD audit's 1,525 completions sampled on one
+thread and on two differed in a few tokens (a cold build of 469737e on two
+cores). One thread makes the text the same on a machine of any core count and
+in any build schedule (``make book JOBS=2`` runs chapter 06 beside another
+chapter, on one thread each). ``BIAS_GENERATION_THREADS=N`` samples on N
+threads instead (faster on a machine with free cores; other text in a few
+tokens); the count is part of the cache key.
+
 Across *batch sizes* this is not guaranteed: the random draws are the same,
 but CPU matrix kernels may accumulate in a different order for a different
 batch shape and padding, so logits can differ in the last bits and a draw that
@@ -93,17 +103,18 @@ from __future__ import annotations
 import json
 import os
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
+import torch
 from tqdm.auto import tqdm
 
 from ..core import paths
 from ..core.cache import RecordStore, atomic_write_json, read_jsonl, read_npz, stable_hash, write_npz
-from ..core.errors import check_generation, check_max_new_tokens
+from ..core.errors import ParameterError, check_generation, check_max_new_tokens
 from .decoding import EXPECTED_COLUMNS, STATE_PARTS, lexicon_token_ids, run_transformers
 from .endpoints import OpenAIEndpoint, run_http
 from .loading import check_model, resolve_model
@@ -120,6 +131,9 @@ _STATISTICS_VERSION = 2
 #: Vocabulary size from which ``generate(screen="auto")`` screens the output projection. Measured on 64 BOLD
 #: prompts x 100 tokens, 2 threads: Gemma-3 (262k) 1.78x and Qwen2.5 (152k) 1.28x faster, SmolLM2 (49k) 0.86x.
 _SCREEN_MIN_VOCAB = 100_000
+#: Torch threads of the CPU decoding loop (see "Threads" above); ``$BIAS_GENERATION_THREADS`` overrides it.
+GENERATION_THREADS = 1
+_THREADS_ENV = "BIAS_GENERATION_THREADS"
 
 
 # --------------------------------------------------------------------------- public API
@@ -189,6 +203,7 @@ def generate(
         raise ValueError(f"chat=True but {model.name!r} has no chat template; use chat=False for a base model")
     if screen not in (True, False, "auto"):
         raise ValueError(f"screen must be True, False or 'auto', got {screen!r}")
+    threads = generation_threads() if not is_http and model.device.type == "cpu" else None
     screened = None
     # "auto" screens where it was measured to pay: on a CPU. On a GPU its proof would wait for the device at
     # every stage of every step.
@@ -218,6 +233,8 @@ def generate(
         params["logits"] = "bf16-screened"
     if statistics and not is_http:  # rows that carry expected counts and states: not those of older caches
         params["statistics"] = _STATISTICS_VERSION
+    if threads is not None:
+        params["cpu_threads"] = threads
     store = _Store(params, cache) if cache is not False else None
     held = ExitStack()
     if store:
@@ -255,8 +272,9 @@ def generate(
         if is_http:
             run_http(model, todo, emit, **settings)
         else:
-            run_transformers(model, rows, done, emit, batch_size=batch_size, screened=screened, lexicon=lexicon,
-                             **settings)
+            with _torch_threads(threads):
+                run_transformers(model, rows, done, emit, batch_size=batch_size, screened=screened,
+                                 lexicon=lexicon, **settings)
     finally:
         bar.close()
         held.close()
@@ -316,6 +334,30 @@ def completion_states(model_id: str, prompts: Sequence[str], completions: Sequen
                         out[part] = np.full((len(prompts), *data[part].shape[1:]), np.nan, dtype=np.float32)
                     out[part][wanted[keys[row_key]]] = data[part][j]
     return out or None
+
+
+def generation_threads() -> int:
+    """The torch threads the CPU decoding loop runs on: ``$BIAS_GENERATION_THREADS`` when set, else
+    :data:`GENERATION_THREADS`."""
+    raw = os.environ.get(_THREADS_ENV, "").strip()
+    if not raw:
+        return GENERATION_THREADS
+    if not raw.isdigit() or int(raw) < 1:
+        raise ParameterError(f"{_THREADS_ENV} must be a positive integer (the torch threads that sample on a CPU), "
+                             f"got {raw!r}")
+    return int(raw)
+
+
+@contextmanager
+def _torch_threads(n: int | None):
+    """Torch's intra-op thread count set to ``n`` inside, restored after; ``None`` leaves it."""
+    before = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _id_key(pid: Any) -> str:
