@@ -6,12 +6,13 @@ manifest (``<notebook>.run.json``) records the status, run key, parameters,
 seeds, tables written, package versions, commit and wall time.
 
 Lanes. With ``jobs`` > 1 (:func:`default_jobs`) up to that many kernels run side by side, each with
-``cores // jobs`` torch threads (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` in its environment): a run starts once every run it reads from
-(``Run.after``) has succeeded, the one with the longest chain of runs still waiting on it first (each run's
-previous wall time, else its chapter's estimate); a run that starts with nothing beside it and that every other
-waiting run waits on gets every core. A run whose dependency failed or was skipped is skipped, with a
-manifest that says which; it runs again next time. With ``jobs=1`` the runs execute in the planned order, in this
-process's thread and environment.
+``cores // jobs`` torch threads (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` in its environment): a run starts once
+every run it reads from (``Run.after``) has succeeded, the one with the longest chain of runs still waiting on it
+first (each run's previous wall time, else its chapter's estimate); a run that starts with nothing beside it and
+that every other waiting run waits on gets every core. A run whose dependency failed or was skipped is skipped,
+with a manifest that says which; it runs again next time. With ``jobs=1`` the runs execute in the planned order,
+in this process's thread and environment. Sampled text is the same either way (``models.generation`` samples on
+one torch thread).
 """
 
 from __future__ import annotations
