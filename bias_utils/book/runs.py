@@ -97,11 +97,12 @@ class _NotebookSpec:
     cache, where reading it instead of computing it again is what keeps the numbers a sequential build gives) the
     notebook reads, so it waits for them; ``reads_if``: ``(chapter, parameter)`` pairs read only when that
     parameter of the run is true. ``embeds``: the notebook reads and fills the model's embedding cache; such
-    chapters of one model run one after another in the planned order (a run waits for the one before it, but its key
-    does not name it), so that on a cold cache each pair is embedded by the same chapter, in the same batch, as in a
-    sequential build: the embedding engine batches the pairs a call needs, and a float32 batch of other rows may
-    differ in the last bits. ``estimate_s``: its wall time in seconds on the default build (SmolLM2, one torch
-    thread), the scheduler's guess until a manifest records one.
+    chapters of one model run one after another in one order, those that read no other chapter first, each group
+    in the planned order (a run waits for the one before it, but its key does not name it), so that on a cold cache
+    each pair is embedded by the same chapter, in the same batch, in lanes as one at a time: the embedding engine
+    batches the pairs a call needs, and a float32 batch of other rows may differ in the last bits. ``estimate_s``:
+    its wall time in seconds on the default build (SmolLM2, one torch thread), the scheduler's guess until a
+    manifest records one.
     """
 
     stem: str
@@ -119,7 +120,8 @@ class _NotebookSpec:
 #: from the generation cache when it writes the long form under erasure (generating them itself would batch other
 #: prompts together, and a padded batch may change a sampled token); 09 reads every other run's tables (its
 #: dependencies are set in :func:`plan_runs`). 03, 04, 05, 10, 08, 11 and 12 read and fill one embedding cache
-#: (``embeds``), so they keep their order; 06, the longest, runs beside them. 01, 02, 06 and 07 read only the data.
+#: (``embeds``), so they keep one order: those that read no other chapter first (03, 04, 05, 10 and 12 without its
+#: long form), 06, the longest, beside them; then 08 and 11. 01, 02, 06 and 07 read only the data.
 _STUDY_NOTEBOOKS = (
     _NotebookSpec("01_dictionaries", "Stereotype dictionaries", estimate_s=8),
     _NotebookSpec("02_contexts", "Context sentences", estimate_s=8),
@@ -133,7 +135,7 @@ _STUDY_NOTEBOOKS = (
     _NotebookSpec("11_intrinsic_extrinsic", "Does the bias inside predict the bias it writes?", generates=True,
                   reads=("06_bold_audit",), embeds=True, estimate_s=200),
     _NotebookSpec("12_erasure", "Erasing the concept", generates=True,
-                  reads_if=(("11_intrinsic_extrinsic", "long_form_erasure"),), embeds=True, estimate_s=203),
+                  reads_if=(("11_intrinsic_extrinsic", "long_form_erasure"),), embeds=True, estimate_s=570),
     _NotebookSpec("07_bold_replication", "Replication of the published audit", scope="once", estimate_s=27),
     _NotebookSpec("09_cross_model", "Across models", scope="cross", estimate_s=5),
 )
@@ -515,7 +517,7 @@ def plan_runs(
             log(f"book: {nb.name} does not exist yet; its chapter is left out")
     for model in models:
         planned: dict[str, str] = {}  # this model's chapters so far: stem -> label
-        embedded: tuple[str, ...] = ()  # the last chapter of this model that embeds, as a one-label tuple
+        embedding: list[tuple[Run, bool]] = []  # this model's chapters that embed, and whether each reads another
         for spec, nb in available:
             if spec.scope != "model":
                 continue
@@ -531,12 +533,18 @@ def plan_runs(
             run = Run(
                 label=f"{model['slug']}/{spec.stem}", notebook=nb,
                 output=book_dir / "models" / model["slug"] / nb.name, parameters=parameters,
-                model=model, depends_on=needs, after=tuple(dict.fromkeys(needs + (embedded if spec.embeds else ()))),
-                quick=quick, results=out_dir, estimate_s=spec.estimate_s,
+                model=model, depends_on=needs, after=needs, quick=quick, results=out_dir,
+                estimate_s=spec.estimate_s,
             )
             runs.append(run)
             planned[spec.stem] = run.label
-            embedded = (run.label,) if spec.embeds else embedded
+            if spec.embeds:
+                embedding.append((run, bool(needs)))
+        # One order for the chapters that fill the embedding cache, in lanes and one at a time alike: those that read
+        # no other chapter first (12 without its long form, beside 06 in a build with lanes), then those that do.
+        chain = [r for r, reads_one in embedding if not reads_one] + [r for r, reads_one in embedding if reads_one]
+        for before, run in zip(chain, chain[1:]):
+            run.after = tuple(dict.fromkeys(run.after + (before.label,)))
     for spec, nb in available:
         if spec.scope == "once":
             runs.append(Run(
