@@ -45,7 +45,8 @@ XDIST = -n $(TEST_WORKERS) $(if $(filter-out 0,$(TEST_WORKERS)),--dist loadfile 
 # A lower precision for every model (bfloat16 or float16); empty: float32, the default on every device.
 DTYPE ?=
 # Notebooks `make book` runs side by side (empty: 2 where there are two cores or more; 1: one after another). The
-# results are the same either way: models.generation samples text on one torch thread in any lane.
+# sampled text is the same either way (models.generation samples on one torch thread in any lane); other numbers
+# agree to float32 rounding, which a kernel's thread count moves.
 JOBS ?=
 PYTEST_ARGS ?=
 

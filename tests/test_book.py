@@ -302,7 +302,7 @@ def test_a_chapter_without_a_registered_finding_opens_with_its_answer_on_every_p
         md("## Pooled", metadata=key), code("forest", metadata=key, outputs=[printed(pooled), chart]), code("rest")])
     presentation._open_with_findings(nb, [])
     first = nb.cells[1].source
-    assert first == f"## {presentation._FINDS_HEADING}\n\n{answer}"
+    assert first == f"## {presentation.FINDS_HEADING}\n\n{answer}"
     assert _first_screen_text(nb).count(pooled) == 1
     for _ in range(2):
         nb.cells = [c for c in nb.cells if presentation._ADDED_CELL_TAG not in c.metadata.get("tags", [])]

@@ -29,7 +29,7 @@ import yaml
 from test_summary import ISSUE_TERMS  # the words issue 57 found undefined: one list for both files
 
 from bias_utils.book import build as book
-from bias_utils.book import runs
+from bias_utils.book import presentation, runs
 from bias_utils.core import cache, paths, results, tables
 from bias_utils.report import rendering
 
@@ -556,6 +556,7 @@ def _read_pages(html: Path, browser: Browser, width: int, height: int, mobile: b
             closed = browser.evaluate("document.documentElement.scrollHeight")
             if mobile:
                 browser.screenshot(SCREENSHOTS / f"phone-{name}.png")
+                first_finding = browser.evaluate(FIRST_FINDING)
             else:
                 browser.screenshot(SCREENSHOTS / f"{name}.png", {"x": 0, "y": 0, "width": 1280, "height": 900})
             # every check below reads the whole page: its sections opened (their charts drawn again to fit)
@@ -577,6 +578,7 @@ def _read_pages(html: Path, browser: Browser, width: int, height: int, mobile: b
                                        f"return {PROGRAM_TEXT.strip()}; }})()")
             read[name] = {"problems": problems, "charts": browser.evaluate(CHARTS), "program": program,
                           "closed_height": closed, "height": height, "sections": sections,
+                          "first_finding": first_finding if mobile else None,
                           "table_widths": browser.evaluate(TABLE_WIDTHS), "reference": browser.evaluate(REFERENCE),
                           "marks": browser.evaluate(MARKS), "tables": browser.evaluate(TABLES),
                           "table_quantities": browser.evaluate(TABLE_QUANTITIES),
@@ -585,6 +587,30 @@ def _read_pages(html: Path, browser: Browser, width: int, height: int, mobile: b
     finally:
         browser.resize(1280, 900)
     return read
+
+
+#: A chapter as it opens: where its "What this chapter finds" section's first sentence ends (the page's own
+#: coordinates), and that sentence.
+FIRST_FINDING = r"""
+(() => {
+  const section = [...document.querySelectorAll('section')].find(s => {
+    const h = s.querySelector(':scope > h2');
+    return h && h.textContent.trim().startsWith(%s);
+  });
+  const p = section && section.querySelector(':scope > p');
+  if (!p) return null;
+  const walker = document.createTreeWalker(p, NodeFilter.SHOW_TEXT);
+  const range = document.createRange();
+  range.setStart(p, 0);
+  let node, seen = '';
+  while ((node = walker.nextNode())) {
+    const end = node.textContent.search(/[.;](\s|$)/);
+    if (end >= 0) { range.setEnd(node, end + 1); seen += node.textContent.slice(0, end + 1); break; }
+    range.setEnd(node, node.textContent.length); seen += node.textContent;
+  }
+  return {bottom: range.getBoundingClientRect().bottom + window.scrollY, sentence: seen};
+})()
+""" % json.dumps(presentation.FINDS_HEADING)
 
 
 @pytest.fixture(scope="module")
@@ -599,6 +625,16 @@ def wide(quick_book, browser) -> dict[str, dict]:
 def phone(quick_book, browser) -> dict[str, dict]:
     """Every page read at 390 × 844, as a phone."""
     return _read_pages(quick_book, browser, 390, 844, mobile=True)
+
+
+def test_a_chapters_first_phone_screen_states_what_it_finds(phone):
+    """On a phone (390 × 844), every chapter as it opens shows the first sentence of what it finds, whole, on its
+    first screen: a reader who opens a chapter sees its answer, not only its title and introduction."""
+    late = {name: r["first_finding"] for name, r in phone.items()
+            if r["first_finding"] is not None and r["first_finding"]["bottom"] > 844}
+    chapters = [name for name, r in phone.items() if r["first_finding"] is not None]
+    assert len(chapters) >= 10, sorted(phone)
+    assert late == {}, json.dumps(late, indent=1, ensure_ascii=False)
 
 
 def test_every_page_renders_offline(wide):

@@ -281,8 +281,8 @@ def book_cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=None,
                         help="notebooks run side by side, each kernel on cores // jobs torch threads; a chapter waits "
                              "for those whose tables it reads (default: 2 where there are two cores or more; 1 runs "
-                             "them one after another, as planned, with the same results: text is sampled on one "
-                             "torch thread either way)")
+                             "them one after another, as planned: the same sampled text, on one torch thread either "
+                             "way, and other numbers equal to float32 rounding, which a kernel's thread count moves)")
     args = parser.parse_args(argv)
     names = args.models.split()
     if not names:

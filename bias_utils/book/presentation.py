@@ -36,7 +36,7 @@ _FINDING_TAG = "key-finding"
 #: The section a chapter opens with (:func:`_open_with_findings`): its primary numbers in at most
 #: :data:`_MOST_SENTENCES` sentences, then its figures. Every other section of a chapter is closed until the reader
 #: opens it (``book/_ext/bias_book_sphinx.py`` wraps each in a ``<details class="bias-section">``).
-_FINDS_HEADING = "What this chapter finds"
+FINDS_HEADING = "What this chapter finds"
 #: The closed sections the opening adds: the rest of the chapter's introduction (its method) and the chapter's
 #: generated reading in full (the key-finding cells that are not figures).
 _METHOD_HEADING = "How this chapter works"
@@ -134,7 +134,7 @@ def _demoted(source: str) -> str:
 
 def _open_with_findings(nb, sentences: list[str]) -> None:
     """Arrange a chapter to open with what it finds, in place: its title and first paragraph, then a section
-    :data:`_FINDS_HEADING` with ``sentences`` (at most :data:`_MOST_SENTENCES`; without any, the first sentences
+    :data:`FINDS_HEADING` with ``sentences`` (at most :data:`_MOST_SENTENCES`; without any, the first sentences
     its key-finding cells printed) and the key-finding cells that draw a figure (in a chapter without a key finding,
     every cell that draws one); then a section
     :data:`_READING_HEADING` with the other key-finding cells and the text a figure cell printed that states a
@@ -168,7 +168,7 @@ def _open_with_findings(nb, sentences: list[str]) -> None:
     def added(text: str, name: str):
         return nbformat.v4.new_markdown_cell(text, id=f"bias-book-{name}", metadata={"tags": [_ADDED_CELL_TAG]})
 
-    finds = added(f"## {_FINDS_HEADING}\n\n" + (" ".join(said) if said else
+    finds = added(f"## {FINDS_HEADING}\n\n" + (" ".join(said) if said else
                                                   "This chapter's figures follow; each section below opens on a "
                                                   "click."), "finds")
     figures = [c for c in key if _is_figure(c)]
