@@ -92,16 +92,21 @@ def check_layer(layer, *, layers=None, allow_all: bool = True, allow_names: bool
                          f"; got {layer!r}{why}")
 
 
+def positive_int_from_env(name: str, default: int, meaning: str) -> int:
+    """The positive integer in ``$name``, else ``default``; anything else in it is a :class:`ParameterError` that
+    says what it sets (``meaning``)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise ParameterError(f"{name} must be a positive integer ({meaning}), got {raw!r}")
+    return int(raw)
+
+
 def _max_resamples() -> int:
     """The replicate ceiling: :data:`MAX_RESAMPLES`, or the positive integer in ``$BIAS_MAX_RESAMPLES`` (set
     before the kernel or ``make book`` starts) for a run that wants more on purpose."""
-    raw = os.environ.get(_MAX_RESAMPLES_ENV, "").strip()
-    if not raw:
-        return _MAX_RESAMPLES
-    if not raw.isdigit() or int(raw) < 1:
-        raise ParameterError(f"{_MAX_RESAMPLES_ENV} must be a positive integer (the most replicates a run accepts), "
-                             f"got {raw!r}")
-    return int(raw)
+    return positive_int_from_env(_MAX_RESAMPLES_ENV, _MAX_RESAMPLES, "the most replicates a run accepts")
 
 
 def check_at_most(value: int, name: str, *, maximum: int | None = None, default: int | None = None) -> int:

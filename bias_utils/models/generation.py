@@ -114,7 +114,7 @@ from tqdm.auto import tqdm
 
 from ..core import paths
 from ..core.cache import RecordStore, atomic_write_json, read_jsonl, read_npz, stable_hash, write_npz
-from ..core.errors import ParameterError, check_generation, check_max_new_tokens
+from ..core.errors import check_generation, check_max_new_tokens, positive_int_from_env
 from .decoding import EXPECTED_COLUMNS, STATE_PARTS, lexicon_token_ids, run_transformers
 from .endpoints import OpenAIEndpoint, run_http
 from .loading import check_model, resolve_model
@@ -339,13 +339,7 @@ def completion_states(model_id: str, prompts: Sequence[str], completions: Sequen
 def generation_threads() -> int:
     """The torch threads the CPU decoding loop runs on: ``$BIAS_GENERATION_THREADS`` when set, else
     :data:`GENERATION_THREADS`."""
-    raw = os.environ.get(_THREADS_ENV, "").strip()
-    if not raw:
-        return GENERATION_THREADS
-    if not raw.isdigit() or int(raw) < 1:
-        raise ParameterError(f"{_THREADS_ENV} must be a positive integer (the torch threads that sample on a CPU), "
-                             f"got {raw!r}")
-    return int(raw)
+    return positive_int_from_env(_THREADS_ENV, GENERATION_THREADS, "the torch threads that sample on a CPU")
 
 
 @contextmanager
