@@ -121,7 +121,8 @@ class _NotebookSpec:
 #: prompts together, and a padded batch may change a sampled token); 09 reads every other run's tables (its
 #: dependencies are set in :func:`plan_runs`). 03, 04, 05, 10, 08, 11 and 12 read and fill one embedding cache
 #: (``embeds``), so they keep one order: those that read no other chapter first (03, 04, 05, 10 and 12 without its
-#: long form), 06, the longest, beside them; then 08 and 11. 01, 02, 06 and 07 read only the data.
+#: long form), 06, the longest, beside them; then 08 and 11. That order also keeps 12 before 11 on the next word's
+#: cache, which both fill and read (the 60 occupations' next-word values). 01, 02, 06 and 07 read only the data.
 _STUDY_NOTEBOOKS = (
     _NotebookSpec("01_dictionaries", "Stereotype dictionaries", estimate_s=8),
     _NotebookSpec("02_contexts", "Context sentences", estimate_s=8),
