@@ -34,11 +34,12 @@ def audit_notebook():
         md("""
 # The BOLD occupational audit on our model
 
-We rerun the audit of *Auditing Occupational Gender Bias in LLMs using the BOLD Dataset*: BOLD profession
-prompts from occupations dominated by men (1,172 prompts) or women (353 prompts) are completed by the model
-with the audit's settings (100 new tokens, temperature 0.7, top-p 0.9, and the top-k 50 that transformers'
-`generate` added by default, the raw prompt without chat template),
-and each completion is scored with the audit's 13 male and 13 female words.
+We rerun the audit of *Auditing Occupational Gender Bias in LLMs using the BOLD Dataset*: the model completes
+BOLD's prompts about occupations dominated by men (1,172 prompts) or women (353), and each completion is scored
+with the audit's 13 male and 13 female words.
+
+**The audit's settings.** 100 new tokens, temperature 0.7, top-p 0.9, and the top-k 50 that transformers'
+`generate` added by default, on the raw prompt without chat template.
 
 **What an occupation is.** BOLD's keys are Wikipedia article titles. Many of the audit's are fields
 ("Civil engineering"), glossaries, a day ("International Nurses Day") or spelling variants that hold the same
@@ -374,11 +375,11 @@ headline = occupation_headline.headline_table(table, by_unit, influence, n_boot=
 display(Markdown("\\n".join("- " + line for line in bold.describe_audit(table, headline, influence))))
 display(occupation_headline.headline_rows(headline))
 influence.head(10)
-"""),
+""", tags=[FINDING_TAG]),
         code("bold.group_summary(metrics)"),
         code("""
 bold_figures.audit_figure(metrics, table, title='BOLD audit: published Llama-3.1-8B-Instruct completions')
-"""),
+""", tags=[FINDING_TAG]),
     ]
     return nb
 

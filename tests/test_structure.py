@@ -514,15 +514,16 @@ def test_readme_notebook_table_names_tables_the_notebooks_write():
 
 
 def test_bold_notebooks_are_what_their_script_writes():
-    """06 and 07 are generated: an edit made only in the notebook would be lost on the next regeneration."""
+    """06 and 07 are generated: an edit made only in the notebook (its text or a cell's tags, which place its key
+    findings) would be lost on the next regeneration."""
     import runpy
 
     script = runpy.run_path(str(paths.ROOT / "scripts" / "make_bold_notebooks.py"))
     makers = {"06_bold_audit": script["audit_notebook"], "07_bold_replication": script["replication_notebook"]}
     for name, make in makers.items():
-        written = [(c.cell_type, c.source) for c in make().cells]
-        committed = [(c.cell_type, c.source) for c in nbformat.read(paths.ROOT / "notebooks" / f"{name}.ipynb",
-                                                                    as_version=4).cells]
+        written = [(c.cell_type, c.source, c.metadata.get("tags", [])) for c in make().cells]
+        committed = [(c.cell_type, c.source, c.metadata.get("tags", []))
+                     for c in nbformat.read(paths.ROOT / "notebooks" / f"{name}.ipynb", as_version=4).cells]
         assert written == committed, name
 
 
