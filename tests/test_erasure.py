@@ -545,9 +545,9 @@ def _page(table):
 
 
 def test_a_largest_effect_the_rule_does_not_name_is_what_the_front_page_and_the_chapter_say():
-    """Issue 54's acceptance: state 2 shows the largest effect, the rule names state 5; both sentences lead with
-    state 2 (where, ρ before and after, the cost as nats and as a share, the fact removed, the controls) and name the
-    rule's state after it."""
+    """Issue 54's acceptance: state 2 shows the largest effect, the rule names state 5; the front page's sentence,
+    the chapter's opening sentence and its reading lead with state 2 (where, ρ before and after, the cost as nats and
+    as a share, the fact removed, the controls) and name the rule's state after it."""
     from bias_utils.book import findings
 
     records, inputs, tokens = _records(_PLANTS)
@@ -563,6 +563,11 @@ def test_a_largest_effect_the_rule_does_not_name_is_what_the_front_page_and_the_
     assert "(+10% of its cross-entropy), but it also removes 95% of the gap between words like queen and king" in bullet
     assert "a random subspace and shuffled labels there change ρ by 0 and 0" in bullet
     assert bullet.endswith("the rule stated in advance names state 5, where the fall is shown.")
+    # the chapter opens with the same sentence, its model named without a link to itself
+    finding = next(f for f in findings.FINDINGS if f.key == "erasure")
+    opening = finding.opens(_page(table), "dec")
+    assert opening.startswith("In Dec, erasing the gender concept at hidden state 2 of 6 (33% of the way up) weakens")
+    assert opening.endswith("the rule stated in advance names state 5, where the fall is shown")
     text = erasure_reading.describe_tradeoff(table, "dec")
     assert f"**The curve's largest effect** is at hidden state 2 of 6 (33% of the way up): ρ goes from {before} to " \
            f"{after}, a change of −" in text

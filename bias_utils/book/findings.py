@@ -140,12 +140,18 @@ class Finding:
     that chapter too): ``title`` heads its line in the findings list, ``bullet`` says in plain words what each model
     shows, with its numbers, linking each model to its chapter (None: nothing to say in this build), and ``reading``
     gives a model's clause of the per-model reading: the chapter's primary estimate with its interval (None: the model
-    has none). A new chapter's finding is one :func:`register` call."""
+    has none). ``opening``: the model's sentence that opens its chapter where it is not that clause (a finding the
+    per-model reading leaves to its bullet); None: the clause. A new chapter's finding is one :func:`register` call."""
     key: str
     chapter: str
     title: str
     bullet: Callable[[Page], str | None]
     reading: Callable[[Page, str], str | None]
+    opening: Callable[[Page, str], str | None] | None = None
+
+    def opens(self, page: Page, model: str) -> str | None:
+        """The sentence (without its full stop) that opens ``model``'s chapter."""
+        return (self.opening or self.reading)(page, model)
 
 
 #: The front page's findings in reading order (:func:`register`).
@@ -449,25 +455,35 @@ register(Finding("long_form", "link", "Does the next word predict what it writes
 # The erasure (chapter 12): does the inside drive what the model writes?
 
 
+def _erasure_clause(page: Page, model: str, who: str) -> str | None:
+    """A decoder's erasure in plain words (``intrinsic_extrinsic.erasure_reading.front_page_clause``, ``who`` naming
+    it): where the curve's largest effect is, how much of the stereotype in its writing goes, what it costs, how much
+    of the fact goes and what the controls did, the rule's state where it names another; and whether erasing the
+    concept everywhere also loses the gender of "the king ... he". None without chapter 12's table."""
+    rows = page.rows(page.erasure, model)
+    if not len(rows):
+        return None
+    everywhere = rows[(rows["erasure"] == "leace") & (rows["layer"] == "all")
+                      & (rows["measure"] == "facts_right_share")]
+    lost = bool(len(everywhere)) and float(everywhere["value"].iloc[0]) < erasure_statistics.MIN_FACTS
+    tail = ", and erasing it at every layer also loses whether \"the king\" is a he" if lost else ""
+    return erasure_reading.front_page_clause(rows, who) + tail
+
+
 def _erasure_bullet(page: Page) -> str | None:
-    """Per decoder with chapter 12's table, in plain words (``intrinsic_extrinsic.erasure_reading.front_page_clause``):
-    where the curve's largest effect is, how much of the stereotype in its writing goes, what it costs, how much of
-    the fact goes and what the controls did, the rule's state where it names another; and whether erasing the concept
-    everywhere also loses the gender of "the king ... he"."""
-    def clause(model: str, label: str) -> str | None:
-        rows = page.rows(page.erasure, model)
-        if not len(rows):
-            return None
-        everywhere = rows[(rows["erasure"] == "leace") & (rows["layer"] == "all")
-                          & (rows["measure"] == "facts_right_share")]
-        lost = bool(len(everywhere)) and float(everywhere["value"].iloc[0]) < erasure_statistics.MIN_FACTS
-        tail = ", and erasing it at every layer also loses whether \"the king\" is a he" if lost else ""
-        return erasure_reading.front_page_clause(rows, _link(model, "erasure", label)) + tail
-    return _decoders(page, clause, "results of this chapter")
+    """Per decoder with chapter 12's table, :func:`_erasure_clause` linking it to its chapter."""
+    return _decoders(page, lambda model, label: _erasure_clause(page, model, _link(model, "erasure", label)),
+                     "results of this chapter")
+
+
+def _erasure_opening(page: Page, model: str) -> str | None:
+    """Chapter 12 opens with the front page's clause for its model: the curve's largest effect first."""
+    text = _erasure_clause(page, model, page.label[model])
+    return text[:1].upper() + text[1:] if text else None
 
 
 register(Finding("erasure", "erasure", "Does the inside drive what the model writes?", _erasure_bullet,
-                 lambda page, model: None))
+                 lambda page, model: None, _erasure_opening))
 
 
 def caveat_bullet() -> str:

@@ -152,8 +152,8 @@ def _with_terms(text: str) -> str:
 
 def chapter_findings(stem: str, results: str | Path | None) -> list[str]:
     """The sentences that open a chapter (``stem``, a notebook's) for the model whose results folder is
-    ``results``: the reading of each finding registered for that chapter, as the front page prints it; [] for a
-    chapter without one, or without results."""
+    ``results``: the opening of each finding registered for that chapter (its clause of the front page's reading, or
+    its own ``opening``: chapter 12's largest effect); [] for a chapter without one, or without results."""
     chapter = {stem_: key for key, stem_ in CHAPTERS.items()}.get(stem)
     found = [f for f in FINDINGS if f.chapter == chapter]
     if not found or results is None or not Path(results).is_dir():
@@ -162,7 +162,7 @@ def chapter_findings(stem: str, results: str | Path | None) -> list[str]:
     gaps, head = read_summary([folder], root)
     link_stats, _ = read_results([folder], tables.NAMES.LINK_NEXT_WORD, root)
     page = read_page([folder], root, None, gaps, head, link_stats)
-    return [f"{clause}." for f in found if (clause := f.reading(page, page.models[0])) is not None]
+    return [f"{clause}." for f in found if (clause := f.opens(page, page.models[0])) is not None]
 
 
 def _findings_bullets(gaps: pd.DataFrame, headline: pd.DataFrame, models: Sequence[str],
