@@ -80,7 +80,7 @@ def test_the_longest_chains_start_first():
     first_two = sorted([r for r in planned if not r.after], key=lambda r: -chain[r.label])[:2]
     assert {r.label for r in first_two} == {"dec/06_bold_audit", "dec/03_projection_accuracy"}
     assert chain["dec/06_bold_audit"] == 816 + 27 + 200 + 5
-    assert chain["dec/03_projection_accuracy"] == 187 + 37 + 91 + 147 + 570 + 27 + 200 + 5
+    assert chain["dec/03_projection_accuracy"] == 187 + 37 + 91 + 147 + 654 + 27 + 200 + 5
 
 
 # --------------------------------------------------------------------------- the scheduler on tiny notebooks

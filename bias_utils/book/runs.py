@@ -136,7 +136,7 @@ _STUDY_NOTEBOOKS = (
     _NotebookSpec("11_intrinsic_extrinsic", "Does the bias inside predict the bias it writes?", generates=True,
                   reads=("06_bold_audit",), embeds=True, estimate_s=200),
     _NotebookSpec("12_erasure", "Erasing the concept", generates=True,
-                  reads_if=(("11_intrinsic_extrinsic", "long_form_erasure"),), embeds=True, estimate_s=570),
+                  reads_if=(("11_intrinsic_extrinsic", "long_form_erasure"),), embeds=True, estimate_s=654),
     _NotebookSpec("07_bold_replication", "Replication of the published audit", scope="once", estimate_s=27),
     _NotebookSpec("09_cross_model", "Across models", scope="cross", estimate_s=5),
 )
