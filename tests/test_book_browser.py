@@ -24,12 +24,13 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from test_summary import ISSUE_TERMS  # the words issue 57 found undefined: one list for both files
 
 from bias_utils.book import build as book
-from bias_utils.book import presentation, runs
+from bias_utils.book import prefill, presentation, runs
 from bias_utils.core import cache, paths, results, tables
 from bias_utils.report import rendering
 
@@ -211,6 +212,26 @@ def test_every_quick_run_succeeded(quick_book):
     assert len(manifests) >= 2 * 5 + 1  # Study 1 for both models and the cross-model chapter at least
     failed = {m["label"]: m["error"] for m in manifests if m["status"] != "ok"}
     assert failed == {}
+
+
+def test_chapter_11s_texts_written_ahead_are_the_texts_it_read(quick_book):
+    """The prefill (``book.prefill``, run in a waiting lane of a two-lane build) asks the generation cache for what
+    chapter 11's run asked: with the run's own parameters it writes nothing new and gives the chapter's table."""
+    manifest = json.loads(next((quick_book.parent.parent / "models").glob("*/11_intrinsic_extrinsic.run.json"))
+                          .read_text())
+    out = Path(manifest["parameters"]["output_dir"])
+    models = [runs.describe_model(m) for m in TEST_MODELS]
+    planned = runs.plan_runs(models, quick=manifest["quick"], book_dir=quick_book.parent.parent,
+                             results_dir=out.parent, log=lambda *_: None)
+    run = next(r for r in planned if r.label == manifest["label"])
+    parameters = runs.effective_parameters(run.notebook, run.parameters)
+    before = sorted(p.stat().st_size for p in (paths.cache_dir() / "generations").rglob("rows.jsonl"))
+    written = prefill.PREFILLS["11_intrinsic_extrinsic"].write(parameters)
+    after = sorted(p.stat().st_size for p in (paths.cache_dir() / "generations").rglob("rows.jsonl"))
+    assert after == before  # nothing sampled: every text was the chapter's
+    read = pd.read_parquet(out / f"{tables.NAMES.LONG_FORM_TEXTS}.parquet")
+    assert len(written) == len(read) > 0
+    assert written.reset_index(drop=True).equals(read[list(written.columns)].reset_index(drop=True))
 
 
 @pytest.fixture(scope="module")

@@ -79,8 +79,30 @@ def test_the_longest_chains_start_first():
     chain = execution._chains(planned, {r.label: r.estimate_s for r in planned})
     first_two = sorted([r for r in planned if not r.after], key=lambda r: -chain[r.label])[:2]
     assert {r.label for r in first_two} == {"dec/06_bold_audit", "dec/03_projection_accuracy"}
-    assert chain["dec/06_bold_audit"] == 816 + 27 + 200 + 5
-    assert chain["dec/03_projection_accuracy"] == 187 + 37 + 91 + 147 + 654 + 27 + 200 + 5
+    assert chain["dec/06_bold_audit"] == 816 + 27 + 45 + 5
+    assert chain["dec/03_projection_accuracy"] == 187 + 37 + 91 + 147 + 654 + 27 + 45 + 5
+
+
+def test_with_lanes_chapter_11s_long_form_is_written_ahead_and_waits_on_nothing():
+    """In a two-lane build chapter 11 waits for its prefill (``book.prefill``), which waits for nothing, so a lane
+    that would idle while 12 runs writes 11's texts; the chapter's key does not change."""
+    env = runs.Environment(modules={}, data_lists="d", packages={}, data={})
+    planned = runs.plan_runs(_MODELS, book_dir=Path("/nonexistent/book"), results_dir=Path("/nonexistent/r"),
+                             log=lambda *_: None)
+    runs.resolve_dependency_keys(planned, env)
+    with_ahead = execution._with_prefills(planned)
+    ahead = [r for r in with_ahead if r.ahead_of]
+    assert [(r.label, r.ahead_of, r.after) for r in ahead] == [
+        ("dec/11_intrinsic_extrinsic (written ahead)", "dec/11_intrinsic_extrinsic", ())]
+    chapter = next(r for r in with_ahead if r.label == "dec/11_intrinsic_extrinsic")
+    planned_11 = next(r for r in planned if r.label == "dec/11_intrinsic_extrinsic")
+    assert chapter.after == planned_11.after + (ahead[0].label,) and chapter.key(env) == planned_11.key(env)
+    assert planned_11.after == ("dec/06_bold_audit", "dec/08_completion_profiles")  # the plan itself is untouched
+    assert runs.effective_parameters(chapter.notebook, chapter.parameters)["long_form"] is True
+    # on the default estimates the prefill's chain (150 s, then 11 and 09) is ready from the start, behind 03's and
+    # 06's: the lane that ends 06 first takes it (or the encoder's chain first) while the other runs 12
+    chain = execution._chains(with_ahead, {r.label: r.estimate_s for r in with_ahead})
+    assert chain[ahead[0].label] == 150 + 45 + 5 < chain["dec/06_bold_audit"]
 
 
 # --------------------------------------------------------------------------- the scheduler on tiny notebooks
@@ -162,6 +184,20 @@ def test_one_lane_runs_in_order_and_a_failure_skips_its_dependants(tmp_path):
     again = execution.execute_runs(planned, runs.Environment.current(), log=lambda *_: None, jobs=2)
     assert [(m["label"], m["status"]) for m in again] == [("m/g", "skipped")]
     assert _times(tmp_path, "h")["threads"] == os.environ.get("OMP_NUM_THREADS")  # one lane: this environment
+
+
+@pytest.mark.slow  # a kernel and a prefill process: about 10 s
+def test_a_failing_prefill_is_reported_and_its_chapter_still_runs(tmp_path):
+    """A notebook named as chapter 11, with a long form whose precision does not exist: its prefill fails in its own
+    process, the log says so, and the chapter runs after it all the same (it would show the error itself)."""
+    planned = _tiny_runs(tmp_path, {"11_intrinsic_extrinsic": {}})
+    planned[0].parameters.update(long_form=True, model="smollm2-135m-instruct", dtype="float8")
+    lines: list[str] = []
+    manifests = execution.execute_runs(planned, runs.Environment.current(), log=lines.append, jobs=2)
+    assert [(m["label"], m["status"]) for m in manifests] == [("m/11_intrinsic_extrinsic", "ok")]
+    ended = next(ln for ln in lines if "(written ahead) failed in" in ln)
+    assert "the chapter writes what is missing" in ended and "float8" in ended
+    assert lines.index(ended) < lines.index(next(ln for ln in lines if "] m/11_intrinsic_extrinsic: started" in ln))
 
 
 def test_jobs_below_one_is_refused_before_any_model_loads(capsys):

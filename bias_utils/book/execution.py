@@ -5,24 +5,29 @@ offline), its kernel's progress bars are forwarded to the build log, and its
 manifest (``<notebook>.run.json``) records the status, run key, parameters,
 seeds, tables written, package versions, commit and wall time.
 
-Lanes. With ``jobs`` > 1 (:func:`default_jobs`) up to that many kernels run side by side, each with
-``cores // jobs`` torch threads (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` in its environment): a run starts once
-every run it reads from (``Run.after``) has succeeded, the one with the longest chain of runs still waiting on it
-first (each run's previous wall time, else its chapter's estimate); a run that starts with nothing beside it and
-that every other waiting run waits on gets every core. A run whose dependency failed or was skipped is skipped,
-with a manifest that says which; it runs again next time. With ``jobs=1`` the runs execute in the planned order,
-in this process's thread and environment. Sampled text is the same either way (``models.generation`` samples on
-one torch thread); a forward pass on another thread count may round differently in float32's last bits, so the
-erasure's and the next word's tables of two builds agree to that rounding, every other table to the bit (the cold
-default builds of 469737e and be611ff with two lanes, chapter 12 on two threads and on one: 815 of 1.64 million
-cells differ, by at most 1.7e-7 where the value is below 1e-3 and 4e-5 of the value elsewhere).
+Lanes. With ``jobs`` > 1 (:func:`default_jobs`) up to that many kernels run side by side, each with ``cores //
+jobs`` torch threads (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` in its environment): a run starts once every run it
+reads from (``Run.after``) has succeeded, the one with the longest chain of runs still waiting on it first (each
+run's previous wall time, else its chapter's estimate); a run that starts with nothing beside it and that every
+other waiting run waits on gets every core. A run whose dependency failed or was skipped is skipped, with a manifest
+that says which; it runs again next time. A chapter with a prefill (``book.prefill``: chapter 11's long form) waits
+for it, and the prefill waits for nothing, so a lane that would idle writes it. With ``jobs=1`` the runs execute in
+the planned order, in this process's thread and environment. Sampled text is the same either way
+(``models.generation`` samples on one torch thread); a forward pass on another thread count may round differently in
+float32's last bits, so the erasure's and the next word's tables of two builds agree to that rounding, every other
+table to the bit (the cold default builds of 469737e and be611ff with two lanes, chapter 12 on two threads and on
+one: 815 of 1.64 million cells differ, by at most 1.7e-7 where the value is below 1e-3 and 4e-5 of the value
+elsewhere).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -34,7 +39,17 @@ from pathlib import Path
 import nbformat
 
 from ..core import cache
-from .runs import RENDER_CELL, Environment, Run, declared_parameters, format_seconds, git_state, relative_to_root
+from .prefill import PREFILLS
+from .runs import (
+    RENDER_CELL,
+    Environment,
+    Run,
+    declared_parameters,
+    effective_parameters,
+    format_seconds,
+    git_state,
+    relative_to_root,
+)
 
 __all__: list[str] = []
 
@@ -211,6 +226,41 @@ def _execute_run(run: Run, env: Environment, progress=print, kernel_env: dict | 
     return manifest
 
 
+def _execute_prefill(run: Run, env: Environment, progress=print, kernel_env: dict | None = None,
+                     prefix: str = "      ") -> dict:
+    """Write ``run``'s cache ahead of the chapter it serves (``book.prefill``) in a process of its own, forwarding
+    its progress bars; returns a manifest-like record (not written: the chapter's manifest is the one that counts)."""
+    t0 = time.perf_counter()
+    parameters = effective_parameters(run.notebook, run.parameters)
+    forward, err = _ProgressForwarder(progress, prefix=prefix), b""
+    with subprocess.Popen([sys.executable, "-m", "bias_utils.book.prefill", run.notebook.stem],
+                          stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          env=kernel_env, cwd=run.notebook.parent) as proc:
+        proc.stdin.write(json.dumps(parameters).encode())
+        proc.stdin.close()
+        while chunk := os.read(proc.stderr.fileno(), 1 << 16):
+            forward.write(chunk.decode(errors="replace"))
+            err = (err + chunk)[-4000:]
+    failed = proc.returncode != 0
+    last = err.decode(errors="replace").strip().splitlines()[-1:] if failed else []
+    return {"label": run.label, "status": "failed" if failed else "ok", "error": last[0] if last else None,
+            "wall_time_s": round(time.perf_counter() - t0, 2)}
+
+
+def _with_prefills(todo: list[Run]) -> list[Run]:
+    """``todo`` with a prefill run (``book.prefill``) before each chapter that has one, the chapter waiting for it."""
+    out = []
+    for run in todo:
+        found = PREFILLS.get(run.notebook.stem)
+        if found is not None:
+            ahead = dataclasses.replace(run, label=f"{run.label} (written ahead)", depends_on=(), after=(),
+                                        estimate_s=found.estimate_s, ahead_of=run.label)
+            out.append(ahead)
+            run = dataclasses.replace(run, after=run.after + (ahead.label,))
+        out.append(run)
+    return out
+
+
 def _skipped(run: Run, env: Environment, failed: str) -> dict:
     """Record ``run`` as skipped because ``failed`` (a run it reads from) did not succeed; an output left by an
     earlier run goes, so the book does not show a chapter its inputs no longer give."""
@@ -281,9 +331,12 @@ def execute_runs(runs: list[Run], env: Environment | None = None, force: bool = 
     threads = max(1, _cores() // jobs)
     lanes = f", {jobs} side by side ({threads} torch thread{'s' if threads > 1 else ''} each)" if jobs > 1 else ""
     log(f"book: {len(runs)} runs, {len(runs) - len(todo)} up to date, {len(todo)} to execute{lanes}")
-    previous = {r.label: (r.previous_manifest() or {}).get("wall_time_s") for r in todo}
     # a current run that failed keeps its dependants from running; a run to execute has no state (None) until it ends
     status = {r.label: None if r in todo else (r.previous_manifest() or {}).get("status") for r in runs}
+    if jobs > 1:
+        todo = _with_prefills(todo)
+        status.update({r.label: None for r in todo if r.ahead_of})
+    previous = {r.label: None if r.ahead_of else (r.previous_manifest() or {}).get("wall_time_s") for r in todo}
     if jobs > 1:
         estimates = {label: t if t is not None else next(r.estimate_s for r in todo if r.label == label)
                      for label, t in previous.items()}
@@ -298,22 +351,30 @@ def execute_runs(runs: list[Run], env: Environment | None = None, force: bool = 
         with lock:
             log(line)
 
+    chapters = [r for r in todo if not r.ahead_of]
     done_times: list[float] = []
     t_start = time.perf_counter()
     manifests: list[dict] = []
     started = 0
 
     def start_line(run: Run) -> str:
+        if run.ahead_of:
+            return f"      {run.label}: started at {datetime.now().strftime('%H:%M:%S')}"
         nonlocal started
         started += 1
         mean = sum(done_times) / len(done_times) if done_times else None
         remaining = [estimates[r.label] if estimates[r.label] is not None else mean for r in [run, *pending]]
         eta = "unknown" if any(e is None for e in remaining) else format_seconds(sum(remaining) / jobs)
         clock = f"started at {datetime.now().strftime('%H:%M:%S')}, " if jobs > 1 else ""
-        return (f"[{started}/{len(todo)}] {run.label}: {clock}elapsed {format_seconds(time.perf_counter() - t_start)}"
-                f", ETA {eta}")
+        elapsed = format_seconds(time.perf_counter() - t_start)
+        return f"[{started}/{len(chapters)}] {run.label}: {clock}elapsed {elapsed}, ETA {eta}"
 
     def finish(run: Run, manifest: dict) -> None:
+        if run.ahead_of:  # the chapter then writes what is missing itself, and shows any error
+            status[run.label] = "ok"
+            say(f"      {run.label} {manifest['status']} in {format_seconds(manifest['wall_time_s'])}"
+                + (f" (the chapter writes what is missing: {manifest['error']})" if manifest["error"] else ""))
+            return
         status[run.label] = manifest["status"]
         manifests.append(manifest)
         if manifest["status"] == "skipped":
@@ -362,7 +423,8 @@ def execute_runs(runs: list[Run], env: Environment | None = None, force: bool = 
                 say(start_line(run) + (f" ({threads_now} torch threads: nothing can run beside it)"
                                        if alone and threads_now != threads else ""))
                 lane_env = {**kernel_env, "OMP_NUM_THREADS": str(threads_now), "MKL_NUM_THREADS": str(threads_now)}
-                running[pool.submit(_execute_run, run, env, say, lane_env, f"      {run.label}: ")] = run
+                execute = _execute_prefill if run.ahead_of else _execute_run
+                running[pool.submit(execute, run, env, say, lane_env, f"      {run.label}: ")] = run
             if not running:
                 break
             finished, _ = wait(running, return_when=FIRST_COMPLETED)

@@ -101,8 +101,8 @@ class _NotebookSpec:
     in the planned order (a run waits for the one before it, but its key does not name it), so that on a cold cache
     each pair is embedded by the same chapter, in the same batch, in lanes as one at a time: the embedding engine
     batches the pairs a call needs, and a float32 batch of other rows may differ in the last bits. ``estimate_s``:
-    its wall time in seconds on the default build (SmolLM2, one torch thread), the scheduler's guess until a
-    manifest records one.
+    its wall time in seconds on the default build (SmolLM2, one torch thread; 11's with its long form written ahead,
+    ``book.prefill``), the scheduler's guess until a manifest records one.
     """
 
     stem: str
@@ -134,7 +134,7 @@ _STUDY_NOTEBOOKS = (
     _NotebookSpec("08_completion_profiles", "Stereotype profiles of the model's own completions", generates=True,
                   reads=("06_bold_audit",), embeds=True, estimate_s=27),
     _NotebookSpec("11_intrinsic_extrinsic", "Does the bias inside predict the bias it writes?", generates=True,
-                  reads=("06_bold_audit",), embeds=True, estimate_s=200),
+                  reads=("06_bold_audit",), embeds=True, estimate_s=45),
     _NotebookSpec("12_erasure", "Erasing the concept", generates=True,
                   reads_if=(("11_intrinsic_extrinsic", "long_form_erasure"),), embeds=True, estimate_s=654),
     _NotebookSpec("07_bold_replication", "Replication of the published audit", scope="once", estimate_s=27),
@@ -357,6 +357,8 @@ class Run:
     after: tuple[str, ...] = ()
     #: The wall time the scheduler assumes until a manifest records one (seconds).
     estimate_s: float = 60.0
+    #: Set on a run that only writes a cache ahead of the run it names (``book.prefill``), not its notebook.
+    ahead_of: str | None = None
 
     @property
     def manifest_path(self) -> Path:
@@ -419,6 +421,18 @@ def declared_parameters(notebook: Path) -> dict[str, str]:
             if isinstance(target, ast.Name) and node.value is not None:
                 declared[target.id] = ast.get_source_segment(source, node.value)
     return declared
+
+
+def effective_parameters(notebook: Path, parameters: dict) -> dict:
+    """The values a run of ``notebook`` with ``parameters`` sees: the declared defaults (literals, evaluated) with
+    ``parameters`` over them. A default that is not a literal is left out (a prefill then fails and says so)."""
+    found = {}
+    for name, source in declared_parameters(notebook).items():
+        try:
+            found[name] = ast.literal_eval(source)
+        except (ValueError, SyntaxError):
+            continue
+    return {**found, **parameters}
 
 
 def relative_to_root(path: Path) -> Path:
