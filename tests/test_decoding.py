@@ -176,9 +176,11 @@ def _kinds_from_text(tokenizer, prompt_ids, new_ids) -> list[int]:
     text it added (lead: the text so far is only whitespace and leading punctuation; blank: it added whitespace
     or nothing; else word)."""
     head = tokenizer.decode(prompt_ids, skip_special_tokens=True)
+    # every prefix decoded in one batch call: the same texts as one decode per step, without its per-call overhead
+    fulls = tokenizer.batch_decode([prompt_ids + new_ids[:j + 1] for j in range(len(new_ids))],
+                                   skip_special_tokens=True)
     kinds, before = [], ""
-    for j in range(len(new_ids)):
-        full = tokenizer.decode(prompt_ids + new_ids[:j + 1], skip_special_tokens=True)
+    for j, full in enumerate(fulls):
         text = full[len(head):] if full.startswith(head) else tokenizer.decode(new_ids[:j + 1],
                                                                                skip_special_tokens=True)
         piece, before = text[len(before):], text

@@ -271,6 +271,15 @@ def test_a_rerun_computes_nothing_and_an_interrupted_run_resumes(smollm, isolate
     assert len(list((isolated_cache / "next_word").glob("*/rows.jsonl"))) == 2
     assert (other.prompts["female_mass"].to_numpy() < first.prompts["female_mass"].iloc[:len(other.prompts)]
             .to_numpy()).all()
+    # another torch thread count is another entry too (its float32 sums may round otherwise): computed, not reused
+    before = torch.get_num_threads()
+    torch.set_num_threads(before + 1)
+    try:
+        nw.next_word_table(smollm, NOUNS[:1], batch_size=4, progress=False)
+    finally:
+        torch.set_num_threads(before)
+    metas = [json.loads(p.read_text()) for p in (isolated_cache / "next_word").glob("*/meta.json")]
+    assert sorted(m["cpu_threads"] for m in metas) == sorted([before, before, before + 1])
 
 
 @pytest.mark.slow

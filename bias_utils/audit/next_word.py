@@ -62,7 +62,7 @@ from ..core.lexicon import count_table
 from ..core.precision import number_text, percent_text
 from ..core.results import display_name, write_tables
 from ..core.stats import check_n_boot, correlation_rows, results_table
-from ..models.embeddings import default_batch_size
+from ..models.embeddings import default_batch_size, forward_threads
 from ..models.generation import generate
 from ..models.loading import check_model, resolve_model
 from .neutral_share import (
@@ -208,8 +208,11 @@ def next_word_table(model, occupations: Sequence[str], *, templates: Sequence[st
     table = occupation_prompts(nouns, templates)
     encoded = [model.tokenizer(p)["input_ids"] for p in table["prompt"]]  # as the audit's generation reads a raw prompt
     keys = [stable_hash(p, 24) for p in table["prompt"]]
-    store = next_word_store({"model_id": model.model_id, "lexicons": {k: sorted(v) for k, v in lexicons.items()},
-                    "token_ids": ids, "neutral_token_ids": neutral_ids, "version": CODE_VERSION}) if cache else None
+    params = {"model_id": model.model_id, "lexicons": {k: sorted(v) for k, v in lexicons.items()},
+              "token_ids": ids, "neutral_token_ids": neutral_ids, "version": CODE_VERSION}
+    if (threads := forward_threads(model)) is not None:
+        params["cpu_threads"] = threads
+    store = next_word_store(params) if cache else None
     with store.lock() if store else nullcontext():
         done = store.load() if store else {}
         # Batches of one length each (no padding), formed from every sentence in a fixed order, so a resumed run

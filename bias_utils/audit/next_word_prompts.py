@@ -35,7 +35,8 @@ chat model too (SmolLM2-Instruct, Qwen2.5-Instruct): the audit's completions con
 So the measure describes the model as a text continuer, not as an assistant answering a request.
 
 **Cache.** Each sentence's masses are stored under ``paths.cache_dir()/next_word/<key>/rows.jsonl``, ``<key>``
-hashing the model id, the lexicons, the token ids counted and :data:`CODE_VERSION`; a row is keyed by the sentence's
+hashing the model id, the lexicons, the token ids counted, :data:`CODE_VERSION` and on a CPU the torch threads
+(``models.embeddings.forward_threads``); a row is keyed by the sentence's
 text (so by the template and the noun). Rows are appended and fsynced after every batch under a file lock: a rerun
 computes nothing, an interrupted run computes only the batches it had not finished (formed as the uninterrupted run
 formed them, so its numbers are the same to the bit on one machine), and two runs on the same cache compute once.

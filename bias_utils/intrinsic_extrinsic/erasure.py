@@ -60,7 +60,8 @@ none qualifies, none is named. Whatever it names, the chapter reads the curve's 
 (``erasure_statistics.largest_effect_layer``, ``erasure_reading``).
 
 **Cache.** Each condition's per-item values are one record of ``paths.cache_dir()/erasure/<key>/rows.jsonl``,
-``<key>`` hashing the model, the fit, the inputs, the basis and :data:`_CODE_VERSION`; records are appended under a
+``<key>`` hashing the model, the fit, the inputs, the basis, :data:`_CODE_VERSION` and on a CPU the torch threads
+(``models.embeddings.forward_threads``: another count may round float32 sums differently); records are appended under a
 file lock after each condition: an interrupted run resumes at the first condition it had not finished, a rerun
 computes nothing. The unhooked condition reads the embeddings' and the next word's own caches (chapters 04 and 11
 filled them); an erased one computes with those caches off (its states are not reused, and would take a hundred
@@ -101,7 +102,7 @@ from ..core.cache import RecordStore, stable_hash
 from ..core.errors import ParameterError, check_positive_int, check_seed
 from ..core.results import write_tables
 from ..core.stats import MIN_N_BOOT, check_n_boot
-from ..models.embeddings import embed_words
+from ..models.embeddings import embed_words, forward_threads
 from ..models.hooks import state_modules
 from ..models.loading import check_model, resolve_model
 from ..profiles.population_profiles import DEFAULT_TEMPLATES
@@ -233,11 +234,14 @@ def erasure_tradeoff(model, basis, *, layer_step: int = 3, n_boot: int = 1000, s
                     female=term_means["female"], male=term_means["male"], basis=basis)
     tokens = np.array([len(model.tokenizer(s)["input_ids"]) - 1 for s in inputs.sentences], dtype=float)
     chosen = chosen_states(model.n_layers, layer_step)
-    store = RecordStore(paths.cache_dir() / "erasure", {
-        "model_id": model.model_id, "version": _CODE_VERSION, "seed": seed, "fit": {"names": fit_names, "terms": terms},
-        "templates": list(DEFAULT_TEMPLATES), "names": inputs.names, "facts": inputs.facts,
-        "occupations": inputs.occupations, "sentences": inputs.sentences, "basis": _basis_hash(basis)},
-        lambda r: (r["erasure"], r["layer"]), required=("erasure", "layer", "values"), hash_length=24)
+    params = {"model_id": model.model_id, "version": _CODE_VERSION, "seed": seed,
+              "fit": {"names": fit_names, "terms": terms}, "templates": list(DEFAULT_TEMPLATES), "names": inputs.names,
+              "facts": inputs.facts, "occupations": inputs.occupations, "sentences": inputs.sentences,
+              "basis": _basis_hash(basis)}
+    if (threads := forward_threads(model)) is not None:
+        params["cpu_threads"] = threads
+    store = RecordStore(paths.cache_dir() / "erasure", params, lambda r: (r["erasure"], r["layer"]),
+                        required=("erasure", "layer", "values"), hash_length=24)
     with store.lock():
         fit = read_fit(store.dir / "erasers.npz", model.n_layers)
         if fit is None:

@@ -151,6 +151,13 @@ def default_batch_size(loaded) -> int:
     return 32 if loaded.device.type == "cpu" else 128
 
 
+def forward_threads(loaded) -> int | None:
+    """The torch threads a forward pass of ``loaded`` runs on where that is a CPU, else None. A cache of forward
+    passes whose values it keeps to the bit (the erasure's, the next word's) records it: a float32 sum split over
+    another number of threads may round differently in its last bits."""
+    return torch.get_num_threads() if loaded.device.type == "cpu" else None
+
+
 def _cache_dir(model_id: str, layers: list[int]) -> Path:
     return paths.cache_dir() / "embeddings" / model_id / f"{_CACHE_VERSION}-layers-{stable_hash(layers, 12)}"
 
