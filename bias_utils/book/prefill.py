@@ -46,7 +46,7 @@ def long_form_texts(parameters: Mapping):
     from ..audit.long_form import long_form_table
     from ..core.stats import MIN_N_BOOT
     from ..models.loading import load_model
-    from ..profiles.populations import occupation_shares
+    from ..profiles.populations import occupation_shares  # deferred: with the three above
 
     model = load_model(parameters["model"], dtype=parameters.get("dtype"))
     return long_form_table(model, list(occupation_shares()["occupation"]),
