@@ -40,7 +40,8 @@ def long_form_texts(parameters: Mapping):
     (``profiles.populations.occupation_shares``, the nouns of ``gender_direction.occupation_validity``'s values, in
     their order), the run's instructions, samples, length and seed. Returns the texts table, or None where the run
     leaves the long form out."""
-    if not parameters.get("long_form"):
+    # every value read by name: one missing (a default that is not a literal) fails the prefill, never guessed
+    if not parameters["long_form"]:
         return None
     # deferred: planning a build imports this module, and it must not load torch
     from ..audit.long_form import long_form_table
@@ -48,9 +49,9 @@ def long_form_texts(parameters: Mapping):
     from ..models.loading import load_model
     from ..profiles.populations import occupation_shares  # deferred: with the three above
 
-    model = load_model(parameters["model"], dtype=parameters.get("dtype"))
+    model = load_model(parameters["model"], dtype=parameters["dtype"])
     return long_form_table(model, list(occupation_shares()["occupation"]),
-                           instructions=parameters.get("long_form_instructions"),
+                           instructions=parameters["long_form_instructions"],
                            n_samples=parameters["long_form_n_samples"],
                            max_new_tokens=parameters["long_form_max_new_tokens"], seed=parameters["seed"],
                            n_boot=MIN_N_BOOT).texts
