@@ -17,6 +17,7 @@ from concept_erasure import LeaceFitter
 from bias_utils.book import runs
 from bias_utils.core import cache, paths
 from bias_utils.core.errors import ParameterError
+from bias_utils.core.precision import percent_text
 from bias_utils.core.stats import hedges_g, percentile_interval, resamples, rowwise_correlation, rowwise_g
 from bias_utils.intrinsic_extrinsic import erasers, erasure, erasure_measures, erasure_reading, erasure_statistics
 from bias_utils.models import hooks
@@ -535,6 +536,14 @@ def test_a_planted_selective_concept_is_found_selective_and_an_entangled_one_is_
     assert not erasure_statistics.is_selective(table, "leace", "2")  # entangled: more of the fact goes
     assert not erasure_statistics.is_selective(table, "leace", "all")  # both alike: no difference shown
     assert not erasure_statistics.is_selective(table, "random", "5")  # nothing removed
+    # where the largest shown fall is the selective state, the front page says so with both shares
+    only_5 = table[~((table["erasure"] == "leace") & table["layer"].isin(["2", "all"]))]
+    at_5 = only_5[(only_5["erasure"] == "leace") & (only_5["layer"] == "5")].set_index("measure")["value"]
+    assert (f"removing less of the gap between words like queen and king "
+            f"({percent_text(at_5['fact_removed'])}) than of the stereotype "
+            f"({percent_text(at_5['stereotype_removed'])}): a selective erasure") in \
+        erasure_reading.front_page_clause(only_5, "Dec")
+    assert "a selective erasure" not in erasure_reading.front_page_clause(table, "Dec")  # the largest, state 2, is not
 
 
 def _page(table):

@@ -227,8 +227,10 @@ def front_page_clause(table: pd.DataFrame, who: str) -> str:
         text = (f"in {who}, erasing the gender concept {_where(table, layer)} weakens how its next word follows the "
                 f"share of women in an occupation, ρ from {number_text(rho['baseline'])} to "
                 f"{number_text(rho['value'])}, at {_cost(table, 'leace', layer)}")
-        text += (f", removing less of the gap between words like queen and king ({percent_text(fact)}): a selective "
-                 "erasure" if is_selective(table, "leace", layer) else
+        stereotype = _row(table, "leace", layer, "stereotype_removed")["value"]
+        text += (f", removing less of the gap between words like queen and king ({percent_text(fact)}) than of the "
+                 f"stereotype ({percent_text(stereotype)}): a selective erasure" if is_selective(table, "leace", layer)
+                 else
                  f", but it also removes {percent_text(fact)} of the gap between words like queen and king")
         if all(c is not None for c in controls):
             text += (f"; a random subspace and shuffled labels there change ρ by "
