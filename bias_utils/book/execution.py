@@ -333,13 +333,12 @@ def execute_runs(runs: list[Run], env: Environment | None = None, force: bool = 
     log(f"book: {len(runs)} runs, {len(runs) - len(todo)} up to date, {len(todo)} to execute{lanes}")
     # a current run that failed keeps its dependants from running; a run to execute has no state (None) until it ends
     status = {r.label: None if r in todo else (r.previous_manifest() or {}).get("status") for r in runs}
+    previous = {r.label: (r.previous_manifest() or {}).get("wall_time_s") for r in todo}
     if jobs > 1:
         todo = _with_prefills(todo)
         status.update({r.label: None for r in todo if r.ahead_of})
-    previous = {r.label: None if r.ahead_of else (r.previous_manifest() or {}).get("wall_time_s") for r in todo}
-    if jobs > 1:
-        estimates = {label: t if t is not None else next(r.estimate_s for r in todo if r.label == label)
-                     for label, t in previous.items()}
+        # a prefill has no manifest: its estimate stands, as a chapter's does until one records its time
+        estimates = {r.label: r.estimate_s if previous.get(r.label) is None else previous[r.label] for r in todo}
         chain = _chains(todo, estimates)
         pending = sorted(todo, key=lambda r: -chain[r.label])  # stable: ties keep the planned order
         kernel_env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
