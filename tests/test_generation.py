@@ -584,58 +584,99 @@ def test_expected_mass_is_the_probability_of_the_sampled_distribution(smol, smol
     assert min(screen.rows_by_stage.values()) > 0
 
 
-@pytest.mark.slow
-def test_expected_counts_agree_with_sampled_counts(smol):
-    """E[sampled lexicon tokens] = sum of the visited steps' mass: the sampled total is within 3 SD of the expected.
+#: How far the decode loop's float32 logits (left-padded batch, KV cache) may be from one sequence's full forward
+#: pass: a bound a hundred times the ~1e-5 that float32 rounding through 30 layers gives logits of magnitude ~20.
+_LOGIT_SLACK = 1e-3
 
-    16 prompts x 16 samples x 64 tokens. Given the prefix each step writes a lexicon token with probability p_t, so
-    the sampled total minus the expected one is a martingale with variance E[sum p_t (1 - p_t)] <= expected total,
-    used as a conservative variance. Seed-1 run: expected male 158.4, female 231.6, sampled 155 and 238 tokens (z
-    -0.27, +0.42, before bare variants were counted only at word starts); pooled sd <= 19.7, so an estimator 20%
-    off moves the pooled z by about 4 (power ~0.85 at |z| < 3). The audit's word counts differ from the token
-    counts where a lexicon token starts a longer word ("He" + "phaestus"); chapter 06 shows both totals.
+
+def _step_masses(logits: torch.Tensor, sets: torch.Tensor, temperature: float, top_p: float, top_k: int
+                 ) -> np.ndarray:
+    """``[edges, sets]``: each token set's probability under the sampling distribution at these float32 ``logits``
+    [vocabulary] (temperature, top-k, top-p: transformers' warpers give the first row), and under every nucleus
+    that logits moved by :data:`_LOGIT_SLACK` could give instead: the edge at each rank whose cumulative probability
+    lies that close to ``top_p`` (a probability moves by at most slack / (2 T)), and the k-th token swapped with the
+    next where their logits lie that close."""
+    from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    warped = logits[None].clone()
+    for warper in (TemperatureLogitsWarper(temperature), TopKLogitsWarper(top_k), TopPLogitsWarper(top_p)):
+        warped = warper(None, warped)
+    options = [torch.isfinite(warped[0])]
+    values, order = torch.topk(logits.double(), top_k + 1)
+    margin = 2 * _LOGIT_SLACK / temperature
+    for ranks in ([*range(top_k)], [*range(top_k - 1), top_k]) if values[top_k - 1] - values[top_k] < 2 * _LOGIT_SLACK \
+            else ([*range(top_k)],):
+        probs = torch.softmax(values[ranks] / temperature, dim=0)
+        head = torch.cumsum(probs, dim=0)  # descending: the nucleus is the first r tokens, head[r - 1] >= top_p
+        for r in range(1, top_k + 1):
+            if abs(float(head[r - 1]) - top_p) < margin or (r > 1 and abs(float(head[r - 2]) - top_p) < margin):
+                kept = torch.zeros_like(options[0])
+                kept[order[ranks[:r]]] = True
+                options.append(kept)
+    out = []
+    for kept in options:
+        probs = torch.softmax(torch.where(kept, logits / temperature, -torch.inf).double(), dim=0)
+        out.append((sets.double() @ probs).numpy())
+    return np.array(out)
+
+
+@pytest.mark.slow
+def test_expected_counts_are_the_lexicons_probability_at_every_step_the_loop_visited(smol):
+    """E[sampled lexicon tokens] = the expected counts the decode loop adds up, checked exactly instead of by sampling.
+
+    Given the prefix, each step writes a counted token with the probability of the counted set under the sampling
+    distribution (a spaced variant anywhere, a bare one where the text so far ends a word), so the sampled count
+    minus the sum of those probabilities over the steps a row visited is a martingale with mean 0: the expected
+    counts are right when that sum is. The sum is recomputed here independently of the loop: for each sampled row,
+    the prompt and what it drew in one forward pass of that sequence alone (no padding, no KV cache), the sampling
+    distribution at each step by transformers' own warpers, its word starts by decoding the text, and the step that
+    drew the stop token counted too. (This replaced a comparison of sampled with expected counts over 16 prompts x
+    16 samples x 64 tokens, within 3 SD: an estimator 20% off failed it with power ~0.85; here any error beyond the
+    float32 slack fails: checked to fail where the loop ignores word starts or undercounts by 5%.) Where that slack
+    could move the top-k or nucleus edge, every edge it could give bounds the step.
     """
     # the decode loop: generate keeps no token ids
     from bias_utils.models.decoding import _decode_batch, _stop_ids, token_tables
 
+    temperature, top_p, top_k = 0.7, 0.9, 50  # the audit's settings
     prompts = load_profession_prompts().set_index("prompt_id").loc[GENDERED_PROMPTS, "prompt"]
-    rows = [(pid, s) for pid in GENDERED_PROMPTS for s in range(16)]
+    rows = [(pid, s) for pid in GENDERED_PROMPTS for s in range(2)]
     _, coverage = lexicon_token_ids(smol.tokenizer)
     single = coverage[coverage["single_token"]]
-    spaced = {g: set(single[(single.lexicon == g) & single.variant.str.startswith(" ")].token_id.astype(int))
+    spaced = {g: sorted(single[(single.lexicon == g) & single.variant.str.startswith(" ")].token_id.astype(int))
               for g in ("male", "female")}
-    bare = {g: set(single[(single.lexicon == g) & ~single.variant.str.startswith(" ")].token_id.astype(int))
+    bare = {g: sorted(single[(single.lexicon == g) & ~single.variant.str.startswith(" ")].token_id.astype(int))
             for g in ("male", "female")}
     groups = torch.zeros(4, smol.model.get_output_embeddings().weight.shape[0], dtype=torch.bool)
     for g, name in enumerate(("male", "female")):
-        groups[g, sorted(spaced[name])] = True
-        groups[2 + g, sorted(bare[name])] = True
+        groups[g, spaced[name]] = True
+        groups[2 + g, bare[name]] = True
     uniforms = torch.stack([torch.rand(64, dtype=torch.float64, generator=torch.Generator().manual_seed(
         row_seed(1, pid, s))) for pid, s in rows])
     encoded = [smol.tokenizer(prompts[pid])["input_ids"] for pid, _ in rows]
-
-    def count(prompt: list[int], ids: list[int], name: str) -> int:
-        """Lexicon tokens written at a word start: a spaced variant anywhere, a bare one after whitespace or
-        punctuation (decoded text, as a reader sees it)."""
-        n, text = 0, smol.tokenizer.decode(prompt[-1:])
-        for t in ids:
-            start = not text or not (text[-1].isalnum() or text[-1] == "_")
-            n += t in spaced[name] or (start and t in bare[name])
-            text = smol.tokenizer.decode([t]) or text
-        return n
-
-    expected, sampled = np.zeros(2), np.zeros(2)
     stop, tables = torch.tensor(sorted(_stop_ids(smol))), token_tables(smol.tokenizer, groups.shape[1])
-    for b in range(0, len(rows), 64):
-        new, _, mass, _ = _decode_batch(smol, encoded[b:b + 64], uniforms[b:b + 64], stop, 0.7, 0.9, 50,
-                                        groups=groups, tables=tables)
-        expected += mass.sum(axis=0)
-        sampled += [sum(count(p, ids, name) for p, ids in zip(encoded[b:b + 64], new))
-                    for name in ("male", "female")]
-    z = (sampled - expected) / np.sqrt(expected)
-    pooled = (sampled.sum() - expected.sum()) / np.sqrt(expected.sum())
-    assert expected.min() > 100, expected  # the power stated above
-    assert np.abs(z).max() < 3 and abs(pooled) < 3, (sampled, expected)
+    new, stopped, mass, _ = _decode_batch(smol, encoded, uniforms, stop, temperature, top_p, top_k, groups=groups,
+                                          tables=tables)
+
+    low, high = np.zeros((len(rows), 2)), np.zeros((len(rows), 2))
+    for r, (prompt, drawn) in enumerate(zip(encoded, new)):
+        with torch.inference_mode():
+            logits = smol.model(input_ids=torch.tensor([prompt + drawn])).logits[0, len(prompt) - 1:].float()
+        text = smol.tokenizer.decode(prompt[-1:])
+        for step in range(len(drawn) + stopped[r]):
+            at_start = not text or not (text[-1].isalnum() or text[-1] == "_")
+            masses = _step_masses(logits[step], groups, temperature, top_p, top_k)
+            counts = masses[:, :2] + at_start * masses[:, 2:]
+            low[r] += counts.min(axis=0)
+            high[r] += counts.max(axis=0)
+            if step < len(drawn):
+                text = smol.tokenizer.decode([drawn[step]]) or text
+    # d mass / d logit_j = p_j (1{j counted} - mass) / T: a nucleus kept, at most slack / (2 T) a step
+    slack = np.array([(len(d) + s) * _LOGIT_SLACK / (2 * temperature) for d, s in zip(new, stopped)])[:, None]
+    outside = (mass < low - slack) | (mass > high + slack)
+    assert not outside.any(), (np.argwhere(outside), mass[outside], low[outside], high[outside])
+    assert high.sum() - low.sum() < 0.05 * low.sum(), "the nucleus edges widen the check by 5% or more"
+    assert low.max() > 1.0  # real rows put real mass on the lexicons, so the check has teeth
 
 
 @pytest.mark.slow
