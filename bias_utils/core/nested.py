@@ -71,21 +71,35 @@ def _item_integrals(k, n, eta, sigma, nodes, log_weights, start):
     zhat = mixed.posterior_mode(k, n, eta, sigma, start)
     p = special.expit(eta + sigma * zhat)
     scale = 1 / np.sqrt(1 + sigma ** 2 * n * p * (1 - p))
+    k, n = k[..., None], n[..., None]
+    # [J, Q, nodes] arrays, a fit's largest: each step writes into a buffer no later step reads, the same operations
+    # in the same order as out of place (the same bits; benchmarks/README.md), in six buffers instead of twenty
     z = zhat[..., None] + _SQRT2 * scale[..., None] * nodes
     e = eta[..., None] + sigma * z
-    tail = np.exp(-np.abs(e))
-    softplus = np.maximum(e, 0) + np.log1p(tail)
-    terms = k[..., None] * e - n[..., None] * softplus - 0.5 * z * z + log_weights
+    tail = np.abs(e)
+    np.exp(np.negative(tail, out=tail), out=tail)
+    spare = np.empty_like(tail)
+    terms = np.maximum(e, 0)
+    terms += np.log1p(tail, out=spare)
+    terms *= n  # n * softplus(e)
+    terms = np.subtract(np.multiply(k, e, out=spare), terms, out=terms)
+    terms -= np.multiply(np.multiply(z, 0.5, out=spare), z, out=spare)
+    terms += log_weights
     top = terms.max(axis=-1, keepdims=True)
-    mass = np.exp(terms - top)
+    mass = np.exp(np.subtract(terms, top, out=terms), out=terms)
     total = mass.sum(axis=-1)
     log_g = np.log(scale) + np.log(total) + top[..., 0] - 0.5 * np.log(np.pi)
-    post = mass / total[..., None]
-    pz = np.where(e >= 0, 1.0, tail) / (1 + tail)
-    r = k[..., None] - n[..., None] * pz
-    d1 = (post * r).sum(-1)
-    d2 = (post * (r * r - n[..., None] * pz * (1 - pz))).sum(-1) - d1 ** 2
-    ds = (post * r * z).sum(-1)
+    post = np.divide(mass, total[..., None], out=mass)
+    pz = np.where(e >= 0, 1.0, tail)
+    pz /= np.add(tail, 1, out=tail)
+    r = np.subtract(k, np.multiply(n, pz, out=e), out=e)
+    weighted = np.multiply(post, r, out=spare)  # post * r
+    d1 = weighted.sum(-1)
+    inner = np.multiply(n, pz, out=tail)
+    inner *= np.subtract(1, pz, out=pz)
+    inner = np.subtract(np.multiply(r, r, out=pz), inner, out=inner)
+    d2 = np.multiply(post, inner, out=inner).sum(-1) - d1 ** 2
+    ds = np.multiply(weighted, z, out=weighted).sum(-1)
     return log_g, d1, d2, ds, zhat
 
 
