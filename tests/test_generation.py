@@ -604,8 +604,10 @@ def _step_masses(logits: torch.Tensor, sets: torch.Tensor, temperature: float, t
     options = [torch.isfinite(warped[0])]
     values, order = torch.topk(logits.double(), top_k + 1)
     margin = 2 * _LOGIT_SLACK / temperature
-    for ranks in ([*range(top_k)], [*range(top_k - 1), top_k]) if values[top_k - 1] - values[top_k] < 2 * _LOGIT_SLACK \
-            else ([*range(top_k)],):
+    candidates = [[*range(top_k)]]
+    if values[top_k - 1] - values[top_k] < 2 * _LOGIT_SLACK:
+        candidates.append([*range(top_k - 1), top_k])
+    for ranks in candidates:
         probs = torch.softmax(values[ranks] / temperature, dim=0)
         head = torch.cumsum(probs, dim=0)  # descending: the nucleus is the first r tokens, head[r - 1] >= top_p
         for r in range(1, top_k + 1):

@@ -72,8 +72,8 @@ def _item_integrals(k, n, eta, sigma, nodes, log_weights, start):
     p = special.expit(eta + sigma * zhat)
     scale = 1 / np.sqrt(1 + sigma ** 2 * n * p * (1 - p))
     k, n = k[..., None], n[..., None]
-    # [J, Q, nodes] arrays, a fit's largest: each step writes into a buffer no later step reads, the same operations
-    # in the same order as out of place (the same bits; benchmarks/README.md), in six buffers instead of twenty
+    # [J, Q, nodes] arrays, a fit's largest: each step overwrites a buffer whose value no later step reads, with the
+    # same operations in the same order as out of place (the same bits; benchmarks/README.md): six buffers, not twenty
     z = zhat[..., None] + _SQRT2 * scale[..., None] * nodes
     e = eta[..., None] + sigma * z
     tail = np.abs(e)
