@@ -121,6 +121,70 @@ def posterior_mode(k, n, eta, sigma, start):
     return z
 
 
+SQRT2 = np.sqrt(2.0)
+
+
+@dataclass
+class Quadrature:
+    """What :func:`quadrature` returns per cluster: the integral's pieces (its log is ``log(scale) + log(total) +
+    top``, no binomial coefficient, less log(pi) / 2) and, where asked, its derivatives in the linear predictor eta
+    and in sigma."""
+
+    scale: np.ndarray
+    total: np.ndarray
+    top: np.ndarray
+    d_eta: np.ndarray | None = None
+    d2_eta: np.ndarray | None = None
+    d_sigma: np.ndarray | None = None
+    d2_eta_sigma: np.ndarray | None = None
+    d2_sigma: np.ndarray | None = None
+
+
+def quadrature(k, n, eta, sigma, zhat, nodes, log_weights, derivatives=True, sigma_curvature=False) -> Quadrature:
+    """Adaptive Gauss-Hermite quadrature of ``int phi(v) p^k (1 - p)^(n - k) dv``, ``p = expit(eta + sigma v)``, at
+    the nodes centred on the posterior modes ``zhat`` (``k``, ``n`` and ``sigma`` broadcast against ``eta``), and the
+    posterior moments of the complete-data score that give its first and second derivatives (the second in sigma
+    only with ``sigma_curvature``). The random-intercept model's clusters and the nested model's items both call it."""
+    p = special.expit(eta + sigma * zhat)
+    scale = 1 / np.sqrt(1 + sigma ** 2 * n * p * (1 - p))
+    k, n, sigma = k[..., None], n[..., None], np.asarray(sigma)[..., None]
+    # [..., nodes] arrays, a fit's largest: each step overwrites a buffer whose value no later step reads, with the
+    # same operations in the same order as out of place (the same bits; benchmarks/README.md): six buffers, not twenty
+    z = zhat[..., None] + SQRT2 * scale[..., None] * nodes
+    e = eta[..., None] + sigma * z
+    tail = np.abs(e)
+    np.exp(np.negative(tail, out=tail), out=tail)
+    spare = np.empty_like(tail)
+    terms = np.maximum(e, 0)
+    terms += np.log1p(tail, out=spare)
+    terms *= n  # n * softplus(e)
+    terms = np.subtract(np.multiply(k, e, out=spare), terms, out=terms)
+    terms -= np.multiply(np.multiply(z, 0.5, out=spare), z, out=spare)
+    terms += log_weights
+    top = terms.max(axis=-1, keepdims=True)
+    mass = np.exp(np.subtract(terms, top, out=terms), out=terms)
+    out = Quadrature(scale, mass.sum(axis=-1), top[..., 0])
+    if not derivatives:
+        return out
+    post = np.divide(mass, out.total[..., None], out=mass)
+    pz = np.where(e >= 0, 1.0, tail)
+    pz /= np.add(tail, 1, out=tail)
+    r = np.subtract(k, np.multiply(n, pz, out=e), out=e)
+    weighted = np.multiply(post, r, out=spare)  # post * r
+    out.d_eta = weighted.sum(-1)
+    inner = np.multiply(n, pz, out=tail)
+    inner *= np.subtract(1, pz, out=pz)
+    inner = np.subtract(np.multiply(r, r, out=pz), inner, out=inner)
+    curvature = np.multiply(post, inner, out=inner)
+    out.d2_eta = curvature.sum(-1) - out.d_eta ** 2
+    out.d_sigma = np.multiply(weighted, z, out=weighted).sum(-1)
+    if sigma_curvature:
+        curvature_z = np.multiply(curvature, z, out=weighted)
+        out.d2_eta_sigma = curvature_z.sum(-1) - out.d_eta * out.d_sigma
+        out.d2_sigma = np.multiply(curvature_z, z, out=curvature_z).sum(-1) - out.d_sigma ** 2
+    return out
+
+
 @dataclass
 class _Clusters:
     """The clusters used (positive totals), their designs and the quadrature rule; modes kept as warm starts.
@@ -165,40 +229,22 @@ class _Clusters:
         beta, sigma = theta[:, :-1], theta[:, -1:]
         eta = np.einsum("bnq,bq->bn", X, beta)
         zhat = self._modes(eta, sigma, rows)
-        p = special.expit(eta + sigma * zhat)
-        scale = 1 / np.sqrt(1 + sigma ** 2 * self.n * p * (1 - p))
-        z = zhat[..., None] + np.sqrt(2) * scale[..., None] * self.nodes
-        e = eta[..., None] + sigma[..., None] * z
-        tail = np.exp(-np.abs(e))  # one exponential for both log(1 + e^e) and expit(e)
-        softplus = np.maximum(e, 0) + np.log1p(tail)
-        terms = self.k[:, None] * e - self.n[:, None] * softplus - 0.5 * z * z + self.log_weights
-        top = terms.max(axis=-1, keepdims=True)
-        mass = np.exp(terms - top)
-        total = mass.sum(axis=-1)
-        loglik = np.sum(self.const + np.log(scale) + np.log(total) + top[..., 0], axis=-1)
+        quad = quadrature(self.k, self.n, eta, sigma, zhat, self.nodes, self.log_weights, derivatives,
+                          sigma_curvature=True)
+        loglik = np.sum(self.const + np.log(quad.scale) + np.log(quad.total) + quad.top, axis=-1)
         s = sigma[:, 0]
         if penalty:
             with np.errstate(divide="ignore"):
                 loglik = loglik + np.log(np.abs(s))
         if not derivatives:
             return loglik, None, None
-        post = mass / total[..., None]
-        pz = np.where(e >= 0, 1.0, tail) / (1 + tail)
-        r = self.k[:, None] - self.n[:, None] * pz
-        pr = post * r
-        r_mean, rz_mean = pr.sum(-1), (pr * z).sum(-1)
-        curv = post * (r * r - self.n[:, None] * pz * (1 - pz))
-        curv_z = curv * z
-        c_bb = curv.sum(-1) - r_mean ** 2
-        c_bs = curv_z.sum(-1) - r_mean * rz_mean
-        c_ss = (curv_z * z).sum(-1) - rz_mean ** 2
         q = X.shape[-1]
         grad = np.empty((len(theta), q + 1))
-        grad[:, :q], grad[:, q] = np.einsum("bnq,bn->bq", X, r_mean), rz_mean.sum(-1)
+        grad[:, :q], grad[:, q] = np.einsum("bnq,bn->bq", X, quad.d_eta), quad.d_sigma.sum(-1)
         hess = np.empty((len(theta), q + 1, q + 1))
-        hess[:, :q, :q] = np.swapaxes(X * c_bb[..., None], 1, 2) @ X
-        hess[:, :q, q] = hess[:, q, :q] = np.einsum("bnq,bn->bq", X, c_bs)
-        hess[:, q, q] = c_ss.sum(-1)
+        hess[:, :q, :q] = np.swapaxes(X * quad.d2_eta[..., None], 1, 2) @ X
+        hess[:, :q, q] = hess[:, q, :q] = np.einsum("bnq,bn->bq", X, quad.d2_eta_sigma)
+        hess[:, q, q] = quad.d2_sigma.sum(-1)
         if penalty:
             nonzero = s != 0
             grad[nonzero, q] += 1 / s[nonzero]

@@ -58,7 +58,6 @@ __all__: list[str] = []
 
 #: Gauss-Hermite nodes per level (items and clusters).
 _N_NODES = 100
-_SQRT2 = np.sqrt(2.0)
 _GTOL = 1e-7  # BFGS: the gradient's largest entry at convergence (log-likelihood units per parameter)
 _PROFILE_GTOL = 1e-5  # the profile's refits: an LR statistic to about 1e-5
 _XTOL = 1e-2  # the profile bounds' tolerance in logits (1% on the odds-ratio scale)
@@ -69,38 +68,9 @@ def _item_integrals(k, n, eta, sigma, nodes, log_weights, start):
     ``int phi(v) p^k (1 - p)^(n - k) dv`` with ``p = expit(eta + sigma v)`` (no binomial coefficient), its first and
     second derivatives in ``eta`` and its derivative in ``sigma``, and the modes (warm starts for the next call)."""
     zhat = mixed.posterior_mode(k, n, eta, sigma, start)
-    p = special.expit(eta + sigma * zhat)
-    scale = 1 / np.sqrt(1 + sigma ** 2 * n * p * (1 - p))
-    k, n = k[..., None], n[..., None]
-    # [J, Q, nodes] arrays, a fit's largest: each step overwrites a buffer whose value no later step reads, with the
-    # same operations in the same order as out of place (the same bits; benchmarks/README.md): six buffers, not twenty
-    z = zhat[..., None] + _SQRT2 * scale[..., None] * nodes
-    e = eta[..., None] + sigma * z
-    tail = np.abs(e)
-    np.exp(np.negative(tail, out=tail), out=tail)
-    spare = np.empty_like(tail)
-    terms = np.maximum(e, 0)
-    terms += np.log1p(tail, out=spare)
-    terms *= n  # n * softplus(e)
-    terms = np.subtract(np.multiply(k, e, out=spare), terms, out=terms)
-    terms -= np.multiply(np.multiply(z, 0.5, out=spare), z, out=spare)
-    terms += log_weights
-    top = terms.max(axis=-1, keepdims=True)
-    mass = np.exp(np.subtract(terms, top, out=terms), out=terms)
-    total = mass.sum(axis=-1)
-    log_g = np.log(scale) + np.log(total) + top[..., 0] - 0.5 * np.log(np.pi)
-    post = np.divide(mass, total[..., None], out=mass)
-    pz = np.where(e >= 0, 1.0, tail)
-    pz /= np.add(tail, 1, out=tail)
-    r = np.subtract(k, np.multiply(n, pz, out=e), out=e)
-    weighted = np.multiply(post, r, out=spare)  # post * r
-    d1 = weighted.sum(-1)
-    inner = np.multiply(n, pz, out=tail)
-    inner *= np.subtract(1, pz, out=pz)
-    inner = np.subtract(np.multiply(r, r, out=pz), inner, out=inner)
-    d2 = np.multiply(post, inner, out=inner).sum(-1) - d1 ** 2
-    ds = np.multiply(weighted, z, out=weighted).sum(-1)
-    return log_g, d1, d2, ds, zhat
+    quad = mixed.quadrature(k, n, eta, sigma, zhat, nodes, log_weights)
+    log_g = np.log(quad.scale) + np.log(quad.total) + quad.top - 0.5 * np.log(np.pi)
+    return log_g, quad.d_eta, quad.d2_eta, quad.d_sigma, zhat
 
 
 @dataclass
@@ -165,7 +135,7 @@ class _Nested:
         """(log-likelihood, gradient in (beta, sigma_cluster, sigma_item))."""
         eta = self.X @ beta
         zhat, scale = self._outer_modes(eta, s_cluster, s_item)
-        z = zhat[:, None] + _SQRT2 * scale[:, None] * self.nodes  # [I, Q]
+        z = zhat[:, None] + mixed.SQRT2 * scale[:, None] * self.nodes  # [I, Q]
         log_g, d1, _, ds = self._items((eta[:, None] + s_cluster * z)[self.cluster], s_item, "nodes")
         terms = self._sum(log_g) - 0.5 * z * z + self.log_weights
         top = terms.max(axis=-1, keepdims=True)
