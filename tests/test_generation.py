@@ -51,7 +51,10 @@ def smol():
 
 @pytest.fixture(scope="module")
 def server(smol):
-    with llama_server(smol.gguf_path, n_parallel=4, ctx_per_slot=256) as srv:
+    # the worker's share of the cores (tests/conftest.py), not every core: llama.cpp's threads wait for each other
+    # spinning, and beside one busy core the same-seed test took 8.9 s with two threads, 4.5 s with one (60 s in a
+    # make test, 2.8 s alone; benchmarks/README.md)
+    with llama_server(smol.gguf_path, n_parallel=4, ctx_per_slot=256, n_threads=torch.get_num_threads()) as srv:
         yield srv
 
 
