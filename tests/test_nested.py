@@ -161,7 +161,8 @@ def test_a_flat_ridge_past_the_cap_is_infinite_whatever_the_start(published_fit,
     """On the published completions the upper profile is a flat ridge: its refits past the estimate stop where the
     optimiser does (a Brent root there moved between e^37 and e^40 with the machine). Decided at the cap, the bound
     is infinite from any warm start: the estimate's fit, a start 0.3 off in every parameter, or a path that refits
-    the cap and the ridge straight from the estimate first."""
+    the cap and the ridge straight from the estimate first. (The row's bound and note, from the estimate: the audit
+    row's test below.)"""
     fit, j = published_fit, 1
     estimate, cutoff = float(fit.coef.iloc[j]), float(st.chi2.ppf(0.95, 1))
     profile = nested._NestedProfile(fit, j)
@@ -176,8 +177,6 @@ def test_a_flat_ridge_past_the_cap_is_infinite_whatever_the_start(published_fit,
     assert profile(mixed.PROFILE_LIMIT) < cutoff
     ridge = [b for b, (_, _, ok) in profile.done.items() if b > estimate + 1 and not ok]
     assert ridge, "no refit on the upper side failed to converge: the ridge this test is about is gone"
-    row = nested.nested_row(fit, "group")
-    assert row["ci_high"] == np.inf and "the upper bound lies beyond 40 logits" in row["note"]
 
 
 @pytest.mark.slow
