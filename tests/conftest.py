@@ -46,8 +46,8 @@ def pytest_terminal_summary(terminalreporter, config):
 
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist, the files with browser tests come first, then the others by their number of tests marked
-    ``slow``, most first; tests marked ``cuda`` skip, saying why, where no CUDA device exists (torch is imported only
-    when one is collected)."""
+    ``slow``, most first (a file with a test marked ``shares_quick_book`` counts one); tests marked ``cuda`` skip,
+    saying why, where no CUDA device exists (torch is imported only when one is collected)."""
     if hasattr(config, "workerinput"):
         # make test hands out whole files in collection order (--dist loadfile --no-loadscope-reorder), each to the
         # worker that is free: the file that builds the QUICK book, the longest unit of the suite, starts first;
@@ -55,11 +55,16 @@ def pytest_collection_modifyitems(config, items):
         # end instead of a long file running alone after the other worker is done (simulated on the per-file
         # seconds of a clean-clone run: 1,078 s of wall time in alphabetical order, 979 s in this one, the bound
         # being 979 s, half the summed seconds)
+        # A file sharing the QUICK book's chapter 12 store counts as one slow test: by its own count it started
+        # about 9 minutes in, beside the book's chapter 12 (near the book's end), and computed its conditions too
+        # (test_erasure.py 193 s against 132 s reading them); among the short files it starts after the book.
         browser = {item.path for item in items if item.get_closest_marker("browser")}
+        shares = {item.path for item in items if item.get_closest_marker("shares_quick_book")}
         slow: defaultdict = defaultdict(int)
         for item in items:
             slow[item.path] += item.get_closest_marker("slow") is not None
-        items.sort(key=lambda item: (item.path not in browser, -slow[item.path]))
+        items.sort(key=lambda item: (item.path not in browser,
+                                     -min(slow[item.path], 1) if item.path in shares else -slow[item.path]))
     marked = [item for item in items if item.get_closest_marker("cuda")]
     if not marked:
         return

@@ -250,6 +250,7 @@ def test_the_chart_draws_a_line_per_model_in_each_panel_in_its_legends_colour():
 
 
 @pytest.mark.slow
+@pytest.mark.shares_quick_book
 def test_a_real_chapter_12_table_reads_as_its_curve(smollm, smollm_quick_bases):
     """SmolLM2's own erasure table (LEACE at states 15 and 30 and at all, the QUICK book's ``limit`` of each input;
     the selective eraser where chapter 12 ran it): one curve row per LEACE and selective erasure, each value the

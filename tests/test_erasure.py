@@ -316,6 +316,7 @@ def test_the_replay_equals_computing_on_a_second_architecture():
 
 
 @pytest.mark.slow
+@pytest.mark.shares_quick_book
 def test_a_small_run_reads_its_curve_resumes_where_it_stopped_and_a_rerun_computes_nothing(smollm, tmp_path,
                                                                                             monkeypatch):
     """erasure_tradeoff on SmolLM2 as the QUICK book's chapter 12 runs it (the last state alone, layer_step 1000, and

@@ -138,6 +138,7 @@ def test_a_curve_without_controls_draws_and_names_none():
 
 
 @pytest.mark.slow
+@pytest.mark.shares_quick_book
 def test_a_real_chapter_12_table_is_drawn_as_its_curve(smollm, smollm_quick_bases):
     """SmolLM2's own erasure table (LEACE at states 15 and 30 and at all, its controls where the curve picks, the QUICK
     book's ``limit`` of each input): a LEACE line in each panel; each control drawn at exactly the places the table ran
