@@ -153,7 +153,7 @@ def quadrature(k, n, eta, sigma, zhat, nodes, log_weights, derivatives=True, sig
     z = zhat[..., None] + SQRT2 * scale[..., None] * nodes
     e = eta[..., None] + sigma * z
     tail = np.abs(e)
-    np.exp(np.negative(tail, out=tail), out=tail)
+    np.exp(np.negative(tail, out=tail), out=tail)  # one exponential for both log(1 + e^e) and expit(e)
     spare = np.empty_like(tail)
     terms = np.maximum(e, 0)
     terms += np.log1p(tail, out=spare)
