@@ -52,6 +52,7 @@ from ..core import paths
 from ..core.cache import atomic_write_json, build_folder, stable_hash
 from ..core.errors import ModelError, ParameterError
 from ..core.registry import Registry
+from . import gguf_parse
 from .builtin_models import (
     BUILTIN_MODELS,
     builtin_weights,
@@ -222,7 +223,7 @@ def _check_gguf_header(path: Path) -> None:
         raise ModelError(f"{path}: not a GGUF file (it starts with {magic!r}, expected {_GGUF_MAGIC!r})")
 
 
-def _convert_gguf(gguf: str | os.PathLike) -> Path:
+def convert_gguf(gguf: str | os.PathLike) -> Path:
     """Dequantise a GGUF once into ``cache_dir()/models/gguf/<stem>--<sha12>/`` and return that folder.
 
     ``save_pretrained`` refuses GGUF-loaded models, so the config is saved
@@ -238,14 +239,15 @@ def _convert_gguf(gguf: str | os.PathLike) -> Path:
 
 
 def _write_conversion(gguf: Path, digest: str, tmp: Path) -> None:
-    """The conversion of :func:`_convert_gguf`, written into ``tmp``."""
+    """The conversion of :func:`convert_gguf`, written into ``tmp``."""
     # deferred: importing transformers takes seconds
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
-        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        with gguf_parse.parsed_once():
+            tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     except Exception as exc:  # the gguf reader fails deep in numpy on a truncated file
         raise ModelError(f"{gguf}: could not read the GGUF file ({type(exc).__name__}: {exc}); "
                          "it is probably truncated or corrupt: download it again") from exc
@@ -617,9 +619,9 @@ def _files_of(name: str) -> tuple[str, Path | None]:
     if name in BUILTIN_MODELS:
         b = BUILTIN_MODELS[name]
         weights = builtin_weights(b)
-        return (str(_convert_gguf(weights)), weights) if b.layout == "gguf" else (str(weights), None)
+        return (str(convert_gguf(weights)), weights) if b.layout == "gguf" else (str(weights), None)
     if path.suffix.lower() == ".gguf":
-        return str(_convert_gguf(path.resolve())), path.resolve()
+        return str(convert_gguf(path.resolve())), path.resolve()
     return (str(path.resolve()), None) if path.is_dir() else (name, None)
 
 
