@@ -24,25 +24,23 @@ _LOCK = threading.Lock()
 @contextlib.contextmanager
 def parsed_once():
     """Within the block, ``gguf.GGUFReader(path)`` returns one reader per file and mode and
-    ``gguf.get_tensor_name_map(arch, n_blocks)`` one map per argument pair; yields the count of files parsed
-    (``{"parsed": n}``), which a test reads to see that transformers still reaches the reader this way. One block at a
-    time in a process: the two names are module attributes of gguf-py, restored when the block ends."""
+    ``gguf.get_tensor_name_map(arch, n_blocks)`` one map per argument pair. One block at a time in a process: the two
+    names are module attributes of gguf-py, restored when the block ends (``test_models.py`` counts the parses and
+    maps of a real conversion, so a transformers that stops reaching them this way fails there)."""
     import gguf  # deferred: gguf-py (numpy and its tables) is only needed to convert a model
 
     with _LOCK:
         readers: dict[tuple[str, str], object] = {}
-        count = {"parsed": 0}
         reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
 
         def reader(path, mode="r"):
             key = (os.path.realpath(path), mode)
             if key not in readers:
-                count["parsed"] += 1
                 readers[key] = reader_class(path, mode)
             return readers[key]
 
         gguf.GGUFReader, gguf.get_tensor_name_map = reader, functools.lru_cache(maxsize=None)(name_map)
         try:
-            yield count
+            yield
         finally:
             gguf.GGUFReader, gguf.get_tensor_name_map = reader_class, name_map
